@@ -1,0 +1,43 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "Strata",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "Strata", targets: ["Strata"]),
+        .library(name: "LibraryModel", targets: ["LibraryModel"]),
+        .executable(name: "storectl", targets: ["storectl"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        // liblmdb from the system (Debian: liblmdb-dev).
+        .systemLibrary(
+            name: "CLMDB",
+            path: "Sources/CLMDB",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"])]
+        ),
+        .target(
+            name: "Strata",
+            dependencies: [
+                "CLMDB",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Typed entities generated from Schemas/library by `storectl generate`.
+        .target(name: "LibraryModel", dependencies: ["Strata"]),
+        .executableTarget(
+            name: "storectl",
+            dependencies: [
+                "Strata",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(name: "StrataTests", dependencies: ["Strata", "LibraryModel"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

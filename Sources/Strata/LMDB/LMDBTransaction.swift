@@ -1,0 +1,139 @@
+import CLMDB
+
+/// A named LMDB database handle. Opened once at start-up and never closed.
+struct LMDBDatabase: Sendable, Equatable {
+    let dbi: MDB_dbi
+    let name: String
+}
+
+/// A borrowed view of an open LMDB transaction (read or write).
+///
+/// It is only ever handed to a closure (`LMDBEnvironment.write`, a snapshot's `read`), and must
+/// not be stored: the pointer is invalid once the closure returns. Values it returns are copied
+/// or decoded inside the closure; no pointer into the map escapes.
+struct LMDBTransaction {
+    let handle: OpaquePointer
+    let isWrite: Bool
+
+    /// Calls `body` with the bytes stored at `key`, or returns nil when the key is absent.
+    /// The buffer is valid only inside `body`.
+    func withValue<R>(_ db: LMDBDatabase, key: [UInt8], _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+        precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes, "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")
+        var data = MDB_val()
+        let rc: Int32 = key.withUnsafeBytes { kb in
+            var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
+            return mdb_get(handle, db.dbi, &k, &data)
+        }
+        if rc == MDB_NOTFOUND { return nil }
+        try lmdbCheck(rc, "mdb_get(\(db.name))")
+        return try body(UnsafeRawBufferPointer(start: data.mv_data, count: data.mv_size))
+    }
+
+    /// Whether `key` is present.
+    func contains(_ db: LMDBDatabase, key: [UInt8]) throws -> Bool {
+        try withValue(db, key: key) { _ in true } ?? false
+    }
+
+    /// Stores `value` at `key`, replacing what was there.
+    func put(_ db: LMDBDatabase, key: [UInt8], value: [UInt8], flags: UInt32 = 0) throws {
+        precondition(isWrite, "put on a read-only transaction")
+        precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes, "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")
+        let rc: Int32 = key.withUnsafeBytes { kb in
+            value.withUnsafeBytes { vb in
+                var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
+                var v = MDB_val(mv_size: vb.count, mv_data: UnsafeMutableRawPointer(mutating: vb.baseAddress))
+                return mdb_put(handle, db.dbi, &k, &v, flags)
+            }
+        }
+        try lmdbCheck(rc, "mdb_put(\(db.name))")
+    }
+
+    /// Deletes `key`; returns false when it was not there.
+    @discardableResult
+    func delete(_ db: LMDBDatabase, key: [UInt8]) throws -> Bool {
+        precondition(isWrite, "delete on a read-only transaction")
+        let rc: Int32 = key.withUnsafeBytes { kb in
+            var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
+            return mdb_del(handle, db.dbi, &k, nil)
+        }
+        if rc == MDB_NOTFOUND { return false }
+        try lmdbCheck(rc, "mdb_del(\(db.name))")
+        return true
+    }
+
+    /// Visits keys in ascending order starting at the first key `>= start` (or the first key),
+    /// while they begin with `prefix` (if given) and `body` returns true.
+    func scan(
+        _ db: LMDBDatabase, from start: [UInt8]? = nil, prefix: [UInt8]? = nil,
+        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
+        var cursor: OpaquePointer?
+        try lmdbCheck(mdb_cursor_open(handle, db.dbi, &cursor), "mdb_cursor_open(\(db.name))")
+        defer { mdb_cursor_close(cursor) }
+        var k = MDB_val()
+        var v = MDB_val()
+        let seek = start ?? prefix
+        var rc: Int32
+        if let seek, !seek.isEmpty {
+            rc = seek.withUnsafeBytes { sb in
+                k = MDB_val(mv_size: sb.count, mv_data: UnsafeMutableRawPointer(mutating: sb.baseAddress))
+                return mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE)
+            }
+        } else {
+            rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST)
+        }
+        while rc == MDB_SUCCESS {
+            let key = UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size)
+            if let prefix, !key.starts(with: prefix) { return }
+            let value = UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)
+            if try !body(key, value) { return }
+            rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
+        }
+        if rc != MDB_NOTFOUND { try lmdbCheck(rc, "mdb_cursor_get(\(db.name))") }
+    }
+
+    /// The last key and value of `db` (within `prefix` if given), passed to `body`.
+    func last<R>(_ db: LMDBDatabase, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> R) throws -> R? {
+        var cursor: OpaquePointer?
+        try lmdbCheck(mdb_cursor_open(handle, db.dbi, &cursor), "mdb_cursor_open(\(db.name))")
+        defer { mdb_cursor_close(cursor) }
+        var k = MDB_val()
+        var v = MDB_val()
+        let rc = mdb_cursor_get(cursor, &k, &v, MDB_LAST)
+        if rc == MDB_NOTFOUND { return nil }
+        try lmdbCheck(rc, "mdb_cursor_get(\(db.name), MDB_LAST)")
+        return try body(UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size),
+                        UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
+    }
+
+    /// Number of entries in `db`.
+    func entryCount(_ db: LMDBDatabase) throws -> Int {
+        var stat = MDB_stat()
+        try lmdbCheck(mdb_stat(handle, db.dbi, &stat), "mdb_stat(\(db.name))")
+        return stat.ms_entries
+    }
+
+    /// Removes every entry of `db` (the handle stays open).
+    func empty(_ db: LMDBDatabase) throws {
+        precondition(isWrite, "empty on a read-only transaction")
+        try lmdbCheck(mdb_drop(handle, db.dbi, 0), "mdb_drop(\(db.name))")
+    }
+
+    /// The id LMDB gave this transaction (the snapshot it reads).
+    var lmdbTransactionID: Int { mdb_txn_id(handle) }
+}
+
+/// Limits imposed by liblmdb 0.9.24 as built by Debian.
+public enum LMDBLimits {
+    /// `mdb_env_get_maxkeysize` for the default build: keys longer than this are rejected.
+    public static let maxKeyBytes = 511
+}
+
+extension UnsafeRawBufferPointer {
+    @inline(__always)
+    func starts(with prefix: [UInt8]) -> Bool {
+        guard count >= prefix.count else { return false }
+        for i in 0..<prefix.count where self[i] != prefix[i] { return false }
+        return true
+    }
+}

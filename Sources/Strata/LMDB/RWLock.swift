@@ -1,0 +1,39 @@
+import Glibc
+
+/// A reader/writer lock guarding the memory map.
+///
+/// Every read of the map holds it shared (cheap, never contended in practice); growing the map
+/// (`mdb_env_set_mapsize`) holds it exclusively, because LMDB unmaps and remaps the file and any
+/// cursor page pointer held across that would dangle. This is the only time a reader can wait,
+/// and only for the length of one `mmap` call.
+///
+/// `@unchecked Sendable` is safe: the only state is a `pthread_rwlock_t` allocated once, never
+/// moved, and designed for concurrent use from any thread.
+final class RWLock: @unchecked Sendable {
+    private let lock: UnsafeMutablePointer<pthread_rwlock_t>
+
+    init() {
+        lock = .allocate(capacity: 1)
+        let rc = pthread_rwlock_init(lock, nil)
+        precondition(rc == 0, "pthread_rwlock_init failed: \(rc)")
+    }
+
+    deinit {
+        pthread_rwlock_destroy(lock)
+        lock.deallocate()
+    }
+
+    func withShared<R>(_ body: () throws -> R) rethrows -> R {
+        let rc = pthread_rwlock_rdlock(lock)
+        precondition(rc == 0, "pthread_rwlock_rdlock failed: \(rc)")
+        defer { pthread_rwlock_unlock(lock) }
+        return try body()
+    }
+
+    func withExclusive<R>(_ body: () throws -> R) rethrows -> R {
+        let rc = pthread_rwlock_wrlock(lock)
+        precondition(rc == 0, "pthread_rwlock_wrlock failed: \(rc)")
+        defer { pthread_rwlock_unlock(lock) }
+        return try body()
+    }
+}

@@ -1,0 +1,191 @@
+/// One attribute change inside an update: position, value before, value after.
+public struct AttributeChange: Sendable, Equatable {
+    public let attribute: Int
+    public let old: Value
+    public let new: Value
+}
+
+/// One change as the log records it: explicit, with previous values, so that applying the log
+/// in order rebuilds state exactly and any change can be undone (as-of reads, history).
+///
+/// The writer resolves what a save asked for (delete rules, to-one replacement) into these; the
+/// log never needs the schema's rules to be re-evaluated.
+public enum LoggedChange: Sendable, Equatable {
+    /// A new object with all its attribute values.
+    case insert(id: ObjectID, values: [Value])
+    /// Changed attributes of an existing object.
+    case update(id: ObjectID, changes: [AttributeChange])
+    /// A removed object with the values it had.
+    case delete(id: ObjectID, values: [Value])
+    /// A relationship edge added (the inverse edge is implied).
+    case link(relationship: UInt16, from: ObjectID, to: ObjectID)
+    /// A relationship edge removed (the inverse edge is implied).
+    case unlink(relationship: UInt16, from: ObjectID, to: ObjectID)
+
+    /// The object whose record or edges this change touches first.
+    public var objectID: ObjectID {
+        switch self {
+        case .insert(let id, _), .update(let id, _), .delete(let id, _): id
+        case .link(_, let from, _), .unlink(_, let from, _): from
+        }
+    }
+
+    /// The change that undoes this one.
+    public var inverse: LoggedChange {
+        switch self {
+        case .insert(let id, let values): .delete(id: id, values: values)
+        case .delete(let id, let values): .insert(id: id, values: values)
+        case .update(let id, let changes): .update(id: id, changes: changes.map { AttributeChange(attribute: $0.attribute, old: $0.new, new: $0.old) })
+        case .link(let r, let a, let b): .unlink(relationship: r, from: a, to: b)
+        case .unlink(let r, let a, let b): .link(relationship: r, from: a, to: b)
+        }
+    }
+}
+
+/// One committed transaction as stored in the log.
+public struct LogEntry: Sendable, Equatable {
+    public let transactionID: TransactionID
+    /// The schema version the transaction was written with.
+    public let schemaVersion: Int
+    /// Wall-clock commit time, milliseconds since 1970.
+    public let timestampMs: Int64
+    /// Who saved it (a context label such as "import" or "main").
+    public let author: String
+    /// Free-form metadata, e.g. `["importID": "…"]`.
+    public let metadata: [String: String]
+    public let changes: [LoggedChange]
+}
+
+/// Binary form of a log entry:
+/// `[format u8][flags u8][schema version u32][time ms u64][author][metadata count varint][(key, value)*]
+///  [change count varint][change*][crc32c u32]`.
+enum LogEntryCodec {
+    static let format: UInt8 = 1
+    /// Upper bound on one encoded entry, so a corrupt length cannot make the decoder allocate wildly.
+    static let maxEntryBytes = 1 << 30
+
+    static func encode(_ e: LogEntry) -> [UInt8] {
+        var w = ByteWriter(capacity: 64 + e.changes.count * 48)
+        w.u8(format)
+        w.u8(0)
+        w.u32(UInt32(e.schemaVersion))
+        w.u64(UInt64(bitPattern: e.timestampMs))
+        w.string(e.author)
+        w.varint(UInt64(e.metadata.count))
+        for (k, v) in e.metadata.sorted(by: { $0.key < $1.key }) {
+            w.string(k)
+            w.string(v)
+        }
+        w.varint(UInt64(e.changes.count))
+        for c in e.changes { encode(c, into: &w) }
+        w.u32(CRC32C.checksum(w.bytes))
+        return w.bytes
+    }
+
+    private static func encode(_ c: LoggedChange, into w: inout ByteWriter) {
+        switch c {
+        case .insert(let id, let values):
+            w.u8(1); id16(id, &w); valueList(values, &w)
+        case .update(let id, let changes):
+            w.u8(2); id16(id, &w)
+            w.varint(UInt64(changes.count))
+            for ch in changes {
+                w.varint(UInt64(ch.attribute))
+                ValueCodec.encode(ch.old, into: &w)
+                ValueCodec.encode(ch.new, into: &w)
+            }
+        case .delete(let id, let values):
+            w.u8(3); id16(id, &w); valueList(values, &w)
+        case .link(let r, let a, let b):
+            w.u8(4); w.u16(r); id16(a, &w); id16(b, &w)
+        case .unlink(let r, let a, let b):
+            w.u8(5); w.u16(r); id16(a, &w); id16(b, &w)
+        }
+    }
+
+    private static func id16(_ id: ObjectID, _ w: inout ByteWriter) {
+        w.u64(id.high)
+        w.u64(id.low)
+    }
+
+    /// Values of an insert/delete: count, then (position, value) for the non-null ones.
+    private static func valueList(_ values: [Value], _ w: inout ByteWriter) {
+        w.varint(UInt64(values.count))
+        var present = 0
+        for v in values where !v.isNull { present += 1 }
+        w.varint(UInt64(present))
+        for (i, v) in values.enumerated() where !v.isNull {
+            w.varint(UInt64(i))
+            ValueCodec.encode(v, into: &w)
+        }
+    }
+
+    static func decode(_ bytes: UnsafeRawBufferPointer, transactionID tx: TransactionID) throws -> LogEntry {
+        guard bytes.count >= 4 + 2 + 4 + 8 + 1 + 1 + 1 else { throw StrataError.corruptLogEntry(transaction: tx, reason: "entry of \(bytes.count) bytes is too short") }
+        let body = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
+        var tail = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[bytes.count - 4..<bytes.count]))
+        let stored = try tail.u32()
+        guard CRC32C.checksum(body) == stored else { throw StrataError.corruptLogEntry(transaction: tx, reason: "checksum mismatch") }
+        var r = ByteReader(body)
+        do {
+            let f = try r.u8()
+            guard f == format else { throw StrataError.corruptLogEntry(transaction: tx, reason: "entry format \(f) is newer than this Strata reads (\(format))") }
+            _ = try r.u8()
+            let version = Int(try r.u32())
+            let time = Int64(bitPattern: try r.u64())
+            let author = try r.string()
+            var metadata: [String: String] = [:]
+            let m = try r.varint()
+            guard m <= UInt64(r.remaining) else { throw DecodingError(offset: r.offset, reason: "metadata count \(m)") }
+            for _ in 0..<m { metadata[try r.string()] = try r.string() }
+            let n = try r.varint()
+            guard n <= UInt64(r.remaining) else { throw DecodingError(offset: r.offset, reason: "change count \(n)") }
+            var changes: [LoggedChange] = []
+            changes.reserveCapacity(Int(n))
+            for _ in 0..<n { changes.append(try decodeChange(&r)) }
+            guard r.isAtEnd else { throw DecodingError(offset: r.offset, reason: "\(r.remaining) trailing bytes") }
+            return LogEntry(transactionID: tx, schemaVersion: version, timestampMs: time, author: author, metadata: metadata, changes: changes)
+        } catch let e as DecodingError {
+            throw StrataError.corruptLogEntry(transaction: tx, reason: e.description)
+        }
+    }
+
+    private static func readID(_ r: inout ByteReader) throws -> ObjectID {
+        ObjectID(high: try r.u64(), low: try r.u64())
+    }
+
+    private static func readValues(_ r: inout ByteReader) throws -> [Value] {
+        let count = try r.varint()
+        guard count <= UInt64(SchemaLimits.maxAttributesPerEntity) else { throw DecodingError(offset: r.offset, reason: "value count \(count)") }
+        var values = [Value](repeating: .null, count: Int(count))
+        let present = try r.varint()
+        guard present <= count else { throw DecodingError(offset: r.offset, reason: "present count \(present) > \(count)") }
+        for _ in 0..<present {
+            let i = try r.varint()
+            guard i < count else { throw DecodingError(offset: r.offset, reason: "value index \(i) out of range") }
+            values[Int(i)] = try ValueCodec.decode(from: &r)
+        }
+        return values
+    }
+
+    private static func decodeChange(_ r: inout ByteReader) throws -> LoggedChange {
+        let at = r.offset
+        switch try r.u8() {
+        case 1: return .insert(id: try readID(&r), values: try readValues(&r))
+        case 2:
+            let id = try readID(&r)
+            let n = try r.varint()
+            guard n <= UInt64(SchemaLimits.maxAttributesPerEntity) else { throw DecodingError(offset: r.offset, reason: "update count \(n)") }
+            var changes: [AttributeChange] = []
+            for _ in 0..<n {
+                let i = Int(try r.varint())
+                changes.append(AttributeChange(attribute: i, old: try ValueCodec.decode(from: &r), new: try ValueCodec.decode(from: &r)))
+            }
+            return .update(id: id, changes: changes)
+        case 3: return .delete(id: try readID(&r), values: try readValues(&r))
+        case 4: return .link(relationship: try r.u16(), from: try readID(&r), to: try readID(&r))
+        case 5: return .unlink(relationship: try r.u16(), from: try readID(&r), to: try readID(&r))
+        case let k: throw DecodingError(offset: at, reason: "unknown change kind \(k)")
+        }
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+import Synchronization
+
+/// The permanent identity of an object, assigned at insert and never changed.
+///
+/// 128 bits: the entity's 16-bit tag, a 48-bit millisecond timestamp, then 64 bits that are
+/// random at each new millisecond and incremented within it. Ids of one entity therefore sort by
+/// creation time (inserts append to the B-tree) and are unique across processes without
+/// coordination. There are no temporary ids: the id you get from `insert` is valid in every
+/// context, every process and every later version of the store.
+///
+/// ```swift
+/// let id = ObjectID.make(entityTag: 3)
+/// print(id)                       // "0003018f6c1e2a7b5f3c9d0e4a1b2c3d"
+/// ObjectID(string: id.description) == id   // true
+/// ```
+public struct ObjectID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// Entity tag (16 bits) then milliseconds since 1970 (48 bits).
+    public let high: UInt64
+    /// Random start per millisecond, incremented within it.
+    public let low: UInt64
+
+    public init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    /// The tag of the entity this object belongs to.
+    public var entityTag: UInt16 { UInt16(truncatingIfNeeded: high >> 48) }
+
+    /// The creation time encoded in the id (millisecond precision).
+    public var createdAt: Date { Date(timeIntervalSince1970: Double(high & 0xFFFF_FFFF_FFFF) / 1000) }
+
+    /// Makes a new id for an object of the entity with `entityTag`.
+    public static func make(entityTag: UInt16) -> ObjectID {
+        let nowMs = UInt64(max(0, Date().timeIntervalSince1970 * 1000)) & 0xFFFF_FFFF_FFFF
+        let (ms, low) = generator.withLock { state -> (UInt64, UInt64) in
+            if nowMs > state.ms {
+                state = (nowMs, UInt64.random(in: 0...(UInt64.max >> 2)))
+            } else {
+                state.low &+= 1
+            }
+            return state
+        }
+        return ObjectID(high: UInt64(entityTag) << 48 | ms, low: low)
+    }
+
+    private static let generator = Mutex<(ms: UInt64, low: UInt64)>((0, 0))
+
+    /// 32 lowercase hex digits.
+    public var description: String {
+        let h = String(high, radix: 16), l = String(low, radix: 16)
+        return String(repeating: "0", count: 16 - h.count) + h + String(repeating: "0", count: 16 - l.count) + l
+    }
+
+    /// Parses 32 hex digits; nil for anything else.
+    public init?(string: String) {
+        let utf8 = Array(string.utf8)
+        guard utf8.count == 32, utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) || ($0 >= 65 && $0 <= 70) }),
+              let h = UInt64(String(string.prefix(16)), radix: 16), let l = UInt64(String(string.suffix(16)), radix: 16)
+        else { return nil }
+        self.init(high: h, low: l)
+    }
+
+    public static func < (a: ObjectID, b: ObjectID) -> Bool { (a.high, a.low) < (b.high, b.low) }
+
+    /// The 16 big-endian key bytes (the order of the bytes is the order of the ids).
+    var keyBytes: [UInt8] {
+        var w = ByteWriter(capacity: 16)
+        w.u64(high)
+        w.u64(low)
+        return w.bytes
+    }
+
+    init(keyBytes b: UnsafeRawBufferPointer) {
+        precondition(b.count >= 16, "object id needs 16 bytes")
+        var r = ByteReader(b)
+        // Cannot fail: 16 bytes were checked above.
+        high = (try? r.u64()) ?? 0
+        low = (try? r.u64()) ?? 0
+    }
+}
+
+/// The id of a committed transaction: its position in the log, starting at 1, gap-free.
+public struct TransactionID: Hashable, Comparable, Sendable, CustomStringConvertible, Codable {
+    public let rawValue: UInt64
+    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
+    /// "No transaction yet": the state of an empty store.
+    public static let zero = TransactionID(0)
+    public static func < (a: TransactionID, b: TransactionID) -> Bool { a.rawValue < b.rawValue }
+    public var description: String { String(rawValue) }
+    public var next: TransactionID { TransactionID(rawValue + 1) }
+
+    var keyBytes: [UInt8] {
+        var w = ByteWriter(capacity: 8)
+        w.u64(rawValue)
+        return w.bytes
+    }
+}

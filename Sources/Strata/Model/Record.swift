@@ -1,0 +1,101 @@
+/// One object's current values: its entity, its permanent id, one ``Value`` per attribute (in
+/// schema order) and the transaction that last changed it.
+///
+/// ```swift
+/// var r = Record(entity: schema.entity(named: "Genre")!)
+/// r["name"] = .string("Jazz")
+/// ```
+public struct Record: Sendable, Equatable, CustomStringConvertible {
+    public let entity: EntityDescription
+    public let id: ObjectID
+    /// One value per attribute of ``entity``, in schema order (`.null` when unset).
+    public var values: [Value]
+    /// The transaction that last changed this object's attributes (``TransactionID/zero`` before
+    /// it is saved).
+    public internal(set) var version: TransactionID
+
+    /// A new object of `entity` with a fresh id and every attribute unset.
+    public init(entity: EntityDescription) {
+        self.init(entity: entity, id: .make(entityTag: entity.tag), values: Array(repeating: .null, count: entity.attributes.count), version: .zero)
+    }
+
+    init(entity: EntityDescription, id: ObjectID, values: [Value], version: TransactionID) {
+        precondition(values.count == entity.attributes.count, "record of \(entity.name) needs \(entity.attributes.count) values, got \(values.count)")
+        precondition(id.entityTag == entity.tag, "id \(id) does not belong to entity \(entity.name)")
+        self.entity = entity
+        self.id = id
+        self.values = values
+        self.version = version
+    }
+
+    /// The value of the attribute named `name`; `.null` for an unknown name.
+    public subscript(name: String) -> Value {
+        get { entity.attributeIndex[name].map { values[$0] } ?? .null }
+        set {
+            guard let i = entity.attributeIndex[name] else { preconditionFailure("entity \(entity.name) has no attribute '\(name)'") }
+            values[i] = newValue
+        }
+    }
+
+    public static func == (a: Record, b: Record) -> Bool {
+        a.entity === b.entity && a.id == b.id && a.values == b.values && a.version == b.version
+    }
+
+    public var description: String {
+        let fields = zip(entity.attributes, values).filter { !$0.1.isNull }.map { "\($0.0.name): \($0.1)" }
+        return "\(entity.name)(\(id), \(fields.joined(separator: ", ")))"
+    }
+}
+
+/// The stored form of a record: `[format u8][entity tag u16][version u64][count varint]
+/// ([attribute index varint][value])* [crc32c u32]`. Only non-null attributes are written.
+enum RecordCodec {
+    static let format: UInt8 = 1
+
+    static func encode(_ record: Record) -> [UInt8] {
+        var w = ByteWriter(capacity: 96)
+        w.u8(format)
+        w.u16(record.entity.tag)
+        w.u64(record.version.rawValue)
+        var present = 0
+        for v in record.values where !v.isNull { present += 1 }
+        w.varint(UInt64(present))
+        for (i, v) in record.values.enumerated() where !v.isNull {
+            w.varint(UInt64(i))
+            ValueCodec.encode(v, into: &w)
+        }
+        w.u32(CRC32C.checksum(w.bytes))
+        return w.bytes
+    }
+
+    /// Decodes a stored record, checking its checksum, format and that it belongs to `id`.
+    static func decode(_ bytes: UnsafeRawBufferPointer, id: ObjectID, schema: Schema) throws -> Record {
+        guard bytes.count >= 4 + 1 + 2 + 8 + 1 else { throw StrataError.corruptRecord(id: id, reason: "record of \(bytes.count) bytes is too short") }
+        let body = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
+        var tail = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[bytes.count - 4..<bytes.count]))
+        let stored = try tail.u32()
+        guard CRC32C.checksum(body) == stored else { throw StrataError.corruptRecord(id: id, reason: "checksum mismatch") }
+        var r = ByteReader(body)
+        do {
+            let f = try r.u8()
+            guard f == format else { throw StrataError.corruptRecord(id: id, reason: "record format \(f) is not \(format) (written by a newer Strata?)") }
+            let tag = try r.u16()
+            guard tag == id.entityTag, let entity = schema.entity(tag: tag) else {
+                throw StrataError.corruptRecord(id: id, reason: "entity tag \(tag) does not match the id")
+            }
+            let version = TransactionID(try r.u64())
+            var values = [Value](repeating: .null, count: entity.attributes.count)
+            let n = try r.varint()
+            guard n <= UInt64(entity.attributes.count) else { throw StrataError.corruptRecord(id: id, reason: "\(n) attributes, entity has \(entity.attributes.count)") }
+            for _ in 0..<n {
+                let i = Int(try r.varint())
+                guard i < values.count else { throw StrataError.corruptRecord(id: id, reason: "attribute index \(i) out of range") }
+                values[i] = try ValueCodec.decode(from: &r)
+            }
+            guard r.isAtEnd else { throw StrataError.corruptRecord(id: id, reason: "\(r.remaining) trailing bytes") }
+            return Record(entity: entity, id: id, values: values, version: version)
+        } catch let e as DecodingError {
+            throw StrataError.corruptRecord(id: id, reason: e.description)
+        }
+    }
+}

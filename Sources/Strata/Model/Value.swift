@@ -1,0 +1,131 @@
+import Foundation
+
+/// The type of an attribute, as declared in a schema file.
+public enum AttributeType: String, Sendable, CaseIterable, Codable {
+    case string, int, double, bool, date, bytes, uuid
+
+    var tag: UInt8 {
+        switch self {
+        case .string: 1
+        case .int: 2
+        case .double: 3
+        case .bool: 4
+        case .date: 5
+        case .bytes: 6
+        case .uuid: 7
+        }
+    }
+}
+
+/// One attribute value. `null` is the absence of a value (an optional attribute left unset).
+///
+/// Strings compare and sort by their UTF-8 bytes (binary collation, as SQLite's default), the
+/// same order the indexes use, so a scan and an index range always agree.
+public enum Value: Sendable, CustomStringConvertible {
+    case null
+    case string(String)
+    case int(Int64)
+    case double(Double)
+    case bool(Bool)
+    case date(Date)
+    case bytes([UInt8])
+    case uuid(UUID)
+
+    /// The attribute type this value belongs to; nil for `null`.
+    public var type: AttributeType? {
+        switch self {
+        case .null: nil
+        case .string: .string
+        case .int: .int
+        case .double: .double
+        case .bool: .bool
+        case .date: .date
+        case .bytes: .bytes
+        case .uuid: .uuid
+        }
+    }
+
+    public var isNull: Bool { if case .null = self { true } else { false } }
+
+    public var description: String {
+        switch self {
+        case .null: "null"
+        case .string(let s): "\"\(s)\""
+        case .int(let v): String(v)
+        case .double(let v): String(v)
+        case .bool(let v): String(v)
+        case .date(let d): ISO8601.string(from: d)
+        case .bytes(let b): "<\(b.count) bytes>"
+        case .uuid(let u): u.uuidString.lowercased()
+        }
+    }
+
+    var rank: Int { Int(type?.tag ?? 0) }
+}
+
+extension Value: Comparable, Hashable {
+    /// Total order: null first, then by type, then by value (strings by UTF-8 bytes).
+    public static func < (a: Value, b: Value) -> Bool { compare(a, b) < 0 }
+
+    public static func == (a: Value, b: Value) -> Bool { compare(a, b) == 0 }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(rank)
+        switch self {
+        case .null: break
+        case .string(let s): for b in s.utf8 { hasher.combine(b) }
+        case .int(let v): hasher.combine(v)
+        case .double(let v): hasher.combine(v)
+        case .bool(let v): hasher.combine(v)
+        case .date(let d): hasher.combine(d.timeIntervalSinceReferenceDate)
+        case .bytes(let b): hasher.combine(b)
+        case .uuid(let u): hasher.combine(u)
+        }
+    }
+
+    /// Three-way comparison: negative, zero or positive.
+    public static func compare(_ a: Value, _ b: Value) -> Int {
+        switch (a, b) {
+        case (.null, .null): return 0
+        case (.string(let x), .string(let y)): return compareBytes(x.utf8, y.utf8)
+        case (.int(let x), .int(let y)): return x < y ? -1 : (x == y ? 0 : 1)
+        case (.double(let x), .double(let y)): return x < y ? -1 : (x == y ? 0 : 1)
+        case (.bool(let x), .bool(let y)): return x == y ? 0 : (x ? 1 : -1)
+        case (.date(let x), .date(let y)): return x < y ? -1 : (x == y ? 0 : 1)
+        case (.bytes(let x), .bytes(let y)): return compareBytes(x, y)
+        case (.uuid(let x), .uuid(let y)):
+            return withUnsafeBytes(of: x.uuid) { xb in withUnsafeBytes(of: y.uuid) { yb in compareBytes(xb, yb) } }
+        default: return a.rank - b.rank
+        }
+    }
+
+    static func compareBytes<A: Sequence, B: Sequence>(_ a: A, _ b: B) -> Int where A.Element == UInt8, B.Element == UInt8 {
+        var ia = a.makeIterator(), ib = b.makeIterator()
+        while true {
+            switch (ia.next(), ib.next()) {
+            case (nil, nil): return 0
+            case (nil, _): return -1
+            case (_, nil): return 1
+            case (let x?, let y?): if x != y { return x < y ? -1 : 1 }
+            }
+        }
+    }
+}
+
+/// ISO-8601 text for dates (UTC), used by import, export and the CLI.
+public enum ISO8601 {
+    private static let plain = Date.ISO8601FormatStyle()
+    private static let fractional = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
+    /// `2024-05-01T12:00:00Z`, or with milliseconds when the date has a fraction of a second.
+    public static func string(from date: Date) -> String {
+        let t = date.timeIntervalSince1970
+        return t == t.rounded() ? plain.format(date) : fractional.format(date)
+    }
+
+    /// Parses `2024-05-01T12:00:00Z` or `2024-05-01T12:00:00.250Z`; nil for anything else.
+    public static func date(from text: String) -> Date? {
+        if let d = try? plain.parse(text) { return d }
+        return try? fractional.parse(text)
+    }
+}

@@ -1,0 +1,82 @@
+import Foundation
+
+/// Converts between JSON (import, export, schema defaults, CLI) and typed ``Value``s.
+///
+/// JSON forms: string → string; int → integer; double → number; bool → true/false;
+/// date → ISO-8601 string (`"2024-05-01T12:00:00Z"`); bytes → base64 string; uuid → UUID string.
+public enum ValueConversion {
+    /// Why a JSON value does not fit an attribute type.
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        public let reason: String
+        public var description: String { reason }
+    }
+
+    /// The ``Value`` of `json` for an attribute of `type`; `null` maps to ``Value/null``.
+    public static func value(from json: JSONValue, type: AttributeType) throws -> Value {
+        if case .null = json { return .null }
+        switch (type, json) {
+        case (.string, .string(let s)): return .string(s)
+        case (.int, .int(let i)): return .int(i)
+        case (.double, .double(let d)): return .double(d)
+        case (.double, .int(let i)): return .double(Double(i))
+        case (.bool, .bool(let b)): return .bool(b)
+        case (.date, .string(let s)):
+            guard let d = ISO8601.date(from: s) else { throw Failure(reason: "'\(s)' is not an ISO-8601 date like 2024-05-01T12:00:00Z") }
+            return .date(d)
+        case (.bytes, .string(let s)):
+            guard let d = Data(base64Encoded: s) else { throw Failure(reason: "not valid base64") }
+            return .bytes(Array(d))
+        case (.uuid, .string(let s)):
+            guard let u = UUID(uuidString: s) else { throw Failure(reason: "'\(s)' is not a UUID") }
+            return .uuid(u)
+        default:
+            throw Failure(reason: "expected \(type.rawValue), found \(json.typeName)")
+        }
+    }
+
+    /// The ``Value`` of CSV/CLI text for an attribute of `type`; the empty string is `null`.
+    public static func value(fromText text: String, type: AttributeType) throws -> Value {
+        if text.isEmpty { return .null }
+        switch type {
+        case .string: return .string(text)
+        case .int:
+            guard let i = Int64(text) else { throw Failure(reason: "'\(text)' is not an integer") }
+            return .int(i)
+        case .double:
+            guard let d = Double(text), d.isFinite else { throw Failure(reason: "'\(text)' is not a number") }
+            return .double(d)
+        case .bool:
+            switch text.lowercased() {
+            case "true", "1", "yes": return .bool(true)
+            case "false", "0", "no": return .bool(false)
+            default: throw Failure(reason: "'\(text)' is not true or false")
+            }
+        case .date, .bytes, .uuid:
+            return try value(from: .string(text), type: type)
+        }
+    }
+
+    /// The JSON form of `value`.
+    public static func json(_ value: Value) -> JSONValue {
+        switch value {
+        case .null: .null
+        case .string(let s): .string(s)
+        case .int(let i): .int(i)
+        case .double(let d): .double(d)
+        case .bool(let b): .bool(b)
+        case .date(let d): .string(ISO8601.string(from: d))
+        case .bytes(let b): .string(Data(b).base64EncodedString())
+        case .uuid(let u): .string(u.uuidString.lowercased())
+        }
+    }
+
+    /// The CSV/CLI text of `value` (`null` is empty).
+    public static func text(_ value: Value) -> String {
+        switch value {
+        case .null: ""
+        case .string(let s): s
+        default:
+            if case .string(let s) = json(value) { s } else { json(value).serialized }
+        }
+    }
+}

@@ -1,0 +1,149 @@
+import Foundation
+
+/// An attribute of an entity, as declared in the schema.
+public struct AttributeDescription: Sendable, Equatable {
+    /// The attribute's name, unique within its entity.
+    public let name: String
+    public let type: AttributeType
+    /// Whether the attribute may be left without a value (`null`).
+    public let isOptional: Bool
+    /// Used when an insert leaves the attribute unset.
+    public let defaultValue: Value?
+    /// Position in the entity's attribute list; records are encoded by position.
+    public let index: Int
+
+    /// Whether `value` may be stored in this attribute.
+    public func accepts(_ value: Value) -> Bool {
+        if case .null = value { return isOptional }
+        return value.type == type
+    }
+}
+
+/// What deleting the source object does to the objects a relationship points at.
+public enum DeleteRule: String, Sendable, CaseIterable {
+    /// Unlink the targets (their inverse is cleared).
+    case nullify
+    /// Delete the targets too.
+    case cascade
+    /// Refuse the delete while any target is linked.
+    case deny
+}
+
+/// A to-one or to-many relationship. Every relationship has a declared inverse.
+public struct RelationshipDescription: Sendable, Equatable {
+    public let name: String
+    /// The entity this relationship belongs to.
+    public let entityName: String
+    /// The entity it points at.
+    public let destination: String
+    public let isToMany: Bool
+    /// The name of the inverse relationship on ``destination``.
+    public let inverseName: String
+    public let deleteRule: DeleteRule
+    /// For to-one relationships: whether it may be left unset at commit.
+    public let isOptional: Bool
+    /// Stable tag used in link keys: entity tag in the high byte, position + 1 in the low byte.
+    public let tag: UInt16
+    public let index: Int
+}
+
+/// A secondary index or unique constraint over one or more attributes.
+public struct IndexDescription: Sendable, Equatable {
+    /// Attribute positions, in key order.
+    public let attributes: [Int]
+    public let isUnique: Bool
+    /// Stable tag used as the key prefix: entity tag in the high byte, position + 1 in the low byte.
+    public let tag: UInt16
+}
+
+/// An entity (a kind of object): its attributes, relationships, uniques and indexes.
+public final class EntityDescription: Sendable, CustomStringConvertible {
+    public let name: String
+    /// The 16-bit tag stored in every object id of this entity (1...255).
+    public let tag: UInt16
+    public let attributes: [AttributeDescription]
+    public let relationships: [RelationshipDescription]
+    public let uniques: [IndexDescription]
+    public let indexes: [IndexDescription]
+    let attributeIndex: [String: Int]
+    let relationshipIndex: [String: Int]
+
+    init(name: String, tag: UInt16, attributes: [AttributeDescription], relationships: [RelationshipDescription],
+         uniques: [IndexDescription], indexes: [IndexDescription]) {
+        self.name = name
+        self.tag = tag
+        self.attributes = attributes
+        self.relationships = relationships
+        self.uniques = uniques
+        self.indexes = indexes
+        attributeIndex = Dictionary(uniqueKeysWithValues: attributes.map { ($0.name, $0.index) })
+        relationshipIndex = Dictionary(uniqueKeysWithValues: relationships.map { ($0.name, $0.index) })
+    }
+
+    /// The attribute named `name`, if any.
+    public func attribute(named name: String) -> AttributeDescription? {
+        attributeIndex[name].map { attributes[$0] }
+    }
+
+    /// The relationship named `name`, if any.
+    public func relationship(named name: String) -> RelationshipDescription? {
+        relationshipIndex[name].map { relationships[$0] }
+    }
+
+    public var description: String { name }
+}
+
+/// One version of a model's schema: the entities a store holds.
+///
+/// Loaded from `Schemas/<model>/v<N>.json` (see README, "Schema files"):
+/// ```swift
+/// let schema = try Schema.load(directory: URL(fileURLWithPath: "Schemas/library"))
+/// schema.entity(named: "Track")?.attribute(named: "title")?.type   // .string
+/// ```
+public struct Schema: Sendable {
+    /// The model name (`"library"`).
+    public let model: String
+    /// The version (the N of `vN.json`).
+    public let version: Int
+    public let entities: [EntityDescription]
+    /// The schema as canonical JSON; stored in the store so tools can read it without the files.
+    public let canonicalJSON: String
+    private let byName: [String: EntityDescription]
+    private let byTag: [UInt16: EntityDescription]
+
+    init(model: String, version: Int, entities: [EntityDescription], canonicalJSON: String) {
+        self.model = model
+        self.version = version
+        self.entities = entities
+        self.canonicalJSON = canonicalJSON
+        byName = Dictionary(uniqueKeysWithValues: entities.map { ($0.name, $0) })
+        byTag = Dictionary(uniqueKeysWithValues: entities.map { ($0.tag, $0) })
+    }
+
+    public func entity(named name: String) -> EntityDescription? { byName[name] }
+    public func entity(tag: UInt16) -> EntityDescription? { byTag[tag] }
+
+    /// The relationship with link tag `tag`.
+    func relationship(tag: UInt16) -> RelationshipDescription? {
+        guard let e = byTag[tag >> 8], (tag & 0xff) >= 1, Int(tag & 0xff) <= e.relationships.count else { return nil }
+        return e.relationships[Int(tag & 0xff) - 1]
+    }
+
+    /// The inverse of `relationship`.
+    func inverse(of relationship: RelationshipDescription) -> RelationshipDescription {
+        // The loader proved every inverse exists and points back.
+        byName[relationship.destination]!.relationship(named: relationship.inverseName)!
+    }
+}
+
+/// Limits on schemas, enforced by the loader.
+public enum SchemaLimits {
+    /// Entity tags are one byte inside link and index tags.
+    public static let maxEntities = 255
+    public static let maxAttributesPerEntity = 1000
+    /// Relationship, index and unique positions are one byte inside their tags.
+    public static let maxRelationshipsPerEntity = 255
+    public static let maxIndexesPerEntity = 255
+    public static let maxAttributesPerIndex = 4
+    public static let maxNameBytes = 64
+}

@@ -1,0 +1,21 @@
+/// A schema file that cannot be used, with where and why.
+///
+/// ```
+/// Schemas/library/v1.json: entity 'Track', attribute 'duration': unknown type 'integer' (expected one of: string, int, double, bool, date, bytes, uuid)
+/// ```
+public struct SchemaError: Error, Sendable, CustomStringConvertible, Equatable {
+    /// The file (or "<stored schema>" for a schema read back from a store).
+    public let file: String
+    /// The entity involved, when there is one.
+    public let entity: String?
+    /// The member involved (`attribute 'x'`, `relationship 'y'`, `uniques[0]`, …), when there is one.
+    public let field: String?
+    public let reason: String
+
+    public var description: String {
+        var s = file + ": "
+        if let entity { s += "entity '\(entity)', " }
+        if let field { s += field + ": " }
+        return s + reason
+    }
+}

@@ -1,0 +1,255 @@
+import Foundation
+
+extension Schema {
+    /// Loads the current (highest) version from a model directory of `v<N>.json` files.
+    /// - Throws: ``SchemaError`` naming the file, entity and field at fault.
+    public static func load(directory: URL) throws -> Schema {
+        guard let last = try loadAll(directory: directory).last else {
+            throw SchemaError(file: directory.path, entity: nil, field: nil, reason: "no schema files (expected v1.json, v2.json, …)")
+        }
+        return last
+    }
+
+    /// Loads every version in a model directory, oldest first. Versions must run 1, 2, … N with no gap,
+    /// and all must name the same model.
+    public static func loadAll(directory: URL) throws -> [Schema] {
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        } catch {
+            throw SchemaError(file: directory.path, entity: nil, field: nil, reason: "cannot read schema directory (\(error.localizedDescription))")
+        }
+        var versions: [(Int, String)] = []
+        for name in names where name.hasPrefix("v") && name.hasSuffix(".json") {
+            guard let n = Int(name.dropFirst().dropLast(5)), n >= 1 else {
+                throw SchemaError(file: directory.appendingPathComponent(name).path, entity: nil, field: nil,
+                                  reason: "schema files must be named v<N>.json with N ≥ 1")
+            }
+            versions.append((n, name))
+        }
+        versions.sort { $0.0 < $1.0 }
+        var schemas: [Schema] = []
+        for (position, (n, name)) in versions.enumerated() {
+            let path = directory.appendingPathComponent(name).path
+            guard n == position + 1 else {
+                throw SchemaError(file: path, entity: nil, field: nil, reason: "versions must be contiguous from 1; v\(position + 1).json is missing")
+            }
+            let schema = try load(file: URL(fileURLWithPath: path))
+            if let first = schemas.first, first.model != schema.model {
+                throw SchemaError(file: path, entity: nil, field: "model", reason: "model '\(schema.model)' differs from '\(first.model)' in v1.json")
+            }
+            schemas.append(schema)
+        }
+        return schemas
+    }
+
+    /// Loads one schema file.
+    public static func load(file: URL) throws -> Schema {
+        let data: Data
+        do {
+            data = try Data(contentsOf: file)
+        } catch {
+            throw SchemaError(file: file.path, entity: nil, field: nil, reason: "cannot read file (\(error.localizedDescription))")
+        }
+        var expected: Int?
+        let base = file.lastPathComponent
+        if base.hasPrefix("v"), base.hasSuffix(".json") { expected = Int(base.dropFirst().dropLast(5)) }
+        return try parse(Array(data), source: file.path, expectedVersion: expected)
+    }
+
+    /// Parses schema JSON (`source` names it in errors).
+    public static func parse(_ bytes: [UInt8], source: String, expectedVersion: Int? = nil) throws -> Schema {
+        let json: JSONValue
+        do {
+            json = try JSONValue.parse(bytes)
+        } catch let e as JSONParseError {
+            throw SchemaError(file: source, entity: nil, field: nil, reason: "not valid JSON: \(e)")
+        }
+        var loader = SchemaLoader(file: source)
+        return try loader.load(json, expectedVersion: expectedVersion)
+    }
+}
+
+/// Validates schema JSON member by member so every error names its place.
+struct SchemaLoader {
+    let file: String
+    var entity: String?
+
+    func error(_ field: String?, _ reason: String) -> SchemaError {
+        SchemaError(file: file, entity: entity, field: field, reason: reason)
+    }
+
+    func members(_ value: JSONValue, _ field: String?, allowed: Set<String>) throws -> [(String, JSONValue)] {
+        guard case .object(let m) = value else { throw error(field, "expected an object, found \(value.typeName)") }
+        for (key, _) in m where !allowed.contains(key) {
+            throw error(field, "unknown key '\(key)' (allowed: \(allowed.sorted().joined(separator: ", ")))")
+        }
+        return m
+    }
+
+    func name(_ value: JSONValue?, _ field: String) throws -> String {
+        guard let value else { throw error(field, "missing 'name'") }
+        guard case .string(let s) = value else { throw error(field, "'name' must be a string, found \(value.typeName)") }
+        let ok = !s.isEmpty && s.utf8.count <= SchemaLimits.maxNameBytes
+            && s.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "_") })
+            && !(s.unicodeScalars.first.map { CharacterSet.decimalDigits.contains($0) } ?? true)
+        guard ok else { throw error(field, "name '\(s)' must be an ASCII identifier of at most \(SchemaLimits.maxNameBytes) bytes") }
+        return s
+    }
+
+    func bool(_ value: JSONValue?, _ field: String, _ key: String, default d: Bool) throws -> Bool {
+        guard let value else { return d }
+        guard case .bool(let b) = value else { throw error(field, "'\(key)' must be true or false, found \(value.typeName)") }
+        return b
+    }
+
+    mutating func load(_ root: JSONValue, expectedVersion: Int?) throws -> Schema {
+        let top = try members(root, nil, allowed: ["model", "version", "entities", "description"])
+        _ = top
+        guard case .string(let model)? = root["model"], !model.isEmpty else { throw error("model", "missing or not a non-empty string") }
+        guard case .int(let v)? = root["version"], v >= 1, v <= Int64(UInt32.max) else { throw error("version", "missing or not a positive integer") }
+        if let expectedVersion, expectedVersion != Int(v) {
+            throw error("version", "file is named v\(expectedVersion).json but declares version \(v)")
+        }
+        guard case .array(let list)? = root["entities"] else { throw error("entities", "missing or not an array") }
+        guard !list.isEmpty else { throw error("entities", "at least one entity is required") }
+        guard list.count <= SchemaLimits.maxEntities else { throw error("entities", "more than \(SchemaLimits.maxEntities) entities") }
+
+        // First pass: names and tags, so relationships can be checked against every entity.
+        var drafts: [(name: String, tag: UInt16, json: JSONValue)] = []
+        for (i, e) in list.enumerated() {
+            entity = nil
+            _ = try members(e, "entities[\(i)]", allowed: ["name", "tag", "attributes", "relationships", "uniques", "indexes", "description"])
+            let n = try name(e["name"], "entities[\(i)]")
+            entity = n
+            if drafts.contains(where: { $0.name == n }) { throw error(nil, "duplicate entity name") }
+            var tag = UInt16(i + 1)
+            if let t = e["tag"] {
+                guard case .int(let tv) = t, tv >= 1, tv <= Int64(SchemaLimits.maxEntities) else {
+                    throw error("tag", "must be an integer in 1...\(SchemaLimits.maxEntities)")
+                }
+                tag = UInt16(tv)
+            }
+            if let other = drafts.first(where: { $0.tag == tag }) { throw error("tag", "tag \(tag) is already used by entity '\(other.name)'") }
+            drafts.append((n, tag, e))
+        }
+        var entities: [EntityDescription] = []
+        for d in drafts {
+            entity = d.name
+            entities.append(try loadEntity(d.json, name: d.name, tag: d.tag, all: drafts))
+        }
+        entity = nil
+        try checkInverses(entities)
+        return Schema(model: model, version: Int(v), entities: entities, canonicalJSON: root.serialized)
+    }
+
+    mutating func loadEntity(_ json: JSONValue, name: String, tag: UInt16, all: [(name: String, tag: UInt16, json: JSONValue)]) throws -> EntityDescription {
+        guard case .array(let attrList)? = json["attributes"] else { throw error("attributes", "missing or not an array") }
+        guard attrList.count <= SchemaLimits.maxAttributesPerEntity else { throw error("attributes", "more than \(SchemaLimits.maxAttributesPerEntity) attributes") }
+        var attributes: [AttributeDescription] = []
+        var memberNames: Set<String> = []
+        for (i, a) in attrList.enumerated() {
+            let attr = try loadAttribute(a, index: i)
+            guard memberNames.insert(attr.name).inserted else { throw error("attribute '\(attr.name)'", "duplicate member name") }
+            attributes.append(attr)
+        }
+        var relationships: [RelationshipDescription] = []
+        if let rels = json["relationships"] {
+            guard case .array(let relList) = rels else { throw error("relationships", "must be an array") }
+            guard relList.count <= SchemaLimits.maxRelationshipsPerEntity else { throw error("relationships", "more than \(SchemaLimits.maxRelationshipsPerEntity) relationships") }
+            for (i, r) in relList.enumerated() {
+                let rel = try loadRelationship(r, index: i, entityName: name, entityTag: tag, all: all)
+                guard memberNames.insert(rel.name).inserted else { throw error("relationship '\(rel.name)'", "duplicate member name") }
+                relationships.append(rel)
+            }
+        }
+        let uniques = try loadIndexes(json["uniques"], key: "uniques", unique: true, attributes: attributes, entityTag: tag)
+        let indexes = try loadIndexes(json["indexes"], key: "indexes", unique: false, attributes: attributes, entityTag: tag)
+        return EntityDescription(name: name, tag: tag, attributes: attributes, relationships: relationships, uniques: uniques, indexes: indexes)
+    }
+
+    func loadAttribute(_ json: JSONValue, index: Int) throws -> AttributeDescription {
+        let place = "attributes[\(index)]"
+        _ = try members(json, place, allowed: ["name", "type", "optional", "default", "description"])
+        let n = try name(json["name"], place)
+        let field = "attribute '\(n)'"
+        if ["id", "entity"].contains(n) { throw error(field, "'\(n)' is reserved") }
+        guard case .string(let typeName)? = json["type"] else { throw error(field, "missing 'type'") }
+        guard let type = AttributeType(rawValue: typeName) else {
+            throw error(field, "unknown type '\(typeName)' (expected one of: \(AttributeType.allCases.map(\.rawValue).joined(separator: ", ")))")
+        }
+        let optional = try bool(json["optional"], field, "optional", default: false)
+        var defaultValue: Value?
+        if let d = json["default"] {
+            do {
+                defaultValue = try ValueConversion.value(from: d, type: type)
+            } catch let reason as ValueConversion.Failure {
+                throw error(field, "default value: \(reason.reason)")
+            }
+            if defaultValue?.isNull == true { defaultValue = nil }
+        }
+        return AttributeDescription(name: n, type: type, isOptional: optional, defaultValue: defaultValue, index: index)
+    }
+
+    func loadRelationship(_ json: JSONValue, index: Int, entityName: String, entityTag: UInt16,
+                          all: [(name: String, tag: UInt16, json: JSONValue)]) throws -> RelationshipDescription {
+        let place = "relationships[\(index)]"
+        _ = try members(json, place, allowed: ["name", "destination", "toMany", "inverse", "deleteRule", "optional", "description"])
+        let n = try name(json["name"], place)
+        let field = "relationship '\(n)'"
+        guard case .string(let dest)? = json["destination"] else { throw error(field, "missing 'destination'") }
+        guard all.contains(where: { $0.name == dest }) else { throw error(field, "destination '\(dest)' is not an entity of this schema") }
+        guard case .string(let inverse)? = json["inverse"] else { throw error(field, "missing 'inverse' (every relationship needs an inverse)") }
+        let toMany = try bool(json["toMany"], field, "toMany", default: false)
+        let optional = try bool(json["optional"], field, "optional", default: true)
+        if toMany && json["optional"] != nil { throw error(field, "'optional' applies to to-one relationships only") }
+        var rule = DeleteRule.nullify
+        if let r = json["deleteRule"] {
+            guard case .string(let rs) = r, let parsed = DeleteRule(rawValue: rs) else {
+                throw error(field, "deleteRule must be one of: \(DeleteRule.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            rule = parsed
+        }
+        return RelationshipDescription(name: n, entityName: entityName, destination: dest, isToMany: toMany, inverseName: inverse,
+                                       deleteRule: rule, isOptional: optional, tag: entityTag << 8 | UInt16(index + 1), index: index)
+    }
+
+    func loadIndexes(_ json: JSONValue?, key: String, unique: Bool, attributes: [AttributeDescription], entityTag: UInt16) throws -> [IndexDescription] {
+        guard let json else { return [] }
+        guard case .array(let list) = json else { throw error(key, "must be an array of attribute-name arrays") }
+        guard list.count <= SchemaLimits.maxIndexesPerEntity else { throw error(key, "more than \(SchemaLimits.maxIndexesPerEntity) entries") }
+        var result: [IndexDescription] = []
+        for (i, item) in list.enumerated() {
+            let place = "\(key)[\(i)]"
+            guard case .array(let names) = item, !names.isEmpty else { throw error(place, "must be a non-empty array of attribute names") }
+            guard names.count <= SchemaLimits.maxAttributesPerIndex else { throw error(place, "more than \(SchemaLimits.maxAttributesPerIndex) attributes") }
+            var positions: [Int] = []
+            for n in names {
+                guard case .string(let s) = n else { throw error(place, "attribute names must be strings") }
+                guard let a = attributes.first(where: { $0.name == s }) else { throw error(place, "unknown attribute '\(s)'") }
+                guard !positions.contains(a.index) else { throw error(place, "attribute '\(s)' listed twice") }
+                positions.append(a.index)
+            }
+            if result.contains(where: { $0.attributes == positions }) { throw error(place, "duplicate of an earlier entry") }
+            result.append(IndexDescription(attributes: positions, isUnique: unique, tag: entityTag << 8 | UInt16(i + 1)))
+        }
+        return result
+    }
+
+    mutating func checkInverses(_ entities: [EntityDescription]) throws {
+        let byName = Dictionary(uniqueKeysWithValues: entities.map { ($0.name, $0) })
+        for e in entities {
+            entity = e.name
+            for r in e.relationships {
+                let field = "relationship '\(r.name)'"
+                guard let inverse = byName[r.destination]?.relationship(named: r.inverseName) else {
+                    throw error(field, "inverse '\(r.inverseName)' does not exist on '\(r.destination)'")
+                }
+                guard inverse.destination == e.name, inverse.inverseName == r.name else {
+                    throw error(field, "inverse '\(r.destination).\(r.inverseName)' does not point back to '\(e.name).\(r.name)'")
+                }
+            }
+        }
+        entity = nil
+    }
+}

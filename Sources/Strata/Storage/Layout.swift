@@ -1,0 +1,80 @@
+/// Key layouts of the named databases. All integers are big-endian so byte order is numeric order.
+///
+/// | database | key | value |
+/// |---|---|---|
+/// | `log` | transaction id (u64) | encoded ``LogEntry`` |
+/// | `objects` | object id (16 bytes: entity tag, time, counter) | encoded record |
+/// | `links` | relationship tag (u16) · from id · to id | empty |
+/// | `indexes` | index tag (u16) · sortable values · object id | empty |
+/// | `uniques` | unique tag (u16) · sortable values | object id |
+/// | `meta` | ASCII name | see ``MetaKey`` |
+enum Layout {
+    static func u16(_ v: UInt16) -> [UInt8] { [UInt8(v >> 8), UInt8(v & 0xff)] }
+
+    static func entityPrefix(_ tag: UInt16) -> [UInt8] { u16(tag) }
+
+    static func linkPrefix(_ relationship: UInt16, _ from: ObjectID) -> [UInt8] {
+        var k = u16(relationship)
+        k.reserveCapacity(34)
+        k += from.keyBytes
+        return k
+    }
+
+    static func linkKey(_ relationship: UInt16, _ from: ObjectID, _ to: ObjectID) -> [UInt8] {
+        linkPrefix(relationship, from) + to.keyBytes
+    }
+
+    /// Bytes of each component of an index key, chosen so the longest key fits in LMDB's 511.
+    static func componentBudget(_ index: IndexDescription) -> Int {
+        // tag (2) + id (16); each component: type byte + escaped bytes (worst case doubled) + terminator (2).
+        let perComponent = (LMDBLimits.maxKeyBytes - 2 - 16) / index.attributes.count
+        return max(8, (perComponent - 3) / 2)
+    }
+
+    static func indexPrefix(_ index: IndexDescription, _ values: [Value]) -> [UInt8] {
+        var k = u16(index.tag)
+        let budget = componentBudget(index)
+        for v in values { SortableEncoding.encode(v, into: &k, truncateBytes: budget) }
+        return k
+    }
+
+    static func indexKey(_ index: IndexDescription, record values: [Value], id: ObjectID) -> [UInt8] {
+        indexPrefix(index, index.attributes.map { values[$0] }) + id.keyBytes
+    }
+
+    /// The unique key of `values`, or nil when a component is null (nulls never clash, as in SQL).
+    /// - Throws: ``ValidationFailure`` when the key would exceed LMDB's key size.
+    static func uniqueKey(_ index: IndexDescription, record values: [Value], entity: EntityDescription, id: ObjectID) throws -> [UInt8]? {
+        var k = u16(index.tag)
+        for a in index.attributes {
+            if values[a].isNull { return nil }
+            SortableEncoding.encode(values[a], into: &k)
+        }
+        guard k.count <= LMDBLimits.maxKeyBytes else {
+            throw StrataError.validation(ValidationFailure(
+                kind: .valueTooLarge, entity: entity.name, objectID: id, field: uniqueFieldName(index, entity),
+                reason: "unique key of \(k.count) bytes exceeds LMDB's \(LMDBLimits.maxKeyBytes)-byte key limit"))
+        }
+        return k
+    }
+
+    static func uniqueFieldName(_ index: IndexDescription, _ entity: EntityDescription) -> String {
+        index.attributes.map { entity.attributes[$0].name }.joined(separator: "+")
+    }
+}
+
+/// Names in the `meta` database.
+enum MetaKey {
+    /// Store format (u32). Bumped when the layout changes incompatibly.
+    static let format = Array("format".utf8)
+    /// Canonical JSON of the schema the store holds.
+    static let schema = Array("schema".utf8)
+    /// Model name (UTF-8) and version (u32), readable without parsing the schema.
+    static let model = Array("model".utf8)
+    static let version = Array("version".utf8)
+    /// Creation time, ms since 1970 (u64).
+    static let created = Array("created".utf8)
+    /// Live objects of an entity (u64): "count/" + entity tag.
+    static func count(_ tag: UInt16) -> [UInt8] { Array("count/".utf8) + Layout.u16(tag) }
+    static let storeFormat: UInt32 = 1
+}

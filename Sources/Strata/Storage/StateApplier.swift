@@ -1,0 +1,135 @@
+/// Applies logged changes to the state databases (objects, links, indexes, uniques, counts) inside
+/// one write transaction. The writer and `verify`'s rebuild both use it, which is what makes
+/// "state rebuilt from the log is byte-equal to the materialized state" hold by construction.
+struct StateApplier {
+    let txn: LMDBTransaction
+    let env: LMDBEnvironment
+    let schema: Schema
+    /// The transaction being applied (becomes the version of every record it touches).
+    var transactionID: TransactionID
+    private var countDeltas: [UInt16: Int] = [:]
+
+    init(txn: LMDBTransaction, env: LMDBEnvironment, schema: Schema, transactionID: TransactionID) {
+        self.txn = txn
+        self.env = env
+        self.schema = schema
+        self.transactionID = transactionID
+    }
+
+    func entity(of id: ObjectID) throws -> EntityDescription {
+        guard let e = schema.entity(tag: id.entityTag) else {
+            throw StrataError.corruptRecord(id: id, reason: "no entity with tag \(id.entityTag) in schema \(schema.model) v\(schema.version)")
+        }
+        return e
+    }
+
+    func record(_ id: ObjectID) throws -> Record? {
+        try txn.withValue(env[.objects], key: id.keyBytes) { try RecordCodec.decode($0, id: id, schema: schema) }
+    }
+
+    func exists(_ id: ObjectID) throws -> Bool {
+        try txn.contains(env[.objects], key: id.keyBytes)
+    }
+
+    /// Targets linked from `from` through relationship `tag`, in id order.
+    func targets(_ tag: UInt16, from: ObjectID) throws -> [ObjectID] {
+        var result: [ObjectID] = []
+        try txn.scan(env[.links], prefix: Layout.linkPrefix(tag, from)) { key, _ in
+            result.append(ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: key[18..<34])))
+            return true
+        }
+        return result
+    }
+
+    /// The object holding unique key `key`, if any.
+    func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? {
+        try txn.withValue(env[.uniques], key: key) { ObjectID(keyBytes: $0) }
+    }
+
+    mutating func apply(_ change: LoggedChange) throws {
+        switch change {
+        case .insert(let id, let values):
+            let e = try entity(of: id)
+            let record = Record(entity: e, id: id, values: values, version: transactionID)
+            try txn.put(env[.objects], key: id.keyBytes, value: RecordCodec.encode(record))
+            try addIndexEntries(e, values, id)
+            countDeltas[e.tag, default: 0] += 1
+        case .update(let id, let changes):
+            guard var record = try record(id) else { throw StrataError.corruptRecord(id: id, reason: "update of a missing object") }
+            let before = record.values
+            for c in changes { record.values[c.attribute] = c.new }
+            record.version = transactionID
+            try txn.put(env[.objects], key: id.keyBytes, value: RecordCodec.encode(record))
+            let touched = Set(changes.map(\.attribute))
+            try reindex(record.entity, before, record.values, id, touched: touched)
+        case .delete(let id, _):
+            guard let record = try record(id) else { throw StrataError.corruptRecord(id: id, reason: "delete of a missing object") }
+            try removeIndexEntries(record.entity, record.values, id)
+            try txn.delete(env[.objects], key: id.keyBytes)
+            countDeltas[record.entity.tag, default: 0] -= 1
+        case .link(let tag, let a, let b):
+            let (rel, inverse) = try relationshipPair(tag)
+            try txn.put(env[.links], key: Layout.linkKey(rel, a, b), value: [])
+            try txn.put(env[.links], key: Layout.linkKey(inverse, b, a), value: [])
+        case .unlink(let tag, let a, let b):
+            let (rel, inverse) = try relationshipPair(tag)
+            try txn.delete(env[.links], key: Layout.linkKey(rel, a, b))
+            try txn.delete(env[.links], key: Layout.linkKey(inverse, b, a))
+        }
+    }
+
+    private func relationshipPair(_ tag: UInt16) throws -> (UInt16, UInt16) {
+        guard let r = schema.relationship(tag: tag) else {
+            throw StrataError.corruptLogEntry(transaction: transactionID, reason: "unknown relationship tag \(tag)")
+        }
+        return (tag, schema.inverse(of: r).tag)
+    }
+
+    private func addIndexEntries(_ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
+        for index in e.indexes {
+            try txn.put(env[.indexes], key: Layout.indexKey(index, record: values, id: id), value: [])
+        }
+        for unique in e.uniques {
+            if let key = try Layout.uniqueKey(unique, record: values, entity: e, id: id) {
+                try txn.put(env[.uniques], key: key, value: id.keyBytes)
+            }
+        }
+    }
+
+    private func removeIndexEntries(_ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
+        for index in e.indexes {
+            try txn.delete(env[.indexes], key: Layout.indexKey(index, record: values, id: id))
+        }
+        for unique in e.uniques {
+            if let key = try Layout.uniqueKey(unique, record: values, entity: e, id: id) {
+                try txn.delete(env[.uniques], key: key)
+            }
+        }
+    }
+
+    private func reindex(_ e: EntityDescription, _ old: [Value], _ new: [Value], _ id: ObjectID, touched: Set<Int>) throws {
+        for index in e.indexes where index.attributes.contains(where: touched.contains) {
+            try txn.delete(env[.indexes], key: Layout.indexKey(index, record: old, id: id))
+            try txn.put(env[.indexes], key: Layout.indexKey(index, record: new, id: id), value: [])
+        }
+        for unique in e.uniques where unique.attributes.contains(where: touched.contains) {
+            if let key = try Layout.uniqueKey(unique, record: old, entity: e, id: id) { try txn.delete(env[.uniques], key: key) }
+            if let key = try Layout.uniqueKey(unique, record: new, entity: e, id: id) { try txn.put(env[.uniques], key: key, value: id.keyBytes) }
+        }
+    }
+
+    /// Writes the accumulated per-entity object counts to `meta`.
+    mutating func flushCounts() throws {
+        for (tag, delta) in countDeltas where delta != 0 {
+            let key = MetaKey.count(tag)
+            let current = try txn.withValue(env[.meta], key: key) { b -> Int in
+                var r = ByteReader(b)
+                return Int(try r.u64())
+            } ?? 0
+            var w = ByteWriter(capacity: 8)
+            w.u64(UInt64(max(0, current + delta)))
+            try txn.put(env[.meta], key: key, value: w.bytes)
+        }
+        countDeltas.removeAll()
+    }
+}

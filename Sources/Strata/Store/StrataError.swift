@@ -1,0 +1,100 @@
+/// Everything that can go wrong in Strata, each case carrying what is needed to say where and why.
+///
+/// Operating errors (bad input, a full disk, a corrupt file, a store that needs migrating) are
+/// thrown as these; programmer errors (a transaction used outside its closure) trip a precondition.
+public enum StrataError: Error, Sendable, CustomStringConvertible {
+    /// A schema file is unusable.
+    case schema(SchemaError)
+    /// A liblmdb call failed.
+    case lmdb(LMDBError)
+    /// No store at the path (and creating one was not asked for).
+    case storeNotFound(path: String)
+    /// The directory holds something that is not a Strata store (or one this version cannot read).
+    case notAStore(path: String, reason: String)
+    /// The store is already open in this process with different options.
+    case alreadyOpen(path: String, reason: String)
+    /// The store was written with another model.
+    case modelMismatch(store: String, app: String)
+    /// The store's schema version is older than the app's: run `storectl migrate`.
+    case migrationRequired(storeVersion: Int, appVersion: Int, model: String)
+    /// The store was written by a newer schema version than the app knows.
+    case storeTooNew(storeVersion: Int, appVersion: Int, model: String)
+    /// The store's schema and the app's differ although their version numbers are equal.
+    case schemaChanged(version: Int, model: String)
+    /// A Swift entity type does not match the schema.
+    case entityMismatch(type: String, reason: String)
+    /// A state record failed its checksum or does not decode.
+    case corruptRecord(id: ObjectID, reason: String)
+    /// A log entry failed its checksum or does not decode.
+    case corruptLogEntry(transaction: TransactionID, reason: String)
+    /// A save was refused by validation; nothing of it was written.
+    case validation(ValidationFailure)
+    /// The map reached ``StoreConfiguration/maxMapSizeBytes``.
+    case storeFull(maxMapSizeBytes: Int)
+    /// A write on a store opened read-only.
+    case readOnly(path: String)
+    /// More snapshots open than ``StoreConfiguration/maxOpenSnapshots``.
+    case tooManySnapshots(limit: Int)
+    /// More saves waiting than ``StoreConfiguration/maxPendingSaves``.
+    case writerOverloaded(limit: Int)
+    /// A change set larger than ``StoreConfiguration/maxChangesPerSave``.
+    case saveTooLarge(changes: Int, limit: Int)
+    /// The store was closed.
+    case closed(path: String)
+    /// The store was opened before `fork()`; a child process must open its own.
+    case usedAfterFork(path: String)
+    /// A transaction id that does not exist in the log.
+    case noSuchTransaction(TransactionID)
+
+    public var description: String {
+        switch self {
+        case .schema(let e): return e.description
+        case .lmdb(let e): return "LMDB: \(e)"
+        case .storeNotFound(let p): return "\(p): no store here (create one with `storectl init`)"
+        case .notAStore(let p, let r): return "\(p): not a Strata store: \(r)"
+        case .alreadyOpen(let p, let r): return "\(p): already open in this process: \(r)"
+        case .modelMismatch(let s, let a): return "store holds model '\(s)', the app's schema is model '\(a)'"
+        case .migrationRequired(let s, let a, let m):
+            return "store is at \(m) v\(s), the app needs v\(a): migration required (run `storectl migrate STORE --schema Schemas/\(m)`)"
+        case .storeTooNew(let s, let a, let m):
+            return "store is at \(m) v\(s), newer than the app's v\(a): it was written by a newer version of the app"
+        case .schemaChanged(let v, let m): return "the app's \(m) v\(v) schema differs from the one the store was created with; give changed schemas a new version"
+        case .entityMismatch(let t, let r): return "Swift type \(t) does not match the schema: \(r)"
+        case .corruptRecord(let id, let r): return "corrupt state record \(id): \(r)"
+        case .corruptLogEntry(let tx, let r): return "corrupt log entry for transaction \(tx): \(r)"
+        case .validation(let f): return f.description
+        case .storeFull(let m): return "store is full: the map reached its maximum of \(m) bytes"
+        case .readOnly(let p): return "\(p): store is open read-only"
+        case .tooManySnapshots(let l): return "too many open snapshots (limit \(l)); release snapshots or raise maxOpenSnapshots"
+        case .writerOverloaded(let l): return "too many saves waiting for the writer (limit \(l))"
+        case .saveTooLarge(let c, let l): return "a save of \(c) changes exceeds the limit of \(l); split it into batches"
+        case .closed(let p): return "\(p): store is closed"
+        case .usedAfterFork(let p): return "\(p): store was opened by the parent process before fork(); open it again in the child"
+        case .noSuchTransaction(let tx): return "transaction \(tx) is not in the log"
+        }
+    }
+}
+
+/// Why a save was refused. The save is all-or-nothing: none of its changes were written.
+public struct ValidationFailure: Error, Sendable, CustomStringConvertible, Equatable {
+    /// What rule was broken.
+    public enum Kind: String, Sendable {
+        case unknownEntity, objectNotFound, duplicateID, wrongType, requiredAttribute, requiredRelationship
+        case uniqueConstraint, deleteDenied, wrongDestination, valueTooLarge, unknownAttribute, unknownRelationship
+    }
+    public let kind: Kind
+    /// The entity concerned.
+    public let entity: String
+    /// The object concerned, when there is one.
+    public let objectID: ObjectID?
+    /// The attribute(s) or relationship concerned.
+    public let field: String?
+    public let reason: String
+
+    public var description: String {
+        var s = "\(kind.rawValue): \(entity)"
+        if let objectID { s += " \(objectID)" }
+        if let field { s += ", \(field)" }
+        return s + ": " + reason
+    }
+}
