@@ -154,11 +154,11 @@ struct JSONParser {
         }
     }
 
-    mutating func literal(_ word: StaticString) throws {
-        let n = word.utf8CodeUnitsCount
-        guard b.count - i >= n else { throw fail("invalid literal") }
-        for k in 0..<n where b[i + k] != word.utf8Start[k] { throw fail("invalid literal") }
-        i += n
+    mutating func literal(_ word: String) throws {
+        let bytes = Array(word.utf8)
+        guard b.count - i >= bytes.count else { throw fail("invalid literal") }
+        for k in 0..<bytes.count where b[i + k] != bytes[k] { throw fail("invalid literal") }
+        i += bytes.count
     }
 
     mutating func enter() throws {

@@ -45,6 +45,8 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
     case usedAfterFork(path: String)
     /// A transaction id that does not exist in the log.
     case noSuchTransaction(TransactionID)
+    /// A query that does not fit its entity (unknown attribute, wrong value type, …).
+    case invalidQuery(entity: String, reason: String)
 
     public var description: String {
         switch self {
@@ -71,6 +73,7 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
         case .closed(let p): return "\(p): store is closed"
         case .usedAfterFork(let p): return "\(p): store was opened by the parent process before fork(); open it again in the child"
         case .noSuchTransaction(let tx): return "transaction \(tx) is not in the log"
+        case .invalidQuery(let e, let r): return "invalid query on \(e): \(r)"
         }
     }
 }

@@ -1,0 +1,76 @@
+import Synchronization
+
+/// A context for readers (the "main context" of Core Data).
+///
+/// With `autoRefresh` (the default for ``Store/mainContext``) every read sees the latest committed
+/// transaction and nothing is pinned between reads. Without it, the context reads one pinned
+/// snapshot until ``refresh()``: several reads then agree with each other.
+///
+/// ```swift
+/// let view = try store.newViewContext(label: "inspector", autoRefresh: false)
+/// let before = try view.count(Query(entity: "Track"))
+/// _ = try await store.save(changes)
+/// try view.count(Query(entity: "Track")) == before   // still pinned
+/// try view.refresh()                                   // now sees the save
+/// ```
+public final class ViewContext: ObjectReading {
+    public let label: String
+    public let autoRefresh: Bool
+    let store: Store
+    private let pinned: Mutex<Snapshot?>
+
+    init(store: Store, label: String, autoRefresh: Bool) throws {
+        self.store = store
+        self.label = label
+        self.autoRefresh = autoRefresh
+        pinned = Mutex(autoRefresh ? nil : try store.snapshot(label: label))
+    }
+
+    public var schema: Schema { store.schema }
+
+    /// The transaction this context reads (for an auto-refreshing one: the latest).
+    public var transactionID: TransactionID {
+        get throws {
+            if let s = pinned.withLock({ $0 }) { return s.transactionID }
+            return try store.read { try $0.lastTransactionID() }
+        }
+    }
+
+    /// Moves a pinned context to the latest committed transaction (no-op when auto-refreshing).
+    public func refresh() throws {
+        guard !autoRefresh else { return }
+        let fresh = try store.snapshot(label: label)
+        let old = pinned.withLock { p -> Snapshot? in
+            defer { p = fresh }
+            return p
+        }
+        old?.close()
+    }
+
+    /// Releases the pinned snapshot, if any (reads after this re-pin the latest).
+    public func close() {
+        pinned.withLock { p -> Snapshot? in
+            defer { p = nil }
+            return p
+        }?.close()
+    }
+
+    /// Runs `body` against one consistent state (the pinned snapshot, or one short read).
+    func read<R>(_ body: (ReadView) throws -> R) throws -> R {
+        if autoRefresh { return try store.read(body) }
+        let snapshot = try pinned.withLock { p -> Snapshot in
+            if let p { return p }
+            let s = try store.snapshot(label: label)
+            p = s
+            return s
+        }
+        return try snapshot.read(body)
+    }
+
+    public func record(_ id: ObjectID) throws -> Record? { try read { try $0.record(id) } }
+    public func relatedIDs(_ relationship: RelationshipDescription, of id: ObjectID) throws -> [ObjectID] {
+        try read { try $0.targets(relationship.tag, from: id) }
+    }
+    public func fetch(_ query: Query) throws -> [Record] { try read { try $0.fetch(query) } }
+    public func count(_ query: Query) throws -> Int { try read { try $0.count(query) } }
+}

@@ -1,0 +1,181 @@
+/// Access paths: an index or unique range, a relationship's inverse edges, or a scan of the entity.
+extension ReadView {
+    private enum Path {
+        case ids([ObjectID])
+        case index(IndexDescription, low: Value?, high: Value?)
+        case prefix(IndexDescription, String)
+        case inverse(tag: UInt16, target: ObjectID)
+        case scan
+    }
+
+    /// Calls `visit` with every object that may match, in id order, until it returns false.
+    func candidates(_ e: EntityDescription, _ predicate: Predicate, _ visit: (Record) throws -> Bool) throws {
+        let path = plan(e, predicate)
+        if case .scan = path {
+            try txn.scan(env[.objects], prefix: Layout.entityPrefix(e.tag)) { key, value in
+                let id = ObjectID(keyBytes: key)
+                return try visit(try RecordCodec.decode(value, id: id, schema: schema))
+            }
+            return
+        }
+        for id in try ids(for: path) {
+            guard let r = try record(id) else { continue }
+            if try !visit(r) { return }
+        }
+    }
+
+    private func plan(_ e: EntityDescription, _ predicate: Predicate) -> Path {
+        let conjuncts: [Predicate] = if case .and(let list) = predicate { list } else { [predicate] }
+        var best: (rank: Int, path: Path)?
+        func offer(_ rank: Int, _ path: Path) {
+            if best == nil || rank < best!.rank { best = (rank, path) }
+        }
+        for c in conjuncts {
+            switch c {
+            case .idIn(let ids):
+                offer(0, .ids(ids.sorted()))
+            case .compare(let a, let op, let v) where op != .notEqual:
+                guard let index = leadingIndex(e, a) else { continue }
+                switch op {
+                case .equal: offer(index.isUnique && index.attributes.count == 1 ? 1 : 2, .index(index, low: v, high: v))
+                case .less, .lessOrEqual: offer(4, .index(index, low: nil, high: v))
+                default: offer(4, .index(index, low: v, high: nil))
+                }
+            case .between(let a, let lo, let hi):
+                if let index = leadingIndex(e, a) { offer(4, .index(index, low: lo, high: hi)) }
+            case .isIn(let a, let values):
+                if let index = leadingIndex(e, a), values.count <= 64, let lo = values.min(), let hi = values.max() {
+                    offer(3, .index(index, low: lo, high: hi))
+                }
+            case .string(let a, .hasPrefix, let s, caseInsensitive: false):
+                if let index = leadingIndex(e, a) { offer(4, .prefix(index, s)) }
+            case .related(let tag, let target?):
+                if let r = schema.relationship(tag: tag) { offer(2, .inverse(tag: schema.inverse(of: r).tag, target: target)) }
+            default:
+                continue
+            }
+        }
+        return best?.path ?? .scan
+    }
+
+    /// An index or unique constraint whose first attribute is `a` (uniques first: they are exact).
+    private func leadingIndex(_ e: EntityDescription, _ a: Int) -> IndexDescription? {
+        e.uniques.first { $0.attributes.first == a } ?? e.indexes.first { $0.attributes.first == a }
+    }
+
+    private func ids(for path: Path) throws -> [ObjectID] {
+        switch path {
+        case .ids(let ids): return ids
+        case .scan: return []
+        case .inverse(let tag, let target): return try targets(tag, from: target)
+        case .index(let index, let low, let high):
+            let budget = index.isUnique ? Int.max : Layout.componentBudget(index)
+            var start = Layout.u16(index.tag)
+            if let low { SortableEncoding.encode(low, into: &start, truncateBytes: budget) }
+            var stop: [UInt8]?
+            if let high {
+                var h = Layout.u16(index.tag)
+                SortableEncoding.encode(high, into: &h, truncateBytes: budget)
+                stop = h
+            }
+            return try rangeIDs(index, start: start, stop: stop, prefix: Layout.u16(index.tag))
+        case .prefix(let index, let text):
+            var p = Layout.u16(index.tag) + [0x01]
+            let budget = index.isUnique ? Int.max : Layout.componentBudget(index)
+            for b in text.utf8.prefix(budget) {
+                p.append(b)
+                if b == 0 { p.append(0xFF) }
+            }
+            return try rangeIDs(index, start: p, stop: nil, prefix: p)
+        }
+    }
+
+    /// Ids in an index from `start` while keys begin with `prefix` and are not past `stop`
+    /// (a key past `stop` that still begins with it belongs to the stop value: kept).
+    private func rangeIDs(_ index: IndexDescription, start: [UInt8], stop: [UInt8]?, prefix: [UInt8]) throws -> [ObjectID] {
+        var ids: [ObjectID] = []
+        let db = index.isUnique ? env[.uniques] : env[.indexes]
+        try txn.scan(db, from: start, prefix: prefix) { key, value in
+            if let stop, !key.starts(with: stop), Value.compareBytes(key, stop) > 0 { return false }
+            ids.append(index.isUnique ? ObjectID(keyBytes: value) : ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: key[(key.count - 16)...])))
+            return true
+        }
+        // Entries come in value order; visiting in id order keeps unsorted results deterministic.
+        return Array(Set(ids)).sorted()
+    }
+
+    // MARK: Evaluation
+
+    func matches(_ p: Predicate, _ r: Record) throws -> Bool {
+        switch p {
+        case .all: return true
+        case .compare(let a, let op, let v): return op.holds(Value.compare(r.values[a], v))
+        case .between(let a, let lo, let hi):
+            return Value.compare(r.values[a], lo) >= 0 && Value.compare(r.values[a], hi) <= 0
+        case .string(let a, let op, let s, let ci):
+            guard case .string(let x) = r.values[a] else { return false }
+            let (hay, needle) = ci ? (x.lowercased(), s.lowercased()) : (x, s)
+            switch op {
+            case .contains: return needle.isEmpty || hay.utf8.firstRange(of: needle.utf8) != nil
+            case .hasPrefix: return hay.utf8.starts(with: needle.utf8)
+            case .hasSuffix: return hay.utf8.reversed().starts(with: needle.utf8.reversed())
+            }
+        case .isIn(let a, let values): return values.contains(r.values[a])
+        case .idIn(let ids): return ids.contains(r.id)
+        case .related(let tag, let target): return try targets(tag, from: r.id).first == target
+        case .through(let tag, let inner):
+            guard let t = try targets(tag, from: r.id).first, let tr = try record(t) else { return false }
+            return try matches(inner, tr)
+        case .any(let tag, let inner):
+            for t in try targets(tag, from: r.id) {
+                if let tr = try record(t), try matches(inner, tr) { return true }
+            }
+            return false
+        case .and(let list):
+            for q in list where try !matches(q, r) { return false }
+            return true
+        case .or(let list):
+            for q in list where try matches(q, r) { return true }
+            return false
+        case .not(let q): return try !matches(q, r)
+        }
+    }
+
+    /// Checks positions, value types and relationship kinds against the entity.
+    func validate(_ p: Predicate, _ e: EntityDescription) throws {
+        func bad(_ reason: String) -> StrataError { .invalidQuery(entity: e.name, reason: reason) }
+        func attribute(_ a: Int) throws -> AttributeDescription {
+            guard a >= 0, a < e.attributes.count else { throw bad("attribute position \(a) out of range") }
+            return e.attributes[a]
+        }
+        func typed(_ a: Int, _ v: Value) throws {
+            let d = try attribute(a)
+            if let t = v.type, t != d.type { throw bad("'\(d.name)' is \(d.type.rawValue), compared with a \(t.rawValue)") }
+        }
+        func relationship(_ tag: UInt16, toMany: Bool) throws -> RelationshipDescription {
+            guard let r = schema.relationship(tag: tag), r.entityName == e.name else { throw bad("relationship tag \(tag) is not on \(e.name)") }
+            guard r.isToMany == toMany else { throw bad("'\(r.name)' is \(r.isToMany ? "to-many: use any" : "to-one")") }
+            return r
+        }
+        switch p {
+        case .all, .idIn: return
+        case .compare(let a, _, let v): try typed(a, v)
+        case .between(let a, let lo, let hi): try typed(a, lo); try typed(a, hi)
+        case .isIn(let a, let vs): for v in vs { try typed(a, v) }
+        case .string(let a, _, _, _):
+            let d = try attribute(a)
+            guard d.type == .string else { throw bad("'\(d.name)' is \(d.type.rawValue), not string") }
+        case .related(let tag, let target):
+            let r = try relationship(tag, toMany: false)
+            if let target, schema.entity(tag: target.entityTag)?.name != r.destination { throw bad("\(target) is not a \(r.destination)") }
+        case .through(let tag, let inner):
+            let r = try relationship(tag, toMany: false)
+            try validate(inner, schema.entity(named: r.destination)!)
+        case .any(let tag, let inner):
+            let r = try relationship(tag, toMany: true)
+            try validate(inner, schema.entity(named: r.destination)!)
+        case .and(let list), .or(let list): for q in list { try validate(q, e) }
+        case .not(let q): try validate(q, e)
+        }
+    }
+}

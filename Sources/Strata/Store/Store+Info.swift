@@ -1,0 +1,35 @@
+/// A summary of a store, as printed by `storectl info`.
+public struct StoreInfo: Sendable, Equatable {
+    public let path: String
+    public let model: String
+    public let schemaVersion: Int
+    /// The last committed transaction (0 for an empty store).
+    public let lastTransaction: TransactionID
+    /// Live objects per entity name.
+    public let entities: [String: Int]
+    /// Size of `data.mdb` on disk.
+    public let fileBytes: Int
+    /// Current map size (address space reserved).
+    public let mapSizeBytes: Int
+    /// Entries in the log.
+    public let logEntries: Int
+    /// Reader slots in use, all processes.
+    public let readers: Int
+    /// Snapshots this process has pinned.
+    public let openSnapshots: Int
+}
+
+extension Store {
+    /// Reads a consistent summary from one short read transaction.
+    public func info() throws -> StoreInfo {
+        try read { view in
+            var counts: [String: Int] = [:]
+            for e in schema.entities { counts[e.name] = try view.objectCount(e) }
+            return StoreInfo(path: path, model: schema.model, schemaVersion: schema.version,
+                             lastTransaction: try view.lastTransactionID(), entities: counts,
+                             fileBytes: env.fileBytes, mapSizeBytes: env.mapSizeBytes,
+                             logEntries: try view.txn.entryCount(env[.log]), readers: env.readerCount(),
+                             openSnapshots: snapshots.count)
+        }
+    }
+}

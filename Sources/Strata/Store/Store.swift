@@ -1,0 +1,298 @@
+import CLMDB
+import Foundation
+import Logging
+import Synchronization
+
+/// A Strata store: one directory holding an LMDB environment with the log, the materialized
+/// state and its indexes.
+///
+/// One writer appends every save to the log and updates the state in the same LMDB transaction;
+/// readers use MVCC snapshots and never wait. Open a store once per process (opening it again
+/// returns the same instance).
+///
+/// ```swift
+/// let schema = try Schema.load(directory: URL(fileURLWithPath: "Schemas/library"))
+/// let store = try Store.open(at: URL(fileURLWithPath: "/var/lib/app/library.strata"), schema: schema)
+/// var changes = ChangeSet()
+/// var genre = Record(entity: schema.entity(named: "Genre")!)
+/// genre["name"] = .string("Jazz")
+/// changes.insert(genre)
+/// let tx = try await store.save(changes, author: "setup")
+/// let genres = try store.mainContext.fetch(Query(entity: "Genre"))
+/// ```
+public final class Store: Sendable {
+    /// The store directory.
+    public let path: String
+    public let schema: Schema
+    public let configuration: StoreConfiguration
+    let env: LMDBEnvironment
+    let writer: Writer?
+    let snapshots: SnapshotRegistry
+    let hub = ChangeHub()
+    let logger: Logger
+    private let processID: pid_t
+    private let closed = Atomic<Bool>(false)
+    private let deleteOnClose: Bool
+    private let main = Mutex<ViewContext?>(nil)
+
+    private init(path: String, schema: Schema, configuration: StoreConfiguration, env: LMDBEnvironment, deleteOnClose: Bool) throws {
+        self.path = path
+        self.schema = schema
+        self.configuration = configuration
+        self.env = env
+        self.deleteOnClose = deleteOnClose
+        self.processID = getpid()
+        var logger = Logger(label: "strata.store")
+        logger[metadataKey: "store"] = "\(path)"
+        self.logger = logger
+        snapshots = SnapshotRegistry(limit: configuration.maxOpenSnapshots)
+        if configuration.readOnly {
+            writer = nil
+        } else {
+            let last = try env.read { try ReadView(txn: $0, env: env, schema: schema).lastTransactionID() }
+            let registry = snapshots
+            let warnAfter = configuration.snapshotAgeWarningSeconds
+            let log = logger
+            writer = Writer(env: env, schema: schema, config: configuration, hub: hub, logger: logger, lastCommitted: last) {
+                for s in registry.takeOverdue(olderThan: warnAfter) {
+                    log.warning("snapshot '\(s.label)' pinned at transaction \(s.transactionID) for \(Int(s.age)) s keeps old pages alive")
+                }
+            }
+        }
+        if env.staleReadersCleared > 0 { logger.notice("cleared \(env.staleReadersCleared) stale reader slot(s) of crashed processes") }
+    }
+
+    deinit {
+        if !closed.load(ordering: .acquiring) { shutDown() }
+    }
+
+    // MARK: Opening
+
+    /// Opens (creating when missing, unless configured otherwise) the store at `url` for `schema`.
+    ///
+    /// - Throws: ``StrataError/migrationRequired(storeVersion:appVersion:model:)`` or
+    ///   ``StrataError/storeTooNew(storeVersion:appVersion:model:)`` when versions differ (nothing is
+    ///   changed), ``StrataError/alreadyOpen(path:reason:)`` when this process has it open with other
+    ///   options, ``StrataError/notAStore(path:reason:)`` for a directory that is not a store.
+    public static func open(at url: URL, schema: Schema, configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
+        try StoreRegistry.shared.open(path: url.path, configuration: configuration, schema: schema, deleteOnClose: false)
+    }
+
+    /// Opens an existing store read-only, with the schema stored in it (for tools, and for prebuilt
+    /// stores shipped read-only, also in a directory that cannot be written).
+    public static func openReadOnly(at url: URL, configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
+        var config = configuration
+        config.readOnly = true
+        return try StoreRegistry.shared.open(path: url.path, configuration: config, schema: nil, deleteOnClose: false)
+    }
+
+    /// A store in a new temporary directory, removed on ``close()``: the same code path as a real
+    /// store (there is no separate in-memory engine), for tests and previews.
+    public static func temporary(schema: Schema, configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("strata-\(UUID().uuidString)")
+        var config = configuration
+        config.readOnly = false
+        config.createIfMissing = true
+        return try StoreRegistry.shared.open(path: dir.path, configuration: config, schema: schema, deleteOnClose: true)
+    }
+
+    /// Called by the registry with the canonical path, once per process.
+    static func make(path: String, schema appSchema: Schema?, configuration: StoreConfiguration, deleteOnClose: Bool) throws -> Store {
+        let fm = FileManager.default
+        var isDir: ObjCBool = false
+        if !fm.fileExists(atPath: path, isDirectory: &isDir) {
+            guard configuration.createIfMissing, !configuration.readOnly else { throw StrataError.storeNotFound(path: path) }
+            do { try fm.createDirectory(atPath: path, withIntermediateDirectories: true) } catch {
+                throw StrataError.notAStore(path: path, reason: "cannot create directory: \(error.localizedDescription)")
+            }
+        } else if !isDir.boolValue {
+            throw StrataError.notAStore(path: path, reason: "a store is a directory, this is a file")
+        }
+        if configuration.readOnly && !fm.fileExists(atPath: path + "/data.mdb") { throw StrataError.storeNotFound(path: path) }
+        let env = try openEnvironment(path: path, configuration: configuration)
+        do {
+            let schema = try prepareMeta(env: env, path: path, appSchema: appSchema, configuration: configuration)
+            return try Store(path: path, schema: schema, configuration: configuration, env: env, deleteOnClose: deleteOnClose)
+        } catch {
+            env.close()
+            throw error
+        }
+    }
+
+    private static func openEnvironment(path: String, configuration c: StoreConfiguration) throws -> LMDBEnvironment {
+        var options = LMDBOptions(mapSizeBytes: c.initialMapSizeBytes, maxMapSizeBytes: max(c.maxMapSizeBytes, c.initialMapSizeBytes),
+                                  maxReaders: c.maxReaders, readOnly: c.readOnly, noSync: c.durability == .relaxed, noLock: false)
+        // A read-only store in a directory we cannot write to: no lock file can exist, and nobody writes.
+        if c.readOnly && access(path, W_OK) != 0 { options.noLock = true }
+        do {
+            return try LMDBEnvironment(path: path, options: options)
+        } catch let e as LMDBError {
+            if c.readOnly && !options.noLock && (e.code == EACCES || e.code == EROFS) {
+                options.noLock = true
+                if let env = try? LMDBEnvironment(path: path, options: options) { return env }
+            }
+            switch e.code {
+            case MDB_INVALID, MDB_VERSION_MISMATCH, MDB_CORRUPTED, MDB_PAGE_NOTFOUND:
+                throw StrataError.notAStore(path: path, reason: "data.mdb is not a readable LMDB file (\(e.message))")
+            case MDB_NOTFOUND:
+                throw StrataError.notAStore(path: path, reason: "the LMDB file has no Strata databases")
+            default:
+                throw StrataError.lmdb(e)
+            }
+        }
+    }
+
+    /// Initializes a new store's `meta`, or checks an existing one against the app's schema.
+    private static func prepareMeta(env: LMDBEnvironment, path: String, appSchema: Schema?, configuration: StoreConfiguration) throws -> Schema {
+        let stored: (format: UInt32, schema: [UInt8])? = try env.read { txn in
+            guard let format = try txn.withValue(env[.meta], key: MetaKey.format, { b -> UInt32 in
+                var r = ByteReader(b)
+                return try r.u32()
+            }) else { return nil }
+            let schema = try txn.withValue(env[.meta], key: MetaKey.schema) { Array($0) } ?? []
+            return (format, schema)
+        }
+        guard let stored else {
+            guard let appSchema, !configuration.readOnly else { throw StrataError.notAStore(path: path, reason: "no Strata metadata") }
+            let empty = try env.read { try $0.entryCount(env[.log]) == 0 && $0.entryCount(env[.objects]) == 0 }
+            guard empty else { throw StrataError.notAStore(path: path, reason: "data without Strata metadata") }
+            try writeMeta(env: env, schema: appSchema)
+            return appSchema
+        }
+        guard stored.format == MetaKey.storeFormat else {
+            throw StrataError.notAStore(path: path, reason: "store format \(stored.format); this Strata reads format \(MetaKey.storeFormat)")
+        }
+        let storeSchema: Schema
+        do {
+            storeSchema = try Schema.parse(stored.schema, source: "\(path) (stored schema)")
+        } catch let e as SchemaError {
+            throw StrataError.notAStore(path: path, reason: "stored schema is unreadable: \(e)")
+        }
+        guard let appSchema else { return storeSchema }
+        guard storeSchema.model == appSchema.model else { throw StrataError.modelMismatch(store: storeSchema.model, app: appSchema.model) }
+        if storeSchema.version < appSchema.version {
+            throw StrataError.migrationRequired(storeVersion: storeSchema.version, appVersion: appSchema.version, model: appSchema.model)
+        }
+        if storeSchema.version > appSchema.version {
+            throw StrataError.storeTooNew(storeVersion: storeSchema.version, appVersion: appSchema.version, model: appSchema.model)
+        }
+        guard storeSchema.canonicalJSON == appSchema.canonicalJSON else { throw StrataError.schemaChanged(version: appSchema.version, model: appSchema.model) }
+        return appSchema
+    }
+
+    static func writeMeta(env: LMDBEnvironment, schema: Schema) throws {
+        try env.write { txn in
+            var format = ByteWriter(capacity: 4)
+            format.u32(MetaKey.storeFormat)
+            try txn.put(env[.meta], key: MetaKey.format, value: format.bytes)
+            try txn.put(env[.meta], key: MetaKey.schema, value: Array(schema.canonicalJSON.utf8))
+            try txn.put(env[.meta], key: MetaKey.model, value: Array(schema.model.utf8))
+            var version = ByteWriter(capacity: 4)
+            version.u32(UInt32(schema.version))
+            try txn.put(env[.meta], key: MetaKey.version, value: version.bytes)
+            var created = ByteWriter(capacity: 8)
+            created.u64(UInt64(Date().timeIntervalSince1970 * 1000))
+            try txn.put(env[.meta], key: MetaKey.created, value: created.bytes)
+        }
+    }
+
+    // MARK: Closing
+
+    /// Whether ``close()`` was called.
+    public var isClosed: Bool { closed.load(ordering: .acquiring) }
+
+    /// Finishes queued saves, closes every snapshot and the environment. Idempotent.
+    public func close() {
+        guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
+        shutDown()
+    }
+
+    private func shutDown() {
+        writer?.close()
+        hub.finishAll()
+        main.withLock { $0 }?.close()
+        snapshots.closeAll()
+        env.close()
+        StoreRegistry.shared.remove(path: path, store: self)
+        if deleteOnClose { try? FileManager.default.removeItem(atPath: path) }
+    }
+
+    func checkUsable() throws {
+        if closed.load(ordering: .acquiring) { throw StrataError.closed(path: path) }
+        if getpid() != processID { throw StrataError.usedAfterFork(path: path) }
+    }
+
+    // MARK: Saving
+
+    /// Saves `changes` as one transaction and returns its id once it is committed (and durable in
+    /// ``Durability/durable`` mode). All or nothing: a validation failure throws and writes nothing.
+    /// Saves arriving while a commit is in flight share the next commit (group commit) but keep
+    /// their own transaction ids and validation. A change set with no effect returns the last
+    /// transaction id without writing.
+    public func save(_ changes: ChangeSet, author: String = "main", metadata: [String: String] = [:]) async throws -> TransactionID {
+        try checkUsable()
+        guard let writer else { throw StrataError.readOnly(path: path) }
+        return try await writer.submit(changes, author: author, metadata: metadata)
+    }
+
+    /// Builds a change set with `body` and saves it.
+    public func save(author: String = "main", metadata: [String: String] = [:], _ body: (inout ChangeSet) throws -> Void) async throws -> TransactionID {
+        var changes = ChangeSet()
+        try body(&changes)
+        return try await save(changes, author: author, metadata: metadata)
+    }
+
+    /// Counters of the writer (saves, log transactions, LMDB commits, map growths).
+    public var statistics: WriterStatistics { writer?.statistics ?? WriterStatistics() }
+
+    // MARK: Reading
+
+    /// The context for readers: auto-refreshing, label "main".
+    public var mainContext: ViewContext {
+        get throws {
+            try checkUsable()
+            return try main.withLock { m in
+                if let m { return m }
+                let c = try ViewContext(store: self, label: "main", autoRefresh: true)
+                m = c
+                return c
+            }
+        }
+    }
+
+    /// A new view context; pinned to one snapshot unless `autoRefresh`.
+    public func newViewContext(label: String, autoRefresh: Bool = false) throws -> ViewContext {
+        try checkUsable()
+        return try ViewContext(store: self, label: label, autoRefresh: autoRefresh)
+    }
+
+    /// Pins a snapshot of the latest committed state. Counts against ``StoreConfiguration/maxOpenSnapshots``.
+    public func snapshot(label: String) throws -> Snapshot {
+        try checkUsable()
+        let serial = try snapshots.reserve()
+        let s = try Snapshot(store: self, label: label, serial: serial)
+        snapshots.register(s)
+        return s
+    }
+
+    /// Runs `body` in one short read transaction (not counted as a pinned snapshot).
+    func read<R>(_ body: (ReadView) throws -> R) throws -> R {
+        try checkUsable()
+        return try env.read { try body(ReadView(txn: $0, env: env, schema: schema)) }
+    }
+
+    /// The last committed transaction (``TransactionID/zero`` for an empty store).
+    public var lastTransactionID: TransactionID {
+        get throws { try read { try $0.lastTransactionID() } }
+    }
+
+    /// Open snapshots, oldest first: who holds each, its age and how far behind the head it is.
+    public func openSnapshots() throws -> [SnapshotInfo] {
+        snapshots.infos(head: try lastTransactionID)
+    }
+
+    /// Committed transactions as they happen. Each call is a new subscriber.
+    public func changes() -> ChangeStream {
+        ChangeStream(subscriber: hub.subscribe(capacity: configuration.changeStreamBufferSize))
+    }
+}

@@ -1,0 +1,50 @@
+/// When a save counts as done.
+public enum Durability: String, Sendable {
+    /// A save returns after its transaction is on disk (fsync). The default.
+    case durable
+    /// Commits skip fsync; the writer flushes at most ``StoreConfiguration/relaxedSyncIntervalMs``
+    /// later. A process crash loses nothing (the OS has the pages); an OS crash or power loss can
+    /// lose the transactions of that last interval, never corrupt the store.
+    case relaxed
+}
+
+/// Options for opening a store. Every limit is named here and enforced.
+///
+/// ```swift
+/// var config = StoreConfiguration()
+/// config.durability = .relaxed
+/// config.maxOpenSnapshots = 32
+/// let store = try Store.open(at: url, schema: schema, configuration: config)
+/// ```
+public struct StoreConfiguration: Sendable {
+    public var durability: Durability = .durable
+    /// Flush interval in relaxed mode.
+    public var relaxedSyncIntervalMs = 100
+    /// Open read-only (no writer; the store must exist).
+    public var readOnly = false
+    /// Create the store directory and files when missing (ignored when read-only).
+    public var createIfMissing = true
+    /// Map size at open. The map doubles on demand up to ``maxMapSizeBytes``; a large initial
+    /// value costs only address space, not disk.
+    public var initialMapSizeBytes = 256 << 20
+    /// The map never grows past this; a save that needs more fails with ``StrataError/storeFull(maxMapSizeBytes:)``.
+    public var maxMapSizeBytes = 1 << 40
+    /// LMDB reader slots, shared by every process using the store.
+    public var maxReaders: UInt32 = 126
+    /// Pinned snapshots this process may hold at once (kept below ``maxReaders``).
+    public var maxOpenSnapshots = 64
+    /// A snapshot pinned longer than this is reported through swift-log.
+    public var snapshotAgeWarningSeconds: Double = 60
+    /// Saves queued for the writer before `save` fails with ``StrataError/writerOverloaded(limit:)``.
+    public var maxPendingSaves = 10_000
+    /// Saves coalesced into one LMDB transaction (one fsync) at most.
+    public var maxSavesPerGroup = 512
+    /// Operations in one change set at most.
+    public var maxChangesPerSave = 2_000_000
+    /// Bytes of one string or bytes value at most.
+    public var maxValueBytes = 16 << 20
+    /// Events buffered per change-stream subscriber before it is told it fell behind.
+    public var changeStreamBufferSize = 1024
+
+    public init() {}
+}

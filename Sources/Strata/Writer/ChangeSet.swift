@@ -1,0 +1,99 @@
+/// Names an object either by id or by the values of one of its entity's unique constraints
+/// (so an import can point at "the genre named Jazz" without knowing its id).
+public enum ObjectReference: Sendable, Equatable, CustomStringConvertible {
+    case id(ObjectID)
+    /// Entity tag, position of the unique constraint in the entity's `uniques`, and its values.
+    case unique(entityTag: UInt16, constraint: Int, values: [Value])
+
+    public var description: String {
+        switch self {
+        case .id(let id): id.description
+        case .unique(_, _, let values): values.map(\.description).joined(separator: ", ")
+        }
+    }
+}
+
+/// What one save asks for: inserts, updates, deletes and relationship edits, in order.
+///
+/// The writer turns it into exactly one log transaction, all or nothing: validation (types,
+/// required values, unique constraints, delete rules, relationship targets) runs against the
+/// state as of the previous transaction plus this set's earlier operations.
+///
+/// ```swift
+/// var changes = ChangeSet()
+/// let jazz = Genre(name: "Jazz")
+/// changes.insert(jazz)
+/// changes.set(Track.genre, of: trackID, to: jazz.id)
+/// let tx = try await store.save(changes)
+/// ```
+public struct ChangeSet: Sendable {
+    /// One requested change.
+    public enum Operation: Sendable, Equatable {
+        /// A new object with one value per attribute (`.null` takes the default).
+        case insert(id: ObjectID, values: [Value])
+        /// Insert, or update the object that has the same values for unique constraint
+        /// `constraint`. Later operations may use `id` either way: it is aliased to the existing object.
+        case upsert(id: ObjectID, values: [Value], constraint: Int)
+        /// New values for some attributes (position, value).
+        case update(id: ObjectID, attributes: [AttributeValue])
+        case delete(id: ObjectID)
+        /// Adds an edge (to-many) or sets the target (to-one, replacing the previous one).
+        case link(relationship: UInt16, from: ObjectID, to: ObjectReference)
+        /// Removes an edge; for a to-one, `to: nil` clears whatever is set.
+        case unlink(relationship: UInt16, from: ObjectID, to: ObjectReference?)
+    }
+
+    /// An attribute position and its new value.
+    public struct AttributeValue: Sendable, Equatable {
+        public let attribute: Int
+        public let value: Value
+        public init(attribute: Int, value: Value) {
+            self.attribute = attribute
+            self.value = value
+        }
+    }
+
+    /// The operations, in the order they will be applied.
+    public private(set) var operations: [Operation] = []
+
+    public init() {}
+
+    /// Whether nothing was asked for.
+    public var isEmpty: Bool { operations.isEmpty }
+    public var count: Int { operations.count }
+
+    /// Appends a raw operation.
+    public mutating func append(_ operation: Operation) { operations.append(operation) }
+
+    /// Appends every operation of `other`.
+    public mutating func append(contentsOf other: ChangeSet) { operations += other.operations }
+
+    /// Inserts a dynamic record (unset attributes take their defaults).
+    public mutating func insert(_ record: Record) {
+        operations.append(.insert(id: record.id, values: record.values))
+    }
+
+    /// Sets attributes of an existing object by name-resolved positions.
+    public mutating func update(_ id: ObjectID, _ attributes: [AttributeValue]) {
+        operations.append(.update(id: id, attributes: attributes))
+    }
+
+    /// Replaces every attribute of the stored object with the record's values (only differences
+    /// are logged).
+    public mutating func update(_ record: Record) {
+        operations.append(.update(id: record.id, attributes: record.values.enumerated().map { AttributeValue(attribute: $0, value: $1) }))
+    }
+
+    /// Deletes an object; its relationships follow their delete rules.
+    public mutating func delete(_ id: ObjectID) { operations.append(.delete(id: id)) }
+
+    /// Links `from` to `to` through the relationship with tag `relationship`.
+    public mutating func link(_ relationship: RelationshipDescription, from: ObjectID, to: ObjectID) {
+        operations.append(.link(relationship: relationship.tag, from: from, to: .id(to)))
+    }
+
+    /// Removes the edge `from` → `to` (or, for a to-one with `to` nil, the current one).
+    public mutating func unlink(_ relationship: RelationshipDescription, from: ObjectID, to: ObjectID?) {
+        operations.append(.unlink(relationship: relationship.tag, from: from, to: to.map { .id($0) }))
+    }
+}

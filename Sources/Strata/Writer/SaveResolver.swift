@@ -1,0 +1,266 @@
+/// Turns one ``ChangeSet`` into logged changes inside the writer's transaction: validates each
+/// operation against the current state, applies schema rules (defaults, delete rules, to-one
+/// replacement) and applies the result through ``StateApplier`` as it goes, so later operations
+/// of the same save see earlier ones.
+struct SaveResolver {
+    var applier: StateApplier
+    let limits: StoreConfiguration
+    private(set) var changes: [LoggedChange] = []
+    private var aliases: [ObjectID: ObjectID] = [:]
+    /// Objects whose required to-one relationships must be checked at the end.
+    private var toOneChecks: Set<ObjectID> = []
+    private var schema: Schema { applier.schema }
+
+    init(applier: StateApplier, limits: StoreConfiguration) {
+        self.applier = applier
+        self.limits = limits
+    }
+
+    private func fail(_ kind: ValidationFailure.Kind, _ entity: String, _ id: ObjectID?, _ field: String?, _ reason: String) -> StrataError {
+        .validation(ValidationFailure(kind: kind, entity: entity, objectID: id, field: field, reason: reason))
+    }
+
+    private mutating func emit(_ change: LoggedChange) throws {
+        try applier.apply(change)
+        changes.append(change)
+    }
+
+    private func resolved(_ id: ObjectID) -> ObjectID { aliases[id] ?? id }
+
+    private func entity(_ id: ObjectID) throws -> EntityDescription {
+        guard let e = schema.entity(tag: id.entityTag) else {
+            throw fail(.unknownEntity, "tag \(id.entityTag)", id, nil, "no entity with this tag in \(schema.model) v\(schema.version)")
+        }
+        return e
+    }
+
+    mutating func run(_ set: ChangeSet) throws {
+        for op in set.operations {
+            switch op {
+            case .insert(let id, let values): try insert(id, values)
+            case .upsert(let id, let values, let constraint): try upsert(id, values, constraint)
+            case .update(let id, let attributes): try update(resolved(id), attributes)
+            case .delete(let id):
+                var deleting: Set<ObjectID> = []
+                let target = resolved(id)
+                guard try applier.exists(target) else { throw fail(.objectNotFound, try entity(target).name, target, nil, "cannot delete: no such object") }
+                try delete(target, &deleting)
+            case .link(let tag, let from, let to): try link(tag, resolved(from), try reference(to, tag))
+            case .unlink(let tag, let from, let to): try unlink(tag, resolved(from), try to.map { try reference($0, tag) })
+            }
+        }
+        try checkRequiredRelationships()
+        try applier.flushCounts()
+    }
+
+    // MARK: Attributes
+
+    /// Fills defaults and checks types, required values and sizes.
+    private func prepared(_ e: EntityDescription, _ id: ObjectID, _ input: [Value]) throws -> [Value] {
+        guard input.count == e.attributes.count else {
+            throw fail(.unknownAttribute, e.name, id, nil, "\(input.count) values given, entity has \(e.attributes.count) attributes")
+        }
+        var values = input
+        for a in e.attributes {
+            if values[a.index].isNull, let d = a.defaultValue { values[a.index] = d }
+            try check(e, id, a, values[a.index])
+        }
+        return values
+    }
+
+    private func check(_ e: EntityDescription, _ id: ObjectID, _ a: AttributeDescription, _ v: Value) throws {
+        if v.isNull {
+            guard a.isOptional else { throw fail(.requiredAttribute, e.name, id, a.name, "a value is required") }
+            return
+        }
+        guard v.type == a.type else { throw fail(.wrongType, e.name, id, a.name, "expected \(a.type.rawValue), got \(v.type!.rawValue)") }
+        var size = 0
+        switch v {
+        case .string(let s): size = s.utf8.count
+        case .bytes(let b): size = b.count
+        case .double(let d) where !d.isFinite: throw fail(.wrongType, e.name, id, a.name, "doubles must be finite")
+        default: break
+        }
+        if size > limits.maxValueBytes {
+            throw fail(.valueTooLarge, e.name, id, a.name, "\(size) bytes exceed maxValueBytes (\(limits.maxValueBytes))")
+        }
+    }
+
+    private func checkUnique(_ e: EntityDescription, _ id: ObjectID, _ values: [Value], only touched: Set<Int>? = nil) throws {
+        for u in e.uniques {
+            if let touched, !u.attributes.contains(where: touched.contains) { continue }
+            guard let key = try Layout.uniqueKey(u, record: values, entity: e, id: id) else { continue }
+            if let owner = try applier.uniqueOwner(key), owner != id {
+                let shown = u.attributes.map { "\(e.attributes[$0].name)=\(values[$0])" }.joined(separator: ", ")
+                throw fail(.uniqueConstraint, e.name, id, Layout.uniqueFieldName(u, e), "\(shown) is already used by \(owner)")
+            }
+        }
+    }
+
+    private mutating func insert(_ id: ObjectID, _ input: [Value]) throws {
+        let e = try entity(id)
+        guard try !applier.exists(id) else { throw fail(.duplicateID, e.name, id, nil, "an object with this id already exists") }
+        let values = try prepared(e, id, input)
+        try checkUnique(e, id, values)
+        try emit(.insert(id: id, values: values))
+        toOneChecks.insert(id)
+    }
+
+    private mutating func upsert(_ id: ObjectID, _ input: [Value], _ constraint: Int) throws {
+        let e = try entity(id)
+        guard constraint >= 0, constraint < e.uniques.count else {
+            throw fail(.unknownAttribute, e.name, id, nil, "entity has no unique constraint #\(constraint)")
+        }
+        let values = try prepared(e, id, input)
+        guard let key = try Layout.uniqueKey(e.uniques[constraint], record: values, entity: e, id: id) else {
+            throw fail(.requiredAttribute, e.name, id, Layout.uniqueFieldName(e.uniques[constraint], e), "an upsert needs a value for every attribute of its unique key")
+        }
+        guard let owner = try applier.uniqueOwner(key), owner != id else {
+            return try insert(id, values)
+        }
+        aliases[id] = owner
+        try update(owner, values.enumerated().map { ChangeSet.AttributeValue(attribute: $0, value: $1) })
+    }
+
+    private mutating func update(_ id: ObjectID, _ attributes: [ChangeSet.AttributeValue]) throws {
+        let e = try entity(id)
+        guard let record = try applier.record(id) else { throw fail(.objectNotFound, e.name, id, nil, "cannot update: no such object") }
+        var values = record.values
+        var changed: [AttributeChange] = []
+        for av in attributes {
+            guard av.attribute >= 0, av.attribute < e.attributes.count else {
+                throw fail(.unknownAttribute, e.name, id, nil, "attribute position \(av.attribute) out of range")
+            }
+            let a = e.attributes[av.attribute]
+            try check(e, id, a, av.value)
+            if values[a.index] != av.value {
+                changed.append(AttributeChange(attribute: a.index, old: values[a.index], new: av.value))
+                values[a.index] = av.value
+            }
+        }
+        guard !changed.isEmpty else { return }
+        try checkUnique(e, id, values, only: Set(changed.map(\.attribute)))
+        try emit(.update(id: id, changes: changed))
+    }
+
+    // MARK: Deletes
+
+    private mutating func delete(_ id: ObjectID, _ deleting: inout Set<ObjectID>) throws {
+        guard deleting.insert(id).inserted, let record = try applier.record(id) else { return }
+        let e = record.entity
+        for r in e.relationships {
+            let targets = try applier.targets(r.tag, from: id)
+            guard !targets.isEmpty else { continue }
+            switch r.deleteRule {
+            case .deny:
+                throw fail(.deleteDenied, e.name, id, r.name, "\(targets.count) related \(r.destination) object(s) exist and the delete rule is deny")
+            case .cascade:
+                for t in targets where !deleting.contains(t) { try delete(t, &deleting) }
+            case .nullify:
+                break
+            }
+            // Whatever is still linked (nullify, or a cascade target that was already going) is unlinked.
+            for t in try applier.targets(r.tag, from: id) {
+                try emit(.unlink(relationship: r.tag, from: id, to: t))
+                let inverse = schema.inverse(of: r)
+                if !inverse.isToMany { toOneChecks.insert(t) }
+            }
+        }
+        try emit(.delete(id: id, values: record.values))
+        toOneChecks.remove(id)
+    }
+
+    // MARK: Relationships
+
+    private func relationship(_ tag: UInt16) throws -> RelationshipDescription {
+        guard let r = schema.relationship(tag: tag) else {
+            throw fail(.unknownRelationship, "tag \(tag >> 8)", nil, nil, "no relationship with tag \(tag)")
+        }
+        return r
+    }
+
+    private mutating func reference(_ ref: ObjectReference, _ tag: UInt16) throws -> ObjectID {
+        switch ref {
+        case .id(let id): return resolved(id)
+        case .unique(let entityTag, let constraint, let values):
+            let r = try relationship(tag)
+            guard let e = schema.entity(tag: entityTag), constraint >= 0, constraint < e.uniques.count else {
+                throw fail(.unknownEntity, r.destination, nil, r.name, "reference names an unknown entity or unique constraint")
+            }
+            let u = e.uniques[constraint]
+            var full = [Value](repeating: .null, count: e.attributes.count)
+            for (i, a) in u.attributes.enumerated() where i < values.count { full[a] = values[i] }
+            guard let key = try Layout.uniqueKey(u, record: full, entity: e, id: ObjectID(high: UInt64(entityTag) << 48, low: 0)),
+                  let owner = try applier.uniqueOwner(key) else {
+                throw fail(.objectNotFound, r.entityName, nil, r.name, "no \(e.name) with \(Layout.uniqueFieldName(u, e)) = \(ref)")
+            }
+            return owner
+        }
+    }
+
+    private func checkEnds(_ r: RelationshipDescription, _ from: ObjectID, _ to: ObjectID) throws {
+        let source = try entity(from)
+        guard source.name == r.entityName else {
+            throw fail(.wrongDestination, source.name, from, r.name, "relationship belongs to \(r.entityName)")
+        }
+        guard try applier.exists(from) else { throw fail(.objectNotFound, source.name, from, r.name, "source object does not exist") }
+        let target = try entity(to)
+        guard target.name == r.destination else {
+            throw fail(.wrongDestination, source.name, from, r.name, "target \(to) is a \(target.name), expected \(r.destination)")
+        }
+        guard try applier.exists(to) else { throw fail(.objectNotFound, source.name, from, r.name, "target \(to) does not exist") }
+    }
+
+    private mutating func link(_ tag: UInt16, _ from: ObjectID, _ to: ObjectID) throws {
+        let r = try relationship(tag)
+        try checkEnds(r, from, to)
+        let inverse = schema.inverse(of: r)
+        if r.isToMany, try applier.txn.contains(applier.env[.links], key: Layout.linkKey(r.tag, from, to)) {
+            return
+        }
+        if !r.isToMany {
+            for old in try applier.targets(r.tag, from: from) {
+                if old == to { return }
+                try emit(.unlink(relationship: r.tag, from: from, to: old))
+                if !inverse.isToMany { toOneChecks.insert(old) }
+            }
+        }
+        if !inverse.isToMany {
+            for old in try applier.targets(inverse.tag, from: to) where old != from {
+                try emit(.unlink(relationship: inverse.tag, from: to, to: old))
+                if !r.isToMany { toOneChecks.insert(old) }
+            }
+        }
+        try emit(.link(relationship: r.tag, from: from, to: to))
+    }
+
+    private mutating func unlink(_ tag: UInt16, _ from: ObjectID, _ to: ObjectID?) throws {
+        let r = try relationship(tag)
+        guard let to else {
+            guard !r.isToMany else { throw fail(.unknownRelationship, r.entityName, from, r.name, "unlinking a to-many needs a target") }
+            for old in try applier.targets(r.tag, from: from) {
+                try emit(.unlink(relationship: r.tag, from: from, to: old))
+                if !schema.inverse(of: r).isToMany { toOneChecks.insert(old) }
+            }
+            toOneChecks.insert(from)
+            return
+        }
+        try checkEnds(r, from, to)
+        guard try applier.txn.contains(applier.env[.links], key: Layout.linkKey(r.tag, from, to)) else { return }
+        try emit(.unlink(relationship: r.tag, from: from, to: to))
+        toOneChecks.insert(from)
+        toOneChecks.insert(to)
+    }
+
+    private func checkRequiredRelationships() throws {
+        for id in toOneChecks.sorted() {
+            guard try applier.exists(id) else { continue }
+            let e = try entity(id)
+            for r in e.relationships where !r.isToMany && !r.isOptional {
+                if try applier.targets(r.tag, from: id).isEmpty {
+                    throw fail(.requiredRelationship, e.name, id, r.name, "a \(r.destination) is required")
+                }
+            }
+        }
+    }
+}

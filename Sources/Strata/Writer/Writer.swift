@@ -1,0 +1,218 @@
+import CLMDB
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+
+/// Counters kept by the writer, for tests, `storectl info` and the benchmark harness.
+public struct WriterStatistics: Sendable, Equatable {
+    /// Saves that returned successfully (including ones with nothing to change).
+    public var saves = 0
+    /// Saves refused (validation, limits, I/O); nothing of them was written.
+    public var failedSaves = 0
+    /// Log transactions appended.
+    public var transactions = 0
+    /// LMDB write transactions committed: with group commit, fewer than ``transactions``.
+    public var lmdbCommits = 0
+    /// Times the map was grown after `MDB_MAP_FULL`.
+    public var mapGrowths = 0
+}
+
+/// The one writer of a store: owns every LMDB write transaction of this process.
+///
+/// Saves are queued; a serial dispatch queue drains them in groups (group commit): every save
+/// waiting when a commit starts goes into the same LMDB transaction, each in its own nested
+/// transaction so that one failing save is dropped without touching the others. Each save gets
+/// its own transaction id and log entry; the group costs one fsync.
+///
+/// The write transaction begins, runs and commits inside one synchronous block on the queue, so
+/// it never crosses a thread or a suspension point.
+final class Writer: Sendable {
+    struct PendingSave: Sendable {
+        let changes: ChangeSet
+        let author: String
+        let metadata: [String: String]
+        let continuation: CheckedContinuation<TransactionID, Error>
+    }
+
+    private struct State {
+        var pending: [PendingSave] = []
+        var draining = false
+        var closed = false
+        var syncScheduled = false
+        var statistics = WriterStatistics()
+    }
+
+    let env: LMDBEnvironment
+    let schema: Schema
+    let config: StoreConfiguration
+    let hub: ChangeHub
+    let logger: Logger
+    private let queue = DispatchQueue(label: "strata.writer", qos: .userInitiated)
+    private let state = Mutex(State())
+    /// The last transaction this process committed or saw at open.
+    let lastCommitted: Atomic<UInt64>
+    private let afterCommit: @Sendable () -> Void
+
+    init(env: LMDBEnvironment, schema: Schema, config: StoreConfiguration, hub: ChangeHub, logger: Logger,
+         lastCommitted: TransactionID, afterCommit: @escaping @Sendable () -> Void) {
+        self.env = env
+        self.schema = schema
+        self.config = config
+        self.hub = hub
+        self.logger = logger
+        self.lastCommitted = Atomic(lastCommitted.rawValue)
+        self.afterCommit = afterCommit
+    }
+
+    var statistics: WriterStatistics { state.withLock { $0.statistics } }
+
+    /// Queues a save and waits until it is committed (and, when durable, on disk).
+    func submit(_ changes: ChangeSet, author: String, metadata: [String: String]) async throws -> TransactionID {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<TransactionID, Error>) in
+            enum Action { case rejectClosed, rejectFull, startDrain, none }
+            let action = state.withLock { s -> Action in
+                if s.closed { return .rejectClosed }
+                if s.pending.count >= config.maxPendingSaves { return .rejectFull }
+                s.pending.append(PendingSave(changes: changes, author: author, metadata: metadata, continuation: continuation))
+                if s.draining { return .none }
+                s.draining = true
+                return .startDrain
+            }
+            switch action {
+            case .rejectClosed: continuation.resume(throwing: StrataError.closed(path: env.path))
+            case .rejectFull: continuation.resume(throwing: StrataError.writerOverloaded(limit: config.maxPendingSaves))
+            case .startDrain: queue.async { self.drain() }
+            case .none: break
+            }
+        }
+    }
+
+    /// Stops accepting saves, waits for queued ones to finish and flushes relaxed commits.
+    func close() {
+        state.withLock { $0.closed = true }
+        queue.sync {}
+        if config.durability == .relaxed {
+            do { try env.sync() } catch { logger.error("final sync failed: \(error)") }
+        }
+    }
+
+    private func drain() {
+        while true {
+            let batch = state.withLock { s -> [PendingSave] in
+                guard !s.pending.isEmpty else {
+                    s.draining = false
+                    return []
+                }
+                let n = min(s.pending.count, config.maxSavesPerGroup)
+                defer { s.pending.removeFirst(n) }
+                return Array(s.pending.prefix(n))
+            }
+            if batch.isEmpty { return }
+            commit(batch)
+        }
+    }
+
+    private func commit(_ batch: [PendingSave]) {
+        var growths = 0
+        while true {
+            do {
+                let (results, entries) = try env.write { txn in try apply(batch, txn) }
+                finish(batch, results, entries, growths: growths)
+                return
+            } catch let e as LMDBError where e.isMapFull {
+                do {
+                    if try env.growMap() {
+                        growths += 1
+                        logger.info("map full: grew to \(env.mapSizeBytes) bytes, redoing \(batch.count) save(s)")
+                        continue
+                    }
+                    fail(batch, StrataError.storeFull(maxMapSizeBytes: config.maxMapSizeBytes))
+                } catch {
+                    fail(batch, error)
+                }
+                return
+            } catch {
+                fail(batch, error)
+                return
+            }
+        }
+    }
+
+    private func fail(_ batch: [PendingSave], _ error: Error) {
+        let wrapped: Error = (error as? LMDBError).map { StrataError.lmdb($0) } ?? error
+        state.withLock { $0.statistics.failedSaves += batch.count }
+        for save in batch { save.continuation.resume(throwing: wrapped) }
+    }
+
+    private func finish(_ batch: [PendingSave], _ results: [Result<TransactionID, Error>], _ entries: [LogEntry], growths: Int) {
+        if let last = entries.last { lastCommitted.store(last.transactionID.rawValue, ordering: .releasing) }
+        let scheduleSync = state.withLock { s -> Bool in
+            s.statistics.lmdbCommits += 1
+            s.statistics.transactions += entries.count
+            s.statistics.mapGrowths += growths
+            for r in results {
+                if case .success = r { s.statistics.saves += 1 } else { s.statistics.failedSaves += 1 }
+            }
+            guard config.durability == .relaxed, !s.syncScheduled, !entries.isEmpty else { return false }
+            s.syncScheduled = true
+            return true
+        }
+        for (save, result) in zip(batch, results) { save.continuation.resume(with: result) }
+        if !entries.isEmpty { hub.publish(entries, schema: schema) }
+        afterCommit()
+        if scheduleSync {
+            queue.asyncAfter(deadline: .now() + .milliseconds(config.relaxedSyncIntervalMs)) {
+                self.state.withLock { $0.syncScheduled = false }
+                do { try self.env.sync() } catch { self.logger.error("relaxed-mode sync failed: \(error)") }
+            }
+        }
+    }
+
+    /// Applies every save of the group inside `txn`. Returns each save's result and the log entries written.
+    private func apply(_ batch: [PendingSave], _ txn: LMDBTransaction) throws -> ([Result<TransactionID, Error>], [LogEntry]) {
+        let last = try txn.last(env[.log]) { key, _ -> UInt64 in
+            var r = ByteReader(key)
+            return try r.u64()
+        } ?? 0
+        var next = TransactionID(last + 1)
+        var results: [Result<TransactionID, Error>] = []
+        var entries: [LogEntry] = []
+        for save in batch {
+            if save.changes.count > config.maxChangesPerSave {
+                if batch.count == 1 { throw StrataError.saveTooLarge(changes: save.changes.count, limit: config.maxChangesPerSave) }
+                results.append(.failure(StrataError.saveTooLarge(changes: save.changes.count, limit: config.maxChangesPerSave)))
+                continue
+            }
+            do {
+                // A lone save needs no nested transaction: if it fails, the whole transaction is aborted.
+                let entry = batch.count == 1
+                    ? try resolve(save, txn, next)
+                    : try env.nested(in: txn) { try resolve(save, $0, next) }
+                if let entry {
+                    results.append(.success(next))
+                    entries.append(entry)
+                    next = next.next
+                } else {
+                    results.append(.success(TransactionID(next.rawValue - 1)))
+                }
+            } catch let e as LMDBError where e.isMapFull {
+                throw e
+            } catch {
+                if batch.count == 1 { throw error }
+                results.append(.failure((error as? LMDBError).map { StrataError.lmdb($0) } ?? error))
+            }
+        }
+        return (results, entries)
+    }
+
+    private func resolve(_ save: PendingSave, _ txn: LMDBTransaction, _ tx: TransactionID) throws -> LogEntry? {
+        var resolver = SaveResolver(applier: StateApplier(txn: txn, env: env, schema: schema, transactionID: tx), limits: config)
+        try resolver.run(save.changes)
+        guard !resolver.changes.isEmpty else { return nil }
+        let entry = LogEntry(transactionID: tx, schemaVersion: schema.version, timestampMs: Int64(Date().timeIntervalSince1970 * 1000),
+                             author: save.author, metadata: save.metadata, changes: resolver.changes)
+        try txn.put(env[.log], key: tx.keyBytes, value: LogEntryCodec.encode(entry), flags: UInt32(MDB_APPEND))
+        return entry
+    }
+}
