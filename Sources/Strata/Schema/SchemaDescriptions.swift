@@ -110,6 +110,7 @@ public struct Schema: Sendable {
     public let canonicalJSON: String
     private let byName: [String: EntityDescription]
     private let byTag: [UInt16: EntityDescription]
+    let typeChecks = TypeCheckCache()
 
     init(model: String, version: Int, entities: [EntityDescription], canonicalJSON: String) {
         self.model = model

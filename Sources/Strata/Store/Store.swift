@@ -78,6 +78,14 @@ public final class Store: Sendable {
         try StoreRegistry.shared.open(path: url.path, configuration: configuration, schema: schema, deleteOnClose: false)
     }
 
+    /// Opens an existing store read-write with the schema stored in it (for tools such as
+    /// `storectl import`, which work with whatever model the store holds).
+    public static func openExisting(at url: URL, configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
+        var config = configuration
+        config.createIfMissing = false
+        return try StoreRegistry.shared.open(path: url.path, configuration: config, schema: nil, deleteOnClose: false)
+    }
+
     /// Opens an existing store read-only, with the schema stored in it (for tools, and for prebuilt
     /// stores shipped read-only, also in a directory that cannot be written).
     public static func openReadOnly(at url: URL, configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
@@ -101,14 +109,14 @@ public final class Store: Sendable {
         let fm = FileManager.default
         var isDir: ObjCBool = false
         if !fm.fileExists(atPath: path, isDirectory: &isDir) {
-            guard configuration.createIfMissing, !configuration.readOnly else { throw StrataError.storeNotFound(path: path) }
+            guard configuration.createIfMissing, !configuration.readOnly, appSchema != nil else { throw StrataError.storeNotFound(path: path) }
             do { try fm.createDirectory(atPath: path, withIntermediateDirectories: true) } catch {
                 throw StrataError.notAStore(path: path, reason: "cannot create directory: \(error.localizedDescription)")
             }
         } else if !isDir.boolValue {
             throw StrataError.notAStore(path: path, reason: "a store is a directory, this is a file")
         }
-        if configuration.readOnly && !fm.fileExists(atPath: path + "/data.mdb") { throw StrataError.storeNotFound(path: path) }
+        if (configuration.readOnly || appSchema == nil) && !fm.fileExists(atPath: path + "/data.mdb") { throw StrataError.storeNotFound(path: path) }
         let env = try openEnvironment(path: path, configuration: configuration)
         do {
             let schema = try prepareMeta(env: env, path: path, appSchema: appSchema, configuration: configuration)
@@ -232,6 +240,7 @@ public final class Store: Sendable {
     public func save(_ changes: ChangeSet, author: String = "main", metadata: [String: String] = [:]) async throws -> TransactionID {
         try checkUsable()
         guard let writer else { throw StrataError.readOnly(path: path) }
+        for type in changes.entityTypes.values { try schema.check(type) }
         return try await writer.submit(changes, author: author, metadata: metadata)
     }
 

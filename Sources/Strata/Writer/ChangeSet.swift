@@ -55,6 +55,12 @@ public struct ChangeSet: Sendable {
 
     /// The operations, in the order they will be applied.
     public private(set) var operations: [Operation] = []
+    /// Swift entity types whose keys built operations; checked against the schema at save.
+    var entityTypes: [ObjectIdentifier: any Entity.Type] = [:]
+
+    mutating func note<E: Entity>(_ type: E.Type) {
+        if entityTypes[ObjectIdentifier(type)] == nil { entityTypes[ObjectIdentifier(type)] = type }
+    }
 
     public init() {}
 
@@ -66,7 +72,10 @@ public struct ChangeSet: Sendable {
     public mutating func append(_ operation: Operation) { operations.append(operation) }
 
     /// Appends every operation of `other`.
-    public mutating func append(contentsOf other: ChangeSet) { operations += other.operations }
+    public mutating func append(contentsOf other: ChangeSet) {
+        operations += other.operations
+        entityTypes.merge(other.entityTypes) { a, _ in a }
+    }
 
     /// Inserts a dynamic record (unset attributes take their defaults).
     public mutating func insert(_ record: Record) {

@@ -1,0 +1,73 @@
+import ArgumentParser
+import CLMDB
+import Foundation
+import Strata
+
+/// storectl's exit codes (BSD sysexits.h), documented in the README.
+enum Exit {
+    static let usage: Int32 = 64
+    static let dataError: Int32 = 65
+    static let noInput: Int32 = 66
+    static let software: Int32 = 70
+    static let cannotCreate: Int32 = 73
+    static let ioError: Int32 = 74
+    static let tempFailure: Int32 = 75
+
+    /// The exit code for an error thrown by Strata or the file system.
+    static func code(for error: Error) -> Int32 {
+        switch error {
+        case let e as StrataError:
+            switch e {
+            case .schema, .validation, .corruptRecord, .corruptLogEntry, .invalidQuery, .modelMismatch,
+                 .migrationRequired, .storeTooNew, .schemaChanged, .entityMismatch, .saveTooLarge:
+                return dataError
+            case .storeNotFound, .notAStore, .noSuchTransaction: return noInput
+            case .alreadyOpen, .writerOverloaded, .tooManySnapshots: return tempFailure
+            case .storeFull: return ioError
+            case .readOnly: return cannotCreate
+            case .lmdb(let l): return code(forLMDB: l)
+            case .closed, .usedAfterFork: return software
+            }
+        case let e as LMDBError: return code(forLMDB: e)
+        case is SchemaError: return dataError
+        case let e as CLIError: return e.code
+        default: return software
+        }
+    }
+
+    static func code(forLMDB e: LMDBError) -> Int32 {
+        switch e.code {
+        case EIO, ENOSPC, EFBIG, EDQUOT, MDB_MAP_FULL: return ioError
+        case EACCES, EROFS, EPERM: return cannotCreate
+        case EAGAIN, EBUSY, MDB_READERS_FULL: return tempFailure
+        default: return software
+        }
+    }
+}
+
+/// Prints `storectl: error: …` to stderr and returns the exit code to throw.
+func failure(_ error: Error, context: String? = nil) -> ExitCode {
+    let text = context.map { "\($0): \(error)" } ?? "\(error)"
+    FileHandle.standardError.write(Data("storectl: error: \(text)\n".utf8))
+    return ExitCode(Exit.code(for: error))
+}
+
+/// Prints one line to stderr.
+func note(_ text: String) {
+    FileHandle.standardError.write(Data((text + "\n").utf8))
+}
+
+/// Prints a JSON document on one line to stdout.
+func printJSON(_ value: JSONValue) {
+    print(value.serialized)
+}
+
+/// An error found by storectl itself (an argument or a file), with its exit code.
+struct CLIError: Error, CustomStringConvertible {
+    let description: String
+    let code: Int32
+    init(_ description: String, code: Int32 = Exit.dataError) {
+        self.description = description
+        self.code = code
+    }
+}

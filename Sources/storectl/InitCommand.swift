@@ -1,0 +1,45 @@
+import ArgumentParser
+import Foundation
+import Strata
+
+struct InitCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "init",
+        abstract: "Create an empty store for the current version of a schema.",
+        discussion: """
+        Examples:
+          storectl init ./library.strata --schema Schemas/library
+          storectl init /var/lib/app/store --schema Schemas/library --json
+
+        Fails with exit 73 when STORE already holds a store.
+        """
+    )
+
+    @OptionGroup var target: StoreArgument
+    @Option(help: ArgumentHelp("Model directory with v1.json … vN.json; the highest version is used.", valueName: "dir"))
+    var schema: String
+    @Flag(help: "Print the result as JSON.") var json = false
+
+    func run() async throws {
+        let loaded: Schema
+        do { loaded = try Schema.load(directory: URL(fileURLWithPath: schema)) } catch { throw failure(error) }
+        if FileManager.default.fileExists(atPath: target.url.appendingPathComponent("data.mdb").path) {
+            throw failure(CLIError("\(target.store): a store already exists here")).withCode(Exit.cannotCreate)
+        }
+        do {
+            let store = try Store.open(at: target.url, schema: loaded)
+            defer { store.close() }
+            if json {
+                printJSON(.object([("path", .string(store.path)), ("schema", .object([("model", .string(loaded.model)), ("version", .int(Int64(loaded.version)))]))]))
+            } else {
+                print("created \(store.path) (\(loaded.model) v\(loaded.version), \(loaded.entities.count) entities)")
+            }
+        } catch {
+            throw failure(error).withCode(Exit.code(for: error) == Exit.software ? Exit.cannotCreate : Exit.code(for: error))
+        }
+    }
+}
+
+extension ExitCode {
+    func withCode(_ code: Int32) -> ExitCode { ExitCode(code) }
+}

@@ -1,0 +1,10 @@
+import ArgumentParser
+import Foundation
+
+/// The store directory argument shared by every subcommand.
+struct StoreArgument: ParsableArguments {
+    @Argument(help: ArgumentHelp("Store directory (holds data.mdb and lock.mdb).", valueName: "store"))
+    var store: String
+
+    var url: URL { URL(fileURLWithPath: store) }
+}

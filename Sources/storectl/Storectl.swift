@@ -1,0 +1,19 @@
+import ArgumentParser
+import Foundation
+import Strata
+
+@main
+struct Storectl: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "storectl",
+        abstract: "Create, inspect, import into and maintain Strata stores.",
+        discussion: """
+        A store is a directory (data.mdb and lock.mdb). Every read command takes --json for a stable,
+        documented output shape (see README, "storectl").
+
+        Exit codes (sysexits): 0 ok, 64 usage, 65 bad input data, 66 cannot open, 70 internal error,
+        73 cannot create, 74 I/O error, 75 temporary failure (store busy).
+        """,
+        subcommands: [InitCommand.self, InfoCommand.self, ImportCommand.self, ExportCommand.self, QueryCommand.self, GenerateCommand.self]
+    )
+}
