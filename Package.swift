@@ -37,7 +37,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        .testTarget(name: "StrataTests", dependencies: ["Strata", "LibraryModel"]),
+        .testTarget(name: "StrataTests", dependencies: ["Strata", "LibraryModel", "storectl"]),
     ],
     swiftLanguageModes: [.v6]
 )

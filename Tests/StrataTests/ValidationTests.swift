@@ -1,0 +1,154 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+/// Saves that break a rule are refused whole, with the object, attribute and rule named.
+@Suite struct ValidationTests {
+    func expectFailure(_ kind: ValidationFailure.Kind, _ store: Store, _ changes: ChangeSet,
+                       sourceLocation: SourceLocation = #_sourceLocation) async throws -> ValidationFailure? {
+        let before = try store.lastTransactionID
+        do {
+            _ = try await store.save(changes)
+            Issue.record("save was accepted", sourceLocation: sourceLocation)
+            return nil
+        } catch StrataError.validation(let f) {
+            #expect(f.kind == kind, "\(f)", sourceLocation: sourceLocation)
+            #expect(try store.lastTransactionID == before, sourceLocation: sourceLocation)
+            return f
+        }
+    }
+
+    @Test func requiredAttribute() async throws {
+        try await withLibraryStore { store in
+            var r = Record(entity: store.schema.entity(named: "Genre")!)
+            r["name"] = .null
+            var c = ChangeSet()
+            c.insert(r)
+            let f = try await expectFailure(.requiredAttribute, store, c)
+            #expect(f?.field == "name" && f?.objectID == r.id)
+        }
+    }
+
+    @Test func wrongType() async throws {
+        try await withLibraryStore { store in
+            var r = Record(entity: store.schema.entity(named: "Genre")!)
+            r["name"] = .int(3)
+            var c = ChangeSet()
+            c.insert(r)
+            let f = try await expectFailure(.wrongType, store, c)
+            #expect(f?.description.contains("expected string, got int") == true)
+        }
+    }
+
+    @Test func uniqueConstraintNamesTheOwner() async throws {
+        try await withLibraryStore { store in
+            let jazz = Genre(name: "Jazz")
+            _ = try await store.save { $0.insert(jazz) }
+            var c = ChangeSet()
+            c.insert(Genre(name: "Rock"))
+            c.insert(Genre(name: "Jazz"))
+            let f = try await expectFailure(.uniqueConstraint, store, c)
+            #expect(f?.description.contains(jazz.id.description) == true)
+            // Nothing of the refused save was written, including the valid first insert.
+            #expect(try store.mainContext.count(Genre.self) == 1)
+        }
+    }
+
+    @Test func updateToAnotherObjectsUniqueValue() async throws {
+        try await withLibraryStore { store in
+            let a = Genre(name: "A"), b = Genre(name: "B")
+            _ = try await store.save { $0.insert(a); $0.insert(b) }
+            var c = ChangeSet()
+            c.set(Genre.name, of: b.id, to: "A")
+            _ = try await expectFailure(.uniqueConstraint, store, c)
+            // Swapping through a free value works, and frees the old key.
+            _ = try await store.save { $0.set(Genre.name, of: a.id, to: "C") }
+            _ = try await store.save { $0.set(Genre.name, of: b.id, to: "A") }
+            #expect(try store.mainContext.fetch(Genre.self, sortedBy: [Genre.name.ascending]).map(\.name) == ["A", "C"])
+        }
+    }
+
+    @Test func deleteRules() async throws {
+        try await withLibraryStore { store in
+            let artist = Artist(mbid: UUID(), name: "Ása")
+            let album = Album(mbid: UUID(), title: "Hvítt")
+            let track = makeTrack(title: "t1", duration: 100)
+            let genre = Genre(name: "Folk")
+            let list = Playlist(name: "Road", createdAt: Date())
+            _ = try await store.save { c in
+                c.insert(artist); c.insert(album); c.insert(track); c.insert(genre); c.insert(list)
+                c.set(Album.artist, of: album.id, to: artist.id)
+                c.set(Track.album, of: track.id, to: album.id)
+                c.set(Track.genre, of: track.id, to: genre.id)
+                c.add(track.id, to: Playlist.tracks, of: list.id)
+            }
+            // deny: a genre with tracks cannot go.
+            var deny = ChangeSet()
+            deny.delete(genre.id)
+            let f = try await expectFailure(.deleteDenied, store, deny)
+            #expect(f?.field == "tracks")
+            // cascade: artist → albums → tracks; nullify: the playlist loses the track.
+            _ = try await store.save { $0.delete(artist.id) }
+            let view = try store.mainContext
+            #expect(try view.object(Album.self, id: album.id) == nil)
+            #expect(try view.object(Track.self, id: track.id) == nil)
+            #expect(try view.related(list.id, Playlist.tracks).isEmpty)
+            #expect(try view.related(genre.id, Genre.tracks).isEmpty)
+            // Now the genre can be deleted.
+            _ = try await store.save { $0.delete(genre.id) }
+            #expect(try view.count(Genre.self) == 0)
+        }
+    }
+
+    @Test func relationshipTargetsMustExistAndMatch() async throws {
+        try await withLibraryStore { store in
+            let track = makeTrack(title: "t", duration: 1)
+            let genre = Genre(name: "g")
+            _ = try await store.save { $0.insert(track); $0.insert(genre) }
+            var missing = ChangeSet()
+            missing.set(Track.album, of: track.id, to: ObjectID.make(entityTag: Album.entityTag))
+            _ = try await expectFailure(.objectNotFound, store, missing)
+            var wrong = ChangeSet()
+            wrong.append(.link(relationship: Track.album.tag, from: track.id, to: .id(genre.id)))
+            _ = try await expectFailure(.wrongDestination, store, wrong)
+        }
+    }
+
+    @Test func updateOfMissingObject() async throws {
+        try await withLibraryStore { store in
+            var c = ChangeSet()
+            c.set(Genre.name, of: ObjectID.make(entityTag: Genre.entityTag), to: "x")
+            _ = try await expectFailure(.objectNotFound, store, c)
+        }
+    }
+
+    @Test func toOneReplacementKeepsInverseConsistent() async throws {
+        try await withLibraryStore { store in
+            let a1 = Album(mbid: UUID(), title: "one"), a2 = Album(mbid: UUID(), title: "two")
+            let t = makeTrack(title: "t", duration: 1)
+            _ = try await store.save { c in
+                c.insert(a1); c.insert(a2); c.insert(t)
+                c.set(Track.album, of: t.id, to: a1.id)
+            }
+            _ = try await store.save { $0.set(Track.album, of: t.id, to: a2.id) }
+            let view = try store.mainContext
+            #expect(try view.related(t.id, Track.album)?.id == a2.id)
+            #expect(try view.related(a1.id, Album.tracks).isEmpty)
+            #expect(try view.related(a2.id, Album.tracks).map(\.id) == [t.id])
+            _ = try await store.save { $0.set(Track.album, of: t.id, to: nil) }
+            #expect(try view.related(t.id, Track.album) == nil)
+            #expect(try view.related(a2.id, Album.tracks).isEmpty)
+        }
+    }
+
+    @Test func oversizedValueIsRefused() async throws {
+        var config = StoreConfiguration()
+        config.maxValueBytes = 100
+        try await withLibraryStore(config) { store in
+            var c = ChangeSet()
+            c.insert(Genre(name: String(repeating: "x", count: 101)))
+            _ = try await expectFailure(.valueTooLarge, store, c)
+        }
+    }
+}
