@@ -1,0 +1,196 @@
+import Foundation
+import LibraryModel
+import Synchronization
+import Testing
+@testable import Strata
+
+@Suite struct ConcurrencyTests {
+    @Test func sixteenConcurrentSaversAreAllPresentAndCoalesced() async throws {
+        try await withLibraryStore { store in
+            let saversCount = 16, perSaver = 40
+            let ids = try await withThrowingTaskGroup(of: [(TransactionID, ObjectID)].self) { group in
+                for s in 0..<saversCount {
+                    group.addTask {
+                        var mine: [(TransactionID, ObjectID)] = []
+                        for i in 0..<perSaver {
+                            let g = Genre(name: "saver \(s) item \(i)")
+                            let tx = try await store.save(author: "saver-\(s)") { $0.insert(g) }
+                            if let last = mine.last { #expect(tx > last.0, "a saver's own transactions must increase") }
+                            mine.append((tx, g.id))
+                        }
+                        return mine
+                    }
+                }
+                var all: [(TransactionID, ObjectID)] = []
+                for try await part in group { all += part }
+                return all
+            }
+            let total = saversCount * perSaver
+            #expect(ids.count == total)
+            // Every save has its own transaction id: 1...total, no gap, no duplicate.
+            #expect(Set(ids.map(\.0.rawValue)) == Set(1...UInt64(total)))
+            let view = try store.mainContext
+            #expect(try view.count(Genre.self) == total)
+            for (_, id) in ids { #expect(try view.object(Genre.self, id: id) != nil) }
+            let stats = store.statistics
+            #expect(stats.transactions == total)
+            #expect(stats.saves == total)
+            // Group commit: saves that waited shared LMDB commits (one fsync each).
+            #expect(stats.lmdbCommits < total, "no coalescing: \(stats.lmdbCommits) commits for \(total) saves")
+        }
+    }
+
+    @Test func aFailingSaveInAGroupDoesNotHurtTheOthers() async throws {
+        try await withLibraryStore { store in
+            let taken = Genre(name: "taken")
+            _ = try await store.save { $0.insert(taken) }
+            // Many concurrent saves, every fourth clashing on the unique name: those fail alone.
+            let results = await withTaskGroup(of: (Int, Bool).self) { group in
+                for i in 0..<64 {
+                    group.addTask {
+                        let name = i % 4 == 0 ? "taken" : "free \(i)"
+                        do {
+                            _ = try await store.save { $0.insert(Genre(name: name)) }
+                            return (i, true)
+                        } catch { return (i, false) }
+                    }
+                }
+                var out: [Int: Bool] = [:]
+                for await (i, ok) in group { out[i] = ok }
+                return out
+            }
+            for (i, ok) in results { #expect(ok == (i % 4 != 0), "save \(i)") }
+            #expect(try store.mainContext.count(Genre.self) == 1 + 48)
+            #expect(try store.lastTransactionID == TransactionID(49))
+        }
+    }
+
+    @Test func readersKeepTheirSnapshotWhileTheWriterCommits() async throws {
+        try await withLibraryStore { store in
+            for i in 0..<10 { _ = try await store.save { $0.insert(Genre(name: "g\(i)")) } }
+            let snapshot = try store.snapshot(label: "reader")
+            defer { snapshot.close() }
+            #expect(snapshot.transactionID == TransactionID(10))
+            let writer = Task {
+                for i in 10..<200 { _ = try await store.save { $0.insert(Genre(name: "g\(i)")) } }
+            }
+            var reads = 0
+            while !writer.isCancelled {
+                #expect(try snapshot.count(Query(entity: "Genre")) == 10)
+                #expect(try snapshot.fetch(Query(entity: "Genre")).count == 10)
+                reads += 1
+                if reads >= 50 { break }
+            }
+            try await writer.value
+            #expect(try snapshot.count(Query(entity: "Genre")) == 10)
+            #expect(try store.mainContext.count(Genre.self) == 200)
+        }
+    }
+
+    @Test func pinnedViewContextMovesOnlyOnRefresh() async throws {
+        try await withLibraryStore { store in
+            _ = try await store.save { $0.insert(Genre(name: "a")) }
+            let view = try store.newViewContext(label: "inspector")
+            _ = try await store.save { $0.insert(Genre(name: "b")) }
+            #expect(try view.count(Genre.self) == 1)
+            #expect(try store.mainContext.count(Genre.self) == 2)
+            try view.refresh()
+            #expect(try view.count(Genre.self) == 2)
+            #expect(try view.transactionID == TransactionID(2))
+            view.close()
+        }
+    }
+
+    @Test func pinnedSnapshotAccountingAndLimit() async throws {
+        var config = StoreConfiguration()
+        config.maxOpenSnapshots = 3
+        try await withLibraryStore(config) { store in
+            _ = try await store.save { $0.insert(Genre(name: "a")) }
+            let old = try store.snapshot(label: "old-report")
+            for i in 0..<5 { _ = try await store.save { $0.insert(Genre(name: "n\(i)")) } }
+            let newer = try store.snapshot(label: "newer")
+            let infos = try store.openSnapshots()
+            #expect(infos.map(\.label) == ["old-report", "newer"])
+            #expect(infos[0].transactionID == TransactionID(1) && infos[0].lagTransactions == 5)
+            #expect(infos[1].lagTransactions == 0)
+            let third = try store.snapshot(label: "third")
+            #expect(throws: StrataError.self) { try store.snapshot(label: "fourth") }
+            third.close()
+            let fourth = try store.snapshot(label: "fourth")
+            #expect(try store.openSnapshots().count == 3)
+            old.close(); newer.close(); fourth.close()
+            #expect(try store.openSnapshots().isEmpty)
+            #expect(throws: StrataError.self) { try old.count(Query(entity: "Genre")) }
+        }
+    }
+
+    @Test func changeStreamDeliversCommittedTransactions() async throws {
+        try await withLibraryStore { store in
+            let stream = store.changes()
+            let genre = Genre(name: "Jazz")
+            let tx = try await store.save(author: "tester", metadata: ["importID": "x1"]) { $0.insert(genre) }
+            var iterator = stream.makeAsyncIterator()
+            guard case .committed(let event)? = await iterator.next() else {
+                Issue.record("no event")
+                return
+            }
+            #expect(event.id == tx && event.author == "tester" && event.metadata["importID"] == "x1")
+            #expect(event.changedObjects["Genre"] == [genre.id])
+        }
+    }
+
+    @Test func slowSubscriberIsToldItFellBehindAndNeverBlocksTheWriter() async throws {
+        var config = StoreConfiguration()
+        config.changeStreamBufferSize = 4
+        try await withLibraryStore(config) { store in
+            let stream = store.changes()
+            for i in 0..<20 { _ = try await store.save { $0.insert(Genre(name: "g\(i)")) } }
+            var iterator = stream.makeAsyncIterator()
+            let first = await iterator.next()
+            #expect(first == .fellBehind(missed: 20))
+            _ = try await store.save { $0.insert(Genre(name: "later")) }
+            guard case .committed(let e)? = await iterator.next() else {
+                Issue.record("expected a committed event")
+                return
+            }
+            #expect(e.id == TransactionID(21))
+        }
+    }
+
+    @Test func mapGrowsFromATinyMap() async throws {
+        var config = StoreConfiguration()
+        config.initialMapSizeBytes = 64 << 10
+        config.maxMapSizeBytes = 256 << 20
+        try await withLibraryStore(config) { store in
+            // Several MiB of data from a 64 KiB map: the writer must grow it and redo batches.
+            for batch in 0..<10 {
+                _ = try await store.save { c in
+                    for i in 0..<500 { c.insert(makeTrack(title: "batch \(batch) track \(i) " + String(repeating: "x", count: 200), duration: i)) }
+                }
+            }
+            #expect(store.statistics.mapGrowths > 0)
+            #expect(try store.mainContext.count(Track.self) == 5000)
+            #expect(try store.info().mapSizeBytes > 64 << 10)
+        }
+    }
+
+    @Test func storeFullIsAClearErrorAndNothingIsWritten() async throws {
+        var config = StoreConfiguration()
+        config.initialMapSizeBytes = 64 << 10
+        config.maxMapSizeBytes = 256 << 10
+        try await withLibraryStore(config) { store in
+            do {
+                _ = try await store.save { c in
+                    for i in 0..<5000 { c.insert(makeTrack(title: "t\(i) " + String(repeating: "y", count: 300), duration: i)) }
+                }
+                Issue.record("save beyond the maximum map size was accepted")
+            } catch StrataError.storeFull(let max) {
+                #expect(max == 256 << 10)
+            }
+            #expect(try store.mainContext.count(Track.self) == 0)
+            // A small save still works afterwards.
+            _ = try await store.save { $0.insert(Genre(name: "fits")) }
+            #expect(try store.mainContext.count(Genre.self) == 1)
+        }
+    }
+}
