@@ -110,7 +110,7 @@ import Testing
             missing.set(Track.album, of: track.id, to: ObjectID.make(entityTag: Album.entityTag))
             _ = try await expectFailure(.objectNotFound, store, missing)
             var wrong = ChangeSet()
-            wrong.append(.link(relationship: Track.album.tag, from: track.id, to: .id(genre.id)))
+            wrong.append(.link(relationship: Track.album.tag, from: .id(track.id), to: .id(genre.id)))
             _ = try await expectFailure(.wrongDestination, store, wrong)
         }
     }

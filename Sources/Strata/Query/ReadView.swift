@@ -92,3 +92,19 @@ struct ReadView {
         }
     }
 }
+
+extension ReadView {
+    /// The object a reference names, if it exists.
+    func resolve(_ ref: ObjectReference) throws -> ObjectID? {
+        switch ref {
+        case .id(let id):
+            return try txn.contains(env[.objects], key: id.keyBytes) ? id : nil
+        case .unique(let tag, let c, let values):
+            guard let e = schema.entity(tag: tag), c >= 0, c < e.uniques.count, values.count == e.uniques[c].attributes.count else { return nil }
+            var key = Layout.u16(e.uniques[c].tag)
+            for v in values { SortableEncoding.encode(v, into: &key) }
+            guard key.count <= LMDBLimits.maxKeyBytes else { return nil }
+            return try txn.withValue(env[.uniques], key: key) { ObjectID(keyBytes: $0) }
+        }
+    }
+}

@@ -66,22 +66,22 @@ extension ChangeSet {
     public mutating func set<E: Entity, T: Entity>(_ relationship: ToOne<E, T>, of id: ObjectID, to target: ObjectID?) {
         note(E.self)
         if let target {
-            append(.link(relationship: relationship.tag, from: id, to: .id(target)))
+            append(.link(relationship: relationship.tag, from: .id(id), to: .id(target)))
         } else {
-            append(.unlink(relationship: relationship.tag, from: id, to: nil))
+            append(.unlink(relationship: relationship.tag, from: .id(id), to: nil))
         }
     }
 
     /// Adds `target` to a to-many relationship of `id`.
     public mutating func add<E: Entity, T: Entity>(_ target: ObjectID, to relationship: ToMany<E, T>, of id: ObjectID) {
         note(E.self)
-        append(.link(relationship: relationship.tag, from: id, to: .id(target)))
+        append(.link(relationship: relationship.tag, from: .id(id), to: .id(target)))
     }
 
     /// Removes `target` from a to-many relationship of `id`.
     public mutating func remove<E: Entity, T: Entity>(_ target: ObjectID, from relationship: ToMany<E, T>, of id: ObjectID) {
         note(E.self)
-        append(.unlink(relationship: relationship.tag, from: id, to: .id(target)))
+        append(.unlink(relationship: relationship.tag, from: .id(id), to: .id(target)))
     }
 }
 

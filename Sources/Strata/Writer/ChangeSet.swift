@@ -34,13 +34,15 @@ public struct ChangeSet: Sendable {
         /// Insert, or update the object that has the same values for unique constraint
         /// `constraint`. Later operations may use `id` either way: it is aliased to the existing object.
         case upsert(id: ObjectID, values: [Value], constraint: Int)
+        /// Insert with this id, or replace every attribute of the object that has it.
+        case put(id: ObjectID, values: [Value])
         /// New values for some attributes (position, value).
         case update(id: ObjectID, attributes: [AttributeValue])
         case delete(id: ObjectID)
         /// Adds an edge (to-many) or sets the target (to-one, replacing the previous one).
-        case link(relationship: UInt16, from: ObjectID, to: ObjectReference)
+        case link(relationship: UInt16, from: ObjectReference, to: ObjectReference)
         /// Removes an edge; for a to-one, `to: nil` clears whatever is set.
-        case unlink(relationship: UInt16, from: ObjectID, to: ObjectReference?)
+        case unlink(relationship: UInt16, from: ObjectReference, to: ObjectReference?)
     }
 
     /// An attribute position and its new value.
@@ -98,11 +100,11 @@ public struct ChangeSet: Sendable {
 
     /// Links `from` to `to` through the relationship with tag `relationship`.
     public mutating func link(_ relationship: RelationshipDescription, from: ObjectID, to: ObjectID) {
-        operations.append(.link(relationship: relationship.tag, from: from, to: .id(to)))
+        operations.append(.link(relationship: relationship.tag, from: .id(from), to: .id(to)))
     }
 
     /// Removes the edge `from` → `to` (or, for a to-one with `to` nil, the current one).
     public mutating func unlink(_ relationship: RelationshipDescription, from: ObjectID, to: ObjectID?) {
-        operations.append(.unlink(relationship: relationship.tag, from: from, to: to.map { .id($0) }))
+        operations.append(.unlink(relationship: relationship.tag, from: .id(from), to: to.map { .id($0) }))
     }
 }

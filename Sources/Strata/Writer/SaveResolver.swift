@@ -39,14 +39,22 @@ struct SaveResolver {
             switch op {
             case .insert(let id, let values): try insert(id, values)
             case .upsert(let id, let values, let constraint): try upsert(id, values, constraint)
+            case .put(let id, let values):
+                if try applier.exists(id) {
+                    let e = try entity(id)
+                    try update(id, try prepared(e, id, values).enumerated().map { ChangeSet.AttributeValue(attribute: $0, value: $1) })
+                } else {
+                    try insert(id, values)
+                }
             case .update(let id, let attributes): try update(resolved(id), attributes)
             case .delete(let id):
                 var deleting: Set<ObjectID> = []
                 let target = resolved(id)
                 guard try applier.exists(target) else { throw fail(.objectNotFound, try entity(target).name, target, nil, "cannot delete: no such object") }
                 try delete(target, &deleting)
-            case .link(let tag, let from, let to): try link(tag, resolved(from), try reference(to, tag))
-            case .unlink(let tag, let from, let to): try unlink(tag, resolved(from), try to.map { try reference($0, tag) })
+            case .link(let tag, let from, let to): try link(tag, try reference(from, tag, source: true), try reference(to, tag))
+            case .unlink(let tag, let from, let to):
+                try unlink(tag, try reference(from, tag, source: true), try to.map { try reference($0, tag) })
             }
         }
         try checkRequiredRelationships()
@@ -179,7 +187,7 @@ struct SaveResolver {
         return r
     }
 
-    private mutating func reference(_ ref: ObjectReference, _ tag: UInt16) throws -> ObjectID {
+    private mutating func reference(_ ref: ObjectReference, _ tag: UInt16, source: Bool = false) throws -> ObjectID {
         switch ref {
         case .id(let id): return resolved(id)
         case .unique(let entityTag, let constraint, let values):
@@ -192,7 +200,7 @@ struct SaveResolver {
             for (i, a) in u.attributes.enumerated() where i < values.count { full[a] = values[i] }
             guard let key = try Layout.uniqueKey(u, record: full, entity: e, id: ObjectID(high: UInt64(entityTag) << 48, low: 0)),
                   let owner = try applier.uniqueOwner(key) else {
-                throw fail(.objectNotFound, r.entityName, nil, r.name, "no \(e.name) with \(Layout.uniqueFieldName(u, e)) = \(ref)")
+                throw fail(.objectNotFound, r.entityName, nil, r.name, "no \(e.name) with \(Layout.uniqueFieldName(u, e)) = \(ref)\(source ? " (source)" : "")")
             }
             return owner
         }

@@ -1,0 +1,271 @@
+/// One input record, validated against the schema and ready to become change-set operations.
+struct ImportRecord {
+    let entity: EntityDescription
+    let explicitID: ObjectID?
+    let values: [Value]
+    /// Relationship edits: targets to link, or nil to clear a to-one.
+    let links: [(relationship: RelationshipDescription, targets: [ObjectReference]?)]
+    /// How the record itself is found again: its id, or its first unique constraint's values.
+    let reference: ObjectReference
+    let line: Int
+
+    /// A 64-bit digest of a reference, for presence and duplicate checks with bounded memory.
+    static func digest(_ ref: ObjectReference) -> UInt64 {
+        var h = Hasher()
+        switch ref {
+        case .id(let id):
+            h.combine(0)
+            h.combine(id)
+        case .unique(let tag, let c, let values):
+            h.combine(1)
+            h.combine(tag)
+            h.combine(c)
+            for v in values { h.combine(v) }
+        }
+        return UInt64(bitPattern: Int64(h.finalize()))
+    }
+}
+
+/// Builds ``ImportRecord``s from NDJSON objects and CSV rows, with an ``ImportIssue`` naming the
+/// field for every problem.
+struct RecordBuilder {
+    let schema: Schema
+    let file: String
+    let maxValueBytes: Int
+
+    func issue(_ line: Int, _ field: String?, _ reason: String) -> ImportIssue {
+        ImportIssue(file: file, line: line, field: field, reason: reason)
+    }
+
+    func fromJSON(_ bytes: [UInt8], line: Int) throws -> ImportRecord {
+        if String(validating: bytes, as: UTF8.self) == nil {
+            let at = (0..<bytes.count).first { String(validating: bytes[..<($0 + 1)], as: UTF8.self) == nil && bytes[$0] & 0xC0 != 0x80 } ?? 0
+            throw issue(line, nil, "not valid UTF-8 (near byte \(at + 1))")
+        }
+        let json: JSONValue
+        do { json = try JSONValue.parse(bytes) } catch let e as JSONParseError {
+            throw issue(line, nil, "malformed JSON at \(e)")
+        }
+        guard case .object(let members) = json else { throw issue(line, nil, "expected a JSON object, found \(json.typeName)") }
+        guard let entityValue = json["entity"] else { throw issue(line, "entity", "missing (every line names its entity)") }
+        guard case .string(let name) = entityValue else { throw issue(line, "entity", "must be a string") }
+        guard let entity = schema.entity(named: name) else {
+            throw issue(line, "entity", "unknown entity '\(name)' (known: \(schema.entities.map(\.name).joined(separator: ", ")))")
+        }
+        var values = [Value](repeating: .null, count: entity.attributes.count)
+        var links: [(RelationshipDescription, [ObjectReference]?)] = []
+        var explicitID: ObjectID?
+        for (key, value) in members where key != "entity" {
+            if key == "id" {
+                explicitID = try parseID(value, entity: entity, line: line, field: "id")
+            } else if let a = entity.attribute(named: key) {
+                values[a.index] = try convert(value, a, line: line)
+            } else if let r = entity.relationship(named: key) {
+                links.append((r, try references(value, r, line: line)))
+            } else {
+                throw issue(line, key, "unknown field of \(entity.name) (attributes: \(entity.attributes.map(\.name).joined(separator: ", ")); relationships: \(entity.relationships.map(\.name).joined(separator: ", ")))")
+            }
+        }
+        return try finish(entity, explicitID, values, links, line: line)
+    }
+
+    func convert(_ json: JSONValue, _ a: AttributeDescription, line: Int) throws -> Value {
+        let v: Value
+        do { v = try ValueConversion.value(from: json, type: a.type) } catch let f as ValueConversion.Failure {
+            throw issue(line, a.name, f.reason)
+        }
+        try checkSize(v, a, line: line)
+        return v
+    }
+
+    func checkSize(_ v: Value, _ a: AttributeDescription, line: Int) throws {
+        let size: Int = switch v {
+        case .string(let s): s.utf8.count
+        case .bytes(let b): b.count
+        default: 0
+        }
+        if size > maxValueBytes { throw issue(line, a.name, "\(size) bytes exceed the \(maxValueBytes)-byte value limit") }
+    }
+
+    func parseID(_ json: JSONValue, entity: EntityDescription, line: Int, field: String) throws -> ObjectID {
+        guard case .string(let s) = json, let id = ObjectID(string: s) else { throw issue(line, field, "an object id is 32 hex digits") }
+        guard id.entityTag == entity.tag else { throw issue(line, field, "id \(s) belongs to entity tag \(id.entityTag), not \(entity.name)") }
+        return id
+    }
+
+    func references(_ json: JSONValue, _ r: RelationshipDescription, line: Int) throws -> [ObjectReference]? {
+        let destination = schema.entity(named: r.destination)!
+        switch json {
+        case .null:
+            guard !r.isToMany else { throw issue(line, r.name, "a to-many relationship takes an array, not null") }
+            return nil
+        case .array(let items):
+            guard r.isToMany else { throw issue(line, r.name, "a to-one relationship takes one reference, not an array") }
+            return try items.map { try reference($0, destination, r, line: line) }
+        default:
+            guard !r.isToMany else { throw issue(line, r.name, "a to-many relationship takes an array of references") }
+            return [try reference(json, destination, r, line: line)]
+        }
+    }
+
+    /// A target id (`"0002…"`) or the values of one of the target's unique constraints (`{"mbid": "…"}`).
+    func reference(_ json: JSONValue, _ destination: EntityDescription, _ r: RelationshipDescription, line: Int) throws -> ObjectReference {
+        switch json {
+        case .string:
+            return .id(try parseID(json, entity: destination, line: line, field: r.name))
+        case .object(let members):
+            let names = Set(members.map(\.0))
+            guard let (ci, u) = destination.uniques.enumerated().first(where: { Set($0.element.attributes.map { destination.attributes[$0].name }) == names }) else {
+                let options = destination.uniques.map { "{" + $0.attributes.map { destination.attributes[$0].name }.joined(separator: ", ") + "}" }
+                throw issue(line, r.name, "a reference names a unique key of \(destination.name): \(options.isEmpty ? "none exists, use its id" : options.joined(separator: " or "))")
+            }
+            var values: [Value] = []
+            for a in u.attributes {
+                let attr = destination.attributes[a]
+                let v = try convert(json[attr.name]!, attr, line: line)
+                if v.isNull { throw issue(line, r.name, "reference key \(attr.name) is null") }
+                values.append(v)
+            }
+            return .unique(entityTag: destination.tag, constraint: ci, values: values)
+        default:
+            throw issue(line, r.name, "a reference is an id string or an object naming a unique key, found \(json.typeName)")
+        }
+    }
+
+    func finish(_ entity: EntityDescription, _ explicitID: ObjectID?, _ input: [Value],
+                _ links: [(RelationshipDescription, [ObjectReference]?)], line: Int) throws -> ImportRecord {
+        var values = input
+        for a in entity.attributes where values[a.index].isNull {
+            if let d = a.defaultValue { values[a.index] = d } else if !a.isOptional { throw issue(line, a.name, "required attribute is missing") }
+        }
+        let reference: ObjectReference
+        if let explicitID {
+            reference = .id(explicitID)
+        } else {
+            guard let u = entity.uniques.first else {
+                throw issue(line, nil, "\(entity.name) has no unique constraint, so each line needs an \"id\" to be re-importable")
+            }
+            reference = .unique(entityTag: entity.tag, constraint: 0, values: u.attributes.map { values[$0] })
+        }
+        return ImportRecord(entity: entity, explicitID: explicitID, values: values, links: links, reference: reference, line: line)
+    }
+
+    // MARK: CSV
+
+    /// What a CSV column holds.
+    enum Column {
+        case id
+        case attribute(AttributeDescription)
+        /// Relationship by target id(s) (`|`-separated for to-many).
+        case relationshipIDs(RelationshipDescription)
+        /// Relationship by a single-attribute unique key of the target (`album.mbid`).
+        case relationshipKey(RelationshipDescription, constraint: Int, AttributeDescription)
+    }
+
+    func csvColumns(_ header: [String], entity: EntityDescription, line: Int) throws -> [Column] {
+        var seen: Set<String> = []
+        return try header.map { name in
+            guard seen.insert(name).inserted else { throw issue(line, name, "column appears twice") }
+            if name == "id" { return .id }
+            if let a = entity.attribute(named: name) { return .attribute(a) }
+            if let r = entity.relationship(named: name) { return .relationshipIDs(r) }
+            let parts = name.split(separator: ".", maxSplits: 1).map(String.init)
+            if parts.count == 2, let r = entity.relationship(named: parts[0]) {
+                let d = schema.entity(named: r.destination)!
+                if let a = d.attribute(named: parts[1]), let ci = d.uniques.firstIndex(where: { $0.attributes == [a.index] }) {
+                    return .relationshipKey(r, constraint: ci, a)
+                }
+                throw issue(line, name, "\(parts[1]) is not a single-attribute unique key of \(d.name)")
+            }
+            throw issue(line, name, "unknown column for \(entity.name)")
+        }
+    }
+
+    func fromCSV(_ fields: [String], columns: [Column], entity: EntityDescription, line: Int) throws -> ImportRecord {
+        guard fields.count == columns.count else { throw issue(line, nil, "\(fields.count) fields, the header has \(columns.count)") }
+        var values = [Value](repeating: .null, count: entity.attributes.count)
+        var links: [(RelationshipDescription, [ObjectReference]?)] = []
+        var explicitID: ObjectID?
+        for (text, column) in zip(fields, columns) {
+            switch column {
+            case .id:
+                if !text.isEmpty { explicitID = try parseID(.string(text), entity: entity, line: line, field: "id") }
+            case .attribute(let a):
+                do { values[a.index] = try ValueConversion.value(fromText: text, type: a.type) } catch let f as ValueConversion.Failure {
+                    throw issue(line, a.name, f.reason)
+                }
+                try checkSize(values[a.index], a, line: line)
+            case .relationshipIDs(let r):
+                let d = schema.entity(named: r.destination)!
+                let parts = text.isEmpty ? [] : text.split(separator: "|").map(String.init)
+                links.append((r, r.isToMany || !parts.isEmpty ? try parts.map { .id(try parseID(.string($0), entity: d, line: line, field: r.name)) } : nil))
+            case .relationshipKey(let r, let ci, let a):
+                let parts = text.isEmpty ? [] : (r.isToMany ? text.split(separator: "|").map(String.init) : [text])
+                let d = schema.entity(named: r.destination)!
+                let refs: [ObjectReference] = try parts.map { p in
+                    do { return .unique(entityTag: d.tag, constraint: ci, values: [try ValueConversion.value(fromText: p, type: a.type)]) } catch let f as ValueConversion.Failure {
+                        throw issue(line, r.name, f.reason)
+                    }
+                }
+                links.append((r, r.isToMany || !refs.isEmpty ? refs : nil))
+            }
+        }
+        return try finish(entity, explicitID, values, links, line: line)
+    }
+}
+
+/// Splits CSV (RFC 4180): comma-separated, `"`-quoted fields with `""` for a quote; quoted
+/// fields may span lines.
+enum CSVSplitter {
+    enum Result {
+        case fields([String])
+        /// The record continues on the next line (an open quote).
+        case needsMore
+    }
+
+    static func split(_ bytes: [UInt8]) throws -> Result {
+        var fields: [String] = []
+        var field: [UInt8] = []
+        var i = 0
+        var quoted = false
+        var wasQuoted = false
+        while i < bytes.count {
+            let c = bytes[i]
+            if quoted {
+                if c == 0x22 {
+                    if i + 1 < bytes.count && bytes[i + 1] == 0x22 {
+                        field.append(0x22)
+                        i += 2
+                        continue
+                    }
+                    quoted = false
+                } else {
+                    field.append(c)
+                }
+            } else if c == 0x2C {
+                fields.append(try text(field, fields.count))
+                field = []
+                wasQuoted = false
+            } else if c == 0x22 && field.isEmpty && !wasQuoted {
+                quoted = true
+                wasQuoted = true
+            } else if c == 0x22 {
+                throw CSVError(reason: "quote inside an unquoted field \(fields.count + 1)")
+            } else {
+                if wasQuoted { throw CSVError(reason: "text after the closing quote of field \(fields.count + 1)") }
+                field.append(c)
+            }
+            i += 1
+        }
+        if quoted { return .needsMore }
+        fields.append(try text(field, fields.count))
+        return .fields(fields)
+    }
+
+    private static func text(_ bytes: [UInt8], _ index: Int) throws -> String {
+        guard let s = String(validating: bytes, as: UTF8.self) else { throw CSVError(reason: "field \(index + 1) is not valid UTF-8") }
+        return s
+    }
+
+    struct CSVError: Error { let reason: String }
+}

@@ -1,0 +1,100 @@
+import Foundation
+
+/// One bad input record: `FILE:LINE: field: reason`.
+public struct ImportIssue: Error, Sendable, CustomStringConvertible, Equatable {
+    public let file: String
+    /// 1-based line number (0 when the problem is the file itself).
+    public let line: Int
+    /// The attribute, relationship or member at fault, when there is one.
+    public let field: String?
+    public let reason: String
+
+    public var description: String {
+        "\(file):\(line): " + (field.map { "\($0): " } ?? "") + reason
+    }
+}
+
+/// An import refused before anything was written: the first issues (up to
+/// ``ImportOptions/maxReportedIssues``) and how many there were in all.
+public struct ImportFailed: Error, Sendable, CustomStringConvertible {
+    public let issues: [ImportIssue]
+    public let totalIssues: Int
+    public var description: String {
+        var lines = issues.map(\.description)
+        if totalIssues > issues.count { lines.append("… and \(totalIssues - issues.count) more issue(s)") }
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// Input formats.
+public enum ImportFormat: String, Sendable, CaseIterable {
+    /// One JSON object per line with an `"entity"` member.
+    case ndjson
+    /// One file per entity, a header row of attribute names.
+    case csv
+
+    /// The format implied by a file name (`.ndjson`, `.jsonl`, `.json` → NDJSON; `.csv` → CSV).
+    public static func guess(_ path: String) -> ImportFormat? {
+        switch (path as NSString).pathExtension.lowercased() {
+        case "ndjson", "jsonl", "json": .ndjson
+        case "csv": .csv
+        default: nil
+        }
+    }
+}
+
+/// Options of an import.
+public struct ImportOptions: Sendable {
+    /// Records per transaction. 5,000 measured best on the reference machine (see BENCHMARKS.md).
+    public var batchSize = 5_000
+    /// Write the good records and collect the bad ones instead of refusing the whole input.
+    public var continueOnError = false
+    /// With ``continueOnError``: where rejected lines go, each after a `# FILE:LINE: reason` line.
+    public var rejectsPath: String?
+    /// Issues kept for the report (the rest are counted).
+    public var maxReportedIssues = 20
+    /// Lines longer than this are rejected without being held in memory.
+    public var maxLineBytes = 16 << 20
+    /// Author of the import's transactions.
+    public var author = "import"
+    /// Tag stored in every transaction's metadata (`importID`); generated when nil.
+    public var importID: String?
+    /// Format for files whose extension does not say.
+    public var format: ImportFormat?
+    /// Entity of CSV files (default: the file name without extension, e.g. `Track.csv`).
+    public var csvEntity: String?
+
+    public init() {}
+}
+
+/// Progress of a running import.
+public struct ImportProgress: Sendable, Equatable {
+    public enum Phase: String, Sendable { case validating, writing, linking, done }
+    public let phase: Phase
+    /// Records processed in this phase.
+    public let records: Int
+    public let bytesRead: Int
+    public let totalBytes: Int
+    public let elapsedSeconds: Double
+
+    public var recordsPerSecond: Double { elapsedSeconds > 0 ? Double(records) / elapsedSeconds : 0 }
+    /// Seconds left in this phase, estimated from bytes.
+    public var etaSeconds: Double? {
+        guard bytesRead > 0, totalBytes > bytesRead, elapsedSeconds > 0 else { return nil }
+        return elapsedSeconds * Double(totalBytes - bytesRead) / Double(bytesRead)
+    }
+}
+
+/// What an import did.
+public struct ImportSummary: Sendable, Equatable {
+    public let importID: String
+    /// Records written (inserted or updated).
+    public let records: Int
+    /// Records rejected (only with ``ImportOptions/continueOnError``).
+    public let rejected: Int
+    /// Transactions committed (batches plus deferred-link batches).
+    public let transactions: Int
+    public let firstTransaction: TransactionID?
+    public let lastTransaction: TransactionID?
+    public let seconds: Double
+}

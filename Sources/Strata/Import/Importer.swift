@@ -1,0 +1,255 @@
+import Foundation
+import Synchronization
+
+/// Imports NDJSON or CSV records into a store: validates everything first, then upserts by
+/// unique key in batches (one transaction each, tagged with the import id) while readers go on.
+///
+/// Re-running the same import converges to the same state (upserts and links are idempotent),
+/// so an interrupted import is simply run again.
+///
+/// ```swift
+/// let importer = Importer(store: store)
+/// Task { for await p in importer.progress { print(p.phase, p.records) } }
+/// let summary = try await importer.run(files: ["Tools/sample-library/library.ndjson"])
+/// ```
+///
+/// Memory is bounded by the batch, not the input: one line at a time, plus 8 bytes per record
+/// (digests of unique keys, for duplicate and reference checks) and the forward references
+/// that have to wait for their target.
+public final class Importer: Sendable {
+    public let store: Store
+    public let options: ImportOptions
+    /// Progress updates (phase, records, bytes). Finishes when ``run(files:)`` returns.
+    public let progress: AsyncStream<ImportProgress>
+    private let progressContinuation: AsyncStream<ImportProgress>.Continuation
+
+    public init(store: Store, options: ImportOptions = ImportOptions()) {
+        self.store = store
+        self.options = options
+        (progress, progressContinuation) = AsyncStream.makeStream(of: ImportProgress.self, bufferingPolicy: .bufferingNewest(16))
+    }
+
+    /// Runs the import.
+    /// - Throws: ``ImportFailed`` (nothing written) when any record is bad and
+    ///   ``ImportOptions/continueOnError`` is off; ``ImportIssue`` for an unreadable file;
+    ///   ``StrataError`` from the store.
+    public func run(files: [String]) async throws -> ImportSummary {
+        defer { progressContinuation.finish() }
+        let clock = ContinuousClock.now
+        let totalBytes = files.reduce(0) { $0 + ((try? FileManager.default.attributesOfItem(atPath: $1)[.size] as? Int) ?? 0) }
+        var state = ImportState(files: files, options: options, schema: store.schema, totalBytes: totalBytes, started: clock,
+                                importID: options.importID ?? UUID().uuidString.lowercased(), progress: progressContinuation,
+                                headBefore: try store.lastTransactionID)
+        try validate(&state)
+        if !state.issues.isEmpty && !options.continueOnError {
+            let ordered = state.issues.sorted { ($0.file, $0.line) < ($1.file, $1.line) }
+            throw ImportFailed(issues: ordered, totalIssues: state.issueCount)
+        }
+        let rejects = try options.rejectsPath.map { try RejectsWriter(path: $0) }
+        defer { rejects?.close() }
+        try await write(&state, rejects: rejects)
+        try await linkDeferred(&state)
+        state.report(.done, records: state.written, bytes: totalBytes, force: true)
+        return ImportSummary(importID: state.importID, records: state.written, rejected: state.rejected.count,
+                             transactions: state.transactions.count, firstTransaction: state.transactions.first,
+                             lastTransaction: state.transactions.last, seconds: (ContinuousClock.now - clock).seconds)
+    }
+
+    /// Pass 1: every record parsed and checked; duplicate keys and dangling references found.
+    private func validate(_ s: inout ImportState) throws {
+        var it = RecordIterator(files: s.files, schema: store.schema, options: options, maxValueBytes: store.configuration.maxValueBytes)
+        defer { it.close() }
+        var keys: [UInt64: UInt64] = [:]
+        var pending: [(digest: UInt64, ref: ObjectReference, location: UInt64, issue: ImportIssue)] = []
+        var n = 0
+        while let item = try nextItem(&it) {
+            n += 1
+            s.report(.validating, records: n, bytes: it.bytesRead)
+            let record: ImportRecord
+            switch item.result {
+            case .failure(let issue):
+                s.reject(item.location, issue)
+                continue
+            case .success(let r): record = r
+            }
+            let digest = ImportRecord.digest(record.reference)
+            if let first = keys[digest] {
+                let (f, l) = (Int(first >> 40), Int(first & 0xFF_FFFF_FFFF))
+                s.reject(item.location, ImportIssue(file: s.files[item.fileIndex], line: item.line, field: nil,
+                                                    reason: "duplicate key \(record.reference) of \(record.entity.name) (first at \(s.files[f]):\(l))"))
+                continue
+            }
+            keys[digest] = item.location
+            for (r, targets) in record.links {
+                for t in targets ?? [] where keys[ImportRecord.digest(t)] == nil {
+                    pending.append((ImportRecord.digest(t), t, item.location,
+                                    ImportIssue(file: s.files[item.fileIndex], line: item.line, field: r.name,
+                                                reason: "dangling reference: no \(r.destination) \(t) in the input or the store")))
+                }
+            }
+        }
+        // Forward references: in the input after all, or already in the store.
+        let unresolved = pending.filter { keys[$0.digest] == nil }
+        if !unresolved.isEmpty {
+            let missing = try store.read { view in try unresolved.filter { try view.resolve($0.ref) == nil } }
+            for m in missing where !s.rejected.keys.contains(m.location) { s.reject(m.location, m.issue) }
+        }
+    }
+
+    private func nextItem(_ it: inout RecordIterator) throws -> RecordIterator.Item? {
+        do { return try it.next() } catch let issue as ImportIssue {
+            throw ImportFailed(issues: [issue], totalIssues: 1)
+        }
+    }
+
+    /// Pass 2: upserts and links, in batches.
+    private func write(_ s: inout ImportState, rejects: RejectsWriter?) async throws {
+        var it = RecordIterator(files: s.files, schema: store.schema, options: options, maxValueBytes: store.configuration.maxValueBytes)
+        defer { it.close() }
+        var batch = Batch()
+        var n = 0
+        while let item = try nextItem(&it) {
+            if let reason = s.rejected[item.location] {
+                try rejects?.write(reason: reason, raw: item.raw)
+                continue
+            }
+            guard case .success(let record) = item.result else { continue }
+            var changes = ChangeSet()
+            let id = record.explicitID ?? ObjectID.make(entityTag: record.entity.tag)
+            changes.append(record.explicitID != nil ? .put(id: id, values: record.values) : .upsert(id: id, values: record.values, constraint: 0))
+            for (r, targets) in record.links {
+                guard let targets else {
+                    changes.append(.unlink(relationship: r.tag, from: .id(id), to: nil))
+                    continue
+                }
+                for t in targets {
+                    let present = try s.written(t) || store.read { try $0.resolve(t) } != nil
+                    if present {
+                        changes.append(.link(relationship: r.tag, from: .id(id), to: t))
+                    } else {
+                        s.deferred.append((r.tag, record.reference, t))
+                    }
+                }
+            }
+            s.markWritten(record.reference)
+            batch.add(changes, item: item)
+            n += 1
+            if batch.count >= options.batchSize {
+                try await flush(&batch, &s, rejects: rejects)
+                s.report(.writing, records: n, bytes: it.bytesRead, force: true)
+            }
+        }
+        try await flush(&batch, &s, rejects: rejects)
+    }
+
+    private func flush(_ batch: inout Batch, _ s: inout ImportState, rejects: RejectsWriter?) async throws {
+        guard batch.count > 0 else { return }
+        defer { batch = Batch() }
+        let metadata = ["importID": s.importID, "batch": String(s.transactions.count + 1)]
+        do {
+            s.committed(try await store.save(batch.changes, author: options.author, metadata: metadata))
+            s.written += batch.count
+        } catch StrataError.validation(let failure) where options.continueOnError {
+            // Isolate the bad record(s): save one by one, rejecting what fails.
+            _ = failure
+            for (changes, item) in zip(batch.perRecord, batch.items) {
+                do {
+                    s.committed(try await store.save(changes, author: options.author, metadata: metadata))
+                    s.written += 1
+                } catch StrataError.validation(let f) {
+                    let issue = ImportIssue(file: s.files[item.fileIndex], line: item.line, field: f.field, reason: f.reason)
+                    s.reject(item.location, issue)
+                    try rejects?.write(reason: issue.description, raw: item.raw)
+                }
+            }
+        }
+    }
+
+    /// Links whose target came later in the input than their source.
+    private func linkDeferred(_ s: inout ImportState) async throws {
+        var start = 0
+        while start < s.deferred.count {
+            let slice = s.deferred[start..<min(s.deferred.count, start + options.batchSize)]
+            var changes = ChangeSet()
+            for d in slice { changes.append(.link(relationship: d.relationship, from: d.from, to: d.to)) }
+            s.committed(try await store.save(changes, author: options.author, metadata: ["importID": s.importID, "phase": "links"]))
+            start += slice.count
+            s.report(.linking, records: start, bytes: s.totalBytes, force: true)
+        }
+    }
+}
+
+/// Records of one transaction, kept per record too so a failing batch can be retried one by one.
+private struct Batch {
+    var changes = ChangeSet()
+    var perRecord: [ChangeSet] = []
+    var items: [(raw: [UInt8], fileIndex: Int, line: Int, location: UInt64)] = []
+    var count: Int { items.count }
+
+    mutating func add(_ c: ChangeSet, item: RecordIterator.Item) {
+        changes.append(contentsOf: c)
+        perRecord.append(c)
+        items.append((item.raw, item.fileIndex, item.line, item.location))
+    }
+}
+
+/// Mutable bookkeeping of one run.
+private struct ImportState {
+    let files: [String]
+    let options: ImportOptions
+    let schema: Schema
+    let totalBytes: Int
+    let started: ContinuousClock.Instant
+    let importID: String
+    let progress: AsyncStream<ImportProgress>.Continuation
+    let headBefore: TransactionID
+    var issues: [ImportIssue] = []
+    var issueCount = 0
+    /// Rejected lines (packed location) and why.
+    var rejected: [UInt64: String] = [:]
+    var writtenKeys: Set<UInt64> = []
+    var deferred: [(relationship: UInt16, from: ObjectReference, to: ObjectReference)] = []
+    var transactions: [TransactionID] = []
+    var written = 0
+    var lastReport = ContinuousClock.now
+
+    /// Notes a save's transaction; a save that changed nothing returns an older id and is not counted.
+    mutating func committed(_ tx: TransactionID) {
+        if tx > (transactions.last ?? headBefore) { transactions.append(tx) }
+    }
+
+    mutating func reject(_ location: UInt64, _ issue: ImportIssue) {
+        issueCount += 1
+        if issues.count < options.maxReportedIssues { issues.append(issue) }
+        rejected[location] = issue.description
+    }
+
+    func written(_ ref: ObjectReference) -> Bool { writtenKeys.contains(ImportRecord.digest(ref)) }
+    mutating func markWritten(_ ref: ObjectReference) { writtenKeys.insert(ImportRecord.digest(ref)) }
+
+    mutating func report(_ phase: ImportProgress.Phase, records: Int, bytes: Int, force: Bool = false) {
+        let now = ContinuousClock.now
+        guard force || now - lastReport > .milliseconds(200) else { return }
+        lastReport = now
+        progress.yield(ImportProgress(phase: phase, records: records, bytesRead: bytes, totalBytes: totalBytes, elapsedSeconds: (now - started).seconds))
+    }
+}
+
+/// Writes rejected lines, each after a `# FILE:LINE: reason` comment.
+private final class RejectsWriter: Sendable {
+    private let handle: FileHandle
+    init(path: String) throws {
+        guard FileManager.default.createFile(atPath: path, contents: nil) else {
+            throw ImportIssue(file: path, line: 0, field: nil, reason: "cannot create the rejects file")
+        }
+        handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+    }
+    func write(reason: String, raw: [UInt8]) throws {
+        try handle.write(contentsOf: Data(("# " + reason + "\n").utf8) + Data(raw) + Data([0x0A]))
+    }
+    func close() { try? handle.close() }
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

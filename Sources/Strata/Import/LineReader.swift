@@ -1,0 +1,87 @@
+import Glibc
+
+/// Reads a file line by line with bounded memory: a fixed read buffer plus the current line.
+/// Lines end at `\n` (a trailing `\r` is dropped). A line longer than `maxLineBytes` is reported
+/// as such and skipped without being held in memory.
+struct LineReader {
+    enum Line {
+        case text([UInt8])
+        case tooLong(bytes: Int)
+    }
+
+    let path: String
+    let maxLineBytes: Int
+    private let fd: Int32
+    private var buffer: [UInt8]
+    private var start = 0
+    private var end = 0
+    private var eof = false
+    /// 1-based number of the line last returned.
+    private(set) var lineNumber = 0
+    /// Bytes consumed so far (for progress).
+    private(set) var bytesRead = 0
+
+    init(path: String, maxLineBytes: Int, bufferBytes: Int = 1 << 20) throws {
+        self.path = path
+        self.maxLineBytes = maxLineBytes
+        fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw ImportIssue(file: path, line: 0, field: nil, reason: "cannot open: \(String(cString: strerror(errno)))") }
+        buffer = [UInt8](repeating: 0, count: bufferBytes)
+    }
+
+    func close() { _ = Glibc.close(fd) }
+
+    private mutating func fill() throws {
+        if start > 0 {
+            buffer.withUnsafeMutableBytes { b in
+                if end > start { memmove(b.baseAddress!, b.baseAddress! + start, end - start) }
+            }
+            end -= start
+            start = 0
+        }
+        guard !eof, end < buffer.count else { return }
+        let n = buffer.withUnsafeMutableBytes { b in read(fd, b.baseAddress! + end, b.count - end) }
+        if n < 0 { throw ImportIssue(file: path, line: lineNumber + 1, field: nil, reason: "read error: \(String(cString: strerror(errno)))") }
+        if n == 0 { eof = true }
+        end += n
+    }
+
+    /// The next line, or nil at the end of the file.
+    mutating func next() throws -> Line? {
+        var pending: [UInt8] = []
+        var overflow = 0
+        while true {
+            if let nl = buffer[start..<end].firstIndex(of: 0x0A) {
+                let chunk = buffer[start..<nl]
+                bytesRead += nl - start + 1
+                start = nl + 1
+                lineNumber += 1
+                if overflow > 0 || pending.count + chunk.count > maxLineBytes {
+                    return .tooLong(bytes: overflow + pending.count + chunk.count)
+                }
+                pending += chunk
+                if pending.last == 0x0D { pending.removeLast() }
+                return .text(pending)
+            }
+            // No newline in the buffer: keep what there is (or count it, past the limit) and read more.
+            let chunk = end - start
+            if pending.count + chunk > maxLineBytes || overflow > 0 {
+                overflow += pending.count + chunk
+                pending = []
+            } else {
+                pending += buffer[start..<end]
+            }
+            bytesRead += chunk
+            start = end
+            if eof {
+                guard overflow > 0 || !pending.isEmpty else { return nil }
+                lineNumber += 1
+                if overflow > 0 { return .tooLong(bytes: overflow) }
+                if pending.last == 0x0D { pending.removeLast() }
+                defer { pending = [] }
+                return .text(pending)
+            }
+            try fill()
+        }
+    }
+}

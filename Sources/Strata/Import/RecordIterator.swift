@@ -1,0 +1,142 @@
+import Foundation
+
+/// Streams the records of several input files (NDJSON or CSV), one at a time, with the raw
+/// line for reject files and a location for messages. Memory: one read buffer and one record.
+struct RecordIterator {
+    struct Item {
+        let result: Result<ImportRecord, ImportIssue>
+        let raw: [UInt8]
+        let fileIndex: Int
+        let line: Int
+        /// Packed file index and line, a compact key for sets of lines.
+        var location: UInt64 { UInt64(fileIndex) << 40 | UInt64(line) }
+    }
+
+    let files: [String]
+    let schema: Schema
+    let options: ImportOptions
+    let maxValueBytes: Int
+    private var fileIndex = -1
+    private var reader: LineReader?
+    private var format: ImportFormat = .ndjson
+    private var builder: RecordBuilder?
+    private var csvColumns: [RecordBuilder.Column]?
+    private var csvEntity: EntityDescription?
+    private var finishedBytes = 0
+    /// Records (good or bad) seen in the current file.
+    private var recordsInFile = 0
+
+    init(files: [String], schema: Schema, options: ImportOptions, maxValueBytes: Int) {
+        self.files = files
+        self.schema = schema
+        self.options = options
+        self.maxValueBytes = maxValueBytes
+    }
+
+    var bytesRead: Int { finishedBytes + (reader?.bytesRead ?? 0) }
+
+    /// Closes the current file (when iteration stops early).
+    mutating func close() {
+        reader?.close()
+        reader = nil
+    }
+
+    /// The next record or issue; nil when every file is done. Throws only for an unreadable file.
+    mutating func next() throws -> Item? {
+        while true {
+            if reader == nil {
+                fileIndex += 1
+                guard fileIndex < files.count else { return nil }
+                try openFile()
+            }
+            let path = files[fileIndex]
+            guard let line = try reader!.next() else {
+                finishedBytes += reader!.bytesRead
+                reader!.close()
+                reader = nil
+                if recordsInFile == 0 {
+                    return Item(result: .failure(ImportIssue(file: path, line: 0, field: nil, reason: "no records (empty file)")), raw: [], fileIndex: fileIndex, line: 0)
+                }
+                continue
+            }
+            let number = reader!.lineNumber
+            switch line {
+            case .tooLong(let bytes):
+                recordsInFile += 1
+                return Item(result: .failure(ImportIssue(file: path, line: number, field: nil, reason: "line of \(bytes) bytes exceeds the \(options.maxLineBytes)-byte limit")),
+                            raw: [], fileIndex: fileIndex, line: number)
+            case .text(let bytes):
+                if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
+                if let item = try record(bytes, line: number) { return item }
+            }
+        }
+    }
+
+    private mutating func openFile() throws {
+        let path = files[fileIndex]
+        recordsInFile = 0
+        guard let f = options.format ?? ImportFormat.guess(path) else {
+            throw ImportIssue(file: path, line: 0, field: nil, reason: "unknown format (use a .ndjson or .csv name, or --format)")
+        }
+        format = f
+        builder = RecordBuilder(schema: schema, file: path, maxValueBytes: maxValueBytes)
+        csvColumns = nil
+        csvEntity = nil
+        if f == .csv {
+            let name = options.csvEntity ?? ((path as NSString).lastPathComponent as NSString).deletingPathExtension
+            guard let e = schema.entity(named: name) else {
+                throw ImportIssue(file: path, line: 0, field: nil, reason: "CSV entity '\(name)' is not in the schema (name the file after the entity, or use --entity)")
+            }
+            csvEntity = e
+        }
+        reader = try LineReader(path: path, maxLineBytes: options.maxLineBytes)
+    }
+
+    private mutating func record(_ bytes: [UInt8], line: Int) throws -> Item? {
+        let builder = builder!
+        switch format {
+        case .ndjson:
+            recordsInFile += 1
+            do {
+                return Item(result: .success(try builder.fromJSON(bytes, line: line)), raw: bytes, fileIndex: fileIndex, line: line)
+            } catch let issue as ImportIssue {
+                return Item(result: .failure(issue), raw: bytes, fileIndex: fileIndex, line: line)
+            }
+        case .csv:
+            var raw = bytes
+            var fields: [String]
+            while true {
+                do {
+                    switch try CSVSplitter.split(raw) {
+                    case .fields(let f): fields = f
+                    case .needsMore:
+                        guard case .text(let more)? = try reader!.next() else {
+                            recordsInFile += 1
+                            return Item(result: .failure(builder.issue(line, nil, "unterminated quoted field")), raw: raw, fileIndex: fileIndex, line: line)
+                        }
+                        raw += [0x0A] + more
+                        continue
+                    }
+                } catch let e as CSVSplitter.CSVError {
+                    recordsInFile += 1
+                    return Item(result: .failure(builder.issue(line, nil, e.reason)), raw: raw, fileIndex: fileIndex, line: line)
+                }
+                break
+            }
+            guard let columns = csvColumns else {
+                do {
+                    csvColumns = try builder.csvColumns(fields, entity: csvEntity!, line: line)
+                } catch let issue as ImportIssue {
+                    throw issue
+                }
+                return nil
+            }
+            recordsInFile += 1
+            do {
+                return Item(result: .success(try builder.fromCSV(fields, columns: columns, entity: csvEntity!, line: line)), raw: raw, fileIndex: fileIndex, line: line)
+            } catch let issue as ImportIssue {
+                return Item(result: .failure(issue), raw: raw, fileIndex: fileIndex, line: line)
+            }
+        }
+    }
+}

@@ -1,0 +1,231 @@
+/// Parses the small filter language of `storectl query --where` and `export --where`:
+///
+/// ```
+/// durationSeconds > 300 and (title contains 'love' or rating >= 4.5)
+/// album.year between 1990 and 1999         -- through a to-one relationship
+/// playlists.name == 'Road trip'            -- "any" over a to-many relationship
+/// genre == null      title prefix 'Jó'     year in [1997, 2001]     not explicit == true
+/// ```
+///
+/// Operators: `== != < <= > >=`, `contains`, `icontains` (case-insensitive), `prefix`, `suffix`,
+/// `in [..]`, `between .. and ..`; `and`, `or`, `not`, parentheses. Strings are quoted with `'`
+/// or `"` (double the quote to include it); dates are ISO-8601 strings.
+public struct PredicateParser {
+    enum Token: Equatable {
+        case word(String)
+        case string(String)
+        case number(String)
+        case symbol(String)
+    }
+
+    public struct ParseError: Error, Sendable, CustomStringConvertible {
+        public let position: Int
+        public let reason: String
+        public var description: String { "at character \(position + 1): \(reason)" }
+    }
+
+    let schema: Schema
+    private var tokens: [(Token, Int)] = []
+    private var i = 0
+
+    /// Parses `text` as a filter over `entity`.
+    public static func parse(_ text: String, entity: EntityDescription, schema: Schema) throws -> Predicate {
+        var p = PredicateParser(schema: schema)
+        p.tokens = try tokenize(Array(text.unicodeScalars))
+        let result = try p.orExpression(entity)
+        guard p.i == p.tokens.count else { throw p.error("unexpected \(p.describe(p.tokens[p.i].0))") }
+        return result
+    }
+
+    /// Parses `title,-year` (a `-` prefix sorts descending).
+    public static func parseSort(_ text: String, entity: EntityDescription) throws -> [SortDescriptor] {
+        try text.split(separator: ",").map { part in
+            let s = part.trimmingCharacters(in: .whitespaces)
+            let descending = s.hasPrefix("-")
+            let name = descending ? String(s.dropFirst()) : s
+            guard let a = entity.attribute(named: name) else {
+                throw ParseError(position: 0, reason: "unknown sort attribute '\(name)' of \(entity.name)")
+            }
+            return SortDescriptor(attribute: a.index, ascending: !descending)
+        }
+    }
+
+    private func error(_ reason: String) -> ParseError {
+        ParseError(position: i < tokens.count ? tokens[i].1 : (tokens.last?.1 ?? 0), reason: reason)
+    }
+
+    private func describe(_ t: Token) -> String {
+        switch t {
+        case .word(let w): "'\(w)'"
+        case .string(let s): "string '\(s)'"
+        case .number(let n): "number \(n)"
+        case .symbol(let s): "'\(s)'"
+        }
+    }
+
+    private static func tokenize(_ s: [Unicode.Scalar]) throws -> [(Token, Int)] {
+        var out: [(Token, Int)] = []
+        var i = 0
+        func isWord(_ c: Unicode.Scalar) -> Bool { c.properties.isAlphabetic || c == "_" || c == "." || ("0"..."9").contains(c) }
+        while i < s.count {
+            let c = s[i]
+            let start = i
+            if c == " " || c == "\t" || c == "\n" { i += 1; continue }
+            if c == "'" || c == "\"" {
+                var text = ""
+                i += 1
+                while true {
+                    guard i < s.count else { throw ParseError(position: start, reason: "unterminated string") }
+                    if s[i] == c {
+                        if i + 1 < s.count && s[i + 1] == c { text.unicodeScalars.append(c); i += 2; continue }
+                        i += 1
+                        break
+                    }
+                    text.unicodeScalars.append(s[i])
+                    i += 1
+                }
+                out.append((.string(text), start))
+            } else if ("0"..."9").contains(c) || (c == "-" && i + 1 < s.count && ("0"..."9").contains(s[i + 1])) {
+                i += 1
+                while i < s.count && (("0"..."9").contains(s[i]) || s[i] == "." || s[i] == "e" || s[i] == "E") { i += 1 }
+                out.append((.number(String(String.UnicodeScalarView(s[start..<i]))), start))
+            } else if isWord(c) {
+                while i < s.count && isWord(s[i]) { i += 1 }
+                out.append((.word(String(String.UnicodeScalarView(s[start..<i]))), start))
+            } else {
+                let two = i + 1 < s.count ? String(String.UnicodeScalarView([c, s[i + 1]])) : ""
+                if ["==", "!=", "<=", ">="].contains(two) {
+                    out.append((.symbol(two), start))
+                    i += 2
+                } else if "<>=()[],".unicodeScalars.contains(c) {
+                    out.append((.symbol(c == "=" ? "==" : String(c)), start))
+                    i += 1
+                } else {
+                    throw ParseError(position: start, reason: "unexpected character '\(c)'")
+                }
+            }
+        }
+        return out
+    }
+
+    private mutating func accept(_ t: Token) -> Bool {
+        guard i < tokens.count, tokens[i].0 == t else { return false }
+        i += 1
+        return true
+    }
+
+    private mutating func orExpression(_ e: EntityDescription) throws -> Predicate {
+        var p = try andExpression(e)
+        while accept(.word("or")) { p = p || (try andExpression(e)) }
+        return p
+    }
+
+    private mutating func andExpression(_ e: EntityDescription) throws -> Predicate {
+        var p = try unary(e)
+        while accept(.word("and")) { p = p && (try unary(e)) }
+        return p
+    }
+
+    private mutating func unary(_ e: EntityDescription) throws -> Predicate {
+        if accept(.word("not")) { return .not(try unary(e)) }
+        if accept(.symbol("(")) {
+            let p = try orExpression(e)
+            guard accept(.symbol(")")) else { throw error("expected ')'") }
+            return p
+        }
+        return try comparison(e)
+    }
+
+    private mutating func comparison(_ e: EntityDescription) throws -> Predicate {
+        guard i < tokens.count, case .word(let path) = tokens[i].0 else { throw error("expected an attribute name") }
+        i += 1
+        return try resolve(path.split(separator: ".").map(String.init), in: e)
+    }
+
+    /// Walks a dotted path: to-one relationships become `through`, to-many ones `any`.
+    private mutating func resolve(_ path: [String], in e: EntityDescription) throws -> Predicate {
+        let head = path[0]
+        if path.count == 1, let a = e.attribute(named: head) { return try condition(on: a) }
+        guard let r = e.relationship(named: head) else { throw error("\(e.name) has no attribute or relationship '\(head)'") }
+        let destination = schema.entity(named: r.destination)!
+        if path.count == 1 {
+            guard !r.isToMany else { throw error("'\(head)' is to-many: name one of its attributes, e.g. \(head).\(destination.attributes.first?.name ?? "x")") }
+            let op = try comparisonOperator()
+            guard op == .equal || op == .notEqual else { throw error("a relationship compares with == or != only") }
+            let target: ObjectID?
+            if accept(.word("null")) { target = nil } else {
+                guard i < tokens.count, case .string(let s) = tokens[i].0, let id = ObjectID(string: s) else { throw error("expected an object id string or null") }
+                i += 1
+                target = id
+            }
+            let p = Predicate.related(relationship: r.tag, target)
+            return op == .equal ? p : .not(p)
+        }
+        let inner = try resolve(Array(path.dropFirst()), in: destination)
+        return r.isToMany ? .any(relationship: r.tag, inner) : .through(relationship: r.tag, inner)
+    }
+
+    private mutating func comparisonOperator() throws -> ComparisonOperator {
+        guard i < tokens.count, case .symbol(let s) = tokens[i].0, let op = ComparisonOperator(rawValue: s) else {
+            throw error("expected a comparison operator")
+        }
+        i += 1
+        return op
+    }
+
+    private mutating func condition(on a: AttributeDescription) throws -> Predicate {
+        guard i < tokens.count else { throw error("expected an operator after '\(a.name)'") }
+        if case .word(let w) = tokens[i].0 {
+            i += 1
+            switch w {
+            case "contains", "icontains", "prefix", "suffix":
+                guard a.type == .string else { throw error("'\(w)' needs a string attribute; '\(a.name)' is \(a.type.rawValue)") }
+                guard i < tokens.count, case .string(let s) = tokens[i].0 else { throw error("expected a string after '\(w)'") }
+                i += 1
+                let op: StringOperator = w == "prefix" ? .hasPrefix : (w == "suffix" ? .hasSuffix : .contains)
+                return .string(attribute: a.index, op, s, caseInsensitive: w == "icontains")
+            case "in":
+                guard accept(.symbol("[")) else { throw error("expected '[' after in") }
+                var values: [Value] = []
+                if !accept(.symbol("]")) {
+                    repeat { values.append(try literal(for: a)) } while accept(.symbol(","))
+                    guard accept(.symbol("]")) else { throw error("expected ']'") }
+                }
+                return .isIn(attribute: a.index, values)
+            case "between":
+                let lo = try literal(for: a)
+                guard accept(.word("and")) else { throw error("expected 'and' in between") }
+                return .between(attribute: a.index, lo, try literal(for: a))
+            default:
+                i -= 1
+                throw error("unknown operator '\(w)'")
+            }
+        }
+        let op = try comparisonOperator()
+        return .compare(attribute: a.index, op, try literal(for: a))
+    }
+
+    private mutating func literal(for a: AttributeDescription) throws -> Value {
+        guard i < tokens.count else { throw error("expected a value for '\(a.name)'") }
+        let (t, _) = tokens[i]
+        let text: String
+        switch t {
+        case .word("null"): i += 1; return .null
+        case .word("true") where a.type == .bool: i += 1; return .bool(true)
+        case .word("false") where a.type == .bool: i += 1; return .bool(false)
+        case .string(let s) where a.type == .string: i += 1; return .string(s)
+        case .string(let s): text = s
+        case .number(let n): text = n
+        default: throw error("expected a value for '\(a.name)', found \(describe(t))")
+        }
+        do {
+            let v = try ValueConversion.value(fromText: text, type: a.type)
+            i += 1
+            return v
+        } catch let f as ValueConversion.Failure {
+            throw error("'\(a.name)' is \(a.type.rawValue): \(f.reason)")
+        }
+    }
+}
+
+import Foundation

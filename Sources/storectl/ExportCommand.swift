@@ -1,0 +1,94 @@
+import ArgumentParser
+import Foundation
+import Strata
+
+struct ExportCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export",
+        abstract: "Export an entity's records as NDJSON or CSV, from one snapshot, while writes go on.",
+        discussion: """
+        The output can be imported again: records carry their ids and relationships by id.
+
+        Examples:
+          storectl export ./library.strata --entity Track > tracks.ndjson
+          storectl export ./library.strata --entity Album --format csv --output Album.csv
+          storectl export ./library.strata --entity Track --where "durationSeconds > 600"
+        """
+    )
+
+    @OptionGroup var target: StoreArgument
+    @Option(help: ArgumentHelp("Entity to export.", valueName: "name")) var entity: String
+    @Option(help: "ndjson or csv.") var format = "ndjson"
+    @Option(help: ArgumentHelp("File to write (default: stdout).", valueName: "file")) var output: String?
+    @Option(name: .customLong("where"), help: ArgumentHelp("Filter (see `storectl query --help`).", valueName: "expr"))
+    var filter: String?
+
+    func validate() throws {
+        guard ImportFormat(rawValue: format) != nil else { throw ValidationError("--format must be ndjson or csv") }
+    }
+
+    func run() async throws {
+        let store: Store
+        do { store = try Store.openReadOnly(at: target.url) } catch { throw failure(error) }
+        defer { store.close() }
+        guard let e = store.schema.entity(named: entity) else {
+            throw failure(CLIError("unknown entity '\(entity)' (known: \(store.schema.entities.map(\.name).joined(separator: ", ")))", code: Exit.usage))
+        }
+        var query = Query(entity: e.name)
+        if let filter {
+            do { query.predicate = try PredicateParser.parse(filter, entity: e, schema: store.schema) } catch {
+                throw failure(CLIError("--where: \(error)", code: Exit.usage))
+            }
+        }
+        let sink: OutputSink
+        do { sink = try OutputSink(path: output) } catch { throw failure(error, context: output).withCode(Exit.cannotCreate) }
+        do {
+            let result = try Exporter(store: store).export(query, format: ImportFormat(rawValue: format)!) { try sink.write($0) }
+            try sink.close()
+            if output != nil { note("exported \(result.records) \(e.name) record(s) as of transaction \(result.transaction)") }
+        } catch {
+            throw failure(error).withCode(Exit.code(for: error) == Exit.software ? Exit.ioError : Exit.code(for: error))
+        }
+    }
+}
+
+/// Buffered line output to a file (written atomically on close) or stdout.
+final class OutputSink {
+    private let handle: FileHandle
+    private let temporary: String?
+    private let destination: String?
+    private var buffer = Data()
+
+    init(path: String?) throws {
+        destination = path
+        if let path {
+            let tmp = path + ".partial-\(getpid())"
+            guard FileManager.default.createFile(atPath: tmp, contents: nil) else { throw CLIError("cannot create \(tmp)", code: Exit.cannotCreate) }
+            handle = try FileHandle(forWritingTo: URL(fileURLWithPath: tmp))
+            temporary = tmp
+        } else {
+            handle = FileHandle.standardOutput
+            temporary = nil
+        }
+    }
+
+    func write(_ line: String) throws {
+        buffer.append(contentsOf: line.utf8)
+        buffer.append(0x0A)
+        if buffer.count >= 1 << 16 { try flush() }
+    }
+
+    private func flush() throws {
+        try handle.write(contentsOf: buffer)
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    func close() throws {
+        try flush()
+        if let temporary, let destination {
+            try handle.close()
+            if FileManager.default.fileExists(atPath: destination) { try FileManager.default.removeItem(atPath: destination) }
+            try FileManager.default.moveItem(atPath: temporary, toPath: destination)
+        }
+    }
+}

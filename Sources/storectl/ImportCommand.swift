@@ -1,0 +1,128 @@
+import ArgumentParser
+import Foundation
+import Strata
+
+struct ImportCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Import NDJSON or CSV records (validated first, upserted by unique key, in batches).",
+        discussion: """
+        By default the whole input is validated before anything is written; any bad record is
+        reported as FILE:LINE: field: reason and the command exits 65 with nothing written.
+        Re-running an import (for example after Ctrl-C) converges to the same state.
+
+        Examples:
+          storectl import ./library.strata Tools/sample-library/library.ndjson
+          storectl import ./library.strata Track.csv Album.csv --batch 10000
+          storectl import ./library.strata dump.ndjson --continue-on-error --rejects rejects.ndjson
+        """
+    )
+
+    @OptionGroup var target: StoreArgument
+    @Argument(help: ArgumentHelp("Input files (.ndjson/.jsonl or .csv named after its entity).", valueName: "file"))
+    var files: [String]
+    @Option(help: "Records per transaction.") var batch = ImportOptions().batchSize
+    @Option(help: ArgumentHelp("Input format when the file name does not say (ndjson or csv).", valueName: "format"))
+    var format: String?
+    @Option(help: ArgumentHelp("Entity of CSV input (default: the file name, e.g. Track.csv).", valueName: "name"))
+    var entity: String?
+    @Flag(help: "Write the good records; reject the bad ones (needs --rejects).") var continueOnError = false
+    @Option(help: ArgumentHelp("File for rejected lines with their reasons.", valueName: "file")) var rejects: String?
+    @Option(help: ArgumentHelp("Import id stored in each transaction's metadata (default: a new UUID).", valueName: "id"))
+    var importID: String?
+    @Option(help: "Issues listed before the rest are only counted.") var maxErrors = 20
+    @Flag(help: "No progress output.") var quiet = false
+    @Flag(help: "Print the summary as JSON.") var json = false
+
+    func validate() throws {
+        guard batch >= 1 && batch <= 1_000_000 else { throw ValidationError("--batch must be between 1 and 1000000") }
+        if continueOnError && rejects == nil { throw ValidationError("--continue-on-error needs --rejects FILE") }
+        if rejects != nil && !continueOnError { throw ValidationError("--rejects goes with --continue-on-error") }
+        if let format, ImportFormat(rawValue: format) == nil { throw ValidationError("--format must be ndjson or csv") }
+        guard maxErrors >= 1 else { throw ValidationError("--max-errors must be at least 1") }
+    }
+
+    func run() async throws {
+        for f in files where !FileManager.default.isReadableFile(atPath: f) {
+            throw failure(CLIError("\(f): no such file or not readable", code: Exit.noInput))
+        }
+        var options = ImportOptions()
+        options.batchSize = batch
+        options.format = format.flatMap(ImportFormat.init(rawValue:))
+        options.csvEntity = entity
+        options.continueOnError = continueOnError
+        options.rejectsPath = rejects
+        options.importID = importID
+        options.maxReportedIssues = maxErrors
+        let store: Store
+        do { store = try Store.openExisting(at: target.url) } catch { throw failure(error) }
+        defer { store.close() }
+        let importer = Importer(store: store, options: options)
+        let reporter = Task { [quiet] in
+            let bar = ProgressBar(quiet: quiet)
+            for await p in importer.progress { bar.show(p) }
+            bar.finish()
+        }
+        let summary: ImportSummary
+        do {
+            summary = try await importer.run(files: files)
+            await reporter.value
+        } catch let failed as ImportFailed {
+            await reporter.value
+            for issue in failed.issues { note(issue.description) }
+            if failed.totalIssues > failed.issues.count { note("… and \(failed.totalIssues - failed.issues.count) more issue(s)") }
+            note("storectl: error: \(failed.totalIssues) bad record(s); nothing was written")
+            throw ExitCode(Exit.dataError)
+        } catch {
+            await reporter.value
+            throw failure(error)
+        }
+        if json {
+            printJSON(.object([
+                ("importID", .string(summary.importID)), ("records", .int(Int64(summary.records))),
+                ("rejected", .int(Int64(summary.rejected))), ("transactions", .int(Int64(summary.transactions))),
+                ("firstTransaction", summary.firstTransaction.map { .int(Int64($0.rawValue)) } ?? .null),
+                ("lastTransaction", summary.lastTransaction.map { .int(Int64($0.rawValue)) } ?? .null),
+                ("seconds", .double(summary.seconds)),
+            ]))
+        } else {
+            let rate = summary.seconds > 0 ? Int(Double(summary.records) / summary.seconds) : 0
+            print("imported \(summary.records) records in \(summary.transactions) transaction(s) in \(String(format: "%.2f", summary.seconds)) s (\(rate) records/s), import id \(summary.importID)")
+            if summary.rejected > 0 { print("rejected \(summary.rejected) record(s), see \(rejects ?? "the rejects file")") }
+        }
+    }
+}
+
+/// A progress bar on a terminal, plain periodic lines otherwise.
+final class ProgressBar: Sendable {
+    let quiet: Bool
+    let terminal = isatty(STDERR_FILENO) == 1
+    private let lastLine = Mutex(ContinuousClock.now)
+
+    init(quiet: Bool) { self.quiet = quiet }
+
+    func show(_ p: ImportProgress) {
+        guard !quiet else { return }
+        let pct = p.totalBytes > 0 ? min(100, p.bytesRead * 100 / p.totalBytes) : 0
+        let eta = p.etaSeconds.map { String(format: " ETA %d:%02d", Int($0) / 60, Int($0) % 60) } ?? ""
+        let text = "\(p.phase.rawValue): \(p.records) records, \(Int(p.recordsPerSecond))/s, \(pct)%\(eta)"
+        if terminal {
+            let filled = pct * 30 / 100
+            FileHandle.standardError.write(Data(("\r[" + String(repeating: "#", count: filled) + String(repeating: ".", count: 30 - filled) + "] " + text + "\u{1B}[K").utf8))
+        } else {
+            let now = ContinuousClock.now
+            let due = lastLine.withLock { last -> Bool in
+                guard now - last >= .seconds(2) || p.phase == .done else { return false }
+                last = now
+                return true
+            }
+            if due { note(text) }
+        }
+    }
+
+    func finish() {
+        if !quiet && terminal { FileHandle.standardError.write(Data("\n".utf8)) }
+    }
+}
+
+import Synchronization

@@ -1,0 +1,112 @@
+import CLMDBBench
+import Foundation
+
+/// A failed liblmdb call, with the call's name and LMDB's message.
+struct LMDBFailure: Error, CustomStringConvertible {
+    let code: Int32
+    let operation: String
+    var description: String { "\(operation): \(String(cString: mdb_strerror(code))) (\(code))" }
+}
+
+@inline(__always)
+func lmdbCheck(_ rc: Int32, _ operation: @autoclosure () -> String) throws {
+    if rc != MDB_SUCCESS { throw LMDBFailure(code: rc, operation: operation()) }
+}
+
+/// A minimal, direct use of the LMDB C API: the baseline Strata is measured against.
+///
+/// One environment, one named database, `MDB_NOTLS` (read transactions are not tied to a thread),
+/// an explicit map size, and either synchronous commits (the default, fsync per commit) or
+/// `MDB_NOSYNC` for the relaxed comparison.
+///
+/// `@unchecked Sendable` is safe: `MDB_env` is designed to be shared by threads once opened, the
+/// database handle is an integer opened once before any other use, and every transaction pointer
+/// stays inside the closure or thread that created it.
+final class RawLMDB: @unchecked Sendable {
+    let env: OpaquePointer
+    let dbi: MDB_dbi
+    let path: String
+    let noSync: Bool
+
+    init(directory: URL, mapSizeBytes: Int, noSync: Bool, readOnly: Bool = false, databaseName: String? = "tracks") throws {
+        var e: OpaquePointer?
+        try lmdbCheck(mdb_env_create(&e), "mdb_env_create")
+        guard let e else { throw LMDBFailure(code: EINVAL, operation: "mdb_env_create") }
+        var flags = UInt32(MDB_NOTLS)
+        if noSync { flags |= UInt32(MDB_NOSYNC) }
+        if readOnly { flags |= UInt32(MDB_RDONLY) }
+        do {
+            try lmdbCheck(mdb_env_set_maxdbs(e, 8), "mdb_env_set_maxdbs")
+            try lmdbCheck(mdb_env_set_maxreaders(e, 126), "mdb_env_set_maxreaders")
+            try lmdbCheck(mdb_env_set_mapsize(e, mapSizeBytes), "mdb_env_set_mapsize")
+            try lmdbCheck(mdb_env_open(e, directory.path, flags, 0o644), "mdb_env_open(\(directory.path))")
+            var txn: OpaquePointer?
+            try lmdbCheck(mdb_txn_begin(e, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn), "mdb_txn_begin(open)")
+            var handle: MDB_dbi = 0
+            let rc = mdb_dbi_open(txn, databaseName, readOnly ? 0 : UInt32(MDB_CREATE), &handle)
+            if rc != MDB_SUCCESS {
+                mdb_txn_abort(txn)
+                throw LMDBFailure(code: rc, operation: "mdb_dbi_open(\(databaseName ?? "main"))")
+            }
+            try lmdbCheck(mdb_txn_commit(txn), "mdb_txn_commit(open)")
+            dbi = handle
+        } catch {
+            mdb_env_close(e)
+            throw error
+        }
+        env = e
+        path = directory.path
+        self.noSync = noSync
+    }
+
+    func close() { mdb_env_close(env) }
+
+    /// One write transaction on the calling thread; committed when `body` returns, aborted when it throws.
+    func write<R>(_ body: (OpaquePointer) throws -> R) throws -> R {
+        var txn: OpaquePointer?
+        try lmdbCheck(mdb_txn_begin(env, nil, 0, &txn), "mdb_txn_begin")
+        guard let txn else { throw LMDBFailure(code: EINVAL, operation: "mdb_txn_begin") }
+        let result: R
+        do {
+            result = try body(txn)
+        } catch {
+            mdb_txn_abort(txn)
+            throw error
+        }
+        try lmdbCheck(mdb_txn_commit(txn), "mdb_txn_commit")
+        return result
+    }
+
+    func put(_ txn: OpaquePointer, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws {
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+        try lmdbCheck(mdb_put(txn, dbi, &k, &v, 0), "mdb_put")
+    }
+
+    /// Calls `body` with the value at `key` (valid only inside `body`), or returns nil.
+    func get<R>(_ txn: OpaquePointer, key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var v = MDB_val()
+        let rc = mdb_get(txn, dbi, &k, &v)
+        if rc == MDB_NOTFOUND { return nil }
+        try lmdbCheck(rc, "mdb_get")
+        return try body(UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
+    }
+
+    func beginRead() throws -> OpaquePointer {
+        var txn: OpaquePointer?
+        try lmdbCheck(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn), "mdb_txn_begin(read)")
+        guard let txn else { throw LMDBFailure(code: EINVAL, operation: "mdb_txn_begin(read)") }
+        return txn
+    }
+
+    func entryCount() throws -> Int {
+        let txn = try beginRead()
+        defer { mdb_txn_abort(txn) }
+        var st = MDB_stat()
+        try lmdbCheck(mdb_stat(txn, dbi, &st), "mdb_stat")
+        return Int(st.ms_entries)
+    }
+
+    func sync() throws { try lmdbCheck(mdb_env_sync(env, 1), "mdb_env_sync") }
+}

@@ -1,0 +1,39 @@
+import Foundation
+
+/// The report as JSON (`--json FILE`):
+/// `{"machine": {...}, "date": ..., "workloads": {"W1_import": {"unit": ..., "strata": x, "lmdb": y, "grdb": z}, ...}}`.
+/// Keys whose feature does not exist yet carry null values and `"status": "not available"`.
+enum JSONReport {
+    static func data(_ report: Report, machine: MachineInfo, date: Date, command: String, sizes: BenchSizes, quick: Bool) throws -> Data {
+        var workloads: [String: Any] = [:]
+        for r in report.results {
+            var entry: [String: Any] = ["unit": r.unit]
+            for engine in Engine.allCases {
+                entry[engine.rawValue] = r.values[engine].flatMap { $0.isFinite ? $0 : nil } ?? NSNull()
+            }
+            switch r.status {
+            case .measured: break
+            case .notAvailable:
+                entry["value"] = NSNull()
+                entry["status"] = r.status.text
+            default:
+                entry["status"] = r.status.text
+            }
+            workloads[r.key] = entry
+        }
+        let root: [String: Any] = [
+            "machine": [
+                "cores": machine.cores,
+                "memoryBytes": machine.memoryBytes,
+                "kernel": machine.kernel,
+                "dataFileSystem": machine.dataFileSystem,
+            ],
+            "date": ISO8601DateFormatter().string(from: date),
+            "command": command,
+            "quick": quick,
+            "sizes": sizes.dictionary,
+            "workloads": workloads,
+        ]
+        return try JSONSerialization.data(withJSONObject: root, options: [.prettyPrinted, .sortedKeys])
+    }
+}

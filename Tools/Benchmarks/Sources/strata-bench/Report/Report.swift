@@ -1,0 +1,104 @@
+/// One figure per engine for one workload key (nil where an engine has no such figure).
+struct EngineValues: Sendable {
+    var strata: Double?
+    var lmdb: Double?
+    var grdb: Double?
+
+    subscript(engine: Engine) -> Double? {
+        get {
+            switch engine {
+            case .strata: strata
+            case .lmdb: lmdb
+            case .grdb: grdb
+            }
+        }
+        set {
+            switch engine {
+            case .strata: strata = newValue
+            case .lmdb: lmdb = newValue
+            case .grdb: grdb = newValue
+            }
+        }
+    }
+}
+
+/// The result of one workload key.
+struct WorkloadResult: Sendable {
+    enum Status: Sendable, Equatable {
+        case measured
+        /// The feature it measures does not exist yet.
+        case notAvailable
+        /// Left out of this run (`--only`).
+        case skipped
+        case failed(String)
+
+        var text: String {
+            switch self {
+            case .measured: "measured"
+            case .notAvailable: "not available"
+            case .skipped: "skipped"
+            case .failed(let why): "failed: \(why)"
+            }
+        }
+    }
+
+    let key: String
+    let unit: String
+    var values = EngineValues()
+    var status: Status
+    /// For latencies and memory; ratios then read "smaller is better".
+    let lowerIsBetter: Bool
+}
+
+/// Every workload key of the issue, in order, with its unit. Keys that a run did not fill keep
+/// their placeholder status, so the JSON always has the same shape.
+struct Report: Sendable {
+    private(set) var results: [WorkloadResult]
+
+    static let unavailableKeys: Set<String> = [
+        "W7_child_commit_ratio", "W7_child_fetch_ratio", "W8_verify", "W9_compaction_size_ratio", "W9_compaction_mb_per_s", "W10_migration",
+    ]
+
+    init() {
+        let layout: [(String, String, Bool)] = [
+            ("W1_import", "records/s", false),
+            ("W1_peak_rss_mb", "MB", true),
+            ("W2_small_tx", "tx/s", false),
+            ("W2_small_tx_relaxed", "tx/s", false),
+            ("W3_group_commit_1", "tx/s", false),
+            ("W3_group_commit_4", "tx/s", false),
+            ("W3_group_commit_16", "tx/s", false),
+            ("W3_group_commit_64", "tx/s", false),
+            ("W4_point_reads", "reads/s", false),
+            ("W5_snapshot_open", "opens/s", false),
+            ("W6_reader_p50_idle_us", "µs", true),
+            ("W6_reader_p99_idle_us", "µs", true),
+            ("W6_reader_p50_import_us", "µs", true),
+            ("W6_reader_p99_import_us", "µs", true),
+            ("W7_child_commit_ratio", "ratio", false),
+            ("W7_child_fetch_ratio", "ratio", false),
+            ("W8_verify", "records/s", false),
+            ("W9_compaction_size_ratio", "ratio", true),
+            ("W9_compaction_mb_per_s", "MB/s", false),
+            ("W10_migration", "records/s", false),
+        ]
+        results = layout.map { key, unit, lower in
+            WorkloadResult(key: key, unit: unit, status: Self.unavailableKeys.contains(key) ? .notAvailable : .skipped, lowerIsBetter: lower)
+        }
+    }
+
+    mutating func record(_ key: String, _ engine: Engine, _ value: Double) {
+        guard let i = results.firstIndex(where: { $0.key == key }) else { preconditionFailure("unknown workload key \(key)") }
+        results[i].values[engine] = value
+        results[i].status = .measured
+    }
+
+    mutating func fail(_ keys: [String], _ error: Error) {
+        for key in keys {
+            guard let i = results.firstIndex(where: { $0.key == key }) else { continue }
+            results[i].status = .failed(String(describing: error))
+        }
+    }
+
+    func value(_ key: String, _ engine: Engine) -> Double? { results.first { $0.key == key }?.values[engine] }
+}

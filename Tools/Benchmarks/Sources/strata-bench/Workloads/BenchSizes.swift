@@ -1,0 +1,39 @@
+/// How much work each workload does. `full` is the sizes; `quick` is a CI smoke run.
+struct BenchSizes: Sendable {
+    /// W1: records imported per engine.
+    var importRecords: Int
+    /// Records per import transaction (W1, W4 and W6 loads).
+    var batchSize = 10_000
+    /// W2: one-record transactions, one after another.
+    var smallTransactions: Int
+    /// W3: transactions per saver count, split evenly between the savers.
+    var groupCommitTransactions: Int
+    var saverCounts = [1, 4, 16, 64]
+    /// W4: records in the store, and random fetches from one snapshot.
+    var pointReadRecords: Int
+    var pointReads: Int
+    /// W5: snapshot open/close pairs.
+    var snapshotOpens: Int
+    /// W6: records present before reading, timed reader operations while idle, and records
+    /// imported (in `batchSize` transactions) while a reader runs.
+    var latencyPreload: Int
+    var latencyReads: Int
+    var latencyImportRecords: Int
+
+    static let full = BenchSizes(
+        importRecords: 1_000_000, smallTransactions: 10_000, groupCommitTransactions: 2_048,
+        pointReadRecords: 1_000_000, pointReads: 1_000_000, snapshotOpens: 200_000,
+        latencyPreload: 100_000, latencyReads: 50_000, latencyImportRecords: 300_000)
+
+    static let quick = BenchSizes(
+        importRecords: 30_000, smallTransactions: 200, groupCommitTransactions: 256,
+        pointReadRecords: 20_000, pointReads: 50_000, snapshotOpens: 20_000,
+        latencyPreload: 10_000, latencyReads: 5_000, latencyImportRecords: 30_000)
+
+    var dictionary: [String: Int] {
+        ["importRecords": importRecords, "batchSize": batchSize, "smallTransactions": smallTransactions,
+         "groupCommitTransactions": groupCommitTransactions, "pointReadRecords": pointReadRecords, "pointReads": pointReads,
+         "snapshotOpens": snapshotOpens, "latencyPreload": latencyPreload, "latencyReads": latencyReads,
+         "latencyImportRecords": latencyImportRecords]
+    }
+}
