@@ -29,6 +29,8 @@ struct QueryCommand: AsyncParsableCommand {
     var sort: String?
     @Option(help: "At most this many records.") var limit: Int?
     @Option(help: "Skip this many records first.") var offset = 0
+    @Option(help: ArgumentHelp("Attributes to show in the table, comma-separated (default: all).", valueName: "names"))
+    var fields: String?
     @Flag(help: "Print only the number of matching records.") var count = false
     @Flag(help: "Print records as NDJSON (the export format).") var json = false
 
@@ -62,15 +64,22 @@ struct QueryCommand: AsyncParsableCommand {
                 return
             }
             let records = try view.fetch(query)
-            printTable(records, entity: e)
+            var shown = e.attributes
+            if let fields {
+                shown = try fields.split(separator: ",").map { name in
+                    guard let a = e.attribute(named: String(name)) else { throw CLIError("--fields: unknown attribute '\(name)' of \(e.name)", code: Exit.usage) }
+                    return a
+                }
+            }
+            printTable(records, attributes: shown)
         } catch {
             throw failure(error)
         }
     }
 
-    private func printTable(_ records: [Record], entity e: EntityDescription) {
-        let columns = ["id"] + e.attributes.map(\.name)
-        let rows = records.map { r in [r.id.description] + r.values.map { clip(ValueConversion.text($0)) } }
+    private func printTable(_ records: [Record], attributes: [AttributeDescription]) {
+        let columns = ["id"] + attributes.map(\.name)
+        let rows = records.map { r in [r.id.description] + attributes.map { clip(ValueConversion.text(r.values[$0.index])) } }
         let widths = columns.indices.map { c in max(columns[c].count, rows.map { $0[c].count }.max() ?? 0) }
         func line(_ cells: [String]) -> String {
             zip(cells, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  ")

@@ -33,15 +33,26 @@ struct RecordBuilder {
     let file: String
     let maxValueBytes: Int
 
+    /// Offset of the first byte that is not part of valid UTF-8, or nil.
+    static func firstInvalidUTF8(_ bytes: [UInt8]) -> Int? {
+        var iterator = bytes.makeIterator()
+        var decoder = UTF8()
+        var offset = 0
+        while true {
+            switch decoder.decode(&iterator) {
+            case .scalarValue(let s): offset += UTF8.width(s)
+            case .emptyInput: return nil
+            case .error: return offset
+            }
+        }
+    }
+
     func issue(_ line: Int, _ field: String?, _ reason: String) -> ImportIssue {
         ImportIssue(file: file, line: line, field: field, reason: reason)
     }
 
     func fromJSON(_ bytes: [UInt8], line: Int) throws -> ImportRecord {
-        if String(validating: bytes, as: UTF8.self) == nil {
-            let at = (0..<bytes.count).first { String(validating: bytes[..<($0 + 1)], as: UTF8.self) == nil && bytes[$0] & 0xC0 != 0x80 } ?? 0
-            throw issue(line, nil, "not valid UTF-8 (near byte \(at + 1))")
-        }
+        if let at = Self.firstInvalidUTF8(bytes) { throw issue(line, nil, "not valid UTF-8 (at byte \(at + 1))") }
         let json: JSONValue
         do { json = try JSONValue.parse(bytes) } catch let e as JSONParseError {
             throw issue(line, nil, "malformed JSON at \(e)")

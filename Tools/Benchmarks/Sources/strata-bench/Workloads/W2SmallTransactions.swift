@@ -1,0 +1,29 @@
+import Foundation
+
+/// W2: 10k one-record transactions, one after another (tx/s). Durable for every engine; then
+/// relaxed: Strata `.relaxed`, LMDB `MDB_NOSYNC` (the same sync level), GRDB's default.
+enum W2SmallTransactions {
+    static func run(_ ctx: WorkloadContext, _ report: inout Report) async {
+        for (key, sync) in [("W2_small_tx", SyncLevel.durable), ("W2_small_tx_relaxed", .relaxed)] {
+            for engine in ctx.engines {
+                do {
+                    let n = ctx.sizes.smallTransactions
+                    let seconds = try await ctx.withSubject("W2", engine, variant: key, sync: sync) { subject in
+                        var seconds = 0.0
+                        for i in 0..<n {
+                            let one = [TrackData.make(i)]
+                            seconds += try await MonotonicClock.measure { try await subject.save(one) }.seconds
+                        }
+                        try ctx.expectCount(subject, n)
+                        return seconds
+                    }
+                    report.record(key, engine, Double(n) / seconds)
+                    ctx.progress(String(format: "%@ %@: %.0f tx/s", key, engine.rawValue, Double(n) / seconds))
+                } catch {
+                    ctx.progress("\(key) \(engine.rawValue) failed: \(error)")
+                    report.fail([key], error)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+
+/// W3: 1, 4, 16 and 64 concurrent savers of one-record durable transactions (total tx/s).
+///
+/// Strata's savers are tasks awaiting `save` (its writer groups what is waiting into one LMDB
+/// commit). Raw LMDB and GRDB have one writer at a time, so their savers are OS threads that block
+/// on the engine's write lock and commit one by one, as an application's would.
+enum W3GroupCommit {
+    static func run(_ ctx: WorkloadContext, _ report: inout Report) async {
+        for savers in ctx.sizes.saverCounts {
+            let key = "W3_group_commit_\(savers)"
+            for engine in ctx.engines {
+                do {
+                    let perSaver = max(1, ctx.sizes.groupCommitTransactions / savers)
+                    let total = perSaver * savers
+                    let seconds = try await ctx.withSubject("W3", engine, variant: String(savers)) { subject in
+                        let (seconds, _) = try await MonotonicClock.measure { try await saveConcurrently(subject, savers: savers, perSaver: perSaver) }
+                        try ctx.expectCount(subject, total)
+                        return seconds
+                    }
+                    report.record(key, engine, Double(total) / seconds)
+                    ctx.progress(String(format: "%@ %@: %.0f tx/s", key, engine.rawValue, Double(total) / seconds))
+                } catch {
+                    ctx.progress("\(key) \(engine.rawValue) failed: \(error)")
+                    report.fail([key], error)
+                }
+            }
+        }
+    }
+
+    static func saveConcurrently(_ subject: any BenchSubject, savers: Int, perSaver: Int) async throws {
+        // Records are generated up front: the clock measures commits, not string formatting.
+        let work = (0..<savers).map { s in (0..<perSaver).map { TrackData.make(s * perSaver + $0) } }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for records in work {
+                if subject.savesBlockThread {
+                    group.addTask {
+                        try await runOnThread(name: "saver") {
+                            for r in records { try subject.saveBlocking([r]) }
+                        }
+                    }
+                } else {
+                    group.addTask {
+                        for r in records { try await subject.save([r]) }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+}
