@@ -1,0 +1,120 @@
+import ArgumentParser
+import Foundation
+import Strata
+
+/// The default command: runs the workloads and prints the table.
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run", abstract: "Runs the workloads (the default command).")
+
+    @Flag(help: "Small sizes for a smoke run (CI): everything in well under two minutes.")
+    var quick = false
+
+    @Option(name: .customLong("json"), help: ArgumentHelp("Also write the results as JSON to this file.", valueName: "file"))
+    var jsonPath: String?
+
+    @Option(name: .customLong("dir"), help: ArgumentHelp("Directory for the stores, on the disk under test (default: <repo>/.bench-data).", valueName: "dir"))
+    var dataDirectory: String?
+
+    @Option(help: "Records for W1 and W4 (default 1,000,000; --quick: 30,000 and 20,000).")
+    var records: Int?
+
+    @Option(help: ArgumentHelp("Only these workloads, comma-separated (e.g. W1,W4).", valueName: "list"))
+    var only: String?
+
+    @Option(help: ArgumentHelp("Engines, comma-separated (default strata,lmdb,grdb).", valueName: "list"))
+    var engines: String = "strata,lmdb,grdb"
+
+    @Option(help: ArgumentHelp("Schema directory (default: <repo>/Schemas/library).", valueName: "dir"))
+    var schema: String?
+
+    @Option(help: "LMDB map size in MiB, for raw LMDB and Strata's initial map.")
+    var mapSizeMb = 8192
+
+    static let workloadNames = ["W1", "W2", "W3", "W4", "W5", "W6"]
+
+    func validate() throws {
+        if let records, records <= 0 { throw ValidationError("--records must be positive") }
+        guard mapSizeMb > 0 else { throw ValidationError("--map-size-mb must be positive") }
+        for name in selectedWorkloads where !Self.workloadNames.contains(name) {
+            throw ValidationError("unknown workload '\(name)' (available: \(Self.workloadNames.joined(separator: ", ")); W7–W10 are not available yet)")
+        }
+        _ = try selectedEngines()
+    }
+
+    var selectedWorkloads: [String] {
+        guard let only else { return Self.workloadNames }
+        return only.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).uppercased() }
+    }
+
+    func selectedEngines() throws -> [Engine] {
+        try engines.split(separator: ",").map {
+            guard let e = Engine(rawValue: $0.trimmingCharacters(in: .whitespaces).lowercased()) else {
+                throw ValidationError("unknown engine '\($0)' (strata, lmdb, grdb)")
+            }
+            return e
+        }
+    }
+
+    func sizes() -> BenchSizes {
+        var s = quick ? BenchSizes.quick : BenchSizes.full
+        if let records {
+            s.importRecords = records
+            s.pointReadRecords = records
+        }
+        return s
+    }
+
+    func run() async throws {
+        guard let schemaURL = schema.map({ URL(fileURLWithPath: $0) }) ?? Paths.defaultSchemaDirectory else {
+            throw ValidationError("cannot find Schemas/library; pass --schema")
+        }
+        let base = dataDirectory.map { URL(fileURLWithPath: $0) } ?? Paths.defaultDataDirectory
+        let createdBase = !FileManager.default.fileExists(atPath: base.path)
+        let runDirectory = base.appendingPathComponent("run-\(getpid())")
+        try FileManager.default.createDirectory(at: runDirectory, withIntermediateDirectories: true)
+        defer {
+            try? FileManager.default.removeItem(at: runDirectory)
+            if createdBase { try? FileManager.default.removeItem(at: base) }
+        }
+        let machine = MachineInfo.current(dataDirectory: runDirectory)
+        let ctx = WorkloadContext(
+            setup: BenchSetup(schema: try Schema.load(directory: schemaURL), mapSizeBytes: mapSizeMb << 20),
+            sizes: sizes(), runDirectory: runDirectory, schemaDirectory: schemaURL,
+            executablePath: Paths.executable, engines: try selectedEngines())
+        printHeader(machine, ctx)
+        let date = Date()
+        var report = Report()
+        let selected = Set(selectedWorkloads)
+        if selected.contains("W1") { await W1Import.run(ctx, &report) }
+        if selected.contains("W2") { await W2SmallTransactions.run(ctx, &report) }
+        if selected.contains("W3") { await W3GroupCommit.run(ctx, &report) }
+        if selected.contains("W4") { await W4PointReads.run(ctx, &report) }
+        if selected.contains("W5") { await W5SnapshotOpen.run(ctx, &report) }
+        if selected.contains("W6") { await W6ReaderLatency.run(ctx, &report) }
+        print("")
+        print(TableRenderer.render(report), terminator: "")
+        if let jsonPath {
+            let command = CommandLine.arguments.map { $0.contains(" ") ? "'\($0)'" : $0 }.joined(separator: " ")
+            let data = try JSONReport.data(report, machine: machine, date: date, command: command, sizes: ctx.sizes, quick: quick)
+            try data.write(to: URL(fileURLWithPath: jsonPath))
+            ctx.progress("wrote \(jsonPath)")
+        }
+        if report.results.contains(where: { if case .failed = $0.status { true } else { false } }) {
+            throw ExitCode(1)
+        }
+    }
+
+    private func printHeader(_ machine: MachineInfo, _ ctx: WorkloadContext) {
+        let gib = Double(machine.memoryBytes) / Double(1 << 30)
+        print(String(format: "strata-bench%@ — %d cores, %.1f GiB, kernel %@", quick ? " --quick" : "", machine.cores, gib, machine.kernel))
+        print("data: \(ctx.runDirectory.path) (\(machine.dataFileSystem), \(machine.dataFreeBytes >> 30) GiB free)")
+        if machine.dataFileSystemIsTmpfs {
+            print("WARNING: the data directory is on tmpfs: fsync costs nothing there, durable figures are meaningless. Use --dir on a real disk.")
+        }
+        let s = ctx.sizes
+        print("sizes: W1 \(s.importRecords) records, W2 \(s.smallTransactions) tx, W3 \(s.groupCommitTransactions) tx per saver count, "
+              + "W4 \(s.pointReads) reads of \(s.pointReadRecords), W5 \(s.snapshotOpens) opens, "
+              + "W6 \(s.latencyReads) idle reads of \(s.latencyPreload) + import of \(s.latencyImportRecords)")
+    }
+}
