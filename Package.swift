@@ -37,7 +37,9 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        .testTarget(name: "StrataTests", dependencies: ["Strata", "LibraryModel", "storectl"]),
+        // Deterministic synthetic libraries for benchmarks and scale tests (Tools/generate-library).
+        .executableTarget(name: "strata-generate"),
+        .testTarget(name: "StrataTests", dependencies: ["Strata", "LibraryModel", "storectl", "strata-generate"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -213,3 +213,53 @@ import Testing
         }
     }
 }
+
+/// An import killed with SIGKILL part-way is simply run again and converges.
+@Suite struct ImportInterruptionTests {
+    @Test func killedImportRerunConverges() throws {
+        let dir = temporaryDirectory("kill-import")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("lib.ndjson").path
+        let generator = URL(fileURLWithPath: storectlPath).deletingLastPathComponent().appendingPathComponent("strata-generate").path
+        #expect(try run(generator, ["30000", "--seed", "7", "--output", input]).status == 0)
+        let store = dir.appendingPathComponent("store").path
+        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: storectlPath)
+        p.arguments = ["import", store, input, "--batch", "500", "--quiet"]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        // Wait until a few batches are committed, then kill -9 in the middle.
+        var committed: Int64 = 0
+        let deadline = Date().addingTimeInterval(60)
+        while p.isRunning && Date() < deadline {
+            let info = try storectl("info", store, "--json")
+            if info.status == 0, case .int(let tx)? = try JSONValue.parse(info.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["lastTransaction"] {
+                committed = tx
+                if tx >= 3 { break }
+            }
+            usleep(20_000)
+        }
+        kill(p.processIdentifier, SIGKILL)
+        p.waitUntilExit()
+        #expect(committed >= 1, "the import never committed a batch before being killed")
+
+        let rerun = try storectl("import", store, input, "--batch", "500", "--quiet")
+        #expect(rerun.status == 0, "\(rerun.stderr)")
+        let counts = try JSONValue.parse(try storectl("info", store, "--json").stdout.trimmingCharacters(in: .whitespacesAndNewlines))["entities"]
+        // 30000 records: 24 genres, 300 artists, 3000 albums, 30 playlists, the rest tracks.
+        #expect(counts?["Genre"] == .int(24))
+        #expect(counts?["Artist"] == .int(300))
+        #expect(counts?["Album"] == .int(3000))
+        #expect(counts?["Playlist"] == .int(30))
+        #expect(counts?["Track"] == .int(30000 - 24 - 300 - 3000 - 30))
+        // Every track got its album, whichever run wrote it.
+        let orphans = try storectl("query", store, "--entity", "Track", "--where", "album == null", "--count")
+        #expect(orphans.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+        // A third run changes nothing.
+        let third = try storectl("import", store, input, "--json", "--quiet")
+        #expect(try JSONValue.parse(third.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["transactions"] == .int(0))
+    }
+}

@@ -108,7 +108,7 @@ struct RunCommand: AsyncParsableCommand {
     private func printHeader(_ machine: MachineInfo, _ ctx: WorkloadContext) {
         let gib = Double(machine.memoryBytes) / Double(1 << 30)
         print(String(format: "strata-bench%@ — %d cores, %.1f GiB, kernel %@", quick ? " --quick" : "", machine.cores, gib, machine.kernel))
-        print("data: \(ctx.runDirectory.path) (\(machine.dataFileSystem), \(machine.dataFreeBytes >> 30) GiB free)")
+        print("data: \(ctx.runDirectory.path) (\(machine.dataFileSystem) on \(machine.dataDevice), \(machine.dataFreeBytes >> 30) GiB free)")
         if machine.dataFileSystemIsTmpfs {
             print("WARNING: the data directory is on tmpfs: fsync costs nothing there, durable figures are meaningless. Use --dir on a real disk.")
         }

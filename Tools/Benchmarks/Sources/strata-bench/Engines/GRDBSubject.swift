@@ -38,7 +38,7 @@ final class GRDBSubject: BenchSubject {
 
     func timedPointReads(_ indexes: [Int]) throws -> (seconds: Double, checksum: Int) {
         let keys = indexes.map { Data(TrackData.keyBytes($0)) }
-        return try pool.read { db in
+        let timed = try pool.read { db in
             let select = try db.cachedStatement(sql: GRDBTrack.selectByIDSQL)
             return try MonotonicClock.measure {
                 var sum = 0
@@ -49,6 +49,7 @@ final class GRDBSubject: BenchSubject {
                 return sum
             }
         }
+        return (timed.seconds, timed.result)
     }
 
     func timedSnapshotOpens(_ count: Int) throws -> Double {

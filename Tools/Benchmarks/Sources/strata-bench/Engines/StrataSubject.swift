@@ -33,7 +33,7 @@ final class StrataSubject: BenchSubject {
         let ids = indexes.map(TrackData.id)
         let snapshot = try store.snapshot(label: "bench-point-reads")
         defer { snapshot.close() }
-        return try MonotonicClock.measure {
+        let timed = try MonotonicClock.measure {
             var sum = 0
             for (n, id) in ids.enumerated() {
                 guard let t = try snapshot.object(Track.self, id: id) else { throw MissingRecord(engine: engine, index: indexes[n]) }
@@ -41,6 +41,7 @@ final class StrataSubject: BenchSubject {
             }
             return sum
         }
+        return (timed.seconds, timed.result)
     }
 
     func timedSnapshotOpens(_ count: Int) throws -> Double {

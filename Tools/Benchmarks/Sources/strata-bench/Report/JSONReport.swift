@@ -27,6 +27,7 @@ enum JSONReport {
                 "memoryBytes": machine.memoryBytes,
                 "kernel": machine.kernel,
                 "dataFileSystem": machine.dataFileSystem,
+                "dataDevice": machine.dataDevice,
             ],
             "date": ISO8601DateFormatter().string(from: date),
             "command": command,

@@ -6,10 +6,12 @@ struct MachineInfo: Sendable {
     let cores: Int
     let memoryBytes: UInt64
     let kernel: String
-    /// File system of the data directory (from `statfs`), e.g. "ext2/ext3/ext4".
+    /// File system type of the data directory's mount (from `/proc/self/mounts`), e.g. "ext4".
     let dataFileSystem: String
-    let dataFileSystemIsTmpfs: Bool
+    let dataDevice: String
     let dataFreeBytes: UInt64
+
+    var dataFileSystemIsTmpfs: Bool { dataFileSystem == "tmpfs" || dataFileSystem == "ramfs" }
 
     static func current(dataDirectory: URL) -> MachineInfo {
         var name = utsname()
@@ -17,27 +19,29 @@ struct MachineInfo: Sendable {
         let release = withUnsafeBytes(of: &name.release) { raw in
             String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
         }
-        var fs = statfs()
-        let ok = statfs(dataDirectory.path, &fs) == 0
-        let type = ok ? UInt64(bitPattern: Int64(fs.f_type)) : 0
+        var vfs = statvfs()
+        let free = statvfs(dataDirectory.path, &vfs) == 0 ? UInt64(vfs.f_bavail) * UInt64(vfs.f_frsize) : 0
+        let mount = mountOf(dataDirectory.resolvingSymlinksInPath().path)
         return MachineInfo(
             cores: ProcessInfo.processInfo.activeProcessorCount,
             memoryBytes: ProcessInfo.processInfo.physicalMemory,
             kernel: release,
-            dataFileSystem: ok ? fileSystemName(type) : "unknown",
-            dataFileSystemIsTmpfs: type == 0x0102_1994,
-            dataFreeBytes: ok ? UInt64(fs.f_bavail) * UInt64(fs.f_bsize) : 0)
+            dataFileSystem: mount?.type ?? "unknown",
+            dataDevice: mount?.device ?? "unknown",
+            dataFreeBytes: free)
     }
 
-    private static func fileSystemName(_ magic: UInt64) -> String {
-        switch magic {
-        case 0xEF53: "ext2/ext3/ext4"
-        case 0x0102_1994: "tmpfs"
-        case 0x5846_5342: "xfs"
-        case 0x9123_683E: "btrfs"
-        case 0x794C_7630: "overlayfs"
-        case 0x6573_5546: "fuse"
-        default: String(format: "0x%llx", magic)
+    /// The mount holding `path`: the longest mount point that is a prefix of it.
+    private static func mountOf(_ path: String) -> (device: String, type: String)? {
+        guard let mounts = try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8) else { return nil }
+        var best: (point: String, device: String, type: String)?
+        for line in mounts.split(separator: "\n") {
+            let f = line.split(separator: " ")
+            guard f.count >= 3 else { continue }
+            let point = String(f[1]).replacingOccurrences(of: "\\040", with: " ")
+            let inside = point == "/" || path == point || path.hasPrefix(point + "/")
+            if inside, point.count >= (best?.point.count ?? -1) { best = (point, String(f[0]), String(f[2])) }
         }
+        return best.map { ($0.device, $0.type) }
     }
 }

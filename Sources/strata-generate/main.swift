@@ -1,0 +1,123 @@
+// strata-generate: writes a deterministic synthetic music library as NDJSON (the import format).
+//
+//   strata-generate RECORDS [--seed N] [--output FILE]
+//
+// About 1% artists, 10% albums, 0.1% playlists (50 tracks each), 24 genres, the rest tracks.
+// The same RECORDS and seed always give the same bytes.
+import Foundation
+
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+func usage(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("strata-generate: \(message)\nusage: strata-generate RECORDS [--seed N] [--output FILE]\n".utf8))
+    exit(64)
+}
+
+var args = Array(CommandLine.arguments.dropFirst())
+var seed: UInt64 = 1
+var output: String?
+var total: Int?
+while !args.isEmpty {
+    let a = args.removeFirst()
+    switch a {
+    case "--seed":
+        guard let v = args.first.flatMap({ UInt64($0) }) else { usage("--seed needs a number") }
+        seed = v
+        args.removeFirst()
+    case "--output":
+        guard let v = args.first else { usage("--output needs a file") }
+        output = v
+        args.removeFirst()
+    default:
+        guard let n = Int(a), n >= 100, n <= 100_000_000 else { usage("RECORDS must be a number from 100 to 100000000") }
+        total = n
+    }
+}
+guard let total else { usage("missing RECORDS") }
+
+var rng = SplitMix64(state: seed)
+let syllables = ["ka", "lo", "mi", "ra", "sen", "tó", "vi", "ø", "dr", "an", "é", "el", "yu", "夜", "光", "но", "чь", "ζω", "ή", "ber", "lin", "ma", "os", "ur"]
+func word(_ rng: inout SplitMix64) -> String {
+    let n = Int.random(in: 2...4, using: &rng)
+    let w = (0..<n).map { _ in syllables.randomElement(using: &rng)! }.joined()
+    return w.prefix(1).uppercased() + w.dropFirst()
+}
+func uuid(_ rng: inout SplitMix64) -> String {
+    var bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &rng) }
+    bytes[6] = bytes[6] & 0x0F | 0x40
+    bytes[8] = bytes[8] & 0x3F | 0x80
+    let hex = bytes.map { String(format: "%02x", $0) }.joined()
+    let c = Array(hex)
+    return "\(String(c[0..<8]))-\(String(c[8..<12]))-\(String(c[12..<16]))-\(String(c[16..<20]))-\(String(c[20..<32]))"
+}
+func quote(_ s: String) -> String {
+    "\"" + s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+}
+let isoFormat = Date.ISO8601FormatStyle()
+func date(_ seconds: Int) -> String {
+    isoFormat.format(Date(timeIntervalSince1970: TimeInterval(seconds)))
+}
+
+let genreCount = 24
+let artistCount = max(1, total / 100)
+let albumCount = max(1, total / 10)
+let playlistCount = max(1, total / 1000)
+let trackCount = max(1, total - genreCount - artistCount - albumCount - playlistCount)
+
+let handle: FileHandle
+if let output {
+    guard FileManager.default.createFile(atPath: output, contents: nil), let h = FileHandle(forWritingAtPath: output) else { usage("cannot create \(output)") }
+    handle = h
+} else {
+    handle = FileHandle.standardOutput
+}
+nonisolated(unsafe) var buffer = ""  // single-threaded tool: only the main thread touches it
+@MainActor func emit(_ line: String) {
+    buffer += line
+    buffer += "\n"
+    if buffer.utf8.count > 1 << 20 {
+        handle.write(Data(buffer.utf8))
+        buffer = ""
+    }
+}
+
+let genres = (0..<genreCount).map { "Genre \($0) " + word(&rng) }
+for g in genres { emit(#"{"entity":"Genre","name":\#(quote(g))}"#) }
+var artistIDs: [String] = []
+for _ in 0..<artistCount {
+    let id = uuid(&rng)
+    artistIDs.append(id)
+    let country = ["IS", "NO", "DK", "JP", "RU", "GR", "BR", "US", "DE", "PL"].randomElement(using: &rng)!
+    emit(#"{"entity":"Artist","mbid":"\#(id)","name":\#(quote(word(&rng) + " " + word(&rng))),"country":"\#(country)","formedYear":\#(Int.random(in: 1950...2024, using: &rng))}"#)
+}
+var albumIDs: [String] = []
+for _ in 0..<albumCount {
+    let id = uuid(&rng)
+    albumIDs.append(id)
+    let year = Int.random(in: 1960...2025, using: &rng)
+    emit(#"{"entity":"Album","mbid":"\#(id)","title":\#(quote(word(&rng) + " " + word(&rng))),"year":\#(year),"artist":{"mbid":"\#(artistIDs.randomElement(using: &rng)!)"}}"#)
+}
+var trackIDs: [String] = []
+trackIDs.reserveCapacity(min(trackCount, playlistCount * 50 * 4))
+for i in 0..<trackCount {
+    let id = uuid(&rng)
+    if trackIDs.count < playlistCount * 200 { trackIDs.append(id) }
+    let rating = Int.random(in: 0...3, using: &rng) == 0 ? "" : #","rating":\#(Double(Int.random(in: 0...10, using: &rng)) / 2)"#
+    emit(#"{"entity":"Track","mbid":"\#(id)","title":\#(quote(word(&rng) + " " + word(&rng))),"durationSeconds":\#(Int.random(in: 60...900, using: &rng)),"trackNumber":\#(i % 14 + 1),"addedAt":"\#(date(1_500_000_000 + Int.random(in: 0...250_000_000, using: &rng)))"\#(rating),"album":{"mbid":"\#(albumIDs.randomElement(using: &rng)!)"},"genre":{"name":\#(quote(genres.randomElement(using: &rng)!))}}"#)
+}
+for p in 0..<playlistCount {
+    let members = (0..<50).map { _ in trackIDs.randomElement(using: &rng)! }
+    let list = Set(members).sorted().map { #"{"mbid":"\#($0)"}"# }.joined(separator: ",")
+    emit(#"{"entity":"Playlist","name":"Playlist \#(p) \#(word(&rng))","createdAt":"\#(date(1_600_000_000 + p * 3600))","tracks":[\#(list)]}"#)
+}
+handle.write(Data(buffer.utf8))
+if output != nil { try? handle.close() }
