@@ -2,7 +2,7 @@
 /// relationship targets, and queries planned onto an index or a scan.
 ///
 /// Values are decoded inside the transaction; nothing returned points into the map.
-struct ReadView {
+struct ReadView: ObjectSource {
     let txn: LMDBTransaction
     let env: LMDBEnvironment
     let schema: Schema
@@ -39,58 +39,6 @@ struct ReadView {
         } ?? 0
     }
 
-    func entity(_ name: String) throws -> EntityDescription {
-        guard let e = schema.entity(named: name) else { throw StrataError.invalidQuery(entity: name, reason: "no such entity in \(schema.model) v\(schema.version)") }
-        return e
-    }
-
-    // MARK: Queries
-
-    func fetch(_ query: Query) throws -> [Record] {
-        let e = try entity(query.entity)
-        try validate(query.predicate, e)
-        for s in query.sort where s.attribute < 0 || s.attribute >= e.attributes.count {
-            throw StrataError.invalidQuery(entity: e.name, reason: "sort attribute position \(s.attribute) out of range")
-        }
-        guard query.offset >= 0, (query.limit ?? 0) >= 0 else { throw StrataError.invalidQuery(entity: e.name, reason: "negative limit or offset") }
-        // Without a sort, candidates come in id order, so the window can stop the scan early.
-        let stopAfter = query.sort.isEmpty ? query.limit.map { $0 + query.offset } : nil
-        var results: [Record] = []
-        try candidates(e, query.predicate) { record in
-            if try matches(query.predicate, record) { results.append(record) }
-            return stopAfter.map { results.count < $0 } ?? true
-        }
-        if !query.sort.isEmpty { results.sort(by: Self.ordering(query.sort)) }
-        return Self.window(results, offset: query.offset, limit: query.limit)
-    }
-
-    func count(_ query: Query) throws -> Int {
-        let e = try entity(query.entity)
-        if case .all = query.predicate { return try objectCount(e) }
-        try validate(query.predicate, e)
-        var n = 0
-        try candidates(e, query.predicate) { record in
-            if try matches(query.predicate, record) { n += 1 }
-            return true
-        }
-        return n
-    }
-
-    static func window<T>(_ items: [T], offset: Int, limit: Int?) -> [T] {
-        guard offset < items.count else { return [] }
-        let end = limit.map { min(items.count, offset + $0) } ?? items.count
-        return Array(items[offset..<end])
-    }
-
-    static func ordering(_ sort: [SortDescriptor]) -> (Record, Record) -> Bool {
-        { a, b in
-            for s in sort {
-                let c = Value.compare(a.values[s.attribute], b.values[s.attribute])
-                if c != 0 { return s.ascending ? c < 0 : c > 0 }
-            }
-            return a.id < b.id
-        }
-    }
 }
 
 extension ReadView {
@@ -106,5 +54,11 @@ extension ReadView {
             guard key.count <= LMDBLimits.maxKeyBytes else { return nil }
             return try txn.withValue(env[.uniques], key: key) { ObjectID(keyBytes: $0) }
         }
+    }
+}
+
+extension ReadView {
+    func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? {
+        try txn.withValue(env[.uniques], key: key) { ObjectID(keyBytes: $0) }
     }
 }

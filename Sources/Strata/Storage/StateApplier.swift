@@ -1,7 +1,7 @@
 /// Applies logged changes to the state databases (objects, links, indexes, uniques, counts) inside
 /// one write transaction. The writer and `verify`'s rebuild both use it, which is what makes
 /// "state rebuilt from the log is byte-equal to the materialized state" hold by construction.
-struct StateApplier {
+struct StateApplier: StateStore {
     let txn: LMDBTransaction
     let env: LMDBEnvironment
     let schema: Schema
@@ -39,6 +39,10 @@ struct StateApplier {
             return true
         }
         return result
+    }
+
+    func linked(_ tag: UInt16, from: ObjectID, to: ObjectID) throws -> Bool {
+        try txn.contains(env[.links], key: Layout.linkKey(tag, from, to))
     }
 
     /// The object holding unique key `key`, if any.

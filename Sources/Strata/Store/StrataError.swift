@@ -45,6 +45,8 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
     case usedAfterFork(path: String)
     /// A transaction id that does not exist in the log.
     case noSuchTransaction(TransactionID)
+    /// Objects changed in the store since the context read them (merge policy ``MergePolicy/fail``).
+    case conflict([MergeConflict])
     /// A query that does not fit its entity (unknown attribute, wrong value type, …).
     case invalidQuery(entity: String, reason: String)
 
@@ -74,6 +76,7 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
         case .usedAfterFork(let p): return "\(p): store was opened by the parent process before fork(); open it again in the child"
         case .noSuchTransaction(let tx): return "transaction \(tx) is not in the log"
         case .invalidQuery(let e, let r): return "invalid query on \(e): \(r)"
+        case .conflict(let list): return "conflict: \(list.count) object(s) changed underneath:\n" + list.map { "  " + $0.description }.joined(separator: "\n")
         }
     }
 }

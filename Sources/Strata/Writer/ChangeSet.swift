@@ -57,6 +57,11 @@ public struct ChangeSet: Sendable {
 
     /// The operations, in the order they will be applied.
     public private(set) var operations: [Operation] = []
+    /// For optimistic concurrency: the version each changed object was read at. The writer
+    /// compares it with the store's and applies ``mergePolicy`` on a difference.
+    public var baseVersions: [ObjectID: BaseVersion] = [:]
+    /// What to do with objects changed underneath (see ``baseVersions``).
+    public var mergePolicy: MergePolicy = .fail
     /// Swift entity types whose keys built operations; checked against the schema at save.
     var entityTypes: [ObjectIdentifier: any Entity.Type] = [:]
 

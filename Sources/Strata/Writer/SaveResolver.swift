@@ -2,16 +2,31 @@
 /// operation against the current state, applies schema rules (defaults, delete rules, to-one
 /// replacement) and applies the result through ``StateApplier`` as it goes, so later operations
 /// of the same save see earlier ones.
-struct SaveResolver {
-    var applier: StateApplier
+struct SaveResolver<S: StateStore> {
+    var applier: S
     let limits: StoreConfiguration
     private(set) var changes: [LoggedChange] = []
     private var aliases: [ObjectID: ObjectID] = [:]
     /// Objects whose required to-one relationships must be checked at the end.
     private var toOneChecks: Set<ObjectID> = []
+    private var bases: [ObjectID: BaseVersion] = [:]
+    private var policy: MergePolicy = .fail
+    private var decisions: [ObjectID: Decision] = [:]
+    private var conflicts: [MergeConflict] = []
+
+    /// What to do with an object the store changed after the context read it.
+    private enum Decision {
+        case apply
+        case skip
+        /// Apply only the attributes the store did not change (plus, preferring the context, all).
+        case merge(storeChanged: Set<Int>, preferContext: Bool)
+        case replace([Value])
+        /// The object was deleted underneath: insert it again with these values.
+        case reinsert([Value])
+    }
     private var schema: Schema { applier.schema }
 
-    init(applier: StateApplier, limits: StoreConfiguration) {
+    init(applier: S, limits: StoreConfiguration) {
         self.applier = applier
         self.limits = limits
     }
@@ -34,7 +49,11 @@ struct SaveResolver {
         return e
     }
 
-    mutating func run(_ set: ChangeSet) throws {
+    /// Resolves and applies every operation. `checkRequired` runs the end-of-save check of required
+    /// to-one relationships (off inside a child context, where a commit is not a save yet).
+    mutating func run(_ set: ChangeSet, checkRequired: Bool = true) throws {
+        bases = set.baseVersions
+        policy = set.mergePolicy
         for op in set.operations {
             switch op {
             case .insert(let id, let values): try insert(id, values)
@@ -50,6 +69,10 @@ struct SaveResolver {
             case .delete(let id):
                 var deleting: Set<ObjectID> = []
                 let target = resolved(id)
+                switch try decide(target, changing: []) {
+                case .skip, .reinsert: continue
+                default: break
+                }
                 guard try applier.exists(target) else { throw fail(.objectNotFound, try entity(target).name, target, nil, "cannot delete: no such object") }
                 try delete(target, &deleting)
             case .link(let tag, let from, let to): try link(tag, try reference(from, tag, source: true), try reference(to, tag))
@@ -57,8 +80,47 @@ struct SaveResolver {
                 try unlink(tag, try reference(from, tag, source: true), try to.map { try reference($0, tag) })
             }
         }
-        try checkRequiredRelationships()
+        if !conflicts.isEmpty { throw StrataError.conflict(conflicts) }
+        if checkRequired { try checkRequiredRelationships() }
         try applier.flushCounts()
+    }
+
+    // MARK: Conflicts
+
+    private mutating func decide(_ id: ObjectID, changing attributes: [ChangeSet.AttributeValue]) throws -> Decision {
+        guard let base = bases[id] else { return .apply }
+        if let d = decisions[id] { return d }
+        let current = try applier.record(id)
+        if let current, current.version == base.version {
+            decisions[id] = .apply
+            return .apply
+        }
+        let e = try entity(id)
+        var contextValues = base.values
+        for a in attributes where a.attribute >= 0 && a.attribute < contextValues.count { contextValues[a.attribute] = a.value }
+        let storeChanged = current.map { c in Set(e.attributes.indices.filter { c.values[$0] != base.values[$0] }) } ?? []
+        let conflict = MergeConflict(
+            kind: current == nil ? .deleted : .changed, objectID: id, entity: e.name, baseVersion: base.version, storeVersion: current?.version,
+            changedByStore: storeChanged.sorted().map { e.attributes[$0].name },
+            changedByContext: e.attributes.indices.filter { contextValues[$0] != base.values[$0] }.map { e.attributes[$0].name },
+            baseValues: base.values, storeValues: current?.values ?? [], contextValues: contextValues)
+        let decision: Decision
+        switch policy {
+        case .fail:
+            conflicts.append(conflict)
+            decision = .skip
+        case .storeWins: decision = .skip
+        case .contextWins: decision = current == nil ? .reinsert(contextValues) : .apply
+        case .propertyMerge(let side): decision = current == nil ? .skip : .merge(storeChanged: storeChanged, preferContext: side == .context)
+        case .custom(let resolve):
+            switch resolve(conflict) {
+            case .keepContext: decision = current == nil ? .reinsert(contextValues) : .apply
+            case .keepStore: decision = .skip
+            case .values(let v): decision = current == nil ? .reinsert(v) : .replace(v)
+            }
+        }
+        decisions[id] = decision
+        return decision
     }
 
     // MARK: Attributes
@@ -130,7 +192,19 @@ struct SaveResolver {
         try update(owner, values.enumerated().map { ChangeSet.AttributeValue(attribute: $0, value: $1) })
     }
 
-    private mutating func update(_ id: ObjectID, _ attributes: [ChangeSet.AttributeValue]) throws {
+    private mutating func update(_ id: ObjectID, _ requested: [ChangeSet.AttributeValue]) throws {
+        var attributes = requested
+        switch try decide(id, changing: requested) {
+        case .apply: break
+        case .skip: return
+        case .merge(let storeChanged, let preferContext):
+            if !preferContext { attributes = requested.filter { !storeChanged.contains($0.attribute) } }
+        case .replace(let values):
+            attributes = values.enumerated().map { ChangeSet.AttributeValue(attribute: $0, value: $1) }
+        case .reinsert(let values):
+            decisions[id] = .apply
+            return try insert(id, values)
+        }
         let e = try entity(id)
         guard let record = try applier.record(id) else { throw fail(.objectNotFound, e.name, id, nil, "cannot update: no such object") }
         var values = record.values
@@ -223,7 +297,7 @@ struct SaveResolver {
         let r = try relationship(tag)
         try checkEnds(r, from, to)
         let inverse = schema.inverse(of: r)
-        if r.isToMany, try applier.txn.contains(applier.env[.links], key: Layout.linkKey(r.tag, from, to)) {
+        if r.isToMany, try applier.linked(r.tag, from: from, to: to) {
             return
         }
         if !r.isToMany {
@@ -254,7 +328,7 @@ struct SaveResolver {
             return
         }
         try checkEnds(r, from, to)
-        guard try applier.txn.contains(applier.env[.links], key: Layout.linkKey(r.tag, from, to)) else { return }
+        guard try applier.linked(r.tag, from: from, to: to) else { return }
         try emit(.unlink(relationship: r.tag, from: from, to: to))
         toOneChecks.insert(from)
         toOneChecks.insert(to)

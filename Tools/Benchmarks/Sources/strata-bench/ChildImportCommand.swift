@@ -14,6 +14,7 @@ struct ChildImportCommand: AsyncParsableCommand {
     @Option(help: "Empty directory for the store.") var dir: String
     @Option(help: "Schema directory (Schemas/library).") var schema: String
     @Option(help: "LMDB map size in MiB.") var mapSizeMb: Int
+    @Flag(help: "Print each batch's time and RSS to stderr.") var traceBatches = false
 
     func validate() throws {
         guard records > 0, batch > 0, mapSizeMb > 0 else { throw ValidationError("records, batch and map size must be positive") }
@@ -22,7 +23,8 @@ struct ChildImportCommand: AsyncParsableCommand {
     func run() async throws {
         let setup = BenchSetup(schema: try Schema.load(directory: URL(fileURLWithPath: schema)), mapSizeBytes: mapSizeMb << 20)
         let result = try await W1Import.importInThisProcess(engine: engine, records: records, batchSize: batch,
-                                                            directory: URL(fileURLWithPath: dir), setup: setup)
+                                                            directory: URL(fileURLWithPath: dir), setup: setup,
+                                                            traceBatches: traceBatches)
         let data = try JSONEncoder().encode(result)
         FileHandle.standardOutput.write(data)
     }

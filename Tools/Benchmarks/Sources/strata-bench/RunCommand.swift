@@ -16,7 +16,7 @@ struct RunCommand: AsyncParsableCommand {
     @Option(name: .customLong("dir"), help: ArgumentHelp("Directory for the stores, on the disk under test (default: <repo>/.bench-data).", valueName: "dir"))
     var dataDirectory: String?
 
-    @Option(help: "Records for W1 and W4 (default 1,000,000; --quick: 30,000 and 20,000).")
+    @Option(help: "Records for W1 and W4 (default 1,000,000; --quick: 100,000).")
     var records: Int?
 
     @Option(help: ArgumentHelp("Only these workloads, comma-separated (e.g. W1,W4).", valueName: "list"))
@@ -92,8 +92,8 @@ struct RunCommand: AsyncParsableCommand {
         if selected.contains("W4") { await W4PointReads.run(ctx, &report) }
         if selected.contains("W5") { await W5SnapshotOpen.run(ctx, &report) }
         if selected.contains("W6") { await W6ReaderLatency.run(ctx, &report) }
-        print("")
-        print(TableRenderer.render(report), terminator: "")
+        emit("")
+        emit(TableRenderer.render(report), terminator: "")
         if let jsonPath {
             let command = CommandLine.arguments.map { $0.contains(" ") ? "'\($0)'" : $0 }.joined(separator: " ")
             let data = try JSONReport.data(report, machine: machine, date: date, command: command, sizes: ctx.sizes, quick: quick)
@@ -107,14 +107,19 @@ struct RunCommand: AsyncParsableCommand {
 
     private func printHeader(_ machine: MachineInfo, _ ctx: WorkloadContext) {
         let gib = Double(machine.memoryBytes) / Double(1 << 30)
-        print(String(format: "strata-bench%@ — %d cores, %.1f GiB, kernel %@", quick ? " --quick" : "", machine.cores, gib, machine.kernel))
-        print("data: \(ctx.runDirectory.path) (\(machine.dataFileSystem) on \(machine.dataDevice), \(machine.dataFreeBytes >> 30) GiB free)")
+        emit(String(format: "strata-bench%@ — %d cores, %.1f GiB, kernel %@", quick ? " --quick" : "", machine.cores, gib, machine.kernel))
+        emit("data: \(ctx.runDirectory.path) (\(machine.dataFileSystem) on \(machine.dataDevice), \(machine.dataFreeBytes >> 30) GiB free)")
         if machine.dataFileSystemIsTmpfs {
-            print("WARNING: the data directory is on tmpfs: fsync costs nothing there, durable figures are meaningless. Use --dir on a real disk.")
+            emit("WARNING: the data directory is on tmpfs: fsync costs nothing there, durable figures are meaningless. Use --dir on a real disk.")
         }
         let s = ctx.sizes
-        print("sizes: W1 \(s.importRecords) records, W2 \(s.smallTransactions) tx, W3 \(s.groupCommitTransactions) tx per saver count, "
+        emit("sizes: W1 \(s.importRecords) records, W2 \(s.smallTransactions) tx, W3 \(s.groupCommitTransactions) tx per saver count, "
               + "W4 \(s.pointReads) reads of \(s.pointReadRecords), W5 \(s.snapshotOpens) opens, "
               + "W6 \(s.latencyReads) idle reads of \(s.latencyPreload) + import of \(s.latencyImportRecords)")
+    }
+
+    /// Unbuffered stdout, so the header shows before the progress lines (stderr) even in a pipe.
+    private func emit(_ text: String, terminator: String = "\n") {
+        FileHandle.standardOutput.write(Data((text + terminator).utf8))
     }
 }

@@ -8,6 +8,12 @@ enum ProcessMemory {
     /// Current resident set size (`VmRSS`), in bytes.
     static func residentBytes() -> Int? { field("VmRSS:") }
 
+    /// Current anonymous resident memory (`RssAnon`: heap, including LMDB's dirty-page buffers).
+    static func residentAnonymousBytes() -> Int? { field("RssAnon:") }
+
+    /// Current file-backed resident memory (`RssFile`: mostly pages of the memory-mapped store).
+    static func residentFileBytes() -> Int? { field("RssFile:") }
+
     private static func field(_ name: String) -> Int? {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
         for line in status.split(separator: "\n") where line.hasPrefix(name) {

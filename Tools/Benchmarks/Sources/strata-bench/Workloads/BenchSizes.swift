@@ -26,9 +26,9 @@ struct BenchSizes: Sendable {
         latencyPreload: 100_000, latencyReads: 50_000, latencyImportRecords: 300_000)
 
     static let quick = BenchSizes(
-        importRecords: 30_000, smallTransactions: 200, groupCommitTransactions: 256,
-        pointReadRecords: 20_000, pointReads: 50_000, snapshotOpens: 20_000,
-        latencyPreload: 10_000, latencyReads: 5_000, latencyImportRecords: 30_000)
+        importRecords: 100_000, smallTransactions: 1_000, groupCommitTransactions: 1_024,
+        pointReadRecords: 100_000, pointReads: 200_000, snapshotOpens: 100_000,
+        latencyPreload: 20_000, latencyReads: 20_000, latencyImportRecords: 100_000)
 
     var dictionary: [String: Int] {
         ["importRecords": importRecords, "batchSize": batchSize, "smallTransactions": smallTransactions,

@@ -6,6 +6,10 @@ struct ChildImportResult: Codable, Sendable {
     let records: Int
     let seconds: Double
     let peakRSSBytes: Int
+    /// Resident memory at the end of the import, before closing: anonymous (heap) and
+    /// file-backed (mapped store pages), to tell what the peak is made of.
+    let endRSSAnonBytes: Int
+    let endRSSFileBytes: Int
 }
 
 /// W1: import N records in transactions of 10k, durable; records/s and peak RSS.
@@ -23,7 +27,9 @@ enum W1Import {
                 let rate = Double(result.records) / result.seconds
                 report.record("W1_import", engine, rate)
                 report.record("W1_peak_rss_mb", engine, Double(result.peakRSSBytes) / 1_048_576)
-                ctx.progress(String(format: "W1 %@: %.0f records/s, peak RSS %.1f MB", engine.rawValue, rate, Double(result.peakRSSBytes) / 1_048_576))
+                ctx.progress(String(format: "W1 %@: %.0f records/s, peak RSS %.1f MB (at the end: %.1f MB heap, %.1f MB mapped file)",
+                                    engine.rawValue, rate, Double(result.peakRSSBytes) / 1_048_576,
+                                    Double(result.endRSSAnonBytes) / 1_048_576, Double(result.endRSSFileBytes) / 1_048_576))
             } catch {
                 ctx.progress("W1 \(engine.rawValue) failed: \(error)")
                 report.fail(["W1_import", "W1_peak_rss_mb"], error)
@@ -57,21 +63,35 @@ enum W1Import {
     }
 
     /// The child's side: import, check the count, report.
-    static func importInThisProcess(engine: Engine, records: Int, batchSize: Int, directory: URL, setup: BenchSetup) async throws -> ChildImportResult {
+    static func importInThisProcess(engine: Engine, records: Int, batchSize: Int, directory: URL, setup: BenchSetup,
+                                    traceBatches: Bool) async throws -> ChildImportResult {
         var sizes = BenchSizes.quick
         sizes.batchSize = batchSize
         let ctx = WorkloadContext(setup: setup, sizes: sizes, runDirectory: directory, schemaDirectory: directory,
                                   executablePath: "", engines: [engine])
         let subject = try engine.open(in: directory, setup: setup, sync: .durable)
-        let seconds: Double
+        var seconds = 0.0
+        let anon: Int, file: Int
         do {
-            seconds = try await ctx.load(subject, 0..<records)
+            var start = 0
+            while start < records {
+                let end = min(records, start + batchSize)
+                let s = try await ctx.load(subject, start..<end)
+                if traceBatches {
+                    ctx.progress(String(format: "  batch %d..<%d: %.3f s, RSS %.1f MB", start, end, s, Double(ProcessMemory.residentBytes() ?? 0) / 1_048_576))
+                }
+                seconds += s
+                start = end
+            }
             try ctx.expectCount(subject, records)
+            anon = ProcessMemory.residentAnonymousBytes() ?? 0
+            file = ProcessMemory.residentFileBytes() ?? 0
         } catch {
             subject.close()
             throw error
         }
         subject.close()
-        return ChildImportResult(engine: engine.rawValue, records: records, seconds: seconds, peakRSSBytes: ProcessMemory.peakResidentBytes() ?? 0)
+        return ChildImportResult(engine: engine.rawValue, records: records, seconds: seconds, peakRSSBytes: ProcessMemory.peakResidentBytes() ?? 0,
+                                 endRSSAnonBytes: anon, endRSSFileBytes: file)
     }
 }

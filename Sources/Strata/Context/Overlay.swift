@@ -1,0 +1,256 @@
+/// A child context's pending changes, kept as resolved state over its parent: changed records,
+/// added and removed relationship edges, unique keys taken or freed, count deltas.
+///
+/// It is a value (dictionaries are copy-on-write), so a read takes a copy in O(1) and evaluates
+/// without holding any lock; making a change costs O(size of the change), never O(store).
+struct Overlay: Sendable {
+    struct LinkKey: Hashable, Sendable {
+        let tag: UInt16
+        let from: ObjectID
+    }
+
+    /// Changed or inserted records; `nil` marks a deletion.
+    var records: [ObjectID: Record?] = [:]
+    var added: [LinkKey: Set<ObjectID>] = [:]
+    var removed: [LinkKey: Set<ObjectID>] = [:]
+    /// Unique keys taken (owner) or freed (nil) here.
+    var uniques: [[UInt8]: ObjectID?] = [:]
+    /// Objects whose record or edges changed, per entity tag: the extra query candidates.
+    var dirty: [UInt16: Set<ObjectID>] = [:]
+    var countDelta: [UInt16: Int] = [:]
+
+    var isEmpty: Bool { records.isEmpty && added.isEmpty && removed.isEmpty }
+
+    mutating func markDirty(_ id: ObjectID) { dirty[id.entityTag, default: []].insert(id) }
+
+    mutating func link(_ tag: UInt16, _ a: ObjectID, _ b: ObjectID) {
+        let k = LinkKey(tag: tag, from: a)
+        if removed[k]?.remove(b) == nil { added[k, default: []].insert(b) }
+        if removed[k]?.isEmpty == true { removed[k] = nil }
+        markDirty(a)
+    }
+
+    mutating func unlink(_ tag: UInt16, _ a: ObjectID, _ b: ObjectID) {
+        let k = LinkKey(tag: tag, from: a)
+        if added[k]?.remove(b) == nil { removed[k, default: []].insert(b) }
+        if added[k]?.isEmpty == true { added[k] = nil }
+        markDirty(a)
+    }
+}
+
+/// Reads through a base (one LMDB transaction) with overlays merged over it, root-most first.
+struct MergedSource: ObjectSource {
+    let base: ReadView
+    let overlays: [Overlay]
+
+    var schema: Schema { base.schema }
+
+    func record(_ id: ObjectID) throws -> Record? {
+        for o in overlays.reversed() {
+            if let entry = o.records[id] { return entry }
+        }
+        return try base.record(id)
+    }
+
+    func targets(_ tag: UInt16, from id: ObjectID) throws -> [ObjectID] {
+        let key = Overlay.LinkKey(tag: tag, from: id)
+        guard overlays.contains(where: { $0.added[key] != nil || $0.removed[key] != nil }) else { return try base.targets(tag, from: id) }
+        var set = Set(try base.targets(tag, from: id))
+        for o in overlays {
+            if let r = o.removed[key] { set.subtract(r) }
+            if let a = o.added[key] { set.formUnion(a) }
+        }
+        return set.sorted()
+    }
+
+    func linked(_ tag: UInt16, from: ObjectID, to: ObjectID) throws -> Bool {
+        let key = Overlay.LinkKey(tag: tag, from: from)
+        for o in overlays.reversed() {
+            if o.added[key]?.contains(to) == true { return true }
+            if o.removed[key]?.contains(to) == true { return false }
+        }
+        return try base.txn.contains(base.env[.links], key: Layout.linkKey(tag, from, to))
+    }
+
+    func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? {
+        for o in overlays.reversed() {
+            if let entry = o.uniques[key] { return entry }
+        }
+        return try base.uniqueOwner(key)
+    }
+
+    func objectCount(_ entity: EntityDescription) throws -> Int {
+        try base.objectCount(entity) + overlays.reduce(0) { $0 + ($1.countDelta[entity.tag] ?? 0) }
+    }
+
+    /// The base's candidates with dirty objects taken out, merged in id order with the dirty
+    /// objects' current records (deleted ones skipped).
+    func candidates(_ e: EntityDescription, _ predicate: Predicate, _ visit: (Record) throws -> Bool) throws {
+        var dirtySet = Set<ObjectID>()
+        for o in overlays { dirtySet.formUnion(o.dirty[e.tag] ?? []) }
+        if dirtySet.isEmpty { return try base.candidates(e, predicate, visit) }
+        let dirty = dirtySet.sorted()
+        var next = 0
+        var stopped = false
+        // Visits dirty objects with ids below `limit` (all when nil); false when the visitor stopped.
+        func drain(below limit: ObjectID?) throws -> Bool {
+            while next < dirty.count, limit.map({ dirty[next] < $0 }) ?? true {
+                let id = dirty[next]
+                next += 1
+                if let r = try record(id), try !visit(r) { return false }
+            }
+            return true
+        }
+        try base.candidates(e, predicate) { r in
+            if try !drain(below: r.id) {
+                stopped = true
+                return false
+            }
+            if dirtySet.contains(r.id) { return true }
+            if try !visit(r) {
+                stopped = true
+                return false
+            }
+            return true
+        }
+        if !stopped { _ = try drain(below: nil) }
+    }
+}
+
+/// Applies resolved changes to a leaf overlay, reading through the leaf, then its parents' chain.
+///
+/// The leaf is held only here while changes are applied (never also inside a `MergedSource`),
+/// so its dictionaries are mutated in place: a change costs O(its size), not O(overlay).
+struct OverlayApplier: StateStore {
+    let parents: MergedSource
+    private(set) var leaf: Overlay
+    /// Previous entries of everything changed, newest last, so a failed change set can be undone
+    /// without keeping a second copy of the overlay.
+    private var undo: [Undo] = []
+
+    private enum Undo {
+        case record(ObjectID, Record??)
+        case added(Overlay.LinkKey, Set<ObjectID>?)
+        case removed(Overlay.LinkKey, Set<ObjectID>?)
+        case unique([UInt8], ObjectID??)
+        case count(UInt16, Int?)
+    }
+
+    /// Restores the overlay as it was before the first change applied here.
+    mutating func rollBack() -> Overlay {
+        while let u = undo.popLast() {
+            switch u {
+            case .record(let id, let old): leaf.records[id] = old
+            case .added(let k, let old): leaf.added[k] = old
+            case .removed(let k, let old): leaf.removed[k] = old
+            case .unique(let k, let old): leaf.uniques[k] = old
+            case .count(let t, let old): leaf.countDelta[t] = old
+            }
+        }
+        // Dirty marks may stay: a dirty object is only re-read, so extra ones are harmless.
+        return leaf
+    }
+
+    private mutating func saveRecord(_ id: ObjectID) { undo.append(.record(id, leaf.records[id])) }
+    private mutating func saveCount(_ tag: UInt16) { undo.append(.count(tag, leaf.countDelta[tag])) }
+    private mutating func saveLinks(_ tag: UInt16, _ from: ObjectID) {
+        let k = Overlay.LinkKey(tag: tag, from: from)
+        undo.append(.added(k, leaf.added[k]))
+        undo.append(.removed(k, leaf.removed[k]))
+    }
+
+    init(base: ReadView, parents: [Overlay], leaf: Overlay) {
+        self.parents = MergedSource(base: base, overlays: parents)
+        self.leaf = leaf
+    }
+
+    var schema: Schema { parents.schema }
+
+    func record(_ id: ObjectID) throws -> Record? {
+        if let entry = leaf.records[id] { return entry }
+        return try parents.record(id)
+    }
+
+    func exists(_ id: ObjectID) throws -> Bool { try record(id) != nil }
+
+    func targets(_ tag: UInt16, from: ObjectID) throws -> [ObjectID] {
+        let key = Overlay.LinkKey(tag: tag, from: from)
+        let base = try parents.targets(tag, from: from)
+        guard leaf.added[key] != nil || leaf.removed[key] != nil else { return base }
+        var set = Set(base)
+        if let r = leaf.removed[key] { set.subtract(r) }
+        if let a = leaf.added[key] { set.formUnion(a) }
+        return set.sorted()
+    }
+
+    func linked(_ tag: UInt16, from: ObjectID, to: ObjectID) throws -> Bool {
+        let key = Overlay.LinkKey(tag: tag, from: from)
+        if leaf.added[key]?.contains(to) == true { return true }
+        if leaf.removed[key]?.contains(to) == true { return false }
+        return try parents.linked(tag, from: from, to: to)
+    }
+
+    func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? {
+        if let entry = leaf.uniques[key] { return entry }
+        return try parents.uniqueOwner(key)
+    }
+
+    mutating func flushCounts() throws {}
+
+    mutating func apply(_ change: LoggedChange) throws {
+        switch change {
+        case .insert(let id, let values):
+            let e = schema.entity(tag: id.entityTag)!
+            try setUniques(e, old: nil, new: values, id: id)
+            saveRecord(id)
+            saveCount(e.tag)
+            leaf.records[id] = .some(Record(entity: e, id: id, values: values, version: .zero))
+            leaf.countDelta[e.tag, default: 0] += 1
+            leaf.markDirty(id)
+        case .update(let id, let changes):
+            guard var r = try record(id) else { throw StrataError.corruptRecord(id: id, reason: "update of a missing object in a child context") }
+            let old = r.values
+            for c in changes { r.values[c.attribute] = c.new }
+            try setUniques(r.entity, old: old, new: r.values, id: id)
+            saveRecord(id)
+            leaf.records[id] = .some(r)
+            leaf.markDirty(id)
+        case .delete(let id, _):
+            guard let r = try record(id) else { return }
+            try setUniques(r.entity, old: r.values, new: nil, id: id)
+            saveRecord(id)
+            saveCount(r.entity.tag)
+            leaf.records[id] = .some(nil)
+            leaf.countDelta[r.entity.tag, default: 0] -= 1
+            leaf.markDirty(id)
+        case .link(let tag, let a, let b):
+            let inverse = schema.inverse(of: schema.relationship(tag: tag)!).tag
+            saveLinks(tag, a)
+            saveLinks(inverse, b)
+            leaf.link(tag, a, b)
+            leaf.link(inverse, b, a)
+        case .unlink(let tag, let a, let b):
+            let inverse = schema.inverse(of: schema.relationship(tag: tag)!).tag
+            saveLinks(tag, a)
+            saveLinks(inverse, b)
+            leaf.unlink(tag, a, b)
+            leaf.unlink(inverse, b, a)
+        }
+    }
+
+    private mutating func setUniques(_ e: EntityDescription, old: [Value]?, new: [Value]?, id: ObjectID) throws {
+        for u in e.uniques {
+            let before = try old.flatMap { try Layout.uniqueKey(u, record: $0, entity: e, id: id) }
+            let after = try new.flatMap { try Layout.uniqueKey(u, record: $0, entity: e, id: id) }
+            if before == after { continue }
+            if let before {
+                undo.append(.unique(before, leaf.uniques[before]))
+                leaf.uniques[before] = .some(nil)
+            }
+            if let after {
+                undo.append(.unique(after, leaf.uniques[after]))
+                leaf.uniques[after] = .some(id)
+            }
+        }
+    }
+}

@@ -1,0 +1,141 @@
+/// Something queries run against: the LMDB state of one transaction (``ReadView``) or that
+/// state with child-context overlays merged over it (``MergedSource``). Planning differs (an
+/// overlay adds its dirty objects to the candidates); evaluation, sorting and windowing are shared.
+protocol ObjectSource {
+    var schema: Schema { get }
+    func record(_ id: ObjectID) throws -> Record?
+    func targets(_ tag: UInt16, from id: ObjectID) throws -> [ObjectID]
+    func objectCount(_ entity: EntityDescription) throws -> Int
+    /// Calls `visit` with a superset of the objects of `e` that may match `predicate`, each with
+    /// its current record, in id order, until `visit` returns false.
+    func candidates(_ e: EntityDescription, _ predicate: Predicate, _ visit: (Record) throws -> Bool) throws
+}
+
+extension ObjectSource {
+    func entity(_ name: String) throws -> EntityDescription {
+        guard let e = schema.entity(named: name) else { throw StrataError.invalidQuery(entity: name, reason: "no such entity in \(schema.model) v\(schema.version)") }
+        return e
+    }
+
+    func fetch(_ query: Query) throws -> [Record] {
+        let e = try entity(query.entity)
+        try validate(query.predicate, e)
+        for s in query.sort where s.attribute < 0 || s.attribute >= e.attributes.count {
+            throw StrataError.invalidQuery(entity: e.name, reason: "sort attribute position \(s.attribute) out of range")
+        }
+        guard query.offset >= 0, (query.limit ?? 0) >= 0 else { throw StrataError.invalidQuery(entity: e.name, reason: "negative limit or offset") }
+        // Without a sort, candidates come in id order, so the window can stop the scan early.
+        let stopAfter = query.sort.isEmpty ? query.limit.map { $0 + query.offset } : nil
+        if stopAfter == 0 { return [] }
+        var results: [Record] = []
+        try candidates(e, query.predicate) { record in
+            if try matches(query.predicate, record) { results.append(record) }
+            return stopAfter.map { results.count < $0 } ?? true
+        }
+        if !query.sort.isEmpty { results.sort(by: ordering(query.sort)) }
+        return window(results, offset: query.offset, limit: query.limit)
+    }
+
+    func count(_ query: Query) throws -> Int {
+        let e = try entity(query.entity)
+        if case .all = query.predicate { return try objectCount(e) }
+        try validate(query.predicate, e)
+        var n = 0
+        try candidates(e, query.predicate) { record in
+            if try matches(query.predicate, record) { n += 1 }
+            return true
+        }
+        return n
+    }
+
+    func window<T>(_ items: [T], offset: Int, limit: Int?) -> [T] {
+        guard offset < items.count else { return [] }
+        let end = limit.map { min(items.count, offset + $0) } ?? items.count
+        return Array(items[offset..<end])
+    }
+
+    func ordering(_ sort: [SortDescriptor]) -> (Record, Record) -> Bool {
+        { a, b in
+            for s in sort {
+                let c = Value.compare(a.values[s.attribute], b.values[s.attribute])
+                if c != 0 { return s.ascending ? c < 0 : c > 0 }
+            }
+            return a.id < b.id
+        }
+    }
+
+    // MARK: Evaluation
+
+    func matches(_ p: Predicate, _ r: Record) throws -> Bool {
+        switch p {
+        case .all: return true
+        case .compare(let a, let op, let v): return op.holds(Value.compare(r.values[a], v))
+        case .between(let a, let lo, let hi):
+            return Value.compare(r.values[a], lo) >= 0 && Value.compare(r.values[a], hi) <= 0
+        case .string(let a, let op, let s, let ci):
+            guard case .string(let x) = r.values[a] else { return false }
+            let (hay, needle) = ci ? (x.lowercased(), s.lowercased()) : (x, s)
+            switch op {
+            case .contains: return needle.isEmpty || hay.utf8.firstRange(of: needle.utf8) != nil
+            case .hasPrefix: return hay.utf8.starts(with: needle.utf8)
+            case .hasSuffix: return hay.utf8.reversed().starts(with: needle.utf8.reversed())
+            }
+        case .isIn(let a, let values): return values.contains(r.values[a])
+        case .idIn(let ids): return ids.contains(r.id)
+        case .related(let tag, let target): return try targets(tag, from: r.id).first == target
+        case .through(let tag, let inner):
+            guard let t = try targets(tag, from: r.id).first, let tr = try record(t) else { return false }
+            return try matches(inner, tr)
+        case .any(let tag, let inner):
+            for t in try targets(tag, from: r.id) {
+                if let tr = try record(t), try matches(inner, tr) { return true }
+            }
+            return false
+        case .and(let list):
+            for q in list where try !matches(q, r) { return false }
+            return true
+        case .or(let list):
+            for q in list where try matches(q, r) { return true }
+            return false
+        case .not(let q): return try !matches(q, r)
+        }
+    }
+
+    /// Checks positions, value types and relationship kinds against the entity.
+    func validate(_ p: Predicate, _ e: EntityDescription) throws {
+        func bad(_ reason: String) -> StrataError { .invalidQuery(entity: e.name, reason: reason) }
+        func attribute(_ a: Int) throws -> AttributeDescription {
+            guard a >= 0, a < e.attributes.count else { throw bad("attribute position \(a) out of range") }
+            return e.attributes[a]
+        }
+        func typed(_ a: Int, _ v: Value) throws {
+            let d = try attribute(a)
+            if let t = v.type, t != d.type { throw bad("'\(d.name)' is \(d.type.rawValue), compared with a \(t.rawValue)") }
+        }
+        func relationship(_ tag: UInt16, toMany: Bool) throws -> RelationshipDescription {
+            guard let r = schema.relationship(tag: tag), r.entityName == e.name else { throw bad("relationship tag \(tag) is not on \(e.name)") }
+            guard r.isToMany == toMany else { throw bad("'\(r.name)' is \(r.isToMany ? "to-many: use any" : "to-one")") }
+            return r
+        }
+        switch p {
+        case .all, .idIn: return
+        case .compare(let a, _, let v): try typed(a, v)
+        case .between(let a, let lo, let hi): try typed(a, lo); try typed(a, hi)
+        case .isIn(let a, let vs): for v in vs { try typed(a, v) }
+        case .string(let a, _, _, _):
+            let d = try attribute(a)
+            guard d.type == .string else { throw bad("'\(d.name)' is \(d.type.rawValue), not string") }
+        case .related(let tag, let target):
+            let r = try relationship(tag, toMany: false)
+            if let target, schema.entity(tag: target.entityTag)?.name != r.destination { throw bad("\(target) is not a \(r.destination)") }
+        case .through(let tag, let inner):
+            let r = try relationship(tag, toMany: false)
+            try validate(inner, schema.entity(named: r.destination)!)
+        case .any(let tag, let inner):
+            let r = try relationship(tag, toMany: true)
+            try validate(inner, schema.entity(named: r.destination)!)
+        case .and(let list), .or(let list): for q in list { try validate(q, e) }
+        case .not(let q): try validate(q, e)
+        }
+    }
+}

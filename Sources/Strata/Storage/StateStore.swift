@@ -1,0 +1,18 @@
+/// The state a save is resolved against: the LMDB state inside the writer's transaction
+/// (``StateApplier``), or a child context's in-memory overlay over its parents (``OverlayApplier``).
+/// ``SaveResolver`` works on either, so a child applies exactly the rules the writer applies.
+protocol StateStore {
+    var schema: Schema { get }
+    func record(_ id: ObjectID) throws -> Record?
+    func exists(_ id: ObjectID) throws -> Bool
+    /// Targets linked from `from` through relationship `tag`, in id order.
+    func targets(_ tag: UInt16, from: ObjectID) throws -> [ObjectID]
+    /// Whether the edge `from` → `to` exists.
+    func linked(_ tag: UInt16, from: ObjectID, to: ObjectID) throws -> Bool
+    /// The object holding unique key `key`, if any.
+    func uniqueOwner(_ key: [UInt8]) throws -> ObjectID?
+    /// Applies one resolved change.
+    mutating func apply(_ change: LoggedChange) throws
+    /// Writes pending per-entity counts (a no-op where counts are derived).
+    mutating func flushCounts() throws
+}
