@@ -18,6 +18,7 @@ public final class ViewContext: ObjectReading {
     public let autoRefresh: Bool
     let store: Store
     private let pinned: Mutex<Snapshot?>
+    let observers = ContextObservers()
 
     init(store: Store, label: String, autoRefresh: Bool) throws {
         self.store = store
@@ -45,6 +46,7 @@ public final class ViewContext: ObjectReading {
             return p
         }
         old?.close()
+        observers.changed()
     }
 
     /// Releases the pinned snapshot, if any (reads after this re-pin the latest).

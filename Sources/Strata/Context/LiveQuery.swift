@@ -1,0 +1,189 @@
+import Foundation
+
+/// How one result list differs from the previous one.
+public struct ResultsDiff: Sendable, Equatable {
+    /// A record that kept its identity but changed position.
+    public struct Move: Sendable, Equatable {
+        public let from: Int
+        public let to: Int
+    }
+    /// Positions in the new results of records that were not there before.
+    public var inserted: [Int] = []
+    /// Positions in the old results of records that are gone.
+    public var removed: [Int] = []
+    /// Records present in both whose relative order changed (a minimal set: the rest keep their order).
+    public var moved: [Move] = []
+    /// Positions in the new results of records present before whose values changed.
+    public var updated: [Int] = []
+
+    public var isEmpty: Bool { inserted.isEmpty && removed.isEmpty && moved.isEmpty && updated.isEmpty }
+
+    /// The diff from `old` to `new` (records matched by id).
+    /// - Complexity: O(n log n).
+    public static func between(_ old: [Record], _ new: [Record]) -> ResultsDiff {
+        var diff = ResultsDiff()
+        let oldIndex = Dictionary(old.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { a, _ in a })
+        let newIndex = Dictionary(new.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { a, _ in a })
+        diff.removed = old.indices.filter { newIndex[old[$0].id] == nil }
+        var common: [(old: Int, new: Int)] = []
+        for (i, r) in new.enumerated() {
+            guard let o = oldIndex[r.id] else {
+                diff.inserted.append(i)
+                continue
+            }
+            common.append((o, i))
+            if old[o] != r { diff.updated.append(i) }
+        }
+        // Records outside the longest increasing run of old positions are the ones that moved.
+        let keep = longestIncreasing(common.map(\.old))
+        for (k, pair) in common.enumerated() where !keep.contains(k) { diff.moved.append(Move(from: pair.old, to: pair.new)) }
+        return diff
+    }
+
+    private static func longestIncreasing(_ a: [Int]) -> Set<Int> {
+        var tails: [Int] = []
+        var tailIndex: [Int] = []
+        var previous = [Int](repeating: -1, count: a.count)
+        for (i, x) in a.enumerated() {
+            var lo = 0, hi = tails.count
+            while lo < hi {
+                let mid = (lo + hi) / 2
+                if tails[mid] < x { lo = mid + 1 } else { hi = mid }
+            }
+            if lo > 0 { previous[i] = tailIndex[lo - 1] }
+            if lo == tails.count {
+                tails.append(x)
+                tailIndex.append(i)
+            } else {
+                tails[lo] = x
+                tailIndex[lo] = i
+            }
+        }
+        var result = Set<Int>()
+        var k = tailIndex.last ?? -1
+        while k >= 0 {
+            result.insert(k)
+            k = previous[k]
+        }
+        return result
+    }
+}
+
+/// One delivery of a live query: the full results and how they differ from the last delivery.
+public struct LiveResults: Sendable, Equatable {
+    public let records: [Record]
+    public let diff: ResultsDiff
+}
+
+/// Live queries: results re-evaluated when a change can affect them.
+public protocol Observing: ObjectReading {
+    /// Results of `query` now, then again after every committed change (or, on a child, pending
+    /// change) that touches an entity the query reads. Deliveries whose results did not change are
+    /// skipped. Evaluation runs in its own task and takes no lock that a save or fetch holds.
+    func observe(_ query: Query) -> AsyncStream<LiveResults>
+}
+
+/// The triggers a context's live queries listen to.
+protocol LiveQuerySource: ObjectReading {
+    var store: Store { get }
+    /// Whether store commits change what this context reads (false for a pinned root).
+    var followsCommits: Bool { get }
+    /// Local change notifications: this context's and its ancestors'.
+    var observerChain: [ContextObservers] { get }
+}
+
+extension LiveQuerySource {
+    public func observe(_ query: Query) -> AsyncStream<LiveResults> {
+        let (triggers, trigger) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let (output, out) = AsyncStream.makeStream(of: LiveResults.self, bufferingPolicy: .bufferingNewest(1))
+        let entities = relevantEntities(query)
+        let changes = followsCommits ? store.changes() : nil
+        let commitTask = Task {
+            guard let changes else { return }
+            for await event in changes {
+                switch event {
+                case .fellBehind: trigger.yield()
+                case .committed(let tx):
+                    if tx.changedObjects.keys.contains(where: entities.contains) { trigger.yield() }
+                }
+            }
+        }
+        let tokens = observerChain.map { o in (o, o.add { trigger.yield() }) }
+        let evaluator = Task { [self] in
+            var previous: [Record] = []
+            var first = true
+            trigger.yield()
+            for await _ in triggers {
+                guard let current = try? fetch(query) else { continue }
+                if first || current != previous {
+                    out.yield(LiveResults(records: current, diff: first ? ResultsDiff.between([], current) : ResultsDiff.between(previous, current)))
+                }
+                first = false
+                previous = current
+            }
+        }
+        out.onTermination = { _ in
+            commitTask.cancel()
+            changes?.cancel()
+            evaluator.cancel()
+            trigger.finish()
+            for (o, t) in tokens { o.remove(t) }
+        }
+        return output
+    }
+
+    /// The query's entity and every entity its predicate reaches through relationships.
+    func relevantEntities(_ query: Query) -> Set<String> {
+        var names: Set<String> = [query.entity]
+        func walk(_ p: Predicate) {
+            switch p {
+            case .related(let tag, _):
+                if let r = schema.relationship(tag: tag) { names.insert(r.destination) }
+            case .through(let tag, let inner), .any(let tag, let inner):
+                if let r = schema.relationship(tag: tag) { names.insert(r.destination) }
+                walk(inner)
+            case .and(let list), .or(let list): list.forEach(walk)
+            case .not(let q): walk(q)
+            default: break
+            }
+        }
+        walk(query.predicate)
+        return names
+    }
+}
+
+extension ViewContext: LiveQuerySource, Observing {
+    var followsCommits: Bool { autoRefresh }
+    var observerChain: [ContextObservers] { [observers] }
+}
+
+extension ChildContext: LiveQuerySource, Observing {
+    var followsCommits: Bool {
+        switch parent {
+        case .view(let v): v.autoRefresh
+        case .child(let c): c.followsCommits
+        }
+    }
+    var observerChain: [ContextObservers] {
+        switch parent {
+        case .view(let v): [observers] + v.observerChain
+        case .child(let c): [observers] + c.observerChain
+        }
+    }
+}
+
+/// Typed results of a live query.
+public struct LiveObjects<E: Entity>: Sendable {
+    public let objects: [E]
+    public let diff: ResultsDiff
+}
+
+extension Observing {
+    /// Typed live query: `for await update in context.observe(FetchRequest<Track>(…)) { … }`.
+    public func observe<E: Entity>(_ request: FetchRequest<E>) -> AsyncCompactMapSequence<AsyncStream<LiveResults>, LiveObjects<E>> {
+        observe(request.query).compactMap { results in
+            guard let objects = try? results.records.map({ try E(id: $0.id, storedValues: $0.values) }) else { return nil }
+            return LiveObjects(objects: objects, diff: results.diff)
+        }
+    }
+}
