@@ -197,6 +197,14 @@ struct OverlayApplier: StateStore {
 
     mutating func flushCounts() throws {}
 
+    /// Sets the version of a record this overlay holds (as-of reads restore old versions).
+    mutating func setVersion(_ id: ObjectID, _ version: TransactionID) {
+        if case .some(.some(var r)) = leaf.records[id] {
+            r.version = version
+            leaf.records[id] = .some(r)
+        }
+    }
+
     mutating func apply(_ change: LoggedChange) throws {
         switch change {
         case .insert(let id, let values):
@@ -207,7 +215,7 @@ struct OverlayApplier: StateStore {
             leaf.records[id] = .some(Record(entity: e, id: id, values: values, version: .zero))
             leaf.countDelta[e.tag, default: 0] += 1
             leaf.markDirty(id)
-        case .update(let id, let changes):
+        case .update(let id, let changes, _):
             guard var r = try record(id) else { throw StrataError.corruptRecord(id: id, reason: "update of a missing object in a child context") }
             let old = r.values
             for c in changes { r.values[c.attribute] = c.new }
@@ -215,7 +223,7 @@ struct OverlayApplier: StateStore {
             saveRecord(id)
             leaf.records[id] = .some(r)
             leaf.markDirty(id)
-        case .delete(let id, _):
+        case .delete(let id, _, _):
             guard let r = try record(id) else { return }
             try setUniques(r.entity, old: r.values, new: nil, id: id)
             saveRecord(id)

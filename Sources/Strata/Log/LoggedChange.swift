@@ -13,10 +13,10 @@ public struct AttributeChange: Sendable, Equatable {
 public enum LoggedChange: Sendable, Equatable {
     /// A new object with all its attribute values.
     case insert(id: ObjectID, values: [Value])
-    /// Changed attributes of an existing object.
-    case update(id: ObjectID, changes: [AttributeChange])
-    /// A removed object with the values it had.
-    case delete(id: ObjectID, values: [Value])
+    /// Changed attributes of an existing object, and the version it had before.
+    case update(id: ObjectID, changes: [AttributeChange], previousVersion: TransactionID)
+    /// A removed object with the values and version it had.
+    case delete(id: ObjectID, values: [Value], previousVersion: TransactionID)
     /// A relationship edge added (the inverse edge is implied).
     case link(relationship: UInt16, from: ObjectID, to: ObjectID)
     /// A relationship edge removed (the inverse edge is implied).
@@ -25,19 +25,16 @@ public enum LoggedChange: Sendable, Equatable {
     /// The object whose record or edges this change touches first.
     public var objectID: ObjectID {
         switch self {
-        case .insert(let id, _), .update(let id, _), .delete(let id, _): id
+        case .insert(let id, _), .update(let id, _, _), .delete(let id, _, _): id
         case .link(_, let from, _), .unlink(_, let from, _): from
         }
     }
 
-    /// The change that undoes this one.
-    public var inverse: LoggedChange {
+    /// The objects this change touches (both ends of an edge).
+    public var objectIDs: [ObjectID] {
         switch self {
-        case .insert(let id, let values): .delete(id: id, values: values)
-        case .delete(let id, let values): .insert(id: id, values: values)
-        case .update(let id, let changes): .update(id: id, changes: changes.map { AttributeChange(attribute: $0.attribute, old: $0.new, new: $0.old) })
-        case .link(let r, let a, let b): .unlink(relationship: r, from: a, to: b)
-        case .unlink(let r, let a, let b): .link(relationship: r, from: a, to: b)
+        case .insert(let id, _), .update(let id, _, _), .delete(let id, _, _): [id]
+        case .link(_, let a, let b), .unlink(_, let a, let b): [a, b]
         }
     }
 }
@@ -86,16 +83,16 @@ enum LogEntryCodec {
         switch c {
         case .insert(let id, let values):
             w.u8(1); id16(id, &w); valueList(values, &w)
-        case .update(let id, let changes):
-            w.u8(2); id16(id, &w)
+        case .update(let id, let changes, let previous):
+            w.u8(2); id16(id, &w); w.u64(previous.rawValue)
             w.varint(UInt64(changes.count))
             for ch in changes {
                 w.varint(UInt64(ch.attribute))
                 ValueCodec.encode(ch.old, into: &w)
                 ValueCodec.encode(ch.new, into: &w)
             }
-        case .delete(let id, let values):
-            w.u8(3); id16(id, &w); valueList(values, &w)
+        case .delete(let id, let values, let previous):
+            w.u8(3); id16(id, &w); w.u64(previous.rawValue); valueList(values, &w)
         case .link(let r, let a, let b):
             w.u8(4); w.u16(r); id16(a, &w); id16(b, &w)
         case .unlink(let r, let a, let b):
@@ -174,6 +171,7 @@ enum LogEntryCodec {
         case 1: return .insert(id: try readID(&r), values: try readValues(&r))
         case 2:
             let id = try readID(&r)
+            let previous = TransactionID(try r.u64())
             let n = try r.varint()
             guard n <= UInt64(SchemaLimits.maxAttributesPerEntity) else { throw DecodingError(offset: r.offset, reason: "update count \(n)") }
             var changes: [AttributeChange] = []
@@ -181,8 +179,11 @@ enum LogEntryCodec {
                 let i = Int(try r.varint())
                 changes.append(AttributeChange(attribute: i, old: try ValueCodec.decode(from: &r), new: try ValueCodec.decode(from: &r)))
             }
-            return .update(id: id, changes: changes)
-        case 3: return .delete(id: try readID(&r), values: try readValues(&r))
+            return .update(id: id, changes: changes, previousVersion: previous)
+        case 3:
+            let id = try readID(&r)
+            let previous = TransactionID(try r.u64())
+            return .delete(id: id, values: try readValues(&r), previousVersion: previous)
         case 4: return .link(relationship: try r.u16(), from: try readID(&r), to: try readID(&r))
         case 5: return .unlink(relationship: try r.u16(), from: try readID(&r), to: try readID(&r))
         case let k: throw DecodingError(offset: at, reason: "unknown change kind \(k)")

@@ -58,7 +58,7 @@ struct StateApplier: StateStore {
             try txn.put(env[.objects], key: id.keyBytes, value: RecordCodec.encode(record))
             try addIndexEntries(e, values, id)
             countDeltas[e.tag, default: 0] += 1
-        case .update(let id, let changes):
+        case .update(let id, let changes, _):
             guard var record = try record(id) else { throw StrataError.corruptRecord(id: id, reason: "update of a missing object") }
             let before = record.values
             for c in changes { record.values[c.attribute] = c.new }
@@ -66,7 +66,7 @@ struct StateApplier: StateStore {
             try txn.put(env[.objects], key: id.keyBytes, value: RecordCodec.encode(record))
             let touched = Set(changes.map(\.attribute))
             try reindex(record.entity, before, record.values, id, touched: touched)
-        case .delete(let id, _):
+        case .delete(let id, _, _):
             guard let record = try record(id) else { throw StrataError.corruptRecord(id: id, reason: "delete of a missing object") }
             try removeIndexEntries(record.entity, record.values, id)
             try txn.delete(env[.objects], key: id.keyBytes)

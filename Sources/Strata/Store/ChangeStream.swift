@@ -147,10 +147,7 @@ final class ChangeHub: Sendable {
             changed[schema.entity(tag: id.entityTag)?.name ?? "tag \(id.entityTag)", default: []].insert(id)
         }
         for c in entry.changes {
-            switch c {
-            case .insert(let id, _), .update(let id, _), .delete(let id, _): note(id)
-            case .link(_, let a, let b), .unlink(_, let a, let b): note(a); note(b)
-            }
+            for id in c.objectIDs { note(id) }
         }
         return CommittedTransaction(id: entry.transactionID, author: entry.author,
                                     timestamp: Date(timeIntervalSince1970: Double(entry.timestampMs) / 1000),

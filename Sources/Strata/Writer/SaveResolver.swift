@@ -222,7 +222,7 @@ struct SaveResolver<S: StateStore> {
         }
         guard !changed.isEmpty else { return }
         try checkUnique(e, id, values, only: Set(changed.map(\.attribute)))
-        try emit(.update(id: id, changes: changed))
+        try emit(.update(id: id, changes: changed, previousVersion: record.version))
     }
 
     // MARK: Deletes
@@ -248,7 +248,7 @@ struct SaveResolver<S: StateStore> {
                 if !inverse.isToMany { toOneChecks.insert(t) }
             }
         }
-        try emit(.delete(id: id, values: record.values))
+        try emit(.delete(id: id, values: record.values, previousVersion: record.version))
         toOneChecks.remove(id)
     }
 

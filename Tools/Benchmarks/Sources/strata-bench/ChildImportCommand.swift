@@ -15,13 +15,15 @@ struct ChildImportCommand: AsyncParsableCommand {
     @Option(help: "Schema directory (Schemas/library).") var schema: String
     @Option(help: "LMDB map size in MiB.") var mapSizeMb: Int
     @Flag(help: "Print each batch's time and RSS to stderr.") var traceBatches = false
+    @Flag(help: "GRDB: create Strata's Track indexes too.") var grdbIndexes = false
 
     func validate() throws {
         guard records > 0, batch > 0, mapSizeMb > 0 else { throw ValidationError("records, batch and map size must be positive") }
     }
 
     func run() async throws {
-        let setup = BenchSetup(schema: try Schema.load(directory: URL(fileURLWithPath: schema)), mapSizeBytes: mapSizeMb << 20)
+        let setup = BenchSetup(schema: try Schema.load(directory: URL(fileURLWithPath: schema)), mapSizeBytes: mapSizeMb << 20,
+                               grdbSecondaryIndexes: grdbIndexes)
         let result = try await W1Import.importInThisProcess(engine: engine, records: records, batchSize: batch,
                                                             directory: URL(fileURLWithPath: dir), setup: setup,
                                                             traceBatches: traceBatches)

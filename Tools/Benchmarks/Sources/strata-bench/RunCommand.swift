@@ -31,10 +31,17 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "LMDB map size in MiB, for raw LMDB and Strata's initial map.")
     var mapSizeMb = 8192
 
+    @Option(help: "Rounds per engine, interleaved; the median is reported (default 3, --quick: 1).")
+    var rounds: Int?
+
+    @Flag(help: "Give GRDB's table Strata's Track indexes (unique mbid, title, duration): an equal-work comparison instead of the issue's plain table.")
+    var grdbIndexes = false
+
     static let workloadNames = ["W1", "W2", "W3", "W4", "W5", "W6"]
 
     func validate() throws {
         if let records, records <= 0 { throw ValidationError("--records must be positive") }
+        if let rounds, rounds <= 0 { throw ValidationError("--rounds must be positive") }
         guard mapSizeMb > 0 else { throw ValidationError("--map-size-mb must be positive") }
         for name in selectedWorkloads where !Self.workloadNames.contains(name) {
             throw ValidationError("unknown workload '\(name)' (available: \(Self.workloadNames.joined(separator: ", ")); W7–W10 are not available yet)")
@@ -79,9 +86,9 @@ struct RunCommand: AsyncParsableCommand {
         }
         let machine = MachineInfo.current(dataDirectory: runDirectory)
         let ctx = WorkloadContext(
-            setup: BenchSetup(schema: try Schema.load(directory: schemaURL), mapSizeBytes: mapSizeMb << 20),
+            setup: BenchSetup(schema: try Schema.load(directory: schemaURL), mapSizeBytes: mapSizeMb << 20, grdbSecondaryIndexes: grdbIndexes),
             sizes: sizes(), runDirectory: runDirectory, schemaDirectory: schemaURL,
-            executablePath: Paths.executable, engines: try selectedEngines())
+            executablePath: Paths.executable, engines: try selectedEngines(), rounds: rounds ?? (quick ? 1 : 3))
         printHeader(machine, ctx)
         let date = Date()
         var report = Report()
@@ -96,7 +103,8 @@ struct RunCommand: AsyncParsableCommand {
         emit(TableRenderer.render(report), terminator: "")
         if let jsonPath {
             let command = CommandLine.arguments.map { $0.contains(" ") ? "'\($0)'" : $0 }.joined(separator: " ")
-            let data = try JSONReport.data(report, machine: machine, date: date, command: command, sizes: ctx.sizes, quick: quick)
+            let data = try JSONReport.data(report, machine: machine, date: date, command: command, sizes: ctx.sizes, quick: quick,
+                                           rounds: ctx.rounds)
             try data.write(to: URL(fileURLWithPath: jsonPath))
             ctx.progress("wrote \(jsonPath)")
         }
@@ -113,6 +121,7 @@ struct RunCommand: AsyncParsableCommand {
             emit("WARNING: the data directory is on tmpfs: fsync costs nothing there, durable figures are meaningless. Use --dir on a real disk.")
         }
         let s = ctx.sizes
+        emit("rounds: \(ctx.rounds) per engine, interleaved, median reported\(ctx.setup.grdbSecondaryIndexes ? "; GRDB with Strata's Track indexes" : "")")
         emit("sizes: W1 \(s.importRecords) records, W2 \(s.smallTransactions) tx, W3 \(s.groupCommitTransactions) tx per saver count, "
               + "W4 \(s.pointReads) reads of \(s.pointReadRecords), W5 \(s.snapshotOpens) opens, "
               + "W6 \(s.latencyReads) idle reads of \(s.latencyPreload) + import of \(s.latencyImportRecords)")

@@ -25,6 +25,9 @@ struct BenchSetup: Sendable {
     let schema: Schema
     /// Map size for LMDB and Strata's initial map (the same for both, so neither grows mid-run).
     let mapSizeBytes: Int
+    /// Give GRDB's table the secondary indexes Strata's `Track` has (unique mbid, title,
+    /// duration), for an equal-work comparison. Off by default: the baseline has none.
+    var grdbSecondaryIndexes = false
 }
 
 /// One engine with one store open, doing the benchmark's primitives.
@@ -68,7 +71,7 @@ extension Engine {
         switch self {
         case .strata: return try StrataSubject(directory: directory, setup: setup, sync: sync)
         case .lmdb: return try LMDBSubject(directory: directory, setup: setup, sync: sync)
-        case .grdb: return try GRDBSubject(directory: directory, sync: sync)
+        case .grdb: return try GRDBSubject(directory: directory, sync: sync, secondaryIndexes: setup.grdbSecondaryIndexes)
         }
     }
 }

@@ -12,7 +12,7 @@ final class GRDBSubject: BenchSubject {
         var description: String { "GRDB: PRAGMA synchronous is \(found), expected 2 (FULL)" }
     }
 
-    init(directory: URL, sync: SyncLevel) throws {
+    init(directory: URL, sync: SyncLevel, secondaryIndexes: Bool) throws {
         pool = try DatabasePool(path: directory.appendingPathComponent("db.sqlite").path, configuration: Configuration())
         if sync == .durable {
             // synchronous is per connection; only the writer's commits need it.
@@ -22,7 +22,10 @@ final class GRDBSubject: BenchSubject {
             }
             guard level == 2 else { throw WrongPragma(found: level) }
         }
-        try pool.write { db in try db.execute(sql: GRDBTrack.createTableSQL) }
+        try pool.write { db in
+            try db.execute(sql: GRDBTrack.createTableSQL)
+            if secondaryIndexes { try db.execute(sql: GRDBTrack.createIndexesSQL) }
+        }
     }
 
     func save(_ batch: [TrackData]) async throws { try saveBlocking(batch) }

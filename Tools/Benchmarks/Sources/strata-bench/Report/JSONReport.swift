@@ -4,13 +4,17 @@ import Foundation
 /// `{"machine": {...}, "date": ..., "workloads": {"W1_import": {"unit": ..., "strata": x, "lmdb": y, "grdb": z}, ...}}`.
 /// Keys whose feature does not exist yet carry null values and `"status": "not available"`.
 enum JSONReport {
-    static func data(_ report: Report, machine: MachineInfo, date: Date, command: String, sizes: BenchSizes, quick: Bool) throws -> Data {
+    static func data(_ report: Report, machine: MachineInfo, date: Date, command: String, sizes: BenchSizes, quick: Bool,
+                     rounds: Int) throws -> Data {
         var workloads: [String: Any] = [:]
         for r in report.results {
             var entry: [String: Any] = ["unit": r.unit]
+            var samples: [String: [Double]] = [:]
             for engine in Engine.allCases {
                 entry[engine.rawValue] = r.values[engine].flatMap { $0.isFinite ? $0 : nil } ?? NSNull()
+                if let s = r.samples[engine] { samples[engine.rawValue] = s.filter(\.isFinite) }
             }
+            if !samples.isEmpty { entry["samples"] = samples }
             switch r.status {
             case .measured: break
             case .notAvailable:
@@ -32,6 +36,7 @@ enum JSONReport {
             "date": ISO8601DateFormatter().string(from: date),
             "command": command,
             "quick": quick,
+            "rounds": rounds,
             "sizes": sizes.dictionary,
             "workloads": workloads,
         ]

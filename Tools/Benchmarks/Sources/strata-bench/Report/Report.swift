@@ -44,7 +44,10 @@ struct WorkloadResult: Sendable {
 
     let key: String
     let unit: String
+    /// The median of each engine's samples.
     var values = EngineValues()
+    /// Every round's figure, per engine.
+    var samples: [Engine: [Double]] = [:]
     var status: Status
     /// For latencies and memory; ratios then read "smaller is better".
     let lowerIsBetter: Bool
@@ -87,17 +90,32 @@ struct Report: Sendable {
         }
     }
 
-    mutating func record(_ key: String, _ engine: Engine, _ value: Double) {
+    /// Records one engine's samples of `key`; its figure is their median.
+    mutating func record(_ key: String, _ engine: Engine, samples: [Double]) {
         guard let i = results.firstIndex(where: { $0.key == key }) else { preconditionFailure("unknown workload key \(key)") }
-        results[i].values[engine] = value
+        guard !samples.isEmpty else { return }
+        results[i].samples[engine] = samples
+        results[i].values[engine] = Self.median(samples)
+        if case .failed = results[i].status { return }
         results[i].status = .measured
     }
 
-    mutating func fail(_ keys: [String], _ error: Error) {
+    /// Marks `keys` failed (an engine's figures that were measured are kept).
+    mutating func fail(_ keys: [String], _ engine: Engine, _ error: Error) {
         for key in keys {
             guard let i = results.firstIndex(where: { $0.key == key }) else { continue }
-            results[i].status = .failed(String(describing: error))
+            let message = "\(engine.rawValue): \(error)"
+            if case .failed(let earlier) = results[i].status {
+                results[i].status = .failed(earlier + "; " + message)
+            } else {
+                results[i].status = .failed(message)
+            }
         }
+    }
+
+    static func median(_ xs: [Double]) -> Double {
+        let s = xs.sorted()
+        return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
     }
 
     func value(_ key: String, _ engine: Engine) -> Double? { results.first { $0.key == key }?.values[engine] }

@@ -10,6 +10,9 @@ enum TableRenderer {
             case .measured:
                 let v = r.values
                 rows.append([r.key, r.unit, number(v.strata), number(v.lmdb), number(v.grdb), ratio(v.strata, v.lmdb), ratio(v.strata, v.grdb)])
+            case .failed:
+                let v = r.values
+                rows.append([r.key + " (FAILED)", r.unit, number(v.strata), number(v.lmdb), number(v.grdb), ratio(v.strata, v.lmdb), ratio(v.strata, v.grdb)])
             default:
                 rows.append([r.key, r.unit, r.status.text, "", "", "", ""])
             }
@@ -24,6 +27,9 @@ enum TableRenderer {
         var out = line(header) + "\n"
         out += widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ") + "\n"
         for row in rows { out += line(row) + "\n" }
+        for r in report.results {
+            if case .failed(let why) = r.status { out += "\(r.key) failed: \(why)\n" }
+        }
         return out
     }
 

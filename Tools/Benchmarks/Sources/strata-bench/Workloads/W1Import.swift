@@ -5,46 +5,43 @@ struct ChildImportResult: Codable, Sendable {
     let engine: String
     let records: Int
     let seconds: Double
+    /// `VmHWM`: the peak resident set, heap and mapped store pages together.
     let peakRSSBytes: Int
-    /// Resident memory at the end of the import, before closing: anonymous (heap) and
-    /// file-backed (mapped store pages), to tell what the peak is made of.
-    let endRSSAnonBytes: Int
-    let endRSSFileBytes: Int
+    /// The highest anonymous (heap) RSS seen by a sampler every 5 ms.
+    let peakAnonymousBytes: Int
+    /// Resident file-backed memory (mostly mapped store pages) at the end of the import.
+    let endFileBytes: Int
+    let storeFileBytes: Int
 }
 
 /// W1: import N records in transactions of 10k, durable; records/s and peak RSS.
 ///
 /// Each engine runs in a fresh child process (this binary's hidden `child-import` command), so the
-/// peak RSS (`VmHWM`) belongs to that engine alone and no engine inherits another's page cache
-/// mappings or heap.
+/// peak RSS (`VmHWM` of `/proc/self/status`) belongs to that engine alone.
 enum W1Import {
     static func run(_ ctx: WorkloadContext, _ report: inout Report) async {
-        for engine in ctx.engines {
-            do {
-                let dir = try ctx.storeDirectory("W1", engine)
-                defer { ctx.remove(dir) }
-                let result = try await runChild(ctx, engine: engine, directory: dir)
-                let rate = Double(result.records) / result.seconds
-                report.record("W1_import", engine, rate)
-                report.record("W1_peak_rss_mb", engine, Double(result.peakRSSBytes) / 1_048_576)
-                ctx.progress(String(format: "W1 %@: %.0f records/s, peak RSS %.1f MB (at the end: %.1f MB heap, %.1f MB mapped file)",
-                                    engine.rawValue, rate, Double(result.peakRSSBytes) / 1_048_576,
-                                    Double(result.endRSSAnonBytes) / 1_048_576, Double(result.endRSSFileBytes) / 1_048_576))
-            } catch {
-                ctx.progress("W1 \(engine.rawValue) failed: \(error)")
-                report.fail(["W1_import", "W1_peak_rss_mb"], error)
-            }
+        await ctx.measureRounds("W1", keys: ["W1_import", "W1_peak_rss_mb"], &report) { engine in
+            let dir = try ctx.storeDirectory("W1", engine)
+            defer { ctx.remove(dir) }
+            let r = try await runChild(ctx, engine: engine, directory: dir)
+            let mb = 1_048_576.0
+            ctx.progress(String(format: "  W1 %@: peak RSS %.1f MB = heap (peak %.1f MB) + mapped store and binary pages (%.1f MB at the end); store file %.1f MB",
+                                engine.rawValue, Double(r.peakRSSBytes) / mb, Double(r.peakAnonymousBytes) / mb, Double(r.endFileBytes) / mb,
+                                Double(r.storeFileBytes) / mb))
+            return ["W1_import": Double(r.records) / r.seconds, "W1_peak_rss_mb": Double(r.peakRSSBytes) / mb]
         }
     }
 
     static func runChild(_ ctx: WorkloadContext, engine: Engine, directory: URL) async throws -> ChildImportResult {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: ctx.executablePath)
-        process.arguments = [
+        var arguments = [
             "child-import", "--engine", engine.rawValue, "--records", String(ctx.sizes.importRecords),
             "--batch", String(ctx.sizes.batchSize), "--dir", directory.path, "--schema", ctx.schemaDirectory.path,
             "--map-size-mb", String(ctx.setup.mapSizeBytes >> 20),
         ]
+        if ctx.setup.grdbSecondaryIndexes { arguments.append("--grdb-indexes") }
+        process.arguments = arguments
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.standardError
@@ -68,10 +65,11 @@ enum W1Import {
         var sizes = BenchSizes.quick
         sizes.batchSize = batchSize
         let ctx = WorkloadContext(setup: setup, sizes: sizes, runDirectory: directory, schemaDirectory: directory,
-                                  executablePath: "", engines: [engine])
+                                  executablePath: "", engines: [engine], rounds: 1)
+        let sampler = MemorySampler()
         let subject = try engine.open(in: directory, setup: setup, sync: .durable)
         var seconds = 0.0
-        let anon: Int, file: Int
+        let endFile: Int
         do {
             var start = 0
             while start < records {
@@ -84,14 +82,24 @@ enum W1Import {
                 start = end
             }
             try ctx.expectCount(subject, records)
-            anon = ProcessMemory.residentAnonymousBytes() ?? 0
-            file = ProcessMemory.residentFileBytes() ?? 0
+            endFile = ProcessMemory.residentFileBytes() ?? 0
         } catch {
             subject.close()
+            _ = sampler.stop()
             throw error
         }
         subject.close()
-        return ChildImportResult(engine: engine.rawValue, records: records, seconds: seconds, peakRSSBytes: ProcessMemory.peakResidentBytes() ?? 0,
-                                 endRSSAnonBytes: anon, endRSSFileBytes: file)
+        let peakAnonymous = sampler.stop()
+        return ChildImportResult(engine: engine.rawValue, records: records, seconds: seconds,
+                                 peakRSSBytes: ProcessMemory.peakResidentBytes() ?? 0, peakAnonymousBytes: peakAnonymous,
+                                 endFileBytes: endFile, storeFileBytes: directorySize(directory))
+    }
+
+    static func directorySize(_ url: URL) -> Int {
+        let fm = FileManager.default
+        guard let names = try? fm.subpathsOfDirectory(atPath: url.path) else { return 0 }
+        return names.reduce(0) { sum, name in
+            sum + ((try? fm.attributesOfItem(atPath: url.appendingPathComponent(name).path)[.size] as? Int) ?? 0)
+        }
     }
 }

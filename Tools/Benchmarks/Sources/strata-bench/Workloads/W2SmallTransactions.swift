@@ -5,24 +5,18 @@ import Foundation
 enum W2SmallTransactions {
     static func run(_ ctx: WorkloadContext, _ report: inout Report) async {
         for (key, sync) in [("W2_small_tx", SyncLevel.durable), ("W2_small_tx_relaxed", .relaxed)] {
-            for engine in ctx.engines {
-                do {
-                    let n = ctx.sizes.smallTransactions
-                    let seconds = try await ctx.withSubject("W2", engine, variant: key, sync: sync) { subject in
-                        var seconds = 0.0
-                        for i in 0..<n {
-                            let one = [TrackData.make(i)]
-                            seconds += try await MonotonicClock.measure { try await subject.save(one) }.seconds
-                        }
-                        try ctx.expectCount(subject, n)
-                        return seconds
+            await ctx.measureRounds(key, keys: [key], &report) { engine in
+                let n = ctx.sizes.smallTransactions
+                let seconds = try await ctx.withSubject("W2", engine, variant: key, sync: sync) { subject in
+                    var seconds = 0.0
+                    for i in 0..<n {
+                        let one = [TrackData.make(i)]
+                        seconds += try await MonotonicClock.measure { try await subject.save(one) }.seconds
                     }
-                    report.record(key, engine, Double(n) / seconds)
-                    ctx.progress(String(format: "%@ %@: %.0f tx/s", key, engine.rawValue, Double(n) / seconds))
-                } catch {
-                    ctx.progress("\(key) \(engine.rawValue) failed: \(error)")
-                    report.fail([key], error)
+                    try ctx.expectCount(subject, n)
+                    return seconds
                 }
+                return [key: Double(n) / seconds]
             }
         }
     }

@@ -9,21 +9,15 @@ enum W3GroupCommit {
     static func run(_ ctx: WorkloadContext, _ report: inout Report) async {
         for savers in ctx.sizes.saverCounts {
             let key = "W3_group_commit_\(savers)"
-            for engine in ctx.engines {
-                do {
-                    let perSaver = max(1, ctx.sizes.groupCommitTransactions / savers)
-                    let total = perSaver * savers
-                    let seconds = try await ctx.withSubject("W3", engine, variant: String(savers)) { subject in
-                        let (seconds, _) = try await MonotonicClock.measure { try await saveConcurrently(subject, savers: savers, perSaver: perSaver) }
-                        try ctx.expectCount(subject, total)
-                        return seconds
-                    }
-                    report.record(key, engine, Double(total) / seconds)
-                    ctx.progress(String(format: "%@ %@: %.0f tx/s", key, engine.rawValue, Double(total) / seconds))
-                } catch {
-                    ctx.progress("\(key) \(engine.rawValue) failed: \(error)")
-                    report.fail([key], error)
+            await ctx.measureRounds(key, keys: [key], &report) { engine in
+                let perSaver = max(1, ctx.sizes.groupCommitTransactions / savers)
+                let total = perSaver * savers
+                let seconds = try await ctx.withSubject("W3", engine, variant: String(savers)) { subject in
+                    let (seconds, _) = try await MonotonicClock.measure { try await saveConcurrently(subject, savers: savers, perSaver: perSaver) }
+                    try ctx.expectCount(subject, total)
+                    return seconds
                 }
+                return [key: Double(total) / seconds]
             }
         }
     }

@@ -12,26 +12,19 @@ enum W6ReaderLatency {
     static func run(_ ctx: WorkloadContext, _ report: inout Report) async {
         let preload = ctx.sizes.latencyPreload
         let indexes = SplitMix64.indexes(count: ctx.sizes.latencyReads, below: preload, seed: 6)
-        for engine in ctx.engines {
-            do {
-                let (idle, busy) = try await ctx.withSubject("W6", engine) { subject in
-                    _ = try await ctx.load(subject, 0..<preload)
-                    _ = try subject.readerLatencies(Array(indexes.prefix(2_000)), until: nil)  // warm-up
-                    let idle = LatencySummary(nanoseconds: try await runOnThread(name: "reader") { try subject.readerLatencies(indexes, until: nil) })
-                    let busy = try await duringImport(ctx, subject, indexes)
-                    try ctx.expectCount(subject, preload + ctx.sizes.latencyImportRecords)
-                    return (idle, busy)
-                }
-                report.record("W6_reader_p50_idle_us", engine, idle.p50Micros)
-                report.record("W6_reader_p99_idle_us", engine, idle.p99Micros)
-                report.record("W6_reader_p50_import_us", engine, busy.p50Micros)
-                report.record("W6_reader_p99_import_us", engine, busy.p99Micros)
-                ctx.progress(String(format: "W6 %@: idle p50 %.2f p99 %.2f µs (%d reads); during import p50 %.2f p99 %.2f max %.0f µs (%d reads)",
-                                    engine.rawValue, idle.p50Micros, idle.p99Micros, idle.count, busy.p50Micros, busy.p99Micros, busy.maxMicros, busy.count))
-            } catch {
-                ctx.progress("W6 \(engine.rawValue) failed: \(error)")
-                report.fail(keys, error)
+        await ctx.measureRounds("W6", keys: keys, &report) { engine in
+            let (idle, busy) = try await ctx.withSubject("W6", engine) { subject in
+                _ = try await ctx.load(subject, 0..<preload)
+                _ = try subject.readerLatencies(Array(indexes.prefix(2_000)), until: nil)  // warm-up
+                let idle = LatencySummary(nanoseconds: try await runOnThread(name: "reader") { try subject.readerLatencies(indexes, until: nil) })
+                let busy = try await duringImport(ctx, subject, indexes)
+                try ctx.expectCount(subject, preload + ctx.sizes.latencyImportRecords)
+                return (idle, busy)
             }
+            ctx.progress(String(format: "  W6 %@: idle %d reads, max %.0f µs; during import %d reads, max %.0f µs",
+                                engine.rawValue, idle.count, idle.maxMicros, busy.count, busy.maxMicros))
+            return ["W6_reader_p50_idle_us": idle.p50Micros, "W6_reader_p99_idle_us": idle.p99Micros,
+                    "W6_reader_p50_import_us": busy.p50Micros, "W6_reader_p99_import_us": busy.p99Micros]
         }
     }
 

@@ -10,9 +10,37 @@ struct WorkloadContext: Sendable {
     let schemaDirectory: URL
     let executablePath: String
     let engines: [Engine]
+    /// Each engine's measurement is repeated this many times, interleaved (strata, lmdb, grdb,
+    /// strata, …), and the median is reported.
+    let rounds: Int
 
     func progress(_ message: String) {
         FileHandle.standardError.write(Data((message + "\n").utf8))
+    }
+
+    /// Runs `measure` for every engine, ``rounds`` times, interleaved, and records the median of
+    /// each figure it returns. An engine that fails is reported and left out of later rounds.
+    func measureRounds(_ workload: String, keys: [String], _ report: inout Report,
+                       _ measure: (Engine) async throws -> [String: Double]) async {
+        var samples: [String: [Engine: [Double]]] = [:]
+        var failed: Set<Engine> = []
+        for round in 1...rounds {
+            for engine in engines where !failed.contains(engine) {
+                do {
+                    let figures = try await measure(engine)
+                    for (key, value) in figures { samples[key, default: [:]][engine, default: []].append(value) }
+                    let shown = keys.compactMap { k in figures[k].map { "\(k) \(TableRenderer.number($0))" } }.joined(separator: ", ")
+                    progress("\(workload) \(engine.rawValue) [\(round)/\(rounds)]: \(shown)")
+                } catch {
+                    failed.insert(engine)
+                    progress("\(workload) \(engine.rawValue) [\(round)/\(rounds)] FAILED: \(error)")
+                    report.fail(keys, engine, error)
+                }
+            }
+        }
+        for key in keys {
+            for (engine, values) in samples[key] ?? [:] { report.record(key, engine, samples: values) }
+        }
     }
 
     /// A fresh, empty directory for one store.

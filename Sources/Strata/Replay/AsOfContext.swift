@@ -1,0 +1,89 @@
+import Foundation
+
+/// A read-only context showing the store exactly as it was after one past transaction, with the
+/// same fetch, predicate, sort and relationship API as any context.
+///
+/// Built from a snapshot of the head and the log's previous values: opening one costs O(changes
+/// between that transaction and the head), not O(store).
+///
+/// ```swift
+/// let before = try store.snapshot(asOf: TransactionID(41))
+/// defer { before.close() }
+/// let tracks = try before.count(Track.self)
+/// ```
+public final class AsOfContext: ObjectReading {
+    /// The transaction this context shows the state after.
+    public let transactionID: TransactionID
+    private let snapshot: Snapshot
+    private let overlay: Overlay
+
+    init(store: Store, transactionID target: TransactionID) throws {
+        let snapshot = try store.snapshot(label: "as-of \(target)")
+        do {
+            let head = snapshot.transactionID
+            guard target <= head else { throw StrataError.noSuchTransaction(target) }
+            overlay = try snapshot.read { view in
+                var applier = OverlayApplier(base: view, parents: [], leaf: Overlay())
+                guard target < head else { return applier.leaf }
+                var entries: [LogEntry] = []
+                try view.forEachLogEntry((target.rawValue + 1)...head.rawValue) { entries.append($0); return true }
+                guard entries.count == Int(head.rawValue - target.rawValue) else {
+                    throw StrataError.corruptLogEntry(transaction: target, reason: "log entries between \(target) and \(head) are missing")
+                }
+                for entry in entries.reversed() {
+                    for change in entry.changes.reversed() { try Self.undo(change, &applier) }
+                }
+                return applier.leaf
+            }
+        } catch {
+            snapshot.close()
+            throw error
+        }
+        self.snapshot = snapshot
+        self.transactionID = target
+    }
+
+    deinit { snapshot.close() }
+
+    /// Releases the snapshot underneath.
+    public func close() { snapshot.close() }
+
+    private static func undo(_ change: LoggedChange, _ a: inout OverlayApplier) throws {
+        switch change {
+        case .insert(let id, let values):
+            try a.apply(.delete(id: id, values: values, previousVersion: .zero))
+        case .update(let id, let changes, let previous):
+            try a.apply(.update(id: id, changes: changes.map { AttributeChange(attribute: $0.attribute, old: $0.new, new: $0.old) }, previousVersion: .zero))
+            a.setVersion(id, previous)
+        case .delete(let id, let values, let previous):
+            try a.apply(.insert(id: id, values: values))
+            a.setVersion(id, previous)
+        case .link(let tag, let from, let to):
+            try a.apply(.unlink(relationship: tag, from: from, to: to))
+        case .unlink(let tag, let from, let to):
+            try a.apply(.link(relationship: tag, from: from, to: to))
+        }
+    }
+
+    public var schema: Schema { snapshot.schema }
+
+    func read<R>(_ body: (MergedSource) throws -> R) throws -> R {
+        try snapshot.read { try body(MergedSource(base: $0, overlays: [overlay])) }
+    }
+
+    public func record(_ id: ObjectID) throws -> Record? { try read { try $0.record(id) } }
+    public func relatedIDs(_ relationship: RelationshipDescription, of id: ObjectID) throws -> [ObjectID] {
+        try read { try $0.targets(relationship.tag, from: id) }
+    }
+    public func fetch(_ query: Query) throws -> [Record] { try read { try $0.fetch(query) } }
+    public func count(_ query: Query) throws -> Int { try read { try $0.count(query) } }
+}
+
+extension Store {
+    /// The store as it was right after transaction `tx` (``TransactionID/zero``: empty).
+    /// - Throws: ``StrataError/noSuchTransaction(_:)`` for a transaction after the head.
+    public func snapshot(asOf tx: TransactionID) throws -> AsOfContext {
+        try checkUsable()
+        return try AsOfContext(store: self, transactionID: tx)
+    }
+}

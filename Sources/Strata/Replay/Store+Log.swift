@@ -1,0 +1,95 @@
+import Foundation
+
+/// One transaction's effect on one object, for ``Store/history(of:)``.
+public struct HistoryEntry: Sendable, Equatable {
+    public let transactionID: TransactionID
+    public let timestamp: Date
+    public let author: String
+    public let metadata: [String: String]
+    /// The changes of that transaction that touch the object.
+    public let changes: [LoggedChange]
+}
+
+extension LogEntry {
+    /// Commit time.
+    public var timestamp: Date { Date(timeIntervalSince1970: Double(timestampMs) / 1000) }
+
+    /// Whether any change touches an object of `entity` (by tag).
+    func touches(entityTag: UInt16) -> Bool {
+        changes.contains { $0.objectIDs.contains { $0.entityTag == entityTag } }
+    }
+}
+
+extension ReadView {
+    /// Visits log entries with ids in `range`, in order, decoding (and checksum-checking) each.
+    func forEachLogEntry(_ range: ClosedRange<UInt64>, _ body: (LogEntry) throws -> Bool) throws {
+        try txn.scan(env[.log], from: TransactionID(range.lowerBound).keyBytes) { key, value in
+            var r = ByteReader(key)
+            let tx = try r.u64()
+            guard tx <= range.upperBound else { return false }
+            return try body(try LogEntryCodec.decode(value, transactionID: TransactionID(tx)))
+        }
+    }
+
+    func logEntry(_ tx: TransactionID) throws -> LogEntry? {
+        try txn.withValue(env[.log], key: tx.keyBytes) { try LogEntryCodec.decode($0, transactionID: tx) }
+    }
+}
+
+extension Store {
+    /// What transaction `tx` changed, with its author, time and metadata.
+    /// - Throws: ``StrataError/noSuchTransaction(_:)``, or ``StrataError/corruptLogEntry(transaction:reason:)``.
+    public func changes(in tx: TransactionID) throws -> LogEntry {
+        guard let entry = try read({ try $0.logEntry(tx) }) else { throw StrataError.noSuchTransaction(tx) }
+        return entry
+    }
+
+    /// Visits the transactions from `from` to `to` (inclusive, default: all), optionally only those
+    /// by `author` or touching `entity`, in order, from one snapshot, until `body` returns false.
+    public func forEachTransaction(from: TransactionID = TransactionID(1), to: TransactionID? = nil, author: String? = nil,
+                                   entity: String? = nil, _ body: (LogEntry) throws -> Bool) throws {
+        let tag = try entity.map { name -> UInt16 in
+            guard let e = schema.entity(named: name) else { throw StrataError.invalidQuery(entity: name, reason: "no such entity") }
+            return e.tag
+        }
+        let snapshot = try self.snapshot(label: "log")
+        defer { snapshot.close() }
+        let upper = min(to?.rawValue ?? .max, snapshot.transactionID.rawValue)
+        guard from.rawValue <= upper else { return }
+        try snapshot.read { view in
+            try view.forEachLogEntry(from.rawValue...upper) { entry in
+                if let author, entry.author != author { return true }
+                if let tag, !entry.touches(entityTag: tag) { return true }
+                return try body(entry)
+            }
+        }
+    }
+
+    /// The transactions from `from` to `to`, filtered as in ``forEachTransaction(from:to:author:entity:_:)``.
+    public func transactions(from: TransactionID = TransactionID(1), to: TransactionID? = nil, author: String? = nil,
+                             entity: String? = nil, limit: Int = 10_000) throws -> [LogEntry] {
+        var out: [LogEntry] = []
+        try forEachTransaction(from: from, to: to, author: author, entity: entity) { entry in
+            out.append(entry)
+            return out.count < limit
+        }
+        return out
+    }
+
+    /// Every transaction that touched `id` (its attributes, its existence or one of its edges),
+    /// oldest first, with the values before and after each change.
+    ///
+    /// - Complexity: O(log size): the log is scanned once.
+    public func history(of id: ObjectID) throws -> [HistoryEntry] {
+        var out: [HistoryEntry] = []
+        try forEachTransaction { entry in
+            let mine = entry.changes.filter { $0.objectIDs.contains(id) }
+            if !mine.isEmpty {
+                out.append(HistoryEntry(transactionID: entry.transactionID, timestamp: entry.timestamp, author: entry.author,
+                                        metadata: entry.metadata, changes: mine))
+            }
+            return true
+        }
+        return out
+    }
+}
