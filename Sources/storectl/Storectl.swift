@@ -14,6 +14,8 @@ struct Storectl: AsyncParsableCommand {
         Exit codes (sysexits): 0 ok, 64 usage, 65 bad input data, 66 cannot open, 70 internal error,
         73 cannot create, 74 I/O error, 75 temporary failure (store busy).
         """,
-        subcommands: [InitCommand.self, InfoCommand.self, ImportCommand.self, ExportCommand.self, QueryCommand.self, GenerateCommand.self]
+        subcommands: [InitCommand.self, InfoCommand.self, ImportCommand.self, ExportCommand.self, QueryCommand.self,
+                      LogCommand.self, ShowCommand.self, HistoryCommand.self, ReplayCommand.self, DiffCommand.self, VerifyCommand.self,
+                      GenerateCommand.self]
     )
 }

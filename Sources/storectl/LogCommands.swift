@@ -1,0 +1,119 @@
+import ArgumentParser
+import Foundation
+import Strata
+
+/// Opens a store read-only for a log command, mapping errors to exit codes.
+func openForReading(_ target: StoreArgument) throws -> Store {
+    do { return try Store.openReadOnly(at: target.url) } catch { throw failure(error) }
+}
+
+struct LogCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "log",
+        abstract: "List transactions, one line each (id, time, author, changes, entities, metadata).",
+        discussion: """
+        Examples:
+          storectl log ./library.strata
+          storectl log ./library.strata --from 100 --to 120 --author import
+          storectl log ./library.strata --entity Playlist --json
+
+        JSON: one object per line: {"transaction": 7, "time": "...", "author": "...", "metadata": {...},
+        "schemaVersion": 1, "changes": 12, "entities": ["Track"]}
+        """
+    )
+
+    @OptionGroup var target: StoreArgument
+    @Option(help: "First transaction.") var from: UInt64 = 1
+    @Option(help: "Last transaction (default: the head).") var to: UInt64?
+    @Option(help: "Only transactions by this author.") var author: String?
+    @Option(help: "Only transactions touching this entity.") var entity: String?
+    @Flag(help: "One JSON object per line.") var json = false
+
+    func run() async throws {
+        let store = try openForReading(target)
+        defer { store.close() }
+        do {
+            try store.forEachTransaction(from: TransactionID(from), to: to.map(TransactionID.init), author: author, entity: entity) { e in
+                let names = e.entityNames(schema: store.schema)
+                if json {
+                    printJSON(.object(e.headerJSON() + [("entities", .array(names.map { .string($0) }))]))
+                } else {
+                    let meta = e.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+                    print("\(e.transactionID)\t\(ISO8601.string(from: e.timestamp))\t\(e.author)\t\(e.changes.count) change(s)\t\(names.joined(separator: ","))\t\(meta)")
+                }
+                return true
+            }
+        } catch { throw failure(error) }
+    }
+}
+
+struct ShowCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "show",
+        abstract: "Show everything one transaction changed, with previous values.",
+        discussion: """
+        Examples:
+          storectl show ./library.strata 42
+          storectl show ./library.strata 42 --json
+
+        JSON: {"transaction": 42, "time": ..., "author": ..., "metadata": {...}, "schemaVersion": 1,
+        "changes": 3, "list": [{"op": "update", "entity": "Track", "id": "...", "previousVersion": 17,
+        "attributes": {"title": {"old": "a", "new": "b"}}}, {"op": "link", ..., "relationship": "album", "target": "..."}]}
+        """
+    )
+
+    @OptionGroup var target: StoreArgument
+    @Argument(help: "Transaction id.") var transaction: UInt64
+    @Flag(help: "Print as JSON.") var json = false
+
+    func run() async throws {
+        let store = try openForReading(target)
+        defer { store.close() }
+        let entry: LogEntry
+        do { entry = try store.changes(in: TransactionID(transaction)) } catch { throw failure(error) }
+        if json {
+            printJSON(.object(entry.headerJSON() + [("list", .array(entry.changes.map { $0.json(schema: store.schema) }))]))
+            return
+        }
+        let meta = entry.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        print("transaction \(entry.transactionID)  \(ISO8601.string(from: entry.timestamp))  by \(entry.author)  \(meta)")
+        for c in entry.changes { print("  " + c.text(schema: store.schema)) }
+    }
+}
+
+struct HistoryCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "history",
+        abstract: "Every transaction that touched an object, with before and after values.",
+        discussion: """
+        Examples:
+          storectl history ./library.strata 000301a200a0ffdf14e218f98df7d3ea
+          storectl history ./library.strata 000301a200a0ffdf14e218f98df7d3ea --json
+        """
+    )
+
+    @OptionGroup var target: StoreArgument
+    @Argument(help: "Object id (32 hex digits).") var id: String
+    @Flag(help: "One JSON object per transaction per line.") var json = false
+
+    func validate() throws {
+        guard ObjectID(string: id) != nil else { throw ValidationError("'\(id)' is not an object id (32 hex digits)") }
+    }
+
+    func run() async throws {
+        let store = try openForReading(target)
+        defer { store.close() }
+        let entries: [HistoryEntry]
+        do { entries = try store.history(of: ObjectID(string: id)!) } catch { throw failure(error) }
+        if entries.isEmpty { throw failure(CLIError("\(id): no transaction touched this object", code: Exit.noInput)) }
+        for h in entries {
+            if json {
+                printJSON(.object([("transaction", .int(Int64(h.transactionID.rawValue))), ("time", .string(ISO8601.string(from: h.timestamp))),
+                                   ("author", .string(h.author)), ("list", .array(h.changes.map { $0.json(schema: store.schema) }))]))
+            } else {
+                print("\(h.transactionID)  \(ISO8601.string(from: h.timestamp))  by \(h.author)")
+                for c in h.changes { print("  " + c.text(schema: store.schema)) }
+            }
+        }
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+import Testing
+@testable import Strata
+
+/// log, show, history, replay, diff and verify as a user runs them.
+@Suite struct StorectlReplayTests {
+    /// A store with the sample library plus one edit (transaction 2) made through the API.
+    func prepared() async throws -> (URL, String, ObjectID) {
+        let dir = temporaryDirectory("storectl-replay")
+        let store = dir.appendingPathComponent("store").path
+        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try storectl("import", store, repositoryRoot.appendingPathComponent("Tools/sample-library/library.ndjson").path, "--quiet").status == 0)
+        let opened = try Store.openExisting(at: URL(fileURLWithPath: store))
+        let track = try #require(try opened.mainContext.fetch(Query(entity: "Track", limit: 1)).first)
+        _ = try await opened.save(author: "editor") { $0.update(track.id, [ChangeSet.AttributeValue(attribute: 1, value: .string("Renamed"))]) }
+        opened.close()
+        return (dir, store, track.id)
+    }
+
+    @Test func logShowHistory() async throws {
+        let (dir, store, id) = try await prepared()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let log = try storectl("log", store, "--json")
+        #expect(log.status == 0)
+        let lines = log.stdout.split(separator: "\n").map { try? JSONValue.parse(String($0)) }
+        #expect(lines.count == 2)
+        #expect(lines[0]?["author"] == .string("import") && lines[1]?["author"] == .string("editor"))
+        #expect(try storectl("log", store, "--author", "editor").stdout.hasPrefix("2\t"))
+        let show = try storectl("show", store, "2", "--json")
+        let change = try JSONValue.parse(show.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["list"]
+        guard case .array(let items)? = change, let first = items.first else {
+            Issue.record("no changes in show output")
+            return
+        }
+        #expect(first["op"] == .string("update") && first["attributes"]?["title"]?["new"] == .string("Renamed"))
+        let history = try storectl("history", store, id.description)
+        #expect(history.status == 0)
+        #expect(history.stdout.contains("insert Track \(id)") && history.stdout.contains("title: ") && history.stdout.contains("→ \"Renamed\""))
+        #expect(try storectl("show", store, "99").status == 66)
+        #expect(try storectl("history", store, "nothex").status == 64)
+    }
+
+    @Test func replayAndDiff() async throws {
+        let (dir, store, id) = try await prepared()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let before = try storectl("replay", store, "--to", "1", "--id", id.description, "--json")
+        #expect(before.status == 0)
+        #expect(try JSONValue.parse(before.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["title"] != .string("Renamed"))
+        let after = try storectl("replay", store, "--to", "2", "--id", id.description, "--json")
+        #expect(try JSONValue.parse(after.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["title"] == .string("Renamed"))
+        let empty = try storectl("replay", store, "--to", "0", "--entity", "Track", "--json")
+        #expect(empty.status == 0 && empty.stdout.isEmpty)
+        let diff = try storectl("diff", store, "--from", "1", "--to", "2", "--json")
+        let rows = diff.stdout.split(separator: "\n")
+        #expect(rows.count == 1)
+        let row = try JSONValue.parse(String(rows[0]))
+        #expect(row["id"] == .string(id.description) && row["change"] == .string("update"))
+        #expect(row["attributes"]?["title"]?["new"] == .string("Renamed"))
+        #expect(try storectl("diff", store, "--from", "2", "--to", "1").status == 64)
+    }
+
+    @Test func verifyExitCodes() async throws {
+        let (dir, store, id) = try await prepared()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let ok = try storectl("verify", store, "--json")
+        #expect(ok.status == 0)
+        #expect(try JSONValue.parse(ok.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["ok"] == .bool(true))
+        // Corrupt one state record behind Strata's back.
+        let opened = try Store.openExisting(at: URL(fileURLWithPath: store))
+        try opened.env.write { txn in
+            var bytes = try #require(try txn.withValue(opened.env[.objects], key: id.keyBytes) { Array($0) })
+            bytes[20] ^= 0xFF
+            try txn.put(opened.env[.objects], key: id.keyBytes, value: bytes)
+        }
+        opened.close()
+        let bad = try storectl("verify", store)
+        #expect(bad.status == 65)
+        #expect(bad.stderr.contains("objects: Track \(id) differs from the log"))
+        #expect(bad.stderr.contains("verify failed"))
+    }
+}
