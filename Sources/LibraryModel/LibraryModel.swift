@@ -53,11 +53,11 @@ public struct Artist: Entity, Hashable {
     public init(id: ObjectID, storedValues v: [Value]) throws {
         guard v.count == 5 else { throw StrataError.entityMismatch(type: "Artist", reason: "expected 5 values, got \(v.count)") }
         self.id = id
-        mbid = try UUID(storedValue: v[0])
-        name = try String(storedValue: v[1])
-        sortName = try Optional<String>(storedValue: v[2])
-        country = try Optional<String>(storedValue: v[3])
-        formedYear = try Optional<Int>(storedValue: v[4])
+        self.mbid = try UUID(storedValue: v[0])
+        self.name = try String(storedValue: v[1])
+        self.sortName = try Optional<String>(storedValue: v[2])
+        self.country = try Optional<String>(storedValue: v[3])
+        self.formedYear = try Optional<Int>(storedValue: v[4])
     }
 }
 
@@ -113,11 +113,11 @@ public struct Album: Entity, Hashable {
     public init(id: ObjectID, storedValues v: [Value]) throws {
         guard v.count == 5 else { throw StrataError.entityMismatch(type: "Album", reason: "expected 5 values, got \(v.count)") }
         self.id = id
-        mbid = try UUID(storedValue: v[0])
-        title = try String(storedValue: v[1])
-        year = try Optional<Int>(storedValue: v[2])
-        releasedAt = try Optional<Date>(storedValue: v[3])
-        compilation = try Bool(storedValue: v[4])
+        self.mbid = try UUID(storedValue: v[0])
+        self.title = try String(storedValue: v[1])
+        self.year = try Optional<Int>(storedValue: v[2])
+        self.releasedAt = try Optional<Date>(storedValue: v[3])
+        self.compilation = try Bool(storedValue: v[4])
     }
 }
 
@@ -195,16 +195,16 @@ public struct Track: Entity, Hashable {
     public init(id: ObjectID, storedValues v: [Value]) throws {
         guard v.count == 10 else { throw StrataError.entityMismatch(type: "Track", reason: "expected 10 values, got \(v.count)") }
         self.id = id
-        mbid = try UUID(storedValue: v[0])
-        title = try String(storedValue: v[1])
-        durationSeconds = try Int(storedValue: v[2])
-        trackNumber = try Optional<Int>(storedValue: v[3])
-        discNumber = try Int(storedValue: v[4])
-        explicit = try Bool(storedValue: v[5])
-        rating = try Optional<Double>(storedValue: v[6])
-        isrc = try Optional<String>(storedValue: v[7])
-        addedAt = try Date(storedValue: v[8])
-        artworkHash = try Optional<Data>(storedValue: v[9])
+        self.mbid = try UUID(storedValue: v[0])
+        self.title = try String(storedValue: v[1])
+        self.durationSeconds = try Int(storedValue: v[2])
+        self.trackNumber = try Optional<Int>(storedValue: v[3])
+        self.discNumber = try Int(storedValue: v[4])
+        self.explicit = try Bool(storedValue: v[5])
+        self.rating = try Optional<Double>(storedValue: v[6])
+        self.isrc = try Optional<String>(storedValue: v[7])
+        self.addedAt = try Date(storedValue: v[8])
+        self.artworkHash = try Optional<Data>(storedValue: v[9])
     }
 }
 
@@ -242,7 +242,7 @@ public struct Genre: Entity, Hashable {
     public init(id: ObjectID, storedValues v: [Value]) throws {
         guard v.count == 1 else { throw StrataError.entityMismatch(type: "Genre", reason: "expected 1 values, got \(v.count)") }
         self.id = id
-        name = try String(storedValue: v[0])
+        self.name = try String(storedValue: v[0])
     }
 }
 
@@ -288,9 +288,9 @@ public struct Playlist: Entity, Hashable {
     public init(id: ObjectID, storedValues v: [Value]) throws {
         guard v.count == 3 else { throw StrataError.entityMismatch(type: "Playlist", reason: "expected 3 values, got \(v.count)") }
         self.id = id
-        name = try String(storedValue: v[0])
-        createdAt = try Date(storedValue: v[1])
-        notes = try Optional<String>(storedValue: v[2])
+        self.name = try String(storedValue: v[0])
+        self.createdAt = try Date(storedValue: v[1])
+        self.notes = try Optional<String>(storedValue: v[2])
     }
 }
 

@@ -30,6 +30,7 @@ enum Exit {
             }
         case let e as LMDBError: return code(forLMDB: e)
         case is SchemaError: return dataError
+        case let e as ImportIssue: return e.line == 0 ? noInput : dataError
         case let e as CLIError: return e.code
         default: return software
         }

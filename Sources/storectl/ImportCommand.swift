@@ -46,6 +46,9 @@ struct ImportCommand: AsyncParsableCommand {
         for f in files where !FileManager.default.isReadableFile(atPath: f) {
             throw failure(CLIError("\(f): no such file or not readable", code: Exit.noInput))
         }
+        if let rejects, !FileManager.default.createFile(atPath: rejects, contents: nil) {
+            throw failure(CLIError("\(rejects): cannot create the rejects file", code: Exit.cannotCreate))
+        }
         var options = ImportOptions()
         options.batchSize = batch
         options.format = format.flatMap(ImportFormat.init(rawValue:))
@@ -80,7 +83,7 @@ struct ImportCommand: AsyncParsableCommand {
         if json {
             printJSON(.object([
                 ("importID", .string(summary.importID)), ("records", .int(Int64(summary.records))),
-                ("rejected", .int(Int64(summary.rejected))), ("transactions", .int(Int64(summary.transactions))),
+                ("rejected", .int(Int64(summary.rejected))), ("skippedLinks", .int(Int64(summary.skippedLinks))), ("transactions", .int(Int64(summary.transactions))),
                 ("firstTransaction", summary.firstTransaction.map { .int(Int64($0.rawValue)) } ?? .null),
                 ("lastTransaction", summary.lastTransaction.map { .int(Int64($0.rawValue)) } ?? .null),
                 ("seconds", .double(summary.seconds)),
@@ -89,6 +92,7 @@ struct ImportCommand: AsyncParsableCommand {
             let rate = summary.seconds > 0 ? Int(Double(summary.records) / summary.seconds) : 0
             print("imported \(summary.records) records in \(summary.transactions) transaction(s) in \(String(format: "%.2f", summary.seconds)) s (\(rate) records/s), import id \(summary.importID)")
             if summary.rejected > 0 { print("rejected \(summary.rejected) record(s), see \(rejects ?? "the rejects file")") }
+            if summary.skippedLinks > 0 { print("skipped \(summary.skippedLinks) relationship(s) whose other end was rejected") }
         }
     }
 }

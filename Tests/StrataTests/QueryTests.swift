@@ -142,7 +142,7 @@ import Testing
             #expect(throws: StrataError.self) { try view.fetch(Query(entity: "Nope")) }
             #expect(throws: StrataError.self) { try view.fetch(Query(entity: "Track", predicate: .compare(attribute: 2, .equal, .string("x")))) }
             #expect(throws: StrataError.self) { try view.fetch(Query(entity: "Track", predicate: .compare(attribute: 99, .equal, .int(1)))) }
-            #expect(throws: StrataError.self) { try view.fetch(Query(entity: "Track", sort: [SortDescriptor(attribute: 42)])) }
+            #expect(throws: StrataError.self) { try view.fetch(Query(entity: "Track", sort: [SortKey(attribute: 42)])) }
         }
     }
 

@@ -135,7 +135,7 @@ extension LiveQuerySource {
     /// The query's entity and every entity its predicate reaches through relationships.
     func relevantEntities(_ query: Query) -> Set<String> {
         var names: Set<String> = [query.entity]
-        func walk(_ p: Predicate) {
+        func walk(_ p: Filter) {
             switch p {
             case .related(let tag, _):
                 if let r = schema.relationship(tag: tag) { names.insert(r.destination) }

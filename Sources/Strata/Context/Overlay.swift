@@ -85,7 +85,7 @@ struct MergedSource: ObjectSource {
 
     /// The base's candidates with dirty objects taken out, merged in id order with the dirty
     /// objects' current records (deleted ones skipped).
-    func candidates(_ e: EntityDescription, _ predicate: Predicate, _ visit: (Record) throws -> Bool) throws {
+    func candidates(_ e: EntityDescription, _ predicate: Filter, _ visit: (Record) throws -> Bool) throws {
         var dirtySet = Set<ObjectID>()
         for o in overlays { dirtySet.formUnion(o.dirty[e.tag] ?? []) }
         if dirtySet.isEmpty { return try base.candidates(e, predicate, visit) }

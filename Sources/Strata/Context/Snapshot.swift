@@ -57,7 +57,8 @@ public final class Snapshot: Sendable {
     public var isClosed: Bool { txn.withLock { $0 == nil } }
 
     func read<R>(_ body: (ReadView) throws -> R) throws -> R {
-        try txn.withLock { box in
+        try store.checkUsable()
+        return try txn.withLock { box in
             guard let box else { throw StrataError.closed(path: store.path) }
             return try store.env.mapLock.withShared {
                 try body(ReadView(txn: LMDBTransaction(handle: box.txn, isWrite: false), env: store.env, schema: store.schema))

@@ -40,12 +40,15 @@ public final class ViewContext: ObjectReading {
     /// Moves a pinned context to the latest committed transaction (no-op when auto-refreshing).
     public func refresh() throws {
         guard !autoRefresh else { return }
-        let fresh = try store.snapshot(label: label)
-        let old = pinned.withLock { p -> Snapshot? in
-            defer { p = fresh }
+        // Release first, so a context can refresh even when the snapshot limit is reached.
+        pinned.withLock { p -> Snapshot? in
+            defer { p = nil }
             return p
+        }?.close()
+        let fresh = try store.snapshot(label: label)
+        pinned.withLock { p in
+            if p == nil { p = fresh } else { fresh.close() }
         }
-        old?.close()
         observers.changed()
     }
 

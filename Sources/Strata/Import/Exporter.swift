@@ -61,13 +61,20 @@ public struct Exporter: Sendable {
     }
 
     private func csvRow(_ r: Record, _ rels: [RelationshipDescription], _ links: [[ObjectID]]) -> String {
-        csvLine([r.id.description] + r.values.map(ValueConversion.text) + links.map { $0.map(\.description).joined(separator: "|") })
+        // An empty string is written quoted (`""`): an empty unquoted field reads back as null.
+        let values = r.values.map { v -> String in
+            if case .string(let s) = v, s.isEmpty { return "\"\"" }
+            return csvField(ValueConversion.text(v))
+        }
+        return ([csvField(r.id.description)] + values + links.map { csvField($0.map(\.description).joined(separator: "|")) }).joined(separator: ",")
     }
 
     private func csvLine(_ fields: [String]) -> String {
-        fields.map { f in
-            f.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) || f.hasPrefix(" ") || f.hasSuffix(" ")
-                ? "\"" + f.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : f
-        }.joined(separator: ",")
+        fields.map(csvField).joined(separator: ",")
+    }
+
+    private func csvField(_ f: String) -> String {
+        f.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) || f.hasPrefix(" ") || f.hasSuffix(" ")
+            ? "\"" + f.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : f
     }
 }

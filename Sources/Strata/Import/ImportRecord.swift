@@ -1,3 +1,5 @@
+import Foundation
+
 /// One input record, validated against the schema and ready to become change-set operations.
 struct ImportRecord {
     let entity: EntityDescription
@@ -8,6 +10,17 @@ struct ImportRecord {
     /// How the record itself is found again: its id, or its first unique constraint's values.
     let reference: ObjectReference
     let line: Int
+
+    /// Every way another record may refer to this one: its explicit id and each unique key
+    /// whose values are all set.
+    var aliases: [ObjectReference] {
+        var refs: [ObjectReference] = explicitID.map { [.id($0)] } ?? []
+        for (i, u) in entity.uniques.enumerated() {
+            let values = u.attributes.map { self.values[$0] }
+            if !values.contains(where: \.isNull) { refs.append(.unique(entityTag: entity.tag, constraint: i, values: values)) }
+        }
+        return refs
+    }
 
     /// A 64-bit digest of a reference, for presence and duplicate checks with bounded memory.
     static func digest(_ ref: ObjectReference) -> UInt64 {
@@ -156,7 +169,11 @@ struct RecordBuilder {
             guard let u = entity.uniques.first else {
                 throw issue(line, nil, "\(entity.name) has no unique constraint, so each line needs an \"id\" to be re-importable")
             }
-            reference = .unique(entityTag: entity.tag, constraint: 0, values: u.attributes.map { values[$0] })
+            let key = u.attributes.map { values[$0] }
+            if let missing = u.attributes.first(where: { values[$0].isNull }) {
+                throw issue(line, entity.attributes[missing].name, "the unique key \(Layout.uniqueFieldName(u, entity)) needs a value (or give the line an \"id\")")
+            }
+            reference = .unique(entityTag: entity.tag, constraint: 0, values: key)
         }
         return ImportRecord(entity: entity, explicitID: explicitID, values: values, links: links, reference: reference, line: line)
     }
@@ -173,8 +190,12 @@ struct RecordBuilder {
         case relationshipKey(RelationshipDescription, constraint: Int, AttributeDescription)
     }
 
-    func csvColumns(_ header: [String], entity: EntityDescription, line: Int) throws -> [Column] {
+    func csvColumns(_ cells: [CSVSplitter.Field], entity: EntityDescription, line: Int) throws -> [Column] {
         var seen: Set<String> = []
+        let header = cells.enumerated().map { i, c in
+            // A byte-order mark before the first name and spaces around names are not part of them.
+            (i == 0 && c.text.hasPrefix("\u{FEFF}") ? String(c.text.dropFirst()) : c.text).trimmingCharacters(in: .whitespaces)
+        }
         return try header.map { name in
             guard seen.insert(name).inserted else { throw issue(line, name, "column appears twice") }
             if name == "id" { return .id }
@@ -192,16 +213,23 @@ struct RecordBuilder {
         }
     }
 
-    func fromCSV(_ fields: [String], columns: [Column], entity: EntityDescription, line: Int) throws -> ImportRecord {
-        guard fields.count == columns.count else { throw issue(line, nil, "\(fields.count) fields, the header has \(columns.count)") }
+    func fromCSV(_ cells: [CSVSplitter.Field], columns: [Column], entity: EntityDescription, line: Int) throws -> ImportRecord {
+        guard cells.count == columns.count else { throw issue(line, nil, "\(cells.count) fields, the header has \(columns.count)") }
+        let fields = cells.map(\.text)
         var values = [Value](repeating: .null, count: entity.attributes.count)
         var links: [(RelationshipDescription, [ObjectReference]?)] = []
         var explicitID: ObjectID?
-        for (text, column) in zip(fields, columns) {
+        for ((text, cell), column) in zip(zip(fields, cells), columns) {
             switch column {
             case .id:
                 if !text.isEmpty { explicitID = try parseID(.string(text), entity: entity, line: line, field: "id") }
             case .attribute(let a):
+                // An empty unquoted field is null; `""` is the empty string.
+                if a.type == .string && cell.quoted {
+                    values[a.index] = .string(text)
+                    try checkSize(values[a.index], a, line: line)
+                    continue
+                }
                 do { values[a.index] = try ValueConversion.value(fromText: text, type: a.type) } catch let f as ValueConversion.Failure {
                     throw issue(line, a.name, f.reason)
                 }
@@ -209,6 +237,7 @@ struct RecordBuilder {
             case .relationshipIDs(let r):
                 let d = schema.entity(named: r.destination)!
                 let parts = text.isEmpty ? [] : text.split(separator: "|").map(String.init)
+                if !r.isToMany && parts.count > 1 { throw issue(line, r.name, "a to-one relationship takes one id, found \(parts.count)") }
                 links.append((r, r.isToMany || !parts.isEmpty ? try parts.map { .id(try parseID(.string($0), entity: d, line: line, field: r.name)) } : nil))
             case .relationshipKey(let r, let ci, let a):
                 let parts = text.isEmpty ? [] : (r.isToMany ? text.split(separator: "|").map(String.init) : [text])
@@ -228,14 +257,20 @@ struct RecordBuilder {
 /// Splits CSV (RFC 4180): comma-separated, `"`-quoted fields with `""` for a quote; quoted
 /// fields may span lines.
 enum CSVSplitter {
+    /// One field and whether it was quoted (`""` is an empty string, an empty unquoted field null).
+    struct Field: Equatable {
+        let text: String
+        let quoted: Bool
+    }
+
     enum Result {
-        case fields([String])
+        case fields([Field])
         /// The record continues on the next line (an open quote).
         case needsMore
     }
 
     static func split(_ bytes: [UInt8]) throws -> Result {
-        var fields: [String] = []
+        var fields: [Field] = []
         var field: [UInt8] = []
         var i = 0
         var quoted = false
@@ -254,7 +289,7 @@ enum CSVSplitter {
                     field.append(c)
                 }
             } else if c == 0x2C {
-                fields.append(try text(field, fields.count))
+                fields.append(Field(text: try text(field, fields.count), quoted: wasQuoted))
                 field = []
                 wasQuoted = false
             } else if c == 0x22 && field.isEmpty && !wasQuoted {
@@ -269,7 +304,7 @@ enum CSVSplitter {
             i += 1
         }
         if quoted { return .needsMore }
-        fields.append(try text(field, fields.count))
+        fields.append(Field(text: try text(field, fields.count), quoted: wasQuoted))
         return .fields(fields)
     }
 

@@ -92,6 +92,9 @@ public struct ImportSummary: Sendable, Equatable {
     public let records: Int
     /// Records rejected (only with ``ImportOptions/continueOnError``).
     public let rejected: Int
+    /// With ``ImportOptions/continueOnError``: relationships not linked because their other end
+    /// was rejected.
+    public let skippedLinks: Int
     /// Transactions committed (batches plus deferred-link batches).
     public let transactions: Int
     public let firstTransaction: TransactionID?

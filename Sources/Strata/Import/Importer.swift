@@ -50,7 +50,7 @@ public final class Importer: Sendable {
         try await write(&state, rejects: rejects)
         try await linkDeferred(&state)
         state.report(.done, records: state.written, bytes: totalBytes, force: true)
-        return ImportSummary(importID: state.importID, records: state.written, rejected: state.rejected.count,
+        return ImportSummary(importID: state.importID, records: state.written, rejected: state.rejected.count, skippedLinks: state.skippedLinks,
                              transactions: state.transactions.count, firstTransaction: state.transactions.first,
                              lastTransaction: state.transactions.last, seconds: (ContinuousClock.now - clock).seconds)
     }
@@ -72,14 +72,14 @@ public final class Importer: Sendable {
                 continue
             case .success(let r): record = r
             }
-            let digest = ImportRecord.digest(record.reference)
-            if let first = keys[digest] {
+            let aliases = record.aliases
+            if let (alias, first) = aliases.lazy.compactMap({ a in keys[ImportRecord.digest(a)].map { (a, $0) } }).first {
                 let (f, l) = (Int(first >> 40), Int(first & 0xFF_FFFF_FFFF))
                 s.reject(item.location, ImportIssue(file: s.files[item.fileIndex], line: item.line, field: nil,
-                                                    reason: "duplicate key \(record.reference) of \(record.entity.name) (first at \(s.files[f]):\(l))"))
+                                                    reason: "duplicate key \(alias) of \(record.entity.name) (first at \(s.files[f]):\(l))"))
                 continue
             }
-            keys[digest] = item.location
+            for alias in aliases { keys[ImportRecord.digest(alias)] = item.location }
             for (r, targets) in record.links {
                 for t in targets ?? [] where keys[ImportRecord.digest(t)] == nil {
                     pending.append((ImportRecord.digest(t), t, item.location,
@@ -127,11 +127,11 @@ public final class Importer: Sendable {
                     if present {
                         changes.append(.link(relationship: r.tag, from: .id(id), to: t))
                     } else {
-                        s.deferred.append((r.tag, record.reference, t))
+                        s.deferred.append((r.tag, record.reference, t, item.location))
                     }
                 }
             }
-            s.markWritten(record.reference)
+            for alias in record.aliases { s.markWritten(alias) }
             batch.add(changes, item: item)
             n += 1
             if batch.count >= options.batchSize {
@@ -168,11 +168,23 @@ public final class Importer: Sendable {
     /// Links whose target came later in the input than their source.
     private func linkDeferred(_ s: inout ImportState) async throws {
         var start = 0
+        let metadata = ["importID": s.importID, "phase": "links"]
         while start < s.deferred.count {
             let slice = s.deferred[start..<min(s.deferred.count, start + options.batchSize)]
             var changes = ChangeSet()
             for d in slice { changes.append(.link(relationship: d.relationship, from: d.from, to: d.to)) }
-            s.committed(try await store.save(changes, author: options.author, metadata: ["importID": s.importID, "phase": "links"]))
+            do {
+                s.committed(try await store.save(changes, author: options.author, metadata: metadata))
+            } catch StrataError.validation where options.continueOnError {
+                // A target (or source) was rejected: link what can be linked, count the rest.
+                for d in slice {
+                    var one = ChangeSet()
+                    one.append(.link(relationship: d.relationship, from: d.from, to: d.to))
+                    do { s.committed(try await store.save(one, author: options.author, metadata: metadata)) } catch StrataError.validation {
+                        s.skippedLinks += 1
+                    }
+                }
+            }
             start += slice.count
             s.report(.linking, records: start, bytes: s.totalBytes, force: true)
         }
@@ -208,7 +220,8 @@ private struct ImportState {
     /// Rejected lines (packed location) and why.
     var rejected: [UInt64: String] = [:]
     var writtenKeys: Set<UInt64> = []
-    var deferred: [(relationship: UInt16, from: ObjectReference, to: ObjectReference)] = []
+    var deferred: [(relationship: UInt16, from: ObjectReference, to: ObjectReference, location: UInt64)] = []
+    var skippedLinks = 0
     var transactions: [TransactionID] = []
     var written = 0
     var lastReport = ContinuousClock.now

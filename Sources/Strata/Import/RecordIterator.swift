@@ -104,7 +104,7 @@ struct RecordIterator {
             }
         case .csv:
             var raw = bytes
-            var fields: [String]
+            var fields: [CSVSplitter.Field]
             while true {
                 do {
                     switch try CSVSplitter.split(raw) {

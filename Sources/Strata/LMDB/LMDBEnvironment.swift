@@ -1,3 +1,4 @@
+import Foundation
 import CLMDB
 import Glibc
 import Synchronization
@@ -109,17 +110,36 @@ final class LMDBEnvironment: Sendable {
     /// requires. On any error the transaction is aborted and nothing is written.
     func write<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {
         precondition(!options.readOnly, "write transaction on a read-only environment")
-        let txn = try beginTransaction(flags: 0)
-        let result: R
-        do {
-            result = try body(LMDBTransaction(handle: txn, isWrite: true))
-        } catch {
-            mdb_txn_abort(txn)
-            throw error
+        while true {
+            // The map lock is held shared for the whole transaction: a reader adopting another
+            // process's map size must not remap while the writer holds page pointers.
+            let outcome: Result<R, Error>? = mapLock.withShared {
+                var txn: OpaquePointer?
+                let rc = mdb_txn_begin(handle, nil, 0, &txn)
+                if rc == MDB_MAP_RESIZED { return nil }
+                do {
+                    try lmdbCheck(rc, "mdb_txn_begin")
+                    guard let txn else { throw LMDBError(code: EINVAL, operation: "mdb_txn_begin") }
+                    let result: R
+                    do {
+                        result = try body(LMDBTransaction(handle: txn, isWrite: true))
+                    } catch {
+                        mdb_txn_abort(txn)
+                        throw error
+                    }
+                    // mdb_txn_commit frees the transaction whether or not it succeeds.
+                    try lmdbCheck(mdb_txn_commit(txn), "mdb_txn_commit")
+                    return .success(result)
+                } catch {
+                    return .failure(error)
+                }
+            }
+            guard let outcome else {
+                try adoptMapSize()
+                continue
+            }
+            return try outcome.get()
         }
-        // mdb_txn_commit frees the transaction whether or not it succeeds.
-        try lmdbCheck(mdb_txn_commit(txn), "mdb_txn_commit")
-        return result
     }
 
     /// Runs `body` in a nested write transaction: its changes are kept when it returns and
@@ -139,21 +159,6 @@ final class LMDBEnvironment: Sendable {
         return result
     }
 
-    private func beginTransaction(flags: UInt32) throws -> OpaquePointer {
-        for _ in 0..<3 {
-            var txn: OpaquePointer?
-            let rc = mdb_txn_begin(handle, nil, flags, &txn)
-            if rc == MDB_MAP_RESIZED {
-                try adoptMapSize()
-                continue
-            }
-            try lmdbCheck(rc, "mdb_txn_begin")
-            guard let txn else { throw LMDBError(code: EINVAL, operation: "mdb_txn_begin") }
-            return txn
-        }
-        throw LMDBError(code: MDB_MAP_RESIZED, operation: "mdb_txn_begin (map resized repeatedly)")
-    }
-
     /// Another process grew the map: adopt the size it wrote.
     func adoptMapSize() throws {
         try mapLock.withExclusive {
@@ -166,6 +171,13 @@ final class LMDBEnvironment: Sendable {
 
     /// Doubles the map (up to ``LMDBOptions/maxMapSizeBytes``). Call only while this process has
     /// no write transaction open; readers are held off by ``mapLock`` for the remap.
+    ///
+    /// LMDB documents `mdb_env_set_mapsize` as safe only with no transaction active in the process.
+    /// Pinned snapshots keep read transactions open across a growth. That is safe with liblmdb
+    /// 0.9.x because an idle read transaction holds no pointer into the map: `mdb_txn_renew0`
+    /// copies the meta page's database records into the transaction, and every page is found
+    /// from `env->me_map` at the time of access. Page pointers live only in cursors, which Strata
+    /// opens and closes inside one operation while holding ``mapLock`` shared.
     /// - Returns: false when the map is already at its maximum.
     func growMap() throws -> Bool {
         try mapLock.withExclusive {
@@ -186,14 +198,31 @@ final class LMDBEnvironment: Sendable {
     // MARK: Read transactions
 
     /// Begins (or renews a pooled) read-only transaction. Pair with ``endRead(_:)``.
+    /// Beginning reads the meta pages in the map, so it holds ``mapLock`` shared.
     func beginRead() throws -> OpaquePointer {
-        if let box = readPool.withLock({ $0.popLast() }) {
-            let rc = mdb_txn_renew(box.txn)
-            if rc == MDB_SUCCESS { return box.txn }
-            mdb_txn_abort(box.txn)
-            if rc != MDB_MAP_RESIZED { try lmdbCheck(rc, "mdb_txn_renew") }
+        var pooled = readPool.withLock { $0.popLast() }
+        while true {
+            let attempt: Result<OpaquePointer, LMDBError>? = mapLock.withShared {
+                if let box = pooled {
+                    pooled = nil
+                    let rc = mdb_txn_renew(box.txn)
+                    if rc == MDB_SUCCESS { return .success(box.txn) }
+                    mdb_txn_abort(box.txn)
+                    if rc == MDB_MAP_RESIZED { return nil }
+                    return .failure(LMDBError(code: rc, operation: "mdb_txn_renew"))
+                }
+                var txn: OpaquePointer?
+                let rc = mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &txn)
+                if rc == MDB_MAP_RESIZED { return nil }
+                guard rc == MDB_SUCCESS, let txn else { return .failure(LMDBError(code: rc == 0 ? EINVAL : rc, operation: "mdb_txn_begin(read-only)")) }
+                return .success(txn)
+            }
+            guard let attempt else {
+                try adoptMapSize()
+                continue
+            }
+            return try attempt.get()
         }
-        return try beginTransaction(flags: UInt32(MDB_RDONLY))
     }
 
     /// Ends a read transaction from ``beginRead()``: it is reset and pooled, or aborted.
@@ -221,11 +250,24 @@ final class LMDBEnvironment: Sendable {
         return Int(st.st_size)
     }
 
-    /// Active reader slots (including other processes').
+    /// Reader slots holding a snapshot now, in every process (`mdb_reader_list`). Reset slots kept
+    /// for reuse and slots of ended processes are not counted.
     func readerCount() -> Int {
-        var info = MDB_envinfo()
-        mdb_env_info(handle, &info)
-        return Int(info.me_numreaders)
+        final class Counter { var active = 0 }
+        let counter = Counter()
+        let rc = withExtendedLifetime(counter) {
+            mdb_reader_list(handle, { message, ctx in
+                // Lines are "pid thread txnid"; a reset slot shows "-" as its txnid, and the
+                // header and "(no active readers)" start with a letter or parenthesis.
+                guard let message else { return 0 }
+                let fields = String(cString: message).split(separator: " ", omittingEmptySubsequences: true)
+                if fields.count == 3, Int(fields[0]) != nil, fields[2].trimmingCharacters(in: .whitespacesAndNewlines) != "-" {
+                    Unmanaged<Counter>.fromOpaque(ctx!).takeUnretainedValue().active += 1
+                }
+                return 0
+            }, Unmanaged.passUnretained(counter).toOpaque())
+        }
+        return rc >= 0 ? counter.active : 0
     }
 }
 

@@ -58,8 +58,6 @@ public struct LogEntry: Sendable, Equatable {
 ///  [change count varint][change*][crc32c u32]`.
 enum LogEntryCodec {
     static let format: UInt8 = 1
-    /// Upper bound on one encoded entry, so a corrupt length cannot make the decoder allocate wildly.
-    static let maxEntryBytes = 1 << 30
 
     static func encode(_ e: LogEntry) -> [UInt8] {
         var w = ByteWriter(capacity: 64 + e.changes.count * 48)

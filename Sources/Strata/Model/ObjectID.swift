@@ -3,8 +3,9 @@ import Synchronization
 
 /// The permanent identity of an object, assigned at insert and never changed.
 ///
-/// 128 bits: the entity's 16-bit tag, a 48-bit millisecond timestamp, then 64 bits that are
-/// random at each new millisecond and incremented within it. Ids of one entity therefore sort by
+/// 128 bits: the entity's 16-bit tag, a 48-bit millisecond timestamp, then 64 bits that start
+/// at a random 62-bit value at each new millisecond and are incremented within it (the two spare
+/// bits leave room to count without overflow). Ids of one entity therefore sort by
 /// creation time (inserts append to the B-tree) and are unique across processes without
 /// coordination. There are no temporary ids: the id you get from `insert` is valid in every
 /// context, every process and every later version of the store.

@@ -8,7 +8,7 @@ protocol ObjectSource {
     func objectCount(_ entity: EntityDescription) throws -> Int
     /// Calls `visit` with a superset of the objects of `e` that may match `predicate`, each with
     /// its current record, in id order, until `visit` returns false.
-    func candidates(_ e: EntityDescription, _ predicate: Predicate, _ visit: (Record) throws -> Bool) throws
+    func candidates(_ e: EntityDescription, _ predicate: Filter, _ visit: (Record) throws -> Bool) throws
 }
 
 extension ObjectSource {
@@ -54,7 +54,7 @@ extension ObjectSource {
         return Array(items[offset..<end])
     }
 
-    func ordering(_ sort: [SortDescriptor]) -> (Record, Record) -> Bool {
+    func ordering(_ sort: [SortKey]) -> (Record, Record) -> Bool {
         { a, b in
             for s in sort {
                 let c = Value.compare(a.values[s.attribute], b.values[s.attribute])
@@ -66,7 +66,7 @@ extension ObjectSource {
 
     // MARK: Evaluation
 
-    func matches(_ p: Predicate, _ r: Record) throws -> Bool {
+    func matches(_ p: Filter, _ r: Record) throws -> Bool {
         switch p {
         case .all: return true
         case .compare(let a, let op, let v): return op.holds(Value.compare(r.values[a], v))
@@ -102,7 +102,7 @@ extension ObjectSource {
     }
 
     /// Checks positions, value types and relationship kinds against the entity.
-    func validate(_ p: Predicate, _ e: EntityDescription) throws {
+    func validate(_ p: Filter, _ e: EntityDescription) throws {
         func bad(_ reason: String) -> StrataError { .invalidQuery(entity: e.name, reason: reason) }
         func attribute(_ a: Int) throws -> AttributeDescription {
             guard a >= 0, a < e.attributes.count else { throw bad("attribute position \(a) out of range") }

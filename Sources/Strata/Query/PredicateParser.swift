@@ -29,7 +29,7 @@ public struct PredicateParser {
     private var i = 0
 
     /// Parses `text` as a filter over `entity`.
-    public static func parse(_ text: String, entity: EntityDescription, schema: Schema) throws -> Predicate {
+    public static func parse(_ text: String, entity: EntityDescription, schema: Schema) throws -> Filter {
         var p = PredicateParser(schema: schema)
         p.tokens = try tokenize(Array(text.unicodeScalars))
         let result = try p.orExpression(entity)
@@ -38,7 +38,7 @@ public struct PredicateParser {
     }
 
     /// Parses `title,-year` (a `-` prefix sorts descending).
-    public static func parseSort(_ text: String, entity: EntityDescription) throws -> [SortDescriptor] {
+    public static func parseSort(_ text: String, entity: EntityDescription) throws -> [SortKey] {
         try text.split(separator: ",").map { part in
             let s = part.trimmingCharacters(in: .whitespaces)
             let descending = s.hasPrefix("-")
@@ -46,7 +46,7 @@ public struct PredicateParser {
             guard let a = entity.attribute(named: name) else {
                 throw ParseError(position: 0, reason: "unknown sort attribute '\(name)' of \(entity.name)")
             }
-            return SortDescriptor(attribute: a.index, ascending: !descending)
+            return SortKey(attribute: a.index, ascending: !descending)
         }
     }
 
@@ -114,19 +114,19 @@ public struct PredicateParser {
         return true
     }
 
-    private mutating func orExpression(_ e: EntityDescription) throws -> Predicate {
+    private mutating func orExpression(_ e: EntityDescription) throws -> Filter {
         var p = try andExpression(e)
         while accept(.word("or")) { p = p || (try andExpression(e)) }
         return p
     }
 
-    private mutating func andExpression(_ e: EntityDescription) throws -> Predicate {
+    private mutating func andExpression(_ e: EntityDescription) throws -> Filter {
         var p = try unary(e)
         while accept(.word("and")) { p = p && (try unary(e)) }
         return p
     }
 
-    private mutating func unary(_ e: EntityDescription) throws -> Predicate {
+    private mutating func unary(_ e: EntityDescription) throws -> Filter {
         if accept(.word("not")) { return .not(try unary(e)) }
         if accept(.symbol("(")) {
             let p = try orExpression(e)
@@ -136,14 +136,14 @@ public struct PredicateParser {
         return try comparison(e)
     }
 
-    private mutating func comparison(_ e: EntityDescription) throws -> Predicate {
+    private mutating func comparison(_ e: EntityDescription) throws -> Filter {
         guard i < tokens.count, case .word(let path) = tokens[i].0 else { throw error("expected an attribute name") }
         i += 1
         return try resolve(path.split(separator: ".").map(String.init), in: e)
     }
 
     /// Walks a dotted path: to-one relationships become `through`, to-many ones `any`.
-    private mutating func resolve(_ path: [String], in e: EntityDescription) throws -> Predicate {
+    private mutating func resolve(_ path: [String], in e: EntityDescription) throws -> Filter {
         let head = path[0]
         if path.count == 1, let a = e.attribute(named: head) { return try condition(on: a) }
         guard let r = e.relationship(named: head) else { throw error("\(e.name) has no attribute or relationship '\(head)'") }
@@ -158,7 +158,7 @@ public struct PredicateParser {
                 i += 1
                 target = id
             }
-            let p = Predicate.related(relationship: r.tag, target)
+            let p = Filter.related(relationship: r.tag, target)
             return op == .equal ? p : .not(p)
         }
         let inner = try resolve(Array(path.dropFirst()), in: destination)
@@ -173,7 +173,7 @@ public struct PredicateParser {
         return op
     }
 
-    private mutating func condition(on a: AttributeDescription) throws -> Predicate {
+    private mutating func condition(on a: AttributeDescription) throws -> Filter {
         guard i < tokens.count else { throw error("expected an operator after '\(a.name)'") }
         if case .word(let w) = tokens[i].0 {
             i += 1

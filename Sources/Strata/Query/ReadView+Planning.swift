@@ -9,7 +9,7 @@ extension ReadView {
     }
 
     /// Calls `visit` with every object that may match, in id order, until it returns false.
-    func candidates(_ e: EntityDescription, _ predicate: Predicate, _ visit: (Record) throws -> Bool) throws {
+    func candidates(_ e: EntityDescription, _ predicate: Filter, _ visit: (Record) throws -> Bool) throws {
         let path = plan(e, predicate)
         if case .scan = path {
             try txn.scan(env[.objects], prefix: Layout.entityPrefix(e.tag)) { key, value in
@@ -24,8 +24,8 @@ extension ReadView {
         }
     }
 
-    private func plan(_ e: EntityDescription, _ predicate: Predicate) -> Path {
-        let conjuncts: [Predicate] = if case .and(let list) = predicate { list } else { [predicate] }
+    private func plan(_ e: EntityDescription, _ predicate: Filter) -> Path {
+        let conjuncts: [Filter] = if case .and(let list) = predicate { list } else { [predicate] }
         var best: (rank: Int, path: Path)?
         func offer(_ rank: Int, _ path: Path) {
             if best == nil || rank < best!.rank { best = (rank, path) }
@@ -35,20 +35,22 @@ extension ReadView {
             case .idIn(let ids):
                 offer(0, .ids(ids.sorted()))
             case .compare(let a, let op, let v) where op != .notEqual:
-                guard let index = leadingIndex(e, a) else { continue }
+                // `<` and `<=` have no lower bound, so they also match nulls.
+                let nullable = v.isNull || op == .less || op == .lessOrEqual
+                guard let index = leadingIndex(e, a, matchesNull: nullable) else { continue }
                 switch op {
                 case .equal: offer(index.isUnique && index.attributes.count == 1 ? 1 : 2, .index(index, low: v, high: v))
                 case .less, .lessOrEqual: offer(4, .index(index, low: nil, high: v))
                 default: offer(4, .index(index, low: v, high: nil))
                 }
             case .between(let a, let lo, let hi):
-                if let index = leadingIndex(e, a) { offer(4, .index(index, low: lo, high: hi)) }
+                if let index = leadingIndex(e, a, matchesNull: lo.isNull) { offer(4, .index(index, low: lo, high: hi)) }
             case .isIn(let a, let values):
-                if let index = leadingIndex(e, a), values.count <= 64, let lo = values.min(), let hi = values.max() {
+                if let index = leadingIndex(e, a, matchesNull: values.contains(.null)), values.count <= 64, let lo = values.min(), let hi = values.max() {
                     offer(3, .index(index, low: lo, high: hi))
                 }
             case .string(let a, .hasPrefix, let s, caseInsensitive: false):
-                if let index = leadingIndex(e, a) { offer(4, .prefix(index, s)) }
+                if let index = leadingIndex(e, a, matchesNull: false) { offer(4, .prefix(index, s)) }
             case .related(let tag, let target?):
                 if let r = schema.relationship(tag: tag) { offer(2, .inverse(tag: schema.inverse(of: r).tag, target: target)) }
             default:
@@ -59,8 +61,11 @@ extension ReadView {
     }
 
     /// An index or unique constraint whose first attribute is `a` (uniques first: they are exact).
-    private func leadingIndex(_ e: EntityDescription, _ a: Int) -> IndexDescription? {
-        e.uniques.first { $0.attributes.first == a } ?? e.indexes.first { $0.attributes.first == a }
+    /// Unique constraints hold no entry for a null key (nulls never clash), so when the condition
+    /// can match a null value only a plain index, which stores nulls, may serve it.
+    private func leadingIndex(_ e: EntityDescription, _ a: Int, matchesNull: Bool) -> IndexDescription? {
+        let mayBeNull = matchesNull && e.attributes[a].isOptional
+        return (mayBeNull ? nil : e.uniques.first { $0.attributes.first == a }) ?? e.indexes.first { $0.attributes.first == a }
     }
 
     private func ids(for path: Path) throws -> [ObjectID] {

@@ -107,6 +107,7 @@ struct SchemaLoader {
         let top = try members(root, nil, allowed: ["model", "version", "entities", "description"])
         _ = top
         guard case .string(let model)? = root["model"], !model.isEmpty else { throw error("model", "missing or not a non-empty string") }
+        _ = try name(.string(model), "model")
         guard case .int(let v)? = root["version"], v >= 1, v <= Int64(UInt32.max) else { throw error("version", "missing or not a positive integer") }
         if let expectedVersion, expectedVersion != Int(v) {
             throw error("version", "file is named v\(expectedVersion).json but declares version \(v)")
@@ -197,6 +198,7 @@ struct SchemaLoader {
         _ = try members(json, place, allowed: ["name", "destination", "toMany", "inverse", "deleteRule", "optional", "description"])
         let n = try name(json["name"], place)
         let field = "relationship '\(n)'"
+        if ["id", "entity"].contains(n) { throw error(field, "'\(n)' is reserved") }
         guard case .string(let dest)? = json["destination"] else { throw error(field, "missing 'destination'") }
         guard all.contains(where: { $0.name == dest }) else { throw error(field, "destination '\(dest)' is not an entity of this schema") }
         guard case .string(let inverse)? = json["inverse"] else { throw error(field, "missing 'inverse' (every relationship needs an inverse)") }

@@ -33,7 +33,8 @@ public final class Store: Sendable {
     private let processID: pid_t
     private let closed = Atomic<Bool>(false)
     private let deleteOnClose: Bool
-    private let main = Mutex<ViewContext?>(nil)
+    /// Held weakly: the context holds the store, and a strong reference back would keep both alive.
+    private let main = Mutex<WeakViewContext>(WeakViewContext())
 
     private init(path: String, schema: Schema, configuration: StoreConfiguration, env: LMDBEnvironment, deleteOnClose: Bool) throws {
         self.path = path
@@ -49,11 +50,10 @@ public final class Store: Sendable {
         if configuration.readOnly {
             writer = nil
         } else {
-            let last = try env.read { try ReadView(txn: $0, env: env, schema: schema).lastTransactionID() }
             let registry = snapshots
             let warnAfter = configuration.snapshotAgeWarningSeconds
             let log = logger
-            writer = Writer(env: env, schema: schema, config: configuration, hub: hub, logger: logger, lastCommitted: last) {
+            writer = Writer(env: env, schema: schema, config: configuration, hub: hub, logger: logger) {
                 for s in registry.takeOverdue(olderThan: warnAfter) {
                     log.warning("snapshot '\(s.label)' pinned at transaction \(s.transactionID) for \(Int(s.age)) s keeps old pages alive")
                 }
@@ -116,7 +116,9 @@ public final class Store: Sendable {
         } else if !isDir.boolValue {
             throw StrataError.notAStore(path: path, reason: "a store is a directory, this is a file")
         }
-        if (configuration.readOnly || appSchema == nil) && !fm.fileExists(atPath: path + "/data.mdb") { throw StrataError.storeNotFound(path: path) }
+        if (configuration.readOnly || appSchema == nil || !configuration.createIfMissing) && !fm.fileExists(atPath: path + "/data.mdb") {
+            throw StrataError.storeNotFound(path: path)
+        }
         let env = try openEnvironment(path: path, configuration: configuration)
         do {
             let schema = try prepareMeta(env: env, path: path, appSchema: appSchema, configuration: configuration)
@@ -218,7 +220,7 @@ public final class Store: Sendable {
     private func shutDown() {
         writer?.close()
         hub.finishAll()
-        main.withLock { $0 }?.close()
+        main.withLock { $0.context }?.close()
         snapshots.closeAll()
         env.close()
         StoreRegistry.shared.remove(path: path, store: self)
@@ -261,9 +263,9 @@ public final class Store: Sendable {
         get throws {
             try checkUsable()
             return try main.withLock { m in
-                if let m { return m }
+                if let c = m.context { return c }
                 let c = try ViewContext(store: self, label: "main", autoRefresh: true)
-                m = c
+                m.context = c
                 return c
             }
         }
@@ -278,6 +280,7 @@ public final class Store: Sendable {
     /// Pins a snapshot of the latest committed state. Counts against ``StoreConfiguration/maxOpenSnapshots``.
     public func snapshot(label: String) throws -> Snapshot {
         try checkUsable()
+        warnAboutOldSnapshots()
         let serial = try snapshots.reserve()
         let s = try Snapshot(store: self, label: label, serial: serial)
         snapshots.register(s)
@@ -297,11 +300,25 @@ public final class Store: Sendable {
 
     /// Open snapshots, oldest first: who holds each, its age and how far behind the head it is.
     public func openSnapshots() throws -> [SnapshotInfo] {
-        snapshots.infos(head: try lastTransactionID)
+        warnAboutOldSnapshots()
+        return snapshots.infos(head: try lastTransactionID)
+    }
+
+    /// Reports (once each) snapshots pinned longer than ``StoreConfiguration/snapshotAgeWarningSeconds``.
+    /// Runs after every commit, at every snapshot open and when the accounting is read.
+    func warnAboutOldSnapshots() {
+        for s in snapshots.takeOverdue(olderThan: configuration.snapshotAgeWarningSeconds) {
+            logger.warning("snapshot '\(s.label)' pinned at transaction \(s.transactionID) for \(Int(s.age)) s keeps old pages alive")
+        }
     }
 
     /// Committed transactions as they happen. Each call is a new subscriber.
     public func changes() -> ChangeStream {
         ChangeStream(subscriber: hub.subscribe(capacity: configuration.changeStreamBufferSize))
     }
+}
+
+/// A weak reference to the main context (see ``Store/mainContext``).
+struct WeakViewContext: Sendable {
+    weak var context: ViewContext?
 }

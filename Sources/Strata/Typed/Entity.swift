@@ -62,9 +62,9 @@ public struct Attribute<Root: Entity, V: StoredValue>: Sendable {
     }
 
     /// Ascending sort on this attribute.
-    public var ascending: SortDescriptor { SortDescriptor(attribute: index, ascending: true) }
+    public var ascending: SortKey { SortKey(attribute: index, ascending: true) }
     /// Descending sort on this attribute.
-    public var descending: SortDescriptor { SortDescriptor(attribute: index, ascending: false) }
+    public var descending: SortKey { SortKey(attribute: index, ascending: false) }
 }
 
 /// A typed to-one relationship key: `Track.album` is a `ToOne<Track, Album>`.

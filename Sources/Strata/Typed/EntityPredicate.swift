@@ -6,8 +6,8 @@
 /// let r = Playlist.tracks.any(Track.explicit == true)
 /// ```
 public struct EntityPredicate<Root: Entity>: Sendable {
-    public let predicate: Predicate
-    public init(_ predicate: Predicate) { self.predicate = predicate }
+    public let predicate: Filter
+    public init(_ predicate: Filter) { self.predicate = predicate }
 
     /// Matches every object.
     public static var all: EntityPredicate { EntityPredicate(.all) }
@@ -47,6 +47,9 @@ extension Attribute where V == String {
 }
 
 extension Attribute where V == String? {
+    public func hasSuffix(_ s: String, caseInsensitive: Bool = false) -> EntityPredicate<Root> {
+        EntityPredicate(.string(attribute: index, .hasSuffix, s, caseInsensitive: caseInsensitive))
+    }
     public func contains(_ s: String, caseInsensitive: Bool = false) -> EntityPredicate<Root> {
         EntityPredicate(.string(attribute: index, .contains, s, caseInsensitive: caseInsensitive))
     }
@@ -74,11 +77,11 @@ extension ToMany {
 /// A typed fetch: filter, sort, window.
 public struct FetchRequest<E: Entity>: Sendable {
     public var predicate: EntityPredicate<E>
-    public var sort: [SortDescriptor]
+    public var sort: [SortKey]
     public var limit: Int?
     public var offset: Int
 
-    public init(where predicate: EntityPredicate<E> = .all, sortedBy sort: [SortDescriptor] = [], limit: Int? = nil, offset: Int = 0) {
+    public init(where predicate: EntityPredicate<E> = .all, sortedBy sort: [SortKey] = [], limit: Int? = nil, offset: Int = 0) {
         self.predicate = predicate
         self.sort = sort
         self.limit = limit

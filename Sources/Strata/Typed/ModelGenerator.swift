@@ -82,7 +82,7 @@ public enum ModelGenerator {
         s += "        self.id = id\n"
         for a in e.attributes {
             let t = a.isOptional ? "Optional<\(swiftType(a).dropLast())>" : swiftType(a)
-            s += "        \(a.name) = try \(t)(storedValue: v[\(a.index)])\n"
+            s += "        self.\(a.name) = try \(t)(storedValue: v[\(a.index)])\n"
         }
         s += "    }\n}\n"
         return s

@@ -6,7 +6,7 @@ extension ObjectReading {
     }
 
     /// Objects of `E` matching `predicate`, sorted and windowed.
-    public func fetch<E: Entity>(_ type: E.Type, where predicate: EntityPredicate<E> = .all, sortedBy sort: [SortDescriptor] = [],
+    public func fetch<E: Entity>(_ type: E.Type, where predicate: EntityPredicate<E> = .all, sortedBy sort: [SortKey] = [],
                                  limit: Int? = nil, offset: Int = 0) throws -> [E] {
         try fetch(FetchRequest(where: predicate, sortedBy: sort, limit: limit, offset: offset))
     }

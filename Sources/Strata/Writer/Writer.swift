@@ -40,6 +40,7 @@ final class Writer: Sendable {
         var draining = false
         var closed = false
         var syncScheduled = false
+        var lastSync = ContinuousClock.now
         var statistics = WriterStatistics()
     }
 
@@ -50,18 +51,15 @@ final class Writer: Sendable {
     let logger: Logger
     private let queue = DispatchQueue(label: "strata.writer", qos: .userInitiated)
     private let state = Mutex(State())
-    /// The last transaction this process committed or saw at open.
-    let lastCommitted: Atomic<UInt64>
     private let afterCommit: @Sendable () -> Void
 
     init(env: LMDBEnvironment, schema: Schema, config: StoreConfiguration, hub: ChangeHub, logger: Logger,
-         lastCommitted: TransactionID, afterCommit: @escaping @Sendable () -> Void) {
+         afterCommit: @escaping @Sendable () -> Void) {
         self.env = env
         self.schema = schema
         self.config = config
         self.hub = hub
         self.logger = logger
-        self.lastCommitted = Atomic(lastCommitted.rawValue)
         self.afterCommit = afterCommit
     }
 
@@ -97,6 +95,12 @@ final class Writer: Sendable {
         }
     }
 
+    /// Flushes relaxed-mode commits to disk (on the writer queue).
+    private func syncRelaxed() {
+        do { try env.sync() } catch { logger.error("relaxed-mode sync failed: \(error)") }
+        state.withLock { $0.lastSync = ContinuousClock.now }
+    }
+
     private func drain() {
         while true {
             let batch = state.withLock { s -> [PendingSave] in
@@ -127,7 +131,12 @@ final class Writer: Sendable {
                         logger.info("map full: grew to \(env.mapSizeBytes) bytes, redoing \(batch.count) save(s)")
                         continue
                     }
-                    fail(batch, StrataError.storeFull(maxMapSizeBytes: config.maxMapSizeBytes))
+                    if batch.count > 1 {
+                        // The group does not fit; some of its saves alone may.
+                        for save in batch { commit([save]) }
+                    } else {
+                        fail(batch, StrataError.storeFull(maxMapSizeBytes: config.maxMapSizeBytes))
+                    }
                 } catch {
                     fail(batch, error)
                 }
@@ -146,7 +155,11 @@ final class Writer: Sendable {
     }
 
     private func finish(_ batch: [PendingSave], _ results: [Result<TransactionID, Error>], _ entries: [LogEntry], growths: Int) {
-        if let last = entries.last { lastCommitted.store(last.transactionID.rawValue, ordering: .releasing) }
+        let relaxed = config.durability == .relaxed && !entries.isEmpty
+        if relaxed, state.withLock({ ContinuousClock.now - $0.lastSync >= .milliseconds(config.relaxedSyncIntervalMs) }) {
+            // Under steady load the queue never idles for the delayed sync: flush inline.
+            syncRelaxed()
+        }
         let scheduleSync = state.withLock { s -> Bool in
             s.statistics.lmdbCommits += 1
             s.statistics.transactions += entries.count
@@ -154,7 +167,7 @@ final class Writer: Sendable {
             for r in results {
                 if case .success = r { s.statistics.saves += 1 } else { s.statistics.failedSaves += 1 }
             }
-            guard config.durability == .relaxed, !s.syncScheduled, !entries.isEmpty else { return false }
+            guard relaxed, !s.syncScheduled else { return false }
             s.syncScheduled = true
             return true
         }
@@ -163,8 +176,13 @@ final class Writer: Sendable {
         afterCommit()
         if scheduleSync {
             queue.asyncAfter(deadline: .now() + .milliseconds(config.relaxedSyncIntervalMs)) {
-                self.state.withLock { $0.syncScheduled = false }
-                do { try self.env.sync() } catch { self.logger.error("relaxed-mode sync failed: \(error)") }
+                // close() sets `closed` and then waits for this queue, so a sync that runs after it
+                // sees `closed` and never touches the environment close() is about to free.
+                let closed = self.state.withLock { s -> Bool in
+                    s.syncScheduled = false
+                    return s.closed
+                }
+                if !closed { self.syncRelaxed() }
             }
         }
     }

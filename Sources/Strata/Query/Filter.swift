@@ -29,9 +29,9 @@ public enum StringOperator: String, Sendable {
 /// // typed (from generated keys):
 /// let long = Track.durationSeconds > 600 && Track.album.matches(Album.year >= 1990)
 /// // dynamic:
-/// let p = Predicate.compare(attribute: 2, .greater, .int(600))
+/// let p = Filter.compare(attribute: 2, .greater, .int(600))
 /// ```
-public indirect enum Predicate: Sendable, Equatable {
+public indirect enum Filter: Sendable, Equatable {
     /// Every object.
     case all
     case compare(attribute: Int, ComparisonOperator, Value)
@@ -45,15 +45,15 @@ public indirect enum Predicate: Sendable, Equatable {
     /// A to-one relationship points at this object (nil: is unset).
     case related(relationship: UInt16, ObjectID?)
     /// A to-one relationship's target matches (`track.album.year > 1990`).
-    case through(relationship: UInt16, Predicate)
+    case through(relationship: UInt16, Filter)
     /// Some target of a to-many relationship matches.
-    case any(relationship: UInt16, Predicate)
-    case and([Predicate])
-    case or([Predicate])
-    case not(Predicate)
+    case any(relationship: UInt16, Filter)
+    case and([Filter])
+    case or([Filter])
+    case not(Filter)
 
     /// Conjunction, flattening nested ands.
-    public static func && (a: Predicate, b: Predicate) -> Predicate {
+    public static func && (a: Filter, b: Filter) -> Filter {
         switch (a, b) {
         case (.all, _): b
         case (_, .all): a
@@ -64,7 +64,7 @@ public indirect enum Predicate: Sendable, Equatable {
         }
     }
 
-    public static func || (a: Predicate, b: Predicate) -> Predicate {
+    public static func || (a: Filter, b: Filter) -> Filter {
         switch (a, b) {
         case (.or(let x), .or(let y)): .or(x + y)
         case (.or(let x), _): .or(x + [b])
@@ -72,11 +72,11 @@ public indirect enum Predicate: Sendable, Equatable {
         }
     }
 
-    public static prefix func ! (a: Predicate) -> Predicate { .not(a) }
+    public static prefix func ! (a: Filter) -> Filter { .not(a) }
 }
 
 /// One sort key: an attribute position and a direction.
-public struct SortDescriptor: Sendable, Equatable {
+public struct SortKey: Sendable, Equatable {
     public let attribute: Int
     public let ascending: Bool
     public init(attribute: Int, ascending: Bool = true) {
@@ -89,12 +89,12 @@ public struct SortDescriptor: Sendable, Equatable {
 /// id (creation order), so results are deterministic.
 public struct Query: Sendable, Equatable {
     public let entity: String
-    public var predicate: Predicate
-    public var sort: [SortDescriptor]
+    public var predicate: Filter
+    public var sort: [SortKey]
     public var limit: Int?
     public var offset: Int
 
-    public init(entity: String, predicate: Predicate = .all, sort: [SortDescriptor] = [], limit: Int? = nil, offset: Int = 0) {
+    public init(entity: String, predicate: Filter = .all, sort: [SortKey] = [], limit: Int? = nil, offset: Int = 0) {
         self.entity = entity
         self.predicate = predicate
         self.sort = sort
