@@ -23,7 +23,8 @@ struct InitCommand: AsyncParsableCommand {
     func run() async throws {
         let loaded: Schema
         do { loaded = try Schema.load(directory: URL(fileURLWithPath: schema)) } catch { throw failure(error) }
-        if FileManager.default.fileExists(atPath: target.url.appendingPathComponent("data.mdb").path) {
+        let existing = ["current", "data.mdb"].contains { FileManager.default.fileExists(atPath: target.url.appendingPathComponent($0).path) }
+        if existing {
             throw failure(CLIError("\(target.store): a store already exists here")).withCode(Exit.cannotCreate)
         }
         do {

@@ -3,7 +3,7 @@ import Foundation
 
 /// The store directory argument shared by every subcommand.
 struct StoreArgument: ParsableArguments {
-    @Argument(help: ArgumentHelp("Store directory (holds data.mdb and lock.mdb).", valueName: "store"))
+    @Argument(help: ArgumentHelp("Store directory (created by storectl init).", valueName: "store"))
     var store: String
 
     var url: URL { URL(fileURLWithPath: store) }

@@ -8,7 +8,7 @@ struct Storectl: AsyncParsableCommand {
         commandName: "storectl",
         abstract: "Create, inspect, import into and maintain Strata stores.",
         discussion: """
-        A store is a directory (data.mdb and lock.mdb). Read commands take --json for a stable,
+        A store is a directory: strata.lock, current -> gen-N/ (data.mdb, lock.mdb). Read commands take --json for a stable,
         documented output shape (export and replay write NDJSON records; see README, "storectl").
 
         Exit codes (sysexits): 0 ok, 64 usage, 65 bad input data, 66 cannot open, 70 internal error,

@@ -54,7 +54,7 @@ import Testing
         var config = StoreConfiguration()
         config.createIfMissing = false
         #expect(throws: StrataError.self) { try Store.open(at: dir, schema: try librarySchema(), configuration: config) }
-        #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("data.mdb").path))
+        #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("current").path))
     }
 
     @Test func pinnedContextRefreshesAtTheSnapshotLimit() async throws {

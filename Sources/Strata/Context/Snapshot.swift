@@ -20,20 +20,25 @@ public final class Snapshot: Sendable {
     public let label: String
     public let openedAt: Date
     let store: Store
+    /// The environment the snapshot reads (kept alive by it even after a compaction switched
+    /// the store to a new generation).
+    let env: LMDBEnvironment
     let serial: Int
     /// The read transaction; nil once closed. Used under the lock only, by one thread at a time,
     /// which is what `MDB_NOTLS` read transactions need.
     private let txn: Locked<ReadTxnBox?>
 
     init(store: Store, label: String, serial: Int) throws {
-        let handle = try store.env.beginRead()
-        let view = ReadView(txn: LMDBTransaction(handle: handle, isWrite: false), env: store.env, schema: store.schema)
+        let env = store.env
+        let handle = try env.beginRead()
+        let view = ReadView(txn: LMDBTransaction(handle: handle, isWrite: false), env: env, schema: store.schema)
         do {
-            transactionID = try store.env.mapLock.withShared { try view.lastTransactionID() }
+            transactionID = try env.mapLock.withShared { try view.lastTransactionID() }
         } catch {
-            store.env.endRead(handle)
+            env.endRead(handle)
             throw error
         }
+        self.env = env
         self.txn = Locked(ReadTxnBox(txn: handle))
         self.store = store
         self.label = label
@@ -49,7 +54,7 @@ public final class Snapshot: Sendable {
             defer { b = nil }
             return b
         }) else { return }
-        store.env.endRead(box.txn)
+        env.endRead(box.txn)
         store.snapshots.remove(serial)
     }
 
@@ -60,8 +65,8 @@ public final class Snapshot: Sendable {
         try store.checkUsable()
         return try txn.withLock { box in
             guard let box else { throw StrataError.closed(path: store.path) }
-            return try store.env.mapLock.withShared {
-                try body(ReadView(txn: LMDBTransaction(handle: box.txn, isWrite: false), env: store.env, schema: store.schema))
+            return try env.mapLock.withShared {
+                try body(ReadView(txn: LMDBTransaction(handle: box.txn, isWrite: false), env: env, schema: store.schema))
             }
         }
     }

@@ -18,6 +18,8 @@ struct LMDBOptions: Sendable {
 /// The names of the databases every Strata store has. Opened once, at start-up, in one transaction.
 enum DatabaseName: String, CaseIterable {
     case meta, log, objects, links, indexes, uniques
+    /// The state squashed at the compaction horizon: "o"+id → record, "l"+link key → empty.
+    case base
 }
 
 /// One LMDB environment (a store directory), opened once per process.
@@ -38,6 +40,9 @@ final class LMDBEnvironment: Sendable {
     /// Readers cleared by `mdb_reader_check` at open (slots of crashed processes).
     let staleReadersCleared: Int
     static let readPoolCapacity = 16
+    private let closed = Atomic<Bool>(false)
+    /// Runs once after the environment is closed (used to remove a replaced generation).
+    private let afterClose = Mutex<(@Sendable () -> Void)?>(nil)
 
     init(path: String, options: LMDBOptions) throws {
         var env: OpaquePointer?
@@ -92,14 +97,28 @@ final class LMDBEnvironment: Sendable {
 
     var mapSizeBytes: Int { currentMapSize.load(ordering: .relaxed) }
 
-    /// Closes the environment. Every transaction must have ended.
+    /// Closes the environment (idempotent). Every transaction must have ended. An environment that
+    /// is released without `close()` (a replaced generation, once its last snapshot is gone)
+    /// closes itself.
     func close() {
+        guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
         let pooled = readPool.withLock { pool -> [ReadTxnBox] in
             defer { pool.removeAll() }
             return pool
         }
         for box in pooled { mdb_txn_abort(box.txn) }
         mdb_env_close(handle)
+        afterClose.withLock { $0 }?()
+    }
+
+    deinit { close() }
+
+    /// Sets what runs after the environment closes.
+    func onClose(_ body: @escaping @Sendable () -> Void) { afterClose.withLock { $0 = body } }
+
+    /// Turns `MDB_NOSYNC` on or off (a generation is built without syncs, then synced once).
+    func setNoSync(_ on: Bool) throws {
+        try lmdbCheck(mdb_env_set_flags(handle, UInt32(MDB_NOSYNC), on ? 1 : 0), "mdb_env_set_flags(MDB_NOSYNC)")
     }
 
     // MARK: Write transactions

@@ -23,6 +23,7 @@ extension Store {
     /// Reads a consistent summary from one short read transaction.
     public func info() throws -> StoreInfo {
         try read { view in
+            let env = view.env
             var counts: [String: Int] = [:]
             for e in schema.entities { counts[e.name] = try view.objectCount(e) }
             return StoreInfo(path: path, model: schema.model, schemaVersion: schema.version,

@@ -25,7 +25,13 @@ public final class Store: Sendable {
     public let path: String
     public let schema: Schema
     public let configuration: StoreConfiguration
-    let env: LMDBEnvironment
+    /// The live generation's environment; replaced by compaction and migration.
+    private let envBox: Mutex<LMDBEnvironment>
+    /// The LMDB environment of the live generation. Take it once per operation: a compaction may
+    /// swap it between two reads of this property.
+    var env: LMDBEnvironment { envBox.withLock { $0 } }
+    let directory: StoreDirectory
+    let lock: StoreLock?
     let writer: Writer?
     let snapshots: SnapshotRegistry
     let hub = ChangeHub()
@@ -36,11 +42,13 @@ public final class Store: Sendable {
     /// Held weakly: the context holds the store, and a strong reference back would keep both alive.
     private let main = Mutex<WeakViewContext>(WeakViewContext())
 
-    private init(path: String, schema: Schema, configuration: StoreConfiguration, env: LMDBEnvironment, deleteOnClose: Bool) throws {
+    private init(path: String, schema: Schema, configuration: StoreConfiguration, env: LMDBEnvironment, lock: StoreLock?, deleteOnClose: Bool) throws {
         self.path = path
         self.schema = schema
         self.configuration = configuration
-        self.env = env
+        self.envBox = Mutex(env)
+        self.directory = StoreDirectory(path: path)
+        self.lock = lock
         self.deleteOnClose = deleteOnClose
         self.processID = getpid()
         var logger = Logger(label: "strata.store")
@@ -107,22 +115,35 @@ public final class Store: Sendable {
     /// Called by the registry with the canonical path, once per process.
     static func make(path: String, schema appSchema: Schema?, configuration: StoreConfiguration, deleteOnClose: Bool) throws -> Store {
         let fm = FileManager.default
+        let directory = StoreDirectory(path: path)
+        let mayCreate = configuration.createIfMissing && !configuration.readOnly && appSchema != nil
         var isDir: ObjCBool = false
         if !fm.fileExists(atPath: path, isDirectory: &isDir) {
-            guard configuration.createIfMissing, !configuration.readOnly, appSchema != nil else { throw StrataError.storeNotFound(path: path) }
+            guard mayCreate else { throw StrataError.storeNotFound(path: path) }
             do { try fm.createDirectory(atPath: path, withIntermediateDirectories: true) } catch {
                 throw StrataError.notAStore(path: path, reason: "cannot create directory: \(error.localizedDescription)")
             }
         } else if !isDir.boolValue {
             throw StrataError.notAStore(path: path, reason: "a store is a directory, this is a file")
         }
-        if (configuration.readOnly || appSchema == nil || !configuration.createIfMissing) && !fm.fileExists(atPath: path + "/data.mdb") {
-            throw StrataError.storeNotFound(path: path)
+        let lock = try StoreLock(path: directory.lockPath, readOnly: configuration.readOnly)
+        let generation: String
+        if let live = directory.currentGeneration() {
+            generation = live
+            if !configuration.readOnly && lock?.otherHolders().isEmpty == true { directory.removeStaleGenerations(except: live) }
+        } else {
+            if fm.fileExists(atPath: path + "/data.mdb") {
+                throw StrataError.notAStore(path: path, reason: "a bare LMDB environment (Strata keeps its data under current/)")
+            }
+            guard mayCreate else { throw StrataError.storeNotFound(path: path) }
+            generation = try directory.createFirstGeneration()
         }
-        let env = try openEnvironment(path: path, configuration: configuration)
+        let generationPath = path + "/" + generation
+        if !fm.fileExists(atPath: generationPath + "/data.mdb") && !mayCreate { throw StrataError.storeNotFound(path: path) }
+        let env = try openEnvironment(path: generationPath, configuration: configuration)
         do {
             let schema = try prepareMeta(env: env, path: path, appSchema: appSchema, configuration: configuration)
-            return try Store(path: path, schema: schema, configuration: configuration, env: env, deleteOnClose: deleteOnClose)
+            return try Store(path: path, schema: schema, configuration: configuration, env: env, lock: lock, deleteOnClose: deleteOnClose)
         } catch {
             env.close()
             throw error
@@ -191,6 +212,7 @@ public final class Store: Sendable {
     }
 
     static func writeMeta(env: LMDBEnvironment, schema: Schema) throws {
+        precondition(!env.options.readOnly)
         try env.write { txn in
             var format = ByteWriter(capacity: 4)
             format.u32(MetaKey.storeFormat)
@@ -223,6 +245,7 @@ public final class Store: Sendable {
         main.withLock { $0.context }?.close()
         snapshots.closeAll()
         env.close()
+        _ = lock
         StoreRegistry.shared.remove(path: path, store: self)
         if deleteOnClose { try? FileManager.default.removeItem(atPath: path) }
     }
@@ -287,9 +310,18 @@ public final class Store: Sendable {
         return s
     }
 
+    /// Replaces the live environment (compaction, migration). Runs on the writer queue.
+    func swapEnvironment(_ new: LMDBEnvironment) -> LMDBEnvironment {
+        envBox.withLock { current in
+            defer { current = new }
+            return current
+        }
+    }
+
     /// Runs `body` in one short read transaction (not counted as a pinned snapshot).
     func read<R>(_ body: (ReadView) throws -> R) throws -> R {
         try checkUsable()
+        let env = self.env
         return try env.read { try body(ReadView(txn: $0, env: env, schema: schema)) }
     }
 

@@ -44,7 +44,9 @@ final class Writer: Sendable {
         var statistics = WriterStatistics()
     }
 
-    let env: LMDBEnvironment
+    /// The environment commits go to; replaced (on the writer queue only) by compaction.
+    private let envBox: Mutex<LMDBEnvironment>
+    var env: LMDBEnvironment { envBox.withLock { $0 } }
     let schema: Schema
     let config: StoreConfiguration
     let hub: ChangeHub
@@ -55,7 +57,7 @@ final class Writer: Sendable {
 
     init(env: LMDBEnvironment, schema: Schema, config: StoreConfiguration, hub: ChangeHub, logger: Logger,
          afterCommit: @escaping @Sendable () -> Void) {
-        self.env = env
+        self.envBox = Mutex(env)
         self.schema = schema
         self.config = config
         self.hub = hub
@@ -101,6 +103,20 @@ final class Writer: Sendable {
         state.withLock { $0.lastSync = ContinuousClock.now }
     }
 
+    /// Runs `body` on the writer queue between two commits: no save is applied while it runs.
+    /// Compaction uses it to catch up and switch generations atomically.
+    func exclusive<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<R, Error>) in
+            queue.async { c.resume(with: Result { try body() }) }
+        }
+    }
+
+    /// Points commits at a new environment. Call only from inside ``exclusive(_:)``.
+    func replaceEnvironment(_ new: LMDBEnvironment) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        envBox.withLock { $0 = new }
+    }
+
     private func drain() {
         while true {
             let batch = state.withLock { s -> [PendingSave] in
@@ -118,10 +134,11 @@ final class Writer: Sendable {
     }
 
     private func commit(_ batch: [PendingSave]) {
+        let env = self.env
         var growths = 0
         while true {
             do {
-                let (results, entries) = try env.write { txn in try apply(batch, txn) }
+                let (results, entries) = try env.write { txn in try apply(batch, txn, env: env) }
                 finish(batch, results, entries, growths: growths)
                 return
             } catch let e as LMDBError where e.isMapFull {
@@ -188,7 +205,7 @@ final class Writer: Sendable {
     }
 
     /// Applies every save of the group inside `txn`. Returns each save's result and the log entries written.
-    private func apply(_ batch: [PendingSave], _ txn: LMDBTransaction) throws -> ([Result<TransactionID, Error>], [LogEntry]) {
+    private func apply(_ batch: [PendingSave], _ txn: LMDBTransaction, env: LMDBEnvironment) throws -> ([Result<TransactionID, Error>], [LogEntry]) {
         let last = try txn.last(env[.log]) { key, _ -> UInt64 in
             var r = ByteReader(key)
             return try r.u64()
@@ -205,8 +222,8 @@ final class Writer: Sendable {
             do {
                 // A lone save needs no nested transaction: if it fails, the whole transaction is aborted.
                 let entry = batch.count == 1
-                    ? try resolve(save, txn, next)
-                    : try env.nested(in: txn) { try resolve(save, $0, next) }
+                    ? try resolve(save, txn, next, env: env)
+                    : try env.nested(in: txn) { try resolve(save, $0, next, env: env) }
                 if let entry {
                     results.append(.success(next))
                     entries.append(entry)
@@ -224,7 +241,7 @@ final class Writer: Sendable {
         return (results, entries)
     }
 
-    private func resolve(_ save: PendingSave, _ txn: LMDBTransaction, _ tx: TransactionID) throws -> LogEntry? {
+    private func resolve(_ save: PendingSave, _ txn: LMDBTransaction, _ tx: TransactionID, env: LMDBEnvironment) throws -> LogEntry? {
         var resolver = SaveResolver(applier: StateApplier(txn: txn, env: env, schema: schema, transactionID: tx), limits: config)
         try resolver.run(save.changes)
         guard !resolver.changes.isEmpty else { return nil }

@@ -91,6 +91,7 @@ struct RunCommand: AsyncParsableCommand {
             executablePath: Paths.executable, engines: try selectedEngines(), rounds: rounds ?? (quick ? 1 : 3))
         printHeader(machine, ctx)
         let date = Date()
+        let contention = CPUContention()
         var report = Report()
         let selected = Set(selectedWorkloads)
         if selected.contains("W1") { await W1Import.run(ctx, &report) }
@@ -99,12 +100,15 @@ struct RunCommand: AsyncParsableCommand {
         if selected.contains("W4") { await W4PointReads.run(ctx, &report) }
         if selected.contains("W5") { await W5SnapshotOpen.run(ctx, &report) }
         if selected.contains("W6") { await W6ReaderLatency.run(ctx, &report) }
+        let (otherCPU, wall) = contention.othersSinceStart()
         emit("")
         emit(TableRenderer.render(report), terminator: "")
+        emit(String(format: "wall %.0f s; other processes used %.1f CPU-seconds meanwhile (%.0f%% of one core)%@", wall, otherCPU,
+                    100 * otherCPU / max(wall, 1e-9), otherCPU / max(wall, 1e-9) > 0.1 ? " — the machine was not quiet, figures are disturbed" : ""))
         if let jsonPath {
             let command = CommandLine.arguments.map { $0.contains(" ") ? "'\($0)'" : $0 }.joined(separator: " ")
             let data = try JSONReport.data(report, machine: machine, date: date, command: command, sizes: ctx.sizes, quick: quick,
-                                           rounds: ctx.rounds)
+                                           rounds: ctx.rounds, wallSeconds: wall, otherCPUSeconds: otherCPU)
             try data.write(to: URL(fileURLWithPath: jsonPath))
             ctx.progress("wrote \(jsonPath)")
         }

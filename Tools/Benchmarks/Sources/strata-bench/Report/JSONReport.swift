@@ -5,7 +5,7 @@ import Foundation
 /// Keys whose feature does not exist yet carry null values and `"status": "not available"`.
 enum JSONReport {
     static func data(_ report: Report, machine: MachineInfo, date: Date, command: String, sizes: BenchSizes, quick: Bool,
-                     rounds: Int) throws -> Data {
+                     rounds: Int, wallSeconds: Double, otherCPUSeconds: Double) throws -> Data {
         var workloads: [String: Any] = [:]
         for r in report.results {
             var entry: [String: Any] = ["unit": r.unit]
@@ -37,6 +37,8 @@ enum JSONReport {
             "command": command,
             "quick": quick,
             "rounds": rounds,
+            "wallSeconds": wallSeconds,
+            "otherProcessesCPUSeconds": otherCPUSeconds,
             "sizes": sizes.dictionary,
             "workloads": workloads,
         ]

@@ -1,0 +1,163 @@
+import Foundation
+import Glibc
+
+/// The layout of a store directory and the lock every process holds on it.
+///
+/// ```
+/// STORE/
+///   strata.lock           every process with the store open holds a shared fcntl lock on it
+///   current -> gen-…0001  symbolic link to the live generation (switched atomically)
+///   gen-…0001/            one LMDB environment: data.mdb, lock.mdb
+/// ```
+///
+/// Compaction and migration build a new generation beside the live one and switch `current`
+/// with one `rename(2)`: a crash leaves the old generation or the new one, never a mix. They
+/// refuse to switch while another process has the store open (it would go on using the old
+/// generation); the shared lock is how they know, and taking it exclusively for the switch keeps
+/// new openers out until `current` points at the new generation.
+struct StoreDirectory {
+    let path: String
+
+    static let currentLink = "current"
+    static let lockFile = "strata.lock"
+    static let generationPrefix = "gen-"
+
+    var currentPath: String { path + "/" + Self.currentLink }
+    var lockPath: String { path + "/" + Self.lockFile }
+
+    static func generationName(_ n: UInt64) -> String {
+        let hex = String(n, radix: 16)
+        return generationPrefix + String(repeating: "0", count: max(0, 16 - hex.count)) + hex
+    }
+
+    /// The live generation's directory name, or nil when `current` does not exist.
+    func currentGeneration() -> String? {
+        guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: currentPath) else { return nil }
+        return (target as NSString).lastPathComponent
+    }
+
+    /// The number of a generation directory name.
+    static func generationNumber(_ name: String) -> UInt64? {
+        guard name.hasPrefix(generationPrefix) else { return nil }
+        return UInt64(name.dropFirst(generationPrefix.count), radix: 16)
+    }
+
+    /// Creates the first generation and points `current` at it.
+    func createFirstGeneration() throws -> String {
+        let name = Self.generationName(1)
+        try FileManager.default.createDirectory(atPath: path + "/" + name, withIntermediateDirectories: true)
+        try switchCurrent(to: name)
+        return name
+    }
+
+    /// A new, empty generation directory numbered after the live one.
+    func newGeneration() throws -> String {
+        let live = currentGeneration().flatMap(Self.generationNumber) ?? 0
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        let highest = names.compactMap(Self.generationNumber).max() ?? 0
+        let name = Self.generationName(max(live, highest) + 1)
+        try FileManager.default.createDirectory(atPath: path + "/" + name, withIntermediateDirectories: false)
+        return name
+    }
+
+    /// Points `current` at `name` atomically (a new link renamed over the old one), then syncs
+    /// the directory so the switch is durable.
+    func switchCurrent(to name: String) throws {
+        let temporary = path + "/.current-\(getpid())"
+        unlink(temporary)
+        guard symlink(name, temporary) == 0 else { throw posixError("symlink \(temporary)") }
+        guard rename(temporary, currentPath) == 0 else {
+            let e = posixError("rename \(temporary) → \(currentPath)")
+            unlink(temporary)
+            throw e
+        }
+        try syncDirectory()
+    }
+
+    func syncDirectory() throws {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw posixError("open \(path)") }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw posixError("fsync \(path)") }
+    }
+
+    /// Removes generation directories other than the live one (left by an interrupted
+    /// compaction or migration, or by a finished one whose old generation was still in use).
+    func removeStaleGenerations(except keep: String) {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        for n in names where Self.generationNumber(n) != nil && n != keep {
+            try? FileManager.default.removeItem(atPath: path + "/" + n)
+        }
+    }
+
+    func posixError(_ what: String) -> StrataError {
+        .lmdb(LMDBError(code: errno, operation: what))
+    }
+}
+
+/// The shared (and, for a switch, exclusive) fcntl lock on `strata.lock`.
+///
+/// fcntl locks belong to the process, so `F_GETLK` and `/proc/locks` show other processes only.
+/// It is `Sendable` because its state is two constants; the lock calls are system calls.
+final class StoreLock: Sendable {
+    let fd: Int32
+    let path: String
+
+    /// Opens and read-locks `path`, waiting while a compaction holds it exclusively. Returns nil
+    /// for a read-only directory without a lock file (an immutable store nobody writes to).
+    init?(path: String, readOnly: Bool) throws {
+        var fd = open(path, (readOnly ? O_RDONLY : O_RDWR | O_CREAT) | O_CLOEXEC, 0o644)
+        if fd < 0 && readOnly { return nil }
+        if fd < 0 && errno == EACCES || fd < 0 && errno == EROFS {
+            fd = open(path, O_RDONLY | O_CLOEXEC)
+            if fd < 0 { return nil }
+        }
+        guard fd >= 0 else { throw StrataError.lmdb(LMDBError(code: errno, operation: "open \(path)")) }
+        self.fd = fd
+        self.path = path
+        var lock = flock(l_type: Int16(F_RDLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
+        while fcntl(fd, F_SETLKW, &lock) != 0 {
+            if errno == EINTR { continue }
+            let e = errno
+            close(fd)
+            throw StrataError.lmdb(LMDBError(code: e, operation: "fcntl(F_SETLKW) \(path)"))
+        }
+    }
+
+    deinit { close(fd) }
+
+    /// Process ids of the other processes that have the store open.
+    func otherHolders() -> [Int32] {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return [] }
+        let me = getpid()
+        // /proc/locks lists every holder; F_GETLK reports only one.
+        if let text = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) {
+            let inode = "\(st.st_ino)"
+            var pids = Set<Int32>()
+            for line in text.split(separator: "\n") {
+                let f = line.split(separator: " ", omittingEmptySubsequences: true)
+                guard f.count >= 6, f[1] == "POSIX", let pid = Int32(f[4]), pid != me else { continue }
+                let dev = f[5].split(separator: ":")
+                if dev.count == 3, dev[2] == inode { pids.insert(pid) }
+            }
+            return pids.sorted()
+        }
+        var probe = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
+        guard fcntl(fd, F_GETLK, &probe) == 0, probe.l_type != Int16(F_UNLCK) else { return [] }
+        return [probe.l_pid]
+    }
+
+    /// Converts this process's shared lock to exclusive without waiting; false when another
+    /// process holds it.
+    func tryExclusive() -> Bool {
+        var lock = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
+        return fcntl(fd, F_SETLK, &lock) == 0
+    }
+
+    /// Back to shared.
+    func shared() {
+        var lock = flock(l_type: Int16(F_RDLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
+        _ = fcntl(fd, F_SETLK, &lock)
+    }
+}

@@ -1,0 +1,30 @@
+// swift-tools-version: 6.0
+import Foundation
+import PackageDescription
+
+// The reliability harness (issue 9): a child program that saves or imports into a real store
+// until it is killed, and the drivers that kill it, corrupt copies of a store and check them.
+// Built in its own folder (Tools/reliability/.build) so it never touches the root build.
+//
+// The Strata package is the repository two levels up. SwiftPM names a path dependency after its
+// directory, which is whatever the clone is called, so the identity is computed, not hard-coded.
+let strataRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..").standardizedFileURL
+let strataIdentity = strataRoot.lastPathComponent.lowercased()
+
+let package = Package(
+    name: "StrataReliability",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(path: "../.."),
+    ],
+    targets: [
+        .executableTarget(
+            name: "strata-crash-child",
+            dependencies: [
+                .product(name: "Strata", package: strataIdentity),
+                .product(name: "LibraryModel", package: strataIdentity),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
