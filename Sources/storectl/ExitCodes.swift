@@ -22,7 +22,8 @@ enum Exit {
                  .migrationRequired, .storeTooNew, .schemaChanged, .entityMismatch, .saveTooLarge:
                 return dataError
             case .storeNotFound, .notAStore, .noSuchTransaction: return noInput
-            case .alreadyOpen, .writerOverloaded, .tooManySnapshots, .conflict: return tempFailure
+            case .alreadyOpen, .writerOverloaded, .tooManySnapshots, .conflict, .storeBusy: return tempFailure
+            case .beforeHorizon: return noInput
             case .storeFull: return ioError
             case .readOnly: return cannotCreate
             case .lmdb(let l): return code(forLMDB: l)

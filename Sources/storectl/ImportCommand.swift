@@ -75,7 +75,9 @@ struct ImportCommand: AsyncParsableCommand {
             for issue in failed.issues { note(issue.description) }
             if failed.totalIssues > failed.issues.count { note("… and \(failed.totalIssues - failed.issues.count) more issue(s)") }
             note("storectl: error: \(failed.totalIssues) bad record(s); nothing was written")
-            throw ExitCode(Exit.dataError)
+            // An input file that cannot be opened at all is "cannot open input", not bad data.
+            let unreadable = failed.issues.allSatisfy { $0.line == 0 && $0.reason.hasPrefix("cannot open") }
+            throw ExitCode(unreadable ? Exit.noInput : Exit.dataError)
         } catch {
             await reporter.value
             throw failure(error)

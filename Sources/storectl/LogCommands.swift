@@ -32,6 +32,9 @@ struct LogCommand: AsyncParsableCommand {
     func run() async throws {
         let store = try openForReading(target)
         defer { store.close() }
+        if let entity, store.schema.entity(named: entity) == nil {
+            throw failure(CLIError("unknown entity '\(entity)' (known: \(store.schema.entities.map(\.name).joined(separator: ", ")))", code: Exit.usage))
+        }
         do {
             try store.forEachTransaction(from: TransactionID(from), to: to.map(TransactionID.init), author: author, entity: entity) { e in
                 let names = e.entityNames(schema: store.schema)
@@ -109,7 +112,8 @@ struct HistoryCommand: AsyncParsableCommand {
         for h in entries {
             if json {
                 printJSON(.object([("transaction", .int(Int64(h.transactionID.rawValue))), ("time", .string(ISO8601.string(from: h.timestamp))),
-                                   ("author", .string(h.author)), ("list", .array(h.changes.map { $0.json(schema: store.schema) }))]))
+                                   ("author", .string(h.author)), ("metadata", .object(h.metadata.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
+                                   ("list", .array(h.changes.map { $0.json(schema: store.schema) }))]))
             } else {
                 print("\(h.transactionID)  \(ISO8601.string(from: h.timestamp))  by \(h.author)")
                 for c in h.changes { print("  " + c.text(schema: store.schema)) }

@@ -32,7 +32,7 @@ struct ReplayCommand: AsyncParsableCommand {
             defer { past.close() }
             if let id = id.flatMap(ObjectID.init(string:)) {
                 guard let r = try past.record(id) else { throw CLIError("\(id) did not exist after transaction \(to)", code: Exit.noInput) }
-                printRecord(r, json: json)
+                try printRecord(r, json: json, past: past)
                 return
             }
             let entities = try entity.map { name -> [EntityDescription] in
@@ -45,15 +45,13 @@ struct ReplayCommand: AsyncParsableCommand {
                 return
             }
             for e in entities {
-                for r in try past.fetch(Query(entity: e.name)) { printRecord(r, json: json) }
+                for r in try past.fetch(Query(entity: e.name)) { try printRecord(r, json: json, past: past) }
             }
         } catch { throw failure(error) }
     }
 
-    private func printRecord(_ r: Record, json: Bool) {
-        let members: [(String, JSONValue)] = [("entity", .string(r.entity.name)), ("id", .string(r.id.description)), ("version", .int(Int64(r.version.rawValue)))]
-            + zip(r.entity.attributes, r.values).filter { !$0.1.isNull }.map { ($0.0.name, ValueConversion.json($0.1)) }
-        if json { printJSON(.object(members)) } else { print(r.description) }
+    private func printRecord(_ r: Record, json: Bool, past: AsOfContext) throws {
+        if json { print(try Exporter.jsonLine(r, in: past)) } else { print(r.description) }
     }
 }
 

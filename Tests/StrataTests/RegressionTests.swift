@@ -180,3 +180,55 @@ import Testing
         #expect(r.status == 73)
     }
 }
+
+@Suite struct ContextRegressionTests {
+    @Test func nestedChildKeepsTheVersionItReadForConflicts() async throws {
+        try await withLibraryStore { store in
+            let t = makeTrack(title: "base", duration: 1)
+            _ = try await store.save { $0.insert(t) }
+            let parent = try store.mainContext.newChild(label: "parent")
+            let child = parent.newChild(label: "child")
+            try child.set(Track.title, of: t.id, to: "child edit")
+            // The store changes after the child read the object, before the child commits upward.
+            _ = try await store.save { $0.set(Track.durationSeconds, of: t.id, to: 99) }
+            try await child.commit()
+            await #expect(throws: StrataError.self) { try await parent.commit() }
+            // After looking at the conflict, the parent can accept the store's version and write.
+            try parent.rebase()
+            try await parent.commit()
+            let r = try #require(try store.mainContext.object(Track.self, id: t.id))
+            #expect(r.title == "child edit" && r.durationSeconds == 99)
+        }
+    }
+
+    @Test func propertyMergePreferringContextKeepsStoreOnlyChangesOfAWholeObjectUpdate() async throws {
+        try await withLibraryStore { store in
+            var t = makeTrack(title: "base", duration: 1)
+            _ = try await store.save { $0.insert(t) }
+            let child = try store.mainContext.newChild(label: "c", mergePolicy: .propertyMerge(preferring: .context))
+            t.title = "mine"
+            try child.update(t)   // every attribute, only the title differs from the base
+            _ = try await store.save { $0.set(Track.durationSeconds, of: t.id, to: 42) }
+            try await child.commit()
+            let r = try #require(try store.mainContext.object(Track.self, id: t.id))
+            #expect(r.title == "mine" && r.durationSeconds == 42)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1))) func liveQueryDiffIsAgainstWhatTheConsumerSaw() async throws {
+        try await withLibraryStore { store in
+            var iterator = try store.mainContext.observe(Query(entity: "Genre")).makeAsyncIterator()
+            #expect(await iterator.next()?.records.isEmpty == true)
+            // Two commits before the consumer looks again: it may get only the newest results,
+            // and their diff must then cover both inserts.
+            _ = try await store.save { $0.insert(Genre(name: "a")) }
+            _ = try await store.save { $0.insert(Genre(name: "b")) }
+            try await Task.sleep(for: .milliseconds(100))
+            var seen = 0
+            while seen < 2, let update = await iterator.next() {
+                #expect(update.diff.inserted.count == update.records.count - seen, "diff against results never delivered")
+                seen = update.records.count
+            }
+        }
+    }
+}

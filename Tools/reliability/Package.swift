@@ -18,9 +18,19 @@ let package = Package(
         .package(path: "../.."),
     ],
     targets: [
+        // liblmdb from the system (Debian: liblmdb-dev), only to write compacted copies
+        // (mdb_env_copy2 with MDB_CP_COMPACT) for the byte-flip campaign. Its own module so the
+        // harness never reaches into Strata's internal CLMDB target.
+        .systemLibrary(
+            name: "CLMDBReliability",
+            path: "Sources/CLMDBReliability",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"])]
+        ),
         .executableTarget(
             name: "strata-crash-child",
             dependencies: [
+                "CLMDBReliability",
                 .product(name: "Strata", package: strataIdentity),
                 .product(name: "LibraryModel", package: strataIdentity),
             ]

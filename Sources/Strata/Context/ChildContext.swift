@@ -206,8 +206,33 @@ public final class ChildContext: ObjectReading {
 
     /// A child's committed changes, applied here with their base versions (earlier bases win).
     func absorb(_ changes: ChangeSet, bases: [ObjectID: BaseVersion]) throws {
-        try apply(changes)
-        state.withLock { s in s.bases.merge(bases) { mine, _ in mine } }
+        // The child's bases first: for an object this context had not touched, the version the
+        // child read is the one the change was based on (not the store's version now).
+        let added = state.withLock { s -> [ObjectID] in
+            let new = bases.keys.filter { s.bases[$0] == nil }
+            for id in new { s.bases[id] = bases[id] }
+            return new
+        }
+        do {
+            try apply(changes)
+        } catch {
+            state.withLock { s in for id in added { s.bases[id] = nil } }
+            throw error
+        }
+    }
+
+    /// Accepts the store's current version of every object this context changed as the new base:
+    /// after a ``StrataError/conflict(_:)``, call it to write this context's values over the
+    /// store's on the next ``commit()`` (having looked at what the store changed).
+    public func rebase() throws {
+        let ids = state.withLock { Array($0.bases.keys) }
+        let current = try root.read { view in
+            try ids.compactMap { id in try view.record(id).map { (id, BaseVersion(version: $0.version, values: $0.values)) } }
+        }
+        state.withLock { s in
+            for id in ids { s.bases[id] = nil }
+            for (id, base) in current { s.bases[id] = base }
+        }
     }
 
     /// After a root commit: drop what was committed; changes made meanwhile are re-applied over

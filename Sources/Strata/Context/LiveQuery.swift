@@ -79,8 +79,34 @@ public struct LiveResults: Sendable, Equatable {
 public protocol Observing: ObjectReading {
     /// Results of `query` now, then again after every committed change (or, on a child, pending
     /// change) that touches an entity the query reads. Deliveries whose results did not change are
-    /// skipped. Evaluation runs in its own task and takes no lock that a save or fetch holds.
-    func observe(_ query: Query) -> AsyncStream<LiveResults>
+    /// skipped; a slow consumer gets the newest results, each diffed against the previous
+    /// results it received. Evaluation runs in its own task and takes no lock that a save or
+    /// fetch holds.
+    func observe(_ query: Query) -> LiveQuery
+}
+
+/// The stream of a live query. Each element's diff is computed when it is consumed, against the
+/// results this iterator delivered before, so skipped intermediate states never leave the diff
+/// describing results the consumer did not see.
+public struct LiveQuery: AsyncSequence, Sendable {
+    public typealias Element = LiveResults
+    let results: AsyncStream<[Record]>
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: AsyncStream<[Record]>.AsyncIterator
+        var previous: [Record]?
+
+        public mutating func next() async -> LiveResults? {
+            while let current = await base.next() {
+                if let previous, previous == current { continue }
+                defer { previous = current }
+                return LiveResults(records: current, diff: ResultsDiff.between(previous ?? [], current))
+            }
+            return nil
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: results.makeAsyncIterator(), previous: nil) }
 }
 
 /// The triggers a context's live queries listen to.
@@ -93,9 +119,9 @@ protocol LiveQuerySource: ObjectReading {
 }
 
 extension LiveQuerySource {
-    public func observe(_ query: Query) -> AsyncStream<LiveResults> {
+    public func observe(_ query: Query) -> LiveQuery {
         let (triggers, trigger) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        let (output, out) = AsyncStream.makeStream(of: LiveResults.self, bufferingPolicy: .bufferingNewest(1))
+        let (output, out) = AsyncStream.makeStream(of: [Record].self, bufferingPolicy: .bufferingNewest(1))
         let entities = relevantEntities(query)
         let changes = followsCommits ? store.changes() : nil
         let commitTask = Task {
@@ -110,15 +136,11 @@ extension LiveQuerySource {
         }
         let tokens = observerChain.map { o in (o, o.add { trigger.yield() }) }
         let evaluator = Task { [self] in
-            var previous: [Record] = []
-            var first = true
+            var previous: [Record]?
             trigger.yield()
             for await _ in triggers {
                 guard let current = try? fetch(query) else { continue }
-                if first || current != previous {
-                    out.yield(LiveResults(records: current, diff: first ? ResultsDiff.between([], current) : ResultsDiff.between(previous, current)))
-                }
-                first = false
+                if previous != current { out.yield(current) }
                 previous = current
             }
         }
@@ -129,7 +151,7 @@ extension LiveQuerySource {
             trigger.finish()
             for (o, t) in tokens { o.remove(t) }
         }
-        return output
+        return LiveQuery(results: output)
     }
 
     /// The query's entity and every entity its predicate reaches through relationships.
@@ -180,7 +202,7 @@ public struct LiveObjects<E: Entity>: Sendable {
 
 extension Observing {
     /// Typed live query: `for await update in context.observe(FetchRequest<Track>(…)) { … }`.
-    public func observe<E: Entity>(_ request: FetchRequest<E>) -> AsyncCompactMapSequence<AsyncStream<LiveResults>, LiveObjects<E>> {
+    public func observe<E: Entity>(_ request: FetchRequest<E>) -> AsyncCompactMapSequence<LiveQuery, LiveObjects<E>> {
         observe(request.query).compactMap { results in
             guard let objects = try? results.records.map({ try E(id: $0.id, storedValues: $0.values) }) else { return nil }
             return LiveObjects(objects: objects, diff: results.diff)

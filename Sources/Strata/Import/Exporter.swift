@@ -23,7 +23,7 @@ public struct Exporter: Sendable {
         let snapshot = try store.snapshot(label: "export")
         defer { snapshot.close() }
         let entity = try snapshot.read { try $0.entity(query.entity) }
-        let relationships = entity.relationships.filter { !$0.isToMany || store.schema.inverse(of: $0).isToMany }
+        let relationships = Self.exportedRelationships(entity, schema: store.schema)
         if format == .csv {
             try emit(csvLine(["id"] + entity.attributes.map(\.name) + relationships.map(\.name)))
         }
@@ -31,7 +31,7 @@ public struct Exporter: Sendable {
         try withoutActuallyEscaping(emit) { emit in try snapshot.read { view in
             let line: (Record) throws -> Void = { record in
                 let links = try relationships.map { try view.targets($0.tag, from: record.id) }
-                try emit(format == .csv ? csvRow(record, relationships, links) : jsonRow(record, relationships, links))
+                try emit(format == .csv ? csvRow(record, relationships, links) : Self.jsonRow(record, relationships, links))
                 n += 1
             }
             if query.sort.isEmpty && query.limit == nil && query.offset == 0 {
@@ -47,7 +47,18 @@ public struct Exporter: Sendable {
         return (n, snapshot.transactionID)
     }
 
-    private func jsonRow(_ r: Record, _ rels: [RelationshipDescription], _ links: [[ObjectID]]) -> String {
+    /// The relationships written for `entity`: to-one, and to-many whose inverse is to-many too.
+    public static func exportedRelationships(_ entity: EntityDescription, schema: Schema) -> [RelationshipDescription] {
+        entity.relationships.filter { !$0.isToMany || schema.inverse(of: $0).isToMany }
+    }
+
+    /// One NDJSON export line for a record read through any context (used by `storectl replay`).
+    public static func jsonLine(_ r: Record, in context: some ObjectReading) throws -> String {
+        let rels = exportedRelationships(r.entity, schema: context.schema)
+        return jsonRow(r, rels, try rels.map { try context.relatedIDs($0, of: r.id) })
+    }
+
+    private static func jsonRow(_ r: Record, _ rels: [RelationshipDescription], _ links: [[ObjectID]]) -> String {
         var members: [(String, JSONValue)] = [("entity", .string(r.entity.name)), ("id", .string(r.id.description))]
         for (a, v) in zip(r.entity.attributes, r.values) where !v.isNull { members.append((a.name, ValueConversion.json(v))) }
         for (rel, targets) in zip(rels, links) {

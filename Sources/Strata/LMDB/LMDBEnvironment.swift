@@ -18,8 +18,6 @@ struct LMDBOptions: Sendable {
 /// The names of the databases every Strata store has. Opened once, at start-up, in one transaction.
 enum DatabaseName: String, CaseIterable {
     case meta, log, objects, links, indexes, uniques
-    /// The state squashed at the compaction horizon: "o"+id → record, "l"+link key → empty.
-    case base
 }
 
 /// One LMDB environment (a store directory), opened once per process.

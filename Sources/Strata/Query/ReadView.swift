@@ -23,12 +23,15 @@ struct ReadView: ObjectSource {
         return result
     }
 
-    /// The last committed transaction visible here.
+    /// The last committed transaction visible here: the log's last key, or the compaction
+    /// horizon when compaction emptied the log.
     func lastTransactionID() throws -> TransactionID {
-        TransactionID(try txn.last(env[.log]) { k, _ -> UInt64 in
+        let last = try txn.last(env[.log]) { k, _ -> UInt64 in
             var r = ByteReader(k)
             return try r.u64()
-        } ?? 0)
+        }
+        if let last { return TransactionID(last) }
+        return try horizon()
     }
 
     /// Live objects of an entity (kept in `meta`, O(1)).
@@ -58,6 +61,14 @@ extension ReadView {
 }
 
 extension ReadView {
+    /// The compaction horizon (0 when the store was never compacted).
+    func horizon() throws -> TransactionID {
+        TransactionID(try txn.withValue(env[.meta], key: MetaKey.horizon) { b -> UInt64 in
+            var r = ByteReader(b)
+            return try r.u64()
+        } ?? 0)
+    }
+
     func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? {
         try txn.withValue(env[.uniques], key: key) { ObjectID(keyBytes: $0) }
     }

@@ -22,19 +22,9 @@ public final class AsOfContext: ObjectReading {
         do {
             let head = snapshot.transactionID
             guard target <= head else { throw StrataError.noSuchTransaction(target) }
-            overlay = try snapshot.read { view in
-                var applier = OverlayApplier(base: view, parents: [], leaf: Overlay())
-                guard target < head else { return applier.leaf }
-                var entries: [LogEntry] = []
-                try view.forEachLogEntry((target.rawValue + 1)...head.rawValue) { entries.append($0); return true }
-                guard entries.count == Int(head.rawValue - target.rawValue) else {
-                    throw StrataError.corruptLogEntry(transaction: target, reason: "log entries between \(target) and \(head) are missing")
-                }
-                for entry in entries.reversed() {
-                    for change in entry.changes.reversed() { try Self.undo(change, &applier) }
-                }
-                return applier.leaf
-            }
+            let horizon = try snapshot.read { try $0.horizon() }
+            guard target >= horizon else { throw StrataError.beforeHorizon(requested: target, horizon: horizon) }
+            overlay = try snapshot.read { try Self.undoOverlay($0, back: target, from: head) }
         } catch {
             snapshot.close()
             throw error
@@ -47,6 +37,22 @@ public final class AsOfContext: ObjectReading {
 
     /// Releases the snapshot underneath.
     public func close() { snapshot.close() }
+
+    /// The changes that take the state of `view` (at `head`) back to the state right after `target`.
+    /// - Complexity: O(changes between them).
+    static func undoOverlay(_ view: ReadView, back target: TransactionID, from head: TransactionID) throws -> Overlay {
+        var applier = OverlayApplier(base: view, parents: [], leaf: Overlay())
+        guard target < head else { return applier.leaf }
+        var entries: [LogEntry] = []
+        try view.forEachLogEntry((target.rawValue + 1)...head.rawValue) { entries.append($0); return true }
+        guard entries.count == Int(head.rawValue - target.rawValue) else {
+            throw StrataError.corruptLogEntry(transaction: target, reason: "log entries between \(target) and \(head) are missing")
+        }
+        for entry in entries.reversed() {
+            for change in entry.changes.reversed() { try undo(change, &applier) }
+        }
+        return applier.leaf
+    }
 
     private static func undo(_ change: LoggedChange, _ a: inout OverlayApplier) throws {
         switch change {

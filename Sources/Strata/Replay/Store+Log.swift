@@ -55,9 +55,10 @@ extension Store {
         let snapshot = try self.snapshot(label: "log")
         defer { snapshot.close() }
         let upper = min(to?.rawValue ?? .max, snapshot.transactionID.rawValue)
-        guard from.rawValue <= upper else { return }
         try snapshot.read { view in
-            try view.forEachLogEntry(from.rawValue...upper) { entry in
+            let lower = max(from.rawValue, try view.horizon().rawValue + 1)
+            guard lower <= upper else { return }
+            try view.forEachLogEntry(lower...upper) { entry in
                 if let author, entry.author != author { return true }
                 if let tag, !entry.touches(entityTag: tag) { return true }
                 return try body(entry)
@@ -77,11 +78,22 @@ extension Store {
     }
 
     /// Every transaction that touched `id` (its attributes, its existence or one of its edges),
-    /// oldest first, with the values before and after each change.
+    /// oldest first, with the values before and after each change. On a compacted store the
+    /// first entry may be the object's squashed state at the horizon (author "compaction",
+    /// metadata `squashed: true`): what happened before it is gone.
     ///
     /// - Complexity: O(log size): the log is scanned once.
     public func history(of id: ObjectID) throws -> [HistoryEntry] {
         var out: [HistoryEntry] = []
+        let horizon = try read { try $0.horizon() }
+        let squashed: (TransactionID, Record)? = horizon > .zero
+            ? try snapshot(asOf: horizon).record(id).map { (horizon, $0) }
+            : nil
+        if let (horizon, record) = squashed {
+            out.append(HistoryEntry(transactionID: horizon, timestamp: Date(timeIntervalSince1970: 0), author: "compaction",
+                                    metadata: ["squashed": "true", "version": record.version.description],
+                                    changes: [.insert(id: id, values: record.values)]))
+        }
         try forEachTransaction { entry in
             let mine = entry.changes.filter { $0.objectIDs.contains(id) }
             if !mine.isEmpty {

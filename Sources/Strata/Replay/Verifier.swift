@@ -10,7 +10,7 @@ public struct VerifyReport: Sendable, Equatable {
     public let head: TransactionID
     public let transactions: Int
     public let changes: Int
-    /// Entries compared per database (objects, links, indexes, uniques, counts).
+    /// Entries compared, in all (objects, links, indexes, uniques and counts together).
     public let entriesCompared: Int
     /// The first problems found (at most ``Store/verifyProblemLimit``), most precise first.
     public let problems: [String]
@@ -40,82 +40,28 @@ extension Store {
         let snapshot = try self.snapshot(label: "verify")
         defer { snapshot.close() }
         var problems = ProblemList(limit: Self.verifyProblemLimit)
-        let scratchPath = FileManager.default.temporaryDirectory.appendingPathComponent("strata-verify-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: scratchPath, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: scratchPath) }
-        let scratch = try LMDBEnvironment(path: scratchPath, options: LMDBOptions(
-            mapSizeBytes: max(64 << 20, env.fileBytes * 2), maxMapSizeBytes: 1 << 42, maxReaders: 8, readOnly: false, noSync: true, noLock: false))
+        let scratch = try StateRebuilder.scratch(sizeHint: snapshot.env.fileBytes * 2)
         defer { scratch.close() }
-        let (transactions, changes) = try replay(snapshot, into: scratch, problems: &problems, progress: progress)
+        let head = snapshot.transactionID.rawValue
+        var applied = (transactions: 0, changes: 0)
+        try snapshot.read { view in
+            let horizon = try view.horizon().rawValue
+            do {
+                _ = try StateRebuilder.loadBase(from: view, horizon: TransactionID(horizon), head: snapshot.transactionID, into: scratch, schema: schema)
+            } catch {
+                problems.add("base: \(error)")
+                return
+            }
+            applied = try StateRebuilder.replay(from: view, after: horizon, upTo: head, into: scratch, schema: schema,
+                                                problem: { problems.add($0) },
+                                                progress: { progress?(VerifyProgress(phase: .replaying, done: $0, total: Int(head - horizon))) })
+        }
         var compared = 0
         if problems.count == 0 {
             compared = try compare(snapshot, scratch, problems: &problems, progress: progress)
         }
-        return VerifyReport(head: snapshot.transactionID, transactions: transactions, changes: changes, entriesCompared: compared,
+        return VerifyReport(head: snapshot.transactionID, transactions: applied.transactions, changes: applied.changes, entriesCompared: compared,
                             problems: problems.items, problemCount: problems.count, seconds: (ContinuousClock.now - started).seconds)
-    }
-
-    /// Applies every log entry up to the snapshot's head to the scratch environment.
-    private func replay(_ snapshot: Snapshot, into scratch: LMDBEnvironment, problems: inout ProblemList,
-                        progress: (@Sendable (VerifyProgress) -> Void)?) throws -> (Int, Int) {
-        let head = snapshot.transactionID.rawValue
-        var next: UInt64 = 1
-        var changes = 0
-        var batch: [LogEntry] = []
-        var batchChanges = 0
-        func flush() throws {
-            guard !batch.isEmpty else { return }
-            try writeGrowing(scratch) { txn in
-                for entry in batch {
-                    var applier = StateApplier(txn: txn, env: scratch, schema: schema, transactionID: entry.transactionID)
-                    for c in entry.changes { try applier.apply(c) }
-                    try applier.flushCounts()
-                }
-            }
-            batch.removeAll(keepingCapacity: true)
-            batchChanges = 0
-            progress?(VerifyProgress(phase: .replaying, done: Int(next - 1), total: Int(head)))
-        }
-        guard head > 0 else { return (0, 0) }
-        try snapshot.read { view in
-            try view.txn.scan(view.env[.log]) { key, value in
-                var r = ByteReader(key)
-                let tx = try r.u64()
-                guard tx <= head else { return false }
-                if tx != next {
-                    problems.add(tx > next ? "log: transaction\(tx - next > 1 ? "s \(next)…\(tx - 1) are" : " \(next) is") missing" : "log: key \(tx) out of order")
-                    return false
-                }
-                do {
-                    let entry = try LogEntryCodec.decode(value, transactionID: TransactionID(tx))
-                    batch.append(entry)
-                    batchChanges += entry.changes.count
-                    changes += entry.changes.count
-                } catch {
-                    problems.add("log: \(error)")
-                    return false
-                }
-                next += 1
-                if batchChanges >= 50_000 { try flush() }
-                return true
-            }
-        }
-        if problems.count == 0 && next <= head { problems.add("log: transactions \(next)…\(head) are missing") }
-        if problems.count == 0 {
-            do { try flush() } catch { problems.add("replay: \(error)") }
-        }
-        return (Int(next - 1), changes)
-    }
-
-    private func writeGrowing(_ env: LMDBEnvironment, _ body: (LMDBTransaction) throws -> Void) throws {
-        while true {
-            do {
-                try env.write(body)
-                return
-            } catch let e as LMDBError where e.isMapFull {
-                guard try env.growMap() else { throw e }
-            }
-        }
     }
 
     /// Compares the state databases (and counts) of the store snapshot and the rebuilt scratch.
@@ -125,7 +71,7 @@ extension Store {
         try snapshot.read { live in
             try scratch.read { rebuilt in
                 for name in [DatabaseName.objects, .links, .indexes, .uniques, .meta] {
-                    compared += try compare(name, live: live.txn, rebuilt: rebuilt, scratch: scratch, problems: &problems)
+                    compared += try compare(name, live: live.txn, liveEnv: snapshot.env, rebuilt: rebuilt, scratch: scratch, problems: &problems)
                     progress?(VerifyProgress(phase: .comparing, done: compared, total: compared))
                 }
             }
@@ -134,10 +80,10 @@ extension Store {
     }
 
     /// Walks both databases in key order (merge join). For `meta` only the per-entity counts are state.
-    private func compare(_ name: DatabaseName, live: LMDBTransaction, rebuilt: LMDBTransaction, scratch: LMDBEnvironment,
+    private func compare(_ name: DatabaseName, live: LMDBTransaction, liveEnv: LMDBEnvironment, rebuilt: LMDBTransaction, scratch: LMDBEnvironment,
                          problems: inout ProblemList) throws -> Int {
         let prefix: [UInt8]? = name == .meta ? Array("count/".utf8) : nil
-        var a = ChunkedScan(txn: live, db: env[name], prefix: prefix)
+        var a = ChunkedScan(txn: live, db: liveEnv[name], prefix: prefix)
         var b = ChunkedScan(txn: rebuilt, db: scratch[name], prefix: prefix)
         var n = 0
         var x = try a.next(), y = try b.next()
@@ -185,49 +131,6 @@ extension Store {
         } catch {
             return " (\(error))"
         }
-    }
-}
-
-/// Reads a database in key order a chunk at a time (bounded memory, no cursor kept across chunks).
-private struct ChunkedScan {
-    let txn: LMDBTransaction
-    let db: LMDBDatabase
-    let prefix: [UInt8]?
-    private var buffer: [(key: [UInt8], value: [UInt8])] = []
-    private var index = 0
-    private var lastKey: [UInt8]?
-    private var done = false
-
-    init(txn: LMDBTransaction, db: LMDBDatabase, prefix: [UInt8]?) {
-        self.txn = txn
-        self.db = db
-        self.prefix = prefix
-    }
-
-    mutating func next() throws -> (key: [UInt8], value: [UInt8])? {
-        if index == buffer.count {
-            if done { return nil }
-            try refill()
-            if buffer.isEmpty {
-                done = true
-                return nil
-            }
-        }
-        defer { index += 1 }
-        return buffer[index]
-    }
-
-    private mutating func refill() throws {
-        var chunk: [(key: [UInt8], value: [UInt8])] = []
-        let after = lastKey
-        try txn.scan(db, from: after ?? prefix, prefix: prefix) { k, v in
-            if let after, k.elementsEqual(after) { return true }
-            chunk.append((Array(k), Array(v)))
-            return chunk.count < 4096
-        }
-        buffer = chunk
-        index = 0
-        lastKey = chunk.last?.key ?? lastKey
     }
 }
 

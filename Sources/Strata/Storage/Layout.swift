@@ -74,7 +74,11 @@ enum MetaKey {
     static let version = Array("version".utf8)
     /// Creation time, ms since 1970 (u64).
     static let created = Array("created".utf8)
+    /// Compaction horizon (u64): the log holds only the transactions after it. The state at the
+    /// horizon is not stored again: it is the current state with the later transactions undone.
+    static let horizon = Array("horizon".utf8)
     /// Live objects of an entity (u64): "count/" + entity tag.
     static func count(_ tag: UInt16) -> [UInt8] { Array("count/".utf8) + Layout.u16(tag) }
     static let storeFormat: UInt32 = 1
 }
+

@@ -245,7 +245,7 @@ public final class Store: Sendable {
         main.withLock { $0.context }?.close()
         snapshots.closeAll()
         env.close()
-        _ = lock
+        lock?.release()
         StoreRegistry.shared.remove(path: path, store: self)
         if deleteOnClose { try? FileManager.default.removeItem(atPath: path) }
     }

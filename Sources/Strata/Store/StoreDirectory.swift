@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 
 /// The layout of a store directory and the lock every process holds on it.
 ///
@@ -98,10 +99,12 @@ struct StoreDirectory {
 /// The shared (and, for a switch, exclusive) fcntl lock on `strata.lock`.
 ///
 /// fcntl locks belong to the process, so `F_GETLK` and `/proc/locks` show other processes only.
-/// It is `Sendable` because its state is two constants; the lock calls are system calls.
+/// It is `Sendable` because its state is two constants and an atomic flag; the lock calls are
+/// system calls.
 final class StoreLock: Sendable {
     let fd: Int32
     let path: String
+    private let released = Atomic<Bool>(false)
 
     /// Opens and read-locks `path`, waiting while a compaction holds it exclusively. Returns nil
     /// for a read-only directory without a lock file (an immutable store nobody writes to).
@@ -124,28 +127,45 @@ final class StoreLock: Sendable {
         }
     }
 
-    deinit { close(fd) }
+    deinit { release() }
 
-    /// Process ids of the other processes that have the store open.
+    /// Closes the descriptor, which drops the lock (idempotent).
+    func release() {
+        if released.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged { close(fd) }
+    }
+
+    /// Process ids of the other processes that have the store open: every holder listed in
+    /// `/proc/locks` for this file, plus the one `F_GETLK` reports (in case /proc is unavailable).
     func otherHolders() -> [Int32] {
         var st = stat()
         guard fstat(fd, &st) == 0 else { return [] }
         let me = getpid()
-        // /proc/locks lists every holder; F_GETLK reports only one.
-        if let text = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) {
-            let inode = "\(st.st_ino)"
-            var pids = Set<Int32>()
-            for line in text.split(separator: "\n") {
-                let f = line.split(separator: " ", omittingEmptySubsequences: true)
-                guard f.count >= 6, f[1] == "POSIX", let pid = Int32(f[4]), pid != me else { continue }
-                let dev = f[5].split(separator: ":")
-                if dev.count == 3, dev[2] == inode { pids.insert(pid) }
-            }
-            return pids.sorted()
+        var pids = Set<Int32>()
+        let inode = "\(st.st_ino)"
+        for line in Self.readProcLocks().split(separator: "\n") {
+            let f = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard f.count >= 6, f[1] == "POSIX", let pid = Int32(f[4]), pid != me else { continue }
+            let dev = f[5].split(separator: ":")
+            if dev.count == 3, dev[2] == inode { pids.insert(pid) }
         }
         var probe = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
-        guard fcntl(fd, F_GETLK, &probe) == 0, probe.l_type != Int16(F_UNLCK) else { return [] }
-        return [probe.l_pid]
+        if fcntl(fd, F_GETLK, &probe) == 0, probe.l_type != Int16(F_UNLCK), probe.l_pid > 0 { pids.insert(probe.l_pid) }
+        return pids.sorted()
+    }
+
+    /// /proc/locks read to the end (its size reads as 0, so it is read until EOF, not by size).
+    private static func readProcLocks() -> String {
+        let fd = open("/proc/locks", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return "" }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { break }
+            bytes += chunk[0..<n]
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// Converts this process's shared lock to exclusive without waiting; false when another

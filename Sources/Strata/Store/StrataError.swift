@@ -47,6 +47,10 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
     case noSuchTransaction(TransactionID)
     /// Objects changed in the store since the context read them (merge policy ``MergePolicy/fail``).
     case conflict([MergeConflict])
+    /// Other processes have the store open, so it cannot switch generations (compaction, migration).
+    case storeBusy(path: String, processIDs: [Int32])
+    /// History before the compaction horizon was squashed; it cannot be replayed.
+    case beforeHorizon(requested: TransactionID, horizon: TransactionID)
     /// A query that does not fit its entity (unknown attribute, wrong value type, …).
     case invalidQuery(entity: String, reason: String)
 
@@ -76,6 +80,10 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
         case .usedAfterFork(let p): return "\(p): store was opened by the parent process before fork(); open it again in the child"
         case .noSuchTransaction(let tx): return "transaction \(tx) is not in the log"
         case .invalidQuery(let e, let r): return "invalid query on \(e): \(r)"
+        case .storeBusy(let p, let pids):
+            return "\(p): open in other process(es) \(pids.map(String.init).joined(separator: ", ")); close them first (or wait)"
+        case .beforeHorizon(let tx, let h):
+            return "transaction \(tx) is before the compaction horizon \(h): history up to \(h) was squashed"
         case .conflict(let list): return "conflict: \(list.count) object(s) changed underneath:\n" + list.map { "  " + $0.description }.joined(separator: "\n")
         }
     }

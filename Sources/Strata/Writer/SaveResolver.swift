@@ -198,7 +198,13 @@ struct SaveResolver<S: StateStore> {
         case .apply: break
         case .skip: return
         case .merge(let storeChanged, let preferContext):
-            if !preferContext { attributes = requested.filter { !storeChanged.contains($0.attribute) } }
+            // Only what the context changed (against its base) is its to write; of that, what the
+            // store changed too goes to the preferred side.
+            let base = bases[id]?.values ?? []
+            attributes = requested.filter { a in
+                let changedHere = a.attribute < base.count && base[a.attribute] != a.value
+                return changedHere && (preferContext || !storeChanged.contains(a.attribute))
+            }
         case .replace(let values):
             attributes = values.enumerated().map { ChangeSet.AttributeValue(attribute: $0, value: $1) }
         case .reinsert(let values):

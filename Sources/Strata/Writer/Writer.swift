@@ -206,11 +206,8 @@ final class Writer: Sendable {
 
     /// Applies every save of the group inside `txn`. Returns each save's result and the log entries written.
     private func apply(_ batch: [PendingSave], _ txn: LMDBTransaction, env: LMDBEnvironment) throws -> ([Result<TransactionID, Error>], [LogEntry]) {
-        let last = try txn.last(env[.log]) { key, _ -> UInt64 in
-            var r = ByteReader(key)
-            return try r.u64()
-        } ?? 0
-        var next = TransactionID(last + 1)
+        // Read inside the transaction: another process may have committed since this one did.
+        var next = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID().next
         var results: [Result<TransactionID, Error>] = []
         var entries: [LogEntry] = []
         for save in batch {

@@ -103,6 +103,8 @@ struct RunCommand: AsyncParsableCommand {
         let (otherCPU, wall) = contention.othersSinceStart()
         emit("")
         emit(TableRenderer.render(report), terminator: "")
+        emit("")
+        emit(Target.render(report), terminator: "")
         emit(String(format: "wall %.0f s; other processes used %.1f CPU-seconds meanwhile (%.0f%% of one core)%@", wall, otherCPU,
                     100 * otherCPU / max(wall, 1e-9), otherCPU / max(wall, 1e-9) > 0.1 ? " — the machine was not quiet, figures are disturbed" : ""))
         if let jsonPath {

@@ -97,7 +97,7 @@ func librarySchema() -> Schema {
 let selfPath: String = {
     var buf = [CChar](repeating: 0, count: 4096)
     let n = readlink("/proc/self/exe", &buf, buf.count - 1)
-    return n > 0 ? String(cString: buf) : CommandLine.arguments[0]
+    return n > 0 ? String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
 }()
 
 /// Milliseconds since an arbitrary start, monotonic.

@@ -25,7 +25,14 @@ enum JSONReport {
             }
             workloads[r.key] = entry
         }
+        var targets: [[String: Any]] = []
+        for t in Target.all {
+            let v = t.verdict(report)
+            targets.append(["target": t.name, "measured": v.measured.map { $0 as Any } ?? NSNull(),
+                            "met": v.met.map { $0 as Any } ?? NSNull(), "verdict": v.text])
+        }
         let root: [String: Any] = [
+            "targets": targets,
             "machine": [
                 "cores": machine.cores,
                 "memoryBytes": machine.memoryBytes,

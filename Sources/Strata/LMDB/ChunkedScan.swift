@@ -1,0 +1,95 @@
+/// Reads a database in key order a chunk at a time (bounded memory, no cursor kept across chunks).
+struct ChunkedScan {
+    let txn: LMDBTransaction
+    let db: LMDBDatabase
+    let prefix: [UInt8]?
+    private var buffer: [(key: [UInt8], value: [UInt8])] = []
+    private var index = 0
+    private var lastKey: [UInt8]?
+    private var done = false
+
+    private let start: [UInt8]?
+
+    /// Scans `db` from the first key `>= start` (or the first key), keys beginning with `prefix`.
+    init(txn: LMDBTransaction, db: LMDBDatabase, prefix: [UInt8]?, start: [UInt8]? = nil) {
+        self.txn = txn
+        self.db = db
+        self.prefix = prefix
+        self.start = start
+    }
+
+    mutating func next() throws -> (key: [UInt8], value: [UInt8])? {
+        if index == buffer.count {
+            if done { return nil }
+            try refill()
+            if buffer.isEmpty {
+                done = true
+                return nil
+            }
+        }
+        defer { index += 1 }
+        return buffer[index]
+    }
+
+    private mutating func refill() throws {
+        var chunk: [(key: [UInt8], value: [UInt8])] = []
+        let after = lastKey
+        try txn.scan(db, from: after ?? start ?? prefix, prefix: prefix) { k, v in
+            if let after, k.elementsEqual(after) { return true }
+            chunk.append((Array(k), Array(v)))
+            return chunk.count < 4096
+        }
+        buffer = chunk
+        index = 0
+        lastKey = chunk.last?.key ?? lastKey
+    }
+}
+
+
+extension LMDBEnvironment {
+    /// Runs a write transaction, growing the map and redoing it on `MDB_MAP_FULL` (for bulk
+    /// builds of scratch environments and new generations; `body` must be repeatable).
+    func writeGrowing(_ body: (LMDBTransaction) throws -> Void) throws {
+        while true {
+            do {
+                try write(body)
+                return
+            } catch let e as LMDBError where e.isMapFull {
+                guard try growMap() else { throw e }
+            }
+        }
+    }
+
+    /// Copies a database from `source` in key order, `batch` entries per write transaction,
+    /// appending (the destination must be empty from the first key on). `transform` may rewrite
+    /// or drop each entry.
+    func copy(_ name: DatabaseName, from source: LMDBTransaction, sourceEnv: LMDBEnvironment, into destination: DatabaseName? = nil,
+              prefix: [UInt8]? = nil, start: [UInt8]? = nil, until stop: [UInt8]? = nil, batch: Int = 8192,
+              transform: (([UInt8], [UInt8]) -> ([UInt8], [UInt8])?)? = nil) throws -> Int {
+        var scan = ChunkedScan(txn: source, db: sourceEnv[name], prefix: prefix, start: start)
+        let target = self[destination ?? name]
+        var pending: [([UInt8], [UInt8])] = []
+        var copied = 0
+        func flush() throws {
+            guard !pending.isEmpty else { return }
+            try writeGrowing { txn in
+                for (k, v) in pending { try txn.put(target, key: k, value: v, flags: UInt32(MDB_APPEND)) }
+            }
+            copied += pending.count
+            pending.removeAll(keepingCapacity: true)
+        }
+        while let entry = try scan.next() {
+            if let stop, Value.compareBytes(entry.key, stop) > 0 { break }
+            if let transform {
+                if let t = transform(entry.key, entry.value) { pending.append(t) }
+            } else {
+                pending.append((entry.key, entry.value))
+            }
+            if pending.count >= batch { try flush() }
+        }
+        try flush()
+        return copied
+    }
+}
+
+import CLMDB

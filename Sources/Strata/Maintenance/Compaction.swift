@@ -1,0 +1,149 @@
+import CLMDB
+import Foundation
+
+/// What a compaction did (or, for a dry run, would do).
+public struct CompactionReport: Sendable, Equatable {
+    public let dryRun: Bool
+    /// History up to and including this transaction is squashed.
+    public let horizon: TransactionID
+    public let previousHorizon: TransactionID
+    /// The last transaction included (committed during the run ones are caught up).
+    public let head: TransactionID
+    public let bytesBefore: Int
+    public let bytesAfter: Int
+    public let logEntriesBefore: Int
+    public let logEntriesAfter: Int
+    /// Live objects.
+    public let objects: Int
+    public let seconds: Double
+}
+
+/// Progress of a compaction.
+public struct CompactionProgress: Sendable {
+    public enum Phase: String, Sendable { case copying, squashing, catchingUp, switching }
+    public let phase: Phase
+    public let done: Int
+}
+
+extension Store {
+    /// Squashes history up to `horizon` (default: the head) into the state at that point, drops
+    /// deleted objects' history, and rewrites the store compactly in a new generation that is
+    /// switched in atomically, so disk space comes back.
+    ///
+    /// Online: readers and writers of this process go on; transactions committed meanwhile are
+    /// caught up before the switch, on the writer, so none is lost. Snapshots opened before the
+    /// switch keep reading the old generation until they close. Transactions after the horizon
+    /// keep their ids and stay replayable; as-of reads before it fail with
+    /// ``StrataError/beforeHorizon(requested:horizon:)``.
+    ///
+    /// Crash-safe: the switch is one `rename(2)` of the `current` link; a crash before it leaves
+    /// the old store, after it the new one (a half-built generation is removed at the next open).
+    ///
+    /// - Throws: ``StrataError/storeBusy(path:processIDs:)`` when another process has the store open.
+    public func compact(horizon requested: TransactionID? = nil, dryRun: Bool = false,
+                        progress: (@Sendable (CompactionProgress) -> Void)? = nil) async throws -> CompactionReport {
+        try checkUsable()
+        guard let writer, let lock else { throw StrataError.readOnly(path: path) }
+        let started = ContinuousClock.now
+        let others = lock.otherHolders()
+        guard others.isEmpty else { throw StrataError.storeBusy(path: path, processIDs: others) }
+        let snapshot = try self.snapshot(label: "compaction")
+        defer { snapshot.close() }
+        let oldEnv = snapshot.env
+        let (previousHorizon, logBefore) = try snapshot.read { (try $0.horizon(), try $0.txn.entryCount($0.env[.log])) }
+        let t0 = snapshot.transactionID
+        let horizon = max(previousHorizon, min(requested ?? t0, t0))
+        let bytesBefore = oldEnv.fileBytes
+
+        let generation = try directory.newGeneration()
+        let generationPath = path + "/" + generation
+        var options = oldEnv.options
+        options.noSync = true
+        options.mapSizeBytes = max(oldEnv.mapSizeBytes, configuration.initialMapSizeBytes)
+        let newEnv: LMDBEnvironment
+        do { newEnv = try LMDBEnvironment(path: generationPath, options: options) } catch {
+            try? FileManager.default.removeItem(atPath: generationPath)
+            throw error
+        }
+        var switched = false
+        defer {
+            if !switched {
+                newEnv.close()
+                try? FileManager.default.removeItem(atPath: generationPath)
+            }
+        }
+        try build(newEnv, from: snapshot, horizon: horizon, progress: progress)
+        let objects = try newEnv.read { txn in try schema.entities.reduce(0) { $0 + (try ReadView(txn: txn, env: newEnv, schema: schema).objectCount($1)) } }
+
+        if dryRun {
+            try newEnv.sync()
+            let logAfter = try newEnv.read { try $0.entryCount(newEnv[.log]) }
+            return CompactionReport(dryRun: true, horizon: horizon, previousHorizon: previousHorizon, head: t0, bytesBefore: bytesBefore,
+                                    bytesAfter: newEnv.fileBytes, logEntriesBefore: logBefore, logEntriesAfter: logAfter, objects: objects,
+                                    seconds: (ContinuousClock.now - started).seconds)
+        }
+        progress?(CompactionProgress(phase: .catchingUp, done: 0))
+        let head = try await writer.exclusive { [self] in
+            try switchGeneration(to: newEnv, generation: generation, caughtUpFrom: t0, lock: lock, writer: writer, oldEnv: oldEnv)
+        }
+        switched = true
+        let logAfter = try newEnv.read { try $0.entryCount(newEnv[.log]) }
+        return CompactionReport(dryRun: false, horizon: horizon, previousHorizon: previousHorizon, head: head, bytesBefore: bytesBefore,
+                                bytesAfter: newEnv.fileBytes, logEntriesBefore: logBefore, logEntriesAfter: logAfter, objects: objects,
+                                seconds: (ContinuousClock.now - started).seconds)
+    }
+
+    /// Writes the new generation: the state, compactly, and the log after the horizon. The state at
+    /// the horizon is not stored: it is derived (current state with later transactions undone).
+    private func build(_ newEnv: LMDBEnvironment, from snapshot: Snapshot, horizon: TransactionID,
+                       progress: (@Sendable (CompactionProgress) -> Void)?) throws {
+        let t0 = snapshot.transactionID
+        try snapshot.read { view in
+            progress?(CompactionProgress(phase: .copying, done: 0))
+            for name in [DatabaseName.objects, .links, .indexes, .uniques] {
+                let n = try newEnv.copy(name, from: view.txn, sourceEnv: view.env)
+                progress?(CompactionProgress(phase: .copying, done: n))
+            }
+            _ = try newEnv.copy(.meta, from: view.txn, sourceEnv: view.env) { k, v in
+                k == MetaKey.horizon ? nil : (k, v)
+            }
+            var h = ByteWriter(capacity: 8)
+            h.u64(horizon.rawValue)
+            try newEnv.writeGrowing { try $0.put(newEnv[.meta], key: MetaKey.horizon, value: h.bytes) }
+            if horizon < t0 {
+                progress?(CompactionProgress(phase: .squashing, done: Int(t0.rawValue - horizon.rawValue)))
+                _ = try newEnv.copy(.log, from: view.txn, sourceEnv: view.env, start: horizon.next.keyBytes, until: t0.keyBytes)
+            }
+        }
+    }
+
+    /// On the writer queue: applies what was committed since the build started, then switches
+    /// `current` to the new generation and the process to the new environment.
+    private func switchGeneration(to newEnv: LMDBEnvironment, generation: String, caughtUpFrom t0: TransactionID,
+                                  lock: StoreLock, writer: Writer, oldEnv: LMDBEnvironment) throws -> TransactionID {
+        var head = t0
+        try oldEnv.read { txn in
+            let view = ReadView(txn: txn, env: oldEnv, schema: schema)
+            let last = try view.lastTransactionID()
+            guard last > t0 else { return }
+            var problems: [String] = []
+            _ = try StateRebuilder.replay(from: view, after: t0.rawValue, upTo: last.rawValue, into: newEnv, schema: schema,
+                                          problem: { problems.append($0) })
+            if let first = problems.first { throw StrataError.corruptLogEntry(transaction: last, reason: "cannot catch up: \(first)") }
+            _ = try newEnv.copy(.log, from: txn, sourceEnv: oldEnv, start: t0.next.keyBytes, until: last.keyBytes)
+            head = last
+        }
+        let others = lock.otherHolders()
+        guard others.isEmpty, lock.tryExclusive() else { throw StrataError.storeBusy(path: path, processIDs: others) }
+        defer { lock.shared() }
+        try newEnv.setNoSync(configuration.durability == .relaxed)
+        try newEnv.sync()
+        try directory.switchCurrent(to: generation)
+        let old = swapEnvironment(newEnv)
+        writer.replaceEnvironment(newEnv)
+        // The old generation goes when its last snapshot does.
+        let oldPath = old.path
+        old.onClose { try? FileManager.default.removeItem(atPath: oldPath) }
+        return head
+    }
+}

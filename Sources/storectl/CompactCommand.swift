@@ -1,0 +1,90 @@
+import ArgumentParser
+import Foundation
+import Strata
+
+struct CompactCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "compact",
+        abstract: "Squash history up to a horizon and rewrite the store compactly (disk space comes back).",
+        discussion: """
+        History up to the horizon (default: the head) is squashed into the state at that point;
+        deleted objects' history disappears; later transactions keep their ids and stay replayable.
+        The store is rebuilt in a new generation and switched in atomically: killed at any moment,
+        it opens as the old store or the new one.
+
+        Refuses (exit 75, naming the process ids) while another process has the store open,
+        unless --wait is given.
+
+        Examples:
+          storectl compact ./library.strata
+          storectl compact ./library.strata --keep-last 1000 --json
+          storectl compact ./library.strata --keep-since 2026-11-01T00:00:00Z --dry-run
+
+        JSON: {"dryRun": false, "horizon": 1200, "previousHorizon": 0, "head": 2200, "bytesBefore": 104857600,
+        "bytesAfter": 31457280, "logEntriesBefore": 2200, "logEntriesAfter": 1000, "objects": 406, "seconds": 1.2}
+        """
+    )
+
+    @OptionGroup var target: StoreArgument
+    @Option(help: "Squash history up to and including this transaction.") var horizon: UInt64?
+    @Option(help: "Keep the last N transactions replayable.") var keepLast: UInt64?
+    @Option(help: ArgumentHelp("Keep transactions committed at or after this ISO-8601 time replayable.", valueName: "date"))
+    var keepSince: String?
+    @Flag(help: "Build the compacted store aside, report, and change nothing.") var dryRun = false
+    @Flag(help: "Wait for other processes to close the store instead of refusing.") var wait = false
+    @Flag(help: "Print the report as JSON.") var json = false
+    @Flag(help: "No progress output.") var quiet = false
+
+    func validate() throws {
+        let given = [horizon != nil, keepLast != nil, keepSince != nil].filter { $0 }.count
+        guard given <= 1 else { throw ValidationError("give at most one of --horizon, --keep-last, --keep-since") }
+        if let keepSince, ISO8601.date(from: keepSince) == nil { throw ValidationError("--keep-since needs an ISO-8601 time like 2026-11-01T00:00:00Z") }
+    }
+
+    func run() async throws {
+        let store: Store
+        do { store = try Store.openExisting(at: target.url) } catch { throw failure(error) }
+        defer { store.close() }
+        let terminal = isatty(STDERR_FILENO) == 1 && !quiet
+        do {
+            let chosen = try resolveHorizon(store)
+            var report: CompactionReport?
+            while report == nil {
+                do {
+                    report = try await store.compact(horizon: chosen, dryRun: dryRun) { p in
+                        if terminal { FileHandle.standardError.write(Data("\r\(p.phase.rawValue)… \(p.done > 0 ? String(p.done) : "")\u{1B}[K".utf8)) }
+                    }
+                } catch StrataError.storeBusy(_, let pids) where wait {
+                    if !quiet { note("waiting for process(es) \(pids.map(String.init).joined(separator: ", ")) to close the store…") }
+                    try await Task.sleep(for: .milliseconds(500))
+                }
+            }
+            if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
+            guard let r = report else { return }
+            if json {
+                printJSON(.object([("dryRun", .bool(r.dryRun)), ("horizon", .int(Int64(r.horizon.rawValue))), ("previousHorizon", .int(Int64(r.previousHorizon.rawValue))),
+                                   ("head", .int(Int64(r.head.rawValue))), ("bytesBefore", .int(Int64(r.bytesBefore))), ("bytesAfter", .int(Int64(r.bytesAfter))),
+                                   ("logEntriesBefore", .int(Int64(r.logEntriesBefore))), ("logEntriesAfter", .int(Int64(r.logEntriesAfter))),
+                                   ("objects", .int(Int64(r.objects))), ("seconds", .double(r.seconds))]))
+            } else {
+                print("\(r.dryRun ? "would compact" : "compacted"): horizon \(r.previousHorizon) → \(r.horizon) (head \(r.head)), \(formatBytes(r.bytesBefore)) → \(formatBytes(r.bytesAfter)), log \(r.logEntriesBefore) → \(r.logEntriesAfter) entries, \(r.objects) objects, \(String(format: "%.2f", r.seconds)) s")
+            }
+        } catch { throw failure(error) }
+    }
+
+    private func resolveHorizon(_ store: Store) throws -> TransactionID? {
+        if let horizon { return TransactionID(horizon) }
+        let head = try store.lastTransactionID
+        if let keepLast { return TransactionID(head.rawValue > keepLast ? head.rawValue - keepLast : 0) }
+        if let keepSince, let date = ISO8601.date(from: keepSince) {
+            var last = TransactionID.zero
+            try store.forEachTransaction { entry in
+                guard entry.timestamp < date else { return false }
+                last = entry.transactionID
+                return true
+            }
+            return last
+        }
+        return nil
+    }
+}

@@ -1,0 +1,193 @@
+import Foundation
+import LibraryModel
+import Synchronization
+import Testing
+@testable import Strata
+
+@Suite struct CompactionTests {
+    /// Everything a context shows of tracks and albums, for before/after comparisons.
+    func state(_ c: some ObjectReading) throws -> [String] {
+        try c.fetch(Track.self).map { t in "\(t.id) \(t.title) \(t.durationSeconds) \(try c.related(t.id, Track.album)?.id.description ?? "-")" }
+            + c.fetch(Album.self).map { "\($0.id) \($0.title)" }
+    }
+
+    /// Saves with churn: inserts, many updates (superseded versions), deletes.
+    func churn(_ store: Store, seed: UInt64, saves: Int) async throws -> [TransactionID: [String]] {
+        var rng = SeededGenerator(seed: seed)
+        var tracks: [ObjectID] = []
+        var albums: [ObjectID] = []
+        var states: [TransactionID: [String]] = [:]
+        for _ in 0..<saves {
+            let tx = try await store.save { c in
+                for _ in 0..<5 {
+                    switch Int.random(in: 0...9, using: &rng) {
+                    case 0:
+                        let a = Album(mbid: UUID(), title: "a\(Int.random(in: 0...9, using: &rng))")
+                        c.insert(a)
+                        albums.append(a.id)
+                    case 1...3:
+                        let t = makeTrack(title: "t\(Int.random(in: 0...99, using: &rng))", duration: 1)
+                        c.insert(t)
+                        tracks.append(t.id)
+                        if let a = albums.randomElement(using: &rng) { c.set(Track.album, of: t.id, to: a) }
+                    case 4...8:
+                        if let t = tracks.randomElement(using: &rng) { c.set(Track.durationSeconds, of: t, to: Int.random(in: 1...900, using: &rng)) }
+                    default:
+                        if !tracks.isEmpty { c.delete(tracks.remove(at: Int.random(in: 0..<tracks.count, using: &rng))) }
+                    }
+                }
+            }
+            states[tx] = try state(store.mainContext)
+        }
+        return states
+    }
+
+    @Test func squashKeepsStateAndLaterHistory() async throws {
+        try await withLibraryStore { store in
+            let states = try await churn(store, seed: 9, saves: 60)
+            let head = try store.lastTransactionID
+            let before = try state(store.mainContext)
+            let entry45 = try store.changes(in: TransactionID(45))
+            let report = try await store.compact(horizon: TransactionID(40))
+            #expect(report.horizon == TransactionID(40) && report.head == head)
+            #expect(report.logEntriesBefore == Int(head.rawValue) && report.logEntriesAfter == Int(head.rawValue) - 40)
+            #expect(try state(store.mainContext) == before)
+            #expect(try store.verify().ok)
+            // After the horizon: replayable with the original ids; at or before it: a clear error.
+            #expect(try store.changes(in: TransactionID(45)) == entry45)
+            for tx in [40, 41, 50, Int(head.rawValue)] {
+                #expect(try state(store.snapshot(asOf: TransactionID(UInt64(tx)))) == states[TransactionID(UInt64(tx))], "as of \(tx)")
+            }
+            do {
+                _ = try store.snapshot(asOf: TransactionID(39))
+                Issue.record("as-of before the horizon worked")
+            } catch StrataError.beforeHorizon(let r, let h) {
+                #expect(r == TransactionID(39) && h == TransactionID(40))
+            }
+            #expect(throws: StrataError.self) { try store.changes(in: TransactionID(12)) }
+            #expect(try store.transactions().first?.transactionID == TransactionID(41))
+            // New saves continue the sequence.
+            #expect(try await store.save { $0.insert(Genre(name: "after")) } == head.next)
+            #expect(try store.verify().ok)
+        }
+    }
+
+    @Test func fullCompactionThenAgainAndHistoryStartsAtTheHorizon() async throws {
+        try await withLibraryStore { store in
+            _ = try await churn(store, seed: 10, saves: 30)
+            let t = try #require(try store.mainContext.fetch(Track.self, limit: 1).first)
+            let head = try store.lastTransactionID
+            let first = try await store.compact()
+            #expect(first.horizon == head && first.logEntriesAfter == 0)
+            #expect(try store.lastTransactionID == head)
+            let history = try store.history(of: t.id)
+            #expect(history.first?.author == "compaction" && history.first?.transactionID == head)
+            _ = try await store.save { $0.set(Track.title, of: t.id, to: "renamed") }
+            let second = try await store.compact(horizon: head.next)
+            #expect(second.previousHorizon == head && second.horizon == head.next)
+            #expect(try store.mainContext.object(Track.self, id: t.id)?.title == "renamed")
+            #expect(try store.verify().ok)
+        }
+    }
+
+    @Test func diskSpaceComesBack() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try Store.open(at: dir, schema: try librarySchema())
+        defer { store.close() }
+        var ids: [ObjectID] = []
+        _ = try await store.save { c in
+            for i in 0..<2000 {
+                let t = makeTrack(title: "track \(i) " + String(repeating: "x", count: 100), duration: i)
+                ids.append(t.id)
+                c.insert(t)
+            }
+        }
+        for round in 0..<10 {
+            _ = try await store.save { c in for id in ids { c.set(Track.durationSeconds, of: id, to: round) } }
+        }
+        _ = try await store.save { c in for id in ids.prefix(1500) { c.delete(id) } }
+        let report = try await store.compact()
+        #expect(report.bytesAfter * 4 < report.bytesBefore, "\(report.bytesBefore) → \(report.bytesAfter)")
+        #expect(try store.mainContext.count(Track.self) == 500)
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasPrefix("gen-") }
+        #expect(names.count == 1, "old generation left behind: \(names)")
+    }
+
+    @Test(.timeLimit(.minutes(2))) func onlineWithConcurrentWritersAndAPinnedReader() async throws {
+        try await withLibraryStore { store in
+            _ = try await churn(store, seed: 11, saves: 40)
+            let pinned = try store.snapshot(label: "old reader")
+            let pinnedState = try state(pinned)
+            let acknowledged = Locked<[ObjectID]>([])
+            let writers = Task {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for w in 0..<3 {
+                        group.addTask {
+                            for i in 0..<60 {
+                                let g = Genre(name: "w\(w)-\(i)")
+                                _ = try await store.save { $0.insert(g) }
+                                acknowledged.withLock { $0.append(g.id) }
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+            }
+            for _ in 0..<3 {
+                _ = try await store.compact(horizon: try store.lastTransactionID)
+                _ = try store.mainContext.count(Genre.self)
+            }
+            try await writers.value
+            // The pinned reader saw one consistent old state throughout.
+            #expect(try state(pinned) == pinnedState)
+            pinned.close()
+            let present = Set(try store.mainContext.fetch(Genre.self).map(\.id))
+            for id in acknowledged.withLock({ $0 }) { #expect(present.contains(id), "acknowledged save lost") }
+            #expect(present.count == 180)
+            #expect(try store.verify().ok)
+        }
+    }
+
+    @Test func anotherProcessHoldingTheStoreMakesCompactRefuse() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try Store.open(at: dir, schema: try librarySchema())
+        _ = try await store.save { $0.insert(Genre(name: "x")) }
+        let r = try storectl("compact", dir.path)
+        #expect(r.status == 75)
+        #expect(r.stderr.contains("\(getpid())"), "\(r.stderr)")
+        store.close()
+        let ok = try storectl("compact", dir.path, "--json")
+        #expect(ok.status == 0, "\(ok.stderr)")
+    }
+
+    @Test func killedCompactionLeavesTheOldOrTheNewStore() async throws {
+        let dir = temporaryDirectory("kill-compact")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("lib.ndjson").path
+        let generator = URL(fileURLWithPath: storectlPath).deletingLastPathComponent().appendingPathComponent("strata-generate").path
+        #expect(try run(generator, ["20000", "--seed", "3", "--output", input]).status == 0)
+        let store = dir.appendingPathComponent("store").path
+        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try storectl("import", store, input, "--batch", "1000", "--quiet").status == 0)
+        let expected = try storectl("export", store, "--entity", "Track").stdout
+        var rng = SeededGenerator(seed: 5)
+        for iteration in 0..<6 {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: storectlPath)
+            p.arguments = ["compact", store, "--keep-last", "\(iteration % 3)", "--quiet"]
+            p.standardOutput = FileHandle.nullDevice
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            usleep(UInt32.random(in: 1_000...300_000, using: &rng))
+            kill(p.processIdentifier, SIGKILL)
+            p.waitUntilExit()
+            let v = try storectl("verify", store, "--json")
+            #expect(v.status == 0, "iteration \(iteration): \(v.stderr)")
+            #expect(try storectl("export", store, "--entity", "Track").stdout == expected, "iteration \(iteration): state changed")
+        }
+        let names = try FileManager.default.contentsOfDirectory(atPath: store).filter { $0.hasPrefix("gen-") }
+        #expect(names.count <= 2)
+    }
+}

@@ -1,0 +1,57 @@
+import Foundation
+
+/// The performance targets of issue 8, checked against a report.
+struct Target: Sendable {
+    enum Bound: Sendable { case atLeast, atMost }
+
+    let name: String
+    let bound: Bound
+    let threshold: Double
+    /// The measured figure (a ratio, or MB), or nil when its inputs were not measured.
+    let measure: @Sendable (Report) -> Double?
+
+    static let all: [Target] = [
+        Target(name: "W1 import ≥ 0.5× raw LMDB", bound: .atLeast, threshold: 0.5) { ratio($0, "W1_import", .strata, .lmdb) },
+        Target(name: "W1 import ≥ 3× GRDB", bound: .atLeast, threshold: 3) { ratio($0, "W1_import", .strata, .grdb) },
+        Target(name: "W1 peak RSS ≤ 200 MB", bound: .atMost, threshold: 200) { $0.value("W1_peak_rss_mb", .strata) },
+        Target(name: "W2 durable ≥ 0.9× raw LMDB", bound: .atLeast, threshold: 0.9) { ratio($0, "W2_small_tx", .strata, .lmdb) },
+        Target(name: "W2 relaxed ≥ GRDB default", bound: .atLeast, threshold: 1) { ratio($0, "W2_small_tx_relaxed", .strata, .grdb) },
+        Target(name: "W3 16 savers ≥ 8× 1 saver", bound: .atLeast, threshold: 8) { r in
+            guard let a = r.value("W3_group_commit_16", .strata), let b = r.value("W3_group_commit_1", .strata), b > 0 else { return nil }
+            return a / b
+        },
+        Target(name: "W4 point reads ≥ 0.5× raw LMDB", bound: .atLeast, threshold: 0.5) { ratio($0, "W4_point_reads", .strata, .lmdb) },
+        Target(name: "W4 point reads ≥ 3× GRDB", bound: .atLeast, threshold: 3) { ratio($0, "W4_point_reads", .strata, .grdb) },
+        Target(name: "W5 snapshot open ≥ 50× GRDB", bound: .atLeast, threshold: 50) { ratio($0, "W5_snapshot_open", .strata, .grdb) },
+        Target(name: "W6 reader p99 during import ≤ 1.5× idle", bound: .atMost, threshold: 1.5) { r in
+            guard let busy = r.value("W6_reader_p99_import_us", .strata), let idle = r.value("W6_reader_p99_idle_us", .strata), idle > 0 else { return nil }
+            return busy / idle
+        },
+    ]
+
+    static func ratio(_ r: Report, _ key: String, _ a: Engine, _ b: Engine) -> Double? {
+        guard let x = r.value(key, a), let y = r.value(key, b), y > 0 else { return nil }
+        return x / y
+    }
+
+    /// "met", or how far off: "missed: needs 12.5× more" / "missed: 3.2× over".
+    func verdict(_ report: Report) -> (measured: Double?, met: Bool?, text: String) {
+        guard let m = measure(report), m.isFinite else { return (nil, nil, "not measured") }
+        switch bound {
+        case .atLeast:
+            return m >= threshold ? (m, true, "met") : (m, false, String(format: "MISSED: %.2f× short", threshold / max(m, 1e-12)))
+        case .atMost:
+            return m <= threshold ? (m, true, "met") : (m, false, String(format: "MISSED: %.2f× over", m / threshold))
+        }
+    }
+
+    static func render(_ report: Report) -> String {
+        var out = "targets (issue 8):\n"
+        for t in all {
+            let v = t.verdict(report)
+            let shown = v.measured.map { t.name.contains("MB") ? String(format: "%.0f MB", $0) : String(format: "%.2f×", $0) } ?? "—"
+            out += "  " + t.name.padding(toLength: 42, withPad: " ", startingAt: 0) + shown.padding(toLength: 10, withPad: " ", startingAt: 0) + v.text + "\n"
+        }
+        return out
+    }
+}

@@ -1,0 +1,33 @@
+import Foundation
+
+/// strata-crash-child MODE [--options]: the reliability harness's child program and drivers.
+///
+///   save           concurrent durable saves, one `ACK <tx> <kind> <marker> <k>` line per returned save
+///   import         an Importer run, `ACK-IMPORT <records>` per committed batch
+///   gen            a deterministic NDJSON library
+///   parent         the kill -9 loop (Tools/kill-loop)
+///   flips          the on-disk byte-flip campaign (Tools/reliability/flip-campaign)
+///   flip-check     one check of a flipped copy (started by `flips`)
+///   hold-snapshot  pins a snapshot and sleeps (stale-reader test)
+///   fsize          saves under RLIMIT_FSIZE until a write fails (resource-fault test)
+///   fork           uses a store after fork() (misuse test)
+@main
+struct CrashChild {
+    static func main() throws {
+        let args = CommandLine.arguments
+        guard args.count >= 2 else { fail("usage: strata-crash-child MODE [--options]", code: 64) }
+        let o = Options(args.dropFirst(2))
+        switch args[1] {
+        case "save": try SaveMode.run(o)
+        case "import": try ImportMode.run(o)
+        case "gen": try GenerateMode.run(o)
+        case "parent": try KillLoop.run(o)
+        case "flips": try FlipCampaign.run(o)
+        case "flip-check": try FlipCampaign.check(o)
+        case "hold-snapshot": try FaultModes.holdSnapshot(o)
+        case "fsize": try FaultModes.fileSizeLimit(o)
+        case "fork": try FaultModes.forkMisuse(o)
+        default: fail("unknown mode '\(args[1])'", code: 64)
+        }
+    }
+}

@@ -1,0 +1,129 @@
+import Foundation
+import Glibc
+import LibraryModel
+import Strata
+
+/// Child modes for the resource-fault and misuse tests (Tests/StrataTests/Reliability*Tests.swift).
+enum FaultModes {
+    /// `hold-snapshot`: opens a snapshot, prints `HOLDING <pid> <tx>`, then sleeps until killed.
+    static func holdSnapshot(_ o: Options) throws {
+        let store: Store
+        do { store = try Store.open(at: URL(fileURLWithPath: o.require("store")), schema: librarySchema()) } catch { fail("open: \(error)", code: 2) }
+        let snapshot = try store.snapshot(label: "held-by-child")
+        emit("HOLDING \(getpid()) \(snapshot.transactionID.rawValue) readers=\(try store.info().readers)")
+        withExtendedLifetime(snapshot) {
+            while true { sleep(60) }
+        }
+    }
+
+    /// A group transaction of the save workload (see ``SaveMode``), with `bytes` of padding in the
+    /// playlist's notes so the data file grows quickly.
+    static func group(_ marker: String, k: Int, padding: Int) -> ChangeSet {
+        var changes = ChangeSet()
+        let created = Date(timeIntervalSince1970: 1_700_000_000)
+        // notes stay "k=K" (the checker's invariant); the padding goes into the track titles.
+        let playlist = Playlist(name: marker, createdAt: created, notes: "k=\(k)")
+        changes.insert(playlist)
+        for i in 0..<k {
+            let t = Track(mbid: UUID(), title: "\(marker)-\(i)-" + String(repeating: "x", count: padding), durationSeconds: 60, addedAt: created)
+            changes.insert(t)
+            changes.add(t.id, to: Playlist.tracks, of: playlist.id)
+        }
+        return changes
+    }
+
+    /// `fsize`: saves `--warmup` groups, then lowers RLIMIT_FSIZE to the data file's size plus
+    /// `--headroom-bytes` (SIGXFSZ ignored, so writes past it fail with EFBIG) and saves until a
+    /// save fails. Prints `ACK …` for every save that returned, `FAILED <marker> <code> <error>`
+    /// for the first failure, `AGAIN <error>` for one more try under the limit, then raises the
+    /// limit and retries the failed save in the same process: `RESUMED <tx>` or `RESUMEFAILED <error>`.
+    static func fileSizeLimit(_ o: Options) throws {
+        let dir = o.require("store")
+        let headroom = o.int("headroom-bytes", default: 256 << 10)
+        let store: Store
+        do { store = try Store.open(at: URL(fileURLWithPath: dir), schema: librarySchema()) } catch { fail("open: \(error)", code: 2) }
+        var seq = 0
+        func save(_ marker: String) throws -> TransactionID {
+            try blocking { try await store.save(group(marker, k: 4, padding: 3000), author: "fsize", metadata: ["marker": marker, "kind": "group", "k": "4"]) }
+        }
+        for _ in 0..<o.int("warmup", default: 3) {
+            seq += 1
+            emit("ACK \(try save("fs-\(seq)").rawValue) group fs-\(seq) 4")
+        }
+        signal(SIGXFSZ, SIG_IGN)
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_FSIZE.rawValue), &limit)
+        let hard = limit.rlim_max
+        var st = stat()
+        stat(dir + "/data.mdb", &st)
+        limit.rlim_cur = rlim_t(Int(st.st_size) + headroom)
+        guard setrlimit(Int32(RLIMIT_FSIZE.rawValue), &limit) == 0 else { fail("setrlimit: \(String(cString: strerror(errno)))") }
+        emit("LIMIT \(limit.rlim_cur) file=\(st.st_size)")
+        while seq < 10_000 {
+            seq += 1
+            let marker = "fs-\(seq)"
+            do {
+                emit("ACK \(try save(marker).rawValue) group \(marker) 4")
+            } catch {
+                var code: Int32 = 0
+                if case StrataError.lmdb(let e) = error { code = e.code }
+                emit("FAILED \(marker) \(code) \(error)")
+                do { emit("AGAINOK \(try save(marker + "-again").rawValue)") } catch { emit("AGAIN \(error)") }
+                limit.rlim_cur = hard
+                setrlimit(Int32(RLIMIT_FSIZE.rawValue), &limit)
+                do { emit("RESUMED \(try save(marker).rawValue) \(marker)") } catch { emit("RESUMEFAILED \(error)") }
+                store.close()
+                emit("DONE")
+                return
+            }
+        }
+        emit("NEVERFAILED")
+    }
+
+    /// `fork`: opens a store, saves, forks. The forked child tries to read, save, open a snapshot
+    /// and open the store again, printing `child <step>: ok` or `child <step>: <error>` for each;
+    /// the parent then reads and saves as usual (`parent <step>: …`). An alarm bounds any hang.
+    static func forkMisuse(_ o: Options) throws {
+        let url = URL(fileURLWithPath: o.require("store"))
+        let schema = librarySchema()
+        let store = try Store.open(at: url, schema: schema)
+        _ = try blocking { try await store.save { $0.insert(Genre(name: "before fork")) } }
+        _ = try store.mainContext.count(Genre.self)
+        let pid = fork()
+        if pid == 0 {
+            alarm(10)
+            var out = ""
+            func step(_ name: String, _ body: () throws -> String) {
+                do { out += "child \(name): ok \(try body())\n" } catch { out += "child \(name): \(error)\n" }
+            }
+            step("read") { "head \(try store.lastTransactionID)" }
+            step("fetch") { "genres \(try store.mainContext.count(Genre.self))" }
+            step("snapshot") { "pinned at \(try store.snapshot(label: "after-fork").transactionID)" }
+            step("verify") { "\(try store.verify().ok)" }
+            step("reopen") {
+                let again = try Store.open(at: url, schema: schema)
+                return "same instance: \(again === store), head \(try again.lastTransactionID)"
+            }
+            out.withCString { _ = write(1, $0, strlen($0)) }
+            // `save` is async; Store.save checks the process before its first suspension. Whether a
+            // task can run at all in a forked child is up to the runtime, so this goes last, after
+            // everything else is printed, bounded by the alarm.
+            var saved = "child save: no answer\n"
+            let done = DispatchSemaphore(value: 0)
+            nonisolated(unsafe) var answer = ""
+            Task {
+                do { answer = "child save: ok tx \(try await store.save { $0.insert(Genre(name: "in forked child")) })\n" } catch { answer = "child save: \(error)\n" }
+                done.signal()
+            }
+            if done.wait(timeout: .now() + 3) == .success { saved = answer }
+            saved.withCString { _ = write(1, $0, strlen($0)) }
+            _exit(0)
+        }
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        emit("parent child-status \(status)")
+        do { emit("parent read: ok head \(try store.lastTransactionID)") } catch { emit("parent read: \(error)") }
+        do { emit("parent save: ok tx \(try blocking { try await store.save { $0.insert(Genre(name: "after fork")) } })") } catch { emit("parent save: \(error)") }
+        store.close()
+    }
+}
