@@ -27,12 +27,13 @@ enum Exit {
             case .storeFull: return ioError
             case .readOnly: return cannotCreate
             case .lmdb(let l): return code(forLMDB: l)
-            case .closed, .usedAfterFork: return software
+            case .closed, .usedAfterFork, .migrated: return software
             }
         case let e as LMDBError: return code(forLMDB: e)
         case is SchemaError: return dataError
         case let e as ImportIssue: return e.line == 0 ? noInput : dataError
         case let e as CLIError: return e.code
+        case is MigrationError: return dataError
         default: return software
         }
     }

@@ -97,7 +97,7 @@ for _ in 0..<artistCount {
     let id = uuid(&rng)
     artistIDs.append(id)
     let country = ["IS", "NO", "DK", "JP", "RU", "GR", "BR", "US", "DE", "PL"].randomElement(using: &rng)!
-    emit(#"{"entity":"Artist","mbid":"\#(id)","name":\#(quote(word(&rng) + " " + word(&rng))),"country":"\#(country)","formedYear":\#(Int.random(in: 1950...2024, using: &rng))}"#)
+    emit(#"{"entity":"Artist","mbid":"\#(id)","name":\#(quote(word(&rng) + " " + word(&rng))),"country":"\#(country)","foundedYear":"\#(Int.random(in: 1950...2024, using: &rng))"}"#)
 }
 var albumIDs: [String] = []
 for _ in 0..<albumCount {

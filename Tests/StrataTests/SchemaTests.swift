@@ -26,7 +26,8 @@ import Testing
 
     @Test func shippedLibrarySchemaLoads() throws {
         let s = try Schema.load(directory: librarySchemaDirectory)
-        #expect(s.model == "library" && s.version == 1)
+        #expect(s.model == "library" && s.version == 2)
+        #expect(try Schema.loadAll(directory: librarySchemaDirectory).map(\.version) == [1, 2])
         #expect(s.entities.map(\.name) == ["Artist", "Album", "Track", "Genre", "Playlist"])
         let track = try #require(s.entity(named: "Track"))
         #expect(track.attribute(named: "discNumber")?.defaultValue == .int(1))

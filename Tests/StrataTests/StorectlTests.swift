@@ -36,7 +36,7 @@ import Testing
         #expect(summary["records"] == .int(406))
         let info = try infoJSON(store)
         #expect(info["schema"]?["model"] == .string("library"))
-        #expect(info["schema"]?["version"] == .int(1))
+        #expect(info["schema"]?["version"] == .int(2))
         #expect(info["entities"]?["Track"] == .int(306))
         #expect(info["entities"]?["Playlist"] == .int(9))
         #expect(info["lastTransaction"] == .int(1))
@@ -71,8 +71,8 @@ import Testing
 
     @Test func malformedJSON() throws { try expectBadInput(Self.good + "{\"entity\": \n", ["in.ndjson:2: malformed JSON"]) }
     @Test func wrongType() throws {
-        try expectBadInput(Self.good + #"{"entity":"Artist","mbid":"7e66a91c-080f-5eea-aa6b-d2e7423e063a","name":"X","formedYear":"1990"}"#,
-                           ["in.ndjson:2: formedYear: expected int, found string"])
+        try expectBadInput(Self.good + #"{"entity":"Artist","mbid":"7e66a91c-080f-5eea-aa6b-d2e7423e063a","name":"X","foundedYear":1990}"#,
+                           ["in.ndjson:2: foundedYear: expected string, found integer"])
     }
     @Test func unknownEntity() throws { try expectBadInput(Self.good + #"{"entity":"Song"}"#, ["in.ndjson:2: entity: unknown entity 'Song'"]) }
     @Test func unknownField() throws { try expectBadInput(#"{"entity":"Genre","name":"A","color":"red"}"#, ["in.ndjson:1: color: unknown field of Genre"]) }

@@ -108,15 +108,18 @@ public struct Schema: Sendable {
     public let entities: [EntityDescription]
     /// The schema as canonical JSON; stored in the store so tools can read it without the files.
     public let canonicalJSON: String
+    /// Steps from version `version - 1` (empty for version 1).
+    public let migrationSteps: [MigrationStep]
     private let byName: [String: EntityDescription]
     private let byTag: [UInt16: EntityDescription]
     let typeChecks = TypeCheckCache()
 
-    init(model: String, version: Int, entities: [EntityDescription], canonicalJSON: String) {
+    init(model: String, version: Int, entities: [EntityDescription], canonicalJSON: String, migrationSteps: [MigrationStep] = []) {
         self.model = model
         self.version = version
         self.entities = entities
         self.canonicalJSON = canonicalJSON
+        self.migrationSteps = migrationSteps
         byName = Dictionary(uniqueKeysWithValues: entities.map { ($0.name, $0) })
         byTag = Dictionary(uniqueKeysWithValues: entities.map { ($0.tag, $0) })
     }

@@ -104,8 +104,7 @@ struct SchemaLoader {
     }
 
     mutating func load(_ root: JSONValue, expectedVersion: Int?) throws -> Schema {
-        let top = try members(root, nil, allowed: ["model", "version", "entities", "description"])
-        _ = top
+        _ = try members(root, nil, allowed: ["model", "version", "entities", "description", "migration"])
         guard case .string(let model)? = root["model"], !model.isEmpty else { throw error("model", "missing or not a non-empty string") }
         _ = try name(.string(model), "model")
         guard case .int(let v)? = root["version"], v >= 1, v <= Int64(UInt32.max) else { throw error("version", "missing or not a positive integer") }
@@ -141,7 +140,14 @@ struct SchemaLoader {
         }
         entity = nil
         try checkInverses(entities)
-        return Schema(model: model, version: Int(v), entities: entities, canonicalJSON: root.serialized)
+        var steps: [MigrationStep] = []
+        if let migration = root["migration"] {
+            guard v >= 2 else { throw error("migration", "version 1 has no previous version to migrate from") }
+            _ = try members(migration, "migration", allowed: ["steps", "description"])
+            guard case .array(let list)? = migration["steps"] else { throw error("migration", "'steps' must be an array") }
+            steps = try list.enumerated().map { try loadStep($1, index: $0) }
+        }
+        return Schema(model: model, version: Int(v), entities: entities, canonicalJSON: root.serialized, migrationSteps: steps)
     }
 
     mutating func loadEntity(_ json: JSONValue, name: String, tag: UInt16, all: [(name: String, tag: UInt16, json: JSONValue)]) throws -> EntityDescription {
@@ -236,6 +242,47 @@ struct SchemaLoader {
             result.append(IndexDescription(attributes: positions, isUnique: unique, tag: entityTag << 8 | UInt16(i + 1)))
         }
         return result
+    }
+
+    func loadStep(_ json: JSONValue, index: Int) throws -> MigrationStep {
+        let place = "migration.steps[\(index)]"
+        guard case .string(let op)? = json["op"] else { throw error(place, "missing 'op'") }
+        func string(_ key: String) throws -> String {
+            guard case .string(let s)? = json[key], !s.isEmpty else { throw error(place, "'\(op)' needs '\(key)'") }
+            return s
+        }
+        func names(_ key: String) throws -> [String] {
+            guard case .array(let items)? = json[key], !items.isEmpty else { throw error(place, "'\(op)' needs '\(key)' (a non-empty array)") }
+            return try items.map {
+                guard case .string(let s) = $0 else { throw error(place, "'\(key)' holds attribute names") }
+                return s
+            }
+        }
+        let allowed: Set<String>
+        let step: MigrationStep
+        switch op {
+        case "addAttribute": allowed = ["entity", "attribute"]; step = .addAttribute(entity: try string("entity"), attribute: try string("attribute"))
+        case "removeAttribute": allowed = ["entity", "attribute"]; step = .removeAttribute(entity: try string("entity"), attribute: try string("attribute"))
+        case "renameEntity": allowed = ["from", "to"]; step = .renameEntity(from: try string("from"), to: try string("to"))
+        case "renameAttribute": allowed = ["entity", "from", "to"]; step = .renameAttribute(entity: try string("entity"), from: try string("from"), to: try string("to"))
+        case "renameRelationship": allowed = ["entity", "from", "to"]; step = .renameRelationship(entity: try string("entity"), from: try string("from"), to: try string("to"))
+        case "changeType":
+            allowed = ["entity", "attribute", "conversion"]
+            let name = try string("conversion")
+            guard let c = TypeConversion(rawValue: name) else {
+                throw error(place, "unknown conversion '\(name)' (known: \(TypeConversion.allCases.map(\.rawValue).joined(separator: ", ")))")
+            }
+            step = .changeType(entity: try string("entity"), attribute: try string("attribute"), conversion: c)
+        case "addIndex": allowed = ["entity", "attributes"]; step = .addIndex(entity: try string("entity"), attributes: try names("attributes"))
+        case "removeIndex": allowed = ["entity", "attributes"]; step = .removeIndex(entity: try string("entity"), attributes: try names("attributes"))
+        case "addUnique": allowed = ["entity", "attributes"]; step = .addUnique(entity: try string("entity"), attributes: try names("attributes"))
+        case "removeUnique": allowed = ["entity", "attributes"]; step = .removeUnique(entity: try string("entity"), attributes: try names("attributes"))
+        case "custom": allowed = ["entity", "name"]; step = .custom(entity: try string("entity"), name: try string("name"))
+        default:
+            throw error(place, "unknown op '\(op)' (known: addAttribute, removeAttribute, renameEntity, renameAttribute, renameRelationship, changeType, addIndex, removeIndex, addUnique, removeUnique, custom)")
+        }
+        _ = try members(json, place, allowed: allowed.union(["op", "description"]))
+        return step
     }
 
     mutating func checkInverses(_ entities: [EntityDescription]) throws {

@@ -7,6 +7,9 @@ struct StateApplier: StateStore {
     let schema: Schema
     /// The transaction being applied (becomes the version of every record it touches).
     var transactionID: TransactionID
+    /// Refuse to overwrite a unique key held by another object (a migration adding a unique
+    /// constraint to existing data). The writer checks before applying, so it leaves this off.
+    var strictUniques = false
     private var countDeltas: [UInt16: Int] = [:]
 
     init(txn: LMDBTransaction, env: LMDBEnvironment, schema: Schema, transactionID: TransactionID) {
@@ -94,10 +97,17 @@ struct StateApplier: StateStore {
             try txn.put(env[.indexes], key: Layout.indexKey(index, record: values, id: id), value: [])
         }
         for unique in e.uniques {
-            if let key = try Layout.uniqueKey(unique, record: values, entity: e, id: id) {
-                try txn.put(env[.uniques], key: key, value: id.keyBytes)
-            }
+            if let key = try Layout.uniqueKey(unique, record: values, entity: e, id: id) { try putUnique(key, unique, e, values, id) }
         }
+    }
+
+    private func putUnique(_ key: [UInt8], _ unique: IndexDescription, _ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
+        if strictUniques, let owner = try uniqueOwner(key), owner != id {
+            let shown = unique.attributes.map { "\(e.attributes[$0].name)=\(values[$0])" }.joined(separator: ", ")
+            throw StrataError.validation(ValidationFailure(kind: .uniqueConstraint, entity: e.name, objectID: id, field: Layout.uniqueFieldName(unique, e),
+                                                           reason: "\(shown) is also held by \(owner)"))
+        }
+        try txn.put(env[.uniques], key: key, value: id.keyBytes)
     }
 
     private func removeIndexEntries(_ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
@@ -118,7 +128,7 @@ struct StateApplier: StateStore {
         }
         for unique in e.uniques where unique.attributes.contains(where: touched.contains) {
             if let key = try Layout.uniqueKey(unique, record: old, entity: e, id: id) { try txn.delete(env[.uniques], key: key) }
-            if let key = try Layout.uniqueKey(unique, record: new, entity: e, id: id) { try txn.put(env[.uniques], key: key, value: id.keyBytes) }
+            if let key = try Layout.uniqueKey(unique, record: new, entity: e, id: id) { try putUnique(key, unique, e, new, id) }
         }
     }
 

@@ -38,6 +38,8 @@ public final class Store: Sendable {
     let logger: Logger
     private let processID: pid_t
     private let closed = Atomic<Bool>(false)
+    /// Set when this process migrated the store: this instance holds the old schema.
+    private let migratedVersion = Atomic<Int>(0)
     private let deleteOnClose: Bool
     /// Held weakly: the context holds the store, and a strong reference back would keep both alive.
     private let main = Mutex<WeakViewContext>(WeakViewContext())
@@ -250,7 +252,11 @@ public final class Store: Sendable {
         if deleteOnClose { try? FileManager.default.removeItem(atPath: path) }
     }
 
+    func markMigrated(to version: Int) { migratedVersion.store(version, ordering: .releasing) }
+
     func checkUsable() throws {
+        let migrated = migratedVersion.load(ordering: .acquiring)
+        if migrated > 0 { throw StrataError.migrated(path: path, toVersion: migrated) }
         if closed.load(ordering: .acquiring) { throw StrataError.closed(path: path) }
         if getpid() != processID { throw StrataError.usedAfterFork(path: path) }
     }

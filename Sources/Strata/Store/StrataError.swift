@@ -51,6 +51,8 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
     case storeBusy(path: String, processIDs: [Int32])
     /// History before the compaction horizon was squashed; it cannot be replayed.
     case beforeHorizon(requested: TransactionID, horizon: TransactionID)
+    /// The store was migrated to a new schema version by this process; open it again with it.
+    case migrated(path: String, toVersion: Int)
     /// A query that does not fit its entity (unknown attribute, wrong value type, …).
     case invalidQuery(entity: String, reason: String)
 
@@ -80,6 +82,7 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
         case .usedAfterFork(let p): return "\(p): store was opened by the parent process before fork(); open it again in the child"
         case .noSuchTransaction(let tx): return "transaction \(tx) is not in the log"
         case .invalidQuery(let e, let r): return "invalid query on \(e): \(r)"
+        case .migrated(let p, let v): return "\(p): the store was migrated to v\(v); open it again with that schema"
         case .storeBusy(let p, let pids):
             return "\(p): open in other process(es) \(pids.map(String.init).joined(separator: ", ")); close them first (or wait)"
         case .beforeHorizon(let tx, let h):

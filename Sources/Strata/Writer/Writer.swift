@@ -111,6 +111,18 @@ final class Writer: Sendable {
         }
     }
 
+    /// Stops the writer from inside ``exclusive(_:)``: later saves and the ones still queued fail
+    /// with `error` (none is acknowledged). Used when a migration replaced the store underneath.
+    func stopFromQueue(failing error: StrataError) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let pending = state.withLock { s -> [PendingSave] in
+            s.closed = true
+            defer { s.pending.removeAll() }
+            return s.pending
+        }
+        for save in pending { save.continuation.resume(throwing: error) }
+    }
+
     /// Points commits at a new environment. Call only from inside ``exclusive(_:)``.
     func replaceEnvironment(_ new: LMDBEnvironment) {
         dispatchPrecondition(condition: .onQueue(queue))

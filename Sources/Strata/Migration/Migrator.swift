@@ -1,0 +1,344 @@
+import CLMDB
+import Foundation
+
+/// Where a store stands against the app's schema versions.
+public enum MigrationStatus: Sendable, Equatable {
+    case upToDate(version: Int)
+    /// The store is at `from`; the app's schemas reach `to`, through these steps.
+    case needsMigration(from: Int, to: Int, steps: [String])
+    /// The store was written by a newer version than the app knows.
+    case tooNew(store: Int, app: Int)
+}
+
+/// What a migration did (or, for a dry run, would do).
+public struct MigrationReport: Sendable {
+    public let dryRun: Bool
+    public let from: Int
+    public let to: Int
+    public let objects: Int
+    /// Log transactions rewritten through the steps (their ids unchanged).
+    public let transactionsUpcast: Int
+    /// The transaction recording the migration (nil for a dry run).
+    public let migrationTransaction: TransactionID?
+    /// Time spent in each step, over every object and historical version.
+    public let stepSeconds: [(step: String, seconds: Double)]
+    /// Live objects per entity after the migration.
+    public let objectsPerEntity: [String: Int]
+    public let bytesBefore: Int
+    public let bytesAfter: Int
+    public let seconds: Double
+}
+
+/// Progress of a migration.
+public struct MigrationProgress: Sendable {
+    public enum Phase: String, Sendable { case base, log, catchingUp, switching }
+    public let phase: Phase
+    public let done: Int
+    public let total: Int
+}
+
+extension Store {
+    /// The cheap check at launch: reads the store's schema version without opening it for writing.
+    /// `schemas` are every version of the model, oldest first (``Schema/loadAll(directory:)``).
+    public static func migrationStatus(at url: URL, schemas: [Schema]) throws -> MigrationStatus {
+        guard let app = schemas.last else { throw MigrationError(reason: "no schema versions given") }
+        let store = try Store.openReadOnly(at: url)
+        defer { store.close() }
+        let version = store.schema.version
+        guard store.schema.model == app.model else { throw StrataError.modelMismatch(store: store.schema.model, app: app.model) }
+        if version == app.version { return .upToDate(version: version) }
+        if version > app.version { return .tooNew(store: version, app: app.version) }
+        let steps = schemas.filter { $0.version > version }.flatMap { s in s.migrationSteps.map { "v\(s.version): \($0.summary)" } }
+        return .needsMigration(from: version, to: app.version, steps: steps)
+    }
+
+    /// Migrates the store at `url` to the last of `schemas` (or to version `target`): all or
+    /// nothing, recorded in the log, with older transactions rewritten through the steps so replay,
+    /// history and as-of read them in the new schema. The store is rebuilt in a new generation
+    /// while it keeps serving (if this process has it open, its readers go on; its writes are
+    /// caught up), then switched atomically; a kill at any point leaves the old or the new store.
+    /// Afterwards an instance opened with the old schema is closed: open the store again.
+    ///
+    /// - Throws: ``MigrationError``, ``SchemaError`` (steps that do not lead to the new version),
+    ///   ``StrataError/validation(_:)`` (a unique constraint existing data violates),
+    ///   ``StrataError/storeBusy(path:processIDs:)``. Nothing is changed when it throws.
+    public static func migrate(at url: URL, schemas: [Schema], to target: Int? = nil, registry: MigrationRegistry = MigrationRegistry(),
+                               dryRun: Bool = false, progress: (@Sendable (MigrationProgress) -> Void)? = nil) async throws -> MigrationReport {
+        let store = try Store.openExisting(at: url)
+        let report = try await store.migrate(schemas: schemas, to: target, registry: registry, dryRun: dryRun, progress: progress)
+        store.close()
+        return report
+    }
+
+    /// Migrates this store (opened with its stored schema); see ``migrate(at:schemas:to:registry:dryRun:progress:)``.
+    public func migrate(schemas: [Schema], to target: Int? = nil, registry: MigrationRegistry = MigrationRegistry(),
+                        dryRun: Bool = false, progress: (@Sendable (MigrationProgress) -> Void)? = nil) async throws -> MigrationReport {
+        try checkUsable()
+        guard let writer, let lock else { throw StrataError.readOnly(path: path) }
+        let started = ContinuousClock.now
+        let goal = target ?? schemas.last?.version ?? schema.version
+        guard let app = schemas.first(where: { $0.version == goal }), app.model == schema.model else {
+            throw MigrationError(reason: "no \(schema.model) schema v\(goal) among the given versions")
+        }
+        guard goal > schema.version else { throw MigrationError(reason: "the store is at v\(schema.version); nothing to do for v\(goal)") }
+        guard let current = schemas.first(where: { $0.version == schema.version }), current.canonicalJSON == schema.canonicalJSON else {
+            throw MigrationError(reason: "the given v\(schema.version) schema differs from the one the store holds")
+        }
+        let hops = try (schema.version + 1...goal).map { v -> MigrationHop in
+            guard let from = schemas.first(where: { $0.version == v - 1 }), let to = schemas.first(where: { $0.version == v }) else {
+                throw MigrationError(reason: "schema v\(v) is missing")
+            }
+            return try MigrationHop(from: from, to: to, registry: registry)
+        }
+        let others = lock.otherHolders()
+        guard others.isEmpty else { throw StrataError.storeBusy(path: path, processIDs: others) }
+
+        let snapshot = try self.snapshot(label: "migration")
+        defer { snapshot.close() }
+        let oldEnv = snapshot.env
+        let generation = try directory.newGeneration()
+        let generationPath = path + "/" + generation
+        var options = oldEnv.options
+        options.noSync = true
+        options.mapSizeBytes = max(oldEnv.mapSizeBytes, configuration.initialMapSizeBytes)
+        let newEnv: LMDBEnvironment
+        do { newEnv = try LMDBEnvironment(path: generationPath, options: options) } catch {
+            try? FileManager.default.removeItem(atPath: generationPath)
+            throw error
+        }
+        var switched = false
+        defer {
+            if !switched {
+                newEnv.close()
+                try? FileManager.default.removeItem(atPath: generationPath)
+            }
+        }
+        var upcaster = try Upcaster(old: schema, new: app, hops: hops, newEnv: newEnv)
+        defer { upcaster.close() }
+        let t0 = snapshot.transactionID
+        try snapshot.read { view in
+            try Store.writeMeta(env: newEnv, schema: app)
+            _ = try newEnv.copy(.meta, from: view.txn, sourceEnv: view.env, prefix: MetaKey.horizon)
+            let horizon = try view.horizon()
+            progress?(MigrationProgress(phase: .base, done: 0, total: 0))
+            try upcaster.loadBase(view, horizon: horizon, head: t0)
+            try upcaster.upcastLog(view, after: horizon, upTo: t0) { progress?(MigrationProgress(phase: .log, done: $0, total: Int(t0.rawValue - horizon.rawValue))) }
+        }
+        let objectsPerEntity = try newEnv.read { txn in
+            Dictionary(uniqueKeysWithValues: try app.entities.map { ($0.name, try ReadView(txn: txn, env: newEnv, schema: app).objectCount($0)) })
+        }
+        let stepSeconds: [(step: String, seconds: Double)] = zip(hops.flatMap { h in h.steps.map { "v\(h.to.version): \($0.summary)" } }, upcaster.timings.map(\.seconds)).map { (step: $0, seconds: $1) }
+        if dryRun {
+            try newEnv.sync()
+            return MigrationReport(dryRun: true, from: schema.version, to: goal, objects: objectsPerEntity.values.reduce(0, +),
+                                   transactionsUpcast: upcaster.transactions, migrationTransaction: nil, stepSeconds: stepSeconds,
+                                   objectsPerEntity: objectsPerEntity, bytesBefore: oldEnv.fileBytes, bytesAfter: newEnv.fileBytes,
+                                   seconds: (ContinuousClock.now - started).seconds)
+        }
+        progress?(MigrationProgress(phase: .catchingUp, done: 0, total: 0))
+        let box = UpcasterBox(upcaster)
+        let marker = try await writer.exclusive { [self] in
+            var u = box.value
+            defer { box.value = u }
+            let marker = try oldEnv.read { txn -> TransactionID in
+                let view = ReadView(txn: txn, env: oldEnv, schema: schema)
+                let last = try view.lastTransactionID()
+                if last > t0 { try u.upcastLog(view, after: t0, upTo: last) { _ in } }
+                return last.next
+            }
+            try u.writeMarker(marker, from: schema.version, to: goal, steps: stepSeconds.map(\.step))
+            let others = lock.otherHolders()
+            guard others.isEmpty, lock.tryExclusive() else { throw StrataError.storeBusy(path: path, processIDs: others) }
+            defer { lock.shared() }
+            try newEnv.setNoSync(configuration.durability == .relaxed)
+            try newEnv.sync()
+            try directory.switchCurrent(to: generation)
+            // This instance holds the old schema: it stops here, and nothing queued is acknowledged.
+            markMigrated(to: goal)
+            writer.stopFromQueue(failing: .migrated(path: path, toVersion: goal))
+            let oldPath = oldEnv.path
+            oldEnv.onClose { try? FileManager.default.removeItem(atPath: oldPath) }
+            return marker
+        }
+        switched = true
+        let bytesAfter = newEnv.fileBytes
+        newEnv.close()
+        return MigrationReport(dryRun: false, from: schema.version, to: goal, objects: objectsPerEntity.values.reduce(0, +),
+                               transactionsUpcast: box.value.transactions, migrationTransaction: marker, stepSeconds: stepSeconds,
+                               objectsPerEntity: objectsPerEntity, bytesBefore: oldEnv.fileBytes, bytesAfter: bytesAfter,
+                               seconds: (ContinuousClock.now - started).seconds)
+    }
+}
+
+/// Carries the upcaster into the writer's exclusive block (used only there, one thread at a time).
+private final class UpcasterBox: @unchecked Sendable {
+    var value: Upcaster
+    init(_ value: Upcaster) { self.value = value }
+}
+
+/// Rewrites state and log through the migration hops. It keeps the old-schema state in a scratch
+/// environment while it walks the log, because an update only carries the attributes it changed
+/// and a step (a conversion, a custom step) needs the whole record.
+struct Upcaster {
+    let old: Schema
+    let new: Schema
+    let hops: [MigrationHop]
+    let newEnv: LMDBEnvironment
+    let scratch: LMDBEnvironment
+    var timings: [Duration]
+    var transactions = 0
+
+    init(old: Schema, new: Schema, hops: [MigrationHop], newEnv: LMDBEnvironment) throws {
+        self.old = old
+        self.new = new
+        self.hops = hops
+        self.newEnv = newEnv
+        scratch = try StateRebuilder.scratch(sizeHint: 64 << 20)
+        timings = Array(repeating: .zero, count: hops.reduce(0) { $0 + $1.steps.count })
+    }
+
+    func close() { scratch.close() }
+
+    mutating func transform(_ id: ObjectID, _ values: [Value]) throws -> [Value] {
+        var v = values
+        var offset = 0
+        for hop in hops {
+            var t = Array(timings[offset..<offset + hop.steps.count])
+            v = try hop.transform(id, v, timings: &t)
+            timings.replaceSubrange(offset..<offset + hop.steps.count, with: t)
+            offset += hop.steps.count
+        }
+        return v
+    }
+
+    func mapTag(_ tag: UInt16) -> UInt16? {
+        var t: UInt16? = tag
+        for hop in hops { t = t.flatMap { hop.relationshipTags[$0] } }
+        return t
+    }
+
+    /// The state at the horizon, in the old schema into the scratch and transformed into the new generation.
+    mutating func loadBase(_ view: ReadView, horizon: TransactionID, head: TransactionID) throws {
+        guard horizon > .zero else { return }
+        _ = try StateRebuilder.loadBase(from: view, horizon: horizon, head: head, into: scratch, schema: old)
+        let records = try scratch.read { txn -> [Record] in
+            var out: [Record] = []
+            try txn.scan(scratch[.objects]) { k, v in
+                out.append(try RecordCodec.decode(v, id: ObjectID(keyBytes: k), schema: old))
+                return true
+            }
+            return out
+        }
+        var transformed: [(ObjectID, [Value], TransactionID)] = []
+        for r in records { transformed.append((r.id, try transform(r.id, r.values), r.version)) }
+        try newEnv.writeGrowing { txn in
+            var applier = StateApplier(txn: txn, env: newEnv, schema: new, transactionID: .zero)
+            applier.strictUniques = true
+            for (id, values, version) in transformed {
+                applier.transactionID = version
+                try applier.apply(.insert(id: id, values: values))
+            }
+            try applier.flushCounts()
+        }
+        let links = try scratch.read { txn -> [[UInt8]] in
+            var out: [[UInt8]] = []
+            try txn.scan(scratch[.links]) { k, _ in out.append(Array(k)); return true }
+            return out
+        }
+        try newEnv.writeGrowing { txn in
+            for k in links {
+                guard let tag = mapTag(UInt16(k[0]) << 8 | UInt16(k[1])) else { continue }
+                try txn.put(newEnv[.links], key: Layout.u16(tag) + k.dropFirst(2), value: [])
+            }
+        }
+    }
+
+    /// Rewrites the log entries (`after`, `upTo`] through the steps into the new generation and
+    /// applies them there; the scratch follows in the old schema.
+    mutating func upcastLog(_ view: ReadView, after: TransactionID, upTo: TransactionID, progress: (Int) -> Void) throws {
+        guard upTo > after else { return }
+        var batch: [LogEntry] = []
+        func flush(_ u: inout Upcaster) throws {
+            guard !batch.isEmpty else { return }
+            let upcast = try u.upcast(batch)
+            try u.newEnv.writeGrowing { txn in
+                for entry in upcast {
+                    var applier = StateApplier(txn: txn, env: u.newEnv, schema: u.new, transactionID: entry.transactionID)
+                    applier.strictUniques = true
+                    for c in entry.changes { try applier.apply(c) }
+                    try applier.flushCounts()
+                    try txn.put(u.newEnv[.log], key: entry.transactionID.keyBytes, value: LogEntryCodec.encode(entry), flags: UInt32(MDB_APPEND))
+                }
+            }
+            u.transactions += batch.count
+            progress(u.transactions)
+            batch.removeAll(keepingCapacity: true)
+        }
+        var expected = after.next
+        var failure: Error?
+        try view.forEachLogEntry(after.next.rawValue...upTo.rawValue) { entry in
+            guard entry.transactionID == expected else {
+                failure = StrataError.corruptLogEntry(transaction: expected, reason: "missing from the log; cannot migrate")
+                return false
+            }
+            expected = expected.next
+            batch.append(entry)
+            if batch.count >= 512 {
+                do { try flush(&self) } catch { failure = error; return false }
+            }
+            return true
+        }
+        if let failure { throw failure }
+        guard expected == upTo.next else { throw StrataError.corruptLogEntry(transaction: expected, reason: "missing from the log; cannot migrate") }
+        try flush(&self)
+    }
+
+    /// Entries in the new schema; the scratch advances through the originals.
+    private mutating func upcast(_ entries: [LogEntry]) throws -> [LogEntry] {
+        var out: [LogEntry] = []
+        var pending: [(LogEntry, [LoggedChange])] = []
+        // Compute with the scratch's records, then apply the originals to it, in one transaction
+        // (redone whole if the scratch's map has to grow).
+        try scratch.writeGrowing { txn in
+            pending.removeAll()
+            for entry in entries {
+                var applier = StateApplier(txn: txn, env: scratch, schema: old, transactionID: entry.transactionID)
+                var changes: [LoggedChange] = []
+                for c in entry.changes {
+                    switch c {
+                    case .insert(let id, let values):
+                        changes.append(.insert(id: id, values: try transform(id, values)))
+                    case .update(let id, let attrs, let previous):
+                        guard let before = try applier.record(id) else { throw MigrationError(reason: "transaction \(entry.transactionID) updates missing object \(id)") }
+                        var after = before.values
+                        for a in attrs { after[a.attribute] = a.new }
+                        let tb = try transform(id, before.values), ta = try transform(id, after)
+                        let diff = tb.indices.filter { tb[$0] != ta[$0] }.map { AttributeChange(attribute: $0, old: tb[$0], new: ta[$0]) }
+                        if !diff.isEmpty { changes.append(.update(id: id, changes: diff, previousVersion: previous)) }
+                    case .delete(let id, let values, let previous):
+                        changes.append(.delete(id: id, values: try transform(id, values), previousVersion: previous))
+                    case .link(let tag, let a, let b):
+                        if let t = mapTag(tag) { changes.append(.link(relationship: t, from: a, to: b)) }
+                    case .unlink(let tag, let a, let b):
+                        if let t = mapTag(tag) { changes.append(.unlink(relationship: t, from: a, to: b)) }
+                    }
+                    try applier.apply(c)
+                }
+                try applier.flushCounts()
+                pending.append((entry, changes))
+            }
+        }
+        for (entry, changes) in pending {
+            out.append(LogEntry(transactionID: entry.transactionID, schemaVersion: new.version, timestampMs: entry.timestampMs,
+                                author: entry.author, metadata: entry.metadata, changes: changes))
+        }
+        return out
+    }
+
+    /// The transaction that records the migration itself (no data changes).
+    func writeMarker(_ tx: TransactionID, from: Int, to: Int, steps: [String]) throws {
+        let entry = LogEntry(transactionID: tx, schemaVersion: to, timestampMs: Int64(Date().timeIntervalSince1970 * 1000), author: "migration",
+                             metadata: ["migrationFrom": String(from), "migrationTo": String(to), "steps": steps.joined(separator: "; ")], changes: [])
+        try newEnv.writeGrowing { try $0.put(newEnv[.log], key: tx.keyBytes, value: LogEntryCodec.encode(entry), flags: UInt32(MDB_APPEND)) }
+    }
+}
