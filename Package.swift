@@ -34,6 +34,7 @@ let package = Package(
             name: "storectl",
             dependencies: [
                 "Strata",
+                "LibraryModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

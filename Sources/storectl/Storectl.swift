@@ -16,6 +16,6 @@ struct Storectl: AsyncParsableCommand {
         """,
         subcommands: [InitCommand.self, InfoCommand.self, ImportCommand.self, ExportCommand.self, QueryCommand.self,
                       LogCommand.self, ShowCommand.self, HistoryCommand.self, ReplayCommand.self, DiffCommand.self, VerifyCommand.self,
-                      CompactCommand.self, GenerateCommand.self]
+                      CompactCommand.self, MigrateCommand.self, GenerateCommand.self]
     )
 }

@@ -61,8 +61,10 @@ public final class Snapshot: Sendable {
     /// Whether ``close()`` was called (or the store closed).
     public var isClosed: Bool { txn.withLock { $0 == nil } }
 
+    /// Reads the snapshot. A snapshot stays readable until closed, also after a compaction or a
+    /// migration replaced the store's generation (it keeps the old one alive).
     func read<R>(_ body: (ReadView) throws -> R) throws -> R {
-        try store.checkUsable()
+        try store.checkProcess()
         return try txn.withLock { box in
             guard let box else { throw StrataError.closed(path: store.path) }
             return try env.mapLock.withShared {

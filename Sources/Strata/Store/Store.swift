@@ -254,6 +254,11 @@ public final class Store: Sendable {
 
     func markMigrated(to version: Int) { migratedVersion.store(version, ordering: .releasing) }
 
+    /// Refuses use in a child process after `fork()` (LMDB environments must not cross a fork).
+    func checkProcess() throws {
+        if getpid() != processID { throw StrataError.usedAfterFork(path: path) }
+    }
+
     func checkUsable() throws {
         let migrated = migratedVersion.load(ordering: .acquiring)
         if migrated > 0 { throw StrataError.migrated(path: path, toVersion: migrated) }

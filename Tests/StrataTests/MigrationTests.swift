@@ -1,0 +1,289 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+@Suite struct MigrationTests {
+    static let v1 = #"""
+    {"model":"shop","version":1,"entities":[
+      {"name":"Product","attributes":[
+         {"name":"code","type":"string"},{"name":"title","type":"string"},{"name":"price","type":"double"},
+         {"name":"stock","type":"int","optional":true},{"name":"legacy","type":"bool","optional":true},
+         {"name":"fullName","type":"string","optional":true}],
+       "relationships":[{"name":"maker","destination":"Maker","inverse":"products"}],
+       "uniques":[["code"]],"indexes":[["price"]]},
+      {"name":"Maker","attributes":[{"name":"name","type":"string"}],
+       "relationships":[{"name":"products","destination":"Product","toMany":true,"inverse":"maker"}]}
+    ]}
+    """#
+
+    /// Every declarative step kind plus a custom one.
+    static let v2 = #"""
+    {"model":"shop","version":2,"entities":[
+      {"name":"Item","attributes":[
+         {"name":"code","type":"string"},{"name":"name","type":"string"},{"name":"price","type":"int"},
+         {"name":"stock","type":"int","optional":true},{"name":"fullName","type":"string","optional":true},
+         {"name":"first","type":"string","optional":true},{"name":"last","type":"string","optional":true},
+         {"name":"views","type":"int","default":7}],
+       "relationships":[{"name":"brand","destination":"Maker","inverse":"products"}],
+       "uniques":[["code"],["name"]],"indexes":[["stock"]]},
+      {"name":"Maker","attributes":[{"name":"name","type":"string"}],
+       "relationships":[{"name":"products","destination":"Item","toMany":true,"inverse":"brand"}]}
+    ],
+    "migration":{"steps":[
+      {"op":"renameEntity","from":"Product","to":"Item"},
+      {"op":"renameAttribute","entity":"Item","from":"title","to":"name"},
+      {"op":"renameRelationship","entity":"Item","from":"maker","to":"brand"},
+      {"op":"changeType","entity":"Item","attribute":"price","conversion":"doubleToInt"},
+      {"op":"removeAttribute","entity":"Item","attribute":"legacy"},
+      {"op":"addAttribute","entity":"Item","attribute":"views"},
+      {"op":"addAttribute","entity":"Item","attribute":"first"},
+      {"op":"addAttribute","entity":"Item","attribute":"last"},
+      {"op":"custom","entity":"Item","name":"splitName"},
+      {"op":"removeIndex","entity":"Item","attributes":["price"]},
+      {"op":"addIndex","entity":"Item","attributes":["stock"]},
+      {"op":"addUnique","entity":"Item","attributes":["name"]}
+    ]}}
+    """#
+
+    static let v3 = #"""
+    {"model":"shop","version":3,"entities":[
+      {"name":"Item","attributes":[
+         {"name":"code","type":"string"},{"name":"name","type":"string"},{"name":"price","type":"string"},
+         {"name":"stock","type":"int","optional":true},{"name":"fullName","type":"string","optional":true},
+         {"name":"first","type":"string","optional":true},{"name":"last","type":"string","optional":true},
+         {"name":"views","type":"int","default":7}],
+       "relationships":[{"name":"brand","destination":"Maker","inverse":"products"}],
+       "uniques":[["name"]],"indexes":[["stock"]]},
+      {"name":"Maker","attributes":[{"name":"name","type":"string"}],
+       "relationships":[{"name":"products","destination":"Item","toMany":true,"inverse":"brand"}]}
+    ],
+    "migration":{"steps":[{"op":"changeType","entity":"Item","attribute":"price","conversion":"intToString"},
+                          {"op":"removeUnique","entity":"Item","attributes":["code"]}]}}
+    """#
+
+    static var registry: MigrationRegistry {
+        var r = MigrationRegistry()
+        r.register("splitName") { record in
+            guard case .string(let full) = record["fullName"] else { return }
+            let parts = full.split(separator: " ", maxSplits: 1).map(String.init)
+            record["first"] = .string(parts[0])
+            if parts.count > 1 { record["last"] = .string(parts[1]) }
+        }
+        return r
+    }
+
+    func schemas(_ texts: [String]) throws -> [Schema] {
+        try texts.enumerated().map { try Schema.parse(Array($1.utf8), source: "v\($0 + 1).json", expectedVersion: $0 + 1) }
+    }
+
+    /// A v1 store with two makers and three products, edited over several transactions.
+    func populated(_ dir: URL, titles: [String] = ["Lamp", "Desk", "Chair"]) async throws -> [ObjectID] {
+        let s = try schemas([Self.v1])[0]
+        let store = try Store.open(at: dir, schema: s)
+        defer { store.close() }
+        let product = s.entity(named: "Product")!, maker = s.entity(named: "Maker")!
+        var m = Record(entity: maker)
+        m["name"] = .string("Acme")
+        var ids: [ObjectID] = []
+        _ = try await store.save { c in
+            c.insert(m)
+            for (i, t) in titles.enumerated() {
+                var p = Record(entity: product)
+                p["code"] = .string("P\(i)")
+                p["title"] = .string(t)
+                p["price"] = .double(9.6 + Double(i))
+                p["stock"] = i == 0 ? .null : .int(Int64(i * 10))
+                p["legacy"] = .bool(true)
+                p["fullName"] = .string("Ada Lovelace \(i)")
+                c.insert(p)
+                c.link(product.relationship(named: "maker")!, from: p.id, to: m.id)
+                ids.append(p.id)
+            }
+        }
+        _ = try await store.save { $0.update(ids[1], [ChangeSet.AttributeValue(attribute: 2, value: .double(20.4))]) }
+        _ = try await store.save { $0.update(ids[2], [ChangeSet.AttributeValue(attribute: 5, value: .string("Grace Hopper"))]) }
+        return ids
+    }
+
+    @Test func everyStepKindAndReplayAcrossTheBoundary() async throws {
+        let dir = temporaryDirectory("migrate")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let ids = try await populated(dir)
+        let all = try schemas([Self.v1, Self.v2])
+        #expect(try Store.migrationStatus(at: dir, schemas: all) == .needsMigration(from: 1, to: 2, steps: all[1].migrationSteps.map { "v2: \($0.summary)" }))
+        let report = try await Store.migrate(at: dir, schemas: all, registry: Self.registry)
+        #expect(report.from == 1 && report.to == 2 && report.objects == 4 && report.transactionsUpcast == 3)
+        #expect(report.migrationTransaction == TransactionID(4))
+        #expect(try Store.migrationStatus(at: dir, schemas: all) == .upToDate(version: 2))
+
+        let store = try Store.open(at: dir, schema: all[1])
+        defer { store.close() }
+        let view = try store.mainContext
+        let item = all[1].entity(named: "Item")!
+        let r1 = try #require(try view.record(ids[1]))
+        #expect(r1.entity.name == "Item" && r1["name"] == .string("Desk") && r1["price"] == .int(20) && r1["views"] == .int(7))
+        #expect(r1["first"] == .string("Ada") && r1["last"] == .string("Lovelace 1"))
+        let r2 = try #require(try view.record(ids[2]))
+        #expect(r2["first"] == .string("Grace") && r2["last"] == .string("Hopper"))
+        // The renamed relationship, both ways; the added index serves a query.
+        let brand = try #require(item.relationship(named: "brand"))
+        #expect(try view.relatedIDs(brand, of: ids[0]).count == 1)
+        #expect(try view.count(Query(entity: "Item", predicate: .compare(attribute: 3, .greaterOrEqual, .int(10)))) == 2)
+        #expect(try store.verify().ok)
+        // Replay across the boundary reads old transactions in the new schema.
+        let past = try store.snapshot(asOf: TransactionID(1))
+        let old = try #require(try past.record(ids[1]))
+        #expect(old["price"] == .int(11) && old["first"] == .string("Ada") && old.entity.name == "Item")
+        let marker = try store.changes(in: TransactionID(4))
+        #expect(marker.author == "migration" && marker.metadata["migrationFrom"] == "1" && marker.metadata["migrationTo"] == "2")
+        let history = try store.history(of: ids[1])
+        #expect(history.map(\.transactionID.rawValue) == [1, 2])
+        // New saves continue after the marker.
+        #expect(try await store.save { $0.update(ids[0], [ChangeSet.AttributeValue(attribute: 3, value: .int(1))]) } == TransactionID(5))
+    }
+
+    @Test func chainV1ToV3() async throws {
+        let dir = temporaryDirectory("migrate")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let ids = try await populated(dir)
+        let all = try schemas([Self.v1, Self.v2, Self.v3])
+        let report = try await Store.migrate(at: dir, schemas: all, registry: Self.registry)
+        #expect(report.from == 1 && report.to == 3)
+        let store = try Store.open(at: dir, schema: all[2])
+        defer { store.close() }
+        #expect(try store.mainContext.record(ids[1])?["price"] == .string("20"))
+        #expect(try store.verify().ok)
+    }
+
+    @Test func uniqueConstraintViolatedByExistingDataLeavesTheStoreUnchanged() async throws {
+        let dir = temporaryDirectory("migrate")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await populated(dir, titles: ["Lamp", "Lamp", "Desk"])
+        let all = try schemas([Self.v1, Self.v2])
+        do {
+            _ = try await Store.migrate(at: dir, schemas: all, registry: Self.registry)
+            Issue.record("duplicate names passed a new unique constraint")
+        } catch StrataError.validation(let f) {
+            #expect(f.kind == .uniqueConstraint && f.entity == "Item" && f.description.contains("Lamp"))
+        }
+        #expect(try Store.migrationStatus(at: dir, schemas: all) == .needsMigration(from: 1, to: 2, steps: all[1].migrationSteps.map { "v2: \($0.summary)" }))
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasPrefix("gen-") }
+        #expect(names.count == 1)
+        let store = try Store.openReadOnly(at: dir)
+        defer { store.close() }
+        #expect(store.schema.version == 1)
+        #expect(try store.verify().ok)
+    }
+
+    @Test func stepsThatDoNotLeadToTheNewVersionAreRefused() throws {
+        let broken = Self.v2.replacingOccurrences(of: #"{"op":"addAttribute","entity":"Item","attribute":"views"},"#, with: "")
+        let all = try schemas([Self.v1, broken])
+        do {
+            _ = try MigrationHop(from: all[0], to: all[1], registry: Self.registry)
+            Issue.record("a step list missing an attribute was accepted")
+        } catch let e as SchemaError {
+            #expect(e.description.contains("views"))
+        }
+        #expect(throws: SchemaError.self) { try MigrationHop(from: all[0], to: try schemas([Self.v1, Self.v2])[1], registry: MigrationRegistry()) }
+    }
+
+    @Test func anInstanceWithTheOldSchemaStopsAfterMigratingAndReadsWentOnDuring() async throws {
+        let dir = temporaryDirectory("migrate")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let ids = try await populated(dir)
+        let all = try schemas([Self.v1, Self.v2])
+        let old = try Store.openExisting(at: dir)
+        let reader = try old.snapshot(label: "during")
+        let report = try await old.migrate(schemas: all, registry: Self.registry)
+        // The snapshot taken before still reads the old generation.
+        #expect(try reader.record(ids[0])?["title"] == .string("Lamp"))
+        reader.close()
+        #expect(report.to == 2)
+        do {
+            _ = try await old.save(ChangeSet())
+            Issue.record("the old-schema instance still saves")
+        } catch StrataError.migrated(_, let v) {
+            #expect(v == 2)
+        }
+        old.close()
+        let store = try Store.open(at: dir, schema: all[1])
+        #expect(try store.mainContext.record(ids[0])?["name"] == .string("Lamp"))
+        store.close()
+    }
+
+    @Test func theShippedLibraryMigrationRunsOnTheV1Sample() async throws {
+        let dir = temporaryDirectory("migrate-library")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let all = try Schema.loadAll(directory: librarySchemaDirectory)
+        let store = dir.appendingPathComponent("s").path
+        let v1dir = dir.appendingPathComponent("schema-v1")
+        try FileManager.default.createDirectory(at: v1dir, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: librarySchemaDirectory.appendingPathComponent("v1.json"), to: v1dir.appendingPathComponent("v1.json"))
+        #expect(try storectl("init", store, "--schema", v1dir.path).status == 0)
+        #expect(try storectl("import", store, repositoryRoot.appendingPathComponent("Tools/sample-library/v1/library.ndjson").path, "--quiet").status == 0)
+        let check = try storectl("migrate", store, "--schema", librarySchemaDirectory.path, "--check")
+        #expect(check.status == 10 && check.stdout.contains("custom deriveSortName"))
+        let run = try storectl("migrate", store, "--schema", librarySchemaDirectory.path, "--json")
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(try storectl("migrate", store, "--schema", librarySchemaDirectory.path, "--check").status == 0)
+        #expect(try storectl("verify", store).status == 0)
+        let opened = try Store.open(at: URL(fileURLWithPath: store), schema: all[1], entities: libraryEntities)
+        defer { opened.close() }
+        let artists = try opened.mainContext.fetch(Artist.self)
+        #expect(artists.allSatisfy { $0.sortName != nil })
+        #expect(try opened.mainContext.count(Track.self) == 306)
+    }
+
+    @Test func killedMigrationLeavesTheOldOrTheNewStore() async throws {
+        let dir = temporaryDirectory("kill-migrate")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let all = try Schema.loadAll(directory: librarySchemaDirectory)
+        let v1dir = dir.appendingPathComponent("schema-v1")
+        try FileManager.default.createDirectory(at: v1dir, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: librarySchemaDirectory.appendingPathComponent("v1.json"), to: v1dir.appendingPathComponent("v1.json"))
+        let store = dir.appendingPathComponent("s")
+        do {
+            let s = try Store.open(at: store, schema: all[0])
+            let track = all[0].entity(named: "Track")!
+            for batch in 0..<20 {
+                _ = try await s.save { c in
+                    for i in 0..<500 {
+                        var r = Record(entity: track)
+                        r["mbid"] = .uuid(UUID())
+                        r["title"] = .string("t\(batch)-\(i)")
+                        r["durationSeconds"] = .int(Int64(i))
+                        r["addedAt"] = .date(Date())
+                        c.insert(r)
+                    }
+                }
+            }
+            s.close()
+        }
+        var rng = SeededGenerator(seed: 21)
+        var sawOld = false, sawNew = false
+        for iteration in 0..<6 {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: storectlPath)
+            p.arguments = ["migrate", store.path, "--schema", librarySchemaDirectory.path, "--quiet"]
+            p.standardOutput = FileHandle.nullDevice
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            usleep(UInt32.random(in: 1_000...400_000, using: &rng))
+            kill(p.processIdentifier, SIGKILL)
+            p.waitUntilExit()
+            let check = try storectl("migrate", store.path, "--schema", librarySchemaDirectory.path, "--check")
+            #expect(check.status == 0 || check.status == 10, "iteration \(iteration): \(check.stderr)")
+            if check.status == 0 { sawNew = true } else { sawOld = true }
+            let verify = try storectl("verify", store.path)
+            #expect(verify.status == 0, "iteration \(iteration): \(verify.stderr)")
+            #expect(try storectl("query", store.path, "--entity", "Track", "--count").stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "10000")
+            if check.status == 0 { break }
+        }
+        _ = (sawOld, sawNew)
+        // Whatever happened, running it to the end works.
+        let finish = try storectl("migrate", store.path, "--schema", librarySchemaDirectory.path, "--quiet")
+        #expect(finish.status == 0 || finish.stderr.contains("nothing to do"), "\(finish.stderr)")
+        #expect(try storectl("migrate", store.path, "--schema", librarySchemaDirectory.path, "--check").status == 0)
+    }
+}
