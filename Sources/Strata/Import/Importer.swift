@@ -193,14 +193,20 @@ public final class Importer: Sendable {
 
 /// Records of one transaction, kept per record too so a failing batch can be retried one by one.
 private struct Batch {
-    var changes = ChangeSet()
     var perRecord: [ChangeSet] = []
     var items: [(raw: [UInt8], fileIndex: Int, line: Int, location: UInt64)] = []
     var count: Int { items.count }
 
+    /// Every record's operations in one change set (built once, when the batch is saved).
+    var changes: ChangeSet {
+        var all = ChangeSet()
+        for c in perRecord { all.append(contentsOf: c) }
+        return all
+    }
+
     mutating func add(_ c: ChangeSet, item: RecordIterator.Item) {
-        changes.append(contentsOf: c)
         perRecord.append(c)
+        // The raw line is kept only where a rejects file may need it.
         items.append((item.raw, item.fileIndex, item.line, item.location))
     }
 }

@@ -125,6 +125,7 @@ public enum ISO8601 {
 
     /// Parses `2024-05-01T12:00:00Z` or `2024-05-01T12:00:00.250Z`; nil for anything else.
     public static func date(from text: String) -> Date? {
+        if let d = FastParse.date(text) { return d }
         if let d = try? plain.parse(text) { return d }
         return try? fractional.parse(text)
     }
