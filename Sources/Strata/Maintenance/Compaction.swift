@@ -55,23 +55,10 @@ extension Store {
         let horizon = max(previousHorizon, min(requested ?? t0, t0))
         let bytesBefore = oldEnv.fileBytes
 
-        let generation = try directory.newGeneration()
-        let generationPath = path + "/" + generation
-        var options = oldEnv.options
-        options.noSync = true
-        options.mapSizeBytes = max(oldEnv.mapSizeBytes, configuration.initialMapSizeBytes)
-        let newEnv: LMDBEnvironment
-        do { newEnv = try LMDBEnvironment(path: generationPath, options: options) } catch {
-            try? FileManager.default.removeItem(atPath: generationPath)
-            throw error
-        }
+        let generation = try makeGeneration(like: oldEnv)
+        let newEnv = generation.env
         var switched = false
-        defer {
-            if !switched {
-                newEnv.close()
-                try? FileManager.default.removeItem(atPath: generationPath)
-            }
-        }
+        defer { if !switched { generation.abandon() } }
         try build(newEnv, from: snapshot, horizon: horizon, progress: progress)
         let objects = try newEnv.read { txn in try schema.entities.reduce(0) { $0 + (try ReadView(txn: txn, env: newEnv, schema: schema).objectCount($1)) } }
 
@@ -84,7 +71,7 @@ extension Store {
         }
         progress?(CompactionProgress(phase: .catchingUp, done: 0))
         let head = try await writer.exclusive { [self] in
-            try switchGeneration(to: newEnv, generation: generation, caughtUpFrom: t0, lock: lock, writer: writer, oldEnv: oldEnv)
+            try catchUpAndSwitch(to: generation, caughtUpFrom: t0, lock: lock, writer: writer, oldEnv: oldEnv)
         }
         switched = true
         let logAfter = try newEnv.read { try $0.entryCount(newEnv[.log]) }
@@ -119,8 +106,9 @@ extension Store {
 
     /// On the writer queue: applies what was committed since the build started, then switches
     /// `current` to the new generation and the process to the new environment.
-    private func switchGeneration(to newEnv: LMDBEnvironment, generation: String, caughtUpFrom t0: TransactionID,
+    private func catchUpAndSwitch(to generation: PendingGeneration, caughtUpFrom t0: TransactionID,
                                   lock: StoreLock, writer: Writer, oldEnv: LMDBEnvironment) throws -> TransactionID {
+        let newEnv = generation.env
         var head = t0
         try oldEnv.read { txn in
             let view = ReadView(txn: txn, env: oldEnv, schema: schema)
@@ -133,17 +121,10 @@ extension Store {
             _ = try newEnv.copy(.log, from: txn, sourceEnv: oldEnv, start: t0.next.keyBytes, until: last.keyBytes)
             head = last
         }
-        let others = lock.otherHolders()
-        guard others.isEmpty, lock.tryExclusive() else { throw StrataError.storeBusy(path: path, processIDs: others) }
-        defer { lock.shared() }
-        try newEnv.setNoSync(configuration.durability == .relaxed)
-        try newEnv.sync()
-        try directory.switchCurrent(to: generation)
-        let old = swapEnvironment(newEnv)
-        writer.replaceEnvironment(newEnv)
+        try switchGeneration(generation, lock: lock, replacing: oldEnv)
         // The old generation goes when its last snapshot does.
-        let oldPath = old.path
-        old.onClose { try? FileManager.default.removeItem(atPath: oldPath) }
+        _ = swapEnvironment(newEnv)
+        writer.replaceEnvironment(newEnv)
         return head
     }
 }

@@ -96,23 +96,10 @@ extension Store {
         let snapshot = try self.snapshot(label: "migration")
         defer { snapshot.close() }
         let oldEnv = snapshot.env
-        let generation = try directory.newGeneration()
-        let generationPath = path + "/" + generation
-        var options = oldEnv.options
-        options.noSync = true
-        options.mapSizeBytes = max(oldEnv.mapSizeBytes, configuration.initialMapSizeBytes)
-        let newEnv: LMDBEnvironment
-        do { newEnv = try LMDBEnvironment(path: generationPath, options: options) } catch {
-            try? FileManager.default.removeItem(atPath: generationPath)
-            throw error
-        }
+        let generation = try makeGeneration(like: oldEnv)
+        let newEnv = generation.env
         var switched = false
-        defer {
-            if !switched {
-                newEnv.close()
-                try? FileManager.default.removeItem(atPath: generationPath)
-            }
-        }
+        defer { if !switched { generation.abandon() } }
         var upcaster = try Upcaster(old: schema, new: app, hops: hops, newEnv: newEnv)
         defer { upcaster.close() }
         let t0 = snapshot.transactionID
@@ -147,17 +134,10 @@ extension Store {
                 return last.next
             }
             try u.writeMarker(marker, from: schema.version, to: goal, steps: stepSeconds.map(\.step))
-            let others = lock.otherHolders()
-            guard others.isEmpty, lock.tryExclusive() else { throw StrataError.storeBusy(path: path, processIDs: others) }
-            defer { lock.shared() }
-            try newEnv.setNoSync(configuration.durability == .relaxed)
-            try newEnv.sync()
-            try directory.switchCurrent(to: generation)
+            try switchGeneration(generation, lock: lock, replacing: oldEnv)
             // This instance holds the old schema: it stops here, and nothing queued is acknowledged.
             markMigrated(to: goal)
             writer.stopFromQueue(failing: .migrated(path: path, toVersion: goal))
-            let oldPath = oldEnv.path
-            oldEnv.onClose { try? FileManager.default.removeItem(atPath: oldPath) }
             return marker
         }
         switched = true

@@ -1,0 +1,51 @@
+import Foundation
+
+/// A new generation being built beside the live one (compaction, migration). Until
+/// ``Store/switchGeneration(_:lock:)`` switches `current` to it, ``abandon()`` (or a crash,
+/// cleaned up at the next open) removes it.
+final class PendingGeneration: Sendable {
+    let name: String
+    let env: LMDBEnvironment
+
+    init(name: String, env: LMDBEnvironment) {
+        self.name = name
+        self.env = env
+    }
+
+    /// Closes and removes the unfinished generation.
+    func abandon() {
+        env.close()
+        try? FileManager.default.removeItem(atPath: env.path)
+    }
+}
+
+extension Store {
+    /// Creates an empty generation, built without fsync (it is synced once before the switch).
+    func makeGeneration(like oldEnv: LMDBEnvironment) throws -> PendingGeneration {
+        let name = try directory.newGeneration()
+        let path = self.path + "/" + name
+        var options = oldEnv.options
+        options.noSync = true
+        options.mapSizeBytes = max(oldEnv.mapSizeBytes, configuration.initialMapSizeBytes)
+        do {
+            return PendingGeneration(name: name, env: try LMDBEnvironment(path: path, options: options))
+        } catch {
+            try? FileManager.default.removeItem(atPath: path)
+            throw error
+        }
+    }
+
+    /// On the writer queue, with everything caught up: makes the new generation durable and
+    /// switches `current` to it while no other process can open the store (exclusive lock).
+    /// The old environment is removed from disk when it closes.
+    func switchGeneration(_ generation: PendingGeneration, lock: StoreLock, replacing oldEnv: LMDBEnvironment) throws {
+        let others = lock.otherHolders()
+        guard others.isEmpty, lock.tryExclusive() else { throw StrataError.storeBusy(path: path, processIDs: others) }
+        defer { lock.shared() }
+        try generation.env.setNoSync(configuration.durability == .relaxed)
+        try generation.env.sync()
+        try directory.switchCurrent(to: generation.name)
+        let oldPath = oldEnv.path
+        oldEnv.onClose { try? FileManager.default.removeItem(atPath: oldPath) }
+    }
+}
