@@ -287,3 +287,15 @@ import Testing
         #expect(try storectl("migrate", store.path, "--schema", librarySchemaDirectory.path, "--check").status == 0)
     }
 }
+
+@Suite struct MigrationStatusTests {
+    @Test func statusWorksWhileThisProcessHasTheStoreOpen() async throws {
+        let dir = temporaryDirectory("status")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let all = try Schema.loadAll(directory: librarySchemaDirectory)
+        let store = try Store.open(at: dir, schema: all[0])
+        defer { store.close() }
+        #expect(try Store.migrationStatus(at: dir, schemas: all) == .needsMigration(from: 1, to: 2, steps: all[1].migrationSteps.map { "v2: \($0.summary)" }))
+        #expect(try Store.migrationStatus(at: dir, schemas: [all[0]]) == .upToDate(version: 1))
+    }
+}

@@ -42,10 +42,18 @@ extension Store {
     /// `schemas` are every version of the model, oldest first (``Schema/loadAll(directory:)``).
     public static func migrationStatus(at url: URL, schemas: [Schema]) throws -> MigrationStatus {
         guard let app = schemas.last else { throw MigrationError(reason: "no schema versions given") }
-        let store = try Store.openReadOnly(at: url)
-        defer { store.close() }
-        let version = store.schema.version
-        guard store.schema.model == app.model else { throw StrataError.modelMismatch(store: store.schema.model, app: app.model) }
+        // Use the instance this process has open (LMDB forbids a second one); otherwise a
+        // read-only open that is closed again.
+        let stored: Schema
+        if let open = StoreRegistry.shared.existing(path: url.path) {
+            stored = open.schema
+        } else {
+            let store = try Store.openReadOnly(at: url)
+            stored = store.schema
+            store.close()
+        }
+        let version = stored.version
+        guard stored.model == app.model else { throw StrataError.modelMismatch(store: stored.model, app: app.model) }
         if version == app.version { return .upToDate(version: version) }
         if version > app.version { return .tooNew(store: version, app: app.version) }
         let steps = schemas.filter { $0.version > version }.flatMap { s in s.migrationSteps.map { "v\(s.version): \($0.summary)" } }

@@ -32,6 +32,11 @@ final class StoreRegistry: Sendable {
         }
     }
 
+    /// The store open in this process at `path`, if any.
+    func existing(path: String) -> Store? {
+        stores.withLock { $0[Self.canonical(path)]?.store }.flatMap { $0.isClosed ? nil : $0 }
+    }
+
     func remove(path: String, store: Store) {
         stores.withLock { stores in
             if let current = stores[path], current.store == nil || current.store === store { stores[path] = nil }
