@@ -49,13 +49,15 @@ struct CompactCommand: AsyncParsableCommand {
         do {
             let chosen = try resolveHorizon(store)
             var report: CompactionReport?
+            var told = false
             while report == nil {
                 do {
                     report = try await store.compact(horizon: chosen, dryRun: dryRun) { p in
                         if terminal { FileHandle.standardError.write(Data("\r\(p.phase.rawValue)… \(p.done > 0 ? String(p.done) : "")\u{1B}[K".utf8)) }
                     }
                 } catch StrataError.storeBusy(_, let pids) where wait {
-                    if !quiet { note("waiting for process(es) \(pids.map(String.init).joined(separator: ", ")) to close the store…") }
+                    if !quiet && !told { note("waiting for process(es) \(pids.map(String.init).joined(separator: ", ")) to close the store…") }
+                    told = true
                     try await Task.sleep(for: .milliseconds(500))
                 }
             }

@@ -299,3 +299,36 @@ import Testing
         #expect(try Store.migrationStatus(at: dir, schemas: [all[0]]) == .upToDate(version: 1))
     }
 }
+
+@Suite struct CompactThenMigrateTests {
+    @Test func aCompactedStoreMigratesAndKeepsItsHistoryAfterTheHorizon() async throws {
+        let dir = temporaryDirectory("compact-migrate")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let all = try Schema.loadAll(directory: librarySchemaDirectory)
+        let artistEntity = all[0].entity(named: "Artist")!
+        var ids: [ObjectID] = []
+        do {
+            let store = try Store.open(at: dir, schema: all[0])
+            for i in 0..<6 {
+                var a = Record(entity: artistEntity)
+                a["mbid"] = .uuid(UUID())
+                a["name"] = .string("The Band \(i)")
+                a["formedYear"] = .int(Int64(1990 + i))
+                ids.append(a.id)
+                _ = try await store.save { $0.insert(a) }
+            }
+            _ = try await store.save { $0.update(ids[0], [ChangeSet.AttributeValue(attribute: 4, value: .int(1980))]) }
+            _ = try await store.compact(horizon: TransactionID(4))
+            store.close()
+        }
+        let report = try await Store.migrate(at: dir, schemas: all, registry: libraryMigrations)
+        #expect(report.from == 1 && report.to == 2 && report.objects == 6)
+        let store = try Store.open(at: dir, schema: all[1], entities: libraryEntities)
+        defer { store.close() }
+        #expect(try store.verify().ok)
+        let first = try #require(try store.mainContext.object(Artist.self, id: ids[0]))
+        #expect(first.foundedYear == "1980" && first.sortName == "Band 0, The")
+        #expect(try store.snapshot(asOf: TransactionID(5)).count(Query(entity: "Artist")) == 5)
+        #expect(try store.history(of: ids[0]).map(\.transactionID.rawValue) == [4, 7])
+    }
+}

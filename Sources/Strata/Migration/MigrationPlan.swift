@@ -165,12 +165,14 @@ private struct Shape {
             entities[i].uniques = Set(entities[i].uniques.map { $0.map { $0 == f ? t : $0 } })
         case .renameRelationship(let e, let f, let t):
             let i = try entity(e)
+            guard entities[i].relationships[t] == nil else { throw fail("\(e) already has a relationship '\(t)'") }
             guard let tag = entities[i].relationships.removeValue(forKey: f) else { throw fail("\(e) has no relationship '\(f)'") }
             entities[i].relationships[t] = tag
         case .addAttribute(let e, let a):
             let i = try entity(e)
             guard entities[i].attributes[a] == nil else { throw fail("\(e) already has an attribute '\(a)'") }
-            guard let d = target.entity(named: e)?.attribute(named: a) else { throw fail("v\(target.version) declares no attribute \(e).\(a) to add") }
+            // The entity keeps its tag through renames: find its final form by tag.
+            guard let d = target.entity(tag: entities[i].tag)?.attribute(named: a) else { throw fail("v\(target.version) declares no attribute \(e).\(a) to add") }
             entities[i].attributes[a] = (d.type, d.isOptional)
         case .removeAttribute(let e, let a):
             let i = try entity(e)
@@ -182,12 +184,16 @@ private struct Shape {
             let i = try entity(e)
             guard let current = entities[i].attributes[a] else { throw fail("\(e) has no attribute '\(a)'") }
             guard current.type == c.from else { throw fail("\(c.rawValue) converts \(c.from.rawValue), \(e).\(a) is \(current.type.rawValue)") }
-            let optional = target.entity(named: e)?.attribute(named: a)?.isOptional ?? current.optional
+            let optional = target.entity(tag: entities[i].tag)?.attribute(named: a)?.isOptional ?? current.optional
             entities[i].attributes[a] = (c.to, optional)
         case .addIndex(let e, let attrs), .addUnique(let e, let attrs):
             let i = try entity(e)
             for a in attrs where entities[i].attributes[a] == nil { throw fail("\(e) has no attribute '\(a)'") }
-            if case .addIndex = step { entities[i].indexes.insert(attrs) } else { entities[i].uniques.insert(attrs) }
+            if case .addIndex = step {
+                guard entities[i].indexes.insert(attrs).inserted else { throw fail("\(e) already has that index") }
+            } else {
+                guard entities[i].uniques.insert(attrs).inserted else { throw fail("\(e) already has that unique constraint") }
+            }
         case .removeIndex(let e, let attrs):
             let i = try entity(e)
             guard entities[i].indexes.remove(attrs) != nil else { throw fail("\(e) has no index (\(attrs.joined(separator: ", ")))") }

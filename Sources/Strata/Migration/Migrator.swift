@@ -65,7 +65,8 @@ extension Store {
     /// history and as-of read them in the new schema. The store is rebuilt in a new generation
     /// while it keeps serving (if this process has it open, its readers go on; its writes are
     /// caught up), then switched atomically; a kill at any point leaves the old or the new store.
-    /// Afterwards an instance opened with the old schema is closed: open the store again.
+    /// Afterwards an instance opened with the old schema refuses use with
+    /// ``StrataError/migrated(path:toVersion:)``: close it and open the store with the new schema.
     ///
     /// - Throws: ``MigrationError``, ``SchemaError`` (steps that do not lead to the new version),
     ///   ``StrataError/validation(_:)`` (a unique constraint existing data violates),
@@ -113,21 +114,29 @@ extension Store {
         let t0 = snapshot.transactionID
         try snapshot.read { view in
             try Store.writeMeta(env: newEnv, schema: app)
-            _ = try newEnv.copy(.meta, from: view.txn, sourceEnv: view.env, prefix: MetaKey.horizon)
+            // Keys that carry over as they are (plain puts: `meta` is not empty any more).
+            for key in [MetaKey.horizon, MetaKey.created] {
+                if let value = try view.txn.withValue(view.env[.meta], key: key, { Array($0) }) {
+                    try newEnv.writeGrowing { try $0.put(newEnv[.meta], key: key, value: value) }
+                }
+            }
             let horizon = try view.horizon()
             progress?(MigrationProgress(phase: .base, done: 0, total: 0))
             try upcaster.loadBase(view, horizon: horizon, head: t0)
             try upcaster.upcastLog(view, after: horizon, upTo: t0) { progress?(MigrationProgress(phase: .log, done: $0, total: Int(t0.rawValue - horizon.rawValue))) }
         }
-        let objectsPerEntity = try newEnv.read { txn in
-            Dictionary(uniqueKeysWithValues: try app.entities.map { ($0.name, try ReadView(txn: txn, env: newEnv, schema: app).objectCount($0)) })
+        func objectsPerEntity() throws -> [String: Int] {
+            try newEnv.read { txn in
+                Dictionary(uniqueKeysWithValues: try app.entities.map { ($0.name, try ReadView(txn: txn, env: newEnv, schema: app).objectCount($0)) })
+            }
         }
         let stepSeconds: [(step: String, seconds: Double)] = zip(hops.flatMap { h in h.steps.map { "v\(h.to.version): \($0.summary)" } }, upcaster.timings.map(\.seconds)).map { (step: $0, seconds: $1) }
         if dryRun {
             try newEnv.sync()
-            return MigrationReport(dryRun: true, from: schema.version, to: goal, objects: objectsPerEntity.values.reduce(0, +),
+            let counts = try objectsPerEntity()
+            return MigrationReport(dryRun: true, from: schema.version, to: goal, objects: counts.values.reduce(0, +),
                                    transactionsUpcast: upcaster.transactions, migrationTransaction: nil, stepSeconds: stepSeconds,
-                                   objectsPerEntity: objectsPerEntity, bytesBefore: oldEnv.fileBytes, bytesAfter: newEnv.fileBytes,
+                                   objectsPerEntity: counts, bytesBefore: oldEnv.fileBytes, bytesAfter: newEnv.fileBytes,
                                    seconds: (ContinuousClock.now - started).seconds)
         }
         progress?(MigrationProgress(phase: .catchingUp, done: 0, total: 0))
@@ -142,6 +151,7 @@ extension Store {
                 return last.next
             }
             try u.writeMarker(marker, from: schema.version, to: goal, steps: stepSeconds.map(\.step))
+            progress?(MigrationProgress(phase: .switching, done: 0, total: 0))
             try switchGeneration(generation, lock: lock, replacing: oldEnv)
             // This instance holds the old schema: it stops here, and nothing queued is acknowledged.
             markMigrated(to: goal)
@@ -150,10 +160,12 @@ extension Store {
         }
         switched = true
         let bytesAfter = newEnv.fileBytes
+        let counts = try objectsPerEntity()
+        let finalSeconds: [(step: String, seconds: Double)] = zip(stepSeconds.map(\.step), box.value.timings.map(\.seconds)).map { (step: $0, seconds: $1) }
         newEnv.close()
-        return MigrationReport(dryRun: false, from: schema.version, to: goal, objects: objectsPerEntity.values.reduce(0, +),
-                               transactionsUpcast: box.value.transactions, migrationTransaction: marker, stepSeconds: stepSeconds,
-                               objectsPerEntity: objectsPerEntity, bytesBefore: oldEnv.fileBytes, bytesAfter: bytesAfter,
+        return MigrationReport(dryRun: false, from: schema.version, to: goal, objects: counts.values.reduce(0, +),
+                               transactionsUpcast: box.value.transactions, migrationTransaction: marker, stepSeconds: finalSeconds,
+                               objectsPerEntity: counts, bytesBefore: oldEnv.fileBytes, bytesAfter: bytesAfter,
                                seconds: (ContinuousClock.now - started).seconds)
     }
 }
@@ -209,35 +221,45 @@ struct Upcaster {
     mutating func loadBase(_ view: ReadView, horizon: TransactionID, head: TransactionID) throws {
         guard horizon > .zero else { return }
         _ = try StateRebuilder.loadBase(from: view, horizon: horizon, head: head, into: scratch, schema: old)
-        let records = try scratch.read { txn -> [Record] in
-            var out: [Record] = []
-            try txn.scan(scratch[.objects]) { k, v in
-                out.append(try RecordCodec.decode(v, id: ObjectID(keyBytes: k), schema: old))
-                return true
+        try scratch.read { txn in
+            var objects = ChunkedScan(txn: txn, db: scratch[.objects], prefix: nil)
+            var chunk: [(ObjectID, [Value], TransactionID)] = []
+            func flush(_ u: inout Upcaster) throws {
+                guard !chunk.isEmpty else { return }
+                try u.newEnv.writeGrowing { txn in
+                    var applier = StateApplier(txn: txn, env: u.newEnv, schema: u.new, transactionID: .zero)
+                    applier.strictUniques = true
+                    for (id, values, version) in chunk {
+                        applier.transactionID = version
+                        try applier.apply(.insert(id: id, values: values))
+                    }
+                    try applier.flushCounts()
+                }
+                chunk.removeAll(keepingCapacity: true)
             }
-            return out
-        }
-        var transformed: [(ObjectID, [Value], TransactionID)] = []
-        for r in records { transformed.append((r.id, try transform(r.id, r.values), r.version)) }
-        try newEnv.writeGrowing { txn in
-            var applier = StateApplier(txn: txn, env: newEnv, schema: new, transactionID: .zero)
-            applier.strictUniques = true
-            for (id, values, version) in transformed {
-                applier.transactionID = version
-                try applier.apply(.insert(id: id, values: values))
+            while let (k, v) = try objects.next() {
+                let id = k.withUnsafeBytes { ObjectID(keyBytes: $0) }
+                let r = try v.withUnsafeBytes { try RecordCodec.decode($0, id: id, schema: old) }
+                chunk.append((id, try transform(id, r.values), r.version))
+                if chunk.count >= 8192 { try flush(&self) }
             }
-            try applier.flushCounts()
-        }
-        let links = try scratch.read { txn -> [[UInt8]] in
-            var out: [[UInt8]] = []
-            try txn.scan(scratch[.links]) { k, _ in out.append(Array(k)); return true }
-            return out
-        }
-        try newEnv.writeGrowing { txn in
-            for k in links {
-                guard let tag = mapTag(UInt16(k[0]) << 8 | UInt16(k[1])) else { continue }
-                try txn.put(newEnv[.links], key: Layout.u16(tag) + k.dropFirst(2), value: [])
+            try flush(&self)
+            let hops = self.hops
+            // Mapped tags change the key order, so these are plain puts (no append).
+            var links = ChunkedScan(txn: txn, db: scratch[.links], prefix: nil)
+            var pending: [[UInt8]] = []
+            func flushLinks() throws {
+                try newEnv.writeGrowing { t in for k in pending { try t.put(newEnv[.links], key: k, value: []) } }
+                pending.removeAll(keepingCapacity: true)
             }
+            while let (k, _) = try links.next() {
+                var tag: UInt16? = UInt16(k[0]) << 8 | UInt16(k[1])
+                for hop in hops { tag = tag.flatMap { hop.relationshipTags[$0] } }
+                guard let tag else { continue }
+                pending.append(Layout.u16(tag) + k.dropFirst(2))
+                if pending.count >= 8192 { try flushLinks() }
+            }
+            try flushLinks()
         }
     }
 
@@ -287,8 +309,10 @@ struct Upcaster {
         var pending: [(LogEntry, [LoggedChange])] = []
         // Compute with the scratch's records, then apply the originals to it, in one transaction
         // (redone whole if the scratch's map has to grow).
+        let timingsBefore = timings
         try scratch.writeGrowing { txn in
             pending.removeAll()
+            timings = timingsBefore
             for entry in entries {
                 var applier = StateApplier(txn: txn, env: scratch, schema: old, transactionID: entry.transactionID)
                 var changes: [LoggedChange] = []
@@ -302,7 +326,8 @@ struct Upcaster {
                         for a in attrs { after[a.attribute] = a.new }
                         let tb = try transform(id, before.values), ta = try transform(id, after)
                         let diff = tb.indices.filter { tb[$0] != ta[$0] }.map { AttributeChange(attribute: $0, old: tb[$0], new: ta[$0]) }
-                        if !diff.isEmpty { changes.append(.update(id: id, changes: diff, previousVersion: previous)) }
+                        // Kept even when empty: the update still gave the object this transaction's version.
+                        changes.append(.update(id: id, changes: diff, previousVersion: previous))
                     case .delete(let id, let values, let previous):
                         changes.append(.delete(id: id, values: try transform(id, values), previousVersion: previous))
                     case .link(let tag, let a, let b):

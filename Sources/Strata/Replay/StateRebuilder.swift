@@ -1,8 +1,8 @@
 import CLMDB
 
-/// Rebuilds materialized state from the log into another environment: the squashed base (state
-/// at the compaction horizon) first, then every log entry after it. `verify` compares the result
-/// with the store; compaction uses it to compute the state at a new horizon.
+/// Rebuilds materialized state from the log into another environment: the state at the
+/// compaction horizon first, then every log entry after it. `verify` compares the result with the
+/// store; compaction uses `replay` to catch up; migration uses both in the old schema.
 enum StateRebuilder {
     /// Loads the state at the compaction horizon into `target`: the live state of `view` with
     /// the transactions after the horizon undone (the log keeps previous values for that). Records
@@ -10,8 +10,9 @@ enum StateRebuilder {
     /// For a store never compacted (horizon 0) the base is empty.
     ///
     /// After a compaction, verify therefore checks the log after the horizon against the state,
-    /// every record's checksum, and indexes, uniques, links and counts against the records; what
-    /// happened before the horizon is gone and cannot be checked.
+    /// every record's checksum, and indexes, uniques and counts against the records. Links at the
+    /// horizon are taken from the live state, so an edge that is wrong there and untouched since
+    /// is not detected; what happened before the horizon is gone and cannot be checked.
     static func loadBase(from view: ReadView, horizon: TransactionID, head: TransactionID, into target: LMDBEnvironment, schema: Schema) throws -> Int {
         guard horizon > .zero else { return 0 }
         let overlay = try AsOfContext.undoOverlay(view, back: horizon, from: head)

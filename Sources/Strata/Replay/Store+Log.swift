@@ -84,24 +84,31 @@ extension Store {
     ///
     /// - Complexity: O(log size): the log is scanned once.
     public func history(of id: ObjectID) throws -> [HistoryEntry] {
-        var out: [HistoryEntry] = []
-        let horizon = try read { try $0.horizon() }
-        let squashed: (TransactionID, Record)? = horizon > .zero
-            ? try snapshot(asOf: horizon).record(id).map { (horizon, $0) }
-            : nil
-        if let (horizon, record) = squashed {
-            out.append(HistoryEntry(transactionID: horizon, timestamp: Date(timeIntervalSince1970: 0), author: "compaction",
-                                    metadata: ["squashed": "true", "version": record.version.description],
-                                    changes: [.insert(id: id, values: record.values)]))
-        }
-        try forEachTransaction { entry in
-            let mine = entry.changes.filter { $0.objectIDs.contains(id) }
-            if !mine.isEmpty {
-                out.append(HistoryEntry(transactionID: entry.transactionID, timestamp: entry.timestamp, author: entry.author,
-                                        metadata: entry.metadata, changes: mine))
+        // One snapshot for the horizon, the state at it and the log, so a compaction running
+        // meanwhile cannot make them disagree.
+        let snapshot = try self.snapshot(label: "history")
+        defer { snapshot.close() }
+        return try snapshot.read { view in
+            var out: [HistoryEntry] = []
+            let horizon = try view.horizon()
+            if horizon > .zero {
+                let overlay = try AsOfContext.undoOverlay(view, back: horizon, from: snapshot.transactionID)
+                if let record = try MergedSource(base: view, overlays: [overlay]).record(id) {
+                    out.append(HistoryEntry(transactionID: horizon, timestamp: Date(timeIntervalSince1970: 0), author: "compaction",
+                                            metadata: ["squashed": "true", "version": record.version.description],
+                                            changes: [.insert(id: id, values: record.values)]))
+                }
             }
-            return true
+            guard snapshot.transactionID > horizon else { return out }
+            try view.forEachLogEntry(horizon.next.rawValue...snapshot.transactionID.rawValue) { entry in
+                let mine = entry.changes.filter { $0.objectIDs.contains(id) }
+                if !mine.isEmpty {
+                    out.append(HistoryEntry(transactionID: entry.transactionID, timestamp: entry.timestamp, author: entry.author,
+                                            metadata: entry.metadata, changes: mine))
+                }
+                return true
+            }
+            return out
         }
-        return out
     }
 }

@@ -86,7 +86,7 @@ struct StoreDirectory {
     /// compaction or migration, or by a finished one whose old generation was still in use).
     func removeStaleGenerations(except keep: String) {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
-        for n in names where Self.generationNumber(n) != nil && n != keep {
+        for n in names where (Self.generationNumber(n) != nil && n != keep) || n.hasPrefix(".current-") {
             try? FileManager.default.removeItem(atPath: path + "/" + n)
         }
     }
@@ -141,12 +141,15 @@ final class StoreLock: Sendable {
         guard fstat(fd, &st) == 0 else { return [] }
         let me = getpid()
         var pids = Set<Int32>()
+        // /proc/locks names the file as MAJOR:MINOR:INODE, major and minor in hex.
+        let major = (st.st_dev >> 8) & 0xfff, minor = (st.st_dev & 0xff) | ((st.st_dev >> 12) & 0xfff00)
         let inode = "\(st.st_ino)"
         for line in Self.readProcLocks().split(separator: "\n") {
             let f = line.split(separator: " ", omittingEmptySubsequences: true)
             guard f.count >= 6, f[1] == "POSIX", let pid = Int32(f[4]), pid != me else { continue }
             let dev = f[5].split(separator: ":")
-            if dev.count == 3, dev[2] == inode { pids.insert(pid) }
+            guard dev.count == 3, dev[2] == inode, UInt64(dev[0], radix: 16) == UInt64(major), UInt64(dev[1], radix: 16) == UInt64(minor) else { continue }
+            pids.insert(pid)
         }
         var probe = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
         if fcntl(fd, F_GETLK, &probe) == 0, probe.l_type != Int16(F_UNLCK), probe.l_pid > 0 { pids.insert(probe.l_pid) }

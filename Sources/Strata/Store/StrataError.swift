@@ -84,7 +84,9 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
         case .invalidQuery(let e, let r): return "invalid query on \(e): \(r)"
         case .migrated(let p, let v): return "\(p): the store was migrated to v\(v); open it again with that schema"
         case .storeBusy(let p, let pids):
-            return "\(p): open in other process(es) \(pids.map(String.init).joined(separator: ", ")); close them first (or wait)"
+            return pids.isEmpty
+                ? "\(p): another process is opening the store; try again"
+                : "\(p): open in other process(es) \(pids.map(String.init).joined(separator: ", ")); close them first (or wait)"
         case .beforeHorizon(let tx, let h):
             return "transaction \(tx) is before the compaction horizon \(h): history up to \(h) was squashed"
         case .conflict(let list): return "conflict: \(list.count) object(s) changed underneath:\n" + list.map { "  " + $0.description }.joined(separator: "\n")
