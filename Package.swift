@@ -40,6 +40,8 @@ let package = Package(
         ),
         // Deterministic synthetic libraries for benchmarks and scale tests (Tools/generate-library).
         .executableTarget(name: "strata-generate"),
+        // README's end-to-end example, compiled and run by Tools/test.
+        .executableTarget(name: "strata-example", dependencies: ["Strata", "LibraryModel"]),
         .testTarget(name: "StrataTests", dependencies: ["Strata", "LibraryModel", "storectl", "strata-generate"]),
     ],
     swiftLanguageModes: [.v6]
