@@ -209,6 +209,7 @@ struct OverlayApplier: StateStore {
         switch change {
         case .insert(let id, let values):
             let e = schema.entity(tag: id.entityTag)!
+            if try exists(id) { throw StrataError.duplicateID(e, id) }
             try setUniques(e, old: nil, new: values, id: id)
             saveRecord(id)
             saveCount(e.tag)
@@ -251,6 +252,9 @@ struct OverlayApplier: StateStore {
             let before = try old.flatMap { try Layout.uniqueKey(u, record: $0, entity: e, id: id) }
             let after = try new.flatMap { try Layout.uniqueKey(u, record: $0, entity: e, id: id) }
             if before == after { continue }
+            if let after, let new, let owner = try uniqueOwner(after), owner != id {
+                throw StrataError.uniqueClash(u, e, new, id: id, owner: owner)
+            }
             if let before {
                 undo.append(.unique(before, leaf.uniques[before]))
                 leaf.uniques[before] = .some(nil)

@@ -228,7 +228,6 @@ struct Upcaster {
                 guard !chunk.isEmpty else { return }
                 try u.newEnv.writeGrowing { txn in
                     var applier = StateApplier(txn: txn, env: u.newEnv, schema: u.new, transactionID: .zero)
-                    applier.strictUniques = true
                     for (id, values, version) in chunk {
                         applier.transactionID = version
                         try applier.apply(.insert(id: id, values: values))
@@ -274,7 +273,6 @@ struct Upcaster {
             try u.newEnv.writeGrowing { txn in
                 for entry in upcast {
                     var applier = StateApplier(txn: txn, env: u.newEnv, schema: u.new, transactionID: entry.transactionID)
-                    applier.strictUniques = true
                     for c in entry.changes { try applier.apply(c) }
                     try applier.flushCounts()
                     try txn.put(u.newEnv[.log], key: entry.transactionID.keyBytes, value: LogEntryCodec.encode(entry), flags: UInt32(MDB_APPEND))

@@ -67,10 +67,17 @@ public struct ObjectID: Hashable, Comparable, Sendable, CustomStringConvertible 
 
     /// The 16 big-endian key bytes (the order of the bytes is the order of the ids).
     var keyBytes: [UInt8] {
-        var w = ByteWriter(capacity: 16)
-        w.u64(high)
-        w.u64(low)
-        return w.bytes
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(16)
+        appendKeyBytes(to: &bytes)
+        return bytes
+    }
+
+    /// Appends the 16 key bytes (hot path: index and link keys are built around ids).
+    @inline(__always)
+    func appendKeyBytes(to bytes: inout [UInt8]) {
+        withUnsafeBytes(of: high.bigEndian) { bytes.append(contentsOf: $0) }
+        withUnsafeBytes(of: low.bigEndian) { bytes.append(contentsOf: $0) }
     }
 
     init(keyBytes b: UnsafeRawBufferPointer) {

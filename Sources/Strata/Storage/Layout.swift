@@ -14,14 +14,18 @@ enum Layout {
     static func entityPrefix(_ tag: UInt16) -> [UInt8] { u16(tag) }
 
     static func linkPrefix(_ relationship: UInt16, _ from: ObjectID) -> [UInt8] {
-        var k = u16(relationship)
+        var k: [UInt8] = []
         k.reserveCapacity(34)
-        k += from.keyBytes
+        k.append(UInt8(relationship >> 8))
+        k.append(UInt8(relationship & 0xff))
+        from.appendKeyBytes(to: &k)
         return k
     }
 
     static func linkKey(_ relationship: UInt16, _ from: ObjectID, _ to: ObjectID) -> [UInt8] {
-        linkPrefix(relationship, from) + to.keyBytes
+        var k = linkPrefix(relationship, from)
+        to.appendKeyBytes(to: &k)
+        return k
     }
 
     /// Bytes of each component of an index key, chosen so the longest key fits in LMDB's 511.
@@ -39,7 +43,14 @@ enum Layout {
     }
 
     static func indexKey(_ index: IndexDescription, record values: [Value], id: ObjectID) -> [UInt8] {
-        indexPrefix(index, index.attributes.map { values[$0] }) + id.keyBytes
+        var k: [UInt8] = []
+        k.reserveCapacity(64)
+        k.append(UInt8(index.tag >> 8))
+        k.append(UInt8(index.tag & 0xff))
+        let budget = componentBudget(index)
+        for a in index.attributes { SortableEncoding.encode(values[a], into: &k, truncateBytes: budget) }
+        id.appendKeyBytes(to: &k)
+        return k
     }
 
     /// The unique key of `values`, or nil when a component is null (nulls never clash, as in SQL).

@@ -1,3 +1,5 @@
+import CLMDB
+
 /// Applies logged changes to the state databases (objects, links, indexes, uniques, counts) inside
 /// one write transaction. The writer and `verify`'s rebuild both use it, which is what makes
 /// "state rebuilt from the log is byte-equal to the materialized state" hold by construction.
@@ -7,9 +9,6 @@ struct StateApplier: StateStore {
     let schema: Schema
     /// The transaction being applied (becomes the version of every record it touches).
     var transactionID: TransactionID
-    /// Refuse to overwrite a unique key held by another object (a migration adding a unique
-    /// constraint to existing data). The writer checks before applying, so it leaves this off.
-    var strictUniques = false
     private var countDeltas: [UInt16: Int] = [:]
 
     init(txn: LMDBTransaction, env: LMDBEnvironment, schema: Schema, transactionID: TransactionID) {
@@ -58,7 +57,12 @@ struct StateApplier: StateStore {
         case .insert(let id, let values):
             let e = try entity(of: id)
             let record = Record(entity: e, id: id, values: values, version: transactionID)
-            try txn.put(env[.objects], key: id.keyBytes, value: RecordCodec.encode(record))
+            // One B-tree search does both the existence check and the put.
+            do {
+                try txn.put(env[.objects], key: id.keyBytes, value: RecordCodec.encode(record), flags: UInt32(MDB_NOOVERWRITE))
+            } catch let error as LMDBError where error.code == MDB_KEYEXIST {
+                throw StrataError.duplicateID(e, id)
+            }
             try addIndexEntries(e, values, id)
             countDeltas[e.tag, default: 0] += 1
         case .update(let id, let changes, _):
@@ -101,13 +105,14 @@ struct StateApplier: StateStore {
         }
     }
 
+    /// Puts a unique key, refusing one another object holds (checked by the put itself).
     private func putUnique(_ key: [UInt8], _ unique: IndexDescription, _ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
-        if strictUniques, let owner = try uniqueOwner(key), owner != id {
-            let shown = unique.attributes.map { "\(e.attributes[$0].name)=\(values[$0])" }.joined(separator: ", ")
-            throw StrataError.validation(ValidationFailure(kind: .uniqueConstraint, entity: e.name, objectID: id, field: Layout.uniqueFieldName(unique, e),
-                                                           reason: "\(shown) is also held by \(owner)"))
+        do {
+            try txn.put(env[.uniques], key: key, value: id.keyBytes, flags: UInt32(MDB_NOOVERWRITE))
+        } catch let error as LMDBError where error.code == MDB_KEYEXIST {
+            guard let owner = try uniqueOwner(key), owner != id else { return }
+            throw StrataError.uniqueClash(unique, e, values, id: id, owner: owner)
         }
-        try txn.put(env[.uniques], key: key, value: id.keyBytes)
     }
 
     private func removeIndexEntries(_ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {

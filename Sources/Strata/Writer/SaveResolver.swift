@@ -156,22 +156,11 @@ struct SaveResolver<S: StateStore> {
         }
     }
 
-    private func checkUnique(_ e: EntityDescription, _ id: ObjectID, _ values: [Value], only touched: Set<Int>? = nil) throws {
-        for u in e.uniques {
-            if let touched, !u.attributes.contains(where: touched.contains) { continue }
-            guard let key = try Layout.uniqueKey(u, record: values, entity: e, id: id) else { continue }
-            if let owner = try applier.uniqueOwner(key), owner != id {
-                let shown = u.attributes.map { "\(e.attributes[$0].name)=\(values[$0])" }.joined(separator: ", ")
-                throw fail(.uniqueConstraint, e.name, id, Layout.uniqueFieldName(u, e), "\(shown) is already used by \(owner)")
-            }
-        }
-    }
-
     private mutating func insert(_ id: ObjectID, _ input: [Value]) throws {
         let e = try entity(id)
-        guard try !applier.exists(id) else { throw fail(.duplicateID, e.name, id, nil, "an object with this id already exists") }
         let values = try prepared(e, id, input)
-        try checkUnique(e, id, values)
+        // The id and unique keys are checked by the state as it applies the insert (the same
+        // B-tree search that stores them): a clash throws before anything is committed.
         try emit(.insert(id: id, values: values))
         toOneChecks.insert(id)
     }
@@ -227,7 +216,7 @@ struct SaveResolver<S: StateStore> {
             }
         }
         guard !changed.isEmpty else { return }
-        try checkUnique(e, id, values, only: Set(changed.map(\.attribute)))
+        // Unique keys are checked as the state re-indexes them.
         try emit(.update(id: id, changes: changed, previousVersion: record.version))
     }
 
