@@ -1,3 +1,5 @@
+import Glibc
+
 /// Key layouts of the named databases. All integers are big-endian so byte order is numeric order.
 ///
 /// | database | key | value |
@@ -9,6 +11,17 @@
 /// | `uniques` | unique tag (u16) · sortable values | object id |
 /// | `meta` | ASCII name | see ``MetaKey`` |
 enum Layout {
+    /// Byte order of keys (LMDB's default comparison: memcmp, then length).
+    static func precedes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        a.withUnsafeBufferPointer { pa in
+            b.withUnsafeBufferPointer { pb in
+                let n = min(pa.count, pb.count)
+                let c = n == 0 ? 0 : memcmp(pa.baseAddress!, pb.baseAddress!, n)
+                return c != 0 ? c < 0 : pa.count < pb.count
+            }
+        }
+    }
+
     static func u16(_ v: UInt16) -> [UInt8] { [UInt8(v >> 8), UInt8(v & 0xff)] }
 
     static func entityPrefix(_ tag: UInt16) -> [UInt8] { u16(tag) }

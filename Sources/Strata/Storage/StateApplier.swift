@@ -10,6 +10,10 @@ struct StateApplier: StateStore {
     /// The transaction being applied (becomes the version of every record it touches).
     var transactionID: TransactionID
     private var countDeltas: [UInt16: Int] = [:]
+    /// Secondary-index entries to put (true) or delete (false), written in key order by
+    /// ``flushCounts()``: a bulk save then walks each index B-tree once, left to right, instead of
+    /// jumping to a random page per object. Nothing reads the index B-trees inside a save.
+    private var pendingIndex: [[UInt8]: Bool] = [:]
 
     init(txn: LMDBTransaction, env: LMDBEnvironment, schema: Schema, transactionID: TransactionID) {
         self.txn = txn
@@ -96,10 +100,8 @@ struct StateApplier: StateStore {
         return (tag, schema.inverse(of: r).tag)
     }
 
-    private func addIndexEntries(_ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
-        for index in e.indexes {
-            try txn.put(env[.indexes], key: Layout.indexKey(index, record: values, id: id), value: [])
-        }
+    private mutating func addIndexEntries(_ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
+        for index in e.indexes { pendingIndex[Layout.indexKey(index, record: values, id: id)] = true }
         for unique in e.uniques {
             if let key = try Layout.uniqueKey(unique, record: values, entity: e, id: id) { try putUnique(key, unique, e, values, id) }
         }
@@ -115,10 +117,8 @@ struct StateApplier: StateStore {
         }
     }
 
-    private func removeIndexEntries(_ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
-        for index in e.indexes {
-            try txn.delete(env[.indexes], key: Layout.indexKey(index, record: values, id: id))
-        }
+    private mutating func removeIndexEntries(_ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
+        for index in e.indexes { pendingIndex[Layout.indexKey(index, record: values, id: id)] = false }
         for unique in e.uniques {
             if let key = try Layout.uniqueKey(unique, record: values, entity: e, id: id) {
                 try txn.delete(env[.uniques], key: key)
@@ -126,10 +126,12 @@ struct StateApplier: StateStore {
         }
     }
 
-    private func reindex(_ e: EntityDescription, _ old: [Value], _ new: [Value], _ id: ObjectID, touched: Set<Int>) throws {
+    private mutating func reindex(_ e: EntityDescription, _ old: [Value], _ new: [Value], _ id: ObjectID, touched: Set<Int>) throws {
         for index in e.indexes where index.attributes.contains(where: touched.contains) {
-            try txn.delete(env[.indexes], key: Layout.indexKey(index, record: old, id: id))
-            try txn.put(env[.indexes], key: Layout.indexKey(index, record: new, id: id), value: [])
+            let before = Layout.indexKey(index, record: old, id: id), after = Layout.indexKey(index, record: new, id: id)
+            if before == after { continue }
+            pendingIndex[before] = false
+            pendingIndex[after] = true
         }
         for unique in e.uniques where unique.attributes.contains(where: touched.contains) {
             if let key = try Layout.uniqueKey(unique, record: old, entity: e, id: id) { try txn.delete(env[.uniques], key: key) }
@@ -137,8 +139,16 @@ struct StateApplier: StateStore {
         }
     }
 
-    /// Writes the accumulated per-entity object counts to `meta`.
+    /// Writes the buffered index entries (in key order) and the per-entity object counts. Called
+    /// at the end of every save (and every replayed transaction).
     mutating func flushCounts() throws {
+        if !pendingIndex.isEmpty {
+            let db = env[.indexes]
+            for (key, put) in pendingIndex.sorted(by: { Layout.precedes($0.key, $1.key) }) {
+                if put { try txn.put(db, key: key, value: []) } else { try txn.delete(db, key: key) }
+            }
+            pendingIndex.removeAll(keepingCapacity: true)
+        }
         for (tag, delta) in countDeltas where delta != 0 {
             let key = MetaKey.count(tag)
             let current = try txn.withValue(env[.meta], key: key) { b -> Int in
