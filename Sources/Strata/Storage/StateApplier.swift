@@ -13,7 +13,7 @@ struct StateApplier: StateStore {
     /// Secondary-index entries to put (true) or delete (false), written in key order by
     /// ``flushCounts()``: a bulk save then walks each index B-tree once, left to right, instead of
     /// jumping to a random page per object. Nothing reads the index B-trees inside a save.
-    private var pendingIndex: [[UInt8]: Bool] = [:]
+    private var pendingIndex: [(key: [UInt8], put: Bool)] = []
 
     init(txn: LMDBTransaction, env: LMDBEnvironment, schema: Schema, transactionID: TransactionID) {
         self.txn = txn
@@ -101,7 +101,7 @@ struct StateApplier: StateStore {
     }
 
     private mutating func addIndexEntries(_ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
-        for index in e.indexes { pendingIndex[Layout.indexKey(index, record: values, id: id)] = true }
+        for index in e.indexes { pendingIndex.append((Layout.indexKey(index, record: values, id: id), true)) }
         for unique in e.uniques {
             if let key = try Layout.uniqueKey(unique, record: values, entity: e, id: id) { try putUnique(key, unique, e, values, id) }
         }
@@ -118,7 +118,7 @@ struct StateApplier: StateStore {
     }
 
     private mutating func removeIndexEntries(_ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
-        for index in e.indexes { pendingIndex[Layout.indexKey(index, record: values, id: id)] = false }
+        for index in e.indexes { pendingIndex.append((Layout.indexKey(index, record: values, id: id), false)) }
         for unique in e.uniques {
             if let key = try Layout.uniqueKey(unique, record: values, entity: e, id: id) {
                 try txn.delete(env[.uniques], key: key)
@@ -130,8 +130,8 @@ struct StateApplier: StateStore {
         for index in e.indexes where index.attributes.contains(where: touched.contains) {
             let before = Layout.indexKey(index, record: old, id: id), after = Layout.indexKey(index, record: new, id: id)
             if before == after { continue }
-            pendingIndex[before] = false
-            pendingIndex[after] = true
+            pendingIndex.append((before, false))
+            pendingIndex.append((after, true))
         }
         for unique in e.uniques where unique.attributes.contains(where: touched.contains) {
             if let key = try Layout.uniqueKey(unique, record: old, entity: e, id: id) { try txn.delete(env[.uniques], key: key) }
@@ -144,7 +144,15 @@ struct StateApplier: StateStore {
     mutating func flushCounts() throws {
         if !pendingIndex.isEmpty {
             let db = env[.indexes]
-            for (key, put) in pendingIndex.sorted(by: { Layout.precedes($0.key, $1.key) }) {
+            // Key order; for the same key the later operation wins (a delete then a put of one
+            // key within a save leaves it present).
+            let order = pendingIndex.indices.sorted { a, b in
+                let (x, y) = (pendingIndex[a].key, pendingIndex[b].key)
+                return x == y ? a < b : Layout.precedes(x, y)
+            }
+            for (n, i) in order.enumerated() {
+                if n + 1 < order.count, pendingIndex[order[n + 1]].key == pendingIndex[i].key { continue }
+                let (key, put) = pendingIndex[i]
                 if put { try txn.put(db, key: key, value: []) } else { try txn.delete(db, key: key) }
             }
             pendingIndex.removeAll(keepingCapacity: true)
