@@ -15,6 +15,9 @@ public struct CompactionReport: Sendable, Equatable {
     public let logEntriesAfter: Int
     /// Live objects.
     public let objects: Int
+    /// Bytes of the live records as stored (keys and values of the objects database): the
+    /// logical size the file is compared with.
+    public let liveDataBytes: Int
     public let seconds: Double
 }
 
@@ -61,13 +64,21 @@ extension Store {
         defer { if !switched { generation.abandon() } }
         try build(newEnv, from: snapshot, horizon: horizon, progress: progress)
         let objects = try newEnv.read { txn in try schema.entities.reduce(0) { $0 + (try ReadView(txn: txn, env: newEnv, schema: schema).objectCount($1)) } }
+        let liveDataBytes = try newEnv.read { txn -> Int in
+            var bytes = 0
+            try txn.scan(newEnv[.objects]) { k, v in
+                bytes += k.count + v.count
+                return true
+            }
+            return bytes
+        }
 
         if dryRun {
             try newEnv.sync()
             let logAfter = try newEnv.read { try $0.entryCount(newEnv[.log]) }
             return CompactionReport(dryRun: true, horizon: horizon, previousHorizon: previousHorizon, head: t0, bytesBefore: bytesBefore,
                                     bytesAfter: newEnv.fileBytes, logEntriesBefore: logBefore, logEntriesAfter: logAfter, objects: objects,
-                                    seconds: (ContinuousClock.now - started).seconds)
+                                    liveDataBytes: liveDataBytes, seconds: (ContinuousClock.now - started).seconds)
         }
         progress?(CompactionProgress(phase: .catchingUp, done: 0))
         let head = try await writer.exclusive { [self] in
@@ -77,7 +88,7 @@ extension Store {
         let logAfter = try newEnv.read { try $0.entryCount(newEnv[.log]) }
         return CompactionReport(dryRun: false, horizon: horizon, previousHorizon: previousHorizon, head: head, bytesBefore: bytesBefore,
                                 bytesAfter: newEnv.fileBytes, logEntriesBefore: logBefore, logEntriesAfter: logAfter, objects: objects,
-                                seconds: (ContinuousClock.now - started).seconds)
+                                liveDataBytes: liveDataBytes, seconds: (ContinuousClock.now - started).seconds)
     }
 
     /// Writes the new generation: the state, compactly, and the log after the horizon. The state at

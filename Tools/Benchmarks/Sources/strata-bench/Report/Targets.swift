@@ -27,6 +27,12 @@ struct Target: Sendable {
             guard let busy = r.value("W6_reader_p99_import_us", .strata), let idle = r.value("W6_reader_p99_idle_us", .strata), idle > 0 else { return nil }
             return busy / idle
         },
+        Target(name: "W7 child commit ≤ 1.2× direct save", bound: .atMost, threshold: 1.2) { $0.value("W7_child_commit_ratio", .strata) },
+        Target(name: "W7 fetch with 100k pending ≤ 2× none", bound: .atMost, threshold: 2) { $0.value("W7_child_fetch_ratio", .strata) },
+        Target(name: "W8 verify ≥ 1M changes/s", bound: .atLeast, threshold: 1_000_000) { $0.value("W8_verify", .strata) },
+        Target(name: "W9 size after ≤ 1.5× live bytes", bound: .atMost, threshold: 1.5) { $0.value("W9_compaction_size_ratio", .strata) },
+        Target(name: "W9 compaction ≥ 0.5× mdb_copy -c", bound: .atLeast, threshold: 0.5) { ratio($0, "W9_compaction_mb_per_s", .strata, .lmdb) },
+        Target(name: "W10 migration ≥ 1× GRDB update", bound: .atLeast, threshold: 1) { ratio($0, "W10_migration", .strata, .grdb) },
     ]
 
     static func ratio(_ r: Report, _ key: String, _ a: Engine, _ b: Engine) -> Double? {
@@ -49,7 +55,11 @@ struct Target: Sendable {
         var out = "targets (issue 8):\n"
         for t in all {
             let v = t.verdict(report)
-            let shown = v.measured.map { t.name.contains("MB") ? String(format: "%.0f MB", $0) : String(format: "%.2f×", $0) } ?? "—"
+            let shown = v.measured.map { m -> String in
+                if t.name.contains("MB") && !t.name.contains("mdb_copy") { return String(format: "%.0f MB", m) }
+                if t.name.contains("changes/s") { return String(format: "%.0f/s", m) }
+                return String(format: "%.2f×", m)
+            } ?? "—"
             out += "  " + t.name.padding(toLength: 42, withPad: " ", startingAt: 0) + shown.padding(toLength: 10, withPad: " ", startingAt: 0) + v.text + "\n"
         }
         return out

@@ -19,6 +19,15 @@ struct BenchSizes: Sendable {
     var latencyPreload: Int
     var latencyReads: Int
     var latencyImportRecords: Int
+    /// W7: changes made in a child and committed; pending changes a child holds for the fetch.
+    var childChanges = 10_000
+    var childPending = 100_000
+    /// W8: records inserted then updated once before `verify()`.
+    var verifyRecords = 500_000
+    /// W9: objects inserted then updated once before compaction.
+    var compactionObjects = 1_000_000
+    /// W10: objects migrated.
+    var migrationObjects = 1_000_000
 
     static let full = BenchSizes(
         importRecords: 1_000_000, smallTransactions: 10_000, groupCommitTransactions: 2_048,
@@ -28,12 +37,14 @@ struct BenchSizes: Sendable {
     static let quick = BenchSizes(
         importRecords: 100_000, smallTransactions: 1_000, groupCommitTransactions: 1_024,
         pointReadRecords: 100_000, pointReads: 200_000, snapshotOpens: 100_000,
-        latencyPreload: 20_000, latencyReads: 20_000, latencyImportRecords: 100_000)
+        latencyPreload: 20_000, latencyReads: 20_000, latencyImportRecords: 100_000,
+        childChanges: 2_000, childPending: 10_000, verifyRecords: 20_000, compactionObjects: 20_000, migrationObjects: 20_000)
 
     var dictionary: [String: Int] {
         ["importRecords": importRecords, "batchSize": batchSize, "smallTransactions": smallTransactions,
          "groupCommitTransactions": groupCommitTransactions, "pointReadRecords": pointReadRecords, "pointReads": pointReads,
          "snapshotOpens": snapshotOpens, "latencyPreload": latencyPreload, "latencyReads": latencyReads,
-         "latencyImportRecords": latencyImportRecords]
+         "latencyImportRecords": latencyImportRecords, "childChanges": childChanges, "childPending": childPending,
+         "verifyRecords": verifyRecords, "compactionObjects": compactionObjects, "migrationObjects": migrationObjects]
     }
 }

@@ -1,0 +1,79 @@
+import Foundation
+import GRDB
+import LibraryModel
+import Strata
+
+/// W10: migrating `migrationObjects` tracks from library v1 to v2 (a transform of every record:
+/// playCount added with its default, the v2 steps) against GRDB changing every row the same way
+/// (`ALTER TABLE ADD COLUMN` and an `UPDATE` of all rows, durable). Objects per second.
+enum W10Migration {
+    static func run(_ ctx: WorkloadContext, _ report: inout Report) async {
+        await ctx.measureRounds("W10", keys: ["W10_migration"], &report) { engine in
+            switch engine {
+            case .strata: return ["W10_migration": try await strata(ctx)]
+            case .grdb: return ["W10_migration": try grdb(ctx)]
+            case .lmdb: return [:]
+            }
+        }
+    }
+
+    static func strata(_ ctx: WorkloadContext) async throws -> Double {
+        let n = ctx.sizes.migrationObjects
+        let dir = try ctx.storeDirectory("W10", .strata)
+        defer { ctx.remove(dir) }
+        let schemas = try Schema.loadAll(directory: ctx.schemaDirectory)
+        guard schemas.count >= 2 else { throw NotEnoughVersions() }
+        let v1 = schemas[0]
+        var config = StoreConfiguration()
+        config.durability = .relaxed
+        config.initialMapSizeBytes = ctx.setup.mapSizeBytes
+        do {
+            let store = try Store.open(at: dir, schema: v1, configuration: config)
+            let track = v1.entity(named: "Track")!
+            var start = 0
+            while start < n {
+                let end = min(n, start + ctx.sizes.batchSize)
+                var c = ChangeSet()
+                for i in start..<end {
+                    let t = TrackData.make(i)
+                    var r = Record(entity: track)
+                    r["mbid"] = .uuid(t.mbid)
+                    r["title"] = .string(t.title)
+                    r["durationSeconds"] = .int(Int64(t.durationSeconds))
+                    r["addedAt"] = .date(t.addedAt)
+                    c.insert(r)
+                }
+                _ = try await store.save(c)
+                start = end
+            }
+            store.close()
+        }
+        let r = try await Store.migrate(at: dir, schemas: schemas, registry: libraryMigrations)
+        return Double(n) / r.seconds
+    }
+
+    static func grdb(_ ctx: WorkloadContext) throws -> Double {
+        let n = ctx.sizes.migrationObjects
+        let dir = try ctx.storeDirectory("W10", .grdb)
+        defer { ctx.remove(dir) }
+        let subject = try GRDBSubject(directory: dir, sync: .durable, secondaryIndexes: ctx.setup.grdbSecondaryIndexes)
+        defer { subject.close() }
+        var start = 0
+        while start < n {
+            let end = min(n, start + ctx.sizes.batchSize)
+            try subject.saveBlocking(TrackData.batch(start..<end))
+            start = end
+        }
+        let seconds = try MonotonicClock.measure {
+            try subject.pool.write { db in
+                try db.execute(sql: "ALTER TABLE track ADD COLUMN playCount INTEGER")
+                try db.execute(sql: "UPDATE track SET playCount = 0")
+            }
+        }.seconds
+        return Double(n) / seconds
+    }
+
+    struct NotEnoughVersions: Error, CustomStringConvertible {
+        var description: String { "W10 needs Schemas/library/v1.json and v2.json" }
+    }
+}

@@ -1,0 +1,43 @@
+import Foundation
+import LibraryModel
+import Strata
+
+/// W7 (Strata only): (a) `childChanges` inserts made in a child context and committed, over the
+/// same inserts saved directly — the child's own cost is the ratio above 1; (b) a fetch in a child
+/// holding `childPending` pending updates, over the same fetch in a child with none.
+enum W7ChildContexts {
+    static func run(_ ctx: WorkloadContext, _ report: inout Report) async {
+        let keys = ["W7_child_commit_ratio", "W7_child_fetch_ratio"]
+        await ctx.measureRounds("W7", keys: keys, &report) { engine in
+            guard engine == .strata else { return [:] }
+            let n = ctx.sizes.childChanges, pending = ctx.sizes.childPending
+            return try await ctx.withSubject("W7", .strata) { subject in
+                guard let store = (subject as? StrataSubject)?.store else { return [:] }
+                // (a) Direct, then through a child, the same number of fresh inserts.
+                let direct = try await MonotonicClock.measure {
+                    var c = ChangeSet()
+                    for i in 0..<n { c.insert(TrackData.make(i).track) }
+                    _ = try await store.save(c)
+                }.seconds
+                let viaChild = try await MonotonicClock.measure {
+                    let child = try store.mainContext.newChild(label: "bench-child")
+                    for i in n..<2 * n { try child.insert(TrackData.make(i).track) }
+                    try await child.commit()
+                }.seconds
+                // (b) The same fetch with no pending change, then with `pending` pending updates.
+                _ = try await ctx.load(subject, 2 * n..<2 * n + pending)
+                let query = FetchRequest<Track>(where: Track.durationSeconds > 450, sortedBy: [Track.title.ascending], limit: 100)
+                let clean = try store.mainContext.newChild(label: "bench-clean")
+                _ = try clean.fetch(query)
+                let none = try MonotonicClock.measure { for _ in 0..<5 { _ = try clean.fetch(query) } }.seconds
+                let busy = try store.mainContext.newChild(label: "bench-busy")
+                try busy.change { c in
+                    for i in 2 * n..<2 * n + pending { c.set(Track.playCount, of: TrackData.id(i), to: 1) }
+                }
+                _ = try busy.fetch(query)
+                let withPending = try MonotonicClock.measure { for _ in 0..<5 { _ = try busy.fetch(query) } }.seconds
+                return ["W7_child_commit_ratio": viaChild / direct, "W7_child_fetch_ratio": withPending / none]
+            }
+        }
+    }
+}

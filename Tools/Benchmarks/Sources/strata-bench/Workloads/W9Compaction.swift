@@ -1,0 +1,63 @@
+import Foundation
+import LibraryModel
+import Strata
+
+/// W9: `compactionObjects` tracks, each updated once (half the log entries are superseded
+/// versions), compacted to the head. Strata column: file size after / live data bytes, and
+/// MB/s (bytes before over seconds); LMDB column of the MB/s row: `mdb_copy -c` of the same
+/// environment, timed as a process.
+enum W9Compaction {
+    static func run(_ ctx: WorkloadContext, _ report: inout Report) async {
+        let keys = ["W9_compaction_size_ratio", "W9_compaction_mb_per_s", "W9_mdb_copy_mb_per_s"]
+        await ctx.measureRounds("W9", keys: keys, &report) { engine in
+            guard engine == .strata else { return [:] }
+            let n = ctx.sizes.compactionObjects
+            return try await ctx.withSubject("W9", .strata, sync: .relaxed) { subject in
+                guard let store = (subject as? StrataSubject)?.store else { return [:] }
+                _ = try await ctx.load(subject, 0..<n)
+                var start = 0
+                while start < n {
+                    let end = min(n, start + ctx.sizes.batchSize)
+                    _ = try await store.save { c in for i in start..<end { c.set(Track.playCount, of: TrackData.id(i), to: i + 1) } }
+                    start = end
+                }
+                let mdbCopy = try timeMdbCopy(store, ctx)
+                let r = try await store.compact()
+                let megabytes = Double(r.bytesBefore) / 1_048_576
+                var figures = ["W9_compaction_size_ratio": Double(r.bytesAfter) / Double(max(1, r.liveDataBytes)),
+                               "W9_compaction_mb_per_s": megabytes / r.seconds]
+                if let mdbCopy { figures["W9_mdb_copy_mb_per_s"] = megabytes / mdbCopy }
+                return figures
+            }
+        }
+        // mdb_copy's figure goes in the LMDB column of the MB/s row.
+        if let v = report.value("W9_mdb_copy_mb_per_s", .strata) { report.record("W9_compaction_mb_per_s", .lmdb, samples: [v]) }
+    }
+
+    /// Seconds `mdb_copy -c` takes to copy the store's live generation (nil when not installed).
+    static func timeMdbCopy(_ store: Store, _ ctx: WorkloadContext) throws -> Double? {
+        let tool = ["/usr/bin/mdb_copy", "/usr/local/bin/mdb_copy"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let tool else {
+            ctx.progress("W9: mdb_copy not found (Tools/bench installs lmdb-utils); no comparison")
+            return nil
+        }
+        let source = URL(fileURLWithPath: store.path).appendingPathComponent("current").resolvingSymlinksInPath().path
+        let target = ctx.runDirectory.appendingPathComponent("W9-mdb-copy")
+        try? FileManager.default.removeItem(at: target)
+        try FileManager.default.createDirectory(at: target, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: target) }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: tool)
+        p.arguments = ["-c", source, target.path]
+        let started = MonotonicClock.nanoseconds()
+        try p.run()
+        p.waitUntilExit()
+        guard p.terminationStatus == 0 else { throw MdbCopyFailed(status: p.terminationStatus) }
+        return Double(MonotonicClock.nanoseconds() - started) / 1e9
+    }
+
+    struct MdbCopyFailed: Error, CustomStringConvertible {
+        let status: Int32
+        var description: String { "mdb_copy -c exited \(status)" }
+    }
+}
