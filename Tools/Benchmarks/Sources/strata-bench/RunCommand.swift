@@ -37,14 +37,14 @@ struct RunCommand: AsyncParsableCommand {
     @Flag(help: "Give GRDB's table Strata's Track indexes (unique mbid, title, duration): an equal-work comparison instead of the issue's plain table.")
     var grdbIndexes = false
 
-    static let workloadNames = ["W1", "W2", "W3", "W4", "W5", "W6"]
+    static let workloadNames = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10"]
 
     func validate() throws {
         if let records, records <= 0 { throw ValidationError("--records must be positive") }
         if let rounds, rounds <= 0 { throw ValidationError("--rounds must be positive") }
         guard mapSizeMb > 0 else { throw ValidationError("--map-size-mb must be positive") }
         for name in selectedWorkloads where !Self.workloadNames.contains(name) {
-            throw ValidationError("unknown workload '\(name)' (available: \(Self.workloadNames.joined(separator: ", ")); W7–W10 are not available yet)")
+            throw ValidationError("unknown workload '\(name)' (available: \(Self.workloadNames.joined(separator: ", ")))")
         }
         _ = try selectedEngines()
     }
@@ -77,13 +77,10 @@ struct RunCommand: AsyncParsableCommand {
             throw ValidationError("cannot find Schemas/library; pass --schema")
         }
         let base = dataDirectory.map { URL(fileURLWithPath: $0) } ?? Paths.defaultDataDirectory
-        let createdBase = !FileManager.default.fileExists(atPath: base.path)
         let runDirectory = base.appendingPathComponent("run-\(getpid())")
         try FileManager.default.createDirectory(at: runDirectory, withIntermediateDirectories: true)
-        defer {
-            try? FileManager.default.removeItem(at: runDirectory)
-            if createdBase { try? FileManager.default.removeItem(at: base) }
-        }
+        let cleanup = RunDirectoryCleanup(runDirectory: runDirectory, base: base)
+        defer { cleanup.remove() }
         let machine = MachineInfo.current(dataDirectory: runDirectory)
         let ctx = WorkloadContext(
             setup: BenchSetup(schema: try Schema.load(directory: schemaURL), mapSizeBytes: mapSizeMb << 20, grdbSecondaryIndexes: grdbIndexes),
@@ -100,6 +97,10 @@ struct RunCommand: AsyncParsableCommand {
         if selected.contains("W4") { await W4PointReads.run(ctx, &report) }
         if selected.contains("W5") { await W5SnapshotOpen.run(ctx, &report) }
         if selected.contains("W6") { await W6ReaderLatency.run(ctx, &report) }
+        if selected.contains("W7") { await W7ChildContexts.run(ctx, &report) }
+        if selected.contains("W8") { await W8Verify.run(ctx, &report) }
+        if selected.contains("W9") { await W9Compaction.run(ctx, &report) }
+        if selected.contains("W10") { await W10Migration.run(ctx, &report) }
         let (otherCPU, wall) = contention.othersSinceStart()
         emit("")
         emit(TableRenderer.render(report), terminator: "")

@@ -11,6 +11,8 @@ import Foundation
 ///   hold-snapshot  pins a snapshot and sleeps (stale-reader test)
 ///   fsize          saves under RLIMIT_FSIZE until a write fails (resource-fault test)
 ///   fork           uses a store after fork() (misuse test)
+///   read-all       opens a store, reads everything, verifies (truncation tests)
+///   branch-flip    corrupts one branch-page key of the objects database (verify test)
 @main
 struct CrashChild {
     static func main() throws {
@@ -27,6 +29,8 @@ struct CrashChild {
         case "hold-snapshot": try FaultModes.holdSnapshot(o)
         case "fsize": try FaultModes.fileSizeLimit(o)
         case "fork": try FaultModes.forkMisuse(o)
+        case "read-all": try FaultModes.readAll(o)
+        case "branch-flip": try FlipCampaign.branchFlip(o)
         default: fail("unknown mode '\(args[1])'", code: 64)
         }
     }

@@ -55,7 +55,7 @@ enum FaultModes {
         getrlimit(Int32(RLIMIT_FSIZE.rawValue), &limit)
         let hard = limit.rlim_max
         var st = stat()
-        stat(dir + "/data.mdb", &st)
+        stat(FlipCampaign.dataFile(dir), &st)
         limit.rlim_cur = rlim_t(Int(st.st_size) + headroom)
         guard setrlimit(Int32(RLIMIT_FSIZE.rawValue), &limit) == 0 else { fail("setrlimit: \(String(cString: strerror(errno)))") }
         emit("LIMIT \(limit.rlim_cur) file=\(st.st_size)")
@@ -125,5 +125,48 @@ enum FaultModes {
         do { emit("parent read: ok head \(try store.lastTransactionID)") } catch { emit("parent read: \(error)") }
         do { emit("parent save: ok tx \(try blocking { try await store.save { $0.insert(Genre(name: "after fork")) } })") } catch { emit("parent save: \(error)") }
         store.close()
+    }
+}
+
+extension FaultModes {
+    /// `read-all`: opens the store, reads every object, relationship and log entry, then verifies.
+    /// Prints one of `OPEN-ERROR <error>`, `READ-ERROR <error>`, `VERIFY-FAILED <problems>`,
+    /// `OK <objects> <transactions>`. A crash shows up as the process dying on a signal.
+    static func readAll(_ o: Options) throws {
+        let store: Store
+        do { store = try Store.open(at: URL(fileURLWithPath: o.require("store")), schema: librarySchema()) } catch {
+            emit("OPEN-ERROR \(error)")
+            return
+        }
+        defer { store.close() }
+        var objects = 0, transactions = 0
+        do {
+            let context = try store.newViewContext(label: "read-all")
+            defer { context.close() }
+            for e in store.schema.entities {
+                for r in try context.fetch(Query(entity: e.name)) {
+                    objects += 1
+                    for rel in e.relationships { _ = try context.relatedIDs(rel, of: r.id) }
+                }
+            }
+            try store.forEachTransaction { _ in
+                transactions += 1
+                return true
+            }
+        } catch {
+            emit("READ-ERROR \(error)")
+            return
+        }
+        do {
+            let report = try store.verify()
+            if !report.ok {
+                emit("VERIFY-FAILED \(report.problems.prefix(3).joined(separator: " | "))")
+                return
+            }
+        } catch {
+            emit("VERIFY-FAILED \(error)")
+            return
+        }
+        emit("OK \(objects) \(transactions)")
     }
 }

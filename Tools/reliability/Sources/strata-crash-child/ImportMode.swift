@@ -60,7 +60,7 @@ enum GenerateMode {
         for a in 0..<c.artists {
             let id = uuid(&rng)
             artists.append(id)
-            lines.append(#"{"entity":"Artist","mbid":"\#(id)","name":"artist \#(a)","formedYear":\#(1950 + a % 70)}"#)
+            lines.append(#"{"entity":"Artist","mbid":"\#(id)","name":"artist \#(a)","country":"C\#(a % 7)"}"#)
         }
         var albums: [String] = []
         for a in 0..<c.albums {

@@ -3,7 +3,8 @@ import LibraryModel
 import Strata
 
 /// `parent`: the kill -9 loop. Each iteration starts a child (`save`, or every `--import-every`th
-/// time `import`), kills it with SIGKILL after a seeded random delay, reopens the store and checks:
+/// time `import`), kills it with SIGKILL after a seeded random delay (up to `--max-delay-ms`, or
+/// `--import-max-delay-ms` for imports), reopens the store and checks:
 /// - every acknowledged transaction id is ≤ the head and is the child's transaction in the log;
 /// - no transaction is partial (acknowledged or not), and the state invariant holds;
 /// - `verify()` is ok; the store accepts a new save.
@@ -39,7 +40,10 @@ enum KillLoop {
         let started = Date()
 
         let importInput = workdir + "/import.ndjson"
-        let importRecords = o.int("import-records", default: 4000)
+        let importRecords = o.int("import-records", default: 12000)
+        // An import of 12,000 records takes about a second here: twice the save delay lets some
+        // runs finish (so convergence is checked) and kills most of them part-way.
+        let importMaxDelayMs = o.int("import-max-delay-ms", default: 2 * maxDelayMs)
         var genRng = SplitMix64(seed: seed &+ 1)
         try GenerateMode.write(path: importInput, records: importRecords, rng: &genRng)
         let expected = GenerateMode.counts(records: importRecords)
@@ -58,7 +62,7 @@ enum KillLoop {
                 ? ["import", "--store", store, "--input", importInput, "--batch", "200", "--import-id", "kill-loop"]
                 : ["save", "--store", store, "--workers", String(workers), "--run", "i\(i)", "--seed", String(rng.next() >> 1)]
             let headBefore = try head(store, schema: schema)
-            let delay = Double(10 + Int(rng.next() % UInt64(max(1, maxDelayMs))))
+            let delay = Double(10 + Int(rng.next() % UInt64(max(1, isImport ? importMaxDelayMs : maxDelayMs))))
             let child = Child.start(args, stdoutPath: out, stderrPath: err)
             let deadline = nowMs() + delay
             var status: (exited: Bool, code: Int32)?
