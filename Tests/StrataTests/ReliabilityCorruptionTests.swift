@@ -112,7 +112,7 @@ import Testing
 
     /// A record moved to a key with one bit flipped (what a flip in the key bytes of an LMDB leaf
     /// node does) reads back as an object that was never created.
-    @Test(.disabled("bug: record checksums do not cover the object id (the LMDB key); a flipped key bit yields a phantom object on read, only verify() notices"))
+    @Test
     func flippedObjectKeyIsReportedOnRead() async throws {
         try await withLibraryStore { store in
             let t = makeTrack(title: "victim", duration: 10)
@@ -133,7 +133,7 @@ import Testing
     }
 
     /// A log entry moved to a key with one bit flipped reads back as another transaction.
-    @Test(.disabled("bug: log entry checksums do not cover the transaction id (the LMDB key); a flipped key bit makes changes(in:) return the entry under another id"))
+    @Test
     func flippedLogKeyIsReportedOnRead() async throws {
         try await withLibraryStore { store in
             for i in 0..<3 { _ = try await store.save { $0.insert(Genre(name: "g\(i)")) } }
@@ -154,8 +154,7 @@ import Testing
     /// separator raised, as flip 48 of the seed-11 on-disk campaign did): point reads are routed to
     /// the wrong leaf and report existing objects absent (LMDB keys carry no checksum) while scans
     /// still see them. verify() must return and report the damage.
-    @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first"),
-          .disabled("bug: verify() never returns on a store with a corrupted branch-page key: ChunkedScan re-seeks to its last key, the misrouted seek lands before it and the same chunk is read forever"))
+    @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first"))
     func corruptedBranchKeyIsReportedByVerify() throws {
         let dir = temporaryDirectory("branch-flip")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -171,7 +170,6 @@ import Testing
     /// program in its own process (a SIGBUS from reading past the end of the file is a crash).
     /// Cutting only unused trailing pages may read back complete; anything else must be an error.
     @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first"),
-          .disabled("bug: a data file truncated past its meta pages crashes the opening process with SIGBUS inside liblmdb; open does not check the file size against the meta page's last page number"),
           arguments: ["8192", "16384", "half", "last page"])
     func truncatedDataFileIsAClearErrorNotACrash(cut: String) async throws {
         let dir = temporaryDirectory("truncated")
@@ -198,7 +196,7 @@ import Testing
 
     /// A data file emptied (truncated to 0 bytes) in an existing store must not open as a new,
     /// empty store: everything would be gone without a word.
-    @Test(.disabled("bug: an existing store whose data.mdb is 0 bytes opens as a new, empty store (LMDB initializes the empty file, Strata writes fresh metadata): all data silently gone"))
+    @Test
     func emptiedDataFileOfAnExistingStoreIsNotANewStore() async throws {
         let dir = temporaryDirectory("emptied")
         defer { try? FileManager.default.removeItem(at: dir) }

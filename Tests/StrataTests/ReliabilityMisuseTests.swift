@@ -60,8 +60,7 @@ import Testing
 
     /// The error tells the forked child to "open it again in the child"; opening it again must
     /// then give a usable store, not the parent's instance.
-    @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first"),
-          .disabled("bug: Store.open in a forked child returns the parent's registered (unusable) instance, so the advice in usedAfterFork cannot be followed"))
+    @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first"))
     func forkedChildCanOpenTheStoreAgain() throws {
         let dir = temporaryDirectory("fork-reopen")
         defer { try? FileManager.default.removeItem(at: dir) }

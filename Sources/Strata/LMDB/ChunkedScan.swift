@@ -35,7 +35,9 @@ struct ChunkedScan {
         var chunk: [(key: [UInt8], value: [UInt8])] = []
         let after = lastKey
         try txn.scan(db, from: after ?? start ?? prefix, prefix: prefix) { k, v in
-            if let after, k.elementsEqual(after) { return true }
+            // Only keys past the last one: a corrupt branch page can route the seek to an earlier
+            // leaf, and re-reading from there would never end.
+            if let after, Value.compareBytes(k, after) <= 0 { return true }
             chunk.append((Array(k), Array(v)))
             return chunk.count < 4096
         }

@@ -58,6 +58,7 @@ final class LMDBEnvironment: Sendable {
             var dead: Int32 = 0
             if !options.noLock { try lmdbCheck(mdb_reader_check(env, &dead), "mdb_reader_check") }
             staleReadersCleared = Int(dead)
+            try Self.checkFileSize(env, path: path)
             databases = try Self.openDatabases(env, readOnly: options.readOnly)
         } catch {
             mdb_env_close(env)
@@ -258,6 +259,21 @@ final class LMDBEnvironment: Sendable {
         let txn = try beginRead()
         defer { endRead(txn) }
         return try mapLock.withShared { try body(LMDBTransaction(handle: txn, isWrite: false)) }
+    }
+
+    /// Refuses a data file shorter than the pages its meta page says are in use (a truncated
+    /// copy): LMDB maps the file and would fault (SIGBUS) on the first read past its end. Runs
+    /// right after `mdb_env_open`, before any page but the meta pages is touched.
+    static func checkFileSize(_ env: OpaquePointer, path: String) throws {
+        var info = MDB_envinfo()
+        var stat = MDB_stat()
+        try lmdbCheck(mdb_env_info(env, &info), "mdb_env_info")
+        try lmdbCheck(mdb_env_stat(env, &stat), "mdb_env_stat")
+        let needed = (info.me_last_pgno + 1) * Int(stat.ms_psize)
+        guard let size = (try? FileManager.default.attributesOfItem(atPath: path + "/data.mdb")[.size]) as? Int else { return }
+        if size < needed {
+            throw StrataError.notAStore(path: path, reason: "data.mdb is truncated: \(size) bytes, its pages need \(needed)")
+        }
     }
 
     /// Bytes of the data file on disk.

@@ -73,8 +73,14 @@ enum LogEntryCodec {
         }
         w.varint(UInt64(e.changes.count))
         for c in e.changes { encode(c, into: &w) }
-        w.u32(CRC32C.checksum(w.bytes))
+        w.u32(checksum(e.transactionID, w.bytes))
         return w.bytes
+    }
+
+    /// CRC-32C over the transaction id (the LMDB key) and the body: an entry moved to another
+    /// key fails it.
+    static func checksum(_ tx: TransactionID, _ body: [UInt8]) -> UInt32 {
+        CRC32C.checksum(tx.keyBytes + body)
     }
 
     private static func encode(_ c: LoggedChange, into w: inout ByteWriter) {
@@ -120,7 +126,7 @@ enum LogEntryCodec {
         let body = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
         var tail = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[bytes.count - 4..<bytes.count]))
         let stored = try tail.u32()
-        guard CRC32C.checksum(body) == stored else { throw StrataError.corruptLogEntry(transaction: tx, reason: "checksum mismatch") }
+        guard checksum(tx, Array(body)) == stored else { throw StrataError.corruptLogEntry(transaction: tx, reason: "checksum mismatch") }
         var r = ByteReader(body)
         do {
             let f = try r.u8()

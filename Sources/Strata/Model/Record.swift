@@ -64,8 +64,19 @@ enum RecordCodec {
             w.varint(UInt64(i))
             ValueCodec.encode(v, into: &w)
         }
-        w.u32(CRC32C.checksum(w.bytes))
+        w.u32(checksum(id: record.id, body: w.bytes))
         return w.bytes
+    }
+
+    /// CRC-32C over the id (the LMDB key) and the body: a flipped bit in either is detected.
+    static func checksum(id: ObjectID, body: [UInt8]) -> UInt32 {
+        body.withUnsafeBytes { checksum(id: id, body: $0) }
+    }
+
+    static func checksum(id: ObjectID, body: UnsafeRawBufferPointer) -> UInt32 {
+        var bytes = id.keyBytes
+        bytes.append(contentsOf: body)
+        return CRC32C.checksum(bytes)
     }
 
     /// Decodes a stored record, checking its checksum, format and that it belongs to `id`.
@@ -74,7 +85,7 @@ enum RecordCodec {
         let body = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
         var tail = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[bytes.count - 4..<bytes.count]))
         let stored = try tail.u32()
-        guard CRC32C.checksum(body) == stored else { throw StrataError.corruptRecord(id: id, reason: "checksum mismatch") }
+        guard checksum(id: id, body: body) == stored else { throw StrataError.corruptRecord(id: id, reason: "checksum mismatch") }
         var r = ByteReader(body)
         do {
             let f = try r.u8()

@@ -36,7 +36,8 @@ public final class Store: Sendable {
     let snapshots: SnapshotRegistry
     let hub = ChangeHub()
     let logger: Logger
-    private let processID: pid_t
+    /// The process that opened the store (a child after `fork()` must open its own).
+    let processID: pid_t
     private let closed = Atomic<Bool>(false)
     /// Set when this process migrated the store: this instance holds the old schema.
     private let migratedVersion = Atomic<Int>(0)
@@ -141,7 +142,10 @@ public final class Store: Sendable {
             generation = try directory.createFirstGeneration()
         }
         let generationPath = path + "/" + generation
-        if !fm.fileExists(atPath: generationPath + "/data.mdb") && !mayCreate { throw StrataError.storeNotFound(path: path) }
+        let dataSize = (try? fm.attributesOfItem(atPath: generationPath + "/data.mdb")[.size] as? Int) ?? nil
+        // LMDB would quietly start an empty store in an emptied data file: every transaction gone.
+        if dataSize == 0 { throw StrataError.notAStore(path: path, reason: "\(generation)/data.mdb is empty: the store's data is gone") }
+        if dataSize == nil && !mayCreate { throw StrataError.storeNotFound(path: path) }
         let env = try openEnvironment(path: generationPath, configuration: configuration)
         do {
             let schema = try prepareMeta(env: env, path: path, appSchema: appSchema, configuration: configuration)

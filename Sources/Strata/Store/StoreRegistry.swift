@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Synchronization
 
 /// The stores open in this process, by canonical path. LMDB forbids opening one environment twice
@@ -17,7 +18,8 @@ final class StoreRegistry: Sendable {
         let key = Self.canonical(path)
         // The lock is held across the open so two tasks opening the same path cannot both succeed.
         return try stores.withLock { stores in
-            if let existing = stores[key]?.store, !existing.isClosed {
+            // An instance inherited through fork() belongs to the parent: the child opens its own.
+            if let existing = stores[key]?.store, !existing.isClosed, existing.processID == getpid() {
                 if existing.configuration.readOnly != configuration.readOnly {
                     throw StrataError.alreadyOpen(path: key, reason: "it is open \(existing.configuration.readOnly ? "read-only" : "read-write"); close it first")
                 }
