@@ -108,19 +108,19 @@ public final class ChildContext: ObjectReading {
         }
         try state.withLock { s in
             try root.read { view in
-                let merged = MergedSource(base: view, overlays: parents + [s.overlay])
-                try rememberBases(changes, merged: merged, base: view, into: &s)
-                var leaf = s.overlay
-                s.overlay = Overlay()  // leave `leaf` the only reference, so it is changed in place
-                var resolver = SaveResolver(applier: OverlayApplier(base: view, parents: parents, leaf: leaf), limits: store.configuration)
+                try rememberBases(changes, base: view, into: &s)
+                // Hand the overlay to the applier and drop this reference, so the applier holds the
+                // only one and changes the dictionaries in place (a second reference would make
+                // every change copy the whole overlay: O(n) per change).
+                var resolver = SaveResolver(applier: OverlayApplier(base: view, parents: parents, leaf: s.overlay), limits: store.configuration)
+                s.overlay = Overlay()
                 do {
                     try resolver.run(changes, checkRequired: false)
-                    leaf = resolver.applier.leaf
                 } catch {
                     s.overlay = resolver.applier.rollBack()
                     throw error
                 }
-                s.overlay = leaf
+                s.overlay = resolver.applier.takeLeaf()
                 s.operations += changes.operations
             }
         }
@@ -128,7 +128,7 @@ public final class ChildContext: ObjectReading {
     }
 
     /// The version each existing object had when this context chain first touched it.
-    private func rememberBases(_ changes: ChangeSet, merged: MergedSource, base: ReadView, into s: inout State) throws {
+    private func rememberBases(_ changes: ChangeSet, base: ReadView, into s: inout State) throws {
         for op in changes.operations {
             let id: ObjectID
             switch op {

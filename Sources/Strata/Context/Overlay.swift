@@ -136,8 +136,15 @@ struct OverlayApplier: StateStore {
         case count(UInt16, Int?)
     }
 
+    /// The built overlay, leaving an empty one behind (no second reference to its storage).
+    mutating func takeLeaf() -> Overlay {
+        defer { leaf = Overlay() }
+        return leaf
+    }
+
     /// Restores the overlay as it was before the first change applied here.
     mutating func rollBack() -> Overlay {
+        defer { leaf = Overlay() }
         while let u = undo.popLast() {
             switch u {
             case .record(let id, let old): leaf.records[id] = old
