@@ -79,6 +79,7 @@ struct Report: Sendable {
             ("W7_child_commit_ratio", "ratio", true),
             ("W7_child_fetch_ratio", "ratio", true),
             ("W8_verify", "changes/s", false),
+            ("W8_asof_100_back_ms", "ms", true),
             ("W9_compaction_size_ratio", "ratio", true),
             ("W9_compaction_mb_per_s", "MB/s", false),
             ("W9_mdb_copy_mb_per_s", "MB/s", false),
