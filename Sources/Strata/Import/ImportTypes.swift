@@ -45,7 +45,8 @@ public enum ImportFormat: String, Sendable, CaseIterable {
 
 /// Options of an import.
 public struct ImportOptions: Sendable {
-    /// Records per transaction. 5,000 measured best on the reference machine (see BENCHMARKS.md).
+    /// Records per transaction. 5,000 is a default, not a measured optimum: a larger batch means
+    /// fewer commits but more memory and a longer write transaction per batch.
     public var batchSize = 5_000
     /// Write the good records and collect the bad ones instead of refusing the whole input.
     public var continueOnError = false
