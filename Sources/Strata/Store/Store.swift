@@ -38,6 +38,8 @@ public final class Store: Sendable {
     let logger: Logger
     /// The process that opened the store (a child after `fork()` must open its own).
     let processID: pid_t
+    /// ``ForkWatch/generation`` at open: it changes in a forked child.
+    private let forkGeneration = ForkWatch.generation
     private let closed = Atomic<Bool>(false)
     /// Set when this process migrated the store: this instance holds the old schema.
     private let migratedVersion = Atomic<Int>(0)
@@ -260,14 +262,14 @@ public final class Store: Sendable {
 
     /// Refuses use in a child process after `fork()` (LMDB environments must not cross a fork).
     func checkProcess() throws {
-        if getpid() != processID { throw StrataError.usedAfterFork(path: path) }
+        if ForkWatch.generation != forkGeneration { throw StrataError.usedAfterFork(path: path) }
     }
 
     func checkUsable() throws {
         let migrated = migratedVersion.load(ordering: .acquiring)
         if migrated > 0 { throw StrataError.migrated(path: path, toVersion: migrated) }
         if closed.load(ordering: .acquiring) { throw StrataError.closed(path: path) }
-        if getpid() != processID { throw StrataError.usedAfterFork(path: path) }
+        try checkProcess()
     }
 
     // MARK: Saving
