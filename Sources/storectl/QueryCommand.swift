@@ -80,13 +80,25 @@ struct QueryCommand: AsyncParsableCommand {
     private func printTable(_ records: [Record], attributes: [AttributeDescription]) {
         let columns = ["id"] + attributes.map(\.name)
         let rows = records.map { r in [r.id.description] + attributes.map { clip(ValueConversion.text(r.values[$0.index])) } }
-        let widths = columns.indices.map { c in max(columns[c].count, rows.map { $0[c].count }.max() ?? 0) }
+        let widths = columns.indices.map { c in max(displayWidth(columns[c]), rows.map { displayWidth($0[c]) }.max() ?? 0) }
         func line(_ cells: [String]) -> String {
-            zip(cells, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  ")
+            zip(cells, widths).map { $0 + String(repeating: " ", count: max(0, $1 - displayWidth($0))) }.joined(separator: "  ")
         }
         print(line(columns))
         for r in rows { print(line(r)) }
         print("(\(records.count) record\(records.count == 1 ? "" : "s"))")
+    }
+
+    /// Terminal columns a string takes: East Asian wide characters and emoji take two.
+    private func displayWidth(_ s: String) -> Int {
+        s.unicodeScalars.reduce(0) { w, u in
+            let v = u.value
+            if u.properties.generalCategory == .nonspacingMark || v == 0x200D || (0xFE00...0xFE0F).contains(v) { return w }
+            let wide = (0x1100...0x115F).contains(v) || (0x2E80...0xA4CF).contains(v) || (0xAC00...0xD7A3).contains(v)
+                || (0xF900...0xFAFF).contains(v) || (0xFE30...0xFE4F).contains(v) || (0xFF00...0xFF60).contains(v)
+                || (0xFFE0...0xFFE6).contains(v) || (0x1F300...0x1FAFF).contains(v) || (0x20000...0x3FFFD).contains(v)
+            return w + (wide ? 2 : 1)
+        }
     }
 
     private func clip(_ s: String) -> String {
