@@ -129,20 +129,22 @@ final class Writer: Sendable {
         envBox.withLock { $0 = new }
     }
 
+    /// Commits one group, then queues itself again while saves wait: work queued meanwhile by
+    /// ``exclusive(_:)`` (a compaction's catch-up) runs between two groups instead of waiting for
+    /// a pause in the load.
     private func drain() {
-        while true {
-            let batch = state.withLock { s -> [PendingSave] in
-                guard !s.pending.isEmpty else {
-                    s.draining = false
-                    return []
-                }
-                let n = min(s.pending.count, config.maxSavesPerGroup)
-                defer { s.pending.removeFirst(n) }
-                return Array(s.pending.prefix(n))
+        let batch = state.withLock { s -> [PendingSave] in
+            guard !s.pending.isEmpty else {
+                s.draining = false
+                return []
             }
-            if batch.isEmpty { return }
-            commit(batch)
+            let n = min(s.pending.count, config.maxSavesPerGroup)
+            defer { s.pending.removeFirst(n) }
+            return Array(s.pending.prefix(n))
         }
+        if batch.isEmpty { return }
+        commit(batch)
+        queue.async { self.drain() }
     }
 
     private func commit(_ batch: [PendingSave]) {
