@@ -45,7 +45,7 @@ public enum Value: Sendable, CustomStringConvertible {
         }
     }
 
-    public var isNull: Bool { if case .null = self { true } else { false } }
+    @inlinable public var isNull: Bool { if case .null = self { true } else { false } }
 
     public var description: String {
         switch self {

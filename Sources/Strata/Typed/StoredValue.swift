@@ -16,81 +16,86 @@ public protocol StoredValue: Sendable {
 public struct StoredValueMismatch: Error, Sendable, CustomStringConvertible {
     public let expected: AttributeType
     public let found: Value
+    /// A mismatch between the expected type and the stored value.
+    @inlinable public init(expected: AttributeType, found: Value) {
+        self.expected = expected
+        self.found = found
+    }
     public var description: String { "expected \(expected.rawValue), found \(found)" }
 }
 
 extension StoredValue {
-    public static var isOptional: Bool { false }
+    @inlinable public static var isOptional: Bool { false }
 }
 
 extension String: StoredValue {
-    public static var attributeType: AttributeType { .string }
-    public init(storedValue v: Value) throws {
+    @inlinable public static var attributeType: AttributeType { .string }
+    @inlinable public init(storedValue v: Value) throws {
         guard case .string(let x) = v else { throw StoredValueMismatch(expected: .string, found: v) }
         self = x
     }
-    public var storedValue: Value { .string(self) }
+    @inlinable public var storedValue: Value { .string(self) }
 }
 
 extension Int: StoredValue {
-    public static var attributeType: AttributeType { .int }
-    public init(storedValue v: Value) throws {
+    @inlinable public static var attributeType: AttributeType { .int }
+    @inlinable public init(storedValue v: Value) throws {
         guard case .int(let x) = v else { throw StoredValueMismatch(expected: .int, found: v) }
         self = Int(x)
     }
-    public var storedValue: Value { .int(Int64(self)) }
+    @inlinable public var storedValue: Value { .int(Int64(self)) }
 }
 
 extension Double: StoredValue {
-    public static var attributeType: AttributeType { .double }
-    public init(storedValue v: Value) throws {
+    @inlinable public static var attributeType: AttributeType { .double }
+    @inlinable public init(storedValue v: Value) throws {
         guard case .double(let x) = v else { throw StoredValueMismatch(expected: .double, found: v) }
         self = x
     }
-    public var storedValue: Value { .double(self) }
+    @inlinable public var storedValue: Value { .double(self) }
 }
 
 extension Bool: StoredValue {
-    public static var attributeType: AttributeType { .bool }
-    public init(storedValue v: Value) throws {
+    @inlinable public static var attributeType: AttributeType { .bool }
+    @inlinable public init(storedValue v: Value) throws {
         guard case .bool(let x) = v else { throw StoredValueMismatch(expected: .bool, found: v) }
         self = x
     }
-    public var storedValue: Value { .bool(self) }
+    @inlinable public var storedValue: Value { .bool(self) }
 }
 
 extension Date: StoredValue {
-    public static var attributeType: AttributeType { .date }
-    public init(storedValue v: Value) throws {
+    @inlinable public static var attributeType: AttributeType { .date }
+    @inlinable public init(storedValue v: Value) throws {
         guard case .date(let x) = v else { throw StoredValueMismatch(expected: .date, found: v) }
         self = x
     }
-    public var storedValue: Value { .date(self) }
+    @inlinable public var storedValue: Value { .date(self) }
 }
 
 extension Data: StoredValue {
-    public static var attributeType: AttributeType { .bytes }
-    public init(storedValue v: Value) throws {
+    @inlinable public static var attributeType: AttributeType { .bytes }
+    @inlinable public init(storedValue v: Value) throws {
         guard case .bytes(let x) = v else { throw StoredValueMismatch(expected: .bytes, found: v) }
         self = Data(x)
     }
-    public var storedValue: Value { .bytes(Array(self)) }
+    @inlinable public var storedValue: Value { .bytes(Array(self)) }
 }
 
 extension UUID: StoredValue {
-    public static var attributeType: AttributeType { .uuid }
-    public init(storedValue v: Value) throws {
+    @inlinable public static var attributeType: AttributeType { .uuid }
+    @inlinable public init(storedValue v: Value) throws {
         guard case .uuid(let x) = v else { throw StoredValueMismatch(expected: .uuid, found: v) }
         self = x
     }
-    public var storedValue: Value { .uuid(self) }
+    @inlinable public var storedValue: Value { .uuid(self) }
 }
 
 extension Optional: StoredValue where Wrapped: StoredValue {
-    public static var attributeType: AttributeType { Wrapped.attributeType }
-    public static var isOptional: Bool { true }
-    public init(storedValue v: Value) throws {
+    @inlinable public static var attributeType: AttributeType { Wrapped.attributeType }
+    @inlinable public static var isOptional: Bool { true }
+    @inlinable public init(storedValue v: Value) throws {
         self = v.isNull ? nil : try Wrapped(storedValue: v)
     }
-    public var storedValue: Value { self?.storedValue ?? .null }
+    @inlinable public var storedValue: Value { self?.storedValue ?? .null }
 }

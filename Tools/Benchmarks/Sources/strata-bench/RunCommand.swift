@@ -34,7 +34,7 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "Rounds per engine, interleaved; the median is reported (default 3, --quick: 1).")
     var rounds: Int?
 
-    @Flag(help: "Give GRDB's table Strata's Track indexes (unique mbid, title, duration): an equal-work comparison instead of the issue's plain table.")
+    @Flag(help: "Give GRDB's table Strata's Track indexes (unique mbid, title, duration, addedAt): an equal-work comparison instead of the issue's plain table.")
     var grdbIndexes = false
 
     static let workloadNames = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10"]

@@ -28,11 +28,13 @@ struct GRDBTrack: FetchableRecord, Sendable {
             addedAt REAL NOT NULL
         ) WITHOUT ROWID
         """
-    /// The indexes Strata maintains for `Track` (unique mbid, title, duration), for `--grdb-indexes`.
+    /// The indexes Strata maintains for `Track` in the library schema v2 (unique mbid; title,
+    /// durationSeconds, addedAt), for `--grdb-indexes`.
     static let createIndexesSQL = """
         CREATE UNIQUE INDEX track_mbid ON track(mbid);
         CREATE INDEX track_title ON track(title);
         CREATE INDEX track_duration ON track(duration);
+        CREATE INDEX track_added ON track(addedAt);
         """
     static let insertSQL = "INSERT INTO track (id, mbid, title, artist, album, genre, duration, addedAt) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
     static let selectByIDSQL = "SELECT id, mbid, title, artist, album, genre, duration, addedAt FROM track WHERE id = ?"

@@ -26,7 +26,7 @@ struct BenchSetup: Sendable {
     /// Map size for LMDB and Strata's initial map (the same for both, so neither grows mid-run).
     let mapSizeBytes: Int
     /// Give GRDB's table the secondary indexes Strata's `Track` has (unique mbid, title,
-    /// duration), for an equal-work comparison. Off by default: the baseline has none.
+    /// duration, addedAt), for an equal-work comparison. Off by default: the baseline has none.
     var grdbSecondaryIndexes = false
 }
 
