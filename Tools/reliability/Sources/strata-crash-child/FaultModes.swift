@@ -91,6 +91,13 @@ enum FaultModes {
         _ = try store.mainContext.count(Genre.self)
         let pid = fork()
         if pid == 0 {
+            // The forking thread may have SIGALRM blocked (threads started by the runtime block
+            // most signals): unblock it so the alarm really bounds a hang.
+            var alarmSet = sigset_t()
+            sigemptyset(&alarmSet)
+            sigaddset(&alarmSet, SIGALRM)
+            sigprocmask(SIG_UNBLOCK, &alarmSet, nil)
+            signal(SIGALRM, SIG_DFL)
             alarm(10)
             var out = ""
             func step(_ name: String, _ body: () throws -> String) {
@@ -119,8 +126,19 @@ enum FaultModes {
             saved.withCString { _ = write(1, $0, strlen($0)) }
             _exit(0)
         }
+        // Bounded wait: a forked child of a multi-threaded process can deadlock on a lock some
+        // other thread held at fork() time; that must fail the test, not hang it.
         var status: Int32 = 0
-        waitpid(pid, &status, 0)
+        let deadline = Date().addingTimeInterval(20)
+        while waitpid(pid, &status, WNOHANG) == 0 {
+            if Date() > deadline {
+                kill(pid, SIGKILL)
+                waitpid(pid, &status, 0)
+                emit("parent child-status killed after 20 s")
+                break
+            }
+            usleep(10_000)
+        }
         emit("parent child-status \(status)")
         do { emit("parent read: ok head \(try store.lastTransactionID)") } catch { emit("parent read: \(error)") }
         do { emit("parent save: ok tx \(try blocking { try await store.save { $0.insert(Genre(name: "after fork")) } })") } catch { emit("parent save: \(error)") }
