@@ -19,8 +19,6 @@ struct Overlay: Sendable {
     var dirty: [UInt16: Set<ObjectID>] = [:]
     var countDelta: [UInt16: Int] = [:]
 
-    var isEmpty: Bool { records.isEmpty && added.isEmpty && removed.isEmpty }
-
     mutating func markDirty(_ id: ObjectID) { dirty[id.entityTag, default: []].insert(id) }
 
     mutating func link(_ tag: UInt16, _ a: ObjectID, _ b: ObjectID) {
@@ -215,7 +213,9 @@ struct OverlayApplier: StateStore {
     mutating func apply(_ change: LoggedChange) throws {
         switch change {
         case .insert(let id, let values):
-            let e = schema.entity(tag: id.entityTag)!
+            guard let e = schema.entity(tag: id.entityTag) else {
+                throw StrataError.corruptRecord(id: id, reason: "no entity with tag \(id.entityTag) in a child context")
+            }
             if try exists(id) { throw StrataError.duplicateID(e, id) }
             try setUniques(e, old: nil, new: values, id: id)
             saveRecord(id)
@@ -240,15 +240,25 @@ struct OverlayApplier: StateStore {
             leaf.countDelta[r.entity.tag, default: 0] -= 1
             leaf.markDirty(id)
         case .link(let tag, let a, let b):
-            let inverse = schema.inverse(of: schema.relationship(tag: tag)!).tag
-            saveLinks(tag, a)
-            saveLinks(inverse, b)
+            try edge(tag, a, b, add: true)
+        case .unlink(let tag, let a, let b):
+            try edge(tag, a, b, add: false)
+        }
+    }
+
+    /// Adds or removes an edge and its inverse (the resolver only emits known tags; an unknown one
+    /// is reported, not trapped on).
+    private mutating func edge(_ tag: UInt16, _ a: ObjectID, _ b: ObjectID, add: Bool) throws {
+        guard let r = schema.relationship(tag: tag) else {
+            throw StrataError.corruptRecord(id: a, reason: "unknown relationship tag \(tag) in a child context")
+        }
+        let inverse = schema.inverse(of: r).tag
+        saveLinks(tag, a)
+        saveLinks(inverse, b)
+        if add {
             leaf.link(tag, a, b)
             leaf.link(inverse, b, a)
-        case .unlink(let tag, let a, let b):
-            let inverse = schema.inverse(of: schema.relationship(tag: tag)!).tag
-            saveLinks(tag, a)
-            saveLinks(inverse, b)
+        } else {
             leaf.unlink(tag, a, b)
             leaf.unlink(inverse, b, a)
         }

@@ -112,15 +112,6 @@ struct LMDBTransaction {
         try lmdbCheck(mdb_stat(handle, db.dbi, &stat), "mdb_stat(\(db.name))")
         return stat.ms_entries
     }
-
-    /// Removes every entry of `db` (the handle stays open).
-    func empty(_ db: LMDBDatabase) throws {
-        precondition(isWrite, "empty on a read-only transaction")
-        try lmdbCheck(mdb_drop(handle, db.dbi, 0), "mdb_drop(\(db.name))")
-    }
-
-    /// The id LMDB gave this transaction (the snapshot it reads).
-    var lmdbTransactionID: Int { mdb_txn_id(handle) }
 }
 
 /// Limits imposed by liblmdb 0.9.24 as built by Debian.

@@ -126,8 +126,6 @@ final class ChangeHub: Sendable {
         return s
     }
 
-    var hasSubscribers: Bool { subscribers.withLock { $0.contains { $0.subscriber != nil } } }
-
     func publish(_ entries: [LogEntry], schema: Schema) {
         let live = subscribers.withLock { $0.compactMap(\.subscriber) }
         guard !live.isEmpty else { return }
