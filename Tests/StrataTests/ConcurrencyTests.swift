@@ -124,6 +124,77 @@ import Testing
         }
     }
 
+    /// A snapshot's transaction id comes from the writer's published head when it can; it must
+    /// always equal the last key of the log the snapshot reads, also while saves commit.
+    @Test func snapshotTransactionIDIsTheLastLoggedTransactionItSees() async throws {
+        try await withLibraryStore { store in
+            let writer = Task {
+                for i in 0..<300 {
+                    _ = try await store.save { $0.insert(Genre(name: "g\(i)")) }
+                    // A save without effect commits nothing: the published head must stay right.
+                    _ = try await store.save(ChangeSet())
+                }
+            }
+            var checked = 0, hinted = 0
+            for _ in 0..<3000 {
+                let s = try store.snapshot(label: "probe")
+                let logged = try s.read { try $0.lastTransactionID() }
+                #expect(s.transactionID == logged, "snapshot says \(s.transactionID), its log ends at \(logged)")
+                if s.env.headHint(for: try #require(s.txn.withTransaction { $0 })) != nil { hinted += 1 }
+                s.close()
+                checked += 1
+                if checked % 20 == 0 { await Task.yield() }
+            }
+            try await writer.value
+            let final = try store.snapshot(label: "final")
+            #expect(final.transactionID == TransactionID(300))
+            #expect(store.env.headHint(for: try #require(final.txn.withTransaction { $0 })) == TransactionID(300))
+            final.close()
+            #expect(checked > 50 && hinted > 0)
+        }
+    }
+
+    @Test func closingTheStoreClosesItsSnapshotsAndFreesTheirSlots() async throws {
+        var config = StoreConfiguration()
+        config.maxOpenSnapshots = 2
+        let store = try Store.temporary(schema: try librarySchema(), configuration: config)
+        _ = try await store.save { $0.insert(Genre(name: "a")) }
+        let a = try store.snapshot(label: "a")
+        let b = try store.snapshot(label: "b")
+        #expect(store.snapshots.count == 2)
+        store.close()
+        #expect(a.isClosed && b.isClosed)
+        #expect(store.snapshots.count == 0)
+        #expect(throws: StrataError.self) { try a.count(Query(entity: "Genre")) }
+        a.close()   // idempotent after the store closed it
+    }
+
+    /// Bulk commits drop the process's mapped pages; readers (also an older pinned snapshot)
+    /// keep reading the right values, and the mapping the release works on is really found.
+    @Test func bulkCommitsReleaseMappedPagesAndReadsStayRight() async throws {
+        var config = StoreConfiguration()
+        config.releaseMappedPagesAfterChanges = 50
+        try await withLibraryStore(config) { store in
+            let first = (0..<100).map { Genre(name: "first \($0)") }
+            _ = try await store.save { c in for g in first { c.insert(g) } }
+            let pinned = try store.snapshot(label: "pinned")
+            defer { pinned.close() }
+            let second = (0..<100).map { Genre(name: "second \($0)") }
+            _ = try await store.save { c in for g in second { c.insert(g) } }
+            #expect(try pinned.count(Query(entity: "Genre")) == 100)
+            let view = try store.mainContext
+            #expect(try view.count(Genre.self) == 200)
+            for g in first + second { #expect(try view.object(Genre.self, id: g.id)?.name == g.name) }
+            // The data file's mapping is found by device and inode (LMDB does not expose it).
+            let env = store.env
+            let maps = try env.dataFileMappings()
+            #expect(maps.count == 1)
+            #expect(maps.first.map { Int($0.end - $0.start) } == env.mapSizeBytes)
+            try env.releaseMappedPages()
+            #expect(try view.count(Genre.self) == 200)
+        }
+    }
+
     @Test func changeStreamDeliversCommittedTransactions() async throws {
         try await withLibraryStore { store in
             let stream = store.changes()

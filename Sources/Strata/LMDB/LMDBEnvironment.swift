@@ -38,6 +38,9 @@ final class LMDBEnvironment: Sendable {
     /// Readers cleared by `mdb_reader_check` at open (slots of crashed processes).
     let staleReadersCleared: Int
     static let readPoolCapacity = 16
+    /// The newest (LMDB transaction id, Strata transaction id) pair this process committed, so
+    /// that opening a snapshot need not search the log for its last key (see ``headHint(for:)``).
+    private let head = Atomic<WordPair>(WordPair(first: 0, second: 0))
     private let closed = Atomic<Bool>(false)
     /// Runs once after the environment is closed (used to remove a replaced generation).
     private let afterClose = Mutex<(@Sendable () -> Void)?>(nil)
@@ -208,6 +211,57 @@ final class LMDBEnvironment: Sendable {
         }
     }
 
+    /// Drops this process's mappings of the store's pages (`madvise(MADV_DONTNEED)` on the whole
+    /// map). The map is read-only and shared (no `MDB_WRITEMAP`), so nothing is lost: the pages
+    /// stay in the kernel's page cache and the next access to one faults it back in, also for a
+    /// reader running concurrently. Holds ``mapLock`` shared so the map cannot move meanwhile.
+    ///
+    /// LMDB does not expose the map's address (`me_mapaddr` is only set for `MDB_FIXEDMAP`), so
+    /// the mapping is found in `/proc/self/maps` by the data file's device and inode.
+    func releaseMappedPages() throws {
+        try mapLock.withShared {
+            for range in try dataFileMappings() {
+                guard let start = UnsafeMutableRawPointer(bitPattern: range.start) else { continue }
+                if madvise(start, Int(range.end - range.start), MADV_DONTNEED) != 0 {
+                    throw LMDBError(code: errno, operation: "madvise(MADV_DONTNEED)")
+                }
+            }
+        }
+    }
+
+    /// This process's mappings of the data file (one: LMDB's map).
+    func dataFileMappings() throws -> [(start: UInt, end: UInt)] {
+        var fd: Int32 = -1
+        try lmdbCheck(mdb_env_get_fd(handle, &fd), "mdb_env_get_fd")
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw LMDBError(code: errno, operation: "fstat(data.mdb)") }
+        return try Self.mappings(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+    }
+
+    /// This process's mappings of the file with `device` and `inode`, from `/proc/self/maps`
+    /// (lines `start-end perms offset major:minor inode path`, numbers in hex but the inode).
+    static func mappings(device: UInt64, inode: UInt64) throws -> [(start: UInt, end: UInt)] {
+        let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff))
+        let minor = (device & 0xff) | ((device >> 12) & ~UInt64(0xff))
+        let text: String
+        do {
+            text = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+        } catch {
+            throw LMDBError(code: EIO, operation: "read /proc/self/maps")
+        }
+        var out: [(start: UInt, end: UInt)] = []
+        for line in text.split(separator: "\n") {
+            let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
+            guard fields.count >= 5, UInt64(fields[4]) == inode else { continue }
+            let dev = fields[3].split(separator: ":")
+            guard dev.count == 2, UInt64(dev[0], radix: 16) == major, UInt64(dev[1], radix: 16) == minor else { continue }
+            let range = fields[0].split(separator: "-")
+            guard range.count == 2, let start = UInt(range[0], radix: 16), let end = UInt(range[1], radix: 16), end > start else { continue }
+            out.append((start, end))
+        }
+        return out
+    }
+
     /// Flushes buffers to disk (`mdb_env_sync(force)`), for `MDB_NOSYNC` environments.
     func sync() throws {
         try lmdbCheck(mdb_env_sync(handle, 1), "mdb_env_sync")
@@ -253,6 +307,27 @@ final class LMDBEnvironment: Sendable {
         }
         if !pooled { mdb_txn_abort(txn) }
     }
+
+    /// Records that LMDB write transaction `lmdbTransaction` committed with `transactionID` as the
+    /// last key of the log. Call only after the commit succeeded, and only for a transaction that
+    /// wrote (LMDB does not advance its transaction id for a commit without changes, so an id of
+    /// an empty commit could later name another process's transaction).
+    func publishHead(lmdbTransaction: UInt64, transactionID: TransactionID) {
+        head.store(WordPair(first: UInt(lmdbTransaction), second: UInt(transactionID.rawValue)), ordering: .releasing)
+    }
+
+    /// The log's last transaction id as seen by read transaction `txn`, when this process
+    /// committed the LMDB transaction `txn` reads (the common case: it is the newest one); nil
+    /// otherwise (another process committed since, or nothing was published yet), and the caller
+    /// reads the log. Exact: a read transaction sees precisely the state its LMDB id names.
+    func headHint(for txn: OpaquePointer) -> TransactionID? {
+        let pair = head.load(ordering: .acquiring)
+        guard pair.first != 0, UInt(mdb_txn_id(txn)) == pair.first else { return nil }
+        return TransactionID(UInt64(pair.second))
+    }
+
+    /// The LMDB id of a transaction (a write transaction's id is the one its commit will carry).
+    static func lmdbTransactionID(_ txn: OpaquePointer) -> UInt64 { UInt64(mdb_txn_id(txn)) }
 
     /// Runs `body` in a short read transaction (holding the map lock shared throughout).
     func read<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {

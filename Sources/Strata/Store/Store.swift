@@ -67,7 +67,7 @@ public final class Store: Sendable {
             let warnAfter = configuration.snapshotAgeWarningSeconds
             let log = logger
             writer = Writer(env: env, schema: schema, config: configuration, hub: hub, logger: logger) {
-                for s in registry.takeOverdue(olderThan: warnAfter) {
+                for s in registry.takeOverdueIfDue(olderThan: warnAfter) {
                     log.warning("snapshot '\(s.label)' pinned at transaction \(s.transactionID) for \(Int(s.age)) s keeps old pages alive")
                 }
             }
@@ -320,11 +320,10 @@ public final class Store: Sendable {
     /// Pins a snapshot of the latest committed state. Counts against ``StoreConfiguration/maxOpenSnapshots``.
     public func snapshot(label: String) throws -> Snapshot {
         try checkUsable()
-        warnAboutOldSnapshots()
-        let serial = try snapshots.reserve()
-        let s = try Snapshot(store: self, label: label, serial: serial)
-        snapshots.register(s)
-        return s
+        for s in snapshots.takeOverdueIfDue(olderThan: configuration.snapshotAgeWarningSeconds) {
+            logger.warning("snapshot '\(s.label)' pinned at transaction \(s.transactionID) for \(Int(s.age)) s keeps old pages alive")
+        }
+        return try Snapshot.open(store: self, label: label)
     }
 
     /// Replaces the live environment (compaction, migration). Runs on the writer queue.
@@ -354,7 +353,7 @@ public final class Store: Sendable {
     }
 
     /// Reports (once each) snapshots pinned longer than ``StoreConfiguration/snapshotAgeWarningSeconds``.
-    /// Runs after every commit, at every snapshot open and when the accounting is read.
+    /// Runs after every commit and when the accounting is read (snapshot opens run a throttled check).
     func warnAboutOldSnapshots() {
         for s in snapshots.takeOverdue(olderThan: configuration.snapshotAgeWarningSeconds) {
             logger.warning("snapshot '\(s.label)' pinned at transaction \(s.transactionID) for \(Int(s.age)) s keeps old pages alive")

@@ -152,7 +152,11 @@ final class Writer: Sendable {
         var growths = 0
         while true {
             do {
-                let (results, entries) = try env.write { txn in try apply(batch, txn, env: env) }
+                let (results, entries, lmdbID) = try env.write { txn in
+                    let (results, entries) = try apply(batch, txn, env: env)
+                    return (results, entries, LMDBEnvironment.lmdbTransactionID(txn.handle))
+                }
+                if let last = entries.last { env.publishHead(lmdbTransaction: lmdbID, transactionID: last.transactionID) }
                 finish(batch, results, entries, growths: growths)
                 return
             } catch let e as LMDBError where e.isMapFull {
@@ -203,6 +207,14 @@ final class Writer: Sendable {
             return true
         }
         for (save, result) in zip(batch, results) { save.continuation.resume(with: result) }
+        let threshold = config.releaseMappedPagesAfterChanges
+        if threshold > 0, entries.reduce(0, { $0 + $1.changes.count }) >= threshold {
+            do {
+                try env.releaseMappedPages()
+            } catch {
+                logger.warning("could not release mapped pages after a bulk commit: \(error)")
+            }
+        }
         if !entries.isEmpty { hub.publish(entries, schema: schema) }
         afterCommit()
         if scheduleSync {
