@@ -14,7 +14,7 @@ struct Overlay: Sendable {
     var added: [LinkKey: Set<ObjectID>] = [:]
     var removed: [LinkKey: Set<ObjectID>] = [:]
     /// Unique keys taken (owner) or freed (nil) here.
-    var uniques: [[UInt8]: ObjectID?] = [:]
+    var uniques: [ByteKey: ObjectID?] = [:]
     /// Objects whose record or edges changed, per entity tag: the extra query candidates.
     var dirty: [UInt16: Set<ObjectID>] = [:]
     var countDelta: [UInt16: Int] = [:]
@@ -72,7 +72,7 @@ struct MergedSource: ObjectSource {
 
     func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? {
         for o in overlays.reversed() {
-            if let entry = o.uniques[key] { return entry }
+            if let entry = o.uniques[ByteKey(key)] { return entry }
         }
         return try base.uniqueOwner(key)
     }
@@ -130,7 +130,7 @@ struct OverlayApplier: StateStore {
         case record(ObjectID, Record??)
         case added(Overlay.LinkKey, Set<ObjectID>?)
         case removed(Overlay.LinkKey, Set<ObjectID>?)
-        case unique([UInt8], ObjectID??)
+        case unique(ByteKey, ObjectID??)
         case count(UInt16, Int?)
     }
 
@@ -196,7 +196,7 @@ struct OverlayApplier: StateStore {
     }
 
     func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? {
-        if let entry = leaf.uniques[key] { return entry }
+        if let entry = leaf.uniques[ByteKey(key)] { return entry }
         return try parents.uniqueOwner(key)
     }
 
@@ -273,13 +273,25 @@ struct OverlayApplier: StateStore {
                 throw StrataError.uniqueClash(u, e, new, id: id, owner: owner)
             }
             if let before {
-                undo.append(.unique(before, leaf.uniques[before]))
-                leaf.uniques[before] = .some(nil)
+                let k = ByteKey(before)
+                undo.append(.unique(k, leaf.uniques[k]))
+                leaf.uniques[k] = .some(nil)
             }
             if let after {
-                undo.append(.unique(after, leaf.uniques[after]))
-                leaf.uniques[after] = .some(id)
+                let k = ByteKey(after)
+                undo.append(.unique(k, leaf.uniques[k]))
+                leaf.uniques[k] = .some(id)
             }
         }
+    }
+}
+
+/// Bytes as a dictionary key, hashed in one pass (`[UInt8]`'s own `Hashable` feeds the hasher one
+/// element at a time, which dominated unique-key lookups in child contexts).
+struct ByteKey: Hashable, Sendable {
+    let bytes: [UInt8]
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
     }
 }

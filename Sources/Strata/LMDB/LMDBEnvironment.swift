@@ -229,6 +229,26 @@ final class LMDBEnvironment: Sendable {
         }
     }
 
+    /// The whole of a `/proc` file. Its size reads as 0 and the kernel hands it out a page at a
+    /// time, so this reads until end of file rather than trusting `stat`.
+    static func readProcFile(_ path: String) throws -> String {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw LMDBError(code: errno, operation: "open(\(path))") }
+        defer { Glibc.close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw LMDBError(code: errno, operation: "read(\(path))")
+            }
+            if n == 0 { break }
+            bytes.append(contentsOf: chunk[0..<n])
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
     /// This process's mappings of the data file (one: LMDB's map).
     func dataFileMappings() throws -> [(start: UInt, end: UInt)] {
         var fd: Int32 = -1
@@ -243,12 +263,7 @@ final class LMDBEnvironment: Sendable {
     static func mappings(device: UInt64, inode: UInt64) throws -> [(start: UInt, end: UInt)] {
         let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff))
         let minor = (device & 0xff) | ((device >> 12) & ~UInt64(0xff))
-        let text: String
-        do {
-            text = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
-        } catch {
-            throw LMDBError(code: EIO, operation: "read /proc/self/maps")
-        }
+        let text = try readProcFile("/proc/self/maps")
         var out: [(start: UInt, end: UInt)] = []
         for line in text.split(separator: "\n") {
             let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)

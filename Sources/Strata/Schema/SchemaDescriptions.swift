@@ -101,35 +101,58 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
 /// schema.entity(named: "Track")?.attribute(named: "title")?.type   // .string
 /// ```
 public struct Schema: Sendable {
+    /// The values behind a schema, shared by its copies: a schema is copied into every read
+    /// view and resolver, so a copy is one reference count, not one per field.
+    private final class Storage: Sendable {
+        let model: String
+        let version: Int
+        let entities: [EntityDescription]
+        let canonicalJSON: String
+        let migrationSteps: [MigrationStep]
+        let byName: [String: EntityDescription]
+        /// Indexed by entity tag (tags are 1...``Schema/maxEntities``): no hashing per record.
+        let byTag: [EntityDescription?]
+        let typeChecks = TypeCheckCache()
+
+        init(model: String, version: Int, entities: [EntityDescription], canonicalJSON: String, migrationSteps: [MigrationStep]) {
+            self.model = model
+            self.version = version
+            self.entities = entities
+            self.canonicalJSON = canonicalJSON
+            self.migrationSteps = migrationSteps
+            byName = Dictionary(uniqueKeysWithValues: entities.map { ($0.name, $0) })
+            var tags = [EntityDescription?](repeating: nil, count: Int(entities.map(\.tag).max() ?? 0) + 1)
+            for e in entities { tags[Int(e.tag)] = e }
+            byTag = tags
+        }
+    }
+    private let storage: Storage
+
     /// The model name (`"library"`).
-    public let model: String
+    public var model: String { storage.model }
     /// The version (the N of `vN.json`).
-    public let version: Int
-    public let entities: [EntityDescription]
+    public var version: Int { storage.version }
+    public var entities: [EntityDescription] { storage.entities }
     /// The schema as canonical JSON; stored in the store so tools can read it without the files.
-    public let canonicalJSON: String
+    public var canonicalJSON: String { storage.canonicalJSON }
     /// Steps from version `version - 1` (empty for version 1).
-    public let migrationSteps: [MigrationStep]
-    private let byName: [String: EntityDescription]
-    private let byTag: [UInt16: EntityDescription]
-    let typeChecks = TypeCheckCache()
+    public var migrationSteps: [MigrationStep] { storage.migrationSteps }
+    private var byName: [String: EntityDescription] { storage.byName }
+    var typeChecks: TypeCheckCache { storage.typeChecks }
 
     init(model: String, version: Int, entities: [EntityDescription], canonicalJSON: String, migrationSteps: [MigrationStep] = []) {
-        self.model = model
-        self.version = version
-        self.entities = entities
-        self.canonicalJSON = canonicalJSON
-        self.migrationSteps = migrationSteps
-        byName = Dictionary(uniqueKeysWithValues: entities.map { ($0.name, $0) })
-        byTag = Dictionary(uniqueKeysWithValues: entities.map { ($0.tag, $0) })
+        storage = Storage(model: model, version: version, entities: entities, canonicalJSON: canonicalJSON, migrationSteps: migrationSteps)
     }
 
     public func entity(named name: String) -> EntityDescription? { byName[name] }
-    public func entity(tag: UInt16) -> EntityDescription? { byTag[tag] }
+    public func entity(tag: UInt16) -> EntityDescription? {
+        let byTag = storage.byTag
+        return Int(tag) < byTag.count ? byTag[Int(tag)] : nil
+    }
 
     /// The relationship with link tag `tag`.
     func relationship(tag: UInt16) -> RelationshipDescription? {
-        guard let e = byTag[tag >> 8], (tag & 0xff) >= 1, Int(tag & 0xff) <= e.relationships.count else { return nil }
+        guard let e = entity(tag: tag >> 8), (tag & 0xff) >= 1, Int(tag & 0xff) <= e.relationships.count else { return nil }
         return e.relationships[Int(tag & 0xff) - 1]
     }
 
