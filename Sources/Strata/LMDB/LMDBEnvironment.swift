@@ -13,6 +13,10 @@ struct LMDBOptions: Sendable {
     var noSync: Bool
     /// `MDB_NOLOCK`: only for read-only opens of a directory nobody writes to.
     var noLock: Bool
+    /// `MDB_WRITEMAP | MDB_MAPASYNC`: write transactions change the map in place (no page copies
+    /// on the heap, no `pwrite`). Only for throwaway scratch environments: a stray write through
+    /// the map would corrupt the file, and nested transactions are refused in this mode.
+    var writeMap = false
 }
 
 /// The names of the databases every Strata store has. Opened once, at start-up, in one transaction.
@@ -53,6 +57,7 @@ final class LMDBEnvironment: Sendable {
         if options.readOnly { flags |= UInt32(MDB_RDONLY) }
         if options.noSync { flags |= UInt32(MDB_NOSYNC) }
         if options.noLock { flags |= UInt32(MDB_NOLOCK) }
+        if options.writeMap { flags |= UInt32(MDB_WRITEMAP) | UInt32(MDB_MAPASYNC) }
         do {
             try lmdbCheck(mdb_env_set_maxdbs(env, MDB_dbi(DatabaseName.allCases.count + 2)), "mdb_env_set_maxdbs")
             try lmdbCheck(mdb_env_set_maxreaders(env, options.maxReaders), "mdb_env_set_maxreaders")

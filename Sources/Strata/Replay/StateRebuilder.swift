@@ -115,7 +115,7 @@ enum StateRebuilder {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("strata-scratch-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         let env = try LMDBEnvironment(path: path, options: LMDBOptions(
-            mapSizeBytes: max(64 << 20, sizeHint), maxMapSizeBytes: 1 << 42, maxReaders: 8, readOnly: false, noSync: true, noLock: false))
+            mapSizeBytes: max(64 << 20, sizeHint), maxMapSizeBytes: 1 << 42, maxReaders: 8, readOnly: false, noSync: true, noLock: false, writeMap: true))
         env.onClose { try? FileManager.default.removeItem(atPath: path) }
         return env
     }

@@ -12,6 +12,18 @@ import Glibc
 /// | `meta` | ASCII name | see ``MetaKey`` |
 enum Layout {
     /// Byte order of keys (LMDB's default comparison: memcmp, then length).
+    /// Three-way comparison in LMDB's default key order (memcmp, then length).
+    static func compare(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        a.withUnsafeBufferPointer { pa in
+            b.withUnsafeBufferPointer { pb in
+                let n = min(pa.count, pb.count)
+                let c = n == 0 ? 0 : memcmp(pa.baseAddress!, pb.baseAddress!, n)
+                if c != 0 { return Int(c) }
+                return pa.count < pb.count ? -1 : (pa.count > pb.count ? 1 : 0)
+            }
+        }
+    }
+
     static func precedes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         a.withUnsafeBufferPointer { pa in
             b.withUnsafeBufferPointer { pb in

@@ -146,12 +146,15 @@ struct StateApplier: StateStore {
             let db = env[.indexes]
             // Key order; for the same key the later operation wins (a delete then a put of one
             // key within a save leaves it present).
-            let order = pendingIndex.indices.sorted { a, b in
-                let (x, y) = (pendingIndex[a].key, pendingIndex[b].key)
-                return x == y ? a < b : Layout.precedes(x, y)
+            var order = Array(pendingIndex.indices)
+            pendingIndex.withUnsafeBufferPointer { entries in
+                order.sort { a, b in
+                    let c = Layout.compare(entries[a].key, entries[b].key)
+                    return c != 0 ? c < 0 : a < b
+                }
             }
             for (n, i) in order.enumerated() {
-                if n + 1 < order.count, pendingIndex[order[n + 1]].key == pendingIndex[i].key { continue }
+                if n + 1 < order.count, Layout.compare(pendingIndex[order[n + 1]].key, pendingIndex[i].key) == 0 { continue }
                 let (key, put) = pendingIndex[i]
                 if put { try txn.put(db, key: key, value: []) } else { try txn.delete(db, key: key) }
             }
