@@ -68,6 +68,9 @@ extension LMDBEnvironment {
     func copy(_ name: DatabaseName, from source: LMDBTransaction, sourceEnv: LMDBEnvironment, into destination: DatabaseName? = nil,
               prefix: [UInt8]? = nil, start: [UInt8]? = nil, until stop: [UInt8]? = nil, batch: Int = 8192,
               transform: (([UInt8], [UInt8]) -> ([UInt8], [UInt8])?)? = nil) throws -> Int {
+        if transform == nil && prefix == nil {
+            return try copyDirect(name, from: source, sourceEnv: sourceEnv, into: destination, start: start, until: stop)
+        }
         var scan = ChunkedScan(txn: source, db: sourceEnv[name], prefix: prefix, start: start)
         let target = self[destination ?? name]
         var pending: [([UInt8], [UInt8])] = []
@@ -90,6 +93,52 @@ extension LMDBEnvironment {
             if pending.count >= batch { try flush() }
         }
         try flush()
+        return copied
+    }
+
+    /// ``copy(_:from:sourceEnv:into:prefix:start:until:batch:transform:)`` without a transform:
+    /// straight from the source's map into `mdb_put` (no copies into Swift arrays), up to
+    /// `batchBytes` per write transaction. Each transaction resumes after the last key the
+    /// previous one wrote (keys not past it are skipped, so a corrupt branch page routing the
+    /// seek backwards cannot loop); a transaction redone after map growth starts over from there.
+    func copyDirect(_ name: DatabaseName, from source: LMDBTransaction, sourceEnv: LMDBEnvironment,
+                            into destination: DatabaseName?, start: [UInt8]?, until stop: [UInt8]?,
+                            batchBytes: Int = 32 << 20) throws -> Int {
+        let sourceDB = sourceEnv[name]
+        let target = self[destination ?? name]
+        var after: [UInt8]?
+        var copied = 0
+        var finished = false
+        while !finished {
+            var count = 0
+            var last: [UInt8]?
+            try writeGrowing { txn in
+                count = 0
+                last = nil
+                finished = true
+                var bytes = 0
+                // Only keys past `after`; once one is, the cursor's order keeps the rest past it.
+                var pastAfter = after == nil
+                try source.scan(sourceDB, from: after ?? start) { key, value in
+                    if !pastAfter, let after {
+                        if Layout.compare(key, after) <= 0 { return true }
+                        pastAfter = true
+                    }
+                    if let stop, Layout.compare(key, stop) > 0 { return false }
+                    try txn.put(target, key: key, value: value, flags: UInt32(MDB_APPEND))
+                    count += 1
+                    bytes += key.count + value.count
+                    if bytes >= batchBytes {
+                        last = Array(key)
+                        finished = false
+                        return false
+                    }
+                    return true
+                }
+            }
+            copied += count
+            after = last
+        }
         return copied
     }
 }

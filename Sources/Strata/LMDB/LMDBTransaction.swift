@@ -35,6 +35,15 @@ struct LMDBTransaction {
     }
 
     /// Stores `value` at `key`, replacing what was there.
+    /// `mdb_put` of bytes that live elsewhere (another environment's map, during a copy).
+    func put(_ db: LMDBDatabase, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, flags: UInt32 = 0) throws {
+        precondition(isWrite, "put on a read-only transaction")
+        precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes, "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+        try lmdbCheck(mdb_put(handle, db.dbi, &k, &v, flags), "mdb_put(\(db.name))")
+    }
+
     func put(_ db: LMDBDatabase, key: [UInt8], value: [UInt8], flags: UInt32 = 0) throws {
         precondition(isWrite, "put on a read-only transaction")
         precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes, "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")

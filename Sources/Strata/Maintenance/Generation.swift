@@ -37,7 +37,7 @@ extension Store {
 
     /// On the writer queue, with everything caught up: makes the new generation durable and
     /// switches `current` to it while no other process can open the store (exclusive lock).
-    /// The old environment is removed from disk when it closes.
+    /// The old environment is removed from disk when it closes (in the background).
     func switchGeneration(_ generation: PendingGeneration, lock: StoreLock, replacing oldEnv: LMDBEnvironment) throws {
         let others = lock.otherHolders()
         guard others.isEmpty, lock.tryExclusive() else { throw StrataError.storeBusy(path: path, processIDs: others) }
@@ -46,6 +46,6 @@ extension Store {
         try generation.env.sync()
         try directory.switchCurrent(to: generation.name)
         let oldPath = oldEnv.path
-        oldEnv.onClose { try? FileManager.default.removeItem(atPath: oldPath) }
+        oldEnv.onClose { StoreDirectory.retire(generation: oldPath) }
     }
 }

@@ -24,6 +24,16 @@ enum Layout {
         }
     }
 
+    /// ``compare(_:_:)`` of bytes in place (an LMDB key) with an array.
+    static func compare(_ a: UnsafeRawBufferPointer, _ b: [UInt8]) -> Int {
+        b.withUnsafeBytes { pb in
+            let n = min(a.count, pb.count)
+            let c = n == 0 ? 0 : memcmp(a.baseAddress!, pb.baseAddress!, n)
+            if c != 0 { return Int(c) }
+            return a.count < pb.count ? -1 : (a.count > pb.count ? 1 : 0)
+        }
+    }
+
     static func precedes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         a.withUnsafeBufferPointer { pa in
             b.withUnsafeBufferPointer { pb in
