@@ -21,10 +21,13 @@ let package = Package(
             pkgConfig: "lmdb",
             providers: [.apt(["liblmdb-dev"])]
         ),
+        // CRC-32C with the SSE4.2 instruction where the CPU has it (checked at run time).
+        .target(name: "CStrataCRC", path: "Sources/CStrataCRC"),
         .target(
             name: "Strata",
             dependencies: [
                 "CLMDB",
+                "CStrataCRC",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -76,7 +76,7 @@ struct ByteReader {
     mutating func string() throws -> String {
         let start = offset
         let raw = try lengthPrefixed()
-        guard let s = String(validating: raw.bindMemory(to: UInt8.self), as: UTF8.self) else {
+        guard let s = UTF8Text.string(raw.bindMemory(to: UInt8.self)) else {
             throw DecodingError(offset: start, reason: "string is not valid UTF-8")
         }
         return s

@@ -1,6 +1,13 @@
-/// CRC-32C (Castagnoli), slicing-by-8. Every log entry and state record ends with one, so a
-/// flipped byte is reported as corruption instead of being read as a wrong value.
+import CStrataCRC
+
+/// CRC-32C (Castagnoli): the SSE4.2 `crc32` instruction when the CPU has it, else slicing-by-8
+/// tables (the same values; a test checks both against known vectors). Every log entry and
+/// state record ends with one, so a flipped byte is reported as corruption instead of being
+/// read as a wrong value.
 enum CRC32C {
+    /// Whether the hardware instruction is used (decided once).
+    static let hardware = strata_crc32c_hardware_available() == 1
+
     private static let tables: [[UInt32]] = {
         var tables = Array(repeating: Array(repeating: UInt32(0), count: 256), count: 8)
         for i in 0..<256 {
@@ -17,7 +24,21 @@ enum CRC32C {
     private static let flat: [UInt32] = tables.flatMap { $0 }
 
     static func checksum(_ data: UnsafeRawBufferPointer) -> UInt32 {
-        var crc: UInt32 = 0xFFFF_FFFF
+        ~update(0xFFFF_FFFF, data)
+    }
+
+    /// Continues a running CRC (start at `0xFFFF_FFFF`, invert at the end) over `data`.
+    static func update(_ running: UInt32, _ data: UnsafeRawBufferPointer) -> UInt32 {
+        if hardware {
+            guard let base = data.baseAddress, data.count > 0 else { return running }
+            return strata_crc32c_hardware(running, base, data.count)
+        }
+        return updateWithTables(running, data)
+    }
+
+    /// The table-driven ``update(_:_:)`` (used without SSE4.2; public to tests for comparison).
+    static func updateWithTables(_ running: UInt32, _ data: UnsafeRawBufferPointer) -> UInt32 {
+        var crc = running
         var i = 0
         let n = data.count
         flat.withUnsafeBufferPointer { t in
@@ -34,7 +55,7 @@ enum CRC32C {
                 i += 1
             }
         }
-        return ~crc
+        return crc
     }
 
     static func checksum(_ bytes: [UInt8]) -> UInt32 {

@@ -232,7 +232,7 @@ struct JSONParser {
             }
             i += 1
         }
-        guard let s = String(validating: out, as: UTF8.self) else { throw fail("string is not valid UTF-8", at: start) }
+        guard let s = UTF8Text.string(out) else { throw fail("string is not valid UTF-8", at: start) }
         return s
     }
 

@@ -309,7 +309,7 @@ enum CSVSplitter {
     }
 
     private static func text(_ bytes: [UInt8], _ index: Int) throws -> String {
-        guard let s = String(validating: bytes, as: UTF8.self) else { throw CSVError(reason: "field \(index + 1) is not valid UTF-8") }
+        guard let s = UTF8Text.string(bytes) else { throw CSVError(reason: "field \(index + 1) is not valid UTF-8") }
         return s
     }
 

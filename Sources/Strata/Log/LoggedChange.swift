@@ -80,7 +80,12 @@ enum LogEntryCodec {
     /// CRC-32C over the transaction id (the LMDB key) and the body: an entry moved to another
     /// key fails it.
     static func checksum(_ tx: TransactionID, _ body: [UInt8]) -> UInt32 {
-        CRC32C.checksum(tx.keyBytes + body)
+        body.withUnsafeBytes { checksum(tx, $0) }
+    }
+
+    static func checksum(_ tx: TransactionID, _ body: UnsafeRawBufferPointer) -> UInt32 {
+        let running = withUnsafeBytes(of: tx.rawValue.bigEndian) { CRC32C.update(0xFFFF_FFFF, $0) }
+        return ~CRC32C.update(running, body)
     }
 
     private static func encode(_ c: LoggedChange, into w: inout ByteWriter) {
@@ -126,7 +131,7 @@ enum LogEntryCodec {
         let body = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
         var tail = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[bytes.count - 4..<bytes.count]))
         let stored = try tail.u32()
-        guard checksum(tx, Array(body)) == stored else { throw StrataError.corruptLogEntry(transaction: tx, reason: "checksum mismatch") }
+        guard checksum(tx, body) == stored else { throw StrataError.corruptLogEntry(transaction: tx, reason: "checksum mismatch") }
         var r = ByteReader(body)
         do {
             let f = try r.u8()

@@ -74,9 +74,10 @@ enum RecordCodec {
     }
 
     static func checksum(id: ObjectID, body: UnsafeRawBufferPointer) -> UInt32 {
-        var bytes = id.keyBytes
-        bytes.append(contentsOf: body)
-        return CRC32C.checksum(bytes)
+        // The id's 16 key bytes, then the body, without concatenating them.
+        let key = (id.high.bigEndian, id.low.bigEndian)
+        let running = withUnsafeBytes(of: key) { CRC32C.update(0xFFFF_FFFF, $0) }
+        return ~CRC32C.update(running, body)
     }
 
     /// Decodes a stored record, checking its checksum, format and that it belongs to `id`.
