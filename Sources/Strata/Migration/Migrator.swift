@@ -193,7 +193,7 @@ struct Upcaster {
         self.new = new
         self.hops = hops
         self.newEnv = newEnv
-        scratch = try StateRebuilder.scratch(sizeHint: 64 << 20)
+        scratch = try StateRebuilder.scratch(sizeHint: 64 << 20, storeDirectory: URL(fileURLWithPath: newEnv.path).deletingLastPathComponent().path)
         timings = Array(repeating: .zero, count: hops.reduce(0) { $0 + $1.steps.count })
     }
 

@@ -110,9 +110,17 @@ enum StateRebuilder {
         return (Int(next - 1 - horizon), changes)
     }
 
-    /// A scratch environment in the temporary directory, removed when closed.
-    static func scratch(sizeHint: Int) throws -> LMDBEnvironment {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("strata-scratch-\(UUID().uuidString)").path
+    /// A scratch environment, removed when closed: in the store directory `storeDirectory` when
+    /// given and writable (named `.scratch-…`, so a process killed meanwhile leaves nothing the
+    /// next open of the store does not remove), else in the temporary directory.
+    static func scratch(sizeHint: Int, storeDirectory: String? = nil) throws -> LMDBEnvironment {
+        let parent: URL
+        if let storeDirectory, access(storeDirectory, W_OK) == 0 {
+            parent = URL(fileURLWithPath: storeDirectory)
+        } else {
+            parent = FileManager.default.temporaryDirectory
+        }
+        let path = parent.appendingPathComponent(StoreDirectory.scratchPrefix + UUID().uuidString).path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         let env = try LMDBEnvironment(path: path, options: LMDBOptions(
             mapSizeBytes: max(64 << 20, sizeHint), maxMapSizeBytes: 1 << 42, maxReaders: 8, readOnly: false, noSync: true, noLock: false, writeMap: true))

@@ -40,7 +40,7 @@ extension Store {
         let snapshot = try self.snapshot(label: "verify")
         defer { snapshot.close() }
         var problems = ProblemList(limit: Self.verifyProblemLimit)
-        let scratch = try StateRebuilder.scratch(sizeHint: snapshot.env.fileBytes * 2)
+        let scratch = try StateRebuilder.scratch(sizeHint: snapshot.env.fileBytes * 2, storeDirectory: path)
         defer { scratch.close() }
         let head = snapshot.transactionID.rawValue
         var applied = (transactions: 0, changes: 0)

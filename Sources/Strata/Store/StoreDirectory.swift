@@ -86,10 +86,14 @@ struct StoreDirectory {
     /// compaction or migration, or by a finished one whose old generation was still in use).
     func removeStaleGenerations(except keep: String) {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
-        for n in names where (Self.generationNumber(n) != nil && n != keep) || n.hasPrefix(".current-") || n.hasPrefix(Self.retiredPrefix) {
+        for n in names where (Self.generationNumber(n) != nil && n != keep) || n.hasPrefix(".current-") || n.hasPrefix(Self.retiredPrefix)
+            || n.hasPrefix(Self.scratchPrefix) {
             try? FileManager.default.removeItem(atPath: path + "/" + n)
         }
     }
+
+    /// Names of scratch environments (verify, migration) inside the store directory.
+    static let scratchPrefix = ".scratch-"
 
     /// Names of generation directories being deleted in the background.
     static let retiredPrefix = ".retired-"
