@@ -195,6 +195,69 @@ import Testing
         }
     }
 
+    /// `saveAndWait` from plain threads while tasks `save`: every save lands with its own id,
+    /// ids run 1…n with no gap, a failing save writes nothing, and calling it from inside the
+    /// writer is refused instead of deadlocking.
+    @Test func saveAndWaitFromThreadsAlongsideAsyncSaves() async throws {
+        try await withLibraryStore { store in
+            let threads = 4, perThread = 50, tasks = 4, perTask = 50
+            let fromThreads = Locked<[TransactionID]>([])
+            let failures = Locked<[String]>([])
+            let done = DispatchGroup()
+            for t in 0..<threads {
+                done.enter()
+                Thread {
+                    defer { done.leave() }
+                    for i in 0..<perThread {
+                        do {
+                            let tx = try store.saveAndWait(author: "thread-\(t)") { $0.insert(Genre(name: "thread \(t) \(i)")) }
+                            fromThreads.withLock { $0.append(tx) }
+                        } catch {
+                            failures.withLock { $0.append("\(error)") }
+                        }
+                    }
+                }.start()
+            }
+            let fromTasks = try await withThrowingTaskGroup(of: [TransactionID].self) { group in
+                for t in 0..<tasks {
+                    group.addTask {
+                        var ids: [TransactionID] = []
+                        for i in 0..<perTask { ids.append(try await store.save { $0.insert(Genre(name: "task \(t) \(i)")) }) }
+                        return ids
+                    }
+                }
+                var all: [TransactionID] = []
+                for try await part in group { all += part }
+                return all
+            }
+            await withCheckedContinuation { c in done.notify(queue: .global()) { c.resume() } }
+            #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
+            let all = fromThreads.withLock { $0 } + fromTasks
+            let total = threads * perThread + tasks * perTask
+            #expect(Set(all.map(\.rawValue)) == Set(1...UInt64(total)))
+            #expect(try store.mainContext.count(Genre.self) == total)
+
+            // A validation failure throws and writes nothing.
+            let before = try store.lastTransactionID
+            #expect(throws: StrataError.self) {
+                _ = try store.saveAndWait { $0.insert(Genre(name: "thread 0 0")) }   // the name is unique
+            }
+            #expect(try store.lastTransactionID == before)
+
+            // From the writer's own queue it would wait for itself: refused.
+            let writer = try #require(store.writer)
+            let refused = try await writer.exclusive { () -> String in
+                do {
+                    _ = try store.saveAndWait { $0.insert(Genre(name: "from the writer")) }
+                    return "saved"
+                } catch {
+                    return "\(error)"
+                }
+            }
+            #expect(refused.contains("saveAndWait called on the writer's queue"), "\(refused)")
+        }
+    }
+
     @Test func changeStreamDeliversCommittedTransactions() async throws {
         try await withLibraryStore { store in
             let stream = store.changes()

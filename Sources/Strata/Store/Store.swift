@@ -286,6 +286,27 @@ public final class Store: Sendable {
         return try await writer.submit(changes, author: author, metadata: metadata)
     }
 
+    /// ``save(_:author:metadata:)`` for code that is not async (command-line tools, callbacks):
+    /// blocks the calling thread until the transaction is committed (and durable in
+    /// ``Durability/durable`` mode), like Core Data's `performAndWait`. When the writer is idle
+    /// the commit runs on the calling thread itself (no hop to the writer's thread and back);
+    /// saves arriving meanwhile share its group commit. Do not call it from a task that must not
+    /// block (it holds a thread for the length of a commit, an fsync when durable), nor from
+    /// inside the writer (throws ``StrataError/saveFromWriter(path:)``).
+    public func saveAndWait(_ changes: ChangeSet, author: String = "main", metadata: [String: String] = [:]) throws -> TransactionID {
+        try checkUsable()
+        guard let writer else { throw StrataError.readOnly(path: path) }
+        for type in changes.entityTypes.values { try schema.check(type) }
+        return try writer.submitAndWait(changes, author: author, metadata: metadata)
+    }
+
+    /// Builds a change set with `body` and saves it with ``saveAndWait(_:author:metadata:)``.
+    public func saveAndWait(author: String = "main", metadata: [String: String] = [:], _ body: (inout ChangeSet) throws -> Void) throws -> TransactionID {
+        var changes = ChangeSet()
+        try body(&changes)
+        return try saveAndWait(changes, author: author, metadata: metadata)
+    }
+
     /// Builds a change set with `body` and saves it.
     public func save(author: String = "main", metadata: [String: String] = [:], _ body: (inout ChangeSet) throws -> Void) async throws -> TransactionID {
         var changes = ChangeSet()

@@ -55,6 +55,9 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
     case migrated(path: String, toVersion: Int)
     /// A query that does not fit its entity (unknown attribute, wrong value type, …).
     case invalidQuery(entity: String, reason: String)
+    /// ``Store/saveAndWait(_:author:metadata:)`` called from the writer's own queue (it would
+    /// wait for itself).
+    case saveFromWriter(path: String)
 
     public var description: String {
         switch self {
@@ -77,6 +80,7 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
         case .readOnly(let p): return "\(p): store is open read-only"
         case .tooManySnapshots(let l): return "too many open snapshots (limit \(l)); release snapshots or raise maxOpenSnapshots"
         case .writerOverloaded(let l): return "too many saves waiting for the writer (limit \(l))"
+        case .saveFromWriter(let p): return "\(p): saveAndWait called on the writer's queue (it would wait for itself); use save from a task"
         case .saveTooLarge(let c, let l): return "a save of \(c) changes exceeds the limit of \(l); split it into batches"
         case .closed(let p): return "\(p): store is closed"
         case .usedAfterFork(let p): return "\(p): store was opened by the parent process before fork(); open it again in the child"

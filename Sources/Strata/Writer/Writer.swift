@@ -32,7 +32,27 @@ final class Writer: Sendable {
         let changes: ChangeSet
         let author: String
         let metadata: [String: String]
-        let continuation: CheckedContinuation<TransactionID, Error>
+        let completion: Completion
+
+        /// Hands the save's outcome to whoever waits for it.
+        func complete(_ result: Result<TransactionID, Error>) {
+            switch completion {
+            case .continuation(let c): c.resume(with: result)
+            case .waiter(let w): w.result.withLock { $0 = result }
+            }
+        }
+    }
+
+    /// How a save's caller waits: suspended (``submit(_:author:metadata:)``) or blocked in the
+    /// writer queue's `sync` (``submitAndWait(_:author:metadata:)``), which reads the result after.
+    enum Completion: Sendable {
+        case continuation(CheckedContinuation<TransactionID, Error>)
+        case waiter(Waiter)
+    }
+
+    final class Waiter: Sendable {
+        let result = Mutex<Result<TransactionID, Error>?>(nil)
+        var isDone: Bool { result.withLock { $0 != nil } }
     }
 
     private struct State {
@@ -63,6 +83,7 @@ final class Writer: Sendable {
         self.hub = hub
         self.logger = logger
         self.afterCommit = afterCommit
+        queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self))
     }
 
     var statistics: WriterStatistics { state.withLock { $0.statistics } }
@@ -74,7 +95,7 @@ final class Writer: Sendable {
             let action = state.withLock { s -> Action in
                 if s.closed { return .rejectClosed }
                 if s.pending.count >= config.maxPendingSaves { return .rejectFull }
-                s.pending.append(PendingSave(changes: changes, author: author, metadata: metadata, continuation: continuation))
+                s.pending.append(PendingSave(changes: changes, author: author, metadata: metadata, completion: .continuation(continuation)))
                 if s.draining { return .none }
                 s.draining = true
                 return .startDrain
@@ -85,6 +106,49 @@ final class Writer: Sendable {
             case .startDrain: queue.async { self.drain() }
             case .none: break
             }
+        }
+    }
+
+    /// Queues a save and blocks the calling thread until it is committed. `queue.sync` runs the
+    /// block on the calling thread once the writer queue is free, so an uncontended save commits
+    /// right here, with no hop to the writer's thread and back; saves queued meanwhile (by any
+    /// caller) go into the same group commit. Throws ``StrataError/saveFromWriter(path:)`` on
+    /// the writer queue itself, which would wait for itself.
+    func submitAndWait(_ changes: ChangeSet, author: String, metadata: [String: String]) throws -> TransactionID {
+        if DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) {
+            throw StrataError.saveFromWriter(path: env.path)
+        }
+        let waiter = Waiter()
+        try state.withLock { s in
+            if s.closed { throw StrataError.closed(path: env.path) }
+            if s.pending.count >= config.maxPendingSaves { throw StrataError.writerOverloaded(limit: config.maxPendingSaves) }
+            s.pending.append(PendingSave(changes: changes, author: author, metadata: metadata, completion: .waiter(waiter)))
+        }
+        queue.sync {
+            // An asynchronous drain that ran first may have committed this save already.
+            while !waiter.isDone {
+                let batch = takeGroup()
+                if batch.isEmpty { break }
+                commit(batch)
+            }
+        }
+        guard let result = waiter.result.withLock({ $0 }) else {
+            // Not reachable: the save was queued before the sync block and only the writer
+            // queue takes saves out; kept as an error rather than a trap.
+            throw StrataError.closed(path: env.path)
+        }
+        return try result.get()
+    }
+
+    /// Marks the writer queue, so ``submitAndWait(_:author:metadata:)`` can refuse to run on it.
+    private static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
+
+    /// Takes the next group of waiting saves (on the writer queue).
+    private func takeGroup() -> [PendingSave] {
+        state.withLock { s in
+            let n = min(s.pending.count, config.maxSavesPerGroup)
+            defer { s.pending.removeFirst(n) }
+            return Array(s.pending.prefix(n))
         }
     }
 
@@ -120,7 +184,7 @@ final class Writer: Sendable {
             defer { s.pending.removeAll() }
             return s.pending
         }
-        for save in pending { save.continuation.resume(throwing: error) }
+        for save in pending { save.complete(.failure(error)) }
     }
 
     /// Points commits at a new environment. Call only from inside ``exclusive(_:)``.
@@ -186,7 +250,7 @@ final class Writer: Sendable {
     private func fail(_ batch: [PendingSave], _ error: Error) {
         let wrapped: Error = (error as? LMDBError).map { StrataError.lmdb($0) } ?? error
         state.withLock { $0.statistics.failedSaves += batch.count }
-        for save in batch { save.continuation.resume(throwing: wrapped) }
+        for save in batch { save.complete(.failure(wrapped)) }
     }
 
     private func finish(_ batch: [PendingSave], _ results: [Result<TransactionID, Error>], _ entries: [LogEntry], growths: Int) {
@@ -206,7 +270,7 @@ final class Writer: Sendable {
             s.syncScheduled = true
             return true
         }
-        for (save, result) in zip(batch, results) { save.continuation.resume(with: result) }
+        for (save, result) in zip(batch, results) { save.complete(result) }
         let threshold = config.releaseMappedPagesAfterChanges
         if threshold > 0, entries.reduce(0, { $0 + $1.changes.count }) >= threshold {
             do {

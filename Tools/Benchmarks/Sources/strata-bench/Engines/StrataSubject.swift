@@ -24,7 +24,9 @@ final class StrataSubject: BenchSubject {
     }
 
     func saveBlocking(_ batch: [TrackData]) throws {
-        throw Unsupported(what: "Strata saves are async; use save(_:) from tasks")
+        var changes = ChangeSet()
+        for t in batch { changes.insert(t.track) }
+        _ = try store.saveAndWait(changes, author: "bench")
     }
 
     func count() throws -> Int { try store.mainContext.count(Track.self) }

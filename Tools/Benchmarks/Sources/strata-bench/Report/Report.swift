@@ -66,6 +66,8 @@ struct Report: Sendable {
             ("W1_peak_rss_mb", "MB", true),
             ("W2_small_tx", "tx/s", false),
             ("W2_small_tx_relaxed", "tx/s", false),
+            ("W2_small_tx_async", "tx/s", false),
+            ("W2_small_tx_relaxed_async", "tx/s", false),
             ("W3_group_commit_1", "tx/s", false),
             ("W3_group_commit_4", "tx/s", false),
             ("W3_group_commit_16", "tx/s", false),
