@@ -6,6 +6,7 @@ import Foundation
 ///   import         an Importer run, `ACK-IMPORT <records>` per committed batch
 ///   gen            a deterministic NDJSON library
 ///   parent         the kill -9 loop (Tools/kill-loop)
+///   fuzz-seeds     writes the seed corpora of fuzz-log-entry and fuzz-record from a real store
 ///   flips          the on-disk byte-flip campaign (Tools/reliability/flip-campaign)
 ///   flip-check     one check of a flipped copy (started by `flips`)
 ///   hold-snapshot  pins a snapshot and sleeps (stale-reader test)
@@ -24,6 +25,7 @@ struct CrashChild {
         case "import": try ImportMode.run(o)
         case "gen": try GenerateMode.run(o)
         case "parent": try KillLoop.run(o)
+        case "fuzz-seeds": try FuzzSeeds.run(o)
         case "flips": try FlipCampaign.run(o)
         case "flip-check": try FlipCampaign.check(o)
         case "hold-snapshot": try FaultModes.holdSnapshot(o)
