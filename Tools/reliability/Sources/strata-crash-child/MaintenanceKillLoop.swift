@@ -14,8 +14,9 @@ import Strata
 /// migration all runs must agree, and the result is checked against the old store).
 ///
 /// Each iteration copies a template, starts the child, kills it with SIGKILL at a seeded moment
-/// (70 %: anywhere in [0, 1.1 × the operation's time]; 30 %: in the switch window, from the
-/// start of the catch-up to just after the operation returned), then reopens the store (timed:
+/// (70 %: anywhere in [0, 1.1 × the operation's time]; 30 %: once the child reports the start
+/// of the catch-up, after up to the time the uninterrupted run took from there to the return,
+/// + 20 ms: catch-up, sync, the `current` switch, the return), then reopens the store (timed:
 /// open + first read) and checks that it is exactly the old store (same fingerprint, old
 /// generation) or exactly the new one (new fingerprint, another generation), that only the live
 /// generation is left in the directory after the open, `verify()`, and that a new save is
@@ -209,18 +210,23 @@ enum MaintenanceKillLoop {
         let copyStart = nowMs()
         try fm.copyItem(atPath: v.template, toPath: store)
         if ProcessInfo.processInfo.environment["KILL_LOOP_DEBUG"] != nil { note("  copy: \(Int(nowMs() - copyStart)) ms") }
+        // Aimed kills wait for the child's catch-up line (the start of catch-up, sync and switch),
+        // then up to the uninterrupted time from there to the return, plus 20 ms; the others
+        // anywhere from the spawn to 1.1 × the uninterrupted time.
         let aimed = rng.next() % 100 < 30
         let delay: Double = aimed
-            ? v.switchMs - 30 + Double(rng.next() % UInt64(max(1, Int(v.doneMs - v.switchMs) + 60)))
+            ? Double(rng.next() % UInt64(max(1, Int(v.doneMs - v.switchMs) + 20)))
             : Double(rng.next() % UInt64(max(1, Int(v.doneMs * 1.1))))
         if aimed { t.aimedAtSwitch += 1 }
         let out = workdir + "/child.out", err = workdir + "/child.err"
         let spawned = nowMs()
         let child = Child.start(v.childArgs + ["--store", store], stdoutPath: out, stderrPath: err, environment: ["TMPDIR": workdir + "/child-tmp"])
         var status: (exited: Bool, code: Int32)?
-        while nowMs() < spawned + delay {
+        var deadline: Double? = aimed ? nil : spawned + delay
+        while nowMs() < deadline ?? spawned + 120_000 {
             if let s = child.poll() { status = s; break }
-            sleepMs(min(1, spawned + delay - nowMs()))
+            if deadline == nil && readLines(out).contains(where: { $0.hasPrefix("PHASE catchingUp") }) { deadline = nowMs() + delay }
+            sleepMs(min(deadline == nil ? 0.5 : 1, (deadline ?? .infinity) - nowMs()))
         }
         if status == nil {
             child.kill9()
@@ -375,7 +381,7 @@ enum MaintenanceKillLoop {
         }
         lines.append("  outcome:                         old \(t.old), new \(t.new) (child finished before the kill: \(t.completedBeforeKill))")
         lines.append("  violations:                      \(t.violations.count)")
-        lines.append("  kills aimed at the switch window: \(t.aimedAtSwitch)")
+        lines.append("  kills aimed at the switch window: \(t.aimedAtSwitch) (after the child's catch-up line)")
         lines.append("  by the child's last progress line (old / new):")
         for (phase, c) in t.byPhase.sorted(by: { $0.key < $1.key }) { lines.append("    \(phase.dropFirst(2)): \(c.old) / \(c.new)") }
         lines.append("  left by the kill, removed at the next open: \(t.unfinishedGenerations) unfinished generation(s), \(t.oldGenerationsLeft) old generation(s) beside the new one, \(t.temporaryLinks) temporary link(s)")
