@@ -2,7 +2,7 @@
 import Foundation
 import PackageDescription
 
-// libFuzzer targets for Strata's parsers (issue 9). Build and run with Tools/fuzz; by hand:
+// libFuzzer targets for Strata's parsers and binary decoders (issue 9). Build and run with Tools/fuzz; by hand:
 //   swift build -c release --package-path Tools/Fuzz --scratch-path Tools/Fuzz/.build \
 //     -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library
 // Each executable's `LLVMFuzzerTestOneInput` takes one input. SwiftPM links executables with
@@ -32,6 +32,11 @@ let package = Package(
         .executableTarget(name: "fuzz-import-ndjson", dependencies: [strata, "FuzzSupport"]),
         // Importer on a CSV file (first byte picks the entity), into a temporary store.
         .executableTarget(name: "fuzz-import-csv", dependencies: [strata, "FuzzSupport"]),
+        // The log-entry decoder (through @_spi(Fuzz) FuzzEntryPoints): input = entry body, sealed
+        // with its checksum by the target; round trip encode → decode on what decodes.
+        .executableTarget(name: "fuzz-log-entry", dependencies: [strata, "FuzzSupport"]),
+        // The record decoder: input = 16 id bytes + record body, sealed by the target; round trip.
+        .executableTarget(name: "fuzz-record", dependencies: [strata, "FuzzSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -185,8 +185,11 @@ enum LogEntryCodec {
             guard n <= UInt64(SchemaLimits.maxAttributesPerEntity) else { throw DecodingError(offset: r.offset, reason: "update count \(n)") }
             var changes: [AttributeChange] = []
             for _ in 0..<n {
-                let i = Int(try r.varint())
-                changes.append(AttributeChange(attribute: i, old: try ValueCodec.decode(from: &r), new: try ValueCodec.decode(from: &r)))
+                let at = r.offset
+                let i = try r.varint()
+                // Checked before Int(_:), which traps on a corrupt varint ≥ 2^63 (found by fuzz-log-entry).
+                guard i < UInt64(SchemaLimits.maxAttributesPerEntity) else { throw DecodingError(offset: at, reason: "attribute index \(i) out of range") }
+                changes.append(AttributeChange(attribute: Int(i), old: try ValueCodec.decode(from: &r), new: try ValueCodec.decode(from: &r)))
             }
             return .update(id: id, changes: changes, previousVersion: previous)
         case 3:

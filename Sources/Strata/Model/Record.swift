@@ -100,9 +100,10 @@ enum RecordCodec {
             let n = try r.varint()
             guard n <= UInt64(entity.attributes.count) else { throw StrataError.corruptRecord(id: id, reason: "\(n) attributes, entity has \(entity.attributes.count)") }
             for _ in 0..<n {
-                let i = Int(try r.varint())
-                guard i < values.count else { throw StrataError.corruptRecord(id: id, reason: "attribute index \(i) out of range") }
-                values[i] = try ValueCodec.decode(from: &r)
+                // Checked before Int(_:), which traps on a corrupt varint ≥ 2^63 (found by fuzz-record).
+                let i = try r.varint()
+                guard i < UInt64(values.count) else { throw StrataError.corruptRecord(id: id, reason: "attribute index \(i) out of range") }
+                values[Int(i)] = try ValueCodec.decode(from: &r)
             }
             guard r.isAtEnd else { throw StrataError.corruptRecord(id: id, reason: "\(r.remaining) trailing bytes") }
             return Record(entity: entity, id: id, values: values, version: version)

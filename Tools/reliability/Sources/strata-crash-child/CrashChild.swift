@@ -5,7 +5,10 @@ import Foundation
 ///   save           concurrent durable saves, one `ACK <tx> <kind> <marker> <k>` line per returned save
 ///   import         an Importer run, `ACK-IMPORT <records>` per committed batch
 ///   gen            a deterministic NDJSON library
-///   parent         the kill -9 loop (Tools/kill-loop)
+///   parent         the kill -9 loop (Tools/kill-loop); `--during compact|migrate`: during compaction or migration
+///   compact        compacts a store with `--horizon`, printing progress with times (killed by `parent --during compact`)
+///   migrate        migrates a library v1 store to v2 (killed by `parent --during migrate`)
+///   fuzz-seeds     writes the seed corpora of fuzz-log-entry and fuzz-record from a real store
 ///   flips          the on-disk byte-flip campaign (Tools/reliability/flip-campaign)
 ///   flip-check     one check of a flipped copy (started by `flips`)
 ///   hold-snapshot  pins a snapshot and sleeps (stale-reader test)
@@ -24,6 +27,9 @@ struct CrashChild {
         case "import": try ImportMode.run(o)
         case "gen": try GenerateMode.run(o)
         case "parent": try KillLoop.run(o)
+        case "compact": try MaintenanceModes.compact(o)
+        case "migrate": try MaintenanceModes.migrate(o)
+        case "fuzz-seeds": try FuzzSeeds.run(o)
         case "flips": try FlipCampaign.run(o)
         case "flip-check": try FlipCampaign.check(o)
         case "hold-snapshot": try FaultModes.holdSnapshot(o)

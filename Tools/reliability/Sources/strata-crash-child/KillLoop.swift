@@ -9,6 +9,8 @@ import Strata
 /// - no transaction is partial (acknowledged or not), and the state invariant holds;
 /// - `verify()` is ok; the store accepts a new save.
 /// Recovery time is open + first read. Exit status 1 when there is any violation.
+/// `--during compact|migrate` runs the loop during compaction or migration instead
+/// (``MaintenanceKillLoop``).
 enum KillLoop {
     struct Totals {
         var iterations = 0, saveIterations = 0, importIterations = 0
@@ -23,6 +25,7 @@ enum KillLoop {
     }
 
     static func run(_ o: Options) throws {
+        if let operation = o.string("during") { return try MaintenanceKillLoop.run(o, operation: operation) }
         let iterations = o.int("iterations", default: 200)
         let seed = o.uint64("seed", default: 9)
         let importEvery = o.int("import-every", default: 5)

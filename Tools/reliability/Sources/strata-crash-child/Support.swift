@@ -118,8 +118,9 @@ func percentile(_ values: [Double], _ p: Double) -> Double {
 struct Child {
     let pid: pid_t
 
-    /// Starts `selfPath` with `arguments`, stdout to `stdoutPath`, stderr to `stderrPath`.
-    static func start(_ arguments: [String], stdoutPath: String, stderrPath: String) -> Child {
+    /// Starts `selfPath` with `arguments`, stdout to `stdoutPath`, stderr to `stderrPath`, and
+    /// this process's environment with `environment` added (e.g. its own `TMPDIR`).
+    static func start(_ arguments: [String], stdoutPath: String, stderrPath: String, environment: [String: String] = [:]) -> Child {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -128,8 +129,18 @@ struct Child {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         let argv = ([selfPath] + arguments).map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
+        var env: [UnsafeMutablePointer<CChar>?] = []
+        var p = environ
+        while let entry = p.pointee {
+            let name = String(cString: entry).prefix { $0 != "=" }
+            if environment[String(name)] == nil { env.append(strdup(entry)) }
+            p += 1
+        }
+        env += environment.map { strdup("\($0.key)=\($0.value)") }
+        env.append(nil)
+        defer { for e in env { free(e) } }
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, selfPath, &actions, nil, argv, environ)
+        let rc = posix_spawn(&pid, selfPath, &actions, nil, argv, env)
         guard rc == 0 else { fail("posix_spawn failed: \(String(cString: strerror(rc)))") }
         return Child(pid: pid)
     }

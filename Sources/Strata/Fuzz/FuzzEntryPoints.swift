@@ -1,0 +1,78 @@
+/// Entry points for the libFuzzer targets of `Tools/Fuzz` and the reliability harness only
+/// (`@_spi(Fuzz) import Strata`). They are not API: they expose the internal binary codecs of log
+/// entries and state records so that arbitrary bytes can be fed to the decoders, and so that
+/// round trips can be checked.
+///
+/// The decoders must never crash, trap or read out of bounds, whatever the bytes: they either
+/// return a value or throw ``StrataError/corruptLogEntry(transaction:reason:)`` /
+/// ``StrataError/corruptRecord(id:reason:)``.
+///
+/// ```swift
+/// @_spi(Fuzz) import Strata
+///
+/// let body: [UInt8] = …                       // an entry without its checksum
+/// let sealed = FuzzEntryPoints.sealLogEntry(body, transaction: 7)
+/// if let entry = try? FuzzEntryPoints.decodeLogEntry(sealed, transaction: 7) {
+///     let again = FuzzEntryPoints.encodeLogEntry(entry)   // the canonical bytes
+/// }
+/// ```
+@_spi(Fuzz) public enum FuzzEntryPoints {
+    /// The bytes of the CRC-32C that ends every stored log entry and record.
+    public static let checksumBytes = 4
+
+    /// Decodes `bytes` as the stored log entry of transaction `transaction` (checksum included,
+    /// over the 8 big-endian key bytes of `transaction` followed by the body).
+    ///
+    /// - Throws: ``StrataError/corruptLogEntry(transaction:reason:)`` for anything that is not a
+    ///   valid entry of that transaction.
+    /// - Complexity: O(`bytes.count`).
+    public static func decodeLogEntry(_ bytes: [UInt8], transaction: UInt64) throws -> LogEntry {
+        try bytes.withUnsafeBytes { try LogEntryCodec.decode($0, transactionID: TransactionID(transaction)) }
+    }
+
+    /// Decodes `bytes` as the stored record of object `id` with `schema` (checksum included, over
+    /// the 16 key bytes of `id` followed by the body).
+    ///
+    /// - Throws: ``StrataError/corruptRecord(id:reason:)`` for anything that is not a valid record
+    ///   of that object.
+    /// - Complexity: O(`bytes.count`).
+    public static func decodeRecord(_ bytes: [UInt8], id: ObjectID, schema: Schema) throws -> Record {
+        try bytes.withUnsafeBytes { try RecordCodec.decode($0, id: id, schema: schema) }
+    }
+
+    /// The stored bytes of `entry` (what the writer puts in the log), checksum included.
+    public static func encodeLogEntry(_ entry: LogEntry) -> [UInt8] {
+        LogEntryCodec.encode(entry)
+    }
+
+    /// The stored bytes of `record` (what the writer puts in the objects database), checksum included.
+    public static func encodeRecord(_ record: Record) -> [UInt8] {
+        RecordCodec.encode(record)
+    }
+
+    /// `body` followed by the checksum a log entry of `transaction` with that body carries, so a
+    /// fuzz target can reach the decoder past the checksum with mutated bodies.
+    public static func sealLogEntry(_ body: [UInt8], transaction: UInt64) -> [UInt8] {
+        var w = ByteWriter(capacity: body.count + checksumBytes)
+        w.append(body)
+        w.u32(LogEntryCodec.checksum(TransactionID(transaction), body))
+        return w.bytes
+    }
+
+    /// `body` followed by the checksum the record of `id` with that body carries.
+    public static func sealRecord(_ body: [UInt8], id: ObjectID) -> [UInt8] {
+        var w = ByteWriter(capacity: body.count + checksumBytes)
+        w.append(body)
+        w.u32(RecordCodec.checksum(id: id, body: body))
+        return w.bytes
+    }
+
+    /// The 16 key bytes of `id` (big-endian high, then low), as stored in LMDB.
+    public static func keyBytes(of id: ObjectID) -> [UInt8] { id.keyBytes }
+
+    /// The object id whose key bytes are the first 16 of `bytes`; nil when there are fewer.
+    public static func objectID(keyBytes bytes: [UInt8]) -> ObjectID? {
+        guard bytes.count >= 16 else { return nil }
+        return bytes.withUnsafeBytes { ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: $0[0..<16])) }
+    }
+}
