@@ -31,13 +31,12 @@ import Testing
         print(r.stdout)
     }
 
-    /// A migration keeps the old-schema state in a scratch LMDB environment under the process's
-    /// temporary directory (`StateRebuilder.scratch`), removed when it closes. A SIGKILL skips
-    /// that: every killed migration leaves a copy of the state in TMPDIR (17 MB each for a
-    /// 40,000-record library in the kill loop), and nothing removes it later — an app killed
-    /// mid-migration at every launch (DESIGN.md lesson 9) fills the disk.
-    @Test(.disabled("bug: a killed migration leaves its scratch environment (a copy of the state) in TMPDIR; nothing removes it"),
-          .enabled(if: crashChildBuilt, "build Tools/reliability first (see the suite's comment)"))
+    /// A migration keeps the old-schema state in a scratch LMDB environment, removed when it
+    /// closes. A SIGKILL skips that; the kill loop found every killed migration leaving a copy of
+    /// the state in TMPDIR (17 MB each for a 40,000-record library), never removed — an app
+    /// killed mid-migration at every launch (DESIGN.md lesson 9) would fill the disk. The scratch
+    /// now lives in the store directory (`.scratch-…`), which the next open cleans.
+    @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first (see the suite's comment)"))
     func killedMigrationLeavesNoScratchBehind() async throws {
         let dir = temporaryDirectory("kill-migrate-scratch")
         defer { try? FileManager.default.removeItem(at: dir) }
