@@ -25,7 +25,7 @@ import Testing
             let target = try StateRebuilder.scratch(sizeHint: 64 << 20)
             defer { target.close() }
             let copied = try source.read { txn in
-                try target.copyDirect(.objects, from: txn, sourceEnv: source, into: nil, start: nil, until: until, batchBytes: batchBytes)
+                try target.copyDirect(.objects, from: txn, sourceEnv: source, into: nil, start: nil, until: until, batchBytes: batchBytes).entries
             }
             let want = until.map { u in expected.filter { Layout.compare($0.0, u) <= 0 } } ?? expected
             var got: [([UInt8], [UInt8])] = []

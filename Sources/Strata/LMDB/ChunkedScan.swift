@@ -69,7 +69,7 @@ extension LMDBEnvironment {
               prefix: [UInt8]? = nil, start: [UInt8]? = nil, until stop: [UInt8]? = nil, batch: Int = 8192,
               transform: (([UInt8], [UInt8]) -> ([UInt8], [UInt8])?)? = nil) throws -> Int {
         if transform == nil && prefix == nil {
-            return try copyDirect(name, from: source, sourceEnv: sourceEnv, into: destination, start: start, until: stop)
+            return try copyDirect(name, from: source, sourceEnv: sourceEnv, into: destination, start: start, until: stop).entries
         }
         var scan = ChunkedScan(txn: source, db: sourceEnv[name], prefix: prefix, start: start)
         let target = self[destination ?? name]
@@ -96,27 +96,28 @@ extension LMDBEnvironment {
         return copied
     }
 
-    /// ``copy(_:from:sourceEnv:into:prefix:start:until:batch:transform:)`` without a transform:
+    /// ``copy(_:from:sourceEnv:into:prefix:start:until:batch:transform:)`` without a transform
+    /// (returns the entries and the key and value bytes copied):
     /// straight from the source's map into `mdb_put` (no copies into Swift arrays), up to
     /// `batchBytes` per write transaction. Each transaction resumes after the last key the
     /// previous one wrote (keys not past it are skipped, so a corrupt branch page routing the
     /// seek backwards cannot loop); a transaction redone after map growth starts over from there.
     func copyDirect(_ name: DatabaseName, from source: LMDBTransaction, sourceEnv: LMDBEnvironment,
                             into destination: DatabaseName?, start: [UInt8]?, until stop: [UInt8]?,
-                            batchBytes: Int = 32 << 20) throws -> Int {
+                            batchBytes: Int = 32 << 20) throws -> (entries: Int, bytes: Int) {
         let sourceDB = sourceEnv[name]
         let target = self[destination ?? name]
         var after: [UInt8]?
-        var copied = 0
+        var copied = 0, copiedBytes = 0
         var finished = false
         while !finished {
-            var count = 0
+            var count = 0, batch = 0
             var last: [UInt8]?
             try writeGrowing { txn in
                 count = 0
+                batch = 0
                 last = nil
                 finished = true
-                var bytes = 0
                 // Only keys past `after`; once one is, the cursor's order keeps the rest past it.
                 var pastAfter = after == nil
                 try source.scan(sourceDB, from: after ?? start) { key, value in
@@ -127,8 +128,8 @@ extension LMDBEnvironment {
                     if let stop, Layout.compare(key, stop) > 0 { return false }
                     try txn.put(target, key: key, value: value, flags: UInt32(MDB_APPEND))
                     count += 1
-                    bytes += key.count + value.count
-                    if bytes >= batchBytes {
+                    batch += key.count + value.count
+                    if batch >= batchBytes {
                         last = Array(key)
                         finished = false
                         return false
@@ -137,9 +138,10 @@ extension LMDBEnvironment {
                 }
             }
             copied += count
+            copiedBytes += batch
             after = last
         }
-        return copied
+        return (copied, copiedBytes)
     }
 }
 

@@ -18,6 +18,10 @@ public struct CompactionReport: Sendable, Equatable {
     /// Bytes of the live records as stored (keys and values of the objects database): the
     /// logical size the file is compared with.
     public let liveDataBytes: Int
+    /// Bytes of every key and value the new generation holds: the records, link, index and
+    /// unique entries, counts and the log entries kept after the horizon — the data a compact
+    /// store cannot do without; the file's size over it is the B-tree's overhead.
+    public let liveEntryBytes: Int
     public let seconds: Double
 }
 
@@ -62,23 +66,17 @@ extension Store {
         let newEnv = generation.env
         var switched = false
         defer { if !switched { generation.abandon() } }
-        try build(newEnv, from: snapshot, horizon: horizon, progress: progress)
+        let copied = try build(newEnv, from: snapshot, horizon: horizon, progress: progress)
         let objects = try newEnv.read { txn in try schema.entities.reduce(0) { $0 + (try ReadView(txn: txn, env: newEnv, schema: schema).objectCount($1)) } }
-        let liveDataBytes = try newEnv.read { txn -> Int in
-            var bytes = 0
-            try txn.scan(newEnv[.objects]) { k, v in
-                bytes += k.count + v.count
-                return true
-            }
-            return bytes
-        }
+        let liveDataBytes = copied.recordBytes
+        let liveEntryBytes = copied.allBytes
 
         if dryRun {
             try newEnv.sync()
             let logAfter = try newEnv.read { try $0.entryCount(newEnv[.log]) }
             return CompactionReport(dryRun: true, horizon: horizon, previousHorizon: previousHorizon, head: t0, bytesBefore: bytesBefore,
                                     bytesAfter: newEnv.fileBytes, logEntriesBefore: logBefore, logEntriesAfter: logAfter, objects: objects,
-                                    liveDataBytes: liveDataBytes, seconds: (ContinuousClock.now - started).seconds)
+                                    liveDataBytes: liveDataBytes, liveEntryBytes: liveEntryBytes, seconds: (ContinuousClock.now - started).seconds)
         }
         progress?(CompactionProgress(phase: .catchingUp, done: 0))
         let head = try await writer.exclusive { [self] in
@@ -88,30 +86,40 @@ extension Store {
         let logAfter = try newEnv.read { try $0.entryCount(newEnv[.log]) }
         return CompactionReport(dryRun: false, horizon: horizon, previousHorizon: previousHorizon, head: head, bytesBefore: bytesBefore,
                                 bytesAfter: newEnv.fileBytes, logEntriesBefore: logBefore, logEntriesAfter: logAfter, objects: objects,
-                                liveDataBytes: liveDataBytes, seconds: (ContinuousClock.now - started).seconds)
+                                liveDataBytes: liveDataBytes, liveEntryBytes: liveEntryBytes, seconds: (ContinuousClock.now - started).seconds)
     }
 
     /// Writes the new generation: the state, compactly, and the log after the horizon. The state at
     /// the horizon is not stored: it is derived (current state with later transactions undone).
+    /// Copies the live state and the log after the horizon; returns the bytes of the records and
+    /// of every entry copied.
     private func build(_ newEnv: LMDBEnvironment, from snapshot: Snapshot, horizon: TransactionID,
-                       progress: (@Sendable (CompactionProgress) -> Void)?) throws {
+                       progress: (@Sendable (CompactionProgress) -> Void)?) throws -> (recordBytes: Int, allBytes: Int) {
         let t0 = snapshot.transactionID
-        try snapshot.read { view in
+        return try snapshot.read { view in
             progress?(CompactionProgress(phase: .copying, done: 0))
+            var recordBytes = 0, allBytes = 0
             for name in [DatabaseName.objects, .links, .indexes, .uniques] {
-                let n = try newEnv.copy(name, from: view.txn, sourceEnv: view.env)
-                progress?(CompactionProgress(phase: .copying, done: n))
+                let c = try newEnv.copyDirect(name, from: view.txn, sourceEnv: view.env, into: nil, start: nil, until: nil)
+                if name == .objects { recordBytes = c.bytes }
+                allBytes += c.bytes
+                progress?(CompactionProgress(phase: .copying, done: c.entries))
             }
             _ = try newEnv.copy(.meta, from: view.txn, sourceEnv: view.env) { k, v in
-                k == MetaKey.horizon ? nil : (k, v)
+                if k == MetaKey.horizon { return nil }
+                allBytes += k.count + v.count
+                return (k, v)
             }
             var h = ByteWriter(capacity: 8)
             h.u64(horizon.rawValue)
             try newEnv.writeGrowing { try $0.put(newEnv[.meta], key: MetaKey.horizon, value: h.bytes) }
+            allBytes += MetaKey.horizon.count + h.bytes.count
             if horizon < t0 {
                 progress?(CompactionProgress(phase: .squashing, done: Int(t0.rawValue - horizon.rawValue)))
-                _ = try newEnv.copy(.log, from: view.txn, sourceEnv: view.env, start: horizon.next.keyBytes, until: t0.keyBytes)
+                let c = try newEnv.copyDirect(.log, from: view.txn, sourceEnv: view.env, into: nil, start: horizon.next.keyBytes, until: t0.keyBytes)
+                allBytes += c.bytes
             }
+            return (recordBytes, allBytes)
         }
     }
 

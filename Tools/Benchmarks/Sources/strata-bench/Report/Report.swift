@@ -83,6 +83,7 @@ struct Report: Sendable {
             ("W8_verify", "changes/s", false),
             ("W8_asof_100_back_ms", "ms", true),
             ("W9_compaction_size_ratio", "ratio", true),
+            ("W9_size_over_record_bytes", "ratio", true),
             ("W9_compaction_mb_per_s", "MB/s", false),
             ("W9_mdb_copy_mb_per_s", "MB/s", false),
             ("W10_migration", "objects/s", false),
