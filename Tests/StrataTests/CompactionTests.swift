@@ -162,6 +162,9 @@ import Testing
         _ = try await store.save { c in for id in ids.prefix(1500) { c.delete(id) } }
         let report = try await store.compact()
         #expect(report.bytesAfter * 4 < report.bytesBefore, "\(report.bytesBefore) → \(report.bytesAfter)")
+        // Live bytes: the records, plus index, unique and link entries and counts; the file holds them all.
+        #expect(report.liveDataBytes > 500 * 100 && report.liveEntryBytes > report.liveDataBytes, "\(report)")
+        #expect(report.bytesAfter >= report.liveEntryBytes, "\(report)")
         #expect(try store.mainContext.count(Track.self) == 500)
         // The old generation goes once its last user lets go of it (the writer queue's reference
         // is dropped just after compact() returns) and is then deleted in the background.
