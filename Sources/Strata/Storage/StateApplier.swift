@@ -146,15 +146,20 @@ struct StateApplier: StateStore {
             let db = env[.indexes]
             // Key order; for the same key the later operation wins (a delete then a put of one
             // key within a save leaves it present).
-            var order = Array(pendingIndex.indices)
+            // Sorted by (first 8 key bytes as a big-endian integer, then the rest with memcmp, then
+            // position): most comparisons end at the integer.
+            var order = pendingIndex.indices.map { i in (prefix: Layout.prefix64(pendingIndex[i].key), index: i) }
             pendingIndex.withUnsafeBufferPointer { entries in
                 order.sort { a, b in
-                    let c = Layout.compare(entries[a].key, entries[b].key)
-                    return c != 0 ? c < 0 : a < b
+                    if a.prefix != b.prefix { return a.prefix < b.prefix }
+                    let c = Layout.compare(entries[a.index].key, entries[b.index].key)
+                    return c != 0 ? c < 0 : a.index < b.index
                 }
             }
-            for (n, i) in order.enumerated() {
-                if n + 1 < order.count, Layout.compare(pendingIndex[order[n + 1]].key, pendingIndex[i].key) == 0 { continue }
+            for (n, entry) in order.enumerated() {
+                let i = entry.index
+                if n + 1 < order.count, order[n + 1].prefix == entry.prefix,
+                   Layout.compare(pendingIndex[order[n + 1].index].key, pendingIndex[i].key) == 0 { continue }
                 let (key, put) = pendingIndex[i]
                 if put { try txn.put(db, key: key, value: []) } else { try txn.delete(db, key: key) }
             }
