@@ -243,23 +243,7 @@ import Testing
         try FileManager.default.createDirectory(at: v1dir, withIntermediateDirectories: true)
         try FileManager.default.copyItem(at: librarySchemaDirectory.appendingPathComponent("v1.json"), to: v1dir.appendingPathComponent("v1.json"))
         let store = dir.appendingPathComponent("s")
-        do {
-            let s = try Store.open(at: store, schema: all[0])
-            let track = all[0].entity(named: "Track")!
-            for batch in 0..<20 {
-                _ = try await s.save { c in
-                    for i in 0..<500 {
-                        var r = Record(entity: track)
-                        r["mbid"] = .uuid(UUID())
-                        r["title"] = .string("t\(batch)-\(i)")
-                        r["durationSeconds"] = .int(Int64(i))
-                        r["addedAt"] = .date(Date())
-                        c.insert(r)
-                    }
-                }
-            }
-            s.close()
-        }
+        try await makeV1TrackStore(at: store, schema: all[0])
         var rng = SeededGenerator(seed: 21)
         var sawOld = false, sawNew = false
         for iteration in 0..<6 {

@@ -44,23 +44,7 @@ import Testing
         try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
         let all = try Schema.loadAll(directory: librarySchemaDirectory)
         let store = dir.appendingPathComponent("store")
-        do {
-            let s = try Store.open(at: store, schema: all[0])
-            let track = try #require(all[0].entity(named: "Track"))
-            for batch in 0..<20 {
-                _ = try await s.save { c in
-                    for i in 0..<500 {
-                        var r = Record(entity: track)
-                        r["mbid"] = .uuid(UUID())
-                        r["title"] = .string("t\(batch)-\(i)")
-                        r["durationSeconds"] = .int(Int64(i))
-                        r["addedAt"] = .date(Date())
-                        c.insert(r)
-                    }
-                }
-            }
-            s.close()
-        }
+        try await makeV1TrackStore(at: store, schema: all[0])
         let out = dir.appendingPathComponent("out")
         let child = try SpawnedProcess.start(try #require(crashChildPath), ["migrate", "--store", store.path], stdout: out,
                                              environment: ["STRATA_ROOT": repositoryRoot.path, "TMPDIR": tmp.path])

@@ -48,3 +48,23 @@ struct SeededGenerator: RandomNumberGenerator {
 func makeTrack(title: String, duration: Int, rating: Double? = nil, added: Date = Date(timeIntervalSince1970: 1_700_000_000)) -> Track {
     Track(mbid: UUID(), title: title, durationSeconds: duration, rating: rating, addedAt: added)
 }
+
+/// A store of library schema `v1` at `url` holding 10,000 tracks saved in 20 transactions (what
+/// the migration kill tests migrate).
+func makeV1TrackStore(at url: URL, schema v1: Schema) async throws {
+    let s = try Store.open(at: url, schema: v1)
+    defer { s.close() }
+    let track = try #require(v1.entity(named: "Track"))
+    for batch in 0..<20 {
+        _ = try await s.save { c in
+            for i in 0..<500 {
+                var r = Record(entity: track)
+                r["mbid"] = .uuid(UUID())
+                r["title"] = .string("t\(batch)-\(i)")
+                r["durationSeconds"] = .int(Int64(i))
+                r["addedAt"] = .date(Date())
+                c.insert(r)
+            }
+        }
+    }
+}
