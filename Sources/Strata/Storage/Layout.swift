@@ -23,14 +23,7 @@ enum Layout {
 
     /// Three-way comparison in LMDB's default key order (memcmp, then length).
     static func compare(_ a: [UInt8], _ b: [UInt8]) -> Int {
-        a.withUnsafeBufferPointer { pa in
-            b.withUnsafeBufferPointer { pb in
-                let n = min(pa.count, pb.count)
-                let c = n == 0 ? 0 : memcmp(pa.baseAddress!, pb.baseAddress!, n)
-                if c != 0 { return Int(c) }
-                return pa.count < pb.count ? -1 : (pa.count > pb.count ? 1 : 0)
-            }
-        }
+        a.withUnsafeBytes { compare($0, b) }
     }
 
     /// ``compare(_:_:)`` of bytes in place (an LMDB key) with an array.
@@ -43,15 +36,7 @@ enum Layout {
         }
     }
 
-    static func precedes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        a.withUnsafeBufferPointer { pa in
-            b.withUnsafeBufferPointer { pb in
-                let n = min(pa.count, pb.count)
-                let c = n == 0 ? 0 : memcmp(pa.baseAddress!, pb.baseAddress!, n)
-                return c != 0 ? c < 0 : pa.count < pb.count
-            }
-        }
-    }
+    static func precedes(_ a: [UInt8], _ b: [UInt8]) -> Bool { compare(a, b) < 0 }
 
     static func u16(_ v: UInt16) -> [UInt8] { [UInt8(v >> 8), UInt8(v & 0xff)] }
 

@@ -280,10 +280,15 @@ public final class Store: Sendable {
     /// their own transaction ids and validation. A change set with no effect returns the last
     /// transaction id without writing.
     public func save(_ changes: ChangeSet, author: String = "main", metadata: [String: String] = [:]) async throws -> TransactionID {
+        try await writerFor(changes).submit(changes, author: author, metadata: metadata)
+    }
+
+    /// The checks every save makes before it is queued; returns the writer.
+    private func writerFor(_ changes: ChangeSet) throws -> Writer {
         try checkUsable()
         guard let writer else { throw StrataError.readOnly(path: path) }
         for type in changes.entityTypes.values { try schema.check(type) }
-        return try await writer.submit(changes, author: author, metadata: metadata)
+        return writer
     }
 
     /// ``save(_:author:metadata:)`` for code that is not async (command-line tools, callbacks):
@@ -294,10 +299,7 @@ public final class Store: Sendable {
     /// block (it holds a thread for the length of a commit, an fsync when durable), nor from
     /// inside the writer (throws ``StrataError/saveFromWriter(path:)``).
     public func saveAndWait(_ changes: ChangeSet, author: String = "main", metadata: [String: String] = [:]) throws -> TransactionID {
-        try checkUsable()
-        guard let writer else { throw StrataError.readOnly(path: path) }
-        for type in changes.entityTypes.values { try schema.check(type) }
-        return try writer.submitAndWait(changes, author: author, metadata: metadata)
+        try writerFor(changes).submitAndWait(changes, author: author, metadata: metadata)
     }
 
     /// Builds a change set with `body` and saves it with ``saveAndWait(_:author:metadata:)``.

@@ -145,11 +145,13 @@ final class Writer: Sendable {
 
     /// Takes the next group of waiting saves (on the writer queue).
     private func takeGroup() -> [PendingSave] {
-        state.withLock { s in
-            let n = min(s.pending.count, config.maxSavesPerGroup)
-            defer { s.pending.removeFirst(n) }
-            return Array(s.pending.prefix(n))
-        }
+        state.withLock { Self.takeGroup(from: &$0, limit: config.maxSavesPerGroup) }
+    }
+
+    private static func takeGroup(from s: inout State, limit: Int) -> [PendingSave] {
+        let n = min(s.pending.count, limit)
+        defer { s.pending.removeFirst(n) }
+        return Array(s.pending.prefix(n))
     }
 
     /// Stops accepting saves, waits for queued ones to finish and flushes relaxed commits.
@@ -202,9 +204,7 @@ final class Writer: Sendable {
                 s.draining = false
                 return []
             }
-            let n = min(s.pending.count, config.maxSavesPerGroup)
-            defer { s.pending.removeFirst(n) }
-            return Array(s.pending.prefix(n))
+            return Self.takeGroup(from: &s, limit: config.maxSavesPerGroup)
         }
         if batch.isEmpty { return }
         commit(batch)
