@@ -52,7 +52,7 @@ import Testing
         }
         let retired = dir.appendingPathComponent(StoreDirectory.retiredPrefix + "gen-0000000000000007-x")
         try FileManager.default.createDirectory(at: retired, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: retired.appendingPathComponent("data.mdb").path, contents: Data(count: 4096))
+        _ = FileManager.default.createFile(atPath: retired.appendingPathComponent("data.mdb").path, contents: Data(count: 4096))
         let store = try Store.open(at: dir, schema: try librarySchema())
         defer { store.close() }
         #expect(!FileManager.default.fileExists(atPath: retired.path))

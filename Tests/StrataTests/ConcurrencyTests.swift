@@ -140,7 +140,7 @@ import Testing
                 let s = try store.snapshot(label: "probe")
                 let logged = try s.read { try $0.lastTransactionID() }
                 #expect(s.transactionID == logged, "snapshot says \(s.transactionID), its log ends at \(logged)")
-                if s.env.headHint(for: try #require(s.txn.withTransaction { $0 })) != nil { hinted += 1 }
+                if s.env.headHint(for: try #require(s.withTransaction { $0 })) != nil { hinted += 1 }
                 s.close()
                 checked += 1
                 if checked % 20 == 0 { await Task.yield() }
@@ -148,7 +148,7 @@ import Testing
             try await writer.value
             let final = try store.snapshot(label: "final")
             #expect(final.transactionID == TransactionID(300))
-            #expect(store.env.headHint(for: try #require(final.txn.withTransaction { $0 })) == TransactionID(300))
+            #expect(store.env.headHint(for: try #require(final.withTransaction { $0 })) == TransactionID(300))
             final.close()
             #expect(checked > 50 && hinted > 0)
         }
@@ -167,6 +167,47 @@ import Testing
         #expect(store.snapshots.count == 0)
         #expect(throws: StrataError.self) { try a.count(Query(entity: "Genre")) }
         a.close()   // idempotent after the store closed it
+    }
+
+    /// A snapshot does not keep its store open: releasing the last reference to the store
+    /// closes it and its snapshots, and the path can be opened again.
+    @Test func releasingTheStoreClosesItsSnapshots() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("strata-release-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let schema = try librarySchema()
+        var store: Store? = try Store.open(at: dir, schema: schema)
+        _ = try await store?.save { $0.insert(Genre(name: "a")) }
+        let snapshot = try #require(try store?.snapshot(label: "outlives"))
+        #expect(try snapshot.count(Query(entity: "Genre")) == 1)
+        store = nil
+        #expect(snapshot.isClosed)
+        #expect(throws: StrataError.self) { try snapshot.count(Query(entity: "Genre")) }
+        let again = try Store.open(at: dir, schema: schema)
+        #expect(try again.snapshot(label: "new").count(Query(entity: "Genre")) == 1)
+        again.close()
+        snapshot.close()
+    }
+
+    /// Closing the store while a snapshot read runs on another thread waits for that read (which
+    /// may itself look at the store's snapshots) and then closes the snapshot.
+    @Test func closingTheStoreWaitsForAReadInProgress() async throws {
+        let store = try Store.temporary(schema: try librarySchema())
+        _ = try await store.save { $0.insert(Genre(name: "a")) }
+        let snapshot = try store.snapshot(label: "busy")
+        let started = DispatchSemaphore(value: 0)
+        let reader = Task.detached { () throws -> Int in
+            try snapshot.read { view -> Int in
+                started.signal()
+                usleep(100_000)
+                _ = store.snapshots.count   // takes the registry's lock while store.close() runs
+                return try view.count(Query(entity: "Genre"))
+            }
+        }
+        started.wait()
+        store.close()
+        #expect(try await reader.value == 1)
+        #expect(snapshot.isClosed && store.snapshots.count == 0)
+        #expect(throws: StrataError.self) { try snapshot.count(Query(entity: "Genre")) }
     }
 
     /// Bulk commits drop the process's mapped pages; readers (also an older pinned snapshot)

@@ -16,7 +16,7 @@ public protocol ObjectReading: Sendable {
 }
 
 extension Snapshot: ObjectReading {
-    public var schema: Schema { store.schema }
+    public var schema: Schema { registry.schema }
     public func record(_ id: ObjectID) throws -> Record? { try read { try $0.record(id) } }
     public func relatedIDs(_ relationship: RelationshipDescription, of id: ObjectID) throws -> [ObjectID] {
         try read { try $0.targets(relationship.tag, from: id) }

@@ -7,7 +7,9 @@ import Synchronization
 ///
 /// A snapshot holds an LMDB reader slot and keeps the pages of its transaction alive; the store
 /// counts them (``Store/openSnapshots()``) and warns about old ones. Close it when done (it also
-/// closes when released).
+/// closes when released). A snapshot does not keep its store open: closing the store, or
+/// releasing its last reference, closes the store's snapshots (reads then throw
+/// ``StrataError/closed(path:)``).
 ///
 /// ```swift
 /// let snapshot = try store.snapshot(label: "report")
@@ -21,105 +23,149 @@ public final class Snapshot: Sendable {
     public let label: String
     /// When it was opened (wall clock, to a few milliseconds).
     public let openedAt: Date
-    let store: Store
+    /// The store's registry of snapshots, which also carries what a read needs from the store
+    /// (path, schema, the process check). Not the `Store` itself: the store registry refers to
+    /// stores weakly, which puts every retain and release of a `Store` on the runtime's slow
+    /// path (a side table), measurable per open.
+    let registry: SnapshotRegistry
     /// The environment the snapshot reads (kept alive by it even after a compaction switched
     /// the store to a new generation).
     let env: LMDBEnvironment
-    let serial: Int
-    /// The read transaction; empty once closed.
-    let txn: ReadTxnCell
 
-    /// Opens a snapshot of `store`'s current environment and registers it (one lock).
+    /// The read transaction (nil once closed) and the registry slot the snapshot occupies.
+    /// `MDB_NOTLS` read transactions may move between threads but must be used by one at a
+    /// time: the mutex is what makes that hold, and `OpaquePointer` is only ever touched while
+    /// it is held, which is why the `@unchecked Sendable` is sound.
+    struct State: @unchecked Sendable {
+        var txn: OpaquePointer?
+        var serial: Int
+    }
+    private let state: Mutex<State>
+    /// Set once the transaction was taken (by ``close()`` or the store's closing), so that
+    /// `deinit` after an explicit close does not lock again.
+    private let ended = Atomic<Bool>(false)
+
+    /// Opens a snapshot of `store`'s current environment and registers it.
     static func open(store: Store, label: String) throws -> Snapshot {
         let env = store.env
         let handle = try env.beginRead()
+        let transactionID: TransactionID
         do {
-            let transactionID: TransactionID
             if let hint = env.headHint(for: handle) {
                 transactionID = hint
             } else {
-                let view = ReadView(txn: LMDBTransaction(handle: handle, isWrite: false), env: env, schema: store.schema)
+                let view = ReadView(txn: LMDBTransaction(handle: handle, isWrite: false), env: env, schema: store.snapshots.schema)
                 transactionID = try env.mapLock.withShared { try view.lastTransactionID() }
             }
-            let cell = ReadTxnCell(handle)
-            let openedAt = SnapshotRegistry.coarseNow()
-            let serial = try store.snapshots.add(label: label, transactionID: transactionID, openedAt: openedAt, txn: cell, env: env)
-            return Snapshot(store: store, env: env, txn: cell, serial: serial, label: label, transactionID: transactionID, openedAt: openedAt)
         } catch {
             env.endRead(handle)
             throw error
         }
+        let snapshot = Snapshot(registry: store.snapshots, env: env, txn: handle, label: label, transactionID: transactionID,
+                                openedAt: SnapshotRegistry.coarseNow())
+        do {
+            try store.snapshots.add(snapshot)
+        } catch {
+            // Never registered: end the transaction here (its deinit then has nothing to do).
+            if let txn = snapshot.takeTransaction()?.txn { env.endRead(txn) }
+            throw error
+        }
+        return snapshot
     }
 
-    private init(store: Store, env: LMDBEnvironment, txn: ReadTxnCell, serial: Int, label: String, transactionID: TransactionID, openedAt: Date) {
-        self.store = store
+    private init(registry: SnapshotRegistry, env: LMDBEnvironment, txn: OpaquePointer, label: String, transactionID: TransactionID, openedAt: Date) {
+        self.registry = registry
         self.env = env
-        self.txn = txn
-        self.serial = serial
+        self.state = Mutex(State(txn: txn, serial: -1))
         self.label = label
         self.transactionID = transactionID
         self.openedAt = openedAt
     }
 
-    deinit { close() }
+    deinit {
+        if !ended.load(ordering: .acquiring) { close() }
+    }
 
     /// Releases the reader slot. Reads after this throw ``StrataError/closed(path:)``.
     public func close() {
-        SnapshotRegistry.release(serial: serial, txn: txn, env: env, registry: store.snapshots)
+        guard let taken = takeTransaction(), let txn = taken.txn else { return }
+        env.endRead(txn)
+        if taken.serial >= 0 { registry.remove(taken.serial) }
     }
 
     /// Whether ``close()`` was called (or the store closed).
-    public var isClosed: Bool { txn.isEmpty }
+    public var isClosed: Bool { ended.load(ordering: .acquiring) }
 
-    /// Reads the snapshot. A snapshot stays readable until closed, also after a compaction or a
-    /// migration replaced the store's generation (it keeps the old one alive).
-    func read<R>(_ body: (ReadView) throws -> R) throws -> R {
-        try store.checkProcess()
-        return try txn.withTransaction { handle in
-            guard let handle else { throw StrataError.closed(path: store.path) }
-            return try env.mapLock.withShared {
-                try body(ReadView(txn: LMDBTransaction(handle: handle, isWrite: false), env: env, schema: store.schema))
-            }
+    /// Takes the transaction and slot out, once (nil afterwards): the caller ends the
+    /// transaction and frees the slot. Waits for a read in progress on another thread.
+    func takeTransaction() -> State? {
+        state.withLock { s -> State? in
+            guard s.txn != nil else { return nil }
+            defer { s.txn = nil; ended.store(true, ordering: .releasing) }
+            return s
         }
     }
-}
 
-/// A snapshot's read transaction handle behind a mutex: `MDB_NOTLS` read transactions may move
-/// between threads but must be used by one at a time; empty once the snapshot is closed.
-final class ReadTxnCell: Sendable {
-    /// `OpaquePointer` is not `Sendable`; the mutex is what makes handing it between threads
-    /// safe (it is only ever touched while the mutex is held).
-    private struct Handle: @unchecked Sendable { let txn: OpaquePointer }
-    private let handle: Mutex<Handle?>
-
-    init(_ txn: OpaquePointer) { handle = Mutex(Handle(txn: txn)) }
-
-    var isEmpty: Bool { handle.withLock { $0 == nil } }
-
-    /// Takes the handle out (once): the caller ends the transaction.
-    func take() -> OpaquePointer? {
-        handle.withLock { h -> Handle? in
-            defer { h = nil }
-            return h
-        }?.txn
+    /// What ``tryTakeTransaction()`` found.
+    enum TryTake {
+        /// A read holds the mutex on another thread.
+        case busy
+        /// Taken: the caller ends it (in `env`) and frees the slot.
+        case taken(OpaquePointer, LMDBEnvironment)
+        /// Someone else took it already.
+        case alreadyTaken
     }
 
-    /// Runs `body` with the handle (nil when closed) while holding the mutex.
+    /// ``takeTransaction()`` without waiting for a read in progress (for the registry's
+    /// ``SnapshotRegistry/closeAll()``, which must not wait while holding its own lock).
+    func tryTakeTransaction() -> TryTake {
+        let outcome = state.withLockIfAvailable { s -> OpaquePointer? in
+            guard let txn = s.txn else { return nil }
+            s.txn = nil
+            ended.store(true, ordering: .releasing)
+            return txn
+        }
+        switch outcome {
+        case nil: return .busy
+        case .some(nil): return .alreadyTaken
+        case .some(.some(let txn)): return .taken(txn, env)
+        }
+    }
+
+    /// Records the registry slot (called by the registry, under its lock).
+    fileprivate func setSerial(_ serial: Int) { state.withLock { $0.serial = serial } }
+
+    /// Runs `body` with the transaction handle (nil once closed), holding the mutex.
     func withTransaction<R>(_ body: (OpaquePointer?) throws -> R) throws -> R {
         // `Mutex.withLock` wants a `sending` result, which a generic `R` read from the store is
         // not; the closure runs synchronously on this thread before `withLock` returns, so the
         // result is never shared between threads.
         nonisolated(unsafe) var result: Result<R, Error>?
-        handle.withLock { h in result = Result { try body(h?.txn) } }
-        guard let result else { throw StrataError.closed(path: "") }
+        state.withLock { s in result = Result { try body(s.txn) } }
+        guard let result else { throw StrataError.closed(path: registry.path) }
         return try result.get()
+    }
+
+    /// Reads the snapshot. A snapshot stays readable until closed, also after a compaction or a
+    /// migration replaced the store's generation (it keeps the old one alive).
+    func read<R>(_ body: (ReadView) throws -> R) throws -> R {
+        try registry.checkProcess()
+        return try withTransaction { handle in
+            guard let handle else { throw StrataError.closed(path: registry.path) }
+            return try env.mapLock.withShared {
+                try body(ReadView(txn: LMDBTransaction(handle: handle, isWrite: false), env: env, schema: registry.schema))
+            }
+        }
     }
 }
 
 /// Information about one open snapshot, for pinned-snapshot accounting.
 public struct SnapshotInfo: Sendable, Equatable {
+    /// The snapshot's label.
     public let label: String
+    /// The last transaction it sees.
     public let transactionID: TransactionID
+    /// Seconds since it was opened.
     public let ageSeconds: Double
     /// Transactions committed since (how far behind the head it is).
     public let lagTransactions: UInt64
@@ -130,44 +176,65 @@ public struct SnapshotInfo: Sendable, Equatable {
 /// Slots live in an array indexed by the snapshot's serial and are reused (a free list), so
 /// opening and closing a snapshot costs one uncontended lock each and no hashing; the age check
 /// made at every open runs at most every ``checkInterval(for:)`` (a monotonic clock read, no lock).
+///
+/// A slot holds its snapshot unretained (a retain, or a weak reference with its side table,
+/// per open was measurable in W5). That is safe because a snapshot's slot is always freed
+/// before the snapshot's memory is: ``Snapshot/close()`` (which `deinit` runs unless the
+/// transaction was already taken) frees it, and ``closeAll()`` frees the slots of the snapshots
+/// it closes; both under the lock, and every use of a slot's reference happens under that lock
+/// too, without retaining it.
 final class SnapshotRegistry: Sendable {
-    private struct Entry: Sendable {
-        let label: String
-        let transactionID: TransactionID
-        let openedAt: Date
+    /// An unretained reference to a registered snapshot (see the type's comment for why that
+    /// is safe; it is only dereferenced under the registry's lock).
+    private struct Entry: @unchecked Sendable {
+        let snapshot: Unmanaged<Snapshot>
         var warned: Bool
-        /// The snapshot's transaction and environment, to close it when the store closes. Not
-        /// the snapshot itself (a weak reference costs a side-table allocation per open); the
-        /// entry goes when the snapshot closes, which its deinit does.
-        let txn: ReadTxnCell
-        let env: LMDBEnvironment
     }
     private struct Slots: Sendable {
-        /// nil: free (or reserved and not registered yet).
+        /// nil: free.
         var entries: [Entry?] = []
         var free: [Int] = []
-        var reserved = 0
+        var used = 0
     }
     private let slots = Mutex<Slots>(Slots())
     /// Monotonic nanoseconds before which ``takeOverdueIfDue(olderThan:)`` does nothing.
     private let nextCheckNanos = Atomic<Int64>(0)
     let limit: Int
+    /// The store's directory, schema and ``ForkWatch/generation`` at open, for the snapshots'
+    /// reads and errors.
+    let path: String
+    let schema: Schema
+    private let forkGeneration: Int
 
-    init(limit: Int) { self.limit = limit }
+    init(limit: Int, path: String, schema: Schema, forkGeneration: Int) {
+        self.limit = limit
+        self.path = path
+        self.schema = schema
+        self.forkGeneration = forkGeneration
+    }
 
-    /// Registers an open snapshot in a free slot and returns the slot's index (the snapshot's
-    /// serial), or throws when `limit` are open.
-    func add(label: String, transactionID: TransactionID, openedAt: Date, txn: ReadTxnCell, env: LMDBEnvironment) throws -> Int {
-        let entry = Entry(label: label, transactionID: transactionID, openedAt: openedAt, warned: false, txn: txn, env: env)
-        return try slots.withLock { s in
-            guard s.reserved < limit else { throw StrataError.tooManySnapshots(limit: limit) }
-            s.reserved += 1
-            if let slot = s.free.popLast() {
-                s.entries[slot] = entry
-                return slot
+    /// Refuses use in a child process after `fork()` (LMDB environments must not cross a fork).
+    func checkProcess() throws {
+        if ForkWatch.generation != forkGeneration { throw StrataError.usedAfterFork(path: path) }
+    }
+
+    /// Registers an open snapshot in a free slot and records the slot in it (its serial), or
+    /// throws when `limit` are open.
+    func add(_ snapshot: Snapshot) throws {
+        let entry = Entry(snapshot: Unmanaged.passUnretained(snapshot), warned: false)
+        try slots.withLock { s in
+            guard s.used < limit else { throw StrataError.tooManySnapshots(limit: limit) }
+            s.used += 1
+            let slot: Int
+            if let reused = s.free.popLast() {
+                s.entries[reused] = entry
+                slot = reused
+            } else {
+                s.entries.append(entry)
+                slot = s.entries.count - 1
             }
-            s.entries.append(entry)
-            return s.entries.count - 1
+            // A new snapshot's mutex is not contended: no other thread has it yet.
+            snapshot.setSerial(slot)
         }
     }
 
@@ -182,22 +249,24 @@ final class SnapshotRegistry: Sendable {
     /// Frees a snapshot's slot. Each serial is released exactly once.
     func remove(_ serial: Int) {
         slots.withLock { s in
-            precondition(s.reserved > 0 && serial < s.entries.count, "snapshot slot \(serial) released twice")
+            precondition(s.used > 0 && serial < s.entries.count && s.entries[serial] != nil, "snapshot slot \(serial) released twice")
             s.entries[serial] = nil
             s.free.append(serial)
-            s.reserved -= 1
+            s.used -= 1
         }
     }
 
-    var count: Int { slots.withLock { $0.reserved } }
+    var count: Int { slots.withLock { $0.used } }
 
     func infos(head: TransactionID) -> [SnapshotInfo] {
         let now = Date()
         return slots.withLock { s in
             s.entries.compactMap { e -> SnapshotInfo? in
                 guard let e else { return nil }
-                return SnapshotInfo(label: e.label, transactionID: e.transactionID, ageSeconds: now.timeIntervalSince(e.openedAt),
-                                    lagTransactions: head.rawValue &- min(head.rawValue, e.transactionID.rawValue))
+                return e.snapshot._withUnsafeGuaranteedRef { snap in
+                    SnapshotInfo(label: snap.label, transactionID: snap.transactionID, ageSeconds: now.timeIntervalSince(snap.openedAt),
+                                 lagTransactions: head.rawValue &- min(head.rawValue, snap.transactionID.rawValue))
+                }
             }
         }.sorted { $0.transactionID < $1.transactionID || ($0.transactionID == $1.transactionID && $0.ageSeconds > $1.ageSeconds) }
     }
@@ -227,26 +296,45 @@ final class SnapshotRegistry: Sendable {
         return slots.withLock { s in
             var out: [(String, TransactionID, Double)] = []
             for i in s.entries.indices {
-                guard let e = s.entries[i], !e.warned, now.timeIntervalSince(e.openedAt) > seconds else { continue }
+                guard let e = s.entries[i], !e.warned else { continue }
+                let (label, id, age) = e.snapshot._withUnsafeGuaranteedRef { ($0.label, $0.transactionID, now.timeIntervalSince($0.openedAt)) }
+                guard age > seconds else { continue }
                 s.entries[i]?.warned = true
-                out.append((e.label, e.transactionID, now.timeIntervalSince(e.openedAt)))
+                out.append((label, id, age))
             }
             return out
         }
     }
 
-    /// Ends a snapshot's read transaction and frees its slot, once: whichever of the snapshot's
-    /// ``Snapshot/close()`` and the store's ``closeAll()`` takes the transaction first does it.
-    static func release(serial: Int, txn: ReadTxnCell, env: LMDBEnvironment, registry: SnapshotRegistry) {
-        guard let handle = txn.take() else { return }
-        env.endRead(handle)
-        registry.remove(serial)
-    }
-
+    /// Ends every registered snapshot's transaction and frees its slot (the store is closing).
+    /// A snapshot in the middle of a read on another thread is waited for, without holding the
+    /// registry's lock while waiting (the read may itself need it).
     func closeAll() {
-        let all = slots.withLock { s in
-            s.entries.indices.compactMap { i in s.entries[i].map { (serial: i, txn: $0.txn, env: $0.env) } }
+        while true {
+            let busy = slots.withLock { s -> Bool in
+                var busy = false
+                for i in s.entries.indices {
+                    guard let e = s.entries[i] else { continue }
+                    let outcome = e.snapshot._withUnsafeGuaranteedRef { $0.tryTakeTransaction() }
+                    switch outcome {
+                    case .busy:
+                        busy = true
+                        continue
+                    case .taken(let txn, let env):
+                        env.endRead(txn)
+                    case .alreadyTaken:
+                        // Its close() is between taking the transaction and freeing the slot,
+                        // and will free it.
+                        continue
+                    }
+                    s.entries[i] = nil
+                    s.free.append(i)
+                    s.used -= 1
+                }
+                return busy
+            }
+            guard busy else { return }
+            usleep(1_000)
         }
-        for e in all { Self.release(serial: e.serial, txn: e.txn, env: e.env, registry: self) }
     }
 }

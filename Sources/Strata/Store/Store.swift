@@ -59,7 +59,7 @@ public final class Store: Sendable {
         var logger = Logger(label: "strata.store")
         logger[metadataKey: "store"] = "\(path)"
         self.logger = logger
-        snapshots = SnapshotRegistry(limit: configuration.maxOpenSnapshots)
+        snapshots = SnapshotRegistry(limit: configuration.maxOpenSnapshots, path: path, schema: schema, forkGeneration: forkGeneration)
         if configuration.readOnly {
             writer = nil
         } else {
@@ -261,9 +261,7 @@ public final class Store: Sendable {
     func markMigrated(to version: Int) { migratedVersion.store(version, ordering: .releasing) }
 
     /// Refuses use in a child process after `fork()` (LMDB environments must not cross a fork).
-    func checkProcess() throws {
-        if ForkWatch.generation != forkGeneration { throw StrataError.usedAfterFork(path: path) }
-    }
+    func checkProcess() throws { try snapshots.checkProcess() }
 
     func checkUsable() throws {
         let migrated = migratedVersion.load(ordering: .acquiring)
