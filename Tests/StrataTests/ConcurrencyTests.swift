@@ -40,6 +40,34 @@ import Testing
         }
     }
 
+    /// The writer waits (briefly) for savers its last group answered only when that group had
+    /// several; a lone saver never waits, and with the wait turned off nobody does. Every save
+    /// lands either way.
+    @Test(arguments: [0, 1_000]) func groupCommitGatherWaitsOnlyForConcurrentSavers(gatherMicroseconds: Int) async throws {
+        var config = StoreConfiguration()
+        config.groupCommitGatherMicroseconds = gatherMicroseconds
+        try await withLibraryStore(config) { store in
+            for i in 0..<30 { _ = try await store.save { $0.insert(Genre(name: "alone \(i)")) } }
+            #expect(store.statistics.gatherNanoseconds == 0, "a lone saver waited")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for s in 0..<8 {
+                    group.addTask { for i in 0..<40 { _ = try await store.save { $0.insert(Genre(name: "s\(s) \(i)")) } } }
+                }
+                try await group.waitForAll()
+            }
+            let stats = store.statistics
+            #expect(stats.saves == 30 + 8 * 40)
+            #expect(try store.mainContext.count(Genre.self) == 30 + 8 * 40)
+            if gatherMicroseconds == 0 {
+                #expect(stats.gatherNanoseconds == 0)
+            } else {
+                #expect(stats.gatherNanoseconds > 0, "eight savers never gathered")
+                // Bounded: at most half of each commit's time (and 1 ms) per commit.
+                #expect(stats.gatherNanoseconds <= stats.commitNanoseconds / 2 + UInt64(stats.lmdbCommits) * 1_000_000)
+            }
+        }
+    }
+
     @Test func aFailingSaveInAGroupDoesNotHurtTheOthers() async throws {
         try await withLibraryStore { store in
             let taken = Genre(name: "taken")

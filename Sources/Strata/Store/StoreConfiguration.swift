@@ -39,6 +39,12 @@ public struct StoreConfiguration: Sendable {
     public var maxPendingSaves = 10_000
     /// Saves coalesced into one LMDB transaction (one fsync) at most.
     public var maxSavesPerGroup = 512
+    /// Longest the writer waits, before a commit, for the savers its previous group commit just
+    /// answered to queue their next saves (in microseconds; 0 turns the wait off). It waits only
+    /// when that group had more than one save and fewer are queued than it had, and never longer
+    /// than half the previous commit took, so a lone saver never waits and many concurrent
+    /// savers share one fsync instead of alternating between a group of one and the rest.
+    public var groupCommitGatherMicroseconds = 1_000
     /// Operations in one change set at most.
     public var maxChangesPerSave = 2_000_000
     /// Bytes of one string or bytes value at most.

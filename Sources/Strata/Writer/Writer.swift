@@ -16,6 +16,11 @@ public struct WriterStatistics: Sendable, Equatable {
     public var lmdbCommits = 0
     /// Times the map was grown after `MDB_MAP_FULL`.
     public var mapGrowths = 0
+    /// Nanoseconds the writer spent in commits (applying saves, writing and syncing pages).
+    public var commitNanoseconds: UInt64 = 0
+    /// Nanoseconds the writer spent gathering saves for a group commit (see
+    /// ``StoreConfiguration/groupCommitGatherMicroseconds``).
+    public var gatherNanoseconds: UInt64 = 0
 }
 
 /// The one writer of a store: owns every LMDB write transaction of this process.
@@ -62,6 +67,12 @@ final class Writer: Sendable {
         var syncScheduled = false
         var lastSync = ContinuousClock.now
         var statistics = WriterStatistics()
+        /// Saves the last group commit answered (asynchronous callers only), and how long it took.
+        var lastGroupSize = 0
+        var lastCommitNanos: UInt64 = 0
+        /// While the writer gathers: how many queued saves end the wait early (0: not waiting).
+        /// The save that reaches it clears it and signals ``Writer/gathered``.
+        var gatherTarget = 0
     }
 
     /// The environment commits go to; replaced (on the writer queue only) by compaction.
@@ -73,6 +84,8 @@ final class Writer: Sendable {
     let logger: Logger
     private let queue = DispatchQueue(label: "strata.writer", qos: .userInitiated)
     private let state = Mutex(State())
+    /// Signalled once per ``State/gatherTarget`` reached (see ``gather()``).
+    private let gathered = DispatchSemaphore(value: 0)
     private let afterCommit: @Sendable () -> Void
 
     init(env: LMDBEnvironment, schema: Schema, config: StoreConfiguration, hub: ChangeHub, logger: Logger,
@@ -91,11 +104,15 @@ final class Writer: Sendable {
     /// Queues a save and waits until it is committed (and, when durable, on disk).
     func submit(_ changes: ChangeSet, author: String, metadata: [String: String]) async throws -> TransactionID {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<TransactionID, Error>) in
-            enum Action { case rejectClosed, rejectFull, startDrain, none }
+            enum Action { case rejectClosed, rejectFull, startDrain, wakeGatherer, none }
             let action = state.withLock { s -> Action in
                 if s.closed { return .rejectClosed }
                 if s.pending.count >= config.maxPendingSaves { return .rejectFull }
                 s.pending.append(PendingSave(changes: changes, author: author, metadata: metadata, completion: .continuation(continuation)))
+                if s.gatherTarget > 0, s.pending.count >= s.gatherTarget {
+                    s.gatherTarget = 0
+                    return .wakeGatherer
+                }
                 if s.draining { return .none }
                 s.draining = true
                 return .startDrain
@@ -104,6 +121,7 @@ final class Writer: Sendable {
             case .rejectClosed: continuation.resume(throwing: StrataError.closed(path: env.path))
             case .rejectFull: continuation.resume(throwing: StrataError.writerOverloaded(limit: config.maxPendingSaves))
             case .startDrain: queue.async { self.drain() }
+            case .wakeGatherer: gathered.signal()
             case .none: break
             }
         }
@@ -199,6 +217,7 @@ final class Writer: Sendable {
     /// ``exclusive(_:)`` (a compaction's catch-up) runs between two groups instead of waiting for
     /// a pause in the load.
     private func drain() {
+        gather()
         let batch = state.withLock { s -> [PendingSave] in
             guard !s.pending.isEmpty else {
                 s.draining = false
@@ -207,8 +226,50 @@ final class Writer: Sendable {
             return Self.takeGroup(from: &s, limit: config.maxSavesPerGroup)
         }
         if batch.isEmpty { return }
+        let started = DispatchTime.now().uptimeNanoseconds
         commit(batch)
+        let took = DispatchTime.now().uptimeNanoseconds &- started
+        let answered = batch.reduce(0) { n, save in
+            if case .continuation = save.completion { return n + 1 }
+            return n
+        }
+        state.withLock { s in
+            s.lastGroupSize = answered
+            s.lastCommitNanos = took
+            s.statistics.commitNanoseconds &+= took
+        }
         queue.async { self.drain() }
+    }
+
+    /// Group commit's gathering step (on the writer queue, before taking a group): when the last
+    /// group answered several asynchronous savers and fewer saves are queued now, waits until as
+    /// many are queued again or ``StoreConfiguration/groupCommitGatherMicroseconds`` (at most
+    /// half the last commit's time) passed. Without it, savers that were just answered come back
+    /// one by one while the next commit already started with the first of them, and groups
+    /// alternate between one save and the rest.
+    private func gather() {
+        let limitNanos = UInt64(max(0, config.groupCommitGatherMicroseconds)) * 1_000
+        guard limitNanos > 0 else { return }
+        let wait = state.withLock { s -> UInt64? in
+            let target = min(s.lastGroupSize, config.maxSavesPerGroup)
+            guard target > 1, !s.pending.isEmpty, s.pending.count < target, !s.closed else { return nil }
+            s.gatherTarget = target
+            return min(limitNanos, s.lastCommitNanos / 2)
+        }
+        guard let wait else { return }
+        let started = DispatchTime.now().uptimeNanoseconds
+        defer {
+            let waited = DispatchTime.now().uptimeNanoseconds &- started
+            state.withLock { $0.statistics.gatherNanoseconds &+= waited }
+        }
+        if gathered.wait(timeout: .now() + .nanoseconds(Int(wait))) == .success { return }
+        // Timed out. A save may have reached the target meanwhile and be about to signal: if it
+        // cleared the target, take its signal so the semaphore stays balanced.
+        let signalled = state.withLock { s -> Bool in
+            defer { s.gatherTarget = 0 }
+            return s.gatherTarget == 0
+        }
+        if signalled { gathered.wait() }
     }
 
     private func commit(_ batch: [PendingSave]) {
