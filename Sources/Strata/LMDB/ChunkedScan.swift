@@ -120,26 +120,29 @@ extension LMDBEnvironment {
                 finished = true
                 // Only keys past `after`; once one is, the cursor's order keeps the rest past it.
                 var pastAfter = after == nil
-                try source.scan(sourceDB, from: after ?? start) { key, value in
-                    if !pastAfter, let after {
-                        if Layout.compare(key, after) <= 0 { return true }
-                        pastAfter = true
+                try txn.withAppender(target) { appender in
+                    try source.scan(sourceDB, from: after ?? start) { key, value in
+                        if !pastAfter, let after {
+                            if Layout.compare(key, after) <= 0 { return true }
+                            pastAfter = true
+                        }
+                        if let stop, Layout.compare(key, stop) > 0 { return false }
+                        try appender.append(key: key, value: value)
+                        count += 1
+                        batch += key.count + value.count
+                        if batch >= batchBytes {
+                            last = Array(key)
+                            finished = false
+                            return false
+                        }
+                        return true
                     }
-                    if let stop, Layout.compare(key, stop) > 0 { return false }
-                    try txn.put(target, key: key, value: value, flags: UInt32(MDB_APPEND))
-                    count += 1
-                    batch += key.count + value.count
-                    if batch >= batchBytes {
-                        last = Array(key)
-                        finished = false
-                        return false
-                    }
-                    return true
                 }
             }
             copied += count
             copiedBytes += batch
             after = last
+            if options.noSync { startWriteback() }
         }
         return (copied, copiedBytes)
     }

@@ -1,3 +1,4 @@
+import Glibc
 import CLMDB
 
 /// A named LMDB database handle. Opened once at start-up and never closed.
@@ -42,6 +43,33 @@ struct LMDBTransaction {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
         try lmdbCheck(mdb_put(handle, db.dbi, &k, &v, flags), "mdb_put(\(db.name))")
+    }
+
+    /// Runs `body` with an appender: a write cursor on `db` that puts keys in ascending order
+    /// (`MDB_APPEND`). Unlike `mdb_put`, which opens a cursor and searches from the root for
+    /// every key, the cursor stays on the last leaf, so a bulk load costs no tree descent per
+    /// key. A key not after the last one is `MDB_KEYEXIST`.
+    func withAppender<R>(_ db: LMDBDatabase, _ body: (Appender) throws -> R) throws -> R {
+        precondition(isWrite, "append on a read-only transaction")
+        var cursor: OpaquePointer?
+        try lmdbCheck(mdb_cursor_open(handle, db.dbi, &cursor), "mdb_cursor_open(\(db.name))")
+        guard let cursor else { throw LMDBError(code: EINVAL, operation: "mdb_cursor_open(\(db.name))") }
+        defer { mdb_cursor_close(cursor) }
+        return try body(Appender(cursor: cursor, db: db))
+    }
+
+    /// See ``withAppender(_:_:)``; valid only inside its body.
+    struct Appender {
+        fileprivate let cursor: OpaquePointer
+        let db: LMDBDatabase
+
+        /// Appends `key` (after every key in the database) with `value`.
+        func append(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws {
+            precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes, "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")
+            var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+            var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+            try lmdbCheck(mdb_cursor_put(cursor, &k, &v, UInt32(MDB_APPEND)), "mdb_cursor_put(\(db.name), MDB_APPEND)")
+        }
     }
 
     func put(_ db: LMDBDatabase, key: [UInt8], value: [UInt8], flags: UInt32 = 0) throws {
