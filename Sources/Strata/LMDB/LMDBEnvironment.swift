@@ -48,6 +48,11 @@ final class LMDBEnvironment: Sendable {
     /// that opening a snapshot need not search the log for its last key (see ``headHint(for:)``).
     private let head = Atomic<WordPair>(WordPair(first: 0, second: 0))
     private let closed = Atomic<Bool>(false)
+    /// This process's mapping(s) of the data file, read from `/proc/self/maps` once and
+    /// forgotten when the map moves (``growMap()``, ``adoptMapSize()``, under ``mapLock``
+    /// exclusively), so releasing mapped pages inside a bulk save costs one `madvise`.
+    private let cachedMappings = Mutex<[MappedRange]?>(nil)
+    struct MappedRange: Sendable { let start: UInt; let end: UInt }
     /// Runs once after the environment is closed (used to remove a replaced generation).
     private let afterClose = Mutex<(@Sendable () -> Void)?>(nil)
 
@@ -191,6 +196,7 @@ final class LMDBEnvironment: Sendable {
     func adoptMapSize() throws {
         try mapLock.withExclusive {
             try lmdbCheck(mdb_env_set_mapsize(handle, 0), "mdb_env_set_mapsize(adopt)")
+            cachedMappings.withLock { $0 = nil }
             var info = MDB_envinfo()
             mdb_env_info(handle, &info)
             currentMapSize.store(info.me_mapsize, ordering: .relaxed)
@@ -213,6 +219,7 @@ final class LMDBEnvironment: Sendable {
             guard current < options.maxMapSizeBytes else { return false }
             let next = min(options.maxMapSizeBytes, max(current * 2, current + 1 << 20))
             try lmdbCheck(mdb_env_set_mapsize(handle, next), "mdb_env_set_mapsize(\(next))")
+            cachedMappings.withLock { $0 = nil }
             currentMapSize.store(next, ordering: .relaxed)
             return true
         }
@@ -226,12 +233,26 @@ final class LMDBEnvironment: Sendable {
     /// LMDB does not expose the map's address (`me_mapaddr` is only set for `MDB_FIXEDMAP`), so
     /// the mapping is found in `/proc/self/maps` by the data file's device and inode.
     func releaseMappedPages() throws {
-        try mapLock.withShared {
-            for range in try dataFileMappings() {
-                guard let start = UnsafeMutableRawPointer(bitPattern: range.start) else { continue }
-                if madvise(start, Int(range.end - range.start), MADV_DONTNEED) != 0 {
-                    throw LMDBError(code: errno, operation: "madvise(MADV_DONTNEED)")
-                }
+        try mapLock.withShared { try releaseMappedPagesHoldingMapLock() }
+    }
+
+    /// ``releaseMappedPages()`` for a caller that holds ``mapLock`` shared already: a write
+    /// transaction in progress. Safe in the middle of one: without `MDB_WRITEMAP` the map is a
+    /// read-only shared mapping of the file, LMDB writes a transaction's pages to heap copies and
+    /// never into the map, and a page it still points into is faulted back in from the page cache
+    /// unchanged on its next use.
+    func releaseMappedPagesHoldingMapLock() throws {
+        precondition(!options.writeMap, "MDB_WRITEMAP maps are written in place; dropping their pages mid-transaction is not safe")
+        let ranges = try cachedMappings.withLock { cached in
+            if let cached { return cached }
+            let found = try dataFileMappings().map { MappedRange(start: $0.start, end: $0.end) }
+            cached = found
+            return found
+        }
+        for range in ranges {
+            guard let start = UnsafeMutableRawPointer(bitPattern: range.start) else { continue }
+            if madvise(start, Int(range.end - range.start), MADV_DONTNEED) != 0 {
+                throw LMDBError(code: errno, operation: "madvise(MADV_DONTNEED)")
             }
         }
     }

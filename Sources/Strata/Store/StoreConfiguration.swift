@@ -49,10 +49,12 @@ public struct StoreConfiguration: Sendable {
     public var maxChangesPerSave = 2_000_000
     /// Bytes of one string or bytes value at most.
     public var maxValueBytes = 16 << 20
-    /// After a commit of at least this many changes (a bulk import batch), the writer tells the
-    /// kernel the process no longer needs the store's mapped pages (`madvise(MADV_DONTNEED)`).
-    /// The pages stay in the page cache and readers fault them back in on use, but the process's
-    /// resident set stops growing with every page a bulk load touched. 0 turns it off.
+    /// For a save of at least this many changes (a bulk import batch), the writer tells the
+    /// kernel the process no longer needs the store's mapped pages (`madvise(MADV_DONTNEED)`)
+    /// every 256 index and unique writes while it applies the save, and once more after the
+    /// commit. The pages stay in the page cache and are faulted back in on use, but the
+    /// process's resident set stays bounded instead of growing with every page a bulk load
+    /// touches (each fault also maps the neighbouring cached pages). 0 turns it off.
     public var releaseMappedPagesAfterChanges = 5_000
     /// Events buffered per change-stream subscriber before it is told it fell behind.
     public var changeStreamBufferSize = 1024

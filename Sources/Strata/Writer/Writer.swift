@@ -390,7 +390,11 @@ final class Writer: Sendable {
     }
 
     private func resolve(_ save: PendingSave, _ txn: LMDBTransaction, _ tx: TransactionID, env: LMDBEnvironment) throws -> LogEntry? {
-        var resolver = SaveResolver(applier: StateApplier(txn: txn, env: env, schema: schema, transactionID: tx), limits: config)
+        var applier = StateApplier(txn: txn, env: env, schema: schema, transactionID: tx)
+        if config.releaseMappedPagesAfterChanges > 0, save.changes.count >= config.releaseMappedPagesAfterChanges {
+            applier.releaseMappedPagesEvery = StateApplier.bulkReleaseInterval
+        }
+        var resolver = SaveResolver(applier: applier, limits: config)
         try resolver.run(save.changes)
         guard !resolver.changes.isEmpty else { return nil }
         let entry = LogEntry(transactionID: tx, schemaVersion: schema.version, timestampMs: Int64(Date().timeIntervalSince1970 * 1000),

@@ -76,7 +76,10 @@ enum W1Import {
                 let end = min(records, start + batchSize)
                 let s = try await ctx.load(subject, start..<end)
                 if traceBatches {
-                    ctx.progress(String(format: "  batch %d..<%d: %.3f s, RSS %.1f MB", start, end, s, Double(ProcessMemory.residentBytes() ?? 0) / 1_048_576))
+                    ctx.progress(String(format: "  batch %d..<%d: %.3f s, RSS %.1f MB (heap %.1f, file %.1f)", start, end, s,
+                                        Double(ProcessMemory.residentBytes() ?? 0) / 1_048_576,
+                                        Double(ProcessMemory.residentAnonymousBytes() ?? 0) / 1_048_576,
+                                        Double(ProcessMemory.residentFileBytes() ?? 0) / 1_048_576))
                 }
                 seconds += s
                 start = end
