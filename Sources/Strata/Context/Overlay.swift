@@ -15,7 +15,9 @@ struct Overlay: Sendable {
     var removed: [LinkKey: Set<ObjectID>] = [:]
     /// Unique keys taken (owner) or freed (nil) here.
     var uniques: [ByteKey: ObjectID?] = [:]
-    /// Objects whose record or edges changed, per entity tag: the extra query candidates.
+    /// Objects whose edges changed, per entity tag. With the keys of ``records`` (objects whose
+    /// record changed), the extra candidates a query must look at; records are not marked here
+    /// too, which saves two hash operations per change.
     var dirty: [UInt16: Set<ObjectID>] = [:]
     var countDelta: [UInt16: Int] = [:]
 
@@ -85,7 +87,10 @@ struct MergedSource: ObjectSource {
     /// objects' current records (deleted ones skipped).
     func candidates(_ e: EntityDescription, _ predicate: Filter, _ visit: (Record) throws -> Bool) throws {
         var dirtySet = Set<ObjectID>()
-        for o in overlays { dirtySet.formUnion(o.dirty[e.tag] ?? []) }
+        for o in overlays {
+            for id in o.records.keys where id.entityTag == e.tag { dirtySet.insert(id) }
+            if let linked = o.dirty[e.tag] { dirtySet.formUnion(linked) }
+        }
         if dirtySet.isEmpty { return try base.candidates(e, predicate, visit) }
         let dirty = dirtySet.sorted()
         var next = 0
@@ -152,7 +157,7 @@ struct OverlayApplier: StateStore {
             case .count(let t, let old): leaf.countDelta[t] = old
             }
         }
-        // Dirty marks may stay: a dirty object is only re-read, so extra ones are harmless.
+        // Edge dirty marks may stay: a dirty object is only re-read, so extra ones are harmless.
         return leaf
     }
 
@@ -216,13 +221,18 @@ struct OverlayApplier: StateStore {
             guard let e = schema.entity(tag: id.entityTag) else {
                 throw StrataError.corruptRecord(id: id, reason: "no entity with tag \(id.entityTag) in a child context")
             }
-            if try exists(id) { throw StrataError.duplicateID(e, id) }
+            // One lookup serves the duplicate check and the undo entry.
+            let previous = leaf.records[id]
+            switch previous {
+            case .some(.some): throw StrataError.duplicateID(e, id)
+            case .some(.none): break   // deleted here: the id is free again
+            case .none: if try parents.record(id) != nil { throw StrataError.duplicateID(e, id) }
+            }
             try setUniques(e, old: nil, new: values, id: id)
-            saveRecord(id)
+            undo.append(.record(id, previous))
             saveCount(e.tag)
             leaf.records[id] = .some(Record(entity: e, id: id, values: values, version: .zero))
             leaf.countDelta[e.tag, default: 0] += 1
-            leaf.markDirty(id)
         case .update(let id, let changes, _):
             guard var r = try record(id) else { throw StrataError.corruptRecord(id: id, reason: "update of a missing object in a child context") }
             let old = r.values
@@ -230,7 +240,6 @@ struct OverlayApplier: StateStore {
             try setUniques(r.entity, old: old, new: r.values, id: id)
             saveRecord(id)
             leaf.records[id] = .some(r)
-            leaf.markDirty(id)
         case .delete(let id, _, _):
             guard let r = try record(id) else { return }
             try setUniques(r.entity, old: r.values, new: nil, id: id)
@@ -238,7 +247,6 @@ struct OverlayApplier: StateStore {
             saveCount(r.entity.tag)
             leaf.records[id] = .some(nil)
             leaf.countDelta[r.entity.tag, default: 0] -= 1
-            leaf.markDirty(id)
         case .link(let tag, let a, let b):
             try edge(tag, a, b, add: true)
         case .unlink(let tag, let a, let b):

@@ -9,6 +9,10 @@ struct SaveResolver<S: StateStore> {
     private var aliases: [ObjectID: ObjectID] = [:]
     /// Objects whose required to-one relationships must be checked at the end.
     private var toOneChecks: Set<ObjectID> = []
+    /// Whether ``run(_:checkRequired:)`` checks required to-one relationships at the end (a child
+    /// context's changes are checked at the root's commit): inserts then skip recording their
+    /// ids for it, a set insert per object.
+    private var checkingRequired = true
     private var bases: [ObjectID: BaseVersion] = [:]
     private var policy: MergePolicy = .fail
     private var decisions: [ObjectID: Decision] = [:]
@@ -54,6 +58,7 @@ struct SaveResolver<S: StateStore> {
     mutating func run(_ set: ChangeSet, checkRequired: Bool = true) throws {
         bases = set.baseVersions
         policy = set.mergePolicy
+        checkingRequired = checkRequired
         for op in set.operations {
             switch op {
             case .insert(let id, let values): try insert(id, values)
@@ -162,7 +167,7 @@ struct SaveResolver<S: StateStore> {
         // The id and unique keys are checked by the state as it applies the insert (the same
         // B-tree search that stores them): a clash throws before anything is committed.
         try emit(.insert(id: id, values: values))
-        toOneChecks.insert(id)
+        if checkingRequired { toOneChecks.insert(id) }
     }
 
     private mutating func upsert(_ id: ObjectID, _ input: [Value], _ constraint: Int) throws {
