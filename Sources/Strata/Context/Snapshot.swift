@@ -32,15 +32,17 @@ public final class Snapshot: Sendable {
     /// the store to a new generation).
     let env: LMDBEnvironment
 
-    /// The read transaction (nil once closed) and the registry slot the snapshot occupies.
-    /// `MDB_NOTLS` read transactions may move between threads but must be used by one at a
-    /// time: the mutex is what makes that hold, and `OpaquePointer` is only ever touched while
-    /// it is held, which is why the `@unchecked Sendable` is sound.
-    struct State: @unchecked Sendable {
+    /// The read transaction (nil once closed). `MDB_NOTLS` read transactions may move between
+    /// threads but must be used by one at a time: the mutex is what makes that hold, and the
+    /// `OpaquePointer` is only ever touched while it is held, which is why the
+    /// `@unchecked Sendable` is sound.
+    struct Handle: @unchecked Sendable {
         var txn: OpaquePointer?
-        var serial: Int
     }
-    private let state: Mutex<State>
+    private let state: Mutex<Handle>
+    /// The registry slot the snapshot occupies (-1: not registered). Set once by the registry,
+    /// under its lock, before `open` returns the snapshot.
+    private let serial = Atomic<Int>(-1)
     /// Set once the transaction was taken (by ``close()`` or the store's closing), so that
     /// `deinit` after an explicit close does not lock again.
     private let ended = Atomic<Bool>(false)
@@ -67,7 +69,7 @@ public final class Snapshot: Sendable {
             try store.snapshots.add(snapshot)
         } catch {
             // Never registered: end the transaction here (its deinit then has nothing to do).
-            if let txn = snapshot.takeTransaction()?.txn { env.endRead(txn) }
+            if let txn = snapshot.takeTransaction() { env.endRead(txn) }
             throw error
         }
         return snapshot
@@ -76,7 +78,7 @@ public final class Snapshot: Sendable {
     private init(registry: SnapshotRegistry, env: LMDBEnvironment, txn: OpaquePointer, label: String, transactionID: TransactionID, openedAt: Date) {
         self.registry = registry
         self.env = env
-        self.state = Mutex(State(txn: txn, serial: -1))
+        self.state = Mutex(Handle(txn: txn))
         self.label = label
         self.transactionID = transactionID
         self.openedAt = openedAt
@@ -88,22 +90,23 @@ public final class Snapshot: Sendable {
 
     /// Releases the reader slot. Reads after this throw ``StrataError/closed(path:)``.
     public func close() {
-        guard let taken = takeTransaction(), let txn = taken.txn else { return }
+        guard let txn = takeTransaction() else { return }
         env.endRead(txn)
-        if taken.serial >= 0 { registry.remove(taken.serial) }
+        let slot = serial.load(ordering: .acquiring)
+        if slot >= 0 { registry.remove(slot) }
     }
 
     /// Whether ``close()`` was called (or the store closed).
     public var isClosed: Bool { ended.load(ordering: .acquiring) }
 
-    /// Takes the transaction and slot out, once (nil afterwards): the caller ends the
-    /// transaction and frees the slot. Waits for a read in progress on another thread.
-    func takeTransaction() -> State? {
-        state.withLock { s -> State? in
+    /// Takes the transaction out, once (nil afterwards): the caller ends the transaction and
+    /// frees the slot. Waits for a read in progress on another thread.
+    func takeTransaction() -> OpaquePointer? {
+        state.withLock { s -> Handle? in
             guard s.txn != nil else { return nil }
             defer { s.txn = nil; ended.store(true, ordering: .releasing) }
             return s
-        }
+        }?.txn
     }
 
     /// What ``tryTakeTransaction()`` found.
@@ -133,7 +136,7 @@ public final class Snapshot: Sendable {
     }
 
     /// Records the registry slot (called by the registry, under its lock).
-    fileprivate func setSerial(_ serial: Int) { state.withLock { $0.serial = serial } }
+    fileprivate func setSerial(_ slot: Int) { serial.store(slot, ordering: .releasing) }
 
     /// Runs `body` with the transaction handle (nil once closed), holding the mutex.
     func withTransaction<R>(_ body: (OpaquePointer?) throws -> R) throws -> R {

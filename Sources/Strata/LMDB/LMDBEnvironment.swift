@@ -24,6 +24,19 @@ struct LMDBOptions: Sendable {
 /// The names of the databases every Strata store has. Opened once, at start-up, in one transaction.
 enum DatabaseName: String, CaseIterable {
     case meta, log, objects, links, indexes, uniques
+
+    /// Position in ``allCases`` (the environment keeps its handles in an array, so finding one
+    /// on every read costs no hashing).
+    var position: Int {
+        switch self {
+        case .meta: 0
+        case .log: 1
+        case .objects: 2
+        case .links: 3
+        case .indexes: 4
+        case .uniques: 5
+        }
+    }
 }
 
 /// One LMDB environment (a store directory), opened once per process.
@@ -37,9 +50,14 @@ final class LMDBEnvironment: Sendable {
     let path: String
     let options: LMDBOptions
     let mapLock = RWLock()
-    let databases: [DatabaseName: LMDBDatabase]
+    /// Indexed by ``DatabaseName/position``.
+    private let databases: [LMDBDatabase]
     /// Reset read transactions kept for reuse (renewing one costs far less than beginning one).
     private let readPool = Mutex<[ReadTxnBox]>([])
+    /// One reset read transaction kept outside the pool (its bits; 0: none), taken and given
+    /// back with one atomic exchange: a thread that opens and closes snapshots in turn never
+    /// locks the pool. Whoever exchanges it out owns it.
+    private let cachedReadTxn = Atomic<UInt>(0)
     private let currentMapSize: Atomic<Int>
     /// Readers cleared by `mdb_reader_check` at open (slots of crashed processes).
     let staleReadersCleared: Int
@@ -87,16 +105,17 @@ final class LMDBEnvironment: Sendable {
         self.currentMapSize = Atomic(info.me_mapsize)
     }
 
-    private static func openDatabases(_ env: OpaquePointer, readOnly: Bool) throws -> [DatabaseName: LMDBDatabase] {
+    private static func openDatabases(_ env: OpaquePointer, readOnly: Bool) throws -> [LMDBDatabase] {
         var txn: OpaquePointer?
         try lmdbCheck(mdb_txn_begin(env, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn), "mdb_txn_begin(open databases)")
-        var result: [DatabaseName: LMDBDatabase] = [:]
+        var result: [LMDBDatabase] = []
         do {
             for name in DatabaseName.allCases {
+                precondition(name.position == result.count, "DatabaseName.position out of step with allCases")
                 var dbi: MDB_dbi = 0
                 try lmdbCheck(mdb_dbi_open(txn, name.rawValue, readOnly ? 0 : UInt32(MDB_CREATE), &dbi),
                               "mdb_dbi_open(\(name.rawValue))")
-                result[name] = LMDBDatabase(dbi: dbi, name: name.rawValue)
+                result.append(LMDBDatabase(dbi: dbi, name: name.rawValue))
             }
         } catch {
             mdb_txn_abort(txn)
@@ -107,7 +126,7 @@ final class LMDBEnvironment: Sendable {
         return result
     }
 
-    subscript(_ name: DatabaseName) -> LMDBDatabase { databases[name]! }
+    subscript(_ name: DatabaseName) -> LMDBDatabase { databases[name.position] }
 
     var mapSizeBytes: Int { currentMapSize.load(ordering: .relaxed) }
 
@@ -121,6 +140,7 @@ final class LMDBEnvironment: Sendable {
             return pool
         }
         for box in pooled { mdb_txn_abort(box.txn) }
+        if let cached = OpaquePointer(bitPattern: cachedReadTxn.exchange(0, ordering: .acquiring)) { mdb_txn_abort(cached) }
         mdb_env_close(handle)
         afterClose.withLock { $0 }?()
     }
@@ -333,7 +353,12 @@ final class LMDBEnvironment: Sendable {
     /// Begins (or renews a pooled) read-only transaction. Pair with ``endRead(_:)``.
     /// Beginning reads the meta pages in the map, so it holds ``mapLock`` shared.
     func beginRead() throws -> OpaquePointer {
-        var pooled = readPool.withLock { $0.popLast() }
+        var pooled: ReadTxnBox?
+        if let cached = OpaquePointer(bitPattern: cachedReadTxn.exchange(0, ordering: .acquiring)) {
+            pooled = ReadTxnBox(txn: cached)
+        } else {
+            pooled = readPool.withLock { $0.popLast() }
+        }
         while true {
             let attempt: Result<OpaquePointer, LMDBError>? = mapLock.withShared {
                 if let box = pooled {
@@ -361,6 +386,7 @@ final class LMDBEnvironment: Sendable {
     /// Ends a read transaction from ``beginRead()``: it is reset and pooled, or aborted.
     func endRead(_ txn: OpaquePointer) {
         mdb_txn_reset(txn)
+        if cachedReadTxn.compareExchange(expected: 0, desired: UInt(bitPattern: txn), ordering: .releasing).exchanged { return }
         let pooled = readPool.withLock { pool -> Bool in
             guard pool.count < Self.readPoolCapacity else { return false }
             pool.append(ReadTxnBox(txn: txn))
