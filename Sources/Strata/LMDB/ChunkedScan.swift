@@ -98,13 +98,16 @@ extension LMDBEnvironment {
 
     /// ``copy(_:from:sourceEnv:into:prefix:start:until:batch:transform:)`` without a transform
     /// (returns the entries and the key and value bytes copied):
-    /// straight from the source's map into `mdb_put` (no copies into Swift arrays), up to
-    /// `batchBytes` per write transaction. Each transaction resumes after the last key the
+    /// straight from the source's map through an appending cursor (no copies into Swift arrays),
+    /// up to `batchBytes` per write transaction. After each, writeback of what it wrote starts
+    /// (``LMDBEnvironment/startWriteback()``), so the disk works while the next is built. 4 MiB
+    /// measured no slower than larger batches on a 1M-object compaction and keeps LMDB's dirty
+    /// page buffers small. Each transaction resumes after the last key the
     /// previous one wrote (keys not past it are skipped, so a corrupt branch page routing the
     /// seek backwards cannot loop); a transaction redone after map growth starts over from there.
     func copyDirect(_ name: DatabaseName, from source: LMDBTransaction, sourceEnv: LMDBEnvironment,
                             into destination: DatabaseName?, start: [UInt8]?, until stop: [UInt8]?,
-                            batchBytes: Int = 32 << 20) throws -> (entries: Int, bytes: Int) {
+                            batchBytes: Int = 4 << 20) throws -> (entries: Int, bytes: Int) {
         let sourceDB = sourceEnv[name]
         let target = self[destination ?? name]
         var after: [UInt8]?
