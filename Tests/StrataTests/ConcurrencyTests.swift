@@ -264,7 +264,7 @@ import Testing
         }
     }
 
-    /// Large saves drop the mapped pages while they are applied (every 256 index and unique
+    /// Large saves drop the mapped pages while they are applied (every 128 index and unique
     /// writes), also across map growths (the cached mapping must follow the map when it moves):
     /// every record, index entry and unique key is still right afterwards, and verify agrees.
     @Test func bulkSavesReleaseMappedPagesWhileApplyingAcrossMapGrowth() async throws {

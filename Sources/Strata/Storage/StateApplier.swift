@@ -22,8 +22,10 @@ struct StateApplier: StateStore {
     /// The interval the writer uses for saves of at least
     /// ``StoreConfiguration/releaseMappedPagesAfterChanges`` changes. Measured on a 1M-track
     /// import in 10k batches (BENCHMARKS.md, W1): peak RSS 757 MB without, 213 MB every 500
-    /// writes, 189 MB every 250, for about 10 % more time (the pages faulted in again).
-    static let bulkReleaseInterval = 256
+    /// writes, 190 MB every 256, 174 MB every 128, for about 10 % more time (pages faulted in
+    /// again), of which 128 costs 3 % more than 256. Of the 174 MB, 129 MB are heap: mostly
+    /// LMDB's copies of the pages the save dirties.
+    static let bulkReleaseInterval = 128
     private var writesSinceRelease = 0
 
     init(txn: LMDBTransaction, env: LMDBEnvironment, schema: Schema, transactionID: TransactionID) {
