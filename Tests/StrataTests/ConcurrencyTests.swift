@@ -292,6 +292,26 @@ import Testing
         }
     }
 
+    /// Pages are released inside a bulk save only while nobody reads: with a read in the last
+    /// second, only the release after the commit happens.
+    @Test func bulkSavesLeaveMappedPagesAloneWhileReadersAreActive() async throws {
+        var config = StoreConfiguration()
+        config.releaseMappedPagesAfterChanges = 100
+        try await withLibraryStore(config) { store in
+            // Nobody has read this store yet: the save releases while it applies, then once more.
+            let quiet = (0..<1_000).map { makeTrack(title: "quiet \($0)", duration: ($0 * 7919) % 600) }
+            _ = try await store.save { c in for t in quiet { c.insert(t) } }
+            let afterQuiet = store.env.mappedPageReleases.load(ordering: .relaxed)
+            #expect(afterQuiet > 1, "no release inside a bulk save without readers")
+            // A reader now: only the release after the commit.
+            #expect(try store.mainContext.count(Track.self) == 1_000)
+            let busy = (0..<1_000).map { makeTrack(title: "busy \($0)", duration: ($0 * 7919) % 600) }
+            _ = try await store.save { c in for t in busy { c.insert(t) } }
+            #expect(store.env.mappedPageReleases.load(ordering: .relaxed) == afterQuiet + 1)
+            #expect(try store.mainContext.count(Track.self) == 2_000)
+        }
+    }
+
     /// `saveAndWait` from plain threads while tasks `save`: every save lands with its own id,
     /// ids run 1…n with no gap, a failing save writes nothing, and calling it from inside the
     /// writer is refused instead of deadlocking.

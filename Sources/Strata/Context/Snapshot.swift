@@ -51,6 +51,7 @@ public final class Snapshot: Sendable {
     static func open(store: Store, label: String) throws -> Snapshot {
         let env = store.env
         let handle = try env.beginRead()
+        env.noteReader()
         let transactionID: TransactionID
         do {
             if let hint = env.headHint(for: handle) {
@@ -310,8 +311,9 @@ final class SnapshotRegistry: Sendable {
     }
 
     /// Ends every registered snapshot's transaction and frees its slot (the store is closing).
-    /// A snapshot in the middle of a read on another thread is waited for, without holding the
-    /// registry's lock while waiting (the read may itself need it).
+    /// A snapshot in the middle of a read on another thread, or of its own `close()`, is waited
+    /// for, without holding the registry's lock while waiting (the read may itself need it), so
+    /// when this returns no transaction of the store's environments is in use.
     func closeAll() {
         while true {
             let busy = slots.withLock { s -> Bool in
@@ -326,8 +328,10 @@ final class SnapshotRegistry: Sendable {
                     case .taken(let txn, let env):
                         env.endRead(txn)
                     case .alreadyTaken:
-                        // Its close() is between taking the transaction and freeing the slot,
-                        // and will free it.
+                        // Its close() is between taking the transaction and freeing the slot:
+                        // wait until it has ended the transaction and freed the slot, so the
+                        // store does not close the environment under its `mdb_txn_reset`.
+                        busy = true
                         continue
                     }
                     s.entries[i] = nil

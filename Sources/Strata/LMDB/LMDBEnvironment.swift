@@ -58,6 +58,12 @@ final class LMDBEnvironment: Sendable {
     /// back with one atomic exchange: a thread that opens and closes snapshots in turn never
     /// locks the pool. Whoever exchanges it out owns it.
     private let cachedReadTxn = Atomic<UInt>(0)
+    /// The monotonic second in which a reader last used this environment (0: never),
+    /// written only when the second changes (readers on several cores do not keep writing one
+    /// cache line). See ``hadReadersRecently``.
+    private let lastReadSecond = Atomic<Int>(0)
+    /// Times this process dropped its mapped pages (``releaseMappedPagesHoldingMapLock()``).
+    let mappedPageReleases = Atomic<Int>(0)
     private let currentMapSize: Atomic<Int>
     /// Readers cleared by `mdb_reader_check` at open (slots of crashed processes).
     let staleReadersCleared: Int
@@ -275,6 +281,7 @@ final class LMDBEnvironment: Sendable {
                 throw LMDBError(code: errno, operation: "madvise(MADV_DONTNEED)")
             }
         }
+        mappedPageReleases.add(1, ordering: .relaxed)
     }
 
     /// Starts writing the data file's dirty pages to disk without waiting (`sync_file_range`
@@ -381,6 +388,31 @@ final class LMDBEnvironment: Sendable {
             }
             return try attempt.get()
         }
+    }
+
+    /// Records that a reader of the store's data (a snapshot, a context's read) is at work now:
+    /// see ``hadReadersRecently``. Strata's own reads while opening or maintaining the store do
+    /// not call it.
+    func noteReader() {
+        let now = Self.monotonicSecond()
+        if lastReadSecond.load(ordering: .relaxed) != now { lastReadSecond.store(now, ordering: .relaxed) }
+    }
+
+    /// Whether a reader was noted (``noteReader()``) in the current or the previous monotonic
+    /// second. The writer then leaves mapped pages alone
+    /// while it applies a bulk save: dropping them would make those readers fault their
+    /// working set back in again and again (W6's p99 tripled); it still drops them after the
+    /// commit.
+    var hadReadersRecently: Bool {
+        let last = lastReadSecond.load(ordering: .relaxed)
+        return last != 0 && Self.monotonicSecond() - last <= 1
+    }
+
+    /// `CLOCK_MONOTONIC_COARSE` in whole seconds, from 1 (a few nanoseconds through the vDSO).
+    private static func monotonicSecond() -> Int {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)
+        return Int(ts.tv_sec) + 1
     }
 
     /// Ends a read transaction from ``beginRead()``: it is reset and pooled, or aborted.

@@ -359,6 +359,7 @@ public final class Store: Sendable {
     func read<R>(_ body: (ReadView) throws -> R) throws -> R {
         try checkUsable()
         let env = self.env
+        env.noteReader()
         return try env.read { try body(ReadView(txn: $0, env: env, schema: schema)) }
     }
 

@@ -51,8 +51,9 @@ public struct StoreConfiguration: Sendable {
     public var maxValueBytes = 16 << 20
     /// For a save of at least this many changes (a bulk import batch), the writer tells the
     /// kernel the process no longer needs the store's mapped pages (`madvise(MADV_DONTNEED)`)
-    /// every 128 index and unique writes while it applies the save, and once more after the
-    /// commit. The pages stay in the page cache and are faulted back in on use, but the
+    /// every 128 index and unique writes while it applies the save (unless this process read
+    /// the store in the last second or two: readers would fault their pages back in again and
+    /// again), and once more after the commit. The pages stay in the page cache and are faulted back in on use, but the
     /// process's resident set stays bounded instead of growing with every page a bulk load
     /// touches (each fault also maps the neighbouring cached pages). 0 turns it off.
     public var releaseMappedPagesAfterChanges = 5_000

@@ -331,6 +331,9 @@ final class Writer: Sendable {
             s.syncScheduled = true
             return true
         }
+        // Published before the savers resume: when `save` returns, its transaction is already in
+        // every change stream (a subscriber never sees a save's return before its event).
+        if !entries.isEmpty { hub.publish(entries, schema: schema) }
         for (save, result) in zip(batch, results) { save.complete(result) }
         let threshold = config.releaseMappedPagesAfterChanges
         if threshold > 0, entries.reduce(0, { $0 + $1.changes.count }) >= threshold {
@@ -340,7 +343,6 @@ final class Writer: Sendable {
                 logger.warning("could not release mapped pages after a bulk commit: \(error)")
             }
         }
-        if !entries.isEmpty { hub.publish(entries, schema: schema) }
         afterCommit()
         if scheduleSync {
             queue.asyncAfter(deadline: .now() + .milliseconds(config.relaxedSyncIntervalMs)) {
@@ -391,7 +393,7 @@ final class Writer: Sendable {
 
     private func resolve(_ save: PendingSave, _ txn: LMDBTransaction, _ tx: TransactionID, env: LMDBEnvironment) throws -> LogEntry? {
         var applier = StateApplier(txn: txn, env: env, schema: schema, transactionID: tx)
-        if config.releaseMappedPagesAfterChanges > 0, save.changes.count >= config.releaseMappedPagesAfterChanges {
+        if config.releaseMappedPagesAfterChanges > 0, save.changes.count >= config.releaseMappedPagesAfterChanges, !env.hadReadersRecently {
             applier.releaseMappedPagesEvery = StateApplier.bulkReleaseInterval
         }
         var resolver = SaveResolver(applier: applier, limits: config)
