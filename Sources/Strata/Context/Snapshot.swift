@@ -21,8 +21,13 @@ public final class Snapshot: Sendable {
     public let transactionID: TransactionID
     /// Who holds it (shown in pinned-snapshot accounting).
     public let label: String
-    /// When it was opened (wall clock, to a few milliseconds).
-    public let openedAt: Date
+    /// When it was opened (to a few milliseconds): now minus its age on the monotonic clock,
+    /// so a wall-clock step does not change how old it looks.
+    public var openedAt: Date {
+        Date(timeIntervalSinceNow: -Double(SnapshotRegistry.monotonicNanos() - openedAtNanos) / 1e9)
+    }
+    /// `CLOCK_MONOTONIC_COARSE` at open, in nanoseconds.
+    let openedAtNanos: Int64
     /// The store's registry of snapshots, which also carries what a read needs from the store
     /// (path, schema, the process check). Not the `Store` itself: the store registry refers to
     /// stores weakly, which puts every retain and release of a `Store` on the runtime's slow
@@ -47,11 +52,12 @@ public final class Snapshot: Sendable {
     /// `deinit` after an explicit close does not lock again.
     private let ended = Atomic<Bool>(false)
 
-    /// Opens a snapshot of `store`'s current environment and registers it.
-    static func open(store: Store, label: String) throws -> Snapshot {
+    /// Opens a snapshot of `store`'s current environment and registers it; `now` is
+    /// ``SnapshotRegistry/monotonicNanos()`` (read once by the caller).
+    static func open(store: Store, label: String, now: Int64) throws -> Snapshot {
         let env = store.env
         let handle = try env.beginRead()
-        env.noteReader()
+        env.noteReader(monotonicNanos: now)
         let transactionID: TransactionID
         do {
             if let hint = env.headHint(for: handle) {
@@ -65,7 +71,7 @@ public final class Snapshot: Sendable {
             throw error
         }
         let snapshot = Snapshot(registry: store.snapshots, env: env, txn: handle, label: label, transactionID: transactionID,
-                                openedAt: SnapshotRegistry.coarseNow())
+                                openedAtNanos: now)
         do {
             try store.snapshots.add(snapshot)
         } catch {
@@ -76,13 +82,13 @@ public final class Snapshot: Sendable {
         return snapshot
     }
 
-    private init(registry: SnapshotRegistry, env: LMDBEnvironment, txn: OpaquePointer, label: String, transactionID: TransactionID, openedAt: Date) {
+    private init(registry: SnapshotRegistry, env: LMDBEnvironment, txn: OpaquePointer, label: String, transactionID: TransactionID, openedAtNanos: Int64) {
         self.registry = registry
         self.env = env
         self.state = Mutex(Handle(txn: txn))
         self.label = label
         self.transactionID = transactionID
-        self.openedAt = openedAt
+        self.openedAtNanos = openedAtNanos
     }
 
     deinit {
@@ -242,12 +248,12 @@ final class SnapshotRegistry: Sendable {
         }
     }
 
-    /// The wall clock from `CLOCK_REALTIME_COARSE` (a few milliseconds' resolution, a fraction
-    /// of the cost of `Date()`): snapshot ages are reported in seconds.
-    static func coarseNow() -> Date {
+    /// `CLOCK_MONOTONIC_COARSE` in nanoseconds (a few milliseconds' resolution, a few
+    /// nanoseconds to read through the vDSO): snapshot ages are reported in seconds.
+    static func monotonicNanos() -> Int64 {
         var ts = timespec()
-        clock_gettime(CLOCK_REALTIME_COARSE, &ts)
-        return Date(timeIntervalSince1970: Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9)
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)
+        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
     }
 
     /// Frees a snapshot's slot. Each serial is released exactly once.
@@ -263,12 +269,12 @@ final class SnapshotRegistry: Sendable {
     var count: Int { slots.withLock { $0.used } }
 
     func infos(head: TransactionID) -> [SnapshotInfo] {
-        let now = Date()
+        let now = Self.monotonicNanos()
         return slots.withLock { s in
             s.entries.compactMap { e -> SnapshotInfo? in
                 guard let e else { return nil }
                 return e.snapshot._withUnsafeGuaranteedRef { snap in
-                    SnapshotInfo(label: snap.label, transactionID: snap.transactionID, ageSeconds: now.timeIntervalSince(snap.openedAt),
+                    SnapshotInfo(label: snap.label, transactionID: snap.transactionID, ageSeconds: Double(now - snap.openedAtNanos) / 1e9,
                                  lagTransactions: head.rawValue &- min(head.rawValue, snap.transactionID.rawValue))
                 }
             }
@@ -282,10 +288,8 @@ final class SnapshotRegistry: Sendable {
     }
 
     /// ``takeOverdue(olderThan:)``, unless the last check was less than ``checkInterval(for:)`` ago.
-    func takeOverdueIfDue(olderThan seconds: Double) -> [(label: String, transactionID: TransactionID, age: Double)] {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)
-        let now = Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+    /// `now` is ``monotonicNanos()``.
+    func takeOverdueIfDue(olderThan seconds: Double, now: Int64 = monotonicNanos()) -> [(label: String, transactionID: TransactionID, age: Double)] {
         let due = nextCheckNanos.load(ordering: .relaxed)
         guard now >= due else { return [] }
         // One thread wins the check; the others skip it.
@@ -296,12 +300,12 @@ final class SnapshotRegistry: Sendable {
 
     /// Snapshots older than `seconds` not reported before; each is reported once.
     func takeOverdue(olderThan seconds: Double) -> [(label: String, transactionID: TransactionID, age: Double)] {
-        let now = Date()
+        let now = Self.monotonicNanos()
         return slots.withLock { s in
             var out: [(String, TransactionID, Double)] = []
             for i in s.entries.indices {
                 guard let e = s.entries[i], !e.warned else { continue }
-                let (label, id, age) = e.snapshot._withUnsafeGuaranteedRef { ($0.label, $0.transactionID, now.timeIntervalSince($0.openedAt)) }
+                let (label, id, age) = e.snapshot._withUnsafeGuaranteedRef { ($0.label, $0.transactionID, Double(now - $0.openedAtNanos) / 1e9) }
                 guard age > seconds else { continue }
                 s.entries[i]?.warned = true
                 out.append((label, id, age))

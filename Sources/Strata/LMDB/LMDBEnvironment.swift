@@ -393,8 +393,12 @@ final class LMDBEnvironment: Sendable {
     /// Records that a reader of the store's data (a snapshot, a context's read) is at work now:
     /// see ``hadReadersRecently``. Strata's own reads while opening or maintaining the store do
     /// not call it.
-    func noteReader() {
-        let now = Self.monotonicSecond()
+    func noteReader() { noteReader(second: Self.monotonicSecond()) }
+
+    /// ``noteReader()`` with the time already read (`CLOCK_MONOTONIC_COARSE` nanoseconds).
+    func noteReader(monotonicNanos: Int64) { noteReader(second: Int(monotonicNanos / 1_000_000_000) + 1) }
+
+    private func noteReader(second now: Int) {
         if lastReadSecond.load(ordering: .relaxed) != now { lastReadSecond.store(now, ordering: .relaxed) }
     }
 

@@ -341,10 +341,11 @@ public final class Store: Sendable {
     /// Pins a snapshot of the latest committed state. Counts against ``StoreConfiguration/maxOpenSnapshots``.
     public func snapshot(label: String) throws -> Snapshot {
         try checkUsable()
-        for s in snapshots.takeOverdueIfDue(olderThan: configuration.snapshotAgeWarningSeconds) {
+        let now = SnapshotRegistry.monotonicNanos()
+        for s in snapshots.takeOverdueIfDue(olderThan: configuration.snapshotAgeWarningSeconds, now: now) {
             logger.warning("snapshot '\(s.label)' pinned at transaction \(s.transactionID) for \(Int(s.age)) s keeps old pages alive")
         }
-        return try Snapshot.open(store: self, label: label)
+        return try Snapshot.open(store: self, label: label, now: now)
     }
 
     /// Replaces the live environment (compaction, migration). Runs on the writer queue.
