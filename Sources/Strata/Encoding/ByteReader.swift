@@ -29,23 +29,19 @@ struct ByteReader {
     mutating func u16() throws -> UInt16 {
         try need(2)
         defer { offset += 2 }
-        return UInt16(buffer[offset]) << 8 | UInt16(buffer[offset + 1])
+        return UInt16(bigEndian: buffer.loadUnaligned(fromByteOffset: offset, as: UInt16.self))
     }
 
     mutating func u32() throws -> UInt32 {
         try need(4)
-        var v: UInt32 = 0
-        for i in 0..<4 { v = v << 8 | UInt32(buffer[offset + i]) }
-        offset += 4
-        return v
+        defer { offset += 4 }
+        return UInt32(bigEndian: buffer.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
     }
 
     mutating func u64() throws -> UInt64 {
         try need(8)
-        var v: UInt64 = 0
-        for i in 0..<8 { v = v << 8 | UInt64(buffer[offset + i]) }
-        offset += 8
-        return v
+        defer { offset += 8 }
+        return UInt64(bigEndian: buffer.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
     }
 
     mutating func varint() throws -> UInt64 {
