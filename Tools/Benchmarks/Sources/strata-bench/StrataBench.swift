@@ -13,6 +13,6 @@ struct StrataBench: AsyncParsableCommand {
               strata-bench --json bench.json            full run (1M records for W1/W4)
               strata-bench --records 200000 --only W1,W4
             """,
-        subcommands: [RunCommand.self, ChildImportCommand.self],
+        subcommands: [RunCommand.self, ChildImportCommand.self, ProbeCommand.self],
         defaultSubcommand: RunCommand.self)
 }

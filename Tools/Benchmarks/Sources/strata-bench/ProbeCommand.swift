@@ -1,0 +1,89 @@
+import ArgumentParser
+import Foundation
+import LibraryModel
+import Strata
+
+/// Diagnostic measurements behind BENCHMARKS.md's explanations (not workloads, no targets):
+/// the pieces of one workload's time that the table does not show.
+///
+/// - `group-commit`: saves per LMDB commit and the writer's commit and gather time, for 1, 4, 16
+///   and 64 concurrent savers of one-track durable saves, with and without gathering.
+/// - `child`: 10k tracks saved directly, then through a child context (its inserts and its
+///   commit timed apart), then applied to a child as one change set.
+struct ProbeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "probe", abstract: "Diagnostic breakdowns behind BENCHMARKS.md (group-commit, child).")
+
+    enum Kind: String, ExpressibleByArgument, CaseIterable { case groupCommit = "group-commit", child }
+
+    @Argument(help: "What to measure: group-commit or child.") var kind: Kind
+    @Option(help: "Empty scratch directory (removed afterwards).") var dir: String
+    @Option(help: "Schema directory (Schemas/library).") var schema: String
+    @Option(help: "Transactions (group-commit) or inserts (child).") var count: Int = 2_048
+
+    func validate() throws {
+        guard count > 0 else { throw ValidationError("--count must be positive") }
+    }
+
+    func run() async throws {
+        let schema = try Schema.load(directory: URL(fileURLWithPath: self.schema))
+        let root = URL(fileURLWithPath: dir)
+        defer { try? FileManager.default.removeItem(at: root) }
+        switch kind {
+        case .groupCommit: try await groupCommit(schema, root)
+        case .child: try await child(schema, root)
+        }
+    }
+
+    private func groupCommit(_ schema: Schema, _ root: URL) async throws {
+        for savers in [1, 4, 16, 64] {
+            for gather in [0, 1_000] {
+                var config = StoreConfiguration()
+                config.groupCommitGatherMicroseconds = gather
+                let dir = root.appendingPathComponent("gc-\(savers)-\(gather)")
+                let store = try Store.open(at: dir, schema: schema, configuration: config)
+                let perSaver = max(1, count / savers)
+                let work = (0..<savers).map { s in (0..<perSaver).map { TrackData.make(s * perSaver + $0).track } }
+                let seconds = try await MonotonicClock.measure {
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        for tracks in work {
+                            group.addTask { for t in tracks { _ = try await store.save { $0.insert(t) } } }
+                        }
+                        try await group.waitForAll()
+                    }
+                }.seconds
+                let st = store.statistics
+                print(String(format: "savers %2d gather %4d µs: %7.0f tx/s, %.1f saves per commit, commit %.3f ms each, gather %.3f ms each",
+                             savers, gather, Double(savers * perSaver) / seconds, Double(st.transactions) / Double(st.lmdbCommits),
+                             Double(st.commitNanoseconds) / Double(st.lmdbCommits) / 1e6, Double(st.gatherNanoseconds) / Double(st.lmdbCommits) / 1e6))
+                store.close()
+                try? FileManager.default.removeItem(at: dir)
+            }
+        }
+    }
+
+    private func child(_ schema: Schema, _ root: URL) async throws {
+        let store = try Store.open(at: root.appendingPathComponent("child"), schema: schema)
+        defer { store.close() }
+        for round in 0..<3 {
+            let base = round * 3 * count
+            let direct = try await MonotonicClock.measure {
+                var c = ChangeSet()
+                for i in base..<base + count { c.insert(TrackData.make(i).track) }
+                _ = try await store.save(c)
+            }.seconds
+            let child = try store.mainContext.newChild(label: "probe")
+            let inserts = try MonotonicClock.measure {
+                for i in base + count..<base + 2 * count { try child.insert(TrackData.make(i).track) }
+            }.seconds
+            let commit = try await MonotonicClock.measure { try await child.commit() }.seconds
+            let whole = try store.mainContext.newChild(label: "probe-one-apply")
+            let oneApply = try MonotonicClock.measure {
+                try whole.change { c in for i in base + 2 * count..<base + 3 * count { c.insert(TrackData.make(i).track) } }
+            }.seconds
+            whole.discard()
+            print(String(format: "direct save %.1f ms; child: %d inserts %.1f ms + commit %.1f ms = ratio %.2f; the same inserts as one change set %.1f ms",
+                         direct * 1e3, count, inserts * 1e3, commit * 1e3, (inserts + commit) / direct, oneApply * 1e3))
+        }
+    }
+}
