@@ -19,12 +19,15 @@ struct LMDBTransaction {
     /// Calls `body` with the bytes stored at `key`, or returns nil when the key is absent.
     /// The buffer is valid only inside `body`.
     func withValue<R>(_ db: LMDBDatabase, key: [UInt8], _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+        try key.withUnsafeBytes { try withValue(db, key: $0, body) }
+    }
+
+    /// ``withValue(_:key:_:)`` for a key that lives elsewhere (an id's bytes on the stack).
+    func withValue<R>(_ db: LMDBDatabase, key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
         precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes, "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")
         var data = MDB_val()
-        let rc: Int32 = key.withUnsafeBytes { kb in
-            var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
-            return mdb_get(handle, db.dbi, &k, &data)
-        }
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        let rc = mdb_get(handle, db.dbi, &k, &data)
         if rc == MDB_NOTFOUND { return nil }
         try lmdbCheck(rc, "mdb_get(\(db.name))")
         return try body(UnsafeRawBufferPointer(start: data.mv_data, count: data.mv_size))

@@ -73,6 +73,13 @@ public struct ObjectID: Hashable, Comparable, Sendable, CustomStringConvertible 
         return bytes
     }
 
+    /// Calls `body` with the 16 key bytes on the stack (a point read needs no array).
+    @inline(__always)
+    func withKeyBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        var key = (high.bigEndian, low.bigEndian)
+        return try withUnsafeBytes(of: &key) { try body($0) }
+    }
+
     /// Appends the 16 key bytes (hot path: index and link keys are built around ids).
     @inline(__always)
     func appendKeyBytes(to bytes: inout [UInt8]) {

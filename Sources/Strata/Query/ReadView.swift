@@ -11,7 +11,7 @@ struct ReadView: ObjectSource {
 
     func record(_ id: ObjectID) throws -> Record? {
         guard schema.entity(tag: id.entityTag) != nil else { return nil }
-        return try txn.withValue(env[.objects], key: id.keyBytes) { try RecordCodec.decode($0, id: id, schema: schema) }
+        return try id.withKeyBytes { key in try txn.withValue(env[.objects], key: key) { try RecordCodec.decode($0, id: id, schema: schema) } }
     }
 
     func targets(_ tag: UInt16, from id: ObjectID) throws -> [ObjectID] {
