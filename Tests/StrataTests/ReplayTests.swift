@@ -139,6 +139,7 @@ import Testing
             try await populated(store)
             let report = try store.verify()
             #expect(report.ok, "\(report.problems)")
+            #expect(report.method == .inMemory)
             #expect(report.transactions == 41 && report.head == TransactionID(41))
             #expect(report.changes > 40 && report.entriesCompared > 0)
         }
@@ -154,7 +155,7 @@ import Testing
                 try txn.put(store.env[.objects], key: victim.id.keyBytes, value: bytes)
             }
             let report = try store.verify()
-            #expect(!report.ok)
+            #expect(!report.ok && report.method == .rebuild)
             #expect(report.problems.first?.contains("objects: Track \(victim.id) differs from the log") == true, "\(report.problems)")
             #expect(report.problems.first?.contains("checksum mismatch") == true)
             // Reading it is an error naming the record, never a wrong value.
@@ -183,6 +184,7 @@ import Testing
             try store.env.write { txn in _ = try txn.delete(store.env[.log], key: TransactionID(12).keyBytes) }
             let report = try store.verify()
             #expect(report.problems == ["log: transaction 12 is missing"], "\(report.problems)")
+            #expect(report.method == .rebuild)
         }
     }
 
@@ -197,7 +199,7 @@ import Testing
                 try txn.put(store.env[.links], key: Layout.linkKey(Track.album.tag, a, b), value: [])
             }
             let report = try store.verify()
-            #expect(report.problemCount == 2, "\(report.problems)")
+            #expect(report.problemCount == 2 && report.method == .rebuild, "\(report.problems)")
             #expect(report.problems.contains { $0.hasPrefix("links: extra entry Track.album") })
             #expect(report.problems.contains { $0.hasPrefix("indexes: missing entry") })
         }

@@ -64,7 +64,10 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let ok = try storectl("verify", store, "--json")
         #expect(ok.status == 0)
-        #expect(try JSONValue.parse(ok.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["ok"] == .bool(true))
+        let json = try JSONValue.parse(ok.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(json["ok"] == .bool(true) && json["method"] == .string("inMemory"))
+        let rebuilt = try storectl("verify", store, "--rebuild")
+        #expect(rebuilt.status == 0 && rebuilt.stdout.hasPrefix("ok: ") && rebuilt.stdout.contains("rebuilt on disk"), "\(rebuilt.stdout)")
         // Corrupt one state record behind Strata's back.
         let opened = try Store.openExisting(at: URL(fileURLWithPath: store))
         try opened.env.write { txn in

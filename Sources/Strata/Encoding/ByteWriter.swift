@@ -14,12 +14,14 @@ struct ByteWriter {
         bytes.append(UInt8(truncatingIfNeeded: v))
     }
 
+    // Fixed-width integers are appended as one block of big-endian bytes (one capacity check
+    // instead of one per byte: records and log entries are mostly such integers).
     mutating func u32(_ v: UInt32) {
-        for shift in stride(from: 24, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: v >> UInt32(shift))) }
+        withUnsafeBytes(of: v.bigEndian) { bytes.append(contentsOf: $0) }
     }
 
     mutating func u64(_ v: UInt64) {
-        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: v >> UInt64(shift))) }
+        withUnsafeBytes(of: v.bigEndian) { bytes.append(contentsOf: $0) }
     }
 
     /// LEB128 unsigned varint.

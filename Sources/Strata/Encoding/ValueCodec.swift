@@ -50,7 +50,13 @@ enum SortableEncoding {
     static func encode(_ value: Value, into out: inout [UInt8], truncateBytes: Int = Int.max) {
         switch value {
         case .null: out.append(0x00)
-        case .string(let s): out.append(0x01); escaped(s.utf8.prefix(truncateBytes), into: &out)
+        case .string(let s):
+            out.append(0x01)
+            // Native strings are contiguous UTF-8: escape the buffer directly.
+            if let done: Void = s.utf8.withContiguousStorageIfAvailable({ escaped(UnsafeBufferPointer(rebasing: $0.prefix(truncateBytes)), into: &out) }) {
+                return done
+            }
+            escaped(s.utf8.prefix(truncateBytes), into: &out)
         case .bytes(let b): out.append(0x01); escaped(b.prefix(truncateBytes), into: &out)
         case .int(let i): out.append(0x01); u64(UInt64(bitPattern: i) ^ (1 << 63), into: &out)
         case .double(let d): out.append(0x01); u64(orderedBits(d), into: &out)
@@ -66,7 +72,22 @@ enum SortableEncoding {
     }
 
     private static func u64(_ v: UInt64, into out: inout [UInt8]) {
-        for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: v >> UInt64(shift))) }
+        withUnsafeBytes(of: v.bigEndian) { out.append(contentsOf: $0) }
+    }
+
+    /// Appends `bytes` with every 0x00 escaped as 0x00 0xFF, then the terminator 0x00 0x01; a
+    /// run without a zero byte (nearly every string) is appended in one block.
+    private static func escaped(_ bytes: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
+        var rest = bytes[...]
+        while let zero = rest.firstIndex(of: 0) {
+            out.append(contentsOf: rest[..<zero])
+            out.append(0x00)
+            out.append(0xFF)
+            rest = rest[(zero + 1)...]
+        }
+        out.append(contentsOf: rest)
+        out.append(0x00)
+        out.append(0x01)
     }
 
     private static func escaped<S: Sequence>(_ bytes: S, into out: inout [UInt8]) where S.Element == UInt8 {

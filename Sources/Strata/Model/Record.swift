@@ -54,6 +54,14 @@ enum RecordCodec {
 
     static func encode(_ record: Record) -> [UInt8] {
         var w = ByteWriter(capacity: 96)
+        encode(record, into: &w)
+        return w.bytes
+    }
+
+    /// Appends the stored form of `record` to `w` (a caller encoding many records reuses one
+    /// buffer: `w.bytes.removeAll(keepingCapacity: true)` between them).
+    static func encode(_ record: Record, into w: inout ByteWriter) {
+        let start = w.bytes.count
         w.u8(format)
         w.u16(record.entity.tag)
         w.u64(record.version.rawValue)
@@ -64,8 +72,8 @@ enum RecordCodec {
             w.varint(UInt64(i))
             ValueCodec.encode(v, into: &w)
         }
-        w.u32(checksum(id: record.id, body: w.bytes))
-        return w.bytes
+        let crc = w.bytes.withUnsafeBytes { checksum(id: record.id, body: UnsafeRawBufferPointer(rebasing: $0[start...])) }
+        w.u32(crc)
     }
 
     /// CRC-32C over the id (the LMDB key) and the body: a flipped bit in either is detected.

@@ -1,14 +1,27 @@
 import CLMDB
 import Foundation
 
-/// The result of ``Store/verify(progress:)``.
+/// The result of ``Store/verify(rebuild:progress:)``.
 public struct VerifyReport: Sendable, Equatable {
+    /// How the state derived from the log was compared with the stored state.
+    public enum Method: String, Sendable {
+        /// The log folded in memory and both states compared by digest (a healthy store, never
+        /// compacted, with at most ``StoreConfiguration/verifyInMemoryObjectLimit`` objects).
+        case inMemory
+        /// The state rebuilt in a scratch LMDB environment and compared entry by entry: a
+        /// compacted or very large store, or one where the in-memory check found a difference
+        /// (this method names each problem).
+        case rebuild
+    }
+
     /// True when every log entry checks out, transaction ids run 1…head with no gap, and the
     /// state rebuilt from the log is byte-for-byte the materialized state.
     public var ok: Bool { problems.isEmpty }
     /// The head transaction verified.
     public let head: TransactionID
+    /// Log entries replayed (those after the compaction horizon).
     public let transactions: Int
+    /// Changes replayed.
     public let changes: Int
     /// Entries compared, in all (objects, links, indexes, uniques and counts together).
     public let entriesCompared: Int
@@ -16,14 +29,21 @@ public struct VerifyReport: Sendable, Equatable {
     public let problems: [String]
     /// All problems, including those not listed.
     public let problemCount: Int
+    /// Wall-clock time of the whole verification.
     public let seconds: Double
+    /// The method whose result this is.
+    public let method: Method
 }
 
 /// Progress of a verify run.
 public struct VerifyProgress: Sendable {
+    /// What verify is doing.
     public enum Phase: String, Sendable { case replaying, comparing }
+    /// The phase reported.
     public let phase: Phase
+    /// Transactions replayed (``Phase/replaying``) or entries compared (``Phase/comparing``) so far.
     public let done: Int
+    /// Transactions to replay, or entries compared so far when the total is not known.
     public let total: Int
 }
 
@@ -31,14 +51,94 @@ extension Store {
     /// Problems listed in a ``VerifyReport`` at most.
     public static let verifyProblemLimit = 20
 
-    /// Rebuilds state and indexes from the log in a scratch environment and compares them with
-    /// the materialized state byte for byte; checks every log entry's checksum and that
-    /// transaction ids are contiguous. Reads one snapshot; writers go on meanwhile.
-    public func verify(progress: (@Sendable (VerifyProgress) -> Void)? = nil) throws -> VerifyReport {
+    /// Checks that the stored state is exactly what the log implies: every log entry's checksum,
+    /// transaction ids contiguous from 1 (or from the compaction horizon) to the head, and the
+    /// records, relationship edges, index entries, unique keys and per-entity counts derived
+    /// from the log against the stored ones. Reads one snapshot; saves go on meanwhile.
+    ///
+    /// A store never compacted, with at most ``StoreConfiguration/verifyInMemoryObjectLimit``
+    /// objects, is first checked in memory (``VerifyReport/Method/inMemory``: the log folded
+    /// and both states compared by digest, the two sides on two threads when a second snapshot
+    /// of the same transaction can be opened). Otherwise, or when that check finds any
+    /// difference, the state is rebuilt in a scratch environment and compared entry by entry
+    /// (``VerifyReport/Method/rebuild``), which names every problem.
+    ///
+    /// ```swift
+    /// let report = try store.verify()
+    /// if !report.ok { print(report.problemCount, report.problems) }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - rebuild: Skip the in-memory check and always rebuild on disk (to cross-check it, or
+    ///     to bound memory on a store close to the limit).
+    ///   - progress: Called with the phase and how far it got, on the calling thread.
+    /// - Complexity: O(changes in the log + entries in the state).
+    public func verify(rebuild: Bool = false, progress: (@Sendable (VerifyProgress) -> Void)? = nil) throws -> VerifyReport {
         try checkUsable()
         let started = ContinuousClock.now
         let snapshot = try self.snapshot(label: "verify")
         defer { snapshot.close() }
+        if !rebuild, let report = try verifyInMemory(snapshot, started: started, progress: progress) { return report }
+        return try verifyByRebuilding(snapshot, started: started, progress: progress)
+    }
+
+    /// The in-memory check; nil when the store needs the rebuild (compacted, too large, or
+    /// something differs).
+    private func verifyInMemory(_ snapshot: Snapshot, started: ContinuousClock.Instant,
+                                progress: (@Sendable (VerifyProgress) -> Void)?) throws -> VerifyReport? {
+        let limit = configuration.verifyInMemoryObjectLimit
+        guard limit > 0, try snapshot.read({ try $0.horizon() }) == .zero else { return nil }
+        let head = snapshot.transactionID
+        let capacity = try snapshot.read { try $0.txn.entryCount($0.env[.objects]) }
+        // With a second snapshot of the same transaction, another thread reads and decodes the
+        // log for this one to fold, then digests the stored state meanwhile. Neither waits for
+        // the other inside a read (a writer waiting to grow the map would stand between them).
+        let channel = LogEntryChannel()
+        let stored = Locked<Result<InMemoryVerification.StateDigests?, Error>?>(nil)
+        let done = DispatchGroup()
+        var parallel = false
+        if let second = try? self.snapshot(label: "verify-state") {
+            if second.transactionID == head {
+                parallel = true
+                DispatchQueue.global().async(group: done) {
+                    channel.finish(Result { try second.read { try InMemoryVerification.readLog($0, head: head, deliver: channel.put) } })
+                    let result = channel.wasCancelled ? .success(nil) : Result { try second.read { try InMemoryVerification.digestStoredState($0) } }
+                    second.close()
+                    stored.withLock { $0 = result }
+                }
+            } else {
+                second.close()
+            }
+        }
+        defer {
+            channel.cancel()
+            done.wait()
+        }
+        let folded = try InMemoryVerification.foldLog(
+            schema: schema, head: head, objectLimit: limit, capacity: capacity,
+            progress: { progress?(VerifyProgress(phase: .replaying, done: $0, total: Int(head.rawValue))) }
+        ) { deliver in
+            if parallel { return try channel.drain(into: deliver) }
+            return try snapshot.read { try InMemoryVerification.readLog($0, head: head, deliver: deliver) }
+        }
+        done.wait()
+        guard case .folded(let expected, let transactions, let changes) = folded else { return nil }
+        let actual: InMemoryVerification.StateDigests?
+        if parallel {
+            actual = try stored.withLock { $0 }?.get()
+        } else {
+            actual = try snapshot.read { try InMemoryVerification.digestStoredState($0) }
+        }
+        guard let actual, actual == expected else { return nil }
+        progress?(VerifyProgress(phase: .comparing, done: actual.entries, total: actual.entries))
+        return VerifyReport(head: head, transactions: transactions, changes: changes, entriesCompared: actual.entries,
+                            problems: [], problemCount: 0, seconds: (ContinuousClock.now - started).seconds, method: .inMemory)
+    }
+
+    /// Rebuilds state and indexes from the log in a scratch environment and compares them with
+    /// the materialized state byte for byte.
+    private func verifyByRebuilding(_ snapshot: Snapshot, started: ContinuousClock.Instant,
+                                    progress: (@Sendable (VerifyProgress) -> Void)?) throws -> VerifyReport {
         var problems = ProblemList(limit: Self.verifyProblemLimit)
         let scratch = try StateRebuilder.scratch(sizeHint: snapshot.env.fileBytes * 2, storeDirectory: path)
         defer { scratch.close() }
@@ -61,7 +161,8 @@ extension Store {
             compared = try compare(snapshot, scratch, problems: &problems, progress: progress)
         }
         return VerifyReport(head: snapshot.transactionID, transactions: applied.transactions, changes: applied.changes, entriesCompared: compared,
-                            problems: problems.items, problemCount: problems.count, seconds: (ContinuousClock.now - started).seconds)
+                            problems: problems.items, problemCount: problems.count, seconds: (ContinuousClock.now - started).seconds,
+                            method: .rebuild)
     }
 
     /// Compares the state databases (and counts) of the store snapshot and the rebuilt scratch.

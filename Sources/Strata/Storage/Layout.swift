@@ -74,12 +74,17 @@ enum Layout {
     static func indexKey(_ index: IndexDescription, record values: [Value], id: ObjectID) -> [UInt8] {
         var k: [UInt8] = []
         k.reserveCapacity(64)
+        appendIndexKey(index, record: values, id: id, to: &k)
+        return k
+    }
+
+    /// Appends the index key of `values` to `k` (a caller building many keys reuses one buffer).
+    static func appendIndexKey(_ index: IndexDescription, record values: [Value], id: ObjectID, to k: inout [UInt8]) {
         k.append(UInt8(index.tag >> 8))
         k.append(UInt8(index.tag & 0xff))
         let budget = componentBudget(index)
         for a in index.attributes { SortableEncoding.encode(values[a], into: &k, truncateBytes: budget) }
         id.appendKeyBytes(to: &k)
-        return k
     }
 
     /// The unique key of `values`, or nil when a component is null (nulls never clash, as in SQL).

@@ -10,16 +10,18 @@ import Strata
 ///   and 64 concurrent savers of one-track durable saves, with and without gathering.
 /// - `child`: 10k tracks saved directly, then through a child context (its inserts and its
 ///   commit timed apart), then applied to a child as one change set.
+/// - `verify`: W8's store (`--count` tracks inserted, then each updated once) verified five
+///   times, in memory and by the on-disk rebuild, with the peak RSS after each.
 struct ProbeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "probe", abstract: "Diagnostic breakdowns behind BENCHMARKS.md (group-commit, child).")
+        commandName: "probe", abstract: "Diagnostic breakdowns behind BENCHMARKS.md (group-commit, child, verify).")
 
-    enum Kind: String, ExpressibleByArgument, CaseIterable { case groupCommit = "group-commit", child }
+    enum Kind: String, ExpressibleByArgument, CaseIterable { case groupCommit = "group-commit", child, verify }
 
-    @Argument(help: "What to measure: group-commit or child.") var kind: Kind
+    @Argument(help: "What to measure: group-commit, child or verify.") var kind: Kind
     @Option(help: "Empty scratch directory (removed afterwards).") var dir: String
     @Option(help: "Schema directory (Schemas/library).") var schema: String
-    @Option(help: "Transactions (group-commit) or inserts (child).") var count: Int = 2_048
+    @Option(help: "Transactions (group-commit), inserts (child) or tracks (verify).") var count: Int = 2_048
 
     func validate() throws {
         guard count > 0 else { throw ValidationError("--count must be positive") }
@@ -32,6 +34,7 @@ struct ProbeCommand: AsyncParsableCommand {
         switch kind {
         case .groupCommit: try await groupCommit(schema, root)
         case .child: try await child(schema, root)
+        case .verify: try await verify(schema, root)
         }
     }
 
@@ -84,6 +87,33 @@ struct ProbeCommand: AsyncParsableCommand {
             whole.discard()
             print(String(format: "direct save %.1f ms; child: %d inserts %.1f ms + commit %.1f ms = ratio %.2f; the same inserts as one change set %.1f ms",
                          direct * 1e3, count, inserts * 1e3, commit * 1e3, (inserts + commit) / direct, oneApply * 1e3))
+        }
+    }
+
+    private func verify(_ schema: Schema, _ root: URL) async throws {
+        var config = StoreConfiguration()
+        config.durability = .relaxed
+        config.initialMapSizeBytes = 8 << 30
+        let store = try Store.open(at: root.appendingPathComponent("verify"), schema: schema, configuration: config)
+        defer { store.close() }
+        var start = 0
+        while start < count {
+            let end = min(count, start + 10_000)
+            _ = try await store.save { c in for i in start..<end { c.insert(TrackData.make(i).track) } }
+            start = end
+        }
+        start = 0
+        while start < count {
+            let end = min(count, start + 10_000)
+            _ = try await store.save { c in for i in start..<end { c.set(Track.playCount, of: TrackData.id(i), to: i) } }
+            start = end
+        }
+        for rebuild in [false, false, false, false, false, true] {
+            let report = try store.verify(rebuild: rebuild)
+            let rss = ProcessMemory.peakResidentBytes().map { "\($0 >> 20) MB" } ?? "?"
+            print(String(format: "verify %@: %.3f s, %.0f changes/s, %d entries, ok %@; peak RSS so far %@",
+                         report.method.rawValue, report.seconds, Double(report.changes) / report.seconds, report.entriesCompared,
+                         report.ok ? "yes" : "NO", rss))
         }
     }
 }

@@ -1,0 +1,174 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+/// `verify()`'s two methods: the in-memory check (log folded, states compared by digest) and the
+/// rebuild on disk it falls back to. Both must agree on every healthy store, and every damage the
+/// rebuild names must also make the in-memory check fall back to it.
+@Suite struct VerifyTests {
+    /// Random histories (inserts, updates, relationship changes, deletes with their nullify rule)
+    /// verify in memory, with the same counts as the rebuild.
+    @Test(arguments: [1, 2, 3, 4, 5] as [UInt64])
+    func inMemoryAgreesWithTheRebuildOnRandomHistories(seed: UInt64) async throws {
+        try await withLibraryStore { store in
+            _ = try await ReplayTests().history(store, seed: seed, saves: 60)
+            let fast = try store.verify()
+            let rebuilt = try store.verify(rebuild: true)
+            #expect(fast.ok && rebuilt.ok, "\(fast.problems) \(rebuilt.problems)")
+            #expect(fast.method == .inMemory && rebuilt.method == .rebuild)
+            #expect(fast.head == rebuilt.head && fast.transactions == rebuilt.transactions && fast.changes == rebuilt.changes)
+            #expect(fast.entriesCompared == rebuilt.entriesCompared && fast.entriesCompared > 0)
+        }
+    }
+
+    /// Enough objects that the digests are split over two threads and the log is read in
+    /// several batches.
+    @Test func inMemoryHandlesALargerStoreInBatches() async throws {
+        try await withLibraryStore { store in
+            var start = 0
+            while start < 30_000 {
+                let range = start..<start + 10_000
+                _ = try await store.save { c in for i in range { c.insert(makeTrack(title: "t\(i)", duration: i % 900 + 1)) } }
+                start += 10_000
+            }
+            let tracks = try store.mainContext.fetch(Track.self, limit: 5_000)
+            _ = try await store.save { c in for t in tracks { c.set(Track.durationSeconds, of: t.id, to: 7) } }
+            _ = try await store.save { c in for t in tracks.prefix(100) { c.delete(t.id) } }
+            let report = try store.verify()
+            #expect(report.ok && report.method == .inMemory, "\(report.problems)")
+            // Setting a value an object already has is no change.
+            #expect(report.changes == 30_000 + tracks.filter { $0.durationSeconds != 7 }.count + 100)
+        }
+    }
+
+    @Test func aStoreOverTheObjectLimitIsRebuiltOnDisk() async throws {
+        var config = StoreConfiguration()
+        config.verifyInMemoryObjectLimit = 3
+        try await withLibraryStore(config) { store in
+            _ = try await store.save { c in for i in 0..<4 { c.insert(makeTrack(title: "t\(i)", duration: 1)) } }
+            let report = try store.verify()
+            #expect(report.ok && report.method == .rebuild, "\(report.problems)")
+        }
+        config.verifyInMemoryObjectLimit = 0
+        try await withLibraryStore(config) { store in
+            _ = try await store.save { $0.insert(makeTrack(title: "t", duration: 1)) }
+            #expect(try store.verify().method == .rebuild)
+        }
+    }
+
+    @Test func anEmptyStoreVerifiesInMemory() async throws {
+        try await withLibraryStore { store in
+            let report = try store.verify()
+            #expect(report.ok && report.method == .inMemory && report.transactions == 0 && report.entriesCompared == 0)
+        }
+    }
+
+    /// Damage the digests see that no checksum does: a count, a unique key pointing at another
+    /// object, an index entry with a value, an extra index entry. Each is reported by the
+    /// rebuild (the in-memory check fell back to it).
+    @Test(arguments: ["count", "unique", "indexValue", "extraIndex", "missingUnique"])
+    func damageOnlyTheDigestsCatchIsNamedByTheRebuild(kind: String) async throws {
+        try await withLibraryStore { store in
+            _ = try await ReplayTests().history(store, seed: 9, saves: 30)
+            let tracks = try store.mainContext.fetch(Track.self, limit: 2)
+            try #require(tracks.count == 2)
+            let env = store.env
+            try env.write { txn in
+                switch kind {
+                case "count":
+                    var w = ByteWriter(capacity: 8)
+                    w.u64(999)
+                    try txn.put(env[.meta], key: MetaKey.count(Track.entityTag), value: w.bytes)
+                case "unique", "missingUnique":
+                    var key: [UInt8]?
+                    try txn.scan(env[.uniques]) { k, v in
+                        if v.elementsEqual(tracks[0].id.keyBytes) { key = Array(k); return false }
+                        return true
+                    }
+                    let k = try #require(key)
+                    if kind == "unique" {
+                        try txn.put(env[.uniques], key: k, value: tracks[1].id.keyBytes)
+                    } else {
+                        _ = try txn.delete(env[.uniques], key: k)
+                    }
+                case "indexValue":
+                    var first: [UInt8]?
+                    try txn.scan(env[.indexes]) { k, _ in first = Array(k); return false }
+                    try txn.put(env[.indexes], key: try #require(first), value: [1])
+                default:
+                    var first: [UInt8]?
+                    try txn.scan(env[.indexes]) { k, _ in first = Array(k); return false }
+                    // One byte longer than an existing key: no entry has it.
+                    try txn.put(env[.indexes], key: try #require(first) + [0], value: [])
+                }
+            }
+            let report = try store.verify()
+            #expect(!report.ok && report.method == .rebuild)
+            let database = ["count": "meta", "unique": "uniques", "missingUnique": "uniques", "indexValue": "indexes", "extraIndex": "indexes"][kind]!
+            #expect(report.problems.contains { $0.hasPrefix("\(database):") }, "\(report.problems)")
+        }
+    }
+
+    @Test func aCompactedStoreIsRebuiltOnDisk() async throws {
+        try await withLibraryStore { store in
+            _ = try await ReplayTests().history(store, seed: 4, saves: 20)
+            _ = try await store.compact(horizon: try store.lastTransactionID)
+            _ = try await store.save { $0.insert(makeTrack(title: "after", duration: 3)) }
+            let report = try store.verify()
+            #expect(report.ok && report.method == .rebuild, "\(report.problems)")
+        }
+    }
+
+    /// Saves committed while verify runs do not disturb it: it verifies the head it started at.
+    @Test func verifyWhileSavingChecksTheHeadItStartedAt() async throws {
+        try await withLibraryStore { store in
+            _ = try await store.save { c in for i in 0..<20_000 { c.insert(makeTrack(title: "t\(i)", duration: 1)) } }
+            let saving = Task {
+                for i in 0..<200 { _ = try await store.save { $0.insert(makeTrack(title: "late\(i)", duration: 2)) } }
+            }
+            var reports: [VerifyReport] = []
+            for _ in 0..<3 { reports.append(try store.verify()) }
+            try await saving.value
+            for r in reports { #expect(r.ok, "\(r.problems)") }
+            #expect(try store.verify().head == (try store.lastTransactionID))
+        }
+    }
+
+    @Test func digestIgnoresOrderAndSeesEveryByte() {
+        let entries: [([UInt8], [UInt8])] = (0..<50).map { i in (Array("key\(i)".utf8), Array(repeating: UInt8(i), count: i % 13)) }
+        var forward = EntryDigest(), backward = EntryDigest()
+        for (k, v) in entries { forward.add(key: k, value: v) }
+        for (k, v) in entries.reversed() { backward.add(key: k, value: v) }
+        #expect(forward == backward && forward.count == 50)
+        // One bit anywhere, a byte moved from key to value, an entry twice: all different.
+        for (i, (k, v)) in entries.enumerated() where !v.isEmpty {
+            var flipped = EntryDigest()
+            for (j, (k2, v2)) in entries.enumerated() {
+                var v3 = v2
+                if j == i { v3[v3.count - 1] ^= 0x80 }
+                flipped.add(key: k2, value: v3)
+            }
+            #expect(flipped != forward, "flip in entry \(i) unseen")
+            var moved = EntryDigest()
+            for (j, (k2, v2)) in entries.enumerated() {
+                if j == i { moved.add(key: k + [v[0]], value: Array(v.dropFirst())) } else { moved.add(key: k2, value: v2) }
+            }
+            #expect(moved != forward, "byte moved across the key boundary of entry \(i) unseen")
+        }
+        var twice = forward
+        twice.add(key: entries[0].0, value: entries[0].1)
+        #expect(twice != forward)
+        // Trailing zero bytes count.
+        var a = EntryDigest(), b = EntryDigest()
+        a.add(key: [1], value: [0])
+        b.add(key: [1], value: [0, 0])
+        #expect(a != b)
+        var split = EntryDigest(), whole = EntryDigest()
+        split.add(key: [1], value: [])
+        split.formUnion({ var d = EntryDigest(); d.add(key: [2], value: []); return d }())
+        whole.add(key: [2], value: [])
+        whole.add(key: [1], value: [])
+        #expect(split == whole)
+    }
+}
