@@ -137,7 +137,7 @@ struct VerifyCommand: AsyncParsableCommand {
         state rebuilt from the log equals the materialized state (records, links, indexes, uniques,
         counts). Exit 0 only when they are equal; otherwise 65 with the first differences.
 
-        A store never compacted, of at most 4,000,000 objects, is checked in memory first (the log
+        A store never compacted, of at most 2,000,000 objects, is checked in memory first (the log
         folded and both states compared by digest); a compacted or larger store, or one where that
         check finds a difference, is rebuilt in a scratch environment and compared entry by entry,
         which names every problem. --rebuild always takes the second way.

@@ -109,11 +109,13 @@ struct ProbeCommand: AsyncParsableCommand {
             start = end
         }
         for rebuild in [false, false, false, false, false, true] {
+            let heapBefore = ProcessMemory.residentAnonymousBytes() ?? 0
+            let sampler = MemorySampler()
             let report = try store.verify(rebuild: rebuild)
-            let rss = ProcessMemory.peakResidentBytes().map { "\($0 >> 20) MB" } ?? "?"
-            print(String(format: "verify %@: %.3f s, %.0f changes/s, %d entries, ok %@; peak RSS so far %@",
+            let heapPeak = sampler.stop()
+            print(String(format: "verify %@: %.3f s, %.0f changes/s, %d entries, ok %@; heap %d MB before, %d MB at the peak",
                          report.method.rawValue, report.seconds, Double(report.changes) / report.seconds, report.entriesCompared,
-                         report.ok ? "yes" : "NO", rss))
+                         report.ok ? "yes" : "NO", heapBefore >> 20, heapPeak >> 20))
         }
     }
 }
