@@ -22,7 +22,7 @@ import Testing
         }
     }
 
-    /// Enough objects that the digests are split over two threads and the log is read in
+    /// Enough objects that the digests are split into several parts and the log is read in
     /// several batches.
     @Test func inMemoryHandlesALargerStoreInBatches() async throws {
         try await withLibraryStore { store in
@@ -130,8 +130,80 @@ import Testing
             var reports: [VerifyReport] = []
             for _ in 0..<3 { reports.append(try store.verify()) }
             try await saving.value
-            for r in reports { #expect(r.ok, "\(r.problems)") }
+            for r in reports { #expect(r.ok && r.method == .inMemory, "\(r.problems)") }
             #expect(try store.verify().head == (try store.lastTransactionID))
+        }
+    }
+
+    /// With no snapshot slot for the second thread, one thread does both sides in turn.
+    @Test func withOneSnapshotSlotVerifyRunsOnOneThread() async throws {
+        var config = StoreConfiguration()
+        config.maxOpenSnapshots = 1
+        try await withLibraryStore(config) { store in
+            _ = try await ReplayTests().history(store, seed: 21, saves: 30)
+            let report = try store.verify()
+            #expect(report.ok && report.method == .inMemory, "\(report.problems)")
+            #expect(report.entriesCompared == (try store.verify(rebuild: true)).entriesCompared)
+        }
+    }
+
+    /// What the fold must get exactly as the writer did: an object deleted and inserted again
+    /// under its id (a context that wins over a delete), an insert and a delete in one
+    /// transaction, to-many edges added and removed, and index and unique strings with NUL
+    /// bytes, several scripts and more bytes than an index keeps.
+    @Test func unusualHistoriesVerifyInMemory() async throws {
+        try await withLibraryStore { store in
+            let t = makeTrack(title: "kept", duration: 5)
+            let p = Playlist(name: "p", createdAt: Date(timeIntervalSince1970: 0))
+            _ = try await store.save { $0.insert(t); $0.insert(p) }
+            // Reinsert: a child edits the track, the store deletes it, the child wins.
+            let child = try store.mainContext.newChild(label: "editor", mergePolicy: .contextWins)
+            try child.set(Track.title, of: t.id, to: "edited")
+            _ = try await store.save { $0.delete(t.id) }
+            try await child.commit()
+            #expect(try store.mainContext.record(t.id)?["title"] == .string("edited"))
+            // Insert and delete in one transaction.
+            let gone = makeTrack(title: "gone", duration: 6)
+            _ = try await store.save { $0.insert(gone); $0.delete(gone.id) }
+            // To-many edges, added then one removed.
+            let others = (0..<3).map { makeTrack(title: "o\($0)", duration: 7) }
+            _ = try await store.save { c in for o in others { c.insert(o); c.add(o.id, to: Playlist.tracks, of: p.id) } }
+            _ = try await store.save { $0.remove(others[1].id, from: Playlist.tracks, of: p.id) }
+            // Strings the sortable encoding escapes or truncates.
+            let long = String(repeating: "ü", count: 300)
+            _ = try await store.save { c in
+                c.set(Track.title, of: others[0].id, to: "a\u{0}b\u{0}")
+                c.set(Track.title, of: others[2].id, to: long)
+                c.insert(Genre(name: "n\u{0}ul"))
+                c.insert(Genre(name: String(repeating: "g", count: 400)))
+            }
+            let fast = try store.verify()
+            let rebuilt = try store.verify(rebuild: true)
+            #expect(fast.ok && fast.method == .inMemory, "\(fast.problems)")
+            #expect(rebuilt.ok, "\(rebuilt.problems)")
+            #expect(fast.entriesCompared == rebuilt.entriesCompared && fast.changes == rebuilt.changes)
+        }
+    }
+
+    /// The block-copy fast path of the sortable string encoding gives the bytes of the plain
+    /// byte-by-byte rule (0x00 → 0x00 0xFF, then 0x00 0x01), truncation included.
+    @Test func sortableStringEncodingMatchesTheByteRule() {
+        func reference(_ s: String, _ limit: Int) -> [UInt8] {
+            var out: [UInt8] = [0x01]
+            for b in s.utf8.prefix(limit) {
+                out.append(b)
+                if b == 0 { out.append(0xFF) }
+            }
+            return out + [0x00, 0x01]
+        }
+        let samples = ["", "a", "\u{0}", "a\u{0}", "\u{0}\u{0}b", "short", "exactly fifteen", "a longer string on the heap\u{0}!",
+                       "Norðurljós", "日本語のタイトル", String(repeating: "é", count: 40), "🎵\u{0}🎶"]
+        for s in samples {
+            for limit in [Int.max, 0, 1, 3, 7, 16] {
+                var out: [UInt8] = []
+                SortableEncoding.encode(.string(s), into: &out, truncateBytes: limit)
+                #expect(out == reference(s, limit), "\(s.debugDescription) limit \(limit)")
+            }
         }
     }
 
@@ -164,6 +236,13 @@ import Testing
         a.add(key: [1], value: [0])
         b.add(key: [1], value: [0, 0])
         #expect(a != b)
+        // An empty value hashes alike with or without an address.
+        var withAddress = EntryDigest(), without = EntryDigest()
+        let storage: [UInt8] = [7]
+        storage.withUnsafeBytes { raw in withAddress.add(key: UnsafeRawBufferPointer(start: raw.baseAddress, count: 1),
+                                                          value: UnsafeRawBufferPointer(start: raw.baseAddress, count: 0)) }
+        without.add(key: [7], value: UnsafeRawBufferPointer(start: nil, count: 0))
+        #expect(withAddress == without)
         var split = EntryDigest(), whole = EntryDigest()
         split.add(key: [1], value: [])
         split.formUnion({ var d = EntryDigest(); d.add(key: [2], value: []); return d }())

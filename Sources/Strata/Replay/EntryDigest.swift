@@ -4,8 +4,9 @@
 /// ``Store/verify(rebuild:progress:)`` digests the entries it derives from the log and the entries it
 /// scans from the store, in whatever order each side produces them, and compares the digests:
 /// equal sets give equal digests; a changed, missing or extra entry changes both sums (by the
-/// difference of two 64-bit hashes per lane, so an accidental difference goes unseen with a
-/// probability of about 2⁻¹²⁸). The hash is not cryptographic: it guards against corruption
+/// difference of two 64-bit hashes per lane; the lanes differ only in seed and multiplier, so
+/// count an accidental difference as going unseen with a probability of about 2⁻⁶⁴, or better).
+/// The hash is not cryptographic: it guards against corruption
 /// and bugs, not against someone crafting entries to collide, which anyone able to write the
 /// store could do more simply by writing a consistent log.
 ///
@@ -67,9 +68,10 @@ private struct EntryHash {
 
     @inline(__always)
     mutating func mix(_ bytes: UnsafeRawBufferPointer) {
-        guard let base = bytes.baseAddress else { mix(UInt64(0x8000_0000_0000_0000)); return }
-        var i = 0
+        // An empty buffer may or may not have an address: it hashes as the empty tail either way.
         let n = bytes.count
+        guard n > 0, let base = bytes.baseAddress else { mix(1); return }
+        var i = 0
         while i + 8 <= n {
             mix(UInt64(littleEndian: base.loadUnaligned(fromByteOffset: i, as: UInt64.self)))
             i += 8

@@ -36,30 +36,40 @@ enum InMemoryVerification {
         }
     }
 
-    /// The stored state's digests; nil when a key found by the scan is not found by a lookup (a
-    /// corrupt branch page misroutes point reads, which a scan never notices).
+    /// The stored state's digests; nil when the scan returns keys out of order (a digest does not
+    /// see order, and range seeks depend on it), or when a key found by the scan is not found by
+    /// a lookup (a corrupt branch page misroutes point reads, which a scan never notices).
     static func digestStoredState(_ view: ReadView) throws -> StateDigests? {
         var d = StateDigests()
-        var lookupsFailed = false
+        var damaged = false
         func digest(_ name: DatabaseName, into digest: inout EntryDigest, lookUp: Bool, prefix: [UInt8]? = nil) throws {
             let db = view.env[name]
+            // Keys point into the map, valid for the whole read transaction.
+            var previous: UnsafeRawBufferPointer?
             try view.txn.scan(db, prefix: prefix) { key, value in
                 digest.add(key: key, value: value)
+                if let previous, Layout.compare(previous, key) >= 0 {
+                    damaged = true
+                    return false
+                }
+                previous = key
                 if lookUp, try view.txn.withValue(db, key: key, { _ in true }) == nil {
-                    lookupsFailed = true
+                    damaged = true
                     return false
                 }
                 return true
             }
         }
         try digest(.objects, into: &d.objects, lookUp: true)
-        guard !lookupsFailed else { return nil }
+        guard !damaged else { return nil }
         try digest(.uniques, into: &d.uniques, lookUp: true)
-        guard !lookupsFailed else { return nil }
+        guard !damaged else { return nil }
         try digest(.links, into: &d.links, lookUp: false)
+        guard !damaged else { return nil }
         try digest(.indexes, into: &d.indexes, lookUp: false)
+        guard !damaged else { return nil }
         try digest(.meta, into: &d.counts, lookUp: false, prefix: Array("count/".utf8))
-        return d
+        return damaged ? nil : d
     }
 
     /// What folding the log found.
@@ -111,13 +121,15 @@ enum InMemoryVerification {
     static func foldLog(schema: Schema, head: TransactionID, objectLimit: Int, capacity: Int,
                         progress: ((Int) -> Void)?,
                         entries: (_ deliver: ([LogEntry]) -> Bool) throws -> Bool) throws -> FoldResult {
-        var fold = LogFold(schema: schema, capacity: min(objectLimit, capacity))
+        var fold = LogFold(schema: schema, capacity: min(objectLimit, capacity), objectLimit: objectLimit)
         var changes = 0, sinceProgress = 0
         var stopped: FoldResult?
         let complete = try entries { batch in
             for entry in batch {
-                guard fold.apply(entry) else { stopped = .differs; return false }
-                guard fold.objectCount <= objectLimit else { stopped = .tooLarge; return false }
+                guard fold.apply(entry) else {
+                    stopped = fold.exceededLimit ? .tooLarge : .differs
+                    return false
+                }
                 changes += entry.changes.count
                 sinceProgress += entry.changes.count
             }
@@ -227,8 +239,14 @@ private struct LogFold {
         let to: ObjectID
     }
 
-    init(schema: Schema, capacity: Int) {
+    /// Objects held at most; an insert past it stops the fold (``exceededLimit``).
+    let objectLimit: Int
+    /// Whether ``apply(_:)`` stopped because of ``objectLimit``.
+    private(set) var exceededLimit = false
+
+    init(schema: Schema, capacity: Int, objectLimit: Int) {
         self.schema = schema
+        self.objectLimit = objectLimit
         slots = SlotTable(capacity: capacity)
         ids.reserveCapacity(capacity)
         values.reserveCapacity(capacity)
@@ -236,10 +254,8 @@ private struct LogFold {
         alive.reserveCapacity(capacity)
     }
 
-    /// Objects held (live or deleted).
-    var objectCount: Int { ids.count }
-
-    /// Applies one transaction; false when a change cannot apply (the rebuild reports why).
+    /// Applies one transaction; false when a change cannot apply (the rebuild reports why) or
+    /// an insert would hold more than ``objectLimit`` objects (``exceededLimit``).
     mutating func apply(_ entry: LogEntry) -> Bool {
         let tx = entry.transactionID.rawValue
         var deltas: [UInt16: Int] = [:]
@@ -253,6 +269,10 @@ private struct LogFold {
                     versions[s] = tx
                     alive[s] = true
                 } else {
+                    guard ids.count < objectLimit else {
+                        exceededLimit = true
+                        return false
+                    }
                     ids.append(id)
                     slots.insert(slot: ids.count - 1, of: ids)
                     values.append(v)
@@ -296,9 +316,9 @@ private struct LogFold {
     }
 
     /// Digests of the implied state, in the stored layout; nil when a unique key cannot be
-    /// formed (the rebuild reports it). The objects are split into `parts` ranges (of at least
-    /// 10,000 objects) digested by Dispatch's worker threads (digests of parts add up to the
-    /// digest of the whole). Each object's values are freed as soon as it is digested, while
+    /// formed (the rebuild reports it). The objects are split into at most `parts` ranges (one
+    /// more per 10,000 objects) digested by Dispatch's worker threads (digests of parts add up to
+    /// the digest of the whole). Each object's values are freed as soon as it is digested, while
     /// they are still in the cache (a separate pass over half a million arrays afterwards took a
     /// sixth of a verify), so the fold holds no values afterwards.
     mutating func takeDigests(parts: Int) -> InMemoryVerification.StateDigests? {

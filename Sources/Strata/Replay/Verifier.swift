@@ -15,7 +15,8 @@ public struct VerifyReport: Sendable, Equatable {
     }
 
     /// True when every log entry checks out, transaction ids run 1…head with no gap, and the
-    /// state rebuilt from the log is byte-for-byte the materialized state.
+    /// state the log implies is the materialized state (equal digests of every entry in memory,
+    /// or, rebuilt on disk, byte for byte).
     public var ok: Bool { problems.isEmpty }
     /// The head transaction verified.
     public let head: TransactionID
@@ -90,19 +91,29 @@ extension Store {
         guard limit > 0, try snapshot.read({ try $0.horizon() }) == .zero else { return nil }
         let head = snapshot.transactionID
         let capacity = try snapshot.read { try $0.txn.entryCount($0.env[.objects]) }
-        // With a second snapshot of the same transaction, another thread reads and decodes the
-        // log for this one to fold, then digests the stored state meanwhile. Neither waits for
-        // the other inside a read (a writer waiting to grow the map would stand between them).
+        // With a second snapshot of the same transaction (and generation: a compaction keeps the
+        // head), another thread reads and decodes the log for this one to fold, then digests the
+        // stored state meanwhile. The reading thread may wait for the folding one (the channel is
+        // full) while inside its read, holding the map lock shared; the folding thread holds no
+        // lock while it folds, so it always drains the channel. A map growth by the writer waits
+        // for the whole read of the log, as it waited for the rebuild's.
         let channel = LogEntryChannel()
         let stored = Locked<Result<InMemoryVerification.StateDigests?, Error>?>(nil)
         let done = DispatchGroup()
         var parallel = false
         if let second = try? self.snapshot(label: "verify-state") {
-            if second.transactionID == head {
+            if second.transactionID == head && second.env === snapshot.env {
                 parallel = true
                 DispatchQueue.global().async(group: done) {
-                    channel.finish(Result { try second.read { try InMemoryVerification.readLog($0, head: head, deliver: channel.put) } })
-                    let result = channel.wasCancelled ? .success(nil) : Result { try second.read { try InMemoryVerification.digestStoredState($0) } }
+                    let log = Result { try second.read { try InMemoryVerification.readLog($0, head: head, deliver: channel.put) } }
+                    channel.finish(log)
+                    // Only a complete, sound log is worth comparing with.
+                    let result: Result<InMemoryVerification.StateDigests?, Error>
+                    if case .success(true) = log, !channel.wasCancelled {
+                        result = Result { try second.read { try InMemoryVerification.digestStoredState($0) } }
+                    } else {
+                        result = .success(nil)
+                    }
                     second.close()
                     stored.withLock { $0 = result }
                 }
@@ -121,8 +132,8 @@ extension Store {
             if parallel { return try channel.drain(into: deliver) }
             return try snapshot.read { try InMemoryVerification.readLog($0, head: head, deliver: deliver) }
         }
-        done.wait()
         guard case .folded(let expected, let transactions, let changes) = folded else { return nil }
+        done.wait()
         let actual: InMemoryVerification.StateDigests?
         if parallel {
             actual = try stored.withLock { $0 }?.get()

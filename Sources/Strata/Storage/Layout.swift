@@ -28,12 +28,15 @@ enum Layout {
 
     /// ``compare(_:_:)`` of bytes in place (an LMDB key) with an array.
     static func compare(_ a: UnsafeRawBufferPointer, _ b: [UInt8]) -> Int {
-        b.withUnsafeBytes { pb in
-            let n = min(a.count, pb.count)
-            let c = n == 0 ? 0 : memcmp(a.baseAddress!, pb.baseAddress!, n)
-            if c != 0 { return Int(c) }
-            return a.count < pb.count ? -1 : (a.count > pb.count ? 1 : 0)
-        }
+        b.withUnsafeBytes { compare(a, $0) }
+    }
+
+    /// ``compare(_:_:)`` of two byte buffers in place.
+    static func compare(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
+        let n = min(a.count, b.count)
+        let c = n == 0 ? 0 : memcmp(a.baseAddress!, b.baseAddress!, n)
+        if c != 0 { return Int(c) }
+        return a.count < b.count ? -1 : (a.count > b.count ? 1 : 0)
     }
 
     static func precedes(_ a: [UInt8], _ b: [UInt8]) -> Bool { compare(a, b) < 0 }
