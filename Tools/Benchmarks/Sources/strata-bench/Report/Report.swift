@@ -86,6 +86,7 @@ struct Report: Sendable {
             ("W9_size_over_record_bytes", "ratio", true),
             ("W9_compaction_mb_per_s", "MB/s", false),
             ("W9_mdb_copy_mb_per_s", "MB/s", false),
+            ("W9_mdb_copy_synced_mb_per_s", "MB/s", false),
             ("W10_migration", "objects/s", false),
         ]
         results = layout.map { key, unit, lower in
