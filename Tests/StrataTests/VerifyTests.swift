@@ -185,6 +185,54 @@ import Testing
         }
     }
 
+    /// Two index entries swapped inside their leaf page (the page's node pointers exchanged, as a
+    /// flipped pointer byte can do): every entry is still there, so a digest alone would match,
+    /// but range seeks over the index now miss. The in-memory check must see the order and fall
+    /// back to the rebuild, which reports the entries.
+    @Test func indexEntriesOutOfOrderInTheirPageAreFound() async throws {
+        let dir = temporaryDirectory("verify-order")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let url = dir.appendingPathComponent("store")
+        do {
+            let store = try Store.open(at: url, schema: try librarySchema())
+            _ = try await store.save { c in for i in 0..<50 { c.insert(makeTrack(title: "order \(1000 + i)", duration: i + 1)) } }
+            #expect(try store.verify().method == .inMemory)
+            store.close()
+        }
+        let file = dataFile(ofStore: url)
+        var bytes = [UInt8](try Data(contentsOf: file))
+        let pageSize = 4096, marker = Array("order 1".utf8)
+        var swapped = false
+        pages: for page in 2..<(bytes.count / pageSize) {
+            let base = page * pageSize
+            let flags = UInt16(bytes[base + 10]) | UInt16(bytes[base + 11]) << 8
+            guard flags & 0x02 != 0 else { continue }   // P_LEAF
+            let lower = Int(UInt16(bytes[base + 12]) | UInt16(bytes[base + 13]) << 8)
+            // Leaf node: [lo u16][hi u16][flags u16][ksize u16][key]...; an index key of the title
+            // index is [tag u16][0x01][title bytes]…
+            var indexNodes: [Int] = []
+            for n in 0..<(lower - 16) / 2 {
+                let ptr = Int(UInt16(bytes[base + 16 + 2 * n]) | UInt16(bytes[base + 17 + 2 * n]) << 8)
+                let key = base + ptr + 8
+                if key + 3 + marker.count < bytes.count, bytes[key + 2] == 0x01, Array(bytes[key + 3..<key + 3 + marker.count]) == marker {
+                    indexNodes.append(n)
+                }
+            }
+            guard indexNodes.count >= 2 else { continue }
+            let a = base + 16 + 2 * indexNodes[0], b = base + 16 + 2 * indexNodes[1]
+            (bytes[a], bytes[a + 1], bytes[b], bytes[b + 1]) = (bytes[b], bytes[b + 1], bytes[a], bytes[a + 1])
+            swapped = true
+            break pages
+        }
+        try #require(swapped, "no leaf page of the title index found")
+        try Data(bytes).write(to: file)
+        let store = try Store.open(at: url, schema: try librarySchema())
+        defer { store.close() }
+        let report = try store.verify()
+        #expect(!report.ok && report.method == .rebuild, "\(report.problems)")
+        #expect(report.problems.contains { $0.hasPrefix("indexes:") }, "\(report.problems)")
+    }
+
     /// The block-copy fast path of the sortable string encoding gives the bytes of the plain
     /// byte-by-byte rule (0x00 → 0x00 0xFF, then 0x00 0x01), truncation included.
     @Test func sortableStringEncodingMatchesTheByteRule() {
