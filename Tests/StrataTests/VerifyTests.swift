@@ -255,6 +255,27 @@ import Testing
         }
     }
 
+    /// The block encodings the writer uses: integers big-endian, and a record encoded after other
+    /// bytes in a buffer is the record encoded alone (its checksum covers only its own bytes).
+    @Test func fixedWidthIntegersAndRecordsEncodeAsBefore() throws {
+        var w = ByteWriter()
+        w.u32(0x0102_0304)
+        w.u64(0x1122_3344_5566_7788)
+        #expect(w.bytes == [1, 2, 3, 4, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88])
+        let schema = try librarySchema()
+        var r = Record(entity: try #require(schema.entity(named: "Track")))
+        r["title"] = .string("Norðurljós")
+        r["durationSeconds"] = .int(196)
+        r.version = TransactionID(42)
+        let alone = RecordCodec.encode(r)
+        var after = ByteWriter()
+        after.append([9, 9, 9])
+        RecordCodec.encode(r, into: &after)
+        #expect(Array(after.bytes.dropFirst(3)) == alone)
+        let decoded = try alone.withUnsafeBytes { try RecordCodec.decode($0, id: r.id, schema: schema) }
+        #expect(decoded == r)
+    }
+
     @Test func digestIgnoresOrderAndSeesEveryByte() {
         let entries: [([UInt8], [UInt8])] = (0..<50).map { i in (Array("key\(i)".utf8), Array(repeating: UInt8(i), count: i % 13)) }
         var forward = EntryDigest(), backward = EntryDigest()
