@@ -112,7 +112,9 @@ import Testing
     func badSchemaDirectoriesAreDataErrors(name: String, files: [String: String], fragment: String) throws {
         let schema = try schemaDirectory(files)
         defer { try? FileManager.default.removeItem(at: schema) }
-        let target = temporaryDirectory("bad-schema-store").appendingPathComponent("s").path
+        let parent = temporaryDirectory("bad-schema-store")
+        defer { try? FileManager.default.removeItem(at: parent) }
+        let target = parent.appendingPathComponent("s").path
         for command in [["init", target, "--schema", schema.path], ["generate", "--schema", schema.path]] {
             let r = try storectl(command)
             #expect(r.status == 65, "\(name): storectl \(command[0]): exit \(r.status): \(r.stderr)")
@@ -122,7 +124,9 @@ import Testing
     }
 
     @Test func missingSchemaDirectoryIsAnError() throws {
-        let r = try storectl("init", temporaryDirectory("s").appendingPathComponent("s").path, "--schema", "/nonexistent/schema")
+        let parent = temporaryDirectory("s")
+        defer { try? FileManager.default.removeItem(at: parent) }
+        let r = try storectl("init", parent.appendingPathComponent("s").path, "--schema", "/nonexistent/schema")
         #expect(r.status == 65 || r.status == 66, "exit \(r.status): \(r.stderr)")
         #expect(r.stderr.contains("/nonexistent/schema"))
     }
