@@ -52,12 +52,11 @@ enum SortableEncoding {
         case .null: out.append(0x00)
         case .string(let s):
             out.append(0x01)
-            // Native strings are contiguous UTF-8: escape the buffer directly.
-            if let done: Void = s.utf8.withContiguousStorageIfAvailable({ escaped(UnsafeBufferPointer(rebasing: $0.prefix(truncateBytes)), into: &out) }) {
-                return done
-            }
-            escaped(s.utf8.prefix(truncateBytes), into: &out)
-        case .bytes(let b): out.append(0x01); escaped(b.prefix(truncateBytes), into: &out)
+            var s = s  // withUTF8 makes a bridged string native first; native ones are used as they are
+            s.withUTF8 { escaped(UnsafeBufferPointer(rebasing: $0.prefix(truncateBytes)), into: &out) }
+        case .bytes(let b):
+            out.append(0x01)
+            b.withUnsafeBufferPointer { escaped(UnsafeBufferPointer(rebasing: $0.prefix(truncateBytes)), into: &out) }
         case .int(let i): out.append(0x01); u64(UInt64(bitPattern: i) ^ (1 << 63), into: &out)
         case .double(let d): out.append(0x01); u64(orderedBits(d), into: &out)
         case .date(let d): out.append(0x01); u64(orderedBits(d.timeIntervalSinceReferenceDate), into: &out)
@@ -86,15 +85,6 @@ enum SortableEncoding {
             rest = rest[(zero + 1)...]
         }
         out.append(contentsOf: rest)
-        out.append(0x00)
-        out.append(0x01)
-    }
-
-    private static func escaped<S: Sequence>(_ bytes: S, into out: inout [UInt8]) where S.Element == UInt8 {
-        for b in bytes {
-            out.append(b)
-            if b == 0 { out.append(0xFF) }
-        }
         out.append(0x00)
         out.append(0x01)
     }

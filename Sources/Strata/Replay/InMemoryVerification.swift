@@ -60,16 +60,15 @@ enum InMemoryVerification {
                 return true
             }
         }
-        try digest(.objects, into: &d.objects, lookUp: true)
-        guard !damaged else { return nil }
-        try digest(.uniques, into: &d.uniques, lookUp: true)
-        guard !damaged else { return nil }
-        try digest(.links, into: &d.links, lookUp: false)
-        guard !damaged else { return nil }
-        try digest(.indexes, into: &d.indexes, lookUp: false)
-        guard !damaged else { return nil }
-        try digest(.meta, into: &d.counts, lookUp: false, prefix: Array("count/".utf8))
-        return damaged ? nil : d
+        let databases: [(DatabaseName, WritableKeyPath<StateDigests, EntryDigest>, lookUp: Bool, prefix: [UInt8]?)] = [
+            (.objects, \.objects, true, nil), (.uniques, \.uniques, true, nil), (.links, \.links, false, nil),
+            (.indexes, \.indexes, false, nil), (.meta, \.counts, false, Array("count/".utf8)),
+        ]
+        for (name, digestPath, lookUp, prefix) in databases {
+            try digest(name, into: &d[keyPath: digestPath], lookUp: lookUp, prefix: prefix)
+            if damaged { return nil }
+        }
+        return d
     }
 
     /// What folding the log found.
@@ -85,34 +84,17 @@ enum InMemoryVerification {
     /// Log entries decoded per batch handed from the reading thread to the folding one.
     static let batchChanges = 4_096
 
-    /// Reads transactions 1…`head` of `view`'s log in order, checking that none is missing and
-    /// that each passes its checksum, and hands them to `deliver` in batches. Returns false when
-    /// an entry is missing, out of order or corrupt, or when `deliver` returned false (stop).
+    /// Parts the implied state is digested in, taken by whichever worker thread is free: the
+    /// stored side's digest runs meanwhile, and two halves on a busy pair of cores left one half
+    /// running alone at the end.
+    static let digestParts = 16
+
+    /// Whether transactions 1…`head` of `view`'s log are all there and pass their checksums,
+    /// handed to `deliver` in batches (``StateRebuilder/readLog(_:after:upTo:batchChanges:problem:deliver:)``;
+    /// the rebuild names a problem, so none is kept here).
     static func readLog(_ view: ReadView, head: TransactionID, deliver: ([LogEntry]) -> Bool) throws -> Bool {
-        guard head.rawValue >= 1 else { return true }
-        var next: UInt64 = 1
-        var batch: [LogEntry] = [], pending = 0
-        var ok = true
-        try view.txn.scan(view.env[.log], from: TransactionID(1).keyBytes) { key, value in
-            var r = ByteReader(key)
-            let tx = try r.u64()
-            guard tx <= head.rawValue else { return false }
-            guard tx == next, let entry = try? LogEntryCodec.decode(value, transactionID: TransactionID(tx)) else {
-                ok = false
-                return false
-            }
-            next += 1
-            pending += entry.changes.count
-            batch.append(entry)
-            if pending >= batchChanges {
-                guard deliver(batch) else { ok = false; return false }
-                batch.removeAll(keepingCapacity: true)
-                pending = 0
-            }
-            return true
-        }
-        guard ok, next == head.rawValue + 1 else { return false }
-        return batch.isEmpty || deliver(batch)
+        try StateRebuilder.readLog(view, after: 0, upTo: head.rawValue, batchChanges: batchChanges, problem: { _ in },
+                                   deliver: deliver).complete
     }
 
     /// Folds transactions 1…`head` (a store never compacted) and digests the state they imply.
@@ -140,9 +122,7 @@ enum InMemoryVerification {
             return true
         }
         if let stopped { return stopped }
-        // Small parts, taken by whichever thread is free: the other side's digest runs meanwhile,
-        // and two halves on a busy pair of cores left one half running alone at the end.
-        guard complete, let digests = fold.takeDigests(parts: 16) else { return .differs }
+        guard complete, let digests = fold.takeDigests(parts: digestParts) else { return .differs }
         progress?(Int(head.rawValue))
         return .folded(digests, transactions: Int(head.rawValue), changes: changes)
     }

@@ -142,35 +142,41 @@ struct LogFold {
         var record = ByteWriter(capacity: 256)
         var key: [UInt8] = []
         key.reserveCapacity(128)
-        for s in range {
-            guard let base = values.base else { break }
-            // Moved out (and an empty array left): freed at the end of this iteration.
-            let v = (base + s).move()
-            (base + s).initialize(to: [])
-            guard alive[s] else { continue }
-            let id = ids[s]
-            guard let e = schema.entity(tag: id.entityTag) else { return nil }
-            record.bytes.removeAll(keepingCapacity: true)
-            RecordCodec.encode(Record(entity: e, id: id, values: v, version: TransactionID(versions[s])), into: &record)
-            id.withKeyBytes { k in record.bytes.withUnsafeBytes { d.objects.add(key: k, value: $0) } }
-            for index in e.indexes {
-                key.removeAll(keepingCapacity: true)
-                Layout.appendIndexKey(index, record: v, id: id, to: &key)
-                d.indexes.add(key: key, value: [])
-            }
-            for unique in e.uniques {
-                let key: [UInt8]?
-                do { key = try Layout.uniqueKey(unique, record: v, entity: e, id: id) } catch { return nil }
-                if let key { id.withKeyBytes { d.uniques.add(key: key, value: $0) } }
+        // No buffer means no objects (the range is empty); edges and counts are still digested.
+        if let base = values.base {
+            for s in range {
+                // Moved out (and an empty array left): freed at the end of this iteration.
+                let v = (base + s).move()
+                (base + s).initialize(to: [])
+                guard !alive[s] || add(s, v, to: &d, record: &record, key: &key) else { return nil }
             }
         }
         guard withEdgesAndCounts else { return d }
         for edge in edges { d.links.add(key: Layout.linkKey(edge.tag, edge.from, edge.to), value: []) }
-        for tag in countsWritten {
-            var w = ByteWriter(capacity: 8)
-            w.u64(UInt64(counts[tag, default: 0]))
-            d.counts.add(key: MetaKey.count(tag), value: w.bytes)
-        }
+        for tag in countsWritten { d.counts.add(key: MetaKey.count(tag), value: MetaKey.countValue(counts[tag, default: 0])) }
         return d
+    }
+
+    /// Adds the live object in slot `s`, with values `v`, to `d`: its record, index entries and
+    /// unique keys, encoded in the reused buffers `record` and `key`. False when its entity is
+    /// unknown or a unique key cannot be formed.
+    private func add(_ s: Int, _ v: [Value], to d: inout InMemoryVerification.StateDigests,
+                     record: inout ByteWriter, key: inout [UInt8]) -> Bool {
+        let id = ids[s]
+        guard let e = schema.entity(tag: id.entityTag) else { return false }
+        record.bytes.removeAll(keepingCapacity: true)
+        RecordCodec.encode(Record(entity: e, id: id, values: v, version: TransactionID(versions[s])), into: &record)
+        id.withKeyBytes { k in record.bytes.withUnsafeBytes { d.objects.add(key: k, value: $0) } }
+        for index in e.indexes {
+            key.removeAll(keepingCapacity: true)
+            Layout.appendIndexKey(index, record: v, id: id, to: &key)
+            d.indexes.add(key: key, value: [])
+        }
+        for unique in e.uniques {
+            let uniqueKey: [UInt8]?
+            do { uniqueKey = try Layout.uniqueKey(unique, record: v, entity: e, id: id) } catch { return false }
+            if let uniqueKey { id.withKeyBytes { d.uniques.add(key: uniqueKey, value: $0) } }
+        }
+        return true
     }
 }

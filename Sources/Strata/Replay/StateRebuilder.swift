@@ -60,13 +60,7 @@ enum StateRebuilder {
     /// `problem`). Returns the transactions and changes applied.
     static func replay(from view: ReadView, after horizon: UInt64, upTo head: UInt64, into target: LMDBEnvironment, schema: Schema,
                        problem: (String) -> Void, progress: ((Int) -> Void)? = nil) throws -> (transactions: Int, changes: Int) {
-        var next = horizon + 1
-        var changes = 0
-        var batch: [LogEntry] = []
-        var batchChanges = 0
-        var failed = false
-        func flush() throws {
-            guard !batch.isEmpty else { return }
+        let read = try readLog(view, after: horizon, upTo: head, batchChanges: 50_000, problem: problem) { batch in
             try target.writeGrowing { txn in
                 for entry in batch {
                     var applier = StateApplier(txn: txn, env: target, schema: schema, transactionID: entry.transactionID)
@@ -74,40 +68,70 @@ enum StateRebuilder {
                     try applier.flushCounts()
                 }
             }
-            batch.removeAll(keepingCapacity: true)
-            batchChanges = 0
-            progress?(Int(next - 1 - horizon))
+            if let last = batch.last { progress?(Int(last.transactionID.rawValue - horizon)) }
+            return true
         }
-        guard head > horizon else { return (0, 0) }
+        return (read.transactions, read.changes)
+    }
+
+    /// How far ``readLog(_:after:upTo:batchChanges:problem:deliver:)`` got.
+    struct LogRead {
+        /// Transactions horizon+1…head were all there, passed their checksums and were delivered.
+        let complete: Bool
+        /// Entries read and decoded in order (also when it stopped early), and their changes.
+        let transactions: Int
+        let changes: Int
+    }
+
+    /// Reads the log entries after `horizon` up to `head` of `view` in order, checking that ids
+    /// are contiguous and that every entry decodes (checksum), and hands them to `deliver` in
+    /// batches of at least `batchChanges` changes (the last one smaller). Stops at the first log
+    /// problem, reported through `problem`, or when `deliver` returns false. Verify's rebuild and
+    /// its in-memory check both read the log through it.
+    static func readLog(_ view: ReadView, after horizon: UInt64, upTo head: UInt64, batchChanges: Int, problem: (String) -> Void,
+                        deliver: ([LogEntry]) throws -> Bool) throws -> LogRead {
+        precondition(batchChanges > 0, "batchChanges must be positive")
+        guard head > horizon else { return LogRead(complete: true, transactions: 0, changes: 0) }
+        var next = horizon + 1
+        var changes = 0
+        var batch: [LogEntry] = [], pending = 0
+        var stopped = false
         try view.txn.scan(view.env[.log], from: TransactionID(next).keyBytes) { key, value in
             var r = ByteReader(key)
             let tx = try r.u64()
             guard tx <= head else { return false }
             guard tx == next else {
                 problem(tx > next ? "log: transaction\(tx - next > 1 ? "s \(next)…\(tx - 1) are" : " \(next) is") missing" : "log: key \(tx) out of order")
-                failed = true
+                stopped = true
                 return false
             }
+            let entry: LogEntry
             do {
-                let entry = try LogEntryCodec.decode(value, transactionID: TransactionID(tx))
-                batch.append(entry)
-                batchChanges += entry.changes.count
-                changes += entry.changes.count
+                entry = try LogEntryCodec.decode(value, transactionID: TransactionID(tx))
             } catch {
                 problem("log: \(error)")
-                failed = true
+                stopped = true
                 return false
             }
             next += 1
-            if batchChanges >= 50_000 { try flush() }
+            changes += entry.changes.count
+            pending += entry.changes.count
+            batch.append(entry)
+            if pending >= batchChanges {
+                guard try deliver(batch) else { stopped = true; return false }
+                batch.removeAll(keepingCapacity: true)
+                pending = 0
+            }
             return true
         }
-        if !failed && next <= head {
+        let read = { (complete: Bool) in LogRead(complete: complete, transactions: Int(next - 1 - horizon), changes: changes) }
+        guard !stopped else { return read(false) }
+        guard next > head else {
             problem("log: transaction\(head > next ? "s \(next)…\(head) are" : " \(next) is") missing")
-            failed = true
+            return read(false)
         }
-        if !failed { try flush() }
-        return (Int(next - 1 - horizon), changes)
+        if batch.isEmpty { return read(true) }
+        return read(try deliver(batch))
     }
 
     /// A scratch environment, removed when closed: in the store directory `storeDirectory` when

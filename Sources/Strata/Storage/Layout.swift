@@ -127,6 +127,13 @@ enum MetaKey {
     static let horizon = Array("horizon".utf8)
     /// Live objects of an entity (u64): "count/" + entity tag.
     static func count(_ tag: UInt16) -> [UInt8] { Array("count/".utf8) + Layout.u16(tag) }
+    /// The value of a ``count(_:)`` entry (u64; a count is never negative).
+    static func countValue(_ objects: Int) -> [UInt8] {
+        precondition(objects >= 0, "negative object count \(objects)")
+        var w = ByteWriter(capacity: 8)
+        w.u64(UInt64(objects))
+        return w.bytes
+    }
     static let storeFormat: UInt32 = 1
 }
 

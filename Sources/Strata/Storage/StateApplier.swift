@@ -195,9 +195,7 @@ struct StateApplier: StateStore {
                 var r = ByteReader(b)
                 return Int(try r.u64())
             } ?? 0
-            var w = ByteWriter(capacity: 8)
-            w.u64(UInt64(max(0, current + delta)))
-            try txn.put(env[.meta], key: key, value: w.bytes)
+            try txn.put(env[.meta], key: key, value: MetaKey.countValue(max(0, current + delta)))
         }
         countDeltas.removeAll()
     }
