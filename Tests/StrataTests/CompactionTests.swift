@@ -41,6 +41,82 @@ import Testing
         }
     }
 
+    /// A new generation's bulk copy drops what it has written from the page cache (once it is on
+    /// disk) and loses nothing: every entry reads back, from disk, after the pages are gone; the
+    /// background prefetch then brings the file back into the cache.
+    @Test func bulkBuildDropsWrittenPagesAndKeepsEveryEntry() throws {
+        let source = try StateRebuilder.scratch(sizeHint: 64 << 20)
+        defer { source.close() }
+        var expected: [([UInt8], [UInt8])] = []
+        try source.writeGrowing { txn in
+            for i in 0..<20_000 {
+                let key = Array(String(format: "k%07d", i).utf8)
+                let value = [UInt8](repeating: UInt8(truncatingIfNeeded: i), count: 200 + i % 50)
+                try txn.put(source[.objects], key: key, value: value)
+                expected.append((key, value))
+            }
+        }
+        let dir = temporaryDirectory("bulk-build")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let options = LMDBOptions(mapSizeBytes: 64 << 20, maxMapSizeBytes: 1 << 30, maxReaders: 8, readOnly: false, noSync: true, noLock: false)
+        let target = try LMDBEnvironment(path: dir.path, options: options)
+        target.isBulkBuild.store(true, ordering: .relaxed)
+        let copied = try source.read { txn in
+            try target.copyDirect(.objects, from: txn, sourceEnv: source, into: nil, start: nil, until: nil, batchBytes: 64 << 10).entries
+        }
+        #expect(copied == expected.count)
+        // Two more writebacks with nothing written between them: the second drops every page
+        // below the file's size, so none of the file is cached any more.
+        for _ in 0..<2 {
+            LMDBEnvironment.waitForBackgroundWork()
+            target.startWriteback(dropWrittenPages: true)
+        }
+        LMDBEnvironment.waitForBackgroundWork()
+        let file = dir.appendingPathComponent("data.mdb").path
+        let dropped = try cachedFraction(of: file)
+        #expect(dropped < 0.1, "\(Int(dropped * 100)) % of the file still cached after the drop")
+        var got: [([UInt8], [UInt8])] = []
+        try target.read { txn in
+            try txn.scan(target[.objects]) { k, v in
+                got.append((Array(k), Array(v)))
+                return true
+            }
+        }
+        #expect(got.count == expected.count)
+        #expect(zip(got, expected).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }, "entries differ after the pages were dropped")
+        target.close()
+        // The prefetch of a switched-in generation reads the whole file back into the cache.
+        let evict = open(file, O_RDONLY)
+        #expect(evict >= 0)
+        _ = posix_fadvise(evict, 0, 0, POSIX_FADV_DONTNEED)
+        close(evict)
+        let reopened = try LMDBEnvironment(path: dir.path, options: options)
+        defer { reopened.close() }
+        reopened.prefetchInBackground()
+        LMDBEnvironment.waitForBackgroundWork()
+        let prefetched = try cachedFraction(of: file)
+        #expect(prefetched > 0.9, "only \(Int(prefetched * 100)) % of the file cached after the prefetch")
+    }
+
+    /// The fraction of a file's pages in the page cache (`mincore` of a mapping that touches none).
+    func cachedFraction(of path: String) throws -> Double {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { throw LMDBError(code: errno, operation: "open") }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_size > 0 else { throw LMDBError(code: errno, operation: "fstat") }
+        let size = Int(info.st_size)
+        guard let map = mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED else {
+            throw LMDBError(code: errno, operation: "mmap")
+        }
+        defer { munmap(map, size) }
+        let pages = (size + 4095) / 4096
+        var vector = [UInt8](repeating: 0, count: pages)
+        guard mincore(map, size, &vector) == 0 else { throw LMDBError(code: errno, operation: "mincore") }
+        return Double(vector.filter { $0 & 1 != 0 }.count) / Double(pages)
+    }
+
     /// A generation being deleted in the background when the process ended is removed at the
     /// next open.
     @Test func retiredGenerationsAreRemovedAtOpen() throws {

@@ -20,7 +20,8 @@ final class PendingGeneration: Sendable {
 }
 
 extension Store {
-    /// Creates an empty generation, built without fsync (it is synced once before the switch).
+    /// Creates an empty generation, built without fsync (it is synced once before the switch)
+    /// and through a bounded window of the page cache (``LMDBEnvironment/isBulkBuild``).
     func makeGeneration(like oldEnv: LMDBEnvironment) throws -> PendingGeneration {
         let name = try directory.newGeneration()
         let path = self.path + "/" + name
@@ -28,7 +29,9 @@ extension Store {
         options.noSync = true
         options.mapSizeBytes = max(oldEnv.mapSizeBytes, configuration.initialMapSizeBytes)
         do {
-            return PendingGeneration(name: name, env: try LMDBEnvironment(path: path, options: options))
+            let env = try LMDBEnvironment(path: path, options: options)
+            env.isBulkBuild.store(true, ordering: .relaxed)
+            return PendingGeneration(name: name, env: env)
         } catch {
             try? FileManager.default.removeItem(atPath: path)
             throw error
@@ -37,14 +40,17 @@ extension Store {
 
     /// On the writer queue, with everything caught up: makes the new generation durable and
     /// switches `current` to it while no other process can open the store (exclusive lock).
-    /// The old environment is removed from disk when it closes (in the background).
+    /// The old environment is removed from disk when it closes (in the background); the new one
+    /// is read into the page cache in the background (its build dropped what it wrote).
     func switchGeneration(_ generation: PendingGeneration, lock: StoreLock, replacing oldEnv: LMDBEnvironment) throws {
         let others = lock.otherHolders()
         guard others.isEmpty, lock.tryExclusive() else { throw StrataError.storeBusy(path: path, processIDs: others) }
         defer { lock.shared() }
+        generation.env.isBulkBuild.store(false, ordering: .relaxed)
         try generation.env.setNoSync(configuration.durability == .relaxed)
         try generation.env.sync()
         try directory.switchCurrent(to: generation.name)
+        generation.env.prefetchInBackground()
         let oldPath = oldEnv.path
         oldEnv.onClose { StoreDirectory.retire(generation: oldPath) }
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Synchronization
 import LibraryModel
 import Strata
 
@@ -12,16 +13,19 @@ import Strata
 ///   commit timed apart), then applied to a child as one change set.
 /// - `verify`: W8's store (`--count` tracks inserted, then each updated once) verified five
 ///   times, in memory and by the on-disk rebuild, with the peak RSS after each.
+/// - `compaction`: W9's store (`--count` tracks inserted, then each updated once) compacted
+///   four times (the first squashes the log, the later ones copy the state alone), each
+///   timed with its copy phase apart.
 struct ProbeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "probe", abstract: "Diagnostic breakdowns behind BENCHMARKS.md (group-commit, child, verify).")
+        commandName: "probe", abstract: "Diagnostic breakdowns behind BENCHMARKS.md (group-commit, child, verify, compaction).")
 
-    enum Kind: String, ExpressibleByArgument, CaseIterable { case groupCommit = "group-commit", child, verify }
+    enum Kind: String, ExpressibleByArgument, CaseIterable { case groupCommit = "group-commit", child, verify, compaction }
 
-    @Argument(help: "What to measure: group-commit, child or verify.") var kind: Kind
+    @Argument(help: "What to measure: group-commit, child, verify or compaction.") var kind: Kind
     @Option(help: "Empty scratch directory (removed afterwards).") var dir: String
     @Option(help: "Schema directory (Schemas/library).") var schema: String
-    @Option(help: "Transactions (group-commit), inserts (child) or tracks (verify).") var count: Int = 2_048
+    @Option(help: "Transactions (group-commit), inserts (child) or tracks (verify, compaction).") var count: Int = 2_048
 
     func validate() throws {
         guard count > 0 else { throw ValidationError("--count must be positive") }
@@ -35,6 +39,7 @@ struct ProbeCommand: AsyncParsableCommand {
         case .groupCommit: try await groupCommit(schema, root)
         case .child: try await child(schema, root)
         case .verify: try await verify(schema, root)
+        case .compaction: try await compaction(schema, root)
         }
     }
 
@@ -90,12 +95,12 @@ struct ProbeCommand: AsyncParsableCommand {
         }
     }
 
-    private func verify(_ schema: Schema, _ root: URL) async throws {
+    /// A relaxed store of `count` tracks, each inserted then updated once (W8's and W9's).
+    private func insertedAndUpdated(_ schema: Schema, _ dir: URL) async throws -> Store {
         var config = StoreConfiguration()
         config.durability = .relaxed
         config.initialMapSizeBytes = 8 << 30
-        let store = try Store.open(at: root.appendingPathComponent("verify"), schema: schema, configuration: config)
-        defer { store.close() }
+        let store = try Store.open(at: dir, schema: schema, configuration: config)
         var start = 0
         while start < count {
             let end = min(count, start + 10_000)
@@ -108,6 +113,12 @@ struct ProbeCommand: AsyncParsableCommand {
             _ = try await store.save { c in for i in start..<end { c.set(Track.playCount, of: TrackData.id(i), to: i) } }
             start = end
         }
+        return store
+    }
+
+    private func verify(_ schema: Schema, _ root: URL) async throws {
+        let store = try await insertedAndUpdated(schema, root.appendingPathComponent("verify"))
+        defer { store.close() }
         for rebuild in [false, false, false, false, false, true] {
             let heapBefore = ProcessMemory.residentAnonymousBytes() ?? 0
             let sampler = MemorySampler()
@@ -116,6 +127,31 @@ struct ProbeCommand: AsyncParsableCommand {
             print(String(format: "verify %@: %.3f s, %.0f changes/s, %d entries, ok %@; heap %d MB before, %d MB at the peak",
                          report.method.rawValue, report.seconds, Double(report.changes) / report.seconds, report.entriesCompared,
                          report.ok ? "yes" : "NO", heapBefore >> 20, heapPeak >> 20))
+        }
+    }
+
+    private func compaction(_ schema: Schema, _ root: URL) async throws {
+        let store = try await insertedAndUpdated(schema, root.appendingPathComponent("compaction"))
+        defer { store.close() }
+        FileHandle.standardError.write(Data("loaded; compacting in 2 s (pid \(getpid()), for perf record -p)\n".utf8))
+        try await Task.sleep(for: .seconds(2))
+        for _ in 0..<4 {
+            sync()
+            var before = rusage()
+            getrusage(RUSAGE_SELF.rawValue, &before)
+            let started = MonotonicClock.nanoseconds()
+            let catchUpAt = Mutex<UInt64?>(nil)
+            let r = try await store.compact { p in
+                if p.phase == .catchingUp { catchUpAt.withLock { $0 = MonotonicClock.nanoseconds() } }
+            }
+            let copy = Double((catchUpAt.withLock { $0 } ?? started) - started) / 1e9
+            var after = rusage()
+            getrusage(RUSAGE_SELF.rawValue, &after)
+            func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+            let user = seconds(after.ru_utime) - seconds(before.ru_utime), system = seconds(after.ru_stime) - seconds(before.ru_stime)
+            print(String(format: "compaction: %.3f s (copy %.3f s; process CPU %.3f s user + %.3f s system), %d MB before, %d MB after, %d log entries kept, %.0f MB/s of the store before",
+                         r.seconds, copy, user, system, r.bytesBefore >> 20, r.bytesAfter >> 20, r.logEntriesAfter,
+                         Double(r.bytesBefore) / 1_048_576 / r.seconds))
         }
     }
 }
