@@ -4,7 +4,8 @@ public enum Durability: String, Sendable {
     case durable
     /// Commits skip fsync; the writer flushes at most ``StoreConfiguration/relaxedSyncIntervalMs``
     /// later. A process crash loses nothing (the OS has the pages); an OS crash or power loss can
-    /// lose the transactions of that last interval, never corrupt the store.
+    /// lose the transactions of that last interval; LMDB keeps the store intact then only if the
+    /// file system preserves the order of writes (see the README's Durability section).
     case relaxed
 }
 

@@ -16,16 +16,18 @@ import Strata
 /// - `compaction`: W9's store (`--count` tracks inserted, then each updated once) compacted
 ///   four times (the first squashes the log, the later ones copy the state alone), each
 ///   timed with its copy phase apart.
+/// - `small-saves`: W2's relaxed saves (`--count` one-track `saveAndWait` calls), three runs,
+///   with the time per save and the LMDB commits' share of it.
 struct ProbeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "probe", abstract: "Diagnostic breakdowns behind BENCHMARKS.md (group-commit, child, verify, compaction).")
+        commandName: "probe", abstract: "Diagnostic breakdowns behind BENCHMARKS.md (group-commit, child, verify, compaction, small-saves).")
 
-    enum Kind: String, ExpressibleByArgument, CaseIterable { case groupCommit = "group-commit", child, verify, compaction }
+    enum Kind: String, ExpressibleByArgument, CaseIterable { case groupCommit = "group-commit", child, verify, compaction, smallSaves = "small-saves" }
 
-    @Argument(help: "What to measure: group-commit, child, verify or compaction.") var kind: Kind
+    @Argument(help: "What to measure: group-commit, child, verify, compaction or small-saves.") var kind: Kind
     @Option(help: "Empty scratch directory (removed afterwards).") var dir: String
     @Option(help: "Schema directory (Schemas/library).") var schema: String
-    @Option(help: "Transactions (group-commit), inserts (child) or tracks (verify, compaction).") var count: Int = 2_048
+    @Option(help: "Transactions (group-commit), inserts (child), tracks (verify, compaction) or saves (small-saves).") var count: Int = 2_048
 
     func validate() throws {
         guard count > 0 else { throw ValidationError("--count must be positive") }
@@ -40,6 +42,7 @@ struct ProbeCommand: AsyncParsableCommand {
         case .child: try await child(schema, root)
         case .verify: try await verify(schema, root)
         case .compaction: try await compaction(schema, root)
+        case .smallSaves: try smallSaves(schema, root)
         }
     }
 
@@ -152,6 +155,26 @@ struct ProbeCommand: AsyncParsableCommand {
             print(String(format: "compaction: %.3f s (copy %.3f s; process CPU %.3f s user + %.3f s system), %d MB before, %d MB after, %d log entries kept, %.0f MB/s of the store before",
                          r.seconds, copy, user, system, r.bytesBefore >> 20, r.bytesAfter >> 20, r.logEntriesAfter,
                          Double(r.bytesBefore) / 1_048_576 / r.seconds))
+        }
+    }
+
+    private func smallSaves(_ schema: Schema, _ root: URL) throws {
+        for run in 0..<3 {
+            var config = StoreConfiguration()
+            config.durability = .relaxed
+            config.initialMapSizeBytes = 8 << 30
+            let dir = root.appendingPathComponent("small-\(run)")
+            let store = try Store.open(at: dir, schema: schema, configuration: config)
+            let tracks = (0..<count).map { TrackData.make($0).track }
+            let seconds = try MonotonicClock.measure {
+                for t in tracks { _ = try store.saveAndWait { $0.insert(t) } }
+            }.seconds
+            let st = store.statistics
+            print(String(format: "%d relaxed saves: %.1f µs each (%.0f tx/s); LMDB commit %.1f µs each",
+                         count, seconds / Double(count) * 1e6, Double(count) / seconds,
+                         Double(st.commitNanoseconds) / Double(max(1, st.lmdbCommits)) / 1e3))
+            store.close()
+            try? FileManager.default.removeItem(at: dir)
         }
     }
 }
