@@ -81,6 +81,9 @@ final class LMDBEnvironment: Sendable {
     /// until the switch): its bulk copies then drop what they have written from the page cache
     /// (see ``startWriteback(dropWrittenPages:)``).
     let isBulkBuild = Atomic<Bool>(false)
+    /// Whether a writeback ever dropped written pages from the page cache (then the file is
+    /// worth a ``prefetchInBackground()`` once it is in use).
+    let droppedWrittenPages = Atomic<Bool>(false)
     /// Whether a background writeback (``startWriteback()``) is queued and not yet started:
     /// a bulk build that finishes batches faster than the kernel takes them queues one at a time.
     private let writebackQueued = Atomic<Bool>(false)
@@ -337,6 +340,7 @@ final class LMDBEnvironment: Sendable {
                     // map (each fault maps up to 16 cached neighbours) are unmapped first.
                     if !options.writeMap { try? releaseMappedPages() }
                     _ = posix_fadvise(fd, 0, off_t(submittedBelow), POSIX_FADV_DONTNEED)
+                    droppedWrittenPages.store(true, ordering: .relaxed)
                 }
                 submittedBelow = size
             }

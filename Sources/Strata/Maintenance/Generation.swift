@@ -41,7 +41,7 @@ extension Store {
     /// On the writer queue, with everything caught up: makes the new generation durable and
     /// switches `current` to it while no other process can open the store (exclusive lock).
     /// The old environment is removed from disk when it closes (in the background); the new one
-    /// is read into the page cache in the background (its build dropped what it wrote).
+    /// is read into the page cache in the background when its build dropped what it wrote.
     func switchGeneration(_ generation: PendingGeneration, lock: StoreLock, replacing oldEnv: LMDBEnvironment) throws {
         let others = lock.otherHolders()
         guard others.isEmpty, lock.tryExclusive() else { throw StrataError.storeBusy(path: path, processIDs: others) }
@@ -50,7 +50,7 @@ extension Store {
         try generation.env.setNoSync(configuration.durability == .relaxed)
         try generation.env.sync()
         try directory.switchCurrent(to: generation.name)
-        generation.env.prefetchInBackground()
+        if generation.env.droppedWrittenPages.load(ordering: .relaxed) { generation.env.prefetchInBackground() }
         let oldPath = oldEnv.path
         oldEnv.onClose { StoreDirectory.retire(generation: oldPath) }
     }
