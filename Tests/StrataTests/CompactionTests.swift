@@ -101,7 +101,7 @@ import Testing
         #expect(prefetched > 0.9, "only \(Int(prefetched * 100)) % of the file cached after the prefetch")
     }
 
-    /// A compaction large enough to drop written pages while it builds (about 40 batches of
+    /// A compaction large enough to drop written pages while it builds (several batches of
     /// 4 MiB) keeps every object and passes verify. (Whether a drop ran depends on the writeback
     /// queue being scheduled during the copy; the mechanism itself is checked deterministically
     /// by `bulkBuildDropsWrittenPagesAndKeepsEveryEntry`.)
