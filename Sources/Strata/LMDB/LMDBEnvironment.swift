@@ -78,20 +78,26 @@ final class LMDBEnvironment: Sendable {
     private let cachedMappings = Mutex<[MappedRange]?>(nil)
     struct MappedRange: Sendable { let start: UInt; let end: UInt }
     /// Set while this environment is a new generation being built (``Store/makeGeneration(like:)``
-    /// until the switch): its bulk copies then drop what they have written from the page cache
-    /// (see ``startWriteback(dropWrittenPages:)``).
+    /// until its copy phase ends): its bulk copies then drop what they have written from the page
+    /// cache (see ``startWriteback(dropWrittenPages:)``).
     let isBulkBuild = Atomic<Bool>(false)
-    /// Whether a writeback ever dropped written pages from the page cache (then the file is
-    /// worth a ``prefetchInBackground()`` once it is in use).
+    /// Whether a writeback dropped written pages from the page cache (then the file is worth a
+    /// ``prefetch()`` once it is in use).
     let droppedWrittenPages = Atomic<Bool>(false)
-    /// Whether a background writeback (``startWriteback()``) is queued and not yet started:
-    /// a bulk build that finishes batches faster than the kernel takes them queues one at a time.
+    /// Whether a background writeback (``startWriteback(dropWrittenPages:)``) is queued and not
+    /// yet started: a bulk build that finishes batches faster than the kernel takes them queues
+    /// one at a time.
     private let writebackQueued = Atomic<Bool>(false)
     /// Held while a background writeback runs, and by ``close()`` after it marks the environment
     /// closed, so the file descriptor is never used after `mdb_env_close` (a later writeback
     /// sees `closed` and does nothing). Holds the file's size when the previous writeback
-    /// started: every page below it has been submitted for writing.
-    private let writebackGate = Mutex<Int>(0)
+    /// started (every page below it had been submitted for writing then) and the first error a
+    /// writeback that waited for its pages saw.
+    private let writebackGate = Mutex<WritebackState>(WritebackState())
+    struct WritebackState {
+        var submittedBelow = 0
+        var error: Int32?
+    }
     /// Runs once after the environment is closed (used to remove a replaced generation).
     private let afterClose = Mutex<(@Sendable () -> Void)?>(nil)
 
@@ -304,85 +310,134 @@ final class LMDBEnvironment: Sendable {
     /// Starts writing the data file's dirty pages to disk without waiting (`sync_file_range`
     /// with `SYNC_FILE_RANGE_WRITE`): a bulk build calls it after each batch so that the disk
     /// works while the next batch is built, and the final sync has less left to wait for. Not a
-    /// durability guarantee (that is ``sync()``); a failure is ignored, as the sync reports it.
+    /// durability guarantee (that is ``sync()``).
     ///
     /// The call returns at once: `sync_file_range` submits the I/O in the caller's thread (ext4
     /// maps every dirty page to blocks and builds the requests, a third of a compaction's time
-    /// when it ran inline), so it runs on a utility queue, on another core, while the caller
-    /// builds the next batch. At most one is queued at a time; one that starts late still covers
-    /// every page dirtied before it.
+    /// when it ran inline), so it runs on a utility queue while the caller builds the next
+    /// batch. At most one is queued at a time; one that starts late still covers every page
+    /// dirtied before it.
     ///
-    /// With `dropWrittenPages`, each writeback then waits for the pages the previous one
-    /// submitted and drops them from the page cache (`POSIX_FADV_DONTNEED`, which leaves dirty
-    /// pages alone, and pages mapped by a process, so this one's mappings of the file are
-    /// released first, see ``releaseMappedPages()``): a bulk build then passes through a window of a few batches of the cache
-    /// instead of filling it with the whole new file, as PostgreSQL's bulk writes go through a
-    /// ring of buffers. The cache keeps what other work had in it, and the build reuses the
-    /// memory it frees instead of taking fresh pages (on a virtual machine, each fresh page is
-    /// also a fault in the host: 500 MB written into the cache for the first time ran at
-    /// 530 MB/s here). The price: the new file's pages are read from disk when first used.
+    /// With `dropWrittenPages` (honoured while ``isBulkBuild`` is set, never for an
+    /// `MDB_WRITEMAP` environment), each writeback then writes and waits for every dirty page
+    /// below the size the file had at the previous one (`SYNC_FILE_RANGE_WAIT_BEFORE | WRITE |
+    /// WAIT_AFTER`), releases this process's mappings of the file (``releaseMappedPages()``:
+    /// `POSIX_FADV_DONTNEED` skips mapped pages, and each fault of the build maps up to 16
+    /// cached neighbours) and drops those pages from the page cache (`POSIX_FADV_DONTNEED`,
+    /// which leaves dirty pages alone). The two meta pages stay, as every transaction reads
+    /// them. The cache so holds the batches not yet on disk rather than the whole new file, as
+    /// PostgreSQL's bulk writes go through a ring of buffers: what other work had cached stays,
+    /// and the build reuses the memory it frees instead of taking fresh pages (on a virtual
+    /// machine, each fresh page is also a fault in the host: 500 MB written into the cache for
+    /// the first time ran at 530 MB/s here). The price: the new file's pages are read from disk
+    /// when next used (see ``prefetch()``).
+    ///
+    /// Waiting for the pages consumes a write error the kernel would otherwise report to the
+    /// next `fdatasync` of this descriptor (LMDB's), so such an error is kept and ``sync()``
+    /// throws it: a generation whose pages did not reach the disk is never switched in.
     func startWriteback(dropWrittenPages: Bool = false) {
         guard Self.syncFileRange != nil, !closed.load(ordering: .acquiring) else { return }
         guard writebackQueued.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
         Self.writebackQueue.async { [self] in
             writebackQueued.store(false, ordering: .releasing)
-            writebackGate.withLock { submittedBelow in
+            writebackGate.withLock { state in
                 guard !closed.load(ordering: .acquiring) else { return }
                 var fd: Int32 = -1
                 guard mdb_env_get_fd(handle, &fd) == MDB_SUCCESS, fd >= 0, let syncFileRange = Self.syncFileRange else { return }
                 var info = stat()
                 let size = fstat(fd, &info) == 0 ? Int(info.st_size) : 0
-                _ = syncFileRange(fd, 0, 0, 2 /* SYNC_FILE_RANGE_WRITE */)
-                if dropWrittenPages, submittedBelow > 0 {
+                _ = syncFileRange(fd, 0, 0, 2 /* SYNC_FILE_RANGE_WRITE: errors are left for the sync */)
+                let metaBytes = 2 * Int(sysconf(Int32(_SC_PAGESIZE)))
+                let drop = dropWrittenPages && isBulkBuild.load(ordering: .acquiring) && !options.writeMap
+                if drop, state.error == nil, state.submittedBelow > metaBytes {
+                    let length = state.submittedBelow - metaBytes
                     // WAIT_BEFORE | WRITE | WAIT_AFTER: clean, so that the advice can drop them.
-                    _ = syncFileRange(fd, 0, Int64(submittedBelow), 7)
-                    // The advice skips pages this process maps: those the build read through the
-                    // map (each fault maps up to 16 cached neighbours) are unmapped first.
-                    if !options.writeMap { try? releaseMappedPages() }
-                    _ = posix_fadvise(fd, 0, off_t(submittedBelow), POSIX_FADV_DONTNEED)
-                    droppedWrittenPages.store(true, ordering: .relaxed)
+                    if syncFileRange(fd, Int64(metaBytes), Int64(length), 7) != 0 {
+                        state.error = errno
+                    } else {
+                        _ = try? releaseMappedPages()
+                        if posix_fadvise(fd, off_t(metaBytes), off_t(length), POSIX_FADV_DONTNEED) == 0 {
+                            droppedWrittenPages.store(true, ordering: .relaxed)
+                        }
+                    }
                 }
-                submittedBelow = size
+                state.submittedBelow = size
             }
         }
     }
 
-    /// Reads the data file into the page cache in the background (sequential 1 MiB reads of a
-    /// second descriptor, on the writeback queue), when it is at most a quarter of the machine's
-    /// memory: a new generation built with ``startWriteback(dropWrittenPages:)`` starts cold, and
+    /// The first error a background writeback saw while waiting for its pages (nil: none). The
+    /// kernel reports a write error once per open file, and that wait took it.
+    var backgroundWritebackError: Int32? { writebackGate.withLock { $0.error } }
+
+    /// Records `code` as if a background writeback had seen that write error (tests of the
+    /// path no real disk here can produce on demand).
+    func recordWritebackErrorForTesting(_ code: Int32) { writebackGate.withLock { $0.error = code } }
+
+    /// Reads the data file into the page cache (sequential 1 MiB reads of a second descriptor),
+    /// when it is at most half of the memory available (`MemAvailable`, and the cgroup's
+    /// `memory.max` where one is set), stopping if the environment closes: a new generation
+    /// whose build dropped its pages (``startWriteback(dropWrittenPages:)``) starts cold, and
     /// readers of a store opened with `MDB_NORDAHEAD` would otherwise fetch it a page per fault
     /// (a compaction that read a cold 318 MB generation took 6 s instead of 0.6).
-    /// `POSIX_FADV_WILLNEED` does not do it: the kernel caps it at one readahead window. Returns
-    /// at once; errors only leave the file cold.
-    func prefetchInBackground() {
-        let file = path + "/data.mdb"
-        Self.writebackQueue.async {
-            let fd = Glibc.open(file, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { return }
-            defer { Glibc.close(fd) }
-            var info = stat()
-            guard fstat(fd, &info) == 0 else { return }
-            let memory = Int(sysconf(Int32(_SC_PHYS_PAGES))) * Int(sysconf(Int32(_SC_PAGESIZE)))
-            guard memory > 0, Int(info.st_size) <= memory / 4 else { return }
-            _ = posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
-            let chunk = 1 << 20
-            let buffer = UnsafeMutableRawPointer.allocate(byteCount: chunk, alignment: 4096)
-            defer { buffer.deallocate() }
-            var offset: off_t = 0
-            while true {
-                let n = pread(fd, buffer, chunk, offset)
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { return }
-                offset += off_t(n)
-            }
+    /// `POSIX_FADV_WILLNEED` does not do it: the kernel caps it at one readahead window. Errors
+    /// only leave the file cold.
+    func prefetch() {
+        let fd = Glibc.open(path + "/data.mdb", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        defer { Glibc.close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, let available = Self.availableMemoryBytes(), Int(info.st_size) <= available / 2 else { return }
+        _ = posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
+        let chunk = 1 << 20
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: chunk, alignment: 4096)
+        defer { buffer.deallocate() }
+        var offset: off_t = 0
+        while !closed.load(ordering: .relaxed) {
+            let n = pread(fd, buffer, chunk, offset)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            offset += off_t(n)
         }
     }
 
+    /// ``prefetch()`` on a utility queue, after every writeback queued before this call and only
+    /// if one of them dropped pages. Returns at once.
+    func prefetchInBackground() {
+        Self.writebackQueue.async { [self] in
+            guard droppedWrittenPages.load(ordering: .relaxed), !closed.load(ordering: .acquiring) else { return }
+            Self.prefetchQueue.async { [self] in prefetch() }
+        }
+    }
+
+    /// Memory the page cache may use without evicting much: `MemAvailable` from `/proc/meminfo`,
+    /// lowered to the cgroup's free `memory.max` where one is set. Nil when unknown.
+    static func availableMemoryBytes() -> Int? {
+        guard let meminfo = try? readProcFile("/proc/meminfo"),
+              let line = meminfo.split(separator: "\n").first(where: { $0.hasPrefix("MemAvailable:") }),
+              let kB = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else { return nil }
+        var available = kB * 1024
+        if let max = (try? readProcFile("/sys/fs/cgroup/memory.max")).flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }),
+           let current = (try? readProcFile("/sys/fs/cgroup/memory.current")).flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) {
+            available = min(available, Swift.max(0, max - current))
+        }
+        return available
+    }
+
+    /// Waits until every background writeback queued so far has finished.
+    static func waitForWriteback() { writebackQueue.sync {} }
+
     /// Waits until every background writeback and prefetch queued so far has finished (tests).
-    static func waitForBackgroundWork() { writebackQueue.sync {} }
+    static func waitForBackgroundWork() {
+        writebackQueue.sync {}
+        prefetchQueue.sync {}
+    }
 
     /// Where background writebacks run (one at a time: they contend for the same disk).
     private static let writebackQueue = DispatchQueue(label: "strata.writeback", qos: .utility)
+    /// Where prefetches run, apart from writebacks (a long one must not hold up another
+    /// store's build).
+    private static let prefetchQueue = DispatchQueue(label: "strata.prefetch", qos: .utility)
 
     /// glibc's `sync_file_range`, which Swift's Glibc module does not import (it is declared
     /// only under `_GNU_SOURCE`); looked up once. Nil where it does not exist.
@@ -442,6 +497,9 @@ final class LMDBEnvironment: Sendable {
     /// Flushes buffers to disk (`mdb_env_sync(force)`), for `MDB_NOSYNC` environments.
     func sync() throws {
         try lmdbCheck(mdb_env_sync(handle, 1), "mdb_env_sync")
+        if let error = backgroundWritebackError {
+            throw LMDBError(code: error, operation: "sync_file_range (background writeback of \(path))")
+        }
     }
 
     // MARK: Read transactions

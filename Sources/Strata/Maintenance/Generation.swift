@@ -20,8 +20,9 @@ final class PendingGeneration: Sendable {
 }
 
 extension Store {
-    /// Creates an empty generation, built without fsync (it is synced once before the switch)
-    /// and through a bounded window of the page cache (``LMDBEnvironment/isBulkBuild``).
+    /// Creates an empty generation, built without fsync (it is synced once before the switch);
+    /// its bulk copies (``LMDBEnvironment/copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``)
+    /// drop what is on disk from the page cache as they go (``LMDBEnvironment/isBulkBuild``).
     func makeGeneration(like oldEnv: LMDBEnvironment) throws -> PendingGeneration {
         let name = try directory.newGeneration()
         let path = self.path + "/" + name
@@ -46,11 +47,11 @@ extension Store {
         let others = lock.otherHolders()
         guard others.isEmpty, lock.tryExclusive() else { throw StrataError.storeBusy(path: path, processIDs: others) }
         defer { lock.shared() }
-        generation.env.isBulkBuild.store(false, ordering: .relaxed)
+        generation.env.isBulkBuild.store(false, ordering: .releasing)
         try generation.env.setNoSync(configuration.durability == .relaxed)
         try generation.env.sync()
         try directory.switchCurrent(to: generation.name)
-        if generation.env.droppedWrittenPages.load(ordering: .relaxed) { generation.env.prefetchInBackground() }
+        generation.env.prefetchInBackground()
         let oldPath = oldEnv.path
         oldEnv.onClose { StoreDirectory.retire(generation: oldPath) }
     }
