@@ -17,7 +17,7 @@ import Strata
 ///   four times (the first squashes the log, the later ones copy the state alone), each
 ///   timed with its copy phase apart.
 /// - `small-saves`: W2's relaxed saves (`--count` one-track `saveAndWait` calls), three runs,
-///   with the time per save and the LMDB commits' share of it.
+///   with the time per save (a loop to profile with `perf record` or `strace -c`).
 struct ProbeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "probe", abstract: "Diagnostic breakdowns behind BENCHMARKS.md (group-commit, child, verify, compaction, small-saves).")
@@ -169,10 +169,7 @@ struct ProbeCommand: AsyncParsableCommand {
             let seconds = try MonotonicClock.measure {
                 for t in tracks { _ = try store.saveAndWait { $0.insert(t) } }
             }.seconds
-            let st = store.statistics
-            print(String(format: "%d relaxed saves: %.1f µs each (%.0f tx/s); LMDB commit %.1f µs each",
-                         count, seconds / Double(count) * 1e6, Double(count) / seconds,
-                         Double(st.commitNanoseconds) / Double(max(1, st.lmdbCommits)) / 1e3))
+            print(String(format: "%d relaxed saves: %.1f µs each (%.0f tx/s)", count, seconds / Double(count) * 1e6, Double(count) / seconds))
             store.close()
             try? FileManager.default.removeItem(at: dir)
         }
