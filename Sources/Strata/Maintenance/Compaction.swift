@@ -46,6 +46,11 @@ extension Store {
     /// Crash-safe: the switch is one `rename(2)` of the `current` link; a crash before it leaves
     /// the old store, after it the new one (a half-built generation is removed at the next open).
     ///
+    /// Page cache: the copied state is dropped from the cache once it is on disk, so the build
+    /// does not push out what other work had cached; the new generation is read back in the
+    /// background after the switch (before the catch-up when saves arrived during the build).
+    /// A write error during the build fails the compaction and leaves the old store.
+    ///
     /// - Throws: ``StrataError/storeBusy(path:processIDs:)`` when another process has the store open.
     public func compact(horizon requested: TransactionID? = nil, dryRun: Bool = false,
                         progress: (@Sendable (CompactionProgress) -> Void)? = nil) async throws -> CompactionReport {
