@@ -383,30 +383,39 @@ final class LMDBEnvironment: Sendable {
     /// `POSIX_FADV_WILLNEED` does not do it: the kernel caps it at one readahead window. Errors
     /// only leave the file cold.
     func prefetch() {
-        let fd = Glibc.open(path + "/data.mdb", O_RDONLY | O_CLOEXEC)
+        Self.prefetch(file: path + "/data.mdb") { closed.load(ordering: .relaxed) }
+    }
+
+    /// ``prefetch()`` on a utility queue, after every writeback queued before this call and only
+    /// if one of them dropped pages. Returns at once. The queue holds the environment weakly: one
+    /// that is released meanwhile (a generation replaced again) closes, and the reading stops.
+    func prefetchInBackground() {
+        let file = path + "/data.mdb"
+        Self.writebackQueue.async { [weak self] in
+            guard let self, droppedWrittenPages.load(ordering: .relaxed), !closed.load(ordering: .acquiring) else { return }
+            Self.prefetchQueue.async { [weak self] in
+                Self.prefetch(file: file) { self.map { $0.closed.load(ordering: .relaxed) } ?? true }
+            }
+        }
+    }
+
+    /// The reading of ``prefetch()``: `stop` is asked before each 1 MiB.
+    private static func prefetch(file: String, stop: () -> Bool) {
+        let fd = Glibc.open(file, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return }
         defer { Glibc.close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0, let available = Self.availableMemoryBytes(), Int(info.st_size) <= available / 2 else { return }
+        guard fstat(fd, &info) == 0, let available = availableMemoryBytes(), Int(info.st_size) <= available / 2 else { return }
         _ = posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
         let chunk = 1 << 20
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: chunk, alignment: 4096)
         defer { buffer.deallocate() }
         var offset: off_t = 0
-        while !closed.load(ordering: .relaxed) {
+        while !stop() {
             let n = pread(fd, buffer, chunk, offset)
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { return }
             offset += off_t(n)
-        }
-    }
-
-    /// ``prefetch()`` on a utility queue, after every writeback queued before this call and only
-    /// if one of them dropped pages. Returns at once.
-    func prefetchInBackground() {
-        Self.writebackQueue.async { [self] in
-            guard droppedWrittenPages.load(ordering: .relaxed), !closed.load(ordering: .acquiring) else { return }
-            Self.prefetchQueue.async { [self] in prefetch() }
         }
     }
 
