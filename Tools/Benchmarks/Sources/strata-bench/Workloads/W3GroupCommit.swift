@@ -12,8 +12,11 @@ enum W3GroupCommit {
             await ctx.measureRounds(key, keys: [key], &report) { engine in
                 let perSaver = max(1, ctx.sizes.groupCommitTransactions / savers)
                 let total = perSaver * savers
+                // Records are generated before the clock starts: it measures commits, not string
+                // formatting.
+                let work = (0..<savers).map { s in (0..<perSaver).map { TrackData.make(s * perSaver + $0) } }
                 let seconds = try await ctx.withSubject("W3", engine, variant: String(savers)) { subject in
-                    let (seconds, _) = try await MonotonicClock.measure { try await saveConcurrently(subject, savers: savers, perSaver: perSaver) }
+                    let (seconds, _) = try await MonotonicClock.measure { try await saveConcurrently(subject, work) }
                     try ctx.expectCount(subject, total)
                     return seconds
                 }
@@ -22,9 +25,8 @@ enum W3GroupCommit {
         }
     }
 
-    static func saveConcurrently(_ subject: any BenchSubject, savers: Int, perSaver: Int) async throws {
-        // Records are generated up front: the clock measures commits, not string formatting.
-        let work = (0..<savers).map { s in (0..<perSaver).map { TrackData.make(s * perSaver + $0) } }
+    /// Each element of `work` is one saver's records, saved one per transaction.
+    static func saveConcurrently(_ subject: any BenchSubject, _ work: [[TrackData]]) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for records in work {
                 if subject.savesBlockThread {
