@@ -70,7 +70,7 @@ import Testing
         // below the file's size, so none of the file is cached any more.
         for _ in 0..<2 {
             LMDBEnvironment.waitForBackgroundWork()
-            target.startWriteback(dropWrittenPages: true)
+            target.startWriteback()
         }
         LMDBEnvironment.waitForBackgroundWork()
         let file = dir.appendingPathComponent("data.mdb").path

@@ -100,8 +100,8 @@ extension LMDBEnvironment {
     /// (returns the entries and the key and value bytes copied):
     /// straight from the source's map through an appending cursor (no copies into Swift arrays),
     /// up to `batchBytes` per write transaction. After each, writeback of what it wrote starts
-    /// (``LMDBEnvironment/startWriteback(dropWrittenPages:)``, dropping the pages already written
-    /// for a new generation), so the disk works while the next is built. 4 MiB
+    /// (``LMDBEnvironment/startWriteback()``, dropping the pages already written for a new
+    /// generation), so the disk works while the next is built. 4 MiB
     /// measured no slower than larger batches on a 1M-object compaction and keeps LMDB's dirty
     /// page buffers small. Each transaction resumes after the last key the
     /// previous one wrote (keys not past it are skipped, so a corrupt branch page routing the
@@ -146,7 +146,7 @@ extension LMDBEnvironment {
             copied += count
             copiedBytes += batch
             after = last
-            if options.noSync { startWriteback(dropWrittenPages: isBulkBuild.load(ordering: .relaxed)) }
+            if options.noSync { startWriteback() }
         }
         return (copied, copiedBytes)
     }

@@ -78,13 +78,13 @@ final class LMDBEnvironment: Sendable {
     private let cachedMappings = Mutex<[MappedRange]?>(nil)
     struct MappedRange: Sendable { let start: UInt; let end: UInt }
     /// Set while this environment is a new generation being built (``Store/makeGeneration(like:)``
-    /// until its copy phase ends): its bulk copies then drop what they have written from the page
-    /// cache (see ``startWriteback(dropWrittenPages:)``).
+    /// until its copy phase ends): its background writebacks then drop what is on disk from the
+    /// page cache (see ``startWriteback()``).
     let isBulkBuild = Atomic<Bool>(false)
     /// Whether a writeback dropped written pages from the page cache (then the file is worth a
     /// ``prefetch()`` once it is in use).
     let droppedWrittenPages = Atomic<Bool>(false)
-    /// Whether a background writeback (``startWriteback(dropWrittenPages:)``) is queued and not
+    /// Whether a background writeback (``startWriteback()``) is queued and not
     /// yet started: a bulk build that finishes batches faster than the kernel takes them queues
     /// one at a time.
     private let writebackQueued = Atomic<Bool>(false)
@@ -318,8 +318,8 @@ final class LMDBEnvironment: Sendable {
     /// batch. At most one is queued at a time; one that starts late still covers every page
     /// dirtied before it.
     ///
-    /// With `dropWrittenPages` (honoured while ``isBulkBuild`` is set, never for an
-    /// `MDB_WRITEMAP` environment), each writeback then writes and waits for every dirty page
+    /// While ``isBulkBuild`` is set (never for an `MDB_WRITEMAP` environment), each writeback
+    /// then writes and waits for every dirty page
     /// below the size the file had at the previous one (`SYNC_FILE_RANGE_WAIT_BEFORE | WRITE |
     /// WAIT_AFTER`), releases this process's mappings of the file (``releaseMappedPages()``:
     /// `POSIX_FADV_DONTNEED` skips mapped pages, and each fault of the build maps up to 16
@@ -335,7 +335,7 @@ final class LMDBEnvironment: Sendable {
     /// Waiting for the pages consumes a write error the kernel would otherwise report to the
     /// next `fdatasync` of this descriptor (LMDB's), so such an error is kept and ``sync()``
     /// throws it: a generation whose pages did not reach the disk is never switched in.
-    func startWriteback(dropWrittenPages: Bool = false) {
+    func startWriteback() {
         guard Self.syncFileRange != nil, !closed.load(ordering: .acquiring) else { return }
         guard writebackQueued.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
         Self.writebackQueue.async { [self] in
@@ -347,14 +347,15 @@ final class LMDBEnvironment: Sendable {
                 var info = stat()
                 let size = fstat(fd, &info) == 0 ? Int(info.st_size) : 0
                 _ = syncFileRange(fd, 0, 0, 2 /* SYNC_FILE_RANGE_WRITE: errors are left for the sync */)
-                let metaBytes = 2 * Int(sysconf(Int32(_SC_PAGESIZE)))
-                let drop = dropWrittenPages && isBulkBuild.load(ordering: .acquiring) && !options.writeMap
+                let metaBytes = Self.metaPagesBytes
+                let drop = isBulkBuild.load(ordering: .acquiring) && !options.writeMap
                 if drop, state.error == nil, state.submittedBelow > metaBytes {
                     let length = state.submittedBelow - metaBytes
                     // WAIT_BEFORE | WRITE | WAIT_AFTER: clean, so that the advice can drop them.
                     if syncFileRange(fd, Int64(metaBytes), Int64(length), 7) != 0 {
                         state.error = errno
                     } else {
+                        // A failed madvise only leaves some pages mapped, and so cached.
                         _ = try? releaseMappedPages()
                         if posix_fadvise(fd, off_t(metaBytes), off_t(length), POSIX_FADV_DONTNEED) == 0 {
                             droppedWrittenPages.store(true, ordering: .relaxed)
@@ -377,7 +378,7 @@ final class LMDBEnvironment: Sendable {
     /// Reads the data file into the page cache (sequential 1 MiB reads of a second descriptor),
     /// when it is at most half of the memory available (`MemAvailable`, and the cgroup's
     /// `memory.max` where one is set), stopping if the environment closes: a new generation
-    /// whose build dropped its pages (``startWriteback(dropWrittenPages:)``) starts cold, and
+    /// whose build dropped its pages (``startWriteback()``) starts cold, and
     /// readers of a store opened with `MDB_NORDAHEAD` would otherwise fetch it a page per fault
     /// (a compaction that read a cold 318 MB generation took 6 s instead of 0.6).
     /// `POSIX_FADV_WILLNEED` does not do it: the kernel caps it at one readahead window. Errors
@@ -405,9 +406,10 @@ final class LMDBEnvironment: Sendable {
         guard fd >= 0 else { return }
         defer { Glibc.close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0, let available = availableMemoryBytes(), Int(info.st_size) <= available / 2 else { return }
+        guard fstat(fd, &info) == 0, let available = availableMemoryBytes(),
+              Int(info.st_size) <= available / prefetchAvailableMemoryDivisor else { return }
         _ = posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
-        let chunk = 1 << 20
+        let chunk = prefetchChunkBytes
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: chunk, alignment: 4096)
         defer { buffer.deallocate() }
         var offset: off_t = 0
@@ -438,9 +440,18 @@ final class LMDBEnvironment: Sendable {
 
     /// Waits until every background writeback and prefetch queued so far has finished (tests).
     static func waitForBackgroundWork() {
-        writebackQueue.sync {}
+        waitForWriteback()
         prefetchQueue.sync {}
     }
+
+    /// The two meta pages at the start of the data file (LMDB's page size is the system's): a
+    /// writeback never drops them, every transaction reads them.
+    static let metaPagesBytes = 2 * Int(sysconf(Int32(_SC_PAGESIZE)))
+    /// ``prefetch()`` reads a file only when it is at most this fraction (1/n) of the memory
+    /// available, so it never pushes much else out of the cache.
+    static let prefetchAvailableMemoryDivisor = 2
+    /// The size of ``prefetch()``'s reads.
+    static let prefetchChunkBytes = 1 << 20
 
     /// Where background writebacks run (one at a time: they contend for the same disk).
     private static let writebackQueue = DispatchQueue(label: "strata.writeback", qos: .utility)
