@@ -51,6 +51,10 @@ struct MigrationHop: Sendable {
     /// Old entity tag → the entity's name in the new schema.
     let entityNames: [UInt16: String]
 
+    /// Old entity tag → where each new attribute's value comes from, for the entities no custom
+    /// step touches (see ``PositionalPlan``).
+    let plans: [UInt16: PositionalPlan]
+
     init(from: Schema, to: Schema, registry: MigrationRegistry) throws {
         self.from = from
         self.to = to
@@ -66,12 +70,26 @@ struct MigrationHop: Sendable {
             if let r = to.entity(named: entityName)?.relationship(named: relName) { tags[oldTag] = r.tag }
         }
         relationshipTags = tags
+        var plans: [UInt16: PositionalPlan] = [:]
+        for e in from.entities {
+            if let name = entityNames[e.tag], let new = to.entity(named: name), let plan = PositionalPlan(old: e, new: new, steps: steps) {
+                plans[e.tag] = plan
+            }
+        }
+        self.plans = plans
     }
 
     /// Transforms one record's values (entity tag is unchanged: ids stay valid).
+    ///
+    /// An entity without a custom step goes through its ``PositionalPlan`` (the same result,
+    /// without a record keyed by name); the others, and every call with `timings` or
+    /// `stepByStep`, apply the steps one by one to a ``MigrationRecord``.
     /// - Parameter timings: when given, each step's time is added to it (reading the clock twice
     ///   per step costs more than most steps, so callers time a sample of the records).
-    func transform(_ id: ObjectID, _ values: [Value], timings: UnsafeMutableBufferPointer<Duration>? = nil) throws -> [Value] {
+    func transform(_ id: ObjectID, _ values: [Value], timings: UnsafeMutableBufferPointer<Duration>? = nil, stepByStep: Bool = false) throws -> [Value] {
+        if timings == nil, !stepByStep, let plan = plans[id.entityTag] {
+            return try plan.apply(id, values, version: to.version)
+        }
         guard let old = from.entity(tag: id.entityTag), let newName = entityNames[old.tag], let new = to.entity(named: newName) else {
             throw MigrationError(reason: "object \(id) has no entity in \(from.model) v\(from.version)")
         }
@@ -87,12 +105,14 @@ struct MigrationHop: Sendable {
         } else {
             for step in steps { try apply(step, to: &record, new: new) }
         }
-        return try new.attributes.map { a in
-            let v = record.values[a.name] ?? .null
-            if v.isNull && !a.isOptional { throw MigrationError(reason: "\(new.name) \(id): required attribute '\(a.name)' has no value after migration to v\(to.version)") }
-            if !v.isNull && v.type != a.type { throw MigrationError(reason: "\(new.name) \(id): '\(a.name)' is \(v.type!.rawValue) after the steps, v\(to.version) declares \(a.type.rawValue)") }
-            return v
-        }
+        return try new.attributes.map { a in try Self.checked(record.values[a.name] ?? .null, a, new, id, version: to.version) }
+    }
+
+    /// A value of the new version's attribute `a`, checked against its declaration.
+    static func checked(_ v: Value, _ a: AttributeDescription, _ new: EntityDescription, _ id: ObjectID, version: Int) throws -> Value {
+        if v.isNull && !a.isOptional { throw MigrationError(reason: "\(new.name) \(id): required attribute '\(a.name)' has no value after migration to v\(version)") }
+        if !v.isNull && v.type != a.type { throw MigrationError(reason: "\(new.name) \(id): '\(a.name)' is \(v.type!.rawValue) after the steps, v\(version) declares \(a.type.rawValue)") }
+        return v
     }
 
     private func apply(_ step: MigrationStep, to r: inout MigrationRecord, new: EntityDescription) throws {
@@ -117,6 +137,88 @@ struct MigrationHop: Sendable {
         default:
             break
         }
+    }
+}
+
+/// One hop's record transform for an entity without a custom step, worked out once from the
+/// steps: for each attribute of the new version, the old attribute it comes from (by position)
+/// and the conversions applied to it, or a constant (an added attribute's default). Applying it
+/// gives what the steps applied one by one to a ``MigrationRecord`` give — the name-keyed record
+/// the steps need costs a dictionary per record, which was most of a migration's transform time
+/// (`strata-bench probe migration`, BENCHMARKS.md). Tests compare both on every attribute kind.
+struct PositionalPlan: Sendable {
+    struct Conversion: Sendable {
+        let conversion: TypeConversion
+        /// The entity's and attribute's names at that step (for the error message).
+        let entity: String
+        let attribute: String
+    }
+
+    struct Source: Sendable {
+        enum Base: Sendable {
+            case old(Int)
+            case constant(Value)
+        }
+        var base: Base
+        var conversions: [Conversion]
+    }
+
+    let new: EntityDescription
+    /// One per attribute of `new`; nil: no value (null).
+    let sources: [Source?]
+
+    /// Nil when a custom step applies to the entity (its effect is only known by running it).
+    init?(old: EntityDescription, new: EntityDescription, steps: [MigrationStep]) {
+        var name = old.name
+        // Attribute name → its source, as the steps change the record; a value that is null at
+        // run time is simply absent from the step-by-step record, which `Source` reproduces
+        // (a null base stays null through the conversions that map null to null).
+        var symbols: [String: Source] = [:]
+        for (i, a) in old.attributes.enumerated() { symbols[a.name] = Source(base: .old(i), conversions: []) }
+        for step in steps {
+            switch step {
+            case .renameEntity(let f, let t):
+                if name == f { name = t }
+            case .renameAttribute(let e, let f, let t) where e == name:
+                if let s = symbols.removeValue(forKey: f) { symbols[t] = s }
+            case .addAttribute(let e, let a) where e == name:
+                // The shape check guarantees `a` is absent here, so the default always applies.
+                if symbols[a] == nil, let d = new.attribute(named: a)?.defaultValue { symbols[a] = Source(base: .constant(d), conversions: []) }
+            case .removeAttribute(let e, let a) where e == name:
+                symbols[a] = nil
+            case .changeType(let e, let a, let c) where e == name:
+                var s = symbols[a] ?? Source(base: .constant(.null), conversions: [])
+                s.conversions.append(Conversion(conversion: c, entity: e, attribute: a))
+                symbols[a] = s
+            case .custom(let e, _) where e == name:
+                return nil
+            default:
+                break
+            }
+        }
+        self.new = new
+        sources = new.attributes.map { symbols[$0.name] }
+    }
+
+    func apply(_ id: ObjectID, _ values: [Value], version: Int) throws -> [Value] {
+        var out: [Value] = []
+        out.reserveCapacity(sources.count)
+        for (i, source) in sources.enumerated() {
+            var v: Value = .null
+            if let source {
+                switch source.base {
+                case .old(let j): v = j < values.count ? values[j] : .null
+                case .constant(let c): v = c
+                }
+                for c in source.conversions {
+                    do { v = try c.conversion.convert(v) } catch let f as ValueConversion.Failure {
+                        throw MigrationError(reason: "\(c.entity) \(id): \(c.attribute): \(f.reason)")
+                    }
+                }
+            }
+            out.append(try MigrationHop.checked(v, new.attributes[i], new, id, version: version))
+        }
+        return out
     }
 }
 

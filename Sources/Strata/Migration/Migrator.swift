@@ -121,10 +121,17 @@ extension Store {
                 }
             }
             let horizon = try view.horizon()
-            progress?(MigrationProgress(phase: .base, done: 0, total: 0))
+            progress?(MigrationProgress(phase: .log, done: 0, total: Int(t0.rawValue - horizon.rawValue)))
             try upcaster.loadBase(view, horizon: horizon, head: t0)
-            try upcaster.upcastLog(view, after: horizon, upTo: t0) { progress?(MigrationProgress(phase: .log, done: $0, total: Int(t0.rawValue - horizon.rawValue))) }
+            try upcaster.upcastLog(view, after: horizon, upTo: t0, applyingToState: false) {
+                progress?(MigrationProgress(phase: .log, done: $0, total: Int(t0.rawValue - horizon.rawValue)))
+            }
+            let objects = try schema.entities.reduce(0) { $0 + (try view.objectCount($1)) }
+            progress?(MigrationProgress(phase: .base, done: 0, total: objects))
+            try upcaster.buildState(view) { progress?(MigrationProgress(phase: .base, done: $0, total: objects)) }
         }
+        // The bulk build is done: later writes (the catch-up) keep their pages cached.
+        newEnv.isBulkBuild.store(false, ordering: .releasing)
         func objectsPerEntity() throws -> [String: Int] {
             try newEnv.read { txn in
                 Dictionary(uniqueKeysWithValues: try app.entities.map { ($0.name, try ReadView(txn: txn, env: newEnv, schema: app).objectCount($0)) })
@@ -140,6 +147,12 @@ extension Store {
                                    seconds: (ContinuousClock.now - started).seconds)
         }
         progress?(MigrationProgress(phase: .catchingUp, done: 0, total: 0))
+        // As for a compaction: the catch-up reads the state the build dropped from the cache, so
+        // read it back first (while saves go on) if there is anything to catch up.
+        if try lastTransactionID > t0, newEnv.droppedWrittenPages.load(ordering: .relaxed) {
+            LMDBEnvironment.waitForWriteback()
+            newEnv.prefetch()
+        }
         let box = UpcasterBox(upcaster)
         let marker = try await writer.exclusive { [self] in
             var u = box.value
@@ -147,7 +160,7 @@ extension Store {
             let marker = try oldEnv.read { txn -> TransactionID in
                 let view = ReadView(txn: txn, env: oldEnv, schema: schema)
                 let last = try view.lastTransactionID()
-                if last > t0 { try u.upcastLog(view, after: t0, upTo: last) { _ in } }
+                if last > t0 { try u.upcastLog(view, after: t0, upTo: last, applyingToState: true) { _ in } }
                 return last.next
             }
             try u.writeMarker(marker, from: schema.version, to: goal, steps: stepSeconds.map(\.step))
@@ -176,9 +189,16 @@ private final class UpcasterBox: @unchecked Sendable {
     init(_ value: Upcaster) { self.value = value }
 }
 
-/// Rewrites state and log through the migration hops. It keeps the old-schema state in a scratch
-/// environment while it walks the log, because an update only carries the attributes it changed
-/// and a step (a conversion, a custom step) needs the whole record.
+/// Rewrites state and log through the migration hops.
+///
+/// The log is rewritten entry by entry. An update only carries the attributes it changed, and a
+/// step (a conversion, a custom step) needs the whole record, so the upcaster keeps the
+/// old-schema records in a scratch environment while it walks the log (the records alone: no
+/// indexes). The new generation's state is not replayed from the rewritten log: it is the live
+/// state, each object transformed once and written in bulk (``BulkStateBuilder``) — the same
+/// state, since an upcast update's values are the transform of the whole record after it.
+/// `verify` on a migrated store checks that the two agree. Transactions committed during the
+/// build are caught up through ``StateApplier`` as a save would be.
 struct Upcaster {
     let old: Schema
     let new: Schema
@@ -230,70 +250,80 @@ struct Upcaster {
         return t
     }
 
-    /// The state at the horizon, in the old schema into the scratch and transformed into the new generation.
+    /// For a compacted store: the old-schema state at the horizon into the scratch (the records
+    /// the first updates after the horizon need).
     mutating func loadBase(_ view: ReadView, horizon: TransactionID, head: TransactionID) throws {
         guard horizon > .zero else { return }
         _ = try StateRebuilder.loadBase(from: view, horizon: horizon, head: head, into: scratch, schema: old)
-        try scratch.read { txn in
-            var objects = ChunkedScan(txn: txn, db: scratch[.objects], prefix: nil)
-            var chunk: [(ObjectID, [Value], TransactionID)] = []
-            func flush(_ u: inout Upcaster) throws {
-                guard !chunk.isEmpty else { return }
-                try u.newEnv.writeGrowing { txn in
-                    var applier = StateApplier(txn: txn, env: u.newEnv, schema: u.new, transactionID: .zero)
-                    for (id, values, version) in chunk {
-                        applier.transactionID = version
-                        try applier.apply(.insert(id: id, values: values))
-                    }
-                    try applier.flushCounts()
-                }
-                chunk.removeAll(keepingCapacity: true)
-            }
-            while let (k, v) = try objects.next() {
-                let id = k.withUnsafeBytes { ObjectID(keyBytes: $0) }
-                let r = try v.withUnsafeBytes { try RecordCodec.decode($0, id: id, schema: old) }
-                chunk.append((id, try transform(id, r.values), r.version))
-                if chunk.count >= 8192 { try flush(&self) }
-            }
-            try flush(&self)
-            let hops = self.hops
-            // Mapped tags change the key order, so these are plain puts (no append).
-            var links = ChunkedScan(txn: txn, db: scratch[.links], prefix: nil)
-            var pending: [[UInt8]] = []
-            func flushLinks() throws {
-                try newEnv.writeGrowing { t in for k in pending { try t.put(newEnv[.links], key: k, value: []) } }
-                pending.removeAll(keepingCapacity: true)
-            }
-            while let (k, _) = try links.next() {
-                var tag: UInt16? = UInt16(k[0]) << 8 | UInt16(k[1])
-                for hop in hops { tag = tag.flatMap { hop.relationshipTags[$0] } }
-                guard let tag else { continue }
-                pending.append(Layout.u16(tag) + k.dropFirst(2))
-                if pending.count >= 8192 { try flushLinks() }
-            }
-            try flushLinks()
-        }
     }
 
-    /// Rewrites the log entries (`after`, `upTo`] through the steps into the new generation and
-    /// applies them there; the scratch follows in the old schema.
-    mutating func upcastLog(_ view: ReadView, after: TransactionID, upTo: TransactionID, progress: (Int) -> Void) throws {
+    /// The new generation's state from `view`'s live state: every object transformed and
+    /// written in bulk, links under their new tags, and the object counts (unchanged by a
+    /// migration; checked against the objects written).
+    mutating func buildState(_ view: ReadView, progress: (Int) -> Void) throws {
+        var builder = BulkStateBuilder(env: newEnv, schema: new)
+        var objects = ChunkedScan(txn: view.txn, db: view.env[.objects], prefix: nil)
+        var done = 0
+        while let (k, v) = try objects.next() {
+            let id = k.withUnsafeBytes { ObjectID(keyBytes: $0) }
+            let r = try v.withUnsafeBytes { try RecordCodec.decode($0, id: id, schema: old) }
+            try builder.add(id: id, values: try transform(id, r.values), version: r.version)
+            done += 1
+            if done % 65_536 == 0 { progress(done) }
+        }
+        var links = ChunkedScan(txn: view.txn, db: view.env[.links], prefix: nil)
+        while let (k, _) = try links.next() {
+            guard k.count >= 2, let tag = mapTag(UInt16(k[0]) << 8 | UInt16(k[1])) else { continue }
+            try builder.addLink(Layout.u16(tag) + k.dropFirst(2))
+        }
+        try builder.finish()
+        // Counts: the old store's, for every entity it has a count for (also the zero ones a
+        // replay of the log leaves), each checked against what was written.
+        var counts: [(key: [UInt8], value: [UInt8])] = []
+        for e in old.entities {
+            let key = MetaKey.count(e.tag)
+            let stored = try view.txn.withValue(view.env[.meta], key: key) { b -> Int in
+                var r = ByteReader(b)
+                return Int(try r.u64())
+            }
+            let written = builder.objectsPerEntity[e.tag] ?? 0
+            guard let stored else {
+                guard written == 0 else { throw MigrationError(reason: "\(e.name) has \(written) objects but no stored count; run verify") }
+                continue
+            }
+            guard stored == written else {
+                throw MigrationError(reason: "\(e.name) has \(written) objects but a stored count of \(stored); run verify")
+            }
+            counts.append((key, MetaKey.countValue(written)))
+        }
+        try newEnv.writeGrowing { txn in for c in counts { try txn.put(newEnv[.meta], key: c.key, value: c.value) } }
+        progress(done)
+    }
+
+    /// Rewrites the log entries (`after`, `upTo`] through the steps into the new generation's
+    /// log; with `applyingToState`, also to its state (the catch-up: the state was built before
+    /// them). The scratch follows in the old schema.
+    mutating func upcastLog(_ view: ReadView, after: TransactionID, upTo: TransactionID, applyingToState: Bool, progress: (Int) -> Void) throws {
         guard upTo > after else { return }
         var batch: [LogEntry] = []
+        var batchBytes = 0
         func flush(_ u: inout Upcaster) throws {
             guard !batch.isEmpty else { return }
             let upcast = try u.upcast(batch)
             try u.newEnv.writeGrowing { txn in
                 for entry in upcast {
-                    var applier = StateApplier(txn: txn, env: u.newEnv, schema: u.new, transactionID: entry.transactionID)
-                    for c in entry.changes { try applier.apply(c) }
-                    try applier.flushCounts()
+                    if applyingToState {
+                        var applier = StateApplier(txn: txn, env: u.newEnv, schema: u.new, transactionID: entry.transactionID)
+                        for c in entry.changes { try applier.apply(c) }
+                        try applier.flushCounts()
+                    }
                     try txn.put(u.newEnv[.log], key: entry.transactionID.keyBytes, value: LogEntryCodec.encode(entry), flags: UInt32(MDB_APPEND))
                 }
             }
             u.transactions += batch.count
             progress(u.transactions)
             batch.removeAll(keepingCapacity: true)
+            batchBytes = 0
         }
         var expected = after.next
         var failure: Error?
@@ -304,7 +334,8 @@ struct Upcaster {
             }
             expected = expected.next
             batch.append(entry)
-            if batch.count >= 512 {
+            batchBytes += entry.changes.count
+            if batch.count >= 512 || batchBytes >= 65_536 {
                 do { try flush(&self) } catch { failure = error; return false }
             }
             return true
@@ -314,41 +345,52 @@ struct Upcaster {
         try flush(&self)
     }
 
-    /// Entries in the new schema; the scratch advances through the originals.
+    /// Entries in the new schema; the scratch's records advance through the originals.
     private mutating func upcast(_ entries: [LogEntry]) throws -> [LogEntry] {
         var out: [LogEntry] = []
         var pending: [(LogEntry, [LoggedChange])] = []
-        // Compute with the scratch's records, then apply the originals to it, in one transaction
-        // (redone whole if the scratch's map has to grow).
-        let timingsBefore = timings
+        // Compute with the scratch's records, then apply the originals to them, in one
+        // transaction (redone whole if the scratch's map has to grow).
+        let timingsBefore = timings, transformedBefore = transformed
+        let objects = scratch[.objects]
+        let old = self.old
         try scratch.writeGrowing { txn in
             pending.removeAll()
             timings = timingsBefore
+            transformed = transformedBefore
+            func record(_ id: ObjectID) throws -> Record? {
+                try txn.withValue(objects, key: id.keyBytes) { try RecordCodec.decode($0, id: id, schema: old) }
+            }
             for entry in entries {
-                var applier = StateApplier(txn: txn, env: scratch, schema: old, transactionID: entry.transactionID)
                 var changes: [LoggedChange] = []
+                changes.reserveCapacity(entry.changes.count)
                 for c in entry.changes {
                     switch c {
                     case .insert(let id, let values):
+                        guard let e = old.entity(tag: id.entityTag) else {
+                            throw StrataError.corruptRecord(id: id, reason: "no entity with tag \(id.entityTag) in schema \(old.model) v\(old.version)")
+                        }
                         changes.append(.insert(id: id, values: try transform(id, values)))
+                        try txn.put(objects, key: id.keyBytes, value: RecordCodec.encode(Record(entity: e, id: id, values: values, version: entry.transactionID)))
                     case .update(let id, let attrs, let previous):
-                        guard let before = try applier.record(id) else { throw MigrationError(reason: "transaction \(entry.transactionID) updates missing object \(id)") }
-                        var after = before.values
-                        for a in attrs { after[a.attribute] = a.new }
-                        let tb = try transform(id, before.values), ta = try transform(id, after)
+                        guard var record = try record(id) else { throw MigrationError(reason: "transaction \(entry.transactionID) updates missing object \(id)") }
+                        let before = record.values
+                        for a in attrs { record.values[a.attribute] = a.new }
+                        let tb = try transform(id, before), ta = try transform(id, record.values)
                         let diff = tb.indices.filter { tb[$0] != ta[$0] }.map { AttributeChange(attribute: $0, old: tb[$0], new: ta[$0]) }
                         // Kept even when empty: the update still gave the object this transaction's version.
                         changes.append(.update(id: id, changes: diff, previousVersion: previous))
+                        record.version = entry.transactionID
+                        try txn.put(objects, key: id.keyBytes, value: RecordCodec.encode(record))
                     case .delete(let id, let values, let previous):
                         changes.append(.delete(id: id, values: try transform(id, values), previousVersion: previous))
+                        _ = try txn.delete(objects, key: id.keyBytes)
                     case .link(let tag, let a, let b):
                         if let t = mapTag(tag) { changes.append(.link(relationship: t, from: a, to: b)) }
                     case .unlink(let tag, let a, let b):
                         if let t = mapTag(tag) { changes.append(.unlink(relationship: t, from: a, to: b)) }
                     }
-                    try applier.apply(c)
                 }
-                try applier.flushCounts()
                 pending.append((entry, changes))
             }
         }

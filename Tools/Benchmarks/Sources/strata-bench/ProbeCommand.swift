@@ -18,16 +18,18 @@ import Strata
 ///   timed with its copy phase apart.
 /// - `small-saves`: W2's relaxed saves (`--count` one-track `saveAndWait` calls), three runs,
 ///   with the time per save (a loop to profile with `perf record` or `strace -c`).
+/// - `migration`: W10's store (`--count` tracks saved in library v1, 10k per transaction)
+///   migrated to v2, with each phase's time and the steps' estimated times.
 struct ProbeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "probe", abstract: "Diagnostic breakdowns behind BENCHMARKS.md (group-commit, child, verify, compaction, small-saves).")
+        commandName: "probe", abstract: "Diagnostic breakdowns behind BENCHMARKS.md (group-commit, child, verify, compaction, small-saves, migration).")
 
-    enum Kind: String, ExpressibleByArgument, CaseIterable { case groupCommit = "group-commit", child, verify, compaction, smallSaves = "small-saves" }
+    enum Kind: String, ExpressibleByArgument, CaseIterable { case groupCommit = "group-commit", child, verify, compaction, smallSaves = "small-saves", migration }
 
-    @Argument(help: "What to measure: group-commit, child, verify, compaction or small-saves.") var kind: Kind
+    @Argument(help: "What to measure: group-commit, child, verify, compaction, small-saves or migration.") var kind: Kind
     @Option(help: "Empty scratch directory (removed afterwards).") var dir: String
     @Option(help: "Schema directory (Schemas/library).") var schema: String
-    @Option(help: "Transactions (group-commit), inserts (child), tracks (verify, compaction) or saves (small-saves).") var count: Int = 2_048
+    @Option(help: "Transactions (group-commit), inserts (child), tracks (verify, compaction, migration) or saves (small-saves).") var count: Int = 2_048
 
     func validate() throws {
         guard count > 0 else { throw ValidationError("--count must be positive") }
@@ -43,6 +45,7 @@ struct ProbeCommand: AsyncParsableCommand {
         case .verify: try await verify(schema, root)
         case .compaction: try await compaction(schema, root)
         case .smallSaves: try smallSaves(schema, root)
+        case .migration: try await migration(URL(fileURLWithPath: self.schema), root)
         }
     }
 
@@ -173,5 +176,50 @@ struct ProbeCommand: AsyncParsableCommand {
             store.close()
             try? FileManager.default.removeItem(at: dir)
         }
+    }
+
+    private func migration(_ schemaDirectory: URL, _ root: URL) async throws {
+        let schemas = try Schema.loadAll(directory: schemaDirectory)
+        guard schemas.count >= 2, let track = schemas[0].entity(named: "Track") else { throw ValidationError("migration needs library v1 and v2") }
+        let dir = root.appendingPathComponent("migration")
+        var config = StoreConfiguration()
+        config.durability = .relaxed
+        config.initialMapSizeBytes = 8 << 30
+        do {
+            let store = try Store.open(at: dir, schema: schemas[0], configuration: config)
+            var start = 0
+            while start < count {
+                let end = min(count, start + 10_000)
+                var c = ChangeSet()
+                for i in start..<end {
+                    let t = TrackData.make(i)
+                    var r = Record(entity: track)
+                    r["mbid"] = .uuid(t.mbid)
+                    r["title"] = .string(t.title)
+                    r["durationSeconds"] = .int(Int64(t.durationSeconds))
+                    r["addedAt"] = .date(t.addedAt)
+                    c.insert(r)
+                }
+                _ = try await store.save(c)
+                start = end
+            }
+            store.close()
+        }
+        sync()
+        FileHandle.standardError.write(Data("loaded; migrating in 2 s (pid \(getpid()), for perf record -p)\n".utf8))
+        try await Task.sleep(for: .seconds(2))
+        let phases = Mutex<[(String, UInt64)]>([])
+        let r = try await Store.migrate(at: dir, schemas: schemas, registry: libraryMigrations) { p in
+            phases.withLock { list in if list.last?.0 != p.phase.rawValue { list.append((p.phase.rawValue, MonotonicClock.nanoseconds())) } }
+        }
+        let ended = MonotonicClock.nanoseconds()
+        let marks = phases.withLock { $0 }
+        for (i, (name, at)) in marks.enumerated() {
+            let next = i + 1 < marks.count ? marks[i + 1].1 : ended
+            print(String(format: "  %@: %.3f s", name, Double(next - at) / 1e9))
+        }
+        for s in r.stepSeconds { print(String(format: "  step %@: %.3f s (estimate)", s.step, s.seconds)) }
+        print(String(format: "migration of %d objects: %.3f s (%.0f objects/s), %d transactions upcast, %d MB before, %d MB after",
+                     r.objects, r.seconds, Double(r.objects) / r.seconds, r.transactionsUpcast, r.bytesBefore >> 20, r.bytesAfter >> 20))
     }
 }
