@@ -16,10 +16,11 @@ import CLMDB
 struct BulkStateBuilder {
     let env: LMDBEnvironment
     let schema: Schema
-    /// Bytes of gathered keys (with their bookkeeping) held before a run is written: 256 MiB
-    /// holds the four index and unique keys of about 1.5M library tracks, so a store of that
-    /// size is written in one sorted pass.
-    static let runBudgetBytes = 256 << 20
+    /// Bytes of gathered keys (with their bookkeeping) held before a run is written, by
+    /// default: 256 MiB holds the four index and unique keys of about 1.5M library tracks, so a
+    /// store of that size is written in one sorted pass.
+    static let defaultRunBudgetBytes = 256 << 20
+    let runBudgetBytes: Int
     /// Bytes of keys and values per write transaction (as ``LMDBEnvironment/copyDirect``).
     static let batchBytes = 4 << 20
 
@@ -33,9 +34,11 @@ struct BulkStateBuilder {
     private var started: Set<DatabaseName> = []
     private var lastID: ObjectID?
 
-    init(env: LMDBEnvironment, schema: Schema) {
+    init(env: LMDBEnvironment, schema: Schema, runBudgetBytes: Int = defaultRunBudgetBytes) {
+        precondition(runBudgetBytes > 0, "run budget must be positive")
         self.env = env
         self.schema = schema
+        self.runBudgetBytes = runBudgetBytes
     }
 
     /// Adds one object; ids must ascend (the order of the `objects` database they are read from).
@@ -56,13 +59,13 @@ struct BulkStateBuilder {
         }
         objectsPerEntity[e.tag, default: 0] += 1
         if records.byteCount >= Self.batchBytes { try write(\.records, into: .objects) }
-        if indexes.byteCount + uniques.byteCount + links.byteCount >= Self.runBudgetBytes { try writeRuns() }
+        if indexes.byteCount + uniques.byteCount + links.byteCount >= runBudgetBytes { try writeRuns() }
     }
 
     /// Adds one link key (relationship tag · from · to), in any order.
     mutating func addLink(_ key: [UInt8]) throws {
         links.add(key: key, value: [])
-        if indexes.byteCount + uniques.byteCount + links.byteCount >= Self.runBudgetBytes { try writeRuns() }
+        if indexes.byteCount + uniques.byteCount + links.byteCount >= runBudgetBytes { try writeRuns() }
     }
 
     /// Writes everything still gathered.
