@@ -121,14 +121,48 @@ extension Store {
                 }
             }
             let horizon = try view.horizon()
-            progress?(MigrationProgress(phase: .log, done: 0, total: Int(t0.rawValue - horizon.rawValue)))
-            try upcaster.loadBase(view, horizon: horizon, head: t0)
-            try upcaster.upcastLog(view, after: horizon, upTo: t0, applyingToState: false) {
-                progress?(MigrationProgress(phase: .log, done: $0, total: Int(t0.rawValue - horizon.rawValue)))
-            }
             let objects = try schema.entities.reduce(0) { $0 + (try view.objectCount($1)) }
             progress?(MigrationProgress(phase: .base, done: 0, total: objects))
-            try upcaster.buildState(view) { progress?(MigrationProgress(phase: .base, done: $0, total: objects)) }
+            progress?(MigrationProgress(phase: .log, done: 0, total: Int(t0.rawValue - horizon.rawValue)))
+            // The log and the state are independent (different databases of the new generation,
+            // each written in its own short transactions): with a second snapshot of the same
+            // transaction and generation, another thread builds the state while this one
+            // rewrites the log. That thread only reads the old store and writes the new one; a
+            // failure on either side waits for the other before the generation is abandoned.
+            var stateSide = upcaster.stateSide()
+            let second = try? self.snapshot(label: "migration-state")
+            if let second, second.transactionID == t0, second.env === oldEnv {
+                let result = Locked<Result<Upcaster, Error>?>(nil)
+                let done = DispatchGroup()
+                let side = stateSide
+                DispatchQueue.global().async(group: done) {
+                    var u = side
+                    let r = Result { () throws -> Upcaster in
+                        defer { second.close() }
+                        try second.read { try u.buildState($0) { progress?(MigrationProgress(phase: .base, done: $0, total: objects)) } }
+                        return u
+                    }
+                    result.withLock { $0 = r }
+                }
+                let logResult = Result {
+                    try upcaster.loadBase(view, horizon: horizon, head: t0)
+                    try upcaster.upcastLog(view, after: horizon, upTo: t0, applyingToState: false) {
+                        progress?(MigrationProgress(phase: .log, done: $0, total: Int(t0.rawValue - horizon.rawValue)))
+                    }
+                }
+                done.wait()
+                try logResult.get()
+                guard let built = result.withLock({ $0 }) else { throw MigrationError(reason: "the state build did not finish") }
+                stateSide = try built.get()
+            } else {
+                second?.close()
+                try upcaster.loadBase(view, horizon: horizon, head: t0)
+                try upcaster.upcastLog(view, after: horizon, upTo: t0, applyingToState: false) {
+                    progress?(MigrationProgress(phase: .log, done: $0, total: Int(t0.rawValue - horizon.rawValue)))
+                }
+                try stateSide.buildState(view) { progress?(MigrationProgress(phase: .base, done: $0, total: objects)) }
+            }
+            upcaster.addTimings(of: stateSide)
         }
         // The bulk build is done: later writes (the catch-up) keep their pages cached.
         newEnv.isBulkBuild.store(false, ordering: .releasing)
@@ -199,7 +233,7 @@ private final class UpcasterBox: @unchecked Sendable {
 /// state, since an upcast update's values are the transform of the whole record after it.
 /// `verify` on a migrated store checks that the two agree. Transactions committed during the
 /// build are caught up through ``StateApplier`` as a save would be.
-struct Upcaster {
+struct Upcaster: Sendable {
     let old: Schema
     let new: Schema
     let hops: [MigrationHop]
@@ -218,6 +252,21 @@ struct Upcaster {
     }
 
     func close() { scratch.close() }
+
+    /// A copy for building the state on another thread: the same schemas, hops and generation,
+    /// its own step timings (added back with ``addTimings(of:)``). It does not use the scratch.
+    func stateSide() -> Upcaster {
+        var side = self
+        side.timings = Array(repeating: .zero, count: timings.count)
+        side.transformed = 0
+        side.transactions = 0
+        return side
+    }
+
+    /// Adds the step times `other` measured (see ``stateSide()``).
+    mutating func addTimings(of other: Upcaster) {
+        for i in timings.indices { timings[i] += other.timings[i] }
+    }
 
     /// Records transformed so far; one in ``timingSample`` is timed step by step.
     var transformed = 0
