@@ -310,7 +310,8 @@ struct Upcaster: Sendable {
     /// written in bulk, links under their new tags, and the object counts (unchanged by a
     /// migration; checked against the objects written).
     mutating func buildState(_ view: ReadView, progress: (Int) -> Void) throws {
-        var builder = BulkStateBuilder(env: newEnv, schema: new)
+        let expected = try old.entities.reduce(0) { $0 + (try view.objectCount($1)) }
+        var builder = BulkStateBuilder(env: newEnv, schema: new, expectedObjects: expected)
         var objects = ChunkedScan(txn: view.txn, db: view.env[.objects], prefix: nil)
         var done = 0
         while let (k, v) = try objects.next() {

@@ -1,4 +1,5 @@
 import CLMDB
+import Dispatch
 
 /// Builds a new generation's state — objects, index and unique entries, links — from whole
 /// records given in id order, for a migration.
@@ -34,11 +35,18 @@ struct BulkStateBuilder {
     private var started: Set<DatabaseName> = []
     private var lastID: ObjectID?
 
-    init(env: LMDBEnvironment, schema: Schema, runBudgetBytes: Int = defaultRunBudgetBytes) {
+    /// Objects the caller expects to add (0: unknown): after the first ``sampleObjects`` the
+    /// key buffers are sized for them (up to the budget), instead of doubling as they grow.
+    let expectedObjects: Int
+    static let sampleObjects = 1_024
+    private var added = 0
+
+    init(env: LMDBEnvironment, schema: Schema, runBudgetBytes: Int = defaultRunBudgetBytes, expectedObjects: Int = 0) {
         precondition(runBudgetBytes > 0, "run budget must be positive")
         self.env = env
         self.schema = schema
         self.runBudgetBytes = runBudgetBytes
+        self.expectedObjects = expectedObjects
     }
 
     /// Adds one object; ids must ascend (the order of the `objects` database they are read from).
@@ -58,6 +66,13 @@ struct BulkStateBuilder {
             if let key = try Layout.uniqueKey(unique, record: values, entity: e, id: id) { uniques.add(key: key, value: id.keyBytes) }
         }
         objectsPerEntity[e.tag, default: 0] += 1
+        added += 1
+        if added == Self.sampleObjects, expectedObjects > added {
+            let scale = Double(expectedObjects) / Double(added) * 1.05
+            let total = indexes.byteCount + uniques.byteCount + links.byteCount
+            let fit = min(1.0, Double(runBudgetBytes) / max(1.0, Double(total) * scale))
+            for run in [\BulkStateBuilder.indexes, \.uniques] { self[keyPath: run].reserve(scale: scale * fit) }
+        }
         if records.byteCount >= Self.batchBytes { try write(\.records, into: .objects) }
         if indexes.byteCount + uniques.byteCount + links.byteCount >= runBudgetBytes { try writeRuns() }
     }
@@ -86,6 +101,13 @@ struct BulkStateBuilder {
         guard !self[keyPath: which].entries.isEmpty else { return }
         var run = self[keyPath: which]
         self[keyPath: which] = KeyRun()
+        defer {
+            // The records' buffer is refilled batch after batch: keep its memory.
+            if which == \BulkStateBuilder.records {
+                run.removeAll()
+                self[keyPath: which] = run
+            }
+        }
         run.sortIfNeeded()
         // Objects arrive in key order (checked by `add`), so every batch appends.
         let append = name == .objects || !started.contains(name)
@@ -161,6 +183,20 @@ struct KeyRun {
 
     var byteCount: Int { bytes.count + entries.count * MemoryLayout<Entry>.stride }
 
+    /// Empties the run, keeping its buffers.
+    mutating func removeAll() {
+        bytes.removeAll(keepingCapacity: true)
+        entries.removeAll(keepingCapacity: true)
+        inOrder = true
+    }
+
+    /// Reserves room for `scale` times what the run holds now.
+    mutating func reserve(scale: Double) {
+        guard scale > 1 else { return }
+        bytes.reserveCapacity(Int(Double(bytes.count) * scale))
+        entries.reserveCapacity(Int(Double(entries.count) * scale))
+    }
+
     /// Adds `key` with `value`; `sorted`: the caller guarantees key order (nothing is checked).
     mutating func add(key: [UInt8], value: [UInt8], sorted: Bool = false) {
         let start = bytes.count
@@ -201,25 +237,58 @@ struct KeyRun {
         }
     }
 
-    private static func compareKeys(_ all: UnsafeRawBufferPointer, _ a: Entry, _ b: Entry) -> Int {
+    /// Three-way comparison in LMDB's key order (``Layout/compare(_:_:)``).
+    static func compareKeys(_ all: UnsafeRawBufferPointer, _ a: Entry, _ b: Entry) -> Int {
         if a.prefix != b.prefix { return a.prefix < b.prefix ? -1 : 1 }
         if a.prefix2 != b.prefix2 { return a.prefix2 < b.prefix2 ? -1 : 1 }
-        return Layout.compare(UnsafeRawBufferPointer(rebasing: all[a.start..<a.start + Int(a.keyCount)]),
-                              UnsafeRawBufferPointer(rebasing: all[b.start..<b.start + Int(b.keyCount)]))
+        let ka = UnsafeRawBufferPointer(rebasing: all[a.start..<a.start + Int(a.keyCount)])
+        let kb = UnsafeRawBufferPointer(rebasing: all[b.start..<b.start + Int(b.keyCount)])
+        // Zero padding makes a short key's prefixes equal to a longer one's: compare in full.
+        guard ka.count >= 16, kb.count >= 16 else { return Layout.compare(ka, kb) }
+        // The first 16 bytes are equal: the rest 8 bytes at a time (keys are short, and a call
+        // to memcmp per comparison was most of the sort's time).
+        let n = min(ka.count, kb.count)
+        var i = 16
+        while i + 8 <= n {
+            let x = ka.loadUnaligned(fromByteOffset: i, as: UInt64.self).bigEndian
+            let y = kb.loadUnaligned(fromByteOffset: i, as: UInt64.self).bigEndian
+            if x != y { return x < y ? -1 : 1 }
+            i += 8
+        }
+        while i < n {
+            if ka[i] != kb[i] { return ka[i] < kb[i] ? -1 : 1 }
+            i += 1
+        }
+        return ka.count < kb.count ? -1 : (ka.count > kb.count ? 1 : 0)
     }
 
-    /// Sorts the entries by key (equal keys keep the order they were added in).
+    /// Sorts the entries by key (equal keys keep the order they were added in). Keys with
+    /// different 2-byte tags (index, unique or relationship) never interleave, so each tag's
+    /// entries are sorted apart — on Dispatch's worker threads, both cores when there are
+    /// several tags — and laid end to end in tag order.
     mutating func sortIfNeeded() {
         guard !inOrder else { return }
-        var sorted = entries
+        var groups: [UInt16: [Entry]] = [:]
+        for e in entries { groups[UInt16(truncatingIfNeeded: e.prefix >> 48), default: []].append(e) }
         entries = []
-        bytes.withUnsafeBytes { all in
-            sorted.sort { a, b in
-                let c = Self.compareKeys(all, a, b)
-                return c != 0 ? c < 0 : a.start < b.start
+        let tags = groups.keys.sorted()
+        let sortedGroups = Locked<[UInt16: [Entry]]>([:])
+        let bytes = self.bytes
+        let input = groups
+        DispatchQueue.concurrentPerform(iterations: tags.count) { i in
+            var group = input[tags[i]] ?? []
+            bytes.withUnsafeBytes { all in
+                group.sort { a, b in
+                    let c = Self.compareKeys(all, a, b)
+                    return c != 0 ? c < 0 : a.start < b.start
+                }
             }
+            sortedGroups.withLock { $0[tags[i]] = group }
         }
-        entries = sorted
+        groups = [:]
+        let done = sortedGroups.withLock { $0 }
+        entries.reserveCapacity(done.values.reduce(0) { $0 + $1.count })
+        for tag in tags { entries.append(contentsOf: done[tag] ?? []) }
         inOrder = true
     }
 
