@@ -224,4 +224,87 @@ import Testing
         #expect(try view.record(productIDs[3])?["price"] == .int(8))
         #expect(try view.record(productIDs[160]) == nil)
     }
+
+    /// Two objects shared a value of a newly unique attribute only in the past (the second was
+    /// renamed later): the rewritten log could not be replayed, so the migration is refused, as
+    /// it was when the state was built by replaying it.
+    @Test func aUniqueClashInHistoryOnlyIsRefused() async throws {
+        let dir = temporaryDirectory("migrate-history-clash")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let all = try [MigrationTests.v1, MigrationTests.v2].enumerated().map {
+            try Schema.parse(Array($1.utf8), source: "v\($0 + 1).json", expectedVersion: $0 + 1)
+        }
+        let product = all[0].entity(named: "Product")!
+        do {
+            let store = try Store.open(at: dir, schema: all[0])
+            var ids: [ObjectID] = []
+            _ = try await store.save { c in
+                for (i, title) in ["Lamp", "Lamp"].enumerated() {
+                    var p = Record(entity: product)
+                    p["code"] = .string("P\(i)")
+                    p["title"] = .string(title)
+                    p["price"] = .double(1)
+                    c.insert(p)
+                    ids.append(p.id)
+                }
+            }
+            _ = try await store.save { $0.update(ids[1], [ChangeSet.AttributeValue(attribute: 1, value: .string("Desk"))]) }
+            store.close()
+        }
+        do {
+            _ = try await Store.migrate(at: dir, schemas: all, registry: MigrationTests.registry)
+            Issue.record("a unique clash in the history passed")
+        } catch StrataError.validation(let f) {
+            #expect(f.kind == .uniqueConstraint && f.entity == "Item" && f.description.contains("Lamp"), "\(f)")
+        }
+        #expect(try Store.migrationStatus(at: dir, schemas: all) == .needsMigration(from: 1, to: 2, steps: all[1].migrationSteps.map { "v2: \($0.summary)" }))
+        let store = try Store.openReadOnly(at: dir)
+        defer { store.close() }
+        #expect(try store.verify().ok)
+    }
+
+    /// Only uniques a migration can change are tracked through the history.
+    @Test func uniquesCarriedOverUnchangedAreNotTrackedAgain() throws {
+        let dir = temporaryDirectory("checked-uniques")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let library = try Schema.loadAll(directory: librarySchemaDirectory)
+        let env = try StateRebuilder.scratch(sizeHint: 16 << 20, storeDirectory: dir.path)
+        defer { env.close() }
+        let libraryUpcaster = try Upcaster(old: library[0], new: library[1],
+                                           hops: [try MigrationHop(from: library[0], to: library[1], registry: libraryMigrations)], newEnv: env)
+        defer { libraryUpcaster.close() }
+        // Track's unique mbid is the same attribute, unconverted; Artist has a custom step.
+        #expect(libraryUpcaster.checkedUniques[library[0].entity(named: "Track")!.tag] == nil)
+        #expect(libraryUpcaster.checkedUniques[library[0].entity(named: "Artist")!.tag] != nil)
+        let lab = try schemas()
+        let labUpcaster = try Upcaster(old: lab[0], new: lab[1], hops: [try MigrationHop(from: lab[0], to: lab[1], registry: MigrationRegistry())], newEnv: env)
+        defer { labUpcaster.close() }
+        // label → name: renamed, not converted, so the old constraint covered it.
+        #expect(labUpcaster.checkedUniques.isEmpty)
+    }
+
+    @Test func aRelationshipThatChangesItsInverseIsRefused() throws {
+        func model(_ version: Int, xInverse: String, zInverse: String) -> String {
+            """
+            {"model":"pairs","version":\(version),"entities":[
+              {"name":"A","attributes":[{"name":"n","type":"int"}],
+               "relationships":[{"name":"x","destination":"B","inverse":"\(xInverse)"},{"name":"z","destination":"B","inverse":"\(zInverse)"}]},
+              {"name":"B","attributes":[{"name":"n","type":"int"}],
+               "relationships":[{"name":"y","destination":"A","toMany":true,"inverse":"\(xInverse == "y" ? "x" : "z")"},
+                                {"name":"w","destination":"A","toMany":true,"inverse":"\(xInverse == "y" ? "z" : "x")"}]}
+            ]\(version > 1 ? ",\"migration\":{\"steps\":[]}" : "")}
+            """
+        }
+        let v1 = try Schema.parse(Array(model(1, xInverse: "y", zInverse: "w").utf8), source: "v1.json", expectedVersion: 1)
+        let same = try Schema.parse(Array(model(2, xInverse: "y", zInverse: "w").utf8), source: "v2.json", expectedVersion: 2)
+        let swapped = try Schema.parse(Array(model(2, xInverse: "w", zInverse: "y").utf8), source: "v2.json", expectedVersion: 2)
+        _ = try MigrationHop(from: v1, to: same, registry: MigrationRegistry())
+        do {
+            _ = try MigrationHop(from: v1, to: swapped, registry: MigrationRegistry())
+            Issue.record("swapped inverses were accepted")
+        } catch let e as SchemaError {
+            #expect(e.description.contains("inverse"), "\(e)")
+        }
+    }
 }

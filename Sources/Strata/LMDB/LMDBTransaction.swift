@@ -75,6 +75,12 @@ struct LMDBTransaction {
         }
     }
 
+    /// Deletes every entry of `db` (`mdb_drop` without deleting the database itself).
+    func empty(_ db: LMDBDatabase) throws {
+        precondition(isWrite, "empty on a read-only transaction")
+        try lmdbCheck(mdb_drop(handle, db.dbi, 0), "mdb_drop(\(db.name))")
+    }
+
     func put(_ db: LMDBDatabase, key: [UInt8], value: [UInt8], flags: UInt32 = 0) throws {
         precondition(isWrite, "put on a read-only transaction")
         precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes, "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")

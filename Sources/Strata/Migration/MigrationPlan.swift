@@ -249,8 +249,18 @@ private struct Shape {
         var uniques: Set<[String]>
     }
     var entities: [Entity]
+    /// Old relationship tag → its destination's entity tag and its inverse's old tag: links are
+    /// carried over as they are, so a relationship must keep both.
+    let pairing: [UInt16: (destination: UInt16, inverse: UInt16)]
 
     init(_ s: Schema) {
+        var pairing: [UInt16: (destination: UInt16, inverse: UInt16)] = [:]
+        for e in s.entities {
+            for r in e.relationships {
+                if let d = s.entity(named: r.destination) { pairing[r.tag] = (d.tag, s.inverse(of: r).tag) }
+            }
+        }
+        self.pairing = pairing
         entities = s.entities.map { e in
             Entity(name: e.name, tag: e.tag,
                    attributes: Dictionary(uniqueKeysWithValues: e.attributes.map { ($0.name, ($0.type, $0.isOptional)) }),
@@ -351,6 +361,14 @@ private struct Shape {
             }
             guard Set(e.relationships.map(\.name)) == Set(shape.relationships.keys) else {
                 throw fail(e.name, "after the steps the relationships are \(shape.relationships.keys.sorted().joined(separator: ", ")); v\(s.version) declares \(e.relationships.map(\.name).sorted().joined(separator: ", "))")
+            }
+            for r in e.relationships {
+                guard let oldTag = shape.relationships[r.name], let was = pairing[oldTag] else { continue }
+                let destination = s.entity(named: r.destination)
+                let inverseOldTag = entities.first { $0.tag == destination?.tag }?.relationships[r.inverseName]
+                guard destination?.tag == was.destination, inverseOldTag == was.inverse else {
+                    throw fail(e.name, "relationship '\(r.name)' must keep its destination and inverse (existing links are carried over as they are)")
+                }
             }
             let idx = Set(e.indexes.map { $0.attributes.map { e.attributes[$0].name } })
             guard idx == shape.indexes else { throw fail(e.name, "indexes after the steps differ from v\(s.version)'s (add addIndex/removeIndex steps)") }

@@ -1,5 +1,6 @@
 import CLMDB
 import Foundation
+import Synchronization
 
 /// Where a store stands against the app's schema versions.
 public enum MigrationStatus: Sendable, Equatable {
@@ -131,7 +132,9 @@ extension Store {
             // failure on either side waits for the other before the generation is abandoned.
             var stateSide = upcaster.stateSide()
             let second = try? self.snapshot(label: "migration-state")
-            if let second, second.transactionID == t0, second.env === oldEnv {
+            let firstLMDB = LMDBEnvironment.lmdbTransactionID(view.txn.handle)
+            if let second, second.transactionID == t0, second.env === oldEnv,
+               (try? second.read({ LMDBEnvironment.lmdbTransactionID($0.txn.handle) })) == firstLMDB {
                 let result = Locked<Result<Upcaster, Error>?>(nil)
                 let done = DispatchGroup()
                 let side = stateSide
@@ -142,6 +145,8 @@ extension Store {
                         try second.read { try u.buildState($0) { progress?(MigrationProgress(phase: .base, done: $0, total: objects)) } }
                         return u
                     }
+                    // A failure stops the other side at its next batch.
+                    if case .failure = r { u.cancellation.cancel() }
                     result.withLock { $0 = r }
                 }
                 let logResult = Result {
@@ -150,9 +155,14 @@ extension Store {
                         progress?(MigrationProgress(phase: .log, done: $0, total: Int(t0.rawValue - horizon.rawValue)))
                     }
                 }
+                if case .failure = logResult { upcaster.cancellation.cancel() }
                 done.wait()
-                try logResult.get()
                 guard let built = result.withLock({ $0 }) else { throw MigrationError(reason: "the state build did not finish") }
+                // The error that stopped the migration, not the other side's stop.
+                for outcome in [logResult.map { _ in () }, built.map { _ in () }] {
+                    if case .failure(let error) = outcome, !(error is MigrationCancelled) { throw error }
+                }
+                try logResult.get()
                 stateSide = try built.get()
             } else {
                 second?.close()
@@ -217,6 +227,17 @@ extension Store {
     }
 }
 
+/// Set when one side of a migration's build failed, so the other stops early.
+final class MigrationCancellation: Sendable {
+    private let flag = Atomic<Bool>(false)
+    func cancel() { flag.store(true, ordering: .relaxed) }
+    var isCancelled: Bool { flag.load(ordering: .relaxed) }
+}
+
+/// What a side of the build throws when the other side failed (never reported: the other
+/// side's error is).
+struct MigrationCancelled: Error {}
+
 /// Carries the upcaster into the writer's exclusive block (used only there, one thread at a time).
 private final class UpcasterBox: @unchecked Sendable {
     var value: Upcaster
@@ -231,8 +252,12 @@ private final class UpcasterBox: @unchecked Sendable {
 /// indexes). The new generation's state is not replayed from the rewritten log: it is the live
 /// state, each object transformed once and written in bulk (``BulkStateBuilder``) — the same
 /// state, since an upcast update's values are the transform of the whole record after it.
-/// `verify` on a migrated store checks that the two agree. Transactions committed during the
-/// build are caught up through ``StateApplier`` as a save would be.
+/// `verify` on a migrated store checks that the two agree. The two parts run at once when a
+/// second snapshot of the same transaction can be had (``stateSide()``), and a failure on one
+/// side stops the other (``MigrationCancellation``). The log rewrite also tracks the unique
+/// keys a migration can change through the history (``checkedUniques``): a clash there fails
+/// the migration, since the rewritten log could not be replayed. Transactions committed during
+/// the build are caught up through ``StateApplier`` as a save would be.
 struct Upcaster: Sendable {
     let old: Schema
     let new: Schema
@@ -242,11 +267,37 @@ struct Upcaster: Sendable {
     var timings: [Duration]
     var transactions = 0
 
+    /// Per old entity tag: the new entity, and the uniques of it whose keys the log rewrite
+    /// tracks (in the scratch's `uniques` database) to refuse a migration under which two
+    /// objects would have shared a unique key at some transaction — a replay of the rewritten
+    /// log (`verify`'s rebuild) would fail there. A unique over the same attributes, carried
+    /// unchanged (no conversion, no custom step, one hop), as an old one is left out: the old
+    /// store already held it at every transaction, with the same keys.
+    let checkedUniques: [UInt16: (entity: EntityDescription, uniques: [IndexDescription])]
+    /// Shared by the two sides of the build (``stateSide()`` copies the reference).
+    let cancellation = MigrationCancellation()
+
     init(old: Schema, new: Schema, hops: [MigrationHop], newEnv: LMDBEnvironment) throws {
         self.old = old
         self.new = new
         self.hops = hops
         self.newEnv = newEnv
+        var checked: [UInt16: (entity: EntityDescription, uniques: [IndexDescription])] = [:]
+        for e in old.entities {
+            guard let target = new.entity(tag: e.tag), !target.uniques.isEmpty else { continue }
+            let plan = hops.count == 1 ? hops[0].plans[e.tag] : nil
+            let toCheck = target.uniques.filter { u in
+                guard let plan else { return true }
+                var positions: [Int] = []
+                for a in u.attributes {
+                    guard let source = plan.sources[a], source.conversions.isEmpty, case .old(let j) = source.base else { return true }
+                    positions.append(j)
+                }
+                return !e.uniques.contains { $0.attributes == positions }
+            }
+            if !toCheck.isEmpty { checked[e.tag] = (target, toCheck) }
+        }
+        checkedUniques = checked
         scratch = try StateRebuilder.scratch(sizeHint: 64 << 20, storeDirectory: URL(fileURLWithPath: newEnv.path).deletingLastPathComponent().path)
         timings = Array(repeating: .zero, count: hops.reduce(0) { $0 + $1.steps.count })
     }
@@ -304,6 +355,46 @@ struct Upcaster: Sendable {
     mutating func loadBase(_ view: ReadView, horizon: TransactionID, head: TransactionID) throws {
         guard horizon > .zero else { return }
         _ = try StateRebuilder.loadBase(from: view, horizon: horizon, head: head, into: scratch, schema: old)
+        // The scratch's uniques become the new-schema keys of the checked uniques at the horizon.
+        let uniques = scratch[.uniques], objects = scratch[.objects]
+        try scratch.writeGrowing { try $0.empty(uniques) }
+        guard !checkedUniques.isEmpty else { return }
+        var base: [(ObjectID, [Value])] = []
+        try scratch.read { txn in
+            var scan = ChunkedScan(txn: txn, db: objects, prefix: nil)
+            while let (k, v) = try scan.next() {
+                let id = k.withUnsafeBytes { ObjectID(keyBytes: $0) }
+                guard checkedUniques[id.entityTag] != nil else { continue }
+                base.append((id, try v.withUnsafeBytes { try RecordCodec.decode($0, id: id, schema: old) }.values))
+            }
+        }
+        var transformedBase: [(ObjectID, [Value])] = []
+        for (id, values) in base { transformedBase.append((id, try transform(id, values))) }
+        try scratch.writeGrowing { txn in
+            for (id, values) in transformedBase { try trackUniques(txn, id, before: nil, after: values) }
+        }
+    }
+
+    /// Moves `id`'s checked unique keys from those of `before` to those of `after` (new-schema
+    /// values; nil: the object does not exist), in the scratch, refusing a key another object
+    /// holds — what ``StateApplier`` does to the `uniques` database when the rewritten log is
+    /// replayed.
+    func trackUniques(_ txn: LMDBTransaction, _ id: ObjectID, before: [Value]?, after: [Value]?) throws {
+        guard let (entity, uniques) = checkedUniques[id.entityTag] else { return }
+        let db = scratch[.uniques]
+        for u in uniques {
+            let was = try before.flatMap { try Layout.uniqueKey(u, record: $0, entity: entity, id: id) }
+            let now = try after.flatMap { try Layout.uniqueKey(u, record: $0, entity: entity, id: id) }
+            if was == now { continue }
+            if let was { _ = try txn.delete(db, key: was) }
+            guard let now, let after else { continue }
+            do {
+                try txn.put(db, key: now, value: id.keyBytes, flags: UInt32(MDB_NOOVERWRITE))
+            } catch let error as LMDBError where error.code == MDB_KEYEXIST {
+                let owner = try txn.withValue(db, key: now) { ObjectID(keyBytes: $0) }
+                if let owner, owner != id { throw StrataError.uniqueClash(u, entity, after, id: id, owner: owner) }
+            }
+        }
     }
 
     /// The new generation's state from `view`'s live state: every object transformed and
@@ -315,15 +406,21 @@ struct Upcaster: Sendable {
         var objects = ChunkedScan(txn: view.txn, db: view.env[.objects], prefix: nil)
         var done = 0
         while let (k, v) = try objects.next() {
+            guard k.count == 16 else { throw MigrationError(reason: "the objects database holds a \(k.count)-byte key (ids are 16 bytes); run verify") }
             let id = k.withUnsafeBytes { ObjectID(keyBytes: $0) }
             let r = try v.withUnsafeBytes { try RecordCodec.decode($0, id: id, schema: old) }
             try builder.add(id: id, values: try transform(id, r.values), version: r.version)
             done += 1
+            if done % 4_096 == 0, cancellation.isCancelled { throw MigrationCancelled() }
             if done % 65_536 == 0 { progress(done) }
         }
         var links = ChunkedScan(txn: view.txn, db: view.env[.links], prefix: nil)
         while let (k, _) = try links.next() {
-            guard k.count >= 2, let tag = mapTag(UInt16(k[0]) << 8 | UInt16(k[1])) else { continue }
+            guard k.count == 34 else { throw MigrationError(reason: "the links database holds a \(k.count)-byte key (links are 34 bytes); run verify") }
+            let oldTag = UInt16(k[0]) << 8 | UInt16(k[1])
+            guard old.relationship(tag: oldTag) != nil else { throw MigrationError(reason: "a link has relationship tag \(oldTag), which \(old.model) v\(old.version) does not declare; run verify") }
+            // Every relationship carries over (the shape check refuses steps that drop one).
+            guard let tag = mapTag(oldTag) else { throw MigrationError(reason: "relationship tag \(oldTag) has no counterpart in v\(new.version)") }
             try builder.addLink(Layout.u16(tag) + k.dropFirst(2))
         }
         try builder.finish()
@@ -332,16 +429,16 @@ struct Upcaster: Sendable {
         var counts: [(key: [UInt8], value: [UInt8])] = []
         for e in old.entities {
             let key = MetaKey.count(e.tag)
-            let stored = try view.txn.withValue(view.env[.meta], key: key) { b -> Int in
+            let stored = try view.txn.withValue(view.env[.meta], key: key) { b -> UInt64 in
                 var r = ByteReader(b)
-                return Int(try r.u64())
+                return try r.u64()
             }
             let written = builder.objectsPerEntity[e.tag] ?? 0
             guard let stored else {
                 guard written == 0 else { throw MigrationError(reason: "\(e.name) has \(written) objects but no stored count; run verify") }
                 continue
             }
-            guard stored == written else {
+            guard stored == UInt64(written) else {
                 throw MigrationError(reason: "\(e.name) has \(written) objects but a stored count of \(stored); run verify")
             }
             counts.append((key, MetaKey.countValue(written)))
@@ -378,6 +475,10 @@ struct Upcaster: Sendable {
         var expected = after.next
         var failure: Error?
         try view.forEachLogEntry(after.next.rawValue...upTo.rawValue) { entry in
+            if cancellation.isCancelled {
+                failure = MigrationCancelled()
+                return false
+            }
             guard entry.transactionID == expected else {
                 failure = StrataError.corruptLogEntry(transaction: expected, reason: "missing from the log; cannot migrate")
                 return false
@@ -417,24 +518,41 @@ struct Upcaster: Sendable {
                 for c in entry.changes {
                     switch c {
                     case .insert(let id, let values):
-                        guard let e = old.entity(tag: id.entityTag) else {
-                            throw StrataError.corruptRecord(id: id, reason: "no entity with tag \(id.entityTag) in schema \(old.model) v\(old.version)")
+                        guard let e = old.entity(tag: id.entityTag), values.count == e.attributes.count else {
+                            throw StrataError.corruptLogEntry(transaction: entry.transactionID, reason: "insert of \(id): no entity with its tag and \(values.count) attributes in \(old.model) v\(old.version)")
                         }
-                        changes.append(.insert(id: id, values: try transform(id, values)))
-                        try txn.put(objects, key: id.keyBytes, value: RecordCodec.encode(Record(entity: e, id: id, values: values, version: entry.transactionID)))
+                        let t = try transform(id, values)
+                        changes.append(.insert(id: id, values: t))
+                        do {
+                            try txn.put(objects, key: id.keyBytes, value: RecordCodec.encode(Record(entity: e, id: id, values: values, version: entry.transactionID)),
+                                        flags: UInt32(MDB_NOOVERWRITE))
+                        } catch let error as LMDBError where error.code == MDB_KEYEXIST {
+                            throw StrataError.corruptLogEntry(transaction: entry.transactionID, reason: "inserts \(id), which exists")
+                        }
+                        try trackUniques(txn, id, before: nil, after: t)
                     case .update(let id, let attrs, let previous):
                         guard var record = try record(id) else { throw MigrationError(reason: "transaction \(entry.transactionID) updates missing object \(id)") }
                         let before = record.values
-                        for a in attrs { record.values[a.attribute] = a.new }
+                        for a in attrs {
+                            guard a.attribute >= 0, a.attribute < record.values.count else {
+                                throw StrataError.corruptLogEntry(transaction: entry.transactionID, reason: "update of \(id) names attribute \(a.attribute) of \(record.values.count)")
+                            }
+                            record.values[a.attribute] = a.new
+                        }
                         let tb = try transform(id, before), ta = try transform(id, record.values)
                         let diff = tb.indices.filter { tb[$0] != ta[$0] }.map { AttributeChange(attribute: $0, old: tb[$0], new: ta[$0]) }
                         // Kept even when empty: the update still gave the object this transaction's version.
                         changes.append(.update(id: id, changes: diff, previousVersion: previous))
                         record.version = entry.transactionID
                         try txn.put(objects, key: id.keyBytes, value: RecordCodec.encode(record))
+                        try trackUniques(txn, id, before: tb, after: ta)
                     case .delete(let id, let values, let previous):
-                        changes.append(.delete(id: id, values: try transform(id, values), previousVersion: previous))
-                        _ = try txn.delete(objects, key: id.keyBytes)
+                        let t = try transform(id, values)
+                        changes.append(.delete(id: id, values: t, previousVersion: previous))
+                        guard try txn.delete(objects, key: id.keyBytes) else {
+                            throw StrataError.corruptLogEntry(transaction: entry.transactionID, reason: "deletes \(id), which does not exist")
+                        }
+                        try trackUniques(txn, id, before: t, after: nil)
                     case .link(let tag, let a, let b):
                         if let t = mapTag(tag) { changes.append(.link(relationship: t, from: a, to: b)) }
                     case .unlink(let tag, let a, let b):
