@@ -30,9 +30,11 @@ struct ProbeCommand: AsyncParsableCommand {
     @Option(help: "Empty scratch directory (removed afterwards).") var dir: String
     @Option(help: "Schema directory (Schemas/library).") var schema: String
     @Option(help: "Transactions (group-commit), inserts (child), tracks (verify, compaction, migration) or saves (small-saves).") var count: Int = 2_048
+    @Option(help: "group-commit only: just this number of concurrent savers (with gathering), e.g. to profile it.") var savers: Int?
 
     func validate() throws {
         guard count > 0 else { throw ValidationError("--count must be positive") }
+        if let savers, savers <= 0 || kind != .groupCommit { throw ValidationError("--savers is a positive number, for group-commit") }
     }
 
     func run() async throws {
@@ -50,8 +52,8 @@ struct ProbeCommand: AsyncParsableCommand {
     }
 
     private func groupCommit(_ schema: Schema, _ root: URL) async throws {
-        for savers in [1, 4, 16, 64] {
-            for gather in [0, 1_000] {
+        for savers in self.savers.map({ [$0] }) ?? [1, 4, 16, 64] {
+            for gather in self.savers == nil ? [0, 1_000] : [1_000] {
                 var config = StoreConfiguration()
                 config.groupCommitGatherMicroseconds = gather
                 let dir = root.appendingPathComponent("gc-\(savers)-\(gather)")
