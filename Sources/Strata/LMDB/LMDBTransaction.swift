@@ -97,11 +97,14 @@ struct LMDBTransaction {
     /// Deletes `key`; returns false when it was not there.
     @discardableResult
     func delete(_ db: LMDBDatabase, key: [UInt8]) throws -> Bool {
+        try key.withUnsafeBytes { try delete(db, key: $0) }
+    }
+
+    /// ``delete(_:key:)`` of a key that lives in a buffer; false when it was not there.
+    func delete(_ db: LMDBDatabase, key: UnsafeRawBufferPointer) throws -> Bool {
         precondition(isWrite, "delete on a read-only transaction")
-        let rc: Int32 = key.withUnsafeBytes { kb in
-            var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
-            return mdb_del(handle, db.dbi, &k, nil)
-        }
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        let rc = mdb_del(handle, db.dbi, &k, nil)
         if rc == MDB_NOTFOUND { return false }
         try lmdbCheck(rc, "mdb_del(\(db.name))")
         return true

@@ -13,7 +13,10 @@ struct StateApplier: StateStore {
     /// Secondary-index entries to put (true) or delete (false), written in key order by
     /// ``flushCounts()``: a bulk save then walks each index B-tree once, left to right, instead of
     /// jumping to a random page per object. Nothing reads the index B-trees inside a save.
-    private var pendingIndex: [(key: [UInt8], put: Bool)] = []
+    /// Each entry's one-byte value says put (1) or delete (0). Kept in one flat buffer
+    /// (``KeyRun``): sorting a bulk save's entries as separate arrays was a quarter of the
+    /// writer's time in a 10k-track import (BENCHMARKS.md, session 6).
+    private var pendingIndex = KeyRun()
     /// When positive, the store's mapped pages are released (``LMDBEnvironment/releaseMappedPagesHoldingMapLock()``)
     /// after this many index and unique writes: a bulk save writes at random places of every
     /// index B-tree, and each page fault maps the neighbouring cached pages too, so without it
@@ -114,7 +117,7 @@ struct StateApplier: StateStore {
     }
 
     private mutating func addIndexEntries(_ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
-        for index in e.indexes { pendingIndex.append((Layout.indexKey(index, record: values, id: id), true)) }
+        for index in e.indexes { pendingIndex.addKey(tag: 1) { Layout.appendIndexKey(index, record: values, id: id, to: &$0) } }
         for unique in e.uniques {
             if let key = try Layout.uniqueKey(unique, record: values, entity: e, id: id) { try putUnique(key, unique, e, values, id) }
         }
@@ -132,7 +135,7 @@ struct StateApplier: StateStore {
     }
 
     private mutating func removeIndexEntries(_ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
-        for index in e.indexes { pendingIndex.append((Layout.indexKey(index, record: values, id: id), false)) }
+        for index in e.indexes { pendingIndex.addKey(tag: 0) { Layout.appendIndexKey(index, record: values, id: id, to: &$0) } }
         for unique in e.uniques {
             if let key = try Layout.uniqueKey(unique, record: values, entity: e, id: id) {
                 try txn.delete(env[.uniques], key: key)
@@ -144,8 +147,8 @@ struct StateApplier: StateStore {
         for index in e.indexes where index.attributes.contains(where: touched.contains) {
             let before = Layout.indexKey(index, record: old, id: id), after = Layout.indexKey(index, record: new, id: id)
             if before == after { continue }
-            pendingIndex.append((before, false))
-            pendingIndex.append((after, true))
+            pendingIndex.add(key: before, value: [0])
+            pendingIndex.add(key: after, value: [1])
         }
         for unique in e.uniques where unique.attributes.contains(where: touched.contains) {
             if let key = try Layout.uniqueKey(unique, record: old, entity: e, id: id) { try txn.delete(env[.uniques], key: key) }
@@ -165,29 +168,21 @@ struct StateApplier: StateStore {
     }
 
     mutating func flushCounts() throws {
-        if !pendingIndex.isEmpty {
+        if !pendingIndex.entries.isEmpty {
             let db = env[.indexes]
-            // Key order; for the same key the later operation wins (a delete then a put of one
-            // key within a save leaves it present).
-            // Sorted by (first 8 key bytes as a big-endian integer, then the rest with memcmp, then
-            // position): most comparisons end at the integer.
-            var order = pendingIndex.indices.map { i in (prefix: Layout.prefix64(pendingIndex[i].key), index: i) }
-            pendingIndex.withUnsafeBufferPointer { entries in
-                order.sort { a, b in
-                    if a.prefix != b.prefix { return a.prefix < b.prefix }
-                    let c = Layout.compare(entries[a.index].key, entries[b.index].key)
-                    return c != 0 ? c < 0 : a.index < b.index
+            // Key order (a stable sort); for the same key the later operation wins (a delete then
+            // a put of one key within a save leaves it present).
+            pendingIndex.sortIfNeeded()
+            let count = pendingIndex.entries.count
+            for i in 0..<count {
+                if i + 1 < count, pendingIndex.sameKey(i, i + 1) { continue }
+                let put = pendingIndex.tag(i) == 1
+                try pendingIndex.withEntry(i) { key, _ in
+                    if put { try txn.put(db, key: key, value: UnsafeRawBufferPointer(start: nil, count: 0)) } else { _ = try txn.delete(db, key: key) }
                 }
-            }
-            for (n, entry) in order.enumerated() {
-                let i = entry.index
-                if n + 1 < order.count, order[n + 1].prefix == entry.prefix,
-                   Layout.compare(pendingIndex[order[n + 1].index].key, pendingIndex[i].key) == 0 { continue }
-                let (key, put) = pendingIndex[i]
-                if put { try txn.put(db, key: key, value: []) } else { try txn.delete(db, key: key) }
                 try countWriteForRelease()
             }
-            pendingIndex.removeAll(keepingCapacity: true)
+            pendingIndex.removeAll()
         }
         for (tag, delta) in countDeltas where delta != 0 {
             let key = MetaKey.count(tag)
