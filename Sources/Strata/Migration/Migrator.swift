@@ -4,6 +4,7 @@ import Synchronization
 
 /// Where a store stands against the app's schema versions.
 public enum MigrationStatus: Sendable, Equatable {
+    /// The store is at the app's last version.
     case upToDate(version: Int)
     /// The store is at `from`; the app's schemas reach `to`, through these steps.
     case needsMigration(from: Int, to: Int, steps: [String])
@@ -13,28 +14,52 @@ public enum MigrationStatus: Sendable, Equatable {
 
 /// What a migration did (or, for a dry run, would do).
 public struct MigrationReport: Sendable {
+    /// True when nothing was changed (the new generation was built, measured and deleted).
     public let dryRun: Bool
+    /// The store's version before.
     public let from: Int
+    /// The version migrated to.
     public let to: Int
+    /// Live objects after the migration (counted before the catch-up).
     public let objects: Int
     /// Log transactions rewritten through the steps (their ids unchanged).
     public let transactionsUpcast: Int
     /// The transaction recording the migration (nil for a dry run).
     public let migrationTransaction: TransactionID?
-    /// Time spent in each step, over every object and historical version.
+    /// Time spent in each step, over every object and historical version: an estimate, from
+    /// one record in 64 (a positional plan's time is shared among the steps it does).
     public let stepSeconds: [(step: String, seconds: Double)]
     /// Live objects per entity after the migration.
     public let objectsPerEntity: [String: Int]
+    /// Size of the old generation's data file.
     public let bytesBefore: Int
+    /// Size of the new generation's data file.
     public let bytesAfter: Int
+    /// Wall-clock time of the whole migration.
     public let seconds: Double
 }
 
 /// Progress of a migration.
+///
+/// The state (`base`) and the log (`log`) are built at the same time, on two threads, so their
+/// events interleave; the callback must be safe to call from either.
 public struct MigrationProgress: Sendable {
-    public enum Phase: String, Sendable { case base, log, catchingUp, switching }
+    /// What the migration is doing.
+    public enum Phase: String, Sendable {
+        /// Building the new state from the live objects (`done`/`total` in objects).
+        case base
+        /// Rewriting the log through the steps (`done`/`total` in transactions).
+        case log
+        /// Applying what was committed during the build, on the writer (reported once).
+        case catchingUp
+        /// Syncing and switching to the new generation (not reported at present).
+        case switching
+    }
+    /// The current phase.
     public let phase: Phase
+    /// Units of the phase done so far.
     public let done: Int
+    /// Units of the phase in all (0 when not known).
     public let total: Int
 }
 
@@ -70,7 +95,8 @@ extension Store {
     /// ``StrataError/migrated(path:toVersion:)``: close it and open the store with the new schema.
     ///
     /// - Throws: ``MigrationError``, ``SchemaError`` (steps that do not lead to the new version),
-    ///   ``StrataError/validation(_:)`` (a unique constraint existing data violates),
+    ///   ``StrataError/validation(_:)`` (a unique constraint the data violates, now or at any
+    ///   transaction of the log),
     ///   ``StrataError/storeBusy(path:processIDs:)``. Nothing is changed when it throws.
     public static func migrate(at url: URL, schemas: [Schema], to target: Int? = nil, registry: MigrationRegistry = MigrationRegistry(),
                                dryRun: Bool = false, progress: (@Sendable (MigrationProgress) -> Void)? = nil) async throws -> MigrationReport {
