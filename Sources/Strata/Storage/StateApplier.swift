@@ -178,7 +178,9 @@ struct StateApplier: StateStore {
                 if i + 1 < count, pendingIndex.sameKey(i, i + 1) { continue }
                 let put = pendingIndex.tag(i) == 1
                 try pendingIndex.withEntry(i) { key, _ in
-                    if put { try txn.put(db, key: key, value: UnsafeRawBufferPointer(start: nil, count: 0)) } else { _ = try txn.delete(db, key: key) }
+                    // An empty value at a valid address: LMDB copies it with memcpy, which must
+                    // not be given NULL even for zero bytes.
+                    if put { try txn.put(db, key: key, value: UnsafeRawBufferPointer(start: key.baseAddress, count: 0)) } else { _ = try txn.delete(db, key: key) }
                 }
                 try countWriteForRelease()
             }
