@@ -401,6 +401,33 @@ struct Upcaster: Sendable {
         }
     }
 
+    /// Tags of the new schema's indexes and uniques whose keys the old store holds byte for
+    /// byte: one hop, an entity without a custom step, the same tag, and the same attributes
+    /// carried over without conversion (an index key is the tag, the attributes' sortable
+    /// encodings and the id; a unique's is the tag and the encodings, with the id as value).
+    func carriedKeyTags() -> (indexes: Set<UInt16>, uniques: Set<UInt16>) {
+        guard hops.count == 1 else { return ([], []) }
+        var indexes = Set<UInt16>(), uniques = Set<UInt16>()
+        for e in old.entities {
+            guard let plan = hops[0].plans[e.tag], let target = new.entity(tag: e.tag) else { continue }
+            func positions(_ d: IndexDescription) -> [Int]? {
+                var out: [Int] = []
+                for a in d.attributes {
+                    guard let source = plan.sources[a], source.conversions.isEmpty, case .old(let j) = source.base else { return nil }
+                    out.append(j)
+                }
+                return out
+            }
+            for d in target.indexes {
+                if let p = positions(d), e.indexes.contains(where: { $0.tag == d.tag && $0.attributes == p }) { indexes.insert(d.tag) }
+            }
+            for d in target.uniques {
+                if let p = positions(d), e.uniques.contains(where: { $0.tag == d.tag && $0.attributes == p }) { uniques.insert(d.tag) }
+            }
+        }
+        return (indexes, uniques)
+    }
+
     /// Moves `id`'s checked unique keys from those of `before` to those of `after` (new-schema
     /// values; nil: the object does not exist), in the scratch, refusing a key another object
     /// holds — what ``StateApplier`` does to the `uniques` database when the rewritten log is
@@ -428,7 +455,9 @@ struct Upcaster: Sendable {
     /// migration; checked against the objects written).
     mutating func buildState(_ view: ReadView, progress: (Int) -> Void) throws {
         let expected = try old.entities.reduce(0) { $0 + (try view.objectCount($1)) }
-        var builder = BulkStateBuilder(env: newEnv, schema: new, expectedObjects: expected)
+        let (indexTags, uniqueTags) = carriedKeyTags()
+        var builder = BulkStateBuilder(env: newEnv, schema: new, expectedObjects: expected,
+                                       carried: .init(source: view.txn, sourceEnv: view.env, indexTags: indexTags, uniqueTags: uniqueTags))
         var objects = ChunkedScan(txn: view.txn, db: view.env[.objects], prefix: nil)
         var done = 0
         while let (k, v) = try objects.next() {

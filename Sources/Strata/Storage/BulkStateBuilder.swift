@@ -40,12 +40,31 @@ struct BulkStateBuilder {
     static let sampleObjects = 1_024
     private var added = 0
 
-    init(env: LMDBEnvironment, schema: Schema, runBudgetBytes: Int = defaultRunBudgetBytes, expectedObjects: Int = 0) {
+    /// Index and unique keys the old store already holds byte for byte (same tag, the same
+    /// attributes carried over unconverted): they are copied from `source` in key order, not
+    /// rebuilt, sorted and written again.
+    struct CarriedKeys {
+        let source: LMDBTransaction
+        let sourceEnv: LMDBEnvironment
+        let indexTags: Set<UInt16>
+        let uniqueTags: Set<UInt16>
+    }
+    private let carried: CarriedKeys?
+    /// Carried tags not copied yet, per database, ascending.
+    private var toCopy: [DatabaseName: [UInt16]] = [:]
+
+    init(env: LMDBEnvironment, schema: Schema, runBudgetBytes: Int = defaultRunBudgetBytes, expectedObjects: Int = 0,
+         carried: CarriedKeys? = nil) {
         precondition(runBudgetBytes > 0, "run budget must be positive")
         self.env = env
         self.schema = schema
         self.runBudgetBytes = runBudgetBytes
         self.expectedObjects = expectedObjects
+        self.carried = carried
+        if let carried {
+            toCopy[.indexes] = carried.indexTags.sorted()
+            toCopy[.uniques] = carried.uniqueTags.sorted()
+        }
     }
 
     /// Adds one object; ids must ascend (the order of the `objects` database they are read from).
@@ -58,10 +77,10 @@ struct BulkStateBuilder {
         }
         lastID = id
         records.add(key: id.keyBytes, value: RecordCodec.encode(Record(entity: e, id: id, values: values, version: version)), sorted: true)
-        for index in e.indexes {
+        for index in e.indexes where carried?.indexTags.contains(index.tag) != true {
             indexes.addKey { Layout.appendIndexKey(index, record: values, id: id, to: &$0) }
         }
-        for unique in e.uniques {
+        for unique in e.uniques where carried?.uniqueTags.contains(unique.tag) != true {
             if let key = try Layout.uniqueKey(unique, record: values, entity: e, id: id) { uniques.add(key: key, value: id.keyBytes) }
         }
         objectsPerEntity[e.tag, default: 0] += 1
@@ -82,7 +101,7 @@ struct BulkStateBuilder {
         if indexes.byteCount + uniques.byteCount + links.byteCount >= runBudgetBytes { try writeRuns() }
     }
 
-    /// Writes everything still gathered.
+    /// Writes everything still gathered (and the carried keys, if no run has yet).
     mutating func finish() throws {
         try write(\.records, into: .objects)
         try writeRuns()
@@ -97,7 +116,12 @@ struct BulkStateBuilder {
     }
 
     private mutating func write(_ which: WritableKeyPath<BulkStateBuilder, KeyRun>, into name: DatabaseName) throws {
-        guard !self[keyPath: which].entries.isEmpty else { return }
+        // Carried keys are copied with the first run written to their database, each tag's
+        // range where its order puts it among the run's keys.
+        let append = name == .objects || !started.contains(name)
+        var pendingCopies = append ? (toCopy[name] ?? [])[...] : []
+        toCopy[name] = nil
+        guard !self[keyPath: which].entries.isEmpty || !pendingCopies.isEmpty else { return }
         var run = self[keyPath: which]
         self[keyPath: which] = KeyRun()
         defer {
@@ -109,19 +133,25 @@ struct BulkStateBuilder {
         }
         run.sortIfNeeded()
         // Objects arrive in key order (checked by `add`), so every batch appends.
-        let append = name == .objects || !started.contains(name)
         let db = env[name]
         let isUnique = name == .uniques
         if isUnique, let (earlier, later) = run.firstDuplicate() {
             try env.read { txn -> Void in throw try clash(txn, key: run.key(later), id: run.value(later), owner: run.value(earlier)) }
         }
+        func tag(_ i: Int) -> UInt16 { UInt16(truncatingIfNeeded: run.entries[i].prefix >> 48) }
         var next = 0
-        while next < run.entries.count {
+        while next < run.entries.count || !pendingCopies.isEmpty {
+            if let t = pendingCopies.first, let carried, next >= run.entries.count || t < tag(next) {
+                _ = try env.copy(name, from: carried.source, sourceEnv: carried.sourceEnv, prefix: Layout.u16(t))
+                pendingCopies.removeFirst()
+                continue
+            }
+            let stopTag = pendingCopies.first
             var end = next
             try env.writeGrowing { txn in
                 end = next
                 var bytes = 0
-                func more() -> Bool { end < run.entries.count && bytes < Self.batchBytes }
+                func more() -> Bool { end < run.entries.count && bytes < Self.batchBytes && (stopTag.map { tag(end) < $0 } ?? true) }
                 if append {
                     try txn.withAppender(db) { appender in
                         while more() {
