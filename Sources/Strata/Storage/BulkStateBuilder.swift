@@ -142,7 +142,10 @@ struct BulkStateBuilder {
         var next = 0
         while next < run.entries.count || !pendingCopies.isEmpty {
             if let t = pendingCopies.first, let carried, next >= run.entries.count || t < tag(next) {
-                _ = try env.copy(name, from: carried.source, sourceEnv: carried.sourceEnv, prefix: Layout.u16(t))
+                // Keys from the tag on, up to the next tag (its 2 bytes alone: every key is longer
+                // than its tag, so none equals them), through the appending copy.
+                _ = try env.copyDirect(name, from: carried.source, sourceEnv: carried.sourceEnv, into: nil,
+                                       start: Layout.u16(t), until: t == .max ? nil : Layout.u16(t + 1))
                 pendingCopies.removeFirst()
                 continue
             }
