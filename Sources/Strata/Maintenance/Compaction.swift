@@ -72,9 +72,7 @@ extension Store {
         var switched = false
         defer { if !switched { generation.abandon() } }
         let copied = try build(newEnv, from: snapshot, horizon: horizon, progress: progress)
-        // The copy is done: later copies into the new generation (the catch-up's log entries)
-        // keep their pages cached.
-        newEnv.isBulkBuild.store(false, ordering: .releasing)
+        generation.endBulkBuild()
         let objects = try newEnv.read { txn in try schema.entities.reduce(0) { $0 + (try ReadView(txn: txn, env: newEnv, schema: schema).objectCount($1)) } }
         let liveDataBytes = copied.recordBytes
         let liveEntryBytes = copied.allBytes
@@ -87,13 +85,7 @@ extension Store {
                                     liveDataBytes: liveDataBytes, liveEntryBytes: liveEntryBytes, seconds: (ContinuousClock.now - started).seconds)
         }
         progress?(CompactionProgress(phase: .catchingUp, done: 0))
-        // Saves committed during the build are caught up while the writer waits: if there are
-        // any and the build dropped its pages from the cache, read the generation back first,
-        // while saves go on, rather than a page per fault during the catch-up.
-        if try lastTransactionID > t0, newEnv.droppedWrittenPages.load(ordering: .relaxed) {
-            LMDBEnvironment.waitForWriteback()
-            newEnv.prefetch()
-        }
+        try prefetchBeforeCatchUp(generation, builtAt: t0)
         let head = try await writer.exclusive { [self] in
             try catchUpAndSwitch(to: generation, caughtUpFrom: t0, lock: lock, writer: writer, oldEnv: oldEnv)
         }

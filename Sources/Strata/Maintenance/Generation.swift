@@ -19,7 +19,22 @@ final class PendingGeneration: Sendable {
     }
 }
 
+extension PendingGeneration {
+    /// The bulk copy is over: later writes into the generation (a catch-up's) keep their pages
+    /// cached (see ``LMDBEnvironment/isBulkBuild``).
+    func endBulkBuild() { env.isBulkBuild.store(false, ordering: .releasing) }
+}
+
 extension Store {
+    /// Before a catch-up on the writer: if saves were committed since the build's snapshot
+    /// (`builtAt`) and the build dropped its pages from the cache, reads the generation back
+    /// first, while saves go on, rather than a page per fault while the writer waits.
+    func prefetchBeforeCatchUp(_ generation: PendingGeneration, builtAt t0: TransactionID) throws {
+        guard try lastTransactionID > t0, generation.env.droppedWrittenPages.load(ordering: .relaxed) else { return }
+        LMDBEnvironment.waitForWriteback()
+        generation.env.prefetch()
+    }
+
     /// Creates an empty generation, built without fsync (it is synced once before the switch);
     /// its bulk copies (``LMDBEnvironment/copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``)
     /// drop what is on disk from the page cache as they go (``LMDBEnvironment/isBulkBuild``).
@@ -47,7 +62,7 @@ extension Store {
         let others = lock.otherHolders()
         guard others.isEmpty, lock.tryExclusive() else { throw StrataError.storeBusy(path: path, processIDs: others) }
         defer { lock.shared() }
-        generation.env.isBulkBuild.store(false, ordering: .releasing)
+        generation.endBulkBuild()
         try generation.env.setNoSync(configuration.durability == .relaxed)
         try generation.env.sync()
         try directory.switchCurrent(to: generation.name)

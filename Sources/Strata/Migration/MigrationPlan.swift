@@ -216,6 +216,18 @@ struct PositionalPlan: Sendable {
         sources = new.attributes.map { symbols[$0.name] }
     }
 
+    /// The old positions the attributes of `d` (an index or unique of the new entity) come from,
+    /// when every one is an old attribute carried over unconverted; nil otherwise. Keys over
+    /// them are then the keys an old index or unique over those positions held.
+    func unchangedPositions(_ d: IndexDescription) -> [Int]? {
+        var out: [Int] = []
+        for a in d.attributes {
+            guard let source = sources[a], source.conversions.isEmpty, case .old(let j) = source.base else { return nil }
+            out.append(j)
+        }
+        return out
+    }
+
     func apply(_ id: ObjectID, _ values: [Value], version: Int) throws -> [Value] {
         var out: [Value] = []
         out.reserveCapacity(sources.count)

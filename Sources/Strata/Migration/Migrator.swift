@@ -149,14 +149,22 @@ extension Store {
             }
             let horizon = try view.horizon()
             let objects = try schema.entities.reduce(0) { $0 + (try view.objectCount($1)) }
+            let logTotal = Int(t0.rawValue - horizon.rawValue)
             progress?(MigrationProgress(phase: .base, done: 0, total: objects))
-            progress?(MigrationProgress(phase: .log, done: 0, total: Int(t0.rawValue - horizon.rawValue)))
+            progress?(MigrationProgress(phase: .log, done: 0, total: logTotal))
             // The log and the state are independent (different databases of the new generation,
             // each written in its own short transactions): with a second snapshot of the same
             // transaction and generation, another thread builds the state while this one
             // rewrites the log. That thread only reads the old store and writes the new one; a
             // failure on either side waits for the other before the generation is abandoned.
             var stateSide = upcaster.stateSide()
+            let stateProgress: @Sendable (Int) -> Void = { progress?(MigrationProgress(phase: .base, done: $0, total: objects)) }
+            func rewriteLog() throws {
+                try upcaster.loadBase(view, horizon: horizon, head: t0)
+                try upcaster.upcastLog(view, after: horizon, upTo: t0, applyingToState: false) {
+                    progress?(MigrationProgress(phase: .log, done: $0, total: logTotal))
+                }
+            }
             let second = try? self.snapshot(label: "migration-state")
             let firstLMDB = LMDBEnvironment.lmdbTransactionID(view.txn.handle)
             if let second, second.transactionID == t0, second.env === oldEnv,
@@ -168,19 +176,14 @@ extension Store {
                     var u = side
                     let r = Result { () throws -> Upcaster in
                         defer { second.close() }
-                        try second.read { try u.buildState($0) { progress?(MigrationProgress(phase: .base, done: $0, total: objects)) } }
+                        try second.read { try u.buildState($0, expectedObjects: objects, progress: stateProgress) }
                         return u
                     }
                     // A failure stops the other side at its next batch.
                     if case .failure = r { u.cancellation.cancel() }
                     result.withLock { $0 = r }
                 }
-                let logResult = Result {
-                    try upcaster.loadBase(view, horizon: horizon, head: t0)
-                    try upcaster.upcastLog(view, after: horizon, upTo: t0, applyingToState: false) {
-                        progress?(MigrationProgress(phase: .log, done: $0, total: Int(t0.rawValue - horizon.rawValue)))
-                    }
-                }
+                let logResult = Result { try rewriteLog() }
                 if case .failure = logResult { upcaster.cancellation.cancel() }
                 done.wait()
                 guard let built = result.withLock({ $0 }) else { throw MigrationError(reason: "the state build did not finish") }
@@ -192,16 +195,12 @@ extension Store {
                 stateSide = try built.get()
             } else {
                 second?.close()
-                try upcaster.loadBase(view, horizon: horizon, head: t0)
-                try upcaster.upcastLog(view, after: horizon, upTo: t0, applyingToState: false) {
-                    progress?(MigrationProgress(phase: .log, done: $0, total: Int(t0.rawValue - horizon.rawValue)))
-                }
-                try stateSide.buildState(view) { progress?(MigrationProgress(phase: .base, done: $0, total: objects)) }
+                try rewriteLog()
+                try stateSide.buildState(view, expectedObjects: objects, progress: stateProgress)
             }
             upcaster.addTimings(of: stateSide)
         }
-        // The bulk build is done: later writes (the catch-up) keep their pages cached.
-        newEnv.isBulkBuild.store(false, ordering: .releasing)
+        generation.endBulkBuild()
         func objectsPerEntity() throws -> [String: Int] {
             try newEnv.read { txn in
                 Dictionary(uniqueKeysWithValues: try app.entities.map { ($0.name, try ReadView(txn: txn, env: newEnv, schema: app).objectCount($0)) })
@@ -217,12 +216,7 @@ extension Store {
                                    seconds: (ContinuousClock.now - started).seconds)
         }
         progress?(MigrationProgress(phase: .catchingUp, done: 0, total: 0))
-        // As for a compaction: the catch-up reads the state the build dropped from the cache, so
-        // read it back first (while saves go on) if there is anything to catch up.
-        if try lastTransactionID > t0, newEnv.droppedWrittenPages.load(ordering: .relaxed) {
-            LMDBEnvironment.waitForWriteback()
-            newEnv.prefetch()
-        }
+        try prefetchBeforeCatchUp(generation, builtAt: t0)
         let box = UpcasterBox(upcaster)
         let marker = try await writer.exclusive { [self] in
             var u = box.value
@@ -313,12 +307,7 @@ struct Upcaster: Sendable {
             guard let target = new.entity(tag: e.tag), !target.uniques.isEmpty else { continue }
             let plan = hops.count == 1 ? hops[0].plans[e.tag] : nil
             let toCheck = target.uniques.filter { u in
-                guard let plan else { return true }
-                var positions: [Int] = []
-                for a in u.attributes {
-                    guard let source = plan.sources[a], source.conversions.isEmpty, case .old(let j) = source.base else { return true }
-                    positions.append(j)
-                }
+                guard let positions = plan?.unchangedPositions(u) else { return true }
                 return !e.uniques.contains { $0.attributes == positions }
             }
             if !toCheck.isEmpty { checked[e.tag] = (target, toCheck) }
@@ -410,20 +399,12 @@ struct Upcaster: Sendable {
         var indexes = Set<UInt16>(), uniques = Set<UInt16>()
         for e in old.entities {
             guard let plan = hops[0].plans[e.tag], let target = new.entity(tag: e.tag) else { continue }
-            func positions(_ d: IndexDescription) -> [Int]? {
-                var out: [Int] = []
-                for a in d.attributes {
-                    guard let source = plan.sources[a], source.conversions.isEmpty, case .old(let j) = source.base else { return nil }
-                    out.append(j)
-                }
-                return out
+            func carried(_ d: IndexDescription, among old: [IndexDescription]) -> Bool {
+                guard let p = plan.unchangedPositions(d) else { return false }
+                return old.contains { $0.tag == d.tag && $0.attributes == p }
             }
-            for d in target.indexes {
-                if let p = positions(d), e.indexes.contains(where: { $0.tag == d.tag && $0.attributes == p }) { indexes.insert(d.tag) }
-            }
-            for d in target.uniques {
-                if let p = positions(d), e.uniques.contains(where: { $0.tag == d.tag && $0.attributes == p }) { uniques.insert(d.tag) }
-            }
+            for d in target.indexes where carried(d, among: e.indexes) { indexes.insert(d.tag) }
+            for d in target.uniques where carried(d, among: e.uniques) { uniques.insert(d.tag) }
         }
         return (indexes, uniques)
     }
@@ -453,10 +434,9 @@ struct Upcaster: Sendable {
     /// The new generation's state from `view`'s live state: every object transformed and
     /// written in bulk, links under their new tags, and the object counts (unchanged by a
     /// migration; checked against the objects written).
-    mutating func buildState(_ view: ReadView, progress: (Int) -> Void) throws {
-        let expected = try old.entities.reduce(0) { $0 + (try view.objectCount($1)) }
+    mutating func buildState(_ view: ReadView, expectedObjects: Int, progress: (Int) -> Void) throws {
         let (indexTags, uniqueTags) = carriedKeyTags()
-        var builder = BulkStateBuilder(env: newEnv, schema: new, expectedObjects: expected,
+        var builder = BulkStateBuilder(env: newEnv, schema: new, expectedObjects: expectedObjects,
                                        carried: .init(source: view.txn, sourceEnv: view.env, indexTags: indexTags, uniqueTags: uniqueTags))
         var objects = ChunkedScan(txn: view.txn, db: view.env[.objects], prefix: nil)
         var done = 0

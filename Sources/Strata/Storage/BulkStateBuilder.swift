@@ -72,7 +72,8 @@ struct BulkStateBuilder {
         guard let e = schema.entity(tag: id.entityTag) else {
             throw StrataError.corruptRecord(id: id, reason: "no entity with tag \(id.entityTag) in schema \(schema.model) v\(schema.version)")
         }
-        if let lastID, Layout.compare(lastID.keyBytes, id.keyBytes) >= 0 {
+        // `ObjectID`'s order is its key bytes' (big-endian high, then low).
+        if let lastID, lastID >= id {
             throw StrataError.corruptRecord(id: id, reason: "objects out of key order after \(lastID)")
         }
         lastID = id
@@ -87,18 +88,21 @@ struct BulkStateBuilder {
         added += 1
         if added == Self.sampleObjects, expectedObjects > added {
             let scale = Double(expectedObjects) / Double(added) * 1.05
-            let total = indexes.byteCount + uniques.byteCount + links.byteCount
+            let total = gatheredBytes
             let fit = min(1.0, Double(runBudgetBytes) / max(1.0, Double(total) * scale))
             for run in [\BulkStateBuilder.indexes, \.uniques] { self[keyPath: run].reserve(scale: scale * fit) }
         }
         if records.byteCount >= Self.batchBytes { try write(\.records, into: .objects) }
-        if indexes.byteCount + uniques.byteCount + links.byteCount >= runBudgetBytes { try writeRuns() }
+        if gatheredBytes >= runBudgetBytes { try writeRuns() }
     }
+
+    /// Bytes of the index, unique and link keys gathered and not yet written.
+    private var gatheredBytes: Int { indexes.byteCount + uniques.byteCount + links.byteCount }
 
     /// Adds one link key (relationship tag · from · to), in any order.
     mutating func addLink(_ key: [UInt8]) throws {
         links.add(key: key, value: [])
-        if indexes.byteCount + uniques.byteCount + links.byteCount >= runBudgetBytes { try writeRuns() }
+        if gatheredBytes >= runBudgetBytes { try writeRuns() }
     }
 
     /// Writes everything still gathered (and the carried keys, if no run has yet).

@@ -129,12 +129,7 @@ struct KeyRun {
         if entries.count < Self.parallelSortThreshold {
             var sorted = entries
             entries = []
-            bytes.withUnsafeBytes { all in
-                sorted.sort { a, b in
-                    let c = Self.compareKeys(all, a, b)
-                    return c != 0 ? c < 0 : a.start < b.start
-                }
-            }
+            Self.sort(&sorted, in: bytes)
             entries = sorted
             inOrder = true
             return
@@ -148,12 +143,7 @@ struct KeyRun {
         let input = groups
         DispatchQueue.concurrentPerform(iterations: tags.count) { i in
             var group = input[tags[i]] ?? []
-            bytes.withUnsafeBytes { all in
-                group.sort { a, b in
-                    let c = Self.compareKeys(all, a, b)
-                    return c != 0 ? c < 0 : a.start < b.start
-                }
-            }
+            Self.sort(&group, in: bytes)
             sortedGroups.withLock { $0[tags[i]] = group }
         }
         groups = [:]
@@ -161,6 +151,16 @@ struct KeyRun {
         entries.reserveCapacity(done.values.reduce(0) { $0 + $1.count })
         for tag in tags { entries.append(contentsOf: done[tag] ?? []) }
         inOrder = true
+    }
+
+    /// Sorts `entries` of `bytes` by key, equal keys in the order they were added (by offset).
+    private static func sort(_ entries: inout [Entry], in bytes: [UInt8]) {
+        bytes.withUnsafeBytes { all in
+            entries.sort { a, b in
+                let c = compareKeys(all, a, b)
+                return c != 0 ? c < 0 : a.start < b.start
+            }
+        }
     }
 
     /// The first two adjacent entries with equal keys (after sorting), if any.

@@ -11,16 +11,6 @@ import Glibc
 /// | `uniques` | unique tag (u16) · sortable values | object id |
 /// | `meta` | ASCII name | see ``MetaKey`` |
 enum Layout {
-    /// Byte order of keys (LMDB's default comparison: memcmp, then length).
-    /// The first 8 bytes of `key` as a big-endian integer (zero-padded): ordering two keys by it
-    /// agrees with ``compare(_:_:)`` whenever the integers differ.
-    static func prefix64(_ key: [UInt8]) -> UInt64 {
-        var v: UInt64 = 0
-        let n = min(8, key.count)
-        for i in 0..<n { v |= UInt64(key[i]) << UInt64(56 - 8 * i) }
-        return v
-    }
-
     /// Three-way comparison in LMDB's default key order (memcmp, then length).
     static func compare(_ a: [UInt8], _ b: [UInt8]) -> Int {
         a.withUnsafeBytes { compare($0, b) }

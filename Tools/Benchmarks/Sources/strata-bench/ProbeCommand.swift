@@ -182,31 +182,9 @@ struct ProbeCommand: AsyncParsableCommand {
 
     private func migration(_ schemaDirectory: URL, _ root: URL) async throws {
         let schemas = try Schema.loadAll(directory: schemaDirectory)
-        guard schemas.count >= 2, let track = schemas[0].entity(named: "Track") else { throw ValidationError("migration needs library v1 and v2") }
+        guard schemas.count >= 2 else { throw ValidationError("migration needs library v1 and v2") }
         let dir = root.appendingPathComponent("migration")
-        var config = StoreConfiguration()
-        config.durability = .relaxed
-        config.initialMapSizeBytes = 8 << 30
-        do {
-            let store = try Store.open(at: dir, schema: schemas[0], configuration: config)
-            var start = 0
-            while start < count {
-                let end = min(count, start + 10_000)
-                var c = ChangeSet()
-                for i in start..<end {
-                    let t = TrackData.make(i)
-                    var r = Record(entity: track)
-                    r["mbid"] = .uuid(t.mbid)
-                    r["title"] = .string(t.title)
-                    r["durationSeconds"] = .int(Int64(t.durationSeconds))
-                    r["addedAt"] = .date(t.addedAt)
-                    c.insert(r)
-                }
-                _ = try await store.save(c)
-                start = end
-            }
-            store.close()
-        }
+        try await W10Migration.makeV1Store(at: dir, schema: schemas[0], tracks: count, batch: 10_000, mapSizeBytes: 8 << 30)
         sync()
         FileHandle.standardError.write(Data("loaded; migrating in 2 s (pid \(getpid()), for perf record -p)\n".utf8))
         try await Task.sleep(for: .seconds(2))

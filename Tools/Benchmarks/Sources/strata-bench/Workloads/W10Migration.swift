@@ -23,33 +23,36 @@ enum W10Migration {
         defer { ctx.remove(dir) }
         let schemas = try Schema.loadAll(directory: ctx.schemaDirectory)
         guard schemas.count >= 2 else { throw NotEnoughVersions() }
-        let v1 = schemas[0]
-        var config = StoreConfiguration()
-        config.durability = .relaxed
-        config.initialMapSizeBytes = ctx.setup.mapSizeBytes
-        do {
-            let store = try Store.open(at: dir, schema: v1, configuration: config)
-            let track = v1.entity(named: "Track")!
-            var start = 0
-            while start < n {
-                let end = min(n, start + ctx.sizes.batchSize)
-                var c = ChangeSet()
-                for i in start..<end {
-                    let t = TrackData.make(i)
-                    var r = Record(entity: track)
-                    r["mbid"] = .uuid(t.mbid)
-                    r["title"] = .string(t.title)
-                    r["durationSeconds"] = .int(Int64(t.durationSeconds))
-                    r["addedAt"] = .date(t.addedAt)
-                    c.insert(r)
-                }
-                _ = try await store.save(c)
-                start = end
-            }
-            store.close()
-        }
+        try await makeV1Store(at: dir, schema: schemas[0], tracks: n, batch: ctx.sizes.batchSize, mapSizeBytes: ctx.setup.mapSizeBytes)
         let r = try await Store.migrate(at: dir, schemas: schemas, registry: libraryMigrations)
         return Double(n) / r.seconds
+    }
+
+    /// A library v1 store (relaxed) holding `tracks` tracks, saved `batch` per transaction: the
+    /// store W10 migrates (also `strata-bench probe migration`'s).
+    static func makeV1Store(at dir: URL, schema v1: Schema, tracks n: Int, batch: Int, mapSizeBytes: Int) async throws {
+        guard let track = v1.entity(named: "Track") else { throw NotEnoughVersions() }
+        var config = StoreConfiguration()
+        config.durability = .relaxed
+        config.initialMapSizeBytes = mapSizeBytes
+        let store = try Store.open(at: dir, schema: v1, configuration: config)
+        defer { store.close() }
+        var start = 0
+        while start < n {
+            let end = min(n, start + batch)
+            var c = ChangeSet()
+            for i in start..<end {
+                let t = TrackData.make(i)
+                var r = Record(entity: track)
+                r["mbid"] = .uuid(t.mbid)
+                r["title"] = .string(t.title)
+                r["durationSeconds"] = .int(Int64(t.durationSeconds))
+                r["addedAt"] = .date(t.addedAt)
+                c.insert(r)
+            }
+            _ = try await store.save(c)
+            start = end
+        }
     }
 
     static func grdb(_ ctx: WorkloadContext) throws -> Double {
