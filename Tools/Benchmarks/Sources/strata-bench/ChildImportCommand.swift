@@ -8,7 +8,7 @@ struct ChildImportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "child-import", abstract: "Runs one engine's W1 import (used by the harness itself).", shouldDisplay: false)
 
-    @Option(help: "Engine: strata, lmdb or grdb.") var engine: Engine
+    @Option(help: "Engine: strata, lmdb, lmdb-indexed or grdb.") var engine: Engine
     @Option(help: "Records to import.") var records: Int
     @Option(help: "Records per transaction.") var batch: Int = 10_000
     @Option(help: "Empty directory for the store.") var dir: String

@@ -22,8 +22,8 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Only these workloads, comma-separated (e.g. W1,W4).", valueName: "list"))
     var only: String?
 
-    @Option(help: ArgumentHelp("Engines, comma-separated (default strata,lmdb,grdb).", valueName: "list"))
-    var engines: String = "strata,lmdb,grdb"
+    @Option(help: ArgumentHelp("Engines, comma-separated (default strata,lmdb,lmdb-indexed,grdb; lmdb-indexed takes part in W1–W3 only).", valueName: "list"))
+    var engines: String = "strata,lmdb,lmdb-indexed,grdb"
 
     @Option(help: ArgumentHelp("Schema directory (default: <repo>/Schemas/library).", valueName: "dir"))
     var schema: String?
@@ -57,7 +57,7 @@ struct RunCommand: AsyncParsableCommand {
     func selectedEngines() throws -> [Engine] {
         try engines.split(separator: ",").map {
             guard let e = Engine(rawValue: $0.trimmingCharacters(in: .whitespaces).lowercased()) else {
-                throw ValidationError("unknown engine '\($0)' (strata, lmdb, grdb)")
+                throw ValidationError("unknown engine '\($0)' (strata, lmdb, lmdb-indexed, grdb)")
             }
             return e
         }

@@ -2,14 +2,21 @@ import ArgumentParser
 import Foundation
 import Strata
 
-/// The three ways the same work is done.
+/// The ways the same work is done: the three, and raw LMDB doing Strata's index work.
 enum Engine: String, CaseIterable, Sendable, ExpressibleByArgument {
     /// Strata through its public API.
     case strata
-    /// The LMDB C API directly (the floor Strata is built on).
+    /// The LMDB C API directly (the floor Strata is built on): one record per track, one B-tree.
     case lmdb
+    /// The LMDB C API writing the entries Strata's data model implies (record, log entry, three
+    /// index entries, a unique entry, the count): the equal-work floor, for W1–W3 only.
+    case lmdbIndexed = "lmdb-indexed"
     /// GRDB 7 (SQLite), `DatabasePool` in WAL mode.
     case grdb
+
+    /// Whether the engine takes part in the read workloads (W4–W6); `lmdb-indexed` reads exactly
+    /// as `lmdb` does, so it measures writes only.
+    var measuresReads: Bool { self != .lmdbIndexed }
 }
 
 /// When a commit counts as done, in each engine's own terms.
@@ -71,6 +78,7 @@ extension Engine {
         switch self {
         case .strata: return try StrataSubject(directory: directory, setup: setup, sync: sync)
         case .lmdb: return try LMDBSubject(directory: directory, setup: setup, sync: sync)
+        case .lmdbIndexed: return try IndexedLMDBSubject(directory: directory, setup: setup, sync: sync)
         case .grdb: return try GRDBSubject(directory: directory, sync: sync, secondaryIndexes: setup.grdbSecondaryIndexes)
         }
     }

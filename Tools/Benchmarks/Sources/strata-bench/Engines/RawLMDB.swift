@@ -15,7 +15,7 @@ func lmdbCheck(_ rc: Int32, _ operation: @autoclosure () -> String) throws {
 
 /// A minimal, direct use of the LMDB C API: the baseline Strata is measured against.
 ///
-/// One environment, one named database, `MDB_NOTLS` (read transactions are not tied to a thread),
+/// One environment, one or more named databases (one for the plain baseline), `MDB_NOTLS` (read transactions are not tied to a thread),
 /// an explicit map size, and either synchronous commits (the default, fsync per commit) or
 /// `MDB_NOSYNC` for the relaxed comparison.
 ///
@@ -24,11 +24,15 @@ func lmdbCheck(_ rc: Int32, _ operation: @autoclosure () -> String) throws {
 /// stays inside the closure or thread that created it.
 final class RawLMDB: @unchecked Sendable {
     let env: OpaquePointer
-    let dbi: MDB_dbi
+    /// The handles of `databaseNames`, in order.
+    let dbis: [MDB_dbi]
+    /// The first database's handle (the plain baseline's only one).
+    var dbi: MDB_dbi { dbis[0] }
     let path: String
     let noSync: Bool
 
-    init(directory: URL, mapSizeBytes: Int, noSync: Bool, readOnly: Bool = false, databaseName: String? = "tracks") throws {
+    init(directory: URL, mapSizeBytes: Int, noSync: Bool, readOnly: Bool = false, databaseNames: [String?] = ["tracks"]) throws {
+        precondition(!databaseNames.isEmpty && databaseNames.count <= 8, "1 to 8 databases")
         var e: OpaquePointer?
         try lmdbCheck(mdb_env_create(&e), "mdb_env_create")
         guard let e else { throw LMDBFailure(code: EINVAL, operation: "mdb_env_create") }
@@ -42,14 +46,18 @@ final class RawLMDB: @unchecked Sendable {
             try lmdbCheck(mdb_env_open(e, directory.path, flags, 0o644), "mdb_env_open(\(directory.path))")
             var txn: OpaquePointer?
             try lmdbCheck(mdb_txn_begin(e, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn), "mdb_txn_begin(open)")
-            var handle: MDB_dbi = 0
-            let rc = mdb_dbi_open(txn, databaseName, readOnly ? 0 : UInt32(MDB_CREATE), &handle)
-            if rc != MDB_SUCCESS {
-                mdb_txn_abort(txn)
-                throw LMDBFailure(code: rc, operation: "mdb_dbi_open(\(databaseName ?? "main"))")
+            var handles: [MDB_dbi] = []
+            for name in databaseNames {
+                var handle: MDB_dbi = 0
+                let rc = mdb_dbi_open(txn, name, readOnly ? 0 : UInt32(MDB_CREATE), &handle)
+                if rc != MDB_SUCCESS {
+                    mdb_txn_abort(txn)
+                    throw LMDBFailure(code: rc, operation: "mdb_dbi_open(\(name ?? "main"))")
+                }
+                handles.append(handle)
             }
             try lmdbCheck(mdb_txn_commit(txn), "mdb_txn_commit(open)")
-            dbi = handle
+            dbis = handles
         } catch {
             mdb_env_close(e)
             throw error
@@ -78,16 +86,26 @@ final class RawLMDB: @unchecked Sendable {
     }
 
     func put(_ txn: OpaquePointer, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws {
+        try put(txn, dbi, key: key, value: value)
+    }
+
+    /// `mdb_put` into database `db` with `flags` (`MDB_NOOVERWRITE`, `MDB_APPEND`, …).
+    func put(_ txn: OpaquePointer, _ db: MDB_dbi, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, flags: Int32 = 0) throws {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
-        try lmdbCheck(mdb_put(txn, dbi, &k, &v, 0), "mdb_put")
+        try lmdbCheck(mdb_put(txn, db, &k, &v, UInt32(flags)), "mdb_put")
     }
 
     /// Calls `body` with the value at `key` (valid only inside `body`), or returns nil.
     func get<R>(_ txn: OpaquePointer, key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+        try get(txn, dbi, key: key, body)
+    }
+
+    /// ``get(_:key:_:)`` in database `db`.
+    func get<R>(_ txn: OpaquePointer, _ db: MDB_dbi, key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val()
-        let rc = mdb_get(txn, dbi, &k, &v)
+        let rc = mdb_get(txn, db, &k, &v)
         if rc == MDB_NOTFOUND { return nil }
         try lmdbCheck(rc, "mdb_get")
         return try body(UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
@@ -109,4 +127,19 @@ final class RawLMDB: @unchecked Sendable {
     }
 
     func sync() throws { try lmdbCheck(mdb_env_sync(env, 1), "mdb_env_sync") }
+}
+
+extension RawLMDB {
+    /// The last key of database `db` read as a big-endian u64 (its first 8 bytes), or 0 when empty.
+    func lastKeyU64(_ txn: OpaquePointer, _ db: MDB_dbi) throws -> UInt64 {
+        var cursor: OpaquePointer?
+        try lmdbCheck(mdb_cursor_open(txn, db, &cursor), "mdb_cursor_open")
+        defer { mdb_cursor_close(cursor) }
+        var k = MDB_val(), v = MDB_val()
+        let rc = mdb_cursor_get(cursor, &k, &v, MDB_LAST)
+        if rc == MDB_NOTFOUND { return 0 }
+        try lmdbCheck(rc, "mdb_cursor_get(MDB_LAST)")
+        guard k.mv_size >= 8, let p = k.mv_data else { throw LMDBFailure(code: EINVAL, operation: "last key shorter than 8 bytes") }
+        return UInt64(bigEndian: p.loadUnaligned(as: UInt64.self))
+    }
 }

@@ -3,6 +3,7 @@ struct EngineValues: Sendable {
     var strata: Double?
     var lmdb: Double?
     var grdb: Double?
+    var lmdbIndexed: Double?
 
     subscript(engine: Engine) -> Double? {
         get {
@@ -10,6 +11,7 @@ struct EngineValues: Sendable {
             case .strata: strata
             case .lmdb: lmdb
             case .grdb: grdb
+            case .lmdbIndexed: lmdbIndexed
             }
         }
         set {
@@ -17,6 +19,7 @@ struct EngineValues: Sendable {
             case .strata: strata = newValue
             case .lmdb: lmdb = newValue
             case .grdb: grdb = newValue
+            case .lmdbIndexed: lmdbIndexed = newValue
             }
         }
     }

@@ -3,18 +3,17 @@ import Foundation
 /// The report as a plain-text table for stdout.
 enum TableRenderer {
     static func render(_ report: Report) -> String {
-        let header = ["workload", "unit", "strata", "lmdb", "grdb", "strata/lmdb", "strata/grdb"]
+        // lmdb+idx is raw LMDB writing Strata's entries (W1–W3 only): the equal-work floor.
+        let header = ["workload", "unit", "strata", "lmdb", "lmdb+idx", "grdb", "strata/lmdb", "strata/lmdb+idx", "strata/grdb"]
         var rows: [[String]] = []
         for r in report.results {
+            let v = r.values
+            let figures = [number(v.strata), number(v.lmdb), number(v.lmdbIndexed), number(v.grdb),
+                           ratio(v.strata, v.lmdb), ratio(v.strata, v.lmdbIndexed), ratio(v.strata, v.grdb)]
             switch r.status {
-            case .measured:
-                let v = r.values
-                rows.append([r.key, r.unit, number(v.strata), number(v.lmdb), number(v.grdb), ratio(v.strata, v.lmdb), ratio(v.strata, v.grdb)])
-            case .failed:
-                let v = r.values
-                rows.append([r.key + " (FAILED)", r.unit, number(v.strata), number(v.lmdb), number(v.grdb), ratio(v.strata, v.lmdb), ratio(v.strata, v.grdb)])
-            default:
-                rows.append([r.key, r.unit, r.status.text, "", "", "", ""])
+            case .measured: rows.append([r.key, r.unit] + figures)
+            case .failed: rows.append([r.key + " (FAILED)", r.unit] + figures)
+            default: rows.append([r.key, r.unit, r.status.text] + Array(repeating: "", count: header.count - 3))
             }
         }
         let widths = header.indices.map { c in ([header] + rows).map { $0[c].count }.max() ?? 0 }

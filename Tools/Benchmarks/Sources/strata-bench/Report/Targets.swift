@@ -35,6 +35,13 @@ struct Target: Sendable {
         Target(name: "W10 migration ≥ 1× GRDB update", bound: .atLeast, threshold: 1) { ratio($0, "W10_migration", .strata, .grdb) },
     ]
 
+    /// Strata over `lmdb-indexed` for the write workloads it measured.
+    static func equalWorkRatios(_ report: Report) -> [(String, Double)] {
+        let keys = [("W1 import", "W1_import"), ("W2 durable", "W2_small_tx"), ("W2 relaxed", "W2_small_tx_relaxed"),
+                    ("W3 1 saver", "W3_group_commit_1"), ("W3 16 savers", "W3_group_commit_16"), ("W3 64 savers", "W3_group_commit_64")]
+        return keys.compactMap { name, key in ratio(report, key, .strata, .lmdbIndexed).map { (name, $0) } }
+    }
+
     static func ratio(_ r: Report, _ key: String, _ a: Engine, _ b: Engine) -> Double? {
         guard let x = r.value(key, a), let y = r.value(key, b), y > 0 else { return nil }
         return x / y
@@ -61,6 +68,13 @@ struct Target: Sendable {
                 return String(format: "%.2f×", m)
             } ?? "—"
             out += "  " + t.name.padding(toLength: 42, withPad: " ", startingAt: 0) + shown.padding(toLength: 10, withPad: " ", startingAt: 0) + v.text + "\n"
+        }
+        let equalWork = equalWorkRatios(report)
+        if !equalWork.isEmpty {
+            out += "equal work (not targets): Strata over raw LMDB writing Strata's entries (lmdb-indexed):\n"
+            for (name, r) in equalWork {
+                out += "  " + name.padding(toLength: 42, withPad: " ", startingAt: 0) + String(format: "%.2f×", r) + "\n"
+            }
         }
         return out
     }

@@ -12,7 +12,7 @@ enum W10Migration {
             switch engine {
             case .strata: return ["W10_migration": try await strata(ctx)]
             case .grdb: return ["W10_migration": try grdb(ctx)]
-            case .lmdb: return [:]
+            case .lmdb, .lmdbIndexed: return [:]
             }
         }
     }

@@ -8,6 +8,7 @@ enum W4PointReads {
         let indexes = SplitMix64.indexes(count: ctx.sizes.pointReads, below: records, seed: 4)
         var checksums: [Engine: Int] = [:]
         await ctx.measureRounds("W4", keys: ["W4_point_reads"], &report) { engine in
+            guard engine.measuresReads else { return [:] }
             let (seconds, checksum) = try await ctx.withSubject("W4", engine) { subject in
                 _ = try await ctx.load(subject, 0..<records)
                 try ctx.expectCount(subject, records)

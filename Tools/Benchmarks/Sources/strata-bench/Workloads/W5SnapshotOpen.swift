@@ -6,6 +6,7 @@ enum W5SnapshotOpen {
     static func run(_ ctx: WorkloadContext, _ report: inout Report) async {
         let n = ctx.sizes.snapshotOpens
         await ctx.measureRounds("W5", keys: ["W5_snapshot_open"], &report) { engine in
+            guard engine.measuresReads else { return [:] }
             let seconds = try await ctx.withSubject("W5", engine) { subject in
                 _ = try await ctx.load(subject, 0..<ctx.sizes.batchSize)
                 // Warm-up (first reader slot, first pooled connection), then the timed run.

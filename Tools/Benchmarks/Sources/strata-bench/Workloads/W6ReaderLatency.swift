@@ -13,6 +13,7 @@ enum W6ReaderLatency {
         let preload = ctx.sizes.latencyPreload
         let indexes = SplitMix64.indexes(count: ctx.sizes.latencyReads, below: preload, seed: 6)
         await ctx.measureRounds("W6", keys: keys, &report) { engine in
+            guard engine.measuresReads else { return [:] }
             let (idle, busy) = try await ctx.withSubject("W6", engine) { subject in
                 _ = try await ctx.load(subject, 0..<preload)
                 _ = try subject.readerLatencies(Array(indexes.prefix(2_000)), until: nil)  // warm-up
