@@ -72,7 +72,9 @@ public struct ImportOptions: Sendable {
 public struct ImportProgress: Sendable, Equatable {
     public enum Phase: String, Sendable { case validating, writing, linking, done }
     public let phase: Phase
-    /// Records processed in this phase.
+    /// Records processed in this phase. While writing, records whose batch has been committed
+    /// (or, with ``ImportOptions/continueOnError``, saved or rejected one by one): never ahead of
+    /// the store, even though the next batch is already being read.
     public let records: Int
     public let bytesRead: Int
     public let totalBytes: Int

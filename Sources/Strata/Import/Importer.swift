@@ -102,62 +102,100 @@ public final class Importer: Sendable {
         }
     }
 
-    /// Pass 2: upserts and links, in batches.
+    /// Pass 2: upserts and links, in batches. Each batch is parsed and built while the one before
+    /// it is being committed; its save is submitted only once that one has succeeded (or been
+    /// saved record by record), so the batches commit in input order, one after another, exactly
+    /// as if each were awaited before the next was read — the importer's parsing just overlaps
+    /// the writer's work.
     private func write(_ s: inout ImportState, rejects: RejectsWriter?) async throws {
         var it = RecordIterator(files: s.files, schema: store.schema, options: options, maxValueBytes: store.configuration.maxValueBytes)
         defer { it.close() }
         var batch = Batch()
-        var n = 0
-        while let item = try nextItem(&it) {
-            if let reason = s.rejected[item.location] {
-                try rejects?.write(reason: reason, raw: item.raw)
-                continue
-            }
-            guard case .success(let record) = item.result else { continue }
-            var changes = ChangeSet()
-            let id = record.explicitID ?? ObjectID.make(entityTag: record.entity.tag)
-            changes.append(record.explicitID != nil ? .put(id: id, values: record.values) : .upsert(id: id, values: record.values, constraint: 0))
-            for (r, targets) in record.links {
-                guard let targets else {
-                    changes.append(.unlink(relationship: r.tag, from: .id(id), to: nil))
+        var inFlight: InFlight?
+        // Records whose batch has been committed (or rejected record by record): what progress
+        // reports while writing, so a reported count is never ahead of the store.
+        var finished = 0
+        do {
+            while let item = try nextItem(&it) {
+                if let reason = s.rejected[item.location] {
+                    try rejects?.write(reason: reason, raw: item.raw)
                     continue
                 }
-                for t in targets {
-                    let present = try s.written(t) || store.read { try $0.resolve(t) } != nil
-                    if present {
-                        changes.append(.link(relationship: r.tag, from: .id(id), to: t))
-                    } else {
-                        s.deferred.append((r.tag, record.reference, t, item.location))
+                guard case .success(let record) = item.result else { continue }
+                var changes = ChangeSet()
+                let id = record.explicitID ?? ObjectID.make(entityTag: record.entity.tag)
+                changes.append(record.explicitID != nil ? .put(id: id, values: record.values) : .upsert(id: id, values: record.values, constraint: 0))
+                for (r, targets) in record.links {
+                    guard let targets else {
+                        changes.append(.unlink(relationship: r.tag, from: .id(id), to: nil))
+                        continue
+                    }
+                    for t in targets {
+                        // Written by this import (in a committed, in-flight or this batch), or in
+                        // the store from before it.
+                        let present = try s.written(t) || store.read { try $0.resolve(t) } != nil
+                        if present {
+                            changes.append(.link(relationship: r.tag, from: .id(id), to: t))
+                        } else {
+                            s.deferred.append((r.tag, record.reference, t, item.location))
+                        }
                     }
                 }
+                for alias in record.aliases { s.markWritten(alias) }
+                batch.add(changes, item: item)
+                if batch.count >= options.batchSize {
+                    if let previous = inFlight {
+                        inFlight = nil
+                        try await finish(previous, &s, rejects: rejects)
+                        finished += previous.batch.count
+                        s.report(.writing, records: finished, bytes: it.bytesRead, force: true)
+                    }
+                    inFlight = submit(batch, &s)
+                    batch = Batch()
+                }
             }
-            for alias in record.aliases { s.markWritten(alias) }
-            batch.add(changes, item: item)
-            n += 1
-            if batch.count >= options.batchSize {
-                try await flush(&batch, &s, rejects: rejects)
-                s.report(.writing, records: n, bytes: it.bytesRead, force: true)
+            if let previous = inFlight {
+                inFlight = nil
+                try await finish(previous, &s, rejects: rejects)
+                finished += previous.batch.count
+                s.report(.writing, records: finished, bytes: it.bytesRead, force: true)
             }
+            if batch.count > 0 { try await finish(submit(batch, &s), &s, rejects: rejects) }
+        } catch {
+            // Never return while a save of this import is still running.
+            if let running = inFlight { _ = try? await running.task.value }
+            throw error
         }
-        try await flush(&batch, &s, rejects: rejects)
     }
 
-    private func flush(_ batch: inout Batch, _ s: inout ImportState, rejects: RejectsWriter?) async throws {
-        guard batch.count > 0 else { return }
-        defer { batch = Batch() }
+    /// A batch whose save has been submitted.
+    private struct InFlight {
+        let batch: Batch
+        let metadata: [String: String]
+        let task: Task<TransactionID, Error>
+    }
+
+    /// Submits `batch`'s save; the caller goes on reading while the writer commits it.
+    private func submit(_ batch: Batch, _ s: inout ImportState) -> InFlight {
         let metadata = ["importID": s.importID, "batch": String(s.transactions.count + 1)]
+        let changes = batch.changes
+        let store = self.store, author = options.author
+        return InFlight(batch: batch, metadata: metadata, task: Task { try await store.save(changes, author: author, metadata: metadata) })
+    }
+
+    /// Waits for a submitted batch. When it fails validation and errors are tolerated, its records
+    /// are saved one by one and the failing ones rejected.
+    private func finish(_ f: InFlight, _ s: inout ImportState, rejects: RejectsWriter?) async throws {
         do {
-            s.committed(try await store.save(batch.changes, author: options.author, metadata: metadata))
-            s.written += batch.count
-        } catch StrataError.validation(let failure) where options.continueOnError {
-            // Isolate the bad record(s): save one by one, rejecting what fails.
-            _ = failure
-            for (changes, item) in zip(batch.perRecord, batch.items) {
+            s.committed(try await f.task.value)
+            s.written += f.batch.count
+        } catch StrataError.validation where options.continueOnError {
+            for (changes, item) in zip(f.batch.perRecord, f.batch.items) {
                 do {
-                    s.committed(try await store.save(changes, author: options.author, metadata: metadata))
+                    s.committed(try await store.save(changes, author: options.author, metadata: f.metadata))
                     s.written += 1
-                } catch StrataError.validation(let f) {
-                    let issue = ImportIssue(file: s.files[item.fileIndex], line: item.line, field: f.field, reason: f.reason)
+                } catch StrataError.validation(let failure) {
+                    let issue = ImportIssue(file: s.files[item.fileIndex], line: item.line, field: failure.field, reason: failure.reason)
                     s.reject(item.location, issue)
                     try rejects?.write(reason: issue.description, raw: item.raw)
                 }

@@ -18,9 +18,14 @@ struct StateApplier: StateStore {
     /// writer's time in a 10k-track import (BENCHMARKS.md, session 6).
     private var pendingIndex = KeyRun()
     /// When positive, the store's mapped pages are released (``LMDBEnvironment/releaseMappedPagesHoldingMapLock()``)
-    /// after this many index and unique writes: a bulk save writes at random places of every
-    /// index B-tree, and each page fault maps the neighbouring cached pages too, so without it
-    /// one large save maps most of the file into the process.
+    /// after this many writes at random places: index and unique entries, updated and deleted
+    /// records, links (each relationship change: its two link entries, and the lookups that
+    /// resolved its ends). A bulk save writes at random places of every index B-tree, and each
+    /// page fault maps the neighbouring cached pages too, so without it one large save maps most
+    /// of the file into the process. (Inserted records are not counted: their time-ordered ids
+    /// append at the right edge of the objects tree.) Links were not counted at first: the
+    /// last batch of a 1M-record `storectl import`, playlists with 100k track links, then mapped
+    /// 354 MB of the file against about 40 MB for the batches before it.
     var releaseMappedPagesEvery = 0
     /// The interval the writer uses for saves of at least
     /// ``StoreConfiguration/releaseMappedPagesAfterChanges`` changes. Measured on a 1M-track
@@ -93,19 +98,23 @@ struct StateApplier: StateStore {
             try txn.put(env[.objects], key: id.keyBytes, value: RecordCodec.encode(record))
             let touched = Set(changes.map(\.attribute))
             try reindex(record.entity, before, record.values, id, touched: touched)
+            try countWriteForRelease()
         case .delete(let id, _, _):
             guard let record = try record(id) else { throw StrataError.corruptRecord(id: id, reason: "delete of a missing object") }
             try removeIndexEntries(record.entity, record.values, id)
             try txn.delete(env[.objects], key: id.keyBytes)
             countDeltas[record.entity.tag, default: 0] -= 1
+            try countWriteForRelease()
         case .link(let tag, let a, let b):
             let (rel, inverse) = try relationshipPair(tag)
             try txn.put(env[.links], key: Layout.linkKey(rel, a, b), value: [])
             try txn.put(env[.links], key: Layout.linkKey(inverse, b, a), value: [])
+            try countWriteForRelease()
         case .unlink(let tag, let a, let b):
             let (rel, inverse) = try relationshipPair(tag)
             try txn.delete(env[.links], key: Layout.linkKey(rel, a, b))
             try txn.delete(env[.links], key: Layout.linkKey(inverse, b, a))
+            try countWriteForRelease()
         }
     }
 
@@ -158,7 +167,7 @@ struct StateApplier: StateStore {
 
     /// Writes the buffered index entries (in key order) and the per-entity object counts. Called
     /// at the end of every save (and every replayed transaction).
-    /// Counts one index or unique write; see ``releaseMappedPagesEvery``.
+    /// Counts one write at a random place; see ``releaseMappedPagesEvery``.
     private mutating func countWriteForRelease() throws {
         guard releaseMappedPagesEvery > 0 else { return }
         writesSinceRelease += 1
