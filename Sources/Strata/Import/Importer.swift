@@ -13,9 +13,9 @@ import Synchronization
 /// let summary = try await importer.run(files: ["Tools/sample-library/library.ndjson"])
 /// ```
 ///
-/// Memory is bounded by the batch, not the input: one line at a time, plus 8 bytes per record
-/// (digests of unique keys, for duplicate and reference checks) and the forward references
-/// that have to wait for their target.
+/// Memory is bounded by the batch, not the input: one line at a time, two batches (the one being
+/// committed and the one being read), plus 8 bytes per record (digests of unique keys, for
+/// duplicate and reference checks) and the forward references that have to wait for their target.
 public final class Importer: Sendable {
     public let store: Store
     public let options: ImportOptions
@@ -103,22 +103,26 @@ public final class Importer: Sendable {
     }
 
     /// Pass 2: upserts and links, in batches. Each batch is parsed and built while the one before
-    /// it is being committed; its save is submitted only once that one has succeeded (or been
-    /// saved record by record), so the batches commit in input order, one after another, exactly
-    /// as if each were awaited before the next was read — the importer's parsing just overlaps
-    /// the writer's work.
+    /// it is being committed; its save is submitted only once that one has finished (committed, or
+    /// saved record by record), so the batches commit in input order, one after another, as if
+    /// each were awaited before the next line was read — the importer's parsing just overlaps the
+    /// writer's work. Where the outcome could depend on the batch still in flight, it is awaited
+    /// first: before a link target is looked up in the store (that batch may change the store's
+    /// unique keys), and before an error ends the import (that batch's error comes first, as it
+    /// would have). Lines rejected by validation are written to the rejects file with their
+    /// batch, after the batch before it has finished, so the file keeps the sequential order.
     private func write(_ s: inout ImportState, rejects: RejectsWriter?) async throws {
         var it = RecordIterator(files: s.files, schema: store.schema, options: options, maxValueBytes: store.configuration.maxValueBytes)
         defer { it.close() }
         var batch = Batch()
         var inFlight: InFlight?
-        // Records whose batch has been committed (or rejected record by record): what progress
-        // reports while writing, so a reported count is never ahead of the store.
+        // Records whose batch has finished: what progress reports while writing, so a reported
+        // count is never ahead of the store.
         var finished = 0
         do {
             while let item = try nextItem(&it) {
                 if let reason = s.rejected[item.location] {
-                    try rejects?.write(reason: reason, raw: item.raw)
+                    batch.earlyRejects.append((reason, item.raw))
                     continue
                 }
                 guard case .success(let record) = item.result else { continue }
@@ -131,9 +135,13 @@ public final class Importer: Sendable {
                         continue
                     }
                     for t in targets {
-                        // Written by this import (in a committed, in-flight or this batch), or in
-                        // the store from before it.
-                        let present = try s.written(t) || store.read { try $0.resolve(t) } != nil
+                        // Written by this import (in a finished, the in-flight or this batch), or
+                        // in the store from before it.
+                        var present = s.written(t)
+                        if !present {
+                            try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
+                            present = try store.read { try $0.resolve(t) } != nil
+                        }
                         if present {
                             changes.append(.link(relationship: r.tag, from: .id(id), to: t))
                         } else {
@@ -144,28 +152,34 @@ public final class Importer: Sendable {
                 for alias in record.aliases { s.markWritten(alias) }
                 batch.add(changes, item: item)
                 if batch.count >= options.batchSize {
-                    if let previous = inFlight {
-                        inFlight = nil
-                        try await finish(previous, &s, rejects: rejects)
-                        finished += previous.batch.count
-                        s.report(.writing, records: finished, bytes: it.bytesRead, force: true)
-                    }
-                    inFlight = submit(batch, &s)
+                    try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
+                    inFlight = try submit(batch, &s, rejects: rejects)
                     batch = Batch()
                 }
             }
-            if let previous = inFlight {
-                inFlight = nil
-                try await finish(previous, &s, rejects: rejects)
-                finished += previous.batch.count
-                s.report(.writing, records: finished, bytes: it.bytesRead, force: true)
+            try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
+            if batch.count > 0 {
+                inFlight = try submit(batch, &s, rejects: rejects)
+                try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
+            } else {
+                for (reason, raw) in batch.earlyRejects { try rejects?.write(reason: reason, raw: raw) }
             }
-            if batch.count > 0 { try await finish(submit(batch, &s), &s, rejects: rejects) }
         } catch {
-            // Never return while a save of this import is still running.
-            if let running = inFlight { _ = try? await running.task.value }
+            // Never return while a save of this import is running; its own error, if any, is the
+            // one reported (it came first).
+            try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
             throw error
         }
+    }
+
+    /// Waits for the batch in flight, if any, and reports progress.
+    private func settle(_ inFlight: inout InFlight?, _ finished: inout Int, _ s: inout ImportState, rejects: RejectsWriter?,
+                        bytes: Int) async throws {
+        guard let previous = inFlight else { return }
+        inFlight = nil
+        try await finish(previous, &s, rejects: rejects)
+        finished += previous.batch.count
+        s.report(.writing, records: finished, bytes: bytes, force: true)
     }
 
     /// A batch whose save has been submitted.
@@ -175,8 +189,10 @@ public final class Importer: Sendable {
         let task: Task<TransactionID, Error>
     }
 
-    /// Submits `batch`'s save; the caller goes on reading while the writer commits it.
-    private func submit(_ batch: Batch, _ s: inout ImportState) -> InFlight {
+    /// Writes the lines validation rejected while `batch` was read, then submits its save; the
+    /// caller goes on reading while the writer commits it.
+    private func submit(_ batch: Batch, _ s: inout ImportState, rejects: RejectsWriter?) throws -> InFlight {
+        for (reason, raw) in batch.earlyRejects { try rejects?.write(reason: reason, raw: raw) }
         let metadata = ["importID": s.importID, "batch": String(s.transactions.count + 1)]
         let changes = batch.changes
         let store = self.store, author = options.author
@@ -233,6 +249,9 @@ public final class Importer: Sendable {
 private struct Batch {
     var perRecord: [ChangeSet] = []
     var items: [(raw: [UInt8], fileIndex: Int, line: Int, location: UInt64)] = []
+    /// Lines read with this batch that validation had rejected (reason, raw line), for the
+    /// rejects file.
+    var earlyRejects: [(reason: String, raw: [UInt8])] = []
     var count: Int { items.count }
 
     /// Every record's operations in one change set (built once, when the batch is saved).

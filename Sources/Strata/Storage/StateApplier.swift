@@ -165,8 +165,6 @@ struct StateApplier: StateStore {
         }
     }
 
-    /// Writes the buffered index entries (in key order) and the per-entity object counts. Called
-    /// at the end of every save (and every replayed transaction).
     /// Counts one write at a random place; see ``releaseMappedPagesEvery``.
     private mutating func countWriteForRelease() throws {
         guard releaseMappedPagesEvery > 0 else { return }
@@ -176,6 +174,8 @@ struct StateApplier: StateStore {
         try env.releaseMappedPagesHoldingMapLock()
     }
 
+    /// Writes the buffered index entries (in key order) and the per-entity object counts. Called
+    /// at the end of every save (and every replayed transaction).
     mutating func flushCounts() throws {
         if !pendingIndex.entries.isEmpty {
             let db = env[.indexes]

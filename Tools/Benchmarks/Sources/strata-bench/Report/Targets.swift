@@ -37,8 +37,10 @@ struct Target: Sendable {
 
     /// Strata over `lmdb-indexed` for the write workloads it measured.
     static func equalWorkRatios(_ report: Report) -> [(String, Double)] {
+        // W3 with several savers is left out: raw LMDB commits one writer at a time, Strata groups
+        // the savers' transactions, so the ratio would measure group commit, not a floor.
         let keys = [("W1 import", "W1_import"), ("W2 durable", "W2_small_tx"), ("W2 relaxed", "W2_small_tx_relaxed"),
-                    ("W3 1 saver", "W3_group_commit_1"), ("W3 16 savers", "W3_group_commit_16"), ("W3 64 savers", "W3_group_commit_64")]
+                    ("W3 1 saver", "W3_group_commit_1")]
         return keys.compactMap { name, key in ratio(report, key, .strata, .lmdbIndexed).map { (name, $0) } }
     }
 

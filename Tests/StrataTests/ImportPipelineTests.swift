@@ -1,0 +1,93 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+/// The importer reads and builds the next batch while the writer commits the one before. These
+/// tests pin down that the outcome is still the one of a strictly sequential import.
+@Suite struct ImportPipelineTests {
+    private func write(_ lines: [String], in dir: URL) throws -> String {
+        let url = dir.appendingPathComponent("in.ndjson")
+        try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: url)
+        return url.path
+    }
+
+    /// A batch refused at save time (a put that moves an existing object onto another one's
+    /// unique key) is retried record by record while later batches wait; the rejects file keeps
+    /// the input's order (the save-time reject of batch 1 before the parse reject read with
+    /// batch 2); every transaction is tagged with its batch number in order.
+    @Test func continueOnErrorAcrossBatchesKeepsTheSequentialOutcome() async throws {
+        let dir = temporaryDirectory("import-pipeline")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let jazz = Genre(name: "Jazz"), rock = Genre(name: "Rock")
+            _ = try await store.save { c in
+                c.insert(jazz)
+                c.insert(rock)
+            }
+            let input = try write([
+                #"{"entity":"Genre","name":"A"}"#,
+                #"{"entity":"Genre","id":"\#(jazz.id)","name":"Rock"}"#,  // clashes with Rock when saved
+                #"{"entity":"Genre","name":"B"}"#,
+                "not json",
+                #"{"entity":"Genre","name":"C"}"#,
+                #"{"entity":"Genre","name":"D"}"#,
+                #"{"entity":"Genre","name":"E"}"#,
+            ], in: dir)
+            var options = ImportOptions()
+            options.batchSize = 2
+            options.continueOnError = true
+            options.rejectsPath = dir.appendingPathComponent("rejects.txt").path
+            options.importID = "pipeline"
+            let summary = try await Importer(store: store, options: options).run(files: [input])
+            #expect(summary.records == 5)
+            #expect(summary.rejected == 2)
+            let rejects = try String(contentsOfFile: dir.appendingPathComponent("rejects.txt").path, encoding: .utf8)
+            let reasons = rejects.split(separator: "\n").filter { $0.hasPrefix("# ") }
+            #expect(reasons.count == 2)
+            #expect(reasons.first?.contains("in.ndjson:2") == true, "\(rejects)")
+            #expect(reasons.last?.contains("in.ndjson:4") == true, "\(rejects)")
+            let view = try store.mainContext
+            #expect(try view.object(Genre.self, id: jazz.id)?.name == "Jazz")
+            #expect(Set(try view.fetch(Genre.self).map(\.name)) == ["Jazz", "Rock", "A", "B", "C", "D", "E"])
+            // The import's transactions, in order, with increasing batch numbers.
+            let mine = try store.transactions(from: TransactionID(1)).filter { $0.metadata["importID"] == "pipeline" }
+            let batches = mine.compactMap { $0.metadata["batch"].flatMap(Int.init) }
+            #expect(batches == batches.sorted() && !batches.isEmpty, "\(batches)")
+            #expect(mine.map(\.transactionID) == mine.map(\.transactionID).sorted())
+            #expect(try store.verify().ok)
+        }
+    }
+
+    /// A reference to an object already in the store is looked up only after the batch in flight
+    /// has committed: here batch 1 renames that object's unique key, so the track of batch 2 must
+    /// not find the old name (its link is deferred, then skipped), exactly as in a sequential
+    /// import; looked up while batch 1 was still running, it would have found it and the whole
+    /// track would have been refused.
+    @Test func storeLookupsWaitForTheBatchInFlight() async throws {
+        let dir = temporaryDirectory("import-pipeline")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            for round in 0..<5 {
+                let old = Genre(name: "Old \(round)")
+                _ = try await store.save { $0.insert(old) }
+                let mbid = UUID()
+                let input = try write([
+                    #"{"entity":"Genre","id":"\#(old.id)","name":"New \#(round)"}"#,
+                    #"{"entity":"Track","mbid":"\#(mbid.uuidString.lowercased())","title":"t","durationSeconds":1,"addedAt":"2024-01-01T00:00:00Z","genre":{"name":"Old \#(round)"}}"#,
+                ], in: dir)
+                var options = ImportOptions()
+                options.batchSize = 1
+                options.continueOnError = true
+                let summary = try await Importer(store: store, options: options).run(files: [input])
+                #expect(summary.records == 2, "round \(round)")
+                #expect(summary.rejected == 0, "round \(round)")
+                #expect(summary.skippedLinks == 1, "round \(round)")
+                let view = try store.mainContext
+                let track = try view.fetch(Track.self, where: Track.mbid == mbid)
+                #expect(track.count == 1, "round \(round)")
+                #expect(try track.first.flatMap { try view.related($0.id, Track.genre) } == nil, "round \(round)")
+            }
+        }
+    }
+}
