@@ -35,7 +35,9 @@ struct ImportCommand: AsyncParsableCommand {
     @Flag(help: "Print the summary as JSON.") var json = false
 
     func validate() throws {
-        guard batch >= 1 && batch <= 1_000_000 else { throw ValidationError("--batch must be between 1 and 1000000") }
+        guard batch >= 1 && batch <= ImportOptions.maxBatchSize else {
+            throw ValidationError("--batch must be between 1 and \(ImportOptions.maxBatchSize)")
+        }
         if continueOnError && rejects == nil { throw ValidationError("--continue-on-error needs --rejects FILE") }
         if rejects != nil && !continueOnError { throw ValidationError("--rejects goes with --continue-on-error") }
         if let format, ImportFormat(rawValue: format) == nil { throw ValidationError("--format must be ndjson or csv") }

@@ -354,6 +354,16 @@ import Testing
                 #expect(try view.object(Track.self, id: t.id)?.playCount == i + 1)
                 #expect(try view.related(t.id, Track.playlists).map(\.id) == [playlist.id])
             }
+            // Unlinks, likewise. The reads above count as active readers for up to two seconds
+            // (`hadReadersRecently`), during which a save leaves the mapped pages alone: wait that
+            // out first.
+            try await Task.sleep(for: .milliseconds(2_100))
+            try await afterWritersPostCommitWork(store)
+            let beforeUnlinks = store.env.mappedPageReleases.load(ordering: .relaxed)
+            _ = try await store.save { c in for t in tracks { c.remove(t.id, from: Playlist.tracks, of: playlist.id) } }
+            try await afterWritersPostCommitWork(store)
+            #expect(store.env.mappedPageReleases.load(ordering: .relaxed) > beforeUnlinks + 1, "a save of 1,000 unlinks released only after its commit")
+            #expect(try store.mainContext.related(playlist.id, Playlist.tracks).isEmpty)
             #expect(try store.verify().ok)
         }
     }

@@ -59,6 +59,37 @@ import Testing
         }
     }
 
+    /// Unusable options (a batch size of 0 used to loop forever in the links phase) are refused
+    /// before anything is read or written, each named.
+    @Test func unusableOptionsAreRefusedBeforeAnythingIsWritten() async throws {
+        let dir = temporaryDirectory("import-pipeline")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let input = try write([#"{"entity":"Genre","name":"A"}"#], in: dir)
+            let cases: [(String, (inout ImportOptions) -> Void)] = [
+                ("batchSize", { $0.batchSize = 0 }),
+                ("batchSize", { $0.batchSize = -5 }),
+                ("batchSize", { $0.batchSize = ImportOptions.maxBatchSize + 1 }),
+                ("maxLineBytes", { $0.maxLineBytes = 0 }),
+                ("maxReportedIssues", { $0.maxReportedIssues = 0 }),
+                ("rejectsPath", { $0.rejectsPath = dir.appendingPathComponent("r").path }),
+            ]
+            for (field, change) in cases {
+                var options = ImportOptions()
+                change(&options)
+                do {
+                    _ = try await Importer(store: store, options: options).run(files: [input])
+                    Issue.record("\(field): the import ran")
+                } catch let failed as ImportFailed {
+                    #expect(failed.issues.map(\.field) == [field], "\(failed)")
+                    #expect(failed.description.contains("options:0: \(field): must") || failed.description.contains("options:0: \(field): is only"), "\(failed)")
+                }
+            }
+            #expect(try store.mainContext.count(Genre.self) == 0)
+            #expect(try store.lastTransactionID == TransactionID.zero)
+        }
+    }
+
     /// A reference to an object already in the store is looked up only after the batch in flight
     /// has committed: here batch 1 renames that object's unique key, so the track of batch 2 must
     /// not find the old name (its link is deferred, then skipped), exactly as in a sequential

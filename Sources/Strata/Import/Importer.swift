@@ -31,10 +31,16 @@ public final class Importer: Sendable {
 
     /// Runs the import.
     /// - Throws: ``ImportFailed`` (nothing written) when any record is bad and
-    ///   ``ImportOptions/continueOnError`` is off; ``ImportIssue`` for an unreadable file;
+    ///   ``ImportOptions/continueOnError`` is off, or when the options are unusable (issues of the
+    ///   file `options`, naming the option: a ``ImportOptions/batchSize`` outside
+    ///   1…``ImportOptions/maxBatchSize``, a ``ImportOptions/maxLineBytes`` or
+    ///   ``ImportOptions/maxReportedIssues`` below 1, a rejects path without
+    ///   ``ImportOptions/continueOnError``); ``ImportIssue`` for an unreadable file;
     ///   ``StrataError`` from the store.
     public func run(files: [String]) async throws -> ImportSummary {
         defer { progressContinuation.finish() }
+        let optionProblems = options.problems()
+        if !optionProblems.isEmpty { throw ImportFailed(issues: optionProblems, totalIssues: optionProblems.count) }
         let clock = ContinuousClock.now
         let totalBytes = files.reduce(0) { $0 + ((try? FileManager.default.attributesOfItem(atPath: $1)[.size] as? Int) ?? 0) }
         var state = ImportState(files: files, options: options, schema: store.schema, totalBytes: totalBytes, started: clock,
