@@ -120,14 +120,7 @@ import Testing
         let input = records(schema, count: 3_000)
         let applied = try StateRebuilder.scratch(sizeHint: 64 << 20, storeDirectory: dir.path)
         defer { applied.close() }
-        try applied.writeGrowing { txn in
-            var applier = StateApplier(txn: txn, env: applied, schema: schema, transactionID: .zero)
-            for r in input {
-                applier.transactionID = r.version
-                try applier.apply(.insert(id: r.id, values: r.values))
-            }
-            try applier.flushCounts()
-        }
+        try StateApplier.insertAll(input, into: applied, schema: schema)
         let expected = try contents(applied)
         #expect(expected["indexes"]?.count == 6_000 && expected["uniques"]?.count == 3_000)
         // One run, and many small runs (each later run put into what the earlier ones wrote).

@@ -22,14 +22,7 @@ enum StateRebuilder {
             var chunk: [Record] = []
             func flush() throws {
                 guard !chunk.isEmpty else { return }
-                try target.writeGrowing { txn in
-                    var applier = StateApplier(txn: txn, env: target, schema: schema, transactionID: .zero)
-                    for r in chunk {
-                        applier.transactionID = r.version
-                        try applier.apply(.insert(id: r.id, values: r.values))
-                    }
-                    try applier.flushCounts()
-                }
+                try StateApplier.insertAll(chunk, into: target, schema: schema)
                 objects += chunk.count
                 chunk.removeAll(keepingCapacity: true)
             }

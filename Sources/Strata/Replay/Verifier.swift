@@ -203,7 +203,7 @@ extension Store {
         let zero = MetaKey.countValue(0)
         func next(_ scan: inout ChunkedScan) throws -> (key: [UInt8], value: [UInt8])? {
             while let entry = try scan.next() {
-                if name == .meta, entry.value == zero { continue }
+                if name == .meta, entry.value == zero, MetaKey.isCount(entry.key) { continue }
                 return entry
             }
             return nil

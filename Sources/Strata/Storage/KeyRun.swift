@@ -127,10 +127,7 @@ struct KeyRun {
         // Small runs (a save's index entries) are sorted in place: handing them to other
         // threads would cost more than the sort.
         if entries.count < Self.parallelSortThreshold {
-            var sorted = entries
-            entries = []
-            Self.sort(&sorted, in: bytes)
-            entries = sorted
+            Self.sort(&entries, in: bytes)
             inOrder = true
             return
         }

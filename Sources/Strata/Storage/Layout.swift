@@ -116,7 +116,10 @@ enum MetaKey {
     /// horizon is not stored again: it is the current state with the later transactions undone.
     static let horizon = Array("horizon".utf8)
     /// Live objects of an entity (u64): "count/" + entity tag.
-    static func count(_ tag: UInt16) -> [UInt8] { Array("count/".utf8) + Layout.u16(tag) }
+    static func count(_ tag: UInt16) -> [UInt8] { countPrefix + Layout.u16(tag) }
+    static let countPrefix = Array("count/".utf8)
+    /// Whether `key` is a ``count(_:)`` key.
+    static func isCount(_ key: [UInt8]) -> Bool { key.count == countPrefix.count + 2 && key.starts(with: countPrefix) }
     /// The value of a ``count(_:)`` entry (u64; a count is never negative).
     static func countValue(_ objects: Int) -> [UInt8] {
         precondition(objects >= 0, "negative object count \(objects)")

@@ -174,6 +174,19 @@ struct StateApplier: StateStore {
         try env.releaseMappedPagesHoldingMapLock()
     }
 
+    /// Inserts whole records one by one, each with its own version, in one write transaction of
+    /// `env` (redone whole if the map grows), with their index and unique keys and counts.
+    static func insertAll(_ records: [Record], into env: LMDBEnvironment, schema: Schema) throws {
+        try env.writeGrowing { txn in
+            var applier = StateApplier(txn: txn, env: env, schema: schema, transactionID: .zero)
+            for r in records {
+                applier.transactionID = r.version
+                try applier.apply(.insert(id: r.id, values: r.values))
+            }
+            try applier.flushCounts()
+        }
+    }
+
     /// Writes the buffered index entries (in key order) and the per-entity object counts. Called
     /// at the end of every save (and every replayed transaction).
     mutating func flushCounts() throws {
