@@ -98,6 +98,14 @@ final class LMDBEnvironment: Sendable {
         var submittedBelow = 0
         var error: Int32?
     }
+    /// The background flush of a relaxed (`MDB_NOSYNC`) environment (``requestFlush(onError:)``):
+    /// whether one is running, and whether a request came after the running one had started.
+    private let flushState = Mutex<FlushState>(FlushState())
+    struct FlushState {
+        var running = false
+        var requested = false
+        var completed = 0
+    }
     /// Runs once after the environment is closed (used to remove a replaced generation).
     private let afterClose = Mutex<(@Sendable () -> Void)?>(nil)
 
@@ -455,6 +463,8 @@ final class LMDBEnvironment: Sendable {
 
     /// Where background writebacks run (one at a time: they contend for the same disk).
     private static let writebackQueue = DispatchQueue(label: "strata.writeback", qos: .utility)
+    /// Where relaxed environments' background flushes run (``requestFlush(onError:)``).
+    private static let flushQueue = DispatchQueue(label: "strata.flush", qos: .userInitiated)
     /// Where prefetches run, apart from writebacks (a long one must not hold up another
     /// store's build).
     private static let prefetchQueue = DispatchQueue(label: "strata.prefetch", qos: .utility)
@@ -521,6 +531,47 @@ final class LMDBEnvironment: Sendable {
             throw LMDBError(code: error, operation: "sync_file_range (background writeback of \(path))")
         }
     }
+
+    /// Asks for a flush (`mdb_env_sync(force)`) on a background queue, for relaxed
+    /// (`MDB_NOSYNC`) environments, so the writer commits on while the kernel writes the pages
+    /// out. Requests coalesce: every request is followed by a flush that started after it, and
+    /// at most one flush runs at a time. A flush holds ``writebackGate``, which ``close()`` takes
+    /// after marking the environment closed, so it never touches a closed environment (a request
+    /// that runs after the close does nothing). `onError` gets a failed flush's error.
+    func requestFlush(onError: @escaping @Sendable (LMDBError) -> Void) {
+        let start = flushState.withLock { s -> Bool in
+            s.requested = true
+            guard !s.running else { return false }
+            s.running = true
+            return true
+        }
+        guard start else { return }
+        Self.flushQueue.async { [self] in
+            while flushState.withLock({ s -> Bool in
+                if s.requested {
+                    s.requested = false
+                    return true
+                }
+                s.running = false
+                return false
+            }) {
+                let rc = writebackGate.withLock { _ -> Int32 in
+                    guard !closed.load(ordering: .acquiring) else { return MDB_SUCCESS }
+                    // With MDB_WRITEMAP the flush is an msync of the map, which must not move
+                    // meanwhile; without it, an fdatasync of the file descriptor.
+                    return options.writeMap ? mapLock.withShared { mdb_env_sync(handle, 1) } : mdb_env_sync(handle, 1)
+                }
+                flushState.withLock { $0.completed += 1 }
+                if rc != MDB_SUCCESS { onError(LMDBError(code: rc, operation: "mdb_env_sync (background flush of \(path))")) }
+            }
+        }
+    }
+
+    /// Background flushes finished so far (``requestFlush(onError:)``; tests).
+    var completedFlushes: Int { flushState.withLock { $0.completed } }
+
+    /// Waits until every background flush requested so far has finished.
+    static func waitForFlushes() { flushQueue.sync {} }
 
     // MARK: Read transactions
 

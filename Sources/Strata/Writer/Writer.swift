@@ -181,10 +181,12 @@ final class Writer: Sendable {
         }
     }
 
-    /// Flushes relaxed-mode commits to disk (on the writer queue).
+    /// Has relaxed-mode commits flushed to disk: the flush runs on a background queue
+    /// (``LMDBEnvironment/requestFlush(onError:)``) while the writer goes on committing; the
+    /// commits made before this call are on disk when that flush ends.
     private func syncRelaxed() {
-        do { try env.sync() } catch { logger.error("relaxed-mode sync failed: \(error)") }
         state.withLock { $0.lastSync = ContinuousClock.now }
+        env.requestFlush { [logger] error in logger.error("relaxed-mode sync failed: \(error)") }
     }
 
     /// Runs `body` on the writer queue between two commits: no save is applied while it runs.
@@ -317,7 +319,7 @@ final class Writer: Sendable {
     private func finish(_ batch: [PendingSave], _ results: [Result<TransactionID, Error>], _ entries: [LogEntry], growths: Int) {
         let relaxed = config.durability == .relaxed && !entries.isEmpty
         if relaxed, state.withLock({ ContinuousClock.now - $0.lastSync >= .milliseconds(config.relaxedSyncIntervalMs) }) {
-            // Under steady load the queue never idles for the delayed sync: flush inline.
+            // Under steady load the queue never idles for the delayed sync: ask for it here.
             syncRelaxed()
         }
         let scheduleSync = state.withLock { s -> Bool in

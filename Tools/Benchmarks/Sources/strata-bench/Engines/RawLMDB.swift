@@ -1,5 +1,6 @@
 import CLMDBBench
 import Foundation
+import Synchronization
 
 /// A failed liblmdb call, with the call's name and LMDB's message.
 struct LMDBFailure: Error, CustomStringConvertible {
@@ -67,7 +68,43 @@ final class RawLMDB: @unchecked Sendable {
         self.noSync = noSync
     }
 
-    func close() { mdb_env_close(env) }
+    /// Waits for a background flush in flight (``requestFlush()``), then closes.
+    func close() {
+        flushQueue.sync {}
+        mdb_env_close(env)
+    }
+
+    /// Where ``requestFlush()`` runs; `flushState` is (running, requested).
+    private let flushQueue = DispatchQueue(label: "bench.raw-lmdb.flush", qos: .userInitiated)
+    private let flushState = Mutex<(running: Bool, requested: Bool)>((false, false))
+    /// The first error of a background flush, thrown by the next ``sync()``.
+    private let flushError = Mutex<LMDBFailure?>(nil)
+
+    /// Asks for an `mdb_env_sync(force)` on a background queue (what Strata's writer does in
+    /// relaxed mode): requests coalesce, one flush runs at a time, and every request is followed
+    /// by a flush that started after it.
+    func requestFlush() {
+        let start = flushState.withLock { s -> Bool in
+            s.requested = true
+            guard !s.running else { return false }
+            s.running = true
+            return true
+        }
+        guard start else { return }
+        flushQueue.async { [self] in
+            while flushState.withLock({ s -> Bool in
+                if s.requested {
+                    s.requested = false
+                    return true
+                }
+                s.running = false
+                return false
+            }) {
+                let rc = mdb_env_sync(env, 1)
+                if rc != MDB_SUCCESS { flushError.withLock { $0 = $0 ?? LMDBFailure(code: rc, operation: "mdb_env_sync (background)") } }
+            }
+        }
+    }
 
     /// One write transaction on the calling thread; committed when `body` returns, aborted when it throws.
     func write<R>(_ body: (OpaquePointer) throws -> R) throws -> R {
@@ -126,7 +163,11 @@ final class RawLMDB: @unchecked Sendable {
         return Int(st.ms_entries)
     }
 
-    func sync() throws { try lmdbCheck(mdb_env_sync(env, 1), "mdb_env_sync") }
+    func sync() throws {
+        flushQueue.sync {}
+        if let e = flushError.withLock({ $0 }) { throw e }
+        try lmdbCheck(mdb_env_sync(env, 1), "mdb_env_sync")
+    }
 }
 
 extension RawLMDB {

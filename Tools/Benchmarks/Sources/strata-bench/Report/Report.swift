@@ -75,6 +75,7 @@ struct Report: Sendable {
             ("W3_group_commit_4", "tx/s", false),
             ("W3_group_commit_16", "tx/s", false),
             ("W3_group_commit_64", "tx/s", false),
+            ("W3_commits_of_16", "tx/s", false),
             ("W4_point_reads", "reads/s", false),
             ("W5_snapshot_open", "opens/s", false),
             ("W6_reader_p50_idle_us", "µs", true),

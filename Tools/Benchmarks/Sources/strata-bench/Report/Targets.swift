@@ -44,6 +44,14 @@ struct Target: Sendable {
         return keys.compactMap { name, key in ratio(report, key, .strata, .lmdbIndexed).map { (name, $0) } }
     }
 
+    /// `W3_commits_of_16` over `W3_group_commit_1`, per engine that measured both.
+    static func groupCommitCeilings(_ report: Report) -> [(Engine, Double)] {
+        Engine.allCases.compactMap { e in
+            guard let a = report.value("W3_commits_of_16", e), let b = report.value("W3_group_commit_1", e), b > 0 else { return nil }
+            return (e, a / b)
+        }
+    }
+
     static func ratio(_ r: Report, _ key: String, _ a: Engine, _ b: Engine) -> Double? {
         guard let x = r.value(key, a), let y = r.value(key, b), y > 0 else { return nil }
         return x / y
@@ -76,6 +84,13 @@ struct Target: Sendable {
             out += "equal work (not targets): Strata over raw LMDB writing Strata's entries (lmdb-indexed):\n"
             for (name, r) in equalWork {
                 out += "  " + name.padding(toLength: 42, withPad: " ", startingAt: 0) + String(format: "%.2f×", r) + "\n"
+            }
+        }
+        let ceilings = groupCommitCeilings(report)
+        if !ceilings.isEmpty {
+            out += "W3 ceiling (not a target): 16 records per commit by one saver over 1 per commit, the most 16 savers can gain by grouping:\n"
+            for (engine, r) in ceilings {
+                out += "  " + engine.rawValue.padding(toLength: 42, withPad: " ", startingAt: 0) + String(format: "%.2f×", r) + "\n"
             }
         }
         return out

@@ -23,6 +23,32 @@ enum W3GroupCommit {
                 return [key: Double(total) / seconds]
             }
         }
+        await runCommitsOf16(ctx, &report)
+    }
+
+    /// The ceiling of the 16-saver target: the same records committed 16 per transaction by one
+    /// saver (what a perfect group commit of 16 savers writes, without any coordination), in
+    /// tx/s counting each record as one saver's transaction. Its ratio to `W3_group_commit_1` is
+    /// the most 16 savers can gain from grouping on this disk, for each engine.
+    static func runCommitsOf16(_ ctx: WorkloadContext, _ report: inout Report) async {
+        let key = "W3_commits_of_16"
+        await ctx.measureRounds(key, keys: [key], &report) { engine in
+            let total = ctx.sizes.groupCommitTransactions
+            let records = (0..<total).map { TrackData.make($0) }
+            let batches = stride(from: 0, to: total, by: 16).map { Array(records[$0..<min($0 + 16, total)]) }
+            let seconds = try await ctx.withSubject("W3", engine, variant: "commits-of-16") { subject in
+                let (seconds, _) = try await MonotonicClock.measure {
+                    if subject.savesBlockThread {
+                        try await runOnThread(name: "saver") { for b in batches { try subject.saveBlocking(b) } }
+                    } else {
+                        for b in batches { try await subject.save(b) }
+                    }
+                }
+                try ctx.expectCount(subject, total)
+                return seconds
+            }
+            return [key: Double(total) / seconds]
+        }
     }
 
     /// Each element of `work` is one saver's records, saved one per transaction.
