@@ -106,6 +106,8 @@ final class LMDBEnvironment: Sendable {
         var requested = false
         var completed = 0
     }
+    /// Runs on the flush queue before each background flush (tests hold a flush up with it).
+    let beforeFlushForTesting = Mutex<(@Sendable () -> Void)?>(nil)
     /// Runs once after the environment is closed (used to remove a replaced generation).
     private let afterClose = Mutex<(@Sendable () -> Void)?>(nil)
 
@@ -555,19 +557,25 @@ final class LMDBEnvironment: Sendable {
                 s.running = false
                 return false
             }) {
-                let rc = writebackGate.withLock { _ -> Int32 in
-                    guard !closed.load(ordering: .acquiring) else { return MDB_SUCCESS }
+                beforeFlushForTesting.withLock { $0 }?()
+                let rc = writebackGate.withLock { _ -> Int32? in
+                    guard !closed.load(ordering: .acquiring) else { return nil }
                     // With MDB_WRITEMAP the flush is an msync of the map, which must not move
                     // meanwhile; without it, an fdatasync of the file descriptor.
                     return options.writeMap ? mapLock.withShared { mdb_env_sync(handle, 1) } : mdb_env_sync(handle, 1)
                 }
+                guard let rc else { continue }
                 flushState.withLock { $0.completed += 1 }
                 if rc != MDB_SUCCESS { onError(LMDBError(code: rc, operation: "mdb_env_sync (background flush of \(path))")) }
             }
         }
     }
 
-    /// Background flushes finished so far (``requestFlush(onError:)``; tests).
+    /// Whether a background flush is running or queued.
+    var flushInProgress: Bool { flushState.withLock { $0.running } }
+
+    /// Background flushes that ran so far (``requestFlush(onError:)``; a request after
+    /// ``close()`` runs none; tests).
     var completedFlushes: Int { flushState.withLock { $0.completed } }
 
     /// Waits until every background flush requested so far has finished.

@@ -1,0 +1,93 @@
+import Foundation
+import LibraryModel
+import Synchronization
+import Testing
+@testable import Strata
+
+/// Relaxed mode's flushes run on a background queue (session 8): the writer asks for one at most
+/// every `relaxedSyncIntervalMs` and goes on committing while the kernel writes the pages out.
+@Suite struct RelaxedFlushTests {
+    private func relaxed(intervalMs: Int) -> StoreConfiguration {
+        var config = StoreConfiguration()
+        config.durability = .relaxed
+        config.relaxedSyncIntervalMs = intervalMs
+        return config
+    }
+
+    /// A flush held up (by the test hook) does not hold up the writer: later saves commit while it
+    /// waits, and it runs once released.
+    @Test func savesCommitWhileAFlushRuns() async throws {
+        let dir = temporaryDirectory("relaxed-flush")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let release = DispatchSemaphore(value: 0)
+        let entered = Atomic<Int>(0)
+        do {
+            let store = try Store.open(at: dir, schema: try librarySchema(), configuration: relaxed(intervalMs: 1))
+            store.env.beforeFlushForTesting.withLock { hook in
+                hook = {
+                    entered.add(1, ordering: .relaxed)
+                    // Bounded, so a writer that flushed inline would be slow here, not stuck.
+                    _ = release.wait(timeout: .now() + .seconds(3))
+                }
+            }
+            try await Task.sleep(for: .milliseconds(5))   // past the interval: the first save asks for a flush
+            _ = try store.saveAndWait { $0.insert(Genre(name: "first")) }
+            for i in 0..<20 { _ = try store.saveAndWait { $0.insert(Genre(name: "later \(i)")) } }
+            #expect(entered.load(ordering: .relaxed) == 1, "the first save asked for a flush")
+            #expect(store.env.flushInProgress)
+            #expect(store.env.completedFlushes == 0, "saves waited for the flush")
+            #expect(try store.mainContext.count(Genre.self) == 21)
+            release.signal()
+            release.signal()
+            LMDBEnvironment.waitForFlushes()
+            #expect(store.env.completedFlushes >= 1)
+            #expect(!store.env.flushInProgress)
+            store.close()
+        }
+        let reopened = try Store.open(at: dir, schema: try librarySchema())
+        defer { reopened.close() }
+        #expect(try reopened.mainContext.count(Genre.self) == 21)
+    }
+
+    /// Requests made while a flush runs coalesce into one more flush, which starts after them.
+    @Test func requestsDuringAFlushCoalesce() throws {
+        let dir = temporaryDirectory("flush-coalesce")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let options = LMDBOptions(mapSizeBytes: 16 << 20, maxMapSizeBytes: 1 << 30, maxReaders: 8, readOnly: false, noSync: true, noLock: false)
+        let env = try LMDBEnvironment(path: dir.path, options: options)
+        defer { env.close() }
+        let release = DispatchSemaphore(value: 0)
+        let entered = DispatchSemaphore(value: 0)
+        env.beforeFlushForTesting.withLock { hook in
+            hook = {
+                entered.signal()
+                _ = release.wait(timeout: .now() + .seconds(3))
+            }
+        }
+        let errors = Atomic<Int>(0)
+        env.requestFlush { _ in errors.add(1, ordering: .relaxed) }
+        #expect(entered.wait(timeout: .now() + .seconds(3)) == .success, "the first flush started")
+        for _ in 0..<50 { env.requestFlush { _ in errors.add(1, ordering: .relaxed) } }
+        release.signal()
+        #expect(entered.wait(timeout: .now() + .seconds(3)) == .success, "one more flush ran after the requests")
+        release.signal()
+        LMDBEnvironment.waitForFlushes()
+        #expect(env.completedFlushes == 2)
+        #expect(errors.load(ordering: .relaxed) == 0)
+    }
+
+    /// A flush asked for after the environment closed does nothing (it never touches the freed
+    /// environment).
+    @Test func aRequestAfterCloseRunsNoFlush() throws {
+        let dir = temporaryDirectory("flush-closed")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let options = LMDBOptions(mapSizeBytes: 16 << 20, maxMapSizeBytes: 1 << 30, maxReaders: 8, readOnly: false, noSync: true, noLock: false)
+        let env = try LMDBEnvironment(path: dir.path, options: options)
+        env.close()
+        env.requestFlush { _ in }
+        LMDBEnvironment.waitForFlushes()
+        #expect(env.completedFlushes == 0)
+    }
+}
