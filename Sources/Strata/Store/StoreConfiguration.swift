@@ -2,8 +2,8 @@
 public enum Durability: String, Sendable {
     /// A save returns after its transaction is on disk (fsync). The default.
     case durable
-    /// Commits skip fsync; the writer flushes at most ``StoreConfiguration/relaxedSyncIntervalMs``
-    /// later. A process crash loses nothing (the OS has the pages); an OS crash or power loss can
+    /// Commits skip fsync; a flush on a background queue starts at most
+    /// ``StoreConfiguration/relaxedSyncIntervalMs`` later (the writer commits on meanwhile). A process crash loses nothing (the OS has the pages); an OS crash or power loss can
     /// lose the transactions of that last interval; LMDB keeps the store intact then only if the
     /// file system preserves the order of writes (see the README's Durability section).
     case relaxed
