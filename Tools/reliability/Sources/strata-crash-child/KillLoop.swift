@@ -30,6 +30,12 @@ enum KillLoop {
         let seed = o.uint64("seed", default: 9)
         let importEvery = o.int("import-every", default: 5)
         let workers = o.int("workers", default: 4)
+        // The save children's durability: `relaxed` checks that a killed process (not an OS
+        // crash) loses no acknowledged save when commits skip fsync and flush in the background.
+        let durability = o.string("durability") ?? "durable"
+        guard durability == "durable" || durability == "relaxed" else {
+            fail("--durability is durable or relaxed, not \(durability)", code: 2)
+        }
         let maxDelayMs = o.int("max-delay-ms", default: 800)
         let rotateEvery = o.int("rotate-every", default: 100)
         let workdir = o.string("workdir") ?? FileManager.default.temporaryDirectory.appendingPathComponent("strata-kill-loop-\(getpid())").path
@@ -63,7 +69,7 @@ enum KillLoop {
             let out = workdir + "/child.out", err = workdir + "/child.err"
             let args = isImport
                 ? ["import", "--store", store, "--input", importInput, "--batch", "200", "--import-id", "kill-loop"]
-                : ["save", "--store", store, "--workers", String(workers), "--run", "i\(i)", "--seed", String(rng.next() >> 1)]
+                : ["save", "--store", store, "--workers", String(workers), "--run", "i\(i)", "--seed", String(rng.next() >> 1), "--durability", durability]
             let headBefore = try head(store, schema: schema)
             let delay = Double(10 + Int(rng.next() % UInt64(max(1, isImport ? importMaxDelayMs : maxDelayMs))))
             let child = Child.start(args, stdoutPath: out, stderrPath: err)
