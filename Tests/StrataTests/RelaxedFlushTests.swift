@@ -20,28 +20,31 @@ import Testing
         let dir = temporaryDirectory("relaxed-flush")
         defer { try? FileManager.default.removeItem(at: dir) }
         let release = DispatchSemaphore(value: 0)
-        let entered = Atomic<Int>(0)
+        let entered = DispatchSemaphore(value: 0)
+        let entries = Atomic<Int>(0)
         do {
             let store = try Store.open(at: dir, schema: try librarySchema(), configuration: relaxed(intervalMs: 1))
-            store.env.beforeFlushForTesting.withLock { hook in
+            let env = store.env
+            env.beforeFlushForTesting.withLock { hook in
                 hook = {
-                    entered.add(1, ordering: .relaxed)
+                    entries.add(1, ordering: .relaxed)
+                    entered.signal()
                     // Bounded, so a writer that flushed inline would be slow here, not stuck.
                     _ = release.wait(timeout: .now() + .seconds(3))
                 }
             }
             try await Task.sleep(for: .milliseconds(5))   // past the interval: the first save asks for a flush
             _ = try store.saveAndWait { $0.insert(Genre(name: "first")) }
+            #expect(entered.wait(timeout: .now() + .seconds(3)) == .success, "the first save asked for a flush")
             for i in 0..<20 { _ = try store.saveAndWait { $0.insert(Genre(name: "later \(i)")) } }
-            #expect(entered.load(ordering: .relaxed) == 1, "the first save asked for a flush")
-            #expect(store.env.flushInProgress)
-            #expect(store.env.completedFlushes == 0, "saves waited for the flush")
+            #expect(entries.load(ordering: .relaxed) == 1, "one flush, held up, while 20 saves committed")
+            #expect(env.flushInProgress)
+            #expect(env.completedFlushes == 0, "saves waited for the flush")
             #expect(try store.mainContext.count(Genre.self) == 21)
+            env.beforeFlushForTesting.withLock { $0 = nil }
             release.signal()
-            release.signal()
-            LMDBEnvironment.waitForFlushes()
-            #expect(store.env.completedFlushes >= 1)
-            #expect(!store.env.flushInProgress)
+            env.waitForFlushes()
+            #expect(env.completedFlushes >= 1)
             store.close()
         }
         let reopened = try Store.open(at: dir, schema: try librarySchema())
@@ -54,8 +57,7 @@ import Testing
         let dir = temporaryDirectory("flush-coalesce")
         defer { try? FileManager.default.removeItem(at: dir) }
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let options = LMDBOptions(mapSizeBytes: 16 << 20, maxMapSizeBytes: 1 << 30, maxReaders: 8, readOnly: false, noSync: true, noLock: false)
-        let env = try LMDBEnvironment(path: dir.path, options: options)
+        let env = try LMDBEnvironment(path: dir.path, options: Self.options)
         defer { env.close() }
         let release = DispatchSemaphore(value: 0)
         let entered = DispatchSemaphore(value: 0)
@@ -72,7 +74,7 @@ import Testing
         release.signal()
         #expect(entered.wait(timeout: .now() + .seconds(3)) == .success, "one more flush ran after the requests")
         release.signal()
-        LMDBEnvironment.waitForFlushes()
+        env.waitForFlushes()
         #expect(env.completedFlushes == 2)
         #expect(errors.load(ordering: .relaxed) == 0)
     }
@@ -83,11 +85,37 @@ import Testing
         let dir = temporaryDirectory("flush-closed")
         defer { try? FileManager.default.removeItem(at: dir) }
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let options = LMDBOptions(mapSizeBytes: 16 << 20, maxMapSizeBytes: 1 << 30, maxReaders: 8, readOnly: false, noSync: true, noLock: false)
-        let env = try LMDBEnvironment(path: dir.path, options: options)
+        let env = try LMDBEnvironment(path: dir.path, options: Self.options)
         env.close()
         env.requestFlush { _ in }
-        LMDBEnvironment.waitForFlushes()
+        env.waitForFlushes()
         #expect(env.completedFlushes == 0)
     }
+
+    /// The environment closes while a requested flush is queued (held up before it starts): the
+    /// flush then finds it closed and does nothing.
+    @Test func aFlushQueuedWhenTheEnvironmentClosesDoesNothing() throws {
+        let dir = temporaryDirectory("flush-closing")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let env = try LMDBEnvironment(path: dir.path, options: Self.options)
+        let release = DispatchSemaphore(value: 0)
+        let entered = DispatchSemaphore(value: 0)
+        env.beforeFlushForTesting.withLock { hook in
+            hook = {
+                entered.signal()
+                _ = release.wait(timeout: .now() + .seconds(3))
+            }
+        }
+        env.requestFlush { _ in }
+        #expect(entered.wait(timeout: .now() + .seconds(3)) == .success)
+        let closed = DispatchSemaphore(value: 0)
+        Thread { env.close(); closed.signal() }.start()
+        #expect(closed.wait(timeout: .now() + .seconds(3)) == .success, "close() waited for a flush that had not started")
+        release.signal()
+        env.waitForFlushes()
+        #expect(env.completedFlushes == 0)
+    }
+
+    static let options = LMDBOptions(mapSizeBytes: 16 << 20, maxMapSizeBytes: 1 << 30, maxReaders: 8, readOnly: false, noSync: true, noLock: false)
 }

@@ -106,6 +106,9 @@ final class LMDBEnvironment: Sendable {
         var requested = false
         var completed = 0
     }
+    /// Where this environment's background flushes run (``requestFlush(onError:)``): a queue
+    /// per environment, so a store whose flushes never end under load does not hold up another's.
+    private let flushQueue = DispatchQueue(label: "strata.flush", qos: .userInitiated)
     /// Runs on the flush queue before each background flush (tests hold a flush up with it).
     let beforeFlushForTesting = Mutex<(@Sendable () -> Void)?>(nil)
     /// Runs once after the environment is closed (used to remove a replaced generation).
@@ -465,8 +468,6 @@ final class LMDBEnvironment: Sendable {
 
     /// Where background writebacks run (one at a time: they contend for the same disk).
     private static let writebackQueue = DispatchQueue(label: "strata.writeback", qos: .utility)
-    /// Where relaxed environments' background flushes run (``requestFlush(onError:)``).
-    private static let flushQueue = DispatchQueue(label: "strata.flush", qos: .userInitiated)
     /// Where prefetches run, apart from writebacks (a long one must not hold up another
     /// store's build).
     private static let prefetchQueue = DispatchQueue(label: "strata.prefetch", qos: .utility)
@@ -536,8 +537,9 @@ final class LMDBEnvironment: Sendable {
 
     /// Asks for a flush (`mdb_env_sync(force)`) on a background queue, for relaxed
     /// (`MDB_NOSYNC`) environments, so the writer commits on while the kernel writes the pages
-    /// out. Requests coalesce: every request is followed by a flush that started after it, and
-    /// at most one flush runs at a time. A flush holds ``writebackGate``, which ``close()`` takes
+    /// out. Requests coalesce: every request is followed by a flush that started after it (a
+    /// request made while a flush runs waits for that one to end), and at most one flush runs at
+    /// a time. A flush holds ``writebackGate``, which ``close()`` takes
     /// after marking the environment closed, so it never touches a closed environment (a request
     /// that runs after the close does nothing). `onError` gets a failed flush's error.
     func requestFlush(onError: @escaping @Sendable (LMDBError) -> Void) {
@@ -548,7 +550,7 @@ final class LMDBEnvironment: Sendable {
             return true
         }
         guard start else { return }
-        Self.flushQueue.async { [self] in
+        flushQueue.async { [self] in
             while flushState.withLock({ s -> Bool in
                 if s.requested {
                     s.requested = false
@@ -578,8 +580,13 @@ final class LMDBEnvironment: Sendable {
     /// ``close()`` runs none; tests).
     var completedFlushes: Int { flushState.withLock { $0.completed } }
 
-    /// Waits until every background flush requested so far has finished.
-    static func waitForFlushes() { flushQueue.sync {} }
+    /// Waits until every background flush requested so far has finished. Never call it from
+    /// the flush queue itself (an ``onClose(_:)`` body can run there when the queue's block
+    /// held the last reference): it would wait for itself.
+    func waitForFlushes() {
+        dispatchPrecondition(condition: .notOnQueue(flushQueue))
+        flushQueue.sync {}
+    }
 
     // MARK: Read transactions
 

@@ -120,7 +120,7 @@ final class IndexedLMDBSubject: BenchSubject {
         if db.noSync {
             let now = MonotonicClock.nanoseconds()
             if now &- lastSync.load(ordering: .relaxed) >= Self.relaxedSyncIntervalNanos {
-                db.requestFlush()
+                try db.requestFlush()
                 lastSync.store(now, ordering: .relaxed)
             }
         }

@@ -68,23 +68,28 @@ final class RawLMDB: @unchecked Sendable {
         self.noSync = noSync
     }
 
-    /// Waits for a background flush in flight (``requestFlush()``), then closes.
+    /// Waits for a background flush in flight (``requestFlush()``), then closes; later requests
+    /// do nothing.
     func close() {
+        flushState.withLock { $0.closed = true }
         flushQueue.sync {}
         mdb_env_close(env)
     }
 
     /// Where ``requestFlush()`` runs; `flushState` is (running, requested).
     private let flushQueue = DispatchQueue(label: "bench.raw-lmdb.flush", qos: .userInitiated)
-    private let flushState = Mutex<(running: Bool, requested: Bool)>((false, false))
+    private let flushState = Mutex<(running: Bool, requested: Bool, closed: Bool)>((false, false, false))
     /// The first error of a background flush, thrown by the next ``sync()``.
     private let flushError = Mutex<LMDBFailure?>(nil)
 
     /// Asks for an `mdb_env_sync(force)` on a background queue (what Strata's writer does in
     /// relaxed mode): requests coalesce, one flush runs at a time, and every request is followed
-    /// by a flush that started after it.
-    func requestFlush() {
+    /// by a flush that started after it. Throws the error of an earlier background flush, so a
+    /// run whose flushes failed reports no figure.
+    func requestFlush() throws {
+        if let e = flushError.withLock({ $0 }) { throw e }
         let start = flushState.withLock { s -> Bool in
+            guard !s.closed else { return false }
             s.requested = true
             guard !s.running else { return false }
             s.running = true
@@ -93,7 +98,7 @@ final class RawLMDB: @unchecked Sendable {
         guard start else { return }
         flushQueue.async { [self] in
             while flushState.withLock({ s -> Bool in
-                if s.requested {
+                if s.requested && !s.closed {
                     s.requested = false
                     return true
                 }

@@ -98,3 +98,9 @@ struct CountMismatch: Error, CustomStringConvertible {
     let found: Int
     var description: String { "\(engine.rawValue) holds \(found) records, expected \(expected)" }
 }
+
+/// A workload was handed a subject it cannot run on (a harness bug, reported as the workload's failure).
+struct BenchSetupError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
