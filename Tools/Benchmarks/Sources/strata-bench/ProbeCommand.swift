@@ -8,7 +8,8 @@ import Strata
 /// the pieces of one workload's time that the table does not show.
 ///
 /// - `group-commit`: saves per LMDB commit and the writer's commit and gather time, for 1, 4, 16
-///   and 64 concurrent savers of one-track durable saves, with and without gathering.
+///   and 64 concurrent savers of one-track durable saves, with and without gathering;
+///   `--savers 1 --records-per-save 16` commits what a perfect 16-save group writes, as one save.
 /// - `child`: 10k tracks saved directly, then through a child context (its inserts and its
 ///   commit timed apart), then applied to a child as one change set.
 /// - `verify`: W8's store (`--count` tracks inserted, then each updated once) verified five
@@ -31,10 +32,12 @@ struct ProbeCommand: AsyncParsableCommand {
     @Option(help: "Schema directory (Schemas/library).") var schema: String
     @Option(help: "Transactions (group-commit), inserts (child), tracks (verify, compaction, migration) or saves (small-saves).") var count: Int = 2_048
     @Option(help: "group-commit only: just this number of concurrent savers (with gathering), e.g. to profile it.") var savers: Int?
+    @Option(help: "group-commit only: tracks inserted by each save (1; 16 with --savers 1 is what a perfect 16-save group writes).") var recordsPerSave: Int = 1
 
     func validate() throws {
         guard count > 0 else { throw ValidationError("--count must be positive") }
         if let savers, savers <= 0 || kind != .groupCommit { throw ValidationError("--savers is a positive number, for group-commit") }
+        if recordsPerSave <= 0 || (recordsPerSave != 1 && kind != .groupCommit) { throw ValidationError("--records-per-save is a positive number, for group-commit") }
     }
 
     func run() async throws {
@@ -59,18 +62,23 @@ struct ProbeCommand: AsyncParsableCommand {
                 let dir = root.appendingPathComponent("gc-\(savers)-\(gather)")
                 let store = try Store.open(at: dir, schema: schema, configuration: config)
                 let perSaver = max(1, count / savers)
+                let per = recordsPerSave
                 let work = (0..<savers).map { s in (0..<perSaver).map { TrackData.make(s * perSaver + $0).track } }
                 let seconds = try await MonotonicClock.measure {
                     try await withThrowingTaskGroup(of: Void.self) { group in
                         for tracks in work {
-                            group.addTask { for t in tracks { _ = try await store.save { $0.insert(t) } } }
+                            group.addTask {
+                                for start in stride(from: 0, to: tracks.count, by: per) {
+                                    _ = try await store.save { c in for t in tracks[start..<min(start + per, tracks.count)] { c.insert(t) } }
+                                }
+                            }
                         }
                         try await group.waitForAll()
                     }
                 }.seconds
                 let st = store.statistics
-                print(String(format: "savers %2d gather %4d µs: %7.0f tx/s, %.1f saves per commit, commit %.3f ms each, gather %.3f ms each",
-                             savers, gather, Double(savers * perSaver) / seconds, Double(st.transactions) / Double(st.lmdbCommits),
+                print(String(format: "savers %2d%@ gather %4d µs: %7.0f tx/s, %.1f saves per commit, commit %.3f ms each, gather %.3f ms each",
+                             savers, per == 1 ? "" : " (\(per) tracks per save, tx/s counts tracks)", gather, Double(savers * perSaver) / seconds, Double(st.transactions) / Double(st.lmdbCommits),
                              Double(st.commitNanoseconds) / Double(st.lmdbCommits) / 1e6, Double(st.gatherNanoseconds) / Double(st.lmdbCommits) / 1e6))
                 store.close()
                 try? FileManager.default.removeItem(at: dir)
