@@ -1,4 +1,6 @@
+import CLMDB
 import Foundation
+import Glibc
 import LibraryModel
 import Synchronization
 import Testing
@@ -54,19 +56,10 @@ import Testing
 
     /// Requests made while a flush runs coalesce into one more flush, which starts after them.
     @Test func requestsDuringAFlushCoalesce() throws {
-        let dir = temporaryDirectory("flush-coalesce")
+        let (env, dir) = try openEnvironment("flush-coalesce")
         defer { try? FileManager.default.removeItem(at: dir) }
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let env = try LMDBEnvironment(path: dir.path, options: Self.options)
         defer { env.close() }
-        let release = DispatchSemaphore(value: 0)
-        let entered = DispatchSemaphore(value: 0)
-        env.beforeFlushForTesting.withLock { hook in
-            hook = {
-                entered.signal()
-                _ = release.wait(timeout: .now() + .seconds(3))
-            }
-        }
+        let (entered, release) = holdFlushes(of: env)
         let errors = Atomic<Int>(0)
         env.requestFlush { _ in errors.add(1, ordering: .relaxed) }
         #expect(entered.wait(timeout: .now() + .seconds(3)) == .success, "the first flush started")
@@ -82,10 +75,8 @@ import Testing
     /// A flush asked for after the environment closed does nothing (it never touches the freed
     /// environment).
     @Test func aRequestAfterCloseRunsNoFlush() throws {
-        let dir = temporaryDirectory("flush-closed")
+        let (env, dir) = try openEnvironment("flush-closed")
         defer { try? FileManager.default.removeItem(at: dir) }
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let env = try LMDBEnvironment(path: dir.path, options: Self.options)
         env.close()
         env.requestFlush { _ in }
         env.waitForFlushes()
@@ -95,18 +86,9 @@ import Testing
     /// The environment closes while a requested flush is queued (held up before it starts): the
     /// flush then finds it closed and does nothing.
     @Test func aFlushQueuedWhenTheEnvironmentClosesDoesNothing() throws {
-        let dir = temporaryDirectory("flush-closing")
+        let (env, dir) = try openEnvironment("flush-closing")
         defer { try? FileManager.default.removeItem(at: dir) }
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let env = try LMDBEnvironment(path: dir.path, options: Self.options)
-        let release = DispatchSemaphore(value: 0)
-        let entered = DispatchSemaphore(value: 0)
-        env.beforeFlushForTesting.withLock { hook in
-            hook = {
-                entered.signal()
-                _ = release.wait(timeout: .now() + .seconds(3))
-            }
-        }
+        let (entered, release) = holdFlushes(of: env)
         env.requestFlush { _ in }
         #expect(entered.wait(timeout: .now() + .seconds(3)) == .success)
         let closed = DispatchSemaphore(value: 0)
@@ -117,5 +99,50 @@ import Testing
         #expect(env.completedFlushes == 0)
     }
 
-    static let options = LMDBOptions(mapSizeBytes: 16 << 20, maxMapSizeBytes: 1 << 30, maxReaders: 8, readOnly: false, noSync: true, noLock: false)
+    /// A failed background flush consumes the kernel's one report of the write error: it is kept,
+    /// and the next `sync()` (a relaxed store's close) throws it instead of succeeding.
+    @Test func aFailedFlushIsThrownByTheNextSync() throws {
+        let (env, dir) = try openEnvironment("flush-error")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        defer { env.close() }
+        try env.sync()
+        // The flush's fdatasync fails as a write error would: LMDB's descriptor is swapped (dup2,
+        // atomically, so no other test can get its number meanwhile) for a pipe, which cannot be
+        // synced (EINVAL), then swapped back.
+        var fd: Int32 = -1
+        try #require(mdb_env_get_fd(env.handle, &fd) == MDB_SUCCESS)
+        var pipeEnds: [Int32] = [-1, -1]
+        try #require(pipe(&pipeEnds) == 0)
+        let saved = dup(fd)
+        try #require(saved >= 0)
+        try #require(dup2(pipeEnds[0], fd) == fd)
+        let reported = Atomic<Int>(0)
+        env.requestFlush { _ in reported.add(1, ordering: .relaxed) }
+        env.waitForFlushes()
+        #expect(dup2(saved, fd) == fd)   // the data file back: the next sync itself succeeds
+        for d in [saved, pipeEnds[0], pipeEnds[1]] { Glibc.close(d) }
+        #expect(reported.load(ordering: .relaxed) == 1)
+        #expect(throws: LMDBError.self) { try env.sync() }
+    }
+
+    /// A relaxed (`MDB_NOSYNC`) environment in a fresh directory.
+    private func openEnvironment(_ name: String) throws -> (LMDBEnvironment, URL) {
+        let dir = temporaryDirectory(name)
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let options = LMDBOptions(mapSizeBytes: 16 << 20, maxMapSizeBytes: 1 << 30, maxReaders: 8, readOnly: false, noSync: true, noLock: false)
+        return (try LMDBEnvironment(path: dir.path, options: options), dir)
+    }
+
+    /// Holds each of `env`'s background flushes before it starts: it signals `entered`, then
+    /// waits for `release` (at most 3 s, so a test that goes wrong is slow, not stuck).
+    private func holdFlushes(of env: LMDBEnvironment) -> (entered: DispatchSemaphore, release: DispatchSemaphore) {
+        let entered = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        env.beforeFlushForTesting.withLock { hook in
+            hook = {
+                entered.signal()
+                _ = release.wait(timeout: .now() + .seconds(3))
+            }
+        }
+        return (entered, release)
+    }
 }

@@ -92,7 +92,8 @@ final class LMDBEnvironment: Sendable {
     /// closed, so the file descriptor is never used after `mdb_env_close` (a later writeback
     /// sees `closed` and does nothing). Holds the file's size when the previous writeback
     /// started (every page below it had been submitted for writing then) and the first error a
-    /// writeback that waited for its pages saw.
+    /// writeback that waited for its pages, or a background flush (``requestFlush(onError:)``),
+    /// saw: the kernel reports a write error once, so ``sync()`` throws the kept one.
     private let writebackGate = Mutex<WritebackState>(WritebackState())
     struct WritebackState {
         var submittedBelow = 0
@@ -531,7 +532,7 @@ final class LMDBEnvironment: Sendable {
     func sync() throws {
         try lmdbCheck(mdb_env_sync(handle, 1), "mdb_env_sync")
         if let error = backgroundWritebackError {
-            throw LMDBError(code: error, operation: "sync_file_range (background writeback of \(path))")
+            throw LMDBError(code: error, operation: "background writeback or flush of \(path)")
         }
     }
 
@@ -541,8 +542,12 @@ final class LMDBEnvironment: Sendable {
     /// request made while a flush runs waits for that one to end), and at most one flush runs at
     /// a time. A flush holds ``writebackGate``, which ``close()`` takes
     /// after marking the environment closed, so it never touches a closed environment (a request
-    /// that runs after the close does nothing). `onError` gets a failed flush's error.
+    /// that runs after the close does nothing). `onError` gets a failed flush's error, which is
+    /// also kept for the next ``sync()`` to throw (the flush consumed the kernel's one report of it).
     func requestFlush(onError: @escaping @Sendable (LMDBError) -> Void) {
+        // Without MDB_WRITEMAP a flush is an fdatasync of the descriptor, safe while the map
+        // moves; with it, an msync of the map, which a growth could unmap underneath.
+        precondition(!options.writeMap, "a background flush of an MDB_WRITEMAP environment would race map growth")
         let start = flushState.withLock { s -> Bool in
             s.requested = true
             guard !s.running else { return false }
@@ -560,11 +565,11 @@ final class LMDBEnvironment: Sendable {
                 return false
             }) {
                 beforeFlushForTesting.withLock { $0 }?()
-                let rc = writebackGate.withLock { _ -> Int32? in
+                let rc = writebackGate.withLock { state -> Int32? in
                     guard !closed.load(ordering: .acquiring) else { return nil }
-                    // With MDB_WRITEMAP the flush is an msync of the map, which must not move
-                    // meanwhile; without it, an fdatasync of the file descriptor.
-                    return options.writeMap ? mapLock.withShared { mdb_env_sync(handle, 1) } : mdb_env_sync(handle, 1)
+                    let rc = mdb_env_sync(handle, 1)
+                    if rc != MDB_SUCCESS, state.error == nil { state.error = rc }
+                    return rc
                 }
                 guard let rc else { continue }
                 flushState.withLock { $0.completed += 1 }

@@ -14,7 +14,7 @@ enum W3GroupCommit {
                 let total = perSaver * savers
                 // Records are generated before the clock starts: it measures commits, not string
                 // formatting.
-                let work = (0..<savers).map { s in (0..<perSaver).map { TrackData.make(s * perSaver + $0) } }
+                let work = (0..<savers).map { s in (0..<perSaver).map { [TrackData.make(s * perSaver + $0)] } }
                 let seconds = try await ctx.withSubject("W3", engine, variant: String(savers)) { subject in
                     let (seconds, _) = try await MonotonicClock.measure { try await saveConcurrently(subject, work) }
                     try ctx.expectCount(subject, total)
@@ -37,13 +37,7 @@ enum W3GroupCommit {
             let records = (0..<total).map { TrackData.make($0) }
             let batches = stride(from: 0, to: total, by: 16).map { Array(records[$0..<min($0 + 16, total)]) }
             let seconds = try await ctx.withSubject("W3", engine, variant: "commits-of-16") { subject in
-                let (seconds, _) = try await MonotonicClock.measure {
-                    if subject.savesBlockThread {
-                        try await runOnThread(name: "saver") { for b in batches { try subject.saveBlocking(b) } }
-                    } else {
-                        for b in batches { try await subject.save(b) }
-                    }
-                }
+                let (seconds, _) = try await MonotonicClock.measure { try await saveConcurrently(subject, [batches]) }
                 try ctx.expectCount(subject, total)
                 return seconds
             }
@@ -51,19 +45,20 @@ enum W3GroupCommit {
         }
     }
 
-    /// Each element of `work` is one saver's records, saved one per transaction.
-    static func saveConcurrently(_ subject: any BenchSubject, _ work: [[TrackData]]) async throws {
+    /// Each element of `work` is one saver's transactions, each a batch of records, saved one
+    /// after another.
+    static func saveConcurrently(_ subject: any BenchSubject, _ work: [[[TrackData]]]) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for records in work {
+            for transactions in work {
                 if subject.savesBlockThread {
                     group.addTask {
                         try await runOnThread(name: "saver") {
-                            for r in records { try subject.saveBlocking([r]) }
+                            for t in transactions { try subject.saveBlocking(t) }
                         }
                     }
                 } else {
                     group.addTask {
-                        for r in records { try await subject.save([r]) }
+                        for t in transactions { try await subject.save(t) }
                     }
                 }
             }
