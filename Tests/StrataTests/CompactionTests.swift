@@ -1,3 +1,4 @@
+import CLMDB
 import Foundation
 import LibraryModel
 import Synchronization
@@ -39,6 +40,132 @@ import Testing
             #expect(got.count == want.count)
             #expect(zip(got, want).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }, "batch \(batchBytes): entries differ")
         }
+    }
+
+    /// Entries for the two-thread copy's tests: `count` keys in order, values of 100–400 bytes
+    /// (about 1.25 MB per 5,000: several of the pipe's 512 KiB buffers).
+    private func filledSource(_ count: Int) throws -> (LMDBEnvironment, [([UInt8], [UInt8])]) {
+        let source = try StateRebuilder.scratch(sizeHint: 64 << 20)
+        var expected: [([UInt8], [UInt8])] = []
+        var rng = SeededGenerator(seed: 11)
+        try source.writeGrowing { txn in
+            for i in 0..<count {
+                let key = Array(String(format: "k%07d", i).utf8)
+                let value = (0..<Int.random(in: 100...400, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                try txn.put(source[.objects], key: key, value: value)
+                expected.append((key, value))
+            }
+        }
+        return (source, expected)
+    }
+
+    private func entries(of env: LMDBEnvironment, _ name: DatabaseName = .objects) throws -> [([UInt8], [UInt8])] {
+        var got: [([UInt8], [UInt8])] = []
+        try env.read { txn in
+            try txn.scan(env[name]) { k, v in
+                got.append((Array(k), Array(v)))
+                return true
+            }
+        }
+        return got
+    }
+
+    /// The copy runs on two threads (a reader filling buffers, a worker appending them): with
+    /// more entries than the pipe's buffers hold, a destination map far too small (every few
+    /// transactions fill it, and the worker redoes the transaction with the buffers it holds after
+    /// the map grows), every entry arrives once, in order.
+    @Test func directCopyThroughTheBuffersSurvivesMapGrowth() throws {
+        let (source, expected) = try filledSource(40_000)
+        defer { source.close() }
+        let dir = temporaryDirectory("copy-growth")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let options = LMDBOptions(mapSizeBytes: 1 << 20, maxMapSizeBytes: 1 << 30, maxReaders: 8, readOnly: false, noSync: true, noLock: false)
+        let target = try LMDBEnvironment(path: dir.path, options: options)
+        defer { target.close() }
+        let copied = try source.read { txn in
+            try target.copyDirect(.objects, from: txn, sourceEnv: source, into: nil, start: nil, until: nil, batchBytes: 1 << 20)
+        }
+        #expect(target.mapSizeBytes > 8 << 20, "the map never grew: the redo path was not taken")
+        #expect(copied.entries == expected.count)
+        #expect(copied.bytes == expected.reduce(0) { $0 + $1.0.count + $1.1.count })
+        let got = try entries(of: target)
+        #expect(got.count == expected.count)
+        #expect(zip(got, expected).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }, "entries differ after the copy")
+    }
+
+    /// When the appending side fails (here: the destination already holds a key after every
+    /// source key, so the first append is refused), the copy throws that error and returns (the
+    /// reader, which would otherwise wait for buffers that never come back, is cancelled), and
+    /// nothing of the failed transaction is written.
+    @Test(.timeLimit(.minutes(1))) func directCopyFailingOnTheAppendingSideStopsTheReader() throws {
+        let (source, _) = try filledSource(40_000)
+        defer { source.close() }
+        let target = try StateRebuilder.scratch(sizeHint: 64 << 20)
+        defer { target.close() }
+        let last = Array("zzz".utf8)
+        try target.write { try $0.put(target[.objects], key: last, value: [1]) }
+        #expect {
+            try source.read { txn in
+                try target.copyDirect(.objects, from: txn, sourceEnv: source, into: nil, start: nil, until: nil)
+            }
+        } throws: { error in
+            (error as? LMDBError)?.code == MDB_KEYEXIST
+        }
+        let got = try entries(of: target)
+        #expect(got.count == 1 && got.first?.0 == last, "the failed copy left \(got.count - 1) entries behind")
+    }
+
+    /// The pipe between the copy's two threads: buffers arrive in the order sent, `.end` only
+    /// after the last one; a cancel wakes a reader waiting for an empty buffer and an appender
+    /// waiting for a full one, and an appender sees `.cancelled`, never `.end`, after it.
+    @Test(.timeLimit(.minutes(1))) func entryPipeKeepsOrderAndCancelWakesBothSides() throws {
+        let pipe = EntryPipe(bufferCount: 2, bufferBytes: 16)
+        for i in 0..<2 {
+            var b = try #require(pipe.takeEmpty())
+            let key: [UInt8] = [UInt8(i)]
+            key.withUnsafeBytes { EntryPipe.append(key: $0, value: UnsafeRawBufferPointer(start: nil, count: 0), to: &b) }
+            #expect(pipe.send(b))
+        }
+        pipe.finish()
+        var order: [UInt8] = []
+        while case .buffer(let b) = pipe.receive() {
+            EntryPipe.forEachEntry(in: b) { k, v in
+                order.append(k[0])
+                #expect(v.isEmpty)
+            }
+            pipe.recycle(b)
+        }
+        #expect(order == [0, 1])
+        if case .end = pipe.receive() {} else { Issue.record("a finished, drained pipe did not say end") }
+
+        // A reader blocked on an empty buffer (none left) and an appender blocked on a full one
+        // (none sent) are both released by cancel.
+        let blocked = EntryPipe(bufferCount: 2, bufferBytes: 16)
+        _ = blocked.takeEmpty()
+        _ = blocked.takeEmpty()
+        let readerWoke = DispatchSemaphore(value: 0)
+        let appenderWoke = DispatchSemaphore(value: 0)
+        let readerGotNil = Atomic<Bool>(false)
+        let appenderSawCancel = Atomic<Bool>(false)
+        DispatchQueue.global().async {
+            readerGotNil.store(blocked.takeEmpty() == nil, ordering: .relaxed)
+            readerWoke.signal()
+        }
+        DispatchQueue.global().async {
+            if case .cancelled = blocked.receive() { appenderSawCancel.store(true, ordering: .relaxed) }
+            appenderWoke.signal()
+        }
+        // Both are waiting (or about to): neither has returned yet.
+        #expect(readerWoke.wait(timeout: .now() + .milliseconds(200)) == .timedOut)
+        blocked.cancel()
+        #expect(readerWoke.wait(timeout: .now() + .seconds(10)) == .success)
+        #expect(appenderWoke.wait(timeout: .now() + .seconds(10)) == .success)
+        let readerReturnedNil = readerGotNil.load(ordering: .relaxed)
+        let appenderCancelled = appenderSawCancel.load(ordering: .relaxed)
+        #expect(readerReturnedNil)
+        #expect(appenderCancelled)
+        #expect(!blocked.send([1, 2, 3]), "a cancelled pipe accepted a buffer")
     }
 
     /// A new generation's bulk copy drops what it has written from the page cache (once it is on
