@@ -14,7 +14,8 @@ import Testing
         var expected: [([UInt8], [UInt8])] = []
         var rng = SeededGenerator(seed: 5)
         try source.writeGrowing { txn in
-            for i in 0..<3000 {
+            // About 3.3 MB: several of the copy's 512 KiB buffers, so its second thread runs.
+            for i in 0..<20_000 {
                 let key = Array(String(format: "k%06d", i * 7).utf8)
                 let value = (0..<Int.random(in: 0...300, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
                 try txn.put(source[.objects], key: key, value: value)
@@ -22,7 +23,7 @@ import Testing
             }
         }
         expected.sort { Layout.precedes($0.0, $1.0) }
-        for (until, batchBytes) in [(nil as [UInt8]?, 1000), (Array("k010500".utf8), 4096), (nil, 1 << 30)] {
+        for (until, batchBytes) in [(nil as [UInt8]?, 1000), (Array("k070500".utf8), 4096), (nil, 1 << 30)] {
             let target = try StateRebuilder.scratch(sizeHint: 64 << 20)
             defer { target.close() }
             let copied = try source.read { txn in
@@ -43,7 +44,7 @@ import Testing
     }
 
     /// Entries for the two-thread copy's tests: `count` keys in order, values of 100–400 bytes
-    /// (about 1.25 MB per 5,000: several of the pipe's 512 KiB buffers).
+    /// (about 1.25 MB per 5,000: several of the pipe's 512 KiB buffers), and one of 1.5 MiB.
     private func filledSource(_ count: Int) throws -> (LMDBEnvironment, [([UInt8], [UInt8])]) {
         let source = try StateRebuilder.scratch(sizeHint: 64 << 20)
         var expected: [([UInt8], [UInt8])] = []
@@ -51,7 +52,9 @@ import Testing
         try source.writeGrowing { txn in
             for i in 0..<count {
                 let key = Array(String(format: "k%07d", i).utf8)
-                let value = (0..<Int.random(in: 100...400, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                // One value larger than a whole buffer of the copy (which grows one to fit it).
+                let size = i == 777 ? 3 * LMDBEnvironment.copyBufferBytes : Int.random(in: 100...400, using: &rng)
+                let value = (0..<size).map { _ in UInt8.random(in: 0...255, using: &rng) }
                 try txn.put(source[.objects], key: key, value: value)
                 expected.append((key, value))
             }
@@ -71,9 +74,9 @@ import Testing
     }
 
     /// The copy runs on two threads (a reader filling buffers, a worker appending them): with
-    /// more entries than the pipe's buffers hold, a destination map far too small (every few
-    /// transactions fill it, and the worker redoes the transaction with the buffers it holds after
-    /// the map grows), every entry arrives once, in order.
+    /// more entries than the pipe's buffers hold, a destination map far too small (transactions
+    /// of the default 4 MiB fill it, and the worker redoes each with the several buffers it holds
+    /// after the map grows), every entry arrives once, in order.
     @Test func directCopyThroughTheBuffersSurvivesMapGrowth() throws {
         let (source, expected) = try filledSource(40_000)
         defer { source.close() }
@@ -84,9 +87,10 @@ import Testing
         let target = try LMDBEnvironment(path: dir.path, options: options)
         defer { target.close() }
         let copied = try source.read { txn in
-            try target.copyDirect(.objects, from: txn, sourceEnv: source, into: nil, start: nil, until: nil, batchBytes: 1 << 20)
+            try target.copyDirect(.objects, from: txn, sourceEnv: source, into: nil, start: nil, until: nil)
         }
         #expect(target.mapSizeBytes > 8 << 20, "the map never grew: the redo path was not taken")
+        #expect(copied.replayedBuffers >= 2, "no transaction holding several buffers was redone (\(copied.replayedBuffers) replayed)")
         #expect(copied.entries == expected.count)
         #expect(copied.bytes == expected.reduce(0) { $0 + $1.0.count + $1.1.count })
         let got = try entries(of: target)
@@ -166,6 +170,15 @@ import Testing
         #expect(readerReturnedNil)
         #expect(appenderCancelled)
         #expect(!blocked.send([1, 2, 3]), "a cancelled pipe accepted a buffer")
+
+        // A buffer grown for a large entry is not kept: the next one is of the usual size.
+        let sized = EntryPipe(bufferCount: 2, bufferBytes: 1024)
+        var grown = try #require(sized.takeEmpty())
+        grown.append(contentsOf: [UInt8](repeating: 7, count: 10_000))
+        _ = sized.takeEmpty()
+        sized.recycle(grown)
+        let next = try #require(sized.takeEmpty())
+        #expect(next.capacity <= 2 * 1024, "a grown buffer came back (capacity \(next.capacity))")
     }
 
     /// A new generation's bulk copy drops what it has written from the page cache (once it is on

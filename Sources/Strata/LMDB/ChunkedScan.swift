@@ -98,12 +98,16 @@ extension LMDBEnvironment {
         return copied
     }
 
-    /// ``copy(_:from:sourceEnv:into:prefix:start:until:batch:transform:)`` without a transform
-    /// (returns the entries and the key and value bytes copied), on two threads: the calling
-    /// thread reads the source with one cursor and packs entries into buffers (an ``EntryPipe``),
-    /// while a worker thread appends them to the destination through an appending cursor, up to
-    /// `batchBytes` of buffers per write transaction. Reading the source was about a quarter of a
-    /// single-threaded copy's time (a profile of a 1M-object compaction), now done meanwhile.
+    /// ``copy(_:from:sourceEnv:into:prefix:start:until:batch:transform:)`` without a transform:
+    /// the entries and the key and value bytes copied, and how many buffers were appended again
+    /// by transactions redone after map growth.
+    ///
+    /// The calling thread reads the source with one cursor and packs entries into buffers of an
+    /// ``EntryPipe``; once more than one buffer is needed, a worker thread of its own appends them
+    /// to the destination through an appending cursor while the reading goes on, up to
+    /// `batchBytes` of buffers per write transaction (a copy that fits in one buffer is appended
+    /// on the calling thread). Reading the source was about a quarter of a single-threaded copy's
+    /// time (a profile of a 1M-object compaction).
     ///
     /// After each transaction, writeback of what it wrote starts
     /// (``LMDBEnvironment/startWriteback()``, dropping the pages already written for a new
@@ -113,31 +117,47 @@ extension LMDBEnvironment {
     /// strictly (`MDB_APPEND` refuses any other, so a corrupt source tree whose cursor went
     /// backwards fails the copy instead of looping). An error on either side cancels the other,
     /// and this returns only after the worker finished (its open transaction aborted).
+    ///
+    /// The worker runs on a serial queue of its own, not on Dispatch's global pool (two threads
+    /// here), where it could wait behind busy work while the caller, possibly the writer, waits
+    /// for it. The source must be another environment: the worker's map growth needs this
+    /// environment's map lock exclusively.
     func copyDirect(_ name: DatabaseName, from source: LMDBTransaction, sourceEnv: LMDBEnvironment,
                     into destination: DatabaseName?, start: [UInt8]?, until stop: [UInt8]?,
-                    batchBytes: Int = 4 << 20) throws -> (entries: Int, bytes: Int) {
+                    batchBytes: Int = 4 << 20) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
+        precondition(batchBytes > 0, "a copy's batch must be positive")
+        precondition(sourceEnv !== self, "a direct copy into the environment it reads")
         let sourceDB = sourceEnv[name]
         let target = self[destination ?? name]
         let bufferBytes = Self.copyBufferBytes
-        // The worker holds up to a transaction's buffers (batchBytes, plus the one that crossed
-        // it) until it commits; two more keep the reader busy meanwhile.
-        let pipe = EntryPipe(bufferCount: (batchBytes + bufferBytes - 1) / bufferBytes + 3, bufferBytes: bufferBytes)
-        let appended = Locked<Result<(entries: Int, bytes: Int), Error>?>(nil)
-        let worker = DispatchGroup()
-        DispatchQueue.global().async(group: worker) { [self] in
-            let result = Result { try appendAll(from: pipe, to: target, batchBytes: batchBytes) }
-            if case .failure = result { pipe.cancel() }
-            appended.withLock { $0 = result }
+        // The worker holds at most `maxHeld` buffers until it commits; two more keep the reader busy
+        // meanwhile, so it never waits for a buffer the worker cannot give back.
+        let maxHeld = min(Self.copyMaxBuffersPerTransaction, (batchBytes + bufferBytes - 1) / bufferBytes)
+        let pipe = EntryPipe(bufferCount: maxHeld + 2, bufferBytes: bufferBytes)
+        typealias Appended = Result<(entries: Int, bytes: Int, replayedBuffers: Int), Error>
+        var worker: (done: DispatchGroup, result: Locked<Appended?>)?
+        func startWorker() {
+            let done = DispatchGroup(), result = Locked<Appended?>(nil)
+            DispatchQueue(label: "strata.copy.append").async(group: done) { [self] in
+                let appended = Result { try appendAll(from: pipe, to: target, batchBytes: batchBytes, maxHeld: maxHeld) }
+                if case .failure = appended { pipe.cancel() }
+                result.withLock { $0 = appended }
+            }
+            worker = (done, result)
         }
         do {
-            try readAll(sourceDB, from: source, start: start, until: stop, into: pipe)
+            try readAll(sourceDB, from: source, start: start, until: stop, into: pipe) {
+                if worker == nil { startWorker() }
+            }
         } catch {
             pipe.cancel()
-            worker.wait()
+            worker?.done.wait()
             throw error
         }
-        worker.wait()
-        guard let result = appended.withLock({ $0 }) else {
+        // Everything fit in one buffer (sent and finished): append it here.
+        guard let worker else { return try appendAll(from: pipe, to: target, batchBytes: batchBytes, maxHeld: maxHeld) }
+        worker.done.wait()
+        guard let result = worker.result.withLock({ $0 }) else {
             // Not reachable: the worker stores its result before leaving the group.
             throw LMDBError(code: EINVAL, operation: "copy of \(name.rawValue): the appending thread left no result")
         }
@@ -146,24 +166,30 @@ extension LMDBEnvironment {
 
     /// Bytes per buffer of ``copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``'s pipe.
     static let copyBufferBytes = 512 << 10
+    /// Buffers one transaction of ``copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``
+    /// holds at most (a larger `batchBytes` commits at this many).
+    static let copyMaxBuffersPerTransaction = 16
 
     /// The reading side of ``copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``: every
     /// entry from `start` to `stop`, in key order, into `pipe`'s buffers; then ``EntryPipe/finish()``.
-    /// Returns early, without finishing, when the pipe was cancelled (the worker failed).
+    /// `beforeSendingAFullBuffer` runs before each buffer sent while more entries follow (the copy
+    /// starts its worker at the first). Returns early, without finishing, when the pipe was
+    /// cancelled (the worker failed).
     private func readAll(_ db: LMDBDatabase, from source: LMDBTransaction, start: [UInt8]?, until stop: [UInt8]?,
-                         into pipe: EntryPipe) throws {
+                         into pipe: EntryPipe, beforeSendingAFullBuffer: () -> Void) throws {
         guard var buffer = pipe.takeEmpty() else { return }
         var cancelled = false
         try source.scan(db, from: start) { key, value in
             if let stop, Layout.compare(key, stop) > 0 { return false }
-            EntryPipe.append(key: key, value: value, to: &buffer)
-            if buffer.count >= pipe.bufferBytes {
+            if !pipe.fits(key: key.count, value: value.count, in: buffer) {
+                beforeSendingAFullBuffer()
                 guard pipe.send(buffer), let next = pipe.takeEmpty() else {
                     cancelled = true
                     return false
                 }
                 buffer = next
             }
+            EntryPipe.append(key: key, value: value, to: &buffer)
             return true
         }
         if cancelled { return }
@@ -171,12 +197,12 @@ extension LMDBEnvironment {
         pipe.finish()
     }
 
-    /// The appending side of ``copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)`` (on
-    /// its worker thread): every buffer `pipe` delivers, in write transactions of about
-    /// `batchBytes`; each buffer goes back to the pipe once its transaction committed.
-    private func appendAll(from pipe: EntryPipe, to target: LMDBDatabase, batchBytes: Int) throws -> (entries: Int, bytes: Int) {
+    /// The appending side of ``copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``: every
+    /// buffer `pipe` delivers, in write transactions of about `batchBytes` (at most `maxHeld`
+    /// buffers); each buffer goes back to the pipe once its transaction committed.
+    private func appendAll(from pipe: EntryPipe, to target: LMDBDatabase, batchBytes: Int, maxHeld: Int) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
         struct Cancelled: Error {}
-        var copied = 0, copiedBytes = 0
+        var copied = 0, copiedBytes = 0, replayed = 0
         var held: [[UInt8]] = []
         var ended = false
         while !ended {
@@ -195,8 +221,9 @@ extension LMDBEnvironment {
                         }
                         // Buffers of an attempt redone after map growth first.
                         for buffer in held { try appendBuffer(buffer) }
+                        replayed += held.count
                         var heldBytes = held.reduce(0) { $0 + $1.count }
-                        while !ended && heldBytes < batchBytes {
+                        while !ended && heldBytes < batchBytes && held.count < maxHeld {
                             switch pipe.receive() {
                             case .buffer(let buffer):
                                 held.append(buffer)
@@ -212,14 +239,14 @@ extension LMDBEnvironment {
                 }
             } catch is Cancelled {
                 // The reader failed; it reports why. The open transaction was aborted.
-                return (copied, copiedBytes)
+                return (copied, copiedBytes, replayed)
             }
             copied += count
             copiedBytes += bytes
             while let buffer = held.popLast() { pipe.recycle(buffer) }
             if options.noSync { startWriteback() }
         }
-        return (copied, copiedBytes)
+        return (copied, copiedBytes, replayed)
     }
 }
 

@@ -4,11 +4,11 @@ import Foundation
 /// appending them to another environment (``LMDBEnvironment/copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``),
 /// so that reading the source and building the copy's B-trees run on two cores.
 ///
-/// A fixed set of ``bufferCount`` buffers circulates: the reader fills an empty one and sends
-/// it; the appender gives it back once the transaction that wrote it has committed. Reusing them
-/// keeps their pages mapped (a fresh megabyte per buffer would cost a page fault per 4 KiB).
-/// Each entry in a buffer is its key's length and its value's length (two `UInt32`, little
-/// endian), then the key's bytes, then the value's.
+/// At most ``bufferCount`` buffers circulate (made as the reader first needs them): the reader
+/// fills an empty one and sends it; the appender gives it back once the transaction that wrote
+/// it has committed. Reusing them keeps their pages mapped (fresh memory for every buffer would
+/// cost a page fault per 4 KiB). Each entry in a buffer is its key's length and its value's
+/// length (two `UInt32`, little endian), then the key's bytes, then the value's.
 ///
 /// `@unchecked Sendable` is safe: every stored property is read and written only while
 /// `condition` is locked; buffers move between the threads by value, and a buffer is touched by
@@ -23,40 +23,50 @@ final class EntryPipe: @unchecked Sendable {
         case cancelled
     }
 
-    /// Buffers in circulation.
+    /// Buffers in circulation, at most.
     let bufferCount: Int
-    /// A buffer is sent once it holds at least this many bytes (an entry larger than it gets a
-    /// buffer of its own, grown to fit).
+    /// The size of a buffer: the reader sends a buffer before an entry would take it past this
+    /// (an entry larger than it alone gets a buffer grown to fit, replaced once given back).
     let bufferBytes: Int
     private let condition = NSCondition()
     private var empty: [[UInt8]] = []
+    /// Buffers made so far (``takeEmpty()`` makes one while fewer than ``bufferCount`` exist).
+    private var made = 0
     private var filled: [[UInt8]] = []
     private var finished = false
     private var cancelled = false
 
-    /// `bufferCount` buffers of `bufferBytes` each. The appender may hold up to a transaction's
-    /// worth of buffers until it commits, so `bufferCount` must exceed that (see
+    /// Up to `bufferCount` buffers of `bufferBytes` each. The appender may hold up to a
+    /// transaction's worth of buffers until it commits, so `bufferCount` must exceed that (see
     /// ``LMDBEnvironment/copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``).
     init(bufferCount: Int, bufferBytes: Int) {
         precondition(bufferCount >= 2 && bufferBytes > 0, "an entry pipe needs two buffers or more")
         self.bufferCount = bufferCount
         self.bufferBytes = bufferBytes
-        for _ in 0..<bufferCount {
-            var b: [UInt8] = []
-            b.reserveCapacity(bufferBytes + 64)
-            empty.append(b)
-        }
     }
 
-    /// Reader: an empty buffer, waiting until the appender gives one back; nil once cancelled.
+    /// Reader: an empty buffer, waiting until the appender gives one back when all
+    /// ``bufferCount`` are out; nil once cancelled.
     func takeEmpty() -> [UInt8]? {
         condition.lock()
         defer { condition.unlock() }
-        while empty.isEmpty && !cancelled { condition.wait() }
+        while empty.isEmpty && made == bufferCount && !cancelled { condition.wait() }
         guard !cancelled else { return nil }
-        var b = empty.removeLast()
-        b.removeAll(keepingCapacity: true)
+        if var b = empty.popLast() {
+            b.removeAll(keepingCapacity: true)
+            return b
+        }
+        made += 1
+        var b: [UInt8] = []
+        b.reserveCapacity(bufferBytes)
         return b
+    }
+
+    /// Reader: whether an entry of `key` and `value` bytes still fits in `buffer` (an empty
+    /// buffer takes any entry).
+    @inline(__always)
+    func fits(key: Int, value: Int, in buffer: [UInt8]) -> Bool {
+        buffer.isEmpty || buffer.count + 8 + key + value <= bufferBytes
     }
 
     /// Reader: hands a filled buffer to the appender; false once cancelled.
@@ -87,10 +97,16 @@ final class EntryPipe: @unchecked Sendable {
         return .buffer(filled.removeFirst())
     }
 
-    /// Appender: gives a buffer back once what it held is committed.
+    /// Appender: gives a buffer back once what it held is committed. One grown past twice
+    /// ``bufferBytes`` (a large entry's) is dropped and a buffer of the usual size made instead
+    /// at the next ``takeEmpty()``, so large values do not stay allocated.
     func recycle(_ buffer: [UInt8]) {
         condition.lock()
-        empty.append(buffer)
+        if buffer.capacity > 2 * bufferBytes {
+            made -= 1
+        } else {
+            empty.append(buffer)
+        }
         condition.broadcast()
         condition.unlock()
     }
