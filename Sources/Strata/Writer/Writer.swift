@@ -23,7 +23,9 @@ public struct WriterStatistics: Sendable, Equatable {
     public var gatherNanoseconds: UInt64 = 0
 }
 
-/// The one writer of a store: owns every LMDB write transaction of this process.
+/// The one writer of a store: owns every LMDB write transaction on the store's live environment
+/// in this process. (A compaction or migration writes its new generation, a separate environment,
+/// from its own threads until the switch, which runs on this writer's queue.)
 ///
 /// Saves are queued; a serial dispatch queue drains them in groups (group commit): every save
 /// waiting when a commit starts goes into the same LMDB transaction, each in its own nested
