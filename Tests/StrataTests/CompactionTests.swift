@@ -30,13 +30,7 @@ import Testing
                 try target.copyDirect(.objects, from: txn, sourceEnv: source, into: nil, start: nil, until: until, batchBytes: batchBytes).entries
             }
             let want = until.map { u in expected.filter { Layout.compare($0.0, u) <= 0 } } ?? expected
-            var got: [([UInt8], [UInt8])] = []
-            try target.read { txn in
-                try txn.scan(target[.objects]) { k, v in
-                    got.append((Array(k), Array(v)))
-                    return true
-                }
-            }
+            let got = try entries(of: target)
             #expect(copied == want.count)
             #expect(got.count == want.count)
             #expect(zip(got, want).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }, "batch \(batchBytes): entries differ")
@@ -62,6 +56,15 @@ import Testing
         return (source, expected)
     }
 
+    /// An environment without fsync in a fresh directory (removed by the caller), as a
+    /// generation is built: a map of `mapSizeBytes` that may grow to 1 GiB.
+    private func noSyncEnvironment(_ name: String, mapSizeBytes: Int) throws -> (LMDBEnvironment, URL) {
+        let dir = temporaryDirectory(name)
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let options = LMDBOptions(mapSizeBytes: mapSizeBytes, maxMapSizeBytes: 1 << 30, maxReaders: 8, readOnly: false, noSync: true, noLock: false)
+        return (try LMDBEnvironment(path: dir.path, options: options), dir)
+    }
+
     private func entries(of env: LMDBEnvironment, _ name: DatabaseName = .objects) throws -> [([UInt8], [UInt8])] {
         var got: [([UInt8], [UInt8])] = []
         try env.read { txn in
@@ -80,11 +83,8 @@ import Testing
     @Test func directCopyThroughTheBuffersSurvivesMapGrowth() throws {
         let (source, expected) = try filledSource(40_000)
         defer { source.close() }
-        let dir = temporaryDirectory("copy-growth")
+        let (target, dir) = try noSyncEnvironment("copy-growth", mapSizeBytes: 1 << 20)
         defer { try? FileManager.default.removeItem(at: dir) }
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let options = LMDBOptions(mapSizeBytes: 1 << 20, maxMapSizeBytes: 1 << 30, maxReaders: 8, readOnly: false, noSync: true, noLock: false)
-        let target = try LMDBEnvironment(path: dir.path, options: options)
         defer { target.close() }
         let copied = try source.read { txn in
             try target.copyDirect(.objects, from: txn, sourceEnv: source, into: nil, start: nil, until: nil)
@@ -237,13 +237,7 @@ import Testing
             let droppedFlag = target.droppedWrittenPages.load(ordering: .relaxed)
             #expect(droppedFlag, "the drop was not recorded (the switch would not prefetch)")
         }
-        var got: [([UInt8], [UInt8])] = []
-        try target.read { txn in
-            try txn.scan(target[.objects]) { k, v in
-                got.append((Array(k), Array(v)))
-                return true
-            }
-        }
+        let got = try entries(of: target)
         #expect(got.count == expected.count)
         #expect(zip(got, expected).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }, "entries differ after the pages were dropped")
         target.close()
@@ -272,11 +266,8 @@ import Testing
     /// it) is thrown by the next sync, so a generation with pages that did not reach the disk is
     /// never switched in.
     @Test func writebackErrorIsThrownBySync() throws {
-        let dir = temporaryDirectory("writeback-error")
+        let (env, dir) = try noSyncEnvironment("writeback-error", mapSizeBytes: 16 << 20)
         defer { try? FileManager.default.removeItem(at: dir) }
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let options = LMDBOptions(mapSizeBytes: 16 << 20, maxMapSizeBytes: 1 << 30, maxReaders: 8, readOnly: false, noSync: true, noLock: false)
-        let env = try LMDBEnvironment(path: dir.path, options: options)
         defer { env.close() }
         try env.sync()
         env.recordWritebackErrorForTesting(EIO)

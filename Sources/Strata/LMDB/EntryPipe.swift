@@ -66,7 +66,7 @@ final class EntryPipe: @unchecked Sendable {
     /// buffer takes any entry).
     @inline(__always)
     func fits(key: Int, value: Int, in buffer: [UInt8]) -> Bool {
-        buffer.isEmpty || buffer.count + 8 + key + value <= bufferBytes
+        buffer.isEmpty || buffer.count + Self.entryHeaderBytes + key + value <= bufferBytes
     }
 
     /// Reader: hands a filled buffer to the appender; false once cancelled.
@@ -120,6 +120,9 @@ final class EntryPipe: @unchecked Sendable {
         condition.unlock()
     }
 
+    /// The bytes before each entry's key in a buffer: the key's and the value's lengths (`UInt32` each).
+    static let entryHeaderBytes = 2 * MemoryLayout<UInt32>.size
+
     /// Appends one entry to `buffer` in the pipe's layout.
     @inline(__always)
     static func append(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, to buffer: inout [UInt8]) {
@@ -135,10 +138,10 @@ final class EntryPipe: @unchecked Sendable {
         try buffer.withUnsafeBytes { raw in
             var at = 0
             while at < raw.count {
-                precondition(raw.count - at >= 8, "truncated entry header in a copy buffer")
+                precondition(raw.count - at >= entryHeaderBytes, "truncated entry header in a copy buffer")
                 let k = Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt32.self)))
                 let v = Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: at + 4, as: UInt32.self)))
-                at += 8
+                at += entryHeaderBytes
                 precondition(raw.count - at >= k + v, "truncated entry in a copy buffer")
                 try body(UnsafeRawBufferPointer(rebasing: raw[at..<at + k]), UnsafeRawBufferPointer(rebasing: raw[at + k..<at + k + v]))
                 at += k + v
