@@ -185,6 +185,42 @@ import Testing
         }
     }
 
+    /// The fold keeps where each object's insert put its values and the values its updates set
+    /// since, newest first, and decodes them only to digest: the same attribute set again and
+    /// again (in separate saves and twice in one), several attributes per object, a value set
+    /// back to null, an object deleted, inserted again under its id and updated.
+    @Test func repeatedUpdatesOfTheSameObjectsVerifyInMemory() async throws {
+        try await withLibraryStore { store in
+            let tracks = (0..<20).map { makeTrack(title: "t\($0)", duration: $0 + 1, rating: 1) }
+            _ = try await store.save { c in for t in tracks { c.insert(t) } }
+            for round in 0..<5 {
+                _ = try await store.save { c in
+                    for (i, t) in tracks.enumerated() where i % (round + 1) == 0 {
+                        c.set(Track.title, of: t.id, to: "r\(round)-\(i)")
+                        c.set(Track.playCount, of: t.id, to: round * 10 + i)
+                    }
+                }
+            }
+            _ = try await store.save { c in
+                c.set(Track.durationSeconds, of: tracks[0].id, to: 11)
+                c.set(Track.durationSeconds, of: tracks[0].id, to: 12)
+                c.set(Track.rating, of: tracks[2].id, to: nil)
+            }
+            _ = try await store.save { $0.delete(tracks[1].id) }
+            _ = try await store.save { $0.insert(tracks[1]) }
+            _ = try await store.save { $0.set(Track.title, of: tracks[1].id, to: "again") }
+            let fast = try store.verify()
+            let rebuilt = try store.verify(rebuild: true)
+            #expect(fast.ok && fast.method == .inMemory, "\(fast.problems)")
+            #expect(rebuilt.ok && fast.entriesCompared == rebuilt.entriesCompared && fast.changes == rebuilt.changes)
+            // What was compared are the latest values.
+            let first = try #require(try store.mainContext.object(Track.self, id: tracks[0].id))
+            #expect(first.durationSeconds == 12 && first.title == "r4-0" && first.playCount == 40)
+            #expect(try store.mainContext.object(Track.self, id: tracks[1].id)?.title == "again")
+            #expect(try store.mainContext.object(Track.self, id: tracks[2].id)?.rating == nil)
+        }
+    }
+
     /// Two index entries swapped inside their leaf page (the page's node pointers exchanged, as a
     /// flipped pointer byte can do): every entry is still there, so a digest alone would match,
     /// but range seeks over the index now miss. The in-memory check must see the order and fall

@@ -78,6 +78,18 @@ struct ByteReader {
         return s
     }
 
+    /// Moves past what ``string()`` reads, with the same checks, without making the string
+    /// (`UTF8Span` validates UTF-8 as the standard library's strings do, allocating nothing).
+    mutating func checkString() throws {
+        let start = offset
+        let raw = try lengthPrefixed().bindMemory(to: UInt8.self)
+        do {
+            _ = try UTF8Span(validating: Span(_unsafeElements: raw))
+        } catch {
+            throw DecodingError(offset: start, reason: "string is not valid UTF-8")
+        }
+    }
+
     mutating func fixed(_ n: Int) throws -> UnsafeRawBufferPointer {
         try need(n)
         defer { offset += n }

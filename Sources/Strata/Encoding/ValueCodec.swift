@@ -39,6 +39,24 @@ enum ValueCodec {
         case let tag: throw DecodingError(offset: at, reason: "unknown value type tag \(tag)")
         }
     }
+
+    /// Moves past one value, with exactly the checks of ``decode(from:)`` (it throws for the same
+    /// bytes), without making the value.
+    static func check(from r: inout ByteReader) throws {
+        let at = r.offset
+        switch try r.u8() {
+        case 0: return
+        case AttributeType.string.tag: try r.checkString()
+        case AttributeType.int.tag: _ = try r.varint()
+        case AttributeType.double.tag, AttributeType.date.tag: _ = try r.u64()
+        case AttributeType.bool.tag:
+            let b = try r.u8()
+            guard b <= 1 else { throw DecodingError(offset: at, reason: "bool byte \(b)") }
+        case AttributeType.bytes.tag: _ = try r.lengthPrefixed()
+        case AttributeType.uuid.tag: _ = try r.fixed(16)
+        case let tag: throw DecodingError(offset: at, reason: "unknown value type tag \(tag)")
+        }
+    }
 }
 
 /// Order-preserving byte encoding of values for index keys: comparing encodings byte by byte

@@ -30,6 +30,77 @@
         try bytes.withUnsafeBytes { try LogEntryCodec.decode($0, transactionID: TransactionID(transaction)) }
     }
 
+    /// Whether ``LogEntryCodec``'s scan (what `verify` reads the log with, decoding nothing)
+    /// agrees with its decoder on `bytes` as the stored entry of `transaction`: both refuse it with
+    /// `corruptLogEntry`, or both accept it and report the same changes (kinds, ids, attribute
+    /// positions, and values equal to the decoder's when decoded from the places the scan gives).
+    /// Nil when they agree, else what differs.
+    public static func scanDisagreement(_ bytes: [UInt8], transaction: UInt64) -> String? {
+        bytes.withUnsafeBytes { raw -> String? in
+            let tx = TransactionID(transaction)
+            var scanned: [LogEntryCodec.ScannedChange] = []
+            let scanResult = Result { try LogEntryCodec.scan(raw, transactionID: tx) { scanned.append($0) } }
+            let decodeResult = Result { try LogEntryCodec.decode(raw, transactionID: tx) }
+            switch (scanResult, decodeResult) {
+            case (.failure(let a), .failure(let b)):
+                guard case StrataError.corruptLogEntry(let ta, _) = a, case StrataError.corruptLogEntry(let tb, _) = b, ta == tx, tb == tx else {
+                    return "unexpected errors: scan \(a), decode \(b)"
+                }
+                return nil
+            case (.success, .failure(let e)): return "the scan accepts what the decoder refuses: \(e)"
+            case (.failure(let e), .success): return "the scan refuses what the decoder accepts: \(e)"
+            case (.success(let count), .success(let entry)):
+                guard count == entry.changes.count else { return "the scan counts \(count) changes, the decoder \(entry.changes.count)" }
+                return scanMatches(scanned, entry.changes, raw)
+            }
+        }
+    }
+
+    /// Nil when `scanned` describes `changes`, its places decoding to the same values.
+    private static func scanMatches(_ scanned: [LogEntryCodec.ScannedChange], _ changes: [LoggedChange], _ raw: UnsafeRawBufferPointer) -> String? {
+        func encoded(_ values: [Value]) -> [UInt8] {
+            var w = ByteWriter()
+            for v in values { ValueCodec.encode(v, into: &w) }
+            return w.bytes
+        }
+        func decodedList(_ span: Range<Int>) -> [Value]? {
+            guard span.lowerBound >= 0, span.upperBound <= raw.count else { return nil }
+            var r = ByteReader(UnsafeRawBufferPointer(rebasing: raw[span]))
+            guard let v = try? LogEntryCodec.decodeValueList(&r), r.isAtEnd else { return nil }
+            return v
+        }
+        func decodedValue(_ span: Range<Int>) -> Value? {
+            guard span.lowerBound >= 0, span.upperBound <= raw.count else { return nil }
+            var r = ByteReader(UnsafeRawBufferPointer(rebasing: raw[span]))
+            guard let v = try? ValueCodec.decode(from: &r), r.isAtEnd else { return nil }
+            return v
+        }
+        var i = 0
+        for (n, change) in changes.enumerated() {
+            func next() -> LogEntryCodec.ScannedChange? {
+                defer { i += 1 }
+                return i < scanned.count ? scanned[i] : nil
+            }
+            let mismatch = "change \(n) (\(change)) differs from the scan"
+            switch change {
+            case .insert(let id, let values):
+                guard case .insert(id, values.count, let span)? = next(), let v = decodedList(span), encoded(v) == encoded(values) else { return mismatch }
+            case .update(let id, let attributeChanges, _):
+                guard case .update(id)? = next() else { return mismatch }
+                for c in attributeChanges {
+                    guard case .set(c.attribute, let span)? = next(), let v = decodedValue(span), encoded([v]) == encoded([c.new]) else { return mismatch }
+                }
+            case .delete(let id, _, _):
+                guard case .delete(id)? = next() else { return mismatch }
+            case .link(let r, let a, let b):
+                guard case .link(r, a, b)? = next() else { return mismatch }
+            case .unlink(let r, let a, let b):
+                guard case .unlink(r, a, b)? = next() else { return mismatch }
+            }
+        }
+        return i == scanned.count ? nil : "the scan reports \(scanned.count - i) more changes"
+    }
+
     /// Decodes `bytes` as the stored record of object `id` with `schema` (checksum included, over
     /// the 16 key bytes of `id` followed by the body).
     ///

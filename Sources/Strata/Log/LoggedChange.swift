@@ -160,7 +160,8 @@ enum LogEntryCodec {
         ObjectID(high: try r.u64(), low: try r.u64())
     }
 
-    private static func readValues(_ r: inout ByteReader) throws -> [Value] {
+    /// A value list as an insert or a delete stores it (count, present count, (position, value)*).
+    static func decodeValueList(_ r: inout ByteReader) throws -> [Value] {
         let count = try r.varint()
         guard count <= UInt64(SchemaLimits.maxAttributesPerEntity) else { throw DecodingError(offset: r.offset, reason: "value count \(count)") }
         var values = [Value](repeating: .null, count: Int(count))
@@ -177,7 +178,7 @@ enum LogEntryCodec {
     private static func decodeChange(_ r: inout ByteReader) throws -> LoggedChange {
         let at = r.offset
         switch try r.u8() {
-        case 1: return .insert(id: try readID(&r), values: try readValues(&r))
+        case 1: return .insert(id: try readID(&r), values: try decodeValueList(&r))
         case 2:
             let id = try readID(&r)
             let previous = TransactionID(try r.u64())
@@ -195,10 +196,114 @@ enum LogEntryCodec {
         case 3:
             let id = try readID(&r)
             let previous = TransactionID(try r.u64())
-            return .delete(id: id, values: try readValues(&r), previousVersion: previous)
+            return .delete(id: id, values: try decodeValueList(&r), previousVersion: previous)
         case 4: return .link(relationship: try r.u16(), from: try readID(&r), to: try readID(&r))
         case 5: return .unlink(relationship: try r.u16(), from: try readID(&r), to: try readID(&r))
         case let k: throw DecodingError(offset: at, reason: "unknown change kind \(k)")
         }
     }
+
+    // MARK: Checking without decoding
+
+    /// A change as ``scan(_:transactionID:visit:)`` reports it: kinds and ids, and where in the
+    /// entry's bytes the values it sets are, none of them decoded.
+    enum ScannedChange {
+        /// `id` inserted with `count` values; its value list (``decodeValueList(_:)``) at `values`.
+        case insert(id: ObjectID, count: Int, values: Range<Int>)
+        /// `id` updated; one ``set(attribute:value:)`` per attribute change follows.
+        case update(id: ObjectID)
+        /// Attribute `attribute` of the updated object set to the value at `value`
+        /// (``ValueCodec/decode(from:)``).
+        case set(attribute: Int, value: Range<Int>)
+        case delete(id: ObjectID)
+        case link(relationship: UInt16, from: ObjectID, to: ObjectID)
+        case unlink(relationship: UInt16, from: ObjectID, to: ObjectID)
+    }
+
+    /// Checks an entry exactly as ``decode(_:transactionID:)`` does — the checksum, the structure
+    /// and every value, so it throws for exactly the entries `decode` refuses — without building
+    /// it: no value, string or array is made. Each change is handed to `visit` as it is read
+    /// (when it throws, what was visited is to be discarded). Returns the number of changes.
+    ///
+    /// `verify` reads the log this way (``InMemoryVerification/readLog(_:head:deliver:)``); a test
+    /// and the `log-entry` fuzz target hold it to agree with `decode`.
+    static func scan(_ bytes: UnsafeRawBufferPointer, transactionID tx: TransactionID, visit: (ScannedChange) -> Void) throws -> Int {
+        guard bytes.count >= 4 + 2 + 4 + 8 + 1 + 1 + 1 else { throw StrataError.corruptLogEntry(transaction: tx, reason: "entry of \(bytes.count) bytes is too short") }
+        let body = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
+        var tail = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[bytes.count - 4..<bytes.count]))
+        let stored = try tail.u32()
+        guard checksum(tx, body) == stored else { throw StrataError.corruptLogEntry(transaction: tx, reason: "checksum mismatch") }
+        var r = ByteReader(body)
+        do {
+            let f = try r.u8()
+            guard f == format else { throw StrataError.corruptLogEntry(transaction: tx, reason: "entry format \(f) is newer than this Strata reads (\(format))") }
+            _ = try r.u8()
+            _ = try r.u32()
+            _ = try r.u64()
+            try r.checkString()
+            let m = try r.varint()
+            guard m <= UInt64(r.remaining) else { throw DecodingError(offset: r.offset, reason: "metadata count \(m)") }
+            for _ in 0..<m {
+                try r.checkString()
+                try r.checkString()
+            }
+            let n = try r.varint()
+            guard n <= UInt64(r.remaining) else { throw DecodingError(offset: r.offset, reason: "change count \(n)") }
+            for _ in 0..<n { try scanChange(&r, visit) }
+            guard r.isAtEnd else { throw DecodingError(offset: r.offset, reason: "\(r.remaining) trailing bytes") }
+            return Int(n)
+        } catch let e as DecodingError {
+            throw StrataError.corruptLogEntry(transaction: tx, reason: e.description)
+        }
+    }
+
+    /// ``decodeValueList(_:)``'s checks, without the values; returns their count.
+    private static func scanValueList(_ r: inout ByteReader) throws -> Int {
+        let count = try r.varint()
+        guard count <= UInt64(SchemaLimits.maxAttributesPerEntity) else { throw DecodingError(offset: r.offset, reason: "value count \(count)") }
+        let present = try r.varint()
+        guard present <= count else { throw DecodingError(offset: r.offset, reason: "present count \(present) > \(count)") }
+        for _ in 0..<present {
+            let i = try r.varint()
+            guard i < count else { throw DecodingError(offset: r.offset, reason: "value index \(i) out of range") }
+            try ValueCodec.check(from: &r)
+        }
+        return Int(count)
+    }
+
+    /// ``decodeChange(_:)``'s checks, reporting the change to `visit`.
+    private static func scanChange(_ r: inout ByteReader, _ visit: (ScannedChange) -> Void) throws {
+        let at = r.offset
+        switch try r.u8() {
+        case 1:
+            let id = try readID(&r)
+            let start = r.offset
+            let count = try scanValueList(&r)
+            visit(.insert(id: id, count: count, values: start..<r.offset))
+        case 2:
+            let id = try readID(&r)
+            _ = try r.u64()
+            let n = try r.varint()
+            guard n <= UInt64(SchemaLimits.maxAttributesPerEntity) else { throw DecodingError(offset: r.offset, reason: "update count \(n)") }
+            visit(.update(id: id))
+            for _ in 0..<n {
+                let at = r.offset
+                let i = try r.varint()
+                guard i < UInt64(SchemaLimits.maxAttributesPerEntity) else { throw DecodingError(offset: at, reason: "attribute index \(i) out of range") }
+                try ValueCodec.check(from: &r)
+                let start = r.offset
+                try ValueCodec.check(from: &r)
+                visit(.set(attribute: Int(i), value: start..<r.offset))
+            }
+        case 3:
+            let id = try readID(&r)
+            _ = try r.u64()
+            _ = try scanValueList(&r)
+            visit(.delete(id: id))
+        case 4: visit(.link(relationship: try r.u16(), from: try readID(&r), to: try readID(&r)))
+        case 5: visit(.unlink(relationship: try r.u16(), from: try readID(&r), to: try readID(&r)))
+        case let k: throw DecodingError(offset: at, reason: "unknown change kind \(k)")
+        }
+    }
+
 }

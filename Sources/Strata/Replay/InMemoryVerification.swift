@@ -11,9 +11,10 @@ import Foundation
 /// which names every problem precisely. A healthy store is therefore verified at the cost of
 /// reading it twice; a damaged one costs the rebuild on top.
 ///
-/// What it holds in memory is every object the log ever inserted (id, values, version): about
-/// 300–500 bytes per object for typical records. ``StoreConfiguration/verifyInMemoryObjectLimit``
-/// bounds it; a larger store goes straight to the rebuild.
+/// What it holds in memory is every object the log ever inserted (id, version, where its values
+/// are in the map: ``LogFold``): about 60 bytes an object, plus 24 bytes for each attribute value
+/// an update set. ``StoreConfiguration/verifyInMemoryObjectLimit`` bounds it; a larger store goes
+/// straight to the rebuild.
 ///
 /// - Complexity: O(changes) to fold the log, O(live entries) to digest each side.
 enum InMemoryVerification {
@@ -81,42 +82,85 @@ enum InMemoryVerification {
         case tooLarge
     }
 
-    /// Log entries decoded per batch handed from the reading thread to the folding one.
-    static let batchChanges = 4_096
+    /// Fold ops per batch handed from the reading thread to the folding one (a batch ends with a
+    /// whole transaction, so it may hold more).
+    static let batchOps = 4_096
 
     /// Parts the implied state is digested in, taken by whichever worker thread is free: the
     /// stored side's digest runs meanwhile, and two halves on a busy pair of cores left one half
     /// running alone at the end.
     static let digestParts = 16
 
-    /// Whether transactions 1…`head` of `view`'s log are all there and pass their checksums,
-    /// handed to `deliver` in batches (``StateRebuilder/readLog(_:after:upTo:batchChanges:problem:deliver:)``;
-    /// the rebuild names a problem, so none is kept here).
-    static func readLog(_ view: ReadView, head: TransactionID, deliver: ([LogEntry]) -> Bool) throws -> Bool {
-        try StateRebuilder.readLog(view, after: 0, upTo: head.rawValue, batchChanges: batchChanges, problem: { _ in },
-                                   deliver: deliver).complete
+    /// Whether transactions 1…`head` of `view`'s log are all there and pass every check of
+    /// decoding (checksums, structure, every value: ``LogEntryCodec/scan(_:transactionID:visit:)``),
+    /// handed to `deliver` as ``FoldOp`` batches pointing into `view`'s map. Nothing is decoded,
+    /// so nothing is allocated per entry; the rebuild names a problem, so none is kept here.
+    static func readLog(_ view: ReadView, head: TransactionID, deliver: ([FoldOp]) -> Bool) throws -> Bool {
+        var batch: [FoldOp] = []
+        batch.reserveCapacity(batchOps + 64)
+        let scan = try StateRebuilder.scanLog(view, after: 0, upTo: head.rawValue, problem: { _ in }) { tx, bytes in
+            guard let base = bytes.baseAddress else { return false }
+            func address(_ span: Range<Int>) -> UInt { UInt(bitPattern: base + span.lowerBound) }
+            var updated = ObjectID(high: 0, low: 0)
+            let changes: Int
+            do {
+                changes = try LogEntryCodec.scan(bytes, transactionID: TransactionID(tx)) { change in
+                    switch change {
+                    case .insert(let id, let count, let values):
+                        batch.append(FoldOp(kind: .insert, count: count, id: id, transaction: tx, address: address(values), length: values.count))
+                    case .update(let id):
+                        updated = id
+                        batch.append(FoldOp(kind: .version, id: id, transaction: tx))
+                    case .set(let attribute, let value):
+                        batch.append(FoldOp(kind: .set, count: attribute, id: updated, transaction: tx, address: address(value), length: value.count))
+                    case .delete(let id):
+                        batch.append(FoldOp(kind: .delete, id: id, transaction: tx))
+                    case .link(let r, let a, let b):
+                        batch.append(FoldOp(kind: .link, relationship: r, id: a, other: b, transaction: tx))
+                    case .unlink(let r, let a, let b):
+                        batch.append(FoldOp(kind: .unlink, relationship: r, id: a, other: b, transaction: tx))
+                    }
+                }
+            } catch {
+                return false
+            }
+            batch.append(FoldOp(kind: .end, count: changes, transaction: tx))
+            if batch.count >= batchOps {
+                guard deliver(batch) else { return false }
+                batch = []
+                batch.reserveCapacity(batchOps + 64)
+            }
+            return true
+        }
+        guard scan.complete else { return false }
+        return batch.isEmpty || deliver(batch)
     }
 
     /// Folds transactions 1…`head` (a store never compacted) and digests the state they imply.
     /// `entries` produces the log (``readLog(_:head:deliver:)`` here or on another thread) and
     /// returns whether it was complete and sound; its `deliver` returns false to stop it.
+    ///
+    /// The ops point into the store's map: call it under the map lock (inside a read of a
+    /// snapshot of the same transaction), so the map is not moved while the state is digested.
     static func foldLog(schema: Schema, head: TransactionID, objectLimit: Int, capacity: Int,
                         progress: ((Int) -> Void)?,
-                        entries: (_ deliver: ([LogEntry]) -> Bool) throws -> Bool) throws -> FoldResult {
+                        entries: (_ deliver: ([FoldOp]) -> Bool) throws -> Bool) throws -> FoldResult {
         var fold = LogFold(schema: schema, capacity: min(objectLimit, capacity), objectLimit: objectLimit)
         var changes = 0, sinceProgress = 0
         var stopped: FoldResult?
         let complete = try entries { batch in
-            for entry in batch {
-                guard fold.apply(entry) else {
+            for op in batch {
+                guard fold.apply(op) else {
                     stopped = fold.exceededLimit ? .tooLarge : .differs
                     return false
                 }
-                changes += entry.changes.count
-                sinceProgress += entry.changes.count
+                if op.kind == .end {
+                    changes += op.count
+                    sinceProgress += op.count
+                }
             }
             if sinceProgress >= 50_000, let last = batch.last {
-                progress?(Int(last.transactionID.rawValue))
+                progress?(Int(last.transaction))
                 sinceProgress = 0
             }
             return true

@@ -1,7 +1,7 @@
 import Foundation
 
-/// Batches of log entries handed from the thread reading the log to the thread folding it, at
-/// most ``capacity`` batches ahead, then how the reading ended.
+/// Batches of the log's changes (as ``FoldOp``s) handed from the thread reading the log to the
+/// thread folding it, at most ``capacity`` batches ahead, then how the reading ended.
 ///
 /// `@unchecked Sendable` is safe: every stored property is read and written only while
 /// `condition` is locked.
@@ -9,12 +9,12 @@ final class LogEntryChannel: @unchecked Sendable {
     /// Batches the reader may run ahead of the folder.
     let capacity = 8
     private let condition = NSCondition()
-    private var batches: [[LogEntry]] = []
+    private var batches: [[FoldOp]] = []
     private var end: Result<Bool, Error>?
     private var cancelled = false
 
     /// Queues a batch, waiting while ``capacity`` are queued; false once the folder stopped.
-    func put(_ batch: [LogEntry]) -> Bool {
+    func put(_ batch: [FoldOp]) -> Bool {
         condition.lock()
         defer { condition.unlock() }
         while batches.count >= capacity && !cancelled { condition.wait() }
@@ -49,7 +49,7 @@ final class LogEntryChannel: @unchecked Sendable {
 
     /// Feeds every batch to `deliver` as it arrives; returns the reader's result. Stops (and
     /// cancels the reader) when `deliver` returns false.
-    func drain(into deliver: ([LogEntry]) -> Bool) throws -> Bool {
+    func drain(into deliver: ([FoldOp]) -> Bool) throws -> Bool {
         while true {
             condition.lock()
             while batches.isEmpty && end == nil { condition.wait() }

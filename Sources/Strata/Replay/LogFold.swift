@@ -1,20 +1,84 @@
 import Foundation
 
+/// One change of the log as ``LogFold`` applies it: ids, the transaction, and where in the map
+/// the values it sets are. ``InMemoryVerification/readLog(_:head:deliver:)`` makes these from each
+/// entry as it checks it; the fold keeps the places, never decoded values.
+///
+/// An update becomes a ``Kind/version`` op followed by one ``Kind/set`` op per attribute it
+/// changes; every transaction ends with an ``Kind/end`` op.
+struct FoldOp: Sendable {
+    enum Kind: UInt8, Sendable {
+        /// `id` inserted with the value list at `address` (`count` values).
+        case insert
+        /// `id` updated in transaction `transaction` (its ``set`` ops follow).
+        case version
+        /// Attribute `count` of `id` set to the value at `address`.
+        case set
+        case delete
+        /// The edge `relationship` from `id` to `other` added.
+        case link
+        case unlink
+        /// Transaction `transaction`, of `count` changes, is complete.
+        case end
+    }
+
+    var kind: Kind
+    var relationship: UInt16 = 0
+    var count = 0
+    var id = ObjectID(high: 0, low: 0)
+    var other = ObjectID(high: 0, low: 0)
+    var transaction: UInt64
+    /// `UnsafeRawPointer` bits of the bytes in the store's map (valid while the snapshot that
+    /// read them is open and the map is not moved: the fold runs under the map lock).
+    var address: UInt = 0
+    var length = 0
+
+    /// The bytes this op points at.
+    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: address), count: length) }
+}
+
 /// The state a log implies, built in memory with the same rules as ``StateApplier``: the last
 /// values and version of every object, the relationship edges (both directions) and the
 /// per-entity counts.
+///
+/// Values are not held as Swift values: each object keeps where its insert's value list is in the
+/// store's map and a chain of the attribute values its updates set since (newest first). They are
+/// decoded only when the implied state is digested, one object at a time, and freed at once. So the
+/// fold holds about 60 bytes an object in a few large arrays, where decoded values took 300–500
+/// bytes in millions of small allocations, each faulted in as fresh heap (`verify` ran at two
+/// thirds of its speed the first time in a process).
 struct LogFold {
     let schema: Schema
     private var slots: SlotTable
     private var ids: [ObjectID] = []
-    private var values: [[Value]] = []
     private var versions: [UInt64] = []
     private var alive: [Bool] = []
+    /// Where each object's insert stored its value list, and how many values it has.
+    private var inserted: [ValueListPlace] = []
+    /// Each object's newest entry in ``patches`` since its insert; -1 for none.
+    private var patchHeads: [Int32] = []
+    private var patches: [Patch] = []
     private var edges = Set<Edge>()
     private var counts: [UInt16: Int] = [:]
+    /// The count changes of the transaction being applied.
+    private var deltas: [UInt16: Int] = [:]
     /// Entities whose count the writer has written at least once (a transaction with a non-zero
     /// net change): those have a `count/` entry, possibly 0.
     private var countsWritten = Set<UInt16>()
+
+    private struct ValueListPlace {
+        var address: UInt
+        var length: Int
+        var count: Int32
+    }
+
+    /// An attribute value set by an update: where it is, and the object's previous patch.
+    private struct Patch {
+        var address: UInt
+        var length: Int
+        var attribute: Int32
+        var next: Int32
+    }
 
     /// A relationship edge as stored in `links` (relationship tag, from, to).
     private struct Edge: Hashable {
@@ -25,7 +89,10 @@ struct LogFold {
 
     /// Objects held at most; an insert past it stops the fold (``exceededLimit``).
     let objectLimit: Int
-    /// Whether ``apply(_:)`` stopped because of ``objectLimit``.
+    /// Attribute values set by updates held at most (patch links are 32-bit): past it the fold
+    /// stops as for ``objectLimit``.
+    static let patchLimit = Int(Int32.max)
+    /// Whether ``apply(_:)`` stopped because of ``objectLimit`` or ``patchLimit``.
     private(set) var exceededLimit = false
 
     init(schema: Schema, capacity: Int, objectLimit: Int) {
@@ -33,63 +100,69 @@ struct LogFold {
         self.objectLimit = objectLimit
         slots = SlotTable(capacity: capacity)
         ids.reserveCapacity(capacity)
-        values.reserveCapacity(capacity)
         versions.reserveCapacity(capacity)
         alive.reserveCapacity(capacity)
+        inserted.reserveCapacity(capacity)
+        patchHeads.reserveCapacity(capacity)
     }
 
-    /// Applies one transaction; false when a change cannot apply (the rebuild reports why) or
-    /// an insert would hold more than ``objectLimit`` objects (``exceededLimit``).
-    mutating func apply(_ entry: LogEntry) -> Bool {
-        let tx = entry.transactionID.rawValue
-        var deltas: [UInt16: Int] = [:]
-        for change in entry.changes {
-            switch change {
-            case .insert(let id, let v):
-                guard let e = schema.entity(tag: id.entityTag), v.count == e.attributes.count else { return false }
-                if let s = slots.find(id, in: ids) {
-                    guard !alive[s] else { return false }
-                    values[s] = v
-                    versions[s] = tx
-                    alive[s] = true
-                } else {
-                    guard ids.count < objectLimit else {
-                        exceededLimit = true
-                        return false
-                    }
-                    ids.append(id)
-                    slots.insert(slot: ids.count - 1, of: ids)
-                    values.append(v)
-                    versions.append(tx)
-                    alive.append(true)
+    /// Applies one op; false when a change cannot apply (the rebuild reports why) or an insert
+    /// would hold more than ``objectLimit`` objects (``exceededLimit``).
+    mutating func apply(_ op: FoldOp) -> Bool {
+        switch op.kind {
+        case .insert:
+            guard let e = schema.entity(tag: op.id.entityTag), op.count == e.attributes.count else { return false }
+            let place = ValueListPlace(address: op.address, length: op.length, count: Int32(op.count))
+            if let s = slots.find(op.id, in: ids) {
+                guard !alive[s] else { return false }
+                inserted[s] = place
+                patchHeads[s] = -1
+                versions[s] = op.transaction
+                alive[s] = true
+            } else {
+                guard ids.count < objectLimit else {
+                    exceededLimit = true
+                    return false
                 }
-                deltas[id.entityTag, default: 0] += 1
-            case .update(let id, let changes, _):
-                guard let s = slots.find(id, in: ids), alive[s] else { return false }
-                for c in changes {
-                    guard c.attribute >= 0, c.attribute < values[s].count else { return false }
-                    values[s][c.attribute] = c.new
-                }
-                versions[s] = tx
-            case .delete(let id, _, _):
-                guard let s = slots.find(id, in: ids), alive[s] else { return false }
-                alive[s] = false
-                values[s] = []
-                deltas[id.entityTag, default: 0] -= 1
-            case .link(let tag, let a, let b):
-                guard let inverse = inverseTag(tag) else { return false }
-                edges.insert(Edge(tag: tag, from: a, to: b))
-                edges.insert(Edge(tag: inverse, from: b, to: a))
-            case .unlink(let tag, let a, let b):
-                guard let inverse = inverseTag(tag) else { return false }
-                edges.remove(Edge(tag: tag, from: a, to: b))
-                edges.remove(Edge(tag: inverse, from: b, to: a))
+                ids.append(op.id)
+                slots.insert(slot: ids.count - 1, of: ids)
+                inserted.append(place)
+                patchHeads.append(-1)
+                versions.append(op.transaction)
+                alive.append(true)
             }
-        }
-        // As StateApplier.flushCounts: once per transaction, clamped at zero.
-        for (tag, delta) in deltas where delta != 0 {
-            counts[tag] = max(0, counts[tag, default: 0] + delta)
-            countsWritten.insert(tag)
+            deltas[op.id.entityTag, default: 0] += 1
+        case .version:
+            guard let s = slots.find(op.id, in: ids), alive[s] else { return false }
+            versions[s] = op.transaction
+        case .set:
+            guard let s = slots.find(op.id, in: ids), alive[s], op.count >= 0, op.count < Int(inserted[s].count) else { return false }
+            guard patches.count < Self.patchLimit else {
+                exceededLimit = true
+                return false
+            }
+            patches.append(Patch(address: op.address, length: op.length, attribute: Int32(op.count), next: patchHeads[s]))
+            patchHeads[s] = Int32(patches.count - 1)
+        case .delete:
+            guard let s = slots.find(op.id, in: ids), alive[s] else { return false }
+            alive[s] = false
+            patchHeads[s] = -1
+            deltas[op.id.entityTag, default: 0] -= 1
+        case .link:
+            guard let inverse = inverseTag(op.relationship) else { return false }
+            edges.insert(Edge(tag: op.relationship, from: op.id, to: op.other))
+            edges.insert(Edge(tag: inverse, from: op.other, to: op.id))
+        case .unlink:
+            guard let inverse = inverseTag(op.relationship) else { return false }
+            edges.remove(Edge(tag: op.relationship, from: op.id, to: op.other))
+            edges.remove(Edge(tag: inverse, from: op.other, to: op.id))
+        case .end:
+            // As StateApplier.flushCounts: once per transaction, clamped at zero.
+            for (tag, delta) in deltas where delta != 0 {
+                counts[tag] = max(0, counts[tag, default: 0] + delta)
+                countsWritten.insert(tag)
+            }
+            deltas.removeAll(keepingCapacity: true)
         }
         return true
     }
@@ -99,24 +172,18 @@ struct LogFold {
         return schema.inverse(of: r).tag
     }
 
-    /// Digests of the implied state, in the stored layout; nil when a unique key cannot be
-    /// formed (the rebuild reports it). The objects are split into at most `parts` ranges (one
-    /// more per 10,000 objects) digested by Dispatch's worker threads (digests of parts add up to
-    /// the digest of the whole). Each object's values are freed as soon as it is digested, while
-    /// they are still in the cache (a separate pass over half a million arrays afterwards took a
-    /// sixth of a verify), so the fold holds no values afterwards.
-    mutating func takeDigests(parts: Int) -> InMemoryVerification.StateDigests? {
+    /// Digests of the implied state, in the stored layout; nil when a value cannot be decoded
+    /// again or a unique key cannot be formed (the rebuild reports it). The objects are split into
+    /// at most `parts` ranges (one more per 10,000 objects) digested by Dispatch's worker threads
+    /// (digests of parts add up to the digest of the whole).
+    ///
+    /// Reads the map: call it under the map lock, with the snapshot the places were read from open.
+    func takeDigests(parts: Int) -> InMemoryVerification.StateDigests? {
         let n = ids.count, parts = max(1, min(parts, n / 10_000 + 1))
         let results = Locked<[InMemoryVerification.StateDigests?]>(Array(repeating: nil, count: parts))
-        var taken = values
-        values = []
-        let fold = self
-        taken.withUnsafeMutableBufferPointer { buffer in
-            let slots = DisjointSlots(base: buffer.baseAddress)
-            DispatchQueue.concurrentPerform(iterations: parts) { part in
-                let d = fold.digests(slots: n * part / parts..<n * (part + 1) / parts, values: slots, withEdgesAndCounts: part == 0)
-                results.withLock { $0[part] = d }
-            }
+        DispatchQueue.concurrentPerform(iterations: parts) { part in
+            let d = digests(slots: n * part / parts..<n * (part + 1) / parts, withEdgesAndCounts: part == 0)
+            results.withLock { $0[part] = d }
         }
         var total = InMemoryVerification.StateDigests()
         for d in results.withLock({ $0 }) {
@@ -126,35 +193,48 @@ struct LogFold {
         return total
     }
 
-    /// The values buffer handed to the threads of ``takeDigests(parts:)``.
-    ///
-    /// `@unchecked Sendable` is safe: each thread reads and replaces only the elements of its own
-    /// range (`n * part / parts ..< n * (part + 1) / parts`, disjoint for distinct parts), the
-    /// buffer outlives `concurrentPerform`, which returns only after every thread is done, and
-    /// nothing else touches the array meanwhile (it is borrowed `inout` by
-    /// `withUnsafeMutableBufferPointer`).
-    private struct DisjointSlots: @unchecked Sendable {
-        let base: UnsafeMutablePointer<[Value]>?
-    }
-
-    private func digests(slots range: Range<Int>, values: DisjointSlots, withEdgesAndCounts: Bool) -> InMemoryVerification.StateDigests? {
+    private func digests(slots range: Range<Int>, withEdgesAndCounts: Bool) -> InMemoryVerification.StateDigests? {
         var d = InMemoryVerification.StateDigests()
         var record = ByteWriter(capacity: 256)
         var key: [UInt8] = []
         key.reserveCapacity(128)
-        // No buffer means no objects (the range is empty); edges and counts are still digested.
-        if let base = values.base {
-            for s in range {
-                // Moved out (and an empty array left): freed at the end of this iteration.
-                let v = (base + s).move()
-                (base + s).initialize(to: [])
-                guard !alive[s] || add(s, v, to: &d, record: &record, key: &key) else { return nil }
-            }
+        for s in range where alive[s] {
+            guard let v = currentValues(s), add(s, v, to: &d, record: &record, key: &key) else { return nil }
         }
         guard withEdgesAndCounts else { return d }
         for edge in edges { d.links.add(key: Layout.linkKey(edge.tag, edge.from, edge.to), value: []) }
         for tag in countsWritten { d.counts.add(key: MetaKey.count(tag), value: MetaKey.countValue(counts[tag, default: 0])) }
         return d
+    }
+
+    /// The values of the live object in slot `s`: its insert's, with each attribute its updates
+    /// set taking the newest value set. Nil when a value does not decode (the entry passed the
+    /// same checks when it was read, so only if the map changed underneath).
+    private func currentValues(_ s: Int) -> [Value]? {
+        let place = inserted[s]
+        var r = ByteReader(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: place.address), count: place.length))
+        guard var values = try? LogEntryCodec.decodeValueList(&r), values.count == Int(place.count) else { return nil }
+        var p = patchHeads[s]
+        guard p >= 0 else { return values }
+        // Newest first: an attribute takes the first value met. Attribute positions are below
+        // SchemaLimits.maxAttributesPerEntity; the first 64 are marked in a word.
+        var seenLow: UInt64 = 0
+        var seenHigh = Set<Int32>()
+        while p >= 0 {
+            let patch = patches[Int(p)]
+            p = patch.next
+            let a = patch.attribute
+            if a < 64 {
+                guard seenLow & (1 << UInt64(a)) == 0 else { continue }
+                seenLow |= 1 << UInt64(a)
+            } else {
+                guard seenHigh.insert(a).inserted else { continue }
+            }
+            var vr = ByteReader(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: patch.address), count: patch.length))
+            guard let value = try? ValueCodec.decode(from: &vr) else { return nil }
+            values[Int(a)] = value
+        }
+        return values
     }
 
     /// Adds the live object in slot `s`, with values `v`, to `d`: its record, index entries and

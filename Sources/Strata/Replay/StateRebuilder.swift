@@ -79,15 +79,47 @@ enum StateRebuilder {
     /// Reads the log entries after `horizon` up to `head` of `view` in order, checking that ids
     /// are contiguous and that every entry decodes (checksum), and hands them to `deliver` in
     /// batches of at least `batchChanges` changes (the last one smaller). Stops at the first log
-    /// problem, reported through `problem`, or when `deliver` returns false. Verify's rebuild and
-    /// its in-memory check both read the log through it.
+    /// problem, reported through `problem`, or when `deliver` returns false (the entries of a
+    /// batch not accepted do not count as read). Replay, compaction's catch-up and verify's
+    /// rebuild read the log through it; the in-memory check reads it with ``scanLog``.
     static func readLog(_ view: ReadView, after horizon: UInt64, upTo head: UInt64, batchChanges: Int, problem: (String) -> Void,
                         deliver: ([LogEntry]) throws -> Bool) throws -> LogRead {
         precondition(batchChanges > 0, "batchChanges must be positive")
-        guard head > horizon else { return LogRead(complete: true, transactions: 0, changes: 0) }
-        var next = horizon + 1
         var changes = 0
         var batch: [LogEntry] = [], pending = 0
+        let scan = try scanLog(view, after: horizon, upTo: head, problem: problem) { tx, value in
+            let entry: LogEntry
+            do {
+                entry = try LogEntryCodec.decode(value, transactionID: TransactionID(tx))
+            } catch {
+                problem("log: \(error)")
+                return false
+            }
+            changes += entry.changes.count
+            pending += entry.changes.count
+            batch.append(entry)
+            if pending >= batchChanges {
+                guard try deliver(batch) else { return false }
+                batch.removeAll(keepingCapacity: true)
+                pending = 0
+            }
+            return true
+        }
+        let read = { (complete: Bool) in LogRead(complete: complete, transactions: scan.read, changes: changes) }
+        guard scan.complete else { return read(false) }
+        if batch.isEmpty { return read(true) }
+        return read(try deliver(batch))
+    }
+
+    /// Walks the log entries after `horizon` up to `head` of `view` in order, checking that ids
+    /// are contiguous and reach `head`, and hands each entry's transaction id and bytes (valid for
+    /// the read transaction) to `entry`, which returns false to stop (having reported why, if it
+    /// is a problem). A gap or a key out of order is reported through `problem`. Returns whether
+    /// every entry was there and accepted, and how many were accepted.
+    static func scanLog(_ view: ReadView, after horizon: UInt64, upTo head: UInt64, problem: (String) -> Void,
+                        entry: (_ transaction: UInt64, _ bytes: UnsafeRawBufferPointer) throws -> Bool) throws -> (complete: Bool, read: Int) {
+        guard head > horizon else { return (true, 0) }
+        var next = horizon + 1
         var stopped = false
         try view.txn.scan(view.env[.log], from: TransactionID(next).keyBytes) { key, value in
             var r = ByteReader(key)
@@ -98,33 +130,20 @@ enum StateRebuilder {
                 stopped = true
                 return false
             }
-            let entry: LogEntry
-            do {
-                entry = try LogEntryCodec.decode(value, transactionID: TransactionID(tx))
-            } catch {
-                problem("log: \(error)")
+            guard try entry(tx, value) else {
                 stopped = true
                 return false
             }
             next += 1
-            changes += entry.changes.count
-            pending += entry.changes.count
-            batch.append(entry)
-            if pending >= batchChanges {
-                guard try deliver(batch) else { stopped = true; return false }
-                batch.removeAll(keepingCapacity: true)
-                pending = 0
-            }
             return true
         }
-        let read = { (complete: Bool) in LogRead(complete: complete, transactions: Int(next - 1 - horizon), changes: changes) }
-        guard !stopped else { return read(false) }
+        let read = Int(next - 1 - horizon)
+        guard !stopped else { return (false, read) }
         guard next > head else {
             problem("log: transaction\(head > next ? "s \(next)…\(head) are" : " \(next) is") missing")
-            return read(false)
+            return (false, read)
         }
-        if batch.isEmpty { return read(true) }
-        return read(try deliver(batch))
+        return (true, read)
     }
 
     /// A scratch environment, removed when closed: in the store directory `storeDirectory` when

@@ -93,10 +93,14 @@ extension Store {
         let capacity = try snapshot.read { try $0.txn.entryCount($0.env[.objects]) }
         // With a second snapshot of the same transaction (and generation: a compaction keeps the
         // head), another thread reads and decodes the log for this one to fold, then digests the
-        // stored state meanwhile. The reading thread may wait for the folding one (the channel is
-        // full) while inside its read, holding the map lock shared; the folding thread holds no
-        // lock while it folds, so it always drains the channel. A map growth by the writer waits
-        // for the whole read of the log, as it waited for the rebuild's.
+        // stored state meanwhile. The fold keeps places in the map, read through the second
+        // snapshot and digested after it may be closed: they stay valid because this snapshot
+        // sees the same pages (LMDB frees none of them while it is open) and the fold runs inside
+        // its read, holding the map lock shared so the map is not moved. Both threads hold that
+        // lock shared while the reading one may wait for the folding one (the channel is full);
+        // the lock lets a reader in while another holds it even when a writer waits (glibc's
+        // default, reader-preferring rwlock), so neither waits for the other through it. A map
+        // growth by the writer waits for the whole verify, as it waited for the rebuild's read.
         let channel = LogEntryChannel()
         let stored = Locked<Result<InMemoryVerification.StateDigests?, Error>?>(nil)
         let done = DispatchGroup()
@@ -125,12 +129,14 @@ extension Store {
             channel.cancel()
             done.wait()
         }
-        let folded = try InMemoryVerification.foldLog(
-            schema: schema, head: head, objectLimit: limit, capacity: capacity,
-            progress: { progress?(VerifyProgress(phase: .replaying, done: $0, total: Int(head.rawValue))) }
-        ) { deliver in
-            if parallel { return try channel.drain(into: deliver) }
-            return try snapshot.read { try InMemoryVerification.readLog($0, head: head, deliver: deliver) }
+        let folded = try snapshot.read { view in
+            try InMemoryVerification.foldLog(
+                schema: schema, head: head, objectLimit: limit, capacity: capacity,
+                progress: { progress?(VerifyProgress(phase: .replaying, done: $0, total: Int(head.rawValue))) }
+            ) { deliver in
+                if parallel { return try channel.drain(into: deliver) }
+                return try InMemoryVerification.readLog(view, head: head, deliver: deliver)
+            }
         }
         guard case .folded(let expected, let transactions, let changes) = folded else { return nil }
         done.wait()

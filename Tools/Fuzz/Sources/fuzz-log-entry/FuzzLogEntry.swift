@@ -9,12 +9,17 @@ let transaction: UInt64 = 7
 /// it is decoded as it is (nearly always "checksum mismatch" or "too short") and sealed with the
 /// right checksum (so mutations reach the body's decoding). An entry that decodes must survive
 /// encode → decode, and its canonical bytes must be stable (compared as bytes, so NaN payloads
-/// and -0.0 count).
+/// and -0.0 count). The scan `verify` reads the log with must agree with the decoder on both.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzLogEntry(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let body = Array(UnsafeBufferPointer(start: data, count: size))
     _ = decode(body)
-    guard let entry = decode(FuzzEntryPoints.sealLogEntry(body, transaction: transaction)) else { return 0 }
+    let sealed = FuzzEntryPoints.sealLogEntry(body, transaction: transaction)
+    // The scan verify reads the log with must accept and refuse exactly what the decoder does.
+    for bytes in [body, sealed] {
+        if let d = FuzzEntryPoints.scanDisagreement(bytes, transaction: transaction) { fatalError("scan and decode disagree: \(d)") }
+    }
+    guard let entry = decode(sealed) else { return 0 }
     guard entry.transactionID.rawValue == transaction else { fatalError("decoded entry names transaction \(entry.transactionID)") }
     let canonical = FuzzEntryPoints.encodeLogEntry(entry)
     let again: LogEntry
