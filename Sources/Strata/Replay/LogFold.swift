@@ -60,6 +60,9 @@ struct LogFold {
     private var patches: [Patch] = []
     private var edges = Set<Edge>()
     private var counts: [UInt16: Int] = [:]
+    /// The slot of the object the last ``FoldOp/Kind/version`` op named: its ``FoldOp/Kind/set``
+    /// ops follow, so they need no lookup.
+    private var updatedSlot = -1
     /// The count changes of the transaction being applied.
     private var deltas: [UInt16: Int] = [:]
     /// Entities whose count the writer has written at least once (a transaction with a non-zero
@@ -104,6 +107,8 @@ struct LogFold {
         alive.reserveCapacity(capacity)
         inserted.reserveCapacity(capacity)
         patchHeads.reserveCapacity(capacity)
+        // About one update per object; more grow the array (unused capacity is never touched).
+        patches.reserveCapacity(capacity)
     }
 
     /// Applies one op; false when a change cannot apply (the rebuild reports why) or an insert
@@ -135,8 +140,10 @@ struct LogFold {
         case .version:
             guard let s = slots.find(op.id, in: ids), alive[s] else { return false }
             versions[s] = op.transaction
+            updatedSlot = s
         case .set:
-            guard let s = slots.find(op.id, in: ids), alive[s], op.count >= 0, op.count < Int(inserted[s].count) else { return false }
+            let s = updatedSlot >= 0 && ids[updatedSlot] == op.id ? updatedSlot : slots.find(op.id, in: ids)
+            guard let s, alive[s], op.count >= 0, op.count < Int(inserted[s].count) else { return false }
             guard patches.count < Self.patchLimit else {
                 exceededLimit = true
                 return false
