@@ -63,10 +63,11 @@ public struct StoreConfiguration: Sendable {
     /// Events buffered per change-stream subscriber before it is told it fell behind.
     public var changeStreamBufferSize = 1024
     /// Objects ``Store/verify(rebuild:progress:)`` may hold in memory to check the store without
-    /// writing a second one (about 500 bytes each for the library's tracks: 256 MB of heap for
-    /// 500,000, so the default bounds it near 1 GB). A store whose log inserted more objects, or a
-    /// compacted store, is verified by rebuilding its state in a scratch environment on disk
-    /// instead (about 5× slower, bounded memory). 0 always rebuilds on disk.
+    /// writing a second one (about 60 bytes each, plus 24 per attribute value an update set: about
+    /// 60 MB of heap for 500,000 tracks updated once, so the default bounds it near 200 MB with
+    /// one update per object). A store whose log inserted more objects, or a compacted store, is
+    /// verified by rebuilding its state in a scratch environment on disk instead (about 8× slower,
+    /// bounded memory). 0 always rebuilds on disk.
     public var verifyInMemoryObjectLimit = 2_000_000
 
     public init() {}
