@@ -207,7 +207,11 @@ import Testing
                 c.set(Track.rating, of: tracks[2].id, to: nil)
             }
             _ = try await store.save { $0.delete(tracks[1].id) }
-            _ = try await store.save { $0.insert(tracks[1]) }
+            // Inserted again with other values (a fold keeping the first insert's would differ).
+            var again = makeTrack(title: "reborn", duration: 777, rating: 2)
+            again = Track(id: tracks[1].id, mbid: again.mbid, title: again.title, durationSeconds: again.durationSeconds,
+                          rating: again.rating, addedAt: again.addedAt)
+            _ = try await store.save { $0.insert(again) }
             _ = try await store.save { $0.set(Track.title, of: tracks[1].id, to: "again") }
             let fast = try store.verify()
             let rebuilt = try store.verify(rebuild: true)
@@ -216,8 +220,144 @@ import Testing
             // What was compared are the latest values.
             let first = try #require(try store.mainContext.object(Track.self, id: tracks[0].id))
             #expect(first.durationSeconds == 12 && first.title == "r4-0" && first.playCount == 40)
-            #expect(try store.mainContext.object(Track.self, id: tracks[1].id)?.title == "again")
+            let reborn = try #require(try store.mainContext.object(Track.self, id: tracks[1].id))
+            #expect(reborn.title == "again" && reborn.durationSeconds == 777 && reborn.playCount == 0)
             #expect(try store.mainContext.object(Track.self, id: tracks[2].id)?.rating == nil)
+        }
+    }
+
+    /// Attribute positions from 64 on (the fold marks the first 64 of an object in a word, the
+    /// rest in a set), each set several times, in separate saves and twice in one, one of them
+    /// indexed.
+    @Test func updatesOfAttributesPast64VerifyInMemory() async throws {
+        let attributes = (0..<70).map { #"{"name":"a\#($0)","type":"int","optional":true}"# }.joined(separator: ",")
+        let json = #"{"model":"wide","version":1,"entities":[{"name":"Wide","attributes":[\#(attributes)],"indexes":[["a66"]]}]}"#
+        let schema = try Schema.parse(Array(json.utf8), source: "wide.json", expectedVersion: 1)
+        let store = try Store.temporary(schema: schema)
+        defer { store.close() }
+        let e = try #require(schema.entity(named: "Wide"))
+        var ids: [ObjectID] = []
+        _ = try await store.save { c in
+            for i in 0..<10 {
+                var r = Record(entity: e)
+                r["a0"] = .int(Int64(i))
+                r["a66"] = .int(1)
+                ids.append(r.id)
+                c.insert(r)
+            }
+        }
+        for round in 1...4 {
+            _ = try await store.save { c in
+                for id in ids {
+                    c.update(id, [.init(attribute: 66, value: .int(Int64(round * 10))), .init(attribute: 69, value: .int(Int64(round)))])
+                }
+            }
+        }
+        _ = try await store.save { c in
+            c.update(ids[0], [.init(attribute: 65, value: .int(5))])
+            c.update(ids[0], [.init(attribute: 65, value: .int(6)), .init(attribute: 3, value: .int(3))])
+        }
+        let fast = try store.verify()
+        let rebuilt = try store.verify(rebuild: true)
+        #expect(fast.ok && fast.method == .inMemory, "\(fast.problems)")
+        #expect(rebuilt.ok && fast.entriesCompared == rebuilt.entriesCompared)
+        let first = try #require(try store.mainContext.record(ids[0]))
+        #expect(first["a65"] == .int(6) && first["a66"] == .int(40) && first["a69"] == .int(4) && first["a3"] == .int(3))
+    }
+
+    /// The fold keeps one patch per attribute an update set (a value set again replaces it), and
+    /// at most `LogFold.patchesPerObject` × the object limit: past that, verify rebuilds on disk.
+    @Test func theFoldsPatchesAreBoundedByTheObjectLimit() async throws {
+        var config = StoreConfiguration()
+        config.verifyInMemoryObjectLimit = 2
+        try await withLibraryStore(config) { store in
+            let t = makeTrack(title: "t", duration: 1, rating: 1)
+            _ = try await store.save { $0.insert(t) }
+            // Two attributes set twenty times: two patches, within the limit of 8.
+            for i in 1...20 {
+                _ = try await store.save { c in
+                    c.set(Track.playCount, of: t.id, to: i)
+                    c.set(Track.title, of: t.id, to: "t\(i)")
+                }
+            }
+            let within = try store.verify()
+            #expect(within.ok && within.method == .inMemory, "\(within.problems)")
+            // Seven more distinct attributes: nine patches, over it.
+            _ = try await store.save { c in
+                c.set(Track.durationSeconds, of: t.id, to: 2)
+                c.set(Track.trackNumber, of: t.id, to: 3)
+                c.set(Track.discNumber, of: t.id, to: 4)
+                c.set(Track.explicit, of: t.id, to: true)
+                c.set(Track.rating, of: t.id, to: 5)
+                c.set(Track.isrc, of: t.id, to: "ISRC")
+                c.set(Track.addedAt, of: t.id, to: Date(timeIntervalSince1970: 9))
+            }
+            #expect(LogFold.patchesPerObject * config.verifyInMemoryObjectLimit < 9)
+            let over = try store.verify()
+            #expect(over.ok && over.method == .rebuild, "\(over.problems)")
+        }
+    }
+
+    /// Saves that grow the map while verify runs. The fold reads values through places in the
+    /// map, so verify holds the map lock from the first place it makes until its fold is done:
+    /// a growth waits for that, and every verify still finds the store consistent in memory.
+    @Test func mapGrowthsWhileVerifyRunsWaitForIt() async throws {
+        var config = StoreConfiguration()
+        config.initialMapSizeBytes = 256 << 10
+        config.maxMapSizeBytes = 1 << 30
+        try await withLibraryStore(config) { store in
+            _ = try await store.save { c in for i in 0..<3_000 { c.insert(makeTrack(title: "t\(i)", duration: i % 600 + 1)) } }
+            let growthsBefore = store.statistics.mapGrowths
+            let saving = Task {
+                for i in 0..<60 {
+                    _ = try await store.save { c in
+                        for j in 0..<200 { c.insert(makeTrack(title: "late \(i) \(j) " + String(repeating: "x", count: 100), duration: 2)) }
+                    }
+                }
+            }
+            var reports: [VerifyReport] = []
+            for _ in 0..<12 { reports.append(try store.verify()) }
+            try await saving.value
+            for r in reports { #expect(r.ok && r.method == .inMemory, "\(r.problems)") }
+            #expect(store.statistics.mapGrowths > growthsBefore)
+        }
+    }
+
+    /// The moment the in-memory check is most exposed: its reading thread may have read the
+    /// whole (small) log, and handed over every place in the map, before the folding thread starts.
+    /// A hook stops the fold there while another thread saves enough to grow the map. The growth
+    /// must wait for the fold (the reading thread holds the map lock until the fold releases it);
+    /// had the map moved, the fold would read unmapped memory.
+    @Test func aMapGrowthJustBeforeTheFoldWaitsForIt() async throws {
+        var config = StoreConfiguration()
+        config.initialMapSizeBytes = 256 << 10
+        config.maxMapSizeBytes = 1 << 30
+        try await withLibraryStore(config) { store in
+            _ = try await store.save { c in for i in 0..<2_000 { c.insert(makeTrack(title: "t\(i)", duration: i % 600 + 1)) } }
+            let growthsBefore = store.statistics.mapGrowths
+            let saved = DispatchSemaphore(value: 0)
+            let outcome = Locked<Result<TransactionID, Error>?>(nil)
+            VerifyTestHooks.beforeFold.withLock {
+                $0[store.path] = {
+                    Thread.detachNewThread {
+                        let r = Result {
+                            try store.saveAndWait { c in
+                                for i in 0..<20_000 { c.insert(makeTrack(title: "grow \(i) " + String(repeating: "g", count: 200), duration: 3)) }
+                            }
+                        }
+                        outcome.withLock { $0 = r }
+                        saved.signal()
+                    }
+                    // Long enough for the save to reach its map growth.
+                    Thread.sleep(forTimeInterval: 0.5)
+                }
+            }
+            defer { _ = VerifyTestHooks.beforeFold.withLock { $0.removeValue(forKey: store.path) } }
+            let report = try store.verify()
+            saved.wait()
+            #expect(report.ok && report.method == .inMemory, "\(report.problems)")
+            _ = try #require(try outcome.withLock { $0 }).get()
+            #expect(store.statistics.mapGrowths > growthsBefore)
         }
     }
 

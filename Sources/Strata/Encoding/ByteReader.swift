@@ -84,7 +84,7 @@ struct ByteReader {
         let start = offset
         let raw = try lengthPrefixed().bindMemory(to: UInt8.self)
         do {
-            _ = try UTF8Span(validating: Span(_unsafeElements: raw))
+            _ = try UTF8Span(validating: raw.span)
         } catch {
             throw DecodingError(offset: start, reason: "string is not valid UTF-8")
         }

@@ -12,9 +12,9 @@ import Foundation
 /// reading it twice; a damaged one costs the rebuild on top.
 ///
 /// What it holds in memory is every object the log ever inserted (id, version, where its values
-/// are in the map: ``LogFold``): about 60 bytes an object, plus 24 bytes for each attribute value
-/// an update set. ``StoreConfiguration/verifyInMemoryObjectLimit`` bounds it; a larger store goes
-/// straight to the rebuild.
+/// are in the map: ``LogFold``): about 60 bytes an object, plus 24 bytes for each distinct
+/// attribute its updates set. ``StoreConfiguration/verifyInMemoryObjectLimit`` bounds both (the
+/// attributes at ``LogFold/patchesPerObject`` per object); a larger store goes to the rebuild.
 ///
 /// - Complexity: O(changes) to fold the log, O(live entries) to digest each side.
 enum InMemoryVerification {
@@ -140,8 +140,9 @@ enum InMemoryVerification {
     /// `entries` produces the log (``readLog(_:head:deliver:)`` here or on another thread) and
     /// returns whether it was complete and sound; its `deliver` returns false to stop it.
     ///
-    /// The ops point into the store's map: call it under the map lock (inside a read of a
-    /// snapshot of the same transaction), so the map is not moved while the state is digested.
+    /// The ops point into the store's map: the map lock must be held shared — by this thread or
+    /// by the one making the ops — without a break from when the first op is made until this
+    /// returns, so the map is not moved under the digests.
     static func foldLog(schema: Schema, head: TransactionID, objectLimit: Int, capacity: Int,
                         progress: ((Int) -> Void)?,
                         entries: (_ deliver: ([FoldOp]) -> Bool) throws -> Bool) throws -> FoldResult {

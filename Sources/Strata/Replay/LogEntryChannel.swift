@@ -12,6 +12,7 @@ final class LogEntryChannel: @unchecked Sendable {
     private var batches: [[FoldOp]] = []
     private var end: Result<Bool, Error>?
     private var cancelled = false
+    private var released = false
 
     /// Queues a batch, waiting while ``capacity`` are queued; false once the folder stopped.
     func put(_ batch: [FoldOp]) -> Bool {
@@ -24,10 +25,11 @@ final class LogEntryChannel: @unchecked Sendable {
         return true
     }
 
-    /// The reader is done: whether the log was complete and sound, or its error.
+    /// The reader is done: whether the log was complete and sound, or its error. The first call
+    /// counts; later ones are ignored.
     func finish(_ result: Result<Bool, Error>) {
         condition.lock()
-        end = result
+        if end == nil { end = result }
         condition.broadcast()
         condition.unlock()
     }
@@ -45,6 +47,23 @@ final class LogEntryChannel: @unchecked Sendable {
         cancelled = true
         condition.broadcast()
         condition.unlock()
+    }
+
+    /// The folder is done with every batch (and what they point at): ``waitUntilReleased()``
+    /// returns.
+    func release() {
+        condition.lock()
+        released = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits until the folder released the batches or stopped (``release()``, ``cancel()``): the
+    /// reader holds the map lock until then, since the batches point into the map.
+    func waitUntilReleased() {
+        condition.lock()
+        defer { condition.unlock() }
+        while !released && !cancelled { condition.wait() }
     }
 
     /// Feeds every batch to `deliver` as it arrives; returns the reader's result. Stops (and

@@ -28,13 +28,11 @@ struct FoldOp: Sendable {
     var id = ObjectID(high: 0, low: 0)
     var other = ObjectID(high: 0, low: 0)
     var transaction: UInt64
-    /// `UnsafeRawPointer` bits of the bytes in the store's map (valid while the snapshot that
-    /// read them is open and the map is not moved: the fold runs under the map lock).
+    /// `UnsafeRawPointer` bits of the bytes in the store's map: valid while the map lock is held
+    /// shared without a break from when the op was made (so the map is not moved) and a snapshot
+    /// at least as old as the one that read them is open (so LMDB reuses none of their pages).
     var address: UInt = 0
     var length = 0
-
-    /// The bytes this op points at.
-    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: address), count: length) }
 }
 
 /// The state a log implies, built in memory with the same rules as ``StateApplier``: the last
@@ -42,11 +40,12 @@ struct FoldOp: Sendable {
 /// per-entity counts.
 ///
 /// Values are not held as Swift values: each object keeps where its insert's value list is in the
-/// store's map and a chain of the attribute values its updates set since (newest first). They are
-/// decoded only when the implied state is digested, one object at a time, and freed at once. So the
-/// fold holds about 60 bytes an object in a few large arrays, where decoded values took 300–500
-/// bytes in millions of small allocations, each faulted in as fresh heap (`verify` ran at two
-/// thirds of its speed the first time in a process).
+/// store's map and a chain of the attribute values its updates set since, one entry per
+/// attribute (the newest). They are decoded only when the implied state is digested, one object at
+/// a time, and freed at once. So the fold holds about 60 bytes an object, plus 24 per attribute an
+/// update set, in a few large arrays, where decoded values took 300–500 bytes in millions of small
+/// allocations, each faulted in as fresh heap (`verify` ran at two thirds of its speed the first
+/// time in a process).
 struct LogFold {
     let schema: Schema
     private var slots: SlotTable
@@ -55,7 +54,8 @@ struct LogFold {
     private var alive: [Bool] = []
     /// Where each object's insert stored its value list, and how many values it has.
     private var inserted: [ValueListPlace] = []
-    /// Each object's newest entry in ``patches`` since its insert; -1 for none.
+    /// The first of each object's entries in ``patches`` since its insert, one per attribute set;
+    /// -1 for none.
     private var patchHeads: [Int32] = []
     private var patches: [Patch] = []
     private var edges = Set<Edge>()
@@ -75,7 +75,8 @@ struct LogFold {
         var count: Int32
     }
 
-    /// An attribute value set by an update: where it is, and the object's previous patch.
+    /// The newest value an update set for one attribute of an object: where it is, and the
+    /// object's next patch (another attribute).
     private struct Patch {
         var address: UInt
         var length: Int
@@ -92,15 +93,21 @@ struct LogFold {
 
     /// Objects held at most; an insert past it stops the fold (``exceededLimit``).
     let objectLimit: Int
-    /// Attribute values set by updates held at most (patch links are 32-bit): past it the fold
-    /// stops as for ``objectLimit``.
-    static let patchLimit = Int(Int32.max)
+    /// Patches held at most: ``patchesPerObject`` × ``objectLimit`` (and below 2³¹, patch links
+    /// being 32-bit). Past it the fold stops as for ``objectLimit``, so the fold's memory is bounded
+    /// by the object limit: about 60 + 4 × 24 bytes an object.
+    let patchLimit: Int
+    /// Distinct attributes set by updates an object may hold on average (a patch is kept per
+    /// attribute, not per update; a deleted object's stay until the fold ends).
+    static let patchesPerObject = 4
     /// Whether ``apply(_:)`` stopped because of ``objectLimit`` or ``patchLimit``.
     private(set) var exceededLimit = false
 
     init(schema: Schema, capacity: Int, objectLimit: Int) {
         self.schema = schema
         self.objectLimit = objectLimit
+        let (product, overflow) = objectLimit.multipliedReportingOverflow(by: Self.patchesPerObject)
+        patchLimit = overflow ? Int(Int32.max) : min(product, Int(Int32.max))
         slots = SlotTable(capacity: capacity)
         ids.reserveCapacity(capacity)
         versions.reserveCapacity(capacity)
@@ -111,8 +118,8 @@ struct LogFold {
         patches.reserveCapacity(capacity)
     }
 
-    /// Applies one op; false when a change cannot apply (the rebuild reports why) or an insert
-    /// would hold more than ``objectLimit`` objects (``exceededLimit``).
+    /// Applies one op; false when a change cannot apply (the rebuild reports why) or the fold would
+    /// hold more than ``objectLimit`` objects or ``patchLimit`` patches (``exceededLimit``).
     mutating func apply(_ op: FoldOp) -> Bool {
         switch op.kind {
         case .insert:
@@ -144,7 +151,17 @@ struct LogFold {
         case .set:
             let s = updatedSlot >= 0 && ids[updatedSlot] == op.id ? updatedSlot : slots.find(op.id, in: ids)
             guard let s, alive[s], op.count >= 0, op.count < Int(inserted[s].count) else { return false }
-            guard patches.count < Self.patchLimit else {
+            // A patch per attribute: a value set again replaces the one held.
+            var p = patchHeads[s]
+            while p >= 0 {
+                if patches[Int(p)].attribute == Int32(op.count) {
+                    patches[Int(p)].address = op.address
+                    patches[Int(p)].length = op.length
+                    return true
+                }
+                p = patches[Int(p)].next
+            }
+            guard patches.count < patchLimit else {
                 exceededLimit = true
                 return false
             }
@@ -184,7 +201,8 @@ struct LogFold {
     /// at most `parts` ranges (one more per 10,000 objects) digested by Dispatch's worker threads
     /// (digests of parts add up to the digest of the whole).
     ///
-    /// Reads the map: call it under the map lock, with the snapshot the places were read from open.
+    /// Reads the map: the map lock must still be held (see ``InMemoryVerification/foldLog``), and a
+    /// snapshot as old as the one the places were read from still open.
     func takeDigests(parts: Int) -> InMemoryVerification.StateDigests? {
         let n = ids.count, parts = max(1, min(parts, n / 10_000 + 1))
         let results = Locked<[InMemoryVerification.StateDigests?]>(Array(repeating: nil, count: parts))
@@ -215,16 +233,17 @@ struct LogFold {
     }
 
     /// The values of the live object in slot `s`: its insert's, with each attribute its updates
-    /// set taking the newest value set. Nil when a value does not decode (the entry passed the
-    /// same checks when it was read, so only if the map changed underneath).
+    /// set taking the newest value set (its patch). Nil when a value does not decode (the entry
+    /// passed the same checks when it was read, so only if the map changed underneath).
     private func currentValues(_ s: Int) -> [Value]? {
         let place = inserted[s]
         var r = ByteReader(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: place.address), count: place.length))
         guard var values = try? LogEntryCodec.decodeValueList(&r), values.count == Int(place.count) else { return nil }
         var p = patchHeads[s]
         guard p >= 0 else { return values }
-        // Newest first: an attribute takes the first value met. Attribute positions are below
-        // SchemaLimits.maxAttributesPerEntity; the first 64 are marked in a word.
+        // One patch per attribute (``apply(_:)`` replaces a value set again); each attribute still
+        // takes only the first patch met, so that holds even if that ever changed. Attribute
+        // positions are below SchemaLimits.maxAttributesPerEntity; the first 64 are marked in a word.
         var seenLow: UInt64 = 0
         var seenHigh = Set<Int32>()
         while p >= 0 {

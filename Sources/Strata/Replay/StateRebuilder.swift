@@ -79,9 +79,9 @@ enum StateRebuilder {
     /// Reads the log entries after `horizon` up to `head` of `view` in order, checking that ids
     /// are contiguous and that every entry decodes (checksum), and hands them to `deliver` in
     /// batches of at least `batchChanges` changes (the last one smaller). Stops at the first log
-    /// problem, reported through `problem`, or when `deliver` returns false (the entries of a
-    /// batch not accepted do not count as read). Replay, compaction's catch-up and verify's
-    /// rebuild read the log through it; the in-memory check reads it with ``scanLog``.
+    /// problem, reported through `problem`, or when `deliver` returns false (then the entry whose
+    /// batch was refused does not count as read, the batch's earlier ones do). Replay, compaction's catch-up and verify's
+    /// rebuild read the log through it; the in-memory check reads it with ``scanLog(_:after:upTo:problem:entry:)``.
     static func readLog(_ view: ReadView, after horizon: UInt64, upTo head: UInt64, batchChanges: Int, problem: (String) -> Void,
                         deliver: ([LogEntry]) throws -> Bool) throws -> LogRead {
         precondition(batchChanges > 0, "batchChanges must be positive")

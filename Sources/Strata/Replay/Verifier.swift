@@ -1,5 +1,6 @@
 import CLMDB
 import Foundation
+import Synchronization
 
 /// The result of ``Store/verify(rebuild:progress:)``.
 public struct VerifyReport: Sendable, Equatable {
@@ -55,7 +56,8 @@ extension Store {
     /// Checks that the stored state is exactly what the log implies: every log entry's checksum,
     /// transaction ids contiguous from 1 (or from the compaction horizon) to the head, and the
     /// records, relationship edges, index entries, unique keys and per-entity counts derived
-    /// from the log against the stored ones. Reads one snapshot; saves go on meanwhile.
+    /// from the log against the stored ones. Reads one snapshot; saves go on meanwhile, except
+    /// that a save which must grow the map waits until the check's reads are done.
     ///
     /// A store never compacted, with at most ``StoreConfiguration/verifyInMemoryObjectLimit``
     /// objects, is first checked in memory (``VerifyReport/Method/inMemory``: the log folded
@@ -72,7 +74,10 @@ extension Store {
     /// - Parameters:
     ///   - rebuild: Skip the in-memory check and always rebuild on disk (to cross-check it, or
     ///     to bound memory on a store close to the limit).
-    ///   - progress: Called with the phase and how far it got, on the calling thread.
+    ///   - progress: Called with the phase and how far it got, on the calling thread. It must not
+    ///     use this store or wait for its saves: verify may hold the store's map lock meanwhile
+    ///     (on another thread), and a save that grows the map, or a read after another process
+    ///     grew it, waits for that lock.
     /// - Complexity: O(changes in the log + entries in the state).
     public func verify(rebuild: Bool = false, progress: (@Sendable (VerifyProgress) -> Void)? = nil) throws -> VerifyReport {
         try checkUsable()
@@ -92,15 +97,15 @@ extension Store {
         let head = snapshot.transactionID
         let capacity = try snapshot.read { try $0.txn.entryCount($0.env[.objects]) }
         // With a second snapshot of the same transaction (and generation: a compaction keeps the
-        // head), another thread reads and decodes the log for this one to fold, then digests the
-        // stored state meanwhile. The fold keeps places in the map, read through the second
-        // snapshot and digested after it may be closed: they stay valid because this snapshot
-        // sees the same pages (LMDB frees none of them while it is open) and the fold runs inside
-        // its read, holding the map lock shared so the map is not moved. Both threads hold that
-        // lock shared while the reading one may wait for the folding one (the channel is full);
-        // the lock lets a reader in while another holds it even when a writer waits (glibc's
-        // default, reader-preferring rwlock), so neither waits for the other through it. A map
-        // growth by the writer waits for the whole verify, as it waited for the rebuild's read.
+        // head), another thread reads and checks the log for this one to fold, then digests the
+        // stored state meanwhile. The ops it hands over point into the map (the values inserts and
+        // updates set), and this thread reads them until its digests are done. So the reading
+        // thread stays inside its read — holding the map lock shared, so the map is never moved —
+        // from the first op it makes until this thread releases it (or cancels), whatever happens
+        // in between. Their pages stay too: LMDB reuses no page freed after the oldest open
+        // reader, and this snapshot, opened first, stays open throughout. While the channel is
+        // full the reading thread waits for this one, which holds no lock as it folds, so it always
+        // drains the channel; a map growth by the writer waits for the whole verify.
         let channel = LogEntryChannel()
         let stored = Locked<Result<InMemoryVerification.StateDigests?, Error>?>(nil)
         let done = DispatchGroup()
@@ -109,15 +114,19 @@ extension Store {
             if second.transactionID == head && second.env === snapshot.env {
                 parallel = true
                 DispatchQueue.global().async(group: done) {
-                    let log = Result { try second.read { try InMemoryVerification.readLog($0, head: head, deliver: channel.put) } }
-                    channel.finish(log)
-                    // Only a complete, sound log is worth comparing with.
-                    let result: Result<InMemoryVerification.StateDigests?, Error>
-                    if case .success(true) = log, !channel.wasCancelled {
-                        result = Result { try second.read { try InMemoryVerification.digestStoredState($0) } }
-                    } else {
-                        result = .success(nil)
+                    let result = Result { () throws -> InMemoryVerification.StateDigests? in
+                        try second.read { view in
+                            defer { channel.waitUntilReleased() }
+                            let log = Result { try InMemoryVerification.readLog(view, head: head, deliver: channel.put) }
+                            channel.finish(log)
+                            // Only a complete, sound log is worth comparing with.
+                            guard case .success(true) = log, !channel.wasCancelled else { return nil }
+                            return try InMemoryVerification.digestStoredState(view)
+                        }
                     }
+                    // A read that failed before reading the log still ends the channel (a no-op
+                    // when the log's end was given), or the fold would wait for it forever.
+                    if case .failure(let error) = result { channel.finish(.failure(error)) }
                     second.close()
                     stored.withLock { $0 = result }
                 }
@@ -129,13 +138,18 @@ extension Store {
             channel.cancel()
             done.wait()
         }
-        let folded = try snapshot.read { view in
-            try InMemoryVerification.foldLog(
-                schema: schema, head: head, objectLimit: limit, capacity: capacity,
-                progress: { progress?(VerifyProgress(phase: .replaying, done: $0, total: Int(head.rawValue))) }
-            ) { deliver in
-                if parallel { return try channel.drain(into: deliver) }
-                return try InMemoryVerification.readLog(view, head: head, deliver: deliver)
+        if let hook = VerifyTestHooks.beforeFold.withLock({ $0[path] }) { hook() }
+        let reportProgress = { (n: Int) -> Void in progress?(VerifyProgress(phase: .replaying, done: n, total: Int(head.rawValue))) }
+        let folded: InMemoryVerification.FoldResult
+        if parallel {
+            folded = try InMemoryVerification.foldLog(schema: schema, head: head, objectLimit: limit, capacity: capacity,
+                                                      progress: reportProgress) { try channel.drain(into: $0) }
+            channel.release()
+        } else {
+            // One thread: the fold and its digests inside the read that makes the ops.
+            folded = try snapshot.read { view in
+                try InMemoryVerification.foldLog(schema: schema, head: head, objectLimit: limit, capacity: capacity,
+                                                 progress: reportProgress) { try InMemoryVerification.readLog(view, head: head, deliver: $0) }
             }
         }
         guard case .folded(let expected, let transactions, let changes) = folded else { return nil }
@@ -277,4 +291,12 @@ private struct ProblemList {
         count += 1
         if items.count < limit { items.append(p) }
     }
+}
+
+/// Test hooks of ``Store/verify(rebuild:progress:)``, keyed by store path (tests run side by side
+/// in one process). Not API.
+enum VerifyTestHooks {
+    /// Run on the calling thread before the in-memory check folds the log, after its reading
+    /// thread started: a test makes the map move there, which must wait for the fold.
+    static let beforeFold = Mutex<[String: @Sendable () -> Void]>([:])
 }

@@ -63,9 +63,11 @@ public struct StoreConfiguration: Sendable {
     /// Events buffered per change-stream subscriber before it is told it fell behind.
     public var changeStreamBufferSize = 1024
     /// Objects ``Store/verify(rebuild:progress:)`` may hold in memory to check the store without
-    /// writing a second one (about 60 bytes each, plus 24 per attribute value an update set: about
-    /// 60 MB of heap for 500,000 tracks updated once, so the default bounds it near 200 MB with
-    /// one update per object). A store whose log inserted more objects, or a compacted store, is
+    /// writing a second one: about 60 bytes each, plus 24 for each distinct attribute its updates
+    /// set (about 60 MB of heap for 500,000 tracks updated once). The fold also holds at most 4 such
+    /// attributes per object on average (`4 ×` this limit), so with the default its objects and
+    /// attributes stay under about 330 MB (relationship edges, both directions, come on top). A
+    /// store whose log inserted more objects or set more attributes, or a compacted store, is
     /// verified by rebuilding its state in a scratch environment on disk instead (about 8× slower,
     /// bounded memory). 0 always rebuilds on disk.
     public var verifyInMemoryObjectLimit = 2_000_000
