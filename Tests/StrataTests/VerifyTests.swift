@@ -226,9 +226,8 @@ import Testing
         }
     }
 
-    /// Attribute positions from 64 on (the fold marks the first 64 of an object in a word, the
-    /// rest in a set), each set several times, in separate saves and twice in one, one of them
-    /// indexed.
+    /// Attribute positions from 64 on (past what one machine word of flags would cover), each set
+    /// several times, in separate saves and twice in one, one of them indexed.
     @Test func updatesOfAttributesPast64VerifyInMemory() async throws {
         let attributes = (0..<70).map { #"{"name":"a\#($0)","type":"int","optional":true}"# }.joined(separator: ",")
         let json = #"{"model":"wide","version":1,"entities":[{"name":"Wide","attributes":[\#(attributes)],"indexes":[["a66"]]}]}"#
@@ -298,14 +297,19 @@ import Testing
         }
     }
 
+    /// A map that starts small (256 KiB), so saves of a few thousand tracks grow it.
+    static var smallGrowingMap: StoreConfiguration {
+        var config = StoreConfiguration()
+        config.initialMapSizeBytes = 256 << 10
+        config.maxMapSizeBytes = 1 << 30
+        return config
+    }
+
     /// Saves that grow the map while verify runs. The fold reads values through places in the
     /// map, so verify holds the map lock from the first place it makes until its fold is done:
     /// a growth waits for that, and every verify still finds the store consistent in memory.
     @Test func mapGrowthsWhileVerifyRunsWaitForIt() async throws {
-        var config = StoreConfiguration()
-        config.initialMapSizeBytes = 256 << 10
-        config.maxMapSizeBytes = 1 << 30
-        try await withLibraryStore(config) { store in
+        try await withLibraryStore(Self.smallGrowingMap) { store in
             _ = try await store.save { c in for i in 0..<3_000 { c.insert(makeTrack(title: "t\(i)", duration: i % 600 + 1)) } }
             let growthsBefore = store.statistics.mapGrowths
             let saving = Task {
@@ -329,10 +333,7 @@ import Testing
     /// must wait for the fold (the reading thread holds the map lock until the fold releases it);
     /// had the map moved, the fold would read unmapped memory.
     @Test func aMapGrowthJustBeforeTheFoldWaitsForIt() async throws {
-        var config = StoreConfiguration()
-        config.initialMapSizeBytes = 256 << 10
-        config.maxMapSizeBytes = 1 << 30
-        try await withLibraryStore(config) { store in
+        try await withLibraryStore(Self.smallGrowingMap) { store in
             _ = try await store.save { c in for i in 0..<2_000 { c.insert(makeTrack(title: "t\(i)", duration: i % 600 + 1)) } }
             let growthsBefore = store.statistics.mapGrowths
             let saved = DispatchSemaphore(value: 0)

@@ -127,16 +127,7 @@ enum LogEntryCodec {
     }
 
     static func decode(_ bytes: UnsafeRawBufferPointer, transactionID tx: TransactionID) throws -> LogEntry {
-        guard bytes.count >= 4 + 2 + 4 + 8 + 1 + 1 + 1 else { throw StrataError.corruptLogEntry(transaction: tx, reason: "entry of \(bytes.count) bytes is too short") }
-        let body = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
-        var tail = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[bytes.count - 4..<bytes.count]))
-        let stored = try tail.u32()
-        guard checksum(tx, body) == stored else { throw StrataError.corruptLogEntry(transaction: tx, reason: "checksum mismatch") }
-        var r = ByteReader(body)
-        do {
-            let f = try r.u8()
-            guard f == format else { throw StrataError.corruptLogEntry(transaction: tx, reason: "entry format \(f) is newer than this Strata reads (\(format))") }
-            _ = try r.u8()
+        try read(bytes, tx) { r in
             let version = Int(try r.u32())
             let time = Int64(bitPattern: try r.u64())
             let author = try r.string()
@@ -149,8 +140,29 @@ enum LogEntryCodec {
             var changes: [LoggedChange] = []
             changes.reserveCapacity(Int(n))
             for _ in 0..<n { changes.append(try decodeChange(&r)) }
-            guard r.isAtEnd else { throw DecodingError(offset: r.offset, reason: "\(r.remaining) trailing bytes") }
             return LogEntry(transactionID: tx, schemaVersion: version, timestampMs: time, author: author, metadata: metadata, changes: changes)
+        }
+    }
+
+    /// What every reading of an entry (``decode(_:transactionID:)``, ``scan(_:transactionID:visit:)``)
+    /// starts and ends with: the length and the checksum, the format byte and the flags byte, then
+    /// `body` on the rest, which must read it to the end. A `DecodingError` becomes
+    /// ``StrataError/corruptLogEntry(transaction:reason:)`` of `tx`.
+    @inline(__always)
+    private static func read<R>(_ bytes: UnsafeRawBufferPointer, _ tx: TransactionID, _ body: (inout ByteReader) throws -> R) throws -> R {
+        guard bytes.count >= 4 + 2 + 4 + 8 + 1 + 1 + 1 else { throw StrataError.corruptLogEntry(transaction: tx, reason: "entry of \(bytes.count) bytes is too short") }
+        let content = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
+        var tail = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[bytes.count - 4..<bytes.count]))
+        let stored = try tail.u32()
+        guard checksum(tx, content) == stored else { throw StrataError.corruptLogEntry(transaction: tx, reason: "checksum mismatch") }
+        var r = ByteReader(content)
+        do {
+            let f = try r.u8()
+            guard f == format else { throw StrataError.corruptLogEntry(transaction: tx, reason: "entry format \(f) is newer than this Strata reads (\(format))") }
+            _ = try r.u8()
+            let result = try body(&r)
+            guard r.isAtEnd else { throw DecodingError(offset: r.offset, reason: "\(r.remaining) trailing bytes") }
+            return result
         } catch let e as DecodingError {
             throw StrataError.corruptLogEntry(transaction: tx, reason: e.description)
         }
@@ -228,16 +240,7 @@ enum LogEntryCodec {
     /// `verify` reads the log this way (``InMemoryVerification/readLog(_:head:deliver:)``); a test
     /// and the `log-entry` fuzz target hold it to agree with `decode`.
     static func scan(_ bytes: UnsafeRawBufferPointer, transactionID tx: TransactionID, visit: (ScannedChange) -> Void) throws -> Int {
-        guard bytes.count >= 4 + 2 + 4 + 8 + 1 + 1 + 1 else { throw StrataError.corruptLogEntry(transaction: tx, reason: "entry of \(bytes.count) bytes is too short") }
-        let body = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
-        var tail = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[bytes.count - 4..<bytes.count]))
-        let stored = try tail.u32()
-        guard checksum(tx, body) == stored else { throw StrataError.corruptLogEntry(transaction: tx, reason: "checksum mismatch") }
-        var r = ByteReader(body)
-        do {
-            let f = try r.u8()
-            guard f == format else { throw StrataError.corruptLogEntry(transaction: tx, reason: "entry format \(f) is newer than this Strata reads (\(format))") }
-            _ = try r.u8()
+        try read(bytes, tx) { r in
             _ = try r.u32()
             _ = try r.u64()
             try r.checkString()
@@ -250,10 +253,7 @@ enum LogEntryCodec {
             let n = try r.varint()
             guard n <= UInt64(r.remaining) else { throw DecodingError(offset: r.offset, reason: "change count \(n)") }
             for _ in 0..<n { try scanChange(&r, visit) }
-            guard r.isAtEnd else { throw DecodingError(offset: r.offset, reason: "\(r.remaining) trailing bytes") }
             return Int(n)
-        } catch let e as DecodingError {
-            throw StrataError.corruptLogEntry(transaction: tx, reason: e.description)
         }
     }
 

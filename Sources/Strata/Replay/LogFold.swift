@@ -239,26 +239,15 @@ struct LogFold {
         let place = inserted[s]
         var r = ByteReader(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: place.address), count: place.length))
         guard var values = try? LogEntryCodec.decodeValueList(&r), values.count == Int(place.count) else { return nil }
+        // One patch per attribute (``apply(_:)`` replaces a value set again), so their order
+        // does not matter.
         var p = patchHeads[s]
-        guard p >= 0 else { return values }
-        // One patch per attribute (``apply(_:)`` replaces a value set again); each attribute still
-        // takes only the first patch met, so that holds even if that ever changed. Attribute
-        // positions are below SchemaLimits.maxAttributesPerEntity; the first 64 are marked in a word.
-        var seenLow: UInt64 = 0
-        var seenHigh = Set<Int32>()
         while p >= 0 {
             let patch = patches[Int(p)]
             p = patch.next
-            let a = patch.attribute
-            if a < 64 {
-                guard seenLow & (1 << UInt64(a)) == 0 else { continue }
-                seenLow |= 1 << UInt64(a)
-            } else {
-                guard seenHigh.insert(a).inserted else { continue }
-            }
             var vr = ByteReader(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: patch.address), count: patch.length))
             guard let value = try? ValueCodec.decode(from: &vr) else { return nil }
-            values[Int(a)] = value
+            values[Int(patch.attribute)] = value
         }
         return values
     }
