@@ -172,6 +172,9 @@ struct OverlayApplier: StateStore {
     init(base: ReadView, parents: [Overlay], leaf: Overlay) {
         self.parents = MergedSource(base: base, overlays: parents)
         self.leaf = leaf
+        // An insert leaves three undo entries (its record, a unique key, the count): one
+        // allocation for them instead of growing the array twice.
+        undo.reserveCapacity(4)
     }
 
     var schema: Schema { parents.schema }

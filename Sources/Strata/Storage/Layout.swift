@@ -83,7 +83,11 @@ enum Layout {
     /// The unique key of `values`, or nil when a component is null (nulls never clash, as in SQL).
     /// - Throws: ``ValidationFailure`` when the key would exceed LMDB's key size.
     static func uniqueKey(_ index: IndexDescription, record values: [Value], entity: EntityDescription, id: ObjectID) throws -> [UInt8]? {
-        var k = u16(index.tag)
+        // One allocation for the usual key (tag and a few short values) instead of regrowing.
+        var k: [UInt8] = []
+        k.reserveCapacity(48)
+        k.append(UInt8(index.tag >> 8))
+        k.append(UInt8(index.tag & 0xff))
         for a in index.attributes {
             if values[a].isNull { return nil }
             SortableEncoding.encode(values[a], into: &k)

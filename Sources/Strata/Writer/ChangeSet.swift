@@ -71,6 +71,9 @@ public struct ChangeSet: Sendable {
 
     public init() {}
 
+    /// A change set holding `operations` (shares their storage: O(1)).
+    init(operations: [Operation]) { self.operations = operations }
+
     /// Whether nothing was asked for.
     public var isEmpty: Bool { operations.isEmpty }
     public var count: Int { operations.count }

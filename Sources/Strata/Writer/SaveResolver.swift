@@ -59,6 +59,7 @@ struct SaveResolver<S: StateStore> {
         bases = set.baseVersions
         policy = set.mergePolicy
         checkingRequired = checkRequired
+        changes.reserveCapacity(set.operations.count)
         for op in set.operations {
             switch op {
             case .insert(let id, let values): try insert(id, values)

@@ -22,6 +22,9 @@ struct BenchSizes: Sendable {
     /// W7: changes made in a child and committed; pending changes a child holds for the fetch.
     var childChanges = 10_000
     var childPending = 100_000
+    /// W7: direct-save / child-commit pairs per round (each side into its own fresh store); the
+    /// round's ratio is the child's total time over the direct saves' total.
+    var childPairs = 5
     /// W8: records inserted then updated once before `verify()`.
     var verifyRecords = 500_000
     /// W9: objects inserted then updated once before compaction.
@@ -38,13 +41,13 @@ struct BenchSizes: Sendable {
         importRecords: 100_000, smallTransactions: 1_000, groupCommitTransactions: 1_024,
         pointReadRecords: 100_000, pointReads: 200_000, snapshotOpens: 100_000,
         latencyPreload: 20_000, latencyReads: 20_000, latencyImportRecords: 100_000,
-        childChanges: 2_000, childPending: 10_000, verifyRecords: 20_000, compactionObjects: 20_000, migrationObjects: 20_000)
+        childChanges: 2_000, childPending: 10_000, childPairs: 1, verifyRecords: 20_000, compactionObjects: 20_000, migrationObjects: 20_000)
 
     var dictionary: [String: Int] {
         ["importRecords": importRecords, "batchSize": batchSize, "smallTransactions": smallTransactions,
          "groupCommitTransactions": groupCommitTransactions, "pointReadRecords": pointReadRecords, "pointReads": pointReads,
          "snapshotOpens": snapshotOpens, "latencyPreload": latencyPreload, "latencyReads": latencyReads,
-         "latencyImportRecords": latencyImportRecords, "childChanges": childChanges, "childPending": childPending,
+         "latencyImportRecords": latencyImportRecords, "childChanges": childChanges, "childPending": childPending, "childPairs": childPairs,
          "verifyRecords": verifyRecords, "compactionObjects": compactionObjects, "migrationObjects": migrationObjects]
     }
 }

@@ -8,30 +8,39 @@ import Strata
 ///
 /// The direct save and the child's commit each go into a fresh, empty store (until session 8 the
 /// child's went second, into the store the direct save had filled, where the same inserts cost
-/// more: B-tree leaves are split and copied instead of appended).
+/// more: B-tree leaves are split and copied instead of appended). Since session 11 a round runs
+/// `childPairs` such pairs and divides the totals (before, one pair per round).
 enum W7ChildContexts {
     static func run(_ ctx: WorkloadContext, _ report: inout Report) async {
         let keys = ["W7_child_commit_ratio", "W7_child_fetch_ratio"]
         await ctx.measureRounds("W7", keys: keys, &report) { engine in
             guard engine == .strata else { return [:] }
             let n = ctx.sizes.childChanges, pending = ctx.sizes.childPending
-            // (a) The inserts saved directly, in a store of their own.
-            let direct = try await ctx.withSubject("W7", .strata, variant: "direct") { subject -> Double in
-                guard let store = (subject as? StrataSubject)?.store else { throw BenchSetupError("W7 needs a Strata subject") }
-                return try await MonotonicClock.measure {
-                    var c = ChangeSet()
-                    for i in 0..<n { c.insert(TrackData.make(i).track) }
-                    _ = try await store.save(c)
-                }.seconds
+            // (a) `childPairs` pairs, alternating: the inserts saved directly, then the same
+            // inserts made in a child and committed, each into a fresh, empty store of its own.
+            // One pair is about 0.1 s, short enough for a scheduling hiccup on a shared machine
+            // to move a single ratio by ±30 %; the round sums several.
+            var direct = 0.0, viaChild = 0.0
+            for _ in 0..<ctx.sizes.childPairs {
+                direct += try await ctx.withSubject("W7", .strata, variant: "direct") { subject -> Double in
+                    guard let store = (subject as? StrataSubject)?.store else { throw BenchSetupError("W7 needs a Strata subject") }
+                    return try await MonotonicClock.measure {
+                        var c = ChangeSet()
+                        for i in 0..<n { c.insert(TrackData.make(i).track) }
+                        _ = try await store.save(c)
+                    }.seconds
+                }
+                viaChild += try await ctx.withSubject("W7", .strata, variant: "child") { subject -> Double in
+                    guard let store = (subject as? StrataSubject)?.store else { throw BenchSetupError("W7 needs a Strata subject") }
+                    return try await MonotonicClock.measure {
+                        let child = try store.mainContext.newChild(label: "bench-child")
+                        for i in 0..<n { try child.insert(TrackData.make(i).track) }
+                        try await child.commit()
+                    }.seconds
+                }
             }
-            return try await ctx.withSubject("W7", .strata, variant: "child") { subject in
+            return try await ctx.withSubject("W7", .strata, variant: "fetch") { subject in
                 guard let store = (subject as? StrataSubject)?.store else { throw BenchSetupError("W7 needs a Strata subject") }
-                // (a) The same inserts through a child, into an empty store as well.
-                let viaChild = try await MonotonicClock.measure {
-                    let child = try store.mainContext.newChild(label: "bench-child")
-                    for i in 0..<n { try child.insert(TrackData.make(i).track) }
-                    try await child.commit()
-                }.seconds
                 // (b) The same fetch with no pending change, then with `pending` pending updates.
                 _ = try await ctx.load(subject, 2 * n..<2 * n + pending)   // ids after the child's
                 let query = FetchRequest<Track>(where: Track.durationSeconds > 450, sortedBy: [Track.title.ascending], limit: 100)
