@@ -357,7 +357,7 @@ import Testing
             let report = try store.verify()
             saved.wait()
             #expect(report.ok && report.method == .inMemory, "\(report.problems)")
-            _ = try #require(try outcome.withLock { $0 }).get()
+            _ = try #require(outcome.withLock { $0 }).get()
             #expect(store.statistics.mapGrowths > growthsBefore)
         }
     }
