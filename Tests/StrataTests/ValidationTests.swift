@@ -152,3 +152,117 @@ import Testing
         }
     }
 }
+
+/// Required to-one relationships (`"optional": false`): checked at the end of every save, and at
+/// the root commit of a child context (not while the child is edited). Entities without one are
+/// not looked up for it.
+@Suite struct RequiredRelationshipTests {
+    static let schemaText = #"""
+    {"model":"pets","version":1,"entities":[
+      {"name":"Owner","attributes":[{"name":"name","type":"string"}],
+       "relationships":[{"name":"pets","destination":"Pet","toMany":true,"inverse":"owner","deleteRule":"nullify"}]},
+      {"name":"Pet","attributes":[{"name":"name","type":"string"}],
+       "relationships":[{"name":"owner","destination":"Owner","inverse":"pets","optional":false}]}
+    ]}
+    """#
+
+    struct Fixture {
+        let store: Store
+        let owner: EntityDescription, pet: EntityDescription
+        let petOwner: RelationshipDescription
+        func record(_ e: EntityDescription, _ name: String) -> Record {
+            var r = Record(entity: e)
+            r["name"] = .string(name)
+            return r
+        }
+    }
+
+    func withFixture(_ body: (Fixture) async throws -> Void) async throws {
+        let schema = try Schema.parse(Array(Self.schemaText.utf8), source: "v1.json", expectedVersion: 1)
+        let store = try Store.temporary(schema: schema)
+        defer { store.close() }
+        let owner = try #require(schema.entity(named: "Owner")), pet = try #require(schema.entity(named: "Pet"))
+        #expect(pet.hasRequiredToOne && !owner.hasRequiredToOne)
+        try await body(Fixture(store: store, owner: owner, pet: pet, petOwner: try #require(pet.relationship(named: "owner"))))
+    }
+
+    func expectRefused(_ store: Store, _ changes: ChangeSet, object: ObjectID, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let before = try store.lastTransactionID
+        do {
+            _ = try await store.save(changes)
+            Issue.record("save was accepted", sourceLocation: sourceLocation)
+        } catch StrataError.validation(let f) {
+            #expect(f.kind == .requiredRelationship && f.field == "owner" && f.objectID == object && f.entity == "Pet", "\(f)",
+                    sourceLocation: sourceLocation)
+        }
+        #expect(try store.lastTransactionID == before, sourceLocation: sourceLocation)
+    }
+
+    @Test func anInsertWithoutItIsRefusedAndOneWithItAccepted() async throws {
+        try await withFixture { f in
+            let rex = f.record(f.pet, "Rex")
+            var alone = ChangeSet()
+            alone.insert(rex)
+            try await expectRefused(f.store, alone, object: rex.id)
+            #expect(try f.store.mainContext.count(Query(entity: "Pet")) == 0)
+
+            let ann = f.record(f.owner, "Ann")
+            _ = try await f.store.save { c in
+                c.insert(ann)
+                c.insert(rex)
+                c.link(f.petOwner, from: rex.id, to: ann.id)
+            }
+            #expect(try f.store.mainContext.relatedIDs(f.petOwner, of: rex.id) == [ann.id])
+            // An owner alone needs nothing.
+            _ = try await f.store.save { $0.insert(f.record(f.owner, "Bo")) }
+        }
+    }
+
+    @Test func unlinkingOrNullifyingItIsRefused() async throws {
+        try await withFixture { f in
+            let ann = f.record(f.owner, "Ann"), bo = f.record(f.owner, "Bo"), rex = f.record(f.pet, "Rex")
+            _ = try await f.store.save { c in
+                c.insert(ann); c.insert(bo); c.insert(rex)
+                c.link(f.petOwner, from: rex.id, to: ann.id)
+            }
+            var unlink = ChangeSet()
+            unlink.unlink(f.petOwner, from: rex.id, to: nil)
+            try await expectRefused(f.store, unlink, object: rex.id)
+            // Deleting the owner nullifies the pet's owner: refused while the pet stays.
+            var deleteOwner = ChangeSet()
+            deleteOwner.delete(ann.id)
+            try await expectRefused(f.store, deleteOwner, object: rex.id)
+            // Moving the pet to another owner replaces the to-one: accepted, and then Ann can go.
+            _ = try await f.store.save { $0.link(f.petOwner, from: rex.id, to: bo.id) }
+            _ = try await f.store.save { $0.delete(ann.id) }
+            // Deleting the pet with its owner in one save is accepted.
+            _ = try await f.store.save { c in c.delete(bo.id); c.delete(rex.id) }
+            #expect(try f.store.mainContext.count(Query(entity: "Pet")) == 0)
+        }
+    }
+
+    @Test func aChildChecksItAtTheRootCommit() async throws {
+        try await withFixture { f in
+            let ann = f.record(f.owner, "Ann"), rex = f.record(f.pet, "Rex")
+            _ = try await f.store.save { $0.insert(ann) }
+            let child = try f.store.mainContext.newChild(label: "editor")
+            let grandchild = child.newChild(label: "nested")
+            // Allowed while editing, at every level: the link may come later.
+            try grandchild.insert(rex)
+            try await grandchild.commit()
+            #expect(try child.record(rex.id) != nil)
+            let before = try f.store.lastTransactionID
+            do {
+                try await child.commit()
+                Issue.record("commit was accepted")
+            } catch StrataError.validation(let failure) {
+                #expect(failure.kind == .requiredRelationship && failure.objectID == rex.id && failure.field == "owner", "\(failure)")
+            }
+            #expect(try f.store.lastTransactionID == before)
+            #expect(child.hasChanges)
+            try child.change { $0.link(f.petOwner, from: rex.id, to: ann.id) }
+            try await child.commit()
+            #expect(try f.store.mainContext.relatedIDs(f.petOwner, of: rex.id) == [ann.id])
+        }
+    }
+}

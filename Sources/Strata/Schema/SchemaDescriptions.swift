@@ -67,6 +67,8 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
     public let indexes: [IndexDescription]
     let attributeIndex: [String: Int]
     let relationshipIndex: [String: Int]
+    /// Whether some to-one relationship of this entity is required (checked at the end of a save).
+    let hasRequiredToOne: Bool
 
     init(name: String, tag: UInt16, attributes: [AttributeDescription], relationships: [RelationshipDescription],
          uniques: [IndexDescription], indexes: [IndexDescription]) {
@@ -78,6 +80,7 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
         self.indexes = indexes
         attributeIndex = Dictionary(uniqueKeysWithValues: attributes.map { ($0.name, $0.index) })
         relationshipIndex = Dictionary(uniqueKeysWithValues: relationships.map { ($0.name, $0.index) })
+        hasRequiredToOne = relationships.contains { !$0.isToMany && !$0.isOptional }
     }
 
     /// The attribute named `name`, if any.

@@ -168,7 +168,7 @@ struct SaveResolver<S: StateStore> {
         // The id and unique keys are checked by the state as it applies the insert (the same
         // B-tree search that stores them): a clash throws before anything is committed.
         try emit(.insert(id: id, values: values))
-        if checkingRequired { toOneChecks.insert(id) }
+        if checkingRequired, e.hasRequiredToOne { toOneChecks.insert(id) }
     }
 
     private mutating func upsert(_ id: ObjectID, _ input: [Value], _ constraint: Int) throws {
@@ -337,8 +337,8 @@ struct SaveResolver<S: StateStore> {
 
     private func checkRequiredRelationships() throws {
         for id in toOneChecks.sorted() {
-            guard try applier.exists(id) else { continue }
-            let e = try entity(id)
+            // Most entities have no required to-one: no lookup for their objects.
+            guard let e = schema.entity(tag: id.entityTag), e.hasRequiredToOne, try applier.exists(id) else { continue }
             for r in e.relationships where !r.isToMany && !r.isOptional {
                 if try applier.targets(r.tag, from: id).isEmpty {
                     throw fail(.requiredRelationship, e.name, id, r.name, "a \(r.destination) is required")
