@@ -19,7 +19,8 @@ extension ReadView {
             return
         }
         for id in try ids(for: path) {
-            guard let r = try record(id) else { continue }
+            // An id list may name objects of other entities (`id in [...]`): they never match.
+            guard id.entityTag == e.tag, let r = try record(id) else { continue }
             if try !visit(r) { return }
         }
     }

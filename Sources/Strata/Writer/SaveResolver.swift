@@ -81,9 +81,14 @@ struct SaveResolver<S: StateStore> {
                 }
                 guard try applier.exists(target) else { throw fail(.objectNotFound, try entity(target).name, target, nil, "cannot delete: no such object") }
                 try delete(target, &deleting)
-            case .link(let tag, let from, let to): try link(tag, try reference(from, tag, source: true), try reference(to, tag))
+            case .link(let tag, let from, let to):
+                let (a, b) = (try reference(from, tag, source: true), try reference(to, tag))
+                guard try followsPolicy(a, b) else { continue }
+                try link(tag, a, b)
             case .unlink(let tag, let from, let to):
-                try unlink(tag, try reference(from, tag, source: true), try to.map { try reference($0, tag) })
+                let (a, b) = (try reference(from, tag, source: true), try to.map { try reference($0, tag) })
+                guard try followsPolicy(a, b) else { continue }
+                try unlink(tag, a, b)
             }
         }
         if !conflicts.isEmpty { throw StrataError.conflict(conflicts) }
@@ -92,6 +97,24 @@ struct SaveResolver<S: StateStore> {
     }
 
     // MARK: Conflicts
+
+    /// For a relationship edit: the merge decision of each end the context based changes on
+    /// (an end it also updated or deleted). False when the edit is dropped with that object's
+    /// changes (a conflict under `.fail`, the store's version kept); an end the store deleted
+    /// and the policy keeps is inserted again first, with the context's values. Without this the
+    /// edit met the deleted object as a missing one (`objectNotFound`) before the policy ran.
+    private mutating func followsPolicy(_ ends: ObjectID?...) throws -> Bool {
+        for case let id? in ends where bases[id] != nil {
+            switch try decide(id, changing: []) {
+            case .skip: return false
+            case .reinsert(let values):
+                decisions[id] = .apply
+                try insert(id, values)
+            case .apply, .merge, .replace: break
+            }
+        }
+        return true
+    }
 
     private mutating func decide(_ id: ObjectID, changing attributes: [ChangeSet.AttributeValue]) throws -> Decision {
         guard let base = bases[id] else { return .apply }
