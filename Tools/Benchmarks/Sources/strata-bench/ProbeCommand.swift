@@ -63,7 +63,8 @@ struct ProbeCommand: AsyncParsableCommand {
                 let store = try Store.open(at: dir, schema: schema, configuration: config)
                 let perSaver = max(1, count / savers)
                 let per = recordsPerSave
-                let work = (0..<savers).map { s in (0..<perSaver).map { TrackData.make(s * perSaver + $0).track } }
+                // Adjacent ids for records saved at the same moment, as in W3 (see W3GroupCommit).
+                let work = (0..<savers).map { s in (0..<perSaver).map { TrackData.make($0 * savers + s).track } }
                 let seconds = try await MonotonicClock.measure {
                     try await withThrowingTaskGroup(of: Void.self) { group in
                         for tracks in work {
