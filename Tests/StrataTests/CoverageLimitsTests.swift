@@ -49,11 +49,7 @@ import Testing
         var config = StoreConfiguration()
         config.maxPendingSaves = 2
         try await withLibraryStore(config) { store in
-            let writer = try #require(store.writer)
-            let release = DispatchSemaphore(value: 0)
-            let busy = Locked(false)
-            let blocker = Task { try await writer.exclusive { busy.withLock { $0 = true }; release.wait() } }
-            while !busy.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
+            let held = try await holdWriter(store)
 
             let refused = Locked(0)
             let savers = (0..<6).map { i in
@@ -82,8 +78,7 @@ import Testing
             }
             #expect(answered, "saveAndWait blocked instead of being refused")
 
-            release.signal()
-            try await blocker.value
+            try await held.release()
             if !answered { threadDone.wait() }
             var committed: [TransactionID] = []
             for s in savers {

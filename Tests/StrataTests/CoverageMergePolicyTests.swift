@@ -124,6 +124,29 @@ import Testing
         }
     }
 
+    /// A change set that deletes an object and then edits it (with a base), after the store
+    /// deleted it: under `.contextWins` the object stays deleted and the later edits are dropped
+    /// with it. (Before session 11's review the delete's reinsert decision stayed, so the next
+    /// edit of the object inserted it again.)
+    @Test func editsAfterTheSetsOwnDeleteNeverReinsert() async throws {
+        try await withLibraryStore { store in
+            let f = try await setUp(store)
+            let p2 = Playlist(name: "P2", createdAt: Date(timeIntervalSince1970: 0))
+            _ = try await store.save { $0.insert(p2) }
+            let base = try #require(try store.mainContext.record(f.track.id))
+            let deleted = try await store.save { $0.delete(f.track.id) }
+            var c = ChangeSet()
+            c.delete(f.track.id)
+            c.add(f.track.id, to: Playlist.tracks, of: p2.id)
+            c.set(Track.title, of: f.track.id, to: "again")
+            c.baseVersions = [f.track.id: BaseVersion(version: base.version, values: base.values)]
+            c.mergePolicy = .contextWins
+            #expect(try await store.save(c) == deleted)
+            #expect(try store.mainContext.object(Track.self, id: f.track.id) == nil)
+            #expect(try store.mainContext.related(p2.id, Playlist.tracks).isEmpty)
+        }
+    }
+
     // MARK: The child deletes an object the store changed
 
     @Test(arguments: ["fail", "storeWins", "keepStore", "contextWins", "keepContext"])

@@ -18,11 +18,7 @@ import Testing
     /// Holds the writer, starts the saves, waits until one is refused (so `maxPendingSaves` are
     /// queued), releases the writer and returns every save's outcome, in the order given.
     func queueWhileHeld(_ store: Store, _ saves: [ChangeSet]) async throws -> [Result<TransactionID, Error>] {
-        let writer = try #require(store.writer)
-        let release = DispatchSemaphore(value: 0)
-        let busy = Locked(false)
-        let blocker = Task { try await writer.exclusive { busy.withLock { $0 = true }; release.wait() } }
-        while !busy.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
+        let held = try await holdWriter(store)
         let refused = Locked(0)
         let tasks = saves.map { changes in
             Task { () -> Result<TransactionID, Error> in
@@ -36,8 +32,7 @@ import Testing
         while refused.withLock({ $0 }) < 1 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
         #expect(refused.withLock { $0 } == 1)
         #expect(store.statistics.lmdbCommits == 0, "a commit ran while the writer was held")
-        release.signal()
-        try await blocker.value
+        try await held.release()
         var out: [Result<TransactionID, Error>] = []
         for t in tasks { out.append(await t.value) }
         return out

@@ -167,7 +167,7 @@ enum InMemoryVerification {
             return true
         }
         if let stopped { return stopped }
-        guard complete, let digests = fold.takeDigests(parts: digestParts) else { return .differs }
+        guard complete, let digests = fold.impliedDigests(parts: digestParts) else { return .differs }
         progress?(Int(head.rawValue))
         return .folded(digests, transactions: Int(head.rawValue), changes: changes)
     }

@@ -203,7 +203,7 @@ struct LogFold {
     ///
     /// Reads the map: the map lock must still be held (see ``InMemoryVerification/foldLog``), and a
     /// snapshot as old as the one the places were read from still open.
-    func takeDigests(parts: Int) -> InMemoryVerification.StateDigests? {
+    func impliedDigests(parts: Int) -> InMemoryVerification.StateDigests? {
         let n = ids.count, parts = max(1, min(parts, n / 10_000 + 1))
         let results = Locked<[InMemoryVerification.StateDigests?]>(Array(repeating: nil, count: parts))
         DispatchQueue.concurrentPerform(iterations: parts) { part in

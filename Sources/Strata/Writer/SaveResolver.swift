@@ -76,7 +76,12 @@ struct SaveResolver<S: StateStore> {
                 var deleting: Set<ObjectID> = []
                 let target = resolved(id)
                 switch try decide(target, changing: []) {
-                case .skip, .reinsert: continue
+                case .skip: continue
+                case .reinsert:
+                    // Deleted by the store and by this change set: it stays deleted, and what the
+                    // set does with it afterwards is dropped with it (never a reinsertion).
+                    decisions[target] = .skip
+                    continue
                 default: break
                 }
                 guard try applier.exists(target) else { throw fail(.objectNotFound, try entity(target).name, target, nil, "cannot delete: no such object") }

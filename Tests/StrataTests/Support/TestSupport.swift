@@ -32,6 +32,28 @@ func withLibraryStore<R>(_ configuration: StoreConfiguration = StoreConfiguratio
     return try await body(store)
 }
 
+/// `store`'s writer held inside `Writer.exclusive` (see ``holdWriter(_:)``): saves queue up and
+/// none commits until ``release()``.
+struct HeldWriter {
+    fileprivate let gate: DispatchSemaphore
+    fileprivate let task: Task<Void, Error>
+    /// Lets the writer go on, and waits until it has left the exclusive block.
+    func release() async throws {
+        gate.signal()
+        try await task.value
+    }
+}
+
+/// Holds `store`'s writer and returns once it is held (deterministic tests of queued saves).
+func holdWriter(_ store: Store) async throws -> HeldWriter {
+    let writer = try #require(store.writer)
+    let gate = DispatchSemaphore(value: 0)
+    let held = Locked(false)
+    let task = Task { try await writer.exclusive { held.withLock { $0 = true }; gate.wait() } }
+    while !held.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
+    return HeldWriter(gate: gate, task: task)
+}
+
 /// A small seeded generator (SplitMix64) so random tests repeat exactly.
 struct SeededGenerator: RandomNumberGenerator {
     var state: UInt64
