@@ -102,34 +102,41 @@ public final class ChildContext: ObjectReading {
     /// when the change is made; required to-one relationships are checked at the root commit.
     public func apply(_ changes: ChangeSet) throws {
         for type in changes.entityTypes.values { try schema.check(type) }
+        try apply(changes.operations, baseVersions: changes.baseVersions, mergePolicy: changes.mergePolicy)
+    }
+
+    /// Applies operations whose entity types were checked: to the overlay with the writer's
+    /// rules, then appended to the pending ones (all or nothing).
+    private func apply(_ operations: [ChangeSet.Operation], baseVersions: [ObjectID: BaseVersion] = [:], mergePolicy: MergePolicy = .fail) throws {
         let parents: [Overlay] = switch parent {
         case .view: []
         case .child(let p): p.overlayChain()
         }
         try state.withLock { s in
             try root.read { view in
-                try rememberBases(changes, base: view, into: &s)
+                try rememberBases(operations, base: view, into: &s)
                 // Hand the overlay to the applier and drop this reference, so the applier holds the
                 // only one and changes the dictionaries in place (a second reference would make
                 // every change copy the whole overlay: O(n) per change).
-                var resolver = SaveResolver(applier: OverlayApplier(base: view, parents: parents, leaf: s.overlay), limits: store.configuration)
+                var resolver = SaveResolver(applier: OverlayApplier(base: view, parents: parents, leaf: s.overlay), limits: store.configuration,
+                                            collectsChanges: false)
                 s.overlay = Overlay()
                 do {
-                    try resolver.run(changes, checkRequired: false)
+                    try resolver.run(operations, bases: baseVersions, policy: mergePolicy, checkRequired: false)
                 } catch {
                     s.overlay = resolver.applier.rollBack()
                     throw error
                 }
                 s.overlay = resolver.applier.takeLeaf()
-                s.operations += changes.operations
+                s.operations += operations
             }
         }
         observers.changed()
     }
 
     /// The version each existing object had when this context chain first touched it.
-    private func rememberBases(_ changes: ChangeSet, base: ReadView, into s: inout State) throws {
-        for op in changes.operations {
+    private func rememberBases(_ operations: [ChangeSet.Operation], base: ReadView, into s: inout State) throws {
+        for op in operations {
             let id: ObjectID
             switch op {
             case .update(let i, _), .delete(let i), .put(let i, _): id = i
@@ -156,7 +163,11 @@ public final class ChildContext: ObjectReading {
         try apply(c)
     }
 
-    public func insert<E: Entity>(_ object: E) throws { try change { $0.insert(object) } }
+    public func insert<E: Entity>(_ object: E) throws {
+        // One operation, without a change set around it (its type table is a dictionary).
+        try schema.check(E.self)
+        try apply([.insert(id: object.id, values: object.storedValues)])
+    }
     public func insert(_ record: Record) throws { try change { $0.insert(record) } }
     public func update<E: Entity>(_ object: E) throws { try change { $0.update(object) } }
     public func delete(_ id: ObjectID) throws { try change { $0.delete(id) } }
@@ -242,7 +253,7 @@ public final class ChildContext: ObjectReading {
         }
         Self.release(committed)
         if !later.isEmpty {
-            try apply(ChangeSet(operations: later))
+            try apply(later)
         } else {
             observers.changed()
         }

@@ -136,7 +136,8 @@ struct OverlayApplier: StateStore {
         case added(Overlay.LinkKey, Set<ObjectID>?)
         case removed(Overlay.LinkKey, Set<ObjectID>?)
         case unique(ByteKey, ObjectID??)
-        case count(UInt16, Int?)
+        /// A count changed by this much (undone by subtracting it).
+        case countAdded(UInt16, Int)
     }
 
     /// The built overlay, leaving an empty one behind (no second reference to its storage).
@@ -154,7 +155,7 @@ struct OverlayApplier: StateStore {
             case .added(let k, let old): leaf.added[k] = old
             case .removed(let k, let old): leaf.removed[k] = old
             case .unique(let k, let old): leaf.uniques[k] = old
-            case .count(let t, let old): leaf.countDelta[t] = old
+            case .countAdded(let t, let delta): leaf.countDelta[t, default: 0] -= delta
             }
         }
         // Edge dirty marks may stay: a dirty object is only re-read, so extra ones are harmless.
@@ -162,7 +163,6 @@ struct OverlayApplier: StateStore {
     }
 
     private mutating func saveRecord(_ id: ObjectID) { undo.append(.record(id, leaf.records[id])) }
-    private mutating func saveCount(_ tag: UInt16) { undo.append(.count(tag, leaf.countDelta[tag])) }
     private mutating func saveLinks(_ tag: UInt16, _ from: ObjectID) {
         let k = Overlay.LinkKey(tag: tag, from: from)
         undo.append(.added(k, leaf.added[k]))
@@ -224,17 +224,17 @@ struct OverlayApplier: StateStore {
             guard let e = schema.entity(tag: id.entityTag) else {
                 throw StrataError.corruptRecord(id: id, reason: "no entity with tag \(id.entityTag) in a child context")
             }
-            // One lookup serves the duplicate check and the undo entry.
-            let previous = leaf.records[id]
+            // Stored first and put back on a clash: one hash lookup serves the duplicate check,
+            // the undo entry and the store.
+            let previous = leaf.records.updateValue(.some(Record(entity: e, id: id, values: values, version: .zero)), forKey: id)
+            undo.append(.record(id, previous))
             switch previous {
             case .some(.some): throw StrataError.duplicateID(e, id)
             case .some(.none): break   // deleted here: the id is free again
             case .none: if try parents.record(id) != nil { throw StrataError.duplicateID(e, id) }
             }
             try setUniques(e, old: nil, new: values, id: id)
-            undo.append(.record(id, previous))
-            saveCount(e.tag)
-            leaf.records[id] = .some(Record(entity: e, id: id, values: values, version: .zero))
+            undo.append(.countAdded(e.tag, 1))
             leaf.countDelta[e.tag, default: 0] += 1
         case .update(let id, let changes, _):
             guard var r = try record(id) else { throw StrataError.corruptRecord(id: id, reason: "update of a missing object in a child context") }
@@ -247,8 +247,8 @@ struct OverlayApplier: StateStore {
             guard let r = try record(id) else { return }
             try setUniques(r.entity, old: r.values, new: nil, id: id)
             saveRecord(id)
-            saveCount(r.entity.tag)
             leaf.records[id] = .some(nil)
+            undo.append(.countAdded(r.entity.tag, -1))
             leaf.countDelta[r.entity.tag, default: 0] -= 1
         case .link(let tag, let a, let b):
             try edge(tag, a, b, add: true)
@@ -280,18 +280,23 @@ struct OverlayApplier: StateStore {
             let before = try old.flatMap { try Layout.uniqueKey(u, record: $0, entity: e, id: id) }
             let after = try new.flatMap { try Layout.uniqueKey(u, record: $0, entity: e, id: id) }
             if before == after { continue }
-            if let after, let new, let owner = try uniqueOwner(after), owner != id {
-                throw StrataError.uniqueClash(u, e, new, id: id, owner: owner)
-            }
             if let before {
                 let k = ByteKey(before)
-                undo.append(.unique(k, leaf.uniques[k]))
-                leaf.uniques[k] = .some(nil)
+                undo.append(.unique(k, leaf.uniques.updateValue(ObjectID?.none, forKey: k)))
             }
-            if let after {
+            if let after, let new {
+                // Taken first and given back on a clash: one hash lookup serves the check in this
+                // overlay, the undo entry and the store.
                 let k = ByteKey(after)
-                undo.append(.unique(k, leaf.uniques[k]))
-                leaf.uniques[k] = .some(id)
+                let previous = leaf.uniques.updateValue(.some(id), forKey: k)
+                undo.append(.unique(k, previous))
+                let owner: ObjectID? = switch previous {
+                case .some(let inLeaf): inLeaf
+                case .none: try parents.uniqueOwner(after)
+                }
+                if let owner, owner != id {
+                    throw StrataError.uniqueClash(u, e, new, id: id, owner: owner)
+                }
             }
         }
     }

@@ -30,9 +30,14 @@ struct SaveResolver<S: StateStore> {
     }
     private var schema: Schema { applier.schema }
 
-    init(applier: S, limits: StoreConfiguration) {
+    /// Whether ``changes`` keeps what was applied (the writer logs it; a child context keeps
+    /// its operations instead and needs none).
+    private let collectsChanges: Bool
+
+    init(applier: S, limits: StoreConfiguration, collectsChanges: Bool = true) {
         self.applier = applier
         self.limits = limits
+        self.collectsChanges = collectsChanges
     }
 
     private func fail(_ kind: ValidationFailure.Kind, _ entity: String, _ id: ObjectID?, _ field: String?, _ reason: String) -> StrataError {
@@ -41,7 +46,7 @@ struct SaveResolver<S: StateStore> {
 
     private mutating func emit(_ change: LoggedChange) throws {
         try applier.apply(change)
-        changes.append(change)
+        if collectsChanges { changes.append(change) }
     }
 
     private func resolved(_ id: ObjectID) -> ObjectID { aliases[id] ?? id }
@@ -56,11 +61,16 @@ struct SaveResolver<S: StateStore> {
     /// Resolves and applies every operation. `checkRequired` runs the end-of-save check of required
     /// to-one relationships (off inside a child context, where a commit is not a save yet).
     mutating func run(_ set: ChangeSet, checkRequired: Bool = true) throws {
-        bases = set.baseVersions
-        policy = set.mergePolicy
+        try run(set.operations, bases: set.baseVersions, policy: set.mergePolicy, checkRequired: checkRequired)
+    }
+
+    /// ``run(_:checkRequired:)`` for operations without a change set around them.
+    mutating func run(_ operations: [ChangeSet.Operation], bases: [ObjectID: BaseVersion], policy: MergePolicy, checkRequired: Bool) throws {
+        self.bases = bases
+        self.policy = policy
         checkingRequired = checkRequired
-        changes.reserveCapacity(set.operations.count)
-        for op in set.operations {
+        if collectsChanges { changes.reserveCapacity(operations.count) }
+        for op in operations {
             switch op {
             case .insert(let id, let values): try insert(id, values)
             case .upsert(let id, let values, let constraint): try upsert(id, values, constraint)
