@@ -138,3 +138,43 @@ import Testing
         }
     }
 }
+
+/// An upsert that finds its key's owner aliases its id to that owner for the rest of the change
+/// set. A child applies each of its change sets alone but commits them as one; an id that a later
+/// insert gives to a new object must then name that object, at the root commit as in the child.
+@Suite struct UpsertAliasTests {
+    private func genreUpsert(_ id: ObjectID, _ name: String) -> ChangeSet.Operation {
+        .upsert(id: id, values: [.string(name)], constraint: 0)
+    }
+
+    @Test func anIDInsertedAfterItsUpsertAliasNamesTheNewObjectAtTheRootCommit() async throws {
+        try await withLibraryStore { store in
+            let a = Genre(name: "x")
+            _ = try await store.save { $0.insert(a) }
+            let child = try store.mainContext.newChild(label: "alias")
+            let n = ObjectID.make(entityTag: Genre.entityTag)
+            try child.change { $0.append(genreUpsert(n, "x")) }       // resolves to a
+            try child.insert(Genre(id: n, name: "y"))                 // a new object with id n
+            try child.delete(n)                                       // deletes the new one
+            #expect(try child.fetch(Genre.self).map(\.name) == ["x"])
+            _ = try await child.commit()
+            #expect(try store.mainContext.fetch(Genre.self) == [a])
+        }
+    }
+
+    @Test func withinOneChangeSetTheInsertedObjectWinsOverTheAlias() async throws {
+        try await withLibraryStore { store in
+            let a = Genre(name: "x")
+            _ = try await store.save { $0.insert(a) }
+            let n = ObjectID.make(entityTag: Genre.entityTag)
+            _ = try await store.save { c in
+                c.append(genreUpsert(n, "x"))
+                c.insert(Genre(id: n, name: "y"))
+                c.set(Genre.name, of: n, to: "z")
+            }
+            let names = try store.mainContext.fetch(Genre.self, sortedBy: [Genre.name.ascending]).map(\.name)
+            #expect(names == ["x", "z"])
+            #expect(try store.mainContext.object(Genre.self, id: n)?.name == "z")
+        }
+    }
+}

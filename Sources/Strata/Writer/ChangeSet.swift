@@ -32,7 +32,8 @@ public struct ChangeSet: Sendable {
         /// A new object with one value per attribute (`.null` takes the default).
         case insert(id: ObjectID, values: [Value])
         /// Insert, or update the object that has the same values for unique constraint
-        /// `constraint`. Later operations may use `id` either way: it is aliased to the existing object.
+        /// `constraint`. Later operations may use `id` either way: it is aliased to the existing object
+        /// (until an insert gives `id` to an object of its own; from then on it names that one).
         case upsert(id: ObjectID, values: [Value], constraint: Int)
         /// Insert with this id, or replace every attribute of the object that has it.
         case put(id: ObjectID, values: [Value])

@@ -206,6 +206,11 @@ struct SaveResolver<S: StateStore> {
         // The id and unique keys are checked by the state as it applies the insert (the same
         // B-tree search that stores them): a clash throws before anything is committed.
         try emit(.insert(id: id, values: values))
+        // From here on the id names the object it was just given to, not the owner an earlier
+        // upsert of this set aliased it to. (A child applies each change set alone and commits
+        // them as one set: without this, the root commit read later operations on the id as
+        // operations on the alias's owner, which the child had not.)
+        if !aliases.isEmpty { aliases[id] = nil }
         if checkingRequired, e.hasRequiredToOne { toOneChecks.insert(id) }
     }
 
