@@ -166,7 +166,7 @@ public final class ChildContext: ObjectReading {
     public func insert<E: Entity>(_ object: E) throws {
         // One operation, without a change set around it (its type table is a dictionary).
         try schema.check(E.self)
-        try apply([.insert(id: object.id, values: object.storedValues)])
+        try apply([.inserting(object)])
     }
     public func insert(_ record: Record) throws { try change { $0.insert(record) } }
     public func update<E: Entity>(_ object: E) throws { try change { $0.update(object) } }

@@ -43,11 +43,17 @@ extension ObjectReading {
     }
 }
 
+extension ChangeSet.Operation {
+    /// The insert of a typed object (its id and stored values), as a change set's and a child
+    /// context's typed `insert` append it.
+    static func inserting<E: Entity>(_ object: E) -> Self { .insert(id: object.id, values: object.storedValues) }
+}
+
 extension ChangeSet {
     /// Inserts a typed object (attributes left at their Swift defaults are saved as given).
     public mutating func insert<E: Entity>(_ object: E) {
         note(E.self)
-        append(.insert(id: object.id, values: object.storedValues))
+        append(.inserting(object))
     }
 
     /// Replaces every attribute of the stored object with `object`'s (only differences are logged).
