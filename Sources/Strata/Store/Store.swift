@@ -277,6 +277,12 @@ public final class Store: Sendable {
     /// Saves arriving while a commit is in flight share the next commit (group commit) but keep
     /// their own transaction ids and validation. A change set with no effect returns the last
     /// transaction id without writing.
+    ///
+    /// The commit runs on the writer's queue, and the task resumes when it is done. In
+    /// ``Durability/relaxed`` mode a small save (up to 64 changes) that finds the writer idle is
+    /// committed on the task's own thread instead, as ``saveAndWait(_:author:metadata:)`` does:
+    /// with no fsync to wait for, that is shorter than the two thread hops it saves
+    /// (``WriterStatistics/inlineAsyncSaves`` counts them).
     public func save(_ changes: ChangeSet, author: String = "main", metadata: [String: String] = [:]) async throws -> TransactionID {
         try await writerFor(changes).submit(changes, author: author, metadata: metadata)
     }

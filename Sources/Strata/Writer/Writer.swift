@@ -21,6 +21,9 @@ public struct WriterStatistics: Sendable, Equatable {
     /// Nanoseconds the writer spent gathering saves for a group commit (see
     /// ``StoreConfiguration/groupCommitGatherMicroseconds``).
     public var gatherNanoseconds: UInt64 = 0
+    /// Asynchronous saves committed on their caller's thread instead of the writer's: small
+    /// saves in ``Durability/relaxed`` mode that found the writer idle (see ``Store/save(_:author:metadata:)``).
+    public var inlineAsyncSaves = 0
 }
 
 /// The one writer of a store: owns every LMDB write transaction on the store's live environment
@@ -65,6 +68,11 @@ final class Writer: Sendable {
     private struct State {
         var pending: [PendingSave] = []
         var draining = false
+        /// An asynchronous save is committing inline (``commitInlineIfIdle``): others hop.
+        var inlineCommitting = false
+        /// Bodies queued by ``exclusive(_:)`` and not finished: an asynchronous save does not
+        /// commit inline behind one (it would hold its thread until the body ends).
+        var exclusiveQueued = 0
         var closed = false
         var syncScheduled = false
         var lastSync = ContinuousClock.now
@@ -103,9 +111,25 @@ final class Writer: Sendable {
 
     var statistics: WriterStatistics { state.withLock { $0.statistics } }
 
+    /// The most changes a relaxed asynchronous save may have to commit on its caller's thread
+    /// (see ``submit(_:author:metadata:)``): a larger one hops to the writer's thread, so that a
+    /// task doing a bulk save does not hold a thread of Swift's cooperative pool for its length.
+    static let inlineCommitMaxChanges = 64
+
     /// Queues a save and waits until it is committed (and, when durable, on disk).
+    ///
+    /// In ``Durability/relaxed`` mode a small save (at most ``inlineCommitMaxChanges`` changes)
+    /// that finds the writer idle is committed on the caller's thread, as
+    /// ``submitAndWait(_:author:metadata:)`` does: a relaxed commit waits for no fsync, so it is
+    /// CPU work of tens of microseconds, less than the two thread hops (to the writer's queue
+    /// and back to the task) it saves. A durable save always hops: its fsync would hold a thread
+    /// of the cooperative pool.
     func submit(_ changes: ChangeSet, author: String, metadata: [String: String]) async throws -> TransactionID {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<TransactionID, Error>) in
+        if config.durability == .relaxed, changes.count <= Self.inlineCommitMaxChanges,
+           let id = try commitInlineIfIdle(changes, author: author, metadata: metadata) {
+            return id
+        }
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<TransactionID, Error>) in
             enum Action { case rejectClosed, rejectFull, startDrain, wakeGatherer, none }
             let action = state.withLock { s -> Action in
                 if s.closed { return .rejectClosed }
@@ -144,6 +168,12 @@ final class Writer: Sendable {
             if s.pending.count >= config.maxPendingSaves { throw StrataError.writerOverloaded(limit: config.maxPendingSaves) }
             s.pending.append(PendingSave(changes: changes, author: author, metadata: metadata, completion: .waiter(waiter)))
         }
+        return try commitOnCallersThread(until: waiter)
+    }
+
+    /// Commits groups inside `queue.sync` (on the calling thread once the queue is free) until
+    /// `waiter`'s save, queued before, has its result; returns it.
+    private func commitOnCallersThread(until waiter: Waiter) throws -> TransactionID {
         queue.sync {
             // An asynchronous drain that ran first may have committed this save already.
             while !waiter.isDone {
@@ -158,6 +188,27 @@ final class Writer: Sendable {
             throw StrataError.closed(path: env.path)
         }
         return try result.get()
+    }
+
+    /// The inline commit of ``submit(_:author:metadata:)``: when nothing is queued, no drain is
+    /// running, no other inline commit is under way and no ``exclusive(_:)`` body is queued, queues the save and commits it on the
+    /// calling thread inside `queue.sync` (which the idle queue lets in at once). Returns nil,
+    /// having queued nothing, when the writer is busy or the caller is on the writer queue: the
+    /// save then takes the asynchronous path and joins the next group.
+    private func commitInlineIfIdle(_ changes: ChangeSet, author: String, metadata: [String: String]) throws -> TransactionID? {
+        if DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) { return nil }
+        let waiter = Waiter()
+        let claimed = try state.withLock { s -> Bool in
+            if s.closed { throw StrataError.closed(path: env.path) }
+            guard s.pending.isEmpty, !s.draining, !s.inlineCommitting, s.exclusiveQueued == 0 else { return false }
+            s.inlineCommitting = true
+            s.statistics.inlineAsyncSaves += 1
+            s.pending.append(PendingSave(changes: changes, author: author, metadata: metadata, completion: .waiter(waiter)))
+            return true
+        }
+        guard claimed else { return nil }
+        defer { state.withLock { $0.inlineCommitting = false } }
+        return try commitOnCallersThread(until: waiter)
     }
 
     /// Marks the writer queue, so ``submitAndWait(_:author:metadata:)`` can refuse to run on it.
@@ -195,7 +246,12 @@ final class Writer: Sendable {
     /// Compaction uses it to catch up and switch generations atomically.
     func exclusive<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<R, Error>) in
-            queue.async { c.resume(with: Result { try body() }) }
+            state.withLock { $0.exclusiveQueued += 1 }
+            queue.async {
+                let result = Result { try body() }
+                self.state.withLock { $0.exclusiveQueued -= 1 }
+                c.resume(with: result)
+            }
         }
     }
 

@@ -1,0 +1,173 @@
+import Dispatch
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+/// A small `save` in relaxed mode that finds the writer idle commits on its task's thread
+/// (`Writer.commitInlineIfIdle`). `WriterStatistics.inlineAsyncSaves` tells which path a save
+/// took; these tests check that the inline path is taken exactly when documented, and that it
+/// keeps every promise of the queued path: ids in order, all-or-nothing validation, saves from
+/// other callers meanwhile, a held writer, a closed store.
+@Suite struct InlineAsyncSaveTests {
+    func relaxed() -> StoreConfiguration {
+        var config = StoreConfiguration()
+        config.durability = .relaxed
+        return config
+    }
+
+    func genres(_ n: Int, prefix: String) -> ChangeSet {
+        var c = ChangeSet()
+        for i in 0..<n { c.insert(Genre(name: "\(prefix)-\(i)")) }
+        return c
+    }
+
+    @Test func sequentialSmallRelaxedSavesCommitInlineWithConsecutiveIDs() async throws {
+        try await withLibraryStore(relaxed()) { store in
+            var ids: [UInt64] = []
+            for i in 0..<40 { ids.append(try await store.save(genres(1, prefix: "g\(i)")).rawValue) }
+            #expect(ids == Array(1...40))
+            let stats = store.statistics
+            #expect(stats.inlineAsyncSaves == 40, "\(stats)")
+            #expect(stats.saves == 40 && stats.transactions == 40 && stats.lmdbCommits == 40, "\(stats)")
+            #expect(try store.mainContext.count(Genre.self) == 40)
+        }
+    }
+
+    @Test func theLimitIsSixtyFourChanges() async throws {
+        try await withLibraryStore(relaxed()) { store in
+            _ = try await store.save(genres(Writer.inlineCommitMaxChanges, prefix: "at"))
+            #expect(store.statistics.inlineAsyncSaves == 1)
+            _ = try await store.save(genres(Writer.inlineCommitMaxChanges + 1, prefix: "over"))
+            #expect(store.statistics.inlineAsyncSaves == 1, "a save over the limit committed inline")
+            #expect(store.statistics.saves == 2)
+            #expect(try store.mainContext.count(Genre.self) == 2 * Writer.inlineCommitMaxChanges + 1)
+        }
+        #expect(Writer.inlineCommitMaxChanges == 64, "README and Store.save document 64")
+    }
+
+    @Test func durableSavesAlwaysHop() async throws {
+        try await withLibraryStore { store in
+            for i in 0..<5 { _ = try await store.save(genres(1, prefix: "d\(i)")) }
+            #expect(store.statistics.inlineAsyncSaves == 0)
+            #expect(store.statistics.saves == 5)
+        }
+    }
+
+    /// A refused inline save writes nothing and leaves the path open: the next save commits
+    /// inline again (the "inline commit under way" mark was cleared).
+    @Test func aRefusedInlineSaveWritesNothingAndTheNextOneStillCommitsInline() async throws {
+        try await withLibraryStore(relaxed()) { store in
+            let first = makeTrack(title: "one", duration: 100)
+            let tx1 = try await store.save { $0.insert(first) }
+            var clash = makeTrack(title: "two", duration: 200)
+            clash.mbid = first.mbid
+            var changes = ChangeSet()
+            changes.insert(Genre(name: "not written"))
+            changes.insert(clash)
+            await #expect {
+                _ = try await store.save(changes)
+            } throws: { error in
+                guard case StrataError.validation(let f) = error else { return false }
+                return f.kind == .uniqueConstraint
+            }
+            #expect(try store.mainContext.count(Genre.self) == 0)
+            #expect(try store.mainContext.count(Track.self) == 1)
+            let tx2 = try await store.save(genres(1, prefix: "after"))
+            #expect(tx2.rawValue == tx1.rawValue + 1, "the refused save used a transaction id")
+            let stats = store.statistics
+            #expect(stats.inlineAsyncSaves == 3, "\(stats)")
+            #expect(stats.saves == 2 && stats.failedSaves == 1, "\(stats)")
+        }
+    }
+
+    /// While an `exclusive` body holds the writer, a save must not block its task's thread on
+    /// the writer queue: it queues, commits after the release, and is not counted inline.
+    @Test(.timeLimit(.minutes(1))) func aSaveWhileTheWriterIsHeldQueuesInsteadOfBlocking() async throws {
+        try await withLibraryStore(relaxed()) { store in
+            let held = try await holdWriter(store)
+            let started = Locked(false)
+            let save = Task { () -> TransactionID in
+                started.withLock { $0 = true }
+                return try await store.save(genres(1, prefix: "held"))
+            }
+            while !started.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(store.statistics.lmdbCommits == 0, "a commit ran while the writer was held")
+            #expect(store.statistics.inlineAsyncSaves == 0, "the save waited inline behind the held writer")
+            try await held.release()
+            #expect(try await save.value.rawValue == 1)
+            #expect(store.statistics.inlineAsyncSaves == 0)
+            #expect(try store.mainContext.count(Genre.self) == 1)
+        }
+    }
+
+    /// Async savers on tasks and blocking savers on threads at once, in relaxed mode: every save
+    /// commits exactly once, the transaction ids are 1…n without a gap or a repeat, and some
+    /// saves took each path.
+    @Test(.timeLimit(.minutes(2))) func concurrentAsyncAndBlockingSaversAllCommitOnce() async throws {
+        try await withLibraryStore(relaxed()) { store in
+            let tasks = 6, perTask = 60, threads = 2, perThread = 60
+            let threadIDs = Locked<[UInt64]>([])
+            let threadErrors = Locked<[String]>([])
+            let group = DispatchGroup()
+            for t in 0..<threads {
+                group.enter()
+                Thread {
+                    defer { group.leave() }
+                    for i in 0..<perThread {
+                        do {
+                            let id = try store.saveAndWait(genres(1, prefix: "thread\(t)-\(i)"))
+                            threadIDs.withLock { $0.append(id.rawValue) }
+                        } catch {
+                            threadErrors.withLock { $0.append("\(error)") }
+                        }
+                    }
+                }.start()
+            }
+            let taskIDs = try await withThrowingTaskGroup(of: [UInt64].self) { g in
+                for t in 0..<tasks {
+                    g.addTask {
+                        var ids: [UInt64] = []
+                        for i in 0..<perTask {
+                            // Every fifth save is over the inline limit, so groups mix both sizes.
+                            let n = i % 5 == 0 ? Writer.inlineCommitMaxChanges + 1 : 1
+                            ids.append(try await store.save(genres(n, prefix: "task\(t)-\(i)")).rawValue)
+                        }
+                        return ids
+                    }
+                }
+                var all: [UInt64] = []
+                for try await ids in g { all += ids }
+                return all
+            }
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                group.notify(queue: .global()) { c.resume() }
+            }
+            #expect(threadErrors.withLock { $0 }.isEmpty, "\(threadErrors.withLock { $0 })")
+            let all = taskIDs + threadIDs.withLock { $0 }
+            let total = tasks * perTask + threads * perThread
+            #expect(all.count == total)
+            #expect(all.sorted() == Array(1...UInt64(total)), "transaction ids with a gap or a repeat")
+            let stats = store.statistics
+            #expect(stats.saves == total && stats.transactions == total, "\(stats)")
+            #expect(stats.inlineAsyncSaves > 0, "no async save committed inline: \(stats)")
+            #expect(stats.inlineAsyncSaves < tasks * perTask, "every async save committed inline, even the large ones: \(stats)")
+            let oversized = tasks * (perTask / 5)
+            let expected = tasks * (perTask - perTask / 5) + oversized * (Writer.inlineCommitMaxChanges + 1) + threads * perThread
+            #expect(try store.mainContext.count(Genre.self) == expected)
+        }
+    }
+
+    @Test func aSaveAfterCloseIsRefused() async throws {
+        let store = try Store.temporary(schema: try librarySchema(), configuration: relaxed())
+        _ = try await store.save(genres(1, prefix: "before"))
+        store.close()
+        await #expect {
+            _ = try await store.save(genres(1, prefix: "after"))
+        } throws: { error in
+            if case StrataError.closed = error { return true }
+            return false
+        }
+    }
+}
