@@ -9,7 +9,11 @@ import Testing
 /// took; these tests check that the inline path is taken exactly when documented, and that it
 /// keeps every promise of the queued path: ids in order, all-or-nothing validation, saves from
 /// other callers meanwhile, a held writer, a closed store.
-@Suite struct InlineAsyncSaveTests {
+///
+/// Serialized: two tests hold a saving task's thread in the test hook for a moment, and Swift's
+/// cooperative pool has as many threads as cores (two here); two such tests at once would
+/// leave no thread for the test bodies that release them.
+@Suite(.serialized) struct InlineAsyncSaveTests {
     func relaxed() -> StoreConfiguration {
         var config = StoreConfiguration()
         config.durability = .relaxed
@@ -169,5 +173,132 @@ import Testing
             if case StrataError.closed = error { return true }
             return false
         }
+    }
+    /// A `saveAndWait` caller commits inside the writer queue without marking it as draining:
+    /// a small `save` arriving during its long commit must take the queued path, not block its
+    /// task's thread in the queue behind it (found by review: it waited 1.3 s inline).
+    @Test(.timeLimit(.minutes(1))) func aSmallSaveDuringABlockingBulkSaveDoesNotCommitInline() async throws {
+        try await withLibraryStore(relaxed()) { store in
+            let bulk = genres(150_000, prefix: "bulk")
+            let bulkDone = Locked(false)
+            let bulkStarted = Locked(false)
+            let thread = Thread {
+                bulkStarted.withLock { $0 = true }
+                _ = try? store.saveAndWait(bulk)
+                bulkDone.withLock { $0 = true }
+            }
+            thread.start()
+            while !bulkStarted.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
+            try await Task.sleep(for: .milliseconds(30))
+            #expect(!bulkDone.withLock { $0 }, "the bulk save finished before the small one started: the test proves nothing")
+            _ = try await store.save(genres(1, prefix: "small"))
+            while !bulkDone.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(store.statistics.inlineAsyncSaves == 0, "the small save committed inline behind the bulk commit")
+            #expect(try store.mainContext.count(Genre.self) == 150_001)
+        }
+    }
+
+    /// An `exclusive` body asked for between an inline save's claim and its commit runs after
+    /// that commit (it is deferred), so the saver's thread never waits for a body (a
+    /// compaction's catch-up, with its fsync). Deterministic: the test hook holds the saver
+    /// between claim and commit while the body is asked for.
+    @Test(.timeLimit(.minutes(1))) func anExclusiveBodyAskedForDuringAnInlineCommitRunsAfterIt() async throws {
+        try await withLibraryStore(relaxed()) { store in
+            let writer = try #require(store.writer)
+            let claimed = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0)
+            writer.beforeInlineCommitForTesting.withLock { $0 = { claimed.signal(); _ = proceed.wait(timeout: .now() + 10) } }
+            let save = Task { try await store.save(genres(1, prefix: "inline")) }
+            while claimed.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(1)) }
+            writer.beforeInlineCommitForTesting.withLock { $0 = nil }
+            let ran = Locked(false)
+            let body = Task { try await writer.exclusive { ran.withLock { $0 = true }; return writer.statistics.saves } }
+            // Asked for (queued or deferred), or already run: the latter is the bug, caught below.
+            while writer.exclusiveQueuedForTesting == 0 && !ran.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
+            proceed.signal()
+            #expect(try await save.value.rawValue == 1)
+            #expect(try await body.value == 1, "the exclusive body ran before the inline commit it was asked for during")
+            #expect(store.statistics.inlineAsyncSaves == 1)
+            #expect(writer.exclusiveQueuedForTesting == 0)
+        }
+    }
+
+    /// `close()` while an inline save is between its claim and its commit, with an `exclusive`
+    /// body deferred behind it: close waits for both (the save commits, the body runs on the
+    /// open environment), and a body asked for after the close is refused.
+    @Test(.timeLimit(.minutes(1))) func closeWaitsForAnInlineSaveAndADeferredBody() async throws {
+        let store = try Store.temporary(schema: try librarySchema(), configuration: relaxed())
+        let writer = try #require(store.writer)
+        let claimed = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0)
+        writer.beforeInlineCommitForTesting.withLock { $0 = { claimed.signal(); _ = proceed.wait(timeout: .now() + 10) } }
+        let save = Task { try await store.save(genres(1, prefix: "inline")) }
+        while claimed.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(1)) }
+        writer.beforeInlineCommitForTesting.withLock { $0 = nil }
+        let ran = Locked(false)
+        let body = Task {
+            try await writer.exclusive {
+                ran.withLock { $0 = true }
+                return try writer.env.read { txn in try ReadView(txn: txn, env: writer.env, schema: writer.schema).lastTransactionID() }
+            }
+        }
+        while writer.exclusiveQueuedForTesting == 0 && !ran.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
+        let closed = Locked(false)
+        let closer = Thread {
+            store.close()
+            closed.withLock { $0 = true }
+        }
+        closer.start()
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(!closed.withLock { $0 }, "close() returned while a save it had let in was still to commit")
+        proceed.signal()
+        #expect(try await save.value.rawValue == 1)
+        #expect(try await body.value.rawValue == 1, "the deferred body did not see the inline commit")
+        while !closed.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
+        await #expect {
+            _ = try await writer.exclusive { 0 }
+        } throws: { error in
+            if case StrataError.closed = error { return true }
+            return false
+        }
+    }
+    /// `close()` while an inline save is between its claim and its commit (no body involved):
+    /// close waits for the commit instead of closing the environment underneath it.
+    @Test(.timeLimit(.minutes(1))) func closeWaitsForAnInlineSaveBetweenClaimAndCommit() async throws {
+        let store = try Store.temporary(schema: try librarySchema(), configuration: relaxed())
+        let writer = try #require(store.writer)
+        let claimed = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0)
+        writer.beforeInlineCommitForTesting.withLock { $0 = { claimed.signal(); _ = proceed.wait(timeout: .now() + 10) } }
+        let save = Task { try await store.save(genres(1, prefix: "inline")) }
+        while claimed.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(1)) }
+        writer.beforeInlineCommitForTesting.withLock { $0 = nil }
+        let closed = Locked(false)
+        let closer = Thread {
+            store.close()
+            closed.withLock { $0 = true }
+        }
+        closer.start()
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(!closed.withLock { $0 }, "close() returned while a save it had let in was still to commit")
+        proceed.signal()
+        #expect(try await save.value.rawValue == 1)
+        while !closed.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
+        #expect(writer.statistics.saves == 1)
+    }
+    /// An inline commit's group takes the saves queued behind the caller's only while their
+    /// changes fit in ``Writer/inlineCommitMaxChanges``; the first save is always taken; without
+    /// a budget only `maxSavesPerGroup` limits it.
+    @Test func anInlineGroupTakesQueuedSavesOnlyWithinItsChangeBudget() {
+        func saves(_ sizes: [Int]) -> [Writer.PendingSave] {
+            sizes.map { n in
+                Writer.PendingSave(changes: genres(n, prefix: "s\(n)"), author: "t", metadata: [:], completion: .waiter(Writer.Waiter()))
+            }
+        }
+        let budget = Writer.inlineCommitMaxChanges
+        #expect(Writer.groupSize(saves([1, 1, 1]), limit: 64, maxChanges: budget) == 3)
+        #expect(Writer.groupSize(saves([1, budget, 1]), limit: 64, maxChanges: budget) == 1, "a save over what is left of the budget joined")
+        #expect(Writer.groupSize(saves([1, budget - 1, 1]), limit: 64, maxChanges: budget) == 2)
+        #expect(Writer.groupSize(saves([budget + 5, 1]), limit: 64, maxChanges: budget) == 1, "the caller's own save is always taken")
+        #expect(Writer.groupSize(saves([1, 1, 1]), limit: 2, maxChanges: budget) == 2)
+        #expect(Writer.groupSize(saves([1, 500, 1]), limit: 64, maxChanges: nil) == 3)
+        #expect(Writer.groupSize([], limit: 64, maxChanges: budget) == 0)
     }
 }

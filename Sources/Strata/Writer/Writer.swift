@@ -68,8 +68,17 @@ final class Writer: Sendable {
     private struct State {
         var pending: [PendingSave] = []
         var draining = false
-        /// An asynchronous save is committing inline (``commitInlineIfIdle``): others hop.
+        /// An asynchronous save is committing inline (``commitInlineIfIdle``): an `exclusive`
+        /// body asked for meanwhile goes to ``deferredExclusive``.
         var inlineCommitting = false
+        /// Callers committing on their own thread, or about to (``submitAndWait(_:author:metadata:)``
+        /// and inline saves): while there is one, the writer queue may be busy with a long commit,
+        /// so an asynchronous save does not commit inline.
+        var callerCommitters = 0
+        /// `exclusive` bodies asked for during an inline commit, queued when it ends: the inline
+        /// save entered the queue after its claim, and a body queued in between would hold the
+        /// saver's thread for its whole length.
+        var deferredExclusive: [@Sendable () -> Void] = []
         /// Bodies queued by ``exclusive(_:)`` and not finished: an asynchronous save does not
         /// commit inline behind one (it would hold its thread until the body ends).
         var exclusiveQueued = 0
@@ -167,17 +176,21 @@ final class Writer: Sendable {
             if s.closed { throw StrataError.closed(path: env.path) }
             if s.pending.count >= config.maxPendingSaves { throw StrataError.writerOverloaded(limit: config.maxPendingSaves) }
             s.pending.append(PendingSave(changes: changes, author: author, metadata: metadata, completion: .waiter(waiter)))
+            s.callerCommitters += 1
         }
-        return try commitOnCallersThread(until: waiter)
+        defer { state.withLock { $0.callerCommitters -= 1 } }
+        return try commitOnCallersThread(until: waiter, maxGroupChanges: nil)
     }
 
     /// Commits groups inside `queue.sync` (on the calling thread once the queue is free) until
-    /// `waiter`'s save, queued before, has its result; returns it.
-    private func commitOnCallersThread(until waiter: Waiter) throws -> TransactionID {
+    /// `waiter`'s save, queued before, has its result; returns it. With `maxGroupChanges`, a
+    /// group takes the saves queued behind the caller's only while their changes fit in it (the
+    /// others are left to the drain their callers scheduled).
+    private func commitOnCallersThread(until waiter: Waiter, maxGroupChanges: Int?) throws -> TransactionID {
         queue.sync {
             // An asynchronous drain that ran first may have committed this save already.
             while !waiter.isDone {
-                let batch = takeGroup()
+                let batch = state.withLock { Self.takeGroup(from: &$0, limit: config.maxSavesPerGroup, maxChanges: maxGroupChanges) }
                 if batch.isEmpty { break }
                 commit(batch)
             }
@@ -191,44 +204,78 @@ final class Writer: Sendable {
     }
 
     /// The inline commit of ``submit(_:author:metadata:)``: when nothing is queued, no drain is
-    /// running, no other inline commit is under way and no ``exclusive(_:)`` body is queued, queues the save and commits it on the
-    /// calling thread inside `queue.sync` (which the idle queue lets in at once). Returns nil,
-    /// having queued nothing, when the writer is busy or the caller is on the writer queue: the
-    /// save then takes the asynchronous path and joins the next group.
+    /// running, no caller commits on its own thread (``submitAndWait(_:author:metadata:)`` or
+    /// another inline save) and no ``exclusive(_:)`` body is queued, queues the save and commits
+    /// it on the calling thread inside `queue.sync`, which the idle queue lets in at once. An
+    /// `exclusive` body asked for meanwhile waits until this commit is over (``State/deferredExclusive``),
+    /// and the group takes saves queued meanwhile only up to ``inlineCommitMaxChanges`` changes
+    /// in all: the thread is never held for more than a small commit. Returns nil, having queued
+    /// nothing, when the writer is busy or the caller is on the writer queue: the save then takes
+    /// the asynchronous path and joins the next group.
     private func commitInlineIfIdle(_ changes: ChangeSet, author: String, metadata: [String: String]) throws -> TransactionID? {
         if DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) { return nil }
         let waiter = Waiter()
         let claimed = try state.withLock { s -> Bool in
             if s.closed { throw StrataError.closed(path: env.path) }
-            guard s.pending.isEmpty, !s.draining, !s.inlineCommitting, s.exclusiveQueued == 0 else { return false }
+            guard s.pending.isEmpty, !s.draining, s.callerCommitters == 0, s.exclusiveQueued == 0 else { return false }
             s.inlineCommitting = true
+            s.callerCommitters += 1
             s.statistics.inlineAsyncSaves += 1
             s.pending.append(PendingSave(changes: changes, author: author, metadata: metadata, completion: .waiter(waiter)))
             return true
         }
         guard claimed else { return nil }
-        defer { state.withLock { $0.inlineCommitting = false } }
-        return try commitOnCallersThread(until: waiter)
+        beforeInlineCommitForTesting.withLock { $0 }?()
+        defer {
+            let deferred = state.withLock { s -> [@Sendable () -> Void] in
+                s.inlineCommitting = false
+                s.callerCommitters -= 1
+                defer { s.deferredExclusive.removeAll() }
+                return s.deferredExclusive
+            }
+            for body in deferred { queue.async(execute: body) }
+        }
+        return try commitOnCallersThread(until: waiter, maxGroupChanges: Self.inlineCommitMaxChanges)
     }
+
+    /// Tests only: runs on the saving thread after an inline save claimed the writer and before
+    /// it enters the queue (to ask for an `exclusive` body in between, deterministically).
+    let beforeInlineCommitForTesting = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Tests only: `exclusive` bodies asked for and not finished.
+    var exclusiveQueuedForTesting: Int { state.withLock { $0.exclusiveQueued } }
 
     /// Marks the writer queue, so ``submitAndWait(_:author:metadata:)`` can refuse to run on it.
     private static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
 
     /// Takes the next group of waiting saves (on the writer queue).
-    private func takeGroup() -> [PendingSave] {
-        state.withLock { Self.takeGroup(from: &$0, limit: config.maxSavesPerGroup) }
-    }
-
-    private static func takeGroup(from s: inout State, limit: Int) -> [PendingSave] {
-        let n = min(s.pending.count, limit)
+    private static func takeGroup(from s: inout State, limit: Int, maxChanges: Int? = nil) -> [PendingSave] {
+        let n = groupSize(s.pending, limit: limit, maxChanges: maxChanges)
         defer { s.pending.removeFirst(n) }
         return Array(s.pending.prefix(n))
+    }
+
+    /// How many of the first `pending` saves the next group takes: at most `limit`, and with
+    /// `maxChanges` the first save always, then the next ones while the group's changes stay
+    /// within it (an inline commit's budget: a large save queued behind stays for the drain).
+    static func groupSize(_ pending: [PendingSave], limit: Int, maxChanges: Int?) -> Int {
+        let n = min(pending.count, limit)
+        guard let maxChanges else { return n }
+        var taken = 0, changes = 0
+        while taken < n, taken == 0 || changes + pending[taken].changes.count <= maxChanges {
+            changes += pending[taken].changes.count
+            taken += 1
+        }
+        return taken
     }
 
     /// Stops accepting saves, waits for queued ones to finish and flushes relaxed commits.
     func close() {
         state.withLock { $0.closed = true }
-        queue.sync {}
+        // Waits until nothing that was let in before the close can still reach the queue: a
+        // caller about to enter it to commit on its own thread, a drain about to be queued, an
+        // `exclusive` body (one deferred by an inline commit is queued only when that commit
+        // ends). New saves and bodies are refused now, so this ends.
+        repeat { queue.sync {} } while state.withLock({ $0.exclusiveQueued > 0 || $0.callerCommitters > 0 || $0.draining })
         if config.durability == .relaxed {
             do { try env.sync() } catch { logger.error("final sync failed: \(error)") }
         }
@@ -242,15 +289,34 @@ final class Writer: Sendable {
         env.requestFlush { [logger] error in logger.error("relaxed-mode sync failed: \(error)") }
     }
 
+    /// What ``exclusive(_:)`` does with a body asked for: queue it, leave it to the inline commit
+    /// under way, or refuse it (closed).
+    private enum ExclusiveAction { case run, deferred, closed }
+
     /// Runs `body` on the writer queue between two commits: no save is applied while it runs.
-    /// Compaction uses it to catch up and switch generations atomically.
+    /// Compaction uses it to catch up and switch generations atomically. Asked for during an
+    /// inline commit, the body is queued when that commit ends; after ``close()`` it does not
+    /// run and this throws ``StrataError/closed(path:)`` (``close()`` waits for bodies asked
+    /// for before it).
     func exclusive<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<R, Error>) in
-            state.withLock { $0.exclusiveQueued += 1 }
-            queue.async {
+            let run: @Sendable () -> Void = { [self] in
                 let result = Result { try body() }
-                self.state.withLock { $0.exclusiveQueued -= 1 }
+                state.withLock { $0.exclusiveQueued -= 1 }
                 c.resume(with: result)
+            }
+            let action = state.withLock { s -> ExclusiveAction in
+                // After close() the environment may be gone: a body must not run.
+                if s.closed { return .closed }
+                s.exclusiveQueued += 1
+                guard s.inlineCommitting else { return .run }
+                s.deferredExclusive.append(run)
+                return .deferred
+            }
+            switch action {
+            case .run: queue.async(execute: run)
+            case .deferred: break
+            case .closed: c.resume(throwing: StrataError.closed(path: env.path))
             }
         }
     }
