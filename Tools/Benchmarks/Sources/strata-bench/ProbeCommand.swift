@@ -18,7 +18,8 @@ import Strata
 ///   four times (the first squashes the log, the later ones copy the state alone), each
 ///   timed with its copy phase apart.
 /// - `small-saves`: W2's relaxed saves (`--count` one-track `saveAndWait` calls), three runs,
-///   with the time per save (a loop to profile with `perf record` or `strace -c`).
+///   with the time per save and its percentiles (a loop to profile with `perf record` or
+///   `strace -c`), then a fourth run with the background flush put off past the run.
 /// - `migration`: W10's store (`--count` tracks saved in library v1, 10k per transaction)
 ///   migrated to v2, with each phase's time and the steps' estimated times.
 struct ProbeCommand: AsyncParsableCommand {
@@ -177,18 +178,33 @@ struct ProbeCommand: AsyncParsableCommand {
         }
     }
 
+    /// Three runs with the default background flush (every `relaxedSyncIntervalMs` under load),
+    /// then one with the flush put off past the run, to tell the flush's share of the slow saves.
     private func smallSaves(_ schema: Schema, _ root: URL) throws {
-        for run in 0..<3 {
+        for run in 0..<4 {
             var config = StoreConfiguration()
             config.durability = .relaxed
             config.initialMapSizeBytes = 8 << 30
+            let flushes = run < 3
+            if !flushes { config.relaxedSyncIntervalMs = 3_600_000 }
             let dir = root.appendingPathComponent("small-\(run)")
             let store = try Store.open(at: dir, schema: schema, configuration: config)
             let tracks = (0..<count).map { TrackData.make($0).track }
+            var each: [UInt64] = []
+            each.reserveCapacity(count)
             let seconds = try MonotonicClock.measure {
-                for t in tracks { _ = try store.saveAndWait { $0.insert(t) } }
+                for t in tracks {
+                    let started = MonotonicClock.nanoseconds()
+                    _ = try store.saveAndWait { $0.insert(t) }
+                    each.append(MonotonicClock.nanoseconds() &- started)
+                }
             }.seconds
-            print(String(format: "%d relaxed saves: %.1f µs each (%.0f tx/s)", count, seconds / Double(count) * 1e6, Double(count) / seconds))
+            each.sort()
+            func µs(_ q: Double) -> Double { Double(each[min(each.count - 1, Int(Double(each.count) * q))]) / 1_000 }
+            let over1ms = each.reduce(0) { $0 + ($1 > 1_000_000 ? 1 : 0) }
+            print(String(format: "%d relaxed saves%@: %.1f µs each (%.0f tx/s); p50 %.1f µs, p99 %.1f µs, p99.9 %.1f µs, max %.1f µs, %d over 1 ms",
+                         count, flushes ? "" : " (no flush during the run)", seconds / Double(count) * 1e6, Double(count) / seconds,
+                         µs(0.5), µs(0.99), µs(0.999), Double(each.last ?? 0) / 1_000, over1ms))
             store.close()
             try? FileManager.default.removeItem(at: dir)
         }
