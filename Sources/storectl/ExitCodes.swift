@@ -27,7 +27,7 @@ enum Exit {
             case .storeFull: return ioError
             case .readOnly: return cannotCreate
             case .lmdb(let l): return code(forLMDB: l)
-            case .closed, .usedAfterFork, .migrated, .saveFromWriter: return software
+            case .closed, .usedAfterFork, .migrated, .saveFromWriter, .invalidConfiguration: return software
             }
         case let e as LMDBError: return code(forLMDB: e)
         case is SchemaError: return dataError

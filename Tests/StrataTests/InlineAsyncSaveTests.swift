@@ -90,13 +90,11 @@ import Testing
     @Test(.timeLimit(.minutes(1))) func aSaveWhileTheWriterIsHeldQueuesInsteadOfBlocking() async throws {
         try await withLibraryStore(relaxed()) { store in
             let held = try await holdWriter(store)
-            let started = Locked(false)
-            let save = Task { () -> TransactionID in
-                started.withLock { $0 = true }
-                return try await store.save(genres(1, prefix: "held"))
-            }
-            while !started.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
-            try await Task.sleep(for: .milliseconds(50))
+            let writer = try #require(store.writer)
+            // On a thread of its own: if it wrongly commits inline, it blocks there, not in the pool.
+            let save = Task(executorPreference: HookExecutor.shared) { try await store.save(genres(1, prefix: "held")) }
+            // Queued either way (an inline claim queues it too); then its path is decided.
+            while writer.pendingForTesting == 0 { try await Task.sleep(for: .milliseconds(1)) }
             #expect(store.statistics.lmdbCommits == 0, "a commit ran while the writer was held")
             #expect(store.statistics.inlineAsyncSaves == 0, "the save waited inline behind the held writer")
             try await held.release()
@@ -107,8 +105,8 @@ import Testing
     }
 
     /// Async savers on tasks and blocking savers on threads at once, in relaxed mode: every save
-    /// commits exactly once, the transaction ids are 1…n without a gap or a repeat, and some
-    /// saves took each path.
+    /// commits exactly once, the transaction ids are 1…n without a gap or a repeat, no large
+    /// save commits inline, and afterwards the inline path is open again.
     @Test(.timeLimit(.minutes(2))) func concurrentAsyncAndBlockingSaversAllCommitOnce() async throws {
         try await withLibraryStore(relaxed()) { store in
             let tasks = 6, perTask = 60, threads = 2, perThread = 60
@@ -155,10 +153,14 @@ import Testing
             #expect(all.sorted() == Array(1...UInt64(total)), "transaction ids with a gap or a repeat")
             let stats = store.statistics
             #expect(stats.saves == total && stats.transactions == total, "\(stats)")
-            #expect(stats.inlineAsyncSaves > 0, "no async save committed inline: \(stats)")
-            #expect(stats.inlineAsyncSaves < tasks * perTask, "every async save committed inline, even the large ones: \(stats)")
+            // Which path each small save took depends on timing (a blocking saver in the queue
+            // sends it the queued way); the large ones never commit inline.
+            #expect(stats.inlineAsyncSaves <= tasks * (perTask - perTask / 5), "a large save committed inline: \(stats)")
+            // Once the load is over, nothing is left counted: the next small save commits inline.
+            _ = try await store.save(genres(1, prefix: "after"))
+            #expect(store.statistics.inlineAsyncSaves == stats.inlineAsyncSaves + 1, "\(store.statistics)")
             let oversized = tasks * (perTask / 5)
-            let expected = tasks * (perTask - perTask / 5) + oversized * (Writer.inlineCommitMaxChanges + 1) + threads * perThread
+            let expected = tasks * (perTask - perTask / 5) + oversized * (Writer.inlineCommitMaxChanges + 1) + threads * perThread + 1
             #expect(try store.mainContext.count(Genre.self) == expected)
         }
     }
@@ -175,26 +177,33 @@ import Testing
         }
     }
     /// A `saveAndWait` caller commits inside the writer queue without marking it as draining:
-    /// a small `save` arriving during its long commit must take the queued path, not block its
-    /// task's thread in the queue behind it (found by review: it waited 1.3 s inline).
-    @Test(.timeLimit(.minutes(1))) func aSmallSaveDuringABlockingBulkSaveDoesNotCommitInline() async throws {
+    /// a small `save` arriving during its commit must take the queued path, not block its
+    /// thread in the queue behind it (found by review: it waited 1.3 s inline behind a bulk
+    /// save). Deterministic: a test hook holds the blocking caller inside the queue.
+    @Test(.timeLimit(.minutes(1))) func aSmallSaveDuringABlockingSaveDoesNotCommitInline() async throws {
         try await withLibraryStore(relaxed()) { store in
-            let bulk = genres(150_000, prefix: "bulk")
-            let bulkDone = Locked(false)
-            let bulkStarted = Locked(false)
+            let writer = try #require(store.writer)
+            let inside = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0)
+            writer.insideCallerCommitForTesting.withLock { $0 = { inside.signal(); _ = proceed.wait(timeout: .now() + 10) } }
+            let blockingID = Locked<UInt64?>(nil)
             let thread = Thread {
-                bulkStarted.withLock { $0 = true }
-                _ = try? store.saveAndWait(bulk)
-                bulkDone.withLock { $0 = true }
+                blockingID.withLock { $0 = (try? store.saveAndWait(self.genres(100, prefix: "blocking")))?.rawValue }
             }
             thread.start()
-            while !bulkStarted.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
-            try await Task.sleep(for: .milliseconds(30))
-            #expect(!bulkDone.withLock { $0 }, "the bulk save finished before the small one started: the test proves nothing")
-            _ = try await store.save(genres(1, prefix: "small"))
-            while !bulkDone.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
-            #expect(store.statistics.inlineAsyncSaves == 0, "the small save committed inline behind the bulk commit")
-            #expect(try store.mainContext.count(Genre.self) == 150_001)
+            while inside.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(1)) }
+            writer.insideCallerCommitForTesting.withLock { $0 = nil }
+            // Started on a thread of its own: if it wrongly commits inline it blocks in the queue
+            // there, and the test still releases the caller and reports it.
+            let small = Task(executorPreference: HookExecutor.shared) { try await store.save(genres(1, prefix: "small")) }
+            // Queued either way (an inline claim queues it too); then its path is decided.
+            while writer.pendingForTesting == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            #expect(store.statistics.inlineAsyncSaves == 0, "the small save committed inline while a saveAndWait held the writer queue")
+            proceed.signal()
+            let smallID = try await small.value.rawValue
+            while blockingID.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(1)) }
+            #expect(blockingID.withLock { $0 } == 1 && smallID == 2)
+            #expect(store.statistics.inlineAsyncSaves == 0)
+            #expect(try store.mainContext.count(Genre.self) == 101)
         }
     }
 
@@ -207,7 +216,7 @@ import Testing
             let writer = try #require(store.writer)
             let claimed = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0)
             writer.beforeInlineCommitForTesting.withLock { $0 = { claimed.signal(); _ = proceed.wait(timeout: .now() + 10) } }
-            let save = Task { try await store.save(genres(1, prefix: "inline")) }
+            let save = Task(executorPreference: HookExecutor.shared) { try await store.save(genres(1, prefix: "inline")) }
             while claimed.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(1)) }
             writer.beforeInlineCommitForTesting.withLock { $0 = nil }
             let ran = Locked(false)
@@ -230,7 +239,7 @@ import Testing
         let writer = try #require(store.writer)
         let claimed = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0)
         writer.beforeInlineCommitForTesting.withLock { $0 = { claimed.signal(); _ = proceed.wait(timeout: .now() + 10) } }
-        let save = Task { try await store.save(genres(1, prefix: "inline")) }
+        let save = Task(executorPreference: HookExecutor.shared) { try await store.save(genres(1, prefix: "inline")) }
         while claimed.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(1)) }
         writer.beforeInlineCommitForTesting.withLock { $0 = nil }
         let ran = Locked(false)
@@ -267,7 +276,7 @@ import Testing
         let writer = try #require(store.writer)
         let claimed = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0)
         writer.beforeInlineCommitForTesting.withLock { $0 = { claimed.signal(); _ = proceed.wait(timeout: .now() + 10) } }
-        let save = Task { try await store.save(genres(1, prefix: "inline")) }
+        let save = Task(executorPreference: HookExecutor.shared) { try await store.save(genres(1, prefix: "inline")) }
         while claimed.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(1)) }
         writer.beforeInlineCommitForTesting.withLock { $0 = nil }
         let closed = Locked(false)

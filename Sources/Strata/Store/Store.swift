@@ -119,6 +119,7 @@ public final class Store: Sendable {
 
     /// Called by the registry with the canonical path, once per process.
     static func make(path: String, schema appSchema: Schema?, configuration: StoreConfiguration, deleteOnClose: Bool) throws -> Store {
+        try configuration.validate()
         let fm = FileManager.default
         let directory = StoreDirectory(path: path)
         let mayCreate = configuration.createIfMissing && !configuration.readOnly && appSchema != nil

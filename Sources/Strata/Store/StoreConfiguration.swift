@@ -72,5 +72,32 @@ public struct StoreConfiguration: Sendable {
     /// bounded memory). 0 always rebuilds on disk.
     public var verifyInMemoryObjectLimit = 2_000_000
 
+    /// Throws ``StrataError/invalidConfiguration(field:value:reason:)`` for the first value out of
+    /// its range. `Store.open` calls it before touching the directory: a count of zero here
+    /// would leave the writer unable to take a save (`maxSavesPerGroup`) or refuse every one.
+    func validate() throws {
+        func check<V: Comparable & CustomStringConvertible>(_ field: String, _ value: V, atLeast minimum: V) throws {
+            guard value >= minimum else {
+                throw StrataError.invalidConfiguration(field: field, value: value.description, reason: "must be at least \(minimum)")
+            }
+        }
+        try check("relaxedSyncIntervalMs", relaxedSyncIntervalMs, atLeast: 0)
+        try check("initialMapSizeBytes", initialMapSizeBytes, atLeast: 1)
+        try check("maxMapSizeBytes", maxMapSizeBytes, atLeast: 1)
+        try check("maxReaders", maxReaders, atLeast: 1)
+        try check("maxOpenSnapshots", maxOpenSnapshots, atLeast: 1)
+        try check("maxPendingSaves", maxPendingSaves, atLeast: 1)
+        try check("maxSavesPerGroup", maxSavesPerGroup, atLeast: 1)
+        try check("groupCommitGatherMicroseconds", groupCommitGatherMicroseconds, atLeast: 0)
+        try check("maxChangesPerSave", maxChangesPerSave, atLeast: 1)
+        try check("maxValueBytes", maxValueBytes, atLeast: 0)
+        try check("releaseMappedPagesAfterChanges", releaseMappedPagesAfterChanges, atLeast: 0)
+        try check("changeStreamBufferSize", changeStreamBufferSize, atLeast: 1)
+        try check("verifyInMemoryObjectLimit", verifyInMemoryObjectLimit, atLeast: 0)
+        guard !snapshotAgeWarningSeconds.isNaN, snapshotAgeWarningSeconds >= 0 else {
+            throw StrataError.invalidConfiguration(field: "snapshotAgeWarningSeconds", value: "\(snapshotAgeWarningSeconds)", reason: "must be a number of seconds, at least 0")
+        }
+    }
+
     public init() {}
 }

@@ -58,6 +58,9 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
     /// ``Store/saveAndWait(_:author:metadata:)`` called from the writer's own queue (it would
     /// wait for itself).
     case saveFromWriter(path: String)
+    /// A ``StoreConfiguration`` value out of its range (named, with the value and the range);
+    /// nothing was opened.
+    case invalidConfiguration(field: String, value: String, reason: String)
 
     public var description: String {
         switch self {
@@ -80,6 +83,7 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
         case .readOnly(let p): return "\(p): store is open read-only"
         case .tooManySnapshots(let l): return "too many open snapshots (limit \(l)); release snapshots or raise maxOpenSnapshots"
         case .writerOverloaded(let l): return "too many saves waiting for the writer (limit \(l))"
+        case .invalidConfiguration(let f, let v, let r): return "StoreConfiguration.\(f) = \(v): \(r)"
         case .saveFromWriter(let p): return "\(p): saveAndWait called on the writer's queue (it would wait for itself); use save from a task"
         case .saveTooLarge(let c, let l): return "a save of \(c) changes exceeds the limit of \(l); split it into batches"
         case .closed(let p): return "\(p): store is closed"

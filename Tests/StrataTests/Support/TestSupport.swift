@@ -90,3 +90,18 @@ func makeV1TrackStore(at url: URL, schema v1: Schema) async throws {
         }
     }
 }
+
+/// A task executor on a serial dispatch queue of its own: a task started with
+/// `Task(executorPreference: HookExecutor.shared)` runs its synchronous stretches (such as an
+/// inline save held in `Writer.beforeInlineCommitForTesting`) on that queue's thread, not on a
+/// thread of Swift's cooperative pool, which has one thread per core (two here) and would leave
+/// other tests, run in parallel, without one while a test hook holds it.
+final class HookExecutor: TaskExecutor {
+    static let shared = HookExecutor()
+    private let queue = DispatchQueue(label: "strata-tests.hook-executor")
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        queue.async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+    }
+}
