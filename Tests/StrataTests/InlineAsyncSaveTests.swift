@@ -310,4 +310,25 @@ import Testing
         #expect(Writer.groupSize(saves([1, 500, 1]), limit: 64, maxChanges: nil) == 3)
         #expect(Writer.groupSize([], limit: 64, maxChanges: budget) == 0)
     }
+    /// The inline commit's group leaves a large save queued behind it for the drain: the
+    /// caller's thread commits only its own small group. Deterministic: a hook holds the inline
+    /// saver inside the queue until the large save is queued behind it.
+    @Test(.timeLimit(.minutes(1))) func anInlineCommitLeavesALargeQueuedSaveToTheDrain() async throws {
+        try await withLibraryStore(relaxed()) { store in
+            let writer = try #require(store.writer)
+            let inside = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0)
+            writer.insideCallerCommitForTesting.withLock { $0 = { inside.signal(); _ = proceed.wait(timeout: .now() + 10) } }
+            let small = Task(executorPreference: HookExecutor.shared) { try await store.save(genres(1, prefix: "inline")) }
+            while inside.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(1)) }
+            writer.insideCallerCommitForTesting.withLock { $0 = nil }
+            let large = Task { try await store.save(genres(Writer.inlineCommitMaxChanges + 1, prefix: "large")) }
+            while writer.pendingForTesting < 2 { try await Task.sleep(for: .milliseconds(1)) }
+            proceed.signal()
+            #expect(try await small.value.rawValue == 1)
+            #expect(try await large.value.rawValue == 2)
+            let stats = store.statistics
+            #expect(stats.inlineAsyncSaves == 1, "\(stats)")
+            #expect(stats.lmdbCommits == 2, "the inline commit took the large save into its group: \(stats)")
+        }
+    }
 }
