@@ -8,12 +8,6 @@ import Testing
 /// the 511-byte unique key, and exactly which error `maxOpenSnapshots` gives and what counts
 /// against it.
 @Suite struct CoverageLimitsTests {
-    func genres(_ n: Int, prefix: String = "g") -> ChangeSet {
-        var c = ChangeSet()
-        for i in 0..<n { c.insert(Genre(name: "\(prefix)\(i)")) }
-        return c
-    }
-
     @Test func maxChangesPerSaveRefusesLargerSaves() async throws {
         var config = StoreConfiguration()
         config.maxChangesPerSave = 3

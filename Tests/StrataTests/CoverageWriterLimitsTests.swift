@@ -9,12 +9,6 @@ import Testing
 /// and `maxPendingSaves` tells when they are all queued (a save is refused with
 /// `writerOverloaded` only once the queue is full, and it cannot empty while the writer is held).
 @Suite struct CoverageWriterLimitsTests {
-    func genres(_ n: Int, prefix: String) -> ChangeSet {
-        var c = ChangeSet()
-        for i in 0..<n { c.insert(Genre(name: "\(prefix)-\(i)")) }
-        return c
-    }
-
     /// Holds the writer, starts the saves, waits until one is refused (so `maxPendingSaves` are
     /// queued), releases the writer and returns every save's outcome, in the order given.
     func queueWhileHeld(_ store: Store, _ saves: [ChangeSet]) async throws -> [Result<TransactionID, Error>] {

@@ -10,24 +10,11 @@ import Testing
 /// keeps every promise of the queued path: ids in order, all-or-nothing validation, saves from
 /// other callers meanwhile, a held writer, a closed store.
 ///
-/// Serialized: two tests hold a saving task's thread in the test hook for a moment, and Swift's
-/// cooperative pool has as many threads as cores (two here); two such tests at once would
-/// leave no thread for the test bodies that release them.
+/// Serialized: several tests hold a saver at a writer hook (`HeldHook`) on `HookExecutor`'s
+/// one thread; two such tests at once would wait for each other's saver.
 @Suite(.serialized) struct InlineAsyncSaveTests {
-    func relaxed() -> StoreConfiguration {
-        var config = StoreConfiguration()
-        config.durability = .relaxed
-        return config
-    }
-
-    func genres(_ n: Int, prefix: String) -> ChangeSet {
-        var c = ChangeSet()
-        for i in 0..<n { c.insert(Genre(name: "\(prefix)-\(i)")) }
-        return c
-    }
-
     @Test func sequentialSmallRelaxedSavesCommitInlineWithConsecutiveIDs() async throws {
-        try await withLibraryStore(relaxed()) { store in
+        try await withLibraryStore(relaxedConfiguration()) { store in
             var ids: [UInt64] = []
             for i in 0..<40 { ids.append(try await store.save(genres(1, prefix: "g\(i)")).rawValue) }
             #expect(ids == Array(1...40))
@@ -39,7 +26,7 @@ import Testing
     }
 
     @Test func theLimitIsSixtyFourChanges() async throws {
-        try await withLibraryStore(relaxed()) { store in
+        try await withLibraryStore(relaxedConfiguration()) { store in
             _ = try await store.save(genres(Writer.inlineCommitMaxChanges, prefix: "at"))
             #expect(store.statistics.inlineAsyncSaves == 1)
             _ = try await store.save(genres(Writer.inlineCommitMaxChanges + 1, prefix: "over"))
@@ -61,7 +48,7 @@ import Testing
     /// A refused inline save writes nothing and leaves the path open: the next save commits
     /// inline again (the "inline commit under way" mark was cleared).
     @Test func aRefusedInlineSaveWritesNothingAndTheNextOneStillCommitsInline() async throws {
-        try await withLibraryStore(relaxed()) { store in
+        try await withLibraryStore(relaxedConfiguration()) { store in
             let first = makeTrack(title: "one", duration: 100)
             let tx1 = try await store.save { $0.insert(first) }
             var clash = makeTrack(title: "two", duration: 200)
@@ -88,13 +75,13 @@ import Testing
     /// While an `exclusive` body holds the writer, a save must not block its task's thread on
     /// the writer queue: it queues, commits after the release, and is not counted inline.
     @Test(.timeLimit(.minutes(1))) func aSaveWhileTheWriterIsHeldQueuesInsteadOfBlocking() async throws {
-        try await withLibraryStore(relaxed()) { store in
+        try await withLibraryStore(relaxedConfiguration()) { store in
             let held = try await holdWriter(store)
             let writer = try #require(store.writer)
             // On a thread of its own: if it wrongly commits inline, it blocks there, not in the pool.
-            let save = Task(executorPreference: HookExecutor.shared) { try await store.save(genres(1, prefix: "held")) }
+            let save = saveOnHookExecutor(store, genres(1, prefix: "held"))
             // Queued either way (an inline claim queues it too); then its path is decided.
-            while writer.pendingForTesting == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            try await waitUntil { writer.pendingForTesting > 0 }
             #expect(store.statistics.lmdbCommits == 0, "a commit ran while the writer was held")
             #expect(store.statistics.inlineAsyncSaves == 0, "the save waited inline behind the held writer")
             try await held.release()
@@ -108,7 +95,7 @@ import Testing
     /// commits exactly once, the transaction ids are 1…n without a gap or a repeat, no large
     /// save commits inline, and afterwards the inline path is open again.
     @Test(.timeLimit(.minutes(2))) func concurrentAsyncAndBlockingSaversAllCommitOnce() async throws {
-        try await withLibraryStore(relaxed()) { store in
+        try await withLibraryStore(relaxedConfiguration()) { store in
             let tasks = 6, perTask = 60, threads = 2, perThread = 60
             let threadIDs = Locked<[UInt64]>([])
             let threadErrors = Locked<[String]>([])
@@ -156,7 +143,10 @@ import Testing
             // Which path each small save took depends on timing (a blocking saver in the queue
             // sends it the queued way); the large ones never commit inline.
             #expect(stats.inlineAsyncSaves <= tasks * (perTask - perTask / 5), "a large save committed inline: \(stats)")
-            // Once the load is over, nothing is left counted: the next small save commits inline.
+            // Once the load is over and the last drain has ended, nothing is left counted: the
+            // next small save commits inline.
+            let writer = try #require(store.writer)
+            try await waitUntil { !writer.drainingForTesting }
             _ = try await store.save(genres(1, prefix: "after"))
             #expect(store.statistics.inlineAsyncSaves == stats.inlineAsyncSaves + 1, "\(store.statistics)")
             let oversized = tasks * (perTask / 5)
@@ -166,7 +156,7 @@ import Testing
     }
 
     @Test func aSaveAfterCloseIsRefused() async throws {
-        let store = try Store.temporary(schema: try librarySchema(), configuration: relaxed())
+        let store = try Store.temporary(schema: try librarySchema(), configuration: relaxedConfiguration())
         _ = try await store.save(genres(1, prefix: "before"))
         store.close()
         await #expect {
@@ -181,26 +171,23 @@ import Testing
     /// thread in the queue behind it (found by review: it waited 1.3 s inline behind a bulk
     /// save). Deterministic: a test hook holds the blocking caller inside the queue.
     @Test(.timeLimit(.minutes(1))) func aSmallSaveDuringABlockingSaveDoesNotCommitInline() async throws {
-        try await withLibraryStore(relaxed()) { store in
+        try await withLibraryStore(relaxedConfiguration()) { store in
             let writer = try #require(store.writer)
-            let inside = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0)
-            writer.insideCallerCommitForTesting.withLock { $0 = { inside.signal(); _ = proceed.wait(timeout: .now() + 10) } }
+            let inside = HeldHook.arm(writer) { $0.afterCallerTookGroup = $1 }
             let blockingID = Locked<UInt64?>(nil)
-            let thread = Thread {
-                blockingID.withLock { $0 = (try? store.saveAndWait(self.genres(100, prefix: "blocking")))?.rawValue }
-            }
-            thread.start()
-            while inside.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(1)) }
-            writer.insideCallerCommitForTesting.withLock { $0 = nil }
-            // Started on a thread of its own: if it wrongly commits inline it blocks in the queue
-            // there, and the test still releases the caller and reports it.
-            let small = Task(executorPreference: HookExecutor.shared) { try await store.save(genres(1, prefix: "small")) }
+            Thread {
+                blockingID.withLock { $0 = (try? store.saveAndWait(genres(100, prefix: "blocking")))?.rawValue }
+            }.start()
+            try await inside.waitUntilReached()
+            // If it wrongly commits inline, it blocks in the queue on the hook executor's thread,
+            // and the test still releases the caller and reports it.
+            let small = saveOnHookExecutor(store, genres(1, prefix: "small"))
             // Queued either way (an inline claim queues it too); then its path is decided.
-            while writer.pendingForTesting == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            try await waitUntil { writer.pendingForTesting > 0 }
             #expect(store.statistics.inlineAsyncSaves == 0, "the small save committed inline while a saveAndWait held the writer queue")
-            proceed.signal()
+            inside.release()
             let smallID = try await small.value.rawValue
-            while blockingID.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(1)) }
+            try await waitUntil { blockingID.withLock { $0 } != nil }
             #expect(blockingID.withLock { $0 } == 1 && smallID == 2)
             #expect(store.statistics.inlineAsyncSaves == 0)
             #expect(try store.mainContext.count(Genre.self) == 101)
@@ -212,18 +199,14 @@ import Testing
     /// compaction's catch-up, with its fsync). Deterministic: the test hook holds the saver
     /// between claim and commit while the body is asked for.
     @Test(.timeLimit(.minutes(1))) func anExclusiveBodyAskedForDuringAnInlineCommitRunsAfterIt() async throws {
-        try await withLibraryStore(relaxed()) { store in
+        try await withLibraryStore(relaxedConfiguration()) { store in
             let writer = try #require(store.writer)
-            let claimed = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0)
-            writer.beforeInlineCommitForTesting.withLock { $0 = { claimed.signal(); _ = proceed.wait(timeout: .now() + 10) } }
-            let save = Task(executorPreference: HookExecutor.shared) { try await store.save(genres(1, prefix: "inline")) }
-            while claimed.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(1)) }
-            writer.beforeInlineCommitForTesting.withLock { $0 = nil }
-            let ran = Locked(false)
-            let body = Task { try await writer.exclusive { ran.withLock { $0 = true }; return writer.statistics.saves } }
+            let claimed = HeldHook.arm(writer) { $0.beforeInlineCommit = $1 }
+            let save = saveOnHookExecutor(store, genres(1, prefix: "inline"))
+            try await claimed.waitUntilReached()
             // Asked for (queued or deferred), or already run: the latter is the bug, caught below.
-            while writer.exclusiveQueuedForTesting == 0 && !ran.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
-            proceed.signal()
+            let body = try await askForExclusive(writer) { writer.statistics.saves }
+            claimed.release()
             #expect(try await save.value.rawValue == 1)
             #expect(try await body.value == 1, "the exclusive body ran before the inline commit it was asked for during")
             #expect(store.statistics.inlineAsyncSaves == 1)
@@ -235,33 +218,21 @@ import Testing
     /// body deferred behind it: close waits for both (the save commits, the body runs on the
     /// open environment), and a body asked for after the close is refused.
     @Test(.timeLimit(.minutes(1))) func closeWaitsForAnInlineSaveAndADeferredBody() async throws {
-        let store = try Store.temporary(schema: try librarySchema(), configuration: relaxed())
+        let store = try Store.temporary(schema: try librarySchema(), configuration: relaxedConfiguration())
         let writer = try #require(store.writer)
-        let claimed = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0)
-        writer.beforeInlineCommitForTesting.withLock { $0 = { claimed.signal(); _ = proceed.wait(timeout: .now() + 10) } }
-        let save = Task(executorPreference: HookExecutor.shared) { try await store.save(genres(1, prefix: "inline")) }
-        while claimed.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(1)) }
-        writer.beforeInlineCommitForTesting.withLock { $0 = nil }
-        let ran = Locked(false)
-        let body = Task {
-            try await writer.exclusive {
-                ran.withLock { $0 = true }
-                return try writer.env.read { txn in try ReadView(txn: txn, env: writer.env, schema: writer.schema).lastTransactionID() }
-            }
+        let claimed = HeldHook.arm(writer) { $0.beforeInlineCommit = $1 }
+        let save = saveOnHookExecutor(store, genres(1, prefix: "inline"))
+        try await claimed.waitUntilReached()
+        let body = try await askForExclusive(writer) {
+            try writer.env.read { txn in try ReadView(txn: txn, env: writer.env, schema: writer.schema).lastTransactionID() }
         }
-        while writer.exclusiveQueuedForTesting == 0 && !ran.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
-        let closed = Locked(false)
-        let closer = Thread {
-            store.close()
-            closed.withLock { $0 = true }
-        }
-        closer.start()
+        let closed = closeOnThread(store)
         try await Task.sleep(for: .milliseconds(50))
         #expect(!closed.withLock { $0 }, "close() returned while a save it had let in was still to commit")
-        proceed.signal()
+        claimed.release()
         #expect(try await save.value.rawValue == 1)
         #expect(try await body.value.rawValue == 1, "the deferred body did not see the inline commit")
-        while !closed.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
+        try await waitUntil { closed.withLock { $0 } }
         await #expect {
             _ = try await writer.exclusive { 0 }
         } throws: { error in
@@ -269,29 +240,24 @@ import Testing
             return false
         }
     }
+
     /// `close()` while an inline save is between its claim and its commit (no body involved):
     /// close waits for the commit instead of closing the environment underneath it.
     @Test(.timeLimit(.minutes(1))) func closeWaitsForAnInlineSaveBetweenClaimAndCommit() async throws {
-        let store = try Store.temporary(schema: try librarySchema(), configuration: relaxed())
+        let store = try Store.temporary(schema: try librarySchema(), configuration: relaxedConfiguration())
         let writer = try #require(store.writer)
-        let claimed = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0)
-        writer.beforeInlineCommitForTesting.withLock { $0 = { claimed.signal(); _ = proceed.wait(timeout: .now() + 10) } }
-        let save = Task(executorPreference: HookExecutor.shared) { try await store.save(genres(1, prefix: "inline")) }
-        while claimed.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(1)) }
-        writer.beforeInlineCommitForTesting.withLock { $0 = nil }
-        let closed = Locked(false)
-        let closer = Thread {
-            store.close()
-            closed.withLock { $0 = true }
-        }
-        closer.start()
+        let claimed = HeldHook.arm(writer) { $0.beforeInlineCommit = $1 }
+        let save = saveOnHookExecutor(store, genres(1, prefix: "inline"))
+        try await claimed.waitUntilReached()
+        let closed = closeOnThread(store)
         try await Task.sleep(for: .milliseconds(50))
         #expect(!closed.withLock { $0 }, "close() returned while a save it had let in was still to commit")
-        proceed.signal()
+        claimed.release()
         #expect(try await save.value.rawValue == 1)
-        while !closed.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
+        try await waitUntil { closed.withLock { $0 } }
         #expect(writer.statistics.saves == 1)
     }
+
     /// An inline commit's group takes the saves queued behind the caller's only while their
     /// changes fit in ``Writer/inlineCommitMaxChanges``; the first save is always taken; without
     /// a budget only `maxSavesPerGroup` limits it.
@@ -310,20 +276,19 @@ import Testing
         #expect(Writer.groupSize(saves([1, 500, 1]), limit: 64, maxChanges: nil) == 3)
         #expect(Writer.groupSize([], limit: 64, maxChanges: budget) == 0)
     }
+
     /// The inline commit's group leaves a large save queued behind it for the drain: the
     /// caller's thread commits only its own small group. Deterministic: a hook holds the inline
     /// saver inside the queue until the large save is queued behind it.
     @Test(.timeLimit(.minutes(1))) func anInlineCommitLeavesALargeQueuedSaveToTheDrain() async throws {
-        try await withLibraryStore(relaxed()) { store in
+        try await withLibraryStore(relaxedConfiguration()) { store in
             let writer = try #require(store.writer)
-            let inside = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0)
-            writer.insideCallerCommitForTesting.withLock { $0 = { inside.signal(); _ = proceed.wait(timeout: .now() + 10) } }
-            let small = Task(executorPreference: HookExecutor.shared) { try await store.save(genres(1, prefix: "inline")) }
-            while inside.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(1)) }
-            writer.insideCallerCommitForTesting.withLock { $0 = nil }
+            let inside = HeldHook.arm(writer) { $0.beforeCallerTakesGroup = $1 }
+            let small = saveOnHookExecutor(store, genres(1, prefix: "inline"))
+            try await inside.waitUntilReached()
             let large = Task { try await store.save(genres(Writer.inlineCommitMaxChanges + 1, prefix: "large")) }
-            while writer.pendingForTesting < 2 { try await Task.sleep(for: .milliseconds(1)) }
-            proceed.signal()
+            try await waitUntil { writer.pendingForTesting >= 2 }
+            inside.release()
             #expect(try await small.value.rawValue == 1)
             #expect(try await large.value.rawValue == 2)
             let stats = store.statistics

@@ -8,21 +8,9 @@ import Testing
 /// `exclusive` refusing after close and deferring during an inline commit; the inline group's
 /// budget), and the configuration check that review led to.
 ///
-/// Serialized, like InlineAsyncSaveTests: some tests hold a saving task's thread in the test hook,
-/// and the cooperative pool has two threads here.
+/// Serialized: its tests hold the writer and close stores under load; one at a time keeps their
+/// waits far from their time limits on two cores.
 @Suite(.serialized) struct WriterCloseReviewTests {
-    func relaxed() -> StoreConfiguration {
-        var config = StoreConfiguration()
-        config.durability = .relaxed
-        return config
-    }
-
-    func genres(_ n: Int, prefix: String) -> ChangeSet {
-        var c = ChangeSet()
-        for i in 0..<n { c.insert(Genre(name: "\(prefix)-\(i)")) }
-        return c
-    }
-
     func isClosed(_ error: Error) -> Bool {
         if case StrataError.closed = error { return true }
         return false
@@ -71,7 +59,7 @@ import Testing
     /// A `saveAndWait` refused before it enters the queue (writer overloaded) leaves no caller
     /// counted: close() returns once the held writer is released.
     @Test(.timeLimit(.minutes(1))) func aRefusedSaveAndWaitDoesNotKeepCloseWaiting() async throws {
-        var config = relaxed()
+        var config = relaxedConfiguration()
         config.maxPendingSaves = 1
         let store = try Store.temporary(schema: try librarySchema(), configuration: config)
         let held = try await holdWriter(store)
@@ -95,8 +83,7 @@ import Testing
         #expect(outcome.withLock { $0 } == "refused")
         try await held.release()
         #expect(try await queued.value.rawValue >= 1)
-        let closed = Locked(false)
-        Thread { store.close(); closed.withLock { $0 = true } }.start()
+        let closed = closeOnThread(store)
         let deadline = ContinuousClock.now + .seconds(5)
         while !closed.withLock({ $0 }) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(2)) }
         #expect(closed.withLock { $0 }, "close() kept waiting after a refused saveAndWait")
@@ -130,8 +117,7 @@ import Testing
                 // Reached the writer after the stop.
             }
         }
-        let closed = Locked(false)
-        Thread { store.close(); closed.withLock { $0 = true } }.start()
+        let closed = closeOnThread(store)
         let deadline = ContinuousClock.now + .seconds(5)
         while !closed.withLock({ $0 }) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(2)) }
         #expect(closed.withLock { $0 }, "close() did not return after stopFromQueue")
@@ -147,7 +133,7 @@ import Testing
             let dir = temporaryDirectory("strata-close-review")
             defer { try? FileManager.default.removeItem(at: dir) }
             let url = dir.appendingPathComponent("s")
-            let config = round % 2 == 0 ? relaxed() : StoreConfiguration()
+            let config = round % 2 == 0 ? relaxedConfiguration() : StoreConfiguration()
             let store = try Store.open(at: url, schema: try librarySchema(), configuration: config)
             let writer = try #require(store.writer)
             let committed = Locked(0), refused = Locked(0), other = Locked<[String]>([])

@@ -188,11 +188,15 @@ final class Writer: Sendable {
     /// others are left to the drain their callers scheduled).
     private func commitOnCallersThread(until waiter: Waiter, maxGroupChanges: Int?) throws -> TransactionID {
         queue.sync {
-            insideCallerCommitForTesting.withLock { $0 }?()
+            let hooks = testHooks.withLock { $0 }
+            hooks.beforeCallerTakesGroup?()
             // An asynchronous drain that ran first may have committed this save already.
+            var first = true
             while !waiter.isDone {
                 let batch = state.withLock { Self.takeGroup(from: &$0, limit: config.maxSavesPerGroup, maxChanges: maxGroupChanges) }
                 if batch.isEmpty { break }
+                if first { hooks.afterCallerTookGroup?() }
+                first = false
                 commit(batch)
             }
         }
@@ -204,18 +208,21 @@ final class Writer: Sendable {
         return try result.get()
     }
 
-    /// The inline commit of ``submit(_:author:metadata:)``: when nothing is queued, no drain is
+    /// The inline commit of ``submit(_:author:metadata:)``. When nothing is queued, no drain is
     /// running, no caller commits on its own thread (``submitAndWait(_:author:metadata:)`` or
-    /// another inline save) and no ``exclusive(_:)`` body is queued, queues the save and commits
-    /// it on the calling thread inside `queue.sync`, which the idle queue lets in at once. An
-    /// `exclusive` body asked for meanwhile waits until this commit is over (``State/deferredExclusive``),
-    /// and the group takes saves queued meanwhile only up to ``inlineCommitMaxChanges`` changes
-    /// in all. One case is left (a known issue, shown by a review's test that widened the window with ``beforeInlineCommitForTesting``): a save that reaches the queue in the
-    /// microseconds between this claim and the `queue.sync` (a drain it scheduled, or a
-    /// `saveAndWait`) commits first and takes this save into its own group, however large, and
-    /// the thread waits for that commit. Returns nil, having queued
-    /// nothing, when the writer is busy or the caller is on the writer queue: the save then takes
-    /// the asynchronous path and joins the next group.
+    /// another inline save) and no ``exclusive(_:)`` body is queued, it queues the save and
+    /// commits it on the calling thread inside `queue.sync`, which the idle queue lets in at
+    /// once. An `exclusive` body asked for meanwhile waits until this commit is over
+    /// (``State/deferredExclusive``), and the group takes saves queued meanwhile only up to
+    /// ``inlineCommitMaxChanges`` changes in all.
+    ///
+    /// Known issue: a save that reaches the queue in the microseconds between the claim and the
+    /// `queue.sync` (a drain it scheduled, or a `saveAndWait`) commits first and may take this
+    /// save into its own group, however large; the thread then waits for that commit (shown by
+    /// widening the window with ``TestHooks/beforeInlineCommit``).
+    ///
+    /// Returns nil, having queued nothing, when the writer is busy or the caller is on the writer
+    /// queue: the save then takes the asynchronous path and joins the next group.
     private func commitInlineIfIdle(_ changes: ChangeSet, author: String, metadata: [String: String]) throws -> TransactionID? {
         if DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) { return nil }
         let waiter = Waiter()
@@ -229,7 +236,7 @@ final class Writer: Sendable {
             return true
         }
         guard claimed else { return nil }
-        beforeInlineCommitForTesting.withLock { $0 }?()
+        testHooks.withLock { $0.beforeInlineCommit }?()
         defer {
             let deferred = state.withLock { s -> [@Sendable () -> Void] in
                 s.inlineCommitting = false
@@ -242,14 +249,25 @@ final class Writer: Sendable {
         return try commitOnCallersThread(until: waiter, maxGroupChanges: Self.inlineCommitMaxChanges)
     }
 
-    /// Tests only: runs on the saving thread after an inline save claimed the writer and before
-    /// it enters the queue (to ask for an `exclusive` body in between, deterministically).
-    let beforeInlineCommitForTesting = Mutex<(@Sendable () -> Void)?>(nil)
-    /// Tests only: runs on the writer queue when a caller committing on its own thread
-    /// (`saveAndWait` or an inline save) has entered it, before it commits.
-    let insideCallerCommitForTesting = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Tests only: closures the writer calls at two points of a caller's own commit, so tests
+    /// can hold a saver there and order other work around it deterministically.
+    struct TestHooks: Sendable {
+        /// On the saving thread, after an inline save claimed the writer and before it enters
+        /// the queue.
+        var beforeInlineCommit: (@Sendable () -> Void)?
+        /// On the writer queue, when a caller committing on its own thread (`saveAndWait` or an
+        /// inline save) has entered it, before it takes its group.
+        var beforeCallerTakesGroup: (@Sendable () -> Void)?
+        /// On the writer queue, when such a caller has taken its first group (the queue of
+        /// pending saves no longer holds it), before it commits.
+        var afterCallerTookGroup: (@Sendable () -> Void)?
+    }
+    /// Tests only (see ``TestHooks``); empty otherwise.
+    let testHooks = Mutex(TestHooks())
     /// Tests only: saves queued and not yet taken into a group.
     var pendingForTesting: Int { state.withLock { $0.pending.count } }
+    /// Tests only: a drain is queued or running.
+    var drainingForTesting: Bool { state.withLock { $0.draining } }
     /// Tests only: `exclusive` bodies asked for and not finished.
     var exclusiveQueuedForTesting: Int { state.withLock { $0.exclusiveQueued } }
 

@@ -105,3 +105,77 @@ final class HookExecutor: TaskExecutor {
         queue.async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }
+
+/// A configuration in relaxed durability (commits skip fsync; see `Durability.relaxed`).
+func relaxedConfiguration() -> StoreConfiguration {
+    var config = StoreConfiguration()
+    config.durability = .relaxed
+    return config
+}
+
+/// A change set inserting `n` genres named `prefix-0`, `prefix-1`, …
+func genres(_ n: Int, prefix: String = "g") -> ChangeSet {
+    var c = ChangeSet()
+    for i in 0..<n { c.insert(Genre(name: "\(prefix)-\(i)")) }
+    return c
+}
+
+/// Checks `condition` every millisecond until it holds, suspending meanwhile (no thread held).
+func waitUntil(_ condition: () throws -> Bool) async throws {
+    while try !condition() { try await Task.sleep(for: .milliseconds(1)) }
+}
+
+/// One of a writer's ``Writer/TestHooks``, armed to hold the first thread that reaches it
+/// (the hook is removed as it is reached) until ``release()``; a held thread goes on by itself
+/// after 10 s, so a failing test cannot hang the run.
+struct HeldHook: Sendable {
+    private let reached = DispatchSemaphore(value: 0)
+    private let go = DispatchSemaphore(value: 0)
+
+    /// Arms the hook that `set` writes into `writer.testHooks` (`{ $0.beforeInlineCommit = $1 }`).
+    static func arm(_ writer: Writer, _ set: @escaping @Sendable (inout Writer.TestHooks, (@Sendable () -> Void)?) -> Void) -> HeldHook {
+        let held = HeldHook()
+        writer.testHooks.withLock {
+            set(&$0) {
+                writer.testHooks.withLock { set(&$0, nil) }
+                held.reached.signal()
+                _ = held.go.wait(timeout: .now() + 10)
+            }
+        }
+        return held
+    }
+
+    /// Returns once a thread is held at the hook.
+    func waitUntilReached() async throws { try await waitUntil { reached.wait(timeout: .now()) == .success } }
+
+    /// Lets the held thread go on.
+    func release() { go.signal() }
+}
+
+/// A small save started on ``HookExecutor`` (so that if it is held, or wrongly blocks, it holds
+/// that executor's thread and not one of the cooperative pool's).
+func saveOnHookExecutor(_ store: Store, _ changes: ChangeSet) -> Task<TransactionID, Error> {
+    Task(executorPreference: HookExecutor.shared) { try await store.save(changes) }
+}
+
+/// Asks `writer` for an `exclusive` body from a new task; returns the task once the body is
+/// asked for (queued or deferred) or has already run.
+func askForExclusive<R: Sendable>(_ writer: Writer, _ body: @escaping @Sendable () throws -> R) async throws -> Task<R, Error> {
+    let ran = Locked(false)
+    let task = Task { try await writer.exclusive { () throws -> R in
+        ran.withLock { $0 = true }
+        return try body()
+    } }
+    try await waitUntil { writer.exclusiveQueuedForTesting > 0 || ran.withLock { $0 } }
+    return task
+}
+
+/// Closes `store` on a thread of its own; the flag turns true when `close()` has returned.
+func closeOnThread(_ store: Store) -> Locked<Bool> {
+    let closed = Locked(false)
+    Thread {
+        store.close()
+        closed.withLock { $0 = true }
+    }.start()
+    return closed
+}
