@@ -10,16 +10,18 @@ struct Overlay: Sendable {
     }
 
     /// Changed or inserted records; `nil` marks a deletion.
-    var records: [ObjectID: Record?] = [:]
-    var added: [LinkKey: Set<ObjectID>] = [:]
-    var removed: [LinkKey: Set<ObjectID>] = [:]
+    // `Dictionary()` rather than `[:]`: an overlay is made empty twice per child insert, and the
+    // literal goes through `init(dictionaryLiteral:)`.
+    var records = [ObjectID: Record?]()
+    var added = [LinkKey: Set<ObjectID>]()
+    var removed = [LinkKey: Set<ObjectID>]()
     /// Unique keys taken (owner) or freed (nil) here.
-    var uniques: [ByteKey: ObjectID?] = [:]
+    var uniques = [ByteKey: ObjectID?]()
     /// Objects whose edges changed, per entity tag. With the keys of ``records`` (objects whose
     /// record changed), the extra candidates a query must look at; records are not marked here
     /// too, which saves two hash operations per change.
-    var dirty: [UInt16: Set<ObjectID>] = [:]
-    var countDelta: [UInt16: Int] = [:]
+    var dirty = [UInt16: Set<ObjectID>]()
+    var countDelta = [UInt16: Int]()
 
     mutating func markDirty(_ id: ObjectID) { dirty[id.entityTag, default: []].insert(id) }
 
@@ -129,9 +131,10 @@ struct OverlayApplier: StateStore {
     private(set) var leaf: Overlay
     /// Previous entries of everything changed, newest last, so a failed change set can be undone
     /// without keeping a second copy of the overlay.
-    private var undo: [Undo] = []
+    private var undo: [Undo]
 
-    private enum Undo {
+    /// One entry of the undo list (internal so a context can keep an emptied list for reuse).
+    enum Undo {
         case record(ObjectID, Record??)
         case added(Overlay.LinkKey, Set<ObjectID>?)
         case removed(Overlay.LinkKey, Set<ObjectID>?)
@@ -169,13 +172,33 @@ struct OverlayApplier: StateStore {
         undo.append(.removed(k, leaf.removed[k]))
     }
 
-    init(base: ReadView, parents: [Overlay], leaf: Overlay) {
+    /// `undo` is an empty list whose storage is reused (see ``takeUndoStorage()``); without one,
+    /// room for four entries is allocated.
+    init(base: ReadView, parents: [Overlay], leaf: Overlay, undo: [Undo] = []) {
         self.parents = MergedSource(base: base, overlays: parents)
         self.leaf = leaf
+        assert(undo.isEmpty, "an undo list handed in for reuse must be empty")
+        self.undo = undo
         // An insert leaves three undo entries (its record, a unique key, the count): one
         // allocation for them instead of growing the array twice.
-        undo.reserveCapacity(4)
+        if self.undo.capacity < 4 { self.undo.reserveCapacity(4) }
     }
+
+    /// The undo list emptied, with its storage, for the next applier (a child filled one insert at
+    /// a time allocated and freed one per insert), or an empty one when it grew past
+    /// ``reusedUndoCapacity`` (a large change set's list is not kept alive).
+    mutating func takeUndoStorage() -> [Undo] {
+        guard undo.capacity <= Self.reusedUndoCapacity else {
+            undo = []
+            return []
+        }
+        undo.removeAll(keepingCapacity: true)
+        defer { undo = [] }
+        return undo
+    }
+
+    /// The largest undo list kept for reuse.
+    static let reusedUndoCapacity = 64
 
     var schema: Schema { parents.schema }
 

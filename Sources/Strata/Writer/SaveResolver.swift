@@ -41,7 +41,7 @@ struct SaveResolver<S: StateStore> {
     }
 
     private func fail(_ kind: ValidationFailure.Kind, _ entity: String, _ id: ObjectID?, _ field: String?, _ reason: String) -> StrataError {
-        .validation(ValidationFailure(kind: kind, entity: entity, objectID: id, field: field, reason: reason))
+        ValueRules.failure(kind, entity, id, field, reason)
     }
 
     private mutating func emit(_ change: LoggedChange) throws {
@@ -51,12 +51,7 @@ struct SaveResolver<S: StateStore> {
 
     private func resolved(_ id: ObjectID) -> ObjectID { aliases[id] ?? id }
 
-    private func entity(_ id: ObjectID) throws -> EntityDescription {
-        guard let e = schema.entity(tag: id.entityTag) else {
-            throw fail(.unknownEntity, "tag \(id.entityTag)", id, nil, "no entity with this tag in \(schema.model) v\(schema.version)")
-        }
-        return e
-    }
+    private func entity(_ id: ObjectID) throws -> EntityDescription { try ValueRules.entity(schema, id) }
 
     /// Resolves and applies every operation. `checkRequired` runs the end-of-save check of required
     /// to-one relationships (off inside a child context, where a commit is not a save yet).
@@ -169,35 +164,9 @@ struct SaveResolver<S: StateStore> {
 
     // MARK: Attributes
 
-    /// Fills defaults and checks types, required values and sizes.
+    /// Fills defaults and checks types, required values and sizes (``ValueRules``).
     private func prepared(_ e: EntityDescription, _ id: ObjectID, _ input: [Value]) throws -> [Value] {
-        guard input.count == e.attributes.count else {
-            throw fail(.unknownAttribute, e.name, id, nil, "\(input.count) values given, entity has \(e.attributes.count) attributes")
-        }
-        var values = input
-        for a in e.attributes {
-            if values[a.index].isNull, let d = a.defaultValue { values[a.index] = d }
-            try check(e, id, a, values[a.index])
-        }
-        return values
-    }
-
-    private func check(_ e: EntityDescription, _ id: ObjectID, _ a: AttributeDescription, _ v: Value) throws {
-        if v.isNull {
-            guard a.isOptional else { throw fail(.requiredAttribute, e.name, id, a.name, "a value is required") }
-            return
-        }
-        guard v.type == a.type else { throw fail(.wrongType, e.name, id, a.name, "expected \(a.type.rawValue), got \(v.type!.rawValue)") }
-        var size = 0
-        switch v {
-        case .string(let s): size = s.utf8.count
-        case .bytes(let b): size = b.count
-        case .double(let d) where !d.isFinite: throw fail(.wrongType, e.name, id, a.name, "doubles must be finite")
-        default: break
-        }
-        if size > limits.maxValueBytes {
-            throw fail(.valueTooLarge, e.name, id, a.name, "\(size) bytes exceed maxValueBytes (\(limits.maxValueBytes))")
-        }
+        try ValueRules.prepared(e, id, input, maxValueBytes: limits.maxValueBytes)
     }
 
     private mutating func insert(_ id: ObjectID, _ input: [Value]) throws {
@@ -257,11 +226,11 @@ struct SaveResolver<S: StateStore> {
             guard av.attribute >= 0, av.attribute < e.attributes.count else {
                 throw fail(.unknownAttribute, e.name, id, nil, "attribute position \(av.attribute) out of range")
             }
-            let a = e.attributes[av.attribute]
-            try check(e, id, a, av.value)
-            if values[a.index] != av.value {
-                changed.append(AttributeChange(attribute: a.index, old: values[a.index], new: av.value))
-                values[a.index] = av.value
+            let i = av.attribute
+            try ValueRules.check(e, id, attribute: i, av.value, maxValueBytes: limits.maxValueBytes)
+            if values[i] != av.value {
+                changed.append(AttributeChange(attribute: i, old: values[i], new: av.value))
+                values[i] = av.value
             }
         }
         guard !changed.isEmpty else { return }

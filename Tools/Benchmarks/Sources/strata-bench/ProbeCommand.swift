@@ -12,6 +12,10 @@ import Strata
 ///   `--savers 1 --records-per-save 16` commits what a perfect 16-save group writes, as one save.
 /// - `child`: 10k tracks saved directly, then through a child context (its inserts and its
 ///   commit timed apart), then applied to a child as one change set.
+/// - `child-inserts`: `--count` inserts into a child context of an empty store, then discarded,
+///   21 times: the child's own cost per insert (W7's numerator less the commit), its minimum and
+///   median, steadier than `child` for an A/B of the child's insert path (nothing is committed, so
+///   every repetition sees the same empty store).
 /// - `verify`: W8's store (`--count` tracks inserted, then each updated once) verified five
 ///   times, in memory and by the on-disk rebuild, with the peak RSS after each.
 /// - `compaction`: W9's store (`--count` tracks inserted, then each updated once) compacted
@@ -24,14 +28,14 @@ import Strata
 ///   migrated to v2, with each phase's time and the steps' estimated times.
 struct ProbeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "probe", abstract: "Diagnostic breakdowns behind BENCHMARKS.md (group-commit, child, verify, compaction, small-saves, migration).")
+        commandName: "probe", abstract: "Diagnostic breakdowns behind BENCHMARKS.md (group-commit, child, child-inserts, verify, compaction, small-saves, migration).")
 
-    enum Kind: String, ExpressibleByArgument, CaseIterable { case groupCommit = "group-commit", child, verify, compaction, smallSaves = "small-saves", migration }
+    enum Kind: String, ExpressibleByArgument, CaseIterable { case groupCommit = "group-commit", child, childInserts = "child-inserts", verify, compaction, smallSaves = "small-saves", migration }
 
-    @Argument(help: "What to measure: group-commit, child, verify, compaction, small-saves or migration.") var kind: Kind
+    @Argument(help: "What to measure: group-commit, child, child-inserts, verify, compaction, small-saves or migration.") var kind: Kind
     @Option(help: "Empty scratch directory (removed afterwards).") var dir: String
     @Option(help: "Schema directory (Schemas/library).") var schema: String
-    @Option(help: "Transactions (group-commit), inserts (child), tracks (verify, compaction, migration) or saves (small-saves).") var count: Int = 2_048
+    @Option(help: "Transactions (group-commit), inserts (child, child-inserts), tracks (verify, compaction, migration) or saves (small-saves).") var count: Int = 2_048
     @Option(help: "group-commit only: just this number of concurrent savers (with gathering), e.g. to profile it.") var savers: Int?
     @Option(help: "group-commit only: tracks inserted by each save (1; 16 with --savers 1 is what a perfect 16-save group writes).") var recordsPerSave: Int = 1
 
@@ -48,6 +52,7 @@ struct ProbeCommand: AsyncParsableCommand {
         switch kind {
         case .groupCommit: try await groupCommit(schema, root)
         case .child: try await child(schema, root)
+        case .childInserts: try childInserts(schema, root)
         case .verify: try await verify(schema, root)
         case .compaction: try await compaction(schema, root)
         case .smallSaves: try smallSaves(schema, root)
@@ -116,6 +121,28 @@ struct ProbeCommand: AsyncParsableCommand {
             print(String(format: "direct save %.1f ms; child: %d inserts %.1f ms + commit %.1f ms = ratio %.2f; the same inserts as one change set %.1f ms; making the tracks alone %.1f ms (%d)",
                          direct * 1e3, count, inserts * 1e3, commit * 1e3, (inserts + commit) / direct, oneApply * 1e3, making * 1e3, sink % 10))
         }
+    }
+
+    private func childInserts(_ schema: Schema, _ root: URL) throws {
+        let store = try Store.open(at: root.appendingPathComponent("child-inserts"), schema: schema)
+        defer { store.close() }
+        var perInsert: [Double] = []
+        for _ in 0..<21 {
+            let child = try store.mainContext.newChild(label: "probe-inserts")
+            let seconds = try MonotonicClock.measure {
+                for i in 0..<count { try child.insert(TrackData.make(i).track) }
+            }.seconds
+            child.discard()
+            perInsert.append(seconds / Double(count))
+            // The discarded changes are freed on a background queue: let that finish, so the
+            // next repetition's inserts do not share the allocator with it.
+            usleep(200_000)
+        }
+        perInsert.sort()
+        var sink = 0
+        let making = MonotonicClock.measure { for i in 0..<count { sink &+= TrackData.make(i).track.title.utf8.count } }.seconds
+        print(String(format: "child inserts: min %.0f ns, median %.0f ns, max %.0f ns per insert (%d inserts, 21 times); making a track alone %.0f ns (%d)",
+                     perInsert[0] * 1e9, perInsert[10] * 1e9, perInsert[20] * 1e9, count, making / Double(count) * 1e9, sink % 10))
     }
 
     /// A relaxed store of `count` tracks, each inserted then updated once (W8's and W9's).
