@@ -34,8 +34,9 @@ public final class ChildContext: ObjectReading {
 
         /// The spare undo list, leaving none behind (so the applier holds its only reference).
         mutating func takeSpareUndo() -> [OverlayApplier.Undo] {
-            defer { spareUndo = [] }
-            return spareUndo
+            var taken: [OverlayApplier.Undo] = []
+            swap(&taken, &spareUndo)
+            return taken
         }
     }
 
@@ -127,9 +128,8 @@ public final class ChildContext: ObjectReading {
                 // Hand the overlay to the applier and drop this reference, so the applier holds the
                 // only one and changes the dictionaries in place (a second reference would make
                 // every change copy the whole overlay: O(n) per change).
-                var resolver = SaveResolver(applier: OverlayApplier(base: view, parents: parents, leaf: s.overlay, undo: s.takeSpareUndo()),
+                var resolver = SaveResolver(applier: OverlayApplier(base: view, parents: parents, leaf: OverlayApplier.take(&s.overlay), undo: s.takeSpareUndo()),
                                             limits: store.configuration, collectsChanges: false)
-                s.overlay = Overlay()
                 do {
                     try resolver.run(operations, bases: baseVersions, policy: mergePolicy, checkRequired: false)
                 } catch {
@@ -159,8 +159,7 @@ public final class ChildContext: ObjectReading {
         try state.withLock { s in
             try root.read { view in
                 // As in `apply`: the applier holds the only reference to the overlay meanwhile.
-                var applier = OverlayApplier(base: view, parents: parents, leaf: s.overlay, undo: s.takeSpareUndo())
-                s.overlay = Overlay()
+                var applier = OverlayApplier(base: view, parents: parents, leaf: OverlayApplier.take(&s.overlay), undo: s.takeSpareUndo())
                 do {
                     try applier.apply(.insert(id: id, values: values))
                 } catch {

@@ -144,14 +144,19 @@ struct OverlayApplier: StateStore {
     }
 
     /// The built overlay, leaving an empty one behind (no second reference to its storage).
-    mutating func takeLeaf() -> Overlay {
-        defer { leaf = Overlay() }
-        return leaf
+    mutating func takeLeaf() -> Overlay { Self.take(&leaf) }
+
+    /// `overlay`'s value, leaving an empty one in its place. A swap moves the six dictionary
+    /// references; `defer { x = Overlay() }; return x` copied them (six retains) and then
+    /// released the originals, twice per child insert.
+    static func take(_ overlay: inout Overlay) -> Overlay {
+        var taken = Overlay()
+        swap(&taken, &overlay)
+        return taken
     }
 
     /// Restores the overlay as it was before the first change applied here.
     mutating func rollBack() -> Overlay {
-        defer { leaf = Overlay() }
         while let u = undo.popLast() {
             switch u {
             case .record(let id, let old): leaf.records[id] = old
@@ -162,7 +167,7 @@ struct OverlayApplier: StateStore {
             }
         }
         // Edge dirty marks may stay: a dirty object is only re-read, so extra ones are harmless.
-        return leaf
+        return takeLeaf()
     }
 
     private mutating func saveRecord(_ id: ObjectID) { undo.append(.record(id, leaf.records[id])) }
@@ -193,8 +198,9 @@ struct OverlayApplier: StateStore {
             return []
         }
         undo.removeAll(keepingCapacity: true)
-        defer { undo = [] }
-        return undo
+        var taken: [Undo] = []
+        swap(&taken, &undo)
+        return taken
     }
 
     /// The largest undo list kept for reuse.
@@ -325,12 +331,26 @@ struct OverlayApplier: StateStore {
     }
 }
 
-/// Bytes as a dictionary key, hashed in one pass (`[UInt8]`'s own `Hashable` feeds the hasher one
-/// element at a time, which dominated unique-key lookups in child contexts).
+/// Bytes as a dictionary key, hashed once, in one pass, when the key is made (`[UInt8]`'s own
+/// `Hashable` feeds the hasher one element at a time, which dominated unique-key lookups in child
+/// contexts). A dictionary that grows rehashes its keys: from the stored hash that costs a
+/// ``KeyedHash`` mix, not a second pass over the bytes.
 struct ByteKey: Hashable, Sendable {
     let bytes: [UInt8]
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
-    func hash(into hasher: inout Hasher) {
+    /// `Hasher`'s (SipHash, randomly seeded) hash of `bytes`.
+    private let digest: Int
+
+    init(_ bytes: [UInt8]) {
+        self.bytes = bytes
+        var hasher = Hasher()
         bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+        digest = hasher.finalize()
     }
+
+    static func == (a: ByteKey, b: ByteKey) -> Bool { a.digest == b.digest && a.bytes == b.bytes }
+
+    func hash(into hasher: inout Hasher) { hasher.combine(digest) }
+
+    /// What `Dictionary` and `Set` use: the stored digest mixed with the table's seed.
+    func _rawHashValue(seed: Int) -> Int { KeyedHash.hash(UInt64(bitPattern: Int64(digest)), 0, seed: seed) }
 }

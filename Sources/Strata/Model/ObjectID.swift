@@ -26,6 +26,12 @@ public struct ObjectID: Hashable, Comparable, Sendable, CustomStringConvertible 
         self.low = low
     }
 
+    /// The hash `Dictionary` and `Set` use (a ``KeyedHash`` of both halves, seeded per process
+    /// and per table): an id is the key of most of Strata's hot dictionaries, and SipHash, the
+    /// default, cost a third of a child context's insert. Equal ids hash equally; `hash(into:)`
+    /// (used when an id is part of a larger key) is unchanged. Not for direct use.
+    public func _rawHashValue(seed: Int) -> Int { KeyedHash.hash(high, low, seed: seed) }
+
     /// The tag of the entity this object belongs to.
     public var entityTag: UInt16 { UInt16(truncatingIfNeeded: high >> 48) }
 
