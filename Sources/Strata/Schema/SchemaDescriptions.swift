@@ -69,6 +69,16 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
     let relationshipIndex: [String: Int]
     /// Whether some to-one relationship of this entity is required (checked at the end of a save).
     let hasRequiredToOne: Bool
+    /// What ``ValueRules`` checks of each attribute, in attribute order, as plain values: reading
+    /// them copies no string and no default value (every save and child insert reads them all).
+    let valueRules: [ValueRule]
+
+    /// The part of an ``AttributeDescription`` every value is checked against.
+    struct ValueRule {
+        let type: AttributeType
+        let isOptional: Bool
+        let hasDefault: Bool
+    }
 
     init(name: String, tag: UInt16, attributes: [AttributeDescription], relationships: [RelationshipDescription],
          uniques: [IndexDescription], indexes: [IndexDescription]) {
@@ -81,6 +91,7 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
         attributeIndex = Dictionary(uniqueKeysWithValues: attributes.map { ($0.name, $0.index) })
         relationshipIndex = Dictionary(uniqueKeysWithValues: relationships.map { ($0.name, $0.index) })
         hasRequiredToOne = relationships.contains { !$0.isToMany && !$0.isOptional }
+        valueRules = attributes.map { ValueRule(type: $0.type, isOptional: $0.isOptional, hasDefault: $0.defaultValue != nil) }
     }
 
     /// The attribute named `name`, if any.

@@ -16,18 +16,19 @@ enum ValueRules {
 
     /// `input` with defaults filled in, after checking the count, types, required values and sizes.
     ///
-    /// Attributes are read a field at a time (`e.attributes[i].type`), never as a whole
-    /// ``AttributeDescription``: copying one (its name, its default value) cost a retain and a
-    /// release per field per attribute, about a tenth of a child context's insert (`perf` of W7).
+    /// The loop reads ``EntityDescription/valueRules`` (plain values), not the attributes: copying
+    /// an ``AttributeDescription`` (its name, its default value) cost a retain and a release per
+    /// field per attribute, about a tenth of a child context's insert (`perf` of W7).
     static func prepared(_ e: EntityDescription, _ id: ObjectID, _ input: [Value], maxValueBytes: Int) throws -> [Value] {
-        let attributes = e.attributes
-        guard input.count == attributes.count else {
-            throw failure(.unknownAttribute, e.name, id, nil, "\(input.count) values given, entity has \(attributes.count) attributes")
+        guard input.count == e.valueRules.count else {
+            throw failure(.unknownAttribute, e.name, id, nil, "\(input.count) values given, entity has \(e.attributes.count) attributes")
         }
         var values = input
-        for i in attributes.indices {
-            if values[i].isNull, let d = attributes[i].defaultValue { values[i] = d }
-            try check(e, id, attribute: i, values[i], maxValueBytes: maxValueBytes)
+        try e.valueRules.withUnsafeBufferPointer { rules in
+            for i in rules.indices {
+                if rules[i].hasDefault, values[i].isNull, let d = e.attributes[i].defaultValue { values[i] = d }
+                try check(e, id, attribute: i, rules[i], values[i], maxValueBytes: maxValueBytes)
+            }
         }
         return values
     }
@@ -35,21 +36,27 @@ enum ValueRules {
     /// Checks one value against the attribute at position `attribute` of `e`: required, type,
     /// finite doubles, `maxValueBytes`.
     static func check(_ e: EntityDescription, _ id: ObjectID, attribute: Int, _ v: Value, maxValueBytes: Int) throws {
-        func name() -> String { e.attributes[attribute].name }
+        try check(e, id, attribute: attribute, e.valueRules[attribute], v, maxValueBytes: maxValueBytes)
+    }
+
+    @inline(__always)
+    private static func check(_ e: EntityDescription, _ id: ObjectID, attribute: Int, _ rule: EntityDescription.ValueRule, _ v: Value,
+                              maxValueBytes: Int) throws {
         let size: Int
         switch v {
         case .null:
-            guard e.attributes[attribute].isOptional else { throw failure(.requiredAttribute, e.name, id, name(), "a value is required") }
+            guard rule.isOptional else { throw failure(.requiredAttribute, e.name, id, e.attributes[attribute].name, "a value is required") }
             return
         case .string(let s): size = s.utf8.count
         case .bytes(let b): size = b.count
         default: size = 0
         }
-        let type = e.attributes[attribute].type
-        guard v.type == type else { throw failure(.wrongType, e.name, id, name(), "expected \(type.rawValue), got \(v.type?.rawValue ?? "null")") }
-        if case .double(let d) = v, !d.isFinite { throw failure(.wrongType, e.name, id, name(), "doubles must be finite") }
+        guard v.type == rule.type else {
+            throw failure(.wrongType, e.name, id, e.attributes[attribute].name, "expected \(rule.type.rawValue), got \(v.type?.rawValue ?? "null")")
+        }
+        if case .double(let d) = v, !d.isFinite { throw failure(.wrongType, e.name, id, e.attributes[attribute].name, "doubles must be finite") }
         if size > maxValueBytes {
-            throw failure(.valueTooLarge, e.name, id, name(), "\(size) bytes exceed maxValueBytes (\(maxValueBytes))")
+            throw failure(.valueTooLarge, e.name, id, e.attributes[attribute].name, "\(size) bytes exceed maxValueBytes (\(maxValueBytes))")
         }
     }
 }
