@@ -39,12 +39,32 @@ import Testing
         for (name, make) in patterns {
             for seed in [0, 99] {
                 let counts = bucketCounts((0..<n).map { make($0)._rawHashValue(seed: seed) }, buckets: 1_024)
-                #expect(counts.min()! >= 30 && counts.max()! <= 170, "\(name), seed \(seed): \(counts.min()!)...\(counts.max()!)")
+                #expect(counts.min()! >= 30 && counts.max()! <= 170, "\(name), seed \(seed): \(counts.min()!)...\(counts.max()!) (key \(KeyedHash.keys))")
             }
         }
         let keys = bucketCounts((0..<n).map { ByteKey([0, 7] + withUnsafeBytes(of: UInt32($0).bigEndian, Array.init))._rawHashValue(seed: 0) },
                                 buckets: 1_024)
         #expect(keys.min()! >= 30 && keys.max()! <= 170, "unique keys: \(keys.min()!)...\(keys.max()!)")
+    }
+
+    /// `Set`, `Dictionary` and `AnyHashable` must use the keyed hash (`hashValue` is
+    /// `_rawHashValue(seed: 0)`); if Swift stopped calling the override this fails.
+    @Test func theStandardLibraryUsesTheKeyedHash() {
+        let id = ObjectID(high: 3 << 48 | 77, low: 5)
+        #expect(id.hashValue == id._rawHashValue(seed: 0))
+        #expect(AnyHashable(id).hashValue == id._rawHashValue(seed: 0))
+        var sip = Hasher(); id.hash(into: &sip)
+        #expect(sip.finalize() != id.hashValue, "still SipHash (key \(KeyedHash.keys))")
+        let key = ByteKey([9, 8, 7])
+        #expect(key.hashValue == key._rawHashValue(seed: 0))
+    }
+
+    /// Two tables (two seeds) put the same ids in unrelated buckets: copying one table into another
+    /// in iteration order then stays linear. About 1/1,024 of the ids share a bucket by chance.
+    @Test func theTableSeedChangesTheBuckets() {
+        let ids = (0..<20_000).map { ObjectID(high: 3 << 48 | 1_700_000_000_000, low: UInt64($0)) }
+        let same = ids.filter { ($0._rawHashValue(seed: 12_345) & 1_023) == ($0._rawHashValue(seed: 67_890) & 1_023) }.count
+        #expect(same < 60, "\(same) of 20,000 ids in the same bucket under both seeds (key \(KeyedHash.keys))")
     }
 
     @Test func setsAndDictionariesOfIDsWork() {

@@ -150,14 +150,16 @@ public final class ChildContext: ObjectReading {
     /// and dropping a resolver, its merge state and its undo list cost about a tenth of a child's
     /// insert (`perf` of W7); a child filled one object at a time pays it once per object.
     private func insertOne(_ id: ObjectID, _ input: [Value]) throws {
-        let e = try ValueRules.entity(schema, id)
-        let values = try ValueRules.prepared(e, id, input, maxValueBytes: store.configuration.maxValueBytes)
         let parents: [Overlay] = switch parent {
         case .view: []
         case .child(let p): p.overlayChain()
         }
         try state.withLock { s in
             try root.read { view in
+                // Checked inside the read, as the resolver does: a closed store reports `.closed`
+                // before any validation error.
+                let e = try ValueRules.entity(schema, id)
+                let values = try ValueRules.prepared(e, id, input, maxValueBytes: store.configuration.maxValueBytes)
                 // As in `apply`: the applier holds the only reference to the overlay meanwhile.
                 var applier = OverlayApplier(base: view, parents: parents, leaf: OverlayApplier.take(&s.overlay), undo: s.takeSpareUndo())
                 do {

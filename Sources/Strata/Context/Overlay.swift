@@ -74,11 +74,14 @@ struct MergedSource: ObjectSource {
         return try base.txn.contains(base.env[.links], key: Layout.linkKey(tag, from, to))
     }
 
-    func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? {
+    func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? { try uniqueOwner(ByteKey(key)) }
+
+    /// ``uniqueOwner(_:)-([UInt8])`` with the key already hashed: one hash for the whole chain.
+    func uniqueOwner(_ key: ByteKey) throws -> ObjectID? {
         for o in overlays.reversed() {
-            if let entry = o.uniques[ByteKey(key)] { return entry }
+            if let entry = o.uniques[key] { return entry }
         }
-        return try base.uniqueOwner(key)
+        return try base.uniqueOwner(key.bytes)
     }
 
     func objectCount(_ entity: EntityDescription) throws -> Int {
@@ -233,8 +236,9 @@ struct OverlayApplier: StateStore {
     }
 
     func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? {
-        if let entry = leaf.uniques[ByteKey(key)] { return entry }
-        return try parents.uniqueOwner(key)
+        let k = ByteKey(key)
+        if let entry = leaf.uniques[k] { return entry }
+        return try parents.uniqueOwner(k)
     }
 
     mutating func flushCounts() throws {}
@@ -321,7 +325,7 @@ struct OverlayApplier: StateStore {
                 undo.append(.unique(k, previous))
                 let owner: ObjectID? = switch previous {
                 case .some(let inLeaf): inLeaf
-                case .none: try parents.uniqueOwner(after)
+                case .none: try parents.uniqueOwner(k)
                 }
                 if let owner, owner != id {
                     throw StrataError.uniqueClash(u, e, new, id: id, owner: owner)
