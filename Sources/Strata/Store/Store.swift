@@ -76,7 +76,17 @@ public final class Store: Sendable {
     }
 
     deinit {
-        if !closed.load(ordering: .acquiring) { shutDown() }
+        guard !closed.load(ordering: .acquiring) else { return }
+        if let writer, writer.isCurrentQueue {
+            // The last reference went on the writer's queue (a save's merge closure held it):
+            // the close cannot wait for that queue here.
+            writer.refuseNewWork()
+            StoreRegistry.shared.beginClosing(path: path)
+            let parts = closingParts(inBackground: true)
+            DispatchQueue.global(qos: .userInitiated).async { parts.finish() }
+        } else {
+            shutDown()
+        }
     }
 
     // MARK: Opening
@@ -243,20 +253,58 @@ public final class Store: Sendable {
     public var isClosed: Bool { closed.load(ordering: .acquiring) }
 
     /// Finishes queued saves, closes every snapshot and the environment. Idempotent.
+    ///
+    /// Called on the writer's own queue (from a ``MergePolicy/custom(_:)`` closure, which runs
+    /// inside a save), it cannot wait for that queue, which would wait for itself: it refuses new
+    /// work at once (``isClosed`` is true, every call throws ``StrataError/closed(path:)``) and
+    /// returns, and the rest of the close runs on another thread when the save in progress ends.
+    /// Opening the path again before that has finished throws ``StrataError/alreadyOpen(path:reason:)``
+    /// ("still closing").
     public func close() {
         guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
+        if let writer, writer.isCurrentQueue {
+            writer.refuseNewWork()
+            StoreRegistry.shared.beginClosing(path: path)
+            DispatchQueue.global(qos: .userInitiated).async { self.closingParts(inBackground: true).finish() }
+            return
+        }
         shutDown()
     }
 
-    private func shutDown() {
-        writer?.close()
-        hub.finishAll()
-        main.withLock { $0.context }?.close()
-        snapshots.closeAll()
-        env.close()
-        lock?.release()
-        StoreRegistry.shared.remove(path: path, store: self)
-        if deleteOnClose { try? FileManager.default.removeItem(atPath: path) }
+    private func shutDown() { closingParts(inBackground: false).finish() }
+
+    /// What closing needs, taken from this instance now (the environment as it is now), so the
+    /// close can end on another thread after the instance is gone. `inBackground`: the path was
+    /// marked closing (``StoreRegistry/beginClosing(path:)``), to be unmarked at the end.
+    private func closingParts(inBackground: Bool) -> ClosingParts {
+        ClosingParts(writer: writer, hub: hub, mainContext: main.withLock { $0.context }, snapshots: snapshots, env: env, lock: lock,
+                     path: path, storeID: ObjectIdentifier(self), deleteOnClose: deleteOnClose, inBackground: inBackground)
+    }
+
+    /// The parts of a store that closing stops, in order (``finish()``).
+    private struct ClosingParts: Sendable {
+        let writer: Writer?
+        let hub: ChangeHub
+        let mainContext: ViewContext?
+        let snapshots: SnapshotRegistry
+        let env: LMDBEnvironment
+        let lock: StoreLock?
+        let path: String
+        let storeID: ObjectIdentifier
+        let deleteOnClose: Bool
+        let inBackground: Bool
+
+        func finish() {
+            writer?.close()
+            hub.finishAll()
+            mainContext?.close()
+            snapshots.closeAll()
+            env.close()
+            lock?.release()
+            StoreRegistry.shared.remove(path: path, storeID: storeID)
+            if deleteOnClose { try? FileManager.default.removeItem(atPath: path) }
+            if inBackground { StoreRegistry.shared.endClosing(path: path) }
+        }
     }
 
     func markMigrated(to version: Int) { migratedVersion.store(version, ordering: .releasing) }

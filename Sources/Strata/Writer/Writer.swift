@@ -168,7 +168,7 @@ final class Writer: Sendable {
     /// caller) go into the same group commit. Throws ``StrataError/saveFromWriter(path:)`` on
     /// the writer queue itself, which would wait for itself.
     func submitAndWait(_ changes: ChangeSet, author: String, metadata: [String: String]) throws -> TransactionID {
-        if DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) {
+        if isCurrentQueue {
             throw StrataError.saveFromWriter(path: env.path)
         }
         let waiter = Waiter()
@@ -224,7 +224,7 @@ final class Writer: Sendable {
     /// Returns nil, having queued nothing, when the writer is busy or the caller is on the writer
     /// queue: the save then takes the asynchronous path and joins the next group.
     private func commitInlineIfIdle(_ changes: ChangeSet, author: String, metadata: [String: String]) throws -> TransactionID? {
-        if DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) { return nil }
+        if isCurrentQueue { return nil }
         let waiter = Waiter()
         let claimed = try state.withLock { s -> Bool in
             if s.closed { throw StrataError.closed(path: env.path) }
@@ -296,8 +296,18 @@ final class Writer: Sendable {
     }
 
     /// Stops accepting saves, waits for queued ones to finish and flushes relaxed commits.
+    /// Whether the caller runs on this writer's queue (inside a save or an `exclusive` body).
+    var isCurrentQueue: Bool { DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) }
+
+    /// Refuses saves and `exclusive` bodies from now on, without waiting for anything (the first
+    /// step of ``close()``, for a close asked for on the writer's own queue).
+    func refuseNewWork() { state.withLock { $0.closed = true } }
+
+    /// Refuses new work, then waits for the work let in before (never call it on the writer's
+    /// queue: see ``isCurrentQueue``).
     func close() {
-        state.withLock { $0.closed = true }
+        precondition(!isCurrentQueue, "Writer.close() on the writer's own queue would wait for itself")
+        refuseNewWork()
         // Waits until nothing that was let in before the close can still reach the queue: a
         // caller about to enter it to commit on its own thread, a drain about to be queued, an
         // `exclusive` body (one deferred by an inline commit is queued only when that commit

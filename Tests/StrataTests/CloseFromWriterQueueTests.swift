@@ -1,0 +1,79 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+/// `Store.close()` called on the writer's own queue — from a custom merge closure, which runs
+/// inside the save — used to wait for that queue and so for itself (a deadlock). It now refuses
+/// new work at once and finishes the close on another thread when the save ends.
+@Suite struct CloseFromWriterQueueTests {
+    /// Polls `condition` every 10 ms for at most `seconds`; false if it never held.
+    private func eventually(_ seconds: Double = 10, _ condition: () async throws -> Bool) async rethrows -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if try await condition() { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return false
+    }
+
+    @Test(arguments: [Durability.durable, .relaxed])
+    func aMergeClosureThatClosesTheStoreLetsTheSaveFinish(durability: Durability) async throws {
+        let dir = temporaryDirectory("close-from-writer")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var configuration = StoreConfiguration()
+        configuration.durability = durability
+        let schema = try librarySchema()
+        let store = try Store.open(at: dir, schema: schema, configuration: configuration)
+        let track = Track(mbid: UUID(), title: "base", durationSeconds: 100, addedAt: Date(timeIntervalSince1970: 0))
+        _ = try await store.save { $0.insert(track) }
+        let closedInside = Locked(false)
+        let child = try store.mainContext.newChild(label: "closer", mergePolicy: .custom { _ in
+            store.close()
+            closedInside.withLock { $0 = store.isClosed }
+            return .keepContext
+        })
+        try child.set(Track.title, of: track.id, to: "mine")
+        _ = try await store.save { $0.set(Track.durationSeconds, of: track.id, to: 7) }   // the conflict
+
+        let result = Locked<Result<TransactionID?, Error>?>(nil)
+        Task {
+            let r = await Result(catching: { try await child.commit() })
+            result.withLock { $0 = r }
+        }
+        let finished = await eventually { result.withLock { $0 != nil } }
+        try #require(finished, "the commit whose merge closure closed the store never returned (deadlock)")
+        let committed = try #require(try result.withLock { $0 }?.get())
+        #expect(committed != nil)
+        #expect(closedInside.withLock { $0 })
+        #expect(store.isClosed)
+        #expect(throws: StrataError.self) { _ = try store.mainContext.fetch(Track.self) }
+
+        // The close finishes in the background; then the store opens again, with the save in it.
+        var reopened: Store?
+        let opened = await eventually {
+            do {
+                reopened = try Store.open(at: dir, schema: schema, configuration: configuration)
+                return true
+            } catch StrataError.alreadyOpen {
+                return false
+            } catch {
+                Issue.record("reopening failed: \(error)")
+                return true
+            }
+        }
+        try #require(opened, "the background close never finished")
+        let again = try #require(reopened)
+        defer { again.close() }
+        #expect(again !== store)
+        let saved = try #require(try again.mainContext.object(Track.self, id: track.id))
+        #expect(saved.title == "mine" && saved.durationSeconds == 7)
+    }
+}
+
+extension Result where Failure == Error {
+    /// `Result(catching:)` for an async body.
+    init(catching body: () async throws -> Success) async {
+        do { self = .success(try await body()) } catch { self = .failure(error) }
+    }
+}
