@@ -7,14 +7,16 @@ import Testing
 /// inside the save — used to wait for that queue and so for itself (a deadlock). It now refuses
 /// new work at once and finishes the close on another thread when the save ends.
 @Suite struct CloseFromWriterQueueTests {
-    /// Polls `condition` every 10 ms for at most `seconds`; false if it never held.
-    private func eventually(_ seconds: Double = 10, _ condition: () async throws -> Bool) async rethrows -> Bool {
+    /// Polls `condition` every 10 ms until it holds or `seconds` have passed, checking once more
+    /// after the deadline (in the full suite this task can wait seconds for a thread of the
+    /// cooperative pool, which CPU-bound tests occupy; a deadlock never ends). False if it never held.
+    private func eventually(_ seconds: Double = 60, _ condition: () async throws -> Bool) async rethrows -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
+        while true {
             if try await condition() { return true }
+            if Date() >= deadline { return try await condition() }
             try? await Task.sleep(for: .milliseconds(10))
         }
-        return false
     }
 
     @Test(arguments: [Durability.durable, .relaxed])
@@ -37,7 +39,9 @@ import Testing
         _ = try await store.save { $0.set(Track.durationSeconds, of: track.id, to: 7) }   // the conflict
 
         let result = Locked<Result<TransactionID?, Error>?>(nil)
-        Task {
+        // On an executor of its own, not on the cooperative pool, which CPU-bound tests of the full
+        // suite can occupy for seconds.
+        Task(executorPreference: HookExecutor()) {
             let r = await Result(catching: { try await child.commit() })
             result.withLock { $0 = r }
         }

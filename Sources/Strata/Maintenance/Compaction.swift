@@ -56,6 +56,11 @@ extension Store {
                         progress: (@Sendable (CompactionProgress) -> Void)? = nil) async throws -> CompactionReport {
         try checkUsable()
         guard let writer, let lock else { throw StrataError.readOnly(path: path) }
+        // After a migration or compaction that ran first: `checkUsable` again (a migration
+        // retires this instance), and the build starts from the generation it left.
+        await maintenance.enter()
+        defer { maintenance.leave() }
+        try checkUsable()
         let started = ContinuousClock.now
         let others = lock.otherHolders()
         guard others.isEmpty else { throw StrataError.storeBusy(path: path, processIDs: others) }
@@ -135,6 +140,8 @@ extension Store {
     private func catchUpAndSwitch(to generation: PendingGeneration, caughtUpFrom t0: TransactionID,
                                   lock: StoreLock, writer: Writer, oldEnv: LMDBEnvironment) throws -> TransactionID {
         let newEnv = generation.env
+        // The maintenance gate keeps the generation the build started from the live one.
+        assert(env === oldEnv, "the live generation changed during a compaction")
         var head = t0
         try oldEnv.read { txn in
             let view = ReadView(txn: txn, env: oldEnv, schema: schema)

@@ -111,6 +111,10 @@ extension Store {
                         dryRun: Bool = false, progress: (@Sendable (MigrationProgress) -> Void)? = nil) async throws -> MigrationReport {
         try checkUsable()
         guard let writer, let lock else { throw StrataError.readOnly(path: path) }
+        // One compaction or migration at a time (see `MaintenanceGate`); checked again after the wait.
+        await maintenance.enter()
+        defer { maintenance.leave() }
+        try checkUsable()
         let started = ContinuousClock.now
         let goal = target ?? schemas.last?.version ?? schema.version
         guard let app = schemas.first(where: { $0.version == goal }), app.model == schema.model else {
@@ -219,6 +223,7 @@ extension Store {
         try prefetchBeforeCatchUp(generation, builtAt: t0)
         let box = UpcasterBox(upcaster)
         let marker = try await writer.exclusive { [self] in
+            assert(env === oldEnv, "the live generation changed during a migration")
             var u = box.value
             defer { box.value = u }
             let marker = try oldEnv.read { txn -> TransactionID in

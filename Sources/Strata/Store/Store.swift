@@ -35,6 +35,8 @@ public final class Store: Sendable {
     let writer: Writer?
     let snapshots: SnapshotRegistry
     let hub = ChangeHub()
+    /// One compaction or migration at a time in this process (``MaintenanceGate``).
+    let maintenance = MaintenanceGate()
     let logger: Logger
     /// The process that opened the store (a child after `fork()` must open its own).
     let processID: pid_t
@@ -83,7 +85,7 @@ public final class Store: Sendable {
             writer.refuseNewWork()
             StoreRegistry.shared.beginClosing(path: path)
             let parts = closingParts(inBackground: true)
-            DispatchQueue.global(qos: .userInitiated).async { parts.finish() }
+            Thread.detachNewThread { parts.finish() }
         } else {
             shutDown()
         }
@@ -265,7 +267,7 @@ public final class Store: Sendable {
         if let writer, writer.isCurrentQueue {
             writer.refuseNewWork()
             StoreRegistry.shared.beginClosing(path: path)
-            DispatchQueue.global(qos: .userInitiated).async { self.closingParts(inBackground: true).finish() }
+            Thread.detachNewThread { self.closingParts(inBackground: true).finish() }   // a thread of its own: not a pool thread, which may all be busy
             return
         }
         shutDown()

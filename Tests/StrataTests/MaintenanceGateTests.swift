@@ -1,0 +1,110 @@
+import Foundation
+import Testing
+@testable import Strata
+
+/// A compaction and a migration of one store asked for at the same time in one process run one
+/// after the other (`MaintenanceGate`). Before, both built from the live generation and both
+/// switched: a compaction whose switch was queued behind a migration's put back a compacted copy
+/// of the unmigrated store.
+@Suite(.serialized) struct MaintenanceGateTests {
+    private func labSchemas() throws -> [Schema] { try MigrationBulkTests().schemas() }
+
+    /// Waits until the second operation waits at the gate: 60 s at most, checked once more after
+    /// the deadline (in the full suite this task can wait seconds for a thread of the cooperative
+    /// pool). Without the gate it never waits, and this fails.
+    private func waitForSecondInLine(_ store: Store) async throws {
+        let deadline = Date().addingTimeInterval(60)
+        while store.maintenance.waitingForTesting < 1 {
+            if Date() >= deadline {
+                try #require(store.maintenance.waitingForTesting >= 1, "the second operation did not wait for the first")
+                return
+            }
+            try await Task.sleep(for: .milliseconds(1))
+        }
+    }
+
+    /// A store of `count` lab samples at schema v1, in `dir`.
+    private func labStore(_ dir: URL, count: Int) async throws -> Store {
+        let schemas = try labSchemas()
+        let store = try Store.open(at: dir, schema: schemas[0])
+        let sample = try #require(schemas[0].entity(named: "Sample"))
+        _ = try await store.save { c in
+            for i in 0..<count {
+                var r = Record(entity: sample)
+                r.values[0] = .string("s\(i)")
+                c.insert(r)
+            }
+        }
+        return store
+    }
+
+    /// A progress callback that holds the first caller until `release()` (60 s at most).
+    private final class Hold: Sendable {
+        let reached = DispatchSemaphore(value: 0)
+        let go = DispatchSemaphore(value: 0)
+        private let first = Locked(true)
+        func callback() {
+            guard first.withLock({ f in defer { f = false }; return f }) else { return }
+            reached.signal()
+            _ = go.wait(timeout: .now() + 60)
+        }
+        func waitUntilReached() async throws { try await waitUntil { reached.wait(timeout: .now()) == .success } }
+        func release() { go.signal() }
+    }
+
+    @Test func aCompactionAskedForDuringAMigrationWaitsAndIsRefused() async throws {
+        let dir = temporaryDirectory("gate-migration-first")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try await labStore(dir, count: 200)
+        let schemas = try labSchemas()
+        let hold = Hold()
+        let migration = Task(executorPreference: HookExecutor()) {   // its own thread: the hold blocks it
+            try await store.migrate(schemas: schemas, progress: { _ in hold.callback() })
+        }
+        try await hold.waitUntilReached()
+        let compaction = Task { try await store.compact() }
+        try await waitForSecondInLine(store)
+        hold.release()
+        let report = try await migration.value
+        #expect(report.objects == 200)
+        do {
+            _ = try await compaction.value
+            Issue.record("a compaction of the migrated instance ran")
+        } catch StrataError.migrated(_, let version) {
+            #expect(version == 2)
+        }
+        store.close()
+        let migrated = try Store.open(at: dir, schema: schemas[1])
+        defer { migrated.close() }
+        #expect(try migrated.mainContext.count(Query(entity: "Specimen")) == 200)
+    }
+
+    @Test func aMigrationAskedForDuringACompactionStartsFromTheCompactedStore() async throws {
+        let dir = temporaryDirectory("gate-compaction-first")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try await labStore(dir, count: 200)
+        let schemas = try labSchemas()
+        let sample = try #require(schemas[0].entity(named: "Sample"))
+        let hold = Hold()
+        let compaction = Task(executorPreference: HookExecutor()) {   // its own thread: the hold blocks it
+            try await store.compact(progress: { _ in hold.callback() })
+        }
+        try await hold.waitUntilReached()
+        let migration = Task { try await store.migrate(schemas: schemas) }
+        try await waitForSecondInLine(store)
+        // A save during the compaction's build: caught up by the compaction, then migrated.
+        _ = try await store.save { c in
+            var r = Record(entity: sample)
+            r.values[0] = .string("late")
+            c.insert(r)
+        }
+        hold.release()
+        _ = try await compaction.value
+        let report = try await migration.value
+        #expect(report.objects == 201)
+        store.close()
+        let migrated = try Store.open(at: dir, schema: schemas[1])
+        defer { migrated.close() }
+        #expect(try migrated.mainContext.count(Query(entity: "Specimen")) == 201)
+    }
+}
