@@ -7,6 +7,10 @@ import Testing
 /// inside the save — used to wait for that queue and so for itself (a deadlock). It now refuses
 /// new work at once and finishes the close on another thread when the save ends.
 @Suite struct CloseFromWriterQueueTests {
+    /// An executor of this suite's own, kept alive by this constant: a task does not retain its
+    /// executor preference.
+    static let executor = HookExecutor()
+
     /// Polls `condition` every 10 ms until it holds or `seconds` have passed, checking once more
     /// after the deadline (in the full suite this task can wait seconds for a thread of the
     /// cooperative pool, which CPU-bound tests occupy; a deadlock never ends). False if it never held.
@@ -41,7 +45,7 @@ import Testing
         let result = Locked<Result<TransactionID?, Error>?>(nil)
         // On an executor of its own, not on the cooperative pool, which CPU-bound tests of the full
         // suite can occupy for seconds.
-        Task(executorPreference: HookExecutor()) {
+        Task(executorPreference: Self.executor) {
             let r = await Result(catching: { try await child.commit() })
             result.withLock { $0 = r }
         }
@@ -72,6 +76,39 @@ import Testing
         #expect(again !== store)
         let saved = try #require(try again.mainContext.object(Track.self, id: track.id))
         #expect(saved.title == "mine" && saved.durationSeconds == 7)
+    }
+}
+
+/// A close that waits for a compaction's switch (asked for before the close) closes the
+/// environment the store switched to, not the one it had when the close began.
+@Suite struct CloseDuringCompactionTests {
+    @Test func aCloseAfterACompactionSwitchClosesTheNewEnvironment() async throws {
+        let store = try Store.temporary(schema: try librarySchema())
+        _ = try await store.save { $0.insert(Genre(name: "g")) }
+        let before = store.env
+        let held = try await holdWriter(store)
+        let writer = try #require(store.writer)
+        let compaction = Task { try await store.compact() }
+        // The compaction's switch is queued behind the held body; then the store is closed.
+        let deadline = Date().addingTimeInterval(60)
+        while writer.exclusiveQueuedForTesting < 2 {
+            try #require(Date() < deadline, "the compaction never asked for its switch")
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        let closed = closeOnThread(store)
+        while !store.isClosed {   // the close has begun (and waits for the queue) before the release
+            try #require(Date() < deadline, "close() never began")
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        try await held.release()
+        _ = try await compaction.value
+        while !closed.withLock({ $0 }) {
+            try #require(Date() < deadline, "close() never returned")
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        let after = try #require(store.writer).env
+        #expect(after !== before, "the compaction switched generations")
+        #expect(after.isClosed, "the environment switched to during the close was left open")
     }
 }
 

@@ -6,8 +6,14 @@ import Testing
 /// after the other (`MaintenanceGate`). Before, both built from the live generation and both
 /// switched: a compaction whose switch was queued behind a migration's put back a compacted copy
 /// of the unmigrated store.
-@Suite(.serialized) struct MaintenanceGateTests {
+@Suite(.serialized, .timeLimit(.minutes(3))) struct MaintenanceGateTests {
     private func labSchemas() throws -> [Schema] { try MigrationBulkTests().schemas() }
+
+    /// Executors of the suite's own, kept alive by these constants (a task does not retain its
+    /// executor preference): the first operation runs on `held`, whose thread the hold blocks; the
+    /// second on `other`, off the cooperative pool, which CPU-bound tests can occupy for seconds.
+    static let held = HookExecutor()
+    static let other = HookExecutor()
 
     /// Waits until the second operation waits at the gate: 60 s at most, checked once more after
     /// the deadline (in the full suite this task can wait seconds for a thread of the cooperative
@@ -48,7 +54,18 @@ import Testing
             reached.signal()
             _ = go.wait(timeout: .now() + 60)
         }
-        func waitUntilReached() async throws { try await waitUntil { reached.wait(timeout: .now()) == .success } }
+        /// Waits (60 s at most) until the first operation is held; fails if it ended without it.
+        func waitUntilReached<R>(_ task: Task<R, Error>) async throws {
+            let deadline = Date().addingTimeInterval(60)
+            while reached.wait(timeout: .now()) != .success {
+                if Date() >= deadline {
+                    _ = try await task.value   // shows its error, if it failed before its first progress
+                    Issue.record("the first operation never reported progress")
+                    throw CancellationError()
+                }
+                try await Task.sleep(for: .milliseconds(1))
+            }
+        }
         func release() { go.signal() }
     }
 
@@ -58,11 +75,12 @@ import Testing
         let store = try await labStore(dir, count: 200)
         let schemas = try labSchemas()
         let hold = Hold()
-        let migration = Task(executorPreference: HookExecutor()) {   // its own thread: the hold blocks it
+        let migration = Task(executorPreference: Self.held) {
             try await store.migrate(schemas: schemas, progress: { _ in hold.callback() })
         }
-        try await hold.waitUntilReached()
-        let compaction = Task { try await store.compact() }
+        defer { hold.release() }
+        try await hold.waitUntilReached(migration)
+        let compaction = Task(executorPreference: Self.other) { try await store.compact() }
         try await waitForSecondInLine(store)
         hold.release()
         let report = try await migration.value
@@ -86,11 +104,12 @@ import Testing
         let schemas = try labSchemas()
         let sample = try #require(schemas[0].entity(named: "Sample"))
         let hold = Hold()
-        let compaction = Task(executorPreference: HookExecutor()) {   // its own thread: the hold blocks it
+        let compaction = Task(executorPreference: Self.held) {
             try await store.compact(progress: { _ in hold.callback() })
         }
-        try await hold.waitUntilReached()
-        let migration = Task { try await store.migrate(schemas: schemas) }
+        defer { hold.release() }
+        try await hold.waitUntilReached(compaction)
+        let migration = Task(executorPreference: Self.other) { try await store.migrate(schemas: schemas) }
         try await waitForSecondInLine(store)
         // A save during the compaction's build: caught up by the compaction, then migrated.
         _ = try await store.save { c in
@@ -102,6 +121,8 @@ import Testing
         _ = try await compaction.value
         let report = try await migration.value
         #expect(report.objects == 201)
+        // From the compacted store: its log holds the late save alone (the uncompacted one, two).
+        #expect(report.transactionsUpcast == 1)
         store.close()
         let migrated = try Store.open(at: dir, schema: schemas[1])
         defer { migrated.close() }

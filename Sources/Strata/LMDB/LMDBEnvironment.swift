@@ -190,6 +190,9 @@ final class LMDBEnvironment: Sendable {
 
     deinit { close() }
 
+    /// Whether ``close()`` was called.
+    var isClosed: Bool { closed.load(ordering: .acquiring) }
+
     /// Sets what runs after the environment closes.
     func onClose(_ body: @escaping @Sendable () -> Void) { afterClose.withLock { $0 = body } }
 

@@ -60,6 +60,7 @@ extension Store {
         // retires this instance), and the build starts from the generation it left.
         await maintenance.enter()
         defer { maintenance.leave() }
+        try Task.checkCancellation()   // cancelled while it waited: do not start
         try checkUsable()
         let started = ContinuousClock.now
         let others = lock.otherHolders()
@@ -91,11 +92,13 @@ extension Store {
         }
         progress?(CompactionProgress(phase: .catchingUp, done: 0))
         try prefetchBeforeCatchUp(generation, builtAt: t0)
-        let head = try await writer.exclusive { [self] in
-            try catchUpAndSwitch(to: generation, caughtUpFrom: t0, lock: lock, writer: writer, oldEnv: oldEnv)
+        // The new generation's log is counted inside the writer's body: once the body ends, a
+        // close() waiting for the queue may close the new environment (the store's now).
+        let (head, logAfter) = try await writer.exclusive { [self] in
+            let head = try catchUpAndSwitch(to: generation, caughtUpFrom: t0, lock: lock, writer: writer, oldEnv: oldEnv)
+            return (head, try newEnv.read { try $0.entryCount(newEnv[.log]) })
         }
         switched = true
-        let logAfter = try newEnv.read { try $0.entryCount(newEnv[.log]) }
         return CompactionReport(dryRun: false, horizon: horizon, previousHorizon: previousHorizon, head: head, bytesBefore: bytesBefore,
                                 bytesAfter: newEnv.fileBytes, logEntriesBefore: logBefore, logEntriesAfter: logAfter, objects: objects,
                                 liveDataBytes: liveDataBytes, liveEntryBytes: liveEntryBytes, seconds: (ContinuousClock.now - started).seconds)

@@ -114,6 +114,7 @@ extension Store {
         // One compaction or migration at a time (see `MaintenanceGate`); checked again after the wait.
         await maintenance.enter()
         defer { maintenance.leave() }
+        try Task.checkCancellation()   // cancelled while it waited: do not start
         try checkUsable()
         let started = ContinuousClock.now
         let goal = target ?? schemas.last?.version ?? schema.version

@@ -37,6 +37,9 @@ public final class Store: Sendable {
     let hub = ChangeHub()
     /// One compaction or migration at a time in this process (``MaintenanceGate``).
     let maintenance = MaintenanceGate()
+    /// Entered by the ``close()`` that closes, left when that close has finished (a later
+    /// `close()` waits for it).
+    private let closeFinished = DispatchGroup()
     let logger: Logger
     /// The process that opened the store (a child after `fork()` must open its own).
     let processID: pid_t
@@ -263,14 +266,24 @@ public final class Store: Sendable {
     /// Opening the path again before that has finished throws ``StrataError/alreadyOpen(path:reason:)``
     /// ("still closing").
     public func close() {
-        guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
+        guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else {
+            // Closed already: wait until that close has finished (it may run on another thread),
+            // unless this is the writer's queue, which that close is waiting for.
+            if !(writer?.isCurrentQueue ?? false) { closeFinished.wait() }
+            return
+        }
+        closeFinished.enter()
         if let writer, writer.isCurrentQueue {
             writer.refuseNewWork()
             StoreRegistry.shared.beginClosing(path: path)
-            Thread.detachNewThread { self.closingParts(inBackground: true).finish() }   // a thread of its own: not a pool thread, which may all be busy
+            Thread.detachNewThread {   // a thread of its own: not a pool thread, which may all be busy
+                self.closingParts(inBackground: true).finish()
+                self.closeFinished.leave()
+            }
             return
         }
         shutDown()
+        closeFinished.leave()
     }
 
     private func shutDown() { closingParts(inBackground: false).finish() }
@@ -289,6 +302,8 @@ public final class Store: Sendable {
         let hub: ChangeHub
         let mainContext: ViewContext?
         let snapshots: SnapshotRegistry
+        /// The environment when the parts were taken; for a store with a writer, the writer's
+        /// current one is closed instead (``finish()``).
         let env: LMDBEnvironment
         let lock: StoreLock?
         let path: String
@@ -301,7 +316,10 @@ public final class Store: Sendable {
             hub.finishAll()
             mainContext?.close()
             snapshots.closeAll()
-            env.close()
+            // Read after the writer closed: a compaction's switch let in before the close may have
+            // replaced the environment taken when these parts were (the old one then closes with
+            // its last snapshot).
+            (writer?.env ?? env).close()
             lock?.release()
             StoreRegistry.shared.remove(path: path, storeID: storeID)
             if deleteOnClose { try? FileManager.default.removeItem(atPath: path) }

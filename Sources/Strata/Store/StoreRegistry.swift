@@ -8,19 +8,23 @@ import Synchronization
 final class StoreRegistry: Sendable {
     static let shared = StoreRegistry()
     private struct WeakStore: Sendable { weak var store: Store? }
-    private let stores = Mutex<[String: WeakStore]>([:])
-    /// Paths of stores whose close was handed to another thread (a close on the writer's queue)
-    /// and has not finished: their environment is still open, so they cannot be opened again yet.
-    private let closing = Mutex<[String: Int]>([:])
+    /// The open stores, and the paths of stores whose close was handed to another thread (a
+    /// close on the writer's queue) and has not finished: their environment is still open, so
+    /// they cannot be opened again yet. One lock for both, so `open` checks both at once.
+    private struct Entries {
+        var stores: [String: WeakStore] = [:]
+        var closing: [String: Int] = [:]
+    }
+    private let entries = Mutex(Entries())
 
     /// Marks `path` as closing in the background (until ``endClosing(path:)``).
-    func beginClosing(path: String) { closing.withLock { $0[path, default: 0] += 1 } }
+    func beginClosing(path: String) { entries.withLock { $0.closing[path, default: 0] += 1 } }
 
     /// The background close of a store at `path` has finished.
     func endClosing(path: String) {
-        closing.withLock { c in
-            c[path, default: 1] -= 1
-            if c[path] == 0 { c[path] = nil }
+        entries.withLock { e in
+            e.closing[path, default: 1] -= 1
+            if e.closing[path] == 0 { e.closing[path] = nil }
         }
     }
 
@@ -31,12 +35,25 @@ final class StoreRegistry: Sendable {
     func open(path: String, configuration: StoreConfiguration, schema: Schema?, deleteOnClose: Bool) throws -> Store {
         let key = Self.canonical(path)
         // The lock is held across the open so two tasks opening the same path cannot both succeed.
-        if closing.withLock({ $0[key] != nil }) {
-            throw StrataError.alreadyOpen(path: key, reason: "it is still closing (closed from its writer's queue); try again when that ends")
-        }
-        return try stores.withLock { stores in
+        // Declared out here so that, if this is the last reference, the store is released (and
+        // its deinit, which takes this lock, runs) after the lock.
+        var existing: Store?
+        defer { existing = nil }
+        return try entries.withLock { e in
+            if e.closing[key] != nil {
+                throw StrataError.alreadyOpen(path: key, reason: "it is still closing (closed from its writer's queue); try again when that ends")
+            }
+            existing = e.stores[key]?.store
+            if e.stores[key] != nil, existing == nil {
+                // Released and closing in its deinit right now (the entry goes when that ends).
+                throw StrataError.alreadyOpen(path: key, reason: "it is being closed; try again when close() has returned")
+            }
             // An instance inherited through fork() belongs to the parent: the child opens its own.
-            if let existing = stores[key]?.store, !existing.isClosed, existing.processID == getpid() {
+            if let existing, existing.isClosed, existing.processID == getpid() {
+                // Closing on another thread right now: its environment is still open.
+                throw StrataError.alreadyOpen(path: key, reason: "it is being closed; try again when close() has returned")
+            }
+            if let existing, !existing.isClosed, existing.processID == getpid() {
                 if existing.configuration.readOnly != configuration.readOnly {
                     throw StrataError.alreadyOpen(path: key, reason: "it is open \(existing.configuration.readOnly ? "read-only" : "read-write"); close it first")
                 }
@@ -46,20 +63,20 @@ final class StoreRegistry: Sendable {
                 return existing
             }
             let store = try Store.make(path: key, schema: schema, configuration: configuration, deleteOnClose: deleteOnClose)
-            stores[key] = WeakStore(store: store)
+            e.stores[key] = WeakStore(store: store)
             return store
         }
     }
 
     /// The store open in this process at `path`, if any.
     func existing(path: String) -> Store? {
-        stores.withLock { $0[Self.canonical(path)]?.store }.flatMap { $0.isClosed ? nil : $0 }
+        entries.withLock { $0.stores[Self.canonical(path)]?.store }.flatMap { $0.isClosed ? nil : $0 }
     }
 
     /// Forgets the store with `storeID` at `path` (or a released one), not a newer store there.
     func remove(path: String, storeID: ObjectIdentifier) {
-        stores.withLock { stores in
-            if let current = stores[path], current.store.map(ObjectIdentifier.init) ?? storeID == storeID { stores[path] = nil }
+        entries.withLock { e in
+            if let current = e.stores[path], (current.store.map(ObjectIdentifier.init) ?? storeID) == storeID { e.stores[path] = nil }
         }
     }
 }

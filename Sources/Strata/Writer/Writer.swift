@@ -295,7 +295,6 @@ final class Writer: Sendable {
         return taken
     }
 
-    /// Stops accepting saves, waits for queued ones to finish and flushes relaxed commits.
     /// Whether the caller runs on this writer's queue (inside a save or an `exclusive` body).
     var isCurrentQueue: Bool { DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) }
 
@@ -303,8 +302,9 @@ final class Writer: Sendable {
     /// step of ``close()``, for a close asked for on the writer's own queue).
     func refuseNewWork() { state.withLock { $0.closed = true } }
 
-    /// Refuses new work, then waits for the work let in before (never call it on the writer's
-    /// queue: see ``isCurrentQueue``).
+    /// Stops accepting saves and bodies, waits for the saves, drains and bodies let in before to
+    /// finish, and flushes relaxed commits (never call it on the writer's queue: see
+    /// ``isCurrentQueue``).
     func close() {
         precondition(!isCurrentQueue, "Writer.close() on the writer's own queue would wait for itself")
         refuseNewWork()
