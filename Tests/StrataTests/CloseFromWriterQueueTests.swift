@@ -79,6 +79,70 @@ import Testing
     }
 }
 
+/// The last reference to a store released on the writer's queue (a merge closure held it):
+/// `deinit` cannot wait for that queue either, and closes on a thread of its own.
+@Suite struct ReleaseOnWriterQueueTests {
+    @Test func aStoreReleasedInsideASaveClosesAfterIt() async throws {
+        let dir = temporaryDirectory("release-on-writer")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let schema = try librarySchema()
+        var store: Store? = try Store.open(at: dir, schema: schema)
+        let track = Track(mbid: UUID(), title: "base", durationSeconds: 100, addedAt: Date(timeIntervalSince1970: 0))
+        let first = try await store!.save { $0.insert(track) }
+        _ = try await store!.save { $0.set(Track.durationSeconds, of: track.id, to: 7) }   // the conflict
+        let base = try #require(try store!.snapshot(asOf: first).record(track.id))
+        // A change based on the first version, whose merge closure drops the only reference.
+        let box = Locked<Store?>(store)
+        let released = Locked(false)
+        var changes = ChangeSet()
+        changes.set(Track.title, of: track.id, to: "mine")
+        changes.baseVersions[track.id] = BaseVersion(version: first, values: base.values)
+        changes.mergePolicy = .custom { _ in
+            box.withLock { $0 = nil }
+            released.withLock { $0 = true }
+            return .keepContext
+        }
+        let writer = try #require(store?.writer)
+        let weakStore = WeakBox(store)
+        store = nil
+        let committed = Locked<Result<TransactionID, Error>?>(nil)
+        let sending = changes
+        Thread {
+            let r = Result { try writer.submitAndWait(sending, author: "", metadata: [:]) }
+            committed.withLock { $0 = r }
+        }.start()
+        let deadline = Date().addingTimeInterval(60)
+        while committed.withLock({ $0 == nil }) {
+            try #require(Date() < deadline, "the save whose merge closure released the store never returned")
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        _ = try #require(committed.withLock { $0 }).get()
+        #expect(released.withLock { $0 })
+        #expect(weakStore.value == nil, "the closure held the last reference")
+        // The close ends in the background; then the path opens again, with the save in it.
+        var reopened: Store?
+        while reopened == nil {
+            do {
+                reopened = try Store.open(at: dir, schema: schema)
+            } catch StrataError.alreadyOpen {
+                try #require(Date() < deadline, "the close after the release never finished")
+                try await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        let again = try #require(reopened)
+        defer { again.close() }
+        let saved = try #require(try again.mainContext.object(Track.self, id: track.id))
+        #expect(saved.title == "mine" && saved.durationSeconds == 7)
+    }
+}
+
+/// A weak reference, to see that an object was released.
+final class WeakBox<T: AnyObject>: @unchecked Sendable {
+    // @unchecked: set once in init, then only read; a weak load is atomic in Swift's runtime.
+    weak var value: T?
+    init(_ value: T?) { self.value = value }
+}
+
 /// A close that waits for a compaction's switch (asked for before the close) closes the
 /// environment the store switched to, not the one it had when the close began.
 @Suite struct CloseDuringCompactionTests {
