@@ -82,16 +82,8 @@ public final class Store: Sendable {
 
     deinit {
         guard !closed.load(ordering: .acquiring) else { return }
-        if let writer, writer.isCurrentQueue {
-            // The last reference went on the writer's queue (a save's merge closure held it):
-            // the close cannot wait for that queue here.
-            writer.refuseNewWork()
-            StoreRegistry.shared.beginClosing(path: path)
-            let parts = closingParts(inBackground: true)
-            Thread.detachNewThread { parts.finish() }
-        } else {
-            shutDown()
-        }
+        // The last reference may go on the writer's queue (a save's merge closure held it).
+        if !closeInBackgroundIfOnWriterQueue() { shutDown() }
     }
 
     // MARK: Opening
@@ -273,20 +265,29 @@ public final class Store: Sendable {
             return
         }
         closeFinished.enter()
-        if let writer, writer.isCurrentQueue {
-            writer.refuseNewWork()
-            StoreRegistry.shared.beginClosing(path: path)
-            Thread.detachNewThread {   // a thread of its own: not a pool thread, which may all be busy
-                self.closingParts(inBackground: true).finish()
-                self.closeFinished.leave()
-            }
-            return
-        }
+        let finished = closeFinished
+        if closeInBackgroundIfOnWriterQueue(then: { finished.leave() }) { return }
         shutDown()
         closeFinished.leave()
     }
 
     private func shutDown() { closingParts(inBackground: false).finish() }
+
+    /// On the writer's own queue, where a close cannot wait for that queue: refuses new work at
+    /// once, marks the path closing, and finishes the close (then `then`) on a thread of its own
+    /// (not a pool thread, which may all be busy) once the work in progress ends. False, having
+    /// done nothing, anywhere else. Captures no reference to `self` (it also runs in `deinit`).
+    private func closeInBackgroundIfOnWriterQueue(then: (@Sendable () -> Void)? = nil) -> Bool {
+        guard let writer, writer.isCurrentQueue else { return false }
+        writer.refuseNewWork()
+        StoreRegistry.shared.beginClosing(path: path)
+        let parts = closingParts(inBackground: true)
+        Thread.detachNewThread {
+            parts.finish()
+            then?()
+        }
+        return true
+    }
 
     /// What closing needs, taken from this instance now (the environment as it is now), so the
     /// close can end on another thread after the instance is gone. `inBackground`: the path was

@@ -40,19 +40,17 @@ final class StoreRegistry: Sendable {
         var existing: Store?
         defer { existing = nil }
         return try entries.withLock { e in
-            if e.closing[key] != nil {
-                throw StrataError.alreadyOpen(path: key, reason: "it is still closing (closed from its writer's queue); try again when that ends")
-            }
-            existing = e.stores[key]?.store
-            if e.stores[key] != nil, existing == nil {
-                // Released and closing in its deinit right now (the entry goes when that ends).
-                throw StrataError.alreadyOpen(path: key, reason: "it is being closed; try again when close() has returned")
+            let entry = e.stores[key]
+            existing = entry?.store
+            // Still closing, its environment still open: its close was handed to another thread,
+            // or it is closed or released (in its deinit) and its entry not yet removed, which
+            // the close does last. An instance inherited through fork() belongs to the parent.
+            let closing = e.closing[key] != nil
+                || entry != nil && existing.map { $0.isClosed && $0.processID == getpid() } ?? true
+            if closing {
+                throw StrataError.alreadyOpen(path: key, reason: "it is still closing; try again when close() has returned")
             }
             // An instance inherited through fork() belongs to the parent: the child opens its own.
-            if let existing, existing.isClosed, existing.processID == getpid() {
-                // Closing on another thread right now: its environment is still open.
-                throw StrataError.alreadyOpen(path: key, reason: "it is being closed; try again when close() has returned")
-            }
             if let existing, !existing.isClosed, existing.processID == getpid() {
                 if existing.configuration.readOnly != configuration.readOnly {
                     throw StrataError.alreadyOpen(path: key, reason: "it is open \(existing.configuration.readOnly ? "read-only" : "read-write"); close it first")
