@@ -126,8 +126,9 @@ struct ProbeCommand: AsyncParsableCommand {
     private func childInserts(_ schema: Schema, _ root: URL) throws {
         let store = try Store.open(at: root.appendingPathComponent("child-inserts"), schema: schema)
         defer { store.close() }
+        let repetitions = 21
         var perInsert: [Double] = []
-        for _ in 0..<21 {
+        for _ in 0..<repetitions {
             let child = try store.mainContext.newChild(label: "probe-inserts")
             let seconds = try MonotonicClock.measure {
                 for i in 0..<count { try child.insert(TrackData.make(i).track) }
@@ -141,8 +142,9 @@ struct ProbeCommand: AsyncParsableCommand {
         perInsert.sort()
         var sink = 0
         let making = MonotonicClock.measure { for i in 0..<count { sink &+= TrackData.make(i).track.title.utf8.count } }.seconds
-        print(String(format: "child inserts: min %.0f ns, median %.0f ns, max %.0f ns per insert (%d inserts, 21 times); making a track alone %.0f ns (%d)",
-                     perInsert[0] * 1e9, perInsert[10] * 1e9, perInsert[20] * 1e9, count, making / Double(count) * 1e9, sink % 10))
+        print(String(format: "child inserts: min %.0f ns, median %.0f ns, max %.0f ns per insert (%d inserts, %d times); making a track alone %.0f ns (%d)",
+                     perInsert[0] * 1e9, perInsert[repetitions / 2] * 1e9, perInsert[repetitions - 1] * 1e9, count, repetitions,
+                     making / Double(count) * 1e9, sink % 10))
     }
 
     /// A relaxed store of `count` tracks, each inserted then updated once (W8's and W9's).
