@@ -51,6 +51,11 @@ public final class Snapshot: Sendable {
     /// Set once the transaction was taken (by ``close()`` or the store's closing), so that
     /// `deinit` after an explicit close does not lock again.
     private let ended = Atomic<Bool>(false)
+    /// The thread inside ``read(_:)`` (`pthread_self()`), 0 when none. Only ever compared with
+    /// the comparing thread's own id, which no other thread writes, so relaxed loads suffice:
+    /// ``Store/close()`` called from inside one of its store's reads (an operation's `progress`
+    /// callback) must not wait for that read to end.
+    private let readingThread = Atomic<UInt>(0)
 
     /// Opens a snapshot of `store`'s current environment and registers it; `now` is
     /// ``SnapshotRegistry/monotonicNanos()`` (read once by the caller).
@@ -142,6 +147,12 @@ public final class Snapshot: Sendable {
         }
     }
 
+    /// This thread's id as ``readingThread`` records it (`pthread_self()`, never 0).
+    static var currentThread: UInt { UInt(pthread_self()) }
+
+    /// Whether the calling thread is inside a ``read(_:)`` of this snapshot.
+    var isReadOnCurrentThread: Bool { readingThread.load(ordering: .relaxed) == Self.currentThread }
+
     /// Records the registry slot (called by the registry, under its lock).
     fileprivate func setSerial(_ slot: Int) { serial.store(slot, ordering: .releasing) }
 
@@ -162,6 +173,8 @@ public final class Snapshot: Sendable {
         try registry.checkProcess()
         return try withTransaction { handle in
             guard let handle else { throw StrataError.closed(path: registry.path) }
+            readingThread.store(Self.currentThread, ordering: .relaxed)
+            defer { readingThread.store(0, ordering: .relaxed) }
             return try env.mapLock.withShared {
                 try body(ReadView(txn: LMDBTransaction(handle: handle, isWrite: false), env: env, schema: registry.schema))
             }
@@ -267,6 +280,14 @@ final class SnapshotRegistry: Sendable {
     }
 
     var count: Int { slots.withLock { $0.used } }
+
+    /// Whether the calling thread is inside a read of one of these snapshots (a `progress`
+    /// callback of a compaction, a migration or a verify runs there).
+    func isReadingOnCurrentThread() -> Bool {
+        slots.withLock { s in
+            s.entries.contains { e in e?.snapshot._withUnsafeGuaranteedRef { $0.isReadOnCurrentThread } ?? false }
+        }
+    }
 
     func infos(head: TransactionID) -> [SnapshotInfo] {
         let now = Self.monotonicNanos()

@@ -91,6 +91,7 @@ extension Store {
                                     liveDataBytes: liveDataBytes, liveEntryBytes: liveEntryBytes, seconds: (ContinuousClock.now - started).seconds)
         }
         progress?(CompactionProgress(phase: .catchingUp, done: 0))
+        try checkUsable()
         try prefetchBeforeCatchUp(generation, builtAt: t0)
         // The new generation's log is counted inside the writer's body: once the body ends, a
         // close() waiting for the queue may close the new environment (the store's now).
@@ -111,14 +112,20 @@ extension Store {
     private func build(_ newEnv: LMDBEnvironment, from snapshot: Snapshot, horizon: TransactionID,
                        progress: (@Sendable (CompactionProgress) -> Void)?) throws -> (recordBytes: Int, allBytes: Int) {
         let t0 = snapshot.transactionID
+        // After each callback: a `close()` from it lets the build end here instead of copying on.
+        func report(_ p: CompactionProgress) throws {
+            guard let progress else { return }
+            progress(p)
+            try checkUsable()
+        }
         return try snapshot.read { view in
-            progress?(CompactionProgress(phase: .copying, done: 0))
+            try report(CompactionProgress(phase: .copying, done: 0))
             var recordBytes = 0, allBytes = 0
             for name in [DatabaseName.objects, .links, .indexes, .uniques] {
                 let c = try newEnv.copyDirect(name, from: view.txn, sourceEnv: view.env, into: nil, start: nil, until: nil)
                 if name == .objects { recordBytes = c.bytes }
                 allBytes += c.bytes
-                progress?(CompactionProgress(phase: .copying, done: c.entries))
+                try report(CompactionProgress(phase: .copying, done: c.entries))
             }
             _ = try newEnv.copy(.meta, from: view.txn, sourceEnv: view.env) { k, v in
                 if k == MetaKey.horizon { return nil }
@@ -130,7 +137,7 @@ extension Store {
             try newEnv.writeGrowing { try $0.put(newEnv[.meta], key: MetaKey.horizon, value: h.bytes) }
             allBytes += MetaKey.horizon.count + h.bytes.count
             if horizon < t0 {
-                progress?(CompactionProgress(phase: .squashing, done: Int(t0.rawValue - horizon.rawValue)))
+                try report(CompactionProgress(phase: .squashing, done: Int(t0.rawValue - horizon.rawValue)))
                 let c = try newEnv.copyDirect(.log, from: view.txn, sourceEnv: view.env, into: nil, start: horizon.next.keyBytes, until: t0.keyBytes)
                 allBytes += c.bytes
             }

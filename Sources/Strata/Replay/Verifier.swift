@@ -77,15 +77,20 @@ extension Store {
     ///   - progress: Called with the phase and how far it got, on the calling thread. It must not
     ///     use this store or wait for its saves: verify may hold the store's map lock meanwhile
     ///     (on another thread), and a save that grows the map, or a read after another process
-    ///     grew it, waits for that lock.
+    ///     grew it, waits for that lock. It may call ``close()``, which then returns at once and
+    ///     finishes when verify's reads end (see ``close()``).
     /// - Complexity: O(changes in the log + entries in the state).
     public func verify(rebuild: Bool = false, progress: (@Sendable (VerifyProgress) -> Void)? = nil) throws -> VerifyReport {
         try checkUsable()
-        let started = ContinuousClock.now
-        let snapshot = try self.snapshot(label: "verify")
-        defer { snapshot.close() }
-        if !rebuild, let report = try verifyInMemory(snapshot, started: started, progress: progress) { return report }
-        return try verifyByRebuilding(snapshot, started: started, progress: progress)
+        // The in-memory check calls `progress` outside its reads while its second thread's read
+        // waits for this thread: a `close()` from there must not wait for that read.
+        return try withCallbackThreadMarked {
+            let started = ContinuousClock.now
+            let snapshot = try self.snapshot(label: "verify")
+            defer { snapshot.close() }
+            if !rebuild, let report = try verifyInMemory(snapshot, started: started, progress: progress) { return report }
+            return try verifyByRebuilding(snapshot, started: started, progress: progress)
+        }
     }
 
     /// The in-memory check; nil when the store needs the rebuild (compacted, too large, or

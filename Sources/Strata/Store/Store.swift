@@ -40,6 +40,10 @@ public final class Store: Sendable {
     /// Entered by the ``close()`` that closes, left when that close has finished (a later
     /// `close()` waits for it).
     private let closeFinished = DispatchGroup()
+    /// Threads running an operation of this store that calls a `progress` callback outside its
+    /// own reads while another thread's read waits for it (``verify(rebuild:progress:)``):
+    /// ``close()`` there must not wait for the reads (``withCallbackThreadMarked(_:)``).
+    private let callbackThreads = Mutex<[UInt]>([])
     let logger: Logger
     /// The process that opened the store (a child after `fork()` must open its own).
     let processID: pid_t
@@ -83,7 +87,7 @@ public final class Store: Sendable {
     deinit {
         guard !closed.load(ordering: .acquiring) else { return }
         // The last reference may go on the writer's queue (a save's merge closure held it).
-        if !closeInBackgroundIfOnWriterQueue() { shutDown() }
+        if !closeInBackgroundIfItCannotWait() { shutDown() }
     }
 
     // MARK: Opening
@@ -251,35 +255,64 @@ public final class Store: Sendable {
 
     /// Finishes queued saves, closes every snapshot and the environment. Idempotent.
     ///
-    /// Called on the writer's own queue (from a ``MergePolicy/custom(_:)`` closure, which runs
-    /// inside a save), it cannot wait for that queue, which would wait for itself: it refuses new
-    /// work at once (``isClosed`` is true, every call throws ``StrataError/closed(path:)``) and
-    /// returns, and the rest of the close runs on another thread when the save in progress ends.
-    /// Opening the path again before that has finished throws ``StrataError/alreadyOpen(path:reason:)``
-    /// ("still closing").
+    /// Called from inside work of this store, it cannot wait for that work, which would wait for
+    /// it: on the writer's own queue (a ``MergePolicy/custom(_:)`` closure, which runs inside a
+    /// save) or from the `progress` callback of ``compact(horizon:dryRun:progress:)``,
+    /// ``migrate(schemas:to:registry:dryRun:progress:)`` or ``verify(rebuild:progress:)``
+    /// (which run inside the operation's reads). There it refuses new work at once (``isClosed``
+    /// is true, every call throws ``StrataError/closed(path:)``) and returns, and the rest of the
+    /// close runs on another thread when the save or the operation's reads end; the operation
+    /// then stops with ``StrataError/closed(path:)`` at its next use of the store (a verify may
+    /// still return its report if it has read all it needs). Opening the path again before the
+    /// close has finished throws ``StrataError/alreadyOpen(path:reason:)`` ("still closing").
     public func close() {
         guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else {
             // Closed already: wait until that close has finished (it may run on another thread),
-            // unless this is the writer's queue, which that close is waiting for.
-            if !(writer?.isCurrentQueue ?? false) { closeFinished.wait() }
+            // unless that close is waiting for this thread.
+            if !closeCannotWait { closeFinished.wait() }
             return
         }
         closeFinished.enter()
         let finished = closeFinished
-        if closeInBackgroundIfOnWriterQueue(then: { finished.leave() }) { return }
+        if closeInBackgroundIfItCannotWait(then: { finished.leave() }) { return }
         shutDown()
         closeFinished.leave()
     }
 
     private func shutDown() { closingParts(inBackground: false).finish() }
 
-    /// On the writer's own queue, where a close cannot wait for that queue: refuses new work at
-    /// once, marks the path closing, and finishes the close (then `then`) on a thread of its own
-    /// (not a pool thread, which may all be busy) once the work in progress ends. False, having
-    /// done nothing, anywhere else. Captures no reference to `self` (it also runs in `deinit`).
-    private func closeInBackgroundIfOnWriterQueue(then: (@Sendable () -> Void)? = nil) -> Bool {
-        guard let writer, writer.isCurrentQueue else { return false }
-        writer.refuseNewWork()
+    /// Whether a close on this thread would wait for work this thread is in the middle of: on
+    /// the writer's queue (a save's merge closure, a compaction's switch), inside a read of one
+    /// of the store's snapshots (a compaction's, a migration's or a rebuilding verify's
+    /// `progress` callback), or in a verify whose second thread's read waits for this one.
+    private var closeCannotWait: Bool {
+        if writer?.isCurrentQueue ?? false { return true }
+        if snapshots.isReadingOnCurrentThread() { return true }
+        let me = Snapshot.currentThread
+        return callbackThreads.withLock { $0.contains(me) }
+    }
+
+    /// Runs `body` with the calling thread marked as one that ``close()`` must not make wait
+    /// for the store's reads (see ``callbackThreads``).
+    func withCallbackThreadMarked<R>(_ body: () throws -> R) rethrows -> R {
+        let me = Snapshot.currentThread
+        callbackThreads.withLock { $0.append(me) }
+        defer {
+            callbackThreads.withLock { list in
+                if let i = list.lastIndex(of: me) { list.remove(at: i) }
+            }
+        }
+        return try body()
+    }
+
+    /// Where a close cannot wait (``closeCannotWait``): refuses new work at once, marks the path
+    /// closing, and finishes the close (then `then`) on a thread of its own (not a pool thread,
+    /// which may all be busy) once the work in progress ends: the queue's, and every read of the
+    /// store's snapshots, the caller's among them. False, having done nothing, anywhere else.
+    /// Captures no reference to `self` (it also runs in `deinit`).
+    private func closeInBackgroundIfItCannotWait(then: (@Sendable () -> Void)? = nil) -> Bool {
+        guard closeCannotWait else { return false }
+        writer?.refuseNewWork()
         StoreRegistry.shared.beginClosing(path: path)
         let parts = closingParts(inBackground: true)
         Thread.detachNewThread {
