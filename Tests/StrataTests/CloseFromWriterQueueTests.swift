@@ -181,3 +181,110 @@ extension Result where Failure == Error {
         do { self = .success(try await body()) } catch { self = .failure(error) }
     }
 }
+
+/// Two stores' writer queues nested on one thread: a merge closure of a save into store A saves
+/// into store B (B's commit runs inside B's `queue.sync`, nested in A's block), and B's merge
+/// closure then closes A or saves into A. There `getSpecific` sees only B's queue, so A's
+/// writer did not know it was on its own queue: closing A waited for A's queue and saving into A
+/// entered it, and libdispatch trapped ("dispatch_sync called on queue already owned by current
+/// thread"). A's writer now records the thread running its blocks.
+@Suite struct NestedWriterQueueTests {
+    /// A change set setting `Track.title` of a track saved in `store`, based on the track's first
+    /// version while the store already has a second one (a conflict), with `onConflict` as its
+    /// merge closure (keeping the change set's values).
+    private func conflictingChange(_ store: Store, title: String, onConflict: @escaping @Sendable () -> Void) async throws -> (ChangeSet, ObjectID) {
+        let track = Track(mbid: UUID(), title: "base", durationSeconds: 100, addedAt: Date(timeIntervalSince1970: 0))
+        let first = try await store.save { $0.insert(track) }
+        _ = try await store.save { $0.set(Track.durationSeconds, of: track.id, to: 7) }
+        let base = try #require(try store.snapshot(asOf: first).record(track.id))
+        var changes = ChangeSet()
+        changes.set(Track.title, of: track.id, to: title)
+        changes.baseVersions[track.id] = BaseVersion(version: first, values: base.values)
+        changes.mergePolicy = .custom { _ in
+            onConflict()
+            return .keepContext
+        }
+        return (changes, track.id)
+    }
+
+    /// Runs `body` on a thread of its own and waits (suspended) for its result, for 60 s at most.
+    private func onThread<R: Sendable>(_ what: String, _ body: @escaping @Sendable () throws -> R) async throws -> Result<R, Error> {
+        let outcome = Locked<Result<R, Error>?>(nil)
+        Thread { let r = Result { try body() }; outcome.withLock { $0 = r } }.start()
+        let deadline = Date().addingTimeInterval(60)
+        while true {
+            if let r = outcome.withLock({ $0 }) { return r }
+            try #require(Date() < deadline, "\(what) never returned (deadlock)")
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    @Test func closingTheOuterStoreFromANestedMergeClosureClosesItAfterItsSave() async throws {
+        let dirA = temporaryDirectory("nested-a"), dirB = temporaryDirectory("nested-b")
+        defer {
+            try? FileManager.default.removeItem(at: dirA)
+            try? FileManager.default.removeItem(at: dirB)
+        }
+        let schema = try librarySchema()
+        let a = try Store.open(at: dirA, schema: schema)
+        let b = try Store.open(at: dirB, schema: schema)
+        defer { b.close() }
+        let closedInside = Locked(false)
+        let (changesB, idB) = try await conflictingChange(b, title: "b") {
+            a.close()
+            closedInside.withLock { $0 = a.isClosed }
+        }
+        let savedB = Locked<Result<TransactionID, Error>?>(nil)
+        let (changesA, idA) = try await conflictingChange(a, title: "a") {
+            let r = Result { try b.saveAndWait(changesB) }
+            savedB.withLock { $0 = r }
+        }
+        let savedA = try await onThread("the save into A") { try a.saveAndWait(changesA) }
+        _ = try savedA.get()
+        _ = try #require(savedB.withLock { $0 }, "A's merge closure never ran").get()
+        #expect(closedInside.withLock { $0 }, "close() from inside returned with A closed")
+        #expect(a.isClosed)
+        #expect(try b.mainContext.object(Track.self, id: idB)?.title == "b")
+        // A's close finishes in the background; then A opens again, with its save in it.
+        let deadline = Date().addingTimeInterval(60)
+        var reopened: Store?
+        while reopened == nil {
+            do {
+                reopened = try Store.open(at: dirA, schema: schema)
+            } catch StrataError.alreadyOpen {
+                try #require(Date() < deadline, "A's close never finished")
+                try await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        let again = try #require(reopened)
+        defer { again.close() }
+        #expect(try again.mainContext.object(Track.self, id: idA)?.title == "a")
+    }
+
+    @Test func savingIntoTheOuterStoreFromANestedMergeClosureIsRefused() async throws {
+        let schema = try librarySchema()
+        let a = try Store.temporary(schema: schema)
+        let b = try Store.temporary(schema: schema)
+        defer {
+            b.close()
+            a.close()
+        }
+        let inner = Locked<Result<TransactionID, Error>?>(nil)
+        let (changesB, _) = try await conflictingChange(b, title: "b") {
+            let r = Result { try a.saveAndWait { $0.insert(Genre(name: "from B's closure")) } }
+            inner.withLock { $0 = r }
+        }
+        let (changesA, _) = try await conflictingChange(a, title: "a") { _ = try? b.saveAndWait(changesB) }
+        _ = try await onThread("the save into A") { try a.saveAndWait(changesA) }.get()
+        let result = try #require(inner.withLock { $0 }, "B's merge closure never ran")
+        switch result {
+        case .success: Issue.record("a save into A from inside A's own save was committed")
+        case .failure(let error):
+            guard case StrataError.saveFromWriter = error else {
+                Issue.record("expected StrataError.saveFromWriter, got \(error)")
+                return
+            }
+        }
+        #expect(try a.mainContext.fetch(Genre.self).isEmpty)
+    }
+}

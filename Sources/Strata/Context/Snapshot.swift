@@ -147,11 +147,8 @@ public final class Snapshot: Sendable {
         }
     }
 
-    /// This thread's id as ``readingThread`` records it (`pthread_self()`, never 0).
-    static var currentThread: UInt { UInt(pthread_self()) }
-
     /// Whether the calling thread is inside a ``read(_:)`` of this snapshot.
-    var isReadOnCurrentThread: Bool { readingThread.load(ordering: .relaxed) == Self.currentThread }
+    var isReadOnCurrentThread: Bool { readingThread.load(ordering: .relaxed) == currentThreadID() }
 
     /// Records the registry slot (called by the registry, under its lock).
     fileprivate func setSerial(_ slot: Int) { serial.store(slot, ordering: .releasing) }
@@ -173,7 +170,7 @@ public final class Snapshot: Sendable {
         try registry.checkProcess()
         return try withTransaction { handle in
             guard let handle else { throw StrataError.closed(path: registry.path) }
-            readingThread.store(Self.currentThread, ordering: .relaxed)
+            readingThread.store(currentThreadID(), ordering: .relaxed)
             defer { readingThread.store(0, ordering: .relaxed) }
             return try env.mapLock.withShared {
                 try body(ReadView(txn: LMDBTransaction(handle: handle, isWrite: false), env: env, schema: registry.schema))
@@ -181,6 +178,10 @@ public final class Snapshot: Sendable {
         }
     }
 }
+
+/// The calling thread's id (`pthread_self()`, never 0), as ``Snapshot`` and ``Writer`` record
+/// the thread inside a read or a block of the writer's queue.
+func currentThreadID() -> UInt { UInt(pthread_self()) }
 
 /// Information about one open snapshot, for pinned-snapshot accounting.
 public struct SnapshotInfo: Sendable, Equatable {

@@ -288,14 +288,14 @@ public final class Store: Sendable {
     private var closeCannotWait: Bool {
         if writer?.isCurrentQueue ?? false { return true }
         if snapshots.isReadingOnCurrentThread() { return true }
-        let me = Snapshot.currentThread
+        let me = currentThreadID()
         return callbackThreads.withLock { $0.contains(me) }
     }
 
     /// Runs `body` with the calling thread marked as one that ``close()`` must not make wait
     /// for the store's reads (see ``callbackThreads``).
     func withCallbackThreadMarked<R>(_ body: () throws -> R) rethrows -> R {
-        let me = Snapshot.currentThread
+        let me = currentThreadID()
         callbackThreads.withLock { $0.append(me) }
         defer {
             callbackThreads.withLock { list in

@@ -188,16 +188,18 @@ final class Writer: Sendable {
     /// others are left to the drain their callers scheduled).
     private func commitOnCallersThread(until waiter: Waiter, maxGroupChanges: Int?) throws -> TransactionID {
         queue.sync {
-            let hooks = testHooks.withLock { $0 }
-            hooks.beforeCallerTakesGroup?()
-            // An asynchronous drain that ran first may have committed this save already.
-            var first = true
-            while !waiter.isDone {
-                let batch = state.withLock { Self.takeGroup(from: &$0, limit: config.maxSavesPerGroup, maxChanges: maxGroupChanges) }
-                if batch.isEmpty { break }
-                if first { hooks.afterCallerTookGroup?() }
-                first = false
-                commit(batch)
+            asQueueBlock {
+                let hooks = testHooks.withLock { $0 }
+                hooks.beforeCallerTakesGroup?()
+                // An asynchronous drain that ran first may have committed this save already.
+                var first = true
+                while !waiter.isDone {
+                    let batch = state.withLock { Self.takeGroup(from: &$0, limit: config.maxSavesPerGroup, maxChanges: maxGroupChanges) }
+                    if batch.isEmpty { break }
+                    if first { hooks.afterCallerTookGroup?() }
+                    first = false
+                    commit(batch)
+                }
             }
         }
         guard let result = waiter.result.withLock({ $0 }) else {
@@ -295,8 +297,27 @@ final class Writer: Sendable {
         return taken
     }
 
-    /// Whether the caller runs on this writer's queue (inside a save or an `exclusive` body).
-    var isCurrentQueue: Bool { DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) }
+    /// Whether the caller runs on this writer's queue (inside a save or an `exclusive` body),
+    /// also under another queue's block nested in it: a merge closure of this writer's save that
+    /// saves into a second store runs that save inside the second writer's `queue.sync`, where
+    /// `getSpecific` sees only the second queue, and a `queue.sync` on this one from there would
+    /// trap in libdispatch ("already owned by current thread").
+    var isCurrentQueue: Bool {
+        queueThread.load(ordering: .relaxed) == currentThreadID() || DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self)
+    }
+
+    /// The thread running a block of `queue` that can reach callers' code (a drain, a caller's
+    /// commit, an `exclusive` body), 0 when none. The queue is serial: one such block at a time.
+    /// Each thread compares it only with its own id, which only it writes and clears again
+    /// before its block ends, so relaxed ordering suffices.
+    private let queueThread = Atomic<UInt>(0)
+
+    /// Runs `body`, a block of `queue`, with ``queueThread`` set to this thread.
+    private func asQueueBlock<R>(_ body: () throws -> R) rethrows -> R {
+        let previous = queueThread.exchange(currentThreadID(), ordering: .relaxed)
+        defer { queueThread.store(previous, ordering: .relaxed) }
+        return try body()
+    }
 
     /// Refuses saves and `exclusive` bodies from now on, without waiting for anything (the first
     /// step of ``close()``, for a close asked for on the writer's own queue).
@@ -338,7 +359,7 @@ final class Writer: Sendable {
     func exclusive<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<R, Error>) in
             let run: @Sendable () -> Void = { [self] in
-                let result = Result { try body() }
+                let result = asQueueBlock { Result { try body() } }
                 state.withLock { $0.exclusiveQueued -= 1 }
                 c.resume(with: result)
             }
@@ -379,7 +400,10 @@ final class Writer: Sendable {
     /// Commits one group, then queues itself again while saves wait: work queued meanwhile by
     /// ``exclusive(_:)`` (a compaction's catch-up) runs between two groups instead of waiting for
     /// a pause in the load.
-    private func drain() {
+    private func drain() { asQueueBlock { drainGroup() } }
+
+    /// ``drain()``'s body.
+    private func drainGroup() {
         gather()
         let batch = state.withLock { s -> [PendingSave] in
             guard !s.pending.isEmpty else {
