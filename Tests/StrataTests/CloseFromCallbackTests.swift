@@ -79,9 +79,14 @@ import Testing
         _ = try await store.save(genres(200))
         _ = try await store.save { $0.insert(Genre(name: "after")) }
         let calledClose = Locked(0)
+        let callbacksAfterClose = Locked(0)
         let outcome = onThread {
             try await store.compact { p in
-                guard p.phase == .copying, calledClose.withLock({ $0 }) == 0 else { return }
+                if calledClose.withLock({ $0 }) > 0 {
+                    callbacksAfterClose.withLock { $0 += 1 }
+                    return
+                }
+                guard p.phase == .copying else { return }
                 store.close()
                 store.close()   // a second call from the same place must not wait either
                 calledClose.withLock { $0 += 1 }
@@ -89,6 +94,9 @@ import Testing
         }
         let result = try await awaitOutcome(outcome, "compact()")
         #expect(calledClose.withLock { $0 } == 1, "close() returned inside the callback")
+        // The build stops right after the callback (without that check it copied on, reporting
+        // each database, and failed only at the catch-up).
+        #expect(callbacksAfterClose.withLock { $0 } == 0)
         switch result {
         case .success: Issue.record("the compaction switched generations on a closed store")
         case .failure(let error): #expect(isClosedError(error), "expected StrataError.closed, got \(error)")
@@ -99,7 +107,24 @@ import Testing
         #expect(try again.snapshot(label: "t").count(Query(entity: "Genre")) == 201, "nothing saved before was lost")
     }
 
-    @Test func closeFromAMigrationsProgressStopsTheMigration() async throws {
+    /// Where the migration's callback closes the store.
+    enum MigrationClosePoint: String, CaseIterable, Sendable {
+        /// The log side's first report, on the migrating thread inside its read.
+        case logStart
+        /// The state side's last report (done > 0), on the second thread inside its read.
+        case stateEnd
+        /// `logStart` in a dry run, which used to return its report after such a close.
+        case logStartDryRun
+        /// `stateEnd` in a dry run: the build has nothing left to check, so only the check after
+        /// the read stops it.
+        case stateEndDryRun
+
+        var isDryRun: Bool { self == .logStartDryRun || self == .stateEndDryRun }
+        var isStateEnd: Bool { self == .stateEnd || self == .stateEndDryRun }
+    }
+
+    @Test(arguments: MigrationClosePoint.allCases)
+    func closeFromAMigrationsProgressStopsTheMigration(at point: MigrationClosePoint) async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let schemas = try Schema.loadAll(directory: librarySchemaDirectory)
@@ -107,18 +132,28 @@ import Testing
         try await makeV1TrackStore(at: dir, schema: schemas[0])
         let store = try Store.openExisting(at: dir)
         let calledClose = Locked(0)
+        let callbacksAfterClose = Locked(0)
         let outcome = onThread {
-            try await store.migrate(schemas: schemas, to: schemas[1].version, registry: libraryMigrations) { p in
-                guard p.phase == .log, calledClose.withLock({ $0 }) == 0 else { return }
+            try await store.migrate(schemas: schemas, to: schemas[1].version, registry: libraryMigrations,
+                                    dryRun: point.isDryRun) { p in
+                if calledClose.withLock({ $0 }) > 0 { callbacksAfterClose.withLock { $0 += 1 } }
+                let here = point.isStateEnd ? (p.phase == .base && p.done > 0) : p.phase == .log
+                guard here, calledClose.withLock({ $0 }) == 0 else { return }
                 store.close()
                 calledClose.withLock { $0 += 1 }
             }
         }
-        let result = try await awaitOutcome(outcome, "migrate()")
+        let result = try await awaitOutcome(outcome, "migrate() closed at \(point)")
         #expect(calledClose.withLock { $0 } == 1)
         switch result {
-        case .success: Issue.record("the migration switched generations on a closed store")
+        case .success: Issue.record("the migration returned a report after close() at \(point)")
         case .failure(let error): #expect(isClosedError(error), "expected StrataError.closed, got \(error)")
+        }
+        if !point.isStateEnd {
+            // Closed before the state side started (it then runs after the log side, on this
+            // thread): the log side stops at its next entry, and neither side reports again
+            // (without the cancellation both went on to the end, reporting as they went).
+            #expect(callbacksAfterClose.withLock { $0 } == 0)
         }
         // Not migrated: the store still opens with v1 and holds its 10,000 tracks.
         let again = try await reopen(dir, schema: schemas[0])
@@ -143,9 +178,17 @@ import Testing
         }
         let result = try await awaitOutcome(outcome, "verify(rebuild: \(rebuild))")
         #expect(calledClose.withLock { $0 } == 1)
-        // Verify may finish from what it has already read, or stop at its next read.
-        if case .failure(let error) = result { #expect(isClosedError(error), "expected StrataError.closed, got \(error)") }
-        if case .success(let report) = result { #expect(report.problemCount == 0) }
+        if rebuild {
+            // The rebuild may finish from what it has already read, or stop at its next read.
+            if case .failure(let error) = result { #expect(isClosedError(error), "expected StrataError.closed, got \(error)") }
+            if case .success(let report) = result { #expect(report.problemCount == 0) }
+        } else {
+            // The in-memory check on two threads (the case that needs the thread mark): its
+            // callback comes while the second thread's read waits for this one, and it has read
+            // everything it needs by then, so it returns its report.
+            let report = try result.get()
+            #expect(report.method == .inMemory && report.problemCount == 0)
+        }
         #expect(store.isClosed)
         let again = try await reopen(dir, schema: schema)
         defer { again.close() }

@@ -144,67 +144,80 @@ extension Store {
         var upcaster = try Upcaster(old: schema, new: app, hops: hops, newEnv: newEnv)
         defer { upcaster.close() }
         let t0 = snapshot.transactionID
-        try snapshot.read { view in
-            try Store.writeMeta(env: newEnv, schema: app)
-            // Keys that carry over as they are (plain puts: `meta` is not empty any more).
-            for key in [MetaKey.horizon, MetaKey.created] {
-                if let value = try view.txn.withValue(view.env[.meta], key: key, { Array($0) }) {
-                    try newEnv.writeGrowing { try $0.put(newEnv[.meta], key: key, value: value) }
-                }
-            }
-            let horizon = try view.horizon()
-            let objects = try schema.entities.reduce(0) { $0 + (try view.objectCount($1)) }
-            let logTotal = Int(t0.rawValue - horizon.rawValue)
-            progress?(MigrationProgress(phase: .base, done: 0, total: objects))
-            progress?(MigrationProgress(phase: .log, done: 0, total: logTotal))
-            // The log and the state are independent (different databases of the new generation,
-            // each written in its own short transactions): with a second snapshot of the same
-            // transaction and generation, another thread builds the state while this one
-            // rewrites the log. That thread only reads the old store and writes the new one; a
-            // failure on either side waits for the other before the generation is abandoned.
-            var stateSide = upcaster.stateSide()
-            let stateProgress: @Sendable (Int) -> Void = { progress?(MigrationProgress(phase: .base, done: $0, total: objects)) }
-            func rewriteLog() throws {
-                try upcaster.loadBase(view, horizon: horizon, head: t0)
-                try upcaster.upcastLog(view, after: horizon, upTo: t0, applyingToState: false) {
-                    progress?(MigrationProgress(phase: .log, done: $0, total: logTotal))
-                }
-            }
-            let second = try? self.snapshot(label: "migration-state")
-            let firstLMDB = LMDBEnvironment.lmdbTransactionID(view.txn.handle)
-            if let second, second.transactionID == t0, second.env === oldEnv,
-               (try? second.read({ LMDBEnvironment.lmdbTransactionID($0.txn.handle) })) == firstLMDB {
-                let result = Locked<Result<Upcaster, Error>?>(nil)
-                let done = DispatchGroup()
-                let side = stateSide
-                DispatchQueue.global().async(group: done) {
-                    var u = side
-                    let r = Result { () throws -> Upcaster in
-                        defer { second.close() }
-                        try second.read { try u.buildState($0, expectedObjects: objects, progress: stateProgress) }
-                        return u
-                    }
-                    // A failure stops the other side at its next batch.
-                    if case .failure = r { u.cancellation.cancel() }
-                    result.withLock { $0 = r }
-                }
-                let logResult = Result { try rewriteLog() }
-                if case .failure = logResult { upcaster.cancellation.cancel() }
-                done.wait()
-                guard let built = result.withLock({ $0 }) else { throw MigrationError(reason: "the state build did not finish") }
-                // The error that stopped the migration, not the other side's stop.
-                for outcome in [logResult.map { _ in () }, built.map { _ in () }] {
-                    if case .failure(let error) = outcome, !(error is MigrationCancelled) { throw error }
-                }
-                try logResult.get()
-                stateSide = try built.get()
-            } else {
-                second?.close()
-                try rewriteLog()
-                try stateSide.buildState(view, expectedObjects: objects, progress: stateProgress)
-            }
-            upcaster.addTimings(of: stateSide)
+        // After each callback of the build: a `close()` from it stops both sides at their next
+        // check, and the migration throws `StrataError.closed` (below).
+        let cancellation = upcaster.cancellation
+        let report: @Sendable (MigrationProgress) -> Void = { [self] p in
+            progress?(p)
+            if isClosed { cancellation.cancel() }
         }
+        do {
+            try snapshot.read { view in
+                try Store.writeMeta(env: newEnv, schema: app)
+                // Keys that carry over as they are (plain puts: `meta` is not empty any more).
+                for key in [MetaKey.horizon, MetaKey.created] {
+                    if let value = try view.txn.withValue(view.env[.meta], key: key, { Array($0) }) {
+                        try newEnv.writeGrowing { try $0.put(newEnv[.meta], key: key, value: value) }
+                    }
+                }
+                let horizon = try view.horizon()
+                let objects = try schema.entities.reduce(0) { $0 + (try view.objectCount($1)) }
+                let logTotal = Int(t0.rawValue - horizon.rawValue)
+                report(MigrationProgress(phase: .base, done: 0, total: objects))
+                report(MigrationProgress(phase: .log, done: 0, total: logTotal))
+                // The log and the state are independent (different databases of the new generation,
+                // each written in its own short transactions): with a second snapshot of the same
+                // transaction and generation, another thread builds the state while this one
+                // rewrites the log. That thread only reads the old store and writes the new one; a
+                // failure on either side waits for the other before the generation is abandoned.
+                var stateSide = upcaster.stateSide()
+                let stateProgress: @Sendable (Int) -> Void = { report(MigrationProgress(phase: .base, done: $0, total: objects)) }
+                func rewriteLog() throws {
+                    try upcaster.loadBase(view, horizon: horizon, head: t0)
+                    try upcaster.upcastLog(view, after: horizon, upTo: t0, applyingToState: false) {
+                        report(MigrationProgress(phase: .log, done: $0, total: logTotal))
+                    }
+                }
+                let second = try? self.snapshot(label: "migration-state")
+                let firstLMDB = LMDBEnvironment.lmdbTransactionID(view.txn.handle)
+                if let second, second.transactionID == t0, second.env === oldEnv,
+                   (try? second.read({ LMDBEnvironment.lmdbTransactionID($0.txn.handle) })) == firstLMDB {
+                    let result = Locked<Result<Upcaster, Error>?>(nil)
+                    let done = DispatchGroup()
+                    let side = stateSide
+                    DispatchQueue.global().async(group: done) {
+                        var u = side
+                        let r = Result { () throws -> Upcaster in
+                            defer { second.close() }
+                            try second.read { try u.buildState($0, expectedObjects: objects, progress: stateProgress) }
+                            return u
+                        }
+                        // A failure stops the other side at its next batch.
+                        if case .failure = r { u.cancellation.cancel() }
+                        result.withLock { $0 = r }
+                    }
+                    let logResult = Result { try rewriteLog() }
+                    if case .failure = logResult { upcaster.cancellation.cancel() }
+                    done.wait()
+                    guard let built = result.withLock({ $0 }) else { throw MigrationError(reason: "the state build did not finish") }
+                    // The error that stopped the migration, not the other side's stop.
+                    for outcome in [logResult.map { _ in () }, built.map { _ in () }] {
+                        if case .failure(let error) = outcome, !(error is MigrationCancelled) { throw error }
+                    }
+                    try logResult.get()
+                    stateSide = try built.get()
+                } else {
+                    second?.close()
+                    try rewriteLog()
+                    try stateSide.buildState(view, expectedObjects: objects, progress: stateProgress)
+                }
+                upcaster.addTimings(of: stateSide)
+            }
+        } catch {
+            try checkUsable()   // closed from a callback: that, not the sides' cancellation
+            throw error
+        }
+        try checkUsable()   // closed from the last callback: no report, no switch
         generation.endBulkBuild()
         func objectsPerEntity() throws -> [String: Int] {
             try newEnv.read { txn in
@@ -221,6 +234,7 @@ extension Store {
                                    seconds: (ContinuousClock.now - started).seconds)
         }
         progress?(MigrationProgress(phase: .catchingUp, done: 0, total: 0))
+        try checkUsable()
         try prefetchBeforeCatchUp(generation, builtAt: t0)
         let box = UpcasterBox(upcaster)
         let marker = try await writer.exclusive { [self] in

@@ -175,6 +175,7 @@ extension Store {
     /// the materialized state byte for byte.
     private func verifyByRebuilding(_ snapshot: Snapshot, started: ContinuousClock.Instant,
                                     progress: (@Sendable (VerifyProgress) -> Void)?) throws -> VerifyReport {
+        try checkUsable()   // closed from the in-memory check's callback: no scratch environment
         var problems = ProblemList(limit: Self.verifyProblemLimit)
         let scratch = try StateRebuilder.scratch(sizeHint: snapshot.env.fileBytes * 2, storeDirectory: path)
         defer { scratch.close() }

@@ -259,11 +259,12 @@ public final class Store: Sendable {
     /// it: on the writer's own queue (a ``MergePolicy/custom(_:)`` closure, which runs inside a
     /// save) or from the `progress` callback of ``compact(horizon:dryRun:progress:)``,
     /// ``migrate(schemas:to:registry:dryRun:progress:)`` or ``verify(rebuild:progress:)``
-    /// (which run inside the operation's reads). There it refuses new work at once (``isClosed``
-    /// is true, every call throws ``StrataError/closed(path:)``) and returns, and the rest of the
-    /// close runs on another thread when the save or the operation's reads end; the operation
-    /// then stops with ``StrataError/closed(path:)`` at its next use of the store (a verify may
-    /// still return its report if it has read all it needs). Opening the path again before the
+    /// (while they copy, inside the operation's reads). There it refuses new work at once
+    /// (``isClosed`` is true, every call throws ``StrataError/closed(path:)``) and returns, and
+    /// the rest of the close runs on another thread when the save or the operation's reads end;
+    /// the compaction or migration then throws ``StrataError/closed(path:)`` (a verify may still
+    /// return its report if it has read all it needs; a migration's `.switching` callback runs
+    /// on the writer's queue, and that migration completes). Opening the path again before the
     /// close has finished throws ``StrataError/alreadyOpen(path:reason:)`` ("still closing").
     public func close() {
         guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else {
