@@ -72,6 +72,14 @@ final class LMDBEnvironment: Sendable {
     /// that opening a snapshot need not search the log for its last key (see ``headHint(for:)``).
     private let head = Atomic<WordPair>(WordPair(first: 0, second: 0))
     private let closed = Atomic<Bool>(false)
+    /// Read transactions of this process begun and not yet ended (``beginRead()`` to
+    /// ``endRead(_:)``). ``close()`` waits until there are none: LMDB requires every transaction
+    /// ended before `mdb_env_close`, and a short read on another thread (a view context's fetch,
+    /// which no snapshot registry knows of) would otherwise go on reading an unmapped file. With
+    /// ``closed`` it is a Dekker pair: a reader counts itself, then checks `closed`; `close()`
+    /// sets `closed`, then waits for the count, both sequentially consistent, so a reader either
+    /// sees `closed` (and begins nothing) or is counted (and the close waits for it).
+    private let activeReads = Atomic<Int>(0)
     /// This process's mapping(s) of the data file, read from `/proc/self/maps` once and
     /// forgotten when the map moves (``growMap()``, ``adoptMapSize()``, under ``mapLock``
     /// exclusively), so releasing mapped pages inside a bulk save costs one `madvise`.
@@ -171,11 +179,15 @@ final class LMDBEnvironment: Sendable {
 
     var mapSizeBytes: Int { currentMapSize.load(ordering: .relaxed) }
 
-    /// Closes the environment (idempotent). Every transaction must have ended. An environment that
-    /// is released without `close()` (a replaced generation, once its last snapshot is gone)
-    /// closes itself.
+    /// Closes the environment (idempotent). Reads begun before it, on other threads, are waited
+    /// for (``activeReads``); reads asked for after it throw ``StrataError/closed(path:)``. Long
+    /// reads (snapshots) must have been ended first: the store's close ends its snapshots'
+    /// (``SnapshotRegistry/closeAll()``), and a replaced generation closes when its last snapshot
+    /// is released. Must not be called by a thread inside a read of this environment, which
+    /// would wait for itself. An environment that is released without `close()` closes itself.
     func close() {
-        guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
+        guard closed.compareExchange(expected: false, desired: true, ordering: .sequentiallyConsistent).exchanged else { return }
+        while activeReads.load(ordering: .sequentiallyConsistent) > 0 { usleep(50) }
         // A background writeback in flight finishes first; later ones see `closed`.
         writebackGate.withLock { _ in }
         let pooled = readPool.withLock { pool -> [ReadTxnBox] in
@@ -601,6 +613,21 @@ final class LMDBEnvironment: Sendable {
     /// Begins (or renews a pooled) read-only transaction. Pair with ``endRead(_:)``.
     /// Beginning reads the meta pages in the map, so it holds ``mapLock`` shared.
     func beginRead() throws -> OpaquePointer {
+        activeReads.wrappingAdd(1, ordering: .sequentiallyConsistent)
+        if closed.load(ordering: .sequentiallyConsistent) {
+            activeReads.wrappingSubtract(1, ordering: .sequentiallyConsistent)
+            throw StrataError.closed(path: path)
+        }
+        do {
+            return try beginCountedRead()
+        } catch {
+            activeReads.wrappingSubtract(1, ordering: .releasing)
+            throw error
+        }
+    }
+
+    /// ``beginRead()`` once the read is counted and the environment known open.
+    private func beginCountedRead() throws -> OpaquePointer {
         var pooled: ReadTxnBox?
         if let cached = OpaquePointer(bitPattern: cachedReadTxn.exchange(0, ordering: .acquiring)) {
             pooled = ReadTxnBox(txn: cached)
@@ -662,6 +689,9 @@ final class LMDBEnvironment: Sendable {
 
     /// Ends a read transaction from ``beginRead()``: it is reset and pooled, or aborted.
     func endRead(_ txn: OpaquePointer) {
+        // Last, on every path: the transaction is reset and pooled (or aborted) before a waiting
+        // close() goes on.
+        defer { activeReads.wrappingSubtract(1, ordering: .releasing) }
         mdb_txn_reset(txn)
         if cachedReadTxn.compareExchange(expected: 0, desired: UInt(bitPattern: txn), ordering: .releasing).exchanged { return }
         let pooled = readPool.withLock { pool -> Bool in
