@@ -195,3 +195,25 @@ import Testing
         #expect(try again.snapshot(label: "t").count(Query(entity: "Genre")) == 500)
     }
 }
+
+/// An abandoned generation removes its own directory only: after a close from a progress
+/// callback, the store may be opened again (removing the unfinished generation) and compacted
+/// into a new generation of the same number before the first operation abandons its own.
+@Suite struct PendingGenerationTests {
+    @Test func abandonRemovesItsOwnDirectoryAndNotALaterOneOfTheSameName() throws {
+        let store = try Store.temporary(schema: try librarySchema())
+        defer { store.close() }
+        let mine = try store.makeGeneration(like: store.env)
+        mine.abandon()
+        #expect(!FileManager.default.fileExists(atPath: mine.env.path), "abandon() left its own generation")
+
+        let old = try store.makeGeneration(like: store.env)
+        // What a reopen and a new compaction do meanwhile: remove it, make one of the same name.
+        try FileManager.default.removeItem(atPath: old.env.path)
+        try FileManager.default.createDirectory(atPath: old.env.path, withIntermediateDirectories: false)
+        try Data("new".utf8).write(to: URL(fileURLWithPath: old.env.path + "/marker"))
+        old.abandon()
+        #expect(FileManager.default.fileExists(atPath: old.env.path + "/marker"), "abandon() removed another generation of the same name")
+        try FileManager.default.removeItem(atPath: old.env.path)
+    }
+}

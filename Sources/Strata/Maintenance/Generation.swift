@@ -6,16 +6,39 @@ import Foundation
 final class PendingGeneration: Sendable {
     let name: String
     let env: LMDBEnvironment
+    /// The directory's device and inode when the generation was made, so that ``abandon()``
+    /// removes this directory and not another one given the same name since: after a `close()`
+    /// from a compaction's progress callback, the store can be opened again (which removes
+    /// unfinished generations) and compacted into a new generation of the same number before
+    /// the first compaction has abandoned its own.
+    private let identity: DirectoryIdentity?
 
     init(name: String, env: LMDBEnvironment) {
         self.name = name
         self.env = env
+        identity = DirectoryIdentity(path: env.path)
     }
 
-    /// Closes and removes the unfinished generation.
+    /// Closes and removes the unfinished generation (unless its directory is gone or is another
+    /// one by now).
     func abandon() {
         env.close()
+        guard let identity, DirectoryIdentity(path: env.path) == identity else { return }
         try? FileManager.default.removeItem(atPath: env.path)
+    }
+}
+
+/// A file system object's device and inode (`stat`).
+struct DirectoryIdentity: Equatable, Sendable {
+    let device: UInt64
+    let inode: UInt64
+
+    /// Nil when `path` cannot be `stat`ed.
+    init?(path: String) {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        device = UInt64(st.st_dev)
+        inode = UInt64(st.st_ino)
     }
 }
 
