@@ -228,7 +228,10 @@ extension Result where Failure == Error {
         let schema = try librarySchema()
         let a = try Store.open(at: dirA, schema: schema)
         let b = try Store.open(at: dirB, schema: schema)
-        defer { b.close() }
+        defer {
+            b.close()
+            a.close()   // after the test's own close: waits until that one has finished
+        }
         let closedInside = Locked(false)
         let (changesB, idB) = try await conflictingChange(b, title: "b") {
             a.close()
@@ -286,5 +289,8 @@ extension Result where Failure == Error {
             }
         }
         #expect(try a.mainContext.fetch(Genre.self).isEmpty)
+        // Out of the nested blocks, this thread is no longer taken for A's queue.
+        _ = try a.saveAndWait { $0.insert(Genre(name: "afterwards")) }
+        #expect(try a.mainContext.fetch(Genre.self).map(\.name) == ["afterwards"])
     }
 }

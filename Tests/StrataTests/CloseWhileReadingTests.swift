@@ -18,6 +18,8 @@ import Testing
 
     @Test func closeWhileOtherThreadsReadEndsEveryReadCleanly() async throws {
         let schema = try librarySchema()
+        let deadline = Date().addingTimeInterval(120)
+        var totalReads = 0
         for round in 0..<20 {
             let store = try Store.temporary(schema: schema)
             _ = try await store.save(genres(50, prefix: "r\(round)"))
@@ -52,11 +54,104 @@ import Testing
             }
             // Let the readers get going, then close under them (a different moment each round).
             usleep(UInt32(500 + round * 100))
-            store.close()
+            let closed = closeOnThread(store)
+            try await waitUntil { closed.withLock { $0 } || Date() > deadline }
+            try #require(closed.withLock { $0 }, "round \(round): close() never returned")
             stop.store(true, ordering: .relaxed)
-            #expect(finished.wait(timeout: .now() + 60) == .success, "a reader never returned after close()")
+            try await waitUntil { tallies.withLock { $0.count } == 3 || Date() > deadline }
             let all = tallies.withLock { $0 }
+            try #require(all.count == 3, "round \(round): a reader never returned after close()")
             #expect(all.allSatisfy { $0.unexpected.isEmpty }, "round \(round): \(all.flatMap(\.unexpected))")
+            totalReads += all.reduce(0) { $0 + $1.reads }
         }
+        #expect(totalReads > 0, "the readers never read before the close")
+    }
+
+    /// A short read under way on another thread (a view context's fetch, here held inside it)
+    /// keeps `close()` waiting until it ends; the read then completes with its result.
+    @Test func closeWaitsForAShortReadUnderWayOnAnotherThread() async throws {
+        let store = try Store.temporary(schema: try librarySchema())
+        _ = try await store.save(genres(10))
+        let inside = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        let read = Locked<Result<Int, Error>?>(nil)
+        Thread {
+            let r = Result {
+                try store.read { view -> Int in
+                    inside.signal()
+                    release.wait()
+                    return try view.count(Query(entity: "Genre"))
+                }
+            }
+            read.withLock { $0 = r }
+        }.start()
+        try #require(inside.wait(timeout: .now() + 60) == .success)
+        let closed = closeOnThread(store)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(!closed.withLock { $0 }, "close() returned while a read was under way")
+        release.signal()
+        let deadline = Date().addingTimeInterval(60)
+        try await waitUntil { closed.withLock { $0 } || Date() > deadline }
+        #expect(closed.withLock { $0 }, "close() never returned after the read ended")
+        #expect(try read.withLock { $0 }?.get() == 10)
+        // And a read asked for now is refused with the store's path.
+        do {
+            _ = try store.mainContext.fetch(Genre.self)
+            Issue.record("a read after close() returned")
+        } catch StrataError.closed(let path) {
+            #expect(path == store.path)
+        }
+    }
+
+    /// A snapshot whose open races with the store's close (it began its read before the close
+    /// emptied the registry) is refused, and its read ended, instead of being registered into
+    /// the emptied registry, where its transaction would keep the close waiting.
+    @Test func aSnapshotOpenedAfterTheRegistryClosedIsRefused() async throws {
+        let store = try Store.temporary(schema: try librarySchema())
+        store.snapshots.closeAll()   // the store's close, up to the environment's
+        #expect(throws: StrataError.self) { _ = try Snapshot.open(store: store, label: "late", now: SnapshotRegistry.monotonicNanos()) }
+        let closed = closeOnThread(store)
+        let deadline = Date().addingTimeInterval(60)
+        try await waitUntil { closed.withLock { $0 } || Date() > deadline }
+        #expect(closed.withLock { $0 }, "close() waited for the refused snapshot's read")
+    }
+
+    /// A custom merge closure of a child context's `apply` runs inside a short read of the
+    /// store (its root is the main context); a `close()` there goes to the background instead of
+    /// waiting for that read.
+    @Test func closeFromAChildsMergeClosureInsideItsReadDoesNotWaitForIt() async throws {
+        let dir = temporaryDirectory("close-in-apply")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let schema = try librarySchema()
+        let store = try Store.open(at: dir, schema: schema)
+        let track = Track(mbid: UUID(), title: "base", durationSeconds: 100, addedAt: Date(timeIntervalSince1970: 0))
+        let first = try await store.save { $0.insert(track) }
+        _ = try await store.save { $0.set(Track.durationSeconds, of: track.id, to: 7) }
+        let base = try #require(try store.snapshot(asOf: first).record(track.id))
+        var changes = ChangeSet()
+        changes.set(Track.title, of: track.id, to: "mine")
+        changes.baseVersions[track.id] = BaseVersion(version: first, values: base.values)
+        changes.mergePolicy = .custom { _ in
+            store.close()
+            return .keepContext
+        }
+        let child = try store.mainContext.newChild(label: "closer")
+        let applied = Locked<Result<Void, Error>?>(nil)
+        let sending = changes
+        Thread { let r = Result { try child.apply(sending) }; applied.withLock { $0 = r } }.start()
+        let deadline = Date().addingTimeInterval(60)
+        try await waitUntil { applied.withLock { $0 != nil } || Date() > deadline }
+        let result = try #require(applied.withLock { $0 }, "apply() never returned after close() from its merge closure (deadlock)")
+        _ = try result.get()   // the apply itself needed nothing more from the store
+        #expect(store.isClosed)
+        var reopened: Store?
+        while reopened == nil {
+            do {
+                reopened = try Store.open(at: dir, schema: schema)
+            } catch StrataError.alreadyOpen {
+                try #require(Date() < deadline, "the close never finished")
+                try await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        reopened?.close()
     }
 }

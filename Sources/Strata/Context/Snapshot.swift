@@ -61,7 +61,12 @@ public final class Snapshot: Sendable {
     /// ``SnapshotRegistry/monotonicNanos()`` (read once by the caller).
     static func open(store: Store, label: String, now: Int64) throws -> Snapshot {
         let env = store.env
-        let handle = try env.beginRead()
+        let handle: OpaquePointer
+        do {
+            handle = try env.beginRead()
+        } catch StrataError.closed {
+            throw StrataError.closed(path: store.path)   // the store's path, not the generation's
+        }
         env.noteReader(monotonicNanos: now)
         let transactionID: TransactionID
         do {
@@ -183,6 +188,34 @@ public final class Snapshot: Sendable {
 /// the thread inside a read or a block of the writer's queue.
 func currentThreadID() -> UInt { UInt(pthread_self()) }
 
+/// How many ``Store/read(_:)`` calls (of any store) the calling thread is inside, in a
+/// thread-specific value (`pthread_getspecific`, a few nanoseconds): user code can run there (a
+/// custom merge closure of a child context's `apply`), and a ``Store/close()`` from it must not
+/// wait for the read it is part of (``LMDBEnvironment/close()`` waits for every read under way).
+enum ThreadReads {
+    /// The key; nil if the process is out of keys (then no read is marked, and such a close
+    /// waits for itself as before: there is nothing better to fall back to).
+    private static let key: pthread_key_t? = {
+        var key = pthread_key_t()
+        return pthread_key_create(&key, nil) == 0 ? key : nil
+    }()
+
+    /// The calling thread's depth.
+    static var depth: Int {
+        guard let key else { return 0 }
+        return Int(bitPattern: pthread_getspecific(key))
+    }
+
+    /// Runs `body` one level deeper.
+    static func marked<R>(_ body: () throws -> R) rethrows -> R {
+        guard let key else { return try body() }
+        let outer = Int(bitPattern: pthread_getspecific(key))
+        pthread_setspecific(key, UnsafeRawPointer(bitPattern: outer + 1))
+        defer { pthread_setspecific(key, UnsafeRawPointer(bitPattern: outer)) }
+        return try body()
+    }
+}
+
 /// Information about one open snapshot, for pinned-snapshot accounting.
 public struct SnapshotInfo: Sendable, Equatable {
     /// The snapshot's label.
@@ -219,6 +252,10 @@ final class SnapshotRegistry: Sendable {
         var entries: [Entry?] = []
         var free: [Int] = []
         var used = 0
+        /// Set by ``SnapshotRegistry/closeAll()``: a snapshot whose open raced with the store's
+        /// close is refused instead of registered after the registry was emptied (its
+        /// transaction would then keep the environment's close waiting).
+        var closed = false
     }
     private let slots = Mutex<Slots>(Slots())
     /// Monotonic nanoseconds before which ``takeOverdueIfDue(olderThan:)`` does nothing.
@@ -247,6 +284,7 @@ final class SnapshotRegistry: Sendable {
     func add(_ snapshot: Snapshot) throws {
         let entry = Entry(snapshot: Unmanaged.passUnretained(snapshot), warned: false)
         try slots.withLock { s in
+            if s.closed { throw StrataError.closed(path: path) }
             guard s.used < limit else { throw StrataError.tooManySnapshots(limit: limit) }
             s.used += 1
             let slot: Int
@@ -343,6 +381,7 @@ final class SnapshotRegistry: Sendable {
     func closeAll() {
         while true {
             let busy = slots.withLock { s -> Bool in
+                s.closed = true
                 var busy = false
                 for i in s.entries.indices {
                     guard let e = s.entries[i] else { continue }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import CLMDB
 import Glibc
 import Synchronization
@@ -80,6 +81,9 @@ final class LMDBEnvironment: Sendable {
     /// sets `closed`, then waits for the count, both sequentially consistent, so a reader either
     /// sees `closed` (and begins nothing) or is counted (and the close waits for it).
     private let activeReads = Atomic<Int>(0)
+    /// ``ForkWatch/generation`` when opened: in a child process after `fork()` the count holds
+    /// the parent's reads, which never end there, and ``close()`` does not wait for them.
+    private let forkGeneration = ForkWatch.generation
     /// This process's mapping(s) of the data file, read from `/proc/self/maps` once and
     /// forgotten when the map moves (``growMap()``, ``adoptMapSize()``, under ``mapLock``
     /// exclusively), so releasing mapped pages inside a bulk save costs one `madvise`.
@@ -187,7 +191,14 @@ final class LMDBEnvironment: Sendable {
     /// would wait for itself. An environment that is released without `close()` closes itself.
     func close() {
         guard closed.compareExchange(expected: false, desired: true, ordering: .sequentiallyConsistent).exchanged else { return }
-        while activeReads.load(ordering: .sequentiallyConsistent) > 0 { usleep(50) }
+        var waited = 0
+        while activeReads.load(ordering: .sequentiallyConsistent) > 0, ForkWatch.generation == forkGeneration {
+            usleep(50)
+            waited += 1
+            if waited == 40_000 {   // about 2 s: say what the close waits for
+                Logger(label: "strata.lmdb").warning("closing \(path) waits for \(activeReads.load(ordering: .relaxed)) read(s) still under way")
+            }
+        }
         // A background writeback in flight finishes first; later ones see `closed`.
         writebackGate.withLock { _ in }
         let pooled = readPool.withLock { pool -> [ReadTxnBox] in

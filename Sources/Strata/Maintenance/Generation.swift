@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 
 /// A new generation being built beside the live one (compaction, migration). Until
 /// ``Store/switchGeneration(_:lock:)`` switches `current` to it, ``abandon()`` (or a crash,
@@ -6,39 +7,32 @@ import Foundation
 final class PendingGeneration: Sendable {
     let name: String
     let env: LMDBEnvironment
-    /// The directory's device and inode when the generation was made, so that ``abandon()``
-    /// removes this directory and not another one given the same name since: after a `close()`
-    /// from a compaction's progress callback, the store can be opened again (which removes
-    /// unfinished generations) and compacted into a new generation of the same number before
-    /// the first compaction has abandoned its own.
-    private let identity: DirectoryIdentity?
+    /// The generation's directory, held open (`O_DIRECTORY`) until the generation goes, so that
+    /// its inode cannot be reused and ``abandon()`` removes this directory and not another one
+    /// given the same name since: after a `close()` from a compaction's progress callback, the
+    /// store can be opened again (which removes unfinished generations) and compacted into a
+    /// new generation of the same number before the first compaction has abandoned its own.
+    /// -1 if it could not be opened (then ``abandon()`` removes by name, as before).
+    private let directoryFD: Int32
 
     init(name: String, env: LMDBEnvironment) {
         self.name = name
         self.env = env
-        identity = DirectoryIdentity(path: env.path)
+        directoryFD = open(env.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     }
+
+    deinit { if directoryFD >= 0 { Glibc.close(directoryFD) } }
 
     /// Closes and removes the unfinished generation (unless its directory is gone or is another
-    /// one by now).
+    /// one by now; the check and the removal are microseconds apart).
     func abandon() {
         env.close()
-        guard let identity, DirectoryIdentity(path: env.path) == identity else { return }
+        if directoryFD >= 0 {
+            var mine = stat(), there = stat()
+            guard fstat(directoryFD, &mine) == 0, stat(env.path, &there) == 0,
+                  mine.st_dev == there.st_dev, mine.st_ino == there.st_ino else { return }
+        }
         try? FileManager.default.removeItem(atPath: env.path)
-    }
-}
-
-/// A file system object's device and inode (`stat`).
-struct DirectoryIdentity: Equatable, Sendable {
-    let device: UInt64
-    let inode: UInt64
-
-    /// Nil when `path` cannot be `stat`ed.
-    init?(path: String) {
-        var st = stat()
-        guard stat(path, &st) == 0 else { return nil }
-        device = UInt64(st.st_dev)
-        inode = UInt64(st.st_ino)
     }
 }
 

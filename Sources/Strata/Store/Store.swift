@@ -283,11 +283,13 @@ public final class Store: Sendable {
     private func shutDown() { closingParts(inBackground: false).finish() }
 
     /// Whether a close on this thread would wait for work this thread is in the middle of: on
-    /// the writer's queue (a save's merge closure, a compaction's switch), inside a read of one
-    /// of the store's snapshots (a compaction's, a migration's or a rebuilding verify's
+    /// the writer's queue (a save's merge closure, a compaction's switch), inside a short read
+    /// (``ThreadReads``; a child context's custom merge closure runs in one), inside a read of
+    /// one of the store's snapshots (a compaction's, a migration's or a rebuilding verify's
     /// `progress` callback), or in a verify whose second thread's read waits for this one.
     private var closeCannotWait: Bool {
         if writer?.isCurrentQueue ?? false { return true }
+        if ThreadReads.depth > 0 { return true }
         if snapshots.isReadingOnCurrentThread() { return true }
         let me = currentThreadID()
         return callbackThreads.withLock { $0.contains(me) }
@@ -471,7 +473,13 @@ public final class Store: Sendable {
         try checkUsable()
         let env = self.env
         env.noteReader()
-        return try env.read { try body(ReadView(txn: $0, env: env, schema: schema)) }
+        do {
+            // Marked: a close() from user code inside (a child's custom merge closure) must not
+            // wait for this read.
+            return try ThreadReads.marked { try env.read { try body(ReadView(txn: $0, env: env, schema: schema)) } }
+        } catch StrataError.closed(let p) where p == env.path {
+            throw StrataError.closed(path: path)   // the store's path, not the generation's
+        }
     }
 
     /// The last committed transaction (``TransactionID/zero`` for an empty store).
