@@ -54,6 +54,7 @@ import Testing
             let line = try #require(lines.first { $0.hasPrefix("child \(step):") }, "no answer for \(step): \(lines)")
             #expect(line.contains("store was opened by the parent process before fork()"), "\(line)")
         }
+        #expect(lines.contains("child close: returned"), "close() in the forked child did not return: \(lines)")
         #expect(lines.contains("parent child-status 0"), "the forked child did not exit cleanly: \(lines)")
         #expect(lines.contains { $0.hasPrefix("parent read: ok") } && lines.contains { $0.hasPrefix("parent save: ok") }, "\(lines)")
     }

@@ -108,6 +108,8 @@ public final class Snapshot: Sendable {
     /// Releases the reader slot. Reads after this throw ``StrataError/closed(path:)``.
     public func close() {
         guard let txn = takeTransaction() else { return }
+        // In a forked child the reader slot is the parent's: ending the transaction would free it.
+        guard !registry.isForkedChild else { return }
         env.endRead(txn)
         let slot = serial.load(ordering: .acquiring)
         if slot >= 0 { registry.remove(slot) }
@@ -188,31 +190,48 @@ public final class Snapshot: Sendable {
 /// the thread inside a read or a block of the writer's queue.
 func currentThreadID() -> UInt { UInt(pthread_self()) }
 
-/// How many ``Store/read(_:)`` calls (of any store) the calling thread is inside, in a
-/// thread-specific value (`pthread_getspecific`, a few nanoseconds): user code can run there (a
-/// custom merge closure of a child context's `apply`), and a ``Store/close()`` from it must not
+/// The environments the calling thread is inside a ``Store/read(_:)`` of, in a thread-specific
+/// value (`pthread_getspecific`, a few nanoseconds): user code can run there (a custom merge
+/// closure of a child context's `apply`), and a ``Store/close()`` of that store from it must not
 /// wait for the read it is part of (``LMDBEnvironment/close()`` waits for every read under way).
+/// The value points to the innermost of a chain of frames on the reading thread's stack.
 enum ThreadReads {
-    /// The key; nil if the process is out of keys (then no read is marked, and such a close
-    /// waits for itself as before: there is nothing better to fall back to).
+    /// One read under way: its environment and the frame outside it.
+    private struct Frame {
+        let env: ObjectIdentifier
+        let outer: UnsafeRawPointer?
+    }
+
+    /// The key; nil if the process is out of keys (then no read is marked, and a close from
+    /// inside one waits for itself: there is nothing better to fall back to).
     private static let key: pthread_key_t? = {
         var key = pthread_key_t()
         return pthread_key_create(&key, nil) == 0 ? key : nil
     }()
 
-    /// The calling thread's depth.
-    static var depth: Int {
-        guard let key else { return 0 }
-        return Int(bitPattern: pthread_getspecific(key))
+    /// Whether the calling thread is inside a read of `env`.
+    static func isReading(_ env: LMDBEnvironment) -> Bool {
+        guard let key else { return false }
+        let id = ObjectIdentifier(env)
+        var frame = pthread_getspecific(key).map { UnsafeRawPointer($0) }
+        while let f = frame {
+            let current = f.load(as: Frame.self)
+            if current.env == id { return true }
+            frame = current.outer
+        }
+        return false
     }
 
-    /// Runs `body` one level deeper.
-    static func marked<R>(_ body: () throws -> R) rethrows -> R {
+    /// Runs `body` marked as a read of `env` (the frame lives on this stack for the call).
+    static func marked<R>(_ env: LMDBEnvironment, _ body: () throws -> R) rethrows -> R {
         guard let key else { return try body() }
-        let outer = Int(bitPattern: pthread_getspecific(key))
-        pthread_setspecific(key, UnsafeRawPointer(bitPattern: outer + 1))
-        defer { pthread_setspecific(key, UnsafeRawPointer(bitPattern: outer)) }
-        return try body()
+        let outer = pthread_getspecific(key)
+        var frame = Frame(env: ObjectIdentifier(env), outer: outer.map { UnsafeRawPointer($0) })
+        return try withUnsafeMutablePointer(to: &frame) { pointer in
+            pthread_setspecific(key, UnsafeRawPointer(pointer))
+            defer { pthread_setspecific(key, outer) }
+            return try body()
+        }
     }
 }
 
@@ -278,6 +297,9 @@ final class SnapshotRegistry: Sendable {
     func checkProcess() throws {
         if ForkWatch.generation != forkGeneration { throw StrataError.usedAfterFork(path: path) }
     }
+
+    /// Whether this is a child process forked after the store was opened.
+    var isForkedChild: Bool { ForkWatch.generation != forkGeneration }
 
     /// Registers an open snapshot in a free slot and records the slot in it (its serial), or
     /// throws when `limit` are open.

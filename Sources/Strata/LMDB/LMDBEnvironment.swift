@@ -81,8 +81,8 @@ final class LMDBEnvironment: Sendable {
     /// sets `closed`, then waits for the count, both sequentially consistent, so a reader either
     /// sees `closed` (and begins nothing) or is counted (and the close waits for it).
     private let activeReads = Atomic<Int>(0)
-    /// ``ForkWatch/generation`` when opened: in a child process after `fork()` the count holds
-    /// the parent's reads, which never end there, and ``close()`` does not wait for them.
+    /// ``ForkWatch/generation`` when opened: in a child process after `fork()` the environment
+    /// is the parent's, and ``close()`` leaves it alone.
     private let forkGeneration = ForkWatch.generation
     /// This process's mapping(s) of the data file, read from `/proc/self/maps` once and
     /// forgotten when the map moves (``growMap()``, ``adoptMapSize()``, under ``mapLock``
@@ -191,12 +191,17 @@ final class LMDBEnvironment: Sendable {
     /// would wait for itself. An environment that is released without `close()` closes itself.
     func close() {
         guard closed.compareExchange(expected: false, desired: true, ordering: .sequentiallyConsistent).exchanged else { return }
-        var waited = 0
-        while activeReads.load(ordering: .sequentiallyConsistent) > 0, ForkWatch.generation == forkGeneration {
-            usleep(50)
-            waited += 1
-            if waited == 40_000 {   // about 2 s: say what the close waits for
+        // In a forked child the handle, its reader slots and locks are the parent's (LMDB does
+        // not support an environment across fork()): refused from now on, left as it is.
+        guard ForkWatch.generation == forkGeneration else { return }
+        var pause: UInt32 = 20
+        var nextWarning = ContinuousClock.now + .seconds(2)
+        while activeReads.load(ordering: .sequentiallyConsistent) > 0 {
+            usleep(pause)
+            pause = min(pause * 2, 1_000)
+            if ContinuousClock.now >= nextWarning {   // say what the close waits for, every 10 s
                 Logger(label: "strata.lmdb").warning("closing \(path) waits for \(activeReads.load(ordering: .relaxed)) read(s) still under way")
+                nextWarning = ContinuousClock.now + .seconds(10)
             }
         }
         // A background writeback in flight finishes first; later ones see `closed`.

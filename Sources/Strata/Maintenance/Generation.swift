@@ -12,7 +12,7 @@ final class PendingGeneration: Sendable {
     /// given the same name since: after a `close()` from a compaction's progress callback, the
     /// store can be opened again (which removes unfinished generations) and compacted into a
     /// new generation of the same number before the first compaction has abandoned its own.
-    /// -1 if it could not be opened (then ``abandon()`` removes by name, as before).
+    /// -1 if it could not be opened (then ``abandon()`` leaves the directory to the next open).
     private let directoryFD: Int32
 
     init(name: String, env: LMDBEnvironment) {
@@ -25,13 +25,13 @@ final class PendingGeneration: Sendable {
 
     /// Closes and removes the unfinished generation (unless its directory is gone or is another
     /// one by now; the check and the removal are microseconds apart).
+    /// Without the held directory (it could not be opened) the directory is left for the next
+    /// open of the store, which removes unfinished generations.
     func abandon() {
         env.close()
-        if directoryFD >= 0 {
-            var mine = stat(), there = stat()
-            guard fstat(directoryFD, &mine) == 0, stat(env.path, &there) == 0,
-                  mine.st_dev == there.st_dev, mine.st_ino == there.st_ino else { return }
-        }
+        var mine = stat(), there = stat()
+        guard directoryFD >= 0, fstat(directoryFD, &mine) == 0, stat(env.path, &there) == 0,
+              mine.st_dev == there.st_dev, mine.st_ino == there.st_ino else { return }
         try? FileManager.default.removeItem(atPath: env.path)
     }
 }

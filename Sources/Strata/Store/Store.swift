@@ -75,7 +75,7 @@ public final class Store: Sendable {
             let registry = snapshots
             let warnAfter = configuration.snapshotAgeWarningSeconds
             let log = logger
-            writer = Writer(env: env, schema: schema, config: configuration, hub: hub, logger: logger) {
+            writer = Writer(env: env, storePath: path, schema: schema, config: configuration, hub: hub, logger: logger) {
                 for s in registry.takeOverdueIfDue(olderThan: warnAfter) {
                     log.warning("snapshot '\(s.label)' pinned at transaction \(s.transactionID) for \(Int(s.age)) s keeps old pages alive")
                 }
@@ -86,6 +86,8 @@ public final class Store: Sendable {
 
     deinit {
         guard !closed.load(ordering: .acquiring) else { return }
+        // In a forked child the environment, queues and locks are the parent's: nothing to close.
+        guard ForkWatch.generation == forkGeneration else { return }
         // The last reference may go on the writer's queue (a save's merge closure held it).
         if !closeInBackgroundIfItCannotWait() { shutDown() }
     }
@@ -270,9 +272,12 @@ public final class Store: Sendable {
         guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else {
             // Closed already: wait until that close has finished (it may run on another thread),
             // unless that close is waiting for this thread.
-            if !closeCannotWait { closeFinished.wait() }
+            if !closeCannotWait, ForkWatch.generation == forkGeneration { closeFinished.wait() }
             return
         }
+        // In a forked child the environment, queues and locks are the parent's (LMDB does not
+        // support using an environment across fork()): marked closed, nothing touched.
+        guard ForkWatch.generation == forkGeneration else { return }
         closeFinished.enter()
         let finished = closeFinished
         if closeInBackgroundIfItCannotWait(then: { finished.leave() }) { return }
@@ -289,7 +294,7 @@ public final class Store: Sendable {
     /// `progress` callback), or in a verify whose second thread's read waits for this one.
     private var closeCannotWait: Bool {
         if writer?.isCurrentQueue ?? false { return true }
-        if ThreadReads.depth > 0 { return true }
+        if ThreadReads.isReading(env) { return true }
         if snapshots.isReadingOnCurrentThread() { return true }
         let me = currentThreadID()
         return callbackThreads.withLock { $0.contains(me) }
@@ -476,7 +481,7 @@ public final class Store: Sendable {
         do {
             // Marked: a close() from user code inside (a child's custom merge closure) must not
             // wait for this read.
-            return try ThreadReads.marked { try env.read { try body(ReadView(txn: $0, env: env, schema: schema)) } }
+            return try ThreadReads.marked(env) { try env.read { try body(ReadView(txn: $0, env: env, schema: schema)) } }
         } catch StrataError.closed(let p) where p == env.path {
             throw StrataError.closed(path: path)   // the store's path, not the generation's
         }

@@ -107,8 +107,9 @@ final class Writer: Sendable {
     private let gathered = DispatchSemaphore(value: 0)
     private let afterCommit: @Sendable () -> Void
 
-    init(env: LMDBEnvironment, schema: Schema, config: StoreConfiguration, hub: ChangeHub, logger: Logger,
+    init(env: LMDBEnvironment, storePath: String, schema: Schema, config: StoreConfiguration, hub: ChangeHub, logger: Logger,
          afterCommit: @escaping @Sendable () -> Void) {
+        self.storePath = storePath
         self.envBox = Mutex(env)
         self.schema = schema
         self.config = config
@@ -117,6 +118,10 @@ final class Writer: Sendable {
         self.afterCommit = afterCommit
         queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self))
     }
+
+    /// The store's directory, for ``StrataError/closed(path:)`` (the environment's is a
+    /// generation inside it).
+    let storePath: String
 
     var statistics: WriterStatistics { state.withLock { $0.statistics } }
 
@@ -153,7 +158,7 @@ final class Writer: Sendable {
                 return .startDrain
             }
             switch action {
-            case .rejectClosed: continuation.resume(throwing: StrataError.closed(path: env.path))
+            case .rejectClosed: continuation.resume(throwing: StrataError.closed(path: storePath))
             case .rejectFull: continuation.resume(throwing: StrataError.writerOverloaded(limit: config.maxPendingSaves))
             case .startDrain: queue.async { self.drain() }
             case .wakeGatherer: gathered.signal()
@@ -173,7 +178,7 @@ final class Writer: Sendable {
         }
         let waiter = Waiter()
         try state.withLock { s in
-            if s.closed { throw StrataError.closed(path: env.path) }
+            if s.closed { throw StrataError.closed(path: storePath) }
             if s.pending.count >= config.maxPendingSaves { throw StrataError.writerOverloaded(limit: config.maxPendingSaves) }
             s.pending.append(PendingSave(changes: changes, author: author, metadata: metadata, completion: .waiter(waiter)))
             s.callerCommitters += 1
@@ -205,7 +210,7 @@ final class Writer: Sendable {
         guard let result = waiter.result.withLock({ $0 }) else {
             // Not reachable: the save was queued before the sync block and only the writer
             // queue takes saves out; kept as an error rather than a trap.
-            throw StrataError.closed(path: env.path)
+            throw StrataError.closed(path: storePath)
         }
         return try result.get()
     }
@@ -229,7 +234,7 @@ final class Writer: Sendable {
         if isCurrentQueue { return nil }
         let waiter = Waiter()
         let claimed = try state.withLock { s -> Bool in
-            if s.closed { throw StrataError.closed(path: env.path) }
+            if s.closed { throw StrataError.closed(path: storePath) }
             guard s.pending.isEmpty, !s.draining, s.callerCommitters == 0, s.exclusiveQueued == 0 else { return false }
             s.inlineCommitting = true
             s.callerCommitters += 1
@@ -374,7 +379,7 @@ final class Writer: Sendable {
             switch action {
             case .run: queue.async(execute: run)
             case .deferred: break
-            case .closed: c.resume(throwing: StrataError.closed(path: env.path))
+            case .closed: c.resume(throwing: StrataError.closed(path: storePath))
             }
         }
     }

@@ -124,6 +124,10 @@ enum FaultModes {
             }
             if done.wait(timeout: .now() + 3) == .success { saved = answer }
             saved.withCString { _ = write(1, $0, strlen($0)) }
+            // Closing the parent's instance here must neither hang (its queues and locks may be
+            // held by parent threads that do not exist here) nor touch the parent's reader slots.
+            store.close()
+            "child close: returned\n".withCString { _ = write(1, $0, strlen($0)) }
             _exit(0)
         }
         // Bounded wait: a forked child of a multi-threaded process can deadlock on a lock some
