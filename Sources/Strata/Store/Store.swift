@@ -255,11 +255,15 @@ public final class Store: Sendable {
     /// Whether ``close()`` was called.
     public var isClosed: Bool { closed.load(ordering: .acquiring) }
 
-    /// Finishes queued saves, closes every snapshot and the environment. Idempotent.
+    /// Finishes queued saves, closes every snapshot and the environment. Idempotent. Reads under
+    /// way on other threads (a main context's fetch) are waited for; reads asked for afterwards
+    /// throw ``StrataError/closed(path:)``. In a child process forked after the open it only
+    /// marks the store closed (the environment is the parent's).
     ///
     /// Called from inside work of this store, it cannot wait for that work, which would wait for
     /// it: on the writer's own queue (a ``MergePolicy/custom(_:)`` closure, which runs inside a
-    /// save) or from the `progress` callback of ``compact(horizon:dryRun:progress:)``,
+    /// save; also a child context's custom merge closure, inside a read of the store) or from
+    /// the `progress` callback of ``compact(horizon:dryRun:progress:)``,
     /// ``migrate(schemas:to:registry:dryRun:progress:)`` or ``verify(rebuild:progress:)``
     /// (while they copy, inside the operation's reads). There it refuses new work at once
     /// (``isClosed`` is true, every call throws ``StrataError/closed(path:)``) and returns, and
