@@ -189,3 +189,39 @@ import Testing
         #expect(try again.mainContext.count(Genre.self) == 3)
     }
 }
+
+/// A pinned view context refreshed or closed from inside its own read (a custom merge closure
+/// of a child whose root it is runs there): its snapshot's close would take the mutex that the
+/// read holds. The close now happens when the read ends.
+@Suite struct ClosePinnedContextInsideItsReadTests {
+    @Test(arguments: [false, true])
+    func refreshOrCloseOfThePinnedRootFromAMergeClosure(refresh: Bool) async throws {
+        let store = try Store.temporary(schema: try librarySchema())
+        defer { store.close() }
+        let track = Track(mbid: UUID(), title: "base", durationSeconds: 100, addedAt: Date(timeIntervalSince1970: 0))
+        let first = try await store.save { $0.insert(track) }
+        _ = try await store.save { $0.set(Track.durationSeconds, of: track.id, to: 7) }
+        let base = try #require(try store.snapshot(asOf: first).record(track.id))
+        let pinned = try store.newViewContext(label: "pinned")
+        let before = try store.openSnapshots().count
+        var changes = ChangeSet()
+        changes.set(Track.title, of: track.id, to: "mine")
+        changes.baseVersions[track.id] = BaseVersion(version: first, values: base.values)
+        changes.mergePolicy = .custom { _ in
+            if refresh { try? pinned.refresh() } else { pinned.close() }
+            return .keepContext
+        }
+        let child = pinned.newChild(label: "child")
+        let applied = Locked<Result<Void, Error>?>(nil)
+        let sending = changes
+        Thread { let r = Result { try child.apply(sending) }; applied.withLock { $0 = r } }.start()
+        let deadline = Date().addingTimeInterval(60)
+        try await waitUntil { applied.withLock { $0 != nil } || Date() > deadline }
+        let result = try #require(applied.withLock { $0 }, "apply() never returned (the snapshot's mutex taken twice)")
+        try result.get()
+        // The old snapshot was released when the read ended: a refresh holds one new snapshot,
+        // a close none (the next read pins again).
+        #expect(try store.openSnapshots().count == before + (refresh ? 0 : -1))
+        #expect(try pinned.object(Track.self, id: track.id)?.durationSeconds == 7)
+    }
+}

@@ -56,6 +56,9 @@ public final class Snapshot: Sendable {
     /// ``Store/close()`` called from inside one of its store's reads (an operation's `progress`
     /// callback) must not wait for that read to end.
     private let readingThread = Atomic<UInt>(0)
+    /// Set by a ``close()`` called inside a read of this snapshot on the reading thread; only
+    /// that thread sets and reads it, and it closes the snapshot when the read ends.
+    private let closeWhenReadEnds = Atomic<Bool>(false)
 
     /// Opens a snapshot of `store`'s current environment and registers it; `now` is
     /// ``SnapshotRegistry/monotonicNanos()`` (read once by the caller).
@@ -105,8 +108,15 @@ public final class Snapshot: Sendable {
         if !ended.load(ordering: .acquiring) { close() }
     }
 
-    /// Releases the reader slot. Reads after this throw ``StrataError/closed(path:)``.
+    /// Releases the reader slot. Reads after this throw ``StrataError/closed(path:)``. Called
+    /// inside a read of this snapshot on the reading thread (a custom merge closure that closes
+    /// or refreshes the pinned context it reads through), it takes effect when that read ends.
     public func close() {
+        if isReadOnCurrentThread {
+            // This very read holds the mutex that closing takes: the read closes on its way out.
+            closeWhenReadEnds.store(true, ordering: .relaxed)
+            return
+        }
         guard let txn = takeTransaction() else { return }
         // In a forked child the reader slot is the parent's: ending the transaction would free it.
         guard !registry.isForkedChild else { return }
@@ -175,6 +185,13 @@ public final class Snapshot: Sendable {
     /// migration replaced the store's generation (it keeps the old one alive).
     func read<R>(_ body: (ReadView) throws -> R) throws -> R {
         try registry.checkProcess()
+        defer {
+            // Out of the mutex: a close() asked for inside the read happens now.
+            if closeWhenReadEnds.load(ordering: .relaxed) {
+                closeWhenReadEnds.store(false, ordering: .relaxed)
+                close()
+            }
+        }
         return try withTransaction { handle in
             guard let handle else { throw StrataError.closed(path: registry.path) }
             readingThread.store(currentThreadID(), ordering: .relaxed)
