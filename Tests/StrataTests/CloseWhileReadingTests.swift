@@ -225,3 +225,32 @@ import Testing
         #expect(try pinned.object(Track.self, id: track.id)?.durationSeconds == 7)
     }
 }
+
+/// An export's `emit` runs inside its snapshot's read: a `close()` from it returns at once and
+/// the export stops there with `closed` instead of writing the rest.
+@Suite struct CloseFromExportEmitTests {
+    @Test func closeFromEmitStopsTheExport() async throws {
+        let store = try Store.temporary(schema: try librarySchema())
+        _ = try await store.save(genres(20))
+        let lines = Locked(0)
+        let outcome = Locked<Result<Int, Error>?>(nil)
+        Thread {
+            let r = Result {
+                try Exporter(store: store).export(Query(entity: "Genre"), format: .ndjson) { _ in
+                    lines.withLock { $0 += 1 }
+                    store.close()
+                }.records
+            }
+            outcome.withLock { $0 = r }
+        }.start()
+        let deadline = Date().addingTimeInterval(60)
+        try await waitUntil { outcome.withLock { $0 != nil } || Date() > deadline }
+        let result = try #require(outcome.withLock { $0 }, "the export never returned after close() from emit")
+        switch result {
+        case .success(let n): Issue.record("the export went on to write \(n) records")
+        case .failure(let error):
+            guard case StrataError.closed = error else { Issue.record("expected closed, got \(error)"); return }
+        }
+        #expect(lines.withLock { $0 } == 1)
+    }
+}

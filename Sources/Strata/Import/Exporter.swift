@@ -18,6 +18,8 @@ public struct Exporter: Sendable {
 
     /// Writes every record matching `query` (its sort and window apply when given), one line per
     /// call to `emit`, from one snapshot. Returns the number of records and the snapshot's transaction.
+    /// `emit` runs inside the snapshot's read: a ``Store/close()`` from it returns at once, and the
+    /// export then throws ``StrataError/closed(path:)``.
     @discardableResult
     public func export(_ query: Query, format: ImportFormat, emit: (String) throws -> Void) throws -> (records: Int, transaction: TransactionID) {
         let snapshot = try store.snapshot(label: "export")
@@ -33,6 +35,8 @@ public struct Exporter: Sendable {
                 let links = try relationships.map { try view.targets($0.tag, from: record.id) }
                 try emit(format == .csv ? csvRow(record, relationships, links) : Self.jsonRow(record, relationships, links))
                 n += 1
+                // A close() from `emit` (which runs inside the snapshot's read) ends the export here.
+                if store.isClosed { throw StrataError.closed(path: store.path) }
             }
             if query.sort.isEmpty && query.limit == nil && query.offset == 0 {
                 try view.validate(query.predicate, entity)
