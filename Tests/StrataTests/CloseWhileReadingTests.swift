@@ -254,3 +254,33 @@ import Testing
         #expect(lines.withLock { $0 } == 1)
     }
 }
+
+/// `forEachTransaction`'s body runs inside its snapshot's read, as an export's `emit` does: a
+/// `close()` from it returns at once and the visit stops with `closed`.
+@Suite struct CloseFromTransactionVisitTests {
+    @Test func closeFromTheBodyStopsTheVisit() async throws {
+        let store = try Store.temporary(schema: try librarySchema())
+        for i in 0..<5 { _ = try await store.save(genres(2, prefix: "v\(i)")) }
+        let visited = Locked(0)
+        let outcome = Locked<Result<Void, Error>?>(nil)
+        Thread {
+            let r = Result {
+                try store.forEachTransaction { _ in
+                    visited.withLock { $0 += 1 }
+                    store.close()
+                    return true
+                }
+            }
+            outcome.withLock { $0 = r }
+        }.start()
+        let deadline = Date().addingTimeInterval(60)
+        try await waitUntil { outcome.withLock { $0 != nil } || Date() > deadline }
+        let result = try #require(outcome.withLock { $0 }, "forEachTransaction never returned after close() from its body")
+        switch result {
+        case .success: Issue.record("the visit went on to the end after close()")
+        case .failure(let error):
+            guard case StrataError.closed = error else { Issue.record("expected closed, got \(error)"); return }
+        }
+        #expect(visited.withLock { $0 } == 1)
+    }
+}

@@ -46,6 +46,8 @@ extension Store {
 
     /// Visits the transactions from `from` to `to` (inclusive, default: all), optionally only those
     /// by `author` or touching `entity`, in order, from one snapshot, until `body` returns false.
+    /// `body` runs inside the snapshot's read: a ``close()`` from it returns at once, and the visit
+    /// then throws ``StrataError/closed(path:)``.
     public func forEachTransaction(from: TransactionID = TransactionID(1), to: TransactionID? = nil, author: String? = nil,
                                    entity: String? = nil, _ body: (LogEntry) throws -> Bool) throws {
         let tag = try entity.map { name -> UInt16 in
@@ -61,7 +63,10 @@ extension Store {
             try view.forEachLogEntry(lower...upper) { entry in
                 if let author, entry.author != author { return true }
                 if let tag, !entry.touches(entityTag: tag) { return true }
-                return try body(entry)
+                let more = try body(entry)
+                // A close() from `body` (which runs inside the snapshot's read) ends the visit here.
+                if isClosed { throw StrataError.closed(path: path) }
+                return more
             }
         }
     }
