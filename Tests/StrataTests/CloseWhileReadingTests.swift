@@ -190,25 +190,40 @@ import Testing
     }
 }
 
-/// A pinned view context refreshed or closed from inside its own read (a custom merge closure
-/// of a child whose root it is runs there): its snapshot's close would take the mutex that the
-/// read holds. The close now happens when the read ends.
+/// A pinned view context read, refreshed or closed from inside its own read (a custom merge
+/// closure of a child whose root it is runs there): a nested read would lock the snapshot's
+/// mutex again, and so would its close. A nested read now uses the outer read's transaction, and
+/// the close happens when the outer read ends.
 @Suite struct ClosePinnedContextInsideItsReadTests {
-    @Test(arguments: [false, true])
-    func refreshOrCloseOfThePinnedRootFromAMergeClosure(refresh: Bool) async throws {
+    enum Action: String, CaseIterable, Sendable { case read, refresh, close }
+
+    @Test(arguments: Action.allCases)
+    func thePinnedRootUsedFromAMergeClosure(action: Action) async throws {
         let store = try Store.temporary(schema: try librarySchema())
-        defer { store.close() }
         let track = Track(mbid: UUID(), title: "base", durationSeconds: 100, addedAt: Date(timeIntervalSince1970: 0))
         let first = try await store.save { $0.insert(track) }
-        _ = try await store.save { $0.set(Track.durationSeconds, of: track.id, to: 7) }
-        let base = try #require(try store.snapshot(asOf: first).record(track.id))
+        _ = try await store.save { $0.set(Track.durationSeconds, of: track.id, to: 7) }   // the conflict
         let pinned = try store.newViewContext(label: "pinned")
+        let pinnedAt = try pinned.transactionID
+        // A later save the pinned context does not see until it refreshes.
+        let latest = try await store.save { $0.insert(Genre(name: "later")) }
+        let base = try #require(try store.snapshot(asOf: first).record(track.id))
         let before = try store.openSnapshots().count
+        let calls = Locked(0)
+        let seen = Locked<Result<Int?, Error>?>(nil)
         var changes = ChangeSet()
         changes.set(Track.title, of: track.id, to: "mine")
         changes.baseVersions[track.id] = BaseVersion(version: first, values: base.values)
         changes.mergePolicy = .custom { _ in
-            if refresh { try? pinned.refresh() } else { pinned.close() }
+            calls.withLock { $0 += 1 }
+            let r = Result { () throws -> Int? in
+                switch action {
+                case .read: return try pinned.object(Track.self, id: track.id)?.durationSeconds
+                case .refresh: try pinned.refresh(); return nil
+                case .close: pinned.close(); return nil
+                }
+            }
+            seen.withLock { $0 = r }
             return .keepContext
         }
         let child = pinned.newChild(label: "child")
@@ -219,10 +234,22 @@ import Testing
         try await waitUntil { applied.withLock { $0 != nil } || Date() > deadline }
         let result = try #require(applied.withLock { $0 }, "apply() never returned (the snapshot's mutex taken twice)")
         try result.get()
-        // The old snapshot was released when the read ended: a refresh holds one new snapshot,
-        // a close none (the next read pins again).
-        #expect(try store.openSnapshots().count == before + (refresh ? 0 : -1))
-        #expect(try pinned.object(Track.self, id: track.id)?.durationSeconds == 7)
+        #expect(calls.withLock { $0 } == 1, "the merge closure ran once")
+        let inside = try #require(seen.withLock { $0 }).get()
+        switch action {
+        case .read:
+            #expect(inside == 7, "the nested read saw the pinned state")
+            #expect(try pinned.transactionID == pinnedAt)
+            #expect(try store.openSnapshots().count == before)
+        case .refresh:
+            // The old snapshot released when the read ended; the context now at the latest.
+            #expect(try pinned.transactionID == latest)
+            #expect(try store.openSnapshots().count == before)
+        case .close:
+            #expect(try store.openSnapshots().count == before - 1)
+            #expect(try pinned.transactionID == latest, "the next read pins the latest")
+        }
+        store.close()
     }
 }
 

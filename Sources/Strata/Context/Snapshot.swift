@@ -56,9 +56,13 @@ public final class Snapshot: Sendable {
     /// ``Store/close()`` called from inside one of its store's reads (an operation's `progress`
     /// callback) must not wait for that read to end.
     private let readingThread = Atomic<UInt>(0)
-    /// Set by a ``close()`` called inside a read of this snapshot on the reading thread; only
-    /// that thread sets and reads it, and it closes the snapshot when the read ends.
+    /// Set by a ``close()`` called inside a read of this snapshot on the reading thread, and
+    /// taken by that read before it releases the mutex: only the thread holding the mutex sets
+    /// or reads it.
     private let closeWhenReadEnds = Atomic<Bool>(false)
+    /// The transaction handle (its bit pattern) while a read holds the mutex, 0 otherwise: a
+    /// read nested in it on the same thread uses it. Only the thread holding the mutex reads it.
+    private let readingHandle = Atomic<UInt>(0)
 
     /// Opens a snapshot of `store`'s current environment and registers it; `now` is
     /// ``SnapshotRegistry/monotonicNanos()`` (read once by the caller).
@@ -118,6 +122,11 @@ public final class Snapshot: Sendable {
             return
         }
         guard let txn = takeTransaction() else { return }
+        endTaken(txn)
+    }
+
+    /// Ends a transaction taken out of the snapshot and frees its registry slot.
+    private func endTaken(_ txn: OpaquePointer) {
         // In a forked child the reader slot is the parent's: ending the transaction would free it.
         guard !registry.isForkedChild else { return }
         env.endRead(txn)
@@ -125,7 +134,8 @@ public final class Snapshot: Sendable {
         if slot >= 0 { registry.remove(slot) }
     }
 
-    /// Whether ``close()`` was called (or the store closed).
+    /// Whether ``close()`` was called (or the store closed); for a close called inside a read of
+    /// this snapshot, once that read has ended.
     public var isClosed: Bool { ended.load(ordering: .acquiring) }
 
     /// Takes the transaction out, once (nil afterwards): the caller ends the transaction and
@@ -182,24 +192,48 @@ public final class Snapshot: Sendable {
     }
 
     /// Reads the snapshot. A snapshot stays readable until closed, also after a compaction or a
-    /// migration replaced the store's generation (it keeps the old one alive).
+    /// migration replaced the store's generation (it keeps the old one alive). A read nested in
+    /// a read of this snapshot on the same thread (user code inside the read, such as a child's
+    /// custom merge closure, reading through the same pinned context) uses the outer read's
+    /// transaction instead of locking the mutex again.
     func read<R>(_ body: (ReadView) throws -> R) throws -> R {
         try registry.checkProcess()
-        defer {
-            // Out of the mutex: a close() asked for inside the read happens now.
-            if closeWhenReadEnds.load(ordering: .relaxed) {
-                closeWhenReadEnds.store(false, ordering: .relaxed)
-                close()
-            }
-        }
-        return try withTransaction { handle in
-            guard let handle else { throw StrataError.closed(path: registry.path) }
-            readingThread.store(currentThreadID(), ordering: .relaxed)
-            defer { readingThread.store(0, ordering: .relaxed) }
+        if isReadOnCurrentThread, let handle = OpaquePointer(bitPattern: readingHandle.load(ordering: .relaxed)) {
+            // The outer read holds the mutex and the map lock (shared, which nests: readers are
+            // preferred) on this thread for as long as this runs.
             return try env.mapLock.withShared {
                 try body(ReadView(txn: LMDBTransaction(handle: handle, isWrite: false), env: env, schema: registry.schema))
             }
         }
+        // `Mutex.withLock` wants a `sending` result, which a generic `R` read from the store is
+        // not; the closure runs synchronously on this thread before `withLock` returns, so the
+        // result is never shared between threads.
+        nonisolated(unsafe) var result: Result<R, Error>?
+        nonisolated(unsafe) var closedInside: OpaquePointer?
+        state.withLock { s in
+            result = Result {
+                guard let handle = s.txn else { throw StrataError.closed(path: registry.path) }
+                readingThread.store(currentThreadID(), ordering: .relaxed)
+                readingHandle.store(UInt(bitPattern: handle), ordering: .relaxed)
+                defer {
+                    readingHandle.store(0, ordering: .relaxed)
+                    readingThread.store(0, ordering: .relaxed)
+                }
+                return try env.mapLock.withShared {
+                    try body(ReadView(txn: LMDBTransaction(handle: handle, isWrite: false), env: env, schema: registry.schema))
+                }
+            }
+            // A close() asked for inside the read: the transaction is taken here, under the
+            // mutex, so no other read gets in between; it is ended below, out of the mutex.
+            if closeWhenReadEnds.exchange(false, ordering: .relaxed), let txn = s.txn {
+                s.txn = nil
+                ended.store(true, ordering: .releasing)
+                closedInside = txn
+            }
+        }
+        if let txn = closedInside { endTaken(txn) }
+        guard let result else { throw StrataError.closed(path: registry.path) }
+        return try result.get()
     }
 }
 
