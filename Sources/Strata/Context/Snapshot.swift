@@ -225,10 +225,14 @@ public final class Snapshot: Sendable {
             }
             // A close() asked for inside the read: the transaction is taken here, under the
             // mutex, so no other read gets in between; it is ended below, out of the mutex.
-            if closeWhenReadEnds.exchange(false, ordering: .relaxed), let txn = s.txn {
-                s.txn = nil
-                ended.store(true, ordering: .releasing)
-                closedInside = txn
+            // Plain load and store: only the thread holding the mutex touches the flag.
+            if closeWhenReadEnds.load(ordering: .relaxed) {
+                closeWhenReadEnds.store(false, ordering: .relaxed)
+                if let txn = s.txn {
+                    s.txn = nil
+                    ended.store(true, ordering: .releasing)
+                    closedInside = txn
+                }
             }
         }
         if let txn = closedInside { endTaken(txn) }
