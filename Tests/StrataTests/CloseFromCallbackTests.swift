@@ -52,20 +52,6 @@ import Testing
         }
     }
 
-    /// Opens `url` again once the close in the background has finished (until then the registry
-    /// says the path is still closing).
-    private func reopen(_ url: URL, schema: Schema) async throws -> Store {
-        let deadline = Date().addingTimeInterval(60)
-        while true {
-            do {
-                return try Store.open(at: url, schema: schema)
-            } catch StrataError.alreadyOpen {
-                try #require(Date() < deadline, "the path stayed open after close()")
-                try await Task.sleep(for: .milliseconds(5))
-            }
-        }
-    }
-
     private func isClosedError(_ error: Error) -> Bool {
         if case StrataError.closed = error { return true }
         return false
@@ -102,7 +88,7 @@ import Testing
         case .failure(let error): #expect(isClosedError(error), "expected StrataError.closed, got \(error)")
         }
         #expect(store.isClosed)
-        let again = try await reopen(dir, schema: schema)
+        let again = try await openAfterBackgroundClose(dir, schema: schema)
         defer { again.close() }
         #expect(try again.snapshot(label: "t").count(Query(entity: "Genre")) == 201, "nothing saved before was lost")
     }
@@ -156,7 +142,7 @@ import Testing
             #expect(callbacksAfterClose.withLock { $0 } == 0)
         }
         // Not migrated: the store still opens with v1 and holds its 10,000 tracks.
-        let again = try await reopen(dir, schema: schemas[0])
+        let again = try await openAfterBackgroundClose(dir, schema: schemas[0])
         defer { again.close() }
         #expect(try again.snapshot(label: "t").count(Query(entity: "Track")) == 10_000)
     }
@@ -190,7 +176,7 @@ import Testing
             #expect(report.method == .inMemory && report.problemCount == 0)
         }
         #expect(store.isClosed)
-        let again = try await reopen(dir, schema: schema)
+        let again = try await openAfterBackgroundClose(dir, schema: schema)
         defer { again.close() }
         #expect(try again.snapshot(label: "t").count(Query(entity: "Genre")) == 500)
     }

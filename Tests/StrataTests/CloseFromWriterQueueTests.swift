@@ -120,16 +120,7 @@ import Testing
         #expect(released.withLock { $0 })
         #expect(weakStore.value == nil, "the closure held the last reference")
         // The close ends in the background; then the path opens again, with the save in it.
-        var reopened: Store?
-        while reopened == nil {
-            do {
-                reopened = try Store.open(at: dir, schema: schema)
-            } catch StrataError.alreadyOpen {
-                try #require(Date() < deadline, "the close after the release never finished")
-                try await Task.sleep(for: .milliseconds(5))
-            }
-        }
-        let again = try #require(reopened)
+        let again = try await openAfterBackgroundClose(dir, schema: schema)
         defer { again.close() }
         let saved = try #require(try again.mainContext.object(Track.self, id: track.id))
         #expect(saved.title == "mine" && saved.durationSeconds == 7)
@@ -207,18 +198,6 @@ extension Result where Failure == Error {
         return (changes, track.id)
     }
 
-    /// Runs `body` on a thread of its own and waits (suspended) for its result, for 60 s at most.
-    private func onThread<R: Sendable>(_ what: String, _ body: @escaping @Sendable () throws -> R) async throws -> Result<R, Error> {
-        let outcome = Locked<Result<R, Error>?>(nil)
-        Thread { let r = Result { try body() }; outcome.withLock { $0 = r } }.start()
-        let deadline = Date().addingTimeInterval(60)
-        while true {
-            if let r = outcome.withLock({ $0 }) { return r }
-            try #require(Date() < deadline, "\(what) never returned (deadlock)")
-            try await Task.sleep(for: .milliseconds(5))
-        }
-    }
-
     @Test func closingTheOuterStoreFromANestedMergeClosureClosesItAfterItsSave() async throws {
         let dirA = temporaryDirectory("nested-a"), dirB = temporaryDirectory("nested-b")
         defer {
@@ -239,24 +218,14 @@ extension Result where Failure == Error {
             let r = Result { try b.saveAndWait(changesB) }
             savedB.withLock { $0 = r }
         }
-        let savedA = try await onThread("the save into A") { try a.saveAndWait(changesA) }
+        let savedA = try await resultOnThread("the save into A") { try a.saveAndWait(changesA) }
         _ = try savedA.get()
         _ = try #require(savedB.withLock { $0 }, "A's merge closure never ran").get()
         #expect(closedInside.withLock { $0 }, "close() from inside returned with A closed")
         #expect(a.isClosed)
         #expect(try b.mainContext.object(Track.self, id: idB)?.title == "b")
         // A's close finishes in the background; then A opens again, with its save in it.
-        let deadline = Date().addingTimeInterval(60)
-        var reopened: Store?
-        while reopened == nil {
-            do {
-                reopened = try Store.open(at: dirA, schema: schema)
-            } catch StrataError.alreadyOpen {
-                try #require(Date() < deadline, "A's close never finished")
-                try await Task.sleep(for: .milliseconds(5))
-            }
-        }
-        let again = try #require(reopened)
+        let again = try await openAfterBackgroundClose(dirA, schema: schema)
         defer { again.close() }
         #expect(try again.mainContext.object(Track.self, id: idA)?.title == "a")
     }
@@ -275,7 +244,7 @@ extension Result where Failure == Error {
             inner.withLock { $0 = r }
         }
         let (changesA, _) = try await conflictingChange(a, title: "a") { _ = try? b.saveAndWait(changesB) }
-        _ = try await onThread("the save into A") {
+        _ = try await resultOnThread("the save into A") {
             let tx = try a.saveAndWait(changesA)
             // Out of the nested blocks, the same thread is no longer taken for A's queue.
             _ = try a.saveAndWait { $0.insert(Genre(name: "afterwards")) }

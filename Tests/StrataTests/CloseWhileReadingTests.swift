@@ -150,24 +150,11 @@ import Testing
             return .keepContext
         }
         let child = try store.mainContext.newChild(label: "closer")
-        let applied = Locked<Result<Void, Error>?>(nil)
         let sending = changes
-        Thread { let r = Result { try child.apply(sending) }; applied.withLock { $0 = r } }.start()
-        let deadline = Date().addingTimeInterval(60)
-        try await waitUntil { applied.withLock { $0 != nil } || Date() > deadline }
-        let result = try #require(applied.withLock { $0 }, "apply() never returned after close() from its merge closure (deadlock)")
+        let result = try await resultOnThread("apply() after close() from its merge closure") { try child.apply(sending) }
         _ = try result.get()   // the apply itself needed nothing more from the store
         #expect(store.isClosed)
-        var reopened: Store?
-        while reopened == nil {
-            do {
-                reopened = try Store.open(at: dir, schema: schema)
-            } catch StrataError.alreadyOpen {
-                try #require(Date() < deadline, "the close never finished")
-                try await Task.sleep(for: .milliseconds(5))
-            }
-        }
-        reopened?.close()
+        try await openAfterBackgroundClose(dir, schema: schema).close()
     }
 }
 
@@ -227,12 +214,8 @@ import Testing
             return .keepContext
         }
         let child = pinned.newChild(label: "child")
-        let applied = Locked<Result<Void, Error>?>(nil)
         let sending = changes
-        Thread { let r = Result { try child.apply(sending) }; applied.withLock { $0 = r } }.start()
-        let deadline = Date().addingTimeInterval(60)
-        try await waitUntil { applied.withLock { $0 != nil } || Date() > deadline }
-        let result = try #require(applied.withLock { $0 }, "apply() never returned (the snapshot's mutex taken twice)")
+        let result = try await resultOnThread("apply() using its pinned root (the snapshot's mutex taken twice)") { try child.apply(sending) }
         try result.get()
         #expect(calls.withLock { $0 } == 1, "the merge closure ran once")
         let inside = try #require(seen.withLock { $0 }).get()

@@ -51,18 +51,10 @@ public final class Snapshot: Sendable {
     /// Set once the transaction was taken (by ``close()`` or the store's closing), so that
     /// `deinit` after an explicit close does not lock again.
     private let ended = Atomic<Bool>(false)
-    /// The thread inside ``read(_:)`` (`pthread_self()`), 0 when none. Only ever compared with
-    /// the comparing thread's own id, which no other thread writes, so relaxed loads suffice:
-    /// ``Store/close()`` called from inside one of its store's reads (an operation's `progress`
-    /// callback) must not wait for that read to end.
-    private let readingThread = Atomic<UInt>(0)
     /// Set by a ``close()`` called inside a read of this snapshot on the reading thread, and
     /// taken by that read before it releases the mutex: only the thread holding the mutex sets
     /// or reads it.
     private let closeWhenReadEnds = Atomic<Bool>(false)
-    /// The transaction handle (its bit pattern) while a read holds the mutex, 0 otherwise: a
-    /// read nested in it on the same thread uses it. Only the thread holding the mutex reads it.
-    private let readingHandle = Atomic<UInt>(0)
 
     /// Opens a snapshot of `store`'s current environment and registers it; `now` is
     /// ``SnapshotRegistry/monotonicNanos()`` (read once by the caller).
@@ -116,7 +108,7 @@ public final class Snapshot: Sendable {
     /// inside a read of this snapshot on the reading thread (a custom merge closure that closes
     /// or refreshes the pinned context it reads through), it takes effect when that read ends.
     public func close() {
-        if isReadOnCurrentThread {
+        if ThreadReads.transaction(of: self) != nil {
             // This very read holds the mutex that closing takes: the read closes on its way out.
             closeWhenReadEnds.store(true, ordering: .relaxed)
             return
@@ -174,57 +166,20 @@ public final class Snapshot: Sendable {
         }
     }
 
-    /// Whether the calling thread is inside a ``read(_:)`` of this snapshot.
-    var isReadOnCurrentThread: Bool { readingThread.load(ordering: .relaxed) == currentThreadID() }
-
     /// Records the registry slot (called by the registry, under its lock).
     fileprivate func setSerial(_ slot: Int) { serial.store(slot, ordering: .releasing) }
 
-    /// Runs `body` with the transaction handle (nil once closed), holding the mutex.
+    /// Runs `body` with the transaction handle (nil once closed), holding the mutex. A
+    /// ``close()`` noted inside `body` (see ``read(_:)``) takes the transaction before the mutex
+    /// is released, so no other read gets in between, and ends it after.
     func withTransaction<R>(_ body: (OpaquePointer?) throws -> R) throws -> R {
-        // `Mutex.withLock` wants a `sending` result, which a generic `R` read from the store is
-        // not; the closure runs synchronously on this thread before `withLock` returns, so the
-        // result is never shared between threads.
-        nonisolated(unsafe) var result: Result<R, Error>?
-        state.withLock { s in result = Result { try body(s.txn) } }
-        guard let result else { throw StrataError.closed(path: registry.path) }
-        return try result.get()
-    }
-
-    /// Reads the snapshot. A snapshot stays readable until closed, also after a compaction or a
-    /// migration replaced the store's generation (it keeps the old one alive). A read nested in
-    /// a read of this snapshot on the same thread (user code inside the read, such as a child's
-    /// custom merge closure, reading through the same pinned context) uses the outer read's
-    /// transaction instead of locking the mutex again.
-    func read<R>(_ body: (ReadView) throws -> R) throws -> R {
-        try registry.checkProcess()
-        if isReadOnCurrentThread, let handle = OpaquePointer(bitPattern: readingHandle.load(ordering: .relaxed)) {
-            // The outer read holds the mutex and the map lock (shared, which nests: readers are
-            // preferred) on this thread for as long as this runs.
-            return try env.mapLock.withShared {
-                try body(ReadView(txn: LMDBTransaction(handle: handle, isWrite: false), env: env, schema: registry.schema))
-            }
-        }
         // `Mutex.withLock` wants a `sending` result, which a generic `R` read from the store is
         // not; the closure runs synchronously on this thread before `withLock` returns, so the
         // result is never shared between threads.
         nonisolated(unsafe) var result: Result<R, Error>?
         nonisolated(unsafe) var closedInside: OpaquePointer?
         state.withLock { s in
-            result = Result {
-                guard let handle = s.txn else { throw StrataError.closed(path: registry.path) }
-                readingThread.store(currentThreadID(), ordering: .relaxed)
-                readingHandle.store(UInt(bitPattern: handle), ordering: .relaxed)
-                defer {
-                    readingHandle.store(0, ordering: .relaxed)
-                    readingThread.store(0, ordering: .relaxed)
-                }
-                return try env.mapLock.withShared {
-                    try body(ReadView(txn: LMDBTransaction(handle: handle, isWrite: false), env: env, schema: registry.schema))
-                }
-            }
-            // A close() asked for inside the read: the transaction is taken here, under the
-            // mutex, so no other read gets in between; it is ended below, out of the mutex.
+            result = Result { try body(s.txn) }
             // Plain load and store: only the thread holding the mutex touches the flag.
             if closeWhenReadEnds.load(ordering: .relaxed) {
                 closeWhenReadEnds.store(false, ordering: .relaxed)
@@ -239,49 +194,97 @@ public final class Snapshot: Sendable {
         guard let result else { throw StrataError.closed(path: registry.path) }
         return try result.get()
     }
+
+    /// Reads the snapshot. A snapshot stays readable until closed, also after a compaction or a
+    /// migration replaced the store's generation (it keeps the old one alive). A read nested in
+    /// a read of this snapshot on the same thread (user code inside the read, such as a child's
+    /// custom merge closure, reading through the same pinned context) uses the outer read's
+    /// transaction instead of locking the mutex again.
+    func read<R>(_ body: (ReadView) throws -> R) throws -> R {
+        try registry.checkProcess()
+        if let handle = ThreadReads.transaction(of: self) {
+            // The outer read holds the mutex and the map lock (shared, which nests: readers are
+            // preferred) on this thread for as long as this runs.
+            return try env.mapLock.withShared {
+                try body(ReadView(txn: LMDBTransaction(handle: handle, isWrite: false), env: env, schema: registry.schema))
+            }
+        }
+        return try withTransaction { handle in
+            guard let handle else { throw StrataError.closed(path: registry.path) }
+            return try ThreadReads.marked(store: registry, snapshot: self, transaction: handle) {
+                try env.mapLock.withShared {
+                    try body(ReadView(txn: LMDBTransaction(handle: handle, isWrite: false), env: env, schema: registry.schema))
+                }
+            }
+        }
+    }
 }
 
-/// The calling thread's id (`pthread_self()`, never 0), as ``Snapshot`` and ``Writer`` record
-/// the thread inside a read or a block of the writer's queue.
+/// The calling thread's id (`pthread_self()`, never 0), as ``Writer`` records the thread
+/// running a block of its queue.
 func currentThreadID() -> UInt { UInt(pthread_self()) }
 
-/// The environments the calling thread is inside a ``Store/read(_:)`` of, in a thread-specific
-/// value (`pthread_getspecific`, a few nanoseconds): user code can run there (a custom merge
-/// closure of a child context's `apply`), and a ``Store/close()`` of that store from it must not
-/// wait for the read it is part of (``LMDBEnvironment/close()`` waits for every read under way).
-/// The value points to the innermost of a chain of frames on the reading thread's stack.
+/// The reads of a store the calling thread is inside, in a thread-specific value
+/// (`pthread_getspecific`, a few nanoseconds) pointing to the innermost of a chain of frames on
+/// the thread's stack. User code runs inside reads (a compaction's, a migration's or a verify's
+/// `progress` callback, a custom merge closure of a child's `apply`, an export's `emit`), and
+/// from there:
+/// - a ``Store/close()`` of that store must not wait for the read it is part of (closing waits
+///   for every read under way), so it closes in the background (``isInside(store:)``);
+/// - a read of the same snapshot must not lock its mutex again, and uses the outer read's
+///   transaction (``transaction(of:)``); a close of that snapshot is noted and done when the
+///   outer read ends.
+///
+/// A store is named by its ``SnapshotRegistry`` (one per store, held by every snapshot).
 enum ThreadReads {
-    /// One read under way: its environment and the frame outside it.
+    /// One read under way: the store's registry, the snapshot and its transaction (nil for a
+    /// store's short read), and the frame outside it.
     private struct Frame {
-        let env: ObjectIdentifier
+        let store: ObjectIdentifier
+        let snapshot: ObjectIdentifier?
+        let transaction: OpaquePointer?
         let outer: UnsafeRawPointer?
     }
 
-    /// The key; nil if the process is out of keys (then no read is marked, and a close from
-    /// inside one waits for itself: there is nothing better to fall back to).
+    /// The key; nil if the process is out of keys (then no read is marked: a close from inside
+    /// one waits for itself, and a nested read locks its snapshot again, as before the marks).
     private static let key: pthread_key_t? = {
         var key = pthread_key_t()
         return pthread_key_create(&key, nil) == 0 ? key : nil
     }()
 
-    /// Whether the calling thread is inside a read of `env`.
-    static func isReading(_ env: LMDBEnvironment) -> Bool {
-        guard let key else { return false }
-        let id = ObjectIdentifier(env)
-        var frame = pthread_getspecific(key).map { UnsafeRawPointer($0) }
-        while let f = frame {
-            let current = f.load(as: Frame.self)
-            if current.env == id { return true }
-            frame = current.outer
+    /// The innermost frame on this thread for which `matches` holds.
+    private static func frame(where matches: (Frame) -> Bool) -> Frame? {
+        guard let key else { return nil }
+        var next = pthread_getspecific(key).map { UnsafeRawPointer($0) }
+        while let pointer = next {
+            let frame = pointer.load(as: Frame.self)
+            if matches(frame) { return frame }
+            next = frame.outer
         }
-        return false
+        return nil
     }
 
-    /// Runs `body` marked as a read of `env` (the frame lives on this stack for the call).
-    static func marked<R>(_ env: LMDBEnvironment, _ body: () throws -> R) rethrows -> R {
+    /// Whether the calling thread is inside a read of the store whose registry is `store`.
+    static func isInside(store: SnapshotRegistry) -> Bool {
+        let id = ObjectIdentifier(store)
+        return frame { $0.store == id } != nil
+    }
+
+    /// The transaction of the read of `snapshot` the calling thread is inside, if any.
+    static func transaction(of snapshot: Snapshot) -> OpaquePointer? {
+        let id = ObjectIdentifier(snapshot)
+        return frame { $0.snapshot == id }?.transaction
+    }
+
+    /// Runs `body` marked as inside a read of `store` (of `snapshot`, through `transaction`,
+    /// when given); the frame lives on this stack for the call.
+    static func marked<R>(store: SnapshotRegistry, snapshot: Snapshot? = nil, transaction: OpaquePointer? = nil,
+                          _ body: () throws -> R) rethrows -> R {
         guard let key else { return try body() }
         let outer = pthread_getspecific(key)
-        var frame = Frame(env: ObjectIdentifier(env), outer: outer.map { UnsafeRawPointer($0) })
+        var frame = Frame(store: ObjectIdentifier(store), snapshot: snapshot.map(ObjectIdentifier.init),
+                          transaction: transaction, outer: outer.map { UnsafeRawPointer($0) })
         return try withUnsafeMutablePointer(to: &frame) { pointer in
             pthread_setspecific(key, UnsafeRawPointer(pointer))
             defer { pthread_setspecific(key, outer) }
@@ -396,14 +399,6 @@ final class SnapshotRegistry: Sendable {
     }
 
     var count: Int { slots.withLock { $0.used } }
-
-    /// Whether the calling thread is inside a read of one of these snapshots (a `progress`
-    /// callback of a compaction, a migration or a verify runs there).
-    func isReadingOnCurrentThread() -> Bool {
-        slots.withLock { s in
-            s.entries.contains { e in e?.snapshot._withUnsafeGuaranteedRef { $0.isReadOnCurrentThread } ?? false }
-        }
-    }
 
     func infos(head: TransactionID) -> [SnapshotInfo] {
         let now = Self.monotonicNanos()

@@ -83,8 +83,9 @@ extension Store {
     public func verify(rebuild: Bool = false, progress: (@Sendable (VerifyProgress) -> Void)? = nil) throws -> VerifyReport {
         try checkUsable()
         // The in-memory check calls `progress` outside its reads while its second thread's read
-        // waits for this thread: a `close()` from there must not wait for that read.
-        return try withCallbackThreadMarked {
+        // waits for this thread: marked as inside a read, so a `close()` from there does not
+        // wait for that read.
+        return try ThreadReads.marked(store: snapshots) {
             let started = ContinuousClock.now
             let snapshot = try self.snapshot(label: "verify")
             defer { snapshot.close() }

@@ -40,10 +40,6 @@ public final class Store: Sendable {
     /// Entered by the ``close()`` that closes, left when that close has finished (a later
     /// `close()` waits for it).
     private let closeFinished = DispatchGroup()
-    /// Threads running an operation of this store that calls a `progress` callback outside its
-    /// own reads while another thread's read waits for it (``verify(rebuild:progress:)``):
-    /// ``close()`` there must not wait for the reads (``withCallbackThreadMarked(_:)``).
-    private let callbackThreads = Mutex<[UInt]>([])
     let logger: Logger
     /// The process that opened the store (a child after `fork()` must open its own).
     let processID: pid_t
@@ -87,7 +83,7 @@ public final class Store: Sendable {
     deinit {
         guard !closed.load(ordering: .acquiring) else { return }
         // In a forked child the environment, queues and locks are the parent's: nothing to close.
-        guard ForkWatch.generation == forkGeneration else { return }
+        guard !snapshots.isForkedChild else { return }
         // The last reference may go on the writer's queue (a save's merge closure held it).
         if !closeInBackgroundIfItCannotWait() { shutDown() }
     }
@@ -276,12 +272,12 @@ public final class Store: Sendable {
         guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else {
             // Closed already: wait until that close has finished (it may run on another thread),
             // unless that close is waiting for this thread.
-            if !closeCannotWait, ForkWatch.generation == forkGeneration { closeFinished.wait() }
+            if !closeCannotWait, !snapshots.isForkedChild { closeFinished.wait() }
             return
         }
         // In a forked child the environment, queues and locks are the parent's (LMDB does not
         // support using an environment across fork()): marked closed, nothing touched.
-        guard ForkWatch.generation == forkGeneration else { return }
+        guard !snapshots.isForkedChild else { return }
         closeFinished.enter()
         let finished = closeFinished
         if closeInBackgroundIfItCannotWait(then: { finished.leave() }) { return }
@@ -292,29 +288,11 @@ public final class Store: Sendable {
     private func shutDown() { closingParts(inBackground: false).finish() }
 
     /// Whether a close on this thread would wait for work this thread is in the middle of: on
-    /// the writer's queue (a save's merge closure, a compaction's switch), inside a short read
-    /// (``ThreadReads``; a child context's custom merge closure runs in one), inside a read of
-    /// one of the store's snapshots (a compaction's, a migration's or a rebuilding verify's
-    /// `progress` callback), or in a verify whose second thread's read waits for this one.
+    /// the writer's queue (a save's merge closure, a compaction's switch), or inside a read of
+    /// this store (``ThreadReads``: a compaction's, a migration's or a verify's `progress`
+    /// callback, a child context's custom merge closure, an export's `emit`).
     private var closeCannotWait: Bool {
-        if writer?.isCurrentQueue ?? false { return true }
-        if ThreadReads.isReading(env) { return true }
-        if snapshots.isReadingOnCurrentThread() { return true }
-        let me = currentThreadID()
-        return callbackThreads.withLock { $0.contains(me) }
-    }
-
-    /// Runs `body` with the calling thread marked as one that ``close()`` must not make wait
-    /// for the store's reads (see ``callbackThreads``).
-    func withCallbackThreadMarked<R>(_ body: () throws -> R) rethrows -> R {
-        let me = currentThreadID()
-        callbackThreads.withLock { $0.append(me) }
-        defer {
-            callbackThreads.withLock { list in
-                if let i = list.lastIndex(of: me) { list.remove(at: i) }
-            }
-        }
-        return try body()
+        (writer?.isCurrentQueue ?? false) || ThreadReads.isInside(store: snapshots)
     }
 
     /// Where a close cannot wait (``closeCannotWait``): refuses new work at once, marks the path
@@ -485,7 +463,7 @@ public final class Store: Sendable {
         do {
             // Marked: a close() from user code inside (a child's custom merge closure) must not
             // wait for this read.
-            return try ThreadReads.marked(env) { try env.read { try body(ReadView(txn: $0, env: env, schema: schema)) } }
+            return try ThreadReads.marked(store: snapshots) { try env.read { try body(ReadView(txn: $0, env: env, schema: schema)) } }
         } catch StrataError.closed(let p) where p == env.path {
             throw StrataError.closed(path: path)   // the store's path, not the generation's
         }

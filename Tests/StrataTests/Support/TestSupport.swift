@@ -179,3 +179,30 @@ func closeOnThread(_ store: Store) -> Locked<Bool> {
     }.start()
     return closed
 }
+
+/// Runs `body` on a thread of its own and waits (suspended) for its result; a test failure
+/// naming `what` if it has not returned after 60 s (a deadlock).
+func resultOnThread<R: Sendable>(_ what: String, _ body: @escaping @Sendable () throws -> R) async throws -> Result<R, Error> {
+    let outcome = Locked<Result<R, Error>?>(nil)
+    Thread { let r = Result { try body() }; outcome.withLock { $0 = r } }.start()
+    let deadline = Date().addingTimeInterval(60)
+    while true {
+        if let r = outcome.withLock({ $0 }) { return r }
+        try #require(Date() < deadline, "\(what) never returned (deadlock)")
+        try await Task.sleep(for: .milliseconds(5))
+    }
+}
+
+/// Opens the store at `url` once a close finishing in the background has ended (until then the
+/// registry says the path is still closing); a test failure after 60 s.
+func openAfterBackgroundClose(_ url: URL, schema: Schema) async throws -> Store {
+    let deadline = Date().addingTimeInterval(60)
+    while true {
+        do {
+            return try Store.open(at: url, schema: schema)
+        } catch StrataError.alreadyOpen {
+            try #require(Date() < deadline, "the close in the background never finished")
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+}
