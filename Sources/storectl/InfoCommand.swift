@@ -14,7 +14,7 @@ struct InfoCommand: AsyncParsableCommand {
           storectl info ./library.strata --json | jq .entities
 
         JSON shape:
-          {"path": "...", "schema": {"model": "library", "version": 1}, "lastTransaction": 42,
+          {"path": "...", "schema": {"model": "library", "version": 1}, "format": 2, "lastTransaction": 42,
            "entities": {"Album": 54, ...}, "objects": 406, "fileBytes": 1048576, "mapSizeBytes": 268435456,
            "logEntries": 42, "readers": 1}
         """
@@ -38,6 +38,7 @@ struct InfoCommand: AsyncParsableCommand {
             printJSON(.object([
                 ("path", .string(info.path)),
                 ("schema", .object([("model", .string(info.model)), ("version", .int(Int64(info.schemaVersion)))])),
+                ("format", .int(Int64(info.storeFormat))),
                 ("lastTransaction", .int(Int64(info.lastTransaction.rawValue))),
                 ("entities", .object(names.map { ($0, .int(Int64(info.entities[$0]!))) })),
                 ("objects", .int(Int64(total))),
@@ -50,6 +51,7 @@ struct InfoCommand: AsyncParsableCommand {
         }
         print("store:            \(info.path)")
         print("schema:           \(info.model) v\(info.schemaVersion)")
+        print("store format:     \(info.storeFormat)\(info.storeFormat < 2 ? " (counts in meta; storectl compact rewrites it in format 2)" : "")")
         print("last transaction: \(info.lastTransaction)")
         print("log entries:      \(info.logEntries)")
         print("file size:        \(formatBytes(info.fileBytes)) (map \(formatBytes(info.mapSizeBytes)))")

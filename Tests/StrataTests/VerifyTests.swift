@@ -79,7 +79,7 @@ import Testing
                 case "count":
                     var w = ByteWriter(capacity: 8)
                     w.u64(999)
-                    try txn.put(env[.meta], key: MetaKey.count(Track.entityTag), value: w.bytes)
+                    try txn.put(env[.counts], key: MetaKey.count(Track.entityTag), value: w.bytes)
                 case "unique", "missingUnique":
                     var key: [UInt8]?
                     try txn.scan(env[.uniques]) { k, v in
@@ -105,7 +105,7 @@ import Testing
             }
             let report = try store.verify()
             #expect(!report.ok && report.method == .rebuild)
-            let database = ["count": "meta", "unique": "uniques", "missingUnique": "uniques", "indexValue": "indexes", "extraIndex": "indexes"][kind]!
+            let database = ["count": "counts", "unique": "uniques", "missingUnique": "uniques", "indexValue": "indexes", "extraIndex": "indexes"][kind]!
             #expect(report.problems.contains { $0.hasPrefix("\(database):") }, "\(report.problems)")
         }
     }

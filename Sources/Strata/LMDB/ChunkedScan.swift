@@ -70,6 +70,7 @@ extension LMDBEnvironment {
     func copy(_ name: DatabaseName, from source: LMDBTransaction, sourceEnv: LMDBEnvironment, into destination: DatabaseName? = nil,
               prefix: [UInt8]? = nil, start: [UInt8]? = nil, until stop: [UInt8]? = nil, batch: Int = 8192,
               transform: (([UInt8], [UInt8]) -> ([UInt8], [UInt8])?)? = nil) throws -> Int {
+        precondition(name != .counts && destination != .counts, "counts are copied key by key (the main database holds LMDB's records too)")
         if transform == nil && prefix == nil {
             return try copyDirect(name, from: source, sourceEnv: sourceEnv, into: destination, start: start, until: stop).entries
         }
@@ -126,6 +127,7 @@ extension LMDBEnvironment {
                     into destination: DatabaseName?, start: [UInt8]?, until stop: [UInt8]?,
                     batchBytes: Int = 4 << 20) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
         precondition(batchBytes > 0, "a copy's batch must be positive")
+        precondition(name != .counts && destination != .counts, "counts are copied key by key (the main database holds LMDB's records too)")
         precondition(sourceEnv !== self, "a direct copy into the environment it reads")
         let sourceDB = sourceEnv[name]
         let target = self[destination ?? name]

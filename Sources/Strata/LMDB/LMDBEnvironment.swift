@@ -23,8 +23,19 @@ struct LMDBOptions: Sendable {
 }
 
 /// The names of the databases every Strata store has. Opened once, at start-up, in one transaction.
+///
+/// ``counts`` is not a named database of its own: it is where the per-entity object counts
+/// live, which is LMDB's unnamed (main) database from store format 2 on and `meta` in a
+/// format-1 store. The main database holds the named databases' records, and every commit that
+/// changes a named database rewrites its leaf anyway, so a count kept there costs a save no page
+/// of its own (in `meta` it cost one page write per commit). Never copied whole
+/// (``LMDBEnvironment/copy(_:from:sourceEnv:into:prefix:start:until:batch:transform:)`` refuses
+/// it): its other keys are LMDB's.
 enum DatabaseName: String, CaseIterable {
-    case meta, log, objects, links, indexes, uniques
+    case meta, log, objects, links, indexes, uniques, counts
+
+    /// The named databases (every case but ``counts``), in the order they are opened.
+    static let named: [DatabaseName] = [.meta, .log, .objects, .links, .indexes, .uniques]
 
     /// Position in ``allCases`` (the environment keeps its handles in an array, so finding one
     /// on every read costs no hashing).
@@ -36,6 +47,7 @@ enum DatabaseName: String, CaseIterable {
         case .links: 3
         case .indexes: 4
         case .uniques: 5
+        case .counts: 6
         }
     }
 }
@@ -137,7 +149,7 @@ final class LMDBEnvironment: Sendable {
         if options.noLock { flags |= UInt32(MDB_NOLOCK) }
         if options.writeMap { flags |= UInt32(MDB_WRITEMAP) | UInt32(MDB_MAPASYNC) }
         do {
-            try lmdbCheck(mdb_env_set_maxdbs(env, MDB_dbi(DatabaseName.allCases.count + 2)), "mdb_env_set_maxdbs")
+            try lmdbCheck(mdb_env_set_maxdbs(env, MDB_dbi(DatabaseName.named.count + 2)), "mdb_env_set_maxdbs")
             try lmdbCheck(mdb_env_set_maxreaders(env, options.maxReaders), "mdb_env_set_maxreaders")
             try lmdbCheck(mdb_env_set_mapsize(env, options.mapSizeBytes), "mdb_env_set_mapsize")
             try lmdbCheck(mdb_env_open(env, path, flags, 0o644), "mdb_env_open(\(path))")
@@ -163,12 +175,33 @@ final class LMDBEnvironment: Sendable {
         try lmdbCheck(mdb_txn_begin(env, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn), "mdb_txn_begin(open databases)")
         var result: [LMDBDatabase] = []
         do {
-            for name in DatabaseName.allCases {
-                precondition(name.position == result.count, "DatabaseName.position out of step with allCases")
+            for name in DatabaseName.named {
+                precondition(name.position == result.count, "DatabaseName.position out of step with DatabaseName.named")
                 var dbi: MDB_dbi = 0
                 try lmdbCheck(mdb_dbi_open(txn, name.rawValue, readOnly ? 0 : UInt32(MDB_CREATE), &dbi),
                               "mdb_dbi_open(\(name.rawValue))")
                 result.append(LMDBDatabase(dbi: dbi, name: name.rawValue))
+            }
+            // Where the counts are: `meta` in a format-1 store, the main database otherwise (a
+            // new environment, empty, is written in the current format).
+            precondition(DatabaseName.counts.position == result.count, "DatabaseName.position out of step for counts")
+            var format: MDB_val = MDB_val()
+            var formatKey = MDB_val()
+            let found = try MetaKey.format.withUnsafeBytes { k -> Bool in
+                formatKey.mv_size = k.count
+                formatKey.mv_data = UnsafeMutableRawPointer(mutating: k.baseAddress)
+                let rc = mdb_get(txn, result[DatabaseName.meta.position].dbi, &formatKey, &format)
+                if rc == MDB_NOTFOUND { return false }
+                try lmdbCheck(rc, "mdb_get(meta, format)")
+                return true
+            }
+            let countsInMeta = found && MetaKey.formatKeepsCountsInMeta(UnsafeRawBufferPointer(start: format.mv_data, count: format.mv_size))
+            if countsInMeta {
+                result.append(LMDBDatabase(dbi: result[DatabaseName.meta.position].dbi, name: "meta"))
+            } else {
+                var main: MDB_dbi = 0
+                try lmdbCheck(mdb_dbi_open(txn, nil, 0, &main), "mdb_dbi_open(main)")
+                result.append(LMDBDatabase(dbi: main, name: "main"))
             }
         } catch {
             mdb_txn_abort(txn)

@@ -127,15 +127,27 @@ extension Store {
                 allBytes += c.bytes
                 try report(CompactionProgress(phase: .copying, done: c.entries))
             }
+            // The new generation is written in the current format: its counts go to its
+            // `counts` (LMDB's main database), wherever the old generation kept them.
             _ = try newEnv.copy(.meta, from: view.txn, sourceEnv: view.env) { k, v in
-                if k == MetaKey.horizon { return nil }
+                if k == MetaKey.horizon || k == MetaKey.format || MetaKey.isCount(k) { return nil }
                 allBytes += k.count + v.count
                 return (k, v)
             }
+            var counts: [(key: [UInt8], value: [UInt8])] = []
+            var scan = ChunkedScan(txn: view.txn, db: view.env[.counts], prefix: MetaKey.countPrefix)
+            while let entry = try scan.next() { if MetaKey.isCount(entry.key) { counts.append(entry) } }
             var h = ByteWriter(capacity: 8)
             h.u64(horizon.rawValue)
-            try newEnv.writeGrowing { try $0.put(newEnv[.meta], key: MetaKey.horizon, value: h.bytes) }
-            allBytes += MetaKey.horizon.count + h.bytes.count
+            var format = ByteWriter(capacity: 4)
+            format.u32(MetaKey.storeFormat)
+            try newEnv.writeGrowing { txn in
+                try txn.put(newEnv[.meta], key: MetaKey.horizon, value: h.bytes)
+                try txn.put(newEnv[.meta], key: MetaKey.format, value: format.bytes)
+                for c in counts { try txn.put(newEnv[.counts], key: c.key, value: c.value) }
+            }
+            allBytes += MetaKey.horizon.count + h.bytes.count + MetaKey.format.count + format.bytes.count
+            allBytes += counts.reduce(0) { $0 + $1.key.count + $1.value.count }
             if horizon < t0 {
                 try report(CompactionProgress(phase: .squashing, done: Int(t0.rawValue - horizon.rawValue)))
                 let c = try newEnv.copyDirect(.log, from: view.txn, sourceEnv: view.env, into: nil, start: horizon.next.keyBytes, until: t0.keyBytes)

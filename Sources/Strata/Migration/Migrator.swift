@@ -484,7 +484,7 @@ struct Upcaster: Sendable {
         var counts: [(key: [UInt8], value: [UInt8])] = []
         for e in old.entities {
             let key = MetaKey.count(e.tag)
-            let stored = try view.txn.withValue(view.env[.meta], key: key) { b -> UInt64 in
+            let stored = try view.txn.withValue(view.env[.counts], key: key) { b -> UInt64 in
                 var r = ByteReader(b)
                 return try r.u64()
             }
@@ -498,7 +498,7 @@ struct Upcaster: Sendable {
             }
             counts.append((key, MetaKey.countValue(written)))
         }
-        try newEnv.writeGrowing { txn in for c in counts { try txn.put(newEnv[.meta], key: c.key, value: c.value) } }
+        try newEnv.writeGrowing { txn in for c in counts { try txn.put(newEnv[.counts], key: c.key, value: c.value) } }
         progress(done)
     }
 

@@ -34,9 +34,9 @@ struct ReadView: ObjectSource {
         return try horizon()
     }
 
-    /// Live objects of an entity (kept in `meta`, O(1)).
+    /// Live objects of an entity (kept in ``DatabaseName/counts``, O(1)).
     func objectCount(_ entity: EntityDescription) throws -> Int {
-        try txn.withValue(env[.meta], key: MetaKey.count(entity.tag)) { b -> Int in
+        try txn.withValue(env[.counts], key: MetaKey.count(entity.tag)) { b -> Int in
             var r = ByteReader(b)
             return Int(try r.u64())
         } ?? 0

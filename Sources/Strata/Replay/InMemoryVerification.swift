@@ -63,7 +63,7 @@ enum InMemoryVerification {
         }
         let databases: [(DatabaseName, WritableKeyPath<StateDigests, EntryDigest>, lookUp: Bool, prefix: [UInt8]?)] = [
             (.objects, \.objects, true, nil), (.uniques, \.uniques, true, nil), (.links, \.links, false, nil),
-            (.indexes, \.indexes, false, nil), (.meta, \.counts, false, Array("count/".utf8)),
+            (.indexes, \.indexes, false, nil), (.counts, \.counts, false, MetaKey.countPrefix),
         ]
         for (name, digestPath, lookUp, prefix) in databases {
             try digest(name, into: &d[keyPath: digestPath], lookUp: lookUp, prefix: prefix)

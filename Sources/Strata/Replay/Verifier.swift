@@ -209,7 +209,7 @@ extension Store {
         var compared = 0
         try snapshot.read { live in
             try scratch.read { rebuilt in
-                for name in [DatabaseName.objects, .links, .indexes, .uniques, .meta] {
+                for name in [DatabaseName.objects, .links, .indexes, .uniques, .counts] {
                     compared += try compare(name, live: live.txn, liveEnv: snapshot.env, rebuilt: rebuilt, scratch: scratch, problems: &problems)
                     progress?(VerifyProgress(phase: .comparing, done: compared, total: compared))
                 }
@@ -218,10 +218,11 @@ extension Store {
         return compared
     }
 
-    /// Walks both databases in key order (merge join). For `meta` only the per-entity counts are state.
+    /// Walks both databases in key order (merge join). Of ``DatabaseName/counts`` only the `count/` keys
+    /// are state (the others are `meta`'s, in a format-1 store, or LMDB's).
     private func compare(_ name: DatabaseName, live: LMDBTransaction, liveEnv: LMDBEnvironment, rebuilt: LMDBTransaction, scratch: LMDBEnvironment,
                          problems: inout ProblemList) throws -> Int {
-        let prefix: [UInt8]? = name == .meta ? Array("count/".utf8) : nil
+        let prefix: [UInt8]? = name == .counts ? MetaKey.countPrefix : nil
         var a = ChunkedScan(txn: live, db: liveEnv[name], prefix: prefix)
         var b = ChunkedScan(txn: rebuilt, db: scratch[name], prefix: prefix)
         var n = 0
@@ -230,7 +231,7 @@ extension Store {
         let zero = MetaKey.countValue(0)
         func next(_ scan: inout ChunkedScan) throws -> (key: [UInt8], value: [UInt8])? {
             while let entry = try scan.next() {
-                if name == .meta, entry.value == zero, MetaKey.isCount(entry.key) { continue }
+                if name == .counts, entry.value == zero, MetaKey.isCount(entry.key) { continue }
                 return entry
             }
             return nil
@@ -267,7 +268,8 @@ extension Store {
         case .objects where key.count == 16:
             let id = key.withUnsafeBytes { ObjectID(keyBytes: $0) }
             return "\(schema.entity(tag: id.entityTag)?.name ?? "?") \(id)"
-        case .meta: return String(decoding: key.prefix(6), as: UTF8.self) + (schema.entity(tag: UInt16(key[6]) << 8 | UInt16(key[7]))?.name ?? "?")
+        case .counts where MetaKey.isCount(key):
+            return String(decoding: key.prefix(6), as: UTF8.self) + (schema.entity(tag: UInt16(key[6]) << 8 | UInt16(key[7]))?.name ?? "?")
         case .links where key.count == 34:
             let (from, to) = key.withUnsafeBytes { (ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: $0[2..<18])), ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: $0[18..<34]))) }
             let r = schema.relationship(tag: UInt16(key[0]) << 8 | UInt16(key[1]))

@@ -119,7 +119,7 @@ enum MetaKey {
     /// Compaction horizon (u64): the log holds only the transactions after it. The state at the
     /// horizon is not stored again: it is the current state with the later transactions undone.
     static let horizon = Array("horizon".utf8)
-    /// Live objects of an entity (u64): "count/" + entity tag.
+    /// Live objects of an entity (u64): "count/" + entity tag, in ``DatabaseName/counts``.
     static func count(_ tag: UInt16) -> [UInt8] { countPrefix + Layout.u16(tag) }
     static let countPrefix = Array("count/".utf8)
     /// Whether `key` is a ``count(_:)`` key.
@@ -131,6 +131,16 @@ enum MetaKey {
         w.u64(UInt64(objects))
         return w.bytes
     }
-    static let storeFormat: UInt32 = 1
+    /// The format new stores and generations are written in. Format 2 keeps the counts in LMDB's
+    /// main database (``DatabaseName/counts``); format 1 kept them in `meta`. Both are read and
+    /// written; compaction and migration write the new generation in this format.
+    static let storeFormat: UInt32 = 2
+    /// The formats this Strata opens.
+    static let readableFormats: ClosedRange<UInt32> = 1...2
+    /// Whether a stored `format` value says the counts are in `meta` (format 1).
+    static func formatKeepsCountsInMeta(_ value: UnsafeRawBufferPointer) -> Bool {
+        var r = ByteReader(value)
+        return (try? r.u32()) == 1
+    }
 }
 

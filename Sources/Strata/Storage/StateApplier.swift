@@ -210,11 +210,11 @@ struct StateApplier: StateStore {
         }
         for (tag, delta) in countDeltas where delta != 0 {
             let key = MetaKey.count(tag)
-            let current = try txn.withValue(env[.meta], key: key) { b -> Int in
+            let current = try txn.withValue(env[.counts], key: key) { b -> Int in
                 var r = ByteReader(b)
                 return Int(try r.u64())
             } ?? 0
-            try txn.put(env[.meta], key: key, value: MetaKey.countValue(max(0, current + delta)))
+            try txn.put(env[.counts], key: key, value: MetaKey.countValue(max(0, current + delta)))
         }
         countDeltas.removeAll()
     }

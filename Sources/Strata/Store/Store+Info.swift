@@ -3,6 +3,10 @@ public struct StoreInfo: Sendable, Equatable {
     public let path: String
     public let model: String
     public let schemaVersion: Int
+    /// The store's on-disk format: 2 for stores created or compacted by this Strata; 1 for older
+    /// stores, which keep their object counts in `meta` (one more page written a commit).
+    /// `storectl compact` rewrites a format-1 store in format 2.
+    public let storeFormat: Int
     /// The last committed transaction (0 for an empty store).
     public let lastTransaction: TransactionID
     /// Live objects per entity name.
@@ -26,7 +30,11 @@ extension Store {
             let env = view.env
             var counts: [String: Int] = [:]
             for e in schema.entities { counts[e.name] = try view.objectCount(e) }
-            return StoreInfo(path: path, model: schema.model, schemaVersion: schema.version,
+            let format = try view.txn.withValue(env[.meta], key: MetaKey.format) { b -> UInt32 in
+                var r = ByteReader(b)
+                return try r.u32()
+            } ?? MetaKey.storeFormat
+            return StoreInfo(path: path, model: schema.model, schemaVersion: schema.version, storeFormat: Int(format),
                              lastTransaction: try view.lastTransactionID(), entities: counts,
                              fileBytes: env.fileBytes, mapSizeBytes: env.mapSizeBytes,
                              logEntries: try view.txn.entryCount(env[.log]), readers: env.readerCount(),

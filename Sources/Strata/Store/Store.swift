@@ -208,8 +208,8 @@ public final class Store: Sendable {
             try writeMeta(env: env, schema: appSchema)
             return appSchema
         }
-        guard stored.format == MetaKey.storeFormat else {
-            throw StrataError.notAStore(path: path, reason: "store format \(stored.format); this Strata reads format \(MetaKey.storeFormat)")
+        guard MetaKey.readableFormats.contains(stored.format) else {
+            throw StrataError.notAStore(path: path, reason: "store format \(stored.format); this Strata reads formats \(MetaKey.readableFormats.lowerBound)–\(MetaKey.readableFormats.upperBound)")
         }
         let storeSchema: Schema
         do {

@@ -7,8 +7,8 @@ import Synchronization
 /// The plain baseline (``LMDBSubject``) writes one record per track into one B-tree. Strata writes,
 /// per track, the record, its share of a log entry, three secondary-index entries (title,
 /// duration, addedAt), a unique-index entry (mbid) and the entity's count. This engine writes the
-/// same entries through the C API, in five named databases, with the same key shapes and about the
-/// same sizes as Strata's (`Layout` and `SortableEncoding` in the library):
+/// same entries through the C API, in four named databases and LMDB's main one, with the same key
+/// shapes and about the same sizes as Strata's (`Layout` and `SortableEncoding` in the library):
 ///
 /// | database | key | value |
 /// |---|---|---|
@@ -16,7 +16,7 @@ import Synchronization
 /// | `log` | transaction id (u64, `MDB_APPEND`) | per record: op (1) + id (16) + length (u16) + the record bytes |
 /// | `indexes` | tag (u16) + 0x01 + escaped title + 0x00 0x01 + id; tag + 0x01 + duration (8, sign-flipped) + id; tag + 0x01 + addedAt (8, ordered double bits) + id | empty |
 /// | `uniques` | tag (u16) + 0x01 + mbid (16) (`MDB_NOOVERWRITE`: a clash is found by the put) | id (16) |
-/// | `meta` | `count/` + tag | u64 |
+/// | main (unnamed; where Strata's store format 2 keeps counts) | `count/` + tag | u64 |
 ///
 /// Written in the order Strata writes them: a transaction's index keys sorted first (one
 /// left-to-right pass per index), unique keys put record by record in input order (Strata puts
@@ -34,12 +34,12 @@ final class IndexedLMDBSubject: BenchSubject {
     private var log: MDB_dbi { db.dbis[1] }
     private var indexes: MDB_dbi { db.dbis[2] }
     private var uniques: MDB_dbi { db.dbis[3] }
-    private var meta: MDB_dbi { db.dbis[4] }
+    private var counts: MDB_dbi { db.dbis[4] }
     private static let countKey = Array("count/".utf8) + [0x00, 0x07]
 
     init(directory: URL, setup: BenchSetup, sync: SyncLevel) throws {
         db = try RawLMDB(directory: directory, mapSizeBytes: setup.mapSizeBytes, noSync: sync == .relaxed,
-                         databaseNames: ["objects", "log", "indexes", "uniques", "meta"])
+                         databaseNames: ["objects", "log", "indexes", "uniques", nil])
     }
 
     func save(_ batch: [TrackData]) async throws { try saveBlocking(batch) }
@@ -111,11 +111,11 @@ final class IndexedLMDBSubject: BenchSubject {
                 try uniqueKeys.withKey(i) { k in try id.withUnsafeBytes { try db.put(txn, uniques, key: k, value: $0, flags: MDB_NOOVERWRITE) } }
             }
             let count = try Self.countKey.withUnsafeBytes { k in
-                try db.get(txn, meta, key: k) { v in v.count == 8 ? UInt64(bigEndian: v.loadUnaligned(as: UInt64.self)) : 0 } ?? 0
+                try db.get(txn, counts, key: k) { v in v.count == 8 ? UInt64(bigEndian: v.loadUnaligned(as: UInt64.self)) : 0 } ?? 0
             }
             var countValue: [UInt8] = []
             Self.appendU64(count + UInt64(batch.count), to: &countValue)
-            try Self.countKey.withUnsafeBytes { k in try countValue.withUnsafeBytes { try db.put(txn, meta, key: k, value: $0) } }
+            try Self.countKey.withUnsafeBytes { k in try countValue.withUnsafeBytes { try db.put(txn, counts, key: k, value: $0) } }
         }
         if db.noSync {
             let now = MonotonicClock.nanoseconds()
