@@ -154,6 +154,103 @@ import Testing
         #expect(try counts(store) == after)
     }
 
+    @Test func aDamagedCountOfAFormat1StoreIsReportedByVerify() async throws {
+        let dir = temporaryDirectory("format-1-damaged")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let schema = try librarySchema()
+        do {
+            let store = try Store.open(at: dir, schema: schema)
+            _ = try await ReplayTests().history(store, seed: 5, saves: 20)
+            store.close()
+        }
+        try rewriteAsFormat1(dir)
+        let store = try Store.open(at: dir, schema: schema)
+        defer { store.close() }
+        #expect(try store.verify().ok)
+        let env = store.env
+        try env.write { txn in
+            var w = ByteWriter(capacity: 8)
+            w.u64(999)
+            try txn.put(env[.meta], key: MetaKey.count(Track.entityTag), value: w.bytes)
+        }
+        #expect(try store.mainContext.count(Query(entity: "Track")) == 999)
+        let report = try store.verify()
+        #expect(!report.ok && report.method == .rebuild)
+        #expect(report.problems.contains { $0.hasPrefix("counts: count/Track differs from the log") }, "\(report.problems)")
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aFormat1StoreCompactedWhileSavingCatchesUpInFormat2() async throws {
+        let dir = temporaryDirectory("format-1-catch-up")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let schema = try librarySchema()
+        var before: [String: Int] = [:]
+        do {
+            let store = try Store.open(at: dir, schema: schema)
+            _ = try await ReplayTests().history(store, seed: 6, saves: 30)
+            before = try counts(store)
+            store.close()
+        }
+        try rewriteAsFormat1(dir)
+        let store = try Store.open(at: dir, schema: schema)
+        defer { store.close() }
+        // Saves committed to the format-1 generation while the format-2 one is built: the
+        // catch-up replays them into the new generation's counts.
+        let saved = Locked(0)
+        let phases = Locked<[CompactionProgress.Phase]>([])
+        _ = try await store.compact { p in
+            phases.withLock { $0.append(p.phase) }
+            guard p.phase == .copying, saved.withLock({ $0 }) < 3 else { return }
+            let done = DispatchSemaphore(value: 0)
+            Thread.detachNewThread {
+                _ = try? store.saveAndWait { $0.insert(Genre(name: "during the build \(UUID())")) }
+                saved.withLock { $0 += 1 }
+                done.signal()
+            }
+            done.wait()
+        }
+        #expect(saved.withLock { $0 } > 0)
+        #expect(phases.withLock { $0 }.contains(.catchingUp), "\(phases.withLock { $0 })")
+        var after = before
+        after["Genre", default: 0] += saved.withLock { $0 }
+        #expect(try storedFormat(store.env) == 2)
+        #expect(try counts(store) == after)
+        #expect(try storedCounts(store.env, in: store.env[.meta]).isEmpty)
+        #expect(try store.verify(rebuild: true).ok)
+    }
+
+    @Test func aCompactedFormat1StoreVerifiesAndMigrates() async throws {
+        let dir = temporaryDirectory("format-1-horizon")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let all = try Schema.loadAll(directory: librarySchemaDirectory)
+        try await makeV1TrackStore(at: dir, schema: all[0])
+        // A store an older Strata compacted part of the way: a horizon inside the log.
+        do {
+            let store = try Store.open(at: dir, schema: all[0])
+            _ = try await store.compact(horizon: TransactionID(10))
+            store.close()
+        }
+        try rewriteAsFormat1(dir)
+        let tracks: Int
+        do {
+            let store = try Store.open(at: dir, schema: all[0])
+            defer { store.close() }
+            #expect(try store.info().storeFormat == 1)
+            #expect(try store.read { try $0.horizon() } == TransactionID(10))
+            tracks = try store.mainContext.count(Query(entity: "Track"))
+            #expect(tracks > 0)
+            let report = try store.verify(rebuild: true)
+            #expect(report.ok, "\(report.problems)")
+        }
+        _ = try await Store.migrate(at: dir, schemas: all, registry: libraryMigrations)
+        let store = try Store.open(at: dir, schema: all[1])
+        defer { store.close() }
+        #expect(try store.info().storeFormat == 2)
+        #expect(try store.mainContext.count(Query(entity: "Track")) == tracks)
+        #expect(try store.read { try $0.horizon() } == TransactionID(10))
+        let report = try store.verify(rebuild: true)
+        #expect(report.ok, "\(report.problems)")
+    }
+
     @Test func migratingAFormat1StoreWritesFormat2() async throws {
         let dir = temporaryDirectory("format-1-migrate")
         defer { try? FileManager.default.removeItem(at: dir) }

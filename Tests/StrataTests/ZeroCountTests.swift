@@ -3,7 +3,7 @@ import LibraryModel
 import Testing
 @testable import Strata
 
-/// An entity emptied before a compaction's horizon keeps a count of zero in `meta`, which a
+/// An entity emptied before a compaction's horizon keeps a count of zero (in `counts`), which a
 /// rebuild from the log after the horizon does not write: `verify(rebuild:)` reported it as an
 /// extra entry (found in the session-6 review of the migration change). A zero count and no
 /// count are now the same to verify; a migration copies the counts and verifies the same way.

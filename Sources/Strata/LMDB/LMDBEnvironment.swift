@@ -31,13 +31,13 @@ struct LMDBOptions: Sendable {
 /// of its own (in `meta` it cost one page write per commit). Never copied whole
 /// (``LMDBEnvironment/copy(_:from:sourceEnv:into:prefix:start:until:batch:transform:)`` refuses
 /// it): its other keys are LMDB's.
-enum DatabaseName: String, CaseIterable {
+enum DatabaseName: String {
     case meta, log, objects, links, indexes, uniques, counts
 
     /// The named databases (every case but ``counts``), in the order they are opened.
     static let named: [DatabaseName] = [.meta, .log, .objects, .links, .indexes, .uniques]
 
-    /// Position in ``allCases`` (the environment keeps its handles in an array, so finding one
+    /// Position in the environment's handles (``named``, then ``counts``: an array, so finding one
     /// on every read costs no hashing).
     var position: Int {
         switch self {

@@ -78,6 +78,9 @@ struct LMDBTransaction {
     /// Deletes every entry of `db` (`mdb_drop` without deleting the database itself).
     func empty(_ db: LMDBDatabase) throws {
         precondition(isWrite, "empty on a read-only transaction")
+        // LMDB's main database (``DatabaseName/counts`` in format 2) also holds the named
+        // databases' records: emptying it would lose them.
+        precondition(db.name != "main", "empty on LMDB's main database")
         try lmdbCheck(mdb_drop(handle, db.dbi, 0), "mdb_drop(\(db.name))")
     }
 

@@ -18,7 +18,8 @@ import Foundation
 ///
 /// - Complexity: O(changes) to fold the log, O(live entries) to digest each side.
 enum InMemoryVerification {
-    /// Digests of the state databases `verify` compares (for `meta`, only the per-entity counts).
+    /// Digests of the state databases `verify` compares (of ``DatabaseName/counts``, only the
+    /// per-entity `count/` keys).
     struct StateDigests: Equatable {
         var objects = EntryDigest()
         var links = EntryDigest()

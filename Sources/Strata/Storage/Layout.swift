@@ -10,6 +10,7 @@ import Glibc
 /// | `indexes` | index tag (u16) · sortable values · object id | empty |
 /// | `uniques` | unique tag (u16) · sortable values | object id |
 /// | `meta` | ASCII name | see ``MetaKey`` |
+/// | main (unnamed; ``DatabaseName/counts``) | `count/` · entity tag (u16) | live objects (u64); in `meta` in a format-1 store |
 enum Layout {
     /// Three-way comparison in LMDB's default key order (memcmp, then length).
     static func compare(_ a: [UInt8], _ b: [UInt8]) -> Int {
