@@ -58,6 +58,12 @@ import Testing
         }
     }
 
+    @Test(arguments: [UInt16(0), 1, 7, 0x00FF, 0x0100, 0xABCD, 0xFFFF])
+    func theStackCountKeyIsTheCountKey(tag: UInt16) {
+        #expect(MetaKey.withCountKey(tag) { Array($0) } == MetaKey.count(tag))
+        #expect(MetaKey.isCount(MetaKey.count(tag)))
+    }
+
     @Test func aNewStoreIsFormat2WithItsCountsInTheMainDatabase() async throws {
         try await withLibraryStore { store in
             _ = try await ReplayTests().history(store, seed: 4, saves: 25)

@@ -60,7 +60,9 @@ enum LogEntryCodec {
     static let format: UInt8 = 1
 
     static func encode(_ e: LogEntry) -> [UInt8] {
-        var w = ByteWriter(capacity: 64 + e.changes.count * 48)
+        // ~160 bytes a change for a small save (an insert carries every value: a library track's
+        // ~150 bytes), so it never grows; a large one grows by doubling, as before.
+        var w = ByteWriter(capacity: 64 + min(e.changes.count, 64) * 160)
         w.u8(format)
         w.u8(0)
         w.u32(UInt32(e.schemaVersion))

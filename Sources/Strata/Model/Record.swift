@@ -53,7 +53,8 @@ enum RecordCodec {
     static let format: UInt8 = 1
 
     static func encode(_ record: Record) -> [UInt8] {
-        var w = ByteWriter(capacity: 96)
+        // Room for a typical record (a library track is ~150 bytes) without growing the buffer.
+        var w = ByteWriter(capacity: 256)
         encode(record, into: &w)
         return w.bytes
     }

@@ -123,6 +123,14 @@ enum MetaKey {
     /// Live objects of an entity (u64): "count/" + entity tag, in ``DatabaseName/counts``.
     static func count(_ tag: UInt16) -> [UInt8] { countPrefix + Layout.u16(tag) }
     static let countPrefix = Array("count/".utf8)
+    /// Runs `body` with the ``count(_:)`` key of `tag` in a stack buffer (the save path's
+    /// count update allocates nothing for it).
+    @inline(__always)
+    static func withCountKey<R>(_ tag: UInt16, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        // "count/" in ASCII, then the tag big-endian: the bytes of `count(tag)`.
+        var key: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) = (0x63, 0x6F, 0x75, 0x6E, 0x74, 0x2F, UInt8(tag >> 8), UInt8(tag & 0xFF))
+        return try withUnsafeBytes(of: &key) { try body($0) }
+    }
     /// Whether `key` is a ``count(_:)`` key.
     static func isCount(_ key: [UInt8]) -> Bool { key.count == countPrefix.count + 2 && key.starts(with: countPrefix) }
     /// The value of a ``count(_:)`` entry (u64; a count is never negative).

@@ -84,7 +84,10 @@ struct StateApplier: StateStore {
             let record = Record(entity: e, id: id, values: values, version: transactionID)
             // One B-tree search does both the existence check and the put.
             do {
-                try txn.put(env[.objects], key: id.keyBytes, value: RecordCodec.encode(record), flags: UInt32(MDB_NOOVERWRITE))
+                let encoded = RecordCodec.encode(record)
+                try id.withKeyBytes { key in
+                    try encoded.withUnsafeBytes { try txn.put(env[.objects], key: key, value: $0, flags: UInt32(MDB_NOOVERWRITE)) }
+                }
             } catch let error as LMDBError where error.code == MDB_KEYEXIST {
                 throw StrataError.duplicateID(e, id)
             }
@@ -209,12 +212,15 @@ struct StateApplier: StateStore {
             pendingIndex.removeAll()
         }
         for (tag, delta) in countDeltas where delta != 0 {
-            let key = MetaKey.count(tag)
-            let current = try txn.withValue(env[.counts], key: key) { b -> Int in
-                var r = ByteReader(b)
-                return Int(try r.u64())
-            } ?? 0
-            try txn.put(env[.counts], key: key, value: MetaKey.countValue(max(0, current + delta)))
+            // Key and value on the stack: a save's count update allocates nothing.
+            try MetaKey.withCountKey(tag) { key in
+                let current = try txn.withValue(env[.counts], key: key) { b -> Int in
+                    var r = ByteReader(b)
+                    return Int(try r.u64())
+                } ?? 0
+                let value = UInt64(max(0, current + delta)).bigEndian
+                try withUnsafeBytes(of: value) { try txn.put(env[.counts], key: key, value: $0) }
+            }
         }
         countDeltas.removeAll()
     }

@@ -593,7 +593,10 @@ final class Writer: Sendable {
         guard !resolver.changes.isEmpty else { return nil }
         let entry = LogEntry(transactionID: tx, schemaVersion: schema.version, timestampMs: Int64(Date().timeIntervalSince1970 * 1000),
                              author: save.author, metadata: save.metadata, changes: resolver.changes)
-        try txn.put(env[.log], key: tx.keyBytes, value: LogEntryCodec.encode(entry), flags: UInt32(MDB_APPEND))
+        let encoded = LogEntryCodec.encode(entry)
+        try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
+            try encoded.withUnsafeBytes { try txn.put(env[.log], key: key, value: $0, flags: UInt32(MDB_APPEND)) }
+        }
         return entry
     }
 }
