@@ -111,7 +111,7 @@ import Testing
 
         // storectl says which format it is, and what rewrites it.
         let text = try storectl("info", dir.path)
-        #expect(text.status == 0 && text.stdout.contains("store format:     1 (counts in meta; storectl compact rewrites it in format 2)"), "\(text.stdout)\(text.stderr)")
+        #expect(text.status == 0 && text.stdout.contains("store format:     1 (counts in meta; storectl compact --horizon 0 rewrites it in format 2)"), "\(text.stdout)\(text.stderr)")
         let json = try JSONValue.parse(try storectl("info", dir.path, "--json").stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(json["format"] == .int(1))
         #expect(json["entities"]?["Track"] == .int(Int64(before["Track"]!)))
@@ -255,6 +255,36 @@ import Testing
         #expect(try store.read { try $0.horizon() } == TransactionID(10))
         let report = try store.verify(rebuild: true)
         #expect(report.ok, "\(report.problems)")
+    }
+
+    /// What the README tells an operator: `storectl compact --horizon 0` rewrites a format-1 store
+    /// in format 2 and squashes nothing.
+    @Test func storectlCompactWithHorizonZeroUpgradesAndKeepsTheLog() async throws {
+        let dir = temporaryDirectory("format-1-cli")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var before: [String: Int] = [:]
+        do {
+            let store = try Store.open(at: dir, schema: try librarySchema())
+            _ = try await ReplayTests().history(store, seed: 12, saves: 15)
+            before = try counts(store)
+            store.close()
+        }
+        try rewriteAsFormat1(dir)
+        func info() throws -> JSONValue {
+            let r = try storectl("info", dir.path, "--json")
+            #expect(r.status == 0, "\(r.stderr)")
+            return try JSONValue.parse(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        let old = try info()
+        #expect(old["format"] == .int(1))
+        let r = try storectl("compact", dir.path, "--horizon", "0", "--quiet")
+        #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
+        let new = try info()
+        #expect(new["format"] == .int(2))
+        #expect(new["logEntries"] == old["logEntries"] && new["lastTransaction"] == old["lastTransaction"])
+        for (name, n) in before { #expect(new["entities"]?[name] == .int(Int64(n))) }
+        let verify = try storectl("verify", dir.path)
+        #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
     }
 
     @Test func migratingAFormat1StoreWritesFormat2() async throws {

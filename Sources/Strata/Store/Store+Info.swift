@@ -5,7 +5,7 @@ public struct StoreInfo: Sendable, Equatable {
     public let schemaVersion: Int
     /// The store's on-disk format: 2 for stores created or compacted by this Strata; 1 for older
     /// stores, which keep their object counts in `meta` (one more page written a commit).
-    /// `storectl compact` rewrites a format-1 store in format 2.
+    /// `storectl compact --horizon 0` rewrites a format-1 store in format 2 (squashing nothing).
     public let storeFormat: Int
     /// The last committed transaction (0 for an empty store).
     public let lastTransaction: TransactionID
