@@ -243,19 +243,12 @@ import Testing
         let store = try Store.temporary(schema: try librarySchema())
         _ = try await store.save(genres(20))
         let lines = Locked(0)
-        let outcome = Locked<Result<Int, Error>?>(nil)
-        Thread {
-            let r = Result {
-                try Exporter(store: store).export(Query(entity: "Genre"), format: .ndjson) { _ in
-                    lines.withLock { $0 += 1 }
-                    store.close()
-                }.records
-            }
-            outcome.withLock { $0 = r }
-        }.start()
-        let deadline = Date().addingTimeInterval(60)
-        try await waitUntil { outcome.withLock { $0 != nil } || Date() > deadline }
-        let result = try #require(outcome.withLock { $0 }, "the export never returned after close() from emit")
+        let result = try await resultOnThread("the export after close() from emit") {
+            try Exporter(store: store).export(Query(entity: "Genre"), format: .ndjson) { _ in
+                lines.withLock { $0 += 1 }
+                store.close()
+            }.records
+        }
         switch result {
         case .success(let n): Issue.record("the export went on to write \(n) records")
         case .failure(let error):
@@ -272,20 +265,13 @@ import Testing
         let store = try Store.temporary(schema: try librarySchema())
         for i in 0..<5 { _ = try await store.save(genres(2, prefix: "v\(i)")) }
         let visited = Locked(0)
-        let outcome = Locked<Result<Void, Error>?>(nil)
-        Thread {
-            let r = Result {
-                try store.forEachTransaction { _ in
-                    visited.withLock { $0 += 1 }
-                    store.close()
-                    return true
-                }
+        let result = try await resultOnThread("forEachTransaction after close() from its body") {
+            try store.forEachTransaction { _ in
+                visited.withLock { $0 += 1 }
+                store.close()
+                return true
             }
-            outcome.withLock { $0 = r }
-        }.start()
-        let deadline = Date().addingTimeInterval(60)
-        try await waitUntil { outcome.withLock { $0 != nil } || Date() > deadline }
-        let result = try #require(outcome.withLock { $0 }, "forEachTransaction never returned after close() from its body")
+        }
         switch result {
         case .success: Issue.record("the visit went on to the end after close()")
         case .failure(let error):

@@ -21,12 +21,7 @@ import Testing
 
     /// The stored `format` value.
     private func storedFormat(_ env: LMDBEnvironment) throws -> UInt32? {
-        try env.read { txn in
-            try txn.withValue(env[.meta], key: MetaKey.format) { b -> UInt32 in
-                var r = ByteReader(b)
-                return try r.u32()
-            }
-        }
+        try env.read { try MetaKey.storedFormat($0, meta: env[.meta]) }
     }
 
     /// The live count of every entity, as a context reads it.
@@ -56,6 +51,17 @@ import Testing
             format.u32(1)
             try txn.put(env[.meta], key: MetaKey.format, value: format.bytes)
         }
+    }
+
+    /// A store at `dir` with a seeded history of `saves` saves, rewritten as format 1; returns
+    /// its live counts per entity.
+    private func makeFormat1Store(at dir: URL, seed: UInt64, saves: Int) async throws -> [String: Int] {
+        let store = try Store.open(at: dir, schema: try librarySchema())
+        _ = try await ReplayTests().history(store, seed: seed, saves: saves)
+        let before = try counts(store)
+        store.close()
+        try rewriteAsFormat1(dir)
+        return before
     }
 
     @Test(arguments: [UInt16(0), 1, 7, 0x00FF, 0x0100, 0xABCD, 0xFFFF])
@@ -100,14 +106,7 @@ import Testing
         let dir = temporaryDirectory("format-1")
         defer { try? FileManager.default.removeItem(at: dir) }
         let schema = try librarySchema()
-        var before: [String: Int] = [:]
-        do {
-            let store = try Store.open(at: dir, schema: schema)
-            _ = try await ReplayTests().history(store, seed: 11, saves: 40)
-            before = try counts(store)
-            store.close()
-        }
-        try rewriteAsFormat1(dir)
+        let before = try await makeFormat1Store(at: dir, seed: 11, saves: 40)
 
         // storectl says which format it is, and what rewrites it.
         let text = try storectl("info", dir.path)
@@ -164,12 +163,7 @@ import Testing
         let dir = temporaryDirectory("format-1-damaged")
         defer { try? FileManager.default.removeItem(at: dir) }
         let schema = try librarySchema()
-        do {
-            let store = try Store.open(at: dir, schema: schema)
-            _ = try await ReplayTests().history(store, seed: 5, saves: 20)
-            store.close()
-        }
-        try rewriteAsFormat1(dir)
+        _ = try await makeFormat1Store(at: dir, seed: 5, saves: 20)
         let store = try Store.open(at: dir, schema: schema)
         defer { store.close() }
         #expect(try store.verify().ok)
@@ -189,14 +183,7 @@ import Testing
         let dir = temporaryDirectory("format-1-catch-up")
         defer { try? FileManager.default.removeItem(at: dir) }
         let schema = try librarySchema()
-        var before: [String: Int] = [:]
-        do {
-            let store = try Store.open(at: dir, schema: schema)
-            _ = try await ReplayTests().history(store, seed: 6, saves: 30)
-            before = try counts(store)
-            store.close()
-        }
-        try rewriteAsFormat1(dir)
+        let before = try await makeFormat1Store(at: dir, seed: 6, saves: 30)
         let store = try Store.open(at: dir, schema: schema)
         defer { store.close() }
         // Saves committed to the format-1 generation while the format-2 one is built: the
@@ -262,14 +249,7 @@ import Testing
     @Test func storectlCompactWithHorizonZeroUpgradesAndKeepsTheLog() async throws {
         let dir = temporaryDirectory("format-1-cli")
         defer { try? FileManager.default.removeItem(at: dir) }
-        var before: [String: Int] = [:]
-        do {
-            let store = try Store.open(at: dir, schema: try librarySchema())
-            _ = try await ReplayTests().history(store, seed: 12, saves: 15)
-            before = try counts(store)
-            store.close()
-        }
-        try rewriteAsFormat1(dir)
+        let before = try await makeFormat1Store(at: dir, seed: 12, saves: 15)
         func info() throws -> JSONValue {
             let r = try storectl("info", dir.path, "--json")
             #expect(r.status == 0, "\(r.stderr)")
@@ -310,6 +290,31 @@ import Testing
         #expect(try store.mainContext.count(Query(entity: "Track")) == before)
         let report = try store.verify(rebuild: true)
         #expect(report.ok, "\(report.problems)")
+    }
+
+    /// A `format` that is not four bytes is a damaged store, refused as one (it threw a bare
+    /// decoding error before).
+    @Test(arguments: [[UInt8](), [2], [0, 0, 0, 0, 2]])
+    func anUnreadableFormatIsRefused(value: [UInt8]) async throws {
+        let dir = temporaryDirectory("format-unreadable")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let schema = try librarySchema()
+        do {
+            let store = try Store.open(at: dir, schema: schema)
+            let env = store.env
+            try env.write { try $0.put(env[.meta], key: MetaKey.format, value: value) }
+            store.close()
+        }
+        let opens: [() throws -> Store] = [{ try Store.open(at: dir, schema: schema) }, { try Store.openReadOnly(at: dir) }]
+        for open in opens {
+            do {
+                let store = try open()
+                store.close()
+                Issue.record("a store whose format is \(value) opened")
+            } catch StrataError.notAStore(_, let reason) {
+                #expect(reason.contains("the stored store format is unreadable") && reason.contains("not 4"), "\(reason)")
+            }
+        }
     }
 
     @Test(arguments: [UInt32(0), 3, 1000])

@@ -185,18 +185,14 @@ final class LMDBEnvironment: Sendable {
             // Where the counts are: `meta` in a format-1 store, the main database otherwise (a
             // new environment, empty, is written in the current format).
             precondition(DatabaseName.counts.position == result.count, "DatabaseName.position out of step for counts")
-            var format: MDB_val = MDB_val()
-            var formatKey = MDB_val()
-            let found = try MetaKey.format.withUnsafeBytes { k -> Bool in
-                formatKey.mv_size = k.count
-                formatKey.mv_data = UnsafeMutableRawPointer(mutating: k.baseAddress)
-                let rc = mdb_get(txn, result[DatabaseName.meta.position].dbi, &formatKey, &format)
-                if rc == MDB_NOTFOUND { return false }
-                try lmdbCheck(rc, "mdb_get(meta, format)")
-                return true
+            guard let txn else { throw LMDBError(code: EINVAL, operation: "mdb_txn_begin(open databases)") }
+            let format: UInt32?
+            do {
+                format = try MetaKey.storedFormat(LMDBTransaction(handle: txn, isWrite: !readOnly), meta: result[DatabaseName.meta.position])
+            } catch is DecodingError {
+                format = nil   // Store.open reads it again and refuses the store (notAStore)
             }
-            let countsInMeta = found && MetaKey.formatKeepsCountsInMeta(UnsafeRawBufferPointer(start: format.mv_data, count: format.mv_size))
-            if countsInMeta {
+            if format == MetaKey.countsInMetaFormat {
                 result.append(LMDBDatabase(dbi: result[DatabaseName.meta.position].dbi, name: "meta"))
             } else {
                 var main: MDB_dbi = 0

@@ -139,14 +139,13 @@ extension Store {
             while let entry = try scan.next() { if MetaKey.isCount(entry.key) { counts.append(entry) } }
             var h = ByteWriter(capacity: 8)
             h.u64(horizon.rawValue)
-            var format = ByteWriter(capacity: 4)
-            format.u32(MetaKey.storeFormat)
+            let format = MetaKey.formatValue(MetaKey.storeFormat)
             try newEnv.writeGrowing { txn in
                 try txn.put(newEnv[.meta], key: MetaKey.horizon, value: h.bytes)
-                try txn.put(newEnv[.meta], key: MetaKey.format, value: format.bytes)
+                try txn.put(newEnv[.meta], key: MetaKey.format, value: format)
                 for c in counts { try txn.put(newEnv[.counts], key: c.key, value: c.value) }
             }
-            allBytes += MetaKey.horizon.count + h.bytes.count + MetaKey.format.count + format.bytes.count
+            allBytes += MetaKey.horizon.count + h.bytes.count + MetaKey.format.count + format.count
             allBytes += counts.reduce(0) { $0 + $1.key.count + $1.value.count }
             if horizon < t0 {
                 try report(CompactionProgress(phase: .squashing, done: Int(t0.rawValue - horizon.rawValue)))

@@ -146,10 +146,22 @@ enum MetaKey {
     static let storeFormat: UInt32 = 2
     /// The formats this Strata opens.
     static let readableFormats: ClosedRange<UInt32> = 1...2
-    /// Whether a stored `format` value says the counts are in `meta` (format 1).
-    static func formatKeepsCountsInMeta(_ value: UnsafeRawBufferPointer) -> Bool {
-        var r = ByteReader(value)
-        return (try? r.u32()) == 1
+    /// The one format that keeps the counts in `meta`.
+    static let countsInMetaFormat: UInt32 = 1
+    /// The stored `format` (nil in an environment without metadata yet). A value that is not a
+    /// u32 throws ``DecodingError``.
+    static func storedFormat(_ txn: LMDBTransaction, meta: LMDBDatabase) throws -> UInt32? {
+        try txn.withValue(meta, key: format) { b -> UInt32 in
+            guard b.count == 4 else { throw DecodingError(offset: 0, reason: "the store format is \(b.count) bytes, not 4") }
+            var r = ByteReader(b)
+            return try r.u32()
+        }
+    }
+    /// The stored value of `format`.
+    static func formatValue(_ f: UInt32) -> [UInt8] {
+        var w = ByteWriter(capacity: 4)
+        w.u32(f)
+        return w.bytes
     }
 }
 

@@ -30,10 +30,8 @@ extension Store {
             let env = view.env
             var counts: [String: Int] = [:]
             for e in schema.entities { counts[e.name] = try view.objectCount(e) }
-            let format = try view.txn.withValue(env[.meta], key: MetaKey.format) { b -> UInt32 in
-                var r = ByteReader(b)
-                return try r.u32()
-            } ?? MetaKey.storeFormat
+            // An open store has a readable format (Store.open checked it).
+            let format = try MetaKey.storedFormat(view.txn, meta: env[.meta]) ?? MetaKey.storeFormat
             return StoreInfo(path: path, model: schema.model, schemaVersion: schema.version, storeFormat: Int(format),
                              lastTransaction: try view.lastTransactionID(), entities: counts,
                              fileBytes: env.fileBytes, mapSizeBytes: env.mapSizeBytes,

@@ -194,10 +194,13 @@ public final class Store: Sendable {
     /// Initializes a new store's `meta`, or checks an existing one against the app's schema.
     private static func prepareMeta(env: LMDBEnvironment, path: String, appSchema: Schema?, configuration: StoreConfiguration) throws -> Schema {
         let stored: (format: UInt32, schema: [UInt8])? = try env.read { txn in
-            guard let format = try txn.withValue(env[.meta], key: MetaKey.format, { b -> UInt32 in
-                var r = ByteReader(b)
-                return try r.u32()
-            }) else { return nil }
+            let found: UInt32?
+            do {
+                found = try MetaKey.storedFormat(txn, meta: env[.meta])
+            } catch let e as DecodingError {
+                throw StrataError.notAStore(path: path, reason: "the stored store format is unreadable: \(e)")
+            }
+            guard let format = found else { return nil }
             let schema = try txn.withValue(env[.meta], key: MetaKey.schema) { Array($0) } ?? []
             return (format, schema)
         }
@@ -232,9 +235,7 @@ public final class Store: Sendable {
     static func writeMeta(env: LMDBEnvironment, schema: Schema) throws {
         precondition(!env.options.readOnly)
         try env.write { txn in
-            var format = ByteWriter(capacity: 4)
-            format.u32(MetaKey.storeFormat)
-            try txn.put(env[.meta], key: MetaKey.format, value: format.bytes)
+            try txn.put(env[.meta], key: MetaKey.format, value: MetaKey.formatValue(MetaKey.storeFormat))
             try txn.put(env[.meta], key: MetaKey.schema, value: Array(schema.canonicalJSON.utf8))
             try txn.put(env[.meta], key: MetaKey.model, value: Array(schema.model.utf8))
             var version = ByteWriter(capacity: 4)
