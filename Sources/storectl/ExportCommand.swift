@@ -47,12 +47,16 @@ struct ExportCommand: AsyncParsableCommand {
             try sink.close()
             if output != nil { note("exported \(result.records) \(e.name) record(s) as of transaction \(result.transaction)") }
         } catch {
+            sink.discard()
             throw failure(error).withCode(Exit.code(for: error) == Exit.software ? Exit.ioError : Exit.code(for: error))
         }
     }
 }
 
-/// Buffered line output to a file (written atomically on close) or stdout.
+/// Buffered line output to a file or stdout. A file is written beside its destination as
+/// `FILE.partial-PID` and renamed over it by ``close()`` (the destination holds the old file or
+/// the whole new one, never part of it); ``discard()`` removes it after a failure. A destination
+/// that is a directory is refused: it is never replaced.
 final class OutputSink {
     private let handle: FileHandle
     private let temporary: String?
@@ -62,8 +66,14 @@ final class OutputSink {
     init(path: String?) throws {
         destination = path
         if let path {
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+                throw CLIError("is a directory (give a file name)", code: Exit.cannotCreate)
+            }
             let tmp = path + ".partial-\(getpid())"
-            guard FileManager.default.createFile(atPath: tmp, contents: nil) else { throw CLIError("cannot create \(tmp)", code: Exit.cannotCreate) }
+            guard FileManager.default.createFile(atPath: tmp, contents: nil) else {
+                throw CLIError("cannot create \(tmp): \(String(cString: strerror(errno)))", code: Exit.cannotCreate)
+            }
             handle = try FileHandle(forWritingTo: URL(fileURLWithPath: tmp))
             temporary = tmp
         } else {
@@ -83,12 +93,25 @@ final class OutputSink {
         buffer.removeAll(keepingCapacity: true)
     }
 
+    /// Writes what is buffered; for a file, syncs it and renames it over the destination.
     func close() throws {
         try flush()
         if let temporary, let destination {
+            try handle.synchronize()
             try handle.close()
-            if FileManager.default.fileExists(atPath: destination) { try FileManager.default.removeItem(atPath: destination) }
-            try FileManager.default.moveItem(atPath: temporary, toPath: destination)
+            // rename(2) replaces a file atomically and fails on a directory (never removed).
+            guard rename(temporary, destination) == 0 else {
+                let reason = String(cString: strerror(errno))
+                unlink(temporary)
+                throw CLIError("cannot write \(destination): \(reason)", code: Exit.cannotCreate)
+            }
         }
+    }
+
+    /// After a failure: removes the partial file (stdout is left as written).
+    func discard() {
+        guard let temporary else { return }
+        try? handle.close()
+        unlink(temporary)
     }
 }

@@ -48,8 +48,14 @@ struct ImportCommand: AsyncParsableCommand {
         for f in files where !FileManager.default.isReadableFile(atPath: f) {
             throw failure(CLIError("\(f): no such file or not readable", code: Exit.noInput))
         }
-        if let rejects, !FileManager.default.createFile(atPath: rejects, contents: nil) {
-            throw failure(CLIError("\(rejects): cannot create the rejects file", code: Exit.cannotCreate))
+        // The rejects file is created by the import once the input has been validated (never
+        // before: it may not be needed, and a path naming an input must not empty it). Here only
+        // whether it could be.
+        if let rejects {
+            let directory = (rejects as NSString).deletingLastPathComponent
+            if access(directory.isEmpty ? "." : directory, W_OK) != 0 {
+                throw failure(CLIError("\(rejects): cannot create the rejects file: \(String(cString: strerror(errno)))", code: Exit.cannotCreate))
+            }
         }
         var options = ImportOptions()
         options.batchSize = batch
@@ -72,14 +78,23 @@ struct ImportCommand: AsyncParsableCommand {
         do {
             summary = try await importer.run(files: files)
             await reporter.value
+        } catch let failed as ImportFailed where failed.issues.allSatisfy({ $0.file == "options" }) {
+            // The options themselves (a rejects file naming an input, or a directory): a usage error.
+            await reporter.value
+            for issue in failed.issues { note("storectl: error: --rejects: \(issue.reason)") }
+            throw ExitCode(Exit.usage)
         } catch let failed as ImportFailed {
             await reporter.value
             for issue in failed.issues { note(issue.description) }
             if failed.totalIssues > failed.issues.count { note("… and \(failed.totalIssues - failed.issues.count) more issue(s)") }
-            note("storectl: error: \(failed.totalIssues) bad record(s); nothing was written")
             // An input file that cannot be opened at all is "cannot open input", not bad data.
             let unreadable = failed.issues.allSatisfy { $0.line == 0 && $0.reason.hasPrefix("cannot open") }
+            note(unreadable ? "storectl: error: cannot open the input; nothing was written"
+                            : "storectl: error: \(failed.totalIssues) bad record(s); nothing was written")
             throw ExitCode(unreadable ? Exit.noInput : Exit.dataError)
+        } catch let issue as ImportIssue where issue.file == rejects {
+            await reporter.value
+            throw failure(issue).withCode(Exit.cannotCreate)
         } catch {
             await reporter.value
             throw failure(error)

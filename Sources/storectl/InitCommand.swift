@@ -23,7 +23,11 @@ struct InitCommand: AsyncParsableCommand {
     func run() async throws {
         let loaded: Schema
         do { loaded = try Schema.load(directory: URL(fileURLWithPath: schema)) } catch { throw failure(error) }
-        let existing = ["current", "data.mdb"].contains { FileManager.default.fileExists(atPath: target.url.appendingPathComponent($0).path) }
+        // lstat: a `current` link counts even when it points nowhere.
+        let existing = ["current", "data.mdb"].contains { name in
+            var st = stat()
+            return lstat(target.url.appendingPathComponent(name).path, &st) == 0
+        }
         if existing {
             throw failure(CLIError("\(target.store): a store already exists here")).withCode(Exit.cannotCreate)
         }
@@ -36,6 +40,11 @@ struct InitCommand: AsyncParsableCommand {
                 print("created \(store.path) (\(loaded.model) v\(loaded.version), \(loaded.entities.count) entities)")
             }
         } catch {
+            // The store's directory could not be made (a file in the way, a read-only or
+            // special file system): "cannot create", as the README says, not "not a store".
+            if case StrataError.notAStore(_, let reason) = error, reason.hasPrefix("cannot create directory") {
+                throw failure(error).withCode(Exit.cannotCreate)
+            }
             throw failure(error).withCode(Exit.code(for: error) == Exit.software ? Exit.cannotCreate : Exit.code(for: error))
         }
     }

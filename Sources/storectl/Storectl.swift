@@ -18,4 +18,31 @@ struct Storectl: AsyncParsableCommand {
                       LogCommand.self, ShowCommand.self, HistoryCommand.self, ReplayCommand.self, DiffCommand.self, VerifyCommand.self,
                       CompactCommand.self, MigrateCommand.self, GenerateCommand.self]
     )
+
+    /// ArgumentParser's `main`, plus a last check of standard output: `print` does not report
+    /// a failed write (a full disk, `> /dev/full`), so a command whose output was lost would
+    /// exit 0. It exits 74 instead, saying why.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            _ = finishStandardOutput()
+            exit(withError: error)
+        }
+        if !finishStandardOutput() { Foundation.exit(Exit.ioError) }
+    }
+
+    /// Flushes standard output; false (with the reason on stderr) when a write to it failed.
+    private static func finishStandardOutput() -> Bool {
+        // fflush(NULL) flushes every output stream and fails when any write does (`stdout`
+        // itself is not reachable from Swift 6's strict concurrency).
+        guard fflush(nil) != 0 else { return true }
+        note("storectl: error: cannot write to standard output: \(String(cString: strerror(errno)))")
+        return false
+    }
 }

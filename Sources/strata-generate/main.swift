@@ -81,11 +81,19 @@ if let output {
     handle = FileHandle.standardOutput
 }
 nonisolated(unsafe) var buffer = ""  // single-threaded tool: only the main thread touches it
+/// Writes `text`, or ends the tool with exit 74 naming the error (a full disk, a closed pipe):
+/// `FileHandle.write(_:)` would trap instead.
+@MainActor func writeOut(_ text: String) {
+    do { try handle.write(contentsOf: Data(text.utf8)) } catch {
+        FileHandle.standardError.write(Data("strata-generate: cannot write \(output ?? "to stdout"): \(error.localizedDescription)\n".utf8))
+        exit(74)
+    }
+}
 @MainActor func emit(_ line: String) {
     buffer += line
     buffer += "\n"
     if buffer.utf8.count > 1 << 20 {
-        handle.write(Data(buffer.utf8))
+        writeOut(buffer)
         buffer = ""
     }
 }
@@ -119,5 +127,13 @@ for p in 0..<playlistCount {
     let list = Set(members).sorted().map { #"{"mbid":"\#($0)"}"# }.joined(separator: ",")
     emit(#"{"entity":"Playlist","name":"Playlist \#(p) \#(word(&rng))","createdAt":"\#(date(1_600_000_000 + p * 3600))","tracks":[\#(list)]}"#)
 }
-handle.write(Data(buffer.utf8))
-if output != nil { try? handle.close() }
+writeOut(buffer)
+if output != nil {
+    do {
+        try handle.synchronize()
+        try handle.close()
+    } catch {
+        FileHandle.standardError.write(Data("strata-generate: cannot write \(output ?? ""): \(error.localizedDescription)\n".utf8))
+        exit(74)
+    }
+}

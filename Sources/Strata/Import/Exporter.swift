@@ -88,8 +88,11 @@ public struct Exporter: Sendable {
         fields.map(csvField).joined(separator: ",")
     }
 
+    /// Quoted when it holds a comma, a quote or a line break, or starts or ends with a space.
+    /// Checked byte by byte: a `"\r\n"` pair is one `Character`, equal to neither `"\r"` nor
+    /// `"\n"`, and went out unquoted.
     private func csvField(_ f: String) -> String {
-        f.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) || f.hasPrefix(" ") || f.hasSuffix(" ")
+        f.utf8.contains(where: { $0 == 0x2C || $0 == 0x22 || $0 == 0x0A || $0 == 0x0D }) || f.hasPrefix(" ") || f.hasSuffix(" ")
             ? "\"" + f.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : f
     }
 }

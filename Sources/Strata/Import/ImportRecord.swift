@@ -175,6 +175,15 @@ struct RecordBuilder {
             }
             reference = .unique(entityTag: entity.tag, constraint: 0, values: key)
         }
+        // A unique key longer than LMDB's key limit would fail the save (after earlier batches
+        // were committed): found here, at its line, with nothing written.
+        for u in entity.uniques {
+            do {
+                _ = try Layout.uniqueKey(u, record: values, entity: entity, id: explicitID ?? ObjectID(high: UInt64(entity.tag) << 48, low: 0))
+            } catch StrataError.validation(let failure) {
+                throw issue(line, failure.field, failure.reason)
+            }
+        }
         return ImportRecord(entity: entity, explicitID: explicitID, values: values, links: links, reference: reference, line: line)
     }
 

@@ -39,7 +39,7 @@ public final class Importer: Sendable {
     ///   ``StrataError`` from the store.
     public func run(files: [String]) async throws -> ImportSummary {
         defer { progressContinuation.finish() }
-        let optionProblems = options.problems()
+        let optionProblems = options.problems() + Self.inputProblems(files: files, rejectsPath: options.rejectsPath)
         if !optionProblems.isEmpty { throw ImportFailed(issues: optionProblems, totalIssues: optionProblems.count) }
         let clock = ContinuousClock.now
         let totalBytes = files.reduce(0) { $0 + ((try? FileManager.default.attributesOfItem(atPath: $1)[.size] as? Int) ?? 0) }
@@ -59,6 +59,39 @@ public final class Importer: Sendable {
         return ImportSummary(importID: state.importID, records: state.written, rejected: state.rejected.count, skippedLinks: state.skippedLinks,
                              transactions: state.transactions.count, firstTransaction: state.transactions.first,
                              lastTransaction: state.transactions.last, seconds: (ContinuousClock.now - clock).seconds)
+    }
+
+    /// Inputs the import cannot use, found before anything is read or created: an input that is
+    /// not a regular file (the import reads each input twice, to validate and then to write, so a
+    /// pipe or a terminal would be read empty the second time; a directory cannot be read), and
+    /// a rejects file that is one of the inputs (creating it would empty that input). An input
+    /// that cannot be opened is reported as "cannot open", as when reading it fails.
+    static func inputProblems(files: [String], rejectsPath: String?) -> [ImportIssue] {
+        var out: [ImportIssue] = []
+        var inputs: [(device: UInt64, inode: UInt64)] = []
+        for f in files {
+            var st = stat()
+            guard stat(f, &st) == 0 else {
+                out.append(ImportIssue(file: f, line: 0, field: nil, reason: "cannot open: \(String(cString: strerror(errno)))"))
+                continue
+            }
+            guard (st.st_mode & S_IFMT) == S_IFREG else {
+                let reason = (st.st_mode & S_IFMT) == S_IFDIR ? "cannot open: is a directory"
+                    : "cannot open: not a regular file (a pipe, a terminal or a device); an import reads its input twice (to validate, then to write), so save a stream to a file first"
+                out.append(ImportIssue(file: f, line: 0, field: nil, reason: reason))
+                continue
+            }
+            inputs.append((UInt64(st.st_dev), UInt64(st.st_ino)))
+        }
+        var st = stat()
+        if let rejectsPath, stat(rejectsPath, &st) == 0 {
+            if inputs.contains(where: { $0.device == UInt64(st.st_dev) && $0.inode == UInt64(st.st_ino) }) {
+                out.append(ImportIssue(file: "options", line: 0, field: "rejectsPath", reason: "\(rejectsPath) is one of the inputs (writing rejects there would empty it)"))
+            } else if (st.st_mode & S_IFMT) == S_IFDIR {
+                out.append(ImportIssue(file: "options", line: 0, field: "rejectsPath", reason: "\(rejectsPath) is a directory"))
+            }
+        }
+        return out
     }
 
     /// Pass 1: every record parsed and checked; duplicate keys and dangling references found.
@@ -322,7 +355,7 @@ private final class RejectsWriter: Sendable {
     private let handle: FileHandle
     init(path: String) throws {
         guard FileManager.default.createFile(atPath: path, contents: nil) else {
-            throw ImportIssue(file: path, line: 0, field: nil, reason: "cannot create the rejects file")
+            throw ImportIssue(file: path, line: 0, field: nil, reason: "cannot create the rejects file: \(String(cString: strerror(errno)))")
         }
         handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
     }

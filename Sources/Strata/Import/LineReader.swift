@@ -20,6 +20,9 @@ struct LineReader {
     private(set) var lineNumber = 0
     /// Bytes consumed so far (for progress).
     private(set) var bytesRead = 0
+    /// Whether the line last returned ended in `\r\n` (its `\r` dropped): a CSV field quoted
+    /// across lines gets its line break back as it was.
+    private(set) var lastLineEndedWithCR = false
 
     init(path: String, maxLineBytes: Int, bufferBytes: Int = 1 << 20) throws {
         self.path = path
@@ -40,7 +43,10 @@ struct LineReader {
             start = 0
         }
         guard !eof, end < buffer.count else { return }
-        let n = buffer.withUnsafeMutableBytes { b in read(fd, b.baseAddress! + end, b.count - end) }
+        var n: Int
+        repeat {
+            n = buffer.withUnsafeMutableBytes { b in read(fd, b.baseAddress! + end, b.count - end) }
+        } while n < 0 && errno == EINTR
         if n < 0 { throw ImportIssue(file: path, line: lineNumber + 1, field: nil, reason: "read error: \(String(cString: strerror(errno)))") }
         if n == 0 { eof = true }
         end += n
@@ -60,7 +66,8 @@ struct LineReader {
                     return .tooLong(bytes: overflow + pending.count + chunk.count)
                 }
                 pending += chunk
-                if pending.last == 0x0D { pending.removeLast() }
+                lastLineEndedWithCR = pending.last == 0x0D
+                if lastLineEndedWithCR { pending.removeLast() }
                 return .text(pending)
             }
             // No newline in the buffer: keep what there is (or count it, past the limit) and read more.
@@ -77,7 +84,8 @@ struct LineReader {
                 guard overflow > 0 || !pending.isEmpty else { return nil }
                 lineNumber += 1
                 if overflow > 0 { return .tooLong(bytes: overflow) }
-                if pending.last == 0x0D { pending.removeLast() }
+                lastLineEndedWithCR = pending.last == 0x0D
+                if lastLineEndedWithCR { pending.removeLast() }
                 defer { pending = [] }
                 return .text(pending)
             }

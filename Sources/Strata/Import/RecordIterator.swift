@@ -105,6 +105,8 @@ struct RecordIterator {
         case .csv:
             var raw = bytes
             var fields: [CSVSplitter.Field]
+            // A quoted field continued on the next line keeps the line break it had (CRLF or LF).
+            var endsWithCR = reader?.lastLineEndedWithCR ?? false
             while true {
                 do {
                     switch try CSVSplitter.split(raw) {
@@ -114,7 +116,8 @@ struct RecordIterator {
                             recordsInFile += 1
                             return Item(result: .failure(builder.issue(line, nil, "unterminated quoted field")), raw: raw, fileIndex: fileIndex, line: line)
                         }
-                        raw += [0x0A] + more
+                        raw += (endsWithCR ? [0x0D, 0x0A] : [0x0A]) + more
+                        endsWithCR = reader!.lastLineEndedWithCR
                         continue
                     }
                 } catch let e as CSVSplitter.CSVError {

@@ -1,5 +1,6 @@
 import CLMDB
 import Foundation
+import Synchronization
 
 /// What a compaction did (or, for a dry run, would do).
 public struct CompactionReport: Sendable, Equatable {
@@ -75,8 +76,10 @@ extension Store {
 
         let generation = try makeGeneration(like: oldEnv)
         let newEnv = generation.env
-        var switched = false
-        defer { if !switched { generation.abandon() } }
+        // Set on the writer the moment `current` names the new generation: from then on it is
+        // the live store and must never be abandoned, whatever fails after.
+        let switched = Mutex(false)
+        defer { if !switched.withLock({ $0 }) { generation.abandon() } }
         let copied = try build(newEnv, from: snapshot, horizon: horizon, progress: progress)
         generation.endBulkBuild()
         let objects = try newEnv.read { txn in try schema.entities.reduce(0) { $0 + (try ReadView(txn: txn, env: newEnv, schema: schema).objectCount($1)) } }
@@ -97,9 +100,9 @@ extension Store {
         // close() waiting for the queue may close the new environment (the store's now).
         let (head, logAfter) = try await writer.exclusive { [self] in
             let head = try catchUpAndSwitch(to: generation, caughtUpFrom: t0, lock: lock, writer: writer, oldEnv: oldEnv)
+            switched.withLock { $0 = true }
             return (head, try newEnv.read { try $0.entryCount(newEnv[.log]) })
         }
-        switched = true
         return CompactionReport(dryRun: false, horizon: horizon, previousHorizon: previousHorizon, head: head, bytesBefore: bytesBefore,
                                 bytesAfter: newEnv.fileBytes, logEntriesBefore: logBefore, logEntriesAfter: logAfter, objects: objects,
                                 liveDataBytes: liveDataBytes, liveEntryBytes: liveEntryBytes, seconds: (ContinuousClock.now - started).seconds)

@@ -82,8 +82,18 @@ extension Store {
         generation.endBulkBuild()
         try generation.env.setNoSync(configuration.durability == .relaxed)
         try generation.env.sync()
-        try directory.switchCurrent(to: generation.name)
+        // The generation's own entries (data.mdb, lock.mdb), before `current` points at them.
+        try StoreDirectory.syncDirectory(generation.env.path)
+        let notSynced = try directory.switchCurrent(to: generation.name)
         generation.env.prefetchInBackground()
+        if let notSynced {
+            // The switch is made (`current` names the new generation) and must be treated as
+            // made: undoing it here would remove the generation `current` points at. The old
+            // generation stays on disk (a power loss may bring the old link back); the next
+            // open removes it as stale.
+            logger.error("switched \(path) to \(generation.name), but syncing the store directory failed (\(notSynced)); the old generation is kept until the next open")
+            return
+        }
         let oldPath = oldEnv.path
         oldEnv.onClose { StoreDirectory.retire(generation: oldPath) }
     }

@@ -32,41 +32,75 @@ enum FastParse {
         }
     }
 
-    /// `YYYY-MM-DDTHH:MM:SS[.fff]Z` (UTC).
+    /// `YYYY-MM-DDTHH:MM:SS[.f…]` followed by `Z` or an offset `±HH:MM` (or `±HHMM`), with up to
+    /// nine fraction digits; a year outside 0000–9999 is written with a sign and more digits
+    /// (`+10000-01-01T00:00:00Z`, `-0001-12-31T00:00:00Z`, ISO 8601's expanded years). The
+    /// calendar is the proleptic Gregorian one throughout (as ``ISO8601/string(from:)`` writes).
+    /// Nil for anything else, and for impossible dates and times (February 30th, hour 24, minute
+    /// or second 60): nothing is rolled over into the next day or minute.
     static func date(_ s: String) -> Date? {
         var s = s
         return s.withUTF8 { b -> Date? in
-            guard b.count >= 20, b.last == 90, b[4] == 45, b[7] == 45, b[10] == 84, b[13] == 58, b[16] == 58 else { return nil }
-            func num(_ from: Int, _ n: Int) -> Int? {
+            var i = 0
+            func digits(_ n: Int) -> Int? {
+                guard i + n <= b.count else { return nil }
                 var v = 0
-                for k in from..<from + n {
+                for k in i..<i + n {
                     guard b[k] >= 48, b[k] <= 57 else { return nil }
                     v = v * 10 + Int(b[k] - 48)
                 }
+                i += n
                 return v
             }
-            guard let y = num(0, 4), let mo = num(5, 2), let d = num(8, 2), let h = num(11, 2), let mi = num(14, 2), let sec = num(17, 2),
-                  (1...12).contains(mo), (1...31).contains(d), h < 24, mi < 60, sec < 60 else { return nil }
+            func expect(_ c: UInt8) -> Bool {
+                guard i < b.count, b[i] == c else { return false }
+                i += 1
+                return true
+            }
+            // The year: four digits, or a sign and four to six.
+            var sign = 1, yearDigits = 4
+            if i < b.count, b[i] == 43 || b[i] == 45 {
+                sign = b[i] == 45 ? -1 : 1
+                i += 1
+                var n = 0
+                while i + n < b.count, b[i + n] >= 48, b[i + n] <= 57 { n += 1 }
+                guard (4...6).contains(n) else { return nil }
+                yearDigits = n
+            }
+            guard let yearValue = digits(yearDigits), expect(45), let mo = digits(2), expect(45), let d = digits(2),
+                  expect(84), let h = digits(2), expect(58), let mi = digits(2), expect(58), let sec = digits(2) else { return nil }
+            let y = sign * yearValue
             var fraction = 0.0
-            if b.count > 20 {
-                guard b[19] == 46, b.count <= 30, b.count > 21 else { return nil }
-                let digits = b.count - 21
-                guard let f = num(20, digits) else { return nil }
-                fraction = Double(f) / pow(10, Double(digits))
-            } else if b[19] != 90 {
+            if expect(46) {
+                var n = 0, f = 0
+                while i < b.count, b[i] >= 48, b[i] <= 57 {
+                    guard n < 9 else { return nil }
+                    f = f * 10 + Int(b[i] - 48)
+                    n += 1
+                    i += 1
+                }
+                guard n > 0 else { return nil }
+                fraction = Double(f) / pow(10, Double(n))
+            }
+            var offsetSeconds = 0
+            if expect(90) {
+                // Z: UTC.
+            } else if i < b.count, b[i] == 43 || b[i] == 45 {
+                let east = b[i] == 43
+                i += 1
+                guard let oh = digits(2) else { return nil }
+                _ = expect(58)
+                guard let om = digits(2), oh < 24, om < 60 else { return nil }
+                offsetSeconds = (east ? 1 : -1) * (oh * 3600 + om * 60)
+            } else {
                 return nil
             }
-            // Days from the civil date (proleptic Gregorian), Howard Hinnant's algorithm.
-            let yy = mo <= 2 ? y - 1 : y
-            let era = (yy >= 0 ? yy : yy - 399) / 400
-            let yoe = yy - era * 400
-            let doy = (153 * (mo + (mo > 2 ? -3 : 9)) + 2) / 5 + d - 1
-            let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-            let days = era * 146097 + doe - 719468
-            // Reject dates like February 30th that the arithmetic would roll over.
-            let daysInMonth = [31, (y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)) ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
-            guard d <= daysInMonth[mo - 1] else { return nil }
-            return Date(timeIntervalSince1970: Double(days * 86400 + h * 3600 + mi * 60 + sec) + fraction)
+            guard i == b.count, (1...12).contains(mo), h < 24, mi < 60, sec < 60 else { return nil }
+            let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)
+            let daysInMonth = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+            guard d >= 1, d <= daysInMonth[mo - 1] else { return nil }
+            let days = ISO8601.days(year: y, month: mo, day: d)
+            return Date(timeIntervalSince1970: Double(days * 86400 + h * 3600 + mi * 60 + sec - offsetSeconds) + fraction)
         }
     }
 }

@@ -25,7 +25,8 @@ extension ObjectSource {
         }
         guard query.offset >= 0, (query.limit ?? 0) >= 0 else { throw StrataError.invalidQuery(entity: e.name, reason: "negative limit or offset") }
         // Without a sort, candidates come in id order, so the window can stop the scan early.
-        let stopAfter = query.sort.isEmpty ? query.limit.map { $0 + query.offset } : nil
+        // Saturating: a limit near Int.max means "no limit", not an overflow.
+        let stopAfter = query.sort.isEmpty ? query.limit.map { $0.addingReportingOverflow(query.offset).overflow ? Int.max : $0 + query.offset } : nil
         if stopAfter == 0 { return [] }
         var results: [Record] = []
         try candidates(e, query.predicate) { record in
@@ -50,7 +51,7 @@ extension ObjectSource {
 
     func window<T>(_ items: [T], offset: Int, limit: Int?) -> [T] {
         guard offset < items.count else { return [] }
-        let end = limit.map { min(items.count, offset + $0) } ?? items.count
+        let end = limit.map { offset + min(items.count - offset, $0) } ?? items.count
         return Array(items[offset..<end])
     }
 

@@ -27,6 +27,12 @@ public struct PredicateParser {
     let schema: Schema
     private var tokens: [(Token, Int)] = []
     private var i = 0
+    /// `not`s and parentheses open around the current position.
+    private var nesting = 0
+
+    /// The deepest nesting of `not` and parentheses a filter may have (the parser recurses once
+    /// per level; the JSON reader's limit is the same).
+    public static let maxNesting = 64
 
     /// Parses `text` as a filter over `entity`.
     public static func parse(_ text: String, entity: EntityDescription, schema: Schema) throws -> Filter {
@@ -127,13 +133,15 @@ public struct PredicateParser {
     }
 
     private mutating func unary(_ e: EntityDescription) throws -> Filter {
-        if accept(.word("not")) { return .not(try unary(e)) }
-        if accept(.symbol("(")) {
-            let p = try orExpression(e)
-            guard accept(.symbol(")")) else { throw error("expected ')'") }
-            return p
-        }
-        return try comparison(e)
+        let opens = accept(.word("not")) ? "not" : accept(.symbol("(")) ? "(" : nil
+        guard let opens else { return try comparison(e) }
+        nesting += 1
+        defer { nesting -= 1 }
+        guard nesting <= Self.maxNesting else { throw error("nested more than \(Self.maxNesting) levels deep (not and parentheses)") }
+        if opens == "not" { return .not(try unary(e)) }
+        let p = try orExpression(e)
+        guard accept(.symbol(")")) else { throw error("expected ')'") }
+        return p
     }
 
     private mutating func comparison(_ e: EntityDescription) throws -> Filter {

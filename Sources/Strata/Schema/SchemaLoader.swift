@@ -17,7 +17,7 @@ extension Schema {
         do {
             names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
         } catch {
-            throw SchemaError(file: directory.path, entity: nil, field: nil, reason: "cannot read schema directory (\(error.localizedDescription))")
+            throw SchemaError(file: directory.path, entity: nil, field: nil, reason: "cannot read schema directory (\(FileSystemReason.unreadableDirectory(directory.path)))")
         }
         var versions: [(Int, String)] = []
         for name in names where name.hasPrefix("v") && name.hasSuffix(".json") {
@@ -49,7 +49,7 @@ extension Schema {
         do {
             data = try Data(contentsOf: file)
         } catch {
-            throw SchemaError(file: file.path, entity: nil, field: nil, reason: "cannot read file (\(error.localizedDescription))")
+            throw SchemaError(file: file.path, entity: nil, field: nil, reason: "cannot read file (\(FileSystemReason.unreadableFile(file.path)))")
         }
         var expected: Int?
         let base = file.lastPathComponent

@@ -174,7 +174,9 @@ struct StateApplier: StateStore {
         writesSinceRelease += 1
         guard writesSinceRelease >= releaseMappedPagesEvery else { return }
         writesSinceRelease = 0
-        try env.releaseMappedPagesHoldingMapLock()
+        // Only a memory saving: if it fails (no /proc, madvise refused), the save goes on and
+        // this save stops trying (the writer logs the same failure after its commit).
+        do { try env.releaseMappedPagesHoldingMapLock() } catch { releaseMappedPagesEvery = 0 }
     }
 
     /// Inserts whole records one by one, each with its own version, in one write transaction of

@@ -136,19 +136,28 @@ public final class Store: Sendable {
         if !fm.fileExists(atPath: path, isDirectory: &isDir) {
             guard mayCreate else { throw StrataError.storeNotFound(path: path) }
             do { try fm.createDirectory(atPath: path, withIntermediateDirectories: true) } catch {
-                throw StrataError.notAStore(path: path, reason: "cannot create directory: \(error.localizedDescription)")
+                throw StrataError.notAStore(path: path, reason: "cannot create directory: \(FileSystemReason.uncreatableDirectory(path) ?? "\(error)")")
             }
         } else if !isDir.boolValue {
             throw StrataError.notAStore(path: path, reason: "a store is a directory, this is a file")
         }
         let lock = try StoreLock(path: directory.lockPath, readOnly: configuration.readOnly)
         let generation: String
-        if let live = directory.currentGeneration() {
+        if let live = try directory.currentGeneration() {
+            // Checked before anything is removed: the stale-generation sweep keeps only `live`,
+            // so a link pointing nowhere would otherwise delete every generation, data included.
+            try directory.checkLiveGeneration(live)
             generation = live
             if !configuration.readOnly && lock?.otherHolders().isEmpty == true { directory.removeStaleGenerations(except: live) }
         } else {
             if fm.fileExists(atPath: path + "/data.mdb") {
                 throw StrataError.notAStore(path: path, reason: "a bare LMDB environment (Strata keeps its data under current/)")
+            }
+            // A generation holding data without `current` is a store whose link was removed:
+            // never created over (an interrupted first open leaves an empty generation only).
+            if let orphan = directory.generationsHoldingData().first {
+                throw StrataError.notAStore(path: path, reason: "`current` is missing but \(orphan) holds a store's data; nothing was changed "
+                    + "(if \(orphan) is the live generation, restore the link with `ln -s \(orphan) current` inside the store directory)")
             }
             guard mayCreate else { throw StrataError.storeNotFound(path: path) }
             generation = try directory.createFirstGeneration()

@@ -32,9 +32,53 @@ struct StoreDirectory {
     }
 
     /// The live generation's directory name, or nil when `current` does not exist.
-    func currentGeneration() -> String? {
-        guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: currentPath) else { return nil }
+    /// - Throws: ``StrataError/notAStore(path:reason:)`` when `current` exists but is not a
+    ///   symbolic link or cannot be read: never taken for a missing one (a new store would then
+    ///   be created over this one).
+    func currentGeneration() throws -> String? {
+        var st = stat()
+        if lstat(currentPath, &st) != 0 {
+            let code = errno
+            if code == ENOENT { return nil }
+            throw StrataError.notAStore(path: path, reason: "cannot read `current`: \(String(cString: strerror(code)))")
+        }
+        guard (st.st_mode & S_IFMT) == S_IFLNK else {
+            throw StrataError.notAStore(path: path, reason: "`current` is not a symbolic link to a generation; nothing was changed")
+        }
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = readlink(currentPath, &buffer, buffer.count - 1)
+        guard n >= 0 else {
+            let code = errno
+            throw StrataError.notAStore(path: path, reason: "cannot read `current`: \(String(cString: strerror(code)))")
+        }
+        let target = String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         return (target as NSString).lastPathComponent
+    }
+
+    /// Throws ``StrataError/notAStore(path:reason:)`` unless `live` (the target of `current`) is
+    /// a generation directory of this store: a dangling or foreign link is reported, never
+    /// repaired, and nothing is removed.
+    func checkLiveGeneration(_ live: String) throws {
+        var isDirectory: ObjCBool = false
+        let present = generationNames()
+        guard Self.generationNumber(live) != nil,
+              FileManager.default.fileExists(atPath: path + "/" + live, isDirectory: &isDirectory), isDirectory.boolValue else {
+            let found = present.isEmpty ? "no generation directory is here" : "generation directories here: \(present.joined(separator: ", "))"
+            throw StrataError.notAStore(path: path, reason: "`current` points at \(live), which is not a generation directory of this store (\(found)); nothing was changed")
+        }
+    }
+
+    /// The generation directories present, in name order.
+    func generationNames() -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).filter { Self.generationNumber($0) != nil }.sorted()
+    }
+
+    /// The generation directories whose `data.mdb` is not empty, in name order.
+    func generationsHoldingData() -> [String] {
+        generationNames().filter { name in
+            let size = (try? FileManager.default.attributesOfItem(atPath: path + "/" + name + "/data.mdb")[.size] as? Int) ?? nil
+            return (size ?? 0) > 0
+        }
     }
 
     /// The number of a generation directory name.
@@ -47,13 +91,14 @@ struct StoreDirectory {
     func createFirstGeneration() throws -> String {
         let name = Self.generationName(1)
         try FileManager.default.createDirectory(atPath: path + "/" + name, withIntermediateDirectories: true)
-        try switchCurrent(to: name)
+        // A new store holds no data yet: a failed sync is an error here.
+        if let notSynced = try switchCurrent(to: name) { throw notSynced }
         return name
     }
 
     /// A new, empty generation directory numbered after the live one.
     func newGeneration() throws -> String {
-        let live = currentGeneration().flatMap(Self.generationNumber) ?? 0
+        let live = try currentGeneration().flatMap(Self.generationNumber) ?? 0
         let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
         let highest = names.compactMap(Self.generationNumber).max() ?? 0
         let name = Self.generationName(max(live, highest) + 1)
@@ -63,23 +108,42 @@ struct StoreDirectory {
 
     /// Points `current` at `name` atomically (a new link renamed over the old one), then syncs
     /// the directory so the switch is durable.
-    func switchCurrent(to name: String) throws {
+    ///
+    /// Throws only when the switch did not happen (`current` unchanged). Once the rename is
+    /// done, `current` names `name` whatever follows: a failed sync of the directory is returned,
+    /// not thrown, so that no caller takes the switch for undone and removes the generation
+    /// `current` now points at.
+    @discardableResult
+    func switchCurrent(to name: String) throws -> StrataError? {
         let temporary = path + "/.current-\(getpid())"
         unlink(temporary)
-        guard symlink(name, temporary) == 0 else { throw posixError("symlink \(temporary)") }
+        guard symlink(name, temporary) == 0 else { throw posixError(code: errno, "symlink \(temporary)") }
         guard rename(temporary, currentPath) == 0 else {
-            let e = posixError("rename \(temporary) → \(currentPath)")
+            let e = posixError(code: errno, "rename \(temporary) → \(currentPath)")
             unlink(temporary)
             throw e
         }
-        try syncDirectory()
+        do {
+            try syncDirectory()
+            return nil
+        } catch let e as StrataError {
+            return e
+        }
     }
 
-    func syncDirectory() throws {
+    /// fsyncs this directory (its entries: a renamed link, a created file).
+    func syncDirectory() throws { try Self.syncDirectory(path) }
+
+    /// fsyncs the directory at `path`, retrying when interrupted.
+    static func syncDirectory(_ path: String) throws {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw posixError("open \(path)") }
+        guard fd >= 0 else { throw StrataError.lmdb(LMDBError(code: errno, operation: "open \(path)")) }
         defer { close(fd) }
-        guard fsync(fd) == 0 else { throw posixError("fsync \(path)") }
+        while fsync(fd) != 0 {
+            let code = errno
+            if code == EINTR { continue }
+            throw StrataError.lmdb(LMDBError(code: code, operation: "fsync \(path)"))
+        }
     }
 
     /// Removes generation directories other than the live one (left by an interrupted
@@ -112,8 +176,10 @@ struct StoreDirectory {
         DispatchQueue.global(qos: .utility).async { try? FileManager.default.removeItem(atPath: retired) }
     }
 
-    func posixError(_ what: String) -> StrataError {
-        .lmdb(LMDBError(code: errno, operation: what))
+    /// `code` first, so that call sites read `errno` before building the message (which
+    /// allocates, and may change `errno`).
+    func posixError(code: Int32, _ what: String) -> StrataError {
+        .lmdb(LMDBError(code: code, operation: what))
     }
 }
 
@@ -134,7 +200,9 @@ final class StoreLock: Sendable {
         if fd < 0 && readOnly { return nil }
         if fd < 0 && errno == EACCES || fd < 0 && errno == EROFS {
             fd = open(path, O_RDONLY | O_CLOEXEC)
-            if fd < 0 { return nil }
+            // A writer goes nowhere without the lock: compaction and migration of other
+            // processes would not see it (only read-only opens may do without one).
+            if fd < 0 { throw StrataError.lmdb(LMDBError(code: errno, operation: "open \(path) (the store's lock file)")) }
         }
         guard fd >= 0 else { throw StrataError.lmdb(LMDBError(code: errno, operation: "open \(path)")) }
         self.fd = fd

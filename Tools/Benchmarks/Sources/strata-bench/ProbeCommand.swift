@@ -26,16 +26,22 @@ import Strata
 ///   `strace -c`), then a fourth run with the background flush put off past the run.
 /// - `migration`: W10's store (`--count` tracks saved in library v1, 10k per transaction)
 ///   migrated to v2, with each phase's time and the steps' estimated times.
+/// - `fsync-placement`: what `fdatasync` costs after writing 1, 13 or 60 pages at random places
+///   or side by side (`--count` rounds each; see `ProbePlacement.swift`).
+/// - `page-placement`: the equal-work floor's durable one-track commits (`--count`) with LMDB's
+///   page reuse as it is, and with a read transaction held to make every commit's pages new
+///   pages side by side at the end of the file.
 struct ProbeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "probe", abstract: "Diagnostic breakdowns behind BENCHMARKS.md (group-commit, child, child-inserts, verify, compaction, small-saves, migration).")
+        commandName: "probe", abstract: "Diagnostic breakdowns behind BENCHMARKS.md (group-commit, child, child-inserts, verify, compaction, small-saves, migration, fsync-placement, page-placement).")
 
-    enum Kind: String, ExpressibleByArgument, CaseIterable { case groupCommit = "group-commit", child, childInserts = "child-inserts", verify, compaction, smallSaves = "small-saves", migration }
+    enum Kind: String, ExpressibleByArgument, CaseIterable { case groupCommit = "group-commit", child, childInserts = "child-inserts", verify, compaction, smallSaves = "small-saves", migration
+        case fsyncPlacement = "fsync-placement", pagePlacement = "page-placement" }
 
-    @Argument(help: "What to measure: group-commit, child, child-inserts, verify, compaction, small-saves or migration.") var kind: Kind
+    @Argument(help: "What to measure: group-commit, child, child-inserts, verify, compaction, small-saves, migration, fsync-placement or page-placement.") var kind: Kind
     @Option(help: "Empty scratch directory (removed afterwards).") var dir: String
     @Option(help: "Schema directory (Schemas/library).") var schema: String
-    @Option(help: "Transactions (group-commit), inserts (child, child-inserts), tracks (verify, compaction, migration) or saves (small-saves).") var count: Int = 2_048
+    @Option(help: "Transactions (group-commit), inserts (child, child-inserts), tracks (verify, compaction, migration), saves (small-saves), rounds (fsync-placement) or commits (page-placement).") var count: Int = 2_048
     @Option(help: "group-commit only: just this number of concurrent savers (with gathering), e.g. to profile it.") var savers: Int?
     @Option(help: "group-commit only: tracks inserted by each save (1; 16 with --savers 1 is what a perfect 16-save group writes).") var recordsPerSave: Int = 1
 
@@ -57,6 +63,8 @@ struct ProbeCommand: AsyncParsableCommand {
         case .compaction: try await compaction(schema, root)
         case .smallSaves: try smallSaves(schema, root)
         case .migration: try await migration(URL(fileURLWithPath: self.schema), root)
+        case .fsyncPlacement: try fsyncPlacement(root)
+        case .pagePlacement: try pagePlacement(schema, root)
         }
     }
 

@@ -1,0 +1,247 @@
+import Foundation
+import Testing
+@testable import Strata
+
+/// Defects found by the session-17 reviews of bad input and of C results, each pinned here:
+/// a broken `current` link no longer deletes the store, `export --output` never replaces a
+/// directory, a rejects file naming an input is refused, a pipe is refused as input, a huge
+/// `--limit` or a deeply nested `--where` no longer traps, dates are read strictly and written
+/// back exactly (milliseconds, dates before 1582), CSV quotes a CRLF, a failed write to stdout
+/// exits 74.
+@Suite struct ReviewFindingsTests {
+    /// A store made by `storectl init` holding the sample library's genres.
+    func storeWithGenres() throws -> (dir: URL, store: String) {
+        let dir = temporaryDirectory("review")
+        let store = dir.appendingPathComponent("store").path
+        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let input = dir.appendingPathComponent("genres.ndjson")
+        try Data((0..<5).map { "{\"entity\":\"Genre\",\"name\":\"g\($0)\"}\n" }.joined().utf8).write(to: input)
+        let r = try storectl("import", store, input.path, "--quiet")
+        #expect(r.status == 0, "\(r.stderr)")
+        return (dir, store)
+    }
+
+    func genreCount(_ store: String) throws -> String {
+        try storectl("query", store, "--entity", "Genre", "--count").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    func generations(_ store: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: store)) ?? []).filter { $0.hasPrefix("gen-") }.sorted()
+    }
+
+    /// `current` pointing at a generation that does not exist: every opener refuses the store
+    /// (exit 66, naming `current`) and removes nothing; with the link restored, the data is there.
+    /// Before, a read-write open removed every generation but the missing one: the data.
+    @Test func aDanglingCurrentLinkIsRefusedAndNothingIsRemoved() throws {
+        let (dir, store) = try storeWithGenres()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let live = generations(store)
+        let current = store + "/current"
+        let target = try FileManager.default.destinationOfSymbolicLink(atPath: current)
+        try FileManager.default.removeItem(atPath: current)
+        try FileManager.default.createSymbolicLink(atPath: current, withDestinationPath: "gen-00000000000000ff")
+        let input = dir.appendingPathComponent("genres.ndjson").path
+        let initAgain = try storectl("init", store, "--schema", librarySchemaDirectory.path)
+        #expect(initAgain.status == 73, "\(initAgain.status) \(initAgain.stderr)")
+        #expect(initAgain.stderr.contains("a store already exists here"), "\(initAgain.stderr)")
+        for args in [["import", store, input, "--quiet"], ["compact", store], ["info", store]] {
+            let r = try storectl(args)
+            #expect(r.status == 66, "\(args[0]): \(r.status) \(r.stderr)")
+            #expect(r.stderr.contains("`current` points at gen-00000000000000ff"), "\(r.stderr)")
+            #expect(generations(store) == live, "\(args[0]) removed a generation")
+        }
+        #expect(throws: StrataError.self) { try Store.open(at: URL(fileURLWithPath: store), schema: try librarySchema()) }
+        #expect(generations(store) == live)
+        try FileManager.default.removeItem(atPath: current)
+        try FileManager.default.createSymbolicLink(atPath: current, withDestinationPath: target)
+        #expect(try genreCount(store) == "5")
+    }
+
+    /// No `current` while a generation holds data (the link was removed): refused, never a new
+    /// empty store created over it (`init` used to adopt or re-create it).
+    @Test func aMissingCurrentBesideDataIsRefused() throws {
+        let (dir, store) = try storeWithGenres()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let current = store + "/current"
+        let target = try FileManager.default.destinationOfSymbolicLink(atPath: current)
+        try FileManager.default.removeItem(atPath: current)
+        let r = try storectl("init", store, "--schema", librarySchemaDirectory.path)
+        #expect(r.status == 66, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("`current` is missing but \(target) holds a store's data"), "\(r.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: current))
+        #expect(throws: StrataError.self) { try Store.open(at: URL(fileURLWithPath: store), schema: try librarySchema()) }
+        try FileManager.default.createSymbolicLink(atPath: current, withDestinationPath: target)
+        #expect(try genreCount(store) == "5")
+    }
+
+    /// `current` that is a regular file, not a link: refused, not taken for a missing one.
+    @Test func aCurrentThatIsNotALinkIsRefused() throws {
+        let (dir, store) = try storeWithGenres()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let current = store + "/current"
+        let target = try FileManager.default.destinationOfSymbolicLink(atPath: current)
+        try FileManager.default.removeItem(atPath: current)
+        #expect(FileManager.default.createFile(atPath: current, contents: Data("x".utf8)))
+        let r = try storectl("info", store)
+        #expect(r.status == 66, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("`current` is not a symbolic link"), "\(r.stderr)")
+        try FileManager.default.removeItem(atPath: current)
+        try FileManager.default.createSymbolicLink(atPath: current, withDestinationPath: target)
+        #expect(try genreCount(store) == "5")
+    }
+
+    /// `export --output` naming a directory (here the store itself) exits 73 and leaves the
+    /// directory as it was; it used to remove it and write the export in its place. A file is
+    /// replaced whole, with no `.partial-` file left.
+    @Test func exportNeverReplacesADirectory() throws {
+        let (dir, store) = try storeWithGenres()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let before = generations(store)
+        let r = try storectl("export", store, "--entity", "Genre", "--output", store)
+        #expect(r.status == 73, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("is a directory"), "\(r.stderr)")
+        #expect(generations(store) == before)
+        #expect(try genreCount(store) == "5")
+        let other = dir.appendingPathComponent("out/sub")
+        try FileManager.default.createDirectory(at: other, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: other.appendingPathComponent("keep").path, contents: Data("k".utf8)))
+        #expect(try storectl("export", store, "--entity", "Genre", "--output", dir.appendingPathComponent("out").path).status == 73)
+        #expect(FileManager.default.fileExists(atPath: other.appendingPathComponent("keep").path))
+        let file = dir.appendingPathComponent("g.ndjson").path
+        #expect(FileManager.default.createFile(atPath: file, contents: Data("old\n".utf8)))
+        #expect(try storectl("export", store, "--entity", "Genre", "--output", file).status == 0)
+        #expect(try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").count == 5)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).allSatisfy { !$0.contains(".partial-") })
+    }
+
+    /// `--rejects` naming one of the inputs is a usage error (64) and leaves the input whole;
+    /// the rejects file is created only once the input is validated, so a failed import leaves
+    /// none behind.
+    @Test func aRejectsFileNamingAnInputIsRefused() throws {
+        let (dir, store) = try storeWithGenres()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("genres.ndjson").path
+        let original = try String(contentsOfFile: input, encoding: .utf8)
+        let r = try storectl("import", store, input, "--continue-on-error", "--rejects", input, "--quiet")
+        #expect(r.status == 64, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("one of the inputs"), "\(r.stderr)")
+        #expect(try String(contentsOfFile: input, encoding: .utf8) == original)
+        let rejects = dir.appendingPathComponent("rejects.ndjson").path
+        let missing = try storectl("import", dir.appendingPathComponent("no-store").path, input, "--continue-on-error", "--rejects", rejects)
+        #expect(missing.status == 66, "\(missing.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: rejects))
+    }
+
+    /// A pipe (or a directory) as input: exit 66 with the reason, nothing written. The import
+    /// reads its input twice, so a pipe used to be read empty the second time: exit 0, "imported
+    /// 0 records".
+    @Test func aPipeOrADirectoryAsInputIsRefused() throws {
+        let (dir, store) = try storeWithGenres()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let r = try storectl("import", store, "/dev/stdin", "--format", "ndjson", "--quiet", stdin: "{\"entity\":\"Genre\",\"name\":\"piped\"}\n")
+        #expect(r.status == 66, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("not a regular file"), "\(r.stderr)")
+        let d = try storectl("import", store, dir.path, "--quiet")
+        #expect(d.status == 66, "\(d.status) \(d.stderr)")
+        #expect(d.stderr.contains("is a directory"), "\(d.stderr)")
+        #expect(try genreCount(store) == "5")
+    }
+
+    /// A limit near `Int.max` with an offset, with or without a sort: the window, not an
+    /// arithmetic-overflow trap.
+    @Test func aHugeLimitWithAnOffsetIsAWindow() throws {
+        let (dir, store) = try storeWithGenres()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for sort in [[], ["--sort", "name"]] {
+            let r = try storectl(["query", store, "--entity", "Genre", "--offset", "2", "--limit", "\(Int.max)", "--json"] + sort)
+            #expect(r.status == 0, "\(r.status) \(r.stderr)")
+            #expect(r.stdout.components(separatedBy: "\"entity\"").count - 1 == 3, "\(r.stdout)")
+        }
+    }
+
+    /// `--where` nested deeper than ``PredicateParser/maxNesting`` is a usage error (it overflowed
+    /// the stack: SIGSEGV); up to the limit it parses.
+    @Test func aDeeplyNestedFilterIsRefused() throws {
+        let (dir, store) = try storeWithGenres()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let deep = String(repeating: "not ", count: 3_000) + "name == \"g1\""
+        let r = try storectl("query", store, "--entity", "Genre", "--where", deep)
+        #expect(r.status == 64, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("nested more than \(PredicateParser.maxNesting) levels"), "\(r.stderr)")
+        let parens = String(repeating: "(", count: 100) + "name == \"g1\"" + String(repeating: ")", count: 100)
+        #expect(try storectl("query", store, "--entity", "Genre", "--where", parens).status == 64)
+        let ok = String(repeating: "not ", count: PredicateParser.maxNesting) + "name == \"g1\""
+        let fine = try storectl("query", store, "--entity", "Genre", "--where", ok, "--count")
+        #expect(fine.status == 0, "\(fine.stderr)")
+        #expect(fine.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1")
+    }
+
+    /// A command whose output cannot be written (`> /dev/full`) exits 74 with the reason; it
+    /// exited 0.
+    @Test func aFailedWriteToStandardOutputExits74() throws {
+        let (dir, store) = try storeWithGenres()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for command in ["info", "query"] {
+            let extra = command == "query" ? " --entity Genre --json" : ""
+            let r = try run("/bin/sh", ["-c", "'\(storectlPath)' \(command) '\(store)'\(extra) > /dev/full"])
+            #expect(r.status == 74, "\(command): \(r.status) \(r.stderr)")
+            #expect(r.stderr.contains("cannot write to standard output"), "\(r.stderr)")
+        }
+    }
+
+    /// CSV: a value holding CRLF is quoted on export (a `"\r\n"` pair is one Swift `Character`
+    /// and was missed) and read back with its CRLF.
+    @Test func csvKeepsACarriageReturnLineFeedInAValue() throws {
+        let dir = temporaryDirectory("review-csv")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s").path
+        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let csv = dir.appendingPathComponent("Genre.csv")
+        try Data("name\r\n\"cr\r\nlf\"\r\nplain\r\n".utf8).write(to: csv)
+        #expect(try storectl("import", store, csv.path, "--quiet").status == 0)
+        let names = try storectl("query", store, "--entity", "Genre", "--json").stdout
+        #expect(names.contains("cr\\r\\nlf"), "\(names)")
+        let exported = try storectl("export", store, "--entity", "Genre", "--format", "csv").stdout
+        #expect(exported.contains("\"cr\r\nlf\""), "\(exported.debugDescription)")
+        // The header and two records' lines: four line feeds, one of them inside the quoted value.
+        #expect(exported.utf8.filter { $0 == 0x0A }.count == 4, "\(exported.debugDescription)")
+    }
+
+    /// Impossible dates are refused (they used to roll over: February 29th 2023 read as March
+    /// 1st), and every date is written back as it was read: milliseconds exactly (`.001` was
+    /// written `.000`), dates before 1582 (they shifted by the Julian calendar's days), years
+    /// outside 0000–9999 with a sign.
+    @Test func datesAreReadStrictlyAndWrittenBackExactly() {
+        for bad in ["2023-02-29T00:00:00Z", "2024-04-31T00:00:00Z", "2024-01-01T24:00:00Z", "2024-01-01T00:60:00Z",
+                    "2024-01-01T00:00:60Z", "2024-00-01T00:00:00Z", "2024-01-00T00:00:00Z", "2024-01-01T00:00:00",
+                    "2024-01-01T00:00:00.Z", "2024-01-01T00:00:00.1234567890Z", "2024-01-01T00:00:00+24:00", "2024-01-01",
+                    "+999-01-01T00:00:00Z", "2024-01-01T00:00:00Zjunk", ""] {
+            #expect(ISO8601.date(from: bad) == nil, "\(bad)")
+        }
+        for text in ["2024-02-29T12:00:00Z", "1500-01-01T00:00:00Z", "0001-01-01T00:00:00Z", "0000-03-01T00:00:00Z",
+                     "2024-01-01T00:00:00.001Z", "2024-01-01T00:00:00.007Z", "1969-12-31T23:59:59.999Z",
+                     "9999-12-31T23:59:59.999Z", "+10000-01-01T00:00:00Z", "-0001-12-31T00:00:00Z", "1582-10-04T00:00:00Z"] {
+            guard let d = ISO8601.date(from: text) else {
+                Issue.record("\(text) not read")
+                continue
+            }
+            #expect(ISO8601.string(from: d) == text)
+        }
+        #expect(ISO8601.date(from: "2024-05-01T14:00:00+02:00") == Date(timeIntervalSince1970: 1_714_564_800))
+        #expect(ISO8601.date(from: "2024-05-01T10:30:00-0130") == Date(timeIntervalSince1970: 1_714_564_800))
+        #expect(ISO8601.string(from: Date(timeIntervalSince1970: 0.0004)) == "1970-01-01T00:00:00Z")
+        #expect(ISO8601.string(from: Date(timeIntervalSince1970: 59.9996)) == "1970-01-01T00:01:00Z")
+        // The day arithmetic against Foundation's Gregorian calendar, where both agree (after 1582).
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        var rng = SeededGenerator(seed: 17)
+        for _ in 0..<2_000 {
+            let seconds = Double(Int64.random(in: -12_000_000_000...250_000_000_000, using: &rng))
+            let date = Date(timeIntervalSince1970: seconds)
+            let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
+            let expected = String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", c.year!, c.month!, c.day!, c.hour!, c.minute!, c.second!)
+            #expect(ISO8601.string(from: date) == expected)
+            #expect(ISO8601.date(from: expected) == date)
+        }
+    }
+}
