@@ -245,3 +245,106 @@ import Testing
         }
     }
 }
+
+/// The smaller contract mismatches of the same review: where a failure is reported, with which
+/// exit code and in whose words.
+@Suite struct ReviewFindingsMessageTests {
+    /// A unique key longer than LMDB's key limit is a bad record found by validation, at its
+    /// line, with nothing written; it used to fail the save after the batches before it had been
+    /// committed, with no line.
+    @Test func aUniqueKeyOverTheKeyLimitIsFoundAtValidation() throws {
+        let dir = temporaryDirectory("review-unique")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s").path
+        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let input = dir.appendingPathComponent("in.ndjson")
+        let long = String(repeating: "x", count: 600)
+        try Data("{\"entity\":\"Genre\",\"name\":\"a\"}\n{\"entity\":\"Genre\",\"name\":\"b\"}\n{\"entity\":\"Genre\",\"name\":\"\(long)\"}\n".utf8).write(to: input)
+        let r = try storectl("import", store, input.path, "--batch", "1", "--quiet")
+        #expect(r.status == 65, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("in.ndjson:3: name: unique key of 605 bytes exceeds LMDB's 511-byte key limit"), "\(r.stderr)")
+        #expect(try storectl("query", store, "--entity", "Genre", "--count").stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+    }
+
+    /// `init` where the directory cannot be made exits 73 (it exited 66, "not a store") and says
+    /// why in `strerror`'s words; an unreadable schema says why too (it printed "NSCocoaErrorDomain
+    /// error 256").
+    @Test func unmakeableDirectoriesAndUnreadableSchemasSayWhy() throws {
+        let dir = temporaryDirectory("review-init")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("a-file").path
+        #expect(FileManager.default.createFile(atPath: file, contents: Data("x".utf8)))
+        let r = try storectl("init", file + "/store", "--schema", librarySchemaDirectory.path)
+        #expect(r.status == 73, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("\(file) is not a directory"), "\(r.stderr)")
+        let schemas = dir.appendingPathComponent("schemas/v1.json")
+        try FileManager.default.createDirectory(at: schemas, withIntermediateDirectories: true)
+        let s = try storectl("init", dir.appendingPathComponent("s").path, "--schema", schemas.deletingLastPathComponent().path)
+        #expect(s.status == 65, "\(s.status) \(s.stderr)")
+        #expect(s.stderr.contains("v1.json: cannot read file (is a directory)"), "\(s.stderr)")
+        let notDir = try storectl("init", dir.appendingPathComponent("t").path, "--schema", file)
+        #expect(notDir.stderr.contains("cannot read schema directory (not a directory)"), "\(notDir.stderr)")
+        #expect(!notDir.stderr.contains("NSCocoaErrorDomain"))
+    }
+}
+
+/// Whether `mdb_load` (lmdb-utils) is installed: the corrupt-entry tests write their damage with it.
+let mdbLoadAvailable = (try? run("/usr/bin/env", ["sh", "-c", "command -v mdb_load"]))?.status == 0
+
+/// Entries of the index databases carry no checksum: a damaged one must be an error naming the
+/// database, never a trap (a `uniques` value of the wrong size reached a precondition, and a
+/// count of the wrong size decoded as an error without saying which).
+@Suite struct CorruptIndexEntryTests {
+    func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+
+    /// Puts `key` → `value` into database `name` of the store's live generation with `mdb_load`.
+    func damage(_ store: URL, database name: String, key: [UInt8], value: [UInt8]) throws {
+        let generation = dataFile(ofStore: store).deletingLastPathComponent().path
+        let dump = "VERSION=3\nformat=bytevalue\ndatabase=\(name)\ntype=btree\nHEADER=END\n \(hex(key))\n \(hex(value))\nDATA=END\n"
+        let input = store.deletingLastPathComponent().appendingPathComponent("damage.txt")
+        try Data(dump.utf8).write(to: input)
+        let r = try run("/usr/bin/env", ["mdb_load", "-f", input.path, "-s", name, generation])
+        #expect(r.status == 0, "mdb_load: \(r.stderr)")
+    }
+
+    @Test(.enabled(if: mdbLoadAvailable, "needs mdb_load (lmdb-utils)"))
+    func aUniqueValueOfTheWrongSizeIsAnErrorNotATrap() throws {
+        let dir = temporaryDirectory("corrupt-unique")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s")
+        #expect(try storectl("init", store.path, "--schema", librarySchemaDirectory.path).status == 0)
+        let schema = try librarySchema()
+        let genre = try #require(schema.entity(named: "Genre"))
+        var values = [Value](repeating: .null, count: genre.attributes.count)
+        values[try #require(genre.attribute(named: "name")).index] = .string("g1")
+        let key = try #require(try Layout.uniqueKey(genre.uniques[0], record: values, entity: genre, id: ObjectID.make(entityTag: genre.tag)))
+        try damage(store, database: "uniques", key: key, value: [1, 2, 3])
+        let input = dir.appendingPathComponent("g.ndjson")
+        try Data("{\"entity\":\"Genre\",\"name\":\"g1\"}\n".utf8).write(to: input)
+        let r = try storectl("import", store.path, input.path, "--quiet")
+        #expect(r.status == 65, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("uniques: 3 bytes where an object id's 16 are stored"), "\(r.stderr)")
+        let q = try storectl("query", store.path, "--entity", "Genre", "--where", "name == \"g1\"")
+        #expect(q.status == 65, "\(q.status) \(q.stderr)")
+        #expect(!q.stderr.contains("Fatal error") && !q.stderr.contains("crashed"), "\(q.stderr)")
+    }
+
+    @Test(.enabled(if: mdbLoadAvailable, "needs mdb_load (lmdb-utils)"))
+    func aCountOfTheWrongSizeIsAnErrorNamingIt() throws {
+        let dir = temporaryDirectory("corrupt-count")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s")
+        #expect(try storectl("init", store.path, "--schema", librarySchemaDirectory.path).status == 0)
+        let genre = try #require(try librarySchema().entity(named: "Genre"))
+        // Format 2 keeps the counts in LMDB's main database, which mdb_load -s cannot name: the
+        // damage goes in as a two-byte value through a raw environment instead.
+        let generation = dataFile(ofStore: store).deletingLastPathComponent().path
+        let options = LMDBOptions(mapSizeBytes: 64 << 20, maxMapSizeBytes: 1 << 30, maxReaders: 8, readOnly: false, noSync: false, noLock: false)
+        let env = try LMDBEnvironment(path: generation, options: options)
+        try env.write { txn in try txn.put(env[.counts], key: MetaKey.count(genre.tag), value: [0, 1]) }
+        env.close()
+        let r = try storectl("query", store.path, "--entity", "Genre", "--count")
+        #expect(r.status == 65, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("the object count of entity tag \(genre.tag) is 2 bytes, not 8"), "\(r.stderr)")
+    }
+}

@@ -93,6 +93,18 @@ public struct ObjectID: Hashable, Comparable, Sendable, CustomStringConvertible 
         withUnsafeBytes(of: low.bigEndian) { bytes.append(contentsOf: $0) }
     }
 
+    /// An id read from the store where one must be: exactly 16 bytes (a `uniques` value, an
+    /// object's key), or the last 16 bytes of a key (`links`, `indexes`), checked first. A
+    /// corrupt entry is ``StrataError/corruptRecord(id:reason:)`` (naming `owner` when known),
+    /// never a trap.
+    static func stored(_ b: UnsafeRawBufferPointer, exactly: Bool = true, in database: String, owner: ObjectID? = nil) throws -> ObjectID {
+        guard exactly ? b.count == 16 : b.count >= 16 else {
+            throw StrataError.corruptRecord(id: owner ?? ObjectID(high: 0, low: 0),
+                                            reason: "\(database): \(b.count) bytes where an object id's 16 are stored")
+        }
+        return ObjectID(keyBytes: exactly ? b : UnsafeRawBufferPointer(rebasing: b[(b.count - 16)...]))
+    }
+
     init(keyBytes b: UnsafeRawBufferPointer) {
         precondition(b.count >= 16, "object id needs 16 bytes")
         var r = ByteReader(b)

@@ -13,7 +13,7 @@ extension ReadView {
         let path = plan(e, predicate)
         if case .scan = path {
             try txn.scan(env[.objects], prefix: Layout.entityPrefix(e.tag)) { key, value in
-                let id = ObjectID(keyBytes: key)
+                let id = try ObjectID.stored(key, in: "objects")
                 return try visit(try RecordCodec.decode(value, id: id, schema: schema))
             }
             return
@@ -103,7 +103,7 @@ extension ReadView {
         let db = index.isUnique ? env[.uniques] : env[.indexes]
         try txn.scan(db, from: start, prefix: prefix) { key, value in
             if let stop, !key.starts(with: stop), Value.compareBytes(key, stop) > 0 { return false }
-            ids.append(index.isUnique ? ObjectID(keyBytes: value) : ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: key[(key.count - 16)...])))
+            ids.append(index.isUnique ? try ObjectID.stored(value, in: "uniques") : try ObjectID.stored(key, exactly: false, in: "indexes"))
             return true
         }
         // Entries come in value order; visiting in id order keeps unsorted results deterministic.

@@ -17,6 +17,8 @@ struct ReadView: ObjectSource {
     func targets(_ tag: UInt16, from id: ObjectID) throws -> [ObjectID] {
         var result: [ObjectID] = []
         try txn.scan(env[.links], prefix: Layout.linkPrefix(tag, id)) { key, _ in
+            // tag (2) + from (16) + to (16)
+            guard key.count == 34 else { throw StrataError.corruptRecord(id: id, reason: "links: a key of \(key.count) bytes (34 expected)") }
             result.append(ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: key[18..<34])))
             return true
         }
@@ -37,8 +39,7 @@ struct ReadView: ObjectSource {
     /// Live objects of an entity (kept in ``DatabaseName/counts``, O(1)).
     func objectCount(_ entity: EntityDescription) throws -> Int {
         try txn.withValue(env[.counts], key: MetaKey.count(entity.tag)) { b -> Int in
-            var r = ByteReader(b)
-            return Int(try r.u64())
+            try MetaKey.countValue(b, entity.tag)
         } ?? 0
     }
 
@@ -55,7 +56,7 @@ extension ReadView {
             var key = Layout.u16(e.uniques[c].tag)
             for v in values { SortableEncoding.encode(v, into: &key) }
             guard key.count <= LMDBLimits.maxKeyBytes else { return nil }
-            return try txn.withValue(env[.uniques], key: key) { ObjectID(keyBytes: $0) }
+            return try txn.withValue(env[.uniques], key: key) { try ObjectID.stored($0, in: "uniques") }
         }
     }
 }
@@ -70,6 +71,6 @@ extension ReadView {
     }
 
     func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? {
-        try txn.withValue(env[.uniques], key: key) { ObjectID(keyBytes: $0) }
+        try txn.withValue(env[.uniques], key: key) { try ObjectID.stored($0, in: "uniques") }
     }
 }

@@ -123,6 +123,19 @@ enum MetaKey {
     /// Live objects of an entity (u64): "count/" + entity tag, in ``DatabaseName/counts``.
     static func count(_ tag: UInt16) -> [UInt8] { countPrefix + Layout.u16(tag) }
     static let countPrefix = Array("count/".utf8)
+    /// A stored count value: eight bytes, at most `Int.max`; anything else is
+    /// ``StrataError/corruptRecord(id:reason:)`` (a corrupt count used to trap or decode as 0).
+    static func countValue(_ b: UnsafeRawBufferPointer, _ tag: UInt16) throws -> Int {
+        guard b.count == 8 else {
+            throw StrataError.corruptRecord(id: ObjectID(high: UInt64(tag) << 48, low: 0), reason: "the object count of entity tag \(tag) is \(b.count) bytes, not 8")
+        }
+        var r = ByteReader(b)
+        let v = try r.u64()
+        guard v <= UInt64(Int.max) else {
+            throw StrataError.corruptRecord(id: ObjectID(high: UInt64(tag) << 48, low: 0), reason: "the object count of entity tag \(tag) is \(v)")
+        }
+        return Int(v)
+    }
     /// Runs `body` with the ``count(_:)`` key of `tag` in a stack buffer (the save path's
     /// count update allocates nothing for it).
     @inline(__always)

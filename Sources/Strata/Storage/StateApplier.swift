@@ -62,6 +62,8 @@ struct StateApplier: StateStore {
     func targets(_ tag: UInt16, from: ObjectID) throws -> [ObjectID] {
         var result: [ObjectID] = []
         try txn.scan(env[.links], prefix: Layout.linkPrefix(tag, from)) { key, _ in
+            // tag (2) + from (16) + to (16)
+            guard key.count == 34 else { throw StrataError.corruptRecord(id: from, reason: "links: a key of \(key.count) bytes (34 expected)") }
             result.append(ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: key[18..<34])))
             return true
         }
@@ -74,7 +76,7 @@ struct StateApplier: StateStore {
 
     /// The object holding unique key `key`, if any.
     func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? {
-        try txn.withValue(env[.uniques], key: key) { ObjectID(keyBytes: $0) }
+        try txn.withValue(env[.uniques], key: key) { try ObjectID.stored($0, in: "uniques") }
     }
 
     mutating func apply(_ change: LoggedChange) throws {
@@ -216,10 +218,10 @@ struct StateApplier: StateStore {
         for (tag, delta) in countDeltas where delta != 0 {
             // Key and value on the stack: a save's count update allocates nothing.
             try MetaKey.withCountKey(tag) { key in
-                let current = try txn.withValue(env[.counts], key: key) { b -> Int in
-                    var r = ByteReader(b)
-                    return Int(try r.u64())
-                } ?? 0
+                let current = try txn.withValue(env[.counts], key: key) { b -> Int in try MetaKey.countValue(b, tag) } ?? 0
+                // Below zero only when the count was already wrong (a store whose counts were
+                // lost, or a rebuild replaying deletes of objects from before its horizon):
+                // kept at zero, and `verify` reports a count that differs from the objects.
                 let value = UInt64(max(0, current + delta)).bigEndian
                 try withUnsafeBytes(of: value) { try txn.put(env[.counts], key: key, value: $0) }
             }
