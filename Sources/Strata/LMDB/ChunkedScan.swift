@@ -126,6 +126,21 @@ extension LMDBEnvironment {
     func copyDirect(_ name: DatabaseName, from source: LMDBTransaction, sourceEnv: LMDBEnvironment,
                     into destination: DatabaseName?, start: [UInt8]?, until stop: [UInt8]?,
                     batchBytes: Int = 4 << 20) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
+        do {
+            return try copyDirectUnchecked(name, from: source, sourceEnv: sourceEnv, into: destination, start: start, until: stop, batchBytes: batchBytes)
+        } catch let e as LMDBError where e.code == MDB_KEYEXIST || e.code == MDB_BAD_VALSIZE {
+            // Appending in key order fails only when the source yields keys out of order or of
+            // an impossible size: its B-tree is damaged (LMDB keys carry no checksum).
+            throw StrataError.corruptRecord(id: ObjectID(high: 0, low: 0),
+                                            reason: "\(name.rawValue): the store being copied has keys out of order or of an impossible size (a damaged B-tree; `storectl verify` reports what else is wrong): \(e)")
+        }
+    }
+
+    /// ``copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)`` without the translation of
+    /// a damaged source's LMDB errors.
+    private func copyDirectUnchecked(_ name: DatabaseName, from source: LMDBTransaction, sourceEnv: LMDBEnvironment,
+                                     into destination: DatabaseName?, start: [UInt8]?, until stop: [UInt8]?,
+                                     batchBytes: Int) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
         precondition(batchBytes > 0, "a copy's batch must be positive")
         precondition(name != .counts && destination != .counts, "counts are copied key by key (the main database holds LMDB's records too)")
         precondition(sourceEnv !== self, "a direct copy into the environment it reads")

@@ -68,7 +68,11 @@ struct LMDBTransaction {
 
         /// Appends `key` (after every key in the database) with `value`.
         func append(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws {
-            precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes, "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")
+            // The keys come from another store (a compaction's copy): a size LMDB cannot hold is
+            // a damaged source, reported as LMDB would (MDB_BAD_VALSIZE), not a trap.
+            guard key.count > 0 && key.count <= LMDBLimits.maxKeyBytes else {
+                throw LMDBError(code: MDB_BAD_VALSIZE, operation: "mdb_cursor_put(\(db.name), MDB_APPEND) of a \(key.count)-byte key")
+            }
             var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
             var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
             try lmdbCheck(mdb_cursor_put(cursor, &k, &v, UInt32(MDB_APPEND)), "mdb_cursor_put(\(db.name), MDB_APPEND)")

@@ -23,7 +23,9 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
     case schemaChanged(version: Int, model: String)
     /// A Swift entity type does not match the schema.
     case entityMismatch(type: String, reason: String)
-    /// A state record failed its checksum or does not decode.
+    /// A state record failed its checksum or does not decode, or an entry of the index
+    /// databases (`uniques`, `links`, `indexes`, counts) is damaged; `id` is the object it
+    /// concerns, or all zeros when the entry names none.
     case corruptRecord(id: ObjectID, reason: String)
     /// A log entry failed its checksum or does not decode.
     case corruptLogEntry(transaction: TransactionID, reason: String)
@@ -76,7 +78,8 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
             return "store is at \(m) v\(s), newer than the app's v\(a): it was written by a newer version of the app"
         case .schemaChanged(let v, let m): return "the app's \(m) v\(v) schema differs from the one the store was created with; give changed schemas a new version"
         case .entityMismatch(let t, let r): return "Swift type \(t) does not match the schema: \(r)"
-        case .corruptRecord(let id, let r): return "corrupt state record \(id): \(r)"
+        // The zero id stands for an entry of the index databases that names no object.
+        case .corruptRecord(let id, let r): return id == ObjectID(high: 0, low: 0) ? "corrupt store entry: \(r)" : "corrupt state record \(id): \(r)"
         case .corruptLogEntry(let tx, let r): return "corrupt log entry for transaction \(tx): \(r)"
         case .validation(let f): return f.description
         case .storeFull(let m): return "store is full: the map reached its maximum of \(m) bytes"
