@@ -4,295 +4,295 @@ import Foundation
 import Strata
 
 /// `Artist` of the library schema, version 2.
-public struct Artist: Entity, Hashable {
+public struct Artist: Strata.Entity, Swift.Hashable {
     public static let entityName = "Artist"
-    public static let entityTag: UInt16 = 1
+    public static let entityTag: Swift.UInt16 = 1
 
     /// The permanent object id.
-    public var id: ObjectID
-    public var mbid: UUID
-    public var name: String
-    public var sortName: String?
-    public var country: String?
-    public var foundedYear: String?
+    public var id: Strata.ObjectID
+    public var mbid: Foundation.UUID
+    public var name: Swift.String
+    public var sortName: Swift.String?
+    public var country: Swift.String?
+    public var foundedYear: Swift.String?
 
     /// A new object with a fresh permanent id.
-    public init(id: ObjectID = ObjectID.make(entityTag: 1), mbid: UUID, name: String, sortName: String? = nil, country: String? = nil, foundedYear: String? = nil) {
+    public init(id: Strata.ObjectID = Strata.ObjectID.make(entityTag: 1), mbid value0: Foundation.UUID, name value1: Swift.String, sortName value2: Swift.String? = nil, country value3: Swift.String? = nil, foundedYear value4: Swift.String? = nil) {
         self.id = id
-        self.mbid = mbid
-        self.name = name
-        self.sortName = sortName
-        self.country = country
-        self.foundedYear = foundedYear
+        self.mbid = value0
+        self.name = value1
+        self.sortName = value2
+        self.country = value3
+        self.foundedYear = value4
     }
 
     // MARK: Keys
 
-    public static let mbid = Attribute<Artist, UUID>(name: "mbid", index: 0)
-    public static let name = Attribute<Artist, String>(name: "name", index: 1)
-    public static let sortName = Attribute<Artist, String?>(name: "sortName", index: 2)
-    public static let country = Attribute<Artist, String?>(name: "country", index: 3)
-    public static let foundedYear = Attribute<Artist, String?>(name: "foundedYear", index: 4)
-    public static let albums = ToMany<Artist, Album>(name: "albums", tag: 257)
+    public static let mbid = Strata.Attribute<Artist, Foundation.UUID>(name: "mbid", index: 0)
+    public static let name = Strata.Attribute<Artist, Swift.String>(name: "name", index: 1)
+    public static let sortName = Strata.Attribute<Artist, Swift.String?>(name: "sortName", index: 2)
+    public static let country = Strata.Attribute<Artist, Swift.String?>(name: "country", index: 3)
+    public static let foundedYear = Strata.Attribute<Artist, Swift.String?>(name: "foundedYear", index: 4)
+    public static let albums = Strata.ToMany<Artist, Album>(name: "albums", tag: 257)
 
-    public static let attributeDeclarations: [AttributeDeclaration] = [
-        AttributeDeclaration(name: "mbid", type: .uuid, isOptional: false),
-        AttributeDeclaration(name: "name", type: .string, isOptional: false),
-        AttributeDeclaration(name: "sortName", type: .string, isOptional: true),
-        AttributeDeclaration(name: "country", type: .string, isOptional: true),
-        AttributeDeclaration(name: "foundedYear", type: .string, isOptional: true),
+    public static let attributeDeclarations: [Strata.AttributeDeclaration] = [
+        Strata.AttributeDeclaration(name: "mbid", type: .uuid, isOptional: false),
+        Strata.AttributeDeclaration(name: "name", type: .string, isOptional: false),
+        Strata.AttributeDeclaration(name: "sortName", type: .string, isOptional: true),
+        Strata.AttributeDeclaration(name: "country", type: .string, isOptional: true),
+        Strata.AttributeDeclaration(name: "foundedYear", type: .string, isOptional: true),
     ]
-    public static let relationshipDeclarations: [RelationshipDeclaration] = [
-        RelationshipDeclaration(name: "albums", destination: "Album", isToMany: true),
+    public static let relationshipDeclarations: [Strata.RelationshipDeclaration] = [
+        Strata.RelationshipDeclaration(name: "albums", destination: "Album", isToMany: true),
     ]
 
-    public var storedValues: [Value] {
+    public var storedValues: [Strata.Value] {
         [mbid.storedValue, name.storedValue, sortName.storedValue, country.storedValue, foundedYear.storedValue]
     }
 
-    public init(id: ObjectID, storedValues v: [Value]) throws {
-        guard v.count == 5 else { throw StrataError.entityMismatch(type: "Artist", reason: "expected 5 values, got \(v.count)") }
+    public init(id: Strata.ObjectID, storedValues v: [Strata.Value]) throws {
+        guard v.count == 5 else { throw Strata.StrataError.entityMismatch(type: "Artist", reason: "expected 5 values, got \(v.count)") }
         self.id = id
-        self.mbid = try UUID(storedValue: v[0])
-        self.name = try String(storedValue: v[1])
-        self.sortName = try Optional<String>(storedValue: v[2])
-        self.country = try Optional<String>(storedValue: v[3])
-        self.foundedYear = try Optional<String>(storedValue: v[4])
+        self.mbid = try Foundation.UUID(storedValue: v[0])
+        self.name = try Swift.String(storedValue: v[1])
+        self.sortName = try Swift.Optional<Swift.String>(storedValue: v[2])
+        self.country = try Swift.Optional<Swift.String>(storedValue: v[3])
+        self.foundedYear = try Swift.Optional<Swift.String>(storedValue: v[4])
     }
 }
 
 /// `Album` of the library schema, version 2.
-public struct Album: Entity, Hashable {
+public struct Album: Strata.Entity, Swift.Hashable {
     public static let entityName = "Album"
-    public static let entityTag: UInt16 = 2
+    public static let entityTag: Swift.UInt16 = 2
 
     /// The permanent object id.
-    public var id: ObjectID
-    public var mbid: UUID
-    public var title: String
-    public var year: Int?
-    public var releasedAt: Date?
+    public var id: Strata.ObjectID
+    public var mbid: Foundation.UUID
+    public var title: Swift.String
+    public var year: Swift.Int?
+    public var releasedAt: Foundation.Date?
 
     /// A new object with a fresh permanent id.
-    public init(id: ObjectID = ObjectID.make(entityTag: 2), mbid: UUID, title: String, year: Int? = nil, releasedAt: Date? = nil) {
+    public init(id: Strata.ObjectID = Strata.ObjectID.make(entityTag: 2), mbid value0: Foundation.UUID, title value1: Swift.String, year value2: Swift.Int? = nil, releasedAt value3: Foundation.Date? = nil) {
         self.id = id
-        self.mbid = mbid
-        self.title = title
-        self.year = year
-        self.releasedAt = releasedAt
+        self.mbid = value0
+        self.title = value1
+        self.year = value2
+        self.releasedAt = value3
     }
 
     // MARK: Keys
 
-    public static let mbid = Attribute<Album, UUID>(name: "mbid", index: 0)
-    public static let title = Attribute<Album, String>(name: "title", index: 1)
-    public static let year = Attribute<Album, Int?>(name: "year", index: 2)
-    public static let releasedAt = Attribute<Album, Date?>(name: "releasedAt", index: 3)
-    public static let artist = ToOne<Album, Artist>(name: "artist", tag: 513)
-    public static let tracks = ToMany<Album, Track>(name: "tracks", tag: 514)
+    public static let mbid = Strata.Attribute<Album, Foundation.UUID>(name: "mbid", index: 0)
+    public static let title = Strata.Attribute<Album, Swift.String>(name: "title", index: 1)
+    public static let year = Strata.Attribute<Album, Swift.Int?>(name: "year", index: 2)
+    public static let releasedAt = Strata.Attribute<Album, Foundation.Date?>(name: "releasedAt", index: 3)
+    public static let artist = Strata.ToOne<Album, Artist>(name: "artist", tag: 513)
+    public static let tracks = Strata.ToMany<Album, Track>(name: "tracks", tag: 514)
 
-    public static let attributeDeclarations: [AttributeDeclaration] = [
-        AttributeDeclaration(name: "mbid", type: .uuid, isOptional: false),
-        AttributeDeclaration(name: "title", type: .string, isOptional: false),
-        AttributeDeclaration(name: "year", type: .int, isOptional: true),
-        AttributeDeclaration(name: "releasedAt", type: .date, isOptional: true),
+    public static let attributeDeclarations: [Strata.AttributeDeclaration] = [
+        Strata.AttributeDeclaration(name: "mbid", type: .uuid, isOptional: false),
+        Strata.AttributeDeclaration(name: "title", type: .string, isOptional: false),
+        Strata.AttributeDeclaration(name: "year", type: .int, isOptional: true),
+        Strata.AttributeDeclaration(name: "releasedAt", type: .date, isOptional: true),
     ]
-    public static let relationshipDeclarations: [RelationshipDeclaration] = [
-        RelationshipDeclaration(name: "artist", destination: "Artist", isToMany: false),
-        RelationshipDeclaration(name: "tracks", destination: "Track", isToMany: true),
+    public static let relationshipDeclarations: [Strata.RelationshipDeclaration] = [
+        Strata.RelationshipDeclaration(name: "artist", destination: "Artist", isToMany: false),
+        Strata.RelationshipDeclaration(name: "tracks", destination: "Track", isToMany: true),
     ]
 
-    public var storedValues: [Value] {
+    public var storedValues: [Strata.Value] {
         [mbid.storedValue, title.storedValue, year.storedValue, releasedAt.storedValue]
     }
 
-    public init(id: ObjectID, storedValues v: [Value]) throws {
-        guard v.count == 4 else { throw StrataError.entityMismatch(type: "Album", reason: "expected 4 values, got \(v.count)") }
+    public init(id: Strata.ObjectID, storedValues v: [Strata.Value]) throws {
+        guard v.count == 4 else { throw Strata.StrataError.entityMismatch(type: "Album", reason: "expected 4 values, got \(v.count)") }
         self.id = id
-        self.mbid = try UUID(storedValue: v[0])
-        self.title = try String(storedValue: v[1])
-        self.year = try Optional<Int>(storedValue: v[2])
-        self.releasedAt = try Optional<Date>(storedValue: v[3])
+        self.mbid = try Foundation.UUID(storedValue: v[0])
+        self.title = try Swift.String(storedValue: v[1])
+        self.year = try Swift.Optional<Swift.Int>(storedValue: v[2])
+        self.releasedAt = try Swift.Optional<Foundation.Date>(storedValue: v[3])
     }
 }
 
 /// `Track` of the library schema, version 2.
-public struct Track: Entity, Hashable {
+public struct Track: Strata.Entity, Swift.Hashable {
     public static let entityName = "Track"
-    public static let entityTag: UInt16 = 3
+    public static let entityTag: Swift.UInt16 = 3
 
     /// The permanent object id.
-    public var id: ObjectID
-    public var mbid: UUID
-    public var title: String
-    public var durationSeconds: Int
-    public var trackNumber: Int?
-    public var discNumber: Int
-    public var explicit: Bool
-    public var rating: Double?
-    public var isrc: String?
-    public var addedAt: Date
-    public var artworkHash: Data?
-    public var playCount: Int
+    public var id: Strata.ObjectID
+    public var mbid: Foundation.UUID
+    public var title: Swift.String
+    public var durationSeconds: Swift.Int
+    public var trackNumber: Swift.Int?
+    public var discNumber: Swift.Int
+    public var explicit: Swift.Bool
+    public var rating: Swift.Double?
+    public var isrc: Swift.String?
+    public var addedAt: Foundation.Date
+    public var artworkHash: Foundation.Data?
+    public var playCount: Swift.Int
 
     /// A new object with a fresh permanent id.
-    public init(id: ObjectID = ObjectID.make(entityTag: 3), mbid: UUID, title: String, durationSeconds: Int, trackNumber: Int? = nil, discNumber: Int = 1, explicit: Bool = false, rating: Double? = nil, isrc: String? = nil, addedAt: Date, artworkHash: Data? = nil, playCount: Int = 0) {
+    public init(id: Strata.ObjectID = Strata.ObjectID.make(entityTag: 3), mbid value0: Foundation.UUID, title value1: Swift.String, durationSeconds value2: Swift.Int, trackNumber value3: Swift.Int? = nil, discNumber value4: Swift.Int = 1, explicit value5: Swift.Bool = false, rating value6: Swift.Double? = nil, isrc value7: Swift.String? = nil, addedAt value8: Foundation.Date, artworkHash value9: Foundation.Data? = nil, playCount value10: Swift.Int = 0) {
         self.id = id
-        self.mbid = mbid
-        self.title = title
-        self.durationSeconds = durationSeconds
-        self.trackNumber = trackNumber
-        self.discNumber = discNumber
-        self.explicit = explicit
-        self.rating = rating
-        self.isrc = isrc
-        self.addedAt = addedAt
-        self.artworkHash = artworkHash
-        self.playCount = playCount
+        self.mbid = value0
+        self.title = value1
+        self.durationSeconds = value2
+        self.trackNumber = value3
+        self.discNumber = value4
+        self.explicit = value5
+        self.rating = value6
+        self.isrc = value7
+        self.addedAt = value8
+        self.artworkHash = value9
+        self.playCount = value10
     }
 
     // MARK: Keys
 
-    public static let mbid = Attribute<Track, UUID>(name: "mbid", index: 0)
-    public static let title = Attribute<Track, String>(name: "title", index: 1)
-    public static let durationSeconds = Attribute<Track, Int>(name: "durationSeconds", index: 2)
-    public static let trackNumber = Attribute<Track, Int?>(name: "trackNumber", index: 3)
-    public static let discNumber = Attribute<Track, Int>(name: "discNumber", index: 4)
-    public static let explicit = Attribute<Track, Bool>(name: "explicit", index: 5)
-    public static let rating = Attribute<Track, Double?>(name: "rating", index: 6)
-    public static let isrc = Attribute<Track, String?>(name: "isrc", index: 7)
-    public static let addedAt = Attribute<Track, Date>(name: "addedAt", index: 8)
-    public static let artworkHash = Attribute<Track, Data?>(name: "artworkHash", index: 9)
-    public static let playCount = Attribute<Track, Int>(name: "playCount", index: 10)
-    public static let album = ToOne<Track, Album>(name: "album", tag: 769)
-    public static let genre = ToOne<Track, Genre>(name: "genre", tag: 770)
-    public static let playlists = ToMany<Track, Playlist>(name: "playlists", tag: 771)
+    public static let mbid = Strata.Attribute<Track, Foundation.UUID>(name: "mbid", index: 0)
+    public static let title = Strata.Attribute<Track, Swift.String>(name: "title", index: 1)
+    public static let durationSeconds = Strata.Attribute<Track, Swift.Int>(name: "durationSeconds", index: 2)
+    public static let trackNumber = Strata.Attribute<Track, Swift.Int?>(name: "trackNumber", index: 3)
+    public static let discNumber = Strata.Attribute<Track, Swift.Int>(name: "discNumber", index: 4)
+    public static let explicit = Strata.Attribute<Track, Swift.Bool>(name: "explicit", index: 5)
+    public static let rating = Strata.Attribute<Track, Swift.Double?>(name: "rating", index: 6)
+    public static let isrc = Strata.Attribute<Track, Swift.String?>(name: "isrc", index: 7)
+    public static let addedAt = Strata.Attribute<Track, Foundation.Date>(name: "addedAt", index: 8)
+    public static let artworkHash = Strata.Attribute<Track, Foundation.Data?>(name: "artworkHash", index: 9)
+    public static let playCount = Strata.Attribute<Track, Swift.Int>(name: "playCount", index: 10)
+    public static let album = Strata.ToOne<Track, Album>(name: "album", tag: 769)
+    public static let genre = Strata.ToOne<Track, Genre>(name: "genre", tag: 770)
+    public static let playlists = Strata.ToMany<Track, Playlist>(name: "playlists", tag: 771)
 
-    public static let attributeDeclarations: [AttributeDeclaration] = [
-        AttributeDeclaration(name: "mbid", type: .uuid, isOptional: false),
-        AttributeDeclaration(name: "title", type: .string, isOptional: false),
-        AttributeDeclaration(name: "durationSeconds", type: .int, isOptional: false),
-        AttributeDeclaration(name: "trackNumber", type: .int, isOptional: true),
-        AttributeDeclaration(name: "discNumber", type: .int, isOptional: false),
-        AttributeDeclaration(name: "explicit", type: .bool, isOptional: false),
-        AttributeDeclaration(name: "rating", type: .double, isOptional: true),
-        AttributeDeclaration(name: "isrc", type: .string, isOptional: true),
-        AttributeDeclaration(name: "addedAt", type: .date, isOptional: false),
-        AttributeDeclaration(name: "artworkHash", type: .bytes, isOptional: true),
-        AttributeDeclaration(name: "playCount", type: .int, isOptional: false),
+    public static let attributeDeclarations: [Strata.AttributeDeclaration] = [
+        Strata.AttributeDeclaration(name: "mbid", type: .uuid, isOptional: false),
+        Strata.AttributeDeclaration(name: "title", type: .string, isOptional: false),
+        Strata.AttributeDeclaration(name: "durationSeconds", type: .int, isOptional: false),
+        Strata.AttributeDeclaration(name: "trackNumber", type: .int, isOptional: true),
+        Strata.AttributeDeclaration(name: "discNumber", type: .int, isOptional: false),
+        Strata.AttributeDeclaration(name: "explicit", type: .bool, isOptional: false),
+        Strata.AttributeDeclaration(name: "rating", type: .double, isOptional: true),
+        Strata.AttributeDeclaration(name: "isrc", type: .string, isOptional: true),
+        Strata.AttributeDeclaration(name: "addedAt", type: .date, isOptional: false),
+        Strata.AttributeDeclaration(name: "artworkHash", type: .bytes, isOptional: true),
+        Strata.AttributeDeclaration(name: "playCount", type: .int, isOptional: false),
     ]
-    public static let relationshipDeclarations: [RelationshipDeclaration] = [
-        RelationshipDeclaration(name: "album", destination: "Album", isToMany: false),
-        RelationshipDeclaration(name: "genre", destination: "Genre", isToMany: false),
-        RelationshipDeclaration(name: "playlists", destination: "Playlist", isToMany: true),
+    public static let relationshipDeclarations: [Strata.RelationshipDeclaration] = [
+        Strata.RelationshipDeclaration(name: "album", destination: "Album", isToMany: false),
+        Strata.RelationshipDeclaration(name: "genre", destination: "Genre", isToMany: false),
+        Strata.RelationshipDeclaration(name: "playlists", destination: "Playlist", isToMany: true),
     ]
 
-    public var storedValues: [Value] {
+    public var storedValues: [Strata.Value] {
         [mbid.storedValue, title.storedValue, durationSeconds.storedValue, trackNumber.storedValue, discNumber.storedValue, explicit.storedValue, rating.storedValue, isrc.storedValue, addedAt.storedValue, artworkHash.storedValue, playCount.storedValue]
     }
 
-    public init(id: ObjectID, storedValues v: [Value]) throws {
-        guard v.count == 11 else { throw StrataError.entityMismatch(type: "Track", reason: "expected 11 values, got \(v.count)") }
+    public init(id: Strata.ObjectID, storedValues v: [Strata.Value]) throws {
+        guard v.count == 11 else { throw Strata.StrataError.entityMismatch(type: "Track", reason: "expected 11 values, got \(v.count)") }
         self.id = id
-        self.mbid = try UUID(storedValue: v[0])
-        self.title = try String(storedValue: v[1])
-        self.durationSeconds = try Int(storedValue: v[2])
-        self.trackNumber = try Optional<Int>(storedValue: v[3])
-        self.discNumber = try Int(storedValue: v[4])
-        self.explicit = try Bool(storedValue: v[5])
-        self.rating = try Optional<Double>(storedValue: v[6])
-        self.isrc = try Optional<String>(storedValue: v[7])
-        self.addedAt = try Date(storedValue: v[8])
-        self.artworkHash = try Optional<Data>(storedValue: v[9])
-        self.playCount = try Int(storedValue: v[10])
+        self.mbid = try Foundation.UUID(storedValue: v[0])
+        self.title = try Swift.String(storedValue: v[1])
+        self.durationSeconds = try Swift.Int(storedValue: v[2])
+        self.trackNumber = try Swift.Optional<Swift.Int>(storedValue: v[3])
+        self.discNumber = try Swift.Int(storedValue: v[4])
+        self.explicit = try Swift.Bool(storedValue: v[5])
+        self.rating = try Swift.Optional<Swift.Double>(storedValue: v[6])
+        self.isrc = try Swift.Optional<Swift.String>(storedValue: v[7])
+        self.addedAt = try Foundation.Date(storedValue: v[8])
+        self.artworkHash = try Swift.Optional<Foundation.Data>(storedValue: v[9])
+        self.playCount = try Swift.Int(storedValue: v[10])
     }
 }
 
 /// `Genre` of the library schema, version 2.
-public struct Genre: Entity, Hashable {
+public struct Genre: Strata.Entity, Swift.Hashable {
     public static let entityName = "Genre"
-    public static let entityTag: UInt16 = 4
+    public static let entityTag: Swift.UInt16 = 4
 
     /// The permanent object id.
-    public var id: ObjectID
-    public var name: String
+    public var id: Strata.ObjectID
+    public var name: Swift.String
 
     /// A new object with a fresh permanent id.
-    public init(id: ObjectID = ObjectID.make(entityTag: 4), name: String) {
+    public init(id: Strata.ObjectID = Strata.ObjectID.make(entityTag: 4), name value0: Swift.String) {
         self.id = id
-        self.name = name
+        self.name = value0
     }
 
     // MARK: Keys
 
-    public static let name = Attribute<Genre, String>(name: "name", index: 0)
-    public static let tracks = ToMany<Genre, Track>(name: "tracks", tag: 1025)
+    public static let name = Strata.Attribute<Genre, Swift.String>(name: "name", index: 0)
+    public static let tracks = Strata.ToMany<Genre, Track>(name: "tracks", tag: 1025)
 
-    public static let attributeDeclarations: [AttributeDeclaration] = [
-        AttributeDeclaration(name: "name", type: .string, isOptional: false),
+    public static let attributeDeclarations: [Strata.AttributeDeclaration] = [
+        Strata.AttributeDeclaration(name: "name", type: .string, isOptional: false),
     ]
-    public static let relationshipDeclarations: [RelationshipDeclaration] = [
-        RelationshipDeclaration(name: "tracks", destination: "Track", isToMany: true),
+    public static let relationshipDeclarations: [Strata.RelationshipDeclaration] = [
+        Strata.RelationshipDeclaration(name: "tracks", destination: "Track", isToMany: true),
     ]
 
-    public var storedValues: [Value] {
+    public var storedValues: [Strata.Value] {
         [name.storedValue]
     }
 
-    public init(id: ObjectID, storedValues v: [Value]) throws {
-        guard v.count == 1 else { throw StrataError.entityMismatch(type: "Genre", reason: "expected 1 values, got \(v.count)") }
+    public init(id: Strata.ObjectID, storedValues v: [Strata.Value]) throws {
+        guard v.count == 1 else { throw Strata.StrataError.entityMismatch(type: "Genre", reason: "expected 1 values, got \(v.count)") }
         self.id = id
-        self.name = try String(storedValue: v[0])
+        self.name = try Swift.String(storedValue: v[0])
     }
 }
 
 /// `Playlist` of the library schema, version 2.
-public struct Playlist: Entity, Hashable {
+public struct Playlist: Strata.Entity, Swift.Hashable {
     public static let entityName = "Playlist"
-    public static let entityTag: UInt16 = 5
+    public static let entityTag: Swift.UInt16 = 5
 
     /// The permanent object id.
-    public var id: ObjectID
-    public var name: String
-    public var createdAt: Date
-    public var notes: String?
+    public var id: Strata.ObjectID
+    public var name: Swift.String
+    public var createdAt: Foundation.Date
+    public var notes: Swift.String?
 
     /// A new object with a fresh permanent id.
-    public init(id: ObjectID = ObjectID.make(entityTag: 5), name: String, createdAt: Date, notes: String? = nil) {
+    public init(id: Strata.ObjectID = Strata.ObjectID.make(entityTag: 5), name value0: Swift.String, createdAt value1: Foundation.Date, notes value2: Swift.String? = nil) {
         self.id = id
-        self.name = name
-        self.createdAt = createdAt
-        self.notes = notes
+        self.name = value0
+        self.createdAt = value1
+        self.notes = value2
     }
 
     // MARK: Keys
 
-    public static let name = Attribute<Playlist, String>(name: "name", index: 0)
-    public static let createdAt = Attribute<Playlist, Date>(name: "createdAt", index: 1)
-    public static let notes = Attribute<Playlist, String?>(name: "notes", index: 2)
-    public static let tracks = ToMany<Playlist, Track>(name: "tracks", tag: 1281)
+    public static let name = Strata.Attribute<Playlist, Swift.String>(name: "name", index: 0)
+    public static let createdAt = Strata.Attribute<Playlist, Foundation.Date>(name: "createdAt", index: 1)
+    public static let notes = Strata.Attribute<Playlist, Swift.String?>(name: "notes", index: 2)
+    public static let tracks = Strata.ToMany<Playlist, Track>(name: "tracks", tag: 1281)
 
-    public static let attributeDeclarations: [AttributeDeclaration] = [
-        AttributeDeclaration(name: "name", type: .string, isOptional: false),
-        AttributeDeclaration(name: "createdAt", type: .date, isOptional: false),
-        AttributeDeclaration(name: "notes", type: .string, isOptional: true),
+    public static let attributeDeclarations: [Strata.AttributeDeclaration] = [
+        Strata.AttributeDeclaration(name: "name", type: .string, isOptional: false),
+        Strata.AttributeDeclaration(name: "createdAt", type: .date, isOptional: false),
+        Strata.AttributeDeclaration(name: "notes", type: .string, isOptional: true),
     ]
-    public static let relationshipDeclarations: [RelationshipDeclaration] = [
-        RelationshipDeclaration(name: "tracks", destination: "Track", isToMany: true),
+    public static let relationshipDeclarations: [Strata.RelationshipDeclaration] = [
+        Strata.RelationshipDeclaration(name: "tracks", destination: "Track", isToMany: true),
     ]
 
-    public var storedValues: [Value] {
+    public var storedValues: [Strata.Value] {
         [name.storedValue, createdAt.storedValue, notes.storedValue]
     }
 
-    public init(id: ObjectID, storedValues v: [Value]) throws {
-        guard v.count == 3 else { throw StrataError.entityMismatch(type: "Playlist", reason: "expected 3 values, got \(v.count)") }
+    public init(id: Strata.ObjectID, storedValues v: [Strata.Value]) throws {
+        guard v.count == 3 else { throw Strata.StrataError.entityMismatch(type: "Playlist", reason: "expected 3 values, got \(v.count)") }
         self.id = id
-        self.name = try String(storedValue: v[0])
-        self.createdAt = try Date(storedValue: v[1])
-        self.notes = try Optional<String>(storedValue: v[2])
+        self.name = try Swift.String(storedValue: v[0])
+        self.createdAt = try Foundation.Date(storedValue: v[1])
+        self.notes = try Swift.Optional<Swift.String>(storedValue: v[2])
     }
 }
 
 /// Every entity type of the library model, for ``Store/open(at:schema:entities:configuration:)``.
-public let libraryEntities: [any Entity.Type] = [Artist.self, Album.self, Track.self, Genre.self, Playlist.self]
+public let libraryEntities: [any Strata.Entity.Type] = [Artist.self, Album.self, Track.self, Genre.self, Playlist.self]

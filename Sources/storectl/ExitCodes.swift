@@ -55,6 +55,28 @@ func failure(_ error: Error, context: String? = nil) -> ExitCode {
     return ExitCode(Exit.code(for: error))
 }
 
+/// The system's words for a Foundation file error (`strerror` of the POSIX error under it),
+/// instead of its `Error Domain=NSCocoaErrorDomain Code=640 … UserInfo=…` description.
+func systemReason(_ error: Error) -> String {
+    systemErrno(error).map { String(cString: strerror($0)) } ?? (error as NSError).localizedDescription
+}
+
+/// The `errno` behind a Foundation file error, when there is one to tell.
+func systemErrno(_ error: Error) -> Int32? {
+    let ns = error as NSError
+    if ns.domain == NSPOSIXErrorDomain { return Int32(ns.code) }
+    if let underlying = ns.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain { return Int32(underlying.code) }
+    guard ns.domain == NSCocoaErrorDomain else { return nil }
+    switch CocoaError.Code(rawValue: ns.code) {
+    case .fileWriteOutOfSpace: return ENOSPC
+    case .fileNoSuchFile, .fileReadNoSuchFile: return ENOENT
+    case .fileWriteNoPermission, .fileReadNoPermission: return EACCES
+    case .fileWriteVolumeReadOnly: return EROFS
+    case .fileWriteFileExists: return EEXIST
+    default: return nil
+    }
+}
+
 /// Prints one line to stderr.
 func note(_ text: String) {
     FileHandle.standardError.write(Data((text + "\n").utf8))

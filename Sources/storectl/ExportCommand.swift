@@ -56,19 +56,34 @@ struct ExportCommand: AsyncParsableCommand {
 /// Buffered line output to a file or stdout. A file is written beside its destination as
 /// `FILE.partial-PID` and renamed over it by ``close()`` (the destination holds the old file or
 /// the whole new one, never part of it); ``discard()`` removes it after a failure. A destination
-/// that is a directory is refused: it is never replaced.
+/// that is a directory is refused, and a device, pipe or socket (`/dev/stdout`) is written to
+/// in place: neither is ever replaced.
 final class OutputSink {
     private let handle: FileHandle
     private let temporary: String?
     private let destination: String?
     private var buffer = Data()
 
-    init(path: String?) throws {
+    init(path given: String?) throws {
+        // A symbolic link is written through: the new file is renamed over what it points at.
+        let path = given.map { FileManager.default.fileExists(atPath: $0) ? URL(fileURLWithPath: $0).resolvingSymlinksInPath().path : $0 }
         destination = path
         if let path {
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
-                throw CLIError("is a directory (give a file name)", code: Exit.cannotCreate)
+            var st = stat()
+            if stat(path, &st) == 0 {
+                switch st.st_mode & S_IFMT {
+                case S_IFREG: break
+                case S_IFDIR: throw CLIError("is a directory (give a file name)", code: Exit.cannotCreate)
+                default:
+                    // A device, a pipe or a socket (`/dev/stdout`, a FIFO): written to directly,
+                    // never replaced by a renamed file.
+                    guard let h = FileHandle(forWritingAtPath: path) else {
+                        throw CLIError("cannot open for writing: \(String(cString: strerror(errno)))", code: Exit.cannotCreate)
+                    }
+                    handle = h
+                    temporary = nil
+                    return
+                }
             }
             let tmp = path + ".partial-\(getpid())"
             guard FileManager.default.createFile(atPath: tmp, contents: nil) else {
@@ -89,7 +104,9 @@ final class OutputSink {
     }
 
     private func flush() throws {
-        try handle.write(contentsOf: buffer)
+        do { try handle.write(contentsOf: buffer) } catch {
+            throw CLIError("cannot write \(destination ?? "to standard output"): \(systemReason(error))", code: Exit.ioError)
+        }
         buffer.removeAll(keepingCapacity: true)
     }
 
@@ -97,8 +114,12 @@ final class OutputSink {
     func close() throws {
         try flush()
         if let temporary, let destination {
-            try handle.synchronize()
-            try handle.close()
+            do {
+                try handle.synchronize()
+                try handle.close()
+            } catch {
+                throw CLIError("cannot write \(destination): \(systemReason(error))", code: Exit.ioError)
+            }
             // rename(2) replaces a file atomically and fails on a directory (never removed).
             guard rename(temporary, destination) == 0 else {
                 let reason = String(cString: strerror(errno))

@@ -27,9 +27,21 @@ struct GenerateCommand: AsyncParsableCommand {
             return
         }
         do {
-            try Data(source.utf8).write(to: URL(fileURLWithPath: output), options: .atomic)
+            // A device or pipe (`/dev/stdout`) is written in place; only a regular file (or a new
+            // one) is replaced atomically: `.atomic` renames a new file over the path.
+            // A symbolic link is written through (the new file renamed over what it points at).
+            var st = stat()
+            let special = stat(output, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG && (st.st_mode & S_IFMT) != S_IFDIR
+            let url = URL(fileURLWithPath: output)
+            try Data(source.utf8).write(to: special ? url : (FileManager.default.fileExists(atPath: output) ? url.resolvingSymlinksInPath() : url),
+                                        options: special ? [] : .atomic)
         } catch {
-            throw failure(error, context: output).withCode(Exit.cannotCreate)
+            var isDirectory: ObjCBool = false
+            let reason = FileManager.default.fileExists(atPath: output, isDirectory: &isDirectory) && isDirectory.boolValue
+                ? "is a directory" : systemReason(error)
+            // Out of space (or an I/O error) is 74; anything else stops the file being made: 73.
+            let code = [ENOSPC, EIO, EDQUOT].contains(systemErrno(error) ?? 0) ? Exit.ioError : Exit.cannotCreate
+            throw failure(CLIError(reason, code: code), context: output).withCode(code)
         }
         note("wrote \(output) (\(loaded.entities.count) entities)")
     }

@@ -66,7 +66,8 @@ struct QueryCommand: AsyncParsableCommand {
             let records = try view.fetch(query)
             var shown = e.attributes
             if let fields {
-                shown = try fields.split(separator: ",").map { name in
+                shown = try fields.split(separator: ",", omittingEmptySubsequences: false).map { name in
+                    guard !name.isEmpty else { throw CLIError("--fields: an empty attribute name (write names separated by commas)", code: Exit.usage) }
                     guard let a = e.attribute(named: String(name)) else { throw CLIError("--fields: unknown attribute '\(name)' of \(e.name)", code: Exit.usage) }
                     return a
                 }

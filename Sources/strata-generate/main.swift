@@ -75,8 +75,14 @@ let trackCount = max(1, total - genreCount - artistCount - albumCount - playlist
 
 let handle: FileHandle
 if let output {
-    guard FileManager.default.createFile(atPath: output, contents: nil), let h = FileHandle(forWritingAtPath: output) else { usage("cannot create \(output)") }
-    handle = h
+    // open(2) writes through a symbolic link or into a device (`/dev/stdout`); createFile would
+    // rename a new file over it.
+    let fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    guard fd >= 0 else {
+        FileHandle.standardError.write(Data("strata-generate: cannot create \(output): \(String(cString: strerror(errno)))\n".utf8))
+        exit(73)
+    }
+    handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
 } else {
     handle = FileHandle.standardOutput
 }
@@ -130,7 +136,8 @@ for p in 0..<playlistCount {
 writeOut(buffer)
 if output != nil {
     do {
-        try handle.synchronize()
+        var st = stat()
+        if fstat(handle.fileDescriptor, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG { try handle.synchronize() }
         try handle.close()
     } catch {
         FileHandle.standardError.write(Data("strata-generate: cannot write \(output ?? ""): \(error.localizedDescription)\n".utf8))

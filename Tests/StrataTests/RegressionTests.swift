@@ -44,8 +44,8 @@ import Testing
     @Test func generatedCodeEscapesKeywordAttributes() throws {
         let json = #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[{"name":"default","type":"int"}]}]}"#
         let source = ModelGenerator.swiftSource(for: try Schema.parse(Array(json.utf8), source: "v1.json"))
-        #expect(source.contains("public var `default`: Int"))
-        #expect(source.contains("self.default = try Int(storedValue: v[0])"))
+        #expect(source.contains("public var `default`: Swift.Int"))
+        #expect(source.contains("self.`default` = try Swift.Int(storedValue: v[0])"))
     }
 
     @Test func createIfMissingFalseDoesNotCreateInAnEmptyDirectory() throws {

@@ -390,3 +390,132 @@ let mdbLoadAvailable = (try? run("/usr/bin/env", ["sh", "-c", "command -v mdb_lo
         #expect(try storectl("verify", store.path).status == 65)
     }
 }
+
+/// Output paths that are not plain files, and inputs with small oddities, from the same review.
+@Suite struct ReviewFindingsOutputTests {
+    func store(_ dir: URL) throws -> String {
+        let store = dir.appendingPathComponent("s").path
+        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let input = dir.appendingPathComponent("g.ndjson")
+        try Data("{\"entity\":\"Genre\",\"name\":\"a\"}\n{\"entity\":\"Genre\",\"name\":\"b\"}\n".utf8).write(to: input)
+        #expect(try storectl("import", store, input.path, "--quiet").status == 0)
+        return store
+    }
+
+    func isSymbolicLink(_ path: String) -> Bool {
+        var st = stat()
+        return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFLNK
+    }
+
+    /// `export --output`, `import --rejects` and `generate --output` naming a symbolic link write
+    /// through it (a device such as `/dev/stdout` likewise); they used to rename a new file over
+    /// the link (FileManager's atomic writes), and over `/dev/full` as root.
+    @Test func outputsWriteThroughLinksAndDevices() throws {
+        let dir = temporaryDirectory("review-links")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try store(dir)
+        for (i, command) in ["export", "rejects", "generate"].enumerated() {
+            let target = dir.appendingPathComponent("target-\(i)").path
+            let link = dir.appendingPathComponent("link-\(i)").path
+            #expect(FileManager.default.createFile(atPath: target, contents: nil))
+            try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
+            let r: ProcessResult
+            switch command {
+            case "export": r = try storectl("export", store, "--entity", "Genre", "--output", link)
+            case "rejects":
+                let input = dir.appendingPathComponent("bad.ndjson")
+                try Data("{\"entity\":\"Genre\",\"name\":\"c\"}\nnot json\n".utf8).write(to: input)
+                r = try storectl("import", store, input.path, "--continue-on-error", "--rejects", link, "--quiet")
+            default: r = try storectl("generate", "--schema", librarySchemaDirectory.path, "--output", link)
+            }
+            #expect(r.status == 0, "\(command): \(r.status) \(r.stderr)")
+            #expect(isSymbolicLink(link), "\(command) replaced the link")
+            #expect(try String(contentsOfFile: target, encoding: .utf8).isEmpty == false, "\(command) wrote nothing through the link")
+        }
+        let devnull = try storectl("export", store, "--entity", "Genre", "--output", "/dev/null")
+        #expect(devnull.status == 0, "\(devnull.stderr)")
+        var st = stat()
+        #expect(stat("/dev/null", &st) == 0 && (st.st_mode & S_IFMT) == S_IFCHR, "/dev/null is no longer a device")
+        let full = try storectl("export", store, "--entity", "Genre", "--output", "/dev/full")
+        #expect(full.status == 74, "\(full.status) \(full.stderr)")
+        #expect(full.stderr.contains("No space left on device"), "\(full.stderr)")
+        #expect(stat("/dev/full", &st) == 0 && (st.st_mode & S_IFMT) == S_IFCHR, "/dev/full is no longer a device")
+        let generate = try storectl("generate", "--schema", librarySchemaDirectory.path, "--output", "/dev/full")
+        #expect(generate.status == 74, "\(generate.status) \(generate.stderr)")
+        #expect(generate.stderr.contains("No space left on device") && !generate.stderr.contains("NSCocoaErrorDomain"), "\(generate.stderr)")
+    }
+
+    /// A UTF-8 byte order mark at the start of an NDJSON or CSV file or a schema file is skipped
+    /// ("unexpected character 'ï'" before); duplicate schema versions (`v1.json` and `v01.json`)
+    /// are named; an integer beyond 64 bits says so; an empty `--sort` or `--fields` name is a
+    /// usage error.
+    @Test func smallInputOdditiesAreHandled() throws {
+        let dir = temporaryDirectory("review-oddities")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try store(dir)
+        let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
+        let ndjson = dir.appendingPathComponent("bom.ndjson")
+        try Data(bom + Array("{\"entity\":\"Genre\",\"name\":\"bom\"}\n".utf8)).write(to: ndjson)
+        #expect(try storectl("import", store, ndjson.path, "--quiet").status == 0)
+        let csv = dir.appendingPathComponent("Genre.csv")
+        try Data(bom + Array("name\ncsv-bom\n".utf8)).write(to: csv)
+        let c = try storectl("import", store, csv.path, "--quiet")
+        #expect(c.status == 0, "\(c.stderr)")
+        #expect(try storectl("query", store, "--entity", "Genre", "--count").stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "4")
+
+        let schemas = dir.appendingPathComponent("schemas")
+        try FileManager.default.createDirectory(at: schemas, withIntermediateDirectories: true)
+        let v1 = try Data(contentsOf: librarySchemaDirectory.appendingPathComponent("v1.json"))
+        try Data(bom + [UInt8](v1)).write(to: schemas.appendingPathComponent("v1.json"))
+        #expect(try storectl("init", dir.appendingPathComponent("s2").path, "--schema", schemas.path).status == 0)
+        try v1.write(to: schemas.appendingPathComponent("v01.json"))
+        let dup = try storectl("init", dir.appendingPathComponent("s3").path, "--schema", schemas.path)
+        #expect(dup.status == 65, "\(dup.status) \(dup.stderr)")
+        #expect(dup.stderr.contains("version 1 is also"), "\(dup.stderr)")
+
+        let big = dir.appendingPathComponent("big.ndjson")
+        try Data("{\"entity\":\"Album\",\"mbid\":\"11111111-1111-1111-1111-111111111111\",\"title\":\"x\",\"year\":99999999999999999999}\n".utf8).write(to: big)
+        let b = try storectl("import", store, big.path, "--quiet")
+        #expect(b.status == 65 && b.stderr.contains("is outside the int range"), "\(b.status) \(b.stderr)")
+
+        #expect(try storectl("query", store, "--entity", "Genre", "--sort", "").status == 64)
+        #expect(try storectl("query", store, "--entity", "Genre", "--sort", "name,,").status == 64)
+        #expect(try storectl("query", store, "--entity", "Genre", "--fields", "").status == 64)
+    }
+}
+
+/// `storectl generate` for names that collide with Swift or Strata: entities called `Value`
+/// and `Date`, attributes called `init`, `Type` and `default`. The generated file is
+/// type-checked against the built Strata module (it failed: `struct Value: Entity` with
+/// `[Value]` meaning itself, `self.init = init`); `self` is now a reserved name.
+@Suite struct GeneratedCodeNameTests {
+    static let modulemap: String? = {
+        let build = repositoryRoot.appendingPathComponent(".build")
+        let triples = (try? FileManager.default.contentsOfDirectory(atPath: build.path)) ?? []
+        return triples.map { build.appendingPathComponent("\($0)/debug/CStrataCRC.build/module.modulemap").path }
+            .first { FileManager.default.fileExists(atPath: $0) }
+    }()
+    static let canTypeCheck = modulemap != nil && FileManager.default.fileExists(atPath: repositoryRoot.appendingPathComponent(".build/debug/Modules/Strata.swiftmodule").path)
+
+    @Test(.enabled(if: canTypeCheck, "needs the debug build's Strata module"))
+    func collidingNamesGenerateCodeThatCompiles() throws {
+        let json = #"""
+        {"model":"tricky","version":1,"entities":[
+         {"name":"Value","attributes":[{"name":"init","type":"int","optional":true},{"name":"Type","type":"date"},{"name":"String","type":"string"}],
+          "relationships":[{"name":"dates","destination":"Date","toMany":true,"inverse":"value"}]},
+         {"name":"Date","attributes":[{"name":"default","type":"bytes","optional":true},{"name":"when","type":"uuid"}],
+          "relationships":[{"name":"value","destination":"Value","inverse":"dates"}]}]}
+        """#
+        let source = ModelGenerator.swiftSource(for: try Schema.parse(Array(json.utf8), source: "v1.json"))
+        let dir = temporaryDirectory("generated-names")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("Tricky.swift")
+        try Data(source.utf8).write(to: file)
+        let r = try run("/usr/bin/env", ["swiftc", "-typecheck", "-I", repositoryRoot.appendingPathComponent(".build/debug/Modules").path,
+                                         "-I", repositoryRoot.appendingPathComponent("Sources/CLMDB").path,
+                                         "-Xcc", "-fmodule-map-file=\(Self.modulemap ?? "")", file.path])
+        #expect(r.status == 0, "\(r.stderr.prefix(2_000))")
+        let reserved = #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[{"name":"self","type":"int"}]}]}"#
+        #expect(throws: SchemaError.self) { try Schema.parse(Array(reserved.utf8), source: "v1.json") }
+    }
+}

@@ -55,6 +55,7 @@ public final class Importer: Sendable {
         defer { rejects?.close() }
         try await write(&state, rejects: rejects)
         try await linkDeferred(&state)
+        try rejects?.finish()
         state.report(.done, records: state.written, bytes: totalBytes, force: true)
         return ImportSummary(importID: state.importID, records: state.written, rejected: state.rejected.count, skippedLinks: state.skippedLinks,
                              transactions: state.transactions.count, firstTransaction: state.transactions.first,
@@ -353,16 +354,34 @@ private struct ImportState {
 /// Writes rejected lines, each after a `# FILE:LINE: reason` comment.
 private final class RejectsWriter: Sendable {
     private let handle: FileHandle
+    private let path: String
     init(path: String) throws {
-        guard FileManager.default.createFile(atPath: path, contents: nil) else {
+        self.path = path
+        // open(2), not FileManager.createFile: that writes a new file and renames it over the
+        // path, replacing a symbolic link (or `/dev/stdout`) instead of writing through it.
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
             throw ImportIssue(file: path, line: 0, field: nil, reason: "cannot create the rejects file: \(String(cString: strerror(errno)))")
         }
-        handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
     }
     func write(reason: String, raw: [UInt8]) throws {
         try handle.write(contentsOf: Data(("# " + reason + "\n").utf8) + Data(raw) + Data([0x0A]))
     }
+    /// After a failure: closes, ignoring errors (the import's own error is the one reported).
     func close() { try? handle.close() }
+    /// At the end of a successful import: the rejected lines on disk, or an error saying why not.
+    func finish() throws {
+        var st = stat()
+        // fsync applies to files; a device or pipe (`/dev/stdout`) has nothing to sync.
+        let regular = fstat(handle.fileDescriptor, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
+        do {
+            if regular { try handle.synchronize() }
+            try handle.close()
+        } catch {
+            throw ImportIssue(file: path, line: 0, field: nil, reason: "cannot write the rejects file: \(error)")
+        }
+    }
 }
 
 extension Duration {

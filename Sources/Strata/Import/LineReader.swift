@@ -34,6 +34,13 @@ struct LineReader {
 
     func close() { _ = Glibc.close(fd) }
 
+    /// The first line without a UTF-8 byte order mark (`EF BB BF`), which some editors write
+    /// at the start of a file: the data starts after it.
+    static func withoutByteOrderMark(_ line: [UInt8], line number: Int) -> [UInt8] {
+        guard number == 1, line.count >= 3, line[0] == 0xEF, line[1] == 0xBB, line[2] == 0xBF else { return line }
+        return Array(line.dropFirst(3))
+    }
+
     private mutating func fill() throws {
         if start > 0 {
             buffer.withUnsafeMutableBytes { b in
@@ -68,7 +75,7 @@ struct LineReader {
                 pending += chunk
                 lastLineEndedWithCR = pending.last == 0x0D
                 if lastLineEndedWithCR { pending.removeLast() }
-                return .text(pending)
+                return .text(Self.withoutByteOrderMark(pending, line: lineNumber))
             }
             // No newline in the buffer: keep what there is (or count it, past the limit) and read more.
             let chunk = end - start
@@ -87,7 +94,7 @@ struct LineReader {
                 lastLineEndedWithCR = pending.last == 0x0D
                 if lastLineEndedWithCR { pending.removeLast() }
                 defer { pending = [] }
-                return .text(pending)
+                return .text(Self.withoutByteOrderMark(pending, line: lineNumber))
             }
             try fill()
         }

@@ -134,6 +134,10 @@ public enum ValueConversion {
         case (.uuid, .string(let s)):
             guard let u = FastParse.uuid(s) ?? UUID(uuidString: s) else { throw Failure(reason: "'\(s)' is not a UUID") }
             return .uuid(u)
+        case (.int, .double(let d)):
+            // A JSON integer beyond 64 bits arrives as a double.
+            if d == d.rounded(), d.isFinite { throw Failure(reason: "\(d) is outside the int range (-9223372036854775808…9223372036854775807)") }
+            throw Failure(reason: "expected int, found the fractional number \(d)")
         default:
             throw Failure(reason: "expected \(type.rawValue), found \(json.typeName)")
         }

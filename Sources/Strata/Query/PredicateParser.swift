@@ -45,8 +45,9 @@ public struct PredicateParser {
 
     /// Parses `title,-year` (a `-` prefix sorts descending).
     public static func parseSort(_ text: String, entity: EntityDescription) throws -> [SortKey] {
-        try text.split(separator: ",").map { part in
+        try text.split(separator: ",", omittingEmptySubsequences: false).map { part in
             let s = part.trimmingCharacters(in: .whitespaces)
+            guard !s.isEmpty, s != "-" else { throw ParseError(position: 0, reason: "an empty sort attribute (write names separated by commas, e.g. title,-year)") }
             let descending = s.hasPrefix("-")
             let name = descending ? String(s.dropFirst()) : s
             guard let a = entity.attribute(named: name) else {

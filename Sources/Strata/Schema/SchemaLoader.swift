@@ -25,6 +25,10 @@ extension Schema {
                 throw SchemaError(file: directory.appendingPathComponent(name).path, entity: nil, field: nil,
                                   reason: "schema files must be named v<N>.json with N ≥ 1")
             }
+            if let same = versions.first(where: { $0.0 == n }) {
+                throw SchemaError(file: directory.appendingPathComponent(name).path, entity: nil, field: nil,
+                                  reason: "version \(n) is also \(same.1): one file per version")
+            }
             versions.append((n, name))
         }
         versions.sort { $0.0 < $1.0 }
@@ -54,7 +58,10 @@ extension Schema {
         var expected: Int?
         let base = file.lastPathComponent
         if base.hasPrefix("v"), base.hasSuffix(".json") { expected = Int(base.dropFirst().dropLast(5)) }
-        return try parse(Array(data), source: file.path, expectedVersion: expected)
+        var bytes = Array(data)
+        // A UTF-8 byte order mark some editors write: the JSON starts after it.
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }
+        return try parse(bytes, source: file.path, expectedVersion: expected)
     }
 
     /// Parses schema JSON (`source` names it in errors).
@@ -72,6 +79,10 @@ extension Schema {
 
 /// Validates schema JSON member by member so every error names its place.
 struct SchemaLoader {
+    /// Names no attribute or relationship may take: `id` and `entity` are the NDJSON keys of
+    /// every record, and a Swift property named `self` could never be read back (`self.self`
+    /// is the instance), so a generated entity type could not hold it.
+    static let reservedNames: Set<String> = ["id", "entity", "self"]
     let file: String
     var entity: String?
 
@@ -180,7 +191,7 @@ struct SchemaLoader {
         _ = try members(json, place, allowed: ["name", "type", "optional", "default", "description"])
         let n = try name(json["name"], place)
         let field = "attribute '\(n)'"
-        if ["id", "entity"].contains(n) { throw error(field, "'\(n)' is reserved") }
+        if Self.reservedNames.contains(n) { throw error(field, "'\(n)' is reserved") }
         guard case .string(let typeName)? = json["type"] else { throw error(field, "missing 'type'") }
         guard let type = AttributeType(rawValue: typeName) else {
             throw error(field, "unknown type '\(typeName)' (expected one of: \(AttributeType.allCases.map(\.rawValue).joined(separator: ", ")))")
@@ -204,7 +215,7 @@ struct SchemaLoader {
         _ = try members(json, place, allowed: ["name", "destination", "toMany", "inverse", "deleteRule", "optional", "description"])
         let n = try name(json["name"], place)
         let field = "relationship '\(n)'"
-        if ["id", "entity"].contains(n) { throw error(field, "'\(n)' is reserved") }
+        if Self.reservedNames.contains(n) { throw error(field, "'\(n)' is reserved") }
         guard case .string(let dest)? = json["destination"] else { throw error(field, "missing 'destination'") }
         guard all.contains(where: { $0.name == dest }) else { throw error(field, "destination '\(dest)' is not an entity of this schema") }
         guard case .string(let inverse)? = json["inverse"] else { throw error(field, "missing 'inverse' (every relationship needs an inverse)") }

@@ -138,6 +138,8 @@ public final class Store: Sendable {
             do { try fm.createDirectory(atPath: path, withIntermediateDirectories: true) } catch {
                 throw StrataError.notAStore(path: path, reason: "cannot create directory: \(FileSystemReason.uncreatableDirectory(path) ?? "\(error)")")
             }
+            // The store directory's own entry, so that a crash cannot lose the whole store.
+            try StoreDirectory.syncDirectory((path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent)
         } else if !isDir.boolValue {
             throw StrataError.notAStore(path: path, reason: "a store is a directory, this is a file")
         }
@@ -170,6 +172,9 @@ public final class Store: Sendable {
         let env = try openEnvironment(path: generationPath, configuration: configuration)
         do {
             let schema = try prepareMeta(env: env, path: path, appSchema: appSchema, configuration: configuration)
+            // A new store: the generation's entries (data.mdb, lock.mdb) made durable with its
+            // first commit, which `prepareMeta` just wrote.
+            if dataSize == nil { try StoreDirectory.syncDirectory(generationPath) }
             return try Store(path: path, schema: schema, configuration: configuration, env: env, lock: lock, deleteOnClose: deleteOnClose)
         } catch {
             env.close()

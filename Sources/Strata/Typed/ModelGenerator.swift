@@ -11,7 +11,7 @@ public enum ModelGenerator {
         out += "\nimport Foundation\nimport Strata\n"
         for e in schema.entities { out += "\n" + entitySource(e, schema: schema) }
         out += "\n/// Every entity type of the \(schema.model) model, for ``Store/open(at:schema:entities:configuration:)``.\n"
-        out += "public let \(schema.model)Entities: [any Entity.Type] = [\(schema.entities.map { "\($0.name).self" }.joined(separator: ", "))]\n"
+        out += "public let \(schema.model)Entities: [any Strata.Entity.Type] = [\(schema.entities.map { "\($0.name).self" }.joined(separator: ", "))]\n"
         return out
     }
 
@@ -23,14 +23,15 @@ public enum ModelGenerator {
     private static func ident(_ name: String) -> String { keywords.contains(name) ? "`\(name)`" : name }
 
     private static func swiftType(_ a: AttributeDescription) -> String {
+        // Module-qualified: an entity may be named `Date`, `Value` or `String` too.
         let base = switch a.type {
-        case .string: "String"
-        case .int: "Int"
-        case .double: "Double"
-        case .bool: "Bool"
-        case .date: "Date"
-        case .bytes: "Data"
-        case .uuid: "UUID"
+        case .string: "Swift.String"
+        case .int: "Swift.Int"
+        case .double: "Swift.Double"
+        case .bool: "Swift.Bool"
+        case .date: "Foundation.Date"
+        case .bytes: "Foundation.Data"
+        case .uuid: "Foundation.UUID"
         }
         return a.isOptional ? base + "?" : base
     }
@@ -51,38 +52,40 @@ public enum ModelGenerator {
     private static func entitySource(_ e: EntityDescription, schema: Schema) -> String {
         let n = e.name
         var s = "/// `\(n)` of the \(schema.model) schema, version \(schema.version).\n"
-        s += "public struct \(n): Entity, Hashable {\n"
+        s += "public struct \(n): Strata.Entity, Swift.Hashable {\n"
         s += "    public static let entityName = \"\(n)\"\n"
-        s += "    public static let entityTag: UInt16 = \(e.tag)\n\n"
-        s += "    /// The permanent object id.\n    public var id: ObjectID\n"
+        s += "    public static let entityTag: Swift.UInt16 = \(e.tag)\n\n"
+        s += "    /// The permanent object id.\n    public var id: Strata.ObjectID\n"
         for a in e.attributes { s += "    public var \(ident(a.name)): \(swiftType(a))\n" }
-        let params = e.attributes.map { a in "\(ident(a.name)): \(swiftType(a))" + (defaultLiteral(a).map { " = \($0)" } ?? "") }
+        // Labelled by the attribute, named apart inside: a parameter named like a keyword
+        // (`self`, `init`) would shadow the instance or fail to compile.
+        let params = e.attributes.map { a in "\(ident(a.name)) value\(a.index): \(swiftType(a))" + (defaultLiteral(a).map { " = \($0)" } ?? "") }
         s += "\n    /// A new object with a fresh permanent id.\n"
-        s += "    public init(id: ObjectID = ObjectID.make(entityTag: \(e.tag))\(params.map { ", " + $0 }.joined())) {\n"
+        s += "    public init(id: Strata.ObjectID = Strata.ObjectID.make(entityTag: \(e.tag))\(params.map { ", " + $0 }.joined())) {\n"
         s += "        self.id = id\n"
-        for a in e.attributes { s += "        self.\(a.name) = \(ident(a.name))\n" }
+        for a in e.attributes { s += "        self.\(ident(a.name)) = value\(a.index)\n" }
         s += "    }\n\n"
         s += "    // MARK: Keys\n\n"
         for a in e.attributes {
-            s += "    public static let \(ident(a.name)) = Attribute<\(n), \(swiftType(a))>(name: \"\(a.name)\", index: \(a.index))\n"
+            s += "    public static let \(ident(a.name)) = Strata.Attribute<\(n), \(swiftType(a))>(name: \"\(a.name)\", index: \(a.index))\n"
         }
         for r in e.relationships {
-            let kind = r.isToMany ? "ToMany" : "ToOne"
+            let kind = r.isToMany ? "Strata.ToMany" : "Strata.ToOne"
             s += "    public static let \(ident(r.name)) = \(kind)<\(n), \(r.destination)>(name: \"\(r.name)\", tag: \(r.tag))\n"
         }
-        s += "\n    public static let attributeDeclarations: [AttributeDeclaration] = [\n"
-        for a in e.attributes { s += "        AttributeDeclaration(name: \"\(a.name)\", type: .\(a.type.rawValue), isOptional: \(a.isOptional)),\n" }
+        s += "\n    public static let attributeDeclarations: [Strata.AttributeDeclaration] = [\n"
+        for a in e.attributes { s += "        Strata.AttributeDeclaration(name: \"\(a.name)\", type: .\(a.type.rawValue), isOptional: \(a.isOptional)),\n" }
         s += "    ]\n"
-        s += "    public static let relationshipDeclarations: [RelationshipDeclaration] = [\n"
-        for r in e.relationships { s += "        RelationshipDeclaration(name: \"\(r.name)\", destination: \"\(r.destination)\", isToMany: \(r.isToMany)),\n" }
+        s += "    public static let relationshipDeclarations: [Strata.RelationshipDeclaration] = [\n"
+        for r in e.relationships { s += "        Strata.RelationshipDeclaration(name: \"\(r.name)\", destination: \"\(r.destination)\", isToMany: \(r.isToMany)),\n" }
         s += "    ]\n\n"
-        s += "    public var storedValues: [Value] {\n        [\(e.attributes.map { "\(ident($0.name)).storedValue" }.joined(separator: ", "))]\n    }\n\n"
-        s += "    public init(id: ObjectID, storedValues v: [Value]) throws {\n"
-        s += "        guard v.count == \(e.attributes.count) else { throw StrataError.entityMismatch(type: \"\(n)\", reason: \"expected \(e.attributes.count) values, got \\(v.count)\") }\n"
+        s += "    public var storedValues: [Strata.Value] {\n        [\(e.attributes.map { "\(ident($0.name)).storedValue" }.joined(separator: ", "))]\n    }\n\n"
+        s += "    public init(id: Strata.ObjectID, storedValues v: [Strata.Value]) throws {\n"
+        s += "        guard v.count == \(e.attributes.count) else { throw Strata.StrataError.entityMismatch(type: \"\(n)\", reason: \"expected \(e.attributes.count) values, got \\(v.count)\") }\n"
         s += "        self.id = id\n"
         for a in e.attributes {
-            let t = a.isOptional ? "Optional<\(swiftType(a).dropLast())>" : swiftType(a)
-            s += "        self.\(a.name) = try \(t)(storedValue: v[\(a.index)])\n"
+            let t = a.isOptional ? "Swift.Optional<\(swiftType(a).dropLast())>" : swiftType(a)
+            s += "        self.\(ident(a.name)) = try \(t)(storedValue: v[\(a.index)])\n"
         }
         s += "    }\n}\n"
         return s
