@@ -32,7 +32,7 @@ struct ExportCommand: AsyncParsableCommand {
         do { store = try Store.openReadOnly(at: target.url) } catch { throw failure(error) }
         defer { store.close() }
         guard let e = store.schema.entity(named: entity) else {
-            throw failure(CLIError("unknown entity '\(entity)' (known: \(store.schema.entities.map(\.name).joined(separator: ", ")))", code: Exit.usage))
+            throw failure(unknownEntity(entity, in: store.schema))
         }
         var query = Query(entity: e.name)
         if let filter {

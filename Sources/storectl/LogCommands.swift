@@ -33,7 +33,7 @@ struct LogCommand: AsyncParsableCommand {
         let store = try openForReading(target)
         defer { store.close() }
         if let entity, store.schema.entity(named: entity) == nil {
-            throw failure(CLIError("unknown entity '\(entity)' (known: \(store.schema.entities.map(\.name).joined(separator: ", ")))", code: Exit.usage))
+            throw failure(unknownEntity(entity, in: store.schema))
         }
         do {
             try store.forEachTransaction(from: TransactionID(from), to: to.map(TransactionID.init), author: author, entity: entity) { e in

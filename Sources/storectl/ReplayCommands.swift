@@ -36,7 +36,7 @@ struct ReplayCommand: AsyncParsableCommand {
                 return
             }
             let entities = try entity.map { name -> [EntityDescription] in
-                guard let e = store.schema.entity(named: name) else { throw CLIError("unknown entity '\(name)'", code: Exit.usage) }
+                guard let e = store.schema.entity(named: name) else { throw unknownEntity(name, in: store.schema) }
                 return [e]
             } ?? store.schema.entities
             if !json && entity == nil {
