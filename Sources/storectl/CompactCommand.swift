@@ -26,8 +26,8 @@ struct CompactCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var target: StoreArgument
-    @Option(help: "Squash history up to and including this transaction.") var horizon: UInt64?
-    @Option(help: "Keep the last N transactions replayable.") var keepLast: UInt64?
+    @Option(parsing: .unconditional, help: "Squash history up to and including this transaction.") var horizon: UInt64?
+    @Option(parsing: .unconditional, help: "Keep the last N transactions replayable.") var keepLast: UInt64?
     @Option(help: ArgumentHelp("Keep transactions committed at or after this ISO-8601 time replayable.", valueName: "date"))
     var keepSince: String?
     @Flag(help: "Build the compacted store aside, report, and change nothing.") var dryRun = false

@@ -21,7 +21,7 @@ struct ImportCommand: AsyncParsableCommand {
     @OptionGroup var target: StoreArgument
     @Argument(help: ArgumentHelp("Input files (.ndjson/.jsonl or .csv named after its entity).", valueName: "file"))
     var files: [String]
-    @Option(help: "Records per transaction.") var batch = ImportOptions().batchSize
+    @Option(parsing: .unconditional, help: "Records per transaction.") var batch = ImportOptions().batchSize
     @Option(help: ArgumentHelp("Input format when the file name does not say (ndjson or csv).", valueName: "format"))
     var format: String?
     @Option(help: ArgumentHelp("Entity of CSV input (default: the file name, e.g. Track.csv).", valueName: "name"))
@@ -30,7 +30,7 @@ struct ImportCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("File for rejected lines with their reasons.", valueName: "file")) var rejects: String?
     @Option(help: ArgumentHelp("Import id stored in each transaction's metadata (default: a new UUID).", valueName: "id"))
     var importID: String?
-    @Option(help: "Issues listed before the rest are only counted.") var maxErrors = 20
+    @Option(parsing: .unconditional, help: "Issues listed before the rest are only counted.") var maxErrors = 20
     @Flag(help: "No progress output.") var quiet = false
     @Flag(help: "Print the summary as JSON.") var json = false
 

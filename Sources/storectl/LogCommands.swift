@@ -23,8 +23,8 @@ struct LogCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var target: StoreArgument
-    @Option(help: "First transaction.") var from: UInt64 = 1
-    @Option(help: "Last transaction (default: the head).") var to: UInt64?
+    @Option(parsing: .unconditional, help: "First transaction.") var from: UInt64 = 1
+    @Option(parsing: .unconditional, help: "Last transaction (default: the head).") var to: UInt64?
     @Option(help: "Only transactions by this author.") var author: String?
     @Option(help: "Only transactions touching this entity.") var entity: String?
     @Flag(help: "One JSON object per line.") var json = false

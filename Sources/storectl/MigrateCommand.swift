@@ -31,7 +31,7 @@ struct MigrateCommand: AsyncParsableCommand {
 
     @OptionGroup var target: StoreArgument
     @Option(help: ArgumentHelp("Model directory with v1.json … vN.json.", valueName: "dir")) var schema: String
-    @Option(help: "Migrate to this version (default: the highest).") var to: Int?
+    @Option(parsing: .unconditional, help: "Migrate to this version (default: the highest).") var to: Int?
     @Flag(help: "Report whether a migration is needed; change nothing.") var check = false
     @Flag(help: "Build the migrated store aside, report per-step times and counts, change nothing.") var dryRun = false
     @Flag(help: "Print the result as JSON.") var json = false

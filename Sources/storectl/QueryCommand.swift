@@ -27,8 +27,8 @@ struct QueryCommand: AsyncParsableCommand {
     @Option(name: .customLong("where"), help: ArgumentHelp("Filter expression.", valueName: "expr")) var filter: String?
     @Option(parsing: .unconditional, help: ArgumentHelp("Sort keys, comma-separated; '-' for descending (title,-year).", valueName: "keys"))
     var sort: String?
-    @Option(help: "At most this many records.") var limit: Int?
-    @Option(help: "Skip this many records first.") var offset = 0
+    @Option(parsing: .unconditional, help: "At most this many records.") var limit: Int?
+    @Option(parsing: .unconditional, help: "Skip this many records first.") var offset = 0
     @Option(help: ArgumentHelp("Attributes to show in the table, comma-separated (default: all).", valueName: "names"))
     var fields: String?
     @Flag(help: "Print only the number of matching records.") var count = false

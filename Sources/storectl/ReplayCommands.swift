@@ -15,7 +15,7 @@ struct ReplayCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var target: StoreArgument
-    @Option(help: "Transaction to replay up to (0: the empty store).") var to: UInt64
+    @Option(parsing: .unconditional, help: "Transaction to replay up to (0: the empty store).") var to: UInt64
     @Option(help: "Only this entity.") var entity: String?
     @Option(help: "Only this object.") var id: String?
     @Flag(help: "Print records as NDJSON.") var json = false
@@ -70,8 +70,8 @@ struct DiffCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var target: StoreArgument
-    @Option(help: "Earlier transaction (the state after it).") var from: UInt64
-    @Option(help: "Later transaction.") var to: UInt64
+    @Option(parsing: .unconditional, help: "Earlier transaction (the state after it).") var from: UInt64
+    @Option(parsing: .unconditional, help: "Later transaction.") var to: UInt64
     @Flag(help: "One JSON object per changed object per line.") var json = false
 
     func validate() throws {

@@ -481,6 +481,11 @@ let mdbLoadAvailable = (try? run("/usr/bin/env", ["sh", "-c", "command -v mdb_lo
         #expect(try storectl("query", store, "--entity", "Genre", "--sort", "").status == 64)
         #expect(try storectl("query", store, "--entity", "Genre", "--sort", "name,,").status == 64)
         #expect(try storectl("query", store, "--entity", "Genre", "--fields", "").status == 64)
+        // A negative number reaches the option's own check ("Missing value" before).
+        let negative = try storectl("import", store, ndjson.path, "--batch", "-5")
+        #expect(negative.status == 64 && negative.stderr.contains("--batch must be between 1 and"), "\(negative.stderr)")
+        let limit = try storectl("query", store, "--entity", "Genre", "--limit", "-1")
+        #expect(limit.status == 64 && limit.stderr.contains("--limit must be at least 0"), "\(limit.stderr)")
     }
 }
 
