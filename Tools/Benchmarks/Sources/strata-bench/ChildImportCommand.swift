@@ -8,22 +8,20 @@ struct ChildImportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "child-import", abstract: "Runs one engine's W1 import (used by the harness itself).", shouldDisplay: false)
 
-    @Option(help: "Engine: strata, lmdb, lmdb-indexed or grdb.") var engine: Engine
+    @Option(help: "Engine: strata, lmdb, lmdb-indexed, grdb or grdb-indexed.") var engine: Engine
     @Option(help: "Records to import.") var records: Int
     @Option(help: "Records per transaction.") var batch: Int = 10_000
     @Option(help: "Empty directory for the store.") var dir: String
     @Option(help: "Schema directory (Schemas/library).") var schema: String
     @Option(help: "LMDB map size in MiB.") var mapSizeMb: Int
     @Flag(help: "Print each batch's time and RSS to stderr.") var traceBatches = false
-    @Flag(help: "GRDB: create Strata's Track indexes too.") var grdbIndexes = false
 
     func validate() throws {
         guard records > 0, batch > 0, mapSizeMb > 0 else { throw ValidationError("records, batch and map size must be positive") }
     }
 
     func run() async throws {
-        let setup = BenchSetup(schema: try Schema.load(directory: URL(fileURLWithPath: schema)), mapSizeBytes: mapSizeMb << 20,
-                               grdbSecondaryIndexes: grdbIndexes)
+        let setup = BenchSetup(schema: try Schema.load(directory: URL(fileURLWithPath: schema)), mapSizeBytes: mapSizeMb << 20)
         let result = try await W1Import.importInThisProcess(engine: engine, records: records, batchSize: batch,
                                                             directory: URL(fileURLWithPath: dir), setup: setup,
                                                             traceBatches: traceBatches)

@@ -29,7 +29,7 @@ struct GRDBTrack: FetchableRecord, Sendable {
         ) WITHOUT ROWID
         """
     /// The indexes Strata maintains for `Track` in the library schema v2 (unique mbid; title,
-    /// durationSeconds, addedAt), for `--grdb-indexes`.
+    /// durationSeconds, addedAt), for the `grdb-indexed` engine.
     static let createIndexesSQL = """
         CREATE UNIQUE INDEX track_mbid ON track(mbid);
         CREATE INDEX track_title ON track(title);

@@ -2,7 +2,8 @@ import ArgumentParser
 import Foundation
 import Strata
 
-/// The ways the same work is done: the three, and raw LMDB doing Strata's index work.
+/// The ways the same work is done: the three, and raw LMDB and GRDB doing Strata's index
+/// work (the equal-work comparisons).
 enum Engine: String, CaseIterable, Sendable, ExpressibleByArgument {
     /// Strata through its public API.
     case strata
@@ -11,12 +12,18 @@ enum Engine: String, CaseIterable, Sendable, ExpressibleByArgument {
     /// The LMDB C API writing the entries Strata's data model implies (record, log entry, three
     /// index entries, a unique entry, the count): the equal-work floor, for W1–W3 only.
     case lmdbIndexed = "lmdb-indexed"
-    /// GRDB 7 (SQLite), `DatabasePool` in WAL mode.
+    /// GRDB 7 (SQLite), `DatabasePool` in WAL mode: the plain table, no secondary index.
     case grdb
+    /// GRDB with the indexes Strata maintains for `Track` (unique mbid; title, duration, addedAt):
+    /// the equal-work relational comparison, for W1–W3 only.
+    case grdbIndexed = "grdb-indexed"
 
-    /// Whether the engine takes part in the read workloads (W4–W6); `lmdb-indexed` reads exactly
-    /// as `lmdb` does, so it measures writes only.
-    var measuresReads: Bool { self != .lmdbIndexed }
+    /// Whether the engine measures writes only (W1–W3). The `-indexed` engines read exactly as
+    /// their plain twins do, and W7–W10 compare Strata with the baselines.
+    var writesOnly: Bool { self == .lmdbIndexed || self == .grdbIndexed }
+
+    /// Whether the engine takes part in the read workloads (W4–W6).
+    var measuresReads: Bool { !writesOnly }
 }
 
 /// When a commit counts as done, in each engine's own terms.
@@ -32,9 +39,6 @@ struct BenchSetup: Sendable {
     let schema: Schema
     /// Map size for LMDB and Strata's initial map (the same for both, so neither grows mid-run).
     let mapSizeBytes: Int
-    /// Give GRDB's table the secondary indexes Strata's `Track` has (unique mbid, title,
-    /// duration, addedAt), for an equal-work comparison. Off by default: the baseline has none.
-    var grdbSecondaryIndexes = false
 }
 
 /// One engine with one store open, doing the benchmark's primitives.
@@ -79,7 +83,8 @@ extension Engine {
         case .strata: return try StrataSubject(directory: directory, setup: setup, sync: sync)
         case .lmdb: return try LMDBSubject(directory: directory, setup: setup, sync: sync)
         case .lmdbIndexed: return try IndexedLMDBSubject(directory: directory, setup: setup, sync: sync)
-        case .grdb: return try GRDBSubject(directory: directory, sync: sync, secondaryIndexes: setup.grdbSecondaryIndexes)
+        case .grdb: return try GRDBSubject(engine: .grdb, directory: directory, sync: sync, secondaryIndexes: false)
+        case .grdbIndexed: return try GRDBSubject(engine: .grdbIndexed, directory: directory, sync: sync, secondaryIndexes: true)
         }
     }
 }

@@ -1,9 +1,10 @@
 import Foundation
 import GRDB
 
-/// GRDB 7: a `DatabasePool` (WAL), cached prepared statements, hand-written record decoding.
+/// GRDB 7: a `DatabasePool` (WAL), cached prepared statements, hand-written record decoding;
+/// with Strata's `Track` indexes for the `grdb-indexed` engine.
 final class GRDBSubject: BenchSubject {
-    let engine = Engine.grdb
+    let engine: Engine
     let savesBlockThread = true
     let pool: DatabasePool
 
@@ -12,7 +13,8 @@ final class GRDBSubject: BenchSubject {
         var description: String { "GRDB: PRAGMA synchronous is \(found), expected 2 (FULL)" }
     }
 
-    init(directory: URL, sync: SyncLevel, secondaryIndexes: Bool) throws {
+    init(engine: Engine, directory: URL, sync: SyncLevel, secondaryIndexes: Bool) throws {
+        self.engine = engine
         pool = try DatabasePool(path: directory.appendingPathComponent("db.sqlite").path, configuration: Configuration())
         if sync == .durable {
             // synchronous is per connection; only the writer's commits need it.

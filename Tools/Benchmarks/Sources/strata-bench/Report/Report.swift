@@ -4,6 +4,7 @@ struct EngineValues: Sendable {
     var lmdb: Double?
     var grdb: Double?
     var lmdbIndexed: Double?
+    var grdbIndexed: Double?
 
     subscript(engine: Engine) -> Double? {
         get {
@@ -12,6 +13,7 @@ struct EngineValues: Sendable {
             case .lmdb: lmdb
             case .grdb: grdb
             case .lmdbIndexed: lmdbIndexed
+            case .grdbIndexed: grdbIndexed
             }
         }
         set {
@@ -20,6 +22,7 @@ struct EngineValues: Sendable {
             case .lmdb: lmdb = newValue
             case .grdb: grdb = newValue
             case .lmdbIndexed: lmdbIndexed = newValue
+            case .grdbIndexed: grdbIndexed = newValue
             }
         }
     }

@@ -3,13 +3,16 @@ import Foundation
 /// The report as a plain-text table for stdout.
 enum TableRenderer {
     static func render(_ report: Report) -> String {
-        // lmdb+idx is raw LMDB writing Strata's entries (W1–W3 only): the equal-work floor.
-        let header = ["workload", "unit", "strata", "lmdb", "lmdb+idx", "grdb", "strata/lmdb", "strata/lmdb+idx", "strata/grdb"]
+        // lmdb+idx is raw LMDB writing Strata's entries (W1–W3 only): the equal-work floor;
+        // grdb+idx is GRDB's table with Strata's Track indexes (W1–W3 only).
+        let header = ["workload", "unit", "strata", "lmdb", "lmdb+idx", "grdb", "grdb+idx",
+                      "strata/lmdb", "strata/lmdb+idx", "strata/grdb", "strata/grdb+idx"]
         var rows: [[String]] = []
         for r in report.results {
             let v = r.values
-            let figures = [number(v.strata), number(v.lmdb), number(v.lmdbIndexed), number(v.grdb),
-                           ratio(v.strata, v.lmdb), ratio(v.strata, v.lmdbIndexed), ratio(v.strata, v.grdb)]
+            let figures = [number(v.strata), number(v.lmdb), number(v.lmdbIndexed), number(v.grdb), number(v.grdbIndexed),
+                           ratio(v.strata, v.lmdb), ratio(v.strata, v.lmdbIndexed), ratio(v.strata, v.grdb),
+                           ratio(v.strata, v.grdbIndexed)]
             switch r.status {
             case .measured: rows.append([r.key, r.unit] + figures)
             case .failed: rows.append([r.key + " (FAILED)", r.unit] + figures)

@@ -12,7 +12,7 @@ enum W10Migration {
             switch engine {
             case .strata: return ["W10_migration": try await strata(ctx)]
             case .grdb: return ["W10_migration": try grdb(ctx)]
-            case .lmdb, .lmdbIndexed: return [:]
+            case .lmdb, .lmdbIndexed, .grdbIndexed: return [:]
             }
         }
     }
@@ -59,7 +59,7 @@ enum W10Migration {
         let n = ctx.sizes.migrationObjects
         let dir = try ctx.storeDirectory("W10", .grdb)
         defer { ctx.remove(dir) }
-        let subject = try GRDBSubject(directory: dir, sync: .durable, secondaryIndexes: ctx.setup.grdbSecondaryIndexes)
+        let subject = try GRDBSubject(engine: .grdb, directory: dir, sync: .durable, secondaryIndexes: false)
         defer { subject.close() }
         var start = 0
         while start < n {

@@ -35,13 +35,11 @@ enum W1Import {
     static func runChild(_ ctx: WorkloadContext, engine: Engine, directory: URL) async throws -> ChildImportResult {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: ctx.executablePath)
-        var arguments = [
+        process.arguments = [
             "child-import", "--engine", engine.rawValue, "--records", String(ctx.sizes.importRecords),
             "--batch", String(ctx.sizes.batchSize), "--dir", directory.path, "--schema", ctx.schemaDirectory.path,
             "--map-size-mb", String(ctx.setup.mapSizeBytes >> 20),
         ]
-        if ctx.setup.grdbSecondaryIndexes { arguments.append("--grdb-indexes") }
-        process.arguments = arguments
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.standardError
