@@ -28,14 +28,18 @@ struct GRDBTrack: FetchableRecord, Sendable {
             addedAt REAL NOT NULL
         ) WITHOUT ROWID
         """
-    /// The indexes Strata maintains for `Track` in the library schema v2 (unique mbid; title,
-    /// durationSeconds, addedAt), for the `grdb-indexed` engine.
-    static let createIndexesSQL = """
+    /// The indexes Strata maintains for `Track` in the library schema v1 (unique mbid; title,
+    /// durationSeconds): the `grdb-indexed` engine's table before W10's migration.
+    static let createV1IndexesSQL = """
         CREATE UNIQUE INDEX track_mbid ON track(mbid);
         CREATE INDEX track_title ON track(title);
         CREATE INDEX track_duration ON track(duration);
-        CREATE INDEX track_added ON track(addedAt);
         """
+    /// The index the v1 → v2 migration adds to `Track`.
+    static let createAddedAtIndexSQL = "CREATE INDEX track_added ON track(addedAt)"
+    /// The indexes Strata maintains for `Track` in the library schema v2 (unique mbid; title,
+    /// durationSeconds, addedAt), for the `grdb-indexed` engine.
+    static let createIndexesSQL = createV1IndexesSQL + ";\n" + createAddedAtIndexSQL
     static let insertSQL = "INSERT INTO track (id, mbid, title, artist, album, genre, duration, addedAt) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
     static let selectByIDSQL = "SELECT id, mbid, title, artist, album, genre, duration, addedAt FROM track WHERE id = ?"
 

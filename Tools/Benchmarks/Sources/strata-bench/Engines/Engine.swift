@@ -15,11 +15,12 @@ enum Engine: String, CaseIterable, Sendable, ExpressibleByArgument {
     /// GRDB 7 (SQLite), `DatabasePool` in WAL mode: the plain table, no secondary index.
     case grdb
     /// GRDB with the indexes Strata maintains for `Track` (unique mbid; title, duration, addedAt):
-    /// the equal-work relational comparison, for W1–W3 only.
+    /// the equal-work relational comparison, for W1–W3 and W10 (where it migrates a table with
+    /// v1's indexes and builds the index v2 adds).
     case grdbIndexed = "grdb-indexed"
 
-    /// Whether the engine measures writes only (W1–W3). The `-indexed` engines read exactly as
-    /// their plain twins do, and W7–W10 compare Strata with the baselines.
+    /// Whether the engine measures writes only (W1–W3; `grdb-indexed` also W10). The `-indexed`
+    /// engines read exactly as their plain twins do.
     var writesOnly: Bool { self == .lmdbIndexed || self == .grdbIndexed }
 
     /// Whether the engine takes part in the read workloads (W4–W6).

@@ -3,7 +3,7 @@ import Foundation
 /// The report as JSON (`--json FILE`):
 /// `{"machine": {...}, "date": ..., "workloads": {"W1_import": {"unit": ..., "strata": x, "lmdb": y, "grdb": z}, ...}}`.
 /// Each workload also has `"lmdb-indexed"` (raw LMDB writing Strata's entries) and `"grdb-indexed"`
-/// (GRDB's table with Strata's Track indexes), both null outside W1–W3.
+/// (GRDB's table with Strata's Track indexes), both null outside W1–W3 (`grdb-indexed` also has W10).
 /// Keys whose feature does not exist yet carry null values and `"status": "not available"`.
 enum JSONReport {
     static func data(_ report: Report, machine: MachineInfo, date: Date, command: String, sizes: BenchSizes, quick: Bool,

@@ -4,7 +4,7 @@ import Foundation
 enum TableRenderer {
     static func render(_ report: Report) -> String {
         // lmdb+idx is raw LMDB writing Strata's entries (W1–W3 only): the equal-work floor;
-        // grdb+idx is GRDB's table with Strata's Track indexes (W1–W3 only).
+        // grdb+idx is GRDB's table with Strata's Track indexes (W1–W3 and W10).
         let header = ["workload", "unit", "strata", "lmdb", "lmdb+idx", "grdb", "grdb+idx",
                       "strata/lmdb", "strata/lmdb+idx", "strata/grdb", "strata/grdb+idx"]
         var rows: [[String]] = []

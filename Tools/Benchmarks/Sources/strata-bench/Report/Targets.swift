@@ -42,7 +42,7 @@ struct Target: Sendable {
         // Strata groups the savers' transactions, so the ratio would measure group commit, not
         // the cost of the same writes.
         let keys = [("W1 import", "W1_import"), ("W2 durable", "W2_small_tx"), ("W2 relaxed", "W2_small_tx_relaxed"),
-                    ("W3 1 saver", "W3_group_commit_1")]
+                    ("W3 1 saver", "W3_group_commit_1"), ("W10 migration", "W10_migration")]
         return keys.compactMap { name, key in ratio(report, key, .strata, engine).map { (name, $0) } }
     }
 
