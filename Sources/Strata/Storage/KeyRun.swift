@@ -4,7 +4,7 @@ import Dispatch
 /// index entries of one save (``StateApplier``) and a migration's bulk build
 /// (``BulkStateBuilder``). One buffer instead of an array per key, a 16-byte integer prefix per
 /// entry, and an inline comparison past it: sorting separate arrays with `memcmp` per comparison
-/// was most of both sorts' time (BENCHMARKS.md, session 6).
+/// was most of both sorts' time (BENCHMARKS-HISTORY.md, session 6).
 struct KeyRun {
     struct Entry {
         /// The key's first 16 bytes as two big-endian integers (zero-padded): most comparisons

@@ -15,7 +15,7 @@ struct StateApplier: StateStore {
     /// jumping to a random page per object. Nothing reads the index B-trees inside a save.
     /// Each entry's one-byte value says put (1) or delete (0). Kept in one flat buffer
     /// (``KeyRun``): sorting a bulk save's entries as separate arrays was a quarter of the
-    /// writer's time in a 10k-track import (BENCHMARKS.md, session 6).
+    /// writer's time in a 10k-track import (BENCHMARKS-HISTORY.md, session 6).
     private var pendingIndex = KeyRun()
     /// When positive, the store's mapped pages are released (``LMDBEnvironment/releaseMappedPagesHoldingMapLock()``)
     /// after this many writes at random places: index and unique entries, updated and deleted

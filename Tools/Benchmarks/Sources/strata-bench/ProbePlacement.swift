@@ -4,7 +4,7 @@ import Strata
 
 /// The two page-placement probes (session 17): what a durable commit's `fdatasync` costs on this
 /// disk as a function of where its pages lie, and whether LMDB can be made to place a commit's
-/// pages side by side from outside (it cannot usefully: see BENCHMARKS.md, session 17).
+/// pages side by side from outside (it cannot usefully: see BENCHMARKS-HISTORY.md, session 17).
 extension ProbeCommand {
     /// `fsync-placement`: in a 64 MiB file written with zeros beforehand (so no write allocates
     /// blocks or changes the file's size), `--count` rounds of: write N pages, `fdatasync`. N is
