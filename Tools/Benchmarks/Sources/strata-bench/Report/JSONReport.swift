@@ -30,8 +30,10 @@ enum JSONReport {
         var targets: [[String: Any]] = []
         for t in Target.all {
             let v = t.verdict(report)
+            let r = t.rounds(report)
             targets.append(["target": t.name, "measured": v.measured.map { $0 as Any } ?? NSNull(),
-                            "met": v.met.map { $0 as Any } ?? NSNull(), "verdict": v.text])
+                            "met": v.met.map { $0 as Any } ?? NSNull(), "verdict": v.text,
+                            "rounds": r.figures, "roundsMet": r.met])
         }
         let root: [String: Any] = [
             "targets": targets,

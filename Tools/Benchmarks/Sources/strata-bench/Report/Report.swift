@@ -130,4 +130,24 @@ struct Report: Sendable {
     }
 
     func value(_ key: String, _ engine: Engine) -> Double? { results.first { $0.key == key }?.values[engine] }
+
+    /// The most rounds any figure of the report has.
+    var roundCount: Int {
+        results.map { r in r.samples.values.map(\.count).max() ?? 0 }.max() ?? 0
+    }
+
+    /// The report as round `index` alone measured it: each figure is that round's sample, or the
+    /// median where the figure has fewer rounds (a baseline measured once, such as `mdb_copy -c`).
+    /// Rounds interleave the engines, so a ratio of one round's figures compares measurements
+    /// made minutes apart rather than the medians of the whole run.
+    func round(_ index: Int) -> Report {
+        precondition(index >= 0, "round index must not be negative")
+        var copy = self
+        for i in copy.results.indices {
+            for (engine, samples) in copy.results[i].samples where index < samples.count {
+                copy.results[i].values[engine] = samples[index]
+            }
+        }
+        return copy
+    }
 }

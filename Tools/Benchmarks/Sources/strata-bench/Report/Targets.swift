@@ -70,16 +70,36 @@ struct Target: Sendable {
         }
     }
 
+    /// The target's figure in each round of the run (see ``Report/round(_:)``), and how many of
+    /// them meet it; empty for a run of one round.
+    func rounds(_ report: Report) -> (figures: [Double], met: Int) {
+        let n = report.roundCount
+        guard n > 1 else { return ([], 0) }
+        let figures = (0..<n).compactMap { measure(report.round($0)) }.filter(\.isFinite)
+        let met = figures.filter { bound == .atLeast ? $0 >= threshold : $0 <= threshold }.count
+        return (figures, met)
+    }
+
+    /// A figure as the target's line shows it.
+    func format(_ m: Double) -> String {
+        if name.contains("MB") && !name.contains("mdb_copy") { return String(format: "%.0f MB", m) }
+        if name.contains("changes/s") { return String(format: "%.0f/s", m) }
+        return String(format: "%.2f×", m)
+    }
+
     static func render(_ report: Report) -> String {
-        var out = "targets (issue 8):\n"
+        var out = "targets (issue 8), on the medians; then each round's figure and how many rounds meet the target:\n"
         for t in all {
             let v = t.verdict(report)
-            let shown = v.measured.map { m -> String in
-                if t.name.contains("MB") && !t.name.contains("mdb_copy") { return String(format: "%.0f MB", m) }
-                if t.name.contains("changes/s") { return String(format: "%.0f/s", m) }
-                return String(format: "%.2f×", m)
-            } ?? "—"
-            out += "  " + t.name.padding(toLength: 42, withPad: " ", startingAt: 0) + shown.padding(toLength: 10, withPad: " ", startingAt: 0) + v.text + "\n"
+            let shown = v.measured.map(t.format) ?? "—"
+            var line = "  " + t.name.padding(toLength: 42, withPad: " ", startingAt: 0) + shown.padding(toLength: 10, withPad: " ", startingAt: 0)
+                + v.text
+            let r = t.rounds(report)
+            if !r.figures.isEmpty {
+                line = line.padding(toLength: 80, withPad: " ", startingAt: 0)
+                    + "rounds " + r.figures.map(t.format).joined(separator: ", ") + " (\(r.met) of \(r.figures.count) met)"
+            }
+            out += line + "\n"
         }
         let equalWorkEngines: [(Engine, String)] = [
             (.lmdbIndexed, "raw LMDB writing Strata's entries (lmdb-indexed)"),
