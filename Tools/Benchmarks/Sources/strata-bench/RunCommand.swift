@@ -22,7 +22,7 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Only these workloads, comma-separated (e.g. W1,W4).", valueName: "list"))
     var only: String?
 
-    @Option(help: ArgumentHelp("Engines, comma-separated (default strata,lmdb,lmdb-indexed,grdb,grdb-indexed; the -indexed ones, raw LMDB writing Strata's entries and GRDB with Strata's Track indexes, take part in W1–W3 only).", valueName: "list"))
+    @Option(help: ArgumentHelp("Engines, comma-separated (default strata,lmdb,lmdb-indexed,grdb,grdb-indexed; the -indexed ones, raw LMDB writing Strata's entries and GRDB with Strata's Track indexes, take part in W1–W3, and grdb-indexed also in W10).", valueName: "list"))
     var engines: String = "strata,lmdb,lmdb-indexed,grdb,grdb-indexed"
 
     @Option(help: ArgumentHelp("Schema directory (default: <repo>/Schemas/library).", valueName: "dir"))

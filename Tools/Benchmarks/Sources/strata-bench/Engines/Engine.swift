@@ -84,8 +84,8 @@ extension Engine {
         case .strata: return try StrataSubject(directory: directory, setup: setup, sync: sync)
         case .lmdb: return try LMDBSubject(directory: directory, setup: setup, sync: sync)
         case .lmdbIndexed: return try IndexedLMDBSubject(directory: directory, setup: setup, sync: sync)
-        case .grdb: return try GRDBSubject(engine: .grdb, directory: directory, sync: sync, secondaryIndexes: false)
-        case .grdbIndexed: return try GRDBSubject(engine: .grdbIndexed, directory: directory, sync: sync, secondaryIndexes: true)
+        case .grdb: return try GRDBSubject(engine: .grdb, directory: directory, sync: sync)
+        case .grdbIndexed: return try GRDBSubject(engine: .grdbIndexed, directory: directory, sync: sync, indexesSQL: GRDBTrack.createIndexesSQL)
         }
     }
 }

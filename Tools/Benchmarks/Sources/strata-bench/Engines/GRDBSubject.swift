@@ -13,7 +13,9 @@ final class GRDBSubject: BenchSubject {
         var description: String { "GRDB: PRAGMA synchronous is \(found), expected 2 (FULL)" }
     }
 
-    init(engine: Engine, directory: URL, sync: SyncLevel, secondaryIndexes: Bool) throws {
+    /// Opens a fresh database with the `track` table and, when given, `indexesSQL` (the
+    /// `grdb-indexed` engine's indexes; W10 gives v1's).
+    init(engine: Engine, directory: URL, sync: SyncLevel, indexesSQL: String? = nil) throws {
         self.engine = engine
         pool = try DatabasePool(path: directory.appendingPathComponent("db.sqlite").path, configuration: Configuration())
         if sync == .durable {
@@ -26,7 +28,7 @@ final class GRDBSubject: BenchSubject {
         }
         try pool.write { db in
             try db.execute(sql: GRDBTrack.createTableSQL)
-            if secondaryIndexes { try db.execute(sql: GRDBTrack.createIndexesSQL) }
+            if let indexesSQL { try db.execute(sql: indexesSQL) }
         }
     }
 

@@ -64,9 +64,8 @@ enum W10Migration {
         let engine: Engine = indexed ? .grdbIndexed : .grdb
         let dir = try ctx.storeDirectory("W10", engine)
         defer { ctx.remove(dir) }
-        let subject = try GRDBSubject(engine: engine, directory: dir, sync: .durable, secondaryIndexes: false)
+        let subject = try GRDBSubject(engine: engine, directory: dir, sync: .durable, indexesSQL: indexed ? GRDBTrack.createV1IndexesSQL : nil)
         defer { subject.close() }
-        if indexed { try subject.pool.write { db in try db.execute(sql: GRDBTrack.createV1IndexesSQL) } }
         var start = 0
         while start < n {
             let end = min(n, start + ctx.sizes.batchSize)
