@@ -25,12 +25,20 @@ public final class ChildContext: ObjectReading {
     }
 
     struct State: Sendable {
+        /// The pending changes, as net state over everything below.
         var overlay = Overlay()
-        var operations: [ChangeSet.Operation] = []
+        /// The version and values each changed object had in the store when this context chain
+        /// first changed it.
         var bases: [ObjectID: BaseVersion] = [:]
         /// An emptied undo list kept for the next change's ``OverlayApplier`` (see
         /// ``OverlayApplier/takeUndoStorage()``).
         var spareUndo: [OverlayApplier.Undo] = []
+        /// Counts ``discard()`` calls: a root commit in flight finds out whether what it took was
+        /// discarded meanwhile.
+        var discards: UInt64 = 0
+        /// For a child of a pinned view: the changes it committed that the view's snapshot does
+        /// not show yet, oldest first (see ``committedLayers(below:)``).
+        var committed: [CommittedLayer] = []
 
         /// The spare undo list, leaving none behind (so the applier holds its only reference).
         mutating func takeSpareUndo() -> [OverlayApplier.Undo] {
@@ -40,6 +48,20 @@ public final class ChildContext: ObjectReading {
         }
     }
 
+    /// Changes committed at the root, shown to a child of a pinned view until the view refreshes.
+    struct CommittedLayer: Sendable {
+        let overlay: Overlay
+        let transaction: TransactionID
+    }
+
+    /// A root commit under way: what it took and what it sends.
+    private struct Flight {
+        let overlay: Overlay
+        let bases: [ObjectID: BaseVersion]
+        let discards: UInt64
+        let changes: ChangeSet
+    }
+
     public let label: String
     public let mergePolicy: MergePolicy
     let parent: Parent
@@ -47,6 +69,8 @@ public final class ChildContext: ObjectReading {
     /// Nesting depth: 1 for a child of a view context.
     public let depth: Int
     private let state = Locked(State())
+    /// Runs this context's commits one at a time.
+    private let commits = SerialGate()
     let observers = ContextObservers()
 
     init(parent: Parent, label: String, mergePolicy: MergePolicy) {
@@ -71,20 +95,43 @@ public final class ChildContext: ObjectReading {
     }
 
     /// Whether there are changes not yet committed.
-    public var hasChanges: Bool { state.withLock { !$0.operations.isEmpty } }
+    public var hasChanges: Bool { state.withLock { !$0.overlay.isEmpty } }
 
-    /// Operations waiting for ``commit()``.
-    public var pendingOperationCount: Int { state.withLock { $0.operations.count } }
+    /// How many objects and relationship edges have pending changes: the net changes a
+    /// ``commit()`` would send, not the number of calls that made them (an object inserted and
+    /// then updated counts once; one changed and changed back still counts until committed or
+    /// discarded).
+    public var pendingOperationCount: Int { state.withLock { $0.overlay.changeCount } }
 
     // MARK: Reading
 
     /// Overlays from the root-most child down to this one (O(depth) copies of copy-on-write values).
     func overlayChain() -> [Overlay] {
-        let mine = state.withLock { $0.overlay }
         switch parent {
-        case .view: return [mine]
-        case .child(let p): return p.overlayChain() + [mine]
+        case .view(let v):
+            return state.withLock { s in Self.committedLayers(&s, below: v).map(\.overlay) + [s.overlay] }
+        case .child(let p):
+            let mine = state.withLock { $0.overlay }
+            return p.overlayChain() + [mine]
         }
+    }
+
+    /// The overlays under this context's own: its parent's chain, or the layers it committed that
+    /// its pinned view does not show yet.
+    private func lowerChain(_ s: inout State) -> [Overlay] {
+        switch parent {
+        case .view(let v): Self.committedLayers(&s, below: v).map(\.overlay)
+        case .child(let p): p.overlayChain()
+        }
+    }
+
+    /// The committed layers `view` does not show yet; the others are dropped. A view that pins
+    /// nothing at the moment pins the latest state at its next read, which shows them all.
+    private static func committedLayers(_ s: inout State, below view: ViewContext) -> [CommittedLayer] {
+        guard !s.committed.isEmpty else { return [] }
+        let shown = view.pinnedTransactionID
+        s.committed.removeAll { layer in shown.map { layer.transaction <= $0 } ?? true }
+        return s.committed
     }
 
     private var root: ViewContext {
@@ -99,11 +146,15 @@ public final class ChildContext: ObjectReading {
         return try root.read { try body(MergedSource(base: $0, overlays: chain)) }
     }
 
+    /// The record with this id as this context shows it (nil when it does not exist here).
     public func record(_ id: ObjectID) throws -> Record? { try read { try $0.record(id) } }
+    /// The objects `id` is linked to through `relationship` as this context shows them, in id order.
     public func relatedIDs(_ relationship: RelationshipDescription, of id: ObjectID) throws -> [ObjectID] {
         try read { try $0.targets(relationship.tag, from: id) }
     }
+    /// The records matching `query` in this context, pending changes included.
     public func fetch(_ query: Query) throws -> [Record] { try read { try $0.fetch(query) } }
+    /// How many records match `query` in this context, pending changes included.
     public func count(_ query: Query) throws -> Int { try read { try $0.count(query) } }
 
     // MARK: Changing
@@ -115,30 +166,28 @@ public final class ChildContext: ObjectReading {
         try apply(changes.operations, baseVersions: changes.baseVersions, mergePolicy: changes.mergePolicy)
     }
 
-    /// Applies operations whose entity types were checked: to the overlay with the writer's
-    /// rules, then appended to the pending ones (all or nothing).
-    private func apply(_ operations: [ChangeSet.Operation], baseVersions: [ObjectID: BaseVersion] = [:], mergePolicy: MergePolicy = .fail) throws {
-        let parents: [Overlay] = switch parent {
-        case .view: []
-        case .child(let p): p.overlayChain()
-        }
+    /// Applies operations whose entity types were checked to the overlay, with the writer's rules
+    /// (all or nothing).
+    private func apply(_ operations: [ChangeSet.Operation], baseVersions: [ObjectID: BaseVersion] = [:], mergePolicy: MergePolicy = .fail,
+                       inheriting inherited: [ObjectID: BaseVersion] = [:]) throws {
         try state.withLock { s in
+            let lower = lowerChain(&s)
             try root.read { view in
-                try rememberBases(operations, base: view, into: &s)
                 // Hand the overlay to the applier and drop this reference, so the applier holds the
                 // only one and changes the dictionaries in place (a second reference would make
                 // every change copy the whole overlay: O(n) per change).
-                var resolver = SaveResolver(applier: OverlayApplier(base: view, parents: parents, leaf: OverlayApplier.take(&s.overlay), undo: s.takeSpareUndo()),
+                var resolver = SaveResolver(applier: OverlayApplier(base: view, parents: lower, leaf: OverlayApplier.take(&s.overlay), undo: s.takeSpareUndo()),
                                             limits: store.configuration, collectsChanges: false)
                 do {
+                    try resolver.applier.prepareCounts()
                     try resolver.run(operations, bases: baseVersions, policy: mergePolicy, checkRequired: false)
+                    try rememberBases(resolver.applier.firstTouched, inherited: inherited, view: view, into: &s)
                 } catch {
                     s.overlay = resolver.applier.rollBack()
                     throw error
                 }
                 s.overlay = resolver.applier.takeLeaf()
                 s.spareUndo = resolver.applier.takeUndoStorage()
-                s.operations += operations
             }
         }
         observers.changed()
@@ -150,19 +199,17 @@ public final class ChildContext: ObjectReading {
     /// and dropping a resolver, its merge state and its undo list cost about a tenth of a child's
     /// insert (`perf` of W7); a child filled one object at a time pays it once per object.
     private func insertOne(_ id: ObjectID, _ input: [Value]) throws {
-        let parents: [Overlay] = switch parent {
-        case .view: []
-        case .child(let p): p.overlayChain()
-        }
         try state.withLock { s in
+            let lower = lowerChain(&s)
             try root.read { view in
                 // Checked inside the read, as the resolver does: a closed store reports `.closed`
                 // before any validation error.
                 let e = try ValueRules.entity(schema, id)
                 let values = try ValueRules.prepared(e, id, input, maxValueBytes: store.configuration.maxValueBytes)
                 // As in `apply`: the applier holds the only reference to the overlay meanwhile.
-                var applier = OverlayApplier(base: view, parents: parents, leaf: OverlayApplier.take(&s.overlay), undo: s.takeSpareUndo())
+                var applier = OverlayApplier(base: view, parents: lower, leaf: OverlayApplier.take(&s.overlay), undo: s.takeSpareUndo())
                 do {
+                    try applier.prepareCounts()
                     try applier.apply(.insert(id: id, values: values))
                 } catch {
                     s.overlay = applier.rollBack()
@@ -171,23 +218,19 @@ public final class ChildContext: ObjectReading {
                 s.overlay = applier.takeLeaf()
                 s.spareUndo = applier.takeUndoStorage()
             }
-            s.operations.append(.insert(id: id, values: input))
         }
         observers.changed()
     }
 
-    /// The version each existing object had when this context chain first touched it.
-    private func rememberBases(_ operations: [ChangeSet.Operation], base: ReadView, into s: inout State) throws {
-        for op in operations {
-            let id: ObjectID
-            switch op {
-            case .update(let i, _), .delete(let i), .put(let i, _): id = i
-            default: continue
-            }
-            guard s.bases[id] == nil else { continue }
-            if let inherited = inheritedBase(id) {
-                s.bases[id] = inherited
-            } else if let r = try base.record(id) {
+    /// Remembers a base for every object of the store this change touched first: the one a
+    /// committing child passed up, else one a parent holds, else the store's record (for a child
+    /// of a pinned view, as its committed layers show it).
+    private func rememberBases(_ touched: [ObjectID], inherited: [ObjectID: BaseVersion], view: ReadView, into s: inout State) throws {
+        let committed = MergedSource(base: view, overlays: s.committed.map(\.overlay))
+        for id in touched where s.bases[id] == nil {
+            if let base = inherited[id] ?? inheritedBase(id) {
+                s.bases[id] = base
+            } else if let r = try committed.record(id) {
                 s.bases[id] = BaseVersion(version: r.version, values: r.values)
             }
         }
@@ -205,70 +248,130 @@ public final class ChildContext: ObjectReading {
         try apply(c)
     }
 
+    /// Inserts an entity value (validated here: types, required values, sizes, unique keys).
     public func insert<E: Entity>(_ object: E) throws {
         try schema.check(E.self)
         try insertOne(object.id, object.storedValues)
     }
+    /// Inserts a dynamic record (unset attributes take their defaults).
     public func insert(_ record: Record) throws { try change { $0.insert(record) } }
+    /// Sets every attribute of the object to the entity value's (only differences are changes).
     public func update<E: Entity>(_ object: E) throws { try change { $0.update(object) } }
+    /// Deletes an object; its relationships follow their delete rules.
     public func delete(_ id: ObjectID) throws { try change { $0.delete(id) } }
+    /// Sets one attribute of an object.
     public func set<E: Entity, V>(_ key: Attribute<E, V>, of id: ObjectID, to value: V) throws { try change { $0.set(key, of: id, to: value) } }
+    /// Sets (or with nil clears) a to-one relationship, replacing the previous target.
     public func set<E: Entity, T: Entity>(_ relationship: ToOne<E, T>, of id: ObjectID, to target: ObjectID?) throws {
         try change { $0.set(relationship, of: id, to: target) }
     }
+    /// Adds `target` to a to-many relationship of `id` (and `id` to the inverse).
     public func add<E: Entity, T: Entity>(_ target: ObjectID, to relationship: ToMany<E, T>, of id: ObjectID) throws {
         try change { $0.add(target, to: relationship, of: id) }
     }
+    /// Removes `target` from a to-many relationship of `id` (and `id` from the inverse).
     public func remove<E: Entity, T: Entity>(_ target: ObjectID, from relationship: ToMany<E, T>, of id: ObjectID) throws {
         try change { $0.remove(target, from: relationship, of: id) }
     }
 
     // MARK: Commit and discard
 
-    /// Pushes the changes one level up. Into a view context (the root) they are saved as one
+    /// Pushes the pending changes one level up: their net state, as ``fetch(_:)`` shows it, not
+    /// the calls that made them. Into a view context (the root) they are saved as one
     /// transaction, whose id is returned; into a parent child they become its pending changes
     /// (nil is returned). Nothing to commit returns nil.
+    ///
+    /// Overlapping calls run one after the other: a second call commits what is pending when
+    /// the first has finished. Changes made while a root commit is in flight stay pending; a
+    /// ``discard()`` made meanwhile drops them but not the commit in flight. If the commit
+    /// throws, the context keeps its changes, so a fix made here commits next time.
     @discardableResult
     public func commit() async throws -> TransactionID? {
-        switch parent {
-        case .child(let p):
-            let committed = try state.withLock { s -> State? in
-                guard !s.operations.isEmpty else { return nil }
-                try p.absorb(ChangeSet(operations: s.operations), bases: s.bases)
-                return Self.take(&s)
+        try await commits.run {
+            switch parent {
+            case .child(let p):
+                try commitIntoParent(p)
+                return nil
+            case .view(let v):
+                return try await commitAtRoot(v)
             }
-            if let committed { Self.release(committed) }
-            observers.changed()
-            return nil
-        case .view:
-            let (changes, taken) = state.withLock { s -> (ChangeSet, Int) in
-                var c = ChangeSet(operations: s.operations)
-                c.baseVersions = s.bases
-                c.mergePolicy = mergePolicy
-                return (c, s.operations.count)
-            }
-            guard taken > 0 else { return nil }
-            let tx = try await store.save(changes, author: label)
-            try rebase(after: taken)
-            return tx
         }
     }
 
+    private func commitIntoParent(_ p: ChildContext) throws {
+        let committed = try state.withLock { s -> State? in
+            guard !s.overlay.isEmpty else { return nil }
+            let (operations, bases) = try netChanges(&s)
+            try p.absorb(operations, bases: bases)
+            return Self.take(&s)
+        }
+        if let committed { Self.release(committed) }
+        observers.changed()
+    }
+
+    private func commitAtRoot(_ v: ViewContext) async throws -> TransactionID? {
+        let flight = try state.withLock { s -> Flight? in
+            guard !s.overlay.isEmpty else { return nil }
+            let (operations, bases) = try netChanges(&s)
+            var c = ChangeSet(operations: operations)
+            c.baseVersions = bases
+            c.mergePolicy = mergePolicy
+            return Flight(overlay: s.overlay, bases: s.bases, discards: s.discards, changes: c)
+        }
+        guard let flight else { return nil }
+        if flight.changes.isEmpty {
+            // Changes that cancel out (a value set and set back): nothing to save.
+            landed(flight, at: nil, pinned: false)
+            return nil
+        }
+        let tx = try await store.save(flight.changes, author: label)
+        landed(flight, at: tx, pinned: !v.autoRefresh)
+        return tx
+    }
+
+    /// The net operations of the pending layer and the bases of the objects they change.
+    private func netChanges(_ s: inout State) throws -> ([ChangeSet.Operation], [ObjectID: BaseVersion]) {
+        let lower = lowerChain(&s)
+        let layer = s.overlay
+        let operations = try root.read { view in
+            let merged = MergedSource(base: view, overlays: lower + [layer])
+            return try layer.netChanges(schema: schema, bases: s.bases, view: merged.top,
+                                        below: MergedSource.Level(source: merged, depth: lower.count))
+        }
+        return (operations, s.bases.filter { layer.records[$0.key] != nil })
+    }
+
+    /// After a root commit of `flight` (at `tx`; nil when there was nothing to save): what was
+    /// committed leaves the pending layer, what changed since stays, over a state that now holds
+    /// the commit. Objects still pending take the committed values as their base. A child of a
+    /// pinned view keeps the committed layer to read until the view shows it.
+    private func landed(_ flight: Flight, at tx: TransactionID?, pinned: Bool) {
+        let old = state.withLock { s -> Overlay in
+            let old = s.overlay
+            if s.discards == flight.discards { s.overlay = s.overlay.remainder(after: flight.overlay) }
+            if let tx {
+                for id in flight.overlay.order where s.overlay.records[id] != nil && s.bases[id] == flight.bases[id] {
+                    if case .some(.some(let r)) = flight.overlay.records[id] { s.bases[id] = BaseVersion(version: tx, values: r.values) }
+                }
+                if pinned {
+                    var layer = flight.overlay
+                    layer.stampVersions(tx)
+                    layer.countBasis = nil
+                    s.committed.append(CommittedLayer(overlay: layer, transaction: tx))
+                }
+            }
+            s.bases = s.bases.filter { s.overlay.records[$0.key] != nil }
+            return old
+        }
+        Self.release(State(overlay: old))
+        observers.changed()
+    }
+
     /// A child's committed changes, applied here with their base versions (earlier bases win).
-    func absorb(_ changes: ChangeSet, bases: [ObjectID: BaseVersion]) throws {
+    func absorb(_ operations: [ChangeSet.Operation], bases: [ObjectID: BaseVersion]) throws {
         // The child's bases first: for an object this context had not touched, the version the
         // child read is the one the change was based on (not the store's version now).
-        let added = state.withLock { s -> [ObjectID] in
-            let new = bases.keys.filter { s.bases[$0] == nil }
-            for id in new { s.bases[id] = bases[id] }
-            return new
-        }
-        do {
-            try apply(changes)
-        } catch {
-            state.withLock { s in for id in added { s.bases[id] = nil } }
-            throw error
-        }
+        try apply(operations, inheriting: bases)
     }
 
     /// Accepts the store's current version of every object this context changed as the new base:
@@ -276,50 +379,44 @@ public final class ChildContext: ObjectReading {
     /// store's on the next ``commit()`` (having looked at what the store changed).
     public func rebase() throws {
         let ids = state.withLock { Array($0.bases.keys) }
-        let current = try root.read { view in
+        let current = try store.read { view in
             try ids.compactMap { id in try view.record(id).map { (id, BaseVersion(version: $0.version, values: $0.values)) } }
         }
         state.withLock { s in
             for id in ids { s.bases[id] = nil }
-            for (id, base) in current { s.bases[id] = base }
+            for (id, base) in current where s.overlay.records[id] != nil { s.bases[id] = base }
         }
     }
 
-    /// After a root commit: drop what was committed; changes made meanwhile are re-applied over
-    /// the new state.
-    private func rebase(after taken: Int) throws {
-        let (later, committed) = state.withLock { s -> ([ChangeSet.Operation], State) in
-            let rest = Array(s.operations.dropFirst(taken))
-            return (rest, Self.take(&s))
-        }
-        Self.release(committed)
-        if !later.isEmpty {
-            try apply(later)
-        } else {
-            observers.changed()
-        }
-    }
-
-    /// Drops every pending change.
+    /// Drops every pending change (changes already handed to a commit in flight are not recalled).
     public func discard() {
-        Self.release(state.withLock { Self.take(&$0) })
+        let dropped = state.withLock { s -> State in
+            let taken = Self.take(&s)
+            s.discards = taken.discards &+ 1
+            s.committed = taken.committed
+            return taken
+        }
+        Self.release(dropped)
         observers.changed()
     }
 
-    /// Empties `s`, returning what it held.
+    /// Empties the pending changes of `s`, returning what it held (committed layers move too).
     private static func take(_ s: inout State) -> State {
-        defer { s = State() }
-        return s
+        var taken = State()
+        swap(&taken, &s)
+        s.discards = taken.discards
+        s.committed = taken.committed
+        return taken
     }
 
     /// Frees committed or discarded changes on a background queue. A child of n changes holds
-    /// O(n) small allocations (records, their values and strings, dictionary storage, operations):
-    /// freeing them was about a twentieth of a 20k-insert commit's time, all of it on the caller's
-    /// thread after the save (`perf record` of `strata-bench probe child`); the commit now returns
+    /// O(n) small allocations (records, their values and strings, dictionary storage): freeing
+    /// them was about a twentieth of a 20k-insert commit's time, all of it on the caller's thread
+    /// after the save (`perf record` of `strata-bench probe child`); the commit now returns
     /// without waiting for it.
     /// Readers that copied the overlay keep their own references, so nothing they use is freed.
     private static func release(_ old: State) {
-        guard !old.operations.isEmpty || !old.overlay.records.isEmpty else { return }
+        guard !old.overlay.records.isEmpty || !old.overlay.edges.isEmpty else { return }
         releaseQueue.async { withExtendedLifetime(old) {} }
     }
 

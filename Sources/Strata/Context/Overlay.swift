@@ -1,5 +1,20 @@
-/// A child context's pending changes, kept as resolved state over its parent: changed records,
-/// added and removed relationship edges, unique keys taken or freed, count deltas.
+import Synchronization
+
+/// A child context's pending changes, kept as *net state* over whatever lies below it (its
+/// parent's view): the records it changed, explicit facts about the edges it added or removed,
+/// the relationship keys whose whole target set it defines, and the unique keys its records hold.
+///
+/// The layer never holds deltas that only make sense against the state it was built on, so the
+/// state below may change (the store commits, a parent changes) and the merged view still has one
+/// value per attribute, at most one target per to-one, both directions of every edge in agreement
+/// and a count equal to what a fetch returns. The rules (ARCHITECTURE.md, "Child contexts"):
+///
+/// - a record the layer holds wins (nil: deleted here); any other record is read below;
+/// - an edge (r, a, b) is visible iff both ends exist and either the layer holds the fact
+///   "present" for it, or it holds no fact for it, neither (r, a) nor (inverse r, b) is
+///   *replaced* here, and the edge is visible below;
+/// - a key (r, a) is replaced when a to-one (r) of `a` was set or cleared here (also as the
+///   inverse side of a to-many edit) and for every relationship of an object deleted here.
 ///
 /// It is a value (dictionaries are copy-on-write), so a read takes a copy in O(1) and evaluates
 /// without holding any lock; making a change costs O(size of the change), never O(store).
@@ -9,35 +24,176 @@ struct Overlay: Sendable {
         let from: ObjectID
     }
 
+    /// What the counts of this layer were computed against: the LMDB transaction of the base and
+    /// the revisions of the layers between the base and this one.
+    struct CountBasis: Equatable, Sendable {
+        let baseTransaction: UInt64
+        let lower: [UInt64]
+    }
+
     /// Changed or inserted records; `nil` marks a deletion.
     // `Dictionary()` rather than `[:]`: an overlay is made empty twice per child insert, and the
     // literal goes through `init(dictionaryLiteral:)`.
     var records = [ObjectID: Record?]()
-    var added = [LinkKey: Set<ObjectID>]()
-    var removed = [LinkKey: Set<ObjectID>]()
-    /// Unique keys taken (owner) or freed (nil) here.
-    var uniques = [ByteKey: ObjectID?]()
+    /// The keys of ``records`` in the order they were first changed here (a commit sends its
+    /// changes in that order).
+    var order = [ObjectID]()
+    /// Ids inserted here (absent below when they were inserted).
+    var inserted = Set<ObjectID>()
+    /// Explicit edge facts, both directions: target → present (true) or absent (false).
+    var edges = [LinkKey: [ObjectID: Bool]]()
+    /// Keys whose whole target set this layer defines (edges below are not read for them).
+    var replaced = Set<LinkKey>()
+    /// The relationship tags of ``replaced`` keys: a read of a key whose inverse tag is not here
+    /// needs no per-target check.
+    var replacedTags = Set<UInt16>()
+    /// Unique keys held by records of this layer, and their owners.
+    var uniques = [ByteKey: ObjectID]()
     /// Objects whose edges changed, per entity tag. With the keys of ``records`` (objects whose
-    /// record changed), the extra candidates a query must look at; records are not marked here
-    /// too, which saves two hash operations per change.
+    /// record changed), the extra candidates a query must look at.
     var dirty = [UInt16: Set<ObjectID>]()
+    /// Live objects added (removed, negative) per entity tag, against ``countBasis``.
     var countDelta = [UInt16: Int]()
+    /// The state below that ``countDelta`` was computed against; when the state below is another,
+    /// counts are computed from ``records`` instead.
+    var countBasis: CountBasis?
+    /// Explicit edge facts held (each edge counts twice, once per direction).
+    var factCount = 0
+    /// Changes with every successful change of the layer; unique across layers of the process.
+    var revision: UInt64 = Overlay.nextRevision()
+
+    private static let revisions = Atomic<UInt64>(0)
+    static func nextRevision() -> UInt64 { revisions.add(1, ordering: .relaxed).newValue }
+
+    /// Whether the layer holds any change.
+    var isEmpty: Bool { records.isEmpty && edges.isEmpty }
+
+    /// Objects and edges with a pending change.
+    var changeCount: Int { records.count + factCount / 2 }
 
     mutating func markDirty(_ id: ObjectID) { dirty[id.entityTag, default: []].insert(id) }
 
-    mutating func link(_ tag: UInt16, _ a: ObjectID, _ b: ObjectID) {
-        let k = LinkKey(tag: tag, from: a)
-        if removed[k]?.remove(b) == nil { added[k, default: []].insert(b) }
-        if removed[k]?.isEmpty == true { removed[k] = nil }
-        markDirty(a)
+    /// The records of the layer with `version` as their version (a root commit's transaction).
+    mutating func stampVersions(_ version: TransactionID) {
+        for (id, entry) in records {
+            if var r = entry {
+                r.version = version
+                records[id] = .some(r)
+            }
+        }
     }
 
-    mutating func unlink(_ tag: UInt16, _ a: ObjectID, _ b: ObjectID) {
-        let k = LinkKey(tag: tag, from: a)
-        if added[k]?.remove(b) == nil { removed[k, default: []].insert(b) }
-        if added[k]?.isEmpty == true { added[k] = nil }
-        markDirty(a)
+    // MARK: Reading through the layer
+
+    func record<L: LayeredState>(_ id: ObjectID, over lower: L) throws -> Record? {
+        if let entry = records[id] { return entry }
+        return try lower.record(id)
     }
+
+    func exists<L: LayeredState>(_ id: ObjectID, over lower: L) throws -> Bool {
+        if let entry = records[id] { return entry != nil }
+        return try lower.exists(id)
+    }
+
+    /// Whether the layer hides the edge (tag, from) → `to` of the state below without a fact
+    /// of its own: one of its keys is replaced here.
+    private func hides(_ key: LinkKey, _ to: ObjectID, inverse: UInt16?) -> Bool {
+        if replaced.contains(key) { return true }
+        guard let inverse, replacedTags.contains(inverse) else { return false }
+        return replaced.contains(LinkKey(tag: inverse, from: to))
+    }
+
+    func targets<L: LayeredState>(_ tag: UInt16, from id: ObjectID, schema: Schema, over lower: L) throws -> [ObjectID] {
+        let key = LinkKey(tag: tag, from: id)
+        let facts = edges[key]
+        let inverse = replacedTags.isEmpty ? nil : schema.inverseTag(of: tag)
+        let checksInverse = inverse.map { replacedTags.contains($0) } ?? false
+        let isReplaced = !replaced.isEmpty && replaced.contains(key)
+        if facts == nil, !checksInverse, !isReplaced { return try lower.targets(tag, from: id) }
+        var result: [ObjectID] = []
+        if !isReplaced {
+            for t in try lower.targets(tag, from: id) {
+                if let present = facts?[t] {
+                    if present { result.append(t) }
+                } else if !checksInverse || !hides(key, t, inverse: inverse) {
+                    result.append(t)
+                }
+            }
+        }
+        guard let facts else { return result }
+        let fromBelow = result.count
+        var listed = Set(result)
+        for (t, present) in facts where present && !listed.contains(t) {
+            guard try exists(t, over: lower) else { continue }
+            result.append(t)
+            listed.insert(t)
+        }
+        if result.count > fromBelow { result.sort() }
+        if !result.isEmpty, try !exists(id, over: lower) { return [] }
+        return result
+    }
+
+    func linked<L: LayeredState>(_ tag: UInt16, from: ObjectID, to: ObjectID, schema: Schema, over lower: L) throws -> Bool {
+        let key = LinkKey(tag: tag, from: from)
+        if let present = edges[key]?[to] {
+            guard present else { return false }
+            return try exists(from, over: lower) && exists(to, over: lower)
+        }
+        if !replaced.isEmpty, hides(key, to, inverse: schema.inverseTag(of: tag)) { return false }
+        return try lower.linked(tag, from: from, to: to)
+    }
+
+    /// The owner of a unique key: a record of this layer that holds it, or the owner below unless
+    /// this layer changed that object so that it no longer holds the key.
+    func uniqueOwner<L: LayeredState>(_ key: ByteKey, over lower: L) throws -> ObjectID? {
+        if let owner = uniques[key] { return owner }
+        return try ownerBelow(key, over: lower)
+    }
+
+    /// The owner of `key` below this layer, as this layer shows it: an owner this layer changed
+    /// or deleted holds the key only if its record here still does.
+    func ownerBelow<L: LayeredState>(_ key: ByteKey, over lower: L) throws -> ObjectID? {
+        guard let owner = try lower.uniqueOwner(key) else { return nil }
+        guard let entry = records[owner] else { return owner }
+        guard let record = entry, key.bytes.count >= 2 else { return nil }
+        let tag = UInt16(key.bytes[0]) << 8 | UInt16(key.bytes[1])
+        guard let u = record.entity.uniques.first(where: { $0.tag == tag }) else { return nil }
+        return try Layout.uniqueKey(u, record: record.values, entity: record.entity, id: owner) == key.bytes ? owner : nil
+    }
+
+    /// Live objects of `tag` added by this layer over `lower`, computed from the records.
+    /// - Complexity: O(records of the layer).
+    func computedCountDelta<L: LayeredState>(_ tag: UInt16, over lower: L) throws -> Int {
+        var delta = 0
+        for (id, entry) in records where id.entityTag == tag {
+            delta += (entry == nil ? 0 : 1) - (try lower.exists(id) ? 1 : 0)
+        }
+        return delta
+    }
+
+    /// Recomputes every entity's ``countDelta`` against `lower`, whose basis is `basis`.
+    /// - Complexity: O(records of the layer).
+    mutating func recount<L: LayeredState>(over lower: L, basis: CountBasis) throws {
+        var delta: [UInt16: Int] = [:]
+        for (id, entry) in records {
+            let d = (entry == nil ? 0 : 1) - (try lower.exists(id) ? 1 : 0)
+            if d != 0 { delta[id.entityTag, default: 0] += d }
+        }
+        countDelta = delta
+        countBasis = basis
+    }
+}
+
+/// Reads of one state: a base with some layers merged over it.
+protocol LayeredState {
+    func record(_ id: ObjectID) throws -> Record?
+    func exists(_ id: ObjectID) throws -> Bool
+    func targets(_ tag: UInt16, from: ObjectID) throws -> [ObjectID]
+    func linked(_ tag: UInt16, from: ObjectID, to: ObjectID) throws -> Bool
+    func uniqueOwner(_ key: ByteKey) throws -> ObjectID?
+    func objectCount(_ entity: EntityDescription) throws -> Int
+    /// What the state is: the base's LMDB transaction and the revisions of its layers.
+    var basis: Overlay.CountBasis { get }
 }
 
 /// Reads through a base (one LMDB transaction) with overlays merged over it, root-most first.
@@ -47,46 +203,70 @@ struct MergedSource: ObjectSource {
 
     var schema: Schema { base.schema }
 
-    func record(_ id: ObjectID) throws -> Record? {
-        for o in overlays.reversed() {
-            if let entry = o.records[id] { return entry }
+    /// The state with the first `depth` overlays merged over the base.
+    struct Level: LayeredState {
+        let source: MergedSource
+        let depth: Int
+
+        private var layer: Overlay { source.overlays[depth - 1] }
+        private var below: Level { Level(source: source, depth: depth - 1) }
+
+        func record(_ id: ObjectID) throws -> Record? {
+            // The newest layer holding the id decides; no recursion for the common miss.
+            var i = depth
+            while i > 0 {
+                i -= 1
+                if let entry = source.overlays[i].records[id] { return entry }
+            }
+            return try source.base.record(id)
         }
-        return try base.record(id)
+
+        func exists(_ id: ObjectID) throws -> Bool {
+            var i = depth
+            while i > 0 {
+                i -= 1
+                if let entry = source.overlays[i].records[id] { return entry != nil }
+            }
+            return try source.base.txn.contains(source.base.env[.objects], key: id.keyBytes)
+        }
+
+        func targets(_ tag: UInt16, from id: ObjectID) throws -> [ObjectID] {
+            depth == 0 ? try source.base.targets(tag, from: id) : try layer.targets(tag, from: id, schema: source.schema, over: below)
+        }
+
+        func linked(_ tag: UInt16, from: ObjectID, to: ObjectID) throws -> Bool {
+            guard depth > 0 else { return try source.base.txn.contains(source.base.env[.links], key: Layout.linkKey(tag, from, to)) }
+            return try layer.linked(tag, from: from, to: to, schema: source.schema, over: below)
+        }
+
+        func uniqueOwner(_ key: ByteKey) throws -> ObjectID? {
+            depth == 0 ? try source.base.uniqueOwner(key.bytes) : try layer.uniqueOwner(key, over: below)
+        }
+
+        func objectCount(_ entity: EntityDescription) throws -> Int {
+            guard depth > 0 else { return try source.base.objectCount(entity) }
+            let lower = try below.objectCount(entity)
+            let o = layer
+            if let b = o.countBasis, b == below.basis { return lower + (o.countDelta[entity.tag] ?? 0) }
+            return lower + (try o.computedCountDelta(entity.tag, over: below))
+        }
+
+        var basis: Overlay.CountBasis {
+            Overlay.CountBasis(baseTransaction: source.base.stateID, lower: source.overlays.prefix(depth).map(\.revision))
+        }
     }
 
-    func targets(_ tag: UInt16, from id: ObjectID) throws -> [ObjectID] {
-        let key = Overlay.LinkKey(tag: tag, from: id)
-        guard overlays.contains(where: { $0.added[key] != nil || $0.removed[key] != nil }) else { return try base.targets(tag, from: id) }
-        var set = Set(try base.targets(tag, from: id))
-        for o in overlays {
-            if let r = o.removed[key] { set.subtract(r) }
-            if let a = o.added[key] { set.formUnion(a) }
-        }
-        return set.sorted()
-    }
+    /// The whole merged state.
+    var top: Level { Level(source: self, depth: overlays.count) }
 
-    func linked(_ tag: UInt16, from: ObjectID, to: ObjectID) throws -> Bool {
-        let key = Overlay.LinkKey(tag: tag, from: from)
-        for o in overlays.reversed() {
-            if o.added[key]?.contains(to) == true { return true }
-            if o.removed[key]?.contains(to) == true { return false }
-        }
-        return try base.txn.contains(base.env[.links], key: Layout.linkKey(tag, from, to))
-    }
-
-    func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? { try uniqueOwner(ByteKey(key)) }
-
+    func record(_ id: ObjectID) throws -> Record? { try top.record(id) }
+    func exists(_ id: ObjectID) throws -> Bool { try top.exists(id) }
+    func targets(_ tag: UInt16, from id: ObjectID) throws -> [ObjectID] { try top.targets(tag, from: id) }
+    func linked(_ tag: UInt16, from: ObjectID, to: ObjectID) throws -> Bool { try top.linked(tag, from: from, to: to) }
+    func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? { try top.uniqueOwner(ByteKey(key)) }
     /// ``uniqueOwner(_:)-([UInt8])`` with the key already hashed: one hash for the whole chain.
-    func uniqueOwner(_ key: ByteKey) throws -> ObjectID? {
-        for o in overlays.reversed() {
-            if let entry = o.uniques[key] { return entry }
-        }
-        return try base.uniqueOwner(key.bytes)
-    }
-
-    func objectCount(_ entity: EntityDescription) throws -> Int {
-        try base.objectCount(entity) + overlays.reduce(0) { $0 + ($1.countDelta[entity.tag] ?? 0) }
-    }
+    func uniqueOwner(_ key: ByteKey) throws -> ObjectID? { try top.uniqueOwner(key) }
+    func objectCount(_ entity: EntityDescription) throws -> Int { try top.objectCount(entity) }
 
     /// The base's candidates with dirty objects taken out, merged in id order with the dirty
     /// objects' current records (deleted ones skipped).
@@ -139,19 +319,25 @@ struct OverlayApplier: StateStore {
     /// One entry of the undo list (internal so a context can keep an emptied list for reuse).
     enum Undo {
         case record(ObjectID, Record??)
-        case added(Overlay.LinkKey, Set<ObjectID>?)
-        case removed(Overlay.LinkKey, Set<ObjectID>?)
-        case unique(ByteKey, ObjectID??)
+        /// An id appended to ``Overlay/order``.
+        case ordered
+        case inserted(ObjectID)
+        case fact(Overlay.LinkKey, ObjectID, Bool?)
+        case replaced(Overlay.LinkKey)
+        case unique(ByteKey, ObjectID?)
         /// A count changed by this much (undone by subtracting it).
         case countAdded(UInt16, Int)
     }
 
     /// The built overlay, leaving an empty one behind (no second reference to its storage).
-    mutating func takeLeaf() -> Overlay { Self.take(&leaf) }
+    mutating func takeLeaf() -> Overlay {
+        if !undo.isEmpty { leaf.revision = Overlay.nextRevision() }
+        return Self.take(&leaf)
+    }
 
-    /// `overlay`'s value, leaving an empty one in its place. A swap moves the six dictionary
-    /// references; `defer { x = Overlay() }; return x` copied them (six retains) and then
-    /// released the originals, twice per child insert.
+    /// `overlay`'s value, leaving an empty one in its place. A swap moves the dictionary
+    /// references; `defer { x = Overlay() }; return x` copied them (retains) and then released
+    /// the originals, twice per child insert.
     static func take(_ overlay: inout Overlay) -> Overlay {
         var taken = Overlay()
         swap(&taken, &overlay)
@@ -163,21 +349,28 @@ struct OverlayApplier: StateStore {
         while let u = undo.popLast() {
             switch u {
             case .record(let id, let old): leaf.records[id] = old
-            case .added(let k, let old): leaf.added[k] = old
-            case .removed(let k, let old): leaf.removed[k] = old
+            case .ordered: leaf.order.removeLast()
+            case .inserted(let id): leaf.inserted.remove(id)
+            case .fact(let k, let t, let old): setFact(k, t, old)
+            case .replaced(let k): leaf.replaced.remove(k)
             case .unique(let k, let old): leaf.uniques[k] = old
             case .countAdded(let t, let delta): leaf.countDelta[t, default: 0] -= delta
             }
         }
-        // Edge dirty marks may stay: a dirty object is only re-read, so extra ones are harmless.
-        return takeLeaf()
+        // Dirty marks and replaced tags may stay: a dirty object is only re-read, and an extra
+        // replaced tag only costs a lookup, so extra ones are harmless.
+        return Self.take(&leaf)
     }
 
-    private mutating func saveRecord(_ id: ObjectID) { undo.append(.record(id, leaf.records[id])) }
-    private mutating func saveLinks(_ tag: UInt16, _ from: ObjectID) {
-        let k = Overlay.LinkKey(tag: tag, from: from)
-        undo.append(.added(k, leaf.added[k]))
-        undo.append(.removed(k, leaf.removed[k]))
+    private mutating func saveRecord(_ id: ObjectID) {
+        let previous = leaf.records[id]
+        undo.append(.record(id, previous))
+        if previous == nil { appendOrder(id) }
+    }
+
+    private mutating func appendOrder(_ id: ObjectID) {
+        leaf.order.append(id)
+        undo.append(.ordered)
     }
 
     /// `undo` is an empty list whose storage is reused (see ``takeUndoStorage()``); without one,
@@ -190,6 +383,14 @@ struct OverlayApplier: StateStore {
         // An insert leaves three undo entries (its record, a unique key, the count): one
         // allocation for them instead of growing the array twice.
         if self.undo.capacity < 4 { self.undo.reserveCapacity(4) }
+    }
+
+    /// Brings the leaf's counts up to date with the state below (O(leaf) when that state moved
+    /// since they were computed, O(1) otherwise); call before applying changes.
+    mutating func prepareCounts() throws {
+        let below = parents.top
+        let basis = below.basis
+        if leaf.countBasis != basis { try leaf.recount(over: below, basis: basis) }
     }
 
     /// The undo list emptied, with its storage, for the next applier (a child filled one insert at
@@ -209,37 +410,26 @@ struct OverlayApplier: StateStore {
     /// The largest undo list kept for reuse.
     static let reusedUndoCapacity = 64
 
+    /// Objects of the state below whose record this applier changed first (updated or deleted,
+    /// cascades included), in the order it did: the ones a context remembers a base for.
+    var firstTouched: [ObjectID] {
+        undo.compactMap { u in
+            if case .record(let id, nil) = u, !leaf.inserted.contains(id) { return id }
+            return nil
+        }
+    }
+
     var schema: Schema { parents.schema }
 
-    func record(_ id: ObjectID) throws -> Record? {
-        if let entry = leaf.records[id] { return entry }
-        return try parents.record(id)
-    }
-
-    func exists(_ id: ObjectID) throws -> Bool { try record(id) != nil }
-
+    func record(_ id: ObjectID) throws -> Record? { try leaf.record(id, over: parents.top) }
+    func exists(_ id: ObjectID) throws -> Bool { try leaf.exists(id, over: parents.top) }
     func targets(_ tag: UInt16, from: ObjectID) throws -> [ObjectID] {
-        let key = Overlay.LinkKey(tag: tag, from: from)
-        let base = try parents.targets(tag, from: from)
-        guard leaf.added[key] != nil || leaf.removed[key] != nil else { return base }
-        var set = Set(base)
-        if let r = leaf.removed[key] { set.subtract(r) }
-        if let a = leaf.added[key] { set.formUnion(a) }
-        return set.sorted()
+        try leaf.targets(tag, from: from, schema: schema, over: parents.top)
     }
-
     func linked(_ tag: UInt16, from: ObjectID, to: ObjectID) throws -> Bool {
-        let key = Overlay.LinkKey(tag: tag, from: from)
-        if leaf.added[key]?.contains(to) == true { return true }
-        if leaf.removed[key]?.contains(to) == true { return false }
-        return try parents.linked(tag, from: from, to: to)
+        try leaf.linked(tag, from: from, to: to, schema: schema, over: parents.top)
     }
-
-    func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? {
-        let k = ByteKey(key)
-        if let entry = leaf.uniques[k] { return entry }
-        return try parents.uniqueOwner(k)
-    }
+    func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? { try leaf.uniqueOwner(ByteKey(key), over: parents.top) }
 
     mutating func flushCounts() throws {}
 
@@ -264,7 +454,10 @@ struct OverlayApplier: StateStore {
             switch previous {
             case .some(.some): throw StrataError.duplicateID(e, id)
             case .some(.none): break   // deleted here: the id is free again
-            case .none: if try parents.record(id) != nil { throw StrataError.duplicateID(e, id) }
+            case .none:
+                appendOrder(id)
+                if try parents.top.exists(id) { throw StrataError.duplicateID(e, id) }
+                if leaf.inserted.insert(id).inserted { undo.append(.inserted(id)) }
             }
             try setUniques(e, old: nil, new: values, id: id)
             undo.append(.countAdded(e.tag, 1))
@@ -283,29 +476,51 @@ struct OverlayApplier: StateStore {
             leaf.records[id] = .some(nil)
             undo.append(.countAdded(r.entity.tag, -1))
             leaf.countDelta[r.entity.tag, default: 0] -= 1
+            // Whatever links the object below, now or later, is gone with it here.
+            for rel in r.entity.relationships { markReplaced(Overlay.LinkKey(tag: rel.tag, from: id)) }
+            leaf.markDirty(id)
         case .link(let tag, let a, let b):
-            try edge(tag, a, b, add: true)
+            try edge(tag, a, b, present: true)
         case .unlink(let tag, let a, let b):
-            try edge(tag, a, b, add: false)
+            try edge(tag, a, b, present: false)
         }
     }
 
+    private mutating func markReplaced(_ key: Overlay.LinkKey) {
+        if leaf.replaced.insert(key).inserted { undo.append(.replaced(key)) }
+        leaf.replacedTags.insert(key.tag)
+    }
+
+    /// Sets the fact for `key` → `target` (nil removes it), keeping ``Overlay/factCount``.
+    private mutating func setFact(_ key: Overlay.LinkKey, _ target: ObjectID, _ fact: Bool?) {
+        let old: Bool?
+        if let fact {
+            old = leaf.edges[key, default: [:]].updateValue(fact, forKey: target)
+        } else {
+            old = leaf.edges[key]?.removeValue(forKey: target)
+            if leaf.edges[key]?.isEmpty == true { leaf.edges[key] = nil }
+        }
+        leaf.factCount += (fact == nil ? 0 : 1) - (old == nil ? 0 : 1)
+    }
+
+    private mutating func recordFact(_ key: Overlay.LinkKey, _ target: ObjectID, _ present: Bool) {
+        undo.append(.fact(key, target, leaf.edges[key]?[target]))
+        setFact(key, target, present)
+    }
+
     /// Adds or removes an edge and its inverse (the resolver only emits known tags; an unknown one
-    /// is reported, not trapped on).
-    private mutating func edge(_ tag: UInt16, _ a: ObjectID, _ b: ObjectID, add: Bool) throws {
-        guard let r = schema.relationship(tag: tag) else {
+    /// is reported, not trapped on). A to-one end's key is replaced: the layer now defines it.
+    private mutating func edge(_ tag: UInt16, _ a: ObjectID, _ b: ObjectID, present: Bool) throws {
+        guard let r = schema.relationship(tag: tag), let inverseTag = schema.inverseTag(of: tag),
+              let inverse = schema.relationship(tag: inverseTag) else {
             throw StrataError.corruptRecord(id: a, reason: "unknown relationship tag \(tag) in a child context")
         }
-        let inverse = schema.inverse(of: r).tag
-        saveLinks(tag, a)
-        saveLinks(inverse, b)
-        if add {
-            leaf.link(tag, a, b)
-            leaf.link(inverse, b, a)
-        } else {
-            leaf.unlink(tag, a, b)
-            leaf.unlink(inverse, b, a)
-        }
+        recordFact(Overlay.LinkKey(tag: tag, from: a), b, present)
+        recordFact(Overlay.LinkKey(tag: inverse.tag, from: b), a, present)
+        if !r.isToMany { markReplaced(Overlay.LinkKey(tag: tag, from: a)) }
+        if !inverse.isToMany { markReplaced(Overlay.LinkKey(tag: inverse.tag, from: b)) }
+        leaf.markDirty(a)
+        leaf.markDirty(b)
     }
 
     private mutating func setUniques(_ e: EntityDescription, old: [Value]?, new: [Value]?, id: ObjectID) throws {
@@ -315,18 +530,16 @@ struct OverlayApplier: StateStore {
             if before == after { continue }
             if let before {
                 let k = ByteKey(before)
-                undo.append(.unique(k, leaf.uniques.updateValue(ObjectID?.none, forKey: k)))
+                if leaf.uniques[k] == id { undo.append(.unique(k, leaf.uniques.removeValue(forKey: k))) }
             }
             if let after, let new {
                 // Taken first and given back on a clash: one hash lookup serves the check in this
                 // overlay, the undo entry and the store.
                 let k = ByteKey(after)
-                let previous = leaf.uniques.updateValue(.some(id), forKey: k)
+                let previous = leaf.uniques.updateValue(id, forKey: k)
                 undo.append(.unique(k, previous))
-                let owner: ObjectID? = switch previous {
-                case .some(let inLeaf): inLeaf
-                case .none: try parents.uniqueOwner(k)
-                }
+                // The record is stored after its keys: until then the state below answers for it.
+                let owner = try previous ?? leaf.ownerBelow(k, over: parents.top)
                 if let owner, owner != id {
                     throw StrataError.uniqueClash(u, e, new, id: id, owner: owner)
                 }

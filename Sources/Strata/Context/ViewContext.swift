@@ -37,6 +37,11 @@ public final class ViewContext: ObjectReading {
         }
     }
 
+    /// The transaction of the pinned snapshot; nil when nothing is pinned (an auto-refreshing
+    /// context, or a pinned one before its first read or after ``close()``: its next read pins
+    /// the latest).
+    var pinnedTransactionID: TransactionID? { pinned.withLock { $0?.transactionID } }
+
     /// Moves a pinned context to the latest committed transaction (no-op when auto-refreshing).
     public func refresh() throws {
         guard !autoRefresh else { return }

@@ -7,6 +7,10 @@ struct ReadView: ObjectSource {
     let env: LMDBEnvironment
     let schema: Schema
 
+    /// Names the state this view reads: LMDB's id of its transaction (the same for every read of
+    /// one committed state, another after every commit).
+    var stateID: UInt64 { LMDBEnvironment.lmdbTransactionID(txn.handle) }
+
     // MARK: Objects and relationships
 
     func record(_ id: ObjectID) throws -> Record? {

@@ -42,6 +42,7 @@ public final class AsOfContext: ObjectReading {
     /// - Complexity: O(changes between them).
     static func undoOverlay(_ view: ReadView, back target: TransactionID, from head: TransactionID) throws -> Overlay {
         var applier = OverlayApplier(base: view, parents: [], leaf: Overlay())
+        try applier.prepareCounts()
         guard target < head else { return applier.leaf }
         var entries: [LogEntry] = []
         try view.forEachLogEntry((target.rawValue + 1)...head.rawValue) { entries.append($0); return true }

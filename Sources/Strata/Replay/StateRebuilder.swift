@@ -38,9 +38,14 @@ enum StateRebuilder {
             try flush()
         }
         // Links as of the horizon: the live edges minus those added since, plus those removed since.
+        // Undoing the log leaves a fact for every edge that changed (a replaced key hides no edge
+        // without one: every edge the writer replaced or deleted was unlinked in the log).
         var removed = Set<[UInt8]>(), added: [[UInt8]] = []
-        for (k, targets) in overlay.removed { for t in targets { removed.insert(Layout.linkKey(k.tag, k.from, t)) } }
-        for (k, targets) in overlay.added { for t in targets { added.append(Layout.linkKey(k.tag, k.from, t)) } }
+        for (k, facts) in overlay.edges {
+            for (t, present) in facts {
+                if present { added.append(Layout.linkKey(k.tag, k.from, t)) } else { removed.insert(Layout.linkKey(k.tag, k.from, t)) }
+            }
+        }
         _ = try target.copy(.links, from: view.txn, sourceEnv: view.env, into: .links) { k, v in
             removed.contains(k) ? nil : (k, v)
         }

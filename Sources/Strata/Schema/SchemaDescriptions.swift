@@ -126,6 +126,8 @@ public struct Schema: Sendable {
         let byName: [String: EntityDescription]
         /// Indexed by entity tag (tags are 1...``Schema/maxEntities``): no hashing per record.
         let byTag: [EntityDescription?]
+        /// The inverse's tag of every relationship, by tag (an unknown relationship is absent).
+        let inverseTags: [UInt16: UInt16]
         let typeChecks = TypeCheckCache()
 
         init(model: String, version: Int, entities: [EntityDescription], canonicalJSON: String, migrationSteps: [MigrationStep]) {
@@ -138,6 +140,13 @@ public struct Schema: Sendable {
             var tags = [EntityDescription?](repeating: nil, count: Int(entities.map(\.tag).max() ?? 0) + 1)
             for e in entities { tags[Int(e.tag)] = e }
             byTag = tags
+            var inverses: [UInt16: UInt16] = [:]
+            for e in entities {
+                for r in e.relationships {
+                    if let inverse = byName[r.destination]?.relationship(named: r.inverseName) { inverses[r.tag] = inverse.tag }
+                }
+            }
+            inverseTags = inverses
         }
     }
     private let storage: Storage
@@ -169,6 +178,9 @@ public struct Schema: Sendable {
         guard let e = entity(tag: tag >> 8), (tag & 0xff) >= 1, Int(tag & 0xff) <= e.relationships.count else { return nil }
         return e.relationships[Int(tag & 0xff) - 1]
     }
+
+    /// The tag of the inverse of the relationship with tag `tag` (nil for an unknown tag).
+    func inverseTag(of tag: UInt16) -> UInt16? { storage.inverseTags[tag] }
 
     /// The inverse of `relationship`.
     func inverse(of relationship: RelationshipDescription) -> RelationshipDescription {

@@ -17,6 +17,8 @@ struct SaveResolver<S: StateStore> {
     private var policy: MergePolicy = .fail
     private var decisions: [ObjectID: Decision] = [:]
     private var conflicts: [MergeConflict] = []
+    /// Objects this save deleted (cascades included); an insert that gives an id back removes it.
+    private var deleted: Set<ObjectID> = []
 
     /// What to do with an object the store changed after the context read it.
     private enum Decision {
@@ -78,8 +80,10 @@ struct SaveResolver<S: StateStore> {
                 }
             case .update(let id, let attributes): try update(resolved(id), attributes)
             case .delete(let id):
-                var deleting: Set<ObjectID> = []
                 let target = resolved(id)
+                // Deleted already by this save (a cascade of an earlier delete): done. A child's
+                // net changes list every object it deleted, cascades included.
+                if deleted.contains(target) { continue }
                 switch try decide(target, changing: []) {
                 case .skip: continue
                 case .reinsert:
@@ -90,7 +94,7 @@ struct SaveResolver<S: StateStore> {
                 default: break
                 }
                 guard try applier.exists(target) else { throw fail(.objectNotFound, try entity(target).name, target, nil, "cannot delete: no such object") }
-                try delete(target, &deleting)
+                try delete(target)
             case .link(let tag, let from, let to):
                 let (a, b) = (try reference(from, tag, source: true), try reference(to, tag))
                 guard try followsPolicy(a, b) else { continue }
@@ -175,6 +179,7 @@ struct SaveResolver<S: StateStore> {
         // The id and unique keys are checked by the state as it applies the insert (the same
         // B-tree search that stores them): a clash throws before anything is committed.
         try emit(.insert(id: id, values: values))
+        if !deleted.isEmpty { deleted.remove(id) }
         // From here on the id names the object it was just given to, not the owner an earlier
         // upsert of this set aliased it to. (A child applies each change set alone and commits
         // them as one set: without this, the root commit read later operations on the id as
@@ -240,8 +245,8 @@ struct SaveResolver<S: StateStore> {
 
     // MARK: Deletes
 
-    private mutating func delete(_ id: ObjectID, _ deleting: inout Set<ObjectID>) throws {
-        guard deleting.insert(id).inserted, let record = try applier.record(id) else { return }
+    private mutating func delete(_ id: ObjectID) throws {
+        guard deleted.insert(id).inserted, let record = try applier.record(id) else { return }
         let e = record.entity
         for r in e.relationships {
             let targets = try applier.targets(r.tag, from: id)
@@ -250,7 +255,7 @@ struct SaveResolver<S: StateStore> {
             case .deny:
                 throw fail(.deleteDenied, e.name, id, r.name, "\(targets.count) related \(r.destination) object(s) exist and the delete rule is deny")
             case .cascade:
-                for t in targets where !deleting.contains(t) { try delete(t, &deleting) }
+                for t in targets where !deleted.contains(t) { try delete(t) }
             case .nullify:
                 break
             }

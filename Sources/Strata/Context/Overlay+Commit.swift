@@ -1,0 +1,133 @@
+/// What a layer commits, and what stays pending after a commit.
+extension Overlay {
+    /// The net change set of this layer: the state it shows, never a replay of the operations
+    /// that made it. In order:
+    ///
+    /// 1. unlinks: edges removed here and to-one relationships cleared here;
+    /// 2. deletes of objects that exist below;
+    /// 3. updates: the attributes whose value differs from the object's base (the values the
+    ///    context chain read when it first changed it; every attribute when it has none);
+    /// 4. inserts;
+    /// 5. links: edges added here, and each to-one set here to its target.
+    ///
+    /// Unlinks come first so that a delete denied by an edge the context removed is not denied,
+    /// deletes before updates and inserts so that a unique value freed by a delete can be taken,
+    /// and links last so that both ends exist. Edge facts whose ends no longer exist in `view` are
+    /// left out (the context does not show them).
+    /// - Parameters:
+    ///   - view: the context's whole view (this layer over everything below it).
+    ///   - below: the state below this layer.
+    /// - Complexity: O(changes in the layer), plus O(e log e) for its e edge facts.
+    func netChanges<V: LayeredState, B: LayeredState>(schema: Schema, bases: [ObjectID: BaseVersion], view: V, below: B) throws -> [ChangeSet.Operation] {
+        var unlinks: [ChangeSet.Operation] = []
+        var links: [ChangeSet.Operation] = []
+        for key in edges.keys.sorted(by: Self.keyOrder) {
+            try edgeChanges(key, schema: schema, view: view, below: below, unlinks: &unlinks, links: &links)
+        }
+        // Keys replaced without facts are keys of objects deleted here: the delete clears them.
+        var deletes: [ChangeSet.Operation] = []
+        var updates: [ChangeSet.Operation] = []
+        var inserts: [ChangeSet.Operation] = []
+        for id in order {
+            guard let entry = records[id] else { continue }
+            let isNew = inserted.contains(id)
+            switch entry {
+            case nil:
+                if !isNew { deletes.append(.delete(id: id)) }
+            case let record?:
+                if isNew {
+                    inserts.append(.insert(id: id, values: record.values))
+                    continue
+                }
+                let base = bases[id]?.values
+                let changed = record.values.indices.filter { i in base.map { i >= $0.count || $0[i] != record.values[i] } ?? true }
+                if !changed.isEmpty {
+                    updates.append(.update(id: id, attributes: changed.map { ChangeSet.AttributeValue(attribute: $0, value: record.values[$0]) }))
+                }
+            }
+        }
+        return unlinks + deletes + updates + inserts + links
+    }
+
+    /// Edge keys in a fixed order (tag, then source id), so that a commit's log is the same
+    /// whatever the hash seed.
+    private static func keyOrder(_ a: LinkKey, _ b: LinkKey) -> Bool { a.tag != b.tag ? a.tag < b.tag : a.from < b.from }
+
+    /// The operations one key's facts ask for. Each edge is held in both directions; it is sent
+    /// once: from a replaced to-one key (which sends its target, or a clear), or, between two
+    /// to-many relationships, from the smaller tag (the smaller id for a relationship that is its
+    /// own inverse). A to-many key whose inverse is to-one sends nothing: the inverse key does.
+    private func edgeChanges<V: LayeredState, B: LayeredState>(_ key: LinkKey, schema: Schema, view: V, below: B,
+                                                               unlinks: inout [ChangeSet.Operation],
+                                                               links: inout [ChangeSet.Operation]) throws {
+        guard let facts = edges[key], let r = schema.relationship(tag: key.tag),
+              let inverseTag = schema.inverseTag(of: key.tag), let inverse = schema.relationship(tag: inverseTag) else { return }
+        let from = key.from
+        if !r.isToMany {
+            guard replaced.contains(key), records[from] != .some(nil), try view.exists(from) else { return }
+            let targets = try facts.filter { $0.value }.keys.sorted().filter { try view.exists($0) }
+            if let target = targets.last {
+                links.append(.link(relationship: key.tag, from: .id(from), to: .id(target)))
+            } else if !inserted.contains(from), try below.exists(from) {
+                unlinks.append(.unlink(relationship: key.tag, from: .id(from), to: nil))
+            }
+            return
+        }
+        guard inverse.isToMany else { return }
+        for (to, present) in facts.sorted(by: { $0.key < $1.key }) {
+            guard key.tag < inverseTag || (key.tag == inverseTag && from <= to) else { continue }
+            if present {
+                guard try view.exists(from), try view.exists(to) else { continue }
+                links.append(.link(relationship: key.tag, from: .id(from), to: .id(to)))
+            } else {
+                // An edge with a new end never existed below; an end deleted below takes its edges.
+                guard !inserted.contains(from), !inserted.contains(to), try below.exists(from), try below.exists(to) else { continue }
+                unlinks.append(.unlink(relationship: key.tag, from: .id(from), to: .id(to)))
+            }
+        }
+    }
+
+    /// What stays pending after `committed` (an earlier copy of this layer) was committed at the
+    /// root, as a layer over the state that now includes it: every record, edge fact and
+    /// replaced key that changed since, and nothing that did not.
+    ///
+    /// A layer only ever gains or overwrites entries (a failed change is rolled back to exactly
+    /// the entries it had), so an entry equal to the committed one is what was committed.
+    /// - Complexity: O(this layer).
+    func remainder(after committed: Overlay) -> Overlay {
+        var rest = Overlay()
+        for id in order {
+            guard let entry = records[id] else { continue }
+            let before = committed.records[id]
+            if let before, before?.values == entry?.values { continue }
+            rest.records[id] = entry
+            rest.order.append(id)
+            let committedLive = if case .some(.some) = before { true } else { false }
+            if inserted.contains(id), !committedLive { rest.inserted.insert(id) }
+        }
+        for (key, facts) in edges {
+            let before = committed.edges[key]
+            if replaced.contains(key) {
+                if committed.replaced.contains(key), before == facts { continue }
+                rest.replaced.insert(key)
+                rest.edges[key] = facts
+            } else {
+                let changed = facts.filter { before?[$0.key] != $0.value }
+                if !changed.isEmpty { rest.edges[key] = changed }
+            }
+        }
+        for key in replaced where edges[key] == nil && !(committed.replaced.contains(key) && committed.edges[key] == nil) {
+            rest.replaced.insert(key)
+        }
+        for (key, owner) in uniques where committed.uniques[key] != owner { rest.uniques[key] = owner }
+        for key in rest.replaced {
+            rest.replacedTags.insert(key.tag)
+            rest.markDirty(key.from)
+        }
+        for (key, facts) in rest.edges {
+            rest.factCount += facts.count
+            rest.markDirty(key.from)
+        }
+        return rest
+    }
+}

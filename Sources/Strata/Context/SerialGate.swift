@@ -1,0 +1,50 @@
+import Synchronization
+
+/// Runs async blocks one at a time, in the order they arrive; a block waiting for its turn
+/// suspends (it never blocks a thread).
+final class SerialGate: Sendable {
+    private struct State {
+        var busy = false
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Mutex(State())
+
+    /// Runs `body` once every block that arrived earlier has finished.
+    func run<R>(_ body: () async throws -> R) async throws -> R {
+        await enter()
+        defer { leave() }
+        return try await body()
+    }
+
+    private func enter() async {
+        let free = state.withLock { s -> Bool in
+            guard !s.busy else { return false }
+            s.busy = true
+            return true
+        }
+        if free { return }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s -> Bool in
+                if !s.busy {
+                    s.busy = true
+                    return true
+                }
+                s.waiting.append(c)
+                return false
+            }
+            if now { c.resume() }
+        }
+    }
+
+    /// Hands the turn to the next waiting block (the gate stays busy), or frees the gate.
+    private func leave() {
+        let next = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            guard !s.waiting.isEmpty else {
+                s.busy = false
+                return nil
+            }
+            return s.waiting.removeFirst()
+        }
+        next?.resume()
+    }
+}
