@@ -348,10 +348,15 @@ public final class ChildContext: ObjectReading {
     private func landed(_ flight: Flight, at tx: TransactionID?, pinned: Bool) {
         let old = state.withLock { s -> Overlay in
             let old = s.overlay
-            if s.discards == flight.discards { s.overlay = s.overlay.remainder(after: flight.overlay) }
+            if s.discards == flight.discards {
+                // Unchanged since the flight took it (the usual case): nothing stays pending.
+                s.overlay = s.overlay.revision == flight.overlay.revision ? Overlay() : s.overlay.remainder(after: flight.overlay)
+            }
             if let tx {
-                for id in flight.overlay.order where s.overlay.records[id] != nil && s.bases[id] == flight.bases[id] {
-                    if case .some(.some(let r)) = flight.overlay.records[id] { s.bases[id] = BaseVersion(version: tx, values: r.values) }
+                if !s.overlay.isEmpty {
+                    for id in flight.overlay.order where s.overlay.records[id] != nil && s.bases[id] == flight.bases[id] {
+                        if case .some(.some(let r)) = flight.overlay.records[id] { s.bases[id] = BaseVersion(version: tx, values: r.values) }
+                    }
                 }
                 if pinned {
                     var layer = flight.overlay
@@ -360,7 +365,7 @@ public final class ChildContext: ObjectReading {
                     s.committed.append(CommittedLayer(overlay: layer, transaction: tx))
                 }
             }
-            s.bases = s.bases.filter { s.overlay.records[$0.key] != nil }
+            s.bases = s.overlay.isEmpty ? [:] : s.bases.filter { s.overlay.records[$0.key] != nil }
             return old
         }
         Self.release(State(overlay: old))

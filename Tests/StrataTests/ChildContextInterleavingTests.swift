@@ -1,0 +1,194 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+/// Child contexts while the state below them changes: the store commits underneath, commits
+/// overlap, a commit is in flight while the child changes or discards, a refused commit is fixed.
+/// Each test is one rule of the context semantics (README, "Contexts").
+@Suite struct ChildContextInterleavingTests {
+    private func relationship(_ store: Store, _ entity: String, _ name: String) throws -> RelationshipDescription {
+        try #require(store.schema.entity(named: entity)?.relationship(named: name))
+    }
+
+    private func track(_ title: String) -> Track {
+        Track(mbid: UUID(), title: title, durationSeconds: 100, addedAt: Date(timeIntervalSince1970: 0))
+    }
+
+    @Test func aToOneSetInAChildReadsOneTargetAfterTheStoreSetsAnother() async throws {
+        try await withLibraryStore { store in
+            let a = Album(mbid: UUID(), title: "A"), b = Album(mbid: UUID(), title: "B")
+            let t = track("T")
+            _ = try await store.save { $0.insert(a); $0.insert(b); $0.insert(t) }
+            let child = try store.mainContext.newChild(label: "editor")
+            try child.set(Track.album, of: t.id, to: b.id)
+            _ = try await store.save { $0.set(Track.album, of: t.id, to: a.id) }
+
+            #expect(try child.relatedIDs(relationship(store, "Track", "album"), of: t.id) == [b.id])
+            #expect(try child.fetch(Track.self, where: Track.album == a.id).isEmpty)
+            #expect(try child.fetch(Track.self, where: Track.album == b.id).map(\.id) == [t.id])
+            #expect(try child.related(a.id, Album.tracks).isEmpty)
+            #expect(try child.related(b.id, Album.tracks).map(\.id) == [t.id])
+            #expect(try child.relatedIDs(relationship(store, "Album", "tracks"), of: a.id).isEmpty)
+            let tx = try await child.commit()
+            #expect(tx != nil)
+            #expect(try store.mainContext.related(t.id, Track.album)?.id == b.id)
+        }
+    }
+
+    @Test func anObjectDeletedInAChildStaysUnlinkedWhenTheStoreLinksIt() async throws {
+        try await withLibraryStore { store in
+            let p = Playlist(name: "P", createdAt: Date(timeIntervalSince1970: 0))
+            let t = track("T")
+            _ = try await store.save { $0.insert(p); $0.insert(t) }
+            let child = try store.mainContext.newChild(label: "editor")
+            try child.delete(t.id)
+            _ = try await store.save { $0.add(t.id, to: Playlist.tracks, of: p.id) }
+
+            #expect(try child.relatedIDs(relationship(store, "Playlist", "tracks"), of: p.id).isEmpty)
+            #expect(try child.related(p.id, Playlist.tracks).isEmpty)
+            #expect(try child.fetch(Playlist.self, where: Playlist.tracks.contains(t.id)).isEmpty)
+            #expect(try child.relatedIDs(relationship(store, "Track", "playlists"), of: t.id).isEmpty)
+            try await child.commit()
+            #expect(try store.mainContext.object(Track.self, id: t.id) == nil)
+            #expect(try store.mainContext.related(p.id, Playlist.tracks).isEmpty)
+        }
+    }
+
+    @Test func countAndFetchAgreeWhenChildAndStoreDeleteTheSameObject() async throws {
+        try await withLibraryStore { store in
+            let tracks = (0..<3).map { track("T\($0)") }
+            _ = try await store.save { for t in tracks { $0.insert(t) } }
+            let child = try store.mainContext.newChild(label: "editor")
+            try child.delete(tracks[0].id)
+            _ = try await store.save { $0.delete(tracks[0].id) }
+
+            #expect(try child.count(Track.self) == 2)
+            #expect(try child.fetch(Track.self).count == 2)
+            #expect(try child.count(Track.self, where: Track.durationSeconds == 100) == 2)
+        }
+    }
+
+    @Test func aChildOfAPinnedViewReadsWhatItCommitted() async throws {
+        try await withLibraryStore { store in
+            let report = try store.newViewContext(label: "report")
+            let child = report.newChild(label: "editor")
+            let x = track("X")
+            try child.insert(x)
+            let tx = try await child.commit()
+            #expect(tx != nil)
+            #expect(try child.object(Track.self, id: x.id)?.title == "X")
+            #expect(try child.count(Track.self) == 1)
+            // The pinned view itself still shows its snapshot, until it refreshes.
+            #expect(try report.object(Track.self, id: x.id) == nil)
+
+            // Later changes build on what was committed and commit against the store.
+            try child.set(Track.title, of: x.id, to: "X2")
+            #expect(try child.object(Track.self, id: x.id)?.title == "X2")
+            try await child.commit()
+            #expect(try store.mainContext.object(Track.self, id: x.id)?.title == "X2")
+            #expect(try child.count(Track.self) == 1)
+
+            try report.refresh()
+            #expect(try report.object(Track.self, id: x.id)?.title == "X2")
+            #expect(try child.object(Track.self, id: x.id)?.title == "X2")
+            #expect(try child.count(Track.self) == 1)
+        }
+    }
+
+    @Test func aFixMadeInTheChildAfterARefusedCommitCommits() async throws {
+        try await withLibraryStore { store in
+            let child = try store.mainContext.newChild(label: "editor")
+            let mine = Genre(name: "Ambient")
+            try child.insert(mine)
+            _ = try await store.save { $0.insert(Genre(name: "Ambient")) }
+            await #expect(throws: StrataError.self) { try await child.commit() }
+            #expect(child.hasChanges)
+
+            try child.set(Genre.name, of: mine.id, to: "Ambient 2")
+            #expect(try child.object(Genre.self, id: mine.id)?.name == "Ambient 2")
+            let tx = try await child.commit()
+            #expect(tx != nil)
+            #expect(try store.mainContext.fetch(Genre.self, sortedBy: [Genre.name.ascending]).map(\.name) == ["Ambient", "Ambient 2"])
+            #expect(!child.hasChanges)
+        }
+    }
+
+    @Test func overlappingCommitsOfOneChildRunOneAfterTheOther() async throws {
+        try await withLibraryStore { store in
+            let child = try store.mainContext.newChild(label: "editor")
+            let tracks = (0..<2_000).map { track("T\($0)") }
+            for t in tracks { try child.insert(t) }
+            async let first = child.commit()
+            async let second = child.commit()
+            let results = try await [first, second]
+            // One saved everything; the other found nothing left to commit.
+            #expect(results.compactMap { $0 }.count == 1)
+            #expect(try store.mainContext.count(Track.self) == 2_000)
+            #expect(!child.hasChanges)
+        }
+    }
+
+    @Test func aChangeMadeAfterADiscardDuringACommitInFlightIsKept() async throws {
+        try await withLibraryStore { store in
+            let child = try store.mainContext.newChild(label: "editor")
+            for i in 0..<20_000 { try child.insert(track("T\(i)")) }
+            let held = try await holdWriter(store)
+            let commit = Task { try await child.commit() }
+            // The commit has taken its changes and waits for the writer.
+            while try #require(store.writer).pendingForTesting == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            child.discard()
+            let late = track("late")
+            try child.insert(late)
+            #expect(child.pendingOperationCount == 1)
+            try await held.release()
+            let tx = try await commit.value
+            #expect(tx != nil)
+            // The commit in flight saved what it took; the late insert is still pending.
+            #expect(child.pendingOperationCount == 1)
+            #expect(try child.object(Track.self, id: late.id) != nil)
+            #expect(try store.mainContext.count(Track.self) == 20_000)
+            try await child.commit()
+            #expect(try store.mainContext.object(Track.self, id: late.id) != nil)
+            #expect(try store.mainContext.count(Track.self) == 20_001)
+        }
+    }
+
+    @Test func changesMadeDuringACommitInFlightStayPendingWithoutADiscard() async throws {
+        try await withLibraryStore { store in
+            let child = try store.mainContext.newChild(label: "editor")
+            let first = track("first")
+            try child.insert(first)
+            let held = try await holdWriter(store)
+            let commit = Task { try await child.commit() }
+            while try #require(store.writer).pendingForTesting == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            // Edits of a committed object and a new insert, made while the commit waits.
+            try child.set(Track.title, of: first.id, to: "first, edited")
+            let second = track("second")
+            try child.insert(second)
+            try await held.release()
+            _ = try await commit.value
+            #expect(try store.mainContext.object(Track.self, id: first.id)?.title == "first")
+            #expect(try child.object(Track.self, id: first.id)?.title == "first, edited")
+            #expect(child.pendingOperationCount == 2)
+            try await child.commit()   // no conflict with its own earlier commit
+            #expect(try store.mainContext.object(Track.self, id: first.id)?.title == "first, edited")
+            #expect(try store.mainContext.object(Track.self, id: second.id) != nil)
+            #expect(!child.hasChanges)
+        }
+    }
+
+    @Test func aStoreChangeBetweenANestedEditAndItsCommitIntoTheParentIsAConflictAtTheRoot() async throws {
+        try await withLibraryStore { store in
+            let g = Genre(name: "A")
+            _ = try await store.save { $0.insert(g) }
+            let editor = try store.mainContext.newChild(label: "editor")
+            let sheet = editor.newChild(label: "sheet")
+            try sheet.set(Genre.name, of: g.id, to: "B")
+            _ = try await store.save { $0.set(Genre.name, of: g.id, to: "C") }
+            try await sheet.commit()
+            await #expect(throws: StrataError.self) { try await editor.commit() }
+            #expect(try store.mainContext.object(Genre.self, id: g.id)?.name == "C")
+        }
+    }
+}
