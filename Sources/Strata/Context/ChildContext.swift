@@ -321,11 +321,11 @@ public final class ChildContext: ObjectReading {
         guard let flight else { return nil }
         if flight.changes.isEmpty {
             // Changes that cancel out (a value set and set back): nothing to save.
-            landed(flight, at: nil, pinned: false)
+            landed(consume flight, at: nil, pinned: false)
             return nil
         }
         let tx = try await store.save(flight.changes, author: label)
-        landed(flight, at: tx, pinned: !v.autoRefresh)
+        landed(consume flight, at: tx, pinned: !v.autoRefresh)
         return tx
     }
 
@@ -368,7 +368,8 @@ public final class ChildContext: ObjectReading {
             s.bases = s.overlay.isEmpty ? [:] : s.bases.filter { s.overlay.records[$0.key] != nil }
             return old
         }
-        Self.release(State(overlay: old))
+        // The flight's copy of the layer and its operations go with the old layer.
+        Self.releaseQueue.async { withExtendedLifetime((old, flight)) {} }
         observers.changed()
     }
 

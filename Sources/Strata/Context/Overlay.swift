@@ -227,7 +227,8 @@ struct MergedSource: ObjectSource {
                 i -= 1
                 if let entry = source.overlays[i].records[id] { return entry != nil }
             }
-            return try source.base.txn.contains(source.base.env[.objects], key: id.keyBytes)
+            let objects = source.base.env[.objects]
+            return try id.withKeyBytes { try source.base.txn.withValue(objects, key: $0) { _ in true } } ?? false
         }
 
         func targets(_ tag: UInt16, from id: ObjectID) throws -> [ObjectID] {
@@ -315,12 +316,13 @@ struct OverlayApplier: StateStore {
     /// Previous entries of everything changed, newest last, so a failed change set can be undone
     /// without keeping a second copy of the overlay.
     private var undo: [Undo]
+    /// The length of the leaf's ``Overlay/order`` before the first change applied here (a roll
+    /// back cuts it there).
+    private let orderCountAtStart: Int
 
     /// One entry of the undo list (internal so a context can keep an emptied list for reuse).
     enum Undo {
         case record(ObjectID, Record??)
-        /// An id appended to ``Overlay/order``.
-        case ordered
         case inserted(ObjectID)
         case fact(Overlay.LinkKey, ObjectID, Bool?)
         case replaced(Overlay.LinkKey)
@@ -349,7 +351,6 @@ struct OverlayApplier: StateStore {
         while let u = undo.popLast() {
             switch u {
             case .record(let id, let old): leaf.records[id] = old
-            case .ordered: leaf.order.removeLast()
             case .inserted(let id): leaf.inserted.remove(id)
             case .fact(let k, let t, let old): setFact(k, t, old)
             case .replaced(let k): leaf.replaced.remove(k)
@@ -357,6 +358,7 @@ struct OverlayApplier: StateStore {
             case .countAdded(let t, let delta): leaf.countDelta[t, default: 0] -= delta
             }
         }
+        leaf.order.removeLast(leaf.order.count - orderCountAtStart)
         // Dirty marks and replaced tags may stay: a dirty object is only re-read, and an extra
         // replaced tag only costs a lookup, so extra ones are harmless.
         return Self.take(&leaf)
@@ -368,16 +370,14 @@ struct OverlayApplier: StateStore {
         if previous == nil { appendOrder(id) }
     }
 
-    private mutating func appendOrder(_ id: ObjectID) {
-        leaf.order.append(id)
-        undo.append(.ordered)
-    }
+    private mutating func appendOrder(_ id: ObjectID) { leaf.order.append(id) }
 
     /// `undo` is an empty list whose storage is reused (see ``takeUndoStorage()``); without one,
     /// room for four entries is allocated.
     init(base: ReadView, parents: [Overlay], leaf: Overlay, undo: [Undo] = []) {
         self.parents = MergedSource(base: base, overlays: parents)
         self.leaf = leaf
+        orderCountAtStart = leaf.order.count
         assert(undo.isEmpty, "an undo list handed in for reuse must be empty")
         self.undo = undo
         // An insert leaves three undo entries (its record, a unique key, the count): one
