@@ -354,7 +354,7 @@ public final class ChildContext: ObjectReading {
             }
             if let tx {
                 if !s.overlay.isEmpty {
-                    for id in flight.overlay.order where s.overlay.records[id] != nil && s.bases[id] == flight.bases[id] {
+                    for id in flight.overlay.order.lazy.map(\.id) where s.overlay.records[id] != nil && s.bases[id] == flight.bases[id] {
                         if case .some(.some(let r)) = flight.overlay.records[id] { s.bases[id] = BaseVersion(version: tx, values: r.values) }
                     }
                 }

@@ -28,9 +28,9 @@ extension Overlay {
         var deletes: [ChangeSet.Operation] = []
         var updates: [ChangeSet.Operation] = []
         var inserts: [ChangeSet.Operation] = []
-        for id in order {
+        for touch in order {
+            let id = touch.id, isNew = touch.isNew
             guard let entry = records[id] else { continue }
-            let isNew = inserted.contains(id)
             switch entry {
             case nil:
                 if !isNew { deletes.append(.delete(id: id)) }
@@ -68,7 +68,7 @@ extension Overlay {
             let targets = try facts.filter { $0.value }.keys.sorted().filter { try view.exists($0) }
             if let target = targets.last {
                 links.append(.link(relationship: key.tag, from: .id(from), to: .id(target)))
-            } else if !inserted.contains(from), try below.exists(from) {
+            } else if try below.exists(from) {
                 unlinks.append(.unlink(relationship: key.tag, from: .id(from), to: nil))
             }
             return
@@ -80,8 +80,8 @@ extension Overlay {
                 guard try view.exists(from), try view.exists(to) else { continue }
                 links.append(.link(relationship: key.tag, from: .id(from), to: .id(to)))
             } else {
-                // An edge with a new end never existed below; an end deleted below takes its edges.
-                guard !inserted.contains(from), !inserted.contains(to), try below.exists(from), try below.exists(to) else { continue }
+                // An edge with a new end never existed below; an end deleted below took its edges.
+                guard try below.exists(from), try below.exists(to) else { continue }
                 unlinks.append(.unlink(relationship: key.tag, from: .id(from), to: .id(to)))
             }
         }
@@ -96,14 +96,14 @@ extension Overlay {
     /// - Complexity: O(this layer).
     func remainder(after committed: Overlay) -> Overlay {
         var rest = Overlay()
-        for id in order {
-            guard let entry = records[id] else { continue }
-            let before = committed.records[id]
+        for touch in order {
+            guard let entry = records[touch.id] else { continue }
+            let before = committed.records[touch.id]
             if let before, before?.values == entry?.values { continue }
-            rest.records[id] = entry
-            rest.order.append(id)
+            rest.records[touch.id] = entry
+            // Inserted by the commit, it exists below the rest.
             let committedLive = if case .some(.some) = before { true } else { false }
-            if inserted.contains(id), !committedLive { rest.inserted.insert(id) }
+            rest.order.append(Touch(id: touch.id, isNew: touch.isNew && !committedLive))
         }
         for (key, facts) in edges {
             let before = committed.edges[key]

@@ -24,6 +24,13 @@ struct Overlay: Sendable {
         let from: ObjectID
     }
 
+    /// An object's first change in a layer.
+    struct Touch: Sendable {
+        let id: ObjectID
+        /// Inserted here: the object did not exist below.
+        let isNew: Bool
+    }
+
     /// What the counts of this layer were computed against: the LMDB transaction of the base and
     /// the revisions of the layers between the base and this one.
     struct CountBasis: Equatable, Sendable {
@@ -36,10 +43,8 @@ struct Overlay: Sendable {
     // literal goes through `init(dictionaryLiteral:)`.
     var records = [ObjectID: Record?]()
     /// The keys of ``records`` in the order they were first changed here (a commit sends its
-    /// changes in that order).
-    var order = [ObjectID]()
-    /// Ids inserted here (absent below when they were inserted).
-    var inserted = Set<ObjectID>()
+    /// changes in that order), each with whether it was inserted here (absent below then).
+    var order = [Touch]()
     /// Explicit edge facts, both directions: target → present (true) or absent (false).
     var edges = [LinkKey: [ObjectID: Bool]]()
     /// Keys whose whole target set this layer defines (edges below are not read for them).
@@ -323,7 +328,6 @@ struct OverlayApplier: StateStore {
     /// One entry of the undo list (internal so a context can keep an emptied list for reuse).
     enum Undo {
         case record(ObjectID, Record??)
-        case inserted(ObjectID)
         case fact(Overlay.LinkKey, ObjectID, Bool?)
         case replaced(Overlay.LinkKey)
         case unique(ByteKey, ObjectID?)
@@ -351,7 +355,6 @@ struct OverlayApplier: StateStore {
         while let u = undo.popLast() {
             switch u {
             case .record(let id, let old): leaf.records[id] = old
-            case .inserted(let id): leaf.inserted.remove(id)
             case .fact(let k, let t, let old): setFact(k, t, old)
             case .replaced(let k): leaf.replaced.remove(k)
             case .unique(let k, let old): leaf.uniques[k] = old
@@ -367,10 +370,8 @@ struct OverlayApplier: StateStore {
     private mutating func saveRecord(_ id: ObjectID) {
         let previous = leaf.records[id]
         undo.append(.record(id, previous))
-        if previous == nil { appendOrder(id) }
+        if previous == nil { leaf.order.append(Overlay.Touch(id: id, isNew: false)) }
     }
-
-    private mutating func appendOrder(_ id: ObjectID) { leaf.order.append(id) }
 
     /// `undo` is an empty list whose storage is reused (see ``takeUndoStorage()``); without one,
     /// room for four entries is allocated.
@@ -413,10 +414,7 @@ struct OverlayApplier: StateStore {
     /// Objects of the state below whose record this applier changed first (updated or deleted,
     /// cascades included), in the order it did: the ones a context remembers a base for.
     var firstTouched: [ObjectID] {
-        undo.compactMap { u in
-            if case .record(let id, nil) = u, !leaf.inserted.contains(id) { return id }
-            return nil
-        }
+        leaf.order[orderCountAtStart...].lazy.filter { !$0.isNew }.map(\.id)
     }
 
     var schema: Schema { parents.schema }
@@ -455,9 +453,8 @@ struct OverlayApplier: StateStore {
             case .some(.some): throw StrataError.duplicateID(e, id)
             case .some(.none): break   // deleted here: the id is free again
             case .none:
-                appendOrder(id)
+                leaf.order.append(Overlay.Touch(id: id, isNew: true))
                 if try parents.top.exists(id) { throw StrataError.duplicateID(e, id) }
-                if leaf.inserted.insert(id).inserted { undo.append(.inserted(id)) }
             }
             try setUniques(e, old: nil, new: values, id: id)
             undo.append(.countAdded(e.tag, 1))
