@@ -288,9 +288,6 @@ import Testing
     }
 }
 
-/// Whether `mdb_load` (lmdb-utils) is installed: the corrupt-entry tests write their damage with it.
-let mdbLoadAvailable = (try? run("/usr/bin/env", ["sh", "-c", "command -v mdb_load"]))?.status == 0
-
 /// Entries of the index databases carry no checksum: a damaged one must be an error naming the
 /// database, never a trap (a `uniques` value of the wrong size reached a precondition, and a
 /// count of the wrong size decoded as an error without saying which).
@@ -307,7 +304,7 @@ let mdbLoadAvailable = (try? run("/usr/bin/env", ["sh", "-c", "command -v mdb_lo
         #expect(r.status == 0, "mdb_load: \(r.stderr)")
     }
 
-    @Test(.enabled(if: mdbLoadAvailable, "needs mdb_load (lmdb-utils)"))
+    @Test
     func aUniqueValueOfTheWrongSizeIsAnErrorNotATrap() throws {
         let dir = temporaryDirectory("corrupt-unique")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -329,7 +326,7 @@ let mdbLoadAvailable = (try? run("/usr/bin/env", ["sh", "-c", "command -v mdb_lo
         #expect(!q.stderr.contains("Fatal error") && !q.stderr.contains("crashed"), "\(q.stderr)")
     }
 
-    @Test(.enabled(if: mdbLoadAvailable, "needs mdb_load (lmdb-utils)"))
+    @Test
     func aCountOfTheWrongSizeIsAnErrorNamingIt() throws {
         let dir = temporaryDirectory("corrupt-count")
         defer { try? FileManager.default.removeItem(at: dir) }
