@@ -191,4 +191,19 @@ import Testing
             #expect(try store.mainContext.object(Genre.self, id: g.id)?.name == "C")
         }
     }
+
+    @Test func aNestedChildSettingAValueBackToTheStoredOneChangesItsParent() async throws {
+        try await withLibraryStore { store in
+            let g = Genre(name: "stored")
+            _ = try await store.save { $0.insert(g) }
+            let editor = try store.mainContext.newChild(label: "editor")
+            try editor.set(Genre.name, of: g.id, to: "edited")
+            let sheet = editor.newChild(label: "sheet")
+            try sheet.set(Genre.name, of: g.id, to: "stored")
+            try await sheet.commit()
+            #expect(try editor.object(Genre.self, id: g.id)?.name == "stored")
+            try await editor.commit()
+            #expect(try store.mainContext.object(Genre.self, id: g.id)?.name == "stored")
+        }
+    }
 }

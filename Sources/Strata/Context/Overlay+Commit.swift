@@ -5,8 +5,8 @@ extension Overlay {
     ///
     /// 1. unlinks: edges removed here and to-one relationships cleared here;
     /// 2. deletes of objects that exist below;
-    /// 3. updates: the attributes whose value differs from the object's base (the values the
-    ///    context chain read when it first changed it; every attribute when it has none);
+    /// 3. updates: the attributes whose value differs from what this layer read below when it
+    ///    first changed the object (``originals``; else the object's base; else every attribute);
     /// 4. inserts;
     /// 5. links: edges added here, and each to-one set here to its target.
     ///
@@ -39,7 +39,7 @@ extension Overlay {
                     inserts.append(.insert(id: id, values: record.values))
                     continue
                 }
-                let base = bases[id]?.values
+                let base = originals[id] ?? bases[id]?.values
                 let changed = record.values.indices.filter { i in base.map { i >= $0.count || $0[i] != record.values[i] } ?? true }
                 if !changed.isEmpty {
                     updates.append(.update(id: id, attributes: changed.map { ChangeSet.AttributeValue(attribute: $0, value: record.values[$0]) }))
@@ -101,9 +101,14 @@ extension Overlay {
             let before = committed.records[touch.id]
             if let before, before?.values == entry?.values { continue }
             rest.records[touch.id] = entry
-            // Inserted by the commit, it exists below the rest.
-            let committedLive = if case .some(.some) = before { true } else { false }
-            rest.order.append(Touch(id: touch.id, isNew: touch.isNew && !committedLive))
+            // Inserted or changed by the commit, it exists below the rest with the values committed.
+            if case .some(.some(let committedRecord)) = before {
+                rest.order.append(Touch(id: touch.id, isNew: false))
+                rest.originals[touch.id] = committedRecord.values
+            } else {
+                rest.order.append(touch)
+                if let original = originals[touch.id] { rest.originals[touch.id] = original }
+            }
         }
         for (key, facts) in edges {
             let before = committed.edges[key]

@@ -45,6 +45,9 @@ struct Overlay: Sendable {
     /// The keys of ``records`` in the order they were first changed here (a commit sends its
     /// changes in that order), each with whether it was inserted here (absent below then).
     var order = [Touch]()
+    /// The values an object of the state below had when this layer first changed its attributes:
+    /// what a commit compares with to send only the attributes changed here.
+    var originals = [ObjectID: [Value]]()
     /// Explicit edge facts, both directions: target → present (true) or absent (false).
     var edges = [LinkKey: [ObjectID: Bool]]()
     /// Keys whose whole target set this layer defines (edges below are not read for them).
@@ -354,7 +357,9 @@ struct OverlayApplier: StateStore {
     mutating func rollBack() -> Overlay {
         while let u = undo.popLast() {
             switch u {
-            case .record(let id, let old): leaf.records[id] = old
+            case .record(let id, let old):
+                leaf.records[id] = old
+                if old == nil { leaf.originals[id] = nil }
             case .fact(let k, let t, let old): setFact(k, t, old)
             case .replaced(let k): leaf.replaced.remove(k)
             case .unique(let k, let old): leaf.uniques[k] = old
@@ -464,6 +469,7 @@ struct OverlayApplier: StateStore {
             let old = r.values
             for c in changes { r.values[c.attribute] = c.new }
             try setUniques(r.entity, old: old, new: r.values, id: id)
+            if leaf.records[id] == nil { leaf.originals[id] = old }
             saveRecord(id)
             leaf.records[id] = .some(r)
         case .delete(let id, _, _):
