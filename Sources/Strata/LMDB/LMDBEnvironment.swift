@@ -340,12 +340,12 @@ final class LMDBEnvironment: Sendable {
     /// least ``growthStepBytes`` (see there). Call only while this process has no write
     /// transaction open; readers are held off by ``mapLock`` for the remap.
     ///
-    /// Taking ``mapLock`` exclusively waits for the reads holding it at that moment. No read
-    /// holds it for long: user code never runs inside one (an export's `emit`, a transaction
-    /// visit's body, a compaction's `progress` run between reads), and long scans read a chunk
-    /// per hold (``ReadSource``, ``ChunkedScan``, the direct copy), so a growth waits for at most
-    /// one chunk of each read in progress. Verify and migration are the exceptions: see
-    /// ARCHITECTURE.md, "Map growth and the map lock".
+    /// Taking ``mapLock`` exclusively waits for the reads holding it at that moment. The long
+    /// readers hold it a chunk at a time: their user code runs between reads (an export's `emit`,
+    /// a transaction visit's body, a compaction's `progress`), and their scans read a chunk per
+    /// hold (``ReadSource``, ``ChunkedScan``, the direct copy), so a growth waits for at most one
+    /// chunk of each of them. Verify, migration, single queries and a child's custom merge
+    /// closure are the exceptions: see ARCHITECTURE.md, "Map growth and the map lock".
     ///
     /// LMDB documents `mdb_env_set_mapsize` as safe only with no transaction active in the process.
     /// Pinned snapshots keep read transactions open across a growth. That is safe with liblmdb
