@@ -236,7 +236,7 @@ import Testing
     }
 }
 
-/// An export's `emit` runs inside its snapshot's read: a `close()` from it returns at once and
+/// An export's `emit` runs between its snapshot's reads: a `close()` from it closes the store and
 /// the export stops there with `closed` instead of writing the rest.
 @Suite struct CloseFromExportEmitTests {
     @Test func closeFromEmitStopsTheExport() async throws {
@@ -258,8 +258,8 @@ import Testing
     }
 }
 
-/// `forEachTransaction`'s body runs inside its snapshot's read, as an export's `emit` does: a
-/// `close()` from it returns at once and the visit stops with `closed`.
+/// `forEachTransaction`'s body runs between its snapshot's reads, as an export's `emit` does: a
+/// `close()` from it closes the store and the visit stops with `closed`.
 @Suite struct CloseFromTransactionVisitTests {
     @Test func closeFromTheBodyStopsTheVisit() async throws {
         let store = try Store.temporary(schema: try librarySchema())

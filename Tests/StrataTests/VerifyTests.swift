@@ -297,10 +297,12 @@ import Testing
         }
     }
 
-    /// A map that starts small (256 KiB), so saves of a few thousand tracks grow it.
+    /// A map that starts small (4 MiB): the first few thousand tracks fit, and the saves made
+    /// while verify runs grow it (a growth takes the map to 1 GiB at once, so the store must
+    /// fit the initial map before verify starts).
     static var smallGrowingMap: StoreConfiguration {
         var config = StoreConfiguration()
-        config.initialMapSizeBytes = 256 << 10
+        config.initialMapSizeBytes = 4 << 20
         config.maxMapSizeBytes = 1 << 30
         return config
     }

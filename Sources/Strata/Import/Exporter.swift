@@ -18,38 +18,92 @@ public struct Exporter: Sendable {
 
     /// Writes every record matching `query` (its sort and window apply when given), one line per
     /// call to `emit`, from one snapshot. Returns the number of records and the snapshot's transaction.
-    /// `emit` runs inside the snapshot's read: a ``Store/close()`` from it returns at once, and the
-    /// export then throws ``StrataError/closed(path:)``.
+    ///
+    /// The snapshot is read a chunk of records at a time (``chunkRecords`` lines, their
+    /// relationships' targets included), and `emit` runs between the reads, never inside one: a
+    /// slow consumer holds no lock of the store, so saves go on meanwhile, including one that
+    /// grows the map (which waits for the chunk being read at most). A sorted or windowed export
+    /// fetches and sorts its records in one read first. A ``Store/close()`` from `emit` closes
+    /// the store, and the export then throws ``StrataError/closed(path:)``.
     @discardableResult
     public func export(_ query: Query, format: ImportFormat, emit: (String) throws -> Void) throws -> (records: Int, transaction: TransactionID) {
         let snapshot = try store.snapshot(label: "export")
         defer { snapshot.close() }
         let entity = try snapshot.read { try $0.entity(query.entity) }
         let relationships = Self.exportedRelationships(entity, schema: store.schema)
-        if format == .csv {
-            try emit(csvLine(["id"] + entity.attributes.map(\.name) + relationships.map(\.name)))
-        }
         var n = 0
-        try withoutActuallyEscaping(emit) { emit in try snapshot.read { view in
-            let line: (Record) throws -> Void = { record in
-                let links = try relationships.map { try view.targets($0.tag, from: record.id) }
-                try emit(format == .csv ? csvRow(record, relationships, links) : Self.jsonRow(record, relationships, links))
+        func send(_ lines: [String]) throws {
+            for line in lines {
+                try emit(line)
                 n += 1
-                // A close() from `emit` (which runs inside the snapshot's read) ends the export here.
+                // A close() from `emit` ends the export here.
                 if store.isClosed { throw StrataError.closed(path: store.path) }
             }
-            if query.sort.isEmpty && query.limit == nil && query.offset == 0 {
+        }
+        func line(_ record: Record, _ view: ReadView) throws -> String {
+            let links = try relationships.map { try view.targets($0.tag, from: record.id) }
+            return format == .csv ? csvRow(record, relationships, links) : Self.jsonRow(record, relationships, links)
+        }
+        if format == .csv {
+            try emit(csvLine(["id"] + entity.attributes.map(\.name) + relationships.map(\.name)))
+            if store.isClosed { throw StrataError.closed(path: store.path) }
+        }
+        if query.sort.isEmpty && query.limit == nil && query.offset == 0 {
+            let ids = try snapshot.read { view in
                 try view.validate(query.predicate, entity)
-                try view.candidates(entity, query.predicate) { record in
-                    if try view.matches(query.predicate, record) { try line(record) }
-                    return true
+                return try view.candidateIDs(entity, query.predicate)
+            }
+            if let ids {
+                // Candidates planned onto an index or a list of ids: a chunk of ids per read.
+                var position = 0
+                while position < ids.count {
+                    let chunk = ids[position..<min(ids.count, position + Self.chunkRecords)]
+                    position += chunk.count
+                    try send(try snapshot.read { view in
+                        try chunk.compactMap { id -> String? in
+                            guard let record = try view.candidate(id, of: entity), try view.matches(query.predicate, record) else { return nil }
+                            return try line(record, view)
+                        }
+                    })
                 }
             } else {
-                for record in try view.fetch(query) { try line(record) }
+                // A scan of the entity, resumed after the last id read (a new cursor per read).
+                var after: ObjectID?
+                while true {
+                    var lines: [String] = []
+                    var visited = 0
+                    var more = false
+                    try snapshot.read { view in
+                        try view.scanObjects(entity, after: after) { record in
+                            after = record.id
+                            visited += 1
+                            if try view.matches(query.predicate, record) { lines.append(try line(record, view)) }
+                            // A full chunk ends this read; more may follow.
+                            more = lines.count >= Self.chunkRecords || visited >= Self.chunkVisits
+                            return !more
+                        }
+                    }
+                    try send(lines)
+                    if !more { break }
+                }
             }
-        } }
+        } else {
+            let records = try snapshot.read { try $0.fetch(query) }
+            var position = 0
+            while position < records.count {
+                let chunk = records[position..<min(records.count, position + Self.chunkRecords)]
+                position += chunk.count
+                try send(try snapshot.read { view in try chunk.map { try line($0, view) } })
+            }
+        }
         return (n, snapshot.transactionID)
     }
+
+    /// Lines an export reads per read of its snapshot (and holds in memory before writing them).
+    static let chunkRecords = 512
+    /// Records a scanning export looks at per read at most, matching or not (a selective filter
+    /// still reads a bounded chunk at a time).
+    static let chunkVisits = 8192
 
     /// The relationships written for `entity`: to-one, and to-many whose inverse is to-many too.
     public static func exportedRelationships(_ entity: EntityDescription, schema: Schema) -> [RelationshipDescription] {

@@ -1,8 +1,35 @@
 import Foundation
 
+/// Where a long read takes its chunks from.
+///
+/// Growing the map (``LMDBEnvironment/growMap()``) takes the map lock exclusively, so it waits
+/// for every read holding it shared. A long read over a pinned snapshot therefore reads one
+/// chunk per hold of the lock (``pinned(_:)``) and holds nothing between chunks: no cursor, no
+/// value pointing into the map (chunks are copied or decoded), only the snapshot's idle read
+/// transaction, which survives a remap (see ``LMDBEnvironment/growMap()``). Each chunk opens a
+/// cursor and positions it by key, so a remap between chunks is never seen.
+enum ReadSource {
+    /// A transaction the caller reads inside, holding the map lock for as long (a write
+    /// transaction, a short read, a scratch environment nobody grows meanwhile).
+    case held(LMDBTransaction)
+    /// A pinned snapshot, read in one ``Snapshot/read(_:)`` per chunk.
+    case pinned(Snapshot)
+
+    /// Runs `body` in a read of the source: for a snapshot, one read of its own (holding the map
+    /// lock shared until `body` returns). Nothing pointing into the map may leave `body`.
+    func read<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {
+        switch self {
+        case .held(let txn): return try body(txn)
+        case .pinned(let snapshot): return try snapshot.read { try body($0.txn) }
+        }
+    }
+}
+
 /// Reads a database in key order a chunk at a time (bounded memory, no cursor kept across chunks).
+/// Over a pinned snapshot (``ReadSource/pinned(_:)``) each chunk is its own read, so the map lock
+/// is held for one chunk at a time.
 struct ChunkedScan {
-    let txn: LMDBTransaction
+    let source: ReadSource
     let db: LMDBDatabase
     let prefix: [UInt8]?
     private var buffer: [(key: [UInt8], value: [UInt8])] = []
@@ -12,12 +39,20 @@ struct ChunkedScan {
 
     private let start: [UInt8]?
 
+    /// Entries per chunk.
+    static let chunkEntries = 4096
+
     /// Scans `db` from the first key `>= start` (or the first key), keys beginning with `prefix`.
-    init(txn: LMDBTransaction, db: LMDBDatabase, prefix: [UInt8]?, start: [UInt8]? = nil) {
-        self.txn = txn
+    init(source: ReadSource, db: LMDBDatabase, prefix: [UInt8]?, start: [UInt8]? = nil) {
+        self.source = source
         self.db = db
         self.prefix = prefix
         self.start = start
+    }
+
+    /// A scan inside a transaction the caller holds (``ReadSource/held(_:)``).
+    init(txn: LMDBTransaction, db: LMDBDatabase, prefix: [UInt8]?, start: [UInt8]? = nil) {
+        self.init(source: .held(txn), db: db, prefix: prefix, start: start)
     }
 
     mutating func next() throws -> (key: [UInt8], value: [UInt8])? {
@@ -34,14 +69,19 @@ struct ChunkedScan {
     }
 
     private mutating func refill() throws {
-        var chunk: [(key: [UInt8], value: [UInt8])] = []
         let after = lastKey
-        try txn.scan(db, from: after ?? start ?? prefix, prefix: prefix) { k, v in
-            // Only keys past the last one: a corrupt branch page can route the seek to an earlier
-            // leaf, and re-reading from there would never end.
-            if let after, Value.compareBytes(k, after) <= 0 { return true }
-            chunk.append((Array(k), Array(v)))
-            return chunk.count < 4096
+        let (db, prefix, from) = (self.db, self.prefix, after ?? start ?? prefix)
+        let chunk = try source.read { txn -> [(key: [UInt8], value: [UInt8])] in
+            var chunk: [(key: [UInt8], value: [UInt8])] = []
+            // A new cursor, positioned by key: nothing of the previous chunk's read is reused.
+            try txn.scan(db, from: from, prefix: prefix) { k, v in
+                // Only keys past the last one: a corrupt branch page can route the seek to an earlier
+                // leaf, and re-reading from there would never end.
+                if let after, Value.compareBytes(k, after) <= 0 { return true }
+                chunk.append((Array(k), Array(v)))
+                return chunk.count < Self.chunkEntries
+            }
+            return chunk
         }
         buffer = chunk
         index = 0
@@ -70,11 +110,21 @@ extension LMDBEnvironment {
     func copy(_ name: DatabaseName, from source: LMDBTransaction, sourceEnv: LMDBEnvironment, into destination: DatabaseName? = nil,
               prefix: [UInt8]? = nil, start: [UInt8]? = nil, until stop: [UInt8]? = nil, batch: Int = 8192,
               transform: (([UInt8], [UInt8]) -> ([UInt8], [UInt8])?)? = nil) throws -> Int {
+        try copy(name, from: .held(source), sourceEnv: sourceEnv, into: destination, prefix: prefix, start: start, until: stop,
+                 batch: batch, transform: transform)
+    }
+
+    /// ``copy(_:from:sourceEnv:into:prefix:start:until:batch:transform:)`` from a
+    /// ``ReadSource``: from a pinned snapshot, each chunk of the source is read in a read of its
+    /// own, and the writes happen outside the source's reads.
+    func copy(_ name: DatabaseName, from source: ReadSource, sourceEnv: LMDBEnvironment, into destination: DatabaseName? = nil,
+              prefix: [UInt8]? = nil, start: [UInt8]? = nil, until stop: [UInt8]? = nil, batch: Int = 8192,
+              transform: (([UInt8], [UInt8]) -> ([UInt8], [UInt8])?)? = nil) throws -> Int {
         precondition(name != .counts && destination != .counts, "counts are copied key by key (the main database holds LMDB's records too)")
         if transform == nil && prefix == nil {
             return try copyDirect(name, from: source, sourceEnv: sourceEnv, into: destination, start: start, until: stop).entries
         }
-        var scan = ChunkedScan(txn: source, db: sourceEnv[name], prefix: prefix, start: start)
+        var scan = ChunkedScan(source: source, db: sourceEnv[name], prefix: prefix, start: start)
         let target = self[destination ?? name]
         var pending: [([UInt8], [UInt8])] = []
         var copied = 0
@@ -126,6 +176,17 @@ extension LMDBEnvironment {
     func copyDirect(_ name: DatabaseName, from source: LMDBTransaction, sourceEnv: LMDBEnvironment,
                     into destination: DatabaseName?, start: [UInt8]?, until stop: [UInt8]?,
                     batchBytes: Int = 4 << 20) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
+        try copyDirect(name, from: .held(source), sourceEnv: sourceEnv, into: destination, start: start, until: stop, batchBytes: batchBytes)
+    }
+
+    /// ``copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)`` from a ``ReadSource``: from
+    /// a pinned snapshot, each buffer is filled in a read of its own, and the calling thread
+    /// hands it to the appending thread (waiting for an empty one if need be) outside the
+    /// source's reads. So a growth of the source's map waits for one buffer's read at most,
+    /// never for the whole copy.
+    func copyDirect(_ name: DatabaseName, from source: ReadSource, sourceEnv: LMDBEnvironment,
+                    into destination: DatabaseName?, start: [UInt8]?, until stop: [UInt8]?,
+                    batchBytes: Int = 4 << 20) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
         do {
             return try copyDirectUnchecked(name, from: source, sourceEnv: sourceEnv, into: destination, start: start, until: stop, batchBytes: batchBytes)
         } catch let e as LMDBError where e.code == MDB_KEYEXIST || e.code == MDB_BAD_VALSIZE {
@@ -138,7 +199,7 @@ extension LMDBEnvironment {
 
     /// ``copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)`` without the translation of
     /// a damaged source's LMDB errors.
-    private func copyDirectUnchecked(_ name: DatabaseName, from source: LMDBTransaction, sourceEnv: LMDBEnvironment,
+    private func copyDirectUnchecked(_ name: DatabaseName, from source: ReadSource, sourceEnv: LMDBEnvironment,
                                      into destination: DatabaseName?, start: [UInt8]?, until stop: [UInt8]?,
                                      batchBytes: Int) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
         precondition(batchBytes > 0, "a copy's batch must be positive")
@@ -192,24 +253,44 @@ extension LMDBEnvironment {
     /// `beforeSendingAFullBuffer` runs before each buffer sent while more entries follow (the copy
     /// starts its worker at the first). Returns early, without finishing, when the pipe was
     /// cancelled (the worker failed).
-    private func readAll(_ db: LMDBDatabase, from source: LMDBTransaction, start: [UInt8]?, until stop: [UInt8]?,
+    ///
+    /// Each buffer is filled in one read of `source` (a new cursor positioned by key at the first
+    /// entry that did not fit the previous buffer), and sent outside it: nothing read stays in use
+    /// across reads but the bytes copied into the buffers.
+    private func readAll(_ db: LMDBDatabase, from source: ReadSource, start: [UInt8]?, until stop: [UInt8]?,
                          into pipe: EntryPipe, beforeSendingAFullBuffer: () -> Void) throws {
         guard var buffer = pipe.takeEmpty() else { return }
-        var cancelled = false
-        try source.scan(db, from: start) { key, value in
-            if let stop, Layout.compare(key, stop) > 0 { return false }
-            if !pipe.fits(key: key.count, value: value.count, in: buffer) {
-                beforeSendingAFullBuffer()
-                guard pipe.send(buffer), let next = pipe.takeEmpty() else {
-                    cancelled = true
-                    return false
+        // Where the next read starts (the first key not yet copied); nil once the range is done.
+        var resume: [UInt8]? = start
+        var first = true
+        while first || resume != nil {
+            let from = resume
+            first = false
+            resume = nil
+            try source.read { txn in
+                var seeking = from != nil
+                try txn.scan(db, from: from) { key, value in
+                    // A corrupt branch page can route the seek before the key asked for: skip up
+                    // to it (appending refuses keys out of order, so a damaged tree fails the copy).
+                    if seeking, let from {
+                        if Layout.compare(key, from) < 0 { return true }
+                        seeking = false
+                    }
+                    if let stop, Layout.compare(key, stop) > 0 { return false }
+                    if !pipe.fits(key: key.count, value: value.count, in: buffer) {
+                        resume = Array(key)
+                        return false
+                    }
+                    EntryPipe.append(key: key, value: value, to: &buffer)
+                    return true
                 }
-                buffer = next
             }
-            EntryPipe.append(key: key, value: value, to: &buffer)
-            return true
+            guard resume != nil else { break }
+            // The buffer is full and more entries follow: hand it over, outside the read.
+            beforeSendingAFullBuffer()
+            guard pipe.send(buffer), let next = pipe.takeEmpty() else { return }
+            buffer = next
         }
-        if cancelled { return }
         if !buffer.isEmpty { guard pipe.send(buffer) else { return } }
         pipe.finish()
     }

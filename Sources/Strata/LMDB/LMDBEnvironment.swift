@@ -148,26 +148,36 @@ final class LMDBEnvironment: Sendable {
         if options.noSync { flags |= UInt32(MDB_NOSYNC) }
         if options.noLock { flags |= UInt32(MDB_NOLOCK) }
         if options.writeMap { flags |= UInt32(MDB_WRITEMAP) | UInt32(MDB_MAPASYNC) }
+        var info = MDB_envinfo()
         do {
             try lmdbCheck(mdb_env_set_maxdbs(env, MDB_dbi(DatabaseName.named.count + 2)), "mdb_env_set_maxdbs")
             try lmdbCheck(mdb_env_set_maxreaders(env, options.maxReaders), "mdb_env_set_maxreaders")
-            try lmdbCheck(mdb_env_set_mapsize(env, options.mapSizeBytes), "mdb_env_set_mapsize")
+            try lmdbCheck(mdb_env_set_mapsize(env, try Self.reservableMapSize(options.mapSizeBytes)), "mdb_env_set_mapsize")
             try lmdbCheck(mdb_env_open(env, path, flags, 0o644), "mdb_env_open(\(path))")
             var dead: Int32 = 0
             if !options.noLock { try lmdbCheck(mdb_reader_check(env, &dead), "mdb_reader_check") }
             staleReadersCleared = Int(dead)
             try Self.checkFileSize(env, path: path)
             databases = try Self.openDatabases(env, readOnly: options.readOnly)
+            try lmdbCheck(mdb_env_info(env, &info), "mdb_env_info")
         } catch {
             mdb_env_close(env)
             throw error
         }
-        var info = MDB_envinfo()
-        mdb_env_info(env, &info)
         self.handle = env
         self.path = path
         self.options = options
         self.currentMapSize = Atomic(info.me_mapsize)
+    }
+
+    /// `bytes`, or less when that much address space cannot be reserved now
+    /// (``canReserveAddressSpace(_:)``): halved until it can, down to 1 MiB. A map that is too
+    /// small grows on demand; one that cannot be mapped fails the open. LMDB raises the size to
+    /// the pages in use when it opens the file.
+    static func reservableMapSize(_ bytes: Int) throws -> Int {
+        var size = bytes
+        while size > 1 << 20, !(try canReserveAddressSpace(size)) { size = max(1 << 20, size / 2) }
+        return size
     }
 
     private static func openDatabases(_ env: OpaquePointer, readOnly: Bool) throws -> [LMDBDatabase] {
@@ -315,19 +325,27 @@ final class LMDBEnvironment: Sendable {
         return result
     }
 
-    /// Another process grew the map: adopt the size it wrote.
+    /// Another process grew the map past this process's (`MDB_MAP_RESIZED`): maps at least the
+    /// data's size again. Sized as a growth (``growMap()``), not at the size the other process
+    /// wrote (`mdb_env_set_mapsize(0)`), so that the new size is reserved first; LMDB raises a
+    /// size below the pages in use to them.
     func adoptMapSize() throws {
         try mapLock.withExclusive {
-            try lmdbCheck(mdb_env_set_mapsize(handle, 0), "mdb_env_set_mapsize(adopt)")
-            cachedMappings.withLock { $0 = nil }
-            var info = MDB_envinfo()
-            mdb_env_info(handle, &info)
-            currentMapSize.store(info.me_mapsize, ordering: .relaxed)
+            let current = currentMapSize.load(ordering: .relaxed)
+            try remapHoldingMapLock(to: max(current * 2, current + growthStep), atLeast: current + 1 << 20)
         }
     }
 
-    /// Doubles the map (up to ``LMDBOptions/maxMapSizeBytes``). Call only while this process has
-    /// no write transaction open; readers are held off by ``mapLock`` for the remap.
+    /// Grows the map (up to ``LMDBOptions/maxMapSizeBytes``) to at least twice its size and by at
+    /// least ``growthStepBytes`` (see there). Call only while this process has no write
+    /// transaction open; readers are held off by ``mapLock`` for the remap.
+    ///
+    /// Taking ``mapLock`` exclusively waits for the reads holding it at that moment. The long
+    /// readers hold it a chunk at a time: their user code runs between reads (an export's `emit`,
+    /// a transaction visit's body, a compaction's `progress`), and their scans read a chunk per
+    /// hold (``ReadSource``, ``ChunkedScan``, the direct copy), so a growth waits for at most one
+    /// chunk of each of them. Verify, migration, single queries and a child's custom merge
+    /// closure are the exceptions: see ARCHITECTURE.md, "Map growth and the map lock".
     ///
     /// LMDB documents `mdb_env_set_mapsize` as safe only with no transaction active in the process.
     /// Pinned snapshots keep read transactions open across a growth. That is safe with liblmdb
@@ -340,12 +358,58 @@ final class LMDBEnvironment: Sendable {
         try mapLock.withExclusive {
             let current = currentMapSize.load(ordering: .relaxed)
             guard current < options.maxMapSizeBytes else { return false }
-            let next = min(options.maxMapSizeBytes, max(current * 2, current + 1 << 20))
-            try lmdbCheck(mdb_env_set_mapsize(handle, next), "mdb_env_set_mapsize(\(next))")
-            cachedMappings.withLock { $0 = nil }
-            currentMapSize.store(next, ordering: .relaxed)
+            let next = min(options.maxMapSizeBytes, max(current * 2, current + growthStep))
+            try remapHoldingMapLock(to: next, atLeast: min(options.maxMapSizeBytes, current + 1 << 20))
             return true
         }
+    }
+
+    /// The least a growth adds: ``growthStepBytes``, or 1 MiB for an `MDB_WRITEMAP` map.
+    private var growthStep: Int { options.writeMap ? 1 << 20 : Self.growthStepBytes }
+
+    /// `mdb_env_set_mapsize` to `target` bytes, or less down to `floor` when that much address
+    /// space cannot be reserved; the caller holds ``mapLock`` exclusively.
+    ///
+    /// `mdb_env_set_mapsize` unmaps the old map before it maps the new one, and an environment
+    /// whose new map failed has no map at all (its next transaction would read unmapped memory).
+    /// So the new size is first reserved as address space (``canReserveAddressSpace(_:)``, with
+    /// the old map still in place, which asks for more than the remap will), halving the step
+    /// down to `floor` when that fails; when not even that can be reserved, this throws `ENOMEM`
+    /// without touching the map, and the environment stays usable at its present size.
+    private func remapHoldingMapLock(to target: Int, atLeast floor: Int) throws {
+        var size = max(target, floor)
+        while !(try Self.canReserveAddressSpace(size)) {
+            guard size > floor else {
+                throw LMDBError(code: ENOMEM, operation: "mdb_env_set_mapsize(\(size)): no address space for the new map")
+            }
+            size = max(floor, floor + (size - floor) / 2)
+        }
+        try lmdbCheck(mdb_env_set_mapsize(handle, size), "mdb_env_set_mapsize(\(size))")
+        cachedMappings.withLock { $0 = nil }
+        // LMDB raises a size below the pages in use to them.
+        var info = MDB_envinfo()
+        try lmdbCheck(mdb_env_info(handle, &info), "mdb_env_info")
+        currentMapSize.store(info.me_mapsize, ordering: .relaxed)
+    }
+
+    /// The least a growth (``growMap()``) adds to a map that is not written in place. Without
+    /// `MDB_WRITEMAP` LMDB maps the data file read-only and never extends the file to the map's
+    /// size (`mdb_env_map` calls `ftruncate` only with `MDB_WRITEMAP`), so the map is address
+    /// space alone: a large step costs nothing, and makes growths (each one a redo of the
+    /// writer's group and a moment in which readers pause) rare. `MDB_WRITEMAP` maps (scratch
+    /// environments) are the file's size, and grow by doubling, at least 1 MiB.
+    static let growthStepBytes = 1 << 30
+
+    /// Whether `bytes` of address space can be reserved now: maps them (anonymous, `PROT_NONE`,
+    /// `MAP_NORESERVE`: no memory, no commit charge) and unmaps them at once. False where the
+    /// address space is short (`RLIMIT_AS`, a 47-bit space full of maps).
+    static func canReserveAddressSpace(_ bytes: Int) throws -> Bool {
+        guard let region = mmap(nil, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0),
+              region != UnsafeMutableRawPointer(bitPattern: -1) else {
+            return false
+        }
+        guard munmap(region, bytes) == 0 else { throw LMDBError(code: errno, operation: "munmap(address space probe)") }
+        return true
     }
 
     /// Drops this process's mappings of the store's pages (`madvise(MADV_DONTNEED)` on the whole

@@ -112,6 +112,10 @@ extension Store {
     /// the horizon is not stored: it is derived (current state with later transactions undone).
     /// Copies the live state and the log after the horizon; returns the bytes of the records and
     /// of every entry copied.
+    ///
+    /// The snapshot is read a chunk at a time (``ReadSource/pinned(_:)``): the old environment's
+    /// map lock is held for one buffer's read at a time, never for the whole build, so a save that
+    /// grows the map meanwhile waits for one chunk at most. `progress` runs between reads.
     private func build(_ newEnv: LMDBEnvironment, from snapshot: Snapshot, horizon: TransactionID,
                        progress: (@Sendable (CompactionProgress) -> Void)?) throws -> (recordBytes: Int, allBytes: Int) {
         let t0 = snapshot.transactionID
@@ -121,42 +125,42 @@ extension Store {
             progress(p)
             try checkUsable()
         }
-        return try snapshot.read { view in
-            try report(CompactionProgress(phase: .copying, done: 0))
-            var recordBytes = 0, allBytes = 0
-            for name in [DatabaseName.objects, .links, .indexes, .uniques] {
-                let c = try newEnv.copyDirect(name, from: view.txn, sourceEnv: view.env, into: nil, start: nil, until: nil)
-                if name == .objects { recordBytes = c.bytes }
-                allBytes += c.bytes
-                try report(CompactionProgress(phase: .copying, done: c.entries))
-            }
-            // The new generation is written in the current format: its counts go to its
-            // `counts` (LMDB's main database), wherever the old generation kept them.
-            _ = try newEnv.copy(.meta, from: view.txn, sourceEnv: view.env) { k, v in
-                if k == MetaKey.horizon || k == MetaKey.format || MetaKey.isCount(k) { return nil }
-                allBytes += k.count + v.count
-                return (k, v)
-            }
-            var counts: [(key: [UInt8], value: [UInt8])] = []
-            var scan = ChunkedScan(txn: view.txn, db: view.env[.counts], prefix: MetaKey.countPrefix)
-            while let entry = try scan.next() { if MetaKey.isCount(entry.key) { counts.append(entry) } }
-            var h = ByteWriter(capacity: 8)
-            h.u64(horizon.rawValue)
-            let format = MetaKey.formatValue(MetaKey.storeFormat)
-            try newEnv.writeGrowing { txn in
-                try txn.put(newEnv[.meta], key: MetaKey.horizon, value: h.bytes)
-                try txn.put(newEnv[.meta], key: MetaKey.format, value: format)
-                for c in counts { try txn.put(newEnv[.counts], key: c.key, value: c.value) }
-            }
-            allBytes += MetaKey.horizon.count + h.bytes.count + MetaKey.format.count + format.count
-            allBytes += counts.reduce(0) { $0 + $1.key.count + $1.value.count }
-            if horizon < t0 {
-                try report(CompactionProgress(phase: .squashing, done: Int(t0.rawValue - horizon.rawValue)))
-                let c = try newEnv.copyDirect(.log, from: view.txn, sourceEnv: view.env, into: nil, start: horizon.next.keyBytes, until: t0.keyBytes)
-                allBytes += c.bytes
-            }
-            return (recordBytes, allBytes)
+        let source = ReadSource.pinned(snapshot)
+        let oldEnv = snapshot.env
+        try report(CompactionProgress(phase: .copying, done: 0))
+        var recordBytes = 0, allBytes = 0
+        for name in [DatabaseName.objects, .links, .indexes, .uniques] {
+            let c = try newEnv.copyDirect(name, from: source, sourceEnv: oldEnv, into: nil, start: nil, until: nil)
+            if name == .objects { recordBytes = c.bytes }
+            allBytes += c.bytes
+            try report(CompactionProgress(phase: .copying, done: c.entries))
         }
+        // The new generation is written in the current format: its counts go to its
+        // `counts` (LMDB's main database), wherever the old generation kept them.
+        _ = try newEnv.copy(.meta, from: source, sourceEnv: oldEnv) { k, v in
+            if k == MetaKey.horizon || k == MetaKey.format || MetaKey.isCount(k) { return nil }
+            allBytes += k.count + v.count
+            return (k, v)
+        }
+        var counts: [(key: [UInt8], value: [UInt8])] = []
+        var scan = ChunkedScan(source: source, db: oldEnv[.counts], prefix: MetaKey.countPrefix)
+        while let entry = try scan.next() { if MetaKey.isCount(entry.key) { counts.append(entry) } }
+        var h = ByteWriter(capacity: 8)
+        h.u64(horizon.rawValue)
+        let format = MetaKey.formatValue(MetaKey.storeFormat)
+        try newEnv.writeGrowing { txn in
+            try txn.put(newEnv[.meta], key: MetaKey.horizon, value: h.bytes)
+            try txn.put(newEnv[.meta], key: MetaKey.format, value: format)
+            for c in counts { try txn.put(newEnv[.counts], key: c.key, value: c.value) }
+        }
+        allBytes += MetaKey.horizon.count + h.bytes.count + MetaKey.format.count + format.count
+        allBytes += counts.reduce(0) { $0 + $1.key.count + $1.value.count }
+        if horizon < t0 {
+            try report(CompactionProgress(phase: .squashing, done: Int(t0.rawValue - horizon.rawValue)))
+            let c = try newEnv.copyDirect(.log, from: source, sourceEnv: oldEnv, into: nil, start: horizon.next.keyBytes, until: t0.keyBytes)
+            allBytes += c.bytes
+        }
+        return (recordBytes, allBytes)
     }
 
     /// On the writer queue: applies what was committed since the build started, then switches

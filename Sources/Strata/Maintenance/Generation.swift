@@ -60,7 +60,7 @@ extension Store {
         let path = self.path + "/" + name
         var options = oldEnv.options
         options.noSync = true
-        options.mapSizeBytes = max(oldEnv.mapSizeBytes, configuration.initialMapSizeBytes)
+        options.mapSizeBytes = max(oldEnv.mapSizeBytes, min(configuration.initialMapSizeBytes, options.maxMapSizeBytes))
         do {
             let env = try LMDBEnvironment(path: path, options: options)
             env.isBulkBuild.store(true, ordering: .relaxed)

@@ -10,18 +10,45 @@ extension ReadView {
 
     /// Calls `visit` with every object that may match, in id order, until it returns false.
     func candidates(_ e: EntityDescription, _ predicate: Filter, _ visit: (Record) throws -> Bool) throws {
-        let path = plan(e, predicate)
-        if case .scan = path {
-            try txn.scan(env[.objects], prefix: Layout.entityPrefix(e.tag)) { key, value in
-                let id = try ObjectID.stored(key, in: "objects")
-                return try visit(try RecordCodec.decode(value, id: id, schema: schema))
-            }
+        guard let ids = try candidateIDs(e, predicate) else {
+            try scanObjects(e, after: nil, visit)
             return
         }
-        for id in try ids(for: path) {
-            // An id list may name objects of other entities (`id in [...]`): they never match.
-            guard id.entityTag == e.tag, let r = try record(id) else { continue }
+        for id in ids {
+            guard let r = try candidate(id, of: e) else { continue }
             if try !visit(r) { return }
+        }
+    }
+
+    /// The ids ``candidates(_:_:_:)`` visits, in id order, when its plan is a list of ids (an
+    /// index or unique range, inverse edges, `id in [...]`); nil when it scans every object of
+    /// `e` (``scanObjects(_:after:_:)``). With ``candidate(_:of:)`` and ``scanObjects(_:after:_:)``
+    /// it lets a long read visit the candidates a chunk per read of a pinned snapshot.
+    func candidateIDs(_ e: EntityDescription, _ predicate: Filter) throws -> [ObjectID]? {
+        let path = plan(e, predicate)
+        if case .scan = path { return nil }
+        return try ids(for: path)
+    }
+
+    /// The record of `id` as a candidate of `e`: nil when `id` names another entity's object
+    /// (an id list may: `id in [...]`; they never match) or no object.
+    func candidate(_ id: ObjectID, of e: EntityDescription) throws -> Record? {
+        guard id.entityTag == e.tag else { return nil }
+        return try record(id)
+    }
+
+    /// Calls `visit` with every object of `e` whose id follows `after` (every one when nil), in
+    /// id order, until it returns false.
+    func scanObjects(_ e: EntityDescription, after: ObjectID?, _ visit: (Record) throws -> Bool) throws {
+        let start = after?.keyBytes
+        var seeking = start != nil
+        try txn.scan(env[.objects], from: start, prefix: Layout.entityPrefix(e.tag)) { key, value in
+            if seeking, let start {
+                if Value.compareBytes(key, start) <= 0 { return true }
+                seeking = false
+            }
+            let id = try ObjectID.stored(key, in: "objects")
+            return try visit(try RecordCodec.decode(value, id: id, schema: schema))
         }
     }
 

@@ -46,8 +46,10 @@ extension Store {
 
     /// Visits the transactions from `from` to `to` (inclusive, default: all), optionally only those
     /// by `author` or touching `entity`, in order, from one snapshot, until `body` returns false.
-    /// `body` runs inside the snapshot's read: a ``close()`` from it returns at once, and the visit
-    /// then throws ``StrataError/closed(path:)``.
+    /// The log is read a chunk of entries at a time, and `body` runs between the reads, never
+    /// inside one: a slow `body` holds no lock of the store, so saves go on meanwhile, including
+    /// one that grows the map. A ``close()`` from `body` closes the store, and the visit then
+    /// throws ``StrataError/closed(path:)``.
     public func forEachTransaction(from: TransactionID = TransactionID(1), to: TransactionID? = nil, author: String? = nil,
                                    entity: String? = nil, _ body: (LogEntry) throws -> Bool) throws {
         let tag = try entity.map { name -> UInt16 in
@@ -57,19 +59,41 @@ extension Store {
         let snapshot = try self.snapshot(label: "log")
         defer { snapshot.close() }
         let upper = min(to?.rawValue ?? .max, snapshot.transactionID.rawValue)
-        try snapshot.read { view in
-            let lower = max(from.rawValue, try view.horizon().rawValue + 1)
-            guard lower <= upper else { return }
-            try view.forEachLogEntry(lower...upper) { entry in
-                if let author, entry.author != author { return true }
-                if let tag, !entry.touches(entityTag: tag) { return true }
-                let more = try body(entry)
-                // A close() from `body` (which runs inside the snapshot's read) ends the visit here.
-                if isClosed { throw StrataError.closed(path: path) }
-                return more
+        var lower = max(from.rawValue, try snapshot.read { try $0.horizon() }.rawValue + 1)
+        while lower <= upper {
+            // One chunk: up to `logChunkEntries` entries read, or fewer once they hold
+            // `logChunkChanges` changes (an entry is never split).
+            var chunk: [LogEntry] = []
+            var read = 0, changes = 0
+            var next: UInt64?
+            try snapshot.read { view in
+                try view.forEachLogEntry(lower...upper) { entry in
+                    read += 1
+                    changes += entry.changes.count
+                    if author == nil || entry.author == author, tag.map({ entry.touches(entityTag: $0) }) ?? true { chunk.append(entry) }
+                    guard read < Self.logChunkEntries && changes < Self.logChunkChanges else {
+                        next = entry.transactionID.rawValue < upper ? entry.transactionID.rawValue + 1 : nil
+                        return false
+                    }
+                    return true
+                }
             }
+            for entry in chunk {
+                let more = try body(entry)
+                // A close() from `body` ends the visit here.
+                if isClosed { throw StrataError.closed(path: path) }
+                if !more { return }
+            }
+            guard let next else { return }
+            lower = next
         }
     }
+
+    /// Log entries ``forEachTransaction(from:to:author:entity:_:)`` reads per read of its snapshot at most.
+    static let logChunkEntries = 256
+    /// Changes of the entries one read of ``forEachTransaction(from:to:author:entity:_:)`` gathers
+    /// before the chunk ends (a larger entry makes a chunk of its own).
+    static let logChunkChanges = 50_000
 
     /// The transactions from `from` to `to`, filtered as in ``forEachTransaction(from:to:author:entity:_:)``.
     public func transactions(from: TransactionID = TransactionID(1), to: TransactionID? = nil, author: String? = nil,

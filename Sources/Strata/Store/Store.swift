@@ -183,7 +183,7 @@ public final class Store: Sendable {
     }
 
     private static func openEnvironment(path: String, configuration c: StoreConfiguration) throws -> LMDBEnvironment {
-        var options = LMDBOptions(mapSizeBytes: c.initialMapSizeBytes, maxMapSizeBytes: max(c.maxMapSizeBytes, c.initialMapSizeBytes),
+        var options = LMDBOptions(mapSizeBytes: min(c.initialMapSizeBytes, c.maxMapSizeBytes), maxMapSizeBytes: c.maxMapSizeBytes,
                                   maxReaders: c.maxReaders, readOnly: c.readOnly, noSync: c.durability == .relaxed, noLock: false)
         // A read-only store in a directory we cannot write to: no lock file can exist, and nobody writes.
         if c.readOnly && access(path, W_OK) != 0 { options.noLock = true }
@@ -304,8 +304,8 @@ public final class Store: Sendable {
 
     /// Whether a close on this thread would wait for work this thread is in the middle of: on
     /// the writer's queue (a save's merge closure, a compaction's switch), or inside a read of
-    /// this store (``ThreadReads``: a compaction's, a migration's or a verify's `progress`
-    /// callback, a child context's custom merge closure, an export's `emit`).
+    /// this store (``ThreadReads``: a migration's or a verify's `progress` callback, a child
+    /// context's custom merge closure).
     private var closeCannotWait: Bool {
         (writer?.isCurrentQueue ?? false) || ThreadReads.isInside(store: snapshots)
     }

@@ -27,9 +27,17 @@ public struct StoreConfiguration: Sendable {
     public var readOnly = false
     /// Create the store directory and files when missing (ignored when read-only).
     public var createIfMissing = true
-    /// Map size at open. The map doubles on demand up to ``maxMapSizeBytes``; a large initial
-    /// value costs only address space, not disk.
-    public var initialMapSizeBytes = 256 << 20
+    /// Map size at open (at most ``maxMapSizeBytes``). The map is address space, not disk: LMDB
+    /// maps the data file read-only and the file grows with the data, not with the map. When a
+    /// save needs more, the writer grows the map to at least twice its size and by at least
+    /// 1 GiB, up to ``maxMapSizeBytes``, and redoes the save. The default reserves 64 GiB, so a
+    /// store smaller than that never grows its map. Less is reserved at open when the process
+    /// cannot reserve this much address space (`RLIMIT_AS`); the map then grows on demand.
+    ///
+    /// Saves never wait for readers, a growth included: a growth waits only for the reads in
+    /// progress at that moment, each of which holds the map for a bounded chunk of work (see the
+    /// README, "Map size and growth").
+    public var initialMapSizeBytes = 64 << 30
     /// The map never grows past this; a save that needs more fails with ``StrataError/storeFull(maxMapSizeBytes:)``.
     public var maxMapSizeBytes = 1 << 40
     /// LMDB reader slots, shared by every process using the store.

@@ -34,7 +34,8 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "Rounds per engine, interleaved; the median is reported (default 3, --quick: 1).")
     var rounds: Int?
 
-    static let workloadNames = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10"]
+    /// Upper case (`--only` is matched upper-cased): W6G is reported as `W6g_…`.
+    static let workloadNames = ["W1", "W2", "W3", "W4", "W5", "W6", "W6G", "W7", "W8", "W9", "W10"]
 
     func validate() throws {
         if let records, records <= 0 { throw ValidationError("--records must be positive") }
@@ -94,6 +95,7 @@ struct RunCommand: AsyncParsableCommand {
         if selected.contains("W4") { await W4PointReads.run(ctx, &report) }
         if selected.contains("W5") { await W5SnapshotOpen.run(ctx, &report) }
         if selected.contains("W6") { await W6ReaderLatency.run(ctx, &report) }
+        if selected.contains("W6G") { await W6gSavesDuringExport.run(ctx, &report) }
         if selected.contains("W7") { await W7ChildContexts.run(ctx, &report) }
         if selected.contains("W8") { await W8Verify.run(ctx, &report) }
         if selected.contains("W9") { await W9Compaction.run(ctx, &report) }
@@ -128,7 +130,9 @@ struct RunCommand: AsyncParsableCommand {
         emit("rounds: \(ctx.rounds) per engine, interleaved, median reported")
         emit("sizes: W1 \(s.importRecords) records, W2 \(s.smallTransactions) tx, W3 \(s.groupCommitTransactions) tx per saver count, "
               + "W4 \(s.pointReads) reads of \(s.pointReadRecords), W5 \(s.snapshotOpens) opens, "
-              + "W6 \(s.latencyReads) idle reads of \(s.latencyPreload) + import of \(s.latencyImportRecords)")
+              + "W6 \(s.latencyReads) idle reads of \(s.latencyPreload) + import of \(s.latencyImportRecords), "
+              + "W6g \(s.exportGrowthSaves) saves of \(s.exportGrowthBatch) past a \(s.exportGrowthMapBytes >> 20) MiB map holding "
+              + "\(s.exportGrowthPreload), idle and during a \(String(format: "%.1f", s.exportSeconds)) s export")
     }
 
     /// Unbuffered stdout, so the header shows before the progress lines (stderr) even in a pipe.

@@ -19,6 +19,13 @@ struct BenchSizes: Sendable {
     var latencyPreload: Int
     var latencyReads: Int
     var latencyImportRecords: Int
+    /// W6g: the small initial map, the tracks preloaded into it, the saves (of `exportGrowthBatch`
+    /// tracks each) timed while they grow it, and how long the slow export they run beside lasts.
+    var exportGrowthMapBytes = 8 << 20
+    var exportGrowthPreload = 10_000
+    var exportGrowthSaves = 200
+    var exportGrowthBatch = 100
+    var exportSeconds = 10.0
     /// W7: changes made in a child and committed; pending changes a child holds for the fetch.
     var childChanges = 10_000
     var childPending = 100_000
@@ -41,13 +48,16 @@ struct BenchSizes: Sendable {
         importRecords: 100_000, smallTransactions: 1_000, groupCommitTransactions: 1_024,
         pointReadRecords: 100_000, pointReads: 200_000, snapshotOpens: 100_000,
         latencyPreload: 20_000, latencyReads: 20_000, latencyImportRecords: 100_000,
+        exportGrowthMapBytes: 2 << 20, exportGrowthPreload: 2_000, exportGrowthSaves: 40, exportSeconds: 1.5,
         childChanges: 2_000, childPending: 10_000, childPairs: 1, verifyRecords: 20_000, compactionObjects: 20_000, migrationObjects: 20_000)
 
     var dictionary: [String: Int] {
         ["importRecords": importRecords, "batchSize": batchSize, "smallTransactions": smallTransactions,
          "groupCommitTransactions": groupCommitTransactions, "pointReadRecords": pointReadRecords, "pointReads": pointReads,
          "snapshotOpens": snapshotOpens, "latencyPreload": latencyPreload, "latencyReads": latencyReads,
-         "latencyImportRecords": latencyImportRecords, "childChanges": childChanges, "childPending": childPending, "childPairs": childPairs,
+         "latencyImportRecords": latencyImportRecords, "exportGrowthMapBytes": exportGrowthMapBytes,
+         "exportGrowthPreload": exportGrowthPreload, "exportGrowthSaves": exportGrowthSaves, "exportGrowthBatch": exportGrowthBatch,
+         "exportMilliseconds": Int(exportSeconds * 1000), "childChanges": childChanges, "childPending": childPending, "childPairs": childPairs,
          "verifyRecords": verifyRecords, "compactionObjects": compactionObjects, "migrationObjects": migrationObjects]
     }
 }
