@@ -2,7 +2,7 @@ import Synchronization
 
 /// Local change notifications of a child context (its pending changes moved), for live queries.
 final class ContextObservers: Sendable {
-    private let subscribers = Mutex<[Int: @Sendable () -> Void]>([:])
+    private let subscribers = Locked<[Int: @Sendable () -> Void]>([:])
     private let nextID = Atomic<Int>(0)
     /// How many callbacks there are, so a change with none (a child without live queries, filled
     /// one insert at a time) skips the lock and the copy.

@@ -7,7 +7,7 @@ final class SerialGate: Sendable {
         var busy = false
         var waiting: [CheckedContinuation<Void, Never>] = []
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Runs `body` once every block that arrived earlier has finished.
     func run<R>(_ body: () async throws -> R) async throws -> R {

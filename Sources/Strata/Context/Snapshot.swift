@@ -44,7 +44,7 @@ public final class Snapshot: Sendable {
     struct Handle: @unchecked Sendable {
         var txn: OpaquePointer?
     }
-    private let state: Mutex<Handle>
+    private let state: Locked<Handle>
     /// The registry slot the snapshot occupies (-1: not registered). Set once by the registry,
     /// under its lock, before `open` returns the snapshot.
     private let serial = Atomic<Int>(-1)
@@ -94,7 +94,7 @@ public final class Snapshot: Sendable {
     private init(registry: SnapshotRegistry, env: LMDBEnvironment, txn: OpaquePointer, label: String, transactionID: TransactionID, openedAtNanos: Int64) {
         self.registry = registry
         self.env = env
-        self.state = Mutex(Handle(txn: txn))
+        self.state = Locked(Handle(txn: txn))
         self.label = label
         self.transactionID = transactionID
         self.openedAtNanos = openedAtNanos
@@ -173,11 +173,8 @@ public final class Snapshot: Sendable {
     /// ``close()`` noted inside `body` (see ``read(_:)``) takes the transaction before the mutex
     /// is released, so no other read gets in between, and ends it after.
     func withTransaction<R>(_ body: (OpaquePointer?) throws -> R) throws -> R {
-        // `Mutex.withLock` wants a `sending` result, which a generic `R` read from the store is
-        // not; the closure runs synchronously on this thread before `withLock` returns, so the
-        // result is never shared between threads.
-        nonisolated(unsafe) var result: Result<R, Error>?
-        nonisolated(unsafe) var closedInside: OpaquePointer?
+        var result: Result<R, Error>?
+        var closedInside: OpaquePointer?
         state.withLock { s in
             result = Result { try body(s.txn) }
             // Plain load and store: only the thread holding the mutex touches the flag.
@@ -334,7 +331,7 @@ final class SnapshotRegistry: Sendable {
         /// transaction would then keep the environment's close waiting).
         var closed = false
     }
-    private let slots = Mutex<Slots>(Slots())
+    private let slots = Locked<Slots>(Slots())
     /// Monotonic nanoseconds before which ``takeOverdueIfDue(olderThan:)`` does nothing.
     private let nextCheckNanos = Atomic<Int64>(0)
     let limit: Int

@@ -17,14 +17,14 @@ public final class ViewContext: ObjectReading {
     public let label: String
     public let autoRefresh: Bool
     let store: Store
-    private let pinned: Mutex<Snapshot?>
+    private let pinned: Locked<Snapshot?>
     let observers = ContextObservers()
 
     init(store: Store, label: String, autoRefresh: Bool) throws {
         self.store = store
         self.label = label
         self.autoRefresh = autoRefresh
-        pinned = Mutex(autoRefresh ? nil : try store.snapshot(label: label))
+        pinned = Locked(autoRefresh ? nil : try store.snapshot(label: label))
     }
 
     public var schema: Schema { store.schema }

@@ -66,7 +66,7 @@ final class LMDBEnvironment: Sendable {
     /// Indexed by ``DatabaseName/position``.
     private let databases: [LMDBDatabase]
     /// Reset read transactions kept for reuse (renewing one costs far less than beginning one).
-    private let readPool = Mutex<[ReadTxnBox]>([])
+    private let readPool = Locked<[ReadTxnBox]>([])
     /// One reset read transaction kept outside the pool (its bits; 0: none), taken and given
     /// back with one atomic exchange: a thread that opens and closes snapshots in turn never
     /// locks the pool. Whoever exchanges it out owns it.
@@ -99,7 +99,7 @@ final class LMDBEnvironment: Sendable {
     /// This process's mapping(s) of the data file, read from `/proc/self/maps` once and
     /// forgotten when the map moves (``growMap()``, ``adoptMapSize()``, under ``mapLock``
     /// exclusively), so releasing mapped pages inside a bulk save costs one `madvise`.
-    private let cachedMappings = Mutex<[MappedRange]?>(nil)
+    private let cachedMappings = Locked<[MappedRange]?>(nil)
     struct MappedRange: Sendable { let start: UInt; let end: UInt }
     /// Set while this environment is a new generation being built (``Store/makeGeneration(like:)``
     /// until its copy phase ends): its background writebacks then drop what is on disk from the
@@ -118,14 +118,14 @@ final class LMDBEnvironment: Sendable {
     /// started (every page below it had been submitted for writing then) and the first error a
     /// writeback that waited for its pages, or a background flush (``requestFlush(onError:)``),
     /// saw: the kernel reports a write error once, so ``sync()`` throws the kept one.
-    private let writebackGate = Mutex<WritebackState>(WritebackState())
+    private let writebackGate = Locked<WritebackState>(WritebackState())
     struct WritebackState {
         var submittedBelow = 0
         var error: Int32?
     }
     /// The background flush of a relaxed (`MDB_NOSYNC`) environment (``requestFlush(onError:)``):
     /// whether one is running, and whether a request came after the running one had started.
-    private let flushState = Mutex<FlushState>(FlushState())
+    private let flushState = Locked<FlushState>(FlushState())
     struct FlushState {
         var running = false
         var requested = false
@@ -135,9 +135,9 @@ final class LMDBEnvironment: Sendable {
     /// per environment, so a store whose flushes never end under load does not hold up another's.
     private let flushQueue = DispatchQueue(label: "strata.flush", qos: .userInitiated)
     /// Runs on the flush queue before each background flush (tests hold a flush up with it).
-    let beforeFlushForTesting = Mutex<(@Sendable () -> Void)?>(nil)
+    let beforeFlushForTesting = Locked<(@Sendable () -> Void)?>(nil)
     /// Runs once after the environment is closed (used to remove a replaced generation).
-    private let afterClose = Mutex<(@Sendable () -> Void)?>(nil)
+    private let afterClose = Locked<(@Sendable () -> Void)?>(nil)
 
     init(path: String, options: LMDBOptions) throws {
         var env: OpaquePointer?

@@ -78,7 +78,7 @@ extension Store {
         let newEnv = generation.env
         // Set on the writer the moment `current` names the new generation: from then on it is
         // the live store and must never be abandoned, whatever fails after.
-        let switched = Mutex(false)
+        let switched = Locked(false)
         defer { if !switched.withLock({ $0 }) { generation.abandon() } }
         let copied = try build(newEnv, from: snapshot, horizon: horizon, progress: progress)
         generation.endBulkBuild()

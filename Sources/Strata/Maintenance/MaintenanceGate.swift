@@ -15,7 +15,7 @@ final class MaintenanceGate: Sendable {
         var busy = false
         var waiting: [CheckedContinuation<Void, Never>] = []
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Waits until no other compaction or migration runs, then takes the gate. Pair with ``leave()``.
     func enter() async {

@@ -52,7 +52,7 @@ public struct ObjectID: Hashable, Comparable, Sendable, CustomStringConvertible 
         return ObjectID(high: UInt64(entityTag) << 48 | ms, low: low)
     }
 
-    private static let generator = Mutex<(ms: UInt64, low: UInt64)>((0, 0))
+    private static let generator = Locked<(ms: UInt64, low: UInt64)>((0, 0))
 
     /// 32 lowercase hex digits.
     public var description: String {

@@ -307,5 +307,5 @@ private struct ProblemList {
 enum VerifyTestHooks {
     /// Run on the calling thread before the in-memory check folds the log, after its reading
     /// thread started: a test makes the map move there, which must wait for the fold.
-    static let beforeFold = Mutex<[String: @Sendable () -> Void]>([:])
+    static let beforeFold = Locked<[String: @Sendable () -> Void]>([:])
 }

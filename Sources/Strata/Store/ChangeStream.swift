@@ -52,7 +52,7 @@ final class ChangeSubscriber: Sendable {
         var waiting: CheckedContinuation<ChangeEvent?, Never>?
         var finished = false
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
     let capacity: Int
 
     init(capacity: Int) { self.capacity = max(1, capacity) }
@@ -115,7 +115,7 @@ final class ChangeSubscriber: Sendable {
 /// Fans committed transactions out to subscribers (held weakly: a dropped stream unsubscribes).
 final class ChangeHub: Sendable {
     private struct Weak: Sendable { weak var subscriber: ChangeSubscriber? }
-    private let subscribers = Mutex<[Weak]>([])
+    private let subscribers = Locked<[Weak]>([])
 
     func subscribe(capacity: Int) -> ChangeSubscriber {
         let s = ChangeSubscriber(capacity: capacity)

@@ -26,7 +26,7 @@ public final class Store: Sendable {
     public let schema: Schema
     public let configuration: StoreConfiguration
     /// The live generation's environment; replaced by compaction and migration.
-    private let envBox: Mutex<LMDBEnvironment>
+    private let envBox: Locked<LMDBEnvironment>
     /// The LMDB environment of the live generation. Take it once per operation: a compaction may
     /// swap it between two reads of this property.
     var env: LMDBEnvironment { envBox.withLock { $0 } }
@@ -50,13 +50,13 @@ public final class Store: Sendable {
     private let migratedVersion = Atomic<Int>(0)
     private let deleteOnClose: Bool
     /// Held weakly: the context holds the store, and a strong reference back would keep both alive.
-    private let main = Mutex<WeakViewContext>(WeakViewContext())
+    private let main = Locked<WeakViewContext>(WeakViewContext())
 
     private init(path: String, schema: Schema, configuration: StoreConfiguration, env: LMDBEnvironment, lock: StoreLock?, deleteOnClose: Bool) throws {
         self.path = path
         self.schema = schema
         self.configuration = configuration
-        self.envBox = Mutex(env)
+        self.envBox = Locked(env)
         self.directory = StoreDirectory(path: path)
         self.lock = lock
         self.deleteOnClose = deleteOnClose

@@ -15,7 +15,7 @@ final class StoreRegistry: Sendable {
         var stores: [String: WeakStore] = [:]
         var closing: [String: Int] = [:]
     }
-    private let entries = Mutex(Entries())
+    private let entries = Locked(Entries())
 
     /// Marks `path` as closing in the background (until ``endClosing(path:)``).
     func beginClosing(path: String) { entries.withLock { $0.closing[path, default: 0] += 1 } }

@@ -124,7 +124,7 @@ import Synchronization
 
 /// Types already checked against one schema.
 final class TypeCheckCache: Sendable {
-    private let checked = Mutex<Set<ObjectIdentifier>>([])
+    private let checked = Locked<Set<ObjectIdentifier>>([])
     /// The type found or inserted last (its identifier's bits): typed reads of one type in a
     /// row answer from it without the lock and the hashing.
     private let last = Atomic<UInt>(0)

@@ -61,7 +61,7 @@ final class Writer: Sendable {
     }
 
     final class Waiter: Sendable {
-        let result = Mutex<Result<TransactionID, Error>?>(nil)
+        let result = Locked<Result<TransactionID, Error>?>(nil)
         var isDone: Bool { result.withLock { $0 != nil } }
     }
 
@@ -95,14 +95,14 @@ final class Writer: Sendable {
     }
 
     /// The environment commits go to; replaced (on the writer queue only) by compaction.
-    private let envBox: Mutex<LMDBEnvironment>
+    private let envBox: Locked<LMDBEnvironment>
     var env: LMDBEnvironment { envBox.withLock { $0 } }
     let schema: Schema
     let config: StoreConfiguration
     let hub: ChangeHub
     let logger: Logger
     private let queue = DispatchQueue(label: "strata.writer", qos: .userInitiated)
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Signalled once per ``State/gatherTarget`` reached (see ``gather()``).
     private let gathered = DispatchSemaphore(value: 0)
     private let afterCommit: @Sendable () -> Void
@@ -110,7 +110,7 @@ final class Writer: Sendable {
     init(env: LMDBEnvironment, storePath: String, schema: Schema, config: StoreConfiguration, hub: ChangeHub, logger: Logger,
          afterCommit: @escaping @Sendable () -> Void) {
         self.storePath = storePath
-        self.envBox = Mutex(env)
+        self.envBox = Locked(env)
         self.schema = schema
         self.config = config
         self.hub = hub
@@ -270,7 +270,7 @@ final class Writer: Sendable {
         var afterCallerTookGroup: (@Sendable () -> Void)?
     }
     /// Tests only (see ``TestHooks``); empty otherwise.
-    let testHooks = Mutex(TestHooks())
+    let testHooks = Locked(TestHooks())
     /// Tests only: saves queued and not yet taken into a group.
     var pendingForTesting: Int { state.withLock { $0.pending.count } }
     /// Tests only: a drain is queued or running.
