@@ -438,7 +438,7 @@ enum ContextModelRun {
     static func seeds() -> [UInt64] {
         if let one = environment["STRATA_MODEL_SEED"].flatMap({ UInt64($0) }) { return [one] }
         if let list = environment["STRATA_MODEL_SEEDS"] { return parseSeeds(list) }
-        return [1, 2, 3, 4, 5, 6, 7, 8]
+        return Array(1...16)
     }
 
     static func parseSeeds(_ text: String) -> [UInt64] {
@@ -450,8 +450,10 @@ enum ContextModelRun {
     /// Steps per seed (`STRATA_MODEL_STEPS`).
     static func steps(default d: Int) -> Int { environment["STRATA_MODEL_STEPS"].flatMap { Int($0) } ?? d }
 
-    /// Whether a failing program is shortened (`STRATA_MODEL_SHRINK=0` turns it off).
+    /// Whether a failing program is shortened (`STRATA_MODEL_SHRINK=0` turns it off), and for how
+    /// long at most (`STRATA_MODEL_SHRINK_SECONDS`, default 10).
     static var shrinks: Bool { environment["STRATA_MODEL_SHRINK"] != "0" }
+    static var shrinkBudget: Duration { .seconds(environment["STRATA_MODEL_SHRINK_SECONDS"].flatMap { Int($0) } ?? 10) }
 
     /// Runs `steps` steps of the program of `seed`; returns how many ran and the failure, if any.
     static func run(seed: UInt64, steps: Int, shrink: Bool) async throws -> (steps: Int, failure: ModelRunFailure?) {
@@ -470,7 +472,7 @@ enum ContextModelRun {
         }
         harness.close()
         guard var failure else { return (steps, nil) }
-        if shrink { failure.shortened = try await shorten(recorded, albumRequired: required, budget: .seconds(20)) }
+        if shrink { failure.shortened = try await shorten(recorded, albumRequired: required, budget: shrinkBudget) }
         return (failure.step + 1, failure)
     }
 
