@@ -758,6 +758,19 @@ struct ContextModel: Sendable {
         return ModelNetChanges(c.layer, view: view(ctx), schema)
     }
 
+    /// What no view may show, whatever the layers: an edge without its inverse or with a missing
+    /// end, a to-one with two targets. (A check of the model itself.)
+    func invariantViolations(_ ctx: Int) -> [String] {
+        let s = view(ctx)
+        var problems: [String] = []
+        for e in s.edges.sorted() {
+            if !s.edges.contains(schema.inverse(e)) { problems.append("edge \(e) has no inverse") }
+            if !s.exists(e.from) || !s.exists(e.to) { problems.append("edge \(e) has a missing end") }
+            if schema.isToOne(e.rel), s.targets(e.rel, of: e.from).count > 1 { problems.append("to-one \(e.rel) of \(e.from) has several targets") }
+        }
+        return problems
+    }
+
     func hasPendingLayer(_ ctx: Int) -> Bool { !(children[ctx]?.layer.isEmpty ?? true) }
 
     // MARK: Contexts
@@ -818,12 +831,17 @@ struct ContextModel: Sendable {
     /// A change in a child: "validated against view(C) with the writer's rules ... and applied to
     /// L; a refused change throws and leaves L unchanged." Several operations (`apply` of a change
     /// set) are all or nothing, each validated against the state the earlier ones left.
+    /// Each operation is recorded in L as it is applied (the same as one change at a time).
     mutating func change(_ ctx: Int, _ ops: [ModelOp]) throws {
         guard var c = children[ctx] else { preconditionFailure("no child \(ctx) in the model") }
-        let before = view(ctx)
-        var writer = ModelWriter(schema: schema, state: before, version: 0)
-        for op in ops { try writer.apply(op) }
-        c.layer.record(from: before, to: writer.state, lower: lowerView(ctx), schema) { inheritedBase(ctx, $0) }
+        let lower = lowerView(ctx)
+        var state = view(ctx)
+        for op in ops {
+            var writer = ModelWriter(schema: schema, state: state, version: 0)
+            try writer.apply(op)
+            c.layer.record(from: state, to: writer.state, lower: lower, schema) { inheritedBase(ctx, $0) }
+            state = writer.state
+        }
         children[ctx] = c
     }
 

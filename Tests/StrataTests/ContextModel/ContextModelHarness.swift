@@ -283,6 +283,7 @@ final class ModelHarness {
     func compareReads() -> [String]? {
         var differences: [String] = []
         for ctx in model.contexts {
+            for problem in model.invariantViolations(ctx) { differences.append("the model itself is wrong: c\(ctx): \(problem)") }
             let layered = model.layeredIDs(ctx)
             let version = { (id: ObjectID) in !layered.contains(id) }
             let expected = ModelReads.lines(ModelReader(schema: schema, state: model.view(ctx)), version: version)
@@ -474,6 +475,38 @@ enum ContextModelRun {
         guard var failure else { return (steps, nil) }
         if shrink { failure.shortened = try await shorten(recorded, albumRequired: required, budget: shrinkBudget) }
         return (failure.step + 1, failure)
+    }
+
+    /// Runs the program of `seed` on the model alone (no store), checking after every step that
+    /// every view keeps the invariants and that the store stays valid (unique keys, required
+    /// to-ones): a check of the model over programs longer than the comparison reaches on a
+    /// failing implementation. Returns the first problem.
+    static func runModelOnly(seed: UInt64, steps: Int) throws -> String? {
+        let required = albumRequired(seed)
+        let schema = try contextModelSchema(albumRequired: required)
+        var model = ContextModel(schema: schema)
+        model.addView(0, autoRefresh: true)
+        var program = ModelProgram(seed: seed, albumRequired: required)
+        var refused: (ctx: Int, failure: ModelFailure)?
+        var trace: [String] = []
+        for i in 0..<steps {
+            let step = program.next(model, refused: refused)
+            refused = nil
+            trace.append("\(i): \(step.text)")
+            if case .commit(let c) = step, model.isChild(c) {
+                do { _ = try model.commit(c) } catch let f as ModelFailure { refused = (c, f) }
+            } else {
+                ContextModelScenarioTests.run(step, on: &model)
+            }
+            var problems = model.contexts.flatMap { c in model.invariantViolations(c).map { "c\(c): \($0)" } }
+            let store = ModelWriter(schema: model.schema, state: model.store, version: 0)
+            for id in model.store.objects.keys.sorted() where store.uniqueClash(id) { problems.append("the store holds a unique clash on \(ModelPool.name(id))") }
+            for id in store.requiredViolations() { problems.append("the store holds \(ModelPool.name(id)) without its required to-one") }
+            if let first = problems.first {
+                return "seed \(seed), step \(i): \(first)\n" + trace.suffix(30).joined(separator: "\n")
+            }
+        }
+        return nil
     }
 
     /// Runs recorded steps (skipping those whose contexts are gone); returns the trace and what

@@ -257,7 +257,11 @@ struct ModelProgram {
         var state = state
         var result: [ModelOp] = []
         for _ in 0..<count {
-            let op = op(state)
+            var op = op(state)
+            // In a child, a change that changes nothing (setting a to-one to its target, adding an
+            // edge that exists, a whole-value update equal to the values) is not generated: whether
+            // it touches the object or key is left open by the semantics.
+            for _ in 0..<8 where !forStore && Self.changesNothing(op, in: state) { op = self.op(state) }
             result.append(op)
             // Later operations of one set see the earlier ones (as far as they apply).
             var w = ModelWriter(schema: ModelSchema(schema: Self.schema), state: state, version: 0)
@@ -268,6 +272,12 @@ struct ModelProgram {
             }
         }
         return result
+    }
+
+    /// Whether `op` is accepted in `state` and changes nothing there.
+    static func changesNothing(_ op: ModelOp, in state: ModelState) -> Bool {
+        var w = ModelWriter(schema: ModelSchema(schema: schema), state: state, version: 0)
+        return (try? w.apply(op)) != nil && !w.changed
     }
 
     /// The schema the generator plans with (relationships and inverses only; both variants agree).

@@ -20,6 +20,15 @@ import Testing
         if let failure { Issue.record(Comment(rawValue: failure.report)) }
     }
 
+    /// The model alone over long programs: its views keep their invariants and its store stays
+    /// valid (a check of the model, independent of the implementation).
+    @Test(.timeLimit(.minutes(5)))
+    func theModelKeepsItsInvariantsOverLongPrograms() throws {
+        for seed in UInt64(1)...40 {
+            if let problem = try ContextModelRun.runModelOnly(seed: seed, steps: 400) { Issue.record(Comment(rawValue: problem)) }
+        }
+    }
+
     /// The budgeted run of `Tools/context-model`: seeds from `STRATA_MODEL_SEEDS` (a start, or a
     /// range), `STRATA_MODEL_STEPS` steps each, `STRATA_MODEL_JOBS` programs at a time, until
     /// `STRATA_MODEL_MINUTES` have passed or `STRATA_MODEL_MAX_STEPS` steps have run. Prints one
