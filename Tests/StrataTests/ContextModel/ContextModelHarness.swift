@@ -186,8 +186,9 @@ final class ModelHarness {
         }
     }
 
-    /// Runs `step` on both; returns what differs (nil: they agree, in the outcome and in every read).
-    func perform(_ step: ModelStep) async -> [String]? {
+    /// Runs `step` on both; returns what differs (nil: they agree, in the outcome and, with
+    /// `reads`, in every read).
+    func perform(_ step: ModelStep, reads: Bool = true) async -> [String]? {
         refused = nil
         let index = trace.count
         var outcome = "ok"
@@ -276,7 +277,7 @@ final class ModelHarness {
         }
         trace.append("\(index): \(step.text)  ⇒ \(outcome)")
         if let differences { return differences }
-        return compareReads()
+        return reads ? compareReads() : nil
     }
 
     /// Every read of every live context, real against the model.
@@ -511,12 +512,15 @@ enum ContextModelRun {
 
     /// Runs recorded steps (skipping those whose contexts are gone); returns the trace and what
     /// differs, or nil when the program passes.
-    static func replay(_ steps: [ModelStep], albumRequired: Bool) async throws -> (trace: [String], differences: [String])? {
+    /// With `readsEveryStep` false (while shrinking), the reads are compared after the last step
+    /// only (outcomes after every step): a shortened program must still fail where it ends.
+    static func replay(_ steps: [ModelStep], albumRequired: Bool, readsEveryStep: Bool = true) async throws -> (trace: [String], differences: [String])? {
         let harness = try ModelHarness(schema: try contextModelSchema(albumRequired: albumRequired))
         defer { harness.close() }
         for step in steps where harness.canRun(step) {
-            if let differences = await harness.perform(step) { return (harness.trace, differences) }
+            if let differences = await harness.perform(step, reads: readsEveryStep) { return (harness.trace, differences) }
         }
+        if !readsEveryStep, let differences = harness.compareReads() { return (harness.trace, differences) }
         return nil
     }
 
@@ -526,7 +530,7 @@ enum ContextModelRun {
         let clock = ContinuousClock()
         let deadline = clock.now + budget
         var current = steps
-        guard var last = try await replay(current, albumRequired: albumRequired) else { return nil }
+        guard var last = try await replay(current, albumRequired: albumRequired, readsEveryStep: false) else { return nil }
         var chunk = max(1, current.count / 2)
         while clock.now < deadline {
             var i = 0
@@ -534,7 +538,7 @@ enum ContextModelRun {
             while i < current.count, clock.now < deadline {
                 var candidate = current
                 candidate.removeSubrange(i..<min(current.count, i + chunk))
-                if let failing = try await replay(candidate, albumRequired: albumRequired) {
+                if let failing = try await replay(candidate, albumRequired: albumRequired, readsEveryStep: false) {
                     current = candidate
                     last = failing
                     removed = true
@@ -545,6 +549,7 @@ enum ContextModelRun {
             if chunk == 1 && !removed { break }
             if !removed || chunk > 1 { chunk = max(1, chunk / 2) }
         }
-        return last
+        // The shortened program again, compared after every step (it may fail earlier than its end).
+        return try await replay(current, albumRequired: albumRequired) ?? last
     }
 }
