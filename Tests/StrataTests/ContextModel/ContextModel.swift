@@ -1026,7 +1026,7 @@ extension ModelState {
         if !q.sort.isEmpty {
             ids.sort { a, b in
                 for s in q.sort {
-                    let c = Value.compare(objects[a]!.values[s.attribute], objects[b]!.values[s.attribute])
+                    let c = Value.compare(objects[a]?.values[s.attribute] ?? .null, objects[b]?.values[s.attribute] ?? .null)
                     if c != 0 { return s.ascending ? c < 0 : c > 0 }
                 }
                 return a < b
