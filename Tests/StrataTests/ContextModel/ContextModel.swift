@@ -942,7 +942,12 @@ struct ContextModel: Sendable {
         let (decisions, conflicts) = decisions(n, c.layer, c.policy)
         var writer = ModelWriter(schema: schema, state: store, version: head + 1)
         var failure = ModelFailure()
-        for id in conflicts { failure.add(.conflict, id) }
+        for id in conflicts {
+            failure.add(.conflict, id)
+            // Decision: an object the store deleted may also be reported as not found (a
+            // `rebase()` has no version to take for it, and may drop its base instead).
+            if !store.exists(id) { failure.add(.validation(.objectNotFound), id) }
+        }
         do {
             try writer.apply(n, decisions: decisions, root: true)
         } catch let f as ModelFailure {

@@ -369,6 +369,8 @@ struct ModelProgram {
                     }
                 }
             case .validation(.objectNotFound):
+                // (Also accepted for a conflict on an object the store deleted: the rebase is the fix.)
+                if Set(culprits).isSubset(of: failure.culprits[.conflict] ?? []) { continue }
                 let root = model.rootView(ctx)
                 steps.append(root != 0 && chance(70) ? .refresh(root) : .discard(ctx))
             default:
