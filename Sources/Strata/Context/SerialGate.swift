@@ -1,4 +1,3 @@
-import Synchronization
 
 /// Runs async blocks one at a time, in the order they arrive; a block waiting for its turn
 /// suspends (it never blocks a thread).

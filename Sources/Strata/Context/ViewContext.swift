@@ -1,4 +1,3 @@
-import Synchronization
 
 /// A context for readers (the "main context" of Core Data).
 ///

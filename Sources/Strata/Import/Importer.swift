@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Imports NDJSON or CSV records into a store: validates everything first, then upserts by
 /// unique key in batches (one transaction each, tagged with the import id) while readers go on.

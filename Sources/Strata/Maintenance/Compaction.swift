@@ -1,6 +1,5 @@
 import CLMDB
 import Foundation
-import Synchronization
 
 /// What a compaction did (or, for a dry run, would do).
 public struct CompactionReport: Sendable, Equatable {

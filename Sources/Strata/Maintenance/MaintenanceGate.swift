@@ -1,4 +1,3 @@
-import Synchronization
 
 /// Lets one compaction or migration of a store run at a time in this process; the next waits for
 /// its turn (first come, first served) without holding a thread.

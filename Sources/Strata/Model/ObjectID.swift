@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// The permanent identity of an object, assigned at insert and never changed.
 ///

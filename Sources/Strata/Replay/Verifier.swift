@@ -1,6 +1,5 @@
 import CLMDB
 import Foundation
-import Synchronization
 
 /// The result of ``Store/verify(rebuild:progress:)``.
 public struct VerifyReport: Sendable, Equatable {

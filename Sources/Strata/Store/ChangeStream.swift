@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// A committed transaction as published to observers.
 public struct CommittedTransaction: Sendable, Equatable {

@@ -1,6 +1,5 @@
 import Foundation
 import Glibc
-import Synchronization
 
 /// The stores open in this process, by canonical path. LMDB forbids opening one environment twice
 /// in a process (its locks are per process), so a second `open` returns the store already open,
