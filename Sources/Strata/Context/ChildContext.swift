@@ -169,7 +169,7 @@ public final class ChildContext: ObjectReading {
     /// Applies operations whose entity types were checked to the overlay, with the writer's rules
     /// (all or nothing).
     private func apply(_ operations: [ChangeSet.Operation], baseVersions: [ObjectID: BaseVersion] = [:], mergePolicy: MergePolicy = .fail,
-                       inheriting inherited: [ObjectID: BaseVersion] = [:]) throws {
+                       inheriting inherited: [ObjectID: BaseVersion] = [:], netState: Bool = false) throws {
         try state.withLock { s in
             let lower = lowerChain(&s)
             try root.read { view in
@@ -180,7 +180,7 @@ public final class ChildContext: ObjectReading {
                                             limits: store.configuration, collectsChanges: false)
                 do {
                     try resolver.applier.prepareCounts()
-                    try resolver.run(operations, bases: baseVersions, policy: mergePolicy, checkRequired: false)
+                    try resolver.run(operations, bases: baseVersions, policy: mergePolicy, checkRequired: false, netState: netState)
                     try rememberBases(resolver.applier.firstTouched, inherited: inherited, view: view, into: &s)
                 } catch {
                     s.overlay = resolver.applier.rollBack()
@@ -316,6 +316,7 @@ public final class ChildContext: ObjectReading {
             var c = ChangeSet(operations: operations)
             c.baseVersions = bases
             c.mergePolicy = mergePolicy
+            c.isNetState = true
             return Flight(overlay: s.overlay, bases: s.bases, discards: s.discards, changes: c)
         }
         guard let flight else { return nil }
@@ -377,20 +378,21 @@ public final class ChildContext: ObjectReading {
     func absorb(_ operations: [ChangeSet.Operation], bases: [ObjectID: BaseVersion]) throws {
         // The child's bases first: for an object this context had not touched, the version the
         // child read is the one the change was based on (not the store's version now).
-        try apply(operations, inheriting: bases)
+        try apply(operations, inheriting: bases, netState: true)
     }
 
     /// Accepts the store's current version of every object this context changed as the new base:
     /// after a ``StrataError/conflict(_:)``, call it to write this context's values over the
-    /// store's on the next ``commit()`` (having looked at what the store changed).
+    /// store's on the next ``commit()`` (having looked at what the store changed). An object the
+    /// store deleted keeps its base: a commit that changes it is still a conflict (of kind
+    /// `.deleted`), which only a merge policy resolves.
     public func rebase() throws {
         let ids = state.withLock { Array($0.bases.keys) }
         let current = try store.read { view in
             try ids.compactMap { id in try view.record(id).map { (id, BaseVersion(version: $0.version, values: $0.values)) } }
         }
         state.withLock { s in
-            for id in ids { s.bases[id] = nil }
-            for (id, base) in current where s.overlay.records[id] != nil { s.bases[id] = base }
+            for (id, base) in current where s.bases[id] != nil { s.bases[id] = base }
         }
     }
 

@@ -4,16 +4,17 @@ extension Overlay {
     /// that made it. In order:
     ///
     /// 1. unlinks: edges removed here and to-one relationships cleared here;
-    /// 2. deletes of objects that exist below;
-    /// 3. updates: the attributes whose value differs from what this layer read below when it
+    /// 2. updates: the attributes whose value differs from what this layer read below when it
     ///    first changed the object (``originals``; else the object's base; else every attribute);
-    /// 4. inserts;
-    /// 5. links: edges added here, and each to-one set here to its target.
+    /// 3. inserts;
+    /// 4. links: edges added here, and each to-one set here to its target;
+    /// 5. deletes of objects that exist below.
     ///
-    /// Unlinks come first so that a delete denied by an edge the context removed is not denied,
-    /// deletes before updates and inserts so that a unique value freed by a delete can be taken,
-    /// and links last so that both ends exist. Edge facts whose ends no longer exist in `view` are
-    /// left out (the context does not show them).
+    /// The set is judged on its result (``ChangeSet/isNetState``: unique keys are checked when it
+    /// ends), so the order only has to let each step apply: unlinks first so that a delete denied
+    /// by an edge the context removed is not denied, links after inserts so that both ends exist,
+    /// deletes last so that their cascades take whatever the store linked meanwhile. Edge facts
+    /// whose ends no longer exist in `view` are left out (the context does not show them).
     /// - Parameters:
     ///   - view: the context's whole view (this layer over everything below it).
     ///   - below: the state below this layer.
@@ -21,10 +22,9 @@ extension Overlay {
     func netChanges<V: LayeredState, B: LayeredState>(schema: Schema, bases: [ObjectID: BaseVersion], view: V, below: B) throws -> [ChangeSet.Operation] {
         var unlinks: [ChangeSet.Operation] = []
         var links: [ChangeSet.Operation] = []
-        for key in edges.keys.sorted(by: Self.keyOrder) {
+        for key in Set(edges.keys).union(replaced).sorted(by: Self.keyOrder) {
             try edgeChanges(key, schema: schema, view: view, below: below, unlinks: &unlinks, links: &links)
         }
-        // Keys replaced without facts are keys of objects deleted here: the delete clears them.
         var deletes: [ChangeSet.Operation] = []
         var updates: [ChangeSet.Operation] = []
         var inserts: [ChangeSet.Operation] = []
@@ -46,31 +46,47 @@ extension Overlay {
                 }
             }
         }
-        return unlinks + deletes + updates + inserts + links
+        return unlinks + updates + inserts + links + deletes
     }
 
     /// Edge keys in a fixed order (tag, then source id), so that a commit's log is the same
     /// whatever the hash seed.
     private static func keyOrder(_ a: LinkKey, _ b: LinkKey) -> Bool { a.tag != b.tag ? a.tag < b.tag : a.from < b.from }
 
-    /// The operations one key's facts ask for. Each edge is held in both directions; it is sent
-    /// once: from a replaced to-one key (which sends its target, or a clear), or, between two
-    /// to-many relationships, from the smaller tag (the smaller id for a relationship that is its
-    /// own inverse). A to-many key whose inverse is to-one sends nothing: the inverse key does.
+    /// The operations one key asks for. Each edge is held in both directions; it is sent once:
+    /// from a replaced to-one key (which sends its target, or a clear), or, between two to-many
+    /// relationships, from the smaller tag (the smaller id for a relationship that is its own
+    /// inverse). A to-many key whose inverse is to-one sends no links: the inverse key does. A
+    /// replaced to-many key of a live object (deleted and inserted again here) first unlinks
+    /// every edge it has below.
     private func edgeChanges<V: LayeredState, B: LayeredState>(_ key: LinkKey, schema: Schema, view: V, below: B,
                                                                unlinks: inout [ChangeSet.Operation],
                                                                links: inout [ChangeSet.Operation]) throws {
-        guard let facts = edges[key], let r = schema.relationship(tag: key.tag),
-              let inverseTag = schema.inverseTag(of: key.tag), let inverse = schema.relationship(tag: inverseTag) else { return }
+        guard let r = schema.relationship(tag: key.tag), let inverseTag = schema.inverseTag(of: key.tag),
+              let inverse = schema.relationship(tag: inverseTag) else { return }
+        let facts = edges[key] ?? [:]
         let from = key.from
-        if !r.isToMany {
-            guard replaced.contains(key), records[from] != .some(nil), try view.exists(from) else { return }
-            let targets = try facts.filter { $0.value }.keys.sorted().filter { try view.exists($0) }
-            if let target = targets.last {
-                links.append(.link(relationship: key.tag, from: .id(from), to: .id(target)))
-            } else if try below.exists(from) {
-                unlinks.append(.unlink(relationship: key.tag, from: .id(from), to: nil))
+        if replaced.contains(key) {
+            // The layer defines the key's whole target set, for an object that lives here (a
+            // deleted one's edges go with its delete).
+            guard records[from] != .some(nil), try view.exists(from) else { return }
+            if !r.isToMany {
+                let targets = try facts.filter { $0.value }.keys.sorted().filter { try view.exists($0) }
+                if let target = targets.last {
+                    links.append(.link(relationship: key.tag, from: .id(from), to: .id(target)))
+                } else if try below.exists(from) {
+                    unlinks.append(.unlink(relationship: key.tag, from: .id(from), to: nil))
+                }
+                return
             }
+            // A to-many replaced on a live object: deleted and inserted again here. It starts
+            // without the edges it has below.
+            if try below.exists(from) {
+                for t in try below.targets(key.tag, from: from) where facts[t] != true {
+                    unlinks.append(.unlink(relationship: key.tag, from: .id(from), to: .id(t)))
+                }
+            }
+        } else if !r.isToMany {
             return
         }
         guard inverse.isToMany else { return }

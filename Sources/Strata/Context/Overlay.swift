@@ -327,6 +327,8 @@ struct OverlayApplier: StateStore {
     /// The length of the leaf's ``Overlay/order`` before the first change applied here (a roll
     /// back cuts it there).
     private let orderCountAtStart: Int
+    var defersUniqueClashes = false
+    private var deferredUniques: [DeferredUniqueKey] = []
 
     /// One entry of the undo list (internal so a context can keep an emptied list for reuse).
     enum Undo {
@@ -436,6 +438,21 @@ struct OverlayApplier: StateStore {
 
     mutating func flushCounts() throws {}
 
+    mutating func takeDeferredUniqueKeys() throws {
+        let deferred = deferredUniques
+        deferredUniques = []
+        defersUniqueClashes = false
+        for d in deferred {
+            // Only if the object still holds the key here; then no other object may.
+            guard let r = try record(d.id), try Layout.uniqueKey(d.unique, record: r.values, entity: d.entity, id: d.id) == d.key else { continue }
+            let k = ByteKey(d.key)
+            var owner = leaf.uniques[k]
+            if owner == nil || owner == d.id { owner = try leaf.ownerBelow(k, over: parents.top) }
+            if let owner, owner != d.id { throw StrataError.uniqueClash(d.unique, d.entity, r.values, id: d.id, owner: owner) }
+            leaf.uniques[k] = d.id
+        }
+    }
+
     /// Sets the version of a record this overlay holds (as-of reads restore old versions).
     mutating func setVersion(_ id: ObjectID, _ version: TransactionID) {
         if case .some(.some(var r)) = leaf.records[id] {
@@ -479,8 +496,13 @@ struct OverlayApplier: StateStore {
             leaf.records[id] = .some(nil)
             undo.append(.countAdded(r.entity.tag, -1))
             leaf.countDelta[r.entity.tag, default: 0] -= 1
-            // Whatever links the object below, now or later, is gone with it here.
-            for rel in r.entity.relationships { markReplaced(Overlay.LinkKey(tag: rel.tag, from: id)) }
+            // Whatever links the object below, now or later, is gone with it here, and so is every
+            // edge this layer gave it (also to objects hidden now, which may come back).
+            for rel in r.entity.relationships {
+                let key = Overlay.LinkKey(tag: rel.tag, from: id)
+                markReplaced(key)
+                clearPresentFacts(key)
+            }
             leaf.markDirty(id)
         case .link(let tag, let a, let b):
             try edge(tag, a, b, present: true)
@@ -506,6 +528,15 @@ struct OverlayApplier: StateStore {
         leaf.factCount += (fact == nil ? 0 : 1) - (old == nil ? 0 : 1)
     }
 
+    /// Turns every "present" fact of `key` (but `kept`) into "absent", in both directions.
+    private mutating func clearPresentFacts(_ key: Overlay.LinkKey, except kept: ObjectID? = nil) {
+        guard let facts = leaf.edges[key], let inverse = schema.inverseTag(of: key.tag) else { return }
+        for (t, present) in facts where present && t != kept {
+            recordFact(key, t, false)
+            recordFact(Overlay.LinkKey(tag: inverse, from: t), key.from, false)
+        }
+    }
+
     private mutating func recordFact(_ key: Overlay.LinkKey, _ target: ObjectID, _ present: Bool) {
         undo.append(.fact(key, target, leaf.edges[key]?[target]))
         setFact(key, target, present)
@@ -518,6 +549,10 @@ struct OverlayApplier: StateStore {
               let inverse = schema.relationship(tag: inverseTag) else {
             throw StrataError.corruptRecord(id: a, reason: "unknown relationship tag \(tag) in a child context")
         }
+        // A to-one holds one target: a fact this layer kept for another one (an object hidden now,
+        // which may come back) is dropped with the replacement.
+        if present, !r.isToMany { clearPresentFacts(Overlay.LinkKey(tag: tag, from: a), except: b) }
+        if present, !inverse.isToMany { clearPresentFacts(Overlay.LinkKey(tag: inverse.tag, from: b), except: a) }
         recordFact(Overlay.LinkKey(tag: tag, from: a), b, present)
         recordFact(Overlay.LinkKey(tag: inverse.tag, from: b), a, present)
         if !r.isToMany { markReplaced(Overlay.LinkKey(tag: tag, from: a)) }
@@ -544,7 +579,10 @@ struct OverlayApplier: StateStore {
                 // The record is stored after its keys: until then the state below answers for it.
                 let owner = try previous ?? leaf.ownerBelow(k, over: parents.top)
                 if let owner, owner != id {
-                    throw StrataError.uniqueClash(u, e, new, id: id, owner: owner)
+                    guard defersUniqueClashes else { throw StrataError.uniqueClash(u, e, new, id: id, owner: owner) }
+                    // The holder in this layer keeps it until the set ends (the undo entry has it).
+                    if let previous { leaf.uniques[k] = previous }
+                    deferredUniques.append(DeferredUniqueKey(key: after, unique: u, entity: e, id: id))
                 }
             }
         }

@@ -10,6 +10,8 @@ struct StateApplier: StateStore {
     /// The transaction being applied (becomes the version of every record it touches).
     var transactionID: TransactionID
     private var countDeltas: [UInt16: Int] = [:]
+    var defersUniqueClashes = false
+    private var deferredUniques: [DeferredUniqueKey] = []
     /// Secondary-index entries to put (true) or delete (false), written in key order by
     /// ``flushCounts()``: a bulk save then walks each index B-tree once, left to right, instead of
     /// jumping to a random page per object. Nothing reads the index B-trees inside a save.
@@ -137,22 +139,43 @@ struct StateApplier: StateStore {
         }
     }
 
-    /// Puts a unique key, refusing one another object holds (checked by the put itself).
+    /// Puts a unique key, refusing one another object holds (checked by the put itself), or, when
+    /// ``defersUniqueClashes``, putting it off until the set ends.
     private mutating func putUnique(_ key: [UInt8], _ unique: IndexDescription, _ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
         do {
             try txn.put(env[.uniques], key: key, value: id.keyBytes, flags: UInt32(MDB_NOOVERWRITE))
         } catch let error as LMDBError where error.code == MDB_KEYEXIST {
             guard let owner = try uniqueOwner(key), owner != id else { return }
-            throw StrataError.uniqueClash(unique, e, values, id: id, owner: owner)
+            guard defersUniqueClashes else { throw StrataError.uniqueClash(unique, e, values, id: id, owner: owner) }
+            deferredUniques.append(DeferredUniqueKey(key: key, unique: unique, entity: e, id: id))
+            return
         }
         try countWriteForRelease()
+    }
+
+    /// Removes a unique key of `id`. While clashes are deferred the entry may belong to another
+    /// object (the one `id` could not take it from): that one is left alone.
+    private mutating func deleteUnique(_ key: [UInt8], of id: ObjectID) throws {
+        if defersUniqueClashes, let owner = try uniqueOwner(key), owner != id { return }
+        try txn.delete(env[.uniques], key: key)
+    }
+
+    mutating func takeDeferredUniqueKeys() throws {
+        let deferred = deferredUniques
+        deferredUniques = []
+        defersUniqueClashes = false
+        for d in deferred {
+            // Only if the object still holds the key: a later change of the set may have moved on.
+            guard let r = try record(d.id), try Layout.uniqueKey(d.unique, record: r.values, entity: d.entity, id: d.id) == d.key else { continue }
+            try putUnique(d.key, d.unique, d.entity, r.values, d.id)
+        }
     }
 
     private mutating func removeIndexEntries(_ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
         for index in e.indexes { pendingIndex.addKey(tag: 0) { Layout.appendIndexKey(index, record: values, id: id, to: &$0) } }
         for unique in e.uniques {
             if let key = try Layout.uniqueKey(unique, record: values, entity: e, id: id) {
-                try txn.delete(env[.uniques], key: key)
+                try deleteUnique(key, of: id)
             }
         }
     }
@@ -165,7 +188,7 @@ struct StateApplier: StateStore {
             pendingIndex.add(key: after, value: [1])
         }
         for unique in e.uniques where unique.attributes.contains(where: touched.contains) {
-            if let key = try Layout.uniqueKey(unique, record: old, entity: e, id: id) { try txn.delete(env[.uniques], key: key) }
+            if let key = try Layout.uniqueKey(unique, record: old, entity: e, id: id) { try deleteUnique(key, of: id) }
             if let key = try Layout.uniqueKey(unique, record: new, entity: e, id: id) { try putUnique(key, unique, e, new, id) }
         }
     }

@@ -15,4 +15,20 @@ protocol StateStore {
     mutating func apply(_ change: LoggedChange) throws
     /// Writes pending per-entity counts (a no-op where counts are derived).
     mutating func flushCounts() throws
+    /// Whether a unique key another object holds is refused at once (false) or taken again when
+    /// the change set ends (true; ``takeDeferredUniqueKeys()``), so that a set is judged on its
+    /// result: two objects may swap unique values within it.
+    var defersUniqueClashes: Bool { get set }
+    /// Takes the unique keys put off while ``defersUniqueClashes`` was on; throws the first clash
+    /// that is left.
+    mutating func takeDeferredUniqueKeys() throws
+}
+
+/// A unique key an object of a change set could not take when it was written, because another
+/// object held it then.
+struct DeferredUniqueKey {
+    let key: [UInt8]
+    let unique: IndexDescription
+    let entity: EntityDescription
+    let id: ObjectID
 }

@@ -63,6 +63,10 @@ public struct ChangeSet: Sendable {
     public var baseVersions: [ObjectID: BaseVersion] = [:]
     /// What to do with objects changed underneath (see ``baseVersions``).
     public var mergePolicy: MergePolicy = .fail
+    /// Whether the set is a child context's net changes, judged on its result rather than step by
+    /// step: unique keys are checked when the set ends (two objects may swap values), and a
+    /// delete or an unlink of what is already gone is done.
+    var isNetState = false
     /// Swift entity types whose keys built operations; checked against the schema at save.
     var entityTypes: [ObjectIdentifier: any Entity.Type] = [:]
 

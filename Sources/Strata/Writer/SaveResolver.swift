@@ -19,6 +19,8 @@ struct SaveResolver<S: StateStore> {
     private var conflicts: [MergeConflict] = []
     /// Objects this save deleted (cascades included); an insert that gives an id back removes it.
     private var deleted: Set<ObjectID> = []
+    /// Whether the set is judged on its result (see ``run(_:bases:policy:checkRequired:netState:)``).
+    private var netState = false
 
     /// What to do with an object the store changed after the context read it.
     private enum Decision {
@@ -58,14 +60,19 @@ struct SaveResolver<S: StateStore> {
     /// Resolves and applies every operation. `checkRequired` runs the end-of-save check of required
     /// to-one relationships (off inside a child context, where a commit is not a save yet).
     mutating func run(_ set: ChangeSet, checkRequired: Bool = true) throws {
-        try run(set.operations, bases: set.baseVersions, policy: set.mergePolicy, checkRequired: checkRequired)
+        try run(set.operations, bases: set.baseVersions, policy: set.mergePolicy, checkRequired: checkRequired, netState: set.isNetState)
     }
 
     /// ``run(_:checkRequired:)`` for operations without a change set around them.
-    mutating func run(_ operations: [ChangeSet.Operation], bases: [ObjectID: BaseVersion], policy: MergePolicy, checkRequired: Bool) throws {
+    /// With `netState` (a child context's net changes, ``ChangeSet/isNetState``) the set is judged
+    /// on its result: unique keys are checked when it ends, and removing what is gone is done.
+    mutating func run(_ operations: [ChangeSet.Operation], bases: [ObjectID: BaseVersion], policy: MergePolicy, checkRequired: Bool,
+                      netState: Bool = false) throws {
         self.bases = bases
         self.policy = policy
         checkingRequired = checkRequired
+        self.netState = netState
+        applier.defersUniqueClashes = netState
         if collectsChanges { changes.reserveCapacity(operations.count) }
         for op in operations {
             switch op {
@@ -93,7 +100,10 @@ struct SaveResolver<S: StateStore> {
                     continue
                 default: break
                 }
-                guard try applier.exists(target) else { throw fail(.objectNotFound, try entity(target).name, target, nil, "cannot delete: no such object") }
+                guard try applier.exists(target) else {
+                    if netState { continue }   // gone already: what the set asks for
+                    throw fail(.objectNotFound, try entity(target).name, target, nil, "cannot delete: no such object")
+                }
                 try delete(target)
             case .link(let tag, let from, let to):
                 let (a, b) = (try reference(from, tag, source: true), try reference(to, tag))
@@ -102,10 +112,13 @@ struct SaveResolver<S: StateStore> {
             case .unlink(let tag, let from, let to):
                 let (a, b) = (try reference(from, tag, source: true), try to.map { try reference($0, tag) })
                 guard try followsPolicy(a, b) else { continue }
+                // An edge with an end that is gone went with it.
+                if netState, try !applier.exists(a) || b.map({ try !applier.exists($0) }) ?? false { continue }
                 try unlink(tag, a, b)
             }
         }
         if !conflicts.isEmpty { throw StrataError.conflict(conflicts) }
+        if netState { try applier.takeDeferredUniqueKeys() }
         if checkRequired { try checkRequiredRelationships() }
         try applier.flushCounts()
     }
