@@ -71,6 +71,10 @@ public final class ChildContext: ObjectReading {
     private let state = Locked(State())
     /// Runs this context's commits one at a time.
     private let commits = SerialGate()
+    /// This context's children (weakly: a child nobody holds goes away), whose bases a root
+    /// commit brings forward.
+    private let children = Locked<[WeakChild]>([])
+    private struct WeakChild: Sendable { weak var context: ChildContext? }
     let observers = ContextObservers()
 
     init(parent: Parent, label: String, mergePolicy: MergePolicy) {
@@ -91,7 +95,12 @@ public final class ChildContext: ObjectReading {
 
     /// A child of this child (its commits go into this context).
     public func newChild(label: String, mergePolicy: MergePolicy? = nil) -> ChildContext {
-        ChildContext(parent: .child(self), label: label, mergePolicy: mergePolicy ?? self.mergePolicy)
+        let child = ChildContext(parent: .child(self), label: label, mergePolicy: mergePolicy ?? self.mergePolicy)
+        children.withLock { list in
+            list.removeAll { $0.context == nil }
+            list.append(WeakChild(context: child))
+        }
+        return child
     }
 
     /// Whether there are changes not yet committed.
@@ -347,6 +356,10 @@ public final class ChildContext: ObjectReading {
     /// the commit. Objects still pending take the committed values as their base. A child of a
     /// pinned view keeps the committed layer to read until the view shows it.
     private func landed(_ flight: Flight, at tx: TransactionID?, pinned: Bool) {
+        var committedBases: [ObjectID: BaseVersion] = [:]
+        if let tx {
+            for (id, entry) in flight.overlay.records { if let r = entry { committedBases[id] = BaseVersion(version: tx, values: r.values) } }
+        }
         let old = state.withLock { s -> Overlay in
             let old = s.overlay
             if s.discards == flight.discards {
@@ -355,23 +368,101 @@ public final class ChildContext: ObjectReading {
             }
             if let tx {
                 if !s.overlay.isEmpty {
-                    for id in flight.overlay.order.lazy.map(\.id) where s.overlay.records[id] != nil && s.bases[id] == flight.bases[id] {
-                        if case .some(.some(let r)) = flight.overlay.records[id] { s.bases[id] = BaseVersion(version: tx, values: r.values) }
-                    }
+                    for (id, base) in committedBases where s.overlay.records[id] != nil && s.bases[id] == flight.bases[id] { s.bases[id] = base }
                 }
                 if pinned {
-                    var layer = flight.overlay
-                    layer.stampVersions(tx)
-                    layer.countBasis = nil
+                    let layer: Overlay
+                    if let read = try? committedLayer(at: tx, sent: flight.overlay) {
+                        layer = read
+                    } else {
+                        // The store could not be read (closed meanwhile): what the child sent.
+                        var sent = flight.overlay
+                        sent.stampVersions(tx)
+                        sent.countBasis = nil
+                        layer = sent
+                    }
                     s.committed.append(CommittedLayer(overlay: layer, transaction: tx))
                 }
             }
             s.bases = s.overlay.isEmpty ? [:] : s.bases.filter { s.overlay.records[$0.key] != nil }
             return old
         }
+        rebaseDescendants(from: flight.bases, to: committedBases)
         // The flight's copy of the layer and its operations go with the old layer.
         Self.releaseQueue.async { withExtendedLifetime((old, flight)) {} }
         observers.changed()
+    }
+
+    /// The store's state of everything transaction `tx` changed or `sent` asked to change — the
+    /// records, the edges, the to-one relationships — as a layer: what a child of a pinned view
+    /// reads of its commit until the view shows it (the writer's merge policy may have kept store
+    /// values, and delete rules may have reached further than the child saw). Read right after
+    /// the commit.
+    /// - Complexity: O(changes of the transaction and of `sent`).
+    private func committedLayer(at tx: TransactionID, sent: Overlay) throws -> Overlay {
+        try store.read { view in
+            var objects = Set(sent.records.keys)
+            var edges = Set<Overlay.LinkKey>(), edgeTargets: [Overlay.LinkKey: Set<ObjectID>] = [:]
+            var toOnes = Set(sent.replaced)
+            func edge(_ tag: UInt16, _ a: ObjectID, _ b: ObjectID) {
+                let key = Overlay.LinkKey(tag: tag, from: a)
+                edges.insert(key)
+                edgeTargets[key, default: []].insert(b)
+            }
+            for (key, facts) in sent.edges { for t in facts.keys { edge(key.tag, key.from, t) } }
+            try view.forEachLogEntry(tx.rawValue...tx.rawValue) { entry in
+                for change in entry.changes {
+                    switch change {
+                    case .insert(let id, _), .update(let id, _, _), .delete(let id, _, _): objects.insert(id)
+                    case .link(let tag, let a, let b), .unlink(let tag, let a, let b): edge(tag, a, b)
+                    }
+                }
+                return false
+            }
+            var layer = Overlay()
+            func setFact(_ tag: UInt16, _ a: ObjectID, _ b: ObjectID, _ present: Bool) {
+                guard let inverse = schema.inverseTag(of: tag) else { return }
+                layer.edges[Overlay.LinkKey(tag: tag, from: a), default: [:]][b] = present
+                layer.edges[Overlay.LinkKey(tag: inverse, from: b), default: [:]][a] = present
+                layer.markDirty(a)
+                layer.markDirty(b)
+            }
+            for key in edges {
+                for t in edgeTargets[key] ?? [] { setFact(key.tag, key.from, t, try view.txn.contains(view.env[.links], key: Layout.linkKey(key.tag, key.from, t))) }
+                if let r = schema.relationship(tag: key.tag), !r.isToMany { toOnes.insert(key) }
+                if let inverse = schema.inverseTag(of: key.tag), let ir = schema.relationship(tag: inverse), !ir.isToMany {
+                    for t in edgeTargets[key] ?? [] { toOnes.insert(Overlay.LinkKey(tag: inverse, from: t)) }
+                }
+            }
+            for id in objects.sorted() {
+                let record = try view.record(id)
+                layer.records[id] = .some(record)
+                layer.order.append(Overlay.Touch(id: id, isNew: false))
+                if record == nil, let e = schema.entity(tag: id.entityTag) {
+                    for r in e.relationships { toOnes.insert(Overlay.LinkKey(tag: r.tag, from: id)) }
+                }
+            }
+            // Keys the commit defined whole: exactly the store's targets now.
+            for key in toOnes {
+                layer.replaced.insert(key)
+                layer.replacedTags.insert(key.tag)
+                for t in try view.targets(key.tag, from: key.from) { setFact(key.tag, key.from, t, true) }
+            }
+            layer.factCount = layer.edges.values.reduce(0) { $0 + $1.count }
+            return layer
+        }
+    }
+
+    /// Gives every live descendant whose base for an object is the one `flight` carried the
+    /// committed version instead, so that a chain never conflicts with its own commit.
+    private func rebaseDescendants(from old: [ObjectID: BaseVersion], to new: [ObjectID: BaseVersion]) {
+        guard !new.isEmpty else { return }
+        for child in children.withLock({ $0.compactMap(\.context) }) {
+            child.state.withLock { s in
+                for (id, base) in new where s.overlay.records[id] != nil && s.bases[id] == old[id] { s.bases[id] = base }
+            }
+            child.rebaseDescendants(from: old, to: new)
+        }
     }
 
     /// A child's committed changes, applied here with their base versions (earlier bases win).

@@ -55,7 +55,8 @@ struct Overlay: Sendable {
     /// The relationship tags of ``replaced`` keys: a read of a key whose inverse tag is not here
     /// needs no per-target check.
     var replacedTags = Set<UInt16>()
-    /// Unique keys held by records of this layer, and their owners.
+    /// Unique keys held by records of this layer (every key of an object it inserted or updated),
+    /// and their owners.
     var uniques = [ByteKey: ObjectID]()
     /// Objects whose edges changed, per entity tag. With the keys of ``records`` (objects whose
     /// record changed), the extra candidates a query must look at.
@@ -485,8 +486,18 @@ struct OverlayApplier: StateStore {
             guard var r = try record(id) else { throw StrataError.corruptRecord(id: id, reason: "update of a missing object in a child context") }
             let old = r.values
             for c in changes { r.values[c.attribute] = c.new }
+            if leaf.records[id] == nil {
+                leaf.originals[id] = old
+                // The layer answers for the object's unique keys from now on, also when the
+                // state below loses the object.
+                for u in r.entity.uniques {
+                    if let key = try Layout.uniqueKey(u, record: old, entity: r.entity, id: id) {
+                        let k = ByteKey(key)
+                        undo.append(.unique(k, leaf.uniques.updateValue(id, forKey: k)))
+                    }
+                }
+            }
             try setUniques(r.entity, old: old, new: r.values, id: id)
-            if leaf.records[id] == nil { leaf.originals[id] = old }
             saveRecord(id)
             leaf.records[id] = .some(r)
         case .delete(let id, _, _):

@@ -480,10 +480,12 @@ struct ModelNetChanges: Sendable, CustomStringConvertible {
     var inserts: [Insert] = []
     var updates: [Update] = []
     var toOnes: [ToOne] = []
+    /// To-many keys the set defines whole: every edge the target state has for them goes first.
+    var cleared: [ModelKey] = []
     var edges: [EdgeFact] = []
     var deletes: [ObjectID] = []
 
-    var isEmpty: Bool { inserts.isEmpty && updates.isEmpty && toOnes.isEmpty && edges.isEmpty && deletes.isEmpty }
+    var isEmpty: Bool { inserts.isEmpty && updates.isEmpty && toOnes.isEmpty && cleared.isEmpty && edges.isEmpty && deletes.isEmpty }
 
     var description: String {
         "\(inserts.count) insert(s), \(updates.count) update(s), \(toOnes.count + edges.count) edge edit(s), \(deletes.count) delete(s)"
@@ -513,6 +515,12 @@ struct ModelNetChanges: Sendable, CustomStringConvertible {
         // exist is its delete's business).
         for key in layer.replaced.sorted() where schema.isToOne(key.rel) && view.exists(key.object) {
             toOnes.append(ToOne(key: key, target: view.targets(key.rel, of: key.object).first))
+        }
+        // Decision: a replaced to-many key of an object that lives in L (deleted and inserted
+        // again here: "starts without relationships") is sent whole too: the object commits
+        // without the edges the state below gave it, as the child shows it.
+        for key in layer.replaced.sorted() where !schema.isToOne(key.rel) && view.exists(key.object) && !layer.inserted.contains(key.object) {
+            cleared.append(key)
         }
         func covered(_ e: ModelEdge) -> Bool {
             let inverse = schema.inverse(e.rel)
@@ -623,6 +631,9 @@ extension ModelWriter {
             }
             let differing = write(u.id, attributes)
             uniqueChecks.append((u.id, constraints(of: u.id, touching: differing)))
+        }
+        for key in n.cleared where !skipped(key.object) && state.exists(key.object) {
+            for t in state.targets(key.rel, of: key.object) { removeEdge(ModelEdge(rel: key.rel, from: key.object, to: t)) }
         }
         for t in n.toOnes {
             guard !skipped(t.key.object), !skipped(t.target ?? t.key.object) else { continue }
