@@ -372,7 +372,7 @@ public final class ChildContext: ObjectReading {
                 }
                 if pinned {
                     let layer: Overlay
-                    if let read = try? committedLayer(at: tx, sent: flight.overlay) {
+                    if let read = try? committedLayer(at: tx, sent: flight.changes) {
                         layer = read
                     } else {
                         // The store could not be read (closed meanwhile): what the child sent.
@@ -393,23 +393,31 @@ public final class ChildContext: ObjectReading {
         observers.changed()
     }
 
-    /// The store's state of everything transaction `tx` changed or `sent` asked to change — the
+    /// The store's state of everything transaction `tx` changed or the net set `sent` asked to change — the
     /// records, the edges, the to-one relationships — as a layer: what a child of a pinned view
     /// reads of its commit until the view shows it (the writer's merge policy may have kept store
     /// values, and delete rules may have reached further than the child saw). Read right after
     /// the commit.
     /// - Complexity: O(changes of the transaction and of `sent`).
-    private func committedLayer(at tx: TransactionID, sent: Overlay) throws -> Overlay {
+    private func committedLayer(at tx: TransactionID, sent: ChangeSet) throws -> Overlay {
         try store.read { view in
-            var objects = Set(sent.records.keys)
+            var objects = Set<ObjectID>()
             var edges = Set<Overlay.LinkKey>(), edgeTargets: [Overlay.LinkKey: Set<ObjectID>] = [:]
-            var toOnes = Set(sent.replaced)
+            var toOnes = Set<Overlay.LinkKey>()
             func edge(_ tag: UInt16, _ a: ObjectID, _ b: ObjectID) {
                 let key = Overlay.LinkKey(tag: tag, from: a)
                 edges.insert(key)
                 edgeTargets[key, default: []].insert(b)
             }
-            for (key, facts) in sent.edges { for t in facts.keys { edge(key.tag, key.from, t) } }
+            for op in sent.operations {
+                switch op {
+                case .insert(let id, _), .update(let id, _), .delete(let id), .put(let id, _), .upsert(let id, _, _): objects.insert(id)
+                case .link(let tag, .id(let a), .id(let b)): edge(tag, a, b)
+                case .unlink(let tag, .id(let a), .id(let b)?): edge(tag, a, b)
+                case .unlink(let tag, .id(let a), nil): toOnes.insert(Overlay.LinkKey(tag: tag, from: a))
+                case .link, .unlink: break   // a commit names objects by id only
+                }
+            }
             try view.forEachLogEntry(tx.rawValue...tx.rawValue) { entry in
                 for change in entry.changes {
                     switch change {

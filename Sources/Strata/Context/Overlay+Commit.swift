@@ -96,11 +96,19 @@ extension Overlay {
                 guard try view.exists(from), try view.exists(to) else { continue }
                 links.append(.link(relationship: key.tag, from: .id(from), to: .id(to)))
             } else {
-                // An edge with a new end never existed below; an end deleted below took its edges.
-                guard try below.exists(from), try below.exists(to) else { continue }
+                // An edge with a new end is not one below; an end deleted below took its edges.
+                guard !isNew(from), !isNew(to), try below.exists(from), try below.exists(to) else { continue }
                 unlinks.append(.unlink(relationship: key.tag, from: .id(from), to: .id(to)))
             }
         }
+    }
+
+    /// Whether `id` was inserted here (absent below when it was).
+    /// - Complexity: O(1) for an object this layer has not changed; O(changes) otherwise (edges
+    ///   of objects changed here are few next to the objects a layer inserts).
+    private func isNew(_ id: ObjectID) -> Bool {
+        guard records[id] != nil else { return false }
+        return order.last(where: { $0.id == id })?.isNew ?? false
     }
 
     /// What stays pending after `committed` (an earlier copy of this layer) was committed at the

@@ -334,6 +334,8 @@ struct OverlayApplier: StateStore {
     /// One entry of the undo list (internal so a context can keep an emptied list for reuse).
     enum Undo {
         case record(ObjectID, Record??)
+        /// An entry of ``Overlay/order`` as it was before it was marked new or not.
+        case touch(Int, Overlay.Touch)
         case fact(Overlay.LinkKey, ObjectID, Bool?)
         case replaced(Overlay.LinkKey)
         case unique(ByteKey, ObjectID?)
@@ -363,6 +365,7 @@ struct OverlayApplier: StateStore {
             case .record(let id, let old):
                 leaf.records[id] = old
                 if old == nil { leaf.originals[id] = nil }
+            case .touch(let i, let old): leaf.order[i] = old
             case .fact(let k, let t, let old): setFact(k, t, old)
             case .replaced(let k): leaf.replaced.remove(k)
             case .unique(let k, let old): leaf.uniques[k] = old
@@ -474,7 +477,14 @@ struct OverlayApplier: StateStore {
             undo.append(.record(id, previous))
             switch previous {
             case .some(.some): throw StrataError.duplicateID(e, id)
-            case .some(.none): break   // deleted here: the id is free again
+            case .some(.none):
+                // Deleted here: the id is free again. The object is new if nothing below has it
+                // now (a rare path: the entry is looked for from the newest).
+                let isNew = try !parents.top.exists(id)
+                if let i = leaf.order.lastIndex(where: { $0.id == id }), leaf.order[i].isNew != isNew {
+                    undo.append(.touch(i, leaf.order[i]))
+                    leaf.order[i] = Overlay.Touch(id: id, isNew: isNew)
+                }
             case .none:
                 leaf.order.append(Overlay.Touch(id: id, isNew: true))
                 if try parents.top.exists(id) { throw StrataError.duplicateID(e, id) }
