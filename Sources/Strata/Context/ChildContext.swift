@@ -348,7 +348,12 @@ public final class ChildContext: ObjectReading {
             return try layer.netChanges(schema: schema, bases: s.bases, view: merged.top,
                                         below: MergedSource.Level(source: merged, depth: lower.count))
         }
-        return (operations, s.bases.filter { layer.records[$0.key] != nil })
+        // A base belongs to an object of the store the layer changes; one inserted here again
+        // after a delete is a new object and carries none.
+        let bases = s.bases.filter { layer.records[$0.key] != nil }
+        guard !bases.isEmpty else { return (operations, bases) }
+        let new = Set(layer.order.lazy.filter(\.isNew).map(\.id))
+        return (operations, bases.filter { !new.contains($0.key) })
     }
 
     /// After a root commit of `flight` (at `tx`; nil when there was nothing to save): what was
@@ -419,6 +424,9 @@ public final class ChildContext: ObjectReading {
                 }
             }
             try view.forEachLogEntry(tx.rawValue...tx.rawValue) { entry in
+                // A set that changed nothing returns the transaction before it, someone else's.
+                let named = objects.union(edgeTargets.keys.map(\.from))
+                guard entry.author == label, entry.changes.contains(where: { $0.objectIDs.contains(where: named.contains) }) else { return false }
                 for change in entry.changes {
                     switch change {
                     case .insert(let id, _), .update(let id, _, _), .delete(let id, _, _): objects.insert(id)
