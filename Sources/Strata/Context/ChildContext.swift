@@ -190,7 +190,7 @@ public final class ChildContext: ObjectReading {
                 do {
                     try resolver.applier.prepareCounts()
                     try resolver.run(operations, bases: baseVersions, policy: mergePolicy, checkRequired: false, netState: netState)
-                    try rememberBases(resolver.applier.firstTouched, inherited: inherited, view: view, into: &s)
+                    try rememberBases(resolver.applier.firstTouched, inherited: inherited, below: resolver.applier.parents, into: &s)
                 } catch {
                     s.overlay = resolver.applier.rollBack()
                     throw error
@@ -231,15 +231,15 @@ public final class ChildContext: ObjectReading {
         observers.changed()
     }
 
-    /// Remembers a base for every object of the store this change touched first: the one a
-    /// committing child passed up, else one a parent holds, else the store's record (for a child
-    /// of a pinned view, as its committed layers show it).
-    private func rememberBases(_ touched: [ObjectID], inherited: [ObjectID: BaseVersion], view: ReadView, into s: inout State) throws {
-        let committed = MergedSource(base: view, overlays: s.committed.map(\.overlay))
+    /// Remembers a base for every object below that this change touched first: the one a
+    /// committing child passed up, else one a parent holds, else the record as the state below
+    /// shows it (an object a parent inserted has version zero: never saved, so at the root any
+    /// stored object with its id is a conflict; a parent's insert itself carries no base).
+    private func rememberBases(_ touched: [ObjectID], inherited: [ObjectID: BaseVersion], below: MergedSource, into s: inout State) throws {
         for id in touched where s.bases[id] == nil {
             if let base = inherited[id] ?? inheritedBase(id) {
                 s.bases[id] = base
-            } else if let r = try committed.record(id) {
+            } else if let r = try below.record(id) {
                 s.bases[id] = BaseVersion(version: r.version, values: r.values)
             }
         }
@@ -454,6 +454,11 @@ public final class ChildContext: ObjectReading {
                 let record = try view.record(id)
                 layer.records[id] = .some(record)
                 layer.order.append(Overlay.Touch(id: id, isNew: false))
+                if let record {
+                    for u in record.entity.uniques {
+                        if let key = try Layout.uniqueKey(u, record: record.values, entity: record.entity, id: id) { layer.uniques[ByteKey(key)] = id }
+                    }
+                }
                 if record == nil, let e = schema.entity(tag: id.entityTag) {
                     for r in e.relationships { toOnes.insert(Overlay.LinkKey(tag: r.tag, from: id)) }
                 }

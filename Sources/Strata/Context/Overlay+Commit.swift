@@ -80,11 +80,10 @@ extension Overlay {
                 return
             }
             // A to-many replaced on a live object: deleted and inserted again here. It starts
-            // without the edges it has below.
+            // without the edges it has in the store, whatever they are when the commit applies
+            // (the edges this layer gave it are linked again after).
             if try below.exists(from) {
-                for t in try below.targets(key.tag, from: from) where facts[t] != true {
-                    unlinks.append(.unlink(relationship: key.tag, from: .id(from), to: .id(t)))
-                }
+                unlinks.append(.unlink(relationship: key.tag, from: .id(from), to: nil))
             }
         } else if !r.isToMany {
             return

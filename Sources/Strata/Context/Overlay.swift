@@ -513,6 +513,7 @@ struct OverlayApplier: StateStore {
         case .delete(let id, _, _):
             guard let r = try record(id) else { return }
             try setUniques(r.entity, old: r.values, new: nil, id: id)
+            if leaf.records[id] == nil { leaf.originals[id] = r.values }
             saveRecord(id)
             leaf.records[id] = .some(nil)
             undo.append(.countAdded(r.entity.tag, -1))

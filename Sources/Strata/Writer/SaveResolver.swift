@@ -21,6 +21,8 @@ struct SaveResolver<S: StateStore> {
     private var deleted: Set<ObjectID> = []
     /// Whether the set is judged on its result (see ``run(_:bases:policy:checkRequired:netState:)``).
     private var netState = false
+    /// With ``netState``: the objects the set deletes by name.
+    private var deletesAsked: Set<ObjectID> = []
 
     /// What to do with an object the store changed after the context read it.
     private enum Decision {
@@ -73,6 +75,9 @@ struct SaveResolver<S: StateStore> {
         checkingRequired = checkRequired
         self.netState = netState
         applier.defersUniqueClashes = netState
+        if netState {
+            for case .delete(let id) in operations { deletesAsked.insert(id) }
+        }
         if collectsChanges { changes.reserveCapacity(operations.count) }
         for op in operations {
             switch op {
@@ -88,9 +93,9 @@ struct SaveResolver<S: StateStore> {
             case .update(let id, let attributes): try update(resolved(id), attributes)
             case .delete(let id):
                 let target = resolved(id)
-                // Deleted already by this save (a cascade of an earlier delete): done. A child's
-                // net changes list every object it deleted, cascades included.
-                if deleted.contains(target) { continue }
+                // Deleted already by this set (a cascade of an earlier delete): done, for a child's
+                // net changes, which list every object it deleted, cascades included.
+                if netState, deleted.contains(target) { continue }
                 switch try decide(target, changing: []) {
                 case .skip: continue
                 case .reinsert:
@@ -266,7 +271,10 @@ struct SaveResolver<S: StateStore> {
             guard !targets.isEmpty else { continue }
             switch r.deleteRule {
             case .deny:
-                throw fail(.deleteDenied, e.name, id, r.name, "\(targets.count) related \(r.destination) object(s) exist and the delete rule is deny")
+                // A child's net changes are judged whole: targets the same set deletes do not deny.
+                guard netState, targets.allSatisfy({ deleted.contains($0) || deletesAsked.contains($0) }) else {
+                    throw fail(.deleteDenied, e.name, id, r.name, "\(targets.count) related \(r.destination) object(s) exist and the delete rule is deny")
+                }
             case .cascade:
                 for t in targets where !deleted.contains(t) { try delete(t) }
             case .nullify:
@@ -350,7 +358,8 @@ struct SaveResolver<S: StateStore> {
     private mutating func unlink(_ tag: UInt16, _ from: ObjectID, _ to: ObjectID?) throws {
         let r = try relationship(tag)
         guard let to else {
-            guard !r.isToMany else { throw fail(.unknownRelationship, r.entityName, from, r.name, "unlinking a to-many needs a target") }
+            // A child's net changes clear a to-many whole (an object deleted and inserted again).
+            guard !r.isToMany || netState else { throw fail(.unknownRelationship, r.entityName, from, r.name, "unlinking a to-many needs a target") }
             for old in try applier.targets(r.tag, from: from) {
                 try emit(.unlink(relationship: r.tag, from: from, to: old))
                 if !schema.inverse(of: r).isToMany { toOneChecks.insert(old) }
