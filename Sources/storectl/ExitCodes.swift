@@ -33,6 +33,7 @@ enum Exit {
         case is SchemaError: return dataError
         case let e as ImportIssue: return e.line == 0 ? noInput : dataError
         case let e as CLIError: return e.code
+        case is OutputPathRefusal: return usage
         case is MigrationError: return dataError
         default: return software
         }

@@ -52,6 +52,9 @@ struct ImportCommand: AsyncParsableCommand {
         // before: it may not be needed, and a path naming an input must not empty it). Here only
         // whether it could be.
         if let rejects {
+            // Inside the store directory (or on one of its files, through a link) it would
+            // destroy the store: refused before anything is opened or created.
+            do { try OutputPathGuard.check(rejects, storeDirectory: target.store) } catch { throw failure(error, context: "--rejects") }
             let directory = (rejects as NSString).deletingLastPathComponent
             if access(directory.isEmpty ? "." : directory, W_OK) != 0 {
                 throw failure(CLIError("\(rejects): cannot create the rejects file: \(String(cString: strerror(errno)))", code: Exit.cannotCreate))

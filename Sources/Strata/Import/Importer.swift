@@ -39,7 +39,7 @@ public final class Importer: Sendable {
     ///   ``StrataError`` from the store.
     public func run(files: [String]) async throws -> ImportSummary {
         defer { progressContinuation.finish() }
-        let optionProblems = options.problems() + Self.inputProblems(files: files, rejectsPath: options.rejectsPath)
+        let optionProblems = options.problems() + Self.inputProblems(files: files, rejectsPath: options.rejectsPath, storeDirectory: store.path)
         if !optionProblems.isEmpty { throw ImportFailed(issues: optionProblems, totalIssues: optionProblems.count) }
         let clock = ContinuousClock.now
         let totalBytes = files.reduce(0) { $0 + ((try? FileManager.default.attributesOfItem(atPath: $1)[.size] as? Int) ?? 0) }
@@ -65,9 +65,11 @@ public final class Importer: Sendable {
     /// Inputs the import cannot use, found before anything is read or created: an input that is
     /// not a regular file (the import reads each input twice, to validate and then to write, so a
     /// pipe or a terminal would be read empty the second time; a directory cannot be read), and
-    /// a rejects file that is one of the inputs (creating it would empty that input). An input
-    /// that cannot be opened is reported as "cannot open", as when reading it fails.
-    static func inputProblems(files: [String], rejectsPath: String?) -> [ImportIssue] {
+    /// a rejects file that is one of the inputs (creating it would empty that input), and a
+    /// rejects file that would land inside the store directory or on one of its files
+    /// (``OutputPathGuard``). An input that cannot be opened is reported as "cannot open", as
+    /// when reading it fails.
+    static func inputProblems(files: [String], rejectsPath: String?, storeDirectory: String?) -> [ImportIssue] {
         var out: [ImportIssue] = []
         var inputs: [(device: UInt64, inode: UInt64)] = []
         for f in files {
@@ -83,6 +85,12 @@ public final class Importer: Sendable {
                 continue
             }
             inputs.append((UInt64(st.st_dev), UInt64(st.st_ino)))
+        }
+        if let rejectsPath {
+            do { try OutputPathGuard.check(rejectsPath, storeDirectory: storeDirectory) } catch {
+                out.append(ImportIssue(file: "options", line: 0, field: "rejectsPath", reason: error.description))
+                return out
+            }
         }
         var st = stat()
         if let rejectsPath, stat(rejectsPath, &st) == 0 {
