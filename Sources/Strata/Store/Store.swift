@@ -143,6 +143,12 @@ public final class Store: Sendable {
         } else if !isDir.boolValue {
             throw StrataError.notAStore(path: path, reason: "a store is a directory, this is a file")
         }
+        // Whether this is a store at all, decided before anything is created in the directory:
+        // a failed open of a directory that is not a store (another program's) leaves it as it
+        // was, without a lock file. Read again under the lock below (a switch may come between).
+        if try directory.currentGeneration() == nil {
+            try refuseWithoutCurrent(directory, mayCreate: mayCreate)
+        }
         let lock = try StoreLock(path: directory.lockPath, readOnly: configuration.readOnly)
         let generation: String
         if let live = try directory.currentGeneration() {
@@ -152,16 +158,7 @@ public final class Store: Sendable {
             generation = live
             if !configuration.readOnly && lock?.otherHolders().isEmpty == true { directory.removeStaleGenerations(except: live) }
         } else {
-            if fm.fileExists(atPath: path + "/data.mdb") {
-                throw StrataError.notAStore(path: path, reason: "a bare LMDB environment (Strata keeps its data under current/)")
-            }
-            // A generation holding data without `current` is a store whose link was removed:
-            // never created over (an interrupted first open leaves an empty generation only).
-            if let orphan = directory.generationsHoldingData().first {
-                throw StrataError.notAStore(path: path, reason: "`current` is missing but \(orphan) holds a store's data; nothing was changed "
-                    + "(if \(orphan) is the live generation, restore the link with `ln -s \(orphan) current` inside the store directory)")
-            }
-            guard mayCreate else { throw StrataError.storeNotFound(path: path) }
+            try refuseWithoutCurrent(directory, mayCreate: mayCreate)
             generation = try directory.createFirstGeneration()
         }
         let generationPath = path + "/" + generation
@@ -180,6 +177,22 @@ public final class Store: Sendable {
             env.close()
             throw error
         }
+    }
+
+    /// For a directory without `current`: throws unless a new store may be created in it. A bare
+    /// LMDB environment and a generation holding data (a store whose link was removed) are never
+    /// created over (an interrupted first open leaves an empty generation only); anything else
+    /// is ``StrataError/storeNotFound(path:)`` unless `mayCreate`.
+    private static func refuseWithoutCurrent(_ directory: StoreDirectory, mayCreate: Bool) throws {
+        let path = directory.path
+        if FileManager.default.fileExists(atPath: path + "/data.mdb") {
+            throw StrataError.notAStore(path: path, reason: "a bare LMDB environment (Strata keeps its data under current/)")
+        }
+        if let orphan = directory.generationsHoldingData().first {
+            throw StrataError.notAStore(path: path, reason: "`current` is missing but \(orphan) holds a store's data; nothing was changed "
+                + "(if \(orphan) is the live generation, restore the link with `ln -s \(orphan) current` inside the store directory)")
+        }
+        guard mayCreate else { throw StrataError.storeNotFound(path: path) }
     }
 
     private static func openEnvironment(path: String, configuration c: StoreConfiguration) throws -> LMDBEnvironment {
