@@ -21,7 +21,7 @@ enum Exit {
             case .schema, .validation, .corruptRecord, .corruptLogEntry, .invalidQuery, .modelMismatch,
                  .migrationRequired, .storeTooNew, .schemaChanged, .entityMismatch, .saveTooLarge:
                 return dataError
-            case .storeNotFound, .notAStore, .noSuchTransaction: return noInput
+            case .storeNotFound, .notAStore, .insecure, .noSuchTransaction: return noInput
             case .alreadyOpen, .writerOverloaded, .tooManySnapshots, .conflict, .storeBusy: return tempFailure
             case .beforeHorizon: return noInput
             case .storeFull: return ioError

@@ -69,7 +69,7 @@ struct ImportCommand: AsyncParsableCommand {
         options.importID = importID
         options.maxReportedIssues = maxErrors
         let store: Store
-        do { store = try Store.openExisting(at: target.url) } catch { throw failure(error) }
+        do { store = try Store.openExisting(at: target.url, configuration: target.configuration) } catch { throw failure(error) }
         defer { store.close() }
         let importer = Importer(store: store, options: options)
         let reporter = Task { [quiet] in

@@ -4,7 +4,7 @@ import Strata
 
 /// Opens a store read-only for a log command, mapping errors to exit codes.
 func openForReading(_ target: StoreArgument) throws -> Store {
-    do { return try Store.openReadOnly(at: target.url) } catch { throw failure(error) }
+    do { return try Store.openReadOnly(at: target.url, configuration: target.configuration) } catch { throw failure(error) }
 }
 
 struct LogCommand: AsyncParsableCommand {

@@ -41,7 +41,7 @@ struct QueryCommand: AsyncParsableCommand {
 
     func run() async throws {
         let store: Store
-        do { store = try Store.openReadOnly(at: target.url) } catch { throw failure(error) }
+        do { store = try Store.openReadOnly(at: target.url, configuration: target.configuration) } catch { throw failure(error) }
         defer { store.close() }
         guard let e = store.schema.entity(named: entity) else {
             throw failure(unknownEntity(entity, in: store.schema))

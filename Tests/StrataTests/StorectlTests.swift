@@ -206,6 +206,22 @@ import Testing
         #expect(r.stderr.contains("v1.json: entity 'A', attribute 'x': unknown type 'float'"))
     }
 
+    /// `init` on a symbolic link that points at nothing: exit 73 with a message naming the
+    /// link's target (it printed Foundation's error dump); nothing is created where it points.
+    @Test func initOnADanglingSymbolicLinkSaysSo() throws {
+        let dir = temporaryDirectory("storectl")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let link = dir.appendingPathComponent("store").path
+        let target = dir.appendingPathComponent("missing/store").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
+        let r = try storectl("init", link, "--schema", schemaDir)
+        #expect(r.status == 73, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("cannot create directory: \(link) is a symbolic link to \(target), which does not exist"), "\(r.stderr)")
+        #expect(!r.stderr.contains("NSCocoaErrorDomain") && !r.stderr.contains("Error Domain"), "\(r.stderr)")
+        #expect(r.stderr.split(separator: "\n").count == 1, "\(r.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("missing").path))
+    }
+
     @Test func helpHasExamplesForEverySubcommand() throws {
         for sub in ["init", "info", "import", "export", "query", "generate"] {
             let r = try storectl(sub, "--help")
