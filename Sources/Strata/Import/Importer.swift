@@ -43,9 +43,13 @@ public final class Importer: Sendable {
         if !optionProblems.isEmpty { throw ImportFailed(issues: optionProblems, totalIssues: optionProblems.count) }
         let clock = ContinuousClock.now
         let totalBytes = files.reduce(0) { $0 + ((try? FileManager.default.attributesOfItem(atPath: $1)[.size] as? Int) ?? 0) }
+        let importID = options.importID ?? UUID().uuidString.lowercased()
+        // This import's own commits, told apart from saves that changed nothing (which return
+        // the store's last transaction id: another process's, when one is importing too).
+        let ledger = CommitLedger(key: "importID", value: importID)
+        store.hub.register(ledger)
         var state = ImportState(files: files, options: options, schema: store.schema, totalBytes: totalBytes, started: clock,
-                                importID: options.importID ?? UUID().uuidString.lowercased(), progress: progressContinuation,
-                                headBefore: try store.lastTransactionID)
+                                importID: importID, progress: progressContinuation, ledger: ledger)
         try validate(&state)
         if !state.issues.isEmpty && !options.continueOnError {
             let ordered = state.issues.sorted { ($0.file, $0.line) < ($1.file, $1.line) }
@@ -325,7 +329,8 @@ private struct ImportState {
     let started: ContinuousClock.Instant
     let importID: String
     let progress: AsyncStream<ImportProgress>.Continuation
-    let headBefore: TransactionID
+    /// Commits of this process tagged with this import's id (``CommitLedger``).
+    let ledger: CommitLedger
     var issues: [ImportIssue] = []
     var issueCount = 0
     /// Rejected lines (packed location) and why.
@@ -337,9 +342,11 @@ private struct ImportState {
     var written = 0
     var lastReport = ContinuousClock.now
 
-    /// Notes a save's transaction; a save that changed nothing returns an older id and is not counted.
+    /// Notes a save's transaction when the save committed one. A save that changed nothing
+    /// returns the store's last transaction id, which may be this import's previous one or
+    /// another process's: counted only when the ledger saw this import commit it.
     mutating func committed(_ tx: TransactionID) {
-        if tx > (transactions.last ?? headBefore) { transactions.append(tx) }
+        if ledger.take(tx) { transactions.append(tx) }
     }
 
     mutating func reject(_ location: UInt64, _ issue: ImportIssue) {
