@@ -80,7 +80,7 @@ func systemErrno(_ error: Error) -> Int32? {
 
 /// The usage error for an `--entity` the store's schema does not have, listing the ones it has.
 func unknownEntity(_ name: String, in schema: Schema) -> CLIError {
-    CLIError("unknown entity '\(name)' (known: \(schema.entities.map(\.name).joined(separator: ", ")))", code: Exit.usage)
+    CLIError("unknown entity '\(EchoedText.shown(name))' (known: \(schema.entities.map(\.name).joined(separator: ", ")))", code: Exit.usage)
 }
 
 /// Prints one line to stderr.

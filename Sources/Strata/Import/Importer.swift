@@ -128,7 +128,7 @@ public final class Importer: Sendable {
             if let (alias, first) = aliases.lazy.compactMap({ a in keys[ImportRecord.digest(a)].map { (a, $0) } }).first {
                 let (f, l) = (Int(first >> 40), Int(first & 0xFF_FFFF_FFFF))
                 s.reject(item.location, ImportIssue(file: s.files[item.fileIndex], line: item.line, field: nil,
-                                                    reason: "duplicate key \(alias) of \(record.entity.name) (first at \(s.files[f]):\(l))"))
+                                                    reason: "duplicate key \(EchoedText.shown(alias.description)) of \(record.entity.name) (first at \(s.files[f]):\(l))"))
                 continue
             }
             for alias in aliases { keys[ImportRecord.digest(alias)] = item.location }
@@ -136,7 +136,7 @@ public final class Importer: Sendable {
                 for t in targets ?? [] where keys[ImportRecord.digest(t)] == nil {
                     pending.append((ImportRecord.digest(t), t, item.location,
                                     ImportIssue(file: s.files[item.fileIndex], line: item.line, field: r.name,
-                                                reason: "dangling reference: no \(r.destination) \(t) in the input or the store")))
+                                                reason: "dangling reference: no \(r.destination) \(EchoedText.shown(t.description)) in the input or the store")))
                 }
             }
         }

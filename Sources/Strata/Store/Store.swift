@@ -276,7 +276,7 @@ public final class Store: Sendable {
         }
         let storeSchema: Schema
         do {
-            storeSchema = try Schema.parse(stored.schema, source: "\(path) (stored schema)")
+            storeSchema = try Schema.parse(stored.schema, source: "\(path) (stored schema)", allowingSelfInverse: true)
         } catch let e as SchemaError {
             throw StrataError.notAStore(path: path, reason: "stored schema is unreadable: \(e)")
         }
