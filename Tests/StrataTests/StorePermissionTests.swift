@@ -80,8 +80,7 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
         let old = dir.appendingPathComponent("schemas-v1-\(name)")
         try FileManager.default.createDirectory(at: old, withIntermediateDirectories: true)
         try FileManager.default.copyItem(at: librarySchemaDirectory.appendingPathComponent("v1.json"), to: old.appendingPathComponent("v1.json"))
-        chmod(old.path, 0o755)
-        chmod(old.path + "/v1.json", 0o644)
+        #expect(chmod(old.path, 0o755) == 0 && chmod(old.path + "/v1.json", 0o644) == 0)
         return old.path
     }
 
@@ -159,11 +158,13 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
     }
 
     /// The reported attacks: the owner of a store replaces `lock.mdb` (or `data.mdb`) with a link
-    /// to another user's file, or plants `strata.lock` as a link, and that other user (root)
-    /// opens the store. Refused (exit 66) before LMDB or Strata opens anything through the link;
-    /// the file the link points at is untouched and nothing is created where it points.
-    @Test func linkedStoreFilesAreRefusedAndNothingIsWrittenThroughThem() throws {
-        let owner = TestUser.unprivileged, opener = TestUser.testUser
+    /// to another file, or plants `strata.lock` as a link, and someone opens the store: another
+    /// user (root), or the owner. Refused (exit 66) before LMDB or Strata opens anything through
+    /// the link; the file the link points at (writable by both) is untouched and nothing is
+    /// created where it points (a directory both may write).
+    @Test(arguments: TestUser.allCases)
+    func linkedStoreFilesAreRefusedAndNothingIsWrittenThroughThem(_ opener: TestUser) throws {
+        let owner = TestUser.unprivileged
         let dir = try owner.ownedDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("s").path
@@ -173,10 +174,11 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
         // The opener's own file, outside the store.
         let victimDirectory = temporaryDirectory("permissions-victim")
         defer { try? FileManager.default.removeItem(at: victimDirectory) }
+        #expect(chmod(victimDirectory.path, 0o1777) == 0)
         let victim = victimDirectory.appendingPathComponent("important").path
         let content = Data("the opener's data\n".utf8)
         try content.write(to: URL(fileURLWithPath: victim))
-        chmod(victim, 0o644)
+        #expect(chmod(victim, 0o666) == 0)
 
         for file in ["lock.mdb", "data.mdb"] {
             let path = generation + "/" + file
@@ -189,7 +191,7 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
                 #expect(r.stderr.contains("\(path) is a symbolic link"), "\(r.stderr)")
             }
             #expect(try Data(contentsOf: URL(fileURLWithPath: victim)) == content, "\(file): the file behind the link was written")
-            #expect(mode(victim) == 0o644)
+            #expect(mode(victim) == 0o666)
             #expect(unlink(path) == 0 && rename(saved, path) == 0)
         }
 
