@@ -88,10 +88,9 @@ import Testing
     }
 
     /// Two imports of the same file at once: each batch is written by whichever import gets
-    /// there first and changes nothing for the other. Each summary reports the transactions
-    /// the log holds under its import id: their number, the first and the last (before, both
-    /// counted the other's transactions their unchanged batches returned, and reported the
-    /// same last transaction).
+    /// there first and changes nothing for the other, whose save returns the store's last
+    /// transaction id (the first import's). Each summary reports exactly the transactions the
+    /// log holds under its import id: their number, the first and the last.
     @Test func twoImportsOfTheSameFileReportOnlyTheirOwnTransactions() throws {
         let dir = temporaryDirectory("two-imports-same")
         defer { try? FileManager.default.removeItem(at: dir) }

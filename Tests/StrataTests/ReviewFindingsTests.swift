@@ -91,7 +91,7 @@ import Testing
     }
 
     /// `export --output` naming a directory leaves it as it was (exit 73; the store directory
-    /// itself is refused as an output inside the store, exit 64); it used to remove it and write
+    /// itself is refused as an output inside the store, exit 64): it is never removed to write
     /// the export in its place. A file is replaced whole, with no `.partial-` file left.
     @Test func exportNeverReplacesADirectory() throws {
         let (dir, store) = try storeWithGenres()

@@ -84,7 +84,7 @@ import Testing
     }
     /// A relationship that names itself as its inverse (to-one or to-many) is refused, naming
     /// the entity and the relationship: with one relationship for both ends, an input such as
-    /// a.spouse = b, b.spouse = c changed the store on every re-import.
+    /// a.spouse = b, b.spouse = c would change the store on every re-import.
     @Test func relationshipThatIsItsOwnInverse() {
         for toMany in [false, true] {
             expectError(entity(#"{"name":"Person","attributes":[{"name":"name","type":"string"}],"relationships":[{"name":"spouse","destination":"Person","inverse":"spouse","toMany":\#(toMany)}]}"#),

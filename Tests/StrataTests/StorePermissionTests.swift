@@ -157,7 +157,7 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
         #expect(info.status == 0, "\(info.stderr)")
     }
 
-    /// The reported attacks: the owner of a store replaces `lock.mdb` (or `data.mdb`) with a link
+    /// Planted links: the owner of a store replaces `lock.mdb` (or `data.mdb`) with a link
     /// to another file, or plants `strata.lock` as a link, and someone opens the store: another
     /// user (root), or the owner. Refused (exit 66) before LMDB or Strata opens anything through
     /// the link; the file the link points at (writable by both) is untouched and nothing is

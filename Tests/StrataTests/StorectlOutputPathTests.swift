@@ -96,8 +96,9 @@ import Testing
         }
     }
 
-    /// The reported case: bad lines with `--continue-on-error` and the rejects file on the
-    /// store's data file. It used to empty `data.mdb` and die of SIGBUS.
+    /// Bad lines with `--continue-on-error` and the rejects file on the store's data file (or
+    /// any other route into the store, or a hard link to `data.mdb`): refused with exit 64,
+    /// nothing written, `data.mdb` left as it was.
     @Test func importRejectsIntoTheStoreIsRefusedAndNothingIsWritten() throws {
         let (dir, store) = try makeStore()
         defer { try? FileManager.default.removeItem(at: dir) }

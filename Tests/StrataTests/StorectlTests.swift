@@ -206,8 +206,8 @@ import Testing
         #expect(r.stderr.contains("v1.json: entity 'A', attribute 'x': unknown type 'float'"))
     }
 
-    /// `init` on a symbolic link that points at nothing: exit 73 with a message naming the
-    /// link's target (it printed Foundation's error dump); nothing is created where it points.
+    /// `init` on a symbolic link that points at nothing: exit 73 with one line naming the link's
+    /// target (no Foundation error dump); nothing is created where it points.
     @Test func initOnADanglingSymbolicLinkSaysSo() throws {
         let dir = temporaryDirectory("storectl")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -223,8 +223,8 @@ import Testing
     }
 
     /// An int attribute takes a whole number written with an exponent or a fraction (`1e2`,
-    /// `2.5E1`, `100.0`: it said "100.0 is outside the int range"); a number with a fractional
-    /// part is refused saying it is not an integer.
+    /// `2.5E1`, `100.0`, `-3e0`); a number with a fractional part is refused saying it is not
+    /// an integer.
     @Test func integralNumbersWithAnExponentAreAcceptedForInts() throws {
         let (dir, store) = try newStore()
         defer { try? FileManager.default.removeItem(at: dir) }
