@@ -21,7 +21,7 @@ enum Exit {
             case .schema, .validation, .corruptRecord, .corruptLogEntry, .invalidQuery, .modelMismatch,
                  .migrationRequired, .storeTooNew, .schemaChanged, .entityMismatch, .saveTooLarge:
                 return dataError
-            case .storeNotFound, .notAStore, .noSuchTransaction: return noInput
+            case .storeNotFound, .notAStore, .insecure, .noSuchTransaction: return noInput
             case .alreadyOpen, .writerOverloaded, .tooManySnapshots, .conflict, .storeBusy: return tempFailure
             case .beforeHorizon: return noInput
             case .storeFull: return ioError
@@ -33,6 +33,7 @@ enum Exit {
         case is SchemaError: return dataError
         case let e as ImportIssue: return e.line == 0 ? noInput : dataError
         case let e as CLIError: return e.code
+        case is OutputPathRefusal: return usage
         case is MigrationError: return dataError
         default: return software
         }
@@ -79,7 +80,7 @@ func systemErrno(_ error: Error) -> Int32? {
 
 /// The usage error for an `--entity` the store's schema does not have, listing the ones it has.
 func unknownEntity(_ name: String, in schema: Schema) -> CLIError {
-    CLIError("unknown entity '\(name)' (known: \(schema.entities.map(\.name).joined(separator: ", ")))", code: Exit.usage)
+    CLIError("unknown entity '\(EchoedText.shown(name))' (known: \(schema.entities.map(\.name).joined(separator: ", ")))", code: Exit.usage)
 }
 
 /// Prints one line to stderr.

@@ -19,6 +19,11 @@ struct GenerateCommand: AsyncParsableCommand {
     var output: String?
 
     func run() async throws {
+        // No store is named, but the file must not land in one (a store directory anywhere
+        // above it): refused before the schema is read or anything is created.
+        if let output {
+            do { try OutputPathGuard.check(output, storeDirectory: nil) } catch { throw failure(error, context: "--output") }
+        }
         let loaded: Schema
         do { loaded = try Schema.load(directory: URL(fileURLWithPath: schema)) } catch { throw failure(error) }
         let source = ModelGenerator.swiftSource(for: loaded)

@@ -52,6 +52,9 @@ struct ImportCommand: AsyncParsableCommand {
         // before: it may not be needed, and a path naming an input must not empty it). Here only
         // whether it could be.
         if let rejects {
+            // Inside the store directory (or on one of its files, through a link) it would
+            // destroy the store: refused before anything is opened or created.
+            do { try OutputPathGuard.check(rejects, storeDirectory: target.store) } catch { throw failure(error, context: "--rejects") }
             let directory = (rejects as NSString).deletingLastPathComponent
             if access(directory.isEmpty ? "." : directory, W_OK) != 0 {
                 throw failure(CLIError("\(rejects): cannot create the rejects file: \(String(cString: strerror(errno)))", code: Exit.cannotCreate))
@@ -66,7 +69,7 @@ struct ImportCommand: AsyncParsableCommand {
         options.importID = importID
         options.maxReportedIssues = maxErrors
         let store: Store
-        do { store = try Store.openExisting(at: target.url) } catch { throw failure(error) }
+        do { store = try Store.openExisting(at: target.url, configuration: target.configuration) } catch { throw failure(error) }
         defer { store.close() }
         let importer = Importer(store: store, options: options)
         let reporter = Task { [quiet] in

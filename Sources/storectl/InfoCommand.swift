@@ -26,7 +26,7 @@ struct InfoCommand: AsyncParsableCommand {
     func run() async throws {
         let info: StoreInfo
         do {
-            let store = try Store.openReadOnly(at: target.url)
+            let store = try Store.openReadOnly(at: target.url, configuration: target.configuration)
             defer { store.close() }
             info = try store.info()
         } catch {

@@ -32,7 +32,7 @@ struct InitCommand: AsyncParsableCommand {
             throw failure(CLIError("\(target.store): a store already exists here")).withCode(Exit.cannotCreate)
         }
         do {
-            let store = try Store.open(at: target.url, schema: loaded)
+            let store = try Store.open(at: target.url, schema: loaded, configuration: target.configuration)
             defer { store.close() }
             if json {
                 printJSON(.object([("path", .string(store.path)), ("schema", .object([("model", .string(loaded.model)), ("version", .int(Int64(loaded.version)))]))]))

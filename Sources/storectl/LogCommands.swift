@@ -4,7 +4,7 @@ import Strata
 
 /// Opens a store read-only for a log command, mapping errors to exit codes.
 func openForReading(_ target: StoreArgument) throws -> Store {
-    do { return try Store.openReadOnly(at: target.url) } catch { throw failure(error) }
+    do { return try Store.openReadOnly(at: target.url, configuration: target.configuration) } catch { throw failure(error) }
 }
 
 struct LogCommand: AsyncParsableCommand {
@@ -41,8 +41,8 @@ struct LogCommand: AsyncParsableCommand {
                 if json {
                     printJSON(.object(e.headerJSON() + [("entities", .array(names.map { .string($0) }))]))
                 } else {
-                    let meta = e.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-                    print("\(e.transactionID)\t\(ISO8601.string(from: e.timestamp))\t\(e.author)\t\(e.changes.count) change(s)\t\(names.joined(separator: ","))\t\(meta)")
+                    let meta = EchoedText.escaped(e.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+                    print("\(e.transactionID)\t\(ISO8601.string(from: e.timestamp))\t\(EchoedText.escaped(e.author))\t\(e.changes.count) change(s)\t\(names.joined(separator: ","))\t\(meta)")
                 }
                 return true
             }
@@ -78,8 +78,8 @@ struct ShowCommand: AsyncParsableCommand {
             printJSON(.object(entry.headerJSON() + [("list", .array(entry.changes.map { $0.json(schema: store.schema) }))]))
             return
         }
-        let meta = entry.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        print("transaction \(entry.transactionID)  \(ISO8601.string(from: entry.timestamp))  by \(entry.author)  \(meta)")
+        let meta = EchoedText.escaped(entry.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+        print("transaction \(entry.transactionID)  \(ISO8601.string(from: entry.timestamp))  by \(EchoedText.escaped(entry.author))  \(meta)")
         for c in entry.changes { print("  " + c.text(schema: store.schema)) }
     }
 }
@@ -100,7 +100,7 @@ struct HistoryCommand: AsyncParsableCommand {
     @Flag(help: "One JSON object per transaction per line.") var json = false
 
     func validate() throws {
-        guard ObjectID(string: id) != nil else { throw ValidationError("'\(id)' is not an object id (32 hex digits)") }
+        guard ObjectID(string: id) != nil else { throw ValidationError("'\(EchoedText.shown(id))' is not an object id (32 hex digits)") }
     }
 
     func run() async throws {
@@ -115,7 +115,7 @@ struct HistoryCommand: AsyncParsableCommand {
                                    ("author", .string(h.author)), ("metadata", .object(h.metadata.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
                                    ("list", .array(h.changes.map { $0.json(schema: store.schema) }))]))
             } else {
-                print("\(h.transactionID)  \(ISO8601.string(from: h.timestamp))  by \(h.author)")
+                print("\(h.transactionID)  \(ISO8601.string(from: h.timestamp))  by \(EchoedText.escaped(h.author))")
                 for c in h.changes { print("  " + c.text(schema: store.schema)) }
             }
         }

@@ -54,7 +54,7 @@ struct MigrateCommand: AsyncParsableCommand {
 
     private func runCheck(_ schemas: [Schema]) throws {
         let status: MigrationStatus
-        do { status = try Store.migrationStatus(at: target.url, schemas: schemas) } catch { throw failure(error) }
+        do { status = try Store.migrationStatus(at: target.url, schemas: schemas, configuration: target.configuration) } catch { throw failure(error) }
         switch status {
         case .upToDate(let v):
             if json { printJSON(.object([("status", .string("upToDate")), ("version", .int(Int64(v)))])) } else { print("up to date (v\(v))") }
@@ -79,7 +79,8 @@ struct MigrateCommand: AsyncParsableCommand {
         let terminal = isatty(STDERR_FILENO) == 1 && !quiet
         let report: MigrationReport
         do {
-            report = try await Store.migrate(at: target.url, schemas: schemas, registry: libraryMigrations, dryRun: dryRun) { p in
+            report = try await Store.migrate(at: target.url, schemas: schemas, registry: libraryMigrations, dryRun: dryRun,
+                                                configuration: target.configuration) { p in
                 if terminal { FileHandle.standardError.write(Data("\r\(p.phase.rawValue): \(p.done)\(p.total > 0 ? "/\(p.total)" : "")\u{1B}[K".utf8)) }
             }
             if terminal { FileHandle.standardError.write(Data("\n".utf8)) }

@@ -41,7 +41,7 @@ struct QueryCommand: AsyncParsableCommand {
 
     func run() async throws {
         let store: Store
-        do { store = try Store.openReadOnly(at: target.url) } catch { throw failure(error) }
+        do { store = try Store.openReadOnly(at: target.url, configuration: target.configuration) } catch { throw failure(error) }
         defer { store.close() }
         guard let e = store.schema.entity(named: entity) else {
             throw failure(unknownEntity(entity, in: store.schema))
@@ -68,7 +68,7 @@ struct QueryCommand: AsyncParsableCommand {
             if let fields {
                 shown = try fields.split(separator: ",", omittingEmptySubsequences: false).map { name in
                     guard !name.isEmpty else { throw CLIError("--fields: an empty attribute name (write names separated by commas)", code: Exit.usage) }
-                    guard let a = e.attribute(named: String(name)) else { throw CLIError("--fields: unknown attribute '\(name)' of \(e.name)", code: Exit.usage) }
+                    guard let a = e.attribute(named: String(name)) else { throw CLIError("--fields: unknown attribute '\(EchoedText.shown(String(name)))' of \(e.name)", code: Exit.usage) }
                     return a
                 }
             }
@@ -102,8 +102,19 @@ struct QueryCommand: AsyncParsableCommand {
         }
     }
 
+    /// The cell of a value: control characters escaped (`\u{0}`, `\n`; nothing read from the
+    /// store reaches the terminal raw), cut at 40 characters as shown, never inside an escape.
     private func clip(_ s: String) -> String {
-        let flat = s.replacingOccurrences(of: "\n", with: " ")
-        return flat.count > 40 ? String(flat.prefix(39)) + "…" : flat
+        let shown = EchoedText.escaped(s)
+        guard shown.count > 40 else { return shown }
+        var out = ""
+        var count = 0
+        for c in s {
+            let piece = EchoedText.escaped(c)
+            if count + piece.count > 39 { break }
+            out += piece
+            count += piece.count
+        }
+        return out + "…"
     }
 }

@@ -21,7 +21,7 @@ struct ReplayCommand: AsyncParsableCommand {
     @Flag(help: "Print records as NDJSON.") var json = false
 
     func validate() throws {
-        if let id, ObjectID(string: id) == nil { throw ValidationError("'\(id)' is not an object id (32 hex digits)") }
+        if let id, ObjectID(string: id) == nil { throw ValidationError("'\(EchoedText.shown(id))' is not an object id (32 hex digits)") }
     }
 
     func run() async throws {

@@ -1,10 +1,20 @@
 import ArgumentParser
 import Foundation
+import Strata
 
 /// The store directory argument shared by every subcommand.
 struct StoreArgument: ParsableArguments {
     @Argument(help: ArgumentHelp("Store directory (created by storectl init).", valueName: "store"))
     var store: String
+    @Flag(help: ArgumentHelp("The store is shared with the group of its directory: made with directories 0770 and files 0660 (init, and new generations), and opened although its group may write its directories. Without it a store is private (0700, 0600) and a group-writable one is refused."))
+    var sharedWithGroup = false
 
     var url: URL { URL(fileURLWithPath: store) }
+
+    /// The options every open of the store takes from the command line.
+    var configuration: StoreConfiguration {
+        var c = StoreConfiguration()
+        c.sharedWithGroup = sharedWithGroup
+        return c
+    }
 }

@@ -127,6 +127,31 @@ import Testing
         #expect(try JSONValue.parse(j.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["status"] == .string("tooNew"))
     }
 
+    /// Table output escapes control characters (`\u{0}`, `\u{1B}`, `\n`, `\t`) instead of
+    /// printing them raw, also where a value is cut at 40 characters (never inside an escape);
+    /// `show` and `log` likewise escape values, authors and metadata.
+    @Test func textOutputEscapesControlCharacters() throws {
+        let dir = temporaryDirectory("storectl-coverage")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("store").path
+        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let input = dir.appendingPathComponent("in.ndjson")
+        let lines = [#"{"entity":"Genre","name":"a\u0000b\u001b[2Jc\nd\te"}"#,
+                     #"{"entity":"Genre","name":"\u001b\u001b\u001b\u001b\u001b\u001b\u001b\u001b\u001b\u001b"}"#]
+        try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: input)
+        #expect(try storectl("import", store, input.path, "--quiet", "--import-id", "id\u{1B}[2J").status == 0)
+        let table = try storectl("query", store, "--entity", "Genre", "--fields", "name")
+        #expect(table.status == 0, "\(table.stderr)")
+        #expect(table.stdout.contains(#"a\u{0}b\u{1B}[2Jc\nd\te"#), "\(table.stdout)")
+        // Ten escapes of 6 characters do not fit in 39: six are shown whole, then the cut.
+        #expect(table.stdout.contains(String(repeating: #"\u{1B}"#, count: 6) + "…"), "\(table.stdout)")
+        for output in [table.stdout, try storectl("show", store, "1").stdout, try storectl("log", store).stdout] {
+            // Lines and log's tab-separated columns aside.
+            #expect(!output.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" && $0 != "\t" }, "raw control characters in \(output.debugDescription)")
+        }
+        #expect(try storectl("log", store).stdout.contains(#"importID=id\u{1B}[2J"#))
+    }
+
     /// An unknown `log --entity` is a usage error (64), as in `query`, `export` and `replay`. (The
     /// README said 65 until the coverage audit found the difference; the README was corrected.)
     @Test func logWithAnUnknownEntityIsAUsageError() throws {

@@ -59,6 +59,45 @@ import Testing
         }
     }
 
+    /// A batch that changes nothing returns the store's last transaction id, here another
+    /// saver's (committed first in the same group): the summary counts only what this import
+    /// committed, so with nothing committed it reports no transactions and no ids; the next
+    /// batch, which writes, is counted with its own id.
+    @Test func theSummaryCountsOnlyThisImportsOwnCommits() async throws {
+        let dir = temporaryDirectory("import-pipeline")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let writer = try #require(store.writer)
+            let input = try write([#"{"entity":"Genre","name":"A"}"#, #"{"entity":"Genre","name":"B"}"#], in: dir)
+            var options = ImportOptions()
+            options.batchSize = 2
+            options.importID = "mine"
+            let held = try await holdWriter(store)
+            // Another saver writes the same records first, in the group the import's batch joins.
+            let other = Task { try await store.save(metadata: ["importID": "other"]) { c in
+                c.insert(Genre(name: "A"))
+                c.insert(Genre(name: "B"))
+            } }
+            try await waitUntil { writer.pendingForTesting == 1 }
+            let importer = Importer(store: store, options: options)
+            let running = Task { try await importer.run(files: [input]) }
+            try await waitUntil { writer.pendingForTesting == 2 }
+            try await held.release()
+            let otherTx = try await other.value
+            let summary = try await running.value
+            #expect(try store.lastTransactionID == otherTx)
+            #expect(summary.records == 2)
+            #expect(summary.transactions == 0, "\(summary)")
+            #expect(summary.firstTransaction == nil && summary.lastTransaction == nil, "\(summary)")
+
+            // A batch that writes is counted, with its own id, after the other saver's.
+            let more = try write([#"{"entity":"Genre","name":"A"}"#, #"{"entity":"Genre","name":"C"}"#], in: dir)
+            let second = try await Importer(store: store, options: options).run(files: [more])
+            #expect(second.transactions == 1 && second.firstTransaction == otherTx.next && second.lastTransaction == otherTx.next, "\(second)")
+            #expect(try store.changes(in: otherTx.next).metadata["importID"] == "mine")
+        }
+    }
+
     /// Unusable options (a batch size of 0 used to loop forever in the links phase) are refused
     /// before anything is read or written, each named.
     @Test func unusableOptionsAreRefusedBeforeAnythingIsWritten() async throws {

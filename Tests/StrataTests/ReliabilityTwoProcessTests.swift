@@ -87,6 +87,40 @@ import Testing
         print("two imports: \(ta) + \(tb) transactions, \(switches) switches between the processes in the log")
     }
 
+    /// Two imports of the same file at once: each batch is written by whichever import gets
+    /// there first and changes nothing for the other, whose save returns the store's last
+    /// transaction id (the first import's). Each summary reports exactly the transactions the
+    /// log holds under its import id: their number, the first and the last.
+    @Test func twoImportsOfTheSameFileReportOnlyTheirOwnTransactions() throws {
+        let dir = temporaryDirectory("two-imports-same")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("in.ndjson")
+        try generate(input, records: 4000, seed: 21)
+        let store = dir.appendingPathComponent("store").path
+        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let outA = dir.appendingPathComponent("a.out"), outB = dir.appendingPathComponent("b.out")
+        let pa = try SpawnedProcess.start(storectlPath, ["import", store, input.path, "--batch", "50", "--json", "--quiet", "--import-id", "A"], stdout: outA)
+        let pb = try SpawnedProcess.start(storectlPath, ["import", store, input.path, "--batch", "50", "--json", "--quiet", "--import-id", "B"], stdout: outB)
+        let (ra, rb) = (pa.wait(), pb.wait())
+        #expect(ra.exited && ra.code == 0, "\((try? String(contentsOfFile: outA.path + ".err", encoding: .utf8)) ?? "")")
+        #expect(rb.exited && rb.code == 0, "\((try? String(contentsOfFile: outB.path + ".err", encoding: .utf8)) ?? "")")
+        let log = try storectl("log", store, "--json")
+        #expect(log.status == 0, "\(log.stderr)")
+        let entries = try log.stdout.split(separator: "\n").map { try JSONValue.parse(String($0)) }
+        var total: Int64 = 0
+        for (id, out) in [("A", outA), ("B", outB)] {
+            let summary = try JSONValue.parse(String(contentsOf: out, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))
+            let mine = entries.filter { $0["metadata"]?["importID"] == .string(id) }.compactMap { e -> Int64? in
+                if case .int(let t)? = e["transaction"] { t } else { nil }
+            }
+            #expect(summary["transactions"] == .int(Int64(mine.count)), "\(id): \(summary), the log holds \(mine.count)")
+            #expect(summary["firstTransaction"] == (mine.min().map { .int($0) } ?? .null), "\(id): \(summary), log \(mine)")
+            #expect(summary["lastTransaction"] == (mine.max().map { .int($0) } ?? .null), "\(id): \(summary), log \(mine)")
+            total += Int64(mine.count)
+        }
+        #expect(total == Int64(entries.count), "transactions of neither import in the log")
+    }
+
     /// Two child processes, each with two concurrent savers, on one store: every acknowledged save
     /// is in the log under its own id, ids are contiguous, verify passes.
     @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first"))

@@ -90,16 +90,16 @@ import Testing
         #expect(try genreCount(store) == "5")
     }
 
-    /// `export --output` naming a directory (here the store itself) exits 73 and leaves the
-    /// directory as it was; it used to remove it and write the export in its place. A file is
-    /// replaced whole, with no `.partial-` file left.
+    /// `export --output` naming a directory leaves it as it was (exit 73; the store directory
+    /// itself is refused as an output inside the store, exit 64): it is never removed to write
+    /// the export in its place. A file is replaced whole, with no `.partial-` file left.
     @Test func exportNeverReplacesADirectory() throws {
         let (dir, store) = try storeWithGenres()
         defer { try? FileManager.default.removeItem(at: dir) }
         let before = generations(store)
         let r = try storectl("export", store, "--entity", "Genre", "--output", store)
-        #expect(r.status == 73, "\(r.status) \(r.stderr)")
-        #expect(r.stderr.contains("is a directory"), "\(r.stderr)")
+        #expect(r.status == 64, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("is the store directory"), "\(r.stderr)")
         #expect(generations(store) == before)
         #expect(try genreCount(store) == "5")
         let other = dir.appendingPathComponent("out/sub")

@@ -82,6 +82,39 @@ import Testing
             {"name":"B","attributes":[],"relationships":[{"name":"a","destination":"A","inverse":"b"}]}
             """#), contains: ["relationship 'c'", "does not point back"])
     }
+    /// A relationship that names itself as its inverse (to-one or to-many) is refused, naming
+    /// the entity and the relationship: with one relationship for both ends, an input such as
+    /// a.spouse = b, b.spouse = c would change the store on every re-import.
+    @Test func relationshipThatIsItsOwnInverse() {
+        for toMany in [false, true] {
+            expectError(entity(#"{"name":"Person","attributes":[{"name":"name","type":"string"}],"relationships":[{"name":"spouse","destination":"Person","inverse":"spouse","toMany":\#(toMany)}]}"#),
+                        contains: ["entity 'Person'", "relationship 'spouse'", "is declared as its own inverse", "declare two relationships"])
+        }
+        // Two relationships of one entity, each the other's inverse, are fine.
+        #expect(throws: Never.self) {
+            _ = try load(entity(#"{"name":"Person","attributes":[],"relationships":[{"name":"spouse","destination":"Person","inverse":"spouseOf"},{"name":"spouseOf","destination":"Person","inverse":"spouse"}]}"#))
+        }
+    }
+
+    /// A store whose stored schema has such a relationship (made before they were refused)
+    /// still opens with its stored schema, so its data can be read and exported.
+    @Test func aStoredSchemaWithASelfInverseRelationshipStillOpens() throws {
+        let json = entity(#"{"name":"Person","attributes":[{"name":"name","type":"string"}],"uniques":[["name"]],"relationships":[{"name":"spouse","destination":"Person","inverse":"spouse"}]}"#)
+        let schema = try Schema.parse(Array(json.utf8), source: "v1.json", expectedVersion: 1, allowingSelfInverse: true)
+        let dir = temporaryDirectory("self-inverse")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try Store.open(at: dir, schema: schema)
+        _ = try store.saveAndWait { c in
+            var r = Record(entity: schema.entity(named: "Person")!)
+            r["name"] = .string("a")
+            c.insert(r)
+        }
+        store.close()
+        let reopened = try Store.openReadOnly(at: dir)
+        defer { reopened.close() }
+        #expect(try reopened.mainContext.count(Query(entity: "Person")) == 1)
+    }
+
     @Test func badDeleteRule() {
         expectError(entity(#"""
             {"name":"A","attributes":[],"relationships":[{"name":"b","destination":"B","inverse":"a","deleteRule":"explode"}]},

@@ -206,6 +206,59 @@ import Testing
         #expect(r.stderr.contains("v1.json: entity 'A', attribute 'x': unknown type 'float'"))
     }
 
+    /// `init` on a symbolic link that points at nothing: exit 73 with one line naming the link's
+    /// target (no Foundation error dump); nothing is created where it points.
+    @Test func initOnADanglingSymbolicLinkSaysSo() throws {
+        let dir = temporaryDirectory("storectl")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let link = dir.appendingPathComponent("store").path
+        let target = dir.appendingPathComponent("missing/store").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
+        let r = try storectl("init", link, "--schema", schemaDir)
+        #expect(r.status == 73, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("cannot create directory: \(link) is a symbolic link to \(target), which does not exist"), "\(r.stderr)")
+        #expect(!r.stderr.contains("NSCocoaErrorDomain") && !r.stderr.contains("Error Domain"), "\(r.stderr)")
+        #expect(r.stderr.split(separator: "\n").count == 1, "\(r.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("missing").path))
+    }
+
+    /// An int attribute takes a whole number written with an exponent or a fraction (`1e2`,
+    /// `2.5E1`, `100.0`, `-3e0`); a number with a fractional part is refused saying it is not
+    /// an integer.
+    @Test func integralNumbersWithAnExponentAreAcceptedForInts() throws {
+        let (dir, store) = try newStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let lines = [("1e2", 100), ("2.5E1", 25), ("100.0", 100), ("-3e0", -3)].enumerated().map { i, c in
+            #"{"entity":"Track","mbid":"00000000-0000-4000-8000-00000000000\#(i)","title":"t\#(i)","durationSeconds":\#(c.0),"addedAt":"2025-01-01T00:00:00Z"}"#
+        }
+        let file = try write(lines.joined(separator: "\n") + "\n", to: dir, name: "in.ndjson")
+        let r = try storectl("import", store, file, "--quiet")
+        #expect(r.status == 0, "\(r.stderr)")
+        let q = try storectl("query", store, "--entity", "Track", "--json")
+        let durations = try q.stdout.split(separator: "\n").map { try JSONValue.parse(String($0))["durationSeconds"] }
+        #expect(durations == [.int(100), .int(25), .int(100), .int(-3)], "\(q.stdout)")
+    }
+    @Test func aFractionalNumberForAnIntSaysItIsNotAnInteger() throws {
+        try expectBadInput(#"{"entity":"Track","mbid":"00000000-0000-4000-8000-000000000001","title":"t","durationSeconds":1.5e0,"addedAt":"2025-01-01T00:00:00Z"}"#,
+                           ["in.ndjson:1: durationSeconds: 1.5 is not an integer"])
+    }
+
+    /// `init` with a schema whose relationship is its own inverse exits 65 naming the entity and
+    /// the relationship; no store is made.
+    @Test func initRefusesARelationshipThatIsItsOwnInverse() throws {
+        let dir = temporaryDirectory("storectl")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let schemas = dir.appendingPathComponent("schemas")
+        try FileManager.default.createDirectory(at: schemas, withIntermediateDirectories: true)
+        _ = try write(#"{"model":"m","version":1,"entities":[{"name":"Person","attributes":[{"name":"name","type":"string"}],"uniques":[["name"]],"relationships":[{"name":"spouse","destination":"Person","inverse":"spouse"}]}]}"#,
+                      to: schemas, name: "v1.json")
+        let store = dir.appendingPathComponent("s").path
+        let r = try storectl("init", store, "--schema", schemas.path)
+        #expect(r.status == 65, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("v1.json: entity 'Person', relationship 'spouse': is declared as its own inverse"), "\(r.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: store))
+    }
+
     @Test func helpHasExamplesForEverySubcommand() throws {
         for sub in ["init", "info", "import", "export", "query", "generate"] {
             let r = try storectl(sub, "--help")

@@ -145,8 +145,11 @@ public struct Exporter: Sendable {
     /// Quoted when it holds a comma, a quote or a line break, or starts or ends with a space.
     /// Checked byte by byte: a `"\r\n"` pair is one `Character`, equal to neither `"\r"` nor
     /// `"\n"`, and went out unquoted.
+    /// A field holding any other control character (U+0000–U+001F, U+007F) is quoted too, and
+    /// the character written as it is: CSV has no escapes, and the import reads it back byte for
+    /// byte.
     private func csvField(_ f: String) -> String {
-        f.utf8.contains(where: { $0 == 0x2C || $0 == 0x22 || $0 == 0x0A || $0 == 0x0D }) || f.hasPrefix(" ") || f.hasSuffix(" ")
+        f.utf8.contains(where: { $0 == 0x2C || $0 == 0x22 || $0 < 0x20 || $0 == 0x7F }) || f.hasPrefix(" ") || f.hasSuffix(" ")
             ? "\"" + f.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : f
     }
 }

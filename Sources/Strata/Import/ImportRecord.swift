@@ -74,7 +74,7 @@ struct RecordBuilder {
         guard let entityValue = json["entity"] else { throw issue(line, "entity", "missing (every line names its entity)") }
         guard case .string(let name) = entityValue else { throw issue(line, "entity", "must be a string") }
         guard let entity = schema.entity(named: name) else {
-            throw issue(line, "entity", "unknown entity '\(name)' (known: \(schema.entities.map(\.name).joined(separator: ", ")))")
+            throw issue(line, "entity", "unknown entity '\(EchoedText.shown(name))' (known: \(schema.entities.map(\.name).joined(separator: ", ")))")
         }
         var values = [Value](repeating: .null, count: entity.attributes.count)
         var links: [(RelationshipDescription, [ObjectReference]?)] = []
@@ -87,7 +87,7 @@ struct RecordBuilder {
             } else if let r = entity.relationship(named: key) {
                 links.append((r, try references(value, r, line: line)))
             } else {
-                throw issue(line, key, "unknown field of \(entity.name) (attributes: \(entity.attributes.map(\.name).joined(separator: ", ")); relationships: \(entity.relationships.map(\.name).joined(separator: ", ")))")
+                throw issue(line, EchoedText.shown(key), "unknown field of \(entity.name) (attributes: \(entity.attributes.map(\.name).joined(separator: ", ")); relationships: \(entity.relationships.map(\.name).joined(separator: ", ")))")
             }
         }
         return try finish(entity, explicitID, values, links, line: line)
@@ -206,7 +206,7 @@ struct RecordBuilder {
             (i == 0 && c.text.hasPrefix("\u{FEFF}") ? String(c.text.dropFirst()) : c.text).trimmingCharacters(in: .whitespaces)
         }
         return try header.map { name in
-            guard seen.insert(name).inserted else { throw issue(line, name, "column appears twice") }
+            guard seen.insert(name).inserted else { throw issue(line, EchoedText.shown(name), "column appears twice") }
             if name == "id" { return .id }
             if let a = entity.attribute(named: name) { return .attribute(a) }
             if let r = entity.relationship(named: name) { return .relationshipIDs(r) }
@@ -216,9 +216,9 @@ struct RecordBuilder {
                 if let a = d.attribute(named: parts[1]), let ci = d.uniques.firstIndex(where: { $0.attributes == [a.index] }) {
                     return .relationshipKey(r, constraint: ci, a)
                 }
-                throw issue(line, name, "\(parts[1]) is not a single-attribute unique key of \(d.name)")
+                throw issue(line, EchoedText.shown(name), "\(EchoedText.shown(String(parts[1]))) is not a single-attribute unique key of \(d.name)")
             }
-            throw issue(line, name, "unknown column for \(entity.name)")
+            throw issue(line, EchoedText.shown(name), "unknown column for \(entity.name)")
         }
     }
 

@@ -112,8 +112,12 @@ public struct ImportSummary: Sendable, Equatable {
     /// With ``ImportOptions/continueOnError``: relationships not linked because their other end
     /// was rejected.
     public let skippedLinks: Int
-    /// Transactions committed (batches plus deferred-link batches).
+    /// Transactions this import committed (batches plus deferred-link batches); a batch that
+    /// changed nothing is not counted. Other processes' transactions committed meanwhile are
+    /// never counted, also when they interleave with this import's.
     public let transactions: Int
+    /// The first and the last of this import's own transactions (nil when it committed none);
+    /// other transactions may lie between them.
     public let firstTransaction: TransactionID?
     public let lastTransaction: TransactionID?
     public let seconds: Double

@@ -38,13 +38,17 @@ public final class Importer: Sendable {
     ///   ``StrataError`` from the store.
     public func run(files: [String]) async throws -> ImportSummary {
         defer { progressContinuation.finish() }
-        let optionProblems = options.problems() + Self.inputProblems(files: files, rejectsPath: options.rejectsPath)
+        let optionProblems = options.problems() + Self.inputProblems(files: files, rejectsPath: options.rejectsPath, storeDirectory: store.path)
         if !optionProblems.isEmpty { throw ImportFailed(issues: optionProblems, totalIssues: optionProblems.count) }
         let clock = ContinuousClock.now
         let totalBytes = files.reduce(0) { $0 + ((try? FileManager.default.attributesOfItem(atPath: $1)[.size] as? Int) ?? 0) }
+        let importID = options.importID ?? UUID().uuidString.lowercased()
+        // This import's own commits, told apart from saves that changed nothing (which return
+        // the store's last transaction id: another process's, when one is importing too).
+        let ledger = CommitLedger(key: "importID", value: importID)
+        store.hub.register(ledger)
         var state = ImportState(files: files, options: options, schema: store.schema, totalBytes: totalBytes, started: clock,
-                                importID: options.importID ?? UUID().uuidString.lowercased(), progress: progressContinuation,
-                                headBefore: try store.lastTransactionID)
+                                importID: importID, progress: progressContinuation, ledger: ledger)
         try validate(&state)
         if !state.issues.isEmpty && !options.continueOnError {
             let ordered = state.issues.sorted { ($0.file, $0.line) < ($1.file, $1.line) }
@@ -64,9 +68,11 @@ public final class Importer: Sendable {
     /// Inputs the import cannot use, found before anything is read or created: an input that is
     /// not a regular file (the import reads each input twice, to validate and then to write, so a
     /// pipe or a terminal would be read empty the second time; a directory cannot be read), and
-    /// a rejects file that is one of the inputs (creating it would empty that input). An input
-    /// that cannot be opened is reported as "cannot open", as when reading it fails.
-    static func inputProblems(files: [String], rejectsPath: String?) -> [ImportIssue] {
+    /// a rejects file that is one of the inputs (creating it would empty that input), and a
+    /// rejects file that would land inside the store directory or on one of its files
+    /// (``OutputPathGuard``). An input that cannot be opened is reported as "cannot open", as
+    /// when reading it fails.
+    static func inputProblems(files: [String], rejectsPath: String?, storeDirectory: String?) -> [ImportIssue] {
         var out: [ImportIssue] = []
         var inputs: [(device: UInt64, inode: UInt64)] = []
         for f in files {
@@ -82,6 +88,12 @@ public final class Importer: Sendable {
                 continue
             }
             inputs.append((UInt64(st.st_dev), UInt64(st.st_ino)))
+        }
+        if let rejectsPath {
+            do { try OutputPathGuard.check(rejectsPath, storeDirectory: storeDirectory) } catch {
+                out.append(ImportIssue(file: "options", line: 0, field: "rejectsPath", reason: error.description))
+                return out
+            }
         }
         var st = stat()
         if let rejectsPath, stat(rejectsPath, &st) == 0 {
@@ -115,7 +127,7 @@ public final class Importer: Sendable {
             if let (alias, first) = aliases.lazy.compactMap({ a in keys[ImportRecord.digest(a)].map { (a, $0) } }).first {
                 let (f, l) = (Int(first >> 40), Int(first & 0xFF_FFFF_FFFF))
                 s.reject(item.location, ImportIssue(file: s.files[item.fileIndex], line: item.line, field: nil,
-                                                    reason: "duplicate key \(alias) of \(record.entity.name) (first at \(s.files[f]):\(l))"))
+                                                    reason: "duplicate key \(EchoedText.shown(alias.description)) of \(record.entity.name) (first at \(s.files[f]):\(l))"))
                 continue
             }
             for alias in aliases { keys[ImportRecord.digest(alias)] = item.location }
@@ -123,7 +135,7 @@ public final class Importer: Sendable {
                 for t in targets ?? [] where keys[ImportRecord.digest(t)] == nil {
                     pending.append((ImportRecord.digest(t), t, item.location,
                                     ImportIssue(file: s.files[item.fileIndex], line: item.line, field: r.name,
-                                                reason: "dangling reference: no \(r.destination) \(t) in the input or the store")))
+                                                reason: "dangling reference: no \(r.destination) \(EchoedText.shown(t.description)) in the input or the store")))
                 }
             }
         }
@@ -316,7 +328,8 @@ private struct ImportState {
     let started: ContinuousClock.Instant
     let importID: String
     let progress: AsyncStream<ImportProgress>.Continuation
-    let headBefore: TransactionID
+    /// Commits of this process tagged with this import's id (``CommitLedger``).
+    let ledger: CommitLedger
     var issues: [ImportIssue] = []
     var issueCount = 0
     /// Rejected lines (packed location) and why.
@@ -328,9 +341,11 @@ private struct ImportState {
     var written = 0
     var lastReport = ContinuousClock.now
 
-    /// Notes a save's transaction; a save that changed nothing returns an older id and is not counted.
+    /// Notes a save's transaction when the save committed one. A save that changed nothing
+    /// returns the store's last transaction id, which may be this import's previous one or
+    /// another process's: counted only when the ledger saw this import commit it.
     mutating func committed(_ tx: TransactionID) {
-        if tx > (transactions.last ?? headBefore) { transactions.append(tx) }
+        if ledger.take(tx) { transactions.append(tx) }
     }
 
     mutating func reject(_ location: UInt64, _ issue: ImportIssue) {

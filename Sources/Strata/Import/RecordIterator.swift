@@ -85,7 +85,7 @@ struct RecordIterator {
         if f == .csv {
             let name = options.csvEntity ?? ((path as NSString).lastPathComponent as NSString).deletingPathExtension
             guard let e = schema.entity(named: name) else {
-                throw ImportIssue(file: path, line: 0, field: nil, reason: "CSV entity '\(name)' is not in the schema (name the file after the entity, or use --entity)")
+                throw ImportIssue(file: path, line: 0, field: nil, reason: "CSV entity '\(EchoedText.shown(name))' is not in the schema (name the file after the entity, or use --entity)")
             }
             csvEntity = e
         }

@@ -20,6 +20,10 @@ struct LMDBOptions: Sendable {
     /// for new generations too: compaction's appends in key order were slower with it, faulting
     /// the new file's pages in one by one, and migration no faster.)
     var writeMap = false
+    /// The mode of `data.mdb` and `lock.mdb` when they are created (``StorePermissions``):
+    /// Strata creates them itself, with exactly this mode whatever the umask, before LMDB opens
+    /// them.
+    var fileMode: mode_t = StorePermissions.private.fileMode
 }
 
 /// The names of the databases every Strata store has. Opened once, at start-up, in one transaction.
@@ -153,7 +157,8 @@ final class LMDBEnvironment: Sendable {
             try lmdbCheck(mdb_env_set_maxdbs(env, MDB_dbi(DatabaseName.named.count + 2)), "mdb_env_set_maxdbs")
             try lmdbCheck(mdb_env_set_maxreaders(env, options.maxReaders), "mdb_env_set_maxreaders")
             try lmdbCheck(mdb_env_set_mapsize(env, try Self.reservableMapSize(options.mapSizeBytes)), "mdb_env_set_mapsize")
-            try lmdbCheck(mdb_env_open(env, path, flags, 0o644), "mdb_env_open(\(path))")
+            try Self.prepareFiles(path: path, options: options)
+            try lmdbCheck(mdb_env_open(env, path, flags, options.fileMode), "mdb_env_open(\(path))")
             var dead: Int32 = 0
             if !options.noLock { try lmdbCheck(mdb_reader_check(env, &dead), "mdb_reader_check") }
             staleReadersCleared = Int(dead)
@@ -168,6 +173,30 @@ final class LMDBEnvironment: Sendable {
         self.path = path
         self.options = options
         self.currentMapSize = Atomic(info.me_mapsize)
+    }
+
+    /// What LMDB will open, made safe first: `data.mdb` and `lock.mdb` must be regular files (a
+    /// symbolic link is refused: LMDB would write where it points), and a missing one that LMDB
+    /// would create is created here with ``LMDBOptions/fileMode`` exactly (LMDB's own creation
+    /// applies the umask). A read-only open does not create `data.mdb`, and goes on when it may
+    /// not create `lock.mdb` (the caller then opens without a lock).
+    static func prepareFiles(path: String, options: LMDBOptions) throws {
+        for file in ["data.mdb", "lock.mdb"] { try StorePermissions.checkFile(path + "/" + file, store: path) }
+        let mode = options.fileMode
+        func create(_ file: String) throws {
+            let fd = Glibc.open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+            guard fd >= 0 else {
+                let code = errno
+                if code == EEXIST { return }
+                throw LMDBError(code: code, operation: "create \(file)")
+            }
+            defer { Glibc.close(fd) }
+            try StorePermissions.setMode(fd, mode, path: file)
+        }
+        if !options.readOnly { try create(path + "/data.mdb") }
+        if !options.noLock {
+            do { try create(path + "/lock.mdb") } catch let e as LMDBError where options.readOnly && (e.code == EACCES || e.code == EROFS) {}
+        }
     }
 
     /// `bytes`, or less when that much address space cannot be reserved now
@@ -540,7 +569,7 @@ final class LMDBEnvironment: Sendable {
 
     /// The reading of ``prefetch()``: `stop` is asked before each 1 MiB.
     private static func prefetch(file: String, stop: () -> Bool) {
-        let fd = Glibc.open(file, O_RDONLY | O_CLOEXEC)
+        let fd = Glibc.open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { return }
         defer { Glibc.close(fd) }
         var info = stat()

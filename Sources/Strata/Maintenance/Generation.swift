@@ -18,7 +18,7 @@ final class PendingGeneration: Sendable {
     init(name: String, env: LMDBEnvironment) {
         self.name = name
         self.env = env
-        directoryFD = open(env.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        directoryFD = open(env.path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
     }
 
     deinit { if directoryFD >= 0 { Glibc.close(directoryFD) } }

@@ -66,7 +66,7 @@ public struct MigrationProgress: Sendable {
 extension Store {
     /// The cheap check at launch: reads the store's schema version without opening it for writing.
     /// `schemas` are every version of the model, oldest first (``Schema/loadAll(directory:)``).
-    public static func migrationStatus(at url: URL, schemas: [Schema]) throws -> MigrationStatus {
+    public static func migrationStatus(at url: URL, schemas: [Schema], configuration: StoreConfiguration = StoreConfiguration()) throws -> MigrationStatus {
         guard let app = schemas.last else { throw MigrationError(reason: "no schema versions given") }
         // Use the instance this process has open (LMDB forbids a second one); otherwise a
         // read-only open that is closed again.
@@ -74,7 +74,7 @@ extension Store {
         if let open = StoreRegistry.shared.existing(path: url.path) {
             stored = open.schema
         } else {
-            let store = try Store.openReadOnly(at: url)
+            let store = try Store.openReadOnly(at: url, configuration: configuration)
             stored = store.schema
             store.close()
         }
@@ -99,8 +99,9 @@ extension Store {
     ///   transaction of the log),
     ///   ``StrataError/storeBusy(path:processIDs:)``. Nothing is changed when it throws.
     public static func migrate(at url: URL, schemas: [Schema], to target: Int? = nil, registry: MigrationRegistry = MigrationRegistry(),
-                               dryRun: Bool = false, progress: (@Sendable (MigrationProgress) -> Void)? = nil) async throws -> MigrationReport {
-        let store = try Store.openExisting(at: url)
+                               dryRun: Bool = false, configuration: StoreConfiguration = StoreConfiguration(),
+                               progress: (@Sendable (MigrationProgress) -> Void)? = nil) async throws -> MigrationReport {
+        let store = try Store.openExisting(at: url, configuration: configuration)
         let report = try await store.migrate(schemas: schemas, to: target, registry: registry, dryRun: dryRun, progress: progress)
         store.close()
         return report

@@ -50,7 +50,7 @@ public enum Value: Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .null: "null"
-        case .string(let s): "\"\(s)\""
+        case .string(let s): "\"\(EchoedText.escaped(s))\""
         case .int(let v): String(v)
         case .double(let v): String(v)
         case .bool(let v): String(v)

@@ -51,7 +51,7 @@ public struct PredicateParser {
             let descending = s.hasPrefix("-")
             let name = descending ? String(s.dropFirst()) : s
             guard let a = entity.attribute(named: name) else {
-                throw ParseError(position: 0, reason: "unknown sort attribute '\(name)' of \(entity.name)")
+                throw ParseError(position: 0, reason: "unknown sort attribute '\(EchoedText.shown(String(name)))' of \(entity.name)")
             }
             return SortKey(attribute: a.index, ascending: !descending)
         }
@@ -63,8 +63,8 @@ public struct PredicateParser {
 
     private func describe(_ t: Token) -> String {
         switch t {
-        case .word(let w): "'\(w)'"
-        case .string(let s): "string '\(s)'"
+        case .word(let w): "'\(EchoedText.shown(String(w)))'"
+        case .string(let s): "string '\(EchoedText.shown(String(s)))'"
         case .number(let n): "number \(n)"
         case .symbol(let s): "'\(s)'"
         }
@@ -108,7 +108,7 @@ public struct PredicateParser {
                     out.append((.symbol(c == "=" ? "==" : String(c)), start))
                     i += 1
                 } else {
-                    throw ParseError(position: start, reason: "unexpected character '\(c)'")
+                    throw ParseError(position: start, reason: "unexpected character '\(EchoedText.escaped(Character(c)))'")
                 }
             }
         }
@@ -155,7 +155,7 @@ public struct PredicateParser {
     private mutating func resolve(_ path: [String], in e: EntityDescription) throws -> Filter {
         let head = path[0]
         if path.count == 1, let a = e.attribute(named: head) { return try condition(on: a) }
-        guard let r = e.relationship(named: head) else { throw error("\(e.name) has no attribute or relationship '\(head)'") }
+        guard let r = e.relationship(named: head) else { throw error("\(e.name) has no attribute or relationship '\(EchoedText.shown(String(head)))'") }
         let destination = schema.entity(named: r.destination)!
         if path.count == 1 {
             guard !r.isToMany else { throw error("'\(head)' is to-many: name one of its attributes, e.g. \(head).\(destination.attributes.first?.name ?? "x")") }
@@ -207,7 +207,7 @@ public struct PredicateParser {
                 return .between(attribute: a.index, lo, try literal(for: a))
             default:
                 i -= 1
-                throw error("unknown operator '\(w)'")
+                throw error("unknown operator '\(EchoedText.shown(String(w)))'")
             }
         }
         let op = try comparisonOperator()

@@ -162,7 +162,8 @@ enum StateRebuilder {
             parent = FileManager.default.temporaryDirectory
         }
         let path = parent.appendingPathComponent(StoreDirectory.scratchPrefix + UUID().uuidString).path
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        // Private whatever the umask (it holds a copy of the store's state).
+        try StorePermissions.private.makeDirectory(path)
         let env = try LMDBEnvironment(path: path, options: LMDBOptions(
             mapSizeBytes: max(64 << 20, sizeHint), maxMapSizeBytes: 1 << 42, maxReaders: 8, readOnly: false, noSync: true, noLock: false, writeMap: true))
         env.onClose { try? FileManager.default.removeItem(atPath: path) }

@@ -53,7 +53,7 @@ extension Store {
     public func forEachTransaction(from: TransactionID = TransactionID(1), to: TransactionID? = nil, author: String? = nil,
                                    entity: String? = nil, _ body: (LogEntry) throws -> Bool) throws {
         let tag = try entity.map { name -> UInt16 in
-            guard let e = schema.entity(named: name) else { throw StrataError.invalidQuery(entity: name, reason: "no such entity") }
+            guard let e = schema.entity(named: name) else { throw StrataError.invalidQuery(entity: EchoedText.shown(name), reason: "no such entity") }
             return e.tag
         }
         let snapshot = try self.snapshot(label: "log")

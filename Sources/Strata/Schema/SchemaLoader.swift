@@ -66,6 +66,12 @@ extension Schema {
 
     /// Parses schema JSON (`source` names it in errors).
     public static func parse(_ bytes: [UInt8], source: String, expectedVersion: Int? = nil) throws -> Schema {
+        try parse(bytes, source: source, expectedVersion: expectedVersion, allowingSelfInverse: false)
+    }
+
+    /// ``parse(_:source:expectedVersion:)``; `allowingSelfInverse` for a schema stored in a store
+    /// (see ``SchemaLoader/allowsSelfInverse``).
+    static func parse(_ bytes: [UInt8], source: String, expectedVersion: Int? = nil, allowingSelfInverse: Bool) throws -> Schema {
         let json: JSONValue
         do {
             json = try JSONValue.parse(bytes)
@@ -73,6 +79,7 @@ extension Schema {
             throw SchemaError(file: source, entity: nil, field: nil, reason: "not valid JSON: \(e)")
         }
         var loader = SchemaLoader(file: source)
+        loader.allowsSelfInverse = allowingSelfInverse
         return try loader.load(json, expectedVersion: expectedVersion)
     }
 }
@@ -85,6 +92,9 @@ struct SchemaLoader {
     static let reservedNames: Set<String> = ["id", "entity", "self"]
     let file: String
     var entity: String?
+    /// Accept a relationship that is its own inverse: only for a schema read back from a store
+    /// made before such schemas were refused, so that it still opens (and can be exported).
+    var allowsSelfInverse = false
 
     func error(_ field: String?, _ reason: String) -> SchemaError {
         SchemaError(file: file, entity: entity, field: field, reason: reason)
@@ -93,7 +103,7 @@ struct SchemaLoader {
     func members(_ value: JSONValue, _ field: String?, allowed: Set<String>) throws -> [(String, JSONValue)] {
         guard case .object(let m) = value else { throw error(field, "expected an object, found \(value.typeName)") }
         for (key, _) in m where !allowed.contains(key) {
-            throw error(field, "unknown key '\(key)' (allowed: \(allowed.sorted().joined(separator: ", ")))")
+            throw error(field, "unknown key '\(EchoedText.shown(key))' (allowed: \(allowed.sorted().joined(separator: ", ")))")
         }
         return m
     }
@@ -104,7 +114,7 @@ struct SchemaLoader {
         let ok = !s.isEmpty && s.utf8.count <= SchemaLimits.maxNameBytes
             && s.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "_") })
             && !(s.unicodeScalars.first.map { CharacterSet.decimalDigits.contains($0) } ?? true)
-        guard ok else { throw error(field, "name '\(s)' must be an ASCII identifier of at most \(SchemaLimits.maxNameBytes) bytes") }
+        guard ok else { throw error(field, "name '\(EchoedText.shown(s))' must be an ASCII identifier of at most \(SchemaLimits.maxNameBytes) bytes") }
         return s
     }
 
@@ -194,7 +204,7 @@ struct SchemaLoader {
         if Self.reservedNames.contains(n) { throw error(field, "'\(n)' is reserved") }
         guard case .string(let typeName)? = json["type"] else { throw error(field, "missing 'type'") }
         guard let type = AttributeType(rawValue: typeName) else {
-            throw error(field, "unknown type '\(typeName)' (expected one of: \(AttributeType.allCases.map(\.rawValue).joined(separator: ", ")))")
+            throw error(field, "unknown type '\(EchoedText.shown(typeName))' (expected one of: \(AttributeType.allCases.map(\.rawValue).joined(separator: ", ")))")
         }
         let optional = try bool(json["optional"], field, "optional", default: false)
         var defaultValue: Value?
@@ -217,7 +227,7 @@ struct SchemaLoader {
         let field = "relationship '\(n)'"
         if Self.reservedNames.contains(n) { throw error(field, "'\(n)' is reserved") }
         guard case .string(let dest)? = json["destination"] else { throw error(field, "missing 'destination'") }
-        guard all.contains(where: { $0.name == dest }) else { throw error(field, "destination '\(dest)' is not an entity of this schema") }
+        guard all.contains(where: { $0.name == dest }) else { throw error(field, "destination '\(EchoedText.shown(dest))' is not an entity of this schema") }
         guard case .string(let inverse)? = json["inverse"] else { throw error(field, "missing 'inverse' (every relationship needs an inverse)") }
         let toMany = try bool(json["toMany"], field, "toMany", default: false)
         let optional = try bool(json["optional"], field, "optional", default: true)
@@ -245,7 +255,7 @@ struct SchemaLoader {
             var positions: [Int] = []
             for n in names {
                 guard case .string(let s) = n else { throw error(place, "attribute names must be strings") }
-                guard let a = attributes.first(where: { $0.name == s }) else { throw error(place, "unknown attribute '\(s)'") }
+                guard let a = attributes.first(where: { $0.name == s }) else { throw error(place, "unknown attribute '\(EchoedText.shown(s))'") }
                 guard !positions.contains(a.index) else { throw error(place, "attribute '\(s)' listed twice") }
                 positions.append(a.index)
             }
@@ -257,21 +267,24 @@ struct SchemaLoader {
 
     func loadStep(_ json: JSONValue, index: Int) throws -> MigrationStep {
         let place = "migration.steps[\(index)]"
-        guard case .string(let op)? = json["op"] else { throw error(place, "missing 'op'") }
+        guard case .string(let rawOp)? = json["op"] else { throw error(place, "missing 'op'") }
+        let op = EchoedText.shown(rawOp)
+        // Every name a step holds is an identifier, as the names of the schema are (so messages
+        // about steps never echo more than a name's 64 bytes).
         func string(_ key: String) throws -> String {
             guard case .string(let s)? = json[key], !s.isEmpty else { throw error(place, "'\(op)' needs '\(key)'") }
-            return s
+            return try name(.string(s), "\(place).\(key)")
         }
         func names(_ key: String) throws -> [String] {
             guard case .array(let items)? = json[key], !items.isEmpty else { throw error(place, "'\(op)' needs '\(key)' (a non-empty array)") }
             return try items.map {
                 guard case .string(let s) = $0 else { throw error(place, "'\(key)' holds attribute names") }
-                return s
+                return try name(.string(s), "\(place).\(key)")
             }
         }
         let allowed: Set<String>
         let step: MigrationStep
-        switch op {
+        switch rawOp {
         case "addAttribute": allowed = ["entity", "attribute"]; step = .addAttribute(entity: try string("entity"), attribute: try string("attribute"))
         case "removeAttribute": allowed = ["entity", "attribute"]; step = .removeAttribute(entity: try string("entity"), attribute: try string("attribute"))
         case "renameEntity": allowed = ["from", "to"]; step = .renameEntity(from: try string("from"), to: try string("to"))
@@ -281,7 +294,7 @@ struct SchemaLoader {
             allowed = ["entity", "attribute", "conversion"]
             let name = try string("conversion")
             guard let c = TypeConversion(rawValue: name) else {
-                throw error(place, "unknown conversion '\(name)' (known: \(TypeConversion.allCases.map(\.rawValue).joined(separator: ", ")))")
+                throw error(place, "unknown conversion '\(EchoedText.shown(name))' (known: \(TypeConversion.allCases.map(\.rawValue).joined(separator: ", ")))")
             }
             step = .changeType(entity: try string("entity"), attribute: try string("attribute"), conversion: c)
         case "addIndex": allowed = ["entity", "attributes"]; step = .addIndex(entity: try string("entity"), attributes: try names("attributes"))
@@ -303,10 +316,17 @@ struct SchemaLoader {
             for r in e.relationships {
                 let field = "relationship '\(r.name)'"
                 guard let inverse = byName[r.destination]?.relationship(named: r.inverseName) else {
-                    throw error(field, "inverse '\(r.inverseName)' does not exist on '\(r.destination)'")
+                    throw error(field, "inverse '\(EchoedText.shown(r.inverseName))' does not exist on '\(r.destination)'")
                 }
                 guard inverse.destination == e.name, inverse.inverseName == r.name else {
                     throw error(field, "inverse '\(r.destination).\(r.inverseName)' does not point back to '\(e.name).\(r.name)'")
+                }
+                // One relationship cannot be both ends of a link: setting a.r = b would have to
+                // set b.r = a through the same slots, and an input such as a.r = b, b.r = c then
+                // changes the store on every import. A symmetric relation needs two relationships.
+                if inverse.name == r.name && r.destination == e.name && !allowsSelfInverse {
+                    throw error(field, "is declared as its own inverse ('\(e.name).\(r.name)' names '\(r.name)' on '\(e.name)' as its inverse); "
+                        + "declare two relationships, each the other's inverse (for example 'spouse' and 'spouseOf')")
                 }
             }
         }

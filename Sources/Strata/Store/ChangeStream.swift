@@ -111,10 +111,53 @@ final class ChangeSubscriber: Sendable {
     }
 }
 
-/// Fans committed transactions out to subscribers (held weakly: a dropped stream unsubscribes).
+/// The ids of the transactions this process's writer commits with one metadata value (for
+/// example `importID` = an import's id), recorded as they are published, before the saves that
+/// made them return.
+///
+/// A save that changes nothing returns the store's last transaction id without writing, and
+/// that id may be another process's transaction (or another save's of this process): the saver
+/// asks ``take(_:)`` whether the id it got is one of its own commits. Two savers of this process
+/// using the same metadata value at the same time would see each other's commits; no two
+/// savers of different processes ever do.
+final class CommitLedger: Sendable {
+    let key: String
+    let value: String
+    private let recorded = Locked<Set<TransactionID>>([])
+
+    init(key: String, value: String) {
+        self.key = key
+        self.value = value
+    }
+
+    func record(_ entry: LogEntry) {
+        guard entry.metadata[key] == value else { return }
+        _ = recorded.withLock { $0.insert(entry.transactionID) }
+    }
+
+    /// Whether `id` was committed with this ledger's metadata value since the last call that
+    /// took it; forgets it.
+    func take(_ id: TransactionID) -> Bool {
+        recorded.withLock { $0.remove(id) != nil }
+    }
+}
+
+/// Fans committed transactions out to subscribers (held weakly: a dropped stream unsubscribes)
+/// and to commit ledgers (likewise).
 final class ChangeHub: Sendable {
     private struct Weak: Sendable { weak var subscriber: ChangeSubscriber? }
+    private struct WeakLedger: Sendable { weak var ledger: CommitLedger? }
     private let subscribers = Locked<[Weak]>([])
+    private let ledgers = Locked<[WeakLedger]>([])
+
+    /// Records every commit published from now on whose metadata matches `ledger`'s, until the
+    /// ledger is released.
+    func register(_ ledger: CommitLedger) {
+        ledgers.withLock { list in
+            list.removeAll { $0.ledger == nil }
+            list.append(WeakLedger(ledger: ledger))
+        }
+    }
 
     func subscribe(capacity: Int) -> ChangeSubscriber {
         let s = ChangeSubscriber(capacity: capacity)
@@ -126,6 +169,10 @@ final class ChangeHub: Sendable {
     }
 
     func publish(_ entries: [LogEntry], schema: Schema) {
+        let watching = ledgers.withLock { $0.compactMap(\.ledger) }
+        for ledger in watching {
+            for entry in entries { ledger.record(entry) }
+        }
         let live = subscribers.withLock { $0.compactMap(\.subscriber) }
         guard !live.isEmpty else { return }
         for entry in entries {

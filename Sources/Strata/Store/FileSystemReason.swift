@@ -41,4 +41,15 @@ enum FileSystemReason {
         }
         return nil
     }
+
+    /// The system's words for a Foundation file error (`strerror` of the POSIX error under it),
+    /// not its `Error Domain=NSCocoaErrorDomain Code=… UserInfo=…` description.
+    static func describe(_ error: Error) -> String {
+        let ns = error as NSError
+        if ns.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(ns.code))) }
+        if let underlying = ns.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+            return String(cString: strerror(Int32(underlying.code)))
+        }
+        return ns.localizedDescription
+    }
 }

@@ -57,7 +57,7 @@ public final class Store: Sendable {
         self.schema = schema
         self.configuration = configuration
         self.envBox = Locked(env)
-        self.directory = StoreDirectory(path: path)
+        self.directory = StoreDirectory(path: path, permissions: StorePermissions(configuration))
         self.lock = lock
         self.deleteOnClose = deleteOnClose
         self.processID = getpid()
@@ -130,41 +130,42 @@ public final class Store: Sendable {
     static func make(path: String, schema appSchema: Schema?, configuration: StoreConfiguration, deleteOnClose: Bool) throws -> Store {
         try configuration.validate()
         let fm = FileManager.default
-        let directory = StoreDirectory(path: path)
+        let permissions = StorePermissions(configuration)
+        let directory = StoreDirectory(path: path, permissions: permissions)
         let mayCreate = configuration.createIfMissing && !configuration.readOnly && appSchema != nil
         var isDir: ObjCBool = false
         if !fm.fileExists(atPath: path, isDirectory: &isDir) {
             guard mayCreate else { throw StrataError.storeNotFound(path: path) }
-            do { try fm.createDirectory(atPath: path, withIntermediateDirectories: true) } catch {
-                throw StrataError.notAStore(path: path, reason: "cannot create directory: \(FileSystemReason.uncreatableDirectory(path) ?? "\(error)")")
-            }
-            // The store directory's own entry, so that a crash cannot lose the whole store.
-            try StoreDirectory.syncDirectory((path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent)
+            try createStoreDirectory(path, permissions: permissions)
         } else if !isDir.boolValue {
             throw StrataError.notAStore(path: path, reason: "a store is a directory, this is a file")
         }
-        let lock = try StoreLock(path: directory.lockPath, readOnly: configuration.readOnly)
+        // Whether this is a store at all, decided before anything is created in the directory:
+        // a failed open of a directory that is not a store (another program's) leaves it as it
+        // was, without a lock file. Read again under the lock below (a switch may come between).
+        if try directory.currentGeneration() == nil {
+            try refuseWithoutCurrent(directory, mayCreate: mayCreate)
+        }
+        // Nothing in a directory that others may write can be trusted (they could have replaced
+        // any file): refused before anything in it is opened or created.
+        try permissions.checkDirectory(path, store: path)
+        let lock = try StoreLock(path: directory.lockPath, readOnly: configuration.readOnly, permissions: permissions, store: path)
         let generation: String
         if let live = try directory.currentGeneration() {
             // Checked before anything is removed: the stale-generation sweep keeps only `live`,
             // so a link pointing nowhere would otherwise delete every generation, data included.
             try directory.checkLiveGeneration(live)
+            try permissions.checkDirectory(path + "/" + live, store: path)
             generation = live
             if !configuration.readOnly && lock?.otherHolders().isEmpty == true { directory.removeStaleGenerations(except: live) }
         } else {
-            if fm.fileExists(atPath: path + "/data.mdb") {
-                throw StrataError.notAStore(path: path, reason: "a bare LMDB environment (Strata keeps its data under current/)")
-            }
-            // A generation holding data without `current` is a store whose link was removed:
-            // never created over (an interrupted first open leaves an empty generation only).
-            if let orphan = directory.generationsHoldingData().first {
-                throw StrataError.notAStore(path: path, reason: "`current` is missing but \(orphan) holds a store's data; nothing was changed "
-                    + "(if \(orphan) is the live generation, restore the link with `ln -s \(orphan) current` inside the store directory)")
-            }
-            guard mayCreate else { throw StrataError.storeNotFound(path: path) }
+            try refuseWithoutCurrent(directory, mayCreate: mayCreate)
             generation = try directory.createFirstGeneration()
         }
         let generationPath = path + "/" + generation
+        // LMDB opens these by name and would follow a link planted in their place (writing,
+        // for lock.mdb, wherever it points): refused before LMDB opens the generation.
+        for file in ["data.mdb", "lock.mdb"] { try StorePermissions.checkFile(generationPath + "/" + file, store: path) }
         let dataSize = (try? fm.attributesOfItem(atPath: generationPath + "/data.mdb")[.size] as? Int) ?? nil
         // LMDB would quietly start an empty store in an emptied data file: every transaction gone.
         if dataSize == 0 { throw StrataError.notAStore(path: path, reason: "\(generation)/data.mdb is empty: the store's data is gone") }
@@ -182,9 +183,54 @@ public final class Store: Sendable {
         }
     }
 
+    /// Makes the store directory `path` (missing parents with the default mode; the store
+    /// directory itself with the store's, whatever the umask) and syncs its parent, so that a
+    /// crash cannot lose the store's own entry.
+    private static func createStoreDirectory(_ path: String, permissions: StorePermissions) throws {
+        var st = stat()
+        if lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK {
+            // A link to a directory that does not exist (`fileExists` follows it): mkdir would
+            // not follow it, and making its target would create a directory wherever it points.
+            let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) ?? "?"
+            throw StrataError.notAStore(path: path, reason: "cannot create directory: \(path) is a symbolic link to \(target), which does not exist "
+                + "(create that directory first, or give the path of a directory to create)")
+        }
+        let parent = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
+        do {
+            try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
+        } catch {
+            throw StrataError.notAStore(path: path, reason: "cannot create directory: \(FileSystemReason.uncreatableDirectory(parent) ?? FileSystemReason.describe(error))")
+        }
+        do {
+            try permissions.makeDirectory(path)
+        } catch StrataError.lmdb(let e) where e.code == EEXIST {
+            // Made by another process opening the same new store at this moment.
+        } catch StrataError.lmdb(let e) {
+            throw StrataError.notAStore(path: path, reason: "cannot create directory: \(String(cString: strerror(e.code)))")
+        }
+        try StoreDirectory.syncDirectory(parent)
+    }
+
+    /// For a directory without `current`: throws unless a new store may be created in it. A bare
+    /// LMDB environment and a generation holding data (a store whose link was removed) are never
+    /// created over (an interrupted first open leaves an empty generation only); anything else
+    /// is ``StrataError/storeNotFound(path:)`` unless `mayCreate`.
+    private static func refuseWithoutCurrent(_ directory: StoreDirectory, mayCreate: Bool) throws {
+        let path = directory.path
+        if FileManager.default.fileExists(atPath: path + "/data.mdb") {
+            throw StrataError.notAStore(path: path, reason: "a bare LMDB environment (Strata keeps its data under current/)")
+        }
+        if let orphan = directory.generationsHoldingData().first {
+            throw StrataError.notAStore(path: path, reason: "`current` is missing but \(orphan) holds a store's data; nothing was changed "
+                + "(if \(orphan) is the live generation, restore the link with `ln -s \(orphan) current` inside the store directory)")
+        }
+        guard mayCreate else { throw StrataError.storeNotFound(path: path) }
+    }
+
     private static func openEnvironment(path: String, configuration c: StoreConfiguration) throws -> LMDBEnvironment {
         var options = LMDBOptions(mapSizeBytes: min(c.initialMapSizeBytes, c.maxMapSizeBytes), maxMapSizeBytes: c.maxMapSizeBytes,
-                                  maxReaders: c.maxReaders, readOnly: c.readOnly, noSync: c.durability == .relaxed, noLock: false)
+                                  maxReaders: c.maxReaders, readOnly: c.readOnly, noSync: c.durability == .relaxed, noLock: false,
+                                  fileMode: StorePermissions(c).fileMode)
         // A read-only store in a directory we cannot write to: no lock file can exist, and nobody writes.
         if c.readOnly && access(path, W_OK) != 0 { options.noLock = true }
         do {
@@ -230,7 +276,7 @@ public final class Store: Sendable {
         }
         let storeSchema: Schema
         do {
-            storeSchema = try Schema.parse(stored.schema, source: "\(path) (stored schema)")
+            storeSchema = try Schema.parse(stored.schema, source: "\(path) (stored schema)", allowingSelfInverse: true)
         } catch let e as SchemaError {
             throw StrataError.notAStore(path: path, reason: "stored schema is unreadable: \(e)")
         }

@@ -27,6 +27,14 @@ public struct StoreConfiguration: Sendable {
     public var readOnly = false
     /// Create the store directory and files when missing (ignored when read-only).
     public var createIfMissing = true
+    /// Whether the store is shared with the group of its directory. Off (the default), what
+    /// Strata creates is private whatever the umask: directories 0700, files 0600, and a store
+    /// whose directories its group may write is refused. On, directories are made 0770 and
+    /// files 0660 (the group reads and writes the store as its owner does: LMDB's readers write
+    /// to `lock.mdb`), and group-writable directories are accepted. A directory that others may
+    /// write is refused either way. Open a store created shared with this on (its directories
+    /// are group-writable). See the README, "The store directory".
+    public var sharedWithGroup = false
     /// Map size at open (at most ``maxMapSizeBytes``). The map is address space, not disk: LMDB
     /// maps the data file read-only and the file grows with the data, not with the map. When a
     /// save needs more, the writer grows the map to at least twice its size and by at least

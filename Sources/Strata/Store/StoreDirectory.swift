@@ -18,6 +18,9 @@ import Synchronization
 /// new openers out until `current` points at the new generation.
 struct StoreDirectory {
     let path: String
+    /// The modes of the directories made here and the checks of those found
+    /// (``StorePermissions``).
+    var permissions = StorePermissions.private
 
     static let currentLink = "current"
     static let lockFile = "strata.lock"
@@ -87,10 +90,16 @@ struct StoreDirectory {
         return UInt64(name.dropFirst(generationPrefix.count), radix: 16)
     }
 
-    /// Creates the first generation and points `current` at it.
+    /// Creates the first generation and points `current` at it. A first generation left empty by
+    /// an interrupted first open (or being made by another process opening the new store at the
+    /// same moment) is used as it is, once checked (``StorePermissions/checkDirectory(_:store:)``).
     func createFirstGeneration() throws -> String {
         let name = Self.generationName(1)
-        try FileManager.default.createDirectory(atPath: path + "/" + name, withIntermediateDirectories: true)
+        do {
+            try permissions.makeDirectory(path + "/" + name)
+        } catch StrataError.lmdb(let e) where e.code == EEXIST {
+            try permissions.checkDirectory(path + "/" + name, store: path)
+        }
         // A new store holds no data yet: a failed sync is an error here.
         if let notSynced = try switchCurrent(to: name) { throw notSynced }
         return name
@@ -102,7 +111,7 @@ struct StoreDirectory {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
         let highest = names.compactMap(Self.generationNumber).max() ?? 0
         let name = Self.generationName(max(live, highest) + 1)
-        try FileManager.default.createDirectory(atPath: path + "/" + name, withIntermediateDirectories: false)
+        try permissions.makeDirectory(path + "/" + name)
         return name
     }
 
@@ -136,7 +145,7 @@ struct StoreDirectory {
 
     /// fsyncs the directory at `path`, retrying when interrupted.
     static func syncDirectory(_ path: String) throws {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { throw StrataError.lmdb(LMDBError(code: errno, operation: "open \(path)")) }
         defer { close(fd) }
         while fsync(fd) != 0 {
@@ -195,16 +204,40 @@ final class StoreLock: Sendable {
 
     /// Opens and read-locks `path`, waiting while a compaction holds it exclusively. Returns nil
     /// for a read-only directory without a lock file (an immutable store nobody writes to).
-    init?(path: String, readOnly: Bool) throws {
-        var fd = open(path, (readOnly ? O_RDONLY : O_RDWR | O_CREAT) | O_CLOEXEC, 0o644)
-        if fd < 0 && readOnly { return nil }
-        if fd < 0 && errno == EACCES || fd < 0 && errno == EROFS {
-            fd = open(path, O_RDONLY | O_CLOEXEC)
-            // A writer goes nowhere without the lock: compaction and migration of other
-            // processes would not see it (only read-only opens may do without one).
-            if fd < 0 { throw StrataError.lmdb(LMDBError(code: errno, operation: "open \(path) (the store's lock file)")) }
+    /// A read-write open creates a missing lock file with the store's file mode
+    /// (`permissions`). The file is never opened through a symbolic link (`O_NOFOLLOW`) and
+    /// must be a regular file (`O_NONBLOCK`, so a FIFO planted there cannot block the open).
+    /// `store` is the store directory, for messages.
+    init?(path: String, readOnly: Bool, permissions: StorePermissions, store: String) throws {
+        let flags = O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
+        func refused(_ code: Int32) -> StrataError {
+            code == ELOOP
+                ? StrataError.insecure(path: store, reason: "\(path) is a symbolic link; Strata never opens a store's files through a link (remove it: an open makes it again)")
+                : StrataError.lmdb(LMDBError(code: code, operation: "open \(path) (the store's lock file)"))
         }
-        guard fd >= 0 else { throw StrataError.lmdb(LMDBError(code: errno, operation: "open \(path)")) }
+        var fd: Int32
+        if readOnly {
+            fd = open(path, O_RDONLY | flags)
+            if fd < 0 {
+                let code = errno
+                if code == ELOOP { throw refused(code) }
+                return nil
+            }
+        } else {
+            try permissions.createFile(path)
+            fd = open(path, O_RDWR | flags)
+            if fd < 0 && (errno == EACCES || errno == EROFS) {
+                // A writer goes nowhere without the lock: compaction and migration of other
+                // processes would not see it (only read-only opens may do without one).
+                fd = open(path, O_RDONLY | flags)
+            }
+            if fd < 0 { throw refused(errno) }
+        }
+        var st = stat()
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
+            close(fd)
+            throw StrataError.insecure(path: store, reason: "\(path) is not a regular file")
+        }
         self.fd = fd
         self.path = path
         var lock = flock(l_type: Int16(F_RDLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)

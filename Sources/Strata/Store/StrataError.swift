@@ -11,6 +11,11 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
     case storeNotFound(path: String)
     /// The directory holds something that is not a Strata store (or one this version cannot read).
     case notAStore(path: String, reason: String)
+    /// The store cannot be trusted as it is, and was not opened: a directory of it that others
+    /// may write (or its group, when it is not opened as shared with the group), or a file of it
+    /// (`data.mdb`, `lock.mdb`, `strata.lock`) that is a symbolic link or not a regular file.
+    /// The reason says what to fix; nothing was changed.
+    case insecure(path: String, reason: String)
     /// The store is already open in this process with different options.
     case alreadyOpen(path: String, reason: String)
     /// The store was written with another model.
@@ -70,6 +75,7 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
         case .lmdb(let e): return "LMDB: \(e)"
         case .storeNotFound(let p): return "\(p): no store here (create one with `storectl init`)"
         case .notAStore(let p, let r): return "\(p): not a Strata store: \(r)"
+        case .insecure(let p, let r): return "\(p): refused: \(r)"
         case .alreadyOpen(let p, let r): return "\(p): already open in this process: \(r)"
         case .modelMismatch(let s, let a): return "store holds model '\(s)', the app's schema is model '\(a)'"
         case .migrationRequired(let s, let a, let m):

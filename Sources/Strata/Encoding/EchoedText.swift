@@ -1,0 +1,66 @@
+/// Text from input (a name in a schema or an import file, a value, an option) as Strata and
+/// storectl show it in messages and text output: control characters escaped, so nothing read
+/// can move the cursor, clear a terminal or hide the rest of a line, and in messages cut short,
+/// so a megabyte name is not echoed whole.
+///
+/// ```
+/// EchoedText.escaped("a\u{0}b\n")   // a\u{0}b\n  (as typed: a backslash, u, braces)
+/// EchoedText.shown(String(repeating: "x", count: 1_000_000))
+/// // xxxx…x (64 x's)…(1000000 bytes)
+/// ```
+public enum EchoedText {
+    /// Characters of input a message shows at most, before `…(N bytes)`.
+    public static let maxCharacters = 64
+
+    /// `text` with control characters escaped (``escaped(_:)``), cut after
+    /// ``maxCharacters`` characters of the original and followed by `…(N bytes)`, N being the
+    /// whole text's length in UTF-8 bytes, when it is longer.
+    public static func shown(_ text: String) -> String {
+        var out = ""
+        var count = 0
+        for c in text {
+            if count == maxCharacters { return out + "…(\(text.utf8.count) bytes)" }
+            append(c, to: &out)
+            count += 1
+        }
+        return out
+    }
+
+    /// `text` with every control character written as an escape: `\n`, `\r`, `\t`, and
+    /// `\u{X}` (hexadecimal) for the others: C0 (U+0000–U+001F), DEL (U+007F) and C1
+    /// (U+0080–U+009F). A backslash is left as it is.
+    public static func escaped(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        var out = ""
+        for c in text { append(c, to: &out) }
+        return out
+    }
+
+    /// The escaped form of one character (``escaped(_:)``).
+    public static func escaped(_ c: Character) -> String {
+        var out = ""
+        append(c, to: &out)
+        return out
+    }
+
+    static func isControl(_ u: Unicode.Scalar) -> Bool {
+        u.value < 0x20 || (0x7F...0x9F).contains(u.value)
+    }
+
+    private static func append(_ c: Character, to out: inout String) {
+        guard c.unicodeScalars.contains(where: isControl) else {
+            out.append(c)
+            return
+        }
+        // A character may join a control scalar with others (`\r\n` is one Character).
+        for u in c.unicodeScalars {
+            switch u {
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where isControl(u): out += "\\u{" + String(u.value, radix: 16, uppercase: true) + "}"
+            default: out.unicodeScalars.append(u)
+            }
+        }
+    }
+}

@@ -1,0 +1,228 @@
+import Foundation
+import Testing
+import LibraryModel
+@testable import Strata
+
+/// Who runs storectl in these tests: the user running the tests (root on the test machine), and
+/// an unprivileged one (`nobody` through `setpriv` when the tests run as root; the test user
+/// itself when it is not root, since it is unprivileged already).
+enum TestUser: String, CaseIterable, CustomTestStringConvertible {
+    case testUser, unprivileged
+
+    var testDescription: String { rawValue }
+
+    static let isRoot = geteuid() == 0
+
+    /// `nobody` and `nogroup`, the unprivileged user as root runs it.
+    static let nobody: (uid: uid_t, gid: gid_t)? = {
+        guard let pw = getpwnam("nobody"), let gr = getgrnam("nogroup") else { return nil }
+        return (pw.pointee.pw_uid, gr.pointee.gr_gid)
+    }()
+
+    /// Runs storectl as this user with `umask` (octal, e.g. "000") in a shell, so the process
+    /// starts with that umask.
+    func storectl(umask: String = "022", _ arguments: [String]) throws -> ProcessResult {
+        let shell = ["/bin/sh", "-c", "umask \(umask) && exec \"$0\" \"$@\"", storectlPath] + arguments
+        if self == .unprivileged && Self.isRoot {
+            return try run("/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups"] + shell)
+        }
+        return try run(shell[0], Array(shell.dropFirst()))
+    }
+
+    /// A new directory this user owns (for the unprivileged user as root: chowned to nobody).
+    func ownedDirectory() throws -> URL {
+        let dir = temporaryDirectory("permissions-\(rawValue)")
+        if self == .unprivileged && Self.isRoot {
+            let nobody = try #require(Self.nobody, "no user nobody / group nogroup")
+            #expect(chown(dir.path, nobody.uid, nobody.gid) == 0, "chown: \(String(cString: strerror(errno)))")
+        }
+        return dir
+    }
+}
+
+/// Stores are private whatever the umask (directories 0700, files 0600), or shared with the
+/// group when asked (0770, 0660); stores others may write are refused; `data.mdb`, `lock.mdb`
+/// and `strata.lock` are never opened through a symbolic link. Run as root and as an
+/// unprivileged user.
+@Suite struct StorePermissionTests {
+    static let sample = repositoryRoot.appendingPathComponent("Tools/sample-library/library.ndjson").path
+
+    func mode(_ path: String) -> mode_t {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return 0o177777 }
+        return st.st_mode & 0o7777
+    }
+
+    /// Every directory and file of the store with its mode (symbolic links left out).
+    func modes(_ store: String) throws -> [String: mode_t] {
+        var out = ["." : mode(store)]
+        for entry in try FileManager.default.subpathsOfDirectory(atPath: store) where !entry.hasPrefix(".retired-") {
+            var st = stat()
+            guard lstat(store + "/" + entry, &st) == 0, (st.st_mode & S_IFMT) != S_IFLNK else { continue }
+            out[entry] = st.st_mode & 0o7777
+        }
+        return out
+    }
+
+    func expectModes(_ store: String, directories: mode_t, files: mode_t, _ what: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let all = try modes(store)
+        #expect(all.count >= 5, "\(what): \(all)", sourceLocation: sourceLocation)
+        for (entry, m) in all {
+            var st = stat()
+            _ = lstat(store + "/" + entry, &st)
+            let wanted = (st.st_mode & S_IFMT) == S_IFDIR ? directories : files
+            #expect(m == wanted, "\(what): \(entry) is \(String(m, radix: 8)), not \(String(wanted, radix: 8))", sourceLocation: sourceLocation)
+        }
+    }
+
+    /// A v1 schema directory (for a store to migrate).
+    func v1Schemas(in dir: URL, _ name: String) throws -> String {
+        let old = dir.appendingPathComponent("schemas-v1-\(name)")
+        try FileManager.default.createDirectory(at: old, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: librarySchemaDirectory.appendingPathComponent("v1.json"), to: old.appendingPathComponent("v1.json"))
+        #expect(chmod(old.path, 0o755) == 0 && chmod(old.path + "/v1.json", 0o644) == 0)
+        return old.path
+    }
+
+    @Test(arguments: TestUser.allCases)
+    func storesArePrivateWhateverTheUmask(_ user: TestUser) throws {
+        let dir = try user.ownedDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for umask in ["000", "022"] {
+            let store = dir.appendingPathComponent("s-\(umask)").path
+            let made = try user.storectl(umask: umask, ["init", store, "--schema", librarySchemaDirectory.path])
+            #expect(made.status == 0, "\(made.stderr)")
+            try expectModes(store, directories: 0o700, files: 0o600, "init, umask \(umask)")
+            let imported = try user.storectl(umask: umask, ["import", store, Self.sample, "--quiet"])
+            #expect(imported.status == 0, "\(imported.stderr)")
+            let compacted = try user.storectl(umask: umask, ["compact", store])
+            #expect(compacted.status == 0, "\(compacted.stderr)")
+            #expect(try FileManager.default.destinationOfSymbolicLink(atPath: store + "/current") == "gen-0000000000000002")
+            try expectModes(store, directories: 0o700, files: 0o600, "compact, umask \(umask)")
+            let verified = try user.storectl(umask: umask, ["verify", store, "--quiet"])
+            #expect(verified.status == 0, "\(verified.stderr)")
+
+            // A migration's new generation (and its scratch) likewise.
+            let old = dir.appendingPathComponent("v1-\(umask)").path
+            #expect(try user.storectl(umask: umask, ["init", old, "--schema", try v1Schemas(in: dir, umask)]).status == 0)
+            let migrated = try user.storectl(umask: umask, ["migrate", old, "--schema", librarySchemaDirectory.path, "--quiet"])
+            #expect(migrated.status == 0, "\(migrated.stderr)")
+            #expect(try FileManager.default.destinationOfSymbolicLink(atPath: old + "/current") == "gen-0000000000000002")
+            try expectModes(old, directories: 0o700, files: 0o600, "migrate, umask \(umask)")
+        }
+    }
+
+    @Test(arguments: TestUser.allCases)
+    func aStoreSharedWithTheGroupIsGroupReadableAndWritable(_ user: TestUser) throws {
+        let dir = try user.ownedDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("shared").path
+        let made = try user.storectl(umask: "077", ["init", store, "--schema", librarySchemaDirectory.path, "--shared-with-group"])
+        #expect(made.status == 0, "\(made.stderr)")
+        try expectModes(store, directories: 0o770, files: 0o660, "init --shared-with-group, umask 077")
+        // Its directories are group-writable: opened only as shared with the group.
+        let refused = try user.storectl(["info", store])
+        #expect(refused.status == 66, "\(refused.status) \(refused.stderr)")
+        #expect(refused.stderr.contains("is writable by its group") && refused.stderr.contains("chmod g-w"), "\(refused.stderr)")
+        let imported = try user.storectl(umask: "000", ["import", store, Self.sample, "--quiet", "--shared-with-group"])
+        #expect(imported.status == 0, "\(imported.stderr)")
+        let compacted = try user.storectl(umask: "000", ["compact", store, "--shared-with-group"])
+        #expect(compacted.status == 0, "\(compacted.stderr)")
+        try expectModes(store, directories: 0o770, files: 0o660, "compact --shared-with-group, umask 000")
+        let info = try user.storectl(["info", store, "--shared-with-group", "--json"])
+        #expect(info.status == 0, "\(info.stderr)")
+    }
+
+    @Test(arguments: TestUser.allCases)
+    func aStoreWhoseDirectoriesOthersMayWriteIsRefused(_ user: TestUser) throws {
+        let dir = try user.ownedDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s").path
+        #expect(try user.storectl(["init", store, "--schema", librarySchemaDirectory.path]).status == 0)
+        let generation = store + "/" + (try FileManager.default.destinationOfSymbolicLink(atPath: store + "/current"))
+        for (path, bits, fix) in [(store, mode_t(0o002), "chmod o-w"), (generation, 0o002, "chmod o-w"), (store, 0o020, "chmod g-w"), (generation, 0o020, "chmod g-w")] {
+            let before = mode(path)
+            #expect(chmod(path, before | bits) == 0)
+            let listing = try FileManager.default.contentsOfDirectory(atPath: store).sorted()
+            for args in [["info", store], ["import", store, Self.sample, "--quiet"]] {
+                let r = try user.storectl(args)
+                #expect(r.status == 66, "\(args[0]) with \(path) mode \(String(mode(path), radix: 8)): \(r.status) \(r.stderr)")
+                #expect(r.stderr.contains("refused: the directory \(path) is writable by"), "\(r.stderr)")
+                #expect(r.stderr.contains("\(fix) \(path)"), "\(r.stderr)")
+            }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: store).sorted() == listing)
+            #expect(chmod(path, before) == 0)
+        }
+        let info = try user.storectl(["info", store])
+        #expect(info.status == 0, "\(info.stderr)")
+    }
+
+    /// Planted links: the owner of a store replaces `lock.mdb` (or `data.mdb`) with a link
+    /// to another file, or plants `strata.lock` as a link, and someone opens the store: another
+    /// user (root), or the owner. Refused (exit 66) before LMDB or Strata opens anything through
+    /// the link; the file the link points at (writable by both) is untouched and nothing is
+    /// created where it points (a directory both may write).
+    @Test(arguments: TestUser.allCases)
+    func linkedStoreFilesAreRefusedAndNothingIsWrittenThroughThem(_ opener: TestUser) throws {
+        let owner = TestUser.unprivileged
+        let dir = try owner.ownedDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s").path
+        #expect(try owner.storectl(["init", store, "--schema", librarySchemaDirectory.path]).status == 0)
+        #expect(try owner.storectl(["import", store, Self.sample, "--quiet"]).status == 0)
+        let generation = store + "/" + (try FileManager.default.destinationOfSymbolicLink(atPath: store + "/current"))
+        // The opener's own file, outside the store.
+        let victimDirectory = temporaryDirectory("permissions-victim")
+        defer { try? FileManager.default.removeItem(at: victimDirectory) }
+        #expect(chmod(victimDirectory.path, 0o1777) == 0)
+        let victim = victimDirectory.appendingPathComponent("important").path
+        let content = Data("the opener's data\n".utf8)
+        try content.write(to: URL(fileURLWithPath: victim))
+        #expect(chmod(victim, 0o666) == 0)
+
+        for file in ["lock.mdb", "data.mdb"] {
+            let path = generation + "/" + file
+            let saved = path + ".saved"
+            #expect(rename(path, saved) == 0)
+            #expect(symlink(victim, path) == 0)
+            for args in [["info", store], ["import", store, Self.sample, "--quiet"], ["compact", store], ["verify", store]] {
+                let r = try opener.storectl(args)
+                #expect(r.status == 66, "\(file), \(args[0]): \(r.status) \(r.stderr)")
+                #expect(r.stderr.contains("\(path) is a symbolic link"), "\(r.stderr)")
+            }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: victim)) == content, "\(file): the file behind the link was written")
+            #expect(mode(victim) == 0o666)
+            #expect(unlink(path) == 0 && rename(saved, path) == 0)
+        }
+
+        let lock = store + "/strata.lock"
+        let planted = victimDirectory.appendingPathComponent("created-through-the-link").path
+        #expect(unlink(lock) == 0)
+        #expect(symlink(planted, lock) == 0)
+        for args in [["import", store, Self.sample, "--quiet"], ["info", store], ["compact", store]] {
+            let r = try opener.storectl(args)
+            #expect(r.status == 66, "strata.lock, \(args[0]): \(r.status) \(r.stderr)")
+            #expect(r.stderr.contains("strata.lock is a symbolic link"), "\(r.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: planted), "\(args[0]) created a file through the strata.lock link")
+        }
+        #expect(unlink(lock) == 0)
+        let info = try owner.storectl(["info", store])
+        #expect(info.status == 0, "\(info.stderr)")
+    }
+
+    /// The library makes the same modes under the umask of the process it runs in (its own
+    /// creation calls set them), for `Store.open`, compaction and `Store.temporary`.
+    @Test func theLibraryMakesPrivateStores() async throws {
+        let dir = temporaryDirectory("permissions-library")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let url = dir.appendingPathComponent("s")
+        let store = try Store.open(at: url, schema: try librarySchema())
+        _ = try await store.save { $0.insert(Genre(name: "g")) }
+        _ = try await store.compact()
+        store.close()
+        try expectModes(url.path, directories: 0o700, files: 0o600, "Store.open and compact")
+        let temporary = try Store.temporary(schema: try librarySchema())
+        defer { temporary.close() }
+        try expectModes(temporary.path, directories: 0o700, files: 0o600, "Store.temporary")
+    }
+}

@@ -1,0 +1,163 @@
+import Foundation
+import Testing
+@testable import Strata
+
+/// Files storectl writes for the user (`export --output`, `import --rejects`, `generate
+/// --output`) never land inside a store directory or on one of its files, however the path
+/// gets there: directly, through `..`, through a symbolic link (also one pointing at nothing
+/// yet), or as a hard link to a store file. Refused with exit 64 and a message naming the path
+/// and why, before anything is created or truncated.
+@Suite struct StorectlOutputPathTests {
+    /// A directory holding a store `s` with the sample genres, and the store's path.
+    func makeStore() throws -> (dir: URL, store: String) {
+        let dir = temporaryDirectory("output-path")
+        let store = dir.appendingPathComponent("s").path
+        let made = try storectl("init", store, "--schema", librarySchemaDirectory.path)
+        #expect(made.status == 0, "\(made.stderr)")
+        let input = dir.appendingPathComponent("genres.ndjson")
+        try Data((0..<5).map { "{\"entity\":\"Genre\",\"name\":\"g\($0)\"}\n" }.joined().utf8).write(to: input)
+        let r = try storectl("import", store, input.path, "--quiet")
+        #expect(r.status == 0, "\(r.stderr)")
+        return (dir, store)
+    }
+
+    /// Every entry of the store's tree (symbolic links as their target text) with its bytes.
+    func contents(_ store: String) throws -> [String: Data] {
+        var out: [String: Data] = [:]
+        let fm = FileManager.default
+        for entry in try fm.subpathsOfDirectory(atPath: store) {
+            let path = store + "/" + entry
+            var st = stat()
+            guard lstat(path, &st) == 0 else { continue }
+            switch st.st_mode & S_IFMT {
+            case S_IFLNK: out[entry] = Data(try fm.destinationOfSymbolicLink(atPath: path).utf8)
+            case S_IFREG: out[entry] = try Data(contentsOf: URL(fileURLWithPath: path))
+            default: out[entry] = Data()
+            }
+        }
+        return out
+    }
+
+    func generation(_ store: String) throws -> String {
+        try FileManager.default.destinationOfSymbolicLink(atPath: store + "/current")
+    }
+
+    /// Paths into the store by every route: direct, `..`, a link to a store file, a link to the
+    /// store directory, a dangling link into it, and a new file inside it.
+    func routesIntoTheStore(_ dir: URL, _ store: String) throws -> [String] {
+        let gen = try generation(store)
+        let fm = FileManager.default
+        try fm.createDirectory(at: dir.appendingPathComponent("elsewhere"), withIntermediateDirectories: true)
+        let linkToData = dir.appendingPathComponent("link-to-data").path
+        try fm.createSymbolicLink(atPath: linkToData, withDestinationPath: store + "/current/data.mdb")
+        let linkToStore = dir.appendingPathComponent("link-to-store").path
+        try fm.createSymbolicLink(atPath: linkToStore, withDestinationPath: "s")
+        let dangling = dir.appendingPathComponent("dangling").path
+        try fm.createSymbolicLink(atPath: dangling, withDestinationPath: "s/\(gen)/not-yet-there")
+        return [
+            store + "/current/data.mdb",
+            store + "/\(gen)/lock.mdb",
+            store + "/strata.lock",
+            store + "/export.ndjson",
+            dir.appendingPathComponent("elsewhere").path + "/../s/current/data.mdb",
+            linkToData,
+            linkToStore + "/current/data.mdb",
+            dangling,
+        ]
+    }
+
+    @Test func exportOutputIntoTheStoreIsRefusedByEveryRoute() throws {
+        let (dir, store) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let before = try contents(store)
+        for path in try routesIntoTheStore(dir, store) {
+            let r = try storectl("export", store, "--entity", "Genre", "--output", path)
+            #expect(r.status == 64, "\(path): exit \(r.status) \(r.stderr)")
+            #expect(r.stderr.contains("storectl: error: --output: \(path): is inside the store directory"), "\(path): \(r.stderr)")
+            #expect(r.stdout.isEmpty)
+            #expect(try contents(store) == before, "\(path): the store changed")
+        }
+        let count = try storectl("query", store, "--entity", "Genre", "--count")
+        #expect(count.status == 0 && count.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "5", "\(count.stderr)")
+    }
+
+    @Test func exportOutputThatIsAHardLinkToAStoreFileIsRefused() throws {
+        let (dir, store) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let gen = try generation(store)
+        for file in ["\(gen)/data.mdb", "\(gen)/lock.mdb", "strata.lock"] {
+            let link = dir.appendingPathComponent("hard-\(file.replacingOccurrences(of: "/", with: "-"))").path
+            #expect(Glibc.link(store + "/" + file, link) == 0, "link: \(String(cString: strerror(errno)))")
+            let before = try contents(store)
+            let r = try storectl("export", store, "--entity", "Genre", "--output", link)
+            #expect(r.status == 64, "\(file): exit \(r.status) \(r.stderr)")
+            #expect(r.stderr.contains("is the store's file \(file) under another name (a hard link)"), "\(r.stderr)")
+            #expect(try contents(store) == before)
+        }
+    }
+
+    /// Bad lines with `--continue-on-error` and the rejects file on the store's data file (or
+    /// any other route into the store, or a hard link to `data.mdb`): refused with exit 64,
+    /// nothing written, `data.mdb` left as it was.
+    @Test func importRejectsIntoTheStoreIsRefusedAndNothingIsWritten() throws {
+        let (dir, store) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("bad.ndjson").path
+        try Data("{\"entity\":\"Genre\",\"name\":\"new\"}\nnot json\n".utf8).write(to: URL(fileURLWithPath: input))
+        let gen = try generation(store)
+        let hard = dir.appendingPathComponent("hard-data").path
+        #expect(Glibc.link(store + "/\(gen)/data.mdb", hard) == 0)
+        let before = try contents(store)
+        for path in try routesIntoTheStore(dir, store) + [hard] {
+            let r = try storectl("import", store, input, "--continue-on-error", "--rejects", path, "--quiet")
+            #expect(r.status == 64, "\(path): exit \(r.status) \(r.stderr)")
+            #expect(r.stderr.contains("storectl: error: --rejects: \(path): "), "\(path): \(r.stderr)")
+            #expect(r.stderr.contains("is inside the store directory") || r.stderr.contains("(a hard link)"), "\(r.stderr)")
+            #expect(try contents(store) == before, "\(path): the store changed")
+        }
+        let info = try storectl("info", store, "--json")
+        #expect(info.status == 0, "\(info.stderr)")
+        #expect(try JSONValue.parse(info.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["lastTransaction"] == .int(1))
+        // Outside the store it goes ahead.
+        let rejects = dir.appendingPathComponent("rejects.ndjson").path
+        let ok = try storectl("import", store, input, "--continue-on-error", "--rejects", rejects, "--quiet")
+        #expect(ok.status == 0, "\(ok.stderr)")
+        #expect(try String(contentsOfFile: rejects, encoding: .utf8).contains("not json"))
+    }
+
+    /// The library refuses the same rejects path (`ImportOptions.rejectsPath`) before writing.
+    @Test func importerRefusesARejectsPathInsideTheStore() async throws {
+        let dir = temporaryDirectory("output-path-lib")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let url = dir.appendingPathComponent("s")
+        let store = try Store.open(at: url, schema: try librarySchema())
+        defer { store.close() }
+        let input = dir.appendingPathComponent("in.ndjson").path
+        try Data("{\"entity\":\"Genre\",\"name\":\"a\"}\nbad\n".utf8).write(to: URL(fileURLWithPath: input))
+        var options = ImportOptions()
+        options.continueOnError = true
+        options.rejectsPath = url.path + "/current/data.mdb"
+        await #expect {
+            _ = try await Importer(store: store, options: options).run(files: [input])
+        } throws: { error in
+            guard let failed = error as? ImportFailed else { return false }
+            return failed.issues.contains { $0.field == "rejectsPath" && $0.reason.contains("is inside the store directory") }
+        }
+        #expect(try store.lastTransactionID == .zero)
+    }
+
+    @Test func generateOutputIntoAStoreIsRefused() throws {
+        let (dir, store) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let before = try contents(store)
+        for path in try routesIntoTheStore(dir, store) {
+            let r = try storectl("generate", "--schema", librarySchemaDirectory.path, "--output", path)
+            #expect(r.status == 64, "\(path): exit \(r.status) \(r.stderr)")
+            #expect(r.stderr.contains("storectl: error: --output: \(path): is inside the store directory"), "\(path): \(r.stderr)")
+            #expect(try contents(store) == before, "\(path): the store changed")
+        }
+        let beside = dir.appendingPathComponent("Model.swift").path
+        let ok = try storectl("generate", "--schema", librarySchemaDirectory.path, "--output", beside)
+        #expect(ok.status == 0, "\(ok.stderr)")
+    }
+}
