@@ -480,7 +480,12 @@ public final class ChildContext: ObjectReading {
         guard !new.isEmpty else { return }
         for child in children.withLock({ $0.compactMap(\.context) }) {
             child.state.withLock { s in
-                for (id, base) in new where s.overlay.records[id] != nil && s.bases[id] == old[id] { s.bases[id] = base }
+                // The base the commit carried, or, for an object the commit inserted, the unsaved
+                // version a descendant read it at.
+                for (id, base) in new where s.overlay.records[id] != nil
+                    && (s.bases[id] == old[id] || (old[id] == nil && s.bases[id]?.version == .zero)) {
+                    s.bases[id] = base
+                }
             }
             child.rebaseDescendants(from: old, to: new)
         }

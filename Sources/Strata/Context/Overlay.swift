@@ -478,12 +478,12 @@ struct OverlayApplier: StateStore {
             switch previous {
             case .some(.some): throw StrataError.duplicateID(e, id)
             case .some(.none):
-                // Deleted here: the id is free again. The object is new if nothing below has it
-                // now (a rare path: the entry is looked for from the newest).
-                let isNew = try !parents.top.exists(id)
-                if let i = leaf.order.lastIndex(where: { $0.id == id }), leaf.order[i].isNew != isNew {
+                // Deleted here: the id is free again. An object of the state below deleted here
+                // and inserted again is a new object if nothing below has it now (a rare path: the
+                // entry is looked for from the newest); one inserted here stays new.
+                if let i = leaf.order.lastIndex(where: { $0.id == id }), !leaf.order[i].isNew, try !parents.top.exists(id) {
                     undo.append(.touch(i, leaf.order[i]))
-                    leaf.order[i] = Overlay.Touch(id: id, isNew: isNew)
+                    leaf.order[i] = Overlay.Touch(id: id, isNew: true)
                 }
             case .none:
                 leaf.order.append(Overlay.Touch(id: id, isNew: true))

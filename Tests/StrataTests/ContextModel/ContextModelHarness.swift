@@ -467,6 +467,8 @@ enum ContextModelRun {
         for i in 0..<steps {
             let step = program.next(harness.model, refused: harness.refused)
             recorded.append(step)
+            // A step is synchronous work on a cooperative thread: give the other tests their turn.
+            await Task.yield()
             if let differences = await harness.perform(step) {
                 failure = ModelRunFailure(seed: seed, albumRequired: required, step: i, steps: steps, trace: harness.trace, differences: differences)
                 break
@@ -518,6 +520,7 @@ enum ContextModelRun {
         let harness = try ModelHarness(schema: try contextModelSchema(albumRequired: albumRequired))
         defer { harness.close() }
         for step in steps where harness.canRun(step) {
+            await Task.yield()
             if let differences = await harness.perform(step, reads: readsEveryStep) { return (harness.trace, differences) }
         }
         if !readsEveryStep, let differences = harness.compareReads() { return (harness.trace, differences) }

@@ -13,7 +13,9 @@ import Testing
 /// others: `STRATA_MODEL_SEEDS=100-199` (or `1,5,9`), `STRATA_MODEL_STEPS=400` steps per seed;
 /// `STRATA_MODEL_SHRINK=0` skips shortening a failing program. `Tools/context-model` runs many
 /// seeds for a time or step budget (the long run below).
-@Suite struct ContextModelTests {
+// Serialized: each program keeps a thread of the cooperative pool busy between its suspension
+// points, and twenty at once would hold up every other test for minutes.
+@Suite(.serialized) struct ContextModelTests {
     @Test(.timeLimit(.minutes(10)), arguments: ContextModelRun.seeds())
     func randomProgramsReadTheSameAsTheModel(seed: UInt64) async throws {
         let (_, failure) = try await ContextModelRun.run(seed: seed, steps: ContextModelRun.steps(default: 300), shrink: ContextModelRun.shrinks)
@@ -23,9 +25,10 @@ import Testing
     /// The model alone over long programs: its views keep their invariants and its store stays
     /// valid (a check of the model, independent of the implementation).
     @Test(.timeLimit(.minutes(5)))
-    func theModelKeepsItsInvariantsOverLongPrograms() throws {
+    func theModelKeepsItsInvariantsOverLongPrograms() async throws {
         for seed in UInt64(1)...40 {
             if let problem = try ContextModelRun.runModelOnly(seed: seed, steps: 400) { Issue.record(Comment(rawValue: problem)) }
+            await Task.yield()
         }
     }
 
