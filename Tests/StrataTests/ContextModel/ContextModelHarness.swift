@@ -440,7 +440,7 @@ enum ContextModelRun {
     static func seeds() -> [UInt64] {
         if let one = environment["STRATA_MODEL_SEED"].flatMap({ UInt64($0) }) { return [one] }
         if let list = environment["STRATA_MODEL_SEEDS"] { return parseSeeds(list) }
-        return Array(1...20)
+        return Array(1...12)
     }
 
     static func parseSeeds(_ text: String) -> [UInt64] {

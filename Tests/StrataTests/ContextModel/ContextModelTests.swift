@@ -18,7 +18,7 @@ import Testing
 @Suite(.serialized) struct ContextModelTests {
     @Test(.timeLimit(.minutes(10)), arguments: ContextModelRun.seeds())
     func randomProgramsReadTheSameAsTheModel(seed: UInt64) async throws {
-        let (_, failure) = try await ContextModelRun.run(seed: seed, steps: ContextModelRun.steps(default: 300), shrink: ContextModelRun.shrinks)
+        let (_, failure) = try await ContextModelRun.run(seed: seed, steps: ContextModelRun.steps(default: 250), shrink: ContextModelRun.shrinks)
         if let failure { Issue.record(Comment(rawValue: failure.report)) }
     }
 
