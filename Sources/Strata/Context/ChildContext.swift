@@ -361,10 +361,16 @@ public final class ChildContext: ObjectReading {
     /// the commit. Objects still pending take the committed values as their base. A child of a
     /// pinned view keeps the committed layer to read until the view shows it.
     private func landed(_ flight: Flight, at tx: TransactionID?, pinned: Bool) {
-        var committedBases: [ObjectID: BaseVersion] = [:]
-        if let tx {
-            for (id, entry) in flight.overlay.records { if let r = entry { committedBases[id] = BaseVersion(version: tx, values: r.values) } }
+        // The bases the commit gives objects still pending here or below: worked out only when
+        // something is pending (a commit of a whole layer, the usual case, needs none).
+        let hasChildren = !children.withLock { $0.allSatisfy { $0.context == nil } }
+        func committedBases() -> [ObjectID: BaseVersion] {
+            guard let tx else { return [:] }
+            var bases: [ObjectID: BaseVersion] = [:]
+            for (id, entry) in flight.overlay.records { if let r = entry { bases[id] = BaseVersion(version: tx, values: r.values) } }
+            return bases
         }
+        var descendantBases: [ObjectID: BaseVersion] = [:]
         let old = state.withLock { s -> Overlay in
             let old = s.overlay
             if s.discards == flight.discards {
@@ -372,8 +378,9 @@ public final class ChildContext: ObjectReading {
                 s.overlay = s.overlay.revision == flight.overlay.revision ? Overlay() : s.overlay.remainder(after: flight.overlay)
             }
             if let tx {
-                if !s.overlay.isEmpty {
-                    for (id, base) in committedBases where s.overlay.records[id] != nil && s.bases[id] == flight.bases[id] { s.bases[id] = base }
+                if !s.overlay.isEmpty || hasChildren {
+                    descendantBases = committedBases()
+                    for (id, base) in descendantBases where s.overlay.records[id] != nil && s.bases[id] == flight.bases[id] { s.bases[id] = base }
                 }
                 if pinned {
                     let layer: Overlay
@@ -392,7 +399,7 @@ public final class ChildContext: ObjectReading {
             s.bases = s.overlay.isEmpty ? [:] : s.bases.filter { s.overlay.records[$0.key] != nil }
             return old
         }
-        rebaseDescendants(from: flight.bases, to: committedBases)
+        if hasChildren { rebaseDescendants(from: flight.bases, to: descendantBases) }
         // The flight's copy of the layer and its operations go with the old layer.
         Self.releaseQueue.async { withExtendedLifetime((old, flight)) {} }
         observers.changed()
