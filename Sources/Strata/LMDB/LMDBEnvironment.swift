@@ -20,6 +20,9 @@ struct LMDBOptions: Sendable {
     /// for new generations too: compaction's appends in key order were slower with it, faulting
     /// the new file's pages in one by one, and migration no faster.)
     var writeMap = false
+    /// Check every page of the data file (``PageAudit``) after `mdb_env_open`, before any page
+    /// but the meta pages is read.
+    var checkPages = false
     /// The mode of `data.mdb` and `lock.mdb` when they are created (``StorePermissions``):
     /// Strata creates them itself, with exactly this mode whatever the umask, before LMDB opens
     /// them.
@@ -163,6 +166,7 @@ final class LMDBEnvironment: Sendable {
             if !options.noLock { try lmdbCheck(mdb_reader_check(env, &dead), "mdb_reader_check") }
             staleReadersCleared = Int(dead)
             try Self.checkFileSize(env, path: path)
+            if options.checkPages { try Self.checkPages(env, path: path) }
             databases = try Self.openDatabases(env, readOnly: options.readOnly)
             try lmdbCheck(mdb_env_info(env, &info), "mdb_env_info")
         } catch {
@@ -881,6 +885,31 @@ final class LMDBEnvironment: Sendable {
         if size < needed {
             throw StrataError.notAStore(path: path, reason: "data.mdb is truncated: \(size) bytes, its pages need \(needed)")
         }
+    }
+
+    /// Checks every page of the data file (``PageAudit``) as of a read transaction held open
+    /// meanwhile, so no writer reuses a page of that state during the check. Beginning the
+    /// transaction reads only the meta page.
+    static func checkPages(_ env: OpaquePointer, path: String) throws {
+        var attempt = 0
+        while true {
+            var txn: OpaquePointer?
+            try lmdbCheck(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn), "mdb_txn_begin(page check)")
+            guard let txn else { throw LMDBError(code: EINVAL, operation: "mdb_txn_begin(page check)") }
+            defer { mdb_txn_abort(txn) }
+            do {
+                return try PageAudit.check(dataFile: path + "/data.mdb", store: path, txnID: lmdbTransactionID(txn))
+            } catch is PageAudit.Outdated where attempt < 100 {
+                attempt += 1   // commits overtook the check's meta page: check the newer state
+            } catch is PageAudit.Outdated {
+                throw StrataError.storeBusy(path: path, processIDs: [])
+            }
+        }
+    }
+
+    /// ``checkPages(_:path:)`` of this open environment.
+    func checkPages() throws {
+        try mapLock.withShared { try Self.checkPages(handle, path: path) }
     }
 
     /// Bytes of the data file on disk.

@@ -24,7 +24,11 @@ struct LMDBTransaction {
 
     /// ``withValue(_:key:_:)`` for a key that lives elsewhere (an id's bytes on the stack).
     func withValue<R>(_ db: LMDBDatabase, key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
-        precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes, "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")
+        // Keys looked up are made from what the store holds (a log entry's ids, a record's values):
+        // a size LMDB cannot hold comes from a damaged entry, reported as such, not a trap.
+        guard key.count > 0 && key.count <= LMDBLimits.maxKeyBytes else {
+            throw StrataError.corruptRecord(id: ObjectID(high: 0, low: 0), reason: "database '\(db.name)': a lookup made from stored data has a \(key.count)-byte key, outside 1…\(LMDBLimits.maxKeyBytes)")
+        }
         var data = MDB_val()
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         let rc = mdb_get(handle, db.dbi, &k, &data)

@@ -231,6 +231,7 @@ public final class Store: Sendable {
         var options = LMDBOptions(mapSizeBytes: min(c.initialMapSizeBytes, c.maxMapSizeBytes), maxMapSizeBytes: c.maxMapSizeBytes,
                                   maxReaders: c.maxReaders, readOnly: c.readOnly, noSync: c.durability == .relaxed, noLock: false,
                                   fileMode: StorePermissions(c).fileMode)
+        options.checkPages = c.checkPagesOnOpen
         // A read-only store in a directory we cannot write to: no lock file can exist, and nobody writes.
         if c.readOnly && access(path, W_OK) != 0 { options.noLock = true }
         do {
@@ -241,7 +242,9 @@ public final class Store: Sendable {
                 if let env = try? LMDBEnvironment(path: path, options: options) { return env }
             }
             switch e.code {
-            case MDB_INVALID, MDB_VERSION_MISMATCH, MDB_CORRUPTED, MDB_PAGE_NOTFOUND:
+            case MDB_CORRUPTED, MDB_PAGE_NOTFOUND:
+                throw StrataError.damagedStore(path: path, reason: "liblmdb found a damaged page (\(e.operation): \(e.message))")
+            case MDB_INVALID, MDB_VERSION_MISMATCH:
                 throw StrataError.notAStore(path: path, reason: "data.mdb is not a readable LMDB file (\(e.message))")
             case MDB_NOTFOUND:
                 throw StrataError.notAStore(path: path, reason: "the LMDB file has no Strata databases")
