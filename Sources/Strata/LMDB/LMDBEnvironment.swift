@@ -161,6 +161,7 @@ final class LMDBEnvironment: Sendable {
             try lmdbCheck(mdb_env_set_maxreaders(env, options.maxReaders), "mdb_env_set_maxreaders")
             try lmdbCheck(mdb_env_set_mapsize(env, try Self.reservableMapSize(options.mapSizeBytes)), "mdb_env_set_mapsize")
             try Self.prepareFiles(path: path, options: options)
+            if options.checkPages { try PageAudit.checkMetas(dataFile: path + "/data.mdb", store: path) }
             try lmdbCheck(mdb_env_open(env, path, flags, options.fileMode), "mdb_env_open(\(path))")
             var dead: Int32 = 0
             if !options.noLock { try lmdbCheck(mdb_reader_check(env, &dead), "mdb_reader_check") }

@@ -118,6 +118,26 @@ struct PageAudit {
         }
     }
 
+    /// Checks only the two meta pages of the data file at `path` (before `mdb_env_open`, which
+    /// would report a damaged one as a file that is not LMDB's). An empty or missing file passes
+    /// (LMDB writes new meta pages into it).
+    static func checkMetas(dataFile path: String, store: String) throws {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno == ENOENT { return }
+            throw LMDBError(code: errno, operation: "open(\(path)) for the page check")
+        }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw LMDBError(code: errno, operation: "fstat(\(path))") }
+        guard st.st_size > 0 else { return }
+        do {
+            _ = try readMetas(fd: fd, fileBytes: Int(st.st_size), path: path)
+        } catch let d as Damage {
+            throw StrataError.damagedStore(path: store, reason: d.reason)
+        }
+    }
+
     struct Meta {
         var txnID: UInt64
         var lastPage: UInt64
