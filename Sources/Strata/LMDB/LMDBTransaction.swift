@@ -166,6 +166,13 @@ struct LMDBTransaction {
                         UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
     }
 
+    /// Bytes of the pages `db` uses (branch, leaf and overflow pages).
+    func pageBytes(_ db: LMDBDatabase) throws -> Int {
+        var stat = MDB_stat()
+        try lmdbCheck(mdb_stat(handle, db.dbi, &stat), "mdb_stat(\(db.name))")
+        return (stat.ms_branch_pages + stat.ms_leaf_pages + stat.ms_overflow_pages) * Int(stat.ms_psize)
+    }
+
     /// Number of entries in `db`.
     func entryCount(_ db: LMDBDatabase) throws -> Int {
         var stat = MDB_stat()
