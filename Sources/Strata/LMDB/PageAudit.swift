@@ -87,6 +87,8 @@ struct PageAudit {
     let pageSize: Int
     let lastPage: UInt64
     private var seen: [UInt64]
+    /// The free-page database's values (key, list), checked once every tree is walked.
+    private var freeLists: [([UInt8], [UInt8])] = []
 
     /// Checks the data file at `path` (`…/data.mdb`) as LMDB sees it at transaction `txnID`
     /// (a read transaction the caller holds open; nil: the newest meta page's).
@@ -209,6 +211,21 @@ struct PageAudit {
             guard record.flags & Self.layoutFlags == 0 else { throw Damage(reason: "database '\(name)': flags 0x\(String(record.flags, radix: 16)) (recorded in the main database)") }
             _ = try walkDatabase(name, record, isMain: false)
         }
+        // A free list names pages a writer may reuse: one that is still part of a tree, or past
+        // the last page, would have the next write overwrite live data.
+        for (key, value) in freeLists {
+            let at = "database '\(Self.freeName)', key \(Self.hex(key))"
+            guard value.count >= 8, value.count % 8 == 0, Self.u64(value, 0) == UInt64(value.count / 8 - 1) else {
+                throw Damage(reason: "\(at): a \(value.count)-byte free list whose count does not match its size")
+            }
+            for i in 1..<(value.count / 8) {
+                let page = Self.u64(value, 8 * i)
+                guard page >= 2 && page <= lastPage else { throw Damage(reason: "\(at): lists page \(page), outside pages 2…\(lastPage)") }
+                guard seen[Int(page / 64)] & (UInt64(1) << (page % 64)) == 0 else {
+                    throw Damage(reason: "\(at): lists page \(page) as free, but a database still uses it")
+                }
+            }
+        }
     }
 
     /// Walks one database; for the main database returns the named databases it records.
@@ -327,8 +344,14 @@ struct PageAudit {
                 }
                 for p in (first + 1)..<(first + pages) { try claim(p, db: db, what: "the value of key \(Self.hex(key))") }
                 tally.overflowPages += pages
+                if db == Self.freeName {
+                    var value = [UInt8](repeating: 0, count: dataSize)
+                    try Self.readExactly(fd, &value, at: Int(first) * pageSize + Self.headerSize)
+                    freeLists.append((key, value))
+                }
             } else {
                 guard dataStart + dataSize <= pageSize else { throw Damage(reason: "\(keyText): its \(dataSize)-byte value runs past the page") }
+                if db == Self.freeName { freeLists.append((key, Array(b[dataStart..<(dataStart + dataSize)]))) }
                 if nodeFlags & Self.fSubData != 0 {
                     guard isMain, dataSize == 48 else { throw Damage(reason: "\(keyText): a database record where none belongs") }
                     named.append((String(decoding: key, as: UTF8.self), DBRecord(b, at: dataStart)))
