@@ -134,6 +134,21 @@ import Testing
         }
     }
 
+    /// The stored schema names what every value is read as; no other checksum covers it.
+    @Test func aDamagedStoredSchemaIsRefusedByEveryCommand() async throws {
+        let dir = temporaryDirectory("damage-schema")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("store")
+        try await buildStore(store)
+        try damage(store) { b in
+            let needle = Array("\"name\":\"sortName\"".utf8)
+            guard let at = (0..<(b.count - needle.count)).first(where: { Array(b[$0..<$0 + needle.count]) == needle }) else { return false }
+            b[at + 9] ^= 0x20   // sortName → SortName: still a valid schema
+            return true
+        }
+        try expectEveryCommandRefuses(store, mentioning: ["database 'meta', key 'schema': the stored schema fails its checksum"])
+    }
+
     @Test func aDamagedLockFileDoesNotStopReads() async throws {
         let dir = temporaryDirectory("damage-lock")
         defer { try? FileManager.default.removeItem(at: dir) }
