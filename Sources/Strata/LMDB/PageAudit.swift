@@ -102,7 +102,7 @@ struct PageAudit {
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw LMDBError(code: errno, operation: "fstat(\(path))") }
         do {
-            let metas = try readMetas(fd: fd, fileBytes: Int(st.st_size), path: path)
+            let metas = try readMetas(fd: fd, fileBytes: Int(st.st_size))
             var meta = metas.chosen
             if let txnID, txnID != meta.txnID {
                 // A commit since the caller's transaction began wrote the other meta page; two or
@@ -134,7 +134,7 @@ struct PageAudit {
         guard fstat(fd, &st) == 0 else { throw LMDBError(code: errno, operation: "fstat(\(path))") }
         guard st.st_size > 0 else { return }
         do {
-            _ = try readMetas(fd: fd, fileBytes: Int(st.st_size), path: path)
+            _ = try readMetas(fd: fd, fileBytes: Int(st.st_size))
         } catch let d as Damage {
             throw StrataError.damagedStore(path: store, reason: d.reason)
         }
@@ -148,15 +148,14 @@ struct PageAudit {
     }
 
     /// Reads and checks both meta pages; returns the one LMDB uses.
-    static func readMetas(fd: Int32, fileBytes: Int, path: String) throws -> (chosen: Meta, chosenIndex: Int, all: [Meta], pageSize: Int) {
-        let systemPage = Int(sysconf(Int32(_SC_PAGESIZE)))
-        // The page size is in meta page 0 (mm_psize); both metas are read with the largest
-        // page size LMDB uses and checked against it.
-        guard fileBytes >= 2 * headerSize + 2 * 136 else { throw Damage(reason: "data.mdb is \(fileBytes) bytes, too short for its meta pages") }
+    static func readMetas(fd: Int32, fileBytes: Int) throws -> (chosen: Meta, chosenIndex: Int, all: [Meta], pageSize: Int) {
+        // The page size is meta page 0's (mm_psize): meta page 1 starts there, and meta page 1
+        // must say the same.
+        guard fileBytes >= 160 else { throw Damage(reason: "data.mdb is \(fileBytes) bytes, too short for its meta pages") }
         var first = [UInt8](repeating: 0, count: 160)
         try readExactly(fd, &first, at: 0)
         let pageSize = Int(u32(first, 40))
-        guard pageSize == systemPage || (pageSize >= 512 && pageSize <= 65536 && pageSize & (pageSize - 1) == 0) else {
+        guard pageSize >= 512 && pageSize <= 65536 && pageSize & (pageSize - 1) == 0 else {
             throw Damage(reason: "meta page 0: page size \(pageSize) is not a power of two LMDB uses")
         }
         guard fileBytes >= 2 * pageSize else { throw Damage(reason: "data.mdb is \(fileBytes) bytes, shorter than its two meta pages") }
@@ -182,9 +181,10 @@ struct PageAudit {
         guard consistent else {
             throw Damage(reason: "meta pages: transaction ids \(metas[0].txnID) (page 0) and \(metas[1].txnID) (page 1) are not consecutive commits")
         }
+        // The older meta page's state is not read, but a last page past the file's end is damage.
         for (i, m) in metas.enumerated() {
             guard m.lastPage >= 1 else { throw Damage(reason: "meta page \(i): last page \(m.lastPage)") }
-            guard m.lastPage <= chosen.lastPage || i == chosenIndex || m.lastPage < UInt64(fileBytes / pageSize) else {
+            guard i == chosenIndex || m.lastPage < UInt64(fileBytes / pageSize) else {
                 throw Damage(reason: "meta page \(i): last page \(m.lastPage) is past the end of the file")
             }
         }
@@ -377,7 +377,7 @@ struct PageAudit {
                 if errno == EINTR { continue }
                 throw LMDBError(code: errno, operation: "pread(data.mdb, offset \(offset + done))")
             }
-            if n == 0 { throw Damage(reason: "data.mdb ends at byte \(offset + done), inside page \(offset / max(1, wanted))") }
+            if n == 0 { throw Damage(reason: "data.mdb ends at byte \(offset + done), inside the \(wanted) bytes read at offset \(offset)") }
             done += n
         }
     }
