@@ -247,10 +247,10 @@ struct PageAudit {
         return named
     }
 
-    private mutating func claim(_ page: UInt64, db: String, what: String) throws {
-        guard page >= 2 && page <= lastPage else { throw Damage(reason: "database '\(db)': \(what) points to page \(page), outside pages 2…\(lastPage) of the file") }
+    private mutating func claim(_ page: UInt64, db: String, what: @autoclosure () -> String) throws {
+        guard page >= 2 && page <= lastPage else { throw Damage(reason: "database '\(db)': \(what()) points to page \(page), outside pages 2…\(lastPage) of the file") }
         let word = Int(page / 64), bit = UInt64(1) << (page % 64)
-        guard seen[word] & bit == 0 else { throw Damage(reason: "database '\(db)': page \(page) is reached twice (\(what))") }
+        guard seen[word] & bit == 0 else { throw Damage(reason: "database '\(db)': page \(page) is reached twice (\(what()))") }
         seen[word] |= bit
     }
 
@@ -262,28 +262,28 @@ struct PageAudit {
 
     private mutating func walkPage(_ page: UInt64, db: String, level: Int, depth: Int, low: [UInt8]?, high: [UInt8]?, isMain: Bool,
                                    tally: inout Tally, named: inout [(String, DBRecord)]) throws {
-        let near = low.map { ", after key \(Self.hex($0))" } ?? ""
-        try claim(page, db: db, what: level == 1 ? "its root" : "a branch node at level \(level - 1)\(near)")
+        func near() -> String { low.map { ", after key \(Self.hex($0))" } ?? "" }
+        try claim(page, db: db, what: level == 1 ? "its root" : "a branch node at level \(level - 1)\(near())")
         let b = try readPage(page)
-        let whereText = "database '\(db)', page \(page)\(near)"
-        guard Self.u64(b, 0) == page else { throw Damage(reason: "\(whereText): its header says page \(Self.u64(b, 0))") }
+        func whereText() -> String { "database '\(db)', page \(page)\(near())" }
+        guard Self.u64(b, 0) == page else { throw Damage(reason: "\(whereText()): its header says page \(Self.u64(b, 0))") }
         let flags = Self.u16(b, 10)
         let isBranch = flags & Self.pBranch != 0, isLeaf = flags & Self.pLeaf != 0
         guard isBranch != isLeaf, flags & (Self.pOverflow | Self.pMeta | Self.pLeaf2 | Self.pSubp) == 0 else {
-            throw Damage(reason: "\(whereText): page flags 0x\(String(flags, radix: 16)) are not a branch or leaf page's")
+            throw Damage(reason: "\(whereText()): page flags 0x\(String(flags, radix: 16)) are not a branch or leaf page's")
         }
         guard isLeaf == (level == depth) else {
-            throw Damage(reason: "\(whereText): a \(isLeaf ? "leaf" : "branch") page at level \(level) of a tree of depth \(depth)")
+            throw Damage(reason: "\(whereText()): a \(isLeaf ? "leaf" : "branch") page at level \(level) of a tree of depth \(depth)")
         }
         let lower = Int(Self.u16(b, 12)), upper = Int(Self.u16(b, 14))
         guard lower >= Self.headerSize, lower % 2 == 0, lower <= upper, upper <= pageSize else {
-            throw Damage(reason: "\(whereText): node array bounds \(lower)…\(upper) do not fit a \(pageSize)-byte page")
+            throw Damage(reason: "\(whereText()): node array bounds \(lower)…\(upper) do not fit a \(pageSize)-byte page")
         }
         let count = (lower - Self.headerSize) / 2
-        guard count > 0 else { throw Damage(reason: "\(whereText): no nodes") }
+        guard count > 0 else { throw Damage(reason: "\(whereText()): no nodes") }
         if isBranch {
             tally.branchPages += 1
-            guard count >= 2 || level == 1 else { throw Damage(reason: "\(whereText): a branch page with \(count) node") }
+            guard count >= 2 || level == 1 else { throw Damage(reason: "\(whereText()): a branch page with \(count) node") }
         } else {
             tally.leafPages += 1
         }
@@ -292,31 +292,32 @@ struct PageAudit {
         for i in 0..<count {
             let offset = Int(Self.u16(b, Self.headerSize + 2 * i))
             guard offset >= upper, offset + 8 <= pageSize else {
-                throw Damage(reason: "\(whereText): node \(i) at offset \(offset) is outside the page's node area \(upper)…\(pageSize)")
+                throw Damage(reason: "\(whereText()): node \(i) at offset \(offset) is outside the page's node area \(upper)…\(pageSize)")
             }
             let lo = UInt64(Self.u16(b, offset)), hi = UInt64(Self.u16(b, offset + 2))
             let nodeFlags = Self.u16(b, offset + 4)
             let keySize = Int(Self.u16(b, offset + 6))
             guard keySize <= LMDBLimits.maxKeyBytes, offset + 8 + keySize <= pageSize else {
-                throw Damage(reason: "\(whereText): node \(i)'s \(keySize)-byte key runs past the page")
+                throw Damage(reason: "\(whereText()): node \(i)'s \(keySize)-byte key runs past the page")
             }
             let key = Array(b[(offset + 8)..<(offset + 8 + keySize)])
-            let keyText = "\(whereText), key \(Self.hex(key))"
+            // Built only for a message (most nodes are fine; formatting every key would dominate the check).
+            func keyText() -> String { "\(whereText()), key \(Self.hex(key))" }
             // Node 0 of a branch page has no key of its own (its bound is the parent's).
             if !(isBranch && i == 0) {
-                guard keySize > 0 else { throw Damage(reason: "\(whereText): node \(i) has an empty key") }
+                guard keySize > 0 else { throw Damage(reason: "\(whereText()): node \(i) has an empty key") }
                 // The free-page database's keys are transaction ids (MDB_INTEGERKEY): compared as
                 // integers; every other database's bytewise.
                 let ordered: ([UInt8], [UInt8]) -> Bool
                 if db == Self.freeName {
-                    guard keySize == 8 else { throw Damage(reason: "\(keyText): a \(keySize)-byte key in the free-page database") }
+                    guard keySize == 8 else { throw Damage(reason: "\(keyText()): a \(keySize)-byte key in the free-page database") }
                     ordered = { a, b in a.count == 8 && b.count == 8 ? Self.u64(a, 0) < Self.u64(b, 0) : Self.less(a, b) }
                 } else {
                     ordered = Self.less
                 }
-                if let previous, !ordered(previous, key) { throw Damage(reason: "\(keyText): keys out of order (node \(i))") }
-                if let low, ordered(key, low) { throw Damage(reason: "\(keyText): below its parent's separator \(Self.hex(low))") }
-                if let high, !ordered(key, high) { throw Damage(reason: "\(keyText): not below the next separator \(Self.hex(high)) of its parent") }
+                if let previous, !ordered(previous, key) { throw Damage(reason: "\(keyText()): keys out of order (node \(i))") }
+                if let low, ordered(key, low) { throw Damage(reason: "\(keyText()): below its parent's separator \(Self.hex(low))") }
+                if let high, !ordered(key, high) { throw Damage(reason: "\(keyText()): not below the next separator \(Self.hex(high)) of its parent") }
                 previous = key
             }
             if isBranch {
@@ -327,20 +328,20 @@ struct PageAudit {
             tally.entries += 1
             let dataSize = Int(lo | hi << 16)
             guard nodeFlags & ~(Self.fBigData | Self.fSubData) == 0 else {
-                throw Damage(reason: "\(keyText): node flags 0x\(String(nodeFlags, radix: 16)) (sorted duplicates are not used)")
+                throw Damage(reason: "\(keyText()): node flags 0x\(String(nodeFlags, radix: 16)) (sorted duplicates are not used)")
             }
             let dataStart = offset + 8 + keySize
             if nodeFlags & Self.fBigData != 0 {
-                guard nodeFlags & Self.fSubData == 0, dataStart + 8 <= pageSize else { throw Damage(reason: "\(keyText): a big value's page number runs past the page") }
+                guard nodeFlags & Self.fSubData == 0, dataStart + 8 <= pageSize else { throw Damage(reason: "\(keyText()): a big value's page number runs past the page") }
                 let first = Self.u64(b, dataStart)
                 let pages = UInt64((Self.headerSize + dataSize + pageSize - 1) / pageSize)
                 try claim(first, db: db, what: "the value of key \(Self.hex(key))")
                 guard first + pages - 1 <= lastPage else {
-                    throw Damage(reason: "\(keyText): its \(dataSize)-byte value on pages \(first)…\(first + pages - 1) runs past the last page \(lastPage)")
+                    throw Damage(reason: "\(keyText()): its \(dataSize)-byte value on pages \(first)…\(first + pages - 1) runs past the last page \(lastPage)")
                 }
                 let head = try readPage(first)
                 guard Self.u64(head, 0) == first, Self.u16(head, 10) & Self.pOverflow != 0, UInt64(Self.u32(head, 12)) == pages else {
-                    throw Damage(reason: "\(keyText): page \(first), which holds its \(dataSize)-byte value, is not an overflow page of \(pages) page(s)")
+                    throw Damage(reason: "\(keyText()): page \(first), which holds its \(dataSize)-byte value, is not an overflow page of \(pages) page(s)")
                 }
                 for p in (first + 1)..<(first + pages) { try claim(p, db: db, what: "the value of key \(Self.hex(key))") }
                 tally.overflowPages += pages
@@ -350,10 +351,10 @@ struct PageAudit {
                     freeLists.append((key, value))
                 }
             } else {
-                guard dataStart + dataSize <= pageSize else { throw Damage(reason: "\(keyText): its \(dataSize)-byte value runs past the page") }
+                guard dataStart + dataSize <= pageSize else { throw Damage(reason: "\(keyText()): its \(dataSize)-byte value runs past the page") }
                 if db == Self.freeName { freeLists.append((key, Array(b[dataStart..<(dataStart + dataSize)]))) }
                 if nodeFlags & Self.fSubData != 0 {
-                    guard isMain, dataSize == 48 else { throw Damage(reason: "\(keyText): a database record where none belongs") }
+                    guard isMain, dataSize == 48 else { throw Damage(reason: "\(keyText()): a database record where none belongs") }
                     named.append((String(decoding: key, as: UTF8.self), DBRecord(b, at: dataStart)))
                 }
             }
