@@ -18,7 +18,7 @@ enum Exit {
         switch error {
         case let e as StrataError:
             switch e {
-            case .schema, .validation, .corruptRecord, .corruptLogEntry, .invalidQuery, .modelMismatch,
+            case .schema, .validation, .corruptRecord, .corruptLogEntry, .damagedStore, .invalidQuery, .modelMismatch,
                  .migrationRequired, .storeTooNew, .schemaChanged, .entityMismatch, .saveTooLarge:
                 return dataError
             case .storeNotFound, .notAStore, .insecure, .noSuchTransaction: return noInput
@@ -44,6 +44,8 @@ enum Exit {
         case EIO, ENOSPC, EFBIG, EDQUOT, MDB_MAP_FULL: return ioError
         case EACCES, EROFS, EPERM: return cannotCreate
         case EAGAIN, EBUSY, MDB_READERS_FULL: return tempFailure
+        // liblmdb found a page it cannot use: a damaged store.
+        case MDB_CORRUPTED, MDB_PAGE_NOTFOUND, MDB_INVALID, MDB_VERSION_MISMATCH, MDB_BAD_VALSIZE: return dataError
         default: return software
         }
     }

@@ -15,6 +15,9 @@ struct StoreArgument: ParsableArguments {
     var configuration: StoreConfiguration {
         var c = StoreConfiguration()
         c.sharedWithGroup = sharedWithGroup
+        // liblmdb trusts its pages: every page is checked before a command reads the store, so
+        // a damaged one is refused (exit 65, naming the database and page), never a crash.
+        c.checkPagesOnOpen = true
         return c
     }
 }

@@ -20,6 +20,9 @@ struct LMDBOptions: Sendable {
     /// for new generations too: compaction's appends in key order were slower with it, faulting
     /// the new file's pages in one by one, and migration no faster.)
     var writeMap = false
+    /// Check every page of the data file (``PageAudit``) after `mdb_env_open`, before any page
+    /// but the meta pages is read.
+    var checkPages = false
     /// The mode of `data.mdb` and `lock.mdb` when they are created (``StorePermissions``):
     /// Strata creates them itself, with exactly this mode whatever the umask, before LMDB opens
     /// them.
@@ -158,11 +161,17 @@ final class LMDBEnvironment: Sendable {
             try lmdbCheck(mdb_env_set_maxreaders(env, options.maxReaders), "mdb_env_set_maxreaders")
             try lmdbCheck(mdb_env_set_mapsize(env, try Self.reservableMapSize(options.mapSizeBytes)), "mdb_env_set_mapsize")
             try Self.prepareFiles(path: path, options: options)
+            if options.checkPages { try PageAudit.checkMetas(dataFile: path + "/data.mdb", store: path) }
             try lmdbCheck(mdb_env_open(env, path, flags, options.fileMode), "mdb_env_open(\(path))")
+            // A map written in place (MDB_WRITEMAP) is the file's size (LMDB ftruncates the file
+            // to it, sparse): its blocks are allocated now, so that a full file system is an
+            // error here and not a SIGBUS at the first write through the map.
+            if options.writeMap { try Self.allocate(path + "/data.mdb", bytes: options.mapSizeBytes) }
             var dead: Int32 = 0
             if !options.noLock { try lmdbCheck(mdb_reader_check(env, &dead), "mdb_reader_check") }
             staleReadersCleared = Int(dead)
             try Self.checkFileSize(env, path: path)
+            if options.checkPages { try Self.checkPages(env, path: path) }
             databases = try Self.openDatabases(env, readOnly: options.readOnly)
             try lmdbCheck(mdb_env_info(env, &info), "mdb_env_info")
         } catch {
@@ -196,7 +205,54 @@ final class LMDBEnvironment: Sendable {
         if !options.readOnly { try create(path + "/data.mdb") }
         if !options.noLock {
             do { try create(path + "/lock.mdb") } catch let e as LMDBError where options.readOnly && (e.code == EACCES || e.code == EROFS) {}
+            // LMDB maps the lock file shared and writes its reader table through the map: on a
+            // full file system a sparse lock file is a SIGBUS at open. Its blocks are allocated
+            // first, so that is an error (ENOSPC) instead. (A lock file that cannot be opened for
+            // writing is left to LMDB, which opens it read-only or refuses.)
+            let lock = Glibc.open(path + "/lock.mdb", O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+            if lock >= 0 {
+                defer { Glibc.close(lock) }
+                let rc = posix_fallocate(lock, 0, off_t(lockFileBytes(maxReaders: options.maxReaders)))
+                if rc != 0 && rc != EOPNOTSUPP && rc != EINVAL && rc != EBADF {
+                    throw LMDBError(code: rc, operation: "posix_fallocate(\(path)/lock.mdb)")
+                }
+            }
         }
+    }
+
+    /// Allocates the first `bytes` of `file` (`posix_fallocate`), extending it if shorter.
+    /// - Throws: ``LMDBError`` with the call's result (`ENOSPC` on a full file system).
+    static func allocate(_ file: String, bytes: Int) throws {
+        let fd = Glibc.open(file, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw LMDBError(code: errno, operation: "open(\(file)) to allocate it") }
+        defer { Glibc.close(fd) }
+        let rc = posix_fallocate(fd, 0, off_t(bytes))
+        // A file system without fallocate (EOPNOTSUPP) is left to LMDB's ftruncate.
+        if rc != 0 && rc != EOPNOTSUPP && rc != EINVAL {
+            throw LMDBError(code: rc, operation: "posix_fallocate(\(file), \(bytes) bytes)")
+        }
+    }
+
+    /// The size of `lock.mdb` liblmdb 0.9.24 uses for `maxReaders` slots on a 64-bit system:
+    /// the header (two 64-byte cache lines) and one 64-byte slot per reader.
+    static func lockFileBytes(maxReaders: UInt32) -> Int { 128 + Int(max(1, maxReaders)) * 64 }
+
+    /// ``lmdbCheck(_:_:)`` for a call that writes the data file (a commit, a sync). liblmdb reports
+    /// a short write — what a full file system gives — as `EIO`; when the file system holding
+    /// the store has less than a megabyte left, the error is reported as `ENOSPC`, which it is.
+    func checkWrite(_ rc: Int32, _ operation: @autoclosure () -> String) throws {
+        guard rc != MDB_SUCCESS else { return }
+        if rc == EIO || rc == ENOSPC, let free = Self.freeBytes(path), free < 1 << 20 {
+            throw LMDBError(code: ENOSPC, operation: "\(operation()) (\(free) bytes left on the file system of \(path))")
+        }
+        throw LMDBError(code: rc, operation: operation())
+    }
+
+    /// Bytes an unprivileged writer may still use on the file system of `path` (`statvfs`).
+    static func freeBytes(_ path: String) -> Int? {
+        var s = statvfs()
+        guard statvfs(path, &s) == 0 else { return nil }
+        return Int(s.f_bavail) * Int(s.f_frsize)
     }
 
     /// `bytes`, or less when that much address space cannot be reserved now
@@ -323,7 +379,7 @@ final class LMDBEnvironment: Sendable {
                         throw error
                     }
                     // mdb_txn_commit frees the transaction whether or not it succeeds.
-                    try lmdbCheck(mdb_txn_commit(txn), "mdb_txn_commit")
+                    try checkWrite(mdb_txn_commit(txn), "mdb_txn_commit")
                     return .success(result)
                 } catch {
                     return .failure(error)
@@ -350,7 +406,7 @@ final class LMDBEnvironment: Sendable {
             mdb_txn_abort(child)
             throw error
         }
-        try lmdbCheck(mdb_txn_commit(child), "mdb_txn_commit(nested)")
+        try checkWrite(mdb_txn_commit(child), "mdb_txn_commit(nested)")
         return result
     }
 
@@ -413,6 +469,9 @@ final class LMDBEnvironment: Sendable {
             }
             size = max(floor, floor + (size - floor) / 2)
         }
+        // Before the map grows over it (see init): a file system without room for the larger
+        // file fails the growth, and the map stays as it was.
+        if options.writeMap { try Self.allocate(path + "/data.mdb", bytes: size) }
         try lmdbCheck(mdb_env_set_mapsize(handle, size), "mdb_env_set_mapsize(\(size))")
         cachedMappings.withLock { $0 = nil }
         // LMDB raises a size below the pages in use to them.
@@ -683,7 +742,7 @@ final class LMDBEnvironment: Sendable {
 
     /// Flushes buffers to disk (`mdb_env_sync(force)`), for `MDB_NOSYNC` environments.
     func sync() throws {
-        try lmdbCheck(mdb_env_sync(handle, 1), "mdb_env_sync")
+        try checkWrite(mdb_env_sync(handle, 1), "mdb_env_sync")
         if let error = backgroundWritebackError {
             throw LMDBError(code: error, operation: "background writeback or flush of \(path)")
         }
@@ -881,6 +940,31 @@ final class LMDBEnvironment: Sendable {
         if size < needed {
             throw StrataError.notAStore(path: path, reason: "data.mdb is truncated: \(size) bytes, its pages need \(needed)")
         }
+    }
+
+    /// Checks every page of the data file (``PageAudit``) as of a read transaction held open
+    /// meanwhile, so no writer reuses a page of that state during the check. Beginning the
+    /// transaction reads only the meta page.
+    static func checkPages(_ env: OpaquePointer, path: String) throws {
+        var attempt = 0
+        while true {
+            var txn: OpaquePointer?
+            try lmdbCheck(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn), "mdb_txn_begin(page check)")
+            guard let txn else { throw LMDBError(code: EINVAL, operation: "mdb_txn_begin(page check)") }
+            defer { mdb_txn_abort(txn) }
+            do {
+                return try PageAudit.check(dataFile: path + "/data.mdb", store: path, txnID: lmdbTransactionID(txn))
+            } catch is PageAudit.Outdated where attempt < 100 {
+                attempt += 1   // commits overtook the check's meta page: check the newer state
+            } catch is PageAudit.Outdated {
+                throw StrataError.storeBusy(path: path, processIDs: [])
+            }
+        }
+    }
+
+    /// ``checkPages(_:path:)`` of this open environment.
+    func checkPages() throws {
+        try mapLock.withShared { try Self.checkPages(handle, path: path) }
     }
 
     /// Bytes of the data file on disk.

@@ -24,7 +24,11 @@ struct LMDBTransaction {
 
     /// ``withValue(_:key:_:)`` for a key that lives elsewhere (an id's bytes on the stack).
     func withValue<R>(_ db: LMDBDatabase, key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
-        precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes, "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")
+        // Keys looked up are made from what the store holds (a log entry's ids, a record's values):
+        // a size LMDB cannot hold comes from a damaged entry, reported as such, not a trap.
+        guard key.count > 0 && key.count <= LMDBLimits.maxKeyBytes else {
+            throw StrataError.corruptRecord(id: ObjectID(high: 0, low: 0), reason: "database '\(db.name)': a lookup made from stored data has a \(key.count)-byte key, outside 1…\(LMDBLimits.maxKeyBytes)")
+        }
         var data = MDB_val()
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         let rc = mdb_get(handle, db.dbi, &k, &data)
@@ -160,6 +164,13 @@ struct LMDBTransaction {
         try lmdbCheck(rc, "mdb_cursor_get(\(db.name), MDB_LAST)")
         return try body(UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size),
                         UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
+    }
+
+    /// Bytes of the pages `db` uses (branch, leaf and overflow pages).
+    func pageBytes(_ db: LMDBDatabase) throws -> Int {
+        var stat = MDB_stat()
+        try lmdbCheck(mdb_stat(handle, db.dbi, &stat), "mdb_stat(\(db.name))")
+        return (stat.ms_branch_pages + stat.ms_leaf_pages + stat.ms_overflow_pages) * Int(stat.ms_psize)
     }
 
     /// Number of entries in `db`.

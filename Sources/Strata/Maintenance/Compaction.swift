@@ -73,6 +73,7 @@ extension Store {
         let horizon = max(previousHorizon, min(requested ?? t0, t0))
         let bytesBefore = oldEnv.fileBytes
 
+        try checkRoomForGeneration(snapshot)
         let generation = try makeGeneration(like: oldEnv)
         let newEnv = generation.env
         // Set on the writer the moment `current` names the new generation: from then on it is

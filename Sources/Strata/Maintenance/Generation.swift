@@ -52,6 +52,21 @@ extension Store {
         generation.env.prefetch()
     }
 
+    /// Refuses (`ENOSPC`) to start a new generation the file system has no room for: the pages
+    /// `snapshot`'s databases use (their branch, leaf and overflow pages; free pages are not
+    /// copied), which is what a compacted copy needs at most, against the space left on the
+    /// file system of the store. Checked before anything is created, so a refused build leaves
+    /// nothing behind. The build itself can still run out (another writer on the file system):
+    /// its writes then fail with `ENOSPC` and the generation is removed.
+    func checkRoomForGeneration(_ snapshot: Snapshot) throws {
+        let needed = try snapshot.read { view in
+            try DatabaseName.named.reduce(view.txn.pageBytes(view.env[.counts])) { $0 + (try view.txn.pageBytes(view.env[$1])) }
+        }
+        if let free = LMDBEnvironment.freeBytes(path), free < needed {
+            throw LMDBError(code: ENOSPC, operation: "room for a new generation of about \(needed) bytes in \(path) (\(free) bytes left on its file system)")
+        }
+    }
+
     /// Creates an empty generation, built without fsync (it is synced once before the switch);
     /// its bulk copies (``LMDBEnvironment/copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``)
     /// drop what is on disk from the page cache as they go (``LMDBEnvironment/isBulkBuild``).

@@ -138,6 +138,7 @@ extension Store {
         let snapshot = try self.snapshot(label: "migration")
         defer { snapshot.close() }
         let oldEnv = snapshot.env
+        try checkRoomForGeneration(snapshot)
         let generation = try makeGeneration(like: oldEnv)
         let newEnv = generation.env
         var switched = false
@@ -334,7 +335,7 @@ struct Upcaster: Sendable {
             if !toCheck.isEmpty { checked[e.tag] = (target, toCheck) }
         }
         checkedUniques = checked
-        scratch = try StateRebuilder.scratch(sizeHint: 64 << 20, storeDirectory: URL(fileURLWithPath: newEnv.path).deletingLastPathComponent().path)
+        scratch = try StateRebuilder.scratch(sizeHint: 1 << 20, storeDirectory: URL(fileURLWithPath: newEnv.path).deletingLastPathComponent().path)
         timings = Array(repeating: .zero, count: hops.reduce(0) { $0 + $1.steps.count })
     }
 

@@ -152,20 +152,37 @@ enum StateRebuilder {
     }
 
     /// A scratch environment, removed when closed: in the store directory `storeDirectory` when
-    /// given and writable (named `.scratch-…`, so a process killed meanwhile leaves nothing the
-    /// next open of the store does not remove), else in the temporary directory.
+    /// given, writable and with room for `sizeHint` bytes (named `.scratch-…`, so a process
+    /// killed meanwhile leaves nothing the next open of the store does not remove), else in the
+    /// temporary directory when that has the room; else `ENOSPC`, with nothing created.
+    ///
+    /// The map (`MDB_WRITEMAP`: the file's size) is allocated up front and at each growth
+    /// (``LMDBEnvironment/allocate(_:bytes:)``): a full file system is an error, never a SIGBUS
+    /// from a write through the map. It starts at the hint (at least 1 MiB) and grows by doubling.
     static func scratch(sizeHint: Int, storeDirectory: String? = nil) throws -> LMDBEnvironment {
+        let size = max(1 << 20, sizeHint)
+        func hasRoom(_ dir: String) -> Bool { (LMDBEnvironment.freeBytes(dir) ?? Int.max) >= size }
+        let temporary = FileManager.default.temporaryDirectory
         let parent: URL
-        if let storeDirectory, access(storeDirectory, W_OK) == 0 {
+        if let storeDirectory, access(storeDirectory, W_OK) == 0, hasRoom(storeDirectory) {
             parent = URL(fileURLWithPath: storeDirectory)
+        } else if hasRoom(temporary.path) {
+            parent = temporary
         } else {
-            parent = FileManager.default.temporaryDirectory
+            let place = storeDirectory.map { "\($0) or \(temporary.path)" } ?? temporary.path
+            throw LMDBError(code: ENOSPC, operation: "room for a scratch environment of \(size) bytes in \(place)")
         }
         let path = parent.appendingPathComponent(StoreDirectory.scratchPrefix + UUID().uuidString).path
         // Private whatever the umask (it holds a copy of the store's state).
         try StorePermissions.private.makeDirectory(path)
-        let env = try LMDBEnvironment(path: path, options: LMDBOptions(
-            mapSizeBytes: max(64 << 20, sizeHint), maxMapSizeBytes: 1 << 42, maxReaders: 8, readOnly: false, noSync: true, noLock: false, writeMap: true))
+        let env: LMDBEnvironment
+        do {
+            env = try LMDBEnvironment(path: path, options: LMDBOptions(
+                mapSizeBytes: size, maxMapSizeBytes: 1 << 42, maxReaders: 8, readOnly: false, noSync: true, noLock: false, writeMap: true))
+        } catch {
+            try? FileManager.default.removeItem(atPath: path)
+            throw error
+        }
         env.onClose { try? FileManager.default.removeItem(atPath: path) }
         return env
     }

@@ -88,6 +88,9 @@ extension Store {
             let started = ContinuousClock.now
             let snapshot = try self.snapshot(label: "verify")
             defer { snapshot.close() }
+            // Every page is checked before liblmdb is trusted to walk it (a damaged page would
+            // make it fault or hand back a value past the end of the file).
+            try snapshot.env.checkPages()
             if !rebuild, let report = try verifyInMemory(snapshot, started: started, progress: progress) { return report }
             return try verifyByRebuilding(snapshot, started: started, progress: progress)
         }

@@ -112,6 +112,11 @@ enum MetaKey {
     static let format = Array("format".utf8)
     /// Canonical JSON of the schema the store holds.
     static let schema = Array("schema".utf8)
+    /// CRC-32C (u32) of ``schema``'s bytes: the stored schema names every entity, attribute and
+    /// relationship the store's data is read with, and no other checksum covers it. Written with
+    /// the schema; a store made before it has none (its schema is then checked against ``model``
+    /// and ``version`` only).
+    static let schemaChecksum = Array("schema-crc32c".utf8)
     /// Model name (UTF-8) and version (u32), readable without parsing the schema.
     static let model = Array("model".utf8)
     static let version = Array("version".utf8)

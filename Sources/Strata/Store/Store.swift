@@ -231,6 +231,7 @@ public final class Store: Sendable {
         var options = LMDBOptions(mapSizeBytes: min(c.initialMapSizeBytes, c.maxMapSizeBytes), maxMapSizeBytes: c.maxMapSizeBytes,
                                   maxReaders: c.maxReaders, readOnly: c.readOnly, noSync: c.durability == .relaxed, noLock: false,
                                   fileMode: StorePermissions(c).fileMode)
+        options.checkPages = c.checkPagesOnOpen
         // A read-only store in a directory we cannot write to: no lock file can exist, and nobody writes.
         if c.readOnly && access(path, W_OK) != 0 { options.noLock = true }
         do {
@@ -241,7 +242,9 @@ public final class Store: Sendable {
                 if let env = try? LMDBEnvironment(path: path, options: options) { return env }
             }
             switch e.code {
-            case MDB_INVALID, MDB_VERSION_MISMATCH, MDB_CORRUPTED, MDB_PAGE_NOTFOUND:
+            case MDB_CORRUPTED, MDB_PAGE_NOTFOUND:
+                throw StrataError.damagedStore(path: path, reason: "liblmdb found a damaged page (\(e.operation): \(e.message))")
+            case MDB_INVALID, MDB_VERSION_MISMATCH:
                 throw StrataError.notAStore(path: path, reason: "data.mdb is not a readable LMDB file (\(e.message))")
             case MDB_NOTFOUND:
                 throw StrataError.notAStore(path: path, reason: "the LMDB file has no Strata databases")
@@ -262,6 +265,15 @@ public final class Store: Sendable {
             }
             guard let format = found else { return nil }
             let schema = try txn.withValue(env[.meta], key: MetaKey.schema) { Array($0) } ?? []
+            // The schema's checksum, or (a store made before it was kept) its model and version.
+            if let stored = try txn.withValue(env[.meta], key: MetaKey.schemaChecksum, { b -> UInt32? in
+                var r = ByteReader(b)
+                return b.count == 4 ? try r.u32() : nil
+            }) {
+                guard let stored, stored == CRC32C.checksum(schema) else {
+                    throw StrataError.damagedStore(path: path, reason: "database 'meta', key 'schema': the stored schema fails its checksum")
+                }
+            }
             return (format, schema)
         }
         guard let stored else {
@@ -280,6 +292,17 @@ public final class Store: Sendable {
         } catch let e as SchemaError {
             throw StrataError.notAStore(path: path, reason: "stored schema is unreadable: \(e)")
         }
+        let recorded = try env.read { txn -> (model: [UInt8]?, version: [UInt8]?) in
+            (try txn.withValue(env[.meta], key: MetaKey.model) { Array($0) }, try txn.withValue(env[.meta], key: MetaKey.version) { Array($0) })
+        }
+        var version = ByteWriter(capacity: 4)
+        version.u32(UInt32(truncatingIfNeeded: storeSchema.version))
+        if let model = recorded.model, model != Array(storeSchema.model.utf8) {
+            throw StrataError.damagedStore(path: path, reason: "database 'meta': the stored schema's model '\(EchoedText.shown(storeSchema.model))' differs from the recorded model '\(EchoedText.shown(String(decoding: model, as: UTF8.self)))'")
+        }
+        if let v = recorded.version, v != version.bytes {
+            throw StrataError.damagedStore(path: path, reason: "database 'meta': the stored schema's version \(storeSchema.version) differs from the recorded version")
+        }
         guard let appSchema else { return storeSchema }
         guard storeSchema.model == appSchema.model else { throw StrataError.modelMismatch(store: storeSchema.model, app: appSchema.model) }
         if storeSchema.version < appSchema.version {
@@ -296,7 +319,11 @@ public final class Store: Sendable {
         precondition(!env.options.readOnly)
         try env.write { txn in
             try txn.put(env[.meta], key: MetaKey.format, value: MetaKey.formatValue(MetaKey.storeFormat))
-            try txn.put(env[.meta], key: MetaKey.schema, value: Array(schema.canonicalJSON.utf8))
+            let json = Array(schema.canonicalJSON.utf8)
+            try txn.put(env[.meta], key: MetaKey.schema, value: json)
+            var checksum = ByteWriter(capacity: 4)
+            checksum.u32(CRC32C.checksum(json))
+            try txn.put(env[.meta], key: MetaKey.schemaChecksum, value: checksum.bytes)
             try txn.put(env[.meta], key: MetaKey.model, value: Array(schema.model.utf8))
             var version = ByteWriter(capacity: 4)
             version.u32(UInt32(schema.version))

@@ -87,6 +87,13 @@ public struct StoreConfiguration: Sendable {
     /// verified by rebuilding its state in a scratch environment on disk instead (about 8× slower,
     /// bounded memory). 0 always rebuilds on disk.
     public var verifyInMemoryObjectLimit = 2_000_000
+    /// Whether opening the store first checks every page of its data file (meta pages, page
+    /// headers, nodes, page numbers, value sizes, key order; read with `pread`, not through the
+    /// map) and refuses a damaged one with ``StrataError/damagedStore(path:reason:)``. liblmdb
+    /// trusts its pages: on a damaged one it may fault or return a value past the end of the file.
+    /// The check reads the whole file once; `storectl` does it for every command that reads a
+    /// store, and ``Store/verify(rebuild:progress:)`` always does it.
+    public var checkPagesOnOpen = false
 
     /// Throws ``StrataError/invalidConfiguration(field:value:reason:)`` for the first value out of
     /// its range. `Store.open` calls it before touching the directory: a count of zero here

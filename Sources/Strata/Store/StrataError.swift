@@ -34,6 +34,11 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
     case corruptRecord(id: ObjectID, reason: String)
     /// A log entry failed its checksum or does not decode.
     case corruptLogEntry(transaction: TransactionID, reason: String)
+    /// The store's data file is damaged where liblmdb itself would trust it: a meta page, a page
+    /// header, a node, a page number or a value's size (``Store/verify(rebuild:progress:)`` and
+    /// a store opened with ``StoreConfiguration/checkPagesOnOpen`` check them all before reading).
+    /// The reason names the database and page, and the key near the damage when there is one.
+    case damagedStore(path: String, reason: String)
     /// A save was refused by validation; nothing of it was written.
     case validation(ValidationFailure)
     /// The map reached ``StoreConfiguration/maxMapSizeBytes``.
@@ -87,6 +92,7 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
         // The zero id stands for an entry of the index databases that names no object.
         case .corruptRecord(let id, let r): return id == ObjectID(high: 0, low: 0) ? "corrupt store entry: \(r)" : "corrupt state record \(id): \(r)"
         case .corruptLogEntry(let tx, let r): return "corrupt log entry for transaction \(tx): \(r)"
+        case .damagedStore(let p, let r): return "\(p): the store is damaged: \(r)"
         case .validation(let f): return f.description
         case .storeFull(let m): return "store is full: the map reached its maximum of \(m) bytes"
         case .readOnly(let p): return "\(p): store is open read-only"

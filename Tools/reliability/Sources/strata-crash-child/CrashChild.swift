@@ -11,6 +11,7 @@ import Foundation
 ///   fuzz-seeds     writes the seed corpora of fuzz-log-entry and fuzz-record from a real store
 ///   flips          the on-disk byte-flip campaign (Tools/reliability/flip-campaign)
 ///   flip-check     one check of a flipped copy (started by `flips`)
+///   cli-flips      the byte-flip campaign against storectl's read commands (flip-campaign --cli)
 ///   hold-snapshot  pins a snapshot and sleeps (stale-reader test)
 ///   fsize          saves under RLIMIT_FSIZE until a write fails (resource-fault test)
 ///   fork           uses a store after fork() (misuse test)
@@ -32,6 +33,7 @@ struct CrashChild {
         case "fuzz-seeds": try FuzzSeeds.run(o)
         case "flips": try FlipCampaign.run(o)
         case "flip-check": try FlipCampaign.check(o)
+        case "cli-flips": try CLIFlipCampaign.run(o)
         case "hold-snapshot": try FaultModes.holdSnapshot(o)
         case "fsize": try FaultModes.fileSizeLimit(o)
         case "fork": try FaultModes.forkMisuse(o)

@@ -470,7 +470,11 @@ extension FlipCampaign {
         emit("READS absent=\(absent) scanned=\(scanned) of=\(n)")
         // verify() is bounded: SIGALRM ends the process if it does not return.
         alarm(UInt32(o.int("verify-timeout", default: 20)))
-        let report = try s.verify()
-        emit("VERIFY \(report.ok ? "ok" : report.problems.first ?? "failed")")
+        do {
+            let report = try s.verify()
+            emit("VERIFY \(report.ok ? "ok" : report.problems.first ?? "failed")")
+        } catch {
+            emit("VERIFY \(error)")
+        }
     }
 }

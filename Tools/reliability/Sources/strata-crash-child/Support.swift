@@ -118,16 +118,18 @@ func percentile(_ values: [Double], _ p: Double) -> Double {
 struct Child {
     let pid: pid_t
 
-    /// Starts `selfPath` with `arguments`, stdout to `stdoutPath`, stderr to `stderrPath`, and
-    /// this process's environment with `environment` added (e.g. its own `TMPDIR`).
-    static func start(_ arguments: [String], stdoutPath: String, stderrPath: String, environment: [String: String] = [:]) -> Child {
+    /// Starts `executable` (this program by default) with `arguments`, stdout to `stdoutPath`,
+    /// stderr to `stderrPath`, and this process's environment with `environment` added (e.g. its
+    /// own `TMPDIR`).
+    static func start(_ arguments: [String], stdoutPath: String, stderrPath: String, environment: [String: String] = [:],
+                      executable: String = selfPath) -> Child {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        let argv = ([selfPath] + arguments).map { strdup($0) } + [nil]
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
         var env: [UnsafeMutablePointer<CChar>?] = []
         var p = environ
@@ -140,7 +142,7 @@ struct Child {
         env.append(nil)
         defer { for e in env { free(e) } }
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, selfPath, &actions, nil, argv, env)
+        let rc = posix_spawn(&pid, executable, &actions, nil, argv, env)
         guard rc == 0 else { fail("posix_spawn failed: \(String(cString: strerror(rc)))") }
         return Child(pid: pid)
     }
