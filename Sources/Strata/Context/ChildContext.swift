@@ -348,12 +348,18 @@ public final class ChildContext: ObjectReading {
             return try layer.netChanges(schema: schema, bases: s.bases, view: merged.top,
                                         below: MergedSource.Level(source: merged, depth: lower.count))
         }
-        // A base belongs to an object of the store the layer changes; one inserted here again
-        // after a delete is a new object and carries none.
-        let bases = s.bases.filter { layer.records[$0.key] != nil }
-        guard !bases.isEmpty else { return (operations, bases) }
-        let new = Set(layer.order.lazy.filter(\.isNew).map(\.id))
-        return (operations, bases.filter { !new.contains($0.key) })
+        // A base goes with an object the set updates or deletes: the merge policy judges those
+        // (an object whose values are back to what was read, or whose edges alone changed, is
+        // not judged; one inserted again after a delete is a new object).
+        guard !s.bases.isEmpty else { return (operations, [:]) }
+        var judged = Set<ObjectID>()
+        for op in operations {
+            switch op {
+            case .update(let id, _), .delete(let id): judged.insert(id)
+            default: continue
+            }
+        }
+        return (operations, s.bases.filter { judged.contains($0.key) })
     }
 
     /// After a root commit of `flight` (at `tx`; nil when there was nothing to save): what was

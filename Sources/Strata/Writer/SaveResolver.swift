@@ -76,7 +76,17 @@ struct SaveResolver<S: StateStore> {
         self.netState = netState
         applier.defersUniqueClashes = netState
         if netState {
-            for case .delete(let id) in operations { deletesAsked.insert(id) }
+            // Judged whole: every changed object's base is compared with the store as it was
+            // before the set, before any step (a cascade of the set must not hide a conflict).
+            for op in operations {
+                switch op {
+                case .update(let id, let attributes): _ = try decide(resolved(id), changing: attributes)
+                case .delete(let id):
+                    deletesAsked.insert(id)
+                    _ = try decide(resolved(id), changing: [])
+                default: continue
+                }
+            }
         }
         if collectsChanges { changes.reserveCapacity(operations.count) }
         for op in operations {
