@@ -15,7 +15,8 @@ final class SerialGate: Sendable {
         return try await body()
     }
 
-    private func enter() async {
+    /// Waits for the turn. Pair with ``leave()``.
+    func enter() async {
         let free = state.withLock { s -> Bool in
             guard !s.busy else { return false }
             s.busy = true
@@ -36,8 +37,9 @@ final class SerialGate: Sendable {
     }
 
     /// Hands the turn to the next waiting block (the gate stays busy), or frees the gate.
-    private func leave() {
+    func leave() {
         let next = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            precondition(s.busy, "SerialGate.leave() without enter()")
             guard !s.waiting.isEmpty else {
                 s.busy = false
                 return nil
@@ -46,4 +48,7 @@ final class SerialGate: Sendable {
         }
         next?.resume()
     }
+
+    /// Blocks waiting for their turn (tests only).
+    var waitingForTesting: Int { state.withLock { $0.waiting.count } }
 }
