@@ -28,6 +28,7 @@ extension Overlay {
         var deletes: [ChangeSet.Operation] = []
         var updates: [ChangeSet.Operation] = []
         var inserts: [ChangeSet.Operation] = []
+        inserts.reserveCapacity(order.count)
         for touch in order {
             let id = touch.id, isNew = touch.isNew
             guard let entry = records[id] else { continue }
@@ -46,7 +47,16 @@ extension Overlay {
                 }
             }
         }
-        return unlinks + updates + inserts + links + deletes
+        // One array, sized once: chained `+` copied (and retained) every operation up to three times.
+        if unlinks.isEmpty, updates.isEmpty, links.isEmpty, deletes.isEmpty { return inserts }
+        var all: [ChangeSet.Operation] = []
+        all.reserveCapacity(unlinks.count + updates.count + inserts.count + links.count + deletes.count)
+        all += unlinks
+        all += updates
+        all += inserts
+        all += links
+        all += deletes
+        return all
     }
 
     /// Edge keys in a fixed order (tag, then source id), so that a commit's log is the same

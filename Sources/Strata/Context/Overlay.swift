@@ -38,38 +38,132 @@ struct Overlay: Sendable {
         let lower: [UInt64]
     }
 
+    /// The fields of the layer behind one reference, copied on the first change of a shared one
+    /// (as the standard library's collections are). A child insert moves its layer into an
+    /// applier and back: with the fields inline, each move, and each empty layer left behind,
+    /// retained and released every dictionary of the layer.
+    ///
+    /// `@unchecked Sendable` is safe because a `Storage` is only ever mutated through the
+    /// `_modify` accessors below, each of which first makes sure (`isKnownUniquelyReferenced`)
+    /// that the `Overlay` value being mutated holds the only reference, and copies the storage
+    /// otherwise. A storage reachable from two values (on any threads) is therefore never
+    /// written, only read; one reachable from one value is only touched by whoever has exclusive
+    /// (`inout`) access to that value.
+    private final class Storage: @unchecked Sendable {
+        var records = [ObjectID: Record?]()
+        var order = [Touch]()
+        var originals = [ObjectID: [Value]]()
+        var edges = [LinkKey: [ObjectID: Bool]]()
+        var replaced = Set<LinkKey>()
+        var replacedTags = Set<UInt16>()
+        var uniques = [ByteKey: ObjectID]()
+        var dirty = [UInt16: Set<ObjectID>]()
+        var countDelta = [UInt16: Int]()
+        var countBasis: CountBasis?
+        var factCount = 0
+
+        init() {}
+
+        init(copying o: Storage) {
+            records = o.records
+            order = o.order
+            originals = o.originals
+            edges = o.edges
+            replaced = o.replaced
+            replacedTags = o.replacedTags
+            uniques = o.uniques
+            dirty = o.dirty
+            countDelta = o.countDelta
+            countBasis = o.countBasis
+            factCount = o.factCount
+        }
+
+        /// The storage of every empty layer until its first change.
+        static let empty = Storage()
+    }
+
+    private var storage: Storage
+
+    private mutating func makeUnique() {
+        if !isKnownUniquelyReferenced(&storage) { storage = Storage(copying: storage) }
+    }
+
     /// Changed or inserted records; `nil` marks a deletion.
-    // `Dictionary()` rather than `[:]`: an overlay is made empty twice per child insert, and the
-    // literal goes through `init(dictionaryLiteral:)`.
-    var records = [ObjectID: Record?]()
+    var records: [ObjectID: Record?] {
+        _read { yield storage.records }
+        _modify { makeUnique(); yield &storage.records }
+    }
     /// The keys of ``records`` in the order they were first changed here (a commit sends its
     /// changes in that order), each with whether it was inserted here (absent below then).
-    var order = [Touch]()
+    var order: [Touch] {
+        _read { yield storage.order }
+        _modify { makeUnique(); yield &storage.order }
+    }
     /// The values an object of the state below had when this layer first changed its attributes:
     /// what a commit compares with to send only the attributes changed here.
-    var originals = [ObjectID: [Value]]()
+    var originals: [ObjectID: [Value]] {
+        _read { yield storage.originals }
+        _modify { makeUnique(); yield &storage.originals }
+    }
     /// Explicit edge facts, both directions: target → present (true) or absent (false).
-    var edges = [LinkKey: [ObjectID: Bool]]()
+    var edges: [LinkKey: [ObjectID: Bool]] {
+        _read { yield storage.edges }
+        _modify { makeUnique(); yield &storage.edges }
+    }
     /// Keys whose whole target set this layer defines (edges below are not read for them).
-    var replaced = Set<LinkKey>()
+    var replaced: Set<LinkKey> {
+        _read { yield storage.replaced }
+        _modify { makeUnique(); yield &storage.replaced }
+    }
     /// The relationship tags of ``replaced`` keys: a read of a key whose inverse tag is not here
     /// needs no per-target check.
-    var replacedTags = Set<UInt16>()
+    var replacedTags: Set<UInt16> {
+        _read { yield storage.replacedTags }
+        _modify { makeUnique(); yield &storage.replacedTags }
+    }
     /// Unique keys held by records of this layer (every key of an object it inserted or updated),
     /// and their owners.
-    var uniques = [ByteKey: ObjectID]()
+    var uniques: [ByteKey: ObjectID] {
+        _read { yield storage.uniques }
+        _modify { makeUnique(); yield &storage.uniques }
+    }
     /// Objects whose edges changed, per entity tag. With the keys of ``records`` (objects whose
     /// record changed), the extra candidates a query must look at.
-    var dirty = [UInt16: Set<ObjectID>]()
+    var dirty: [UInt16: Set<ObjectID>] {
+        _read { yield storage.dirty }
+        _modify { makeUnique(); yield &storage.dirty }
+    }
     /// Live objects added (removed, negative) per entity tag, against ``countBasis``.
-    var countDelta = [UInt16: Int]()
+    var countDelta: [UInt16: Int] {
+        _read { yield storage.countDelta }
+        _modify { makeUnique(); yield &storage.countDelta }
+    }
     /// The state below that ``countDelta`` was computed against; when the state below is another,
     /// counts are computed from ``records`` instead.
-    var countBasis: CountBasis?
+    var countBasis: CountBasis? {
+        _read { yield storage.countBasis }
+        _modify { makeUnique(); yield &storage.countBasis }
+    }
     /// Explicit edge facts held (each edge counts twice, once per direction).
-    var factCount = 0
+    var factCount: Int {
+        _read { yield storage.factCount }
+        _modify { makeUnique(); yield &storage.factCount }
+    }
     /// Changes with every successful change of the layer; unique across layers of the process.
-    var revision: UInt64 = Overlay.nextRevision()
+    var revision: UInt64
+
+    /// An empty layer with a revision of its own.
+    init() {
+        storage = .empty
+        revision = Overlay.nextRevision()
+    }
+
+    /// An empty layer that only holds a place while its content is moved elsewhere
+    /// (``OverlayApplier/take(_:)``); it is overwritten before anything reads it.
+    init(placeholder: Void) {
+        storage = .empty
+        revision = 0
+    }
 
     private static let revisions = Atomic<UInt64>(0)
     static func nextRevision() -> UInt64 { revisions.add(1, ordering: .relaxed).newValue }
@@ -349,11 +443,10 @@ struct OverlayApplier: StateStore {
         return Self.take(&leaf)
     }
 
-    /// `overlay`'s value, leaving an empty one in its place. A swap moves the dictionary
-    /// references; `defer { x = Overlay() }; return x` copied them (retains) and then released
-    /// the originals, twice per child insert.
+    /// `overlay`'s value, leaving a placeholder (``Overlay/init(placeholder:)``) in its place,
+    /// which the caller overwrites. A swap moves the storage reference without retaining it.
     static func take(_ overlay: inout Overlay) -> Overlay {
-        var taken = Overlay()
+        var taken = Overlay(placeholder: ())
         swap(&taken, &overlay)
         return taken
     }
