@@ -217,10 +217,6 @@ public final class Snapshot: Sendable {
     }
 }
 
-/// The calling thread's id (`pthread_self()`, never 0), as ``Writer`` records the thread
-/// running a block of its queue.
-func currentThreadID() -> UInt { UInt(pthread_self()) }
-
 /// The reads of a store the calling thread is inside, in a thread-specific value
 /// (`pthread_getspecific`, a few nanoseconds) pointing to the innermost of a chain of frames on
 /// the thread's stack. User code runs inside reads (a compaction's, a migration's or a verify's

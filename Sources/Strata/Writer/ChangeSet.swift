@@ -1,18 +1,3 @@
-/// Names an object either by id or by the values of one of its entity's unique constraints
-/// (so an import can point at "the genre named Jazz" without knowing its id).
-public enum ObjectReference: Sendable, Equatable, CustomStringConvertible {
-    case id(ObjectID)
-    /// Entity tag, position of the unique constraint in the entity's `uniques`, and its values.
-    case unique(entityTag: UInt16, constraint: Int, values: [Value])
-
-    public var description: String {
-        switch self {
-        case .id(let id): id.description
-        case .unique(_, _, let values): values.map(\.description).joined(separator: ", ")
-        }
-    }
-}
-
 /// What one save asks for: inserts, updates, deletes and relationship edits, in order.
 ///
 /// The writer turns it into exactly one log transaction, all or nothing: validation (types,

@@ -1,0 +1,14 @@
+/// Names an object either by id or by the values of one of its entity's unique constraints
+/// (so an import can point at "the genre named Jazz" without knowing its id).
+public enum ObjectReference: Sendable, Equatable, CustomStringConvertible {
+    case id(ObjectID)
+    /// Entity tag, position of the unique constraint in the entity's `uniques`, and its values.
+    case unique(entityTag: UInt16, constraint: Int, values: [Value])
+
+    public var description: String {
+        switch self {
+        case .id(let id): id.description
+        case .unique(_, _, let values): values.map(\.description).joined(separator: ", ")
+        }
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+
+/// Fans committed transactions out to subscribers (held weakly: a dropped stream unsubscribes)
+/// and to commit ledgers (likewise).
+final class ChangeHub: Sendable {
+    private struct Weak: Sendable { weak var subscriber: ChangeSubscriber? }
+    private struct WeakLedger: Sendable { weak var ledger: CommitLedger? }
+    private let subscribers = Locked<[Weak]>([])
+    private let ledgers = Locked<[WeakLedger]>([])
+
+    /// Records every commit published from now on whose metadata matches `ledger`'s, until the
+    /// ledger is released.
+    func register(_ ledger: CommitLedger) {
+        ledgers.withLock { list in
+            list.removeAll { $0.ledger == nil }
+            list.append(WeakLedger(ledger: ledger))
+        }
+    }
+
+    func subscribe(capacity: Int) -> ChangeSubscriber {
+        let s = ChangeSubscriber(capacity: capacity)
+        subscribers.withLock { list in
+            list.removeAll { $0.subscriber == nil }
+            list.append(Weak(subscriber: s))
+        }
+        return s
+    }
+
+    func publish(_ entries: [LogEntry], schema: Schema) {
+        let watching = ledgers.withLock { $0.compactMap(\.ledger) }
+        for ledger in watching {
+            for entry in entries { ledger.record(entry) }
+        }
+        let live = subscribers.withLock { $0.compactMap(\.subscriber) }
+        guard !live.isEmpty else { return }
+        for entry in entries {
+            let event = ChangeEvent.committed(Self.summary(entry, schema: schema))
+            for s in live { s.deliver(event) }
+        }
+    }
+
+    func finishAll() {
+        for s in subscribers.withLock({ $0.compactMap(\.subscriber) }) { s.finish() }
+    }
+
+    static func summary(_ entry: LogEntry, schema: Schema) -> CommittedTransaction {
+        var changed: [String: Set<ObjectID>] = [:]
+        func note(_ id: ObjectID) {
+            changed[schema.entity(tag: id.entityTag)?.name ?? "tag \(id.entityTag)", default: []].insert(id)
+        }
+        for c in entry.changes {
+            for id in c.objectIDs { note(id) }
+        }
+        return CommittedTransaction(id: entry.transactionID, author: entry.author,
+                                    timestamp: Date(timeIntervalSince1970: Double(entry.timestampMs) / 1000),
+                                    metadata: entry.metadata, changedObjects: changed)
+    }
+}

@@ -1,0 +1,32 @@
+import Foundation
+
+/// The ids of the transactions this process's writer commits with one metadata value (for
+/// example `importID` = an import's id), recorded as they are published, before the saves that
+/// made them return.
+///
+/// A save that changes nothing returns the store's last transaction id without writing, and
+/// that id may be another process's transaction (or another save's of this process): the saver
+/// asks ``take(_:)`` whether the id it got is one of its own commits. Two savers of this process
+/// using the same metadata value at the same time would see each other's commits; no two
+/// savers of different processes ever do.
+final class CommitLedger: Sendable {
+    let key: String
+    let value: String
+    private let recorded = Locked<Set<TransactionID>>([])
+
+    init(key: String, value: String) {
+        self.key = key
+        self.value = value
+    }
+
+    func record(_ entry: LogEntry) {
+        guard entry.metadata[key] == value else { return }
+        _ = recorded.withLock { $0.insert(entry.transactionID) }
+    }
+
+    /// Whether `id` was committed with this ledger's metadata value since the last call that
+    /// took it; forgets it.
+    func take(_ id: TransactionID) -> Bool {
+        recorded.withLock { $0.remove(id) != nil }
+    }
+}
