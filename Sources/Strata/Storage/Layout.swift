@@ -58,13 +58,6 @@ enum Layout {
         return max(8, (perComponent - 3) / 2)
     }
 
-    static func indexPrefix(_ index: IndexDescription, _ values: [Value]) -> [UInt8] {
-        var k = u16(index.tag)
-        let budget = componentBudget(index)
-        for v in values { SortableEncoding.encode(v, into: &k, truncateBytes: budget) }
-        return k
-    }
-
     static func indexKey(_ index: IndexDescription, record values: [Value], id: ObjectID) -> [UInt8] {
         var k: [UInt8] = []
         k.reserveCapacity(64)
