@@ -7,12 +7,12 @@ struct CompactCommand: AsyncParsableCommand {
         commandName: "compact",
         abstract: "Squash history up to a horizon and rewrite the store compactly (disk space comes back).",
         discussion: """
-        History up to the horizon (default: the head) is squashed into the state at that point;
-        deleted objects' history disappears; later transactions keep their ids and stay replayable.
-        The store is rebuilt in a new generation and switched in atomically: killed at any moment,
+        History up to the horizon (default: the head) is squashed into the state at that point; \
+        deleted objects' history disappears; later transactions keep their ids and stay replayable. \
+        The store is rebuilt in a new generation and switched in atomically: killed at any moment, \
         it opens as the old store or the new one.
 
-        Refuses (exit 75, naming the process ids) while another process has the store open,
+        Refuses (exit 75, naming the process ids) while another process has the store open, \
         unless --wait is given.
 
         Examples:
@@ -20,7 +20,7 @@ struct CompactCommand: AsyncParsableCommand {
           storectl compact ./library.strata --keep-last 1000 --json
           storectl compact ./library.strata --keep-since 2026-11-01T00:00:00Z --dry-run
 
-        JSON: {"dryRun": false, "horizon": 1200, "previousHorizon": 0, "head": 2200, "bytesBefore": 104857600,
+        JSON: {"dryRun": false, "horizon": 1200, "previousHorizon": 0, "head": 2200, "bytesBefore": 104857600, \
         "bytesAfter": 31457280, "logEntriesBefore": 2200, "logEntriesAfter": 1000, "objects": 406, "seconds": 1.2}
         """
     )

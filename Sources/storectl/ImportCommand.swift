@@ -7,8 +7,8 @@ struct ImportCommand: AsyncParsableCommand {
         commandName: "import",
         abstract: "Import NDJSON or CSV records (validated first, upserted by unique key, in batches).",
         discussion: """
-        By default the whole input is validated before anything is written; any bad record is
-        reported as FILE:LINE: field: reason and the command exits 65 with nothing written.
+        By default the whole input is validated before anything is written; any bad record is \
+        reported as FILE:LINE: field: reason and the command exits 65 with nothing written. \
         Re-running an import (for example after Ctrl-C) converges to the same state.
 
         Examples:

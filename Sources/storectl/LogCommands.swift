@@ -17,7 +17,7 @@ struct LogCommand: AsyncParsableCommand {
           storectl log ./library.strata --from 100 --to 120 --author import
           storectl log ./library.strata --entity Playlist --json
 
-        JSON: one object per line: {"transaction": 7, "time": "...", "author": "...", "metadata": {...},
+        JSON: one object per line: {"transaction": 7, "time": "...", "author": "...", "metadata": {...}, \
         "schemaVersion": 1, "changes": 12, "entities": ["Track"]}
         """
     )
@@ -59,8 +59,8 @@ struct ShowCommand: AsyncParsableCommand {
           storectl show ./library.strata 42
           storectl show ./library.strata 42 --json
 
-        JSON: {"transaction": 42, "time": ..., "author": ..., "metadata": {...}, "schemaVersion": 1,
-        "changes": 3, "list": [{"op": "update", "entity": "Track", "id": "...", "previousVersion": 17,
+        JSON: {"transaction": 42, "time": ..., "author": ..., "metadata": {...}, "schemaVersion": 1, \
+        "changes": 3, "list": [{"op": "update", "entity": "Track", "id": "...", "previousVersion": 17, \
         "attributes": {"title": {"old": "a", "new": "b"}}}, {"op": "link", ..., "relationship": "album", "target": "..."}]}
         """
     )

@@ -8,11 +8,11 @@ struct MigrateCommand: AsyncParsableCommand {
         commandName: "migrate",
         abstract: "Check or run the schema migration of a store (all or nothing, recorded in the log).",
         discussion: """
-        The store is rebuilt in a new generation through the steps each vN.json declares, then
-        switched in atomically: killed at any moment, it opens at the old version or the new one.
+        The store is rebuilt in a new generation through the steps each vN.json declares, then \
+        switched in atomically: killed at any moment, it opens at the old version or the new one. \
         Custom steps run from the library model's registry (LibraryModel.libraryMigrations).
 
-        --check changes nothing and exits 0 when the store is up to date, 10 when a migration is
+        --check changes nothing and exits 0 when the store is up to date, 10 when a migration is \
         needed (the steps are listed), 11 when the store is newer than the schemas.
 
         Examples:
@@ -20,7 +20,7 @@ struct MigrateCommand: AsyncParsableCommand {
           storectl migrate ./library.strata --schema Schemas/library --dry-run --json
           storectl migrate ./library.strata --schema Schemas/library --to 2
 
-        JSON (run or dry run): {"dryRun": false, "from": 1, "to": 2, "objects": 406, "transactionsUpcast": 1,
+        JSON (run or dry run): {"dryRun": false, "from": 1, "to": 2, "objects": 406, "transactionsUpcast": 1, \
         "migrationTransaction": 2, "objectsPerEntity": {...}, "steps": [{"step": "...", "seconds": 0.01}], "seconds": 0.2}
         JSON (--check): {"status": "needsMigration", "from": 1, "to": 2, "steps": ["v2: rename ...", ...]}
         """

@@ -64,7 +64,7 @@ struct DiffCommand: AsyncParsableCommand {
           storectl diff ./library.strata --from 1 --to 5
           storectl diff ./library.strata --from 0 --to 1 --json
 
-        JSON: one object per changed object: {"entity": "Track", "id": "...", "change": "update",
+        JSON: one object per changed object: {"entity": "Track", "id": "...", "change": "update", \
         "attributes": {"title": {"old": "a", "new": "b"}}, "relationships": {"album": {"added": [...], "removed": [...]}}}
         """
     )
@@ -133,13 +133,13 @@ struct VerifyCommand: AsyncParsableCommand {
         commandName: "verify",
         abstract: "Rebuild state from the log and compare it byte for byte with the store.",
         discussion: """
-        Checks every log entry's checksum, that transaction ids run 1…head with no gap, and that the
-        state rebuilt from the log equals the materialized state (records, links, indexes, uniques,
+        Checks every log entry's checksum, that transaction ids run 1…head with no gap, and that the \
+        state rebuilt from the log equals the materialized state (records, links, indexes, uniques, \
         counts). Exit 0 only when they are equal; otherwise 65 with the first differences.
 
-        A store never compacted, of at most 2,000,000 objects, is checked in memory first (the log
-        folded and both states compared by digest); a compacted or larger store, or one where that
-        check finds a difference, is rebuilt in a scratch environment and compared entry by entry,
+        A store never compacted, of at most 2,000,000 objects, is checked in memory first (the log \
+        folded and both states compared by digest); a compacted or larger store, or one where that \
+        check finds a difference, is rebuilt in a scratch environment and compared entry by entry, \
         which names every problem. --rebuild always takes the second way.
 
         Examples:
@@ -147,7 +147,7 @@ struct VerifyCommand: AsyncParsableCommand {
           storectl verify ./library.strata --json
           storectl verify ./library.strata --rebuild
 
-        JSON: {"ok": true, "head": 42, "transactions": 42, "changes": 5120, "entriesCompared": 9000,
+        JSON: {"ok": true, "head": 42, "transactions": 42, "changes": 5120, "entriesCompared": 9000, \
         "problems": [], "problemCount": 0, "seconds": 0.31, "method": "inMemory"}
         """
     )

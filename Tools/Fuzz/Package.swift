@@ -2,7 +2,7 @@
 import Foundation
 import PackageDescription
 
-// libFuzzer targets for Strata's parsers and binary decoders (issue 9). Build and run with Tools/fuzz; by hand:
+// libFuzzer targets for Strata's parsers and binary decoders. Build and run with Tools/fuzz; by hand:
 //   swift build -c release --package-path Tools/Fuzz --scratch-path Tools/Fuzz/.build \
 //     -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library
 // Each executable's `LLVMFuzzerTestOneInput` takes one input. SwiftPM links executables with

@@ -2,7 +2,7 @@
 import Foundation
 import PackageDescription
 
-// The reliability harness (issue 9): a child program that saves or imports into a real store
+// The reliability harness (see RELIABILITY.md): a child program that saves or imports into a real store
 // until it is killed, and the drivers that kill it, corrupt copies of a store and check them.
 // Built in its own folder (Tools/reliability/.build) so it never touches the root build.
 //

@@ -549,8 +549,8 @@ public final class ChildContext: ObjectReading {
 
     /// Frees committed or discarded changes on a background queue. A child of n changes holds
     /// O(n) small allocations (records, their values and strings, dictionary storage): freeing
-    /// them was about a twentieth of a 20k-insert commit's time, all of it on the caller's thread
-    /// after the save (`perf record` of `strata-bench probe child`); the commit now returns
+    /// them on the caller's thread after the save takes about a twentieth of a 20k-insert
+    /// commit's time (`perf record` of `strata-bench probe child`), so the commit returns
     /// without waiting for it.
     /// Readers that copied the overlay keep their own references, so nothing they use is freed.
     private static func release(_ old: State) {

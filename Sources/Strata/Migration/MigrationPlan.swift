@@ -152,8 +152,9 @@ struct MigrationHop: Sendable {
 /// steps: for each attribute of the new version, the old attribute it comes from (by position)
 /// and the conversions applied to it, or a constant (an added attribute's default). Applying it
 /// gives what the steps applied one by one to a ``MigrationRecord`` give — the name-keyed record
-/// the steps need costs a dictionary per record, which was most of a migration's transform time
-/// (`strata-bench probe migration`, BENCHMARKS.md). Tests compare both on every attribute kind.
+/// the steps need costs a dictionary per record, which is most of a migration's transform time
+/// when every record goes through it (`strata-bench probe migration`, BENCHMARKS.md). Tests
+/// compare both on every attribute kind.
 struct PositionalPlan: Sendable {
     struct Conversion: Sendable {
         let conversion: TypeConversion

@@ -3,8 +3,8 @@ import Dispatch
 /// Keys (and values) gathered in one flat buffer, sorted in LMDB's key order by reference: the
 /// index entries of one save (``StateApplier``) and a migration's bulk build
 /// (``BulkStateBuilder``). One buffer instead of an array per key, a 16-byte integer prefix per
-/// entry, and an inline comparison past it: sorting separate arrays with `memcmp` per comparison
-/// was most of both sorts' time (BENCHMARKS-HISTORY.md, session 6).
+/// entry, and an inline comparison past it: with separate arrays and a `memcmp` per comparison,
+/// the comparisons take most of both sorts' time.
 struct KeyRun {
     struct Entry {
         /// The key's first 16 bytes as two big-endian integers (zero-padded): most comparisons

@@ -122,7 +122,7 @@ enum MetaKey {
     static func count(_ tag: UInt16) -> [UInt8] { countPrefix + Layout.u16(tag) }
     static let countPrefix = Array("count/".utf8)
     /// A stored count value: eight bytes, at most `Int.max`; anything else is
-    /// ``StrataError/corruptRecord(id:reason:)`` (a corrupt count used to trap or decode as 0).
+    /// ``StrataError/corruptRecord(id:reason:)``, never a trap or a count of 0.
     static func countValue(_ b: UnsafeRawBufferPointer, _ tag: UInt16) throws -> Int {
         guard b.count == 8 else {
             throw StrataError.corruptRecord(id: ObjectID(high: UInt64(tag) << 48, low: 0), reason: "the object count of entity tag \(tag) is \(b.count) bytes, not 8")

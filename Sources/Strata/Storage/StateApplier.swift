@@ -16,8 +16,8 @@ struct StateApplier: StateStore {
     /// ``flushCounts()``: a bulk save then walks each index B-tree once, left to right, instead of
     /// jumping to a random page per object. Nothing reads the index B-trees inside a save.
     /// Each entry's one-byte value says put (1) or delete (0). Kept in one flat buffer
-    /// (``KeyRun``): sorting a bulk save's entries as separate arrays was a quarter of the
-    /// writer's time in a 10k-track import (BENCHMARKS-HISTORY.md, session 6).
+    /// (``KeyRun``): sorted as separate arrays, a bulk save's entries take about a quarter of the
+    /// writer's time in a 10k-track import.
     private var pendingIndex = KeyRun()
     /// When positive, the store's mapped pages are released (``LMDBEnvironment/releaseMappedPagesHoldingMapLock()``)
     /// after this many writes at random places: index and unique entries, updated and deleted
@@ -25,9 +25,9 @@ struct StateApplier: StateStore {
     /// resolved its ends). A bulk save writes at random places of every index B-tree, and each
     /// page fault maps the neighbouring cached pages too, so without it one large save maps most
     /// of the file into the process. (Inserted records are not counted: their time-ordered ids
-    /// append at the right edge of the objects tree.) Links were not counted at first: the
+    /// append at the right edge of the objects tree.) Links must count: with them left out, the
     /// last batch of a 1M-record `storectl import` (1,000 playlists with 50k track links, 100k
-    /// link entries) then mapped 354 MB of the file, against about 40 MB for the batches before.
+    /// link entries) maps 354 MB of the file, against about 40 MB for the batches before.
     var releaseMappedPagesEvery = 0
     /// The interval the writer uses for saves of at least
     /// ``StoreConfiguration/releaseMappedPagesAfterChanges`` changes. Measured on a 1M-track

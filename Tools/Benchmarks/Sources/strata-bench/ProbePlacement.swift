@@ -2,9 +2,10 @@ import CLMDBBench
 import Foundation
 import Strata
 
-/// The two page-placement probes (session 17): what a durable commit's `fdatasync` costs on this
-/// disk as a function of where its pages lie, and whether LMDB can be made to place a commit's
-/// pages side by side from outside (it cannot usefully: see BENCHMARKS-HISTORY.md, session 17).
+/// The two page-placement probes: what a durable commit's `fdatasync` costs on this disk as a
+/// function of where its pages lie, and whether LMDB can be made to place a commit's pages side
+/// by side from outside (it cannot usefully: only unbounded file growth is faster; see
+/// BENCHMARKS.md, W2 durable).
 extension ProbeCommand {
     /// `fsync-placement`: in a 64 MiB file written with zeros beforehand (so no write allocates
     /// blocks or changes the file's size), `--count` rounds of: write N pages, `fdatasync`. N is

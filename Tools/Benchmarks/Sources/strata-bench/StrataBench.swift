@@ -1,12 +1,12 @@
 import ArgumentParser
 
-/// `strata-bench`: the benchmark harness of issue 8. Runs the same logical work through Strata,
+/// `strata-bench`: Strata's benchmark harness. Runs the same logical work through Strata,
 /// raw LMDB and GRDB, interleaved in one run, and prints a table (and optionally JSON).
 @main
 struct StrataBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "strata-bench",
-        abstract: "Benchmarks Strata against raw LMDB and GRDB (workloads W1–W10 of issue 8).",
+        abstract: "Benchmarks Strata against raw LMDB and GRDB (workloads W1–W10, see BENCHMARKS.md).",
         discussion: """
             Examples:
               strata-bench --quick                      smoke run, well under two minutes

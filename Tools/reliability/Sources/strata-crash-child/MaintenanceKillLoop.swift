@@ -1,8 +1,8 @@
 import Foundation
 import Strata
 
-/// `parent --during compact|migrate`: the kill -9 loop during compaction or migration (issue 9,
-/// test 2: "afterwards the store is the old or the new one, never a mix").
+/// `parent --during compact|migrate`: the kill -9 loop during compaction or migration (afterwards
+/// the store is the old or the new one, never a mix).
 ///
 /// Setup: a template store (an import and a history of small transactions) is built once per
 /// variant; compaction runs with two horizons (the head: all history squashed; half the head),

@@ -2,8 +2,9 @@ import ArgumentParser
 import Foundation
 import Strata
 
-/// The ways the same work is done: the three, and raw LMDB and GRDB doing Strata's index
-/// work (the equal-work comparisons).
+/// The ways the same work is done: Strata, raw LMDB and GRDB's plain table (the baselines the
+/// targets compare with), and raw LMDB and GRDB doing Strata's index work (the equal-work
+/// comparisons).
 enum Engine: String, CaseIterable, Sendable, ExpressibleByArgument {
     /// Strata through its public API.
     case strata
@@ -12,7 +13,7 @@ enum Engine: String, CaseIterable, Sendable, ExpressibleByArgument {
     /// The LMDB C API writing the entries Strata's data model implies (record, log entry, three
     /// index entries, a unique entry, the count): the equal-work floor, for W1–W3 only.
     case lmdbIndexed = "lmdb-indexed"
-    /// GRDB 7 (SQLite), `DatabasePool` in WAL mode: the plain table, no secondary index.
+    /// GRDB 7 (SQLite), `DatabasePool` in WAL mode: a plain table, no secondary index.
     case grdb
     /// GRDB with the indexes Strata maintains for `Track` (unique mbid; title, duration, addedAt):
     /// the equal-work relational comparison, for W1–W3 and W10 (where it migrates a table with

@@ -59,7 +59,7 @@ struct WorkloadResult: Sendable {
     let lowerIsBetter: Bool
 }
 
-/// Every workload key of the issue, in order, with its unit. Keys that a run did not fill keep
+/// Every workload key, in order, with its unit. Keys that a run did not fill keep
 /// their placeholder status, so the JSON always has the same shape.
 struct Report: Sendable {
     private(set) var results: [WorkloadResult]

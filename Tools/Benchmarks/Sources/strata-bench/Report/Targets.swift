@@ -1,6 +1,6 @@
 import Foundation
 
-/// The performance targets of issue 8, checked against a report.
+/// Strata's performance targets (BENCHMARKS.md), checked against a report.
 struct Target: Sendable {
     enum Bound: Sendable { case atLeast, atMost }
 
@@ -88,7 +88,7 @@ struct Target: Sendable {
     }
 
     static func render(_ report: Report) -> String {
-        var out = "targets (issue 8), on the medians; then each round's figure and how many rounds meet the target:\n"
+        var out = "targets, on the medians; then each round's figure and how many rounds meet the target:\n"
         for t in all {
             let v = t.verdict(report)
             let shown = v.measured.map(t.format) ?? "—"

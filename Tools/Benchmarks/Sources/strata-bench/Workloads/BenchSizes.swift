@@ -1,4 +1,4 @@
-/// How much work each workload does. `full` is the sizes; `quick` is a CI smoke run.
+/// How much work each workload does. `full` is the size the targets are set for; `quick` is a CI smoke run.
 struct BenchSizes: Sendable {
     /// W1: records imported per engine.
     var importRecords: Int

@@ -16,9 +16,9 @@ enum W3GroupCommit {
                 // formatting. Saver s's k-th record is record k·savers + s, so the records saved at
                 // the same moment have adjacent ids, as new objects made at the same moment have
                 // in Strata (its ids are time-prefixed) and as the ceiling's 16-record commits
-                // have. (Until session 11 each saver had a block of its own, s·perSaver + k: a
-                // group's 16 records fell on 16 leaves of the id-keyed B-trees, ~15 % more page
-                // writes per commit than the ceiling's, `strace -c`.)
+                // have. (With a block of ids per saver, s·perSaver + k, a group's 16 records
+                // would fall on 16 leaves of the id-keyed B-trees: ~15 % more page writes per
+                // commit than the ceiling's, `strace -c`.)
                 let work = (0..<savers).map { s in (0..<perSaver).map { [TrackData.make($0 * savers + s)] } }
                 let seconds = try await ctx.withSubject("W3", engine, variant: String(savers)) { subject in
                     let (seconds, _) = try await MonotonicClock.measure { try await saveConcurrently(subject, work) }

@@ -6,10 +6,9 @@ import Strata
 /// same inserts saved directly — the child's own cost is the ratio above 1; (b) a fetch in a child
 /// holding `childPending` pending updates, over the same fetch in a child with none.
 ///
-/// The direct save and the child's commit each go into a fresh, empty store (until session 8 the
-/// child's went second, into the store the direct save had filled, where the same inserts cost
-/// more: B-tree leaves are split and copied instead of appended). Since session 11 a round runs
-/// `childPairs` such pairs and divides the totals (before, one pair per round).
+/// The direct save and the child's commit each go into a fresh, empty store (in the store the
+/// direct save had filled, the same inserts would cost more: B-tree leaves are split and copied
+/// instead of appended). A round runs `childPairs` such pairs and divides the totals.
 enum W7ChildContexts {
     static func run(_ ctx: WorkloadContext, _ report: inout Report) async {
         let keys = ["W7_child_commit_ratio", "W7_child_fetch_ratio"]

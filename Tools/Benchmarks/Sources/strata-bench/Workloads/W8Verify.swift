@@ -4,7 +4,7 @@ import Strata
 
 /// W8 (Strata only): `verify()` on a store of `verifyRecords` inserted tracks plus one update
 /// of each (so replay applies inserts and updates): changes replayed and compared per second.
-/// Also (issue 5): opening an as-of snapshot 100 transactions back (100 one-object saves made
+/// Also: opening an as-of snapshot 100 transactions back (100 one-object saves made
 /// last) and reading through it, in milliseconds.
 enum W8Verify {
     static func run(_ ctx: WorkloadContext, _ report: inout Report) async {
