@@ -23,10 +23,19 @@ let package = Package(
         ),
         // CRC-32C with the SSE4.2 instruction where the CPU has it (checked at run time).
         .target(name: "CStrataCRC", path: "Sources/CStrataCRC"),
+        // LMDB for Strata: environments, transactions, cursors, map growth, page audits. The only
+        // target that imports CLMDB; it knows nothing of Strata's keys, ids or formats.
+        .target(
+            name: "StrataLMDB",
+            dependencies: [
+                "CLMDB",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "Strata",
             dependencies: [
-                "CLMDB",
+                "StrataLMDB",
                 "CStrataCRC",
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -37,6 +46,7 @@ let package = Package(
             name: "storectl",
             dependencies: [
                 "Strata",
+                "StrataLMDB",
                 "LibraryModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -45,7 +55,7 @@ let package = Package(
         .executableTarget(name: "strata-generate"),
         // README's end-to-end example, compiled and run by Tools/test.
         .executableTarget(name: "strata-example", dependencies: ["Strata", "LibraryModel"]),
-        .testTarget(name: "StrataTests", dependencies: ["Strata", "LibraryModel", "storectl", "strata-generate"]),
+        .testTarget(name: "StrataTests", dependencies: ["Strata", "StrataLMDB", "LibraryModel", "storectl", "strata-generate"]),
     ],
     swiftLanguageModes: [.v6]
 )

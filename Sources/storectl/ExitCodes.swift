@@ -1,5 +1,5 @@
 import ArgumentParser
-import CLMDB
+import StrataLMDB
 import Foundation
 import Strata
 
@@ -40,12 +40,15 @@ enum Exit {
     }
 
     static func code(forLMDB e: LMDBError) -> Int32 {
+        if e.isMapFull { return ioError }
+        if e.isReadersFull { return tempFailure }
+        // liblmdb found a page it cannot use, a file of another format, a key of an impossible
+        // size: a damaged store.
+        if e.isDamage { return dataError }
         switch e.code {
-        case EIO, ENOSPC, EFBIG, EDQUOT, MDB_MAP_FULL: return ioError
+        case EIO, ENOSPC, EFBIG, EDQUOT: return ioError
         case EACCES, EROFS, EPERM: return cannotCreate
-        case EAGAIN, EBUSY, MDB_READERS_FULL: return tempFailure
-        // liblmdb found a page it cannot use: a damaged store.
-        case MDB_CORRUPTED, MDB_PAGE_NOTFOUND, MDB_INVALID, MDB_VERSION_MISMATCH, MDB_BAD_VALSIZE: return dataError
+        case EAGAIN, EBUSY: return tempFailure
         default: return software
         }
     }

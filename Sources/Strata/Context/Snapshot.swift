@@ -475,3 +475,8 @@ final class SnapshotRegistry: Sendable {
         }
     }
 }
+
+extension Snapshot: PinnedRead {
+    /// One read of the pinned transaction (a long copy reads it a chunk at a time).
+    package func readPinned<R>(_ body: (LMDBTransaction) throws -> R) throws -> R { try read { try body($0.txn) } }
+}

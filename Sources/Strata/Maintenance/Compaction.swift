@@ -1,4 +1,3 @@
-import CLMDB
 import Foundation
 
 /// What a compaction did (or, for a dry run, would do).

@@ -1,4 +1,3 @@
-import CLMDB
 import Foundation
 import Synchronization
 
@@ -444,9 +443,7 @@ struct Upcaster: Sendable {
             if was == now { continue }
             if let was { _ = try txn.delete(db, key: was) }
             guard let now, let after else { continue }
-            do {
-                try txn.put(db, key: now, value: id.keyBytes, flags: UInt32(MDB_NOOVERWRITE))
-            } catch let error as LMDBError where error.code == MDB_KEYEXIST {
+            if try txn.put(db, key: now, value: id.keyBytes, mode: .noOverwrite) == .keyExists {
                 let owner = try txn.withValue(db, key: now) { ObjectID(keyBytes: $0) }
                 if let owner, owner != id { throw StrataError.uniqueClash(u, entity, after, id: id, owner: owner) }
             }
@@ -521,7 +518,7 @@ struct Upcaster: Sendable {
                         for c in entry.changes { try applier.apply(c) }
                         try applier.flushCounts()
                     }
-                    try txn.put(u.newEnv[.log], key: entry.transactionID.keyBytes, value: LogEntryCodec.encode(entry), flags: UInt32(MDB_APPEND))
+                    try txn.put(u.newEnv[.log], key: entry.transactionID.keyBytes, value: LogEntryCodec.encode(entry), mode: .append)
                 }
             }
             u.transactions += batch.count
@@ -580,10 +577,8 @@ struct Upcaster: Sendable {
                         }
                         let t = try transform(id, values)
                         changes.append(.insert(id: id, values: t))
-                        do {
-                            try txn.put(objects, key: id.keyBytes, value: RecordCodec.encode(Record(entity: e, id: id, values: values, version: entry.transactionID)),
-                                        flags: UInt32(MDB_NOOVERWRITE))
-                        } catch let error as LMDBError where error.code == MDB_KEYEXIST {
+                        let record = RecordCodec.encode(Record(entity: e, id: id, values: values, version: entry.transactionID))
+                        if try txn.put(objects, key: id.keyBytes, value: record, mode: .noOverwrite) == .keyExists {
                             throw StrataError.corruptLogEntry(transaction: entry.transactionID, reason: "inserts \(id), which exists")
                         }
                         try trackUniques(txn, id, before: nil, after: t)
@@ -630,6 +625,6 @@ struct Upcaster: Sendable {
     func writeMarker(_ tx: TransactionID, from: Int, to: Int, steps: [String]) throws {
         let entry = LogEntry(transactionID: tx, schemaVersion: to, timestampMs: Int64(Date().timeIntervalSince1970 * 1000), author: "migration",
                              metadata: ["migrationFrom": String(from), "migrationTo": String(to), "steps": steps.joined(separator: "; ")], changes: [])
-        try newEnv.writeGrowing { try $0.put(newEnv[.log], key: tx.keyBytes, value: LogEntryCodec.encode(entry), flags: UInt32(MDB_APPEND)) }
+        try newEnv.writeGrowing { try $0.put(newEnv[.log], key: tx.keyBytes, value: LogEntryCodec.encode(entry), mode: .append) }
     }
 }

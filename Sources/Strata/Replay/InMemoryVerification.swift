@@ -1,4 +1,3 @@
-import CLMDB
 import Foundation
 
 /// The fast check behind ``Store/verify(rebuild:progress:)``: the log folded in memory into the state it

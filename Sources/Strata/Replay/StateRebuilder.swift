@@ -1,4 +1,3 @@
-import CLMDB
 
 /// Rebuilds materialized state from the log into another environment: the state at the
 /// compaction horizon first, then every log entry after it. `verify` compares the result with the
@@ -177,8 +176,9 @@ enum StateRebuilder {
         try StorePermissions.private.makeDirectory(path)
         let env: LMDBEnvironment
         do {
-            env = try LMDBEnvironment(path: path, options: LMDBOptions(
-                mapSizeBytes: size, maxMapSizeBytes: 1 << 42, maxReaders: 8, readOnly: false, noSync: true, noLock: false, writeMap: true))
+            var options = LMDBOptions(mapSizeBytes: size, maxMapSizeBytes: 1 << 42, maxReaders: 8, readOnly: false, noSync: true, noLock: false)
+            options.writeMap = true
+            env = try LMDBEnvironment(path: path, options: options)
         } catch {
             try? FileManager.default.removeItem(atPath: path)
             throw error

@@ -1,4 +1,3 @@
-import CLMDB
 import Foundation
 
 /// The result of ``Store/verify(rebuild:progress:)``.

@@ -1,4 +1,3 @@
-import CLMDB
 
 /// Builds a new generation's state — objects, index and unique entries, links — from whole
 /// records given in id order, for a migration.
@@ -169,9 +168,7 @@ struct BulkStateBuilder {
                 } else {
                     while more() {
                         try run.withEntry(end) { k, v in
-                            do {
-                                try txn.put(db, key: k, value: v, flags: isUnique ? UInt32(MDB_NOOVERWRITE) : 0)
-                            } catch let error as LMDBError where error.code == MDB_KEYEXIST {
+                            if try txn.put(db, key: k, value: v, mode: isUnique ? .noOverwrite : .replace) == .keyExists {
                                 let owner = try txn.withValue(db, key: k) { ObjectID(keyBytes: $0) }
                                 throw try clash(txn, key: Array(k), id: ObjectID(keyBytes: v), owner: owner ?? ObjectID(keyBytes: v))
                             }

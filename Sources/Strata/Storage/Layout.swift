@@ -13,22 +13,13 @@ import Glibc
 /// | main (unnamed; ``DatabaseName/counts``) | `count/` · entity tag (u16) | live objects (u64); in `meta` in a format-1 store |
 enum Layout {
     /// Three-way comparison in LMDB's default key order (memcmp, then length).
-    static func compare(_ a: [UInt8], _ b: [UInt8]) -> Int {
-        a.withUnsafeBytes { compare($0, b) }
-    }
+    static func compare(_ a: [UInt8], _ b: [UInt8]) -> Int { KeyOrder.compare(a, b) }
 
     /// ``compare(_:_:)`` of bytes in place (an LMDB key) with an array.
-    static func compare(_ a: UnsafeRawBufferPointer, _ b: [UInt8]) -> Int {
-        b.withUnsafeBytes { compare(a, $0) }
-    }
+    static func compare(_ a: UnsafeRawBufferPointer, _ b: [UInt8]) -> Int { KeyOrder.compare(a, b) }
 
     /// ``compare(_:_:)`` of two byte buffers in place.
-    static func compare(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
-        let n = min(a.count, b.count)
-        let c = n == 0 ? 0 : memcmp(a.baseAddress!, b.baseAddress!, n)
-        if c != 0 { return Int(c) }
-        return a.count < b.count ? -1 : (a.count > b.count ? 1 : 0)
-    }
+    static func compare(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int { KeyOrder.compare(a, b) }
 
     static func precedes(_ a: [UInt8], _ b: [UInt8]) -> Bool { compare(a, b) < 0 }
 

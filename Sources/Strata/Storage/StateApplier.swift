@@ -1,4 +1,3 @@
-import CLMDB
 
 /// Applies logged changes to the state databases (objects, links, indexes, uniques, counts) inside
 /// one write transaction. The writer and `verify`'s rebuild both use it, which is what makes
@@ -87,14 +86,11 @@ struct StateApplier: StateStore {
             let e = try entity(of: id)
             let record = Record(entity: e, id: id, values: values, version: transactionID)
             // One B-tree search does both the existence check and the put.
-            do {
-                let encoded = RecordCodec.encode(record)
-                try id.withKeyBytes { key in
-                    try encoded.withUnsafeBytes { try txn.put(env[.objects], key: key, value: $0, flags: UInt32(MDB_NOOVERWRITE)) }
-                }
-            } catch let error as LMDBError where error.code == MDB_KEYEXIST {
-                throw StrataError.duplicateID(e, id)
+            let encoded = RecordCodec.encode(record)
+            let put = try id.withKeyBytes { key in
+                try encoded.withUnsafeBytes { try txn.put(env[.objects], key: key, value: $0, mode: .noOverwrite) }
             }
+            if put == .keyExists { throw StrataError.duplicateID(e, id) }
             try addIndexEntries(e, values, id)
             countDeltas[e.tag, default: 0] += 1
         case .update(let id, let changes, _):
@@ -142,9 +138,7 @@ struct StateApplier: StateStore {
     /// Puts a unique key, refusing one another object holds (checked by the put itself), or, when
     /// ``defersUniqueClashes``, putting it off until the set ends.
     private mutating func putUnique(_ key: [UInt8], _ unique: IndexDescription, _ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
-        do {
-            try txn.put(env[.uniques], key: key, value: id.keyBytes, flags: UInt32(MDB_NOOVERWRITE))
-        } catch let error as LMDBError where error.code == MDB_KEYEXIST {
+        if try txn.put(env[.uniques], key: key, value: id.keyBytes, mode: .noOverwrite) == .keyExists {
             guard let owner = try uniqueOwner(key), owner != id else { return }
             guard defersUniqueClashes else { throw StrataError.uniqueClash(unique, e, values, id: id, owner: owner) }
             deferredUniques.append(DeferredUniqueKey(key: key, unique: unique, entity: e, id: id))

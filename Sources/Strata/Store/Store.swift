@@ -1,4 +1,3 @@
-import CLMDB
 import Foundation
 import Logging
 import Synchronization
@@ -229,8 +228,8 @@ public final class Store: Sendable {
 
     private static func openEnvironment(path: String, configuration c: StoreConfiguration) throws -> LMDBEnvironment {
         var options = LMDBOptions(mapSizeBytes: min(c.initialMapSizeBytes, c.maxMapSizeBytes), maxMapSizeBytes: c.maxMapSizeBytes,
-                                  maxReaders: c.maxReaders, readOnly: c.readOnly, noSync: c.durability == .relaxed, noLock: false,
-                                  fileMode: StorePermissions(c).fileMode)
+                                  maxReaders: c.maxReaders, readOnly: c.readOnly, noSync: c.durability == .relaxed, noLock: false)
+        options.fileMode = StorePermissions(c).fileMode
         options.checkPages = c.checkPagesOnOpen
         // A read-only store in a directory we cannot write to: no lock file can exist, and nobody writes.
         if c.readOnly && access(path, W_OK) != 0 { options.noLock = true }
@@ -241,16 +240,14 @@ public final class Store: Sendable {
                 options.noLock = true
                 if let env = try? LMDBEnvironment(path: path, options: options) { return env }
             }
-            switch e.code {
-            case MDB_CORRUPTED, MDB_PAGE_NOTFOUND:
+            if e.isDamagedPage {
                 throw StrataError.damagedStore(path: path, reason: "liblmdb found a damaged page (\(e.operation): \(e.message))")
-            case MDB_INVALID, MDB_VERSION_MISMATCH:
+            } else if e.isForeignFormat {
                 throw StrataError.notAStore(path: path, reason: "data.mdb is not a readable LMDB file (\(e.message))")
-            case MDB_NOTFOUND:
+            } else if e.isNotFound {
                 throw StrataError.notAStore(path: path, reason: "the LMDB file has no Strata databases")
-            default:
-                throw StrataError.lmdb(e)
             }
+            throw StrataError.lmdb(e)
         }
     }
 

@@ -1,4 +1,3 @@
-import CLMDB
 import Dispatch
 import Foundation
 import Logging
@@ -595,7 +594,7 @@ final class Writer: Sendable {
                              author: save.author, metadata: save.metadata, changes: resolver.changes)
         let encoded = LogEntryCodec.encode(entry)
         try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
-            try encoded.withUnsafeBytes { try txn.put(env[.log], key: key, value: $0, flags: UInt32(MDB_APPEND)) }
+            try encoded.withUnsafeBytes { try txn.put(env[.log], key: key, value: $0, mode: .append) }
         }
         return entry
     }

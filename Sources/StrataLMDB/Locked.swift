@@ -10,11 +10,11 @@ import Glibc
 ///
 /// `@unchecked Sendable` is safe: `value` is only reachable inside `withLock`, which holds the
 /// mutex for the whole access, so no two threads ever touch it at once.
-final class Locked<Value>: @unchecked Sendable {
+package final class Locked<Value>: @unchecked Sendable {
     private var value: Value
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
-    init(_ value: Value) {
+    package init(_ value: Value) {
         self.value = value
         mutex = .allocate(capacity: 1)
         let rc = pthread_mutex_init(mutex, nil)
@@ -26,7 +26,7 @@ final class Locked<Value>: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+    package func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
         let rc = pthread_mutex_lock(mutex)
         precondition(rc == 0, "pthread_mutex_lock failed: \(rc)")
         defer { pthread_mutex_unlock(mutex) }
@@ -34,7 +34,7 @@ final class Locked<Value>: @unchecked Sendable {
     }
 
     /// ``withLock(_:)`` when the lock is free; nil, without waiting, when another thread holds it.
-    func withLockIfAvailable<R>(_ body: (inout Value) throws -> R) rethrows -> R? {
+    package func withLockIfAvailable<R>(_ body: (inout Value) throws -> R) rethrows -> R? {
         let rc = pthread_mutex_trylock(mutex)
         if rc == EBUSY { return nil }
         precondition(rc == 0, "pthread_mutex_trylock failed: \(rc)")

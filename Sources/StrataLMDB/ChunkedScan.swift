@@ -1,3 +1,4 @@
+import CLMDB
 import Foundation
 
 /// Where a long read takes its chunks from.
@@ -8,30 +9,36 @@ import Foundation
 /// value pointing into the map (chunks are copied or decoded), only the snapshot's idle read
 /// transaction, which survives a remap (see ``LMDBEnvironment/growMap()``). Each chunk opens a
 /// cursor and positions it by key, so a remap between chunks is never seen.
-enum ReadSource {
+package enum ReadSource {
     /// A transaction the caller reads inside, holding the map lock for as long (a write
     /// transaction, a short read, a scratch environment nobody grows meanwhile).
     case held(LMDBTransaction)
-    /// A pinned snapshot, read in one ``Snapshot/read(_:)`` per chunk.
-    case pinned(Snapshot)
+    /// A pinned snapshot, read in one ``PinnedRead/readPinned(_:)`` per chunk.
+    case pinned(any PinnedRead)
 
     /// Runs `body` in a read of the source: for a snapshot, one read of its own (holding the map
     /// lock shared until `body` returns). Nothing pointing into the map may leave `body`.
-    func read<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {
+    package func read<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {
         switch self {
         case .held(let txn): return try body(txn)
-        case .pinned(let snapshot): return try snapshot.read { try body($0.txn) }
+        case .pinned(let snapshot): return try snapshot.readPinned(body)
         }
     }
+}
+
+/// A read transaction held open by its owner (a pinned snapshot), each read of which holds the
+/// map lock shared for as long as it runs and no longer.
+package protocol PinnedRead: Sendable {
+    func readPinned<R>(_ body: (LMDBTransaction) throws -> R) throws -> R
 }
 
 /// Reads a database in key order a chunk at a time (bounded memory, no cursor kept across chunks).
 /// Over a pinned snapshot (``ReadSource/pinned(_:)``) each chunk is its own read, so the map lock
 /// is held for one chunk at a time.
-struct ChunkedScan {
-    let source: ReadSource
-    let db: LMDBDatabase
-    let prefix: [UInt8]?
+package struct ChunkedScan {
+    package let source: ReadSource
+    package let db: LMDBDatabase
+    package let prefix: [UInt8]?
     private var buffer: [(key: [UInt8], value: [UInt8])] = []
     private var index = 0
     private var lastKey: [UInt8]?
@@ -40,10 +47,10 @@ struct ChunkedScan {
     private let start: [UInt8]?
 
     /// Entries per chunk.
-    static let chunkEntries = 4096
+    package static let chunkEntries = 4096
 
     /// Scans `db` from the first key `>= start` (or the first key), keys beginning with `prefix`.
-    init(source: ReadSource, db: LMDBDatabase, prefix: [UInt8]?, start: [UInt8]? = nil) {
+    package init(source: ReadSource, db: LMDBDatabase, prefix: [UInt8]?, start: [UInt8]? = nil) {
         self.source = source
         self.db = db
         self.prefix = prefix
@@ -51,11 +58,11 @@ struct ChunkedScan {
     }
 
     /// A scan inside a transaction the caller holds (``ReadSource/held(_:)``).
-    init(txn: LMDBTransaction, db: LMDBDatabase, prefix: [UInt8]?, start: [UInt8]? = nil) {
+    package init(txn: LMDBTransaction, db: LMDBDatabase, prefix: [UInt8]?, start: [UInt8]? = nil) {
         self.init(source: .held(txn), db: db, prefix: prefix, start: start)
     }
 
-    mutating func next() throws -> (key: [UInt8], value: [UInt8])? {
+    package mutating func next() throws -> (key: [UInt8], value: [UInt8])? {
         if index == buffer.count {
             if done { return nil }
             try refill()
@@ -77,7 +84,7 @@ struct ChunkedScan {
             try txn.scan(db, from: from, prefix: prefix) { k, v in
                 // Only keys past the last one: a corrupt branch page can route the seek to an earlier
                 // leaf, and re-reading from there would never end.
-                if let after, Value.compareBytes(k, after) <= 0 { return true }
+                if let after, KeyOrder.compare(k, after) <= 0 { return true }
                 chunk.append((Array(k), Array(v)))
                 return chunk.count < Self.chunkEntries
             }
@@ -93,7 +100,7 @@ struct ChunkedScan {
 extension LMDBEnvironment {
     /// Runs a write transaction, growing the map and redoing it on `MDB_MAP_FULL` (for bulk
     /// builds of scratch environments and new generations; `body` must be repeatable).
-    func writeGrowing(_ body: (LMDBTransaction) throws -> Void) throws {
+    package func writeGrowing(_ body: (LMDBTransaction) throws -> Void) throws {
         while true {
             do {
                 try write(body)
@@ -107,37 +114,36 @@ extension LMDBEnvironment {
     /// Copies a database from `source` in key order, `batch` entries per write transaction,
     /// appending (the destination must be empty from the first key on). `transform` may rewrite
     /// or drop each entry.
-    func copy(_ name: DatabaseName, from source: LMDBTransaction, sourceEnv: LMDBEnvironment, into destination: DatabaseName? = nil,
-              prefix: [UInt8]? = nil, start: [UInt8]? = nil, until stop: [UInt8]? = nil, batch: Int = 8192,
-              transform: (([UInt8], [UInt8]) -> ([UInt8], [UInt8])?)? = nil) throws -> Int {
-        try copy(name, from: .held(source), sourceEnv: sourceEnv, into: destination, prefix: prefix, start: start, until: stop,
+    package func copy(_ db: LMDBDatabase, from source: LMDBTransaction, sourceEnv: LMDBEnvironment, into target: LMDBDatabase,
+                      prefix: [UInt8]? = nil, start: [UInt8]? = nil, until stop: [UInt8]? = nil, batch: Int = 8192,
+                      transform: (([UInt8], [UInt8]) -> ([UInt8], [UInt8])?)? = nil) throws -> Int {
+        try copy(db, from: .held(source), sourceEnv: sourceEnv, into: target, prefix: prefix, start: start, until: stop,
                  batch: batch, transform: transform)
     }
 
     /// ``copy(_:from:sourceEnv:into:prefix:start:until:batch:transform:)`` from a
     /// ``ReadSource``: from a pinned snapshot, each chunk of the source is read in a read of its
     /// own, and the writes happen outside the source's reads.
-    func copy(_ name: DatabaseName, from source: ReadSource, sourceEnv: LMDBEnvironment, into destination: DatabaseName? = nil,
-              prefix: [UInt8]? = nil, start: [UInt8]? = nil, until stop: [UInt8]? = nil, batch: Int = 8192,
-              transform: (([UInt8], [UInt8]) -> ([UInt8], [UInt8])?)? = nil) throws -> Int {
-        precondition(name != .counts && destination != .counts, "counts are copied key by key (the main database holds LMDB's records too)")
+    package func copy(_ db: LMDBDatabase, from source: ReadSource, sourceEnv: LMDBEnvironment, into target: LMDBDatabase,
+                      prefix: [UInt8]? = nil, start: [UInt8]? = nil, until stop: [UInt8]? = nil, batch: Int = 8192,
+                      transform: (([UInt8], [UInt8]) -> ([UInt8], [UInt8])?)? = nil) throws -> Int {
+        precondition(db.name != "main" && target.name != "main", "LMDB's main database holds the named databases' records")
         if transform == nil && prefix == nil {
-            return try copyDirect(name, from: source, sourceEnv: sourceEnv, into: destination, start: start, until: stop).entries
+            return try copyDirect(db, from: source, sourceEnv: sourceEnv, into: target, start: start, until: stop).entries
         }
-        var scan = ChunkedScan(source: source, db: sourceEnv[name], prefix: prefix, start: start)
-        let target = self[destination ?? name]
+        var scan = ChunkedScan(source: source, db: db, prefix: prefix, start: start)
         var pending: [([UInt8], [UInt8])] = []
         var copied = 0
         func flush() throws {
             guard !pending.isEmpty else { return }
             try writeGrowing { txn in
-                for (k, v) in pending { try txn.put(target, key: k, value: v, flags: UInt32(MDB_APPEND)) }
+                for (k, v) in pending { try txn.put(target, key: k, value: v, mode: .append) }
             }
             copied += pending.count
             pending.removeAll(keepingCapacity: true)
         }
         while let entry = try scan.next() {
-            if let stop, Value.compareBytes(entry.key, stop) > 0 { break }
+            if let stop, KeyOrder.compare(entry.key, stop) > 0 { break }
             if let transform {
                 if let t = transform(entry.key, entry.value) { pending.append(t) }
             } else {
@@ -173,40 +179,26 @@ extension LMDBEnvironment {
     /// here), where it could wait behind busy work while the caller, possibly the writer, waits
     /// for it. The source must be another environment: the worker's map growth needs this
     /// environment's map lock exclusively.
-    func copyDirect(_ name: DatabaseName, from source: LMDBTransaction, sourceEnv: LMDBEnvironment,
-                    into destination: DatabaseName?, start: [UInt8]?, until stop: [UInt8]?,
-                    batchBytes: Int = 4 << 20) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
-        try copyDirect(name, from: .held(source), sourceEnv: sourceEnv, into: destination, start: start, until: stop, batchBytes: batchBytes)
+    package func copyDirect(_ db: LMDBDatabase, from source: LMDBTransaction, sourceEnv: LMDBEnvironment,
+                            into target: LMDBDatabase, start: [UInt8]?, until stop: [UInt8]?,
+                            batchBytes: Int = 4 << 20) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
+        try copyDirect(db, from: .held(source), sourceEnv: sourceEnv, into: target, start: start, until: stop, batchBytes: batchBytes)
     }
 
     /// ``copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)`` from a ``ReadSource``: from
     /// a pinned snapshot, each buffer is filled in a read of its own, and the calling thread
     /// hands it to the appending thread (waiting for an empty one if need be) outside the
     /// source's reads. So a growth of the source's map waits for one buffer's read at most,
-    /// never for the whole copy.
-    func copyDirect(_ name: DatabaseName, from source: ReadSource, sourceEnv: LMDBEnvironment,
-                    into destination: DatabaseName?, start: [UInt8]?, until stop: [UInt8]?,
-                    batchBytes: Int = 4 << 20) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
-        do {
-            return try copyDirectUnchecked(name, from: source, sourceEnv: sourceEnv, into: destination, start: start, until: stop, batchBytes: batchBytes)
-        } catch let e as LMDBError where e.code == MDB_KEYEXIST || e.code == MDB_BAD_VALSIZE {
-            // Appending in key order fails only when the source yields keys out of order or of
-            // an impossible size: its B-tree is damaged (LMDB keys carry no checksum).
-            throw StrataError.corruptRecord(id: ObjectID(high: 0, low: 0),
-                                            reason: "\(name.rawValue): the store being copied has keys out of order or of an impossible size (a damaged B-tree; `storectl verify` reports what else is wrong): \(e)")
-        }
-    }
-
-    /// ``copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)`` without the translation of
-    /// a damaged source's LMDB errors.
-    private func copyDirectUnchecked(_ name: DatabaseName, from source: ReadSource, sourceEnv: LMDBEnvironment,
-                                     into destination: DatabaseName?, start: [UInt8]?, until stop: [UInt8]?,
-                                     batchBytes: Int) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
+    /// never for the whole copy. A source whose keys come out of order or of an impossible size
+    /// (a damaged B-tree: LMDB keys carry no checksum) fails the copy with an ``LMDBError``
+    /// (`MDB_KEYEXIST` or `MDB_BAD_VALSIZE`).
+    package func copyDirect(_ db: LMDBDatabase, from source: ReadSource, sourceEnv: LMDBEnvironment,
+                            into target: LMDBDatabase, start: [UInt8]?, until stop: [UInt8]?,
+                            batchBytes: Int = 4 << 20) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
         precondition(batchBytes > 0, "a copy's batch must be positive")
-        precondition(name != .counts && destination != .counts, "counts are copied key by key (the main database holds LMDB's records too)")
+        precondition(db.name != "main" && target.name != "main", "LMDB's main database holds the named databases' records")
         precondition(sourceEnv !== self, "a direct copy into the environment it reads")
-        let sourceDB = sourceEnv[name]
-        let target = self[destination ?? name]
+        let sourceDB = db
         let bufferBytes = Self.copyBufferBytes
         // The worker holds at most `maxHeld` buffers until it commits; two more keep the reader busy
         // meanwhile, so it never waits for a buffer the worker cannot give back.
@@ -237,16 +229,16 @@ extension LMDBEnvironment {
         worker.done.wait()
         guard let result = worker.result.withLock({ $0 }) else {
             // Not reachable: the worker stores its result before leaving the group.
-            throw LMDBError(code: EINVAL, operation: "copy of \(name.rawValue): the appending thread left no result")
+            throw LMDBError(code: EINVAL, operation: "copy of \(db.name): the appending thread left no result")
         }
         return try result.get()
     }
 
     /// Bytes per buffer of ``copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``'s pipe.
-    static let copyBufferBytes = 512 << 10
+    package static let copyBufferBytes = 512 << 10
     /// Buffers one transaction of ``copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``
     /// holds at most (a larger `batchBytes` commits at this many).
-    static let copyMaxBuffersPerTransaction = 16
+    package static let copyMaxBuffersPerTransaction = 16
 
     /// The reading side of ``copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``: every
     /// entry from `start` to `stop`, in key order, into `pipe`'s buffers; then ``EntryPipe/finish()``.
@@ -273,10 +265,10 @@ extension LMDBEnvironment {
                     // A corrupt branch page can route the seek before the key asked for: skip up
                     // to it (appending refuses keys out of order, so a damaged tree fails the copy).
                     if seeking, let from {
-                        if Layout.compare(key, from) < 0 { return true }
+                        if KeyOrder.compare(key, from) < 0 { return true }
                         seeking = false
                     }
-                    if let stop, Layout.compare(key, stop) > 0 { return false }
+                    if let stop, KeyOrder.compare(key, stop) > 0 { return false }
                     if !pipe.fits(key: key.count, value: value.count, in: buffer) {
                         resume = Array(key)
                         return false
@@ -348,4 +340,3 @@ extension LMDBEnvironment {
     }
 }
 
-import CLMDB

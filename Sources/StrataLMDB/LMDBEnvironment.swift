@@ -5,57 +5,42 @@ import Glibc
 import Synchronization
 
 /// Options passed explicitly to `mdb_env_open` (no reliance on LMDB's defaults).
-struct LMDBOptions: Sendable {
-    var mapSizeBytes: Int
-    var maxMapSizeBytes: Int
-    var maxReaders: UInt32
-    var readOnly: Bool
+package struct LMDBOptions: Sendable {
+    package var mapSizeBytes: Int
+    package var maxMapSizeBytes: Int
+    package var maxReaders: UInt32
+    package var readOnly: Bool
     /// `MDB_NOSYNC`: commits do not fsync; ``LMDBEnvironment/sync()`` does.
-    var noSync: Bool
+    package var noSync: Bool
     /// `MDB_NOLOCK`: only for read-only opens of a directory nobody writes to.
-    var noLock: Bool
+    package var noLock: Bool
     /// `MDB_WRITEMAP | MDB_MAPASYNC`: write transactions change the map in place (no page copies
     /// on the heap, no `pwrite`). Only for throwaway scratch environments: a stray write through
     /// the map would corrupt the file, and nested transactions are refused in this mode. (Tried
     /// for new generations too: compaction's appends in key order were slower with it, faulting
     /// the new file's pages in one by one, and migration no faster.)
-    var writeMap = false
+    package var writeMap = false
     /// Check every page of the data file (``PageAudit``) after `mdb_env_open`, before any page
     /// but the meta pages is read.
-    var checkPages = false
-    /// The mode of `data.mdb` and `lock.mdb` when they are created (``StorePermissions``):
-    /// Strata creates them itself, with exactly this mode whatever the umask, before LMDB opens
-    /// them.
-    var fileMode: mode_t = StorePermissions.private.fileMode
-}
+    package var checkPages = false
+    /// The mode of `data.mdb` and `lock.mdb` when they are created: they are created here, with
+    /// exactly this mode whatever the umask, before LMDB opens them.
+    package var fileMode: mode_t = 0o600
+    /// The databases opened at start-up.
+    package var databases: DatabaseSet
+    /// The errors and file checks of the environment's owner.
+    package var policy: any EnvironmentPolicy
 
-/// The names of the databases every Strata store has. Opened once, at start-up, in one transaction.
-///
-/// ``counts`` is not a named database of its own: it is where the per-entity object counts
-/// live, which is LMDB's unnamed (main) database from store format 2 on and `meta` in a
-/// format-1 store. The main database holds the named databases' records, and every commit that
-/// changes a named database rewrites its leaf anyway, so a count kept there costs a save no page
-/// of its own (in `meta` it cost one page write per commit). Never copied whole
-/// (``LMDBEnvironment/copy(_:from:sourceEnv:into:prefix:start:until:batch:transform:)`` refuses
-/// it): its other keys are LMDB's.
-enum DatabaseName: String {
-    case meta, log, objects, links, indexes, uniques, counts
-
-    /// The named databases (every case but ``counts``), in the order they are opened.
-    static let named: [DatabaseName] = [.meta, .log, .objects, .links, .indexes, .uniques]
-
-    /// Position in the environment's handles (``named``, then ``counts``: an array, so finding one
-    /// on every read costs no hashing).
-    var position: Int {
-        switch self {
-        case .meta: 0
-        case .log: 1
-        case .objects: 2
-        case .links: 3
-        case .indexes: 4
-        case .uniques: 5
-        case .counts: 6
-        }
+    package init(mapSizeBytes: Int, maxMapSizeBytes: Int, maxReaders: UInt32, readOnly: Bool, noSync: Bool, noLock: Bool,
+                 databases: DatabaseSet, policy: any EnvironmentPolicy = PlainEnvironmentPolicy()) {
+        self.mapSizeBytes = mapSizeBytes
+        self.maxMapSizeBytes = maxMapSizeBytes
+        self.maxReaders = maxReaders
+        self.readOnly = readOnly
+        self.noSync = noSync
+        self.noLock = noLock
+        self.databases = databases
+        self.policy = policy
     }
 }
 
@@ -64,13 +49,13 @@ enum DatabaseName: String {
 /// `MDB_env` is safe to share between threads once opened; with `MDB_NOTLS` read transactions are
 /// not tied to a thread. Changing the map size is the one environment-wide mutation, and it runs
 /// under ``mapLock`` held exclusively while no transaction of this process uses the map.
-final class LMDBEnvironment: Sendable {
+package final class LMDBEnvironment: Sendable {
     /// Safe to share: see the type's comment. Never used after ``close()``.
-    nonisolated(unsafe) let handle: OpaquePointer
-    let path: String
-    let options: LMDBOptions
-    let mapLock = RWLock()
-    /// Indexed by ``DatabaseName/position``.
+    package nonisolated(unsafe) let handle: OpaquePointer
+    package let path: String
+    package let options: LMDBOptions
+    package let mapLock = RWLock()
+    /// In the order of ``DatabaseSet/names``, then the last handle.
     private let databases: [LMDBDatabase]
     /// Reset read transactions kept for reuse (renewing one costs far less than beginning one).
     private let readPool = Locked<[ReadTxnBox]>([])
@@ -83,11 +68,11 @@ final class LMDBEnvironment: Sendable {
     /// cache line). See ``hadReadersRecently``.
     private let lastReadSecond = Atomic<Int>(0)
     /// Times this process dropped its mapped pages (``releaseMappedPagesHoldingMapLock()``).
-    let mappedPageReleases = Atomic<Int>(0)
+    package let mappedPageReleases = Atomic<Int>(0)
     private let currentMapSize: Atomic<Int>
     /// Readers cleared by `mdb_reader_check` at open (slots of crashed processes).
-    let staleReadersCleared: Int
-    static let readPoolCapacity = 16
+    package let staleReadersCleared: Int
+    package static let readPoolCapacity = 16
     /// The newest (LMDB transaction id, Strata transaction id) pair this process committed, so
     /// that opening a snapshot need not search the log for its last key (see ``headHint(for:)``).
     private let head = Atomic<WordPair>(WordPair(first: 0, second: 0))
@@ -107,14 +92,14 @@ final class LMDBEnvironment: Sendable {
     /// forgotten when the map moves (``growMap()``, ``adoptMapSize()``, under ``mapLock``
     /// exclusively), so releasing mapped pages inside a bulk save costs one `madvise`.
     private let cachedMappings = Locked<[MappedRange]?>(nil)
-    struct MappedRange: Sendable { let start: UInt; let end: UInt }
+    package struct MappedRange: Sendable { let start: UInt; let end: UInt }
     /// Set while this environment is a new generation being built (``Store/makeGeneration(like:)``
     /// until its copy phase ends): its background writebacks then drop what is on disk from the
     /// page cache (see ``startWriteback()``).
-    let isBulkBuild = Atomic<Bool>(false)
+    package let isBulkBuild = Atomic<Bool>(false)
     /// Whether a writeback dropped written pages from the page cache (then the file is worth a
     /// ``prefetch()`` once it is in use).
-    let droppedWrittenPages = Atomic<Bool>(false)
+    package let droppedWrittenPages = Atomic<Bool>(false)
     /// Whether a background writeback (``startWriteback()``) is queued and not
     /// yet started: a bulk build that finishes batches faster than the kernel takes them queues
     /// one at a time.
@@ -126,27 +111,27 @@ final class LMDBEnvironment: Sendable {
     /// writeback that waited for its pages, or a background flush (``requestFlush(onError:)``),
     /// saw: the kernel reports a write error once, so ``sync()`` throws the kept one.
     private let writebackGate = Locked<WritebackState>(WritebackState())
-    struct WritebackState {
-        var submittedBelow = 0
-        var error: Int32?
+    package struct WritebackState {
+        package var submittedBelow = 0
+        package var error: Int32?
     }
     /// The background flush of a relaxed (`MDB_NOSYNC`) environment (``requestFlush(onError:)``):
     /// whether one is running, and whether a request came after the running one had started.
     private let flushState = Locked<FlushState>(FlushState())
-    struct FlushState {
-        var running = false
-        var requested = false
-        var completed = 0
+    package struct FlushState {
+        package var running = false
+        package var requested = false
+        package var completed = 0
     }
     /// Where this environment's background flushes run (``requestFlush(onError:)``): a queue
     /// per environment, so a store whose flushes never end under load does not hold up another's.
     private let flushQueue = DispatchQueue(label: "strata.flush", qos: .userInitiated)
     /// Runs on the flush queue before each background flush (tests hold a flush up with it).
-    let beforeFlushForTesting = Locked<(@Sendable () -> Void)?>(nil)
+    package let beforeFlushForTesting = Locked<(@Sendable () -> Void)?>(nil)
     /// Runs once after the environment is closed (used to remove a replaced generation).
     private let afterClose = Locked<(@Sendable () -> Void)?>(nil)
 
-    init(path: String, options: LMDBOptions) throws {
+    package init(path: String, options: LMDBOptions) throws {
         var env: OpaquePointer?
         try lmdbCheck(mdb_env_create(&env), "mdb_env_create")
         guard let env else { throw LMDBError(code: EINVAL, operation: "mdb_env_create") }
@@ -157,11 +142,11 @@ final class LMDBEnvironment: Sendable {
         if options.writeMap { flags |= UInt32(MDB_WRITEMAP) | UInt32(MDB_MAPASYNC) }
         var info = MDB_envinfo()
         do {
-            try lmdbCheck(mdb_env_set_maxdbs(env, MDB_dbi(DatabaseName.named.count + 2)), "mdb_env_set_maxdbs")
+            try lmdbCheck(mdb_env_set_maxdbs(env, MDB_dbi(options.databases.names.count + 2)), "mdb_env_set_maxdbs")
             try lmdbCheck(mdb_env_set_maxreaders(env, options.maxReaders), "mdb_env_set_maxreaders")
             try lmdbCheck(mdb_env_set_mapsize(env, try Self.reservableMapSize(options.mapSizeBytes)), "mdb_env_set_mapsize")
             try Self.prepareFiles(path: path, options: options)
-            if options.checkPages { try PageAudit.checkMetas(dataFile: path + "/data.mdb", store: path) }
+            if options.checkPages { try PageAudit.checkMetas(dataFile: path + "/data.mdb", store: path, policy: options.policy) }
             try lmdbCheck(mdb_env_open(env, path, flags, options.fileMode), "mdb_env_open(\(path))")
             // A map written in place (MDB_WRITEMAP) is the file's size (LMDB ftruncates the file
             // to it, sparse): its blocks are allocated now, so that a full file system is an
@@ -170,9 +155,9 @@ final class LMDBEnvironment: Sendable {
             var dead: Int32 = 0
             if !options.noLock { try lmdbCheck(mdb_reader_check(env, &dead), "mdb_reader_check") }
             staleReadersCleared = Int(dead)
-            try Self.checkFileSize(env, path: path)
-            if options.checkPages { try Self.checkPages(env, path: path) }
-            databases = try Self.openDatabases(env, readOnly: options.readOnly)
+            try Self.checkFileSize(env, path: path, policy: options.policy)
+            if options.checkPages { try Self.checkPages(env, path: path, policy: options.policy) }
+            databases = try Self.openDatabases(env, options.databases, readOnly: options.readOnly)
             try lmdbCheck(mdb_env_info(env, &info), "mdb_env_info")
         } catch {
             mdb_env_close(env)
@@ -189,8 +174,8 @@ final class LMDBEnvironment: Sendable {
     /// would create is created here with ``LMDBOptions/fileMode`` exactly (LMDB's own creation
     /// applies the umask). A read-only open does not create `data.mdb`, and goes on when it may
     /// not create `lock.mdb` (the caller then opens without a lock).
-    static func prepareFiles(path: String, options: LMDBOptions) throws {
-        for file in ["data.mdb", "lock.mdb"] { try StorePermissions.checkFile(path + "/" + file, store: path) }
+    package static func prepareFiles(path: String, options: LMDBOptions) throws {
+        for file in ["data.mdb", "lock.mdb"] { try options.policy.checkFile(path + "/" + file, in: path) }
         let mode = options.fileMode
         func create(_ file: String) throws {
             let fd = Glibc.open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
@@ -200,7 +185,7 @@ final class LMDBEnvironment: Sendable {
                 throw LMDBError(code: code, operation: "create \(file)")
             }
             defer { Glibc.close(fd) }
-            try StorePermissions.setMode(fd, mode, path: file)
+            try options.policy.setMode(fd, mode, file: file)
         }
         if !options.readOnly { try create(path + "/data.mdb") }
         if !options.noLock {
@@ -222,7 +207,7 @@ final class LMDBEnvironment: Sendable {
 
     /// Allocates the first `bytes` of `file` (`posix_fallocate`), extending it if shorter.
     /// - Throws: ``LMDBError`` with the call's result (`ENOSPC` on a full file system).
-    static func allocate(_ file: String, bytes: Int) throws {
+    package static func allocate(_ file: String, bytes: Int) throws {
         let fd = Glibc.open(file, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { throw LMDBError(code: errno, operation: "open(\(file)) to allocate it") }
         defer { Glibc.close(fd) }
@@ -235,12 +220,12 @@ final class LMDBEnvironment: Sendable {
 
     /// The size of `lock.mdb` liblmdb 0.9.24 uses for `maxReaders` slots on a 64-bit system:
     /// the header (two 64-byte cache lines) and one 64-byte slot per reader.
-    static func lockFileBytes(maxReaders: UInt32) -> Int { 128 + Int(max(1, maxReaders)) * 64 }
+    package static func lockFileBytes(maxReaders: UInt32) -> Int { 128 + Int(max(1, maxReaders)) * 64 }
 
     /// ``lmdbCheck(_:_:)`` for a call that writes the data file (a commit, a sync). liblmdb reports
     /// a short write — what a full file system gives — as `EIO`; when the file system holding
     /// the store has less than a megabyte left, the error is reported as `ENOSPC`, which it is.
-    func checkWrite(_ rc: Int32, _ operation: @autoclosure () -> String) throws {
+    package func checkWrite(_ rc: Int32, _ operation: @autoclosure () -> String) throws {
         guard rc != MDB_SUCCESS else { return }
         if rc == EIO || rc == ENOSPC, let free = Self.freeBytes(path), free < 1 << 20 {
             throw LMDBError(code: ENOSPC, operation: "\(operation()) (\(free) bytes left on the file system of \(path))")
@@ -249,7 +234,7 @@ final class LMDBEnvironment: Sendable {
     }
 
     /// Bytes an unprivileged writer may still use on the file system of `path` (`statvfs`).
-    static func freeBytes(_ path: String) -> Int? {
+    package static func freeBytes(_ path: String) -> Int? {
         var s = statvfs()
         guard statvfs(path, &s) == 0 else { return nil }
         return Int(s.f_bavail) * Int(s.f_frsize)
@@ -259,36 +244,26 @@ final class LMDBEnvironment: Sendable {
     /// (``canReserveAddressSpace(_:)``): halved until it can, down to 1 MiB. A map that is too
     /// small grows on demand; one that cannot be mapped fails the open. LMDB raises the size to
     /// the pages in use when it opens the file.
-    static func reservableMapSize(_ bytes: Int) throws -> Int {
+    package static func reservableMapSize(_ bytes: Int) throws -> Int {
         var size = bytes
         while size > 1 << 20, !(try canReserveAddressSpace(size)) { size = max(1 << 20, size / 2) }
         return size
     }
 
-    private static func openDatabases(_ env: OpaquePointer, readOnly: Bool) throws -> [LMDBDatabase] {
+    private static func openDatabases(_ env: OpaquePointer, _ set: DatabaseSet, readOnly: Bool) throws -> [LMDBDatabase] {
         var txn: OpaquePointer?
         try lmdbCheck(mdb_txn_begin(env, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn), "mdb_txn_begin(open databases)")
+        guard let txn else { throw LMDBError(code: EINVAL, operation: "mdb_txn_begin(open databases)") }
         var result: [LMDBDatabase] = []
         do {
-            for name in DatabaseName.named {
-                precondition(name.position == result.count, "DatabaseName.position out of step with DatabaseName.named")
+            for name in set.names {
                 var dbi: MDB_dbi = 0
-                try lmdbCheck(mdb_dbi_open(txn, name.rawValue, readOnly ? 0 : UInt32(MDB_CREATE), &dbi),
-                              "mdb_dbi_open(\(name.rawValue))")
-                result.append(LMDBDatabase(dbi: dbi, name: name.rawValue))
+                try lmdbCheck(mdb_dbi_open(txn, name, readOnly ? 0 : UInt32(MDB_CREATE), &dbi), "mdb_dbi_open(\(name))")
+                result.append(LMDBDatabase(dbi: dbi, name: name))
             }
-            // Where the counts are: `meta` in a format-1 store, the main database otherwise (a
-            // new environment, empty, is written in the current format).
-            precondition(DatabaseName.counts.position == result.count, "DatabaseName.position out of step for counts")
-            guard let txn else { throw LMDBError(code: EINVAL, operation: "mdb_txn_begin(open databases)") }
-            let format: UInt32?
-            do {
-                format = try MetaKey.storedFormat(LMDBTransaction(handle: txn, isWrite: !readOnly), meta: result[DatabaseName.meta.position])
-            } catch is DecodingError {
-                format = nil   // Store.open reads it again and refuses the store (notAStore)
-            }
-            if format == MetaKey.countsInMetaFormat {
-                result.append(LMDBDatabase(dbi: result[DatabaseName.meta.position].dbi, name: "meta"))
+            if let again = try set.lastHandle(LMDBTransaction(handle: txn, isWrite: !readOnly), result) {
+                precondition(result.indices.contains(again), "DatabaseSet.lastHandle chose no named database")
+                result.append(result[again])
             } else {
                 var main: MDB_dbi = 0
                 try lmdbCheck(mdb_dbi_open(txn, nil, 0, &main), "mdb_dbi_open(main)")
@@ -303,9 +278,12 @@ final class LMDBEnvironment: Sendable {
         return result
     }
 
-    subscript(_ name: DatabaseName) -> LMDBDatabase { databases[name.position] }
+    /// The handle at `position`: the named databases in the order of ``DatabaseSet/names``, then
+    /// the last handle.
+    @inline(__always)
+    package func database(at position: Int) -> LMDBDatabase { databases[position] }
 
-    var mapSizeBytes: Int { currentMapSize.load(ordering: .relaxed) }
+    package var mapSizeBytes: Int { currentMapSize.load(ordering: .relaxed) }
 
     /// Closes the environment (idempotent). Reads begun before it, on other threads, are waited
     /// for (``activeReads``); reads asked for after it throw ``StrataError/closed(path:)``. Long
@@ -313,7 +291,7 @@ final class LMDBEnvironment: Sendable {
     /// (``SnapshotRegistry/closeAll()``), and a replaced generation closes when its last snapshot
     /// is released. Must not be called by a thread inside a read of this environment, which
     /// would wait for itself. An environment that is released without `close()` closes itself.
-    func close() {
+    package func close() {
         guard closed.compareExchange(expected: false, desired: true, ordering: .sequentiallyConsistent).exchanged else { return }
         // In a forked child the handle, its reader slots and locks are the parent's (LMDB does
         // not support an environment across fork()): refused from now on, left as it is.
@@ -343,13 +321,13 @@ final class LMDBEnvironment: Sendable {
     deinit { close() }
 
     /// Whether ``close()`` was called.
-    var isClosed: Bool { closed.load(ordering: .acquiring) }
+    package var isClosed: Bool { closed.load(ordering: .acquiring) }
 
     /// Sets what runs after the environment closes.
-    func onClose(_ body: @escaping @Sendable () -> Void) { afterClose.withLock { $0 = body } }
+    package func onClose(_ body: @escaping @Sendable () -> Void) { afterClose.withLock { $0 = body } }
 
     /// Turns `MDB_NOSYNC` on or off (a generation is built without syncs, then synced once).
-    func setNoSync(_ on: Bool) throws {
+    package func setNoSync(_ on: Bool) throws {
         try lmdbCheck(mdb_env_set_flags(handle, UInt32(MDB_NOSYNC), on ? 1 : 0), "mdb_env_set_flags(MDB_NOSYNC)")
     }
 
@@ -359,7 +337,7 @@ final class LMDBEnvironment: Sendable {
     ///
     /// Begin and commit happen on the same OS thread with no suspension between them, as LMDB
     /// requires. On any error the transaction is aborted and nothing is written.
-    func write<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {
+    package func write<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {
         precondition(!options.readOnly, "write transaction on a read-only environment")
         while true {
             // The map lock is held shared for the whole transaction: a reader adopting another
@@ -395,7 +373,7 @@ final class LMDBEnvironment: Sendable {
 
     /// Runs `body` in a nested write transaction: its changes are kept when it returns and
     /// dropped (without touching the parent's) when it throws.
-    func nested<R>(in parent: LMDBTransaction, _ body: (LMDBTransaction) throws -> R) throws -> R {
+    package func nested<R>(in parent: LMDBTransaction, _ body: (LMDBTransaction) throws -> R) throws -> R {
         var child: OpaquePointer?
         try lmdbCheck(mdb_txn_begin(handle, parent.handle, 0, &child), "mdb_txn_begin(nested)")
         guard let child else { throw LMDBError(code: EINVAL, operation: "mdb_txn_begin(nested)") }
@@ -414,7 +392,7 @@ final class LMDBEnvironment: Sendable {
     /// data's size again. Sized as a growth (``growMap()``), not at the size the other process
     /// wrote (`mdb_env_set_mapsize(0)`), so that the new size is reserved first; LMDB raises a
     /// size below the pages in use to them.
-    func adoptMapSize() throws {
+    package func adoptMapSize() throws {
         try mapLock.withExclusive {
             let current = currentMapSize.load(ordering: .relaxed)
             try remapHoldingMapLock(to: max(current * 2, current + growthStep), atLeast: current + 1 << 20)
@@ -439,7 +417,7 @@ final class LMDBEnvironment: Sendable {
     /// from `env->me_map` at the time of access. Page pointers live only in cursors, which Strata
     /// opens and closes inside one operation while holding ``mapLock`` shared.
     /// - Returns: false when the map is already at its maximum.
-    func growMap() throws -> Bool {
+    package func growMap() throws -> Bool {
         try mapLock.withExclusive {
             let current = currentMapSize.load(ordering: .relaxed)
             guard current < options.maxMapSizeBytes else { return false }
@@ -486,12 +464,12 @@ final class LMDBEnvironment: Sendable {
     /// space alone: a large step costs nothing, and makes growths (each one a redo of the
     /// writer's group and a moment in which readers pause) rare. `MDB_WRITEMAP` maps (scratch
     /// environments) are the file's size, and grow by doubling, at least 1 MiB.
-    static let growthStepBytes = 1 << 30
+    package static let growthStepBytes = 1 << 30
 
     /// Whether `bytes` of address space can be reserved now: maps them (anonymous, `PROT_NONE`,
     /// `MAP_NORESERVE`: no memory, no commit charge) and unmaps them at once. False where the
     /// address space is short (`RLIMIT_AS`, a 47-bit space full of maps).
-    static func canReserveAddressSpace(_ bytes: Int) throws -> Bool {
+    package static func canReserveAddressSpace(_ bytes: Int) throws -> Bool {
         guard let region = mmap(nil, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0),
               region != UnsafeMutableRawPointer(bitPattern: -1) else {
             return false
@@ -507,7 +485,7 @@ final class LMDBEnvironment: Sendable {
     ///
     /// LMDB does not expose the map's address (`me_mapaddr` is only set for `MDB_FIXEDMAP`), so
     /// the mapping is found in `/proc/self/maps` by the data file's device and inode.
-    func releaseMappedPages() throws {
+    package func releaseMappedPages() throws {
         try mapLock.withShared { try releaseMappedPagesHoldingMapLock() }
     }
 
@@ -516,7 +494,7 @@ final class LMDBEnvironment: Sendable {
     /// read-only shared mapping of the file, LMDB writes a transaction's pages to heap copies and
     /// never into the map, and a page it still points into is faulted back in from the page cache
     /// unchanged on its next use.
-    func releaseMappedPagesHoldingMapLock() throws {
+    package func releaseMappedPagesHoldingMapLock() throws {
         precondition(!options.writeMap, "MDB_WRITEMAP maps are written in place; dropping their pages mid-transaction is not safe")
         let ranges = try cachedMappings.withLock { cached in
             if let cached { return cached }
@@ -561,7 +539,7 @@ final class LMDBEnvironment: Sendable {
     /// Waiting for the pages consumes a write error the kernel would otherwise report to the
     /// next `fdatasync` of this descriptor (LMDB's), so such an error is kept and ``sync()``
     /// throws it: a generation whose pages did not reach the disk is never switched in.
-    func startWriteback() {
+    package func startWriteback() {
         guard Self.syncFileRange != nil, !closed.load(ordering: .acquiring) else { return }
         guard writebackQueued.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
         Self.writebackQueue.async { [self] in
@@ -595,11 +573,11 @@ final class LMDBEnvironment: Sendable {
 
     /// The first error a background writeback saw while waiting for its pages (nil: none). The
     /// kernel reports a write error once per open file, and that wait took it.
-    var backgroundWritebackError: Int32? { writebackGate.withLock { $0.error } }
+    package var backgroundWritebackError: Int32? { writebackGate.withLock { $0.error } }
 
     /// Records `code` as if a background writeback had seen that write error (tests of the
     /// path no real disk here can produce on demand).
-    func recordWritebackErrorForTesting(_ code: Int32) { writebackGate.withLock { $0.error = code } }
+    package func recordWritebackErrorForTesting(_ code: Int32) { writebackGate.withLock { $0.error = code } }
 
     /// Reads the data file into the page cache (sequential 1 MiB reads of a second descriptor),
     /// when it is at most half of the memory available (`MemAvailable`, and the cgroup's
@@ -609,14 +587,14 @@ final class LMDBEnvironment: Sendable {
     /// (a compaction that read a cold 318 MB generation took 6 s instead of 0.6).
     /// `POSIX_FADV_WILLNEED` does not do it: the kernel caps it at one readahead window. Errors
     /// only leave the file cold.
-    func prefetch() {
+    package func prefetch() {
         Self.prefetch(file: path + "/data.mdb") { closed.load(ordering: .relaxed) }
     }
 
     /// ``prefetch()`` on a utility queue, after every writeback queued before this call and only
     /// if one of them dropped pages. Returns at once. The queue holds the environment weakly: one
     /// that is released meanwhile (a generation replaced again) closes, and the reading stops.
-    func prefetchInBackground() {
+    package func prefetchInBackground() {
         let file = path + "/data.mdb"
         Self.writebackQueue.async { [weak self] in
             guard let self, droppedWrittenPages.load(ordering: .relaxed), !closed.load(ordering: .acquiring) else { return }
@@ -649,7 +627,7 @@ final class LMDBEnvironment: Sendable {
 
     /// Memory the page cache may use without evicting much: `MemAvailable` from `/proc/meminfo`,
     /// lowered to the cgroup's free `memory.max` where one is set. Nil when unknown.
-    static func availableMemoryBytes() -> Int? {
+    package static func availableMemoryBytes() -> Int? {
         guard let meminfo = try? readProcFile("/proc/meminfo"),
               let line = meminfo.split(separator: "\n").first(where: { $0.hasPrefix("MemAvailable:") }),
               let kB = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else { return nil }
@@ -662,22 +640,22 @@ final class LMDBEnvironment: Sendable {
     }
 
     /// Waits until every background writeback queued so far has finished.
-    static func waitForWriteback() { writebackQueue.sync {} }
+    package static func waitForWriteback() { writebackQueue.sync {} }
 
     /// Waits until every background writeback and prefetch queued so far has finished (tests).
-    static func waitForBackgroundWork() {
+    package static func waitForBackgroundWork() {
         waitForWriteback()
         prefetchQueue.sync {}
     }
 
     /// The two meta pages at the start of the data file (LMDB's page size is the system's): a
     /// writeback never drops them, every transaction reads them.
-    static let metaPagesBytes = 2 * Int(sysconf(Int32(_SC_PAGESIZE)))
+    package static let metaPagesBytes = 2 * Int(sysconf(Int32(_SC_PAGESIZE)))
     /// ``prefetch()`` reads a file only when it is at most this fraction (1/n) of the memory
     /// available, so it never pushes much else out of the cache.
-    static let prefetchAvailableMemoryDivisor = 2
+    package static let prefetchAvailableMemoryDivisor = 2
     /// The size of ``prefetch()``'s reads.
-    static let prefetchChunkBytes = 1 << 20
+    package static let prefetchChunkBytes = 1 << 20
 
     /// Where background writebacks run (one at a time: they contend for the same disk).
     private static let writebackQueue = DispatchQueue(label: "strata.writeback", qos: .utility)
@@ -694,7 +672,7 @@ final class LMDBEnvironment: Sendable {
 
     /// The whole of a `/proc` file. Its size reads as 0 and the kernel hands it out a page at a
     /// time, so this reads until end of file rather than trusting `stat`.
-    static func readProcFile(_ path: String) throws -> String {
+    package static func readProcFile(_ path: String) throws -> String {
         let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw LMDBError(code: errno, operation: "open(\(path))") }
         defer { Glibc.close(fd) }
@@ -713,7 +691,7 @@ final class LMDBEnvironment: Sendable {
     }
 
     /// This process's mappings of the data file (one: LMDB's map).
-    func dataFileMappings() throws -> [(start: UInt, end: UInt)] {
+    package func dataFileMappings() throws -> [(start: UInt, end: UInt)] {
         var fd: Int32 = -1
         try lmdbCheck(mdb_env_get_fd(handle, &fd), "mdb_env_get_fd")
         var st = stat()
@@ -723,7 +701,7 @@ final class LMDBEnvironment: Sendable {
 
     /// This process's mappings of the file with `device` and `inode`, from `/proc/self/maps`
     /// (lines `start-end perms offset major:minor inode path`, numbers in hex but the inode).
-    static func mappings(device: UInt64, inode: UInt64) throws -> [(start: UInt, end: UInt)] {
+    package static func mappings(device: UInt64, inode: UInt64) throws -> [(start: UInt, end: UInt)] {
         let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff))
         let minor = (device & 0xff) | ((device >> 12) & ~UInt64(0xff))
         let text = try readProcFile("/proc/self/maps")
@@ -741,7 +719,7 @@ final class LMDBEnvironment: Sendable {
     }
 
     /// Flushes buffers to disk (`mdb_env_sync(force)`), for `MDB_NOSYNC` environments.
-    func sync() throws {
+    package func sync() throws {
         try checkWrite(mdb_env_sync(handle, 1), "mdb_env_sync")
         if let error = backgroundWritebackError {
             throw LMDBError(code: error, operation: "background writeback or flush of \(path)")
@@ -756,7 +734,7 @@ final class LMDBEnvironment: Sendable {
     /// after marking the environment closed, so it never touches a closed environment (a request
     /// that runs after the close does nothing). `onError` gets a failed flush's error, which is
     /// also kept for the next ``sync()`` to throw (the flush consumed the kernel's one report of it).
-    func requestFlush(onError: @escaping @Sendable (LMDBError) -> Void) {
+    package func requestFlush(onError: @escaping @Sendable (LMDBError) -> Void) {
         // Without MDB_WRITEMAP a flush is an fdatasync of the descriptor, safe while the map
         // moves; with it, an msync of the map, which a growth could unmap underneath.
         precondition(!options.writeMap, "a background flush of an MDB_WRITEMAP environment would race map growth")
@@ -791,16 +769,16 @@ final class LMDBEnvironment: Sendable {
     }
 
     /// Whether a background flush is running or queued.
-    var flushInProgress: Bool { flushState.withLock { $0.running } }
+    package var flushInProgress: Bool { flushState.withLock { $0.running } }
 
     /// Background flushes that ran so far (``requestFlush(onError:)``; a request after
     /// ``close()`` runs none; tests).
-    var completedFlushes: Int { flushState.withLock { $0.completed } }
+    package var completedFlushes: Int { flushState.withLock { $0.completed } }
 
     /// Waits until every background flush requested so far has finished. Never call it from
     /// the flush queue itself (an ``onClose(_:)`` body can run there when the queue's block
     /// held the last reference): it would wait for itself.
-    func waitForFlushes() {
+    package func waitForFlushes() {
         dispatchPrecondition(condition: .notOnQueue(flushQueue))
         flushQueue.sync {}
     }
@@ -809,11 +787,11 @@ final class LMDBEnvironment: Sendable {
 
     /// Begins (or renews a pooled) read-only transaction. Pair with ``endRead(_:)``.
     /// Beginning reads the meta pages in the map, so it holds ``mapLock`` shared.
-    func beginRead() throws -> OpaquePointer {
+    package func beginRead() throws -> OpaquePointer {
         activeReads.wrappingAdd(1, ordering: .sequentiallyConsistent)
         if closed.load(ordering: .sequentiallyConsistent) {
             activeReads.wrappingSubtract(1, ordering: .sequentiallyConsistent)
-            throw StrataError.closed(path: path)
+            throw options.policy.closed(path: path)
         }
         do {
             return try beginCountedRead()
@@ -858,10 +836,10 @@ final class LMDBEnvironment: Sendable {
     /// Records that a reader of the store's data (a snapshot, a context's read) is at work now:
     /// see ``hadReadersRecently``. Strata's own reads while opening or maintaining the store do
     /// not call it.
-    func noteReader() { noteReader(second: Self.monotonicSecond()) }
+    package func noteReader() { noteReader(second: Self.monotonicSecond()) }
 
     /// ``noteReader()`` with the time already read (`CLOCK_MONOTONIC_COARSE` nanoseconds).
-    func noteReader(monotonicNanos: Int64) { noteReader(second: Int(monotonicNanos / 1_000_000_000) + 1) }
+    package func noteReader(monotonicNanos: Int64) { noteReader(second: Int(monotonicNanos / 1_000_000_000) + 1) }
 
     private func noteReader(second now: Int) {
         if lastReadSecond.load(ordering: .relaxed) != now { lastReadSecond.store(now, ordering: .relaxed) }
@@ -872,7 +850,7 @@ final class LMDBEnvironment: Sendable {
     /// while it applies a bulk save: dropping them would make those readers fault their
     /// working set back in again and again (W6's p99 tripled); it still drops them after the
     /// commit.
-    var hadReadersRecently: Bool {
+    package var hadReadersRecently: Bool {
         let last = lastReadSecond.load(ordering: .relaxed)
         return last != 0 && Self.monotonicSecond() - last <= 1
     }
@@ -885,7 +863,7 @@ final class LMDBEnvironment: Sendable {
     }
 
     /// Ends a read transaction from ``beginRead()``: it is reset and pooled, or aborted.
-    func endRead(_ txn: OpaquePointer) {
+    package func endRead(_ txn: OpaquePointer) {
         // Last, on every path: the transaction is reset and pooled (or aborted) before a waiting
         // close() goes on.
         defer { activeReads.wrappingSubtract(1, ordering: .releasing) }
@@ -903,25 +881,25 @@ final class LMDBEnvironment: Sendable {
     /// last key of the log. Call only after the commit succeeded, and only for a transaction that
     /// wrote (LMDB does not advance its transaction id for a commit without changes, so an id of
     /// an empty commit could later name another process's transaction).
-    func publishHead(lmdbTransaction: UInt64, transactionID: TransactionID) {
-        head.store(WordPair(first: UInt(lmdbTransaction), second: UInt(transactionID.rawValue)), ordering: .releasing)
+    package func publishHead(lmdbTransaction: UInt64, head value: UInt64) {
+        head.store(WordPair(first: UInt(lmdbTransaction), second: UInt(value)), ordering: .releasing)
     }
 
     /// The log's last transaction id as seen by read transaction `txn`, when this process
     /// committed the LMDB transaction `txn` reads (the common case: it is the newest one); nil
     /// otherwise (another process committed since, or nothing was published yet), and the caller
     /// reads the log. Exact: a read transaction sees precisely the state its LMDB id names.
-    func headHint(for txn: OpaquePointer) -> TransactionID? {
+    package func publishedHead(for txn: OpaquePointer) -> UInt64? {
         let pair = head.load(ordering: .acquiring)
         guard pair.first != 0, UInt(mdb_txn_id(txn)) == pair.first else { return nil }
-        return TransactionID(UInt64(pair.second))
+        return UInt64(pair.second)
     }
 
     /// The LMDB id of a transaction (a write transaction's id is the one its commit will carry).
-    static func lmdbTransactionID(_ txn: OpaquePointer) -> UInt64 { UInt64(mdb_txn_id(txn)) }
+    package static func lmdbTransactionID(_ txn: OpaquePointer) -> UInt64 { UInt64(mdb_txn_id(txn)) }
 
     /// Runs `body` in a short read transaction (holding the map lock shared throughout).
-    func read<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {
+    package func read<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {
         let txn = try beginRead()
         defer { endRead(txn) }
         return try mapLock.withShared { try body(LMDBTransaction(handle: txn, isWrite: false)) }
@@ -930,7 +908,7 @@ final class LMDBEnvironment: Sendable {
     /// Refuses a data file shorter than the pages its meta page says are in use (a truncated
     /// copy): LMDB maps the file and would fault (SIGBUS) on the first read past its end. Runs
     /// right after `mdb_env_open`, before any page but the meta pages is touched.
-    static func checkFileSize(_ env: OpaquePointer, path: String) throws {
+    package static func checkFileSize(_ env: OpaquePointer, path: String, policy: any EnvironmentPolicy) throws {
         var info = MDB_envinfo()
         var stat = MDB_stat()
         try lmdbCheck(mdb_env_info(env, &info), "mdb_env_info")
@@ -938,14 +916,14 @@ final class LMDBEnvironment: Sendable {
         let needed = (info.me_last_pgno + 1) * Int(stat.ms_psize)
         guard let size = (try? FileManager.default.attributesOfItem(atPath: path + "/data.mdb")[.size]) as? Int else { return }
         if size < needed {
-            throw StrataError.notAStore(path: path, reason: "data.mdb is truncated: \(size) bytes, its pages need \(needed)")
+            throw policy.notAStore(path: path, reason: "data.mdb is truncated: \(size) bytes, its pages need \(needed)")
         }
     }
 
     /// Checks every page of the data file (``PageAudit``) as of a read transaction held open
     /// meanwhile, so no writer reuses a page of that state during the check. Beginning the
     /// transaction reads only the meta page.
-    static func checkPages(_ env: OpaquePointer, path: String) throws {
+    package static func checkPages(_ env: OpaquePointer, path: String, policy: any EnvironmentPolicy) throws {
         var attempt = 0
         while true {
             var txn: OpaquePointer?
@@ -953,22 +931,22 @@ final class LMDBEnvironment: Sendable {
             guard let txn else { throw LMDBError(code: EINVAL, operation: "mdb_txn_begin(page check)") }
             defer { mdb_txn_abort(txn) }
             do {
-                return try PageAudit.check(dataFile: path + "/data.mdb", store: path, txnID: lmdbTransactionID(txn))
+                return try PageAudit.check(dataFile: path + "/data.mdb", store: path, txnID: lmdbTransactionID(txn), policy: policy)
             } catch is PageAudit.Outdated where attempt < 100 {
                 attempt += 1   // commits overtook the check's meta page: check the newer state
             } catch is PageAudit.Outdated {
-                throw StrataError.storeBusy(path: path, processIDs: [])
+                throw policy.busy(path: path)
             }
         }
     }
 
     /// ``checkPages(_:path:)`` of this open environment.
-    func checkPages() throws {
-        try mapLock.withShared { try Self.checkPages(handle, path: path) }
+    package func checkPages() throws {
+        try mapLock.withShared { try Self.checkPages(handle, path: path, policy: options.policy) }
     }
 
     /// Bytes of the data file on disk.
-    var fileBytes: Int {
+    package var fileBytes: Int {
         var st = stat()
         guard stat(path + "/data.mdb", &st) == 0 else { return 0 }
         return Int(st.st_size)
@@ -976,7 +954,7 @@ final class LMDBEnvironment: Sendable {
 
     /// Reader slots holding a snapshot now, in every process (`mdb_reader_list`). Reset slots kept
     /// for reuse and slots of ended processes are not counted.
-    func readerCount() -> Int {
+    package func readerCount() -> Int {
         final class Counter { var active = 0 }
         let counter = Counter()
         let rc = withExtendedLifetime(counter) {
@@ -997,6 +975,6 @@ final class LMDBEnvironment: Sendable {
 
 /// A pooled, reset read transaction handle. Only ever used by one owner at a time (taken out of
 /// the pool under its mutex), which is what makes sending it between threads safe.
-struct ReadTxnBox: @unchecked Sendable {
-    let txn: OpaquePointer
+package struct ReadTxnBox: @unchecked Sendable {
+    package let txn: OpaquePointer
 }

@@ -2,9 +2,14 @@ import Glibc
 import CLMDB
 
 /// A named LMDB database handle. Opened once at start-up and never closed.
-struct LMDBDatabase: Sendable, Equatable {
-    let dbi: MDB_dbi
-    let name: String
+package struct LMDBDatabase: Sendable, Equatable {
+    package let dbi: MDB_dbi
+    package let name: String
+
+    package init(dbi: MDB_dbi, name: String) {
+        self.dbi = dbi
+        self.name = name
+    }
 }
 
 /// A borrowed view of an open LMDB transaction (read or write).
@@ -12,22 +17,27 @@ struct LMDBDatabase: Sendable, Equatable {
 /// It is only ever handed to a closure (`LMDBEnvironment.write`, a snapshot's `read`), and must
 /// not be stored: the pointer is invalid once the closure returns. Values it returns are copied
 /// or decoded inside the closure; no pointer into the map escapes.
-struct LMDBTransaction {
-    let handle: OpaquePointer
-    let isWrite: Bool
+package struct LMDBTransaction {
+    package let handle: OpaquePointer
+    package let isWrite: Bool
+
+    package init(handle: OpaquePointer, isWrite: Bool) {
+        self.handle = handle
+        self.isWrite = isWrite
+    }
 
     /// Calls `body` with the bytes stored at `key`, or returns nil when the key is absent.
     /// The buffer is valid only inside `body`.
-    func withValue<R>(_ db: LMDBDatabase, key: [UInt8], _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+    package func withValue<R>(_ db: LMDBDatabase, key: [UInt8], _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
         try key.withUnsafeBytes { try withValue(db, key: $0, body) }
     }
 
     /// ``withValue(_:key:_:)`` for a key that lives elsewhere (an id's bytes on the stack).
-    func withValue<R>(_ db: LMDBDatabase, key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+    package func withValue<R>(_ db: LMDBDatabase, key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
         // Keys looked up are made from what the store holds (a log entry's ids, a record's values):
         // a size LMDB cannot hold comes from a damaged entry, reported as such, not a trap.
         guard key.count > 0 && key.count <= LMDBLimits.maxKeyBytes else {
-            throw StrataError.corruptRecord(id: ObjectID(high: 0, low: 0), reason: "database '\(db.name)': a lookup made from stored data has a \(key.count)-byte key, outside 1…\(LMDBLimits.maxKeyBytes)")
+            throw LMDBError(code: MDB_BAD_VALSIZE, operation: "mdb_get(\(db.name)) of a key made from stored data: \(key.count) bytes, outside 1…\(LMDBLimits.maxKeyBytes) (a damaged entry)")
         }
         var data = MDB_val()
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
@@ -38,25 +48,59 @@ struct LMDBTransaction {
     }
 
     /// Whether `key` is present.
-    func contains(_ db: LMDBDatabase, key: [UInt8]) throws -> Bool {
+    package func contains(_ db: LMDBDatabase, key: [UInt8]) throws -> Bool {
         try withValue(db, key: key) { _ in true } ?? false
     }
 
-    /// Stores `value` at `key`, replacing what was there.
+    /// How a put treats a key that is already there.
+    package enum PutMode: Sendable {
+        /// Replaces the value.
+        case replace
+        /// Leaves the stored value and reports ``PutResult/keyExists`` (`MDB_NOOVERWRITE`: one
+        /// B-tree search for the check and the put).
+        case noOverwrite
+        /// The key sorts after every key of the database (`MDB_APPEND`: no search); a key that
+        /// does not throws an ``LMDBError`` with `MDB_KEYEXIST`.
+        case append
+
+        package var flags: UInt32 {
+            switch self {
+            case .replace: 0
+            case .noOverwrite: UInt32(MDB_NOOVERWRITE)
+            case .append: UInt32(MDB_APPEND)
+            }
+        }
+    }
+
+    /// What a put did.
+    package enum PutResult: Sendable, Equatable {
+        case stored
+        /// The key was there already (``PutMode/noOverwrite``); nothing was written.
+        case keyExists
+    }
+
     /// `mdb_put` of bytes that live elsewhere (another environment's map, during a copy).
-    func put(_ db: LMDBDatabase, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, flags: UInt32 = 0) throws {
+    @discardableResult
+    package func put(_ db: LMDBDatabase, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
+                     mode: PutMode = .replace) throws -> PutResult {
         precondition(isWrite, "put on a read-only transaction")
         precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes, "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
-        try lmdbCheck(mdb_put(handle, db.dbi, &k, &v, flags), "mdb_put(\(db.name))")
+        return try Self.result(mdb_put(handle, db.dbi, &k, &v, mode.flags), mode, db)
+    }
+
+    private static func result(_ rc: Int32, _ mode: PutMode, _ db: LMDBDatabase) throws -> PutResult {
+        if rc == MDB_KEYEXIST, mode == .noOverwrite { return .keyExists }
+        try lmdbCheck(rc, "mdb_put(\(db.name))")
+        return .stored
     }
 
     /// Runs `body` with an appender: a write cursor on `db` that puts keys in ascending order
     /// (`MDB_APPEND`). Unlike `mdb_put`, which opens a cursor and searches from the root for
     /// every key, the cursor stays on the last leaf, so a bulk load costs no tree descent per
     /// key. A key not after the last one is `MDB_KEYEXIST`.
-    func withAppender<R>(_ db: LMDBDatabase, _ body: (Appender) throws -> R) throws -> R {
+    package func withAppender<R>(_ db: LMDBDatabase, _ body: (Appender) throws -> R) throws -> R {
         precondition(isWrite, "append on a read-only transaction")
         var cursor: OpaquePointer?
         try lmdbCheck(mdb_cursor_open(handle, db.dbi, &cursor), "mdb_cursor_open(\(db.name))")
@@ -66,12 +110,12 @@ struct LMDBTransaction {
     }
 
     /// See ``withAppender(_:_:)``; valid only inside its body.
-    struct Appender {
+    package struct Appender {
         fileprivate let cursor: OpaquePointer
-        let db: LMDBDatabase
+        package let db: LMDBDatabase
 
         /// Appends `key` (after every key in the database) with `value`.
-        func append(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws {
+        package func append(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws {
             // The keys come from another store (a compaction's copy): a size LMDB cannot hold is
             // a damaged source, reported as LMDB would (MDB_BAD_VALSIZE), not a trap.
             guard key.count > 0 && key.count <= LMDBLimits.maxKeyBytes else {
@@ -84,35 +128,37 @@ struct LMDBTransaction {
     }
 
     /// Deletes every entry of `db` (`mdb_drop` without deleting the database itself).
-    func empty(_ db: LMDBDatabase) throws {
+    package func empty(_ db: LMDBDatabase) throws {
         precondition(isWrite, "empty on a read-only transaction")
-        // LMDB's main database (``DatabaseName/counts`` in format 2) also holds the named
+        // LMDB's main (unnamed) database also holds the named
         // databases' records: emptying it would lose them.
         precondition(db.name != "main", "empty on LMDB's main database")
         try lmdbCheck(mdb_drop(handle, db.dbi, 0), "mdb_drop(\(db.name))")
     }
 
-    func put(_ db: LMDBDatabase, key: [UInt8], value: [UInt8], flags: UInt32 = 0) throws {
+    /// Stores `value` at `key` as `mode` says.
+    @discardableResult
+    package func put(_ db: LMDBDatabase, key: [UInt8], value: [UInt8], mode: PutMode = .replace) throws -> PutResult {
         precondition(isWrite, "put on a read-only transaction")
         precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes, "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")
         let rc: Int32 = key.withUnsafeBytes { kb in
             value.withUnsafeBytes { vb in
                 var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
                 var v = MDB_val(mv_size: vb.count, mv_data: UnsafeMutableRawPointer(mutating: vb.baseAddress))
-                return mdb_put(handle, db.dbi, &k, &v, flags)
+                return mdb_put(handle, db.dbi, &k, &v, mode.flags)
             }
         }
-        try lmdbCheck(rc, "mdb_put(\(db.name))")
+        return try Self.result(rc, mode, db)
     }
 
     /// Deletes `key`; returns false when it was not there.
     @discardableResult
-    func delete(_ db: LMDBDatabase, key: [UInt8]) throws -> Bool {
+    package func delete(_ db: LMDBDatabase, key: [UInt8]) throws -> Bool {
         try key.withUnsafeBytes { try delete(db, key: $0) }
     }
 
     /// ``delete(_:key:)`` of a key that lives in a buffer; false when it was not there.
-    func delete(_ db: LMDBDatabase, key: UnsafeRawBufferPointer) throws -> Bool {
+    package func delete(_ db: LMDBDatabase, key: UnsafeRawBufferPointer) throws -> Bool {
         precondition(isWrite, "delete on a read-only transaction")
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         let rc = mdb_del(handle, db.dbi, &k, nil)
@@ -123,7 +169,7 @@ struct LMDBTransaction {
 
     /// Visits keys in ascending order starting at the first key `>= start` (or the first key),
     /// while they begin with `prefix` (if given) and `body` returns true.
-    func scan(
+    package func scan(
         _ db: LMDBDatabase, from start: [UInt8]? = nil, prefix: [UInt8]? = nil,
         _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
     ) throws {
@@ -153,7 +199,7 @@ struct LMDBTransaction {
     }
 
     /// The last key and value of `db` (within `prefix` if given), passed to `body`.
-    func last<R>(_ db: LMDBDatabase, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> R) throws -> R? {
+    package func last<R>(_ db: LMDBDatabase, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> R) throws -> R? {
         var cursor: OpaquePointer?
         try lmdbCheck(mdb_cursor_open(handle, db.dbi, &cursor), "mdb_cursor_open(\(db.name))")
         defer { mdb_cursor_close(cursor) }
@@ -167,14 +213,14 @@ struct LMDBTransaction {
     }
 
     /// Bytes of the pages `db` uses (branch, leaf and overflow pages).
-    func pageBytes(_ db: LMDBDatabase) throws -> Int {
+    package func pageBytes(_ db: LMDBDatabase) throws -> Int {
         var stat = MDB_stat()
         try lmdbCheck(mdb_stat(handle, db.dbi, &stat), "mdb_stat(\(db.name))")
         return (stat.ms_branch_pages + stat.ms_leaf_pages + stat.ms_overflow_pages) * Int(stat.ms_psize)
     }
 
     /// Number of entries in `db`.
-    func entryCount(_ db: LMDBDatabase) throws -> Int {
+    package func entryCount(_ db: LMDBDatabase) throws -> Int {
         var stat = MDB_stat()
         try lmdbCheck(mdb_stat(handle, db.dbi, &stat), "mdb_stat(\(db.name))")
         return stat.ms_entries
@@ -189,7 +235,7 @@ public enum LMDBLimits {
 
 extension UnsafeRawBufferPointer {
     @inline(__always)
-    func starts(with prefix: [UInt8]) -> Bool {
+    package func starts(with prefix: [UInt8]) -> Bool {
         guard count >= prefix.count else { return false }
         for i in 0..<prefix.count where self[i] != prefix[i] { return false }
         return true

@@ -8,7 +8,7 @@ import Glibc
 /// outside the map (a fault inside the library) or hand back a value that runs past the end of
 /// the file (a fault in the code reading it). This check reads the file itself, never through the
 /// map, and follows every pointer only after checking it, so damage is reported as
-/// ``StrataError/damagedStore(path:reason:)`` naming the database and page (and the key near it).
+/// the owner's ``EnvironmentPolicy/damaged(path:reason:)`` error naming the database and page (and the key near it).
 ///
 /// What it checks, for the meta page LMDB will use (the one with the larger transaction id) and
 /// every database reachable from it (the free-page database, the main database, every named
@@ -29,33 +29,33 @@ import Glibc
 /// The check reads every page of the tree once: a cost proportional to the file, like `verify`'s.
 /// It is done with a read transaction open on the environment being checked (the caller's), so
 /// no page of the state it checks is reused by a writer meanwhile.
-struct PageAudit {
-    static let headerSize = 16
-    static let metaMagic: UInt32 = 0xBEEF_C0DE
-    static let dataVersion: UInt32 = 1
-    static let invalidPage = UInt64.max
-    static let maxDepth = 32
-    static let freeName = "free pages"
+package struct PageAudit {
+    package static let headerSize = 16
+    package static let metaMagic: UInt32 = 0xBEEF_C0DE
+    package static let dataVersion: UInt32 = 1
+    package static let invalidPage = UInt64.max
+    package static let maxDepth = 32
+    package static let freeName = "free pages"
     // Page flags (mdb.c: P_BRANCH, P_LEAF, P_OVERFLOW, P_META, P_LEAF2, P_SUBP).
-    static let pBranch: UInt16 = 0x01, pLeaf: UInt16 = 0x02, pOverflow: UInt16 = 0x04, pMeta: UInt16 = 0x08
-    static let pLeaf2: UInt16 = 0x20, pSubp: UInt16 = 0x40
+    package static let pBranch: UInt16 = 0x01, pLeaf: UInt16 = 0x02, pOverflow: UInt16 = 0x04, pMeta: UInt16 = 0x08
+    package static let pLeaf2: UInt16 = 0x20, pSubp: UInt16 = 0x40
     // Node flags (F_BIGDATA, F_SUBDATA, F_DUPDATA).
-    static let fBigData: UInt16 = 0x01, fSubData: UInt16 = 0x02, fDupData: UInt16 = 0x04
+    package static let fBigData: UInt16 = 0x01, fSubData: UInt16 = 0x02, fDupData: UInt16 = 0x04
     // Database flags that change how LMDB reads a tree (MDB_REVERSEKEY, MDB_DUPSORT,
     // MDB_INTEGERKEY, MDB_DUPFIXED, MDB_INTEGERDUP, MDB_REVERSEDUP).
-    static let layoutFlags: UInt16 = 0x02 | 0x04 | 0x08 | 0x10 | 0x20 | 0x40
+    package static let layoutFlags: UInt16 = 0x02 | 0x04 | 0x08 | 0x10 | 0x20 | 0x40
 
     /// An LMDB database record (`MDB_db`, 48 bytes).
-    struct DBRecord {
-        var flags: UInt16
-        var depth: UInt16
-        var branchPages: UInt64
-        var leafPages: UInt64
-        var overflowPages: UInt64
-        var entries: UInt64
-        var root: UInt64
+    package struct DBRecord {
+        package var flags: UInt16
+        package var depth: UInt16
+        package var branchPages: UInt64
+        package var leafPages: UInt64
+        package var overflowPages: UInt64
+        package var entries: UInt64
+        package var root: UInt64
 
-        init(_ b: [UInt8], at o: Int) {
+        package init(_ b: [UInt8], at o: Int) {
             flags = PageAudit.u16(b, o + 4)
             depth = PageAudit.u16(b, o + 6)
             branchPages = PageAudit.u64(b, o + 8)
@@ -67,35 +67,35 @@ struct PageAudit {
     }
 
     /// What the walk of one database found.
-    struct Tally {
-        var depth = 0
-        var branchPages: UInt64 = 0
-        var leafPages: UInt64 = 0
-        var overflowPages: UInt64 = 0
-        var entries: UInt64 = 0
+    package struct Tally {
+        package var depth = 0
+        package var branchPages: UInt64 = 0
+        package var leafPages: UInt64 = 0
+        package var overflowPages: UInt64 = 0
+        package var entries: UInt64 = 0
     }
 
-    struct Damage: Error {
-        let reason: String
+    package struct Damage: Error {
+        package let reason: String
     }
 
     /// The meta pages moved on past the caller's transaction during the check.
-    struct Outdated: Error {}
+    package struct Outdated: Error {}
 
-    let fd: Int32
-    let fileBytes: Int
-    let pageSize: Int
-    let lastPage: UInt64
+    package let fd: Int32
+    package let fileBytes: Int
+    package let pageSize: Int
+    package let lastPage: UInt64
     private var seen: [UInt64]
     /// The free-page database's values (key, list), checked once every tree is walked.
     private var freeLists: [([UInt8], [UInt8])] = []
 
     /// Checks the data file at `path` (`…/data.mdb`) as LMDB sees it at transaction `txnID`
     /// (a read transaction the caller holds open; nil: the newest meta page's).
-    /// - Throws: ``StrataError/damagedStore(path:reason:)`` for the first damage found;
+    /// - Throws: the owner's ``EnvironmentPolicy/damaged(path:reason:)`` error for the first damage found;
     ///   ``LMDBError`` when the file cannot be read.
     /// - Throws: ``Outdated`` when commits since `txnID` overwrote its meta page (begin again).
-    static func check(dataFile path: String, store: String, txnID: UInt64?) throws {
+    package static func check(dataFile path: String, store: String, txnID: UInt64?, policy: any EnvironmentPolicy) throws {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw LMDBError(code: errno, operation: "open(\(path)) for the page check") }
         defer { close(fd) }
@@ -116,14 +116,14 @@ struct PageAudit {
             var audit = PageAudit(fd: fd, fileBytes: Int(st.st_size), pageSize: metas.pageSize, lastPage: meta.lastPage)
             try audit.walkAll(free: meta.free, main: meta.main)
         } catch let d as Damage {
-            throw StrataError.damagedStore(path: store, reason: d.reason)
+            throw policy.damaged(path: store, reason: d.reason)
         }
     }
 
     /// Checks only the two meta pages of the data file at `path` (before `mdb_env_open`, which
     /// would report a damaged one as a file that is not LMDB's). An empty or missing file passes
     /// (LMDB writes new meta pages into it).
-    static func checkMetas(dataFile path: String, store: String) throws {
+    package static func checkMetas(dataFile path: String, store: String, policy: any EnvironmentPolicy) throws {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
             if errno == ENOENT { return }
@@ -136,19 +136,19 @@ struct PageAudit {
         do {
             _ = try readMetas(fd: fd, fileBytes: Int(st.st_size))
         } catch let d as Damage {
-            throw StrataError.damagedStore(path: store, reason: d.reason)
+            throw policy.damaged(path: store, reason: d.reason)
         }
     }
 
-    struct Meta {
-        var txnID: UInt64
-        var lastPage: UInt64
-        var free: DBRecord
-        var main: DBRecord
+    package struct Meta {
+        package var txnID: UInt64
+        package var lastPage: UInt64
+        package var free: DBRecord
+        package var main: DBRecord
     }
 
     /// Reads and checks both meta pages; returns the one LMDB uses.
-    static func readMetas(fd: Int32, fileBytes: Int) throws -> (chosen: Meta, chosenIndex: Int, all: [Meta], pageSize: Int) {
+    package static func readMetas(fd: Int32, fileBytes: Int) throws -> (chosen: Meta, chosenIndex: Int, all: [Meta], pageSize: Int) {
         // The page size is meta page 0's (mm_psize): meta page 1 starts there, and meta page 1
         // must say the same.
         guard fileBytes >= 160 else { throw Damage(reason: "data.mdb is \(fileBytes) bytes, too short for its meta pages") }
@@ -202,7 +202,7 @@ struct PageAudit {
         seen = [UInt64](repeating: 0, count: Int(lastPage) / 64 + 1)
     }
 
-    mutating func walkAll(free: DBRecord, main: DBRecord) throws {
+    package mutating func walkAll(free: DBRecord, main: DBRecord) throws {
         guard free.flags & (Self.layoutFlags & ~UInt16(0x08)) == 0 else { throw Damage(reason: "meta page: the free-page database has flags 0x\(String(free.flags, radix: 16))") }
         _ = try walkDatabase(Self.freeName, free, isMain: false)
         guard main.flags & Self.layoutFlags == 0 else { throw Damage(reason: "meta page: the main database has flags 0x\(String(main.flags, radix: 16))") }
@@ -229,7 +229,7 @@ struct PageAudit {
     }
 
     /// Walks one database; for the main database returns the named databases it records.
-    mutating func walkDatabase(_ name: String, _ db: DBRecord, isMain: Bool) throws -> [(String, DBRecord)] {
+    package mutating func walkDatabase(_ name: String, _ db: DBRecord, isMain: Bool) throws -> [(String, DBRecord)] {
         var named: [(String, DBRecord)] = []
         var tally = Tally()
         if db.root == Self.invalidPage {
@@ -369,7 +369,7 @@ struct PageAudit {
 
     // MARK: Bytes
 
-    static func readExactly(_ fd: Int32, _ buffer: inout [UInt8], at offset: Int) throws {
+    package static func readExactly(_ fd: Int32, _ buffer: inout [UInt8], at offset: Int) throws {
         var done = 0
         let wanted = buffer.count
         while done < wanted {
@@ -383,19 +383,19 @@ struct PageAudit {
         }
     }
 
-    static func u16(_ b: [UInt8], _ o: Int) -> UInt16 { UInt16(b[o]) | UInt16(b[o + 1]) << 8 }
-    static func u32(_ b: [UInt8], _ o: Int) -> UInt32 { UInt32(u16(b, o)) | UInt32(u16(b, o + 2)) << 16 }
-    static func u64(_ b: [UInt8], _ o: Int) -> UInt64 { UInt64(u32(b, o)) | UInt64(u32(b, o + 4)) << 32 }
+    package static func u16(_ b: [UInt8], _ o: Int) -> UInt16 { UInt16(b[o]) | UInt16(b[o + 1]) << 8 }
+    package static func u32(_ b: [UInt8], _ o: Int) -> UInt32 { UInt32(u16(b, o)) | UInt32(u16(b, o + 2)) << 16 }
+    package static func u64(_ b: [UInt8], _ o: Int) -> UInt64 { UInt64(u32(b, o)) | UInt64(u32(b, o + 4)) << 32 }
 
     /// LMDB's default key order: bytes compared as unsigned, a prefix first.
-    static func less(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    package static func less(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         let n = min(a.count, b.count)
         if n == 0 { return a.count < b.count }
         let c = a.withUnsafeBytes { ab in b.withUnsafeBytes { bb in memcmp(ab.baseAddress!, bb.baseAddress!, n) } }
         return c != 0 ? c < 0 : a.count < b.count
     }
 
-    static func hex(_ key: [UInt8]) -> String {
+    package static func hex(_ key: [UInt8]) -> String {
         let shown = key.prefix(24).map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
         return "0x" + shown + (key.count > 24 ? "…" : "")
     }

@@ -10,10 +10,10 @@ import Glibc
 ///
 /// `@unchecked Sendable` is safe: the only state is a `pthread_rwlock_t` allocated once, never
 /// moved, and designed for concurrent use from any thread.
-final class RWLock: @unchecked Sendable {
+package final class RWLock: @unchecked Sendable {
     private let lock: UnsafeMutablePointer<pthread_rwlock_t>
 
-    init() {
+    package init() {
         lock = .allocate(capacity: 1)
         // Reader-preferring (glibc's default, set here explicitly): a thread may take the lock
         // shared while others hold it shared even when a writer is waiting. Verify relies on it:
@@ -33,14 +33,14 @@ final class RWLock: @unchecked Sendable {
         lock.deallocate()
     }
 
-    func withShared<R>(_ body: () throws -> R) rethrows -> R {
+    package func withShared<R>(_ body: () throws -> R) rethrows -> R {
         let rc = pthread_rwlock_rdlock(lock)
         precondition(rc == 0, "pthread_rwlock_rdlock failed: \(rc)")
         defer { pthread_rwlock_unlock(lock) }
         return try body()
     }
 
-    func withExclusive<R>(_ body: () throws -> R) rethrows -> R {
+    package func withExclusive<R>(_ body: () throws -> R) rethrows -> R {
         let rc = pthread_rwlock_wrlock(lock)
         precondition(rc == 0, "pthread_rwlock_wrlock failed: \(rc)")
         defer { pthread_rwlock_unlock(lock) }

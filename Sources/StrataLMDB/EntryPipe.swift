@@ -13,9 +13,9 @@ import Foundation
 /// `@unchecked Sendable` is safe: every stored property is read and written only while
 /// `condition` is locked; buffers move between the threads by value, and a buffer is touched by
 /// one side at a time (the side that took it out of `empty` or `filled`).
-final class EntryPipe: @unchecked Sendable {
+package final class EntryPipe: @unchecked Sendable {
     /// How a ``receive()`` ended.
-    enum Received {
+    package enum Received {
         case buffer([UInt8])
         /// The reader finished: every buffer it filled was received.
         case end
@@ -24,10 +24,10 @@ final class EntryPipe: @unchecked Sendable {
     }
 
     /// Buffers in circulation, at most.
-    let bufferCount: Int
+    package let bufferCount: Int
     /// The size of a buffer: the reader sends a buffer before an entry would take it past this
     /// (an entry larger than it alone gets a buffer grown to fit, replaced once given back).
-    let bufferBytes: Int
+    package let bufferBytes: Int
     private let condition = NSCondition()
     private var empty: [[UInt8]] = []
     /// Buffers made so far (``takeEmpty()`` makes one while fewer than ``bufferCount`` exist).
@@ -39,7 +39,7 @@ final class EntryPipe: @unchecked Sendable {
     /// Up to `bufferCount` buffers of `bufferBytes` each. The appender may hold up to a
     /// transaction's worth of buffers until it commits, so `bufferCount` must exceed that (see
     /// ``LMDBEnvironment/copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``).
-    init(bufferCount: Int, bufferBytes: Int) {
+    package init(bufferCount: Int, bufferBytes: Int) {
         precondition(bufferCount >= 2 && bufferBytes > 0, "an entry pipe needs two buffers or more")
         self.bufferCount = bufferCount
         self.bufferBytes = bufferBytes
@@ -47,7 +47,7 @@ final class EntryPipe: @unchecked Sendable {
 
     /// Reader: an empty buffer, waiting until the appender gives one back when all
     /// ``bufferCount`` are out; nil once cancelled.
-    func takeEmpty() -> [UInt8]? {
+    package func takeEmpty() -> [UInt8]? {
         condition.lock()
         defer { condition.unlock() }
         while empty.isEmpty && made == bufferCount && !cancelled { condition.wait() }
@@ -65,12 +65,12 @@ final class EntryPipe: @unchecked Sendable {
     /// Reader: whether an entry of `key` and `value` bytes still fits in `buffer` (an empty
     /// buffer takes any entry).
     @inline(__always)
-    func fits(key: Int, value: Int, in buffer: [UInt8]) -> Bool {
+    package func fits(key: Int, value: Int, in buffer: [UInt8]) -> Bool {
         buffer.isEmpty || buffer.count + Self.entryHeaderBytes + key + value <= bufferBytes
     }
 
     /// Reader: hands a filled buffer to the appender; false once cancelled.
-    func send(_ buffer: [UInt8]) -> Bool {
+    package func send(_ buffer: [UInt8]) -> Bool {
         condition.lock()
         defer { condition.unlock() }
         guard !cancelled else { return false }
@@ -80,7 +80,7 @@ final class EntryPipe: @unchecked Sendable {
     }
 
     /// Reader: nothing more will be sent.
-    func finish() {
+    package func finish() {
         condition.lock()
         finished = true
         condition.broadcast()
@@ -88,7 +88,7 @@ final class EntryPipe: @unchecked Sendable {
     }
 
     /// Appender: the next filled buffer, in the order sent, waiting for one.
-    func receive() -> Received {
+    package func receive() -> Received {
         condition.lock()
         defer { condition.unlock() }
         while filled.isEmpty && !finished && !cancelled { condition.wait() }
@@ -100,7 +100,7 @@ final class EntryPipe: @unchecked Sendable {
     /// Appender: gives a buffer back once what it held is committed. One grown past twice
     /// ``bufferBytes`` (a large entry's) is dropped and a buffer of the usual size made instead
     /// at the next ``takeEmpty()``, so large values do not stay allocated.
-    func recycle(_ buffer: [UInt8]) {
+    package func recycle(_ buffer: [UInt8]) {
         condition.lock()
         if buffer.capacity > 2 * bufferBytes {
             made -= 1
@@ -113,7 +113,7 @@ final class EntryPipe: @unchecked Sendable {
 
     /// Either side stopped on an error: the other side's next call returns nil, false or
     /// ``Received/cancelled``, and nothing waits any longer.
-    func cancel() {
+    package func cancel() {
         condition.lock()
         cancelled = true
         condition.broadcast()
@@ -121,11 +121,11 @@ final class EntryPipe: @unchecked Sendable {
     }
 
     /// The bytes before each entry's key in a buffer: the key's and the value's lengths (`UInt32` each).
-    static let entryHeaderBytes = 2 * MemoryLayout<UInt32>.size
+    package static let entryHeaderBytes = 2 * MemoryLayout<UInt32>.size
 
     /// Appends one entry to `buffer` in the pipe's layout.
     @inline(__always)
-    static func append(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, to buffer: inout [UInt8]) {
+    package static func append(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, to buffer: inout [UInt8]) {
         precondition(key.count <= Int(UInt32.max) && value.count <= Int(UInt32.max), "an entry over 4 GiB in a copy")
         withUnsafeBytes(of: UInt32(key.count).littleEndian) { buffer.append(contentsOf: $0) }
         withUnsafeBytes(of: UInt32(value.count).littleEndian) { buffer.append(contentsOf: $0) }
@@ -134,7 +134,7 @@ final class EntryPipe: @unchecked Sendable {
     }
 
     /// Calls `body` with each entry of a buffer filled by ``append(key:value:to:)``, in order.
-    static func forEachEntry(in buffer: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
+    package static func forEachEntry(in buffer: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
         try buffer.withUnsafeBytes { raw in
             var at = 0
             while at < raw.count {
