@@ -13,8 +13,7 @@ struct InfoCommand: AsyncParsableCommand {
           storectl info ./library.strata
           storectl info ./library.strata --json | jq .entities
 
-        JSON shape:
-          {"path": "...", "schema": {"model": "library", "version": 1}, "format": 2, "lastTransaction": 42, \
+        JSON: {"path": "...", "schema": {"model": "library", "version": 1}, "format": 2, "lastTransaction": 42, \
         "entities": {"Album": 54, ...}, "objects": 406, "fileBytes": 1048576, "mapSizeBytes": 68719476736, \
         "logEntries": 42, "readers": 1}
         """
