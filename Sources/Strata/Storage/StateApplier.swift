@@ -240,7 +240,7 @@ struct StateApplier: StateStore {
                 // lost, or a rebuild replaying deletes of objects from before its horizon):
                 // kept at zero, and `verify` reports a count that differs from the objects.
                 let value = UInt64(max(0, current + delta)).bigEndian
-                try withUnsafeBytes(of: value) { try txn.put(env[.counts], key: key, value: $0) }
+                _ = try withUnsafeBytes(of: value) { try txn.put(env[.counts], key: key, value: $0) }
             }
         }
         countDeltas.removeAll()

@@ -593,7 +593,7 @@ final class Writer: Sendable {
         let entry = LogEntry(transactionID: tx, schemaVersion: schema.version, timestampMs: Int64(Date().timeIntervalSince1970 * 1000),
                              author: save.author, metadata: save.metadata, changes: resolver.changes)
         let encoded = LogEntryCodec.encode(entry)
-        try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
+        _ = try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
             try encoded.withUnsafeBytes { try txn.put(env[.log], key: key, value: $0, mode: .append) }
         }
         return entry
