@@ -14,6 +14,8 @@ package protocol EnvironmentPolicy: Sendable {
     func busy(path: String) -> any Error
     /// A page of the data file is damaged (``PageAudit``).
     func damaged(path: String, reason: String) -> any Error
+    /// A key made from stored data that no database can hold (a damaged entry).
+    func corruptKey(database: String, reason: String) -> any Error
     /// Refuses `file` (in the environment's directory `path`) when LMDB must not open it: for
     /// example a symbolic link, which LMDB would follow. A missing file is fine.
     func checkFile(_ file: String, in path: String) throws
@@ -28,6 +30,7 @@ package enum StorageFault: Error, Sendable, Equatable, CustomStringConvertible {
     case busy(path: String)
     case damaged(path: String, reason: String)
     case unsafeFile(path: String, reason: String)
+    case corruptKey(database: String, reason: String)
 
     package var description: String {
         switch self {
@@ -36,6 +39,7 @@ package enum StorageFault: Error, Sendable, Equatable, CustomStringConvertible {
         case .busy(let p): "\(p): busy: other processes keep writing"
         case .damaged(let p, let r): "\(p): damaged: \(r)"
         case .unsafeFile(let p, let r): "\(p): \(r)"
+        case .corruptKey(let d, let r): "database '\(d)': \(r)"
         }
     }
 }
@@ -47,6 +51,7 @@ package struct PlainEnvironmentPolicy: EnvironmentPolicy {
     package func notAStore(path: String, reason: String) -> any Error { StorageFault.notAStore(path: path, reason: reason) }
     package func busy(path: String) -> any Error { StorageFault.busy(path: path) }
     package func damaged(path: String, reason: String) -> any Error { StorageFault.damaged(path: path, reason: reason) }
+    package func corruptKey(database: String, reason: String) -> any Error { StorageFault.corruptKey(database: database, reason: reason) }
 
     package func checkFile(_ file: String, in path: String) throws {
         var st = stat()

@@ -125,6 +125,6 @@ extension LMDBEnvironment {
     package func read<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {
         let txn = try beginRead()
         defer { endRead(txn) }
-        return try mapLock.withShared { try body(LMDBTransaction(handle: txn, isWrite: false)) }
+        return try mapLock.withShared { try body(transaction(txn, isWrite: false)) }
     }
 }

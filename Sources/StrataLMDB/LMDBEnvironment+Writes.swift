@@ -27,7 +27,7 @@ extension LMDBEnvironment {
                     guard let txn else { throw LMDBError(code: EINVAL, operation: "mdb_txn_begin") }
                     let result: R
                     do {
-                        result = try body(LMDBTransaction(handle: txn, isWrite: true))
+                        result = try body(transaction(txn, isWrite: true))
                     } catch {
                         mdb_txn_abort(txn)
                         throw error
@@ -56,7 +56,7 @@ extension LMDBEnvironment {
         guard let child else { throw LMDBError(code: EINVAL, operation: "mdb_txn_begin(nested)") }
         let result: R
         do {
-            result = try body(LMDBTransaction(handle: child, isWrite: true))
+            result = try body(transaction(child, isWrite: true))
         } catch {
             mdb_txn_abort(child)
             throw error

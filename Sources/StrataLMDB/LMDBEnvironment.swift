@@ -112,7 +112,7 @@ package final class LMDBEnvironment: Sendable {
             staleReadersCleared = Int(dead)
             try Self.checkFileSize(env, path: path, policy: options.policy)
             if options.checkPages { try Self.checkPages(env, path: path, policy: options.policy) }
-            databases = try Self.openDatabases(env, options.databases, readOnly: options.readOnly)
+            databases = try Self.openDatabases(env, options, readOnly: options.readOnly)
             try lmdbCheck(mdb_env_info(env, &info), "mdb_env_info")
         } catch {
             mdb_env_close(env)
@@ -205,7 +205,8 @@ package final class LMDBEnvironment: Sendable {
         return size
     }
 
-    static func openDatabases(_ env: OpaquePointer, _ set: DatabaseSet, readOnly: Bool) throws -> [LMDBDatabase] {
+    static func openDatabases(_ env: OpaquePointer, _ options: LMDBOptions, readOnly: Bool) throws -> [LMDBDatabase] {
+        let set = options.databases
         var txn: OpaquePointer?
         try lmdbCheck(mdb_txn_begin(env, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn), "mdb_txn_begin(open databases)")
         guard let txn else { throw LMDBError(code: EINVAL, operation: "mdb_txn_begin(open databases)") }
@@ -216,7 +217,7 @@ package final class LMDBEnvironment: Sendable {
                 try lmdbCheck(mdb_dbi_open(txn, name, readOnly ? 0 : UInt32(MDB_CREATE), &dbi), "mdb_dbi_open(\(name))")
                 result.append(LMDBDatabase(dbi: dbi, name: name))
             }
-            if let again = try set.lastHandle(LMDBTransaction(handle: txn, isWrite: !readOnly), result) {
+            if let again = try set.lastHandle(LMDBTransaction(handle: txn, isWrite: !readOnly, policy: options.policy), result) {
                 precondition(result.indices.contains(again), "DatabaseSet.lastHandle chose no named database")
                 result.append(result[again])
             } else {
@@ -231,6 +232,12 @@ package final class LMDBEnvironment: Sendable {
         // Commit (even read-only) so the handles stay open for the environment's lifetime.
         try lmdbCheck(mdb_txn_commit(txn), "mdb_txn_commit(open databases)")
         return result
+    }
+
+    /// A view of `handle`, a transaction of this environment.
+    @inline(__always)
+    package func transaction(_ handle: OpaquePointer, isWrite: Bool) -> LMDBTransaction {
+        LMDBTransaction(handle: handle, isWrite: isWrite, policy: options.policy)
     }
 
     /// The handle at `position`: the named databases in the order of ``DatabaseSet/names``, then

@@ -20,10 +20,14 @@ package struct LMDBDatabase: Sendable, Equatable {
 package struct LMDBTransaction {
     package let handle: OpaquePointer
     package let isWrite: Bool
+    /// The environment's policy: the error for a damaged key it reports.
+    package let policy: any EnvironmentPolicy
 
-    package init(handle: OpaquePointer, isWrite: Bool) {
+    /// A view of `handle`, a transaction of an environment with `policy` (``LMDBEnvironment/transaction(_:isWrite:)``).
+    package init(handle: OpaquePointer, isWrite: Bool, policy: any EnvironmentPolicy) {
         self.handle = handle
         self.isWrite = isWrite
+        self.policy = policy
     }
 
     /// Calls `body` with the bytes stored at `key`, or returns nil when the key is absent.
@@ -37,7 +41,7 @@ package struct LMDBTransaction {
         // Keys looked up are made from what the store holds (a log entry's ids, a record's values):
         // a size LMDB cannot hold comes from a damaged entry, reported as such, not a trap.
         guard key.count > 0 && key.count <= LMDBLimits.maxKeyBytes else {
-            throw LMDBError(code: MDB_BAD_VALSIZE, operation: "mdb_get(\(db.name)) of a key made from stored data: \(key.count) bytes, outside 1…\(LMDBLimits.maxKeyBytes) (a damaged entry)")
+            throw policy.corruptKey(database: db.name, reason: "a lookup made from stored data has a \(key.count)-byte key, outside 1…\(LMDBLimits.maxKeyBytes)")
         }
         var data = MDB_val()
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))

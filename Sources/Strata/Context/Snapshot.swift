@@ -72,7 +72,7 @@ public final class Snapshot: Sendable {
             if let hint = env.headHint(for: handle) {
                 transactionID = hint
             } else {
-                let view = ReadView(txn: LMDBTransaction(handle: handle, isWrite: false), env: env, schema: store.snapshots.schema)
+                let view = ReadView(txn: env.transaction(handle, isWrite: false), env: env, schema: store.snapshots.schema)
                 transactionID = try env.mapLock.withShared { try view.lastTransactionID() }
             }
         } catch {
@@ -203,14 +203,14 @@ public final class Snapshot: Sendable {
             // The outer read holds the mutex and the map lock (shared, which nests: readers are
             // preferred) on this thread for as long as this runs.
             return try env.mapLock.withShared {
-                try body(ReadView(txn: LMDBTransaction(handle: handle, isWrite: false), env: env, schema: registry.schema))
+                try body(ReadView(txn: env.transaction(handle, isWrite: false), env: env, schema: registry.schema))
             }
         }
         return try withTransaction { handle in
             guard let handle else { throw StrataError.closed(path: registry.path) }
             return try ThreadReads.marked(store: registry, snapshot: self, transaction: handle) {
                 try env.mapLock.withShared {
-                    try body(ReadView(txn: LMDBTransaction(handle: handle, isWrite: false), env: env, schema: registry.schema))
+                    try body(ReadView(txn: env.transaction(handle, isWrite: false), env: env, schema: registry.schema))
                 }
             }
         }

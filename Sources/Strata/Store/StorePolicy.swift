@@ -8,6 +8,9 @@ struct StorePolicy: EnvironmentPolicy {
     func notAStore(path: String, reason: String) -> any Error { StrataError.notAStore(path: path, reason: reason) }
     func busy(path: String) -> any Error { StrataError.storeBusy(path: path, processIDs: []) }
     func damaged(path: String, reason: String) -> any Error { StrataError.damagedStore(path: path, reason: reason) }
+    func corruptKey(database: String, reason: String) -> any Error {
+        StrataError.corruptRecord(id: ObjectID(high: 0, low: 0), reason: "database '\(database)': \(reason)")
+    }
     func checkFile(_ file: String, in path: String) throws { try StorePermissions.checkFile(file, store: path) }
     func setMode(_ fd: Int32, _ mode: mode_t, file: String) throws { try StorePermissions.setMode(fd, mode, path: file) }
 }
