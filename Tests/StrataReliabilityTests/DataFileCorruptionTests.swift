@@ -7,7 +7,7 @@ import Testing
 /// error naming the transaction or object) and by verify(), never read back as a wrong value.
 /// Truncated and garbage data files must be a clear error at open, never a crash.
 /// The on-disk campaign over whole pages (Tools/reliability/flip-campaign) is the long run.
-@Suite(.serialized) struct ReliabilityCorruptionTests {
+@Suite(.serialized) struct DataFileCorruptionTests {
     /// A store with a little of everything: 50 transactions of inserts, updates, deletes, links.
     func buildPristine(_ url: URL) async throws -> (transactions: [TransactionID], records: [ObjectID: Record]) {
         let store = try Store.open(at: url, schema: try librarySchema())

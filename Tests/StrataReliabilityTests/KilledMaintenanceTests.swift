@@ -10,7 +10,7 @@ import Testing
 ///
 /// Needs the child program: `swift build --package-path Tools/reliability --scratch-path
 /// Tools/reliability/.build --product strata-crash-child` (Tools/test does it).
-@Suite(.serialized) struct ReliabilityMaintenanceKillTests {
+@Suite(.serialized) struct KilledMaintenanceTests {
     @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first (see the suite's comment)"))
     func killedCompactionsLeaveTheOldOrTheNewStore() throws {
         try shortLoop("compact")
@@ -32,10 +32,10 @@ import Testing
     }
 
     /// A migration keeps the old-schema state in a scratch LMDB environment, removed when it
-    /// closes. A SIGKILL skips that; the kill loop found every killed migration leaving a copy of
-    /// the state in TMPDIR (17 MB each for a 40,000-record library), never removed — an app
-    /// killed mid-migration at every launch (DESIGN.md lesson 9) would fill the disk. The scratch
-    /// now lives in the store directory (`.scratch-…`), which the next open cleans.
+    /// closes. A SIGKILL skips that, so the scratch lives in the store directory (`.scratch-…`),
+    /// which the next open cleans: a killed migration leaves nothing in TMPDIR (a copy there would
+    /// be 17 MB for a 40,000-record library, and an app killed mid-migration at every launch would
+    /// fill the disk).
     @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first (see the suite's comment)"))
     func killedMigrationLeavesNoScratchBehind() async throws {
         let dir = temporaryDirectory("kill-migrate-scratch")

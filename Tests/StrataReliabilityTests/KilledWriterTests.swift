@@ -9,7 +9,7 @@ import Testing
 ///
 /// Needs the child program: `swift build --package-path Tools/reliability --scratch-path
 /// Tools/reliability/.build --product strata-crash-child` (about a minute; Tools/test does it).
-@Suite(.serialized) struct ReliabilityKillTests {
+@Suite(.serialized) struct KilledWriterTests {
     @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first (see the suite's comment)"))
     func killedSaversNeverLoseOrSplitAnAcknowledgedTransaction() async throws {
         try await killSavers(durability: "durable", kills: 10, seed: 2026)

@@ -5,7 +5,7 @@ import Testing
 
 /// Resource faults on real processes and a real store: a file-size limit hit during a commit,
 /// reader slots exhausted, reader slots of a killed process, long-held snapshots.
-@Suite(.serialized) struct ReliabilityFaultTests {
+@Suite(.serialized) struct ResourceFaultTests {
     /// A child saves under RLIMIT_FSIZE (SIGXFSZ ignored) until a commit's write fails with EFBIG.
     @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first"))
     func fileSizeLimitDuringCommitIsAClearErrorAndLosesNothing() async throws {

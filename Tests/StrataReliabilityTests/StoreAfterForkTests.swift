@@ -3,44 +3,9 @@ import LibraryModel
 import Testing
 @testable import Strata
 
-/// Misuse: the same store opened twice in one process, and a store used after fork().
-/// StoreOpenTests.openingTwiceInOneProcessReturnsTheSameStore covers the sequential case and the
-/// read-only/read-write clash; this adds concurrent opens and a different schema.
-@Suite(.serialized) struct ReliabilityMisuseTests {
-    @Test func concurrentOpensOfOneStoreGetTheSameInstance() async throws {
-        let dir = temporaryDirectory("open-twice")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let schema = try librarySchema()
-        let stores = try await withThrowingTaskGroup(of: Store.self) { group in
-            for i in 0..<16 {
-                // Different spellings of the same directory.
-                let url = i % 2 == 0 ? dir : URL(fileURLWithPath: dir.path + "/./")
-                group.addTask { try Store.open(at: url, schema: schema) }
-            }
-            return try await group.reduce(into: [Store]()) { $0.append($1) }
-        }
-        #expect(Set(stores.map { ObjectIdentifier($0) }).count == 1)
-        _ = try await stores[0].save { $0.insert(Genre(name: "x")) }
-        #expect(try stores[15].mainContext.count(Genre.self) == 1)
-        stores[0].close()
-        #expect(stores.allSatisfy { $0.isClosed })
-    }
-
-    @Test func openingWithAnotherSchemaWhileOpenIsAClearError() throws {
-        let dir = temporaryDirectory("open-other-schema")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let schema = try librarySchema()
-        let store = try Store.open(at: dir, schema: schema)
-        defer { store.close() }
-        let other = try Schema.parse(Array(#"{"model":"other","version":1,"entities":[{"name":"A","attributes":[{"name":"x","type":"int"}]}]}"#.utf8), source: "other.json")
-        do {
-            _ = try Store.open(at: dir, schema: other)
-            Issue.record("opened with a second schema")
-        } catch StrataError.alreadyOpen(_, let reason) {
-            #expect(reason.contains("different schema"), "\(reason)")
-        }
-    }
-
+/// A store used after fork(): the child program opens a store and forks; the forked child's
+/// operations are refused with `usedAfterFork`, it can open the store again, and the parent goes on.
+@Suite(.serialized) struct StoreAfterForkTests {
     /// A child program opens a store, forks; the forked child's reads, fetches, snapshots and
     /// verify are refused with usedAfterFork; the parent goes on normally.
     @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first"))

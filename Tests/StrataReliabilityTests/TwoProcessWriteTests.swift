@@ -5,7 +5,7 @@ import Testing
 
 /// Two processes writing to one store at the same time (LMDB's write lock is shared across
 /// processes; each Strata writer numbers its transactions inside the write transaction).
-@Suite(.serialized) struct ReliabilityTwoProcessTests {
+@Suite(.serialized) struct TwoProcessWriteTests {
     /// A library in NDJSON: the same 12 genres in every file, `records` artists, albums and tracks
     /// of their own (seeded ids), references pointing backwards.
     func generate(_ url: URL, records: Int, seed: UInt64) throws {

@@ -1,22 +1,21 @@
 import Foundation
-import Testing
 
 /// The result of running a process to completion.
-struct ProcessResult {
-    let status: Int32
-    let stdout: String
-    let stderr: String
+public struct ProcessResult: Sendable {
+    public let status: Int32
+    public let stdout: String
+    public let stderr: String
 }
 
 /// The storectl binary built next to the test bundle.
-let storectlPath: String = {
+public let storectlPath: String = {
     let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("storectl").path
     if FileManager.default.isExecutableFile(atPath: beside) { return beside }
     return repositoryRoot.appendingPathComponent(".build/debug/storectl").path
 }()
 
 /// Runs `executable` with `arguments`, optionally feeding `stdin`, and waits for it.
-func run(_ executable: String, _ arguments: [String], stdin: String? = nil, environment: [String: String]? = nil) throws -> ProcessResult {
+public func run(_ executable: String, _ arguments: [String], stdin: String? = nil, environment: [String: String]? = nil) throws -> ProcessResult {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: executable)
     p.arguments = arguments
@@ -40,10 +39,10 @@ func run(_ executable: String, _ arguments: [String], stdin: String? = nil, envi
 }
 
 /// Runs storectl.
-func storectl(_ arguments: String..., stdin: String? = nil) throws -> ProcessResult {
+public func storectl(_ arguments: String..., stdin: String? = nil) throws -> ProcessResult {
     try run(storectlPath, arguments, stdin: stdin)
 }
 
-func storectl(_ arguments: [String]) throws -> ProcessResult {
+public func storectl(_ arguments: [String]) throws -> ProcessResult {
     try run(storectlPath, arguments)
 }

@@ -124,12 +124,6 @@ func partialTransactionProblem(_ e: LogEntry) -> String? {
     }
 }
 
-/// The live generation's data file of a store directory.
-func dataFile(ofStore store: URL) -> URL {
-    let layered = store.appendingPathComponent("current/data.mdb")
-    return FileManager.default.fileExists(atPath: layered.path) ? layered : store.appendingPathComponent("data.mdb")
-}
-
 func percentile(_ values: [Double], _ p: Double) -> Double {
     guard !values.isEmpty else { return 0 }
     let sorted = values.sorted()

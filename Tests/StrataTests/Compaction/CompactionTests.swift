@@ -533,33 +533,4 @@ import Testing
         let ok = try storectl("compact", dir.path, "--json")
         #expect(ok.status == 0, "\(ok.stderr)")
     }
-
-    @Test func killedCompactionLeavesTheOldOrTheNewStore() async throws {
-        let dir = temporaryDirectory("kill-compact")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let input = dir.appendingPathComponent("lib.ndjson").path
-        let generator = URL(fileURLWithPath: storectlPath).deletingLastPathComponent().appendingPathComponent("strata-generate").path
-        #expect(try run(generator, ["20000", "--seed", "3", "--output", input]).status == 0)
-        let store = dir.appendingPathComponent("store").path
-        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
-        #expect(try storectl("import", store, input, "--batch", "1000", "--quiet").status == 0)
-        let expected = try storectl("export", store, "--entity", "Track").stdout
-        var rng = SeededGenerator(seed: 5)
-        for iteration in 0..<6 {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: storectlPath)
-            p.arguments = ["compact", store, "--keep-last", "\(iteration % 3)", "--quiet"]
-            p.standardOutput = FileHandle.nullDevice
-            p.standardError = FileHandle.nullDevice
-            try p.run()
-            usleep(UInt32.random(in: 1_000...300_000, using: &rng))
-            kill(p.processIdentifier, SIGKILL)
-            p.waitUntilExit()
-            let v = try storectl("verify", store, "--json")
-            #expect(v.status == 0, "iteration \(iteration): \(v.stderr)")
-            #expect(try storectl("export", store, "--entity", "Track").stdout == expected, "iteration \(iteration): state changed")
-        }
-        let names = try FileManager.default.contentsOfDirectory(atPath: store).filter { $0.hasPrefix("gen-") }
-        #expect(names.count <= 2)
-    }
 }

@@ -7,7 +7,7 @@ import Testing
 /// it was (also after earlier operations of the same change set were applied), `nullify` removes
 /// both directions of every edge, and `cascade` follows edges that exist only in a parent's
 /// pending changes. Only `cascade` had a child-context test before.
-@Suite struct CoverageChildDeleteRuleTests {
+@Suite struct ChildContextDeleteRuleTests {
     func ids(_ context: some ObjectReading, _ relationship: String, of id: ObjectID) throws -> [ObjectID] {
         let e = try #require(context.schema.entity(tag: id.entityTag))
         return try context.relatedIDs(try #require(e.relationship(named: relationship)), of: id)

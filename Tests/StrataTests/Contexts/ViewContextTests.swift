@@ -7,7 +7,7 @@ import Testing
 /// without `close()`, live queries on a pinned context (evaluated at `refresh()`), through a
 /// relationship's destination, on a nested child (an ancestor's pending changes) and on an
 /// auto-refreshing view context, and a change stream's `cancel()`.
-@Suite struct CoverageContextTests {
+@Suite struct ViewContextTests {
     /// Collects what an async sequence delivers, in a task, so a test can wait with a deadline.
     final class Collector<Element: Sendable>: Sendable {
         let items = Locked<[Element]>([])

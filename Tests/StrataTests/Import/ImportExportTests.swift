@@ -8,7 +8,7 @@ import Testing
 /// extensions; NDJSON `null` clearing a to-one; to-many links added while existing ones are
 /// kept; `--import-id` in every transaction's metadata; `--max-errors`; the "skipped N
 /// relationship(s)" line; CSV quoting of values with leading or trailing spaces.
-@Suite struct CoverageImportExportTests {
+@Suite struct ImportExportTests {
     /// An empty library store in its own directory.
     func emptyStore(_ name: String = "import-coverage") throws -> (dir: URL, store: String) {
         let dir = temporaryDirectory(name)

@@ -6,7 +6,7 @@ import Testing
 /// Inputs found by the binary-decoder fuzz targets (Tools/Fuzz: fuzz-log-entry, fuzz-record),
 /// and a small deterministic sweep of the same property: whatever the bytes, the decoders return
 /// a value or throw `corruptLogEntry` / `corruptRecord`; they never trap.
-@Suite struct DecoderFuzzRegressionTests {
+@Suite struct DecoderCorruptionTests {
     /// A varint of 2^63 (ten bytes): as an attribute index it does not fit an `Int`.
     static let hugeVarint: [UInt8] = Array(repeating: 0x80, count: 9) + [0x01]
 

@@ -8,7 +8,7 @@ import Testing
 /// attributes": an object the store deleted under a child's update or delete, a child's delete of
 /// an object the store changed, `.custom`'s `.keepContext` and `.keepStore`, and relationship
 /// edits, which are not versioned and merge as set operations.
-@Suite struct CoverageMergePolicyTests {
+@Suite struct MergePolicyTests {
     /// Conflicts a custom resolver was shown.
     final class Seen: Sendable {
         let conflicts = Mutex<[MergeConflict]>([])

@@ -234,42 +234,6 @@ import Testing
         #expect(artists.allSatisfy { $0.sortName != nil })
         #expect(try opened.mainContext.count(Track.self) == 306)
     }
-
-    @Test func killedMigrationLeavesTheOldOrTheNewStore() async throws {
-        let dir = temporaryDirectory("kill-migrate")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let all = try Schema.loadAll(directory: librarySchemaDirectory)
-        let v1dir = dir.appendingPathComponent("schema-v1")
-        try FileManager.default.createDirectory(at: v1dir, withIntermediateDirectories: true)
-        try FileManager.default.copyItem(at: librarySchemaDirectory.appendingPathComponent("v1.json"), to: v1dir.appendingPathComponent("v1.json"))
-        let store = dir.appendingPathComponent("s")
-        try await makeV1TrackStore(at: store, schema: all[0])
-        var rng = SeededGenerator(seed: 21)
-        var sawOld = false, sawNew = false
-        for iteration in 0..<6 {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: storectlPath)
-            p.arguments = ["migrate", store.path, "--schema", librarySchemaDirectory.path, "--quiet"]
-            p.standardOutput = FileHandle.nullDevice
-            p.standardError = FileHandle.nullDevice
-            try p.run()
-            usleep(UInt32.random(in: 1_000...400_000, using: &rng))
-            kill(p.processIdentifier, SIGKILL)
-            p.waitUntilExit()
-            let check = try storectl("migrate", store.path, "--schema", librarySchemaDirectory.path, "--check")
-            #expect(check.status == 0 || check.status == 10, "iteration \(iteration): \(check.stderr)")
-            if check.status == 0 { sawNew = true } else { sawOld = true }
-            let verify = try storectl("verify", store.path)
-            #expect(verify.status == 0, "iteration \(iteration): \(verify.stderr)")
-            #expect(try storectl("query", store.path, "--entity", "Track", "--count").stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "10000")
-            if check.status == 0 { break }
-        }
-        _ = (sawOld, sawNew)
-        // Whatever happened, running it to the end works.
-        let finish = try storectl("migrate", store.path, "--schema", librarySchemaDirectory.path, "--quiet")
-        #expect(finish.status == 0 || finish.stderr.contains("nothing to do"), "\(finish.stderr)")
-        #expect(try storectl("migrate", store.path, "--schema", librarySchemaDirectory.path, "--check").status == 0)
-    }
 }
 
 @Suite struct MigrationStatusTests {

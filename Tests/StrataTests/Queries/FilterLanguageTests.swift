@@ -7,7 +7,7 @@ import Testing
 /// filter language" lists it: each documented form must give exactly this `Filter`, and the
 /// documented evaluation rules for `null` and `in []` must hold. Before, only `genre == null`,
 /// `album == 'id'` and two syntax errors were run (through storectl).
-@Suite struct CoverageFilterLanguageTests {
+@Suite struct FilterLanguageTests {
     let schema: Schema
     init() throws { schema = try librarySchema() }
 

@@ -8,7 +8,7 @@ import Testing
 /// `ToOne != id` and `== nil`, paths through two to-ones, `ToMany.any`/`contains` with `!`,
 /// sorting on several keys with unset values, `in` with more values than an index range takes,
 /// `FetchRequest`, and windows past the end. Every expectation is written out by hand.
-@Suite struct CoverageTypedQueryTests {
+@Suite struct TypedQueryTests {
     struct Fixture {
         var t: [Track] = []
         let iceland = Artist(mbid: UUID(), name: "Ása", country: "IS")

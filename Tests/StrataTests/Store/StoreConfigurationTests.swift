@@ -7,7 +7,7 @@ import Testing
 /// edges of `maxValueBytes` (UTF-8 bytes, `bytes` values, updates, child contexts, imports) and of
 /// the 511-byte unique key, and exactly which error `maxOpenSnapshots` gives and what counts
 /// against it.
-@Suite struct CoverageLimitsTests {
+@Suite struct StoreConfigurationTests {
     @Test func maxChangesPerSaveRefusesLargerSaves() async throws {
         var config = StoreConfiguration()
         config.maxChangesPerSave = 3

@@ -8,7 +8,7 @@ import Testing
 /// `--limit` or a deeply nested `--where` no longer traps, dates are read strictly and written
 /// back exactly (milliseconds, dates before 1582), CSV quotes a CRLF, a failed write to stdout
 /// exits 74.
-@Suite struct ReviewFindingsTests {
+@Suite struct StoreDirectoryTests {
     /// A store made by `storectl init` holding the sample library's genres.
     func storeWithGenres() throws -> (dir: URL, store: String) {
         let dir = temporaryDirectory("review")

@@ -5,7 +5,7 @@ import Testing
 /// Bad input everywhere, as a user types it: every subcommand misused (exit 64), bad schema
 /// directories (65, naming the file), CSV mistakes (65, naming FILE:LINE), nothing written.
 /// Complements StorectlTests and SchemaTests.
-@Suite struct ReliabilityCLITests {
+@Suite struct StorectlBadInputTests {
     static let schemaDir = librarySchemaDirectory.path
 
     /// The subcommands storectl lists in its help, so a new one is covered without editing this file.

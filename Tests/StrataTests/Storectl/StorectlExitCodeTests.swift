@@ -20,7 +20,7 @@ let immutableFilesWork: Bool = {
 /// storectl exit codes no test ran: 73 (a write to a store whose files cannot be written;
 /// `export --output` and `generate --output` to a path that cannot be written), 74 (`export`
 /// failing while writing) and 75 (`migrate` while another process has the store open).
-@Suite struct CoverageExitCodeTests {
+@Suite struct StorectlExitCodeTests {
     func emptyStore() throws -> (dir: URL, store: String) {
         let dir = temporaryDirectory("exit-codes")
         let store = dir.appendingPathComponent("store").path

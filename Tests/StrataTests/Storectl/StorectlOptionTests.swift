@@ -7,7 +7,7 @@ import Testing
 /// the filtered records, no partial file left); the option checks of `compact` and `migrate`
 /// (exit 64); `migrate --check` on a store newer than the schemas (exit 11); `log --entity`
 /// with an unknown name.
-@Suite struct CoverageStorectlTests {
+@Suite struct StorectlOptionTests {
     let sample = repositoryRoot.appendingPathComponent("Tools/sample-library/library.ndjson").path
 
     /// A store holding the sample library, in its own directory.

@@ -6,7 +6,7 @@ import Testing
 /// `ChangeSet` operations that only the import pipeline used so far: `upsert` (by any unique
 /// constraint, with its id aliased for later operations), `put`, and links and unlinks naming
 /// their ends by a unique key (`ObjectReference.unique`).
-@Suite struct CoverageChangeSetTests {
+@Suite struct ChangeSetOperationTests {
     static let itemSchemaText = #"""
     {"model":"inventory","version":1,"entities":[
       {"name":"Item","attributes":[{"name":"sku","type":"string"},{"name":"code","type":"string","optional":true},{"name":"n","type":"int"}],

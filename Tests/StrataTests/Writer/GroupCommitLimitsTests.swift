@@ -8,7 +8,7 @@ import Testing
 /// holds more saves). Deterministic: the writer is held with `exclusive` while saves queue up,
 /// and `maxPendingSaves` tells when they are all queued (a save is refused with
 /// `writerOverloaded` only once the queue is full, and it cannot empty while the writer is held).
-@Suite struct CoverageWriterLimitsTests {
+@Suite struct GroupCommitLimitsTests {
     /// Holds the writer, starts the saves, waits until one is refused (so `maxPendingSaves` are
     /// queued), releases the writer and returns every save's outcome, in the order given.
     func queueWhileHeld(_ store: Store, _ saves: [ChangeSet]) async throws -> [Result<TransactionID, Error>] {
@@ -106,7 +106,7 @@ import Testing
 
 /// `object(_:id:)` given the id of an object of another entity returns nil (it does not decode
 /// that record as the wrong type), while `record(_:)` returns the record.
-@Suite struct CoverageTypedReadTests {
+@Suite struct TypedReadTests {
     @Test func objectWithAnIdOfAnotherEntityIsNil() async throws {
         try await withLibraryStore { store in
             let playlist = Playlist(name: "Road", createdAt: Date(timeIntervalSince1970: 1_700_000_000), notes: "n")

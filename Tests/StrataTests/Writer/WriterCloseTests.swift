@@ -10,7 +10,7 @@ import Testing
 ///
 /// Serialized: its tests hold the writer and close stores under load; one at a time keeps their
 /// waits far from their time limits on two cores.
-@Suite(.serialized) struct WriterCloseReviewTests {
+@Suite(.serialized) struct WriterCloseTests {
     func isClosed(_ error: Error) -> Bool {
         if case StrataError.closed = error { return true }
         return false
