@@ -6,7 +6,7 @@ import Testing
 /// Delete rules inside child contexts: `deny` refuses the change and leaves the child exactly as
 /// it was (also after earlier operations of the same change set were applied), `nullify` removes
 /// both directions of every edge, and `cascade` follows edges that exist only in a parent's
-/// pending changes. Only `cascade` had a child-context test before.
+/// pending changes.
 @Suite struct ChildContextDeleteRuleTests {
     func ids(_ context: some ObjectReading, _ relationship: String, of id: ObjectID) throws -> [ObjectID] {
         let e = try #require(context.schema.entity(tag: id.entityTag))

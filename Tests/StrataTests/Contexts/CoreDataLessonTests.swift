@@ -4,8 +4,8 @@ import Synchronization
 import Testing
 @testable import Strata
 
-/// One test per Core Data multi-context failure listed in DESIGN.md ("Lessons"). Each is written
-/// so that it fails if the bug came back.
+/// One test per Core Data multi-context failure in the README's table "The Core Data lessons"
+/// (lesson N is test `lessonN_…`). Each fails if Strata showed that failure.
 @Suite struct CoreDataLessonTests {
     /// Lesson 1: a fetch in a child/background context must not block the main context's readers.
     @Test(.timeLimit(.minutes(2))) func lesson1_childFetchDoesNotBlockMainReaders() async throws {

@@ -3,14 +3,14 @@ import LibraryModel
 import Testing
 @testable import Strata
 
-/// Import and export behaviours the README documents that no test ran: CSV `rel.attr` columns
+/// Import and export options as the README documents them: CSV `rel.attr` columns
 /// with `|`-separated to-many values; `--entity`/`--format` overrides and the `.jsonl`/`.json`
 /// extensions; NDJSON `null` clearing a to-one; to-many links added while existing ones are
 /// kept; `--import-id` in every transaction's metadata; `--max-errors`; the "skipped N
 /// relationship(s)" line; CSV quoting of values with leading or trailing spaces.
 @Suite struct ImportExportTests {
     /// An empty library store in its own directory.
-    func emptyStore(_ name: String = "import-coverage") throws -> (dir: URL, store: String) {
+    func emptyStore(_ name: String = "import-export") throws -> (dir: URL, store: String) {
         let dir = temporaryDirectory(name)
         let store = dir.appendingPathComponent("store").path
         let r = try storectl("init", store, "--schema", librarySchemaDirectory.path)
@@ -303,7 +303,7 @@ import Testing
         let bytes = try Data(contentsOf: URL(fileURLWithPath: csv))
         #expect(bytes.contains(0x00) && bytes.contains(0x1B), "control characters are not written as they are")
         #expect(String(decoding: bytes, as: UTF8.self).contains(",\"tab\tonly\"\n"), "a field with a tab is not quoted")
-        let (dir2, store2) = try emptyStore("import-coverage-2")
+        let (dir2, store2) = try emptyStore("import-export-2")
         defer { try? FileManager.default.removeItem(at: dir2) }
         let i = try storectl("import", store2, csv, "--quiet")
         #expect(i.status == 0, "\(i.stderr)")
@@ -344,7 +344,7 @@ import Testing
         #expect(row("none")?.hasSuffix("Z,,") == true, "\(csv)")
 
         // Import the CSV into an empty store: the same records, spaces kept.
-        let (dir2, store2) = try emptyStore("import-coverage-2")
+        let (dir2, store2) = try emptyStore("import-export-2")
         defer { try? FileManager.default.removeItem(at: dir2) }
         let i = try storectl("import", store2, csvPath, "--quiet")
         #expect(i.status == 0, "\(i.stderr)")

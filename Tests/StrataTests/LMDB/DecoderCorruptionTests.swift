@@ -3,15 +3,16 @@ import LibraryModel
 import Testing
 @_spi(Fuzz) @testable import Strata
 
-/// Inputs found by the binary-decoder fuzz targets (Tools/Fuzz: fuzz-log-entry, fuzz-record),
-/// and a small deterministic sweep of the same property: whatever the bytes, the decoders return
-/// a value or throw `corruptLogEntry` / `corruptRecord`; they never trap.
+/// The binary decoders of log entries and records, whatever the bytes (checksums sealed right):
+/// they return a value or throw `corruptLogEntry` / `corruptRecord`, they never trap. Crafted
+/// inputs, and a small deterministic sweep of mutated real entries and records (the fuzz targets
+/// fuzz-log-entry and fuzz-record in Tools/Fuzz check the same property at length).
 @Suite struct DecoderCorruptionTests {
     /// A varint of 2^63 (ten bytes): as an attribute index it does not fit an `Int`.
     static let hugeVarint: [UInt8] = Array(repeating: 0x80, count: 9) + [0x01]
 
-    /// fuzz-log-entry, 2026-11-22: an update whose attribute index is a varint ≥ 2^63 trapped in
-    /// `Int(_:)` ("Not enough bits to represent the passed value") inside `decodeChange`.
+    /// An update whose attribute index is a varint ≥ 2^63, which does not fit `Int(_:)` in
+    /// `decodeChange` ("Not enough bits to represent the passed value"): corrupt, not a trap.
     @Test func logEntryUpdateWithAHugeAttributeIndexIsCorruptNotATrap() throws {
         var w = ByteWriter()
         w.u8(LogEntryCodec.format); w.u8(0); w.u32(1); w.u64(0)
@@ -33,7 +34,7 @@ import Testing
         }
     }
 
-    /// fuzz-record, 2026-11-22: the same trap in `RecordCodec.decode`.
+    /// A record whose attribute index is a varint ≥ 2^63, in `RecordCodec.decode`: corrupt, not a trap.
     @Test func recordWithAHugeAttributeIndexIsCorruptNotATrap() throws {
         let schema = try librarySchema()
         let genre = try #require(schema.entity(named: "Genre"))
@@ -77,7 +78,7 @@ import Testing
         #expect(bodies.count == 3 && records.count == 1)
         var decoded = 0, refused = 0
         for (tx, body) in bodies {
-            for input in Self.mutations(of: body) {
+            for input in byteMutations(of: body) {
                 do {
                     let e = try FuzzEntryPoints.decodeLogEntry(FuzzEntryPoints.sealLogEntry(input, transaction: tx), transaction: tx)
                     let canonical = FuzzEntryPoints.encodeLogEntry(e)
@@ -89,7 +90,7 @@ import Testing
             }
         }
         for r in records {
-            for input in Self.mutations(of: Array(FuzzEntryPoints.encodeRecord(r).dropLast(4))) {
+            for input in byteMutations(of: Array(FuzzEntryPoints.encodeRecord(r).dropLast(4))) {
                 do {
                     let d = try FuzzEntryPoints.decodeRecord(FuzzEntryPoints.sealRecord(input, id: r.id), id: r.id, schema: schema)
                     let canonical = FuzzEntryPoints.encodeRecord(d)
@@ -101,20 +102,5 @@ import Testing
             }
         }
         #expect(decoded > 0 && refused > 0)
-    }
-
-    static func mutations(of body: [UInt8]) -> [[UInt8]] {
-        var out = (0..<body.count).map { Array(body[..<$0]) }
-        for i in body.indices {
-            for mask: UInt8 in [0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80] {
-                var m = body
-                m[i] ^= mask
-                out.append(m)
-            }
-            var high = body
-            high[i] = 0xff
-            out.append(high)
-        }
-        return out
     }
 }

@@ -126,8 +126,8 @@ import Testing
 
     /// A change set that deletes an object and then edits it (with a base), after the store
     /// deleted it: under `.contextWins` the object stays deleted and the later edits are dropped
-    /// with it. (Before session 11's review the delete's reinsert decision stayed, so the next
-    /// edit of the object inserted it again.)
+    /// with it: the delete's decision not to reinsert holds for the later edits, which never
+    /// insert the object again.
     @Test func editsAfterTheSetsOwnDeleteNeverReinsert() async throws {
         try await withLibraryStore { store in
             let f = try await setUp(store)
@@ -242,9 +242,9 @@ import Testing
     /// meanwhile: the link follows the object's merge decision. Under `.fail` the commit throws
     /// `conflict([.deleted])`, under `.storeWins` the child's changes to the object (the link
     /// included) are dropped, under `.contextWins` the object is inserted again with the child's
-    /// values and linked. (Found by the coverage audit: the link met the deleted object as a
-    /// missing one and threw `validation(objectNotFound)` whatever the policy; the child kept its
-    /// changes, so every retry failed the same way.)
+    /// values and linked. (The link must not meet the deleted object as a missing one and throw
+    /// `validation(objectNotFound)` whatever the policy: the child would keep its changes, and
+    /// every retry would fail the same way.)
     @Test(arguments: ["fail", "storeWins", "contextWins"])
     func aLinkedObjectDeletedInTheStoreFollowsThePolicy(policyName: String) async throws {
         try await withLibraryStore { store in

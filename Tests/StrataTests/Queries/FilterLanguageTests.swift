@@ -5,8 +5,8 @@ import Testing
 
 /// The `--where` / `--sort` language (`PredicateParser`), form by form as the README's "The query
 /// filter language" lists it: each documented form must give exactly this `Filter`, and the
-/// documented evaluation rules for `null` and `in []` must hold. Before, only `genre == null`,
-/// `album == 'id'` and two syntax errors were run (through storectl).
+/// documented evaluation rules for `null` and `in []` must hold; filters nested too deeply are
+/// refused.
 @Suite struct FilterLanguageTests {
     let schema: Schema
     init() throws { schema = try librarySchema() }
@@ -159,5 +159,22 @@ import Testing
             #expect(try titles("playlists.name == 'Road trip'") == ["Daylight"])
             #expect(try titles("not playlists.name == 'Road trip'") == ["Night Train", "night bus"])
         }
+    }
+
+    /// `--where` nested deeper than ``PredicateParser/maxNesting`` is a usage error (it overflowed
+    /// the stack: SIGSEGV); up to the limit it parses.
+    @Test func aDeeplyNestedFilterIsRefused() throws {
+        let (dir, store) = try storeWithGenres()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let deep = String(repeating: "not ", count: 3_000) + "name == \"g1\""
+        let r = try storectl("query", store, "--entity", "Genre", "--where", deep)
+        #expect(r.status == 64, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("nested more than \(PredicateParser.maxNesting) levels"), "\(r.stderr)")
+        let parens = String(repeating: "(", count: 100) + "name == \"g1\"" + String(repeating: ")", count: 100)
+        #expect(try storectl("query", store, "--entity", "Genre", "--where", parens).status == 64)
+        let ok = String(repeating: "not ", count: PredicateParser.maxNesting) + "name == \"g1\""
+        let fine = try storectl("query", store, "--entity", "Genre", "--where", ok, "--count")
+        #expect(fine.status == 0, "\(fine.stderr)")
+        #expect(fine.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1")
     }
 }

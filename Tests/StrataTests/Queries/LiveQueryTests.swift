@@ -54,4 +54,78 @@ import Testing
             #expect(after?.records.isEmpty == true && after?.diff.removed == [0])
         }
     }
+
+    @Test(.timeLimit(.minutes(1))) func liveQueryDiffIsAgainstWhatTheConsumerSaw() async throws {
+        try await withLibraryStore { store in
+            var iterator = try store.mainContext.observe(Query(entity: "Genre")).makeAsyncIterator()
+            #expect(await iterator.next()?.records.isEmpty == true)
+            // Two commits before the consumer looks again: it may get only the newest results,
+            // and their diff must then cover both inserts.
+            _ = try await store.save { $0.insert(Genre(name: "a")) }
+            _ = try await store.save { $0.insert(Genre(name: "b")) }
+            try await Task.sleep(for: .milliseconds(100))
+            var seen = 0
+            while seen < 2, let update = await iterator.next() {
+                #expect(update.diff.inserted.count == update.records.count - seen, "diff against results never delivered")
+                seen = update.records.count
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1))) func pinnedContextLiveQueryIsEvaluatedAtRefresh() async throws {
+        try await withLibraryStore { store in
+            let view = try store.newViewContext(label: "pinned")
+            let live = Collector(view.observe(FetchRequest<Genre>(sortedBy: [Genre.name.ascending])).map(\.objects))
+            defer { live.cancel() }
+            #expect(try await live.wait(for: 1).map { $0.map(\.name) } == [[]])
+            _ = try await store.save { $0.insert(Genre(name: "a")) }
+            try view.refresh()
+            #expect(try await live.wait(for: 2).map { $0.map(\.name) } == [[], ["a"]])
+        }
+    }
+
+    /// A filter through a relationship also watches the destination entity: a commit that changes
+    /// only albums re-evaluates a query on tracks.
+    @Test(.timeLimit(.minutes(1))) func liveQueryFollowsTheEntitiesItsFilterReaches() async throws {
+        try await withLibraryStore { store in
+            let album = Album(mbid: UUID(), title: "A", year: 1985)
+            let track = makeTrack(title: "t", duration: 1)
+            _ = try await store.save { c in
+                c.insert(album); c.insert(track)
+                c.set(Track.album, of: track.id, to: album.id)
+            }
+            let live = Collector(try store.mainContext.observe(FetchRequest<Track>(where: Track.album.matches(Album.year >= 1990))).map(\.objects))
+            defer { live.cancel() }
+            #expect(try await live.wait(for: 1).map { $0.map(\.id) } == [[]])
+            _ = try await store.save { $0.set(Album.year, of: album.id, to: 1995) }
+            #expect(try await live.wait(for: 2).map { $0.map(\.id) } == [[], [track.id]])
+        }
+    }
+
+    /// A view context with `autoRefresh: true` follows commits like the main context.
+    @Test(.timeLimit(.minutes(1))) func autoRefreshingViewContextLiveQueryFollowsCommits() async throws {
+        try await withLibraryStore { store in
+            let view = try store.newViewContext(label: "following", autoRefresh: true)
+            let live = Collector(view.observe(Query(entity: "Genre")).map(\.records.count))
+            defer { live.cancel() }
+            #expect(try await live.wait(for: 1) == [0])
+            _ = try await store.save { $0.insert(Genre(name: "a")) }
+            #expect(try await live.wait(for: 2) == [0, 1])
+        }
+    }
+
+    /// A nested child's live query follows its ancestors' pending changes.
+    @Test(.timeLimit(.minutes(1))) func nestedChildLiveQueryFollowsAnAncestorsPendingChanges() async throws {
+        try await withLibraryStore { store in
+            let parent = try store.mainContext.newChild(label: "parent")
+            let child = parent.newChild(label: "child")
+            let live = Collector(child.observe(FetchRequest<Genre>(sortedBy: [Genre.name.ascending])).map { $0.objects.map(\.name) })
+            defer { live.cancel() }
+            #expect(try await live.wait(for: 1) == [[]])
+            try parent.insert(Genre(name: "from the parent"))
+            #expect(try await live.wait(for: 2) == [[], ["from the parent"]])
+            parent.discard()
+            #expect(try await live.wait(for: 3) == [[], ["from the parent"], []])
+        }
+    }
 }

@@ -157,4 +157,33 @@ import Testing
             #expect(try view.fetch(Track.self, where: Track.title.hasPrefix(base)).count == 2)
         }
     }
+
+    static let optionalUniqueSchema = #"""
+    {"model":"m","version":1,"entities":[
+      {"name":"Item","attributes":[{"name":"code","type":"string","optional":true},{"name":"n","type":"int"}],"uniques":[["code"]]}
+    ]}
+    """#
+
+    @Test func nullsOfAnOptionalUniqueAreFound() async throws {
+        let schema = try Schema.parse(Array(Self.optionalUniqueSchema.utf8), source: "v1.json", expectedVersion: 1)
+        let store = try Store.temporary(schema: schema)
+        defer { store.close() }
+        let e = schema.entity(named: "Item")!
+        _ = try await store.save { c in
+            for (i, code) in [Value.string("x"), .null, .string("z"), .null].enumerated() {
+                var r = Record(entity: e)
+                r["code"] = code
+                r["n"] = .int(Int64(i))
+                c.insert(r)
+            }
+        }
+        let view = try store.mainContext
+        func count(_ p: Filter) throws -> Int { try view.count(Query(entity: "Item", predicate: p)) }
+        #expect(try count(.compare(attribute: 0, .equal, .null)) == 2)
+        #expect(try count(.compare(attribute: 0, .less, .string("y"))) == 3)
+        #expect(try count(.compare(attribute: 0, .lessOrEqual, .string("x"))) == 3)
+        #expect(try count(.isIn(attribute: 0, [.string("x"), .null])) == 3)
+        #expect(try count(.compare(attribute: 0, .greaterOrEqual, .string("x"))) == 2)
+        #expect(try count(.compare(attribute: 0, .equal, .string("z"))) == 1)
+    }
 }

@@ -130,9 +130,9 @@ import Testing
     }
 
     /// An id list naming an object of another entity matches nothing of it: a fetch or count of
-    /// this entity never returns or counts it (found by the coverage audit: the `.ids` access path
-    /// visited whatever record each id named, and the typed fetch then failed decoding an Album as
-    /// a Track with a misleading `entityMismatch`). Also through a child holding a pending insert.
+    /// this entity never returns or counts it (the `.ids` access path must skip records of other
+    /// entities, or the typed fetch fails decoding an Album as a Track with a misleading
+    /// `entityMismatch`). Also through a child holding a pending insert.
     @Test
     func idListWithAnotherEntitysIDMatchesOnlyThisEntity() async throws {
         try await withLibraryStore { store in
@@ -149,6 +149,35 @@ import Testing
             let withPending = Query(entity: "Track", predicate: .idIn([f.t[2].id, pending.id, f.a1.id]))
             #expect(try child.fetch(withPending).map(\.id) == [f.t[2].id])
             #expect(try child.count(withPending) == 1)
+        }
+    }
+}
+
+/// `object(_:id:)` given the id of an object of another entity returns nil (it does not decode
+/// that record as the wrong type), while `record(_:)` returns the record.
+@Suite struct TypedReadTests {
+    @Test func objectWithAnIdOfAnotherEntityIsNil() async throws {
+        try await withLibraryStore { store in
+            let playlist = Playlist(name: "Road", createdAt: Date(timeIntervalSince1970: 1_700_000_000), notes: "n")
+            let genre = Genre(name: "Folk")
+            _ = try await store.save { $0.insert(playlist); $0.insert(genre) }
+            let view = try store.newViewContext(label: "v")
+            let child = try store.mainContext.newChild(label: "c")
+            for (name, ctx) in [("main", try store.mainContext as any ObjectReading), ("view", view), ("child", child)] {
+                #expect(try ctx.object(Genre.self, id: playlist.id) == nil, "\(name)")
+                #expect(try ctx.object(Track.self, id: playlist.id) == nil, "\(name)")
+                #expect(try ctx.object(Playlist.self, id: genre.id) == nil, "\(name)")
+                #expect(try ctx.object(Playlist.self, id: playlist.id) == playlist, "\(name)")
+                let r = try #require(try ctx.record(playlist.id), "\(name)")
+                #expect(r.entity.name == "Playlist" && r.id == playlist.id && r["name"] == .string("Road"), "\(name)")
+                #expect(try ctx.record(genre.id)?.entity.name == "Genre", "\(name)")
+            }
+            // Unsaved in a child: the same.
+            let fresh = Genre(name: "Jazz")
+            try child.insert(fresh)
+            #expect(try child.object(Playlist.self, id: fresh.id) == nil)
+            #expect(try child.object(Genre.self, id: fresh.id) == fresh)
+            #expect(try child.record(fresh.id)?.entity.name == "Genre")
         }
     }
 }

@@ -153,4 +153,11 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         #expect(throws: SchemaError.self) { try Schema.load(directory: dir) }
     }
+
+    @Test func relationshipNamesAreReservedLikeAttributes() {
+        let json = #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[],"relationships":[{"name":"id","destination":"A","inverse":"id"}]}]}"#
+        #expect(throws: SchemaError.self) { try Schema.parse(Array(json.utf8), source: "v1.json") }
+        let model = #"{"model":"kw-model","version":1,"entities":[{"name":"A","attributes":[]}]}"#
+        #expect(throws: SchemaError.self) { try Schema.parse(Array(model.utf8), source: "v1.json") }
+    }
 }

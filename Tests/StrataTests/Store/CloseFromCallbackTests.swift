@@ -6,14 +6,13 @@ import Testing
 /// `Store.close()` called from inside an operation's own `progress` callback: the callback runs
 /// inside the operation's read of the store (compaction, migration, verify's rebuild) or while
 /// a second thread's read waits for the caller (verify's in-memory check), so a close that waited
-/// for every read to end waited for itself. The close now returns at once and finishes on a
+/// for every read to end would wait for itself. The close returns at once and finishes on a
 /// thread of its own when the operation's reads end; the operation then stops with
 /// ``StrataError/closed(path:)`` (or returns, if it needed the store no more), and the path opens
 /// again once the close has finished.
 ///
 /// Each operation runs on a thread of its own (not the cooperative pool), and the test waits for
-/// it with a deadline: before the fix the operation never returned, and the test failed instead
-/// of hanging the run.
+/// it with a deadline: an operation that never returns fails the test instead of hanging the run.
 @Suite struct CloseFromCallbackTests {
     /// A task executor on a serial queue of its own, one per operation: an operation that
     /// deadlocks holds only its own queue (a shared one would stop the other tests' operations).

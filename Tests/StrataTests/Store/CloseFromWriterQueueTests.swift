@@ -4,8 +4,8 @@ import Testing
 @testable import Strata
 
 /// `Store.close()` called on the writer's own queue — from a custom merge closure, which runs
-/// inside the save — used to wait for that queue and so for itself (a deadlock). It now refuses
-/// new work at once and finishes the close on another thread when the save ends.
+/// inside the save — cannot wait for that queue (it would wait for itself: a deadlock). It
+/// refuses new work at once and finishes the close on another thread when the save ends.
 @Suite struct CloseFromWriterQueueTests {
     /// An executor of this suite's own, kept alive by this constant: a task does not retain its
     /// executor preference.
@@ -163,13 +163,6 @@ final class WeakBox<T: AnyObject & Sendable>: Sendable {
         let after = try #require(store.writer).env
         #expect(after !== before, "the compaction switched generations")
         #expect(after.isClosed, "the environment switched to during the close was left open")
-    }
-}
-
-extension Result where Failure == Error {
-    /// `Result(catching:)` for an async body.
-    init(catching body: () async throws -> Success) async {
-        do { self = .success(try await body()) } catch { self = .failure(error) }
     }
 }
 

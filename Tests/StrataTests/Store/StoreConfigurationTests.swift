@@ -3,10 +3,10 @@ import LibraryModel
 import Testing
 @testable import Strata
 
-/// `StoreConfiguration` limits that had no test (`maxChangesPerSave`, `maxPendingSaves`), the
-/// edges of `maxValueBytes` (UTF-8 bytes, `bytes` values, updates, child contexts, imports) and of
-/// the 511-byte unique key, and exactly which error `maxOpenSnapshots` gives and what counts
-/// against it.
+/// `StoreConfiguration`: values out of range are refused at open; the limits `maxChangesPerSave`
+/// and `maxPendingSaves`, the edges of `maxValueBytes` (UTF-8 bytes, `bytes` values, updates,
+/// child contexts, imports) and of the 511-byte unique key, and exactly which error
+/// `maxOpenSnapshots` gives and what counts against it.
 @Suite struct StoreConfigurationTests {
     @Test func maxChangesPerSaveRefusesLargerSaves() async throws {
         var config = StoreConfiguration()
@@ -206,5 +206,45 @@ import Testing
             asOf.close()
             #expect(try store.openSnapshots().map(\.label) == ["pinned"])
         }
+    }
+
+    /// A configuration value out of range is refused at open, before anything is created (with
+    /// `maxSavesPerGroup = 0`, say, a writer would take empty groups from a non-empty queue and
+    /// leave `draining` set: saves would hang and `close()` spin); the edges are accepted.
+    @Test func outOfRangeConfigurationValuesAreRefusedAtOpen() throws {
+        let cases: [(String, (inout StoreConfiguration) -> Void)] = [
+            ("maxSavesPerGroup", { $0.maxSavesPerGroup = 0 }),
+            ("maxPendingSaves", { $0.maxPendingSaves = 0 }),
+            ("maxChangesPerSave", { $0.maxChangesPerSave = -1 }),
+            ("groupCommitGatherMicroseconds", { $0.groupCommitGatherMicroseconds = -5 }),
+            ("relaxedSyncIntervalMs", { $0.relaxedSyncIntervalMs = -1 }),
+            ("changeStreamBufferSize", { $0.changeStreamBufferSize = 0 }),
+            ("initialMapSizeBytes", { $0.initialMapSizeBytes = 0 }),
+            ("maxOpenSnapshots", { $0.maxOpenSnapshots = 0 }),
+            ("maxReaders", { $0.maxReaders = 0 }),
+            ("snapshotAgeWarningSeconds", { $0.snapshotAgeWarningSeconds = .nan }),
+        ]
+        for (field, breakIt) in cases {
+            let dir = temporaryDirectory("strata-config")
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let url = dir.appendingPathComponent("s")
+            var config = StoreConfiguration()
+            breakIt(&config)
+            #expect {
+                _ = try Store.open(at: url, schema: try librarySchema(), configuration: config)
+            } throws: { error in
+                guard case StrataError.invalidConfiguration(let f, _, _) = error else { return false }
+                return f == field && "\(error)".contains("StoreConfiguration.\(field)")
+            }
+            #expect(!FileManager.default.fileExists(atPath: url.path), "\(field): a store directory was created")
+        }
+        // The edges are accepted.
+        var edge = StoreConfiguration()
+        edge.maxSavesPerGroup = 1
+        edge.maxPendingSaves = 1
+        edge.groupCommitGatherMicroseconds = 0
+        edge.relaxedSyncIntervalMs = 0
+        let store = try Store.temporary(schema: try librarySchema(), configuration: edge)
+        store.close()
     }
 }

@@ -180,4 +180,49 @@ import Testing
         #expect(r.stderr.contains("Song.csv") && r.stderr.contains("Song"), "\(r.stderr)")
         #expect(r.status == 65, "exit \(r.status): \(r.stderr)")
     }
+
+    // MARK: Small oddities
+
+    /// A UTF-8 byte order mark at the start of an NDJSON or CSV file or a schema file is skipped
+    /// ("unexpected character 'ï'" before); duplicate schema versions (`v1.json` and `v01.json`)
+    /// are named; an integer beyond 64 bits says so; an empty `--sort` or `--fields` name is a
+    /// usage error.
+    @Test func smallInputOdditiesAreHandled() throws {
+        let dir = temporaryDirectory("input-oddities")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try libraryStoreWithTwoGenres(in: dir)
+        let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
+        let ndjson = dir.appendingPathComponent("bom.ndjson")
+        try Data(bom + Array("{\"entity\":\"Genre\",\"name\":\"bom\"}\n".utf8)).write(to: ndjson)
+        #expect(try storectl("import", store, ndjson.path, "--quiet").status == 0)
+        let csv = dir.appendingPathComponent("Genre.csv")
+        try Data(bom + Array("name\ncsv-bom\n".utf8)).write(to: csv)
+        let c = try storectl("import", store, csv.path, "--quiet")
+        #expect(c.status == 0, "\(c.stderr)")
+        #expect(try storectl("query", store, "--entity", "Genre", "--count").stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "4")
+
+        let schemas = dir.appendingPathComponent("schemas")
+        try FileManager.default.createDirectory(at: schemas, withIntermediateDirectories: true)
+        let v1 = try Data(contentsOf: librarySchemaDirectory.appendingPathComponent("v1.json"))
+        try Data(bom + [UInt8](v1)).write(to: schemas.appendingPathComponent("v1.json"))
+        #expect(try storectl("init", dir.appendingPathComponent("s2").path, "--schema", schemas.path).status == 0)
+        try v1.write(to: schemas.appendingPathComponent("v01.json"))
+        let dup = try storectl("init", dir.appendingPathComponent("s3").path, "--schema", schemas.path)
+        #expect(dup.status == 65, "\(dup.status) \(dup.stderr)")
+        #expect(dup.stderr.contains("version 1 is also"), "\(dup.stderr)")
+
+        let big = dir.appendingPathComponent("big.ndjson")
+        try Data("{\"entity\":\"Album\",\"mbid\":\"11111111-1111-1111-1111-111111111111\",\"title\":\"x\",\"year\":99999999999999999999}\n".utf8).write(to: big)
+        let b = try storectl("import", store, big.path, "--quiet")
+        #expect(b.status == 65 && b.stderr.contains("is outside the int range"), "\(b.status) \(b.stderr)")
+
+        #expect(try storectl("query", store, "--entity", "Genre", "--sort", "").status == 64)
+        #expect(try storectl("query", store, "--entity", "Genre", "--sort", "name,,").status == 64)
+        #expect(try storectl("query", store, "--entity", "Genre", "--fields", "").status == 64)
+        // A negative number reaches the option's own check ("Missing value" before).
+        let negative = try storectl("import", store, ndjson.path, "--batch", "-5")
+        #expect(negative.status == 64 && negative.stderr.contains("--batch must be between 1 and"), "\(negative.stderr)")
+        let limit = try storectl("query", store, "--entity", "Genre", "--limit", "-1")
+        #expect(limit.status == 64 && limit.stderr.contains("--limit must be at least 0"), "\(limit.stderr)")
+    }
 }

@@ -17,9 +17,10 @@ let immutableFilesWork: Bool = {
     return fd < 0
 }()
 
-/// storectl exit codes no test ran: 73 (a write to a store whose files cannot be written;
-/// `export --output` and `generate --output` to a path that cannot be written), 74 (`export`
-/// failing while writing) and 75 (`migrate` while another process has the store open).
+/// storectl's exit codes for the operating system's refusals: 73 (a write to a store whose files
+/// cannot be written; `export --output` and `generate --output` to a path that cannot be
+/// written), 74 (output failing while being written: `export`, standard output on `/dev/full`)
+/// and 75 (`migrate` while another process has the store open).
 @Suite struct StorectlExitCodeTests {
     func emptyStore() throws -> (dir: URL, store: String) {
         let dir = temporaryDirectory("exit-codes")
@@ -34,10 +35,6 @@ let immutableFilesWork: Bool = {
         let f = dir.appendingPathComponent("a-file").path
         #expect(FileManager.default.createFile(atPath: f, contents: Data("x".utf8)))
         return f
-    }
-
-    func genreCount(_ store: String) throws -> String {
-        try storectl("query", store, "--entity", "Genre", "--count").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// The store's data file is immutable: `import` cannot open it for writing (LMDB `EPERM`):
@@ -144,5 +141,18 @@ let immutableFilesWork: Bool = {
         #expect(try storectl("migrate", url.path, "--schema", librarySchemaDirectory.path, "--check").status == 10)
         #expect(try storectl("migrate", url.path, "--schema", librarySchemaDirectory.path).status == 0)
         #expect(try storectl("migrate", url.path, "--schema", librarySchemaDirectory.path, "--check").status == 0)
+    }
+
+    /// A command whose output cannot be written (`> /dev/full`) exits 74 with the reason; it
+    /// exited 0.
+    @Test func aFailedWriteToStandardOutputExits74() throws {
+        let (dir, store) = try storeWithGenres()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for command in ["info", "query"] {
+            let extra = command == "query" ? " --entity Genre --json" : ""
+            let r = try run("/bin/sh", ["-c", "'\(storectlPath)' \(command) '\(store)'\(extra) > /dev/full"])
+            #expect(r.status == 74, "\(command): \(r.status) \(r.stderr)")
+            #expect(r.stderr.contains("cannot write to standard output"), "\(r.stderr)")
+        }
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import Strata
 
-/// storectl behaviours the README documents that no test ran: `query` with a sort on several
+/// storectl options as the README documents them: `query` with a sort on several
 /// keys and a window, `--fields`, `--count --json`; `export --where --output` (the stderr line,
 /// the filtered records, no partial file left); the option checks of `compact` and `migrate`
 /// (exit 64); `migrate --check` on a store newer than the schemas (exit 11); `log --entity`
@@ -12,7 +12,7 @@ import Testing
 
     /// A store holding the sample library, in its own directory.
     func sampleStore() throws -> (URL, String) {
-        let dir = temporaryDirectory("storectl-coverage")
+        let dir = temporaryDirectory("storectl-options")
         let store = dir.appendingPathComponent("store").path
         #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
         let r = try storectl("import", store, sample, "--quiet")
@@ -98,7 +98,7 @@ import Testing
         (["migrate", "STORE", "--schema", "SCHEMA", "--to", "9"], "--to 9: no v9.json"),
     ] as [([String], String)])
     func maintenanceOptionChecksAreUsageErrors(arguments: [String], message: String) throws {
-        let dir = temporaryDirectory("storectl-coverage")
+        let dir = temporaryDirectory("storectl-options")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store").path
         #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
@@ -112,7 +112,7 @@ import Testing
     }
 
     @Test func migrateCheckOnAStoreNewerThanTheSchemasExits11() throws {
-        let dir = temporaryDirectory("storectl-coverage")
+        let dir = temporaryDirectory("storectl-options")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store").path
         #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
@@ -131,7 +131,7 @@ import Testing
     /// printing them raw, also where a value is cut at 40 characters (never inside an escape);
     /// `show` and `log` likewise escape values, authors and metadata.
     @Test func textOutputEscapesControlCharacters() throws {
-        let dir = temporaryDirectory("storectl-coverage")
+        let dir = temporaryDirectory("storectl-options")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store").path
         #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
@@ -152,15 +152,26 @@ import Testing
         #expect(try storectl("log", store).stdout.contains(#"importID=id\u{1B}[2J"#))
     }
 
-    /// An unknown `log --entity` is a usage error (64), as in `query`, `export` and `replay`. (The
-    /// README said 65 until the coverage audit found the difference; the README was corrected.)
+    /// An unknown `log --entity` is a usage error (64), as in `query`, `export` and `replay`.
     @Test func logWithAnUnknownEntityIsAUsageError() throws {
-        let dir = temporaryDirectory("storectl-coverage")
+        let dir = temporaryDirectory("storectl-options")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store").path
         #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
         let r = try storectl("log", store, "--entity", "Nope")
         #expect(r.status == 64, "exit \(r.status): \(r.stderr)")
         #expect(r.stderr.contains("unknown entity 'Nope'"))
+    }
+
+    /// A limit near `Int.max` with an offset, with or without a sort: the window, not an
+    /// arithmetic-overflow trap.
+    @Test func aHugeLimitWithAnOffsetIsAWindow() throws {
+        let (dir, store) = try storeWithGenres()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for sort in [[], ["--sort", "name"]] {
+            let r = try storectl(["query", store, "--entity", "Genre", "--offset", "2", "--limit", "\(Int.max)", "--json"] + sort)
+            #expect(r.status == 0, "\(r.status) \(r.stderr)")
+            #expect(r.stdout.components(separatedBy: "\"entity\"").count - 1 == 3, "\(r.stdout)")
+        }
     }
 }

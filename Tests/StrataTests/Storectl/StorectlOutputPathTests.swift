@@ -161,3 +161,74 @@ import Testing
         #expect(ok.status == 0, "\(ok.stderr)")
     }
 }
+
+/// Output files that exist already: a directory is never replaced, a file is replaced whole,
+/// symbolic links and devices are written through.
+@Suite struct OutputFileTests {
+    func isSymbolicLink(_ path: String) -> Bool {
+        var st = stat()
+        return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFLNK
+    }
+
+    /// `export --output` naming a directory leaves it as it was (exit 73; the store directory
+    /// itself is refused as an output inside the store, exit 64): it is never removed to write
+    /// the export in its place. A file is replaced whole, with no `.partial-` file left.
+    @Test func exportNeverReplacesADirectory() throws {
+        let (dir, store) = try storeWithGenres()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let before = generations(store)
+        let r = try storectl("export", store, "--entity", "Genre", "--output", store)
+        #expect(r.status == 64, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("is the store directory"), "\(r.stderr)")
+        #expect(generations(store) == before)
+        #expect(try genreCount(store) == "5")
+        let other = dir.appendingPathComponent("out/sub")
+        try FileManager.default.createDirectory(at: other, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: other.appendingPathComponent("keep").path, contents: Data("k".utf8)))
+        #expect(try storectl("export", store, "--entity", "Genre", "--output", dir.appendingPathComponent("out").path).status == 73)
+        #expect(FileManager.default.fileExists(atPath: other.appendingPathComponent("keep").path))
+        let file = dir.appendingPathComponent("g.ndjson").path
+        #expect(FileManager.default.createFile(atPath: file, contents: Data("old\n".utf8)))
+        #expect(try storectl("export", store, "--entity", "Genre", "--output", file).status == 0)
+        #expect(try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").count == 5)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).allSatisfy { !$0.contains(".partial-") })
+    }
+
+    /// `export --output`, `import --rejects` and `generate --output` naming a symbolic link write
+    /// through it (a device such as `/dev/stdout` likewise); they used to rename a new file over
+    /// the link (FileManager's atomic writes), and over `/dev/full` as root.
+    @Test func outputsWriteThroughLinksAndDevices() throws {
+        let dir = temporaryDirectory("output-links")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try libraryStoreWithTwoGenres(in: dir)
+        for (i, command) in ["export", "rejects", "generate"].enumerated() {
+            let target = dir.appendingPathComponent("target-\(i)").path
+            let link = dir.appendingPathComponent("link-\(i)").path
+            #expect(FileManager.default.createFile(atPath: target, contents: nil))
+            try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
+            let r: ProcessResult
+            switch command {
+            case "export": r = try storectl("export", store, "--entity", "Genre", "--output", link)
+            case "rejects":
+                let input = dir.appendingPathComponent("bad.ndjson")
+                try Data("{\"entity\":\"Genre\",\"name\":\"c\"}\nnot json\n".utf8).write(to: input)
+                r = try storectl("import", store, input.path, "--continue-on-error", "--rejects", link, "--quiet")
+            default: r = try storectl("generate", "--schema", librarySchemaDirectory.path, "--output", link)
+            }
+            #expect(r.status == 0, "\(command): \(r.status) \(r.stderr)")
+            #expect(isSymbolicLink(link), "\(command) replaced the link")
+            #expect(try String(contentsOfFile: target, encoding: .utf8).isEmpty == false, "\(command) wrote nothing through the link")
+        }
+        let devnull = try storectl("export", store, "--entity", "Genre", "--output", "/dev/null")
+        #expect(devnull.status == 0, "\(devnull.stderr)")
+        var st = stat()
+        #expect(stat("/dev/null", &st) == 0 && (st.st_mode & S_IFMT) == S_IFCHR, "/dev/null is no longer a device")
+        let full = try storectl("export", store, "--entity", "Genre", "--output", "/dev/full")
+        #expect(full.status == 74, "\(full.status) \(full.stderr)")
+        #expect(full.stderr.contains("No space left on device"), "\(full.stderr)")
+        #expect(stat("/dev/full", &st) == 0 && (st.st_mode & S_IFMT) == S_IFCHR, "/dev/full is no longer a device")
+        let generate = try storectl("generate", "--schema", librarySchemaDirectory.path, "--output", "/dev/full")
+        #expect(generate.status == 74, "\(generate.status) \(generate.stderr)")
+        #expect(generate.stderr.contains("No space left on device") && !generate.stderr.contains("NSCocoaErrorDomain"), "\(generate.stderr)")
+    }
+}

@@ -266,4 +266,25 @@ import Testing
             #expect(r.stdout.contains("Examples:"), "\(sub) --help has no examples")
         }
     }
+
+    /// `init` where the directory cannot be made exits 73 (it exited 66, "not a store") and says
+    /// why in `strerror`'s words; an unreadable schema says why too (it printed "NSCocoaErrorDomain
+    /// error 256").
+    @Test func unmakeableDirectoriesAndUnreadableSchemasSayWhy() throws {
+        let dir = temporaryDirectory("init-errors")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("a-file").path
+        #expect(FileManager.default.createFile(atPath: file, contents: Data("x".utf8)))
+        let r = try storectl("init", file + "/store", "--schema", librarySchemaDirectory.path)
+        #expect(r.status == 73, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("\(file) is not a directory"), "\(r.stderr)")
+        let schemas = dir.appendingPathComponent("schemas/v1.json")
+        try FileManager.default.createDirectory(at: schemas, withIntermediateDirectories: true)
+        let s = try storectl("init", dir.appendingPathComponent("s").path, "--schema", schemas.deletingLastPathComponent().path)
+        #expect(s.status == 65, "\(s.status) \(s.stderr)")
+        #expect(s.stderr.contains("v1.json: cannot read file (is a directory)"), "\(s.stderr)")
+        let notDir = try storectl("init", dir.appendingPathComponent("t").path, "--schema", file)
+        #expect(notDir.stderr.contains("cannot read schema directory (not a directory)"), "\(notDir.stderr)")
+        #expect(!notDir.stderr.contains("NSCocoaErrorDomain"))
+    }
 }

@@ -140,3 +140,10 @@ func openAfterBackgroundClose(_ url: URL, schema: Schema) async throws -> Store 
         }
     }
 }
+
+extension Result where Failure == Error {
+    /// `Result(catching:)` for an async body.
+    init(catching body: () async throws -> Success) async {
+        do { self = .success(try await body()) } catch { self = .failure(error) }
+    }
+}

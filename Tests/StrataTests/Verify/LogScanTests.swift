@@ -112,7 +112,7 @@ import Testing
                         kinds.insert(String(describing: change).prefix { $0 != "(" }.description)
                     }
                 }
-                for input in DecoderFuzzRegressionTests.mutations(of: body) {
+                for input in byteMutations(of: body) {
                     let bytes = FuzzEntryPoints.sealLogEntry(input, transaction: tx)
                     if let d = FuzzEntryPoints.scanDisagreement(bytes, transaction: tx) { disagreements.append("tx \(tx): \(d)") }
                     if (try? FuzzEntryPoints.decodeLogEntry(bytes, transaction: tx)) != nil { accepted += 1 }

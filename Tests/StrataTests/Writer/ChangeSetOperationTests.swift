@@ -3,7 +3,7 @@ import LibraryModel
 import Testing
 @testable import Strata
 
-/// `ChangeSet` operations that only the import pipeline used so far: `upsert` (by any unique
+/// `ChangeSet` operations the import pipeline builds on, used directly: `upsert` (by any unique
 /// constraint, with its id aliased for later operations), `put`, and links and unlinks naming
 /// their ends by a unique key (`ObjectReference.unique`).
 @Suite struct ChangeSetOperationTests {

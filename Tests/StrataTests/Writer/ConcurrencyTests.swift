@@ -56,7 +56,7 @@ import Testing
             try await withThrowingTaskGroup(of: Void.self) { group in
                 // On an executor of the test's own: in the full suite, CPU-bound tests can hold the
                 // cooperative pool's two threads for tens of seconds, and these savers then ran one
-                // at a time and never formed a group (seen once in session 14). On one serial
+                // at a time and never formed a group. On one serial
                 // executor they still interleave: each suspends in `save` while its commit waits.
                 for s in 0..<8 {
                     group.addTask(executorPreference: Self.saverExecutor) {

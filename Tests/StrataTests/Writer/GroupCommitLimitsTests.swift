@@ -3,9 +3,9 @@ import LibraryModel
 import Testing
 @testable import Strata
 
-/// Writer limits no test ran: a save over `maxChangesPerSave` inside a group commit (refused
-/// alone, the other saves of the group commit together) and `maxSavesPerGroup` (no LMDB commit
-/// holds more saves). Deterministic: the writer is held with `exclusive` while saves queue up,
+/// Group commit within the writer's limits: a save over `maxChangesPerSave` inside a group commit
+/// is refused alone (the other saves of the group commit together), and `maxSavesPerGroup` caps
+/// the saves of one LMDB commit. Deterministic: the writer is held with `exclusive` while saves queue up,
 /// and `maxPendingSaves` tells when they are all queued (a save is refused with
 /// `writerOverloaded` only once the queue is full, and it cannot empty while the writer is held).
 @Suite struct GroupCommitLimitsTests {
@@ -100,35 +100,6 @@ import Testing
                 #expect(results.compactMap { try? $0.get() }.count == 5)
                 #expect(store.statistics.lmdbCommits == 1, "\(store.statistics)")
             }
-        }
-    }
-}
-
-/// `object(_:id:)` given the id of an object of another entity returns nil (it does not decode
-/// that record as the wrong type), while `record(_:)` returns the record.
-@Suite struct TypedReadTests {
-    @Test func objectWithAnIdOfAnotherEntityIsNil() async throws {
-        try await withLibraryStore { store in
-            let playlist = Playlist(name: "Road", createdAt: Date(timeIntervalSince1970: 1_700_000_000), notes: "n")
-            let genre = Genre(name: "Folk")
-            _ = try await store.save { $0.insert(playlist); $0.insert(genre) }
-            let view = try store.newViewContext(label: "v")
-            let child = try store.mainContext.newChild(label: "c")
-            for (name, ctx) in [("main", try store.mainContext as any ObjectReading), ("view", view), ("child", child)] {
-                #expect(try ctx.object(Genre.self, id: playlist.id) == nil, "\(name)")
-                #expect(try ctx.object(Track.self, id: playlist.id) == nil, "\(name)")
-                #expect(try ctx.object(Playlist.self, id: genre.id) == nil, "\(name)")
-                #expect(try ctx.object(Playlist.self, id: playlist.id) == playlist, "\(name)")
-                let r = try #require(try ctx.record(playlist.id), "\(name)")
-                #expect(r.entity.name == "Playlist" && r.id == playlist.id && r["name"] == .string("Road"), "\(name)")
-                #expect(try ctx.record(genre.id)?.entity.name == "Genre", "\(name)")
-            }
-            // Unsaved in a child: the same.
-            let fresh = Genre(name: "Jazz")
-            try child.insert(fresh)
-            #expect(try child.object(Playlist.self, id: fresh.id) == nil)
-            #expect(try child.object(Genre.self, id: fresh.id) == fresh)
-            #expect(try child.record(fresh.id)?.entity.name == "Genre")
         }
     }
 }

@@ -168,8 +168,8 @@ import Testing
     }
     /// A `saveAndWait` caller commits inside the writer queue without marking it as draining:
     /// a small `save` arriving during its commit must take the queued path, not block its
-    /// thread in the queue behind it (found by review: it waited 1.3 s inline behind a bulk
-    /// save). Deterministic: a test hook holds the blocking caller inside the queue.
+    /// thread in the queue behind it (inline, it would wait behind a bulk save for as long as
+    /// that takes: seconds). Deterministic: a test hook holds the blocking caller inside the queue.
     @Test(.timeLimit(.minutes(1))) func aSmallSaveDuringABlockingSaveDoesNotCommitInline() async throws {
         try await withLibraryStore(relaxedConfiguration()) { store in
             let writer = try #require(store.writer)

@@ -6,7 +6,7 @@ import Synchronization
 import Testing
 @testable import Strata
 
-/// Relaxed mode's flushes run on a background queue (session 8): the writer asks for one at most
+/// Relaxed mode's flushes run on a background queue: the writer asks for one at most
 /// every `relaxedSyncIntervalMs` and goes on committing while the kernel writes the pages out.
 @Suite struct RelaxedFlushTests {
     private func relaxed(intervalMs: Int) -> StoreConfiguration {
@@ -144,5 +144,18 @@ import Testing
             }
         }
         return (entered, release)
+    }
+
+    @Test func relaxedStoreClosesCleanlyRightAfterSaving() async throws {
+        var config = StoreConfiguration()
+        config.durability = .relaxed
+        config.relaxedSyncIntervalMs = 5
+        for _ in 0..<20 {
+            let store = try Store.temporary(schema: try librarySchema(), configuration: config)
+            _ = try await store.save { $0.insert(Genre(name: "x")) }
+            store.close()
+        }
+        // The delayed syncs of closed stores must not touch freed environments.
+        try await Task.sleep(for: .milliseconds(50))
     }
 }
