@@ -3,12 +3,10 @@ import Testing
 @testable import Strata
 
 /// A compaction and a migration of one store asked for at the same time in one process run one
-/// after the other (`MaintenanceGate`). Before, both built from the live generation and both
-/// switched: a compaction whose switch was queued behind a migration's put back a compacted copy
-/// of the unmigrated store.
+/// after the other (`MaintenanceGate`). Without the gate both would build from the live
+/// generation and both switch: a compaction whose switch was queued behind a migration's would put
+/// back a compacted copy of the unmigrated store.
 @Suite(.serialized, .timeLimit(.minutes(3))) struct MaintenanceGateTests {
-    private func labSchemas() throws -> [Schema] { try MigrationBulkTests().schemas() }
-
     /// Executors of the suite's own, kept alive by these constants (a task does not retain its
     /// executor preference): the first operation runs on `held`, whose thread the hold blocks; the
     /// second on `other`, off the cooperative pool, which CPU-bound tests can occupy for seconds.

@@ -57,7 +57,7 @@ import Testing
     /// its live counts per entity.
     private func makeFormat1Store(at dir: URL, seed: UInt64, saves: Int) async throws -> [String: Int] {
         let store = try Store.open(at: dir, schema: try librarySchema())
-        _ = try await ReplayTests().history(store, seed: seed, saves: saves)
+        _ = try await randomTrackHistory(store, seed: seed, saves: saves)
         let before = try counts(store)
         store.close()
         try rewriteAsFormat1(dir)
@@ -72,7 +72,7 @@ import Testing
 
     @Test func aNewStoreIsFormat2WithItsCountsInTheMainDatabase() async throws {
         try await withLibraryStore { store in
-            _ = try await ReplayTests().history(store, seed: 4, saves: 25)
+            _ = try await randomTrackHistory(store, seed: 4, saves: 25)
             let env = store.env
             #expect(env[.counts].name == "main")
             #expect(env[.counts].dbi != env[.meta].dbi)

@@ -7,46 +7,12 @@ import Testing
 /// transform plan against the name-keyed steps, and the bulk state build against records
 /// applied one by one.
 @Suite struct MigrationBulkTests {
-    static let p1 = #"""
-    {"model":"lab","version":1,"entities":[
-      {"name":"Sample","attributes":[
-         {"name":"label","type":"string"},{"name":"weight","type":"double","optional":true},
-         {"name":"batch","type":"int","optional":true},{"name":"gone","type":"string","optional":true},
-         {"name":"kept","type":"bool","optional":true}],
-       "uniques":[["label"]],"indexes":[["weight"],["batch","label"]]}
-    ]}
-    """#
-    static let p2 = #"""
-    {"model":"lab","version":2,"entities":[
-      {"name":"Specimen","attributes":[
-         {"name":"name","type":"string"},{"name":"weight","type":"int","optional":true},
-         {"name":"batch","type":"string","optional":true},{"name":"kept","type":"bool","optional":true},
-         {"name":"views","type":"int","default":7},{"name":"note","type":"string","optional":true}],
-       "uniques":[["name"]],"indexes":[["batch","name"]]}
-    ],
-    "migration":{"steps":[
-      {"op":"renameEntity","from":"Sample","to":"Specimen"},
-      {"op":"renameAttribute","entity":"Specimen","from":"label","to":"name"},
-      {"op":"changeType","entity":"Specimen","attribute":"weight","conversion":"doubleToInt"},
-      {"op":"changeType","entity":"Specimen","attribute":"batch","conversion":"intToString"},
-      {"op":"removeIndex","entity":"Specimen","attributes":["weight"]},
-      {"op":"removeAttribute","entity":"Specimen","attribute":"gone"},
-      {"op":"addAttribute","entity":"Specimen","attribute":"views"},
-      {"op":"addAttribute","entity":"Specimen","attribute":"note"}
-    ]}}
-    """#
-
-    func schemas() throws -> [Schema] {
-        [try Schema.parse(Array(Self.p1.utf8), source: "v1.json", expectedVersion: 1),
-         try Schema.parse(Array(Self.p2.utf8), source: "v2.json", expectedVersion: 2)]
-    }
-
     func outcome(_ body: () throws -> [Value]) -> String {
         do { return "\(try body())" } catch { return "error: \(error)" }
     }
 
     @Test func positionalPlanGivesWhatTheStepsGive() throws {
-        let s = try schemas()
+        let s = try labSchemas()
         let hop = try MigrationHop(from: s[0], to: s[1], registry: MigrationRegistry())
         let sample = s[0].entity(named: "Sample")!
         #expect(hop.plans[sample.tag] != nil)
@@ -116,7 +82,7 @@ import Testing
         let dir = temporaryDirectory("bulk")
         defer { try? FileManager.default.removeItem(at: dir) }
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let schema = try schemas()[0]
+        let schema = try labSchemas()[0]
         let input = records(schema, count: 3_000)
         let applied = try StateRebuilder.scratch(sizeHint: 64 << 20, storeDirectory: dir.path)
         defer { applied.close() }
@@ -139,7 +105,7 @@ import Testing
         let dir = temporaryDirectory("bulk-clash")
         defer { try? FileManager.default.removeItem(at: dir) }
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let schema = try schemas()[0]
+        let schema = try labSchemas()[0]
         var input = records(schema, count: 1_000)
         input[900]["label"] = input[3]["label"]
         for budget in [BulkStateBuilder.defaultRunBudgetBytes, 4_096] {
@@ -167,7 +133,7 @@ import Testing
     @Test func migratedStateAgreesWithTheRewrittenLog() async throws {
         let dir = temporaryDirectory("migrate-bulk")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let all = try [MigrationTests.v1, MigrationTests.v2].enumerated().map {
+        let all = try [ShopSchemas.v1, ShopSchemas.v2].enumerated().map {
             try Schema.parse(Array($1.utf8), source: "v\($0 + 1).json", expectedVersion: $0 + 1)
         }
         let product = all[0].entity(named: "Product")!, maker = all[0].entity(named: "Maker")!
@@ -204,7 +170,7 @@ import Testing
             _ = try await store.save { $0.delete(makerIDs[3]) }
             store.close()
         }
-        let report = try await Store.migrate(at: dir, schemas: all, registry: MigrationTests.registry)
+        let report = try await Store.migrate(at: dir, schemas: all, registry: ShopSchemas.registry)
         #expect(report.objects == 150 + 3)
         let store = try Store.open(at: dir, schema: all[1])
         defer { store.close() }
@@ -224,7 +190,7 @@ import Testing
     @Test func aUniqueClashInHistoryOnlyIsRefused() async throws {
         let dir = temporaryDirectory("migrate-history-clash")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let all = try [MigrationTests.v1, MigrationTests.v2].enumerated().map {
+        let all = try [ShopSchemas.v1, ShopSchemas.v2].enumerated().map {
             try Schema.parse(Array($1.utf8), source: "v\($0 + 1).json", expectedVersion: $0 + 1)
         }
         let product = all[0].entity(named: "Product")!
@@ -245,7 +211,7 @@ import Testing
             store.close()
         }
         do {
-            _ = try await Store.migrate(at: dir, schemas: all, registry: MigrationTests.registry)
+            _ = try await Store.migrate(at: dir, schemas: all, registry: ShopSchemas.registry)
             Issue.record("a unique clash in the history passed")
         } catch StrataError.validation(let f) {
             #expect(f.kind == .uniqueConstraint && f.entity == "Item" && f.description.contains("Lamp"), "\(f)")
@@ -270,7 +236,7 @@ import Testing
         // Track's unique mbid is the same attribute, unconverted; Artist has a custom step.
         #expect(libraryUpcaster.checkedUniques[library[0].entity(named: "Track")!.tag] == nil)
         #expect(libraryUpcaster.checkedUniques[library[0].entity(named: "Artist")!.tag] != nil)
-        let lab = try schemas()
+        let lab = try labSchemas()
         let labUpcaster = try Upcaster(old: lab[0], new: lab[1], hops: [try MigrationHop(from: lab[0], to: lab[1], registry: MigrationRegistry())], newEnv: env)
         defer { labUpcaster.close() }
         // label → name: renamed, not converted, so the old constraint covered it.
@@ -295,7 +261,7 @@ import Testing
     @Test func carriedAndRebuiltKeysAgreeWithTheRewrittenLog() async throws {
         let dir = temporaryDirectory("migrate-carried")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let lab = try schemas()
+        let lab = try labSchemas()
         let sample = lab[0].entity(named: "Sample")!
         var ids: [ObjectID] = []
         do {

@@ -4,82 +4,13 @@ import Testing
 @testable import Strata
 
 @Suite struct MigrationTests {
-    static let v1 = #"""
-    {"model":"shop","version":1,"entities":[
-      {"name":"Product","attributes":[
-         {"name":"code","type":"string"},{"name":"title","type":"string"},{"name":"price","type":"double"},
-         {"name":"stock","type":"int","optional":true},{"name":"legacy","type":"bool","optional":true},
-         {"name":"fullName","type":"string","optional":true}],
-       "relationships":[{"name":"maker","destination":"Maker","inverse":"products"}],
-       "uniques":[["code"]],"indexes":[["price"]]},
-      {"name":"Maker","attributes":[{"name":"name","type":"string"}],
-       "relationships":[{"name":"products","destination":"Product","toMany":true,"inverse":"maker"}]}
-    ]}
-    """#
-
-    /// Every declarative step kind plus a custom one.
-    static let v2 = #"""
-    {"model":"shop","version":2,"entities":[
-      {"name":"Item","attributes":[
-         {"name":"code","type":"string"},{"name":"name","type":"string"},{"name":"price","type":"int"},
-         {"name":"stock","type":"int","optional":true},{"name":"fullName","type":"string","optional":true},
-         {"name":"first","type":"string","optional":true},{"name":"last","type":"string","optional":true},
-         {"name":"views","type":"int","default":7}],
-       "relationships":[{"name":"brand","destination":"Maker","inverse":"products"}],
-       "uniques":[["code"],["name"]],"indexes":[["stock"]]},
-      {"name":"Maker","attributes":[{"name":"name","type":"string"}],
-       "relationships":[{"name":"products","destination":"Item","toMany":true,"inverse":"brand"}]}
-    ],
-    "migration":{"steps":[
-      {"op":"renameEntity","from":"Product","to":"Item"},
-      {"op":"renameAttribute","entity":"Item","from":"title","to":"name"},
-      {"op":"renameRelationship","entity":"Item","from":"maker","to":"brand"},
-      {"op":"changeType","entity":"Item","attribute":"price","conversion":"doubleToInt"},
-      {"op":"removeAttribute","entity":"Item","attribute":"legacy"},
-      {"op":"addAttribute","entity":"Item","attribute":"views"},
-      {"op":"addAttribute","entity":"Item","attribute":"first"},
-      {"op":"addAttribute","entity":"Item","attribute":"last"},
-      {"op":"custom","entity":"Item","name":"splitName"},
-      {"op":"removeIndex","entity":"Item","attributes":["price"]},
-      {"op":"addIndex","entity":"Item","attributes":["stock"]},
-      {"op":"addUnique","entity":"Item","attributes":["name"]}
-    ]}}
-    """#
-
-    static let v3 = #"""
-    {"model":"shop","version":3,"entities":[
-      {"name":"Item","attributes":[
-         {"name":"code","type":"string"},{"name":"name","type":"string"},{"name":"price","type":"string"},
-         {"name":"stock","type":"int","optional":true},{"name":"fullName","type":"string","optional":true},
-         {"name":"first","type":"string","optional":true},{"name":"last","type":"string","optional":true},
-         {"name":"views","type":"int","default":7}],
-       "relationships":[{"name":"brand","destination":"Maker","inverse":"products"}],
-       "uniques":[["name"]],"indexes":[["stock"]]},
-      {"name":"Maker","attributes":[{"name":"name","type":"string"}],
-       "relationships":[{"name":"products","destination":"Item","toMany":true,"inverse":"brand"}]}
-    ],
-    "migration":{"steps":[{"op":"changeType","entity":"Item","attribute":"price","conversion":"intToString"},
-                          {"op":"removeUnique","entity":"Item","attributes":["code"]}]}}
-    """#
-
-    static var registry: MigrationRegistry {
-        var r = MigrationRegistry()
-        r.register("splitName") { record in
-            guard case .string(let full) = record["fullName"] else { return }
-            let parts = full.split(separator: " ", maxSplits: 1).map(String.init)
-            record["first"] = .string(parts[0])
-            if parts.count > 1 { record["last"] = .string(parts[1]) }
-        }
-        return r
-    }
-
     func schemas(_ texts: [String]) throws -> [Schema] {
         try texts.enumerated().map { try Schema.parse(Array($1.utf8), source: "v\($0 + 1).json", expectedVersion: $0 + 1) }
     }
 
     /// A v1 store with two makers and three products, edited over several transactions.
     func populated(_ dir: URL, titles: [String] = ["Lamp", "Desk", "Chair"]) async throws -> [ObjectID] {
-        let s = try schemas([Self.v1])[0]
+        let s = try schemas([ShopSchemas.v1])[0]
         let store = try Store.open(at: dir, schema: s)
         defer { store.close() }
         let product = s.entity(named: "Product")!, maker = s.entity(named: "Maker")!
@@ -110,9 +41,9 @@ import Testing
         let dir = temporaryDirectory("migrate")
         defer { try? FileManager.default.removeItem(at: dir) }
         let ids = try await populated(dir)
-        let all = try schemas([Self.v1, Self.v2])
+        let all = try schemas([ShopSchemas.v1, ShopSchemas.v2])
         #expect(try Store.migrationStatus(at: dir, schemas: all) == .needsMigration(from: 1, to: 2, steps: all[1].migrationSteps.map { "v2: \($0.summary)" }))
-        let report = try await Store.migrate(at: dir, schemas: all, registry: Self.registry)
+        let report = try await Store.migrate(at: dir, schemas: all, registry: ShopSchemas.registry)
         #expect(report.from == 1 && report.to == 2 && report.objects == 4 && report.transactionsUpcast == 3)
         #expect(report.migrationTransaction == TransactionID(4))
         #expect(try Store.migrationStatus(at: dir, schemas: all) == .upToDate(version: 2))
@@ -147,8 +78,8 @@ import Testing
         let dir = temporaryDirectory("migrate")
         defer { try? FileManager.default.removeItem(at: dir) }
         let ids = try await populated(dir)
-        let all = try schemas([Self.v1, Self.v2, Self.v3])
-        let report = try await Store.migrate(at: dir, schemas: all, registry: Self.registry)
+        let all = try schemas([ShopSchemas.v1, ShopSchemas.v2, ShopSchemas.v3])
+        let report = try await Store.migrate(at: dir, schemas: all, registry: ShopSchemas.registry)
         #expect(report.from == 1 && report.to == 3)
         let store = try Store.open(at: dir, schema: all[2])
         defer { store.close() }
@@ -160,9 +91,9 @@ import Testing
         let dir = temporaryDirectory("migrate")
         defer { try? FileManager.default.removeItem(at: dir) }
         _ = try await populated(dir, titles: ["Lamp", "Lamp", "Desk"])
-        let all = try schemas([Self.v1, Self.v2])
+        let all = try schemas([ShopSchemas.v1, ShopSchemas.v2])
         do {
-            _ = try await Store.migrate(at: dir, schemas: all, registry: Self.registry)
+            _ = try await Store.migrate(at: dir, schemas: all, registry: ShopSchemas.registry)
             Issue.record("duplicate names passed a new unique constraint")
         } catch StrataError.validation(let f) {
             #expect(f.kind == .uniqueConstraint && f.entity == "Item" && f.description.contains("Lamp"))
@@ -177,25 +108,25 @@ import Testing
     }
 
     @Test func stepsThatDoNotLeadToTheNewVersionAreRefused() throws {
-        let broken = Self.v2.replacingOccurrences(of: #"{"op":"addAttribute","entity":"Item","attribute":"views"},"#, with: "")
-        let all = try schemas([Self.v1, broken])
+        let broken = ShopSchemas.v2.replacingOccurrences(of: #"{"op":"addAttribute","entity":"Item","attribute":"views"},"#, with: "")
+        let all = try schemas([ShopSchemas.v1, broken])
         do {
-            _ = try MigrationHop(from: all[0], to: all[1], registry: Self.registry)
+            _ = try MigrationHop(from: all[0], to: all[1], registry: ShopSchemas.registry)
             Issue.record("a step list missing an attribute was accepted")
         } catch let e as SchemaError {
             #expect(e.description.contains("views"))
         }
-        #expect(throws: SchemaError.self) { try MigrationHop(from: all[0], to: try schemas([Self.v1, Self.v2])[1], registry: MigrationRegistry()) }
+        #expect(throws: SchemaError.self) { try MigrationHop(from: all[0], to: try schemas([ShopSchemas.v1, ShopSchemas.v2])[1], registry: MigrationRegistry()) }
     }
 
     @Test func anInstanceWithTheOldSchemaStopsAfterMigratingAndReadsWentOnDuring() async throws {
         let dir = temporaryDirectory("migrate")
         defer { try? FileManager.default.removeItem(at: dir) }
         let ids = try await populated(dir)
-        let all = try schemas([Self.v1, Self.v2])
+        let all = try schemas([ShopSchemas.v1, ShopSchemas.v2])
         let old = try Store.openExisting(at: dir)
         let reader = try old.snapshot(label: "during")
-        let report = try await old.migrate(schemas: all, registry: Self.registry)
+        let report = try await old.migrate(schemas: all, registry: ShopSchemas.registry)
         // The snapshot taken before still reads the old generation.
         #expect(try reader.record(ids[0])?["title"] == .string("Lamp"))
         reader.close()

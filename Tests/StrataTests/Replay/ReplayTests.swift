@@ -4,51 +4,7 @@ import Testing
 @testable import Strata
 
 @Suite struct ReplayTests {
-    typealias Model = [ObjectID: (title: String, duration: Int, album: ObjectID?)]
-
-    /// Random saves; the model after each transaction is kept for comparison.
-    func history(_ store: Store, seed: UInt64, saves: Int) async throws -> [TransactionID: Model] {
-        var rng = SeededGenerator(seed: seed)
-        var model: Model = [:]
-        var albums: [ObjectID] = []
-        var states: [TransactionID: Model] = [.zero: [:]]
-        for _ in 0..<saves {
-            var c = ChangeSet()
-            var next = model
-            for _ in 0..<Int.random(in: 1...6, using: &rng) {
-                switch Int.random(in: 0...9, using: &rng) {
-                case 0:
-                    let a = Album(mbid: UUID(), title: "album")
-                    c.insert(a)
-                    albums.append(a.id)
-                case 1...4:
-                    let t = makeTrack(title: "t\(Int.random(in: 0...99, using: &rng))", duration: Int.random(in: 1...900, using: &rng))
-                    c.insert(t)
-                    next[t.id] = (t.title, t.durationSeconds, nil)
-                case 5...6:
-                    if let id = next.keys.sorted().randomElement(using: &rng) {
-                        let d = Int.random(in: 1...900, using: &rng)
-                        c.set(Track.durationSeconds, of: id, to: d)
-                        next[id]?.duration = d
-                    }
-                case 7:
-                    if let id = next.keys.sorted().randomElement(using: &rng), let a = albums.randomElement(using: &rng) {
-                        c.set(Track.album, of: id, to: a)
-                        next[id]?.album = a
-                    }
-                default:
-                    if let id = next.keys.sorted().randomElement(using: &rng) {
-                        c.delete(id)
-                        next[id] = nil
-                    }
-                }
-            }
-            let tx = try await store.save(c)
-            model = next
-            states[tx] = model
-        }
-        return states
-    }
+    typealias Model = TrackStates
 
     func observed(_ context: some ObjectReading) throws -> Model {
         var m: Model = [:]
@@ -63,7 +19,7 @@ import Testing
     @Test(arguments: [UInt64(5), 6])
     func asOfEqualsTheModelAtRandomTransactions(seed: UInt64) async throws {
         try await withLibraryStore { store in
-            let states = try await history(store, seed: seed, saves: 60)
+            let states = try await randomTrackHistory(store, seed: seed, saves: 60)
             var rng = SeededGenerator(seed: seed + 100)
             let ids = states.keys.sorted()
             for _ in 0..<15 {
@@ -130,7 +86,7 @@ import Testing
     }
 
     func populated(_ store: Store) async throws {
-        _ = try await history(store, seed: 77, saves: 40)
+        _ = try await randomTrackHistory(store, seed: 77, saves: 40)
         _ = try await store.save { $0.insert(Genre(name: "Jazz")) }
     }
 

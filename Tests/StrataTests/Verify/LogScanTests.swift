@@ -83,7 +83,7 @@ import Testing
     /// the structure is what is tested: the scan and the decoder agree on every one.
     @Test func scanAgreesWithDecodeOnMutatedEntries() async throws {
         try await withLibraryStore { store in
-            _ = try await ReplayTests().history(store, seed: 3, saves: 12)
+            _ = try await randomTrackHistory(store, seed: 3, saves: 12)
             let track = makeTrack(title: "Ünïcode — 日本", duration: 301)
             let playlist = Playlist(name: "p", createdAt: Date(timeIntervalSince1970: 1))
             _ = try await store.save(metadata: ["importID": "x", "by": "test"]) { c in

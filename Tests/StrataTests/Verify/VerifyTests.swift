@@ -12,7 +12,7 @@ import Testing
     @Test(arguments: [1, 2, 3, 4, 5] as [UInt64])
     func inMemoryAgreesWithTheRebuildOnRandomHistories(seed: UInt64) async throws {
         try await withLibraryStore { store in
-            _ = try await ReplayTests().history(store, seed: seed, saves: 60)
+            _ = try await randomTrackHistory(store, seed: seed, saves: 60)
             let fast = try store.verify()
             let rebuilt = try store.verify(rebuild: true)
             #expect(fast.ok && rebuilt.ok, "\(fast.problems) \(rebuilt.problems)")
@@ -70,7 +70,7 @@ import Testing
     @Test(arguments: ["count", "unique", "indexValue", "extraIndex", "missingUnique"])
     func damageOnlyTheDigestsCatchIsNamedByTheRebuild(kind: String) async throws {
         try await withLibraryStore { store in
-            _ = try await ReplayTests().history(store, seed: 9, saves: 30)
+            _ = try await randomTrackHistory(store, seed: 9, saves: 30)
             let tracks = try store.mainContext.fetch(Track.self, limit: 2)
             try #require(tracks.count == 2)
             let env = store.env
@@ -112,7 +112,7 @@ import Testing
 
     @Test func aCompactedStoreIsRebuiltOnDisk() async throws {
         try await withLibraryStore { store in
-            _ = try await ReplayTests().history(store, seed: 4, saves: 20)
+            _ = try await randomTrackHistory(store, seed: 4, saves: 20)
             _ = try await store.compact(horizon: try store.lastTransactionID)
             _ = try await store.save { $0.insert(makeTrack(title: "after", duration: 3)) }
             let report = try store.verify()
@@ -140,7 +140,7 @@ import Testing
         var config = StoreConfiguration()
         config.maxOpenSnapshots = 1
         try await withLibraryStore(config) { store in
-            _ = try await ReplayTests().history(store, seed: 21, saves: 30)
+            _ = try await randomTrackHistory(store, seed: 21, saves: 30)
             let report = try store.verify()
             #expect(report.ok && report.method == .inMemory, "\(report.problems)")
             #expect(report.entriesCompared == (try store.verify(rebuild: true)).entriesCompared)
