@@ -4,7 +4,8 @@ import Testing
 @testable import Strata
 
 /// A store used after fork(): the child program opens a store and forks; the forked child's
-/// operations are refused with `usedAfterFork`, it can open the store again, and the parent goes on.
+/// operations are refused with `usedAfterFork`, it can open the store again, and the parent goes
+/// on.
 @Suite(.serialized) struct StoreAfterForkTests {
     /// A child program opens a store, forks; the forked child's reads, fetches, snapshots and
     /// verify are refused with usedAfterFork; the parent goes on normally.

@@ -20,8 +20,8 @@ import Testing
         #expect(try JSONValue.parse(String(out[1]))["notes"] == nil)
     }
 
-    /// CSV: a value holding CRLF is quoted on export (a `"\r\n"` pair is one Swift `Character`
-    /// and was missed) and read back with its CRLF.
+    /// CSV: a value holding CRLF is quoted on export (a `"\r\n"` pair is one Swift `Character`,
+    /// neither `"\r"` nor `"\n"`) and read back with its CRLF.
     @Test func csvKeepsACarriageReturnLineFeedInAValue() throws {
         let dir = temporaryDirectory("csv-crlf")
         defer { try? FileManager.default.removeItem(at: dir) }

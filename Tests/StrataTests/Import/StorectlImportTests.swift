@@ -86,9 +86,9 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: rejects))
     }
 
-    /// A pipe (or a directory) as input: exit 66 with the reason, nothing written. The import
-    /// reads its input twice, so a pipe used to be read empty the second time: exit 0, "imported
-    /// 0 records".
+    /// A pipe (or a directory) as input: exit 66 with the reason, nothing written. (The import
+    /// reads its input twice: a pipe would be read empty the second time, and the import would
+    /// exit 0, "imported 0 records".)
     @Test func aPipeOrADirectoryAsInputIsRefused() throws {
         let (dir, store) = try storeWithGenres()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -102,8 +102,8 @@ import Testing
     }
 
     /// A unique key longer than LMDB's key limit is a bad record found by validation, at its
-    /// line, with nothing written; it used to fail the save after the batches before it had been
-    /// committed, with no line.
+    /// line, with nothing written (not a failed save, without a line, after the batches before it
+    /// were committed).
     @Test func aUniqueKeyOverTheKeyLimitIsFoundAtValidation() throws {
         let dir = temporaryDirectory("import-long-unique-key")
         defer { try? FileManager.default.removeItem(at: dir) }

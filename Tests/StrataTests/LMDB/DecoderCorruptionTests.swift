@@ -34,7 +34,8 @@ import Testing
         }
     }
 
-    /// A record whose attribute index is a varint ≥ 2^63, in `RecordCodec.decode`: corrupt, not a trap.
+    /// A record whose attribute index is a varint ≥ 2^63, in `RecordCodec.decode`: corrupt, not a
+    /// trap.
     @Test func recordWithAHugeAttributeIndexIsCorruptNotATrap() throws {
         let schema = try librarySchema()
         let genre = try #require(schema.entity(named: "Genre"))

@@ -161,8 +161,8 @@ import Testing
         }
     }
 
-    /// `--where` nested deeper than ``PredicateParser/maxNesting`` is a usage error (it overflowed
-    /// the stack: SIGSEGV); up to the limit it parses.
+    /// `--where` nested deeper than ``PredicateParser/maxNesting`` is a usage error (not a stack
+    /// overflow, SIGSEGV); up to the limit it parses.
     @Test func aDeeplyNestedFilterIsRefused() throws {
         let (dir, store) = try storeWithGenres()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -8,7 +8,8 @@ import Testing
 @Suite struct StoreDirectoryTests {
     /// `current` pointing at a generation that does not exist: every opener refuses the store
     /// (exit 66, naming `current`) and removes nothing; with the link restored, the data is there.
-    /// (A read-write open must not remove the generations `current` does not name: they hold the data.)
+    /// (A read-write open must not remove the generations `current` does not name: they hold the
+    /// data.)
     @Test func aDanglingCurrentLinkIsRefusedAndNothingIsRemoved() throws {
         let (dir, store) = try storeWithGenres()
         defer { try? FileManager.default.removeItem(at: dir) }

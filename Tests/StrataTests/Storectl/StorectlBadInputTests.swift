@@ -184,7 +184,7 @@ import Testing
     // MARK: Small oddities
 
     /// A UTF-8 byte order mark at the start of an NDJSON or CSV file or a schema file is skipped
-    /// ("unexpected character 'ï'" before); duplicate schema versions (`v1.json` and `v01.json`)
+    /// (not "unexpected character 'ï'"); duplicate schema versions (`v1.json` and `v01.json`)
     /// are named; an integer beyond 64 bits says so; an empty `--sort` or `--fields` name is a
     /// usage error.
     @Test func smallInputOdditiesAreHandled() throws {

@@ -143,8 +143,7 @@ let immutableFilesWork: Bool = {
         #expect(try storectl("migrate", url.path, "--schema", librarySchemaDirectory.path, "--check").status == 0)
     }
 
-    /// A command whose output cannot be written (`> /dev/full`) exits 74 with the reason; it
-    /// exited 0.
+    /// A command whose output cannot be written (`> /dev/full`) exits 74 with the reason (not 0).
     @Test func aFailedWriteToStandardOutputExits74() throws {
         let (dir, store) = try storeWithGenres()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -195,8 +195,8 @@ import Testing
     }
 
     /// `export --output`, `import --rejects` and `generate --output` naming a symbolic link write
-    /// through it (a device such as `/dev/stdout` likewise); they used to rename a new file over
-    /// the link (FileManager's atomic writes), and over `/dev/full` as root.
+    /// through it (a device such as `/dev/stdout` likewise); they never rename a new file over the
+    /// link (as FileManager's atomic writes do), nor over `/dev/full` as root.
     @Test func outputsWriteThroughLinksAndDevices() throws {
         let dir = temporaryDirectory("output-links")
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -267,9 +267,9 @@ import Testing
         }
     }
 
-    /// `init` where the directory cannot be made exits 73 (it exited 66, "not a store") and says
-    /// why in `strerror`'s words; an unreadable schema says why too (it printed "NSCocoaErrorDomain
-    /// error 256").
+    /// `init` where the directory cannot be made exits 73 (not 66, "not a store") and says why in
+    /// `strerror`'s words; an unreadable schema says why too (not "NSCocoaErrorDomain error
+    /// 256").
     @Test func unmakeableDirectoriesAndUnreadableSchemasSayWhy() throws {
         let dir = temporaryDirectory("init-errors")
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -5,7 +5,8 @@ import Testing
 
 // Stores made with storectl for the tests that run it as a user does.
 
-/// A store made by `storectl init` holding five genres, `g0` to `g4` (from `genres.ndjson` in its directory).
+/// A store made by `storectl init` holding five genres, `g0` to `g4` (imported from
+/// `genres.ndjson` in its directory).
 func storeWithGenres() throws -> (dir: URL, store: String) {
     let dir = temporaryDirectory("store-with-genres")
     let store = dir.appendingPathComponent("store").path

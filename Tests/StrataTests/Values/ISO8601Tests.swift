@@ -5,10 +5,10 @@ import Testing
 
 /// `ISO8601`, the date format of imports, exports and the filter language.
 @Suite struct ISO8601Tests {
-    /// Impossible dates are refused (they used to roll over: February 29th 2023 read as March
-    /// 1st), and every date is written back as it was read: milliseconds exactly (`.001` was
-    /// written `.000`), dates before 1582 (they shifted by the Julian calendar's days), years
-    /// outside 0000–9999 with a sign.
+    /// Impossible dates are refused (never rolled over: February 29th 2023 is not March 1st), and
+    /// every date is written back as it was read: milliseconds exactly (`.001`, not `.000`), dates
+    /// before 1582 (proleptic Gregorian, no shift by the Julian calendar's days), years outside
+    /// 0000–9999 with a sign.
     @Test func datesAreReadStrictlyAndWrittenBackExactly() {
         for bad in ["2023-02-29T00:00:00Z", "2024-04-31T00:00:00Z", "2024-01-01T24:00:00Z", "2024-01-01T00:60:00Z",
                     "2024-01-01T00:00:60Z", "2024-00-01T00:00:00Z", "2024-01-00T00:00:00Z", "2024-01-01T00:00:00",

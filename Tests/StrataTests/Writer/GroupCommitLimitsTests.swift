@@ -5,8 +5,8 @@ import Testing
 
 /// Group commit within the writer's limits: a save over `maxChangesPerSave` inside a group commit
 /// is refused alone (the other saves of the group commit together), and `maxSavesPerGroup` caps
-/// the saves of one LMDB commit. Deterministic: the writer is held with `exclusive` while saves queue up,
-/// and `maxPendingSaves` tells when they are all queued (a save is refused with
+/// the saves of one LMDB commit. Deterministic: the writer is held with `exclusive` while saves
+/// queue up, and `maxPendingSaves` tells when they are all queued (a save is refused with
 /// `writerOverloaded` only once the queue is full, and it cannot empty while the writer is held).
 @Suite struct GroupCommitLimitsTests {
     /// Holds the writer, starts the saves, waits until one is refused (so `maxPendingSaves` are
