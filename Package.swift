@@ -55,7 +55,19 @@ let package = Package(
         .executableTarget(name: "strata-generate"),
         // README's end-to-end example, compiled and run by Tools/test.
         .executableTarget(name: "strata-example", dependencies: ["Strata", "LibraryModel"]),
-        .testTarget(name: "StrataTests", dependencies: ["Strata", "StrataLMDB", "LibraryModel", "storectl", "strata-generate"]),
+        // Helpers both test targets use: paths, temporary stores, running storectl and other processes.
+        .target(name: "StrataTestSupport", dependencies: ["Strata", "LibraryModel"], path: "Tests/StrataTestSupport"),
+        // Unit and feature tests, filed by the code under test (storectl runs as a real process).
+        .testTarget(
+            name: "StrataTests",
+            dependencies: ["Strata", "StrataLMDB", "LibraryModel", "StrataTestSupport", "storectl", "strata-generate"]
+        ),
+        // Processes killed with SIGKILL, injected faults (byte flips, resource limits, full disks),
+        // several processes on one store; most use Tools/reliability's child program.
+        .testTarget(
+            name: "StrataReliabilityTests",
+            dependencies: ["Strata", "StrataLMDB", "LibraryModel", "StrataTestSupport", "storectl", "strata-generate"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -3,7 +3,7 @@ import Glibc
 import LibraryModel
 import Strata
 
-/// Child modes for the resource-fault and misuse tests (Tests/StrataTests/Reliability*Tests.swift).
+/// Child modes for the resource-fault and misuse tests (Tests/StrataReliabilityTests/).
 enum FaultModes {
     /// `hold-snapshot`: opens a snapshot, prints `HOLDING <pid> <tx>`, then sleeps until killed.
     static func holdSnapshot(_ o: Options) throws {

@@ -1,0 +1,123 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+/// storectl killed with SIGKILL in the middle of a long command, then checked and run again:
+/// a killed `compact` or `migrate` leaves the old or the new store (it verifies, its contents are
+/// the same, a migration can be run to the end), and a killed `import` run again converges to the
+/// whole library.
+@Suite struct KilledStorectlTests {
+    @Test func killedCompactionLeavesTheOldOrTheNewStore() async throws {
+        let dir = temporaryDirectory("kill-compact")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("lib.ndjson").path
+        let generator = URL(fileURLWithPath: storectlPath).deletingLastPathComponent().appendingPathComponent("strata-generate").path
+        #expect(try run(generator, ["20000", "--seed", "3", "--output", input]).status == 0)
+        let store = dir.appendingPathComponent("store").path
+        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try storectl("import", store, input, "--batch", "1000", "--quiet").status == 0)
+        let expected = try storectl("export", store, "--entity", "Track").stdout
+        var rng = SeededGenerator(seed: 5)
+        for iteration in 0..<6 {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: storectlPath)
+            p.arguments = ["compact", store, "--keep-last", "\(iteration % 3)", "--quiet"]
+            p.standardOutput = FileHandle.nullDevice
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            usleep(UInt32.random(in: 1_000...300_000, using: &rng))
+            kill(p.processIdentifier, SIGKILL)
+            p.waitUntilExit()
+            let v = try storectl("verify", store, "--json")
+            #expect(v.status == 0, "iteration \(iteration): \(v.stderr)")
+            #expect(try storectl("export", store, "--entity", "Track").stdout == expected, "iteration \(iteration): state changed")
+        }
+        let names = try FileManager.default.contentsOfDirectory(atPath: store).filter { $0.hasPrefix("gen-") }
+        #expect(names.count <= 2)
+    }
+
+    @Test func killedMigrationLeavesTheOldOrTheNewStore() async throws {
+        let dir = temporaryDirectory("kill-migrate")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let all = try Schema.loadAll(directory: librarySchemaDirectory)
+        let v1dir = dir.appendingPathComponent("schema-v1")
+        try FileManager.default.createDirectory(at: v1dir, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: librarySchemaDirectory.appendingPathComponent("v1.json"), to: v1dir.appendingPathComponent("v1.json"))
+        let store = dir.appendingPathComponent("s")
+        try await makeV1TrackStore(at: store, schema: all[0])
+        var rng = SeededGenerator(seed: 21)
+        var sawOld = false, sawNew = false
+        for iteration in 0..<6 {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: storectlPath)
+            p.arguments = ["migrate", store.path, "--schema", librarySchemaDirectory.path, "--quiet"]
+            p.standardOutput = FileHandle.nullDevice
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            usleep(UInt32.random(in: 1_000...400_000, using: &rng))
+            kill(p.processIdentifier, SIGKILL)
+            p.waitUntilExit()
+            let check = try storectl("migrate", store.path, "--schema", librarySchemaDirectory.path, "--check")
+            #expect(check.status == 0 || check.status == 10, "iteration \(iteration): \(check.stderr)")
+            if check.status == 0 { sawNew = true } else { sawOld = true }
+            let verify = try storectl("verify", store.path)
+            #expect(verify.status == 0, "iteration \(iteration): \(verify.stderr)")
+            #expect(try storectl("query", store.path, "--entity", "Track", "--count").stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "10000")
+            if check.status == 0 { break }
+        }
+        _ = (sawOld, sawNew)
+        // Whatever happened, running it to the end works.
+        let finish = try storectl("migrate", store.path, "--schema", librarySchemaDirectory.path, "--quiet")
+        #expect(finish.status == 0 || finish.stderr.contains("nothing to do"), "\(finish.stderr)")
+        #expect(try storectl("migrate", store.path, "--schema", librarySchemaDirectory.path, "--check").status == 0)
+    }
+
+    /// An import killed with SIGKILL part-way is simply run again and converges.
+    @Test func killedImportRerunConverges() throws {
+        let dir = temporaryDirectory("kill-import")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("lib.ndjson").path
+        let generator = URL(fileURLWithPath: storectlPath).deletingLastPathComponent().appendingPathComponent("strata-generate").path
+        #expect(try run(generator, ["30000", "--seed", "7", "--output", input]).status == 0)
+        let store = dir.appendingPathComponent("store").path
+        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: storectlPath)
+        p.arguments = ["import", store, input, "--batch", "500", "--quiet"]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        // Wait until a few batches are committed, then kill -9 in the middle.
+        var committed: Int64 = 0
+        let deadline = Date().addingTimeInterval(60)
+        while p.isRunning && Date() < deadline {
+            let info = try storectl("info", store, "--json")
+            if info.status == 0, case .int(let tx)? = try JSONValue.parse(info.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["lastTransaction"] {
+                committed = tx
+                if tx >= 3 { break }
+            }
+            usleep(20_000)
+        }
+        kill(p.processIdentifier, SIGKILL)
+        p.waitUntilExit()
+        #expect(committed >= 1, "the import never committed a batch before being killed")
+
+        let rerun = try storectl("import", store, input, "--batch", "500", "--quiet")
+        #expect(rerun.status == 0, "\(rerun.stderr)")
+        let counts = try JSONValue.parse(try storectl("info", store, "--json").stdout.trimmingCharacters(in: .whitespacesAndNewlines))["entities"]
+        // 30000 records: 24 genres, 300 artists, 3000 albums, 30 playlists, the rest tracks.
+        #expect(counts?["Genre"] == .int(24))
+        #expect(counts?["Artist"] == .int(300))
+        #expect(counts?["Album"] == .int(3000))
+        #expect(counts?["Playlist"] == .int(30))
+        #expect(counts?["Track"] == .int(30000 - 24 - 300 - 3000 - 30))
+        // Every track got its album, whichever run wrote it.
+        let orphans = try storectl("query", store, "--entity", "Track", "--where", "album == null", "--count")
+        #expect(orphans.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+        // A third run changes nothing.
+        let third = try storectl("import", store, input, "--json", "--quiet")
+        #expect(try JSONValue.parse(third.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["transactions"] == .int(0))
+    }
+}

@@ -1,0 +1,38 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+/// A store used after fork(): the child program opens a store and forks; the forked child's
+/// operations are refused with `usedAfterFork`, it can open the store again, and the parent goes
+/// on.
+@Suite(.serialized) struct StoreAfterForkTests {
+    /// A child program opens a store, forks; the forked child's reads, fetches, snapshots and
+    /// verify are refused with usedAfterFork; the parent goes on normally.
+    @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first"))
+    func storeUsedAfterForkIsRefusedClearly() throws {
+        let dir = temporaryDirectory("fork")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let r = try runCrashChild("fork", ["--store", dir.appendingPathComponent("store").path])
+        #expect(r.status == 0, "\(r.stderr)")
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        for step in ["read", "fetch", "snapshot", "verify"] {
+            let line = try #require(lines.first { $0.hasPrefix("child \(step):") }, "no answer for \(step): \(lines)")
+            #expect(line.contains("store was opened by the parent process before fork()"), "\(line)")
+        }
+        #expect(lines.contains("child close: returned"), "close() in the forked child did not return: \(lines)")
+        #expect(lines.contains("parent child-status 0"), "the forked child did not exit cleanly: \(lines)")
+        #expect(lines.contains { $0.hasPrefix("parent read: ok") } && lines.contains { $0.hasPrefix("parent save: ok") }, "\(lines)")
+    }
+
+    /// The error tells the forked child to "open it again in the child"; opening it again must
+    /// then give a usable store, not the parent's instance.
+    @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first"))
+    func forkedChildCanOpenTheStoreAgain() throws {
+        let dir = temporaryDirectory("fork-reopen")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let r = try runCrashChild("fork", ["--store", dir.appendingPathComponent("store").path])
+        let line = try #require(r.stdout.split(separator: "\n").first { $0.hasPrefix("child reopen:") })
+        #expect(line.hasPrefix("child reopen: ok same instance: false"), "\(line)")
+    }
+}

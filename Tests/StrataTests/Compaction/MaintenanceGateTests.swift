@@ -1,0 +1,129 @@
+import Foundation
+import Testing
+@testable import Strata
+
+/// A compaction and a migration of one store asked for at the same time in one process run one
+/// after the other (`MaintenanceGate`). Without the gate both would build from the live
+/// generation and both switch: a compaction whose switch was queued behind a migration's would put
+/// back a compacted copy of the unmigrated store.
+@Suite(.serialized, .timeLimit(.minutes(3))) struct MaintenanceGateTests {
+    /// Executors of the suite's own, kept alive by these constants (a task does not retain its
+    /// executor preference): the first operation runs on `held`, whose thread the hold blocks; the
+    /// second on `other`, off the cooperative pool, which CPU-bound tests can occupy for seconds.
+    static let held = HookExecutor()
+    static let other = HookExecutor()
+
+    /// Waits until the second operation waits at the gate: 60 s at most, checked once more after
+    /// the deadline (in the full suite this task can wait seconds for a thread of the cooperative
+    /// pool). Without the gate it never waits, and this fails.
+    private func waitForSecondInLine(_ store: Store) async throws {
+        let deadline = Date().addingTimeInterval(60)
+        while store.maintenance.waitingForTesting < 1 {
+            if Date() >= deadline {
+                try #require(store.maintenance.waitingForTesting >= 1, "the second operation did not wait for the first")
+                return
+            }
+            try await Task.sleep(for: .milliseconds(1))
+        }
+    }
+
+    /// A store of `count` lab samples at schema v1, in `dir`.
+    private func labStore(_ dir: URL, count: Int) async throws -> Store {
+        let schemas = try labSchemas()
+        let store = try Store.open(at: dir, schema: schemas[0])
+        let sample = try #require(schemas[0].entity(named: "Sample"))
+        _ = try await store.save { c in
+            for i in 0..<count {
+                var r = Record(entity: sample)
+                r.values[0] = .string("s\(i)")
+                c.insert(r)
+            }
+        }
+        return store
+    }
+
+    /// A progress callback that holds the first caller until `release()` (60 s at most).
+    private final class Hold: Sendable {
+        let reached = DispatchSemaphore(value: 0)
+        let go = DispatchSemaphore(value: 0)
+        private let first = Locked(true)
+        func callback() {
+            guard first.withLock({ f in defer { f = false }; return f }) else { return }
+            reached.signal()
+            _ = go.wait(timeout: .now() + 60)
+        }
+        /// Waits (60 s at most) until the first operation is held; fails if it ended without it.
+        func waitUntilReached<R>(_ task: Task<R, Error>) async throws {
+            let deadline = Date().addingTimeInterval(60)
+            while reached.wait(timeout: .now()) != .success {
+                if Date() >= deadline {
+                    _ = try await task.value   // shows its error, if it failed before its first progress
+                    Issue.record("the first operation never reported progress")
+                    throw CancellationError()
+                }
+                try await Task.sleep(for: .milliseconds(1))
+            }
+        }
+        func release() { go.signal() }
+    }
+
+    @Test func aCompactionAskedForDuringAMigrationWaitsAndIsRefused() async throws {
+        let dir = temporaryDirectory("gate-migration-first")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try await labStore(dir, count: 200)
+        let schemas = try labSchemas()
+        let hold = Hold()
+        let migration = Task(executorPreference: Self.held) {
+            try await store.migrate(schemas: schemas, progress: { _ in hold.callback() })
+        }
+        defer { hold.release() }
+        try await hold.waitUntilReached(migration)
+        let compaction = Task(executorPreference: Self.other) { try await store.compact() }
+        try await waitForSecondInLine(store)
+        hold.release()
+        let report = try await migration.value
+        #expect(report.objects == 200)
+        do {
+            _ = try await compaction.value
+            Issue.record("a compaction of the migrated instance ran")
+        } catch StrataError.migrated(_, let version) {
+            #expect(version == 2)
+        }
+        store.close()
+        let migrated = try Store.open(at: dir, schema: schemas[1])
+        defer { migrated.close() }
+        #expect(try migrated.mainContext.count(Query(entity: "Specimen")) == 200)
+    }
+
+    @Test func aMigrationAskedForDuringACompactionStartsFromTheCompactedStore() async throws {
+        let dir = temporaryDirectory("gate-compaction-first")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try await labStore(dir, count: 200)
+        let schemas = try labSchemas()
+        let sample = try #require(schemas[0].entity(named: "Sample"))
+        let hold = Hold()
+        let compaction = Task(executorPreference: Self.held) {
+            try await store.compact(progress: { _ in hold.callback() })
+        }
+        defer { hold.release() }
+        try await hold.waitUntilReached(compaction)
+        let migration = Task(executorPreference: Self.other) { try await store.migrate(schemas: schemas) }
+        try await waitForSecondInLine(store)
+        // A save during the compaction's build: caught up by the compaction, then migrated.
+        _ = try await store.save { c in
+            var r = Record(entity: sample)
+            r.values[0] = .string("late")
+            c.insert(r)
+        }
+        hold.release()
+        _ = try await compaction.value
+        let report = try await migration.value
+        #expect(report.objects == 201)
+        // From the compacted store: its log holds the late save alone (the uncompacted one, two).
+        #expect(report.transactionsUpcast == 1)
+        store.close()
+        let migrated = try Store.open(at: dir, schema: schemas[1])
+        defer { migrated.close() }
+        #expect(try migrated.mainContext.count(Query(entity: "Specimen")) == 201)
+    }
+}

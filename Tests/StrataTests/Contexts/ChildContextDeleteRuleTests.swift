@@ -1,0 +1,102 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+/// Delete rules inside child contexts: `deny` refuses the change and leaves the child exactly as
+/// it was (also after earlier operations of the same change set were applied), `nullify` removes
+/// both directions of every edge, and `cascade` follows edges that exist only in a parent's
+/// pending changes.
+@Suite struct ChildContextDeleteRuleTests {
+    func ids(_ context: some ObjectReading, _ relationship: String, of id: ObjectID) throws -> [ObjectID] {
+        let e = try #require(context.schema.entity(tag: id.entityTag))
+        return try context.relatedIDs(try #require(e.relationship(named: relationship)), of: id)
+    }
+
+    @Test func denyIsRefusedAndTheChildIsAsBefore() async throws {
+        try await withLibraryStore { store in
+            let genre = Genre(name: "Folk")
+            let t1 = makeTrack(title: "t1", duration: 1), t2 = makeTrack(title: "t2", duration: 2)
+            _ = try await store.save { c in
+                c.insert(genre); c.insert(t1); c.insert(t2)
+                c.set(Track.genre, of: t1.id, to: genre.id)
+                c.set(Track.genre, of: t2.id, to: genre.id)
+            }
+            let child = try store.mainContext.newChild(label: "editor")
+            // The first delete is applied, then the genre's delete is denied: nothing of the
+            // change set stays.
+            do {
+                try child.change { c in
+                    c.delete(t1.id)
+                    c.delete(genre.id)
+                }
+                Issue.record("deleting a genre with tracks was accepted")
+            } catch StrataError.validation(let f) {
+                #expect(f.kind == .deleteDenied && f.objectID == genre.id && f.field == "tracks", "\(f)")
+            }
+            #expect(!child.hasChanges && child.pendingOperationCount == 0)
+            #expect(try child.object(Track.self, id: t1.id) == t1)
+            #expect(try child.count(Track.self) == 2)
+            #expect(try ids(child, "tracks", of: genre.id) == [t1.id, t2.id].sorted())
+            #expect(try child.related(t1.id, Track.genre)?.id == genre.id)
+
+            // Once its tracks are gone (here, in the child), the genre can go.
+            try child.delete(t1.id)
+            try child.delete(t2.id)
+            try child.delete(genre.id)
+            #expect(try child.count(Genre.self) == 0)
+            #expect(try store.mainContext.count(Genre.self) == 1)
+            try await child.commit()
+            #expect(try store.mainContext.count(Genre.self) == 0)
+            #expect(try store.mainContext.count(Track.self) == 0)
+        }
+    }
+
+    @Test func nullifyAndCascadeFollowEdgesPendingInAParent() async throws {
+        try await withLibraryStore { store in
+            let playlist = Playlist(name: "Road", createdAt: Date(timeIntervalSince1970: 0))
+            let genre = Genre(name: "Folk")
+            _ = try await store.save { $0.insert(playlist); $0.insert(genre) }
+            // The parent inserts an artist, two albums and three tracks, all linked, unsaved.
+            let parent = try store.mainContext.newChild(label: "parent")
+            let artist = Artist(mbid: UUID(), name: "Ása")
+            let kept = Album(mbid: UUID(), title: "kept"), gone = Album(mbid: UUID(), title: "gone")
+            let t1 = makeTrack(title: "t1", duration: 1), t2 = makeTrack(title: "t2", duration: 2), t3 = makeTrack(title: "t3", duration: 3)
+            try parent.change { c in
+                c.insert(artist); c.insert(kept); c.insert(gone); c.insert(t1); c.insert(t2); c.insert(t3)
+                c.set(Album.artist, of: kept.id, to: artist.id)
+                c.set(Album.artist, of: gone.id, to: artist.id)
+                c.set(Track.album, of: t1.id, to: gone.id)
+                c.set(Track.album, of: t2.id, to: gone.id)
+                c.set(Track.album, of: t3.id, to: kept.id)
+                for t in [t1, t2, t3] {
+                    c.add(t.id, to: Playlist.tracks, of: playlist.id)
+                    c.set(Track.genre, of: t.id, to: genre.id)
+                }
+            }
+            let child = parent.newChild(label: "child")
+            // Album.tracks cascades; Album.artist, Track.genre and Track.playlists nullify.
+            try child.delete(gone.id)
+            #expect(try child.object(Album.self, id: gone.id) == nil)
+            #expect(try child.object(Track.self, id: t1.id) == nil && child.object(Track.self, id: t2.id) == nil)
+            #expect(try ids(child, "albums", of: artist.id) == [kept.id])
+            #expect(try ids(child, "tracks", of: playlist.id) == [t3.id])
+            #expect(try ids(child, "tracks", of: genre.id) == [t3.id])
+            #expect(try child.count(Track.self) == 1 && child.count(Album.self) == 1)
+            #expect(try child.fetch(Playlist.self, where: Playlist.tracks.contains(t1.id)).isEmpty)
+            // The parent still has everything.
+            #expect(try ids(parent, "tracks", of: playlist.id) == [t1.id, t2.id, t3.id].sorted())
+            #expect(try parent.count(Track.self) == 3)
+
+            try await child.commit()
+            #expect(try ids(parent, "tracks", of: playlist.id) == [t3.id])
+            try await parent.commit()
+            let main = try store.mainContext
+            #expect(try main.count(Track.self) == 1 && main.count(Album.self) == 1)
+            #expect(try ids(main, "albums", of: artist.id) == [kept.id])
+            #expect(try ids(main, "tracks", of: playlist.id) == [t3.id])
+            #expect(try ids(main, "tracks", of: genre.id) == [t3.id])
+            #expect(try main.related(t3.id, Track.album)?.id == kept.id)
+        }
+    }
+}

@@ -1,0 +1,107 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+@Suite struct ChildContextTests {
+    @Test func childSeesItsChangesAndParentDoesNotUntilCommit() async throws {
+        try await withLibraryStore { store in
+            let main = try store.mainContext
+            let child = main.newChild(label: "editor")
+            let jazz = Genre(name: "Jazz")
+            try child.insert(jazz)
+            #expect(try child.object(Genre.self, id: jazz.id) == jazz)
+            #expect(try child.count(Genre.self) == 1)
+            #expect(try main.count(Genre.self) == 0)
+            let tx = try await child.commit()
+            #expect(tx == TransactionID(1))
+            #expect(try main.object(Genre.self, id: jazz.id) == jazz)
+            #expect(!child.hasChanges)
+            #expect(try child.count(Genre.self) == 1)
+        }
+    }
+
+    @Test func discardDropsEverything() async throws {
+        try await withLibraryStore { store in
+            let g = Genre(name: "A")
+            _ = try await store.save { $0.insert(g) }
+            let child = try store.mainContext.newChild(label: "scratch")
+            try child.set(Genre.name, of: g.id, to: "B")
+            try child.insert(Genre(name: "C"))
+            try child.delete(g.id)
+            #expect(try child.count(Genre.self) == 1)
+            child.discard()
+            #expect(try child.fetch(Genre.self).map(\.name) == ["A"])
+            #expect(try await child.commit() == nil)
+            #expect(try store.lastTransactionID == TransactionID(1))
+        }
+    }
+
+    @Test func nestedChildrenCommitOneLevelUp() async throws {
+        try await withLibraryStore { store in
+            let main = try store.mainContext
+            let a = main.newChild(label: "a")
+            let b = a.newChild(label: "b")
+            let c = b.newChild(label: "c")
+            #expect(c.depth == 3)
+            let g = Genre(name: "deep")
+            try c.insert(g)
+            #expect(try b.object(Genre.self, id: g.id) == nil)
+            #expect(try await c.commit() == nil)
+            #expect(try b.object(Genre.self, id: g.id) == g)
+            #expect(try a.object(Genre.self, id: g.id) == nil)
+            try await b.commit()
+            #expect(try a.object(Genre.self, id: g.id) == g)
+            #expect(try main.count(Genre.self) == 0)
+            #expect(try await a.commit() == TransactionID(1))
+            #expect(try main.object(Genre.self, id: g.id) == g)
+        }
+    }
+
+    @Test func commitIsOneTransactionAllOrNothing() async throws {
+        try await withLibraryStore { store in
+            let taken = Genre(name: "taken")
+            _ = try await store.save { $0.insert(taken) }
+            let child = try store.mainContext.newChild(label: "bulk")
+            for i in 0..<100 { try child.insert(Genre(name: "g\(i)")) }
+            // A concurrent save takes a name the child also uses: the root commit must fail whole.
+            try child.insert(Genre(name: "race"))
+            _ = try await store.save { $0.insert(Genre(name: "race")) }
+            await #expect(throws: StrataError.self) { try await child.commit() }
+            #expect(try store.mainContext.count(Genre.self) == 2)
+            #expect(child.hasChanges)
+        }
+    }
+
+    @Test func validationHappensWhenTheChangeIsMade() async throws {
+        try await withLibraryStore { store in
+            _ = try await store.save { $0.insert(Genre(name: "Jazz")) }
+            let child = try store.mainContext.newChild(label: "v")
+            #expect(throws: StrataError.self) { try child.insert(Genre(name: "Jazz")) }
+            // The failed change left nothing behind.
+            #expect(try child.count(Genre.self) == 1)
+            #expect(!child.hasChanges)
+        }
+    }
+
+    @Test func deleteRulesApplyInsideTheChild() async throws {
+        try await withLibraryStore { store in
+            let artist = Artist(mbid: UUID(), name: "A")
+            let album = Album(mbid: UUID(), title: "B")
+            let track = makeTrack(title: "t", duration: 10)
+            _ = try await store.save { c in
+                c.insert(artist); c.insert(album); c.insert(track)
+                c.set(Album.artist, of: album.id, to: artist.id)
+                c.set(Track.album, of: track.id, to: album.id)
+            }
+            let child = try store.mainContext.newChild(label: "d")
+            try child.delete(artist.id)
+            #expect(try child.object(Album.self, id: album.id) == nil)
+            #expect(try child.object(Track.self, id: track.id) == nil)
+            #expect(try child.count(Track.self) == 0)
+            #expect(try store.mainContext.count(Track.self) == 1)
+            try await child.commit()
+            #expect(try store.mainContext.count(Track.self) == 0)
+        }
+    }
+}

@@ -1,0 +1,213 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+@Suite struct MigrationTests {
+    func schemas(_ texts: [String]) throws -> [Schema] {
+        try texts.enumerated().map { try Schema.parse(Array($1.utf8), source: "v\($0 + 1).json", expectedVersion: $0 + 1) }
+    }
+
+    /// A v1 store with two makers and three products, edited over several transactions.
+    func populated(_ dir: URL, titles: [String] = ["Lamp", "Desk", "Chair"]) async throws -> [ObjectID] {
+        let s = try schemas([ShopSchemas.v1])[0]
+        let store = try Store.open(at: dir, schema: s)
+        defer { store.close() }
+        let product = s.entity(named: "Product")!, maker = s.entity(named: "Maker")!
+        var m = Record(entity: maker)
+        m["name"] = .string("Acme")
+        var ids: [ObjectID] = []
+        _ = try await store.save { c in
+            c.insert(m)
+            for (i, t) in titles.enumerated() {
+                var p = Record(entity: product)
+                p["code"] = .string("P\(i)")
+                p["title"] = .string(t)
+                p["price"] = .double(9.6 + Double(i))
+                p["stock"] = i == 0 ? .null : .int(Int64(i * 10))
+                p["legacy"] = .bool(true)
+                p["fullName"] = .string("Ada Lovelace \(i)")
+                c.insert(p)
+                c.link(product.relationship(named: "maker")!, from: p.id, to: m.id)
+                ids.append(p.id)
+            }
+        }
+        _ = try await store.save { $0.update(ids[1], [ChangeSet.AttributeValue(attribute: 2, value: .double(20.4))]) }
+        _ = try await store.save { $0.update(ids[2], [ChangeSet.AttributeValue(attribute: 5, value: .string("Grace Hopper"))]) }
+        return ids
+    }
+
+    @Test func everyStepKindAndReplayAcrossTheBoundary() async throws {
+        let dir = temporaryDirectory("migrate")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let ids = try await populated(dir)
+        let all = try schemas([ShopSchemas.v1, ShopSchemas.v2])
+        #expect(try Store.migrationStatus(at: dir, schemas: all) == .needsMigration(from: 1, to: 2, steps: all[1].migrationSteps.map { "v2: \($0.summary)" }))
+        let report = try await Store.migrate(at: dir, schemas: all, registry: ShopSchemas.registry)
+        #expect(report.from == 1 && report.to == 2 && report.objects == 4 && report.transactionsUpcast == 3)
+        #expect(report.migrationTransaction == TransactionID(4))
+        #expect(try Store.migrationStatus(at: dir, schemas: all) == .upToDate(version: 2))
+
+        let store = try Store.open(at: dir, schema: all[1])
+        defer { store.close() }
+        let view = try store.mainContext
+        let item = all[1].entity(named: "Item")!
+        let r1 = try #require(try view.record(ids[1]))
+        #expect(r1.entity.name == "Item" && r1["name"] == .string("Desk") && r1["price"] == .int(20) && r1["views"] == .int(7))
+        #expect(r1["first"] == .string("Ada") && r1["last"] == .string("Lovelace 1"))
+        let r2 = try #require(try view.record(ids[2]))
+        #expect(r2["first"] == .string("Grace") && r2["last"] == .string("Hopper"))
+        // The renamed relationship, both ways; the added index serves a query.
+        let brand = try #require(item.relationship(named: "brand"))
+        #expect(try view.relatedIDs(brand, of: ids[0]).count == 1)
+        #expect(try view.count(Query(entity: "Item", predicate: .compare(attribute: 3, .greaterOrEqual, .int(10)))) == 2)
+        #expect(try store.verify().ok)
+        // Replay across the boundary reads old transactions in the new schema.
+        let past = try store.snapshot(asOf: TransactionID(1))
+        let old = try #require(try past.record(ids[1]))
+        #expect(old["price"] == .int(11) && old["first"] == .string("Ada") && old.entity.name == "Item")
+        let marker = try store.changes(in: TransactionID(4))
+        #expect(marker.author == "migration" && marker.metadata["migrationFrom"] == "1" && marker.metadata["migrationTo"] == "2")
+        let history = try store.history(of: ids[1])
+        #expect(history.map(\.transactionID.rawValue) == [1, 2])
+        // New saves continue after the marker.
+        #expect(try await store.save { $0.update(ids[0], [ChangeSet.AttributeValue(attribute: 3, value: .int(1))]) } == TransactionID(5))
+    }
+
+    @Test func chainV1ToV3() async throws {
+        let dir = temporaryDirectory("migrate")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let ids = try await populated(dir)
+        let all = try schemas([ShopSchemas.v1, ShopSchemas.v2, ShopSchemas.v3])
+        let report = try await Store.migrate(at: dir, schemas: all, registry: ShopSchemas.registry)
+        #expect(report.from == 1 && report.to == 3)
+        let store = try Store.open(at: dir, schema: all[2])
+        defer { store.close() }
+        #expect(try store.mainContext.record(ids[1])?["price"] == .string("20"))
+        #expect(try store.verify().ok)
+    }
+
+    @Test func uniqueConstraintViolatedByExistingDataLeavesTheStoreUnchanged() async throws {
+        let dir = temporaryDirectory("migrate")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await populated(dir, titles: ["Lamp", "Lamp", "Desk"])
+        let all = try schemas([ShopSchemas.v1, ShopSchemas.v2])
+        do {
+            _ = try await Store.migrate(at: dir, schemas: all, registry: ShopSchemas.registry)
+            Issue.record("duplicate names passed a new unique constraint")
+        } catch StrataError.validation(let f) {
+            #expect(f.kind == .uniqueConstraint && f.entity == "Item" && f.description.contains("Lamp"))
+        }
+        #expect(try Store.migrationStatus(at: dir, schemas: all) == .needsMigration(from: 1, to: 2, steps: all[1].migrationSteps.map { "v2: \($0.summary)" }))
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasPrefix("gen-") }
+        #expect(names.count == 1)
+        let store = try Store.openReadOnly(at: dir)
+        defer { store.close() }
+        #expect(store.schema.version == 1)
+        #expect(try store.verify().ok)
+    }
+
+    @Test func stepsThatDoNotLeadToTheNewVersionAreRefused() throws {
+        let broken = ShopSchemas.v2.replacingOccurrences(of: #"{"op":"addAttribute","entity":"Item","attribute":"views"},"#, with: "")
+        let all = try schemas([ShopSchemas.v1, broken])
+        do {
+            _ = try MigrationHop(from: all[0], to: all[1], registry: ShopSchemas.registry)
+            Issue.record("a step list missing an attribute was accepted")
+        } catch let e as SchemaError {
+            #expect(e.description.contains("views"))
+        }
+        #expect(throws: SchemaError.self) { try MigrationHop(from: all[0], to: try schemas([ShopSchemas.v1, ShopSchemas.v2])[1], registry: MigrationRegistry()) }
+    }
+
+    @Test func anInstanceWithTheOldSchemaStopsAfterMigratingAndReadsWentOnDuring() async throws {
+        let dir = temporaryDirectory("migrate")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let ids = try await populated(dir)
+        let all = try schemas([ShopSchemas.v1, ShopSchemas.v2])
+        let old = try Store.openExisting(at: dir)
+        let reader = try old.snapshot(label: "during")
+        let report = try await old.migrate(schemas: all, registry: ShopSchemas.registry)
+        // The snapshot taken before still reads the old generation.
+        #expect(try reader.record(ids[0])?["title"] == .string("Lamp"))
+        reader.close()
+        #expect(report.to == 2)
+        do {
+            _ = try await old.save(ChangeSet())
+            Issue.record("the old-schema instance still saves")
+        } catch StrataError.migrated(_, let v) {
+            #expect(v == 2)
+        }
+        old.close()
+        let store = try Store.open(at: dir, schema: all[1])
+        #expect(try store.mainContext.record(ids[0])?["name"] == .string("Lamp"))
+        store.close()
+    }
+
+    @Test func theShippedLibraryMigrationRunsOnTheV1Sample() async throws {
+        let dir = temporaryDirectory("migrate-library")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let all = try Schema.loadAll(directory: librarySchemaDirectory)
+        let store = dir.appendingPathComponent("s").path
+        let v1dir = dir.appendingPathComponent("schema-v1")
+        try FileManager.default.createDirectory(at: v1dir, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: librarySchemaDirectory.appendingPathComponent("v1.json"), to: v1dir.appendingPathComponent("v1.json"))
+        #expect(try storectl("init", store, "--schema", v1dir.path).status == 0)
+        #expect(try storectl("import", store, repositoryRoot.appendingPathComponent("Tools/sample-library/v1/library.ndjson").path, "--quiet").status == 0)
+        let check = try storectl("migrate", store, "--schema", librarySchemaDirectory.path, "--check")
+        #expect(check.status == 10 && check.stdout.contains("custom deriveSortName"))
+        let run = try storectl("migrate", store, "--schema", librarySchemaDirectory.path, "--json")
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(try storectl("migrate", store, "--schema", librarySchemaDirectory.path, "--check").status == 0)
+        #expect(try storectl("verify", store).status == 0)
+        let opened = try Store.open(at: URL(fileURLWithPath: store), schema: all[1], entities: libraryEntities)
+        defer { opened.close() }
+        let artists = try opened.mainContext.fetch(Artist.self)
+        #expect(artists.allSatisfy { $0.sortName != nil })
+        #expect(try opened.mainContext.count(Track.self) == 306)
+    }
+}
+
+@Suite struct MigrationStatusTests {
+    @Test func statusWorksWhileThisProcessHasTheStoreOpen() async throws {
+        let dir = temporaryDirectory("status")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let all = try Schema.loadAll(directory: librarySchemaDirectory)
+        let store = try Store.open(at: dir, schema: all[0])
+        defer { store.close() }
+        #expect(try Store.migrationStatus(at: dir, schemas: all) == .needsMigration(from: 1, to: 2, steps: all[1].migrationSteps.map { "v2: \($0.summary)" }))
+        #expect(try Store.migrationStatus(at: dir, schemas: [all[0]]) == .upToDate(version: 1))
+    }
+}
+
+@Suite struct CompactThenMigrateTests {
+    @Test func aCompactedStoreMigratesAndKeepsItsHistoryAfterTheHorizon() async throws {
+        let dir = temporaryDirectory("compact-migrate")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let all = try Schema.loadAll(directory: librarySchemaDirectory)
+        let artistEntity = all[0].entity(named: "Artist")!
+        var ids: [ObjectID] = []
+        do {
+            let store = try Store.open(at: dir, schema: all[0])
+            for i in 0..<6 {
+                var a = Record(entity: artistEntity)
+                a["mbid"] = .uuid(UUID())
+                a["name"] = .string("The Band \(i)")
+                a["formedYear"] = .int(Int64(1990 + i))
+                ids.append(a.id)
+                _ = try await store.save { $0.insert(a) }
+            }
+            _ = try await store.save { $0.update(ids[0], [ChangeSet.AttributeValue(attribute: 4, value: .int(1980))]) }
+            _ = try await store.compact(horizon: TransactionID(4))
+            store.close()
+        }
+        let report = try await Store.migrate(at: dir, schemas: all, registry: libraryMigrations)
+        #expect(report.from == 1 && report.to == 2 && report.objects == 6)
+        let store = try Store.open(at: dir, schema: all[1], entities: libraryEntities)
+        defer { store.close() }
+        #expect(try store.verify().ok)
+        let first = try #require(try store.mainContext.object(Artist.self, id: ids[0]))
+        #expect(first.foundedYear == "1980" && first.sortName == "Band 0, The")
+        #expect(try store.snapshot(asOf: TransactionID(5)).count(Query(entity: "Artist")) == 5)
+        #expect(try store.history(of: ids[0]).map(\.transactionID.rawValue) == [4, 7])
+    }
+}

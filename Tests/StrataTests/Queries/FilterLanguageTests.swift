@@ -1,0 +1,180 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+/// The `--where` / `--sort` language (`PredicateParser`), form by form as the README's "The query
+/// filter language" lists it: each documented form must give exactly this `Filter`, and the
+/// documented evaluation rules for `null` and `in []` must hold; filters nested too deeply are
+/// refused.
+@Suite struct FilterLanguageTests {
+    let schema: Schema
+    init() throws { schema = try librarySchema() }
+
+    func parse(_ text: String, _ entity: String = "Track") throws -> Filter {
+        try PredicateParser.parse(text, entity: try #require(schema.entity(named: entity)), schema: schema)
+    }
+
+    func expectParse(_ text: String, on entity: String = "Track", _ expected: Filter, sourceLocation: SourceLocation = #_sourceLocation) {
+        do {
+            let got = try parse(text, entity)
+            #expect(got == expected, "\(text)", sourceLocation: sourceLocation)
+        } catch {
+            Issue.record("\(text): \(error)", sourceLocation: sourceLocation)
+        }
+    }
+
+    func expectError(_ text: String, on entity: String = "Track", _ message: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        do {
+            let got = try parse(text, entity)
+            Issue.record("\(text) parsed as \(got)", sourceLocation: sourceLocation)
+        } catch let e as PredicateParser.ParseError {
+            #expect(e.description.contains(message), "\(text): \(e)", sourceLocation: sourceLocation)
+        } catch {
+            Issue.record("\(text): \(error)", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test func everyDocumentedFormGivesItsFilter() throws {
+        let title = Track.title.index, duration = Track.durationSeconds.index, rating = Track.rating.index
+        expectParse("durationSeconds > 300 and (title contains 'love' or rating >= 4.5)", .and([
+            .compare(attribute: duration, .greater, .int(300)),
+            .or([.string(attribute: title, .contains, "love", caseInsensitive: false), .compare(attribute: rating, .greaterOrEqual, .double(4.5))]),
+        ]))
+        for (op, expected) in [("==", ComparisonOperator.equal), ("=", .equal), ("!=", .notEqual), ("<", .less), ("<=", .lessOrEqual),
+                               (">", .greater), (">=", .greaterOrEqual)] {
+            expectParse("durationSeconds \(op) -5", .compare(attribute: duration, expected, .int(-5)))
+        }
+        expectParse("album.year between 1990 and 1999", .through(relationship: Track.album.tag, .between(attribute: Album.year.index, .int(1990), .int(1999))))
+        expectParse("playlists.name == 'Road trip'", .any(relationship: Track.playlists.tag, .compare(attribute: Playlist.name.index, .equal, .string("Road trip"))))
+        expectParse("album.artist.country == 'IS'",
+                    .through(relationship: Track.album.tag, .through(relationship: Album.artist.tag, .compare(attribute: Artist.country.index, .equal, .string("IS")))))
+        expectParse("genre == null", .related(relationship: Track.genre.tag, nil))
+        expectParse("genre != null", .not(.related(relationship: Track.genre.tag, nil)))
+        let albumID = try #require(ObjectID(string: "000201a200a516391e9970a8e742d8f3"))
+        expectParse("album == '000201a200a516391e9970a8e742d8f3'", .related(relationship: Track.album.tag, albumID))
+        expectParse("album != '000201a200a516391e9970a8e742d8f3'", .not(.related(relationship: Track.album.tag, albumID)))
+        expectParse("title prefix 'Jó'", .string(attribute: title, .hasPrefix, "Jó", caseInsensitive: false))
+        expectParse("title suffix 'Jó'", .string(attribute: title, .hasSuffix, "Jó", caseInsensitive: false))
+        expectParse("title contains 'night'", .string(attribute: title, .contains, "night", caseInsensitive: false))
+        expectParse("title icontains 'night'", .string(attribute: title, .contains, "night", caseInsensitive: true))
+        expectParse("year in [1997, 2001]", on: "Album", .isIn(attribute: Album.year.index, [.int(1997), .int(2001)]))
+        expectParse("year in []", on: "Album", .isIn(attribute: Album.year.index, []))
+        expectParse("not explicit == true", .not(.compare(attribute: Track.explicit.index, .equal, .bool(true))))
+        expectParse("addedAt >= '2024-01-01T00:00:00Z'", .compare(attribute: Track.addedAt.index, .greaterOrEqual, .date(Date(timeIntervalSince1970: 1_704_067_200))))
+        expectParse("mbid == '82d6edf7-3c84-5d05-811b-3b924c91ddff'",
+                    .compare(attribute: Track.mbid.index, .equal, .uuid(try #require(UUID(uuidString: "82d6edf7-3c84-5d05-811b-3b924c91ddff")))))
+        expectParse("artworkHash == 'AAH6'", .compare(attribute: Track.artworkHash.index, .equal, .bytes([0, 1, 250])))
+    }
+
+    @Test func valuesQuotesAndKeywords() throws {
+        let title = Track.title.index, explicit = Track.explicit.index, rating = Track.rating.index
+        expectParse("title == 'it''s'", .compare(attribute: title, .equal, .string("it's")))
+        expectParse(#"title == "say ""hi""""#, .compare(attribute: title, .equal, .string(#"say "hi""#)))
+        expectParse("title == ''", .compare(attribute: title, .equal, .string("")))
+        // A quoted empty string for a non-string attribute, and null, are "no value".
+        expectParse("rating == ''", .compare(attribute: rating, .equal, .null))
+        expectParse("rating == null", .compare(attribute: rating, .equal, .null))
+        expectParse("rating < 1e3", .compare(attribute: rating, .less, .double(1000)))
+        expectParse("rating > 4", .compare(attribute: rating, .greater, .double(4)))
+        for (text, value) in [("true", true), ("false", false), ("1", true), ("0", false), ("'yes'", true), ("'no'", false)] {
+            expectParse("explicit == \(text)", .compare(attribute: explicit, .equal, .bool(value)))
+        }
+        expectError("durationSeconds == 4.5", "'durationSeconds' is int")
+        expectError("title == 'x' AND rating == 1", "unexpected 'AND'")
+        expectError("title == true", "expected a value for 'title'")
+    }
+
+    /// `not` binds tightest, then `and`, then `or`; parentheses group.
+    @Test func precedence() {
+        let a = Filter.compare(attribute: Track.explicit.index, .equal, .bool(true))
+        let b = Filter.compare(attribute: Track.durationSeconds.index, .less, .int(5))
+        let c = Filter.compare(attribute: Track.rating.index, .equal, .null)
+        expectParse("not explicit == true and durationSeconds < 5 or rating == null", .or([.and([.not(a), b]), c]))
+        expectParse("rating == null or not explicit == true and durationSeconds < 5", .or([c, .and([.not(a), b])]))
+        expectParse("not (explicit == true or durationSeconds < 5) and rating == null", .and([.not(.or([a, b])), c]))
+        expectParse("explicit == true and durationSeconds < 5 and rating == null", .and([a, b, c]))
+    }
+
+    @Test func errorsNameThePositionAndTheProblem() {
+        // The README's example, verbatim.
+        expectError("(durationSeconds > )", "at character 20: expected a value for 'durationSeconds', found ')'")
+        expectError("genre > '000401a200a516391e9970a8e742d8f3'", "a relationship compares with == or != only")
+        expectError("playlists == null", "'playlists' is to-many")
+        expectError("genre == 'Jazz'", "expected an object id string or null")
+        expectError("durationSeconds contains '5'", "'contains' needs a string attribute")
+        expectError("colour == 'red'", "Track has no attribute or relationship 'colour'")
+        expectError("title == 'open", "at character 10: unterminated string")
+        expectError("title ~ 'x'", "at character 7: unexpected character '~'")
+        expectError("year in [1997", on: "Album", "expected ']'")
+        expectError("year between 1990", on: "Album", "expected 'and' in between")
+        expectError("(title == 'x'", "expected ')'")
+    }
+
+    @Test func sortLists() throws {
+        let album = try #require(schema.entity(named: "Album"))
+        #expect(try PredicateParser.parseSort("year,-title", entity: album) == [SortKey(attribute: Album.year.index, ascending: true),
+                                                                               SortKey(attribute: Album.title.index, ascending: false)])
+        #expect(try PredicateParser.parseSort(" -year , mbid", entity: album) == [SortKey(attribute: Album.year.index, ascending: false),
+                                                                                 SortKey(attribute: Album.mbid.index, ascending: true)])
+        #expect(throws: PredicateParser.ParseError.self) { try PredicateParser.parseSort("year,-nope", entity: album) }
+    }
+
+    /// Evaluation rules the README states for parsed filters: `null` sorts before every value (so
+    /// `< v` matches it), `== null` finds unset values, `[]` matches nothing, `icontains` ignores
+    /// case and the others compare bytes, paths through to-one and to-many relationships.
+    @Test func parsedFiltersEvaluateAsDocumented() async throws {
+        try await withLibraryStore { store in
+            let unrated = makeTrack(title: "Night Train", duration: 100)
+            let low = makeTrack(title: "night bus", duration: 200, rating: 2)
+            let high = makeTrack(title: "Daylight", duration: 300, rating: 5)
+            let artist = Artist(mbid: UUID(), name: "Ása", country: "IS")
+            let album = Album(mbid: UUID(), title: "A", year: 1995)
+            let road = Playlist(name: "Road trip", createdAt: Date(timeIntervalSince1970: 0))
+            _ = try await store.save { c in
+                for t in [unrated, low, high] { c.insert(t) }
+                c.insert(artist); c.insert(album); c.insert(road)
+                c.set(Album.artist, of: album.id, to: artist.id)
+                c.set(Track.album, of: low.id, to: album.id)
+                c.add(high.id, to: Playlist.tracks, of: road.id)
+            }
+            let view = try store.mainContext
+            func titles(_ text: String) throws -> [String] {
+                try view.fetch(Query(entity: "Track", predicate: try parse(text), sort: [SortKey(attribute: Track.durationSeconds.index)]))
+                    .map { $0["title"] }.map { if case .string(let s) = $0 { s } else { "?" } }
+            }
+            #expect(try titles("rating < 3") == ["Night Train", "night bus"])
+            #expect(try titles("rating == null") == ["Night Train"])
+            #expect(try titles("rating != null") == ["night bus", "Daylight"])
+            #expect(try titles("rating in [null, 5]") == ["Night Train", "Daylight"])
+            #expect(try titles("title in []").isEmpty)
+            #expect(try titles("durationSeconds in []").isEmpty)
+            #expect(try titles("title icontains 'NIGHT'") == ["Night Train", "night bus"])
+            #expect(try titles("title contains 'Night'") == ["Night Train"])
+            #expect(try titles("title prefix 'night'") == ["night bus"])
+            #expect(try titles("title suffix 'light'") == ["Daylight"])
+            #expect(try titles("album.artist.country == 'IS'") == ["night bus"])
+            #expect(try titles("album.year between 1990 and 1999 and not rating > 2") == ["night bus"])
+            #expect(try titles("album == null") == ["Night Train", "Daylight"])
+            #expect(try titles("playlists.name == 'Road trip'") == ["Daylight"])
+            #expect(try titles("not playlists.name == 'Road trip'") == ["Night Train", "night bus"])
+        }
+    }
+
+    /// `--where` nested deeper than ``PredicateParser/maxNesting`` is a usage error (not a stack
+    /// overflow, SIGSEGV); up to the limit it parses.
+    @Test func aDeeplyNestedFilterIsRefused() throws {
+        let (dir, store) = try storeWithGenres()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let deep = String(repeating: "not ", count: 3_000) + "name == \"g1\""
+        let r = try storectl("query", store, "--entity", "Genre", "--where", deep)
+        #expect(r.status == 64, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("nested more than \(PredicateParser.maxNesting) levels"), "\(r.stderr)")
+        let parens = String(repeating: "(", count: 100) + "name == \"g1\"" + String(repeating: ")", count: 100)
+        #expect(try storectl("query", store, "--entity", "Genre", "--where", parens).status == 64)
+        let ok = String(repeating: "not ", count: PredicateParser.maxNesting) + "name == \"g1\""
+        let fine = try storectl("query", store, "--entity", "Genre", "--where", ok, "--count")
+        #expect(fine.status == 0, "\(fine.stderr)")
+        #expect(fine.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1")
+    }
+}

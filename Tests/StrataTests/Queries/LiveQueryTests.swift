@@ -1,0 +1,131 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+@Suite struct LiveQueryTests {
+    func record(_ name: String, _ id: ObjectID, _ e: EntityDescription) -> Record {
+        var r = Record(entity: e, id: id, values: [.string(name)], version: .zero)
+        r.values[0] = .string(name)
+        return r
+    }
+
+    @Test func diffReportsInsertsRemovalsMovesAndUpdates() throws {
+        let e = try librarySchema().entity(named: "Genre")!
+        let ids = (0..<5).map { _ in ObjectID.make(entityTag: e.tag) }
+        let old = [record("a", ids[0], e), record("b", ids[1], e), record("c", ids[2], e), record("d", ids[3], e)]
+        let new = [record("c", ids[2], e), record("a", ids[0], e), record("B", ids[1], e), record("e", ids[4], e)]
+        let diff = ResultsDiff.between(old, new)
+        #expect(diff.removed == [3])
+        #expect(diff.inserted == [3])
+        #expect(diff.updated == [2])
+        #expect(diff.moved == [ResultsDiff.Move(from: 2, to: 0)])
+        #expect(ResultsDiff.between(old, old).isEmpty)
+    }
+
+    @Test(.timeLimit(.minutes(1))) func mainContextQueryFollowsCommitsAndSkipsUnrelatedOnes() async throws {
+        try await withLibraryStore { store in
+            var iterator = try store.mainContext.observe(FetchRequest<Genre>(where: Genre.name.hasPrefix("J"), sortedBy: [Genre.name.ascending])).makeAsyncIterator()
+            let first = await iterator.next()
+            #expect(first?.objects.isEmpty == true)
+            _ = try await store.save { $0.insert(Genre(name: "Jazz")) }
+            let second = await iterator.next()
+            #expect(second?.objects.map(\.name) == ["Jazz"] && second?.diff.inserted == [0])
+            // A commit touching only another entity does not re-deliver; a matching one does.
+            _ = try await store.save { $0.insert(makeTrack(title: "x", duration: 1)) }
+            _ = try await store.save { $0.insert(Genre(name: "Blues")) }
+            _ = try await store.save { $0.insert(Genre(name: "J-Pop")) }
+            let third = await iterator.next()
+            #expect(third?.objects.map(\.name) == ["J-Pop", "Jazz"])
+            #expect(third?.diff.inserted == [0])
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1))) func childQuerySeesPendingChanges() async throws {
+        try await withLibraryStore { store in
+            let child = try store.mainContext.newChild(label: "editor")
+            var iterator = child.observe(Query(entity: "Genre")).makeAsyncIterator()
+            #expect(await iterator.next()?.records.isEmpty == true)
+            try child.insert(Genre(name: "pending"))
+            let update = await iterator.next()
+            #expect(update?.records.count == 1 && update?.diff.inserted == [0])
+            child.discard()
+            let after = await iterator.next()
+            #expect(after?.records.isEmpty == true && after?.diff.removed == [0])
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1))) func liveQueryDiffIsAgainstWhatTheConsumerSaw() async throws {
+        try await withLibraryStore { store in
+            var iterator = try store.mainContext.observe(Query(entity: "Genre")).makeAsyncIterator()
+            #expect(await iterator.next()?.records.isEmpty == true)
+            // Two commits before the consumer looks again: it may get only the newest results,
+            // and their diff must then cover both inserts.
+            _ = try await store.save { $0.insert(Genre(name: "a")) }
+            _ = try await store.save { $0.insert(Genre(name: "b")) }
+            try await Task.sleep(for: .milliseconds(100))
+            var seen = 0
+            while seen < 2, let update = await iterator.next() {
+                #expect(update.diff.inserted.count == update.records.count - seen, "diff against results never delivered")
+                seen = update.records.count
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1))) func pinnedContextLiveQueryIsEvaluatedAtRefresh() async throws {
+        try await withLibraryStore { store in
+            let view = try store.newViewContext(label: "pinned")
+            let live = Collector(view.observe(FetchRequest<Genre>(sortedBy: [Genre.name.ascending])).map(\.objects))
+            defer { live.cancel() }
+            #expect(try await live.wait(for: 1).map { $0.map(\.name) } == [[]])
+            _ = try await store.save { $0.insert(Genre(name: "a")) }
+            try view.refresh()
+            #expect(try await live.wait(for: 2).map { $0.map(\.name) } == [[], ["a"]])
+        }
+    }
+
+    /// A filter through a relationship also watches the destination entity: a commit that changes
+    /// only albums re-evaluates a query on tracks.
+    @Test(.timeLimit(.minutes(1))) func liveQueryFollowsTheEntitiesItsFilterReaches() async throws {
+        try await withLibraryStore { store in
+            let album = Album(mbid: UUID(), title: "A", year: 1985)
+            let track = makeTrack(title: "t", duration: 1)
+            _ = try await store.save { c in
+                c.insert(album); c.insert(track)
+                c.set(Track.album, of: track.id, to: album.id)
+            }
+            let live = Collector(try store.mainContext.observe(FetchRequest<Track>(where: Track.album.matches(Album.year >= 1990))).map(\.objects))
+            defer { live.cancel() }
+            #expect(try await live.wait(for: 1).map { $0.map(\.id) } == [[]])
+            _ = try await store.save { $0.set(Album.year, of: album.id, to: 1995) }
+            #expect(try await live.wait(for: 2).map { $0.map(\.id) } == [[], [track.id]])
+        }
+    }
+
+    /// A view context with `autoRefresh: true` follows commits like the main context.
+    @Test(.timeLimit(.minutes(1))) func autoRefreshingViewContextLiveQueryFollowsCommits() async throws {
+        try await withLibraryStore { store in
+            let view = try store.newViewContext(label: "following", autoRefresh: true)
+            let live = Collector(view.observe(Query(entity: "Genre")).map(\.records.count))
+            defer { live.cancel() }
+            #expect(try await live.wait(for: 1) == [0])
+            _ = try await store.save { $0.insert(Genre(name: "a")) }
+            #expect(try await live.wait(for: 2) == [0, 1])
+        }
+    }
+
+    /// A nested child's live query follows its ancestors' pending changes.
+    @Test(.timeLimit(.minutes(1))) func nestedChildLiveQueryFollowsAnAncestorsPendingChanges() async throws {
+        try await withLibraryStore { store in
+            let parent = try store.mainContext.newChild(label: "parent")
+            let child = parent.newChild(label: "child")
+            let live = Collector(child.observe(FetchRequest<Genre>(sortedBy: [Genre.name.ascending])).map { $0.objects.map(\.name) })
+            defer { live.cancel() }
+            #expect(try await live.wait(for: 1) == [[]])
+            try parent.insert(Genre(name: "from the parent"))
+            #expect(try await live.wait(for: 2) == [[], ["from the parent"]])
+            parent.discard()
+            #expect(try await live.wait(for: 3) == [[], ["from the parent"], []])
+        }
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+/// Swift code generated from a schema (`ModelGenerator`, `storectl generate`): attribute names
+/// that are Swift keywords are escaped, and names that collide with Swift or Strata (entities
+/// called `Value` and `Date`, attributes called `init`, `Type` and `default`) give code that
+/// type-checks against the built Strata module (`struct Value: Entity` must not make `[Value]`
+/// mean itself, nor `self.init = init` appear); `self` is a reserved name.
+@Suite struct GeneratedCodeTests {
+    static let modulemap: String? = {
+        let build = repositoryRoot.appendingPathComponent(".build")
+        let triples = (try? FileManager.default.contentsOfDirectory(atPath: build.path)) ?? []
+        return triples.map { build.appendingPathComponent("\($0)/debug/CStrataCRC.build/module.modulemap").path }
+            .first { FileManager.default.fileExists(atPath: $0) }
+    }()
+    static let canTypeCheck = modulemap != nil && FileManager.default.fileExists(atPath: repositoryRoot.appendingPathComponent(".build/debug/Modules/Strata.swiftmodule").path)
+
+    @Test(.enabled(if: canTypeCheck, "needs the debug build's Strata module"))
+    func collidingNamesGenerateCodeThatCompiles() throws {
+        let json = #"""
+        {"model":"tricky","version":1,"entities":[
+         {"name":"Value","attributes":[{"name":"init","type":"int","optional":true},{"name":"Type","type":"date"},{"name":"String","type":"string"}],
+          "relationships":[{"name":"dates","destination":"Date","toMany":true,"inverse":"value"}]},
+         {"name":"Date","attributes":[{"name":"default","type":"bytes","optional":true},{"name":"when","type":"uuid"}],
+          "relationships":[{"name":"value","destination":"Value","inverse":"dates"}]}]}
+        """#
+        let source = ModelGenerator.swiftSource(for: try Schema.parse(Array(json.utf8), source: "v1.json"))
+        let dir = temporaryDirectory("generated-names")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("Tricky.swift")
+        try Data(source.utf8).write(to: file)
+        let r = try run("/usr/bin/env", ["swiftc", "-typecheck", "-I", repositoryRoot.appendingPathComponent(".build/debug/Modules").path,
+                                         "-I", repositoryRoot.appendingPathComponent("Sources/CLMDB").path,
+                                         "-Xcc", "-fmodule-map-file=\(Self.modulemap ?? "")", file.path])
+        #expect(r.status == 0, "\(r.stderr.prefix(2_000))")
+        let reserved = #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[{"name":"self","type":"int"}]}]}"#
+        #expect(throws: SchemaError.self) { try Schema.parse(Array(reserved.utf8), source: "v1.json") }
+    }
+
+    @Test func generatedCodeEscapesKeywordAttributes() throws {
+        let json = #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[{"name":"default","type":"int"}]}]}"#
+        let source = ModelGenerator.swiftSource(for: try Schema.parse(Array(json.utf8), source: "v1.json"))
+        #expect(source.contains("public var `default`: Swift.Int"))
+        #expect(source.contains("self.`default` = try Swift.Int(storedValue: v[0])"))
+    }
+}

@@ -1,0 +1,163 @@
+import Foundation
+import Testing
+@testable import Strata
+
+/// One test per kind of schema mistake: each must be rejected naming file, entity and field.
+@Suite struct SchemaTests {
+    func load(_ json: String, file: String = "v1.json") throws -> Schema {
+        try Schema.parse(Array(json.utf8), source: file, expectedVersion: 1)
+    }
+
+    func expectError(_ json: String, contains fragments: [String], sourceLocation: SourceLocation = #_sourceLocation) {
+        do {
+            _ = try load(json)
+            Issue.record("schema was accepted", sourceLocation: sourceLocation)
+        } catch let e as SchemaError {
+            for f in fragments { #expect(e.description.contains(f), "\(e) lacks \(f)", sourceLocation: sourceLocation) }
+            #expect(e.file == "v1.json", sourceLocation: sourceLocation)
+        } catch {
+            Issue.record("unexpected error \(error)", sourceLocation: sourceLocation)
+        }
+    }
+
+    func entity(_ body: String) -> String {
+        #"{"model":"m","version":1,"entities":[\#(body)]}"#
+    }
+
+    @Test func shippedLibrarySchemaLoads() throws {
+        let s = try Schema.load(directory: librarySchemaDirectory)
+        #expect(s.model == "library" && s.version == 2)
+        #expect(try Schema.loadAll(directory: librarySchemaDirectory).map(\.version) == [1, 2])
+        #expect(s.entities.map(\.name) == ["Artist", "Album", "Track", "Genre", "Playlist"])
+        let track = try #require(s.entity(named: "Track"))
+        #expect(track.attribute(named: "discNumber")?.defaultValue == .int(1))
+        #expect(track.relationship(named: "playlists")?.isToMany == true)
+        #expect(s.inverse(of: track.relationship(named: "album")!).name == "tracks")
+    }
+
+    @Test func notJSON() { expectError("{model", contains: ["not valid JSON", "column"]) }
+    @Test func missingModel() { expectError(#"{"version":1,"entities":[]}"#, contains: ["model"]) }
+    @Test func versionDisagreesWithFileName() {
+        expectError(#"{"model":"m","version":2,"entities":[{"name":"A","attributes":[]}]}"#, contains: ["named v1.json but declares version 2"])
+    }
+    @Test func noEntities() { expectError(#"{"model":"m","version":1,"entities":[]}"#, contains: ["at least one entity"]) }
+    @Test func unknownTopLevelKey() { expectError(#"{"model":"m","version":1,"entites":[]}"#, contains: ["unknown key 'entites'"]) }
+    @Test func duplicateEntity() {
+        expectError(entity(#"{"name":"A","attributes":[]},{"name":"A","attributes":[]}"#), contains: ["entity 'A'", "duplicate entity name"])
+    }
+    @Test func badEntityName() { expectError(entity(#"{"name":"My Entity","attributes":[]}"#), contains: ["ASCII identifier"]) }
+    @Test func unknownAttributeType() {
+        expectError(entity(#"{"name":"A","attributes":[{"name":"n","type":"integer"}]}"#),
+                    contains: ["entity 'A'", "attribute 'n'", "unknown type 'integer'"])
+    }
+    @Test func defaultOfWrongType() {
+        expectError(entity(#"{"name":"A","attributes":[{"name":"n","type":"int","default":"x"}]}"#),
+                    contains: ["attribute 'n'", "default value", "expected int"])
+    }
+    @Test func reservedAttributeName() {
+        expectError(entity(#"{"name":"A","attributes":[{"name":"id","type":"int"}]}"#), contains: ["'id' is reserved"])
+    }
+    @Test func duplicateMember() {
+        expectError(entity(#"{"name":"A","attributes":[{"name":"n","type":"int"},{"name":"n","type":"string"}]}"#),
+                    contains: ["attribute 'n'", "duplicate member name"])
+    }
+    @Test func unknownAttributeKey() {
+        expectError(entity(#"{"name":"A","attributes":[{"name":"n","type":"int","optinal":true}]}"#), contains: ["unknown key 'optinal'"])
+    }
+    @Test func unknownDestination() {
+        expectError(entity(#"{"name":"A","attributes":[],"relationships":[{"name":"b","destination":"B","inverse":"a"}]}"#),
+                    contains: ["relationship 'b'", "destination 'B' is not an entity"])
+    }
+    @Test func missingInverse() {
+        expectError(entity(#"{"name":"A","attributes":[],"relationships":[{"name":"b","destination":"B"}]},{"name":"B","attributes":[]}"#),
+                    contains: ["relationship 'b'", "missing 'inverse'"])
+    }
+    @Test func inverseDoesNotExist() {
+        expectError(entity(#"{"name":"A","attributes":[],"relationships":[{"name":"b","destination":"B","inverse":"a"}]},{"name":"B","attributes":[]}"#),
+                    contains: ["entity 'A'", "inverse 'a' does not exist on 'B'"])
+    }
+    @Test func inverseDoesNotPointBack() {
+        expectError(entity(#"""
+            {"name":"A","attributes":[],"relationships":[{"name":"b","destination":"B","inverse":"a"},{"name":"c","destination":"B","inverse":"a"}]},
+            {"name":"B","attributes":[],"relationships":[{"name":"a","destination":"A","inverse":"b"}]}
+            """#), contains: ["relationship 'c'", "does not point back"])
+    }
+    /// A relationship that names itself as its inverse (to-one or to-many) is refused, naming
+    /// the entity and the relationship: with one relationship for both ends, an input such as
+    /// a.spouse = b, b.spouse = c would change the store on every re-import.
+    @Test func relationshipThatIsItsOwnInverse() {
+        for toMany in [false, true] {
+            expectError(entity(#"{"name":"Person","attributes":[{"name":"name","type":"string"}],"relationships":[{"name":"spouse","destination":"Person","inverse":"spouse","toMany":\#(toMany)}]}"#),
+                        contains: ["entity 'Person'", "relationship 'spouse'", "is declared as its own inverse", "declare two relationships"])
+        }
+        // Two relationships of one entity, each the other's inverse, are fine.
+        #expect(throws: Never.self) {
+            _ = try load(entity(#"{"name":"Person","attributes":[],"relationships":[{"name":"spouse","destination":"Person","inverse":"spouseOf"},{"name":"spouseOf","destination":"Person","inverse":"spouse"}]}"#))
+        }
+    }
+
+    /// A store whose stored schema has such a relationship (made before they were refused)
+    /// still opens with its stored schema, so its data can be read and exported.
+    @Test func aStoredSchemaWithASelfInverseRelationshipStillOpens() throws {
+        let json = entity(#"{"name":"Person","attributes":[{"name":"name","type":"string"}],"uniques":[["name"]],"relationships":[{"name":"spouse","destination":"Person","inverse":"spouse"}]}"#)
+        let schema = try Schema.parse(Array(json.utf8), source: "v1.json", expectedVersion: 1, allowingSelfInverse: true)
+        let dir = temporaryDirectory("self-inverse")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try Store.open(at: dir, schema: schema)
+        _ = try store.saveAndWait { c in
+            var r = Record(entity: schema.entity(named: "Person")!)
+            r["name"] = .string("a")
+            c.insert(r)
+        }
+        store.close()
+        let reopened = try Store.openReadOnly(at: dir)
+        defer { reopened.close() }
+        #expect(try reopened.mainContext.count(Query(entity: "Person")) == 1)
+    }
+
+    @Test func badDeleteRule() {
+        expectError(entity(#"""
+            {"name":"A","attributes":[],"relationships":[{"name":"b","destination":"B","inverse":"a","deleteRule":"explode"}]},
+            {"name":"B","attributes":[],"relationships":[{"name":"a","destination":"A","inverse":"b"}]}
+            """#), contains: ["relationship 'b'", "deleteRule must be one of"])
+    }
+    @Test func uniqueOnUnknownAttribute() {
+        expectError(entity(#"{"name":"A","attributes":[{"name":"n","type":"int"}],"uniques":[["m"]]}"#),
+                    contains: ["uniques[0]", "unknown attribute 'm'"])
+    }
+    @Test func indexListsAttributeTwice() {
+        expectError(entity(#"{"name":"A","attributes":[{"name":"n","type":"int"}],"indexes":[["n","n"]]}"#),
+                    contains: ["indexes[0]", "listed twice"])
+    }
+    @Test func duplicateTag() {
+        expectError(entity(#"{"name":"A","tag":2,"attributes":[]},{"name":"B","attributes":[]}"#), contains: ["tag 2 is already used"])
+    }
+    @Test func optionalOnToMany() {
+        expectError(entity(#"""
+            {"name":"A","attributes":[],"relationships":[{"name":"b","destination":"B","inverse":"a","toMany":true,"optional":false}]},
+            {"name":"B","attributes":[],"relationships":[{"name":"a","destination":"A","inverse":"b"}]}
+            """#), contains: ["'optional' applies to to-one"])
+    }
+
+    @Test func directoryWithGap() throws {
+        let dir = temporaryDirectory("schemas")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try Data(#"{"model":"m","version":1,"entities":[{"name":"A","attributes":[]}]}"#.utf8).write(to: dir.appendingPathComponent("v1.json"))
+        try Data(#"{"model":"m","version":3,"entities":[{"name":"A","attributes":[]}]}"#.utf8).write(to: dir.appendingPathComponent("v3.json"))
+        #expect(throws: SchemaError.self) { try Schema.load(directory: dir) }
+        do { _ = try Schema.load(directory: dir) } catch { #expect("\(error)".contains("v2.json is missing")) }
+    }
+
+    @Test func emptyDirectory() {
+        let dir = temporaryDirectory("schemas")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(throws: SchemaError.self) { try Schema.load(directory: dir) }
+    }
+
+    @Test func relationshipNamesAreReservedLikeAttributes() {
+        let json = #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[],"relationships":[{"name":"id","destination":"A","inverse":"id"}]}]}"#
+        #expect(throws: SchemaError.self) { try Schema.parse(Array(json.utf8), source: "v1.json") }
+        let model = #"{"model":"kw-model","version":1,"entities":[{"name":"A","attributes":[]}]}"#
+        #expect(throws: SchemaError.self) { try Schema.parse(Array(model.utf8), source: "v1.json") }
+    }
+}

@@ -1,0 +1,228 @@
+import Foundation
+import Testing
+@testable import Strata
+
+/// Bad input everywhere, as a user types it: every subcommand misused (exit 64), bad schema
+/// directories (65, naming the file), CSV mistakes (65, naming FILE:LINE), nothing written.
+/// Complements StorectlTests and SchemaTests.
+@Suite struct StorectlBadInputTests {
+    static let schemaDir = librarySchemaDirectory.path
+
+    /// The subcommands storectl lists in its help, so a new one is covered without editing this file.
+    static let subcommands: [String] = {
+        guard let r = try? storectl("--help") else { return [] }
+        let text = r.stdout
+        guard let start = text.range(of: "SUBCOMMANDS:") else { return [] }
+        return text[start.upperBound...].split(separator: "\n").compactMap { line -> String? in
+            guard line.hasPrefix("  "), !line.hasPrefix("   ") else { return nil }
+            return line.split(separator: " ").first.map(String.init)
+        }.filter { $0 != "See" && $0 != "help" }
+    }()
+
+    func newStore() throws -> (URL, String) {
+        let dir = temporaryDirectory("cli-misuse")
+        let store = dir.appendingPathComponent("store").path
+        let r = try storectl("init", store, "--schema", Self.schemaDir)
+        #expect(r.status == 0, "\(r.stderr)")
+        return (dir, store)
+    }
+
+    @Test func helpListsTheSubcommands() {
+        #expect(Self.subcommands.count >= 12, "\(Self.subcommands)")
+        #expect(Self.subcommands.contains("import") && Self.subcommands.contains("verify"))
+    }
+
+    @Test func everySubcommandWithoutArgumentsIsAUsageError() throws {
+        for sub in Self.subcommands {
+            let r = try storectl([sub])
+            #expect(r.status == 64, "storectl \(sub): exit \(r.status)")
+            #expect(r.stderr.contains("Usage:") || r.stderr.contains("Missing"), "storectl \(sub): \(r.stderr.prefix(200))")
+        }
+    }
+
+    @Test func everySubcommandRefusesAnUnknownOption() throws {
+        let (dir, store) = try newStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for sub in Self.subcommands {
+            let r = try storectl([sub, store, "--no-such-option"])
+            #expect(r.status == 64, "storectl \(sub) --no-such-option: exit \(r.status): \(r.stderr.prefix(200))")
+        }
+    }
+
+    /// Bad numbers and bad values of every numeric or enumerated option: 64, nothing done.
+    @Test(arguments: [
+        ["log", "STORE", "--from", "abc"],
+        ["log", "STORE", "--from", "-1"],
+        ["log", "STORE", "--to", "99999999999999999999999"],
+        ["show", "STORE", "abc"],
+        ["show", "STORE", "-5"],
+        ["show", "STORE", "1.5"],
+        ["query", "STORE", "--entity", "Track", "--limit", "x"],
+        ["query", "STORE", "--entity", "Track", "--limit", "-1"],
+        ["query", "STORE", "--entity", "Track", "--offset", "-3"],
+        ["query", "STORE", "--entity", "Song"],
+        ["query", "STORE", "--entity", "Track", "--fields", "nope"],
+        ["query", "STORE", "--entity", "Track", "--where", "title ==="],
+        ["import", "STORE", "x.ndjson", "--batch", "abc"],
+        ["import", "STORE", "x.ndjson", "--batch", "0"],
+        ["import", "STORE", "x.ndjson", "--batch", "2000000"],
+        ["import", "STORE", "x.ndjson", "--max-errors", "0"],
+        ["import", "STORE", "x.ndjson", "--format", "xml"],
+        ["import", "STORE", "x.ndjson", "--rejects", "r.ndjson"],
+        ["export", "STORE", "--entity", "Track", "--format", "xml"],
+        ["export", "STORE", "--entity", "Song"],
+        ["export", "STORE", "--entity", "Track", "--where", "durationSeconds >> 1"],
+        ["replay", "STORE", "--to", "x"],
+        ["replay", "STORE", "--to", "1", "--id", "zz"],
+        ["diff", "STORE", "--from", "5", "--to", "1"],
+        ["diff", "STORE", "--from", "x", "--to", "1"],
+        ["history", "STORE", "nothex"],
+        ["history", "STORE", "0123456789abcdef0123456789abcdeg"],
+    ])
+    func badValuesAreUsageErrors(arguments: [String]) throws {
+        let (dir, store) = try newStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let args = arguments.map { $0 == "STORE" ? store : $0 }
+        let r = try storectl(args)
+        #expect(r.status == 64, "storectl \(arguments.joined(separator: " ")): exit \(r.status): \(r.stderr.prefix(300))")
+        #expect(!r.stderr.isEmpty)
+    }
+
+    // MARK: Bad schema directories
+
+    func schemaDirectory(_ files: [String: String]) throws -> URL {
+        let dir = temporaryDirectory("bad-schema")
+        for (name, text) in files { try Data(text.utf8).write(to: dir.appendingPathComponent(name)) }
+        return dir
+    }
+
+    static let minimal = #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[{"name":"x","type":"int"}]}]}"#
+
+    @Test(arguments: [
+        ("empty directory", [:], "no schema files"),
+        ("gap in versions", ["v2.json": minimal.replacingOccurrences(of: #""version":1"#, with: #""version":2"#)], "v1.json is missing"),
+        ("not JSON", ["v1.json": "{\"model\": "], "not valid JSON"),
+        ("version differs from the name", ["v1.json": minimal.replacingOccurrences(of: #""version":1"#, with: #""version":3"#)], "declares version 3"),
+        ("bad file name", ["v1.json": minimal, "vX.json": minimal], "v<N>.json"),
+        ("models differ", ["v1.json": minimal, "v2.json": minimal.replacingOccurrences(of: #""version":1"#, with: #""version":2"#).replacingOccurrences(of: #""model":"m""#, with: #""model":"n""#)], "differs"),
+        ("unknown destination", ["v1.json": #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[],"relationships":[{"name":"r","destination":"Nope"}]}]}"#], "Nope"),
+        ("no entities", ["v1.json": #"{"model":"m","version":1,"entities":[]}"#], "at least one entity"),
+        ("bad attribute name", ["v1.json": #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[{"name":"1x","type":"int"}]}]}"#], "ASCII identifier"),
+    ] as [(String, [String: String], String)])
+    func badSchemaDirectoriesAreDataErrors(name: String, files: [String: String], fragment: String) throws {
+        let schema = try schemaDirectory(files)
+        defer { try? FileManager.default.removeItem(at: schema) }
+        let parent = temporaryDirectory("bad-schema-store")
+        defer { try? FileManager.default.removeItem(at: parent) }
+        let target = parent.appendingPathComponent("s").path
+        for command in [["init", target, "--schema", schema.path], ["generate", "--schema", schema.path]] {
+            let r = try storectl(command)
+            #expect(r.status == 65, "\(name): storectl \(command[0]): exit \(r.status): \(r.stderr)")
+            #expect(r.stderr.contains(fragment), "\(name): storectl \(command[0]): stderr lacks '\(fragment)': \(r.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: target + "/current"), "\(name): a store was created from a bad schema")
+    }
+
+    @Test func missingSchemaDirectoryIsAnError() throws {
+        let parent = temporaryDirectory("s")
+        defer { try? FileManager.default.removeItem(at: parent) }
+        let r = try storectl("init", parent.appendingPathComponent("s").path, "--schema", "/nonexistent/schema")
+        #expect(r.status == 65 || r.status == 66, "exit \(r.status): \(r.stderr)")
+        #expect(r.stderr.contains("/nonexistent/schema"))
+    }
+
+    // MARK: CSV mistakes
+
+    @Test(arguments: [
+        ("Genre.csv", "name\nJazz\n\"unterminated\n", "Genre.csv:3: unterminated quoted field"),
+        ("Genre.csv", "name\nJazz\na,b\n", "Genre.csv:3: 2 fields, the header has 1"),
+        ("Genre.csv", "name\nab\"c\n", "Genre.csv:2: quote inside an unquoted field"),
+        ("Genre.csv", "name\n\"a\"b\n", "Genre.csv:2: text after the closing quote"),
+        ("Genre.csv", "name,color\nx,red\n", "Genre.csv:1: color: unknown column for Genre"),
+        ("Genre.csv", "name,name\nx,y\n", "Genre.csv:1: name: column appears twice"),
+        ("Genre.csv", "name\nJazz\nJazz\n", "Genre.csv:3: duplicate key"),
+        ("Track.csv", "mbid,title,durationSeconds,addedAt\nnot-a-uuid,t,1,2024-01-01T00:00:00Z\n", "Track.csv:2: mbid:"),
+        ("Track.csv", "mbid,title,durationSeconds,addedAt\n82d6edf7-3c84-5d05-811b-3b924c91ddff,t,abc,2024-01-01T00:00:00Z\n", "Track.csv:2: durationSeconds:"),
+        ("Track.csv", "mbid,title,durationSeconds,addedAt\n82d6edf7-3c84-5d05-811b-3b924c91ddff,t,1,yesterday\n", "Track.csv:2: addedAt:"),
+        ("Track.csv", "mbid,title,addedAt\n82d6edf7-3c84-5d05-811b-3b924c91ddff,t,2024-01-01T00:00:00Z\n", "Track.csv:2: durationSeconds: required attribute is missing"),
+        ("Track.csv", "mbid,title,durationSeconds,addedAt,album.mbid\n82d6edf7-3c84-5d05-811b-3b924c91ddff,t,1,2024-01-01T00:00:00Z,9e66a91c-080f-5eea-aa6b-d2e7423e063a\n", "Track.csv:2: album: dangling reference"),
+        ("Track.csv", "mbid,title,durationSeconds,addedAt,album.title\n82d6edf7-3c84-5d05-811b-3b924c91ddff,t,1,2024-01-01T00:00:00Z,x\n", "Track.csv:1: album.title"),
+    ] as [(String, String, String)])
+    func csvMistakesNameFileAndLine(file: String, text: String, fragment: String) throws {
+        let (dir, store) = try newStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent(file).path
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        let r = try storectl("import", store, path, "--quiet")
+        #expect(r.status == 65, "\(file) \(fragment): exit \(r.status): \(r.stderr)")
+        #expect(r.stderr.contains(fragment), "stderr lacks '\(fragment)':\n\(r.stderr)")
+        let info = try storectl("info", store, "--json")
+        #expect(try JSONValue.parse(info.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["lastTransaction"] == .int(0), "something was written")
+    }
+
+    @Test func csvWithInvalidUTF8NamesFileAndLine() throws {
+        let (dir, store) = try newStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("Genre.csv").path
+        try Data(Array("name\nok\n".utf8) + [0x61, 0xC3, 0x28, 0x0A]).write(to: URL(fileURLWithPath: path))
+        let r = try storectl("import", store, path, "--quiet")
+        #expect(r.status == 65, "exit \(r.status): \(r.stderr)")
+        #expect(r.stderr.contains("Genre.csv:3:"), "\(r.stderr)")
+    }
+
+    /// A CSV file named after no entity is bad input (65), not a missing file (66).
+    @Test func csvNamedAfterNoEntityIsADataError() throws {
+        let (dir, store) = try newStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("Song.csv").path
+        try Data("name\nx\n".utf8).write(to: URL(fileURLWithPath: path))
+        let r = try storectl("import", store, path, "--quiet")
+        #expect(r.stderr.contains("Song.csv") && r.stderr.contains("Song"), "\(r.stderr)")
+        #expect(r.status == 65, "exit \(r.status): \(r.stderr)")
+    }
+
+    // MARK: Small oddities
+
+    /// A UTF-8 byte order mark at the start of an NDJSON or CSV file or a schema file is skipped
+    /// (not "unexpected character 'ï'"); duplicate schema versions (`v1.json` and `v01.json`)
+    /// are named; an integer beyond 64 bits says so; an empty `--sort` or `--fields` name is a
+    /// usage error.
+    @Test func smallInputOdditiesAreHandled() throws {
+        let dir = temporaryDirectory("input-oddities")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try libraryStoreWithTwoGenres(in: dir)
+        let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
+        let ndjson = dir.appendingPathComponent("bom.ndjson")
+        try Data(bom + Array("{\"entity\":\"Genre\",\"name\":\"bom\"}\n".utf8)).write(to: ndjson)
+        #expect(try storectl("import", store, ndjson.path, "--quiet").status == 0)
+        let csv = dir.appendingPathComponent("Genre.csv")
+        try Data(bom + Array("name\ncsv-bom\n".utf8)).write(to: csv)
+        let c = try storectl("import", store, csv.path, "--quiet")
+        #expect(c.status == 0, "\(c.stderr)")
+        #expect(try storectl("query", store, "--entity", "Genre", "--count").stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "4")
+
+        let schemas = dir.appendingPathComponent("schemas")
+        try FileManager.default.createDirectory(at: schemas, withIntermediateDirectories: true)
+        let v1 = try Data(contentsOf: librarySchemaDirectory.appendingPathComponent("v1.json"))
+        try Data(bom + [UInt8](v1)).write(to: schemas.appendingPathComponent("v1.json"))
+        #expect(try storectl("init", dir.appendingPathComponent("s2").path, "--schema", schemas.path).status == 0)
+        try v1.write(to: schemas.appendingPathComponent("v01.json"))
+        let dup = try storectl("init", dir.appendingPathComponent("s3").path, "--schema", schemas.path)
+        #expect(dup.status == 65, "\(dup.status) \(dup.stderr)")
+        #expect(dup.stderr.contains("version 1 is also"), "\(dup.stderr)")
+
+        let big = dir.appendingPathComponent("big.ndjson")
+        try Data("{\"entity\":\"Album\",\"mbid\":\"11111111-1111-1111-1111-111111111111\",\"title\":\"x\",\"year\":99999999999999999999}\n".utf8).write(to: big)
+        let b = try storectl("import", store, big.path, "--quiet")
+        #expect(b.status == 65 && b.stderr.contains("is outside the int range"), "\(b.status) \(b.stderr)")
+
+        #expect(try storectl("query", store, "--entity", "Genre", "--sort", "").status == 64)
+        #expect(try storectl("query", store, "--entity", "Genre", "--sort", "name,,").status == 64)
+        #expect(try storectl("query", store, "--entity", "Genre", "--fields", "").status == 64)
+        // A negative number reaches the option's own check ("Missing value" before).
+        let negative = try storectl("import", store, ndjson.path, "--batch", "-5")
+        #expect(negative.status == 64 && negative.stderr.contains("--batch must be between 1 and"), "\(negative.stderr)")
+        let limit = try storectl("query", store, "--entity", "Genre", "--limit", "-1")
+        #expect(limit.status == 64 && limit.stderr.contains("--limit must be at least 0"), "\(limit.stderr)")
+    }
+}

@@ -1,0 +1,177 @@
+import Foundation
+import Testing
+@testable import Strata
+
+/// storectl options as the README documents them: `query` with a sort on several
+/// keys and a window, `--fields`, `--count --json`; `export --where --output` (the stderr line,
+/// the filtered records, no partial file left); the option checks of `compact` and `migrate`
+/// (exit 64); `migrate --check` on a store newer than the schemas (exit 11); `log --entity`
+/// with an unknown name.
+@Suite struct StorectlOptionTests {
+    let sample = repositoryRoot.appendingPathComponent("Tools/sample-library/library.ndjson").path
+
+    /// A store holding the sample library, in its own directory.
+    func sampleStore() throws -> (URL, String) {
+        let dir = temporaryDirectory("storectl-options")
+        let store = dir.appendingPathComponent("store").path
+        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let r = try storectl("import", store, sample, "--quiet")
+        #expect(r.status == 0, "\(r.stderr)")
+        return (dir, store)
+    }
+
+    func lines(_ text: String) throws -> [JSONValue] {
+        try text.split(separator: "\n").map { try JSONValue.parse(String($0)) }
+    }
+
+    /// `--sort year,-title`: no year first, then by year; title descending by UTF-8 bytes; ties by
+    /// id. The window applies after sorting. The reference is computed here from `export`.
+    @Test func querySortsOnSeveralKeysAndWindows() throws {
+        let (dir, store) = try sampleStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let all = try lines(try storectl("export", store, "--entity", "Album").stdout)
+        #expect(all.count == 54)
+        func year(_ r: JSONValue) -> Int64? { if case .int(let y)? = r["year"] { y } else { nil } }
+        func text(_ r: JSONValue, _ key: String) -> [UInt8] { if case .string(let s)? = r[key] { Array(s.utf8) } else { [] } }
+        let expected = all.sorted { a, b in
+            if year(a) != year(b) {
+                guard let ya = year(a) else { return true }
+                guard let yb = year(b) else { return false }
+                return ya < yb
+            }
+            if text(a, "title") != text(b, "title") { return text(b, "title").lexicographicallyPrecedes(text(a, "title")) }
+            return text(a, "id").lexicographicallyPrecedes(text(b, "id"))
+        }.map { text($0, "id") }
+        #expect(year(all.first { year($0) == nil } ?? .null) == nil)
+
+        let r = try storectl("query", store, "--entity", "Album", "--sort", "year,-title", "--offset", "3", "--limit", "5", "--json")
+        #expect(r.status == 0, "\(r.stderr)")
+        let got = try lines(r.stdout).map { text($0, "id") }
+        #expect(got == Array(expected[3..<8]))
+        let everything = try lines(try storectl("query", store, "--entity", "Album", "--sort", "year,-title", "--json").stdout).map { text($0, "id") }
+        #expect(everything == expected)
+        #expect(try storectl("query", store, "--entity", "Album", "--offset", "60", "--json").stdout.isEmpty)
+    }
+
+    @Test func queryFieldsAndCountJSON() throws {
+        let (dir, store) = try sampleStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let table = try storectl("query", store, "--entity", "Album", "--sort", "-year", "--limit", "2", "--fields", "title,year")
+        #expect(table.status == 0, "\(table.stderr)")
+        let rows = table.stdout.split(separator: "\n").map(String.init)
+        #expect(rows.count == 4)
+        #expect(rows.first?.split(separator: " ", omittingEmptySubsequences: true) == ["id", "title", "year"])
+        #expect(rows.last == "(2 records)")
+        let c = try storectl("query", store, "--entity", "Track", "--where", "durationSeconds > 600", "--count", "--json")
+        #expect(c.status == 0)
+        let n = try storectl("query", store, "--entity", "Track", "--where", "durationSeconds > 600", "--json").stdout.split(separator: "\n").count
+        #expect(n > 0)
+        #expect(try JSONValue.parse(c.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) == .object([("count", .int(Int64(n)))]))
+        let one = try storectl("query", store, "--entity", "Track", "--limit", "1", "--fields", "title")
+        #expect(one.stdout.hasSuffix("(1 record)\n"), "\(one.stdout)")
+    }
+
+    @Test func exportWhereToAFile() throws {
+        let (dir, store) = try sampleStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let all = try storectl("export", store, "--entity", "Track").stdout.split(separator: "\n").map(String.init)
+        let expected = try all.filter { line in
+            if case .int(let d)? = try JSONValue.parse(line)["durationSeconds"] { return d > 600 }
+            return false
+        }
+        #expect(!expected.isEmpty && expected.count < all.count)
+        let out = dir.appendingPathComponent("long.ndjson").path
+        let r = try storectl("export", store, "--entity", "Track", "--where", "durationSeconds > 600", "--output", out)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.isEmpty)
+        #expect(r.stderr == "exported \(expected.count) Track record(s) as of transaction 1\n", "\(r.stderr)")
+        #expect(try String(contentsOfFile: out, encoding: .utf8) == expected.joined(separator: "\n") + "\n")
+        let left = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.contains(".partial-") }
+        #expect(left.isEmpty, "\(left)")
+    }
+
+    @Test(arguments: [
+        (["compact", "STORE", "--horizon", "1", "--keep-last", "2"], "give at most one of --horizon, --keep-last, --keep-since"),
+        (["compact", "STORE", "--keep-last", "1", "--keep-since", "2026-01-01T00:00:00Z"], "give at most one of"),
+        (["compact", "STORE", "--keep-since", "yesterday"], "--keep-since needs an ISO-8601 time"),
+        (["migrate", "STORE", "--schema", "SCHEMA", "--check", "--dry-run"], "--check and --dry-run exclude each other"),
+        (["migrate", "STORE", "--schema", "SCHEMA", "--to", "9"], "--to 9: no v9.json"),
+    ] as [([String], String)])
+    func maintenanceOptionChecksAreUsageErrors(arguments: [String], message: String) throws {
+        let dir = temporaryDirectory("storectl-options")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("store").path
+        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        _ = try storectl("import", store, sample, "--quiet")
+        let before = try FileManager.default.destinationOfSymbolicLink(atPath: store + "/current")
+        let r = try storectl(arguments.map { $0 == "STORE" ? store : $0 == "SCHEMA" ? librarySchemaDirectory.path : $0 })
+        #expect(r.status == 64, "\(arguments): exit \(r.status): \(r.stderr)")
+        #expect(r.stderr.contains(message), "\(r.stderr)")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: store + "/current") == before, "a new generation was switched in")
+        #expect(try storectl("migrate", store, "--schema", librarySchemaDirectory.path, "--check").status == 0, "the store was migrated or damaged")
+    }
+
+    @Test func migrateCheckOnAStoreNewerThanTheSchemasExits11() throws {
+        let dir = temporaryDirectory("storectl-options")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("store").path
+        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let old = dir.appendingPathComponent("old-schemas")
+        try FileManager.default.createDirectory(at: old, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: librarySchemaDirectory.appendingPathComponent("v1.json"), to: old.appendingPathComponent("v1.json"))
+        let r = try storectl("migrate", store, "--schema", old.path, "--check")
+        #expect(r.status == 11, "exit \(r.status): \(r.stderr)")
+        #expect(r.stdout.contains("the store is at v2, newer than the schemas (v1)"), "\(r.stdout)")
+        let j = try storectl("migrate", store, "--schema", old.path, "--check", "--json")
+        #expect(j.status == 11)
+        #expect(try JSONValue.parse(j.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["status"] == .string("tooNew"))
+    }
+
+    /// Table output escapes control characters (`\u{0}`, `\u{1B}`, `\n`, `\t`) instead of
+    /// printing them raw, also where a value is cut at 40 characters (never inside an escape);
+    /// `show` and `log` likewise escape values, authors and metadata.
+    @Test func textOutputEscapesControlCharacters() throws {
+        let dir = temporaryDirectory("storectl-options")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("store").path
+        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let input = dir.appendingPathComponent("in.ndjson")
+        let lines = [#"{"entity":"Genre","name":"a\u0000b\u001b[2Jc\nd\te"}"#,
+                     #"{"entity":"Genre","name":"\u001b\u001b\u001b\u001b\u001b\u001b\u001b\u001b\u001b\u001b"}"#]
+        try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: input)
+        #expect(try storectl("import", store, input.path, "--quiet", "--import-id", "id\u{1B}[2J").status == 0)
+        let table = try storectl("query", store, "--entity", "Genre", "--fields", "name")
+        #expect(table.status == 0, "\(table.stderr)")
+        #expect(table.stdout.contains(#"a\u{0}b\u{1B}[2Jc\nd\te"#), "\(table.stdout)")
+        // Ten escapes of 6 characters do not fit in 39: six are shown whole, then the cut.
+        #expect(table.stdout.contains(String(repeating: #"\u{1B}"#, count: 6) + "…"), "\(table.stdout)")
+        for output in [table.stdout, try storectl("show", store, "1").stdout, try storectl("log", store).stdout] {
+            // Lines and log's tab-separated columns aside.
+            #expect(!output.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" && $0 != "\t" }, "raw control characters in \(output.debugDescription)")
+        }
+        #expect(try storectl("log", store).stdout.contains(#"importID=id\u{1B}[2J"#))
+    }
+
+    /// An unknown `log --entity` is a usage error (64), as in `query`, `export` and `replay`.
+    @Test func logWithAnUnknownEntityIsAUsageError() throws {
+        let dir = temporaryDirectory("storectl-options")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("store").path
+        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let r = try storectl("log", store, "--entity", "Nope")
+        #expect(r.status == 64, "exit \(r.status): \(r.stderr)")
+        #expect(r.stderr.contains("unknown entity 'Nope'"))
+    }
+
+    /// A limit near `Int.max` with an offset, with or without a sort: the window, not an
+    /// arithmetic-overflow trap.
+    @Test func aHugeLimitWithAnOffsetIsAWindow() throws {
+        let (dir, store) = try storeWithGenres()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for sort in [[], ["--sort", "name"]] {
+            let r = try storectl(["query", store, "--entity", "Genre", "--offset", "2", "--limit", "\(Int.max)", "--json"] + sort)
+            #expect(r.status == 0, "\(r.status) \(r.stderr)")
+            #expect(r.stdout.components(separatedBy: "\"entity\"").count - 1 == 3, "\(r.stdout)")
+        }
+    }
+}

@@ -1,0 +1,2 @@
+// The helpers shared with StrataReliabilityTests (Tests/StrataTestSupport), visible in every file.
+@_exported import StrataTestSupport

@@ -1,0 +1,209 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+/// `ChangeSet` operations the import pipeline builds on, used directly: `upsert` (by any unique
+/// constraint, with its id aliased for later operations), `put`, and links and unlinks naming
+/// their ends by a unique key (`ObjectReference.unique`).
+@Suite struct ChangeSetOperationTests {
+    static let itemSchemaText = #"""
+    {"model":"inventory","version":1,"entities":[
+      {"name":"Item","attributes":[{"name":"sku","type":"string"},{"name":"code","type":"string","optional":true},{"name":"n","type":"int"}],
+       "uniques":[["sku"],["code"]]}
+    ]}
+    """#
+
+    func artistValues(_ mbid: UUID, _ name: String, sortName: String? = nil, country: String? = nil) -> [Value] {
+        [.uuid(mbid), .string(name), sortName.map { .string($0) } ?? .null, country.map { .string($0) } ?? .null, .null]
+    }
+
+    func expectRefused(_ store: Store, _ changes: ChangeSet, sourceLocation: SourceLocation = #_sourceLocation) async throws -> ValidationFailure? {
+        let before = try store.lastTransactionID
+        defer { #expect((try? store.lastTransactionID) == before, "a refused save wrote something", sourceLocation: sourceLocation) }
+        do {
+            _ = try await store.save(changes)
+            Issue.record("save was accepted", sourceLocation: sourceLocation)
+            return nil
+        } catch StrataError.validation(let f) {
+            return f
+        }
+    }
+
+    @Test func upsertInsertsThenUpdatesTheKeysOwnerAndLaterOperationsUseTheAlias() async throws {
+        try await withLibraryStore { store in
+            let view = try store.mainContext
+            let mbid = UUID()
+            let first = ObjectID.make(entityTag: Artist.entityTag)
+            var insert = ChangeSet()
+            insert.append(.upsert(id: first, values: artistValues(mbid, "Ása", country: "IS"), constraint: 0))
+            #expect(try await store.save(insert) == TransactionID(1))
+            #expect(try view.object(Artist.self, id: first)?.name == "Ása")
+
+            // Same key, new id: the existing object is updated (every attribute: country is
+            // cleared) and the new id names it in the operations that follow.
+            let second = ObjectID.make(entityTag: Artist.entityTag)
+            let album = Album(mbid: UUID(), title: "Hvítt")
+            var update = ChangeSet()
+            update.insert(album)
+            update.append(.upsert(id: second, values: artistValues(mbid, "Ása B"), constraint: 0))
+            update.update(second, [ChangeSet.AttributeValue(attribute: Artist.sortName.index, value: .string("B, Ása"))])
+            update.set(Album.artist, of: album.id, to: second)
+            #expect(try await store.save(update) == TransactionID(2))
+            #expect(try view.count(Artist.self) == 1)
+            #expect(try view.record(second) == nil)
+            let artist = try #require(try view.object(Artist.self, id: first))
+            #expect(artist.name == "Ása B" && artist.country == nil && artist.sortName == "B, Ása" && artist.mbid == mbid)
+            #expect(try view.related(album.id, Album.artist)?.id == first)
+            #expect(try view.related(first, Artist.albums).map(\.id) == [album.id])
+
+            // An upsert that changes nothing writes nothing; a delete through its alias deletes
+            // the owner (and cascades to its albums).
+            var same = ChangeSet()
+            same.append(.upsert(id: ObjectID.make(entityTag: Artist.entityTag), values: artistValues(mbid, "Ása B", sortName: "B, Ása"), constraint: 0))
+            #expect(try await store.save(same) == TransactionID(2))
+            let third = ObjectID.make(entityTag: Artist.entityTag)
+            var delete = ChangeSet()
+            delete.append(.upsert(id: third, values: artistValues(mbid, "Ása B", sortName: "B, Ása"), constraint: 0))
+            delete.delete(third)
+            #expect(try await store.save(delete) == TransactionID(3))
+            #expect(try view.count(Artist.self) == 0)
+            #expect(try view.count(Album.self) == 0)
+        }
+    }
+
+    @Test func upsertFindsTheOwnerThroughTheConstraintItNames() async throws {
+        let schema = try Schema.parse(Array(Self.itemSchemaText.utf8), source: "v1.json", expectedVersion: 1)
+        let store = try Store.temporary(schema: schema)
+        defer { store.close() }
+        let view = try store.mainContext
+        let original = ObjectID.make(entityTag: 1)
+        _ = try await store.save { $0.append(.upsert(id: original, values: [.string("a"), .string("X"), .int(1)], constraint: 0)) }
+
+        // By `code` (constraint 1): the object with code X gets the new sku and n.
+        _ = try await store.save { $0.append(.upsert(id: ObjectID.make(entityTag: 1), values: [.string("b"), .string("X"), .int(2)], constraint: 1)) }
+        #expect(try view.count(Query(entity: "Item")) == 1)
+        let r = try #require(try view.record(original))
+        #expect(r.values == [.string("b"), .string("X"), .int(2)])
+
+        // By `sku` (constraint 0): found by the new sku, code cleared.
+        _ = try await store.save { $0.append(.upsert(id: ObjectID.make(entityTag: 1), values: [.string("b"), .null, .int(3)], constraint: 0)) }
+        #expect(try view.record(original)?.values == [.string("b"), .null, .int(3)])
+
+        // A key with no value cannot find anything: refused, naming the attribute.
+        var nullKey = ChangeSet()
+        let fresh = ObjectID.make(entityTag: 1)
+        nullKey.append(.upsert(id: fresh, values: [.string("c"), .null, .int(4)], constraint: 1))
+        let f = try await expectRefused(store, nullKey)
+        #expect(f?.kind == .requiredAttribute && f?.field == "code" && f?.objectID == fresh, "\(String(describing: f))")
+
+        var noSuchConstraint = ChangeSet()
+        noSuchConstraint.append(.upsert(id: fresh, values: [.string("c"), .null, .int(4)], constraint: 2))
+        #expect(try await expectRefused(store, noSuchConstraint)?.kind == .unknownAttribute)
+        #expect(try view.count(Query(entity: "Item")) == 1)
+    }
+
+    @Test func putInsertsOrReplacesEveryAttribute() async throws {
+        try await withLibraryStore { store in
+            let view = try store.mainContext
+            let track = store.schema.entity(named: "Track")!
+            let id = ObjectID.make(entityTag: Track.entityTag)
+            let mbid = UUID(), added = Date(timeIntervalSince1970: 1_700_000_000)
+            func values(title: String, discNumber: Value, rating: Value) -> [Value] {
+                var r = Record(entity: track)
+                r["mbid"] = .uuid(mbid)
+                r["title"] = .string(title)
+                r["durationSeconds"] = .int(100)
+                r["discNumber"] = discNumber
+                r["rating"] = rating
+                r["addedAt"] = .date(added)
+                return r.values
+            }
+            // Absent: inserted with that id, defaults filled.
+            let tx1 = try await store.save { $0.append(.put(id: id, values: values(title: "a", discNumber: .int(3), rating: .double(4)))) }
+            var r = try #require(try view.record(id))
+            #expect(r["title"] == .string("a") && r["discNumber"] == .int(3) && r["rating"] == .double(4) && r["explicit"] == .bool(false))
+            #expect(r.version == tx1)
+
+            // Present: every attribute replaced; an attribute given no value takes its default
+            // or has none. Only the differences are logged.
+            let tx2 = try await store.save { $0.append(.put(id: id, values: values(title: "b", discNumber: .null, rating: .null))) }
+            r = try #require(try view.record(id))
+            #expect(r["title"] == .string("b") && r["discNumber"] == .int(1) && r["rating"] == .null)
+            #expect(r.version == tx2)
+            #expect(try view.count(Track.self) == 1)
+            let logged = try store.changes(in: tx2).changes
+            guard logged.count == 1, case .update(let changedID, let changes, let previous) = logged[0] else {
+                Issue.record("expected one update, logged \(logged)")
+                return
+            }
+            #expect(changedID == id && previous == tx1)
+            #expect(Set(changes.map(\.attribute)) == [Track.title.index, Track.discNumber.index, Track.rating.index])
+
+            // The same values again: nothing written.
+            #expect(try await store.save { $0.append(.put(id: id, values: values(title: "b", discNumber: .int(1), rating: .null))) } == tx2)
+        }
+    }
+
+    @Test func linksAndUnlinksByUniqueKey() async throws {
+        try await withLibraryStore { store in
+            let view = try store.mainContext
+            let jazz = Genre(name: "Jazz")
+            let track = makeTrack(title: "t", duration: 1)
+            let road = Playlist(name: "Road", createdAt: Date(timeIntervalSince1970: 0))
+            _ = try await store.save { $0.insert(jazz); $0.insert(track); $0.insert(road) }
+            let trackRef = ObjectReference.unique(entityTag: Track.entityTag, constraint: 0, values: [.uuid(track.mbid)])
+            let roadRef = ObjectReference.unique(entityTag: Playlist.entityTag, constraint: 0, values: [.string("Road")])
+            func genreRef(_ name: String) -> ObjectReference { .unique(entityTag: Genre.entityTag, constraint: 0, values: [.string(name)]) }
+
+            _ = try await store.save { c in
+                c.append(.link(relationship: Track.genre.tag, from: trackRef, to: genreRef("Jazz")))
+                c.append(.link(relationship: Playlist.tracks.tag, from: roadRef, to: trackRef))
+            }
+            #expect(try view.related(track.id, Track.genre)?.id == jazz.id)
+            #expect(try view.related(road.id, Playlist.tracks).map(\.id) == [track.id])
+
+            // A key inserted earlier in the same change set is found; the to-one is replaced.
+            let blues = Genre(name: "Blues")
+            _ = try await store.save { c in
+                c.insert(blues)
+                c.append(.link(relationship: Track.genre.tag, from: trackRef, to: genreRef("Blues")))
+            }
+            #expect(try view.related(track.id, Track.genre)?.id == blues.id)
+            #expect(try view.related(jazz.id, Genre.tracks).isEmpty)
+
+            _ = try await store.save { c in
+                c.append(.unlink(relationship: Playlist.tracks.tag, from: roadRef, to: trackRef))
+                c.append(.unlink(relationship: Track.genre.tag, from: trackRef, to: nil))
+            }
+            #expect(try view.related(road.id, Playlist.tracks).isEmpty)
+            #expect(try view.related(track.id, Track.genre) == nil)
+            #expect(try view.related(track.id, Track.playlists).isEmpty)
+
+            // A key nobody has: refused, naming the relationship.
+            var missing = ChangeSet()
+            missing.append(.link(relationship: Track.genre.tag, from: trackRef, to: genreRef("Nope")))
+            let f = try await expectRefused(store, missing)
+            #expect(f?.kind == .objectNotFound && f?.entity == "Track" && f?.field == "genre", "\(String(describing: f))")
+            var missingSource = ChangeSet()
+            missingSource.append(.link(relationship: Playlist.tracks.tag,
+                                       from: .unique(entityTag: Playlist.entityTag, constraint: 0, values: [.string("Nope")]), to: trackRef))
+            #expect(try await expectRefused(store, missingSource)?.kind == .objectNotFound)
+        }
+    }
+
+    @Test func relinkingAnExistingEdgeWritesNothing() async throws {
+        try await withLibraryStore { store in
+            let track = makeTrack(title: "t", duration: 1)
+            let road = Playlist(name: "Road", createdAt: Date(timeIntervalSince1970: 0))
+            let tx = try await store.save { c in
+                c.insert(track); c.insert(road)
+                c.add(track.id, to: Playlist.tracks, of: road.id)
+            }
+            #expect(try await store.save { $0.add(track.id, to: Playlist.tracks, of: road.id) } == tx)
+            #expect(try await store.save { $0.append(.link(relationship: Track.playlists.tag, from: .id(track.id), to: .id(road.id))) } == tx)
+            #expect(try store.lastTransactionID == tx)
+            #expect(try store.mainContext.related(road.id, Playlist.tracks).map(\.id) == [track.id])
+        }
+    }
+}
