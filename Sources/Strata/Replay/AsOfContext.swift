@@ -79,16 +79,16 @@ public final class AsOfContext: ObjectReading {
         try snapshot.read { try body(MergedSource(base: $0, overlays: [overlay])) }
     }
 
-    /// The record with this id in the store as it was after transactionID, or nil when it does not exist there.
+    /// The record with this id in the store as it was after ``transactionID``, or nil when it does not exist there.
     public func record(_ id: ObjectID) throws -> Record? { try read { try $0.record(id) } }
-    /// The objects `id` is linked to through `relationship` in the store as it was after transactionID, in id
+    /// The objects `id` is linked to through `relationship` in the store as it was after ``transactionID``, in id
     /// order.
     public func relatedIDs(_ relationship: RelationshipDescription, of id: ObjectID) throws -> [ObjectID] {
         try read { try $0.targets(relationship.tag, from: id) }
     }
-    /// The records matching `query` in the store as it was after transactionID, sorted and windowed.
+    /// The records matching `query` in the store as it was after ``transactionID``, sorted and windowed.
     public func fetch(_ query: Query) throws -> [Record] { try read { try $0.fetch(query) } }
-    /// How many records match `query` in the store as it was after transactionID.
+    /// How many records match `query` in the store as it was after ``transactionID``.
     public func count(_ query: Query) throws -> Int { try read { try $0.count(query) } }
 }
 
