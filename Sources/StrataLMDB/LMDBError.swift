@@ -2,7 +2,7 @@ import CLMDB
 
 /// An error returned by liblmdb: the C return code, LMDB's own message and the call that failed.
 ///
-/// Every LMDB call in Strata goes through ``lmdbCheck(_:_:)``, so no return code is dropped.
+/// Every LMDB call in Strata checks its return code and throws this for a failure, so no return code is dropped.
 public struct LMDBError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The return code (`MDB_MAP_FULL`, `MDB_READERS_FULL`, an `errno` value, …).
     public let code: Int32
@@ -12,6 +12,7 @@ public struct LMDBError: Error, Sendable, Equatable, CustomStringConvertible {
     /// LMDB's text for ``code`` (`mdb_strerror`).
     public var message: String { String(cString: mdb_strerror(code)) }
 
+    /// The error as `operation failed: message (code N)`.
     public var description: String { "\(operation) failed: \(message) (code \(code))" }
 
     package init(code: Int32, operation: String) {

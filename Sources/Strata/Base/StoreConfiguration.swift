@@ -20,6 +20,8 @@ public enum Durability: String, Sendable {
 /// let store = try Store.open(at: url, schema: schema, configuration: config)
 /// ```
 public struct StoreConfiguration: Sendable {
+    /// When a save counts as done: after its fsync (``Durability/durable``, the default) or after its commit
+    /// (``Durability/relaxed``).
     public var durability: Durability = .durable
     /// Flush interval in relaxed mode.
     public var relaxedSyncIntervalMs = 100
@@ -122,5 +124,7 @@ public struct StoreConfiguration: Sendable {
         }
     }
 
+    /// The default configuration: durable saves, read-write, the store created when missing, private to its owner,
+    /// and every limit at its default.
     public init() {}
 }

@@ -62,7 +62,10 @@ public final class ChildContext: ObjectReading {
         let changes: ChangeSet
     }
 
+    /// The context's name: the author of the transactions its root commits save.
     public let label: String
+    /// How a root commit resolves objects that the store changed since this context (or a parent) first changed
+    /// them.
     public let mergePolicy: MergePolicy
     let parent: Parent
     let store: Store
@@ -91,6 +94,7 @@ public final class ChildContext: ObjectReading {
         }
     }
 
+    /// The store's schema.
     public var schema: Schema { store.schema }
 
     /// A child of this child (its commits go into this context).

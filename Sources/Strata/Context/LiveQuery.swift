@@ -4,7 +4,9 @@ import Foundation
 public struct ResultsDiff: Sendable, Equatable {
     /// A record that kept its identity but changed position.
     public struct Move: Sendable, Equatable {
+        /// The record's position in the old results.
         public let from: Int
+        /// The record's position in the new results.
         public let to: Int
     }
     /// Positions in the new results of records that were not there before.
@@ -16,6 +18,7 @@ public struct ResultsDiff: Sendable, Equatable {
     /// Positions in the new results of records present before whose values changed.
     public var updated: [Int] = []
 
+    /// Whether nothing was inserted, removed, moved or updated.
     public var isEmpty: Bool { inserted.isEmpty && removed.isEmpty && moved.isEmpty && updated.isEmpty }
 
     /// The diff from `old` to `new` (records matched by id).
@@ -71,7 +74,9 @@ public struct ResultsDiff: Sendable, Equatable {
 
 /// One delivery of a live query: the full results and how they differ from the last delivery.
 public struct LiveResults: Sendable, Equatable {
+    /// The complete results, filtered, sorted and windowed as the query says.
     public let records: [Record]
+    /// How ``records`` differ from the results delivered before (all inserted for the first delivery).
     public let diff: ResultsDiff
 }
 
@@ -89,13 +94,17 @@ public protocol Observing: ObjectReading {
 /// results this iterator delivered before, so skipped intermediate states never leave the diff
 /// describing results the consumer did not see.
 public struct LiveQuery: AsyncSequence, Sendable {
+    /// Each element is the complete results with their diff.
     public typealias Element = LiveResults
     let results: AsyncStream<[Record]>
 
+    /// Delivers results that differ from the last ones this iterator delivered.
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: AsyncStream<[Record]>.AsyncIterator
         var previous: [Record]?
 
+        /// The next results that differ from the previous ones, diffed against them; `nil` when the live query
+        /// ends.
         public mutating func next() async -> LiveResults? {
             while let current = await base.next() {
                 if let previous, previous == current { continue }
@@ -106,6 +115,7 @@ public struct LiveQuery: AsyncSequence, Sendable {
         }
     }
 
+    /// An iterator over the results; iterate a live query once.
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: results.makeAsyncIterator(), previous: nil) }
 }
 
@@ -119,6 +129,13 @@ protocol LiveQuerySource: ObjectReading {
 }
 
 extension LiveQuerySource {
+    /// A live query: the results of `query` now, then again whenever a change can affect them.
+    ///
+    /// It re-runs after each commit of this process that changes an object of the query's entity or of an entity
+    /// its filter reaches through a relationship (on a context that follows commits: the main context, a view
+    /// context with `autoRefresh`, and their children), when this context's or an ancestor's pending changes move,
+    /// and at a pinned root's ``ViewContext/refresh()``. Results equal to the previous ones are not delivered.
+    /// Cancel the consuming task to stop it.
     public func observe(_ query: Query) -> LiveQuery {
         let (triggers, trigger) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let (output, out) = AsyncStream.makeStream(of: [Record].self, bufferingPolicy: .bufferingNewest(1))
@@ -196,7 +213,9 @@ extension ChildContext: LiveQuerySource, Observing {
 
 /// Typed results of a live query.
 public struct LiveObjects<E: Entity>: Sendable {
+    /// The complete results, as typed entity values.
     public let objects: [E]
+    /// How ``objects`` differ from the results delivered before (all inserted for the first delivery).
     public let diff: ResultsDiff
 }
 

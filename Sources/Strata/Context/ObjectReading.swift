@@ -16,11 +16,16 @@ public protocol ObjectReading: Sendable {
 }
 
 extension Snapshot: ObjectReading {
+    /// The schema the records follow.
     public var schema: Schema { registry.schema }
+    /// The record with this id in the snapshot, or nil when it does not exist there.
     public func record(_ id: ObjectID) throws -> Record? { try read { try $0.record(id) } }
+    /// The objects `id` is linked to through `relationship` in the snapshot, in id order.
     public func relatedIDs(_ relationship: RelationshipDescription, of id: ObjectID) throws -> [ObjectID] {
         try read { try $0.targets(relationship.tag, from: id) }
     }
+    /// The records matching `query` in the snapshot, sorted and windowed.
     public func fetch(_ query: Query) throws -> [Record] { try read { try $0.fetch(query) } }
+    /// How many records match `query` in the snapshot.
     public func count(_ query: Query) throws -> Int { try read { try $0.count(query) } }
 }

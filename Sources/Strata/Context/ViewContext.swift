@@ -13,7 +13,9 @@
 /// try view.refresh()                                   // now sees the save
 /// ```
 public final class ViewContext: ObjectReading {
+    /// The context's name; its pinned snapshot is listed under it by ``Store/openSnapshots()``.
     public let label: String
+    /// Whether every read sees the latest committed state (`true`) or one pinned snapshot until ``refresh()``.
     public let autoRefresh: Bool
     let store: Store
     private let pinned: Locked<Snapshot?>
@@ -26,6 +28,7 @@ public final class ViewContext: ObjectReading {
         pinned = Locked(autoRefresh ? nil : try store.snapshot(label: label))
     }
 
+    /// The schema the records follow.
     public var schema: Schema { store.schema }
 
     /// The transaction this context reads (for an auto-refreshing one: the latest).
@@ -76,10 +79,17 @@ public final class ViewContext: ObjectReading {
         return try snapshot.read(body)
     }
 
+    /// The record with this id in this context's state (the pinned snapshot, or the latest committed state), or nil
+    /// when it does not exist there.
     public func record(_ id: ObjectID) throws -> Record? { try read { try $0.record(id) } }
+    /// The objects `id` is linked to through `relationship` in this context's state (the pinned snapshot, or the
+    /// latest committed state), in id order.
     public func relatedIDs(_ relationship: RelationshipDescription, of id: ObjectID) throws -> [ObjectID] {
         try read { try $0.targets(relationship.tag, from: id) }
     }
+    /// The records matching `query` in this context's state (the pinned snapshot, or the latest committed state),
+    /// sorted and windowed.
     public func fetch(_ query: Query) throws -> [Record] { try read { try $0.fetch(query) } }
+    /// How many records match `query` in this context's state (the pinned snapshot, or the latest committed state).
     public func count(_ query: Query) throws -> Int { try read { try $0.count(query) } }
 }

@@ -12,7 +12,7 @@ public enum EchoedText {
     /// Characters of input a message shows at most, before `…(N bytes)`.
     public static let maxCharacters = 64
 
-    /// `text` with control characters escaped (``escaped(_:)``), cut after
+    /// `text` with control characters escaped (``escaped(_:)-(String)``), cut after
     /// ``maxCharacters`` characters of the original and followed by `…(N bytes)`, N being the
     /// whole text's length in UTF-8 bytes, when it is longer.
     public static func shown(_ text: String) -> String {
@@ -36,7 +36,7 @@ public enum EchoedText {
         return out
     }
 
-    /// The escaped form of one character (``escaped(_:)``).
+    /// The escaped form of one character (as ``escaped(_:)-(String)`` writes it).
     public static func escaped(_ c: Character) -> String {
         var out = ""
         append(c, to: &out)

@@ -3,14 +3,23 @@
 /// Strata parses JSON itself (schema files, NDJSON import, CLI output checks) so that errors can
 /// name the exact byte column, integers never pass through `Double`, and `true` is never `1`.
 public enum JSONValue: Sendable, Equatable {
+    /// `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
+    /// A number written without a fraction or exponent that fits 64 bits, kept exact.
     case int(Int64)
+    /// Any other number (with a fraction or an exponent, or too large for ``int(_:)``); it must be finite.
     case double(Double)
+    /// A string, with its escapes decoded.
     case string(String)
+    /// An array, in order.
     case array([JSONValue])
+    /// An object's members, in the order of the text.
     case object([(String, JSONValue)])
 
+    /// Whether two values are equal: the same kind and value, and for objects the same members in the same order
+    /// (``int(_:)`` `1` and ``double(_:)`` `1.0` differ).
     public static func == (a: JSONValue, b: JSONValue) -> Bool {
         switch (a, b) {
         case (.null, .null): true
@@ -104,6 +113,9 @@ public enum JSONValue: Sendable, Equatable {
         }
     }
 
+    /// Parses one JSON document from a string.
+    ///
+    /// - Throws: ``JSONParseError`` with the 1-based column of the problem.
     public static func parse(_ text: String) throws -> JSONValue { try parse(Array(text.utf8)) }
 }
 
@@ -111,8 +123,11 @@ import Foundation
 
 /// A JSON syntax error at a byte column (1-based).
 public struct JSONParseError: Error, Sendable, CustomStringConvertible {
+    /// The 1-based byte column where the problem was found.
     public let column: Int
+    /// What is wrong.
     public let reason: String
+    /// The error as `column N: reason`.
     public var description: String { "column \(column): \(reason)" }
 }
 

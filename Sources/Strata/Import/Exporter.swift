@@ -12,14 +12,16 @@ import Foundation
 /// try Exporter(store: store).export(Query(entity: "Track"), format: .ndjson) { line in print(line) }
 /// ```
 public struct Exporter: Sendable {
+    /// The store the records are read from.
     public let store: Store
 
+    /// An exporter of `store`'s records.
     public init(store: Store) { self.store = store }
 
     /// Writes every record matching `query` (its sort and window apply when given), one line per
     /// call to `emit`, from one snapshot. Returns the number of records and the snapshot's transaction.
     ///
-    /// The snapshot is read a chunk of records at a time (``chunkRecords`` lines, their
+    /// The snapshot is read a chunk of records at a time (512 lines, their
     /// relationships' targets included), and `emit` runs between the reads, never inside one: a
     /// slow consumer holds no lock of the store, so saves go on meanwhile, including one that
     /// grows the map (which waits for the chunk being read at most). A sorted or windowed export

@@ -2,13 +2,16 @@ import Foundation
 
 /// One bad input record: `FILE:LINE: field: reason`.
 public struct ImportIssue: Error, Sendable, CustomStringConvertible, Equatable {
+    /// The input file (as given), or `options` for a problem with the ``ImportOptions``.
     public let file: String
     /// 1-based line number (0 when the problem is the file itself).
     public let line: Int
     /// The attribute, relationship or member at fault, when there is one.
     public let field: String?
+    /// What is wrong.
     public let reason: String
 
+    /// The issue as `FILE:LINE: field: reason`.
     public var description: String {
         "\(file):\(line): " + (field.map { "\($0): " } ?? "") + reason
     }
@@ -17,8 +20,11 @@ public struct ImportIssue: Error, Sendable, CustomStringConvertible, Equatable {
 /// An import refused before anything was written: the first issues (up to
 /// ``ImportOptions/maxReportedIssues``) and how many there were in all.
 public struct ImportFailed: Error, Sendable, CustomStringConvertible {
+    /// The first issues found, sorted by file and line (at most ``ImportOptions/maxReportedIssues``).
     public let issues: [ImportIssue]
+    /// How many issues there were in all.
     public let totalIssues: Int
+    /// One issue per line, then how many more there were.
     public var description: String {
         var lines = issues.map(\.description)
         if totalIssues > issues.count { lines.append("… and \(totalIssues - issues.count) more issue(s)") }
@@ -65,6 +71,8 @@ public struct ImportOptions: Sendable {
     /// Entity of CSV files (default: the file name without extension, e.g. `Track.csv`).
     public var csvEntity: String?
 
+    /// Options with the defaults: batches of 5,000 records, stop at the first bad record, author `import`, a new
+    /// import id, the format from each file's extension.
     public init() {}
 
     /// The largest ``batchSize`` accepted (the same bound as `storectl import --batch`).
@@ -84,16 +92,31 @@ public struct ImportOptions: Sendable {
 
 /// Progress of a running import.
 public struct ImportProgress: Sendable, Equatable {
-    public enum Phase: String, Sendable { case validating, writing, linking, done }
+    /// The steps of an import, in the order they run.
+    public enum Phase: String, Sendable {
+        /// Reading and checking every record; nothing is written yet.
+        case validating
+        /// Saving the records in batches, one transaction per batch.
+        case writing
+        /// Saving the relationships whose target came later in the input, in batches.
+        case linking
+        /// The import has finished.
+        case done
+    }
+    /// The step the import is in.
     public let phase: Phase
     /// Records processed in this phase. While writing, records whose batch has been committed
     /// (or, with ``ImportOptions/continueOnError``, saved or rejected one by one): never ahead of
     /// the store, even though the next batch is already being read.
     public let records: Int
+    /// Bytes of the input read so far in this phase.
     public let bytesRead: Int
+    /// The size of all the input files.
     public let totalBytes: Int
+    /// Seconds since the import started.
     public let elapsedSeconds: Double
 
+    /// ``records`` over ``elapsedSeconds`` (0 at the start).
     public var recordsPerSecond: Double { elapsedSeconds > 0 ? Double(records) / elapsedSeconds : 0 }
     /// Seconds left in this phase, estimated from bytes.
     public var etaSeconds: Double? {
@@ -104,6 +127,7 @@ public struct ImportProgress: Sendable, Equatable {
 
 /// What an import did.
 public struct ImportSummary: Sendable, Equatable {
+    /// The import id stored as `importID` in the metadata of every transaction of the import.
     public let importID: String
     /// Records written (inserted or updated).
     public let records: Int
@@ -119,6 +143,8 @@ public struct ImportSummary: Sendable, Equatable {
     /// The first and the last of this import's own transactions (nil when it committed none);
     /// other transactions may lie between them.
     public let firstTransaction: TransactionID?
+    /// The last of this import's own transactions (nil when it committed none).
     public let lastTransaction: TransactionID?
+    /// Wall-clock time of the import.
     public let seconds: Double
 }

@@ -16,12 +16,15 @@ import Foundation
 /// committed and the one being read), plus 8 bytes per record (digests of unique keys, for
 /// duplicate and reference checks) and the forward references that have to wait for their target.
 public final class Importer: Sendable {
+    /// The store the records go into.
     public let store: Store
+    /// The import's options.
     public let options: ImportOptions
     /// Progress updates (phase, records, bytes). Finishes when ``run(files:)`` returns.
     public let progress: AsyncStream<ImportProgress>
     private let progressContinuation: AsyncStream<ImportProgress>.Continuation
 
+    /// An importer into `store`; ``run(files:)`` does the work.
     public init(store: Store, options: ImportOptions = ImportOptions()) {
         self.store = store
         self.options = options

@@ -1,7 +1,10 @@
 /// One attribute change inside an update: position, value before, value after.
 public struct AttributeChange: Sendable, Equatable {
+    /// The attribute's position in its entity.
     public let attribute: Int
+    /// The value before the update (``Value/null``: none).
     public let old: Value
+    /// The value after the update (``Value/null``: none).
     public let new: Value
 }
 
@@ -41,6 +44,7 @@ public enum LoggedChange: Sendable, Equatable {
 
 /// One committed transaction as stored in the log.
 public struct LogEntry: Sendable, Equatable {
+    /// The transaction's id: its position in the log.
     public let transactionID: TransactionID
     /// The schema version the transaction was written with.
     public let schemaVersion: Int
@@ -50,6 +54,7 @@ public struct LogEntry: Sendable, Equatable {
     public let author: String
     /// Free-form metadata, e.g. `["importID": "…"]`.
     public let metadata: [String: String]
+    /// The changes, in the order the writer applied them.
     public let changes: [LoggedChange]
 }
 

@@ -2,15 +2,21 @@ import Foundation
 
 /// What a compaction did (or, for a dry run, would do).
 public struct CompactionReport: Sendable, Equatable {
+    /// Whether nothing was changed: a dry run builds the whole new generation, then deletes it.
     public let dryRun: Bool
     /// History up to and including this transaction is squashed.
     public let horizon: TransactionID
+    /// The horizon before (``TransactionID/zero`` for a store never compacted).
     public let previousHorizon: TransactionID
     /// The last transaction included (committed during the run ones are caught up).
     public let head: TransactionID
+    /// Size of the old generation's `data.mdb`.
     public let bytesBefore: Int
+    /// Size of the new generation's `data.mdb`.
     public let bytesAfter: Int
+    /// Log entries before the compaction.
     public let logEntriesBefore: Int
+    /// Log entries after it, the caught-up ones included.
     public let logEntriesAfter: Int
     /// Live objects.
     public let objects: Int
@@ -21,13 +27,27 @@ public struct CompactionReport: Sendable, Equatable {
     /// unique entries, counts and the log entries kept after the horizon — the data a compact
     /// store cannot do without; the file's size over it is the B-tree's overhead.
     public let liveEntryBytes: Int
+    /// Wall-clock time.
     public let seconds: Double
 }
 
 /// Progress of a compaction.
 public struct CompactionProgress: Sendable {
-    public enum Phase: String, Sendable { case copying, squashing, catchingUp, switching }
+    /// The steps of a compaction.
+    public enum Phase: String, Sendable {
+        /// Copying the state into the new generation; reported after each database, `done` counting the entries
+        /// copied.
+        case copying
+        /// Copying the log entries after the horizon; `done` is how many there are.
+        case squashing
+        /// About to apply, on the writer, the transactions committed during the build.
+        case catchingUp
+        /// Switching `current` to the new generation (not reported).
+        case switching
+    }
+    /// The step the compaction is in.
     public let phase: Phase
+    /// The count that goes with the phase (see ``Phase``).
     public let done: Int
 }
 

@@ -5,6 +5,7 @@ import Foundation
 public struct MigrationRecord: Sendable {
     /// The entity's name at this step.
     public let entity: String
+    /// The object's id (migration never changes ids).
     public let id: ObjectID
     var values: [String: Value]
 
@@ -25,6 +26,7 @@ public struct MigrationRecord: Sendable {
 /// ```
 public struct MigrationRegistry: Sendable {
     var steps: [String: @Sendable (inout MigrationRecord) throws -> Void] = [:]
+    /// An empty registry.
     public init() {}
     /// Registers (or replaces) the step `name`. It must be a pure function of the record: it
     /// runs for every object of the entity and for every historical version in the log.
@@ -35,7 +37,9 @@ public struct MigrationRegistry: Sendable {
 
 /// Why a migration cannot run or failed; nothing was changed.
 public struct MigrationError: Error, Sendable, CustomStringConvertible {
+    /// What is wrong.
     public let reason: String
+    /// The error as `migration: reason`.
     public var description: String { "migration: \(reason)" }
 }
 

@@ -106,7 +106,8 @@ extension Store {
         return report
     }
 
-    /// Migrates this store (opened with its stored schema); see ``migrate(at:schemas:to:registry:dryRun:progress:)``.
+    /// Migrates this store (opened with its stored schema); see
+    /// ``Store/migrate(at:schemas:to:registry:dryRun:configuration:progress:)``.
     public func migrate(schemas: [Schema], to target: Int? = nil, registry: MigrationRegistry = MigrationRegistry(),
                         dryRun: Bool = false, progress: (@Sendable (MigrationProgress) -> Void)? = nil) async throws -> MigrationReport {
         try checkUsable()

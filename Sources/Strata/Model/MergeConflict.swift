@@ -1,20 +1,36 @@
 /// One object changed on both sides.
 public struct MergeConflict: Sendable, Equatable, CustomStringConvertible {
-    public enum Kind: String, Sendable { case changed, deleted }
+    /// How the store changed the object since the context's base.
+    public enum Kind: String, Sendable {
+        /// The store changed the object's attributes.
+        case changed
+        /// The store deleted the object.
+        case deleted
+    }
+    /// Whether the store changed or deleted the object.
     public let kind: Kind
+    /// The object in conflict.
     public let objectID: ObjectID
+    /// The name of the object's entity.
     public let entity: String
-    /// The version the context based its change on, and the store's version now (nil: deleted).
+    /// The version the context based its change on: the transaction that last changed the object's attributes
+    /// when the context first changed it.
     public let baseVersion: TransactionID
+    /// The object's version in the store now (nil: deleted).
     public let storeVersion: TransactionID?
-    /// Attributes the store changed since the base, and the ones this context changes.
+    /// The attributes the store changed since the base.
     public let changedByStore: [String]
+    /// The attributes this context changes.
     public let changedByContext: [String]
-    /// Values at the base, in the store now (empty when deleted), and as this context would write them.
+    /// The object's values at the base, one per attribute.
     public let baseValues: [Value]
+    /// The object's values in the store now (empty when deleted).
     public let storeValues: [Value]
+    /// The values this context would write, one per attribute.
     public let contextValues: [Value]
 
+    /// The conflict in one line, for example `Track 0003…: changed in the store (version 1 → 3, attributes
+    /// rating); this context changes title`.
     public var description: String {
         switch kind {
         case .deleted: "\(entity) \(objectID): deleted in the store after version \(baseVersion); this context changes \(changedByContext.joined(separator: ", "))"

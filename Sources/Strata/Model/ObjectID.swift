@@ -20,6 +20,7 @@ public struct ObjectID: Hashable, Comparable, Sendable, CustomStringConvertible 
     /// Random start per millisecond, incremented within it.
     public let low: UInt64
 
+    /// An id from its two halves (as read from storage or made by ``make(entityTag:)``).
     public init(high: UInt64, low: UInt64) {
         self.high = high
         self.low = low
@@ -68,6 +69,7 @@ public struct ObjectID: Hashable, Comparable, Sendable, CustomStringConvertible 
         self.init(high: h, low: l)
     }
 
+    /// Ids order by their 128 bits: by entity tag, then creation time, then the counter.
     public static func < (a: ObjectID, b: ObjectID) -> Bool { (a.high, a.low) < (b.high, b.low) }
 
     /// The 16 big-endian key bytes (the order of the bytes is the order of the ids).
@@ -115,12 +117,17 @@ public struct ObjectID: Hashable, Comparable, Sendable, CustomStringConvertible 
 
 /// The id of a committed transaction: its position in the log, starting at 1, gap-free.
 public struct TransactionID: Hashable, Comparable, Sendable, CustomStringConvertible, Codable {
+    /// The transaction's position in the log (0: none).
     public let rawValue: UInt64
+    /// The transaction with id `rawValue`.
     public init(_ rawValue: UInt64) { self.rawValue = rawValue }
     /// "No transaction yet": the state of an empty store.
     public static let zero = TransactionID(0)
+    /// Earlier transactions order first.
     public static func < (a: TransactionID, b: TransactionID) -> Bool { a.rawValue < b.rawValue }
+    /// The id in decimal.
     public var description: String { String(rawValue) }
+    /// The id that follows this one.
     public var next: TransactionID { TransactionID(rawValue + 1) }
 
     var keyBytes: [UInt8] {

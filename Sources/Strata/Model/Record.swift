@@ -6,7 +6,9 @@
 /// r["name"] = .string("Jazz")
 /// ```
 public struct Record: Sendable, Equatable, CustomStringConvertible {
+    /// The entity the object belongs to.
     public let entity: EntityDescription
+    /// The object's permanent id.
     public let id: ObjectID
     /// One value per attribute of ``entity``, in schema order (`.null` when unset).
     public var values: [Value]
@@ -37,10 +39,13 @@ public struct Record: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// Whether two records are the same object with the same values at the same version (of the same schema's
+    /// entity).
     public static func == (a: Record, b: Record) -> Bool {
         a.entity === b.entity && a.id == b.id && a.values == b.values && a.version == b.version
     }
 
+    /// The record as `Entity(id, name: value, …)`, listing the attributes that have a value.
     public var description: String {
         let fields = zip(entity.attributes, values).filter { !$0.1.isNull }.map { "\($0.0.name): \($0.1)" }
         return "\(entity.name)(\(id), \(fields.joined(separator: ", ")))"

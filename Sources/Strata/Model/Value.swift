@@ -2,7 +2,20 @@ import Foundation
 
 /// The type of an attribute, as declared in a schema file.
 public enum AttributeType: String, Sendable, CaseIterable, Codable {
-    case string, int, double, bool, date, bytes, uuid
+    /// Text (``Value/string(_:)``, `String` in Swift).
+    case string
+    /// A 64-bit signed integer (``Value/int(_:)``, `Int`).
+    case int
+    /// A 64-bit floating-point number (``Value/double(_:)``, `Double`).
+    case double
+    /// A Boolean (``Value/bool(_:)``, `Bool`).
+    case bool
+    /// A point in time, to the millisecond in text forms (``Value/date(_:)``, `Date`).
+    case date
+    /// Raw bytes (``Value/bytes(_:)``, `Data`).
+    case bytes
+    /// A UUID (``Value/uuid(_:)``, `UUID`).
+    case uuid
 
     var tag: UInt8 {
         switch self {
@@ -22,13 +35,21 @@ public enum AttributeType: String, Sendable, CaseIterable, Codable {
 /// Strings compare and sort by their UTF-8 bytes (binary collation, as SQLite's default), the
 /// same order the indexes use, so a scan and an index range always agree.
 public enum Value: Sendable, CustomStringConvertible {
+    /// No value: an optional attribute left unset.
     case null
+    /// A ``AttributeType/string`` value.
     case string(String)
+    /// An ``AttributeType/int`` value.
     case int(Int64)
+    /// A ``AttributeType/double`` value.
     case double(Double)
+    /// A ``AttributeType/bool`` value.
     case bool(Bool)
+    /// A ``AttributeType/date`` value.
     case date(Date)
+    /// A ``AttributeType/bytes`` value.
     case bytes([UInt8])
+    /// A ``AttributeType/uuid`` value.
     case uuid(UUID)
 
     /// The attribute type this value belongs to; nil for `null`.
@@ -45,8 +66,11 @@ public enum Value: Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether this is ``null`` (no value).
     @inlinable public var isNull: Bool { if case .null = self { true } else { false } }
 
+    /// The value as `storectl` prints it: strings quoted (control characters escaped), dates in ISO 8601, bytes as
+    /// their count, UUIDs in lowercase.
     public var description: String {
         switch self {
         case .null: "null"
@@ -67,8 +91,10 @@ extension Value: Comparable, Hashable {
     /// Total order: null first, then by type, then by value (strings by UTF-8 bytes).
     public static func < (a: Value, b: Value) -> Bool { compare(a, b) < 0 }
 
+    /// Whether two values are equal in the total order: the same type and the same value (strings byte for byte).
     public static func == (a: Value, b: Value) -> Bool { compare(a, b) == 0 }
 
+    /// Hashes the value consistently with `==`.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(rank)
         switch self {

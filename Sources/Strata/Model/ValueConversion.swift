@@ -112,7 +112,9 @@ enum FastParse {
 public enum ValueConversion {
     /// Why a JSON value does not fit an attribute type.
     public struct Failure: Error, Sendable, CustomStringConvertible {
+        /// What does not fit, naming the value.
         public let reason: String
+        /// The reason.
         public var description: String { reason }
     }
 

@@ -18,9 +18,13 @@ public struct PredicateParser {
         case symbol(String)
     }
 
+    /// A filter or sort text that does not parse, or that names something the entity does not have.
     public struct ParseError: Error, Sendable, CustomStringConvertible {
+        /// The 0-based position in the text (in Unicode scalars) where the problem was found.
         public let position: Int
+        /// What is wrong.
         public let reason: String
+        /// The error as `at character N: reason`, counting characters from 1.
         public var description: String { "at character \(position + 1): \(reason)" }
     }
 

@@ -72,17 +72,23 @@ public final class AsOfContext: ObjectReading {
         }
     }
 
+    /// The schema the records follow.
     public var schema: Schema { snapshot.schema }
 
     func read<R>(_ body: (MergedSource) throws -> R) throws -> R {
         try snapshot.read { try body(MergedSource(base: $0, overlays: [overlay])) }
     }
 
+    /// The record with this id in the store as it was after ``transactionID``, or nil when it does not exist there.
     public func record(_ id: ObjectID) throws -> Record? { try read { try $0.record(id) } }
+    /// The objects `id` is linked to through `relationship` in the store as it was after ``transactionID``, in id
+    /// order.
     public func relatedIDs(_ relationship: RelationshipDescription, of id: ObjectID) throws -> [ObjectID] {
         try read { try $0.targets(relationship.tag, from: id) }
     }
+    /// The records matching `query` in the store as it was after ``transactionID``, sorted and windowed.
     public func fetch(_ query: Query) throws -> [Record] { try read { try $0.fetch(query) } }
+    /// How many records match `query` in the store as it was after ``transactionID``.
     public func count(_ query: Query) throws -> Int { try read { try $0.count(query) } }
 }
 

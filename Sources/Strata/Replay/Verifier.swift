@@ -38,7 +38,12 @@ public struct VerifyReport: Sendable, Equatable {
 /// Progress of a verify run.
 public struct VerifyProgress: Sendable {
     /// What verify is doing.
-    public enum Phase: String, Sendable { case replaying, comparing }
+    public enum Phase: String, Sendable {
+        /// Reading the log and applying every entry to the rebuilt state.
+        case replaying
+        /// Comparing the rebuilt state with the stored one.
+        case comparing
+    }
     /// The phase reported.
     public let phase: Phase
     /// Transactions replayed (``Phase/replaying``) or entries compared (``Phase/comparing``) so far.

@@ -18,15 +18,27 @@
 /// definition of an added attribute (type, optional, default) and the new type of a changed one
 /// come from the new version's entity list.
 public enum MigrationStep: Sendable, Equatable {
+    /// Adds an attribute declared by the new version: each object gets the declared default, unless an earlier
+    /// custom step gave it a value.
     case addAttribute(entity: String, attribute: String)
+    /// Removes an attribute and its values. Remove the indexes and unique constraints that use it first.
     case removeAttribute(entity: String, attribute: String)
+    /// Renames an entity; ids, values and relationship edges stay.
     case renameEntity(from: String, to: String)
+    /// Renames an attribute; its values, indexes and unique constraints follow.
     case renameAttribute(entity: String, from: String, to: String)
+    /// Renames a relationship; its edges stay. Rename the inverse with a step of its own.
     case renameRelationship(entity: String, from: String, to: String)
+    /// Converts every value of an attribute to another type; a value that does not convert fails the migration.
     case changeType(entity: String, attribute: String, conversion: TypeConversion)
+    /// Adds an index over the attributes and builds its entries for every object.
     case addIndex(entity: String, attributes: [String])
+    /// Removes the index over exactly these attributes.
     case removeIndex(entity: String, attributes: [String])
+    /// Adds a unique constraint over the attributes; data that violates it, now or at any transaction of the log,
+    /// fails the migration.
     case addUnique(entity: String, attributes: [String])
+    /// Removes the unique constraint over exactly these attributes.
     case removeUnique(entity: String, attributes: [String])
     /// A transform written in Swift and registered under `name` (see ``MigrationRegistry``).
     case custom(entity: String, name: String)
@@ -51,8 +63,33 @@ public enum MigrationStep: Sendable, Equatable {
 
 /// Named value conversions for ``MigrationStep/changeType(entity:attribute:conversion:)``.
 public enum TypeConversion: String, Sendable, CaseIterable {
-    case intToDouble, doubleToInt, intToString, doubleToString, boolToString, stringToInt, stringToDouble
-    case intToBool, boolToInt, dateToInt, intToDate, uuidToString, stringToUUID
+    /// `int` to `double`.
+    case intToDouble
+    /// `double` to `int`, rounded to the nearest integer; a value that is not finite or does not fit 64 bits fails.
+    case doubleToInt
+    /// `int` to `string`, in decimal.
+    case intToString
+    /// `double` to `string`, in Swift's shortest form (`20.4`).
+    case doubleToString
+    /// `bool` to `string`: `true` or `false`.
+    case boolToString
+    /// `string` to `int`; spaces around the number are ignored, and text that does not parse fails.
+    case stringToInt
+    /// `string` to `double`; spaces around the number are ignored, and text that does not parse or is not finite
+    /// fails.
+    case stringToDouble
+    /// `int` to `bool`: non-zero is `true`.
+    case intToBool
+    /// `bool` to `int`: `true` is 1, `false` is 0.
+    case boolToInt
+    /// `date` to `int`: seconds since 1970, rounded down.
+    case dateToInt
+    /// `int` to `date`: seconds since 1970.
+    case intToDate
+    /// `uuid` to `string`, in lowercase.
+    case uuidToString
+    /// `string` to `uuid`; text that does not parse fails.
+    case stringToUUID
 
     var from: AttributeType {
         switch self {

@@ -4,6 +4,7 @@ import Foundation
 public struct AttributeDescription: Sendable, Equatable {
     /// The attribute's name, unique within its entity.
     public let name: String
+    /// The type every value of the attribute has.
     public let type: AttributeType
     /// Whether the attribute may be left without a value (`null`).
     public let isOptional: Bool
@@ -31,19 +32,23 @@ public enum DeleteRule: String, Sendable, CaseIterable {
 
 /// A to-one or to-many relationship. Every relationship has a declared inverse.
 public struct RelationshipDescription: Sendable, Equatable {
+    /// The relationship's name, unique among the relationships of its entity.
     public let name: String
     /// The entity this relationship belongs to.
     public let entityName: String
     /// The entity it points at.
     public let destination: String
+    /// Whether the relationship links to any number of objects (`true`) or to at most one (`false`).
     public let isToMany: Bool
     /// The name of the inverse relationship on ``destination``.
     public let inverseName: String
+    /// What deleting an object of ``entityName`` does to the objects this relationship links it to.
     public let deleteRule: DeleteRule
     /// For to-one relationships: whether it may be left unset at commit.
     public let isOptional: Bool
     /// Stable tag used in link keys: entity tag in the high byte, position + 1 in the low byte.
     public let tag: UInt16
+    /// Position in the entity's relationship list.
     public let index: Int
 }
 
@@ -51,6 +56,7 @@ public struct RelationshipDescription: Sendable, Equatable {
 public struct IndexDescription: Sendable, Equatable {
     /// Attribute positions, in key order.
     public let attributes: [Int]
+    /// Whether this is a unique constraint (no two objects share the key) rather than a plain index.
     public let isUnique: Bool
     /// Stable tag used as the key prefix: entity tag in the high byte, position + 1 in the low byte.
     public let tag: UInt16
@@ -58,12 +64,17 @@ public struct IndexDescription: Sendable, Equatable {
 
 /// An entity (a kind of object): its attributes, relationships, uniques and indexes.
 public final class EntityDescription: Sendable, CustomStringConvertible {
+    /// The entity's name, unique within the schema.
     public let name: String
     /// The 16-bit tag stored in every object id of this entity (1...255).
     public let tag: UInt16
+    /// The attributes, in position order (``AttributeDescription/index``).
     public let attributes: [AttributeDescription]
+    /// The relationships, in position order (``RelationshipDescription/index``).
     public let relationships: [RelationshipDescription]
+    /// The unique constraints, in schema order; an import matches records by the first one.
     public let uniques: [IndexDescription]
+    /// The secondary indexes that queries use for ranges and lookups.
     public let indexes: [IndexDescription]
     let attributeIndex: [String: Int]
     let relationshipIndex: [String: Int]
@@ -104,6 +115,7 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
         relationshipIndex[name].map { relationships[$0] }
     }
 
+    /// The entity's name.
     public var description: String { name }
 }
 
@@ -155,6 +167,7 @@ public struct Schema: Sendable {
     public var model: String { storage.model }
     /// The version (the N of `vN.json`).
     public var version: Int { storage.version }
+    /// The entities, in the order of the schema file.
     public var entities: [EntityDescription] { storage.entities }
     /// The schema as canonical JSON; stored in the store so tools can read it without the files.
     public var canonicalJSON: String { storage.canonicalJSON }
@@ -167,7 +180,9 @@ public struct Schema: Sendable {
         storage = Storage(model: model, version: version, entities: entities, canonicalJSON: canonicalJSON, migrationSteps: migrationSteps)
     }
 
+    /// The entity named `name`, if the schema has one.
     public func entity(named name: String) -> EntityDescription? { byName[name] }
+    /// The entity with tag `tag` (the tag stored in its objects' ids), if the schema has one.
     public func entity(tag: UInt16) -> EntityDescription? {
         let byTag = storage.byTag
         return Int(tag) < byTag.count ? byTag[Int(tag)] : nil
@@ -193,10 +208,14 @@ public struct Schema: Sendable {
 public enum SchemaLimits {
     /// Entity tags are one byte inside link and index tags.
     public static let maxEntities = 255
+    /// The most attributes an entity may have.
     public static let maxAttributesPerEntity = 1000
     /// Relationship, index and unique positions are one byte inside their tags.
     public static let maxRelationshipsPerEntity = 255
+    /// The most unique constraints an entity may have, and the most indexes (each list on its own).
     public static let maxIndexesPerEntity = 255
+    /// The most attributes one index or unique constraint may span.
     public static let maxAttributesPerIndex = 4
+    /// The longest name of an entity, attribute or relationship, in bytes (names are ASCII identifiers).
     public static let maxNameBytes = 64
 }

@@ -10,8 +10,10 @@ public struct SchemaError: Error, Sendable, CustomStringConvertible, Equatable {
     public let entity: String?
     /// The member involved (`attribute 'x'`, `relationship 'y'`, `uniques[0]`, …), when there is one.
     public let field: String?
+    /// What is wrong.
     public let reason: String
 
+    /// The error as `file: entity 'E', field: reason`.
     public var description: String {
         var s = file + ": "
         if let entity { s += "entity '\(entity)', " }

@@ -6,7 +6,9 @@ import Glibc
 public struct OutputPathRefusal: Error, Sendable, CustomStringConvertible, Equatable {
     /// The path as given.
     public let path: String
+    /// Why the path is refused.
     public let reason: String
+    /// The refusal as `path: reason`.
     public var description: String { "\(path): \(reason)" }
 }
 

@@ -1,7 +1,10 @@
 /// A summary of a store, as printed by `storectl info`.
 public struct StoreInfo: Sendable, Equatable {
+    /// The store directory.
     public let path: String
+    /// The model name of the stored schema.
     public let model: String
+    /// The version of the stored schema.
     public let schemaVersion: Int
     /// The store's on-disk format: 2 for stores created or compacted by this Strata; 1 for older
     /// stores, which keep their object counts in `meta` (one more page written a commit).

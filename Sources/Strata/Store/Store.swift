@@ -22,7 +22,9 @@ import Synchronization
 public final class Store: Sendable {
     /// The store directory.
     public let path: String
+    /// The schema the store holds (the one it was opened with).
     public let schema: Schema
+    /// The configuration the store was opened with.
     public let configuration: StoreConfiguration
     /// The live generation's environment; replaced by compaction and migration.
     private let envBox: Locked<LMDBEnvironment>

@@ -1,8 +1,10 @@
 /// A typed attribute key: `Track.title` is an `Attribute<Track, String>`.
 public struct Attribute<Root: Entity, V: StoredValue>: Sendable {
+    /// The attribute's name in the schema.
     public let name: String
     /// Position in the entity's attributes.
     public let index: Int
+    /// A key for the attribute `name` at position `index` of `Root`'s entity (generated code makes these).
     public init(name: String, index: Int) {
         self.name = name
         self.index = index
@@ -16,9 +18,11 @@ public struct Attribute<Root: Entity, V: StoredValue>: Sendable {
 
 /// A typed to-one relationship key: `Track.album` is a `ToOne<Track, Album>`.
 public struct ToOne<Root: Entity, Target: Entity>: Sendable {
+    /// The relationship's name in the schema.
     public let name: String
     /// The relationship's tag in the schema.
     public let tag: UInt16
+    /// A key for the relationship `name` with tag `tag` in `Root`'s entity (generated code makes these).
     public init(name: String, tag: UInt16) {
         self.name = name
         self.tag = tag
@@ -27,8 +31,11 @@ public struct ToOne<Root: Entity, Target: Entity>: Sendable {
 
 /// A typed to-many relationship key: `Album.tracks` is a `ToMany<Album, Track>`.
 public struct ToMany<Root: Entity, Target: Entity>: Sendable {
+    /// The relationship's name in the schema.
     public let name: String
+    /// The relationship's tag in the schema.
     public let tag: UInt16
+    /// A key for the relationship `name` with tag `tag` in `Root`'s entity (generated code makes these).
     public init(name: String, tag: UInt16) {
         self.name = name
         self.tag = tag

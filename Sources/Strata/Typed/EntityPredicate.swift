@@ -6,25 +6,37 @@
 /// let r = Playlist.tracks.any(Track.explicit == true)
 /// ```
 public struct EntityPredicate<Root: Entity>: Sendable {
+    /// The untyped filter this predicate wraps.
     public let predicate: Filter
+    /// Wraps an untyped filter over the objects of `Root` (attribute positions and relationship tags of `Root`'s
+    /// entity).
     public init(_ predicate: Filter) { self.predicate = predicate }
 
     /// Matches every object.
     public static var all: EntityPredicate { EntityPredicate(.all) }
 
+    /// Matches the objects that both predicates match.
     public static func && (a: EntityPredicate, b: EntityPredicate) -> EntityPredicate { EntityPredicate(a.predicate && b.predicate) }
+    /// Matches the objects that either predicate matches.
     public static func || (a: EntityPredicate, b: EntityPredicate) -> EntityPredicate { EntityPredicate(a.predicate || b.predicate) }
+    /// Matches the objects that the predicate does not match.
     public static prefix func ! (a: EntityPredicate) -> EntityPredicate { EntityPredicate(.not(a.predicate)) }
 
     /// Objects whose id is one of `ids`.
     public static func id(in ids: Set<ObjectID>) -> EntityPredicate { EntityPredicate(.idIn(ids)) }
 }
 
+/// The attribute's value equals `v` (for an optional attribute, `nil` matches objects without a value).
 public func == <R, V>(k: Attribute<R, V>, v: V) -> EntityPredicate<R> { EntityPredicate(.compare(attribute: k.index, .equal, v.storedValue)) }
+/// The attribute's value differs from `v` (an object without a value matches a non-`nil` `v`).
 public func != <R, V>(k: Attribute<R, V>, v: V) -> EntityPredicate<R> { EntityPredicate(.compare(attribute: k.index, .notEqual, v.storedValue)) }
+/// The attribute's value is less than `v`. An object without a value matches: no value is less than any value.
 public func < <R, V>(k: Attribute<R, V>, v: V) -> EntityPredicate<R> { EntityPredicate(.compare(attribute: k.index, .less, v.storedValue)) }
+/// The attribute's value is less than or equal to `v` (an object without a value matches).
 public func <= <R, V>(k: Attribute<R, V>, v: V) -> EntityPredicate<R> { EntityPredicate(.compare(attribute: k.index, .lessOrEqual, v.storedValue)) }
+/// The attribute's value is greater than `v` (an object without a value never matches a non-`nil` `v`).
 public func > <R, V>(k: Attribute<R, V>, v: V) -> EntityPredicate<R> { EntityPredicate(.compare(attribute: k.index, .greater, v.storedValue)) }
+/// The attribute's value is greater than or equal to `v`.
 public func >= <R, V>(k: Attribute<R, V>, v: V) -> EntityPredicate<R> { EntityPredicate(.compare(attribute: k.index, .greaterOrEqual, v.storedValue)) }
 
 extension Attribute {
@@ -35,24 +47,30 @@ extension Attribute {
 }
 
 extension Attribute where V == String {
+    /// The string contains `s`; with `caseInsensitive`, both are compared lowercased.
     public func contains(_ s: String, caseInsensitive: Bool = false) -> EntityPredicate<Root> {
         EntityPredicate(.string(attribute: index, .contains, s, caseInsensitive: caseInsensitive))
     }
+    /// The string starts with `s`; with `caseInsensitive`, both are compared lowercased.
     public func hasPrefix(_ s: String, caseInsensitive: Bool = false) -> EntityPredicate<Root> {
         EntityPredicate(.string(attribute: index, .hasPrefix, s, caseInsensitive: caseInsensitive))
     }
+    /// The string ends with `s`; with `caseInsensitive`, both are compared lowercased.
     public func hasSuffix(_ s: String, caseInsensitive: Bool = false) -> EntityPredicate<Root> {
         EntityPredicate(.string(attribute: index, .hasSuffix, s, caseInsensitive: caseInsensitive))
     }
 }
 
 extension Attribute where V == String? {
+    /// The attribute has a value that ends with `s`; with `caseInsensitive`, both are compared lowercased.
     public func hasSuffix(_ s: String, caseInsensitive: Bool = false) -> EntityPredicate<Root> {
         EntityPredicate(.string(attribute: index, .hasSuffix, s, caseInsensitive: caseInsensitive))
     }
+    /// The attribute has a value that contains `s`; with `caseInsensitive`, both are compared lowercased.
     public func contains(_ s: String, caseInsensitive: Bool = false) -> EntityPredicate<Root> {
         EntityPredicate(.string(attribute: index, .contains, s, caseInsensitive: caseInsensitive))
     }
+    /// The attribute has a value that starts with `s`; with `caseInsensitive`, both are compared lowercased.
     public func hasPrefix(_ s: String, caseInsensitive: Bool = false) -> EntityPredicate<Root> {
         EntityPredicate(.string(attribute: index, .hasPrefix, s, caseInsensitive: caseInsensitive))
     }
@@ -60,6 +78,7 @@ extension Attribute where V == String? {
 
 /// The to-one relationship points at `target` (`nil`: is unset).
 public func == <R, T>(k: ToOne<R, T>, target: ObjectID?) -> EntityPredicate<R> { EntityPredicate(.related(relationship: k.tag, target)) }
+/// The to-one relationship does not point at `target` (`nil`: is set).
 public func != <R, T>(k: ToOne<R, T>, target: ObjectID?) -> EntityPredicate<R> { EntityPredicate(.not(.related(relationship: k.tag, target))) }
 
 extension ToOne {
@@ -76,11 +95,22 @@ extension ToMany {
 
 /// A typed fetch: filter, sort, window.
 public struct FetchRequest<E: Entity>: Sendable {
+    /// Which objects to fetch.
     public var predicate: EntityPredicate<E>
+    /// The sort order (``Attribute/ascending`` or ``Attribute/descending`` keys); ties are broken by object id.
     public var sort: [SortKey]
+    /// The most objects to return after `offset` (`nil`: no limit).
     public var limit: Int?
+    /// How many objects of the sorted results to skip.
     public var offset: Int
 
+    /// A request for the objects matching `predicate`, sorted and windowed.
+    ///
+    /// - Parameters:
+    ///   - predicate: Which objects to fetch (default: every object).
+    ///   - sort: The sort order; ties are broken by object id.
+    ///   - limit: The most objects to return (`nil`: no limit).
+    ///   - offset: How many objects of the sorted results to skip.
     public init(where predicate: EntityPredicate<E> = .all, sortedBy sort: [SortKey] = [], limit: Int? = nil, offset: Int = 0) {
         self.predicate = predicate
         self.sort = sort

@@ -24,6 +24,7 @@ public struct ChangeSet: Sendable {
         case put(id: ObjectID, values: [Value])
         /// New values for some attributes (position, value).
         case update(id: ObjectID, attributes: [AttributeValue])
+        /// Deletes the object; its relationships follow their delete rules.
         case delete(id: ObjectID)
         /// Adds an edge (to-many) or sets the target (to-one, replacing the previous one).
         case link(relationship: UInt16, from: ObjectReference, to: ObjectReference)
@@ -33,8 +34,11 @@ public struct ChangeSet: Sendable {
 
     /// An attribute position and its new value.
     public struct AttributeValue: Sendable, Equatable {
+        /// The attribute's position in its entity.
         public let attribute: Int
+        /// The new value (``Value/null``: no value).
         public let value: Value
+        /// A new `value` for the attribute at position `attribute`.
         public init(attribute: Int, value: Value) {
             self.attribute = attribute
             self.value = value
@@ -59,6 +63,7 @@ public struct ChangeSet: Sendable {
         if entityTypes[ObjectIdentifier(type)] == nil { entityTypes[ObjectIdentifier(type)] = type }
     }
 
+    /// An empty change set.
     public init() {}
 
     /// A change set holding `operations` (shares their storage: O(1)).
@@ -66,6 +71,7 @@ public struct ChangeSet: Sendable {
 
     /// Whether nothing was asked for.
     public var isEmpty: Bool { operations.isEmpty }
+    /// The number of operations.
     public var count: Int { operations.count }
 
     /// Appends a raw operation.

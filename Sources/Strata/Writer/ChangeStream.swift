@@ -2,9 +2,13 @@ import Foundation
 
 /// A committed transaction as published to observers.
 public struct CommittedTransaction: Sendable, Equatable {
+    /// The transaction's id.
     public let id: TransactionID
+    /// Who saved it (the `author` of the save, or a child context's label).
     public let author: String
+    /// When it was committed.
     public let timestamp: Date
+    /// The metadata saved with it.
     public let metadata: [String: String]
     /// Every object inserted, updated, deleted or re-linked, by entity name.
     public let changedObjects: [String: Set<ObjectID>]
@@ -29,14 +33,19 @@ public enum ChangeEvent: Sendable, Equatable {
 /// }
 /// ```
 public struct ChangeStream: AsyncSequence, Sendable {
+    /// Each element is a committed transaction or a notice that the subscriber fell behind.
     public typealias Element = ChangeEvent
     let subscriber: ChangeSubscriber
 
+    /// Delivers the subscriber's events in commit order.
     public struct AsyncIterator: AsyncIteratorProtocol {
         let subscriber: ChangeSubscriber
+        /// The next event; waits for the next commit when none is buffered, and returns `nil` once the stream is
+        /// cancelled and its buffered events are delivered.
         public mutating func next() async -> ChangeEvent? { await subscriber.next() }
     }
 
+    /// An iterator over this subscriber's events (one subscriber: iterate a stream once).
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(subscriber: subscriber) }
 
     /// Stops the stream: a pending `next()` returns nil.

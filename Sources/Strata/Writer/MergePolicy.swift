@@ -17,12 +17,21 @@ public enum MergePolicy: Sendable {
     /// Decide per conflict. Runs on the writer inside its transaction: keep it short and do not block.
     case custom(@Sendable (MergeConflict) -> MergeResolution)
 
-    public enum Side: Sendable { case context, store }
+    /// Which side's value a ``MergePolicy/propertyMerge(preferring:)`` keeps for an attribute changed on both
+    /// sides.
+    public enum Side: Sendable {
+        /// This context's value wins.
+        case context
+        /// The store's value wins.
+        case store
+    }
 }
 
 /// A custom resolver's decision.
 public enum MergeResolution: Sendable, Equatable {
+    /// Resolve as ``MergePolicy/contextWins``: write this context's changes.
     case keepContext
+    /// Resolve as ``MergePolicy/storeWins``: drop this context's changes to the object.
     case keepStore
     /// Write exactly these values (one per attribute).
     case values([Value])
@@ -30,6 +39,8 @@ public enum MergeResolution: Sendable, Equatable {
 
 /// The version (and values) a change was based on.
 public struct BaseVersion: Sendable, Equatable {
+    /// The object's version: the transaction that last changed its attributes.
     public let version: TransactionID
+    /// The object's values at that version, one per attribute.
     public let values: [Value]
 }
