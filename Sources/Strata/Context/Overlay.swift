@@ -247,21 +247,34 @@ struct Overlay: Sendable {
     }
 
     /// The owner of a unique key: a record of this layer that holds it, or the owner below unless
-    /// this layer changed that object so that it no longer holds the key.
-    func uniqueOwner<L: LayeredState>(_ key: ByteKey, over lower: L) throws -> ObjectID? {
-        if let owner = uniques[key] { return owner }
-        return try ownerBelow(key, over: lower)
+    /// this layer changed that object so that it no longer holds the key. Owners in `excluding`
+    /// are passed over (a layer above changed them so that they no longer hold it).
+    func uniqueOwner<L: LayeredState>(_ key: ByteKey, over lower: L, excluding: Set<ObjectID> = []) throws -> ObjectID? {
+        if let owner = uniques[key], !excluding.contains(owner) { return owner }
+        return try ownerBelow(key, over: lower, excluding: excluding)
     }
 
     /// The owner of `key` below this layer, as this layer shows it: an owner this layer changed
-    /// or deleted holds the key only if its record here still does.
-    func ownerBelow<L: LayeredState>(_ key: ByteKey, over lower: L) throws -> ObjectID? {
-        guard let owner = try lower.uniqueOwner(key) else { return nil }
-        guard let entry = records[owner] else { return owner }
-        guard let record = entry, key.bytes.count >= 2 else { return nil }
+    /// or deleted holds the key only if its record here still does. When it no longer does, the
+    /// next owner further down is asked for: layers below may each claim the key for another
+    /// object (the store gave it to one after a layer gave it to another), and the view shows
+    /// whichever of them still holds it.
+    func ownerBelow<L: LayeredState>(_ key: ByteKey, over lower: L, excluding: Set<ObjectID> = []) throws -> ObjectID? {
+        var excluded = excluding
+        while let owner = try lower.uniqueOwner(key, excluding: excluded) {
+            guard let entry = records[owner] else { return owner }
+            if try holds(entry, key, owner) { return owner }
+            excluded.insert(owner)
+        }
+        return nil
+    }
+
+    /// Whether `entry` (a record of this layer, nil when deleted here) holds unique key `key`.
+    private func holds(_ entry: Record?, _ key: ByteKey, _ owner: ObjectID) throws -> Bool {
+        guard let record = entry, key.bytes.count >= 2 else { return false }
         let tag = UInt16(key.bytes[0]) << 8 | UInt16(key.bytes[1])
-        guard let u = record.entity.uniques.first(where: { $0.tag == tag }) else { return nil }
-        return try Layout.uniqueKey(u, record: record.values, entity: record.entity, id: owner) == key.bytes ? owner : nil
+        guard let u = record.entity.uniques.first(where: { $0.tag == tag }) else { return false }
+        return try Layout.uniqueKey(u, record: record.values, entity: record.entity, id: owner) == key.bytes
     }
 
     /// Live objects of `tag` added by this layer over `lower`, computed from the records.
@@ -293,7 +306,9 @@ protocol LayeredState {
     func exists(_ id: ObjectID) throws -> Bool
     func targets(_ tag: UInt16, from: ObjectID) throws -> [ObjectID]
     func linked(_ tag: UInt16, from: ObjectID, to: ObjectID) throws -> Bool
-    func uniqueOwner(_ key: ByteKey) throws -> ObjectID?
+    /// The object that holds unique key `key` in this state, passing over the owners in
+    /// `excluding` (and looking further down for another).
+    func uniqueOwner(_ key: ByteKey, excluding: Set<ObjectID>) throws -> ObjectID?
     func objectCount(_ entity: EntityDescription) throws -> Int
     /// What the state is: the base's LMDB transaction and the revisions of its layers.
     var basis: Overlay.CountBasis { get }
@@ -343,8 +358,9 @@ struct MergedSource: ObjectSource {
             return try layer.linked(tag, from: from, to: to, schema: source.schema, over: below)
         }
 
-        func uniqueOwner(_ key: ByteKey) throws -> ObjectID? {
-            depth == 0 ? try source.base.uniqueOwner(key.bytes) : try layer.uniqueOwner(key, over: below)
+        func uniqueOwner(_ key: ByteKey, excluding: Set<ObjectID>) throws -> ObjectID? {
+            guard depth > 0 else { return try source.base.uniqueOwner(key.bytes).flatMap { excluding.contains($0) ? nil : $0 } }
+            return try layer.uniqueOwner(key, over: below, excluding: excluding)
         }
 
         func objectCount(_ entity: EntityDescription) throws -> Int {
@@ -367,9 +383,9 @@ struct MergedSource: ObjectSource {
     func exists(_ id: ObjectID) throws -> Bool { try top.exists(id) }
     func targets(_ tag: UInt16, from id: ObjectID) throws -> [ObjectID] { try top.targets(tag, from: id) }
     func linked(_ tag: UInt16, from: ObjectID, to: ObjectID) throws -> Bool { try top.linked(tag, from: from, to: to) }
-    func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? { try top.uniqueOwner(ByteKey(key)) }
+    func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? { try top.uniqueOwner(ByteKey(key), excluding: []) }
     /// ``uniqueOwner(_:)-([UInt8])`` with the key already hashed: one hash for the whole chain.
-    func uniqueOwner(_ key: ByteKey) throws -> ObjectID? { try top.uniqueOwner(key) }
+    func uniqueOwner(_ key: ByteKey) throws -> ObjectID? { try top.uniqueOwner(key, excluding: []) }
     func objectCount(_ entity: EntityDescription) throws -> Int { try top.objectCount(entity) }
 
     /// The base's candidates with dirty objects taken out, merged in id order with the dirty
@@ -435,6 +451,46 @@ struct OverlayApplier: StateStore {
         case unique(ByteKey, ObjectID?)
         /// A count changed by this much (undone by subtracting it).
         case countAdded(UInt16, Int)
+    }
+
+    /// Keeps an edge fact that this change set wrote only where it changes what the context
+    /// shows: a fact of an edge between two keys that are not replaced here, whose edge is as
+    /// visible with the fact the layer held before the set (none, usually) as with the new one,
+    /// is put back. The layer then records what the set changed, not
+    /// how: an unlink and a link of the same edge in one set (a to-many cleared and an edge given
+    /// back, as a commit of an object deleted and inserted again sends it) leave no fact, so the
+    /// edge stays the state below's, as it was before the set. Call once the set has applied.
+    /// - Complexity: O(facts the set wrote), each a visibility check.
+    mutating func settleFacts() throws {
+        var first: [EdgeSide: Bool?] = [:]
+        for case .fact(let key, let target, let old) in undo where first[EdgeSide(key: key, target: target)] == nil {
+            first[EdgeSide(key: key, target: target)] = .some(old)
+        }
+        guard !first.isEmpty else { return }
+        for (side, oldFact) in first {
+            let old = oldFact ?? nil
+            let now = leaf.edges[side.key]?[side.target]
+            guard now != old, let inverseTag = schema.inverseTag(of: side.key.tag) else { continue }
+            let inverse = Overlay.LinkKey(tag: inverseTag, from: side.target)
+            // A replaced key (a to-one set here, an object deleted here) defines its targets
+            // whatever the facts: left as the set wrote them.
+            guard !leaf.replaced.contains(side.key), !leaf.replaced.contains(inverse) else { continue }
+            let inverseNow = leaf.edges[inverse]?[side.key.from]
+            let visibleNow = try linked(side.key.tag, from: side.key.from, to: side.target)
+            let inverseOld = (first[EdgeSide(key: inverse, target: side.key.from)] ?? nil) ?? nil
+            setFact(side.key, side.target, old)
+            setFact(inverse, side.key.from, inverseOld)
+            if try linked(side.key.tag, from: side.key.from, to: side.target) != visibleNow {
+                setFact(side.key, side.target, now)
+                setFact(inverse, side.key.from, inverseNow)
+            }
+        }
+    }
+
+    /// One direction of an edge fact: its key and its target.
+    private struct EdgeSide: Hashable {
+        let key: Overlay.LinkKey
+        let target: ObjectID
     }
 
     /// The built overlay, leaving an empty one behind (no second reference to its storage).

@@ -238,11 +238,13 @@ struct SaveResolver<S: StateStore> {
         case .apply: break
         case .skip: return
         case .merge(let storeChanged, let preferContext):
-            // Only what the context changed (against its base) is its to write; of that, what the
-            // store changed too goes to the preferred side.
+            // Only what the context changed is its to write; of that, what the store changed too
+            // goes to the preferred side. A child's net changes list exactly what it changed (the
+            // attributes that differ from what it first read, also after a rebase moved its base);
+            // in any other set, an attribute equal to its base value is not a change.
             let base = bases[id]?.values ?? []
             attributes = requested.filter { a in
-                let changedHere = a.attribute < base.count && base[a.attribute] != a.value
+                let changedHere = netState || (a.attribute < base.count && base[a.attribute] != a.value)
                 return changedHere && (preferContext || !storeChanged.contains(a.attribute))
             }
         case .replace(let values):
