@@ -206,4 +206,61 @@ import Testing
             #expect(try store.mainContext.object(Genre.self, id: g.id)?.name == "stored")
         }
     }
+
+    /// A layer above moves an object off a unique value that a layer below gave it, while the
+    /// store gave that value to another object meanwhile: the store's owner still holds it, so a
+    /// new object may not take it.
+    @Test func aUniqueValueTheStoreGaveAnotherObjectStaysTakenWhenALayerMovesItsOwnOff() async throws {
+        try await withLibraryStore { store in
+            let outer = try store.mainContext.newChild(label: "outer")
+            let mine = Genre(name: "jazz")
+            try outer.insert(mine)
+            _ = try await store.save { $0.insert(Genre(name: "jazz")) }
+            let middle = outer.newChild(label: "middle")
+            try middle.set(Genre.name, of: mine.id, to: "rock")
+            let inner = middle.newChild(label: "inner")
+            #expect(throws: StrataError.self) { try inner.insert(Genre(name: "jazz")) }
+            #expect(throws: StrataError.self) { try middle.insert(Genre(name: "jazz")) }
+            #expect(try inner.fetch(Genre.self, where: Genre.name == "jazz").count == 1)
+        }
+    }
+
+    /// Under `propertyMerge(preferring: .context)` a child writes every attribute it changed,
+    /// also after `rebase()` moved its base onto the store's values: a change the store makes
+    /// after the rebase is a change on both sides, and the context's value wins.
+    @Test func propertyMergeAfterARebaseWritesTheContextsValueOverALaterStoreChange() async throws {
+        try await withLibraryStore { store in
+            let p = Playlist(name: "p2", createdAt: Date(timeIntervalSince1970: 0))
+            _ = try await store.save { $0.insert(p) }
+            let editor = try store.mainContext.newChild(label: "editor", mergePolicy: .propertyMerge(preferring: .context))
+            try editor.set(Playlist.name, of: p.id, to: "p3")
+            let other = try store.mainContext.newChild(label: "other")
+            try other.set(Playlist.name, of: p.id, to: "p3")
+            try await other.commit()
+            try editor.rebase()
+            _ = try await store.save { $0.set(Playlist.name, of: p.id, to: "p2") }
+            let tx = try await editor.commit()
+            #expect(tx != nil)
+            #expect(try store.mainContext.object(Playlist.self, id: p.id)?.name == "p3")
+        }
+    }
+
+    /// An edge unlinked and linked again in one change is no change of the child's: when the
+    /// store removes it afterwards, the child follows the store.
+    @Test func anEdgeUnlinkedAndLinkedAgainInOneChangeFollowsTheStore() async throws {
+        try await withLibraryStore { store in
+            let p = Playlist(name: "P", createdAt: Date(timeIntervalSince1970: 0))
+            let t = track("T")
+            _ = try await store.save { $0.insert(p); $0.insert(t); $0.add(t.id, to: Playlist.tracks, of: p.id) }
+            let child = try store.mainContext.newChild(label: "editor")
+            try child.change { c in
+                c.remove(t.id, from: Playlist.tracks, of: p.id)
+                c.add(t.id, to: Playlist.tracks, of: p.id)
+            }
+            #expect(try child.related(p.id, Playlist.tracks).map(\.id) == [t.id])
+            _ = try await store.save { $0.remove(t.id, from: Playlist.tracks, of: p.id) }
+            #expect(try child.related(p.id, Playlist.tracks).isEmpty)
+            #expect(try child.relatedIDs(relationship(store, "Track", "playlists"), of: t.id).isEmpty)
+        }
+    }
 }
