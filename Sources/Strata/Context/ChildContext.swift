@@ -194,7 +194,7 @@ public final class ChildContext: ObjectReading {
                 do {
                     try resolver.applier.prepareCounts()
                     try resolver.run(operations, bases: baseVersions, policy: mergePolicy, checkRequired: false, netState: netState)
-                    try resolver.applier.settleFacts()
+                    if netState { try resolver.applier.settleFacts() }
                     try rememberBases(resolver.applier.firstTouched, inherited: inherited, below: resolver.applier.parents, into: &s)
                 } catch {
                     s.overlay = resolver.applier.rollBack()

@@ -456,10 +456,11 @@ struct OverlayApplier: StateStore {
     /// Keeps an edge fact that this change set wrote only where it changes what the context
     /// shows: a fact of an edge between two keys that are not replaced here, whose edge is as
     /// visible with the fact the layer held before the set (none, usually) as with the new one,
-    /// is put back. The layer then records what the set changed, not
-    /// how: an unlink and a link of the same edge in one set (a to-many cleared and an edge given
-    /// back, as a commit of an object deleted and inserted again sends it) leave no fact, so the
-    /// edge stays the state below's, as it was before the set. Call once the set has applied.
+    /// is put back. A layer then records what a child's commit changed in it, not how: an unlink
+    /// and a link of the same edge (a to-many cleared and an edge given back, as the commit of an
+    /// object deleted and inserted again sends it) leave no fact, so the edge stays the state
+    /// below's, as it was before the commit. Call once a child's net changes have applied; a
+    /// change made in the context itself keeps a fact for every edge it touches, step by step.
     /// - Complexity: O(facts the set wrote), each a visibility check.
     mutating func settleFacts() throws {
         var first: [EdgeSide: Bool?] = [:]

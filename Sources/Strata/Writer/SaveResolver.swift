@@ -83,7 +83,10 @@ struct SaveResolver<S: StateStore> {
                 case .update(let id, let attributes): _ = try decide(resolved(id), changing: attributes)
                 case .delete(let id):
                     deletesAsked.insert(id)
-                    _ = try decide(resolved(id), changing: [])
+                    let target = resolved(id)
+                    // Deleted by the store and by this set: it stays deleted, and edge edits of the
+                    // set that touch it are dropped with it (never a reinsertion to edit it).
+                    if case .reinsert = try decide(target, changing: []) { decisions[target] = .skip }
                 default: continue
                 }
             }

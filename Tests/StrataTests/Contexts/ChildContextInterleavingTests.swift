@@ -245,22 +245,48 @@ import Testing
         }
     }
 
-    /// An edge unlinked and linked again in one change is no change of the child's: when the
-    /// store removes it afterwards, the child follows the store.
-    @Test func anEdgeUnlinkedAndLinkedAgainInOneChangeFollowsTheStore() async throws {
+    /// A nested child deletes an object and inserts it again under its id, giving it back an edge
+    /// it had: committed into the parent, that edge is no change of the parent's, so when the
+    /// store removes it afterwards the parent follows the store (its own record of the object
+    /// stays).
+    @Test func aNestedCommitOfAnObjectInsertedAgainLeavesItsUnchangedEdgesToTheStore() async throws {
         try await withLibraryStore { store in
             let p = Playlist(name: "P", createdAt: Date(timeIntervalSince1970: 0))
             let t = track("T")
             _ = try await store.save { $0.insert(p); $0.insert(t); $0.add(t.id, to: Playlist.tracks, of: p.id) }
-            let child = try store.mainContext.newChild(label: "editor")
-            try child.change { c in
-                c.remove(t.id, from: Playlist.tracks, of: p.id)
-                c.add(t.id, to: Playlist.tracks, of: p.id)
-            }
-            #expect(try child.related(p.id, Playlist.tracks).map(\.id) == [t.id])
+            let parent = try store.mainContext.newChild(label: "parent")
+            let child = parent.newChild(label: "child")
+            try child.delete(t.id)
+            let again = Track(id: t.id, mbid: UUID(), title: "T again", durationSeconds: 200,
+                              addedAt: Date(timeIntervalSince1970: 0))
+            try child.insert(again)
+            try child.add(t.id, to: Playlist.tracks, of: p.id)
+            try await child.commit()
+            #expect(try parent.related(p.id, Playlist.tracks).map(\.id) == [t.id])
             _ = try await store.save { $0.remove(t.id, from: Playlist.tracks, of: p.id) }
-            #expect(try child.related(p.id, Playlist.tracks).isEmpty)
-            #expect(try child.relatedIDs(relationship(store, "Track", "playlists"), of: t.id).isEmpty)
+            #expect(try parent.object(Track.self, id: t.id)?.durationSeconds == 200)
+            #expect(try parent.related(p.id, Playlist.tracks).isEmpty)
+            #expect(try parent.relatedIDs(relationship(store, "Track", "playlists"), of: t.id).isEmpty)
+        }
+    }
+
+    /// Under `.contextWins` a child's delete of an object the store deleted meanwhile stays a
+    /// delete: the commit writes nothing (no reinsertion to edit the object's edges, then a
+    /// delete of it) and returns the store's last transaction.
+    @Test func aDeleteOfAnObjectTheStoreDeletedWritesNothingUnderContextWins() async throws {
+        try await withLibraryStore { store in
+            let p = Playlist(name: "P", createdAt: Date(timeIntervalSince1970: 0))
+            let t = track("T")
+            _ = try await store.save { $0.insert(p); $0.insert(t); $0.add(t.id, to: Playlist.tracks, of: p.id) }
+            let pinned = try store.newViewContext(label: "pinned")
+            _ = try pinned.fetch(Playlist.self)
+            let child = pinned.newChild(label: "editor", mergePolicy: .contextWins)
+            try child.delete(p.id)
+            let deleted = try await store.save { $0.delete(p.id) }
+            let tx = try await child.commit()
+            #expect(tx == deleted)
+            #expect(try store.lastTransactionID == deleted)
+            #expect(try store.mainContext.object(Playlist.self, id: p.id) == nil)
         }
     }
 }
