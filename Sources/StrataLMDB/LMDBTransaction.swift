@@ -1,17 +1,6 @@
 import Glibc
 import CLMDB
 
-/// A named LMDB database handle. Opened once at start-up and never closed.
-package struct LMDBDatabase: Sendable, Equatable {
-    package let dbi: MDB_dbi
-    package let name: String
-
-    package init(dbi: MDB_dbi, name: String) {
-        self.dbi = dbi
-        self.name = name
-    }
-}
-
 /// A borrowed view of an open LMDB transaction (read or write).
 ///
 /// It is only ever handed to a closure (`LMDBEnvironment.write`, a snapshot's `read`), and must
@@ -229,12 +218,6 @@ package struct LMDBTransaction {
         try lmdbCheck(mdb_stat(handle, db.dbi, &stat), "mdb_stat(\(db.name))")
         return stat.ms_entries
     }
-}
-
-/// Limits imposed by liblmdb 0.9.24 as built by Debian.
-public enum LMDBLimits {
-    /// `mdb_env_get_maxkeysize` for the default build: keys longer than this are rejected.
-    public static let maxKeyBytes = 511
 }
 
 extension UnsafeRawBufferPointer {

@@ -1,10 +1,3 @@
-/// A decoding failure: the bytes are not a valid encoding. Carries where it happened.
-struct DecodingError: Error, CustomStringConvertible {
-    let offset: Int
-    let reason: String
-    var description: String { "\(reason) at byte \(offset)" }
-}
-
 /// Reads what ``ByteWriter`` wrote, with a bounds check on every read (it decodes bytes that may
 /// be corrupt or hostile, so it never traps on bad input).
 struct ByteReader {

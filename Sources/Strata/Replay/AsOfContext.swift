@@ -1,5 +1,3 @@
-import Foundation
-
 /// A read-only context showing the store exactly as it was after one past transaction, with the
 /// same fetch, predicate, sort and relationship API as any context.
 ///
@@ -90,13 +88,4 @@ public final class AsOfContext: ObjectReading {
     public func fetch(_ query: Query) throws -> [Record] { try read { try $0.fetch(query) } }
     /// How many records match `query` in the store as it was after ``transactionID``.
     public func count(_ query: Query) throws -> Int { try read { try $0.count(query) } }
-}
-
-extension Store {
-    /// The store as it was right after transaction `tx` (``TransactionID/zero``: empty).
-    /// - Throws: ``StrataError/noSuchTransaction(_:)`` for a transaction after the head.
-    public func snapshot(asOf tx: TransactionID) throws -> AsOfContext {
-        try checkUsable()
-        return try AsOfContext(store: self, transactionID: tx)
-    }
 }

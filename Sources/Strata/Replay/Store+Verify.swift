@@ -1,57 +1,5 @@
 import Foundation
 
-/// The result of ``Store/verify(rebuild:progress:)``.
-public struct VerifyReport: Sendable, Equatable {
-    /// How the state derived from the log was compared with the stored state.
-    public enum Method: String, Sendable {
-        /// The log folded in memory and both states compared by digest (a healthy store, never
-        /// compacted, with at most ``StoreConfiguration/verifyInMemoryObjectLimit`` objects).
-        case inMemory
-        /// The state rebuilt in a scratch LMDB environment and compared entry by entry: a
-        /// compacted or very large store, or one where the in-memory check found a difference
-        /// (this method names each problem).
-        case rebuild
-    }
-
-    /// True when every log entry checks out, transaction ids run 1…head with no gap, and the
-    /// state the log implies is the materialized state (equal digests of every entry in memory,
-    /// or, rebuilt on disk, byte for byte).
-    public var ok: Bool { problems.isEmpty }
-    /// The head transaction verified.
-    public let head: TransactionID
-    /// Log entries replayed (those after the compaction horizon).
-    public let transactions: Int
-    /// Changes replayed.
-    public let changes: Int
-    /// Entries compared, in all (objects, links, indexes, uniques and counts together).
-    public let entriesCompared: Int
-    /// The first problems found (at most ``Store/verifyProblemLimit``), most precise first.
-    public let problems: [String]
-    /// All problems, including those not listed.
-    public let problemCount: Int
-    /// Wall-clock time of the whole verification.
-    public let seconds: Double
-    /// The method whose result this is.
-    public let method: Method
-}
-
-/// Progress of a verify run.
-public struct VerifyProgress: Sendable {
-    /// What verify is doing.
-    public enum Phase: String, Sendable {
-        /// Reading the log and applying every entry to the rebuilt state.
-        case replaying
-        /// Comparing the rebuilt state with the stored one.
-        case comparing
-    }
-    /// The phase reported.
-    public let phase: Phase
-    /// Transactions replayed (``Phase/replaying``) or entries compared (``Phase/comparing``) so far.
-    public let done: Int
-    /// Transactions to replay, or entries compared so far when the total is not known.
-    public let total: Int
-}
-
 extension Store {
     /// Problems listed in a ``VerifyReport`` at most.
     public static let verifyProblemLimit = 20
@@ -306,12 +254,4 @@ private struct ProblemList {
         count += 1
         if items.count < limit { items.append(p) }
     }
-}
-
-/// Test hooks of ``Store/verify(rebuild:progress:)``, keyed by store path (tests run side by side
-/// in one process). Not API.
-enum VerifyTestHooks {
-    /// Run on the calling thread before the in-memory check folds the log, after its reading
-    /// thread started: a test makes the map move there, which must wait for the fold.
-    static let beforeFold = Locked<[String: @Sendable () -> Void]>([:])
 }
