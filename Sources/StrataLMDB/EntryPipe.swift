@@ -134,7 +134,8 @@ package final class EntryPipe: @unchecked Sendable {
     }
 
     /// Calls `body` with each entry of a buffer filled by ``append(key:value:to:)``, in order.
-    package static func forEachEntry(in buffer: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
+    package static func forEachEntry(in buffer: [UInt8],
+                                     _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
         try buffer.withUnsafeBytes { raw in
             var at = 0
             while at < raw.count {
@@ -143,7 +144,8 @@ package final class EntryPipe: @unchecked Sendable {
                 let v = Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: at + 4, as: UInt32.self)))
                 at += entryHeaderBytes
                 precondition(raw.count - at >= k + v, "truncated entry in a copy buffer")
-                try body(UnsafeRawBufferPointer(rebasing: raw[at..<at + k]), UnsafeRawBufferPointer(rebasing: raw[at + k..<at + k + v]))
+                try body(UnsafeRawBufferPointer(rebasing: raw[at..<at + k]),
+                         UnsafeRawBufferPointer(rebasing: raw[at + k..<at + k + v]))
                 at += k + v
             }
         }

@@ -18,8 +18,9 @@ extension LMDBEnvironment {
     /// Copies a database from `source` in key order, `batch` entries per write transaction,
     /// appending (the destination must be empty from the first key on). `transform` may rewrite
     /// or drop each entry.
-    package func copy(_ db: LMDBDatabase, from source: LMDBTransaction, sourceEnv: LMDBEnvironment, into target: LMDBDatabase,
-                      prefix: [UInt8]? = nil, start: [UInt8]? = nil, until stop: [UInt8]? = nil, batch: Int = 8192,
+    package func copy(_ db: LMDBDatabase, from source: LMDBTransaction, sourceEnv: LMDBEnvironment,
+                      into target: LMDBDatabase, prefix: [UInt8]? = nil, start: [UInt8]? = nil,
+                      until stop: [UInt8]? = nil, batch: Int = 8192,
                       transform: (([UInt8], [UInt8]) -> ([UInt8], [UInt8])?)? = nil) throws -> Int {
         try copy(db, from: .held(source), sourceEnv: sourceEnv, into: target, prefix: prefix, start: start, until: stop,
                  batch: batch, transform: transform)
@@ -28,12 +29,15 @@ extension LMDBEnvironment {
     /// ``copy(_:from:sourceEnv:into:prefix:start:until:batch:transform:)`` from a
     /// ``ReadSource``: from a pinned snapshot, each chunk of the source is read in a read of its
     /// own, and the writes happen outside the source's reads.
-    package func copy(_ db: LMDBDatabase, from source: ReadSource, sourceEnv: LMDBEnvironment, into target: LMDBDatabase,
-                      prefix: [UInt8]? = nil, start: [UInt8]? = nil, until stop: [UInt8]? = nil, batch: Int = 8192,
+    package func copy(_ db: LMDBDatabase, from source: ReadSource, sourceEnv: LMDBEnvironment,
+                      into target: LMDBDatabase, prefix: [UInt8]? = nil, start: [UInt8]? = nil,
+                      until stop: [UInt8]? = nil, batch: Int = 8192,
                       transform: (([UInt8], [UInt8]) -> ([UInt8], [UInt8])?)? = nil) throws -> Int {
-        precondition(db.name != "main" && target.name != "main", "LMDB's main database holds the named databases' records")
+        precondition(db.name != "main" && target.name != "main",
+                     "LMDB's main database holds the named databases' records")
         if transform == nil && prefix == nil {
-            return try copyDirect(db, from: source, sourceEnv: sourceEnv, into: target, start: start, until: stop).entries
+            return try copyDirect(db, from: source, sourceEnv: sourceEnv, into: target, start: start,
+                                  until: stop).entries
         }
         var scan = ChunkedScan(source: source, db: db, prefix: prefix, start: start)
         var pending: [([UInt8], [UInt8])] = []
@@ -86,7 +90,8 @@ extension LMDBEnvironment {
     package func copyDirect(_ db: LMDBDatabase, from source: LMDBTransaction, sourceEnv: LMDBEnvironment,
                             into target: LMDBDatabase, start: [UInt8]?, until stop: [UInt8]?,
                             batchBytes: Int = 4 << 20) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
-        try copyDirect(db, from: .held(source), sourceEnv: sourceEnv, into: target, start: start, until: stop, batchBytes: batchBytes)
+        try copyDirect(db, from: .held(source), sourceEnv: sourceEnv, into: target, start: start, until: stop,
+                       batchBytes: batchBytes)
     }
 
     /// ``copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)`` from a ``ReadSource``: from
@@ -100,7 +105,8 @@ extension LMDBEnvironment {
                             into target: LMDBDatabase, start: [UInt8]?, until stop: [UInt8]?,
                             batchBytes: Int = 4 << 20) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
         precondition(batchBytes > 0, "a copy's batch must be positive")
-        precondition(db.name != "main" && target.name != "main", "LMDB's main database holds the named databases' records")
+        precondition(db.name != "main" && target.name != "main",
+                     "LMDB's main database holds the named databases' records")
         precondition(sourceEnv !== self, "a direct copy into the environment it reads")
         let sourceDB = db
         let bufferBytes = Self.copyBufferBytes
@@ -113,7 +119,9 @@ extension LMDBEnvironment {
         func startWorker() {
             let done = DispatchGroup(), result = Locked<Appended?>(nil)
             DispatchQueue(label: "strata.copy.append").async(group: done) { [self] in
-                let appended = Result { try appendAll(from: pipe, to: target, batchBytes: batchBytes, maxHeld: maxHeld) }
+                let appended = Result {
+                    try appendAll(from: pipe, to: target, batchBytes: batchBytes, maxHeld: maxHeld)
+                }
                 if case .failure = appended { pipe.cancel() }
                 result.withLock { $0 = appended }
             }
@@ -194,7 +202,8 @@ extension LMDBEnvironment {
     /// The appending side of ``copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``: every
     /// buffer `pipe` delivers, in write transactions of about `batchBytes` (at most `maxHeld`
     /// buffers); each buffer goes back to the pipe once its transaction committed.
-    private func appendAll(from pipe: EntryPipe, to target: LMDBDatabase, batchBytes: Int, maxHeld: Int) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
+    private func appendAll(from pipe: EntryPipe, to target: LMDBDatabase, batchBytes: Int,
+                           maxHeld: Int) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
         struct Cancelled: Error {}
         var copied = 0, copiedBytes = 0, replayed = 0
         var held: [[UInt8]] = []

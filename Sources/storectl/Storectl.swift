@@ -16,7 +16,8 @@ struct Storectl: AsyncParsableCommand {
         70 internal error, 73 cannot create, 74 I/O error, 75 temporary failure (store busy).
         """,
         subcommands: [InitCommand.self, InfoCommand.self, ImportCommand.self, ExportCommand.self, QueryCommand.self,
-                      LogCommand.self, ShowCommand.self, HistoryCommand.self, ReplayCommand.self, DiffCommand.self, VerifyCommand.self,
+                      LogCommand.self, ShowCommand.self, HistoryCommand.self, ReplayCommand.self, DiffCommand.self,
+                      VerifyCommand.self,
                       CompactCommand.self, MigrateCommand.self, GenerateCommand.self]
     )
 

@@ -90,7 +90,8 @@ public struct StoreConfiguration: Sendable {
     func validate() throws {
         func check<V: Comparable & CustomStringConvertible>(_ field: String, _ value: V, atLeast minimum: V) throws {
             guard value >= minimum else {
-                throw StrataError.invalidConfiguration(field: field, value: value.description, reason: "must be at least \(minimum)")
+                throw StrataError.invalidConfiguration(field: field, value: value.description,
+                                                       reason: "must be at least \(minimum)")
             }
         }
         try check("relaxedSyncIntervalMs", relaxedSyncIntervalMs, atLeast: 0)
@@ -107,7 +108,9 @@ public struct StoreConfiguration: Sendable {
         try check("changeStreamBufferSize", changeStreamBufferSize, atLeast: 1)
         try check("verifyInMemoryObjectLimit", verifyInMemoryObjectLimit, atLeast: 0)
         guard !snapshotAgeWarningSeconds.isNaN, snapshotAgeWarningSeconds >= 0 else {
-            throw StrataError.invalidConfiguration(field: "snapshotAgeWarningSeconds", value: "\(snapshotAgeWarningSeconds)", reason: "must be a number of seconds, at least 0")
+            throw StrataError.invalidConfiguration(field: "snapshotAgeWarningSeconds",
+                                                   value: "\(snapshotAgeWarningSeconds)",
+                                                   reason: "must be a number of seconds, at least 0")
         }
     }
 

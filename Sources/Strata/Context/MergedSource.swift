@@ -34,16 +34,21 @@ struct MergedSource: ObjectSource {
         }
 
         func targets(_ tag: UInt16, from id: ObjectID) throws -> [ObjectID] {
-            depth == 0 ? try source.base.targets(tag, from: id) : try layer.targets(tag, from: id, schema: source.schema, over: below)
+            depth == 0 ? try source.base.targets(tag, from: id)
+                : try layer.targets(tag, from: id, schema: source.schema, over: below)
         }
 
         func linked(_ tag: UInt16, from: ObjectID, to: ObjectID) throws -> Bool {
-            guard depth > 0 else { return try source.base.txn.contains(source.base.env[.links], key: Layout.linkKey(tag, from, to)) }
+            guard depth > 0 else {
+                return try source.base.txn.contains(source.base.env[.links], key: Layout.linkKey(tag, from, to))
+            }
             return try layer.linked(tag, from: from, to: to, schema: source.schema, over: below)
         }
 
         func uniqueOwner(_ key: ByteKey, excluding: Set<ObjectID>) throws -> ObjectID? {
-            guard depth > 0 else { return try source.base.uniqueOwner(key.bytes).flatMap { excluding.contains($0) ? nil : $0 } }
+            guard depth > 0 else {
+                return try source.base.uniqueOwner(key.bytes).flatMap { excluding.contains($0) ? nil : $0 }
+            }
             return try layer.uniqueOwner(key, over: below, excluding: excluding)
         }
 
@@ -56,7 +61,8 @@ struct MergedSource: ObjectSource {
         }
 
         var basis: Overlay.CountBasis {
-            Overlay.CountBasis(baseTransaction: source.base.stateID, lower: source.overlays.prefix(depth).map(\.revision))
+            Overlay.CountBasis(baseTransaction: source.base.stateID,
+                               lower: source.overlays.prefix(depth).map(\.revision))
         }
     }
 

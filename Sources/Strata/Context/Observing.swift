@@ -20,7 +20,9 @@ extension Observing {
     /// Typed live query: `for await update in context.observe(FetchRequest<Track>(…)) { … }`.
     public func observe<E: Entity>(_ request: FetchRequest<E>) -> AsyncCompactMapSequence<LiveQuery, LiveObjects<E>> {
         observe(request.query).compactMap { results in
-            guard let objects = try? results.records.map({ try E(id: $0.id, storedValues: $0.values) }) else { return nil }
+            guard let objects = try? results.records.map({ try E(id: $0.id, storedValues: $0.values) }) else {
+                return nil
+            }
             return LiveObjects(objects: objects, diff: results.diff)
         }
     }

@@ -206,7 +206,8 @@ struct Overlay: Sendable {
         return replaced.contains(LinkKey(tag: inverse, from: to))
     }
 
-    func targets<L: LayeredState>(_ tag: UInt16, from id: ObjectID, schema: Schema, over lower: L) throws -> [ObjectID] {
+    func targets<L: LayeredState>(_ tag: UInt16, from id: ObjectID, schema: Schema,
+                                  over lower: L) throws -> [ObjectID] {
         let key = LinkKey(tag: tag, from: id)
         let facts = edges[key]
         let inverse = replacedTags.isEmpty ? nil : schema.inverseTag(of: tag)
@@ -236,7 +237,8 @@ struct Overlay: Sendable {
         return result
     }
 
-    func linked<L: LayeredState>(_ tag: UInt16, from: ObjectID, to: ObjectID, schema: Schema, over lower: L) throws -> Bool {
+    func linked<L: LayeredState>(_ tag: UInt16, from: ObjectID, to: ObjectID, schema: Schema,
+                                 over lower: L) throws -> Bool {
         let key = LinkKey(tag: tag, from: from)
         if let present = edges[key]?[to] {
             guard present else { return false }
@@ -249,7 +251,8 @@ struct Overlay: Sendable {
     /// The owner of a unique key: a record of this layer that holds it, or the owner below unless
     /// this layer changed that object so that it no longer holds the key. Owners in `excluding`
     /// are passed over (a layer above changed them so that they no longer hold it).
-    func uniqueOwner<L: LayeredState>(_ key: ByteKey, over lower: L, excluding: Set<ObjectID> = []) throws -> ObjectID? {
+    func uniqueOwner<L: LayeredState>(_ key: ByteKey, over lower: L,
+                                      excluding: Set<ObjectID> = []) throws -> ObjectID? {
         if let owner = uniques[key], !excluding.contains(owner) { return owner }
         return try ownerBelow(key, over: lower, excluding: excluding)
     }

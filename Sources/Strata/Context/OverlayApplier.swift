@@ -170,11 +170,16 @@ struct OverlayApplier: StateStore {
         defersUniqueClashes = false
         for d in deferred {
             // Only if the object still holds the key here; then no other object may.
-            guard let r = try record(d.id), try Layout.uniqueKey(d.unique, record: r.values, entity: d.entity, id: d.id) == d.key else { continue }
+            guard let r = try record(d.id),
+                  try Layout.uniqueKey(d.unique, record: r.values, entity: d.entity, id: d.id) == d.key else {
+                continue
+            }
             let k = ByteKey(d.key)
             var owner = leaf.uniques[k]
             if owner == nil || owner == d.id { owner = try leaf.ownerBelow(k, over: parents.top) }
-            if let owner, owner != d.id { throw StrataError.uniqueClash(d.unique, d.entity, r.values, id: d.id, owner: owner) }
+            if let owner, owner != d.id {
+                throw StrataError.uniqueClash(d.unique, d.entity, r.values, id: d.id, owner: owner)
+            }
             leaf.uniques[k] = d.id
         }
     }
@@ -195,7 +200,8 @@ struct OverlayApplier: StateStore {
             }
             // Stored first and put back on a clash: one hash lookup serves the duplicate check,
             // the undo entry and the store.
-            let previous = leaf.records.updateValue(.some(Record(entity: e, id: id, values: values, version: .zero)), forKey: id)
+            let previous = leaf.records.updateValue(.some(Record(entity: e, id: id, values: values, version: .zero)),
+                                                    forKey: id)
             undo.append(.record(id, previous))
             switch previous {
             case .some(.some): throw StrataError.duplicateID(e, id)
@@ -203,7 +209,8 @@ struct OverlayApplier: StateStore {
                 // Deleted here: the id is free again. An object of the state below deleted here
                 // and inserted again is a new object if nothing below has it now (a rare path: the
                 // entry is looked for from the newest); one inserted here stays new.
-                if let i = leaf.order.lastIndex(where: { $0.id == id }), !leaf.order[i].isNew, try !parents.top.exists(id) {
+                if let i = leaf.order.lastIndex(where: { $0.id == id }), !leaf.order[i].isNew,
+                   try !parents.top.exists(id) {
                     undo.append(.touch(i, leaf.order[i]))
                     leaf.order[i] = Overlay.Touch(id: id, isNew: true)
                 }
@@ -215,7 +222,9 @@ struct OverlayApplier: StateStore {
             undo.append(.countAdded(e.tag, 1))
             leaf.countDelta[e.tag, default: 0] += 1
         case .update(let id, let changes, _):
-            guard var r = try record(id) else { throw StrataError.corruptRecord(id: id, reason: "update of a missing object in a child context") }
+            guard var r = try record(id) else {
+                throw StrataError.corruptRecord(id: id, reason: "update of a missing object in a child context")
+            }
             let old = r.values
             for c in changes { r.values[c.attribute] = c.new }
             if leaf.records[id] == nil {

@@ -37,7 +37,9 @@ public struct ResultsDiff: Sendable, Equatable {
         }
         // Records outside the longest increasing run of old positions are the ones that moved.
         let keep = longestIncreasing(common.map(\.old))
-        for (k, pair) in common.enumerated() where !keep.contains(k) { diff.moved.append(Move(from: pair.old, to: pair.new)) }
+        for (k, pair) in common.enumerated() where !keep.contains(k) {
+            diff.moved.append(Move(from: pair.old, to: pair.new))
+        }
         return diff
     }
 

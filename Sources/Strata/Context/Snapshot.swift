@@ -72,15 +72,16 @@ public final class Snapshot: Sendable {
             if let hint = env.headHint(for: handle) {
                 transactionID = hint
             } else {
-                let view = ReadView(txn: env.transaction(handle, isWrite: false), env: env, schema: store.snapshots.schema)
+                let view = ReadView(txn: env.transaction(handle, isWrite: false), env: env,
+                                    schema: store.snapshots.schema)
                 transactionID = try env.mapLock.withShared { try view.lastTransactionID() }
             }
         } catch {
             env.endRead(handle)
             throw error
         }
-        let snapshot = Snapshot(registry: store.snapshots, env: env, txn: handle, label: label, transactionID: transactionID,
-                                openedAtNanos: now)
+        let snapshot = Snapshot(registry: store.snapshots, env: env, txn: handle, label: label,
+                                transactionID: transactionID, openedAtNanos: now)
         do {
             try store.snapshots.add(snapshot)
         } catch {
@@ -91,7 +92,8 @@ public final class Snapshot: Sendable {
         return snapshot
     }
 
-    private init(registry: SnapshotRegistry, env: LMDBEnvironment, txn: OpaquePointer, label: String, transactionID: TransactionID, openedAtNanos: Int64) {
+    private init(registry: SnapshotRegistry, env: LMDBEnvironment, txn: OpaquePointer, label: String,
+                 transactionID: TransactionID, openedAtNanos: Int64) {
         self.registry = registry
         self.env = env
         self.state = Locked(Handle(txn: txn))

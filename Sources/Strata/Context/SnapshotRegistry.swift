@@ -87,7 +87,8 @@ final class SnapshotRegistry: Sendable {
     /// Frees a snapshot's slot. Each serial is released exactly once.
     func remove(_ serial: Int) {
         slots.withLock { s in
-            precondition(s.used > 0 && serial < s.entries.count && s.entries[serial] != nil, "snapshot slot \(serial) released twice")
+            precondition(s.used > 0 && serial < s.entries.count && s.entries[serial] != nil,
+                         "snapshot slot \(serial) released twice")
             s.entries[serial] = nil
             s.free.append(serial)
             s.used -= 1
@@ -102,7 +103,8 @@ final class SnapshotRegistry: Sendable {
             s.entries.compactMap { e -> SnapshotInfo? in
                 guard let e else { return nil }
                 return e.snapshot._withUnsafeGuaranteedRef { snap in
-                    SnapshotInfo(label: snap.label, transactionID: snap.transactionID, ageSeconds: Double(now - snap.openedAtNanos) / 1e9,
+                    SnapshotInfo(label: snap.label, transactionID: snap.transactionID,
+                                 ageSeconds: Double(now - snap.openedAtNanos) / 1e9,
                                  lagTransactions: head.rawValue &- min(head.rawValue, snap.transactionID.rawValue))
                 }
             }
@@ -117,11 +119,14 @@ final class SnapshotRegistry: Sendable {
 
     /// ``takeOverdue(olderThan:)``, unless the last check was less than ``checkInterval(for:)`` ago.
     /// `now` is ``monotonicNanos()``.
-    func takeOverdueIfDue(olderThan seconds: Double, now: Int64 = monotonicNanos()) -> [(label: String, transactionID: TransactionID, age: Double)] {
+    func takeOverdueIfDue(
+        olderThan seconds: Double,
+        now: Int64 = monotonicNanos()) -> [(label: String, transactionID: TransactionID, age: Double)] {
         let due = nextCheckNanos.load(ordering: .relaxed)
         guard now >= due else { return [] }
         // One thread wins the check; the others skip it.
-        guard nextCheckNanos.compareExchange(expected: due, desired: now + Self.checkInterval(for: seconds), ordering: .relaxed).exchanged
+        guard nextCheckNanos.compareExchange(expected: due, desired: now + Self.checkInterval(for: seconds),
+                                             ordering: .relaxed).exchanged
         else { return [] }
         return takeOverdue(olderThan: seconds)
     }
@@ -133,7 +138,9 @@ final class SnapshotRegistry: Sendable {
             var out: [(String, TransactionID, Double)] = []
             for i in s.entries.indices {
                 guard let e = s.entries[i], !e.warned else { continue }
-                let (label, id, age) = e.snapshot._withUnsafeGuaranteedRef { ($0.label, $0.transactionID, Double(now - $0.openedAtNanos) / 1e9) }
+                let (label, id, age) = e.snapshot._withUnsafeGuaranteedRef {
+                    ($0.label, $0.transactionID, Double(now - $0.openedAtNanos) / 1e9)
+                }
                 guard age > seconds else { continue }
                 s.entries[i]?.warned = true
                 out.append((label, id, age))

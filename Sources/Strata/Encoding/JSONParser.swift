@@ -18,7 +18,9 @@ struct JSONParser {
 
     init(_ b: UnsafeBufferPointer<UInt8>) { self.b = b }
 
-    func fail(_ reason: String, at: Int? = nil) -> JSONParseError { JSONParseError(column: (at ?? i) + 1, reason: reason) }
+    func fail(_ reason: String, at: Int? = nil) -> JSONParseError {
+        JSONParseError(column: (at ?? i) + 1, reason: reason)
+    }
 
     mutating func parseDocument() throws -> JSONValue {
         skipSpace()
@@ -145,7 +147,8 @@ struct JSONParser {
         case UInt8(ascii: "u"):
             var scalar = try hex4()
             if (0xD800...0xDBFF).contains(scalar) {
-                guard b.count - i >= 6, b[i] == UInt8(ascii: "\\"), b[i + 1] == UInt8(ascii: "u") else { throw fail("unpaired surrogate") }
+                guard b.count - i >= 6, b[i] == UInt8(ascii: "\\"),
+                      b[i + 1] == UInt8(ascii: "u") else { throw fail("unpaired surrogate") }
                 i += 2
                 let low = try hex4()
                 guard (0xDC00...0xDFFF).contains(low) else { throw fail("invalid low surrogate") }

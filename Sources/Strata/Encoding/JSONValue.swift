@@ -28,7 +28,8 @@ public enum JSONValue: Sendable, Equatable {
         case (.double(let x), .double(let y)): x == y
         case (.string(let x), .string(let y)): x == y
         case (.array(let x), .array(let y)): x == y
-        case (.object(let x), .object(let y)): x.count == y.count && zip(x, y).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+        case (.object(let x), .object(let y)):
+            x.count == y.count && zip(x, y).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
         default: false
         }
     }
@@ -64,7 +65,8 @@ public enum JSONValue: Sendable, Equatable {
         case .null: out += "null"
         case .bool(let b): out += b ? "true" : "false"
         case .int(let i): out += String(i)
-        case .double(let d): out += d.isFinite ? (d == d.rounded() && abs(d) < 1e15 ? String(format: "%.1f", d) : "\(d)") : "null"
+        case .double(let d):
+            out += d.isFinite ? (d == d.rounded() && abs(d) < 1e15 ? String(format: "%.1f", d) : "\(d)") : "null"
         case .string(let s): JSONValue.escape(s, into: &out)
         case .array(let items):
             out += "["

@@ -30,8 +30,12 @@ public struct ImportOptions: Sendable {
     /// The options' mistakes, as issues of the pseudo-file `options` (none when they are usable).
     func problems() -> [ImportIssue] {
         var out: [ImportIssue] = []
-        func bad(_ field: String, _ reason: String) { out.append(ImportIssue(file: "options", line: 0, field: field, reason: reason)) }
-        if batchSize < 1 || batchSize > Self.maxBatchSize { bad("batchSize", "must be between 1 and \(Self.maxBatchSize), not \(batchSize)") }
+        func bad(_ field: String, _ reason: String) {
+            out.append(ImportIssue(file: "options", line: 0, field: field, reason: reason))
+        }
+        if batchSize < 1 || batchSize > Self.maxBatchSize {
+            bad("batchSize", "must be between 1 and \(Self.maxBatchSize), not \(batchSize)")
+        }
         if maxLineBytes < 1 { bad("maxLineBytes", "must be at least 1, not \(maxLineBytes)") }
         if maxReportedIssues < 1 { bad("maxReportedIssues", "must be at least 1, not \(maxReportedIssues)") }
         if rejectsPath != nil && !continueOnError { bad("rejectsPath", "is only written with continueOnError") }

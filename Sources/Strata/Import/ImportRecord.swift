@@ -15,7 +15,9 @@ struct ImportRecord {
         var refs: [ObjectReference] = explicitID.map { [.id($0)] } ?? []
         for (i, u) in entity.uniques.enumerated() {
             let values = u.attributes.map { self.values[$0] }
-            if !values.contains(where: \.isNull) { refs.append(.unique(entityTag: entity.tag, constraint: i, values: values)) }
+            if !values.contains(where: \.isNull) {
+                refs.append(.unique(entityTag: entity.tag, constraint: i, values: values))
+            }
         }
         return refs
     }

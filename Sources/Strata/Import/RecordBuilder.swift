@@ -29,11 +29,16 @@ struct RecordBuilder {
         do { json = try JSONValue.parse(bytes) } catch let e as JSONParseError {
             throw issue(line, nil, "malformed JSON at \(e)")
         }
-        guard case .object(let members) = json else { throw issue(line, nil, "expected a JSON object, found \(json.typeName)") }
-        guard let entityValue = json["entity"] else { throw issue(line, "entity", "missing (every line names its entity)") }
+        guard case .object(let members) = json else {
+            throw issue(line, nil, "expected a JSON object, found \(json.typeName)")
+        }
+        guard let entityValue = json["entity"] else {
+            throw issue(line, "entity", "missing (every line names its entity)")
+        }
         guard case .string(let name) = entityValue else { throw issue(line, "entity", "must be a string") }
         guard let entity = schema.entity(named: name) else {
-            throw issue(line, "entity", "unknown entity '\(EchoedText.shown(name))' (known: \(schema.entities.map(\.name).joined(separator: ", ")))")
+            throw issue(line, "entity", "unknown entity '\(EchoedText.shown(name))' (known: " +
+                                        "\(schema.entities.map(\.name).joined(separator: ", ")))")
         }
         var values = [Value](repeating: .null, count: entity.attributes.count)
         var links: [(RelationshipDescription, [ObjectReference]?)] = []
@@ -46,7 +51,10 @@ struct RecordBuilder {
             } else if let r = entity.relationship(named: key) {
                 links.append((r, try references(value, r, line: line)))
             } else {
-                throw issue(line, EchoedText.shown(key), "unknown field of \(entity.name) (attributes: \(entity.attributes.map(\.name).joined(separator: ", ")); relationships: \(entity.relationships.map(\.name).joined(separator: ", ")))")
+                throw issue(line, EchoedText.shown(key),
+                            "unknown field of \(entity.name) (attributes: " +
+                            "\(entity.attributes.map(\.name).joined(separator: ", ")); relationships: " +
+                            "\(entity.relationships.map(\.name).joined(separator: ", ")))")
             }
         }
         return try finish(entity, explicitID, values, links, line: line)
@@ -67,12 +75,17 @@ struct RecordBuilder {
         case .bytes(let b): b.count
         default: 0
         }
-        if size > maxValueBytes { throw issue(line, a.name, "\(size) bytes exceed the \(maxValueBytes)-byte value limit") }
+        if size > maxValueBytes {
+            throw issue(line, a.name, "\(size) bytes exceed the \(maxValueBytes)-byte value limit")
+        }
     }
 
     func parseID(_ json: JSONValue, entity: EntityDescription, line: Int, field: String) throws -> ObjectID {
-        guard case .string(let s) = json, let id = ObjectID(string: s) else { throw issue(line, field, "an object id is 32 hex digits") }
-        guard id.entityTag == entity.tag else { throw issue(line, field, "id \(s) belongs to entity tag \(id.entityTag), not \(entity.name)") }
+        guard case .string(let s) = json,
+              let id = ObjectID(string: s) else { throw issue(line, field, "an object id is 32 hex digits") }
+        guard id.entityTag == entity.tag else {
+            throw issue(line, field, "id \(s) belongs to entity tag \(id.entityTag), not \(entity.name)")
+        }
         return id
     }
 
@@ -83,7 +96,9 @@ struct RecordBuilder {
             guard !r.isToMany else { throw issue(line, r.name, "a to-many relationship takes an array, not null") }
             return nil
         case .array(let items):
-            guard r.isToMany else { throw issue(line, r.name, "a to-one relationship takes one reference, not an array") }
+            guard r.isToMany else {
+                throw issue(line, r.name, "a to-one relationship takes one reference, not an array")
+            }
             return try items.map { try reference($0, destination, r, line: line) }
         default:
             guard !r.isToMany else { throw issue(line, r.name, "a to-many relationship takes an array of references") }
@@ -92,15 +107,21 @@ struct RecordBuilder {
     }
 
     /// A target id (`"0002…"`) or the values of one of the target's unique constraints (`{"mbid": "…"}`).
-    func reference(_ json: JSONValue, _ destination: EntityDescription, _ r: RelationshipDescription, line: Int) throws -> ObjectReference {
+    func reference(_ json: JSONValue, _ destination: EntityDescription, _ r: RelationshipDescription,
+                   line: Int) throws -> ObjectReference {
         switch json {
         case .string:
             return .id(try parseID(json, entity: destination, line: line, field: r.name))
         case .object(let members):
             let names = Set(members.map(\.0))
-            guard let (ci, u) = destination.uniques.enumerated().first(where: { Set($0.element.attributes.map { destination.attributes[$0].name }) == names }) else {
-                let options = destination.uniques.map { "{" + $0.attributes.map { destination.attributes[$0].name }.joined(separator: ", ") + "}" }
-                throw issue(line, r.name, "a reference names a unique key of \(destination.name): \(options.isEmpty ? "none exists, use its id" : options.joined(separator: " or "))")
+            guard let (ci, u) = destination.uniques.enumerated().first(
+                where: { Set($0.element.attributes.map { destination.attributes[$0].name }) == names }) else {
+                let options = destination.uniques.map {
+                    "{" + $0.attributes.map { destination.attributes[$0].name }.joined(separator: ", ") + "}"
+                }
+                throw issue(line, r.name,
+                            "a reference names a unique key of \(destination.name): " +
+                            "\(options.isEmpty ? "none exists, use its id" : options.joined(separator: " or "))")
             }
             var values: [Value] = []
             for a in u.attributes {
@@ -111,7 +132,8 @@ struct RecordBuilder {
             }
             return .unique(entityTag: destination.tag, constraint: ci, values: values)
         default:
-            throw issue(line, r.name, "a reference is an id string or an object naming a unique key, found \(json.typeName)")
+            throw issue(line, r.name,
+                        "a reference is an id string or an object naming a unique key, found \(json.typeName)")
         }
     }
 
@@ -126,11 +148,14 @@ struct RecordBuilder {
             reference = .id(explicitID)
         } else {
             guard let u = entity.uniques.first else {
-                throw issue(line, nil, "\(entity.name) has no unique constraint, so each line needs an \"id\" to be re-importable")
+                throw issue(line, nil,
+                            "\(entity.name) has no unique constraint, so each line needs an \"id\" to be re-importable")
             }
             let key = u.attributes.map { values[$0] }
             if let missing = u.attributes.first(where: { values[$0].isNull }) {
-                throw issue(line, entity.attributes[missing].name, "the unique key \(Layout.uniqueFieldName(u, entity)) needs a value (or give the line an \"id\")")
+                throw issue(
+                    line, entity.attributes[missing].name,
+                    "the unique key \(Layout.uniqueFieldName(u, entity)) needs a value (or give the line an \"id\")")
             }
             reference = .unique(entityTag: entity.tag, constraint: 0, values: key)
         }
@@ -138,12 +163,14 @@ struct RecordBuilder {
         // were committed): found here, at its line, with nothing written.
         for u in entity.uniques {
             do {
-                _ = try Layout.uniqueKey(u, record: values, entity: entity, id: explicitID ?? ObjectID(high: UInt64(entity.tag) << 48, low: 0))
+                _ = try Layout.uniqueKey(u, record: values, entity: entity,
+                                         id: explicitID ?? ObjectID(high: UInt64(entity.tag) << 48, low: 0))
             } catch StrataError.validation(let failure) {
                 throw issue(line, failure.field, failure.reason)
             }
         }
-        return ImportRecord(entity: entity, explicitID: explicitID, values: values, links: links, reference: reference, line: line)
+        return ImportRecord(entity: entity, explicitID: explicitID, values: values, links: links, reference: reference,
+                            line: line)
     }
 
     // MARK: CSV
@@ -162,7 +189,8 @@ struct RecordBuilder {
         var seen: Set<String> = []
         let header = cells.enumerated().map { i, c in
             // A byte-order mark before the first name and spaces around names are not part of them.
-            (i == 0 && c.text.hasPrefix("\u{FEFF}") ? String(c.text.dropFirst()) : c.text).trimmingCharacters(in: .whitespaces)
+            (i == 0 && c.text.hasPrefix("\u{FEFF}") ? String(c.text.dropFirst()) : c.text)
+                .trimmingCharacters(in: .whitespaces)
         }
         return try header.map { name in
             guard seen.insert(name).inserted else { throw issue(line, EchoedText.shown(name), "column appears twice") }
@@ -172,17 +200,22 @@ struct RecordBuilder {
             let parts = name.split(separator: ".", maxSplits: 1).map(String.init)
             if parts.count == 2, let r = entity.relationship(named: parts[0]) {
                 let d = schema.entity(named: r.destination)!
-                if let a = d.attribute(named: parts[1]), let ci = d.uniques.firstIndex(where: { $0.attributes == [a.index] }) {
+                if let a = d.attribute(named: parts[1]),
+                   let ci = d.uniques.firstIndex(where: { $0.attributes == [a.index] }) {
                     return .relationshipKey(r, constraint: ci, a)
                 }
-                throw issue(line, EchoedText.shown(name), "\(EchoedText.shown(String(parts[1]))) is not a single-attribute unique key of \(d.name)")
+                throw issue(line, EchoedText.shown(name),
+                            "\(EchoedText.shown(String(parts[1]))) is not a single-attribute unique key of \(d.name)")
             }
             throw issue(line, EchoedText.shown(name), "unknown column for \(entity.name)")
         }
     }
 
-    func fromCSV(_ cells: [CSVSplitter.Field], columns: [Column], entity: EntityDescription, line: Int) throws -> ImportRecord {
-        guard cells.count == columns.count else { throw issue(line, nil, "\(cells.count) fields, the header has \(columns.count)") }
+    func fromCSV(_ cells: [CSVSplitter.Field], columns: [Column], entity: EntityDescription,
+                 line: Int) throws -> ImportRecord {
+        guard cells.count == columns.count else {
+            throw issue(line, nil, "\(cells.count) fields, the header has \(columns.count)")
+        }
         let fields = cells.map(\.text)
         var values = [Value](repeating: .null, count: entity.attributes.count)
         var links: [(RelationshipDescription, [ObjectReference]?)] = []
@@ -205,8 +238,11 @@ struct RecordBuilder {
             case .relationshipIDs(let r):
                 let d = schema.entity(named: r.destination)!
                 let parts = text.isEmpty ? [] : text.split(separator: "|").map(String.init)
-                if !r.isToMany && parts.count > 1 { throw issue(line, r.name, "a to-one relationship takes one id, found \(parts.count)") }
-                links.append((r, r.isToMany || !parts.isEmpty ? try parts.map { .id(try parseID(.string($0), entity: d, line: line, field: r.name)) } : nil))
+                if !r.isToMany && parts.count > 1 {
+                    throw issue(line, r.name, "a to-one relationship takes one id, found \(parts.count)")
+                }
+                links.append(
+                    (r, r.isToMany || !parts.isEmpty ? try parts.map { .id(try parseID(.string($0), entity: d, line: line, field: r.name)) } : nil))
             case .relationshipKey(let r, let ci, let a):
                 let parts = text.isEmpty ? [] : (r.isToMany ? text.split(separator: "|").map(String.init) : [text])
                 let d = schema.entity(named: r.destination)!

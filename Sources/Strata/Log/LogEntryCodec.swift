@@ -87,7 +87,8 @@ enum LogEntryCodec {
             var changes: [LoggedChange] = []
             changes.reserveCapacity(Int(n))
             for _ in 0..<n { changes.append(try decodeChange(&r)) }
-            return LogEntry(transactionID: tx, schemaVersion: version, timestampMs: time, author: author, metadata: metadata, changes: changes)
+            return LogEntry(transactionID: tx, schemaVersion: version, timestampMs: time, author: author,
+                            metadata: metadata, changes: changes)
         }
     }
 
@@ -96,16 +97,24 @@ enum LogEntryCodec {
     /// `body` on the rest, which must read it to the end. A `DecodingError` becomes
     /// ``StrataError/corruptLogEntry(transaction:reason:)`` of `tx`.
     @inline(__always)
-    private static func read<R>(_ bytes: UnsafeRawBufferPointer, _ tx: TransactionID, _ body: (inout ByteReader) throws -> R) throws -> R {
-        guard bytes.count >= 4 + 2 + 4 + 8 + 1 + 1 + 1 else { throw StrataError.corruptLogEntry(transaction: tx, reason: "entry of \(bytes.count) bytes is too short") }
+    private static func read<R>(_ bytes: UnsafeRawBufferPointer, _ tx: TransactionID,
+                                _ body: (inout ByteReader) throws -> R) throws -> R {
+        guard bytes.count >= 4 + 2 + 4 + 8 + 1 + 1 + 1 else {
+            throw StrataError.corruptLogEntry(transaction: tx, reason: "entry of \(bytes.count) bytes is too short")
+        }
         let content = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
         var tail = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[bytes.count - 4..<bytes.count]))
         let stored = try tail.u32()
-        guard checksum(tx, content) == stored else { throw StrataError.corruptLogEntry(transaction: tx, reason: "checksum mismatch") }
+        guard checksum(tx, content) == stored else {
+            throw StrataError.corruptLogEntry(transaction: tx, reason: "checksum mismatch")
+        }
         var r = ByteReader(content)
         do {
             let f = try r.u8()
-            guard f == format else { throw StrataError.corruptLogEntry(transaction: tx, reason: "entry format \(f) is newer than this Strata reads (\(format))") }
+            guard f == format else {
+                throw StrataError.corruptLogEntry(
+                    transaction: tx, reason: "entry format \(f) is newer than this Strata reads (\(format))")
+            }
             _ = try r.u8()
             let result = try body(&r)
             guard r.isAtEnd else { throw DecodingError(offset: r.offset, reason: "\(r.remaining) trailing bytes") }
@@ -122,10 +131,14 @@ enum LogEntryCodec {
     /// A value list as an insert or a delete stores it (count, present count, (position, value)*).
     static func decodeValueList(_ r: inout ByteReader) throws -> [Value] {
         let count = try r.varint()
-        guard count <= UInt64(SchemaLimits.maxAttributesPerEntity) else { throw DecodingError(offset: r.offset, reason: "value count \(count)") }
+        guard count <= UInt64(SchemaLimits.maxAttributesPerEntity) else {
+            throw DecodingError(offset: r.offset, reason: "value count \(count)")
+        }
         var values = [Value](repeating: .null, count: Int(count))
         let present = try r.varint()
-        guard present <= count else { throw DecodingError(offset: r.offset, reason: "present count \(present) > \(count)") }
+        guard present <= count else {
+            throw DecodingError(offset: r.offset, reason: "present count \(present) > \(count)")
+        }
         for _ in 0..<present {
             let i = try r.varint()
             guard i < count else { throw DecodingError(offset: r.offset, reason: "value index \(i) out of range") }
@@ -142,14 +155,19 @@ enum LogEntryCodec {
             let id = try readID(&r)
             let previous = TransactionID(try r.u64())
             let n = try r.varint()
-            guard n <= UInt64(SchemaLimits.maxAttributesPerEntity) else { throw DecodingError(offset: r.offset, reason: "update count \(n)") }
+            guard n <= UInt64(SchemaLimits.maxAttributesPerEntity) else {
+                throw DecodingError(offset: r.offset, reason: "update count \(n)")
+            }
             var changes: [AttributeChange] = []
             for _ in 0..<n {
                 let at = r.offset
                 let i = try r.varint()
                 // Checked before Int(_:), which traps on a corrupt varint ≥ 2^63 (found by fuzz-log-entry).
-                guard i < UInt64(SchemaLimits.maxAttributesPerEntity) else { throw DecodingError(offset: at, reason: "attribute index \(i) out of range") }
-                changes.append(AttributeChange(attribute: Int(i), old: try ValueCodec.decode(from: &r), new: try ValueCodec.decode(from: &r)))
+                guard i < UInt64(SchemaLimits.maxAttributesPerEntity) else {
+                    throw DecodingError(offset: at, reason: "attribute index \(i) out of range")
+                }
+                changes.append(AttributeChange(attribute: Int(i), old: try ValueCodec.decode(from: &r),
+                                               new: try ValueCodec.decode(from: &r)))
             }
             return .update(id: id, changes: changes, previousVersion: previous)
         case 3:
@@ -186,7 +204,8 @@ enum LogEntryCodec {
     ///
     /// `verify` reads the log this way (``InMemoryVerification/readLog(_:head:deliver:)``); a test
     /// and the `log-entry` fuzz target hold it to agree with `decode`.
-    static func scan(_ bytes: UnsafeRawBufferPointer, transactionID tx: TransactionID, visit: (ScannedChange) -> Void) throws -> Int {
+    static func scan(_ bytes: UnsafeRawBufferPointer, transactionID tx: TransactionID,
+                     visit: (ScannedChange) -> Void) throws -> Int {
         try read(bytes, tx) { r in
             _ = try r.u32()
             _ = try r.u64()
@@ -207,9 +226,13 @@ enum LogEntryCodec {
     /// ``decodeValueList(_:)``'s checks, without the values; returns their count.
     private static func scanValueList(_ r: inout ByteReader) throws -> Int {
         let count = try r.varint()
-        guard count <= UInt64(SchemaLimits.maxAttributesPerEntity) else { throw DecodingError(offset: r.offset, reason: "value count \(count)") }
+        guard count <= UInt64(SchemaLimits.maxAttributesPerEntity) else {
+            throw DecodingError(offset: r.offset, reason: "value count \(count)")
+        }
         let present = try r.varint()
-        guard present <= count else { throw DecodingError(offset: r.offset, reason: "present count \(present) > \(count)") }
+        guard present <= count else {
+            throw DecodingError(offset: r.offset, reason: "present count \(present) > \(count)")
+        }
         for _ in 0..<present {
             let i = try r.varint()
             guard i < count else { throw DecodingError(offset: r.offset, reason: "value index \(i) out of range") }
@@ -231,12 +254,16 @@ enum LogEntryCodec {
             let id = try readID(&r)
             _ = try r.u64()
             let n = try r.varint()
-            guard n <= UInt64(SchemaLimits.maxAttributesPerEntity) else { throw DecodingError(offset: r.offset, reason: "update count \(n)") }
+            guard n <= UInt64(SchemaLimits.maxAttributesPerEntity) else {
+                throw DecodingError(offset: r.offset, reason: "update count \(n)")
+            }
             visit(.update(id: id))
             for _ in 0..<n {
                 let at = r.offset
                 let i = try r.varint()
-                guard i < UInt64(SchemaLimits.maxAttributesPerEntity) else { throw DecodingError(offset: at, reason: "attribute index \(i) out of range") }
+                guard i < UInt64(SchemaLimits.maxAttributesPerEntity) else {
+                    throw DecodingError(offset: at, reason: "attribute index \(i) out of range")
+                }
                 try ValueCodec.check(from: &r)
                 let start = r.offset
                 try ValueCodec.check(from: &r)

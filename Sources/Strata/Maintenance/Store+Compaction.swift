@@ -48,16 +48,19 @@ extension Store {
         defer { if !switched.withLock({ $0 }) { generation.abandon() } }
         let copied = try build(newEnv, from: snapshot, horizon: horizon, progress: progress)
         generation.endBulkBuild()
-        let objects = try newEnv.read { txn in try schema.entities.reduce(0) { $0 + (try ReadView(txn: txn, env: newEnv, schema: schema).objectCount($1)) } }
+        let objects = try newEnv.read { txn in
+            try schema.entities.reduce(0) { $0 + (try ReadView(txn: txn, env: newEnv, schema: schema).objectCount($1)) }
+        }
         let liveDataBytes = copied.recordBytes
         let liveEntryBytes = copied.allBytes
 
         if dryRun {
             try newEnv.sync()
             let logAfter = try newEnv.read { try $0.entryCount(newEnv[.log]) }
-            return CompactionReport(dryRun: true, horizon: horizon, previousHorizon: previousHorizon, head: t0, bytesBefore: bytesBefore,
-                                    bytesAfter: newEnv.fileBytes, logEntriesBefore: logBefore, logEntriesAfter: logAfter, objects: objects,
-                                    liveDataBytes: liveDataBytes, liveEntryBytes: liveEntryBytes, seconds: (ContinuousClock.now - started).seconds)
+            return CompactionReport(dryRun: true, horizon: horizon, previousHorizon: previousHorizon, head: t0,
+                                    bytesBefore: bytesBefore, bytesAfter: newEnv.fileBytes, logEntriesBefore: logBefore,
+                                    logEntriesAfter: logAfter, objects: objects, liveDataBytes: liveDataBytes,
+                                    liveEntryBytes: liveEntryBytes, seconds: (ContinuousClock.now - started).seconds)
         }
         progress?(CompactionProgress(phase: .catchingUp, done: 0))
         try checkUsable()
@@ -65,13 +68,15 @@ extension Store {
         // The new generation's log is counted inside the writer's body: once the body ends, a
         // close() waiting for the queue may close the new environment (the store's now).
         let (head, logAfter) = try await writer.exclusive { [self] in
-            let head = try catchUpAndSwitch(to: generation, caughtUpFrom: t0, lock: lock, writer: writer, oldEnv: oldEnv)
+            let head = try catchUpAndSwitch(to: generation, caughtUpFrom: t0, lock: lock, writer: writer,
+                                            oldEnv: oldEnv)
             switched.withLock { $0 = true }
             return (head, try newEnv.read { try $0.entryCount(newEnv[.log]) })
         }
-        return CompactionReport(dryRun: false, horizon: horizon, previousHorizon: previousHorizon, head: head, bytesBefore: bytesBefore,
-                                bytesAfter: newEnv.fileBytes, logEntriesBefore: logBefore, logEntriesAfter: logAfter, objects: objects,
-                                liveDataBytes: liveDataBytes, liveEntryBytes: liveEntryBytes, seconds: (ContinuousClock.now - started).seconds)
+        return CompactionReport(dryRun: false, horizon: horizon, previousHorizon: previousHorizon, head: head,
+                                bytesBefore: bytesBefore, bytesAfter: newEnv.fileBytes, logEntriesBefore: logBefore,
+                                logEntriesAfter: logAfter, objects: objects, liveDataBytes: liveDataBytes,
+                                liveEntryBytes: liveEntryBytes, seconds: (ContinuousClock.now - started).seconds)
     }
 
     /// Writes the new generation: the state, compactly, and the log after the horizon. The state at
@@ -82,8 +87,9 @@ extension Store {
     /// The snapshot is read a chunk at a time (``ReadSource/pinned(_:)``): the old environment's
     /// map lock is held for one buffer's read at a time, never for the whole build, so a save that
     /// grows the map meanwhile waits for one chunk at most. `progress` runs between reads.
-    private func build(_ newEnv: LMDBEnvironment, from snapshot: Snapshot, horizon: TransactionID,
-                       progress: (@Sendable (CompactionProgress) -> Void)?) throws -> (recordBytes: Int, allBytes: Int) {
+    private func build(
+        _ newEnv: LMDBEnvironment, from snapshot: Snapshot, horizon: TransactionID,
+        progress: (@Sendable (CompactionProgress) -> Void)?) throws -> (recordBytes: Int, allBytes: Int) {
         let t0 = snapshot.transactionID
         // After each callback: a `close()` from it lets the build end here instead of copying on.
         func report(_ p: CompactionProgress) throws {
@@ -123,7 +129,8 @@ extension Store {
         allBytes += counts.reduce(0) { $0 + $1.key.count + $1.value.count }
         if horizon < t0 {
             try report(CompactionProgress(phase: .squashing, done: Int(t0.rawValue - horizon.rawValue)))
-            let c = try newEnv.copyDirect(.log, from: source, sourceEnv: oldEnv, into: nil, start: horizon.next.keyBytes, until: t0.keyBytes)
+            let c = try newEnv.copyDirect(.log, from: source, sourceEnv: oldEnv, into: nil,
+                                          start: horizon.next.keyBytes, until: t0.keyBytes)
             allBytes += c.bytes
         }
         return (recordBytes, allBytes)
@@ -142,9 +149,11 @@ extension Store {
             let last = try view.lastTransactionID()
             guard last > t0 else { return }
             var problems: [String] = []
-            _ = try StateRebuilder.replay(from: view, after: t0.rawValue, upTo: last.rawValue, into: newEnv, schema: schema,
-                                          problem: { problems.append($0) })
-            if let first = problems.first { throw StrataError.corruptLogEntry(transaction: last, reason: "cannot catch up: \(first)") }
+            _ = try StateRebuilder.replay(from: view, after: t0.rawValue, upTo: last.rawValue, into: newEnv,
+                                          schema: schema, problem: { problems.append($0) })
+            if let first = problems.first {
+                throw StrataError.corruptLogEntry(transaction: last, reason: "cannot catch up: \(first)")
+            }
             _ = try newEnv.copy(.log, from: txn, sourceEnv: oldEnv, start: t0.next.keyBytes, until: last.keyBytes)
             head = last
         }

@@ -19,10 +19,13 @@ extension Store {
     /// its writes then fail with `ENOSPC` and the generation is removed.
     func checkRoomForGeneration(_ snapshot: Snapshot) throws {
         let needed = try snapshot.read { view in
-            try DatabaseName.named.reduce(view.txn.pageBytes(view.env[.counts])) { $0 + (try view.txn.pageBytes(view.env[$1])) }
+            try DatabaseName.named.reduce(view.txn.pageBytes(view.env[.counts])) {
+                $0 + (try view.txn.pageBytes(view.env[$1]))
+            }
         }
         if let free = LMDBEnvironment.freeBytes(path), free < needed {
-            throw LMDBError(code: ENOSPC, operation: "room for a new generation of about \(needed) bytes in \(path) (\(free) bytes left on its file system)")
+            throw LMDBError(code: ENOSPC, operation: "room for a new generation of about \(needed) bytes in \(path) " +
+                                                     "(\(free) bytes left on its file system)")
         }
     }
 
@@ -65,7 +68,10 @@ extension Store {
             // made: undoing it here would remove the generation `current` points at. The old
             // generation stays on disk (a power loss may bring the old link back); the next
             // open removes it as stale.
-            logger.error("switched \(path) to \(generation.name), but syncing the store directory failed (\(notSynced)); the old generation is kept until the next open")
+            logger.error("""
+                switched \(path) to \(generation.name), but syncing the store directory failed (\(notSynced)); \
+                the old generation is kept until the next open
+                """)
             return
         }
         let oldPath = oldEnv.path

@@ -46,7 +46,9 @@ struct PositionalPlan: Sendable {
                 applying.append(position)
             case .addAttribute(let e, let a) where e == name:
                 // The shape check guarantees `a` is absent here, so the default always applies.
-                if symbols[a] == nil, let d = new.attribute(named: a)?.defaultValue { symbols[a] = Source(base: .constant(d), conversions: []) }
+                if symbols[a] == nil, let d = new.attribute(named: a)?.defaultValue {
+                    symbols[a] = Source(base: .constant(d), conversions: [])
+                }
                 applying.append(position)
             case .removeAttribute(let e, let a) where e == name:
                 symbols[a] = nil
@@ -73,7 +75,8 @@ struct PositionalPlan: Sendable {
     func unchangedPositions(_ d: IndexDescription) -> [Int]? {
         var out: [Int] = []
         for a in d.attributes {
-            guard let source = sources[a], source.conversions.isEmpty, case .old(let j) = source.base else { return nil }
+            guard let source = sources[a], source.conversions.isEmpty,
+                  case .old(let j) = source.base else { return nil }
             out.append(j)
         }
         return out

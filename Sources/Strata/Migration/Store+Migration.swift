@@ -3,7 +3,9 @@ import Foundation
 extension Store {
     /// The cheap check at launch: reads the store's schema version without opening it for writing.
     /// `schemas` are every version of the model, oldest first (``Schema/loadAll(directory:)``).
-    public static func migrationStatus(at url: URL, schemas: [Schema], configuration: StoreConfiguration = StoreConfiguration()) throws -> MigrationStatus {
+    public static func migrationStatus(
+        at url: URL, schemas: [Schema],
+        configuration: StoreConfiguration = StoreConfiguration()) throws -> MigrationStatus {
         guard let app = schemas.last else { throw MigrationError(reason: "no schema versions given") }
         // Use the instance this process has open (LMDB forbids a second one); otherwise a
         // read-only open that is closed again.
@@ -19,7 +21,8 @@ extension Store {
         guard stored.model == app.model else { throw StrataError.modelMismatch(store: stored.model, app: app.model) }
         if version == app.version { return .upToDate(version: version) }
         if version > app.version { return .tooNew(store: version, app: app.version) }
-        let steps = schemas.filter { $0.version > version }.flatMap { s in s.migrationSteps.map { "v\(s.version): \($0.summary)" } }
+        let steps = schemas.filter { $0.version > version }
+            .flatMap { s in s.migrationSteps.map { "v\(s.version): \($0.summary)" } }
         return .needsMigration(from: version, to: app.version, steps: steps)
     }
 
@@ -35,11 +38,13 @@ extension Store {
     ///   ``StrataError/validation(_:)`` (a unique constraint the data violates, now or at any
     ///   transaction of the log),
     ///   ``StrataError/storeBusy(path:processIDs:)``. Nothing is changed when it throws.
-    public static func migrate(at url: URL, schemas: [Schema], to target: Int? = nil, registry: MigrationRegistry = MigrationRegistry(),
-                               dryRun: Bool = false, configuration: StoreConfiguration = StoreConfiguration(),
-                               progress: (@Sendable (MigrationProgress) -> Void)? = nil) async throws -> MigrationReport {
+    public static func migrate(
+        at url: URL, schemas: [Schema], to target: Int? = nil, registry: MigrationRegistry = MigrationRegistry(),
+        dryRun: Bool = false, configuration: StoreConfiguration = StoreConfiguration(),
+        progress: (@Sendable (MigrationProgress) -> Void)? = nil) async throws -> MigrationReport {
         let store = try Store.openExisting(at: url, configuration: configuration)
-        let report = try await store.migrate(schemas: schemas, to: target, registry: registry, dryRun: dryRun, progress: progress)
+        let report = try await store.migrate(schemas: schemas, to: target, registry: registry, dryRun: dryRun,
+                                             progress: progress)
         store.close()
         return report
     }
@@ -47,7 +52,8 @@ extension Store {
     /// Migrates this store (opened with its stored schema); see
     /// ``Store/migrate(at:schemas:to:registry:dryRun:configuration:progress:)``.
     public func migrate(schemas: [Schema], to target: Int? = nil, registry: MigrationRegistry = MigrationRegistry(),
-                        dryRun: Bool = false, progress: (@Sendable (MigrationProgress) -> Void)? = nil) async throws -> MigrationReport {
+                        dryRun: Bool = false,
+                        progress: (@Sendable (MigrationProgress) -> Void)? = nil) async throws -> MigrationReport {
         try checkUsable()
         guard let writer, let lock else { throw StrataError.readOnly(path: path) }
         // One compaction or migration at a time (see `MaintenanceGate`); checked again after the wait.
@@ -60,12 +66,16 @@ extension Store {
         guard let app = schemas.first(where: { $0.version == goal }), app.model == schema.model else {
             throw MigrationError(reason: "no \(schema.model) schema v\(goal) among the given versions")
         }
-        guard goal > schema.version else { throw MigrationError(reason: "the store is at v\(schema.version); nothing to do for v\(goal)") }
-        guard let current = schemas.first(where: { $0.version == schema.version }), current.canonicalJSON == schema.canonicalJSON else {
+        guard goal > schema.version else {
+            throw MigrationError(reason: "the store is at v\(schema.version); nothing to do for v\(goal)")
+        }
+        guard let current = schemas.first(where: { $0.version == schema.version }),
+              current.canonicalJSON == schema.canonicalJSON else {
             throw MigrationError(reason: "the given v\(schema.version) schema differs from the one the store holds")
         }
         let hops = try (schema.version + 1...goal).map { v -> MigrationHop in
-            guard let from = schemas.first(where: { $0.version == v - 1 }), let to = schemas.first(where: { $0.version == v }) else {
+            guard let from = schemas.first(where: { $0.version == v - 1 }),
+                  let to = schemas.first(where: { $0.version == v }) else {
                 throw MigrationError(reason: "schema v\(v) is missing")
             }
             return try MigrationHop(from: from, to: to, registry: registry)
@@ -111,7 +121,9 @@ extension Store {
                 // rewrites the log. That thread only reads the old store and writes the new one; a
                 // failure on either side waits for the other before the generation is abandoned.
                 var stateSide = upcaster.stateSide()
-                let stateProgress: @Sendable (Int) -> Void = { report(MigrationProgress(phase: .base, done: $0, total: objects)) }
+                let stateProgress: @Sendable (Int) -> Void = {
+                    report(MigrationProgress(phase: .base, done: $0, total: objects))
+                }
                 func rewriteLog() throws {
                     try upcaster.loadBase(view, horizon: horizon, head: t0)
                     try upcaster.upcastLog(view, after: horizon, upTo: t0, applyingToState: false) {
@@ -139,7 +151,9 @@ extension Store {
                     let logResult = Result { try rewriteLog() }
                     if case .failure = logResult { upcaster.cancellation.cancel() }
                     done.wait()
-                    guard let built = result.withLock({ $0 }) else { throw MigrationError(reason: "the state build did not finish") }
+                    guard let built = result.withLock({ $0 }) else {
+                        throw MigrationError(reason: "the state build did not finish")
+                    }
                     // The error that stopped the migration, not the other side's stop.
                     for outcome in [logResult.map { _ in () }, built.map { _ in () }] {
                         if case .failure(let error) = outcome, !(error is MigrationCancelled) { throw error }
@@ -161,16 +175,23 @@ extension Store {
         generation.endBulkBuild()
         func objectsPerEntity() throws -> [String: Int] {
             try newEnv.read { txn in
-                Dictionary(uniqueKeysWithValues: try app.entities.map { ($0.name, try ReadView(txn: txn, env: newEnv, schema: app).objectCount($0)) })
+                Dictionary(
+                    uniqueKeysWithValues: try app.entities.map { ($0.name, try ReadView(txn: txn, env: newEnv, schema: app).objectCount($0)) })
             }
         }
-        let stepSeconds: [(step: String, seconds: Double)] = zip(hops.flatMap { h in h.steps.map { "v\(h.to.version): \($0.summary)" } }, upcaster.timings.map(\.seconds)).map { (step: $0, seconds: $1) }
+        let stepSeconds: [(step: String, seconds: Double)] = zip(
+            hops.flatMap { h in h.steps.map { "v\(h.to.version): \($0.summary)" } }, upcaster.timings.map(\.seconds))
+            .map {
+                (step: $0, seconds: $1)
+            }
         if dryRun {
             try newEnv.sync()
             let counts = try objectsPerEntity()
             return MigrationReport(dryRun: true, from: schema.version, to: goal, objects: counts.values.reduce(0, +),
-                                   transactionsUpcast: upcaster.transactions, migrationTransaction: nil, stepSeconds: stepSeconds,
-                                   objectsPerEntity: counts, bytesBefore: oldEnv.fileBytes, bytesAfter: newEnv.fileBytes,
+                                   transactionsUpcast: upcaster.transactions, migrationTransaction: nil,
+                                   stepSeconds: stepSeconds,
+                                   objectsPerEntity: counts, bytesBefore: oldEnv.fileBytes,
+                                   bytesAfter: newEnv.fileBytes,
                                    seconds: (ContinuousClock.now - started).seconds)
         }
         progress?(MigrationProgress(phase: .catchingUp, done: 0, total: 0))
@@ -198,10 +219,14 @@ extension Store {
         switched = true
         let bytesAfter = newEnv.fileBytes
         let counts = try objectsPerEntity()
-        let finalSeconds: [(step: String, seconds: Double)] = zip(stepSeconds.map(\.step), box.value.timings.map(\.seconds)).map { (step: $0, seconds: $1) }
+        let finalSeconds: [(step: String, seconds: Double)] = zip(stepSeconds.map(\.step),
+                                                                  box.value.timings.map(\.seconds)).map {
+            (step: $0, seconds: $1)
+        }
         newEnv.close()
         return MigrationReport(dryRun: false, from: schema.version, to: goal, objects: counts.values.reduce(0, +),
-                               transactionsUpcast: box.value.transactions, migrationTransaction: marker, stepSeconds: finalSeconds,
+                               transactionsUpcast: box.value.transactions, migrationTransaction: marker,
+                               stepSeconds: finalSeconds,
                                objectsPerEntity: counts, bytesBefore: oldEnv.fileBytes, bytesAfter: bytesAfter,
                                seconds: (ContinuousClock.now - started).seconds)
     }

@@ -49,7 +49,8 @@ struct Upcaster: Sendable {
             if !toCheck.isEmpty { checked[e.tag] = (target, toCheck) }
         }
         checkedUniques = checked
-        scratch = try StateRebuilder.scratch(sizeHint: 1 << 20, storeDirectory: URL(fileURLWithPath: newEnv.path).deletingLastPathComponent().path)
+        scratch = try StateRebuilder.scratch(
+            sizeHint: 1 << 20, storeDirectory: URL(fileURLWithPath: newEnv.path).deletingLastPathComponent().path)
         timings = Array(repeating: .zero, count: hops.reduce(0) { $0 + $1.steps.count })
     }
 
@@ -87,7 +88,8 @@ struct Upcaster: Sendable {
         var offset = 0
         try sampled.withUnsafeMutableBufferPointer { all in
             for hop in hops {
-                v = try hop.transform(id, v, timings: UnsafeMutableBufferPointer(rebasing: all[offset..<offset + hop.steps.count]))
+                v = try hop.transform(
+                    id, v, timings: UnsafeMutableBufferPointer(rebasing: all[offset..<offset + hop.steps.count]))
                 offset += hop.steps.count
             }
         }
@@ -170,12 +172,16 @@ struct Upcaster: Sendable {
     /// migration; checked against the objects written).
     mutating func buildState(_ view: ReadView, expectedObjects: Int, progress: (Int) -> Void) throws {
         let (indexTags, uniqueTags) = carriedKeyTags()
-        var builder = BulkStateBuilder(env: newEnv, schema: new, expectedObjects: expectedObjects,
-                                       carried: .init(source: view.txn, sourceEnv: view.env, indexTags: indexTags, uniqueTags: uniqueTags))
+        var builder = BulkStateBuilder(
+            env: newEnv, schema: new, expectedObjects: expectedObjects,
+            carried: .init(source: view.txn, sourceEnv: view.env, indexTags: indexTags, uniqueTags: uniqueTags))
         var objects = ChunkedScan(txn: view.txn, db: view.env[.objects], prefix: nil)
         var done = 0
         while let (k, v) = try objects.next() {
-            guard k.count == 16 else { throw MigrationError(reason: "the objects database holds a \(k.count)-byte key (ids are 16 bytes); run verify") }
+            guard k.count == 16 else {
+                throw MigrationError(
+                    reason: "the objects database holds a \(k.count)-byte key (ids are 16 bytes); run verify")
+            }
             let id = k.withUnsafeBytes { ObjectID(keyBytes: $0) }
             let r = try v.withUnsafeBytes { try RecordCodec.decode($0, id: id, schema: old) }
             try builder.add(id: id, values: try transform(id, r.values), version: r.version)
@@ -185,11 +191,19 @@ struct Upcaster: Sendable {
         }
         var links = ChunkedScan(txn: view.txn, db: view.env[.links], prefix: nil)
         while let (k, _) = try links.next() {
-            guard k.count == 34 else { throw MigrationError(reason: "the links database holds a \(k.count)-byte key (links are 34 bytes); run verify") }
+            guard k.count == 34 else {
+                throw MigrationError(
+                    reason: "the links database holds a \(k.count)-byte key (links are 34 bytes); run verify")
+            }
             let oldTag = UInt16(k[0]) << 8 | UInt16(k[1])
-            guard old.relationship(tag: oldTag) != nil else { throw MigrationError(reason: "a link has relationship tag \(oldTag), which \(old.model) v\(old.version) does not declare; run verify") }
+            guard old.relationship(tag: oldTag) != nil else {
+                throw MigrationError(reason: "a link has relationship tag \(oldTag), which \(old.model) " +
+                                             "v\(old.version) does not declare; run verify")
+            }
             // Every relationship carries over (the shape check refuses steps that drop one).
-            guard let tag = mapTag(oldTag) else { throw MigrationError(reason: "relationship tag \(oldTag) has no counterpart in v\(new.version)") }
+            guard let tag = mapTag(oldTag) else {
+                throw MigrationError(reason: "relationship tag \(oldTag) has no counterpart in v\(new.version)")
+            }
             try builder.addLink(Layout.u16(tag) + k.dropFirst(2))
         }
         try builder.finish()
@@ -204,11 +218,14 @@ struct Upcaster: Sendable {
             }
             let written = builder.objectsPerEntity[e.tag] ?? 0
             guard let stored else {
-                guard written == 0 else { throw MigrationError(reason: "\(e.name) has \(written) objects but no stored count; run verify") }
+                guard written == 0 else {
+                    throw MigrationError(reason: "\(e.name) has \(written) objects but no stored count; run verify")
+                }
                 continue
             }
             guard stored == UInt64(written) else {
-                throw MigrationError(reason: "\(e.name) has \(written) objects but a stored count of \(stored); run verify")
+                throw MigrationError(
+                    reason: "\(e.name) has \(written) objects but a stored count of \(stored); run verify")
             }
             counts.append((key, MetaKey.countValue(written)))
         }
@@ -219,7 +236,8 @@ struct Upcaster: Sendable {
     /// Rewrites the log entries (`after`, `upTo`] through the steps into the new generation's
     /// log; with `applyingToState`, also to its state (the catch-up: the state was built before
     /// them). The scratch follows in the old schema.
-    mutating func upcastLog(_ view: ReadView, after: TransactionID, upTo: TransactionID, applyingToState: Bool, progress: (Int) -> Void) throws {
+    mutating func upcastLog(_ view: ReadView, after: TransactionID, upTo: TransactionID, applyingToState: Bool,
+                            progress: (Int) -> Void) throws {
         guard upTo > after else { return }
         var batch: [LogEntry] = []
         var batchBytes = 0
@@ -229,11 +247,13 @@ struct Upcaster: Sendable {
             try u.newEnv.writeGrowing { txn in
                 for entry in upcast {
                     if applyingToState {
-                        var applier = StateApplier(txn: txn, env: u.newEnv, schema: u.new, transactionID: entry.transactionID)
+                        var applier = StateApplier(txn: txn, env: u.newEnv, schema: u.new,
+                                                   transactionID: entry.transactionID)
                         for c in entry.changes { try applier.apply(c) }
                         try applier.flushCounts()
                     }
-                    try txn.put(u.newEnv[.log], key: entry.transactionID.keyBytes, value: LogEntryCodec.encode(entry), mode: .append)
+                    try txn.put(u.newEnv[.log], key: entry.transactionID.keyBytes, value: LogEntryCodec.encode(entry),
+                                mode: .append)
                 }
             }
             u.transactions += batch.count
@@ -249,7 +269,8 @@ struct Upcaster: Sendable {
                 return false
             }
             guard entry.transactionID == expected else {
-                failure = StrataError.corruptLogEntry(transaction: expected, reason: "missing from the log; cannot migrate")
+                failure = StrataError.corruptLogEntry(transaction: expected,
+                                                      reason: "missing from the log; cannot migrate")
                 return false
             }
             expected = expected.next
@@ -261,7 +282,9 @@ struct Upcaster: Sendable {
             return true
         }
         if let failure { throw failure }
-        guard expected == upTo.next else { throw StrataError.corruptLogEntry(transaction: expected, reason: "missing from the log; cannot migrate") }
+        guard expected == upTo.next else {
+            throw StrataError.corruptLogEntry(transaction: expected, reason: "missing from the log; cannot migrate")
+        }
         try flush(&self)
     }
 
@@ -288,26 +311,37 @@ struct Upcaster: Sendable {
                     switch c {
                     case .insert(let id, let values):
                         guard let e = old.entity(tag: id.entityTag), values.count == e.attributes.count else {
-                            throw StrataError.corruptLogEntry(transaction: entry.transactionID, reason: "insert of \(id): no entity with its tag and \(values.count) attributes in \(old.model) v\(old.version)")
+                            throw StrataError.corruptLogEntry(
+                                transaction: entry.transactionID,
+                                reason: "insert of \(id): no entity with its tag and \(values.count) attributes in " +
+                                        "\(old.model) v\(old.version)")
                         }
                         let t = try transform(id, values)
                         changes.append(.insert(id: id, values: t))
-                        let record = RecordCodec.encode(Record(entity: e, id: id, values: values, version: entry.transactionID))
+                        let record =
+                            RecordCodec.encode(Record(entity: e, id: id, values: values, version: entry.transactionID))
                         if try txn.put(objects, key: id.keyBytes, value: record, mode: .noOverwrite) == .keyExists {
-                            throw StrataError.corruptLogEntry(transaction: entry.transactionID, reason: "inserts \(id), which exists")
+                            throw StrataError.corruptLogEntry(transaction: entry.transactionID,
+                                                              reason: "inserts \(id), which exists")
                         }
                         try trackUniques(txn, id, before: nil, after: t)
                     case .update(let id, let attrs, let previous):
-                        guard var record = try record(id) else { throw MigrationError(reason: "transaction \(entry.transactionID) updates missing object \(id)") }
+                        guard var record = try record(id) else {
+                            throw MigrationError(
+                                reason: "transaction \(entry.transactionID) updates missing object \(id)")
+                        }
                         let before = record.values
                         for a in attrs {
                             guard a.attribute >= 0, a.attribute < record.values.count else {
-                                throw StrataError.corruptLogEntry(transaction: entry.transactionID, reason: "update of \(id) names attribute \(a.attribute) of \(record.values.count)")
+                                throw StrataError.corruptLogEntry(
+                                    transaction: entry.transactionID,
+                                    reason: "update of \(id) names attribute \(a.attribute) of \(record.values.count)")
                             }
                             record.values[a.attribute] = a.new
                         }
                         let tb = try transform(id, before), ta = try transform(id, record.values)
-                        let diff = tb.indices.filter { tb[$0] != ta[$0] }.map { AttributeChange(attribute: $0, old: tb[$0], new: ta[$0]) }
+                        let diff = tb.indices.filter { tb[$0] != ta[$0] }
+                            .map { AttributeChange(attribute: $0, old: tb[$0], new: ta[$0]) }
                         // Kept even when empty: the update still gave the object this transaction's version.
                         changes.append(.update(id: id, changes: diff, previousVersion: previous))
                         record.version = entry.transactionID
@@ -317,7 +351,8 @@ struct Upcaster: Sendable {
                         let t = try transform(id, values)
                         changes.append(.delete(id: id, values: t, previousVersion: previous))
                         guard try txn.delete(objects, key: id.keyBytes) else {
-                            throw StrataError.corruptLogEntry(transaction: entry.transactionID, reason: "deletes \(id), which does not exist")
+                            throw StrataError.corruptLogEntry(transaction: entry.transactionID,
+                                                              reason: "deletes \(id), which does not exist")
                         }
                         try trackUniques(txn, id, before: t, after: nil)
                     case .link(let tag, let a, let b):
@@ -330,16 +365,22 @@ struct Upcaster: Sendable {
             }
         }
         for (entry, changes) in pending {
-            out.append(LogEntry(transactionID: entry.transactionID, schemaVersion: new.version, timestampMs: entry.timestampMs,
-                                author: entry.author, metadata: entry.metadata, changes: changes))
+            out.append(
+                LogEntry(transactionID: entry.transactionID, schemaVersion: new.version, timestampMs: entry.timestampMs,
+                         author: entry.author, metadata: entry.metadata, changes: changes))
         }
         return out
     }
 
     /// The transaction that records the migration itself (no data changes).
     func writeMarker(_ tx: TransactionID, from: Int, to: Int, steps: [String]) throws {
-        let entry = LogEntry(transactionID: tx, schemaVersion: to, timestampMs: Int64(Date().timeIntervalSince1970 * 1000), author: "migration",
-                             metadata: ["migrationFrom": String(from), "migrationTo": String(to), "steps": steps.joined(separator: "; ")], changes: [])
-        try newEnv.writeGrowing { try $0.put(newEnv[.log], key: tx.keyBytes, value: LogEntryCodec.encode(entry), mode: .append) }
+        let entry = LogEntry(transactionID: tx, schemaVersion: to,
+                             timestampMs: Int64(Date().timeIntervalSince1970 * 1000), author: "migration",
+                             metadata: ["migrationFrom": String(from), "migrationTo": String(to),
+                                        "steps": steps.joined(separator: "; ")],
+                             changes: [])
+        try newEnv.writeGrowing {
+            try $0.put(newEnv[.log], key: tx.keyBytes, value: LogEntryCodec.encode(entry), mode: .append)
+        }
     }
 }

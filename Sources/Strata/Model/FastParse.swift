@@ -68,7 +68,9 @@ enum FastParse {
                 yearDigits = n
             }
             guard let yearValue = digits(yearDigits), expect(45), let mo = digits(2), expect(45), let d = digits(2),
-                  expect(84), let h = digits(2), expect(58), let mi = digits(2), expect(58), let sec = digits(2) else { return nil }
+                  expect(84), let h = digits(2), expect(58), let mi = digits(2), expect(58), let sec = digits(2) else {
+                      return nil
+                  }
             let y = sign * yearValue
             var fraction = 0.0
             if expect(46) {
@@ -100,7 +102,8 @@ enum FastParse {
             let daysInMonth = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
             guard d >= 1, d <= daysInMonth[mo - 1] else { return nil }
             let days = ISO8601.days(year: y, month: mo, day: d)
-            return Date(timeIntervalSince1970: Double(days * 86400 + h * 3600 + mi * 60 + sec - offsetSeconds) + fraction)
+            return Date(
+                timeIntervalSince1970: Double(days * 86400 + h * 3600 + mi * 60 + sec - offsetSeconds) + fraction)
         }
     }
 }

@@ -18,11 +18,13 @@ public struct Record: Sendable, Equatable, CustomStringConvertible {
 
     /// A new object of `entity` with a fresh id and every attribute unset.
     public init(entity: EntityDescription) {
-        self.init(entity: entity, id: .make(entityTag: entity.tag), values: Array(repeating: .null, count: entity.attributes.count), version: .zero)
+        self.init(entity: entity, id: .make(entityTag: entity.tag),
+                  values: Array(repeating: .null, count: entity.attributes.count), version: .zero)
     }
 
     init(entity: EntityDescription, id: ObjectID, values: [Value], version: TransactionID) {
-        precondition(values.count == entity.attributes.count, "record of \(entity.name) needs \(entity.attributes.count) values, got \(values.count)")
+        precondition(values.count == entity.attributes.count,
+                     "record of \(entity.name) needs \(entity.attributes.count) values, got \(values.count)")
         precondition(id.entityTag == entity.tag, "id \(id) does not belong to entity \(entity.name)")
         self.entity = entity
         self.id = id
@@ -34,7 +36,9 @@ public struct Record: Sendable, Equatable, CustomStringConvertible {
     public subscript(name: String) -> Value {
         get { entity.attributeIndex[name].map { values[$0] } ?? .null }
         set {
-            guard let i = entity.attributeIndex[name] else { preconditionFailure("entity \(entity.name) has no attribute '\(name)'") }
+            guard let i = entity.attributeIndex[name] else {
+                preconditionFailure("entity \(entity.name) has no attribute '\(name)'")
+            }
             values[i] = newValue
         }
     }

@@ -24,7 +24,9 @@ enum RecordCodec {
             w.varint(UInt64(i))
             ValueCodec.encode(v, into: &w)
         }
-        let crc = w.bytes.withUnsafeBytes { checksum(id: record.id, body: UnsafeRawBufferPointer(rebasing: $0[start...])) }
+        let crc = w.bytes.withUnsafeBytes {
+            checksum(id: record.id, body: UnsafeRawBufferPointer(rebasing: $0[start...]))
+        }
         w.u32(crc)
     }
 
@@ -42,15 +44,22 @@ enum RecordCodec {
 
     /// Decodes a stored record, checking its checksum, format and that it belongs to `id`.
     static func decode(_ bytes: UnsafeRawBufferPointer, id: ObjectID, schema: Schema) throws -> Record {
-        guard bytes.count >= 4 + 1 + 2 + 8 + 1 else { throw StrataError.corruptRecord(id: id, reason: "record of \(bytes.count) bytes is too short") }
+        guard bytes.count >= 4 + 1 + 2 + 8 + 1 else {
+            throw StrataError.corruptRecord(id: id, reason: "record of \(bytes.count) bytes is too short")
+        }
         let body = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
         var tail = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[bytes.count - 4..<bytes.count]))
         let stored = try tail.u32()
-        guard checksum(id: id, body: body) == stored else { throw StrataError.corruptRecord(id: id, reason: "checksum mismatch") }
+        guard checksum(id: id, body: body) == stored else {
+            throw StrataError.corruptRecord(id: id, reason: "checksum mismatch")
+        }
         var r = ByteReader(body)
         do {
             let f = try r.u8()
-            guard f == format else { throw StrataError.corruptRecord(id: id, reason: "record format \(f) is not \(format) (written by a newer Strata?)") }
+            guard f == format else {
+                throw StrataError.corruptRecord(
+                    id: id, reason: "record format \(f) is not \(format) (written by a newer Strata?)")
+            }
             let tag = try r.u16()
             guard tag == id.entityTag, let entity = schema.entity(tag: tag) else {
                 throw StrataError.corruptRecord(id: id, reason: "entity tag \(tag) does not match the id")
@@ -58,11 +67,16 @@ enum RecordCodec {
             let version = TransactionID(try r.u64())
             var values = [Value](repeating: .null, count: entity.attributes.count)
             let n = try r.varint()
-            guard n <= UInt64(entity.attributes.count) else { throw StrataError.corruptRecord(id: id, reason: "\(n) attributes, entity has \(entity.attributes.count)") }
+            guard n <= UInt64(entity.attributes.count) else {
+                throw StrataError.corruptRecord(id: id,
+                                                reason: "\(n) attributes, entity has \(entity.attributes.count)")
+            }
             for _ in 0..<n {
                 // Checked before Int(_:), which traps on a corrupt varint ≥ 2^63 (found by fuzz-record).
                 let i = try r.varint()
-                guard i < UInt64(values.count) else { throw StrataError.corruptRecord(id: id, reason: "attribute index \(i) out of range") }
+                guard i < UInt64(values.count) else {
+                    throw StrataError.corruptRecord(id: id, reason: "attribute index \(i) out of range")
+                }
                 values[Int(i)] = try ValueCodec.decode(from: &r)
             }
             guard r.isAtEnd else { throw StrataError.corruptRecord(id: id, reason: "\(r.remaining) trailing bytes") }

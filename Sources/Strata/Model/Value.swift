@@ -95,7 +95,8 @@ extension Value: Comparable, Hashable {
         }
     }
 
-    static func compareBytes<A: Sequence, B: Sequence>(_ a: A, _ b: B) -> Int where A.Element == UInt8, B.Element == UInt8 {
+    static func compareBytes<A: Sequence, B: Sequence>(_ a: A, _ b: B) -> Int
+        where A.Element == UInt8, B.Element == UInt8 {
         var ia = a.makeIterator(), ib = b.makeIterator()
         while true {
             switch (ia.next(), ib.next()) {

@@ -23,22 +23,29 @@ public enum ValueConversion {
         case (.double, .int(let i)): return .double(Double(i))
         case (.bool, .bool(let b)): return .bool(b)
         case (.date, .string(let s)):
-            guard let d = ISO8601.date(from: s) else { throw Failure(reason: "'\(EchoedText.shown(s))' is not an ISO-8601 date like 2024-05-01T12:00:00Z") }
+            guard let d = ISO8601.date(from: s) else {
+                throw Failure(reason: "'\(EchoedText.shown(s))' is not an ISO-8601 date like 2024-05-01T12:00:00Z")
+            }
             return .date(d)
         case (.bytes, .string(let s)):
             guard let d = Data(base64Encoded: s) else { throw Failure(reason: "not valid base64") }
             return .bytes(Array(d))
         case (.uuid, .string(let s)):
-            guard let u = FastParse.uuid(s) ?? UUID(uuidString: s) else { throw Failure(reason: "'\(EchoedText.shown(s))' is not a UUID") }
+            guard let u = FastParse.uuid(s) ?? UUID(uuidString: s) else {
+                throw Failure(reason: "'\(EchoedText.shown(s))' is not a UUID")
+            }
             return .uuid(u)
         case (.int, .double(let d)):
             // A number with a fraction or an exponent (`1e2`, `100.0`), or an integer beyond 64
             // bits, arrives as a double. A whole number is an int when the double holds it
             // exactly: below 2^53 every decimal integer is a double of its own.
-            guard d == d.rounded(.towardZero) else { throw Failure(reason: "\(d) is not an integer (an int attribute takes a whole number)") }
+            guard d == d.rounded(.towardZero) else {
+                throw Failure(reason: "\(d) is not an integer (an int attribute takes a whole number)")
+            }
             if abs(d) < 9_007_199_254_740_992 { return .int(Int64(d)) }
             if d >= -9_223_372_036_854_775_808.0 && d < 9_223_372_036_854_775_808.0 {
-                throw Failure(reason: "\(d) is beyond 2^53, where a number with a fraction or an exponent is not exact; write the integer's digits")
+                throw Failure(reason: "\(d) is beyond 2^53, where a number with a fraction or an exponent is not " +
+                                      "exact; write the integer's digits")
             }
             throw Failure(reason: "\(d) is outside the int range (-9223372036854775808…9223372036854775807)")
         default:
@@ -55,7 +62,8 @@ public enum ValueConversion {
             guard let i = Int64(text) else { throw Failure(reason: "'\(EchoedText.shown(text))' is not an integer") }
             return .int(i)
         case .double:
-            guard let d = Double(text), d.isFinite else { throw Failure(reason: "'\(EchoedText.shown(text))' is not a number") }
+            guard let d = Double(text),
+                  d.isFinite else { throw Failure(reason: "'\(EchoedText.shown(text))' is not a number") }
             return .double(d)
         case .bool:
             switch text.lowercased() {

@@ -45,7 +45,8 @@ public final class AsOfContext: ObjectReading {
         var entries: [LogEntry] = []
         try view.forEachLogEntry((target.rawValue + 1)...head.rawValue) { entries.append($0); return true }
         guard entries.count == Int(head.rawValue - target.rawValue) else {
-            throw StrataError.corruptLogEntry(transaction: target, reason: "log entries between \(target) and \(head) are missing")
+            throw StrataError.corruptLogEntry(transaction: target,
+                                              reason: "log entries between \(target) and \(head) are missing")
         }
         for entry in entries.reversed() {
             for change in entry.changes.reversed() { try undo(change, &applier) }
@@ -58,7 +59,10 @@ public final class AsOfContext: ObjectReading {
         case .insert(let id, let values):
             try a.apply(.delete(id: id, values: values, previousVersion: .zero))
         case .update(let id, let changes, let previous):
-            try a.apply(.update(id: id, changes: changes.map { AttributeChange(attribute: $0.attribute, old: $0.new, new: $0.old) }, previousVersion: .zero))
+            try a.apply(
+                .update(id: id,
+                        changes: changes.map { AttributeChange(attribute: $0.attribute, old: $0.new, new: $0.old) },
+                        previousVersion: .zero))
             a.setVersion(id, previous)
         case .delete(let id, let values, let previous):
             try a.apply(.insert(id: id, values: values))

@@ -130,7 +130,8 @@ struct LogFold {
                 exceededLimit = true
                 return false
             }
-            patches.append(Patch(address: op.address, length: op.length, attribute: Int32(op.count), next: patchHeads[s]))
+            patches.append(
+                Patch(address: op.address, length: op.length, attribute: Int32(op.count), next: patchHeads[s]))
             patchHeads[s] = Int32(patches.count - 1)
         case .delete:
             guard let s = slots.find(op.id, in: ids), alive[s] else { return false }
@@ -193,7 +194,9 @@ struct LogFold {
         }
         guard withEdgesAndCounts else { return d }
         for edge in edges { d.links.add(key: Layout.linkKey(edge.tag, edge.from, edge.to), value: []) }
-        for tag in countsWritten { d.counts.add(key: MetaKey.count(tag), value: MetaKey.countValue(counts[tag, default: 0])) }
+        for tag in countsWritten {
+            d.counts.add(key: MetaKey.count(tag), value: MetaKey.countValue(counts[tag, default: 0]))
+        }
         return d
     }
 
@@ -202,7 +205,8 @@ struct LogFold {
     /// passed the same checks when it was read, so only if the map changed underneath).
     private func currentValues(_ s: Int) -> [Value]? {
         let place = inserted[s]
-        var r = ByteReader(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: place.address), count: place.length))
+        var r =
+            ByteReader(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: place.address), count: place.length))
         guard var values = try? LogEntryCodec.decodeValueList(&r), values.count == Int(place.count) else { return nil }
         // One patch per attribute (``apply(_:)`` replaces a value set again), so their order
         // does not matter.
@@ -210,7 +214,8 @@ struct LogFold {
         while p >= 0 {
             let patch = patches[Int(p)]
             p = patch.next
-            var vr = ByteReader(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: patch.address), count: patch.length))
+            var vr = ByteReader(
+                UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: patch.address), count: patch.length))
             guard let value = try? ValueCodec.decode(from: &vr) else { return nil }
             values[Int(patch.attribute)] = value
         }

@@ -31,7 +31,8 @@ extension Store {
     ///     grew it, waits for that lock. It may call ``close()``, which then returns at once and
     ///     finishes when verify's reads end (see ``close()``).
     /// - Complexity: O(changes in the log + entries in the state).
-    public func verify(rebuild: Bool = false, progress: (@Sendable (VerifyProgress) -> Void)? = nil) throws -> VerifyReport {
+    public func verify(rebuild: Bool = false,
+                       progress: (@Sendable (VerifyProgress) -> Void)? = nil) throws -> VerifyReport {
         try checkUsable()
         // The in-memory check calls `progress` outside its reads while its second thread's read
         // waits for this thread: marked as inside a read, so a `close()` from there does not
@@ -43,7 +44,9 @@ extension Store {
             // Every page is checked before liblmdb is trusted to walk it (a damaged page would
             // make it fault or hand back a value past the end of the file).
             try snapshot.env.checkPages()
-            if !rebuild, let report = try verifyInMemory(snapshot, started: started, progress: progress) { return report }
+            if !rebuild, let report = try verifyInMemory(snapshot, started: started, progress: progress) {
+                return report
+            }
             return try verifyByRebuilding(snapshot, started: started, progress: progress)
         }
     }
@@ -77,7 +80,9 @@ extension Store {
                     let result = Result { () throws -> InMemoryVerification.StateDigests? in
                         try second.read { view in
                             defer { channel.waitUntilReleased() }
-                            let log = Result { try InMemoryVerification.readLog(view, head: head, deliver: channel.put) }
+                            let log = Result {
+                                try InMemoryVerification.readLog(view, head: head, deliver: channel.put)
+                            }
                             channel.finish(log)
                             // Only a complete, sound log is worth comparing with.
                             guard case .success(true) = log, !channel.wasCancelled else { return nil }
@@ -99,17 +104,23 @@ extension Store {
             done.wait()
         }
         if let hook = VerifyTestHooks.beforeFold.withLock({ $0[path] }) { hook() }
-        let reportProgress = { (n: Int) -> Void in progress?(VerifyProgress(phase: .replaying, done: n, total: Int(head.rawValue))) }
+        let reportProgress = { (n: Int) -> Void in
+            progress?(VerifyProgress(phase: .replaying, done: n, total: Int(head.rawValue)))
+        }
         let folded: InMemoryVerification.FoldResult
         if parallel {
-            folded = try InMemoryVerification.foldLog(schema: schema, head: head, objectLimit: limit, capacity: capacity,
-                                                      progress: reportProgress) { try channel.drain(into: $0) }
+            folded = try InMemoryVerification.foldLog(schema: schema, head: head, objectLimit: limit,
+                                                      capacity: capacity, progress: reportProgress) {
+                try channel.drain(into: $0)
+            }
             channel.release()
         } else {
             // One thread: the fold and its digests inside the read that makes the ops.
             folded = try snapshot.read { view in
                 try InMemoryVerification.foldLog(schema: schema, head: head, objectLimit: limit, capacity: capacity,
-                                                 progress: reportProgress) { try InMemoryVerification.readLog(view, head: head, deliver: $0) }
+                                                 progress: reportProgress) {
+                    try InMemoryVerification.readLog(view, head: head, deliver: $0)
+                }
             }
         }
         guard case .folded(let expected, let transactions, let changes) = folded else { return nil }
@@ -123,7 +134,8 @@ extension Store {
         guard let actual, actual == expected else { return nil }
         progress?(VerifyProgress(phase: .comparing, done: actual.entries, total: actual.entries))
         return VerifyReport(head: head, transactions: transactions, changes: changes, entriesCompared: actual.entries,
-                            problems: [], problemCount: 0, seconds: (ContinuousClock.now - started).seconds, method: .inMemory)
+                            problems: [], problemCount: 0, seconds: (ContinuousClock.now - started).seconds,
+                            method: .inMemory)
     }
 
     /// Rebuilds state and indexes from the log in a scratch environment and compares them with
@@ -139,22 +151,23 @@ extension Store {
         try snapshot.read { view in
             let horizon = try view.horizon().rawValue
             do {
-                _ = try StateRebuilder.loadBase(from: view, horizon: TransactionID(horizon), head: snapshot.transactionID, into: scratch, schema: schema)
+                _ = try StateRebuilder.loadBase(from: view, horizon: TransactionID(horizon),
+                                                head: snapshot.transactionID, into: scratch, schema: schema)
             } catch {
                 problems.add("base: \(error)")
                 return
             }
-            applied = try StateRebuilder.replay(from: view, after: horizon, upTo: head, into: scratch, schema: schema,
-                                                problem: { problems.add($0) },
-                                                progress: { progress?(VerifyProgress(phase: .replaying, done: $0, total: Int(head - horizon))) })
+            applied = try StateRebuilder.replay(
+                from: view, after: horizon, upTo: head, into: scratch, schema: schema, problem: { problems.add($0) },
+                progress: { progress?(VerifyProgress(phase: .replaying, done: $0, total: Int(head - horizon))) })
         }
         var compared = 0
         if problems.count == 0 {
             compared = try compare(snapshot, scratch, problems: &problems, progress: progress)
         }
-        return VerifyReport(head: snapshot.transactionID, transactions: applied.transactions, changes: applied.changes, entriesCompared: compared,
-                            problems: problems.items, problemCount: problems.count, seconds: (ContinuousClock.now - started).seconds,
-                            method: .rebuild)
+        return VerifyReport(head: snapshot.transactionID, transactions: applied.transactions, changes: applied.changes,
+                            entriesCompared: compared, problems: problems.items, problemCount: problems.count,
+                            seconds: (ContinuousClock.now - started).seconds, method: .rebuild)
     }
 
     /// Compares the state databases (and counts) of the store snapshot and the rebuilt scratch.
@@ -164,7 +177,8 @@ extension Store {
         try snapshot.read { live in
             try scratch.read { rebuilt in
                 for name in [DatabaseName.objects, .links, .indexes, .uniques, .counts] {
-                    compared += try compare(name, live: live.txn, liveEnv: snapshot.env, rebuilt: rebuilt, scratch: scratch, problems: &problems)
+                    compared += try compare(name, live: live.txn, liveEnv: snapshot.env, rebuilt: rebuilt,
+                                            scratch: scratch, problems: &problems)
                     progress?(VerifyProgress(phase: .comparing, done: compared, total: compared))
                 }
             }
@@ -174,7 +188,8 @@ extension Store {
 
     /// Walks both databases in key order (merge join). Of ``DatabaseName/counts`` only the `count/` keys
     /// are state (the others are `meta`'s, in a format-1 store, or LMDB's).
-    private func compare(_ name: DatabaseName, live: LMDBTransaction, liveEnv: LMDBEnvironment, rebuilt: LMDBTransaction, scratch: LMDBEnvironment,
+    private func compare(_ name: DatabaseName, live: LMDBTransaction, liveEnv: LMDBEnvironment,
+                         rebuilt: LMDBTransaction, scratch: LMDBEnvironment,
                          problems: inout ProblemList) throws -> Int {
         let prefix: [UInt8]? = name == .counts ? MetaKey.countPrefix : nil
         var a = ChunkedScan(txn: live, db: liveEnv[name], prefix: prefix)
@@ -197,7 +212,8 @@ extension Store {
         while x != nil || y != nil {
             n += 1
             if lookUp, let l = x, try live.withValue(liveEnv[name], key: l.key, { _ in true }) == nil {
-                problems.add("\(name.rawValue): \(describe(l.key, in: name)) is stored but a lookup does not find it (corrupt B-tree page)")
+                problems.add("\(name.rawValue): \(describe(l.key, in: name)) is stored but a lookup does not find it " +
+                             "(corrupt B-tree page)")
             }
             if let l = x, let r = y, l.key == r.key {
                 if l.value != r.value {
@@ -210,7 +226,8 @@ extension Store {
                 problems.add("\(name.rawValue): extra entry \(describe(l.key, in: name)) (not in the log)")
                 x = try next(&a)
             } else if let r = y {
-                problems.add("\(name.rawValue): missing entry \(describe(r.key, in: name)) (the log has it, the state does not)")
+                problems.add(
+                    "\(name.rawValue): missing entry \(describe(r.key, in: name)) (the log has it, the state does not)")
                 y = try next(&b)
             }
         }
@@ -223,9 +240,13 @@ extension Store {
             let id = key.withUnsafeBytes { ObjectID(keyBytes: $0) }
             return "\(schema.entity(tag: id.entityTag)?.name ?? "?") \(id)"
         case .counts where MetaKey.isCount(key):
-            return String(decoding: key.prefix(6), as: UTF8.self) + (schema.entity(tag: UInt16(key[6]) << 8 | UInt16(key[7]))?.name ?? "?")
+            return String(decoding: key.prefix(6), as: UTF8.self)
+                + (schema.entity(tag: UInt16(key[6]) << 8 | UInt16(key[7]))?.name ?? "?")
         case .links where key.count == 34:
-            let (from, to) = key.withUnsafeBytes { (ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: $0[2..<18])), ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: $0[18..<34]))) }
+            let (from, to) = key.withUnsafeBytes {
+                (ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: $0[2..<18])),
+                 ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: $0[18..<34])))
+            }
             let r = schema.relationship(tag: UInt16(key[0]) << 8 | UInt16(key[1]))
             return "\(r.map { "\($0.entityName).\($0.name)" } ?? "?") \(from) → \(to)"
         default:

@@ -38,7 +38,9 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
         attributeIndex = Dictionary(uniqueKeysWithValues: attributes.map { ($0.name, $0.index) })
         relationshipIndex = Dictionary(uniqueKeysWithValues: relationships.map { ($0.name, $0.index) })
         hasRequiredToOne = relationships.contains { !$0.isToMany && !$0.isOptional }
-        valueRules = attributes.map { ValueRule(type: $0.type, isOptional: $0.isOptional, hasDefault: $0.defaultValue != nil) }
+        valueRules = attributes.map {
+            ValueRule(type: $0.type, isOptional: $0.isOptional, hasDefault: $0.defaultValue != nil)
+        }
     }
 
     /// The attribute named `name`, if any.

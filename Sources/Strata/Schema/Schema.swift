@@ -21,7 +21,8 @@ public struct Schema: Sendable {
         let inverseTags: [UInt16: UInt16]
         let typeChecks = TypeCheckCache()
 
-        init(model: String, version: Int, entities: [EntityDescription], canonicalJSON: String, migrationSteps: [MigrationStep]) {
+        init(model: String, version: Int, entities: [EntityDescription], canonicalJSON: String,
+             migrationSteps: [MigrationStep]) {
             self.model = model
             self.version = version
             self.entities = entities
@@ -34,7 +35,9 @@ public struct Schema: Sendable {
             var inverses: [UInt16: UInt16] = [:]
             for e in entities {
                 for r in e.relationships {
-                    if let inverse = byName[r.destination]?.relationship(named: r.inverseName) { inverses[r.tag] = inverse.tag }
+                    if let inverse = byName[r.destination]?.relationship(named: r.inverseName) {
+                        inverses[r.tag] = inverse.tag
+                    }
                 }
             }
             inverseTags = inverses
@@ -55,8 +58,10 @@ public struct Schema: Sendable {
     private var byName: [String: EntityDescription] { storage.byName }
     var typeChecks: TypeCheckCache { storage.typeChecks }
 
-    init(model: String, version: Int, entities: [EntityDescription], canonicalJSON: String, migrationSteps: [MigrationStep] = []) {
-        storage = Storage(model: model, version: version, entities: entities, canonicalJSON: canonicalJSON, migrationSteps: migrationSteps)
+    init(model: String, version: Int, entities: [EntityDescription], canonicalJSON: String,
+         migrationSteps: [MigrationStep] = []) {
+        storage = Storage(model: model, version: version, entities: entities, canonicalJSON: canonicalJSON,
+                          migrationSteps: migrationSteps)
     }
 
     /// The entity named `name`, if the schema has one.
@@ -69,7 +74,8 @@ public struct Schema: Sendable {
 
     /// The relationship with link tag `tag`.
     func relationship(tag: UInt16) -> RelationshipDescription? {
-        guard let e = entity(tag: tag >> 8), (tag & 0xff) >= 1, Int(tag & 0xff) <= e.relationships.count else { return nil }
+        guard let e = entity(tag: tag >> 8), (tag & 0xff) >= 1,
+              Int(tag & 0xff) <= e.relationships.count else { return nil }
         return e.relationships[Int(tag & 0xff) - 1]
     }
 

@@ -64,10 +64,13 @@ public enum TypeConversion: String, Sendable, CaseIterable {
         case (.doubleToString, .double(let d)): return .string(String(d))
         case (.boolToString, .bool(let b)): return .string(b ? "true" : "false")
         case (.stringToInt, .string(let s)):
-            guard let i = Int64(s.trimmingCharacters(in: .whitespaces)) else { throw ValueConversion.Failure(reason: "'\(s)' is not an integer") }
+            guard let i = Int64(s.trimmingCharacters(in: .whitespaces)) else {
+                throw ValueConversion.Failure(reason: "'\(s)' is not an integer")
+            }
             return .int(i)
         case (.stringToDouble, .string(let s)):
-            guard let d = Double(s.trimmingCharacters(in: .whitespaces)), d.isFinite else { throw ValueConversion.Failure(reason: "'\(s)' is not a number") }
+            guard let d = Double(s.trimmingCharacters(in: .whitespaces)),
+                  d.isFinite else { throw ValueConversion.Failure(reason: "'\(s)' is not a number") }
             return .double(d)
         case (.intToBool, .int(let i)): return .bool(i != 0)
         case (.boolToInt, .bool(let b)): return .int(b ? 1 : 0)

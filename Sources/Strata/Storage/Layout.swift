@@ -65,7 +65,8 @@ enum Layout {
 
     /// The unique key of `values`, or nil when a component is null (nulls never clash, as in SQL).
     /// - Throws: ``ValidationFailure`` when the key would exceed LMDB's key size.
-    static func uniqueKey(_ index: IndexDescription, record values: [Value], entity: EntityDescription, id: ObjectID) throws -> [UInt8]? {
+    static func uniqueKey(_ index: IndexDescription, record values: [Value], entity: EntityDescription,
+                          id: ObjectID) throws -> [UInt8]? {
         // One allocation for the usual key (tag and a few short values) instead of regrowing.
         var k: [UInt8] = []
         k.reserveCapacity(48)

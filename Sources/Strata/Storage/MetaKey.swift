@@ -24,12 +24,14 @@ enum MetaKey {
     /// ``StrataError/corruptRecord(id:reason:)``, never a trap or a count of 0.
     static func countValue(_ b: UnsafeRawBufferPointer, _ tag: UInt16) throws -> Int {
         guard b.count == 8 else {
-            throw StrataError.corruptRecord(id: ObjectID(high: UInt64(tag) << 48, low: 0), reason: "the object count of entity tag \(tag) is \(b.count) bytes, not 8")
+            throw StrataError.corruptRecord(id: ObjectID(high: UInt64(tag) << 48, low: 0),
+                                            reason: "the object count of entity tag \(tag) is \(b.count) bytes, not 8")
         }
         var r = ByteReader(b)
         let v = try r.u64()
         guard v <= UInt64(Int.max) else {
-            throw StrataError.corruptRecord(id: ObjectID(high: UInt64(tag) << 48, low: 0), reason: "the object count of entity tag \(tag) is \(v)")
+            throw StrataError.corruptRecord(id: ObjectID(high: UInt64(tag) << 48, low: 0),
+                                            reason: "the object count of entity tag \(tag) is \(v)")
         }
         return Int(v)
     }
@@ -38,7 +40,8 @@ enum MetaKey {
     @inline(__always)
     static func withCountKey<R>(_ tag: UInt16, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         // "count/" in ASCII, then the tag big-endian: the bytes of `count(tag)`.
-        var key: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) = (0x63, 0x6F, 0x75, 0x6E, 0x74, 0x2F, UInt8(tag >> 8), UInt8(tag & 0xFF))
+        var key: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0x63, 0x6F, 0x75, 0x6E, 0x74, 0x2F, UInt8(tag >> 8), UInt8(tag & 0xFF))
         return try withUnsafeBytes(of: &key) { try body($0) }
     }
     /// Whether `key` is a ``count(_:)`` key.
@@ -62,7 +65,9 @@ enum MetaKey {
     /// u32 throws ``DecodingError``.
     static func storedFormat(_ txn: LMDBTransaction, meta: LMDBDatabase) throws -> UInt32? {
         try txn.withValue(meta, key: format) { b -> UInt32 in
-            guard b.count == 4 else { throw DecodingError(offset: 0, reason: "the store format is \(b.count) bytes, not 4") }
+            guard b.count == 4 else {
+                throw DecodingError(offset: 0, reason: "the store format is \(b.count) bytes, not 4")
+            }
             var r = ByteReader(b)
             return try r.u32()
         }

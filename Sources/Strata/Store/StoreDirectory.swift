@@ -45,7 +45,8 @@ struct StoreDirectory {
             throw StrataError.notAStore(path: path, reason: "cannot read `current`: \(String(cString: strerror(code)))")
         }
         guard (st.st_mode & S_IFMT) == S_IFLNK else {
-            throw StrataError.notAStore(path: path, reason: "`current` is not a symbolic link to a generation; nothing was changed")
+            throw StrataError.notAStore(path: path,
+                                        reason: "`current` is not a symbolic link to a generation; nothing was changed")
         }
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let n = readlink(currentPath, &buffer, buffer.count - 1)
@@ -65,20 +66,25 @@ struct StoreDirectory {
         let present = generationNames()
         guard Self.generationNumber(live) != nil,
               FileManager.default.fileExists(atPath: path + "/" + live, isDirectory: &isDirectory), isDirectory.boolValue else {
-            let found = present.isEmpty ? "no generation directory is here" : "generation directories here: \(present.joined(separator: ", "))"
-            throw StrataError.notAStore(path: path, reason: "`current` points at \(live), which is not a generation directory of this store (\(found)); nothing was changed")
+            let found = present.isEmpty
+                ? "no generation directory is here" : "generation directories here: \(present.joined(separator: ", "))"
+            throw StrataError.notAStore(path: path, reason: "`current` points at \(live), which is not a generation " +
+                                                            "directory of this store (\(found)); nothing was changed")
         }
     }
 
     /// The generation directories present, in name order.
     func generationNames() -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).filter { Self.generationNumber($0) != nil }.sorted()
+        ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).filter { Self.generationNumber($0) != nil }
+            .sorted()
     }
 
     /// The generation directories whose `data.mdb` is not empty, in name order.
     func generationsHoldingData() -> [String] {
         generationNames().filter { name in
-            let size = (try? FileManager.default.attributesOfItem(atPath: path + "/" + name + "/data.mdb")[.size] as? Int) ?? nil
+            let size =
+                (try? FileManager.default.attributesOfItem(atPath: path + "/" + name + "/data.mdb")[.size] as? Int)
+                ?? nil
             return (size ?? 0) > 0
         }
     }
@@ -158,7 +164,8 @@ struct StoreDirectory {
     /// compaction or migration, or by a finished one whose old generation was still in use).
     func removeStaleGenerations(except keep: String) {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
-        for n in names where (Self.generationNumber(n) != nil && n != keep) || n.hasPrefix(".current-") || n.hasPrefix(Self.retiredPrefix)
+        for n in names where (Self.generationNumber(n) != nil && n != keep) || n.hasPrefix(".current-")
+            || n.hasPrefix(Self.retiredPrefix)
             || n.hasPrefix(Self.scratchPrefix) {
             try? FileManager.default.removeItem(atPath: path + "/" + n)
         }
@@ -176,7 +183,8 @@ struct StoreDirectory {
     /// background queue. A process that ends first leaves it for the next open to remove.
     static func retire(generation dir: String) {
         let url = URL(fileURLWithPath: dir)
-        let retired = url.deletingLastPathComponent().appendingPathComponent(retiredPrefix + url.lastPathComponent + "-" + UUID().uuidString).path
+        let retired = url.deletingLastPathComponent()
+            .appendingPathComponent(retiredPrefix + url.lastPathComponent + "-" + UUID().uuidString).path
         guard rename(dir, retired) == 0 else {
             try? FileManager.default.removeItem(atPath: dir)
             return

@@ -21,7 +21,9 @@ final class StoreLock: Sendable {
         let flags = O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
         func refused(_ code: Int32) -> StrataError {
             code == ELOOP
-                ? StrataError.insecure(path: store, reason: "\(path) is a symbolic link; Strata never opens a store's files through a link (remove it: an open makes it again)")
+                ? StrataError.insecure(path: store,
+                                       reason: "\(path) is a symbolic link; Strata never opens a store's files " +
+                                               "through a link (remove it: an open makes it again)")
                 : StrataError.lmdb(LMDBError(code: code, operation: "open \(path) (the store's lock file)"))
         }
         var fd: Int32
@@ -62,7 +64,9 @@ final class StoreLock: Sendable {
 
     /// Closes the descriptor, which drops the lock (idempotent).
     func release() {
-        if released.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged { close(fd) }
+        if released.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged {
+            close(fd)
+        }
     }
 
     /// Process ids of the other processes that have the store open: every holder listed in
@@ -79,7 +83,8 @@ final class StoreLock: Sendable {
             let f = line.split(separator: " ", omittingEmptySubsequences: true)
             guard f.count >= 6, f[1] == "POSIX", let pid = Int32(f[4]), pid != me else { continue }
             let dev = f[5].split(separator: ":")
-            guard dev.count == 3, dev[2] == inode, UInt64(dev[0], radix: 16) == UInt64(major), UInt64(dev[1], radix: 16) == UInt64(minor) else { continue }
+            guard dev.count == 3, dev[2] == inode, UInt64(dev[0], radix: 16) == UInt64(major),
+                  UInt64(dev[1], radix: 16) == UInt64(minor) else { continue }
             pids.insert(pid)
         }
         var probe = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)

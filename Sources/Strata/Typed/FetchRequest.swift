@@ -16,7 +16,8 @@ public struct FetchRequest<E: Entity>: Sendable {
     ///   - sort: The sort order; ties are broken by object id.
     ///   - limit: The most objects to return (`nil`: no limit).
     ///   - offset: How many objects of the sorted results to skip.
-    public init(where predicate: EntityPredicate<E> = .all, sortedBy sort: [SortKey] = [], limit: Int? = nil, offset: Int = 0) {
+    public init(where predicate: EntityPredicate<E> = .all, sortedBy sort: [SortKey] = [], limit: Int? = nil,
+                offset: Int = 0) {
         self.predicate = predicate
         self.sort = sort
         self.limit = limit
@@ -24,5 +25,7 @@ public struct FetchRequest<E: Entity>: Sendable {
     }
 
     /// The untyped query.
-    public var query: Query { Query(entity: E.entityName, predicate: predicate.predicate, sort: sort, limit: limit, offset: offset) }
+    public var query: Query {
+        Query(entity: E.entityName, predicate: predicate.predicate, sort: sort, limit: limit, offset: offset)
+    }
 }
