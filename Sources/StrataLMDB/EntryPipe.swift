@@ -1,8 +1,9 @@
 import Foundation
 
 /// Buffers of key-value entries handed from the thread reading a database to the thread
-/// appending them to another environment (``LMDBEnvironment/copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``),
-/// so that reading the source and building the copy's B-trees run on two cores.
+/// appending them to another environment
+/// (``LMDBEnvironment/copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``), so that
+/// reading the source and building the copy's B-trees run on two cores.
 ///
 /// At most ``bufferCount`` buffers circulate (made as the reader first needs them): the reader
 /// fills an empty one and sends it; the appender gives it back once the transaction that wrote

@@ -46,7 +46,11 @@ struct CompactCommand: AsyncParsableCommand {
 
     func run() async throws {
         let store: Store
-        do { store = try Store.openExisting(at: target.url, configuration: target.configuration) } catch { throw failure(error) }
+        do {
+            store = try Store.openExisting(at: target.url, configuration: target.configuration)
+        } catch {
+            throw failure(error)
+        }
         defer { store.close() }
         let terminal = isatty(STDERR_FILENO) == 1 && !quiet
         do {

@@ -30,10 +30,18 @@ struct ExportCommand: AsyncParsableCommand {
     func run() async throws {
         // Before anything is opened or created: an output inside the store would destroy it.
         if let output {
-            do { try OutputPathGuard.check(output, storeDirectory: target.store) } catch { throw failure(error, context: "--output") }
+            do {
+                try OutputPathGuard.check(output, storeDirectory: target.store)
+            } catch {
+                throw failure(error, context: "--output")
+            }
         }
         let store: Store
-        do { store = try Store.openReadOnly(at: target.url, configuration: target.configuration) } catch { throw failure(error) }
+        do {
+            store = try Store.openReadOnly(at: target.url, configuration: target.configuration)
+        } catch {
+            throw failure(error)
+        }
         defer { store.close() }
         guard let e = store.schema.entity(named: entity) else {
             throw failure(unknownEntity(entity, in: store.schema))
@@ -45,7 +53,11 @@ struct ExportCommand: AsyncParsableCommand {
             }
         }
         let sink: OutputSink
-        do { sink = try OutputSink(path: output) } catch { throw failure(error, context: output).withCode(Exit.cannotCreate) }
+        do {
+            sink = try OutputSink(path: output)
+        } catch {
+            throw failure(error, context: output).withCode(Exit.cannotCreate)
+        }
         do {
             let result = try Exporter(store: store).export(query, format: ImportFormat(rawValue: format)!) {
                 try sink.write($0)

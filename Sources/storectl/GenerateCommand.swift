@@ -23,7 +23,11 @@ struct GenerateCommand: AsyncParsableCommand {
         // No store is named, but the file must not land in one (a store directory anywhere
         // above it): refused before the schema is read or anything is created.
         if let output {
-            do { try OutputPathGuard.check(output, storeDirectory: nil) } catch { throw failure(error, context: "--output") }
+            do {
+                try OutputPathGuard.check(output, storeDirectory: nil)
+            } catch {
+                throw failure(error, context: "--output")
+            }
         }
         let loaded: Schema
         do { loaded = try Schema.load(directory: URL(fileURLWithPath: schema)) } catch { throw failure(error) }
@@ -40,7 +44,8 @@ struct GenerateCommand: AsyncParsableCommand {
             let special = stat(output, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG && (st.st_mode & S_IFMT) != S_IFDIR
             let url = URL(fileURLWithPath: output)
             try Data(source.utf8).write(
-                to: special ? url : (FileManager.default.fileExists(atPath: output) ? url.resolvingSymlinksInPath() : url),
+                to: special ? url
+                    : (FileManager.default.fileExists(atPath: output) ? url.resolvingSymlinksInPath() : url),
                 options: special ? [] : .atomic)
         } catch {
             var isDirectory: ObjCBool = false

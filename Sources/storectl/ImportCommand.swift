@@ -55,7 +55,11 @@ struct ImportCommand: AsyncParsableCommand {
         if let rejects {
             // Inside the store directory (or on one of its files, through a link) it would
             // destroy the store: refused before anything is opened or created.
-            do { try OutputPathGuard.check(rejects, storeDirectory: target.store) } catch { throw failure(error, context: "--rejects") }
+            do {
+                try OutputPathGuard.check(rejects, storeDirectory: target.store)
+            } catch {
+                throw failure(error, context: "--rejects")
+            }
             let directory = (rejects as NSString).deletingLastPathComponent
             if access(directory.isEmpty ? "." : directory, W_OK) != 0 {
                 throw failure(
@@ -72,7 +76,11 @@ struct ImportCommand: AsyncParsableCommand {
         options.importID = importID
         options.maxReportedIssues = maxErrors
         let store: Store
-        do { store = try Store.openExisting(at: target.url, configuration: target.configuration) } catch { throw failure(error) }
+        do {
+            store = try Store.openExisting(at: target.url, configuration: target.configuration)
+        } catch {
+            throw failure(error)
+        }
         defer { store.close() }
         let importer = Importer(store: store, options: options)
         let reporter = Task { [quiet] in

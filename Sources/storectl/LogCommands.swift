@@ -4,7 +4,11 @@ import Strata
 
 /// Opens a store read-only for a log command, mapping errors to exit codes.
 func openForReading(_ target: StoreArgument) throws -> Store {
-    do { return try Store.openReadOnly(at: target.url, configuration: target.configuration) } catch { throw failure(error) }
+    do {
+        return try Store.openReadOnly(at: target.url, configuration: target.configuration)
+    } catch {
+        throw failure(error)
+    }
 }
 
 struct LogCommand: AsyncParsableCommand {
@@ -36,16 +40,17 @@ struct LogCommand: AsyncParsableCommand {
             throw failure(unknownEntity(entity, in: store.schema))
         }
         do {
-            try store.forEachTransaction(from: TransactionID(from), to: to.map(TransactionID.init), author: author, entity: entity) { e in
+            try store.forEachTransaction(from: TransactionID(from), to: to.map(TransactionID.init), author: author,
+                                         entity: entity) { e in
                 let names = e.entityNames(schema: store.schema)
                 if json {
                     printJSON(.object(e.headerJSON() + [("entities", .array(names.map { .string($0) }))]))
                 } else {
                     let meta = EchoedText.escaped(
                         e.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
-                    print(
-                        "\(e.transactionID)\t\(ISO8601.string(from: e.timestamp))\t\(EchoedText.escaped(e.author))\t\(e.changes.count) " +
-                        "change(s)\t\(names.joined(separator: ","))\t\(meta)")
+                    print("\(e.transactionID)\t\(ISO8601.string(from: e.timestamp))\t"
+                          + "\(EchoedText.escaped(e.author))\t\(e.changes.count) change(s)\t"
+                          + "\(names.joined(separator: ","))\t\(meta)")
                 }
                 return true
             }
@@ -64,7 +69,8 @@ struct ShowCommand: AsyncParsableCommand {
 
         JSON: {"transaction": 42, "time": ..., "author": ..., "metadata": {...}, "schemaVersion": 1, \
         "changes": 3, "list": [{"op": "update", "entity": "Track", "id": "...", "previousVersion": 17, \
-        "attributes": {"title": {"old": "a", "new": "b"}}}, {"op": "link", ..., "relationship": "album", "target": "..."}]}
+        "attributes": {"title": {"old": "a", "new": "b"}}}, {"op": "link", ..., "relationship": "album", \
+        "target": "..."}]}
         """
     )
 

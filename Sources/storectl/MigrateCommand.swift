@@ -21,7 +21,8 @@ struct MigrateCommand: AsyncParsableCommand {
           storectl migrate ./library.strata --schema Schemas/library --to 2
 
         JSON (run or dry run): {"dryRun": false, "from": 1, "to": 2, "objects": 406, "transactionsUpcast": 1, \
-        "migrationTransaction": 2, "objectsPerEntity": {...}, "steps": [{"step": "...", "seconds": 0.01}], "seconds": 0.2}
+        "migrationTransaction": 2, "objectsPerEntity": {...}, "steps": [{"step": "...", "seconds": 0.01}], \
+        "seconds": 0.2}
         JSON (--check): {"status": "needsMigration", "from": 1, "to": 2, "steps": ["v2: rename ...", ...]}
         """
     )
@@ -56,10 +57,18 @@ struct MigrateCommand: AsyncParsableCommand {
 
     private func runCheck(_ schemas: [Schema]) throws {
         let status: MigrationStatus
-        do { status = try Store.migrationStatus(at: target.url, schemas: schemas, configuration: target.configuration) } catch { throw failure(error) }
+        do {
+            status = try Store.migrationStatus(at: target.url, schemas: schemas, configuration: target.configuration)
+        } catch {
+            throw failure(error)
+        }
         switch status {
         case .upToDate(let v):
-            if json { printJSON(.object([("status", .string("upToDate")), ("version", .int(Int64(v)))])) } else { print("up to date (v\(v))") }
+            if json {
+                printJSON(.object([("status", .string("upToDate")), ("version", .int(Int64(v)))]))
+            } else {
+                print("up to date (v\(v))")
+            }
         case .needsMigration(let from, let to, let steps):
             if json {
                 printJSON(.object([("status", .string("needsMigration")), ("from", .int(Int64(from))),
@@ -70,7 +79,10 @@ struct MigrateCommand: AsyncParsableCommand {
             }
             throw ExitCode(Self.needsMigrationExit)
         case .tooNew(let store, let app):
-            if json { printJSON(.object([("status", .string("tooNew")), ("store", .int(Int64(store))), ("app", .int(Int64(app)))])) } else {
+            if json {
+                printJSON(.object([("status", .string("tooNew")), ("store", .int(Int64(store))),
+                                   ("app", .int(Int64(app)))]))
+            } else {
                 print("the store is at v\(store), newer than the schemas (v\(app))")
             }
             throw ExitCode(Self.tooNewExit)
@@ -81,8 +93,8 @@ struct MigrateCommand: AsyncParsableCommand {
         let terminal = isatty(STDERR_FILENO) == 1 && !quiet
         let report: MigrationReport
         do {
-            report = try await Store.migrate(at: target.url, schemas: schemas, registry: libraryMigrations, dryRun: dryRun,
-                                                configuration: target.configuration) { p in
+            report = try await Store.migrate(at: target.url, schemas: schemas, registry: libraryMigrations,
+                                             dryRun: dryRun, configuration: target.configuration) { p in
                 if terminal {
                     FileHandle.standardError.write(
                         Data("\r\(p.phase.rawValue): \(p.done)\(p.total > 0 ? "/\(p.total)" : "")\u{1B}[K".utf8))
@@ -96,10 +108,12 @@ struct MigrateCommand: AsyncParsableCommand {
                 ("objects", .int(Int64(report.objects))),
                 ("transactionsUpcast", .int(Int64(report.transactionsUpcast))),
                 ("migrationTransaction", report.migrationTransaction.map { .int(Int64($0.rawValue)) } ?? .null),
-                ("objectsPerEntity",
-                 .object(report.objectsPerEntity.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) })),
-                ("steps",
-                 .array(report.stepSeconds.map { .object([("step", .string($0.step)), ("seconds", .double($0.seconds))]) })),
+                ("objectsPerEntity", .object(report.objectsPerEntity.sorted { $0.key < $1.key }.map {
+                    ($0.key, .int(Int64($0.value)))
+                })),
+                ("steps", .array(report.stepSeconds.map {
+                    .object([("step", .string($0.step)), ("seconds", .double($0.seconds))])
+                })),
                 ("bytesBefore", .int(Int64(report.bytesBefore))), ("bytesAfter", .int(Int64(report.bytesAfter))),
                 ("seconds", .double(report.seconds)),
             ]))

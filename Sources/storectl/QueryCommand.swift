@@ -16,7 +16,8 @@ struct QueryCommand: AsyncParsableCommand {
         An indexed attribute in the filter uses its index; the rest is a scan.
 
         Examples:
-          storectl query ./library.strata --entity Track --where "durationSeconds > 600" --sort -durationSeconds --limit 5
+          storectl query ./library.strata --entity Track --where "durationSeconds > 600" \
+        --sort -durationSeconds --limit 5
           storectl query ./library.strata --entity Album --where "artist.name == 'Sigrún Ásgeirsdóttir'" --json
           storectl query ./library.strata --entity Track --where "playlists.name prefix 'Road'" --count
         """
@@ -42,7 +43,11 @@ struct QueryCommand: AsyncParsableCommand {
 
     func run() async throws {
         let store: Store
-        do { store = try Store.openReadOnly(at: target.url, configuration: target.configuration) } catch { throw failure(error) }
+        do {
+            store = try Store.openReadOnly(at: target.url, configuration: target.configuration)
+        } catch {
+            throw failure(error)
+        }
         defer { store.close() }
         guard let e = store.schema.entity(named: entity) else {
             throw failure(unknownEntity(entity, in: store.schema))

@@ -69,7 +69,8 @@ struct DiffCommand: AsyncParsableCommand {
           storectl diff ./library.strata --from 0 --to 1 --json
 
         JSON: one object per changed object: {"entity": "Track", "id": "...", "change": "update", \
-        "attributes": {"title": {"old": "a", "new": "b"}}, "relationships": {"album": {"added": [...], "removed": [...]}}}
+        "attributes": {"title": {"old": "a", "new": "b"}}, \
+        "relationships": {"album": {"added": [...], "removed": [...]}}}
         """
     )
 

@@ -85,7 +85,7 @@ duplicate.insert(Genre(name: "Jazz"))
 do {
     _ = try await store.save(duplicate)
 } catch StrataError.validation(let failure) {
-    print(failure.kind, failure.field ?? "", failure.reason)   // uniqueConstraint name name="Jazz" is already used by …
+    print(failure.kind, failure.field ?? "", failure.reason) // uniqueConstraint name name="Jazz" is already used by …
 }
 
 stream.cancel()                                               // the watcher's loop ends

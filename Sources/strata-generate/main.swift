@@ -47,8 +47,8 @@ while !args.isEmpty {
 guard let total else { usage("missing RECORDS") }
 
 var rng = SplitMix64(state: seed)
-let syllables = ["ka", "lo", "mi", "ra", "sen", "tó", "vi", "ø", "dr", "an", "é", "el", "yu", "夜", "光", "но", "чь",
-                 "ζω", "ή", "ber", "lin", "ma", "os", "ur"]
+let syllables = ["ka", "lo", "mi", "ra", "sen", "tó", "vi", "ø", "dr", "an", "é", "el", "yu", "夜", "光", "но",
+                 "чь", "ζω", "ή", "ber", "lin", "ma", "os", "ur"]
 func word(_ rng: inout SplitMix64) -> String {
     let n = Int.random(in: 2...4, using: &rng)
     let w = (0..<n).map { _ in syllables.randomElement(using: &rng)! }.joined()
@@ -116,14 +116,20 @@ for _ in 0..<artistCount {
     let id = uuid(&rng)
     artistIDs.append(id)
     let country = ["IS", "NO", "DK", "JP", "RU", "GR", "BR", "US", "DE", "PL"].randomElement(using: &rng)!
-    emit(#"{"entity":"Artist","mbid":"\#(id)","name":\#(quote(word(&rng) + " " + word(&rng))),"country":"\#(country)","foundedYear":"\#(Int.random(in: 1950...2024, using: &rng))"}"#)
+    emit(#"""
+        {"entity":"Artist","mbid":"\#(id)","name":\#(quote(word(&rng) + " " + word(&rng))),\#
+        "country":"\#(country)","foundedYear":"\#(Int.random(in: 1950...2024, using: &rng))"}
+        """#)
 }
 var albumIDs: [String] = []
 for _ in 0..<albumCount {
     let id = uuid(&rng)
     albumIDs.append(id)
     let year = Int.random(in: 1960...2025, using: &rng)
-    emit(#"{"entity":"Album","mbid":"\#(id)","title":\#(quote(word(&rng) + " " + word(&rng))),"year":\#(year),"artist":{"mbid":"\#(artistIDs.randomElement(using: &rng)!)"}}"#)
+    emit(#"""
+        {"entity":"Album","mbid":"\#(id)","title":\#(quote(word(&rng) + " " + word(&rng))),"year":\#(year),\#
+        "artist":{"mbid":"\#(artistIDs.randomElement(using: &rng)!)"}}
+        """#)
 }
 var trackIDs: [String] = []
 trackIDs.reserveCapacity(min(trackCount, playlistCount * 50 * 4))
@@ -132,13 +138,21 @@ for i in 0..<trackCount {
     if trackIDs.count < playlistCount * 200 { trackIDs.append(id) }
     let rating = Int.random(in: 0...3, using: &rng) == 0
         ? "" : #","rating":\#(Double(Int.random(in: 0...10, using: &rng)) / 2)"#
-    emit(#"{"entity":"Track","mbid":"\#(id)","title":\#(quote(word(&rng) + " " + word(&rng))),"durationSeconds":\#(Int.random(in: 60...900, using: &rng)),"trackNumber":\#(i % 14 + 1),"addedAt":"\#(date(1_500_000_000 + Int.random(in: 0...250_000_000, using: &rng)))"\#(rating),"album":{"mbid":"\#(albumIDs.randomElement(using: &rng)!)"},"genre":{"name":\#(quote(genres.randomElement(using: &rng)!))}}"#)
+    emit(#"""
+        {"entity":"Track","mbid":"\#(id)","title":\#(quote(word(&rng) + " " + word(&rng))),\#
+        "durationSeconds":\#(Int.random(in: 60...900, using: &rng)),"trackNumber":\#(i % 14 + 1),\#
+        "addedAt":"\#(date(1_500_000_000 + Int.random(in: 0...250_000_000, using: &rng)))"\#(rating),\#
+        "album":{"mbid":"\#(albumIDs.randomElement(using: &rng)!)"},\#
+        "genre":{"name":\#(quote(genres.randomElement(using: &rng)!))}}
+        """#)
 }
 for p in 0..<playlistCount {
     let members = (0..<50).map { _ in trackIDs.randomElement(using: &rng)! }
     let list = Set(members).sorted().map { #"{"mbid":"\#($0)"}"# }.joined(separator: ",")
-    emit(#"{"entity":"Playlist","name":"Playlist \#(p) "# +
-         #"\#(word(&rng))","createdAt":"\#(date(1_600_000_000 + p * 3600))","tracks":[\#(list)]}"#)
+    emit(#"""
+        {"entity":"Playlist","name":"Playlist \#(p) \#(word(&rng))",\#
+        "createdAt":"\#(date(1_600_000_000 + p * 3600))","tracks":[\#(list)]}
+        """#)
 }
 writeOut(buffer)
 if output != nil {

@@ -46,9 +46,9 @@ extension Overlay {
                     base.map { i >= $0.count || $0[i] != record.values[i] } ?? true
                 }
                 if !changed.isEmpty {
-                    updates.append(
-                        .update(id: id,
-                                attributes: changed.map { ChangeSet.AttributeValue(attribute: $0, value: record.values[$0]) }))
+                    updates.append(.update(id: id, attributes: changed.map {
+                        ChangeSet.AttributeValue(attribute: $0, value: record.values[$0])
+                    }))
                 }
             }
         }

@@ -108,7 +108,10 @@ final class SnapshotRegistry: Sendable {
                                  lagTransactions: head.rawValue &- min(head.rawValue, snap.transactionID.rawValue))
                 }
             }
-        }.sorted { $0.transactionID < $1.transactionID || ($0.transactionID == $1.transactionID && $0.ageSeconds > $1.ageSeconds) }
+        }.sorted {
+            $0.transactionID < $1.transactionID
+                || ($0.transactionID == $1.transactionID && $0.ageSeconds > $1.ageSeconds)
+        }
     }
 
     /// How often the per-open check runs: a quarter of the warning age, at most once a second,

@@ -141,8 +141,8 @@ public struct Exporter: Sendable {
             if case .string(let s) = v, s.isEmpty { return "\"\"" }
             return csvField(ValueConversion.text(v))
         }
-        return ([csvField(r.id.description)] + values + links.map { csvField($0.map(\.description).joined(separator: "|")) }).joined(
-            separator: ",")
+        return ([csvField(r.id.description)] + values
+                + links.map { csvField($0.map(\.description).joined(separator: "|")) }).joined(separator: ",")
     }
 
     private func csvLine(_ fields: [String]) -> String {

@@ -307,7 +307,9 @@ public final class Importer: Sendable {
                 for d in slice {
                     var one = ChangeSet()
                     one.append(.link(relationship: d.relationship, from: d.from, to: d.to))
-                    do { s.committed(try await store.save(one, author: options.author, metadata: metadata)) } catch StrataError.validation {
+                    do {
+                        s.committed(try await store.save(one, author: options.author, metadata: metadata))
+                    } catch StrataError.validation {
                         s.skippedLinks += 1
                     }
                 }

@@ -141,7 +141,11 @@ struct RecordBuilder {
                 _ links: [(RelationshipDescription, [ObjectReference]?)], line: Int) throws -> ImportRecord {
         var values = input
         for a in entity.attributes where values[a.index].isNull {
-            if let d = a.defaultValue { values[a.index] = d } else if !a.isOptional { throw issue(line, a.name, "required attribute is missing") }
+            if let d = a.defaultValue {
+                values[a.index] = d
+            } else if !a.isOptional {
+                throw issue(line, a.name, "required attribute is missing")
+            }
         }
         let reference: ObjectReference
         if let explicitID {
@@ -231,7 +235,9 @@ struct RecordBuilder {
                     try checkSize(values[a.index], a, line: line)
                     continue
                 }
-                do { values[a.index] = try ValueConversion.value(fromText: text, type: a.type) } catch let f as ValueConversion.Failure {
+                do {
+                    values[a.index] = try ValueConversion.value(fromText: text, type: a.type)
+                } catch let f as ValueConversion.Failure {
                     throw issue(line, a.name, f.reason)
                 }
                 try checkSize(values[a.index], a, line: line)
@@ -241,13 +247,17 @@ struct RecordBuilder {
                 if !r.isToMany && parts.count > 1 {
                     throw issue(line, r.name, "a to-one relationship takes one id, found \(parts.count)")
                 }
-                links.append(
-                    (r, r.isToMany || !parts.isEmpty ? try parts.map { .id(try parseID(.string($0), entity: d, line: line, field: r.name)) } : nil))
+                links.append((r, r.isToMany || !parts.isEmpty ? try parts.map {
+                    .id(try parseID(.string($0), entity: d, line: line, field: r.name))
+                } : nil))
             case .relationshipKey(let r, let ci, let a):
                 let parts = text.isEmpty ? [] : (r.isToMany ? text.split(separator: "|").map(String.init) : [text])
                 let d = schema.entity(named: r.destination)!
                 let refs: [ObjectReference] = try parts.map { p in
-                    do { return .unique(entityTag: d.tag, constraint: ci, values: [try ValueConversion.value(fromText: p, type: a.type)]) } catch let f as ValueConversion.Failure {
+                    do {
+                        return .unique(entityTag: d.tag, constraint: ci,
+                                       values: [try ValueConversion.value(fromText: p, type: a.type)])
+                    } catch let f as ValueConversion.Failure {
                         throw issue(line, r.name, f.reason)
                     }
                 }

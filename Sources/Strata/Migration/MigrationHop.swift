@@ -114,7 +114,11 @@ struct MigrationHop: Sendable {
             guard let f = registry.steps[name] else {
                 throw MigrationError(reason: "custom step '\(name)' is not registered")
             }
-            do { try f(&r) } catch { throw MigrationError(reason: "\(e) \(r.id): custom step '\(name)' failed: \(error)") }
+            do {
+                try f(&r)
+            } catch {
+                throw MigrationError(reason: "\(e) \(r.id): custom step '\(name)' failed: \(error)")
+            }
             for (k, v) in r.values where v.isNull { r.values[k] = nil }
         default:
             break

@@ -175,8 +175,9 @@ extension Store {
         generation.endBulkBuild()
         func objectsPerEntity() throws -> [String: Int] {
             try newEnv.read { txn in
-                Dictionary(
-                    uniqueKeysWithValues: try app.entities.map { ($0.name, try ReadView(txn: txn, env: newEnv, schema: app).objectCount($0)) })
+                Dictionary(uniqueKeysWithValues: try app.entities.map {
+                    ($0.name, try ReadView(txn: txn, env: newEnv, schema: app).objectCount($0))
+                })
             }
         }
         let stepSeconds: [(step: String, seconds: Double)] = zip(

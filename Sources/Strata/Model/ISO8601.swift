@@ -18,8 +18,8 @@ public enum ISO8601 {
         var year = String(abs(y))
         if year.count < 4 { year = String(repeating: "0", count: 4 - year.count) + year }
         if y < 0 { year = "-" + year } else if y > 9999 { year = "+" + year }
-        var text =
-            "\(year)-\(two(m))-\(two(d))T\(two(inDay / 3_600_000)):\(two(inDay / 60_000 % 60)):\(two(inDay / 1000 % 60))"
+        var text = "\(year)-\(two(m))-\(two(d))T"
+            + "\(two(inDay / 3_600_000)):\(two(inDay / 60_000 % 60)):\(two(inDay / 1000 % 60))"
         let millis = inDay % 1000
         if millis != 0 { text += "." + (millis < 10 ? "00" : millis < 100 ? "0" : "") + "\(millis)" }
         return text + "Z"

@@ -1,7 +1,8 @@
 /// Human and JSON renderings of log entries with entity, attribute and relationship names, for
 /// `storectl log/show/history/diff` and for debugging output in apps.
 extension LoggedChange {
-    /// A JSON object: `{"op": "update", "entity": "Track", "id": "…", "attributes": {"title": {"old": …, "new": …}}}`.
+    /// A JSON object:
+    /// `{"op": "update", "entity": "Track", "id": "…", "attributes": {"title": {"old": …, "new": …}}}`.
     public func json(schema: Schema) -> JSONValue {
         func entityName(_ id: ObjectID) -> JSONValue {
             .string(schema.entity(tag: id.entityTag)?.name ?? "tag \(id.entityTag)")
@@ -18,7 +19,8 @@ extension LoggedChange {
         case .update(let id, let changes, let previous):
             let e = schema.entity(tag: id.entityTag)
             let attrs: [(String, JSONValue)] = changes.map { c in
-                (e.flatMap { c.attribute < $0.attributes.count ? $0.attributes[c.attribute].name : nil } ?? "#\(c.attribute)",
+                (e.flatMap { c.attribute < $0.attributes.count ? $0.attributes[c.attribute].name : nil }
+                     ?? "#\(c.attribute)",
                  .object([("old", ValueConversion.json(c.old)), ("new", ValueConversion.json(c.new))]))
             }
             return .object([("op", .string("update")), ("entity", entityName(id)), ("id", .string(id.description)),
@@ -46,8 +48,10 @@ extension LoggedChange {
         case .update(let id, let changes, _):
             let e = schema.entity(tag: id.entityTag)
             let parts = changes.map { c in
-                "\(e.flatMap { c.attribute < $0.attributes.count ? $0.attributes[c.attribute].name : nil } ?? "#\(c.attribute)"): " +
-                "\(c.old) → \(c.new)"
+                """
+                \(e.flatMap { c.attribute < $0.attributes.count ? $0.attributes[c.attribute].name : nil }
+                    ?? "#\(c.attribute)"): \(c.old) → \(c.new)
+                """
             }
             return "update \(name(id)) \(id) " + parts.joined(separator: ", ")
         case .delete(let id, let vs, _): return "delete \(name(id)) \(id) \(values(id, vs))"

@@ -43,7 +43,11 @@ enum StateRebuilder {
         var removed = Set<[UInt8]>(), added: [[UInt8]] = []
         for (k, facts) in overlay.edges {
             for (t, present) in facts {
-                if present { added.append(Layout.linkKey(k.tag, k.from, t)) } else { removed.insert(Layout.linkKey(k.tag, k.from, t)) }
+                if present {
+                    added.append(Layout.linkKey(k.tag, k.from, t))
+                } else {
+                    removed.insert(Layout.linkKey(k.tag, k.from, t))
+                }
             }
         }
         _ = try target.copy(.links, from: view.txn, sourceEnv: view.env, into: .links) { k, v in
@@ -87,8 +91,9 @@ enum StateRebuilder {
     /// are contiguous and that every entry decodes (checksum), and hands them to `deliver` in
     /// batches of at least `batchChanges` changes (the last one smaller). Stops at the first log
     /// problem, reported through `problem`, or when `deliver` returns false (then the entry whose
-    /// batch was refused does not count as read, the batch's earlier ones do). Replay, compaction's catch-up and verify's
-    /// rebuild read the log through it; the in-memory check reads it with ``scanLog(_:after:upTo:problem:entry:)``.
+    /// batch was refused does not count as read, the batch's earlier ones do). Replay, compaction's
+    /// catch-up and verify's rebuild read the log through it; the in-memory check reads it with
+    /// ``scanLog(_:after:upTo:problem:entry:)``.
     static func readLog(_ view: ReadView, after horizon: UInt64, upTo head: UInt64, batchChanges: Int,
                         problem: (String) -> Void, deliver: ([LogEntry]) throws -> Bool) throws -> LogRead {
         precondition(batchChanges > 0, "batchChanges must be positive")
@@ -123,9 +128,9 @@ enum StateRebuilder {
     /// the read transaction) to `entry`, which returns false to stop (having reported why, if it
     /// is a problem). A gap or a key out of order is reported through `problem`. Returns whether
     /// every entry was there and accepted, and how many were accepted.
-    static func scanLog(
-        _ view: ReadView, after horizon: UInt64, upTo head: UInt64, problem: (String) -> Void,
-        entry: (_ transaction: UInt64, _ bytes: UnsafeRawBufferPointer) throws -> Bool) throws -> (complete: Bool, read: Int) {
+    static func scanLog(_ view: ReadView, after horizon: UInt64, upTo head: UInt64, problem: (String) -> Void,
+                        entry: (_ transaction: UInt64, _ bytes: UnsafeRawBufferPointer) throws -> Bool)
+        throws -> (complete: Bool, read: Int) {
         guard head > horizon else { return (true, 0) }
         var next = horizon + 1
         var stopped = false

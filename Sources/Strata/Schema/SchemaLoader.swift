@@ -344,12 +344,21 @@ struct SchemaLoader {
         let allowed: Set<String>
         let step: MigrationStep
         switch rawOp {
-        case "addAttribute": allowed = ["entity", "attribute"]; step = .addAttribute(entity: try string("entity"), attribute: try string("attribute"))
-        case "removeAttribute": allowed = ["entity", "attribute"]; step = .removeAttribute(entity: try string("entity"), attribute: try string("attribute"))
+        case "addAttribute":
+            allowed = ["entity", "attribute"]
+            step = .addAttribute(entity: try string("entity"), attribute: try string("attribute"))
+        case "removeAttribute":
+            allowed = ["entity", "attribute"]
+            step = .removeAttribute(entity: try string("entity"), attribute: try string("attribute"))
         case "renameEntity":
-            allowed = ["from", "to"]; step = .renameEntity(from: try string("from"), to: try string("to"))
-        case "renameAttribute": allowed = ["entity", "from", "to"]; step = .renameAttribute(entity: try string("entity"), from: try string("from"), to: try string("to"))
-        case "renameRelationship": allowed = ["entity", "from", "to"]; step = .renameRelationship(entity: try string("entity"), from: try string("from"), to: try string("to"))
+            allowed = ["from", "to"]
+            step = .renameEntity(from: try string("from"), to: try string("to"))
+        case "renameAttribute":
+            allowed = ["entity", "from", "to"]
+            step = .renameAttribute(entity: try string("entity"), from: try string("from"), to: try string("to"))
+        case "renameRelationship":
+            allowed = ["entity", "from", "to"]
+            step = .renameRelationship(entity: try string("entity"), from: try string("from"), to: try string("to"))
         case "changeType":
             allowed = ["entity", "attribute", "conversion"]
             let name = try string("conversion")
@@ -358,12 +367,21 @@ struct SchemaLoader {
                                    "\(TypeConversion.allCases.map(\.rawValue).joined(separator: ", ")))")
             }
             step = .changeType(entity: try string("entity"), attribute: try string("attribute"), conversion: c)
-        case "addIndex": allowed = ["entity", "attributes"]; step = .addIndex(entity: try string("entity"), attributes: try names("attributes"))
-        case "removeIndex": allowed = ["entity", "attributes"]; step = .removeIndex(entity: try string("entity"), attributes: try names("attributes"))
-        case "addUnique": allowed = ["entity", "attributes"]; step = .addUnique(entity: try string("entity"), attributes: try names("attributes"))
-        case "removeUnique": allowed = ["entity", "attributes"]; step = .removeUnique(entity: try string("entity"), attributes: try names("attributes"))
+        case "addIndex":
+            allowed = ["entity", "attributes"]
+            step = .addIndex(entity: try string("entity"), attributes: try names("attributes"))
+        case "removeIndex":
+            allowed = ["entity", "attributes"]
+            step = .removeIndex(entity: try string("entity"), attributes: try names("attributes"))
+        case "addUnique":
+            allowed = ["entity", "attributes"]
+            step = .addUnique(entity: try string("entity"), attributes: try names("attributes"))
+        case "removeUnique":
+            allowed = ["entity", "attributes"]
+            step = .removeUnique(entity: try string("entity"), attributes: try names("attributes"))
         case "custom":
-            allowed = ["entity", "name"]; step = .custom(entity: try string("entity"), name: try string("name"))
+            allowed = ["entity", "name"]
+            step = .custom(entity: try string("entity"), name: try string("name"))
         default:
             throw error(place,
                         "unknown op '\(op)' (known: addAttribute, removeAttribute, renameEntity, renameAttribute, " +
@@ -392,9 +410,9 @@ struct SchemaLoader {
                 // set b.r = a through the same slots, and an input such as a.r = b, b.r = c then
                 // changes the store on every import. A symmetric relation needs two relationships.
                 if inverse.name == r.name && r.destination == e.name && !allowsSelfInverse {
-                    throw error(
-                        field,
-                        "is declared as its own inverse ('\(e.name).\(r.name)' names '\(r.name)' on '\(e.name)' as its inverse); " + "declare two relationships, each the other's inverse (for example 'spouse' and 'spouseOf')")
+                    throw error(field, "is declared as its own inverse ('\(e.name).\(r.name)' names '\(r.name)' on "
+                        + "'\(e.name)' as its inverse); "
+                        + "declare two relationships, each the other's inverse (for example 'spouse' and 'spouseOf')")
                 }
             }
         }

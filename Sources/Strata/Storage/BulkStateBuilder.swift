@@ -170,7 +170,10 @@ struct BulkStateBuilder {
                 if append {
                     try txn.withAppender(db) { appender in
                         while more() {
-                            try run.withEntry(end) { k, v in try appender.append(key: k, value: v); bytes += k.count + v.count }
+                            try run.withEntry(end) { k, v in
+                                try appender.append(key: k, value: v)
+                                bytes += k.count + v.count
+                            }
                             end += 1
                         }
                     }

@@ -76,7 +76,8 @@ extension LMDBEnvironment {
         }
     }
 
-    /// Copies database `name` whole from `source` (see ``LMDBEnvironment/copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``).
+    /// Copies database `name` whole from `source` (see
+    /// ``LMDBEnvironment/copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``).
     func copyDirect(_ name: DatabaseName, from source: LMDBTransaction, sourceEnv: LMDBEnvironment,
                     into destination: DatabaseName?, start: [UInt8]?, until stop: [UInt8]?,
                     batchBytes: Int = 4 << 20) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {

@@ -85,8 +85,8 @@ struct KeyRun {
     func value(_ i: Int) -> ObjectID {
         let e = entries[i]
         return bytes.withUnsafeBytes {
-            ObjectID(
-                keyBytes: UnsafeRawBufferPointer(rebasing: $0[e.start + Int(e.keyCount)..<e.start + Int(e.keyCount) + Int(e.valueCount)]))
+            ObjectID(keyBytes: UnsafeRawBufferPointer(
+                rebasing: $0[e.start + Int(e.keyCount)..<e.start + Int(e.keyCount) + Int(e.valueCount)]))
         }
     }
 

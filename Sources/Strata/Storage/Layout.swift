@@ -8,7 +8,9 @@
 /// | `indexes` | index tag (u16) · sortable values · object id | empty |
 /// | `uniques` | unique tag (u16) · sortable values | object id |
 /// | `meta` | ASCII name | see ``MetaKey`` |
-/// | main (unnamed; ``DatabaseName/counts``) | `count/` · entity tag (u16) | live objects (u64); in `meta` in a format-1 store |
+/// | main (unnamed; ``DatabaseName/counts``) | `count/` · entity tag (u16) | live objects (u64) |
+///
+/// A format-1 store keeps the object counts in `meta` instead of the main database.
 enum Layout {
     /// Three-way comparison in LMDB's default key order (memcmp, then length).
     static func compare(_ a: [UInt8], _ b: [UInt8]) -> Int { KeyOrder.compare(a, b) }

@@ -247,7 +247,11 @@ struct StateApplier: StateStore {
                 try pendingIndex.withEntry(i) { key, _ in
                     // An empty value at a valid address: LMDB copies it with memcpy, which must
                     // not be given NULL even for zero bytes.
-                    if put { try txn.put(db, key: key, value: UnsafeRawBufferPointer(start: key.baseAddress, count: 0)) } else { _ = try txn.delete(db, key: key) }
+                    if put {
+                        try txn.put(db, key: key, value: UnsafeRawBufferPointer(start: key.baseAddress, count: 0))
+                    } else {
+                        _ = try txn.delete(db, key: key)
+                    }
                 }
                 try countWriteForRelease()
             }

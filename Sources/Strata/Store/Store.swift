@@ -215,9 +215,9 @@ public final class Store: Sendable {
             // A link to a directory that does not exist (`fileExists` follows it): mkdir would
             // not follow it, and making its target would create a directory wherever it points.
             let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) ?? "?"
-            throw StrataError.notAStore(
-                path: path,
-                reason: "cannot create directory: \(path) is a symbolic link to \(target), which does not exist " + "(create that directory first, or give the path of a directory to create)")
+            throw StrataError.notAStore(path: path, reason: "cannot create directory: \(path) is a symbolic link to "
+                + "\(target), which does not exist "
+                + "(create that directory first, or give the path of a directory to create)")
         }
         let parent = (path as NSString).deletingLastPathComponent.isEmpty
             ? "." : (path as NSString).deletingLastPathComponent
@@ -251,9 +251,10 @@ public final class Store: Sendable {
                                         reason: "a bare LMDB environment (Strata keeps its data under current/)")
         }
         if let orphan = directory.generationsHoldingData().first {
-            throw StrataError.notAStore(
-                path: path,
-                reason: "`current` is missing but \(orphan) holds a store's data; nothing was changed " + "(if \(orphan) is the live generation, restore the link with `ln -s \(orphan) current` inside the store directory)")
+            throw StrataError.notAStore(path: path, reason: "`current` is missing but \(orphan) holds a store's data; "
+                + "nothing was changed "
+                + "(if \(orphan) is the live generation, restore the link with `ln -s \(orphan) current` inside the "
+                + "store directory)")
         }
         guard mayCreate else { throw StrataError.storeNotFound(path: path) }
     }

@@ -65,7 +65,8 @@ struct StoreDirectory {
         var isDirectory: ObjCBool = false
         let present = generationNames()
         guard Self.generationNumber(live) != nil,
-              FileManager.default.fileExists(atPath: path + "/" + live, isDirectory: &isDirectory), isDirectory.boolValue else {
+              FileManager.default.fileExists(atPath: path + "/" + live, isDirectory: &isDirectory),
+              isDirectory.boolValue else {
             let found = present.isEmpty
                 ? "no generation directory is here" : "generation directories here: \(present.joined(separator: ", "))"
             throw StrataError.notAStore(path: path, reason: "`current` points at \(live), which is not a generation " +

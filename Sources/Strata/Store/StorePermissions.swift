@@ -97,14 +97,15 @@ struct StorePermissions: Sendable, Equatable {
         guard kind == S_IFDIR else { throw StrataError.notAStore(path: store, reason: "\(path) is not a directory") }
         let mode = st.st_mode & 0o7777
         if mode & 0o002 != 0 {
-            throw StrataError.insecure(
-                path: store,
-                reason: "the directory \(path) is writable by others (mode \(Self.octal(mode))), who could replace the store's files; " + "make it private with `chmod o-w \(Self.quoted(path))`")
+            throw StrataError.insecure(path: store, reason: "the directory \(path) is writable by others "
+                + "(mode \(Self.octal(mode))), who could replace the store's files; "
+                + "make it private with `chmod o-w \(Self.quoted(path))`")
         }
         if mode & 0o020 != 0 && !sharedWithGroup {
-            throw StrataError.insecure(
-                path: store,
-                reason: "the directory \(path) is writable by its group (mode \(Self.octal(mode))) but the store is not opened as shared with the group; " + "make it private with `chmod g-w \(Self.quoted(path))`, or open it shared with the group (StoreConfiguration.sharedWithGroup, storectl --shared-with-group)")
+            throw StrataError.insecure(path: store, reason: "the directory \(path) is writable by its group "
+                + "(mode \(Self.octal(mode))) but the store is not opened as shared with the group; "
+                + "make it private with `chmod g-w \(Self.quoted(path))`, or open it shared with the group "
+                + "(StoreConfiguration.sharedWithGroup, storectl --shared-with-group)")
         }
     }
 
@@ -121,9 +122,11 @@ struct StorePermissions: Sendable, Equatable {
         switch st.st_mode & S_IFMT {
         case S_IFREG: return
         case S_IFLNK:
-            throw StrataError.insecure(
-                path: store,
-                reason: "\(path) is a symbolic link; Strata never opens a store's files through a link " + "(a link planted there would make the opener write where it points). Remove the link" + ((path as NSString).lastPathComponent == "lock.mdb" ? " (lock.mdb is made again at the next open)" : " and put the file itself there"))
+            throw StrataError.insecure(path: store, reason: "\(path) is a symbolic link; Strata never opens a store's "
+                + "files through a link "
+                + "(a link planted there would make the opener write where it points). Remove the link"
+                + ((path as NSString).lastPathComponent == "lock.mdb"
+                    ? " (lock.mdb is made again at the next open)" : " and put the file itself there"))
         default:
             throw StrataError.insecure(path: store, reason: "\(path) is not a regular file")
         }
