@@ -132,8 +132,8 @@ extension LMDBEnvironment {
               let line = meminfo.split(separator: "\n").first(where: { $0.hasPrefix("MemAvailable:") }),
               let kB = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else { return nil }
         var available = kB * 1024
-        if let max = (try? readProcFile("/sys/fs/cgroup/memory.max")).flatMap(
-            { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }),
+        if let max = (try? readProcFile("/sys/fs/cgroup/memory.max"))
+               .flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }),
            let current = (try? readProcFile("/sys/fs/cgroup/memory.current"))
                .flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) {
             available = min(available, Swift.max(0, max - current))

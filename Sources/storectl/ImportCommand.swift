@@ -153,10 +153,9 @@ final class ProgressBar: Sendable {
         let text = "\(p.phase.rawValue): \(p.records) records, \(Int(p.recordsPerSecond))/s, \(pct)%\(eta)"
         if terminal {
             let filled = pct * 30 / 100
-            FileHandle.standardError.write(
-                Data(("\r[" + String(repeating: "#",
-                                     count: filled) + String(repeating: ".",
-                                                             count: 30 - filled) + "] " + text + "\u{1B}[K").utf8))
+            FileHandle.standardError.write(Data(("\r[" + String(repeating: "#", count: filled)
+                                                 + String(repeating: ".", count: 30 - filled) + "] " + text
+                                                 + "\u{1B}[K").utf8))
         } else {
             let now = ContinuousClock.now
             let due = lastLine.withLock { last -> Bool in

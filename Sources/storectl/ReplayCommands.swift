@@ -166,8 +166,8 @@ struct VerifyCommand: AsyncParsableCommand {
     @OptionGroup var target: StoreArgument
     @Flag(help: "Print the report as JSON.") var json = false
     @Flag(help: "No progress output.") var quiet = false
-    @Flag(help: "Always rebuild the state in a scratch environment on disk (skip the in-memory check).") var rebuild =
-        false
+    @Flag(help: "Always rebuild the state in a scratch environment on disk (skip the in-memory check).")
+    var rebuild = false
 
     func run() async throws {
         let store = try openForReading(target)

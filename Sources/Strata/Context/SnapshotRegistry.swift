@@ -123,8 +123,8 @@ final class SnapshotRegistry: Sendable {
     /// ``takeOverdue(olderThan:)``, unless the last check was less than ``checkInterval(for:)`` ago.
     /// `now` is ``monotonicNanos()``.
     func takeOverdueIfDue(
-        olderThan seconds: Double,
-        now: Int64 = monotonicNanos()) -> [(label: String, transactionID: TransactionID, age: Double)] {
+        olderThan seconds: Double, now: Int64 = monotonicNanos()
+    ) -> [(label: String, transactionID: TransactionID, age: Double)] {
         let due = nextCheckNanos.load(ordering: .relaxed)
         guard now >= due else { return [] }
         // One thread wins the check; the others skip it.

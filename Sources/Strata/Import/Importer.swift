@@ -138,8 +138,9 @@ public final class Importer: Sendable {
             case .success(let r): record = r
             }
             let aliases = record.aliases
-            if let (alias, first) = aliases.lazy.compactMap(
-                { a in keys[ImportRecord.digest(a)].map { (a, $0) } }).first {
+            if let (alias, first) = aliases.lazy.compactMap({ a in
+                keys[ImportRecord.digest(a)].map { (a, $0) }
+            }).first {
                 let (f, l) = (Int(first >> 40), Int(first & 0xFF_FFFF_FFFF))
                 s.reject(item.location, ImportIssue(file: s.files[item.fileIndex], line: item.line, field: nil,
                                                     reason: "duplicate key \(EchoedText.shown(alias.description)) of " +

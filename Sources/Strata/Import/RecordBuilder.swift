@@ -114,8 +114,9 @@ struct RecordBuilder {
             return .id(try parseID(json, entity: destination, line: line, field: r.name))
         case .object(let members):
             let names = Set(members.map(\.0))
-            guard let (ci, u) = destination.uniques.enumerated().first(
-                where: { Set($0.element.attributes.map { destination.attributes[$0].name }) == names }) else {
+            guard let (ci, u) = destination.uniques.enumerated().first(where: {
+                Set($0.element.attributes.map { destination.attributes[$0].name }) == names
+            }) else {
                 let options = destination.uniques.map {
                     "{" + $0.attributes.map { destination.attributes[$0].name }.joined(separator: ", ") + "}"
                 }

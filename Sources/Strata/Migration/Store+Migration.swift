@@ -181,19 +181,15 @@ extension Store {
             }
         }
         let stepSeconds: [(step: String, seconds: Double)] = zip(
-            hops.flatMap { h in h.steps.map { "v\(h.to.version): \($0.summary)" } }, upcaster.timings.map(\.seconds))
-            .map {
-                (step: $0, seconds: $1)
-            }
+            hops.flatMap { h in h.steps.map { "v\(h.to.version): \($0.summary)" } }, upcaster.timings.map(\.seconds)
+        ).map { (step: $0, seconds: $1) }
         if dryRun {
             try newEnv.sync()
             let counts = try objectsPerEntity()
             return MigrationReport(dryRun: true, from: schema.version, to: goal, objects: counts.values.reduce(0, +),
                                    transactionsUpcast: upcaster.transactions, migrationTransaction: nil,
-                                   stepSeconds: stepSeconds,
-                                   objectsPerEntity: counts, bytesBefore: oldEnv.fileBytes,
-                                   bytesAfter: newEnv.fileBytes,
-                                   seconds: (ContinuousClock.now - started).seconds)
+                                   stepSeconds: stepSeconds, objectsPerEntity: counts, bytesBefore: oldEnv.fileBytes,
+                                   bytesAfter: newEnv.fileBytes, seconds: (ContinuousClock.now - started).seconds)
         }
         progress?(MigrationProgress(phase: .catchingUp, done: 0, total: 0))
         try checkUsable()
@@ -220,16 +216,13 @@ extension Store {
         switched = true
         let bytesAfter = newEnv.fileBytes
         let counts = try objectsPerEntity()
-        let finalSeconds: [(step: String, seconds: Double)] = zip(stepSeconds.map(\.step),
-                                                                  box.value.timings.map(\.seconds)).map {
-            (step: $0, seconds: $1)
-        }
+        let finalSeconds: [(step: String, seconds: Double)] =
+            zip(stepSeconds.map(\.step), box.value.timings.map(\.seconds)).map { (step: $0, seconds: $1) }
         newEnv.close()
         return MigrationReport(dryRun: false, from: schema.version, to: goal, objects: counts.values.reduce(0, +),
                                transactionsUpcast: box.value.transactions, migrationTransaction: marker,
-                               stepSeconds: finalSeconds,
-                               objectsPerEntity: counts, bytesBefore: oldEnv.fileBytes, bytesAfter: bytesAfter,
-                               seconds: (ContinuousClock.now - started).seconds)
+                               stepSeconds: finalSeconds, objectsPerEntity: counts, bytesBefore: oldEnv.fileBytes,
+                               bytesAfter: bytesAfter, seconds: (ContinuousClock.now - started).seconds)
     }
 }
 

@@ -98,10 +98,9 @@ struct SaveResolver<S: StateStore> {
             case .put(let id, let values):
                 if try applier.exists(id) {
                     let e = try entity(id)
-                    try update(
-                        id,
-                        try prepared(e, id,
-                                     values).enumerated().map { ChangeSet.AttributeValue(attribute: $0, value: $1) })
+                    try update(id, try prepared(e, id, values).enumerated().map {
+                        ChangeSet.AttributeValue(attribute: $0, value: $1)
+                    })
                 } else {
                     try insert(id, values)
                 }
@@ -176,8 +175,9 @@ struct SaveResolver<S: StateStore> {
         for a in attributes where a.attribute >= 0 && a.attribute < contextValues.count {
             contextValues[a.attribute] = a.value
         }
-        let storeChanged = current.map { c in Set(e.attributes.indices.filter { c.values[$0] != base.values[$0] }) }
-            ?? []
+        let storeChanged = current.map { c in
+            Set(e.attributes.indices.filter { c.values[$0] != base.values[$0] })
+        } ?? []
         let conflict = MergeConflict(
             kind: current == nil ? .deleted : .changed, objectID: id, entity: e.name, baseVersion: base.version,
             storeVersion: current?.version,

@@ -324,8 +324,9 @@ final class Writer: Sendable {
         // caller about to enter it to commit on its own thread, a drain about to be queued, an
         // `exclusive` body (one deferred by an inline commit is queued only when that commit
         // ends). New saves and bodies are refused now, so this ends.
-        repeat { queue.sync {} } while state.withLock(
-            { $0.exclusiveQueued > 0 || $0.callerCommitters > 0 || $0.draining })
+        repeat {
+            queue.sync {}
+        } while state.withLock({ $0.exclusiveQueued > 0 || $0.callerCommitters > 0 || $0.draining })
         if config.durability == .relaxed {
             do { try env.sync() } catch { logger.error("final sync failed: \(error)") }
         }
