@@ -9,7 +9,8 @@ public let libraryMigrations: MigrationRegistry = {
     registry.register("deriveSortName") { record in
         guard record["sortName"].isNull, case .string(let name) = record["name"] else { return }
         for article in ["The ", "A ", "An "] where name.hasPrefix(article) && name.count > article.count {
-            record["sortName"] = .string(String(name.dropFirst(article.count)) + ", " + article.trimmingCharacters(in: .whitespaces))
+            record["sortName"] =
+                .string(String(name.dropFirst(article.count)) + ", " + article.trimmingCharacters(in: .whitespaces))
             return
         }
         record["sortName"] = .string(name)

@@ -17,7 +17,14 @@ public struct Artist: Strata.Entity, Swift.Hashable {
     public var foundedYear: Swift.String?
 
     /// A new object with a fresh permanent id.
-    public init(id: Strata.ObjectID = Strata.ObjectID.make(entityTag: 1), mbid value0: Foundation.UUID, name value1: Swift.String, sortName value2: Swift.String? = nil, country value3: Swift.String? = nil, foundedYear value4: Swift.String? = nil) {
+    public init(
+        id: Strata.ObjectID = Strata.ObjectID.make(entityTag: 1),
+        mbid value0: Foundation.UUID,
+        name value1: Swift.String,
+        sortName value2: Swift.String? = nil,
+        country value3: Swift.String? = nil,
+        foundedYear value4: Swift.String? = nil
+    ) {
         self.id = id
         self.mbid = value0
         self.name = value1
@@ -51,7 +58,9 @@ public struct Artist: Strata.Entity, Swift.Hashable {
     }
 
     public init(id: Strata.ObjectID, storedValues v: [Strata.Value]) throws {
-        guard v.count == 5 else { throw Strata.StrataError.entityMismatch(type: "Artist", reason: "expected 5 values, got \(v.count)") }
+        guard v.count == 5 else {
+            throw Strata.StrataError.entityMismatch(type: "Artist", reason: "expected 5 values, got \(v.count)")
+        }
         self.id = id
         self.mbid = try Foundation.UUID(storedValue: v[0])
         self.name = try Swift.String(storedValue: v[1])
@@ -74,7 +83,13 @@ public struct Album: Strata.Entity, Swift.Hashable {
     public var releasedAt: Foundation.Date?
 
     /// A new object with a fresh permanent id.
-    public init(id: Strata.ObjectID = Strata.ObjectID.make(entityTag: 2), mbid value0: Foundation.UUID, title value1: Swift.String, year value2: Swift.Int? = nil, releasedAt value3: Foundation.Date? = nil) {
+    public init(
+        id: Strata.ObjectID = Strata.ObjectID.make(entityTag: 2),
+        mbid value0: Foundation.UUID,
+        title value1: Swift.String,
+        year value2: Swift.Int? = nil,
+        releasedAt value3: Foundation.Date? = nil
+    ) {
         self.id = id
         self.mbid = value0
         self.title = value1
@@ -107,7 +122,9 @@ public struct Album: Strata.Entity, Swift.Hashable {
     }
 
     public init(id: Strata.ObjectID, storedValues v: [Strata.Value]) throws {
-        guard v.count == 4 else { throw Strata.StrataError.entityMismatch(type: "Album", reason: "expected 4 values, got \(v.count)") }
+        guard v.count == 4 else {
+            throw Strata.StrataError.entityMismatch(type: "Album", reason: "expected 4 values, got \(v.count)")
+        }
         self.id = id
         self.mbid = try Foundation.UUID(storedValue: v[0])
         self.title = try Swift.String(storedValue: v[1])
@@ -136,7 +153,20 @@ public struct Track: Strata.Entity, Swift.Hashable {
     public var playCount: Swift.Int
 
     /// A new object with a fresh permanent id.
-    public init(id: Strata.ObjectID = Strata.ObjectID.make(entityTag: 3), mbid value0: Foundation.UUID, title value1: Swift.String, durationSeconds value2: Swift.Int, trackNumber value3: Swift.Int? = nil, discNumber value4: Swift.Int = 1, explicit value5: Swift.Bool = false, rating value6: Swift.Double? = nil, isrc value7: Swift.String? = nil, addedAt value8: Foundation.Date, artworkHash value9: Foundation.Data? = nil, playCount value10: Swift.Int = 0) {
+    public init(
+        id: Strata.ObjectID = Strata.ObjectID.make(entityTag: 3),
+        mbid value0: Foundation.UUID,
+        title value1: Swift.String,
+        durationSeconds value2: Swift.Int,
+        trackNumber value3: Swift.Int? = nil,
+        discNumber value4: Swift.Int = 1,
+        explicit value5: Swift.Bool = false,
+        rating value6: Swift.Double? = nil,
+        isrc value7: Swift.String? = nil,
+        addedAt value8: Foundation.Date,
+        artworkHash value9: Foundation.Data? = nil,
+        playCount value10: Swift.Int = 0
+    ) {
         self.id = id
         self.mbid = value0
         self.title = value1
@@ -188,11 +218,25 @@ public struct Track: Strata.Entity, Swift.Hashable {
     ]
 
     public var storedValues: [Strata.Value] {
-        [mbid.storedValue, title.storedValue, durationSeconds.storedValue, trackNumber.storedValue, discNumber.storedValue, explicit.storedValue, rating.storedValue, isrc.storedValue, addedAt.storedValue, artworkHash.storedValue, playCount.storedValue]
+        [
+            mbid.storedValue,
+            title.storedValue,
+            durationSeconds.storedValue,
+            trackNumber.storedValue,
+            discNumber.storedValue,
+            explicit.storedValue,
+            rating.storedValue,
+            isrc.storedValue,
+            addedAt.storedValue,
+            artworkHash.storedValue,
+            playCount.storedValue,
+        ]
     }
 
     public init(id: Strata.ObjectID, storedValues v: [Strata.Value]) throws {
-        guard v.count == 11 else { throw Strata.StrataError.entityMismatch(type: "Track", reason: "expected 11 values, got \(v.count)") }
+        guard v.count == 11 else {
+            throw Strata.StrataError.entityMismatch(type: "Track", reason: "expected 11 values, got \(v.count)")
+        }
         self.id = id
         self.mbid = try Foundation.UUID(storedValue: v[0])
         self.title = try Swift.String(storedValue: v[1])
@@ -240,7 +284,9 @@ public struct Genre: Strata.Entity, Swift.Hashable {
     }
 
     public init(id: Strata.ObjectID, storedValues v: [Strata.Value]) throws {
-        guard v.count == 1 else { throw Strata.StrataError.entityMismatch(type: "Genre", reason: "expected 1 values, got \(v.count)") }
+        guard v.count == 1 else {
+            throw Strata.StrataError.entityMismatch(type: "Genre", reason: "expected 1 values, got \(v.count)")
+        }
         self.id = id
         self.name = try Swift.String(storedValue: v[0])
     }
@@ -258,7 +304,12 @@ public struct Playlist: Strata.Entity, Swift.Hashable {
     public var notes: Swift.String?
 
     /// A new object with a fresh permanent id.
-    public init(id: Strata.ObjectID = Strata.ObjectID.make(entityTag: 5), name value0: Swift.String, createdAt value1: Foundation.Date, notes value2: Swift.String? = nil) {
+    public init(
+        id: Strata.ObjectID = Strata.ObjectID.make(entityTag: 5),
+        name value0: Swift.String,
+        createdAt value1: Foundation.Date,
+        notes value2: Swift.String? = nil
+    ) {
         self.id = id
         self.name = value0
         self.createdAt = value1
@@ -286,7 +337,9 @@ public struct Playlist: Strata.Entity, Swift.Hashable {
     }
 
     public init(id: Strata.ObjectID, storedValues v: [Strata.Value]) throws {
-        guard v.count == 3 else { throw Strata.StrataError.entityMismatch(type: "Playlist", reason: "expected 3 values, got \(v.count)") }
+        guard v.count == 3 else {
+            throw Strata.StrataError.entityMismatch(type: "Playlist", reason: "expected 3 values, got \(v.count)")
+        }
         self.id = id
         self.name = try Swift.String(storedValue: v[0])
         self.createdAt = try Foundation.Date(storedValue: v[1])

@@ -1,8 +1,9 @@
 import Foundation
 
 /// Buffers of key-value entries handed from the thread reading a database to the thread
-/// appending them to another environment (``LMDBEnvironment/copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``),
-/// so that reading the source and building the copy's B-trees run on two cores.
+/// appending them to another environment
+/// (``LMDBEnvironment/copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``), so that
+/// reading the source and building the copy's B-trees run on two cores.
 ///
 /// At most ``bufferCount`` buffers circulate (made as the reader first needs them): the reader
 /// fills an empty one and sends it; the appender gives it back once the transaction that wrote
@@ -134,7 +135,8 @@ package final class EntryPipe: @unchecked Sendable {
     }
 
     /// Calls `body` with each entry of a buffer filled by ``append(key:value:to:)``, in order.
-    package static func forEachEntry(in buffer: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
+    package static func forEachEntry(in buffer: [UInt8],
+                                     _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
         try buffer.withUnsafeBytes { raw in
             var at = 0
             while at < raw.count {
@@ -143,7 +145,8 @@ package final class EntryPipe: @unchecked Sendable {
                 let v = Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: at + 4, as: UInt32.self)))
                 at += entryHeaderBytes
                 precondition(raw.count - at >= k + v, "truncated entry in a copy buffer")
-                try body(UnsafeRawBufferPointer(rebasing: raw[at..<at + k]), UnsafeRawBufferPointer(rebasing: raw[at + k..<at + k + v]))
+                try body(UnsafeRawBufferPointer(rebasing: raw[at..<at + k]),
+                         UnsafeRawBufferPointer(rebasing: raw[at + k..<at + k + v]))
                 at += k + v
             }
         }

@@ -15,7 +15,9 @@ extension LMDBEnvironment {
         try lmdbCheck(mdb_env_info(env, &info), "mdb_env_info")
         try lmdbCheck(mdb_env_stat(env, &stat), "mdb_env_stat")
         let needed = (info.me_last_pgno + 1) * Int(stat.ms_psize)
-        guard let size = (try? FileManager.default.attributesOfItem(atPath: path + "/data.mdb")[.size]) as? Int else { return }
+        guard let size = (try? FileManager.default.attributesOfItem(atPath: path + "/data.mdb")[.size]) as? Int else {
+            return
+        }
         if size < needed {
             throw policy.notAStore(path: path, reason: "data.mdb is truncated: \(size) bytes, its pages need \(needed)")
         }
@@ -32,7 +34,8 @@ extension LMDBEnvironment {
             guard let txn else { throw LMDBError(code: EINVAL, operation: "mdb_txn_begin(page check)") }
             defer { mdb_txn_abort(txn) }
             do {
-                return try PageAudit.check(dataFile: path + "/data.mdb", store: path, txnID: lmdbTransactionID(txn), policy: policy)
+                return try PageAudit.check(dataFile: path + "/data.mdb", store: path, txnID: lmdbTransactionID(txn),
+                                           policy: policy)
             } catch is PageAudit.Outdated where attempt < 100 {
                 attempt += 1   // commits overtook the check's meta page: check the newer state
             } catch is PageAudit.Outdated {
@@ -64,7 +67,8 @@ extension LMDBEnvironment {
                 // header and "(no active readers)" start with a letter or parenthesis.
                 guard let message else { return 0 }
                 let fields = String(cString: message).split(separator: " ", omittingEmptySubsequences: true)
-                if fields.count == 3, Int(fields[0]) != nil, fields[2].trimmingCharacters(in: .whitespacesAndNewlines) != "-" {
+                if fields.count == 3, Int(fields[0]) != nil,
+                   fields[2].trimmingCharacters(in: .whitespacesAndNewlines) != "-" {
                     Unmanaged<Counter>.fromOpaque(ctx!).takeUnretainedValue().active += 1
                 }
                 return 0

@@ -51,7 +51,9 @@ extension LMDBEnvironment {
                 }
                 guard let rc else { continue }
                 flushState.withLock { $0.completed += 1 }
-                if rc != MDB_SUCCESS { onError(LMDBError(code: rc, operation: "mdb_env_sync (background flush of \(path))")) }
+                if rc != MDB_SUCCESS {
+                    onError(LMDBError(code: rc, operation: "mdb_env_sync (background flush of \(path))"))
+                }
             }
         }
     }

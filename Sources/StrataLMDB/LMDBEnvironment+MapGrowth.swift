@@ -61,7 +61,8 @@ extension LMDBEnvironment {
         var size = max(target, floor)
         while !(try Self.canReserveAddressSpace(size)) {
             guard size > floor else {
-                throw LMDBError(code: ENOMEM, operation: "mdb_env_set_mapsize(\(size)): no address space for the new map")
+                throw LMDBError(code: ENOMEM,
+                                operation: "mdb_env_set_mapsize(\(size)): no address space for the new map")
             }
             size = max(floor, floor + (size - floor) / 2)
         }

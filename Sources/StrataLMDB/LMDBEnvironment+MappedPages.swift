@@ -23,7 +23,8 @@ extension LMDBEnvironment {
     /// never into the map, and a page it still points into is faulted back in from the page cache
     /// unchanged on its next use.
     package func releaseMappedPagesHoldingMapLock() throws {
-        precondition(!options.writeMap, "MDB_WRITEMAP maps are written in place; dropping their pages mid-transaction is not safe")
+        precondition(!options.writeMap,
+                     "MDB_WRITEMAP maps are written in place; dropping their pages mid-transaction is not safe")
         let ranges = try cachedMappings.withLock { cached in
             if let cached { return cached }
             let found = try dataFileMappings().map { MappedRange(start: $0.start, end: $0.end) }
@@ -79,9 +80,11 @@ extension LMDBEnvironment {
             let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
             guard fields.count >= 5, UInt64(fields[4]) == inode else { continue }
             let dev = fields[3].split(separator: ":")
-            guard dev.count == 2, UInt64(dev[0], radix: 16) == major, UInt64(dev[1], radix: 16) == minor else { continue }
+            guard dev.count == 2, UInt64(dev[0], radix: 16) == major,
+                  UInt64(dev[1], radix: 16) == minor else { continue }
             let range = fields[0].split(separator: "-")
-            guard range.count == 2, let start = UInt(range[0], radix: 16), let end = UInt(range[1], radix: 16), end > start else { continue }
+            guard range.count == 2, let start = UInt(range[0], radix: 16), let end = UInt(range[1], radix: 16),
+                  end > start else { continue }
             out.append((start, end))
         }
         return out

@@ -45,7 +45,9 @@ extension LMDBEnvironment {
                 var txn: OpaquePointer?
                 let rc = mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &txn)
                 if rc == MDB_MAP_RESIZED { return nil }
-                guard rc == MDB_SUCCESS, let txn else { return .failure(LMDBError(code: rc == 0 ? EINVAL : rc, operation: "mdb_txn_begin(read-only)")) }
+                guard rc == MDB_SUCCESS, let txn else {
+                    return .failure(LMDBError(code: rc == 0 ? EINVAL : rc, operation: "mdb_txn_begin(read-only)"))
+                }
                 return .success(txn)
             }
             guard let attempt else {
@@ -91,7 +93,9 @@ extension LMDBEnvironment {
         // close() goes on.
         defer { activeReads.wrappingSubtract(1, ordering: .releasing) }
         mdb_txn_reset(txn)
-        if cachedReadTxn.compareExchange(expected: 0, desired: UInt(bitPattern: txn), ordering: .releasing).exchanged { return }
+        if cachedReadTxn.compareExchange(expected: 0, desired: UInt(bitPattern: txn), ordering: .releasing).exchanged {
+            return
+        }
         let pooled = readPool.withLock { pool -> Bool in
             guard pool.count < Self.readPoolCapacity else { return false }
             pool.append(ReadTxnBox(txn: txn))

@@ -36,13 +36,17 @@ extension LMDBEnvironment {
     /// throws it: a generation whose pages did not reach the disk is never switched in.
     package func startWriteback() {
         guard Self.syncFileRange != nil, !closed.load(ordering: .acquiring) else { return }
-        guard writebackQueued.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
+        guard writebackQueued.compareExchange(expected: false, desired: true,
+                                              ordering: .acquiringAndReleasing).exchanged else {
+            return
+        }
         Self.writebackQueue.async { [self] in
             writebackQueued.store(false, ordering: .releasing)
             writebackGate.withLock { state in
                 guard !closed.load(ordering: .acquiring) else { return }
                 var fd: Int32 = -1
-                guard mdb_env_get_fd(handle, &fd) == MDB_SUCCESS, fd >= 0, let syncFileRange = Self.syncFileRange else { return }
+                guard mdb_env_get_fd(handle, &fd) == MDB_SUCCESS, fd >= 0,
+                      let syncFileRange = Self.syncFileRange else { return }
                 var info = stat()
                 let size = fstat(fd, &info) == 0 ? Int(info.st_size) : 0
                 _ = syncFileRange(fd, 0, 0, 2 /* SYNC_FILE_RANGE_WRITE: errors are left for the sync */)
@@ -92,7 +96,8 @@ extension LMDBEnvironment {
     package func prefetchInBackground() {
         let file = path + "/data.mdb"
         Self.writebackQueue.async { [weak self] in
-            guard let self, droppedWrittenPages.load(ordering: .relaxed), !closed.load(ordering: .acquiring) else { return }
+            guard let self, droppedWrittenPages.load(ordering: .relaxed),
+                  !closed.load(ordering: .acquiring) else { return }
             Self.prefetchQueue.async { [weak self] in
                 Self.prefetch(file: file) { self.map { $0.closed.load(ordering: .relaxed) } ?? true }
             }
@@ -127,8 +132,10 @@ extension LMDBEnvironment {
               let line = meminfo.split(separator: "\n").first(where: { $0.hasPrefix("MemAvailable:") }),
               let kB = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else { return nil }
         var available = kB * 1024
-        if let max = (try? readProcFile("/sys/fs/cgroup/memory.max")).flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }),
-           let current = (try? readProcFile("/sys/fs/cgroup/memory.current")).flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) {
+        if let max = (try? readProcFile("/sys/fs/cgroup/memory.max"))
+               .flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }),
+           let current = (try? readProcFile("/sys/fs/cgroup/memory.current"))
+               .flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) {
             available = min(available, Swift.max(0, max - current))
         }
         return available

@@ -99,9 +99,12 @@ package final class LMDBEnvironment: Sendable {
         do {
             try lmdbCheck(mdb_env_set_maxdbs(env, MDB_dbi(options.databases.names.count + 2)), "mdb_env_set_maxdbs")
             try lmdbCheck(mdb_env_set_maxreaders(env, options.maxReaders), "mdb_env_set_maxreaders")
-            try lmdbCheck(mdb_env_set_mapsize(env, try Self.reservableMapSize(options.mapSizeBytes)), "mdb_env_set_mapsize")
+            try lmdbCheck(mdb_env_set_mapsize(env, try Self.reservableMapSize(options.mapSizeBytes)),
+                          "mdb_env_set_mapsize")
             try Self.prepareFiles(path: path, options: options)
-            if options.checkPages { try PageAudit.checkMetas(dataFile: path + "/data.mdb", store: path, policy: options.policy) }
+            if options.checkPages {
+                try PageAudit.checkMetas(dataFile: path + "/data.mdb", store: path, policy: options.policy)
+            }
             try lmdbCheck(mdb_env_open(env, path, flags, options.fileMode), "mdb_env_open(\(path))")
             // A map written in place (MDB_WRITEMAP) is the file's size (LMDB ftruncates the file
             // to it, sparse): its blocks are allocated now, so that a full file system is an
@@ -144,7 +147,8 @@ package final class LMDBEnvironment: Sendable {
         }
         if !options.readOnly { try create(path + "/data.mdb") }
         if !options.noLock {
-            do { try create(path + "/lock.mdb") } catch let e as LMDBError where options.readOnly && (e.code == EACCES || e.code == EROFS) {}
+            do { try create(path + "/lock.mdb") } catch let e as LMDBError
+                where options.readOnly && (e.code == EACCES || e.code == EROFS) {}
             // LMDB maps the lock file shared and writes its reader table through the map: on a
             // full file system a sparse lock file is a SIGBUS at open. Its blocks are allocated
             // first, so that is an error (ENOSPC) instead. (A lock file that cannot be opened for
@@ -183,7 +187,8 @@ package final class LMDBEnvironment: Sendable {
     package func checkWrite(_ rc: Int32, _ operation: @autoclosure () -> String) throws {
         guard rc != MDB_SUCCESS else { return }
         if rc == EIO || rc == ENOSPC, let free = Self.freeBytes(path), free < 1 << 20 {
-            throw LMDBError(code: ENOSPC, operation: "\(operation()) (\(free) bytes left on the file system of \(path))")
+            throw LMDBError(code: ENOSPC,
+                            operation: "\(operation()) (\(free) bytes left on the file system of \(path))")
         }
         throw LMDBError(code: rc, operation: operation())
     }
@@ -217,7 +222,8 @@ package final class LMDBEnvironment: Sendable {
                 try lmdbCheck(mdb_dbi_open(txn, name, readOnly ? 0 : UInt32(MDB_CREATE), &dbi), "mdb_dbi_open(\(name))")
                 result.append(LMDBDatabase(dbi: dbi, name: name))
             }
-            if let again = try set.lastHandle(LMDBTransaction(handle: txn, isWrite: !readOnly, policy: options.policy), result) {
+            if let again = try set.lastHandle(LMDBTransaction(handle: txn, isWrite: !readOnly, policy: options.policy),
+                                              result) {
                 precondition(result.indices.contains(again), "DatabaseSet.lastHandle chose no named database")
                 result.append(result[again])
             } else {
@@ -254,7 +260,9 @@ package final class LMDBEnvironment: Sendable {
     /// is released. Must not be called by a thread inside a read of this environment, which
     /// would wait for itself. An environment that is released without `close()` closes itself.
     package func close() {
-        guard closed.compareExchange(expected: false, desired: true, ordering: .sequentiallyConsistent).exchanged else { return }
+        guard closed.compareExchange(expected: false, desired: true, ordering: .sequentiallyConsistent).exchanged else {
+            return
+        }
         // In a forked child the handle, its reader slots and locks are the parent's (LMDB does
         // not support an environment across fork()): refused from now on, left as it is.
         guard ForkWatch.generation == forkGeneration else { return }
@@ -264,7 +272,8 @@ package final class LMDBEnvironment: Sendable {
             usleep(pause)
             pause = min(pause * 2, 1_000)
             if ContinuousClock.now >= nextWarning {   // say what the close waits for, every 10 s
-                Logger(label: "strata.lmdb").warning("closing \(path) waits for \(activeReads.load(ordering: .relaxed)) read(s) still under way")
+                Logger(label: "strata.lmdb").warning(
+                    "closing \(path) waits for \(activeReads.load(ordering: .relaxed)) read(s) still under way")
                 nextWarning = ContinuousClock.now + .seconds(10)
             }
         }
@@ -275,7 +284,9 @@ package final class LMDBEnvironment: Sendable {
             return pool
         }
         for box in pooled { mdb_txn_abort(box.txn) }
-        if let cached = OpaquePointer(bitPattern: cachedReadTxn.exchange(0, ordering: .acquiring)) { mdb_txn_abort(cached) }
+        if let cached = OpaquePointer(bitPattern: cachedReadTxn.exchange(0, ordering: .acquiring)) {
+            mdb_txn_abort(cached)
+        }
         mdb_env_close(handle)
         afterClose.withLock { $0 }?()
     }

@@ -27,8 +27,8 @@ package struct LMDBOptions: Sendable {
     /// The errors and file checks of the environment's owner.
     package var policy: any EnvironmentPolicy
 
-    package init(mapSizeBytes: Int, maxMapSizeBytes: Int, maxReaders: UInt32, readOnly: Bool, noSync: Bool, noLock: Bool,
-                 databases: DatabaseSet, policy: any EnvironmentPolicy = PlainEnvironmentPolicy()) {
+    package init(mapSizeBytes: Int, maxMapSizeBytes: Int, maxReaders: UInt32, readOnly: Bool, noSync: Bool,
+                 noLock: Bool, databases: DatabaseSet, policy: any EnvironmentPolicy = PlainEnvironmentPolicy()) {
         self.mapSizeBytes = mapSizeBytes
         self.maxMapSizeBytes = maxMapSizeBytes
         self.maxReaders = maxReaders

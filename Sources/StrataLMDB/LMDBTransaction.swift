@@ -1,17 +1,6 @@
 import Glibc
 import CLMDB
 
-/// A named LMDB database handle. Opened once at start-up and never closed.
-package struct LMDBDatabase: Sendable, Equatable {
-    package let dbi: MDB_dbi
-    package let name: String
-
-    package init(dbi: MDB_dbi, name: String) {
-        self.dbi = dbi
-        self.name = name
-    }
-}
-
 /// A borrowed view of an open LMDB transaction (read or write).
 ///
 /// It is only ever handed to a closure (`LMDBEnvironment.write`, a snapshot's `read`), and must
@@ -32,16 +21,20 @@ package struct LMDBTransaction {
 
     /// Calls `body` with the bytes stored at `key`, or returns nil when the key is absent.
     /// The buffer is valid only inside `body`.
-    package func withValue<R>(_ db: LMDBDatabase, key: [UInt8], _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+    package func withValue<R>(_ db: LMDBDatabase, key: [UInt8],
+                              _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
         try key.withUnsafeBytes { try withValue(db, key: $0, body) }
     }
 
     /// ``withValue(_:key:_:)`` for a key that lives elsewhere (an id's bytes on the stack).
-    package func withValue<R>(_ db: LMDBDatabase, key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+    package func withValue<R>(_ db: LMDBDatabase, key: UnsafeRawBufferPointer,
+                              _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
         // Keys looked up are made from what the store holds (a log entry's ids, a record's values):
         // a size LMDB cannot hold comes from a damaged entry, reported as such, not a trap.
         guard key.count > 0 && key.count <= LMDBLimits.maxKeyBytes else {
-            throw policy.corruptKey(database: db.name, reason: "a lookup made from stored data has a \(key.count)-byte key, outside 1…\(LMDBLimits.maxKeyBytes)")
+            throw policy.corruptKey(database: db.name,
+                                    reason: "a lookup made from stored data has a \(key.count)-byte key, outside " +
+                                            "1…\(LMDBLimits.maxKeyBytes)")
         }
         var data = MDB_val()
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
@@ -88,7 +81,8 @@ package struct LMDBTransaction {
     package func put(_ db: LMDBDatabase, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
                      mode: PutMode = .replace) throws -> PutResult {
         precondition(isWrite, "put on a read-only transaction")
-        precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes, "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")
+        precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes,
+                     "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
         return try Self.result(mdb_put(handle, db.dbi, &k, &v, mode.flags), mode, db)
@@ -123,7 +117,8 @@ package struct LMDBTransaction {
             // The keys come from another store (a compaction's copy): a size LMDB cannot hold is
             // a damaged source, reported as LMDB would (MDB_BAD_VALSIZE), not a trap.
             guard key.count > 0 && key.count <= LMDBLimits.maxKeyBytes else {
-                throw LMDBError(code: MDB_BAD_VALSIZE, operation: "mdb_cursor_put(\(db.name), MDB_APPEND) of a \(key.count)-byte key")
+                throw LMDBError(code: MDB_BAD_VALSIZE,
+                                operation: "mdb_cursor_put(\(db.name), MDB_APPEND) of a \(key.count)-byte key")
             }
             var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
             var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
@@ -144,7 +139,8 @@ package struct LMDBTransaction {
     @discardableResult
     package func put(_ db: LMDBDatabase, key: [UInt8], value: [UInt8], mode: PutMode = .replace) throws -> PutResult {
         precondition(isWrite, "put on a read-only transaction")
-        precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes, "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")
+        precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes,
+                     "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")
         let rc: Int32 = key.withUnsafeBytes { kb in
             value.withUnsafeBytes { vb in
                 var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
@@ -203,7 +199,8 @@ package struct LMDBTransaction {
     }
 
     /// The last key and value of `db` (within `prefix` if given), passed to `body`.
-    package func last<R>(_ db: LMDBDatabase, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> R) throws -> R? {
+    package func last<R>(_ db: LMDBDatabase,
+                         _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> R) throws -> R? {
         var cursor: OpaquePointer?
         try lmdbCheck(mdb_cursor_open(handle, db.dbi, &cursor), "mdb_cursor_open(\(db.name))")
         defer { mdb_cursor_close(cursor) }
@@ -229,12 +226,6 @@ package struct LMDBTransaction {
         try lmdbCheck(mdb_stat(handle, db.dbi, &stat), "mdb_stat(\(db.name))")
         return stat.ms_entries
     }
-}
-
-/// Limits imposed by liblmdb 0.9.24 as built by Debian.
-public enum LMDBLimits {
-    /// `mdb_env_get_maxkeysize` for the default build: keys longer than this are rejected.
-    public static let maxKeyBytes = 511
 }
 
 extension UnsafeRawBufferPointer {

@@ -95,7 +95,8 @@ package struct PageAudit {
     /// - Throws: the owner's ``EnvironmentPolicy/damaged(path:reason:)`` error for the first damage found;
     ///   ``LMDBError`` when the file cannot be read.
     /// - Throws: ``Outdated`` when commits since `txnID` overwrote its meta page (begin again).
-    package static func check(dataFile path: String, store: String, txnID: UInt64?, policy: any EnvironmentPolicy) throws {
+    package static func check(dataFile path: String, store: String, txnID: UInt64?,
+                              policy: any EnvironmentPolicy) throws {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw LMDBError(code: errno, operation: "open(\(path)) for the page check") }
         defer { close(fd) }
@@ -109,7 +110,8 @@ package struct PageAudit {
                 // more overwrote the caller's: the caller begins again.
                 guard let own = metas.all.first(where: { $0.txnID == txnID }) else {
                     if meta.txnID > txnID { throw Outdated() }
-                    throw Damage(reason: "meta pages are at transactions \(metas.all[0].txnID) and \(metas.all[1].txnID), LMDB opened transaction \(txnID)")
+                    throw Damage(reason: "meta pages are at transactions \(metas.all[0].txnID) and " +
+                                         "\(metas.all[1].txnID), LMDB opened transaction \(txnID)")
                 }
                 meta = own
             }
@@ -148,28 +150,44 @@ package struct PageAudit {
     }
 
     /// Reads and checks both meta pages; returns the one LMDB uses.
-    package static func readMetas(fd: Int32, fileBytes: Int) throws -> (chosen: Meta, chosenIndex: Int, all: [Meta], pageSize: Int) {
+    package static func readMetas(
+        fd: Int32, fileBytes: Int) throws -> (chosen: Meta, chosenIndex: Int, all: [Meta], pageSize: Int) {
         // The page size is meta page 0's (mm_psize): meta page 1 starts there, and meta page 1
         // must say the same.
-        guard fileBytes >= 160 else { throw Damage(reason: "data.mdb is \(fileBytes) bytes, too short for its meta pages") }
+        guard fileBytes >= 160 else {
+            throw Damage(reason: "data.mdb is \(fileBytes) bytes, too short for its meta pages")
+        }
         var first = [UInt8](repeating: 0, count: 160)
         try readExactly(fd, &first, at: 0)
         let pageSize = Int(u32(first, 40))
         guard pageSize >= 512 && pageSize <= 65536 && pageSize & (pageSize - 1) == 0 else {
             throw Damage(reason: "meta page 0: page size \(pageSize) is not a power of two LMDB uses")
         }
-        guard fileBytes >= 2 * pageSize else { throw Damage(reason: "data.mdb is \(fileBytes) bytes, shorter than its two meta pages") }
+        guard fileBytes >= 2 * pageSize else {
+            throw Damage(reason: "data.mdb is \(fileBytes) bytes, shorter than its two meta pages")
+        }
         var metas: [Meta] = []
         for i in 0..<2 {
             var b = [UInt8](repeating: 0, count: 160)
             try readExactly(fd, &b, at: i * pageSize)
             let flags = u16(b, 10)
-            guard flags & pMeta != 0 && flags & (pBranch | pLeaf | pOverflow) == 0 else { throw Damage(reason: "meta page \(i): page flags 0x\(String(flags, radix: 16)) are not a meta page's") }
-            guard u64(b, 0) == UInt64(i) else { throw Damage(reason: "meta page \(i): its header says page \(u64(b, 0))") }
-            guard u32(b, 16) == metaMagic else { throw Damage(reason: "meta page \(i): bad magic 0x\(String(u32(b, 16), radix: 16))") }
-            guard u32(b, 20) == dataVersion else { throw Damage(reason: "meta page \(i): format version \(u32(b, 20)), LMDB 0.9 writes \(dataVersion)") }
-            guard Int(u32(b, 40)) == pageSize else { throw Damage(reason: "meta page \(i): page size \(u32(b, 40)), meta page 0 says \(pageSize)") }
-            let m = Meta(txnID: u64(b, 144), lastPage: u64(b, 136), free: DBRecord(b, at: 40), main: DBRecord(b, at: 88))
+            guard flags & pMeta != 0 && flags & (pBranch | pLeaf | pOverflow) == 0 else {
+                throw Damage(reason: "meta page \(i): page flags 0x\(String(flags, radix: 16)) are not a meta page's")
+            }
+            guard u64(b, 0) == UInt64(i) else {
+                throw Damage(reason: "meta page \(i): its header says page \(u64(b, 0))")
+            }
+            guard u32(b, 16) == metaMagic else {
+                throw Damage(reason: "meta page \(i): bad magic 0x\(String(u32(b, 16), radix: 16))")
+            }
+            guard u32(b, 20) == dataVersion else {
+                throw Damage(reason: "meta page \(i): format version \(u32(b, 20)), LMDB 0.9 writes \(dataVersion)")
+            }
+            guard Int(u32(b, 40)) == pageSize else {
+                throw Damage(reason: "meta page \(i): page size \(u32(b, 40)), meta page 0 says \(pageSize)")
+            }
+            let m = Meta(txnID: u64(b, 144), lastPage: u64(b, 136), free: DBRecord(b, at: 40),
+                         main: DBRecord(b, at: 88))
             metas.append(m)
         }
         let chosenIndex = metas[0].txnID < metas[1].txnID ? 1 : 0
@@ -177,9 +195,11 @@ package struct PageAudit {
         // A commit writes meta `txnid % 2`; the other holds the commit before it (or both hold the
         // same id: a new file, a compacted copy). Anything else is a damaged transaction id, which
         // would make LMDB pick the wrong meta page.
-        let consistent = (chosen.txnID == other.txnID) || (chosen.txnID == other.txnID + 1 && chosen.txnID % 2 == UInt64(chosenIndex))
+        let consistent = (chosen.txnID == other.txnID)
+            || (chosen.txnID == other.txnID + 1 && chosen.txnID % 2 == UInt64(chosenIndex))
         guard consistent else {
-            throw Damage(reason: "meta pages: transaction ids \(metas[0].txnID) (page 0) and \(metas[1].txnID) (page 1) are not consecutive commits")
+            throw Damage(reason: "meta pages: transaction ids \(metas[0].txnID) (page 0) and \(metas[1].txnID) (page " +
+                                 "1) are not consecutive commits")
         }
         // The older meta page's state is not read, but a last page past the file's end is damage.
         for (i, m) in metas.enumerated() {
@@ -189,7 +209,8 @@ package struct PageAudit {
             }
         }
         guard (chosen.lastPage + 1) * UInt64(pageSize) <= UInt64(fileBytes) else {
-            throw Damage(reason: "meta page \(chosenIndex): last page \(chosen.lastPage) is past the end of the file (\(fileBytes / pageSize) pages)")
+            throw Damage(reason: "meta page \(chosenIndex): last page \(chosen.lastPage) is past the end of the file " +
+                                 "(\(fileBytes / pageSize) pages)")
         }
         return (chosen, chosenIndex, metas, pageSize)
     }
@@ -203,12 +224,19 @@ package struct PageAudit {
     }
 
     package mutating func walkAll(free: DBRecord, main: DBRecord) throws {
-        guard free.flags & (Self.layoutFlags & ~UInt16(0x08)) == 0 else { throw Damage(reason: "meta page: the free-page database has flags 0x\(String(free.flags, radix: 16))") }
+        guard free.flags & (Self.layoutFlags & ~UInt16(0x08)) == 0 else {
+            throw Damage(reason: "meta page: the free-page database has flags 0x\(String(free.flags, radix: 16))")
+        }
         _ = try walkDatabase(Self.freeName, free, isMain: false)
-        guard main.flags & Self.layoutFlags == 0 else { throw Damage(reason: "meta page: the main database has flags 0x\(String(main.flags, radix: 16))") }
+        guard main.flags & Self.layoutFlags == 0 else {
+            throw Damage(reason: "meta page: the main database has flags 0x\(String(main.flags, radix: 16))")
+        }
         let named = try walkDatabase("main", main, isMain: true)
         for (name, record) in named {
-            guard record.flags & Self.layoutFlags == 0 else { throw Damage(reason: "database '\(name)': flags 0x\(String(record.flags, radix: 16)) (recorded in the main database)") }
+            guard record.flags & Self.layoutFlags == 0 else {
+                throw Damage(reason: "database '\(name)': flags 0x\(String(record.flags, radix: 16)) (recorded in " +
+                                     "the main database)")
+            }
             _ = try walkDatabase(name, record, isMain: false)
         }
         // A free list names pages a writer may reuse: one that is still part of a tree, or past
@@ -220,7 +248,9 @@ package struct PageAudit {
             }
             for i in 1..<(value.count / 8) {
                 let page = Self.u64(value, 8 * i)
-                guard page >= 2 && page <= lastPage else { throw Damage(reason: "\(at): lists page \(page), outside pages 2…\(lastPage)") }
+                guard page >= 2 && page <= lastPage else {
+                    throw Damage(reason: "\(at): lists page \(page), outside pages 2…\(lastPage)")
+                }
                 guard seen[Int(page / 64)] & (UInt64(1) << (page % 64)) == 0 else {
                     throw Damage(reason: "\(at): lists page \(page) as free, but a database still uses it")
                 }
@@ -233,24 +263,37 @@ package struct PageAudit {
         var named: [(String, DBRecord)] = []
         var tally = Tally()
         if db.root == Self.invalidPage {
-            guard db.depth == 0 && db.entries == 0 && db.branchPages == 0 && db.leafPages == 0 && db.overflowPages == 0 else {
-                throw Damage(reason: "database '\(name)': empty (no root page) but its record says depth \(db.depth), \(db.entries) entries")
+            guard db.depth == 0 && db.entries == 0 && db.branchPages == 0 && db.leafPages == 0
+                && db.overflowPages == 0 else {
+                throw Damage(reason: "database '\(name)': empty (no root page) but its record says depth " +
+                                     "\(db.depth), \(db.entries) entries")
             }
             return named
         }
-        guard db.depth >= 1 && Int(db.depth) <= Self.maxDepth else { throw Damage(reason: "database '\(name)': recorded depth \(db.depth)") }
-        try walkPage(db.root, db: name, level: 1, depth: Int(db.depth), low: nil, high: nil, isMain: isMain, tally: &tally, named: &named)
+        guard db.depth >= 1 && Int(db.depth) <= Self.maxDepth else {
+            throw Damage(reason: "database '\(name)': recorded depth \(db.depth)")
+        }
+        try walkPage(db.root, db: name, level: 1, depth: Int(db.depth), low: nil, high: nil, isMain: isMain,
+                     tally: &tally, named: &named)
         guard tally.entries == db.entries, tally.branchPages == db.branchPages, tally.leafPages == db.leafPages,
               tally.overflowPages == db.overflowPages else {
-            throw Damage(reason: "database '\(name)': its record says \(db.entries) entries in \(db.branchPages) branch, \(db.leafPages) leaf and \(db.overflowPages) overflow pages; its pages hold \(tally.entries) in \(tally.branchPages), \(tally.leafPages) and \(tally.overflowPages)")
+            throw Damage(
+                reason: "database '\(name)': its record says \(db.entries) entries in \(db.branchPages) branch, " +
+                        "\(db.leafPages) leaf and \(db.overflowPages) overflow pages; its pages hold " +
+                        "\(tally.entries) in \(tally.branchPages), \(tally.leafPages) and \(tally.overflowPages)")
         }
         return named
     }
 
     private mutating func claim(_ page: UInt64, db: String, what: @autoclosure () -> String) throws {
-        guard page >= 2 && page <= lastPage else { throw Damage(reason: "database '\(db)': \(what()) points to page \(page), outside pages 2…\(lastPage) of the file") }
+        guard page >= 2 && page <= lastPage else {
+            throw Damage(
+                reason: "database '\(db)': \(what()) points to page \(page), outside pages 2…\(lastPage) of the file")
+        }
         let word = Int(page / 64), bit = UInt64(1) << (page % 64)
-        guard seen[word] & bit == 0 else { throw Damage(reason: "database '\(db)': page \(page) is reached twice (\(what()))") }
+        guard seen[word] & bit == 0 else {
+            throw Damage(reason: "database '\(db)': page \(page) is reached twice (\(what()))")
+        }
         seen[word] |= bit
     }
 
@@ -260,30 +303,37 @@ package struct PageAudit {
         return b
     }
 
-    private mutating func walkPage(_ page: UInt64, db: String, level: Int, depth: Int, low: [UInt8]?, high: [UInt8]?, isMain: Bool,
-                                   tally: inout Tally, named: inout [(String, DBRecord)]) throws {
+    private mutating func walkPage(_ page: UInt64, db: String, level: Int, depth: Int, low: [UInt8]?, high: [UInt8]?,
+                                   isMain: Bool, tally: inout Tally, named: inout [(String, DBRecord)]) throws {
         func near() -> String { low.map { ", after key \(Self.hex($0))" } ?? "" }
         try claim(page, db: db, what: level == 1 ? "its root" : "a branch node at level \(level - 1)\(near())")
         let b = try readPage(page)
         func whereText() -> String { "database '\(db)', page \(page)\(near())" }
-        guard Self.u64(b, 0) == page else { throw Damage(reason: "\(whereText()): its header says page \(Self.u64(b, 0))") }
+        guard Self.u64(b, 0) == page else {
+            throw Damage(reason: "\(whereText()): its header says page \(Self.u64(b, 0))")
+        }
         let flags = Self.u16(b, 10)
         let isBranch = flags & Self.pBranch != 0, isLeaf = flags & Self.pLeaf != 0
         guard isBranch != isLeaf, flags & (Self.pOverflow | Self.pMeta | Self.pLeaf2 | Self.pSubp) == 0 else {
-            throw Damage(reason: "\(whereText()): page flags 0x\(String(flags, radix: 16)) are not a branch or leaf page's")
+            throw Damage(
+                reason: "\(whereText()): page flags 0x\(String(flags, radix: 16)) are not a branch or leaf page's")
         }
         guard isLeaf == (level == depth) else {
-            throw Damage(reason: "\(whereText()): a \(isLeaf ? "leaf" : "branch") page at level \(level) of a tree of depth \(depth)")
+            throw Damage(reason: "\(whereText()): a \(isLeaf ? "leaf" : "branch") page at level \(level) of a tree " +
+                                 "of depth \(depth)")
         }
         let lower = Int(Self.u16(b, 12)), upper = Int(Self.u16(b, 14))
         guard lower >= Self.headerSize, lower % 2 == 0, lower <= upper, upper <= pageSize else {
-            throw Damage(reason: "\(whereText()): node array bounds \(lower)…\(upper) do not fit a \(pageSize)-byte page")
+            throw Damage(
+                reason: "\(whereText()): node array bounds \(lower)…\(upper) do not fit a \(pageSize)-byte page")
         }
         let count = (lower - Self.headerSize) / 2
         guard count > 0 else { throw Damage(reason: "\(whereText()): no nodes") }
         if isBranch {
             tally.branchPages += 1
-            guard count >= 2 || level == 1 else { throw Damage(reason: "\(whereText()): a branch page with \(count) node") }
+            guard count >= 2 || level == 1 else {
+                throw Damage(reason: "\(whereText()): a branch page with \(count) node")
+            }
         } else {
             tally.leafPages += 1
         }
@@ -292,7 +342,8 @@ package struct PageAudit {
         for i in 0..<count {
             let offset = Int(Self.u16(b, Self.headerSize + 2 * i))
             guard offset >= upper, offset + 8 <= pageSize else {
-                throw Damage(reason: "\(whereText()): node \(i) at offset \(offset) is outside the page's node area \(upper)…\(pageSize)")
+                throw Damage(reason: "\(whereText()): node \(i) at offset \(offset) is outside the page's node area " +
+                                     "\(upper)…\(pageSize)")
             }
             let lo = UInt64(Self.u16(b, offset)), hi = UInt64(Self.u16(b, offset + 2))
             let nodeFlags = Self.u16(b, offset + 4)
@@ -310,14 +361,24 @@ package struct PageAudit {
                 // integers; every other database's bytewise.
                 let ordered: ([UInt8], [UInt8]) -> Bool
                 if db == Self.freeName {
-                    guard keySize == 8 else { throw Damage(reason: "\(keyText()): a \(keySize)-byte key in the free-page database") }
-                    ordered = { a, b in a.count == 8 && b.count == 8 ? Self.u64(a, 0) < Self.u64(b, 0) : Self.less(a, b) }
+                    guard keySize == 8 else {
+                        throw Damage(reason: "\(keyText()): a \(keySize)-byte key in the free-page database")
+                    }
+                    ordered = { a, b in
+                        a.count == 8 && b.count == 8 ? Self.u64(a, 0) < Self.u64(b, 0) : Self.less(a, b)
+                    }
                 } else {
                     ordered = Self.less
                 }
-                if let previous, !ordered(previous, key) { throw Damage(reason: "\(keyText()): keys out of order (node \(i))") }
-                if let low, ordered(key, low) { throw Damage(reason: "\(keyText()): below its parent's separator \(Self.hex(low))") }
-                if let high, !ordered(key, high) { throw Damage(reason: "\(keyText()): not below the next separator \(Self.hex(high)) of its parent") }
+                if let previous, !ordered(previous, key) {
+                    throw Damage(reason: "\(keyText()): keys out of order (node \(i))")
+                }
+                if let low, ordered(key, low) {
+                    throw Damage(reason: "\(keyText()): below its parent's separator \(Self.hex(low))")
+                }
+                if let high, !ordered(key, high) {
+                    throw Damage(reason: "\(keyText()): not below the next separator \(Self.hex(high)) of its parent")
+                }
                 previous = key
             }
             if isBranch {
@@ -328,22 +389,30 @@ package struct PageAudit {
             tally.entries += 1
             let dataSize = Int(lo | hi << 16)
             guard nodeFlags & ~(Self.fBigData | Self.fSubData) == 0 else {
-                throw Damage(reason: "\(keyText()): node flags 0x\(String(nodeFlags, radix: 16)) (sorted duplicates are not used)")
+                throw Damage(reason: "\(keyText()): node flags 0x\(String(nodeFlags, radix: 16)) (sorted duplicates " +
+                                     "are not used)")
             }
             let dataStart = offset + 8 + keySize
             if nodeFlags & Self.fBigData != 0 {
-                guard nodeFlags & Self.fSubData == 0, dataStart + 8 <= pageSize else { throw Damage(reason: "\(keyText()): a big value's page number runs past the page") }
+                guard nodeFlags & Self.fSubData == 0, dataStart + 8 <= pageSize else {
+                    throw Damage(reason: "\(keyText()): a big value's page number runs past the page")
+                }
                 let first = Self.u64(b, dataStart)
                 let pages = UInt64((Self.headerSize + dataSize + pageSize - 1) / pageSize)
                 try claim(first, db: db, what: "the value of key \(Self.hex(key))")
                 guard first + pages - 1 <= lastPage else {
-                    throw Damage(reason: "\(keyText()): its \(dataSize)-byte value on pages \(first)…\(first + pages - 1) runs past the last page \(lastPage)")
+                    throw Damage(reason: "\(keyText()): its \(dataSize)-byte value on pages " +
+                                         "\(first)…\(first + pages - 1) runs past the last page \(lastPage)")
                 }
                 let head = try readPage(first)
-                guard Self.u64(head, 0) == first, Self.u16(head, 10) & Self.pOverflow != 0, UInt64(Self.u32(head, 12)) == pages else {
-                    throw Damage(reason: "\(keyText()): page \(first), which holds its \(dataSize)-byte value, is not an overflow page of \(pages) page(s)")
+                guard Self.u64(head, 0) == first, Self.u16(head, 10) & Self.pOverflow != 0,
+                      UInt64(Self.u32(head, 12)) == pages else {
+                    throw Damage(reason: "\(keyText()): page \(first), which holds its \(dataSize)-byte value, is " +
+                                         "not an overflow page of \(pages) page(s)")
                 }
-                for p in (first + 1)..<(first + pages) { try claim(p, db: db, what: "the value of key \(Self.hex(key))") }
+                for p in (first + 1)..<(first + pages) {
+                    try claim(p, db: db, what: "the value of key \(Self.hex(key))")
+                }
                 tally.overflowPages += pages
                 if db == Self.freeName {
                     var value = [UInt8](repeating: 0, count: dataSize)
@@ -351,10 +420,14 @@ package struct PageAudit {
                     freeLists.append((key, value))
                 }
             } else {
-                guard dataStart + dataSize <= pageSize else { throw Damage(reason: "\(keyText()): its \(dataSize)-byte value runs past the page") }
+                guard dataStart + dataSize <= pageSize else {
+                    throw Damage(reason: "\(keyText()): its \(dataSize)-byte value runs past the page")
+                }
                 if db == Self.freeName { freeLists.append((key, Array(b[dataStart..<(dataStart + dataSize)]))) }
                 if nodeFlags & Self.fSubData != 0 {
-                    guard isMain, dataSize == 48 else { throw Damage(reason: "\(keyText()): a database record where none belongs") }
+                    guard isMain, dataSize == 48 else {
+                        throw Damage(reason: "\(keyText()): a database record where none belongs")
+                    }
                     named.append((String(decoding: key, as: UTF8.self), DBRecord(b, at: dataStart)))
                 }
             }
@@ -362,7 +435,8 @@ package struct PageAudit {
         if isBranch {
             for (n, child) in children.enumerated() {
                 let upperBound = n + 1 < children.count ? children[n + 1].1 : high
-                try walkPage(child.0, db: db, level: level + 1, depth: depth, low: child.1, high: upperBound, isMain: isMain, tally: &tally, named: &named)
+                try walkPage(child.0, db: db, level: level + 1, depth: depth, low: child.1, high: upperBound,
+                             isMain: isMain, tally: &tally, named: &named)
             }
         }
     }
@@ -373,12 +447,17 @@ package struct PageAudit {
         var done = 0
         let wanted = buffer.count
         while done < wanted {
-            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, wanted - done, off_t(offset + done)) }
+            let n = buffer.withUnsafeMutableBytes {
+                pread(fd, $0.baseAddress! + done, wanted - done, off_t(offset + done))
+            }
             if n < 0 {
                 if errno == EINTR { continue }
                 throw LMDBError(code: errno, operation: "pread(data.mdb, offset \(offset + done))")
             }
-            if n == 0 { throw Damage(reason: "data.mdb ends at byte \(offset + done), inside the \(wanted) bytes read at offset \(offset)") }
+            if n == 0 {
+                throw Damage(reason: "data.mdb ends at byte \(offset + done), inside the \(wanted) bytes read at " +
+                                     "offset \(offset)")
+            }
             done += n
         }
     }
@@ -396,7 +475,8 @@ package struct PageAudit {
     }
 
     package static func hex(_ key: [UInt8]) -> String {
-        let shown = key.prefix(24).map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+        let shown = key.prefix(24)
+            .map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
         return "0x" + shown + (key.count > 24 ? "…" : "")
     }
 }

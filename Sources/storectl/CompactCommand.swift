@@ -28,7 +28,8 @@ struct CompactCommand: AsyncParsableCommand {
     @OptionGroup var target: StoreArgument
     @Option(parsing: .unconditional, help: "Squash history up to and including this transaction.") var horizon: UInt64?
     @Option(parsing: .unconditional, help: "Keep the last N transactions replayable.") var keepLast: UInt64?
-    @Option(help: ArgumentHelp("Keep transactions committed at or after this ISO-8601 time replayable.", valueName: "date"))
+    @Option(
+        help: ArgumentHelp("Keep transactions committed at or after this ISO-8601 time replayable.", valueName: "date"))
     var keepSince: String?
     @Flag(help: "Build the compacted store aside, report, and change nothing.") var dryRun = false
     @Flag(help: "Wait for other processes to close the store instead of refusing.") var wait = false
@@ -38,12 +39,18 @@ struct CompactCommand: AsyncParsableCommand {
     func validate() throws {
         let given = [horizon != nil, keepLast != nil, keepSince != nil].filter { $0 }.count
         guard given <= 1 else { throw ValidationError("give at most one of --horizon, --keep-last, --keep-since") }
-        if let keepSince, ISO8601.date(from: keepSince) == nil { throw ValidationError("--keep-since needs an ISO-8601 time like 2026-11-01T00:00:00Z") }
+        if let keepSince, ISO8601.date(from: keepSince) == nil {
+            throw ValidationError("--keep-since needs an ISO-8601 time like 2026-11-01T00:00:00Z")
+        }
     }
 
     func run() async throws {
         let store: Store
-        do { store = try Store.openExisting(at: target.url, configuration: target.configuration) } catch { throw failure(error) }
+        do {
+            store = try Store.openExisting(at: target.url, configuration: target.configuration)
+        } catch {
+            throw failure(error)
+        }
         defer { store.close() }
         let terminal = isatty(STDERR_FILENO) == 1 && !quiet
         do {
@@ -53,10 +60,16 @@ struct CompactCommand: AsyncParsableCommand {
             while report == nil {
                 do {
                     report = try await store.compact(horizon: chosen, dryRun: dryRun) { p in
-                        if terminal { FileHandle.standardError.write(Data("\r\(p.phase.rawValue)… \(p.done > 0 ? String(p.done) : "")\u{1B}[K".utf8)) }
+                        if terminal {
+                            FileHandle.standardError.write(
+                                Data("\r\(p.phase.rawValue)… \(p.done > 0 ? String(p.done) : "")\u{1B}[K".utf8))
+                        }
                     }
                 } catch StrataError.storeBusy(_, let pids) where wait {
-                    if !quiet && !told { note("waiting for process(es) \(pids.map(String.init).joined(separator: ", ")) to close the store…") }
+                    if !quiet && !told {
+                        note("waiting for process(es) \(pids.map(String.init).joined(separator: ", ")) to close the " +
+                             "store…")
+                    }
                     told = true
                     try await Task.sleep(for: .milliseconds(500))
                 }
@@ -64,12 +77,18 @@ struct CompactCommand: AsyncParsableCommand {
             if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
             guard let r = report else { return }
             if json {
-                printJSON(.object([("dryRun", .bool(r.dryRun)), ("horizon", .int(Int64(r.horizon.rawValue))), ("previousHorizon", .int(Int64(r.previousHorizon.rawValue))),
-                                   ("head", .int(Int64(r.head.rawValue))), ("bytesBefore", .int(Int64(r.bytesBefore))), ("bytesAfter", .int(Int64(r.bytesAfter))),
-                                   ("logEntriesBefore", .int(Int64(r.logEntriesBefore))), ("logEntriesAfter", .int(Int64(r.logEntriesAfter))),
+                printJSON(.object([("dryRun", .bool(r.dryRun)), ("horizon", .int(Int64(r.horizon.rawValue))),
+                                   ("previousHorizon", .int(Int64(r.previousHorizon.rawValue))),
+                                   ("head", .int(Int64(r.head.rawValue))), ("bytesBefore", .int(Int64(r.bytesBefore))),
+                                   ("bytesAfter", .int(Int64(r.bytesAfter))),
+                                   ("logEntriesBefore", .int(Int64(r.logEntriesBefore))),
+                                   ("logEntriesAfter", .int(Int64(r.logEntriesAfter))),
                                    ("objects", .int(Int64(r.objects))), ("seconds", .double(r.seconds))]))
             } else {
-                print("\(r.dryRun ? "would compact" : "compacted"): horizon \(r.previousHorizon) → \(r.horizon) (head \(r.head)), \(formatBytes(r.bytesBefore)) → \(formatBytes(r.bytesAfter)), log \(r.logEntriesBefore) → \(r.logEntriesAfter) entries, \(r.objects) objects, \(String(format: "%.2f", r.seconds)) s")
+                print("\(r.dryRun ? "would compact" : "compacted"): horizon \(r.previousHorizon) → \(r.horizon) " +
+                      "(head \(r.head)), \(formatBytes(r.bytesBefore)) → \(formatBytes(r.bytesAfter)), log " +
+                      "\(r.logEntriesBefore) → \(r.logEntriesAfter) entries, \(r.objects) objects, " +
+                      "\(String(format: "%.2f", r.seconds)) s")
             }
         } catch { throw failure(error) }
     }

@@ -71,7 +71,9 @@ func systemReason(_ error: Error) -> String {
 func systemErrno(_ error: Error) -> Int32? {
     let ns = error as NSError
     if ns.domain == NSPOSIXErrorDomain { return Int32(ns.code) }
-    if let underlying = ns.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain { return Int32(underlying.code) }
+    if let underlying = ns.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+        return Int32(underlying.code)
+    }
     guard ns.domain == NSCocoaErrorDomain else { return nil }
     switch CocoaError.Code(rawValue: ns.code) {
     case .fileWriteOutOfSpace: return ENOSPC
@@ -85,7 +87,9 @@ func systemErrno(_ error: Error) -> Int32? {
 
 /// The usage error for an `--entity` the store's schema does not have, listing the ones it has.
 func unknownEntity(_ name: String, in schema: Schema) -> CLIError {
-    CLIError("unknown entity '\(EchoedText.shown(name))' (known: \(schema.entities.map(\.name).joined(separator: ", ")))", code: Exit.usage)
+    CLIError(
+        "unknown entity '\(EchoedText.shown(name))' (known: \(schema.entities.map(\.name).joined(separator: ", ")))",
+        code: Exit.usage)
 }
 
 /// Prints one line to stderr.

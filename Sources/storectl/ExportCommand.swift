@@ -30,10 +30,18 @@ struct ExportCommand: AsyncParsableCommand {
     func run() async throws {
         // Before anything is opened or created: an output inside the store would destroy it.
         if let output {
-            do { try OutputPathGuard.check(output, storeDirectory: target.store) } catch { throw failure(error, context: "--output") }
+            do {
+                try OutputPathGuard.check(output, storeDirectory: target.store)
+            } catch {
+                throw failure(error, context: "--output")
+            }
         }
         let store: Store
-        do { store = try Store.openReadOnly(at: target.url, configuration: target.configuration) } catch { throw failure(error) }
+        do {
+            store = try Store.openReadOnly(at: target.url, configuration: target.configuration)
+        } catch {
+            throw failure(error)
+        }
         defer { store.close() }
         guard let e = store.schema.entity(named: entity) else {
             throw failure(unknownEntity(entity, in: store.schema))
@@ -45,11 +53,19 @@ struct ExportCommand: AsyncParsableCommand {
             }
         }
         let sink: OutputSink
-        do { sink = try OutputSink(path: output) } catch { throw failure(error, context: output).withCode(Exit.cannotCreate) }
         do {
-            let result = try Exporter(store: store).export(query, format: ImportFormat(rawValue: format)!) { try sink.write($0) }
+            sink = try OutputSink(path: output)
+        } catch {
+            throw failure(error, context: output).withCode(Exit.cannotCreate)
+        }
+        do {
+            let result = try Exporter(store: store).export(query, format: ImportFormat(rawValue: format)!) {
+                try sink.write($0)
+            }
             try sink.close()
-            if output != nil { note("exported \(result.records) \(e.name) record(s) as of transaction \(result.transaction)") }
+            if output != nil {
+                note("exported \(result.records) \(e.name) record(s) as of transaction \(result.transaction)")
+            }
         } catch {
             sink.discard()
             throw failure(error).withCode(Exit.code(for: error) == Exit.software ? Exit.ioError : Exit.code(for: error))
@@ -70,7 +86,9 @@ final class OutputSink {
 
     init(path given: String?) throws {
         // A symbolic link is written through: the new file is renamed over what it points at.
-        let path = given.map { FileManager.default.fileExists(atPath: $0) ? URL(fileURLWithPath: $0).resolvingSymlinksInPath().path : $0 }
+        let path = given.map {
+            FileManager.default.fileExists(atPath: $0) ? URL(fileURLWithPath: $0).resolvingSymlinksInPath().path : $0
+        }
         destination = path
         if let path {
             var st = stat()
@@ -82,7 +100,8 @@ final class OutputSink {
                     // A device, a pipe or a socket (`/dev/stdout`, a FIFO): written to directly,
                     // never replaced by a renamed file.
                     guard let h = FileHandle(forWritingAtPath: path) else {
-                        throw CLIError("cannot open for writing: \(String(cString: strerror(errno)))", code: Exit.cannotCreate)
+                        throw CLIError("cannot open for writing: \(String(cString: strerror(errno)))",
+                                       code: Exit.cannotCreate)
                     }
                     handle = h
                     temporary = nil
@@ -109,7 +128,8 @@ final class OutputSink {
 
     private func flush() throws {
         do { try handle.write(contentsOf: buffer) } catch {
-            throw CLIError("cannot write \(destination ?? "to standard output"): \(systemReason(error))", code: Exit.ioError)
+            throw CLIError("cannot write \(destination ?? "to standard output"): \(systemReason(error))",
+                           code: Exit.ioError)
         }
         buffer.removeAll(keepingCapacity: true)
     }

@@ -13,7 +13,8 @@ struct GenerateCommand: AsyncParsableCommand {
         """
     )
 
-    @Option(help: ArgumentHelp("Model directory with v1.json … vN.json; the highest version is used.", valueName: "dir"))
+    @Option(
+        help: ArgumentHelp("Model directory with v1.json … vN.json; the highest version is used.", valueName: "dir"))
     var schema: String
     @Option(help: ArgumentHelp("File to write (default: stdout).", valueName: "file"))
     var output: String?
@@ -22,7 +23,11 @@ struct GenerateCommand: AsyncParsableCommand {
         // No store is named, but the file must not land in one (a store directory anywhere
         // above it): refused before the schema is read or anything is created.
         if let output {
-            do { try OutputPathGuard.check(output, storeDirectory: nil) } catch { throw failure(error, context: "--output") }
+            do {
+                try OutputPathGuard.check(output, storeDirectory: nil)
+            } catch {
+                throw failure(error, context: "--output")
+            }
         }
         let loaded: Schema
         do { loaded = try Schema.load(directory: URL(fileURLWithPath: schema)) } catch { throw failure(error) }
@@ -38,11 +43,14 @@ struct GenerateCommand: AsyncParsableCommand {
             var st = stat()
             let special = stat(output, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG && (st.st_mode & S_IFMT) != S_IFDIR
             let url = URL(fileURLWithPath: output)
-            try Data(source.utf8).write(to: special ? url : (FileManager.default.fileExists(atPath: output) ? url.resolvingSymlinksInPath() : url),
-                                        options: special ? [] : .atomic)
+            try Data(source.utf8).write(
+                to: special ? url
+                    : (FileManager.default.fileExists(atPath: output) ? url.resolvingSymlinksInPath() : url),
+                options: special ? [] : .atomic)
         } catch {
             var isDirectory: ObjCBool = false
-            let reason = FileManager.default.fileExists(atPath: output, isDirectory: &isDirectory) && isDirectory.boolValue
+            let reason = FileManager.default.fileExists(atPath: output, isDirectory: &isDirectory)
+                && isDirectory.boolValue
                 ? "is a directory" : systemReason(error)
             // Out of space (or an I/O error) is 74; anything else stops the file being made: 73.
             let code = [ENOSPC, EIO, EDQUOT].contains(systemErrno(error) ?? 0) ? Exit.ioError : Exit.cannotCreate

@@ -28,7 +28,8 @@ struct ImportCommand: AsyncParsableCommand {
     var entity: String?
     @Flag(help: "Write the good records; reject the bad ones (needs --rejects).") var continueOnError = false
     @Option(help: ArgumentHelp("File for rejected lines with their reasons.", valueName: "file")) var rejects: String?
-    @Option(help: ArgumentHelp("Import id stored in each transaction's metadata (default: a new UUID).", valueName: "id"))
+    @Option(
+        help: ArgumentHelp("Import id stored in each transaction's metadata (default: a new UUID).", valueName: "id"))
     var importID: String?
     @Option(parsing: .unconditional, help: "Issues listed before the rest are only counted.") var maxErrors = 20
     @Flag(help: "No progress output.") var quiet = false
@@ -54,10 +55,16 @@ struct ImportCommand: AsyncParsableCommand {
         if let rejects {
             // Inside the store directory (or on one of its files, through a link) it would
             // destroy the store: refused before anything is opened or created.
-            do { try OutputPathGuard.check(rejects, storeDirectory: target.store) } catch { throw failure(error, context: "--rejects") }
+            do {
+                try OutputPathGuard.check(rejects, storeDirectory: target.store)
+            } catch {
+                throw failure(error, context: "--rejects")
+            }
             let directory = (rejects as NSString).deletingLastPathComponent
             if access(directory.isEmpty ? "." : directory, W_OK) != 0 {
-                throw failure(CLIError("\(rejects): cannot create the rejects file: \(String(cString: strerror(errno)))", code: Exit.cannotCreate))
+                throw failure(
+                    CLIError("\(rejects): cannot create the rejects file: \(String(cString: strerror(errno)))",
+                             code: Exit.cannotCreate))
             }
         }
         var options = ImportOptions()
@@ -69,7 +76,11 @@ struct ImportCommand: AsyncParsableCommand {
         options.importID = importID
         options.maxReportedIssues = maxErrors
         let store: Store
-        do { store = try Store.openExisting(at: target.url, configuration: target.configuration) } catch { throw failure(error) }
+        do {
+            store = try Store.openExisting(at: target.url, configuration: target.configuration)
+        } catch {
+            throw failure(error)
+        }
         defer { store.close() }
         let importer = Importer(store: store, options: options)
         let reporter = Task { [quiet] in
@@ -89,7 +100,9 @@ struct ImportCommand: AsyncParsableCommand {
         } catch let failed as ImportFailed {
             await reporter.value
             for issue in failed.issues { note(issue.description) }
-            if failed.totalIssues > failed.issues.count { note("… and \(failed.totalIssues - failed.issues.count) more issue(s)") }
+            if failed.totalIssues > failed.issues.count {
+                note("… and \(failed.totalIssues - failed.issues.count) more issue(s)")
+            }
             // An input file that cannot be opened at all is "cannot open input", not bad data.
             let unreadable = failed.issues.allSatisfy { $0.line == 0 && $0.reason.hasPrefix("cannot open") }
             note(unreadable ? "storectl: error: cannot open the input; nothing was written"
@@ -105,16 +118,22 @@ struct ImportCommand: AsyncParsableCommand {
         if json {
             printJSON(.object([
                 ("importID", .string(summary.importID)), ("records", .int(Int64(summary.records))),
-                ("rejected", .int(Int64(summary.rejected))), ("skippedLinks", .int(Int64(summary.skippedLinks))), ("transactions", .int(Int64(summary.transactions))),
+                ("rejected", .int(Int64(summary.rejected))), ("skippedLinks", .int(Int64(summary.skippedLinks))),
+                ("transactions", .int(Int64(summary.transactions))),
                 ("firstTransaction", summary.firstTransaction.map { .int(Int64($0.rawValue)) } ?? .null),
                 ("lastTransaction", summary.lastTransaction.map { .int(Int64($0.rawValue)) } ?? .null),
                 ("seconds", .double(summary.seconds)),
             ]))
         } else {
             let rate = summary.seconds > 0 ? Int(Double(summary.records) / summary.seconds) : 0
-            print("imported \(summary.records) records in \(summary.transactions) transaction(s) in \(String(format: "%.2f", summary.seconds)) s (\(rate) records/s), import id \(summary.importID)")
-            if summary.rejected > 0 { print("rejected \(summary.rejected) record(s), see \(rejects ?? "the rejects file")") }
-            if summary.skippedLinks > 0 { print("skipped \(summary.skippedLinks) relationship(s) whose other end was rejected") }
+            print("imported \(summary.records) records in \(summary.transactions) transaction(s) in " +
+                  "\(String(format: "%.2f", summary.seconds)) s (\(rate) records/s), import id \(summary.importID)")
+            if summary.rejected > 0 {
+                print("rejected \(summary.rejected) record(s), see \(rejects ?? "the rejects file")")
+            }
+            if summary.skippedLinks > 0 {
+                print("skipped \(summary.skippedLinks) relationship(s) whose other end was rejected")
+            }
         }
     }
 }
@@ -134,7 +153,9 @@ final class ProgressBar: Sendable {
         let text = "\(p.phase.rawValue): \(p.records) records, \(Int(p.recordsPerSecond))/s, \(pct)%\(eta)"
         if terminal {
             let filled = pct * 30 / 100
-            FileHandle.standardError.write(Data(("\r[" + String(repeating: "#", count: filled) + String(repeating: ".", count: 30 - filled) + "] " + text + "\u{1B}[K").utf8))
+            FileHandle.standardError.write(Data(("\r[" + String(repeating: "#", count: filled)
+                                                 + String(repeating: ".", count: 30 - filled) + "] " + text
+                                                 + "\u{1B}[K").utf8))
         } else {
             let now = ContinuousClock.now
             let due = lastLine.withLock { last -> Bool in

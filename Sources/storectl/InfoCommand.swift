@@ -50,7 +50,10 @@ struct InfoCommand: AsyncParsableCommand {
         }
         print("store:            \(info.path)")
         print("schema:           \(info.model) v\(info.schemaVersion)")
-        print("store format:     \(info.storeFormat)\(info.storeFormat < 2 ? " (counts in meta; storectl compact --horizon 0 rewrites it in format 2)" : "")")
+        print("""
+            store format:     \(info.storeFormat)\(info.storeFormat < 2
+                ? " (counts in meta; storectl compact --horizon 0 rewrites it in format 2)" : "")
+            """)
         print("last transaction: \(info.lastTransaction)")
         print("log entries:      \(info.logEntries)")
         print("file size:        \(formatBytes(info.fileBytes)) (map \(formatBytes(info.mapSizeBytes)))")

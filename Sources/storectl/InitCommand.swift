@@ -16,7 +16,8 @@ struct InitCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var target: StoreArgument
-    @Option(help: ArgumentHelp("Model directory with v1.json … vN.json; the highest version is used.", valueName: "dir"))
+    @Option(
+        help: ArgumentHelp("Model directory with v1.json … vN.json; the highest version is used.", valueName: "dir"))
     var schema: String
     @Flag(help: "Print the result as JSON.") var json = false
 
@@ -35,7 +36,9 @@ struct InitCommand: AsyncParsableCommand {
             let store = try Store.open(at: target.url, schema: loaded, configuration: target.configuration)
             defer { store.close() }
             if json {
-                printJSON(.object([("path", .string(store.path)), ("schema", .object([("model", .string(loaded.model)), ("version", .int(Int64(loaded.version)))]))]))
+                printJSON(.object([("path", .string(store.path)),
+                                   ("schema", .object([("model", .string(loaded.model)),
+                                                       ("version", .int(Int64(loaded.version)))]))]))
             } else {
                 print("created \(store.path) (\(loaded.model) v\(loaded.version), \(loaded.entities.count) entities)")
             }
@@ -45,7 +48,8 @@ struct InitCommand: AsyncParsableCommand {
             if case StrataError.notAStore(_, let reason) = error, reason.hasPrefix("cannot create directory") {
                 throw failure(error).withCode(Exit.cannotCreate)
             }
-            throw failure(error).withCode(Exit.code(for: error) == Exit.software ? Exit.cannotCreate : Exit.code(for: error))
+            throw failure(error)
+                .withCode(Exit.code(for: error) == Exit.software ? Exit.cannotCreate : Exit.code(for: error))
         }
     }
 }

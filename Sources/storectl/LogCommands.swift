@@ -4,7 +4,11 @@ import Strata
 
 /// Opens a store read-only for a log command, mapping errors to exit codes.
 func openForReading(_ target: StoreArgument) throws -> Store {
-    do { return try Store.openReadOnly(at: target.url, configuration: target.configuration) } catch { throw failure(error) }
+    do {
+        return try Store.openReadOnly(at: target.url, configuration: target.configuration)
+    } catch {
+        throw failure(error)
+    }
 }
 
 struct LogCommand: AsyncParsableCommand {
@@ -36,13 +40,17 @@ struct LogCommand: AsyncParsableCommand {
             throw failure(unknownEntity(entity, in: store.schema))
         }
         do {
-            try store.forEachTransaction(from: TransactionID(from), to: to.map(TransactionID.init), author: author, entity: entity) { e in
+            try store.forEachTransaction(from: TransactionID(from), to: to.map(TransactionID.init), author: author,
+                                         entity: entity) { e in
                 let names = e.entityNames(schema: store.schema)
                 if json {
                     printJSON(.object(e.headerJSON() + [("entities", .array(names.map { .string($0) }))]))
                 } else {
-                    let meta = EchoedText.escaped(e.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
-                    print("\(e.transactionID)\t\(ISO8601.string(from: e.timestamp))\t\(EchoedText.escaped(e.author))\t\(e.changes.count) change(s)\t\(names.joined(separator: ","))\t\(meta)")
+                    let meta = EchoedText.escaped(
+                        e.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+                    print("\(e.transactionID)\t\(ISO8601.string(from: e.timestamp))\t"
+                          + "\(EchoedText.escaped(e.author))\t\(e.changes.count) change(s)\t"
+                          + "\(names.joined(separator: ","))\t\(meta)")
                 }
                 return true
             }
@@ -61,7 +69,8 @@ struct ShowCommand: AsyncParsableCommand {
 
         JSON: {"transaction": 42, "time": ..., "author": ..., "metadata": {...}, "schemaVersion": 1, \
         "changes": 3, "list": [{"op": "update", "entity": "Track", "id": "...", "previousVersion": 17, \
-        "attributes": {"title": {"old": "a", "new": "b"}}}, {"op": "link", ..., "relationship": "album", "target": "..."}]}
+        "attributes": {"title": {"old": "a", "new": "b"}}}, {"op": "link", ..., "relationship": "album", \
+        "target": "..."}]}
         """
     )
 
@@ -75,11 +84,14 @@ struct ShowCommand: AsyncParsableCommand {
         let entry: LogEntry
         do { entry = try store.changes(in: TransactionID(transaction)) } catch { throw failure(error) }
         if json {
-            printJSON(.object(entry.headerJSON() + [("list", .array(entry.changes.map { $0.json(schema: store.schema) }))]))
+            printJSON(
+                .object(entry.headerJSON() + [("list", .array(entry.changes.map { $0.json(schema: store.schema) }))]))
             return
         }
-        let meta = EchoedText.escaped(entry.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
-        print("transaction \(entry.transactionID)  \(ISO8601.string(from: entry.timestamp))  by \(EchoedText.escaped(entry.author))  \(meta)")
+        let meta = EchoedText.escaped(
+            entry.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+        print("transaction \(entry.transactionID)  \(ISO8601.string(from: entry.timestamp))  by " +
+              "\(EchoedText.escaped(entry.author))  \(meta)")
         for c in entry.changes { print("  " + c.text(schema: store.schema)) }
     }
 }
@@ -100,7 +112,9 @@ struct HistoryCommand: AsyncParsableCommand {
     @Flag(help: "One JSON object per transaction per line.") var json = false
 
     func validate() throws {
-        guard ObjectID(string: id) != nil else { throw ValidationError("'\(EchoedText.shown(id))' is not an object id (32 hex digits)") }
+        guard ObjectID(string: id) != nil else {
+            throw ValidationError("'\(EchoedText.shown(id))' is not an object id (32 hex digits)")
+        }
     }
 
     func run() async throws {
@@ -111,8 +125,10 @@ struct HistoryCommand: AsyncParsableCommand {
         if entries.isEmpty { throw failure(CLIError("\(id): no transaction touched this object", code: Exit.noInput)) }
         for h in entries {
             if json {
-                printJSON(.object([("transaction", .int(Int64(h.transactionID.rawValue))), ("time", .string(ISO8601.string(from: h.timestamp))),
-                                   ("author", .string(h.author)), ("metadata", .object(h.metadata.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
+                printJSON(.object([("transaction", .int(Int64(h.transactionID.rawValue))),
+                                   ("time", .string(ISO8601.string(from: h.timestamp))), ("author", .string(h.author)),
+                                   ("metadata",
+                                    .object(h.metadata.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
                                    ("list", .array(h.changes.map { $0.json(schema: store.schema) }))]))
             } else {
                 print("\(h.transactionID)  \(ISO8601.string(from: h.timestamp))  by \(EchoedText.escaped(h.author))")

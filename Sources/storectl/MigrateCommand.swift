@@ -21,7 +21,8 @@ struct MigrateCommand: AsyncParsableCommand {
           storectl migrate ./library.strata --schema Schemas/library --to 2
 
         JSON (run or dry run): {"dryRun": false, "from": 1, "to": 2, "objects": 406, "transactionsUpcast": 1, \
-        "migrationTransaction": 2, "objectsPerEntity": {...}, "steps": [{"step": "...", "seconds": 0.01}], "seconds": 0.2}
+        "migrationTransaction": 2, "objectsPerEntity": {...}, "steps": [{"step": "...", "seconds": 0.01}], \
+        "seconds": 0.2}
         JSON (--check): {"status": "needsMigration", "from": 1, "to": 2, "steps": ["v2: rename ...", ...]}
         """
     )
@@ -46,7 +47,9 @@ struct MigrateCommand: AsyncParsableCommand {
         do { schemas = try Schema.loadAll(directory: URL(fileURLWithPath: schema)) } catch { throw failure(error) }
         var chosen = schemas
         if let to {
-            guard schemas.contains(where: { $0.version == to }) else { throw failure(CLIError("--to \(to): no v\(to).json in \(schema)", code: Exit.usage)) }
+            guard schemas.contains(where: { $0.version == to }) else {
+                throw failure(CLIError("--to \(to): no v\(to).json in \(schema)", code: Exit.usage))
+            }
             chosen = schemas.filter { $0.version <= to }
         }
         if check { try runCheck(chosen) } else { try await runMigration(chosen) }
@@ -54,21 +57,32 @@ struct MigrateCommand: AsyncParsableCommand {
 
     private func runCheck(_ schemas: [Schema]) throws {
         let status: MigrationStatus
-        do { status = try Store.migrationStatus(at: target.url, schemas: schemas, configuration: target.configuration) } catch { throw failure(error) }
+        do {
+            status = try Store.migrationStatus(at: target.url, schemas: schemas, configuration: target.configuration)
+        } catch {
+            throw failure(error)
+        }
         switch status {
         case .upToDate(let v):
-            if json { printJSON(.object([("status", .string("upToDate")), ("version", .int(Int64(v)))])) } else { print("up to date (v\(v))") }
+            if json {
+                printJSON(.object([("status", .string("upToDate")), ("version", .int(Int64(v)))]))
+            } else {
+                print("up to date (v\(v))")
+            }
         case .needsMigration(let from, let to, let steps):
             if json {
-                printJSON(.object([("status", .string("needsMigration")), ("from", .int(Int64(from))), ("to", .int(Int64(to))),
-                                   ("steps", .array(steps.map { .string($0) }))]))
+                printJSON(.object([("status", .string("needsMigration")), ("from", .int(Int64(from))),
+                                   ("to", .int(Int64(to))), ("steps", .array(steps.map { .string($0) }))]))
             } else {
                 print("migration needed: v\(from) → v\(to)")
                 for s in steps { print("  \(s)") }
             }
             throw ExitCode(Self.needsMigrationExit)
         case .tooNew(let store, let app):
-            if json { printJSON(.object([("status", .string("tooNew")), ("store", .int(Int64(store))), ("app", .int(Int64(app)))])) } else {
+            if json {
+                printJSON(.object([("status", .string("tooNew")), ("store", .int(Int64(store))),
+                                   ("app", .int(Int64(app)))]))
+            } else {
                 print("the store is at v\(store), newer than the schemas (v\(app))")
             }
             throw ExitCode(Self.tooNewExit)
@@ -79,25 +93,36 @@ struct MigrateCommand: AsyncParsableCommand {
         let terminal = isatty(STDERR_FILENO) == 1 && !quiet
         let report: MigrationReport
         do {
-            report = try await Store.migrate(at: target.url, schemas: schemas, registry: libraryMigrations, dryRun: dryRun,
-                                                configuration: target.configuration) { p in
-                if terminal { FileHandle.standardError.write(Data("\r\(p.phase.rawValue): \(p.done)\(p.total > 0 ? "/\(p.total)" : "")\u{1B}[K".utf8)) }
+            report = try await Store.migrate(at: target.url, schemas: schemas, registry: libraryMigrations,
+                                             dryRun: dryRun, configuration: target.configuration) { p in
+                if terminal {
+                    FileHandle.standardError.write(
+                        Data("\r\(p.phase.rawValue): \(p.done)\(p.total > 0 ? "/\(p.total)" : "")\u{1B}[K".utf8))
+                }
             }
             if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
         } catch { throw failure(error) }
         if json {
             printJSON(.object([
                 ("dryRun", .bool(report.dryRun)), ("from", .int(Int64(report.from))), ("to", .int(Int64(report.to))),
-                ("objects", .int(Int64(report.objects))), ("transactionsUpcast", .int(Int64(report.transactionsUpcast))),
+                ("objects", .int(Int64(report.objects))),
+                ("transactionsUpcast", .int(Int64(report.transactionsUpcast))),
                 ("migrationTransaction", report.migrationTransaction.map { .int(Int64($0.rawValue)) } ?? .null),
-                ("objectsPerEntity", .object(report.objectsPerEntity.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) })),
-                ("steps", .array(report.stepSeconds.map { .object([("step", .string($0.step)), ("seconds", .double($0.seconds))]) })),
+                ("objectsPerEntity", .object(report.objectsPerEntity.sorted { $0.key < $1.key }.map {
+                    ($0.key, .int(Int64($0.value)))
+                })),
+                ("steps", .array(report.stepSeconds.map {
+                    .object([("step", .string($0.step)), ("seconds", .double($0.seconds))])
+                })),
                 ("bytesBefore", .int(Int64(report.bytesBefore))), ("bytesAfter", .int(Int64(report.bytesAfter))),
                 ("seconds", .double(report.seconds)),
             ]))
             return
         }
-        print("\(report.dryRun ? "would migrate" : "migrated") v\(report.from) → v\(report.to): \(report.objects) objects, \(report.transactionsUpcast) transactions rewritten\(report.migrationTransaction.map { ", recorded as transaction \($0)" } ?? ""), \(String(format: "%.2f", report.seconds)) s")
+        print("\(report.dryRun ? "would migrate" : "migrated") v\(report.from) → v\(report.to): \(report.objects) " +
+              "objects, \(report.transactionsUpcast) transactions " +
+              "rewritten\(report.migrationTransaction.map { ", recorded as transaction \($0)" } ?? ""), " +
+              "\(String(format: "%.2f", report.seconds)) s")
         for s in report.stepSeconds { print("  \(s.step)  \(String(format: "%.3f", s.seconds)) s") }
         for (e, n) in report.objectsPerEntity.sorted(by: { $0.key < $1.key }) { print("  \(e): \(n)") }
     }

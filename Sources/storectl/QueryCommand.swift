@@ -16,7 +16,8 @@ struct QueryCommand: AsyncParsableCommand {
         An indexed attribute in the filter uses its index; the rest is a scan.
 
         Examples:
-          storectl query ./library.strata --entity Track --where "durationSeconds > 600" --sort -durationSeconds --limit 5
+          storectl query ./library.strata --entity Track --where "durationSeconds > 600" \
+        --sort -durationSeconds --limit 5
           storectl query ./library.strata --entity Album --where "artist.name == 'Sigrún Ásgeirsdóttir'" --json
           storectl query ./library.strata --entity Track --where "playlists.name prefix 'Road'" --count
         """
@@ -25,7 +26,8 @@ struct QueryCommand: AsyncParsableCommand {
     @OptionGroup var target: StoreArgument
     @Option(help: ArgumentHelp("Entity to query.", valueName: "name")) var entity: String
     @Option(name: .customLong("where"), help: ArgumentHelp("Filter expression.", valueName: "expr")) var filter: String?
-    @Option(parsing: .unconditional, help: ArgumentHelp("Sort keys, comma-separated; '-' for descending (title,-year).", valueName: "keys"))
+    @Option(parsing: .unconditional,
+            help: ArgumentHelp("Sort keys, comma-separated; '-' for descending (title,-year).", valueName: "keys"))
     var sort: String?
     @Option(parsing: .unconditional, help: "At most this many records.") var limit: Int?
     @Option(parsing: .unconditional, help: "Skip this many records first.") var offset = 0
@@ -41,7 +43,11 @@ struct QueryCommand: AsyncParsableCommand {
 
     func run() async throws {
         let store: Store
-        do { store = try Store.openReadOnly(at: target.url, configuration: target.configuration) } catch { throw failure(error) }
+        do {
+            store = try Store.openReadOnly(at: target.url, configuration: target.configuration)
+        } catch {
+            throw failure(error)
+        }
         defer { store.close() }
         guard let e = store.schema.entity(named: entity) else {
             throw failure(unknownEntity(entity, in: store.schema))
@@ -56,7 +62,8 @@ struct QueryCommand: AsyncParsableCommand {
         do {
             let view = try store.mainContext
             if count {
-                print(json ? JSONValue.object([("count", .int(Int64(try view.count(query))))]).serialized : String(try view.count(query)))
+                print(json ? JSONValue.object([("count", .int(Int64(try view.count(query))))]).serialized
+                      : String(try view.count(query)))
                 return
             }
             if json {
@@ -67,8 +74,14 @@ struct QueryCommand: AsyncParsableCommand {
             var shown = e.attributes
             if let fields {
                 shown = try fields.split(separator: ",", omittingEmptySubsequences: false).map { name in
-                    guard !name.isEmpty else { throw CLIError("--fields: an empty attribute name (write names separated by commas)", code: Exit.usage) }
-                    guard let a = e.attribute(named: String(name)) else { throw CLIError("--fields: unknown attribute '\(EchoedText.shown(String(name)))' of \(e.name)", code: Exit.usage) }
+                    guard !name.isEmpty else {
+                        throw CLIError("--fields: an empty attribute name (write names separated by commas)",
+                                       code: Exit.usage)
+                    }
+                    guard let a = e.attribute(named: String(name)) else {
+                        throw CLIError("--fields: unknown attribute '\(EchoedText.shown(String(name)))' of \(e.name)",
+                                       code: Exit.usage)
+                    }
                     return a
                 }
             }
@@ -80,10 +93,15 @@ struct QueryCommand: AsyncParsableCommand {
 
     private func printTable(_ records: [Record], attributes: [AttributeDescription]) {
         let columns = ["id"] + attributes.map(\.name)
-        let rows = records.map { r in [r.id.description] + attributes.map { clip(ValueConversion.text(r.values[$0.index])) } }
-        let widths = columns.indices.map { c in max(displayWidth(columns[c]), rows.map { displayWidth($0[c]) }.max() ?? 0) }
+        let rows = records.map { r in
+            [r.id.description] + attributes.map { clip(ValueConversion.text(r.values[$0.index])) }
+        }
+        let widths = columns.indices.map { c in
+            max(displayWidth(columns[c]), rows.map { displayWidth($0[c]) }.max() ?? 0)
+        }
         func line(_ cells: [String]) -> String {
-            zip(cells, widths).map { $0 + String(repeating: " ", count: max(0, $1 - displayWidth($0))) }.joined(separator: "  ")
+            zip(cells, widths).map { $0 + String(repeating: " ", count: max(0, $1 - displayWidth($0))) }
+                .joined(separator: "  ")
         }
         print(line(columns))
         for r in rows { print(line(r)) }
@@ -94,7 +112,9 @@ struct QueryCommand: AsyncParsableCommand {
     private func displayWidth(_ s: String) -> Int {
         s.unicodeScalars.reduce(0) { w, u in
             let v = u.value
-            if u.properties.generalCategory == .nonspacingMark || v == 0x200D || (0xFE00...0xFE0F).contains(v) { return w }
+            if u.properties.generalCategory == .nonspacingMark || v == 0x200D || (0xFE00...0xFE0F).contains(v) {
+                return w
+            }
             let wide = (0x1100...0x115F).contains(v) || (0x2E80...0xA4CF).contains(v) || (0xAC00...0xD7A3).contains(v)
                 || (0xF900...0xFAFF).contains(v) || (0xFE30...0xFE4F).contains(v) || (0xFF00...0xFF60).contains(v)
                 || (0xFFE0...0xFFE6).contains(v) || (0x1F300...0x1FAFF).contains(v) || (0x20000...0x3FFFD).contains(v)

@@ -21,7 +21,9 @@ struct ReplayCommand: AsyncParsableCommand {
     @Flag(help: "Print records as NDJSON.") var json = false
 
     func validate() throws {
-        if let id, ObjectID(string: id) == nil { throw ValidationError("'\(EchoedText.shown(id))' is not an object id (32 hex digits)") }
+        if let id, ObjectID(string: id) == nil {
+            throw ValidationError("'\(EchoedText.shown(id))' is not an object id (32 hex digits)")
+        }
     }
 
     func run() async throws {
@@ -31,7 +33,9 @@ struct ReplayCommand: AsyncParsableCommand {
             let past = try store.snapshot(asOf: TransactionID(to))
             defer { past.close() }
             if let id = id.flatMap(ObjectID.init(string:)) {
-                guard let r = try past.record(id) else { throw CLIError("\(id) did not exist after transaction \(to)", code: Exit.noInput) }
+                guard let r = try past.record(id) else {
+                    throw CLIError("\(id) did not exist after transaction \(to)", code: Exit.noInput)
+                }
                 try printRecord(r, json: json, past: past)
                 return
             }
@@ -65,7 +69,8 @@ struct DiffCommand: AsyncParsableCommand {
           storectl diff ./library.strata --from 0 --to 1 --json
 
         JSON: one object per changed object: {"entity": "Track", "id": "...", "change": "update", \
-        "attributes": {"title": {"old": "a", "new": "b"}}, "relationships": {"album": {"added": [...], "removed": [...]}}}
+        "attributes": {"title": {"old": "a", "new": "b"}}, \
+        "relationships": {"album": {"added": [...], "removed": [...]}}}
         """
     )
 
@@ -98,22 +103,28 @@ struct DiffCommand: AsyncParsableCommand {
                 var attrs: [(String, JSONValue)] = []
                 if let old, let new {
                     for a in e.attributes where old.values[a.index] != new.values[a.index] {
-                        attrs.append((a.name, .object([("old", ValueConversion.json(old.values[a.index])), ("new", ValueConversion.json(new.values[a.index]))])))
+                        attrs.append((a.name, .object([("old", ValueConversion.json(old.values[a.index])),
+                                                       ("new", ValueConversion.json(new.values[a.index]))])))
                     }
                 }
                 var rels: [(String, JSONValue)] = []
                 for r in e.relationships {
                     let was = Set(try before.relatedIDs(r, of: id)), now = Set(try after.relatedIDs(r, of: id))
                     if was != now {
-                        rels.append((r.name, .object([("added", .array(now.subtracting(was).sorted().map { .string($0.description) })),
-                                                      ("removed", .array(was.subtracting(now).sorted().map { .string($0.description) }))])))
+                        rels.append(
+                            (r.name,
+                             .object([("added", .array(now.subtracting(was).sorted().map { .string($0.description) })),
+                                      ("removed",
+                                       .array(was.subtracting(now).sorted().map { .string($0.description) }))])))
                     }
                 }
-                let change = old == nil ? (new == nil ? nil : "insert") : (new == nil ? "delete" : (attrs.isEmpty && rels.isEmpty ? nil : "update"))
+                let change = old == nil ? (new == nil ? nil : "insert")
+                    : (new == nil ? "delete" : (attrs.isEmpty && rels.isEmpty ? nil : "update"))
                 guard let change else { continue }
                 if json {
-                    printJSON(.object([("entity", .string(e.name)), ("id", .string(id.description)), ("change", .string(change)),
-                                       ("attributes", .object(attrs)), ("relationships", .object(rels))]))
+                    printJSON(.object([("entity", .string(e.name)), ("id", .string(id.description)),
+                                       ("change", .string(change)), ("attributes", .object(attrs)),
+                                       ("relationships", .object(rels))]))
                 } else {
                     let detail = attrs.map { "\($0.0): \($0.1["old"]!.serialized) → \($0.1["new"]!.serialized)" }
                         + rels.map { "\($0.0) +\(countOf($0.1["added"])) -\(countOf($0.1["removed"]))" }
@@ -155,7 +166,8 @@ struct VerifyCommand: AsyncParsableCommand {
     @OptionGroup var target: StoreArgument
     @Flag(help: "Print the report as JSON.") var json = false
     @Flag(help: "No progress output.") var quiet = false
-    @Flag(help: "Always rebuild the state in a scratch environment on disk (skip the in-memory check).") var rebuild = false
+    @Flag(help: "Always rebuild the state in a scratch environment on disk (skip the in-memory check).")
+    var rebuild = false
 
     func run() async throws {
         let store = try openForReading(target)
@@ -164,22 +176,31 @@ struct VerifyCommand: AsyncParsableCommand {
         let report: VerifyReport
         do {
             report = try store.verify(rebuild: rebuild) { p in
-                if terminal { FileHandle.standardError.write(Data("\r\(p.phase.rawValue): \(p.done)/\(p.total)\u{1B}[K".utf8)) }
+                if terminal {
+                    FileHandle.standardError.write(Data("\r\(p.phase.rawValue): \(p.done)/\(p.total)\u{1B}[K".utf8))
+                }
             }
             if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
         } catch { throw failure(error) }
         if json {
-            printJSON(.object([("ok", .bool(report.ok)), ("head", .int(Int64(report.head.rawValue))), ("transactions", .int(Int64(report.transactions))),
-                               ("changes", .int(Int64(report.changes))), ("entriesCompared", .int(Int64(report.entriesCompared))),
-                               ("problems", .array(report.problems.map { .string($0) })), ("problemCount", .int(Int64(report.problemCount))),
-                               ("seconds", .double(report.seconds)), ("method", .string(report.method.rawValue))]))
+            printJSON(
+                .object([("ok", .bool(report.ok)), ("head", .int(Int64(report.head.rawValue))),
+                         ("transactions", .int(Int64(report.transactions))), ("changes", .int(Int64(report.changes))),
+                         ("entriesCompared", .int(Int64(report.entriesCompared))),
+                         ("problems", .array(report.problems.map { .string($0) })),
+                         ("problemCount", .int(Int64(report.problemCount))), ("seconds", .double(report.seconds)),
+                         ("method", .string(report.method.rawValue))]))
         } else if report.ok {
             let rate = report.seconds > 0 ? Int(Double(report.changes) / report.seconds) : 0
-            print("ok: \(report.transactions) transactions, \(report.changes) changes replayed, \(report.entriesCompared) entries compared in \(String(format: "%.2f", report.seconds)) s (\(rate) changes/s, \(report.method == .inMemory ? "in memory" : "rebuilt on disk"))")
+            print("ok: \(report.transactions) transactions, \(report.changes) changes replayed, " +
+                  "\(report.entriesCompared) entries compared in \(String(format: "%.2f", report.seconds)) s " +
+                  "(\(rate) changes/s, \(report.method == .inMemory ? "in memory" : "rebuilt on disk"))")
         }
         if !report.ok {
             for p in report.problems { note(p) }
-            if report.problemCount > report.problems.count { note("… and \(report.problemCount - report.problems.count) more") }
+            if report.problemCount > report.problems.count {
+                note("… and \(report.problemCount - report.problems.count) more")
+            }
             note("storectl: error: verify failed: the state does not match the log")
             throw ExitCode(Exit.dataError)
         }

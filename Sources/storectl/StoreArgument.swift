@@ -6,7 +6,10 @@ import Strata
 struct StoreArgument: ParsableArguments {
     @Argument(help: ArgumentHelp("Store directory (created by storectl init).", valueName: "store"))
     var store: String
-    @Flag(help: ArgumentHelp("The store is shared with the group of its directory: made with directories 0770 and files 0660 (init, and new generations), and opened although its group may write its directories. Without it a store is private (0700, 0600) and a group-writable one is refused."))
+    @Flag(help: ArgumentHelp("The store is shared with the group of its directory: made with directories 0770 and " +
+                             "files 0660 (init, and new generations), and opened although its group may write its " +
+                             "directories. Without it a store is private (0700, 0600) and a group-writable one is " +
+                             "refused."))
     var sharedWithGroup = false
 
     var url: URL { URL(fileURLWithPath: store) }

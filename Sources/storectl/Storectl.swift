@@ -16,8 +16,8 @@ struct Storectl: AsyncParsableCommand {
         70 internal error, 73 cannot create, 74 I/O error, 75 temporary failure (store busy).
         """,
         subcommands: [InitCommand.self, InfoCommand.self, ImportCommand.self, ExportCommand.self, QueryCommand.self,
-                      LogCommand.self, ShowCommand.self, HistoryCommand.self, ReplayCommand.self, DiffCommand.self, VerifyCommand.self,
-                      CompactCommand.self, MigrateCommand.self, GenerateCommand.self]
+                      LogCommand.self, ShowCommand.self, HistoryCommand.self, ReplayCommand.self, DiffCommand.self,
+                      VerifyCommand.self, CompactCommand.self, MigrateCommand.self, GenerateCommand.self]
     )
 
     /// ArgumentParser's `main`, plus a last check of standard output: `print` does not report

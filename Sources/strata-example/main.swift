@@ -7,7 +7,8 @@ import Strata
 // Open (or create) the store for the newest schema version, and check the generated Swift
 // types against that schema before anything else.
 let schema = try Schema.load(directory: URL(fileURLWithPath: "Schemas/library"))
-let store = try Store.open(at: URL(fileURLWithPath: CommandLine.arguments.dropFirst().first ?? ".strata/example"), schema: schema, entities: libraryEntities)
+let store = try Store.open(at: URL(fileURLWithPath: CommandLine.arguments.dropFirst().first ?? ".strata/example"),
+                           schema: schema, entities: libraryEntities)
 
 // Ids are permanent from the moment a value is created.
 let jazz = Genre(name: "Jazz")
@@ -84,7 +85,7 @@ duplicate.insert(Genre(name: "Jazz"))
 do {
     _ = try await store.save(duplicate)
 } catch StrataError.validation(let failure) {
-    print(failure.kind, failure.field ?? "", failure.reason)   // uniqueConstraint name name="Jazz" is already used by …
+    print(failure.kind, failure.field ?? "", failure.reason) // uniqueConstraint name name="Jazz" is already used by …
 }
 
 stream.cancel()                                               // the watcher's loop ends

@@ -18,7 +18,8 @@ struct SplitMix64: RandomNumberGenerator {
 }
 
 func usage(_ message: String) -> Never {
-    FileHandle.standardError.write(Data("strata-generate: \(message)\nusage: strata-generate RECORDS [--seed N] [--output FILE]\n".utf8))
+    FileHandle.standardError.write(
+        Data("strata-generate: \(message)\nusage: strata-generate RECORDS [--seed N] [--output FILE]\n".utf8))
     exit(64)
 }
 
@@ -38,14 +39,16 @@ while !args.isEmpty {
         output = v
         args.removeFirst()
     default:
-        guard let n = Int(a), n >= 100, n <= 100_000_000 else { usage("RECORDS must be a number from 100 to 100000000") }
+        guard let n = Int(a), n >= 100,
+              n <= 100_000_000 else { usage("RECORDS must be a number from 100 to 100000000") }
         total = n
     }
 }
 guard let total else { usage("missing RECORDS") }
 
 var rng = SplitMix64(state: seed)
-let syllables = ["ka", "lo", "mi", "ra", "sen", "tó", "vi", "ø", "dr", "an", "é", "el", "yu", "夜", "光", "но", "чь", "ζω", "ή", "ber", "lin", "ma", "os", "ur"]
+let syllables = ["ka", "lo", "mi", "ra", "sen", "tó", "vi", "ø", "dr", "an", "é", "el", "yu", "夜", "光", "но",
+                 "чь", "ζω", "ή", "ber", "lin", "ma", "os", "ur"]
 func word(_ rng: inout SplitMix64) -> String {
     let n = Int.random(in: 2...4, using: &rng)
     let w = (0..<n).map { _ in syllables.randomElement(using: &rng)! }.joined()
@@ -79,7 +82,8 @@ if let output {
     // rename a new file over it.
     let fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
     guard fd >= 0 else {
-        FileHandle.standardError.write(Data("strata-generate: cannot create \(output): \(String(cString: strerror(errno)))\n".utf8))
+        FileHandle.standardError.write(
+            Data("strata-generate: cannot create \(output): \(String(cString: strerror(errno)))\n".utf8))
         exit(73)
     }
     handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
@@ -91,7 +95,8 @@ nonisolated(unsafe) var buffer = ""  // single-threaded tool: only the main thre
 /// `FileHandle.write(_:)` would trap instead.
 @MainActor func writeOut(_ text: String) {
     do { try handle.write(contentsOf: Data(text.utf8)) } catch {
-        FileHandle.standardError.write(Data("strata-generate: cannot write \(output ?? "to stdout"): \(error.localizedDescription)\n".utf8))
+        FileHandle.standardError.write(
+            Data("strata-generate: cannot write \(output ?? "to stdout"): \(error.localizedDescription)\n".utf8))
         exit(74)
     }
 }
@@ -111,27 +116,43 @@ for _ in 0..<artistCount {
     let id = uuid(&rng)
     artistIDs.append(id)
     let country = ["IS", "NO", "DK", "JP", "RU", "GR", "BR", "US", "DE", "PL"].randomElement(using: &rng)!
-    emit(#"{"entity":"Artist","mbid":"\#(id)","name":\#(quote(word(&rng) + " " + word(&rng))),"country":"\#(country)","foundedYear":"\#(Int.random(in: 1950...2024, using: &rng))"}"#)
+    emit(#"""
+        {"entity":"Artist","mbid":"\#(id)","name":\#(quote(word(&rng) + " " + word(&rng))),\#
+        "country":"\#(country)","foundedYear":"\#(Int.random(in: 1950...2024, using: &rng))"}
+        """#)
 }
 var albumIDs: [String] = []
 for _ in 0..<albumCount {
     let id = uuid(&rng)
     albumIDs.append(id)
     let year = Int.random(in: 1960...2025, using: &rng)
-    emit(#"{"entity":"Album","mbid":"\#(id)","title":\#(quote(word(&rng) + " " + word(&rng))),"year":\#(year),"artist":{"mbid":"\#(artistIDs.randomElement(using: &rng)!)"}}"#)
+    emit(#"""
+        {"entity":"Album","mbid":"\#(id)","title":\#(quote(word(&rng) + " " + word(&rng))),"year":\#(year),\#
+        "artist":{"mbid":"\#(artistIDs.randomElement(using: &rng)!)"}}
+        """#)
 }
 var trackIDs: [String] = []
 trackIDs.reserveCapacity(min(trackCount, playlistCount * 50 * 4))
 for i in 0..<trackCount {
     let id = uuid(&rng)
     if trackIDs.count < playlistCount * 200 { trackIDs.append(id) }
-    let rating = Int.random(in: 0...3, using: &rng) == 0 ? "" : #","rating":\#(Double(Int.random(in: 0...10, using: &rng)) / 2)"#
-    emit(#"{"entity":"Track","mbid":"\#(id)","title":\#(quote(word(&rng) + " " + word(&rng))),"durationSeconds":\#(Int.random(in: 60...900, using: &rng)),"trackNumber":\#(i % 14 + 1),"addedAt":"\#(date(1_500_000_000 + Int.random(in: 0...250_000_000, using: &rng)))"\#(rating),"album":{"mbid":"\#(albumIDs.randomElement(using: &rng)!)"},"genre":{"name":\#(quote(genres.randomElement(using: &rng)!))}}"#)
+    let rating = Int.random(in: 0...3, using: &rng) == 0
+        ? "" : #","rating":\#(Double(Int.random(in: 0...10, using: &rng)) / 2)"#
+    emit(#"""
+        {"entity":"Track","mbid":"\#(id)","title":\#(quote(word(&rng) + " " + word(&rng))),\#
+        "durationSeconds":\#(Int.random(in: 60...900, using: &rng)),"trackNumber":\#(i % 14 + 1),\#
+        "addedAt":"\#(date(1_500_000_000 + Int.random(in: 0...250_000_000, using: &rng)))"\#(rating),\#
+        "album":{"mbid":"\#(albumIDs.randomElement(using: &rng)!)"},\#
+        "genre":{"name":\#(quote(genres.randomElement(using: &rng)!))}}
+        """#)
 }
 for p in 0..<playlistCount {
     let members = (0..<50).map { _ in trackIDs.randomElement(using: &rng)! }
     let list = Set(members).sorted().map { #"{"mbid":"\#($0)"}"# }.joined(separator: ",")
-    emit(#"{"entity":"Playlist","name":"Playlist \#(p) \#(word(&rng))","createdAt":"\#(date(1_600_000_000 + p * 3600))","tracks":[\#(list)]}"#)
+    emit(#"""
+        {"entity":"Playlist","name":"Playlist \#(p) \#(word(&rng))",\#
+        "createdAt":"\#(date(1_600_000_000 + p * 3600))","tracks":[\#(list)]}
+        """#)
 }
 writeOut(buffer)
 if output != nil {
@@ -140,7 +161,8 @@ if output != nil {
         if fstat(handle.fileDescriptor, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG { try handle.synchronize() }
         try handle.close()
     } catch {
-        FileHandle.standardError.write(Data("strata-generate: cannot write \(output ?? ""): \(error.localizedDescription)\n".utf8))
+        FileHandle.standardError.write(
+            Data("strata-generate: cannot write \(output ?? ""): \(error.localizedDescription)\n".utf8))
         exit(74)
     }
 }

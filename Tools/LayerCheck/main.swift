@@ -138,6 +138,8 @@ func run() throws -> Int32 {
             if folder.hasSuffix(".swift") { problems.append("Sources/Strata/\(folder): a source file outside every folder of Tools/layers") }
             continue
         }
+        // A DocC catalog (Strata.docc) holds articles, not code.
+        if folder.hasSuffix(".docc") { continue }
         guard layerOf[folder] != nil else {
             problems.append("Sources/Strata/\(folder): a folder that Tools/layers does not list")
             continue

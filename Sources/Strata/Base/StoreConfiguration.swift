@@ -1,16 +1,3 @@
-/// When a save counts as done.
-public enum Durability: String, Sendable {
-    /// A save returns after its transaction is on disk (fsync). The default.
-    case durable
-    /// Commits skip fsync; the writer asks for a flush on a background queue at most
-    /// ``StoreConfiguration/relaxedSyncIntervalMs`` after a commit and commits on meanwhile (a
-    /// request made while a flush runs is served by one more flush after it). A process crash
-    /// loses nothing (the OS has the pages); an OS crash or power loss can lose the transactions
-    /// of about the last interval plus one or two flushes' time; LMDB keeps the store intact then
-    /// only if the file system preserves the order of writes (see the README's Durability section).
-    case relaxed
-}
-
 /// Options for opening a store. Every limit is named here and enforced.
 ///
 /// ```swift
@@ -103,7 +90,8 @@ public struct StoreConfiguration: Sendable {
     func validate() throws {
         func check<V: Comparable & CustomStringConvertible>(_ field: String, _ value: V, atLeast minimum: V) throws {
             guard value >= minimum else {
-                throw StrataError.invalidConfiguration(field: field, value: value.description, reason: "must be at least \(minimum)")
+                throw StrataError.invalidConfiguration(field: field, value: value.description,
+                                                       reason: "must be at least \(minimum)")
             }
         }
         try check("relaxedSyncIntervalMs", relaxedSyncIntervalMs, atLeast: 0)
@@ -120,7 +108,9 @@ public struct StoreConfiguration: Sendable {
         try check("changeStreamBufferSize", changeStreamBufferSize, atLeast: 1)
         try check("verifyInMemoryObjectLimit", verifyInMemoryObjectLimit, atLeast: 0)
         guard !snapshotAgeWarningSeconds.isNaN, snapshotAgeWarningSeconds >= 0 else {
-            throw StrataError.invalidConfiguration(field: "snapshotAgeWarningSeconds", value: "\(snapshotAgeWarningSeconds)", reason: "must be a number of seconds, at least 0")
+            throw StrataError.invalidConfiguration(field: "snapshotAgeWarningSeconds",
+                                                   value: "\(snapshotAgeWarningSeconds)",
+                                                   reason: "must be a number of seconds, at least 0")
         }
     }
 

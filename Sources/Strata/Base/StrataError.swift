@@ -85,85 +85,46 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
         case .alreadyOpen(let p, let r): return "\(p): already open in this process: \(r)"
         case .modelMismatch(let s, let a): return "store holds model '\(s)', the app's schema is model '\(a)'"
         case .migrationRequired(let s, let a, let m):
-            return "store is at \(m) v\(s), the app needs v\(a): migration required (run `storectl migrate STORE --schema Schemas/\(m)`)"
+            return "store is at \(m) v\(s), the app needs v\(a): migration required (run `storectl migrate STORE " +
+                   "--schema Schemas/\(m)`)"
         case .storeTooNew(let s, let a, let m):
             return "store is at \(m) v\(s), newer than the app's v\(a): it was written by a newer version of the app"
-        case .schemaChanged(let v, let m): return "the app's \(m) v\(v) schema differs from the one the store was created with; give changed schemas a new version"
+        case .schemaChanged(let v, let m):
+            return "the app's \(m) v\(v) schema differs from the one the store was created with; give changed " +
+                   "schemas a new version"
         case .entityMismatch(let t, let r): return "Swift type \(t) does not match the schema: \(r)"
         // The zero id stands for an entry of the index databases that names no object.
-        case .corruptRecord(let id, let r): return id == ObjectID(high: 0, low: 0) ? "corrupt store entry: \(r)" : "corrupt state record \(id): \(r)"
+        case .corruptRecord(let id, let r):
+            return id == ObjectID(high: 0, low: 0) ? "corrupt store entry: \(r)" : "corrupt state record \(id): \(r)"
         case .corruptLogEntry(let tx, let r): return "corrupt log entry for transaction \(tx): \(r)"
         case .damagedStore(let p, let r): return "\(p): the store is damaged: \(r)"
         case .validation(let f): return f.description
         case .storeFull(let m): return "store is full: the map reached its maximum of \(m) bytes"
         case .readOnly(let p): return "\(p): store is open read-only"
-        case .tooManySnapshots(let l): return "too many open snapshots (limit \(l)); release snapshots or raise maxOpenSnapshots"
+        case .tooManySnapshots(let l):
+            return "too many open snapshots (limit \(l)); release snapshots or raise maxOpenSnapshots"
         case .writerOverloaded(let l): return "too many saves waiting for the writer (limit \(l))"
         case .invalidConfiguration(let f, let v, let r): return "StoreConfiguration.\(f) = \(v): \(r)"
-        case .saveFromWriter(let p): return "\(p): saveAndWait called on the writer's queue (it would wait for itself); use save from a task"
-        case .saveTooLarge(let c, let l): return "a save of \(c) changes exceeds the limit of \(l); split it into batches"
+        case .saveFromWriter(let p):
+            return "\(p): saveAndWait called on the writer's queue (it would wait for itself); use save from a task"
+        case .saveTooLarge(let c, let l):
+            return "a save of \(c) changes exceeds the limit of \(l); split it into batches"
         case .closed(let p): return "\(p): store is closed"
-        case .usedAfterFork(let p): return "\(p): store was opened by the parent process before fork(); open it again in the child"
+        case .usedAfterFork(let p):
+            return "\(p): store was opened by the parent process before fork(); open it again in the child"
         case .noSuchTransaction(let tx): return "transaction \(tx) is not in the log"
         case .invalidQuery(let e, let r): return "invalid query on \(e): \(r)"
         case .migrated(let p, let v): return "\(p): the store was migrated to v\(v); open it again with that schema"
         case .storeBusy(let p, let pids):
             return pids.isEmpty
                 ? "\(p): another process is opening the store; try again"
-                : "\(p): open in other process(es) \(pids.map(String.init).joined(separator: ", ")); close them first (or wait)"
+                : "\(p): open in other process(es) \(pids.map(String.init).joined(separator: ", ")); close them " +
+                  "first (or wait)"
         case .beforeHorizon(let tx, let h):
             return "transaction \(tx) is before the compaction horizon \(h): history up to \(h) was squashed"
-        case .conflict(let list): return "conflict: \(list.count) object(s) changed underneath:\n" + list.map { "  " + $0.description }.joined(separator: "\n")
+        case .conflict(let list):
+            return "conflict: \(list.count) object(s) changed underneath:\n"
+                + list.map { "  " + $0.description }.joined(separator: "\n")
         }
-    }
-}
-
-/// Why a save was refused. The save is all-or-nothing: none of its changes were written.
-public struct ValidationFailure: Error, Sendable, CustomStringConvertible, Equatable {
-    /// What rule was broken.
-    public enum Kind: String, Sendable {
-        /// An id or reference names an entity the schema does not have.
-        case unknownEntity
-        /// An update, delete, link or reference names an object that does not exist.
-        case objectNotFound
-        /// An insert uses an id that another object already has.
-        case duplicateID
-        /// A value does not have the attribute's type (or is a double that is not finite).
-        case wrongType
-        /// A required attribute has no value (or an upsert lacks a value of its unique key).
-        case requiredAttribute
-        /// A required to-one relationship is unset when the changes reach the store.
-        case requiredRelationship
-        /// Another object already holds the values of a unique constraint.
-        case uniqueConstraint
-        /// A delete is refused by a relationship whose delete rule is ``DeleteRule/deny``.
-        case deleteDenied
-        /// A link's source or target is not of the entity the relationship belongs to or points at.
-        case wrongDestination
-        /// A value is larger than ``StoreConfiguration/maxValueBytes``, or a unique constraint's values make a key
-        /// longer than LMDB accepts.
-        case valueTooLarge
-        /// An attribute position, a number of values or a unique constraint that the entity does not have.
-        case unknownAttribute
-        /// A relationship tag the schema does not have, or an unlink of a to-many without a target.
-        case unknownRelationship
-    }
-    /// The rule that was broken.
-    public let kind: Kind
-    /// The entity concerned.
-    public let entity: String
-    /// The object concerned, when there is one.
-    public let objectID: ObjectID?
-    /// The attribute(s) or relationship concerned.
-    public let field: String?
-    /// What was wrong, naming the values involved.
-    public let reason: String
-
-    /// The failure as `kind: Entity id, field: reason`.
-    public var description: String {
-        var s = "\(kind.rawValue): \(entity)"
-        if let objectID { s += " \(objectID)" }
-        if let field { s += ", \(field)" }
-        return s + ": " + reason
     }
 }

@@ -181,21 +181,26 @@ public final class ChildContext: ObjectReading {
 
     /// Applies operations whose entity types were checked to the overlay, with the writer's rules
     /// (all or nothing).
-    private func apply(_ operations: [ChangeSet.Operation], baseVersions: [ObjectID: BaseVersion] = [:], mergePolicy: MergePolicy = .fail,
-                       inheriting inherited: [ObjectID: BaseVersion] = [:], netState: Bool = false) throws {
+    private func apply(_ operations: [ChangeSet.Operation], baseVersions: [ObjectID: BaseVersion] = [:],
+                       mergePolicy: MergePolicy = .fail, inheriting inherited: [ObjectID: BaseVersion] = [:],
+                       netState: Bool = false) throws {
         try state.withLock { s in
             let lower = lowerChain(&s)
             try root.read { view in
                 // Hand the overlay to the applier and drop this reference, so the applier holds the
                 // only one and changes the dictionaries in place (a second reference would make
                 // every change copy the whole overlay: O(n) per change).
-                var resolver = SaveResolver(applier: OverlayApplier(base: view, parents: lower, leaf: OverlayApplier.take(&s.overlay), undo: s.takeSpareUndo()),
-                                            limits: store.configuration, collectsChanges: false)
+                var resolver = SaveResolver(
+                    applier: OverlayApplier(base: view, parents: lower, leaf: OverlayApplier.take(&s.overlay),
+                                            undo: s.takeSpareUndo()),
+                    limits: store.configuration, collectsChanges: false)
                 do {
                     try resolver.applier.prepareCounts()
-                    try resolver.run(operations, bases: baseVersions, policy: mergePolicy, checkRequired: false, netState: netState)
+                    try resolver.run(operations, bases: baseVersions, policy: mergePolicy, checkRequired: false,
+                                     netState: netState)
                     if netState { try resolver.applier.settleFacts() }
-                    try rememberBases(resolver.applier.firstTouched, inherited: inherited, below: resolver.applier.parents, into: &s)
+                    try rememberBases(resolver.applier.firstTouched, inherited: inherited,
+                                      below: resolver.applier.parents, into: &s)
                 } catch {
                     s.overlay = resolver.applier.rollBack()
                     throw error
@@ -221,7 +226,8 @@ public final class ChildContext: ObjectReading {
                 let e = try ValueRules.entity(schema, id)
                 let values = try ValueRules.prepared(e, id, input, maxValueBytes: store.configuration.maxValueBytes)
                 // As in `apply`: the applier holds the only reference to the overlay meanwhile.
-                var applier = OverlayApplier(base: view, parents: lower, leaf: OverlayApplier.take(&s.overlay), undo: s.takeSpareUndo())
+                var applier = OverlayApplier(base: view, parents: lower, leaf: OverlayApplier.take(&s.overlay),
+                                             undo: s.takeSpareUndo())
                 do {
                     try applier.prepareCounts()
                     try applier.apply(.insert(id: id, values: values))
@@ -240,7 +246,8 @@ public final class ChildContext: ObjectReading {
     /// committing child passed up, else one a parent holds, else the record as the state below
     /// shows it (an object a parent inserted has version zero: never saved, so at the root any
     /// stored object with its id is a conflict; a parent's insert itself carries no base).
-    private func rememberBases(_ touched: [ObjectID], inherited: [ObjectID: BaseVersion], below: MergedSource, into s: inout State) throws {
+    private func rememberBases(_ touched: [ObjectID], inherited: [ObjectID: BaseVersion], below: MergedSource,
+                               into s: inout State) throws {
         for id in touched where s.bases[id] == nil {
             if let base = inherited[id] ?? inheritedBase(id) {
                 s.bases[id] = base
@@ -274,7 +281,9 @@ public final class ChildContext: ObjectReading {
     /// Deletes an object; its relationships follow their delete rules.
     public func delete(_ id: ObjectID) throws { try change { $0.delete(id) } }
     /// Sets one attribute of an object.
-    public func set<E: Entity, V>(_ key: Attribute<E, V>, of id: ObjectID, to value: V) throws { try change { $0.set(key, of: id, to: value) } }
+    public func set<E: Entity, V>(_ key: Attribute<E, V>, of id: ObjectID, to value: V) throws {
+        try change { $0.set(key, of: id, to: value) }
+    }
     /// Sets (or with nil clears) a to-one relationship, replacing the previous target.
     public func set<E: Entity, T: Entity>(_ relationship: ToOne<E, T>, of id: ObjectID, to target: ObjectID?) throws {
         try change { $0.set(relationship, of: id, to: target) }
@@ -284,7 +293,8 @@ public final class ChildContext: ObjectReading {
         try change { $0.add(target, to: relationship, of: id) }
     }
     /// Removes `target` from a to-many relationship of `id` (and `id` from the inverse).
-    public func remove<E: Entity, T: Entity>(_ target: ObjectID, from relationship: ToMany<E, T>, of id: ObjectID) throws {
+    public func remove<E: Entity, T: Entity>(_ target: ObjectID, from relationship: ToMany<E, T>,
+                                             of id: ObjectID) throws {
         try change { $0.remove(target, from: relationship, of: id) }
     }
 
@@ -378,7 +388,9 @@ public final class ChildContext: ObjectReading {
         func committedBases() -> [ObjectID: BaseVersion] {
             guard let tx else { return [:] }
             var bases: [ObjectID: BaseVersion] = [:]
-            for (id, entry) in flight.overlay.records { if let r = entry { bases[id] = BaseVersion(version: tx, values: r.values) } }
+            for (id, entry) in flight.overlay.records {
+                if let r = entry { bases[id] = BaseVersion(version: tx, values: r.values) }
+            }
             return bases
         }
         var descendantBases: [ObjectID: BaseVersion] = [:]
@@ -386,12 +398,16 @@ public final class ChildContext: ObjectReading {
             let old = s.overlay
             if s.discards == flight.discards {
                 // Unchanged since the flight took it (the usual case): nothing stays pending.
-                s.overlay = s.overlay.revision == flight.overlay.revision ? Overlay() : s.overlay.remainder(after: flight.overlay)
+                s.overlay = s.overlay.revision == flight.overlay.revision
+                    ? Overlay() : s.overlay.remainder(after: flight.overlay)
             }
             if let tx {
                 if !s.overlay.isEmpty || hasChildren {
                     descendantBases = committedBases()
-                    for (id, base) in descendantBases where s.overlay.records[id] != nil && s.bases[id] == flight.bases[id] { s.bases[id] = base }
+                    for (id, base) in descendantBases
+                        where s.overlay.records[id] != nil && s.bases[id] == flight.bases[id] {
+                        s.bases[id] = base
+                    }
                 }
                 if pinned {
                     let layer: Overlay
@@ -434,7 +450,8 @@ public final class ChildContext: ObjectReading {
             }
             for op in sent.operations {
                 switch op {
-                case .insert(let id, _), .update(let id, _), .delete(let id), .put(let id, _), .upsert(let id, _, _): objects.insert(id)
+                case .insert(let id, _), .update(let id, _), .delete(let id), .put(let id, _), .upsert(let id, _, _):
+                    objects.insert(id)
                 case .link(let tag, .id(let a), .id(let b)): edge(tag, a, b)
                 case .unlink(let tag, .id(let a), .id(let b)?): edge(tag, a, b)
                 case .unlink(let tag, .id(let a), nil): toOnes.insert(Overlay.LinkKey(tag: tag, from: a))
@@ -444,7 +461,10 @@ public final class ChildContext: ObjectReading {
             try view.forEachLogEntry(tx.rawValue...tx.rawValue) { entry in
                 // A set that changed nothing returns the transaction before it, someone else's.
                 let named = objects.union(edgeTargets.keys.map(\.from))
-                guard entry.author == label, entry.changes.contains(where: { $0.objectIDs.contains(where: named.contains) }) else { return false }
+                guard entry.author == label,
+                      entry.changes.contains(where: { $0.objectIDs.contains(where: named.contains) }) else {
+                    return false
+                }
                 for change in entry.changes {
                     switch change {
                     case .insert(let id, _), .update(let id, _, _), .delete(let id, _, _): objects.insert(id)
@@ -462,9 +482,13 @@ public final class ChildContext: ObjectReading {
                 layer.markDirty(b)
             }
             for key in edges {
-                for t in edgeTargets[key] ?? [] { setFact(key.tag, key.from, t, try view.txn.contains(view.env[.links], key: Layout.linkKey(key.tag, key.from, t))) }
+                for t in edgeTargets[key] ?? [] {
+                    setFact(key.tag, key.from, t,
+                            try view.txn.contains(view.env[.links], key: Layout.linkKey(key.tag, key.from, t)))
+                }
                 if let r = schema.relationship(tag: key.tag), !r.isToMany { toOnes.insert(key) }
-                if let inverse = schema.inverseTag(of: key.tag), let ir = schema.relationship(tag: inverse), !ir.isToMany {
+                if let inverse = schema.inverseTag(of: key.tag), let ir = schema.relationship(tag: inverse),
+                   !ir.isToMany {
                     for t in edgeTargets[key] ?? [] { toOnes.insert(Overlay.LinkKey(tag: inverse, from: t)) }
                 }
             }
@@ -474,7 +498,9 @@ public final class ChildContext: ObjectReading {
                 layer.order.append(Overlay.Touch(id: id, isNew: false))
                 if let record {
                     for u in record.entity.uniques {
-                        if let key = try Layout.uniqueKey(u, record: record.values, entity: record.entity, id: id) { layer.uniques[ByteKey(key)] = id }
+                        if let key = try Layout.uniqueKey(u, record: record.values, entity: record.entity, id: id) {
+                            layer.uniques[ByteKey(key)] = id
+                        }
                     }
                 }
                 if record == nil, let e = schema.entity(tag: id.entityTag) {
@@ -524,7 +550,9 @@ public final class ChildContext: ObjectReading {
     public func rebase() throws {
         let ids = state.withLock { Array($0.bases.keys) }
         let current = try store.read { view in
-            try ids.compactMap { id in try view.record(id).map { (id, BaseVersion(version: $0.version, values: $0.values)) } }
+            try ids.compactMap { id in
+                try view.record(id).map { (id, BaseVersion(version: $0.version, values: $0.values)) }
+            }
         }
         state.withLock { s in
             for (id, base) in current where s.bases[id] != nil { s.bases[id] = base }

@@ -19,7 +19,8 @@ extension Overlay {
     ///   - view: the context's whole view (this layer over everything below it).
     ///   - below: the state below this layer.
     /// - Complexity: O(changes in the layer), plus O(e log e) for its e edge facts.
-    func netChanges<V: LayeredState, B: LayeredState>(schema: Schema, bases: [ObjectID: BaseVersion], view: V, below: B) throws -> [ChangeSet.Operation] {
+    func netChanges<V: LayeredState, B: LayeredState>(schema: Schema, bases: [ObjectID: BaseVersion], view: V,
+                                                      below: B) throws -> [ChangeSet.Operation] {
         var unlinks: [ChangeSet.Operation] = []
         var links: [ChangeSet.Operation] = []
         for key in Set(edges.keys).union(replaced).sorted(by: Self.keyOrder) {
@@ -41,9 +42,13 @@ extension Overlay {
                     continue
                 }
                 let base = originals[id] ?? bases[id]?.values
-                let changed = record.values.indices.filter { i in base.map { i >= $0.count || $0[i] != record.values[i] } ?? true }
+                let changed = record.values.indices.filter { i in
+                    base.map { i >= $0.count || $0[i] != record.values[i] } ?? true
+                }
                 if !changed.isEmpty {
-                    updates.append(.update(id: id, attributes: changed.map { ChangeSet.AttributeValue(attribute: $0, value: record.values[$0]) }))
+                    updates.append(.update(id: id, attributes: changed.map {
+                        ChangeSet.AttributeValue(attribute: $0, value: record.values[$0])
+                    }))
                 }
             }
         }
@@ -61,7 +66,9 @@ extension Overlay {
 
     /// Edge keys in a fixed order (tag, then source id), so that a commit's log is the same
     /// whatever the hash seed.
-    private static func keyOrder(_ a: LinkKey, _ b: LinkKey) -> Bool { a.tag != b.tag ? a.tag < b.tag : a.from < b.from }
+    private static func keyOrder(_ a: LinkKey, _ b: LinkKey) -> Bool {
+        a.tag != b.tag ? a.tag < b.tag : a.from < b.from
+    }
 
     /// The operations one key asks for. Each edge is held in both directions; it is sent once:
     /// from a replaced to-one key (which sends its target, or a clear), or, between two to-many
@@ -154,7 +161,8 @@ extension Overlay {
                 if !changed.isEmpty { rest.edges[key] = changed }
             }
         }
-        for key in replaced where edges[key] == nil && !(committed.replaced.contains(key) && committed.edges[key] == nil) {
+        for key in replaced
+            where edges[key] == nil && !(committed.replaced.contains(key) && committed.edges[key] == nil) {
             rest.replaced.insert(key)
         }
         for (key, owner) in uniques where committed.uniques[key] != owner { rest.uniques[key] = owner }

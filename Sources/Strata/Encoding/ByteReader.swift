@@ -1,10 +1,3 @@
-/// A decoding failure: the bytes are not a valid encoding. Carries where it happened.
-struct DecodingError: Error, CustomStringConvertible {
-    let offset: Int
-    let reason: String
-    var description: String { "\(reason) at byte \(offset)" }
-}
-
 /// Reads what ``ByteWriter`` wrote, with a bounds check on every read (it decodes bytes that may
 /// be corrupt or hostile, so it never traps on bad input).
 struct ByteReader {
@@ -17,7 +10,9 @@ struct ByteReader {
     var isAtEnd: Bool { offset == buffer.count }
 
     private mutating func need(_ n: Int) throws {
-        if n < 0 || remaining < n { throw DecodingError(offset: offset, reason: "truncated: need \(n) bytes, have \(remaining)") }
+        if n < 0 || remaining < n {
+            throw DecodingError(offset: offset, reason: "truncated: need \(n) bytes, have \(remaining)")
+        }
     }
 
     mutating func u8() throws -> UInt8 {
@@ -61,7 +56,9 @@ struct ByteReader {
     mutating func lengthPrefixed() throws -> UnsafeRawBufferPointer {
         let start = offset
         let n = try varint()
-        guard n <= UInt64(remaining) else { throw DecodingError(offset: start, reason: "length \(n) exceeds remaining \(remaining) bytes") }
+        guard n <= UInt64(remaining) else {
+            throw DecodingError(offset: start, reason: "length \(n) exceeds remaining \(remaining) bytes")
+        }
         let slice = UnsafeRawBufferPointer(rebasing: buffer[offset..<offset + Int(n)])
         offset += Int(n)
         return slice

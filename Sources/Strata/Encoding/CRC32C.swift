@@ -43,7 +43,8 @@ enum CRC32C {
         let n = data.count
         flat.withUnsafeBufferPointer { t in
             while n - i >= 8 {
-                let lo = (UInt32(data[i]) | UInt32(data[i + 1]) << 8 | UInt32(data[i + 2]) << 16 | UInt32(data[i + 3]) << 24) ^ crc
+                let lo = (UInt32(data[i]) | UInt32(data[i + 1]) << 8 | UInt32(data[i + 2]) << 16
+                          | UInt32(data[i + 3]) << 24) ^ crc
                 crc = t[7 * 256 + Int(lo & 0xff)] ^ t[6 * 256 + Int((lo >> 8) & 0xff)]
                     ^ t[5 * 256 + Int((lo >> 16) & 0xff)] ^ t[4 * 256 + Int(lo >> 24)]
                     ^ t[3 * 256 + Int(data[i + 4])] ^ t[2 * 256 + Int(data[i + 5])]

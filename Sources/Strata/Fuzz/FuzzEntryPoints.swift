@@ -43,21 +43,25 @@
             let decodeResult = Result { try LogEntryCodec.decode(raw, transactionID: tx) }
             switch (scanResult, decodeResult) {
             case (.failure(let a), .failure(let b)):
-                guard case StrataError.corruptLogEntry(let ta, _) = a, case StrataError.corruptLogEntry(let tb, _) = b, ta == tx, tb == tx else {
+                guard case StrataError.corruptLogEntry(let ta, _) = a, case StrataError.corruptLogEntry(let tb, _) = b,
+                      ta == tx, tb == tx else {
                     return "unexpected errors: scan \(a), decode \(b)"
                 }
                 return nil
             case (.success, .failure(let e)): return "the scan accepts what the decoder refuses: \(e)"
             case (.failure(let e), .success): return "the scan refuses what the decoder accepts: \(e)"
             case (.success(let count), .success(let entry)):
-                guard count == entry.changes.count else { return "the scan counts \(count) changes, the decoder \(entry.changes.count)" }
+                guard count == entry.changes.count else {
+                    return "the scan counts \(count) changes, the decoder \(entry.changes.count)"
+                }
                 return scanMatches(scanned, entry.changes, raw)
             }
         }
     }
 
     /// Nil when `scanned` describes `changes`, its places decoding to the same values.
-    private static func scanMatches(_ scanned: [LogEntryCodec.ScannedChange], _ changes: [LoggedChange], _ raw: UnsafeRawBufferPointer) -> String? {
+    private static func scanMatches(_ scanned: [LogEntryCodec.ScannedChange], _ changes: [LoggedChange],
+                                    _ raw: UnsafeRawBufferPointer) -> String? {
         func encoded(_ values: [Value]) -> [UInt8] {
             var w = ByteWriter()
             for v in values { ValueCodec.encode(v, into: &w) }
@@ -84,11 +88,13 @@
             let mismatch = "change \(n) (\(change)) differs from the scan"
             switch change {
             case .insert(let id, let values):
-                guard case .insert(id, values.count, let span)? = next(), let v = decodedList(span), encoded(v) == encoded(values) else { return mismatch }
+                guard case .insert(id, values.count, let span)? = next(), let v = decodedList(span),
+                      encoded(v) == encoded(values) else { return mismatch }
             case .update(let id, let attributeChanges, _):
                 guard case .update(id)? = next() else { return mismatch }
                 for c in attributeChanges {
-                    guard case .set(c.attribute, let span)? = next(), let v = decodedValue(span), encoded([v]) == encoded([c.new]) else { return mismatch }
+                    guard case .set(c.attribute, let span)? = next(), let v = decodedValue(span),
+                          encoded([v]) == encoded([c.new]) else { return mismatch }
                 }
             case .delete(let id, _, _):
                 guard case .delete(id)? = next() else { return mismatch }

@@ -28,7 +28,8 @@ public struct Exporter: Sendable {
     /// fetches and sorts its records in one read first. A ``Store/close()`` from `emit` closes
     /// the store, and the export then throws ``StrataError/closed(path:)``.
     @discardableResult
-    public func export(_ query: Query, format: ImportFormat, emit: (String) throws -> Void) throws -> (records: Int, transaction: TransactionID) {
+    public func export(_ query: Query, format: ImportFormat,
+                       emit: (String) throws -> Void) throws -> (records: Int, transaction: TransactionID) {
         let snapshot = try store.snapshot(label: "export")
         defer { snapshot.close() }
         let entity = try snapshot.read { try $0.entity(query.entity) }
@@ -63,7 +64,8 @@ public struct Exporter: Sendable {
                     position += chunk.count
                     try send(try snapshot.read { view in
                         try chunk.compactMap { id -> String? in
-                            guard let record = try view.candidate(id, of: entity), try view.matches(query.predicate, record) else { return nil }
+                            guard let record = try view.candidate(id, of: entity),
+                                  try view.matches(query.predicate, record) else { return nil }
                             return try line(record, view)
                         }
                     })
@@ -120,7 +122,9 @@ public struct Exporter: Sendable {
 
     private static func jsonRow(_ r: Record, _ rels: [RelationshipDescription], _ links: [[ObjectID]]) -> String {
         var members: [(String, JSONValue)] = [("entity", .string(r.entity.name)), ("id", .string(r.id.description))]
-        for (a, v) in zip(r.entity.attributes, r.values) where !v.isNull { members.append((a.name, ValueConversion.json(v))) }
+        for (a, v) in zip(r.entity.attributes, r.values) where !v.isNull {
+            members.append((a.name, ValueConversion.json(v)))
+        }
         for (rel, targets) in zip(rels, links) {
             if rel.isToMany {
                 if !targets.isEmpty { members.append((rel.name, .array(targets.map { .string($0.description) }))) }
@@ -137,7 +141,8 @@ public struct Exporter: Sendable {
             if case .string(let s) = v, s.isEmpty { return "\"\"" }
             return csvField(ValueConversion.text(v))
         }
-        return ([csvField(r.id.description)] + values + links.map { csvField($0.map(\.description).joined(separator: "|")) }).joined(separator: ",")
+        return ([csvField(r.id.description)] + values
+                + links.map { csvField($0.map(\.description).joined(separator: "|")) }).joined(separator: ",")
     }
 
     private func csvLine(_ fields: [String]) -> String {
@@ -151,7 +156,8 @@ public struct Exporter: Sendable {
     /// the character written as it is: CSV has no escapes, and the import reads it back byte for
     /// byte.
     private func csvField(_ f: String) -> String {
-        f.utf8.contains(where: { $0 == 0x2C || $0 == 0x22 || $0 < 0x20 || $0 == 0x7F }) || f.hasPrefix(" ") || f.hasSuffix(" ")
+        f.utf8.contains(where: { $0 == 0x2C || $0 == 0x22 || $0 < 0x20 || $0 == 0x7F }) || f.hasPrefix(" ")
+            || f.hasSuffix(" ")
             ? "\"" + f.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : f
     }
 }

@@ -28,7 +28,8 @@ public final class Importer: Sendable {
     public init(store: Store, options: ImportOptions = ImportOptions()) {
         self.store = store
         self.options = options
-        (progress, progressContinuation) = AsyncStream.makeStream(of: ImportProgress.self, bufferingPolicy: .bufferingNewest(16))
+        (progress, progressContinuation) = AsyncStream.makeStream(of: ImportProgress.self,
+                                                                  bufferingPolicy: .bufferingNewest(16))
     }
 
     /// Runs the import.
@@ -41,17 +42,20 @@ public final class Importer: Sendable {
     ///   ``StrataError`` from the store.
     public func run(files: [String]) async throws -> ImportSummary {
         defer { progressContinuation.finish() }
-        let optionProblems = options.problems() + Self.inputProblems(files: files, rejectsPath: options.rejectsPath, storeDirectory: store.path)
+        let optionProblems = options.problems()
+            + Self.inputProblems(files: files, rejectsPath: options.rejectsPath, storeDirectory: store.path)
         if !optionProblems.isEmpty { throw ImportFailed(issues: optionProblems, totalIssues: optionProblems.count) }
         let clock = ContinuousClock.now
-        let totalBytes = files.reduce(0) { $0 + ((try? FileManager.default.attributesOfItem(atPath: $1)[.size] as? Int) ?? 0) }
+        let totalBytes = files.reduce(0) {
+            $0 + ((try? FileManager.default.attributesOfItem(atPath: $1)[.size] as? Int) ?? 0)
+        }
         let importID = options.importID ?? UUID().uuidString.lowercased()
         // This import's own commits, told apart from saves that changed nothing (which return
         // the store's last transaction id: another process's, when one is importing too).
         let ledger = CommitLedger(key: "importID", value: importID)
         store.hub.register(ledger)
-        var state = ImportState(files: files, options: options, schema: store.schema, totalBytes: totalBytes, started: clock,
-                                importID: importID, progress: progressContinuation, ledger: ledger)
+        var state = ImportState(files: files, options: options, schema: store.schema, totalBytes: totalBytes,
+                                started: clock, importID: importID, progress: progressContinuation, ledger: ledger)
         try validate(&state)
         if !state.issues.isEmpty && !options.continueOnError {
             let ordered = state.issues.sorted { ($0.file, $0.line) < ($1.file, $1.line) }
@@ -63,9 +67,10 @@ public final class Importer: Sendable {
         try await linkDeferred(&state)
         try rejects?.finish()
         state.report(.done, records: state.written, bytes: totalBytes, force: true)
-        return ImportSummary(importID: state.importID, records: state.written, rejected: state.rejected.count, skippedLinks: state.skippedLinks,
-                             transactions: state.transactions.count, firstTransaction: state.transactions.first,
-                             lastTransaction: state.transactions.last, seconds: (ContinuousClock.now - clock).seconds)
+        return ImportSummary(importID: state.importID, records: state.written, rejected: state.rejected.count,
+                             skippedLinks: state.skippedLinks, transactions: state.transactions.count,
+                             firstTransaction: state.transactions.first, lastTransaction: state.transactions.last,
+                             seconds: (ContinuousClock.now - clock).seconds)
     }
 
     /// Inputs the import cannot use, found before anything is read or created: an input that is
@@ -81,12 +86,14 @@ public final class Importer: Sendable {
         for f in files {
             var st = stat()
             guard stat(f, &st) == 0 else {
-                out.append(ImportIssue(file: f, line: 0, field: nil, reason: "cannot open: \(String(cString: strerror(errno)))"))
+                out.append(ImportIssue(file: f, line: 0, field: nil,
+                                       reason: "cannot open: \(String(cString: strerror(errno)))"))
                 continue
             }
             guard (st.st_mode & S_IFMT) == S_IFREG else {
                 let reason = (st.st_mode & S_IFMT) == S_IFDIR ? "cannot open: is a directory"
-                    : "cannot open: not a regular file (a pipe, a terminal or a device); an import reads its input twice (to validate, then to write), so save a stream to a file first"
+                    : "cannot open: not a regular file (a pipe, a terminal or a device); an import reads its input " +
+                      "twice (to validate, then to write), so save a stream to a file first"
                 out.append(ImportIssue(file: f, line: 0, field: nil, reason: reason))
                 continue
             }
@@ -101,9 +108,12 @@ public final class Importer: Sendable {
         var st = stat()
         if let rejectsPath, stat(rejectsPath, &st) == 0 {
             if inputs.contains(where: { $0.device == UInt64(st.st_dev) && $0.inode == UInt64(st.st_ino) }) {
-                out.append(ImportIssue(file: "options", line: 0, field: "rejectsPath", reason: "\(rejectsPath) is one of the inputs (writing rejects there would empty it)"))
+                out.append(
+                    ImportIssue(file: "options", line: 0, field: "rejectsPath",
+                                reason: "\(rejectsPath) is one of the inputs (writing rejects there would empty it)"))
             } else if (st.st_mode & S_IFMT) == S_IFDIR {
-                out.append(ImportIssue(file: "options", line: 0, field: "rejectsPath", reason: "\(rejectsPath) is a directory"))
+                out.append(ImportIssue(file: "options", line: 0, field: "rejectsPath",
+                                       reason: "\(rejectsPath) is a directory"))
             }
         }
         return out
@@ -111,7 +121,8 @@ public final class Importer: Sendable {
 
     /// Pass 1: every record parsed and checked; duplicate keys and dangling references found.
     private func validate(_ s: inout ImportState) throws {
-        var it = RecordIterator(files: s.files, schema: store.schema, options: options, maxValueBytes: store.configuration.maxValueBytes)
+        var it = RecordIterator(files: s.files, schema: store.schema, options: options,
+                                maxValueBytes: store.configuration.maxValueBytes)
         defer { it.close() }
         var keys: [UInt64: UInt64] = [:]
         var pending: [(digest: UInt64, ref: ObjectReference, location: UInt64, issue: ImportIssue)] = []
@@ -127,18 +138,23 @@ public final class Importer: Sendable {
             case .success(let r): record = r
             }
             let aliases = record.aliases
-            if let (alias, first) = aliases.lazy.compactMap({ a in keys[ImportRecord.digest(a)].map { (a, $0) } }).first {
+            if let (alias, first) = aliases.lazy.compactMap({ a in
+                keys[ImportRecord.digest(a)].map { (a, $0) }
+            }).first {
                 let (f, l) = (Int(first >> 40), Int(first & 0xFF_FFFF_FFFF))
                 s.reject(item.location, ImportIssue(file: s.files[item.fileIndex], line: item.line, field: nil,
-                                                    reason: "duplicate key \(EchoedText.shown(alias.description)) of \(record.entity.name) (first at \(s.files[f]):\(l))"))
+                                                    reason: "duplicate key \(EchoedText.shown(alias.description)) of " +
+                                                            "\(record.entity.name) (first at \(s.files[f]):\(l))"))
                 continue
             }
             for alias in aliases { keys[ImportRecord.digest(alias)] = item.location }
             for (r, targets) in record.links {
                 for t in targets ?? [] where keys[ImportRecord.digest(t)] == nil {
-                    pending.append((ImportRecord.digest(t), t, item.location,
-                                    ImportIssue(file: s.files[item.fileIndex], line: item.line, field: r.name,
-                                                reason: "dangling reference: no \(r.destination) \(EchoedText.shown(t.description)) in the input or the store")))
+                    pending.append(
+                        (ImportRecord.digest(t), t, item.location,
+                         ImportIssue(file: s.files[item.fileIndex], line: item.line, field: r.name,
+                                     reason: "dangling reference: no \(r.destination) " +
+                                             "\(EchoedText.shown(t.description)) in the input or the store")))
                 }
             }
         }
@@ -166,7 +182,8 @@ public final class Importer: Sendable {
     /// would have). Lines rejected by validation are written to the rejects file with their
     /// batch, after the batch before it has finished, so the file keeps the sequential order.
     private func write(_ s: inout ImportState, rejects: RejectsWriter?) async throws {
-        var it = RecordIterator(files: s.files, schema: store.schema, options: options, maxValueBytes: store.configuration.maxValueBytes)
+        var it = RecordIterator(files: s.files, schema: store.schema, options: options,
+                                maxValueBytes: store.configuration.maxValueBytes)
         defer { it.close() }
         var batch = Batch()
         var inFlight: InFlight?
@@ -182,7 +199,8 @@ public final class Importer: Sendable {
                 guard case .success(let record) = item.result else { continue }
                 var changes = ChangeSet()
                 let id = record.explicitID ?? ObjectID.make(entityTag: record.entity.tag)
-                changes.append(record.explicitID != nil ? .put(id: id, values: record.values) : .upsert(id: id, values: record.values, constraint: 0))
+                changes.append(record.explicitID != nil ? .put(id: id, values: record.values)
+                               : .upsert(id: id, values: record.values, constraint: 0))
                 for (r, targets) in record.links {
                     guard let targets else {
                         changes.append(.unlink(relationship: r.tag, from: .id(id), to: nil))
@@ -227,8 +245,8 @@ public final class Importer: Sendable {
     }
 
     /// Waits for the batch in flight, if any, and reports progress.
-    private func settle(_ inFlight: inout InFlight?, _ finished: inout Int, _ s: inout ImportState, rejects: RejectsWriter?,
-                        bytes: Int) async throws {
+    private func settle(_ inFlight: inout InFlight?, _ finished: inout Int, _ s: inout ImportState,
+                        rejects: RejectsWriter?, bytes: Int) async throws {
         guard let previous = inFlight else { return }
         inFlight = nil
         try await finish(previous, &s, rejects: rejects)
@@ -250,7 +268,8 @@ public final class Importer: Sendable {
         let metadata = ["importID": s.importID, "batch": String(s.transactions.count + 1)]
         let changes = batch.changes
         let store = self.store, author = options.author
-        return InFlight(batch: batch, metadata: metadata, task: Task { try await store.save(changes, author: author, metadata: metadata) })
+        return InFlight(batch: batch, metadata: metadata,
+                        task: Task { try await store.save(changes, author: author, metadata: metadata) })
     }
 
     /// Waits for a submitted batch. When it fails validation and errors are tolerated, its records
@@ -265,7 +284,8 @@ public final class Importer: Sendable {
                     s.committed(try await store.save(changes, author: options.author, metadata: f.metadata))
                     s.written += 1
                 } catch StrataError.validation(let failure) {
-                    let issue = ImportIssue(file: s.files[item.fileIndex], line: item.line, field: failure.field, reason: failure.reason)
+                    let issue = ImportIssue(file: s.files[item.fileIndex], line: item.line, field: failure.field,
+                                            reason: failure.reason)
                     s.reject(item.location, issue)
                     try rejects?.write(reason: issue.description, raw: item.raw)
                 }
@@ -288,7 +308,9 @@ public final class Importer: Sendable {
                 for d in slice {
                     var one = ChangeSet()
                     one.append(.link(relationship: d.relationship, from: d.from, to: d.to))
-                    do { s.committed(try await store.save(one, author: options.author, metadata: metadata)) } catch StrataError.validation {
+                    do {
+                        s.committed(try await store.save(one, author: options.author, metadata: metadata))
+                    } catch StrataError.validation {
                         s.skippedLinks += 1
                     }
                 }
@@ -364,7 +386,8 @@ private struct ImportState {
         let now = ContinuousClock.now
         guard force || now - lastReport > .milliseconds(200) else { return }
         lastReport = now
-        progress.yield(ImportProgress(phase: phase, records: records, bytesRead: bytes, totalBytes: totalBytes, elapsedSeconds: (now - started).seconds))
+        progress.yield(ImportProgress(phase: phase, records: records, bytesRead: bytes, totalBytes: totalBytes,
+                                      elapsedSeconds: (now - started).seconds))
     }
 }
 
@@ -378,7 +401,8 @@ private final class RejectsWriter: Sendable {
         // path, replacing a symbolic link (or `/dev/stdout`) instead of writing through it.
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
-            throw ImportIssue(file: path, line: 0, field: nil, reason: "cannot create the rejects file: \(String(cString: strerror(errno)))")
+            throw ImportIssue(file: path, line: 0, field: nil,
+                              reason: "cannot create the rejects file: \(String(cString: strerror(errno)))")
         }
         handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
     }

@@ -28,7 +28,10 @@ struct LineReader {
         self.path = path
         self.maxLineBytes = maxLineBytes
         fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw ImportIssue(file: path, line: 0, field: nil, reason: "cannot open: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else {
+            throw ImportIssue(file: path, line: 0, field: nil,
+                              reason: "cannot open: \(String(cString: strerror(errno)))")
+        }
         buffer = [UInt8](repeating: 0, count: bufferBytes)
     }
 
@@ -54,7 +57,10 @@ struct LineReader {
         repeat {
             n = buffer.withUnsafeMutableBytes { b in read(fd, b.baseAddress! + end, b.count - end) }
         } while n < 0 && errno == EINTR
-        if n < 0 { throw ImportIssue(file: path, line: lineNumber + 1, field: nil, reason: "read error: \(String(cString: strerror(errno)))") }
+        if n < 0 {
+            throw ImportIssue(file: path, line: lineNumber + 1, field: nil,
+                              reason: "read error: \(String(cString: strerror(errno)))")
+        }
         if n == 0 { eof = true }
         end += n
     }

@@ -55,7 +55,9 @@ struct RecordIterator {
                 reader!.close()
                 reader = nil
                 if recordsInFile == 0 {
-                    return Item(result: .failure(ImportIssue(file: path, line: 0, field: nil, reason: "no records (empty file)")), raw: [], fileIndex: fileIndex, line: 0)
+                    return Item(result: .failure(ImportIssue(file: path, line: 0, field: nil,
+                                                             reason: "no records (empty file)")),
+                                raw: [], fileIndex: fileIndex, line: 0)
                 }
                 continue
             }
@@ -63,7 +65,9 @@ struct RecordIterator {
             switch line {
             case .tooLong(let bytes):
                 recordsInFile += 1
-                return Item(result: .failure(ImportIssue(file: path, line: number, field: nil, reason: "line of \(bytes) bytes exceeds the \(options.maxLineBytes)-byte limit")),
+                return Item(result: .failure(ImportIssue(file: path, line: number, field: nil,
+                                                         reason: "line of \(bytes) bytes exceeds the " +
+                                                                 "\(options.maxLineBytes)-byte limit")),
                             raw: [], fileIndex: fileIndex, line: number)
             case .text(let bytes):
                 if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
@@ -76,7 +80,8 @@ struct RecordIterator {
         let path = files[fileIndex]
         recordsInFile = 0
         guard let f = options.format ?? ImportFormat.guess(path) else {
-            throw ImportIssue(file: path, line: 0, field: nil, reason: "unknown format (use a .ndjson or .csv name, or --format)")
+            throw ImportIssue(file: path, line: 0, field: nil,
+                              reason: "unknown format (use a .ndjson or .csv name, or --format)")
         }
         format = f
         builder = RecordBuilder(schema: schema, file: path, maxValueBytes: maxValueBytes)
@@ -85,7 +90,9 @@ struct RecordIterator {
         if f == .csv {
             let name = options.csvEntity ?? ((path as NSString).lastPathComponent as NSString).deletingPathExtension
             guard let e = schema.entity(named: name) else {
-                throw ImportIssue(file: path, line: 0, field: nil, reason: "CSV entity '\(EchoedText.shown(name))' is not in the schema (name the file after the entity, or use --entity)")
+                throw ImportIssue(file: path, line: 0, field: nil,
+                                  reason: "CSV entity '\(EchoedText.shown(name))' is not in the schema (name the " +
+                                          "file after the entity, or use --entity)")
             }
             csvEntity = e
         }
@@ -98,7 +105,8 @@ struct RecordIterator {
         case .ndjson:
             recordsInFile += 1
             do {
-                return Item(result: .success(try builder.fromJSON(bytes, line: line)), raw: bytes, fileIndex: fileIndex, line: line)
+                return Item(result: .success(try builder.fromJSON(bytes, line: line)), raw: bytes, fileIndex: fileIndex,
+                            line: line)
             } catch let issue as ImportIssue {
                 return Item(result: .failure(issue), raw: bytes, fileIndex: fileIndex, line: line)
             }
@@ -114,7 +122,8 @@ struct RecordIterator {
                     case .needsMore:
                         guard case .text(let more)? = try reader!.next() else {
                             recordsInFile += 1
-                            return Item(result: .failure(builder.issue(line, nil, "unterminated quoted field")), raw: raw, fileIndex: fileIndex, line: line)
+                            return Item(result: .failure(builder.issue(line, nil, "unterminated quoted field")),
+                                        raw: raw, fileIndex: fileIndex, line: line)
                         }
                         raw += (endsWithCR ? [0x0D, 0x0A] : [0x0A]) + more
                         endsWithCR = reader!.lastLineEndedWithCR
@@ -122,7 +131,8 @@ struct RecordIterator {
                     }
                 } catch let e as CSVSplitter.CSVError {
                     recordsInFile += 1
-                    return Item(result: .failure(builder.issue(line, nil, e.reason)), raw: raw, fileIndex: fileIndex, line: line)
+                    return Item(result: .failure(builder.issue(line, nil, e.reason)), raw: raw, fileIndex: fileIndex,
+                                line: line)
                 }
                 break
             }
@@ -136,7 +146,9 @@ struct RecordIterator {
             }
             recordsInFile += 1
             do {
-                return Item(result: .success(try builder.fromCSV(fields, columns: columns, entity: csvEntity!, line: line)), raw: raw, fileIndex: fileIndex, line: line)
+                return Item(
+                    result: .success(try builder.fromCSV(fields, columns: columns, entity: csvEntity!, line: line)),
+                    raw: raw, fileIndex: fileIndex, line: line)
             } catch let issue as ImportIssue {
                 return Item(result: .failure(issue), raw: raw, fileIndex: fileIndex, line: line)
             }

@@ -33,9 +33,13 @@ public struct MergeConflict: Sendable, Equatable, CustomStringConvertible {
     /// rating); this context changes title`.
     public var description: String {
         switch kind {
-        case .deleted: "\(entity) \(objectID): deleted in the store after version \(baseVersion); this context changes \(changedByContext.joined(separator: ", "))"
+        case .deleted:
+            "\(entity) \(objectID): deleted in the store after version \(baseVersion); this context changes " +
+            "\(changedByContext.joined(separator: ", "))"
         case .changed:
-            "\(entity) \(objectID): changed in the store (version \(baseVersion) → \(storeVersion.map(\.description) ?? "?"), attributes \(changedByStore.joined(separator: ", "))); this context changes \(changedByContext.joined(separator: ", "))"
+            "\(entity) \(objectID): changed in the store (version \(baseVersion) → " +
+            "\(storeVersion.map(\.description) ?? "?"), attributes \(changedByStore.joined(separator: ", "))); this " +
+            "context changes \(changedByContext.joined(separator: ", "))"
         }
     }
 }

@@ -63,7 +63,8 @@ public struct ObjectID: Hashable, Comparable, Sendable, CustomStringConvertible 
     /// Parses 32 hex digits; nil for anything else.
     public init?(string: String) {
         let utf8 = Array(string.utf8)
-        guard utf8.count == 32, utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) || ($0 >= 65 && $0 <= 70) }),
+        guard utf8.count == 32,
+              utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) || ($0 >= 65 && $0 <= 70) }),
               let h = UInt64(String(string.prefix(16)), radix: 16), let l = UInt64(String(string.suffix(16)), radix: 16)
         else { return nil }
         self.init(high: h, low: l)
@@ -98,7 +99,8 @@ public struct ObjectID: Hashable, Comparable, Sendable, CustomStringConvertible 
     /// object's key), or the last 16 bytes of a key (`links`, `indexes`), checked first. A
     /// corrupt entry is ``StrataError/corruptRecord(id:reason:)`` (naming `owner` when known),
     /// never a trap.
-    static func stored(_ b: UnsafeRawBufferPointer, exactly: Bool = true, in database: String, owner: ObjectID? = nil) throws -> ObjectID {
+    static func stored(_ b: UnsafeRawBufferPointer, exactly: Bool = true, in database: String,
+                       owner: ObjectID? = nil) throws -> ObjectID {
         guard exactly ? b.count == 16 : b.count >= 16 else {
             throw StrataError.corruptRecord(id: owner ?? ObjectID(high: 0, low: 0),
                                             reason: "\(database): \(b.count) bytes where an object id's 16 are stored")
@@ -112,27 +114,5 @@ public struct ObjectID: Hashable, Comparable, Sendable, CustomStringConvertible 
         // Cannot fail: 16 bytes were checked above.
         high = (try? r.u64()) ?? 0
         low = (try? r.u64()) ?? 0
-    }
-}
-
-/// The id of a committed transaction: its position in the log, starting at 1, gap-free.
-public struct TransactionID: Hashable, Comparable, Sendable, CustomStringConvertible, Codable {
-    /// The transaction's position in the log (0: none).
-    public let rawValue: UInt64
-    /// The transaction with id `rawValue`.
-    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
-    /// "No transaction yet": the state of an empty store.
-    public static let zero = TransactionID(0)
-    /// Earlier transactions order first.
-    public static func < (a: TransactionID, b: TransactionID) -> Bool { a.rawValue < b.rawValue }
-    /// The id in decimal.
-    public var description: String { String(rawValue) }
-    /// The id that follows this one.
-    public var next: TransactionID { TransactionID(rawValue + 1) }
-
-    var keyBytes: [UInt8] {
-        var w = ByteWriter(capacity: 8)
-        w.u64(rawValue)
-        return w.bytes
     }
 }

@@ -1,35 +1,5 @@
 import Foundation
 
-/// The type of an attribute, as declared in a schema file.
-public enum AttributeType: String, Sendable, CaseIterable, Codable {
-    /// Text (``Value/string(_:)``, `String` in Swift).
-    case string
-    /// A 64-bit signed integer (``Value/int(_:)``, `Int`).
-    case int
-    /// A 64-bit floating-point number (``Value/double(_:)``, `Double`).
-    case double
-    /// A Boolean (``Value/bool(_:)``, `Bool`).
-    case bool
-    /// A point in time, to the millisecond in text forms (``Value/date(_:)``, `Date`).
-    case date
-    /// Raw bytes (``Value/bytes(_:)``, `Data`).
-    case bytes
-    /// A UUID (``Value/uuid(_:)``, `UUID`).
-    case uuid
-
-    var tag: UInt8 {
-        switch self {
-        case .string: 1
-        case .int: 2
-        case .double: 3
-        case .bool: 4
-        case .date: 5
-        case .bytes: 6
-        case .uuid: 7
-        }
-    }
-}
-
 /// One attribute value. `null` is the absence of a value (an optional attribute left unset).
 ///
 /// Strings compare and sort by their UTF-8 bytes (binary collation, as SQLite's default), the
@@ -125,7 +95,8 @@ extension Value: Comparable, Hashable {
         }
     }
 
-    static func compareBytes<A: Sequence, B: Sequence>(_ a: A, _ b: B) -> Int where A.Element == UInt8, B.Element == UInt8 {
+    static func compareBytes<A: Sequence, B: Sequence>(_ a: A, _ b: B) -> Int
+        where A.Element == UInt8, B.Element == UInt8 {
         var ia = a.makeIterator(), ib = b.makeIterator()
         while true {
             switch (ia.next(), ib.next()) {
@@ -135,60 +106,5 @@ extension Value: Comparable, Hashable {
             case (let x?, let y?): if x != y { return x < y ? -1 : 1 }
             }
         }
-    }
-}
-
-/// ISO-8601 text for dates (UTC), used by import, export and the CLI: written and read in the
-/// proleptic Gregorian calendar, to the millisecond.
-public enum ISO8601 {
-    /// `2024-05-01T12:00:00Z`, or `2024-05-01T12:00:00.250Z` when the date, rounded to the
-    /// nearest millisecond, has a fraction of a second. Years outside 0000–9999 get a sign
-    /// (`+10000-…`, `-0001-…`), as ``date(from:)`` reads them.
-    public static func string(from date: Date) -> String {
-        let t = date.timeIntervalSince1970
-        // Beyond about ±1,000,000 years (or not a number) milliseconds no longer fit: seconds.
-        guard t.isFinite, abs(t) < 3e13 else { return "\(t)s" }
-        let ms = Int64((t * 1000).rounded())
-        let days = Int(ms >= 0 ? ms / 86_400_000 : (ms - 86_399_999) / 86_400_000)
-        let inDay = Int(ms - Int64(days) * 86_400_000)
-        let (y, m, d) = civil(days: days)
-        func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
-        var year = String(abs(y))
-        if year.count < 4 { year = String(repeating: "0", count: 4 - year.count) + year }
-        if y < 0 { year = "-" + year } else if y > 9999 { year = "+" + year }
-        var text = "\(year)-\(two(m))-\(two(d))T\(two(inDay / 3_600_000)):\(two(inDay / 60_000 % 60)):\(two(inDay / 1000 % 60))"
-        let millis = inDay % 1000
-        if millis != 0 { text += "." + (millis < 10 ? "00" : millis < 100 ? "0" : "") + "\(millis)" }
-        return text + "Z"
-    }
-
-    /// Parses `2024-05-01T12:00:00Z`, `2024-05-01T12:00:00.250Z` or `2024-05-01T14:00:00+02:00`
-    /// (see `FastParse.date`); nil for anything else and for impossible dates such as
-    /// February 30th.
-    public static func date(from text: String) -> Date? {
-        FastParse.date(text)
-    }
-
-    /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
-    static func days(year y: Int, month m: Int, day d: Int) -> Int {
-        let yy = m <= 2 ? y - 1 : y
-        let era = (yy >= 0 ? yy : yy - 399) / 400
-        let yoe = yy - era * 400
-        let doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146097 + doe - 719468
-    }
-
-    /// The proleptic Gregorian date of a day number (Howard Hinnant's `civil_from_days`).
-    static func civil(days: Int) -> (year: Int, month: Int, day: Int) {
-        let z = days + 719468
-        let era = (z >= 0 ? z : z - 146096) / 146097
-        let doe = z - era * 146097
-        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
     }
 }

@@ -13,7 +13,9 @@ protocol ObjectSource {
 
 extension ObjectSource {
     func entity(_ name: String) throws -> EntityDescription {
-        guard let e = schema.entity(named: name) else { throw StrataError.invalidQuery(entity: name, reason: "no such entity in \(schema.model) v\(schema.version)") }
+        guard let e = schema.entity(named: name) else {
+            throw StrataError.invalidQuery(entity: name, reason: "no such entity in \(schema.model) v\(schema.version)")
+        }
         return e
     }
 
@@ -21,12 +23,16 @@ extension ObjectSource {
         let e = try entity(query.entity)
         try validate(query.predicate, e)
         for s in query.sort where s.attribute < 0 || s.attribute >= e.attributes.count {
-            throw StrataError.invalidQuery(entity: e.name, reason: "sort attribute position \(s.attribute) out of range")
+            throw StrataError.invalidQuery(entity: e.name,
+                                           reason: "sort attribute position \(s.attribute) out of range")
         }
-        guard query.offset >= 0, (query.limit ?? 0) >= 0 else { throw StrataError.invalidQuery(entity: e.name, reason: "negative limit or offset") }
+        guard query.offset >= 0, (query.limit ?? 0) >= 0 else {
+            throw StrataError.invalidQuery(entity: e.name, reason: "negative limit or offset")
+        }
         // Without a sort, candidates come in id order, so the window can stop the scan early.
         // Saturating: a limit near Int.max means "no limit", not an overflow.
-        let stopAfter = query.sort.isEmpty ? query.limit.map { $0.addingReportingOverflow(query.offset).overflow ? Int.max : $0 + query.offset } : nil
+        let stopAfter = query.sort.isEmpty
+            ? query.limit.map { $0.addingReportingOverflow(query.offset).overflow ? Int.max : $0 + query.offset } : nil
         if stopAfter == 0 { return [] }
         var results: [Record] = []
         try candidates(e, query.predicate) { record in
@@ -111,11 +117,16 @@ extension ObjectSource {
         }
         func typed(_ a: Int, _ v: Value) throws {
             let d = try attribute(a)
-            if let t = v.type, t != d.type { throw bad("'\(d.name)' is \(d.type.rawValue), compared with a \(t.rawValue)") }
+            if let t = v.type, t != d.type {
+                throw bad("'\(d.name)' is \(d.type.rawValue), compared with a \(t.rawValue)")
+            }
         }
         func relationship(_ tag: UInt16, toMany: Bool) throws -> RelationshipDescription {
-            guard let r = schema.relationship(tag: tag), r.entityName == e.name else { throw bad("relationship tag \(tag) is not on \(e.name)") }
-            guard r.isToMany == toMany else { throw bad("'\(r.name)' is \(r.isToMany ? "to-many: use any" : "to-one")") }
+            guard let r = schema.relationship(tag: tag),
+                  r.entityName == e.name else { throw bad("relationship tag \(tag) is not on \(e.name)") }
+            guard r.isToMany == toMany else {
+                throw bad("'\(r.name)' is \(r.isToMany ? "to-many: use any" : "to-one")")
+            }
             return r
         }
         switch p {
@@ -128,7 +139,9 @@ extension ObjectSource {
             guard d.type == .string else { throw bad("'\(d.name)' is \(d.type.rawValue), not string") }
         case .related(let tag, let target):
             let r = try relationship(tag, toMany: false)
-            if let target, schema.entity(tag: target.entityTag)?.name != r.destination { throw bad("\(target) is not a \(r.destination)") }
+            if let target, schema.entity(tag: target.entityTag)?.name != r.destination {
+                throw bad("\(target) is not a \(r.destination)")
+            }
         case .through(let tag, let inner):
             let r = try relationship(tag, toMany: false)
             try validate(inner, schema.entity(named: r.destination)!)

@@ -51,11 +51,15 @@ public struct PredicateParser {
     public static func parseSort(_ text: String, entity: EntityDescription) throws -> [SortKey] {
         try text.split(separator: ",", omittingEmptySubsequences: false).map { part in
             let s = part.trimmingCharacters(in: .whitespaces)
-            guard !s.isEmpty, s != "-" else { throw ParseError(position: 0, reason: "an empty sort attribute (write names separated by commas, e.g. title,-year)") }
+            guard !s.isEmpty, s != "-" else {
+                throw ParseError(position: 0,
+                                 reason: "an empty sort attribute (write names separated by commas, e.g. title,-year)")
+            }
             let descending = s.hasPrefix("-")
             let name = descending ? String(s.dropFirst()) : s
             guard let a = entity.attribute(named: name) else {
-                throw ParseError(position: 0, reason: "unknown sort attribute '\(EchoedText.shown(String(name)))' of \(entity.name)")
+                throw ParseError(position: 0,
+                                 reason: "unknown sort attribute '\(EchoedText.shown(String(name)))' of \(entity.name)")
             }
             return SortKey(attribute: a.index, ascending: !descending)
         }
@@ -77,7 +81,9 @@ public struct PredicateParser {
     private static func tokenize(_ s: [Unicode.Scalar]) throws -> [(Token, Int)] {
         var out: [(Token, Int)] = []
         var i = 0
-        func isWord(_ c: Unicode.Scalar) -> Bool { c.properties.isAlphabetic || c == "_" || c == "." || ("0"..."9").contains(c) }
+        func isWord(_ c: Unicode.Scalar) -> Bool {
+            c.properties.isAlphabetic || c == "_" || c == "." || ("0"..."9").contains(c)
+        }
         while i < s.count {
             let c = s[i]
             let start = i
@@ -98,7 +104,9 @@ public struct PredicateParser {
                 out.append((.string(text), start))
             } else if ("0"..."9").contains(c) || (c == "-" && i + 1 < s.count && ("0"..."9").contains(s[i + 1])) {
                 i += 1
-                while i < s.count && (("0"..."9").contains(s[i]) || s[i] == "." || s[i] == "e" || s[i] == "E") { i += 1 }
+                while i < s.count && (("0"..."9").contains(s[i]) || s[i] == "." || s[i] == "e" || s[i] == "E") {
+                    i += 1
+                }
                 out.append((.number(String(String.UnicodeScalarView(s[start..<i]))), start))
             } else if isWord(c) {
                 while i < s.count && isWord(s[i]) { i += 1 }
@@ -112,7 +120,8 @@ public struct PredicateParser {
                     out.append((.symbol(c == "=" ? "==" : String(c)), start))
                     i += 1
                 } else {
-                    throw ParseError(position: start, reason: "unexpected character '\(EchoedText.escaped(Character(c)))'")
+                    throw ParseError(position: start,
+                                     reason: "unexpected character '\(EchoedText.escaped(Character(c)))'")
                 }
             }
         }
@@ -142,7 +151,9 @@ public struct PredicateParser {
         guard let opens else { return try comparison(e) }
         nesting += 1
         defer { nesting -= 1 }
-        guard nesting <= Self.maxNesting else { throw error("nested more than \(Self.maxNesting) levels deep (not and parentheses)") }
+        guard nesting <= Self.maxNesting else {
+            throw error("nested more than \(Self.maxNesting) levels deep (not and parentheses)")
+        }
         if opens == "not" { return .not(try unary(e)) }
         let p = try orExpression(e)
         guard accept(.symbol(")")) else { throw error("expected ')'") }
@@ -159,15 +170,21 @@ public struct PredicateParser {
     private mutating func resolve(_ path: [String], in e: EntityDescription) throws -> Filter {
         let head = path[0]
         if path.count == 1, let a = e.attribute(named: head) { return try condition(on: a) }
-        guard let r = e.relationship(named: head) else { throw error("\(e.name) has no attribute or relationship '\(EchoedText.shown(String(head)))'") }
+        guard let r = e.relationship(named: head) else {
+            throw error("\(e.name) has no attribute or relationship '\(EchoedText.shown(String(head)))'")
+        }
         let destination = schema.entity(named: r.destination)!
         if path.count == 1 {
-            guard !r.isToMany else { throw error("'\(head)' is to-many: name one of its attributes, e.g. \(head).\(destination.attributes.first?.name ?? "x")") }
+            guard !r.isToMany else {
+                throw error("'\(head)' is to-many: name one of its attributes, e.g. " +
+                            "\(head).\(destination.attributes.first?.name ?? "x")")
+            }
             let op = try comparisonOperator()
             guard op == .equal || op == .notEqual else { throw error("a relationship compares with == or != only") }
             let target: ObjectID?
             if accept(.word("null")) { target = nil } else {
-                guard i < tokens.count, case .string(let s) = tokens[i].0, let id = ObjectID(string: s) else { throw error("expected an object id string or null") }
+                guard i < tokens.count, case .string(let s) = tokens[i].0,
+                      let id = ObjectID(string: s) else { throw error("expected an object id string or null") }
                 i += 1
                 target = id
             }
@@ -192,8 +209,11 @@ public struct PredicateParser {
             i += 1
             switch w {
             case "contains", "icontains", "prefix", "suffix":
-                guard a.type == .string else { throw error("'\(w)' needs a string attribute; '\(a.name)' is \(a.type.rawValue)") }
-                guard i < tokens.count, case .string(let s) = tokens[i].0 else { throw error("expected a string after '\(w)'") }
+                guard a.type == .string else {
+                    throw error("'\(w)' needs a string attribute; '\(a.name)' is \(a.type.rawValue)")
+                }
+                guard i < tokens.count,
+                      case .string(let s) = tokens[i].0 else { throw error("expected a string after '\(w)'") }
                 i += 1
                 let op: StringOperator = w == "prefix" ? .hasPrefix : (w == "suffix" ? .hasSuffix : .contains)
                 return .string(attribute: a.index, op, s, caseInsensitive: w == "icontains")

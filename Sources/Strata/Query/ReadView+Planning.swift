@@ -67,20 +67,24 @@ extension ReadView {
                 let nullable = v.isNull || op == .less || op == .lessOrEqual
                 guard let index = leadingIndex(e, a, matchesNull: nullable) else { continue }
                 switch op {
-                case .equal: offer(index.isUnique && index.attributes.count == 1 ? 1 : 2, .index(index, low: v, high: v))
+                case .equal:
+                    offer(index.isUnique && index.attributes.count == 1 ? 1 : 2, .index(index, low: v, high: v))
                 case .less, .lessOrEqual: offer(4, .index(index, low: nil, high: v))
                 default: offer(4, .index(index, low: v, high: nil))
                 }
             case .between(let a, let lo, let hi):
                 if let index = leadingIndex(e, a, matchesNull: lo.isNull) { offer(4, .index(index, low: lo, high: hi)) }
             case .isIn(let a, let values):
-                if let index = leadingIndex(e, a, matchesNull: values.contains(.null)), values.count <= 64, let lo = values.min(), let hi = values.max() {
+                if let index = leadingIndex(e, a, matchesNull: values.contains(.null)), values.count <= 64,
+                   let lo = values.min(), let hi = values.max() {
                     offer(3, .index(index, low: lo, high: hi))
                 }
             case .string(let a, .hasPrefix, let s, caseInsensitive: false):
                 if let index = leadingIndex(e, a, matchesNull: false) { offer(4, .prefix(index, s)) }
             case .related(let tag, let target?):
-                if let r = schema.relationship(tag: tag) { offer(2, .inverse(tag: schema.inverse(of: r).tag, target: target)) }
+                if let r = schema.relationship(tag: tag) {
+                    offer(2, .inverse(tag: schema.inverse(of: r).tag, target: target))
+                }
             default:
                 continue
             }
@@ -93,7 +97,9 @@ extension ReadView {
     /// can match a null value only a plain index, which stores nulls, may serve it.
     private func leadingIndex(_ e: EntityDescription, _ a: Int, matchesNull: Bool) -> IndexDescription? {
         let mayBeNull = matchesNull && e.attributes[a].isOptional
-        return (mayBeNull ? nil : e.uniques.first { $0.attributes.first == a }) ?? e.indexes.first { $0.attributes.first == a }
+        return (mayBeNull ? nil : e.uniques.first { $0.attributes.first == a }) ?? e.indexes.first {
+            $0.attributes.first == a
+        }
     }
 
     private func ids(for path: Path) throws -> [ObjectID] {
@@ -125,12 +131,14 @@ extension ReadView {
 
     /// Ids in an index from `start` while keys begin with `prefix` and are not past `stop`
     /// (a key past `stop` that still begins with it belongs to the stop value: kept).
-    private func rangeIDs(_ index: IndexDescription, start: [UInt8], stop: [UInt8]?, prefix: [UInt8]) throws -> [ObjectID] {
+    private func rangeIDs(_ index: IndexDescription, start: [UInt8], stop: [UInt8]?,
+                          prefix: [UInt8]) throws -> [ObjectID] {
         var ids: [ObjectID] = []
         let db = index.isUnique ? env[.uniques] : env[.indexes]
         try txn.scan(db, from: start, prefix: prefix) { key, value in
             if let stop, !key.starts(with: stop), Value.compareBytes(key, stop) > 0 { return false }
-            ids.append(index.isUnique ? try ObjectID.stored(value, in: "uniques") : try ObjectID.stored(key, exactly: false, in: "indexes"))
+            ids.append(index.isUnique ? try ObjectID.stored(value, in: "uniques")
+                       : try ObjectID.stored(key, exactly: false, in: "indexes"))
             return true
         }
         // Entries come in value order; visiting in id order keeps unsorted results deterministic.

@@ -15,14 +15,18 @@ struct ReadView: ObjectSource {
 
     func record(_ id: ObjectID) throws -> Record? {
         guard schema.entity(tag: id.entityTag) != nil else { return nil }
-        return try id.withKeyBytes { key in try txn.withValue(env[.objects], key: key) { try RecordCodec.decode($0, id: id, schema: schema) } }
+        return try id.withKeyBytes { key in
+            try txn.withValue(env[.objects], key: key) { try RecordCodec.decode($0, id: id, schema: schema) }
+        }
     }
 
     func targets(_ tag: UInt16, from id: ObjectID) throws -> [ObjectID] {
         var result: [ObjectID] = []
         try txn.scan(env[.links], prefix: Layout.linkPrefix(tag, id)) { key, _ in
             // tag (2) + from (16) + to (16)
-            guard key.count == 34 else { throw StrataError.corruptRecord(id: id, reason: "links: a key of \(key.count) bytes (34 expected)") }
+            guard key.count == 34 else {
+                throw StrataError.corruptRecord(id: id, reason: "links: a key of \(key.count) bytes (34 expected)")
+            }
             result.append(ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: key[18..<34])))
             return true
         }
@@ -56,7 +60,8 @@ extension ReadView {
         case .id(let id):
             return try txn.contains(env[.objects], key: id.keyBytes) ? id : nil
         case .unique(let tag, let c, let values):
-            guard let e = schema.entity(tag: tag), c >= 0, c < e.uniques.count, values.count == e.uniques[c].attributes.count else { return nil }
+            guard let e = schema.entity(tag: tag), c >= 0, c < e.uniques.count,
+                  values.count == e.uniques[c].attributes.count else { return nil }
             var key = Layout.u16(e.uniques[c].tag)
             for v in values { SortableEncoding.encode(v, into: &key) }
             guard key.count <= LMDBLimits.maxKeyBytes else { return nil }

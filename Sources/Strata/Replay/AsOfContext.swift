@@ -1,5 +1,3 @@
-import Foundation
-
 /// A read-only context showing the store exactly as it was after one past transaction, with the
 /// same fetch, predicate, sort and relationship API as any context.
 ///
@@ -47,7 +45,8 @@ public final class AsOfContext: ObjectReading {
         var entries: [LogEntry] = []
         try view.forEachLogEntry((target.rawValue + 1)...head.rawValue) { entries.append($0); return true }
         guard entries.count == Int(head.rawValue - target.rawValue) else {
-            throw StrataError.corruptLogEntry(transaction: target, reason: "log entries between \(target) and \(head) are missing")
+            throw StrataError.corruptLogEntry(transaction: target,
+                                              reason: "log entries between \(target) and \(head) are missing")
         }
         for entry in entries.reversed() {
             for change in entry.changes.reversed() { try undo(change, &applier) }
@@ -60,7 +59,10 @@ public final class AsOfContext: ObjectReading {
         case .insert(let id, let values):
             try a.apply(.delete(id: id, values: values, previousVersion: .zero))
         case .update(let id, let changes, let previous):
-            try a.apply(.update(id: id, changes: changes.map { AttributeChange(attribute: $0.attribute, old: $0.new, new: $0.old) }, previousVersion: .zero))
+            try a.apply(
+                .update(id: id,
+                        changes: changes.map { AttributeChange(attribute: $0.attribute, old: $0.new, new: $0.old) },
+                        previousVersion: .zero))
             a.setVersion(id, previous)
         case .delete(let id, let values, let previous):
             try a.apply(.insert(id: id, values: values))
@@ -90,13 +92,4 @@ public final class AsOfContext: ObjectReading {
     public func fetch(_ query: Query) throws -> [Record] { try read { try $0.fetch(query) } }
     /// How many records match `query` in the store as it was after ``transactionID``.
     public func count(_ query: Query) throws -> Int { try read { try $0.count(query) } }
-}
-
-extension Store {
-    /// The store as it was right after transaction `tx` (``TransactionID/zero``: empty).
-    /// - Throws: ``StrataError/noSuchTransaction(_:)`` for a transaction after the head.
-    public func snapshot(asOf tx: TransactionID) throws -> AsOfContext {
-        try checkUsable()
-        return try AsOfContext(store: self, transactionID: tx)
-    }
 }

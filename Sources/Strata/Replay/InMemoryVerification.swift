@@ -107,12 +107,14 @@ enum InMemoryVerification {
                 changes = try LogEntryCodec.scan(bytes, transactionID: TransactionID(tx)) { change in
                     switch change {
                     case .insert(let id, let count, let values):
-                        batch.append(FoldOp(kind: .insert, count: count, id: id, transaction: tx, address: address(values), length: values.count))
+                        batch.append(FoldOp(kind: .insert, count: count, id: id, transaction: tx,
+                                            address: address(values), length: values.count))
                     case .update(let id):
                         updated = id
                         batch.append(FoldOp(kind: .version, id: id, transaction: tx))
                     case .set(let attribute, let value):
-                        batch.append(FoldOp(kind: .set, count: attribute, id: updated, transaction: tx, address: address(value), length: value.count))
+                        batch.append(FoldOp(kind: .set, count: attribute, id: updated, transaction: tx,
+                                            address: address(value), length: value.count))
                     case .delete(let id):
                         batch.append(FoldOp(kind: .delete, id: id, transaction: tx))
                     case .link(let r, let a, let b):

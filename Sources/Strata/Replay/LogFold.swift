@@ -1,40 +1,5 @@
 import Foundation
 
-/// One change of the log as ``LogFold`` applies it: ids, the transaction, and where in the map
-/// the values it sets are. ``InMemoryVerification/readLog(_:head:deliver:)`` makes these from each
-/// entry as it checks it; the fold keeps the places, never decoded values.
-///
-/// An update becomes a ``Kind/version`` op followed by one ``Kind/set`` op per attribute it
-/// changes; every transaction ends with an ``Kind/end`` op.
-struct FoldOp: Sendable {
-    enum Kind: UInt8, Sendable {
-        /// `id` inserted with the value list at `address` (`count` values).
-        case insert
-        /// `id` updated in transaction `transaction` (its ``set`` ops follow).
-        case version
-        /// Attribute `count` of `id` set to the value at `address`.
-        case set
-        case delete
-        /// The edge `relationship` from `id` to `other` added.
-        case link
-        case unlink
-        /// Transaction `transaction`, of `count` changes, is complete.
-        case end
-    }
-
-    var kind: Kind
-    var relationship: UInt16 = 0
-    var count = 0
-    var id = ObjectID(high: 0, low: 0)
-    var other = ObjectID(high: 0, low: 0)
-    var transaction: UInt64
-    /// `UnsafeRawPointer` bits of the bytes in the store's map: valid while the map lock is held
-    /// shared without a break from when the op was made (so the map is not moved) and a snapshot
-    /// at least as old as the one that read them is open (so LMDB reuses none of their pages).
-    var address: UInt = 0
-    var length = 0
-}
-
 /// The state a log implies, built in memory with the same rules as ``StateApplier``: the last
 /// values and version of every object, the relationship edges (both directions) and the
 /// per-entity counts.
@@ -165,7 +130,8 @@ struct LogFold {
                 exceededLimit = true
                 return false
             }
-            patches.append(Patch(address: op.address, length: op.length, attribute: Int32(op.count), next: patchHeads[s]))
+            patches.append(
+                Patch(address: op.address, length: op.length, attribute: Int32(op.count), next: patchHeads[s]))
             patchHeads[s] = Int32(patches.count - 1)
         case .delete:
             guard let s = slots.find(op.id, in: ids), alive[s] else { return false }
@@ -228,7 +194,9 @@ struct LogFold {
         }
         guard withEdgesAndCounts else { return d }
         for edge in edges { d.links.add(key: Layout.linkKey(edge.tag, edge.from, edge.to), value: []) }
-        for tag in countsWritten { d.counts.add(key: MetaKey.count(tag), value: MetaKey.countValue(counts[tag, default: 0])) }
+        for tag in countsWritten {
+            d.counts.add(key: MetaKey.count(tag), value: MetaKey.countValue(counts[tag, default: 0]))
+        }
         return d
     }
 
@@ -237,7 +205,8 @@ struct LogFold {
     /// passed the same checks when it was read, so only if the map changed underneath).
     private func currentValues(_ s: Int) -> [Value]? {
         let place = inserted[s]
-        var r = ByteReader(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: place.address), count: place.length))
+        var r =
+            ByteReader(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: place.address), count: place.length))
         guard var values = try? LogEntryCodec.decodeValueList(&r), values.count == Int(place.count) else { return nil }
         // One patch per attribute (``apply(_:)`` replaces a value set again), so their order
         // does not matter.
@@ -245,7 +214,8 @@ struct LogFold {
         while p >= 0 {
             let patch = patches[Int(p)]
             p = patch.next
-            var vr = ByteReader(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: patch.address), count: patch.length))
+            var vr = ByteReader(
+                UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: patch.address), count: patch.length))
             guard let value = try? ValueCodec.decode(from: &vr) else { return nil }
             values[Int(patch.attribute)] = value
         }

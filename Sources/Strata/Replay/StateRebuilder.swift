@@ -12,7 +12,8 @@ enum StateRebuilder {
     /// every record's checksum, and indexes, uniques and counts against the records. Links at the
     /// horizon are taken from the live state, so an edge that is wrong there and untouched since
     /// is not detected; what happened before the horizon is gone and cannot be checked.
-    static func loadBase(from view: ReadView, horizon: TransactionID, head: TransactionID, into target: LMDBEnvironment, schema: Schema) throws -> Int {
+    static func loadBase(from view: ReadView, horizon: TransactionID, head: TransactionID, into target: LMDBEnvironment,
+                         schema: Schema) throws -> Int {
         guard horizon > .zero else { return 0 }
         let overlay = try AsOfContext.undoOverlay(view, back: horizon, from: head)
         let past = MergedSource(base: view, overlays: [overlay])
@@ -42,7 +43,11 @@ enum StateRebuilder {
         var removed = Set<[UInt8]>(), added: [[UInt8]] = []
         for (k, facts) in overlay.edges {
             for (t, present) in facts {
-                if present { added.append(Layout.linkKey(k.tag, k.from, t)) } else { removed.insert(Layout.linkKey(k.tag, k.from, t)) }
+                if present {
+                    added.append(Layout.linkKey(k.tag, k.from, t))
+                } else {
+                    removed.insert(Layout.linkKey(k.tag, k.from, t))
+                }
             }
         }
         _ = try target.copy(.links, from: view.txn, sourceEnv: view.env, into: .links) { k, v in
@@ -55,12 +60,14 @@ enum StateRebuilder {
     /// Applies the log entries after `horizon` up to `head` from `view` to `target`, checking
     /// checksums and that ids are contiguous. Stops at the first problem (reported through
     /// `problem`). Returns the transactions and changes applied.
-    static func replay(from view: ReadView, after horizon: UInt64, upTo head: UInt64, into target: LMDBEnvironment, schema: Schema,
-                       problem: (String) -> Void, progress: ((Int) -> Void)? = nil) throws -> (transactions: Int, changes: Int) {
+    static func replay(from view: ReadView, after horizon: UInt64, upTo head: UInt64, into target: LMDBEnvironment,
+                       schema: Schema, problem: (String) -> Void,
+                       progress: ((Int) -> Void)? = nil) throws -> (transactions: Int, changes: Int) {
         let read = try readLog(view, after: horizon, upTo: head, batchChanges: 50_000, problem: problem) { batch in
             try target.writeGrowing { txn in
                 for entry in batch {
-                    var applier = StateApplier(txn: txn, env: target, schema: schema, transactionID: entry.transactionID)
+                    var applier = StateApplier(txn: txn, env: target, schema: schema,
+                                               transactionID: entry.transactionID)
                     for c in entry.changes { try applier.apply(c) }
                     try applier.flushCounts()
                 }
@@ -84,10 +91,11 @@ enum StateRebuilder {
     /// are contiguous and that every entry decodes (checksum), and hands them to `deliver` in
     /// batches of at least `batchChanges` changes (the last one smaller). Stops at the first log
     /// problem, reported through `problem`, or when `deliver` returns false (then the entry whose
-    /// batch was refused does not count as read, the batch's earlier ones do). Replay, compaction's catch-up and verify's
-    /// rebuild read the log through it; the in-memory check reads it with ``scanLog(_:after:upTo:problem:entry:)``.
-    static func readLog(_ view: ReadView, after horizon: UInt64, upTo head: UInt64, batchChanges: Int, problem: (String) -> Void,
-                        deliver: ([LogEntry]) throws -> Bool) throws -> LogRead {
+    /// batch was refused does not count as read, the batch's earlier ones do). Replay, compaction's
+    /// catch-up and verify's rebuild read the log through it; the in-memory check reads it with
+    /// ``scanLog(_:after:upTo:problem:entry:)``.
+    static func readLog(_ view: ReadView, after horizon: UInt64, upTo head: UInt64, batchChanges: Int,
+                        problem: (String) -> Void, deliver: ([LogEntry]) throws -> Bool) throws -> LogRead {
         precondition(batchChanges > 0, "batchChanges must be positive")
         var changes = 0
         var batch: [LogEntry] = [], pending = 0
@@ -121,7 +129,8 @@ enum StateRebuilder {
     /// is a problem). A gap or a key out of order is reported through `problem`. Returns whether
     /// every entry was there and accepted, and how many were accepted.
     static func scanLog(_ view: ReadView, after horizon: UInt64, upTo head: UInt64, problem: (String) -> Void,
-                        entry: (_ transaction: UInt64, _ bytes: UnsafeRawBufferPointer) throws -> Bool) throws -> (complete: Bool, read: Int) {
+                        entry: (_ transaction: UInt64, _ bytes: UnsafeRawBufferPointer) throws -> Bool)
+        throws -> (complete: Bool, read: Int) {
         guard head > horizon else { return (true, 0) }
         var next = horizon + 1
         var stopped = false
@@ -130,7 +139,9 @@ enum StateRebuilder {
             let tx = try r.u64()
             guard tx <= head else { return false }
             guard tx == next else {
-                problem(tx > next ? "log: transaction\(tx - next > 1 ? "s \(next)…\(tx - 1) are" : " \(next) is") missing" : "log: key \(tx) out of order")
+                problem(tx > next
+                        ? "log: transaction\(tx - next > 1 ? "s \(next)…\(tx - 1) are" : " \(next) is") missing"
+                        : "log: key \(tx) out of order")
                 stopped = true
                 return false
             }
@@ -176,7 +187,8 @@ enum StateRebuilder {
         try StorePermissions.private.makeDirectory(path)
         let env: LMDBEnvironment
         do {
-            var options = LMDBOptions(mapSizeBytes: size, maxMapSizeBytes: 1 << 42, maxReaders: 8, readOnly: false, noSync: true, noLock: false)
+            var options = LMDBOptions(mapSizeBytes: size, maxMapSizeBytes: 1 << 42, maxReaders: 8, readOnly: false,
+                                      noSync: true, noLock: false)
             options.writeMap = true
             env = try LMDBEnvironment(path: path, options: options)
         } catch {

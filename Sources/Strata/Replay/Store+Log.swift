@@ -1,19 +1,5 @@
 import Foundation
 
-/// One transaction's effect on one object, for ``Store/history(of:)``.
-public struct HistoryEntry: Sendable, Equatable {
-    /// The transaction (the horizon, for the squashed entry that starts the history of a compacted store).
-    public let transactionID: TransactionID
-    /// When the transaction was committed (1970-01-01 for a squashed entry).
-    public let timestamp: Date
-    /// Who saved it (`compaction` for a squashed entry).
-    public let author: String
-    /// The transaction's metadata (`squashed` and `version` for a squashed entry).
-    public let metadata: [String: String]
-    /// The changes of that transaction that touch the object.
-    public let changes: [LoggedChange]
-}
-
 extension LogEntry {
     /// Commit time.
     public var timestamp: Date { Date(timeIntervalSince1970: Double(timestampMs) / 1000) }
@@ -54,10 +40,13 @@ extension Store {
     /// inside one: a slow `body` holds no lock of the store, so saves go on meanwhile, including
     /// one that grows the map. A ``close()`` from `body` closes the store, and the visit then
     /// throws ``StrataError/closed(path:)``.
-    public func forEachTransaction(from: TransactionID = TransactionID(1), to: TransactionID? = nil, author: String? = nil,
-                                   entity: String? = nil, _ body: (LogEntry) throws -> Bool) throws {
+    public func forEachTransaction(from: TransactionID = TransactionID(1), to: TransactionID? = nil,
+                                   author: String? = nil, entity: String? = nil,
+                                   _ body: (LogEntry) throws -> Bool) throws {
         let tag = try entity.map { name -> UInt16 in
-            guard let e = schema.entity(named: name) else { throw StrataError.invalidQuery(entity: EchoedText.shown(name), reason: "no such entity") }
+            guard let e = schema.entity(named: name) else {
+                throw StrataError.invalidQuery(entity: EchoedText.shown(name), reason: "no such entity")
+            }
             return e.tag
         }
         let snapshot = try self.snapshot(label: "log")
@@ -74,7 +63,9 @@ extension Store {
                 try view.forEachLogEntry(lower...upper) { entry in
                     read += 1
                     changes += entry.changes.count
-                    if author == nil || entry.author == author, tag.map({ entry.touches(entityTag: $0) }) ?? true { chunk.append(entry) }
+                    if author == nil || entry.author == author, tag.map({ entry.touches(entityTag: $0) }) ?? true {
+                        chunk.append(entry)
+                    }
                     guard read < Self.logChunkEntries && changes < Self.logChunkChanges else {
                         next = entry.transactionID.rawValue < upper ? entry.transactionID.rawValue + 1 : nil
                         return false
@@ -127,7 +118,8 @@ extension Store {
             if horizon > .zero {
                 let overlay = try AsOfContext.undoOverlay(view, back: horizon, from: snapshot.transactionID)
                 if let record = try MergedSource(base: view, overlays: [overlay]).record(id) {
-                    out.append(HistoryEntry(transactionID: horizon, timestamp: Date(timeIntervalSince1970: 0), author: "compaction",
+                    out.append(HistoryEntry(transactionID: horizon, timestamp: Date(timeIntervalSince1970: 0),
+                                            author: "compaction",
                                             metadata: ["squashed": "true", "version": record.version.description],
                                             changes: [.insert(id: id, values: record.values)]))
                 }
@@ -136,8 +128,8 @@ extension Store {
             try view.forEachLogEntry(horizon.next.rawValue...snapshot.transactionID.rawValue) { entry in
                 let mine = entry.changes.filter { $0.objectIDs.contains(id) }
                 if !mine.isEmpty {
-                    out.append(HistoryEntry(transactionID: entry.transactionID, timestamp: entry.timestamp, author: entry.author,
-                                            metadata: entry.metadata, changes: mine))
+                    out.append(HistoryEntry(transactionID: entry.transactionID, timestamp: entry.timestamp,
+                                            author: entry.author, metadata: entry.metadata, changes: mine))
                 }
                 return true
             }

@@ -26,35 +26,3 @@ public protocol Entity: Sendable {
     /// Builds the value from stored values (one per attribute, in schema order).
     init(id: ObjectID, storedValues: [Value]) throws
 }
-
-/// How a Swift type declares one attribute.
-public struct AttributeDeclaration: Sendable, Equatable {
-    /// The attribute's name in the schema.
-    public let name: String
-    /// The schema type the Swift property stores as.
-    public let type: AttributeType
-    /// Whether the Swift property is optional (the schema's attribute must agree).
-    public let isOptional: Bool
-    /// Declares the attribute `name` of type `type`, optional or not.
-    public init(name: String, type: AttributeType, isOptional: Bool) {
-        self.name = name
-        self.type = type
-        self.isOptional = isOptional
-    }
-}
-
-/// How a Swift type declares one relationship.
-public struct RelationshipDeclaration: Sendable, Equatable {
-    /// The relationship's name in the schema.
-    public let name: String
-    /// The name of the entity the relationship points at.
-    public let destination: String
-    /// Whether the relationship is to-many.
-    public let isToMany: Bool
-    /// Declares the relationship `name` to `destination`, to-one or to-many.
-    public init(name: String, destination: String, isToMany: Bool) {
-        self.name = name
-        self.destination = destination
-        self.isToMany = isToMany
-    }
-}

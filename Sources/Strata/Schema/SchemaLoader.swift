@@ -5,7 +5,8 @@ extension Schema {
     /// - Throws: ``SchemaError`` naming the file, entity and field at fault.
     public static func load(directory: URL) throws -> Schema {
         guard let last = try loadAll(directory: directory).last else {
-            throw SchemaError(file: directory.path, entity: nil, field: nil, reason: "no schema files (expected v1.json, v2.json, …)")
+            throw SchemaError(file: directory.path, entity: nil, field: nil,
+                              reason: "no schema files (expected v1.json, v2.json, …)")
         }
         return last
     }
@@ -17,7 +18,9 @@ extension Schema {
         do {
             names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
         } catch {
-            throw SchemaError(file: directory.path, entity: nil, field: nil, reason: "cannot read schema directory (\(FileSystemReason.unreadableDirectory(directory.path)))")
+            throw SchemaError(
+                file: directory.path, entity: nil, field: nil,
+                reason: "cannot read schema directory (\(FileSystemReason.unreadableDirectory(directory.path)))")
         }
         var versions: [(Int, String)] = []
         for name in names where name.hasPrefix("v") && name.hasSuffix(".json") {
@@ -36,11 +39,13 @@ extension Schema {
         for (position, (n, name)) in versions.enumerated() {
             let path = directory.appendingPathComponent(name).path
             guard n == position + 1 else {
-                throw SchemaError(file: path, entity: nil, field: nil, reason: "versions must be contiguous from 1; v\(position + 1).json is missing")
+                throw SchemaError(file: path, entity: nil, field: nil,
+                                  reason: "versions must be contiguous from 1; v\(position + 1).json is missing")
             }
             let schema = try load(file: URL(fileURLWithPath: path))
             if let first = schemas.first, first.model != schema.model {
-                throw SchemaError(file: path, entity: nil, field: "model", reason: "model '\(schema.model)' differs from '\(first.model)' in v1.json")
+                throw SchemaError(file: path, entity: nil, field: "model",
+                                  reason: "model '\(schema.model)' differs from '\(first.model)' in v1.json")
             }
             schemas.append(schema)
         }
@@ -53,7 +58,8 @@ extension Schema {
         do {
             data = try Data(contentsOf: file)
         } catch {
-            throw SchemaError(file: file.path, entity: nil, field: nil, reason: "cannot read file (\(FileSystemReason.unreadableFile(file.path)))")
+            throw SchemaError(file: file.path, entity: nil, field: nil,
+                              reason: "cannot read file (\(FileSystemReason.unreadableFile(file.path)))")
         }
         var expected: Int?
         let base = file.lastPathComponent
@@ -71,7 +77,8 @@ extension Schema {
 
     /// ``parse(_:source:expectedVersion:)``; `allowingSelfInverse` for a schema stored in a store
     /// (see ``SchemaLoader/allowsSelfInverse``).
-    static func parse(_ bytes: [UInt8], source: String, expectedVersion: Int? = nil, allowingSelfInverse: Bool) throws -> Schema {
+    static func parse(_ bytes: [UInt8], source: String, expectedVersion: Int? = nil,
+                      allowingSelfInverse: Bool) throws -> Schema {
         let json: JSONValue
         do {
             json = try JSONValue.parse(bytes)
@@ -103,44 +110,57 @@ struct SchemaLoader {
     func members(_ value: JSONValue, _ field: String?, allowed: Set<String>) throws -> [(String, JSONValue)] {
         guard case .object(let m) = value else { throw error(field, "expected an object, found \(value.typeName)") }
         for (key, _) in m where !allowed.contains(key) {
-            throw error(field, "unknown key '\(EchoedText.shown(key))' (allowed: \(allowed.sorted().joined(separator: ", ")))")
+            throw error(field,
+                        "unknown key '\(EchoedText.shown(key))' (allowed: \(allowed.sorted().joined(separator: ", ")))")
         }
         return m
     }
 
     func name(_ value: JSONValue?, _ field: String) throws -> String {
         guard let value else { throw error(field, "missing 'name'") }
-        guard case .string(let s) = value else { throw error(field, "'name' must be a string, found \(value.typeName)") }
+        guard case .string(let s) = value else {
+            throw error(field, "'name' must be a string, found \(value.typeName)")
+        }
         let ok = !s.isEmpty && s.utf8.count <= SchemaLimits.maxNameBytes
             && s.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "_") })
             && !(s.unicodeScalars.first.map { CharacterSet.decimalDigits.contains($0) } ?? true)
-        guard ok else { throw error(field, "name '\(EchoedText.shown(s))' must be an ASCII identifier of at most \(SchemaLimits.maxNameBytes) bytes") }
+        guard ok else {
+            throw error(field, "name '\(EchoedText.shown(s))' must be an ASCII identifier of at most " +
+                               "\(SchemaLimits.maxNameBytes) bytes")
+        }
         return s
     }
 
     func bool(_ value: JSONValue?, _ field: String, _ key: String, default d: Bool) throws -> Bool {
         guard let value else { return d }
-        guard case .bool(let b) = value else { throw error(field, "'\(key)' must be true or false, found \(value.typeName)") }
+        guard case .bool(let b) = value else {
+            throw error(field, "'\(key)' must be true or false, found \(value.typeName)")
+        }
         return b
     }
 
     mutating func load(_ root: JSONValue, expectedVersion: Int?) throws -> Schema {
         _ = try members(root, nil, allowed: ["model", "version", "entities", "description", "migration"])
-        guard case .string(let model)? = root["model"], !model.isEmpty else { throw error("model", "missing or not a non-empty string") }
+        guard case .string(let model)? = root["model"],
+              !model.isEmpty else { throw error("model", "missing or not a non-empty string") }
         _ = try name(.string(model), "model")
-        guard case .int(let v)? = root["version"], v >= 1, v <= Int64(UInt32.max) else { throw error("version", "missing or not a positive integer") }
+        guard case .int(let v)? = root["version"], v >= 1,
+              v <= Int64(UInt32.max) else { throw error("version", "missing or not a positive integer") }
         if let expectedVersion, expectedVersion != Int(v) {
             throw error("version", "file is named v\(expectedVersion).json but declares version \(v)")
         }
         guard case .array(let list)? = root["entities"] else { throw error("entities", "missing or not an array") }
         guard !list.isEmpty else { throw error("entities", "at least one entity is required") }
-        guard list.count <= SchemaLimits.maxEntities else { throw error("entities", "more than \(SchemaLimits.maxEntities) entities") }
+        guard list.count <= SchemaLimits.maxEntities else {
+            throw error("entities", "more than \(SchemaLimits.maxEntities) entities")
+        }
 
         // First pass: names and tags, so relationships can be checked against every entity.
         var drafts: [(name: String, tag: UInt16, json: JSONValue)] = []
         for (i, e) in list.enumerated() {
             entity = nil
-            _ = try members(e, "entities[\(i)]", allowed: ["name", "tag", "attributes", "relationships", "uniques", "indexes", "description"])
+            _ = try members(e, "entities[\(i)]", allowed: ["name", "tag", "attributes", "relationships", "uniques",
+                                                           "indexes", "description"])
             let n = try name(e["name"], "entities[\(i)]")
             entity = n
             if drafts.contains(where: { $0.name == n }) { throw error(nil, "duplicate entity name") }
@@ -151,7 +171,9 @@ struct SchemaLoader {
                 }
                 tag = UInt16(tv)
             }
-            if let other = drafts.first(where: { $0.tag == tag }) { throw error("tag", "tag \(tag) is already used by entity '\(other.name)'") }
+            if let other = drafts.first(where: { $0.tag == tag }) {
+                throw error("tag", "tag \(tag) is already used by entity '\(other.name)'")
+            }
             drafts.append((n, tag, e))
         }
         var entities: [EntityDescription] = []
@@ -165,35 +187,52 @@ struct SchemaLoader {
         if let migration = root["migration"] {
             guard v >= 2 else { throw error("migration", "version 1 has no previous version to migrate from") }
             _ = try members(migration, "migration", allowed: ["steps", "description"])
-            guard case .array(let list)? = migration["steps"] else { throw error("migration", "'steps' must be an array") }
+            guard case .array(let list)? = migration["steps"] else {
+                throw error("migration", "'steps' must be an array")
+            }
             steps = try list.enumerated().map { try loadStep($1, index: $0) }
         }
-        return Schema(model: model, version: Int(v), entities: entities, canonicalJSON: root.serialized, migrationSteps: steps)
+        return Schema(model: model, version: Int(v), entities: entities, canonicalJSON: root.serialized,
+                      migrationSteps: steps)
     }
 
-    mutating func loadEntity(_ json: JSONValue, name: String, tag: UInt16, all: [(name: String, tag: UInt16, json: JSONValue)]) throws -> EntityDescription {
-        guard case .array(let attrList)? = json["attributes"] else { throw error("attributes", "missing or not an array") }
-        guard attrList.count <= SchemaLimits.maxAttributesPerEntity else { throw error("attributes", "more than \(SchemaLimits.maxAttributesPerEntity) attributes") }
+    mutating func loadEntity(_ json: JSONValue, name: String, tag: UInt16,
+                             all: [(name: String, tag: UInt16, json: JSONValue)]) throws -> EntityDescription {
+        guard case .array(let attrList)? = json["attributes"] else {
+            throw error("attributes", "missing or not an array")
+        }
+        guard attrList.count <= SchemaLimits.maxAttributesPerEntity else {
+            throw error("attributes", "more than \(SchemaLimits.maxAttributesPerEntity) attributes")
+        }
         var attributes: [AttributeDescription] = []
         var memberNames: Set<String> = []
         for (i, a) in attrList.enumerated() {
             let attr = try loadAttribute(a, index: i)
-            guard memberNames.insert(attr.name).inserted else { throw error("attribute '\(attr.name)'", "duplicate member name") }
+            guard memberNames.insert(attr.name).inserted else {
+                throw error("attribute '\(attr.name)'", "duplicate member name")
+            }
             attributes.append(attr)
         }
         var relationships: [RelationshipDescription] = []
         if let rels = json["relationships"] {
             guard case .array(let relList) = rels else { throw error("relationships", "must be an array") }
-            guard relList.count <= SchemaLimits.maxRelationshipsPerEntity else { throw error("relationships", "more than \(SchemaLimits.maxRelationshipsPerEntity) relationships") }
+            guard relList.count <= SchemaLimits.maxRelationshipsPerEntity else {
+                throw error("relationships", "more than \(SchemaLimits.maxRelationshipsPerEntity) relationships")
+            }
             for (i, r) in relList.enumerated() {
                 let rel = try loadRelationship(r, index: i, entityName: name, entityTag: tag, all: all)
-                guard memberNames.insert(rel.name).inserted else { throw error("relationship '\(rel.name)'", "duplicate member name") }
+                guard memberNames.insert(rel.name).inserted else {
+                    throw error("relationship '\(rel.name)'", "duplicate member name")
+                }
                 relationships.append(rel)
             }
         }
-        let uniques = try loadIndexes(json["uniques"], key: "uniques", unique: true, attributes: attributes, entityTag: tag)
-        let indexes = try loadIndexes(json["indexes"], key: "indexes", unique: false, attributes: attributes, entityTag: tag)
-        return EntityDescription(name: name, tag: tag, attributes: attributes, relationships: relationships, uniques: uniques, indexes: indexes)
+        let uniques = try loadIndexes(json["uniques"], key: "uniques", unique: true, attributes: attributes,
+                                      entityTag: tag)
+        let indexes = try loadIndexes(json["indexes"], key: "indexes", unique: false, attributes: attributes,
+                                      entityTag: tag)
+        return EntityDescription(name: name, tag: tag, attributes: attributes, relationships: relationships,
+                                 uniques: uniques, indexes: indexes)
     }
 
     func loadAttribute(_ json: JSONValue, index: Int) throws -> AttributeDescription {
@@ -204,7 +243,8 @@ struct SchemaLoader {
         if Self.reservedNames.contains(n) { throw error(field, "'\(n)' is reserved") }
         guard case .string(let typeName)? = json["type"] else { throw error(field, "missing 'type'") }
         guard let type = AttributeType(rawValue: typeName) else {
-            throw error(field, "unknown type '\(EchoedText.shown(typeName))' (expected one of: \(AttributeType.allCases.map(\.rawValue).joined(separator: ", ")))")
+            throw error(field, "unknown type '\(EchoedText.shown(typeName))' (expected one of: " +
+                               "\(AttributeType.allCases.map(\.rawValue).joined(separator: ", ")))")
         }
         let optional = try bool(json["optional"], field, "optional", default: false)
         var defaultValue: Value?
@@ -222,45 +262,63 @@ struct SchemaLoader {
     func loadRelationship(_ json: JSONValue, index: Int, entityName: String, entityTag: UInt16,
                           all: [(name: String, tag: UInt16, json: JSONValue)]) throws -> RelationshipDescription {
         let place = "relationships[\(index)]"
-        _ = try members(json, place, allowed: ["name", "destination", "toMany", "inverse", "deleteRule", "optional", "description"])
+        _ = try members(json, place,
+                        allowed: ["name", "destination", "toMany", "inverse", "deleteRule", "optional", "description"])
         let n = try name(json["name"], place)
         let field = "relationship '\(n)'"
         if Self.reservedNames.contains(n) { throw error(field, "'\(n)' is reserved") }
         guard case .string(let dest)? = json["destination"] else { throw error(field, "missing 'destination'") }
-        guard all.contains(where: { $0.name == dest }) else { throw error(field, "destination '\(EchoedText.shown(dest))' is not an entity of this schema") }
-        guard case .string(let inverse)? = json["inverse"] else { throw error(field, "missing 'inverse' (every relationship needs an inverse)") }
+        guard all.contains(where: { $0.name == dest }) else {
+            throw error(field, "destination '\(EchoedText.shown(dest))' is not an entity of this schema")
+        }
+        guard case .string(let inverse)? = json["inverse"] else {
+            throw error(field, "missing 'inverse' (every relationship needs an inverse)")
+        }
         let toMany = try bool(json["toMany"], field, "toMany", default: false)
         let optional = try bool(json["optional"], field, "optional", default: true)
         if toMany && json["optional"] != nil { throw error(field, "'optional' applies to to-one relationships only") }
         var rule = DeleteRule.nullify
         if let r = json["deleteRule"] {
             guard case .string(let rs) = r, let parsed = DeleteRule(rawValue: rs) else {
-                throw error(field, "deleteRule must be one of: \(DeleteRule.allCases.map(\.rawValue).joined(separator: ", "))")
+                throw error(field,
+                            "deleteRule must be one of: \(DeleteRule.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             rule = parsed
         }
-        return RelationshipDescription(name: n, entityName: entityName, destination: dest, isToMany: toMany, inverseName: inverse,
-                                       deleteRule: rule, isOptional: optional, tag: entityTag << 8 | UInt16(index + 1), index: index)
+        return RelationshipDescription(name: n, entityName: entityName, destination: dest, isToMany: toMany,
+                                       inverseName: inverse, deleteRule: rule, isOptional: optional,
+                                       tag: entityTag << 8 | UInt16(index + 1), index: index)
     }
 
-    func loadIndexes(_ json: JSONValue?, key: String, unique: Bool, attributes: [AttributeDescription], entityTag: UInt16) throws -> [IndexDescription] {
+    func loadIndexes(_ json: JSONValue?, key: String, unique: Bool, attributes: [AttributeDescription],
+                     entityTag: UInt16) throws -> [IndexDescription] {
         guard let json else { return [] }
         guard case .array(let list) = json else { throw error(key, "must be an array of attribute-name arrays") }
-        guard list.count <= SchemaLimits.maxIndexesPerEntity else { throw error(key, "more than \(SchemaLimits.maxIndexesPerEntity) entries") }
+        guard list.count <= SchemaLimits.maxIndexesPerEntity else {
+            throw error(key, "more than \(SchemaLimits.maxIndexesPerEntity) entries")
+        }
         var result: [IndexDescription] = []
         for (i, item) in list.enumerated() {
             let place = "\(key)[\(i)]"
-            guard case .array(let names) = item, !names.isEmpty else { throw error(place, "must be a non-empty array of attribute names") }
-            guard names.count <= SchemaLimits.maxAttributesPerIndex else { throw error(place, "more than \(SchemaLimits.maxAttributesPerIndex) attributes") }
+            guard case .array(let names) = item,
+                  !names.isEmpty else { throw error(place, "must be a non-empty array of attribute names") }
+            guard names.count <= SchemaLimits.maxAttributesPerIndex else {
+                throw error(place, "more than \(SchemaLimits.maxAttributesPerIndex) attributes")
+            }
             var positions: [Int] = []
             for n in names {
                 guard case .string(let s) = n else { throw error(place, "attribute names must be strings") }
-                guard let a = attributes.first(where: { $0.name == s }) else { throw error(place, "unknown attribute '\(EchoedText.shown(s))'") }
+                guard let a = attributes.first(where: { $0.name == s }) else {
+                    throw error(place, "unknown attribute '\(EchoedText.shown(s))'")
+                }
                 guard !positions.contains(a.index) else { throw error(place, "attribute '\(s)' listed twice") }
                 positions.append(a.index)
             }
-            if result.contains(where: { $0.attributes == positions }) { throw error(place, "duplicate of an earlier entry") }
-            result.append(IndexDescription(attributes: positions, isUnique: unique, tag: entityTag << 8 | UInt16(i + 1)))
+            if result.contains(where: { $0.attributes == positions }) {
+                throw error(place, "duplicate of an earlier entry")
+            }
+            result.append(
+                IndexDescription(attributes: positions, isUnique: unique, tag: entityTag << 8 | UInt16(i + 1)))
         }
         return result
     }
@@ -276,7 +334,8 @@ struct SchemaLoader {
             return try name(.string(s), "\(place).\(key)")
         }
         func names(_ key: String) throws -> [String] {
-            guard case .array(let items)? = json[key], !items.isEmpty else { throw error(place, "'\(op)' needs '\(key)' (a non-empty array)") }
+            guard case .array(let items)? = json[key],
+                  !items.isEmpty else { throw error(place, "'\(op)' needs '\(key)' (a non-empty array)") }
             return try items.map {
                 guard case .string(let s) = $0 else { throw error(place, "'\(key)' holds attribute names") }
                 return try name(.string(s), "\(place).\(key)")
@@ -285,25 +344,48 @@ struct SchemaLoader {
         let allowed: Set<String>
         let step: MigrationStep
         switch rawOp {
-        case "addAttribute": allowed = ["entity", "attribute"]; step = .addAttribute(entity: try string("entity"), attribute: try string("attribute"))
-        case "removeAttribute": allowed = ["entity", "attribute"]; step = .removeAttribute(entity: try string("entity"), attribute: try string("attribute"))
-        case "renameEntity": allowed = ["from", "to"]; step = .renameEntity(from: try string("from"), to: try string("to"))
-        case "renameAttribute": allowed = ["entity", "from", "to"]; step = .renameAttribute(entity: try string("entity"), from: try string("from"), to: try string("to"))
-        case "renameRelationship": allowed = ["entity", "from", "to"]; step = .renameRelationship(entity: try string("entity"), from: try string("from"), to: try string("to"))
+        case "addAttribute":
+            allowed = ["entity", "attribute"]
+            step = .addAttribute(entity: try string("entity"), attribute: try string("attribute"))
+        case "removeAttribute":
+            allowed = ["entity", "attribute"]
+            step = .removeAttribute(entity: try string("entity"), attribute: try string("attribute"))
+        case "renameEntity":
+            allowed = ["from", "to"]
+            step = .renameEntity(from: try string("from"), to: try string("to"))
+        case "renameAttribute":
+            allowed = ["entity", "from", "to"]
+            step = .renameAttribute(entity: try string("entity"), from: try string("from"), to: try string("to"))
+        case "renameRelationship":
+            allowed = ["entity", "from", "to"]
+            step = .renameRelationship(entity: try string("entity"), from: try string("from"), to: try string("to"))
         case "changeType":
             allowed = ["entity", "attribute", "conversion"]
             let name = try string("conversion")
             guard let c = TypeConversion(rawValue: name) else {
-                throw error(place, "unknown conversion '\(EchoedText.shown(name))' (known: \(TypeConversion.allCases.map(\.rawValue).joined(separator: ", ")))")
+                throw error(place, "unknown conversion '\(EchoedText.shown(name))' (known: " +
+                                   "\(TypeConversion.allCases.map(\.rawValue).joined(separator: ", ")))")
             }
             step = .changeType(entity: try string("entity"), attribute: try string("attribute"), conversion: c)
-        case "addIndex": allowed = ["entity", "attributes"]; step = .addIndex(entity: try string("entity"), attributes: try names("attributes"))
-        case "removeIndex": allowed = ["entity", "attributes"]; step = .removeIndex(entity: try string("entity"), attributes: try names("attributes"))
-        case "addUnique": allowed = ["entity", "attributes"]; step = .addUnique(entity: try string("entity"), attributes: try names("attributes"))
-        case "removeUnique": allowed = ["entity", "attributes"]; step = .removeUnique(entity: try string("entity"), attributes: try names("attributes"))
-        case "custom": allowed = ["entity", "name"]; step = .custom(entity: try string("entity"), name: try string("name"))
+        case "addIndex":
+            allowed = ["entity", "attributes"]
+            step = .addIndex(entity: try string("entity"), attributes: try names("attributes"))
+        case "removeIndex":
+            allowed = ["entity", "attributes"]
+            step = .removeIndex(entity: try string("entity"), attributes: try names("attributes"))
+        case "addUnique":
+            allowed = ["entity", "attributes"]
+            step = .addUnique(entity: try string("entity"), attributes: try names("attributes"))
+        case "removeUnique":
+            allowed = ["entity", "attributes"]
+            step = .removeUnique(entity: try string("entity"), attributes: try names("attributes"))
+        case "custom":
+            allowed = ["entity", "name"]
+            step = .custom(entity: try string("entity"), name: try string("name"))
         default:
-            throw error(place, "unknown op '\(op)' (known: addAttribute, removeAttribute, renameEntity, renameAttribute, renameRelationship, changeType, addIndex, removeIndex, addUnique, removeUnique, custom)")
+            throw error(place,
+                        "unknown op '\(op)' (known: addAttribute, removeAttribute, renameEntity, renameAttribute, " +
+                        "renameRelationship, changeType, addIndex, removeIndex, addUnique, removeUnique, custom)")
         }
         _ = try members(json, place, allowed: allowed.union(["op", "description"]))
         return step
@@ -316,16 +398,20 @@ struct SchemaLoader {
             for r in e.relationships {
                 let field = "relationship '\(r.name)'"
                 guard let inverse = byName[r.destination]?.relationship(named: r.inverseName) else {
-                    throw error(field, "inverse '\(EchoedText.shown(r.inverseName))' does not exist on '\(r.destination)'")
+                    throw error(field,
+                                "inverse '\(EchoedText.shown(r.inverseName))' does not exist on '\(r.destination)'")
                 }
                 guard inverse.destination == e.name, inverse.inverseName == r.name else {
-                    throw error(field, "inverse '\(r.destination).\(r.inverseName)' does not point back to '\(e.name).\(r.name)'")
+                    throw error(
+                        field,
+                        "inverse '\(r.destination).\(r.inverseName)' does not point back to '\(e.name).\(r.name)'")
                 }
                 // One relationship cannot be both ends of a link: setting a.r = b would have to
                 // set b.r = a through the same slots, and an input such as a.r = b, b.r = c then
                 // changes the store on every import. A symmetric relation needs two relationships.
                 if inverse.name == r.name && r.destination == e.name && !allowsSelfInverse {
-                    throw error(field, "is declared as its own inverse ('\(e.name).\(r.name)' names '\(r.name)' on '\(e.name)' as its inverse); "
+                    throw error(field, "is declared as its own inverse ('\(e.name).\(r.name)' names '\(r.name)' on "
+                        + "'\(e.name)' as its inverse); "
                         + "declare two relationships, each the other's inverse (for example 'spouse' and 'spouseOf')")
                 }
             }

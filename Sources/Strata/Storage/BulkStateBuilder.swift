@@ -69,19 +69,24 @@ struct BulkStateBuilder {
     /// Adds one object; ids must ascend (the order of the `objects` database they are read from).
     mutating func add(id: ObjectID, values: [Value], version: TransactionID) throws {
         guard let e = schema.entity(tag: id.entityTag) else {
-            throw StrataError.corruptRecord(id: id, reason: "no entity with tag \(id.entityTag) in schema \(schema.model) v\(schema.version)")
+            throw StrataError.corruptRecord(
+                id: id, reason: "no entity with tag \(id.entityTag) in schema \(schema.model) v\(schema.version)")
         }
         // `ObjectID`'s order is its key bytes' (big-endian high, then low).
         if let lastID, lastID >= id {
             throw StrataError.corruptRecord(id: id, reason: "objects out of key order after \(lastID)")
         }
         lastID = id
-        records.add(key: id.keyBytes, value: RecordCodec.encode(Record(entity: e, id: id, values: values, version: version)), sorted: true)
+        records.add(key: id.keyBytes,
+                    value: RecordCodec.encode(Record(entity: e, id: id, values: values, version: version)),
+                    sorted: true)
         for index in e.indexes where carried?.indexTags.contains(index.tag) != true {
             indexes.addKey { Layout.appendIndexKey(index, record: values, id: id, to: &$0) }
         }
         for unique in e.uniques where carried?.uniqueTags.contains(unique.tag) != true {
-            if let key = try Layout.uniqueKey(unique, record: values, entity: e, id: id) { uniques.add(key: key, value: id.keyBytes) }
+            if let key = try Layout.uniqueKey(unique, record: values, entity: e, id: id) {
+                uniques.add(key: key, value: id.keyBytes)
+            }
         }
         objectsPerEntity[e.tag, default: 0] += 1
         added += 1
@@ -139,7 +144,9 @@ struct BulkStateBuilder {
         let db = env[name]
         let isUnique = name == .uniques
         if isUnique, let (earlier, later) = run.firstDuplicate() {
-            try env.read { txn -> Void in throw try clash(txn, key: run.key(later), id: run.value(later), owner: run.value(earlier)) }
+            try env.read { txn -> Void in
+                throw try clash(txn, key: run.key(later), id: run.value(later), owner: run.value(earlier))
+            }
         }
         func tag(_ i: Int) -> UInt16 { UInt16(truncatingIfNeeded: run.entries[i].prefix >> 48) }
         var next = 0
@@ -157,20 +164,27 @@ struct BulkStateBuilder {
             try env.writeGrowing { txn in
                 end = next
                 var bytes = 0
-                func more() -> Bool { end < run.entries.count && bytes < Self.batchBytes && (stopTag.map { tag(end) < $0 } ?? true) }
+                func more() -> Bool {
+                    end < run.entries.count && bytes < Self.batchBytes && (stopTag.map { tag(end) < $0 } ?? true)
+                }
                 if append {
                     try txn.withAppender(db) { appender in
                         while more() {
-                            try run.withEntry(end) { k, v in try appender.append(key: k, value: v); bytes += k.count + v.count }
+                            try run.withEntry(end) { k, v in
+                                try appender.append(key: k, value: v)
+                                bytes += k.count + v.count
+                            }
                             end += 1
                         }
                     }
                 } else {
                     while more() {
                         try run.withEntry(end) { k, v in
-                            if try txn.put(db, key: k, value: v, mode: isUnique ? .noOverwrite : .replace) == .keyExists {
+                            if try txn.put(db, key: k, value: v,
+                                           mode: isUnique ? .noOverwrite : .replace) == .keyExists {
                                 let owner = try txn.withValue(db, key: k) { ObjectID(keyBytes: $0) }
-                                throw try clash(txn, key: Array(k), id: ObjectID(keyBytes: v), owner: owner ?? ObjectID(keyBytes: v))
+                                throw try clash(txn, key: Array(k), id: ObjectID(keyBytes: v),
+                                                owner: owner ?? ObjectID(keyBytes: v))
                             }
                             bytes += k.count + v.count
                         }
@@ -190,8 +204,10 @@ struct BulkStateBuilder {
     private func clash(_ txn: LMDBTransaction, key: [UInt8], id: ObjectID, owner: ObjectID) throws -> StrataError {
         let tag = UInt16(key[0]) << 8 | UInt16(key[1])
         guard let e = schema.entity(tag: id.entityTag), let unique = e.uniques.first(where: { $0.tag == tag }),
-              let record = try txn.withValue(env[.objects], key: id.keyBytes, { try RecordCodec.decode($0, id: id, schema: schema) }) else {
-            return StrataError.corruptRecord(id: id, reason: "unique key clash with \(owner) on an unknown unique (tag \(tag))")
+              let record = try txn.withValue(env[.objects], key: id.keyBytes,
+                                             { try RecordCodec.decode($0, id: id, schema: schema) }) else {
+            return StrataError.corruptRecord(id: id,
+                                             reason: "unique key clash with \(owner) on an unknown unique (tag \(tag))")
         }
         return StrataError.uniqueClash(unique, e, record.values, id: id, owner: owner)
     }

@@ -53,41 +53,47 @@ extension LMDBEnvironment {
     /// Copies database `name` from `source` in key order, `batch` entries per write transaction,
     /// appending (the destination must be empty from the first key on). `transform` may rewrite
     /// or drop each entry.
-    func copy(_ name: DatabaseName, from source: LMDBTransaction, sourceEnv: LMDBEnvironment, into destination: DatabaseName? = nil,
-              prefix: [UInt8]? = nil, start: [UInt8]? = nil, until stop: [UInt8]? = nil, batch: Int = 8192,
+    func copy(_ name: DatabaseName, from source: LMDBTransaction, sourceEnv: LMDBEnvironment,
+              into destination: DatabaseName? = nil, prefix: [UInt8]? = nil, start: [UInt8]? = nil,
+              until stop: [UInt8]? = nil, batch: Int = 8192,
               transform: (([UInt8], [UInt8]) -> ([UInt8], [UInt8])?)? = nil) throws -> Int {
-        try copy(name, from: .held(source), sourceEnv: sourceEnv, into: destination, prefix: prefix, start: start, until: stop,
-                 batch: batch, transform: transform)
+        try copy(name, from: .held(source), sourceEnv: sourceEnv, into: destination, prefix: prefix, start: start,
+                 until: stop, batch: batch, transform: transform)
     }
 
     /// ``copy(_:from:sourceEnv:into:prefix:start:until:batch:transform:)`` from a ``ReadSource``:
     /// from a pinned snapshot, each chunk of the source is read in a read of its own, and the
     /// writes happen outside the source's reads.
-    func copy(_ name: DatabaseName, from source: ReadSource, sourceEnv: LMDBEnvironment, into destination: DatabaseName? = nil,
-              prefix: [UInt8]? = nil, start: [UInt8]? = nil, until stop: [UInt8]? = nil, batch: Int = 8192,
+    func copy(_ name: DatabaseName, from source: ReadSource, sourceEnv: LMDBEnvironment,
+              into destination: DatabaseName? = nil, prefix: [UInt8]? = nil, start: [UInt8]? = nil,
+              until stop: [UInt8]? = nil, batch: Int = 8192,
               transform: (([UInt8], [UInt8]) -> ([UInt8], [UInt8])?)? = nil) throws -> Int {
-        precondition(name != .counts && destination != .counts, "counts are copied key by key (the main database holds LMDB's records too)")
+        precondition(name != .counts && destination != .counts,
+                     "counts are copied key by key (the main database holds LMDB's records too)")
         return try Self.translatingDamage(name) {
-            try copy(sourceEnv[name], from: source, sourceEnv: sourceEnv, into: self[destination ?? name], prefix: prefix, start: start,
-                     until: stop, batch: batch, transform: transform)
+            try copy(sourceEnv[name], from: source, sourceEnv: sourceEnv, into: self[destination ?? name],
+                     prefix: prefix, start: start, until: stop, batch: batch, transform: transform)
         }
     }
 
-    /// Copies database `name` whole from `source` (see ``LMDBEnvironment/copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``).
+    /// Copies database `name` whole from `source` (see
+    /// ``LMDBEnvironment/copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)``).
     func copyDirect(_ name: DatabaseName, from source: LMDBTransaction, sourceEnv: LMDBEnvironment,
                     into destination: DatabaseName?, start: [UInt8]?, until stop: [UInt8]?,
                     batchBytes: Int = 4 << 20) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
-        try copyDirect(name, from: .held(source), sourceEnv: sourceEnv, into: destination, start: start, until: stop, batchBytes: batchBytes)
+        try copyDirect(name, from: .held(source), sourceEnv: sourceEnv, into: destination, start: start, until: stop,
+                       batchBytes: batchBytes)
     }
 
     /// ``copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)`` from a ``ReadSource``.
     func copyDirect(_ name: DatabaseName, from source: ReadSource, sourceEnv: LMDBEnvironment,
                     into destination: DatabaseName?, start: [UInt8]?, until stop: [UInt8]?,
                     batchBytes: Int = 4 << 20) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
-        precondition(name != .counts && destination != .counts, "counts are copied key by key (the main database holds LMDB's records too)")
+        precondition(name != .counts && destination != .counts,
+                     "counts are copied key by key (the main database holds LMDB's records too)")
         return try Self.translatingDamage(name) {
-            try copyDirect(sourceEnv[name], from: source, sourceEnv: sourceEnv, into: self[destination ?? name], start: start,
-                           until: stop, batchBytes: batchBytes)
+            try copyDirect(sourceEnv[name], from: source, sourceEnv: sourceEnv, into: self[destination ?? name],
+                           start: start, until: stop, batchBytes: batchBytes)
         }
     }
 
@@ -97,8 +103,10 @@ extension LMDBEnvironment {
         do {
             return try body()
         } catch let e as LMDBError where e.isKeyExists || e.isBadValueSize {
-            throw StrataError.corruptRecord(id: ObjectID(high: 0, low: 0),
-                                            reason: "\(name.rawValue): the store being copied has keys out of order or of an impossible size (a damaged B-tree; `storectl verify` reports what else is wrong): \(e)")
+            throw StrataError.corruptRecord(
+                id: ObjectID(high: 0, low: 0),
+                reason: "\(name.rawValue): the store being copied has keys out of order or of an impossible size (a " +
+                        "damaged B-tree; `storectl verify` reports what else is wrong): \(e)")
         }
     }
 

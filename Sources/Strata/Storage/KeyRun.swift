@@ -72,23 +72,30 @@ struct KeyRun {
         var prefix: UInt64 = 0, prefix2: UInt64 = 0
         bytes.withUnsafeBufferPointer { b in
             for i in 0..<min(8, keyCount) { prefix |= UInt64(b[start + i]) << UInt64(56 - 8 * i) }
-            if keyCount > 8 { for i in 8..<min(16, keyCount) { prefix2 |= UInt64(b[start + i]) << UInt64(120 - 8 * i) } }
+            if keyCount > 8 {
+                for i in 8..<min(16, keyCount) { prefix2 |= UInt64(b[start + i]) << UInt64(120 - 8 * i) }
+            }
         }
         if !sorted { inOrder = false }
-        entries.append(Entry(prefix: prefix, prefix2: prefix2, start: start, keyCount: Int32(keyCount), valueCount: Int32(valueCount)))
+        entries.append(Entry(prefix: prefix, prefix2: prefix2, start: start, keyCount: Int32(keyCount),
+                             valueCount: Int32(valueCount)))
     }
 
     func key(_ i: Int) -> [UInt8] { let e = entries[i]; return Array(bytes[e.start..<e.start + Int(e.keyCount)]) }
     func value(_ i: Int) -> ObjectID {
         let e = entries[i]
-        return bytes.withUnsafeBytes { ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: $0[e.start + Int(e.keyCount)..<e.start + Int(e.keyCount) + Int(e.valueCount)])) }
+        return bytes.withUnsafeBytes {
+            ObjectID(keyBytes: UnsafeRawBufferPointer(
+                rebasing: $0[e.start + Int(e.keyCount)..<e.start + Int(e.keyCount) + Int(e.valueCount)]))
+        }
     }
 
     func withEntry(_ i: Int, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
         let e = entries[i]
         try bytes.withUnsafeBytes { all in
             let k = UnsafeRawBufferPointer(rebasing: all[e.start..<e.start + Int(e.keyCount)])
-            let v = UnsafeRawBufferPointer(rebasing: all[e.start + Int(e.keyCount)..<e.start + Int(e.keyCount) + Int(e.valueCount)])
+            let v = UnsafeRawBufferPointer(
+                rebasing: all[e.start + Int(e.keyCount)..<e.start + Int(e.keyCount) + Int(e.valueCount)])
             try body(k, v)
         }
     }
@@ -163,7 +170,9 @@ struct KeyRun {
     /// The first two adjacent entries with equal keys (after sorting), if any.
     func firstDuplicate() -> (Int, Int)? {
         bytes.withUnsafeBytes { all in
-            for i in entries.indices.dropFirst() where Self.compareKeys(all, entries[i - 1], entries[i]) == 0 { return (i - 1, i) }
+            for i in entries.indices.dropFirst() where Self.compareKeys(all, entries[i - 1], entries[i]) == 0 {
+                return (i - 1, i)
+            }
             return nil
         }
     }

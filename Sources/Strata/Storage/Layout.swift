@@ -1,5 +1,3 @@
-import Glibc
-
 /// Key layouts of the named databases. All integers are big-endian so byte order is numeric order.
 ///
 /// | database | key | value |
@@ -10,7 +8,9 @@ import Glibc
 /// | `indexes` | index tag (u16) · sortable values · object id | empty |
 /// | `uniques` | unique tag (u16) · sortable values | object id |
 /// | `meta` | ASCII name | see ``MetaKey`` |
-/// | main (unnamed; ``DatabaseName/counts``) | `count/` · entity tag (u16) | live objects (u64); in `meta` in a format-1 store |
+/// | main (unnamed; ``DatabaseName/counts``) | `count/` · entity tag (u16) | live objects (u64) |
+///
+/// A format-1 store keeps the object counts in `meta` instead of the main database.
 enum Layout {
     /// Three-way comparison in LMDB's default key order (memcmp, then length).
     static func compare(_ a: [UInt8], _ b: [UInt8]) -> Int { KeyOrder.compare(a, b) }
@@ -67,7 +67,8 @@ enum Layout {
 
     /// The unique key of `values`, or nil when a component is null (nulls never clash, as in SQL).
     /// - Throws: ``ValidationFailure`` when the key would exceed LMDB's key size.
-    static func uniqueKey(_ index: IndexDescription, record values: [Value], entity: EntityDescription, id: ObjectID) throws -> [UInt8]? {
+    static func uniqueKey(_ index: IndexDescription, record values: [Value], entity: EntityDescription,
+                          id: ObjectID) throws -> [UInt8]? {
         // One allocation for the usual key (tag and a few short values) instead of regrowing.
         var k: [UInt8] = []
         k.reserveCapacity(48)
@@ -89,81 +90,3 @@ enum Layout {
         index.attributes.map { entity.attributes[$0].name }.joined(separator: "+")
     }
 }
-
-/// Names in the `meta` database.
-enum MetaKey {
-    /// Store format (u32). Bumped when the layout changes incompatibly.
-    static let format = Array("format".utf8)
-    /// Canonical JSON of the schema the store holds.
-    static let schema = Array("schema".utf8)
-    /// CRC-32C (u32) of ``schema``'s bytes: the stored schema names every entity, attribute and
-    /// relationship the store's data is read with, and no other checksum covers it. Written with
-    /// the schema; a store made before it has none (its schema is then checked against ``model``
-    /// and ``version`` only).
-    static let schemaChecksum = Array("schema-crc32c".utf8)
-    /// Model name (UTF-8) and version (u32), readable without parsing the schema.
-    static let model = Array("model".utf8)
-    static let version = Array("version".utf8)
-    /// Creation time, ms since 1970 (u64).
-    static let created = Array("created".utf8)
-    /// Compaction horizon (u64): the log holds only the transactions after it. The state at the
-    /// horizon is not stored again: it is the current state with the later transactions undone.
-    static let horizon = Array("horizon".utf8)
-    /// Live objects of an entity (u64): "count/" + entity tag, in ``DatabaseName/counts``.
-    static func count(_ tag: UInt16) -> [UInt8] { countPrefix + Layout.u16(tag) }
-    static let countPrefix = Array("count/".utf8)
-    /// A stored count value: eight bytes, at most `Int.max`; anything else is
-    /// ``StrataError/corruptRecord(id:reason:)``, never a trap or a count of 0.
-    static func countValue(_ b: UnsafeRawBufferPointer, _ tag: UInt16) throws -> Int {
-        guard b.count == 8 else {
-            throw StrataError.corruptRecord(id: ObjectID(high: UInt64(tag) << 48, low: 0), reason: "the object count of entity tag \(tag) is \(b.count) bytes, not 8")
-        }
-        var r = ByteReader(b)
-        let v = try r.u64()
-        guard v <= UInt64(Int.max) else {
-            throw StrataError.corruptRecord(id: ObjectID(high: UInt64(tag) << 48, low: 0), reason: "the object count of entity tag \(tag) is \(v)")
-        }
-        return Int(v)
-    }
-    /// Runs `body` with the ``count(_:)`` key of `tag` in a stack buffer (the save path's
-    /// count update allocates nothing for it).
-    @inline(__always)
-    static func withCountKey<R>(_ tag: UInt16, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        // "count/" in ASCII, then the tag big-endian: the bytes of `count(tag)`.
-        var key: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) = (0x63, 0x6F, 0x75, 0x6E, 0x74, 0x2F, UInt8(tag >> 8), UInt8(tag & 0xFF))
-        return try withUnsafeBytes(of: &key) { try body($0) }
-    }
-    /// Whether `key` is a ``count(_:)`` key.
-    static func isCount(_ key: [UInt8]) -> Bool { key.count == countPrefix.count + 2 && key.starts(with: countPrefix) }
-    /// The value of a ``count(_:)`` entry (u64; a count is never negative).
-    static func countValue(_ objects: Int) -> [UInt8] {
-        precondition(objects >= 0, "negative object count \(objects)")
-        var w = ByteWriter(capacity: 8)
-        w.u64(UInt64(objects))
-        return w.bytes
-    }
-    /// The format new stores and generations are written in. Format 2 keeps the counts in LMDB's
-    /// main database (``DatabaseName/counts``); format 1 kept them in `meta`. Both are read and
-    /// written; compaction and migration write the new generation in this format.
-    static let storeFormat: UInt32 = 2
-    /// The formats this Strata opens.
-    static let readableFormats: ClosedRange<UInt32> = 1...2
-    /// The one format that keeps the counts in `meta`.
-    static let countsInMetaFormat: UInt32 = 1
-    /// The stored `format` (nil in an environment without metadata yet). A value that is not a
-    /// u32 throws ``DecodingError``.
-    static func storedFormat(_ txn: LMDBTransaction, meta: LMDBDatabase) throws -> UInt32? {
-        try txn.withValue(meta, key: format) { b -> UInt32 in
-            guard b.count == 4 else { throw DecodingError(offset: 0, reason: "the store format is \(b.count) bytes, not 4") }
-            var r = ByteReader(b)
-            return try r.u32()
-        }
-    }
-    /// The stored value of `format`.
-    static func formatValue(_ f: UInt32) -> [UInt8] {
-        var w = ByteWriter(capacity: 4)
-        w.u32(f)
-        return w.bytes
-    }
-}
-

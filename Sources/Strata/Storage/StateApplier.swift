@@ -46,7 +46,8 @@ struct StateApplier: StateStore {
 
     func entity(of id: ObjectID) throws -> EntityDescription {
         guard let e = schema.entity(tag: id.entityTag) else {
-            throw StrataError.corruptRecord(id: id, reason: "no entity with tag \(id.entityTag) in schema \(schema.model) v\(schema.version)")
+            throw StrataError.corruptRecord(
+                id: id, reason: "no entity with tag \(id.entityTag) in schema \(schema.model) v\(schema.version)")
         }
         return e
     }
@@ -64,7 +65,9 @@ struct StateApplier: StateStore {
         var result: [ObjectID] = []
         try txn.scan(env[.links], prefix: Layout.linkPrefix(tag, from)) { key, _ in
             // tag (2) + from (16) + to (16)
-            guard key.count == 34 else { throw StrataError.corruptRecord(id: from, reason: "links: a key of \(key.count) bytes (34 expected)") }
+            guard key.count == 34 else {
+                throw StrataError.corruptRecord(id: from, reason: "links: a key of \(key.count) bytes (34 expected)")
+            }
             result.append(ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: key[18..<34])))
             return true
         }
@@ -94,7 +97,9 @@ struct StateApplier: StateStore {
             try addIndexEntries(e, values, id)
             countDeltas[e.tag, default: 0] += 1
         case .update(let id, let changes, _):
-            guard var record = try record(id) else { throw StrataError.corruptRecord(id: id, reason: "update of a missing object") }
+            guard var record = try record(id) else {
+                throw StrataError.corruptRecord(id: id, reason: "update of a missing object")
+            }
             let before = record.values
             for c in changes { record.values[c.attribute] = c.new }
             record.version = transactionID
@@ -103,7 +108,9 @@ struct StateApplier: StateStore {
             try reindex(record.entity, before, record.values, id, touched: touched)
             try countWriteForRelease()
         case .delete(let id, _, _):
-            guard let record = try record(id) else { throw StrataError.corruptRecord(id: id, reason: "delete of a missing object") }
+            guard let record = try record(id) else {
+                throw StrataError.corruptRecord(id: id, reason: "delete of a missing object")
+            }
             try removeIndexEntries(record.entity, record.values, id)
             try txn.delete(env[.objects], key: id.keyBytes)
             countDeltas[record.entity.tag, default: 0] -= 1
@@ -129,15 +136,20 @@ struct StateApplier: StateStore {
     }
 
     private mutating func addIndexEntries(_ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
-        for index in e.indexes { pendingIndex.addKey(tag: 1) { Layout.appendIndexKey(index, record: values, id: id, to: &$0) } }
+        for index in e.indexes {
+            pendingIndex.addKey(tag: 1) { Layout.appendIndexKey(index, record: values, id: id, to: &$0) }
+        }
         for unique in e.uniques {
-            if let key = try Layout.uniqueKey(unique, record: values, entity: e, id: id) { try putUnique(key, unique, e, values, id) }
+            if let key = try Layout.uniqueKey(unique, record: values, entity: e, id: id) {
+                try putUnique(key, unique, e, values, id)
+            }
         }
     }
 
     /// Puts a unique key, refusing one another object holds (checked by the put itself), or, when
     /// ``defersUniqueClashes``, putting it off until the set ends.
-    private mutating func putUnique(_ key: [UInt8], _ unique: IndexDescription, _ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
+    private mutating func putUnique(_ key: [UInt8], _ unique: IndexDescription, _ e: EntityDescription,
+                                    _ values: [Value], _ id: ObjectID) throws {
         if try txn.put(env[.uniques], key: key, value: id.keyBytes, mode: .noOverwrite) == .keyExists {
             guard let owner = try uniqueOwner(key), owner != id else { return }
             guard defersUniqueClashes else { throw StrataError.uniqueClash(unique, e, values, id: id, owner: owner) }
@@ -160,13 +172,18 @@ struct StateApplier: StateStore {
         defersUniqueClashes = false
         for d in deferred {
             // Only if the object still holds the key: a later change of the set may have moved on.
-            guard let r = try record(d.id), try Layout.uniqueKey(d.unique, record: r.values, entity: d.entity, id: d.id) == d.key else { continue }
+            guard let r = try record(d.id),
+                  try Layout.uniqueKey(d.unique, record: r.values, entity: d.entity, id: d.id) == d.key else {
+                continue
+            }
             try putUnique(d.key, d.unique, d.entity, r.values, d.id)
         }
     }
 
     private mutating func removeIndexEntries(_ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
-        for index in e.indexes { pendingIndex.addKey(tag: 0) { Layout.appendIndexKey(index, record: values, id: id, to: &$0) } }
+        for index in e.indexes {
+            pendingIndex.addKey(tag: 0) { Layout.appendIndexKey(index, record: values, id: id, to: &$0) }
+        }
         for unique in e.uniques {
             if let key = try Layout.uniqueKey(unique, record: values, entity: e, id: id) {
                 try deleteUnique(key, of: id)
@@ -174,16 +191,20 @@ struct StateApplier: StateStore {
         }
     }
 
-    private mutating func reindex(_ e: EntityDescription, _ old: [Value], _ new: [Value], _ id: ObjectID, touched: Set<Int>) throws {
+    private mutating func reindex(_ e: EntityDescription, _ old: [Value], _ new: [Value], _ id: ObjectID,
+                                  touched: Set<Int>) throws {
         for index in e.indexes where index.attributes.contains(where: touched.contains) {
-            let before = Layout.indexKey(index, record: old, id: id), after = Layout.indexKey(index, record: new, id: id)
+            let before = Layout.indexKey(index, record: old, id: id),
+                after = Layout.indexKey(index, record: new, id: id)
             if before == after { continue }
             pendingIndex.add(key: before, value: [0])
             pendingIndex.add(key: after, value: [1])
         }
         for unique in e.uniques where unique.attributes.contains(where: touched.contains) {
             if let key = try Layout.uniqueKey(unique, record: old, entity: e, id: id) { try deleteUnique(key, of: id) }
-            if let key = try Layout.uniqueKey(unique, record: new, entity: e, id: id) { try putUnique(key, unique, e, new, id) }
+            if let key = try Layout.uniqueKey(unique, record: new, entity: e, id: id) {
+                try putUnique(key, unique, e, new, id)
+            }
         }
     }
 
@@ -226,7 +247,11 @@ struct StateApplier: StateStore {
                 try pendingIndex.withEntry(i) { key, _ in
                     // An empty value at a valid address: LMDB copies it with memcpy, which must
                     // not be given NULL even for zero bytes.
-                    if put { try txn.put(db, key: key, value: UnsafeRawBufferPointer(start: key.baseAddress, count: 0)) } else { _ = try txn.delete(db, key: key) }
+                    if put {
+                        try txn.put(db, key: key, value: UnsafeRawBufferPointer(start: key.baseAddress, count: 0))
+                    } else {
+                        _ = try txn.delete(db, key: key)
+                    }
                 }
                 try countWriteForRelease()
             }
@@ -235,7 +260,8 @@ struct StateApplier: StateStore {
         for (tag, delta) in countDeltas where delta != 0 {
             // Key and value on the stack: a save's count update allocates nothing.
             try MetaKey.withCountKey(tag) { key in
-                let current = try txn.withValue(env[.counts], key: key) { b -> Int in try MetaKey.countValue(b, tag) } ?? 0
+                let current = try txn.withValue(env[.counts], key: key) { b -> Int in try MetaKey.countValue(b, tag) }
+                    ?? 0
                 // Below zero only when the count was already wrong (a store whose counts were
                 // lost, or a rebuild replaying deletes of objects from before its horizon):
                 // kept at zero, and `verify` reports a count that differs from the objects.

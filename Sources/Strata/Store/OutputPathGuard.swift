@@ -39,17 +39,23 @@ public enum OutputPathGuard {
             // The hop itself when it is a directory (an output naming the store), else the
             // directory it would be created in.
             if let id = identity(of: hop), isDirectory(hop), let store, id == store {
-                throw OutputPathRefusal(path: path, reason: "is the store directory \(storeDirectory ?? hop) (give a file outside the store)")
+                throw OutputPathRefusal(
+                    path: path,
+                    reason: "is the store directory \(storeDirectory ?? hop) (give a file outside the store)")
             }
             let parent = (hop as NSString).deletingLastPathComponent
             if let inside = storeAbove(parent.isEmpty ? "/" : parent, store: store) {
-                throw OutputPathRefusal(path: path, reason: "is inside the store directory \(inside); writing there would damage the store (give a file outside it)")
+                throw OutputPathRefusal(path: path, reason: "is inside the store directory \(inside); writing there " +
+                                                            "would damage the store (give a file outside it)")
             }
         }
         // An existing file that is one of the store's files under another name (a hard link).
-        guard let storeDirectory, let store, let last = hops.last, let target = identity(of: last), !isDirectory(last) else { return }
+        guard let storeDirectory, let store, let last = hops.last, let target = identity(of: last),
+              !isDirectory(last) else { return }
         if let file = storeFile(with: target, in: storeDirectory, device: store.device) {
-            throw OutputPathRefusal(path: path, reason: "is the store's file \(file) under another name (a hard link); writing there would damage the store (give another file)")
+            throw OutputPathRefusal(path: path,
+                                    reason: "is the store's file \(file) under another name (a hard link); writing " +
+                                            "there would damage the store (give another file)")
         }
     }
 
@@ -128,7 +134,9 @@ public enum OutputPathGuard {
     static func looksLikeStore(_ directory: String) -> Bool {
         var st = stat()
         if lstat(directory + "/" + StoreDirectory.lockFile, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG { return true }
-        if lstat(directory + "/" + StoreDirectory.currentLink, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK { return true }
+        if lstat(directory + "/" + StoreDirectory.currentLink, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK {
+            return true
+        }
         return false
     }
 
@@ -150,7 +158,8 @@ public enum OutputPathGuard {
                 let entry = relative.isEmpty ? name : relative + "/" + name
                 switch st.st_mode & S_IFMT {
                 case S_IFDIR: pending.append(entry)
-                case S_IFREG: if Identity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino)) == target { return entry }
+                case S_IFREG:
+                    if Identity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino)) == target { return entry }
                 default: continue
                 }
             }

@@ -53,7 +53,8 @@ public final class Store: Sendable {
     /// Held weakly: the context holds the store, and a strong reference back would keep both alive.
     private let main = Locked<WeakViewContext>(WeakViewContext())
 
-    private init(path: String, schema: Schema, configuration: StoreConfiguration, env: LMDBEnvironment, lock: StoreLock?, deleteOnClose: Bool) throws {
+    private init(path: String, schema: Schema, configuration: StoreConfiguration, env: LMDBEnvironment,
+                 lock: StoreLock?, deleteOnClose: Bool) throws {
         self.path = path
         self.schema = schema
         self.configuration = configuration
@@ -65,20 +66,27 @@ public final class Store: Sendable {
         var logger = Logger(label: "strata.store")
         logger[metadataKey: "store"] = "\(path)"
         self.logger = logger
-        snapshots = SnapshotRegistry(limit: configuration.maxOpenSnapshots, path: path, schema: schema, forkGeneration: forkGeneration)
+        snapshots = SnapshotRegistry(limit: configuration.maxOpenSnapshots, path: path, schema: schema,
+                                     forkGeneration: forkGeneration)
         if configuration.readOnly {
             writer = nil
         } else {
             let registry = snapshots
             let warnAfter = configuration.snapshotAgeWarningSeconds
             let log = logger
-            writer = Writer(env: env, storePath: path, schema: schema, config: configuration, hub: hub, logger: logger) {
+            writer = Writer(env: env, storePath: path, schema: schema, config: configuration, hub: hub,
+                            logger: logger) {
                 for s in registry.takeOverdueIfDue(olderThan: warnAfter) {
-                    log.warning("snapshot '\(s.label)' pinned at transaction \(s.transactionID) for \(Int(s.age)) s keeps old pages alive")
+                    log.warning("""
+                        snapshot '\(s.label)' pinned at transaction \(s.transactionID) for \(Int(s.age)) s \
+                        keeps old pages alive
+                        """)
                 }
             }
         }
-        if env.staleReadersCleared > 0 { logger.notice("cleared \(env.staleReadersCleared) stale reader slot(s) of crashed processes") }
+        if env.staleReadersCleared > 0 {
+            logger.notice("cleared \(env.staleReadersCleared) stale reader slot(s) of crashed processes")
+        }
     }
 
     deinit {
@@ -97,13 +105,16 @@ public final class Store: Sendable {
     ///   ``StrataError/storeTooNew(storeVersion:appVersion:model:)`` when versions differ (nothing is
     ///   changed), ``StrataError/alreadyOpen(path:reason:)`` when this process has it open with other
     ///   options, ``StrataError/notAStore(path:reason:)`` for a directory that is not a store.
-    public static func open(at url: URL, schema: Schema, configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
-        try StoreRegistry.shared.open(path: url.path, configuration: configuration, schema: schema, deleteOnClose: false)
+    public static func open(at url: URL, schema: Schema,
+                            configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
+        try StoreRegistry.shared.open(path: url.path, configuration: configuration, schema: schema,
+                                      deleteOnClose: false)
     }
 
     /// Opens an existing store read-write with the schema stored in it (for tools such as
     /// `storectl import`, which work with whatever model the store holds).
-    public static func openExisting(at url: URL, configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
+    public static func openExisting(at url: URL,
+                                    configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
         var config = configuration
         config.createIfMissing = false
         return try StoreRegistry.shared.open(path: url.path, configuration: config, schema: nil, deleteOnClose: false)
@@ -111,7 +122,8 @@ public final class Store: Sendable {
 
     /// Opens an existing store read-only, with the schema stored in it (for tools, and for prebuilt
     /// stores shipped read-only, also in a directory that cannot be written).
-    public static func openReadOnly(at url: URL, configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
+    public static func openReadOnly(at url: URL,
+                                    configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
         var config = configuration
         config.readOnly = true
         return try StoreRegistry.shared.open(path: url.path, configuration: config, schema: nil, deleteOnClose: false)
@@ -119,7 +131,8 @@ public final class Store: Sendable {
 
     /// A store in a new temporary directory, removed on ``close()``: the same code path as a real
     /// store (there is no separate in-memory engine), for tests and previews.
-    public static func temporary(schema: Schema, configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
+    public static func temporary(schema: Schema,
+                                 configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("strata-\(UUID().uuidString)")
         var config = configuration
         config.readOnly = false
@@ -128,7 +141,8 @@ public final class Store: Sendable {
     }
 
     /// Called by the registry with the canonical path, once per process.
-    static func make(path: String, schema appSchema: Schema?, configuration: StoreConfiguration, deleteOnClose: Bool) throws -> Store {
+    static func make(path: String, schema appSchema: Schema?, configuration: StoreConfiguration,
+                     deleteOnClose: Bool) throws -> Store {
         try configuration.validate()
         let fm = FileManager.default
         let permissions = StorePermissions(configuration)
@@ -150,7 +164,8 @@ public final class Store: Sendable {
         // Nothing in a directory that others may write can be trusted (they could have replaced
         // any file): refused before anything in it is opened or created.
         try permissions.checkDirectory(path, store: path)
-        let lock = try StoreLock(path: directory.lockPath, readOnly: configuration.readOnly, permissions: permissions, store: path)
+        let lock = try StoreLock(path: directory.lockPath, readOnly: configuration.readOnly, permissions: permissions,
+                                 store: path)
         let generation: String
         if let live = try directory.currentGeneration() {
             // Checked before anything is removed: the stale-generation sweep keeps only `live`,
@@ -158,7 +173,9 @@ public final class Store: Sendable {
             try directory.checkLiveGeneration(live)
             try permissions.checkDirectory(path + "/" + live, store: path)
             generation = live
-            if !configuration.readOnly && lock?.otherHolders().isEmpty == true { directory.removeStaleGenerations(except: live) }
+            if !configuration.readOnly && lock?.otherHolders().isEmpty == true {
+                directory.removeStaleGenerations(except: live)
+            }
         } else {
             try refuseWithoutCurrent(directory, mayCreate: mayCreate)
             generation = try directory.createFirstGeneration()
@@ -166,10 +183,14 @@ public final class Store: Sendable {
         let generationPath = path + "/" + generation
         // LMDB opens these by name and would follow a link planted in their place (writing,
         // for lock.mdb, wherever it points): refused before LMDB opens the generation.
-        for file in ["data.mdb", "lock.mdb"] { try StorePermissions.checkFile(generationPath + "/" + file, store: path) }
+        for file in ["data.mdb", "lock.mdb"] {
+            try StorePermissions.checkFile(generationPath + "/" + file, store: path)
+        }
         let dataSize = (try? fm.attributesOfItem(atPath: generationPath + "/data.mdb")[.size] as? Int) ?? nil
         // LMDB would quietly start an empty store in an emptied data file: every transaction gone.
-        if dataSize == 0 { throw StrataError.notAStore(path: path, reason: "\(generation)/data.mdb is empty: the store's data is gone") }
+        if dataSize == 0 {
+            throw StrataError.notAStore(path: path, reason: "\(generation)/data.mdb is empty: the store's data is gone")
+        }
         if dataSize == nil && !mayCreate { throw StrataError.storeNotFound(path: path) }
         let env = try openEnvironment(path: generationPath, configuration: configuration)
         do {
@@ -177,7 +198,8 @@ public final class Store: Sendable {
             // A new store: the generation's entries (data.mdb, lock.mdb) made durable with its
             // first commit, which `prepareMeta` just wrote.
             if dataSize == nil { try StoreDirectory.syncDirectory(generationPath) }
-            return try Store(path: path, schema: schema, configuration: configuration, env: env, lock: lock, deleteOnClose: deleteOnClose)
+            return try Store(path: path, schema: schema, configuration: configuration, env: env, lock: lock,
+                             deleteOnClose: deleteOnClose)
         } catch {
             env.close()
             throw error
@@ -193,21 +215,27 @@ public final class Store: Sendable {
             // A link to a directory that does not exist (`fileExists` follows it): mkdir would
             // not follow it, and making its target would create a directory wherever it points.
             let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) ?? "?"
-            throw StrataError.notAStore(path: path, reason: "cannot create directory: \(path) is a symbolic link to \(target), which does not exist "
+            throw StrataError.notAStore(path: path, reason: "cannot create directory: \(path) is a symbolic link to "
+                + "\(target), which does not exist "
                 + "(create that directory first, or give the path of a directory to create)")
         }
-        let parent = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
+        let parent = (path as NSString).deletingLastPathComponent.isEmpty
+            ? "." : (path as NSString).deletingLastPathComponent
         do {
             try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
         } catch {
-            throw StrataError.notAStore(path: path, reason: "cannot create directory: \(FileSystemReason.uncreatableDirectory(parent) ?? FileSystemReason.describe(error))")
+            throw StrataError.notAStore(
+                path: path,
+                reason: "cannot create directory: " +
+                        "\(FileSystemReason.uncreatableDirectory(parent) ?? FileSystemReason.describe(error))")
         }
         do {
             try permissions.makeDirectory(path)
         } catch StrataError.lmdb(let e) where e.code == EEXIST {
             // Made by another process opening the same new store at this moment.
         } catch StrataError.lmdb(let e) {
-            throw StrataError.notAStore(path: path, reason: "cannot create directory: \(String(cString: strerror(e.code)))")
+            throw StrataError.notAStore(path: path,
+                                        reason: "cannot create directory: \(String(cString: strerror(e.code)))")
         }
         try StoreDirectory.syncDirectory(parent)
     }
@@ -219,18 +247,22 @@ public final class Store: Sendable {
     private static func refuseWithoutCurrent(_ directory: StoreDirectory, mayCreate: Bool) throws {
         let path = directory.path
         if FileManager.default.fileExists(atPath: path + "/data.mdb") {
-            throw StrataError.notAStore(path: path, reason: "a bare LMDB environment (Strata keeps its data under current/)")
+            throw StrataError.notAStore(path: path,
+                                        reason: "a bare LMDB environment (Strata keeps its data under current/)")
         }
         if let orphan = directory.generationsHoldingData().first {
-            throw StrataError.notAStore(path: path, reason: "`current` is missing but \(orphan) holds a store's data; nothing was changed "
-                + "(if \(orphan) is the live generation, restore the link with `ln -s \(orphan) current` inside the store directory)")
+            throw StrataError.notAStore(path: path, reason: "`current` is missing but \(orphan) holds a store's data; "
+                + "nothing was changed "
+                + "(if \(orphan) is the live generation, restore the link with `ln -s \(orphan) current` inside the "
+                + "store directory)")
         }
         guard mayCreate else { throw StrataError.storeNotFound(path: path) }
     }
 
     private static func openEnvironment(path: String, configuration c: StoreConfiguration) throws -> LMDBEnvironment {
-        var options = LMDBOptions(mapSizeBytes: min(c.initialMapSizeBytes, c.maxMapSizeBytes), maxMapSizeBytes: c.maxMapSizeBytes,
-                                  maxReaders: c.maxReaders, readOnly: c.readOnly, noSync: c.durability == .relaxed, noLock: false)
+        var options = LMDBOptions(mapSizeBytes: min(c.initialMapSizeBytes, c.maxMapSizeBytes),
+                                  maxMapSizeBytes: c.maxMapSizeBytes, maxReaders: c.maxReaders, readOnly: c.readOnly,
+                                  noSync: c.durability == .relaxed, noLock: false)
         options.fileMode = StorePermissions(c).fileMode
         options.checkPages = c.checkPagesOnOpen
         // A read-only store in a directory we cannot write to: no lock file can exist, and nobody writes.
@@ -243,7 +275,8 @@ public final class Store: Sendable {
                 if let env = try? LMDBEnvironment(path: path, options: options) { return env }
             }
             if e.isDamagedPage {
-                throw StrataError.damagedStore(path: path, reason: "liblmdb found a damaged page (\(e.operation): \(e.message))")
+                throw StrataError.damagedStore(path: path,
+                                               reason: "liblmdb found a damaged page (\(e.operation): \(e.message))")
             } else if e.isForeignFormat {
                 throw StrataError.notAStore(path: path, reason: "data.mdb is not a readable LMDB file (\(e.message))")
             } else if e.isNotFound {
@@ -254,7 +287,8 @@ public final class Store: Sendable {
     }
 
     /// Initializes a new store's `meta`, or checks an existing one against the app's schema.
-    private static func prepareMeta(env: LMDBEnvironment, path: String, appSchema: Schema?, configuration: StoreConfiguration) throws -> Schema {
+    private static func prepareMeta(env: LMDBEnvironment, path: String, appSchema: Schema?,
+                                    configuration: StoreConfiguration) throws -> Schema {
         let stored: (format: UInt32, schema: [UInt8])? = try env.read { txn in
             let found: UInt32?
             do {
@@ -270,20 +304,24 @@ public final class Store: Sendable {
                 return b.count == 4 ? try r.u32() : nil
             }) {
                 guard let stored, stored == CRC32C.checksum(schema) else {
-                    throw StrataError.damagedStore(path: path, reason: "database 'meta', key 'schema': the stored schema fails its checksum")
+                    throw StrataError.damagedStore(
+                        path: path, reason: "database 'meta', key 'schema': the stored schema fails its checksum")
                 }
             }
             return (format, schema)
         }
         guard let stored else {
-            guard let appSchema, !configuration.readOnly else { throw StrataError.notAStore(path: path, reason: "no Strata metadata") }
+            guard let appSchema,
+                  !configuration.readOnly else { throw StrataError.notAStore(path: path, reason: "no Strata metadata") }
             let empty = try env.read { try $0.entryCount(env[.log]) == 0 && $0.entryCount(env[.objects]) == 0 }
             guard empty else { throw StrataError.notAStore(path: path, reason: "data without Strata metadata") }
             try writeMeta(env: env, schema: appSchema)
             return appSchema
         }
         guard MetaKey.readableFormats.contains(stored.format) else {
-            throw StrataError.notAStore(path: path, reason: "store format \(stored.format); this Strata reads formats \(MetaKey.readableFormats.lowerBound)–\(MetaKey.readableFormats.upperBound)")
+            throw StrataError.notAStore(
+                path: path, reason: "store format \(stored.format); this Strata reads formats " +
+                                    "\(MetaKey.readableFormats.lowerBound)–\(MetaKey.readableFormats.upperBound)")
         }
         let storeSchema: Schema
         do {
@@ -292,25 +330,37 @@ public final class Store: Sendable {
             throw StrataError.notAStore(path: path, reason: "stored schema is unreadable: \(e)")
         }
         let recorded = try env.read { txn -> (model: [UInt8]?, version: [UInt8]?) in
-            (try txn.withValue(env[.meta], key: MetaKey.model) { Array($0) }, try txn.withValue(env[.meta], key: MetaKey.version) { Array($0) })
+            (try txn.withValue(env[.meta], key: MetaKey.model) { Array($0) },
+             try txn.withValue(env[.meta], key: MetaKey.version) { Array($0) })
         }
         var version = ByteWriter(capacity: 4)
         version.u32(UInt32(truncatingIfNeeded: storeSchema.version))
         if let model = recorded.model, model != Array(storeSchema.model.utf8) {
-            throw StrataError.damagedStore(path: path, reason: "database 'meta': the stored schema's model '\(EchoedText.shown(storeSchema.model))' differs from the recorded model '\(EchoedText.shown(String(decoding: model, as: UTF8.self)))'")
+            throw StrataError.damagedStore(
+                path: path,
+                reason: "database 'meta': the stored schema's model '\(EchoedText.shown(storeSchema.model))' differs " +
+                        "from the recorded model '\(EchoedText.shown(String(decoding: model, as: UTF8.self)))'")
         }
         if let v = recorded.version, v != version.bytes {
-            throw StrataError.damagedStore(path: path, reason: "database 'meta': the stored schema's version \(storeSchema.version) differs from the recorded version")
+            throw StrataError.damagedStore(path: path,
+                                           reason: "database 'meta': the stored schema's version " +
+                                                   "\(storeSchema.version) differs from the recorded version")
         }
         guard let appSchema else { return storeSchema }
-        guard storeSchema.model == appSchema.model else { throw StrataError.modelMismatch(store: storeSchema.model, app: appSchema.model) }
+        guard storeSchema.model == appSchema.model else {
+            throw StrataError.modelMismatch(store: storeSchema.model, app: appSchema.model)
+        }
         if storeSchema.version < appSchema.version {
-            throw StrataError.migrationRequired(storeVersion: storeSchema.version, appVersion: appSchema.version, model: appSchema.model)
+            throw StrataError.migrationRequired(storeVersion: storeSchema.version, appVersion: appSchema.version,
+                                                model: appSchema.model)
         }
         if storeSchema.version > appSchema.version {
-            throw StrataError.storeTooNew(storeVersion: storeSchema.version, appVersion: appSchema.version, model: appSchema.model)
+            throw StrataError.storeTooNew(storeVersion: storeSchema.version, appVersion: appSchema.version,
+                                          model: appSchema.model)
         }
-        guard storeSchema.canonicalJSON == appSchema.canonicalJSON else { throw StrataError.schemaChanged(version: appSchema.version, model: appSchema.model) }
+        guard storeSchema.canonicalJSON == appSchema.canonicalJSON else {
+            throw StrataError.schemaChanged(version: appSchema.version, model: appSchema.model)
+        }
         return appSchema
     }
 
@@ -403,8 +453,9 @@ public final class Store: Sendable {
     /// close can end on another thread after the instance is gone. `inBackground`: the path was
     /// marked closing (``StoreRegistry/beginClosing(path:)``), to be unmarked at the end.
     private func closingParts(inBackground: Bool) -> ClosingParts {
-        ClosingParts(writer: writer, hub: hub, mainContext: main.withLock { $0.context }, snapshots: snapshots, env: env, lock: lock,
-                     path: path, storeID: ObjectIdentifier(self), deleteOnClose: deleteOnClose, inBackground: inBackground)
+        ClosingParts(writer: writer, hub: hub, mainContext: main.withLock { $0.context }, snapshots: snapshots,
+                     env: env, lock: lock, path: path, storeID: ObjectIdentifier(self), deleteOnClose: deleteOnClose,
+                     inBackground: inBackground)
     }
 
     /// The parts of a store that closing stops, in order (``finish()``).
@@ -463,7 +514,8 @@ public final class Store: Sendable {
     /// committed on the task's own thread instead, as ``saveAndWait(_:author:metadata:)`` does:
     /// with no fsync to wait for, that is shorter than the two thread hops it saves
     /// (``WriterStatistics/inlineAsyncSaves`` counts them).
-    public func save(_ changes: ChangeSet, author: String = "main", metadata: [String: String] = [:]) async throws -> TransactionID {
+    public func save(_ changes: ChangeSet, author: String = "main",
+                     metadata: [String: String] = [:]) async throws -> TransactionID {
         try await writerFor(changes).submit(changes, author: author, metadata: metadata)
     }
 
@@ -482,19 +534,22 @@ public final class Store: Sendable {
     /// saves arriving meanwhile share its group commit. Do not call it from a task that must not
     /// block (it holds a thread for the length of a commit, an fsync when durable), nor from
     /// inside the writer (throws ``StrataError/saveFromWriter(path:)``).
-    public func saveAndWait(_ changes: ChangeSet, author: String = "main", metadata: [String: String] = [:]) throws -> TransactionID {
+    public func saveAndWait(_ changes: ChangeSet, author: String = "main",
+                            metadata: [String: String] = [:]) throws -> TransactionID {
         try writerFor(changes).submitAndWait(changes, author: author, metadata: metadata)
     }
 
     /// Builds a change set with `body` and saves it with ``saveAndWait(_:author:metadata:)``.
-    public func saveAndWait(author: String = "main", metadata: [String: String] = [:], _ body: (inout ChangeSet) throws -> Void) throws -> TransactionID {
+    public func saveAndWait(author: String = "main", metadata: [String: String] = [:],
+                            _ body: (inout ChangeSet) throws -> Void) throws -> TransactionID {
         var changes = ChangeSet()
         try body(&changes)
         return try saveAndWait(changes, author: author, metadata: metadata)
     }
 
     /// Builds a change set with `body` and saves it.
-    public func save(author: String = "main", metadata: [String: String] = [:], _ body: (inout ChangeSet) throws -> Void) async throws -> TransactionID {
+    public func save(author: String = "main", metadata: [String: String] = [:],
+                     _ body: (inout ChangeSet) throws -> Void) async throws -> TransactionID {
         var changes = ChangeSet()
         try body(&changes)
         return try await save(changes, author: author, metadata: metadata)
@@ -529,7 +584,10 @@ public final class Store: Sendable {
         try checkUsable()
         let now = SnapshotRegistry.monotonicNanos()
         for s in snapshots.takeOverdueIfDue(olderThan: configuration.snapshotAgeWarningSeconds, now: now) {
-            logger.warning("snapshot '\(s.label)' pinned at transaction \(s.transactionID) for \(Int(s.age)) s keeps old pages alive")
+            logger.warning("""
+                snapshot '\(s.label)' pinned at transaction \(s.transactionID) for \(Int(s.age)) s keeps old \
+                pages alive
+                """)
         }
         return try Snapshot.open(store: self, label: label, now: now)
     }
@@ -550,7 +608,9 @@ public final class Store: Sendable {
         do {
             // Marked: a close() from user code inside (a child's custom merge closure) must not
             // wait for this read.
-            return try ThreadReads.marked(store: snapshots) { try env.read { try body(ReadView(txn: $0, env: env, schema: schema)) } }
+            return try ThreadReads.marked(store: snapshots) {
+                try env.read { try body(ReadView(txn: $0, env: env, schema: schema)) }
+            }
         } catch StrataError.closed(let p) where p == env.path {
             throw StrataError.closed(path: path)   // the store's path, not the generation's
         }
@@ -571,7 +631,10 @@ public final class Store: Sendable {
     /// Runs after every commit and when the accounting is read (snapshot opens run a throttled check).
     func warnAboutOldSnapshots() {
         for s in snapshots.takeOverdue(olderThan: configuration.snapshotAgeWarningSeconds) {
-            logger.warning("snapshot '\(s.label)' pinned at transaction \(s.transactionID) for \(Int(s.age)) s keeps old pages alive")
+            logger.warning("""
+                snapshot '\(s.label)' pinned at transaction \(s.transactionID) for \(Int(s.age)) s keeps old \
+                pages alive
+                """)
         }
     }
 

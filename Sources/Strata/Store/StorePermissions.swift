@@ -78,7 +78,8 @@ struct StorePermissions: Sendable, Equatable {
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw Self.posix(errno, "fstat \(path)") }
         guard st.st_mode & 0o7777 == mode else {
-            throw StrataError.insecure(path: path, reason: "its mode is \(Self.octal(st.st_mode & 0o7777)) after setting \(Self.octal(mode))")
+            throw StrataError.insecure(
+                path: path, reason: "its mode is \(Self.octal(st.st_mode & 0o7777)) after setting \(Self.octal(mode))")
         }
     }
 
@@ -90,17 +91,21 @@ struct StorePermissions: Sendable, Equatable {
         guard lstat(path, &st) == 0 else { throw Self.posix(errno, "lstat \(path)") }
         let kind = st.st_mode & S_IFMT
         if kind == S_IFLNK {
-            throw StrataError.insecure(path: store, reason: "\(path) is a symbolic link; a store's directories must be real directories")
+            throw StrataError.insecure(
+                path: store, reason: "\(path) is a symbolic link; a store's directories must be real directories")
         }
         guard kind == S_IFDIR else { throw StrataError.notAStore(path: store, reason: "\(path) is not a directory") }
         let mode = st.st_mode & 0o7777
         if mode & 0o002 != 0 {
-            throw StrataError.insecure(path: store, reason: "the directory \(path) is writable by others (mode \(Self.octal(mode))), who could replace the store's files; "
+            throw StrataError.insecure(path: store, reason: "the directory \(path) is writable by others "
+                + "(mode \(Self.octal(mode))), who could replace the store's files; "
                 + "make it private with `chmod o-w \(Self.quoted(path))`")
         }
         if mode & 0o020 != 0 && !sharedWithGroup {
-            throw StrataError.insecure(path: store, reason: "the directory \(path) is writable by its group (mode \(Self.octal(mode))) but the store is not opened as shared with the group; "
-                + "make it private with `chmod g-w \(Self.quoted(path))`, or open it shared with the group (StoreConfiguration.sharedWithGroup, storectl --shared-with-group)")
+            throw StrataError.insecure(path: store, reason: "the directory \(path) is writable by its group "
+                + "(mode \(Self.octal(mode))) but the store is not opened as shared with the group; "
+                + "make it private with `chmod g-w \(Self.quoted(path))`, or open it shared with the group "
+                + "(StoreConfiguration.sharedWithGroup, storectl --shared-with-group)")
         }
     }
 
@@ -117,9 +122,11 @@ struct StorePermissions: Sendable, Equatable {
         switch st.st_mode & S_IFMT {
         case S_IFREG: return
         case S_IFLNK:
-            throw StrataError.insecure(path: store, reason: "\(path) is a symbolic link; Strata never opens a store's files through a link "
+            throw StrataError.insecure(path: store, reason: "\(path) is a symbolic link; Strata never opens a store's "
+                + "files through a link "
                 + "(a link planted there would make the opener write where it points). Remove the link"
-                + ((path as NSString).lastPathComponent == "lock.mdb" ? " (lock.mdb is made again at the next open)" : " and put the file itself there"))
+                + ((path as NSString).lastPathComponent == "lock.mdb"
+                    ? " (lock.mdb is made again at the next open)" : " and put the file itself there"))
         default:
             throw StrataError.insecure(path: store, reason: "\(path) is not a regular file")
         }
@@ -136,7 +143,9 @@ struct StorePermissions: Sendable, Equatable {
 
     /// `path` as a shell word (single-quoted when it holds anything but safe characters).
     static func quoted(_ path: String) -> String {
-        let safe = path.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "/._-+,:@%".unicodeScalars.contains($0)) }
+        let safe = path.unicodeScalars.allSatisfy {
+            $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "/._-+,:@%".unicodeScalars.contains($0))
+        }
         return safe ? path : "'" + path.replacingOccurrences(of: "'", with: "'\\''") + "'"
     }
 }

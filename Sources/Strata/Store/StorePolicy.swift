@@ -12,15 +12,18 @@ struct StorePolicy: EnvironmentPolicy {
         StrataError.corruptRecord(id: ObjectID(high: 0, low: 0), reason: "database '\(database)': \(reason)")
     }
     func checkFile(_ file: String, in path: String) throws { try StorePermissions.checkFile(file, store: path) }
-    func setMode(_ fd: Int32, _ mode: mode_t, file: String) throws { try StorePermissions.setMode(fd, mode, path: file) }
+    func setMode(_ fd: Int32, _ mode: mode_t, file: String) throws {
+        try StorePermissions.setMode(fd, mode, path: file)
+    }
 }
 
 extension LMDBOptions {
     /// Options for an environment of a Strata store: its databases (``DatabaseName``), its errors
     /// and file checks (``StorePolicy``), files created private (``StorePermissions``).
     init(mapSizeBytes: Int, maxMapSizeBytes: Int, maxReaders: UInt32, readOnly: Bool, noSync: Bool, noLock: Bool) {
-        self.init(mapSizeBytes: mapSizeBytes, maxMapSizeBytes: maxMapSizeBytes, maxReaders: maxReaders, readOnly: readOnly,
-                  noSync: noSync, noLock: noLock, databases: DatabaseName.set, policy: StorePolicy())
+        self.init(mapSizeBytes: mapSizeBytes, maxMapSizeBytes: maxMapSizeBytes, maxReaders: maxReaders,
+                  readOnly: readOnly, noSync: noSync, noLock: noLock, databases: DatabaseName.set,
+                  policy: StorePolicy())
         fileMode = StorePermissions.private.fileMode
     }
 }

@@ -47,19 +47,26 @@ final class StoreRegistry: Sendable {
             let closing = e.closing[key] != nil
                 || entry != nil && existing.map { $0.isClosed && $0.processID == getpid() } ?? true
             if closing {
-                throw StrataError.alreadyOpen(path: key, reason: "it is still closing; try again when close() has returned")
+                throw StrataError.alreadyOpen(path: key,
+                                              reason: "it is still closing; try again when close() has returned")
             }
             // An instance inherited through fork() belongs to the parent: the child opens its own.
             if let existing, !existing.isClosed, existing.processID == getpid() {
                 if existing.configuration.readOnly != configuration.readOnly {
-                    throw StrataError.alreadyOpen(path: key, reason: "it is open \(existing.configuration.readOnly ? "read-only" : "read-write"); close it first")
+                    throw StrataError.alreadyOpen(
+                        path: key,
+                        reason: "it is open \(existing.configuration.readOnly ? "read-only" : "read-write"); close " +
+                                "it first")
                 }
                 if let schema, schema.canonicalJSON != existing.schema.canonicalJSON {
-                    throw StrataError.alreadyOpen(path: key, reason: "it is open with a different schema (\(existing.schema.model) v\(existing.schema.version))")
+                    throw StrataError.alreadyOpen(path: key,
+                                                  reason: "it is open with a different schema " +
+                                                          "(\(existing.schema.model) v\(existing.schema.version))")
                 }
                 return existing
             }
-            let store = try Store.make(path: key, schema: schema, configuration: configuration, deleteOnClose: deleteOnClose)
+            let store = try Store.make(path: key, schema: schema, configuration: configuration,
+                                       deleteOnClose: deleteOnClose)
             e.stores[key] = WeakStore(store: store)
             return store
         }
@@ -73,7 +80,9 @@ final class StoreRegistry: Sendable {
     /// Forgets the store with `storeID` at `path` (or a released one), not a newer store there.
     func remove(path: String, storeID: ObjectIdentifier) {
         entries.withLock { e in
-            if let current = e.stores[path], (current.store.map(ObjectIdentifier.init) ?? storeID) == storeID { e.stores[path] = nil }
+            if let current = e.stores[path], (current.store.map(ObjectIdentifier.init) ?? storeID) == storeID {
+                e.stores[path] = nil
+            }
         }
     }
 }

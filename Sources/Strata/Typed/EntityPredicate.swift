@@ -16,9 +16,13 @@ public struct EntityPredicate<Root: Entity>: Sendable {
     public static var all: EntityPredicate { EntityPredicate(.all) }
 
     /// Matches the objects that both predicates match.
-    public static func && (a: EntityPredicate, b: EntityPredicate) -> EntityPredicate { EntityPredicate(a.predicate && b.predicate) }
+    public static func && (a: EntityPredicate, b: EntityPredicate) -> EntityPredicate {
+        EntityPredicate(a.predicate && b.predicate)
+    }
     /// Matches the objects that either predicate matches.
-    public static func || (a: EntityPredicate, b: EntityPredicate) -> EntityPredicate { EntityPredicate(a.predicate || b.predicate) }
+    public static func || (a: EntityPredicate, b: EntityPredicate) -> EntityPredicate {
+        EntityPredicate(a.predicate || b.predicate)
+    }
     /// Matches the objects that the predicate does not match.
     public static prefix func ! (a: EntityPredicate) -> EntityPredicate { EntityPredicate(.not(a.predicate)) }
 
@@ -27,23 +31,39 @@ public struct EntityPredicate<Root: Entity>: Sendable {
 }
 
 /// The attribute's value equals `v` (for an optional attribute, `nil` matches objects without a value).
-public func == <R, V>(k: Attribute<R, V>, v: V) -> EntityPredicate<R> { EntityPredicate(.compare(attribute: k.index, .equal, v.storedValue)) }
+public func == <R, V>(k: Attribute<R, V>, v: V) -> EntityPredicate<R> {
+    EntityPredicate(.compare(attribute: k.index, .equal, v.storedValue))
+}
 /// The attribute's value differs from `v` (an object without a value matches a non-`nil` `v`).
-public func != <R, V>(k: Attribute<R, V>, v: V) -> EntityPredicate<R> { EntityPredicate(.compare(attribute: k.index, .notEqual, v.storedValue)) }
+public func != <R, V>(k: Attribute<R, V>, v: V) -> EntityPredicate<R> {
+    EntityPredicate(.compare(attribute: k.index, .notEqual, v.storedValue))
+}
 /// The attribute's value is less than `v`. An object without a value matches: no value is less than any value.
-public func < <R, V>(k: Attribute<R, V>, v: V) -> EntityPredicate<R> { EntityPredicate(.compare(attribute: k.index, .less, v.storedValue)) }
+public func < <R, V>(k: Attribute<R, V>, v: V) -> EntityPredicate<R> {
+    EntityPredicate(.compare(attribute: k.index, .less, v.storedValue))
+}
 /// The attribute's value is less than or equal to `v` (an object without a value matches).
-public func <= <R, V>(k: Attribute<R, V>, v: V) -> EntityPredicate<R> { EntityPredicate(.compare(attribute: k.index, .lessOrEqual, v.storedValue)) }
+public func <= <R, V>(k: Attribute<R, V>, v: V) -> EntityPredicate<R> {
+    EntityPredicate(.compare(attribute: k.index, .lessOrEqual, v.storedValue))
+}
 /// The attribute's value is greater than `v` (an object without a value never matches a non-`nil` `v`).
-public func > <R, V>(k: Attribute<R, V>, v: V) -> EntityPredicate<R> { EntityPredicate(.compare(attribute: k.index, .greater, v.storedValue)) }
+public func > <R, V>(k: Attribute<R, V>, v: V) -> EntityPredicate<R> {
+    EntityPredicate(.compare(attribute: k.index, .greater, v.storedValue))
+}
 /// The attribute's value is greater than or equal to `v`.
-public func >= <R, V>(k: Attribute<R, V>, v: V) -> EntityPredicate<R> { EntityPredicate(.compare(attribute: k.index, .greaterOrEqual, v.storedValue)) }
+public func >= <R, V>(k: Attribute<R, V>, v: V) -> EntityPredicate<R> {
+    EntityPredicate(.compare(attribute: k.index, .greaterOrEqual, v.storedValue))
+}
 
 extension Attribute {
     /// `low <= value <= high`.
-    public func between(_ low: V, _ high: V) -> EntityPredicate<Root> { EntityPredicate(.between(attribute: index, low.storedValue, high.storedValue)) }
+    public func between(_ low: V, _ high: V) -> EntityPredicate<Root> {
+        EntityPredicate(.between(attribute: index, low.storedValue, high.storedValue))
+    }
     /// The value is one of `values`.
-    public func `in`(_ values: [V]) -> EntityPredicate<Root> { EntityPredicate(.isIn(attribute: index, values.map(\.storedValue))) }
+    public func `in`(_ values: [V]) -> EntityPredicate<Root> {
+        EntityPredicate(.isIn(attribute: index, values.map(\.storedValue)))
+    }
 }
 
 extension Attribute where V == String {
@@ -77,47 +97,28 @@ extension Attribute where V == String? {
 }
 
 /// The to-one relationship points at `target` (`nil`: is unset).
-public func == <R, T>(k: ToOne<R, T>, target: ObjectID?) -> EntityPredicate<R> { EntityPredicate(.related(relationship: k.tag, target)) }
+public func == <R, T>(k: ToOne<R, T>, target: ObjectID?) -> EntityPredicate<R> {
+    EntityPredicate(.related(relationship: k.tag, target))
+}
 /// The to-one relationship does not point at `target` (`nil`: is set).
-public func != <R, T>(k: ToOne<R, T>, target: ObjectID?) -> EntityPredicate<R> { EntityPredicate(.not(.related(relationship: k.tag, target))) }
+public func != <R, T>(k: ToOne<R, T>, target: ObjectID?) -> EntityPredicate<R> {
+    EntityPredicate(.not(.related(relationship: k.tag, target)))
+}
 
 extension ToOne {
     /// The target exists and matches `p` (a key path through the relationship).
-    public func matches(_ p: EntityPredicate<Target>) -> EntityPredicate<Root> { EntityPredicate(.through(relationship: tag, p.predicate)) }
+    public func matches(_ p: EntityPredicate<Target>) -> EntityPredicate<Root> {
+        EntityPredicate(.through(relationship: tag, p.predicate))
+    }
 }
 
 extension ToMany {
     /// Some target matches `p`.
-    public func any(_ p: EntityPredicate<Target>) -> EntityPredicate<Root> { EntityPredicate(.any(relationship: tag, p.predicate)) }
-    /// `target` is among the targets.
-    public func contains(_ target: ObjectID) -> EntityPredicate<Root> { EntityPredicate(.any(relationship: tag, .idIn([target]))) }
-}
-
-/// A typed fetch: filter, sort, window.
-public struct FetchRequest<E: Entity>: Sendable {
-    /// Which objects to fetch.
-    public var predicate: EntityPredicate<E>
-    /// The sort order (``Attribute/ascending`` or ``Attribute/descending`` keys); ties are broken by object id.
-    public var sort: [SortKey]
-    /// The most objects to return after `offset` (`nil`: no limit).
-    public var limit: Int?
-    /// How many objects of the sorted results to skip.
-    public var offset: Int
-
-    /// A request for the objects matching `predicate`, sorted and windowed.
-    ///
-    /// - Parameters:
-    ///   - predicate: Which objects to fetch (default: every object).
-    ///   - sort: The sort order; ties are broken by object id.
-    ///   - limit: The most objects to return (`nil`: no limit).
-    ///   - offset: How many objects of the sorted results to skip.
-    public init(where predicate: EntityPredicate<E> = .all, sortedBy sort: [SortKey] = [], limit: Int? = nil, offset: Int = 0) {
-        self.predicate = predicate
-        self.sort = sort
-        self.limit = limit
-        self.offset = offset
+    public func any(_ p: EntityPredicate<Target>) -> EntityPredicate<Root> {
+        EntityPredicate(.any(relationship: tag, p.predicate))
     }
-
-    /// The untyped query.
-    public var query: Query { Query(entity: E.entityName, predicate: predicate.predicate, sort: sort, limit: limit, offset: offset) }
+    /// `target` is among the targets.
+    public func contains(_ target: ObjectID) -> EntityPredicate<Root> {
+        EntityPredicate(.any(relationship: tag, .idIn([target])))
+    }
 }

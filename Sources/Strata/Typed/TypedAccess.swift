@@ -6,8 +6,8 @@ extension ObjectReading {
     }
 
     /// Objects of `E` matching `predicate`, sorted and windowed.
-    public func fetch<E: Entity>(_ type: E.Type, where predicate: EntityPredicate<E> = .all, sortedBy sort: [SortKey] = [],
-                                 limit: Int? = nil, offset: Int = 0) throws -> [E] {
+    public func fetch<E: Entity>(_ type: E.Type, where predicate: EntityPredicate<E> = .all,
+                                 sortedBy sort: [SortKey] = [], limit: Int? = nil, offset: Int = 0) throws -> [E] {
         try fetch(FetchRequest(where: predicate, sortedBy: sort, limit: limit, offset: offset))
     }
 
@@ -59,7 +59,8 @@ extension ChangeSet {
     /// Replaces every attribute of the stored object with `object`'s (only differences are logged).
     public mutating func update<E: Entity>(_ object: E) {
         note(E.self)
-        append(.update(id: object.id, attributes: object.storedValues.enumerated().map { AttributeValue(attribute: $0, value: $1) }))
+        append(.update(id: object.id,
+                       attributes: object.storedValues.enumerated().map { AttributeValue(attribute: $0, value: $1) }))
     }
 
     /// Sets one attribute of an existing object.
@@ -85,19 +86,9 @@ extension ChangeSet {
     }
 
     /// Removes `target` from a to-many relationship of `id`.
-    public mutating func remove<E: Entity, T: Entity>(_ target: ObjectID, from relationship: ToMany<E, T>, of id: ObjectID) {
+    public mutating func remove<E: Entity, T: Entity>(_ target: ObjectID, from relationship: ToMany<E, T>,
+                                                      of id: ObjectID) {
         note(E.self)
         append(.unlink(relationship: relationship.tag, from: .id(id), to: .id(target)))
     }
 }
-
-extension Store {
-    /// Opens a store and checks the given Swift entity types against its schema up front.
-    public static func open(at url: URL, schema: Schema, entities: [any Entity.Type],
-                            configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
-        for type in entities { try schema.check(type) }
-        return try open(at: url, schema: schema, configuration: configuration)
-    }
-}
-
-import Foundation

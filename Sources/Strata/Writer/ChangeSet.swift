@@ -96,7 +96,9 @@ public struct ChangeSet: Sendable {
     /// Replaces every attribute of the stored object with the record's values (only differences
     /// are logged).
     public mutating func update(_ record: Record) {
-        operations.append(.update(id: record.id, attributes: record.values.enumerated().map { AttributeValue(attribute: $0, value: $1) }))
+        operations.append(
+            .update(id: record.id,
+                    attributes: record.values.enumerated().map { AttributeValue(attribute: $0, value: $1) }))
     }
 
     /// Deletes an object; its relationships follow their delete rules.

@@ -46,7 +46,8 @@ struct SaveResolver<S: StateStore> {
         self.collectsChanges = collectsChanges
     }
 
-    private func fail(_ kind: ValidationFailure.Kind, _ entity: String, _ id: ObjectID?, _ field: String?, _ reason: String) -> StrataError {
+    private func fail(_ kind: ValidationFailure.Kind, _ entity: String, _ id: ObjectID?, _ field: String?,
+                      _ reason: String) -> StrataError {
         ValueRules.failure(kind, entity, id, field, reason)
     }
 
@@ -62,14 +63,15 @@ struct SaveResolver<S: StateStore> {
     /// Resolves and applies every operation. `checkRequired` runs the end-of-save check of required
     /// to-one relationships (off inside a child context, where a commit is not a save yet).
     mutating func run(_ set: ChangeSet, checkRequired: Bool = true) throws {
-        try run(set.operations, bases: set.baseVersions, policy: set.mergePolicy, checkRequired: checkRequired, netState: set.isNetState)
+        try run(set.operations, bases: set.baseVersions, policy: set.mergePolicy, checkRequired: checkRequired,
+                netState: set.isNetState)
     }
 
     /// ``run(_:checkRequired:)`` for operations without a change set around them.
     /// With `netState` (a child context's net changes, ``ChangeSet/isNetState``) the set is judged
     /// on its result: unique keys are checked when it ends, and removing what is gone is done.
-    mutating func run(_ operations: [ChangeSet.Operation], bases: [ObjectID: BaseVersion], policy: MergePolicy, checkRequired: Bool,
-                      netState: Bool = false) throws {
+    mutating func run(_ operations: [ChangeSet.Operation], bases: [ObjectID: BaseVersion], policy: MergePolicy,
+                      checkRequired: Bool, netState: Bool = false) throws {
         self.bases = bases
         self.policy = policy
         checkingRequired = checkRequired
@@ -99,7 +101,9 @@ struct SaveResolver<S: StateStore> {
             case .put(let id, let values):
                 if try applier.exists(id) {
                     let e = try entity(id)
-                    try update(id, try prepared(e, id, values).enumerated().map { ChangeSet.AttributeValue(attribute: $0, value: $1) })
+                    try update(id, try prepared(e, id, values).enumerated().map {
+                        ChangeSet.AttributeValue(attribute: $0, value: $1)
+                    })
                 } else {
                     try insert(id, values)
                 }
@@ -171,12 +175,18 @@ struct SaveResolver<S: StateStore> {
         }
         let e = try entity(id)
         var contextValues = base.values
-        for a in attributes where a.attribute >= 0 && a.attribute < contextValues.count { contextValues[a.attribute] = a.value }
-        let storeChanged = current.map { c in Set(e.attributes.indices.filter { c.values[$0] != base.values[$0] }) } ?? []
+        for a in attributes where a.attribute >= 0 && a.attribute < contextValues.count {
+            contextValues[a.attribute] = a.value
+        }
+        let storeChanged = current.map { c in
+            Set(e.attributes.indices.filter { c.values[$0] != base.values[$0] })
+        } ?? []
         let conflict = MergeConflict(
-            kind: current == nil ? .deleted : .changed, objectID: id, entity: e.name, baseVersion: base.version, storeVersion: current?.version,
+            kind: current == nil ? .deleted : .changed, objectID: id, entity: e.name, baseVersion: base.version,
+            storeVersion: current?.version,
             changedByStore: storeChanged.sorted().map { e.attributes[$0].name },
-            changedByContext: e.attributes.indices.filter { contextValues[$0] != base.values[$0] }.map { e.attributes[$0].name },
+            changedByContext: e.attributes.indices.filter { contextValues[$0] != base.values[$0] }
+                .map { e.attributes[$0].name },
             baseValues: base.values, storeValues: current?.values ?? [], contextValues: contextValues)
         let decision: Decision
         switch policy {
@@ -185,7 +195,8 @@ struct SaveResolver<S: StateStore> {
             decision = .skip
         case .storeWins: decision = .skip
         case .contextWins: decision = current == nil ? .reinsert(contextValues) : .apply
-        case .propertyMerge(let side): decision = current == nil ? .skip : .merge(storeChanged: storeChanged, preferContext: side == .context)
+        case .propertyMerge(let side):
+            decision = current == nil ? .skip : .merge(storeChanged: storeChanged, preferContext: side == .context)
         case .custom(let resolve):
             switch resolve(conflict) {
             case .keepContext: decision = current == nil ? .reinsert(contextValues) : .apply
@@ -226,7 +237,8 @@ struct SaveResolver<S: StateStore> {
         }
         let values = try prepared(e, id, input)
         guard let key = try Layout.uniqueKey(e.uniques[constraint], record: values, entity: e, id: id) else {
-            throw fail(.requiredAttribute, e.name, id, Layout.uniqueFieldName(e.uniques[constraint], e), "an upsert needs a value for every attribute of its unique key")
+            throw fail(.requiredAttribute, e.name, id, Layout.uniqueFieldName(e.uniques[constraint], e),
+                       "an upsert needs a value for every attribute of its unique key")
         }
         guard let owner = try applier.uniqueOwner(key), owner != id else {
             return try insert(id, values)
@@ -257,7 +269,9 @@ struct SaveResolver<S: StateStore> {
             return try insert(id, values)
         }
         let e = try entity(id)
-        guard let record = try applier.record(id) else { throw fail(.objectNotFound, e.name, id, nil, "cannot update: no such object") }
+        guard let record = try applier.record(id) else {
+            throw fail(.objectNotFound, e.name, id, nil, "cannot update: no such object")
+        }
         var values = record.values
         var changed: [AttributeChange] = []
         for av in attributes {
@@ -288,7 +302,8 @@ struct SaveResolver<S: StateStore> {
             case .deny:
                 // A child's net changes are judged whole: targets the same set deletes do not deny.
                 guard netState, targets.allSatisfy({ deleted.contains($0) || deletesAsked.contains($0) }) else {
-                    throw fail(.deleteDenied, e.name, id, r.name, "\(targets.count) related \(r.destination) object(s) exist and the delete rule is deny")
+                    throw fail(.deleteDenied, e.name, id, r.name,
+                               "\(targets.count) related \(r.destination) object(s) exist and the delete rule is deny")
                 }
             case .cascade:
                 for t in targets where !deleted.contains(t) { try delete(t) }
@@ -321,14 +336,17 @@ struct SaveResolver<S: StateStore> {
         case .unique(let entityTag, let constraint, let values):
             let r = try relationship(tag)
             guard let e = schema.entity(tag: entityTag), constraint >= 0, constraint < e.uniques.count else {
-                throw fail(.unknownEntity, r.destination, nil, r.name, "reference names an unknown entity or unique constraint")
+                throw fail(.unknownEntity, r.destination, nil, r.name,
+                           "reference names an unknown entity or unique constraint")
             }
             let u = e.uniques[constraint]
             var full = [Value](repeating: .null, count: e.attributes.count)
             for (i, a) in u.attributes.enumerated() where i < values.count { full[a] = values[i] }
-            guard let key = try Layout.uniqueKey(u, record: full, entity: e, id: ObjectID(high: UInt64(entityTag) << 48, low: 0)),
+            guard let key = try Layout.uniqueKey(u, record: full, entity: e,
+                                                 id: ObjectID(high: UInt64(entityTag) << 48, low: 0)),
                   let owner = try applier.uniqueOwner(key) else {
-                throw fail(.objectNotFound, r.entityName, nil, r.name, "no \(e.name) with \(Layout.uniqueFieldName(u, e)) = \(ref)\(source ? " (source)" : "")")
+                throw fail(.objectNotFound, r.entityName, nil, r.name,
+                           "no \(e.name) with \(Layout.uniqueFieldName(u, e)) = \(ref)\(source ? " (source)" : "")")
             }
             return owner
         }
@@ -339,12 +357,17 @@ struct SaveResolver<S: StateStore> {
         guard source.name == r.entityName else {
             throw fail(.wrongDestination, source.name, from, r.name, "relationship belongs to \(r.entityName)")
         }
-        guard try applier.exists(from) else { throw fail(.objectNotFound, source.name, from, r.name, "source object does not exist") }
+        guard try applier.exists(from) else {
+            throw fail(.objectNotFound, source.name, from, r.name, "source object does not exist")
+        }
         let target = try entity(to)
         guard target.name == r.destination else {
-            throw fail(.wrongDestination, source.name, from, r.name, "target \(to) is a \(target.name), expected \(r.destination)")
+            throw fail(.wrongDestination, source.name, from, r.name,
+                       "target \(to) is a \(target.name), expected \(r.destination)")
         }
-        guard try applier.exists(to) else { throw fail(.objectNotFound, source.name, from, r.name, "target \(to) does not exist") }
+        guard try applier.exists(to) else {
+            throw fail(.objectNotFound, source.name, from, r.name, "target \(to) does not exist")
+        }
     }
 
     private mutating func link(_ tag: UInt16, _ from: ObjectID, _ to: ObjectID) throws {
@@ -374,7 +397,9 @@ struct SaveResolver<S: StateStore> {
         let r = try relationship(tag)
         guard let to else {
             // A child's net changes clear a to-many whole (an object deleted and inserted again).
-            guard !r.isToMany || netState else { throw fail(.unknownRelationship, r.entityName, from, r.name, "unlinking a to-many needs a target") }
+            guard !r.isToMany || netState else {
+                throw fail(.unknownRelationship, r.entityName, from, r.name, "unlinking a to-many needs a target")
+            }
             for old in try applier.targets(r.tag, from: from) {
                 try emit(.unlink(relationship: r.tag, from: from, to: old))
                 if !schema.inverse(of: r).isToMany { toOneChecks.insert(old) }

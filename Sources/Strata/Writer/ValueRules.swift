@@ -1,7 +1,8 @@
 /// The checks every inserted or updated value passes, shared by the writer's ``SaveResolver`` and a
 /// child context's single-insert path (``ChildContext/insert(_:)-(E)``), so the two cannot drift.
 enum ValueRules {
-    static func failure(_ kind: ValidationFailure.Kind, _ entity: String, _ id: ObjectID?, _ field: String?, _ reason: String) -> StrataError {
+    static func failure(_ kind: ValidationFailure.Kind, _ entity: String, _ id: ObjectID?, _ field: String?,
+                        _ reason: String) -> StrataError {
         .validation(ValidationFailure(kind: kind, entity: entity, objectID: id, field: field, reason: reason))
     }
 
@@ -9,7 +10,8 @@ enum ValueRules {
     /// - Throws: a validation failure (`unknownEntity`) when the schema has no entity with that tag.
     static func entity(_ schema: Schema, _ id: ObjectID) throws -> EntityDescription {
         guard let e = schema.entity(tag: id.entityTag) else {
-            throw failure(.unknownEntity, "tag \(id.entityTag)", id, nil, "no entity with this tag in \(schema.model) v\(schema.version)")
+            throw failure(.unknownEntity, "tag \(id.entityTag)", id, nil,
+                          "no entity with this tag in \(schema.model) v\(schema.version)")
         }
         return e
     }
@@ -19,9 +21,11 @@ enum ValueRules {
     /// The loop reads ``EntityDescription/valueRules`` (plain values), not the attributes: copying
     /// an ``AttributeDescription`` (its name, its default value) cost a retain and a release per
     /// field per attribute, about a tenth of a child context's insert (`perf` of W7).
-    static func prepared(_ e: EntityDescription, _ id: ObjectID, _ input: [Value], maxValueBytes: Int) throws -> [Value] {
+    static func prepared(_ e: EntityDescription, _ id: ObjectID, _ input: [Value],
+                         maxValueBytes: Int) throws -> [Value] {
         guard input.count == e.valueRules.count else {
-            throw failure(.unknownAttribute, e.name, id, nil, "\(input.count) values given, entity has \(e.attributes.count) attributes")
+            throw failure(.unknownAttribute, e.name, id, nil,
+                          "\(input.count) values given, entity has \(e.attributes.count) attributes")
         }
         var values = input
         try e.valueRules.withUnsafeBufferPointer { rules in
@@ -40,23 +44,29 @@ enum ValueRules {
     }
 
     @inline(__always)
-    private static func check(_ e: EntityDescription, _ id: ObjectID, attribute: Int, _ rule: EntityDescription.ValueRule, _ v: Value,
-                              maxValueBytes: Int) throws {
+    private static func check(_ e: EntityDescription, _ id: ObjectID, attribute: Int,
+                              _ rule: EntityDescription.ValueRule, _ v: Value, maxValueBytes: Int) throws {
         let size: Int
         switch v {
         case .null:
-            guard rule.isOptional else { throw failure(.requiredAttribute, e.name, id, e.attributes[attribute].name, "a value is required") }
+            guard rule.isOptional else {
+                throw failure(.requiredAttribute, e.name, id, e.attributes[attribute].name, "a value is required")
+            }
             return
         case .string(let s): size = s.utf8.count
         case .bytes(let b): size = b.count
         default: size = 0
         }
         guard v.type == rule.type else {
-            throw failure(.wrongType, e.name, id, e.attributes[attribute].name, "expected \(rule.type.rawValue), got \(v.type?.rawValue ?? "null")")
+            throw failure(.wrongType, e.name, id, e.attributes[attribute].name,
+                          "expected \(rule.type.rawValue), got \(v.type?.rawValue ?? "null")")
         }
-        if case .double(let d) = v, !d.isFinite { throw failure(.wrongType, e.name, id, e.attributes[attribute].name, "doubles must be finite") }
+        if case .double(let d) = v, !d.isFinite {
+            throw failure(.wrongType, e.name, id, e.attributes[attribute].name, "doubles must be finite")
+        }
         if size > maxValueBytes {
-            throw failure(.valueTooLarge, e.name, id, e.attributes[attribute].name, "\(size) bytes exceed maxValueBytes (\(maxValueBytes))")
+            throw failure(.valueTooLarge, e.name, id, e.attributes[attribute].name,
+                          "\(size) bytes exceed maxValueBytes (\(maxValueBytes))")
         }
     }
 }

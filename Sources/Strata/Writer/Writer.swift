@@ -3,28 +3,6 @@ import Foundation
 import Logging
 import Synchronization
 
-/// Counters kept by the writer, for tests, `storectl info` and the benchmark harness.
-public struct WriterStatistics: Sendable, Equatable {
-    /// Saves that returned successfully (including ones with nothing to change).
-    public var saves = 0
-    /// Saves refused (validation, limits, I/O); nothing of them was written.
-    public var failedSaves = 0
-    /// Log transactions appended.
-    public var transactions = 0
-    /// LMDB write transactions committed: with group commit, fewer than ``transactions``.
-    public var lmdbCommits = 0
-    /// Times the map was grown after `MDB_MAP_FULL`.
-    public var mapGrowths = 0
-    /// Nanoseconds the writer spent in commits (applying saves, writing and syncing pages).
-    public var commitNanoseconds: UInt64 = 0
-    /// Nanoseconds the writer spent gathering saves for a group commit (see
-    /// ``StoreConfiguration/groupCommitGatherMicroseconds``).
-    public var gatherNanoseconds: UInt64 = 0
-    /// Asynchronous saves committed on their caller's thread instead of the writer's: small
-    /// saves in ``Durability/relaxed`` mode that found the writer idle (see ``Store/save(_:author:metadata:)``).
-    public var inlineAsyncSaves = 0
-}
-
 /// The one writer of a store: owns every LMDB write transaction on the store's live environment
 /// in this process. (A compaction or migration writes its new generation, a separate environment,
 /// from its own threads until the switch, which runs on this writer's queue.)
@@ -106,8 +84,8 @@ final class Writer: Sendable {
     private let gathered = DispatchSemaphore(value: 0)
     private let afterCommit: @Sendable () -> Void
 
-    init(env: LMDBEnvironment, storePath: String, schema: Schema, config: StoreConfiguration, hub: ChangeHub, logger: Logger,
-         afterCommit: @escaping @Sendable () -> Void) {
+    init(env: LMDBEnvironment, storePath: String, schema: Schema, config: StoreConfiguration, hub: ChangeHub,
+         logger: Logger, afterCommit: @escaping @Sendable () -> Void) {
         self.storePath = storePath
         self.envBox = Locked(env)
         self.schema = schema
@@ -147,7 +125,8 @@ final class Writer: Sendable {
             let action = state.withLock { s -> Action in
                 if s.closed { return .rejectClosed }
                 if s.pending.count >= config.maxPendingSaves { return .rejectFull }
-                s.pending.append(PendingSave(changes: changes, author: author, metadata: metadata, completion: .continuation(continuation)))
+                s.pending.append(PendingSave(changes: changes, author: author, metadata: metadata,
+                                             completion: .continuation(continuation)))
                 if s.gatherTarget > 0, s.pending.count >= s.gatherTarget {
                     s.gatherTarget = 0
                     return .wakeGatherer
@@ -178,8 +157,11 @@ final class Writer: Sendable {
         let waiter = Waiter()
         try state.withLock { s in
             if s.closed { throw StrataError.closed(path: storePath) }
-            if s.pending.count >= config.maxPendingSaves { throw StrataError.writerOverloaded(limit: config.maxPendingSaves) }
-            s.pending.append(PendingSave(changes: changes, author: author, metadata: metadata, completion: .waiter(waiter)))
+            if s.pending.count >= config.maxPendingSaves {
+                throw StrataError.writerOverloaded(limit: config.maxPendingSaves)
+            }
+            s.pending.append(
+                PendingSave(changes: changes, author: author, metadata: metadata, completion: .waiter(waiter)))
             s.callerCommitters += 1
         }
         defer { state.withLock { $0.callerCommitters -= 1 } }
@@ -198,7 +180,9 @@ final class Writer: Sendable {
                 // An asynchronous drain that ran first may have committed this save already.
                 var first = true
                 while !waiter.isDone {
-                    let batch = state.withLock { Self.takeGroup(from: &$0, limit: config.maxSavesPerGroup, maxChanges: maxGroupChanges) }
+                    let batch = state.withLock {
+                        Self.takeGroup(from: &$0, limit: config.maxSavesPerGroup, maxChanges: maxGroupChanges)
+                    }
                     if batch.isEmpty { break }
                     if first { hooks.afterCallerTookGroup?() }
                     first = false
@@ -229,7 +213,8 @@ final class Writer: Sendable {
     ///
     /// Returns nil, having queued nothing, when the writer is busy or the caller is on the writer
     /// queue: the save then takes the asynchronous path and joins the next group.
-    private func commitInlineIfIdle(_ changes: ChangeSet, author: String, metadata: [String: String]) throws -> TransactionID? {
+    private func commitInlineIfIdle(_ changes: ChangeSet, author: String,
+                                    metadata: [String: String]) throws -> TransactionID? {
         if isCurrentQueue { return nil }
         let waiter = Waiter()
         let claimed = try state.withLock { s -> Bool in
@@ -238,7 +223,8 @@ final class Writer: Sendable {
             s.inlineCommitting = true
             s.callerCommitters += 1
             s.statistics.inlineAsyncSaves += 1
-            s.pending.append(PendingSave(changes: changes, author: author, metadata: metadata, completion: .waiter(waiter)))
+            s.pending.append(
+                PendingSave(changes: changes, author: author, metadata: metadata, completion: .waiter(waiter)))
             return true
         }
         guard claimed else { return nil }
@@ -307,7 +293,8 @@ final class Writer: Sendable {
     /// `getSpecific` sees only the second queue, and a `queue.sync` on this one from there would
     /// trap in libdispatch ("already owned by current thread").
     var isCurrentQueue: Bool {
-        queueThread.load(ordering: .relaxed) == currentThreadID() || DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self)
+        queueThread.load(ordering: .relaxed) == currentThreadID()
+            || DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self)
     }
 
     /// The thread running a block of `queue` that can reach callers' code (a drain, a caller's
@@ -337,7 +324,9 @@ final class Writer: Sendable {
         // caller about to enter it to commit on its own thread, a drain about to be queued, an
         // `exclusive` body (one deferred by an inline commit is queued only when that commit
         // ends). New saves and bodies are refused now, so this ends.
-        repeat { queue.sync {} } while state.withLock({ $0.exclusiveQueued > 0 || $0.callerCommitters > 0 || $0.draining })
+        repeat {
+            queue.sync {}
+        } while state.withLock({ $0.exclusiveQueued > 0 || $0.callerCommitters > 0 || $0.draining })
         if config.durability == .relaxed {
             do { try env.sync() } catch { logger.error("final sync failed: \(error)") }
         }
@@ -472,7 +461,9 @@ final class Writer: Sendable {
                     let (results, entries) = try apply(batch, txn, env: env)
                     return (results, entries, LMDBEnvironment.lmdbTransactionID(txn.handle))
                 }
-                if let last = entries.last { env.publishHead(lmdbTransaction: lmdbID, transactionID: last.transactionID) }
+                if let last = entries.last {
+                    env.publishHead(lmdbTransaction: lmdbID, transactionID: last.transactionID)
+                }
                 finish(batch, results, entries, growths: growths)
                 return
             } catch let e as LMDBError where e.isMapFull {
@@ -505,9 +496,11 @@ final class Writer: Sendable {
         for save in batch { save.complete(.failure(wrapped)) }
     }
 
-    private func finish(_ batch: [PendingSave], _ results: [Result<TransactionID, Error>], _ entries: [LogEntry], growths: Int) {
+    private func finish(_ batch: [PendingSave], _ results: [Result<TransactionID, Error>], _ entries: [LogEntry],
+                        growths: Int) {
         let relaxed = config.durability == .relaxed && !entries.isEmpty
-        if relaxed, state.withLock({ ContinuousClock.now - $0.lastSync >= .milliseconds(config.relaxedSyncIntervalMs) }) {
+        if relaxed,
+           state.withLock({ ContinuousClock.now - $0.lastSync >= .milliseconds(config.relaxedSyncIntervalMs) }) {
             // Under steady load the queue never idles for the delayed sync: ask for it here.
             syncRelaxed()
         }
@@ -549,15 +542,19 @@ final class Writer: Sendable {
     }
 
     /// Applies every save of the group inside `txn`. Returns each save's result and the log entries written.
-    private func apply(_ batch: [PendingSave], _ txn: LMDBTransaction, env: LMDBEnvironment) throws -> ([Result<TransactionID, Error>], [LogEntry]) {
+    private func apply(_ batch: [PendingSave], _ txn: LMDBTransaction,
+                       env: LMDBEnvironment) throws -> ([Result<TransactionID, Error>], [LogEntry]) {
         // Read inside the transaction: another process may have committed since this one did.
         var next = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID().next
         var results: [Result<TransactionID, Error>] = []
         var entries: [LogEntry] = []
         for save in batch {
             if save.changes.count > config.maxChangesPerSave {
-                if batch.count == 1 { throw StrataError.saveTooLarge(changes: save.changes.count, limit: config.maxChangesPerSave) }
-                results.append(.failure(StrataError.saveTooLarge(changes: save.changes.count, limit: config.maxChangesPerSave)))
+                if batch.count == 1 {
+                    throw StrataError.saveTooLarge(changes: save.changes.count, limit: config.maxChangesPerSave)
+                }
+                results.append(
+                    .failure(StrataError.saveTooLarge(changes: save.changes.count, limit: config.maxChangesPerSave)))
                 continue
             }
             do {
@@ -582,16 +579,19 @@ final class Writer: Sendable {
         return (results, entries)
     }
 
-    private func resolve(_ save: PendingSave, _ txn: LMDBTransaction, _ tx: TransactionID, env: LMDBEnvironment) throws -> LogEntry? {
+    private func resolve(_ save: PendingSave, _ txn: LMDBTransaction, _ tx: TransactionID,
+                         env: LMDBEnvironment) throws -> LogEntry? {
         var applier = StateApplier(txn: txn, env: env, schema: schema, transactionID: tx)
-        if config.releaseMappedPagesAfterChanges > 0, save.changes.count >= config.releaseMappedPagesAfterChanges, !env.hadReadersRecently {
+        if config.releaseMappedPagesAfterChanges > 0, save.changes.count >= config.releaseMappedPagesAfterChanges,
+           !env.hadReadersRecently {
             applier.releaseMappedPagesEvery = StateApplier.bulkReleaseInterval
         }
         var resolver = SaveResolver(applier: applier, limits: config)
         try resolver.run(save.changes)
         guard !resolver.changes.isEmpty else { return nil }
-        let entry = LogEntry(transactionID: tx, schemaVersion: schema.version, timestampMs: Int64(Date().timeIntervalSince1970 * 1000),
-                             author: save.author, metadata: save.metadata, changes: resolver.changes)
+        let entry = LogEntry(transactionID: tx, schemaVersion: schema.version,
+                             timestampMs: Int64(Date().timeIntervalSince1970 * 1000), author: save.author,
+                             metadata: save.metadata, changes: resolver.changes)
         let encoded = LogEntryCodec.encode(entry)
         _ = try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
             try encoded.withUnsafeBytes { try txn.put(env[.log], key: key, value: $0, mode: .append) }

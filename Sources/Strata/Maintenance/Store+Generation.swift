@@ -1,47 +1,6 @@
 import Foundation
 import Glibc
 
-/// A new generation being built beside the live one (compaction, migration). Until
-/// ``Store/switchGeneration(_:lock:)`` switches `current` to it, ``abandon()`` (or a crash,
-/// cleaned up at the next open) removes it.
-final class PendingGeneration: Sendable {
-    let name: String
-    let env: LMDBEnvironment
-    /// The generation's directory, held open (`O_DIRECTORY`) until the generation goes, so that
-    /// its inode cannot be reused and ``abandon()`` removes this directory and not another one
-    /// given the same name since: after a `close()` from a compaction's progress callback, the
-    /// store can be opened again (which removes unfinished generations) and compacted into a
-    /// new generation of the same number before the first compaction has abandoned its own.
-    /// -1 if it could not be opened (then ``abandon()`` leaves the directory to the next open).
-    private let directoryFD: Int32
-
-    init(name: String, env: LMDBEnvironment) {
-        self.name = name
-        self.env = env
-        directoryFD = open(env.path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-    }
-
-    deinit { if directoryFD >= 0 { Glibc.close(directoryFD) } }
-
-    /// Closes and removes the unfinished generation (unless its directory is gone or is another
-    /// one by now; the check and the removal are microseconds apart).
-    /// Without the held directory (it could not be opened) the directory is left for the next
-    /// open of the store, which removes unfinished generations.
-    func abandon() {
-        env.close()
-        var mine = stat(), there = stat()
-        guard directoryFD >= 0, fstat(directoryFD, &mine) == 0, stat(env.path, &there) == 0,
-              mine.st_dev == there.st_dev, mine.st_ino == there.st_ino else { return }
-        try? FileManager.default.removeItem(atPath: env.path)
-    }
-}
-
-extension PendingGeneration {
-    /// The bulk copy is over: later writes into the generation (a catch-up's) keep their pages
-    /// cached (see ``LMDBEnvironment/isBulkBuild``).
-    func endBulkBuild() { env.isBulkBuild.store(false, ordering: .releasing) }
-}
-
 extension Store {
     /// Before a catch-up on the writer: if saves were committed since the build's snapshot
     /// (`builtAt`) and the build dropped its pages from the cache, reads the generation back
@@ -60,10 +19,13 @@ extension Store {
     /// its writes then fail with `ENOSPC` and the generation is removed.
     func checkRoomForGeneration(_ snapshot: Snapshot) throws {
         let needed = try snapshot.read { view in
-            try DatabaseName.named.reduce(view.txn.pageBytes(view.env[.counts])) { $0 + (try view.txn.pageBytes(view.env[$1])) }
+            try DatabaseName.named.reduce(view.txn.pageBytes(view.env[.counts])) {
+                $0 + (try view.txn.pageBytes(view.env[$1]))
+            }
         }
         if let free = LMDBEnvironment.freeBytes(path), free < needed {
-            throw LMDBError(code: ENOSPC, operation: "room for a new generation of about \(needed) bytes in \(path) (\(free) bytes left on its file system)")
+            throw LMDBError(code: ENOSPC, operation: "room for a new generation of about \(needed) bytes in \(path) " +
+                                                     "(\(free) bytes left on its file system)")
         }
     }
 
@@ -106,7 +68,10 @@ extension Store {
             // made: undoing it here would remove the generation `current` points at. The old
             // generation stays on disk (a power loss may bring the old link back); the next
             // open removes it as stale.
-            logger.error("switched \(path) to \(generation.name), but syncing the store directory failed (\(notSynced)); the old generation is kept until the next open")
+            logger.error("""
+                switched \(path) to \(generation.name), but syncing the store directory failed (\(notSynced)); \
+                the old generation is kept until the next open
+                """)
             return
         }
         let oldPath = oldEnv.path

@@ -1,56 +1,3 @@
-import Foundation
-
-/// What a compaction did (or, for a dry run, would do).
-public struct CompactionReport: Sendable, Equatable {
-    /// Whether nothing was changed: a dry run builds the whole new generation, then deletes it.
-    public let dryRun: Bool
-    /// History up to and including this transaction is squashed.
-    public let horizon: TransactionID
-    /// The horizon before (``TransactionID/zero`` for a store never compacted).
-    public let previousHorizon: TransactionID
-    /// The last transaction included (committed during the run ones are caught up).
-    public let head: TransactionID
-    /// Size of the old generation's `data.mdb`.
-    public let bytesBefore: Int
-    /// Size of the new generation's `data.mdb`.
-    public let bytesAfter: Int
-    /// Log entries before the compaction.
-    public let logEntriesBefore: Int
-    /// Log entries after it, the caught-up ones included.
-    public let logEntriesAfter: Int
-    /// Live objects.
-    public let objects: Int
-    /// Bytes of the live records as stored (keys and values of the objects database): the
-    /// logical size the file is compared with.
-    public let liveDataBytes: Int
-    /// Bytes of every key and value the new generation holds: the records, link, index and
-    /// unique entries, counts and the log entries kept after the horizon — the data a compact
-    /// store cannot do without; the file's size over it is the B-tree's overhead.
-    public let liveEntryBytes: Int
-    /// Wall-clock time.
-    public let seconds: Double
-}
-
-/// Progress of a compaction.
-public struct CompactionProgress: Sendable {
-    /// The steps of a compaction.
-    public enum Phase: String, Sendable {
-        /// Copying the state into the new generation; reported after each database, `done` counting the entries
-        /// copied.
-        case copying
-        /// Copying the log entries after the horizon; `done` is how many there are.
-        case squashing
-        /// About to apply, on the writer, the transactions committed during the build.
-        case catchingUp
-        /// Switching `current` to the new generation (not reported).
-        case switching
-    }
-    /// The step the compaction is in.
-    public let phase: Phase
-    /// The count that goes with the phase (see ``Phase``).
-    public let done: Int
-}
-
 extension Store {
     /// Squashes history up to `horizon` (default: the head) into the state at that point, drops
     /// deleted objects' history, and rewrites the store compactly in a new generation that is
@@ -101,16 +48,19 @@ extension Store {
         defer { if !switched.withLock({ $0 }) { generation.abandon() } }
         let copied = try build(newEnv, from: snapshot, horizon: horizon, progress: progress)
         generation.endBulkBuild()
-        let objects = try newEnv.read { txn in try schema.entities.reduce(0) { $0 + (try ReadView(txn: txn, env: newEnv, schema: schema).objectCount($1)) } }
+        let objects = try newEnv.read { txn in
+            try schema.entities.reduce(0) { $0 + (try ReadView(txn: txn, env: newEnv, schema: schema).objectCount($1)) }
+        }
         let liveDataBytes = copied.recordBytes
         let liveEntryBytes = copied.allBytes
 
         if dryRun {
             try newEnv.sync()
             let logAfter = try newEnv.read { try $0.entryCount(newEnv[.log]) }
-            return CompactionReport(dryRun: true, horizon: horizon, previousHorizon: previousHorizon, head: t0, bytesBefore: bytesBefore,
-                                    bytesAfter: newEnv.fileBytes, logEntriesBefore: logBefore, logEntriesAfter: logAfter, objects: objects,
-                                    liveDataBytes: liveDataBytes, liveEntryBytes: liveEntryBytes, seconds: (ContinuousClock.now - started).seconds)
+            return CompactionReport(dryRun: true, horizon: horizon, previousHorizon: previousHorizon, head: t0,
+                                    bytesBefore: bytesBefore, bytesAfter: newEnv.fileBytes, logEntriesBefore: logBefore,
+                                    logEntriesAfter: logAfter, objects: objects, liveDataBytes: liveDataBytes,
+                                    liveEntryBytes: liveEntryBytes, seconds: (ContinuousClock.now - started).seconds)
         }
         progress?(CompactionProgress(phase: .catchingUp, done: 0))
         try checkUsable()
@@ -118,13 +68,15 @@ extension Store {
         // The new generation's log is counted inside the writer's body: once the body ends, a
         // close() waiting for the queue may close the new environment (the store's now).
         let (head, logAfter) = try await writer.exclusive { [self] in
-            let head = try catchUpAndSwitch(to: generation, caughtUpFrom: t0, lock: lock, writer: writer, oldEnv: oldEnv)
+            let head = try catchUpAndSwitch(to: generation, caughtUpFrom: t0, lock: lock, writer: writer,
+                                            oldEnv: oldEnv)
             switched.withLock { $0 = true }
             return (head, try newEnv.read { try $0.entryCount(newEnv[.log]) })
         }
-        return CompactionReport(dryRun: false, horizon: horizon, previousHorizon: previousHorizon, head: head, bytesBefore: bytesBefore,
-                                bytesAfter: newEnv.fileBytes, logEntriesBefore: logBefore, logEntriesAfter: logAfter, objects: objects,
-                                liveDataBytes: liveDataBytes, liveEntryBytes: liveEntryBytes, seconds: (ContinuousClock.now - started).seconds)
+        return CompactionReport(dryRun: false, horizon: horizon, previousHorizon: previousHorizon, head: head,
+                                bytesBefore: bytesBefore, bytesAfter: newEnv.fileBytes, logEntriesBefore: logBefore,
+                                logEntriesAfter: logAfter, objects: objects, liveDataBytes: liveDataBytes,
+                                liveEntryBytes: liveEntryBytes, seconds: (ContinuousClock.now - started).seconds)
     }
 
     /// Writes the new generation: the state, compactly, and the log after the horizon. The state at
@@ -135,8 +87,9 @@ extension Store {
     /// The snapshot is read a chunk at a time (``ReadSource/pinned(_:)``): the old environment's
     /// map lock is held for one buffer's read at a time, never for the whole build, so a save that
     /// grows the map meanwhile waits for one chunk at most. `progress` runs between reads.
-    private func build(_ newEnv: LMDBEnvironment, from snapshot: Snapshot, horizon: TransactionID,
-                       progress: (@Sendable (CompactionProgress) -> Void)?) throws -> (recordBytes: Int, allBytes: Int) {
+    private func build(
+        _ newEnv: LMDBEnvironment, from snapshot: Snapshot, horizon: TransactionID,
+        progress: (@Sendable (CompactionProgress) -> Void)?) throws -> (recordBytes: Int, allBytes: Int) {
         let t0 = snapshot.transactionID
         // After each callback: a `close()` from it lets the build end here instead of copying on.
         func report(_ p: CompactionProgress) throws {
@@ -176,7 +129,8 @@ extension Store {
         allBytes += counts.reduce(0) { $0 + $1.key.count + $1.value.count }
         if horizon < t0 {
             try report(CompactionProgress(phase: .squashing, done: Int(t0.rawValue - horizon.rawValue)))
-            let c = try newEnv.copyDirect(.log, from: source, sourceEnv: oldEnv, into: nil, start: horizon.next.keyBytes, until: t0.keyBytes)
+            let c = try newEnv.copyDirect(.log, from: source, sourceEnv: oldEnv, into: nil,
+                                          start: horizon.next.keyBytes, until: t0.keyBytes)
             allBytes += c.bytes
         }
         return (recordBytes, allBytes)
@@ -195,9 +149,11 @@ extension Store {
             let last = try view.lastTransactionID()
             guard last > t0 else { return }
             var problems: [String] = []
-            _ = try StateRebuilder.replay(from: view, after: t0.rawValue, upTo: last.rawValue, into: newEnv, schema: schema,
-                                          problem: { problems.append($0) })
-            if let first = problems.first { throw StrataError.corruptLogEntry(transaction: last, reason: "cannot catch up: \(first)") }
+            _ = try StateRebuilder.replay(from: view, after: t0.rawValue, upTo: last.rawValue, into: newEnv,
+                                          schema: schema, problem: { problems.append($0) })
+            if let first = problems.first {
+                throw StrataError.corruptLogEntry(transaction: last, reason: "cannot catch up: \(first)")
+            }
             _ = try newEnv.copy(.log, from: txn, sourceEnv: oldEnv, start: t0.next.keyBytes, until: last.keyBytes)
             head = last
         }

@@ -1,57 +1,5 @@
 import Foundation
 
-/// The result of ``Store/verify(rebuild:progress:)``.
-public struct VerifyReport: Sendable, Equatable {
-    /// How the state derived from the log was compared with the stored state.
-    public enum Method: String, Sendable {
-        /// The log folded in memory and both states compared by digest (a healthy store, never
-        /// compacted, with at most ``StoreConfiguration/verifyInMemoryObjectLimit`` objects).
-        case inMemory
-        /// The state rebuilt in a scratch LMDB environment and compared entry by entry: a
-        /// compacted or very large store, or one where the in-memory check found a difference
-        /// (this method names each problem).
-        case rebuild
-    }
-
-    /// True when every log entry checks out, transaction ids run 1…head with no gap, and the
-    /// state the log implies is the materialized state (equal digests of every entry in memory,
-    /// or, rebuilt on disk, byte for byte).
-    public var ok: Bool { problems.isEmpty }
-    /// The head transaction verified.
-    public let head: TransactionID
-    /// Log entries replayed (those after the compaction horizon).
-    public let transactions: Int
-    /// Changes replayed.
-    public let changes: Int
-    /// Entries compared, in all (objects, links, indexes, uniques and counts together).
-    public let entriesCompared: Int
-    /// The first problems found (at most ``Store/verifyProblemLimit``), most precise first.
-    public let problems: [String]
-    /// All problems, including those not listed.
-    public let problemCount: Int
-    /// Wall-clock time of the whole verification.
-    public let seconds: Double
-    /// The method whose result this is.
-    public let method: Method
-}
-
-/// Progress of a verify run.
-public struct VerifyProgress: Sendable {
-    /// What verify is doing.
-    public enum Phase: String, Sendable {
-        /// Reading the log and applying every entry to the rebuilt state.
-        case replaying
-        /// Comparing the rebuilt state with the stored one.
-        case comparing
-    }
-    /// The phase reported.
-    public let phase: Phase
-    /// Transactions replayed (``Phase/replaying``) or entries compared (``Phase/comparing``) so far.
-    public let done: Int
-    /// Transactions to replay, or entries compared so far when the total is not known.
-    public let total: Int
-}
-
 extension Store {
     /// Problems listed in a ``VerifyReport`` at most.
     public static let verifyProblemLimit = 20
@@ -83,7 +31,8 @@ extension Store {
     ///     grew it, waits for that lock. It may call ``close()``, which then returns at once and
     ///     finishes when verify's reads end (see ``close()``).
     /// - Complexity: O(changes in the log + entries in the state).
-    public func verify(rebuild: Bool = false, progress: (@Sendable (VerifyProgress) -> Void)? = nil) throws -> VerifyReport {
+    public func verify(rebuild: Bool = false,
+                       progress: (@Sendable (VerifyProgress) -> Void)? = nil) throws -> VerifyReport {
         try checkUsable()
         // The in-memory check calls `progress` outside its reads while its second thread's read
         // waits for this thread: marked as inside a read, so a `close()` from there does not
@@ -95,7 +44,9 @@ extension Store {
             // Every page is checked before liblmdb is trusted to walk it (a damaged page would
             // make it fault or hand back a value past the end of the file).
             try snapshot.env.checkPages()
-            if !rebuild, let report = try verifyInMemory(snapshot, started: started, progress: progress) { return report }
+            if !rebuild, let report = try verifyInMemory(snapshot, started: started, progress: progress) {
+                return report
+            }
             return try verifyByRebuilding(snapshot, started: started, progress: progress)
         }
     }
@@ -129,7 +80,9 @@ extension Store {
                     let result = Result { () throws -> InMemoryVerification.StateDigests? in
                         try second.read { view in
                             defer { channel.waitUntilReleased() }
-                            let log = Result { try InMemoryVerification.readLog(view, head: head, deliver: channel.put) }
+                            let log = Result {
+                                try InMemoryVerification.readLog(view, head: head, deliver: channel.put)
+                            }
                             channel.finish(log)
                             // Only a complete, sound log is worth comparing with.
                             guard case .success(true) = log, !channel.wasCancelled else { return nil }
@@ -151,17 +104,23 @@ extension Store {
             done.wait()
         }
         if let hook = VerifyTestHooks.beforeFold.withLock({ $0[path] }) { hook() }
-        let reportProgress = { (n: Int) -> Void in progress?(VerifyProgress(phase: .replaying, done: n, total: Int(head.rawValue))) }
+        let reportProgress = { (n: Int) -> Void in
+            progress?(VerifyProgress(phase: .replaying, done: n, total: Int(head.rawValue)))
+        }
         let folded: InMemoryVerification.FoldResult
         if parallel {
-            folded = try InMemoryVerification.foldLog(schema: schema, head: head, objectLimit: limit, capacity: capacity,
-                                                      progress: reportProgress) { try channel.drain(into: $0) }
+            folded = try InMemoryVerification.foldLog(schema: schema, head: head, objectLimit: limit,
+                                                      capacity: capacity, progress: reportProgress) {
+                try channel.drain(into: $0)
+            }
             channel.release()
         } else {
             // One thread: the fold and its digests inside the read that makes the ops.
             folded = try snapshot.read { view in
                 try InMemoryVerification.foldLog(schema: schema, head: head, objectLimit: limit, capacity: capacity,
-                                                 progress: reportProgress) { try InMemoryVerification.readLog(view, head: head, deliver: $0) }
+                                                 progress: reportProgress) {
+                    try InMemoryVerification.readLog(view, head: head, deliver: $0)
+                }
             }
         }
         guard case .folded(let expected, let transactions, let changes) = folded else { return nil }
@@ -175,7 +134,8 @@ extension Store {
         guard let actual, actual == expected else { return nil }
         progress?(VerifyProgress(phase: .comparing, done: actual.entries, total: actual.entries))
         return VerifyReport(head: head, transactions: transactions, changes: changes, entriesCompared: actual.entries,
-                            problems: [], problemCount: 0, seconds: (ContinuousClock.now - started).seconds, method: .inMemory)
+                            problems: [], problemCount: 0, seconds: (ContinuousClock.now - started).seconds,
+                            method: .inMemory)
     }
 
     /// Rebuilds state and indexes from the log in a scratch environment and compares them with
@@ -191,22 +151,23 @@ extension Store {
         try snapshot.read { view in
             let horizon = try view.horizon().rawValue
             do {
-                _ = try StateRebuilder.loadBase(from: view, horizon: TransactionID(horizon), head: snapshot.transactionID, into: scratch, schema: schema)
+                _ = try StateRebuilder.loadBase(from: view, horizon: TransactionID(horizon),
+                                                head: snapshot.transactionID, into: scratch, schema: schema)
             } catch {
                 problems.add("base: \(error)")
                 return
             }
-            applied = try StateRebuilder.replay(from: view, after: horizon, upTo: head, into: scratch, schema: schema,
-                                                problem: { problems.add($0) },
-                                                progress: { progress?(VerifyProgress(phase: .replaying, done: $0, total: Int(head - horizon))) })
+            applied = try StateRebuilder.replay(
+                from: view, after: horizon, upTo: head, into: scratch, schema: schema, problem: { problems.add($0) },
+                progress: { progress?(VerifyProgress(phase: .replaying, done: $0, total: Int(head - horizon))) })
         }
         var compared = 0
         if problems.count == 0 {
             compared = try compare(snapshot, scratch, problems: &problems, progress: progress)
         }
-        return VerifyReport(head: snapshot.transactionID, transactions: applied.transactions, changes: applied.changes, entriesCompared: compared,
-                            problems: problems.items, problemCount: problems.count, seconds: (ContinuousClock.now - started).seconds,
-                            method: .rebuild)
+        return VerifyReport(head: snapshot.transactionID, transactions: applied.transactions, changes: applied.changes,
+                            entriesCompared: compared, problems: problems.items, problemCount: problems.count,
+                            seconds: (ContinuousClock.now - started).seconds, method: .rebuild)
     }
 
     /// Compares the state databases (and counts) of the store snapshot and the rebuilt scratch.
@@ -216,7 +177,8 @@ extension Store {
         try snapshot.read { live in
             try scratch.read { rebuilt in
                 for name in [DatabaseName.objects, .links, .indexes, .uniques, .counts] {
-                    compared += try compare(name, live: live.txn, liveEnv: snapshot.env, rebuilt: rebuilt, scratch: scratch, problems: &problems)
+                    compared += try compare(name, live: live.txn, liveEnv: snapshot.env, rebuilt: rebuilt,
+                                            scratch: scratch, problems: &problems)
                     progress?(VerifyProgress(phase: .comparing, done: compared, total: compared))
                 }
             }
@@ -226,7 +188,8 @@ extension Store {
 
     /// Walks both databases in key order (merge join). Of ``DatabaseName/counts`` only the `count/` keys
     /// are state (the others are `meta`'s, in a format-1 store, or LMDB's).
-    private func compare(_ name: DatabaseName, live: LMDBTransaction, liveEnv: LMDBEnvironment, rebuilt: LMDBTransaction, scratch: LMDBEnvironment,
+    private func compare(_ name: DatabaseName, live: LMDBTransaction, liveEnv: LMDBEnvironment,
+                         rebuilt: LMDBTransaction, scratch: LMDBEnvironment,
                          problems: inout ProblemList) throws -> Int {
         let prefix: [UInt8]? = name == .counts ? MetaKey.countPrefix : nil
         var a = ChunkedScan(txn: live, db: liveEnv[name], prefix: prefix)
@@ -249,7 +212,8 @@ extension Store {
         while x != nil || y != nil {
             n += 1
             if lookUp, let l = x, try live.withValue(liveEnv[name], key: l.key, { _ in true }) == nil {
-                problems.add("\(name.rawValue): \(describe(l.key, in: name)) is stored but a lookup does not find it (corrupt B-tree page)")
+                problems.add("\(name.rawValue): \(describe(l.key, in: name)) is stored but a lookup does not find it " +
+                             "(corrupt B-tree page)")
             }
             if let l = x, let r = y, l.key == r.key {
                 if l.value != r.value {
@@ -262,7 +226,8 @@ extension Store {
                 problems.add("\(name.rawValue): extra entry \(describe(l.key, in: name)) (not in the log)")
                 x = try next(&a)
             } else if let r = y {
-                problems.add("\(name.rawValue): missing entry \(describe(r.key, in: name)) (the log has it, the state does not)")
+                problems.add(
+                    "\(name.rawValue): missing entry \(describe(r.key, in: name)) (the log has it, the state does not)")
                 y = try next(&b)
             }
         }
@@ -275,9 +240,13 @@ extension Store {
             let id = key.withUnsafeBytes { ObjectID(keyBytes: $0) }
             return "\(schema.entity(tag: id.entityTag)?.name ?? "?") \(id)"
         case .counts where MetaKey.isCount(key):
-            return String(decoding: key.prefix(6), as: UTF8.self) + (schema.entity(tag: UInt16(key[6]) << 8 | UInt16(key[7]))?.name ?? "?")
+            return String(decoding: key.prefix(6), as: UTF8.self)
+                + (schema.entity(tag: UInt16(key[6]) << 8 | UInt16(key[7]))?.name ?? "?")
         case .links where key.count == 34:
-            let (from, to) = key.withUnsafeBytes { (ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: $0[2..<18])), ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: $0[18..<34]))) }
+            let (from, to) = key.withUnsafeBytes {
+                (ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: $0[2..<18])),
+                 ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: $0[18..<34])))
+            }
             let r = schema.relationship(tag: UInt16(key[0]) << 8 | UInt16(key[1]))
             return "\(r.map { "\($0.entityName).\($0.name)" } ?? "?") \(from) → \(to)"
         default:
@@ -306,12 +275,4 @@ private struct ProblemList {
         count += 1
         if items.count < limit { items.append(p) }
     }
-}
-
-/// Test hooks of ``Store/verify(rebuild:progress:)``, keyed by store path (tests run side by side
-/// in one process). Not API.
-enum VerifyTestHooks {
-    /// Run on the calling thread before the in-memory check folds the log, after its reading
-    /// thread started: a test makes the map move there, which must wait for the fold.
-    static let beforeFold = Locked<[String: @Sendable () -> Void]>([:])
 }

@@ -1,0 +1,91 @@
+/// The triggers a context's live queries listen to.
+protocol LiveQuerySource: ObjectReading {
+    var store: Store { get }
+    /// Whether store commits change what this context reads (false for a pinned root).
+    var followsCommits: Bool { get }
+    /// Local change notifications: this context's and its ancestors'.
+    var observerChain: [ContextObservers] { get }
+}
+
+extension LiveQuerySource {
+    /// A live query: the results of `query` now, then again whenever a change can affect them.
+    ///
+    /// It re-runs after each commit of this process that changes an object of the query's entity or of an entity
+    /// its filter reaches through a relationship (on a context that follows commits: the main context, a view
+    /// context with `autoRefresh`, and their children), when this context's or an ancestor's pending changes move,
+    /// and at a pinned root's ``ViewContext/refresh()``. Results equal to the previous ones are not delivered.
+    /// Cancel the consuming task to stop it.
+    public func observe(_ query: Query) -> LiveQuery {
+        let (triggers, trigger) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let (output, out) = AsyncStream.makeStream(of: [Record].self, bufferingPolicy: .bufferingNewest(1))
+        let entities = relevantEntities(query)
+        let changes = followsCommits ? store.changes() : nil
+        let commitTask = Task {
+            guard let changes else { return }
+            for await event in changes {
+                switch event {
+                case .fellBehind: trigger.yield()
+                case .committed(let tx):
+                    if tx.changedObjects.keys.contains(where: entities.contains) { trigger.yield() }
+                }
+            }
+        }
+        let tokens = observerChain.map { o in (o, o.add { trigger.yield() }) }
+        let evaluator = Task { [self] in
+            var previous: [Record]?
+            trigger.yield()
+            for await _ in triggers {
+                guard let current = try? fetch(query) else { continue }
+                if previous != current { out.yield(current) }
+                previous = current
+            }
+        }
+        out.onTermination = { _ in
+            commitTask.cancel()
+            changes?.cancel()
+            evaluator.cancel()
+            trigger.finish()
+            for (o, t) in tokens { o.remove(t) }
+        }
+        return LiveQuery(results: output)
+    }
+
+    /// The query's entity and every entity its predicate reaches through relationships.
+    func relevantEntities(_ query: Query) -> Set<String> {
+        var names: Set<String> = [query.entity]
+        func walk(_ p: Filter) {
+            switch p {
+            case .related(let tag, _):
+                if let r = schema.relationship(tag: tag) { names.insert(r.destination) }
+            case .through(let tag, let inner), .any(let tag, let inner):
+                if let r = schema.relationship(tag: tag) { names.insert(r.destination) }
+                walk(inner)
+            case .and(let list), .or(let list): list.forEach(walk)
+            case .not(let q): walk(q)
+            default: break
+            }
+        }
+        walk(query.predicate)
+        return names
+    }
+}
+
+extension ViewContext: LiveQuerySource, Observing {
+    var followsCommits: Bool { autoRefresh }
+    var observerChain: [ContextObservers] { [observers] }
+}
+
+extension ChildContext: LiveQuerySource, Observing {
+    var followsCommits: Bool {
+        switch parent {
+        case .view(let v): v.autoRefresh
+        case .child(let c): c.followsCommits
+        }
+    }
+    var observerChain: [ContextObservers] {
+        switch parent {
+        case .view(let v): [observers] + v.observerChain
+        case .child(let c): [observers] + c.observerChain
+        }
+    }
+}

@@ -1,0 +1,208 @@
+/// A JSON syntax error at a byte column (1-based).
+public struct JSONParseError: Error, Sendable, CustomStringConvertible {
+    /// The 1-based byte column where the problem was found.
+    public let column: Int
+    /// What is wrong.
+    public let reason: String
+    /// The error as `column N: reason`.
+    public var description: String { "column \(column): \(reason)" }
+}
+
+/// A recursive-descent parser over UTF-8 bytes, with a nesting limit so hostile input cannot
+/// exhaust the stack.
+struct JSONParser {
+    static let maxDepth = 64
+    let b: UnsafeBufferPointer<UInt8>
+    var i = 0
+    var depth = 0
+
+    init(_ b: UnsafeBufferPointer<UInt8>) { self.b = b }
+
+    func fail(_ reason: String, at: Int? = nil) -> JSONParseError {
+        JSONParseError(column: (at ?? i) + 1, reason: reason)
+    }
+
+    mutating func parseDocument() throws -> JSONValue {
+        skipSpace()
+        let v = try parseValue()
+        skipSpace()
+        if i != b.count { throw fail("unexpected text after the JSON value") }
+        return v
+    }
+
+    mutating func skipSpace() {
+        while i < b.count, b[i] == 0x20 || b[i] == 0x09 || b[i] == 0x0A || b[i] == 0x0D { i += 1 }
+    }
+
+    mutating func parseValue() throws -> JSONValue {
+        guard i < b.count else { throw fail("unexpected end of input") }
+        switch b[i] {
+        case UInt8(ascii: "{"): return try parseObject()
+        case UInt8(ascii: "["): return try parseArray()
+        case UInt8(ascii: "\""): return .string(try parseString())
+        case UInt8(ascii: "t"): try literal("true"); return .bool(true)
+        case UInt8(ascii: "f"): try literal("false"); return .bool(false)
+        case UInt8(ascii: "n"): try literal("null"); return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
+        default: throw fail("unexpected character '\(Character(Unicode.Scalar(b[i])))'")
+        }
+    }
+
+    mutating func literal(_ word: String) throws {
+        let bytes = Array(word.utf8)
+        guard b.count - i >= bytes.count else { throw fail("invalid literal") }
+        for k in 0..<bytes.count where b[i + k] != bytes[k] { throw fail("invalid literal") }
+        i += bytes.count
+    }
+
+    mutating func enter() throws {
+        depth += 1
+        if depth > Self.maxDepth { throw fail("nesting deeper than \(Self.maxDepth) levels") }
+    }
+
+    mutating func parseObject() throws -> JSONValue {
+        try enter()
+        defer { depth -= 1 }
+        i += 1
+        var members: [(String, JSONValue)] = []
+        skipSpace()
+        if i < b.count, b[i] == UInt8(ascii: "}") { i += 1; return .object(members) }
+        while true {
+            skipSpace()
+            guard i < b.count, b[i] == UInt8(ascii: "\"") else { throw fail("expected a quoted member name") }
+            let keyAt = i
+            let key = try parseString()
+            if members.contains(where: { $0.0 == key }) { throw fail("duplicate member \"\(key)\"", at: keyAt) }
+            skipSpace()
+            guard i < b.count, b[i] == UInt8(ascii: ":") else { throw fail("expected ':' after member name") }
+            i += 1
+            skipSpace()
+            members.append((key, try parseValue()))
+            skipSpace()
+            guard i < b.count else { throw fail("unterminated object") }
+            if b[i] == UInt8(ascii: ",") { i += 1; continue }
+            if b[i] == UInt8(ascii: "}") { i += 1; return .object(members) }
+            throw fail("expected ',' or '}' in object")
+        }
+    }
+
+    mutating func parseArray() throws -> JSONValue {
+        try enter()
+        defer { depth -= 1 }
+        i += 1
+        var items: [JSONValue] = []
+        skipSpace()
+        if i < b.count, b[i] == UInt8(ascii: "]") { i += 1; return .array(items) }
+        while true {
+            skipSpace()
+            items.append(try parseValue())
+            skipSpace()
+            guard i < b.count else { throw fail("unterminated array") }
+            if b[i] == UInt8(ascii: ",") { i += 1; continue }
+            if b[i] == UInt8(ascii: "]") { i += 1; return .array(items) }
+            throw fail("expected ',' or ']' in array")
+        }
+    }
+
+    mutating func parseString() throws -> String {
+        let start = i
+        i += 1
+        var out = [UInt8]()
+        var runStart = i
+        while true {
+            guard i < b.count else { throw fail("unterminated string", at: start) }
+            let c = b[i]
+            if c == UInt8(ascii: "\"") {
+                out.append(contentsOf: b[runStart..<i])
+                i += 1
+                break
+            }
+            if c < 0x20 { throw fail("control character in string") }
+            if c == UInt8(ascii: "\\") {
+                out.append(contentsOf: b[runStart..<i])
+                try parseEscape(into: &out)
+                runStart = i
+                continue
+            }
+            i += 1
+        }
+        guard let s = UTF8Text.string(out) else { throw fail("string is not valid UTF-8", at: start) }
+        return s
+    }
+
+    mutating func parseEscape(into out: inout [UInt8]) throws {
+        i += 1
+        guard i < b.count else { throw fail("unterminated escape") }
+        let c = b[i]
+        i += 1
+        switch c {
+        case UInt8(ascii: "\""): out.append(0x22)
+        case UInt8(ascii: "\\"): out.append(0x5C)
+        case UInt8(ascii: "/"): out.append(0x2F)
+        case UInt8(ascii: "b"): out.append(0x08)
+        case UInt8(ascii: "f"): out.append(0x0C)
+        case UInt8(ascii: "n"): out.append(0x0A)
+        case UInt8(ascii: "r"): out.append(0x0D)
+        case UInt8(ascii: "t"): out.append(0x09)
+        case UInt8(ascii: "u"):
+            var scalar = try hex4()
+            if (0xD800...0xDBFF).contains(scalar) {
+                guard b.count - i >= 6, b[i] == UInt8(ascii: "\\"),
+                      b[i + 1] == UInt8(ascii: "u") else { throw fail("unpaired surrogate") }
+                i += 2
+                let low = try hex4()
+                guard (0xDC00...0xDFFF).contains(low) else { throw fail("invalid low surrogate") }
+                scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+            } else if (0xDC00...0xDFFF).contains(scalar) {
+                throw fail("unpaired surrogate")
+            }
+            guard let u = Unicode.Scalar(scalar) else { throw fail("invalid \\u escape") }
+            out.append(contentsOf: Array(String(Character(u)).utf8))
+        default: throw fail("invalid escape '\\\(Character(Unicode.Scalar(c)))'", at: i - 1)
+        }
+    }
+
+    mutating func hex4() throws -> UInt32 {
+        guard b.count - i >= 4 else { throw fail("truncated \\u escape") }
+        var v: UInt32 = 0
+        for _ in 0..<4 {
+            let c = b[i]
+            let d: UInt32
+            switch c {
+            case 48...57: d = UInt32(c - 48)
+            case 97...102: d = UInt32(c - 87)
+            case 65...70: d = UInt32(c - 55)
+            default: throw fail("invalid hex digit in \\u escape")
+            }
+            v = v << 4 | d
+            i += 1
+        }
+        return v
+    }
+
+    mutating func parseNumber() throws -> JSONValue {
+        let start = i
+        var isInteger = true
+        if b[i] == UInt8(ascii: "-") { i += 1 }
+        guard i < b.count, (48...57).contains(b[i]) else { throw fail("invalid number", at: start) }
+        if b[i] == 48, i + 1 < b.count, (48...57).contains(b[i + 1]) { throw fail("leading zero in number", at: start) }
+        while i < b.count, (48...57).contains(b[i]) { i += 1 }
+        if i < b.count, b[i] == UInt8(ascii: ".") {
+            isInteger = false
+            i += 1
+            guard i < b.count, (48...57).contains(b[i]) else { throw fail("invalid number", at: start) }
+            while i < b.count, (48...57).contains(b[i]) { i += 1 }
+        }
+        if i < b.count, b[i] == UInt8(ascii: "e") || b[i] == UInt8(ascii: "E") {
+            isInteger = false
+            i += 1
+            if i < b.count, b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-") { i += 1 }
+            guard i < b.count, (48...57).contains(b[i]) else { throw fail("invalid exponent", at: start) }
+            while i < b.count, (48...57).contains(b[i]) { i += 1 }
+        }
+        let text = String(decoding: b[start..<i], as: UTF8.self)
+        if isInteger, let v = Int64(text) { return .int(v) }
+        guard let d = Double(text), d.isFinite else { throw fail("number out of range", at: start) }
+        return .double(d)
+    }
+}

@@ -1,0 +1,16 @@
+/// One bad input record: `FILE:LINE: field: reason`.
+public struct ImportIssue: Error, Sendable, CustomStringConvertible, Equatable {
+    /// The input file (as given), or `options` for a problem with the ``ImportOptions``.
+    public let file: String
+    /// 1-based line number (0 when the problem is the file itself).
+    public let line: Int
+    /// The attribute, relationship or member at fault, when there is one.
+    public let field: String?
+    /// What is wrong.
+    public let reason: String
+
+    /// The issue as `FILE:LINE: field: reason`.
+    public var description: String {
+        "\(file):\(line): " + (field.map { "\($0): " } ?? "") + reason
+    }
+}

@@ -1,0 +1,44 @@
+/// Options of an import.
+public struct ImportOptions: Sendable {
+    /// Records per transaction. 5,000 is a default, not a measured optimum: a larger batch means
+    /// fewer commits but more memory and a longer write transaction per batch.
+    public var batchSize = 5_000
+    /// Write the good records and collect the bad ones instead of refusing the whole input.
+    public var continueOnError = false
+    /// With ``continueOnError``: where rejected lines go, each after a `# FILE:LINE: reason` line.
+    public var rejectsPath: String?
+    /// Issues kept for the report (the rest are counted).
+    public var maxReportedIssues = 20
+    /// Lines longer than this are rejected without being held in memory.
+    public var maxLineBytes = 16 << 20
+    /// Author of the import's transactions.
+    public var author = "import"
+    /// Tag stored in every transaction's metadata (`importID`); generated when nil.
+    public var importID: String?
+    /// Format for files whose extension does not say.
+    public var format: ImportFormat?
+    /// Entity of CSV files (default: the file name without extension, e.g. `Track.csv`).
+    public var csvEntity: String?
+
+    /// Options with the defaults: batches of 5,000 records, stop at the first bad record, author `import`, a new
+    /// import id, the format from each file's extension.
+    public init() {}
+
+    /// The largest ``batchSize`` accepted (the same bound as `storectl import --batch`).
+    public static let maxBatchSize = 1_000_000
+
+    /// The options' mistakes, as issues of the pseudo-file `options` (none when they are usable).
+    func problems() -> [ImportIssue] {
+        var out: [ImportIssue] = []
+        func bad(_ field: String, _ reason: String) {
+            out.append(ImportIssue(file: "options", line: 0, field: field, reason: reason))
+        }
+        if batchSize < 1 || batchSize > Self.maxBatchSize {
+            bad("batchSize", "must be between 1 and \(Self.maxBatchSize), not \(batchSize)")
+        }
+        if maxLineBytes < 1 { bad("maxLineBytes", "must be at least 1, not \(maxLineBytes)") }
+        if maxReportedIssues < 1 { bad("maxReportedIssues", "must be at least 1, not \(maxReportedIssues)") }
+        if rejectsPath != nil && !continueOnError { bad("rejectsPath", "is only written with continueOnError") }
+        return out
+    }
+}

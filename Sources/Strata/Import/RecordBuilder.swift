@@ -1,0 +1,270 @@
+/// Builds ``ImportRecord``s from NDJSON objects and CSV rows, with an ``ImportIssue`` naming the
+/// field for every problem.
+struct RecordBuilder {
+    let schema: Schema
+    let file: String
+    let maxValueBytes: Int
+
+    /// Offset of the first byte that is not part of valid UTF-8, or nil.
+    static func firstInvalidUTF8(_ bytes: [UInt8]) -> Int? {
+        var iterator = bytes.makeIterator()
+        var decoder = UTF8()
+        var offset = 0
+        while true {
+            switch decoder.decode(&iterator) {
+            case .scalarValue(let s): offset += UTF8.width(s)
+            case .emptyInput: return nil
+            case .error: return offset
+            }
+        }
+    }
+
+    func issue(_ line: Int, _ field: String?, _ reason: String) -> ImportIssue {
+        ImportIssue(file: file, line: line, field: field, reason: reason)
+    }
+
+    func fromJSON(_ bytes: [UInt8], line: Int) throws -> ImportRecord {
+        if let at = Self.firstInvalidUTF8(bytes) { throw issue(line, nil, "not valid UTF-8 (at byte \(at + 1))") }
+        let json: JSONValue
+        do { json = try JSONValue.parse(bytes) } catch let e as JSONParseError {
+            throw issue(line, nil, "malformed JSON at \(e)")
+        }
+        guard case .object(let members) = json else {
+            throw issue(line, nil, "expected a JSON object, found \(json.typeName)")
+        }
+        guard let entityValue = json["entity"] else {
+            throw issue(line, "entity", "missing (every line names its entity)")
+        }
+        guard case .string(let name) = entityValue else { throw issue(line, "entity", "must be a string") }
+        guard let entity = schema.entity(named: name) else {
+            throw issue(line, "entity", "unknown entity '\(EchoedText.shown(name))' (known: " +
+                                        "\(schema.entities.map(\.name).joined(separator: ", ")))")
+        }
+        var values = [Value](repeating: .null, count: entity.attributes.count)
+        var links: [(RelationshipDescription, [ObjectReference]?)] = []
+        var explicitID: ObjectID?
+        for (key, value) in members where key != "entity" {
+            if key == "id" {
+                explicitID = try parseID(value, entity: entity, line: line, field: "id")
+            } else if let a = entity.attribute(named: key) {
+                values[a.index] = try convert(value, a, line: line)
+            } else if let r = entity.relationship(named: key) {
+                links.append((r, try references(value, r, line: line)))
+            } else {
+                throw issue(line, EchoedText.shown(key),
+                            "unknown field of \(entity.name) (attributes: " +
+                            "\(entity.attributes.map(\.name).joined(separator: ", ")); relationships: " +
+                            "\(entity.relationships.map(\.name).joined(separator: ", ")))")
+            }
+        }
+        return try finish(entity, explicitID, values, links, line: line)
+    }
+
+    func convert(_ json: JSONValue, _ a: AttributeDescription, line: Int) throws -> Value {
+        let v: Value
+        do { v = try ValueConversion.value(from: json, type: a.type) } catch let f as ValueConversion.Failure {
+            throw issue(line, a.name, f.reason)
+        }
+        try checkSize(v, a, line: line)
+        return v
+    }
+
+    func checkSize(_ v: Value, _ a: AttributeDescription, line: Int) throws {
+        let size: Int = switch v {
+        case .string(let s): s.utf8.count
+        case .bytes(let b): b.count
+        default: 0
+        }
+        if size > maxValueBytes {
+            throw issue(line, a.name, "\(size) bytes exceed the \(maxValueBytes)-byte value limit")
+        }
+    }
+
+    func parseID(_ json: JSONValue, entity: EntityDescription, line: Int, field: String) throws -> ObjectID {
+        guard case .string(let s) = json,
+              let id = ObjectID(string: s) else { throw issue(line, field, "an object id is 32 hex digits") }
+        guard id.entityTag == entity.tag else {
+            throw issue(line, field, "id \(s) belongs to entity tag \(id.entityTag), not \(entity.name)")
+        }
+        return id
+    }
+
+    func references(_ json: JSONValue, _ r: RelationshipDescription, line: Int) throws -> [ObjectReference]? {
+        let destination = schema.entity(named: r.destination)!
+        switch json {
+        case .null:
+            guard !r.isToMany else { throw issue(line, r.name, "a to-many relationship takes an array, not null") }
+            return nil
+        case .array(let items):
+            guard r.isToMany else {
+                throw issue(line, r.name, "a to-one relationship takes one reference, not an array")
+            }
+            return try items.map { try reference($0, destination, r, line: line) }
+        default:
+            guard !r.isToMany else { throw issue(line, r.name, "a to-many relationship takes an array of references") }
+            return [try reference(json, destination, r, line: line)]
+        }
+    }
+
+    /// A target id (`"0002…"`) or the values of one of the target's unique constraints (`{"mbid": "…"}`).
+    func reference(_ json: JSONValue, _ destination: EntityDescription, _ r: RelationshipDescription,
+                   line: Int) throws -> ObjectReference {
+        switch json {
+        case .string:
+            return .id(try parseID(json, entity: destination, line: line, field: r.name))
+        case .object(let members):
+            let names = Set(members.map(\.0))
+            guard let (ci, u) = destination.uniques.enumerated().first(where: {
+                Set($0.element.attributes.map { destination.attributes[$0].name }) == names
+            }) else {
+                let options = destination.uniques.map {
+                    "{" + $0.attributes.map { destination.attributes[$0].name }.joined(separator: ", ") + "}"
+                }
+                throw issue(line, r.name,
+                            "a reference names a unique key of \(destination.name): " +
+                            "\(options.isEmpty ? "none exists, use its id" : options.joined(separator: " or "))")
+            }
+            var values: [Value] = []
+            for a in u.attributes {
+                let attr = destination.attributes[a]
+                let v = try convert(json[attr.name]!, attr, line: line)
+                if v.isNull { throw issue(line, r.name, "reference key \(attr.name) is null") }
+                values.append(v)
+            }
+            return .unique(entityTag: destination.tag, constraint: ci, values: values)
+        default:
+            throw issue(line, r.name,
+                        "a reference is an id string or an object naming a unique key, found \(json.typeName)")
+        }
+    }
+
+    func finish(_ entity: EntityDescription, _ explicitID: ObjectID?, _ input: [Value],
+                _ links: [(RelationshipDescription, [ObjectReference]?)], line: Int) throws -> ImportRecord {
+        var values = input
+        for a in entity.attributes where values[a.index].isNull {
+            if let d = a.defaultValue {
+                values[a.index] = d
+            } else if !a.isOptional {
+                throw issue(line, a.name, "required attribute is missing")
+            }
+        }
+        let reference: ObjectReference
+        if let explicitID {
+            reference = .id(explicitID)
+        } else {
+            guard let u = entity.uniques.first else {
+                throw issue(line, nil,
+                            "\(entity.name) has no unique constraint, so each line needs an \"id\" to be re-importable")
+            }
+            let key = u.attributes.map { values[$0] }
+            if let missing = u.attributes.first(where: { values[$0].isNull }) {
+                throw issue(
+                    line, entity.attributes[missing].name,
+                    "the unique key \(Layout.uniqueFieldName(u, entity)) needs a value (or give the line an \"id\")")
+            }
+            reference = .unique(entityTag: entity.tag, constraint: 0, values: key)
+        }
+        // A unique key longer than LMDB's key limit would fail the save (after earlier batches
+        // were committed): found here, at its line, with nothing written.
+        for u in entity.uniques {
+            do {
+                _ = try Layout.uniqueKey(u, record: values, entity: entity,
+                                         id: explicitID ?? ObjectID(high: UInt64(entity.tag) << 48, low: 0))
+            } catch StrataError.validation(let failure) {
+                throw issue(line, failure.field, failure.reason)
+            }
+        }
+        return ImportRecord(entity: entity, explicitID: explicitID, values: values, links: links, reference: reference,
+                            line: line)
+    }
+
+    // MARK: CSV
+
+    /// What a CSV column holds.
+    enum Column {
+        case id
+        case attribute(AttributeDescription)
+        /// Relationship by target id(s) (`|`-separated for to-many).
+        case relationshipIDs(RelationshipDescription)
+        /// Relationship by a single-attribute unique key of the target (`album.mbid`).
+        case relationshipKey(RelationshipDescription, constraint: Int, AttributeDescription)
+    }
+
+    func csvColumns(_ cells: [CSVSplitter.Field], entity: EntityDescription, line: Int) throws -> [Column] {
+        var seen: Set<String> = []
+        let header = cells.enumerated().map { i, c in
+            // A byte-order mark before the first name and spaces around names are not part of them.
+            (i == 0 && c.text.hasPrefix("\u{FEFF}") ? String(c.text.dropFirst()) : c.text)
+                .trimmingCharacters(in: .whitespaces)
+        }
+        return try header.map { name in
+            guard seen.insert(name).inserted else { throw issue(line, EchoedText.shown(name), "column appears twice") }
+            if name == "id" { return .id }
+            if let a = entity.attribute(named: name) { return .attribute(a) }
+            if let r = entity.relationship(named: name) { return .relationshipIDs(r) }
+            let parts = name.split(separator: ".", maxSplits: 1).map(String.init)
+            if parts.count == 2, let r = entity.relationship(named: parts[0]) {
+                let d = schema.entity(named: r.destination)!
+                if let a = d.attribute(named: parts[1]),
+                   let ci = d.uniques.firstIndex(where: { $0.attributes == [a.index] }) {
+                    return .relationshipKey(r, constraint: ci, a)
+                }
+                throw issue(line, EchoedText.shown(name),
+                            "\(EchoedText.shown(String(parts[1]))) is not a single-attribute unique key of \(d.name)")
+            }
+            throw issue(line, EchoedText.shown(name), "unknown column for \(entity.name)")
+        }
+    }
+
+    func fromCSV(_ cells: [CSVSplitter.Field], columns: [Column], entity: EntityDescription,
+                 line: Int) throws -> ImportRecord {
+        guard cells.count == columns.count else {
+            throw issue(line, nil, "\(cells.count) fields, the header has \(columns.count)")
+        }
+        let fields = cells.map(\.text)
+        var values = [Value](repeating: .null, count: entity.attributes.count)
+        var links: [(RelationshipDescription, [ObjectReference]?)] = []
+        var explicitID: ObjectID?
+        for ((text, cell), column) in zip(zip(fields, cells), columns) {
+            switch column {
+            case .id:
+                if !text.isEmpty { explicitID = try parseID(.string(text), entity: entity, line: line, field: "id") }
+            case .attribute(let a):
+                // An empty unquoted field is null; `""` is the empty string.
+                if a.type == .string && cell.quoted {
+                    values[a.index] = .string(text)
+                    try checkSize(values[a.index], a, line: line)
+                    continue
+                }
+                do {
+                    values[a.index] = try ValueConversion.value(fromText: text, type: a.type)
+                } catch let f as ValueConversion.Failure {
+                    throw issue(line, a.name, f.reason)
+                }
+                try checkSize(values[a.index], a, line: line)
+            case .relationshipIDs(let r):
+                let d = schema.entity(named: r.destination)!
+                let parts = text.isEmpty ? [] : text.split(separator: "|").map(String.init)
+                if !r.isToMany && parts.count > 1 {
+                    throw issue(line, r.name, "a to-one relationship takes one id, found \(parts.count)")
+                }
+                links.append((r, r.isToMany || !parts.isEmpty ? try parts.map {
+                    .id(try parseID(.string($0), entity: d, line: line, field: r.name))
+                } : nil))
+            case .relationshipKey(let r, let ci, let a):
+                let parts = text.isEmpty ? [] : (r.isToMany ? text.split(separator: "|").map(String.init) : [text])
+                let d = schema.entity(named: r.destination)!
+                let refs: [ObjectReference] = try parts.map { p in
+                    do {
+                        return .unique(entityTag: d.tag, constraint: ci,
+                                       values: [try ValueConversion.value(fromText: p, type: a.type)])
+                    } catch let f as ValueConversion.Failure {
+                        throw issue(line, r.name, f.reason)
+                    }
+                }
+                links.append((r, r.isToMany || !refs.isEmpty ? refs : nil))
+            }
+        }
+        return try finish(entity, explicitID, values, links, line: line)
+    }
+}

@@ -1,0 +1,283 @@
+/// Binary form of a log entry:
+/// `[format u8][flags u8][schema version u32][time ms u64][author][metadata count varint][(key, value)*]
+///  [change count varint][change*][crc32c u32]`.
+enum LogEntryCodec {
+    static let format: UInt8 = 1
+
+    static func encode(_ e: LogEntry) -> [UInt8] {
+        // ~160 bytes a change for a small save (an insert carries every value: a library track's
+        // ~150 bytes), so it never grows; a large one grows by doubling, as before.
+        var w = ByteWriter(capacity: 64 + min(e.changes.count, 64) * 160)
+        w.u8(format)
+        w.u8(0)
+        w.u32(UInt32(e.schemaVersion))
+        w.u64(UInt64(bitPattern: e.timestampMs))
+        w.string(e.author)
+        w.varint(UInt64(e.metadata.count))
+        for (k, v) in e.metadata.sorted(by: { $0.key < $1.key }) {
+            w.string(k)
+            w.string(v)
+        }
+        w.varint(UInt64(e.changes.count))
+        for c in e.changes { encode(c, into: &w) }
+        w.u32(checksum(e.transactionID, w.bytes))
+        return w.bytes
+    }
+
+    /// CRC-32C over the transaction id (the LMDB key) and the body: an entry moved to another
+    /// key fails it.
+    static func checksum(_ tx: TransactionID, _ body: [UInt8]) -> UInt32 {
+        body.withUnsafeBytes { checksum(tx, $0) }
+    }
+
+    static func checksum(_ tx: TransactionID, _ body: UnsafeRawBufferPointer) -> UInt32 {
+        let running = withUnsafeBytes(of: tx.rawValue.bigEndian) { CRC32C.update(0xFFFF_FFFF, $0) }
+        return ~CRC32C.update(running, body)
+    }
+
+    private static func encode(_ c: LoggedChange, into w: inout ByteWriter) {
+        switch c {
+        case .insert(let id, let values):
+            w.u8(1); id16(id, &w); valueList(values, &w)
+        case .update(let id, let changes, let previous):
+            w.u8(2); id16(id, &w); w.u64(previous.rawValue)
+            w.varint(UInt64(changes.count))
+            for ch in changes {
+                w.varint(UInt64(ch.attribute))
+                ValueCodec.encode(ch.old, into: &w)
+                ValueCodec.encode(ch.new, into: &w)
+            }
+        case .delete(let id, let values, let previous):
+            w.u8(3); id16(id, &w); w.u64(previous.rawValue); valueList(values, &w)
+        case .link(let r, let a, let b):
+            w.u8(4); w.u16(r); id16(a, &w); id16(b, &w)
+        case .unlink(let r, let a, let b):
+            w.u8(5); w.u16(r); id16(a, &w); id16(b, &w)
+        }
+    }
+
+    private static func id16(_ id: ObjectID, _ w: inout ByteWriter) {
+        w.u64(id.high)
+        w.u64(id.low)
+    }
+
+    /// Values of an insert/delete: count, then (position, value) for the non-null ones.
+    private static func valueList(_ values: [Value], _ w: inout ByteWriter) {
+        w.varint(UInt64(values.count))
+        var present = 0
+        for v in values where !v.isNull { present += 1 }
+        w.varint(UInt64(present))
+        for (i, v) in values.enumerated() where !v.isNull {
+            w.varint(UInt64(i))
+            ValueCodec.encode(v, into: &w)
+        }
+    }
+
+    static func decode(_ bytes: UnsafeRawBufferPointer, transactionID tx: TransactionID) throws -> LogEntry {
+        try read(bytes, tx) { r in
+            let version = Int(try r.u32())
+            let time = Int64(bitPattern: try r.u64())
+            let author = try r.string()
+            var metadata: [String: String] = [:]
+            let m = try r.varint()
+            guard m <= UInt64(r.remaining) else { throw DecodingError(offset: r.offset, reason: "metadata count \(m)") }
+            for _ in 0..<m { metadata[try r.string()] = try r.string() }
+            let n = try r.varint()
+            guard n <= UInt64(r.remaining) else { throw DecodingError(offset: r.offset, reason: "change count \(n)") }
+            var changes: [LoggedChange] = []
+            changes.reserveCapacity(Int(n))
+            for _ in 0..<n { changes.append(try decodeChange(&r)) }
+            return LogEntry(transactionID: tx, schemaVersion: version, timestampMs: time, author: author,
+                            metadata: metadata, changes: changes)
+        }
+    }
+
+    /// What every reading of an entry (``decode(_:transactionID:)``, ``scan(_:transactionID:visit:)``)
+    /// starts and ends with: the length and the checksum, the format byte and the flags byte, then
+    /// `body` on the rest, which must read it to the end. A `DecodingError` becomes
+    /// ``StrataError/corruptLogEntry(transaction:reason:)`` of `tx`.
+    @inline(__always)
+    private static func read<R>(_ bytes: UnsafeRawBufferPointer, _ tx: TransactionID,
+                                _ body: (inout ByteReader) throws -> R) throws -> R {
+        guard bytes.count >= 4 + 2 + 4 + 8 + 1 + 1 + 1 else {
+            throw StrataError.corruptLogEntry(transaction: tx, reason: "entry of \(bytes.count) bytes is too short")
+        }
+        let content = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
+        var tail = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[bytes.count - 4..<bytes.count]))
+        let stored = try tail.u32()
+        guard checksum(tx, content) == stored else {
+            throw StrataError.corruptLogEntry(transaction: tx, reason: "checksum mismatch")
+        }
+        var r = ByteReader(content)
+        do {
+            let f = try r.u8()
+            guard f == format else {
+                throw StrataError.corruptLogEntry(
+                    transaction: tx, reason: "entry format \(f) is newer than this Strata reads (\(format))")
+            }
+            _ = try r.u8()
+            let result = try body(&r)
+            guard r.isAtEnd else { throw DecodingError(offset: r.offset, reason: "\(r.remaining) trailing bytes") }
+            return result
+        } catch let e as DecodingError {
+            throw StrataError.corruptLogEntry(transaction: tx, reason: e.description)
+        }
+    }
+
+    private static func readID(_ r: inout ByteReader) throws -> ObjectID {
+        ObjectID(high: try r.u64(), low: try r.u64())
+    }
+
+    /// A value list as an insert or a delete stores it (count, present count, (position, value)*).
+    static func decodeValueList(_ r: inout ByteReader) throws -> [Value] {
+        let count = try r.varint()
+        guard count <= UInt64(SchemaLimits.maxAttributesPerEntity) else {
+            throw DecodingError(offset: r.offset, reason: "value count \(count)")
+        }
+        var values = [Value](repeating: .null, count: Int(count))
+        let present = try r.varint()
+        guard present <= count else {
+            throw DecodingError(offset: r.offset, reason: "present count \(present) > \(count)")
+        }
+        for _ in 0..<present {
+            let i = try r.varint()
+            guard i < count else { throw DecodingError(offset: r.offset, reason: "value index \(i) out of range") }
+            values[Int(i)] = try ValueCodec.decode(from: &r)
+        }
+        return values
+    }
+
+    private static func decodeChange(_ r: inout ByteReader) throws -> LoggedChange {
+        let at = r.offset
+        switch try r.u8() {
+        case 1: return .insert(id: try readID(&r), values: try decodeValueList(&r))
+        case 2:
+            let id = try readID(&r)
+            let previous = TransactionID(try r.u64())
+            let n = try r.varint()
+            guard n <= UInt64(SchemaLimits.maxAttributesPerEntity) else {
+                throw DecodingError(offset: r.offset, reason: "update count \(n)")
+            }
+            var changes: [AttributeChange] = []
+            for _ in 0..<n {
+                let at = r.offset
+                let i = try r.varint()
+                // Checked before Int(_:), which traps on a corrupt varint ≥ 2^63 (found by fuzz-log-entry).
+                guard i < UInt64(SchemaLimits.maxAttributesPerEntity) else {
+                    throw DecodingError(offset: at, reason: "attribute index \(i) out of range")
+                }
+                changes.append(AttributeChange(attribute: Int(i), old: try ValueCodec.decode(from: &r),
+                                               new: try ValueCodec.decode(from: &r)))
+            }
+            return .update(id: id, changes: changes, previousVersion: previous)
+        case 3:
+            let id = try readID(&r)
+            let previous = TransactionID(try r.u64())
+            return .delete(id: id, values: try decodeValueList(&r), previousVersion: previous)
+        case 4: return .link(relationship: try r.u16(), from: try readID(&r), to: try readID(&r))
+        case 5: return .unlink(relationship: try r.u16(), from: try readID(&r), to: try readID(&r))
+        case let k: throw DecodingError(offset: at, reason: "unknown change kind \(k)")
+        }
+    }
+
+    // MARK: Checking without decoding
+
+    /// A change as ``scan(_:transactionID:visit:)`` reports it: kinds and ids, and where in the
+    /// entry's bytes the values it sets are, none of them decoded.
+    enum ScannedChange {
+        /// `id` inserted with `count` values; its value list (``decodeValueList(_:)``) at `values`.
+        case insert(id: ObjectID, count: Int, values: Range<Int>)
+        /// `id` updated; one ``set(attribute:value:)`` per attribute change follows.
+        case update(id: ObjectID)
+        /// Attribute `attribute` of the updated object set to the value at `value`
+        /// (``ValueCodec/decode(from:)``).
+        case set(attribute: Int, value: Range<Int>)
+        case delete(id: ObjectID)
+        case link(relationship: UInt16, from: ObjectID, to: ObjectID)
+        case unlink(relationship: UInt16, from: ObjectID, to: ObjectID)
+    }
+
+    /// Checks an entry exactly as ``decode(_:transactionID:)`` does — the checksum, the structure
+    /// and every value, so it throws for exactly the entries `decode` refuses — without building
+    /// it: no value, string or array is made. Each change is handed to `visit` as it is read
+    /// (when it throws, what was visited is to be discarded). Returns the number of changes.
+    ///
+    /// `verify` reads the log this way (``InMemoryVerification/readLog(_:head:deliver:)``); a test
+    /// and the `log-entry` fuzz target hold it to agree with `decode`.
+    static func scan(_ bytes: UnsafeRawBufferPointer, transactionID tx: TransactionID,
+                     visit: (ScannedChange) -> Void) throws -> Int {
+        try read(bytes, tx) { r in
+            _ = try r.u32()
+            _ = try r.u64()
+            try r.checkString()
+            let m = try r.varint()
+            guard m <= UInt64(r.remaining) else { throw DecodingError(offset: r.offset, reason: "metadata count \(m)") }
+            for _ in 0..<m {
+                try r.checkString()
+                try r.checkString()
+            }
+            let n = try r.varint()
+            guard n <= UInt64(r.remaining) else { throw DecodingError(offset: r.offset, reason: "change count \(n)") }
+            for _ in 0..<n { try scanChange(&r, visit) }
+            return Int(n)
+        }
+    }
+
+    /// ``decodeValueList(_:)``'s checks, without the values; returns their count.
+    private static func scanValueList(_ r: inout ByteReader) throws -> Int {
+        let count = try r.varint()
+        guard count <= UInt64(SchemaLimits.maxAttributesPerEntity) else {
+            throw DecodingError(offset: r.offset, reason: "value count \(count)")
+        }
+        let present = try r.varint()
+        guard present <= count else {
+            throw DecodingError(offset: r.offset, reason: "present count \(present) > \(count)")
+        }
+        for _ in 0..<present {
+            let i = try r.varint()
+            guard i < count else { throw DecodingError(offset: r.offset, reason: "value index \(i) out of range") }
+            try ValueCodec.check(from: &r)
+        }
+        return Int(count)
+    }
+
+    /// ``decodeChange(_:)``'s checks, reporting the change to `visit`.
+    private static func scanChange(_ r: inout ByteReader, _ visit: (ScannedChange) -> Void) throws {
+        let at = r.offset
+        switch try r.u8() {
+        case 1:
+            let id = try readID(&r)
+            let start = r.offset
+            let count = try scanValueList(&r)
+            visit(.insert(id: id, count: count, values: start..<r.offset))
+        case 2:
+            let id = try readID(&r)
+            _ = try r.u64()
+            let n = try r.varint()
+            guard n <= UInt64(SchemaLimits.maxAttributesPerEntity) else {
+                throw DecodingError(offset: r.offset, reason: "update count \(n)")
+            }
+            visit(.update(id: id))
+            for _ in 0..<n {
+                let at = r.offset
+                let i = try r.varint()
+                guard i < UInt64(SchemaLimits.maxAttributesPerEntity) else {
+                    throw DecodingError(offset: at, reason: "attribute index \(i) out of range")
+                }
+                try ValueCodec.check(from: &r)
+                let start = r.offset
+                try ValueCodec.check(from: &r)
+                visit(.set(attribute: Int(i), value: start..<r.offset))
+            }
+        case 3:
+            let id = try readID(&r)
+            _ = try r.u64()
+            _ = try scanValueList(&r)
+            visit(.delete(id: id))
+        case 4: visit(.link(relationship: try r.u16(), from: try readID(&r), to: try readID(&r)))
+        case 5: visit(.unlink(relationship: try r.u16(), from: try readID(&r), to: try readID(&r)))
+        case let k: throw DecodingError(offset: at, reason: "unknown change kind \(k)")
+        }
+    }
+
+}

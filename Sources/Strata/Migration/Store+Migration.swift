@@ -1,0 +1,233 @@
+import Foundation
+
+extension Store {
+    /// The cheap check at launch: reads the store's schema version without opening it for writing.
+    /// `schemas` are every version of the model, oldest first (``Schema/loadAll(directory:)``).
+    public static func migrationStatus(
+        at url: URL, schemas: [Schema],
+        configuration: StoreConfiguration = StoreConfiguration()) throws -> MigrationStatus {
+        guard let app = schemas.last else { throw MigrationError(reason: "no schema versions given") }
+        // Use the instance this process has open (LMDB forbids a second one); otherwise a
+        // read-only open that is closed again.
+        let stored: Schema
+        if let open = StoreRegistry.shared.existing(path: url.path) {
+            stored = open.schema
+        } else {
+            let store = try Store.openReadOnly(at: url, configuration: configuration)
+            stored = store.schema
+            store.close()
+        }
+        let version = stored.version
+        guard stored.model == app.model else { throw StrataError.modelMismatch(store: stored.model, app: app.model) }
+        if version == app.version { return .upToDate(version: version) }
+        if version > app.version { return .tooNew(store: version, app: app.version) }
+        let steps = schemas.filter { $0.version > version }
+            .flatMap { s in s.migrationSteps.map { "v\(s.version): \($0.summary)" } }
+        return .needsMigration(from: version, to: app.version, steps: steps)
+    }
+
+    /// Migrates the store at `url` to the last of `schemas` (or to version `target`): all or
+    /// nothing, recorded in the log, with older transactions rewritten through the steps so replay,
+    /// history and as-of read them in the new schema. The store is rebuilt in a new generation
+    /// while it keeps serving (if this process has it open, its readers go on; its writes are
+    /// caught up), then switched atomically; a kill at any point leaves the old or the new store.
+    /// Afterwards an instance opened with the old schema refuses use with
+    /// ``StrataError/migrated(path:toVersion:)``: close it and open the store with the new schema.
+    ///
+    /// - Throws: ``MigrationError``, ``SchemaError`` (steps that do not lead to the new version),
+    ///   ``StrataError/validation(_:)`` (a unique constraint the data violates, now or at any
+    ///   transaction of the log),
+    ///   ``StrataError/storeBusy(path:processIDs:)``. Nothing is changed when it throws.
+    public static func migrate(
+        at url: URL, schemas: [Schema], to target: Int? = nil, registry: MigrationRegistry = MigrationRegistry(),
+        dryRun: Bool = false, configuration: StoreConfiguration = StoreConfiguration(),
+        progress: (@Sendable (MigrationProgress) -> Void)? = nil) async throws -> MigrationReport {
+        let store = try Store.openExisting(at: url, configuration: configuration)
+        let report = try await store.migrate(schemas: schemas, to: target, registry: registry, dryRun: dryRun,
+                                             progress: progress)
+        store.close()
+        return report
+    }
+
+    /// Migrates this store (opened with its stored schema); see
+    /// ``Store/migrate(at:schemas:to:registry:dryRun:configuration:progress:)``.
+    public func migrate(schemas: [Schema], to target: Int? = nil, registry: MigrationRegistry = MigrationRegistry(),
+                        dryRun: Bool = false,
+                        progress: (@Sendable (MigrationProgress) -> Void)? = nil) async throws -> MigrationReport {
+        try checkUsable()
+        guard let writer, let lock else { throw StrataError.readOnly(path: path) }
+        // One compaction or migration at a time (see `MaintenanceGate`); checked again after the wait.
+        await maintenance.enter()
+        defer { maintenance.leave() }
+        try Task.checkCancellation()   // cancelled while it waited: do not start
+        try checkUsable()
+        let started = ContinuousClock.now
+        let goal = target ?? schemas.last?.version ?? schema.version
+        guard let app = schemas.first(where: { $0.version == goal }), app.model == schema.model else {
+            throw MigrationError(reason: "no \(schema.model) schema v\(goal) among the given versions")
+        }
+        guard goal > schema.version else {
+            throw MigrationError(reason: "the store is at v\(schema.version); nothing to do for v\(goal)")
+        }
+        guard let current = schemas.first(where: { $0.version == schema.version }),
+              current.canonicalJSON == schema.canonicalJSON else {
+            throw MigrationError(reason: "the given v\(schema.version) schema differs from the one the store holds")
+        }
+        let hops = try (schema.version + 1...goal).map { v -> MigrationHop in
+            guard let from = schemas.first(where: { $0.version == v - 1 }),
+                  let to = schemas.first(where: { $0.version == v }) else {
+                throw MigrationError(reason: "schema v\(v) is missing")
+            }
+            return try MigrationHop(from: from, to: to, registry: registry)
+        }
+        let others = lock.otherHolders()
+        guard others.isEmpty else { throw StrataError.storeBusy(path: path, processIDs: others) }
+
+        let snapshot = try self.snapshot(label: "migration")
+        defer { snapshot.close() }
+        let oldEnv = snapshot.env
+        try checkRoomForGeneration(snapshot)
+        let generation = try makeGeneration(like: oldEnv)
+        let newEnv = generation.env
+        var switched = false
+        defer { if !switched { generation.abandon() } }
+        var upcaster = try Upcaster(old: schema, new: app, hops: hops, newEnv: newEnv)
+        defer { upcaster.close() }
+        let t0 = snapshot.transactionID
+        // After each callback of the build: a `close()` from it stops both sides at their next
+        // check, and the migration throws `StrataError.closed` (below).
+        let cancellation = upcaster.cancellation
+        let report: @Sendable (MigrationProgress) -> Void = { [self] p in
+            progress?(p)
+            if isClosed { cancellation.cancel() }
+        }
+        do {
+            try snapshot.read { view in
+                try Store.writeMeta(env: newEnv, schema: app)
+                // Keys that carry over as they are (plain puts: `meta` is not empty any more).
+                for key in [MetaKey.horizon, MetaKey.created] {
+                    if let value = try view.txn.withValue(view.env[.meta], key: key, { Array($0) }) {
+                        try newEnv.writeGrowing { try $0.put(newEnv[.meta], key: key, value: value) }
+                    }
+                }
+                let horizon = try view.horizon()
+                let objects = try schema.entities.reduce(0) { $0 + (try view.objectCount($1)) }
+                let logTotal = Int(t0.rawValue - horizon.rawValue)
+                report(MigrationProgress(phase: .base, done: 0, total: objects))
+                report(MigrationProgress(phase: .log, done: 0, total: logTotal))
+                // The log and the state are independent (different databases of the new generation,
+                // each written in its own short transactions): with a second snapshot of the same
+                // transaction and generation, another thread builds the state while this one
+                // rewrites the log. That thread only reads the old store and writes the new one; a
+                // failure on either side waits for the other before the generation is abandoned.
+                var stateSide = upcaster.stateSide()
+                let stateProgress: @Sendable (Int) -> Void = {
+                    report(MigrationProgress(phase: .base, done: $0, total: objects))
+                }
+                func rewriteLog() throws {
+                    try upcaster.loadBase(view, horizon: horizon, head: t0)
+                    try upcaster.upcastLog(view, after: horizon, upTo: t0, applyingToState: false) {
+                        report(MigrationProgress(phase: .log, done: $0, total: logTotal))
+                    }
+                }
+                let second = try? self.snapshot(label: "migration-state")
+                let firstLMDB = LMDBEnvironment.lmdbTransactionID(view.txn.handle)
+                if let second, second.transactionID == t0, second.env === oldEnv,
+                   (try? second.read({ LMDBEnvironment.lmdbTransactionID($0.txn.handle) })) == firstLMDB {
+                    let result = Locked<Result<Upcaster, Error>?>(nil)
+                    let done = DispatchGroup()
+                    let side = stateSide
+                    DispatchQueue.global().async(group: done) {
+                        var u = side
+                        let r = Result { () throws -> Upcaster in
+                            defer { second.close() }
+                            try second.read { try u.buildState($0, expectedObjects: objects, progress: stateProgress) }
+                            return u
+                        }
+                        // A failure stops the other side at its next batch.
+                        if case .failure = r { u.cancellation.cancel() }
+                        result.withLock { $0 = r }
+                    }
+                    let logResult = Result { try rewriteLog() }
+                    if case .failure = logResult { upcaster.cancellation.cancel() }
+                    done.wait()
+                    guard let built = result.withLock({ $0 }) else {
+                        throw MigrationError(reason: "the state build did not finish")
+                    }
+                    // The error that stopped the migration, not the other side's stop.
+                    for outcome in [logResult.map { _ in () }, built.map { _ in () }] {
+                        if case .failure(let error) = outcome, !(error is MigrationCancelled) { throw error }
+                    }
+                    try logResult.get()
+                    stateSide = try built.get()
+                } else {
+                    second?.close()
+                    try rewriteLog()
+                    try stateSide.buildState(view, expectedObjects: objects, progress: stateProgress)
+                }
+                upcaster.addTimings(of: stateSide)
+            }
+        } catch {
+            try checkUsable()   // closed from a callback: that, not the sides' cancellation
+            throw error
+        }
+        try checkUsable()   // closed from the last callback: no report, no switch
+        generation.endBulkBuild()
+        func objectsPerEntity() throws -> [String: Int] {
+            try newEnv.read { txn in
+                Dictionary(uniqueKeysWithValues: try app.entities.map {
+                    ($0.name, try ReadView(txn: txn, env: newEnv, schema: app).objectCount($0))
+                })
+            }
+        }
+        let stepSeconds: [(step: String, seconds: Double)] = zip(
+            hops.flatMap { h in h.steps.map { "v\(h.to.version): \($0.summary)" } }, upcaster.timings.map(\.seconds)
+        ).map { (step: $0, seconds: $1) }
+        if dryRun {
+            try newEnv.sync()
+            let counts = try objectsPerEntity()
+            return MigrationReport(dryRun: true, from: schema.version, to: goal, objects: counts.values.reduce(0, +),
+                                   transactionsUpcast: upcaster.transactions, migrationTransaction: nil,
+                                   stepSeconds: stepSeconds, objectsPerEntity: counts, bytesBefore: oldEnv.fileBytes,
+                                   bytesAfter: newEnv.fileBytes, seconds: (ContinuousClock.now - started).seconds)
+        }
+        progress?(MigrationProgress(phase: .catchingUp, done: 0, total: 0))
+        try checkUsable()
+        try prefetchBeforeCatchUp(generation, builtAt: t0)
+        let box = UpcasterBox(upcaster)
+        let marker = try await writer.exclusive { [self] in
+            assert(env === oldEnv, "the live generation changed during a migration")
+            var u = box.value
+            defer { box.value = u }
+            let marker = try oldEnv.read { txn -> TransactionID in
+                let view = ReadView(txn: txn, env: oldEnv, schema: schema)
+                let last = try view.lastTransactionID()
+                if last > t0 { try u.upcastLog(view, after: t0, upTo: last, applyingToState: true) { _ in } }
+                return last.next
+            }
+            try u.writeMarker(marker, from: schema.version, to: goal, steps: stepSeconds.map(\.step))
+            progress?(MigrationProgress(phase: .switching, done: 0, total: 0))
+            try switchGeneration(generation, lock: lock, replacing: oldEnv)
+            // This instance holds the old schema: it stops here, and nothing queued is acknowledged.
+            markMigrated(to: goal)
+            writer.stopFromQueue(failing: .migrated(path: path, toVersion: goal))
+            return marker
+        }
+        switched = true
+        let bytesAfter = newEnv.fileBytes
+        let counts = try objectsPerEntity()
+        let finalSeconds: [(step: String, seconds: Double)] =
+            zip(stepSeconds.map(\.step), box.value.timings.map(\.seconds)).map { (step: $0, seconds: $1) }
+        newEnv.close()
+        return MigrationReport(dryRun: false, from: schema.version, to: goal, objects: counts.values.reduce(0, +),
+                               transactionsUpcast: box.value.transactions, migrationTransaction: marker,
+                               stepSeconds: finalSeconds, objectsPerEntity: counts, bytesBefore: oldEnv.fileBytes,
+                               bytesAfter: bytesAfter, seconds: (ContinuousClock.now - started).seconds)
+    }
+}
+
+/// Carries the upcaster into the writer's exclusive block (used only there, one thread at a time).
+private final class UpcasterBox: @unchecked Sendable {
+    var value: Upcaster
+    init(_ value: Upcaster) { self.value = value }
+}

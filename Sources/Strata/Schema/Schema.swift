@@ -1,0 +1,90 @@
+/// One version of a model's schema: the entities a store holds.
+///
+/// Loaded from `Schemas/<model>/v<N>.json` (see README, "Schema files"):
+/// ```swift
+/// let schema = try Schema.load(directory: URL(fileURLWithPath: "Schemas/library"))
+/// schema.entity(named: "Track")?.attribute(named: "title")?.type   // .string
+/// ```
+public struct Schema: Sendable {
+    /// The values behind a schema, shared by its copies: a schema is copied into every read
+    /// view and resolver, so a copy is one reference count, not one per field.
+    private final class Storage: Sendable {
+        let model: String
+        let version: Int
+        let entities: [EntityDescription]
+        let canonicalJSON: String
+        let migrationSteps: [MigrationStep]
+        let byName: [String: EntityDescription]
+        /// Indexed by entity tag (tags are 1...``Schema/maxEntities``): no hashing per record.
+        let byTag: [EntityDescription?]
+        /// The inverse's tag of every relationship, by tag (an unknown relationship is absent).
+        let inverseTags: [UInt16: UInt16]
+        let typeChecks = TypeCheckCache()
+
+        init(model: String, version: Int, entities: [EntityDescription], canonicalJSON: String,
+             migrationSteps: [MigrationStep]) {
+            self.model = model
+            self.version = version
+            self.entities = entities
+            self.canonicalJSON = canonicalJSON
+            self.migrationSteps = migrationSteps
+            byName = Dictionary(uniqueKeysWithValues: entities.map { ($0.name, $0) })
+            var tags = [EntityDescription?](repeating: nil, count: Int(entities.map(\.tag).max() ?? 0) + 1)
+            for e in entities { tags[Int(e.tag)] = e }
+            byTag = tags
+            var inverses: [UInt16: UInt16] = [:]
+            for e in entities {
+                for r in e.relationships {
+                    if let inverse = byName[r.destination]?.relationship(named: r.inverseName) {
+                        inverses[r.tag] = inverse.tag
+                    }
+                }
+            }
+            inverseTags = inverses
+        }
+    }
+    private let storage: Storage
+
+    /// The model name (`"library"`).
+    public var model: String { storage.model }
+    /// The version (the N of `vN.json`).
+    public var version: Int { storage.version }
+    /// The entities, in the order of the schema file.
+    public var entities: [EntityDescription] { storage.entities }
+    /// The schema as canonical JSON; stored in the store so tools can read it without the files.
+    public var canonicalJSON: String { storage.canonicalJSON }
+    /// Steps from version `version - 1` (empty for version 1).
+    public var migrationSteps: [MigrationStep] { storage.migrationSteps }
+    private var byName: [String: EntityDescription] { storage.byName }
+    var typeChecks: TypeCheckCache { storage.typeChecks }
+
+    init(model: String, version: Int, entities: [EntityDescription], canonicalJSON: String,
+         migrationSteps: [MigrationStep] = []) {
+        storage = Storage(model: model, version: version, entities: entities, canonicalJSON: canonicalJSON,
+                          migrationSteps: migrationSteps)
+    }
+
+    /// The entity named `name`, if the schema has one.
+    public func entity(named name: String) -> EntityDescription? { byName[name] }
+    /// The entity with tag `tag` (the tag stored in its objects' ids), if the schema has one.
+    public func entity(tag: UInt16) -> EntityDescription? {
+        let byTag = storage.byTag
+        return Int(tag) < byTag.count ? byTag[Int(tag)] : nil
+    }
+
+    /// The relationship with link tag `tag`.
+    func relationship(tag: UInt16) -> RelationshipDescription? {
+        guard let e = entity(tag: tag >> 8), (tag & 0xff) >= 1,
+              Int(tag & 0xff) <= e.relationships.count else { return nil }
+        return e.relationships[Int(tag & 0xff) - 1]
+    }
+
+    /// The tag of the inverse of the relationship with tag `tag` (nil for an unknown tag).
+    func inverseTag(of tag: UInt16) -> UInt16? { storage.inverseTags[tag] }
+
+    /// The inverse of `relationship`.
+    func inverse(of relationship: RelationshipDescription) -> RelationshipDescription {
+        // The loader proved every inverse exists and points back.
+        byName[relationship.destination]!.relationship(named: relationship.inverseName)!
+    }
+}

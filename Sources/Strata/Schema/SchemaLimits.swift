@@ -1,0 +1,15 @@
+/// Limits on schemas, enforced by the loader.
+public enum SchemaLimits {
+    /// Entity tags are one byte inside link and index tags.
+    public static let maxEntities = 255
+    /// The most attributes an entity may have.
+    public static let maxAttributesPerEntity = 1000
+    /// Relationship, index and unique positions are one byte inside their tags.
+    public static let maxRelationshipsPerEntity = 255
+    /// The most unique constraints an entity may have, and the most indexes (each list on its own).
+    public static let maxIndexesPerEntity = 255
+    /// The most attributes one index or unique constraint may span.
+    public static let maxAttributesPerIndex = 4
+    /// The longest name of an entity, attribute or relationship, in bytes (names are ASCII identifiers).
+    public static let maxNameBytes = 64
+}

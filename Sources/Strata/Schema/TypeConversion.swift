@@ -1,0 +1,86 @@
+import Foundation
+
+/// Named value conversions for ``MigrationStep/changeType(entity:attribute:conversion:)``.
+public enum TypeConversion: String, Sendable, CaseIterable {
+    /// `int` to `double`.
+    case intToDouble
+    /// `double` to `int`, rounded to the nearest integer; a value that is not finite or does not fit 64 bits fails.
+    case doubleToInt
+    /// `int` to `string`, in decimal.
+    case intToString
+    /// `double` to `string`, in Swift's shortest form (`20.4`).
+    case doubleToString
+    /// `bool` to `string`: `true` or `false`.
+    case boolToString
+    /// `string` to `int`; spaces around the number are ignored, and text that does not parse fails.
+    case stringToInt
+    /// `string` to `double`; spaces around the number are ignored, and text that does not parse or is not finite
+    /// fails.
+    case stringToDouble
+    /// `int` to `bool`: non-zero is `true`.
+    case intToBool
+    /// `bool` to `int`: `true` is 1, `false` is 0.
+    case boolToInt
+    /// `date` to `int`: seconds since 1970, rounded down.
+    case dateToInt
+    /// `int` to `date`: seconds since 1970.
+    case intToDate
+    /// `uuid` to `string`, in lowercase.
+    case uuidToString
+    /// `string` to `uuid`; text that does not parse fails.
+    case stringToUUID
+
+    var from: AttributeType {
+        switch self {
+        case .intToDouble, .intToString, .intToBool, .intToDate: .int
+        case .doubleToInt, .doubleToString: .double
+        case .boolToString, .boolToInt: .bool
+        case .stringToInt, .stringToDouble, .stringToUUID: .string
+        case .dateToInt: .date
+        case .uuidToString: .uuid
+        }
+    }
+
+    var to: AttributeType {
+        switch self {
+        case .intToDouble, .stringToDouble: .double
+        case .doubleToInt, .stringToInt, .boolToInt, .dateToInt: .int
+        case .intToString, .doubleToString, .boolToString, .uuidToString: .string
+        case .intToBool: .bool
+        case .intToDate: .date
+        case .stringToUUID: .uuid
+        }
+    }
+
+    /// Converts one value; `null` stays `null`. Throws a reason for values that do not convert.
+    func convert(_ v: Value) throws -> Value {
+        switch (self, v) {
+        case (_, .null): return .null
+        case (.intToDouble, .int(let i)): return .double(Double(i))
+        case (.doubleToInt, .double(let d)):
+            guard d.isFinite, abs(d) < 9.2e18 else { throw ValueConversion.Failure(reason: "\(d) does not fit an int") }
+            return .int(Int64(d.rounded()))
+        case (.intToString, .int(let i)): return .string(String(i))
+        case (.doubleToString, .double(let d)): return .string(String(d))
+        case (.boolToString, .bool(let b)): return .string(b ? "true" : "false")
+        case (.stringToInt, .string(let s)):
+            guard let i = Int64(s.trimmingCharacters(in: .whitespaces)) else {
+                throw ValueConversion.Failure(reason: "'\(s)' is not an integer")
+            }
+            return .int(i)
+        case (.stringToDouble, .string(let s)):
+            guard let d = Double(s.trimmingCharacters(in: .whitespaces)),
+                  d.isFinite else { throw ValueConversion.Failure(reason: "'\(s)' is not a number") }
+            return .double(d)
+        case (.intToBool, .int(let i)): return .bool(i != 0)
+        case (.boolToInt, .bool(let b)): return .int(b ? 1 : 0)
+        case (.dateToInt, .date(let d)): return .int(Int64(d.timeIntervalSince1970.rounded(.down)))
+        case (.intToDate, .int(let i)): return .date(Date(timeIntervalSince1970: Double(i)))
+        case (.uuidToString, .uuid(let u)): return .string(u.uuidString.lowercased())
+        case (.stringToUUID, .string(let s)):
+            guard let u = UUID(uuidString: s) else { throw ValueConversion.Failure(reason: "'\(s)' is not a UUID") }
+            return .uuid(u)
+        default: throw ValueConversion.Failure(reason: "\(rawValue) cannot convert \(v)")
+        }
+    }
+}

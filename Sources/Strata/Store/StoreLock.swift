@@ -1,0 +1,122 @@
+import Glibc
+import Synchronization
+
+/// The shared (and, for a switch, exclusive) fcntl lock on `strata.lock`.
+///
+/// fcntl locks belong to the process, so `F_GETLK` and `/proc/locks` show other processes only.
+/// It is `Sendable` because its state is two constants and an atomic flag; the lock calls are
+/// system calls.
+final class StoreLock: Sendable {
+    let fd: Int32
+    let path: String
+    private let released = Atomic<Bool>(false)
+
+    /// Opens and read-locks `path`, waiting while a compaction holds it exclusively. Returns nil
+    /// for a read-only directory without a lock file (an immutable store nobody writes to).
+    /// A read-write open creates a missing lock file with the store's file mode
+    /// (`permissions`). The file is never opened through a symbolic link (`O_NOFOLLOW`) and
+    /// must be a regular file (`O_NONBLOCK`, so a FIFO planted there cannot block the open).
+    /// `store` is the store directory, for messages.
+    init?(path: String, readOnly: Bool, permissions: StorePermissions, store: String) throws {
+        let flags = O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
+        func refused(_ code: Int32) -> StrataError {
+            code == ELOOP
+                ? StrataError.insecure(path: store,
+                                       reason: "\(path) is a symbolic link; Strata never opens a store's files " +
+                                               "through a link (remove it: an open makes it again)")
+                : StrataError.lmdb(LMDBError(code: code, operation: "open \(path) (the store's lock file)"))
+        }
+        var fd: Int32
+        if readOnly {
+            fd = open(path, O_RDONLY | flags)
+            if fd < 0 {
+                let code = errno
+                if code == ELOOP { throw refused(code) }
+                return nil
+            }
+        } else {
+            try permissions.createFile(path)
+            fd = open(path, O_RDWR | flags)
+            if fd < 0 && (errno == EACCES || errno == EROFS) {
+                // A writer goes nowhere without the lock: compaction and migration of other
+                // processes would not see it (only read-only opens may do without one).
+                fd = open(path, O_RDONLY | flags)
+            }
+            if fd < 0 { throw refused(errno) }
+        }
+        var st = stat()
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
+            close(fd)
+            throw StrataError.insecure(path: store, reason: "\(path) is not a regular file")
+        }
+        self.fd = fd
+        self.path = path
+        var lock = flock(l_type: Int16(F_RDLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
+        while fcntl(fd, F_SETLKW, &lock) != 0 {
+            if errno == EINTR { continue }
+            let e = errno
+            close(fd)
+            throw StrataError.lmdb(LMDBError(code: e, operation: "fcntl(F_SETLKW) \(path)"))
+        }
+    }
+
+    deinit { release() }
+
+    /// Closes the descriptor, which drops the lock (idempotent).
+    func release() {
+        if released.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged {
+            close(fd)
+        }
+    }
+
+    /// Process ids of the other processes that have the store open: every holder listed in
+    /// `/proc/locks` for this file, plus the one `F_GETLK` reports (in case /proc is unavailable).
+    func otherHolders() -> [Int32] {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return [] }
+        let me = getpid()
+        var pids = Set<Int32>()
+        // /proc/locks names the file as MAJOR:MINOR:INODE, major and minor in hex.
+        let major = (st.st_dev >> 8) & 0xfff, minor = (st.st_dev & 0xff) | ((st.st_dev >> 12) & 0xfff00)
+        let inode = "\(st.st_ino)"
+        for line in Self.readProcLocks().split(separator: "\n") {
+            let f = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard f.count >= 6, f[1] == "POSIX", let pid = Int32(f[4]), pid != me else { continue }
+            let dev = f[5].split(separator: ":")
+            guard dev.count == 3, dev[2] == inode, UInt64(dev[0], radix: 16) == UInt64(major),
+                  UInt64(dev[1], radix: 16) == UInt64(minor) else { continue }
+            pids.insert(pid)
+        }
+        var probe = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
+        if fcntl(fd, F_GETLK, &probe) == 0, probe.l_type != Int16(F_UNLCK), probe.l_pid > 0 { pids.insert(probe.l_pid) }
+        return pids.sorted()
+    }
+
+    /// /proc/locks read to the end (its size reads as 0, so it is read until EOF, not by size).
+    private static func readProcLocks() -> String {
+        let fd = open("/proc/locks", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return "" }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { break }
+            bytes += chunk[0..<n]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Converts this process's shared lock to exclusive without waiting; false when another
+    /// process holds it.
+    func tryExclusive() -> Bool {
+        var lock = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
+        return fcntl(fd, F_SETLK, &lock) == 0
+    }
+
+    /// Back to shared.
+    func shared() {
+        var lock = flock(l_type: Int16(F_RDLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
+        _ = fcntl(fd, F_SETLK, &lock)
+    }
+}

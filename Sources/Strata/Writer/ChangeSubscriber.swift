@@ -1,0 +1,67 @@
+final class ChangeSubscriber: Sendable {
+    private struct State {
+        var buffer: [ChangeEvent] = []
+        var head = 0
+        var missed = 0
+        var waiting: CheckedContinuation<ChangeEvent?, Never>?
+        var finished = false
+    }
+    private let state = Locked(State())
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = max(1, capacity) }
+
+    func deliver(_ event: ChangeEvent) {
+        let waiter = state.withLock { s -> CheckedContinuation<ChangeEvent?, Never>? in
+            if s.finished { return nil }
+            if let w = s.waiting {
+                s.waiting = nil
+                return w
+            }
+            if s.buffer.count - s.head < capacity { s.buffer.append(event) } else { s.missed += 1 }
+            return nil
+        }
+        waiter?.resume(returning: event)
+    }
+
+    func finish() {
+        let waiter = state.withLock { s -> CheckedContinuation<ChangeEvent?, Never>? in
+            s.finished = true
+            defer { s.waiting = nil }
+            return s.waiting
+        }
+        waiter?.resume(returning: nil)
+    }
+
+    func next() async -> ChangeEvent? {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<ChangeEvent?, Never>) in
+                let ready = state.withLock { s -> ChangeEvent?? in
+                    if s.missed > 0 {
+                        // Whatever is buffered is older than what was dropped: replace it by one notice.
+                        let missed = s.missed + (s.buffer.count - s.head)
+                        s.missed = 0
+                        s.buffer.removeAll()
+                        s.head = 0
+                        return .some(.fellBehind(missed: missed))
+                    }
+                    if s.head < s.buffer.count {
+                        let e = s.buffer[s.head]
+                        s.head += 1
+                        if s.head > 64, s.head * 2 > s.buffer.count {
+                            s.buffer.removeFirst(s.head)
+                            s.head = 0
+                        }
+                        return .some(e)
+                    }
+                    if s.finished || Task.isCancelled { return .some(nil) }
+                    s.waiting = c
+                    return .none
+                }
+                if let ready { c.resume(returning: ready) }
+            }
+        } onCancel: {
+            finish()
+        }
+    }
+}
