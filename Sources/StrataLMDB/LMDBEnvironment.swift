@@ -222,7 +222,7 @@ package final class LMDBEnvironment: Sendable {
                 try lmdbCheck(mdb_dbi_open(txn, name, readOnly ? 0 : UInt32(MDB_CREATE), &dbi), "mdb_dbi_open(\(name))")
                 result.append(LMDBDatabase(dbi: dbi, name: name))
             }
-            if let again = try set.lastHandle(LMDBTransaction(handle: txn, isWrite: !readOnly, policy: options.policy),
+            if let again = try set.lastHandle(LMDBTransaction(handle: txn, isWrite: !readOnly, environment: nil),
                                               result) {
                 precondition(result.indices.contains(again), "DatabaseSet.lastHandle chose no named database")
                 result.append(result[again])
@@ -243,7 +243,7 @@ package final class LMDBEnvironment: Sendable {
     /// A view of `handle`, a transaction of this environment.
     @inline(__always)
     package func transaction(_ handle: OpaquePointer, isWrite: Bool) -> LMDBTransaction {
-        LMDBTransaction(handle: handle, isWrite: isWrite, policy: options.policy)
+        LMDBTransaction(handle: handle, isWrite: isWrite, environment: self)
     }
 
     /// The handle at `position`: the named databases in the order of ``DatabaseSet/names``, then

@@ -9,14 +9,19 @@ import CLMDB
 package struct LMDBTransaction {
     package let handle: OpaquePointer
     package let isWrite: Bool
-    /// The environment's policy: the error for a damaged key it reports.
-    package let policy: any EnvironmentPolicy
+    /// The environment the transaction belongs to (nil while it opens its databases). Unowned and
+    /// unretained: a transaction only lives inside a closure of its environment (or of a snapshot
+    /// that keeps it), so the environment outlives it; copying a transaction copies one word.
+    package unowned(unsafe) let environment: LMDBEnvironment?
 
-    /// A view of `handle`, a transaction of an environment with `policy` (``LMDBEnvironment/transaction(_:isWrite:)``).
-    package init(handle: OpaquePointer, isWrite: Bool, policy: any EnvironmentPolicy) {
+    /// The environment's policy, for the error a damaged key gets (read only on that path).
+    package var policy: any EnvironmentPolicy { environment?.options.policy ?? PlainEnvironmentPolicy() }
+
+    /// A view of `handle`, a transaction of `environment` (``LMDBEnvironment/transaction(_:isWrite:)``).
+    package init(handle: OpaquePointer, isWrite: Bool, environment: LMDBEnvironment?) {
         self.handle = handle
         self.isWrite = isWrite
-        self.policy = policy
+        self.environment = environment
     }
 
     /// Calls `body` with the bytes stored at `key`, or returns nil when the key is absent.
