@@ -4,7 +4,7 @@ import Glibc
 /// liblmdb return code is always an ``LMDBError``), and the checks of the files it opens.
 ///
 /// The layer knows nothing of the product above it; a store passes a policy whose errors are
-/// the ones its users see. Without one, ``PlainEnvironmentPolicy`` reports ``StorageFault``s.
+/// the ones its users see.
 package protocol EnvironmentPolicy: Sendable {
     /// A transaction asked for after ``LMDBEnvironment/close()``.
     func closed(path: String) -> any Error

@@ -28,7 +28,7 @@ package struct LMDBOptions: Sendable {
     package var policy: any EnvironmentPolicy
 
     package init(mapSizeBytes: Int, maxMapSizeBytes: Int, maxReaders: UInt32, readOnly: Bool, noSync: Bool,
-                 noLock: Bool, databases: DatabaseSet, policy: any EnvironmentPolicy = PlainEnvironmentPolicy()) {
+                 noLock: Bool, databases: DatabaseSet, policy: any EnvironmentPolicy) {
         self.mapSizeBytes = mapSizeBytes
         self.maxMapSizeBytes = maxMapSizeBytes
         self.maxReaders = maxReaders

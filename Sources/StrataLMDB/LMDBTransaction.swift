@@ -14,9 +14,6 @@ package struct LMDBTransaction {
     /// that keeps it), so the environment outlives it; copying a transaction copies one word.
     package unowned(unsafe) let environment: LMDBEnvironment?
 
-    /// The environment's policy, for the error a damaged key gets (read only on that path).
-    package var policy: any EnvironmentPolicy { environment?.options.policy ?? PlainEnvironmentPolicy() }
-
     /// A view of `handle`, a transaction of `environment` (``LMDBEnvironment/transaction(_:isWrite:)``).
     package init(handle: OpaquePointer, isWrite: Bool, environment: LMDBEnvironment?) {
         self.handle = handle
@@ -37,9 +34,10 @@ package struct LMDBTransaction {
         // Keys looked up are made from what the store holds (a log entry's ids, a record's values):
         // a size LMDB cannot hold comes from a damaged entry, reported as such, not a trap.
         guard key.count > 0 && key.count <= LMDBLimits.maxKeyBytes else {
-            throw policy.corruptKey(database: db.name,
-                                    reason: "a lookup made from stored data has a \(key.count)-byte key, outside " +
-                                            "1…\(LMDBLimits.maxKeyBytes)")
+            let reason = "a lookup made from stored data has a \(key.count)-byte key, outside 1…\(LMDBLimits.maxKeyBytes)"
+            // Reported as the owner's error; while the environment opens (no owner yet), as LMDB would.
+            throw environment?.options.policy.corruptKey(database: db.name, reason: reason)
+                ?? LMDBError(code: MDB_BAD_VALSIZE, operation: "mdb_get(\(db.name)): \(reason)")
         }
         var data = MDB_val()
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
