@@ -171,15 +171,12 @@ struct OverlayApplier: StateStore {
         defersUniqueClashes = false
         for d in deferred {
             // Only if the object still holds the key here; then no other object may.
-            guard let r = try record(d.id),
-                  try Layout.uniqueKey(d.unique, record: r.values, entity: d.entity, id: d.id) == d.key else {
-                continue
-            }
+            guard let values = try valuesStillHolding(d) else { continue }
             let k = ByteKey(d.key)
             var owner = leaf.uniques[k]
             if owner == nil || owner == d.id { owner = try leaf.ownerBelow(k, over: parents.top) }
             if let owner, owner != d.id {
-                throw StrataError.uniqueClash(d.unique, d.entity, r.values, id: d.id, owner: owner)
+                throw StrataError.uniqueClash(d.unique, d.entity, values, id: d.id, owner: owner)
             }
             leaf.uniques[k] = d.id
         }

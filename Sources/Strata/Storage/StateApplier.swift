@@ -171,12 +171,8 @@ struct StateApplier: StateStore {
         deferredUniques = []
         defersUniqueClashes = false
         for d in deferred {
-            // Only if the object still holds the key: a later change of the set may have moved on.
-            guard let r = try record(d.id),
-                  try Layout.uniqueKey(d.unique, record: r.values, entity: d.entity, id: d.id) == d.key else {
-                continue
-            }
-            try putUnique(d.key, d.unique, d.entity, r.values, d.id)
+            guard let values = try valuesStillHolding(d) else { continue }
+            try putUnique(d.key, d.unique, d.entity, values, d.id)
         }
     }
 

@@ -23,3 +23,13 @@ protocol StateStore {
     /// that is left.
     mutating func takeDeferredUniqueKeys() throws
 }
+
+extension StateStore {
+    /// The values of `d`'s object when it still holds `d`'s key at the end of the set (a later
+    /// change of the set may have moved it on, or deleted it); nil otherwise.
+    func valuesStillHolding(_ d: DeferredUniqueKey) throws -> [Value]? {
+        guard let r = try record(d.id),
+              try Layout.uniqueKey(d.unique, record: r.values, entity: d.entity, id: d.id) == d.key else { return nil }
+        return r.values
+    }
+}
