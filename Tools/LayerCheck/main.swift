@@ -73,17 +73,14 @@ func identifiers(_ code: String) -> [(String, Int)] {
     var result: [(String, Int)] = []
     var current = String.UnicodeScalarView()
     var line = 1
-    var previous: Unicode.Scalar = " "
     for c in code.unicodeScalars {
-        if isIdentifierPart(c), !current.isEmpty || (isIdentifierStart(c) && previous != ".") || !current.isEmpty {
+        if isIdentifierPart(c), !current.isEmpty || isIdentifierStart(c) {
             current.append(c)
-        } else {
-            if !current.isEmpty { result.append((String(current), line)) }
+        } else if !current.isEmpty {
+            result.append((String(current), line))
             current = String.UnicodeScalarView()
-            if isIdentifierStart(c) { current.append(c) }
         }
         if c == "\n" { line += 1 }
-        previous = c
     }
     if !current.isEmpty { result.append((String(current), line)) }
     return result
