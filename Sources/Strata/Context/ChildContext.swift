@@ -385,13 +385,29 @@ public final class ChildContext: ObjectReading {
         // The bases the commit gives objects still pending here or below: worked out only when
         // something is pending (a commit of a whole layer, the usual case, needs none).
         let hasChildren = !children.withLock { $0.allSatisfy { $0.context == nil } }
+        // They are the store's version of each object the commit inserted or updated, read right
+        // after it: a merge policy may have kept the store's values, and its version with them.
+        // An object a later save changed already keeps its old base (a conflict then, never a
+        // lost one), and so does everything when the store cannot be read (closed meanwhile).
         func committedBases() -> [ObjectID: BaseVersion] {
             guard let tx else { return [:] }
-            var bases: [ObjectID: BaseVersion] = [:]
-            for (id, entry) in flight.overlay.records {
-                if let r = entry { bases[id] = BaseVersion(version: tx, values: r.values) }
+            var written: [ObjectID] = []
+            for op in flight.changes.operations {
+                switch op {
+                case .insert(let id, _), .update(let id, _), .put(let id, _), .upsert(let id, _, _): written.append(id)
+                case .delete, .link, .unlink: continue
+                }
             }
-            return bases
+            let read = try? store.read { view in
+                var bases: [ObjectID: BaseVersion] = [:]
+                for id in written {
+                    if let r = try view.record(id), r.version <= tx {
+                        bases[id] = BaseVersion(version: r.version, values: r.values)
+                    }
+                }
+                return bases
+            }
+            return read ?? [:]
         }
         var descendantBases: [ObjectID: BaseVersion] = [:]
         let old = state.withLock { s -> Overlay in

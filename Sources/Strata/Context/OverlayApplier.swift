@@ -215,6 +215,12 @@ struct OverlayApplier: StateStore {
             case .none:
                 leaf.order.append(Overlay.Touch(id: id, isNew: true))
                 if try parents.top.exists(id) { throw StrataError.duplicateID(e, id) }
+                // A new object starts without relationships: edges this layer gave an object of
+                // the same id that the state below has deleted since are not its own. Only an
+                // object an edge touched here can have any (it is marked dirty then).
+                if leaf.dirty[e.tag]?.contains(id) == true {
+                    for rel in e.relationships { clearPresentFacts(Overlay.LinkKey(tag: rel.tag, from: id)) }
+                }
             }
             try setUniques(e, old: nil, new: values, id: id)
             undo.append(.countAdded(e.tag, 1))
@@ -232,7 +238,11 @@ struct OverlayApplier: StateStore {
                 for u in r.entity.uniques {
                     if let key = try Layout.uniqueKey(u, record: old, entity: r.entity, id: id) {
                         let k = ByteKey(key)
-                        undo.append(.unique(k, leaf.uniques.updateValue(id, forKey: k)))
+                        // Unless another object holds the key in this layer already (the state
+                        // below gave this one the same key since): that holder keeps it.
+                        guard leaf.uniques[k] == nil else { continue }
+                        undo.append(.unique(k, nil))
+                        leaf.uniques[k] = id
                     }
                 }
             }

@@ -415,6 +415,11 @@ struct ModelLayer: Sendable {
             }
             records[id] = a.map { .object($0) } ?? .deleted
             if b == nil, a != nil, !lower.exists(id) { inserted.insert(id) }
+            if b == nil, a != nil {
+                // Decision: a new object starts without relationships, also when this layer holds
+                // edges it gave an object of the same id that the state below deleted since.
+                for (e, present) in edges where present && (e.from == id || e.to == id) { edges[e] = false }
+            }
             if b != nil, a == nil {
                 for r in schema.entity(id).relationships { replaced.insert(ModelKey(rel: r.tag, object: id)) }
                 // The deleted object's edges are removed, including facts this layer holds about

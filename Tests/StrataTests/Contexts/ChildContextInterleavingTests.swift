@@ -289,4 +289,74 @@ import Testing
             #expect(try store.mainContext.object(Playlist.self, id: p.id) == nil)
         }
     }
+
+    @Test func anObjectInsertedAgainUnderAnIDTheStoreDeletedStartsWithoutTheEdgesOfTheOldOne() async throws {
+        try await withLibraryStore { store in
+            let g = Genre(name: "pop")
+            let t = track("T")
+            _ = try await store.save { $0.insert(g); $0.insert(t) }
+            let child = try store.mainContext.newChild(label: "editor")
+            let grandchild = child.newChild(label: "scratch")
+            try child.set(Track.genre, of: t.id, to: g.id)
+            _ = try await store.save { $0.delete(t.id) }
+            // A new object under the old id, committed into the context that linked the old one.
+            try grandchild.insert(Track(id: t.id, mbid: UUID(), title: "again", durationSeconds: 1,
+                                        addedAt: Date(timeIntervalSince1970: 0)))
+            try await grandchild.commit()
+
+            #expect(try child.related(t.id, Track.genre) == nil)
+            #expect(try child.related(g.id, Genre.tracks).isEmpty)
+            // Genre.tracks denies the delete of a genre with tracks: this one has none.
+            try child.delete(g.id)
+            try await child.commit()
+            #expect(try store.mainContext.object(Genre.self, id: g.id) == nil)
+            #expect(try store.mainContext.related(t.id, Track.genre) == nil)
+        }
+    }
+
+    @Test func anUpdateKeepsTheLayersHolderOfAUniqueKeyThatTheStoreGaveAnotherObject() async throws {
+        try await withLibraryStore { store in
+            let mbid = UUID()
+            let child = try store.mainContext.newChild(label: "editor")
+            let grandchild = child.newChild(label: "scratch")
+            let mine = Album(mbid: mbid, title: "grandchild's")
+            try grandchild.insert(mine)
+            let theirs = Album(mbid: mbid, title: "child's")
+            try child.insert(theirs)
+            let stored = Album(mbid: mbid, title: "store's")
+            _ = try await store.save { $0.insert(stored) }
+            // The store's album leaves the key; the child's still holds it.
+            try grandchild.set(Album.mbid, of: stored.id, to: UUID())
+
+            await #expect(throws: StrataError.self) { try await grandchild.commit() }
+            #expect(try grandchild.object(Album.self, id: mine.id) != nil)
+            #expect(try child.object(Album.self, id: mine.id) == nil)
+            // Nothing of the refused commit reached the child (the store's album still has the key there).
+            #expect(Set(try child.fetch(Album.self, where: Album.mbid == mbid).map(\.id)) == [theirs.id, stored.id])
+        }
+    }
+
+    @Test func aBaseMovedByACommitIsTheStoresVersionWhenTheMergePolicyKeptTheStoresValues() async throws {
+        try await withLibraryStore { store in
+            let p = Playlist(name: "P", createdAt: Date(timeIntervalSince1970: 0))
+            _ = try await store.save { $0.insert(p) }
+            let child = try store.mainContext.newChild(label: "editor", mergePolicy: .storeWins)
+            let grandchild = child.newChild(label: "notes")
+            try grandchild.set(Playlist.notes, of: p.id, to: "n")
+            try child.set(Playlist.name, of: p.id, to: "mine")
+            _ = try await store.save { $0.set(Playlist.name, of: p.id, to: "theirs") }
+            // The store wins the name; the commit writes something else, so it has a transaction.
+            try child.insert(Genre(name: "other"))
+            let tx = try #require(try await child.commit())
+            #expect(try store.mainContext.object(Playlist.self, id: p.id)?.name == "theirs")
+
+            // The notes were changed on the version the store still has: no conflict.
+            try await grandchild.commit()
+            let second = try #require(try await child.commit())
+            #expect(second > tx)
+            let saved = try #require(try store.mainContext.object(Playlist.self, id: p.id))
+            #expect(saved.name == "theirs")
+            #expect(saved.notes == "n")
+        }
+    }
 }
