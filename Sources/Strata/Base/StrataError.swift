@@ -1,7 +1,10 @@
 /// Everything that can go wrong in Strata, each case carrying what is needed to say where and why.
 ///
 /// Operating errors (bad input, a full disk, a corrupt file, a store that needs migrating) are
-/// thrown as these; programmer errors (a transaction used outside its closure) trip a precondition.
+/// thrown as these, and so are calls made in a state the store cannot serve them in (a closed
+/// store, a forked process, a `saveAndWait` from inside the writer). A value that breaks the
+/// contract of the call it is given to (a `Record` with the wrong number of values, an attribute
+/// name its entity lacks) trips a precondition instead, as an out-of-range `Array` index does.
 public enum StrataError: Error, Sendable, CustomStringConvertible {
     /// A schema file is unusable.
     case schema(SchemaError)

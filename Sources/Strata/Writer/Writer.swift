@@ -43,32 +43,14 @@ final class Writer: Sendable {
     }
 
     private struct State {
-        var pending: [PendingSave] = []
-        var draining = false
-        /// An asynchronous save is committing inline (``commitInlineIfIdle``): an `exclusive`
-        /// body asked for meanwhile goes to ``deferredExclusive``.
-        var inlineCommitting = false
-        /// Callers committing on their own thread, or about to (``submitAndWait(_:author:metadata:)``
-        /// and inline saves): while there is one, the writer queue may be busy with a long commit,
-        /// so an asynchronous save does not commit inline.
-        var callerCommitters = 0
-        /// `exclusive` bodies asked for during an inline commit, queued when it ends: the inline
-        /// save entered the queue after its claim, and a body queued in between would hold the
-        /// saver's thread for its whole length.
-        var deferredExclusive: [@Sendable () -> Void] = []
-        /// Bodies queued by ``exclusive(_:)`` and not finished: an asynchronous save does not
-        /// commit inline behind one (it would hold its thread until the body ends).
-        var exclusiveQueued = 0
-        var closed = false
+        /// How saves and bodies get onto the queue (``WriterEntry``).
+        var entry = WriterEntry()
         var syncScheduled = false
         var lastSync = ContinuousClock.now
         var statistics = WriterStatistics()
         /// Saves the last group commit answered (asynchronous callers only), and how long it took.
         var lastGroupSize = 0
         var lastCommitNanos: UInt64 = 0
-        /// While the writer gathers: how many queued saves end the wait early (0: not waiting).
-        /// The save that reaches it clears it and signals ``Writer/gathered``.
-        var gatherTarget = 0
     }
 
     /// The environment commits go to; replaced (on the writer queue only) by compaction.
@@ -80,8 +62,11 @@ final class Writer: Sendable {
     let logger: Logger
     private let queue = DispatchQueue(label: "strata.writer", qos: .userInitiated)
     private let state = Locked(State())
-    /// Signalled once per ``State/gatherTarget`` reached (see ``gather()``).
+    /// Signalled once per ``WriterEntry/gatherTarget`` reached (see ``gather()``).
     private let gathered = DispatchSemaphore(value: 0)
+    /// Entered while an inline claim is held (under the lock, with the claim), left when it ends:
+    /// a `saveAndWait` that finds the claim held waits on it before entering the queue.
+    private let inlineClaimHeld = DispatchGroup()
     private let afterCommit: @Sendable () -> Void
 
     init(env: LMDBEnvironment, storePath: String, schema: Schema, config: StoreConfiguration, hub: ChangeHub,
@@ -121,26 +106,14 @@ final class Writer: Sendable {
             return id
         }
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<TransactionID, Error>) in
-            enum Action { case rejectClosed, rejectFull, startDrain, wakeGatherer, none }
-            let action = state.withLock { s -> Action in
-                if s.closed { return .rejectClosed }
-                if s.pending.count >= config.maxPendingSaves { return .rejectFull }
-                s.pending.append(PendingSave(changes: changes, author: author, metadata: metadata,
-                                             completion: .continuation(continuation)))
-                if s.gatherTarget > 0, s.pending.count >= s.gatherTarget {
-                    s.gatherTarget = 0
-                    return .wakeGatherer
-                }
-                if s.draining { return .none }
-                s.draining = true
-                return .startDrain
-            }
-            switch action {
-            case .rejectClosed: continuation.resume(throwing: StrataError.closed(path: storePath))
-            case .rejectFull: continuation.resume(throwing: StrataError.writerOverloaded(limit: config.maxPendingSaves))
+            let save = PendingSave(changes: changes, author: author, metadata: metadata,
+                                   completion: .continuation(continuation))
+            switch state.withLock({ $0.entry.queueAsync(save, maxPending: config.maxPendingSaves) }) {
+            case .refusedClosed: continuation.resume(throwing: StrataError.closed(path: storePath))
+            case .refusedFull: continuation.resume(throwing: StrataError.writerOverloaded(limit: config.maxPendingSaves))
             case .startDrain: queue.async { self.drain() }
             case .wakeGatherer: gathered.signal()
-            case .none: break
+            case .queued: break
             }
         }
     }
@@ -148,23 +121,22 @@ final class Writer: Sendable {
     /// Queues a save and blocks the calling thread until it is committed. `queue.sync` runs the
     /// block on the calling thread once the writer queue is free, so an uncontended save commits
     /// right here, with no hop to the writer's thread and back; saves queued meanwhile (by any
-    /// caller) go into the same group commit. Throws ``StrataError/saveFromWriter(path:)`` on
-    /// the writer queue itself, which would wait for itself.
+    /// caller) go into the same group commit. An inline save that has claimed the writer commits
+    /// first: this waits for it (its group may take this save). Throws
+    /// ``StrataError/saveFromWriter(path:)`` on the writer queue itself, which would wait for itself.
     func submitAndWait(_ changes: ChangeSet, author: String, metadata: [String: String]) throws -> TransactionID {
         if isCurrentQueue {
             throw StrataError.saveFromWriter(path: env.path)
         }
         let waiter = Waiter()
-        try state.withLock { s in
-            if s.closed { throw StrataError.closed(path: storePath) }
-            if s.pending.count >= config.maxPendingSaves {
-                throw StrataError.writerOverloaded(limit: config.maxPendingSaves)
-            }
-            s.pending.append(
-                PendingSave(changes: changes, author: author, metadata: metadata, completion: .waiter(waiter)))
-            s.callerCommitters += 1
+        let save = PendingSave(changes: changes, author: author, metadata: metadata, completion: .waiter(waiter))
+        switch state.withLock({ $0.entry.queueCaller(save, maxPending: config.maxPendingSaves) }) {
+        case .refusedClosed: throw StrataError.closed(path: storePath)
+        case .refusedFull: throw StrataError.writerOverloaded(limit: config.maxPendingSaves)
+        case .commit: break
+        case .waitForInlineClaim: inlineClaimHeld.wait()
         }
-        defer { state.withLock { $0.callerCommitters -= 1 } }
+        defer { state.withLock { $0.entry.endCaller() } }
         return try commitOnCallersThread(until: waiter, maxGroupChanges: nil)
     }
 
@@ -181,7 +153,7 @@ final class Writer: Sendable {
                 var first = true
                 while !waiter.isDone {
                     let batch = state.withLock {
-                        Self.takeGroup(from: &$0, limit: config.maxSavesPerGroup, maxChanges: maxGroupChanges)
+                        $0.entry.takeGroup(limit: config.maxSavesPerGroup, maxChanges: maxGroupChanges)
                     }
                     if batch.isEmpty { break }
                     if first { hooks.afterCallerTookGroup?() }
@@ -198,18 +170,13 @@ final class Writer: Sendable {
         return try result.get()
     }
 
-    /// The inline commit of ``submit(_:author:metadata:)``. When nothing is queued, no drain is
-    /// running, no caller commits on its own thread (``submitAndWait(_:author:metadata:)`` or
-    /// another inline save) and no ``exclusive(_:)`` body is queued, it queues the save and
-    /// commits it on the calling thread inside `queue.sync`, which the idle queue lets in at
-    /// once. An `exclusive` body asked for meanwhile waits until this commit is over
-    /// (``State/deferredExclusive``), and the group takes saves queued meanwhile only up to
-    /// ``inlineCommitMaxChanges`` changes in all.
-    ///
-    /// Known issue: a save that reaches the queue in the microseconds between the claim and the
-    /// `queue.sync` (a drain it scheduled, or a `saveAndWait`) commits first and may take this
-    /// save into its own group, however large; the thread then waits for that commit (shown by
-    /// widening the window with ``TestHooks/beforeInlineCommit``).
+    /// The inline commit of ``submit(_:author:metadata:)``. When the writer is idle (nothing
+    /// queued, no drain, no caller committing on its own thread, no ``exclusive(_:)`` body), it
+    /// claims it, queues the save and commits it on the calling thread inside `queue.sync`,
+    /// which the idle queue lets in at once. Until the claim ends nothing else enters the queue
+    /// (``WriterEntry``, rule 2), and the group takes saves queued meanwhile only up to
+    /// ``inlineCommitMaxChanges`` changes in all: the saver's thread commits a small group and
+    /// never waits for another commit or a body.
     ///
     /// Returns nil, having queued nothing, when the writer is busy or the caller is on the writer
     /// queue: the save then takes the asynchronous path and joins the next group.
@@ -217,26 +184,25 @@ final class Writer: Sendable {
                                     metadata: [String: String]) throws -> TransactionID? {
         if isCurrentQueue { return nil }
         let waiter = Waiter()
-        let claimed = try state.withLock { s -> Bool in
-            if s.closed { throw StrataError.closed(path: storePath) }
-            guard s.pending.isEmpty, !s.draining, s.callerCommitters == 0, s.exclusiveQueued == 0 else { return false }
-            s.inlineCommitting = true
-            s.callerCommitters += 1
-            s.statistics.inlineAsyncSaves += 1
-            s.pending.append(
-                PendingSave(changes: changes, author: author, metadata: metadata, completion: .waiter(waiter)))
-            return true
+        let save = PendingSave(changes: changes, author: author, metadata: metadata, completion: .waiter(waiter))
+        let claimed = state.withLock { s -> Bool? in
+            let claimed = s.entry.claimInline(save)
+            if claimed == true {
+                s.statistics.inlineAsyncSaves += 1
+                inlineClaimHeld.enter()
+            }
+            return claimed
         }
+        guard let claimed else { throw StrataError.closed(path: storePath) }
         guard claimed else { return nil }
         testHooks.withLock { $0.beforeInlineCommit }?()
         defer {
-            let deferred = state.withLock { s -> [@Sendable () -> Void] in
-                s.inlineCommitting = false
-                s.callerCommitters -= 1
-                defer { s.deferredExclusive.removeAll() }
-                return s.deferredExclusive
+            let (deferred, startDrain) = state.withLock { s in
+                defer { inlineClaimHeld.leave() }
+                return s.entry.endInline()
             }
             for body in deferred { queue.async(execute: body) }
+            if startDrain { queue.async { self.drain() } }
         }
         return try commitOnCallersThread(until: waiter, maxGroupChanges: Self.inlineCommitMaxChanges)
     }
@@ -257,21 +223,14 @@ final class Writer: Sendable {
     /// Tests only (see ``TestHooks``); empty otherwise.
     let testHooks = Locked(TestHooks())
     /// Tests only: saves queued and not yet taken into a group.
-    var pendingForTesting: Int { state.withLock { $0.pending.count } }
+    var pendingForTesting: Int { state.withLock { $0.entry.pending.count } }
     /// Tests only: a drain is queued or running.
-    var drainingForTesting: Bool { state.withLock { $0.draining } }
+    var drainingForTesting: Bool { state.withLock { $0.entry.drainScheduled } }
     /// Tests only: `exclusive` bodies asked for and not finished.
-    var exclusiveQueuedForTesting: Int { state.withLock { $0.exclusiveQueued } }
+    var exclusiveQueuedForTesting: Int { state.withLock { $0.entry.exclusiveBodies } }
 
     /// Marks the writer queue, so ``submitAndWait(_:author:metadata:)`` can refuse to run on it.
     private static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
-
-    /// Takes the next group of waiting saves (on the writer queue).
-    private static func takeGroup(from s: inout State, limit: Int, maxChanges: Int? = nil) -> [PendingSave] {
-        let n = groupSize(s.pending, limit: limit, maxChanges: maxChanges)
-        defer { s.pending.removeFirst(n) }
-        return Array(s.pending.prefix(n))
-    }
 
     /// How many of the first `pending` saves the next group takes: at most `limit`, and with
     /// `maxChanges` the first save always, then the next ones while the group's changes stay
@@ -312,7 +271,7 @@ final class Writer: Sendable {
 
     /// Refuses saves and `exclusive` bodies from now on, without waiting for anything (the first
     /// step of ``close()``, for a close asked for on the writer's own queue).
-    func refuseNewWork() { state.withLock { $0.closed = true } }
+    func refuseNewWork() { state.withLock { $0.entry.close() } }
 
     /// Stops accepting saves and bodies, waits for the saves, drains and bodies let in before to
     /// finish, and flushes relaxed commits (never call it on the writer's queue: see
@@ -326,7 +285,7 @@ final class Writer: Sendable {
         // ends). New saves and bodies are refused now, so this ends.
         repeat {
             queue.sync {}
-        } while state.withLock({ $0.exclusiveQueued > 0 || $0.callerCommitters > 0 || $0.draining })
+        } while state.withLock({ !$0.entry.isQuiescent })
         if config.durability == .relaxed {
             do { try env.sync() } catch { logger.error("final sync failed: \(error)") }
         }
@@ -340,10 +299,6 @@ final class Writer: Sendable {
         env.requestFlush { [logger] error in logger.error("relaxed-mode sync failed: \(error)") }
     }
 
-    /// What ``exclusive(_:)`` does with a body asked for: queue it, leave it to the inline commit
-    /// under way, or refuse it (closed).
-    private enum ExclusiveAction { case run, deferred, closed }
-
     /// Runs `body` on the writer queue between two commits: no save is applied while it runs.
     /// Compaction uses it to catch up and switch generations atomically. Asked for during an
     /// inline commit, the body is queued when that commit ends; after ``close()`` it does not
@@ -353,21 +308,13 @@ final class Writer: Sendable {
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<R, Error>) in
             let run: @Sendable () -> Void = { [self] in
                 let result = asQueueBlock { Result { try body() } }
-                state.withLock { $0.exclusiveQueued -= 1 }
+                state.withLock { $0.entry.exclusiveEnded() }
                 c.resume(with: result)
             }
-            let action = state.withLock { s -> ExclusiveAction in
-                // After close() the environment may be gone: a body must not run.
-                if s.closed { return .closed }
-                s.exclusiveQueued += 1
-                guard s.inlineCommitting else { return .run }
-                s.deferredExclusive.append(run)
-                return .deferred
-            }
-            switch action {
+            switch state.withLock({ $0.entry.askExclusive(run) }) {
             case .run: queue.async(execute: run)
             case .deferred: break
-            case .closed: c.resume(throwing: StrataError.closed(path: storePath))
+            case .refusedClosed: c.resume(throwing: StrataError.closed(path: storePath))
             }
         }
     }
@@ -376,11 +323,7 @@ final class Writer: Sendable {
     /// with `error` (none is acknowledged). Used when a migration replaced the store underneath.
     func stopFromQueue(failing error: StrataError) {
         dispatchPrecondition(condition: .onQueue(queue))
-        let pending = state.withLock { s -> [PendingSave] in
-            s.closed = true
-            defer { s.pending.removeAll() }
-            return s.pending
-        }
+        let pending = state.withLock { $0.entry.closeFailingQueued() }
         for save in pending { save.complete(.failure(error)) }
     }
 
@@ -398,13 +341,7 @@ final class Writer: Sendable {
     /// ``drain()``'s body.
     private func drainGroup() {
         gather()
-        let batch = state.withLock { s -> [PendingSave] in
-            guard !s.pending.isEmpty else {
-                s.draining = false
-                return []
-            }
-            return Self.takeGroup(from: &s, limit: config.maxSavesPerGroup)
-        }
+        let batch = state.withLock { $0.entry.takeDrainGroup(limit: config.maxSavesPerGroup) }
         if batch.isEmpty { return }
         let started = DispatchTime.now().uptimeNanoseconds
         commit(batch)
@@ -432,8 +369,8 @@ final class Writer: Sendable {
         guard limitNanos > 0 else { return }
         let wait = state.withLock { s -> UInt64? in
             let target = min(s.lastGroupSize, config.maxSavesPerGroup)
-            guard target > 1, !s.pending.isEmpty, s.pending.count < target, !s.closed else { return nil }
-            s.gatherTarget = target
+            guard target > 1, !s.entry.pending.isEmpty, s.entry.pending.count < target, !s.entry.closed else { return nil }
+            s.entry.gatherTarget = target
             return min(limitNanos, s.lastCommitNanos / 2)
         }
         guard let wait else { return }
@@ -446,8 +383,8 @@ final class Writer: Sendable {
         // Timed out. A save may have reached the target meanwhile and be about to signal: if it
         // cleared the target, take its signal so the semaphore stays balanced.
         let signalled = state.withLock { s -> Bool in
-            defer { s.gatherTarget = 0 }
-            return s.gatherTarget == 0
+            defer { s.entry.gatherTarget = 0 }
+            return s.entry.gatherTarget == 0
         }
         if signalled { gathered.wait() }
     }
@@ -534,7 +471,7 @@ final class Writer: Sendable {
                 // sees `closed` and never touches the environment close() is about to free.
                 let closed = self.state.withLock { s -> Bool in
                     s.syncScheduled = false
-                    return s.closed
+                    return s.entry.closed
                 }
                 if !closed { self.syncRelaxed() }
             }

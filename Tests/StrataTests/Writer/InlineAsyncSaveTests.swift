@@ -296,4 +296,53 @@ import Testing
             #expect(stats.lmdbCommits == 2, "the inline commit took the large save into its group: \(stats)")
         }
     }
+
+    /// An asynchronous save queued between an inline save's claim and its commit does not start
+    /// a drain that could commit first and take the inline save into its own, larger group: the
+    /// inline group commits alone, and the claim's end starts the drain for the large save.
+    /// Deterministic: the hook holds the inline saver between claim and commit.
+    @Test(.timeLimit(.minutes(1))) func aLargeSaveQueuedDuringAnInlineClaimCommitsAfterIt() async throws {
+        try await withLibraryStore(relaxedConfiguration()) { store in
+            let writer = try #require(store.writer)
+            let claimed = HeldHook.arm(writer) { $0.beforeInlineCommit = $1 }
+            let small = saveOnHookExecutor(store, genres(1, prefix: "inline"))
+            try await claimed.waitUntilReached()
+            let large = Task { try await store.save(genres(Writer.inlineCommitMaxChanges + 1, prefix: "large")) }
+            // Both queued, or (the defect) committed by a drain that went ahead of the inline saver.
+            try await waitUntil { writer.pendingForTesting >= 2 || store.statistics.saves > 0 }
+            #expect(store.statistics.saves == 0, "a drain committed while the inline claim was held")
+            #expect(!writer.drainingForTesting, "a drain was started while the inline claim was held")
+            claimed.release()
+            #expect(try await small.value.rawValue == 1)
+            #expect(try await large.value.rawValue == 2)
+            let stats = store.statistics
+            #expect(stats.inlineAsyncSaves == 1 && stats.lmdbCommits == 2, "\(stats)")
+        }
+    }
+
+    /// A `saveAndWait` made between an inline save's claim and its commit waits for the claim to
+    /// end instead of entering the queue first with the inline save in its group.
+    @Test(.timeLimit(.minutes(1))) func aSaveAndWaitDuringAnInlineClaimCommitsAfterIt() async throws {
+        try await withLibraryStore(relaxedConfiguration()) { store in
+            let writer = try #require(store.writer)
+            let claimed = HeldHook.arm(writer) { $0.beforeInlineCommit = $1 }
+            let small = saveOnHookExecutor(store, genres(1, prefix: "inline"))
+            try await claimed.waitUntilReached()
+            let blockingID = Locked<UInt64?>(nil)
+            Thread {
+                let id = try? store.saveAndWait(genres(Writer.inlineCommitMaxChanges + 1, prefix: "blocking"))
+                blockingID.withLock { $0 = id?.rawValue ?? 0 }
+            }.start()
+            try await waitUntil { writer.pendingForTesting >= 2 || store.statistics.saves > 0 }
+            try await Task.sleep(for: .milliseconds(20))
+            #expect(store.statistics.saves == 0, "the saveAndWait committed while the inline claim was held")
+            #expect(blockingID.withLock { $0 } == nil, "the saveAndWait committed while the inline claim was held")
+            claimed.release()
+            #expect(try await small.value.rawValue == 1)
+            try await waitUntil { blockingID.withLock { $0 } != nil }
+            #expect(blockingID.withLock { $0 } == 2)
+            let stats = store.statistics
+            #expect(stats.inlineAsyncSaves == 1 && stats.lmdbCommits == 2, "\(stats)")
+        }
+    }
 }
