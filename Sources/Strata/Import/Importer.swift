@@ -147,6 +147,10 @@ public final class Importer: Sendable {
                                                             "\(record.entity.name) (first at \(s.files[f]):\(l))"))
                 continue
             }
+            if let issue = try missingRequiredReference(record, item, s.files) {
+                s.reject(item.location, issue)
+                continue
+            }
             for alias in aliases { keys[ImportRecord.digest(alias)] = item.location }
             for (r, targets) in record.links {
                 for t in targets ?? [] where keys[ImportRecord.digest(t)] == nil {
@@ -164,6 +168,26 @@ public final class Importer: Sendable {
             let missing = try store.read { view in try unresolved.filter { try view.resolve($0.ref) == nil } }
             for m in missing where !s.rejected.keys.contains(m.location) { s.reject(m.location, m.issue) }
         }
+    }
+
+    /// A required to-one the record leaves without a target: cleared (`null`), or not given for an
+    /// object the store does not have (a stored one keeps its target).
+    private func missingRequiredReference(_ record: ImportRecord, _ item: RecordIterator.Item,
+                                          _ files: [String]) throws -> ImportIssue? {
+        guard record.entity.hasRequiredToOne else { return nil }
+        for r in record.entity.relationships where !r.isToMany && !r.isOptional {
+            let given = record.links.first { $0.relationship.tag == r.tag }
+            let reason: String
+            if let given {
+                guard given.targets?.isEmpty ?? true else { continue }
+                reason = "required: a \(record.entity.name) must have its \(r.destination); null would clear it"
+            } else {
+                if try store.read({ try $0.resolve(record.reference) }) != nil { continue }
+                reason = "required: a new \(record.entity.name) must name its \(r.destination)"
+            }
+            return ImportIssue(file: files[item.fileIndex], line: item.line, field: r.name, reason: reason)
+        }
+        return nil
     }
 
     private func nextItem(_ it: inout RecordIterator) throws -> RecordIterator.Item? {
@@ -187,6 +211,7 @@ public final class Importer: Sendable {
         defer { it.close() }
         var batch = Batch()
         var inFlight: InFlight?
+        var held = HeldRecords()
         // Records whose batch has finished: what progress reports while writing, so a reported
         // count is never ahead of the store.
         var finished = 0
@@ -201,6 +226,8 @@ public final class Importer: Sendable {
                 let id = record.explicitID ?? ObjectID.make(entityTag: record.entity.tag)
                 changes.append(record.explicitID != nil ? .put(id: id, values: record.values)
                                : .upsert(id: id, values: record.values, constraint: 0))
+                // Required targets not written yet: the record waits for them (``HeldRecords``).
+                var missing: Set<UInt64> = []
                 for (r, targets) in record.links {
                     guard let targets else {
                         changes.append(.unlink(relationship: r.tag, from: .id(id), to: nil))
@@ -216,18 +243,31 @@ public final class Importer: Sendable {
                         }
                         if present {
                             changes.append(.link(relationship: r.tag, from: .id(id), to: t))
+                        } else if !r.isToMany && !r.isOptional {
+                            // Saved with the record, which is written once its target is.
+                            changes.append(.link(relationship: r.tag, from: .id(id), to: t))
+                            missing.insert(ImportRecord.digest(t))
                         } else {
                             s.deferred.append((r.tag, record.reference, t, item.location))
                         }
                     }
                 }
-                for alias in record.aliases { s.markWritten(alias) }
-                batch.add(changes, item: item)
-                if batch.count >= options.batchSize {
-                    try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
-                    inFlight = try submit(batch, &s, rejects: rejects)
-                    batch = Batch()
+                let entry = HeldRecords.Entry(changes: changes, item: item,
+                                              aliases: record.aliases.map(ImportRecord.digest))
+                for ready in held.add(entry, missing: missing) {
+                    for alias in ready.aliases { s.writtenKeys.insert(alias) }
+                    batch.add(ready.changes, item: ready.item)
+                    if batch.count >= options.batchSize {
+                        try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
+                        inFlight = try submit(batch, &s, rejects: rejects)
+                        batch = Batch()
+                    }
                 }
+            }
+            // Records whose required references form a cycle: saved together, in one batch.
+            for ready in held.drain() {
+                for alias in ready.aliases { s.writtenKeys.insert(alias) }
+                batch.add(ready.changes, item: ready.item)
             }
             try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
             if batch.count > 0 {
@@ -330,11 +370,21 @@ private struct Batch {
     var earlyRejects: [(reason: String, raw: [UInt8])] = []
     var count: Int { items.count }
 
-    /// Every record's operations in one change set (built once, when the batch is saved).
+    /// Every record's operations in one change set (built once, when the batch is saved): the
+    /// records first, then the links in input order, so that records written together because
+    /// their required references form a cycle find each other.
     var changes: ChangeSet {
-        var all = ChangeSet()
-        for c in perRecord { all.append(contentsOf: c) }
-        return all
+        var records: [ChangeSet.Operation] = [], links: [ChangeSet.Operation] = []
+        records.reserveCapacity(perRecord.count)
+        for c in perRecord {
+            for op in c.operations {
+                switch op {
+                case .link, .unlink: links.append(op)
+                default: records.append(op)
+                }
+            }
+        }
+        return ChangeSet(operations: records + links)
     }
 
     mutating func add(_ c: ChangeSet, item: RecordIterator.Item) {
@@ -380,7 +430,6 @@ private struct ImportState {
     }
 
     func written(_ ref: ObjectReference) -> Bool { writtenKeys.contains(ImportRecord.digest(ref)) }
-    mutating func markWritten(_ ref: ObjectReference) { writtenKeys.insert(ImportRecord.digest(ref)) }
 
     mutating func report(_ phase: ImportProgress.Phase, records: Int, bytes: Int, force: Bool = false) {
         let now = ContinuousClock.now

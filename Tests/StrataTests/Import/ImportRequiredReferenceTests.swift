@@ -1,0 +1,154 @@
+import Foundation
+import Testing
+@testable import Strata
+
+/// Required to-one relationships in an import: a reference may point forward (to a record later
+/// in the same file, in a later file, in a later batch), in any file order, in a cycle of
+/// required references; a required to-one missing altogether is an input error found while
+/// validating, reported with its file and line, and nothing is written.
+@Suite struct ImportRequiredReferenceTests {
+    /// Owners and their pets (a pet's owner is required), and people and passports, each requiring
+    /// the other (a cycle of required to-ones).
+    static let schemaText = #"""
+    {"model":"pets","version":1,"entities":[
+      {"name":"Owner","attributes":[{"name":"name","type":"string"}],
+       "relationships":[{"name":"pets","destination":"Pet","toMany":true,"inverse":"owner","deleteRule":"nullify"}],
+       "uniques":[["name"]]},
+      {"name":"Pet","attributes":[{"name":"name","type":"string"}],
+       "relationships":[{"name":"owner","destination":"Owner","inverse":"pets","optional":false}],
+       "uniques":[["name"]]},
+      {"name":"Person","attributes":[{"name":"name","type":"string"}],
+       "relationships":[{"name":"passport","destination":"Passport","inverse":"holder","optional":false}],
+       "uniques":[["name"]]},
+      {"name":"Passport","attributes":[{"name":"number","type":"string"}],
+       "relationships":[{"name":"holder","destination":"Person","inverse":"passport","optional":false}],
+       "uniques":[["number"]]}
+    ]}
+    """#
+
+    private func withStore(_ body: (Store, URL) async throws -> Void) async throws {
+        let schema = try Schema.parse(Array(Self.schemaText.utf8), source: "v1.json", expectedVersion: 1)
+        let store = try Store.temporary(schema: schema)
+        defer { store.close() }
+        let dir = temporaryDirectory("import-required")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await body(store, dir)
+    }
+
+    private func write(_ lines: [String], _ dir: URL, _ name: String) throws -> String {
+        let url = dir.appendingPathComponent(name)
+        try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: url)
+        return url.path
+    }
+
+    private func run(_ store: Store, _ files: [String], batch: Int = 1000) async throws -> ImportSummary {
+        var options = ImportOptions()
+        options.batchSize = batch
+        return try await Importer(store: store, options: options).run(files: files)
+    }
+
+    /// The owner's name of every pet, by pet name.
+    private func owners(_ store: Store) throws -> [String: String] {
+        try store.read { view in
+            let pet = try #require(store.schema.entity(named: "Pet"))
+            let rel = try #require(pet.relationship(named: "owner"))
+            var out: [String: String] = [:]
+            for p in try view.fetch(Query(entity: "Pet")) {
+                let owner = try view.targets(rel.tag, from: p.id).first.flatMap { try view.record($0) }
+                if case .string(let n) = p["name"], case .string(let o)? = owner?["name"] { out[n] = o }
+            }
+            return out
+        }
+    }
+
+    private let pets = [
+        #"{"entity":"Pet","name":"Rex","owner":{"name":"Ann"}}"#,
+        #"{"entity":"Pet","name":"Tom","owner":{"name":"Bob"}}"#,
+        #"{"entity":"Owner","name":"Ann"}"#,
+        #"{"entity":"Pet","name":"Kit","owner":{"name":"Ann"}}"#,
+        #"{"entity":"Owner","name":"Bob"}"#,
+    ]
+
+    @Test(arguments: [1, 2, 1000])
+    func aRequiredReferenceMayPointForwardInTheSameFile(batch: Int) async throws {
+        try await withStore { store, dir in
+            let summary = try await run(store, [try write(pets, dir, "pets.ndjson")], batch: batch)
+            #expect(summary.records == 5)
+            #expect(try owners(store) == ["Rex": "Ann", "Tom": "Bob", "Kit": "Ann"])
+            #expect(try store.verify().ok)
+        }
+    }
+
+    @Test func aRequiredReferenceMayPointIntoALaterFile() async throws {
+        try await withStore { store, dir in
+            let petsFile = try write(pets.filter { $0.contains(#""Pet""#) }, dir, "pets.ndjson")
+            let ownersFile = try write(pets.filter { $0.contains(#""Owner""#) }, dir, "owners.ndjson")
+            _ = try await run(store, [petsFile, ownersFile], batch: 1)
+            #expect(try owners(store) == ["Rex": "Ann", "Tom": "Bob", "Kit": "Ann"])
+            // Re-importing, in the other order too, changes nothing.
+            let last = try store.lastTransactionID
+            _ = try await run(store, [petsFile, ownersFile], batch: 1)
+            _ = try await run(store, [ownersFile, petsFile], batch: 2)
+            #expect(try store.lastTransactionID == last)
+            #expect(try owners(store) == ["Rex": "Ann", "Tom": "Bob", "Kit": "Ann"])
+        }
+    }
+
+    @Test func requiredReferencesInACycleAreWrittenTogether() async throws {
+        try await withStore { store, dir in
+            let input = try write([
+                #"{"entity":"Person","name":"Ann","passport":{"number":"P1"}}"#,
+                #"{"entity":"Owner","name":"Zed"}"#,
+                #"{"entity":"Passport","number":"P1","holder":{"name":"Ann"}}"#,
+                #"{"entity":"Passport","number":"P2","holder":{"name":"Bob"}}"#,
+                #"{"entity":"Person","name":"Bob","passport":{"number":"P2"}}"#,
+            ], dir, "people.ndjson")
+            let summary = try await run(store, [input], batch: 1)
+            #expect(summary.records == 5)
+            try store.read { view in
+                let person = try #require(store.schema.entity(named: "Person"))
+                let rel = try #require(person.relationship(named: "passport"))
+                var numbers: [String: String] = [:]
+                for p in try view.fetch(Query(entity: "Person")) {
+                    let passport = try #require(try view.targets(rel.tag, from: p.id).first.flatMap { try view.record($0) })
+                    if case .string(let n) = p["name"], case .string(let number) = passport["number"] { numbers[n] = number }
+                }
+                #expect(numbers == ["Ann": "P1", "Bob": "P2"])
+            }
+            #expect(try store.verify().ok)
+        }
+    }
+
+    /// A pet without an owner, or with `"owner": null`, is an input error with its file and line
+    /// and the relationship's name; nothing is written.
+    @Test func aMissingRequiredReferenceIsFoundWhileValidating() async throws {
+        try await withStore { store, dir in
+            let input = try write([
+                #"{"entity":"Owner","name":"Ann"}"#,
+                #"{"entity":"Pet","name":"Rex"}"#,
+                #"{"entity":"Pet","name":"Tom","owner":null}"#,
+                #"{"entity":"Pet","name":"Kit","owner":{"name":"Ann"}}"#,
+            ], dir, "pets.ndjson")
+            do {
+                _ = try await run(store, [input], batch: 1)
+                Issue.record("the import was accepted")
+            } catch let failed as ImportFailed {
+                #expect(failed.issues.map(\.line) == [2, 3], "\(failed.issues)")
+                #expect(failed.issues.allSatisfy { $0.field == "owner" && $0.file == input }, "\(failed.issues)")
+                #expect(failed.issues.first?.description.contains("pets.ndjson:2: owner: ") == true, "\(failed.issues)")
+            }
+            #expect(try store.lastTransactionID == TransactionID(0), "something was written")
+        }
+    }
+
+    /// A pet already in the store keeps its owner when a record of it gives none.
+    @Test func aRecordOfAStoredObjectMayLeaveItsRequiredReferenceOut() async throws {
+        try await withStore { store, dir in
+            _ = try await run(store, [try write(pets, dir, "pets.ndjson")], batch: 2)
+            let update = try write([#"{"entity":"Pet","name":"Rex"}"#], dir, "update.ndjson")
+            let summary = try await run(store, [update])
+            #expect(summary.records == 1)
+            #expect(try owners(store)["Rex"] == "Ann")
+        }
+    }
+}
