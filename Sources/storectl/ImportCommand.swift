@@ -148,9 +148,10 @@ final class ProgressBar: Sendable {
 
     func show(_ p: ImportProgress) {
         guard !quiet else { return }
-        let pct = p.totalBytes > 0 ? min(100, p.bytesRead * 100 / p.totalBytes) : 0
+        let pct = Int(p.fractionDone * 100)
         let eta = p.etaSeconds.map { String(format: " ETA %d:%02d", Int($0) / 60, Int($0) % 60) } ?? ""
-        let text = "\(p.phase.rawValue): \(p.records) records, \(Int(p.recordsPerSecond))/s, \(pct)%\(eta)"
+        let count = p.phase == .linking ? "\(p.links) of \(p.totalLinks) links" : "\(p.records) records"
+        let text = "\(p.phase.rawValue): \(count), \(Int(p.recordsPerSecond))/s, \(pct)%\(eta)"
         if terminal {
             let filled = pct * 30 / 100
             FileHandle.standardError.write(Data(("\r[" + String(repeating: "#", count: filled)

@@ -13,9 +13,10 @@ public struct ImportProgress: Sendable, Equatable {
     }
     /// The step the import is in.
     public let phase: Phase
-    /// Records processed in this phase. While writing, records whose batch has been committed
-    /// (or, with ``ImportOptions/continueOnError``, saved or rejected one by one): never ahead of
-    /// the store, even though the next batch is already being read.
+    /// Records processed in this phase (while linking and when done: records written). While
+    /// writing, records whose batch has been committed (or, with
+    /// ``ImportOptions/continueOnError``, saved or rejected one by one): never ahead of the store,
+    /// even though the next batch is already being read.
     public let records: Int
     /// Bytes of the input read so far in this phase.
     public let bytesRead: Int
@@ -23,12 +24,33 @@ public struct ImportProgress: Sendable, Equatable {
     public let totalBytes: Int
     /// Seconds since the import started.
     public let elapsedSeconds: Double
+    /// Links saved so far by the linking phase (links whose target came later in the input).
+    public let links: Int
+    /// Links the linking phase has to save, known once writing has ended (0 before).
+    public let totalLinks: Int
+    /// Seconds since this phase started.
+    public let phaseSeconds: Double
 
-    /// ``records`` over ``elapsedSeconds`` (0 at the start).
-    public var recordsPerSecond: Double { elapsedSeconds > 0 ? Double(records) / elapsedSeconds : 0 }
-    /// Seconds left in this phase, estimated from bytes.
+    /// How far this phase is, from 0 to 1: bytes read while validating and writing, links saved
+    /// while linking.
+    public var fractionDone: Double {
+        switch phase {
+        case .validating, .writing: return totalBytes > 0 ? min(1, Double(bytesRead) / Double(totalBytes)) : 0
+        case .linking: return totalLinks > 0 ? min(1, Double(links) / Double(totalLinks)) : 1
+        case .done: return 1
+        }
+    }
+
+    /// Records, or while linking links, per second of this phase (0 at its start).
+    public var recordsPerSecond: Double {
+        guard phaseSeconds > 0 else { return 0 }
+        return Double(phase == .linking ? links : records) / phaseSeconds
+    }
+
+    /// Seconds left in this phase, estimated from ``fractionDone`` (nil until there is a rate).
     public var etaSeconds: Double? {
-        guard bytesRead > 0, totalBytes > bytesRead, elapsedSeconds > 0 else { return nil }
-        return elapsedSeconds * Double(totalBytes - bytesRead) / Double(bytesRead)
+        let f = fractionDone
+        guard f > 0, f < 1, phaseSeconds > 0 else { return nil }
+        return phaseSeconds * (1 - f) / f
     }
 }

@@ -66,7 +66,7 @@ public final class Importer: Sendable {
         try await write(&state, rejects: rejects)
         try await linkDeferred(&state)
         try rejects?.finish()
-        state.report(.done, records: state.written, bytes: totalBytes, force: true)
+        state.report(.done, records: state.written, bytes: totalBytes, links: state.deferred.count, force: true)
         return ImportSummary(importID: state.importID, records: state.written, rejected: state.rejected.count,
                              skippedLinks: state.skippedLinks, transactions: state.transactions.count,
                              firstTransaction: state.transactions.first, lastTransaction: state.transactions.last,
@@ -337,6 +337,7 @@ public final class Importer: Sendable {
     private func linkDeferred(_ s: inout ImportState) async throws {
         var start = 0
         let metadata = ["importID": s.importID, "phase": "links"]
+        if !s.deferred.isEmpty { s.report(.linking, records: s.written, bytes: s.totalBytes, links: 0, force: true) }
         while start < s.deferred.count {
             let slice = s.deferred[start..<min(s.deferred.count, start + options.batchSize)]
             var changes = ChangeSet()
@@ -356,7 +357,7 @@ public final class Importer: Sendable {
                 }
             }
             start += slice.count
-            s.report(.linking, records: start, bytes: s.totalBytes, force: true)
+            s.report(.linking, records: s.written, bytes: s.totalBytes, links: start, force: true)
         }
     }
 }
@@ -415,6 +416,9 @@ private struct ImportState {
     var transactions: [TransactionID] = []
     var written = 0
     var lastReport = ContinuousClock.now
+    /// The phase last reported, and when it started.
+    var currentPhase = ImportProgress.Phase.validating
+    var phaseStarted = ContinuousClock.now
 
     /// Notes a save's transaction when the save committed one. A save that changed nothing
     /// returns the store's last transaction id, which may be this import's previous one or
@@ -431,12 +435,18 @@ private struct ImportState {
 
     func written(_ ref: ObjectReference) -> Bool { writtenKeys.contains(ImportRecord.digest(ref)) }
 
-    mutating func report(_ phase: ImportProgress.Phase, records: Int, bytes: Int, force: Bool = false) {
+    mutating func report(_ phase: ImportProgress.Phase, records: Int, bytes: Int, links: Int = 0,
+                         force: Bool = false) {
         let now = ContinuousClock.now
+        if phase != currentPhase {
+            currentPhase = phase
+            phaseStarted = now
+        }
         guard force || now - lastReport > .milliseconds(200) else { return }
         lastReport = now
         progress.yield(ImportProgress(phase: phase, records: records, bytesRead: bytes, totalBytes: totalBytes,
-                                      elapsedSeconds: (now - started).seconds))
+                                      elapsedSeconds: (now - started).seconds, links: links,
+                                      totalLinks: deferred.count, phaseSeconds: (now - phaseStarted).seconds))
     }
 }
 

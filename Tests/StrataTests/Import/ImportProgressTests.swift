@@ -1,0 +1,61 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+/// What an import reports while it runs: its phases in order, a count that is never ahead of
+/// the store, and for the linking phase its own count of links out of the links it has to save.
+@Suite struct ImportProgressTests {
+    @Test func theLinkingPhaseCountsLinksOutOfItsTotal() async throws {
+        let dir = temporaryDirectory("import-progress")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            // Six tracks point forward at a genre: six links for the linking phase.
+            var lines = (0..<6).map { i in
+                #"{"entity":"Track","mbid":"00000000-0000-4000-8000-00000000000\#(i)","title":"T\#(i)","durationSeconds":1,"addedAt":"2022-08-01T08:45:23Z","genre":{"name":"Folk"}}"#
+            }
+            lines.append(#"{"entity":"Genre","name":"Folk"}"#)
+            let url = dir.appendingPathComponent("in.ndjson")
+            try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: url)
+            var options = ImportOptions()
+            options.batchSize = 2
+            let importer = Importer(store: store, options: options)
+            let collected = Task {
+                var all: [ImportProgress] = []
+                for await p in importer.progress { all.append(p) }
+                return all
+            }
+            let summary = try await importer.run(files: [url.path])
+            let reports = await collected.value
+            #expect(summary.records == 7)
+
+            let phases = reports.map(\.phase)
+            let order: [ImportProgress.Phase] = [.validating, .writing, .linking, .done]
+            #expect(phases.map { order.firstIndex(of: $0) ?? -1 } == phases.map { order.firstIndex(of: $0) ?? -1 }.sorted(),
+                    "phases out of order: \(phases)")
+            let linking = reports.filter { $0.phase == .linking }
+            #expect(!linking.isEmpty)
+            #expect(linking.allSatisfy { $0.totalLinks == 6 && $0.links <= 6 && $0.records == 7 }, "\(linking)")
+            #expect(linking.map(\.links) == linking.map(\.links).sorted())
+            #expect(linking.last?.links == 6 && linking.last?.fractionDone == 1)
+            #expect(linking.first.map { $0.phaseSeconds <= $0.elapsedSeconds } == true)
+            let writing = reports.filter { $0.phase == .writing }
+            #expect(writing.allSatisfy { $0.fractionDone >= 0 && $0.fractionDone <= 1 && $0.records <= 7 })
+            let done = try #require(reports.last)
+            #expect(done.phase == .done && done.records == 7 && done.links == 6 && done.fractionDone == 1)
+            #expect(done.etaSeconds == nil)
+        }
+    }
+
+    @Test func theFractionAndTheEstimateFollowThePhase() {
+        let half = ImportProgress(phase: .writing, records: 50, bytesRead: 500, totalBytes: 1000, elapsedSeconds: 20,
+                                  links: 0, totalLinks: 0, phaseSeconds: 10)
+        #expect(half.fractionDone == 0.5 && half.etaSeconds == 10 && half.recordsPerSecond == 5)
+        let linking = ImportProgress(phase: .linking, records: 100, bytesRead: 1000, totalBytes: 1000,
+                                     elapsedSeconds: 40, links: 30, totalLinks: 120, phaseSeconds: 3)
+        #expect(linking.fractionDone == 0.25 && linking.recordsPerSecond == 10 && linking.etaSeconds == 9)
+        let noLinks = ImportProgress(phase: .linking, records: 1, bytesRead: 1, totalBytes: 1, elapsedSeconds: 1,
+                                     links: 0, totalLinks: 0, phaseSeconds: 0)
+        #expect(noLinks.fractionDone == 1 && noLinks.etaSeconds == nil && noLinks.recordsPerSecond == 0)
+    }
+}
