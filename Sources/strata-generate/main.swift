@@ -1,9 +1,14 @@
-// strata-generate: writes a deterministic synthetic music library as NDJSON (the import format).
+// strata-generate: writes a deterministic synthetic data set as NDJSON (the import format).
 //
-//   strata-generate RECORDS [--seed N] [--output FILE]
+//   strata-generate RECORDS [--seed N] [--output FILE] [--shape library|catalog]
 //
-// About 1% artists, 10% albums, 0.1% playlists (50 tracks each), 24 genres, the rest tracks.
-// The same RECORDS and seed always give the same bytes.
+// library (Schemas/library): about 1% artists, 10% albums, 0.1% playlists (50 tracks each),
+// 24 genres, the rest tracks.
+// catalog (Schemas/catalog): a package catalog shaped as a dependency graph: 40 sections, about
+// 3.5% maintainers, the rest packages, each depending on 0 to 8 others (4 on average, more often
+// on low-numbered, popular ones), so about 4 edges per package between records of one entity,
+// about half of them pointing forward in the file.
+// The same RECORDS, seed and shape always give the same bytes.
 import Foundation
 
 struct SplitMix64: RandomNumberGenerator {
@@ -19,7 +24,8 @@ struct SplitMix64: RandomNumberGenerator {
 
 func usage(_ message: String) -> Never {
     FileHandle.standardError.write(
-        Data("strata-generate: \(message)\nusage: strata-generate RECORDS [--seed N] [--output FILE]\n".utf8))
+        Data(("strata-generate: \(message)\n"
+              + "usage: strata-generate RECORDS [--seed N] [--output FILE] [--shape library|catalog]\n").utf8))
     exit(64)
 }
 
@@ -27,12 +33,20 @@ var args = Array(CommandLine.arguments.dropFirst())
 var seed: UInt64 = 1
 var output: String?
 var total: Int?
+var catalog = false
 while !args.isEmpty {
     let a = args.removeFirst()
     switch a {
     case "--seed":
         guard let v = args.first.flatMap({ UInt64($0) }) else { usage("--seed needs a number") }
         seed = v
+        args.removeFirst()
+    case "--shape":
+        switch args.first {
+        case "library": catalog = false
+        case "catalog": catalog = true
+        default: usage("--shape needs library or catalog")
+        }
         args.removeFirst()
     case "--output":
         guard let v = args.first else { usage("--output needs a file") }
@@ -109,6 +123,41 @@ nonisolated(unsafe) var buffer = ""  // single-threaded tool: only the main thre
     }
 }
 
+/// The catalog shape: sections, maintainers and packages that depend on each other.
+@MainActor func emitCatalog() {
+    let sections = (0..<40).map { "section-\($0)-" + word(&rng).lowercased() }
+    for s in sections { emit(#"{"entity":"Section","name":\#(quote(s))}"#) }
+    let maintainerCount = max(1, total * 35 / 1000)
+    let packageCount = max(2, total - sections.count - maintainerCount)
+    for m in 0..<maintainerCount {
+        emit(#"{"entity":"Maintainer","email":"m\#(m)@example.org","name":\#(quote(word(&rng) + " " + word(&rng)))}"#)
+    }
+    for p in 0..<packageCount {
+        // Popular packages have low numbers: a target is the smaller of two uniform draws.
+        let n = Int.random(in: 0...8, using: &rng)
+        var depends = Set<Int>()
+        for _ in 0..<n {
+            let t = min(Int.random(in: 0..<packageCount, using: &rng), Int.random(in: 0..<packageCount, using: &rng))
+            if t != p { depends.insert(t) }
+        }
+        let list = depends.sorted().map { #"{"name":"pkg-\#($0)"}"# }.joined(separator: ",")
+        let version = "\(Int.random(in: 0...9, using: &rng)).\(Int.random(in: 0...30, using: &rng))"
+        emit(#"""
+            {"entity":"Package","name":"pkg-\#(p)","version":"\#(version)",\#
+            "installedSize":\#(Int.random(in: 1...500_000, using: &rng)),\#
+            "section":{"name":\#(quote(sections.randomElement(using: &rng)!))},\#
+            "maintainer":{"email":"m\#(Int.random(in: 0..<maintainerCount, using: &rng))@example.org"},\#
+            "depends":[\#(list)]}
+            """#)
+    }
+}
+
+if catalog {
+    emitCatalog()
+    finishOutput()
+    exit(0)
+}
+
 let genres = (0..<genreCount).map { "Genre \($0) " + word(&rng) }
 for g in genres { emit(#"{"entity":"Genre","name":\#(quote(g))}"#) }
 var artistIDs: [String] = []
@@ -154,8 +203,13 @@ for p in 0..<playlistCount {
         "createdAt":"\#(date(1_600_000_000 + p * 3600))","tracks":[\#(list)]}
         """#)
 }
-writeOut(buffer)
-if output != nil {
+finishOutput()
+
+/// Writes what is buffered and, for a file, syncs and closes it (exit 74 on failure).
+@MainActor func finishOutput() {
+    writeOut(buffer)
+    buffer = ""
+    guard output != nil else { return }
     do {
         var st = stat()
         if fstat(handle.fileDescriptor, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG { try handle.synchronize() }

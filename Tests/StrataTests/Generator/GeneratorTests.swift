@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+@testable import Strata
+
+/// `strata-generate` (`Tools/generate-library`): the catalog shape imports into a store of
+/// `Schemas/catalog` with every record and every dependency edge, and the same arguments give the
+/// same bytes.
+@Suite struct GeneratorTests {
+    private var generator: String {
+        URL(fileURLWithPath: storectlPath).deletingLastPathComponent().appendingPathComponent("strata-generate").path
+    }
+
+    @Test func theCatalogShapeImportsWithEveryDependency() throws {
+        let dir = temporaryDirectory("generate-catalog")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("catalog.ndjson").path
+        #expect(try run(generator, ["2000", "--shape", "catalog", "--seed", "7", "--output", input]).status == 0)
+        let again = dir.appendingPathComponent("again.ndjson").path
+        #expect(try run(generator, ["2000", "--shape", "catalog", "--seed", "7", "--output", again]).status == 0)
+        let text = try String(contentsOfFile: input, encoding: .utf8)
+        #expect(text == (try String(contentsOfFile: again, encoding: .utf8)), "the same arguments gave other bytes")
+
+        // What the file says: records by entity, and the dependency edges.
+        let lines = text.split(separator: "\n")
+        #expect(lines.count == 2000)
+        let packages = lines.filter { $0.contains(#""entity":"Package""#) }.count
+        let edges = lines.reduce(0) { n, line in
+            guard let range = line.range(of: #""depends":["#) else { return n }
+            return n + line[range.upperBound...].components(separatedBy: #"{"name":"#).count - 1
+        }
+        #expect(packages > 1800 && edges > 3 * packages, "\(packages) packages, \(edges) edges")
+
+        let store = dir.appendingPathComponent("store").path
+        let catalogSchema = repositoryRoot.appendingPathComponent("Schemas/catalog").path
+        #expect(try storectl("init", store, "--schema", catalogSchema).status == 0)
+        let imported = try storectl("import", store, input, "--batch", "500", "--quiet")
+        #expect(imported.status == 0, "\(imported.stderr)")
+        func count(_ entity: String, _ filter: [String] = []) throws -> Int {
+            let r = try storectl(["query", store, "--entity", entity, "--count"] + filter)
+            #expect(r.status == 0, "\(r.stderr)")
+            return Int(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        }
+        #expect(try count("Section") == 40)
+        #expect(try count("Package") == packages)
+        #expect(try count("Maintainer") == 2000 - 40 - packages)
+        // Every edge, counted from the store's side: the sum of each package's dependencies.
+        let exported = try storectl("export", store, "--entity", "Package")
+        #expect(exported.status == 0, "\(exported.stderr)")
+        let stored = exported.stdout.split(separator: "\n").reduce(0) { n, line in
+            guard let range = line.range(of: #""depends":["#) else { return n }
+            let list = line[range.upperBound...].prefix { $0 != "]" }
+            return n + (list.isEmpty ? 0 : list.split(separator: ",").count)
+        }
+        #expect(stored == edges)
+        #expect(try storectl("verify", store).status == 0)
+    }
+
+    @Test func anUnknownShapeIsAUsageError() throws {
+        let r = try run(generator, ["1000", "--shape", "graph"])
+        #expect(r.status == 64 && r.stderr.contains("--shape needs library or catalog"), "\(r.stderr)")
+    }
+}
