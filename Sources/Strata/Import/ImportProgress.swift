@@ -41,10 +41,12 @@ public struct ImportProgress: Sendable, Equatable {
         }
     }
 
-    /// Records, or while linking links, per second of this phase (0 at its start).
+    /// Records, or while linking links, per second of this phase (0 at its start); when done,
+    /// records per second of the whole import.
     public var recordsPerSecond: Double {
-        guard phaseSeconds > 0 else { return 0 }
-        return Double(phase == .linking ? links : records) / phaseSeconds
+        let seconds = phase == .done ? elapsedSeconds : phaseSeconds
+        guard seconds > 0 else { return 0 }
+        return Double(phase == .linking ? links : records) / seconds
     }
 
     /// Seconds left in this phase, estimated from ``fractionDone`` (nil until there is a rate).

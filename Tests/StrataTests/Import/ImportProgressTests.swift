@@ -57,5 +57,8 @@ import Testing
         let noLinks = ImportProgress(phase: .linking, records: 1, bytesRead: 1, totalBytes: 1, elapsedSeconds: 1,
                                      links: 0, totalLinks: 0, phaseSeconds: 0)
         #expect(noLinks.fractionDone == 1 && noLinks.etaSeconds == nil && noLinks.recordsPerSecond == 0)
+        let done = ImportProgress(phase: .done, records: 100, bytesRead: 1000, totalBytes: 1000, elapsedSeconds: 4,
+                                  links: 30, totalLinks: 30, phaseSeconds: 0)
+        #expect(done.recordsPerSecond == 25 && done.fractionDone == 1 && done.etaSeconds == nil)
     }
 }
