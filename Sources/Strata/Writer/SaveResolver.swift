@@ -23,6 +23,9 @@ struct SaveResolver<S: StateStore> {
     private var netState = false
     /// With ``netState``: the objects the set deletes by name.
     private var deletesAsked: Set<ObjectID> = []
+    /// With ``netState``: everything the set's deletes remove, cascades included, worked out at
+    /// its first delete rule check (``doomedBySet()``).
+    private var doomed: Set<ObjectID>?
 
     /// What to do with an object the store changed after the context read it.
     private enum Decision {
@@ -300,8 +303,10 @@ struct SaveResolver<S: StateStore> {
             guard !targets.isEmpty else { continue }
             switch r.deleteRule {
             case .deny:
-                // A child's net changes are judged whole: targets the same set deletes do not deny.
-                guard netState, targets.allSatisfy({ deleted.contains($0) || deletesAsked.contains($0) }) else {
+                // A child's net changes are judged whole: targets the same set deletes (by name or
+                // by a cascade) do not deny.
+                let gone = netState ? try doomedBySet() : []
+                guard netState, targets.allSatisfy({ deleted.contains($0) || gone.contains($0) }) else {
                     throw fail(.deleteDenied, e.name, id, r.name,
                                "\(targets.count) related \(r.destination) object(s) exist and the delete rule is deny")
                 }
@@ -319,6 +324,27 @@ struct SaveResolver<S: StateStore> {
         }
         try emit(.delete(id: id, values: record.values, previousVersion: record.version))
         toOneChecks.remove(id)
+    }
+
+    /// Everything a net change set's deletes remove: the objects it deletes by name that its merge
+    /// policy does not keep, and what their cascade rules reach, over the state once the set's other
+    /// operations have applied (a net set sends its deletes last).
+    private mutating func doomedBySet() throws -> Set<ObjectID> {
+        if let doomed { return doomed }
+        var out = Set<ObjectID>()
+        var stack: [ObjectID] = deletesAsked.map(resolved).filter { id in
+            if case .skip? = decisions[id] { return false }
+            return true
+        }
+        while let id = stack.popLast() {
+            guard !out.contains(id), let record = try applier.record(id) else { continue }
+            out.insert(id)
+            for r in record.entity.relationships where r.deleteRule == .cascade {
+                stack += try applier.targets(r.tag, from: id)
+            }
+        }
+        doomed = out
+        return out
     }
 
     // MARK: Relationships

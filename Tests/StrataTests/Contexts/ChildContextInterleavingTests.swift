@@ -359,4 +359,26 @@ import Testing
             #expect(saved.notes == "n")
         }
     }
+
+    @Test func aDenyRuleLetsADeleteThroughWhenTheSameCommitCascadesToTheRelatedObject() async throws {
+        try await withLibraryStore { store in
+            let g = Genre(name: "pop")
+            let album = Album(mbid: UUID(), title: "A")
+            let t = track("T")
+            _ = try await store.save { $0.insert(g); $0.insert(album); $0.insert(t) }
+            let child = try store.mainContext.newChild(label: "editor")
+            try child.delete(g.id)
+            try child.delete(album.id)
+            // The store puts the track in both: Genre.tracks denies, Album.tracks cascades.
+            _ = try await store.save {
+                $0.set(Track.genre, of: t.id, to: g.id)
+                $0.set(Track.album, of: t.id, to: album.id)
+            }
+
+            #expect(try await child.commit() != nil)
+            #expect(try store.mainContext.object(Genre.self, id: g.id) == nil)
+            #expect(try store.mainContext.object(Album.self, id: album.id) == nil)
+            #expect(try store.mainContext.object(Track.self, id: t.id) == nil, "the cascade did not reach the track")
+        }
+    }
 }
