@@ -168,6 +168,7 @@ public final class Importer: Sendable {
             let missing = try store.read { view in try unresolved.filter { try view.resolve($0.ref) == nil } }
             for m in missing where !s.rejected.keys.contains(m.location) { s.reject(m.location, m.issue) }
         }
+        s.inputKeys = keys
     }
 
     /// A required to-one the record leaves without a target: cleared (`null`), or not given for an
@@ -237,7 +238,11 @@ public final class Importer: Sendable {
                         // Written by this import (in a finished, the in-flight or this batch), or
                         // in the store from before it.
                         var present = s.written(t)
-                        if !present {
+                        if !present, (s.inputKeys[ImportRecord.digest(t)] ?? 0) <= item.location {
+                            // Not a record later in this input: in the store, or nowhere. (One
+                            // later in the input is linked once it is written; looking for it
+                            // here would wait for the batch in flight, and the link would be
+                            // the same.)
                             try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
                             present = try store.read { try $0.resolve(t) } != nil
                         }
@@ -411,6 +416,9 @@ private struct ImportState {
     /// Rejected lines (packed location) and why.
     var rejected: [UInt64: String] = [:]
     var writtenKeys: Set<UInt64> = []
+    /// Every key of the input (digest) and where its record is (packed file and line, in input
+    /// order), from validation.
+    var inputKeys: [UInt64: UInt64] = [:]
     var deferred: [(relationship: UInt16, from: ObjectReference, to: ObjectReference, location: UInt64)] = []
     var skippedLinks = 0
     var transactions: [TransactionID] = []
