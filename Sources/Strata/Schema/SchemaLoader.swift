@@ -97,6 +97,20 @@ struct SchemaLoader {
     /// every record, and a Swift property named `self` could never be read back (`self.self`
     /// is the instance), so a generated entity type could not hold it.
     static let reservedNames: Set<String> = ["id", "entity", "self"]
+
+    /// Why `name` is reserved, and what to use instead.
+    static func reservedReason(_ name: String) -> String {
+        switch name {
+        case "id":
+            return "'id' is reserved: every object has an id of Strata's own (`ObjectID`); to keep a key from " +
+                "another system, name it otherwise (e.g. 'pk' or 'sourceID') and declare a unique constraint on it, " +
+                "so imports can refer to records by it ({\"pk\": 42})"
+        case "entity":
+            return "'entity' is reserved: import records name their entity with it; choose another name (e.g. 'kind')"
+        default:
+            return "'\(name)' is reserved: a Swift property of that name cannot be read; choose another name"
+        }
+    }
     let file: String
     var entity: String?
     /// Accept a relationship that is its own inverse: only for a schema read back from a store
@@ -240,7 +254,7 @@ struct SchemaLoader {
         _ = try members(json, place, allowed: ["name", "type", "optional", "default", "description"])
         let n = try name(json["name"], place)
         let field = "attribute '\(n)'"
-        if Self.reservedNames.contains(n) { throw error(field, "'\(n)' is reserved") }
+        if Self.reservedNames.contains(n) { throw error(field, Self.reservedReason(n)) }
         guard case .string(let typeName)? = json["type"] else { throw error(field, "missing 'type'") }
         guard let type = AttributeType(rawValue: typeName) else {
             throw error(field, "unknown type '\(EchoedText.shown(typeName))' (expected one of: " +
@@ -266,7 +280,7 @@ struct SchemaLoader {
                         allowed: ["name", "destination", "toMany", "inverse", "deleteRule", "optional", "description"])
         let n = try name(json["name"], place)
         let field = "relationship '\(n)'"
-        if Self.reservedNames.contains(n) { throw error(field, "'\(n)' is reserved") }
+        if Self.reservedNames.contains(n) { throw error(field, Self.reservedReason(n)) }
         guard case .string(let dest)? = json["destination"] else { throw error(field, "missing 'destination'") }
         guard all.contains(where: { $0.name == dest }) else {
             throw error(field, "destination '\(EchoedText.shown(dest))' is not an entity of this schema")

@@ -55,7 +55,8 @@ import Testing
                     contains: ["attribute 'n'", "default value", "expected int"])
     }
     @Test func reservedAttributeName() {
-        expectError(entity(#"{"name":"A","attributes":[{"name":"id","type":"int"}]}"#), contains: ["'id' is reserved"])
+        expectError(entity(#"{"name":"A","attributes":[{"name":"id","type":"int"}]}"#),
+                    contains: ["'id' is reserved", "name it otherwise (e.g. 'pk'", "unique constraint"])
     }
     @Test func duplicateMember() {
         expectError(entity(#"{"name":"A","attributes":[{"name":"n","type":"int"},{"name":"n","type":"string"}]}"#),

@@ -1,0 +1,47 @@
+import Foundation
+import Testing
+@testable import Strata
+
+/// Rows of a relational database keep their primary key as an attribute (`pk`) with a unique
+/// constraint, and foreign keys become references by it (README, "Keys from another database").
+@Suite struct ImportSourceKeyTests {
+    static let schemaText = #"""
+    {"model":"shop","version":1,"entities":[
+      {"name":"Customer","attributes":[{"name":"pk","type":"int"},{"name":"name","type":"string"}],
+       "relationships":[{"name":"invoices","destination":"Invoice","toMany":true,"inverse":"customer"}],
+       "uniques":[["pk"]]},
+      {"name":"Invoice","attributes":[{"name":"pk","type":"int"},{"name":"total","type":"double"}],
+       "relationships":[{"name":"customer","destination":"Customer","inverse":"invoices"}],
+       "uniques":[["pk"]]}
+    ]}
+    """#
+
+    @Test func rowsReferToEachOtherByTheirSourceKeyAndAReimportConverges() async throws {
+        let schema = try Schema.parse(Array(Self.schemaText.utf8), source: "v1.json", expectedVersion: 1)
+        let store = try Store.temporary(schema: schema)
+        defer { store.close() }
+        let dir = temporaryDirectory("import-source-keys")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let url = dir.appendingPathComponent("dump.ndjson")
+        try Data("""
+            {"entity":"Invoice","pk":98,"total":3.96,"customer":{"pk":2}}
+            {"entity":"Invoice","pk":99,"total":1.98,"customer":{"pk":2}}
+            {"entity":"Customer","pk":2,"name":"Leonie"}
+
+            """.utf8).write(to: url)
+        _ = try await Importer(store: store).run(files: [url.path])
+        let last = try store.lastTransactionID
+        _ = try await Importer(store: store).run(files: [url.path])
+        #expect(try store.lastTransactionID == last, "a re-import of the same rows changed something")
+        try store.read { view in
+            let customers = try view.fetch(Query(entity: "Customer"))
+            #expect(customers.count == 1 && customers.first?["name"] == .string("Leonie"))
+            let invoices = try view.fetch(Query(entity: "Invoice"))
+            #expect(invoices.count == 2)
+            let customer = try #require(schema.entity(named: "Invoice")?.relationship(named: "customer"))
+            for invoice in invoices {
+                #expect(try view.targets(customer.tag, from: invoice.id) == customers.map(\.id))
+            }
+        }
+    }
+}
