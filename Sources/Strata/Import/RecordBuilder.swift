@@ -30,7 +30,9 @@ struct RecordBuilder {
             throw issue(line, nil, "malformed JSON at \(e)")
         }
         guard case .object(let members) = json else {
-            throw issue(line, nil, "expected a JSON object, found \(json.typeName)")
+            throw issue(line, nil, "expected a JSON object, found \(json.typeName) (an NDJSON line is one " +
+                                   "record: a JSON object with an \"entity\" member; a .json file may instead " +
+                                   "hold one array of such objects)")
         }
         guard let entityValue = json["entity"] else {
             throw issue(line, "entity", "missing (every line names its entity)")

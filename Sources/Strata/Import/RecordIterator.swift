@@ -18,6 +18,8 @@ struct RecordIterator {
     let maxValueBytes: Int
     private var fileIndex = -1
     private var reader: LineReader?
+    /// Instead of `reader`, for an NDJSON-format file whose top level is an array of objects.
+    private var arrayReader: JSONArrayReader?
     private var format: ImportFormat = .ndjson
     private var builder: RecordBuilder?
     private var csvColumns: [RecordBuilder.Column]?
@@ -33,23 +35,53 @@ struct RecordIterator {
         self.maxValueBytes = maxValueBytes
     }
 
-    var bytesRead: Int { finishedBytes + (reader?.bytesRead ?? 0) }
+    var bytesRead: Int { finishedBytes + (reader?.bytesRead ?? arrayReader?.bytesRead ?? 0) }
 
     /// Closes the current file (when iteration stops early).
     mutating func close() {
         reader?.close()
         reader = nil
+        arrayReader?.close()
+        arrayReader = nil
     }
 
     /// The next record or issue; nil when every file is done. Throws only for an unreadable file.
     mutating func next() throws -> Item? {
         while true {
-            if reader == nil {
+            if reader == nil && arrayReader == nil {
                 fileIndex += 1
                 guard fileIndex < files.count else { return nil }
                 try openFile()
             }
             let path = files[fileIndex]
+            if arrayReader != nil {
+                guard let element = try arrayReader!.next() else {
+                    finishedBytes += arrayReader!.bytesRead
+                    arrayReader!.close()
+                    arrayReader = nil
+                    if recordsInFile == 0 {
+                        return Item(result: .failure(ImportIssue(file: path, line: 0, field: nil,
+                                                                 reason: "no records (an empty array)")),
+                                    raw: [], fileIndex: fileIndex, line: 0)
+                    }
+                    continue
+                }
+                switch element {
+                case .object(let bytes, let line):
+                    if let item = try record(bytes, line: line) { return item }
+                case .tooLong(let bytes, let line):
+                    recordsInFile += 1
+                    return Item(result: .failure(ImportIssue(file: path, line: line, field: nil,
+                                                             reason: "object of \(bytes) bytes exceeds the " +
+                                                                     "\(options.maxLineBytes)-byte limit")),
+                                raw: [], fileIndex: fileIndex, line: line)
+                case .malformed(let reason, let line):
+                    recordsInFile += 1
+                    return Item(result: .failure(ImportIssue(file: path, line: line, field: nil, reason: reason)),
+                                raw: [], fileIndex: fileIndex, line: line)
+                }
+                continue
+            }
             guard let line = try reader!.next() else {
                 finishedBytes += reader!.bytesRead
                 reader!.close()
@@ -96,7 +128,11 @@ struct RecordIterator {
             }
             csvEntity = e
         }
-        reader = try LineReader(path: path, maxLineBytes: options.maxLineBytes)
+        if f == .ndjson, JSONArrayReader.holdsArray(path) {
+            arrayReader = try JSONArrayReader(path: path, maxObjectBytes: options.maxLineBytes)
+        } else {
+            reader = try LineReader(path: path, maxLineBytes: options.maxLineBytes)
+        }
     }
 
     private mutating func record(_ bytes: [UInt8], line: Int) throws -> Item? {

@@ -110,7 +110,8 @@ final class Writer: Sendable {
                                    completion: .continuation(continuation))
             switch state.withLock({ $0.entry.queueAsync(save, maxPending: config.maxPendingSaves) }) {
             case .refusedClosed: continuation.resume(throwing: StrataError.closed(path: storePath))
-            case .refusedFull: continuation.resume(throwing: StrataError.writerOverloaded(limit: config.maxPendingSaves))
+            case .refusedFull:
+                continuation.resume(throwing: StrataError.writerOverloaded(limit: config.maxPendingSaves))
             case .startDrain: queue.async { self.drain() }
             case .wakeGatherer: gathered.signal()
             case .queued: break
@@ -369,7 +370,8 @@ final class Writer: Sendable {
         guard limitNanos > 0 else { return }
         let wait = state.withLock { s -> UInt64? in
             let target = min(s.lastGroupSize, config.maxSavesPerGroup)
-            guard target > 1, !s.entry.pending.isEmpty, s.entry.pending.count < target, !s.entry.closed else { return nil }
+            let queued = s.entry.pending.count
+            guard target > 1, queued > 0, queued < target, !s.entry.closed else { return nil }
             s.entry.gatherTarget = target
             return min(limitNanos, s.lastCommitNanos / 2)
         }

@@ -1,0 +1,147 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+/// A `.json` file whose top level is an array of objects (one line or pretty-printed) imports as
+/// its objects would from NDJSON, read one object at a time; a broken array is reported with the
+/// line where it breaks.
+@Suite struct JSONArrayImportTests {
+    private func file(_ text: String, _ dir: URL, _ name: String = "dump.json") throws -> String {
+        let url = dir.appendingPathComponent(name)
+        try Data(text.utf8).write(to: url)
+        return url.path
+    }
+
+    private func genres(_ store: Store) throws -> Set<String> {
+        Set(try store.mainContext.fetch(Genre.self).map(\.name))
+    }
+
+    @Test func aPrettyPrintedArrayImportsObjectByObject() async throws {
+        let dir = temporaryDirectory("json-array")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            // Strings holding brackets, braces, commas, escaped quotes and a backslash; nesting.
+            let input = try file("""
+            \u{FEFF}  [
+              {
+                "entity": "Genre",
+                "name": "Rock [live], {x}"
+              },
+              {"entity": "Genre", "name": "Say \\"hi\\" \\\\ ]"},
+              {
+                "entity": "Playlist", "name": "P", "createdAt": "2021-11-02T22:15:00Z",
+                "tracks": []
+              }
+            ]
+
+            """, dir)
+            let summary = try await Importer(store: store).run(files: [input])
+            #expect(summary.records == 3)
+            #expect(try genres(store) == ["Rock [live], {x}", #"Say "hi" \ ]"#])
+            #expect(try store.mainContext.count(Playlist.self) == 1)
+        }
+    }
+
+    @Test func aOneLineArrayMixesWithNDJSONFiles() async throws {
+        let dir = temporaryDirectory("json-array")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let array = try file(#"[{"entity":"Genre","name":"A"},{"entity":"Genre","name":"B"}]"#, dir)
+            let lines = try file(#"{"entity":"Genre","name":"C"}"# + "\n", dir, "more.ndjson")
+            let summary = try await Importer(store: store).run(files: [array, lines])
+            #expect(summary.records == 3)
+            #expect(try genres(store) == ["A", "B", "C"])
+        }
+    }
+
+    /// Bad records in an array are rejected with the line they start on, and go to the rejects
+    /// file as one line each.
+    @Test func aBadObjectIsRejectedWithTheLineItStartsOn() async throws {
+        let dir = temporaryDirectory("json-array")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let input = try file("""
+            [
+              {"entity": "Genre", "name": "A"},
+              {
+                "entity": "Genre",
+                "nom": "B"
+              },
+              {"entity": "Genre", "name": "C"}
+            ]
+            """, dir)
+            do {
+                _ = try await Importer(store: store).run(files: [input])
+                Issue.record("the import was accepted")
+            } catch let failed as ImportFailed {
+                #expect(failed.issues.map(\.line) == [3], "\(failed.issues)")
+            }
+            var options = ImportOptions()
+            options.continueOnError = true
+            options.rejectsPath = dir.appendingPathComponent("rejects.txt").path
+            let summary = try await Importer(store: store, options: options).run(files: [input])
+            #expect(summary.records == 2 && summary.rejected == 1)
+            let rejects = try String(contentsOfFile: options.rejectsPath!, encoding: .utf8)
+            let lines = rejects.split(separator: "\n")
+            #expect(lines.count == 2 && lines[0].contains("dump.json:3"), "\(rejects)")
+            #expect(lines.last.map { $0.hasPrefix("{") && $0.contains(#""nom": "B""#) } == true, "\(rejects)")
+        }
+    }
+
+    @Test(arguments: [
+        (#"[{"entity":"Genre","name":"A"} {"entity":"Genre","name":"B"}]"#, 1, "expected ',' or ']'"),
+        ("[\n{\"entity\":\"Genre\",\"name\":\"A\"},\n42\n]", 3, "expected an object in the array"),
+        (#"[{"entity":"Genre","name":"A"}] x"#, 1, "after the array"),
+        ("[\n{\"entity\":\"Genre\",\"name\":\"A\"},\n", 3, "a ']' is missing"),
+        ("[\n{\"entity\":\"Genre\",\n\"name\":\"A\"", 3, "ends inside an object that starts on line 2"),
+        ("[]", 0, "no records (an empty array)"),
+    ])
+    func aBrokenArrayIsReportedWhereItBreaks(text: String, line: Int, reason: String) async throws {
+        let dir = temporaryDirectory("json-array")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let input = try file(text, dir)
+            do {
+                _ = try await Importer(store: store).run(files: [input])
+                Issue.record("the import was accepted")
+            } catch let failed as ImportFailed {
+                #expect(failed.issues.contains { $0.line == line && $0.reason.contains(reason) }, "\(failed.issues)")
+            }
+            #expect(try store.lastTransactionID == TransactionID(0))
+        }
+    }
+
+    @Test func anObjectOverTheLimitIsReportedWithoutBeingHeld() async throws {
+        let dir = temporaryDirectory("json-array")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let long = String(repeating: "x", count: 5000)
+            let input = try file(#"[{"entity":"Genre","name":"\#(long)"}, {"entity":"Genre","name":"B"}]"#, dir)
+            var options = ImportOptions()
+            options.maxLineBytes = 1000
+            do {
+                _ = try await Importer(store: store, options: options).run(files: [input])
+                Issue.record("the import was accepted")
+            } catch let failed as ImportFailed {
+                #expect(failed.issues.count == 1 && failed.issues[0].reason.contains("exceeds the 1000-byte limit"),
+                        "\(failed.issues)")
+            }
+        }
+    }
+
+    @Test func anNDJSONLineThatIsNotAnObjectSaysWhatIsExpected() async throws {
+        let dir = temporaryDirectory("json-array")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let input = try file("{\"entity\":\"Genre\",\"name\":\"A\"}\n[1, 2]\n", dir, "in.ndjson")
+            do {
+                _ = try await Importer(store: store).run(files: [input])
+                Issue.record("the import was accepted")
+            } catch let failed as ImportFailed {
+                #expect(failed.issues.first?.reason.contains("a .json file may instead hold one array") == true,
+                        "\(failed.issues)")
+            }
+        }
+    }
+}
