@@ -5,6 +5,7 @@
 /// album.year between 1990 and 1999         -- through a to-one relationship
 /// playlists.name == 'Road trip'            -- "any" over a to-many relationship
 /// genre == null      title prefix 'Jó'     year in [1997, 2001]     not explicit == true
+/// playlists == null                        -- a to-many without targets (!= null: with some)
 /// ```
 ///
 /// Operators: `== != < <= > >=`, `contains`, `icontains` (case-insensitive), `prefix`, `suffix`,
@@ -175,8 +176,16 @@ public struct PredicateParser {
         }
         let destination = schema.entity(named: r.destination)!
         if path.count == 1 {
-            guard !r.isToMany else {
-                throw error("'\(head)' is to-many: name one of its attributes, e.g. " +
+            if r.isToMany {
+                // `tracks == null`: no target; `tracks != null`: at least one.
+                let at = i
+                if let op = try? comparisonOperator(), op == .equal || op == .notEqual, accept(.word("null")) {
+                    let some = Filter.any(relationship: r.tag, .all)
+                    return op == .equal ? .not(some) : some
+                }
+                i = at
+                throw error("'\(head)' is to-many: compare it with null (\(head) == null: none, " +
+                            "\(head) != null: some) or name one of its attributes, e.g. " +
                             "\(head).\(destination.attributes.first?.name ?? "x")")
             }
             let op = try comparisonOperator()

@@ -121,4 +121,8 @@ extension ToMany {
     public func contains(_ target: ObjectID) -> EntityPredicate<Root> {
         EntityPredicate(.any(relationship: tag, .idIn([target])))
     }
+    /// The relationship has no target (a playlist without tracks).
+    public var isEmpty: EntityPredicate<Root> { EntityPredicate(.not(.any(relationship: tag, .all))) }
+    /// The relationship has at least one target.
+    public var isNotEmpty: EntityPredicate<Root> { EntityPredicate(.any(relationship: tag, .all)) }
 }

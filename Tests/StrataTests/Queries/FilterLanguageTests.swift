@@ -51,6 +51,8 @@ import Testing
                     .through(relationship: Track.album.tag, .through(relationship: Album.artist.tag, .compare(attribute: Artist.country.index, .equal, .string("IS")))))
         expectParse("genre == null", .related(relationship: Track.genre.tag, nil))
         expectParse("genre != null", .not(.related(relationship: Track.genre.tag, nil)))
+        expectParse("playlists == null", .not(.any(relationship: Track.playlists.tag, .all)))
+        expectParse("playlists != null", .any(relationship: Track.playlists.tag, .all))
         let albumID = try #require(ObjectID(string: "000201a200a516391e9970a8e742d8f3"))
         expectParse("album == '000201a200a516391e9970a8e742d8f3'", .related(relationship: Track.album.tag, albumID))
         expectParse("album != '000201a200a516391e9970a8e742d8f3'", .not(.related(relationship: Track.album.tag, albumID)))
@@ -100,7 +102,8 @@ import Testing
         // The README's example, verbatim.
         expectError("(durationSeconds > )", "at character 20: expected a value for 'durationSeconds', found ')'")
         expectError("genre > '000401a200a516391e9970a8e742d8f3'", "a relationship compares with == or != only")
-        expectError("playlists == null", "'playlists' is to-many")
+        expectError("playlists == 'x'", "'playlists' is to-many: compare it with null")
+        expectError("playlists > null", "'playlists' is to-many: compare it with null")
         expectError("genre == 'Jazz'", "expected an object id string or null")
         expectError("durationSeconds contains '5'", "'contains' needs a string attribute")
         expectError("colour == 'red'", "Track has no attribute or relationship 'colour'")
@@ -158,6 +161,15 @@ import Testing
             #expect(try titles("album == null") == ["Night Train", "Daylight"])
             #expect(try titles("playlists.name == 'Road trip'") == ["Daylight"])
             #expect(try titles("not playlists.name == 'Road trip'") == ["Night Train", "night bus"])
+            #expect(try titles("playlists == null") == ["Night Train", "night bus"])
+            #expect(try titles("playlists != null") == ["Daylight"])
+            #expect(try view.fetch(Track.self, where: Track.playlists.isEmpty).map(\.title).sorted() == ["Night Train", "night bus"])
+            #expect(try view.fetch(Track.self, where: Track.playlists.isNotEmpty).map(\.title) == ["Daylight"])
+            #expect(try view.count(Track.self, where: Track.playlists.isEmpty) == 2)
+            // In a child, over pending changes: a track added to the playlist is no longer "on none".
+            let child = view.newChild(label: "edit")
+            try child.change { $0.add(unrated.id, to: Playlist.tracks, of: road.id) }
+            #expect(try child.fetch(Track.self, where: Track.playlists.isEmpty).map(\.title) == ["night bus"])
         }
     }
 
