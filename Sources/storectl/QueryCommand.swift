@@ -55,7 +55,7 @@ struct QueryCommand: AsyncParsableCommand {
         var query = Query(entity: e.name, limit: limit, offset: offset)
         do {
             if let filter { query.predicate = try PredicateParser.parse(filter, entity: e, schema: store.schema) }
-            if let sort { query.sort = try PredicateParser.parseSort(sort, entity: e) }
+            if let sort { query.sort = try PredicateParser.parseSort(sort, entity: e, schema: store.schema) }
         } catch {
             throw failure(CLIError("\(error)", code: Exit.usage))
         }

@@ -22,10 +22,7 @@ extension ObjectSource {
     func fetch(_ query: Query) throws -> [Record] {
         let e = try entity(query.entity)
         try validate(query.predicate, e)
-        for s in query.sort where s.attribute < 0 || s.attribute >= e.attributes.count {
-            throw StrataError.invalidQuery(entity: e.name,
-                                           reason: "sort attribute position \(s.attribute) out of range")
-        }
+        for s in query.sort { try validate(s, e) }
         guard query.offset >= 0, (query.limit ?? 0) >= 0 else {
             throw StrataError.invalidQuery(entity: e.name, reason: "negative limit or offset")
         }
@@ -39,8 +36,52 @@ extension ObjectSource {
             if try matches(query.predicate, record) { results.append(record) }
             return stopAfter.map { results.count < $0 } ?? true
         }
-        if !query.sort.isEmpty { results.sort(by: ordering(query.sort)) }
+        if query.sort.contains(where: { !$0.path.isEmpty }) {
+            results = try sortedThroughPaths(results, query.sort)
+        } else if !query.sort.isEmpty {
+            results.sort(by: ordering(query.sort))
+        }
         return window(results, offset: query.offset, limit: query.limit)
+    }
+
+    /// Checks a sort key: every step of its path a to-one relationship, its attribute in range.
+    func validate(_ s: SortKey, _ e: EntityDescription) throws {
+        var at = e
+        for tag in s.path {
+            guard let r = at.relationships.first(where: { $0.tag == tag }), !r.isToMany,
+                  let next = schema.entity(named: r.destination) else {
+                throw StrataError.invalidQuery(entity: e.name,
+                                               reason: "a sort path step (tag \(tag)) is not a to-one relationship " +
+                                                       "of \(at.name)")
+            }
+            at = next
+        }
+        guard s.attribute >= 0, s.attribute < at.attributes.count else {
+            throw StrataError.invalidQuery(entity: e.name, reason: "sort attribute position \(s.attribute) out of range")
+        }
+    }
+
+    /// `records` sorted by keys some of which go through relationships: each key's value is
+    /// looked up once per record (no value when a path ends at no object), then compared.
+    /// - Complexity: O(n · path lookups + n log n comparisons).
+    func sortedThroughPaths(_ records: [Record], _ sort: [SortKey]) throws -> [Record] {
+        let keys: [[Value]] = try records.map { r in
+            try sort.map { s in
+                var current: Record? = r
+                for tag in s.path {
+                    current = try current.flatMap { try targets(tag, from: $0.id).first }.flatMap { try record($0) }
+                }
+                return current?.values[s.attribute] ?? .null
+            }
+        }
+        let order = records.indices.sorted { a, b in
+            for (k, s) in sort.enumerated() {
+                let c = Value.compare(keys[a][k], keys[b][k])
+                if c != 0 { return s.ascending ? c < 0 : c > 0 }
+            }
+            return records[a].id < records[b].id
+        }
+        return order.map { records[$0] }
     }
 
     func count(_ query: Query) throws -> Int {

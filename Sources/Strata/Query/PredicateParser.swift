@@ -50,6 +50,13 @@ public struct PredicateParser {
 
     /// Parses `title,-year` (a `-` prefix sorts descending).
     public static func parseSort(_ text: String, entity: EntityDescription) throws -> [SortKey] {
+        try parseSort(text, entity: entity, schema: nil)
+    }
+
+    /// Parses a sort list as ``parseSort(_:entity:)`` does, where a name may also be a path
+    /// through to-one relationships (`album.title`, `album.artist.name`): objects are sorted by
+    /// the attribute of the object the path leads to, those whose path ends at no object first.
+    public static func parseSort(_ text: String, entity: EntityDescription, schema: Schema?) throws -> [SortKey] {
         try text.split(separator: ",", omittingEmptySubsequences: false).map { part in
             let s = part.trimmingCharacters(in: .whitespaces)
             guard !s.isEmpty, s != "-" else {
@@ -58,11 +65,28 @@ public struct PredicateParser {
             }
             let descending = s.hasPrefix("-")
             let name = descending ? String(s.dropFirst()) : s
-            guard let a = entity.attribute(named: name) else {
-                throw ParseError(position: 0,
-                                 reason: "unknown sort attribute '\(EchoedText.shown(String(name)))' of \(entity.name)")
+            var steps = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            let last = steps.removeLast()
+            var at = entity
+            var path: [UInt16] = []
+            for step in steps {
+                guard let schema else {
+                    throw ParseError(position: 0, reason: "a sort path ('\(EchoedText.shown(name))') needs the schema")
+                }
+                guard let r = at.relationship(named: step), !r.isToMany,
+                      let next = schema.entity(named: r.destination) else {
+                    throw ParseError(position: 0,
+                                     reason: "'\(EchoedText.shown(step))' is not a to-one relationship of \(at.name) " +
+                                             "(a sort path follows to-one relationships to an attribute)")
+                }
+                path.append(r.tag)
+                at = next
             }
-            return SortKey(attribute: a.index, ascending: !descending)
+            guard let a = at.attribute(named: last) else {
+                throw ParseError(position: 0,
+                                 reason: "unknown sort attribute '\(EchoedText.shown(String(last)))' of \(at.name)")
+            }
+            return SortKey(path: path, attribute: a.index, ascending: !descending)
         }
     }
 

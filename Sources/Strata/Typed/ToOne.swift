@@ -10,3 +10,15 @@ public struct ToOne<Root: Entity, Target: Entity>: Sendable {
         self.tag = tag
     }
 }
+
+extension ToOne {
+    /// Ascending sort on an attribute of the target (`Track.album.ascending(Album.title)`);
+    /// objects without a target first.
+    public func ascending<V>(_ key: Attribute<Target, V>) -> SortKey {
+        SortKey(path: [tag], attribute: key.index, ascending: true)
+    }
+    /// Descending sort on an attribute of the target; objects without a target last.
+    public func descending<V>(_ key: Attribute<Target, V>) -> SortKey {
+        SortKey(path: [tag], attribute: key.index, ascending: false)
+    }
+}

@@ -121,6 +121,53 @@ import Testing
         #expect(try PredicateParser.parseSort(" -year , mbid", entity: album) == [SortKey(attribute: Album.year.index, ascending: false),
                                                                                  SortKey(attribute: Album.mbid.index, ascending: true)])
         #expect(throws: PredicateParser.ParseError.self) { try PredicateParser.parseSort("year,-nope", entity: album) }
+        let track = try #require(schema.entity(named: "Track"))
+        #expect(try PredicateParser.parseSort("album.title,-album.artist.name", entity: track, schema: schema) == [
+            SortKey(path: [Track.album.tag], attribute: Album.title.index),
+            SortKey(path: [Track.album.tag, Album.artist.tag], attribute: Artist.name.index, ascending: false),
+        ])
+        for (text, message) in [("playlists.name", "'playlists' is not a to-one relationship of Track"),
+                                ("album.nope", "unknown sort attribute 'nope' of Album"),
+                                ("album.title", "needs the schema")] {
+            do {
+                _ = try PredicateParser.parseSort(text, entity: track, schema: text == "album.title" ? nil : schema)
+                Issue.record("\(text) parsed")
+            } catch let e as PredicateParser.ParseError {
+                #expect(e.reason.contains(message), "\(text): \(e)")
+            }
+        }
+    }
+
+    /// A sort through to-one relationships: by the target's attribute, objects without a target
+    /// first (ascending) or last (descending), ties by id; the same in the typed API, over a
+    /// child's pending changes too.
+    @Test func aSortPathOrdersByTheTargetsAttribute() async throws {
+        try await withLibraryStore { store in
+            let b = Album(mbid: UUID(), title: "B"), a = Album(mbid: UUID(), title: "A")
+            let t1 = makeTrack(title: "t1", duration: 1), t2 = makeTrack(title: "t2", duration: 2)
+            let t3 = makeTrack(title: "t3", duration: 3), t4 = makeTrack(title: "t4", duration: 4)
+            _ = try await store.save { c in
+                for x in [a, b] { c.insert(x) }
+                for t in [t1, t2, t3, t4] { c.insert(t) }
+                c.set(Track.album, of: t1.id, to: b.id)
+                c.set(Track.album, of: t2.id, to: a.id)
+                c.set(Track.album, of: t4.id, to: a.id)
+            }
+            let view = try store.mainContext
+            let track = try #require(store.schema.entity(named: "Track"))
+            let sort = try PredicateParser.parseSort("album.title,-durationSeconds", entity: track, schema: store.schema)
+            let titles = try view.fetch(Query(entity: "Track", sort: sort)).map { $0["title"] }
+            #expect(titles == [.string("t3"), .string("t4"), .string("t2"), .string("t1")])
+            let typed = try view.fetch(FetchRequest<Track>(sortedBy: [Track.album.descending(Album.title)])).map(\.title)
+            #expect(typed.prefix(1) == ["t1"] && typed.last == "t3")
+            let child = view.newChild(label: "edit")
+            try child.set(Album.title, of: b.id, to: "0")
+            #expect(try child.fetch(FetchRequest<Track>(sortedBy: [Track.album.ascending(Album.title)], limit: 2))
+                .map(\.title) == ["t3", "t1"])
+            await #expect(throws: StrataError.self) {
+                _ = try view.fetch(Query(entity: "Track", sort: [SortKey(path: [Track.playlists.tag], attribute: 0)]))
+            }
+        }
     }
 
     /// Evaluation rules the README states for parsed filters: `null` sorts before every value (so
