@@ -127,6 +127,8 @@ extension ObjectSource {
             case .contains: return needle.isEmpty || hay.utf8.firstRange(of: needle.utf8) != nil
             case .hasPrefix: return hay.utf8.starts(with: needle.utf8)
             case .hasSuffix: return hay.utf8.reversed().starts(with: needle.utf8.reversed())
+            // Checked when the query was validated: a pattern that does not parse never gets here.
+            case .matches: return (try? GlobPattern(needle))?.matches(hay) ?? false
             }
         case .isIn(let a, let values): return values.contains(r.values[a])
         case .idIn(let ids): return ids.contains(r.id)
@@ -175,9 +177,14 @@ extension ObjectSource {
         case .compare(let a, _, let v): try typed(a, v)
         case .between(let a, let lo, let hi): try typed(a, lo); try typed(a, hi)
         case .isIn(let a, let vs): for v in vs { try typed(a, v) }
-        case .string(let a, _, _, _):
+        case .string(let a, let op, let text, _):
             let d = try attribute(a)
             guard d.type == .string else { throw bad("'\(d.name)' is \(d.type.rawValue), not string") }
+            if op == .matches {
+                do { _ = try GlobPattern(text) } catch let invalid as GlobPattern.Invalid {
+                    throw bad("pattern for '\(d.name)': \(invalid.reason)")
+                }
+            }
         case .related(let tag, let target):
             let r = try relationship(tag, toMany: false)
             if let target, schema.entity(tag: target.entityTag)?.name != r.destination {

@@ -6,9 +6,11 @@
 /// playlists.name == 'Road trip'            -- "any" over a to-many relationship
 /// genre == null      title prefix 'Jó'     year in [1997, 2001]     not explicit == true
 /// playlists == null                        -- a to-many without targets (!= null: with some)
+/// name matches '*[^ -~]*'                  -- a glob (GlobPattern): here, a character outside printable ASCII
 /// ```
 ///
 /// Operators: `== != < <= > >=`, `contains`, `icontains` (case-insensitive), `prefix`, `suffix`,
+/// `matches`, `imatches` (a ``GlobPattern`` the whole string matches),
 /// `in [..]`, `between .. and ..`; `and`, `or`, `not`, parentheses. Strings are quoted with `'`
 /// or `"` (double the quote to include it); dates are ISO-8601 strings.
 public struct PredicateParser {
@@ -241,15 +243,25 @@ public struct PredicateParser {
         if case .word(let w) = tokens[i].0 {
             i += 1
             switch w {
-            case "contains", "icontains", "prefix", "suffix":
+            case "contains", "icontains", "prefix", "suffix", "matches", "imatches":
                 guard a.type == .string else {
                     throw error("'\(w)' needs a string attribute; '\(a.name)' is \(a.type.rawValue)")
                 }
                 guard i < tokens.count,
                       case .string(let s) = tokens[i].0 else { throw error("expected a string after '\(w)'") }
+                let op: StringOperator
+                switch w {
+                case "prefix": op = .hasPrefix
+                case "suffix": op = .hasSuffix
+                case "matches", "imatches":
+                    op = .matches
+                    do { _ = try GlobPattern(s) } catch let invalid as GlobPattern.Invalid {
+                        throw error("pattern: \(invalid.reason)")
+                    }
+                default: op = .contains
+                }
                 i += 1
-                let op: StringOperator = w == "prefix" ? .hasPrefix : (w == "suffix" ? .hasSuffix : .contains)
-                return .string(attribute: a.index, op, s, caseInsensitive: w == "icontains")
+                return .string(attribute: a.index, op, s, caseInsensitive: w.hasPrefix("i"))
             case "in":
                 guard accept(.symbol("[")) else { throw error("expected '[' after in") }
                 var values: [Value] = []

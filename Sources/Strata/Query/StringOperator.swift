@@ -6,4 +6,6 @@ public enum StringOperator: String, Sendable {
     case hasPrefix
     /// The string ends with the text.
     case hasSuffix
+    /// The whole string matches the text read as a ``GlobPattern`` (`*`, `?`, `[a-z]`, `[^…]`).
+    case matches
 }

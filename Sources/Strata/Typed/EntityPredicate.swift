@@ -79,12 +79,23 @@ extension Attribute where V == String {
     public func hasSuffix(_ s: String, caseInsensitive: Bool = false) -> EntityPredicate<Root> {
         EntityPredicate(.string(attribute: index, .hasSuffix, s, caseInsensitive: caseInsensitive))
     }
+    /// The whole string matches the glob `pattern` (``GlobPattern``: `*`, `?`, `[a-z]`, `[^…]`); with
+    /// `caseInsensitive`, both are compared lowercased. A pattern that does not parse makes the
+    /// fetch throw ``StrataError/invalidQuery(entity:reason:)``.
+    public func matches(_ pattern: String, caseInsensitive: Bool = false) -> EntityPredicate<Root> {
+        EntityPredicate(.string(attribute: index, .matches, pattern, caseInsensitive: caseInsensitive))
+    }
 }
 
 extension Attribute where V == String? {
     /// The attribute has a value that ends with `s`; with `caseInsensitive`, both are compared lowercased.
     public func hasSuffix(_ s: String, caseInsensitive: Bool = false) -> EntityPredicate<Root> {
         EntityPredicate(.string(attribute: index, .hasSuffix, s, caseInsensitive: caseInsensitive))
+    }
+    /// The attribute has a value that matches the glob `pattern` (``GlobPattern``) whole; with
+    /// `caseInsensitive`, both are compared lowercased.
+    public func matches(_ pattern: String, caseInsensitive: Bool = false) -> EntityPredicate<Root> {
+        EntityPredicate(.string(attribute: index, .matches, pattern, caseInsensitive: caseInsensitive))
     }
     /// The attribute has a value that contains `s`; with `caseInsensitive`, both are compared lowercased.
     public func contains(_ s: String, caseInsensitive: Bool = false) -> EntityPredicate<Root> {

@@ -1025,6 +1025,7 @@ extension ModelState {
             case .contains: return needle.isEmpty || hay.contains(needle)
             case .hasPrefix: return hay.hasPrefix(needle)
             case .hasSuffix: return hay.hasSuffix(needle)
+            case .matches: return ReferenceGlob.matches(Array(hay.unicodeScalars)[...], Array(needle.unicodeScalars)[...])
             }
         case .isIn(let a, let values): return values.contains(o.values[a])
         case .idIn(let ids): return ids.contains(id)
