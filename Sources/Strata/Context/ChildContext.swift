@@ -116,6 +116,11 @@ public final class ChildContext: ObjectReading {
     /// discarded).
     public var pendingOperationCount: Int { state.withLock { $0.overlay.changeCount } }
 
+    /// The objects this child would commit, as inserted, updated and deleted ids (Core Data's
+    /// `insertedObjects`, `updatedObjects`, `deletedObjects`): its own pending layer, not what its
+    /// children hold until they commit into it.
+    public var pendingObjects: PendingObjects { state.withLock { $0.overlay.pendingObjects } }
+
     // MARK: Reading
 
     /// Overlays from the root-most child down to this one (O(depth) copies of copy-on-write values).

@@ -6,6 +6,11 @@ public struct ResultsDiff: Sendable, Equatable {
         public let from: Int
         /// The record's position in the new results.
         public let to: Int
+        /// A move from position `from` of the old results to position `to` of the new ones.
+        public init(from: Int, to: Int) {
+            self.from = from
+            self.to = to
+        }
     }
     /// Positions in the new results of records that were not there before.
     public var inserted: [Int] = []

@@ -548,8 +548,11 @@ public final class Store: Sendable {
     }
 
     /// Builds a change set with `body` and saves it.
-    public func save(author: String = "main", metadata: [String: String] = [:],
-                     _ body: (inout ChangeSet) throws -> Void) async throws -> TransactionID {
+    ///
+    /// Runs on the caller's actor (`nonisolated(nonsending)`): `body` is called there, so the
+    /// closure form works from `@MainActor` code as a `ChangeSet` does.
+    public nonisolated(nonsending) func save(author: String = "main", metadata: [String: String] = [:],
+                                             _ body: (inout ChangeSet) throws -> Void) async throws -> TransactionID {
         var changes = ChangeSet()
         try body(&changes)
         return try await save(changes, author: author, metadata: metadata)

@@ -35,6 +35,16 @@ extension ObjectReading {
         try relatedIDs(description(of: relationship.tag), of: id).compactMap { try object(T.self, id: $0) }
     }
 
+    /// The id of a to-one relationship's target, without reading the target.
+    public func relatedID<R: Entity, T: Entity>(_ id: ObjectID, _ relationship: ToOne<R, T>) throws -> ObjectID? {
+        try relatedIDs(description(of: relationship.tag), of: id).first
+    }
+
+    /// The ids of a to-many relationship's targets, in id order, without reading the targets.
+    public func relatedIDs<R: Entity, T: Entity>(_ id: ObjectID, _ relationship: ToMany<R, T>) throws -> [ObjectID] {
+        try relatedIDs(description(of: relationship.tag), of: id)
+    }
+
     private func description(of tag: UInt16) throws -> RelationshipDescription {
         guard let r = schema.relationship(tag: tag) else {
             throw StrataError.invalidQuery(entity: "tag \(tag >> 8)", reason: "no relationship with tag \(tag)")

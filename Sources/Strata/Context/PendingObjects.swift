@@ -1,0 +1,47 @@
+/// What a child context would commit, by object: Core Data's `insertedObjects`,
+/// `updatedObjects` and `deletedObjects`, as ids (``ChildContext/pendingObjects``).
+public struct PendingObjects: Sendable, Equatable {
+    /// Objects the child inserted (and did not delete again), in the order it inserted them.
+    public var inserted: [ObjectID] = []
+    /// Objects of the state below whose attributes differ from what the child first read, or whose
+    /// relationships it edited, in id order.
+    public var updated: [ObjectID] = []
+    /// Objects of the state below that the child deleted (cascades included), in the order it
+    /// deleted them.
+    public var deleted: [ObjectID] = []
+
+    /// Whether nothing is pending.
+    public var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty }
+
+    /// An empty list.
+    public init() {}
+}
+
+extension Overlay {
+    /// The layer's pending objects (see ``PendingObjects``).
+    /// - Complexity: O(records and edge keys of the layer).
+    var pendingObjects: PendingObjects {
+        var p = PendingObjects()
+        var seen = Set<ObjectID>()
+        var updated = Set<ObjectID>()
+        var new = Set<ObjectID>()
+        for t in order where seen.insert(t.id).inserted {
+            guard let entry = records[t.id] else { continue }
+            if t.isNew {
+                new.insert(t.id)
+                if entry != nil { p.inserted.append(t.id) }
+            } else if let r = entry {
+                if originals[t.id] != r.values { updated.insert(t.id) }
+            } else {
+                p.deleted.append(t.id)
+            }
+        }
+        for (key, facts) in edges where !facts.isEmpty && !new.contains(key.from) {
+            // An object deleted here has facts too (its edges removed): it is deleted, not updated.
+            if case .some(.none) = records[key.from] { continue }
+            updated.insert(key.from)
+        }
+        p.updated = updated.sorted()
+        return p
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+/// Typed conveniences: related ids without reading the targets, a temporary store checked against
+/// generated types, a child's pending objects, `ResultsDiff.Move` values, and the closure form of
+/// `save` from main-actor code.
+@Suite struct TypedConvenienceTests {
+    @Test func relatedIDsWithoutReadingTheTargets() async throws {
+        try await withLibraryStore { store in
+            let album = Album(mbid: UUID(), title: "A")
+            let t1 = makeTrack(title: "1", duration: 1), t2 = makeTrack(title: "2", duration: 2)
+            _ = try await store.save { c in
+                c.insert(album); c.insert(t1); c.insert(t2)
+                c.set(Track.album, of: t1.id, to: album.id)
+                c.set(Track.album, of: t2.id, to: album.id)
+            }
+            let view = try store.mainContext
+            #expect(try view.relatedID(t1.id, Track.album) == album.id)
+            #expect(try view.relatedIDs(album.id, Album.tracks) == [t1.id, t2.id].sorted())
+            let child = view.newChild(label: "edit")
+            try child.set(Track.album, of: t2.id, to: nil)
+            #expect(try child.relatedIDs(album.id, Album.tracks) == [t1.id])
+            #expect(try child.relatedID(t2.id, Track.album) == nil)
+        }
+    }
+
+    @Test func aTemporaryStoreChecksTheGeneratedTypes() throws {
+        let store = try Store.temporary(schema: try librarySchema(), entities: [Track.self, Album.self])
+        store.close()
+        let other = try Schema.parse(Array(#"{"model":"library","version":1,"entities":[{"name":"Track","attributes":[{"name":"title","type":"string"}]}]}"#.utf8),
+                                     source: "v1.json")
+        #expect(throws: StrataError.self) { _ = try Store.temporary(schema: other, entities: [Track.self]) }
+    }
+
+    @Test func aChildListsItsPendingObjects() async throws {
+        try await withLibraryStore { store in
+            let kept = Genre(name: "kept"), renamed = Genre(name: "old"), gone = Genre(name: "gone")
+            let t = makeTrack(title: "t", duration: 1)
+            _ = try await store.save { c in for x in [kept, renamed, gone] { c.insert(x) }; c.insert(t) }
+            let child = try store.mainContext.newChild(label: "edit")
+            #expect(child.pendingObjects.isEmpty)
+            let new = Genre(name: "new"), dropped = Genre(name: "dropped")
+            try child.insert(new)
+            try child.insert(dropped)
+            try child.delete(dropped.id)
+            try child.set(Genre.name, of: renamed.id, to: "renamed")
+            try child.set(Genre.name, of: kept.id, to: "x")
+            try child.set(Genre.name, of: kept.id, to: "kept")   // set back: no change
+            try child.set(Track.genre, of: t.id, to: new.id)    // a relationship edit
+            try child.delete(gone.id)
+            let p = child.pendingObjects
+            #expect(p.inserted == [new.id])
+            #expect(p.updated == [renamed.id, t.id].sorted())
+            #expect(p.deleted == [gone.id])
+            try await child.commit()
+            #expect(child.pendingObjects.isEmpty)
+        }
+    }
+
+    @Test func aMoveCanBeBuilt() {
+        let move = ResultsDiff.Move(from: 3, to: 0)
+        #expect(move.from == 3 && move.to == 0)
+        var diff = ResultsDiff()
+        diff.moved = [move]
+        #expect(!diff.isEmpty)
+    }
+
+    @MainActor @Test func theClosureFormOfSaveWorksFromTheMainActor() async throws {
+        let store = try Store.temporary(schema: try librarySchema())
+        defer { store.close() }
+        let g = Genre(name: "main")
+        let tx = try await store.save { $0.insert(g) }
+        #expect(tx == TransactionID(1))
+        #expect(try store.mainContext.object(Genre.self, id: g.id)?.name == "main")
+    }
+}
