@@ -86,7 +86,10 @@ struct MergedSource: ObjectSource {
             for id in o.records.keys where id.entityTag == e.tag { dirtySet.insert(id) }
             if let linked = o.dirty[e.tag] { dirtySet.formUnion(linked) }
         }
-        if dirtySet.isEmpty { return try base.candidates(e, predicate, visit) }
+        // Plans through relationships read other entities' objects as the base has them; with
+        // changes pending in any layer, those may differ here.
+        let through = overlays.allSatisfy(\.isEmpty)
+        if dirtySet.isEmpty { return try base.candidates(e, predicate, throughRelationships: through, visit) }
         let dirty = dirtySet.sorted()
         var next = 0
         var stopped = false
@@ -99,7 +102,7 @@ struct MergedSource: ObjectSource {
             }
             return true
         }
-        try base.candidates(e, predicate) { r in
+        try base.candidates(e, predicate, throughRelationships: through) { r in
             if try !drain(below: r.id) {
                 stopped = true
                 return false

@@ -5,12 +5,24 @@ extension ReadView {
         case index(IndexDescription, low: Value?, high: Value?)
         case prefix(IndexDescription, String)
         case inverse(tag: UInt16, target: ObjectID)
+        /// Through a relationship whose other side is selective: the objects of `destination` on
+        /// `inner`'s path that match `inner`, then their edges back (`inverseTag`).
+        indirect case via(inverseTag: UInt16, destination: EntityDescription, inner: Filter, innerPath: Path)
         case scan
     }
 
     /// Calls `visit` with every object that may match, in id order, until it returns false.
+    /// `throughRelationships: false` keeps plans that read other entities' attributes (a filter
+    /// through a relationship served from the other side): a child context's overlays may have
+    /// changed those objects, which the state here does not show.
     func candidates(_ e: EntityDescription, _ predicate: Filter, _ visit: (Record) throws -> Bool) throws {
-        guard let ids = try candidateIDs(e, predicate) else {
+        try candidates(e, predicate, throughRelationships: true, visit)
+    }
+
+    /// ``candidates(_:_:_:)`` with plans through relationships allowed or not.
+    func candidates(_ e: EntityDescription, _ predicate: Filter, throughRelationships: Bool,
+                    _ visit: (Record) throws -> Bool) throws {
+        guard let ids = try candidateIDs(e, predicate, throughRelationships: throughRelationships) else {
             try scanObjects(e, after: nil, visit)
             return
         }
@@ -24,8 +36,9 @@ extension ReadView {
     /// index or unique range, inverse edges, `id in [...]`); nil when it scans every object of
     /// `e` (``scanObjects(_:after:_:)``). With ``candidate(_:of:)`` and ``scanObjects(_:after:_:)``
     /// it lets a long read visit the candidates a chunk per read of a pinned snapshot.
-    func candidateIDs(_ e: EntityDescription, _ predicate: Filter) throws -> [ObjectID]? {
-        let path = plan(e, predicate)
+    func candidateIDs(_ e: EntityDescription, _ predicate: Filter,
+                      throughRelationships: Bool = true) throws -> [ObjectID]? {
+        let path = plan(e, predicate, throughRelationships: throughRelationships)
         if case .scan = path { return nil }
         return try ids(for: path)
     }
@@ -52,7 +65,7 @@ extension ReadView {
         }
     }
 
-    private func plan(_ e: EntityDescription, _ predicate: Filter) -> Path {
+    private func plan(_ e: EntityDescription, _ predicate: Filter, throughRelationships: Bool) -> Path {
         let conjuncts: [Filter] = if case .and(let list) = predicate { list } else { [predicate] }
         var best: (rank: Int, path: Path)?
         func offer(_ rank: Int, _ path: Path) {
@@ -85,6 +98,17 @@ extension ReadView {
                 if let r = schema.relationship(tag: tag) {
                     offer(2, .inverse(tag: schema.inverse(of: r).tag, target: target))
                 }
+            case .through(let tag, let inner), .any(let tag, let inner):
+                // `depends.name == 'libc6'`: the few packages named so, then who depends on them,
+                // instead of every package's dependencies. Only where the other side has a plan
+                // of its own (an index, a unique key, ids, edges), and ranked after the paths
+                // above that read this entity directly.
+                guard throughRelationships, let r = schema.relationship(tag: tag),
+                      let destination = schema.entity(named: r.destination) else { continue }
+                let innerPath = plan(destination, inner, throughRelationships: true)
+                if case .scan = innerPath { continue }
+                offer(3, .via(inverseTag: schema.inverse(of: r).tag, destination: destination, inner: inner,
+                              innerPath: innerPath))
             default:
                 continue
             }
@@ -107,6 +131,13 @@ extension ReadView {
         case .ids(let ids): return ids
         case .scan: return []
         case .inverse(let tag, let target): return try targets(tag, from: target)
+        case .via(let inverseTag, let destination, let inner, let innerPath):
+            var sources = Set<ObjectID>()
+            for d in try ids(for: innerPath) {
+                guard let r = try candidate(d, of: destination), try matches(inner, r) else { continue }
+                sources.formUnion(try targets(inverseTag, from: d))
+            }
+            return sources.sorted()
         case .index(let index, let low, let high):
             let budget = index.isUnique ? Int.max : Layout.componentBudget(index)
             var start = Layout.u16(index.tag)
