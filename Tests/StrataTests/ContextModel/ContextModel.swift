@@ -994,11 +994,16 @@ struct ContextModel: Sendable {
         children[ctx]?.layer = ModelLayer()
         // "Objects still pending take the committed version as their new base": here, the
         // objects pending in the contexts below (Decision: an object the chain itself committed
-        // is not a conflict with its own commit).
+        // is not a conflict with its own commit). Decision: only a base the commit itself was
+        // based on moves (the same version and values, or, for an object the commit inserted,
+        // the unsaved version zero a descendant read it at): a descendant that read the object
+        // earlier, before a change it never saw (another writer's, or a delete and a new object
+        // under the id), keeps its base, and that change is still a conflict.
         let written = Set(n.inserts.map(\.id) + n.updates.map(\.id))
         for d in descendants(ctx) {
             guard var dc = children[d] else { continue }
-            for id in dc.layer.bases.keys where written.contains(id) {
+            for (id, base) in dc.layer.bases where written.contains(id)
+                && (base == c.layer.bases[id] || (c.layer.bases[id] == nil && base.version == 0)) {
                 if let o = store.objects[id] { dc.layer.bases[id] = ModelBase(version: o.version, values: o.values) }
             }
             children[d] = dc

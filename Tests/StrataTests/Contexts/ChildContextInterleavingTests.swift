@@ -381,4 +381,26 @@ import Testing
             #expect(try store.mainContext.object(Track.self, id: t.id) == nil, "the cascade did not reach the track")
         }
     }
+
+    @Test func aDescendantThatReadAnObjectBeforeAnotherWritersChangeStillConflictsAfterItsParentCommitsIt() async throws {
+        try await withLibraryStore { store in
+            let p = Playlist(name: "P", createdAt: Date(timeIntervalSince1970: 0))
+            _ = try await store.save { $0.insert(p) }
+            let parent = try store.mainContext.newChild(label: "editor")
+            let child = parent.newChild(label: "notes")
+            try child.set(Playlist.notes, of: p.id, to: "child's")          // read at version 1
+            _ = try await store.save { $0.set(Playlist.name, of: p.id, to: "another writer's") }
+            try parent.set(Playlist.createdAt, of: p.id, to: Date(timeIntervalSince1970: 60))  // read at version 2
+            #expect(try await parent.commit() != nil)
+
+            try await child.commit()
+            await #expect {
+                _ = try await parent.commit()
+            } throws: { error in
+                guard case StrataError.conflict(let conflicts) = error else { return false }
+                return conflicts.map(\.objectID) == [p.id]
+            }
+            #expect(try store.mainContext.object(Playlist.self, id: p.id)?.notes == nil)
+        }
+    }
 }
