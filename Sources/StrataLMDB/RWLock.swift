@@ -11,7 +11,8 @@ import Glibc
 /// `@unchecked Sendable` is safe: the only state is a `pthread_rwlock_t` allocated once, never
 /// moved, and designed for concurrent use from any thread.
 package final class RWLock: @unchecked Sendable {
-    private let lock: UnsafeMutablePointer<pthread_rwlock_t>
+    // Visible to inlined code only (see `Locked`).
+    @usableFromInline let lock: UnsafeMutablePointer<pthread_rwlock_t>
 
     package init() {
         lock = .allocate(capacity: 1)
@@ -33,6 +34,7 @@ package final class RWLock: @unchecked Sendable {
         lock.deallocate()
     }
 
+    @inlinable
     package func withShared<R>(_ body: () throws -> R) rethrows -> R {
         let rc = pthread_rwlock_rdlock(lock)
         precondition(rc == 0, "pthread_rwlock_rdlock failed: \(rc)")
@@ -40,6 +42,7 @@ package final class RWLock: @unchecked Sendable {
         return try body()
     }
 
+    @inlinable
     package func withExclusive<R>(_ body: () throws -> R) rethrows -> R {
         let rc = pthread_rwlock_wrlock(lock)
         precondition(rc == 0, "pthread_rwlock_wrlock failed: \(rc)")
