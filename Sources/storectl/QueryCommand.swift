@@ -33,7 +33,21 @@ struct QueryCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Skip this many records first.") var offset = 0
     @Option(help: ArgumentHelp("Attributes to show in the table, comma-separated (default: all).", valueName: "names"))
     var fields: String?
-    @Flag(help: "Print only the number of matching records.") var count = false
+    @Flag(help: "Print only the number of matching records (with --group-by: per group).") var count = false
+    @Option(name: .customLong("group-by"),
+            help: ArgumentHelp("Group the matching records by an attribute, a path to one (album.year), a to-one " +
+                               "relationship (its target) or count(rel) (the size of a to-many); prints one row " +
+                               "per group with its count and the --sum/--min/--max/--avg asked for.",
+                               valueName: "key"))
+    var groupBy: String?
+    @Option(help: ArgumentHelp("Sum of an int or double attribute (per group; repeatable).", valueName: "attr"))
+    var sum: [String] = []
+    @Option(help: ArgumentHelp("Least value of an attribute (per group; repeatable).", valueName: "attr"))
+    var min: [String] = []
+    @Option(help: ArgumentHelp("Greatest value of an attribute (per group; repeatable).", valueName: "attr"))
+    var max: [String] = []
+    @Option(help: ArgumentHelp("Mean of an int or double attribute (per group; repeatable).", valueName: "attr"))
+    var avg: [String] = []
     @Flag(help: "Print records as NDJSON (the export format).") var json = false
 
     func validate() throws {
@@ -61,6 +75,10 @@ struct QueryCommand: AsyncParsableCommand {
         }
         do {
             let view = try store.mainContext
+            if groupBy != nil || !(sum.isEmpty && min.isEmpty && max.isEmpty && avg.isEmpty) {
+                try printAggregate(view, query, entity: e, schema: store.schema)
+                return
+            }
             if count {
                 print(json ? JSONValue.object([("count", .int(Int64(try view.count(query))))]).serialized
                       : String(try view.count(query)))
@@ -91,16 +109,99 @@ struct QueryCommand: AsyncParsableCommand {
         }
     }
 
+    /// `--group-by` and the aggregate options: one row per group (one row without a group).
+    private func printAggregate(_ view: ViewContext, _ query: Query, entity e: EntityDescription,
+                                schema: Schema) throws {
+        if query.sort.count > 0 || query.limit != nil || query.offset != 0 {
+            throw CLIError("--sort, --limit and --offset do not apply to --group-by, --sum, --min, --max, --avg",
+                           code: Exit.usage)
+        }
+        func attribute(_ name: String, _ option: String) throws -> AttributeDescription {
+            guard let a = e.attribute(named: name) else {
+                throw CLIError("--\(option): unknown attribute '\(EchoedText.shown(name))' of \(e.name)", code: Exit.usage)
+            }
+            return a
+        }
+        var functions: [AggregateFunction] = []
+        var headers: [String] = []
+        for (option, names) in [("sum", sum), ("min", min), ("max", max), ("avg", avg)] {
+            for name in names {
+                let a = try attribute(name, option)
+                switch option {
+                case "sum": functions.append(.sum(attribute: a.index))
+                case "min": functions.append(.min(attribute: a.index))
+                case "max": functions.append(.max(attribute: a.index))
+                default: functions.append(.average(attribute: a.index))
+                }
+                headers.append("\(option)(\(a.name))")
+            }
+        }
+        let key = try groupBy.map { try groupKey($0, e, schema) }
+        let rows = try view.aggregate(query, groupedBy: key, functions)
+        if json {
+            for row in rows {
+                var members: [(String, JSONValue)] = []
+                if let groupBy { members.append((groupBy, ValueConversion.json(row.group))) }
+                members.append(("count", .int(Int64(row.count))))
+                for (h, v) in zip(headers, row.values) { members.append((h, ValueConversion.json(v))) }
+                print(JSONValue.object(members).serialized)
+            }
+            return
+        }
+        let columns = (groupBy.map { [$0] } ?? []) + ["count"] + headers
+        let cells = rows.map { row in
+            (groupBy != nil ? [clip(ValueConversion.text(row.group))] : []) + [String(row.count)]
+                + row.values.map { clip(ValueConversion.text($0)) }
+        }
+        let widths = columns.indices.map { c in
+            Swift.max(displayWidth(columns[c]), cells.map { displayWidth($0[c]) }.max() ?? 0)
+        }
+        func line(_ items: [String]) -> String {
+            zip(items, widths).map { $0 + String(repeating: " ", count: Swift.max(0, $1 - displayWidth($0))) }
+                .joined(separator: "  ")
+        }
+        print(line(columns))
+        for c in cells { print(line(c)) }
+        if groupBy != nil { print("(\(rows.count) group\(rows.count == 1 ? "" : "s"))") }
+    }
+
+    /// `--group-by`'s key: `count(rel)`, a to-one relationship, an attribute or a path to one.
+    private func groupKey(_ text: String, _ e: EntityDescription, _ schema: Schema) throws -> GroupKey {
+        func usage(_ reason: String) -> CLIError { CLIError("--group-by: \(reason)", code: Exit.usage) }
+        if text.hasPrefix("count("), text.hasSuffix(")") {
+            let name = String(text.dropFirst(6).dropLast())
+            guard let r = e.relationship(named: name), r.isToMany else {
+                throw usage("'\(EchoedText.shown(name))' is not a to-many relationship of \(e.name)")
+            }
+            return .count(relationship: r.tag)
+        }
+        var steps = text.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        let last = steps.removeLast()
+        var at = e
+        var path: [UInt16] = []
+        for step in steps {
+            guard let r = at.relationship(named: step), !r.isToMany, let next = schema.entity(named: r.destination) else {
+                throw usage("'\(EchoedText.shown(step))' is not a to-one relationship of \(at.name)")
+            }
+            path.append(r.tag)
+            at = next
+        }
+        if let a = at.attribute(named: last) { return .attribute(path: path, attribute: a.index) }
+        if path.isEmpty, let r = at.relationship(named: last), !r.isToMany { return .target(relationship: r.tag) }
+        throw usage("\(at.name) has no attribute or to-one relationship '\(EchoedText.shown(last))' " +
+                    "(a to-many is grouped by its size: count(\(last)))")
+    }
+
     private func printTable(_ records: [Record], attributes: [AttributeDescription]) {
         let columns = ["id"] + attributes.map(\.name)
         let rows = records.map { r in
             [r.id.description] + attributes.map { clip(ValueConversion.text(r.values[$0.index])) }
         }
         let widths = columns.indices.map { c in
-            max(displayWidth(columns[c]), rows.map { displayWidth($0[c]) }.max() ?? 0)
+            Swift.max(displayWidth(columns[c]), rows.map { displayWidth($0[c]) }.max() ?? 0)
         }
         func line(_ cells: [String]) -> String {
-            zip(cells, widths).map { $0 + String(repeating: " ", count: max(0, $1 - displayWidth($0))) }
+            zip(cells, widths).map { $0 + String(repeating: " ", count: Swift.max(0, $1 - displayWidth($0))) }
                 .joined(separator: "  ")
         }
         print(line(columns))

@@ -1,0 +1,108 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+/// Aggregates (`aggregate(_:groupedBy:_:)`): on random data with replayable seeds, every group's
+/// count, sums, minima, maxima and means equal a plain computation over the same data held in
+/// Swift arrays; the refused forms say why.
+@Suite struct AggregateTests {
+    struct Model {
+        var duration: Int
+        var rating: Double?
+        var title: String
+        var genre: Int?
+        var album: Int?
+        var playlists: Int
+    }
+
+    @Test(arguments: 1...3)
+    func aggregatesEqualAPlainComputation(seed: UInt64) async throws {
+        var rng = SeededGenerator(seed: seed)
+        try await withLibraryStore { store in
+            let genres = (0..<4).map { Genre(name: "g\($0)") }
+            let albums = (0..<5).map { Album(mbid: UUID(), title: "a\($0)", year: [1990, 2000, nil][$0 % 3]) }
+            let playlists = (0..<3).map { Playlist(name: "p\($0)", createdAt: Date(timeIntervalSince1970: 0)) }
+            var model: [Model] = []
+            _ = try await store.save { c in
+                for x in genres { c.insert(x) }
+                for x in albums { c.insert(x) }
+                for x in playlists { c.insert(x) }
+                for i in 0..<150 {
+                    let m = Model(duration: Int.random(in: 1...600, using: &rng),
+                                  rating: Bool.random(using: &rng) ? Double(Int.random(in: 0...10, using: &rng)) / 2 : nil,
+                                  title: "t\(Int.random(in: 0..<40, using: &rng))",
+                                  genre: Int.random(in: 0..<5, using: &rng) < 4 ? Int.random(in: 0..<4, using: &rng) : nil,
+                                  album: Bool.random(using: &rng) ? Int.random(in: 0..<5, using: &rng) : nil,
+                                  playlists: Int.random(in: 0...3, using: &rng))
+                    model.append(m)
+                    let t = Track(mbid: UUID(), title: m.title, durationSeconds: m.duration, rating: m.rating,
+                                  addedAt: Date(timeIntervalSince1970: 0))
+                    c.insert(t)
+                    if let g = m.genre { c.set(Track.genre, of: t.id, to: genres[g].id) }
+                    if let a = m.album { c.set(Track.album, of: t.id, to: albums[a].id) }
+                    for p in 0..<m.playlists { c.add(t.id, to: Playlist.tracks, of: playlists[p].id) }
+                }
+            }
+            let functions: [AggregateFunction] = [.sum(Track.durationSeconds), .sum(Track.rating), .min(Track.title),
+                                                  .max(Track.durationSeconds), .average(Track.rating),
+                                                  .countValues(Track.rating)]
+            func expected(_ key: (Model) -> Value, _ filter: (Model) -> Bool = { _ in true }) -> [AggregateRow] {
+                let groups = Dictionary(grouping: model.filter(filter), by: key)
+                return groups.keys.sorted { Value.compare($0, $1) < 0 }.map { g in
+                    let ms = groups[g]!
+                    let ratings = ms.compactMap(\.rating)
+                    return AggregateRow(group: g, count: ms.count, values: [
+                        .int(Int64(ms.map(\.duration).reduce(0, +))),
+                        .double(ratings.reduce(0, +)),
+                        ms.map(\.title).min().map { .string($0) } ?? .null,
+                        ms.map(\.duration).max().map { .int(Int64($0)) } ?? .null,
+                        ratings.isEmpty ? .null : .double(ratings.reduce(0, +) / Double(ratings.count)),
+                        .int(Int64(ratings.count)),
+                    ])
+                }
+            }
+            let view = try store.mainContext
+            #expect(try view.aggregate(Track.self, functions) == expected { _ in .null })
+            #expect(try view.aggregate(Track.self, groupedBy: .by(Track.genre), functions)
+                    == expected { m in m.genre.map { .string(genres[$0].id.description) } ?? .null })
+            #expect(try view.aggregate(Track.self, groupedBy: .by(Track.album, Album.year), functions)
+                    == expected { m in m.album.flatMap { albums[$0].year }.map { .int(Int64($0)) } ?? .null })
+            #expect(try view.aggregate(Track.self, groupedBy: .size(of: Track.playlists), functions)
+                    == expected { .int(Int64($0.playlists)) })
+            #expect(try view.aggregate(Track.self, where: Track.durationSeconds > 300, groupedBy: .by(Track.rating), functions)
+                    == expected({ $0.rating.map { .double($0) } ?? .null }, { $0.duration > 300 }))
+            // In a child, over its pending changes: one more track in genre 0.
+            let child = view.newChild(label: "edit")
+            let extra = Track(mbid: UUID(), title: "zz", durationSeconds: 7, addedAt: Date(timeIntervalSince1970: 0))
+            try child.insert(extra)
+            try child.set(Track.genre, of: extra.id, to: genres[0].id)
+            model.append(Model(duration: 7, rating: nil, title: "zz", genre: 0, album: nil, playlists: 0))
+            #expect(try child.aggregate(Track.self, groupedBy: .by(Track.genre), functions)
+                    == expected { m in m.genre.map { .string(genres[$0].id.description) } ?? .null })
+        }
+    }
+
+    @Test func refusedFormsSayWhy() async throws {
+        try await withLibraryStore { store in
+            let view = try store.mainContext
+            for (key, functions, message): (GroupKey?, [AggregateFunction], String) in [
+                (nil, [.sum(Track.title)], "sums and averages need an int or double attribute"),
+                (.count(relationship: Track.album.tag), [], "is not a to-many relationship"),
+                (.target(relationship: Track.playlists.tag), [], "is not a to-one relationship"),
+                (.attribute(path: [Track.playlists.tag], attribute: 0), [], "is not a to-one relationship"),
+                (nil, [.min(attribute: 99)], "out of range"),
+            ] {
+                #expect {
+                    _ = try view.aggregate(Track.self, groupedBy: key, functions)
+                } throws: { error in
+                    guard case StrataError.invalidQuery(_, let reason) = error else { return false }
+                    return reason.contains(message)
+                }
+            }
+            let empty = try view.aggregate(Track.self, [.sum(Track.durationSeconds), .average(Track.rating)])
+            #expect(empty == [AggregateRow(group: .null, count: 0, values: [.int(0), .null])])
+            #expect(try view.aggregate(Track.self, groupedBy: .by(Track.genre)).isEmpty)
+        }
+    }
+}

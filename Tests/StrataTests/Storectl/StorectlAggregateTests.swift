@@ -1,0 +1,46 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+/// `storectl query --group-by … --count --sum/--min/--max/--avg`: the rows `aggregate` gives, as a
+/// table and as NDJSON; bad keys and options are usage errors.
+@Suite struct StorectlAggregateTests {
+    let sample = repositoryRoot.appendingPathComponent("Tools/sample-library/library.ndjson").path
+
+    @Test func groupsAsTheLibraryComputesThem() throws {
+        let dir = temporaryDirectory("storectl-aggregate")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("store").path
+        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try storectl("import", store, sample, "--quiet").status == 0)
+
+        let r = try storectl("query", store, "--entity", "Track", "--group-by", "genre.name", "--count",
+                             "--sum", "durationSeconds", "--max", "rating", "--json")
+        #expect(r.status == 0, "\(r.stderr)")
+        let lines = try r.stdout.split(separator: "\n").map { try JSONValue.parse(String($0)) }
+        let opened = try Store.openReadOnly(at: URL(fileURLWithPath: store))
+        defer { opened.close() }
+        let rows = try opened.mainContext.aggregate(Track.self, groupedBy: .by(Track.genre, Genre.name),
+                                                    [.sum(Track.durationSeconds), .max(Track.rating)])
+        #expect(lines.count == rows.count && rows.count > 5)
+        for (line, row) in zip(lines, rows) {
+            #expect(line["genre.name"] == ValueConversion.json(row.group), "\(line)")
+            #expect(line["count"] == .int(Int64(row.count)), "\(line)")
+            #expect(line["sum(durationSeconds)"] == ValueConversion.json(row.values[0]), "\(line)")
+            #expect(line["max(rating)"] == ValueConversion.json(row.values[1]), "\(line)")
+        }
+        let table = try storectl("query", store, "--entity", "Playlist", "--group-by", "count(tracks)")
+        #expect(table.status == 0 && table.stdout.hasPrefix("count(tracks)  count"), "\(table.stdout)")
+        #expect(table.stdout.contains("group"), "\(table.stdout)")
+
+        for (args, message) in [(["--group-by", "playlists"], "count(playlists)"),
+                                (["--group-by", "count(album)"], "is not a to-many relationship"),
+                                (["--sum", "nope"], "--sum: unknown attribute 'nope'"),
+                                (["--group-by", "genre", "--limit", "2"], "do not apply to --group-by"),
+                                (["--sum", "title"], "need an int or double attribute")] {
+            let bad = try storectl(["query", store, "--entity", "Track"] + args)
+            #expect(bad.status != 0 && bad.stderr.contains(message), "\(args): \(bad.stderr)")
+        }
+    }
+}
