@@ -74,7 +74,7 @@ struct QueryCommand: AsyncParsableCommand {
             throw failure(CLIError("\(error)", code: Exit.usage))
         }
         do {
-            let view = try store.mainContext
+            let view = store.mainContext
             if groupBy != nil || !(sum.isEmpty && min.isEmpty && max.isEmpty && avg.isEmpty) {
                 try printAggregate(view, query, entity: e, schema: store.schema)
                 return

@@ -35,7 +35,7 @@ print("committed transaction", tx)
 // The main context reads the latest committed state on every call.
 let long = try store.mainContext.fetch(Track.self, where: Track.durationSeconds > 300,
                                        sortedBy: [Track.title.ascending], limit: 10)
-let context = try store.mainContext                            // the same ViewContext while one is referenced
+let context = store.mainContext                            // the same ViewContext while one is referenced
 for t in long {
     let onAlbum = try context.related(t.id, Track.album)        // Album?
     print(t.title, t.durationSeconds, onAlbum?.title ?? "-")

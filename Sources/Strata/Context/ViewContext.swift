@@ -28,6 +28,14 @@ public final class ViewContext: ObjectReading {
         pinned = Locked(autoRefresh ? nil : try store.snapshot(label: label))
     }
 
+    /// An auto-refreshing context (it pins nothing, so making it cannot fail).
+    init(store: Store, label: String) {
+        self.store = store
+        self.label = label
+        autoRefresh = true
+        pinned = Locked(nil)
+    }
+
     /// The schema the records follow.
     public var schema: Schema { store.schema }
 

@@ -563,16 +563,15 @@ public final class Store: Sendable {
 
     // MARK: Reading
 
-    /// The context for readers: auto-refreshing, label "main".
+    /// The context for readers: auto-refreshing, label "main". Getting it never fails (as Core
+    /// Data's `viewContext`); its reads throw ``StrataError/closed(path:)`` once the store is
+    /// closed, as every read of the store does.
     public var mainContext: ViewContext {
-        get throws {
-            try checkUsable()
-            return try main.withLock { m in
-                if let c = m.context { return c }
-                let c = try ViewContext(store: self, label: "main", autoRefresh: true)
-                m.context = c
-                return c
-            }
+        main.withLock { m in
+            if let c = m.context { return c }
+            let c = ViewContext(store: self, label: "main")
+            m.context = c
+            return c
         }
     }
 

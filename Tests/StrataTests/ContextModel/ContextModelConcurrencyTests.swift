@@ -31,7 +31,7 @@ import Testing
 
     @Test func changesMadeWhileACommitIsInFlightStayPendingAndCommitNext() async throws {
         try await withLibraryStore { store in
-            let main = try store.mainContext
+            let main = store.mainContext
             let child = main.newChild(label: "in-flight")
             let first = Self.genreNames("a", 0..<50), later = Self.genreNames("b", 0..<10)
             try Self.insert(first, into: child)
@@ -53,7 +53,7 @@ import Testing
 
     @Test func discardDuringAFlightKeepsTheFlightAndEditsMadeAfterTheDiscard() async throws {
         try await withLibraryStore { store in
-            let main = try store.mainContext
+            let main = store.mainContext
             let child = main.newChild(label: "discarding")
             let first = Self.genreNames("a", 0..<50), later = Self.genreNames("b", 0..<10)
             try Self.insert(first, into: child)
@@ -73,7 +73,7 @@ import Testing
 
     @Test func aSecondCommitDuringAFlightWaitsAndCommitsNothingTwice() async throws {
         try await withLibraryStore { store in
-            let main = try store.mainContext
+            let main = store.mainContext
             let child = main.newChild(label: "overlapping")
             let first = Self.genreNames("a", 0..<50)
             try Self.insert(first, into: child)
@@ -95,7 +95,7 @@ import Testing
 
     @Test func aSecondCommitDuringAFlightCommitsWhatWasAddedMeanwhile() async throws {
         try await withLibraryStore { store in
-            let main = try store.mainContext
+            let main = store.mainContext
             let child = main.newChild(label: "overlapping")
             let first = Self.genreNames("a", 0..<50), later = Self.genreNames("b", 0..<10)
             try Self.insert(first, into: child)
@@ -124,7 +124,7 @@ import Testing
     func commitsDiscardsAndEditsInFlightLoseNothing(seed: UInt64) async throws {
         try await withLibraryStore { store in
             var rng = SeededGenerator(seed: seed)
-            let main = try store.mainContext
+            let main = store.mainContext
             for round in 0..<30 {
                 let prefix = "r\(round)-"
                 let child = main.newChild(label: "round \(round)")

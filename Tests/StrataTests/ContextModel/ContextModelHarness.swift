@@ -160,7 +160,7 @@ final class ModelHarness {
         self.schema = schema
         store = try Store.temporary(schema: schema)
         model = ContextModel(schema: schema)
-        views[0] = try store.mainContext
+        views[0] = store.mainContext
         model.addView(0, autoRefresh: true)
     }
 

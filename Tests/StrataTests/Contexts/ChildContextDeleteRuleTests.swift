@@ -22,7 +22,7 @@ import Testing
                 c.set(Track.genre, of: t1.id, to: genre.id)
                 c.set(Track.genre, of: t2.id, to: genre.id)
             }
-            let child = try store.mainContext.newChild(label: "editor")
+            let child = store.mainContext.newChild(label: "editor")
             // The first delete is applied, then the genre's delete is denied: nothing of the
             // change set stays.
             do {
@@ -58,7 +58,7 @@ import Testing
             let genre = Genre(name: "Folk")
             _ = try await store.save { $0.insert(playlist); $0.insert(genre) }
             // The parent inserts an artist, two albums and three tracks, all linked, unsaved.
-            let parent = try store.mainContext.newChild(label: "parent")
+            let parent = store.mainContext.newChild(label: "parent")
             let artist = Artist(mbid: UUID(), name: "Ása")
             let kept = Album(mbid: UUID(), title: "kept"), gone = Album(mbid: UUID(), title: "gone")
             let t1 = makeTrack(title: "t1", duration: 1), t2 = makeTrack(title: "t2", duration: 2), t3 = makeTrack(title: "t3", duration: 3)
@@ -91,7 +91,7 @@ import Testing
             try await child.commit()
             #expect(try ids(parent, "tracks", of: playlist.id) == [t3.id])
             try await parent.commit()
-            let main = try store.mainContext
+            let main = store.mainContext
             #expect(try main.count(Track.self) == 1 && main.count(Album.self) == 1)
             #expect(try ids(main, "albums", of: artist.id) == [kept.id])
             #expect(try ids(main, "tracks", of: playlist.id) == [t3.id])

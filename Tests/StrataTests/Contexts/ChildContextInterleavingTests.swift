@@ -20,7 +20,7 @@ import Testing
             let a = Album(mbid: UUID(), title: "A"), b = Album(mbid: UUID(), title: "B")
             let t = track("T")
             _ = try await store.save { $0.insert(a); $0.insert(b); $0.insert(t) }
-            let child = try store.mainContext.newChild(label: "editor")
+            let child = store.mainContext.newChild(label: "editor")
             try child.set(Track.album, of: t.id, to: b.id)
             _ = try await store.save { $0.set(Track.album, of: t.id, to: a.id) }
 
@@ -41,7 +41,7 @@ import Testing
             let p = Playlist(name: "P", createdAt: Date(timeIntervalSince1970: 0))
             let t = track("T")
             _ = try await store.save { $0.insert(p); $0.insert(t) }
-            let child = try store.mainContext.newChild(label: "editor")
+            let child = store.mainContext.newChild(label: "editor")
             try child.delete(t.id)
             _ = try await store.save { $0.add(t.id, to: Playlist.tracks, of: p.id) }
 
@@ -59,7 +59,7 @@ import Testing
         try await withLibraryStore { store in
             let tracks = (0..<3).map { track("T\($0)") }
             _ = try await store.save { for t in tracks { $0.insert(t) } }
-            let child = try store.mainContext.newChild(label: "editor")
+            let child = store.mainContext.newChild(label: "editor")
             try child.delete(tracks[0].id)
             _ = try await store.save { $0.delete(tracks[0].id) }
 
@@ -98,7 +98,7 @@ import Testing
 
     @Test func aFixMadeInTheChildAfterARefusedCommitCommits() async throws {
         try await withLibraryStore { store in
-            let child = try store.mainContext.newChild(label: "editor")
+            let child = store.mainContext.newChild(label: "editor")
             let mine = Genre(name: "Ambient")
             try child.insert(mine)
             _ = try await store.save { $0.insert(Genre(name: "Ambient")) }
@@ -116,7 +116,7 @@ import Testing
 
     @Test func overlappingCommitsOfOneChildRunOneAfterTheOther() async throws {
         try await withLibraryStore { store in
-            let child = try store.mainContext.newChild(label: "editor")
+            let child = store.mainContext.newChild(label: "editor")
             let tracks = (0..<2_000).map { track("T\($0)") }
             for t in tracks { try child.insert(t) }
             async let first = child.commit()
@@ -131,7 +131,7 @@ import Testing
 
     @Test func aChangeMadeAfterADiscardDuringACommitInFlightIsKept() async throws {
         try await withLibraryStore { store in
-            let child = try store.mainContext.newChild(label: "editor")
+            let child = store.mainContext.newChild(label: "editor")
             for i in 0..<20_000 { try child.insert(track("T\(i)")) }
             let held = try await holdWriter(store)
             let commit = Task { try await child.commit() }
@@ -156,7 +156,7 @@ import Testing
 
     @Test func changesMadeDuringACommitInFlightStayPendingWithoutADiscard() async throws {
         try await withLibraryStore { store in
-            let child = try store.mainContext.newChild(label: "editor")
+            let child = store.mainContext.newChild(label: "editor")
             let first = track("first")
             try child.insert(first)
             let held = try await holdWriter(store)
@@ -182,7 +182,7 @@ import Testing
         try await withLibraryStore { store in
             let g = Genre(name: "A")
             _ = try await store.save { $0.insert(g) }
-            let editor = try store.mainContext.newChild(label: "editor")
+            let editor = store.mainContext.newChild(label: "editor")
             let sheet = editor.newChild(label: "sheet")
             try sheet.set(Genre.name, of: g.id, to: "B")
             _ = try await store.save { $0.set(Genre.name, of: g.id, to: "C") }
@@ -196,7 +196,7 @@ import Testing
         try await withLibraryStore { store in
             let g = Genre(name: "stored")
             _ = try await store.save { $0.insert(g) }
-            let editor = try store.mainContext.newChild(label: "editor")
+            let editor = store.mainContext.newChild(label: "editor")
             try editor.set(Genre.name, of: g.id, to: "edited")
             let sheet = editor.newChild(label: "sheet")
             try sheet.set(Genre.name, of: g.id, to: "stored")
@@ -212,7 +212,7 @@ import Testing
     /// new object may not take it.
     @Test func aUniqueValueTheStoreGaveAnotherObjectStaysTakenWhenALayerMovesItsOwnOff() async throws {
         try await withLibraryStore { store in
-            let outer = try store.mainContext.newChild(label: "outer")
+            let outer = store.mainContext.newChild(label: "outer")
             let mine = Genre(name: "jazz")
             try outer.insert(mine)
             _ = try await store.save { $0.insert(Genre(name: "jazz")) }
@@ -232,9 +232,9 @@ import Testing
         try await withLibraryStore { store in
             let p = Playlist(name: "p2", createdAt: Date(timeIntervalSince1970: 0))
             _ = try await store.save { $0.insert(p) }
-            let editor = try store.mainContext.newChild(label: "editor", mergePolicy: .propertyMerge(preferring: .context))
+            let editor = store.mainContext.newChild(label: "editor", mergePolicy: .propertyMerge(preferring: .context))
             try editor.set(Playlist.name, of: p.id, to: "p3")
-            let other = try store.mainContext.newChild(label: "other")
+            let other = store.mainContext.newChild(label: "other")
             try other.set(Playlist.name, of: p.id, to: "p3")
             try await other.commit()
             try editor.rebase()
@@ -254,7 +254,7 @@ import Testing
             let p = Playlist(name: "P", createdAt: Date(timeIntervalSince1970: 0))
             let t = track("T")
             _ = try await store.save { $0.insert(p); $0.insert(t); $0.add(t.id, to: Playlist.tracks, of: p.id) }
-            let parent = try store.mainContext.newChild(label: "parent")
+            let parent = store.mainContext.newChild(label: "parent")
             let child = parent.newChild(label: "child")
             try child.delete(t.id)
             let again = Track(id: t.id, mbid: UUID(), title: "T again", durationSeconds: 200,
@@ -295,7 +295,7 @@ import Testing
             let g = Genre(name: "pop")
             let t = track("T")
             _ = try await store.save { $0.insert(g); $0.insert(t) }
-            let child = try store.mainContext.newChild(label: "editor")
+            let child = store.mainContext.newChild(label: "editor")
             let grandchild = child.newChild(label: "scratch")
             try child.set(Track.genre, of: t.id, to: g.id)
             _ = try await store.save { $0.delete(t.id) }
@@ -317,7 +317,7 @@ import Testing
     @Test func anUpdateKeepsTheLayersHolderOfAUniqueKeyThatTheStoreGaveAnotherObject() async throws {
         try await withLibraryStore { store in
             let mbid = UUID()
-            let child = try store.mainContext.newChild(label: "editor")
+            let child = store.mainContext.newChild(label: "editor")
             let grandchild = child.newChild(label: "scratch")
             let mine = Album(mbid: mbid, title: "grandchild's")
             try grandchild.insert(mine)
@@ -340,7 +340,7 @@ import Testing
         try await withLibraryStore { store in
             let p = Playlist(name: "P", createdAt: Date(timeIntervalSince1970: 0))
             _ = try await store.save { $0.insert(p) }
-            let child = try store.mainContext.newChild(label: "editor", mergePolicy: .storeWins)
+            let child = store.mainContext.newChild(label: "editor", mergePolicy: .storeWins)
             let grandchild = child.newChild(label: "notes")
             try grandchild.set(Playlist.notes, of: p.id, to: "n")
             try child.set(Playlist.name, of: p.id, to: "mine")
@@ -366,7 +366,7 @@ import Testing
             let album = Album(mbid: UUID(), title: "A")
             let t = track("T")
             _ = try await store.save { $0.insert(g); $0.insert(album); $0.insert(t) }
-            let child = try store.mainContext.newChild(label: "editor")
+            let child = store.mainContext.newChild(label: "editor")
             try child.delete(g.id)
             try child.delete(album.id)
             // The store puts the track in both: Genre.tracks denies, Album.tracks cascades.
@@ -386,7 +386,7 @@ import Testing
         try await withLibraryStore { store in
             let p = Playlist(name: "P", createdAt: Date(timeIntervalSince1970: 0))
             _ = try await store.save { $0.insert(p) }
-            let parent = try store.mainContext.newChild(label: "editor")
+            let parent = store.mainContext.newChild(label: "editor")
             let child = parent.newChild(label: "notes")
             try child.set(Playlist.notes, of: p.id, to: "child's")          // read at version 1
             _ = try await store.save { $0.set(Playlist.name, of: p.id, to: "another writer's") }

@@ -6,7 +6,7 @@ import Testing
 @Suite struct ChildContextTests {
     @Test func childSeesItsChangesAndParentDoesNotUntilCommit() async throws {
         try await withLibraryStore { store in
-            let main = try store.mainContext
+            let main = store.mainContext
             let child = main.newChild(label: "editor")
             let jazz = Genre(name: "Jazz")
             try child.insert(jazz)
@@ -25,7 +25,7 @@ import Testing
         try await withLibraryStore { store in
             let g = Genre(name: "A")
             _ = try await store.save { $0.insert(g) }
-            let child = try store.mainContext.newChild(label: "scratch")
+            let child = store.mainContext.newChild(label: "scratch")
             try child.set(Genre.name, of: g.id, to: "B")
             try child.insert(Genre(name: "C"))
             try child.delete(g.id)
@@ -39,7 +39,7 @@ import Testing
 
     @Test func nestedChildrenCommitOneLevelUp() async throws {
         try await withLibraryStore { store in
-            let main = try store.mainContext
+            let main = store.mainContext
             let a = main.newChild(label: "a")
             let b = a.newChild(label: "b")
             let c = b.newChild(label: "c")
@@ -62,7 +62,7 @@ import Testing
         try await withLibraryStore { store in
             let taken = Genre(name: "taken")
             _ = try await store.save { $0.insert(taken) }
-            let child = try store.mainContext.newChild(label: "bulk")
+            let child = store.mainContext.newChild(label: "bulk")
             for i in 0..<100 { try child.insert(Genre(name: "g\(i)")) }
             // A concurrent save takes a name the child also uses: the root commit must fail whole.
             try child.insert(Genre(name: "race"))
@@ -76,7 +76,7 @@ import Testing
     @Test func validationHappensWhenTheChangeIsMade() async throws {
         try await withLibraryStore { store in
             _ = try await store.save { $0.insert(Genre(name: "Jazz")) }
-            let child = try store.mainContext.newChild(label: "v")
+            let child = store.mainContext.newChild(label: "v")
             #expect(throws: StrataError.self) { try child.insert(Genre(name: "Jazz")) }
             // The failed change left nothing behind.
             #expect(try child.count(Genre.self) == 1)
@@ -94,7 +94,7 @@ import Testing
                 c.set(Album.artist, of: album.id, to: artist.id)
                 c.set(Track.album, of: track.id, to: album.id)
             }
-            let child = try store.mainContext.newChild(label: "d")
+            let child = store.mainContext.newChild(label: "d")
             try child.delete(artist.id)
             #expect(try child.object(Album.self, id: album.id) == nil)
             #expect(try child.object(Track.self, id: track.id) == nil)

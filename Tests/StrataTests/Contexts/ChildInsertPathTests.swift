@@ -38,7 +38,7 @@ import Testing
                 (track(id: ObjectID.make(entityTag: 4)), .unknownAttribute, nil, "11 values given, entity has 1 attributes"),
                 (track(id: ObjectID.make(entityTag: 99)), .unknownEntity, nil, "no entity with this tag in library v2"),
             ]
-            let child = try store.mainContext.newChild(label: "refusals")
+            let child = store.mainContext.newChild(label: "refusals")
             try child.insert(track(title: "kept"))
             for (object, kind, field, reason) in refused {
                 let saved = await #expect(throws: StrataError.self) { _ = try await store.save { $0.insert(object) } }
@@ -60,7 +60,7 @@ import Testing
     /// resolver checked the object inside the read).
     @Test func aClosedStoreIsReportedBeforeAnInvalidObject() async throws {
         let store = try Store.temporary(schema: try librarySchema())
-        let child = try store.mainContext.newChild(label: "closed")
+        let child = store.mainContext.newChild(label: "closed")
         store.close()
         let error = #expect(throws: StrataError.self) { try child.insert(track(rating: .nan)) }
         guard case .closed = error else {
@@ -71,7 +71,7 @@ import Testing
 
     @Test func aChangeSetRefusedAfterSingleInsertsTakesBackItsOwnChangesOnly() async throws {
         try await withLibraryStore { store in
-            let child = try store.mainContext.newChild(label: "mixed")
+            let child = store.mainContext.newChild(label: "mixed")
             for name in ["a", "b", "c"] { try child.insert(Genre(name: name)) }
             let extra = Genre(name: "d")
             #expect(throws: StrataError.self) {

@@ -15,7 +15,7 @@ import Testing
 
     @Test func anInsertWithAnIDTakenInTheChildKeepsTheFirstObject() async throws {
         try await withLibraryStore { store in
-            let child = try store.mainContext.newChild(label: "dup")
+            let child = store.mainContext.newChild(label: "dup")
             let first = Genre(name: "first")
             try child.insert(first)
             let clash = Genre(id: first.id, name: "second")
@@ -35,7 +35,7 @@ import Testing
         try await withLibraryStore { store in
             let stored = Genre(name: "stored")
             _ = try await store.save { $0.insert(stored) }
-            let child = try store.mainContext.newChild(label: "dup-base")
+            let child = store.mainContext.newChild(label: "dup-base")
             let error = #expect(throws: StrataError.self) { try child.insert(Genre(id: stored.id, name: "other")) }
             #expect(error.flatMap(kind) == .duplicateID)
             #expect(try child.object(Genre.self, id: stored.id) == stored)
@@ -48,7 +48,7 @@ import Testing
     @Test func aUniqueClashWithTheStoreLeavesNoRecordBehind() async throws {
         try await withLibraryStore { store in
             _ = try await store.save { $0.insert(Genre(name: "Jazz")) }
-            let child = try store.mainContext.newChild(label: "clash-base")
+            let child = store.mainContext.newChild(label: "clash-base")
             let refused = Genre(name: "Jazz")
             let error = #expect(throws: StrataError.self) { try child.insert(refused) }
             #expect(error.flatMap(kind) == .uniqueConstraint)
@@ -63,7 +63,7 @@ import Testing
 
     @Test func aUniqueClashInsideTheChildKeepsTheOwner() async throws {
         try await withLibraryStore { store in
-            let child = try store.mainContext.newChild(label: "clash-child")
+            let child = store.mainContext.newChild(label: "clash-child")
             let owner = Genre(name: "Rock")
             try child.insert(owner)
             #expect(throws: StrataError.self) { try child.insert(Genre(name: "Rock")) }
@@ -78,7 +78,7 @@ import Testing
 
     @Test func anUpdateToATakenValueKeepsItsOwnKey() async throws {
         try await withLibraryStore { store in
-            let child = try store.mainContext.newChild(label: "update")
+            let child = store.mainContext.newChild(label: "update")
             let a = Genre(name: "A"), b = Genre(name: "B")
             try child.insert(a)
             try child.insert(b)
@@ -95,7 +95,7 @@ import Testing
     @Test func aChangeSetFailingAtItsLastOperationIsUndoneWhole() async throws {
         try await withLibraryStore { store in
             _ = try await store.save { $0.insert(Genre(name: "taken")) }
-            let child = try store.mainContext.newChild(label: "set")
+            let child = store.mainContext.newChild(label: "set")
             let kept = Genre(name: "kept")
             try child.insert(kept)
             let gone = Genre(name: "x")
@@ -126,7 +126,7 @@ import Testing
         try await withLibraryStore { store in
             let g = Genre(name: "old")
             _ = try await store.save { $0.insert(g) }
-            let child = try store.mainContext.newChild(label: "reinsert")
+            let child = store.mainContext.newChild(label: "reinsert")
             try child.delete(g.id)
             #expect(try child.count(Genre.self) == 0)
             try child.insert(Genre(id: g.id, name: "new"))
@@ -151,7 +151,7 @@ import Testing
         try await withLibraryStore { store in
             let a = Genre(name: "x")
             _ = try await store.save { $0.insert(a) }
-            let child = try store.mainContext.newChild(label: "alias")
+            let child = store.mainContext.newChild(label: "alias")
             let n = ObjectID.make(entityTag: Genre.entityTag)
             try child.change { $0.append(genreUpsert(n, "x")) }       // resolves to a
             try child.insert(Genre(id: n, name: "y"))                 // a new object with id n

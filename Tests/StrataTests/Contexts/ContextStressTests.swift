@@ -24,7 +24,7 @@ import Testing
     func worker(_ store: Store, owner: Int, seed: UInt64, steps: Int) async throws -> Model {
         var rng = SeededGenerator(seed: seed)
         var committed = Model()
-        let main = try store.mainContext
+        let main = store.mainContext
         for _ in 0..<steps {
             let child = main.newChild(label: "task-\(owner)")
             var childModel = committed

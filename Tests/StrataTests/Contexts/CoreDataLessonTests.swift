@@ -18,7 +18,7 @@ import Testing
                     c.insert(t)
                 }
             }
-            let main = try store.mainContext
+            let main = store.mainContext
             let child = main.newChild(label: "background")
             try child.insert(makeTrack(title: "pending", duration: 1))
             let inFetch = Atomic<Bool>(false)
@@ -59,7 +59,7 @@ import Testing
         try await withLibraryStore { store in
             let clock = ContinuousClock()
             func push(_ n: Int) async throws -> Duration {
-                let parent = try store.mainContext.newChild(label: "parent")
+                let parent = store.mainContext.newChild(label: "parent")
                 let child = parent.newChild(label: "child")
                 for i in 0..<n { try child.insert(makeTrack(title: "t\(i)", duration: i)) }
                 let start = clock.now
@@ -88,7 +88,7 @@ import Testing
     /// object: ids are permanent from insert.
     @Test func lesson3_relationshipPredicateAfterSavingThroughTheChain() async throws {
         try await withLibraryStore { store in
-            let main = try store.mainContext
+            let main = store.mainContext
             let parent = main.newChild(label: "parent")
             let child = parent.newChild(label: "child")
             let album = Album(mbid: UUID(), title: "Homogeneous")
@@ -108,7 +108,7 @@ import Testing
     /// and has not saved.
     @Test func lesson4_childSeesToManyOfUnsavedParentInsert() async throws {
         try await withLibraryStore { store in
-            let parent = try store.mainContext.newChild(label: "parent")
+            let parent = store.mainContext.newChild(label: "parent")
             let album = Album(mbid: UUID(), title: "Unsaved")
             try parent.insert(album)
             var tracks: [ObjectID] = []
@@ -139,7 +139,7 @@ import Testing
                     c.insert(t)
                 }
             }
-            let parent = try store.mainContext.newChild(label: "parent")
+            let parent = store.mainContext.newChild(label: "parent")
             try parent.insert(makeTrack(title: "b", duration: 10))
             try parent.insert(makeTrack(title: "z", duration: 11))
             try parent.set(Track.title, of: saved[2].id, to: "d")   // x → d
@@ -158,7 +158,7 @@ import Testing
     /// Lesson 6: a live query on the main context and fetches/saves elsewhere never deadlock.
     @Test(.timeLimit(.minutes(1))) func lesson6_liveQueryAndWriterDoNotDeadlock() async throws {
         try await withLibraryStore { store in
-            let main = try store.mainContext
+            let main = store.mainContext
             let live = main.observe(FetchRequest<Genre>(sortedBy: [Genre.name.ascending]))
             let watcher = Task {
                 var last = 0
@@ -190,12 +190,12 @@ import Testing
         try await withLibraryStore { store in
             var kept: ObjectID?
             do {
-                let child = try store.mainContext.newChild(label: "short-lived")
+                let child = store.mainContext.newChild(label: "short-lived")
                 let g = Genre(name: "keep")
                 kept = g.id
                 try child.insert(g)
                 let discarded = Genre(name: "drop")
-                let other = try store.mainContext.newChild(label: "discarded")
+                let other = store.mainContext.newChild(label: "discarded")
                 try other.insert(discarded)
                 other.discard()
                 try await child.commit()
@@ -216,8 +216,8 @@ import Testing
         try await withLibraryStore { store in
             let t = Track(mbid: UUID(), title: "shared", durationSeconds: 100, addedAt: Date(timeIntervalSince1970: 0))
             _ = try await store.save { $0.insert(t) }
-            let a = try store.mainContext.newChild(label: "a")
-            let b = try store.mainContext.newChild(label: "b")
+            let a = store.mainContext.newChild(label: "a")
+            let b = store.mainContext.newChild(label: "b")
             try a.set(Track.title, of: t.id, to: "from a")
             try b.set(Track.durationSeconds, of: t.id, to: 999)
             try await a.commit()
@@ -229,7 +229,7 @@ import Testing
                 #expect(list[0].changedByStore == ["title"] && list[0].changedByContext == ["durationSeconds"])
             }
             // Same edits with a property-level merge: both survive.
-            let c = try store.mainContext.newChild(label: "c", mergePolicy: .propertyMerge(preferring: .store))
+            let c = store.mainContext.newChild(label: "c", mergePolicy: .propertyMerge(preferring: .store))
             try c.set(Track.durationSeconds, of: t.id, to: 999)
             _ = try await store.save { $0.set(Track.title, of: t.id, to: "from store") }
             try await c.commit()

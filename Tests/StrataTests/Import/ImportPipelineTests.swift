@@ -47,7 +47,7 @@ import Testing
             #expect(reasons.count == 2)
             #expect(reasons.first?.contains("in.ndjson:2") == true, "\(rejects)")
             #expect(reasons.last?.contains("in.ndjson:4") == true, "\(rejects)")
-            let view = try store.mainContext
+            let view = store.mainContext
             #expect(try view.object(Genre.self, id: jazz.id)?.name == "Jazz")
             #expect(Set(try view.fetch(Genre.self).map(\.name)) == ["Jazz", "Rock", "A", "B", "C", "D", "E"])
             // The import's transactions, in order, with increasing batch numbers.
@@ -153,7 +153,7 @@ import Testing
                 #expect(summary.records == 2, "round \(round)")
                 #expect(summary.rejected == 0, "round \(round)")
                 #expect(summary.skippedLinks == 1, "round \(round)")
-                let view = try store.mainContext
+                let view = store.mainContext
                 let track = try view.fetch(Track.self, where: Track.mbid == mbid)
                 #expect(track.count == 1, "round \(round)")
                 #expect(try track.first.flatMap { try view.related($0.id, Track.genre) } == nil, "round \(round)")

@@ -10,7 +10,7 @@ import Testing
     func conflictSetup(_ store: Store) async throws -> (Track, ChildContext) {
         let t = Track(mbid: UUID(), title: "base", durationSeconds: 100, rating: 1, addedAt: Date(timeIntervalSince1970: 0))
         _ = try await store.save { $0.insert(t) }
-        return (t, try store.mainContext.newChild(label: "editor"))
+        return (t, store.mainContext.newChild(label: "editor"))
     }
 
     @Test func conflictFailsByDefaultNamingObjectAndAttributes() async throws {
@@ -41,7 +41,7 @@ import Testing
                 case "merge-context": .propertyMerge(preferring: .context)
                 default: .propertyMerge(preferring: .store)
                 }
-                let child = try store.mainContext.newChild(label: "editor", mergePolicy: mergePolicy)
+                let child = store.mainContext.newChild(label: "editor", mergePolicy: mergePolicy)
                 try child.set(Track.title, of: t.id, to: "mine")
                 try child.set(Track.durationSeconds, of: t.id, to: 200)
                 _ = try await store.save { c in
@@ -64,7 +64,7 @@ import Testing
         try await withLibraryStore { store in
             let t = Track(mbid: UUID(), title: "base", durationSeconds: 100, addedAt: Date(timeIntervalSince1970: 0))
             _ = try await store.save { $0.insert(t) }
-            let child = try store.mainContext.newChild(label: "editor", mergePolicy: .custom { conflict in
+            let child = store.mainContext.newChild(label: "editor", mergePolicy: .custom { conflict in
                 var v = conflict.storeValues
                 v[1] = .string("resolved: " + (conflict.contextValues[1] == .string("mine") ? "mine" : "?"))
                 return .values(v)
@@ -76,7 +76,7 @@ import Testing
             #expect(r.title == "resolved: mine" && r.durationSeconds == 7)
 
             // Deleted underneath: a precise conflict by default.
-            let other = try store.mainContext.newChild(label: "late")
+            let other = store.mainContext.newChild(label: "late")
             try other.set(Track.title, of: t.id, to: "late edit")
             _ = try await store.save { $0.delete(t.id) }
             do {
@@ -92,7 +92,7 @@ import Testing
         try await withLibraryStore { store in
             let t = makeTrack(title: "base", duration: 1)
             _ = try await store.save { $0.insert(t) }
-            let parent = try store.mainContext.newChild(label: "parent")
+            let parent = store.mainContext.newChild(label: "parent")
             let child = parent.newChild(label: "child")
             try child.set(Track.title, of: t.id, to: "child edit")
             // The store changes after the child read the object, before the child commits upward.
@@ -111,7 +111,7 @@ import Testing
         try await withLibraryStore { store in
             var t = makeTrack(title: "base", duration: 1)
             _ = try await store.save { $0.insert(t) }
-            let child = try store.mainContext.newChild(label: "c", mergePolicy: .propertyMerge(preferring: .context))
+            let child = store.mainContext.newChild(label: "c", mergePolicy: .propertyMerge(preferring: .context))
             t.title = "mine"
             try child.update(t)   // every attribute, only the title differs from the base
             _ = try await store.save { $0.set(Track.durationSeconds, of: t.id, to: 42) }

@@ -60,7 +60,7 @@ import Testing
         try await withLibraryStore { store in
             let f = try await setUp(store)
             let seen = Seen()
-            let child = try store.mainContext.newChild(label: "editor", mergePolicy: policy(policyName, seen) { conflict in
+            let child = store.mainContext.newChild(label: "editor", mergePolicy: policy(policyName, seen) { conflict in
                 var v = conflict.contextValues
                 v[Track.durationSeconds.index] = .int(7)
                 return v
@@ -68,7 +68,7 @@ import Testing
             try child.set(Track.title, of: f.track.id, to: "mine")
             let deleted = try await store.save { $0.delete(f.track.id) }
             let tx = try await child.commit()
-            let view = try store.mainContext
+            let view = store.mainContext
             let back = try view.object(Track.self, id: f.track.id)
             switch policyName {
             case "storeWins", "mergeContext", "mergeStore", "keepStore":
@@ -102,7 +102,7 @@ import Testing
     func deleteOfAnObjectTheStoreDeleted(policyName: String) async throws {
         try await withLibraryStore { store in
             let f = try await setUp(store)
-            let child = try store.mainContext.newChild(label: "editor", mergePolicy: policy(policyName, Seen()))
+            let child = store.mainContext.newChild(label: "editor", mergePolicy: policy(policyName, Seen()))
             try child.delete(f.track.id)
             let deleted = try await store.save { $0.delete(f.track.id) }
             if policyName == "fail" {
@@ -154,10 +154,10 @@ import Testing
         try await withLibraryStore { store in
             let f = try await setUp(store)
             let seen = Seen()
-            let child = try store.mainContext.newChild(label: "editor", mergePolicy: policy(policyName, seen))
+            let child = store.mainContext.newChild(label: "editor", mergePolicy: policy(policyName, seen))
             try child.delete(f.track.id)
             let changed = try await store.save { $0.set(Track.rating, of: f.track.id, to: 5.0) }
-            let view = try store.mainContext
+            let view = store.mainContext
             switch policyName {
             case "fail":
                 do {
@@ -199,7 +199,7 @@ import Testing
             let a2 = Album(mbid: UUID(), title: "A2"), a3 = Album(mbid: UUID(), title: "A3")
             let p2 = Playlist(name: "P2", createdAt: Date(timeIntervalSince1970: 0))
             _ = try await store.save { $0.insert(a2); $0.insert(a3); $0.insert(p2) }
-            let child = try store.mainContext.newChild(label: "editor")   // .fail
+            let child = store.mainContext.newChild(label: "editor")   // .fail
             try child.set(Track.album, of: f.track.id, to: a2.id)
             try child.add(f.track.id, to: Playlist.tracks, of: p2.id)
             try child.remove(f.track.id, from: Playlist.tracks, of: f.playlist.id)
@@ -209,7 +209,7 @@ import Testing
             }
             let tx = try await child.commit()
             #expect(tx != nil)
-            let view = try store.mainContext
+            let view = store.mainContext
             #expect(try view.object(Track.self, id: f.track.id)?.title == "store")
             #expect(try view.related(f.track.id, Track.album)?.id == a2.id)
             #expect(try view.related(a3.id, Album.tracks).isEmpty)
@@ -223,9 +223,9 @@ import Testing
             let f = try await setUp(store)
             let p2 = Playlist(name: "P2", createdAt: Date(timeIntervalSince1970: 0))
             _ = try await store.save { $0.insert(p2) }
-            let adder = try store.mainContext.newChild(label: "adder")
+            let adder = store.mainContext.newChild(label: "adder")
             try adder.add(f.track.id, to: Playlist.tracks, of: p2.id)
-            let remover = try store.mainContext.newChild(label: "remover")
+            let remover = store.mainContext.newChild(label: "remover")
             try remover.remove(f.track.id, from: Playlist.tracks, of: f.playlist.id)
             let head = try await store.save { c in
                 c.add(f.track.id, to: Playlist.tracks, of: p2.id)
@@ -251,7 +251,7 @@ import Testing
             let f = try await setUp(store)
             let p2 = Playlist(name: "P2", createdAt: Date(timeIntervalSince1970: 0))
             _ = try await store.save { $0.insert(p2) }
-            let child = try store.mainContext.newChild(label: "editor", mergePolicy: policy(policyName, Seen()))
+            let child = store.mainContext.newChild(label: "editor", mergePolicy: policy(policyName, Seen()))
             try child.set(Track.title, of: f.track.id, to: "mine")
             try child.add(f.track.id, to: Playlist.tracks, of: p2.id)
             let deleted = try await store.save { $0.delete(f.track.id) }

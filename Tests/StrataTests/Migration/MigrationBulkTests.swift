@@ -176,7 +176,7 @@ import Testing
         defer { store.close() }
         #expect(try store.verify().ok)
         #expect(try store.verify(rebuild: true).ok)
-        let view = try store.mainContext
+        let view = store.mainContext
         let item = all[1].entity(named: "Item")!
         #expect(try view.count(Query(entity: "Item")) == 150)
         #expect(try view.relatedIDs(item.relationship(named: "brand")!, of: productIDs[0]) == [makerIDs[1]])
@@ -288,7 +288,7 @@ import Testing
         let rebuilt = try store.verify(rebuild: true)
         #expect(rebuilt.ok, "\(rebuilt.problems)")
         #expect(try store.verify().ok)
-        let view = try store.mainContext
+        let view = store.mainContext
         #expect(try view.count(Query(entity: "Specimen")) == 1_100)
         // The carried unique finds the renamed object; the rebuilt index serves a query on batch.
         #expect(try view.fetch(Query(entity: "Specimen", predicate: .compare(attribute: 0, .equal, .string("renamed")))).map(\.id) == [ids[500]])

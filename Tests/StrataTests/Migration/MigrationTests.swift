@@ -50,7 +50,7 @@ import Testing
 
         let store = try Store.open(at: dir, schema: all[1])
         defer { store.close() }
-        let view = try store.mainContext
+        let view = store.mainContext
         let item = all[1].entity(named: "Item")!
         let r1 = try #require(try view.record(ids[1]))
         #expect(r1.entity.name == "Item" && r1["name"] == .string("Desk") && r1["price"] == .int(20) && r1["views"] == .int(7))

@@ -28,7 +28,7 @@ import Testing
                 for x in genres { c.insert(x) }
                 for x in albums { c.insert(x) }
                 for x in playlists { c.insert(x) }
-                for i in 0..<150 {
+                for _ in 0..<150 {
                     let m = Model(duration: Int.random(in: 1...600, using: &rng),
                                   rating: Bool.random(using: &rng) ? Double(Int.random(in: 0...10, using: &rng)) / 2 : nil,
                                   title: "t\(Int.random(in: 0..<40, using: &rng))",
@@ -62,7 +62,7 @@ import Testing
                     ])
                 }
             }
-            let view = try store.mainContext
+            let view = store.mainContext
             #expect(try view.aggregate(Track.self, functions) == expected { _ in .null })
             #expect(try view.aggregate(Track.self, groupedBy: .by(Track.genre), functions)
                     == expected { m in m.genre.map { .string(genres[$0].id.description) } ?? .null })
@@ -85,7 +85,7 @@ import Testing
 
     @Test func refusedFormsSayWhy() async throws {
         try await withLibraryStore { store in
-            let view = try store.mainContext
+            let view = store.mainContext
             for (key, functions, message): (GroupKey?, [AggregateFunction], String) in [
                 (nil, [.sum(Track.title)], "sums and averages need an int or double attribute"),
                 (.count(relationship: Track.album.tag), [], "is not a to-many relationship"),

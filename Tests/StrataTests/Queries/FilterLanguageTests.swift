@@ -156,7 +156,7 @@ import Testing
                 c.set(Track.album, of: t2.id, to: a.id)
                 c.set(Track.album, of: t4.id, to: a.id)
             }
-            let view = try store.mainContext
+            let view = store.mainContext
             let track = try #require(store.schema.entity(named: "Track"))
             let sort = try PredicateParser.parseSort("album.title,-durationSeconds", entity: track, schema: store.schema)
             let titles = try view.fetch(Query(entity: "Track", sort: sort)).map { $0["title"] }
@@ -167,7 +167,7 @@ import Testing
             try child.set(Album.title, of: b.id, to: "0")
             #expect(try child.fetch(FetchRequest<Track>(sortedBy: [Track.album.ascending(Album.title)], limit: 2))
                 .map(\.title) == ["t3", "t1"])
-            await #expect(throws: StrataError.self) {
+            #expect(throws: StrataError.self) {
                 _ = try view.fetch(Query(entity: "Track", sort: [SortKey(path: [Track.playlists.tag], attribute: 0)]))
             }
         }
@@ -191,7 +191,7 @@ import Testing
                 c.set(Track.album, of: low.id, to: album.id)
                 c.add(high.id, to: Playlist.tracks, of: road.id)
             }
-            let view = try store.mainContext
+            let view = store.mainContext
             func titles(_ text: String) throws -> [String] {
                 try view.fetch(Query(entity: "Track", predicate: try parse(text), sort: [SortKey(attribute: Track.durationSeconds.index)]))
                     .map { $0["title"] }.map { if case .string(let s) = $0 { s } else { "?" } }

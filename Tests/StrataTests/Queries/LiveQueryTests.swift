@@ -25,7 +25,7 @@ import Testing
 
     @Test(.timeLimit(.minutes(1))) func mainContextQueryFollowsCommitsAndSkipsUnrelatedOnes() async throws {
         try await withLibraryStore { store in
-            var iterator = try store.mainContext.observe(FetchRequest<Genre>(where: Genre.name.hasPrefix("J"), sortedBy: [Genre.name.ascending])).makeAsyncIterator()
+            var iterator = store.mainContext.observe(FetchRequest<Genre>(where: Genre.name.hasPrefix("J"), sortedBy: [Genre.name.ascending])).makeAsyncIterator()
             let first = await iterator.next()
             #expect(first?.objects.isEmpty == true)
             _ = try await store.save { $0.insert(Genre(name: "Jazz")) }
@@ -43,7 +43,7 @@ import Testing
 
     @Test(.timeLimit(.minutes(1))) func childQuerySeesPendingChanges() async throws {
         try await withLibraryStore { store in
-            let child = try store.mainContext.newChild(label: "editor")
+            let child = store.mainContext.newChild(label: "editor")
             var iterator = child.observe(Query(entity: "Genre")).makeAsyncIterator()
             #expect(await iterator.next()?.records.isEmpty == true)
             try child.insert(Genre(name: "pending"))
@@ -57,7 +57,7 @@ import Testing
 
     @Test(.timeLimit(.minutes(1))) func liveQueryDiffIsAgainstWhatTheConsumerSaw() async throws {
         try await withLibraryStore { store in
-            var iterator = try store.mainContext.observe(Query(entity: "Genre")).makeAsyncIterator()
+            var iterator = store.mainContext.observe(Query(entity: "Genre")).makeAsyncIterator()
             #expect(await iterator.next()?.records.isEmpty == true)
             // Two commits before the consumer looks again: it may get only the newest results,
             // and their diff must then cover both inserts.
@@ -94,7 +94,7 @@ import Testing
                 c.insert(album); c.insert(track)
                 c.set(Track.album, of: track.id, to: album.id)
             }
-            let live = Collector(try store.mainContext.observe(FetchRequest<Track>(where: Track.album.matches(Album.year >= 1990))).map(\.objects))
+            let live = Collector(store.mainContext.observe(FetchRequest<Track>(where: Track.album.matches(Album.year >= 1990))).map(\.objects))
             defer { live.cancel() }
             #expect(try await live.wait(for: 1).map { $0.map(\.id) } == [[]])
             _ = try await store.save { $0.set(Album.year, of: album.id, to: 1995) }
@@ -117,7 +117,7 @@ import Testing
     /// A nested child's live query follows its ancestors' pending changes.
     @Test(.timeLimit(.minutes(1))) func nestedChildLiveQueryFollowsAnAncestorsPendingChanges() async throws {
         try await withLibraryStore { store in
-            let parent = try store.mainContext.newChild(label: "parent")
+            let parent = store.mainContext.newChild(label: "parent")
             let child = parent.newChild(label: "child")
             let live = Collector(child.observe(FetchRequest<Genre>(sortedBy: [Genre.name.ascending])).map { $0.objects.map(\.name) })
             defer { live.cancel() }

@@ -93,7 +93,7 @@ import Testing
         try await withLibraryStore { store in
             let f = try await build(store, seed: seed)
             var rng = SeededGenerator(seed: seed &* 7919)
-            let view = try store.mainContext
+            let view = store.mainContext
             for _ in 0..<150 {
                 let (predicate, reference) = randomPredicate(f, &rng)
                 // Sort by title (bytes), then duration descending; ties by id.
@@ -119,7 +119,7 @@ import Testing
     @Test func toManyAnyAndBothDirections() async throws {
         try await withLibraryStore { store in
             let f = try await build(store, seed: 42)
-            let view = try store.mainContext
+            let view = store.mainContext
             let byID = Dictionary(uniqueKeysWithValues: f.tracks.map { ($0.id, $0) })
             for p in f.playlists {
                 let members = f.playlistTracks[p.id] ?? []
@@ -138,7 +138,7 @@ import Testing
 
     @Test func invalidQueriesAreClearErrors() async throws {
         try await withLibraryStore { store in
-            let view = try store.mainContext
+            let view = store.mainContext
             #expect(throws: StrataError.self) { try view.fetch(Query(entity: "Nope")) }
             #expect(throws: StrataError.self) { try view.fetch(Query(entity: "Track", predicate: .compare(attribute: 2, .equal, .string("x")))) }
             #expect(throws: StrataError.self) { try view.fetch(Query(entity: "Track", predicate: .compare(attribute: 99, .equal, .int(1)))) }
@@ -151,7 +151,7 @@ import Testing
             let base = String(repeating: "é", count: 400)
             let a = makeTrack(title: base + "a", duration: 1), b = makeTrack(title: base + "b", duration: 2)
             _ = try await store.save { $0.insert(a); $0.insert(b) }
-            let view = try store.mainContext
+            let view = store.mainContext
             #expect(try view.fetch(Track.self, where: Track.title == base + "b").map(\.id) == [b.id])
             #expect(try view.fetch(Track.self, where: Track.title > base + "a").map(\.id) == [b.id])
             #expect(try view.fetch(Track.self, where: Track.title.hasPrefix(base)).count == 2)
@@ -177,7 +177,7 @@ import Testing
                 c.insert(r)
             }
         }
-        let view = try store.mainContext
+        let view = store.mainContext
         func count(_ p: Filter) throws -> Int { try view.count(Query(entity: "Item", predicate: p)) }
         #expect(try count(.compare(attribute: 0, .equal, .null)) == 2)
         #expect(try count(.compare(attribute: 0, .less, .string("y"))) == 3)

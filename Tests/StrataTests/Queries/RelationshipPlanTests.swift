@@ -89,7 +89,7 @@ import Testing
                 c.insert(album); c.insert(t)
                 c.set(Track.album, of: t.id, to: album.id)
             }
-            let child = try store.mainContext.newChild(label: "edit")
+            let child = store.mainContext.newChild(label: "edit")
             try child.set(Album.title, of: album.id, to: "new")
             #expect(try child.fetch(Track.self, where: Track.album.matches(Album.title == "new")).map(\.id) == [t.id])
             #expect(try child.fetch(Track.self, where: Track.album.matches(Album.title == "old")).isEmpty)

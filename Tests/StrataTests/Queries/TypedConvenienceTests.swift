@@ -16,7 +16,7 @@ import Testing
                 c.set(Track.album, of: t1.id, to: album.id)
                 c.set(Track.album, of: t2.id, to: album.id)
             }
-            let view = try store.mainContext
+            let view = store.mainContext
             #expect(try view.relatedID(t1.id, Track.album) == album.id)
             #expect(try view.relatedIDs(album.id, Album.tracks) == [t1.id, t2.id].sorted())
             let child = view.newChild(label: "edit")
@@ -39,7 +39,7 @@ import Testing
             let kept = Genre(name: "kept"), renamed = Genre(name: "old"), gone = Genre(name: "gone")
             let t = makeTrack(title: "t", duration: 1)
             _ = try await store.save { c in for x in [kept, renamed, gone] { c.insert(x) }; c.insert(t) }
-            let child = try store.mainContext.newChild(label: "edit")
+            let child = store.mainContext.newChild(label: "edit")
             #expect(child.pendingObjects.isEmpty)
             let new = Genre(name: "new"), dropped = Genre(name: "dropped")
             try child.insert(new)

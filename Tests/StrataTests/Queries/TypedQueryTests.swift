@@ -43,7 +43,7 @@ import Testing
     @Test func stringOperatorsIdListsAndRelationships() async throws {
         try await withLibraryStore { store in
             let f = try await build(store)
-            let view = try store.mainContext
+            let view = store.mainContext
             // The titles of the matching tracks, by duration.
             func titles(_ p: EntityPredicate<Track>) throws -> [String] {
                 try view.fetch(Track.self, where: p, sortedBy: [Track.durationSeconds.ascending]).map(\.title)
@@ -88,7 +88,7 @@ import Testing
     @Test func sortOnSeveralKeysWithUnsetValuesAndWindows() async throws {
         try await withLibraryStore { store in
             let f = try await build(store)
-            let view = try store.mainContext
+            let view = store.mainContext
             // No value sorts before every value: first ascending, last descending; ties by the
             // next key, then by id.
             let byRatingThenTitle = try view.fetch(Track.self, sortedBy: [Track.rating.ascending, Track.title.descending]).map(\.title)
@@ -118,7 +118,7 @@ import Testing
     @Test func inWithManyValuesAndNull() async throws {
         try await withLibraryStore { store in
             _ = try await build(store)
-            let view = try store.mainContext
+            let view = store.mainContext
             let many = Array(stride(from: 0, through: 1000, by: 10))   // 101 values, includes 50…400
             #expect(try view.count(Track.self, where: Track.durationSeconds.in(many)) == 5)
             #expect(try view.count(Track.self, where: Track.durationSeconds.in(many.filter { $0 != 300 })) == 4)
@@ -137,13 +137,13 @@ import Testing
     func idListWithAnotherEntitysIDMatchesOnlyThisEntity() async throws {
         try await withLibraryStore { store in
             let f = try await build(store)
-            let view = try store.mainContext
+            let view = store.mainContext
             let query = Query(entity: "Track", predicate: .idIn([f.t[2].id, f.a1.id]))
             #expect(try view.fetch(query).map(\.id) == [f.t[2].id])
             #expect(try view.count(query) == 1)
             #expect(try view.fetch(Track.self, where: .id(in: [f.t[2].id, f.a1.id])).map(\.id) == [f.t[2].id])
             #expect(try view.count(Query(entity: "Track", predicate: .idIn([f.a1.id]))) == 0)
-            let child = try store.mainContext.newChild(label: "pending")
+            let child = store.mainContext.newChild(label: "pending")
             let pending = Album(mbid: UUID(), title: "Pending")
             try child.insert(pending)
             let withPending = Query(entity: "Track", predicate: .idIn([f.t[2].id, pending.id, f.a1.id]))
@@ -162,8 +162,8 @@ import Testing
             let genre = Genre(name: "Folk")
             _ = try await store.save { $0.insert(playlist); $0.insert(genre) }
             let view = try store.newViewContext(label: "v")
-            let child = try store.mainContext.newChild(label: "c")
-            for (name, ctx) in [("main", try store.mainContext as any ObjectReading), ("view", view), ("child", child)] {
+            let child = store.mainContext.newChild(label: "c")
+            for (name, ctx) in [("main", store.mainContext as any ObjectReading), ("view", view), ("child", child)] {
                 #expect(try ctx.object(Genre.self, id: playlist.id) == nil, "\(name)")
                 #expect(try ctx.object(Track.self, id: playlist.id) == nil, "\(name)")
                 #expect(try ctx.object(Playlist.self, id: genre.id) == nil, "\(name)")

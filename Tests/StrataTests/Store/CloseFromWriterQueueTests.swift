@@ -34,7 +34,7 @@ import Testing
         let track = Track(mbid: UUID(), title: "base", durationSeconds: 100, addedAt: Date(timeIntervalSince1970: 0))
         _ = try await store.save { $0.insert(track) }
         let closedInside = Locked(false)
-        let child = try store.mainContext.newChild(label: "closer", mergePolicy: .custom { _ in
+        let child = store.mainContext.newChild(label: "closer", mergePolicy: .custom { _ in
             store.close()
             closedInside.withLock { $0 = store.isClosed }
             return .keepContext

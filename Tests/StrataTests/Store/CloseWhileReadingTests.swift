@@ -149,7 +149,7 @@ import Testing
             store.close()
             return .keepContext
         }
-        let child = try store.mainContext.newChild(label: "closer")
+        let child = store.mainContext.newChild(label: "closer")
         let sending = changes
         let result = try await resultOnThread("apply() after close() from its merge closure") { try child.apply(sending) }
         _ = try result.get()   // the apply itself needed nothing more from the store

@@ -29,7 +29,7 @@ import Testing
             // At the limit: accepted.
             #expect(try await store.save(genres(3)) == TransactionID(1))
             // A child's root commit is one save: refused whole, the child keeps its changes.
-            let child = try store.mainContext.newChild(label: "bulk")
+            let child = store.mainContext.newChild(label: "bulk")
             try child.apply(genres(4, prefix: "c"))
             await #expect(throws: StrataError.self) { try await child.commit() }
             #expect(child.pendingOperationCount == 4)
@@ -121,7 +121,7 @@ import Testing
             #expect(try store.mainContext.object(Track.self, id: t.id) == t)
 
             // A child refuses it when the change is made.
-            let child = try store.mainContext.newChild(label: "c")
+            let child = store.mainContext.newChild(label: "c")
             do {
                 try child.set(Track.title, of: t.id, to: over)
                 Issue.record("the child accepted an oversized value")

@@ -90,7 +90,7 @@ import Testing
             #expect(f?.field == "tracks")
             // cascade: artist → albums → tracks; nullify: the playlist loses the track.
             _ = try await store.save { $0.delete(artist.id) }
-            let view = try store.mainContext
+            let view = store.mainContext
             #expect(try view.object(Album.self, id: album.id) == nil)
             #expect(try view.object(Track.self, id: track.id) == nil)
             #expect(try view.related(list.id, Playlist.tracks).isEmpty)
@@ -132,7 +132,7 @@ import Testing
                 c.set(Track.album, of: t.id, to: a1.id)
             }
             _ = try await store.save { $0.set(Track.album, of: t.id, to: a2.id) }
-            let view = try store.mainContext
+            let view = store.mainContext
             #expect(try view.related(t.id, Track.album)?.id == a2.id)
             #expect(try view.related(a1.id, Album.tracks).isEmpty)
             #expect(try view.related(a2.id, Album.tracks).map(\.id) == [t.id])
@@ -245,7 +245,7 @@ import Testing
         try await withFixture { f in
             let ann = f.record(f.owner, "Ann"), rex = f.record(f.pet, "Rex")
             _ = try await f.store.save { $0.insert(ann) }
-            let child = try f.store.mainContext.newChild(label: "editor")
+            let child = f.store.mainContext.newChild(label: "editor")
             let grandchild = child.newChild(label: "nested")
             // Allowed while editing, at every level: the link may come later.
             try grandchild.insert(rex)

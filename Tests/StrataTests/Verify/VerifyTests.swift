@@ -157,7 +157,7 @@ import Testing
             let p = Playlist(name: "p", createdAt: Date(timeIntervalSince1970: 0))
             _ = try await store.save { $0.insert(t); $0.insert(p) }
             // Reinsert: a child edits the track, the store deletes it, the child wins.
-            let child = try store.mainContext.newChild(label: "editor", mergePolicy: .contextWins)
+            let child = store.mainContext.newChild(label: "editor", mergePolicy: .contextWins)
             try child.set(Track.title, of: t.id, to: "edited")
             _ = try await store.save { $0.delete(t.id) }
             try await child.commit()

@@ -32,7 +32,7 @@ import Testing
 
     @Test func upsertInsertsThenUpdatesTheKeysOwnerAndLaterOperationsUseTheAlias() async throws {
         try await withLibraryStore { store in
-            let view = try store.mainContext
+            let view = store.mainContext
             let mbid = UUID()
             let first = ObjectID.make(entityTag: Artist.entityTag)
             var insert = ChangeSet()
@@ -76,7 +76,7 @@ import Testing
         let schema = try Schema.parse(Array(Self.itemSchemaText.utf8), source: "v1.json", expectedVersion: 1)
         let store = try Store.temporary(schema: schema)
         defer { store.close() }
-        let view = try store.mainContext
+        let view = store.mainContext
         let original = ObjectID.make(entityTag: 1)
         _ = try await store.save { $0.append(.upsert(id: original, values: [.string("a"), .string("X"), .int(1)], constraint: 0)) }
 
@@ -105,7 +105,7 @@ import Testing
 
     @Test func putInsertsOrReplacesEveryAttribute() async throws {
         try await withLibraryStore { store in
-            let view = try store.mainContext
+            let view = store.mainContext
             let track = store.schema.entity(named: "Track")!
             let id = ObjectID.make(entityTag: Track.entityTag)
             let mbid = UUID(), added = Date(timeIntervalSince1970: 1_700_000_000)
@@ -147,7 +147,7 @@ import Testing
 
     @Test func linksAndUnlinksByUniqueKey() async throws {
         try await withLibraryStore { store in
-            let view = try store.mainContext
+            let view = store.mainContext
             let jazz = Genre(name: "Jazz")
             let track = makeTrack(title: "t", duration: 1)
             let road = Playlist(name: "Road", createdAt: Date(timeIntervalSince1970: 0))

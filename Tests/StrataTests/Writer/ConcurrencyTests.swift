@@ -33,7 +33,7 @@ import Testing
             #expect(ids.count == total)
             // Every save has its own transaction id: 1...total, no gap, no duplicate.
             #expect(Set(ids.map(\.0.rawValue)) == Set(1...UInt64(total)))
-            let view = try store.mainContext
+            let view = store.mainContext
             #expect(try view.count(Genre.self) == total)
             for (_, id) in ids { #expect(try view.object(Genre.self, id: id) != nil) }
             let stats = store.statistics
@@ -261,7 +261,7 @@ import Testing
             let second = (0..<100).map { Genre(name: "second \($0)") }
             _ = try await store.save { c in for g in second { c.insert(g) } }
             #expect(try pinned.count(Query(entity: "Genre")) == 100)
-            let view = try store.mainContext
+            let view = store.mainContext
             #expect(try view.count(Genre.self) == 200)
             for g in first + second { #expect(try view.object(Genre.self, id: g.id)?.name == g.name) }
             // The data file's mapping is found by device and inode (LMDB does not expose it).
@@ -292,7 +292,7 @@ import Testing
                 #expect(try store.mainContext.count(Track.self) == tracks.count)
             }
             #expect(store.statistics.mapGrowths > 0)
-            let view = try store.mainContext
+            let view = store.mainContext
             for t in tracks.shuffled().prefix(500) {
                 #expect(try view.object(Track.self, id: t.id)?.title == t.title)
                 #expect(try view.fetch(Track.self, where: Track.mbid == t.mbid).map(\.id) == [t.id])
@@ -358,7 +358,7 @@ import Testing
             _ = try await store.save { c in for (i, t) in tracks.enumerated() { c.set(Track.playCount, of: t.id, to: i + 1) } }
             try await afterWritersPostCommitWork(store)
             #expect(store.env.mappedPageReleases.load(ordering: .relaxed) > afterLinks + 1, "a save of 1,000 updates released only after its commit")
-            let view = try store.mainContext
+            let view = store.mainContext
             #expect(Set(try view.related(playlist.id, Playlist.tracks).map(\.id)) == Set(tracks.map(\.id)))
             for (i, t) in tracks.enumerated().shuffled().prefix(200) {
                 #expect(try view.object(Track.self, id: t.id)?.playCount == i + 1)

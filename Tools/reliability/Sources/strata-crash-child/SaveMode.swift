@@ -51,7 +51,7 @@ enum SaveMode {
 
     /// The live groups of each worker of this partition, from a previous (killed) run.
     static func loadGroups(_ store: Store, partition: String, workers: Int) throws -> [Int: [Group]] {
-        let context = try store.mainContext
+        let context = store.mainContext
         var out: [Int: [Group]] = [:]
         for p in try context.fetch(Playlist.self) where p.name.hasPrefix(partition + "w") {
             let rest = p.name.dropFirst(partition.count + 1)
