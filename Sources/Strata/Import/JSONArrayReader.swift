@@ -35,11 +35,7 @@ struct JSONArrayReader {
     init(path: String, maxObjectBytes: Int, bufferBytes: Int = 1 << 20) throws {
         self.path = path
         self.maxObjectBytes = maxObjectBytes
-        fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            throw ImportIssue(file: path, line: 0, field: nil,
-                              reason: "cannot open: \(String(cString: strerror(errno)))")
-        }
+        fd = try InputFile.open(path)
         buffer = [UInt8](repeating: 0, count: bufferBytes)
     }
 
@@ -69,14 +65,7 @@ struct JSONArrayReader {
     private mutating func byte() throws -> UInt8? {
         if start == end {
             guard !eof else { return nil }
-            var n: Int
-            repeat {
-                n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
-            } while n < 0 && errno == EINTR
-            if n < 0 {
-                throw ImportIssue(file: path, line: line, field: nil,
-                                  reason: "read error: \(String(cString: strerror(errno)))")
-            }
+            let n = try InputFile.read(fd, into: &buffer, at: 0, path: path, line: line)
             if n == 0 {
                 eof = true
                 return nil

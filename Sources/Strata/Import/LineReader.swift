@@ -27,11 +27,7 @@ struct LineReader {
     init(path: String, maxLineBytes: Int, bufferBytes: Int = 1 << 20) throws {
         self.path = path
         self.maxLineBytes = maxLineBytes
-        fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            throw ImportIssue(file: path, line: 0, field: nil,
-                              reason: "cannot open: \(String(cString: strerror(errno)))")
-        }
+        fd = try InputFile.open(path)
         buffer = [UInt8](repeating: 0, count: bufferBytes)
     }
 
@@ -53,14 +49,7 @@ struct LineReader {
             start = 0
         }
         guard !eof, end < buffer.count else { return }
-        var n: Int
-        repeat {
-            n = buffer.withUnsafeMutableBytes { b in read(fd, b.baseAddress! + end, b.count - end) }
-        } while n < 0 && errno == EINTR
-        if n < 0 {
-            throw ImportIssue(file: path, line: lineNumber + 1, field: nil,
-                              reason: "read error: \(String(cString: strerror(errno)))")
-        }
+        let n = try InputFile.read(fd, into: &buffer, at: end, path: path, line: lineNumber + 1)
         if n == 0 { eof = true }
         end += n
     }
