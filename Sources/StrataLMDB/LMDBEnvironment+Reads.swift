@@ -126,7 +126,7 @@ extension LMDBEnvironment {
     package static func lmdbTransactionID(_ txn: OpaquePointer) -> UInt64 { UInt64(mdb_txn_id(txn)) }
 
     /// Runs `body` in a short read transaction (holding the map lock shared throughout).
-    @inlinable
+    @inlinable @inline(__always)
     package func read<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {
         let txn = try beginRead()
         defer { endRead(txn) }

@@ -11,8 +11,9 @@ import Glibc
 /// `@unchecked Sendable` is safe: `value` is only reachable inside `withLock`, which holds the
 /// mutex for the whole access, so no two threads ever touch it at once.
 package final class Locked<Value>: @unchecked Sendable {
-    // Visible to inlined code only: `withLock` is inlined into callers in other modules, so a
-    // critical section costs no call through a generic function of this module.
+    // Visible to inlined code only: `withLock` is inlined into callers in other modules (forced:
+    // left to the optimizer it stayed a call through an unspecialized generic), so a critical
+    // section costs no call through this module.
     @usableFromInline var value: Value
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
@@ -28,7 +29,7 @@ package final class Locked<Value>: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     package func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
         let rc = pthread_mutex_lock(mutex)
         precondition(rc == 0, "pthread_mutex_lock failed: \(rc)")
@@ -37,7 +38,7 @@ package final class Locked<Value>: @unchecked Sendable {
     }
 
     /// ``withLock(_:)`` when the lock is free; nil, without waiting, when another thread holds it.
-    @inlinable
+    @inlinable @inline(__always)
     package func withLockIfAvailable<R>(_ body: (inout Value) throws -> R) rethrows -> R? {
         let rc = pthread_mutex_trylock(mutex)
         if rc == EBUSY { return nil }

@@ -34,7 +34,7 @@ package final class RWLock: @unchecked Sendable {
         lock.deallocate()
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     package func withShared<R>(_ body: () throws -> R) rethrows -> R {
         let rc = pthread_rwlock_rdlock(lock)
         precondition(rc == 0, "pthread_rwlock_rdlock failed: \(rc)")
@@ -42,7 +42,7 @@ package final class RWLock: @unchecked Sendable {
         return try body()
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     package func withExclusive<R>(_ body: () throws -> R) rethrows -> R {
         let rc = pthread_rwlock_wrlock(lock)
         precondition(rc == 0, "pthread_rwlock_wrlock failed: \(rc)")
