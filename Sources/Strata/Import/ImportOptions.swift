@@ -19,6 +19,10 @@ public struct ImportOptions: Sendable {
     public var format: ImportFormat?
     /// Entity of CSV files (default: the file name without extension, e.g. `Track.csv`).
     public var csvEntity: String?
+    /// The most records that may wait at once for a required to-one target later in the input
+    /// (each is held in memory until its target is written). An input past it is refused with an
+    /// issue that says to put the referenced records first; batches written before stay written.
+    public var maxHeldRecords = 1_000_000
 
     /// Options with the defaults: batches of 5,000 records, stop at the first bad record, author `import`, a new
     /// import id, the format from each file's extension.
@@ -38,6 +42,7 @@ public struct ImportOptions: Sendable {
         }
         if maxLineBytes < 1 { bad("maxLineBytes", "must be at least 1, not \(maxLineBytes)") }
         if maxReportedIssues < 1 { bad("maxReportedIssues", "must be at least 1, not \(maxReportedIssues)") }
+        if maxHeldRecords < 0 { bad("maxHeldRecords", "must be at least 0, not \(maxHeldRecords)") }
         if rejectsPath != nil && !continueOnError { bad("rejectsPath", "is only written with continueOnError") }
         return out
     }

@@ -259,6 +259,14 @@ public final class Importer: Sendable {
                 }
                 let entry = HeldRecords.Entry(changes: changes, item: item,
                                               aliases: record.aliases.map(ImportRecord.digest))
+                if !missing.isEmpty, held.count >= options.maxHeldRecords {
+                    let issue = ImportIssue(
+                        file: s.files[item.fileIndex], line: item.line, field: nil,
+                        reason: "more than \(options.maxHeldRecords) records wait for a required reference to a " +
+                                "record later in the input (each is held in memory): give the referenced records " +
+                                "first (their files first, or earlier in the file), or raise maxHeldRecords")
+                    throw ImportFailed(issues: [issue], totalIssues: 1)
+                }
                 for ready in held.add(entry, missing: missing) {
                     for alias in ready.aliases { s.writtenKeys.insert(alias) }
                     batch.add(ready.changes, item: ready.item)

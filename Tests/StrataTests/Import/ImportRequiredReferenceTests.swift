@@ -151,4 +151,25 @@ import Testing
             #expect(try owners(store)["Rex"] == "Ann")
         }
     }
+
+    /// Records waiting for a forward target are held in memory, up to `maxHeldRecords`: past it
+    /// the import stops with an issue that says what to do.
+    @Test func heldRecordsAreBounded() async throws {
+        try await withStore { store, dir in
+            let input = try write(pets, dir, "pets.ndjson")   // Rex and Tom wait for their owners
+            var options = ImportOptions()
+            options.maxHeldRecords = 1
+            do {
+                _ = try await Importer(store: store, options: options).run(files: [input])
+                Issue.record("the import was accepted")
+            } catch let failed as ImportFailed {
+                #expect(failed.issues.first?.line == 2, "\(failed.issues)")
+                #expect(failed.issues.first?.reason.contains("give the referenced records first") == true)
+            }
+            options.maxHeldRecords = 2
+            #expect(try await Importer(store: store, options: options).run(files: [input]).records == 5)
+            options.maxHeldRecords = -1
+            await #expect(throws: ImportFailed.self) { _ = try await Importer(store: store, options: options).run(files: [input]) }
+        }
+    }
 }
