@@ -153,15 +153,7 @@ struct QueryCommand: AsyncParsableCommand {
             (groupBy != nil ? [clip(ValueConversion.text(row.group))] : []) + [String(row.count)]
                 + row.values.map { clip(ValueConversion.text($0)) }
         }
-        let widths = columns.indices.map { c in
-            Swift.max(displayWidth(columns[c]), cells.map { displayWidth($0[c]) }.max() ?? 0)
-        }
-        func line(_ items: [String]) -> String {
-            zip(items, widths).map { $0 + String(repeating: " ", count: Swift.max(0, $1 - displayWidth($0))) }
-                .joined(separator: "  ")
-        }
-        print(line(columns))
-        for c in cells { print(line(c)) }
+        printColumns(columns, cells)
         if groupBy != nil { print("(\(rows.count) group\(rows.count == 1 ? "" : "s"))") }
     }
 
@@ -175,21 +167,21 @@ struct QueryCommand: AsyncParsableCommand {
             }
             return .count(relationship: r.tag)
         }
-        var steps = text.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        let last = steps.removeLast()
-        var at = e
-        var path: [UInt16] = []
-        for step in steps {
-            guard let r = at.relationship(named: step), !r.isToMany, let next = schema.entity(named: r.destination) else {
-                throw usage("'\(EchoedText.shown(step))' is not a to-one relationship of \(at.name)")
+        if let r = e.relationship(named: text) {
+            guard !r.isToMany else {
+                throw usage("\(e.name) has no attribute or to-one relationship '\(EchoedText.shown(text))' " +
+                            "(a to-many is grouped by its size: count(\(text)))")
             }
-            path.append(r.tag)
-            at = next
+            return .target(relationship: r.tag)
         }
-        if let a = at.attribute(named: last) { return .attribute(path: path, attribute: a.index) }
-        if path.isEmpty, let r = at.relationship(named: last), !r.isToMany { return .target(relationship: r.tag) }
-        throw usage("\(at.name) has no attribute or to-one relationship '\(EchoedText.shown(last))' " +
-                    "(a to-many is grouped by its size: count(\(last)))")
+        // An attribute or a path to one: walked as a sort key is (one rule for both).
+        guard !text.contains(","), !text.hasPrefix("-") else { throw usage("one key, an attribute or a path") }
+        do {
+            let key = try PredicateParser.parseSort(text, entity: e, schema: schema)[0]
+            return .attribute(path: key.path, attribute: key.attribute)
+        } catch let error as PredicateParser.ParseError {
+            throw usage(error.reason)
+        }
     }
 
     private func printTable(_ records: [Record], attributes: [AttributeDescription]) {
@@ -197,6 +189,12 @@ struct QueryCommand: AsyncParsableCommand {
         let rows = records.map { r in
             [r.id.description] + attributes.map { clip(ValueConversion.text(r.values[$0.index])) }
         }
+        printColumns(columns, rows)
+        print("(\(records.count) record\(records.count == 1 ? "" : "s"))")
+    }
+
+    /// A header and rows, each column as wide as its widest cell.
+    private func printColumns(_ columns: [String], _ rows: [[String]]) {
         let widths = columns.indices.map { c in
             Swift.max(displayWidth(columns[c]), rows.map { displayWidth($0[c]) }.max() ?? 0)
         }
@@ -206,7 +204,6 @@ struct QueryCommand: AsyncParsableCommand {
         }
         print(line(columns))
         for r in rows { print(line(r)) }
-        print("(\(records.count) record\(records.count == 1 ? "" : "s"))")
     }
 
     /// Terminal columns a string takes: East Asian wide characters and emoji take two.
