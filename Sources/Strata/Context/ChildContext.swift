@@ -454,7 +454,7 @@ public final class ChildContext: ObjectReading {
     }
 
     /// The store's state of everything transaction `tx` changed or the net set `sent` asked to change — the
-    /// records, the edges, the to-one relationships — as a layer: what a child of a pinned view
+    /// records with all their relationships, the edges, the to-one relationships — as a layer: what a child of a pinned view
     /// reads of its commit until the view shows it (the writer's merge policy may have kept store
     /// values, and delete rules may have reached further than the child saw). Read right after
     /// the commit.
@@ -463,7 +463,7 @@ public final class ChildContext: ObjectReading {
         try store.read { view in
             var objects = Set<ObjectID>()
             var edges = Set<Overlay.LinkKey>(), edgeTargets: [Overlay.LinkKey: Set<ObjectID>] = [:]
-            var toOnes = Set<Overlay.LinkKey>()
+            var wholeKeys = Set<Overlay.LinkKey>()
             func edge(_ tag: UInt16, _ a: ObjectID, _ b: ObjectID) {
                 let key = Overlay.LinkKey(tag: tag, from: a)
                 edges.insert(key)
@@ -475,7 +475,7 @@ public final class ChildContext: ObjectReading {
                     objects.insert(id)
                 case .link(let tag, .id(let a), .id(let b)): edge(tag, a, b)
                 case .unlink(let tag, .id(let a), .id(let b)?): edge(tag, a, b)
-                case .unlink(let tag, .id(let a), nil): toOnes.insert(Overlay.LinkKey(tag: tag, from: a))
+                case .unlink(let tag, .id(let a), nil): wholeKeys.insert(Overlay.LinkKey(tag: tag, from: a))
                 case .link, .unlink: break   // a commit names objects by id only
                 }
             }
@@ -507,10 +507,10 @@ public final class ChildContext: ObjectReading {
                     setFact(key.tag, key.from, t,
                             try view.txn.contains(view.env[.links], key: Layout.linkKey(key.tag, key.from, t)))
                 }
-                if let r = schema.relationship(tag: key.tag), !r.isToMany { toOnes.insert(key) }
+                if let r = schema.relationship(tag: key.tag), !r.isToMany { wholeKeys.insert(key) }
                 if let inverse = schema.inverseTag(of: key.tag), let ir = schema.relationship(tag: inverse),
                    !ir.isToMany {
-                    for t in edgeTargets[key] ?? [] { toOnes.insert(Overlay.LinkKey(tag: inverse, from: t)) }
+                    for t in edgeTargets[key] ?? [] { wholeKeys.insert(Overlay.LinkKey(tag: inverse, from: t)) }
                 }
             }
             for id in objects.sorted() {
@@ -524,15 +524,29 @@ public final class ChildContext: ObjectReading {
                         }
                     }
                 }
-                if record == nil, let e = schema.entity(tag: id.entityTag) {
-                    for r in e.relationships { toOnes.insert(Overlay.LinkKey(tag: r.tag, from: id)) }
+                // Its relationships too: deleted, it has none; alive, it has the store's (which
+                // may differ from the view's when another writer changed them, or the object is
+                // a new one under the id).
+                if let e = schema.entity(tag: id.entityTag) {
+                    for r in e.relationships { wholeKeys.insert(Overlay.LinkKey(tag: r.tag, from: id)) }
                 }
             }
-            // Keys the commit defined whole: exactly the store's targets now.
-            for key in toOnes {
+            // Keys the commit defined whole: exactly the store's targets now. A target's to-one
+            // inverse is defined whole too, or it could show its old target from the view as well.
+            var keys = Array(wholeKeys), next = 0
+            while next < keys.count {
+                let key = keys[next]
+                next += 1
                 layer.replaced.insert(key)
                 layer.replacedTags.insert(key.tag)
-                for t in try view.targets(key.tag, from: key.from) { setFact(key.tag, key.from, t, true) }
+                let inverse = schema.inverseTag(of: key.tag)
+                let inverseIsToOne = inverse.flatMap { schema.relationship(tag: $0) }.map { !$0.isToMany } ?? false
+                for t in try view.targets(key.tag, from: key.from) {
+                    setFact(key.tag, key.from, t, true)
+                    if inverseIsToOne, let inverse, wholeKeys.insert(Overlay.LinkKey(tag: inverse, from: t)).inserted {
+                        keys.append(Overlay.LinkKey(tag: inverse, from: t))
+                    }
+                }
             }
             layer.factCount = layer.edges.values.reduce(0) { $0 + $1.count }
             return layer

@@ -986,7 +986,21 @@ struct ContextModel: Sendable {
         if case .some(.some) = views[c.parent] {
             var k = c.committed
             k.record(from: before, to: store, lower: before, schema) { _ in nil }
-            for id in n.objectIDs { k.pin(id, to: store, schema) }
+            // Decision: an object the commit named reads as the store has it with its
+            // relationships too (a new object under its id has none of the view's edges; another
+            // writer's links and unlinks of a kept object show).
+            for id in n.objectIDs {
+                k.pin(id, to: store, schema)
+                guard store.exists(id) else { continue }
+                for r in schema.entity(id).relationships {
+                    k.pin(ModelKey(rel: r.tag, object: id), to: store, schema)
+                    // A target's to-one inverse too, or it could show its old target as well.
+                    guard schema.isToOne(schema.inverse(r.tag)) else { continue }
+                    for t in store.targets(r.tag, of: id) {
+                        k.pin(ModelKey(rel: schema.inverse(r.tag), object: t), to: store, schema)
+                    }
+                }
+            }
             for t in n.toOnes { k.pin(t.key, to: store, schema) }
             for f in n.edges { k.pin(f.edge, to: store, schema) }
             children[ctx]?.committed = k

@@ -96,6 +96,72 @@ import Testing
         }
     }
 
+    @Test func aChildOfAPinnedViewReadsAnObjectItCouldNotDeleteAsTheStoreHasIt() async throws {
+        try await withLibraryStore { store in
+            // The view pins a playlist with a track; the store deletes it and inserts a new
+            // playlist under its id; the child deletes the one it sees, and under .storeWins the
+            // commit sends nothing. The child then reads the playlist as the store has it: new,
+            // and without the old one's track.
+            let p = Playlist(name: "P", createdAt: Date(timeIntervalSince1970: 0))
+            let t = track("T")
+            _ = try await store.save { $0.insert(p); $0.insert(t); $0.add(t.id, to: Playlist.tracks, of: p.id) }
+            let report = try store.newViewContext(label: "report")
+            _ = try await store.save { $0.delete(p.id) }
+            let child = report.newChild(label: "editor", mergePolicy: .storeWins)
+            _ = try await store.save { $0.insert(Playlist(id: p.id, name: "P again", createdAt: p.createdAt)) }
+            try child.delete(p.id)
+            try await child.commit()
+
+            #expect(try child.object(Playlist.self, id: p.id)?.name == "P again")
+            #expect(try child.related(p.id, Playlist.tracks).isEmpty)
+            #expect(try child.related(t.id, Track.playlists).isEmpty)
+            #expect(try child.relatedIDs(relationship(store, "Track", "playlists"), of: t.id).isEmpty)
+            #expect(try child.fetch(Track.self, where: Track.playlists.contains(p.id)).isEmpty)
+        }
+    }
+
+    @Test func aChildOfAPinnedViewReadsTheStoresLinksOfAnObjectItCommitted() async throws {
+        try await withLibraryStore { store in
+            // Another writer links a track the child changes; the child's commit (whose update
+            // wins) is followed by reads of the track's relationships as the store has them.
+            let q = Playlist(name: "Q", createdAt: Date(timeIntervalSince1970: 0))
+            let t = track("T")
+            _ = try await store.save { $0.insert(q); $0.insert(t) }
+            let report = try store.newViewContext(label: "report")
+            let child = report.newChild(label: "editor", mergePolicy: .contextWins)
+            try child.set(Track.title, of: t.id, to: "T2")
+            _ = try await store.save { $0.add(t.id, to: Playlist.tracks, of: q.id) }
+            try await child.commit()
+
+            #expect(try child.object(Track.self, id: t.id)?.title == "T2")
+            #expect(try child.related(t.id, Track.playlists).map(\.id) == [q.id])
+            #expect(try child.related(q.id, Playlist.tracks).map(\.id) == [t.id])
+            #expect(try child.fetch(Track.self, where: Track.playlists.contains(q.id)).map(\.id) == [t.id])
+            #expect(try report.related(t.id, Track.playlists).isEmpty)
+        }
+    }
+
+    @Test func aTrackMovedToAnAlbumAChildOfAPinnedViewCommittedShowsOneAlbum() async throws {
+        try await withLibraryStore { store in
+            // Another writer moves a track from X to the album the child changes; after the
+            // commit the child reads the album's tracks as the store has them, and the track
+            // with the one album it has there, not with the view's as well.
+            let x = Album(mbid: UUID(), title: "X"), a = Album(mbid: UUID(), title: "A")
+            let t = track("T")
+            _ = try await store.save { $0.insert(x); $0.insert(a); $0.insert(t); $0.set(Track.album, of: t.id, to: x.id) }
+            let report = try store.newViewContext(label: "report")
+            let child = report.newChild(label: "editor", mergePolicy: .contextWins)
+            try child.set(Album.title, of: a.id, to: "A2")
+            _ = try await store.save { $0.set(Track.album, of: t.id, to: a.id) }
+            try await child.commit()
+
+            #expect(try child.related(a.id, Album.tracks).map(\.id) == [t.id])
+            #expect(try child.related(t.id, Track.album)?.id == a.id)
+            #expect(try child.relatedIDs(relationship(store, "Track", "album"), of: t.id) == [a.id])
+            #expect(try child.related(x.id, Album.tracks).isEmpty)
+        }
+    }
+
     @Test func aFixMadeInTheChildAfterARefusedCommitCommits() async throws {
         try await withLibraryStore { store in
             let child = store.mainContext.newChild(label: "editor")
