@@ -1,16 +1,20 @@
+import Foundation
+
 /// What an aggregate computes over the objects of a group (``ObjectReading/aggregate(_:groupedBy:_:)``).
 public enum AggregateFunction: Sendable, Equatable {
-    /// The sum of an `int` or `double` attribute (objects without a value skipped): an `int` for
-    /// `int` attributes (a sum beyond `Int` throws ``StrataError/invalidQuery(entity:reason:)``),
-    /// a `double` for `double` ones; `0` for a group where no object has a value.
+    /// The sum of an `int`, `double` or `decimal` attribute (objects without a value skipped): an
+    /// `int` for `int` attributes (a sum beyond `Int` throws ``StrataError/invalidQuery(entity:reason:)``),
+    /// a `double` for `double` ones, an exact `decimal` for `decimal` ones (a sum that needs more
+    /// than 38 significant digits throws); `0` for a group where no object has a value.
     case sum(attribute: Int)
     /// The least value of an attribute (``Value`` order, objects without a value skipped; no value
     /// when none has one).
     case min(attribute: Int)
     /// The greatest value of an attribute (as ``min(attribute:)``).
     case max(attribute: Int)
-    /// The mean of an `int` or `double` attribute as a `double` (objects without a value
-    /// skipped; no value when none has one).
+    /// The mean of an `int` or `double` attribute as a `double`, of a `decimal` attribute as a
+    /// `decimal` (the exact sum divided, rounded to 38 significant digits); objects without a
+    /// value skipped; no value when none has one.
     case average(attribute: Int)
     /// How many objects of the group have a value for the attribute.
     case countValues(attribute: Int)
@@ -72,8 +76,9 @@ extension ObjectReading {
             switch f {
             case .sum(let a), .average(let a):
                 let d = try attribute(a)
-                guard d.type == .int || d.type == .double else {
-                    throw bad("'\(d.name)' is \(d.type.rawValue): sums and averages need an int or double attribute")
+                guard d.type == .int || d.type == .double || d.type == .decimal else {
+                    throw bad("'\(d.name)' is \(d.type.rawValue): sums and averages need an int, double or " +
+                              "decimal attribute")
                 }
             case .min(let a), .max(let a), .countValues(let a): _ = try attribute(a)
             }
@@ -130,6 +135,21 @@ extension ObjectReading {
         }
     }
 
+    /// The exact sum of decimal values, or an error when it needs more than 38 significant digits.
+    private static func decimalSum(_ values: [Value], _ e: EntityDescription, _ a: Int) throws -> Decimal {
+        var total = Decimal()
+        for case .decimal(var x) in values {
+            var sum = Decimal()
+            let status = NSDecimalAdd(&sum, &total, &x, .plain)
+            guard status == .noError, DecimalNumber(sum).map({ $0.digits.count <= DecimalNumber.maxDigits }) ?? false else {
+                throw StrataError.invalidQuery(entity: e.name, reason: "the sum of '\(e.attributes[a].name)' needs more " +
+                                               "than \(DecimalNumber.maxDigits) significant digits to be exact")
+            }
+            total = sum
+        }
+        return total
+    }
+
     private static func compute(_ f: AggregateFunction, _ members: [Record], _ e: EntityDescription) throws -> Value {
         func values(_ a: Int) -> [Value] { members.map { $0.values[a] }.filter { !$0.isNull } }
         switch f {
@@ -149,12 +169,18 @@ extension ObjectReading {
                 }
                 return .int(total)
             }
+            if e.attributes[a].type == .decimal { return .decimal(try decimalSum(values(a), e, a)) }
             var total = 0.0
             for case .double(let x) in values(a) { total += x }
             return .double(total)
         case .average(let a):
             let vs = values(a)
             guard !vs.isEmpty else { return .null }
+            if e.attributes[a].type == .decimal {
+                var sum = try decimalSum(vs, e, a), count = Decimal(vs.count), mean = Decimal()
+                _ = NSDecimalDivide(&mean, &sum, &count, .plain)  // rounds to 38 digits; cannot overflow
+                return .decimal(mean)
+            }
             var total = 0.0
             for v in vs {
                 switch v {

@@ -15,6 +15,8 @@ struct JSONParser {
     let b: UnsafeBufferPointer<UInt8>
     var i = 0
     var depth = 0
+    /// Numbers with a fraction or an exponent become exact decimals where they fit one.
+    var exactDecimals = false
 
     init(_ b: UnsafeBufferPointer<UInt8>) { self.b = b }
 
@@ -202,6 +204,9 @@ struct JSONParser {
         }
         let text = String(decoding: b[start..<i], as: UTF8.self)
         if isInteger, let v = Int64(text) { return .int(v) }
+        if exactDecimals, let n = try? DecimalNumber.parse(bytes: UnsafeBufferPointer(rebasing: b[start..<i]), shown: text) {
+            return .decimal(n.decimal)
+        }
         guard let d = Double(text), d.isFinite else { throw fail("number out of range", at: start) }
         return .double(d)
     }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A parsed JSON value that keeps integers exact and object keys in order.
 ///
 /// Strata parses JSON itself (schema files, NDJSON import, CLI output checks) so that errors can
@@ -11,6 +13,10 @@ public enum JSONValue: Sendable, Equatable {
     case int(Int64)
     /// Any other number (with a fraction or an exponent, or too large for ``int(_:)``); it must be finite.
     case double(Double)
+    /// A number with a fraction or an exponent kept exact, as the parser gives it when asked for
+    /// exact decimals (``parse(_:exactDecimals:)``; at most 38 significant digits, else it is a
+    /// ``double(_:)``). Written back as plain decimal text.
+    case decimal(Decimal)
     /// A string, with its escapes decoded.
     case string(String)
     /// An array, in order.
@@ -26,6 +32,7 @@ public enum JSONValue: Sendable, Equatable {
         case (.bool(let x), .bool(let y)): x == y
         case (.int(let x), .int(let y)): x == y
         case (.double(let x), .double(let y)): x == y
+        case (.decimal(let x), .decimal(let y)): x == y
         case (.string(let x), .string(let y)): x == y
         case (.array(let x), .array(let y)): x == y
         case (.object(let x), .object(let y)):
@@ -46,7 +53,7 @@ public enum JSONValue: Sendable, Equatable {
         case .null: "null"
         case .bool: "boolean"
         case .int: "integer"
-        case .double: "number"
+        case .double, .decimal: "number"
         case .string: "string"
         case .array: "array"
         case .object: "object"
@@ -67,6 +74,7 @@ public enum JSONValue: Sendable, Equatable {
         case .int(let i): out += String(i)
         case .double(let d):
             out += d.isFinite ? (d == d.rounded() && abs(d) < 1e15 ? String(format: "%.1f", d) : "\(d)") : "null"
+        case .decimal(let d): out += DecimalNumber(d)?.text ?? "null"
         case .string(let s): JSONValue.escape(s, into: &out)
         case .array(let items):
             out += "["
@@ -106,11 +114,17 @@ public enum JSONValue: Sendable, Equatable {
     }
 
     /// Parses one JSON document from UTF-8 bytes.
+    ///
+    /// With `exactDecimals`, a number with a fraction or an exponent is a ``decimal(_:)`` when it
+    /// has at most 38 significant digits (so `0.1` stays exactly one tenth); without, a
+    /// ``double(_:)``.
     /// - Throws: ``JSONParseError`` with the 1-based column of the problem.
-    public static func parse<C: Collection>(_ bytes: C) throws -> JSONValue where C.Element == UInt8 {
+    public static func parse<C: Collection>(_ bytes: C, exactDecimals: Bool = false) throws -> JSONValue
+        where C.Element == UInt8 {
         let array = Array(bytes)
         return try array.withUnsafeBufferPointer { buf in
             var p = JSONParser(buf)
+            p.exactDecimals = exactDecimals
             return try p.parseDocument()
         }
     }

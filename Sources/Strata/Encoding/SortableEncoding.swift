@@ -19,6 +19,7 @@ enum SortableEncoding {
         case .date(let d): out.append(0x01); u64(orderedBits(d.timeIntervalSinceReferenceDate), into: &out)
         case .bool(let b): out.append(0x01); out.append(b ? 1 : 0)
         case .uuid(let u): out.append(0x01); withUnsafeBytes(of: u.uuid) { out.append(contentsOf: $0) }
+        case .decimal(let d): out.append(0x01); (DecimalNumber(d) ?? .zero).sortableBytes(into: &out)
         }
     }
 

@@ -13,6 +13,9 @@ enum ValueCodec {
         case .date(let d): w.u8(AttributeType.date.tag); w.u64(d.timeIntervalSinceReferenceDate.bitPattern)
         case .bytes(let b): w.u8(AttributeType.bytes.tag); w.lengthPrefixed(b)
         case .uuid(let u): w.u8(AttributeType.uuid.tag); withUnsafeBytes(of: u.uuid) { w.bytes.append(contentsOf: $0) }
+        case .decimal(let d):
+            // NaN never reaches a record: the writer refuses it.
+            w.u8(AttributeType.decimal.tag); (DecimalNumber(d) ?? .zero).encode(into: &w)
         }
     }
 
@@ -36,6 +39,7 @@ enum ValueCodec {
             var t: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
             withUnsafeMutableBytes(of: &t) { $0.copyMemory(from: raw) }
             return .uuid(UUID(uuid: t))
+        case AttributeType.decimal.tag: return .decimal(try DecimalNumber.decode(from: &r).decimal)
         case let tag: throw DecodingError(offset: at, reason: "unknown value type tag \(tag)")
         }
     }
@@ -54,6 +58,7 @@ enum ValueCodec {
             guard b <= 1 else { throw DecodingError(offset: at, reason: "bool byte \(b)") }
         case AttributeType.bytes.tag: _ = try r.lengthPrefixed()
         case AttributeType.uuid.tag: _ = try r.fixed(16)
+        case AttributeType.decimal.tag: try DecimalNumber.check(from: &r)
         case let tag: throw DecodingError(offset: at, reason: "unknown value type tag \(tag)")
         }
     }

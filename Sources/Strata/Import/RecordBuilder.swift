@@ -4,6 +4,16 @@ struct RecordBuilder {
     let schema: Schema
     let file: String
     let maxValueBytes: Int
+    /// Whether numbers with a fraction are read as exact decimals: when the schema has a decimal
+    /// attribute (a double attribute takes either, rounded once from the exact text).
+    let exactDecimals: Bool
+
+    init(schema: Schema, file: String, maxValueBytes: Int) {
+        self.schema = schema
+        self.file = file
+        self.maxValueBytes = maxValueBytes
+        exactDecimals = schema.entities.contains { $0.attributes.contains { $0.type == .decimal } }
+    }
 
     /// Offset of the first byte that is not part of valid UTF-8, or nil.
     static func firstInvalidUTF8(_ bytes: [UInt8]) -> Int? {
@@ -26,7 +36,7 @@ struct RecordBuilder {
     func fromJSON(_ bytes: [UInt8], line: Int) throws -> ImportRecord {
         if let at = Self.firstInvalidUTF8(bytes) { throw issue(line, nil, "not valid UTF-8 (at byte \(at + 1))") }
         let json: JSONValue
-        do { json = try JSONValue.parse(bytes) } catch let e as JSONParseError {
+        do { json = try JSONValue.parse(bytes, exactDecimals: exactDecimals) } catch let e as JSONParseError {
             throw issue(line, nil, "malformed JSON at \(e)")
         }
         guard case .object(let members) = json else {

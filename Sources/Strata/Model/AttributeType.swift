@@ -14,6 +14,10 @@ public enum AttributeType: String, Sendable, CaseIterable, Codable {
     case bytes
     /// A UUID (``Value/uuid(_:)``, `UUID`).
     case uuid
+    /// An exact decimal number of at most 38 significant digits, for money and measures
+    /// (``Value/decimal(_:)``, `Decimal`): parsed from text and JSON numbers without binary
+    /// floating point, summed exactly, indexed and sorted by value.
+    case decimal
 
     var tag: UInt8 {
         switch self {
@@ -24,6 +28,7 @@ public enum AttributeType: String, Sendable, CaseIterable, Codable {
         case .date: 5
         case .bytes: 6
         case .uuid: 7
+        case .decimal: 8
         }
     }
 }

@@ -21,6 +21,8 @@ public enum Value: Sendable, CustomStringConvertible {
     case bytes([UInt8])
     /// A ``AttributeType/uuid`` value.
     case uuid(UUID)
+    /// A ``AttributeType/decimal`` value: exact, at most 38 significant digits (NaN is refused).
+    case decimal(Decimal)
 
     /// The attribute type this value belongs to; nil for `null`.
     public var type: AttributeType? {
@@ -33,6 +35,7 @@ public enum Value: Sendable, CustomStringConvertible {
         case .date: .date
         case .bytes: .bytes
         case .uuid: .uuid
+        case .decimal: .decimal
         }
     }
 
@@ -51,6 +54,7 @@ public enum Value: Sendable, CustomStringConvertible {
         case .date(let d): ISO8601.string(from: d)
         case .bytes(let b): "<\(b.count) bytes>"
         case .uuid(let u): u.uuidString.lowercased()
+        case .decimal(let d): DecimalNumber(d)?.text ?? "NaN"
         }
     }
 
@@ -76,6 +80,7 @@ extension Value: Comparable, Hashable {
         case .date(let d): hasher.combine(d.timeIntervalSinceReferenceDate)
         case .bytes(let b): hasher.combine(b)
         case .uuid(let u): hasher.combine(u)
+        case .decimal(let d): hasher.combine(DecimalNumber(d))  // 2.50 and 2.5 are equal
         }
     }
 
@@ -91,6 +96,7 @@ extension Value: Comparable, Hashable {
         case (.bytes(let x), .bytes(let y)): return compareBytes(x, y)
         case (.uuid(let x), .uuid(let y)):
             return withUnsafeBytes(of: x.uuid) { xb in withUnsafeBytes(of: y.uuid) { yb in compareBytes(xb, yb) } }
+        case (.decimal(let x), .decimal(let y)): return x < y ? -1 : (x == y ? 0 : 1)
         default: return a.rank - b.rank
         }
     }

@@ -21,6 +21,16 @@ public enum ValueConversion {
         case (.int, .int(let i)): return .int(i)
         case (.double, .double(let d)): return .double(d)
         case (.double, .int(let i)): return .double(Double(i))
+        // The exact text rounds once, to the nearest double.
+        case (.double, .decimal(let d)): return .double(Double(DecimalNumber(d)?.text ?? "") ?? .nan)
+        case (.decimal, .decimal(let d)): return try decimal(DecimalNumber(d), shown: "\(d)")
+        case (.decimal, .int(let i)): return .decimal(Decimal(i))
+        case (.decimal, .string(let s)): return try decimal(DecimalNumber.parse(s), shown: s)
+        case (.decimal, .double(let d)):
+            // A number read without exact decimals: its shortest text (`0.1`, not the double's
+            // binary expansion).
+            guard d.isFinite else { throw Failure(reason: "\(d) is not a decimal number") }
+            return try decimal(DecimalNumber.parse(String(d)), shown: String(d))
         case (.bool, .bool(let b)): return .bool(b)
         case (.date, .string(let s)):
             guard let d = ISO8601.date(from: s) else {
@@ -35,6 +45,11 @@ public enum ValueConversion {
                 throw Failure(reason: "'\(EchoedText.shown(s))' is not a UUID")
             }
             return .uuid(u)
+        case (.int, .decimal(let d)):
+            guard let n = DecimalNumber(d), n.exponent >= 0, let i = Int64(n.text) else {
+                throw Failure(reason: "\(d) is not an integer in the int range (an int attribute takes a whole number)")
+            }
+            return .int(i)
         case (.int, .double(let d)):
             // A number with a fraction or an exponent (`1e2`, `100.0`), or an integer beyond 64
             // bits, arrives as a double. A whole number is an int when the double holds it
@@ -71,6 +86,8 @@ public enum ValueConversion {
             case "false", "0", "no": return .bool(false)
             default: throw Failure(reason: "'\(EchoedText.shown(text))' is not true or false")
             }
+        case .decimal:
+            return try decimal(DecimalNumber.parse(text), shown: text)
         case .date, .bytes, .uuid:
             return try value(from: .string(text), type: type)
         }
@@ -87,7 +104,15 @@ public enum ValueConversion {
         case .date(let d): .string(ISO8601.string(from: d))
         case .bytes(let b): .string(Data(b).base64EncodedString())
         case .uuid(let u): .string(u.uuidString.lowercased())
+        case .decimal(let d): .decimal(d)
         }
+    }
+
+    /// A decimal value within the limits (at most 38 significant digits; NaN refused).
+    static func decimal(_ n: DecimalNumber?, shown: @autoclosure () -> String) throws -> Value {
+        guard let n else { throw Failure(reason: "NaN is not a decimal number") }
+        _ = try n.checked(shown())
+        return .decimal(n.decimal)
     }
 
     /// The CSV/CLI text of `value` (`null` is empty).

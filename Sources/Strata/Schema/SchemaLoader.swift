@@ -81,7 +81,7 @@ extension Schema {
                       allowingSelfInverse: Bool) throws -> Schema {
         let json: JSONValue
         do {
-            json = try JSONValue.parse(bytes)
+            json = try JSONValue.parse(bytes, exactDecimals: true)  // a decimal default stays exact
         } catch let e as JSONParseError {
             throw SchemaError(file: source, entity: nil, field: nil, reason: "not valid JSON: \(e)")
         }

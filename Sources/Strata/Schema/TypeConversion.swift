@@ -29,26 +29,40 @@ public enum TypeConversion: String, Sendable, CaseIterable {
     case uuidToString
     /// `string` to `uuid`; text that does not parse fails.
     case stringToUUID
+    /// `int` to `decimal`, exactly.
+    case intToDecimal
+    /// `double` to `decimal`: the double's shortest text (`0.1` becomes exactly one tenth); a
+    /// value that is not finite fails.
+    case doubleToDecimal
+    /// `decimal` to `double`, rounded to the nearest double.
+    case decimalToDouble
+    /// `string` to `decimal`; spaces around the number are ignored, and text that is not a
+    /// decimal number of at most 38 significant digits fails.
+    case stringToDecimal
+    /// `decimal` to `string`: plain decimal text (`2328.6`).
+    case decimalToString
 
     var from: AttributeType {
         switch self {
-        case .intToDouble, .intToString, .intToBool, .intToDate: .int
-        case .doubleToInt, .doubleToString: .double
+        case .intToDouble, .intToString, .intToBool, .intToDate, .intToDecimal: .int
+        case .doubleToInt, .doubleToString, .doubleToDecimal: .double
         case .boolToString, .boolToInt: .bool
-        case .stringToInt, .stringToDouble, .stringToUUID: .string
+        case .stringToInt, .stringToDouble, .stringToUUID, .stringToDecimal: .string
         case .dateToInt: .date
         case .uuidToString: .uuid
+        case .decimalToDouble, .decimalToString: .decimal
         }
     }
 
     var to: AttributeType {
         switch self {
-        case .intToDouble, .stringToDouble: .double
+        case .intToDouble, .stringToDouble, .decimalToDouble: .double
         case .doubleToInt, .stringToInt, .boolToInt, .dateToInt: .int
-        case .intToString, .doubleToString, .boolToString, .uuidToString: .string
+        case .intToString, .doubleToString, .boolToString, .uuidToString, .decimalToString: .string
         case .intToBool: .bool
         case .intToDate: .date
         case .stringToUUID: .uuid
+        case .intToDecimal, .doubleToDecimal, .stringToDecimal: .decimal
         }
     }
 
@@ -80,6 +94,16 @@ public enum TypeConversion: String, Sendable, CaseIterable {
         case (.stringToUUID, .string(let s)):
             guard let u = UUID(uuidString: s) else { throw ValueConversion.Failure(reason: "'\(s)' is not a UUID") }
             return .uuid(u)
+        case (.intToDecimal, .int(let i)): return .decimal(Decimal(i))
+        case (.doubleToDecimal, .double(let d)):
+            guard d.isFinite else { throw ValueConversion.Failure(reason: "\(d) is not a decimal number") }
+            return try ValueConversion.decimal(DecimalNumber.parse(String(d)), shown: String(d))
+        case (.decimalToDouble, .decimal(let d)):
+            return .double(Double(DecimalNumber(d)?.text ?? "") ?? .nan)
+        case (.stringToDecimal, .string(let s)):
+            let t = s.trimmingCharacters(in: .whitespaces)
+            return try ValueConversion.decimal(DecimalNumber.parse(t), shown: t)
+        case (.decimalToString, .decimal(let d)): return .string(DecimalNumber(d)?.text ?? "NaN")
         default: throw ValueConversion.Failure(reason: "\(rawValue) cannot convert \(v)")
         }
     }

@@ -41,6 +41,7 @@ public enum ModelGenerator {
         case .date: "Foundation.Date"
         case .bytes: "Foundation.Data"
         case .uuid: "Foundation.UUID"
+        case .decimal: "Foundation.Decimal"
         }
         return a.isOptional ? base + "?" : base
     }
@@ -52,6 +53,13 @@ public enum ModelGenerator {
             case .double(let x): return "\(x)"
             case .bool(let b): return b ? "true" : "false"
             case .string(let s): return JSONValue.string(s).serialized
+            case .decimal(let x):
+                // Built from its digits and power of ten: exact, with no parse at run time.
+                guard let n = DecimalNumber(x) else { break }
+                let significand = n.isZero ? "0" : String(decoding: n.digits, as: UTF8.self)
+                if n.digits.count > 18 { break }
+                return "Foundation.Decimal(sign: .\(n.negative ? "minus" : "plus"), exponent: \(n.exponent), " +
+                       "significand: \(significand))"
             default: break
             }
         }

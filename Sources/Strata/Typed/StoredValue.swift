@@ -1,7 +1,7 @@
 import Foundation
 
 /// A Swift type that can be stored in an attribute: `String`, `Int`, `Double`, `Bool`, `Date`,
-/// `Data`, `UUID`, and `Optional` of those for optional attributes.
+/// `Data`, `UUID`, `Decimal`, and `Optional` of those for optional attributes.
 public protocol StoredValue: Sendable {
     /// The schema type this Swift type stores as.
     static var attributeType: AttributeType { get }
@@ -129,6 +129,20 @@ extension UUID: StoredValue {
     }
     /// The value stored as ``Value/uuid(_:)``.
     @inlinable public var storedValue: Value { .uuid(self) }
+}
+
+extension Decimal: StoredValue {
+    /// A `Decimal` is stored in an attribute of type ``AttributeType/decimal``.
+    @inlinable public static var attributeType: AttributeType { .decimal }
+    /// Reads a stored ``Value/decimal(_:)`` value.
+    ///
+    /// - Throws: ``StoredValueMismatch`` for a value of another type.
+    @inlinable public init(storedValue v: Value) throws {
+        guard case .decimal(let x) = v else { throw StoredValueMismatch(expected: .decimal, found: v) }
+        self = x
+    }
+    /// The value stored as ``Value/decimal(_:)``.
+    @inlinable public var storedValue: Value { .decimal(self) }
 }
 
 extension Optional: StoredValue where Wrapped: StoredValue {

@@ -64,6 +64,14 @@ enum ValueRules {
         if case .double(let d) = v, !d.isFinite {
             throw failure(.wrongType, e.name, id, e.attributes[attribute].name, "doubles must be finite")
         }
+        if case .decimal(let d) = v {
+            guard let n = DecimalNumber(d) else {
+                throw failure(.wrongType, e.name, id, e.attributes[attribute].name, "a decimal cannot be NaN")
+            }
+            do { _ = try n.checked("\(d)") } catch let f as ValueConversion.Failure {
+                throw failure(.wrongType, e.name, id, e.attributes[attribute].name, f.reason)
+            }
+        }
         if size > maxValueBytes {
             throw failure(.valueTooLarge, e.name, id, e.attributes[attribute].name,
                           "\(size) bytes exceed maxValueBytes (\(maxValueBytes))")

@@ -38,7 +38,7 @@ import Testing
                                 (["--group-by", "count(album)"], "is not a to-many relationship"),
                                 (["--sum", "nope"], "--sum: unknown attribute 'nope'"),
                                 (["--group-by", "genre", "--limit", "2"], "do not apply to --group-by"),
-                                (["--sum", "title"], "need an int or double attribute")] {
+                                (["--sum", "title"], "need an int, double or decimal attribute")] {
             let bad = try storectl(["query", store, "--entity", "Track"] + args)
             #expect(bad.status != 0 && bad.stderr.contains(message), "\(args): \(bad.stderr)")
         }
