@@ -40,13 +40,13 @@ struct QueryCommand: AsyncParsableCommand {
                                "per group with its count and the --sum/--min/--max/--avg asked for.",
                                valueName: "key"))
     var groupBy: String?
-    @Option(help: ArgumentHelp("Sum of an int or double attribute (per group; repeatable).", valueName: "attr"))
+    @Option(help: ArgumentHelp("Sum of an int, double or decimal attribute (per group; repeatable).", valueName: "attr"))
     var sum: [String] = []
     @Option(help: ArgumentHelp("Least value of an attribute (per group; repeatable).", valueName: "attr"))
     var min: [String] = []
     @Option(help: ArgumentHelp("Greatest value of an attribute (per group; repeatable).", valueName: "attr"))
     var max: [String] = []
-    @Option(help: ArgumentHelp("Mean of an int or double attribute (per group; repeatable).", valueName: "attr"))
+    @Option(help: ArgumentHelp("Mean of an int, double or decimal attribute (per group; repeatable).", valueName: "attr"))
     var avg: [String] = []
     @Flag(help: "Print records as NDJSON (the export format).") var json = false
 

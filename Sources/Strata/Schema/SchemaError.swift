@@ -1,7 +1,7 @@
 /// A schema file that cannot be used, with where and why.
 ///
 /// ```
-/// Schemas/library/v1.json: entity 'Track', attribute 'duration': unknown type 'integer' (expected one of: string, int, double, bool, date, bytes, uuid)
+/// Schemas/library/v1.json: entity 'Track', attribute 'duration': unknown type 'integer' (expected one of: string, int, double, bool, date, bytes, uuid, decimal)
 /// ```
 public struct SchemaError: Error, Sendable, CustomStringConvertible, Equatable {
     /// The file (or "<stored schema>" for a schema read back from a store).
