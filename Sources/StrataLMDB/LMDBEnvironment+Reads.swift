@@ -122,6 +122,14 @@ extension LMDBEnvironment {
         return UInt64(pair.second)
     }
 
+    /// The id of the last LMDB transaction committed to the environment by any process, read from
+    /// the shared meta pages without a read transaction: cheap enough to poll.
+    package func lastCommittedTransaction() throws -> UInt64 {
+        var info = MDB_envinfo()
+        try lmdbCheck(mdb_env_info(handle, &info), "mdb_env_info")
+        return UInt64(info.me_last_txnid)
+    }
+
     /// The LMDB id of a transaction (a write transaction's id is the one its commit will carry).
     package static func lmdbTransactionID(_ txn: OpaquePointer) -> UInt64 { UInt64(mdb_txn_id(txn)) }
 

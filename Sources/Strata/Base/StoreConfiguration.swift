@@ -67,6 +67,12 @@ public struct StoreConfiguration: Sendable {
     public var releaseMappedPagesAfterChanges = 5_000
     /// Events buffered per change-stream subscriber before it is told it fell behind.
     public var changeStreamBufferSize = 1024
+    /// How often, in milliseconds, a store with change-stream subscribers (and so live queries)
+    /// looks for transactions other processes committed, to publish them as its own (a check of
+    /// LMDB's shared meta page; the log is read only when it moved). It bounds the latency with
+    /// which another process's commit reaches a subscriber; 0 turns the watch off (then only this
+    /// process's commits are published).
+    public var otherProcessPollMilliseconds = 50
     /// Objects ``Store/verify(rebuild:progress:)`` may hold in memory to check the store without
     /// writing a second one: about 60 bytes each, plus 24 for each distinct attribute its updates
     /// set (about 60 MB of heap for 500,000 tracks updated once). The fold also holds at most 4 such
@@ -106,6 +112,7 @@ public struct StoreConfiguration: Sendable {
         try check("maxValueBytes", maxValueBytes, atLeast: 0)
         try check("releaseMappedPagesAfterChanges", releaseMappedPagesAfterChanges, atLeast: 0)
         try check("changeStreamBufferSize", changeStreamBufferSize, atLeast: 1)
+        try check("otherProcessPollMilliseconds", otherProcessPollMilliseconds, atLeast: 0)
         try check("verifyInMemoryObjectLimit", verifyInMemoryObjectLimit, atLeast: 0)
         guard !snapshotAgeWarningSeconds.isNaN, snapshotAgeWarningSeconds >= 0 else {
             throw StrataError.invalidConfiguration(field: "snapshotAgeWarningSeconds",

@@ -10,7 +10,8 @@ protocol LiveQuerySource: ObjectReading {
 extension LiveQuerySource {
     /// A live query: the results of `query` now, then again whenever a change can affect them.
     ///
-    /// It re-runs after each commit of this process that changes an object of the query's entity or of an entity
+    /// It re-runs after each commit (of this process or, within ``StoreConfiguration/otherProcessPollMilliseconds``,
+    /// of another process) that changes an object of the query's entity or of an entity
     /// its filter reaches through a relationship (on a context that follows commits: the main context, a view
     /// context with `autoRefresh`, and their children), when this context's or an ancestor's pending changes move,
     /// and at a pinned root's ``ViewContext/refresh()``. Results equal to the previous ones are not delivered.

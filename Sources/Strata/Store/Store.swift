@@ -36,6 +36,8 @@ public final class Store: Sendable {
     let writer: Writer?
     let snapshots: SnapshotRegistry
     let hub = ChangeHub()
+    /// Publishes this process's commits and other processes' to ``hub``, in log order.
+    let publisher: CommitPublisher
     /// One compaction or migration at a time in this process (``MaintenanceGate``).
     let maintenance = MaintenanceGate()
     /// Entered by the ``close()`` that closes, left when that close has finished (a later
@@ -68,13 +70,20 @@ public final class Store: Sendable {
         self.logger = logger
         snapshots = SnapshotRegistry(limit: configuration.maxOpenSnapshots, path: path, schema: schema,
                                      forkGeneration: forkGeneration)
+        let head = try CommitPublisher.head(env)
+        let box = envBox
+        publisher = CommitPublisher(hub: hub, schema: schema, head: head,
+                                    intervalMilliseconds: configuration.otherProcessPollMilliseconds, logger: logger) {
+            let env = box.withLock { $0 }
+            return env.isClosed ? nil : env
+        }
         if configuration.readOnly {
             writer = nil
         } else {
             let registry = snapshots
             let warnAfter = configuration.snapshotAgeWarningSeconds
             let log = logger
-            writer = Writer(env: env, storePath: path, schema: schema, config: configuration, hub: hub,
+            writer = Writer(env: env, storePath: path, schema: schema, config: configuration, publisher: publisher,
                             logger: logger) {
                 for s in registry.takeOverdueIfDue(olderThan: warnAfter) {
                     log.warning("""
@@ -453,7 +462,7 @@ public final class Store: Sendable {
     /// close can end on another thread after the instance is gone. `inBackground`: the path was
     /// marked closing (``StoreRegistry/beginClosing(path:)``), to be unmarked at the end.
     private func closingParts(inBackground: Bool) -> ClosingParts {
-        ClosingParts(writer: writer, hub: hub, mainContext: main.withLock { $0.context }, snapshots: snapshots,
+        ClosingParts(writer: writer, hub: hub, publisher: publisher, mainContext: main.withLock { $0.context }, snapshots: snapshots,
                      env: env, lock: lock, path: path, storeID: ObjectIdentifier(self), deleteOnClose: deleteOnClose,
                      inBackground: inBackground)
     }
@@ -462,6 +471,7 @@ public final class Store: Sendable {
     private struct ClosingParts: Sendable {
         let writer: Writer?
         let hub: ChangeHub
+        let publisher: CommitPublisher
         let mainContext: ViewContext?
         let snapshots: SnapshotRegistry
         /// The environment when the parts were taken; for a store with a writer, the writer's
@@ -475,6 +485,7 @@ public final class Store: Sendable {
 
         func finish() {
             writer?.close()
+            publisher.close()
             hub.finishAll()
             mainContext?.close()
             snapshots.closeAll()
@@ -642,7 +653,9 @@ public final class Store: Sendable {
 
     /// Committed transactions as they happen. Each call is a new subscriber.
     public func changes() -> ChangeStream {
-        ChangeStream(subscriber: hub.subscribe(capacity: configuration.changeStreamBufferSize))
+        let stream = ChangeStream(subscriber: hub.subscribe(capacity: configuration.changeStreamBufferSize))
+        publisher.startWatching()
+        return stream
     }
 }
 

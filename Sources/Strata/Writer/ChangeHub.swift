@@ -26,17 +26,32 @@ final class ChangeHub: Sendable {
         return s
     }
 
-    func publish(_ entries: [LogEntry], schema: Schema) {
+    /// Gives this process's commits to the ledgers (which count an import's own transactions, never
+    /// another process's).
+    func recordLocal(_ entries: [LogEntry]) {
         let watching = ledgers.withLock { $0.compactMap(\.ledger) }
         for ledger in watching {
             for entry in entries { ledger.record(entry) }
         }
+    }
+
+    /// Whether a subscriber is alive.
+    var hasSubscribers: Bool { subscribers.withLock { list in list.contains { $0.subscriber != nil } } }
+
+    /// Delivers committed transactions to every subscriber, in the order given (the
+    /// ``CommitPublisher`` calls it in log order, each transaction once).
+    func deliver(_ entries: [LogEntry], schema: Schema) {
         let live = subscribers.withLock { $0.compactMap(\.subscriber) }
         guard !live.isEmpty else { return }
         for entry in entries {
             let event = ChangeEvent.committed(Self.summary(entry, schema: schema))
             for s in live { s.deliver(event) }
         }
+    }
+
+    /// Tells every subscriber it missed `count` transactions (the log could not be read for them).
+    func deliverMissed(_ count: Int) {
+        for s in subscribers.withLock({ $0.compactMap(\.subscriber) }) { s.deliver(.fellBehind(missed: count)) }
     }
 
     func finishAll() {

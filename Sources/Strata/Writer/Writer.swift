@@ -58,7 +58,7 @@ final class Writer: Sendable {
     var env: LMDBEnvironment { envBox.withLock { $0 } }
     let schema: Schema
     let config: StoreConfiguration
-    let hub: ChangeHub
+    let publisher: CommitPublisher
     let logger: Logger
     private let queue = DispatchQueue(label: "strata.writer", qos: .userInitiated)
     private let state = Locked(State())
@@ -69,13 +69,13 @@ final class Writer: Sendable {
     private let inlineClaimHeld = DispatchGroup()
     private let afterCommit: @Sendable () -> Void
 
-    init(env: LMDBEnvironment, storePath: String, schema: Schema, config: StoreConfiguration, hub: ChangeHub,
+    init(env: LMDBEnvironment, storePath: String, schema: Schema, config: StoreConfiguration, publisher: CommitPublisher,
          logger: Logger, afterCommit: @escaping @Sendable () -> Void) {
         self.storePath = storePath
         self.envBox = Locked(env)
         self.schema = schema
         self.config = config
-        self.hub = hub
+        self.publisher = publisher
         self.logger = logger
         self.afterCommit = afterCommit
         queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self))
@@ -456,7 +456,7 @@ final class Writer: Sendable {
         }
         // Published before the savers resume: when `save` returns, its transaction is already in
         // every change stream (a subscriber never sees a save's return before its event).
-        if !entries.isEmpty { hub.publish(entries, schema: schema) }
+        if !entries.isEmpty { publisher.publishLocal(entries, env: env) }
         for (save, result) in zip(batch, results) { save.complete(result) }
         let threshold = config.releaseMappedPagesAfterChanges
         if threshold > 0, entries.reduce(0, { $0 + $1.changes.count }) >= threshold {

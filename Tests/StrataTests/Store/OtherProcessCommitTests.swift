@@ -1,0 +1,114 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+/// Commits of another process on the same store reach this process's change streams and live
+/// queries: in log order, each once, interleaved with this process's own commits.
+@Suite struct OtherProcessCommitTests {
+    let sample = repositoryRoot.appendingPathComponent("Tools/sample-library/library.ndjson").path
+
+    /// The committed transactions of `events`, failing on anything else.
+    func committed(_ events: [ChangeEvent]) -> [CommittedTransaction] {
+        events.compactMap { e -> CommittedTransaction? in
+            guard case .committed(let tx) = e else {
+                Issue.record("unexpected \(e)")
+                return nil
+            }
+            return tx
+        }
+    }
+
+    @Test(.timeLimit(.minutes(2))) func anotherProcesssImportIsPublishedInLogOrderWithOurOwnSaves() async throws {
+        let dir = temporaryDirectory("other-process")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("store")
+        let store = try Store.open(at: path, schema: librarySchema())
+        defer { store.close() }
+        let first = try await store.save(author: "here") { $0.insert(Genre(name: "before")) }
+        let events = Collector(store.changes())
+        defer { events.cancel() }
+
+        // Another process imports the sample library, then one genre at a time from a loop of
+        // storectl runs, while this one saves every few milliseconds until the loop is done.
+        var script = "set -e\n\"$0\" import \"$1\" \"$2\" --batch 20 --quiet\n"
+        for i in 0..<8 {
+            let file = dir.appendingPathComponent("g\(i).ndjson")
+            try Data(#"{"entity": "Genre", "name": "theirs\#(i)"}"#.utf8).write(to: file)
+            script += "\"$0\" import \"$1\" \"\(file.path)\" --quiet\n"
+        }
+        // Started as a process of its own, not run on a thread of the test's pool: its waiting
+        // would hold a thread a save needs to resume on.
+        let other = Process()
+        other.executableURL = URL(fileURLWithPath: "/bin/sh")
+        other.arguments = ["-c", script, storectlPath, path.path, sample]
+        other.standardOutput = FileHandle.nullDevice
+        try other.run()
+        var mine: [TransactionID] = []
+        var i = 0
+        while other.isRunning || mine.count < 5 {
+            mine.append(try await store.save(author: "here") { $0.insert(Genre(name: "g\(i)")) })
+            i += 1
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        other.waitUntilExit()
+        #expect(other.terminationStatus == 0)
+
+        let head = try store.lastTransactionID
+        let expected = Int(head.rawValue - first.rawValue)
+        let seen = committed(try await events.wait(for: expected, seconds: 30))
+        // Every transaction after the subscription, once, in log order.
+        #expect(seen.map(\.id.rawValue) == Array((first.rawValue + 1)...head.rawValue))
+        #expect(seen.filter { $0.author == "here" }.map(\.id) == mine)
+        let theirs = seen.filter { $0.author != "here" }
+        #expect(theirs.count > 10)
+        // One of ours between two of theirs.
+        let ours = seen.indices.filter { seen[$0].author == "here" }, others = seen.indices.filter { seen[$0].author != "here" }
+        let interleaved = ours.contains { i in others.contains { $0 < i } && others.contains { $0 > i } }
+        #expect(interleaved, "\(seen.map { "\($0.id.rawValue):\($0.author)" })")
+        #expect(theirs.allSatisfy { !$0.changedObjects.isEmpty })
+        // What the events name is what the store holds.
+        let tracks = try store.mainContext.count(Track.self)
+        #expect(theirs.reduce(into: Set<ObjectID>()) { $0.formUnion($1.changedObjects["Track"] ?? []) }.count == tracks)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aLiveQueryOnTheMainContextFollowsAnotherProcesssCommits() async throws {
+        let dir = temporaryDirectory("other-process-live")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("store")
+        let store = try Store.open(at: path, schema: librarySchema())
+        defer { store.close() }
+        let results = Collector(store.mainContext.observe(Query(entity: "Genre")))
+        defer { results.cancel() }
+        #expect(try await results.wait(for: 1).first?.records.isEmpty == true)
+        let input = dir.appendingPathComponent("genres.ndjson")
+        try Data((0..<5).map { #"{"entity": "Genre", "name": "n\#($0)"}"# }.joined(separator: "\n").utf8).write(to: input)
+        let r = try storectl("import", path.path, input.path, "--quiet")
+        #expect(r.status == 0, "\(r.stderr)")
+        let deadline = ContinuousClock.now + .seconds(20)
+        while results.all.last?.records.count != 5, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(results.all.last?.records.count == 5)
+    }
+
+    @Test func withTheWatchOffOnlyThisProcesssCommitsArePublished() async throws {
+        let dir = temporaryDirectory("other-process-off")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("store")
+        var config = StoreConfiguration()
+        config.otherProcessPollMilliseconds = 0
+        let store = try Store.open(at: path, schema: librarySchema(), configuration: config)
+        defer { store.close() }
+        let events = Collector(store.changes())
+        defer { events.cancel() }
+        let input = dir.appendingPathComponent("genres.ndjson")
+        try Data(#"{"entity": "Genre", "name": "other"}"#.utf8).write(to: input)
+        #expect(try storectl("import", path.path, input.path, "--quiet").status == 0)
+        let mine = try await store.save(author: "here") { $0.insert(Genre(name: "mine")) }
+        let seen = committed(try await events.wait(for: 1))
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(seen.map(\.id) == [mine])
+        #expect(events.all.count == 1)
+    }
+}
