@@ -83,6 +83,10 @@ extension ObjectReading {
             case .min(let a), .max(let a), .countValues(let a): _ = try attribute(a)
             }
         }
+        if functions.isEmpty, case .all = query.predicate, case .target(let tag)? = key,
+           let rows = try targetCounts(e, tag) {
+            return rows
+        }
         let groupOf = try groupFunction(key, e)
         var where_ = query
         where_.sort = []
@@ -96,6 +100,26 @@ extension ObjectReading {
             return AggregateRow(group: g, count: members.count,
                                 values: try functions.map { try Self.compute($0, members, e) })
         }
+    }
+
+    /// Counts per target of the to-one `tag` of every object of `e`, from the targets' edges back:
+    /// the objects of `e` are not read (packages per section reads the sections and their
+    /// edges). Nil when `tag` is not a to-one of `e`.
+    private func targetCounts(_ e: EntityDescription, _ tag: UInt16) throws -> [AggregateRow]? {
+        guard let r = e.relationships.first(where: { $0.tag == tag }), !r.isToMany,
+              let destination = schema.entity(named: r.destination) else { return nil }
+        let inverse = schema.inverse(of: r)
+        var rows: [AggregateRow] = []
+        var linked = 0
+        for target in try fetch(Query(entity: destination.name)) {
+            let n = try relatedIDs(inverse, of: target.id).count
+            guard n > 0 else { continue }
+            linked += n
+            rows.append(AggregateRow(group: .string(target.id.description), count: n, values: []))
+        }
+        let unset = try count(Query(entity: e.name)) - linked
+        if unset > 0 { rows.append(AggregateRow(group: .null, count: unset, values: [])) }
+        return rows.sorted { Value.compare($0.group, $1.group) < 0 }
     }
 
     /// The group key of a record under `key`.

@@ -9,9 +9,15 @@ protocol ObjectSource {
     /// Calls `visit` with a superset of the objects of `e` that may match `predicate`, each with
     /// its current record, in id order, until `visit` returns false.
     func candidates(_ e: EntityDescription, _ predicate: Filter, _ visit: (Record) throws -> Bool) throws
+    /// How many objects of `e` match `predicate` when an access path answers it exactly without
+    /// reading the objects; nil when the objects must be read.
+    func exactCount(_ e: EntityDescription, _ predicate: Filter) throws -> Int?
 }
 
 extension ObjectSource {
+    /// No exact count: the objects are read (a source with pending changes over its state).
+    func exactCount(_ e: EntityDescription, _ predicate: Filter) throws -> Int? { nil }
+
     func entity(_ name: String) throws -> EntityDescription {
         guard let e = schema.entity(named: name) else {
             throw StrataError.invalidQuery(entity: name, reason: "no such entity in \(schema.model) v\(schema.version)")
@@ -88,6 +94,7 @@ extension ObjectSource {
         let e = try entity(query.entity)
         if case .all = query.predicate { return try objectCount(e) }
         try validate(query.predicate, e)
+        if let n = try exactCount(e, query.predicate) { return n }
         var n = 0
         try candidates(e, query.predicate) { record in
             if try matches(query.predicate, record) { n += 1 }

@@ -116,6 +116,33 @@ extension ReadView {
         return best?.path ?? .scan
     }
 
+    /// How many objects of `e` match `predicate`, when its plan answers it exactly without reading
+    /// the objects: the edges back from a to-one's target (`album == X`), a filter through a
+    /// relationship served from the other side (`depends.name == 'libc6'`), or a closed range of
+    /// a one-attribute index on a type whose index keys hold the whole value (not strings or
+    /// bytes, which an index may cut). Nil otherwise: the objects are read.
+    /// - Complexity: O(ids the plan yields), with no record decoded (but the few of the other
+    ///   side a path through a relationship reads).
+    func exactCount(_ e: EntityDescription, _ predicate: Filter) throws -> Int? {
+        switch predicate {
+        case .related(let tag, let target?):
+            guard let r = e.relationships.first(where: { $0.tag == tag }), !r.isToMany else { return nil }
+            return try targets(schema.inverse(of: r).tag, from: target).count
+        case .through, .any:
+            let path = plan(e, predicate, throughRelationships: true)
+            guard case .via = path else { return nil }
+            return try ids(for: path).count
+        case .compare(let a, .equal, _), .compare(let a, .lessOrEqual, _), .compare(let a, .greaterOrEqual, _),
+             .between(let a, _, _):
+            guard e.attributes[a].type != .string, e.attributes[a].type != .bytes else { return nil }
+            let path = plan(e, predicate, throughRelationships: true)
+            guard case .index(let index, _, _) = path, index.attributes == [a] else { return nil }
+            return try ids(for: path).count
+        default:
+            return nil
+        }
+    }
+
     /// An index or unique constraint whose first attribute is `a` (uniques first: they are exact).
     /// Unique constraints hold no entry for a null key (nulls never clash), so when the condition
     /// can match a null value only a plain index, which stores nulls, may serve it.

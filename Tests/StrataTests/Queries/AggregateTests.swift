@@ -87,7 +87,7 @@ import Testing
         try await withLibraryStore { store in
             let view = store.mainContext
             for (key, functions, message): (GroupKey?, [AggregateFunction], String) in [
-                (nil, [.sum(Track.title)], "sums and averages need an int or double attribute"),
+                (nil, [.sum(Track.title)], "sums and averages need an int, double or decimal attribute"),
                 (.count(relationship: Track.album.tag), [], "is not a to-many relationship"),
                 (.target(relationship: Track.playlists.tag), [], "is not a to-one relationship"),
                 (.attribute(path: [Track.playlists.tag], attribute: 0), [], "is not a to-one relationship"),
