@@ -60,8 +60,9 @@ extension ObjectReading {
     /// let rows = try context.aggregate(Query(entity: "Track"), groupedBy: .target(relationship: Track.genre.tag),
     ///                                  [.sum(attribute: Track.durationSeconds.index)])
     /// ```
-    /// - Complexity: O(matching objects), plus one relationship read per object for a group
-    ///   through a relationship. The objects are read as `fetch` reads them.
+    /// - Complexity: O(matching objects), read once in one pass; a group by a to-one target reads
+    ///   the targets' edges instead of each object's, and counts alone per target (no filter) do
+    ///   not read the objects at all.
     public func aggregate(_ query: Query, groupedBy key: GroupKey? = nil,
                           _ functions: [AggregateFunction] = []) throws -> [AggregateRow] {
         guard let e = schema.entity(named: query.entity) else {
@@ -83,50 +84,133 @@ extension ObjectReading {
             case .min(let a), .max(let a), .countValues(let a): _ = try attribute(a)
             }
         }
-        if functions.isEmpty, case .all = query.predicate, case .target(let tag)? = key,
-           let rows = try targetCounts(e, tag) {
+        let aggregation = Aggregation(schema: schema, entity: e, key: key, functions: functions)
+        if let reading = self as? any SourceReading {
+            return try reading.withSource { source in try aggregation.run(source, query.predicate) }
+        }
+        return try aggregation.run(ReadingSource(reading: self), query.predicate)
+    }
+}
+
+/// The readers whose reads go through an ``ObjectSource`` (every context of Strata's): an
+/// aggregate streams their objects in one read.
+protocol SourceReading {
+    func withSource<R>(_ body: (any ObjectSource) throws -> R) throws -> R
+}
+
+extension ViewContext: SourceReading {
+    func withSource<R>(_ body: (any ObjectSource) throws -> R) throws -> R { try read { try body($0) } }
+}
+
+extension ChildContext: SourceReading {
+    func withSource<R>(_ body: (any ObjectSource) throws -> R) throws -> R { try read { try body($0) } }
+}
+
+extension Snapshot: SourceReading {
+    func withSource<R>(_ body: (any ObjectSource) throws -> R) throws -> R { try read { try body($0) } }
+}
+
+/// Any other ``ObjectReading`` as a source: its objects through `fetch`, its edges through `relatedIDs`.
+struct ReadingSource: ObjectSource {
+    let reading: any ObjectReading
+    var schema: Schema { reading.schema }
+    func record(_ id: ObjectID) throws -> Record? { try reading.record(id) }
+    func targets(_ tag: UInt16, from id: ObjectID) throws -> [ObjectID] {
+        guard let r = schema.relationship(tag: tag) else { return [] }
+        return try reading.relatedIDs(r, of: id)
+    }
+    func objectCount(_ entity: EntityDescription) throws -> Int { try reading.count(Query(entity: entity.name)) }
+    func candidates(_ e: EntityDescription, _ predicate: Filter, _ visit: (Record) throws -> Bool) throws {
+        for r in try reading.fetch(Query(entity: e.name, predicate: predicate)) where try !visit(r) { return }
+    }
+}
+
+/// One aggregate over a source: groups, then per group a running state of each function.
+struct Aggregation {
+    let schema: Schema
+    let entity: EntityDescription
+    let key: GroupKey?
+    let functions: [AggregateFunction]
+
+    private func bad(_ reason: String) -> StrataError { .invalidQuery(entity: entity.name, reason: reason) }
+
+    func run<S: ObjectSource>(_ source: S, _ predicate: Filter) throws -> [AggregateRow] {
+        try source.validate(predicate, entity)
+        if functions.isEmpty, case .all = predicate, case .target(let tag)? = key,
+           let rows = try targetCounts(source, tag) {
             return rows
         }
-        let groupOf = try groupFunction(key, e)
-        var where_ = query
-        where_.sort = []
-        where_.limit = nil
-        where_.offset = 0
-        var groups: [Value: [Record]] = [:]
-        for r in try fetch(where_) { groups[try groupOf(r), default: []].append(r) }
-        if key == nil, groups.isEmpty { groups[.null] = [] }
-        return try groups.keys.sorted { Value.compare($0, $1) < 0 }.map { g in
-            let members = groups[g] ?? []
-            return AggregateRow(group: g, count: members.count,
-                                values: try functions.map { try Self.compute($0, members, e) })
+        let groupOf = try groupFunction(source, predicate)
+        var groups: [Group: Accumulator] = [:]
+        func add(_ r: Record) throws -> Bool {
+            let g = try groupOf(r)
+            if groups[g] == nil { groups[g] = Accumulator(functions, entity) }
+            try groups[g]!.add(r)
+            return true
+        }
+        if case .all = predicate, let needed = attributesRead() {
+            try source.scanAll(entity, only: needed, add)
+        } else {
+            try source.candidates(entity, predicate) { r in try source.matches(predicate, r) ? add(r) : true }
+        }
+        if key == nil, groups.isEmpty { groups[.value(.null)] = Accumulator(functions, entity) }
+        return groups.map { g, a in AggregateRow(group: g.value, count: a.count, values: a.results()) }
+            .sorted { Value.compare($0.group, $1.group) < 0 }
+    }
+
+    /// A group: a value, or a to-one's target (its id, made a value only for the result).
+    enum Group: Hashable {
+        case value(Value)
+        case target(ObjectID?)
+
+        var value: Value {
+            switch self {
+            case .value(let v): v
+            case .target(let id): id.map { .string($0.description) } ?? .null
+            }
         }
     }
 
-    /// Counts per target of the to-one `tag` of every object of `e`, from the targets' edges back:
-    /// the objects of `e` are not read (packages per section reads the sections and their
-    /// edges). Nil when `tag` is not a to-one of `e`.
-    private func targetCounts(_ e: EntityDescription, _ tag: UInt16) throws -> [AggregateRow]? {
-        guard let r = e.relationships.first(where: { $0.tag == tag }), !r.isToMany,
+    /// The attributes of the entity the functions and the group key read (the others need not be
+    /// decoded); nil when the group key needs the whole record.
+    private func attributesRead() -> [Bool]? {
+        var marks = Array(repeating: false, count: entity.attributes.count)
+        for f in functions {
+            switch f {
+            case .sum(let a), .min(let a), .max(let a), .average(let a), .countValues(let a): marks[a] = true
+            }
+        }
+        if case .attribute(let path, let a)? = key, path.isEmpty { marks[a] = true }
+        return marks
+    }
+
+    /// Counts per target of the to-one `tag` of every object, from the targets' edges back: the
+    /// objects are not read (packages per section reads the sections and their edges). Nil when
+    /// `tag` is not a to-one of the entity.
+    private func targetCounts<S: ObjectSource>(_ source: S, _ tag: UInt16) throws -> [AggregateRow]? {
+        guard let r = entity.relationships.first(where: { $0.tag == tag }), !r.isToMany,
               let destination = schema.entity(named: r.destination) else { return nil }
-        let inverse = schema.inverse(of: r)
+        let inverse = schema.inverse(of: r).tag
         var rows: [AggregateRow] = []
         var linked = 0
-        for target in try fetch(Query(entity: destination.name)) {
-            let n = try relatedIDs(inverse, of: target.id).count
-            guard n > 0 else { continue }
-            linked += n
-            rows.append(AggregateRow(group: .string(target.id.description), count: n, values: []))
+        try source.candidates(destination, .all) { target in
+            let n = try source.targets(inverse, from: target.id).count
+            if n > 0 {
+                linked += n
+                rows.append(AggregateRow(group: .string(target.id.description), count: n, values: []))
+            }
+            return true
         }
-        let unset = try count(Query(entity: e.name)) - linked
+        let unset = try source.objectCount(entity) - linked
         if unset > 0 { rows.append(AggregateRow(group: .null, count: unset, values: [])) }
         return rows.sorted { Value.compare($0.group, $1.group) < 0 }
     }
 
     /// The group key of a record under `key`.
-    private func groupFunction(_ key: GroupKey?, _ e: EntityDescription) throws -> (Record) throws -> Value {
-        func bad(_ reason: String) -> StrataError { .invalidQuery(entity: e.name, reason: reason) }
+    private func groupFunction<S: ObjectSource>(_ source: S, _ predicate: Filter) throws -> (Record) throws -> Group {
+        let e = entity
         switch key {
-        case nil: return { _ in .null }
+        case nil: return { _ in .value(.null) }
         case .attribute(let path, let a):
             var at = e
             var steps: [RelationshipDescription] = []
@@ -139,81 +223,147 @@ extension ObjectReading {
                 at = next
             }
             guard a >= 0, a < at.attributes.count else { throw bad("group attribute position \(a) out of range") }
+            if steps.isEmpty { return { r in .value(r.values[a]) } }
+            if steps.count == 1, let byTarget = try targetMap(source, steps[0], predicate, value: { $0.values[a] }) {
+                return { r in .value(byTarget[r.id] ?? .null) }
+            }
             return { r in
                 var current: Record? = r
                 for step in steps {
-                    current = try current.flatMap { try self.relatedIDs(step, of: $0.id).first }.flatMap { try self.record($0) }
+                    current = try current.flatMap { try source.targets(step.tag, from: $0.id).first }.flatMap { try source.record($0) }
                 }
-                return current?.values[a] ?? .null
+                return .value(current?.values[a] ?? .null)
             }
         case .count(let tag):
             guard let r = e.relationships.first(where: { $0.tag == tag }), r.isToMany else {
                 throw bad("relationship tag \(tag) is not a to-many relationship of \(e.name)")
             }
-            return { rec in .int(Int64(try self.relatedIDs(r, of: rec.id).count)) }
+            return { rec in .value(.int(Int64(try source.targets(r.tag, from: rec.id).count))) }
         case .target(let tag):
             guard let r = e.relationships.first(where: { $0.tag == tag }), !r.isToMany else {
                 throw bad("relationship tag \(tag) is not a to-one relationship of \(e.name)")
             }
-            return { rec in try self.relatedIDs(r, of: rec.id).first.map { .string($0.description) } ?? .null }
-        }
-    }
-
-    /// The exact sum of decimal values, or an error when it needs more than 38 significant digits.
-    private static func decimalSum(_ values: [Value], _ e: EntityDescription, _ a: Int) throws -> Decimal {
-        var total = Decimal()
-        for case .decimal(var x) in values {
-            var sum = Decimal()
-            let status = NSDecimalAdd(&sum, &total, &x, .plain)
-            guard status == .noError, DecimalNumber(sum).map({ $0.digits.count <= DecimalNumber.maxDigits }) ?? false else {
-                throw StrataError.invalidQuery(entity: e.name, reason: "the sum of '\(e.attributes[a].name)' needs more " +
-                                               "than \(DecimalNumber.maxDigits) significant digits to be exact")
+            if let byTarget = try targetMap(source, r, predicate, value: { $0.id }) {
+                return { rec in .target(byTarget[rec.id]) }
             }
-            total = sum
+            return { rec in .target(try source.targets(r.tag, from: rec.id).first) }
         }
-        return total
     }
 
-    private static func compute(_ f: AggregateFunction, _ members: [Record], _ e: EntityDescription) throws -> Value {
-        func values(_ a: Int) -> [Value] { members.map { $0.values[a] }.filter { !$0.isNull } }
+    /// For a group through the to-one `r`: each object's group value, from the targets' edges
+    /// back (one pass over the targets instead of one edge lookup per object). Nil when that
+    /// would read more than it saves: a filtered aggregate over many more targets than it is
+    /// likely to match.
+    private func targetMap<S: ObjectSource, V>(_ source: S, _ r: RelationshipDescription, _ predicate: Filter,
+                                               value: (Record) -> V) throws -> [ObjectID: V]? {
+        guard let destination = schema.entity(named: r.destination) else { return nil }
+        if case .all = predicate {} else if try source.objectCount(destination) > 1_000 { return nil }
+        let inverse = schema.inverse(of: r).tag
+        var map: [ObjectID: V] = [:]
+        try source.candidates(destination, .all) { target in
+            let v = value(target)
+            for id in try source.targets(inverse, from: target.id) { map[id] = v }
+            return true
+        }
+        return map
+    }
+}
+
+/// The running state of a group: its count and one state per function.
+private struct Accumulator {
+    enum State {
+        case countValues(Int)
+        case least(Value?), greatest(Value?)
+        case intSum(Int64), doubleSum(Double), decimalSum(Decimal)
+        case mean(Double, Int), decimalMean(Decimal, Int)
+    }
+
+    let functions: [AggregateFunction]
+    let entity: EntityDescription
+    var count = 0
+    var states: [State]
+
+    init(_ functions: [AggregateFunction], _ e: EntityDescription) {
+        self.functions = functions
+        entity = e
+        states = functions.map { f in
+            switch f {
+            case .countValues: .countValues(0)
+            case .min: .least(nil)
+            case .max: .greatest(nil)
+            case .sum(let a):
+                switch e.attributes[a].type {
+                case .int: .intSum(0)
+                case .decimal: .decimalSum(0)
+                default: .doubleSum(0)
+                }
+            case .average(let a): e.attributes[a].type == .decimal ? .decimalMean(0, 0) : .mean(0, 0)
+            }
+        }
+    }
+
+    private static func attribute(_ f: AggregateFunction) -> Int {
         switch f {
-        case .countValues(let a): return .int(Int64(values(a).count))
-        case .min(let a): return values(a).min { Value.compare($0, $1) < 0 } ?? .null
-        case .max(let a): return values(a).max { Value.compare($0, $1) < 0 } ?? .null
-        case .sum(let a):
-            if e.attributes[a].type == .int {
-                var total: Int64 = 0
-                for case .int(let x) in values(a) {
-                    let (s, overflow) = total.addingReportingOverflow(x)
-                    guard !overflow else {
-                        throw StrataError.invalidQuery(entity: e.name,
-                                                       reason: "the sum of '\(e.attributes[a].name)' exceeds Int64")
-                    }
-                    total = s
-                }
-                return .int(total)
-            }
-            if e.attributes[a].type == .decimal { return .decimal(try decimalSum(values(a), e, a)) }
-            var total = 0.0
-            for case .double(let x) in values(a) { total += x }
-            return .double(total)
-        case .average(let a):
-            let vs = values(a)
-            guard !vs.isEmpty else { return .null }
-            if e.attributes[a].type == .decimal {
-                var sum = try decimalSum(vs, e, a), count = Decimal(vs.count), mean = Decimal()
-                _ = NSDecimalDivide(&mean, &sum, &count, .plain)  // rounds to 38 digits; cannot overflow
-                return .decimal(mean)
-            }
-            var total = 0.0
-            for v in vs {
-                switch v {
-                case .int(let x): total += Double(x)
-                case .double(let x): total += x
-                default: continue
-                }
-            }
-            return .double(total / Double(vs.count))
+        case .sum(let a), .min(let a), .max(let a), .average(let a), .countValues(let a): a
         }
+    }
+
+    mutating func add(_ r: Record) throws {
+        count += 1
+        for k in states.indices {
+            let a = Self.attribute(functions[k])
+            let v = r.values[a]
+            if v.isNull { continue }
+            switch (states[k], v) {
+            case (.countValues(let n), _): states[k] = .countValues(n + 1)
+            case (.least(let m), _): if m.map({ Value.compare(v, $0) < 0 }) ?? true { states[k] = .least(v) }
+            case (.greatest(let m), _): if m.map({ Value.compare(v, $0) > 0 }) ?? true { states[k] = .greatest(v) }
+            case (.intSum(let t), .int(let x)):
+                let (s, overflow) = t.addingReportingOverflow(x)
+                guard !overflow else {
+                    throw StrataError.invalidQuery(entity: entity.name,
+                                                   reason: "the sum of '\(entity.attributes[a].name)' exceeds Int64")
+                }
+                states[k] = .intSum(s)
+            case (.doubleSum(let t), .double(let x)): states[k] = .doubleSum(t + x)
+            case (.decimalSum(let t), .decimal(let x)): states[k] = .decimalSum(try exactSum(t, x, a))
+            case (.mean(let t, let n), .int(let x)): states[k] = .mean(t + Double(x), n + 1)
+            case (.mean(let t, let n), .double(let x)): states[k] = .mean(t + x, n + 1)
+            case (.decimalMean(let t, let n), .decimal(let x)): states[k] = .decimalMean(try exactSum(t, x, a), n + 1)
+            default: continue
+            }
+        }
+    }
+
+    /// `t + x` exactly, or an error when it needs more than 38 significant digits.
+    private func exactSum(_ t: Decimal, _ x: Decimal, _ a: Int) throws -> Decimal {
+        var sum = Decimal(), l = t, r = x
+        let status = NSDecimalAdd(&sum, &l, &r, .plain)
+        guard status == .noError, DecimalNumber(sum).map({ $0.digits.count <= DecimalNumber.maxDigits }) ?? false else {
+            throw StrataError.invalidQuery(entity: entity.name, reason: "the sum of '\(entity.attributes[a].name)' needs " +
+                                           "more than \(DecimalNumber.maxDigits) significant digits to be exact")
+        }
+        return sum
+    }
+
+    func results() -> [Value] {
+        states.map { state in
+            switch state {
+            case .countValues(let n): .int(Int64(n))
+            case .least(let v), .greatest(let v): v ?? .null
+            case .intSum(let t): .int(t)
+            case .doubleSum(let t): .double(t)
+            case .decimalSum(let t): .decimal(t)
+            case .mean(let t, let n): n == 0 ? .null : .double(t / Double(n))
+            case .decimalMean(let t, let n): n == 0 ? .null : .decimal(Self.quotient(t, n))
+            }
+        }
+    }
+
+    /// `t / n` to 38 significant digits (a quotient of an exact sum by a count cannot overflow).
+    private static func quotient(_ t: Decimal, _ n: Int) -> Decimal {
+        var total = t, count = Decimal(n), mean = Decimal()
+        _ = NSDecimalDivide(&mean, &total, &count, .plain)
+        return mean
     }
 }

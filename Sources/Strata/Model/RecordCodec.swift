@@ -42,8 +42,11 @@ enum RecordCodec {
         return ~CRC32C.update(running, body)
     }
 
-    /// Decodes a stored record, checking its checksum, format and that it belongs to `id`.
-    static func decode(_ bytes: UnsafeRawBufferPointer, id: ObjectID, schema: Schema) throws -> Record {
+    /// Decodes a stored record, checking its checksum, format and that it belongs to `id`. With
+    /// `only`, just the attributes it marks get their values (the others read as no value, their
+    /// bytes checked but not decoded): for a scan that needs a few attributes of each record.
+    static func decode(_ bytes: UnsafeRawBufferPointer, id: ObjectID, schema: Schema,
+                       only: [Bool]? = nil) throws -> Record {
         guard bytes.count >= 4 + 1 + 2 + 8 + 1 else {
             throw StrataError.corruptRecord(id: id, reason: "record of \(bytes.count) bytes is too short")
         }
@@ -77,7 +80,11 @@ enum RecordCodec {
                 guard i < UInt64(values.count) else {
                     throw StrataError.corruptRecord(id: id, reason: "attribute index \(i) out of range")
                 }
-                values[Int(i)] = try ValueCodec.decode(from: &r)
+                if let only, !only[Int(i)] {
+                    try ValueCodec.check(from: &r)
+                } else {
+                    values[Int(i)] = try ValueCodec.decode(from: &r)
+                }
             }
             guard r.isAtEnd else { throw StrataError.corruptRecord(id: id, reason: "\(r.remaining) trailing bytes") }
             return Record(entity: entity, id: id, values: values, version: version)

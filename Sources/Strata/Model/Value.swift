@@ -73,7 +73,7 @@ extension Value: Comparable, Hashable {
         hasher.combine(rank)
         switch self {
         case .null: break
-        case .string(let s): for b in s.utf8 { hasher.combine(b) }
+        case .string(var s): s.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
         case .int(let v): hasher.combine(v)
         case .double(let v): hasher.combine(v)
         case .bool(let v): hasher.combine(v)
@@ -88,7 +88,9 @@ extension Value: Comparable, Hashable {
     public static func compare(_ a: Value, _ b: Value) -> Int {
         switch (a, b) {
         case (.null, .null): return 0
-        case (.string(let x), .string(let y)): return compareBytes(x.utf8, y.utf8)
+        case (.string(var x), .string(var y)):
+            // Native strings hand out their UTF-8 without a copy; memcmp compares it.
+            return x.withUTF8 { xb in y.withUTF8 { yb in compareBuffers(xb, yb) } }
         case (.int(let x), .int(let y)): return x < y ? -1 : (x == y ? 0 : 1)
         case (.double(let x), .double(let y)): return x < y ? -1 : (x == y ? 0 : 1)
         case (.bool(let x), .bool(let y)): return x == y ? 0 : (x ? 1 : -1)
@@ -99,6 +101,16 @@ extension Value: Comparable, Hashable {
         case (.decimal(let x), .decimal(let y)): return x < y ? -1 : (x == y ? 0 : 1)
         default: return a.rank - b.rank
         }
+    }
+
+    /// Byte order of two buffers (a shorter prefix first).
+    static func compareBuffers(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Int {
+        let n = min(a.count, b.count)
+        if n > 0, let pa = a.baseAddress, let pb = b.baseAddress {
+            let c = memcmp(pa, pb, n)
+            if c != 0 { return c < 0 ? -1 : 1 }
+        }
+        return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
     }
 
     static func compareBytes<A: Sequence, B: Sequence>(_ a: A, _ b: B) -> Int

@@ -12,11 +12,19 @@ protocol ObjectSource {
     /// How many objects of `e` match `predicate` when an access path answers it exactly without
     /// reading the objects; nil when the objects must be read.
     func exactCount(_ e: EntityDescription, _ predicate: Filter) throws -> Int?
+    /// Calls `visit` with every object of `e`, in id order, until it returns false; only the
+    /// attributes `only` marks need to hold their values (a source may leave the others unset).
+    func scanAll(_ e: EntityDescription, only: [Bool], _ visit: (Record) throws -> Bool) throws
 }
 
 extension ObjectSource {
     /// No exact count: the objects are read (a source with pending changes over its state).
     func exactCount(_ e: EntityDescription, _ predicate: Filter) throws -> Int? { nil }
+
+    /// Every object, whole.
+    func scanAll(_ e: EntityDescription, only: [Bool], _ visit: (Record) throws -> Bool) throws {
+        try candidates(e, .all, visit)
+    }
 
     func entity(_ name: String) throws -> EntityDescription {
         guard let e = schema.entity(named: name) else {

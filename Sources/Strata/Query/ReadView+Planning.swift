@@ -65,6 +65,15 @@ extension ReadView {
         }
     }
 
+    /// Every object of `e` in id order, decoding only the attributes `only` marks (the others'
+    /// bytes are checked, not decoded: no string is made for an attribute nobody reads).
+    func scanAll(_ e: EntityDescription, only: [Bool], _ visit: (Record) throws -> Bool) throws {
+        precondition(only.count == e.attributes.count, "one mark per attribute of \(e.name)")
+        try txn.scan(env[.objects], prefix: Layout.entityPrefix(e.tag)) { key, value in
+            try visit(try RecordCodec.decode(value, id: try ObjectID.stored(key, in: "objects"), schema: schema, only: only))
+        }
+    }
+
     private func plan(_ e: EntityDescription, _ predicate: Filter, throughRelationships: Bool) -> Path {
         let conjuncts: [Filter] = if case .and(let list) = predicate { list } else { [predicate] }
         var best: (rank: Int, path: Path)?

@@ -93,3 +93,7 @@ public final class AsOfContext: ObjectReading {
     /// How many records match `query` in the store as it was after ``transactionID``.
     public func count(_ query: Query) throws -> Int { try read { try $0.count(query) } }
 }
+
+extension AsOfContext: SourceReading {
+    func withSource<R>(_ body: (any ObjectSource) throws -> R) throws -> R { try read { try body($0) } }
+}

@@ -101,7 +101,7 @@ struct Report: Sendable {
             ("W9_mdb_copy_mb_per_s", "MB/s", false),
             ("W9_mdb_copy_synced_mb_per_s", "MB/s", false),
             ("W10_migration", "objects/s", false),
-        ]
+        ] + W13Catalog.keys.map { ($0, "ms", true) }
         results = layout.map { key, unit, lower in
             WorkloadResult(key: key, unit: unit, status: Self.unavailableKeys.contains(key) ? .notAvailable : .skipped, lowerIsBetter: lower)
         }

@@ -33,7 +33,11 @@ struct Target: Sendable {
         Target(name: "W9 size after ≤ 1.5× live bytes", bound: .atMost, threshold: 1.5) { $0.value("W9_compaction_size_ratio", .strata) },
         Target(name: "W9 compaction ≥ 0.5× mdb_copy -c", bound: .atLeast, threshold: 0.5) { ratio($0, "W9_compaction_mb_per_s", .strata, .lmdb) },
         Target(name: "W10 migration ≥ 1× GRDB update", bound: .atLeast, threshold: 1) { ratio($0, "W10_migration", .strata, .grdb) },
-    ]
+    ] + W13Catalog.keys.map { key in
+        // Times: Strata's over GRDB's, at most 2.
+        Target(name: "W13 \(key.dropFirst(4).dropLast(3).replacingOccurrences(of: "_", with: " ")) ≤ 2× GRDB",
+               bound: .atMost, threshold: 2) { ratio($0, key, .strata, .grdb) }
+    }
 
     /// Strata over an equal-work engine (`lmdb-indexed` or `grdb-indexed`) for the write
     /// workloads it measured.

@@ -38,6 +38,10 @@ struct BenchSizes: Sendable {
     var compactionObjects = 1_000_000
     /// W10: objects migrated.
     var migrationObjects = 1_000_000
+    /// W13: packages of the generated catalog (about 4 dependencies each), and answers timed per
+    /// question (a fifth of them for the two that read every package).
+    var catalogPackages = 60_000
+    var catalogRepeats = 20
 
     static let full = BenchSizes(
         importRecords: 1_000_000, smallTransactions: 10_000, groupCommitTransactions: 2_048,
@@ -49,7 +53,8 @@ struct BenchSizes: Sendable {
         pointReadRecords: 100_000, pointReads: 200_000, snapshotOpens: 100_000,
         latencyPreload: 20_000, latencyReads: 20_000, latencyImportRecords: 100_000,
         exportGrowthMapBytes: 2 << 20, exportGrowthPreload: 2_000, exportGrowthSaves: 40, exportSeconds: 1.5,
-        childChanges: 2_000, childPending: 10_000, childPairs: 1, verifyRecords: 20_000, compactionObjects: 20_000, migrationObjects: 20_000)
+        childChanges: 2_000, childPending: 10_000, childPairs: 1, verifyRecords: 20_000, compactionObjects: 20_000, migrationObjects: 20_000,
+        catalogPackages: 6_000, catalogRepeats: 5)
 
     var dictionary: [String: Int] {
         ["importRecords": importRecords, "batchSize": batchSize, "smallTransactions": smallTransactions,
@@ -58,6 +63,7 @@ struct BenchSizes: Sendable {
          "latencyImportRecords": latencyImportRecords, "exportGrowthMapBytes": exportGrowthMapBytes,
          "exportGrowthPreload": exportGrowthPreload, "exportGrowthSaves": exportGrowthSaves, "exportGrowthBatch": exportGrowthBatch,
          "exportMilliseconds": Int(exportSeconds * 1000), "childChanges": childChanges, "childPending": childPending, "childPairs": childPairs,
-         "verifyRecords": verifyRecords, "compactionObjects": compactionObjects, "migrationObjects": migrationObjects]
+         "verifyRecords": verifyRecords, "compactionObjects": compactionObjects, "migrationObjects": migrationObjects,
+         "catalogPackages": catalogPackages, "catalogRepeats": catalogRepeats]
     }
 }
