@@ -134,46 +134,64 @@ struct Aggregation {
 
     private func bad(_ reason: String) -> StrataError { .invalidQuery(entity: entity.name, reason: reason) }
 
-    func run<S: ObjectSource>(_ source: S, _ predicate: Filter) throws -> [AggregateRow] {
+    /// The groups met so far: each a slot with its key and its running state.
+    final class Groups {
+        let functions: [AggregateFunction]
+        let entity: EntityDescription
+        var keys: [Value] = []
+        var states: [Accumulator] = []
+        private var slots: [Value: Int] = [:]
+
+        init(_ functions: [AggregateFunction], _ entity: EntityDescription) {
+            self.functions = functions
+            self.entity = entity
+        }
+
+        /// The slot of the group with key `v`, made when new.
+        func slot(_ v: Value) -> Int {
+            if let s = slots[v] { return s }
+            return add(v)
+        }
+
+        /// A new slot (for keys known to be distinct, such as targets).
+        func add(_ v: Value) -> Int {
+            slots[v] = states.count
+            keys.append(v)
+            states.append(Accumulator(functions, entity))
+            return states.count - 1
+        }
+
+        var rows: [AggregateRow] {
+            zip(keys, states).map { AggregateRow(group: $0, count: $1.count, values: $1.results()) }
+                .sorted { Value.compare($0.group, $1.group) < 0 }
+        }
+    }
+
+    func run(_ source: any ObjectSource, _ predicate: Filter) throws -> [AggregateRow] {
         try source.validate(predicate, entity)
         if functions.isEmpty, case .all = predicate, case .target(let tag)? = key,
            let rows = try targetCounts(source, tag) {
             return rows
         }
-        let groupOf = try groupFunction(source, predicate)
-        var groups: [Group: Accumulator] = [:]
+        let groups = Groups(functions, entity)
+        let slotOf = try groupFunction(source, predicate, groups)
         func add(_ r: Record) throws -> Bool {
-            let g = try groupOf(r)
-            if groups[g] == nil { groups[g] = Accumulator(functions, entity) }
-            try groups[g]!.add(r)
+            try groups.states[try slotOf(r)].add(r)
             return true
         }
-        if case .all = predicate, let needed = attributesRead() {
-            try source.scanAll(entity, only: needed, add)
+        if case .all = predicate {
+            try source.scanAll(entity, only: attributesRead(), add)
         } else {
             try source.candidates(entity, predicate) { r in try source.matches(predicate, r) ? add(r) : true }
         }
-        if key == nil, groups.isEmpty { groups[.value(.null)] = Accumulator(functions, entity) }
-        return groups.map { g, a in AggregateRow(group: g.value, count: a.count, values: a.results()) }
-            .sorted { Value.compare($0.group, $1.group) < 0 }
-    }
-
-    /// A group: a value, or a to-one's target (its id, made a value only for the result).
-    enum Group: Hashable {
-        case value(Value)
-        case target(ObjectID?)
-
-        var value: Value {
-            switch self {
-            case .value(let v): v
-            case .target(let id): id.map { .string($0.description) } ?? .null
-            }
-        }
+        if key == nil, groups.keys.isEmpty { _ = groups.slot(.null) }
+        // A target whose objects all failed the filter has a slot but no group.
+        return groups.rows.filter { $0.count > 0 || key == nil }
     }
 
     /// The attributes of the entity the functions and the group key read (the others need not be
-    /// decoded); nil when the group key needs the whole record.
-    private func attributesRead() -> [Bool]? {
+    /// decoded).
+    private func attributesRead() -> [Bool] {
         var marks = Array(repeating: false, count: entity.attributes.count)
         for f in functions {
             switch f {
@@ -187,7 +205,7 @@ struct Aggregation {
     /// Counts per target of the to-one `tag` of every object, from the targets' edges back: the
     /// objects are not read (packages per section reads the sections and their edges). Nil when
     /// `tag` is not a to-one of the entity.
-    private func targetCounts<S: ObjectSource>(_ source: S, _ tag: UInt16) throws -> [AggregateRow]? {
+    private func targetCounts(_ source: any ObjectSource, _ tag: UInt16) throws -> [AggregateRow]? {
         guard let r = entity.relationships.first(where: { $0.tag == tag }), !r.isToMany,
               let destination = schema.entity(named: r.destination) else { return nil }
         let inverse = schema.inverse(of: r).tag
@@ -206,11 +224,16 @@ struct Aggregation {
         return rows.sorted { Value.compare($0.group, $1.group) < 0 }
     }
 
-    /// The group key of a record under `key`.
-    private func groupFunction<S: ObjectSource>(_ source: S, _ predicate: Filter) throws -> (Record) throws -> Group {
+    /// The slot of a record's group under `key`. Records come in id order (the sources visit
+    /// them so), which a group through a to-one relationship uses to walk a sorted list of
+    /// (object, target) pairs alongside them.
+    private func groupFunction(_ source: any ObjectSource, _ predicate: Filter,
+                               _ groups: Groups) throws -> (Record) throws -> Int {
         let e = entity
         switch key {
-        case nil: return { _ in .value(.null) }
+        case nil:
+            let slot = groups.slot(.null)
+            return { _ in slot }
         case .attribute(let path, let a):
             var at = e
             var steps: [RelationshipDescription] = []
@@ -223,54 +246,71 @@ struct Aggregation {
                 at = next
             }
             guard a >= 0, a < at.attributes.count else { throw bad("group attribute position \(a) out of range") }
-            if steps.isEmpty { return { r in .value(r.values[a]) } }
-            if steps.count == 1, let byTarget = try targetMap(source, steps[0], predicate, value: { $0.values[a] }) {
-                return { r in .value(byTarget[r.id] ?? .null) }
+            if steps.isEmpty { return { r in groups.slot(r.values[a]) } }
+            if steps.count == 1,
+               let walk = try TargetWalk(source, schema, steps[0], predicate, slot: { groups.slot($0.values[a]) }) {
+                return { r in walk.slot(of: r.id) ?? groups.slot(.null) }
             }
             return { r in
                 var current: Record? = r
                 for step in steps {
                     current = try current.flatMap { try source.targets(step.tag, from: $0.id).first }.flatMap { try source.record($0) }
                 }
-                return .value(current?.values[a] ?? .null)
+                return groups.slot(current?.values[a] ?? .null)
             }
         case .count(let tag):
             guard let r = e.relationships.first(where: { $0.tag == tag }), r.isToMany else {
                 throw bad("relationship tag \(tag) is not a to-many relationship of \(e.name)")
             }
-            return { rec in .value(.int(Int64(try source.targets(r.tag, from: rec.id).count))) }
+            return { rec in groups.slot(.int(Int64(try source.targets(r.tag, from: rec.id).count))) }
         case .target(let tag):
             guard let r = e.relationships.first(where: { $0.tag == tag }), !r.isToMany else {
                 throw bad("relationship tag \(tag) is not a to-one relationship of \(e.name)")
             }
-            if let byTarget = try targetMap(source, r, predicate, value: { $0.id }) {
-                return { rec in .target(byTarget[rec.id]) }
+            // Targets are distinct keys: each gets a slot of its own without a lookup.
+            if let walk = try TargetWalk(source, schema, r, predicate, slot: { groups.add(.string($0.id.description)) }) {
+                return { rec in walk.slot(of: rec.id) ?? groups.slot(.null) }
             }
-            return { rec in .target(try source.targets(r.tag, from: rec.id).first) }
+            return { rec in
+                groups.slot(try source.targets(r.tag, from: rec.id).first.map { .string($0.description) } ?? .null)
+            }
         }
     }
+}
 
-    /// For a group through the to-one `r`: each object's group value, from the targets' edges
-    /// back (one pass over the targets instead of one edge lookup per object). Nil when that
-    /// would read more than it saves: a filtered aggregate over many more targets than it is
-    /// likely to match.
-    private func targetMap<S: ObjectSource, V>(_ source: S, _ r: RelationshipDescription, _ predicate: Filter,
-                                               value: (Record) -> V) throws -> [ObjectID: V]? {
+/// For a group through a to-one relationship: every (object, slot of its target) pair, from the
+/// targets' edges back (one pass over the targets instead of one edge lookup per object), sorted
+/// by object id and walked alongside records that come in id order.
+final class TargetWalk {
+    private var pairs: [(id: ObjectID, slot: Int)] = []
+    private var next = 0
+
+    /// Nil when the walk would read more than it saves: a filtered aggregate over many more
+    /// targets than it is likely to match.
+    init?(_ source: any ObjectSource, _ schema: Schema, _ r: RelationshipDescription, _ predicate: Filter,
+          slot: (Record) -> Int) throws {
         guard let destination = schema.entity(named: r.destination) else { return nil }
         if case .all = predicate {} else if try source.objectCount(destination) > 1_000 { return nil }
         let inverse = schema.inverse(of: r).tag
-        var map: [ObjectID: V] = [:]
         try source.candidates(destination, .all) { target in
-            let v = value(target)
-            for id in try source.targets(inverse, from: target.id) { map[id] = v }
+            let edges = try source.targets(inverse, from: target.id)
+            guard !edges.isEmpty else { return true }
+            let s = slot(target)
+            for id in edges { pairs.append((id, s)) }
             return true
         }
-        return map
+        pairs.sort { $0.id < $1.id }
+    }
+
+    /// The slot of `id`'s target; nil when it has none. Ids must come in ascending order.
+    func slot(of id: ObjectID) -> Int? {
+        while next < pairs.count, pairs[next].id < id { next += 1 }
+        return next < pairs.count && pairs[next].id == id ? pairs[next].slot : nil
     }
 }
 
 /// The running state of a group: its count and one state per function.
-private struct Accumulator {
+struct Accumulator {
     enum State {
         case countValues(Int)
         case least(Value?), greatest(Value?)

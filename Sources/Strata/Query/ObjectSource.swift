@@ -15,11 +15,17 @@ protocol ObjectSource {
     /// Calls `visit` with every object of `e`, in id order, until it returns false; only the
     /// attributes `only` marks need to hold their values (a source may leave the others unset).
     func scanAll(_ e: EntityDescription, only: [Bool], _ visit: (Record) throws -> Bool) throws
+    /// The number of targets of to-many `tag` of every object of `e` that has one or more, when
+    /// the source can count them from its edges alone; nil otherwise.
+    func targetCounts(_ e: EntityDescription, _ tag: UInt16) throws -> [(id: ObjectID, count: Int)]?
 }
 
 extension ObjectSource {
     /// No exact count: the objects are read (a source with pending changes over its state).
     func exactCount(_ e: EntityDescription, _ predicate: Filter) throws -> Int? { nil }
+
+    /// Not from the edges alone (pending changes over them).
+    func targetCounts(_ e: EntityDescription, _ tag: UInt16) throws -> [(id: ObjectID, count: Int)]? { nil }
 
     /// Every object, whole.
     func scanAll(_ e: EntityDescription, only: [Bool], _ visit: (Record) throws -> Bool) throws {
@@ -40,6 +46,7 @@ extension ObjectSource {
         guard query.offset >= 0, (query.limit ?? 0) >= 0 else {
             throw StrataError.invalidQuery(entity: e.name, reason: "negative limit or offset")
         }
+        if let top = try mostTargets(e, query) { return top }
         // Without a sort, candidates come in id order, so the window can stop the scan early.
         // Saturating: a limit near Int.max means "no limit", not an overflow.
         let stopAfter = query.sort.isEmpty
@@ -50,7 +57,7 @@ extension ObjectSource {
             if try matches(query.predicate, record) { results.append(record) }
             return stopAfter.map { results.count < $0 } ?? true
         }
-        if query.sort.contains(where: { !$0.path.isEmpty }) {
+        if query.sort.contains(where: { !$0.path.isEmpty || $0.countOf != nil }) {
             results = try sortedThroughPaths(results, query.sort)
         } else if !query.sort.isEmpty {
             results.sort(by: ordering(query.sort))
@@ -60,6 +67,13 @@ extension ObjectSource {
 
     /// Checks a sort key: every step of its path a to-one relationship, its attribute in range.
     func validate(_ s: SortKey, _ e: EntityDescription) throws {
+        if let tag = s.countOf {
+            guard let r = e.relationships.first(where: { $0.tag == tag }), r.isToMany else {
+                throw StrataError.invalidQuery(entity: e.name,
+                                               reason: "a count sort key (tag \(tag)) is not a to-many relationship of \(e.name)")
+            }
+            return
+        }
         var at = e
         for tag in s.path {
             guard let r = at.relationships.first(where: { $0.tag == tag }), !r.isToMany,
@@ -75,12 +89,33 @@ extension ObjectSource {
         }
     }
 
-    /// `records` sorted by keys some of which go through relationships: each key's value is
-    /// looked up once per record (no value when a path ends at no object), then compared.
+    /// The first objects by most targets of a to-many (`-count(dependents)` with a limit, no
+    /// filter), from the edges' counts: only the objects returned are read. Nil when the query is
+    /// not of that shape, or the objects with targets are fewer than the window (the others,
+    /// with none, would have to be listed too).
+    private func mostTargets(_ e: EntityDescription, _ query: Query) throws -> [Record]? {
+        guard case .all = query.predicate, let first = query.sort.first, let tag = first.countOf, !first.ascending,
+              let limit = query.limit, case let (end, overflow) = limit.addingReportingOverflow(query.offset), !overflow,
+              let counts = try targetCounts(e, tag), counts.count >= end else { return nil }
+        // Ties: the further keys decide, then the id; only the objects tied at the window's edge
+        // need reading for them.
+        let sorted = counts.sorted { $0.count != $1.count ? $0.count > $1.count : $0.id < $1.id }
+        guard end > 0 else { return [] }
+        let edge = sorted[end - 1].count
+        let taken = sorted.prefix { $0.count >= edge }
+        var records = try taken.compactMap { try record($0.id) }
+        records = try sortedThroughPaths(records, query.sort)
+        return window(records, offset: query.offset, limit: query.limit)
+    }
+
+    /// `records` sorted by keys some of which go through relationships or count targets: each
+    /// key's value is looked up once per record (no value when a path ends at no object), then
+    /// compared.
     /// - Complexity: O(n · path lookups + n log n comparisons).
     func sortedThroughPaths(_ records: [Record], _ sort: [SortKey]) throws -> [Record] {
         let keys: [[Value]] = try records.map { r in
             try sort.map { s in
+                if let tag = s.countOf { return .int(Int64(try targets(tag, from: r.id).count)) }
                 var current: Record? = r
                 for tag in s.path {
                     current = try current.flatMap { try targets(tag, from: $0.id).first }.flatMap { try record($0) }

@@ -67,6 +67,14 @@ public struct PredicateParser {
             }
             let descending = s.hasPrefix("-")
             let name = descending ? String(s.dropFirst()) : s
+            if name.hasPrefix("count("), name.hasSuffix(")") {
+                let inner = String(name.dropFirst(6).dropLast())
+                guard let r = entity.relationship(named: inner), r.isToMany else {
+                    throw ParseError(position: 0, reason: "'\(EchoedText.shown(inner))' is not a to-many relationship of " +
+                                                          "\(entity.name) (count(rel) sorts by a to-many's number of targets)")
+                }
+                return SortKey(countOf: r.tag, ascending: !descending)
+            }
             var steps = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
             let last = steps.removeLast()
             var at = entity

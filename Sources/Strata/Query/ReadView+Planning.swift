@@ -74,6 +74,31 @@ extension ReadView {
         }
     }
 
+    /// The number of targets of to-many `tag` of every object of `e` that has any, from one pass
+    /// over the relationship's edges (runs of one source in key order): no object is read.
+    /// - Complexity: O(edges of the relationship).
+    func targetCounts(_ e: EntityDescription, _ tag: UInt16) throws -> [(id: ObjectID, count: Int)]? {
+        var counts: [(id: ObjectID, count: Int)] = []
+        var current: ObjectID?
+        var n = 0
+        try txn.scan(env[.links], prefix: [UInt8(tag >> 8), UInt8(tag & 0xFF)]) { key, _ in
+            guard key.count == 34 else {
+                throw StrataError.corruptRecord(id: ObjectID(high: 0, low: 0),
+                                                reason: "links key of \(key.count) bytes (expected 34)")
+            }
+            let from = try ObjectID.stored(UnsafeRawBufferPointer(rebasing: key[2..<18]), in: "links")
+            if from != current {
+                if let current { counts.append((current, n)) }
+                current = from
+                n = 0
+            }
+            n += 1
+            return true
+        }
+        if let current { counts.append((current, n)) }
+        return counts
+    }
+
     private func plan(_ e: EntityDescription, _ predicate: Filter, throughRelationships: Bool) -> Path {
         let conjuncts: [Filter] = if case .and(let list) = predicate { list } else { [predicate] }
         var best: (rank: Int, path: Path)?
@@ -139,7 +164,13 @@ extension ReadView {
             return try targets(schema.inverse(of: r).tag, from: target).count
         case .through, .any:
             let path = plan(e, predicate, throughRelationships: true)
-            guard case .via = path else { return nil }
+            guard case .via(let inverseTag, let destination, let inner, let innerPath) = path else { return nil }
+            let ends = try ids(for: innerPath)
+            if ends.count == 1 {
+                // One object on the other side (a unique key): its edges back, each a distinct object.
+                guard let r = try candidate(ends[0], of: destination), try matches(inner, r) else { return 0 }
+                return try targets(inverseTag, from: ends[0]).count
+            }
             return try ids(for: path).count
         case .compare(let a, .equal, _), .compare(let a, .lessOrEqual, _), .compare(let a, .greaterOrEqual, _),
              .between(let a, _, _):

@@ -43,3 +43,11 @@ extension ObjectReading {
         return try aggregate(Query(entity: E.entityName, predicate: predicate.predicate), groupedBy: key, functions)
     }
 }
+
+/// Typed count sort keys: `SortKey.count(of: Playlist.tracks, ascending: false)`.
+extension SortKey {
+    /// By the number of targets of a to-many relationship (ties by the next key, then the id).
+    public static func count<R, T>(of relationship: ToMany<R, T>, ascending: Bool = true) -> SortKey {
+        SortKey(countOf: relationship.tag, ascending: ascending)
+    }
+}

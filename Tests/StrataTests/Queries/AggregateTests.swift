@@ -72,6 +72,15 @@ import Testing
                     == expected { .int(Int64($0.playlists)) })
             #expect(try view.aggregate(Track.self, where: Track.durationSeconds > 300, groupedBy: .by(Track.rating), functions)
                     == expected({ $0.rating.map { .double($0) } ?? .null }, { $0.duration > 300 }))
+            // Filtered, through a to-one: groups whose objects all fail the filter are not rows.
+            #expect(try view.aggregate(Track.self, where: Track.durationSeconds > 500, groupedBy: .by(Track.genre), functions)
+                    == expected({ m in m.genre.map { .string(genres[$0].id.description) } ?? .null }, { $0.duration > 500 }))
+            #expect(try view.aggregate(Track.self, where: Track.durationSeconds < 40, groupedBy: .by(Track.album, Album.year),
+                                       functions)
+                    == expected({ m in m.album.flatMap { albums[$0].year }.map { .int(Int64($0)) } ?? .null },
+                                { $0.duration < 40 }))
+            #expect(try view.aggregate(Track.self, where: Track.durationSeconds < 40, groupedBy: .by(Track.album))
+                    .map(\.count).reduce(0, +) == model.filter { $0.duration < 40 }.count)
             // In a child, over its pending changes: one more track in genre 0.
             let child = view.newChild(label: "edit")
             let extra = Track(mbid: UUID(), title: "zz", durationSeconds: 7, addedAt: Date(timeIntervalSince1970: 0))

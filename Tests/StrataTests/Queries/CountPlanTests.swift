@@ -65,4 +65,48 @@ import Testing
             }
         }
     }
+
+    @Test(arguments: 1...3)
+    func sortingByNumberOfTargetsEqualsAPlainSort(seed: UInt64) async throws {
+        var rng = SeededGenerator(seed: seed)
+        try await withLibraryStore { store in
+            let playlists = (0..<12).map { Playlist(name: "p\($0)", createdAt: Date(timeIntervalSince1970: 0)) }
+            let tracks = (0..<40).map { Track(mbid: UUID(), title: "t\($0 % 5)", durationSeconds: $0, addedAt: Date(timeIntervalSince1970: 0)) }
+            _ = try await store.save { c in
+                for p in playlists { c.insert(p) }
+                for t in tracks { c.insert(t) }
+                for p in playlists {
+                    for t in tracks where Int.random(in: 0..<4, using: &rng) == 0 { c.add(t.id, to: Playlist.tracks, of: p.id) }
+                }
+            }
+            let child = store.mainContext.newChild(label: "editor")
+            try child.add(tracks[0].id, to: Playlist.tracks, of: playlists[3].id)
+            try child.delete(playlists[5].id)
+            for context in [store.mainContext as any ObjectReading, child] {
+                let counts = try Dictionary(uniqueKeysWithValues: context.fetch(Query(entity: "Playlist")).map {
+                    ($0.id, try context.relatedIDs($0.id, Playlist.tracks).count)
+                })
+                let byCount = counts.keys.sorted { counts[$0]! != counts[$1]! ? counts[$0]! > counts[$1]! : $0 < $1 }
+                for limit in [nil, 1, 3, 7] {
+                    let q = Query(entity: "Playlist", sort: [.count(of: Playlist.tracks, ascending: false)], limit: limit)
+                    #expect(try context.fetch(q).map(\.id) == Array(byCount.prefix(limit ?? byCount.count)),
+                            "seed \(seed) limit \(String(describing: limit))")
+                }
+                let window = Query(entity: "Playlist", sort: [.count(of: Playlist.tracks, ascending: false)], limit: 3, offset: 2)
+                #expect(try context.fetch(window).map(\.id) == Array(byCount.dropFirst(2).prefix(3)), "seed \(seed)")
+                let ascending = counts.keys.sorted { counts[$0]! != counts[$1]! ? counts[$0]! < counts[$1]! : $0 < $1 }
+                #expect(try context.fetch(Query(entity: "Playlist", sort: [.count(of: Playlist.tracks)], limit: 4)).map(\.id)
+                        == Array(ascending.prefix(4)), "seed \(seed)")
+            }
+        }
+    }
+
+    @Test func aCountSortKeyIsParsedAndRefusedWithAReason() throws {
+        let schema = try librarySchema()
+        let playlist = try #require(schema.entity(named: "Playlist")), track = try #require(schema.entity(named: "Track"))
+        #expect(try PredicateParser.parseSort("-count(tracks),name", entity: playlist, schema: schema)
+                == [SortKey(countOf: Playlist.tracks.tag, ascending: false), SortKey(attribute: 0)])
+        #expect { try PredicateParser.parseSort("count(album)", entity: track, schema: schema) }
+            throws: { "\($0)".contains("'album' is not a to-many relationship of Track") }
+    }
 }
