@@ -26,16 +26,21 @@ extension LMDBEnvironment {
     /// Checks every page of the data file (``PageAudit``) as of a read transaction held open
     /// meanwhile, so no writer reuses a page of that state during the check. Beginning the
     /// transaction reads only the meta page.
-    package static func checkPages(_ env: OpaquePointer, path: String, policy: any EnvironmentPolicy) throws {
+    package static func checkPages(_ env: OpaquePointer, path: String, policy: any EnvironmentPolicy,
+                                   memo: PageCheckMemo? = nil) throws {
         var attempt = 0
+        let dataFile = path + "/data.mdb"
         while true {
             var txn: OpaquePointer?
             try lmdbCheck(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn), "mdb_txn_begin(page check)")
             guard let txn else { throw LMDBError(code: EINVAL, operation: "mdb_txn_begin(page check)") }
             defer { mdb_txn_abort(txn) }
+            let txnID = lmdbTransactionID(txn)
+            if let memo, memo.isChecked(dataFile, txnID: txnID) { return }
             do {
-                return try PageAudit.check(dataFile: path + "/data.mdb", store: path, txnID: lmdbTransactionID(txn),
-                                           policy: policy)
+                try PageAudit.check(dataFile: dataFile, store: path, txnID: txnID, policy: policy)
+                memo?.record(dataFile, txnID: txnID)
+                return
             } catch is PageAudit.Outdated where attempt < 100 {
                 attempt += 1   // commits overtook the check's meta page: check the newer state
             } catch is PageAudit.Outdated {

@@ -114,7 +114,9 @@ package final class LMDBEnvironment: Sendable {
             if !options.noLock { try lmdbCheck(mdb_reader_check(env, &dead), "mdb_reader_check") }
             staleReadersCleared = Int(dead)
             try Self.checkFileSize(env, path: path, policy: options.policy)
-            if options.checkPages { try Self.checkPages(env, path: path, policy: options.policy) }
+            if options.checkPages {
+                try Self.checkPages(env, path: path, policy: options.policy, memo: options.pageCheckMemo)
+            }
             databases = try Self.openDatabases(env, options, readOnly: options.readOnly)
             try lmdbCheck(mdb_env_info(env, &info), "mdb_env_info")
         } catch {

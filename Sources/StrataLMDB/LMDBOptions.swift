@@ -19,6 +19,9 @@ package struct LMDBOptions: Sendable {
     /// Check every page of the data file (``PageAudit``) after `mdb_env_open`, before any page
     /// but the meta pages is read.
     package var checkPages = false
+    /// Where checked files are remembered (the check is skipped for a file unchanged since); nil:
+    /// every open with ``checkPages`` checks.
+    package var pageCheckMemo: PageCheckMemo?
     /// The mode of `data.mdb` and `lock.mdb` when they are created: they are created here, with
     /// exactly this mode whatever the umask, before LMDB opens them.
     package var fileMode: mode_t = 0o600

@@ -21,6 +21,18 @@ struct StoreArgument: ParsableArguments {
         // liblmdb trusts its pages: every page is checked before a command reads the store, so
         // a damaged one is refused (exit 65, naming the database and page), never a crash.
         c.checkPagesOnOpen = true
+        // A store checked before and unchanged since (no commit by anyone) is not walked again.
+        c.checkedPagesMemo = Self.pageCheckMemo
         return c
+    }
+
+    /// `$XDG_CACHE_HOME/strata/page-checks`, else `~/.cache/strata/page-checks`; nil without either.
+    static var pageCheckMemo: URL? {
+        let environment = ProcessInfo.processInfo.environment
+        if let cache = environment["XDG_CACHE_HOME"], cache.hasPrefix("/") {
+            return URL(fileURLWithPath: cache).appendingPathComponent("strata/page-checks")
+        }
+        guard let home = environment["HOME"], home.hasPrefix("/") else { return nil }
+        return URL(fileURLWithPath: home).appendingPathComponent(".cache/strata/page-checks")
     }
 }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Options for opening a store. Every limit is named here and enforced.
 ///
 /// ```swift
@@ -89,6 +91,13 @@ public struct StoreConfiguration: Sendable {
     /// The check reads the whole file once; `storectl` does it for every command that reads a
     /// store, and ``Store/verify(rebuild:progress:)`` always does it.
     public var checkPagesOnOpen = false
+    /// With ``checkPagesOnOpen``: a directory of the user's (created 0700) where a data file whose
+    /// every page passed is remembered, with its device, inode, size, modification time and last
+    /// transaction; an open that finds its file unchanged since skips the page walk (any commit,
+    /// by any process, changes them). Nil: every open checks. The memo is kept outside the store,
+    /// so a store from elsewhere is always checked. `storectl` uses `~/.cache/strata/page-checks`
+    /// (or `$XDG_CACHE_HOME/strata/page-checks`); ``Store/verify(rebuild:progress:)`` always checks.
+    public var checkedPagesMemo: URL?
 
     /// Throws ``StrataError/invalidConfiguration(field:value:reason:)`` for the first value out of
     /// its range. `Store.open` calls it before touching the directory: a count of zero here

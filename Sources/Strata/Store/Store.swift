@@ -274,6 +274,7 @@ public final class Store: Sendable {
                                   noSync: c.durability == .relaxed, noLock: false)
         options.fileMode = StorePermissions(c).fileMode
         options.checkPages = c.checkPagesOnOpen
+        options.pageCheckMemo = c.checkedPagesMemo.map { PageCheckMemo(directory: $0.path) }
         // A read-only store in a directory we cannot write to: no lock file can exist, and nobody writes.
         if c.readOnly && access(path, W_OK) != 0 { options.noLock = true }
         do {

@@ -24,6 +24,21 @@ import Testing
     func dataFile(_ store: URL) -> String { store.appendingPathComponent("current/data.mdb").path }
 
     func u16(_ b: [UInt8], _ o: Int) -> Int { Int(b[o]) | Int(b[o + 1]) << 8 }
+    static func u16(_ b: [UInt8], _ o: Int) -> Int { Int(b[o]) | Int(b[o + 1]) << 8 }
+
+    /// The first node of the first leaf page whose value is on the page: its value's size (low
+    /// 16 bits) raised past the page.
+    static func valueSizePastItsPage(_ b: inout [UInt8]) -> Bool {
+        for page in 2..<(b.count / pageSize) {
+            let base = page * pageSize
+            guard u16(b, base + 10) == 0x02 else { continue }
+            let node = base + u16(b, base + 16)
+            guard u16(b, node + 4) == 0 else { continue }
+            b[node + 1] = 0x7F
+            return true
+        }
+        return false
+    }
 
     /// Changes the data file's bytes with `edit`, which returns false when it found nothing to change.
     func damage(_ store: URL, _ edit: (inout [UInt8]) -> Bool) throws {
@@ -42,6 +57,40 @@ import Testing
             #expect(r.status == 65, "\(command[0]): exit \(r.status), stderr \(r.stderr)")
             for text in expected { #expect(r.stderr.contains(text), "\(command[0]): \(r.stderr)") }
         }
+    }
+
+    @Test func aStoreRememberedAsCheckedIsCheckedAgainOnceItChanges() async throws {
+        let dir = temporaryDirectory("page-check-memo")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("store")
+        try await buildStore(store)
+        let cache = dir.appendingPathComponent("cache")
+        func storectlRemembering(_ args: String...) throws -> ProcessResult {
+            try run(storectlPath, args, environment: ["XDG_CACHE_HOME": cache.path])
+        }
+        let memos = cache.appendingPathComponent("strata/page-checks")
+        func memo() throws -> String {
+            let files = try FileManager.default.contentsOfDirectory(atPath: memos.path).filter { !$0.hasPrefix(".") }
+            try #require(files.count == 1, "\(files)")
+            return try String(contentsOf: memos.appendingPathComponent(files[0]), encoding: .utf8)
+        }
+        #expect(try storectlRemembering("info", store.path).status == 0)
+        let first = try memo()
+        let mode = try FileManager.default.attributesOfItem(atPath: memos.path)[.posixPermissions] as? Int
+        #expect(mode == 0o700)
+        // Unchanged: remembered as it was.
+        #expect(try storectlRemembering("query", store.path, "--entity", "Track", "--count").stdout.hasPrefix("400"))
+        #expect(try memo() == first)
+        // A commit changes the file: checked again, remembered anew.
+        let input = dir.appendingPathComponent("genre.ndjson")
+        try Data(#"{"entity": "Genre", "name": "after"}"#.utf8).write(to: input)
+        #expect(try storectlRemembering("import", store.path, input.path, "--quiet").status == 0)
+        #expect(try storectlRemembering("info", store.path).status == 0)
+        #expect(try memo() != first)
+        // Damage after a check is found: the file is not the one remembered.
+        try damage(store, Self.valueSizePastItsPage)
+        let refused = try storectlRemembering("info", store.path)
+        #expect(refused.status == 65 && refused.stderr.contains("runs past the page"), "\(refused.stderr)")
     }
 
     @Test func aBranchPointerOutsideTheFileIsRefusedByEveryCommand() async throws {
@@ -68,17 +117,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store")
         try await buildStore(store)
-        try damage(store) { b in
-            for page in 2..<(b.count / Self.pageSize) {
-                let base = page * Self.pageSize
-                guard u16(b, base + 10) == 0x02 else { continue }
-                let node = base + u16(b, base + 16)
-                guard u16(b, node + 4) == 0 else { continue }
-                b[node + 1] = 0x7F   // the value's size (low 16 bits) raised past the page
-                return true
-            }
-            return false
-        }
+        try damage(store, Self.valueSizePastItsPage)
         try expectEveryCommandRefuses(store, mentioning: ["the store is damaged", "runs past the page", "key 0x"])
     }
 

@@ -31,28 +31,32 @@ import Testing
 
         // Another process imports the sample library, then one genre at a time from a loop of
         // storectl runs, while this one saves every few milliseconds until the loop is done.
-        var script = "set -e\n\"$0\" import \"$1\" \"$2\" --batch 20 --quiet\n"
+        // The other process imports the sample library, then one genre at a time, each after
+        // this process has saved once more (it waits for a file this process makes): the two
+        // processes' commits alternate whatever the load on the machine.
+        var script = "set -e\n\"$0\" import \"$1\" \"$2\" --batch 20 --quiet\ntouch \"$3/started\"\n"
         for i in 0..<8 {
             let file = dir.appendingPathComponent("g\(i).ndjson")
             try Data(#"{"entity": "Genre", "name": "theirs\#(i)"}"#.utf8).write(to: file)
-            script += "\"$0\" import \"$1\" \"\(file.path)\" --quiet\n"
+            script += "while [ ! -e \"$3/go\(i)\" ]; do sleep 0.01; done\n\"$0\" import \"$1\" \"\(file.path)\" --quiet\n"
         }
         // Started as a process of its own, not run on a thread of the test's pool: its waiting
         // would hold a thread a save needs to resume on.
         let other = Process()
         other.executableURL = URL(fileURLWithPath: "/bin/sh")
-        other.arguments = ["-c", script, storectlPath, path.path, sample]
+        other.arguments = ["-c", script, storectlPath, path.path, sample, dir.path]
         other.standardOutput = FileHandle.nullDevice
         try other.run()
+        let started = dir.appendingPathComponent("started").path
+        while other.isRunning, !FileManager.default.fileExists(atPath: started) { try await Task.sleep(for: .milliseconds(5)) }
         var mine: [TransactionID] = []
-        var i = 0
-        while other.isRunning || mine.count < 5 {
+        for i in 0..<8 {
             mine.append(try await store.save(author: "here") { $0.insert(Genre(name: "g\(i)")) })
-            i += 1
-            try await Task.sleep(for: .milliseconds(5))
+            try Data().write(to: dir.appendingPathComponent("go\(i)"))
         }
         other.waitUntilExit()
         #expect(other.terminationStatus == 0)
+        mine.append(try await store.save(author: "here") { $0.insert(Genre(name: "last")) })
 
         let head = try store.lastTransactionID
         let expected = Int(head.rawValue - first.rawValue)
@@ -62,10 +66,10 @@ import Testing
         #expect(seen.filter { $0.author == "here" }.map(\.id) == mine)
         let theirs = seen.filter { $0.author != "here" }
         #expect(theirs.count > 10)
-        // One of ours between two of theirs.
+        // Ours between theirs: the import, then each of our first eight saves before one of theirs.
         let ours = seen.indices.filter { seen[$0].author == "here" }, others = seen.indices.filter { seen[$0].author != "here" }
-        let interleaved = ours.contains { i in others.contains { $0 < i } && others.contains { $0 > i } }
-        #expect(interleaved, "\(seen.map { "\($0.id.rawValue):\($0.author)" })")
+        let between = ours.filter { i in others.contains { $0 < i } && others.contains { $0 > i } }
+        #expect(between.count == 8, "\(seen.map { "\($0.id.rawValue):\($0.author)" })")
         #expect(theirs.allSatisfy { !$0.changedObjects.isEmpty })
         // What the events name is what the store holds.
         let tracks = try store.mainContext.count(Track.self)
