@@ -176,8 +176,9 @@ extension ReadView {
              .between(let a, _, _):
             guard e.attributes[a].type != .string, e.attributes[a].type != .bytes else { return nil }
             let path = plan(e, predicate, throughRelationships: true)
-            guard case .index(let index, _, _) = path, index.attributes == [a] else { return nil }
-            return try ids(for: path).count
+            guard case .index(let index, let low, let high) = path, index.attributes == [a] else { return nil }
+            // One entry per object in a one-attribute index: the entries in range are the count.
+            return try rangeIDs(index, low: low, high: high, counting: true).count
         default:
             return nil
         }
@@ -206,16 +207,7 @@ extension ReadView {
             }
             return sources.sorted()
         case .index(let index, let low, let high):
-            let budget = index.isUnique ? Int.max : Layout.componentBudget(index)
-            var start = Layout.u16(index.tag)
-            if let low { SortableEncoding.encode(low, into: &start, truncateBytes: budget) }
-            var stop: [UInt8]?
-            if let high {
-                var h = Layout.u16(index.tag)
-                SortableEncoding.encode(high, into: &h, truncateBytes: budget)
-                stop = h
-            }
-            return try rangeIDs(index, start: start, stop: stop, prefix: Layout.u16(index.tag))
+            return try rangeIDs(index, low: low, high: high, counting: false).ids
         case .prefix(let index, let text):
             var p = Layout.u16(index.tag) + [0x01]
             let budget = index.isUnique ? Int.max : Layout.componentBudget(index)
@@ -225,6 +217,33 @@ extension ReadView {
             }
             return try rangeIDs(index, start: p, stop: nil, prefix: p)
         }
+    }
+
+    /// The ids of the entries of `index` from `low` to `high` (both included; nil: open), in id
+    /// order; with `counting`, only how many entries there are (no id is kept).
+    private func rangeIDs(_ index: IndexDescription, low: Value?, high: Value?,
+                          counting: Bool) throws -> (ids: [ObjectID], count: Int) {
+        let budget = index.isUnique ? Int.max : Layout.componentBudget(index)
+        var start = Layout.u16(index.tag)
+        if let low { SortableEncoding.encode(low, into: &start, truncateBytes: budget) }
+        var stop: [UInt8]?
+        if let high {
+            var h = Layout.u16(index.tag)
+            SortableEncoding.encode(high, into: &h, truncateBytes: budget)
+            stop = h
+        }
+        if counting {
+            var n = 0
+            let db = index.isUnique ? env[.uniques] : env[.indexes]
+            try txn.scan(db, from: start, prefix: Layout.u16(index.tag)) { key, _ in
+                if let stop, !key.starts(with: stop), Value.compareBytes(key, stop) > 0 { return false }
+                n += 1
+                return true
+            }
+            return ([], n)
+        }
+        let ids = try rangeIDs(index, start: start, stop: stop, prefix: Layout.u16(index.tag))
+        return (ids, ids.count)
     }
 
     /// Ids in an index from `start` while keys begin with `prefix` and are not past `stop`
