@@ -635,6 +635,11 @@ public final class Store: Sendable {
         get throws { try read { try $0.lastTransactionID() } }
     }
 
+    /// ``lastTransactionID`` without `try`, for conditions and autoclosures
+    /// (`#expect(store.currentTransactionID == tx)`): nil when the store cannot be read (closed,
+    /// used after `fork()`, an I/O error), which ``lastTransactionID`` throws.
+    public var currentTransactionID: TransactionID? { try? lastTransactionID }
+
     /// Open snapshots, oldest first: who holds each, its age and how far behind the head it is.
     public func openSnapshots() throws -> [SnapshotInfo] {
         warnAboutOldSnapshots()

@@ -75,4 +75,15 @@ import Testing
         #expect(tx == TransactionID(1))
         #expect(try store.mainContext.object(Genre.self, id: g.id)?.name == "main")
     }
+
+    @Test func theLastTransactionIsReadableWithoutTry() async throws {
+        let store = try Store.temporary(schema: librarySchema())
+        #expect(store.currentTransactionID == .zero)
+        let tx = try await store.save { $0.insert(Genre(name: "g")) }
+        #expect(store.currentTransactionID == tx)
+        #expect(try store.lastTransactionID == tx)
+        store.close()
+        #expect(store.currentTransactionID == nil)
+        #expect(throws: StrataError.self) { try store.lastTransactionID }
+    }
 }
