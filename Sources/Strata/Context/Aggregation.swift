@@ -173,6 +173,11 @@ struct Aggregation {
            let rows = try targetCounts(source, tag) {
             return rows
         }
+        if functions.isEmpty, case .all = predicate, case .attribute(let path, let a)? = key, path.isEmpty,
+           a >= 0, a < entity.attributes.count, let counts = try source.valueCounts(entity, a) {
+            return counts.map { AggregateRow(group: $0.value, count: $0.count, values: []) }
+                .sorted { Value.compare($0.group, $1.group) < 0 }
+        }
         let groups = Groups(functions, entity)
         let slotOf = try groupFunction(source, predicate, groups)
         func add(_ r: Record) throws -> Bool {

@@ -18,6 +18,9 @@ protocol ObjectSource {
     /// The number of targets of to-many `tag` of every object of `e` that has one or more, when
     /// the source can count them from its edges alone; nil otherwise.
     func targetCounts(_ e: EntityDescription, _ tag: UInt16) throws -> [(id: ObjectID, count: Int)]?
+    /// How many objects of `e` hold each value of attribute `a` (no value included), when an
+    /// index gives it without reading the objects; nil otherwise.
+    func valueCounts(_ e: EntityDescription, _ a: Int) throws -> [(value: Value, count: Int)]?
 }
 
 extension ObjectSource {
@@ -26,6 +29,9 @@ extension ObjectSource {
 
     /// Not from the edges alone (pending changes over them).
     func targetCounts(_ e: EntityDescription, _ tag: UInt16) throws -> [(id: ObjectID, count: Int)]? { nil }
+
+    /// Not from an index (pending changes over it).
+    func valueCounts(_ e: EntityDescription, _ a: Int) throws -> [(value: Value, count: Int)]? { nil }
 
     /// Every object, whole.
     func scanAll(_ e: EntityDescription, only: [Bool], _ visit: (Record) throws -> Bool) throws {

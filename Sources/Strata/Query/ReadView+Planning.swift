@@ -99,6 +99,56 @@ extension ReadView {
         return counts
     }
 
+    /// How many objects hold each value of attribute `a`, from an index of `a` alone: runs of
+    /// equal value bytes among its entries, each run's value read from one of its objects (one
+    /// record per distinct value). From a unique constraint (which holds no null) the objects
+    /// without a value are the rest of the entity's count. Nil without such an index, or for a
+    /// string or bytes attribute with only a plain index, whose keys may be cut (two long values
+    /// would share a run).
+    /// - Complexity: O(objects) index entries, O(distinct values) records.
+    func valueCounts(_ e: EntityDescription, _ a: Int) throws -> [(value: Value, count: Int)]? {
+        let unique = e.uniques.first { $0.attributes == [a] }
+        let type = e.attributes[a].type
+        guard let index = unique ?? (type == .string || type == .bytes ? nil : e.indexes.first { $0.attributes == [a] })
+        else { return nil }
+        let db = index.isUnique ? env[.uniques] : env[.indexes]
+        var runs: [(first: ObjectID, count: Int)] = []
+        var current: [UInt8] = []
+        try txn.scan(db, prefix: Layout.u16(index.tag)) { key, value in
+            // A unique key is the value's bytes (the id is the entry's value); an index key ends
+            // with the id.
+            let end = index.isUnique ? key.count : key.count - 16
+            guard end >= 2 else {
+                throw StrataError.corruptRecord(id: ObjectID(high: 0, low: 0),
+                                                reason: "\(index.isUnique ? "uniques" : "indexes") key of \(key.count) bytes")
+            }
+            let bytes = UnsafeRawBufferPointer(rebasing: key[2..<end])
+            if let last = runs.indices.last, bytes.elementsEqual(current) {
+                runs[last].count += 1
+                return true
+            }
+            current = Array(bytes)
+            let id = index.isUnique ? try ObjectID.stored(value, in: "uniques")
+                                    : try ObjectID.stored(UnsafeRawBufferPointer(rebasing: key[end...]), in: "indexes")
+            runs.append((id, 1))
+            return true
+        }
+        var counts: [(value: Value, count: Int)] = []
+        var total = 0
+        for run in runs {
+            guard let r = try record(run.first) else {
+                throw StrataError.corruptRecord(id: run.first, reason: "an index entry names no object")
+            }
+            counts.append((r.values[a], run.count))
+            total += run.count
+        }
+        if index.isUnique {
+            let none = try objectCount(e) - total
+            if none > 0 { counts.insert((.null, none), at: 0) }
+        }
+        return counts
+    }
+
     private func plan(_ e: EntityDescription, _ predicate: Filter, throughRelationships: Bool) -> Path {
         let conjuncts: [Filter] = if case .and(let list) = predicate { list } else { [predicate] }
         var best: (rank: Int, path: Path)?

@@ -55,7 +55,8 @@ import Testing
                     #expect(try context.count(query) == context.fetch(query).count, "seed \(seed) filter \(k)")
                 }
                 // Per to-one target, with and without a function (the second reads the objects).
-                for key in [GroupKey.by(Track.genre), .by(Track.album)] {
+                for key in [GroupKey.by(Track.genre), .by(Track.album), .by(Track.durationSeconds), .by(Track.addedAt),
+                            .by(Track.mbid), .by(Track.title), .by(Track.rating)] {
                     let fast = try context.aggregate(Query(entity: "Track"), groupedBy: key)
                     let read = try context.aggregate(Query(entity: "Track"), groupedBy: key, [.countValues(Track.title)])
                     #expect(fast.map(\.group) == read.map(\.group), "seed \(seed) \(key)")
