@@ -15,7 +15,9 @@ extension LiveQuerySource {
     /// its filter reaches through a relationship (on a context that follows commits: the main context, a view
     /// context with `autoRefresh`, and their children), when this context's or an ancestor's pending changes move,
     /// and at a pinned root's ``ViewContext/refresh()``. Results equal to the previous ones are not delivered.
-    /// Cancel the consuming task to stop it.
+    /// Cancel the consuming task to stop it. An evaluation that fails for a passing reason is
+    /// tried again after 10 ms (doubling to at most a second); the sequence ends when the query is
+    /// invalid or the store is closed, migrated or used after `fork()`.
     public func observe(_ query: Query) -> LiveQuery {
         let (triggers, trigger) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let (output, out) = AsyncStream.makeStream(of: [Record].self, bufferingPolicy: .bufferingNewest(1))
@@ -34,9 +36,28 @@ extension LiveQuerySource {
         let tokens = observerChain.map { o in (o, o.add { trigger.yield() }) }
         let evaluator = Task { [self] in
             var previous: [Record]?
+            var failures = 0
             trigger.yield()
             for await _ in triggers {
-                guard let current = try? fetch(query) else { continue }
+                let current: [Record]
+                do {
+                    current = try fetch(query)
+                    failures = 0
+                } catch let error as StrataError where error.endsLiveQueries {
+                    out.finish()
+                    return
+                } catch {
+                    // A failure that passes (too many snapshots or readers at this moment): the
+                    // query is evaluated again after 10 ms, doubling to at most a second, so the
+                    // results do not stay stale until the next change.
+                    failures += 1
+                    let delay = min(1_000, 10 << min(failures - 1, 7))
+                    Task {
+                        try? await Task.sleep(for: .milliseconds(delay))
+                        trigger.yield()
+                    }
+                    continue
+                }
                 if previous != current { out.yield(current) }
                 previous = current
             }
@@ -87,6 +108,16 @@ extension ChildContext: LiveQuerySource, Observing {
         switch parent {
         case .view(let v): [observers] + v.observerChain
         case .child(let c): [observers] + c.observerChain
+        }
+    }
+}
+
+extension StrataError {
+    /// Whether a live query's evaluation failing so ends it (trying again cannot succeed).
+    var endsLiveQueries: Bool {
+        switch self {
+        case .invalidQuery, .closed, .migrated, .usedAfterFork, .schema, .entityMismatch: true
+        default: false
         }
     }
 }

@@ -72,6 +72,35 @@ import Testing
         }
     }
 
+    @Test(.timeLimit(.minutes(1))) func anEvaluationRefusedForAPassingReasonIsTriedAgain() async throws {
+        var config = StoreConfiguration()
+        config.maxOpenSnapshots = 1
+        try await withLibraryStore(config) { store in
+            _ = try await store.save { $0.insert(Genre(name: "g")) }
+            // The one snapshot allowed is taken: the pinned view's first read is refused.
+            let view = try store.newViewContext(label: "report")
+            view.close()
+            let held = try store.snapshot(label: "held")
+            let results = Collector(view.observe(FetchRequest<Genre>()))
+            defer { results.cancel() }
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(results.all.isEmpty)
+            held.close()
+            // Tried again without any change to trigger it.
+            #expect(try await results.wait(for: 1).first?.objects.map(\.name) == ["g"])
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aLiveQueryThatCannotBeEvaluatedEnds() async throws {
+        try await withLibraryStore { store in
+            let results = Collector(store.mainContext.observe(Query(entity: "NoSuchEntity")))
+            let deadline = ContinuousClock.now + .seconds(10)
+            while !results.finished.withLock({ $0 }), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(results.finished.withLock { $0 })
+            #expect(results.all.isEmpty)
+        }
+    }
+
     @Test(.timeLimit(.minutes(1))) func pinnedContextLiveQueryIsEvaluatedAtRefresh() async throws {
         try await withLibraryStore { store in
             let view = try store.newViewContext(label: "pinned")
