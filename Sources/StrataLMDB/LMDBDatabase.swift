@@ -1,7 +1,7 @@
 import CLMDB
 
 /// A named LMDB database handle. Opened once at start-up and never closed.
-package struct LMDBDatabase: Sendable, Equatable {
+public struct LMDBDatabase: Sendable, Equatable {
     package let dbi: MDB_dbi
     package let name: String
 

@@ -10,7 +10,7 @@ extension LMDBEnvironment {
 
     /// Begins (or renews a pooled) read-only transaction. Pair with ``endRead(_:)``.
     /// Beginning reads the meta pages in the map, so it holds ``mapLock`` shared.
-    package func beginRead() throws -> OpaquePointer {
+    @usableFromInline package func beginRead() throws -> OpaquePointer {
         activeReads.wrappingAdd(1, ordering: .sequentiallyConsistent)
         if closed.load(ordering: .sequentiallyConsistent) {
             activeReads.wrappingSubtract(1, ordering: .sequentiallyConsistent)
@@ -88,7 +88,7 @@ extension LMDBEnvironment {
     }
 
     /// Ends a read transaction from ``beginRead()``: it is reset and pooled, or aborted.
-    package func endRead(_ txn: OpaquePointer) {
+    @usableFromInline package func endRead(_ txn: OpaquePointer) {
         // Last, on every path: the transaction is reset and pooled (or aborted) before a waiting
         // close() goes on.
         defer { activeReads.wrappingSubtract(1, ordering: .releasing) }
@@ -135,7 +135,7 @@ extension LMDBEnvironment {
 
     /// Runs `body` in a short read transaction (holding the map lock shared throughout).
     @inlinable @inline(__always)
-    package func read<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {
+    public func read<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {
         let txn = try beginRead()
         defer { endRead(txn) }
         return try mapLock.withShared { try body(transaction(txn, isWrite: false)) }

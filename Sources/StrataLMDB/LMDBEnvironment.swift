@@ -4,14 +4,14 @@ import CLMDB
 import Glibc
 import Synchronization
 
-package final class LMDBEnvironment: Sendable {
+public final class LMDBEnvironment: Sendable {
     /// Safe to share: see the type's comment. Never used after ``close()``.
     package nonisolated(unsafe) let handle: OpaquePointer
     package let path: String
     package let options: LMDBOptions
-    package let mapLock = RWLock()
+    @usableFromInline package let mapLock = RWLock()
     /// In the order of ``DatabaseSet/names``, then the last handle.
-    let databases: [LMDBDatabase]
+    @usableFromInline let databases: [LMDBDatabase]
     /// Reset read transactions kept for reuse (renewing one costs far less than beginning one).
     let readPool = Locked<[ReadTxnBox]>([])
     /// One reset read transaction kept outside the pool (its bits; 0: none), taken and given
@@ -244,14 +244,14 @@ package final class LMDBEnvironment: Sendable {
 
     /// A view of `handle`, a transaction of this environment.
     @inline(__always)
-    package func transaction(_ handle: OpaquePointer, isWrite: Bool) -> LMDBTransaction {
+    @usableFromInline package func transaction(_ handle: OpaquePointer, isWrite: Bool) -> LMDBTransaction {
         LMDBTransaction(handle: handle, isWrite: isWrite, environment: self)
     }
 
     /// The handle at `position`: the named databases in the order of ``DatabaseSet/names``, then
     /// the last handle.
-    @inline(__always)
-    package func database(at position: Int) -> LMDBDatabase { databases[position] }
+    @inlinable @inline(__always)
+    public func database(at position: Int) -> LMDBDatabase { databases[position] }
 
     package var mapSizeBytes: Int { currentMapSize.load(ordering: .relaxed) }
 

@@ -6,7 +6,7 @@ import CLMDB
 /// It is only ever handed to a closure (`LMDBEnvironment.write`, a snapshot's `read`), and must
 /// not be stored: the pointer is invalid once the closure returns. Values it returns are copied
 /// or decoded inside the closure; no pointer into the map escapes.
-package struct LMDBTransaction {
+public struct LMDBTransaction {
     package let handle: OpaquePointer
     package let isWrite: Bool
     /// The environment the transaction belongs to (nil while it opens its databases). Unowned and
@@ -22,15 +22,26 @@ package struct LMDBTransaction {
     }
 
     /// Calls `body` with the bytes stored at `key`, or returns nil when the key is absent.
-    /// The buffer is valid only inside `body`.
-    package func withValue<R>(_ db: LMDBDatabase, key: [UInt8],
-                              _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+    /// The buffer is valid only inside `body`. Inlined into callers in other modules (with the
+    /// lookup itself, ``value(_:key:)``, a plain call), so no call goes through an unspecialized
+    /// generic.
+    @inlinable @inline(__always)
+    public func withValue<R>(_ db: LMDBDatabase, key: [UInt8],
+                             _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
         try key.withUnsafeBytes { try withValue(db, key: $0, body) }
     }
 
     /// ``withValue(_:key:_:)`` for a key that lives elsewhere (an id's bytes on the stack).
-    package func withValue<R>(_ db: LMDBDatabase, key: UnsafeRawBufferPointer,
-                              _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+    @inlinable @inline(__always)
+    public func withValue<R>(_ db: LMDBDatabase, key: UnsafeRawBufferPointer,
+                             _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+        guard let bytes = try value(db, key: key) else { return nil }
+        return try body(bytes)
+    }
+
+    /// The bytes stored at `key`, valid until the transaction ends or writes; nil when absent.
+    @usableFromInline
+    package func value(_ db: LMDBDatabase, key: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer? {
         // Keys looked up are made from what the store holds (a log entry's ids, a record's values):
         // a size LMDB cannot hold comes from a damaged entry, reported as such, not a trap.
         guard key.count > 0 && key.count <= LMDBLimits.maxKeyBytes else {
@@ -44,7 +55,7 @@ package struct LMDBTransaction {
         let rc = mdb_get(handle, db.dbi, &k, &data)
         if rc == MDB_NOTFOUND { return nil }
         try lmdbCheck(rc, "mdb_get(\(db.name))")
-        return try body(UnsafeRawBufferPointer(start: data.mv_data, count: data.mv_size))
+        return UnsafeRawBufferPointer(start: data.mv_data, count: data.mv_size)
     }
 
     /// Whether `key` is present.

@@ -10,14 +10,14 @@ import Glibc
 ///
 /// `@unchecked Sendable` is safe: `value` is only reachable inside `withLock`, which holds the
 /// mutex for the whole access, so no two threads ever touch it at once.
-package final class Locked<Value>: @unchecked Sendable {
+public final class Locked<Value>: @unchecked Sendable {
     // Visible to inlined code only: `withLock` is inlined into callers in other modules (forced:
     // left to the optimizer it stayed a call through an unspecialized generic), so a critical
     // section costs no call through this module.
     @usableFromInline var value: Value
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
-    package init(_ value: Value) {
+    public init(_ value: Value) {
         self.value = value
         mutex = .allocate(capacity: 1)
         let rc = pthread_mutex_init(mutex, nil)
@@ -30,7 +30,7 @@ package final class Locked<Value>: @unchecked Sendable {
     }
 
     @inlinable @inline(__always)
-    package func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+    public func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
         let rc = pthread_mutex_lock(mutex)
         precondition(rc == 0, "pthread_mutex_lock failed: \(rc)")
         defer { pthread_mutex_unlock(mutex) }
@@ -39,7 +39,7 @@ package final class Locked<Value>: @unchecked Sendable {
 
     /// ``withLock(_:)`` when the lock is free; nil, without waiting, when another thread holds it.
     @inlinable @inline(__always)
-    package func withLockIfAvailable<R>(_ body: (inout Value) throws -> R) rethrows -> R? {
+    public func withLockIfAvailable<R>(_ body: (inout Value) throws -> R) rethrows -> R? {
         let rc = pthread_mutex_trylock(mutex)
         if rc == EBUSY { return nil }
         precondition(rc == 0, "pthread_mutex_trylock failed: \(rc)")

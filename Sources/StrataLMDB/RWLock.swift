@@ -10,7 +10,7 @@ import Glibc
 ///
 /// `@unchecked Sendable` is safe: the only state is a `pthread_rwlock_t` allocated once, never
 /// moved, and designed for concurrent use from any thread.
-package final class RWLock: @unchecked Sendable {
+public final class RWLock: @unchecked Sendable {
     // Visible to inlined code only (see `Locked`).
     @usableFromInline let lock: UnsafeMutablePointer<pthread_rwlock_t>
 
@@ -35,7 +35,7 @@ package final class RWLock: @unchecked Sendable {
     }
 
     @inlinable @inline(__always)
-    package func withShared<R>(_ body: () throws -> R) rethrows -> R {
+    public func withShared<R>(_ body: () throws -> R) rethrows -> R {
         let rc = pthread_rwlock_rdlock(lock)
         precondition(rc == 0, "pthread_rwlock_rdlock failed: \(rc)")
         defer { pthread_rwlock_unlock(lock) }
@@ -43,7 +43,7 @@ package final class RWLock: @unchecked Sendable {
     }
 
     @inlinable @inline(__always)
-    package func withExclusive<R>(_ body: () throws -> R) rethrows -> R {
+    public func withExclusive<R>(_ body: () throws -> R) rethrows -> R {
         let rc = pthread_rwlock_wrlock(lock)
         precondition(rc == 0, "pthread_rwlock_wrlock failed: \(rc)")
         defer { pthread_rwlock_unlock(lock) }
