@@ -124,7 +124,12 @@ extension LMDBEnvironment {
 
     /// The id of the last LMDB transaction committed to the environment by any process, read from
     /// the shared meta pages without a read transaction: cheap enough to poll.
+    /// Counted as a read, so a concurrent ``close()`` waits for it instead of freeing the
+    /// environment under it.
     package func lastCommittedTransaction() throws -> UInt64 {
+        activeReads.wrappingAdd(1, ordering: .sequentiallyConsistent)
+        defer { activeReads.wrappingSubtract(1, ordering: .releasing) }
+        if closed.load(ordering: .sequentiallyConsistent) { throw options.policy.closed(path: path) }
         var info = MDB_envinfo()
         try lmdbCheck(mdb_env_info(handle, &info), "mdb_env_info")
         return UInt64(info.me_last_txnid)

@@ -105,6 +105,8 @@ final class CommitPublisher: Sendable {
                     s.published = max(s.published, try Self.head(env))
                 }
             }
+        } catch StrataError.closed {
+            return   // the store (or a generation a compaction replaced) closed meanwhile
         } catch {
             logger.warning("could not look for other processes' commits: \(error)")
         }
@@ -147,6 +149,8 @@ final class CommitPublisher: Sendable {
                     }
                     return found
                 }
+            } catch StrataError.closed {
+                return   // a generation a compaction replaced: the next look reads the new one
             } catch {
                 // A damaged entry: the subscribers learn they missed what could not be read.
                 logger.error("could not read the log after transaction \(s.published) to publish it: \(error)")
