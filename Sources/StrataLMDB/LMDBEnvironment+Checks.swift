@@ -37,9 +37,14 @@ extension LMDBEnvironment {
             defer { mdb_txn_abort(txn) }
             let txnID = lmdbTransactionID(txn)
             if let memo, memo.isChecked(dataFile, txnID: txnID) { return }
+            // Taken before the walk and compared after it: a file written meanwhile other than
+            // by a commit (which would change the transaction) is not remembered as checked.
+            let before = memo?.identity(dataFile, txnID: txnID)
             do {
                 try PageAudit.check(dataFile: dataFile, store: path, txnID: txnID, policy: policy)
-                memo?.record(dataFile, txnID: txnID)
+                if let memo, let before, let after = memo.identity(dataFile, txnID: txnID), after == before {
+                    memo.record(before)
+                }
                 return
             } catch is PageAudit.Outdated where attempt < 100 {
                 attempt += 1   // commits overtook the check's meta page: check the newer state

@@ -458,7 +458,8 @@ public final class ChildContext: ObjectReading {
     /// reads of its commit until the view shows it (the writer's merge policy may have kept store
     /// values, and delete rules may have reached further than the child saw). Read right after
     /// the commit.
-    /// - Complexity: O(changes of the transaction and of `sent`).
+    /// - Complexity: O(changes of the transaction and of `sent`, plus the edges of every object
+    ///   they name: an album renamed with 10,000 tracks holds 10,000 facts until the view refreshes).
     private func committedLayer(at tx: TransactionID, sent: ChangeSet) throws -> Overlay {
         try store.read { view in
             var objects = Set<ObjectID>()

@@ -182,7 +182,10 @@ struct DecimalNumber: Hashable, Sendable {
         let z = try r.varint()
         let exponent = Int64(bitPattern: z >> 1) ^ -Int64(bitPattern: z & 1)
         let count = Int(try r.u8())
-        guard count >= 1, count <= maxDigits, exponent >= minExponent, exponent <= maxExponent + maxDigits else {
+        // The limits ``checked(_:)`` enforces: a larger power of ten only as trailing zeros the
+        // digits have room for.
+        guard count >= 1, count <= maxDigits, exponent >= minExponent,
+              count + max(0, Int(exponent) - maxExponent) <= maxDigits else {
             throw DecodingError(offset: at, reason: "decimal of \(count) digits at 10^\(exponent)")
         }
         let packed = try r.fixed((count + 1) / 2)

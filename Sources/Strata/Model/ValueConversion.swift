@@ -27,10 +27,10 @@ public enum ValueConversion {
         case (.decimal, .int(let i)): return .decimal(Decimal(i))
         case (.decimal, .string(let s)): return try decimal(DecimalNumber.parse(s), shown: s)
         case (.decimal, .double(let d)):
-            // A number read without exact decimals: its shortest text (`0.1`, not the double's
-            // binary expansion).
-            guard d.isFinite else { throw Failure(reason: "\(d) is not a decimal number") }
-            return try decimal(DecimalNumber.parse(String(d)), shown: String(d))
+            // A number the parser could not keep exact (more than 38 significant digits, or read
+            // without exact decimals): taking its double would round it silently.
+            throw Failure(reason: "\(d) is not exact as a decimal (a decimal keeps at most " +
+                                  "\(DecimalNumber.maxDigits) significant digits, read from the number's text)")
         case (.bool, .bool(let b)): return .bool(b)
         case (.date, .string(let s)):
             guard let d = ISO8601.date(from: s) else {

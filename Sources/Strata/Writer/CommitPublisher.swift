@@ -49,22 +49,38 @@ final class CommitPublisher: Sendable {
     }
 
     /// Publishes this process's `entries` (committed in `env`, in order): first any transaction of
-    /// another process committed before them and not yet published, then those not published yet.
+    /// another process committed before them and not yet published, a batch at a time (the lock is
+    /// let go between batches, and the watch may publish some of them meanwhile), then those of
+    /// `entries` not published yet.
     func publishLocal(_ entries: [LogEntry], env: LMDBEnvironment) {
-        guard let first = entries.first?.transactionID.rawValue else { return }
+        guard let first = entries.first?.transactionID.rawValue,
+              let last = entries.last?.transactionID.rawValue else { return }
         hub.recordLocal(entries)
-        let listening = hub.hasSubscribers
+        if interval > 0 {
+            do {
+                while try publishBatch(env: env, through: first - 1) {}
+            } catch {
+                // The log before these entries cannot be read now: the subscribers learn they
+                // missed it, and the order stays the log's.
+                logger.error("could not read the log before transaction \(first) to publish it: \(error)")
+                state.withLock { s in
+                    guard first - 1 > s.published else { return }
+                    if hub.hasSubscribers { hub.deliverMissed(Int(first - 1 - s.published)) }
+                    s.published = first - 1
+                }
+            }
+        }
         state.withLock { s in
-            guard listening else {
+            // Asked under the lock: a subscriber that came before this point gets these entries.
+            guard hub.hasSubscribers else {
                 // Nobody to tell: a subscriber that comes later starts from here.
-                s.published = max(s.published, entries[entries.count - 1].transactionID.rawValue)
+                s.published = max(s.published, last)
                 return
             }
-            if first > s.published + 1, interval > 0 { publish(from: &s, through: first - 1, env: env) }
             let fresh = entries.filter { $0.transactionID.rawValue > s.published }
-            if let last = fresh.last {
+            if let end = fresh.last {
                 hub.deliver(fresh, schema: schema)
-                s.published = last.transactionID.rawValue
+                s.published = end.transactionID.rawValue
             }
         }
     }
@@ -73,7 +89,9 @@ final class CommitPublisher: Sendable {
     /// was committed before is not published to the new subscriber.
     func startWatching() {
         guard interval > 0, let env = environment() else { return }
-        let head = try? Self.head(env), seen = try? env.lastCommittedTransaction()
+        // LMDB's last transaction first, then the log's head: a commit between the two reads is
+        // then seen as new by the first look (the other order would take it as seen, unpublished).
+        let seen = try? env.lastCommittedTransaction(), head = try? Self.head(env)
         state.withLock { s in
             guard s.timer == nil, !s.closed else { return }
             if let head, let seen {
@@ -89,37 +107,26 @@ final class CommitPublisher: Sendable {
         }
     }
 
-    /// One look: publishes what other processes committed since the last one.
+    /// One look: publishes what other processes committed since the last one, a batch at a time.
     func poll() {
         guard let env = environment() else { return }
-        let listening = hub.hasSubscribers
         do {
             let last = try env.lastCommittedTransaction()
-            try state.withLock { s in
-                guard !s.closed, last != s.seenLMDB else { return }
+            let moved = state.withLock { s -> Bool in
+                guard !s.closed, last != s.seenLMDB else { return false }
                 s.seenLMDB = last
-                if listening {
-                    publish(from: &s, through: nil, env: env)
-                } else {
-                    // Nobody to tell: a subscriber that comes later starts from the head.
-                    s.published = max(s.published, try Self.head(env))
-                }
+                return true
             }
+            guard moved else { return }
+            while try publishBatch(env: env, through: nil) {}
         } catch StrataError.closed {
             return   // the store (or a generation a compaction replaced) closed meanwhile
         } catch {
+            // The log could not be read now (not an entry that fails to decode: those are
+            // reported as missed); the next look tries again.
+            state.withLock { $0.seenLMDB = 0 }
             logger.warning("could not look for other processes' commits: \(error)")
         }
-    }
-
-    /// The log's last transaction id (0 for an empty log).
-    static func head(_ env: LMDBEnvironment) throws -> UInt64 {
-        try env.read { txn in
-            try txn.last(env[.log]) { k, _ -> UInt64 in
-                var r = ByteReader(k)
-                return try r.u64()
-            }
-        } ?? 0
     }
 
     /// Stops the watch; nothing is published after it returns.
@@ -132,42 +139,55 @@ final class CommitPublisher: Sendable {
         timer?.cancel()
     }
 
-    /// Publishes the log after `s.published` up to `through` (the head when nil), in batches.
-    private func publish(from s: inout State, through limit: UInt64?, env: LMDBEnvironment) {
-        while true {
-            let start = s.published + 1
-            let entries: [LogEntry]
-            do {
-                entries = try env.read { txn in
-                    var found: [LogEntry] = []
-                    try txn.scan(env[.log], from: TransactionID(start).keyBytes) { key, value in
-                        var r = ByteReader(key)
-                        let tx = try r.u64()
-                        if let limit, tx > limit { return false }
-                        found.append(try LogEntryCodec.decode(value, transactionID: TransactionID(tx)))
-                        return found.count < Self.batch
-                    }
-                    return found
-                }
-            } catch StrataError.closed {
-                return   // a generation a compaction replaced: the next look reads the new one
-            } catch {
-                // A damaged entry: the subscribers learn they missed what could not be read.
-                logger.error("could not read the log after transaction \(s.published) to publish it: \(error)")
-                if let limit, limit > s.published {
-                    hub.deliverMissed(Int(limit - s.published))
-                    s.published = limit
-                }
-                return
+    /// The log's last transaction id (0 for an empty log).
+    static func head(_ env: LMDBEnvironment) throws -> UInt64 {
+        try env.read { txn in
+            try txn.last(env[.log]) { k, _ -> UInt64 in
+                var r = ByteReader(k)
+                return try r.u64()
             }
-            guard let first = entries.first?.transactionID.rawValue,
-                  let last = entries.last?.transactionID.rawValue else { return }
-            // Ids are gap-free; a gap is a part of the log compaction squashed while this
-            // process was not looking.
-            if first > start { hub.deliverMissed(Int(first - start)) }
+        } ?? 0
+    }
+
+    /// Publishes, under the lock, up to ``batch`` transactions of the log after the position and
+    /// not past `limit` (the head when nil); true when there may be more. With no subscriber the
+    /// position just moves to the head (nobody to tell; a later subscriber starts from there). An
+    /// entry that fails to decode is skipped and counted as missed; ids the log lacks (squashed by
+    /// a compaction) are counted as missed too.
+    private func publishBatch(env: LMDBEnvironment, through limit: UInt64?) throws -> Bool {
+        try state.withLock { s -> Bool in
+            if s.closed { return false }
+            if let limit, limit <= s.published { return false }
+            guard hub.hasSubscribers else {
+                let target = try limit ?? Self.head(env)
+                s.published = max(s.published, target)
+                return false
+            }
+            let start = s.published + 1
+            var entries: [LogEntry] = []
+            var damaged = 0
+            var end = s.published
+            try env.read { txn in
+                try txn.scan(env[.log], from: TransactionID(start).keyBytes) { key, value in
+                    var r = ByteReader(key)
+                    let tx = try r.u64()
+                    if let limit, tx > limit { return false }
+                    do {
+                        entries.append(try LogEntryCodec.decode(value, transactionID: TransactionID(tx)))
+                    } catch {
+                        damaged += 1
+                        logger.error("transaction \(tx) of the log cannot be published: \(error)")
+                    }
+                    end = tx
+                    return entries.count + damaged < Self.batch
+                }
+            }
+            guard end > s.published else { return false }
+            let missed = Int(end - s.published) - entries.count
+            if missed > 0 { hub.deliverMissed(missed) }
             hub.deliver(entries, schema: schema)
-            s.published = last
-            if entries.count < Self.batch { return }
+            s.published = end
+            return entries.count + damaged == Self.batch
         }
     }
 }

@@ -74,10 +74,15 @@ import Testing
             try #require(files.count == 1, "\(files)")
             return try String(contentsOf: memos.appendingPathComponent(files[0]), encoding: .utf8)
         }
+        // A memo directory others may write is not trusted: nothing is remembered in it.
+        try FileManager.default.createDirectory(at: memos, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o777])
+        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: memos.path)
+        #expect(try storectlRemembering("info", store.path).status == 0)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: memos.path).isEmpty)
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: memos.path)
         #expect(try storectlRemembering("info", store.path).status == 0)
         let first = try memo()
-        let mode = try FileManager.default.attributesOfItem(atPath: memos.path)[.posixPermissions] as? Int
-        #expect(mode == 0o700)
         // Unchanged: remembered as it was.
         #expect(try storectlRemembering("query", store.path, "--entity", "Track", "--count").stdout.hasPrefix("400"))
         #expect(try memo() == first)

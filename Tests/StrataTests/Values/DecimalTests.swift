@@ -97,8 +97,10 @@ import Testing
                 #expect(c.offset == raw.count)
             }
         }
-        // A digit nibble above 9, a digit count of zero, a leading zero, a cut value.
-        for damaged: [UInt8] in [[8, 0, 0, 1, 0xA0], [8, 0, 0, 0], [8, 0, 0, 2, 0x01], [8, 0, 0, 3, 0x12]] {
+        // A digit nibble above 9, a digit count of zero, a leading zero, a cut value, 38 digits at
+        // 10^128 (past what a decimal holds: 128 is zig-zag 256, varint 0x80 0x02).
+        let wide: [UInt8] = [8, 0, 0x80, 0x02, 38] + [UInt8](repeating: 0x11, count: 19)
+        for damaged: [UInt8] in [[8, 0, 0, 1, 0xA0], [8, 0, 0, 0], [8, 0, 0, 2, 0x01], [8, 0, 0, 3, 0x12], wide] {
             damaged.withUnsafeBytes { raw in
                 var r = ByteReader(raw)
                 #expect(throws: (any Error).self, "\(damaged)") { try ValueCodec.decode(from: &r) }
@@ -222,8 +224,11 @@ import Testing
         #expect(try ValueConversion.value(from: exact["a"]!, type: .decimal) == .decimal(try dec("0.1")))
         #expect(try ValueConversion.value(from: exact["b"]!, type: .decimal) == .decimal(try dec("0.01")))
         #expect(try ValueConversion.value(from: exact["c"]!, type: .decimal) == .decimal(7))
-        // Too many digits for a decimal: the parser gives a double, which a decimal attribute takes by its text.
+        // Too many digits for a decimal: the parser gives a double, which a decimal attribute
+        // refuses (taking it would round it silently); a double attribute takes it.
         if case .double = exact["d"]! {} else { Issue.record("\(exact["d"]!)") }
+        #expect { try ValueConversion.value(from: exact["d"]!, type: .decimal) } throws: { "\($0)".contains("not exact") }
+        #expect(try ValueConversion.value(from: exact["d"]!, type: .double) != .null)
         // A double attribute takes the exact number rounded once; an int one a whole number.
         #expect(try ValueConversion.value(from: exact["a"]!, type: .double) == .double(0.1))
         #expect(try ValueConversion.value(from: .decimal(try dec("12")), type: .int) == .int(12))
