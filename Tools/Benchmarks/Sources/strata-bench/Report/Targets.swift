@@ -33,6 +33,15 @@ struct Target: Sendable {
         Target(name: "W9 size after ≤ 1.5× live bytes", bound: .atMost, threshold: 1.5) { $0.value("W9_compaction_size_ratio", .strata) },
         Target(name: "W9 compaction ≥ 0.5× mdb_copy -c", bound: .atLeast, threshold: 0.5) { ratio($0, "W9_compaction_mb_per_s", .strata, .lmdb) },
         Target(name: "W10 migration ≥ 1× GRDB update", bound: .atLeast, threshold: 1) { ratio($0, "W10_migration", .strata, .grdb) },
+        Target(name: "W11 library into an empty store ≥ 3× GRDB", bound: .atLeast, threshold: 3) {
+            ratio($0, "W11_library_empty", .strata, .grdb)
+        },
+        Target(name: "W11 library ≥ 150k records/s", bound: .atLeast, threshold: 150_000) { $0.value("W11_library_empty", .strata) },
+        Target(name: "W11 a tenth more ≥ 50k records/s", bound: .atLeast, threshold: 50_000) { $0.value("W11_library_more", .strata) },
+        Target(name: "W11 catalog into an empty store ≥ 3× GRDB", bound: .atLeast, threshold: 3) {
+            ratio($0, "W11_catalog_empty", .strata, .grdb)
+        },
+        Target(name: "W11 bytes written ≤ 3× the file", bound: .atMost, threshold: 3) { $0.value("W11_written_over_file", .strata) },
     ] + W13Catalog.keys.map { key in
         // Times: Strata's over GRDB's, at most 2.
         Target(name: "W13 \(key.dropFirst(4).dropLast(3).replacingOccurrences(of: "_", with: " ")) ≤ 2× GRDB",

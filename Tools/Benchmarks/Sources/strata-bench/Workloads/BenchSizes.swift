@@ -42,6 +42,10 @@ struct BenchSizes: Sendable {
     /// question (a fifth of them for the two that read every package).
     var catalogPackages = 60_000
     var catalogRepeats = 20
+    /// W11: records of the generated library imported into an empty store (a tenth as many more
+    /// are imported after them), and of the generated link-heavy catalog.
+    var importFileRecords = 200_000
+    var catalogImportRecords = 60_000
 
     static let full = BenchSizes(
         importRecords: 1_000_000, smallTransactions: 10_000, groupCommitTransactions: 2_048,
@@ -54,7 +58,7 @@ struct BenchSizes: Sendable {
         latencyPreload: 20_000, latencyReads: 20_000, latencyImportRecords: 100_000,
         exportGrowthMapBytes: 2 << 20, exportGrowthPreload: 2_000, exportGrowthSaves: 40, exportSeconds: 1.5,
         childChanges: 2_000, childPending: 10_000, childPairs: 1, verifyRecords: 20_000, compactionObjects: 20_000, migrationObjects: 20_000,
-        catalogPackages: 6_000, catalogRepeats: 5)
+        catalogPackages: 6_000, catalogRepeats: 5, importFileRecords: 5_000, catalogImportRecords: 3_000)
 
     var dictionary: [String: Int] {
         ["importRecords": importRecords, "batchSize": batchSize, "smallTransactions": smallTransactions,
@@ -64,6 +68,7 @@ struct BenchSizes: Sendable {
          "exportGrowthPreload": exportGrowthPreload, "exportGrowthSaves": exportGrowthSaves, "exportGrowthBatch": exportGrowthBatch,
          "exportMilliseconds": Int(exportSeconds * 1000), "childChanges": childChanges, "childPending": childPending, "childPairs": childPairs,
          "verifyRecords": verifyRecords, "compactionObjects": compactionObjects, "migrationObjects": migrationObjects,
-         "catalogPackages": catalogPackages, "catalogRepeats": catalogRepeats]
+         "catalogPackages": catalogPackages, "catalogRepeats": catalogRepeats,
+         "importFileRecords": importFileRecords, "catalogImportRecords": catalogImportRecords]
     }
 }

@@ -1,0 +1,314 @@
+import Foundation
+import GRDB
+import Strata
+
+/// W11 (strata and grdb): importing NDJSON files end to end, from the file: Strata's `Importer`
+/// against a GRDB importer of the same files with the same uniques and indexes (and an index on
+/// every reference column and both directions of every many-to-many), references resolved by
+/// unique key, durable, 5,000 records per transaction, the same JSON parser. Three cases: a
+/// generated library into an empty store; a tenth as many records again (another seed) into that
+/// store; a link-heavy generated catalog into an empty store. Records per second; for Strata also
+/// the bytes the process wrote (`/proc/self/io`) over the final file size.
+enum W11Import {
+    static let keys = ["W11_library_empty", "W11_library_more", "W11_catalog_empty", "W11_written_over_file"]
+
+    struct Inputs {
+        let library: URL, more: URL, catalog: URL
+        let libraryRecords: Int, moreRecords: Int, catalogRecords: Int
+    }
+
+    /// Lines in `url` (records of the NDJSON file).
+    static func lines(_ url: URL) throws -> Int {
+        try Data(contentsOf: url).reduce(0) { $0 + ($1 == 0x0A ? 1 : 0) }
+    }
+
+    /// Generates the three files with the repository's generator (`strata-generate`, built by
+    /// `Tools/generate-library` when missing).
+    static func inputs(_ ctx: WorkloadContext) throws -> Inputs {
+        guard let root = Paths.repositoryRoot else { throw BenchSetupError("cannot find the repository") }
+        let dir = ctx.runDirectory.appendingPathComponent("W11-inputs")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        func generate(_ name: String, _ args: [String]) throws -> URL {
+            let out = dir.appendingPathComponent(name)
+            let p = Process()
+            p.executableURL = root.appendingPathComponent("Tools/generate-library")
+            p.arguments = args + ["--output", out.path]
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            p.waitUntilExit()
+            guard p.terminationStatus == 0 else { throw BenchSetupError("Tools/generate-library \(args) failed") }
+            return out
+        }
+        let n = ctx.sizes.importFileRecords
+        let library = try generate("library.ndjson", ["\(n)", "--seed", "11"])
+        let more = try generate("more.ndjson", ["\(max(100, n / 10))", "--seed", "12"])
+        let catalog = try generate("catalog.ndjson", ["\(ctx.sizes.catalogImportRecords)", "--shape", "catalog", "--seed", "13"])
+        return Inputs(library: library, more: more, catalog: catalog, libraryRecords: try lines(library),
+                      moreRecords: try lines(more), catalogRecords: try lines(catalog))
+    }
+
+    static func run(_ ctx: WorkloadContext, _ report: inout Report) async {
+        let inputs: Inputs
+        do {
+            inputs = try Self.inputs(ctx)
+        } catch {
+            for engine in ctx.engines where engine == .strata || engine == .grdb { report.fail(keys, engine, error) }
+            return
+        }
+        ctx.progress("W11: \(inputs.libraryRecords) + \(inputs.moreRecords) library records, \(inputs.catalogRecords) catalog records")
+        await ctx.measureRounds("W11", keys: keys, &report) { engine in
+            switch engine {
+            case .strata: return try await strata(ctx, inputs)
+            case .grdb: return try grdb(ctx, inputs)
+            default: return [:]
+            }
+        }
+    }
+
+    // MARK: Strata
+
+    static func writtenBytes() -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/io", encoding: .utf8) else { return 0 }
+        for line in text.split(separator: "\n") where line.hasPrefix("write_bytes:") {
+            return Int(line.split(separator: " ").last ?? "0") ?? 0
+        }
+        return 0
+    }
+
+    static func strataImport(_ store: Store, _ file: URL) async throws -> Double {
+        var options = ImportOptions()
+        options.batchSize = 5_000
+        let importer = Importer(store: store, options: options)
+        return try await MonotonicClock.measure { _ = try await importer.run(files: [file.path]) }.seconds
+    }
+
+    static func strata(_ ctx: WorkloadContext, _ inputs: Inputs) async throws -> [String: Double] {
+        guard let root = Paths.repositoryRoot else { throw BenchSetupError("cannot find the repository") }
+        var figures: [String: Double] = [:]
+        var config = StoreConfiguration()
+        config.initialMapSizeBytes = ctx.setup.mapSizeBytes
+        config.maxMapSizeBytes = max(config.maxMapSizeBytes, ctx.setup.mapSizeBytes)
+        do {
+            let dir = try ctx.storeDirectory("W11", .strata, "library")
+            defer { ctx.remove(dir) }
+            let store = try Store.open(at: dir, schema: Schema.load(directory: root.appendingPathComponent("Schemas/library")),
+                                       configuration: config)
+            defer { store.close() }
+            let before = writtenBytes()
+            let seconds = try await strataImport(store, inputs.library)
+            figures["W11_library_empty"] = Double(inputs.libraryRecords) / seconds
+            let file = try store.info().fileBytes
+            figures["W11_written_over_file"] = Double(writtenBytes() - before) / Double(max(1, file))
+            figures["W11_library_more"] = Double(inputs.moreRecords) / (try await strataImport(store, inputs.more))
+        }
+        let dir = try ctx.storeDirectory("W11", .strata, "catalog")
+        defer { ctx.remove(dir) }
+        let store = try Store.open(at: dir, schema: Schema.load(directory: root.appendingPathComponent("Schemas/catalog")),
+                                   configuration: config)
+        defer { store.close() }
+        figures["W11_catalog_empty"] = Double(inputs.catalogRecords) / (try await strataImport(store, inputs.catalog))
+        return figures
+    }
+
+    // MARK: GRDB
+
+    static func grdb(_ ctx: WorkloadContext, _ inputs: Inputs) throws -> [String: Double] {
+        guard let root = Paths.repositoryRoot else { throw BenchSetupError("cannot find the repository") }
+        var figures: [String: Double] = [:]
+        do {
+            let dir = try ctx.storeDirectory("W11", .grdb, "library")
+            defer { ctx.remove(dir) }
+            let importer = try GRDBImporter(schema: Schema.load(directory: root.appendingPathComponent("Schemas/library")),
+                                            path: dir.appendingPathComponent("db.sqlite").path)
+            figures["W11_library_empty"] = Double(inputs.libraryRecords)
+                / (try MonotonicClock.measure { try importer.importFile(inputs.library) }.seconds)
+            figures["W11_library_more"] = Double(inputs.moreRecords)
+                / (try MonotonicClock.measure { try importer.importFile(inputs.more) }.seconds)
+        }
+        let dir = try ctx.storeDirectory("W11", .grdb, "catalog")
+        defer { ctx.remove(dir) }
+        let importer = try GRDBImporter(schema: Schema.load(directory: root.appendingPathComponent("Schemas/catalog")),
+                                        path: dir.appendingPathComponent("db.sqlite").path)
+        figures["W11_catalog_empty"] = Double(inputs.catalogRecords)
+            / (try MonotonicClock.measure { try importer.importFile(inputs.catalog) }.seconds)
+        return figures
+    }
+}
+
+/// A plain importer of Strata's NDJSON into SQLite through GRDB, for any schema: a table per
+/// entity (an `id` key, a column per attribute, a column per to-one reference, indexed), a table
+/// per many-to-many relationship (both directions indexed), the schema's uniques and indexes.
+/// A record is an upsert by its first unique key; references name their target by unique key and
+/// are resolved when the record is written, or after the file (a target later in the file).
+final class GRDBImporter {
+    let schema: Schema
+    let pool: DatabasePool
+    let batchSize = 5_000
+
+    init(schema: Schema, path: String) throws {
+        self.schema = schema
+        pool = try DatabasePool(path: path, configuration: Configuration())
+        let level = try pool.writeWithoutTransaction { db -> Int in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            return try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1
+        }
+        guard level == 2 else { throw GRDBSubject.WrongPragma(found: level) }
+        try pool.write { db in
+            for e in schema.entities {
+                var columns = ["id INTEGER PRIMARY KEY"] + e.attributes.map { "\"\($0.name)\"" }
+                for r in e.relationships where !r.isToMany { columns.append("\"\(r.name)_id\" INTEGER") }
+                try db.execute(sql: "CREATE TABLE \"\(e.name)\"(\(columns.joined(separator: ", ")))")
+                for (k, u) in e.uniques.enumerated() {
+                    let cols = u.attributes.map { "\"\(e.attributes[$0].name)\"" }.joined(separator: ", ")
+                    try db.execute(sql: "CREATE UNIQUE INDEX \"\(e.name)_u\(k)\" ON \"\(e.name)\"(\(cols))")
+                }
+                for (k, i) in e.indexes.enumerated() {
+                    let cols = i.attributes.map { "\"\(e.attributes[$0].name)\"" }.joined(separator: ", ")
+                    try db.execute(sql: "CREATE INDEX \"\(e.name)_i\(k)\" ON \"\(e.name)\"(\(cols))")
+                }
+                for r in e.relationships where !r.isToMany {
+                    try db.execute(sql: "CREATE INDEX \"\(e.name)_\(r.name)\" ON \"\(e.name)\"(\"\(r.name)_id\")")
+                }
+                for r in e.relationships where r.isToMany && Self.isManyToMany(schema, e, r) && Self.owns(e, r) {
+                    try db.execute(sql: "CREATE TABLE \"\(Self.joinTable(e, r))\"(a INTEGER NOT NULL, b INTEGER NOT NULL, PRIMARY KEY(a, b)) WITHOUT ROWID")
+                    try db.execute(sql: "CREATE INDEX \"\(Self.joinTable(e, r))_b\" ON \"\(Self.joinTable(e, r))\"(b, a)")
+                }
+            }
+        }
+    }
+
+    static func isManyToMany(_ schema: Schema, _ e: EntityDescription, _ r: RelationshipDescription) -> Bool {
+        guard let d = schema.entity(named: r.destination), let inverse = d.relationship(named: r.inverseName) else { return false }
+        return inverse.isToMany
+    }
+
+    /// The direction a many-to-many's edges are stored under: the smaller of the two names.
+    static func owns(_ e: EntityDescription, _ r: RelationshipDescription) -> Bool {
+        (e.name, r.name) <= (r.destination, r.inverseName)
+    }
+
+    static func joinTable(_ e: EntityDescription, _ r: RelationshipDescription) -> String { "j_\(e.name)_\(r.name)" }
+
+    struct Pending {
+        let entity: EntityDescription
+        let id: Int64
+        let relationship: RelationshipDescription
+        let reference: [(String, JSONValue)]
+    }
+
+    struct BadInput: Error, CustomStringConvertible { let description: String }
+
+    /// SQLite's form of a value.
+    static func databaseValue(_ v: Value) -> DatabaseValueConvertible? {
+        switch v {
+        case .null: nil
+        case .string(let s): s
+        case .int(let i): i
+        case .double(let d): d
+        case .bool(let b): b
+        case .date(let d): d.timeIntervalSince1970
+        case .bytes(let b): Data(b)
+        case .uuid(let u): u.uuidString.lowercased()
+        case .decimal(let d): "\(d)"
+        }
+    }
+
+    /// The row id of the record `reference` names in `entity` (its unique key's values), if any.
+    func resolve(_ db: Database, _ entity: EntityDescription, _ reference: [(String, JSONValue)]) throws -> Int64? {
+        var clauses: [String] = [], arguments: [DatabaseValueConvertible?] = []
+        for (name, json) in reference {
+            guard let a = entity.attribute(named: name) else { throw BadInput(description: "\(entity.name) has no \(name)") }
+            clauses.append("\"\(name)\" = ?")
+            arguments.append(Self.databaseValue(try ValueConversion.value(from: json, type: a.type)))
+        }
+        return try Int64.fetchOne(db.cachedStatement(sql: "SELECT id FROM \"\(entity.name)\" WHERE \(clauses.joined(separator: " AND "))"),
+                                  arguments: StatementArguments(arguments))
+    }
+
+    func link(_ db: Database, _ pending: Pending) throws -> Bool {
+        guard let d = schema.entity(named: pending.relationship.destination),
+              let target = try resolve(db, d, pending.reference) else { return false }
+        let e = pending.entity, r = pending.relationship
+        if !r.isToMany {
+            try db.execute(sql: "UPDATE \"\(e.name)\" SET \"\(r.name)_id\" = ? WHERE id = ?", arguments: [target, pending.id])
+        } else if Self.isManyToMany(schema, e, r) {
+            let (owner, a, b) = Self.owns(e, r) ? (Self.joinTable(e, r), pending.id, target)
+                : (Self.joinTable(d, d.relationship(named: r.inverseName)!), target, pending.id)
+            try db.execute(sql: "INSERT OR IGNORE INTO \"\(owner)\"(a, b) VALUES (?, ?)", arguments: [a, b])
+        } else {
+            try db.execute(sql: "UPDATE \"\(d.name)\" SET \"\(r.inverseName)_id\" = ? WHERE id = ?", arguments: [pending.id, target])
+        }
+        return true
+    }
+
+    /// Imports one NDJSON file, `batchSize` records per transaction, forward references after the file.
+    func importFile(_ url: URL) throws {
+        let data = try Data(contentsOf: url)
+        var later: [Pending] = []
+        var batch: [JSONValue] = []
+        func flush() throws {
+            try pool.write { db in
+                for record in batch { try write(db, record, &later) }
+            }
+            batch.removeAll(keepingCapacity: true)
+        }
+        var start = data.startIndex
+        while start < data.endIndex {
+            let end = data[start...].firstIndex(of: 0x0A) ?? data.endIndex
+            if end > start { batch.append(try JSONValue.parse(data[start..<end], exactDecimals: true)) }
+            start = end + 1
+            if batch.count == batchSize { try flush() }
+        }
+        if !batch.isEmpty { try flush() }
+        var index = 0
+        while index < later.count {
+            let end = min(later.count, index + batchSize)
+            try pool.write { db in
+                for p in later[index..<end] where try !link(db, p) {
+                    throw BadInput(description: "a reference of \(p.entity.name) names no \(p.relationship.destination)")
+                }
+            }
+            index = end
+        }
+    }
+
+    func write(_ db: Database, _ record: JSONValue, _ later: inout [Pending]) throws {
+        guard case .object(let members) = record, case .string(let name)? = record["entity"],
+              let e = schema.entity(named: name) else { throw BadInput(description: "not a record: \(record)") }
+        var values = [Value](repeating: .null, count: e.attributes.count)
+        var references: [(RelationshipDescription, [[(String, JSONValue)]])] = []
+        for (key, json) in members where key != "entity" {
+            if let a = e.attribute(named: key) {
+                values[a.index] = try ValueConversion.value(from: json, type: a.type)
+            } else if let r = e.relationship(named: key) {
+                switch json {
+                case .object(let ref): references.append((r, [ref]))
+                case .array(let refs): references.append((r, refs.compactMap { if case .object(let o) = $0 { o } else { nil } }))
+                default: continue
+                }
+            }
+        }
+        // Upsert by the first unique key.
+        var id: Int64?
+        if let u = e.uniques.first {
+            id = try resolve(db, e, u.attributes.map { (e.attributes[$0].name, ValueConversion.json(values[$0])) })
+        }
+        let names = e.attributes.map { "\"\($0.name)\"" }
+        let arguments = StatementArguments(values.map(Self.databaseValue))
+        if let id {
+            try db.cachedStatement(sql: "UPDATE \"\(e.name)\" SET \(names.map { "\($0) = ?" }.joined(separator: ", ")) WHERE id = ?")
+                .execute(arguments: arguments + [id])
+        } else {
+            try db.cachedStatement(sql: "INSERT INTO \"\(e.name)\"(\(names.joined(separator: ", "))) VALUES (\(names.map { _ in "?" }.joined(separator: ", ")))")
+                .execute(arguments: arguments)
+            id = db.lastInsertedRowID
+        }
+        guard let id else { return }
+        for (r, refs) in references {
+            for ref in refs {
+                let p = Pending(entity: e, id: id, relationship: r, reference: ref)
+                if try !link(db, p) { later.append(p) }
+            }
+        }
+    }
+}
