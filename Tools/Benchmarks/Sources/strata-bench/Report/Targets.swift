@@ -96,7 +96,7 @@ struct Target: Sendable {
     /// A figure as the target's line shows it.
     func format(_ m: Double) -> String {
         if name.contains("MB") && !name.contains("mdb_copy") { return String(format: "%.0f MB", m) }
-        if name.contains("changes/s") { return String(format: "%.0f/s", m) }
+        if name.contains("changes/s") || name.contains("records/s") { return String(format: "%.0f/s", m) }
         return String(format: "%.2f×", m)
     }
 
