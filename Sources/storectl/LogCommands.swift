@@ -20,6 +20,10 @@ struct LogCommand: AsyncParsableCommand {
           storectl log ./library.strata
           storectl log ./library.strata --from 100 --to 120 --author import
           storectl log ./library.strata --entity Playlist --json
+          storectl log ./library.strata --follow --from 1000
+
+        With --follow, after the log's transactions it goes on printing each new one as it is \
+        committed, by any process (about every 50 ms), until interrupted.
 
         JSON: one object per line: {"transaction": 7, "time": "...", "author": "...", "metadata": {...}, \
         "schemaVersion": 1, "changes": 12, "entities": ["Track"]}
@@ -32,6 +36,12 @@ struct LogCommand: AsyncParsableCommand {
     @Option(help: "Only transactions by this author.") var author: String?
     @Option(help: "Only transactions touching this entity.") var entity: String?
     @Flag(help: "One JSON object per line.") var json = false
+    @Flag(help: "After the log, print each new transaction as it is committed (by any process), until interrupted.")
+    var follow = false
+
+    func validate() throws {
+        if follow, to != nil { throw ValidationError("--follow prints up to the head and beyond: it takes no --to") }
+    }
 
     func run() async throws {
         let store = try openForReading(target)
@@ -39,22 +49,49 @@ struct LogCommand: AsyncParsableCommand {
         if let entity, store.schema.entity(named: entity) == nil {
             throw failure(unknownEntity(entity, in: store.schema))
         }
-        do {
-            try store.forEachTransaction(from: TransactionID(from), to: to.map(TransactionID.init), author: author,
+        // Subscribed before the log is read: a transaction committed meanwhile is in both, and is
+        // printed once (the stream's are skipped up to the last printed).
+        let stream = follow ? store.changes() : nil
+        var printed = TransactionID(from > 0 ? from - 1 : 0)
+        func printLog(through end: TransactionID?) throws {
+            // The head read first: what is committed after it comes through the stream.
+            let last = try end ?? store.lastTransactionID
+            guard last > printed else { return }
+            try store.forEachTransaction(from: TransactionID(printed.rawValue + 1), to: last, author: author,
                                          entity: entity) { e in
-                let names = e.entityNames(schema: store.schema)
-                if json {
-                    printJSON(.object(e.headerJSON() + [("entities", .array(names.map { .string($0) }))]))
-                } else {
-                    let meta = EchoedText.escaped(
-                        e.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
-                    print("\(e.transactionID)\t\(ISO8601.string(from: e.timestamp))\t"
-                          + "\(EchoedText.escaped(e.author))\t\(e.changes.count) change(s)\t"
-                          + "\(names.joined(separator: ","))\t\(meta)")
-                }
+                printEntry(e, store.schema)
                 return true
             }
+            printed = last
+        }
+        do {
+            try printLog(through: to.map(TransactionID.init))
+            guard let stream else { return }
+            fflush(nil)
+            for await event in stream {
+                switch event {
+                case .committed(let tx):
+                    guard tx.id > printed else { continue }
+                    try printLog(through: tx.id)
+                case .fellBehind:
+                    try printLog(through: nil)   // the log has what the stream dropped
+                }
+                fflush(nil)
+            }
         } catch { throw failure(error) }
+    }
+
+    private func printEntry(_ e: LogEntry, _ schema: Schema) {
+        let names = e.entityNames(schema: schema)
+        if json {
+            printJSON(.object(e.headerJSON() + [("entities", .array(names.map { .string($0) }))]))
+        } else {
+            let meta = EchoedText.escaped(
+                e.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+            print("\(e.transactionID)\t\(ISO8601.string(from: e.timestamp))\t"
+                  + "\(EchoedText.escaped(e.author))\t\(e.changes.count) change(s)\t"
+                  + "\(names.joined(separator: ","))\t\(meta)")
+        }
     }
 }
 

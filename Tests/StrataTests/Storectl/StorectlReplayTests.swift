@@ -1,4 +1,5 @@
 import Foundation
+import LibraryModel
 import Testing
 @testable import Strata
 
@@ -38,6 +39,47 @@ import Testing
         #expect(history.stdout.contains("insert Track \(id)") && history.stdout.contains("title: ") && history.stdout.contains("→ \"Renamed\""))
         #expect(try storectl("show", store, "99").status == 66)
         #expect(try storectl("history", store, "nothex").status == 64)
+    }
+
+    @Test(.timeLimit(.minutes(1))) func logFollowPrintsNewTransactionsOfAnyProcessOnce() async throws {
+        let (dir, store, _) = try await prepared()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let before = try Store.openReadOnly(at: URL(fileURLWithPath: store))
+        let head = try before.lastTransactionID.rawValue
+        before.close()
+        let follower = Process()
+        follower.executableURL = URL(fileURLWithPath: storectlPath)
+        follower.arguments = ["log", store, "--follow", "--json", "--from", "\(head)"]
+        let out = Pipe()
+        follower.standardOutput = out
+        try follower.run()
+        defer { if follower.isRunning { follower.terminate() } }
+        let text = Locked("")
+        out.fileHandleForReading.readabilityHandler = { h in
+            let chunk = String(decoding: h.availableData, as: UTF8.self)
+            text.withLock { $0 += chunk }
+        }
+        func ids() throws -> [UInt64] {
+            try text.withLock { $0 }.split(separator: "\n").map { line in
+                guard case .int(let id)? = try JSONValue.parse(String(line))["transaction"] else { return 0 }
+                return UInt64(id)
+            }
+        }
+        func wait(for count: Int) async throws {
+            let deadline = ContinuousClock.now + .seconds(20)
+            while try ids().count < count, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        try await wait(for: 1)
+        // Commits of this process (another one than the follower's) and of a third, storectl.
+        let writer = try Store.openExisting(at: URL(fileURLWithPath: store))
+        for i in 0..<3 { _ = try await writer.save(author: "editor") { $0.insert(Genre(name: "followed \(i)")) } }
+        let input = dir.appendingPathComponent("genre.ndjson")
+        try Data(#"{"entity": "Genre", "name": "imported"}"#.utf8).write(to: input)
+        #expect(try storectl("import", store, input.path, "--quiet").status == 0)
+        writer.close()
+        try await wait(for: 5)
+        #expect(try ids() == Array(head...(head + 4)))
+        out.fileHandleForReading.readabilityHandler = nil
     }
 
     @Test func replayAndDiff() async throws {
