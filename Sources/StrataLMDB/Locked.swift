@@ -8,17 +8,19 @@ import Glibc
 /// reports here are real. It also lets a closure return a generic result (`Mutex` wants results
 /// that are `sending`). An uncontended lock and unlock costs about what `Mutex`'s does.
 ///
-/// `@unchecked Sendable` is safe: `value` is only reachable inside `withLock`, which holds the
+/// `@unchecked Sendable` is safe: the value is only reachable inside `withLock`, which holds the
 /// mutex for the whole access, so no two threads ever touch it at once.
 public final class Locked<Value>: @unchecked Sendable {
-    // Visible to inlined code only: `withLock` is inlined into callers in other modules (forced:
-    // left to the optimizer it stayed a call through an unspecialized generic), so a critical
-    // section costs no call through this module.
-    @usableFromInline var value: Value
+    // Visible to inlined code only: `withLock` is inlined into callers in other modules, so a
+    // critical section costs no call through this module. The value lives behind a pointer, not
+    // in a stored property: the mutex already makes every access exclusive, and a class's stored
+    // property passed `inout` would also pay the runtime's exclusivity check on each access.
+    @usableFromInline let storage: UnsafeMutablePointer<Value>
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     public init(_ value: Value) {
-        self.value = value
+        storage = .allocate(capacity: 1)
+        storage.initialize(to: value)
         mutex = .allocate(capacity: 1)
         let rc = pthread_mutex_init(mutex, nil)
         precondition(rc == 0, "pthread_mutex_init failed: \(rc)")
@@ -27,6 +29,8 @@ public final class Locked<Value>: @unchecked Sendable {
     deinit {
         pthread_mutex_destroy(mutex)
         mutex.deallocate()
+        storage.deinitialize(count: 1)
+        storage.deallocate()
     }
 
     @inlinable @inline(__always)
@@ -34,7 +38,7 @@ public final class Locked<Value>: @unchecked Sendable {
         let rc = pthread_mutex_lock(mutex)
         precondition(rc == 0, "pthread_mutex_lock failed: \(rc)")
         defer { pthread_mutex_unlock(mutex) }
-        return try body(&value)
+        return try body(&storage.pointee)
     }
 
     /// ``withLock(_:)`` when the lock is free; nil, without waiting, when another thread holds it.
@@ -44,6 +48,6 @@ public final class Locked<Value>: @unchecked Sendable {
         if rc == EBUSY { return nil }
         precondition(rc == 0, "pthread_mutex_trylock failed: \(rc)")
         defer { pthread_mutex_unlock(mutex) }
-        return try body(&value)
+        return try body(&storage.pointee)
     }
 }
