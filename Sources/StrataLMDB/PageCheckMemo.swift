@@ -49,6 +49,30 @@ package struct PageCheckMemo: Sendable {
         return String(decoding: buffer[0..<n], as: UTF8.self) == id.content
     }
 
+    /// Memos kept at most: past it, the least recently written are removed down to three quarters
+    /// (a memo of a store deleted long ago is never needed again).
+    package static let maxMemos = 256
+
+    /// Removes the oldest memos when there are more than ``maxMemos``.
+    private func prune() {
+        guard let dir = opendir(directory) else { return }
+        var memos: [(name: String, written: Int)] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard !name.hasPrefix(".") else { continue }
+            var st = stat()
+            guard lstat(directory + "/" + name, &st) == 0 else { continue }
+            memos.append((name, st.st_mtim.tv_sec))
+        }
+        closedir(dir)
+        guard memos.count > Self.maxMemos else { return }
+        for memo in memos.sorted(by: { $0.written < $1.written }).prefix(memos.count - Self.maxMemos * 3 / 4) {
+            unlink(directory + "/" + memo.name)
+        }
+    }
+
     /// Notes that the file of `identity` (taken before its check began, and found the same after
     /// it) was checked. Best effort: a memo that cannot be written only means the next open
     /// checks again.
@@ -60,6 +84,7 @@ package struct PageCheckMemo: Sendable {
             if mkdir(made, 0o700) != 0 && errno != EEXIST { return }
         }
         guard directoryIsOwn else { return }
+        prune()
         let temporary = directory + "/.\(identity.name).\(getpid())"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return }

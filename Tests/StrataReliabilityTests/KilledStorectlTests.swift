@@ -21,6 +21,7 @@ import Testing
         var rng = SeededGenerator(seed: 5)
         for iteration in 0..<6 {
             let p = Process()
+            p.environment = testProcessEnvironment
             p.executableURL = URL(fileURLWithPath: storectlPath)
             p.arguments = ["compact", store, "--keep-last", "\(iteration % 3)", "--quiet"]
             p.standardOutput = FileHandle.nullDevice
@@ -50,6 +51,7 @@ import Testing
         var sawOld = false, sawNew = false
         for iteration in 0..<6 {
             let p = Process()
+            p.environment = testProcessEnvironment
             p.executableURL = URL(fileURLWithPath: storectlPath)
             p.arguments = ["migrate", store.path, "--schema", librarySchemaDirectory.path, "--quiet"]
             p.standardOutput = FileHandle.nullDevice
@@ -84,6 +86,8 @@ import Testing
         #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
 
         let p = Process()
+
+        p.environment = testProcessEnvironment
         p.executableURL = URL(fileURLWithPath: storectlPath)
         p.arguments = ["import", store, input, "--batch", "500", "--quiet"]
         p.standardOutput = FileHandle.nullDevice

@@ -7,6 +7,16 @@ public struct ProcessResult: Sendable {
     public let stderr: String
 }
 
+/// The environment of every process the tests start: this process's, with the caches (storectl's
+/// page-check memo) in a temporary directory of this test process rather than the user's
+/// `~/.cache`.
+public let testProcessEnvironment: [String: String] = {
+    var environment = ProcessInfo.processInfo.environment
+    environment["XDG_CACHE_HOME"] = FileManager.default.temporaryDirectory
+        .appendingPathComponent("strata-test-cache-\(getpid())").path
+    return environment
+}()
+
 /// The storectl binary built next to the test bundle.
 public let storectlPath: String = {
     let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("storectl").path
@@ -19,7 +29,7 @@ public func run(_ executable: String, _ arguments: [String], stdin: String? = ni
     let p = Process()
     p.executableURL = URL(fileURLWithPath: executable)
     p.arguments = arguments
-    if let environment { p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+    p.environment = testProcessEnvironment.merging(environment ?? [:]) { $1 }
     let out = Pipe(), err = Pipe(), input = Pipe()
     p.standardOutput = out
     p.standardError = err

@@ -2,6 +2,7 @@ import Foundation
 import LibraryModel
 import Testing
 @testable import Strata
+import StrataLMDB
 
 /// A damaged data file where liblmdb itself would trust it (a page number outside the file, a
 /// value size past its page, a meta page): every storectl read command exits 65 naming the
@@ -96,6 +97,27 @@ import Testing
         try damage(store, Self.valueSizePastItsPage)
         let refused = try storectlRemembering("info", store.path)
         #expect(refused.status == 65 && refused.stderr.contains("runs past the page"), "\(refused.stderr)")
+    }
+
+    @Test func thePageCheckMemoKeepsTheMostRecentFewHundred() async throws {
+        let dir = temporaryDirectory("page-check-prune")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("store")
+        try await buildStore(store)
+        let cache = dir.appendingPathComponent("cache"), memos = cache.appendingPathComponent("strata/page-checks")
+        try FileManager.default.createDirectory(at: memos, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        // 300 memos of stores long gone, the first 100 older than the rest.
+        for i in 0..<300 {
+            let url = memos.appendingPathComponent("1-\(i)")
+            try Data("0 0.0 0.0 0\n".utf8).write(to: url)
+            let age = Date(timeIntervalSinceNow: i < 100 ? -86_400 : -3_600)
+            try FileManager.default.setAttributes([.modificationDate: age], ofItemAtPath: url.path)
+        }
+        #expect(try run(storectlPath, ["info", store.path], environment: ["XDG_CACHE_HOME": cache.path]).status == 0)
+        let left = try FileManager.default.contentsOfDirectory(atPath: memos.path).filter { !$0.hasPrefix(".") }
+        #expect(left.count == PageCheckMemo.maxMemos * 3 / 4 + 1, "\(left.count)")
+        #expect(!left.contains("1-0") && !left.contains("1-99"))   // the oldest went first
     }
 
     @Test func aBranchPointerOutsideTheFileIsRefusedByEveryCommand() async throws {

@@ -43,6 +43,7 @@ import Testing
         // Started as a process of its own, not run on a thread of the test's pool: its waiting
         // would hold a thread a save needs to resume on.
         let other = Process()
+        other.environment = testProcessEnvironment
         other.executableURL = URL(fileURLWithPath: "/bin/sh")
         other.arguments = ["-c", script, storectlPath, path.path, sample, dir.path]
         other.standardOutput = FileHandle.nullDevice

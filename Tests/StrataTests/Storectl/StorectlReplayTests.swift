@@ -48,6 +48,7 @@ import Testing
         let head = try before.lastTransactionID.rawValue
         before.close()
         let follower = Process()
+        follower.environment = testProcessEnvironment
         follower.executableURL = URL(fileURLWithPath: storectlPath)
         follower.arguments = ["log", store, "--follow", "--json", "--from", "\(head)"]
         let out = Pipe()
