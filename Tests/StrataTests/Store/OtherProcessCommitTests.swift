@@ -116,4 +116,63 @@ import Testing
         #expect(seen.map(\.id) == [mine])
         #expect(events.all.count == 1)
     }
+
+    /// A store open here with a subscriber, and another process's transaction whose log entry
+    /// (alone holding `marker`, its import id) was then damaged in the data file, before this
+    /// process's first look at the log (`otherProcessPollMilliseconds` 1,500).
+    func storeWithADamagedEntryOfAnotherProcess(_ dir: URL) throws -> (Store, Collector<ChangeEvent>) {
+        let path = dir.appendingPathComponent("store")
+        var config = StoreConfiguration()
+        config.otherProcessPollMilliseconds = 1_500
+        let store = try Store.open(at: path, schema: librarySchema(), configuration: config)
+        let events = Collector(store.changes())
+        let marker = "damaged-entry-marker-7f3a9c"
+        let input = dir.appendingPathComponent("genre.ndjson")
+        try Data(#"{"entity": "Genre", "name": "theirs"}"#.utf8).write(to: input)
+        let imported = try run(storectlPath, ["import", path.path, input.path, "--quiet", "--import-id", marker])
+        #expect(imported.status == 0, "\(imported.stderr)")
+        let file = try FileHandle(forUpdating: path.appendingPathComponent("current/data.mdb"))
+        let bytes = try file.readToEnd() ?? Data()
+        var damaged = 0
+        var at = bytes.startIndex
+        while let found = bytes[at...].firstRange(of: Data(marker.utf8)) {
+            try file.seek(toOffset: UInt64(found.lowerBound + 3))
+            file.write(Data("X".utf8))
+            damaged += 1
+            at = found.upperBound
+        }
+        try file.close()
+        #expect(damaged >= 1)
+        return (store, events)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aDamagedEntryBeforeThisProcesssSaveIsReportedAsMissed() async throws {
+        let dir = temporaryDirectory("other-process-damaged")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (store, events) = try storeWithADamagedEntryOfAnotherProcess(dir)
+        defer { events.cancel(); store.close() }
+        let mine = try await store.save(author: "here") { $0.insert(Genre(name: "mine")) }
+        let seen = try await events.wait(for: 2)
+        #expect(seen.count == 2, "\(seen)")
+        #expect(seen.first == .fellBehind(missed: 1), "\(seen)")
+        if case .committed(let tx)? = seen.last { #expect(tx.id == mine) } else { Issue.record("\(seen)") }
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aDamagedEntryTheWatchMeetsIsReportedAsMissedAndTheWatchGoesOn() async throws {
+        let dir = temporaryDirectory("other-process-damaged-watch")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (store, events) = try storeWithADamagedEntryOfAnotherProcess(dir)
+        defer { events.cancel(); store.close() }
+        #expect(try await events.wait(for: 1) == [.fellBehind(missed: 1)])
+        // The other process's next commit still arrives (the watch is not stuck on the damage).
+        let input = dir.appendingPathComponent("more.ndjson")
+        try Data(#"{"entity": "Genre", "name": "theirs again"}"#.utf8).write(to: input)
+        #expect(try run(storectlPath, ["import", store.path, input.path, "--quiet"]).status == 0)
+        let seen = try await events.wait(for: 2)
+        if case .committed(let tx)? = seen.last, seen.count == 2 {
+            #expect(tx.id == (try store.lastTransactionID))
+        } else {
+            Issue.record("\(seen)")
+        }
+    }
 }
