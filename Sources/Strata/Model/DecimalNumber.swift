@@ -114,7 +114,11 @@ struct DecimalNumber: Hashable, Sendable {
 
     /// The Foundation `Decimal` (exact: the limits are checked where the number is made).
     var decimal: Decimal {
-        guard let padded = try? checked(""), !padded.isZero else { return 0 }
+        guard let padded = try? checked("") else {
+            assertionFailure("a decimal past the limits was made without checking them")
+            return 0
+        }
+        if padded.isZero { return 0 }
         let text = (padded.negative ? "-" : "") + String(decoding: padded.digits, as: UTF8.self) + "e\(padded.exponent)"
         return Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) ?? 0
     }

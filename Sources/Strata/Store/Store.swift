@@ -70,7 +70,7 @@ public final class Store: Sendable {
         self.logger = logger
         snapshots = SnapshotRegistry(limit: configuration.maxOpenSnapshots, path: path, schema: schema,
                                      forkGeneration: forkGeneration)
-        let head = try CommitPublisher.head(env)
+        let head = try CommitPublisher.head(env, schema)
         let box = envBox
         publisher = CommitPublisher(hub: hub, schema: schema, head: head,
                                     intervalMilliseconds: configuration.otherProcessPollMilliseconds, logger: logger) {

@@ -91,7 +91,7 @@ final class CommitPublisher: Sendable {
         guard interval > 0, let env = environment() else { return }
         // LMDB's last transaction first, then the log's head: a commit between the two reads is
         // then seen as new by the first look (the other order would take it as seen, unpublished).
-        let seen = try? env.lastCommittedTransaction(), head = try? Self.head(env)
+        let seen = try? env.lastCommittedTransaction(), head = try? Self.head(env, schema)
         state.withLock { s in
             guard s.timer == nil, !s.closed else { return }
             if let head, let seen {
@@ -139,14 +139,9 @@ final class CommitPublisher: Sendable {
         timer?.cancel()
     }
 
-    /// The log's last transaction id (0 for an empty log).
-    static func head(_ env: LMDBEnvironment) throws -> UInt64 {
-        try env.read { txn in
-            try txn.last(env[.log]) { k, _ -> UInt64 in
-                var r = ByteReader(k)
-                return try r.u64()
-            }
-        } ?? 0
+    /// The last committed transaction (the horizon of a compacted store whose log is empty).
+    static func head(_ env: LMDBEnvironment, _ schema: Schema) throws -> UInt64 {
+        try env.read { try ReadView(txn: $0, env: env, schema: schema).lastTransactionID().rawValue }
     }
 
     /// Publishes, under the lock, up to ``batch`` transactions of the log after the position and
@@ -159,7 +154,7 @@ final class CommitPublisher: Sendable {
             if s.closed { return false }
             if let limit, limit <= s.published { return false }
             guard hub.hasSubscribers else {
-                let target = try limit ?? Self.head(env)
+                let target = try limit ?? Self.head(env, schema)
                 s.published = max(s.published, target)
                 return false
             }

@@ -175,4 +175,26 @@ import Testing
             Issue.record("\(seen)")
         }
     }
+
+    @Test(.timeLimit(.minutes(2))) func aStoreWhoseLogWasSquashedWholePublishesNoSpuriousMissedTransactions() async throws {
+        let dir = temporaryDirectory("other-process-squashed")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("store")
+        do {
+            let store = try Store.open(at: path, schema: librarySchema())
+            defer { store.close() }
+            for i in 0..<3 { _ = try await store.save { $0.insert(Genre(name: "g\(i)")) } }
+            _ = try await store.compact(horizon: TransactionID(3))   // the log is empty, the head 3
+        }
+        let store = try Store.open(at: path, schema: librarySchema())
+        defer { store.close() }
+        let events = Collector(store.changes())
+        defer { events.cancel() }
+        let input = dir.appendingPathComponent("genre.ndjson")
+        try Data(#"{"entity": "Genre", "name": "theirs"}"#.utf8).write(to: input)
+        #expect(try run(storectlPath, ["import", path.path, input.path, "--quiet"]).status == 0)
+        let seen = try await events.wait(for: 1)
+        #expect(seen.count == 1, "\(seen)")
+        if case .committed(let tx)? = seen.first { #expect(tx.id == TransactionID(4)) } else { Issue.record("\(seen)") }
+    }
 }
