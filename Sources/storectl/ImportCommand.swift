@@ -32,6 +32,11 @@ struct ImportCommand: AsyncParsableCommand {
         help: ArgumentHelp("Import id stored in each transaction's metadata (default: a new UUID).", valueName: "id"))
     var importID: String?
     @Option(parsing: .unconditional, help: "Issues listed before the rest are only counted.") var maxErrors = 20
+    @Option(help: ArgumentHelp(
+        "auto (the default: bulk when no other process has the store open and the input is at least an eighth of " +
+        "its data file), bulk (into a new generation switched in at the end: all or nothing) or incremental " +
+        "(batch by batch into the live store).", valueName: "mode"))
+    var mode = ImportOptions().mode.rawValue
     @Flag(help: "No progress output.") var quiet = false
     @Flag(help: "Print the summary as JSON.") var json = false
 
@@ -42,6 +47,9 @@ struct ImportCommand: AsyncParsableCommand {
         if continueOnError && rejects == nil { throw ValidationError("--continue-on-error needs --rejects FILE") }
         if rejects != nil && !continueOnError { throw ValidationError("--rejects goes with --continue-on-error") }
         if let format, ImportFormat(rawValue: format) == nil { throw ValidationError("--format must be ndjson or csv") }
+        guard ImportMode(rawValue: mode) != nil else {
+            throw ValidationError("--mode must be auto, bulk or incremental, not '\(mode)'")
+        }
         guard maxErrors >= 1 else { throw ValidationError("--max-errors must be at least 1") }
     }
 
@@ -75,6 +83,7 @@ struct ImportCommand: AsyncParsableCommand {
         options.rejectsPath = rejects
         options.importID = importID
         options.maxReportedIssues = maxErrors
+        options.mode = ImportMode(rawValue: mode) ?? .auto
         let store: Store
         do {
             store = try Store.openExisting(at: target.url, configuration: target.configuration)
@@ -122,12 +131,13 @@ struct ImportCommand: AsyncParsableCommand {
                 ("transactions", .int(Int64(summary.transactions))),
                 ("firstTransaction", summary.firstTransaction.map { .int(Int64($0.rawValue)) } ?? .null),
                 ("lastTransaction", summary.lastTransaction.map { .int(Int64($0.rawValue)) } ?? .null),
-                ("seconds", .double(summary.seconds)),
+                ("seconds", .double(summary.seconds)), ("mode", .string(summary.mode.rawValue)),
             ]))
         } else {
             let rate = summary.seconds > 0 ? Int(Double(summary.records) / summary.seconds) : 0
             print("imported \(summary.records) records in \(summary.transactions) transaction(s) in " +
-                  "\(String(format: "%.2f", summary.seconds)) s (\(rate) records/s), import id \(summary.importID)")
+                  "\(String(format: "%.2f", summary.seconds)) s (\(rate) records/s, \(summary.mode.rawValue)), " +
+                  "import id \(summary.importID)")
             if summary.rejected > 0 {
                 print("rejected \(summary.rejected) record(s), see \(rejects ?? "the rejects file")")
             }

@@ -1,3 +1,25 @@
+/// How an import writes its records.
+public enum ImportMode: String, Sendable, CaseIterable {
+    /// ``bulk`` when no other process has the store open and the input files are at least
+    /// 1/``autoBulkRatio`` of the store's data file (so always into a new or small store);
+    /// ``incremental`` otherwise.
+    case auto
+    /// Into a new generation of the store, switched in at the end: readers see the whole import
+    /// at once, a crash or an error leaves the store as it was, and the batches share large
+    /// unsynced write transactions. This process's saves wait for the switch; other processes
+    /// cannot open the store meanwhile (their open waits), and one that has it open already
+    /// makes the import fail with ``StrataError/storeBusy(path:processIDs:)``.
+    case bulk
+    /// Batch by batch into the live store, one durable transaction each: readers see each batch
+    /// as it commits, other processes go on, and the batches committed before an error stay.
+    case incremental
+
+    /// ``auto`` chooses ``bulk`` for inputs at least this fraction (1/8) of the data file: the
+    /// bulk path copies the whole store once, which costs about as much as importing an eighth
+    /// of its size batch by batch.
+    public static let autoBulkRatio = 8
+}
+
 /// Options of an import.
 public struct ImportOptions: Sendable {
     /// Records per transaction. 5,000 is a default, not a measured optimum: a larger batch means
@@ -23,6 +45,8 @@ public struct ImportOptions: Sendable {
     /// (each is held in memory until its target is written). An input past it is refused with an
     /// issue that says to put the referenced records first; batches written before stay written.
     public var maxHeldRecords = 1_000_000
+    /// How the records are written (``ImportMode``): `auto` by default.
+    public var mode = ImportMode.auto
 
     /// Options with the defaults: batches of 5,000 records, stop at the first bad record, author `import`, a new
     /// import id, the format from each file's extension.

@@ -4,10 +4,15 @@ public struct ImportProgress: Sendable, Equatable {
     public enum Phase: String, Sendable {
         /// Reading and checking every record; nothing is written yet.
         case validating
+        /// A bulk import (``ImportMode/bulk``) copying the store's state into the new generation
+        /// the records go into.
+        case copying
         /// Saving the records in batches, one transaction per batch.
         case writing
         /// Saving the relationships whose target came later in the input, in batches.
         case linking
+        /// A bulk import making the new generation durable and switching the store to it.
+        case switching
         /// The import has finished.
         case done
     }
@@ -37,6 +42,7 @@ public struct ImportProgress: Sendable, Equatable {
         switch phase {
         case .validating, .writing: return totalBytes > 0 ? min(1, Double(bytesRead) / Double(totalBytes)) : 0
         case .linking: return totalLinks > 0 ? min(1, Double(links) / Double(totalLinks)) : 1
+        case .copying, .switching: return 0
         case .done: return 1
         }
     }

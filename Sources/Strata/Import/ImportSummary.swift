@@ -20,4 +20,7 @@ public struct ImportSummary: Sendable, Equatable {
     public let lastTransaction: TransactionID?
     /// Wall-clock time of the import.
     public let seconds: Double
+    /// How the records were written: ``ImportMode/bulk`` or ``ImportMode/incremental`` (what
+    /// ``ImportMode/auto`` chose).
+    public let mode: ImportMode
 }

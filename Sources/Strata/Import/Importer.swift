@@ -63,14 +63,122 @@ public final class Importer: Sendable {
         }
         let rejects = try options.rejectsPath.map { try RejectsWriter(path: $0) }
         defer { rejects?.close() }
-        try await write(&state, rejects: rejects)
-        try await linkDeferred(&state)
+        state.bulk = try await startBulkLoad(&state)
+        do {
+            try await write(&state, rejects: rejects)
+            try await linkDeferred(&state, rejects: rejects)
+            if let bulk = state.bulk {
+                state.report(.switching, records: state.written, bytes: totalBytes, force: true)
+                _ = try await bulk.finish()
+            }
+        } catch {
+            state.bulk?.abandon()
+            throw error
+        }
         try rejects?.finish()
         state.report(.done, records: state.written, bytes: totalBytes, links: state.deferred.count, force: true)
         return ImportSummary(importID: state.importID, records: state.written, rejected: state.rejected.count,
                              skippedLinks: state.skippedLinks, transactions: state.transactions.count,
                              firstTransaction: state.transactions.first, lastTransaction: state.transactions.last,
-                             seconds: (ContinuousClock.now - clock).seconds)
+                             seconds: (ContinuousClock.now - clock).seconds,
+                             mode: state.bulk == nil ? .incremental : .bulk)
+    }
+
+    /// Records a bulk import gathers before they are saved in one write transaction of the new
+    /// generation (each batch still its own save and log entry): large enough that the B-trees'
+    /// pages are copied once for many batches, small enough to keep the gathered change sets
+    /// (about 1 KB a record) and the transaction's dirty pages to tens of megabytes.
+    static let bulkChunkRecords = 50_000
+    /// Deferred links saved per write transaction of a bulk import (rounded down to whole batches).
+    static let bulkChunkLinks = 200_000
+
+    /// The bulk load the import writes into, or nil to write into the live store
+    /// (``ImportOptions/mode``; see ``ImportMode/auto`` for its choice).
+    private func startBulkLoad(_ s: inout ImportState) async throws -> BulkLoad? {
+        switch options.mode {
+        case .incremental:
+            return nil
+        case .bulk:
+            s.report(.copying, records: 0, bytes: 0, force: true)
+            return try await store.beginBulkLoad()
+        case .auto:
+            guard store.writer != nil, let lock = store.lock, lock.otherHolders().isEmpty,
+                  s.totalBytes * ImportMode.autoBulkRatio >= store.env.fileBytes else { return nil }
+            s.report(.copying, records: 0, bytes: 0, force: true)
+            do {
+                return try await store.beginBulkLoad()
+            } catch StrataError.storeBusy {
+                // Another process opened the store since: batch by batch, beside it.
+                return nil
+            }
+        }
+    }
+
+    /// Saves the batches a bulk import has gathered, in one write transaction of its new
+    /// generation, as ``finish(_:_:rejects:)`` saves one batch: with
+    /// ``ImportOptions/continueOnError``, a refused batch is saved record by record and the
+    /// refused records are rejected; without, the error ends the import (and the load is
+    /// abandoned: nothing is written). Rejected lines go to the rejects file in input order.
+    private func flushBulk(_ s: inout ImportState, rejects: RejectsWriter?, bytes: Int) throws {
+        guard let bulk = s.bulk, !s.bulkPending.isEmpty else { return }
+        let pending = s.bulkPending
+        s.bulkPending = []
+        s.bulkPendingRecords = 0
+        let continueOnError = options.continueOnError, author = options.author, importID = s.importID
+        let before = bulk.transactions.count, transactionsBefore = s.transactions.count
+        var outcomes: [(written: Int, refused: [(index: Int, failure: ValidationFailure)])] = []
+        try bulk.write { w in
+            outcomes = []
+            for batch in pending {
+                let metadata = ["importID": importID,
+                                "batch": String(transactionsBefore + w.transactions.count + 1)]
+                guard continueOnError else {
+                    _ = try w.save(batch.changes, author: author, metadata: metadata, isolated: false)
+                    outcomes.append((batch.count, []))
+                    continue
+                }
+                do {
+                    _ = try w.save(batch.changes, author: author, metadata: metadata, isolated: true)
+                    outcomes.append((batch.count, []))
+                } catch StrataError.validation {
+                    var written = 0
+                    var refused: [(index: Int, failure: ValidationFailure)] = []
+                    for (i, changes) in batch.perRecord.enumerated() {
+                        do {
+                            _ = try w.save(changes, author: author, metadata: metadata, isolated: true)
+                            written += 1
+                        } catch StrataError.validation(let failure) {
+                            refused.append((i, failure))
+                        }
+                    }
+                    outcomes.append((written, refused))
+                }
+            }
+        }
+        s.transactions += bulk.transactions[before...]
+        for (batch, outcome) in zip(pending, outcomes) {
+            for (reason, raw) in batch.earlyRejects { try rejects?.write(reason: reason, raw: raw) }
+            s.written += outcome.written
+            for (i, failure) in outcome.refused {
+                let item = batch.items[i]
+                let issue = ImportIssue(file: s.files[item.fileIndex], line: item.line, field: failure.field,
+                                        reason: failure.reason)
+                s.reject(item.location, issue)
+                try rejects?.write(reason: issue.description, raw: item.raw)
+            }
+        }
+        s.report(.writing, records: s.written, bytes: bytes, force: true)
+    }
+
+    /// Whether the store has `target`: the live store (for a bulk import, the state its load
+    /// started from), or else, for a bulk import, what it has written (a record of the input
+    /// named by another of its unique keys), once the gathered batches are saved.
+    private func storeHas(_ target: ObjectReference, _ s: inout ImportState, rejects: RejectsWriter?,
+                          bytes: Int) throws -> Bool {
+        if try store.read({ try $0.resolve(target) }) != nil { return true }
+        guard let bulk = s.bulk else { return false }
+        try flushBulk(&s, rejects: rejects, bytes: bytes)
+        return try bulk.resolve(target) != nil
     }
 
     /// Inputs the import cannot use, found before anything is read or created: an input that is
@@ -244,7 +352,7 @@ public final class Importer: Sendable {
                             // here would wait for the batch in flight, and the link would be
                             // the same.)
                             try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
-                            present = try store.read { try $0.resolve(t) } != nil
+                            present = try storeHas(t, &s, rejects: rejects, bytes: it.bytesRead)
                         }
                         if present {
                             changes.append(.link(relationship: r.tag, from: .id(id), to: t))
@@ -272,7 +380,7 @@ public final class Importer: Sendable {
                     batch.add(ready.changes, item: ready.item)
                     if batch.count >= options.batchSize {
                         try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
-                        inFlight = try submit(batch, &s, rejects: rejects)
+                        inFlight = try submit(batch, &s, rejects: rejects, bytes: it.bytesRead)
                         batch = Batch()
                     }
                 }
@@ -284,11 +392,13 @@ public final class Importer: Sendable {
             }
             try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
             if batch.count > 0 {
-                inFlight = try submit(batch, &s, rejects: rejects)
+                inFlight = try submit(batch, &s, rejects: rejects, bytes: it.bytesRead)
                 try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
             } else {
+                try flushBulk(&s, rejects: rejects, bytes: it.bytesRead)
                 for (reason, raw) in batch.earlyRejects { try rejects?.write(reason: reason, raw: raw) }
             }
+            try flushBulk(&s, rejects: rejects, bytes: it.bytesRead)
         } catch {
             // Never return while a save of this import is running; its own error, if any, is the
             // one reported (it came first).
@@ -316,7 +426,18 @@ public final class Importer: Sendable {
 
     /// Writes the lines validation rejected while `batch` was read, then submits its save; the
     /// caller goes on reading while the writer commits it.
-    private func submit(_ batch: Batch, _ s: inout ImportState, rejects: RejectsWriter?) throws -> InFlight {
+    /// A bulk import gathers the batch instead (``flushBulk(_:rejects:bytes:)`` saves it) and
+    /// returns nil.
+    private func submit(_ batch: Batch, _ s: inout ImportState, rejects: RejectsWriter?,
+                        bytes: Int) throws -> InFlight? {
+        if s.bulk != nil {
+            s.bulkPending.append(batch)
+            s.bulkPendingRecords += batch.count
+            if s.bulkPendingRecords >= Self.bulkChunkRecords {
+                try flushBulk(&s, rejects: rejects, bytes: bytes)
+            }
+            return nil
+        }
         for (reason, raw) in batch.earlyRejects { try rejects?.write(reason: reason, raw: raw) }
         let metadata = ["importID": s.importID, "batch": String(s.transactions.count + 1)]
         let changes = batch.changes
@@ -347,10 +468,14 @@ public final class Importer: Sendable {
     }
 
     /// Links whose target came later in the input than their source.
-    private func linkDeferred(_ s: inout ImportState) async throws {
+    private func linkDeferred(_ s: inout ImportState, rejects: RejectsWriter?) async throws {
         var start = 0
         let metadata = ["importID": s.importID, "phase": "links"]
         if !s.deferred.isEmpty { s.report(.linking, records: s.written, bytes: s.totalBytes, links: 0, force: true) }
+        if let bulk = s.bulk {
+            try linkDeferred(&s, into: bulk, metadata: metadata)
+            return
+        }
         while start < s.deferred.count {
             let slice = s.deferred[start..<min(s.deferred.count, start + options.batchSize)]
             var changes = ChangeSet()
@@ -370,6 +495,52 @@ public final class Importer: Sendable {
                 }
             }
             start += slice.count
+            s.report(.linking, records: s.written, bytes: s.totalBytes, links: start, force: true)
+        }
+    }
+}
+
+extension Importer {
+    /// The deferred links of a bulk import, in the same batches as ``linkDeferred(_:rejects:)``
+    /// saves them, many batches per write transaction of the new generation.
+    private func linkDeferred(_ s: inout ImportState, into bulk: BulkLoad, metadata: [String: String]) throws {
+        let batchSize = options.batchSize, author = options.author, continueOnError = options.continueOnError
+        let chunk = max(1, Self.bulkChunkLinks / batchSize) * batchSize
+        var start = 0
+        while start < s.deferred.count {
+            let end = min(s.deferred.count, start + chunk)
+            let before = bulk.transactions.count
+            var skipped = 0
+            try bulk.write { [deferred = s.deferred] w in
+                skipped = 0
+                var i = start
+                while i < end {
+                    let slice = deferred[i..<min(end, i + batchSize)]
+                    var changes = ChangeSet()
+                    for d in slice { changes.append(.link(relationship: d.relationship, from: d.from, to: d.to)) }
+                    i += slice.count
+                    guard continueOnError else {
+                        _ = try w.save(changes, author: author, metadata: metadata, isolated: false)
+                        continue
+                    }
+                    do {
+                        _ = try w.save(changes, author: author, metadata: metadata, isolated: true)
+                    } catch StrataError.validation {
+                        for d in slice {
+                            var one = ChangeSet()
+                            one.append(.link(relationship: d.relationship, from: d.from, to: d.to))
+                            do {
+                                _ = try w.save(one, author: author, metadata: metadata, isolated: true)
+                            } catch StrataError.validation {
+                                skipped += 1
+                            }
+                        }
+                    }
+                }
+            }
+            s.transactions += bulk.transactions[before...]
+            s.skippedLinks += skipped
+            start = end
             s.report(.linking, records: s.written, bytes: s.totalBytes, links: start, force: true)
         }
     }
@@ -431,6 +602,11 @@ private struct ImportState {
     var skippedLinks = 0
     var transactions: [TransactionID] = []
     var written = 0
+    /// The bulk load a bulk import writes into (nil: into the live store).
+    var bulk: BulkLoad?
+    /// A bulk import's batches not saved yet, and their records.
+    var bulkPending: [Batch] = []
+    var bulkPendingRecords = 0
     var lastReport = ContinuousClock.now
     /// The phase last reported, and when it started.
     var currentPhase = ImportProgress.Phase.validating

@@ -46,7 +46,7 @@ extension Store {
         // the live store and must never be abandoned, whatever fails after.
         let switched = Locked(false)
         defer { if !switched.withLock({ $0 }) { generation.abandon() } }
-        let copied = try build(newEnv, from: snapshot, horizon: horizon, progress: progress)
+        let copied = try copyGeneration(newEnv, from: snapshot, horizon: horizon, progress: progress)
         generation.endBulkBuild()
         let objects = try newEnv.read { txn in
             try schema.entities.reduce(0) { $0 + (try ReadView(txn: txn, env: newEnv, schema: schema).objectCount($1)) }
@@ -87,7 +87,7 @@ extension Store {
     /// The snapshot is read a chunk at a time (``ReadSource/pinned(_:)``): the old environment's
     /// map lock is held for one buffer's read at a time, never for the whole build, so a save that
     /// grows the map meanwhile waits for one chunk at most. `progress` runs between reads.
-    private func build(
+    func copyGeneration(
         _ newEnv: LMDBEnvironment, from snapshot: Snapshot, horizon: TransactionID,
         progress: (@Sendable (CompactionProgress) -> Void)?) throws -> (recordBytes: Int, allBytes: Int) {
         let t0 = snapshot.transactionID

@@ -85,6 +85,23 @@ final class CommitPublisher: Sendable {
         }
     }
 
+    /// Publishes every transaction of the log after the position, a batch at a time: those a
+    /// bulk load committed into a generation that has just become the live one (see `BulkLoad`).
+    /// A log that cannot be read is logged and reported to the subscribers as missed.
+    func publishCommitted(env: LMDBEnvironment) {
+        do {
+            while try publishBatch(env: env, through: nil) {}
+        } catch {
+            logger.error("could not read the log to publish a bulk load's transactions: \(error)")
+            let head = try? Self.head(env, schema)
+            state.withLock { s in
+                guard let head, head > s.published else { return }
+                if hub.hasSubscribers { hub.deliverMissed(Int(head - s.published)) }
+                s.published = head
+            }
+        }
+    }
+
     /// Starts the watch of other processes' commits (once; from the first subscription on). What
     /// was committed before is not published to the new subscriber.
     func startWatching() {

@@ -1,0 +1,224 @@
+import Foundation
+import StrataLMDB
+
+/// A bulk load: many saves committed into a new generation beside the live one, which is
+/// switched in at the end as compaction switches its generation, so readers see all of them at
+/// once and a crash at any moment leaves the old state or the new one, never a part.
+///
+/// While it runs, this process's writer is paused (``WriterPause``: saves queue and are committed
+/// on the new generation after the switch) and the store's lock is held exclusively, so no other
+/// process can open the store (an open waits for the end); the generation the load started from
+/// is therefore the one it replaces, with nothing to catch up. Readers of this process go on
+/// reading the live generation.
+///
+/// The saves are resolved, validated and logged by the writer's own code (``SaveResolver``,
+/// ``StateApplier``), each with its own transaction id and log entry, but many of them share one
+/// LMDB write transaction (``write(_:)``) and none is synced before the switch: the pages of the
+/// B-trees are copied once per shared transaction, not once per save.
+///
+/// Exactly one of ``finish()`` and ``abandon()`` ends it.
+final class BulkLoad {
+    let store: Store
+    /// The live generation's last transaction when the load started: the new generation holds
+    /// the state and the log up to it.
+    let base: TransactionID
+    private let generation: PendingGeneration
+    private let pause: WriterPause
+    private let writer: Writer
+    private let lock: StoreLock
+    private let oldEnv: LMDBEnvironment
+    private var ended = false
+    /// Transactions committed into the new generation, in order.
+    private(set) var transactions: [TransactionID] = []
+
+    /// The new generation's environment.
+    var env: LMDBEnvironment { generation.env }
+
+    fileprivate init(store: Store, base: TransactionID, generation: PendingGeneration, pause: WriterPause,
+                     writer: Writer, lock: StoreLock, oldEnv: LMDBEnvironment) {
+        self.store = store
+        self.base = base
+        self.generation = generation
+        self.pause = pause
+        self.writer = writer
+        self.lock = lock
+        self.oldEnv = oldEnv
+    }
+
+    deinit { precondition(ended, "a BulkLoad was neither finished nor abandoned") }
+
+    /// Runs `body` in one write transaction of the new generation and commits it (without a
+    /// sync). If the map has to grow, the transaction is aborted and `body` runs again from the
+    /// start, so it must be repeatable. `body` saves through the ``BulkWriter`` it is given.
+    func write(_ body: (inout BulkWriter) throws -> Void) throws {
+        precondition(!ended, "BulkLoad.write after the load ended")
+        try store.checkUsable()
+        let env = self.env, schema = store.schema, limits = store.configuration
+        var committed: [TransactionID] = []
+        try env.writeGrowing { txn in
+            let last = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
+            var writer = BulkWriter(txn: txn, env: env, schema: schema, limits: limits, next: last.next)
+            try body(&writer)
+            committed = writer.transactions
+        }
+        transactions += committed
+    }
+
+    /// Looks `reference` up in the new generation: the state the load started from with what
+    /// ``write(_:)`` has committed since.
+    func resolve(_ reference: ObjectReference) throws -> ObjectID? {
+        let env = self.env, schema = store.schema
+        return try env.read { try ReadView(txn: $0, env: env, schema: schema).resolve(reference) }
+    }
+
+    /// Makes the new generation durable and the live one, publishes its transactions to the
+    /// change streams (a batch at a time, as other processes' commits are), and lets the writer
+    /// go on. Returns the new head. On an error the load is abandoned (the old generation stays).
+    func finish() async throws -> TransactionID {
+        precondition(!ended, "BulkLoad.finish after the load ended")
+        ended = true
+        let store = self.store, generation = self.generation, lock = self.lock, oldEnv = self.oldEnv
+        let writer = self.writer, base = self.base
+        let switched = Locked(false)
+        do {
+            try await pause.finish {
+                try store.checkUsable()
+                // No commit can reach the old generation meanwhile: this process's writer is
+                // paused and the exclusive lock keeps other processes out.
+                let last = try oldEnv.read {
+                    try ReadView(txn: $0, env: oldEnv, schema: store.schema).lastTransactionID()
+                }
+                guard last == base else {
+                    throw StrataError.corruptLogEntry(
+                        transaction: last, reason: "committed to the live generation during a bulk load from \(base)")
+                }
+                try store.switchGeneration(generation, lock: lock, replacing: oldEnv)
+                switched.withLock { $0 = true }
+                _ = store.swapEnvironment(generation.env)
+                writer.replaceEnvironment(generation.env)
+                store.publisher.publishCommitted(env: generation.env)
+            }
+        } catch {
+            if !switched.withLock({ $0 }) {
+                generation.abandon()
+                lock.shared()
+            }
+            store.maintenance.leave()
+            throw error
+        }
+        store.maintenance.leave()
+        return transactions.last ?? base
+    }
+
+    /// Removes the new generation and lets the writer go on; the store is as it was.
+    func abandon() {
+        guard !ended else { return }
+        ended = true
+        generation.abandon()
+        pause.resume()
+        lock.shared()
+        store.maintenance.leave()
+    }
+}
+
+/// Saves inside one of a ``BulkLoad``'s write transactions, each resolved, applied and logged as
+/// the writer does it, with the next transaction id.
+struct BulkWriter {
+    let txn: LMDBTransaction
+    let env: LMDBEnvironment
+    let schema: Schema
+    let limits: StoreConfiguration
+    private(set) var next: TransactionID
+    private(set) var transactions: [TransactionID] = []
+
+    fileprivate init(txn: LMDBTransaction, env: LMDBEnvironment, schema: Schema, limits: StoreConfiguration,
+                     next: TransactionID) {
+        self.txn = txn
+        self.env = env
+        self.schema = schema
+        self.limits = limits
+        self.next = next
+    }
+
+    /// Saves `changes` as ``Store/save(_:author:metadata:)`` would: the same resolution and
+    /// validation, one log entry. Returns its transaction id, or nil when it changed nothing.
+    /// With `isolated`, it runs in a nested transaction, so that when it throws nothing of it is
+    /// left (and the transaction can go on); otherwise an error leaves the whole transaction
+    /// unusable (the caller lets it abort).
+    mutating func save(_ changes: ChangeSet, author: String, metadata: [String: String],
+                       isolated: Bool) throws -> TransactionID? {
+        if changes.count > limits.maxChangesPerSave {
+            throw StrataError.saveTooLarge(changes: changes.count, limit: limits.maxChangesPerSave)
+        }
+        let tx = next
+        let (env, schema, limits) = (self.env, self.schema, self.limits)
+        func run(_ txn: LMDBTransaction) throws -> Bool {
+            var resolver = SaveResolver(applier: StateApplier(txn: txn, env: env, schema: schema, transactionID: tx),
+                                        limits: limits)
+            try resolver.run(changes)
+            guard !resolver.changes.isEmpty else { return false }
+            let entry = LogEntry(transactionID: tx, schemaVersion: schema.version,
+                                 timestampMs: Int64(Date().timeIntervalSince1970 * 1000), author: author,
+                                 metadata: metadata, changes: resolver.changes)
+            let encoded = LogEntryCodec.encode(entry)
+            _ = try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
+                try encoded.withUnsafeBytes { try txn.put(env[.log], key: key, value: $0, mode: .append) }
+            }
+            return true
+        }
+        let logged = isolated ? try env.nested(in: txn, run) : try run(txn)
+        guard logged else { return nil }
+        transactions.append(tx)
+        next = tx.next
+        return tx
+    }
+}
+
+extension Store {
+    /// Starts a ``BulkLoad``: takes the store's lock exclusively (refused with
+    /// ``StrataError/storeBusy(path:processIDs:)`` when another process has the store open),
+    /// pauses the writer, and copies the live generation's state and log into a new one.
+    func beginBulkLoad() async throws -> BulkLoad {
+        try checkUsable()
+        guard let writer, let lock else { throw StrataError.readOnly(path: path) }
+        await maintenance.enter()
+        do {
+            try Task.checkCancellation()
+            try checkUsable()
+            guard lock.tryExclusive() else {
+                throw StrataError.storeBusy(path: path, processIDs: lock.otherHolders())
+            }
+            let pause: WriterPause
+            do { pause = try await WriterPause(writer) } catch {
+                lock.shared()
+                throw error
+            }
+            do {
+                let snapshot = try self.snapshot(label: "bulk load")
+                defer { snapshot.close() }
+                let base = snapshot.transactionID
+                let horizon = try snapshot.read { try $0.horizon() }
+                try checkRoomForGeneration(snapshot)
+                let generation = try makeGeneration(like: snapshot.env)
+                // The load reads back what it writes (its saves look up unique keys and
+                // records): the copy stays in the page cache.
+                generation.endBulkBuild()
+                do {
+                    _ = try copyGeneration(generation.env, from: snapshot, horizon: horizon, progress: nil)
+                } catch {
+                    generation.abandon()
+                    throw error
+                }
+                return BulkLoad(store: self, base: base, generation: generation, pause: pause, writer: writer,
+                                lock: lock, oldEnv: snapshot.env)
+            } catch {
+                pause.resume()
+                lock.shared()
+                throw error
+            }
+        } catch {
+            maintenance.leave()
+            throw error
+        }
+    }
+}

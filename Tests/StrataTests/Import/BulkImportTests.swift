@@ -1,0 +1,278 @@
+import Foundation
+import LibraryModel
+import StrataLMDB
+import Testing
+@testable import Strata
+
+/// A bulk import (``ImportMode/bulk``) writes into a new generation switched in at the end. It
+/// must leave the state an incremental import leaves, show readers nothing until the switch, keep
+/// the saves made meanwhile, and write nothing when it fails.
+@Suite struct BulkImportTests {
+    private var generator: String {
+        URL(fileURLWithPath: storectlPath).deletingLastPathComponent().appendingPathComponent("strata-generate").path
+    }
+
+    private func generate(_ records: Int, shape: String, seed: Int = 3, in dir: URL) throws -> String {
+        let path = dir.appendingPathComponent("\(shape)-\(records).ndjson").path
+        let r = try run(generator, ["\(records)", "--shape", shape, "--seed", "\(seed)", "--output", path])
+        try #require(r.status == 0, "\(r.stderr)")
+        return path
+    }
+
+    private func write(_ lines: [String], in dir: URL, _ name: String = "in.ndjson") throws -> String {
+        let url = dir.appendingPathComponent(name)
+        try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: url)
+        return url.path
+    }
+
+    private func options(_ mode: ImportMode, batch: Int = 500) -> ImportOptions {
+        var o = ImportOptions()
+        o.mode = mode
+        o.batchSize = batch
+        return o
+    }
+
+    /// Every object as a line naming it by its entity and first unique key (ids differ between
+    /// two imports of the same input), with its values and its relationships' targets named the
+    /// same way, sorted: equal for equal states.
+    private func canonicalState(_ store: Store) throws -> [String] {
+        try store.read { view in
+            let schema = store.schema
+            var names: [ObjectID: String] = [:]
+            func all(_ e: EntityDescription, _ visit: (Record) throws -> Void) throws {
+                try view.scanAll(e, only: [Bool](repeating: true, count: e.attributes.count)) {
+                    try visit($0)
+                    return true
+                }
+            }
+            for e in schema.entities {
+                try all(e) { r in
+                    let key = e.uniques.first.map { u in u.attributes.map { "\(r.values[$0])" }.joined(separator: "|") }
+                    names[r.id] = e.name + ":" + (key ?? r.id.description)
+                }
+            }
+            var lines: [String] = []
+            for e in schema.entities {
+                try all(e) { r in
+                    var line = names[r.id, default: "?"] + " " + r.values.map { "\($0)" }.joined(separator: ",")
+                    for rel in e.relationships {
+                        let targets = try view.targets(rel.tag, from: r.id).map { names[$0, default: "?"] }.sorted()
+                        line += " \(rel.name)=[\(targets.joined(separator: ","))]"
+                    }
+                    lines.append(line)
+                }
+            }
+            return lines.sorted()
+        }
+    }
+
+    private func withStore<R>(_ schemaDirectory: URL, _ body: (Store) async throws -> R) async throws -> R {
+        let store = try Store.temporary(schema: try Schema.load(directory: schemaDirectory))
+        defer { store.close() }
+        return try await body(store)
+    }
+
+    private var catalogSchema: URL { repositoryRoot.appendingPathComponent("Schemas/catalog") }
+
+    /// The generated library and the link-heavy catalog (half its dependency edges point
+    /// forward), imported both ways: the same objects, values and links, the same number of
+    /// transactions, and a store that verifies.
+    @Test(arguments: ["library", "catalog"])
+    func bulkAndIncrementalImportsGiveTheSameState(shape: String) async throws {
+        let dir = temporaryDirectory("bulk-import")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = try generate(3000, shape: shape, in: dir)
+        let schema = shape == "library" ? librarySchemaDirectory : catalogSchema
+        var states: [ImportMode: [String]] = [:], summaries: [ImportMode: ImportSummary] = [:]
+        for mode in [ImportMode.incremental, .bulk] {
+            try await withStore(schema) { store in
+                let summary = try await Importer(store: store, options: options(mode)).run(files: [input])
+                #expect(summary.mode == mode)
+                #expect(summary.records == 3000)
+                #expect(try store.verify().ok)
+                states[mode] = try canonicalState(store)
+                summaries[mode] = summary
+            }
+        }
+        #expect(states[.bulk]?.count == 3000)
+        #expect(states[.bulk] == states[.incremental])
+        #expect(summaries[.bulk]?.transactions == summaries[.incremental]?.transactions)
+        #expect(summaries[.bulk]?.firstTransaction == TransactionID(1))
+    }
+
+    /// Into a store that already has objects: records that update them by key, records that link
+    /// to them or point forward, in either mode, then imported again (nothing changes, no
+    /// transaction).
+    @Test func bulkImportMergesWithTheStoreAndReimportsIdempotently() async throws {
+        let dir = temporaryDirectory("bulk-import")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        func uuid(_ n: Int) -> String { "00000000-0000-4000-8000-\(String(format: "%012d", n))" }
+        let track = #""durationSeconds":60,"addedAt":"2024-01-01T00:00:00Z""#
+        let seed = try write([
+            #"{"entity":"Artist","mbid":"\#(uuid(1))","name":"First"}"#,
+            #"{"entity":"Album","mbid":"\#(uuid(11))","title":"Existing","artist":{"mbid":"\#(uuid(1))"}}"#,
+            #"{"entity":"Track","mbid":"\#(uuid(20))","title":"Zero",\#(track),"album":{"mbid":"\#(uuid(11))"}}"#,
+            #"{"entity":"Genre","name":"Folk"}"#,
+        ], in: dir, "seed.ndjson")
+        let input = try write([
+            #"{"entity":"Album","mbid":"\#(uuid(12))","title":"Forward","artist":{"mbid":"\#(uuid(2))"}}"#,
+            #"{"entity":"Genre","name":"Jazz"}"#,
+            #"{"entity":"Artist","mbid":"\#(uuid(1))","name":"Renamed"}"#,
+            #"{"entity":"Artist","mbid":"\#(uuid(2))","name":"Second"}"#,
+            #"{"entity":"Track","mbid":"\#(uuid(21))","title":"One",\#(track),"album":{"mbid":"\#(uuid(11))"},"genre":{"name":"Jazz"}}"#,
+            #"{"entity":"Track","mbid":"\#(uuid(22))","title":"Two",\#(track),"album":{"mbid":"\#(uuid(12))"},"genre":{"name":"Folk"}}"#,
+            #"{"entity":"Playlist","name":"Mix","createdAt":"2024-01-01T00:00:00Z","tracks":[{"mbid":"\#(uuid(22))"},{"mbid":"\#(uuid(21))"},{"mbid":"\#(uuid(20))"}]}"#,
+        ], in: dir)
+        var states: [ImportMode: [String]] = [:]
+        for mode in [ImportMode.incremental, .bulk] {
+            try await withLibraryStore { store in
+                _ = try await Importer(store: store, options: options(.incremental)).run(files: [seed])
+                let head = try #require(store.currentTransactionID)
+                let first = try await Importer(store: store, options: options(mode, batch: 2)).run(files: [input])
+                #expect(first.mode == mode)
+                #expect(first.records == 7)
+                #expect(first.firstTransaction == head.next)
+                #expect(try store.verify().ok)
+                states[mode] = try canonicalState(store)
+                let again = try await Importer(store: store, options: options(mode, batch: 2)).run(files: [input])
+                #expect(again.records == 7)
+                #expect(again.transactions == 0, "a re-import changed something")
+                #expect(try canonicalState(store) == states[mode])
+            }
+        }
+        #expect(states[.bulk] == states[.incremental])
+        #expect(states[.bulk]?.count == 10)
+        #expect(states[.bulk]?.contains { $0.hasPrefix("Artist:\(uuid(1)) ") && $0.contains("Renamed") } == true,
+                "\(states[.bulk] ?? [])")
+    }
+
+    /// `auto` chooses bulk for an input large next to the store (a new store) and incremental
+    /// for a small one into a large store.
+    @Test func autoChoosesBulkForANewStoreAndIncrementalForASmallImport() async throws {
+        let dir = temporaryDirectory("bulk-import")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let big = try generate(3000, shape: "library", in: dir)
+        let small = try write([#"{"entity":"Genre","name":"Zydeco"}"#], in: dir)
+        try await withLibraryStore { store in
+            let first = try await Importer(store: store, options: options(.auto)).run(files: [big])
+            #expect(first.mode == .bulk)
+            let second = try await Importer(store: store, options: options(.auto)).run(files: [small])
+            #expect(second.mode == .incremental)
+            #expect(try store.verify().ok)
+        }
+    }
+
+    /// A reader sampling the store while a bulk import runs sees none of it or all of it.
+    @Test func readersSeeNothingOfABulkImportUntilAllOfIt() async throws {
+        let dir = temporaryDirectory("bulk-import")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = try generate(6000, shape: "library", in: dir)
+        try await withLibraryStore { store in
+            let tracks = try #require(store.schema.entity(named: "Track"))
+            let done = Locked(false)
+            let sampler = Task.detached { () -> Set<Int> in
+                var seen: Set<Int> = []
+                while !done.withLock({ $0 }) {
+                    if let n = try? store.read({ try $0.objectCount(tracks) }) { seen.insert(n) }
+                    usleep(200)
+                }
+                return seen
+            }
+            let summary = try await Importer(store: store, options: options(.bulk, batch: 100)).run(files: [input])
+            done.withLock { $0 = true }
+            let seen = await sampler.value
+            let total = try store.read { try $0.objectCount(tracks) }
+            #expect(summary.transactions > 10)
+            #expect(total > 5000)
+            #expect(seen.isSubset(of: [0, total]), "a reader saw part of the import: \(seen.sorted())")
+        }
+    }
+
+    /// Saves made while a bulk import builds wait for its switch and are committed after its
+    /// transactions; none is lost.
+    @Test func savesDuringABulkImportAreKept() async throws {
+        let dir = temporaryDirectory("bulk-import")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = try generate(6000, shape: "library", in: dir)
+        try await withLibraryStore { store in
+            let importer = Importer(store: store, options: options(.bulk, batch: 100))
+            let watcher = Task { () -> [TransactionID] in
+                var saved: [TransactionID] = []
+                for await p in importer.progress where p.phase == .writing && saved.count < 20 {
+                    saved.append(try await store.save(genres(1, prefix: "during-\(saved.count)-")))
+                }
+                return saved
+            }
+            let summary = try await importer.run(files: [input])
+            let saved = try await watcher.value
+            let last = try #require(summary.lastTransaction)
+            #expect(!saved.isEmpty)
+            #expect(saved.allSatisfy { $0 > last }, "a save was committed before the switch: \(saved) vs \(last)")
+            let names = Set(try store.mainContext.fetch(Genre.self).map(\.name))
+            for i in saved.indices { #expect(names.contains { $0.hasPrefix("during-\(i)-") }) }
+            #expect(try store.verify().ok)
+        }
+    }
+
+    /// A save-time refusal (an update that takes another object's second unique key) ends a
+    /// bulk import with the error and nothing written: the head, the objects and the generation
+    /// directories are as before. With `continueOnError`, the refused record is rejected as the
+    /// incremental import rejects it.
+    @Test func aFailingBulkImportWritesNothing() async throws {
+        let dir = temporaryDirectory("bulk-import")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let jazz = Genre(name: "Jazz")
+            _ = try await store.save { c in
+                c.insert(jazz)
+                c.insert(Genre(name: "Rock"))
+            }
+            let input = try write([
+                #"{"entity":"Genre","name":"A"}"#,
+                #"{"entity":"Genre","id":"\#(jazz.id)","name":"Rock"}"#,
+                #"{"entity":"Genre","name":"B"}"#,
+            ], in: dir)
+            let head = store.currentTransactionID
+            let entries = try FileManager.default.contentsOfDirectory(atPath: store.path).sorted()
+            await #expect(throws: StrataError.self) {
+                try await Importer(store: store, options: options(.bulk, batch: 1)).run(files: [input])
+            }
+            #expect(store.currentTransactionID == head)
+            #expect(Set(try store.mainContext.fetch(Genre.self).map(\.name)) == ["Jazz", "Rock"])
+            #expect(try FileManager.default.contentsOfDirectory(atPath: store.path).sorted() == entries)
+            // The writer goes on.
+            _ = try await store.save(genres(1, prefix: "after-"))
+
+            var tolerant = options(.bulk, batch: 2)
+            tolerant.continueOnError = true
+            tolerant.rejectsPath = dir.appendingPathComponent("rejects.txt").path
+            let summary = try await Importer(store: store, options: tolerant).run(files: [input])
+            #expect(summary.mode == .bulk)
+            #expect(summary.records == 2)
+            #expect(summary.rejected == 1)
+            let rejects = try String(contentsOfFile: tolerant.rejectsPath!, encoding: .utf8)
+            #expect(rejects.contains("in.ndjson:2"), "\(rejects)")
+            #expect(Set(try store.mainContext.fetch(Genre.self).map(\.name)).isSuperset(of: ["Jazz", "Rock", "A", "B"]))
+            #expect(try store.verify().ok)
+        }
+    }
+
+    /// Change streams get a bulk import's transactions, in order, after the switch.
+    @Test func aBulkImportsTransactionsArePublished() async throws {
+        let dir = temporaryDirectory("bulk-import")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = try generate(2000, shape: "library", in: dir)
+        try await withLibraryStore { store in
+            let stream = store.changes()
+            let summary = try await Importer(store: store, options: options(.bulk, batch: 200)).run(files: [input])
+            let expected = try #require(summary.lastTransaction)
+            var got: [TransactionID] = []
+            for await event in stream {
+                if case .committed(let t) = event { got.append(t.id) }
+                if got.last == expected { break }
+            }
+            #expect(got.count == summary.transactions)
+            #expect(got == got.sorted())
+        }
+    }
+}
