@@ -229,13 +229,13 @@ public final class Importer: Sendable {
 
     /// Pass 1: every record parsed and checked; duplicate keys and dangling references found.
     private func validate(_ s: inout ImportState) throws {
-        var it = RecordIterator(files: s.files, schema: store.schema, options: options,
-                                maxValueBytes: store.configuration.maxValueBytes)
+        let it = PipelinedRecords(RecordIterator(files: s.files, schema: store.schema, options: options,
+                                                 maxValueBytes: store.configuration.maxValueBytes))
         defer { it.close() }
         var keys: [UInt64: UInt64] = [:]
         var pending: [(digest: UInt64, ref: ObjectReference, location: UInt64, issue: ImportIssue)] = []
         var n = 0
-        while let item = try nextItem(&it) {
+        while let item = try nextItem(it) {
             n += 1
             s.report(.validating, records: n, bytes: it.bytesRead)
             let record: ImportRecord
@@ -299,7 +299,7 @@ public final class Importer: Sendable {
         return nil
     }
 
-    private func nextItem(_ it: inout RecordIterator) throws -> RecordIterator.Item? {
+    private func nextItem(_ it: PipelinedRecords) throws -> RecordIterator.Item? {
         do { return try it.next() } catch let issue as ImportIssue {
             throw ImportFailed(issues: [issue], totalIssues: 1)
         }
@@ -315,8 +315,8 @@ public final class Importer: Sendable {
     /// would have). Lines rejected by validation are written to the rejects file with their
     /// batch, after the batch before it has finished, so the file keeps the sequential order.
     private func write(_ s: inout ImportState, rejects: RejectsWriter?) async throws {
-        var it = RecordIterator(files: s.files, schema: store.schema, options: options,
-                                maxValueBytes: store.configuration.maxValueBytes)
+        let it = PipelinedRecords(RecordIterator(files: s.files, schema: store.schema, options: options,
+                                                 maxValueBytes: store.configuration.maxValueBytes))
         defer { it.close() }
         var batch = Batch()
         var inFlight: InFlight?
@@ -325,7 +325,7 @@ public final class Importer: Sendable {
         // count is never ahead of the store.
         var finished = 0
         do {
-            while let item = try nextItem(&it) {
+            while let item = try nextItem(it) {
                 if let reason = s.rejected[item.location] {
                     batch.earlyRejects.append((reason, item.raw))
                     continue
