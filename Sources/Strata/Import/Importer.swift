@@ -56,16 +56,21 @@ public final class Importer: Sendable {
         store.hub.register(ledger)
         var state = ImportState(files: files, options: options, schema: store.schema, totalBytes: totalBytes,
                                 started: clock, importID: importID, progress: progressContinuation, ledger: ledger)
-        try validate(&state)
-        if !state.issues.isEmpty && !options.continueOnError {
-            let ordered = state.issues.sorted { ($0.file, $0.line) < ($1.file, $1.line) }
-            throw ImportFailed(issues: ordered, totalIssues: state.issueCount)
-        }
-        let rejects = try options.rejectsPath.map { try RejectsWriter(path: $0) }
+        // A bulk import that stops at the first bad record checks the records as it writes them
+        // (one pass over the input): it writes into a generation nobody sees until the switch,
+        // so a bad record just abandons it. Otherwise the whole input is checked first.
+        if !options.continueOnError { state.bulk = try await startBulkLoad(&state) }
+        let inline = state.bulk != nil
+        var rejects: RejectsWriter?
         defer { rejects?.close() }
-        state.bulk = try await startBulkLoad(&state)
         do {
-            try await write(&state, rejects: rejects)
+            if !inline {
+                try validate(&state)
+                if !state.issues.isEmpty && !options.continueOnError { throw state.failure() }
+                rejects = try options.rejectsPath.map { try RejectsWriter(path: $0) }
+                state.bulk = try await startBulkLoad(&state)
+            }
+            try await write(&state, rejects: rejects, checking: inline)
             try await linkDeferred(&state, rejects: rejects)
             if let bulk = state.bulk {
                 state.report(.switching, records: state.written, bytes: totalBytes, force: true)
@@ -232,51 +237,70 @@ public final class Importer: Sendable {
         let it = PipelinedRecords(RecordIterator(files: s.files, schema: store.schema, options: options,
                                                  maxValueBytes: store.configuration.maxValueBytes))
         defer { it.close() }
-        var keys: [UInt64: UInt64] = [:]
-        var pending: [(digest: UInt64, ref: ObjectReference, location: UInt64, issue: ImportIssue)] = []
         var n = 0
         while let item = try nextItem(it) {
             n += 1
             s.report(.validating, records: n, bytes: it.bytesRead)
-            let record: ImportRecord
-            switch item.result {
-            case .failure(let issue):
-                s.reject(item.location, issue)
-                continue
-            case .success(let r): record = r
-            }
-            let aliases = record.aliases
-            if let (alias, first) = aliases.lazy.compactMap({ a in
-                keys[ImportRecord.digest(a)].map { (a, $0) }
-            }).first {
-                let (f, l) = (Int(first >> 40), Int(first & 0xFF_FFFF_FFFF))
-                s.reject(item.location, ImportIssue(file: s.files[item.fileIndex], line: item.line, field: nil,
-                                                    reason: "duplicate key \(EchoedText.shown(alias.description)) of " +
-                                                            "\(record.entity.name) (first at \(s.files[f]):\(l))"))
-                continue
-            }
-            if let issue = try missingRequiredReference(record, item, s.files) {
-                s.reject(item.location, issue)
-                continue
-            }
-            for alias in aliases { keys[ImportRecord.digest(alias)] = item.location }
-            for (r, targets) in record.links {
-                for t in targets ?? [] where keys[ImportRecord.digest(t)] == nil {
-                    pending.append(
-                        (ImportRecord.digest(t), t, item.location,
-                         ImportIssue(file: s.files[item.fileIndex], line: item.line, field: r.name,
-                                     reason: "dangling reference: no \(r.destination) " +
-                                             "\(EchoedText.shown(t.description)) in the input or the store")))
-                }
+            _ = try check(item, &s)
+        }
+        try checkForwardReferences(&s)
+    }
+
+    /// Checks one item as validation does (its parse, a key given twice, a required to-one left
+    /// without a target), notes its keys (``ImportState/inputKeys``) and the references to keys
+    /// not seen yet (``ImportState/forward``). Returns the record, or nil when it is rejected.
+    private func check(_ item: RecordIterator.Item, _ s: inout ImportState) throws -> ImportRecord? {
+        let record: ImportRecord
+        switch item.result {
+        case .failure(let issue):
+            s.reject(item.location, issue)
+            return nil
+        case .success(let r): record = r
+        }
+        let aliases = record.aliases
+        // A plain loop: a closure would hold a second reference to the dictionary, and the
+        // insertions below would then copy it whole.
+        var duplicate: (alias: ObjectReference, first: UInt64)?
+        for a in aliases {
+            if let first = s.inputKeys[ImportRecord.digest(a)] {
+                duplicate = (a, first)
+                break
             }
         }
-        // Forward references: in the input after all, or already in the store.
-        let unresolved = pending.filter { keys[$0.digest] == nil }
-        if !unresolved.isEmpty {
-            let missing = try store.read { view in try unresolved.filter { try view.resolve($0.ref) == nil } }
-            for m in missing where !s.rejected.keys.contains(m.location) { s.reject(m.location, m.issue) }
+        if let (alias, first) = duplicate {
+            let (f, l) = (Int(first >> 40), Int(first & 0xFF_FFFF_FFFF))
+            s.reject(item.location, ImportIssue(file: s.files[item.fileIndex], line: item.line, field: nil,
+                                                reason: "duplicate key \(EchoedText.shown(alias.description)) of " +
+                                                        "\(record.entity.name) (first at \(s.files[f]):\(l))"))
+            return nil
         }
-        s.inputKeys = keys
+        if let issue = try missingRequiredReference(record, item, s.files) {
+            s.reject(item.location, issue)
+            return nil
+        }
+        for alias in aliases { s.inputKeys[ImportRecord.digest(alias)] = item.location }
+        for (r, targets) in record.links {
+            for t in targets ?? [] where s.inputKeys[ImportRecord.digest(t)] == nil {
+                s.forward.append(ForwardReference(digest: ImportRecord.digest(t), target: t, location: item.location,
+                                                  fileIndex: item.fileIndex, line: item.line, relationship: r))
+            }
+        }
+        return record
+    }
+
+    /// At the end of the input: references to keys that came later after all are fine, and so
+    /// are those the store has; the others are dangling (their records are rejected).
+    private func checkForwardReferences(_ s: inout ImportState) throws {
+        let keys = s.inputKeys
+        let unresolved = s.forward.filter { keys[$0.digest] == nil }
+        s.forward = []
+        guard !unresolved.isEmpty else { return }
+        let missing = try store.read { view in try unresolved.filter { try view.resolve($0.target) == nil } }
+        for m in missing where !s.rejected.keys.contains(m.location) {
+            s.reject(m.location, ImportIssue(file: s.files[m.fileIndex], line: m.line, field: m.relationship.name,
+                                             reason: "dangling reference: no \(m.relationship.destination) " +
+                                                     "\(EchoedText.shown(m.target.description)) in the input or the store"))
+        }
     }
 
     /// A required to-one the record leaves without a target: cleared (`null`), or not given for an
@@ -314,7 +338,12 @@ public final class Importer: Sendable {
     /// unique keys), and before an error ends the import (that batch's error comes first, as it
     /// would have). Lines rejected by validation are written to the rejects file with their
     /// batch, after the batch before it has finished, so the file keeps the sequential order.
-    private func write(_ s: inout ImportState, rejects: RejectsWriter?) async throws {
+    ///
+    /// With `checking` (a bulk import without ``ImportOptions/continueOnError``: nothing it
+    /// writes is seen before the switch), there was no validation pass: each record is checked
+    /// here as validation would (``check(_:_:)``); after the first bad one nothing more is
+    /// written and the rest is only checked, and at the end the issues are thrown.
+    private func write(_ s: inout ImportState, rejects: RejectsWriter?, checking: Bool) async throws {
         let it = PipelinedRecords(RecordIterator(files: s.files, schema: store.schema, options: options,
                                                  maxValueBytes: store.configuration.maxValueBytes))
         defer { it.close() }
@@ -326,11 +355,18 @@ public final class Importer: Sendable {
         var finished = 0
         do {
             while let item = try nextItem(it) {
-                if let reason = s.rejected[item.location] {
-                    batch.earlyRejects.append((reason, item.raw))
-                    continue
+                let record: ImportRecord
+                if checking {
+                    guard let checked = try check(item, &s), s.issueCount == 0 else { continue }
+                    record = checked
+                } else {
+                    if let reason = s.rejected[item.location] {
+                        batch.earlyRejects.append((reason, item.raw))
+                        continue
+                    }
+                    guard case .success(let r) = item.result else { continue }
+                    record = r
                 }
-                guard case .success(let record) = item.result else { continue }
                 var changes = ChangeSet()
                 let id = record.explicitID ?? ObjectID.make(entityTag: record.entity.tag)
                 changes.append(record.explicitID != nil ? .put(id: id, values: record.values)
@@ -384,6 +420,10 @@ public final class Importer: Sendable {
                         batch = Batch()
                     }
                 }
+            }
+            if checking {
+                try checkForwardReferences(&s)
+                if s.issueCount > 0 { throw s.failure() }
             }
             // Records whose required references form a cycle: saved together, in one batch.
             for ready in held.drain() {
@@ -579,6 +619,18 @@ private struct Batch {
     }
 }
 
+/// A reference to a key the input had not given yet where it was read: checked at the end of
+/// the input (``Importer``'s validation), and reported there as dangling when neither the input
+/// nor the store has it.
+private struct ForwardReference {
+    let digest: UInt64
+    let target: ObjectReference
+    let location: UInt64
+    let fileIndex: Int
+    let line: Int
+    let relationship: RelationshipDescription
+}
+
 /// Mutable bookkeeping of one run.
 private struct ImportState {
     let files: [String]
@@ -596,8 +648,10 @@ private struct ImportState {
     var rejected: [UInt64: String] = [:]
     var writtenKeys: Set<UInt64> = []
     /// Every key of the input (digest) and where its record is (packed file and line, in input
-    /// order), from validation.
+    /// order), from validation (while a bulk import checks as it writes: the keys read so far).
     var inputKeys: [UInt64: UInt64] = [:]
+    /// References to keys the input had not given yet where they were read.
+    var forward: [ForwardReference] = []
     var deferred: [(relationship: UInt16, from: ObjectReference, to: ObjectReference, location: UInt64)] = []
     var skippedLinks = 0
     var transactions: [TransactionID] = []
@@ -617,6 +671,11 @@ private struct ImportState {
     /// another process's: counted only when the ledger saw this import commit it.
     mutating func committed(_ tx: TransactionID) {
         if ledger.take(tx) { transactions.append(tx) }
+    }
+
+    /// The issues found, in input order, as the error that ends the import.
+    func failure() -> ImportFailed {
+        ImportFailed(issues: issues.sorted { ($0.file, $0.line) < ($1.file, $1.line) }, totalIssues: issueCount)
     }
 
     mutating func reject(_ location: UInt64, _ issue: ImportIssue) {
