@@ -169,18 +169,20 @@ import Testing
         let input = try generate(6000, shape: "library", in: dir)
         try await withLibraryStore { store in
             let tracks = try #require(store.schema.entity(named: "Track"))
-            let done = Locked(false)
-            let sampler = Task.detached { () -> Set<Int> in
-                var seen: Set<Int> = []
+            // On a thread of its own: a loop on the cooperative pool would hold one of its few
+            // threads for the whole import.
+            let done = Locked(false), seenCounts = Locked<Set<Int>>([]), finished = DispatchSemaphore(value: 0)
+            Thread {
                 while !done.withLock({ $0 }) {
-                    if let n = try? store.read({ try $0.objectCount(tracks) }) { seen.insert(n) }
+                    if let n = try? store.read({ try $0.objectCount(tracks) }) { seenCounts.withLock { _ = $0.insert(n) } }
                     usleep(200)
                 }
-                return seen
-            }
+                finished.signal()
+            }.start()
             let summary = try await Importer(store: store, options: options(.bulk, batch: 100)).run(files: [input])
             done.withLock { $0 = true }
-            let seen = await sampler.value
+            await withCheckedContinuation { c in DispatchQueue.global().async { finished.wait(); c.resume() } }
+            let seen = seenCounts.withLock { $0 }
             let total = try store.read { try $0.objectCount(tracks) }
             #expect(summary.transactions > 10)
             #expect(total > 5000)

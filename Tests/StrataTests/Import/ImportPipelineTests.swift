@@ -35,6 +35,7 @@ import Testing
                 #"{"entity":"Genre","name":"E"}"#,
             ], in: dir)
             var options = ImportOptions()
+            options.mode = .incremental
             options.batchSize = 2
             options.continueOnError = true
             options.rejectsPath = dir.appendingPathComponent("rejects.txt").path
@@ -70,6 +71,7 @@ import Testing
             let writer = try #require(store.writer)
             let input = try write([#"{"entity":"Genre","name":"A"}"#, #"{"entity":"Genre","name":"B"}"#], in: dir)
             var options = ImportOptions()
+            options.mode = .incremental
             options.batchSize = 2
             options.importID = "mine"
             let held = try await holdWriter(store)
@@ -115,6 +117,7 @@ import Testing
             ]
             for (field, change) in cases {
                 var options = ImportOptions()
+                options.mode = .incremental
                 change(&options)
                 do {
                     _ = try await Importer(store: store, options: options).run(files: [input])
@@ -147,6 +150,7 @@ import Testing
                     #"{"entity":"Track","mbid":"\#(mbid.uuidString.lowercased())","title":"t","durationSeconds":1,"addedAt":"2024-01-01T00:00:00Z","genre":{"name":"Old \#(round)"}}"#,
                 ], in: dir)
                 var options = ImportOptions()
+                options.mode = .incremental
                 options.batchSize = 1
                 options.continueOnError = true
                 let summary = try await Importer(store: store, options: options).run(files: [input])
