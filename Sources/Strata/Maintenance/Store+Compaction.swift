@@ -90,15 +90,22 @@ extension Store {
     func copyGeneration(
         _ newEnv: LMDBEnvironment, from snapshot: Snapshot, horizon: TransactionID,
         progress: (@Sendable (CompactionProgress) -> Void)?) throws -> (recordBytes: Int, allBytes: Int) {
-        let t0 = snapshot.transactionID
+        try copyGeneration(newEnv, from: .pinned(snapshot), sourceEnv: snapshot.env, head: snapshot.transactionID,
+                           horizon: horizon, progress: progress)
+    }
+
+    /// ``copyGeneration(_:from:horizon:progress:)`` from any source: `oldEnv` read through
+    /// `source`, whose last transaction is `t0`.
+    func copyGeneration(
+        _ newEnv: LMDBEnvironment, from source: ReadSource, sourceEnv oldEnv: LMDBEnvironment, head t0: TransactionID,
+        horizon: TransactionID,
+        progress: (@Sendable (CompactionProgress) -> Void)?) throws -> (recordBytes: Int, allBytes: Int) {
         // After each callback: a `close()` from it lets the build end here instead of copying on.
         func report(_ p: CompactionProgress) throws {
             guard let progress else { return }
             progress(p)
             try checkUsable()
         }
-        let source = ReadSource.pinned(snapshot)
-        let oldEnv = snapshot.env
         try report(CompactionProgress(phase: .copying, done: 0))
         var recordBytes = 0, allBytes = 0
         for name in [DatabaseName.objects, .links, .indexes, .uniques] {

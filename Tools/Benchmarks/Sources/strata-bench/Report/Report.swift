@@ -102,9 +102,13 @@ struct Report: Sendable {
             ("W9_mdb_copy_synced_mb_per_s", "MB/s", false),
             ("W10_migration", "objects/s", false),
             ("W11_library_empty", "records/s", false),
+            ("W11_library_incremental", "records/s", false),
             ("W11_library_more", "records/s", false),
             ("W11_catalog_empty", "records/s", false),
             ("W11_written_over_file", "ratio", true),
+            ("W11_file_mb_fresh", "MB", true),
+            ("W11_file_mb_compacted", "MB", true),
+            ("W11_fresh_over_compacted", "ratio", true),
         ] + W13Catalog.keys.map { ($0, "ms", true) }
         results = layout.map { key, unit, lower in
             WorkloadResult(key: key, unit: unit, status: Self.unavailableKeys.contains(key) ? .notAvailable : .skipped, lowerIsBetter: lower)

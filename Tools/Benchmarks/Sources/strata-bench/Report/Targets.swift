@@ -42,6 +42,12 @@ struct Target: Sendable {
             ratio($0, "W11_catalog_empty", .strata, .grdb)
         },
         Target(name: "W11 bytes written ≤ 3× the file", bound: .atMost, threshold: 3) { $0.value("W11_written_over_file", .strata) },
+        Target(name: "W11 fresh file ≤ 1.3× compacted", bound: .atMost, threshold: 1.3) {
+            $0.value("W11_fresh_over_compacted", .strata)
+        },
+        Target(name: "W11 compacted file ≤ 2× GRDB's", bound: .atMost, threshold: 2) {
+            ratio($0, "W11_file_mb_compacted", .strata, .grdb)
+        },
     ] + W13Catalog.keys.map { key in
         // Times: Strata's over GRDB's, at most 2.
         Target(name: "W13 \(key.dropFirst(4).dropLast(3).replacingOccurrences(of: "_", with: " ")) ≤ 2× GRDB",

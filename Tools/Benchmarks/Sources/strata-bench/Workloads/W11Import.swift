@@ -10,7 +10,8 @@ import Strata
 /// store; a link-heavy generated catalog into an empty store. Records per second; for Strata also
 /// the bytes the process wrote (`/proc/self/io`) over the final file size.
 enum W11Import {
-    static let keys = ["W11_library_empty", "W11_library_more", "W11_catalog_empty", "W11_written_over_file"]
+    static let keys = ["W11_library_empty", "W11_library_incremental", "W11_library_more", "W11_catalog_empty",
+                       "W11_written_over_file", "W11_file_mb_fresh", "W11_file_mb_compacted", "W11_fresh_over_compacted"]
 
     struct Inputs {
         let library: URL, more: URL, catalog: URL
@@ -75,11 +76,16 @@ enum W11Import {
         return 0
     }
 
-    static func strataImport(_ store: Store, _ file: URL) async throws -> Double {
+    /// Seconds of an import of `file` (the mode `auto` chooses unless given), and the mode it ran in.
+    static func strataImport(_ store: Store, _ file: URL,
+                             mode: ImportMode = .auto) async throws -> (seconds: Double, mode: ImportMode) {
         var options = ImportOptions()
         options.batchSize = 5_000
+        options.mode = mode
         let importer = Importer(store: store, options: options)
-        return try await MonotonicClock.measure { _ = try await importer.run(files: [file.path]) }.seconds
+        var used = ImportMode.auto
+        let seconds = try await MonotonicClock.measure { used = try await importer.run(files: [file.path]).mode }.seconds
+        return (seconds, used)
     }
 
     static func strata(_ ctx: WorkloadContext, _ inputs: Inputs) async throws -> [String: Double] {
@@ -95,18 +101,37 @@ enum W11Import {
                                        configuration: config)
             defer { store.close() }
             let before = writtenBytes()
-            let seconds = try await strataImport(store, inputs.library)
+            let (seconds, mode) = try await strataImport(store, inputs.library)
+            ctx.progress("W11: the library into an empty store ran \(mode.rawValue)")
             figures["W11_library_empty"] = Double(inputs.libraryRecords) / seconds
             let file = try store.info().fileBytes
             figures["W11_written_over_file"] = Double(writtenBytes() - before) / Double(max(1, file))
-            figures["W11_library_more"] = Double(inputs.moreRecords) / (try await strataImport(store, inputs.more))
+            // The same data compacted (a dry run builds the compacted generation and measures it).
+            let compacted = try await store.compact(horizon: .zero, dryRun: true).bytesAfter
+            figures["W11_file_mb_fresh"] = Double(file) / 1e6
+            figures["W11_file_mb_compacted"] = Double(compacted) / 1e6
+            figures["W11_fresh_over_compacted"] = Double(file) / Double(max(1, compacted))
+            let (moreSeconds, moreMode) = try await strataImport(store, inputs.more)
+            ctx.progress("W11: a tenth more into that store ran \(moreMode.rawValue)")
+            figures["W11_library_more"] = Double(inputs.moreRecords) / moreSeconds
+        }
+        do {
+            let dir = try ctx.storeDirectory("W11", .strata, "incremental")
+            defer { ctx.remove(dir) }
+            let store = try Store.open(at: dir, schema: Schema.load(directory: root.appendingPathComponent("Schemas/library")),
+                                       configuration: config)
+            defer { store.close() }
+            let seconds = try await strataImport(store, inputs.library, mode: .incremental).seconds
+            figures["W11_library_incremental"] = Double(inputs.libraryRecords) / seconds
         }
         let dir = try ctx.storeDirectory("W11", .strata, "catalog")
         defer { ctx.remove(dir) }
         let store = try Store.open(at: dir, schema: Schema.load(directory: root.appendingPathComponent("Schemas/catalog")),
                                    configuration: config)
         defer { store.close() }
-        figures["W11_catalog_empty"] = Double(inputs.catalogRecords) / (try await strataImport(store, inputs.catalog))
+        let (catalogSeconds, catalogMode) = try await strataImport(store, inputs.catalog)
+        ctx.progress("W11: the catalog into an empty store ran \(catalogMode.rawValue)")
+        figures["W11_catalog_empty"] = Double(inputs.catalogRecords) / catalogSeconds
         return figures
     }
 
@@ -122,6 +147,11 @@ enum W11Import {
                                             path: dir.appendingPathComponent("db.sqlite").path)
             figures["W11_library_empty"] = Double(inputs.libraryRecords)
                 / (try MonotonicClock.measure { try importer.importFile(inputs.library) }.seconds)
+            // The same importer either way: the figure Strata's batch-by-batch import is compared with.
+            figures["W11_library_incremental"] = figures["W11_library_empty"]
+            let file = try importer.fileBytes()
+            figures["W11_file_mb_fresh"] = Double(file) / 1e6
+            figures["W11_file_mb_compacted"] = Double(file) / 1e6
             figures["W11_library_more"] = Double(inputs.moreRecords)
                 / (try MonotonicClock.measure { try importer.importFile(inputs.more) }.seconds)
         }
@@ -239,6 +269,13 @@ final class GRDBImporter {
             try db.execute(sql: "UPDATE \"\(d.name)\" SET \"\(r.inverseName)_id\" = ? WHERE id = ?", arguments: [pending.id, target])
         }
         return true
+    }
+
+    /// The database file's size, with the write-ahead log checkpointed into it.
+    func fileBytes() throws -> Int {
+        try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        let path = pool.path
+        return (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
     }
 
     /// Imports one NDJSON file, `batchSize` records per transaction, forward references after the file.
