@@ -21,7 +21,8 @@ public struct ImportProgress: Sendable, Equatable {
     /// Records processed in this phase (while linking and when done: records written). While
     /// writing, records whose batch has been committed (or, with
     /// ``ImportOptions/continueOnError``, saved or rejected one by one): never ahead of the store,
-    /// even though the next batch is already being read.
+    /// even though the next batch is already being read. For a bulk import (``ImportMode/bulk``),
+    /// records saved into the new generation, which readers see only once it is switched in.
     public let records: Int
     /// Bytes of the input read so far in this phase.
     public let bytesRead: Int

@@ -5,9 +5,11 @@ import Foundation
 ///   save           concurrent durable saves, one `ACK <tx> <kind> <marker> <k>` line per returned save
 ///   import         an Importer run, `ACK-IMPORT <records>` per committed batch
 ///   gen            a deterministic NDJSON library
-///   parent         the kill -9 loop (Tools/kill-loop); `--during compact|migrate`: during compaction or migration
+///   parent         the kill -9 loop (Tools/kill-loop); `--during compact|migrate|import`: during compaction,
+///                  migration or a bulk import
 ///   compact        compacts a store with `--horizon`, printing progress with times (killed by `parent --during compact`)
 ///   migrate        migrates a library v1 store to v2 (killed by `parent --during migrate`)
+///   import-bulk    a bulk import, printing progress with times (killed by `parent --during import`)
 ///   fuzz-seeds     writes the seed corpora of fuzz-log-entry and fuzz-record from a real store
 ///   flips          the on-disk byte-flip campaign (Tools/reliability/flip-campaign)
 ///   flip-check     one check of a flipped copy (started by `flips`)
@@ -30,6 +32,7 @@ struct CrashChild {
         case "parent": try KillLoop.run(o)
         case "compact": try MaintenanceModes.compact(o)
         case "migrate": try MaintenanceModes.migrate(o)
+        case "import-bulk": try MaintenanceModes.bulkImport(o)
         case "fuzz-seeds": try FuzzSeeds.run(o)
         case "flips": try FlipCampaign.run(o)
         case "flip-check": try FlipCampaign.check(o)

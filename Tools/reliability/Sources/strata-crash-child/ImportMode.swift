@@ -9,6 +9,8 @@ enum ImportMode {
         let dir = URL(fileURLWithPath: o.require("store"))
         let input = o.require("input")
         var options = ImportOptions()
+        // Batch by batch: an acknowledged batch is committed (a bulk import's are not, until its end).
+        options.mode = .incremental
         options.batchSize = o.int("batch", default: 200)
         options.importID = o.string("import-id")
         let store: Store

@@ -1,17 +1,20 @@
 import Foundation
 import Strata
 
-/// `parent --during compact|migrate`: the kill -9 loop during compaction or migration (afterwards
-/// the store is the old or the new one, never a mix).
+/// `parent --during compact|migrate|import`: the kill -9 loop during compaction, migration or a
+/// bulk import (afterwards the store is the old or the new one, never a mix).
 ///
 /// Setup: a template store (an import and a history of small transactions) is built once per
 /// variant; compaction runs with two horizons (the head: all history squashed; half the head),
 /// migration (library v1 → v2 with the model's custom step) from two templates (plain; already
-/// compacted at half its history, so the migration starts from a squashed base). Each variant
+/// compacted at half its history, so the migration starts from a squashed base), a bulk import
+/// (`Importer` with `mode = .bulk`) of an exported library, with its ids, into a store holding the
+/// first part of it and a history of small transactions. Each variant
 /// is run to completion `--calibration-runs` times on fresh copies: that gives the time line of
 /// the operation (when the catch-up and switch start, when it is done) and the fingerprint of
 /// the new store (for compaction it must equal the one computed from the old store; for
-/// migration all runs must agree, and the result is checked against the old store).
+/// migration and import all runs must agree, and a migration's result is checked against the old
+/// store).
 ///
 /// Each iteration copies a template, starts the child, kills it with SIGKILL at a seeded moment
 /// (70 %: anywhere in [0, 1.1 × the operation's time]; 30 %: once the child reports the start
@@ -29,6 +32,8 @@ enum MaintenanceKillLoop {
         let old: Fingerprint
         var new = Fingerprint()
         let childArgs: [String]
+        /// The child's line that starts the catch-up, sync and switch (the aimed kills' mark).
+        var switchLine = "PHASE catchingUp"
         /// Median milliseconds from spawn: the operation started, the catch-up began, it returned.
         var readyMs = 0.0, switchMs = 0.0, doneMs = 0.0
         var iterations = 0, oldOutcomes = 0, newOutcomes = 0
@@ -45,7 +50,9 @@ enum MaintenanceKillLoop {
     }
 
     static func run(_ o: Options, operation: String) throws {
-        guard operation == "compact" || operation == "migrate" else { fail("--during must be compact or migrate, got '\(operation)'", code: 64) }
+        guard ["compact", "migrate", "import"].contains(operation) else {
+            fail("--during must be compact, migrate or import, got '\(operation)'", code: 64)
+        }
         let iterations = o.int("iterations", default: 200)
         let seed = o.uint64("seed", default: 9)
         let workdir = o.string("workdir") ?? FileManager.default.temporaryDirectory.appendingPathComponent("strata-kill-\(operation)-\(getpid())").path
@@ -54,7 +61,11 @@ enum MaintenanceKillLoop {
         try fm.createDirectory(atPath: workdir + "/child-tmp", withIntermediateDirectories: true)
         let started = Date()
         note("kill-loop --during \(operation): building the templates…")
-        var variants = operation == "compact" ? try compactionVariants(o, workdir: workdir, seed: seed) : try migrationVariants(o, workdir: workdir, seed: seed)
+        var variants = switch operation {
+        case "compact": try compactionVariants(o, workdir: workdir, seed: seed)
+        case "migrate": try migrationVariants(o, workdir: workdir, seed: seed)
+        default: try importVariants(o, workdir: workdir, seed: seed)
+        }
         let calibrationRuns = o.int("calibration-runs", default: 3)
         for i in variants.indices { try calibrate(&variants[i], runs: calibrationRuns, workdir: workdir) }
         let setupSeconds = Date().timeIntervalSince(started)
@@ -114,6 +125,44 @@ enum MaintenanceKillLoop {
         }
     }
 
+    /// A library exported with its ids (so every run writes the same objects): a store holding
+    /// it, changed by a history of small transactions (updates, deletes, new objects, links and
+    /// unlinks), into which the export is bulk-imported again (updated objects are put back,
+    /// deleted ones inserted again under their ids).
+    static func importVariants(_ o: Options, workdir: String, seed: UInt64) throws -> [Variant] {
+        let source = workdir + "/import-source"
+        try StoreTemplate.build(path: source, schema: librarySchema(), records: o.int("records", default: 20_000),
+                                history: 0, seed: seed, scratch: workdir)
+        let export = workdir + "/import.ndjson"
+        var lines: [String] = []
+        do {
+            let store = try openAny(source)
+            defer { store.close() }
+            for e in store.schema.entities {
+                try Exporter(store: store).export(Query(entity: e.name), format: .ndjson) { lines.append($0) }
+            }
+        }
+        try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: URL(fileURLWithPath: export))
+        let template = workdir + "/template-import"
+        do {
+            let store = try Store.open(at: URL(fileURLWithPath: template), schema: librarySchema())
+            defer { store.close() }
+            var options = ImportOptions()
+            options.mode = .incremental
+            options.batchSize = 500
+            options.importID = "template"
+            let importer = Importer(store: store, options: options)
+            _ = try blocking { try await importer.run(files: [export]) }
+            var history = History(store: store, schema: store.schema, seed: seed &+ 29)
+            try history.run(transactions: o.int("history", default: 1_000))
+        }
+        var v = Variant(name: "bulk import of \(lines.count) records", template: template,
+                        oldGeneration: try liveGeneration(template), old: try fingerprint(template),
+                        childArgs: ["import-bulk", "--input", export])
+        v.switchLine = "PHASE switching"
+        return [v]
+    }
+
     static func schemas() throws -> [Schema] {
         try Schema.loadAll(directory: repositoryRoot.appendingPathComponent("Schemas/library"))
     }
@@ -153,7 +202,7 @@ enum MaintenanceKillLoop {
             func at(_ prefix: String, field: Int) -> Double? {
                 lines.first { $0.hasPrefix(prefix) }.flatMap { $0.split(separator: " ").dropFirst(field).first.flatMap { Double($0) } }.map { $0 - spawned }
             }
-            guard let r = at("READY", field: 1), let s = at("PHASE catchingUp", field: 3), let d = at("DONE", field: 1) else {
+            guard let r = at("READY", field: 1), let s = at(v.switchLine, field: 3), let d = at("DONE", field: 1) else {
                 fail("calibration of \(v.name): unexpected output \(lines)")
             }
             ready.append(r); switching.append(s); done.append(d)
@@ -161,10 +210,10 @@ enum MaintenanceKillLoop {
             if v.childArgs[0] == "compact" {
                 guard f == v.new else { fail("calibration of \(v.name): the compacted store is not the expected one: \(f.differences(from: v.new))") }
             } else if run == 0 {
-                try checkMigrated(old: v.template, new: store, name: v.name)
+                if v.childArgs[0] == "migrate" { try checkMigrated(old: v.template, new: store, name: v.name) }
                 v.new = f
             } else {
-                guard f == v.new else { fail("calibration of \(v.name): migration run \(run) differs from run 0: \(f.differences(from: v.new))") }
+                guard f == v.new else { fail("calibration of \(v.name): run \(run) differs from run 0: \(f.differences(from: v.new))") }
             }
             try FileManager.default.removeItem(atPath: store)
             note("calibration \(v.name) run \(run): started \(Int(r)) ms, catch-up + switch at \(Int(s)) ms, done at \(Int(d)) ms after spawn")
@@ -225,7 +274,7 @@ enum MaintenanceKillLoop {
         var deadline: Double? = aimed ? nil : spawned + delay
         while nowMs() < deadline ?? spawned + 120_000 {
             if let s = child.poll() { status = s; break }
-            if deadline == nil && readLines(out).contains(where: { $0.hasPrefix("PHASE catchingUp") }) { deadline = nowMs() + delay }
+            if deadline == nil && readLines(out).contains(where: { $0.hasPrefix(v.switchLine) }) { deadline = nowMs() + delay }
             sleepMs(min(deadline == nil ? 0.5 : 1, (deadline ?? .infinity) - nowMs()))
         }
         if status == nil {
@@ -375,7 +424,7 @@ enum MaintenanceKillLoop {
 
     static func report(_ t: Totals, variants: [Variant], operation: String, seed: UInt64, setupSeconds: Double, seconds: Double, json: String?) {
         let p50 = percentile(t.recoveryMs, 50), p99 = percentile(t.recoveryMs, 99), maxMs = t.recoveryMs.max() ?? 0
-        var lines = ["kill -9 during \(operation == "compact" ? "compaction" : "migration"): \(t.iterations) iterations, seed \(seed), \(String(format: "%.0f", seconds)) s (setup \(String(format: "%.0f", setupSeconds)) s)"]
+        var lines = ["kill -9 during \(["compact": "compaction", "migrate": "migration"][operation] ?? "a bulk import"): \(t.iterations) iterations, seed \(seed), \(String(format: "%.0f", seconds)) s (setup \(String(format: "%.0f", setupSeconds)) s)"]
         for v in variants {
             lines.append("  \(v.name): \(v.iterations) iterations, old \(v.oldOutcomes), new \(v.newOutcomes); template \(v.old.objects) objects, head \(v.old.head), log \(v.old.logHashes.count) entries; uninterrupted: started \(Int(v.readyMs)) ms, catch-up/switch \(Int(v.switchMs)) ms, returned \(Int(v.doneMs)) ms after spawn")
         }

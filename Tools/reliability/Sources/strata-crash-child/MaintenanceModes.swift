@@ -2,7 +2,7 @@ import Foundation
 import LibraryModel
 import Strata
 
-/// The children of the kill loops during compaction and migration. Each writes `READY <ms>` when
+/// The children of the kill loops during compaction, migration and bulk imports. Each writes `READY <ms>` when
 /// it starts the operation, `PHASE <phase> <done> <ms>` for every progress event, `DONE <ms> …`
 /// when the operation returned and `CLOSED <ms>` after the store is closed (times are
 /// CLOCK_MONOTONIC milliseconds, comparable with the parent's clock), one `write(2)` per line.
@@ -38,6 +38,33 @@ enum MaintenanceModes {
             }
         }
         emit("DONE \(nowMs()) v\(report.from)→v\(report.to) marker \(report.migrationTransaction?.rawValue ?? 0) upcast \(report.transactionsUpcast)")
+        emit("CLOSED \(nowMs())")
+    }
+
+    /// `import-bulk --store DIR --input FILE`: a bulk import of FILE (batches of 500, import id
+    /// `kill-loop`), its progress as `PHASE <phase> <records> <ms>` lines (`switching` starts the
+    /// sync and switch).
+    static func bulkImport(_ o: Options) throws {
+        let url = URL(fileURLWithPath: o.require("store"))
+        let input = o.require("input")
+        let store: Store
+        do { store = try Store.openExisting(at: url) } catch { fail("open: \(error)", code: 2) }
+        var options = ImportOptions()
+        options.mode = .bulk
+        options.batchSize = 500
+        options.importID = "kill-loop"
+        let importer = Importer(store: store, options: options)
+        emit("READY \(nowMs())")
+        let summary = try blocking {
+            let watcher = Task {
+                for await p in importer.progress { emit("PHASE \(p.phase.rawValue) \(p.records) \(nowMs())") }
+            }
+            let s = try await importer.run(files: [input])
+            await watcher.value
+            return s
+        }
+        emit("DONE \(nowMs()) records \(summary.records) transactions \(summary.transactions) \(summary.mode.rawValue)")
+        store.close()
         emit("CLOSED \(nowMs())")
     }
 }
