@@ -2,7 +2,8 @@
 public enum ImportMode: String, Sendable, CaseIterable {
     /// ``bulk`` when no other process has the store open and the input files are at least
     /// 1/``autoBulkRatio`` of the store's data file (so always into a new or small store);
-    /// ``incremental`` otherwise.
+    /// ``incremental`` otherwise. A service whose own saves must not wait for an import to end
+    /// should ask for ``incremental``.
     case auto
     /// Into a new generation of the store, switched in at the end: readers see the whole import
     /// at once, a crash or an error leaves the store as it was, and the batches share large

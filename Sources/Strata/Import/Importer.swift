@@ -67,8 +67,9 @@ public final class Importer: Sendable {
             if !inline {
                 try validate(&state)
                 if !state.issues.isEmpty && !options.continueOnError { throw state.failure() }
-                rejects = try options.rejectsPath.map { try RejectsWriter(path: $0) }
                 state.bulk = try await startBulkLoad(&state)
+                // Created once the import can go ahead: an existing file is emptied only then.
+                rejects = try options.rejectsPath.map { try RejectsWriter(path: $0) }
             }
             try await write(&state, rejects: rejects, checking: inline)
             try await linkDeferred(&state, rejects: rejects)
@@ -124,16 +125,15 @@ public final class Importer: Sendable {
     /// ``ImportOptions/continueOnError``, a refused batch is saved record by record and the
     /// refused records are rejected; without, the error ends the import (and the load is
     /// abandoned: nothing is written). Rejected lines go to the rejects file in input order.
-    private func flushBulk(_ s: inout ImportState, rejects: RejectsWriter?, bytes: Int) throws {
+    private func flushBulk(_ s: inout ImportState, rejects: RejectsWriter?, bytes: Int) async throws {
         guard let bulk = s.bulk, !s.bulkPending.isEmpty else { return }
         let pending = s.bulkPending
         s.bulkPending = []
         s.bulkPendingRecords = 0
         let continueOnError = options.continueOnError, author = options.author, importID = s.importID
         let before = bulk.transactions.count, transactionsBefore = s.transactions.count
-        var outcomes: [(written: Int, refused: [(index: Int, failure: ValidationFailure)])] = []
-        try bulk.write { w in
-            outcomes = []
+        let outcomes = try await bulk.write { w in
+            var outcomes: [(written: Int, refused: [(index: Int, failure: ValidationFailure)])] = []
             for batch in pending {
                 let metadata = ["importID": importID,
                                 "batch": String(transactionsBefore + w.transactions.count + 1)]
@@ -159,6 +159,7 @@ public final class Importer: Sendable {
                     outcomes.append((written, refused))
                 }
             }
+            return outcomes
         }
         s.transactions += bulk.transactions[before...]
         for (batch, outcome) in zip(pending, outcomes) {
@@ -175,15 +176,14 @@ public final class Importer: Sendable {
         s.report(.writing, records: s.written, bytes: bytes, force: true)
     }
 
-    /// Whether the store has `target`: the live store (for a bulk import, the state its load
-    /// started from), or else, for a bulk import, what it has written (a record of the input
-    /// named by another of its unique keys), once the gathered batches are saved.
-    private func storeHas(_ target: ObjectReference, _ s: inout ImportState, rejects: RejectsWriter?,
-                          bytes: Int) throws -> Bool {
-        if try store.read({ try $0.resolve(target) }) != nil { return true }
-        guard let bulk = s.bulk else { return false }
-        try flushBulk(&s, rejects: rejects, bytes: bytes)
-        return try bulk.resolve(target) != nil
+    /// Whether the store has `target`, for a reference the import has not written (by any of
+    /// the keys of its written records): the live store, which for a bulk import is the state
+    /// its load started from. (What the import itself wrote is known by its keys, so the new
+    /// generation need not be asked; the one difference: a reference to a unique key that an
+    /// earlier record of the import took away from its object finds that object here, where an
+    /// incremental import, reading the store after that record, would not.)
+    private func storeHas(_ target: ObjectReference) throws -> Bool {
+        try store.read { try $0.resolve(target) } != nil
     }
 
     /// Inputs the import cannot use, found before anything is read or created: an input that is
@@ -357,6 +357,7 @@ public final class Importer: Sendable {
             while let item = try nextItem(it) {
                 let record: ImportRecord
                 if checking {
+                    s.report(.writing, records: s.written, bytes: it.bytesRead)
                     guard let checked = try check(item, &s), s.issueCount == 0 else { continue }
                     record = checked
                 } else {
@@ -388,7 +389,7 @@ public final class Importer: Sendable {
                             // here would wait for the batch in flight, and the link would be
                             // the same.)
                             try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
-                            present = try storeHas(t, &s, rejects: rejects, bytes: it.bytesRead)
+                            present = try storeHas(t)
                         }
                         if present {
                             changes.append(.link(relationship: r.tag, from: .id(id), to: t))
@@ -416,7 +417,7 @@ public final class Importer: Sendable {
                     batch.add(ready.changes, item: ready.item)
                     if batch.count >= options.batchSize {
                         try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
-                        inFlight = try submit(batch, &s, rejects: rejects, bytes: it.bytesRead)
+                        inFlight = try await submit(batch, &s, rejects: rejects, bytes: it.bytesRead)
                         batch = Batch()
                     }
                 }
@@ -432,13 +433,13 @@ public final class Importer: Sendable {
             }
             try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
             if batch.count > 0 {
-                inFlight = try submit(batch, &s, rejects: rejects, bytes: it.bytesRead)
+                inFlight = try await submit(batch, &s, rejects: rejects, bytes: it.bytesRead)
                 try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
             } else {
-                try flushBulk(&s, rejects: rejects, bytes: it.bytesRead)
+                try await flushBulk(&s, rejects: rejects, bytes: it.bytesRead)
                 for (reason, raw) in batch.earlyRejects { try rejects?.write(reason: reason, raw: raw) }
             }
-            try flushBulk(&s, rejects: rejects, bytes: it.bytesRead)
+            try await flushBulk(&s, rejects: rejects, bytes: it.bytesRead)
         } catch {
             // Never return while a save of this import is running; its own error, if any, is the
             // one reported (it came first).
@@ -469,12 +470,12 @@ public final class Importer: Sendable {
     /// A bulk import gathers the batch instead (``flushBulk(_:rejects:bytes:)`` saves it) and
     /// returns nil.
     private func submit(_ batch: Batch, _ s: inout ImportState, rejects: RejectsWriter?,
-                        bytes: Int) throws -> InFlight? {
+                        bytes: Int) async throws -> InFlight? {
         if s.bulk != nil {
             s.bulkPending.append(batch)
             s.bulkPendingRecords += batch.count
             if s.bulkPendingRecords >= Self.bulkChunkRecords {
-                try flushBulk(&s, rejects: rejects, bytes: bytes)
+                try await flushBulk(&s, rejects: rejects, bytes: bytes)
             }
             return nil
         }
@@ -513,7 +514,7 @@ public final class Importer: Sendable {
         let metadata = ["importID": s.importID, "phase": "links"]
         if !s.deferred.isEmpty { s.report(.linking, records: s.written, bytes: s.totalBytes, links: 0, force: true) }
         if let bulk = s.bulk {
-            try linkDeferred(&s, into: bulk, metadata: metadata)
+            try await linkDeferred(&s, into: bulk, metadata: metadata)
             return
         }
         while start < s.deferred.count {
@@ -543,16 +544,15 @@ public final class Importer: Sendable {
 extension Importer {
     /// The deferred links of a bulk import, in the same batches as ``linkDeferred(_:rejects:)``
     /// saves them, many batches per write transaction of the new generation.
-    private func linkDeferred(_ s: inout ImportState, into bulk: BulkLoad, metadata: [String: String]) throws {
+    private func linkDeferred(_ s: inout ImportState, into bulk: BulkLoad, metadata: [String: String]) async throws {
         let batchSize = options.batchSize, author = options.author, continueOnError = options.continueOnError
         let chunk = max(1, Self.bulkChunkLinks / batchSize) * batchSize
         var start = 0
         while start < s.deferred.count {
             let end = min(s.deferred.count, start + chunk)
             let before = bulk.transactions.count
-            var skipped = 0
-            try bulk.write { [deferred = s.deferred] w in
-                skipped = 0
+            let skipped = try await bulk.write { [deferred = s.deferred, start] w in
+                var skipped = 0
                 var i = start
                 while i < end {
                     let slice = deferred[i..<min(end, i + batchSize)]
@@ -577,6 +577,7 @@ extension Importer {
                         }
                     }
                 }
+                return skipped
             }
             s.transactions += bulk.transactions[before...]
             s.skippedLinks += skipped
@@ -587,7 +588,7 @@ extension Importer {
 }
 
 /// Records of one transaction, kept per record too so a failing batch can be retried one by one.
-private struct Batch {
+private struct Batch: Sendable {
     var perRecord: [ChangeSet] = []
     var items: [(raw: [UInt8], fileIndex: Int, line: Int, location: UInt64)] = []
     /// Lines read with this batch that validation had rejected (reason, raw line), for the

@@ -18,56 +18,80 @@ import Synchronization
 /// LMDB write transaction (``write(_:)``) and none is synced before the switch: the pages of the
 /// B-trees are copied once per shared transaction, not once per save.
 ///
-/// Exactly one of ``finish()`` and ``abandon()`` ends it.
-final class BulkLoad {
+/// Exactly one of ``finish()`` and ``abandon()`` ends it. Its long steps (the copies, the write
+/// transactions) run on a queue of its own, not on a thread of Swift's cooperative pool (two
+/// threads on a two-core machine), which other tasks of the process need meanwhile.
+final class BulkLoad: Sendable {
     let store: Store
     /// The live generation's last transaction when the load started: the new generation holds
     /// the state and the log up to it.
     let base: TransactionID
     /// The live generation's compaction horizon, kept by the new one.
     private let horizon: TransactionID
-    private var generation: PendingGeneration
     private let pause: WriterPause
     private let writer: Writer
     private let lock: StoreLock
     private let oldEnv: LMDBEnvironment
-    private var ended = false
-    /// Transactions committed into the new generation, in order.
-    private(set) var transactions: [TransactionID] = []
+    private let queue = DispatchQueue(label: "strata.bulk-load")
 
+    private struct State {
+        var generation: PendingGeneration
+        var ended = false
+        /// Transactions committed into the new generation, in order.
+        var transactions: [TransactionID] = []
+    }
+    private let state: Locked<State>
+
+    /// Transactions committed into the new generation, in order.
+    var transactions: [TransactionID] { state.withLock { $0.transactions } }
     /// The new generation's environment.
-    var env: LMDBEnvironment { generation.env }
+    var env: LMDBEnvironment { state.withLock { $0.generation.env } }
 
     fileprivate init(store: Store, base: TransactionID, horizon: TransactionID, generation: PendingGeneration,
                      pause: WriterPause, writer: Writer, lock: StoreLock, oldEnv: LMDBEnvironment) {
         self.store = store
         self.base = base
         self.horizon = horizon
-        self.generation = generation
         self.pause = pause
         self.writer = writer
         self.lock = lock
         self.oldEnv = oldEnv
+        state = Locked(State(generation: generation))
     }
 
-    deinit { precondition(ended, "a BulkLoad was neither finished nor abandoned") }
+    deinit { precondition(state.withLock { $0.ended }, "a BulkLoad was neither finished nor abandoned") }
+
+    /// Runs `body` on the load's queue and waits for it without holding a thread of the pool.
+    private func onQueue<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+        try await withCheckedThrowingContinuation { c in queue.async { c.resume(with: Result { try body() }) } }
+    }
 
     /// Runs `body` in one write transaction of the new generation and commits it (without a
-    /// sync). If the map has to grow, the transaction is aborted and `body` runs again from the
-    /// start, so it must be repeatable. `body` saves through the ``BulkWriter`` it is given.
-    func write(_ body: (inout BulkWriter) throws -> Void) throws {
-        precondition(!ended, "BulkLoad.write after the load ended")
+    /// sync); returns what `body` returned. If the map has to grow, the transaction is aborted
+    /// and `body` runs again from the start, so it must be repeatable. `body` saves through the
+    /// ``BulkWriter`` it is given.
+    func write<R: Sendable>(_ body: @escaping @Sendable (inout BulkWriter) throws -> R) async throws -> R {
+        precondition(!state.withLock { $0.ended }, "BulkLoad.write after the load ended")
         try store.checkUsable()
         let env = self.env, schema = store.schema, limits = store.configuration
-        var committed: [TransactionID] = []
-        try env.writeGrowing { txn in
-            let last = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
-            var writer = BulkWriter(txn: txn, env: env, schema: schema, limits: limits, next: last.next)
-            try body(&writer)
-            committed = writer.transactions
+        let (result, committed) = try await onQueue { [self] () throws -> (R, [TransactionID]) in
+            defer { releaseMappedPages(of: env) }
+            // As `writeGrowing`, returning the body's result.
+            while true {
+                do {
+                    return try env.write { txn in
+                        let last = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
+                        var writer = BulkWriter(txn: txn, env: env, schema: schema, limits: limits, next: last.next)
+                        let result = try body(&writer)
+                        return (result, writer.transactions)
+                    }
+                } catch let e as LMDBError where e.isMapFull {
+                    guard try env.growMap() else { throw e }
+                }
+            }
         }
-        transactions += committed
-        releaseMappedPages(of: env)
+        state.withLock { $0.transactions += committed }
+        return result
     }
 
     /// Drops this process's mapping of `env`'s pages (they stay in the page cache): the saves read
@@ -80,31 +104,25 @@ final class BulkLoad {
         }
     }
 
-    /// Looks `reference` up in the new generation: the state the load started from with what
-    /// ``write(_:)`` has committed since.
-    func resolve(_ reference: ObjectReference) throws -> ObjectID? {
-        let env = self.env, schema = store.schema
-        return try env.read { try ReadView(txn: $0, env: env, schema: schema).resolve(reference) }
-    }
-
     /// Copies the new generation, compactly, into another one that replaces it: the saves put
     /// their index, unique and link keys at random places of their B-trees, which leaves pages
     /// part full (about twice the compacted size for a generated library); the copy appends
     /// every database in key order, as compaction does, so the store starts out compact. The
     /// copy is sequential: about a fifth of the time of the saves it follows.
     private func compactBuiltGeneration() throws {
-        let built = generation, schema = store.schema
+        let built = state.withLock { $0.generation }, schema = store.schema
         let lean = try store.makeGeneration(like: oldEnv)
         do {
             let head = try built.env.read { try ReadView(txn: $0, env: built.env, schema: schema).lastTransactionID() }
             _ = try store.copyGeneration(lean.env, from: .pinned(ReleasingReads(built.env, logger: store.logger)),
-                                         sourceEnv: built.env, head: head, horizon: horizon, progress: nil)
+                                         sourceEnv: built.env, head: head, horizon: horizon,
+                                         progress: { _ in })   // checks for a close between databases
         } catch {
             lean.abandon()
             throw error
         }
         built.abandon()
-        generation = lean
+        state.withLock { $0.generation = lean }
     }
 
     /// Copies the new generation compactly (``compactBuiltGeneration()``), makes it durable and
@@ -112,41 +130,49 @@ final class BulkLoad {
     /// processes' commits are), and lets the writer go on. Returns the new head. On an error the
     /// load is abandoned (the old generation stays).
     func finish() async throws -> TransactionID {
-        precondition(!ended, "BulkLoad.finish after the load ended")
+        precondition(!state.withLock { $0.ended }, "BulkLoad.finish after the load ended")
         do {
             try store.checkUsable()
-            try compactBuiltGeneration()
+            try await onQueue { [self] in try compactBuiltGeneration() }
         } catch {
             abandon()
             throw error
         }
-        ended = true
-        let store = self.store, generation = self.generation, lock = self.lock, oldEnv = self.oldEnv
+        let generation = state.withLock { s -> PendingGeneration in
+            s.ended = true
+            return s.generation
+        }
+        let store = self.store, lock = self.lock, oldEnv = self.oldEnv
         let writer = self.writer, base = self.base
         let switched = Locked(false)
         do {
             try await pause.finish {
-                try store.checkUsable()
-                // No commit can reach the old generation meanwhile: this process's writer is
-                // paused and the exclusive lock keeps other processes out.
-                let last = try oldEnv.read {
-                    try ReadView(txn: $0, env: oldEnv, schema: store.schema).lastTransactionID()
+                do {
+                    try store.checkUsable()
+                    // No commit can reach the old generation meanwhile: this process's writer is
+                    // paused and the exclusive lock keeps other processes out.
+                    let last = try oldEnv.read {
+                        try ReadView(txn: $0, env: oldEnv, schema: store.schema).lastTransactionID()
+                    }
+                    guard last == base else {
+                        throw StrataError.corruptLogEntry(
+                            transaction: last,
+                            reason: "committed to the live generation during a bulk load from \(base)")
+                    }
+                    try store.switchGeneration(generation, lock: lock, replacing: oldEnv)
+                } catch {
+                    // Still on the paused writer: a close waiting for it has not released the
+                    // lock yet.
+                    lock.shared()
+                    throw error
                 }
-                guard last == base else {
-                    throw StrataError.corruptLogEntry(
-                        transaction: last, reason: "committed to the live generation during a bulk load from \(base)")
-                }
-                try store.switchGeneration(generation, lock: lock, replacing: oldEnv)
                 switched.withLock { $0 = true }
                 _ = store.swapEnvironment(generation.env)
                 writer.replaceEnvironment(generation.env)
                 store.publisher.publishCommitted(env: generation.env)
             }
         } catch {
-            if !switched.withLock({ $0 }) {
-                generation.abandon()
-                lock.shared()
-            }
+            if !switched.withLock({ $0 }) { generation.abandon() }
             store.maintenance.leave()
             throw error
         }
@@ -156,11 +182,16 @@ final class BulkLoad {
 
     /// Removes the new generation and lets the writer go on; the store is as it was.
     func abandon() {
-        guard !ended else { return }
-        ended = true
+        let generation = state.withLock { s -> PendingGeneration? in
+            guard !s.ended else { return nil }
+            s.ended = true
+            return s.generation
+        }
+        guard let generation else { return }
         generation.abandon()
-        pause.resume()
+        // Before the writer goes on: a close waiting for it then releases the lock after this.
         lock.shared()
+        pause.resume()
         store.maintenance.leave()
     }
 }
@@ -273,7 +304,17 @@ extension Store {
                 // records): the copy stays in the page cache.
                 generation.endBulkBuild()
                 do {
-                    _ = try copyGeneration(generation.env, from: snapshot, horizon: horizon, progress: nil)
+                    // On a queue of its own: a large store takes seconds to copy.
+                    try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, Error>) in
+                        DispatchQueue(label: "strata.bulk-load.copy").async { [self] in
+                            c.resume(with: Result {
+                                // A progress callback makes the copy check for a close between
+                                // databases.
+                                _ = try copyGeneration(generation.env, from: snapshot, horizon: horizon,
+                                                       progress: { _ in })
+                            })
+                        }
+                    }
                 } catch {
                     generation.abandon()
                     throw error
@@ -281,8 +322,8 @@ extension Store {
                 return BulkLoad(store: self, base: base, horizon: horizon, generation: generation, pause: pause,
                                 writer: writer, lock: lock, oldEnv: snapshot.env)
             } catch {
-                pause.resume()
                 lock.shared()
+                pause.resume()
                 throw error
             }
         } catch {

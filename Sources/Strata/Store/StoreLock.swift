@@ -114,8 +114,9 @@ final class StoreLock: Sendable {
         return fcntl(fd, F_SETLK, &lock) == 0
     }
 
-    /// Back to shared.
+    /// Back to shared (nothing once the descriptor is closed: it may be another file's by now).
     func shared() {
+        guard !released.load(ordering: .acquiring) else { return }
         var lock = flock(l_type: Int16(F_RDLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
         _ = fcntl(fd, F_SETLK, &lock)
     }

@@ -25,6 +25,10 @@ final class CommitPublisher: Sendable {
 
     /// Transactions read from the log per step of a catch-up (bounds the memory of a long one).
     static let batch = 1_000
+    /// Changes read per step, whatever the number of transactions: a bulk import's transactions
+    /// hold a whole batch of records each (5,000 by default), so 1,000 of them could decode
+    /// millions of changes at once.
+    static let batchChanges = 100_000
 
     private let state: Locked<State>
     let hub: ChangeHub
@@ -161,11 +165,11 @@ final class CommitPublisher: Sendable {
         try env.read { try ReadView(txn: $0, env: env, schema: schema).lastTransactionID().rawValue }
     }
 
-    /// Publishes, under the lock, up to ``batch`` transactions of the log after the position and
-    /// not past `limit` (the head when nil); true when there may be more. With no subscriber the
-    /// position just moves to the head (nobody to tell; a later subscriber starts from there). An
-    /// entry that fails to decode is skipped and counted as missed; ids the log lacks (squashed by
-    /// a compaction) are counted as missed too.
+    /// Publishes, under the lock, up to ``batch`` transactions or ``batchChanges`` changes of the
+    /// log after the position and not past `limit` (the head when nil); true when there may be
+    /// more. With no subscriber the position just moves to the head (nobody to tell; a later
+    /// subscriber starts from there). An entry that fails to decode is skipped and counted as
+    /// missed; ids the log lacks (squashed by a compaction) are counted as missed too.
     private func publishBatch(env: LMDBEnvironment, through limit: UInt64?) throws -> Bool {
         try state.withLock { s -> Bool in
             if s.closed { return false }
@@ -177,21 +181,25 @@ final class CommitPublisher: Sendable {
             }
             let start = s.published + 1
             var entries: [LogEntry] = []
-            var damaged = 0
+            var damaged = 0, changes = 0
             var end = s.published
+            var full = false
             try env.read { txn in
                 try txn.scan(env[.log], from: TransactionID(start).keyBytes) { key, value in
                     var r = ByteReader(key)
                     let tx = try r.u64()
                     if let limit, tx > limit { return false }
                     do {
-                        entries.append(try LogEntryCodec.decode(value, transactionID: TransactionID(tx)))
+                        let entry = try LogEntryCodec.decode(value, transactionID: TransactionID(tx))
+                        changes += entry.changes.count
+                        entries.append(entry)
                     } catch {
                         damaged += 1
                         logger.error("transaction \(tx) of the log cannot be published: \(error)")
                     }
                     end = tx
-                    return entries.count + damaged < Self.batch
+                    full = entries.count + damaged >= Self.batch || changes >= Self.batchChanges
+                    return !full
                 }
             }
             guard end > s.published else { return false }
@@ -199,7 +207,7 @@ final class CommitPublisher: Sendable {
             if missed > 0 { hub.deliverMissed(missed) }
             hub.deliver(entries, schema: schema)
             s.published = end
-            return entries.count + damaged == Self.batch
+            return full
         }
     }
 }

@@ -15,23 +15,59 @@ final class WriterPause: Sendable {
     private let held: Task<Void, Error>
 
     /// Returns once the writer is paused (the saves it was committing are committed).
-    /// - Throws: ``StrataError/closed(path:)`` when the writer is closed.
+    /// - Throws: ``StrataError/closed(path:)`` when the writer is closed; `CancellationError`
+    ///   when the task was cancelled meanwhile (the writer is let go at once).
     init(_ writer: Writer) async throws {
-        let (paused, signal) = AsyncStream<Void>.makeStream()
         let wake = self.wake, lastStep = self.lastStep
+        let reached = Reached()
         held = Task {
-            defer { signal.finish() }
-            try await writer.exclusive {
-                signal.yield()
-                wake.wait()
-                if let step = lastStep.withLock({ $0 }) { try step() }
+            do {
+                try await writer.exclusive {
+                    reached.fire(true)
+                    wake.wait()
+                    if let step = lastStep.withLock({ $0 }) { try step() }
+                }
+            } catch {
+                reached.fire(false)
+                throw error
             }
         }
-        var iterator = paused.makeAsyncIterator()
-        if await iterator.next() == nil {
+        // A checked continuation, not a stream: a cancelled task must still learn whether the
+        // body was reached, or a body that is would wait for ever.
+        guard await reached.wait() else {
             // The writer refused the body (closed): its error says so.
             try await held.value
             throw StrataError.closed(path: writer.storePath)
+        }
+        if Task.isCancelled {
+            wake.signal()
+            try await held.value
+            throw CancellationError()
+        }
+    }
+
+    /// Whether the exclusive body was reached (true) or refused (false), told once.
+    private final class Reached: Sendable {
+        private let state = Locked<(outcome: Bool?, waiter: CheckedContinuation<Bool, Never>?)>((nil, nil))
+
+        func fire(_ outcome: Bool) {
+            let waiter = state.withLock { s -> CheckedContinuation<Bool, Never>? in
+                guard s.outcome == nil else { return nil }
+                s.outcome = outcome
+                defer { s.waiter = nil }
+                return s.waiter
+            }
+            waiter?.resume(returning: outcome)
+        }
+
+        func wait() async -> Bool {
+            await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+                let known = state.withLock { s -> Bool? in
+                    if s.outcome == nil { s.waiter = c }
+                    return s.outcome
+                }
+                if let known { c.resume(returning: known) }
+            }
         }
     }
 

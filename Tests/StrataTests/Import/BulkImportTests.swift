@@ -277,4 +277,72 @@ import Testing
             #expect(got == got.sorted())
         }
     }
+
+    /// A close during a bulk import ends it with `closed` and nothing written; the store opens
+    /// again as it was, with only its live generation.
+    @Test func closingTheStoreDuringABulkImportEndsItWithNothingWritten() async throws {
+        let dir = temporaryDirectory("bulk-import")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = try generate(20000, shape: "library", in: dir)
+        let url = dir.appendingPathComponent("store")
+        let store = try Store.open(at: url, schema: try librarySchema())
+        _ = try await store.save(genres(3, prefix: "before-"))
+        let head = store.currentTransactionID
+        let importer = Importer(store: store, options: options(.bulk, batch: 100))
+        // As the import starts; on a thread of its own (a close waits for the writer, which the
+        // import holds until it notices the close).
+        let closer = Task {
+            for await p in importer.progress where p.phase == .copying {
+                Thread { store.close() }.start()
+                return true
+            }
+            return false
+        }
+        do {
+            _ = try await importer.run(files: [input])
+            Issue.record("the import finished although the store was closed")
+        } catch StrataError.closed {
+        } catch {
+            Issue.record("expected closed, got \(error)")
+        }
+        #expect(await closer.value)
+        store.close()
+        let again = try Store.open(at: url, schema: try librarySchema())
+        defer { again.close() }
+        #expect(again.currentTransactionID == head)
+        #expect(try again.mainContext.count(Query(entity: "Track")) == 0)
+        let generations = try FileManager.default.contentsOfDirectory(atPath: url.path).filter { $0.hasPrefix("gen-") }
+        #expect(generations.count == 1, "\(generations)")
+        #expect(try again.verify().ok)
+    }
+
+    /// A bulk import cancelled while it waits to pause the writer (busy with another save) ends
+    /// with `CancellationError` once the writer gets to it, lets the writer go on and writes
+    /// nothing. (It used to take the cancellation for a closed writer and wait for ever for a
+    /// pause nobody would end, and with it every later save and the store's close.)
+    @Test(.timeLimit(.minutes(2))) func aBulkImportCancelledWhilePausingTheWriterLetsItGo() async throws {
+        let dir = temporaryDirectory("bulk-import")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = try generate(2000, shape: "library", in: dir)
+        try await withLibraryStore { store in
+            let held = try await holdWriter(store)
+            let importer = Importer(store: store, options: options(.bulk))
+            let run = Task { try await importer.run(files: [input]) }
+            for await p in importer.progress where p.phase == .copying { break }
+            // It has asked for the writer (or is about to): cancel it, then let the writer go.
+            try await Task.sleep(for: .milliseconds(50))
+            run.cancel()
+            try await held.release()
+            do {
+                _ = try await run.value
+                Issue.record("the cancelled import finished")
+            } catch is CancellationError {
+            } catch {
+                Issue.record("expected CancellationError, got \(error)")
+            }
+            #expect(try store.mainContext.count(Query(entity: "Track")) == 0)
+            _ = try await store.save(genres(1, prefix: "after-"))
+            #expect(try store.verify().ok)
+        }
+    }
 }

@@ -109,6 +109,8 @@ struct Report: Sendable {
             ("W11_file_mb_fresh", "MB", true),
             ("W11_file_mb_compacted", "MB", true),
             ("W11_fresh_over_compacted", "ratio", true),
+            ("W11_reader_p99_idle_us", "µs", true),
+            ("W11_reader_p99_bulk_us", "µs", true),
         ] + W13Catalog.keys.map { ($0, "ms", true) }
         results = layout.map { key, unit, lower in
             WorkloadResult(key: key, unit: unit, status: Self.unavailableKeys.contains(key) ? .notAvailable : .skipped, lowerIsBetter: lower)

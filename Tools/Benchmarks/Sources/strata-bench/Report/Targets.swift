@@ -45,6 +45,11 @@ struct Target: Sendable {
         Target(name: "W11 fresh file ≤ 1.3× compacted", bound: .atMost, threshold: 1.3) {
             $0.value("W11_fresh_over_compacted", .strata)
         },
+        Target(name: "W11 reader p99 during a bulk import ≤ 1.5× idle", bound: .atMost, threshold: 1.5) {
+            guard let idle = $0.value("W11_reader_p99_idle_us", .strata), let busy = $0.value("W11_reader_p99_bulk_us", .strata),
+                  idle > 0 else { return nil }
+            return busy / idle
+        },
         Target(name: "W11 compacted file ≤ 2× GRDB's", bound: .atMost, threshold: 2) {
             ratio($0, "W11_file_mb_compacted", .strata, .grdb)
         },

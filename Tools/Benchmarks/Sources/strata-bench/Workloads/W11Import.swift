@@ -11,10 +11,13 @@ import Strata
 /// the bytes the process wrote (`/proc/self/io`) over the final file size.
 enum W11Import {
     static let keys = ["W11_library_empty", "W11_library_incremental", "W11_library_more", "W11_catalog_empty",
-                       "W11_written_over_file", "W11_file_mb_fresh", "W11_file_mb_compacted", "W11_fresh_over_compacted"]
+                       "W11_written_over_file", "W11_file_mb_fresh", "W11_file_mb_compacted", "W11_fresh_over_compacted",
+                       "W11_reader_p99_idle_us", "W11_reader_p99_bulk_us"]
 
     struct Inputs {
         let library: URL, more: URL, catalog: URL
+        /// Another tenth, bulk-imported while a reader runs.
+        let during: URL
         let libraryRecords: Int, moreRecords: Int, catalogRecords: Int
     }
 
@@ -44,7 +47,8 @@ enum W11Import {
         let library = try generate("library.ndjson", ["\(n)", "--seed", "11"])
         let more = try generate("more.ndjson", ["\(max(100, n / 10))", "--seed", "12"])
         let catalog = try generate("catalog.ndjson", ["\(ctx.sizes.catalogImportRecords)", "--shape", "catalog", "--seed", "13"])
-        return Inputs(library: library, more: more, catalog: catalog, libraryRecords: try lines(library),
+        let during = try generate("during.ndjson", ["\(max(100, n / 10))", "--seed", "14"])
+        return Inputs(library: library, more: more, catalog: catalog, during: during, libraryRecords: try lines(library),
                       moreRecords: try lines(more), catalogRecords: try lines(catalog))
     }
 
@@ -88,6 +92,44 @@ enum W11Import {
         return (seconds, used)
     }
 
+    /// A reader's latency (open a snapshot, read one track by id, close), as W6 measures it: on a
+    /// thread of its own, first alone (100,000 reads), then while `during` is bulk-imported.
+    static func readerLatencies(_ store: Store, during: URL) async throws -> (idle: LatencySummary, busy: LatencySummary) {
+        let ids = try store.mainContext.fetch(Query(entity: "Track", limit: 10_000)).map(\.id)
+        guard !ids.isEmpty else { throw BenchSetupError("W11: no tracks to read") }
+        @Sendable func reads(until stop: StopFlag?, started: StopFlag?) throws -> [UInt64] {
+            var latencies: [UInt64] = []
+            latencies.reserveCapacity(1 << 20)
+            var i = 0
+            started?.raise()
+            while stop.map({ !$0.isRaised }) ?? (latencies.count < 100_000) {
+                let start = MonotonicClock.nanoseconds()
+                let snapshot = try store.snapshot(label: "bench-reader")
+                let record = try snapshot.record(ids[i % ids.count])
+                snapshot.close()
+                latencies.append(MonotonicClock.nanoseconds() - start)
+                if record == nil { throw BenchSetupError("W11: track \(ids[i % ids.count]) not found") }
+                i += 1
+            }
+            return latencies
+        }
+        _ = try await runOnThread(name: "reader") { try reads(until: nil, started: nil) }   // warm-up
+        let idle = LatencySummary(nanoseconds: try await runOnThread(name: "reader") { try reads(until: nil, started: nil) })
+        let stop = StopFlag(), started = StopFlag()
+        async let busy = runOnThread(name: "reader") { try reads(until: stop, started: started) }
+        while !started.isRaised { await Task.yield() }
+        do {
+            let mode = try await strataImport(store, during, mode: .bulk).mode
+            guard mode == .bulk else { throw BenchSetupError("W11: the import during the reads ran \(mode.rawValue)") }
+        } catch {
+            stop.raise()
+            _ = try? await busy
+            throw error
+        }
+        stop.raise()
+        return (idle, LatencySummary(nanoseconds: try await busy))
+    }
+
     static func strata(_ ctx: WorkloadContext, _ inputs: Inputs) async throws -> [String: Double] {
         guard let root = Paths.repositoryRoot else { throw BenchSetupError("cannot find the repository") }
         var figures: [String: Double] = [:]
@@ -114,6 +156,11 @@ enum W11Import {
             let (moreSeconds, moreMode) = try await strataImport(store, inputs.more)
             ctx.progress("W11: a tenth more into that store ran \(moreMode.rawValue)")
             figures["W11_library_more"] = Double(inputs.moreRecords) / moreSeconds
+            let (idle, busy) = try await readerLatencies(store, during: inputs.during)
+            ctx.progress(String(format: "W11: reader idle %d reads, p99 %.1f µs; during a bulk import %d reads, p99 %.1f µs",
+                                idle.count, idle.p99Micros, busy.count, busy.p99Micros))
+            figures["W11_reader_p99_idle_us"] = idle.p99Micros
+            figures["W11_reader_p99_bulk_us"] = busy.p99Micros
         }
         do {
             let dir = try ctx.storeDirectory("W11", .strata, "incremental")
