@@ -297,9 +297,10 @@ public final class Importer: Sendable {
         guard !unresolved.isEmpty else { return }
         let missing = try store.read { view in try unresolved.filter { try view.resolve($0.target) == nil } }
         for m in missing where !s.rejected.keys.contains(m.location) {
+            let reason = "dangling reference: no \(m.relationship.destination) " +
+                         "\(EchoedText.shown(m.target.description)) in the input or the store"
             s.reject(m.location, ImportIssue(file: s.files[m.fileIndex], line: m.line, field: m.relationship.name,
-                                             reason: "dangling reference: no \(m.relationship.destination) " +
-                                                     "\(EchoedText.shown(m.target.description)) in the input or the store"))
+                                             reason: reason))
         }
     }
 

@@ -119,9 +119,12 @@ import Testing
             #"{"entity":"Genre","name":"Jazz"}"#,
             #"{"entity":"Artist","mbid":"\#(uuid(1))","name":"Renamed"}"#,
             #"{"entity":"Artist","mbid":"\#(uuid(2))","name":"Second"}"#,
-            #"{"entity":"Track","mbid":"\#(uuid(21))","title":"One",\#(track),"album":{"mbid":"\#(uuid(11))"},"genre":{"name":"Jazz"}}"#,
-            #"{"entity":"Track","mbid":"\#(uuid(22))","title":"Two",\#(track),"album":{"mbid":"\#(uuid(12))"},"genre":{"name":"Folk"}}"#,
-            #"{"entity":"Playlist","name":"Mix","createdAt":"2024-01-01T00:00:00Z","tracks":[{"mbid":"\#(uuid(22))"},{"mbid":"\#(uuid(21))"},{"mbid":"\#(uuid(20))"}]}"#,
+            #"{"entity":"Track","mbid":"\#(uuid(21))","title":"One",\#(track),"album":{"mbid":"\#(uuid(11))"},"#
+                + #""genre":{"name":"Jazz"}}"#,
+            #"{"entity":"Track","mbid":"\#(uuid(22))","title":"Two",\#(track),"album":{"mbid":"\#(uuid(12))"},"#
+                + #""genre":{"name":"Folk"}}"#,
+            #"{"entity":"Playlist","name":"Mix","createdAt":"2024-01-01T00:00:00Z","tracks":"#
+                + #"[{"mbid":"\#(uuid(22))"},{"mbid":"\#(uuid(21))"},{"mbid":"\#(uuid(20))"}]}"#,
         ], in: dir)
         var states: [ImportMode: [String]] = [:]
         for mode in [ImportMode.incremental, .bulk] {
@@ -174,7 +177,9 @@ import Testing
             let done = Locked(false), seenCounts = Locked<Set<Int>>([]), finished = DispatchSemaphore(value: 0)
             Thread {
                 while !done.withLock({ $0 }) {
-                    if let n = try? store.read({ try $0.objectCount(tracks) }) { seenCounts.withLock { _ = $0.insert(n) } }
+                    if let n = try? store.read({ try $0.objectCount(tracks) }) {
+                        seenCounts.withLock { _ = $0.insert(n) }
+                    }
                     usleep(200)
                 }
                 finished.signal()
