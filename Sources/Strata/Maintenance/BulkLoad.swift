@@ -67,31 +67,36 @@ final class BulkLoad: Sendable {
     }
 
     /// Runs `body` in one write transaction of the new generation and commits it (without a
-    /// sync); returns what `body` returned. If the map has to grow, the transaction is aborted
-    /// and `body` runs again from the start, so it must be repeatable. `body` saves through the
-    /// ``BulkWriter`` it is given.
-    func write<R: Sendable>(_ body: @escaping @Sendable (inout BulkWriter) throws -> R) async throws -> R {
+    /// sync); returns what `body` returned and the transactions it committed. If the map has to
+    /// grow, the transaction is aborted and `body` runs again from the start, so it must be
+    /// repeatable. `body` saves through the ``BulkWriter`` it is given. Writes run one after
+    /// another, in the order they were called, on the load's queue.
+    func write<R: Sendable>(
+        _ body: @escaping @Sendable (inout BulkWriter) throws -> R) async throws -> (result: R, committed: [TransactionID]) {
         precondition(!state.withLock { $0.ended }, "BulkLoad.write after the load ended")
         try store.checkUsable()
         let env = self.env, schema = store.schema, limits = store.configuration
-        let (result, committed) = try await onQueue { [self] () throws -> (R, [TransactionID]) in
+        return try await onQueue { [self] () throws -> (result: R, committed: [TransactionID]) in
             defer { releaseMappedPages(of: env) }
+            let before = state.withLock { $0.transactions.count }
             // As `writeGrowing`, returning the body's result.
             while true {
                 do {
-                    return try env.write { txn in
+                    let outcome = try env.write { txn in
                         let last = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
-                        var writer = BulkWriter(txn: txn, env: env, schema: schema, limits: limits, next: last.next)
+                        var writer = BulkWriter(txn: txn, env: env, schema: schema, limits: limits, next: last.next,
+                                                committedBefore: before)
                         let result = try body(&writer)
-                        return (result, writer.transactions)
+                        return (result: result, committed: writer.transactions)
                     }
+                    // On the queue, so the next write sees it in `committedBefore`.
+                    state.withLock { $0.transactions += outcome.committed }
+                    return outcome
                 } catch let e as LMDBError where e.isMapFull {
                     guard try env.growMap() else { throw e }
                 }
             }
         }
-        state.withLock { $0.transactions += committed }
-        return result
     }
 
     /// Drops this process's mapping of `env`'s pages (they stay in the page cache): the saves read
@@ -228,16 +233,19 @@ struct BulkWriter {
     let env: LMDBEnvironment
     let schema: Schema
     let limits: StoreConfiguration
+    /// Transactions the load committed in its earlier write transactions.
+    let committedBefore: Int
     private(set) var next: TransactionID
     private(set) var transactions: [TransactionID] = []
 
     fileprivate init(txn: LMDBTransaction, env: LMDBEnvironment, schema: Schema, limits: StoreConfiguration,
-                     next: TransactionID) {
+                     next: TransactionID, committedBefore: Int) {
         self.txn = txn
         self.env = env
         self.schema = schema
         self.limits = limits
         self.next = next
+        self.committedBefore = committedBefore
     }
 
     /// Saves `changes` as ``Store/save(_:author:metadata:)`` would: the same resolution and
