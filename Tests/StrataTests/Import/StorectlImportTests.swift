@@ -117,4 +117,39 @@ import Testing
         #expect(r.stderr.contains("in.ndjson:3: name: unique key of 605 bytes exceeds LMDB's 511-byte key limit"), "\(r.stderr)")
         #expect(try storectl("query", store, "--entity", "Genre", "--count").stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0")
     }
+
+    /// `--mode`: a bulk import into a new store says so; an unknown mode is a usage error; while
+    /// another process (this one) has the store open, `bulk` is refused with exit 75 naming it
+    /// and nothing is written, and `auto` imports batch by batch.
+    @Test func modeChoosesBulkOrIncrementalAndBulkNeedsTheStoreToItself() throws {
+        let dir = temporaryDirectory("imp")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s").path
+        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let sample = repositoryRoot.appendingPathComponent("Tools/sample-library/library.ndjson").path
+        let bad = try storectl("import", store, sample, "--mode", "fast", "--quiet")
+        #expect(bad.status == 64)
+        #expect(bad.stderr.contains("--mode must be auto, bulk or incremental"), "\(bad.stderr)")
+        func mode(_ r: ProcessResult) throws -> String? {
+            guard case .string(let m)? = try JSONValue.parse(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["mode"]
+            else { return nil }
+            return m
+        }
+        let first = try storectl("import", store, sample, "--quiet", "--json")
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(try mode(first) == "bulk")
+
+        let held = try Store.openExisting(at: URL(fileURLWithPath: store))
+        defer { held.close() }
+        let head = held.currentTransactionID
+        let input = dir.appendingPathComponent("more.ndjson")
+        try Data(#"{"entity":"Genre","name":"Zydeco"}"#.utf8).write(to: input)
+        let refused = try storectl("import", store, input.path, "--mode", "bulk", "--quiet")
+        #expect(refused.status == 75)
+        #expect(refused.stderr.contains("\(getpid())"), "\(refused.stderr)")
+        #expect(held.currentTransactionID == head)
+        let auto = try storectl("import", store, input.path, "--quiet", "--json")
+        #expect(auto.status == 0, "\(auto.stderr)")
+        #expect(try mode(auto) == "incremental")
+    }
 }
