@@ -5,11 +5,12 @@ import Strata
 struct ImportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
-        abstract: "Import NDJSON or CSV records (validated first, upserted by unique key, in batches).",
+        abstract: "Import NDJSON or CSV records (validated, upserted by unique key, in batches).",
         discussion: """
-        By default the whole input is validated before anything is written; any bad record is \
-        reported as FILE:LINE: field: reason and the command exits 65 with nothing written. \
-        Re-running an import (for example after Ctrl-C) converges to the same state.
+        By default any bad record is reported as FILE:LINE: field: reason and the command exits \
+        65 with nothing written. A bulk import (--mode bulk, or auto for an input large next to \
+        the store) writes into a new generation switched in at the end: all or nothing, even \
+        after kill -9. Re-running an import (for example after Ctrl-C) converges to the same state.
 
         Examples:
           storectl import ./library.strata Tools/sample-library/library.ndjson

@@ -12,8 +12,9 @@ import Foundation
 /// let summary = try await importer.run(files: ["Tools/sample-library/library.ndjson"])
 /// ```
 ///
-/// Memory is bounded by the batch, not the input: one line at a time, two batches (the one being
-/// committed and the one being read), plus 8 bytes per record (digests of unique keys, for
+/// Memory is bounded by the batch, not the input: one line at a time (a few thousand read
+/// ahead), two batches (the one being committed and the one being read; for a bulk import two
+/// chunks of ``bulkChunkRecords``), plus 8 bytes per record (digests of unique keys, for
 /// duplicate and reference checks) and the forward references that have to wait for their target.
 public final class Importer: Sendable {
     /// The store the records go into.
@@ -379,7 +380,13 @@ public final class Importer: Sendable {
                 let record: ImportRecord
                 if checking {
                     s.report(.writing, records: s.written, bytes: it.bytesRead)
-                    guard let checked = try check(item, &s), s.issueCount == 0 else { continue }
+                    let hadIssues = s.issueCount > 0
+                    guard let checked = try check(item, &s), s.issueCount == 0 else {
+                        // At the first issue nothing more is saved: a failure of the chunk being
+                        // saved comes out now, not after the rest of the input is checked.
+                        if !hadIssues { try await landBulk(&s, rejects: rejects, bytes: it.bytesRead) }
+                        continue
+                    }
                     record = checked
                 } else {
                     if let reason = s.rejected[item.location] {

@@ -70,7 +70,8 @@ final class BulkLoad: Sendable {
     /// sync); returns what `body` returned and the transactions it committed. If the map has to
     /// grow, the transaction is aborted and `body` runs again from the start, so it must be
     /// repeatable. `body` saves through the ``BulkWriter`` it is given. Writes run one after
-    /// another, in the order they were called, on the load's queue.
+    /// another on the load's queue, in the order they reach it (the importer keeps one in flight
+    /// at a time, so that is its order).
     func write<R: Sendable>(
         _ body: @escaping @Sendable (inout BulkWriter) throws -> R) async throws -> (result: R, committed: [TransactionID]) {
         precondition(!state.withLock { $0.ended }, "BulkLoad.write after the load ended")
