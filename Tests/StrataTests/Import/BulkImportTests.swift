@@ -323,8 +323,8 @@ import Testing
 
     /// A bulk import cancelled while it waits to pause the writer (busy with another save) ends
     /// with `CancellationError` once the writer gets to it, lets the writer go on and writes
-    /// nothing. (It used to take the cancellation for a closed writer and wait for ever for a
-    /// pause nobody would end, and with it every later save and the store's close.)
+    /// nothing. (Taken for a closed writer, the cancellation would leave a pause nobody ends,
+    /// and every later save and the store's close waiting for it.)
     @Test(.timeLimit(.minutes(2))) func aBulkImportCancelledWhilePausingTheWriterLetsItGo() async throws {
         let dir = temporaryDirectory("bulk-import")
         defer { try? FileManager.default.removeItem(at: dir) }
