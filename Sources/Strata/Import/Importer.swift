@@ -14,7 +14,7 @@ import Foundation
 ///
 /// Memory is bounded by the batch, not the input: one line at a time (a few thousand read
 /// ahead), two batches (the one being committed and the one being read; for a bulk import two
-/// chunks of ``bulkChunkRecords``), plus 8 bytes per record (digests of unique keys, for
+/// chunks of 25,000 records), plus 8 bytes per record (digests of unique keys, for
 /// duplicate and reference checks) and the forward references that have to wait for their target.
 public final class Importer: Sendable {
     /// The store the records go into.
