@@ -463,13 +463,13 @@ public final class Importer: Sendable {
             if batch.count > 0 {
                 inFlight = try await submit(batch, &s, rejects: rejects, bytes: it.bytesRead)
                 try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
-            } else {
-                try await flushBulk(&s, rejects: rejects, bytes: it.bytesRead)
-                try await landBulk(&s, rejects: rejects, bytes: it.bytesRead)
-                for (reason, raw) in batch.earlyRejects { try rejects?.write(reason: reason, raw: raw) }
             }
             try await flushBulk(&s, rejects: rejects, bytes: it.bytesRead)
             try await landBulk(&s, rejects: rejects, bytes: it.bytesRead)
+            // Lines validation rejected after the last record: after everything before them.
+            if batch.count == 0 {
+                for (reason, raw) in batch.earlyRejects { try rejects?.write(reason: reason, raw: raw) }
+            }
         } catch {
             // Never return while a save of this import is running; its own error, if any, is the
             // one reported (it came first).

@@ -121,8 +121,7 @@ final class BulkLoad: Sendable {
         do {
             let head = try built.env.read { try ReadView(txn: $0, env: built.env, schema: schema).lastTransactionID() }
             _ = try store.copyGeneration(lean.env, from: .pinned(ReleasingReads(built.env, logger: store.logger)),
-                                         sourceEnv: built.env, head: head, horizon: horizon,
-                                         progress: { _ in })   // checks for a close between databases
+                                         sourceEnv: built.env, head: head, horizon: horizon, progress: nil)
         } catch {
             lean.abandon()
             throw error
@@ -317,10 +316,8 @@ extension Store {
                     try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, Error>) in
                         DispatchQueue(label: "strata.bulk-load.copy").async { [self] in
                             c.resume(with: Result {
-                                // A progress callback makes the copy check for a close between
-                                // databases.
                                 _ = try copyGeneration(generation.env, from: snapshot, horizon: horizon,
-                                                       progress: { _ in })
+                                                       progress: nil)
                             })
                         }
                     }

@@ -100,10 +100,10 @@ extension Store {
         _ newEnv: LMDBEnvironment, from source: ReadSource, sourceEnv oldEnv: LMDBEnvironment, head t0: TransactionID,
         horizon: TransactionID,
         progress: (@Sendable (CompactionProgress) -> Void)?) throws -> (recordBytes: Int, allBytes: Int) {
-        // After each callback: a `close()` from it lets the build end here instead of copying on.
+        // Between databases, and after each callback: a `close()` (from the callback, or from
+        // anywhere while the copy runs) lets the build end here instead of copying on.
         func report(_ p: CompactionProgress) throws {
-            guard let progress else { return }
-            progress(p)
+            progress?(p)
             try checkUsable()
         }
         try report(CompactionProgress(phase: .copying, done: 0))
