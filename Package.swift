@@ -7,11 +7,14 @@ let package = Package(
     products: [
         .library(name: "Strata", targets: ["Strata"]),
         .library(name: "LibraryModel", targets: ["LibraryModel"]),
+        // Several machines on one dataset: the log in PostgreSQL, an LMDB replica on each machine.
+        .library(name: "StrataCluster", targets: ["StrataCluster"]),
         .executable(name: "storectl", targets: ["storectl"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         // `swift package generate-documentation` (Tools/docs builds the DocC archive).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -42,12 +45,22 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The cluster: PostgreSQL (postgres-nio) holds the ordered log; the core stays free of NIO.
+        .target(
+            name: "StrataCluster",
+            dependencies: [
+                "Strata",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // Typed entities generated from Schemas/library by `storectl generate`.
         .target(name: "LibraryModel", dependencies: ["Strata"]),
         .executableTarget(
             name: "storectl",
             dependencies: [
                 "Strata",
+                "StrataCluster",
                 "StrataLMDB",
                 "LibraryModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -2,6 +2,7 @@ import ArgumentParser
 import StrataLMDB
 import Foundation
 import Strata
+import StrataCluster
 
 /// storectl's exit codes (BSD sysexits.h), documented in the README.
 enum Exit {
@@ -28,8 +29,23 @@ enum Exit {
             case .readOnly: return cannotCreate
             case .lmdb(let l): return code(forLMDB: l)
             case .closed, .usedAfterFork, .migrated, .saveFromWriter, .invalidConfiguration: return software
+            case .replication(let r):
+                switch r.kind {
+                case .unavailable, .outcomeUnknown, .contended: return tempFailure
+                case .notAttached: return cannotCreate
+                case .rejectedEntry: return dataError
+                case .behindRetention: return noInput
+                }
             }
         case let e as LMDBError: return code(forLMDB: e)
+        case let e as ClusterError:
+            switch e.kind {
+            case .badAddress: return usage
+            case .unavailable: return tempFailure
+            case .noCluster, .wrongStore: return noInput
+            case .clusterExists: return cannotCreate
+            case .badSnapshot: return dataError
+            }
         case is SchemaError: return dataError
         case let e as ImportIssue: return e.line == 0 ? noInput : dataError
         case let e as CLIError: return e.code

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Strata
+import StrataCluster
 
 struct ImportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -20,6 +21,7 @@ struct ImportCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var target: StoreArgument
+    @OptionGroup var cluster: PostgresOption
     @Argument(help: ArgumentHelp("Input files (.ndjson/.jsonl or .csv named after its entity).", valueName: "file"))
     var files: [String]
     @Option(parsing: .unconditional, help: "Records per transaction.") var batch = ImportOptions().batchSize
@@ -85,13 +87,16 @@ struct ImportCommand: AsyncParsableCommand {
         options.importID = importID
         options.maxReportedIssues = maxErrors
         options.mode = ImportMode(rawValue: mode) ?? .auto
-        let store: Store
+        let store: Store, replica: ClusterReplica?
         do {
-            store = try Store.openExisting(at: target.url, configuration: target.configuration)
+            (store, replica) = try await openForWriting(target, postgres: cluster)
         } catch {
             throw failure(error)
         }
-        defer { store.close() }
+        defer {
+            replica?.close()
+            store.close()
+        }
         let importer = Importer(store: store, options: options)
         let reporter = Task { [quiet] in
             let bar = ProgressBar(quiet: quiet)

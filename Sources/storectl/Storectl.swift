@@ -17,7 +17,8 @@ struct Storectl: AsyncParsableCommand {
         """,
         subcommands: [InitCommand.self, InfoCommand.self, ImportCommand.self, ExportCommand.self, QueryCommand.self,
                       LogCommand.self, ShowCommand.self, HistoryCommand.self, ReplayCommand.self, DiffCommand.self,
-                      VerifyCommand.self, CompactCommand.self, MigrateCommand.self, GenerateCommand.self]
+                      VerifyCommand.self, CompactCommand.self, MigrateCommand.self, GenerateCommand.self,
+                      ClusterCommand.self]
     )
 
     /// ArgumentParser's `main`, plus a last check of standard output: `print` does not report

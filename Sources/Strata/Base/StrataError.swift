@@ -76,6 +76,8 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
     /// A ``StoreConfiguration`` value out of its range (named, with the value and the range);
     /// nothing was opened.
     case invalidConfiguration(field: String, value: String, reason: String)
+    /// A replica of a cluster could not reach, write or apply the shared log.
+    case replication(ReplicationError)
 
     /// A message that says what went wrong and where (as `storectl` prints it after `error:`).
     public var description: String {
@@ -125,6 +127,7 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
                   "first (or wait)"
         case .beforeHorizon(let tx, let h):
             return "transaction \(tx) is before the compaction horizon \(h): history up to \(h) was squashed"
+        case .replication(let e): return "replication: \(e.reason)"
         case .conflict(let list):
             return "conflict: \(list.count) object(s) changed underneath:\n"
                 + list.map { "  " + $0.description }.joined(separator: "\n")

@@ -2,14 +2,16 @@
 public enum ImportMode: String, Sendable, CaseIterable {
     /// ``bulk`` when no other process has the store open and the input files are at least
     /// 1/``autoBulkRatio`` of the store's data file (so always into a new or small store);
-    /// ``incremental`` otherwise. A service whose own saves must not wait for an import to end
-    /// should ask for ``incremental``.
+    /// ``incremental`` otherwise, and always for a replica of a cluster (whose saves go through the
+    /// cluster's log). A service whose own saves must not wait for an import to end should ask for
+    /// ``incremental``.
     case auto
     /// Into a new generation of the store, switched in at the end: readers see the whole import
     /// at once, a crash or an error leaves the store as it was, and the batches share large
     /// unsynced write transactions. This process's saves wait for the switch; other processes
     /// cannot open the store meanwhile (their open waits), and one that has it open already
-    /// makes the import fail with ``StrataError/storeBusy(path:processIDs:)``.
+    /// makes the import fail with ``StrataError/storeBusy(path:processIDs:)``. Refused on a replica
+    /// of a cluster (``StrataError/replication(_:)``).
     case bulk
     /// Batch by batch into the live store, one durable transaction each: readers see each batch
     /// as it commits, other processes go on, and the batches committed before an error stay.

@@ -114,7 +114,9 @@ public final class Importer: Sendable {
             s.report(.copying, records: 0, bytes: 0, force: true)
             return try await store.beginBulkLoad()
         case .auto:
-            guard store.writer != nil, let lock = store.lock, lock.otherHolders().isEmpty,
+            // A replica's saves go through its cluster, batch by batch.
+            guard let writer = store.writer, !writer.isReplica.load(ordering: .acquiring),
+                  let lock = store.lock, lock.otherHolders().isEmpty,
                   s.totalBytes * ImportMode.autoBulkRatio >= store.env.fileBytes else { return nil }
             s.report(.copying, records: 0, bytes: 0, force: true)
             do {

@@ -289,6 +289,12 @@ extension Store {
     func beginBulkLoad() async throws -> BulkLoad {
         try checkUsable()
         guard let writer, let lock else { throw StrataError.readOnly(path: path) }
+        if writer.isReplica.load(ordering: .acquiring) {
+            throw StrataError.replication(ReplicationError(.notAttached, """
+                \(path) is a replica of a cluster: a bulk load would bypass the cluster's log (import with \
+                --mode incremental, which saves through it)
+                """))
+        }
         await maintenance.enter()
         do {
             try Task.checkCancellation()

@@ -17,6 +17,9 @@ enum MetaKey {
     /// Compaction horizon (u64): the log holds only the transactions after it. The state at the
     /// horizon is not stored again: it is the current state with the later transactions undone.
     static let horizon = Array("horizon".utf8)
+    /// The cluster this store is a replica of (UTF-8): present, every save goes through the
+    /// cluster's shared log. Absent in a store of one machine.
+    static let cluster = Array("cluster".utf8)
     /// Live objects of an entity (u64): "count/" + entity tag, in ``DatabaseName/counts``.
     static func count(_ tag: UInt16) -> [UInt8] { countPrefix + Layout.u16(tag) }
     static let countPrefix = Array("count/".utf8)

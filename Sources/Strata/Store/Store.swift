@@ -93,6 +93,7 @@ public final class Store: Sendable {
                 }
             }
         }
+        if let writer, try Self.storedClusterID(env) != nil { writer.isReplica.store(true, ordering: .releasing) }
         if env.staleReadersCleared > 0 {
             logger.notice("cleared \(env.staleReadersCleared) stale reader slot(s) of crashed processes")
         }
@@ -218,7 +219,7 @@ public final class Store: Sendable {
     /// Makes the store directory `path` (missing parents with the default mode; the store
     /// directory itself with the store's, whatever the umask) and syncs its parent, so that a
     /// crash cannot lose the store's own entry.
-    private static func createStoreDirectory(_ path: String, permissions: StorePermissions) throws {
+    static func createStoreDirectory(_ path: String, permissions: StorePermissions) throws {
         var st = stat()
         if lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK {
             // A link to a directory that does not exist (`fileExists` follows it): mkdir would

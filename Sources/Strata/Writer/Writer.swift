@@ -60,7 +60,7 @@ final class Writer: Sendable {
     let config: StoreConfiguration
     let publisher: CommitPublisher
     let logger: Logger
-    private let queue = DispatchQueue(label: "strata.writer", qos: .userInitiated)
+    let queue = DispatchQueue(label: "strata.writer", qos: .userInitiated)
     private let state = Locked(State())
     /// Signalled once per ``WriterEntry/gatherTarget`` reached (see ``gather()``).
     private let gathered = DispatchSemaphore(value: 0)
@@ -68,6 +68,11 @@ final class Writer: Sendable {
     /// a `saveAndWait` that finds the claim held waits on it before entering the queue.
     private let inlineClaimHeld = DispatchGroup()
     private let afterCommit: @Sendable () -> Void
+    /// Set when the store is a replica of a cluster (its `meta` names the cluster): every save
+    /// goes through ``replication``, and fails while none is attached.
+    let isReplica = Atomic<Bool>(false)
+    /// The shared log a replica's saves are appended to (see `Writer+Replication.swift`).
+    let replication = Locked<(any ReplicationLog)?>(nil)
 
     init(env: LMDBEnvironment, storePath: String, schema: Schema, config: StoreConfiguration, publisher: CommitPublisher,
          logger: Logger, afterCommit: @escaping @Sendable () -> Void) {
@@ -101,7 +106,9 @@ final class Writer: Sendable {
     /// and back to the task) it saves. A durable save always hops: its fsync would hold a thread
     /// of the cooperative pool.
     func submit(_ changes: ChangeSet, author: String, metadata: [String: String]) async throws -> TransactionID {
+        // A replica's commit waits for the shared log's round trip: never on the caller's thread.
         if config.durability == .relaxed, changes.count <= Self.inlineCommitMaxChanges,
+           !isReplica.load(ordering: .relaxed),
            let id = try commitInlineIfIdle(changes, author: author, metadata: metadata) {
             return id
         }
@@ -392,13 +399,17 @@ final class Writer: Sendable {
     }
 
     private func commit(_ batch: [PendingSave]) {
+        if isReplica.load(ordering: .acquiring) {
+            commitReplicated(batch)
+            return
+        }
         let env = self.env
         var growths = 0
         while true {
             do {
                 let (results, entries, lmdbID) = try env.write { txn in
-                    let (results, entries) = try apply(batch, txn, env: env)
-                    return (results, entries, LMDBEnvironment.lmdbTransactionID(txn.handle))
+                    let applied = try apply(batch, txn, env: env)
+                    return (applied.results, applied.entries, LMDBEnvironment.lmdbTransactionID(txn.handle))
                 }
                 if let last = entries.last {
                     env.publishHead(lmdbTransaction: lmdbID, transactionID: last.transactionID)
@@ -429,13 +440,13 @@ final class Writer: Sendable {
         }
     }
 
-    private func fail(_ batch: [PendingSave], _ error: Error) {
+    func fail(_ batch: [PendingSave], _ error: Error) {
         let wrapped: Error = (error as? LMDBError).map { StrataError.lmdb($0) } ?? error
         state.withLock { $0.statistics.failedSaves += batch.count }
         for save in batch { save.complete(.failure(wrapped)) }
     }
 
-    private func finish(_ batch: [PendingSave], _ results: [Result<TransactionID, Error>], _ entries: [LogEntry],
+    func finish(_ batch: [PendingSave], _ results: [Result<TransactionID, Error>], _ entries: [LogEntry],
                         growths: Int) {
         let relaxed = config.durability == .relaxed && !entries.isEmpty
         if relaxed,
@@ -480,46 +491,57 @@ final class Writer: Sendable {
         }
     }
 
-    /// Applies every save of the group inside `txn`. Returns each save's result and the log entries written.
-    private func apply(_ batch: [PendingSave], _ txn: LMDBTransaction,
-                       env: LMDBEnvironment) throws -> ([Result<TransactionID, Error>], [LogEntry]) {
-        // Read inside the transaction: another process may have committed since this one did.
-        var next = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID().next
+    /// What ``apply(_:_:env:)`` did with a group.
+    struct AppliedGroup {
+        /// Each save's result, in the group's order.
         var results: [Result<TransactionID, Error>] = []
+        /// The log entries written, and their encoded bytes (as the log holds them).
         var entries: [LogEntry] = []
+        var encoded: [[UInt8]] = []
+        /// The log's last transaction before the group.
+        var head: TransactionID
+    }
+
+    /// Applies every save of the group inside `txn`. Returns each save's result and the log entries written.
+    func apply(_ batch: [PendingSave], _ txn: LMDBTransaction, env: LMDBEnvironment) throws -> AppliedGroup {
+        // Read inside the transaction: another process may have committed since this one did.
+        let head = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
+        var next = head.next
+        var group = AppliedGroup(head: head)
         for save in batch {
             if save.changes.count > config.maxChangesPerSave {
                 if batch.count == 1 {
                     throw StrataError.saveTooLarge(changes: save.changes.count, limit: config.maxChangesPerSave)
                 }
-                results.append(
+                group.results.append(
                     .failure(StrataError.saveTooLarge(changes: save.changes.count, limit: config.maxChangesPerSave)))
                 continue
             }
             do {
                 // A lone save needs no nested transaction: if it fails, the whole transaction is aborted.
-                let entry = batch.count == 1
+                let resolved = batch.count == 1
                     ? try resolve(save, txn, next, env: env)
                     : try env.nested(in: txn) { try resolve(save, $0, next, env: env) }
-                if let entry {
-                    results.append(.success(next))
-                    entries.append(entry)
+                if let (entry, bytes) = resolved {
+                    group.results.append(.success(next))
+                    group.entries.append(entry)
+                    group.encoded.append(bytes)
                     next = next.next
                 } else {
-                    results.append(.success(TransactionID(next.rawValue - 1)))
+                    group.results.append(.success(TransactionID(next.rawValue - 1)))
                 }
             } catch let e as LMDBError where e.isMapFull {
                 throw e
             } catch {
                 if batch.count == 1 { throw error }
-                results.append(.failure((error as? LMDBError).map { StrataError.lmdb($0) } ?? error))
+                group.results.append(.failure((error as? LMDBError).map { StrataError.lmdb($0) } ?? error))
             }
         }
-        return (results, entries)
+        return group
     }
 
     private func resolve(_ save: PendingSave, _ txn: LMDBTransaction, _ tx: TransactionID,
-                         env: LMDBEnvironment) throws -> LogEntry? {
+                         env: LMDBEnvironment) throws -> (LogEntry, [UInt8])? {
         var applier = StateApplier(txn: txn, env: env, schema: schema, transactionID: tx)
         if config.releaseMappedPagesAfterChanges > 0, save.changes.count >= config.releaseMappedPagesAfterChanges,
            !env.hadReadersRecently {
@@ -535,6 +557,6 @@ final class Writer: Sendable {
         _ = try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
             try encoded.withUnsafeBytes { try txn.put(env[.log], key: key, value: $0, mode: .append) }
         }
-        return entry
+        return (entry, encoded)
     }
 }

@@ -1,0 +1,112 @@
+import Foundation
+import StrataLMDB
+
+/// Snapshots that start a replica: the state at one position, written compactly as one LMDB file
+/// (as compaction writes a generation, with an empty log and the position as its horizon), and a
+/// new store made from such a file.
+extension Store {
+    /// The name of the snapshot's file in the directory ``writeReplicaSnapshot(to:)`` makes.
+    public static let replicaSnapshotFile = "data.mdb"
+
+    /// Writes the state at the current head as a new LMDB environment in `directory` (created;
+    /// it must not exist): records, links, indexes, unique keys, counts and `meta` (the schema and
+    /// the cluster id), no log, the head as the horizon. Reads a pinned snapshot: saves go on
+    /// meanwhile. Returns the position the snapshot holds.
+    public func writeReplicaSnapshot(to directory: URL) async throws -> TransactionID {
+        try checkUsable()
+        let target = directory.path
+        guard mkdir(target, 0o700) == 0 else {
+            throw StrataError.notAStore(path: target, reason: "cannot create the snapshot directory: "
+                                            + String(cString: strerror(errno)))
+        }
+        let snapshot = try self.snapshot(label: "replica snapshot")
+        defer { snapshot.close() }
+        let position = snapshot.transactionID
+        do {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, Error>) in
+                DispatchQueue(label: "strata.replica-snapshot").async { [self] in
+                    c.resume(with: Result {
+                        var options = snapshot.env.options
+                        options.noSync = true
+                        options.readOnly = false
+                        options.noLock = false
+                        let env = try LMDBEnvironment(path: target, options: options)
+                        defer { env.close() }
+                        _ = try copyGeneration(env, from: snapshot, horizon: position, progress: nil)
+                        try env.sync()
+                    })
+                }
+            }
+        } catch {
+            try? FileManager.default.removeItem(atPath: target)
+            throw error
+        }
+        unlink(target + "/lock.mdb")
+        return position
+    }
+
+    /// Makes a new store at `url` from a snapshot file written by ``writeReplicaSnapshot(to:)``
+    /// and opens it. The file is copied into the store's first generation under a temporary name,
+    /// synced, renamed, and only then does `current` point at it: a crash leaves no store, or the
+    /// whole one. The store opens with the schema the snapshot holds.
+    ///
+    /// - Throws: ``StrataError/notAStore(path:reason:)`` when `url` exists or the file is not a
+    ///   snapshot of a Strata store.
+    public static func createReplica(fromSnapshot file: URL, at url: URL,
+                                     configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
+        let path = url.standardizedFileURL.path
+        if FileManager.default.fileExists(atPath: path) {
+            throw StrataError.notAStore(path: path, reason: "a new replica is made in a directory that does not exist")
+        }
+        let permissions = StorePermissions(configuration)
+        try createStoreDirectory(path, permissions: permissions)
+        let directory = StoreDirectory(path: path, permissions: permissions)
+        let name = StoreDirectory.generationName(1)
+        let generation = path + "/" + name
+        try permissions.makeDirectory(generation)
+        try copyDurably(from: file.path, to: generation + "/data.mdb", mode: permissions.fileMode, store: path)
+        try StoreDirectory.syncDirectory(generation)
+        if let notSynced = try directory.switchCurrent(to: name) { throw notSynced }
+        return try openExisting(at: URL(fileURLWithPath: path), configuration: configuration)
+    }
+}
+
+/// Copies `source` to `target` (which must not exist) under a temporary name, syncs it, and
+/// renames it into place.
+private func copyDurably(from source: String, to target: String, mode: mode_t, store: String) throws {
+    func failure(_ what: String) -> StrataError {
+        StrataError.notAStore(path: store, reason: "\(what): \(String(cString: strerror(errno)))")
+    }
+    let input = open(source, O_RDONLY | O_CLOEXEC)
+    guard input >= 0 else { throw failure("cannot open the snapshot \(source)") }
+    defer { close(input) }
+    let partial = target + ".partial"
+    let output = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+    guard output >= 0 else { throw failure("cannot create \(partial)") }
+    var done = false
+    defer {
+        close(output)
+        if !done { unlink(partial) }
+    }
+    var buffer = [UInt8](repeating: 0, count: 1 << 20)
+    while true {
+        let n = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
+        if n < 0 {
+            if errno == EINTR { continue }
+            throw failure("cannot read the snapshot \(source)")
+        }
+        if n == 0 { break }
+        var written = 0
+        while written < n {
+            let w = buffer.withUnsafeBytes { write(output, $0.baseAddress! + written, n - written) }
+            if w < 0 {
+                if errno == EINTR { continue }
+                throw failure("cannot write \(partial)")
+            }
+            written += w
+        }
+    }
+    guard fsync(output) == 0 else { throw failure("cannot sync \(partial)") }
+    guard rename(partial, target) == 0 else { throw failure("cannot rename \(partial)") }
+    done = true
+}

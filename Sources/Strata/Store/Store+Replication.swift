@@ -1,0 +1,119 @@
+import Foundation
+import StrataLMDB
+
+/// A store as a replica of a cluster: the hooks `StrataCluster` builds on. A replica is an
+/// ordinary store whose `meta` names its cluster; its saves go through an attached
+/// ``ReplicationLog`` (see ``ReplicationLog`` for the contract), and the entries other machines
+/// appended are applied with ``applyReplicated(_:)``, in order, each exactly once.
+extension Store {
+    /// The cluster this store is a replica of, or nil for a store of one machine.
+    public var replicaClusterID: String? {
+        get throws {
+            try checkUsable()
+            return try Self.storedClusterID(env)
+        }
+    }
+
+    static func storedClusterID(_ env: LMDBEnvironment) throws -> String? {
+        try env.read { txn in
+            try txn.withValue(env[.meta], key: MetaKey.cluster) { String(decoding: $0, as: UTF8.self) }
+        }
+    }
+
+    /// Makes this store a replica of the cluster `clusterID`: from now on every save of every
+    /// process goes through an attached ``ReplicationLog`` and fails while none is attached
+    /// (``ReplicationError/Kind/notAttached``).
+    ///
+    /// - Throws: ``StrataError/storeBusy(path:processIDs:)`` when another process has the store
+    ///   open (it would go on saving locally), ``StrataError/replication(_:)`` when the store is
+    ///   already a replica of another cluster.
+    public func markAsReplica(clusterID: String) async throws {
+        try checkUsable()
+        guard let writer, let lock else { throw StrataError.readOnly(path: path) }
+        let others = lock.otherHolders()
+        guard others.isEmpty else { throw StrataError.storeBusy(path: path, processIDs: others) }
+        let path = self.path
+        try await writer.exclusive {
+            let env = writer.env
+            if let existing = try Self.storedClusterID(env) {
+                guard existing == clusterID else {
+                    throw StrataError.replication(ReplicationError(.rejectedEntry, """
+                        \(path) is already a replica of cluster \(existing)
+                        """))
+                }
+            } else {
+                try env.write { try $0.put(env[.meta], key: MetaKey.cluster, value: Array(clusterID.utf8)) }
+            }
+            writer.isReplica.store(true, ordering: .releasing)
+        }
+    }
+
+    /// Makes this replica of `clusterID` a store of one machine again: its saves are committed
+    /// locally from then on, and it no longer follows the cluster (whose later entries it never
+    /// gets). Used when making a cluster fails; a store that leaves for good keeps its data.
+    ///
+    /// - Throws: ``StrataError/replication(_:)`` when the store is a replica of another cluster.
+    public func leaveCluster(clusterID: String) async throws {
+        try checkUsable()
+        guard let writer else { throw StrataError.readOnly(path: path) }
+        let path = self.path
+        try await writer.exclusive {
+            let env = writer.env
+            guard let existing = try Self.storedClusterID(env) else { return }
+            guard existing == clusterID else {
+                throw StrataError.replication(ReplicationError(.rejectedEntry, """
+                    \(path) is a replica of cluster \(existing), not \(clusterID)
+                    """))
+            }
+            try env.write { _ = try $0.delete(env[.meta], key: MetaKey.cluster) }
+            writer.isReplica.store(false, ordering: .releasing)
+            writer.replication.withLock { $0 = nil }
+        }
+    }
+
+    /// Sends this replica's saves through `log` from the next group commit on.
+    public func attachReplication(_ log: any ReplicationLog) throws {
+        try checkUsable()
+        guard let writer else { throw StrataError.readOnly(path: path) }
+        writer.replication.withLock { $0 = log }
+    }
+
+    /// Stops sending saves through the attached log: a replica's saves fail again until one is
+    /// attached.
+    public func detachReplication() {
+        writer?.replication.withLock { $0 = nil }
+    }
+
+    /// Applies entries of the shared log (see ``ReplicatedEntry``) on the writer's queue, between
+    /// two group commits, in one LMDB transaction: the state through the same code as a save,
+    /// each entry into the local log under its id, so the replica's position is committed with
+    /// the state. Entries at or before the local head are skipped; the others must follow it
+    /// without a gap. Published to change streams and live queries as commits of another
+    /// process are. Returns the local head after.
+    ///
+    /// - Throws: ``StrataError/replication(_:)`` (``ReplicationError/Kind/rejectedEntry``) for a
+    ///   gap, an entry failing its checksum, or one of another schema version; nothing of the
+    ///   batch is applied then.
+    @discardableResult
+    public func applyReplicated(_ entries: [ReplicatedEntry]) async throws -> TransactionID {
+        try checkUsable()
+        guard let writer else { throw StrataError.readOnly(path: path) }
+        return try await writer.exclusive { try writer.applyReplicated(entries) }
+    }
+
+    /// Applies everything the attached log holds after the local head (on the writer's queue,
+    /// a batch per LMDB transaction). Returns the local head after.
+    @discardableResult
+    public func catchUpReplica() async throws -> TransactionID {
+        try checkUsable()
+        guard let writer else { throw StrataError.readOnly(path: path) }
+        return try await writer.exclusive {
+            guard let log = writer.replication.withLock({ $0 }) else {
+                throw StrataError.replication(ReplicationError(.notAttached, "no cluster is attached to \(writer.storePath)"))
+            }
+            try writer.catchUp(from: log)
+            let env = writer.env
+            return try env.read { try ReadView(txn: $0, env: env, schema: writer.schema).lastTransactionID() }
+        }
+    }
+}

@@ -1,0 +1,87 @@
+/// A log shared by several machines that a store's writer appends its saves to before it commits
+/// them locally: what a cluster (the `StrataCluster` library) gives a replica.
+///
+/// The store calls these methods on its writer's thread, never on Swift's cooperative pool, and
+/// waits for them: an implementation may block on network I/O. The writer is the only caller for
+/// a store, so calls never overlap.
+///
+/// The contract, which the writer relies on for one total order:
+/// - ``append(_:after:)`` appends the entries, whose ids are `head + 1`, `head + 2`, …, only if
+///   the shared log's head is still `head`, atomically (all of them or none), and returns
+///   ``ReplicationAppend/appended`` once they are durable; when the head has moved it appends
+///   nothing and returns ``ReplicationAppend/behind``.
+/// - ``entries(after:limit:)`` returns the entries after a position in id order, without gaps.
+/// - Failing, either method throws ``StrataError/replication(_:)``: with
+///   ``ReplicationError/Kind/unavailable`` when nothing was appended, with
+///   ``ReplicationError/Kind/outcomeUnknown`` when the append may have happened (the connection
+///   broke during the commit).
+public protocol ReplicationLog: Sendable {
+    /// Appends `entries` after `head` if the shared log's head is still `head`.
+    func append(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> ReplicationAppend
+    /// At most `limit` entries after `position`, in id order.
+    func entries(after position: TransactionID, limit: Int) throws -> [ReplicatedEntry]
+}
+
+/// What ``ReplicationLog/append(_:after:)`` did.
+public enum ReplicationAppend: Sendable, Equatable {
+    /// The entries are in the shared log, durably, right after the head given.
+    case appended
+    /// Another machine appended first: nothing was appended.
+    case behind
+}
+
+/// One log entry as the shared log holds it: Strata's own encoding of a transaction (its changes,
+/// header and checksum), with the header fields a shared log stores beside it.
+public struct ReplicatedEntry: Sendable, Equatable {
+    /// The entry's position in the shared log, which is its transaction id on every replica.
+    public var transactionID: TransactionID
+    /// The encoded, checksummed entry, byte for byte as the local log stores it.
+    public var bytes: [UInt8]
+    /// Who saved it (``Store/save(_:author:metadata:)``'s `author`).
+    public var author: String
+    /// When it was saved, in milliseconds since 1970.
+    public var timestampMs: Int64
+    /// The schema version it was written with.
+    public var schemaVersion: Int
+
+    public init(transactionID: TransactionID, bytes: [UInt8], author: String, timestampMs: Int64,
+                schemaVersion: Int) {
+        self.transactionID = transactionID
+        self.bytes = bytes
+        self.author = author
+        self.timestampMs = timestampMs
+        self.schemaVersion = schemaVersion
+    }
+}
+
+/// Why a replica could not write or apply the shared log.
+public struct ReplicationError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        /// The shared log cannot be reached; nothing was appended.
+        case unavailable
+        /// The shared log may or may not hold the saves (the connection broke during the commit).
+        /// A replica that catches up shows which.
+        case outcomeUnknown
+        /// Other machines appended first on every try, up to the writer's bound.
+        case contended
+        /// The store is a replica and no shared log is attached: a save would fork its history.
+        case notAttached
+        /// An entry of the shared log does not fit this replica (a gap, a checksum, a schema
+        /// version this code does not hold).
+        case rejectedEntry
+        /// The replica's position is behind the oldest entry the shared log keeps: it must start
+        /// again from a snapshot.
+        case behindRetention
+    }
+
+    public var kind: Kind
+    /// What happened, for people.
+    public var reason: String
+
+    public init(_ kind: Kind, _ reason: String) {
+        self.kind = kind
+        self.reason = reason
+    }
+
+    public var description: String { reason }
+}

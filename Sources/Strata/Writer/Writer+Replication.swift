@@ -1,0 +1,181 @@
+import Foundation
+import StrataLMDB
+
+/// The writer of a replica: a group is validated against the local state at head H, appended to
+/// the shared log only if the shared head is still H (``ReplicationLog/append(_:after:)``, in
+/// the same LMDB write transaction, before it commits), then committed locally. When another
+/// machine appended first, nothing is committed: the replica catches up, and the group is
+/// validated again against the new head, so merge policies and unique constraints decide as on
+/// one machine. The local log and the shared one hold the same entries under the same ids, so
+/// the replica's position is its log's last id, committed with the state it describes.
+extension Writer {
+    /// Tries of one group against a moving shared head before its saves fail with
+    /// ``ReplicationError/Kind/contended``.
+    static let maxReplicationAttempts = 64
+    /// Entries asked of the shared log per step of a catch-up.
+    static let catchUpBatch = 1_000
+
+    /// Thrown out of the write transaction to abort it when the shared head moved.
+    private struct SharedHeadMoved: Error {}
+
+    /// ``commit(_:)`` for a replica.
+    func commitReplicated(_ batch: [PendingSave]) {
+        guard let log = replication.withLock({ $0 }) else {
+            fail(batch, StrataError.replication(ReplicationError(.notAttached, """
+                \(storePath) is a replica of a cluster and no cluster is attached: saves go through the \
+                cluster (StrataCluster's ClusterReplica), never to the local store alone
+                """)))
+            return
+        }
+        let env = self.env
+        var growths = 0, attempts = 0
+        while true {
+            attempts += 1
+            var appended: AppliedGroup?
+            do {
+                let (group, lmdbID) = try env.write { txn -> (AppliedGroup, UInt64) in
+                    let group = try apply(batch, txn, env: env)
+                    if group.entries.isEmpty {
+                        // Nothing to append, but the failures and no-ops were judged at the local
+                        // head: they stand only if no machine has appended since.
+                        if try !log.entries(after: group.head, limit: 1).isEmpty { throw SharedHeadMoved() }
+                    } else {
+                        let shared = zip(group.entries, group.encoded).map { entry, bytes in
+                            ReplicatedEntry(transactionID: entry.transactionID, bytes: bytes, author: entry.author,
+                                            timestampMs: entry.timestampMs, schemaVersion: entry.schemaVersion)
+                        }
+                        switch try log.append(shared, after: group.head) {
+                        case .appended: appended = group
+                        case .behind: throw SharedHeadMoved()
+                        }
+                    }
+                    return (group, LMDBEnvironment.lmdbTransactionID(txn.handle))
+                }
+                if let last = group.entries.last {
+                    env.publishHead(lmdbTransaction: lmdbID, transactionID: last.transactionID)
+                }
+                finish(batch, group.results, group.entries, growths: growths)
+                return
+            } catch is SharedHeadMoved {
+                do {
+                    try catchUp(from: log)
+                } catch {
+                    fail(batch, error)
+                    return
+                }
+                if attempts >= Self.maxReplicationAttempts {
+                    fail(batch, StrataError.replication(ReplicationError(.contended, """
+                        other machines appended first on each of \(attempts) tries; the saves were not applied
+                        """)))
+                    return
+                }
+            } catch let e as LMDBError where e.isMapFull && appended == nil {
+                do {
+                    guard try env.growMap() else {
+                        fail(batch, StrataError.storeFull(maxMapSizeBytes: config.maxMapSizeBytes))
+                        return
+                    }
+                    growths += 1
+                } catch {
+                    fail(batch, error)
+                    return
+                }
+            } catch {
+                guard let group = appended else {
+                    fail(batch, error)
+                    return
+                }
+                // The shared log holds the group; only the local commit failed. The replica takes
+                // the entries back from the shared log, as it would another machine's.
+                logger.error("the local commit of transactions appended to the cluster failed: \(error)")
+                do {
+                    try catchUp(from: log)
+                    finish(batch, group.results, group.entries, growths: growths)
+                } catch let catchUpError {
+                    let first = group.entries.first?.transactionID, last = group.entries.last?.transactionID
+                    fail(batch, StrataError.replication(ReplicationError(.outcomeUnknown, """
+                        the cluster holds the saves as transactions \(first.map { "\($0)" } ?? "?")–\
+                        \(last.map { "\($0)" } ?? "?"), but this replica could not apply them (\(error); then \
+                        \(catchUpError)); it applies them when it catches up
+                        """)))
+                }
+                return
+            }
+        }
+    }
+
+    /// On the writer queue: applies the shared log's entries after the local head, a batch at a
+    /// time, until there are none.
+    func catchUp(from log: any ReplicationLog) throws {
+        while true {
+            let env = self.env
+            let head = try env.read { try ReadView(txn: $0, env: env, schema: schema).lastTransactionID() }
+            let next = try log.entries(after: head, limit: Self.catchUpBatch)
+            if next.isEmpty { return }
+            _ = try applyReplicated(next)
+            if next.count < Self.catchUpBatch { return }
+        }
+    }
+
+    /// On the writer queue: applies `entries` of the shared log, in one LMDB transaction, through
+    /// the same state code as a save (``StateApplier``), and writes each to the local log byte
+    /// for byte under its id. Entries at or before the local head are skipped (each is applied
+    /// exactly once, also when a catch-up and a follower hand over the same ones); the others
+    /// must follow the head without a gap, pass their checksum and hold this schema's version.
+    /// Returns the local head after; publishes what it applied to the change streams.
+    func applyReplicated(_ entries: [ReplicatedEntry]) throws -> TransactionID {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let env = self.env
+        while true {
+            do {
+                let (applied, head, lmdbID) = try env.write { txn -> (Int, TransactionID, UInt64) in
+                    var head = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
+                    var applied = 0
+                    for shared in entries where shared.transactionID > head {
+                        let tx = shared.transactionID
+                        guard tx == head.next else {
+                            throw StrataError.replication(ReplicationError(.rejectedEntry, """
+                                the cluster's transaction \(tx) does not follow this replica's head \(head)
+                                """))
+                        }
+                        let entry: LogEntry
+                        do {
+                            entry = try shared.bytes.withUnsafeBytes { try LogEntryCodec.decode($0, transactionID: tx) }
+                        } catch {
+                            throw StrataError.replication(ReplicationError(.rejectedEntry, """
+                                the cluster's transaction \(tx) cannot be read: \(error)
+                                """))
+                        }
+                        guard entry.schemaVersion == schema.version else {
+                            throw StrataError.replication(ReplicationError(.rejectedEntry, """
+                                the cluster's transaction \(tx) is written with schema version \
+                                \(entry.schemaVersion) of model '\(schema.model)'; this replica holds version \
+                                \(schema.version): run the code of that version to apply it
+                                """))
+                        }
+                        var applier = StateApplier(txn: txn, env: env, schema: schema, transactionID: tx)
+                        for change in entry.changes { try applier.apply(change) }
+                        try applier.flushCounts()
+                        _ = try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
+                            try shared.bytes.withUnsafeBytes {
+                                try txn.put(env[.log], key: key, value: $0, mode: .append)
+                            }
+                        }
+                        head = tx
+                        applied += 1
+                    }
+                    return (applied, head, LMDBEnvironment.lmdbTransactionID(txn.handle))
+                }
+                if applied > 0 {
+                    env.publishHead(lmdbTransaction: lmdbID, transactionID: head)
+                    publisher.publishCommitted(env: env)
+                }
+                return head
+            } catch let e as LMDBError where e.isMapFull {
+                guard try env.growMap() else { throw StrataError.storeFull(maxMapSizeBytes: config.maxMapSizeBytes) }
+            } catch let e as LMDBError {
+                throw StrataError.lmdb(e)
+            }
+        }
+    }
+}

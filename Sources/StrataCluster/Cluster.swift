@@ -1,0 +1,322 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Strata
+
+/// Making, joining, inspecting and trimming a cluster: several machines working on one dataset.
+/// PostgreSQL holds the one ordered log (``SharedLog``), snapshots to start replicas from, and the
+/// replicas' last positions; each machine keeps a full replica in LMDB (a ``ClusterReplica``).
+public enum Cluster {
+    /// Bytes per row of a snapshot in `strata_snapshot_chunks`.
+    static let chunkBytes = 1 << 20
+
+    /// The cluster's row.
+    struct Row {
+        let id: String
+        let layout: Int
+        let model: String
+        let schemaVersion: Int
+        let head: UInt64
+        let horizon: UInt64
+    }
+
+    static func readCluster(_ session: PostgresSession) throws -> Row {
+        let exists: PostgresQueryResult
+        do {
+            exists = try session.run("SELECT to_regclass('strata_cluster') IS NOT NULL")
+        } catch {
+            throw ClusterError(.unavailable, error.text)
+        }
+        guard try exists.first?.decode(Bool.self) == true else {
+            throw ClusterError(.noCluster, """
+                the database at \(session.address) holds no cluster (make one with `storectl cluster init`)
+                """)
+        }
+        let rows: PostgresQueryResult
+        do {
+            rows = try session.run(
+                "SELECT cluster_id, layout, model, schema_version, head, horizon FROM strata_cluster")
+        } catch {
+            throw ClusterError(.unavailable, error.text)
+        }
+        guard let row = rows.first else {
+            throw ClusterError(.noCluster, "the database at \(session.address) has an empty strata_cluster table")
+        }
+        let (id, layout, model, version, head, horizon) = try row.decode((String, Int32, String, Int32, Int64, Int64).self)
+        guard layout <= ClusterSchema.layout else {
+            throw ClusterError(.noCluster, """
+                the cluster at \(session.address) uses table layout \(layout); this Strata knows layout \
+                \(ClusterSchema.layout) and older
+                """)
+        }
+        return Row(id: id, layout: Int(layout), model: model, schemaVersion: Int(version), head: UInt64(head),
+                   horizon: UInt64(horizon))
+    }
+
+    /// Creates a cluster in the (empty of Strata tables) database at `address` with `store` as
+    /// its first replica and its current state as the starting snapshot: the tables, the log's
+    /// head at the store's head, the snapshot. The store becomes a replica first (from then on its
+    /// saves go through the cluster), so nothing is saved between the snapshot and the start.
+    /// Everything in PostgreSQL is made in one transaction: a failure leaves no cluster there, and
+    /// the store is a store of one machine again.
+    ///
+    /// - Throws: ``ClusterError`` (``ClusterError/Kind/clusterExists`` when the database holds
+    ///   one), ``StrataError/storeBusy(path:processIDs:)`` when another process has the store open.
+    @discardableResult
+    public static func initialize(store: Store, address: ClusterAddress, name: String? = nil) async throws
+        -> ClusterStatus {
+        guard try store.replicaClusterID == nil else {
+            throw ClusterError(.wrongStore, "\(store.path) is already a replica of cluster \(try store.replicaClusterID ?? "")")
+        }
+        let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
+        defer { session.close() }
+        let exists = try await offPool("init") { () throws -> Bool in
+            do {
+                return try session.run("SELECT to_regclass('strata_cluster') IS NOT NULL").first?.decode(Bool.self) ?? false
+            } catch let e as PostgresSession.Failure {
+                throw ClusterError(.unavailable, e.text)
+            }
+        }
+        if exists {
+            throw ClusterError(.clusterExists, "the database at \(address) already holds a cluster (`storectl cluster status`)")
+        }
+        let clusterID = UUID().uuidString.lowercased()
+        try await store.markAsReplica(clusterID: clusterID)
+        let scratch = try temporaryDirectory(near: store.path)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        do {
+            let position = try await store.writeReplicaSnapshot(to: scratch.appendingPathComponent("snapshot"))
+            let file = scratch.appendingPathComponent("snapshot").appendingPathComponent(Store.replicaSnapshotFile)
+            let schema = store.schema
+            let made = name ?? ClusterReplica.defaultName(store)
+            try await offPool("init") {
+                try transaction(session) {
+                    for statement in ClusterSchema.create { _ = try session.run(statement) }
+                    let head = Int64(position.rawValue), layout = ClusterSchema.layout
+                    let version = Int32(schema.version), model = schema.model
+                    _ = try session.run("""
+                        INSERT INTO strata_cluster (cluster_id, layout, model, schema_version, head, horizon)
+                        VALUES (\(clusterID), \(layout), \(model), \(version), \(head), \(head))
+                        """)
+                    try upload(session, snapshot: file, position: position, madeBy: made)
+                }
+            }
+        } catch {
+            try? await store.leaveCluster(clusterID: clusterID)
+            throw error
+        }
+        return try await offPool("status") { try status(session, store: store) }
+    }
+
+    /// Makes a new replica at `url` (which must not exist) from the cluster's latest snapshot and
+    /// opens it; attach it with ``ClusterReplica/open(store:address:name:pollInterval:)``, which
+    /// applies the log after the snapshot. The snapshot is downloaded next to `url`, its size and
+    /// checksum checked, and only then made into a store.
+    public static func join(at url: URL, address: ClusterAddress,
+                            configuration: StoreConfiguration = StoreConfiguration()) async throws -> Store {
+        let path = url.standardizedFileURL.path
+        if FileManager.default.fileExists(atPath: path) {
+            throw ClusterError(.wrongStore, "\(path) exists: a replica is made in a new directory")
+        }
+        let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
+        defer { session.close() }
+        let parent = (path as NSString).deletingLastPathComponent
+        try FileManager.default.createDirectory(atPath: parent.isEmpty ? "." : parent, withIntermediateDirectories: true)
+        let scratch = try temporaryDirectory(near: path)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let file = scratch.appendingPathComponent(Store.replicaSnapshotFile)
+        let cluster = try await offPool("join") { () throws -> Row in
+            let cluster = try readCluster(session)
+            try download(session, to: file)
+            return cluster
+        }
+        let store = try Store.createReplica(fromSnapshot: file, at: URL(fileURLWithPath: path),
+                                            configuration: configuration)
+        guard try store.replicaClusterID == cluster.id else {
+            store.close()
+            throw ClusterError(.badSnapshot, "the snapshot in \(address) is not of cluster \(cluster.id)")
+        }
+        return store
+    }
+
+    /// The cluster at `address`, and `store`'s place in it when given.
+    public static func status(address: ClusterAddress, store: Store? = nil) async throws -> ClusterStatus {
+        let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
+        defer { session.close() }
+        return try await offPool("status") { try status(session, store: store) }
+    }
+
+    static func status(_ session: PostgresSession, store: Store?) throws -> ClusterStatus {
+        let cluster = try readCluster(session)
+        var status = ClusterStatus(clusterID: cluster.id, model: cluster.model, schemaVersion: cluster.schemaVersion,
+                                   head: cluster.head, horizon: cluster.horizon)
+        do {
+            for row in try session.run("""
+                SELECT name, applied, host, pid, extract(epoch FROM now() - last_seen)::float8 FROM strata_replicas
+                ORDER BY name
+                """) {
+                let (name, applied, host, pid, age) = try row.decode((String, Int64, String, Int32, Double).self)
+                status.replicas.append(ClusterStatus.Replica(name: name, applied: UInt64(applied), host: host,
+                                                             processID: pid, secondsSinceSeen: age))
+            }
+            for row in try session.run("""
+                SELECT position, bytes, extract(epoch FROM created_at)::float8 FROM strata_snapshots WHERE complete
+                ORDER BY position DESC LIMIT 1
+                """) {
+                let (position, bytes, created) = try row.decode((Int64, Int64, Double).self)
+                status.snapshot = ClusterStatus.Snapshot(position: UInt64(position), bytes: Int(bytes),
+                                                         created: Date(timeIntervalSince1970: created))
+            }
+        } catch let e as PostgresSession.Failure {
+            throw ClusterError(.unavailable, e.text)
+        }
+        if let store {
+            guard try store.replicaClusterID == cluster.id else {
+                throw ClusterError(.wrongStore, "\(store.path) is not a replica of cluster \(cluster.id)")
+            }
+            status.applied = try store.lastTransactionID.rawValue
+        }
+        return status
+    }
+
+    /// Publishes `replica`'s state as the cluster's new snapshot and trims the log in PostgreSQL
+    /// behind it (the retention horizon moves to the snapshot's position); older snapshots are
+    /// removed. A replica that is behind the new horizon starts again from this snapshot
+    /// (``ReplicationError/Kind/behindRetention``). Each replica's local log is compacted on its
+    /// own (``Store/compact(horizon:dryRun:progress:)``).
+    @discardableResult
+    public static func compact(replica: ClusterReplica) async throws -> ClusterStatus {
+        let store = replica.store
+        let scratch = try temporaryDirectory(near: store.path)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let position = try await store.writeReplicaSnapshot(to: scratch.appendingPathComponent("snapshot"))
+        let file = scratch.appendingPathComponent("snapshot").appendingPathComponent(Store.replicaSnapshotFile)
+        let session = PostgresSession(address: replica.address, logger: Logger(label: "strata.cluster"))
+        defer { session.close() }
+        let name = replica.name
+        return try await offPool("compact") {
+            try transaction(session) {
+                let id = try upload(session, snapshot: file, position: position, madeBy: name)
+                let p = Int64(position.rawValue)
+                _ = try session.run("UPDATE strata_cluster SET horizon = \(p) WHERE horizon < \(p)")
+                _ = try session.run("DELETE FROM strata_log WHERE id <= \(p)")
+                _ = try session.run("DELETE FROM strata_snapshots WHERE id <> \(id)")
+            }
+            return try status(session, store: store)
+        }
+    }
+
+    // MARK: Snapshots in PostgreSQL
+
+    /// Uploads `file` as a complete snapshot at `position`, in chunks; returns its id. Runs in
+    /// the caller's transaction.
+    @discardableResult
+    static func upload(_ session: PostgresSession, snapshot file: URL, position: TransactionID,
+                       madeBy: String) throws -> Int64 {
+        guard let handle = FileHandle(forReadingAtPath: file.path) else {
+            throw ClusterError(.badSnapshot, "cannot read the snapshot \(file.path)")
+        }
+        defer { try? handle.close() }
+        let p = Int64(position.rawValue)
+        guard let id = try session.run("""
+            INSERT INTO strata_snapshots (position, bytes, chunks, checksum, made_by) VALUES (\(p), 0, 0, 0, \(madeBy))
+            RETURNING id
+            """).first?.decode(Int64.self) else {
+            throw ClusterError(.unavailable, "no snapshot id came back")
+        }
+        var checksum = Checksum(), bytes: Int64 = 0, seq: Int32 = 0
+        while true {
+            let data = try handle.read(upToCount: chunkBytes) ?? Data()
+            if data.isEmpty { break }
+            checksum.add(data)
+            bytes += Int64(data.count)
+            let buffer = ByteBuffer(data: data)
+            _ = try session.run("INSERT INTO strata_snapshot_chunks (snapshot_id, seq, data) VALUES (\(id), \(seq), \(buffer))")
+            seq += 1
+        }
+        let sum = checksum.signed
+        _ = try session.run("""
+            UPDATE strata_snapshots SET bytes = \(bytes), chunks = \(seq), checksum = \(sum), complete = true WHERE id = \(id)
+            """)
+        return id
+    }
+
+    /// Downloads the latest complete snapshot to `file`, checking its size and checksum.
+    static func download(_ session: PostgresSession, to file: URL) throws {
+        guard let row = try session.run("""
+            SELECT id, position, bytes, chunks, checksum FROM strata_snapshots WHERE complete ORDER BY position DESC LIMIT 1
+            """).first else {
+            throw ClusterError(.badSnapshot, "the cluster at \(session.address) holds no snapshot to start from")
+        }
+        let (id, position, bytes, chunks, sum) = try row.decode((Int64, Int64, Int64, Int32, Int64).self)
+        guard FileManager.default.createFile(atPath: file.path, contents: nil),
+              let handle = FileHandle(forWritingAtPath: file.path) else {
+            throw ClusterError(.badSnapshot, "cannot create \(file.path)")
+        }
+        defer { try? handle.close() }
+        var checksum = Checksum(), received: Int64 = 0
+        for seq in 0..<chunks {
+            guard let chunk = try session.run("""
+                SELECT data FROM strata_snapshot_chunks WHERE snapshot_id = \(id) AND seq = \(seq)
+                """).first else {
+                throw ClusterError(.badSnapshot, "the snapshot at transaction \(position) lacks chunk \(seq) of \(chunks)")
+            }
+            let data = Data(buffer: try chunk.decode(ByteBuffer.self))
+            checksum.add(data)
+            received += Int64(data.count)
+            try handle.write(contentsOf: data)
+        }
+        guard received == bytes, checksum.signed == sum else {
+            throw ClusterError(.badSnapshot, """
+                the snapshot at transaction \(position) is damaged: \(received) bytes with checksum \
+                \(checksum.signed), expected \(bytes) bytes with checksum \(sum)
+                """)
+        }
+        try handle.synchronize()
+    }
+
+    /// Runs `body` in one PostgreSQL transaction on `session`, rolled back when it throws.
+    static func transaction<R>(_ session: PostgresSession, _ body: () throws -> R) throws -> R {
+        do {
+            _ = try session.run("BEGIN")
+            do {
+                let r = try body()
+                _ = try session.run("COMMIT")
+                return r
+            } catch {
+                _ = try? session.run("ROLLBACK")
+                throw error
+            }
+        } catch let e as PostgresSession.Failure {
+            throw ClusterError(.unavailable, e.text)
+        }
+    }
+
+    /// A new directory beside `path` (same file system as the store; removed by the caller).
+    static func temporaryDirectory(near path: String) throws -> URL {
+        let parent = (path as NSString).deletingLastPathComponent
+        let base = URL(fileURLWithPath: parent.isEmpty ? "." : parent)
+        let dir = base.appendingPathComponent(".strata-cluster-\(getpid())-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: false,
+                                                attributes: [.posixPermissions: 0o700])
+        return dir
+    }
+}
+
+/// FNV-1a over a snapshot's bytes: catches a chunk lost, reordered or damaged on its way.
+struct Checksum {
+    private(set) var value: UInt64 = 0xcbf2_9ce4_8422_2325
+
+    mutating func add(_ data: Data) {
+        var v = value
+        data.withUnsafeBytes { raw in
+            for byte in raw {
+                v ^= UInt64(byte)
+                v = v &* 0x0000_0100_0000_01b3
+            }
+        }
+        value = v
+    }
+
+    var signed: Int64 { Int64(bitPattern: value) }
+}

@@ -1,0 +1,104 @@
+import Foundation
+import PostgresNIO
+
+/// Where a cluster's PostgreSQL database is: a `postgres://` URL, given on the command line or,
+/// to keep a password out of process lists, in the environment variable
+/// ``ClusterAddress/environmentVariable``.
+public struct ClusterAddress: Sendable, Equatable, CustomStringConvertible {
+    /// The environment variable read when no URL is given: `STRATA_POSTGRES_URL`.
+    public static let environmentVariable = "STRATA_POSTGRES_URL"
+
+    public var host: String
+    public var port: Int
+    public var user: String
+    public var password: String?
+    public var database: String
+
+    public init(host: String, port: Int = 5432, user: String, password: String? = nil, database: String) {
+        self.host = host
+        self.port = port
+        self.user = user
+        self.password = password
+        self.database = database
+    }
+
+    /// Parses `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (also `postgresql://`).
+    /// Percent-escapes in the user and password are decoded.
+    ///
+    /// - Throws: ``ClusterError`` (``ClusterError/Kind/badAddress``) naming what is missing or wrong,
+    ///   never the password.
+    public init(url text: String) throws {
+        func bad(_ reason: String) -> ClusterError {
+            ClusterError(.badAddress, "the PostgreSQL URL \(Self.redacted(text)) \(reason)")
+        }
+        guard let components = URLComponents(string: text) else { throw bad("is not a URL") }
+        guard let scheme = components.scheme, scheme == "postgres" || scheme == "postgresql" else {
+            throw bad("does not start with postgres://")
+        }
+        guard let host = components.host, !host.isEmpty else { throw bad("names no host") }
+        guard let user = components.user, !user.isEmpty else { throw bad("names no user (postgres://USER@HOST/DB)") }
+        let database = String(components.path.drop { $0 == "/" })
+        guard !database.isEmpty, !database.contains("/") else { throw bad("names no database (postgres://USER@HOST/DB)") }
+        if let port = components.port, !(1...65535).contains(port) { throw bad("has port \(port), not 1–65535") }
+        if components.query != nil { throw bad("has query parameters, which Strata does not read") }
+        self.init(host: host, port: components.port ?? 5432, user: components.percentEncodedUser?.removingPercentEncoding ?? user,
+                  password: components.percentEncodedPassword?.removingPercentEncoding, database: database)
+    }
+
+    /// The address from `url` when given, else from ``environmentVariable``.
+    ///
+    /// - Throws: ``ClusterError`` when neither is set or the URL is malformed.
+    public static func resolve(_ url: String?, environment: [String: String] = ProcessInfo.processInfo.environment)
+        throws -> ClusterAddress {
+        if let url { return try ClusterAddress(url: url) }
+        guard let fromEnvironment = environment[environmentVariable], !fromEnvironment.isEmpty else {
+            throw ClusterError(.badAddress, """
+                no PostgreSQL URL: pass --postgres postgres://USER@HOST:PORT/DB or set \(environmentVariable)
+                """)
+        }
+        return try ClusterAddress(url: fromEnvironment)
+    }
+
+    /// The URL without its password.
+    public var description: String { "postgres://\(user)@\(host):\(port)/\(database)" }
+
+    static func redacted(_ text: String) -> String {
+        guard var c = URLComponents(string: text) else { return "(unparsable)" }
+        if c.password != nil { c.password = "***" }
+        return c.string ?? "(unparsable)"
+    }
+
+    var configuration: PostgresConnection.Configuration {
+        var config = PostgresConnection.Configuration(host: host, port: port, username: user, password: password,
+                                                      database: database, tls: .disable)
+        config.options.connectTimeout = .seconds(10)
+        return config
+    }
+}
+
+/// What went wrong in a cluster operation, with where and why.
+public struct ClusterError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        /// The PostgreSQL URL is missing or malformed.
+        case badAddress
+        /// PostgreSQL cannot be reached, or a statement failed.
+        case unavailable
+        /// The database holds no cluster (run `storectl cluster init`), or already holds one.
+        case noCluster
+        case clusterExists
+        /// The store does not belong to this cluster, or is not a replica.
+        case wrongStore
+        /// A snapshot is missing, incomplete or fails its checksum.
+        case badSnapshot
+    }
+
+    public var kind: Kind
+    public var reason: String
+
+    public init(_ kind: Kind, _ reason: String) {
+        self.kind = kind
+        self.reason = reason
+    }
+
+    public var description: String { reason }
+}

@@ -1,0 +1,243 @@
+import Dispatch
+import Foundation
+import Logging
+import PostgresNIO
+import Strata
+import Synchronization
+
+/// A store working as a replica of a cluster: its saves go through the cluster's log in
+/// PostgreSQL, and what other machines append is applied to it in order. Reads, contexts, live
+/// queries and change streams are the store's own (``store``), served locally; they fire for
+/// commits made on other machines too.
+///
+/// ```swift
+/// let store = try Store.openExisting(at: URL(fileURLWithPath: "/var/lib/app/library.strata"))
+/// let replica = try await ClusterReplica.open(store: store, address: try ClusterAddress.resolve(nil))
+/// let tx = try await replica.store.save(changes)   // in PostgreSQL, then applied here
+/// ```
+///
+/// A save returns once PostgreSQL has committed it and this replica has applied it, so a machine
+/// reads its own writes. A save that another machine's append overtook is validated again at the
+/// new head (merge policies and unique constraints decide as on one machine).
+///
+/// A follower thread keeps the replica current: it listens for PostgreSQL's notification of an
+/// append (a signal only; the entries are read from the log), and reads the log every
+/// ``pollInterval`` as well, so a lost notification costs latency only. Readers never wait for it.
+public final class ClusterReplica: Sendable {
+    /// The local store.
+    public let store: Store
+    /// This replica's name in the cluster (`strata_replicas`, and each entry it appends).
+    public let name: String
+    /// The cluster's id (the store's ``Store/replicaClusterID``).
+    public let clusterID: String
+    /// How often the follower reads the log when no notification came.
+    public let pollInterval: Duration
+    let address: ClusterAddress
+    let log: SharedLog
+    private let follower: Follower
+
+    private init(store: Store, name: String, clusterID: String, address: ClusterAddress, pollInterval: Duration,
+                 log: SharedLog, follower: Follower) {
+        self.store = store
+        self.name = name
+        self.clusterID = clusterID
+        self.address = address
+        self.pollInterval = pollInterval
+        self.log = log
+        self.follower = follower
+    }
+
+    /// Attaches `store`, a replica (made by ``Cluster/initialize(store:address:name:)`` or
+    /// ``Cluster/join(at:address:configuration:)``), to its cluster at `address`, catches it up,
+    /// and starts following the log.
+    ///
+    /// - Throws: ``ClusterError`` when PostgreSQL cannot be reached, holds no cluster, or the store
+    ///   is not a replica of the cluster there; ``StrataError/replication(_:)`` when the store is
+    ///   behind the cluster's retention horizon (make it again with `join`).
+    public static func open(store: Store, address: ClusterAddress, name: String? = nil,
+                            pollInterval: Duration = .milliseconds(250)) async throws -> ClusterReplica {
+        guard let storeCluster = try store.replicaClusterID else {
+            throw ClusterError(.wrongStore, """
+                \(store.path) is not a replica of a cluster (make one with `storectl cluster init` or `cluster join`)
+                """)
+        }
+        let logger = Logger(label: "strata.cluster")
+        let name = name ?? Self.defaultName(store)
+        let writerSession = PostgresSession(address: address, logger: logger)
+        let cluster = try await offPool("open") { try Cluster.readCluster(writerSession) }
+        guard cluster.id == storeCluster else {
+            writerSession.close()
+            throw ClusterError(.wrongStore, """
+                \(store.path) is a replica of cluster \(storeCluster); the database at \(address) holds cluster \
+                \(cluster.id)
+                """)
+        }
+        let log = SharedLog(session: writerSession, replica: name)
+        try store.attachReplication(log)
+        do {
+            try await store.catchUpReplica()
+        } catch {
+            store.detachReplication()
+            writerSession.close()
+            throw error
+        }
+        let follower = Follower(store: store, name: name,
+                                session: PostgresSession(address: address, logger: logger), interval: pollInterval,
+                                logger: logger)
+        follower.start()
+        return ClusterReplica(store: store, name: name, clusterID: cluster.id, address: address,
+                              pollInterval: pollInterval, log: log, follower: follower)
+    }
+
+    /// `host:store path`, unique per store on a machine.
+    static func defaultName(_ store: Store) -> String { "\(ProcessInfo.processInfo.hostName):\(store.path)" }
+
+    /// Stops following the log and detaches the store from the cluster (its saves fail until a
+    /// replica is opened again). Does not close the store.
+    public func close() {
+        follower.stop()
+        store.detachReplication()
+        log.session.close()
+    }
+
+    /// Waits until this replica has applied the cluster's log up to `position` (or the cluster's
+    /// head when nil), catching up itself rather than waiting for the follower.
+    @discardableResult
+    public func catchUp(to position: TransactionID? = nil) async throws -> TransactionID {
+        var head = try await store.catchUpReplica()
+        if let position {
+            while head < position {
+                try await Task.sleep(for: .milliseconds(5))
+                head = try await store.catchUpReplica()
+            }
+        }
+        return head
+    }
+
+    /// The cluster as this replica sees it.
+    public func status() async throws -> ClusterStatus {
+        let store = self.store
+        let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
+        defer { session.close() }
+        return try await offPool("status") { try Cluster.status(session, store: store) }
+    }
+}
+
+/// The follower thread of a ``ClusterReplica``.
+final class Follower: Sendable {
+    private struct State {
+        var stopped = false
+        var started = false
+    }
+
+    let store: Store
+    let name: String
+    let session: PostgresSession
+    let interval: Duration
+    let logger: Logger
+    private let state = Mutex(State())
+    private let wake = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+    /// Entries read from the log per step.
+    static let batch = 1_000
+    /// Heartbeats (`strata_replicas`) at most this often.
+    static let heartbeatInterval: Duration = .seconds(1)
+
+    init(store: Store, name: String, session: PostgresSession, interval: Duration, logger: Logger) {
+        self.store = store
+        self.name = name
+        self.session = session
+        self.interval = interval
+        self.logger = logger
+    }
+
+    func start() {
+        let thread = Thread { [self] in
+            run()
+            finished.signal()
+        }
+        thread.name = "strata.cluster.follower"
+        state.withLock { $0.started = true }
+        thread.start()
+    }
+
+    func stop() {
+        let running = state.withLock { s -> Bool in
+            defer { s.stopped = true }
+            return !s.stopped && s.started
+        }
+        guard running else { return }
+        wake.signal()
+        finished.wait()
+        session.close()
+    }
+
+    private var stopped: Bool { state.withLock { $0.stopped } }
+
+    private func run() {
+        var listening: PostgresConnection?
+        var lastHeartbeat = ContinuousClock.now - Self.heartbeatInterval
+        let milliseconds = Int(interval.components.seconds * 1_000 + interval.components.attoseconds / 1_000_000_000_000_000)
+        while !stopped {
+            do {
+                if listening == nil || listening?.isClosed == true {
+                    listening = try session.listen(ClusterSchema.channel) { [wake] in wake.signal() }
+                }
+                let head = try follow()
+                if ContinuousClock.now - lastHeartbeat >= Self.heartbeatInterval {
+                    try heartbeat(head)
+                    lastHeartbeat = .now
+                }
+            } catch StrataError.closed {
+                return
+            } catch {
+                listening = nil
+                logger.warning("cluster follower of \(store.path): \(error.text)")
+            }
+            _ = wake.wait(timeout: .now() + .milliseconds(max(1, milliseconds)))
+        }
+    }
+
+    /// Applies what the log holds after the local head, a batch at a time. Returns the head after.
+    private func follow() throws -> TransactionID {
+        var head = try store.lastTransactionID
+        while !stopped {
+            let batch = try SharedLog.entries(session, after: head, limit: Self.batch)
+            if batch.isEmpty { break }
+            head = try apply(batch)
+            if batch.count < Self.batch { break }
+        }
+        return head
+    }
+
+    /// ``Store/applyReplicated(_:)`` from this thread (it waits on the writer's queue, not on
+    /// the cooperative pool).
+    private func apply(_ batch: [ReplicatedEntry]) throws -> TransactionID {
+        let done = DispatchSemaphore(value: 0)
+        let result = Mutex<Result<TransactionID, Error>?>(nil)
+        let store = self.store
+        Task {
+            let r = await Result(catching: { try await store.applyReplicated(batch) })
+            result.withLock { $0 = r }
+            done.signal()
+        }
+        done.wait()
+        guard let r = result.withLock({ $0 }) else { throw StrataError.closed(path: store.path) }
+        return try r.get()
+    }
+
+    private func heartbeat(_ head: TransactionID) throws {
+        let applied = Int64(head.rawValue), pid = Int32(getpid()), host = ProcessInfo.processInfo.hostName
+        _ = try session.run("""
+            INSERT INTO strata_replicas (name, applied, host, pid, last_seen) VALUES (\(name), \(applied), \(host), \(pid), now())
+            ON CONFLICT (name) DO UPDATE SET applied = excluded.applied, host = excluded.host, pid = excluded.pid,
+                last_seen = now()
+            """)
+    }
+}
+
+extension Result where Failure == Error {
+    init(catching body: () async throws -> Success) async {
+        do { self = .success(try await body()) } catch { self = .failure(error) }
+    }
+}

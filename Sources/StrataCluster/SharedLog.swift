@@ -1,0 +1,119 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Strata
+
+/// The cluster's log in PostgreSQL, as a replica's writer sees it (``ReplicationLog``).
+///
+/// ## Why ids are gap-free and in commit order
+///
+/// An append is one call of `strata_append` (``ClusterSchema``), one statement in its own
+/// transaction: `UPDATE strata_cluster SET head = H + n WHERE head = H`, then the n rows with ids
+/// H+1…H+n, then `pg_notify`. The UPDATE takes the row lock of the cluster's one row and holds it
+/// to the commit. A second appender's UPDATE waits for that lock; under READ COMMITTED it then
+/// re-checks its `WHERE` against the row as committed: if the first committed, the head is no
+/// longer H, nothing is updated, the function returns false and inserts nothing (the writer
+/// catches up and tries again at the new head); if the first rolled back, the head is still H and
+/// the second goes on. So:
+/// - exactly one append succeeds per head value, and its ids start right after it: no id is
+///   used twice, none is skipped (a rolled-back append moved nothing);
+/// - an append for ids after H+n can only start once the append of H+1…H+n committed (it needs
+///   the head it set), so ids commit in id order, and a reader that sees id k sees every id
+///   before it. `WHERE id > applied ORDER BY id` never skips an entry that commits later.
+///
+/// PostgreSQL sequences give none of this: `nextval` is not transactional (a rollback leaves a
+/// gap) and values are taken in one order and committed in another.
+final class SharedLog: ReplicationLog {
+    let session: PostgresSession
+    /// This replica's name, stored with each entry it appends.
+    let replica: String
+
+    init(session: PostgresSession, replica: String) {
+        self.session = session
+        self.replica = replica
+    }
+
+    func append(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> ReplicationAppend {
+        guard !entries.isEmpty else { return .appended }
+        var ids: [Int64] = [], payloads: [ByteBuffer] = [], authors: [String] = [], saved: [Int64] = []
+        var versions: [Int32] = []
+        for e in entries {
+            ids.append(Int64(e.transactionID.rawValue))
+            payloads.append(ByteBuffer(bytes: e.bytes))
+            authors.append(e.author)
+            saved.append(e.timestampMs)
+            versions.append(Int32(e.schemaVersion))
+        }
+        let expected = Int64(head.rawValue)
+        let query: PostgresQuery = """
+            SELECT strata_append(\(expected), \(ids), \(payloads), \(authors), \(saved), \(versions), \(replica))
+            """
+        do {
+            let rows = try session.run(query)
+            guard let row = rows.first, let done = try? row.decode(Bool.self) else {
+                throw StrataError.replication(ReplicationError(.outcomeUnknown, "strata_append answered no row"))
+            }
+            return done ? .appended : .behind
+        } catch let failure as PostgresSession.Failure {
+            switch failure {
+            case .notConnected(let s):
+                throw StrataError.replication(ReplicationError(.unavailable, s))
+            case .refused:
+                throw StrataError.replication(ReplicationError(.unavailable, """
+                    PostgreSQL refused the append of transactions \(ids.first ?? 0)–\(ids.last ?? 0): \(failure.text)
+                    """))
+            case .broken(let s):
+                throw StrataError.replication(ReplicationError(.outcomeUnknown, """
+                    \(s) during the append of transactions \(ids.first ?? 0)–\(ids.last ?? 0): they may or may not \
+                    be in the cluster's log
+                    """))
+            }
+        }
+    }
+
+    func entries(after position: TransactionID, limit: Int) throws -> [ReplicatedEntry] {
+        try Self.entries(session, after: position, limit: limit)
+    }
+
+    /// The log's entries after `position` (at most `limit`), in id order, read with the cluster's
+    /// retention horizon in one statement.
+    static func entries(_ session: PostgresSession, after position: TransactionID,
+                        limit: Int) throws -> [ReplicatedEntry] {
+        let after = Int64(position.rawValue), count = Int64(limit)
+        let query: PostgresQuery = """
+            SELECT c.horizon, l.id, l.entry, l.author, l.saved_ms, l.schema_version
+            FROM strata_cluster c LEFT JOIN LATERAL (
+                SELECT id, entry, author, saved_ms, schema_version FROM strata_log
+                WHERE id > \(after) ORDER BY id LIMIT \(count)) l ON true
+            """
+        let rows: PostgresQueryResult
+        do {
+            rows = try session.run(query)
+        } catch {
+            throw StrataError.replication(ReplicationError(.unavailable, "reading the cluster's log: \(error.text)"))
+        }
+        var entries: [ReplicatedEntry] = []
+        entries.reserveCapacity(rows.count)
+        for row in rows {
+            let (horizon, id, payload, author, saved, version) = try row.decode(
+                (Int64, Int64?, ByteBuffer?, String?, Int64?, Int32?).self)
+            if after < horizon {
+                throw StrataError.replication(ReplicationError(.behindRetention, """
+                    this replica is at transaction \(after), and the cluster keeps its log only after transaction \
+                    \(horizon) (older entries were trimmed with a snapshot): make the replica again with \
+                    `storectl cluster join`
+                    """))
+            }
+            guard let id, let payload, let author, let saved, let version else { continue }
+            entries.append(ReplicatedEntry(transactionID: TransactionID(UInt64(id)),
+                                           bytes: Array(buffer: payload), author: author,
+                                           timestampMs: saved, schemaVersion: Int(version)))
+        }
+        return entries
+    }
+}
+
+extension Error {
+    /// A session failure's words, or the error's own.
+    var text: String { (self as? PostgresSession.Failure)?.text ?? "\(self)" }
+}

@@ -1,0 +1,198 @@
+import ArgumentParser
+import Foundation
+import Strata
+import StrataCluster
+
+/// The PostgreSQL URL option of the cluster commands and of the commands that write to a replica.
+struct PostgresOption: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        "The cluster's PostgreSQL database, postgres://USER[:PASSWORD]@HOST[:PORT]/DB (default: the " +
+        "\(ClusterAddress.environmentVariable) environment variable, which keeps a password out of process lists).",
+        valueName: "url"))
+    var postgres: String?
+
+    func address() throws -> ClusterAddress {
+        do { return try ClusterAddress.resolve(postgres) } catch { throw failure(error) }
+    }
+}
+
+struct ClusterCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cluster",
+        abstract: "Run a store on several machines: one log in PostgreSQL, a local replica on each machine.",
+        discussion: """
+        init makes the cluster from an existing store (which becomes its first replica); join makes a \
+        replica on another machine from the cluster's latest snapshot; status shows the log's head, \
+        the replicas and the retention horizon; compact publishes a new snapshot and trims the log \
+        behind it. Commands that write (import) write a replica's saves through the cluster.
+
+        Examples:
+          STRATA_POSTGRES_URL=postgres://strata@db.internal/library storectl cluster init ./library.strata
+          STRATA_POSTGRES_URL=postgres://strata@db.internal/library storectl cluster join ./library.strata
+          storectl cluster status ./library.strata --json
+        """,
+        subcommands: [ClusterInitCommand.self, ClusterJoinCommand.self, ClusterStatusCommand.self,
+                      ClusterCompactCommand.self]
+    )
+}
+
+struct ClusterInitCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "init",
+        abstract: "Create a cluster in a PostgreSQL database from an existing store, its first replica.",
+        discussion: """
+        Creates the strata_* tables, publishes the store's state as the starting snapshot, and makes \
+        the store a replica (its saves go through the cluster from then on). Refuses (exit 73) when \
+        the database already holds a cluster, and (exit 75) while another process has the store open.
+        """
+    )
+
+    @OptionGroup var target: StoreArgument
+    @OptionGroup var connection: PostgresOption
+    @Option(help: ArgumentHelp("This replica's name in the cluster (default: host:store path).", valueName: "name"))
+    var name: String?
+    @Flag(help: "Print the status as JSON.") var json = false
+
+    func run() async throws {
+        let address = try connection.address()
+        let store: Store
+        do { store = try Store.openExisting(at: target.url, configuration: target.configuration) } catch {
+            throw failure(error)
+        }
+        defer { store.close() }
+        do {
+            let status = try await Cluster.initialize(store: store, address: address, name: name)
+            printStatus(status, json: json)
+        } catch { throw failure(error) }
+    }
+}
+
+struct ClusterJoinCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "join",
+        abstract: "Make a new replica from the cluster's latest snapshot and the log after it.",
+        discussion: """
+        STORE must not exist. The snapshot is downloaded beside it and checked (size and checksum) \
+        before the store is made; then the log after the snapshot is applied.
+        """
+    )
+
+    @OptionGroup var target: StoreArgument
+    @OptionGroup var connection: PostgresOption
+    @Flag(help: "Print the status as JSON.") var json = false
+
+    func run() async throws {
+        let address = try connection.address()
+        do {
+            let store = try await Cluster.join(at: target.url, address: address, configuration: target.configuration)
+            defer { store.close() }
+            let replica = try await ClusterReplica.open(store: store, address: address)
+            defer { replica.close() }
+            printStatus(try await replica.status(), json: json)
+        } catch { throw failure(error) }
+    }
+}
+
+struct ClusterStatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "The cluster's head and retention horizon, this replica's position and lag, the replicas seen.",
+        discussion: """
+        JSON: {"cluster": "…", "model": "library", "schemaVersion": 1, "head": 1200, "horizon": 0, \
+        "applied": 1180, "lag": 20, "snapshot": {"position": 0, "bytes": 98304}, \
+        "replicas": [{"name": "host:/path", "applied": 1200, "host": "host", "pid": 4242, "secondsSinceSeen": 0.4}]}
+        """
+    )
+
+    @OptionGroup var target: StoreArgument
+    @OptionGroup var connection: PostgresOption
+    @Flag(help: "Print the status as JSON.") var json = false
+
+    func run() async throws {
+        let address = try connection.address()
+        var configuration = target.configuration
+        configuration.readOnly = true
+        let store: Store
+        do { store = try Store.openExisting(at: target.url, configuration: configuration) } catch {
+            throw failure(error)
+        }
+        defer { store.close() }
+        do {
+            printStatus(try await Cluster.status(address: address, store: store), json: json)
+        } catch { throw failure(error) }
+    }
+}
+
+struct ClusterCompactCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "compact",
+        abstract: "Publish this replica's state as the cluster's snapshot and trim the log behind it.",
+        discussion: """
+        The replica catches up first, so the snapshot is at the cluster's head as this replica last \
+        saw it. Replicas behind the new horizon must be made again with `cluster join`. Each \
+        replica's own log is compacted with `storectl compact`.
+        """
+    )
+
+    @OptionGroup var target: StoreArgument
+    @OptionGroup var connection: PostgresOption
+    @Flag(help: "Print the status as JSON.") var json = false
+
+    func run() async throws {
+        let address = try connection.address()
+        do {
+            let store = try Store.openExisting(at: target.url, configuration: target.configuration)
+            defer { store.close() }
+            let replica = try await ClusterReplica.open(store: store, address: address)
+            defer { replica.close() }
+            printStatus(try await Cluster.compact(replica: replica), json: json)
+        } catch { throw failure(error) }
+    }
+}
+
+/// Opens a store to write to: a replica of a cluster is attached to it (its saves go through the
+/// cluster); any other store is opened as it is.
+func openForWriting(_ target: StoreArgument, postgres: PostgresOption) async throws -> (Store, ClusterReplica?) {
+    let store = try Store.openExisting(at: target.url, configuration: target.configuration)
+    do {
+        guard try store.replicaClusterID != nil else { return (store, nil) }
+        let replica = try await ClusterReplica.open(store: store, address: try ClusterAddress.resolve(postgres.postgres))
+        return (store, replica)
+    } catch {
+        store.close()
+        throw error
+    }
+}
+
+private func printStatus(_ s: ClusterStatus, json: Bool) {
+    if json {
+        var fields: [(String, JSONValue)] = [
+            ("cluster", .string(s.clusterID)), ("model", .string(s.model)),
+            ("schemaVersion", .int(Int64(s.schemaVersion))), ("head", .int(Int64(s.head))),
+            ("horizon", .int(Int64(s.horizon))),
+        ]
+        if let applied = s.applied { fields.append(("applied", .int(Int64(applied)))) }
+        if let lag = s.lag { fields.append(("lag", .int(Int64(lag)))) }
+        if let snapshot = s.snapshot {
+            fields.append(("snapshot", .object([("position", .int(Int64(snapshot.position))),
+                                                ("bytes", .int(Int64(snapshot.bytes)))])))
+        }
+        fields.append(("replicas", .array(s.replicas.map { r in
+            .object([("name", .string(r.name)), ("applied", .int(Int64(r.applied))), ("host", .string(r.host)),
+                     ("pid", .int(Int64(r.processID))), ("secondsSinceSeen", .double(r.secondsSinceSeen))])
+        })))
+        printJSON(.object(fields))
+        return
+    }
+    print("cluster \(s.clusterID) (model \(s.model) v\(s.schemaVersion))")
+    print("  head:      \(s.head)")
+    print("  horizon:   \(s.horizon) (the log holds the transactions after it)")
+    if let applied = s.applied, let lag = s.lag { print("  this replica: applied \(applied), lag \(lag)") }
+    if let snapshot = s.snapshot {
+        print("  snapshot:  at \(snapshot.position), \(formatBytes(snapshot.bytes))")
+    }
+    for r in s.replicas {
+        print("  replica \(r.name): applied \(r.applied), pid \(r.processID) on \(r.host), seen " +
+              "\(String(format: "%.1f", r.secondsSinceSeen)) s ago")
+    }
+}
