@@ -77,6 +77,12 @@ let package = Package(
             name: "StrataTests",
             dependencies: ["Strata", "StrataLMDB", "LibraryModel", "StrataTestSupport", "storectl", "strata-generate"]
         ),
+        // A cluster against a real PostgreSQL (a private server each test process starts with
+        // Tools/postgres): replicas in one process and as storectl processes, kills, restarts.
+        .testTarget(
+            name: "StrataClusterTests",
+            dependencies: ["Strata", "StrataCluster", "LibraryModel", "StrataTestSupport", "storectl"]
+        ),
         // Processes killed with SIGKILL, injected faults (byte flips, resource limits, full disks),
         // several processes on one store; most use Tools/reliability's child program.
         .testTarget(

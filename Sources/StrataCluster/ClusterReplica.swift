@@ -92,12 +92,16 @@ public final class ClusterReplica: Sendable {
     /// `host:store path`, unique per store on a machine.
     static func defaultName(_ store: Store) -> String { "\(ProcessInfo.processInfo.hostName):\(store.path)" }
 
-    /// Stops following the log and detaches the store from the cluster (its saves fail until a
-    /// replica is opened again). Does not close the store.
-    public func close() {
-        follower.stop()
-        store.detachReplication()
-        log.session.close()
+    /// Stops following the log (after a last report of this replica's position to the cluster)
+    /// and detaches the store from the cluster: its saves fail until a replica is opened again.
+    /// Does not close the store.
+    public func close() async {
+        let follower = self.follower, store = self.store, log = self.log
+        _ = try? await offPool("close") {
+            follower.stop()
+            store.detachReplication()
+            log.session.close()
+        }
     }
 
     /// Waits until this replica has applied the cluster's log up to `position` (or the cluster's
@@ -169,6 +173,7 @@ final class Follower: Sendable {
         guard running else { return }
         wake.signal()
         finished.wait()
+        if let head = try? store.lastTransactionID { try? heartbeat(head) }
         session.close()
     }
 

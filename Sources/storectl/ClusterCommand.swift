@@ -87,8 +87,9 @@ struct ClusterJoinCommand: AsyncParsableCommand {
             let store = try await Cluster.join(at: target.url, address: address, configuration: target.configuration)
             defer { store.close() }
             let replica = try await ClusterReplica.open(store: store, address: address)
-            defer { replica.close() }
-            printStatus(try await replica.status(), json: json)
+            let status = await Result(catching: { try await replica.status() })
+            await replica.close()
+            printStatus(try status.get(), json: json)
         } catch { throw failure(error) }
     }
 }
@@ -144,8 +145,9 @@ struct ClusterCompactCommand: AsyncParsableCommand {
             let store = try Store.openExisting(at: target.url, configuration: target.configuration)
             defer { store.close() }
             let replica = try await ClusterReplica.open(store: store, address: address)
-            defer { replica.close() }
-            printStatus(try await Cluster.compact(replica: replica), json: json)
+            let status = await Result(catching: { try await Cluster.compact(replica: replica) })
+            await replica.close()
+            printStatus(try status.get(), json: json)
         } catch { throw failure(error) }
     }
 }
@@ -161,6 +163,12 @@ func openForWriting(_ target: StoreArgument, postgres: PostgresOption) async thr
     } catch {
         store.close()
         throw error
+    }
+}
+
+extension Result where Failure == Error {
+    init(catching body: () async throws -> Success) async {
+        do { self = .success(try await body()) } catch { self = .failure(error) }
     }
 }
 

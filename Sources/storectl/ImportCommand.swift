@@ -93,10 +93,13 @@ struct ImportCommand: AsyncParsableCommand {
         } catch {
             throw failure(error)
         }
-        defer {
-            replica?.close()
-            store.close()
-        }
+        defer { store.close() }
+        let outcome = await Result(catching: { try await importInto(store, options: options) })
+        await replica?.close()
+        try outcome.get()
+    }
+
+    private func importInto(_ store: Store, options: ImportOptions) async throws {
         let importer = Importer(store: store, options: options)
         let reporter = Task { [quiet] in
             let bar = ProgressBar(quiet: quiet)

@@ -1,0 +1,265 @@
+import Foundation
+import LibraryModel
+import Strata
+import StrataTestSupport
+import Synchronization
+import Testing
+@testable import StrataCluster
+
+/// Replicas of one cluster in one process, each a store of its own directory, against a real
+/// PostgreSQL: saves on any replica, read on all; the follower; one total order.
+@Suite(.serialized) struct ClusterReplicationTests {
+    @Test func savesOnOneReplicaAreReadOnTheOthersUnderTheSameIDs() async throws {
+        try await withCluster(replicas: 3, seed: { store in
+            _ = try await store.save { $0.insert(Genre(name: "Seeded")) }
+        }) { c in
+            let (a, b, d) = (c.replicas[0], c.replicas[1], c.replicas[2])
+            let t1 = newTrack("from a"), t2 = newTrack("from b")
+            let id1 = try await a.store.save { $0.insert(t1) }
+            // The save returns once PostgreSQL committed it and this replica applied it.
+            #expect(try a.store.mainContext.object(Track.self, id: t1.id)?.title == "from a")
+            let id2 = try await b.store.save { $0.insert(t2) }
+            #expect(id2 > id1, "b's save is ordered after a's: b caught up before appending")
+            #expect(try b.store.mainContext.object(Track.self, id: t1.id)?.title == "from a")
+            let head = try await c.catchUpAll()
+            #expect(head == id2)
+            for r in [a, b, d] {
+                #expect(try r.store.lastTransactionID == head)
+                #expect(try r.store.mainContext.object(Track.self, id: t2.id)?.title == "from b")
+                #expect(try r.store.changes(in: id1).author == "main")
+                #expect(try r.store.verify().ok)
+            }
+            let exports = try [a, b, d].map { try ClusterFixture.exported($0.store) }
+            #expect(exports[0] == exports[1] && exports[1] == exports[2])
+            #expect(exports[0].contains("Seeded"))
+        }
+    }
+
+    @Test func theFollowerPublishesOtherMachinesCommitsToChangeStreams() async throws {
+        try await withCluster(replicas: 2) { c in
+            let stream = c.replicas[1].store.changes()
+            let t = newTrack("published")
+            let id = try await c.replicas[0].store.save(author: "machine a") { $0.insert(t) }
+            // No catch-up by hand: the follower (notification or poll) applies and publishes it.
+            var seen: CommittedTransaction?
+            for await event in stream {
+                if case .committed(let tx) = event, tx.id == id {
+                    seen = tx
+                    break
+                }
+            }
+            #expect(seen?.author == "machine a")
+            #expect(seen?.changedObjects["Track"] == [t.id])
+            #expect(try c.replicas[1].store.mainContext.object(Track.self, id: t.id)?.title == "published")
+        }
+    }
+
+    @Test func oneUniqueKeyContestedByThreeReplicasHasExactlyOneWinner() async throws {
+        // What one machine answers to the second insert of a unique name.
+        let alone = try await withLibraryStore { store -> ValidationFailure.Kind? in
+            _ = try await store.save { $0.insert(Genre(name: "Contested")) }
+            do {
+                _ = try await store.save { $0.insert(Genre(name: "Contested")) }
+                return nil
+            } catch StrataError.validation(let f) { return f.kind }
+        }
+        #expect(alone == .uniqueConstraint)
+        try await withCluster(replicas: 3) { c in
+            for round in 0..<5 {
+                let name = "Contested \(round)"
+                let outcomes = await withTaskGroup(of: Result<TransactionID, Error>.self) { group in
+                    for r in c.replicas {
+                        group.addTask { await Result(catching: { try await r.store.save { $0.insert(Genre(name: name)) } }) }
+                    }
+                    var all: [Result<TransactionID, Error>] = []
+                    for await o in group { all.append(o) }
+                    return all
+                }
+                let won = outcomes.filter { if case .success = $0 { true } else { false } }
+                #expect(won.count == 1, "round \(round): \(outcomes)")
+                for case .failure(let error) in outcomes {
+                    guard case StrataError.validation(let f) = error else {
+                        Issue.record("round \(round): \(error)")
+                        continue
+                    }
+                    #expect(f.kind == alone)
+                }
+            }
+            try await c.catchUpAll()
+            for r in c.replicas {
+                #expect(try r.store.mainContext.count(Query(entity: "Genre")) == 5)
+            }
+        }
+    }
+
+    @Test func aConflictingEditAcrossMachinesFollowsTheMergePolicy() async throws {
+        let policies: [(String, MergePolicy)] = [
+            ("fail", .fail), ("store", .storeWins), ("context", .contextWins),
+            ("merge-context", .propertyMerge(preferring: .context)), ("merge-store", .propertyMerge(preferring: .store)),
+        ]
+        try await withCluster(replicas: 2) { c in
+            let (a, b) = (c.replicas[0], c.replicas[1])
+            for (name, policy) in policies {
+                let t = newTrack("base")
+                _ = try await a.store.save { $0.insert(t) }
+                try await b.catchUp()
+                // b's editor reads the track, then a changes it on the other machine.
+                let child = b.store.mainContext.newChild(label: "editor", mergePolicy: policy)
+                try child.set(Track.title, of: t.id, to: "mine")
+                try child.set(Track.durationSeconds, of: t.id, to: 200)
+                _ = try await a.store.save { changes in
+                    changes.set(Track.rating, of: t.id, to: 5.0)
+                    changes.set(Track.durationSeconds, of: t.id, to: 300)
+                }
+                // b has not applied a's save yet (or has: either way the commit is judged at the
+                // cluster's head).
+                do {
+                    try await child.commit()
+                    #expect(name != "fail", "a conflicting commit succeeded under .fail")
+                } catch StrataError.conflict(let list) {
+                    #expect(name == "fail")
+                    #expect(list.map(\.objectID) == [t.id])
+                }
+                try await c.catchUpAll()
+                for r in [a, b] {
+                    let track = try #require(try r.store.mainContext.object(Track.self, id: t.id))
+                    let got = (track.title, track.durationSeconds, track.rating)
+                    switch name {
+                    case "fail": #expect(got == ("base", 300, 5), "\(name)")
+                    case "store": #expect(got == ("base", 300, 5), "\(name)")
+                    case "context", "merge-context": #expect(got == ("mine", 200, 5), "\(name)")
+                    default: #expect(got == ("mine", 300, 5), "\(name)")
+                    }
+                }
+            }
+        }
+    }
+
+    @Test func aReplicaWithoutItsClusterRefusesSavesAndBulkImports() async throws {
+        try await withCluster(replicas: 1) { c in
+            let replica = c.replicas[0]
+            await replica.close()
+            do {
+                _ = try await replica.store.save { $0.insert(newTrack("lost")) }
+                Issue.record("a detached replica saved locally")
+            } catch StrataError.replication(let e) {
+                #expect(e.kind == .notAttached)
+            }
+            let input = c.root.appendingPathComponent("one.ndjson")
+            try Data(#"{"entity":"Genre","name":"Bulk"}"#.utf8 + [10]).write(to: input)
+            var options = ImportOptions()
+            options.mode = .bulk
+            await #expect(throws: StrataError.self) {
+                _ = try await Importer(store: replica.store, options: options).run(files: [input.path])
+            }
+            #expect(try replica.store.mainContext.count(Query(entity: "Genre")) == 0)
+        }
+    }
+
+    @Test func aReplicaDownFor10000TransactionsCatchesUp() async throws {
+        try await withCluster(replicas: 2) { c in
+            let (a, b) = (c.replicas[0], c.replicas[1])
+            await b.close()
+            // 16 savers: group commit appends many saves in one PostgreSQL statement.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for saver in 0..<16 {
+                    group.addTask {
+                        for i in 0..<625 { _ = try await a.store.save { $0.insert(newTrack("t\(saver)-\(i)")) } }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let head = try a.store.lastTransactionID
+            #expect(head.rawValue >= 10_000)
+            let again = try await ClusterReplica.open(store: b.store, address: c.address, name: "r1 again")
+            #expect(try again.store.lastTransactionID == head)
+            #expect(try again.store.mainContext.count(Query(entity: "Track")) == 10_000)
+            #expect(try ClusterFixture.exported(a.store) == ClusterFixture.exported(again.store))
+            await again.close()
+        }
+    }
+
+    @Test func aLateReplicaJoinsFromTheLatestSnapshotAndOneBehindTheHorizonIsToldToRejoin() async throws {
+        try await withCluster(replicas: 2) { c in
+            let (a, b) = (c.replicas[0], c.replicas[1])
+            await b.close()
+            for i in 0..<50 { _ = try await a.store.save { $0.insert(newTrack("before \(i)")) } }
+            let status = try await Cluster.compact(replica: a)
+            #expect(status.horizon == status.head && status.snapshot?.position == status.head)
+            for i in 0..<10 { _ = try await a.store.save { $0.insert(newTrack("after \(i)")) } }
+            // b is behind the new horizon: a clear error, nothing applied.
+            do {
+                _ = try await ClusterReplica.open(store: b.store, address: c.address, name: "r1")
+                Issue.record("a replica behind the horizon caught up")
+            } catch StrataError.replication(let e) {
+                #expect(e.kind == .behindRetention)
+                #expect(e.reason.contains("cluster join"))
+            }
+            // A new replica joins from the snapshot and applies the ten after it.
+            let late = try await Cluster.join(at: c.root.appendingPathComponent("late"), address: c.address)
+            let replica = try await ClusterReplica.open(store: late, address: c.address, name: "late")
+            #expect(try late.lastTransactionID == a.store.lastTransactionID)
+            #expect(try late.mainContext.count(Query(entity: "Track")) == 60)
+            #expect(try ClusterFixture.exported(a.store) == ClusterFixture.exported(late))
+            await replica.close()
+            late.close()
+        }
+    }
+
+    @Test func concurrentAppendsAtOneHeadLeaveGapFreeIDsInCommitOrder() async throws {
+        let server = try TestPostgres.shared()
+        try await withCluster(replicas: 1, postgres: server) { c in
+            await c.replicas[0].close()
+            // Eight threads append raw entries as fast as they can, each at the head it last read.
+            let appended = Appended()
+            let rounds = 40
+            let done = DispatchGroup()
+            for t in 0..<8 {
+                done.enter()
+                DispatchQueue.global().async {
+                    defer { done.leave() }
+                    let session = PostgresSession(address: c.address, logger: .init(label: "test"))
+                    defer { session.close() }
+                    let log = SharedLog(session: session, replica: "thread \(t)")
+                    var mine = 0
+                    while mine < rounds {
+                        guard let head = try? Cluster.readCluster(session).head else { continue }
+                        let entries = (1...3).map { k in
+                            ReplicatedEntry(transactionID: TransactionID(head + UInt64(k)), bytes: [UInt8(t), UInt8(k)],
+                                            author: "thread \(t)", timestampMs: 0, schemaVersion: 2)
+                        }
+                        if (try? log.append(entries, after: TransactionID(head))) == .appended {
+                            appended.starts.withLock { $0.append(head + 1) }
+                            mine += 1
+                        }
+                    }
+                }
+            }
+            await withCheckedContinuation { (k: CheckedContinuation<Void, Never>) in
+                done.notify(queue: .global()) { k.resume() }
+            }
+            let starts = appended.starts.withLock { $0 }.sorted()
+            let expected: [UInt64] = (0..<(8 * rounds)).map { UInt64(1 + 3 * $0) }
+            #expect(starts.count == 8 * rounds)
+            #expect(starts == expected, "every append starts right after the last")
+            let ids = try c.postgres.sql("SELECT count(*), min(id), max(id) FROM strata_log", database: c.address.database)
+            #expect(ids == "\(8 * rounds * 3)|1|\(8 * rounds * 3)")
+            // Stale heads are refused without appending.
+            let session = PostgresSession(address: c.address, logger: .init(label: "test"))
+            defer { session.close() }
+            let stale = ReplicatedEntry(transactionID: TransactionID(1), bytes: [0], author: "x", timestampMs: 0,
+                                        schemaVersion: 2)
+            #expect(try SharedLog(session: session, replica: "x").append([stale], after: TransactionID(0)) == .behind)
+        }
+    }
+}
+
+final class Appended: Sendable {
+    let starts = Mutex<[UInt64]>([])
+}
+
+extension Result where Failure == Error {
+    init(catching body: () async throws -> Success) async {
+        do { self = .success(try await body()) } catch { self = .failure(error) }
+    }
+}
