@@ -77,11 +77,19 @@ let package = Package(
             name: "StrataTests",
             dependencies: ["Strata", "StrataLMDB", "LibraryModel", "StrataTestSupport", "storectl", "strata-generate"]
         ),
+        // The writer process of the cluster tests: saves through a replica, records each call and
+        // its outcome, and can kill itself around its append.
+        .executableTarget(
+            name: "strata-cluster-child",
+            dependencies: ["Strata", "StrataCluster", "LibraryModel"],
+            path: "Tests/StrataClusterChild"
+        ),
         // A cluster against a real PostgreSQL (a private server each test process starts with
         // Tools/postgres): replicas in one process and as storectl processes, kills, restarts.
         .testTarget(
             name: "StrataClusterTests",
-            dependencies: ["Strata", "StrataCluster", "LibraryModel", "StrataTestSupport", "storectl"]
+            dependencies: ["Strata", "StrataCluster", "LibraryModel", "StrataTestSupport", "storectl",
+                           "strata-cluster-child"]
         ),
         // Processes killed with SIGKILL, injected faults (byte flips, resource limits, full disks),
         // several processes on one store; most use Tools/reliability's child program.

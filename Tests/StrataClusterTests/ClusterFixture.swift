@@ -42,12 +42,23 @@ final class ClusterFixture: Sendable {
 
     /// Detaches every replica, closes every store, removes the directories.
     func close() async {
+        await release()
+        try? FileManager.default.removeItem(at: root)
+    }
+
+    /// Detaches every replica and closes every store, so that other processes can take them.
+    func release() async {
         for r in replicas {
             await r.close()
             r.store.close()
         }
-        try? FileManager.default.removeItem(at: root)
     }
+
+    /// The store directory of replica `i`.
+    func storePath(_ i: Int) -> String { root.appendingPathComponent("r\(i)").path }
+
+    /// A URL other processes can reach the cluster's database with.
+    var url: String { "postgres://\(address.user)@\(address.host):\(address.port)/\(address.database)" }
 
     /// Catches every replica up to the cluster's head; returns the head.
     @discardableResult

@@ -1,0 +1,108 @@
+// The writer process of the cluster tests: opens a replica, saves one track per transaction, and
+// records every call and its outcome in a history file (appended and synced line by line), for
+// the checker of StrataClusterTests. Optionally kills itself with SIGKILL at a chosen point of a
+// chosen save: before its append to PostgreSQL, after PostgreSQL committed it (before the local
+// commit), or after its acknowledgement was recorded.
+//
+// Usage: strata-cluster-child STORE POSTGRES-URL NAME COUNT HISTORY [POINT:INDEX]
+//        POINT: before-append | after-append | after-ack
+import Foundation
+import LibraryModel
+import Strata
+import Synchronization
+@testable import StrataCluster
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 6, let count = Int(arguments[4]) else {
+    FileHandle.standardError.write(Data("usage: strata-cluster-child STORE URL NAME COUNT HISTORY [POINT:INDEX]\n".utf8))
+    exit(64)
+}
+let (storePath, url, name, historyPath) = (arguments[1], arguments[2], arguments[3], arguments[5])
+/// Where to die, from the last argument: a point and a save's index.
+struct KillPoint: Sendable {
+    let point: String
+    let index: Int
+}
+let killPoint: KillPoint? = {
+    guard CommandLine.arguments.count > 6 else { return nil }
+    let parts = CommandLine.arguments[6].split(separator: ":")
+    guard parts.count == 2, let index = Int(parts[1]) else { exit(64) }
+    return KillPoint(point: String(parts[0]), index: index)
+}()
+
+let history = open(historyPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+guard history >= 0 else { exit(73) }
+
+func now() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+/// One history line, on disk before the program goes on.
+func record(_ line: String) {
+    let bytes = Array((line + " \(now())\n").utf8)
+    _ = bytes.withUnsafeBytes { write(history, $0.baseAddress, $0.count) }
+    fsync(history)
+}
+
+/// The save the process is making (for the kill points inside the append).
+let current = Atomic<Int>(-1)
+
+/// The cluster's log with the kill points of this program around the append.
+final class KillingLog: ReplicationLog {
+    let inner: any ReplicationLog
+    let kill: KillPoint?
+    init(_ inner: any ReplicationLog, kill: KillPoint?) {
+        self.inner = inner
+        self.kill = kill
+    }
+
+    func append(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> ReplicationAppend {
+        let index = current.load(ordering: .relaxed)
+        if let k = kill, k.point == "before-append", k.index == index { raise(SIGKILL) }
+        let outcome = try inner.append(entries, after: head)
+        if let k = kill, k.point == "after-append", k.index == index, outcome == .appended { raise(SIGKILL) }
+        return outcome
+    }
+
+    func entries(after position: TransactionID, limit: Int) throws -> [ReplicatedEntry] {
+        try inner.entries(after: position, limit: limit)
+    }
+}
+
+func kind(_ error: Error) -> String {
+    switch error {
+    case StrataError.replication(let e): return "\(e.kind)"
+    case StrataError.validation(let f): return "validation-\(f.kind.rawValue)"
+    default: return "other"
+    }
+}
+
+let store: Store
+let replica: ClusterReplica
+do {
+    let address = try ClusterAddress(url: url)
+    store = try Store.openExisting(at: URL(fileURLWithPath: storePath))
+    replica = try await ClusterReplica.open(store: store, address: address, name: name, pollInterval: .milliseconds(50))
+    try store.attachReplication(KillingLog(replica.log, kill: killPoint))
+} catch {
+    FileHandle.standardError.write(Data("strata-cluster-child: \(error)\n".utf8))
+    exit(75)
+}
+for i in 0..<count {
+    current.store(i, ordering: .relaxed)
+    let track = Track(mbid: UUID(), title: "\(name)-\(i)", durationSeconds: i,
+                      addedAt: Date(timeIntervalSince1970: 1_700_000_000))
+    record("call \(name) \(i)")
+    do {
+        let tx = try await store.save(author: name) { $0.insert(track) }
+        record("ok \(name) \(i) \(tx.rawValue)")
+        if let k = killPoint, k.point == "after-ack", k.index == i { raise(SIGKILL) }
+    } catch {
+        record("fail \(name) \(i) \(kind(error))")
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+}
+await replica.close()
+store.close()

@@ -1,0 +1,142 @@
+import Foundation
+import LibraryModel
+import Strata
+import StrataTestSupport
+import Testing
+@testable import StrataCluster
+
+/// Replicas as separate processes (strata-cluster-child and storectl) writing concurrently,
+/// killed with SIGKILL around their commit, and PostgreSQL restarted under them; afterwards every
+/// replica holds the same state and the recorded history passes ``ClusterHistory``'s checks.
+@Suite(.serialized) struct ClusterProcessTests {
+    static let child = URL(fileURLWithPath: storectlPath).deletingLastPathComponent()
+        .appendingPathComponent("strata-cluster-child").path
+
+    /// Runs the writer process to completion (on a thread of its own) and returns its status.
+    static func runChild(_ c: ClusterFixture, replica: Int, name: String, count: Int, history: URL,
+                         kill: String? = nil) async throws -> ProcessResult {
+        let arguments = [c.storePath(replica), c.url, name, "\(count)", history.path] + (kill.map { [$0] } ?? [])
+        return try await withCheckedThrowingContinuation { k in
+            DispatchQueue.global().async { k.resume(with: Result { try spawn(child, arguments) }) }
+        }
+    }
+
+    /// Opens every replica again in this process, catches all up, and checks that they agree:
+    /// one head, equal exports, a clean verify. Returns the first store (closed by `body`'s end).
+    static func reopenAndCompare<R>(_ c: ClusterFixture, _ body: (Store) throws -> R) async throws -> R {
+        var replicas: [ClusterReplica] = []
+        for i in c.replicas.indices {
+            let store = try Store.openExisting(at: URL(fileURLWithPath: c.storePath(i)))
+            replicas.append(try await ClusterReplica.open(store: store, address: c.address, name: "check r\(i)"))
+        }
+        let head = TransactionID(try await Cluster.status(address: c.address).head)
+        var exports: [String] = []
+        for r in replicas {
+            try await r.catchUp(to: head)
+            #expect(try r.store.lastTransactionID == head)
+            #expect(try r.store.verify().ok)
+            exports.append(try ClusterFixture.exported(r.store))
+        }
+        #expect(Set(exports).count == 1, "the replicas' states differ")
+        let result = Result { try body(replicas[0].store) }
+        for r in replicas {
+            await r.close()
+            r.store.close()
+        }
+        return try result.get()
+    }
+
+    @Test func threeReplicaProcessesSavingAndImportingAgreeOnOneOrder() async throws {
+        try await withCluster(replicas: 3) { c in
+            await c.release()
+            let histories = (0..<3).map { c.root.appendingPathComponent("history-\($0)") }
+            // An import into the third replica, beside the savers: it writes through the cluster.
+            let input = c.root.appendingPathComponent("import.ndjson")
+            let titles = (0..<300).map { "imported \($0)" }
+            let lines = titles.enumerated().map { i, title in
+                #"{"entity":"Track","mbid":"\#(UUID().uuidString.lowercased())","title":"\#(title)","durationSeconds":\#(i),"addedAt":"2026-01-01T00:00:00Z"}"#
+            }
+            try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: input)
+            async let importer: ProcessResult = withCheckedThrowingContinuation { k in
+                DispatchQueue.global().async {
+                    k.resume(with: Result {
+                        try spawn(storectlPath, ["import", c.storePath(2), input.path, "--batch", "10", "--quiet",
+                                                 "--postgres", c.url])
+                    })
+                }
+            }
+            async let r0 = Self.runChild(c, replica: 0, name: "p0", count: 150, history: histories[0])
+            async let r1 = Self.runChild(c, replica: 1, name: "p1", count: 150, history: histories[1])
+            async let r2 = Self.runChild(c, replica: 2, name: "p2", count: 150, history: histories[2])
+            let results = try await [r0, r1, r2, importer]
+            for r in results { #expect(r.status == 0, "\(r.stderr)") }
+            let history = try ClusterHistory(files: histories)
+            #expect(history.acknowledged.count == 450)
+            let problems = try await Self.reopenAndCompare(c) { store in
+                try history.problems(in: store, others: Set(titles))
+            }
+            #expect(problems.isEmpty, "\(problems.prefix(10))")
+        }
+    }
+
+    @Test(arguments: ["before-append", "after-append", "after-ack"])
+    func aReplicaKilledAroundItsCommitRecovers(point: String) async throws {
+        try await withCluster(replicas: 2) { c in
+            await c.release()
+            let history = c.root.appendingPathComponent("history")
+            let killed = try await Self.runChild(c, replica: 0, name: "k", count: 10, history: history,
+                                                 kill: "\(point):3")
+            #expect(killed.status == 128 + SIGKILL, "\(killed.stderr)")
+            // The other replica saves meanwhile; then the killed one starts again and saves on.
+            let other = try await Self.runChild(c, replica: 1, name: "o", count: 5, history: history)
+            let again = try await Self.runChild(c, replica: 0, name: "k2", count: 5, history: history)
+            #expect(other.status == 0 && again.status == 0, "\(other.stderr) \(again.stderr)")
+            let h = try ClusterHistory(files: [history])
+            let problems = try await Self.reopenAndCompare(c) { store -> [String] in
+                let found = try store.mainContext.fetch(Track.self).filter { $0.title == "k-3" }.count
+                switch point {
+                case "before-append": #expect(found == 0, "killed before its append, yet applied")
+                default: #expect(found == 1, "in PostgreSQL before the kill, found \(found) time(s)")
+                }
+                return try h.problems(in: store)
+            }
+            #expect(problems.isEmpty, "\(problems)")
+            #expect(h.acknowledged.count == (point == "after-ack" ? 4 : 3) + 10)
+        }
+    }
+
+    @Test func postgresRestartedInTheMiddleOfARun() async throws {
+        let server = try TestPostgres.start()
+        defer { try? server.stop() }
+        try await withCluster(replicas: 2, postgres: server) { c in
+            await c.release()
+            let histories = (0..<2).map { c.root.appendingPathComponent("history-\($0)") }
+            async let r0 = Self.runChild(c, replica: 0, name: "p0", count: 300, history: histories[0])
+            async let r1 = Self.runChild(c, replica: 1, name: "p1", count: 300, history: histories[1])
+            // Restarted once both writers are well under way.
+            while try histories.contains(where: { file in
+                let text = (try? String(contentsOf: file, encoding: .utf8)) ?? ""
+                return text.components(separatedBy: "\nok ").count < 30
+            }) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            try server.restart()
+            let restarted = monotonicNanoseconds()
+            let results = try await [r0, r1]
+            for r in results { #expect(r.status == 0, "\(r.stderr)") }
+            let h = try ClusterHistory(files: histories)
+            let after = h.acknowledged.filter { $0.called > restarted }.count
+            #expect(after > 0, "no save was acknowledged after the restart")
+            #expect(h.operations.count == 600)
+            let problems = try await Self.reopenAndCompare(c) { try h.problems(in: $0) }
+            #expect(problems.isEmpty, "\(problems.prefix(10))")
+        }
+    }
+}
+
+/// CLOCK_MONOTONIC, as the writer processes stamp their history.
+func monotonicNanoseconds() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
