@@ -206,6 +206,27 @@ import Testing
         }
     }
 
+    @Test func aReplicaCompactsItsOwnLogAndGoesOnReplicatingButDoesNotMigrateAlone() async throws {
+        try await withCluster(replicas: 2) { c in
+            let (a, b) = (c.replicas[0], c.replicas[1])
+            for i in 0..<20 { _ = try await a.store.save { $0.insert(newTrack("t\(i)")) } }
+            let report = try await a.store.compact()
+            #expect(report.logEntriesAfter == 0)
+            _ = try await b.store.save { $0.insert(newTrack("after the compaction")) }
+            let id = try await a.store.save { $0.insert(newTrack("from the compacted replica")) }
+            let head = try await c.catchUpAll()
+            #expect(id == head)
+            #expect(try ClusterFixture.exported(a.store) == ClusterFixture.exported(b.store))
+            #expect(try a.store.verify().ok)
+            do {
+                _ = try await a.store.migrate(schemas: try Schema.loadAll(directory: librarySchemaDirectory))
+                Issue.record("a replica migrated alone")
+            } catch let e as MigrationError {
+                #expect(e.reason.contains("replica of a cluster"))
+            }
+        }
+    }
+
     @Test func concurrentAppendsAtOneHeadLeaveGapFreeIDsInCommitOrder() async throws {
         let server = try TestPostgres.shared()
         try await withCluster(replicas: 1, postgres: server) { c in

@@ -56,6 +56,14 @@ extension Store {
                         progress: (@Sendable (MigrationProgress) -> Void)? = nil) async throws -> MigrationReport {
         try checkUsable()
         guard let writer, let lock else { throw StrataError.readOnly(path: path) }
+        if writer.isReplica.load(ordering: .acquiring) {
+            // Migrated alone, the replica would rewrite its log under ids the cluster's log keeps.
+            throw MigrationError(reason: """
+                \(path) is a replica of a cluster: a schema migration must happen at one position of the \
+                cluster's log on every replica, which Strata does not do yet; replicas refuse the entries of a \
+                newer schema version
+                """)
+        }
         // One compaction or migration at a time (see `MaintenanceGate`); checked again after the wait.
         await maintenance.enter()
         defer { maintenance.leave() }
