@@ -72,18 +72,20 @@ public final class ClusterReplica: Sendable {
                 \(cluster.id)
                 """)
         }
-        let log = SharedLog(session: writerSession, replica: name)
+        writerSession.close()
+        let log = SharedLog(session: PostgresSession(address: address, logger: logger, expectedCluster: cluster.id),
+                            replica: name)
         try store.attachReplication(log)
         do {
             try await store.catchUpReplica()
         } catch {
             store.detachReplication()
-            writerSession.close()
+            log.session.close()
             throw error
         }
         let follower = Follower(store: store, name: name,
-                                session: PostgresSession(address: address, logger: logger), interval: pollInterval,
-                                logger: logger)
+                                session: PostgresSession(address: address, logger: logger, expectedCluster: cluster.id),
+                                interval: pollInterval, logger: logger)
         follower.start()
         return ClusterReplica(store: store, name: name, clusterID: cluster.id, address: address,
                               pollInterval: pollInterval, log: log, follower: follower)

@@ -16,9 +16,15 @@ final class PostgresSession: Sendable {
     private let calls = Mutex<Void>(())
     private let nextID = Atomic<Int>(1)
 
-    init(address: ClusterAddress, logger: Logger) {
+    /// The cluster every new connection must find in the database (nil: not checked), so that a
+    /// replica never appends to another cluster's log behind the same URL (a database restored
+    /// from another cluster's backup, a URL edited to point elsewhere).
+    let expectedCluster: String?
+
+    init(address: ClusterAddress, logger: Logger, expectedCluster: String? = nil) {
         self.address = address
         self.logger = logger
+        self.expectedCluster = expectedCluster
     }
 
     /// How a failed statement ended.
@@ -80,8 +86,21 @@ final class PostgresSession: Sendable {
             let conn = try PostgresConnection.connect(on: PostgresConnection.defaultEventLoopGroup.next(),
                                                       configuration: address.configuration, id: id,
                                                       logger: logger).wait()
+            if let expectedCluster {
+                let found = try conn.query("SELECT cluster_id FROM strata_cluster", logger: logger).wait()
+                    .first?.decode(String.self)
+                guard found == expectedCluster else {
+                    let closing: EventLoopFuture<Void> = conn.close()
+                    _ = closing
+                    throw ClusterError(.wrongStore, """
+                        the database at \(address) holds cluster \(found ?? "none"), not this replica's \(expectedCluster)
+                        """)
+                }
+            }
             connection.withLock { $0 = conn }
             return conn
+        } catch let e as ClusterError {
+            throw .notConnected(e.reason)
         } catch {
             throw .notConnected("cannot connect to PostgreSQL at \(address): \(Self.describe(error))")
         }

@@ -79,17 +79,30 @@ func kind(_ error: Error) -> String {
     }
 }
 
-let store: Store
-let replica: ClusterReplica
-do {
-    let address = try ClusterAddress(url: url)
-    store = try Store.openExisting(at: URL(fileURLWithPath: storePath))
-    replica = try await ClusterReplica.open(store: store, address: address, name: name, pollInterval: .milliseconds(50))
-    try store.attachReplication(KillingLog(replica.log, kill: killPoint))
-} catch {
+func fail(_ error: Error) -> Never {
     FileHandle.standardError.write(Data("strata-cluster-child: \(error)\n".utf8))
     exit(75)
 }
+
+let store: Store
+do { store = try Store.openExisting(at: URL(fileURLWithPath: storePath)) } catch { fail(error) }
+// PostgreSQL may be restarting: tries for ten seconds.
+var opened: ClusterReplica?
+for attempt in 0..<100 {
+    do {
+        opened = try await ClusterReplica.open(store: store, address: try ClusterAddress(url: url), name: name,
+                                               pollInterval: .milliseconds(50))
+        break
+    } catch let e as ClusterError where e.kind == .unavailable && attempt < 99 {
+        try? await Task.sleep(for: .milliseconds(100))
+    } catch StrataError.replication(let e) where e.kind == .unavailable && attempt < 99 {
+        try? await Task.sleep(for: .milliseconds(100))
+    } catch {
+        fail(error)
+    }
+}
+guard let replica = opened else { fail(ClusterError(.unavailable, "no replica")) }
+do { try store.attachReplication(KillingLog(replica.log, kill: killPoint)) } catch { fail(error) }
 for i in 0..<count {
     current.store(i, ordering: .relaxed)
     let track = Track(mbid: UUID(), title: "\(name)-\(i)", durationSeconds: i,

@@ -132,6 +132,68 @@ import Testing
             #expect(problems.isEmpty, "\(problems.prefix(10))")
         }
     }
+
+    /// Randomized runs: three replica processes with random numbers of saves, half of them
+    /// killed at a random point of a random save (then started again), PostgreSQL restarted in
+    /// some runs; each run checked. `STRATA_CLUSTER_RUNS` (default 3; `Tools/cluster-loop` runs
+    /// 100) and `STRATA_CLUSTER_SEED` (default: random, printed) replay a run exactly as far as
+    /// the choices go (the processes' timing is the machine's).
+    @Test func randomizedRunsWithKillsAndRestarts() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        let runs = Int(environment["STRATA_CLUSTER_RUNS"] ?? "") ?? 3
+        let seed = UInt64(environment["STRATA_CLUSTER_SEED"] ?? "") ?? UInt64.random(in: 0..<1_000_000)
+        let server = try TestPostgres.start()
+        defer { try? server.stop() }
+        var totals = (acknowledged: 0, failed: 0, unknown: 0, kills: 0, restarts: 0)
+        for run in 0..<runs {
+            var rng = SeededGenerator(seed: seed &+ UInt64(run))
+            let points = ["before-append", "after-append", "after-ack"]
+            let plans = (0..<3).map { _ -> (count: Int, kill: String?) in
+                let count = Int.random(in: 10...40, using: &rng)
+                let kill = Bool.random(using: &rng)
+                    ? "\(points.randomElement(using: &rng)!):\(Int.random(in: 0..<count, using: &rng))" : nil
+                return (count, kill)
+            }
+            let restartAfter: Int? = Int.random(in: 0..<10, using: &rng) < 3 ? Int.random(in: 5...15, using: &rng) : nil
+            let label = "seed \(seed), run \(run) (STRATA_CLUSTER_SEED=\(seed &+ UInt64(run)) STRATA_CLUSTER_RUNS=1)"
+            try await withCluster(replicas: 3, postgres: server) { c in
+                await c.release()
+                let histories = (0..<3).map { c.root.appendingPathComponent("history-\($0)") }
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for (i, plan) in plans.enumerated() {
+                        group.addTask {
+                            let first = try await Self.runChild(c, replica: i, name: "r\(run)p\(i)", count: plan.count,
+                                                                history: histories[i], kill: plan.kill)
+                            if plan.kill == nil {
+                                #expect(first.status == 0, "\(label): \(first.stderr)")
+                                return
+                            }
+                            let again = try await Self.runChild(c, replica: i, name: "r\(run)p\(i)b", count: 5,
+                                                                history: histories[i])
+                            #expect(again.status == 0, "\(label): \(again.stderr)")
+                        }
+                    }
+                    if let restartAfter {
+                        try await Task.sleep(for: .milliseconds(restartAfter * 20))
+                        try server.restart()
+                    }
+                    try await group.waitForAll()
+                }
+                let h = try ClusterHistory(files: histories)
+                let problems = try await Self.reopenAndCompare(c) { try h.problems(in: $0) }
+                #expect(problems.isEmpty, "\(label): \(problems.prefix(10))")
+                totals.acknowledged += h.acknowledged.count
+                totals.failed += h.operations.filter { if case .failed = $0.outcome { true } else { false } }.count
+                totals.unknown += h.operations.filter { $0.outcome == .unknown }.count
+            }
+            totals.kills += plans.filter { $0.kill != nil }.count
+            totals.restarts += restartAfter == nil ? 0 : 1
+        }
+        print("""
+            cluster runs: \(runs) (seed \(seed)); saves acknowledged \(totals.acknowledged), failed \(totals.failed), \
+            outcome unknown \(totals.unknown); processes killed \(totals.kills); PostgreSQL restarts \(totals.restarts)
+            """)
+    }
 }
 
 /// CLOCK_MONOTONIC, as the writer processes stamp their history.
