@@ -29,6 +29,7 @@ let package = Package(
             dependencies: [
                 "CLMDBBench",
                 .product(name: "Strata", package: strataIdentity),
+                .product(name: "StrataCluster", package: strataIdentity),
                 .product(name: "LibraryModel", package: strataIdentity),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

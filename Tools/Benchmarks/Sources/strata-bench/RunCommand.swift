@@ -35,7 +35,7 @@ struct RunCommand: AsyncParsableCommand {
     var rounds: Int?
 
     /// Upper case (`--only` is matched upper-cased): W6G is reported as `W6g_…`.
-    static let workloadNames = ["W1", "W2", "W3", "W4", "W5", "W6", "W6G", "W7", "W8", "W9", "W10", "W11", "W13"]
+    static let workloadNames = ["W1", "W2", "W3", "W4", "W5", "W6", "W6G", "W7", "W8", "W9", "W10", "W11", "W12", "W13"]
 
     func validate() throws {
         if let records, records <= 0 { throw ValidationError("--records must be positive") }
@@ -101,6 +101,7 @@ struct RunCommand: AsyncParsableCommand {
         if selected.contains("W9") { await W9Compaction.run(ctx, &report) }
         if selected.contains("W10") { await W10Migration.run(ctx, &report) }
         if selected.contains("W11") { await W11Import.run(ctx, &report) }
+        if selected.contains("W12") { await W12Cluster.run(ctx, &report) }
         if selected.contains("W13") { await W13Catalog.run(ctx, &report) }
         let (otherCPU, wall) = contention.othersSinceStart()
         emit("")

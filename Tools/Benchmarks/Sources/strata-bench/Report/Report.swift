@@ -111,6 +111,14 @@ struct Report: Sendable {
             ("W11_fresh_over_compacted", "ratio", true),
             ("W11_reader_p99_idle_us", "µs", true),
             ("W11_reader_p99_bulk_us", "µs", true),
+            ("W12_visible_p50_ms", "ms", true),
+            ("W12_visible_p99_ms", "ms", true),
+            ("W12_durable_16", "tx/s", false),
+            ("W12_durable_over_one_machine", "ratio", false),
+            ("W12_catchup_changes_per_s", "changes/s", false),
+            ("W12_join_seconds", "s", true),
+            ("W12_join_mb", "MB", true),
+            ("W12_replica_reads_ratio", "ratio", false),
         ] + W13Catalog.keys.map { ($0, "ms", true) }
         results = layout.map { key, unit, lower in
             WorkloadResult(key: key, unit: unit, status: Self.unavailableKeys.contains(key) ? .notAvailable : .skipped, lowerIsBetter: lower)

@@ -53,6 +53,18 @@ struct Target: Sendable {
         Target(name: "W11 compacted file ≤ 2× GRDB's", bound: .atMost, threshold: 2) {
             ratio($0, "W11_file_mb_compacted", .strata, .grdb)
         },
+        Target(name: "W12 commit on A → visible on B p99 ≤ 50 ms", bound: .atMost, threshold: 50) {
+            $0.value("W12_visible_p99_ms", .strata)
+        },
+        Target(name: "W12 16 durable savers over 3 replicas ≥ 0.5× one machine", bound: .atLeast, threshold: 0.5) {
+            $0.value("W12_durable_over_one_machine", .strata)
+        },
+        Target(name: "W12 catch-up ≥ 100k changes/s", bound: .atLeast, threshold: 100_000) {
+            $0.value("W12_catchup_changes_per_s", .strata)
+        },
+        Target(name: "W12 reads on a following replica ≥ 0.9× detached", bound: .atLeast, threshold: 0.9) {
+            $0.value("W12_replica_reads_ratio", .strata)
+        },
     ] + W13Catalog.keys.map { key in
         // Times: Strata's over GRDB's, at most 2.
         Target(name: "W13 \(key.dropFirst(4).dropLast(3).replacingOccurrences(of: "_", with: " ")) ≤ 2× GRDB",

@@ -46,6 +46,13 @@ struct BenchSizes: Sendable {
     /// are imported after them), and of the generated link-heavy catalog.
     var importFileRecords = 200_000
     var catalogImportRecords = 60_000
+    /// W12: seconds of the steady 1,000 tx/s load over three writers; durable saves per saver
+    /// (16 savers); transactions of 100 changes a replica catches up on; objects of the store a
+    /// new replica joins from.
+    var clusterSteadySeconds = 5.0
+    var clusterSavesPerSaver = 150
+    var clusterCatchUpTransactions = 2_000
+    var clusterJoinRecords = 1_000_000
 
     static let full = BenchSizes(
         importRecords: 1_000_000, smallTransactions: 10_000, groupCommitTransactions: 2_048,
@@ -58,7 +65,8 @@ struct BenchSizes: Sendable {
         latencyPreload: 20_000, latencyReads: 20_000, latencyImportRecords: 100_000,
         exportGrowthMapBytes: 2 << 20, exportGrowthPreload: 2_000, exportGrowthSaves: 40, exportSeconds: 1.5,
         childChanges: 2_000, childPending: 10_000, childPairs: 1, verifyRecords: 20_000, compactionObjects: 20_000, migrationObjects: 20_000,
-        catalogPackages: 6_000, catalogRepeats: 5, importFileRecords: 5_000, catalogImportRecords: 3_000)
+        catalogPackages: 6_000, catalogRepeats: 5, importFileRecords: 5_000, catalogImportRecords: 3_000,
+        clusterSteadySeconds: 1.5, clusterSavesPerSaver: 40, clusterCatchUpTransactions: 200, clusterJoinRecords: 20_000)
 
     var dictionary: [String: Int] {
         ["importRecords": importRecords, "batchSize": batchSize, "smallTransactions": smallTransactions,
@@ -69,6 +77,8 @@ struct BenchSizes: Sendable {
          "exportMilliseconds": Int(exportSeconds * 1000), "childChanges": childChanges, "childPending": childPending, "childPairs": childPairs,
          "verifyRecords": verifyRecords, "compactionObjects": compactionObjects, "migrationObjects": migrationObjects,
          "catalogPackages": catalogPackages, "catalogRepeats": catalogRepeats,
-         "importFileRecords": importFileRecords, "catalogImportRecords": catalogImportRecords]
+         "importFileRecords": importFileRecords, "catalogImportRecords": catalogImportRecords,
+         "clusterSteadyMilliseconds": Int(clusterSteadySeconds * 1000), "clusterSavesPerSaver": clusterSavesPerSaver,
+         "clusterCatchUpTransactions": clusterCatchUpTransactions, "clusterJoinRecords": clusterJoinRecords]
     }
 }
