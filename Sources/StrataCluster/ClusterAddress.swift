@@ -8,12 +8,18 @@ public struct ClusterAddress: Sendable, Equatable, CustomStringConvertible {
     /// The environment variable read when no URL is given: `STRATA_POSTGRES_URL`.
     public static let environmentVariable = "STRATA_POSTGRES_URL"
 
+    /// The server's host name or address.
     public var host: String
+    /// The server's port (5432 unless given).
     public var port: Int
+    /// The PostgreSQL role to connect as.
     public var user: String
+    /// Its password, when the server asks for one.
     public var password: String?
+    /// The database holding the cluster's tables.
     public var database: String
 
+    /// An address from its parts.
     public init(host: String, port: Int = 5432, user: String, password: String? = nil, database: String) {
         self.host = host
         self.port = port
@@ -78,13 +84,15 @@ public struct ClusterAddress: Sendable, Equatable, CustomStringConvertible {
 
 /// What went wrong in a cluster operation, with where and why.
 public struct ClusterError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What kind of failure it is.
     public enum Kind: Sendable, Equatable {
         /// The PostgreSQL URL is missing or malformed.
         case badAddress
         /// PostgreSQL cannot be reached, or a statement failed.
         case unavailable
-        /// The database holds no cluster (run `storectl cluster init`), or already holds one.
+        /// The database holds no cluster (run `storectl cluster init`).
         case noCluster
+        /// The database already holds a cluster (`storectl cluster init` on it again).
         case clusterExists
         /// The store does not belong to this cluster, or is not a replica.
         case wrongStore
@@ -92,13 +100,17 @@ public struct ClusterError: Error, Sendable, Equatable, CustomStringConvertible 
         case badSnapshot
     }
 
+    /// What kind of failure it is.
     public var kind: Kind
+    /// What happened, for people (never a password).
     public var reason: String
 
+    /// A failure of `kind`, explained by `reason`.
     public init(_ kind: Kind, _ reason: String) {
         self.kind = kind
         self.reason = reason
     }
 
+    /// The reason.
     public var description: String { reason }
 }

@@ -3,24 +3,35 @@ import Foundation
 /// A cluster's state: the log's head and retention horizon in PostgreSQL, the replicas last seen,
 /// the latest snapshot, and one replica's position when asked from one.
 public struct ClusterStatus: Sendable, Codable, Equatable {
+    /// A replica as it last reported itself (`strata_replicas`).
     public struct Replica: Sendable, Codable, Equatable {
+        /// Its name (`host:store path` unless given).
         public var name: String
         /// The last transaction it had applied when last seen.
         public var applied: UInt64
+        /// The machine it runs on.
         public var host: String
+        /// The process that had it open.
         public var processID: Int32
+        /// Seconds since its last report.
         public var secondsSinceSeen: Double
     }
 
+    /// The snapshot new replicas start from.
     public struct Snapshot: Sendable, Codable, Equatable {
         /// The transaction the snapshot's state is at.
         public var position: UInt64
+        /// Its size.
         public var bytes: Int
+        /// When it was published.
         public var created: Date
     }
 
+    /// The cluster's id (each replica's `Store.replicaClusterID`).
     public var clusterID: String
+    /// The model and schema version of the cluster's stores.
     public var model: String
+    /// The schema version the cluster's log is written with.
     public var schemaVersion: Int
     /// The last transaction in the cluster's log.
     public var head: UInt64
@@ -30,9 +41,12 @@ public struct ClusterStatus: Sendable, Codable, Equatable {
     public var applied: UInt64?
     /// Transactions the replica asked from has yet to apply.
     public var lag: UInt64? { applied.map { head > $0 ? head - $0 : 0 } }
+    /// The replicas that reported themselves, by name.
     public var replicas: [Replica] = []
+    /// The latest complete snapshot.
     public var snapshot: Snapshot?
 
+    /// A status with no replicas and no snapshot yet.
     public init(clusterID: String, model: String, schemaVersion: Int, head: UInt64, horizon: UInt64) {
         self.clusterID = clusterID
         self.model = model

@@ -1,5 +1,5 @@
-// Checks that every public declaration of the Strata library has a doc comment: each line of
-// Sources/Strata that declares something `public` or `open` (a type, function, initializer,
+// Checks that every public declaration of the Strata and StrataCluster libraries has a doc
+// comment: each line of Sources/Strata and Sources/StrataCluster that declares something `public` or `open` (a type, function, initializer,
 // property, subscript, type alias or associated type; extensions excluded, they document
 // nothing themselves), and each case of a public enum, must follow a `///` comment or the end of a `/** … */` one,
 // attributes in between allowed. Prints each undocumented declaration as `file:line: text` and
@@ -7,7 +7,7 @@
 import Foundation
 
 let root = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : FileManager.default.currentDirectoryPath
-let sources = URL(fileURLWithPath: root).appendingPathComponent("Sources/Strata")
+let sourceDirectories = ["Sources/Strata", "Sources/StrataCluster"].map { URL(fileURLWithPath: root).appendingPathComponent($0) }
 
 /// Words that may stand between `public` and the declaration's keyword.
 let modifiers: Set<String> = ["static", "class", "final", "override", "mutating", "nonmutating", "convenience",
@@ -32,8 +32,10 @@ func declaresPublic(_ line: String) -> Bool {
 
 var missing: [String] = []
 var checked = 0
-let files = FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)?
-    .compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" }.sorted { $0.path < $1.path } ?? []
+let files = sourceDirectories.flatMap { sources in
+    FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)?
+        .compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" }.sorted { $0.path < $1.path } ?? []
+}
 for file in files {
     guard let text = try? String(contentsOf: file, encoding: .utf8) else {
         missing.append("\(file.path): unreadable")

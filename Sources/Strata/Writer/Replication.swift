@@ -44,6 +44,7 @@ public struct ReplicatedEntry: Sendable, Equatable {
     /// The schema version it was written with.
     public var schemaVersion: Int
 
+    /// An entry with its header fields (as a shared log stores them beside the bytes).
     public init(transactionID: TransactionID, bytes: [UInt8], author: String, timestampMs: Int64,
                 schemaVersion: Int) {
         self.transactionID = transactionID
@@ -56,6 +57,7 @@ public struct ReplicatedEntry: Sendable, Equatable {
 
 /// Why a replica could not write or apply the shared log.
 public struct ReplicationError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What kind of failure it is: whether anything may have been written, and what to do.
     public enum Kind: Sendable, Equatable {
         /// The shared log cannot be reached; nothing was appended.
         case unavailable
@@ -74,14 +76,17 @@ public struct ReplicationError: Error, Sendable, Equatable, CustomStringConverti
         case behindRetention
     }
 
+    /// What kind of failure it is.
     public var kind: Kind
     /// What happened, for people.
     public var reason: String
 
+    /// A failure of `kind`, explained by `reason`.
     public init(_ kind: Kind, _ reason: String) {
         self.kind = kind
         self.reason = reason
     }
 
+    /// The reason.
     public var description: String { reason }
 }
