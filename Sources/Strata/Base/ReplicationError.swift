@@ -1,0 +1,35 @@
+/// Why a replica could not write or apply the shared log.
+public struct ReplicationError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What kind of failure it is: whether anything may have been written, and what to do.
+    public enum Kind: Sendable, Equatable {
+        /// The shared log cannot be reached; nothing was appended.
+        case unavailable
+        /// The shared log may or may not hold the saves (the connection broke during the commit).
+        /// A replica that catches up shows which.
+        case outcomeUnknown
+        /// Other machines appended first on every try, up to the writer's bound.
+        case contended
+        /// The store is a replica and no shared log is attached: a save would fork its history.
+        case notAttached
+        /// An entry of the shared log does not fit this replica (a gap, a checksum, a schema
+        /// version this code does not hold).
+        case rejectedEntry
+        /// The replica's position is behind the oldest entry the shared log keeps: it must start
+        /// again from a snapshot.
+        case behindRetention
+    }
+
+    /// What kind of failure it is.
+    public var kind: Kind
+    /// What happened, for people.
+    public var reason: String
+
+    /// A failure of `kind`, explained by `reason`.
+    public init(_ kind: Kind, _ reason: String) {
+        self.kind = kind
+        self.reason = reason
+    }
+
+    /// The reason.
+    public var description: String { reason }
+}
