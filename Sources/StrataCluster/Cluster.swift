@@ -42,15 +42,22 @@ public enum Cluster {
         guard let row = rows.first else {
             throw ClusterError(.noCluster, "the database at \(session.address) has an empty strata_cluster table")
         }
-        let (id, layout, model, version, head, horizon) = try row.decode((String, Int32, String, Int32, Int64, Int64).self)
+        let (id, layout, model, version, head, horizon): (String, Int32, String, Int32, Int64, Int64)
+        do {
+            (id, layout, model, version, head, horizon) = try row.decode((String, Int32, String, Int32, Int64, Int64).self)
+        } catch {
+            throw ClusterError(.noCluster, "the cluster row at \(session.address) cannot be read: \(error)")
+        }
         guard layout <= ClusterSchema.layout else {
             throw ClusterError(.noCluster, """
                 the cluster at \(session.address) uses table layout \(layout); this Strata knows layout \
                 \(ClusterSchema.layout) and older
                 """)
         }
-        return Row(id: id, layout: Int(layout), model: model, schemaVersion: Int(version), head: UInt64(head),
-                   horizon: UInt64(horizon))
+        guard let head = UInt64(exactly: head), let horizon = UInt64(exactly: horizon) else {
+            throw ClusterError(.noCluster, "the cluster at \(session.address) has head \(head) and horizon \(horizon)")
+        }
+        return Row(id: id, layout: Int(layout), model: model, schemaVersion: Int(version), head: head, horizon: horizon)
     }
 
     /// Creates a cluster in the (empty of Strata tables) database at `address` with `store` as
@@ -65,23 +72,31 @@ public enum Cluster {
     @discardableResult
     public static func initialize(store: Store, address: ClusterAddress, name: String? = nil) async throws
         -> ClusterStatus {
-        guard try store.replicaClusterID == nil else {
-            throw ClusterError(.wrongStore, "\(store.path) is already a replica of cluster \(try store.replicaClusterID ?? "")")
-        }
         let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
         defer { session.close() }
-        let exists = try await offPool("init") { () throws -> Bool in
+        let existing = try await offPool("init") { () throws -> String? in
             do {
-                return try session.run("SELECT to_regclass('strata_cluster') IS NOT NULL").first?.decode(Bool.self) ?? false
+                guard try session.run("SELECT to_regclass('strata_cluster') IS NOT NULL").first?.decode(Bool.self) == true
+                else { return nil }
+                return try session.run("SELECT cluster_id FROM strata_cluster").first?.decode(String.self) ?? ""
             } catch let e as PostgresSession.Failure {
                 throw ClusterError(.unavailable, e.text)
             }
         }
-        if exists {
+        let marked = try store.replicaClusterID
+        if let existing {
+            if existing == marked {
+                throw ClusterError(.clusterExists, """
+                    the database at \(address) already holds this store's cluster \(existing): open the replica \
+                    (`storectl cluster status` shows it)
+                    """)
+            }
             throw ClusterError(.clusterExists, "the database at \(address) already holds a cluster (`storectl cluster status`)")
         }
-        let clusterID = UUID().uuidString.lowercased()
-        try await store.markAsReplica(clusterID: clusterID)
+        // A store marked for a cluster this database does not hold: an `init` that died before its
+        // PostgreSQL transaction committed. Made again under the same id.
+        let clusterID = marked ?? UUID().uuidString.lowercased()
+        if marked == nil { try await store.markAsReplica(clusterID: clusterID) }
         let scratch = try temporaryDirectory(near: store.path)
         defer { try? FileManager.default.removeItem(at: scratch) }
         do {
@@ -90,7 +105,7 @@ public enum Cluster {
             let schema = store.schema
             let made = name ?? ClusterReplica.defaultName(store)
             try await offPool("init") {
-                try transaction(session) {
+                try transaction(session) { () throws -> Void in
                     for statement in ClusterSchema.create { _ = try session.run(statement) }
                     let head = Int64(position.rawValue), layout = ClusterSchema.layout
                     let version = Int32(schema.version), model = schema.model
@@ -102,7 +117,17 @@ public enum Cluster {
                 }
             }
         } catch {
-            try? await store.leaveCluster(clusterID: clusterID)
+            // The mark goes only when the cluster is certainly not made: a COMMIT whose answer was
+            // lost may have made it, and a store that left would then fork from its snapshot.
+            let check = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
+            defer { check.close() }
+            let made = try? await offPool("init") { () throws -> Bool in
+                guard try check.run("SELECT to_regclass('strata_cluster') IS NOT NULL").first?.decode(Bool.self) == true
+                else { return false }
+                return try check.run("SELECT cluster_id FROM strata_cluster").first?.decode(String.self) == clusterID
+            }
+            if made == false { try? await store.leaveCluster(clusterID: clusterID) }
+            if made == true { return try await offPool("status") { try status(check, store: store) } }
             throw error
         }
         return try await offPool("status") { try status(session, store: store) }
@@ -127,11 +152,29 @@ public enum Cluster {
         let file = scratch.appendingPathComponent(Store.replicaSnapshotFile)
         let cluster = try await offPool("join") { () throws -> Row in
             let cluster = try readCluster(session)
-            try download(session, to: file)
+            do {
+                // One snapshot read: a compaction deleting it meanwhile cannot tear it.
+                _ = try session.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                defer { _ = try? session.run("ROLLBACK") }
+                try download(session, to: file)
+            } catch let e as PostgresSession.Failure {
+                throw ClusterError(.unavailable, "downloading the snapshot: \(e.text)")
+            } catch let e as ClusterError {
+                throw e
+            } catch {
+                throw ClusterError(.badSnapshot, "downloading the snapshot: \(error)")
+            }
             return cluster
         }
-        let store = try Store.createReplica(fromSnapshot: file, at: URL(fileURLWithPath: path),
+        let store: Store
+        do {
+            store = try Store.createReplica(fromSnapshot: file, at: URL(fileURLWithPath: path),
                                             configuration: configuration)
+        } catch {
+            // Nothing of a replica that could not be made is left in the way of the next try.
+            if !FileManager.default.fileExists(atPath: path + "/current") { try? FileManager.default.removeItem(atPath: path) }
+            throw error
+        }
         guard try store.replicaClusterID == cluster.id else {
             store.close()
             throw ClusterError(.badSnapshot, "the snapshot in \(address) is not of cluster \(cluster.id)")
@@ -156,7 +199,7 @@ public enum Cluster {
                 ORDER BY name
                 """) {
                 let (name, applied, host, pid, age) = try row.decode((String, Int64, String, Int32, Double).self)
-                status.replicas.append(ClusterStatus.Replica(name: name, applied: UInt64(applied), host: host,
+                status.replicas.append(ClusterStatus.Replica(name: name, applied: UInt64(clamping: applied), host: host,
                                                              processID: pid, secondsSinceSeen: age))
             }
             for row in try session.run("""
@@ -164,11 +207,13 @@ public enum Cluster {
                 ORDER BY position DESC LIMIT 1
                 """) {
                 let (position, bytes, created) = try row.decode((Int64, Int64, Double).self)
-                status.snapshot = ClusterStatus.Snapshot(position: UInt64(position), bytes: Int(bytes),
+                status.snapshot = ClusterStatus.Snapshot(position: UInt64(clamping: position), bytes: Int(bytes),
                                                          created: Date(timeIntervalSince1970: created))
             }
         } catch let e as PostgresSession.Failure {
             throw ClusterError(.unavailable, e.text)
+        } catch {
+            throw ClusterError(.unavailable, "reading the cluster's replicas and snapshot: \(error)")
         }
         if let store {
             guard try store.replicaClusterID == cluster.id else {
@@ -186,21 +231,33 @@ public enum Cluster {
     /// own (``Store/compact(horizon:dryRun:progress:)``).
     @discardableResult
     public static func compact(replica: ClusterReplica) async throws -> ClusterStatus {
-        let store = replica.store
+        try await compact(store: replica.store, address: replica.address, name: replica.name)
+    }
+
+    /// ``compact(replica:)`` of `store`, a replica of the cluster at `address`, named `name`.
+    static func compact(store: Store, address: ClusterAddress, name: String) async throws -> ClusterStatus {
         let scratch = try temporaryDirectory(near: store.path)
         defer { try? FileManager.default.removeItem(at: scratch) }
         let position = try await store.writeReplicaSnapshot(to: scratch.appendingPathComponent("snapshot"))
         let file = scratch.appendingPathComponent("snapshot").appendingPathComponent(Store.replicaSnapshotFile)
-        let session = PostgresSession(address: replica.address, logger: Logger(label: "strata.cluster"))
+        let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
         defer { session.close() }
-        let name = replica.name
         return try await offPool("compact") {
-            try transaction(session) {
-                let id = try upload(session, snapshot: file, position: position, madeBy: name)
+            try transaction(session) { () throws -> Void in
+                // The cluster row locked first: two compactions trim one after the other, and a
+                // replica behind the horizon cannot move it back or remove a newer snapshot.
                 let p = Int64(position.rawValue)
-                _ = try session.run("UPDATE strata_cluster SET horizon = \(p) WHERE horizon < \(p)")
+                guard let horizon = try session.run("SELECT horizon FROM strata_cluster FOR UPDATE").first?
+                    .decode(Int64.self) else { throw ClusterError(.noCluster, "no cluster row") }
+                guard p > horizon else {
+                    throw ClusterError(.badSnapshot, """
+                        this replica is at transaction \(p), not past the cluster's horizon \(horizon): nothing to trim
+                        """)
+                }
+                try upload(session, snapshot: file, position: position, madeBy: name)
+                _ = try session.run("UPDATE strata_cluster SET horizon = \(p)")
                 _ = try session.run("DELETE FROM strata_log WHERE id <= \(p)")
-                _ = try session.run("DELETE FROM strata_snapshots WHERE id <> \(id)")
+                _ = try session.run("DELETE FROM strata_snapshots WHERE position < \(p)")
             }
             return try status(session, store: store)
         }
@@ -278,17 +335,13 @@ public enum Cluster {
     /// Runs `body` in one PostgreSQL transaction on `session`, rolled back when it throws.
     static func transaction<R>(_ session: PostgresSession, _ body: () throws -> R) throws -> R {
         do {
-            _ = try session.run("BEGIN")
-            do {
-                let r = try body()
-                _ = try session.run("COMMIT")
-                return r
-            } catch {
-                _ = try? session.run("ROLLBACK")
-                throw error
-            }
+            return try session.transaction(body)
         } catch let e as PostgresSession.Failure {
             throw ClusterError(.unavailable, e.text)
+        } catch let e as ClusterError {
+            throw e
+        } catch {
+            throw ClusterError(.unavailable, "\(error)")
         }
     }
 
@@ -296,6 +349,14 @@ public enum Cluster {
     static func temporaryDirectory(near path: String) throws -> URL {
         let parent = (path as NSString).deletingLastPathComponent
         let base = URL(fileURLWithPath: parent.isEmpty ? "." : parent)
+        // Those of processes that died (kill -9) before removing theirs.
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: base.path)) ?? []
+        where name.hasPrefix(".strata-cluster-") {
+            let pid = name.dropFirst(".strata-cluster-".count).prefix { $0.isNumber }
+            if let pid = Int32(pid), kill(pid, 0) != 0, errno == ESRCH {
+                try? FileManager.default.removeItem(at: base.appendingPathComponent(name))
+            }
+        }
         let dir = base.appendingPathComponent(".strata-cluster-\(getpid())-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: false,
                                                 attributes: [.posixPermissions: 0o700])

@@ -64,22 +64,21 @@ public final class ClusterReplica: Sendable {
         let logger = Logger(label: "strata.cluster")
         let name = name ?? Self.defaultName(store)
         let writerSession = PostgresSession(address: address, logger: logger)
+        defer { writerSession.close() }
         let cluster = try await offPool("open") { try Cluster.readCluster(writerSession) }
         guard cluster.id == storeCluster else {
-            writerSession.close()
             throw ClusterError(.wrongStore, """
                 \(store.path) is a replica of cluster \(storeCluster); the database at \(address) holds cluster \
                 \(cluster.id)
                 """)
         }
-        writerSession.close()
         let log = SharedLog(session: PostgresSession(address: address, logger: logger, expectedCluster: cluster.id),
                             replica: name)
         try store.attachReplication(log)
         do {
             try await store.catchUpReplica()
         } catch {
-            store.detachReplication()
+            await store.detachReplication()
             log.session.close()
             throw error
         }
@@ -98,12 +97,11 @@ public final class ClusterReplica: Sendable {
     /// and detaches the store from the cluster: its saves fail until a replica is opened again.
     /// Does not close the store.
     public func close() async {
-        let follower = self.follower, store = self.store, log = self.log
-        _ = try? await offPool("close") {
-            follower.stop()
-            store.detachReplication()
-            log.session.close()
-        }
+        let follower = self.follower
+        _ = try? await offPool("close") { follower.stop() }
+        // After the group commit running now, if any: its append is not cut off.
+        await store.detachReplication()
+        log.session.close()
     }
 
     /// Waits until this replica has applied the cluster's log up to `position` (or the cluster's
@@ -198,7 +196,8 @@ final class Follower: Sendable {
             } catch StrataError.closed {
                 return
             } catch {
-                listening = nil
+                // A broken connection is found closed at the next turn and listened on again; a
+                // live one keeps its listener.
                 logger.warning("cluster follower of \(store.path): \(error.text)")
             }
             _ = wake.wait(timeout: .now() + .milliseconds(max(1, milliseconds)))

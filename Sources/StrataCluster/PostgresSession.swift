@@ -5,21 +5,35 @@ import Strata
 import Synchronization
 
 /// One PostgreSQL connection used synchronously, from threads that are neither NIO's event loops
-/// nor Swift's cooperative pool (a store's writer queue, a replica's follower thread): each call
-/// blocks its thread until PostgreSQL answers. Connects on first use and again after the
-/// connection broke; calls are serialized.
+/// nor Swift's cooperative pool (a store's writer queue, a replica's follower thread, the dispatch
+/// queues of ``offPool(_:_:)``): each call blocks its thread until PostgreSQL answers or
+/// ``deadline`` passes. Connects on first use and again after the connection broke, except inside
+/// a transaction (``transaction(_:)``), which fails instead; calls are serialized.
 final class PostgresSession: Sendable {
+    /// How long one statement may take before the connection is closed under it (and the
+    /// statement counts as broken): a network that drops packets silently must not hold a
+    /// replica's writer, and with it the store's write lock, for ever. PostgreSQL's own
+    /// `statement_timeout` is set to the same.
+    static let deadline: TimeAmount = .seconds(60)
+
     let address: ClusterAddress
     private let logger: Logger
-    private let connection = Mutex<PostgresConnection?>(nil)
-    /// Serializes calls: a connection runs one statement at a time.
-    private let calls = Mutex<Void>(())
-    private let nextID = Atomic<Int>(1)
-
     /// The cluster every new connection must find in the database (nil: not checked), so that a
     /// replica never appends to another cluster's log behind the same URL (a database restored
     /// from another cluster's backup, a URL edited to point elsewhere).
     let expectedCluster: String?
+
+    private struct State {
+        var connection: PostgresConnection?
+        /// Inside BEGIN … COMMIT: a broken connection fails the transaction, never reconnects.
+        var inTransaction = false
+        /// After ``close()``: every call fails, nothing reconnects.
+        var closed = false
+    }
+    private let state = Mutex(State())
+    /// Serializes calls: a connection runs one statement at a time.
+    private let calls = Mutex<Void>(())
+    private let nextID = Atomic<Int>(1)
 
     init(address: ClusterAddress, logger: Logger, expectedCluster: String? = nil) {
         self.address = address
@@ -27,13 +41,20 @@ final class PostgresSession: Sendable {
         self.expectedCluster = expectedCluster
     }
 
+    /// A session released without ``close()`` closes its connection (postgres-nio requires a
+    /// connection to be closed before it is released).
+    deinit {
+        if let conn = state.withLock({ $0.connection }) { closeWithoutWaiting(conn) }
+    }
+
     /// How a failed statement ended.
     enum Failure: Error {
-        /// The connection could not be made: nothing was sent.
+        /// Nothing was sent: the connection could not be made, or the session is closed.
         case notConnected(String)
-        /// PostgreSQL refused the statement (an SQL error): it did nothing.
+        /// PostgreSQL refused the statement (an SQL error in this transaction): it did nothing.
         case refused(sqlState: String, message: String)
-        /// The connection broke while the statement ran: it may or may not have taken effect.
+        /// The connection broke, or the server ended it, while the statement ran: it may or may
+        /// not have taken effect.
         case broken(String)
 
         var text: String {
@@ -48,17 +69,47 @@ final class PostgresSession: Sendable {
     func run(_ query: PostgresQuery) throws(Failure) -> PostgresQueryResult {
         try calls.withLock { _ throws(Failure) -> PostgresQueryResult in
             let conn = try connected()
+            // Closing the connection fails the query's future: the deadline of a statement.
+            let timeout = conn.eventLoop.scheduleTask(in: Self.deadline) {
+                closeWithoutWaiting(conn)
+            }
+            defer { timeout.cancel() }
             do {
                 return try conn.query(query, logger: logger).wait()
             } catch let e as PSQLError where e.code == .server {
-                let state = e.serverInfo?[.sqlState] ?? "?"
+                let sqlState = e.serverInfo?[.sqlState] ?? "?"
                 let message = e.serverInfo?[.message] ?? "\(e)"
-                throw .refused(sqlState: state, message: message)
+                let severity = e.serverInfo?[.severity] ?? ""
+                // The server ending the session (FATAL, an administrator's shutdown, class 57) or a
+                // connection failure (class 08) says nothing of whether the statement committed.
+                if severity == "FATAL" || severity == "PANIC" || sqlState.hasPrefix("57") || sqlState.hasPrefix("08") {
+                    drop(conn)
+                    throw .broken("PostgreSQL at \(address) ended the session: \(message) (SQLSTATE \(sqlState))")
+                }
+                throw .refused(sqlState: sqlState, message: message)
             } catch {
                 drop(conn)
                 throw .broken("PostgreSQL at \(address): the connection broke: \(Self.describe(error))")
             }
         }
+    }
+
+    /// Runs `body` between BEGIN and COMMIT on one connection (ROLLBACK when it throws). A
+    /// connection that breaks meanwhile fails the transaction: its later statements never run on
+    /// a new connection outside it. A COMMIT whose answer is lost throws ``Failure/broken(_:)``.
+    func transaction<R>(_ body: () throws -> R) throws -> R {
+        _ = try run("BEGIN")
+        state.withLock { $0.inTransaction = true }
+        defer { state.withLock { $0.inTransaction = false } }
+        let result: R
+        do {
+            result = try body()
+        } catch {
+            _ = try? run("ROLLBACK")
+            throw error
+        }
+        _ = try run("COMMIT")
+        return result
     }
 
     /// Runs `body` with the session's connection held (for LISTEN: the caller keeps the
@@ -67,37 +118,52 @@ final class PostgresSession: Sendable {
         try calls.withLock { _ in try body(try connected()) }
     }
 
-    /// Closes the connection (a later call opens a new one).
+    /// Closes the connection without waiting for it, after the statement running now (if any);
+    /// every later call fails with ``Failure/notConnected(_:)``.
     func close() {
-        let conn = connection.withLock { c -> PostgresConnection? in
-            defer { c = nil }
-            return c
+        let conn = calls.withLock { _ in
+            state.withLock { s -> PostgresConnection? in
+                defer {
+                    s.connection = nil
+                    s.closed = true
+                }
+                return s.connection
+            }
         }
         if let conn {
-            let closing: EventLoopFuture<Void> = conn.close()
-            try? closing.wait()
+            closeWithoutWaiting(conn)
         }
     }
 
     private func connected() throws(Failure) -> PostgresConnection {
-        if let conn = connection.withLock({ $0 }), !conn.isClosed { return conn }
+        let (existing, inTransaction, closed) = state.withLock { ($0.connection, $0.inTransaction, $0.closed) }
+        if closed { throw .notConnected("the connection to PostgreSQL at \(address) is closed") }
+        if let existing, !existing.isClosed { return existing }
+        if inTransaction {
+            throw .broken("the connection to PostgreSQL at \(address) broke during a transaction")
+        }
         let id = nextID.add(1, ordering: .relaxed).oldValue
+        var configuration = address.configuration
+        // Appends rely on READ COMMITTED (see SharedLog), whatever the database's default.
+        configuration.options.additionalStartupParameters = [
+            ("default_transaction_isolation", "read committed"),
+            ("statement_timeout", "\(Self.deadline.nanoseconds / 1_000_000)"),
+        ]
         do {
             let conn = try PostgresConnection.connect(on: PostgresConnection.defaultEventLoopGroup.next(),
-                                                      configuration: address.configuration, id: id,
+                                                      configuration: configuration, id: id,
                                                       logger: logger).wait()
             if let expectedCluster {
                 let found = try conn.query("SELECT cluster_id FROM strata_cluster", logger: logger).wait()
                     .first?.decode(String.self)
                 guard found == expectedCluster else {
-                    let closing: EventLoopFuture<Void> = conn.close()
-                    _ = closing
+                    closeWithoutWaiting(conn)
                     throw ClusterError(.wrongStore, """
                         the database at \(address) holds cluster \(found ?? "none"), not this replica's \(expectedCluster)
                         """)
                 }
             }
-            connection.withLock { $0 = conn }
+            state.withLock { $0.connection = conn }
             return conn
         } catch let e as ClusterError {
             throw .notConnected(e.reason)
@@ -107,11 +173,10 @@ final class PostgresSession: Sendable {
     }
 
     private func drop(_ conn: PostgresConnection) {
-        connection.withLock { c in
-            if c === conn { c = nil }
+        state.withLock { s in
+            if s.connection === conn { s.connection = nil }
         }
-        let closing: EventLoopFuture<Void> = conn.close()
-        _ = closing
+        closeWithoutWaiting(conn)
     }
 
     /// A PostgreSQL or NIO error in words (PSQLError's own description hides the server's message).
@@ -151,4 +216,11 @@ func offPool<R: Sendable>(_ label: String, _ body: @escaping @Sendable () throws
     try await withCheckedThrowingContinuation { (c: CheckedContinuation<R, Error>) in
         DispatchQueue(label: "strata.cluster.\(label)").async { c.resume(with: Result { try body() }) }
     }
+}
+
+/// Closes `conn` without waiting, keeping it alive until the close completes (postgres-nio
+/// asserts that a connection is closed before it is released).
+func closeWithoutWaiting(_ conn: PostgresConnection) {
+    let closing: EventLoopFuture<Void> = conn.close()
+    closing.whenComplete { _ in withExtendedLifetime(conn) {} }
 }

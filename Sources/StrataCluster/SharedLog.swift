@@ -58,6 +58,10 @@ final class SharedLog: ReplicationLog {
             switch failure {
             case .notConnected(let s):
                 throw StrataError.replication(ReplicationError(.unavailable, s))
+            case .refused(let sqlState, _) where sqlState == "40001" || sqlState == "40P01":
+                // A serialization failure or deadlock rolled the append back: another machine
+                // appended first.
+                return .behind
             case .refused:
                 throw StrataError.replication(ReplicationError(.unavailable, """
                     PostgreSQL refused the append of transactions \(ids.first ?? 0)–\(ids.last ?? 0): \(failure.text)
@@ -81,7 +85,7 @@ final class SharedLog: ReplicationLog {
                         limit: Int) throws -> [ReplicatedEntry] {
         let after = Int64(position.rawValue), count = Int64(limit)
         let query: PostgresQuery = """
-            SELECT c.horizon, l.id, l.entry, l.author, l.saved_ms, l.schema_version
+            SELECT c.horizon, c.head, l.id, l.entry, l.author, l.saved_ms, l.schema_version
             FROM strata_cluster c LEFT JOIN LATERAL (
                 SELECT id, entry, author, saved_ms, schema_version FROM strata_log
                 WHERE id > \(after) ORDER BY id LIMIT \(count)) l ON true
@@ -92,11 +96,30 @@ final class SharedLog: ReplicationLog {
         } catch {
             throw StrataError.replication(ReplicationError(.unavailable, "reading the cluster's log: \(error.text)"))
         }
+        do {
+            return try decodeEntries(rows, after: after)
+        } catch let e as StrataError {
+            throw e
+        } catch {
+            throw StrataError.replication(ReplicationError(.rejectedEntry, "the cluster's log cannot be read: \(error)"))
+        }
+    }
+
+    /// The rows of ``entries(_:after:limit:)``'s statement as entries, checked against the
+    /// cluster's head and horizon.
+    private static func decodeEntries(_ rows: PostgresQueryResult, after: Int64) throws -> [ReplicatedEntry] {
         var entries: [ReplicatedEntry] = []
         entries.reserveCapacity(rows.count)
         for row in rows {
-            let (horizon, id, payload, author, saved, version) = try row.decode(
-                (Int64, Int64?, ByteBuffer?, String?, Int64?, Int32?).self)
+            let (horizon, head, id, payload, author, saved, version) = try row.decode(
+                (Int64, Int64, Int64?, ByteBuffer?, String?, Int64?, Int32?).self)
+            if after > head {
+                throw StrataError.replication(ReplicationError(.rejectedEntry, """
+                    this replica is at transaction \(after), past the cluster's head \(head): the database lost \
+                    transactions it had committed (restored from a backup, or a standby promoted?); this replica's \
+                    history is no longer the cluster's, make it again with `storectl cluster join`
+                    """))
+            }
             if after < horizon {
                 throw StrataError.replication(ReplicationError(.behindRetention, """
                     this replica is at transaction \(after), and the cluster keeps its log only after transaction \
@@ -105,7 +128,10 @@ final class SharedLog: ReplicationLog {
                     """))
             }
             guard let id, let payload, let author, let saved, let version else { continue }
-            entries.append(ReplicatedEntry(transactionID: TransactionID(UInt64(id)),
+            guard let tx = UInt64(exactly: id) else {
+                throw StrataError.replication(ReplicationError(.rejectedEntry, "the cluster's log holds id \(id)"))
+            }
+            entries.append(ReplicatedEntry(transactionID: TransactionID(tx),
                                            bytes: Array(buffer: payload), author: author,
                                            timestampMs: saved, schemaVersion: Int(version)))
         }

@@ -227,6 +227,99 @@ import Testing
         }
     }
 
+    @Test func aSaveRefusedAtAStaleHeadIsJudgedAgainAtTheClustersHead() async throws {
+        try await withCluster(replicas: 2) { c in
+            let (a, b) = (c.replicas[0], c.replicas[1])
+            let first = Genre(name: "Unique")
+            _ = try await b.store.save { $0.insert(first) }
+            // A second store of a's directory's kind: a replica with no follower, so nothing but its
+            // own writer brings it up to date.
+            let stale = try await Cluster.join(at: c.root.appendingPathComponent("stale"), address: c.address)
+            let session = PostgresSession(address: c.address, logger: .init(label: "test"))
+            try stale.attachReplication(SharedLog(session: session, replica: "stale"))
+            try await stale.catchUpReplica()
+            #expect(try stale.mainContext.count(Query(entity: "Genre")) == 1)
+            // b deletes the genre; the stale replica has not applied that when it inserts the name.
+            _ = try await b.store.save { $0.delete(first.id) }
+            let deleted = try b.store.lastTransactionID
+            let id = try await stale.save { $0.insert(Genre(name: "Unique")) }
+            #expect(id == deleted.next, "the insert is ordered right after the delete it was judged against")
+            try await c.catchUpAll()
+            #expect(try a.store.mainContext.fetch(Genre.self).map(\.name) == ["Unique"])
+            await stale.detachReplication()
+            session.close()
+            stale.close()
+        }
+    }
+
+    @Test func aLaggingReplicaCannotMoveTheHorizonBackOrRemoveTheNewestSnapshot() async throws {
+        try await withCluster(replicas: 1) { c in
+            let a = c.replicas[0]
+            // A replica with no follower: it stays where it was until it saves.
+            let lagging = try await Cluster.join(at: c.root.appendingPathComponent("lagging"), address: c.address)
+            defer { lagging.close() }
+            for i in 0..<5 { _ = try await a.store.save { $0.insert(newTrack("t\(i)")) } }
+            let compacted = try await Cluster.compact(replica: a)
+            #expect(compacted.horizon == 5)
+            do {
+                _ = try await Cluster.compact(store: lagging, address: c.address, name: "lagging")
+                Issue.record("a replica behind the horizon compacted")
+            } catch let e as ClusterError {
+                #expect(e.reason.contains("not past the cluster's horizon 5"))
+            }
+            let status = try await Cluster.status(address: c.address)
+            #expect(status.horizon == 5 && status.snapshot?.position == 5)
+            // A replica still joins from the kept snapshot.
+            let late = try await Cluster.join(at: c.root.appendingPathComponent("late"), address: c.address)
+            #expect(try late.lastTransactionID == TransactionID(5))
+            late.close()
+        }
+    }
+
+    @Test func aReplicaAheadOfTheClustersHeadIsToldItsHistoryDiverged() async throws {
+        try await withCluster(replicas: 1) { c in
+            let a = c.replicas[0]
+            for i in 0..<3 { _ = try await a.store.save { $0.insert(newTrack("t\(i)")) } }
+            // The database loses its last two transactions (a backup restored, say).
+            try c.postgres.sql("DELETE FROM strata_log WHERE id > 1; UPDATE strata_cluster SET head = 1",
+                               database: c.address.database)
+            do {
+                _ = try await a.store.save { $0.insert(newTrack("after the loss")) }
+                Issue.record("a replica ahead of the cluster saved")
+            } catch StrataError.replication(let e) {
+                #expect(e.kind == .rejectedEntry)
+                #expect(e.reason.contains("past the cluster's head"))
+            }
+        }
+    }
+
+    @Test func saveAndWaitOnAReplicaCommitsOnTheWritersQueue() async throws {
+        try await withCluster(replicas: 2) { c in
+            let store = c.replicas[0].store
+            let id: TransactionID = try await withCheckedThrowingContinuation { k in
+                Thread { k.resume(with: Result { try store.saveAndWait(author: "blocking") { $0.insert(newTrack("sync")) } }) }
+                    .start()
+            }
+            try await c.replicas[1].catchUp(to: id)
+            #expect(try c.replicas[1].store.changes(in: id).author == "blocking")
+        }
+    }
+
+    @Test func initializeResumesForAStoreMarkedByAnInitThatDiedBeforeItsCommit() async throws {
+        let server = try TestPostgres.shared()
+        let address = try server.freshDatabase()
+        let root = temporaryDirectory("strata-cluster")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let store = try Store.open(at: root.appendingPathComponent("r0"), schema: try librarySchema())
+        defer { store.close() }
+        try await store.markAsReplica(clusterID: "left-by-a-dead-init")
+        let status = try await Cluster.initialize(store: store, address: address)
+        #expect(status.clusterID == "left-by-a-dead-init")
+        let replica = try await ClusterReplica.open(store: store, address: address)
+        _ = try await store.save { $0.insert(newTrack("saved")) }
+        await replica.close()
+    }
+
     @Test func concurrentAppendsAtOneHeadLeaveGapFreeIDsInCommitOrder() async throws {
         let server = try TestPostgres.shared()
         try await withCluster(replicas: 1, postgres: server) { c in

@@ -30,8 +30,11 @@ extension Store {
     public func markAsReplica(clusterID: String) async throws {
         try checkUsable()
         guard let writer, let lock else { throw StrataError.readOnly(path: path) }
+        // Held exclusively while the mark is written: no process opens the store in between (one
+        // that opens later reads the mark at open).
         let others = lock.otherHolders()
-        guard others.isEmpty else { throw StrataError.storeBusy(path: path, processIDs: others) }
+        guard others.isEmpty, lock.tryExclusive() else { throw StrataError.storeBusy(path: path, processIDs: others) }
+        defer { lock.shared() }
         let path = self.path
         try await writer.exclusive {
             let env = writer.env
@@ -78,10 +81,13 @@ extension Store {
         writer.replication.withLock { $0 = log }
     }
 
-    /// Stops sending saves through the attached log: a replica's saves fail again until one is
-    /// attached.
-    public func detachReplication() {
-        writer?.replication.withLock { $0 = nil }
+    /// Stops sending saves through the attached log, after the group commit running now (if
+    /// any): a replica's saves fail again until one is attached.
+    public func detachReplication() async {
+        guard let writer else { return }
+        writer.replication.withLock { $0 = nil }
+        // Waits for a group that took the log before it was detached.
+        _ = try? await writer.exclusive {}
     }
 
     /// Applies entries of the shared log (see ``ReplicatedEntry``) on the writer's queue, between

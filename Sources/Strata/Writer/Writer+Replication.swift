@@ -34,7 +34,18 @@ extension Writer {
             var appended: AppliedGroup?
             do {
                 let (group, lmdbID) = try env.write { txn -> (AppliedGroup, UInt64) in
-                    let group = try apply(batch, txn, env: env)
+                    let head = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
+                    let group: AppliedGroup
+                    do {
+                        group = try apply(batch, txn, env: env)
+                    } catch let e as LMDBError {
+                        throw e
+                    } catch {
+                        // A lone save's refusal (its error ends the transaction) was judged at the
+                        // local head: it stands only if no machine has appended since.
+                        if try !log.entries(after: head, limit: 1).isEmpty { throw SharedHeadMoved() }
+                        throw error
+                    }
                     if group.entries.isEmpty {
                         // Nothing to append, but the failures and no-ops were judged at the local
                         // head: they stand only if no machine has appended since.

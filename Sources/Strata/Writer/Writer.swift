@@ -26,6 +26,9 @@ final class Writer: Sendable {
             switch completion {
             case .continuation(let c): c.resume(with: result)
             case .waiter(let w): w.result.withLock { $0 = result }
+            case .signal(let w, let done):
+                w.result.withLock { $0 = result }
+                done.signal()
             }
         }
     }
@@ -35,6 +38,10 @@ final class Writer: Sendable {
     enum Completion: Sendable {
         case continuation(CheckedContinuation<TransactionID, Error>)
         case waiter(Waiter)
+        /// Blocked on a semaphore while the writer's own queue commits (a replica's
+        /// ``submitAndWait(_:author:metadata:)``: its commit waits for the network, which must not
+        /// happen on the caller's thread, possibly an event loop).
+        case signal(Waiter, DispatchSemaphore)
     }
 
     final class Waiter: Sendable {
@@ -136,6 +143,9 @@ final class Writer: Sendable {
         if isCurrentQueue {
             throw StrataError.saveFromWriter(path: env.path)
         }
+        if isReplica.load(ordering: .acquiring) {
+            return try submitAndWaitOnWriterQueue(changes, author: author, metadata: metadata)
+        }
         let waiter = Waiter()
         let save = PendingSave(changes: changes, author: author, metadata: metadata, completion: .waiter(waiter))
         switch state.withLock({ $0.entry.queueCaller(save, maxPending: config.maxPendingSaves) }) {
@@ -146,6 +156,24 @@ final class Writer: Sendable {
         }
         defer { state.withLock { $0.entry.endCaller() } }
         return try commitOnCallersThread(until: waiter, maxGroupChanges: nil)
+    }
+
+    /// A replica's ``submitAndWait(_:author:metadata:)``: the save is queued as an asynchronous
+    /// one is, committed by the writer's queue, and the caller blocks on a semaphore until then.
+    private func submitAndWaitOnWriterQueue(_ changes: ChangeSet, author: String,
+                                            metadata: [String: String]) throws -> TransactionID {
+        let waiter = Waiter(), done = DispatchSemaphore(value: 0)
+        let save = PendingSave(changes: changes, author: author, metadata: metadata, completion: .signal(waiter, done))
+        switch state.withLock({ $0.entry.queueAsync(save, maxPending: config.maxPendingSaves) }) {
+        case .refusedClosed: throw StrataError.closed(path: storePath)
+        case .refusedFull: throw StrataError.writerOverloaded(limit: config.maxPendingSaves)
+        case .startDrain: queue.async { self.drain() }
+        case .wakeGatherer: gathered.signal()
+        case .queued: break
+        }
+        done.wait()
+        guard let result = waiter.result.withLock({ $0 }) else { throw StrataError.closed(path: storePath) }
+        return try result.get()
     }
 
     /// Commits groups inside `queue.sync` (on the calling thread once the queue is free) until
