@@ -66,7 +66,9 @@ enum ClusterSchema {
             IF n = 0 OR ids <> ARRAY(SELECT generate_series(expected + 1, expected + n)) THEN
                 RAISE EXCEPTION 'strata_append: ids % to % do not follow head %', ids[1], ids[n], expected;
             END IF;
-            UPDATE strata_cluster SET head = expected + n WHERE singleton AND head = expected;
+            UPDATE strata_cluster SET head = expected + n,
+                schema_version = GREATEST(schema_version, (SELECT max(v) FROM unnest(versions) AS v))
+                WHERE singleton AND head = expected;
             IF NOT FOUND THEN
                 RETURN false;
             END IF;

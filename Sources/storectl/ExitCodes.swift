@@ -33,7 +33,7 @@ enum Exit {
                 switch r.kind {
                 case .unavailable, .outcomeUnknown, .contended: return tempFailure
                 case .notAttached: return cannotCreate
-                case .rejectedEntry: return dataError
+                case .rejectedEntry, .migrationNeeded: return dataError
                 case .behindRetention: return noInput
                 }
             }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LibraryModel
 import Strata
+import StrataCluster
 
 struct MigrateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -10,7 +11,10 @@ struct MigrateCommand: AsyncParsableCommand {
         discussion: """
         The store is rebuilt in a new generation through the steps each vN.json declares, then \
         switched in atomically: killed at any moment, it opens at the old version or the new one. \
-        Custom steps run from the library model's registry (LibraryModel.libraryMigrations).
+        Custom steps run from the library model's registry (LibraryModel.libraryMigrations). \
+        A replica of a cluster migrates at one position of the cluster's log (--postgres or \
+        STRATA_POSTGRES_URL): the first replica migrated appends the migration to the log, which \
+        stops every other replica there until it is migrated with this command too.
 
         --check changes nothing and exits 0 when the store is up to date, 10 when a migration is \
         needed (the steps are listed), 11 when the store is newer than the schemas.
@@ -31,6 +35,7 @@ struct MigrateCommand: AsyncParsableCommand {
     static let tooNewExit: Int32 = 11
 
     @OptionGroup var target: StoreArgument
+    @OptionGroup var cluster: PostgresOption
     @Option(help: ArgumentHelp("Model directory with v1.json … vN.json.", valueName: "dir")) var schema: String
     @Option(parsing: .unconditional, help: "Migrate to this version (default: the highest).") var to: Int?
     @Flag(help: "Report whether a migration is needed; change nothing.") var check = false
@@ -89,16 +94,40 @@ struct MigrateCommand: AsyncParsableCommand {
         }
     }
 
+    /// Whether the store is a replica of a cluster (read from a read-only open).
+    private func isReplica() throws -> Bool {
+        var configuration = target.configuration
+        configuration.readOnly = true
+        let store = try Store.openExisting(at: target.url, configuration: configuration)
+        defer { store.close() }
+        return try store.replicaClusterID != nil
+    }
+
     private func runMigration(_ schemas: [Schema]) async throws {
         let terminal = isatty(STDERR_FILENO) == 1 && !quiet
         let report: MigrationReport
+        let show: @Sendable (MigrationProgress) -> Void = { p in
+            if terminal {
+                FileHandle.standardError.write(
+                    Data("\r\(p.phase.rawValue): \(p.done)\(p.total > 0 ? "/\(p.total)" : "")\u{1B}[K".utf8))
+            }
+        }
         do {
-            report = try await Store.migrate(at: target.url, schemas: schemas, registry: libraryMigrations,
-                                             dryRun: dryRun, configuration: target.configuration) { p in
-                if terminal {
-                    FileHandle.standardError.write(
-                        Data("\r\(p.phase.rawValue): \(p.done)\(p.total > 0 ? "/\(p.total)" : "")\u{1B}[K".utf8))
+            if try isReplica() {
+                // A replica migrates at one position of its cluster's log, as every replica does.
+                guard !dryRun else {
+                    throw CLIError("--dry-run is not available for a replica of a cluster", code: Exit.usage)
                 }
+                guard let migrated = try await Cluster.migrate(
+                    at: target.url, address: try ClusterAddress.resolve(cluster.postgres), schemas: schemas,
+                    registry: libraryMigrations, configuration: target.configuration, progress: show) else {
+                    print("up to date (v\(schemas.last?.version ?? 0)), nothing of the cluster's to migrate at")
+                    return
+                }
+                report = migrated
+            } else {
+                report = try await Store.migrate(at: target.url, schemas: schemas, registry: libraryMigrations,
+                                                 dryRun: dryRun, configuration: target.configuration, progress: show)
             }
             if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
         } catch { throw failure(error) }

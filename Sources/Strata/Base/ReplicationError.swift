@@ -17,6 +17,10 @@ public struct ReplicationError: Error, Sendable, Equatable, CustomStringConverti
         /// The replica's position is behind the oldest entry the shared log keeps: it must start
         /// again from a snapshot.
         case behindRetention
+        /// The shared log's next entry migrates the cluster to a newer schema version: the replica
+        /// applies nothing past it until it is migrated there (StrataCluster's `Cluster.migrate`,
+        /// `storectl migrate` with the cluster's URL), by code that holds that version.
+        case migrationNeeded
     }
 
     /// What kind of failure it is.

@@ -50,26 +50,59 @@ extension Store {
     }
 
     /// Migrates this store (opened with its stored schema); see
-    /// ``Store/migrate(at:schemas:to:registry:dryRun:configuration:progress:)``.
+    /// ``Store/migrate(at:schemas:to:registry:dryRun:configuration:progress:)``. A replica of a
+    /// cluster is migrated at a position of the cluster's log with
+    /// ``migrateReplica(schemas:to:registry:marker:progress:)`` (StrataCluster's `Cluster.migrate`).
     public func migrate(schemas: [Schema], to target: Int? = nil, registry: MigrationRegistry = MigrationRegistry(),
                         dryRun: Bool = false,
                         progress: (@Sendable (MigrationProgress) -> Void)? = nil) async throws -> MigrationReport {
-        try checkUsable()
-        guard let writer, let lock else { throw StrataError.readOnly(path: path) }
-        if writer.isReplica.load(ordering: .acquiring) {
-            // Migrated alone, the replica would rewrite its log under ids the cluster's log keeps.
+        try await migrate(schemas: schemas, to: target, registry: registry, dryRun: dryRun, marker: nil,
+                          progress: progress)
+    }
+
+    /// Migrates this replica of a cluster at the position of `marker`, the cluster's migration
+    /// entry (``migrationMarker(schemas:to:registry:at:)``, appended to the cluster's log by the
+    /// replica that started the migration): the replica must have applied everything before it,
+    /// and the migrated store holds `marker` byte for byte at its position, so every replica's log
+    /// stays the cluster's.
+    ///
+    /// - Throws: ``MigrationError`` when the store is not a replica, is not right before the
+    ///   marker, or the marker is not a migration to `target`; and what ``migrate(schemas:to:registry:dryRun:progress:)``
+    ///   throws.
+    public func migrateReplica(schemas: [Schema], to target: Int, registry: MigrationRegistry = MigrationRegistry(),
+                               marker: ReplicatedEntry,
+                               progress: (@Sendable (MigrationProgress) -> Void)? = nil) async throws -> MigrationReport {
+        guard writer?.isReplica.load(ordering: .acquiring) == true else {
+            throw MigrationError(reason: "\(path) is not a replica of a cluster")
+        }
+        let entry = try marker.bytes.withUnsafeBytes { try LogEntryCodec.decode($0, transactionID: marker.transactionID) }
+        guard entry.changes.isEmpty, entry.schemaVersion == target, entry.metadata["migrationTo"] == String(target) else {
             throw MigrationError(reason: """
-                \(path) is a replica of a cluster: a schema migration must happen at one position of the \
-                cluster's log on every replica, which Strata does not do yet; replicas refuse the entries of a \
-                newer schema version
+                transaction \(marker.transactionID) of the cluster is not a migration to v\(target)
                 """)
         }
-        // One compaction or migration at a time (see `MaintenanceGate`); checked again after the wait.
-        await maintenance.enter()
-        defer { maintenance.leave() }
-        try Task.checkCancellation()   // cancelled while it waited: do not start
-        try checkUsable()
-        let started = ContinuousClock.now
+        return try await migrate(schemas: schemas, to: target, registry: registry, dryRun: false, marker: marker,
+                                 progress: progress)
+    }
+
+    /// The log entry that migrates a cluster to `target` (default: the last of `schemas`) at
+    /// `position`: no changes, the new schema version, the steps in its metadata, as a migration
+    /// of one store records itself. A replica appends it to the cluster's log; then every replica
+    /// migrates at it (``migrateReplica(schemas:to:registry:marker:progress:)``).
+    public func migrationMarker(schemas: [Schema], to target: Int? = nil,
+                                registry: MigrationRegistry = MigrationRegistry(),
+                                at position: TransactionID) throws -> ReplicatedEntry {
+        let (goal, _, hops) = try migrationPlan(schemas: schemas, to: target, registry: registry)
+        let steps = hops.flatMap { h in h.steps.map { "v\(h.to.version): \($0.summary)" } }
+        let entry = Upcaster.markerEntry(position, from: schema.version, to: goal, steps: steps)
+        return ReplicatedEntry(transactionID: position, bytes: LogEntryCodec.encode(entry), author: entry.author,
+                               timestampMs: entry.timestampMs, schemaVersion: goal)
+    }
+
+    /// The version to migrate to, its schema, and the hops there, checked against the store's
+    /// schema.
+    private func migrationPlan(schemas: [Schema], to target: Int?,
+                               registry: MigrationRegistry) throws -> (Int, Schema, [MigrationHop]) {
         let goal = target ?? schemas.last?.version ?? schema.version
         guard let app = schemas.first(where: { $0.version == goal }), app.model == schema.model else {
             throw MigrationError(reason: "no \(schema.model) schema v\(goal) among the given versions")
@@ -88,6 +121,28 @@ extension Store {
             }
             return try MigrationHop(from: from, to: to, registry: registry)
         }
+        return (goal, app, hops)
+    }
+
+    private func migrate(schemas: [Schema], to target: Int?, registry: MigrationRegistry, dryRun: Bool,
+                         marker replicaMarker: ReplicatedEntry?,
+                         progress: (@Sendable (MigrationProgress) -> Void)?) async throws -> MigrationReport {
+        try checkUsable()
+        guard let writer, let lock else { throw StrataError.readOnly(path: path) }
+        if writer.isReplica.load(ordering: .acquiring), replicaMarker == nil {
+            // Migrated alone, the replica would rewrite its log under ids the cluster's log keeps.
+            throw MigrationError(reason: """
+                \(path) is a replica of a cluster: it migrates at a position of the cluster's log, with the \
+                cluster (`storectl migrate --postgres URL`, StrataCluster's Cluster.migrate)
+                """)
+        }
+        // One compaction or migration at a time (see `MaintenanceGate`); checked again after the wait.
+        await maintenance.enter()
+        defer { maintenance.leave() }
+        try Task.checkCancellation()   // cancelled while it waited: do not start
+        try checkUsable()
+        let started = ContinuousClock.now
+        let (goal, app, hops) = try migrationPlan(schemas: schemas, to: target, registry: registry)
         let others = lock.otherHolders()
         guard others.isEmpty else { throw StrataError.storeBusy(path: path, processIDs: others) }
 
@@ -113,7 +168,7 @@ extension Store {
             try snapshot.read { view in
                 try Store.writeMeta(env: newEnv, schema: app)
                 // Keys that carry over as they are (plain puts: `meta` is not empty any more).
-                for key in [MetaKey.horizon, MetaKey.created] {
+                for key in [MetaKey.horizon, MetaKey.created, MetaKey.cluster] {
                     if let value = try view.txn.withValue(view.env[.meta], key: key, { Array($0) }) {
                         try newEnv.writeGrowing { try $0.put(newEnv[.meta], key: key, value: value) }
                     }
@@ -213,7 +268,18 @@ extension Store {
                 if last > t0 { try u.upcastLog(view, after: t0, upTo: last, applyingToState: true) { _ in } }
                 return last.next
             }
-            try u.writeMarker(marker, from: schema.version, to: goal, steps: stepSeconds.map(\.step))
+            if let replicaMarker {
+                // A replica migrates at the cluster's migration entry, right after what it applied.
+                guard marker == replicaMarker.transactionID else {
+                    throw MigrationError(reason: """
+                        the replica's next transaction is \(marker); the cluster migrates at \
+                        \(replicaMarker.transactionID)
+                        """)
+                }
+                try u.writeMarker(replicaMarker.bytes, at: marker)
+            } else {
+                try u.writeMarker(marker, from: schema.version, to: goal, steps: stepSeconds.map(\.step))
+            }
             progress?(MigrationProgress(phase: .switching, done: 0, total: 0))
             try switchGeneration(generation, lock: lock, replacing: oldEnv)
             // This instance holds the old schema: it stops here, and nothing queued is acknowledged.

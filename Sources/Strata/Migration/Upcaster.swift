@@ -374,13 +374,19 @@ struct Upcaster: Sendable {
 
     /// The transaction that records the migration itself (no data changes).
     func writeMarker(_ tx: TransactionID, from: Int, to: Int, steps: [String]) throws {
-        let entry = LogEntry(transactionID: tx, schemaVersion: to,
-                             timestampMs: Int64(Date().timeIntervalSince1970 * 1000), author: "migration",
-                             metadata: ["migrationFrom": String(from), "migrationTo": String(to),
-                                        "steps": steps.joined(separator: "; ")],
-                             changes: [])
-        try newEnv.writeGrowing {
-            try $0.put(newEnv[.log], key: tx.keyBytes, value: LogEntryCodec.encode(entry), mode: .append)
-        }
+        try writeMarker(LogEntryCodec.encode(Self.markerEntry(tx, from: from, to: to, steps: steps)), at: tx)
+    }
+
+    /// The log entry that records a migration: no changes, the new version, the steps.
+    static func markerEntry(_ tx: TransactionID, from: Int, to: Int, steps: [String]) -> LogEntry {
+        LogEntry(transactionID: tx, schemaVersion: to, timestampMs: Int64(Date().timeIntervalSince1970 * 1000),
+                 author: "migration",
+                 metadata: ["migrationFrom": String(from), "migrationTo": String(to), "steps": steps.joined(separator: "; ")],
+                 changes: [])
+    }
+
+    /// Writes an encoded migration entry at `tx` of the new generation's log.
+    func writeMarker(_ bytes: [UInt8], at tx: TransactionID) throws {
+        try newEnv.writeGrowing { try $0.put(newEnv[.log], key: tx.keyBytes, value: bytes, mode: .append) }
     }
 }

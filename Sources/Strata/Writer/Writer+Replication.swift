@@ -157,6 +157,14 @@ extension Writer {
                                 the cluster's transaction \(tx) cannot be read: \(error)
                                 """))
                         }
+                        if entry.schemaVersion > schema.version, entry.changes.isEmpty,
+                           entry.metadata["migrationTo"] == String(entry.schemaVersion) {
+                            throw StrataError.replication(ReplicationError(.migrationNeeded, """
+                                the cluster's transaction \(tx) migrates model '\(schema.model)' from v\
+                                \(schema.version) to v\(entry.schemaVersion): migrate this replica there with the \
+                                code of that version (`storectl migrate STORE --schema DIR --postgres URL`)
+                                """))
+                        }
                         guard entry.schemaVersion == schema.version else {
                             throw StrataError.replication(ReplicationError(.rejectedEntry, """
                                 the cluster's transaction \(tx) is written with schema version \

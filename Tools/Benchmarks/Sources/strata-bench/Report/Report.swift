@@ -119,6 +119,7 @@ struct Report: Sendable {
             ("W12_join_seconds", "s", true),
             ("W12_join_mb", "MB", true),
             ("W12_replica_reads_ratio", "ratio", false),
+            ("W12_replica_reads_under_load_ratio", "ratio", false),
         ] + W13Catalog.keys.map { ($0, "ms", true) }
         results = layout.map { key, unit, lower in
             WorkloadResult(key: key, unit: unit, status: Self.unavailableKeys.contains(key) ? .notAvailable : .skipped, lowerIsBetter: lower)

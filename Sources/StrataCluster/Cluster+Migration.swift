@@ -1,0 +1,103 @@
+import Foundation
+import Logging
+import Strata
+
+extension Cluster {
+    /// Migrates the replica at `url` to schema `target` (default: the last of `schemas`) at one
+    /// position of the cluster's log, the same on every replica.
+    ///
+    /// The first replica to migrate appends the cluster's migration entry right after the log's
+    /// head (``Store/migrationMarker(schemas:to:registry:at:)``); from then on no replica applies
+    /// or appends anything past it until it is migrated itself: their saves and followers stop
+    /// with ``ReplicationError/Kind/migrationNeeded``, and a replica running older code stays
+    /// stopped there. Each replica is then migrated with this call (by code that holds the new
+    /// schema): it applies the log up to the entry, migrates its store locally at that position
+    /// (``Store/migrateReplica(schemas:to:registry:marker:progress:)``: the same steps give every
+    /// replica the same state), and applies the log after it. Like ``Store/migrate(at:schemas:to:registry:dryRun:configuration:progress:)``
+    /// it needs the store to itself (no other process may have it open).
+    ///
+    /// Returns nil when the replica is already at the target version and the cluster has no
+    /// migration entry it has yet to apply.
+    @discardableResult
+    public static func migrate(at url: URL, address: ClusterAddress, schemas: [Schema], to target: Int? = nil,
+                               registry: MigrationRegistry = MigrationRegistry(),
+                               configuration: StoreConfiguration = StoreConfiguration(),
+                               progress: (@Sendable (MigrationProgress) -> Void)? = nil) async throws -> MigrationReport? {
+        let logger = Logger(label: "strata.cluster")
+        var store = try Store.openExisting(at: url, configuration: configuration)
+        guard let clusterID = try store.replicaClusterID else {
+            store.close()
+            throw ClusterError(.wrongStore, "\(store.path) is not a replica of a cluster")
+        }
+        let session = PostgresSession(address: address, logger: logger, expectedCluster: clusterID)
+        defer { session.close() }
+        let log = SharedLog(session: session, replica: "\(ClusterReplica.defaultName(store)) (migration)")
+        let report: MigrationReport
+        do {
+            try store.attachReplication(log)
+            let marker: ReplicatedEntry
+            if let pending = try await pendingMigration(store, log) {
+                marker = pending
+            } else {
+                let goal = target ?? schemas.last?.version ?? store.schema.version
+                guard goal > store.schema.version else {
+                    await store.detachReplication()
+                    store.close()
+                    return nil
+                }
+                marker = try await appendMarker(store, log, schemas: schemas, to: goal, registry: registry)
+            }
+            if let target, marker.schemaVersion != target {
+                throw ClusterError(.wrongStore, """
+                    the cluster migrates to v\(marker.schemaVersion) at transaction \(marker.transactionID), not to v\(target)
+                    """)
+            }
+            await store.detachReplication()
+            report = try await store.migrateReplica(schemas: schemas, to: marker.schemaVersion, registry: registry,
+                                                    marker: marker, progress: progress)
+            store.close()
+            // The migrated store, with its new schema, applies what follows the entry.
+            store = try Store.openExisting(at: url, configuration: configuration)
+            try store.attachReplication(log)
+            try await store.catchUpReplica()
+            await store.detachReplication()
+            store.close()
+        } catch {
+            await store.detachReplication()
+            store.close()
+            throw error
+        }
+        return report
+    }
+
+    /// The cluster's migration entry this replica must migrate at next: after catching up, the
+    /// entry right after its head when it is one; nil when there is none.
+    private static func pendingMigration(_ store: Store, _ log: SharedLog) async throws -> ReplicatedEntry? {
+        do {
+            try await store.catchUpReplica()
+            return nil
+        } catch StrataError.replication(let e) where e.kind == .migrationNeeded {
+            let head = try store.lastTransactionID
+            let next = try await offPool("migrate") { try log.entries(after: head, limit: 1) }
+            guard let marker = next.first, marker.schemaVersion > store.schema.version else { throw StrataError.replication(e) }
+            return marker
+        }
+    }
+
+    /// Appends the migration entry right after the cluster's head (catching up and trying again
+    /// when another machine appended first); returns the entry the replica migrates at, which is
+    /// another replica's when one appended a migration first.
+    private static func appendMarker(_ store: Store, _ log: SharedLog, schemas: [Schema], to goal: Int,
+                                     registry: MigrationRegistry) async throws -> ReplicatedEntry {
+        for _ in 0..<64 {
+            let head = try store.lastTransactionID
+            let marker = try store.migrationMarker(schemas: schemas, to: goal, registry: registry, at: head.next)
+            let outcome = try await offPool("migrate") { try log.append([marker], after: head) }
+            if outcome == .appended { return marker }
+            if let pending = try await pendingMigration(store, log) { return pending }
+        }
+        throw StrataError.replication(ReplicationError(.contended, """
+            other machines appended first on each of 64 tries to append the migration
+            """))
+    }
+}

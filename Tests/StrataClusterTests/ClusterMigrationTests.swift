@@ -1,0 +1,78 @@
+import Foundation
+import LibraryModel
+import Strata
+import StrataTestSupport
+import Testing
+@testable import StrataCluster
+
+/// A schema migration of a cluster is an event at one position of its log: every replica
+/// migrates there, and none applies or appends past it before it has.
+@Suite(.serialized) struct ClusterMigrationTests {
+    @Test func aSchemaMigrationHappensAtOnePositionOfTheLogOnEveryReplica() async throws {
+        let schemas = try Schema.loadAll(directory: librarySchemaDirectory)
+        let v1 = try #require(schemas.first { $0.version == 1 })
+        let address = try TestPostgres.shared().freshDatabase()
+        let root = temporaryDirectory("strata-cluster")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let (urlA, urlB) = (root.appendingPathComponent("a"), root.appendingPathComponent("b"))
+        try await makeV1TrackStore(at: urlA, schema: v1)
+        let first = try Store.openExisting(at: urlA)
+        try await Cluster.initialize(store: first, address: address, name: "a")
+        let a = try await ClusterReplica.open(store: first, address: address, name: "a")
+        let joined = try await Cluster.join(at: urlB, address: address)
+        let b = try await ClusterReplica.open(store: joined, address: address, name: "b")
+        let genre = try #require(v1.entity(named: "Genre"))
+        var record = Record(entity: genre)
+        record["name"] = .string("Saved at v1")
+        _ = try await b.store.save { $0.insert(record) }
+        try await a.catchUp()
+        await a.close()
+        first.close()
+
+        // The first replica migrated appends the migration to the cluster's log.
+        let migratedA = try await Cluster.migrate(at: urlA, address: address, schemas: schemas,
+                                                  registry: libraryMigrations)
+        let position = try #require(migratedA?.migrationTransaction)
+        #expect(migratedA?.to == 2)
+        // b, still at v1, applies nothing past it and cannot save.
+        do {
+            var late = Record(entity: genre)
+            late["name"] = .string("Saved at v1 after the migration")
+            _ = try await b.store.save { $0.insert(late) }
+            Issue.record("a v1 replica saved past the cluster's migration")
+        } catch StrataError.replication(let e) {
+            #expect(e.kind == .migrationNeeded)
+            #expect(e.reason.contains("from v1 to v2"))
+        }
+        #expect(try b.store.lastTransactionID.next == position)
+        await b.close()
+        joined.close()
+        // b migrates at the same position, with storectl.
+        let url = "postgres://\(address.user)@\(address.host):\(address.port)/\(address.database)"
+        let migratedB = try storectl(["migrate", urlB.path, "--schema", librarySchemaDirectory.path, "--postgres", url,
+                                      "--json", "--quiet"])
+        #expect(migratedB.status == 0, "\(migratedB.stderr)")
+        #expect(migratedB.stdout.contains("\"migrationTransaction\":\(position.rawValue)"), "\(migratedB.stdout)")
+        let again = try storectl(["migrate", urlB.path, "--schema", librarySchemaDirectory.path, "--postgres", url])
+        #expect(again.status == 0 && again.stdout.contains("up to date"), "\(again.stdout) \(again.stderr)")
+
+        // Both at v2: saves on one are read on the other; logs and states agree.
+        let storeA = try Store.openExisting(at: urlA), storeB = try Store.openExisting(at: urlB)
+        let ra = try await ClusterReplica.open(store: storeA, address: address, name: "a")
+        let rb = try await ClusterReplica.open(store: storeB, address: address, name: "b")
+        #expect(storeA.schema.version == 2 && storeB.schema.version == 2)
+        // Still replicas of the cluster: the migration carries the mark into the new generation.
+        #expect(try storeA.replicaClusterID != nil && storeB.replicaClusterID == storeA.replicaClusterID)
+        let id = try await storeB.save { $0.insert(newTrack("saved at v2")) }
+        try await ra.catchUp(to: id)
+        #expect(try storeA.changes(in: position) == storeB.changes(in: position))
+        #expect(try storeA.changes(in: position).metadata["migrationTo"] == "2")
+        #expect(try ClusterFixture.exported(storeA) == ClusterFixture.exported(storeB))
+        #expect(try storeA.verify().ok && storeB.verify().ok)
+        #expect(try await Cluster.status(address: address).schemaVersion == 2)
+        await ra.close()
+        await rb.close()
+        storeA.close()
+        storeB.close()
+    }
+}
