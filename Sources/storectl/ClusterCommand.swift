@@ -34,6 +34,12 @@ struct ClusterCommand: AsyncParsableCommand {
         subcommands: [ClusterInitCommand.self, ClusterJoinCommand.self, ClusterStatusCommand.self,
                       ClusterCompactCommand.self]
     )
+
+    /// `storectl cluster` alone: a usage error (exit 64), as every command without its arguments.
+    func run() throws {
+        note("storectl: error: Missing subcommand: init, join, status or compact\n\n\(Self.helpMessage())")
+        throw ExitCode(Exit.usage)
+    }
 }
 
 struct ClusterInitCommand: AsyncParsableCommand {

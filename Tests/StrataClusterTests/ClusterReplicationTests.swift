@@ -54,6 +54,26 @@ import Testing
         }
     }
 
+    @Test func aLiveQueryOnOneReplicaFollowsAnotherMachinesSaves() async throws {
+        try await withCluster(replicas: 2) { c in
+            let live = c.replicas[1].store.mainContext.observe(Query(entity: "Genre"))
+            let reached = Task { () -> Bool in
+                for await results in live where results.records.count == 3 { return true }
+                return false
+            }
+            for name in ["Ambient", "Blues", "Cumbia"] {
+                _ = try await c.replicas[0].store.save { $0.insert(Genre(name: name)) }
+            }
+            // No catch-up by hand: the follower applies the saves and the query re-evaluates.
+            let deadline = Task {
+                try? await Task.sleep(for: .seconds(20))
+                reached.cancel()
+            }
+            #expect(await reached.value, "the live query never showed the three genres")
+            deadline.cancel()
+        }
+    }
+
     @Test func oneUniqueKeyContestedByThreeReplicasHasExactlyOneWinner() async throws {
         // What one machine answers to the second insert of a unique name.
         let alone = try await withLibraryStore { store -> ValidationFailure.Kind? in
