@@ -13,8 +13,9 @@ extension Cluster {
     /// stopped there. Each replica is then migrated with this call (by code that holds the new
     /// schema): it applies the log up to the entry, migrates its store locally at that position
     /// (``Store/migrateReplica(schemas:to:registry:marker:progress:)``: the same steps give every
-    /// replica the same state), and applies the log after it. Like ``Store/migrate(at:schemas:to:registry:dryRun:configuration:progress:)``
-    /// it needs the store to itself (no other process may have it open).
+    /// replica the same state), and applies the log after it. Like
+    /// ``Store/migrate(at:schemas:to:registry:dryRun:configuration:progress:)`` it needs the store to
+    /// itself (no other process may have it open).
     ///
     /// Returns nil when the replica is already at the target version and the cluster has no
     /// migration entry it has yet to apply.
@@ -22,7 +23,8 @@ extension Cluster {
     public static func migrate(at url: URL, address: ClusterAddress, schemas: [Schema], to target: Int? = nil,
                                registry: MigrationRegistry = MigrationRegistry(),
                                configuration: StoreConfiguration = StoreConfiguration(),
-                               progress: (@Sendable (MigrationProgress) -> Void)? = nil) async throws -> MigrationReport? {
+                               progress: (@Sendable (MigrationProgress) -> Void)? = nil)
+        async throws -> MigrationReport? {
         let logger = Logger(label: "strata.cluster")
         var store = try Store.openExisting(at: url, configuration: configuration)
         guard let clusterID = try store.replicaClusterID else {
@@ -49,7 +51,8 @@ extension Cluster {
             }
             if let target, marker.schemaVersion != target {
                 throw ClusterError(.wrongStore, """
-                    the cluster migrates to v\(marker.schemaVersion) at transaction \(marker.transactionID), not to v\(target)
+                    the cluster migrates to v\(marker.schemaVersion) at transaction \(marker.transactionID), \
+                    not to v\(target)
                     """)
             }
             await store.detachReplication()
@@ -79,7 +82,9 @@ extension Cluster {
         } catch StrataError.replication(let e) where e.kind == .migrationNeeded {
             let head = try store.lastTransactionID
             let next = try await offPool("migrate") { try log.entries(after: head, limit: 1) }
-            guard let marker = next.first, marker.schemaVersion > store.schema.version else { throw StrataError.replication(e) }
+            guard let marker = next.first, marker.schemaVersion > store.schema.version else {
+                throw StrataError.replication(e)
+            }
             return marker
         }
     }

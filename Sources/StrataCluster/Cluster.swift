@@ -44,7 +44,8 @@ public enum Cluster {
         }
         let (id, layout, model, version, head, horizon): (String, Int32, String, Int32, Int64, Int64)
         do {
-            (id, layout, model, version, head, horizon) = try row.decode((String, Int32, String, Int32, Int64, Int64).self)
+            (id, layout, model, version, head, horizon) =
+                try row.decode((String, Int32, String, Int32, Int64, Int64).self)
         } catch {
             throw ClusterError(.noCluster, "the cluster row at \(session.address) cannot be read: \(error)")
         }
@@ -76,7 +77,8 @@ public enum Cluster {
         defer { session.close() }
         let existing = try await offPool("init") { () throws -> String? in
             do {
-                guard try session.run("SELECT to_regclass('strata_cluster') IS NOT NULL").first?.decode(Bool.self) == true
+                guard try session.run("SELECT to_regclass('strata_cluster') IS NOT NULL")
+                    .first?.decode(Bool.self) == true
                 else { return nil }
                 return try session.run("SELECT cluster_id FROM strata_cluster").first?.decode(String.self) ?? ""
             } catch let e as PostgresSession.Failure {
@@ -91,7 +93,8 @@ public enum Cluster {
                     (`storectl cluster status` shows it)
                     """)
             }
-            throw ClusterError(.clusterExists, "the database at \(address) already holds a cluster (`storectl cluster status`)")
+            throw ClusterError(.clusterExists,
+                               "the database at \(address) already holds a cluster (`storectl cluster status`)")
         }
         // A store marked for a cluster this database does not hold: an `init` that died before its
         // PostgreSQL transaction committed. Made again under the same id.
@@ -146,7 +149,8 @@ public enum Cluster {
         let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
         defer { session.close() }
         let parent = (path as NSString).deletingLastPathComponent
-        try FileManager.default.createDirectory(atPath: parent.isEmpty ? "." : parent, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: parent.isEmpty ? "." : parent,
+                                                withIntermediateDirectories: true)
         let scratch = try temporaryDirectory(near: path)
         defer { try? FileManager.default.removeItem(at: scratch) }
         let file = scratch.appendingPathComponent(Store.replicaSnapshotFile)
@@ -172,7 +176,9 @@ public enum Cluster {
                                             configuration: configuration)
         } catch {
             // Nothing of a replica that could not be made is left in the way of the next try.
-            if !FileManager.default.fileExists(atPath: path + "/current") { try? FileManager.default.removeItem(atPath: path) }
+            if !FileManager.default.fileExists(atPath: path + "/current") {
+                try? FileManager.default.removeItem(atPath: path)
+            }
             throw error
         }
         guard try store.replicaClusterID == cluster.id else {
@@ -180,6 +186,38 @@ public enum Cluster {
             throw ClusterError(.badSnapshot, "the snapshot in \(address) is not of cluster \(cluster.id)")
         }
         return store
+    }
+
+    /// Starts the replica at `url` again from the cluster's latest snapshot (a client reset): for
+    /// a replica behind the retention horizon (``ReplicationError/Kind/behindRetention``), or one
+    /// whose history diverged from the cluster's. The replica holds nothing of its own (what it
+    /// acknowledged is in the cluster's log), so nothing is lost; its store is switched to the
+    /// snapshot atomically (``Store/resetReplica(at:fromSnapshot:configuration:)``). Attach it
+    /// with ``ClusterReplica/open(store:address:name:pollInterval:)`` to apply the log after the
+    /// snapshot. The store must not be open anywhere.
+    public static func reset(at url: URL, address: ClusterAddress,
+                             configuration: StoreConfiguration = StoreConfiguration()) async throws -> Store {
+        let path = url.standardizedFileURL.path
+        let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
+        defer { session.close() }
+        let scratch = try temporaryDirectory(near: path)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let file = scratch.appendingPathComponent(Store.replicaSnapshotFile)
+        try await offPool("reset") {
+            _ = try readCluster(session)
+            do {
+                _ = try session.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                defer { _ = try? session.run("ROLLBACK") }
+                try download(session, to: file)
+            } catch let e as PostgresSession.Failure {
+                throw ClusterError(.unavailable, "downloading the snapshot: \(e.text)")
+            } catch let e as ClusterError {
+                throw e
+            } catch {
+                throw ClusterError(.badSnapshot, "downloading the snapshot: \(error)")
+            }
+        }
+        return try Store.resetReplica(at: URL(fileURLWithPath: path), fromSnapshot: file, configuration: configuration)
     }
 
     /// The cluster at `address`, and `store`'s place in it when given.
@@ -288,12 +326,14 @@ public enum Cluster {
             checksum.add(data)
             bytes += Int64(data.count)
             let buffer = ByteBuffer(data: data)
-            _ = try session.run("INSERT INTO strata_snapshot_chunks (snapshot_id, seq, data) VALUES (\(id), \(seq), \(buffer))")
+            _ = try session.run(
+                "INSERT INTO strata_snapshot_chunks (snapshot_id, seq, data) VALUES (\(id), \(seq), \(buffer))")
             seq += 1
         }
         let sum = checksum.signed
         _ = try session.run("""
-            UPDATE strata_snapshots SET bytes = \(bytes), chunks = \(seq), checksum = \(sum), complete = true WHERE id = \(id)
+            UPDATE strata_snapshots SET bytes = \(bytes), chunks = \(seq), checksum = \(sum), complete = true
+            WHERE id = \(id)
             """)
         return id
     }
@@ -301,7 +341,8 @@ public enum Cluster {
     /// Downloads the latest complete snapshot to `file`, checking its size and checksum.
     static func download(_ session: PostgresSession, to file: URL) throws {
         guard let row = try session.run("""
-            SELECT id, position, bytes, chunks, checksum FROM strata_snapshots WHERE complete ORDER BY position DESC LIMIT 1
+            SELECT id, position, bytes, chunks, checksum FROM strata_snapshots WHERE complete
+            ORDER BY position DESC LIMIT 1
             """).first else {
             throw ClusterError(.badSnapshot, "the cluster at \(session.address) holds no snapshot to start from")
         }
@@ -316,7 +357,8 @@ public enum Cluster {
             guard let chunk = try session.run("""
                 SELECT data FROM strata_snapshot_chunks WHERE snapshot_id = \(id) AND seq = \(seq)
                 """).first else {
-                throw ClusterError(.badSnapshot, "the snapshot at transaction \(position) lacks chunk \(seq) of \(chunks)")
+                throw ClusterError(.badSnapshot,
+                                   "the snapshot at transaction \(position) lacks chunk \(seq) of \(chunks)")
             }
             let data = Data(buffer: try chunk.decode(ByteBuffer.self))
             checksum.add(data)

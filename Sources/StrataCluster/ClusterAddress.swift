@@ -44,10 +44,13 @@ public struct ClusterAddress: Sendable, Equatable, CustomStringConvertible {
         guard let host = components.host, !host.isEmpty else { throw bad("names no host") }
         guard let user = components.user, !user.isEmpty else { throw bad("names no user (postgres://USER@HOST/DB)") }
         let database = String(components.path.drop { $0 == "/" })
-        guard !database.isEmpty, !database.contains("/") else { throw bad("names no database (postgres://USER@HOST/DB)") }
+        guard !database.isEmpty, !database.contains("/") else {
+            throw bad("names no database (postgres://USER@HOST/DB)")
+        }
         if let port = components.port, !(1...65535).contains(port) { throw bad("has port \(port), not 1–65535") }
         if components.query != nil { throw bad("has query parameters, which Strata does not read") }
-        self.init(host: host, port: components.port ?? 5432, user: components.percentEncodedUser?.removingPercentEncoding ?? user,
+        self.init(host: host, port: components.port ?? 5432,
+                  user: components.percentEncodedUser?.removingPercentEncoding ?? user,
                   password: components.percentEncodedPassword?.removingPercentEncoding, database: database)
     }
 

@@ -182,7 +182,8 @@ final class Follower: Sendable {
     private func run() {
         var listening: PostgresConnection?
         var lastHeartbeat = ContinuousClock.now - Self.heartbeatInterval
-        let milliseconds = Int(interval.components.seconds * 1_000 + interval.components.attoseconds / 1_000_000_000_000_000)
+        let milliseconds = Int(interval.components.seconds * 1_000
+                               + interval.components.attoseconds / 1_000_000_000_000_000)
         while !stopped {
             do {
                 if listening == nil || listening?.isClosed == true {
@@ -235,7 +236,8 @@ final class Follower: Sendable {
     private func heartbeat(_ head: TransactionID) throws {
         let applied = Int64(head.rawValue), pid = Int32(getpid()), host = ProcessInfo.processInfo.hostName
         _ = try session.run("""
-            INSERT INTO strata_replicas (name, applied, host, pid, last_seen) VALUES (\(name), \(applied), \(host), \(pid), now())
+            INSERT INTO strata_replicas (name, applied, host, pid, last_seen)
+                VALUES (\(name), \(applied), \(host), \(pid), now())
             ON CONFLICT (name) DO UPDATE SET applied = excluded.applied, host = excluded.host, pid = excluded.pid,
                 last_seen = now()
             """)

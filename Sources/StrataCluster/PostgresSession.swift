@@ -159,7 +159,8 @@ final class PostgresSession: Sendable {
                 guard found == expectedCluster else {
                     closeWithoutWaiting(conn)
                     throw ClusterError(.wrongStore, """
-                        the database at \(address) holds cluster \(found ?? "none"), not this replica's \(expectedCluster)
+                        the database at \(address) holds cluster \(found ?? "none"), \
+                        not this replica's \(expectedCluster)
                         """)
                 }
             }
@@ -198,7 +199,8 @@ extension PostgresSession {
         do {
             return try withConnection { conn in
                 conn.addListener(channel: channel) { _, _ in handler() }
-                _ = try conn.query(PostgresQuery(unsafeSQL: "LISTEN \(channel)"), logger: Logger(label: "strata.cluster"))
+                _ = try conn.query(PostgresQuery(unsafeSQL: "LISTEN \(channel)"),
+                                   logger: Logger(label: "strata.cluster"))
                     .wait()
                 return conn
             }

@@ -101,7 +101,8 @@ final class SharedLog: ReplicationLog {
         } catch let e as StrataError {
             throw e
         } catch {
-            throw StrataError.replication(ReplicationError(.rejectedEntry, "the cluster's log cannot be read: \(error)"))
+            throw StrataError.replication(ReplicationError(.rejectedEntry,
+                                                           "the cluster's log cannot be read: \(error)"))
         }
     }
 
@@ -117,14 +118,14 @@ final class SharedLog: ReplicationLog {
                 throw StrataError.replication(ReplicationError(.rejectedEntry, """
                     this replica is at transaction \(after), past the cluster's head \(head): the database lost \
                     transactions it had committed (restored from a backup, or a standby promoted?); this replica's \
-                    history is no longer the cluster's, make it again with `storectl cluster join`
+                    history is no longer the cluster's, start it again with `storectl cluster reset STORE`
                     """))
             }
             if after < horizon {
                 throw StrataError.replication(ReplicationError(.behindRetention, """
                     this replica is at transaction \(after), and the cluster keeps its log only after transaction \
-                    \(horizon) (older entries were trimmed with a snapshot): make the replica again with \
-                    `storectl cluster join`
+                    \(horizon) (older entries were trimmed with a snapshot): start it again from the latest \
+                    snapshot with `storectl cluster reset STORE` (Cluster.reset)
                     """))
             }
             guard let id, let payload, let author, let saved, let version else { continue }

@@ -24,7 +24,8 @@ struct ClusterCommand: AsyncParsableCommand {
         init makes the cluster from an existing store (which becomes its first replica); join makes a \
         replica on another machine from the cluster's latest snapshot; status shows the log's head, \
         the replicas and the retention horizon; compact publishes a new snapshot and trims the log \
-        behind it. Commands that write (import) write a replica's saves through the cluster.
+        behind it; reset starts a replica behind the horizon again from the latest snapshot. Commands \
+        that write (import, migrate) write a replica's saves through the cluster.
 
         Examples:
           STRATA_POSTGRES_URL=postgres://strata@db.internal/library storectl cluster init ./library.strata
@@ -32,12 +33,12 @@ struct ClusterCommand: AsyncParsableCommand {
           storectl cluster status ./library.strata --json
         """,
         subcommands: [ClusterInitCommand.self, ClusterJoinCommand.self, ClusterStatusCommand.self,
-                      ClusterCompactCommand.self]
+                      ClusterCompactCommand.self, ClusterResetCommand.self]
     )
 
     /// `storectl cluster` alone: a usage error (exit 64), as every command without its arguments.
     func run() throws {
-        note("storectl: error: Missing subcommand: init, join, status or compact\n\n\(Self.helpMessage())")
+        note("storectl: error: Missing subcommand: init, join, status, compact or reset\n\n\(Self.helpMessage())")
         throw ExitCode(Exit.usage)
     }
 }
@@ -158,13 +159,43 @@ struct ClusterCompactCommand: AsyncParsableCommand {
     }
 }
 
+struct ClusterResetCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "reset",
+        abstract: "Start a replica again from the cluster's latest snapshot (a client reset).",
+        discussion: """
+        For a replica behind the cluster's retention horizon, or whose history diverged from the \
+        cluster's. Nothing is lost: a replica's saves are all in the cluster's log. The store is \
+        switched to the snapshot atomically, then the log after it is applied. Refuses (exit 75) \
+        while another process has the store open.
+        """
+    )
+
+    @OptionGroup var target: StoreArgument
+    @OptionGroup var connection: PostgresOption
+    @Flag(help: "Print the status as JSON.") var json = false
+
+    func run() async throws {
+        let address = try connection.address()
+        do {
+            let store = try await Cluster.reset(at: target.url, address: address, configuration: target.configuration)
+            defer { store.close() }
+            let replica = try await ClusterReplica.open(store: store, address: address)
+            let status = await Result(catching: { try await replica.status() })
+            await replica.close()
+            printStatus(try status.get(), json: json)
+        } catch { throw failure(error) }
+    }
+}
+
 /// Opens a store to write to: a replica of a cluster is attached to it (its saves go through the
 /// cluster); any other store is opened as it is.
 func openForWriting(_ target: StoreArgument, postgres: PostgresOption) async throws -> (Store, ClusterReplica?) {
     let store = try Store.openExisting(at: target.url, configuration: target.configuration)
     do {
         guard try store.replicaClusterID != nil else { return (store, nil) }
-        let replica = try await ClusterReplica.open(store: store, address: try ClusterAddress.resolve(postgres.postgres))
+        let replica = try await ClusterReplica.open(store: store,
+                                                    address: try ClusterAddress.resolve(postgres.postgres))
         return (store, replica)
     } catch {
         store.close()

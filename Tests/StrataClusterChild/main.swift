@@ -14,7 +14,8 @@ import Synchronization
 
 let arguments = CommandLine.arguments
 guard arguments.count >= 6, let count = Int(arguments[4]) else {
-    FileHandle.standardError.write(Data("usage: strata-cluster-child STORE URL NAME COUNT HISTORY [POINT:INDEX]\n".utf8))
+    FileHandle.standardError.write(
+        Data("usage: strata-cluster-child STORE URL NAME COUNT HISTORY [POINT:INDEX]\n".utf8))
     exit(64)
 }
 let (storePath, url, name, historyPath) = (arguments[1], arguments[2], arguments[3], arguments[5])

@@ -24,8 +24,9 @@ final class ClusterFixture: Sendable {
     /// Makes a cluster of `count` replicas; `seed` runs on the first store before the cluster is made.
     static func make(replicas count: Int, postgres: TestPostgres? = nil, pollInterval: Duration = .milliseconds(50),
                      seed: (Store) async throws -> Void = { _ in }) async throws -> ClusterFixture {
-        let server = try postgres ?? TestPostgres.shared()
-        let address = try server.freshDatabase()
+        let server: TestPostgres
+        if let postgres { server = postgres } else { server = try await TestPostgres.shared() }
+        let address = try await server.freshDatabase()
         let root = temporaryDirectory("strata-cluster")
         let first = try Store.open(at: root.appendingPathComponent("r0"), schema: try librarySchema())
         try await seed(first)

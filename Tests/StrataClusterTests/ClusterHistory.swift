@@ -108,8 +108,8 @@ struct ClusterHistory {
                 j += 1
             }
             if let m = maxBefore, m.tx >= op.tx {
-                problems.append("\(op.title) (transaction \(op.tx)) was called after \(m.title) (transaction \(m.tx)) " +
-                                "was acknowledged, yet is ordered before it")
+                problems.append("\(op.title) (transaction \(op.tx)) was called after \(m.title) " +
+                                "(transaction \(m.tx)) was acknowledged, yet is ordered before it")
             }
         }
         return problems

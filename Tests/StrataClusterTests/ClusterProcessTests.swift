@@ -54,7 +54,8 @@ import Testing
             let input = c.root.appendingPathComponent("import.ndjson")
             let titles = (0..<300).map { "imported \($0)" }
             let lines = titles.enumerated().map { i, title in
-                #"{"entity":"Track","mbid":"\#(UUID().uuidString.lowercased())","title":"\#(title)","durationSeconds":\#(i),"addedAt":"2026-01-01T00:00:00Z"}"#
+                #"{"entity":"Track","mbid":"\#(UUID().uuidString.lowercased())","title":"\#(title)","# +
+                    #""durationSeconds":\#(i),"addedAt":"2026-01-01T00:00:00Z"}"#
             }
             try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: input)
             async let importer: ProcessResult = withCheckedThrowingContinuation { k in
@@ -106,7 +107,7 @@ import Testing
     }
 
     @Test func postgresRestartedInTheMiddleOfARun() async throws {
-        let server = try TestPostgres.start()
+        let server = try await TestPostgres.start()
         defer { try? server.stop() }
         try await withCluster(replicas: 2, postgres: server) { c in
             await c.release()
@@ -120,7 +121,7 @@ import Testing
             }) {
                 try await Task.sleep(for: .milliseconds(20))
             }
-            try server.restart()
+            try await server.restart()
             let restarted = monotonicNanoseconds()
             let results = try await [r0, r1]
             for r in results { #expect(r.status == 0, "\(r.stderr)") }
@@ -142,7 +143,7 @@ import Testing
         let environment = ProcessInfo.processInfo.environment
         let runs = Int(environment["STRATA_CLUSTER_RUNS"] ?? "") ?? 3
         let seed = UInt64(environment["STRATA_CLUSTER_SEED"] ?? "") ?? UInt64.random(in: 0..<1_000_000)
-        let server = try TestPostgres.start()
+        let server = try await TestPostgres.start()
         defer { try? server.stop() }
         var totals = (acknowledged: 0, failed: 0, unknown: 0, kills: 0, restarts: 0)
         for run in 0..<runs {
@@ -175,7 +176,7 @@ import Testing
                     }
                     if let restartAfter {
                         try await Task.sleep(for: .milliseconds(restartAfter * 20))
-                        try server.restart()
+                        try await server.restart()
                     }
                     try await group.waitForAll()
                 }

@@ -20,12 +20,15 @@ final class TestPostgres: Sendable {
     }
 
     /// The server the tests share.
-    static func shared() throws -> TestPostgres { try sharedServer.get() }
-    private static let sharedServer = Result { try TestPostgres.start() }
+    static func shared() async throws -> TestPostgres { try await offThePool { try sharedServer.get() } }
+    private static let sharedServer = Result { try TestPostgres.startBlocking() }
 
     /// Starts a new server, stopped at exit (or by ``stop()``).
-    static func start() throws -> TestPostgres {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("strata-pg-\(UUID().uuidString)").path
+    static func start() async throws -> TestPostgres { try await offThePool { try startBlocking() } }
+
+    private static func startBlocking() throws -> TestPostgres {
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("strata-pg-\(UUID().uuidString)").path
         let result = try spawn(repositoryRoot.appendingPathComponent("Tools/postgres").path, ["start", directory])
         guard result.status == 0, let url = result.stdout.split(separator: "\n").last.map(String.init),
               let port = URLComponents(string: url)?.port else {
@@ -50,7 +53,9 @@ final class TestPostgres: Sendable {
     }()
 
     /// A new, empty database on this server.
-    func freshDatabase() throws -> ClusterAddress {
+    func freshDatabase() async throws -> ClusterAddress { try await offThePool { try self.freshDatabaseBlocking() } }
+
+    private func freshDatabaseBlocking() throws -> ClusterAddress {
         let name = "strata_\(UUID().uuidString.prefix(8).lowercased())"
         try sql("CREATE DATABASE \(name)")
         return address(database: name)
@@ -76,7 +81,9 @@ final class TestPostgres: Sendable {
     }
 
     /// Starts a stopped server again on its port (or restarts a running one).
-    func restart() throws {
+    func restart() async throws { try await offThePool { try self.restartBlocking() } }
+
+    private func restartBlocking() throws {
         let r = try spawn(repositoryRoot.appendingPathComponent("Tools/postgres").path, ["restart", directory])
         guard r.status == 0 else { throw ClusterError(.unavailable, "Tools/postgres restart: \(r.stderr)") }
     }
@@ -102,10 +109,21 @@ func spawn(_ executable: String, _ arguments: [String]) throws -> ProcessResult 
     defer { for e in envp { free(e) } }
     var pid: pid_t = 0
     let rc = posix_spawn(&pid, executable, &actions, nil, argv, envp)
-    guard rc == 0 else { throw ClusterError(.unavailable, "cannot run \(executable): \(String(cString: strerror(rc)))") }
+    guard rc == 0 else {
+        throw ClusterError(.unavailable, "cannot run \(executable): \(String(cString: strerror(rc)))")
+    }
     var status: Int32 = 0
     while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
     let exited = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     return ProcessResult(status: exited, stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
                          stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+}
+
+/// Runs blocking work (a process, psql, initdb) on a dispatch thread: a test that waited on a
+/// thread of Swift's cooperative pool (two threads on two cores) would stall the async tests
+/// running beside it.
+func offThePool<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+    try await withCheckedThrowingContinuation { (k: CheckedContinuation<R, Error>) in
+        DispatchQueue.global().async { k.resume(with: Result { try body() }) }
+    }
 }

@@ -69,6 +69,57 @@ extension Store {
         if let notSynced = try directory.switchCurrent(to: name) { throw notSynced }
         return try openExisting(at: URL(fileURLWithPath: path), configuration: configuration)
     }
+
+    /// Replaces the state of the replica at `url` with a snapshot file (a client reset: a replica
+    /// too far behind its cluster's retention horizon starts again from the cluster's latest
+    /// snapshot), then opens it. A replica holds nothing of its own (every save it acknowledged is
+    /// in the cluster's log), so nothing is lost. The snapshot becomes a new generation, switched
+    /// in with one rename, as compaction switches: a crash leaves the old replica or the new one.
+    ///
+    /// - Throws: ``StrataError/alreadyOpen(path:reason:)`` when this process has the store open,
+    ///   ``StrataError/storeBusy(path:processIDs:)`` when another process has, and
+    ///   ``StrataError/notAStore(path:reason:)`` when it is not a replica or the file is not a
+    ///   snapshot of one of the same cluster.
+    public static func resetReplica(at url: URL, fromSnapshot file: URL,
+                                    configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
+        let path = url.standardizedFileURL.path
+        let old = try openExisting(at: url, configuration: configuration)
+        let cluster = try old.replicaClusterID
+        old.close()
+        guard let cluster else { throw StrataError.notAStore(path: path, reason: "not a replica of a cluster") }
+        let permissions = StorePermissions(configuration)
+        let directory = StoreDirectory(path: path, permissions: permissions)
+        guard let lock = try StoreLock(path: directory.lockPath, readOnly: false, permissions: permissions,
+                                       store: path) else { throw StrataError.readOnly(path: path) }
+        defer { lock.release() }
+        let others = lock.otherHolders()
+        guard others.isEmpty, lock.tryExclusive() else { throw StrataError.storeBusy(path: path, processIDs: others) }
+        guard let live = try directory.currentGeneration() else { throw StrataError.storeNotFound(path: path) }
+        let name = try directory.newGeneration()
+        let generation = path + "/" + name
+        do {
+            try copyDurably(from: file.path, to: generation + "/data.mdb", mode: permissions.fileMode, store: path)
+            try StoreDirectory.syncDirectory(generation)
+            // The snapshot must be of this replica's cluster.
+            var options = LMDBOptions(mapSizeBytes: configuration.initialMapSizeBytes,
+                                      maxMapSizeBytes: configuration.maxMapSizeBytes, maxReaders: 8, readOnly: true,
+                                      noSync: true, noLock: true)
+            options.fileMode = permissions.fileMode
+            let env = try LMDBEnvironment(path: generation, options: options)
+            let theirs = try storedClusterID(env)
+            env.close()
+            guard theirs == cluster else {
+                throw StrataError.notAStore(path: file.path, reason: "not a snapshot of cluster \(cluster)")
+            }
+        } catch {
+            try? FileManager.default.removeItem(atPath: generation)
+            throw error
+        }
+        _ = try directory.switchCurrent(to: name)
+        StoreDirectory.retire(generation: path + "/" + live)
+        lock.release()
+        return try openExisting(at: url, configuration: configuration)
+    }
 }
 
 /// Copies `source` to `target` (which must not exist) under a temporary name, syncs it, and

@@ -67,16 +67,20 @@ extension Store {
     /// stays the cluster's.
     ///
     /// - Throws: ``MigrationError`` when the store is not a replica, is not right before the
-    ///   marker, or the marker is not a migration to `target`; and what ``migrate(schemas:to:registry:dryRun:progress:)``
-    ///   throws.
+    ///   marker, or the marker is not a migration to `target`; and what
+    ///   ``migrate(schemas:to:registry:dryRun:progress:)`` throws.
     public func migrateReplica(schemas: [Schema], to target: Int, registry: MigrationRegistry = MigrationRegistry(),
                                marker: ReplicatedEntry,
-                               progress: (@Sendable (MigrationProgress) -> Void)? = nil) async throws -> MigrationReport {
+                               progress: (@Sendable (MigrationProgress) -> Void)? = nil)
+        async throws -> MigrationReport {
         guard writer?.isReplica.load(ordering: .acquiring) == true else {
             throw MigrationError(reason: "\(path) is not a replica of a cluster")
         }
-        let entry = try marker.bytes.withUnsafeBytes { try LogEntryCodec.decode($0, transactionID: marker.transactionID) }
-        guard entry.changes.isEmpty, entry.schemaVersion == target, entry.metadata["migrationTo"] == String(target) else {
+        let entry = try marker.bytes.withUnsafeBytes {
+            try LogEntryCodec.decode($0, transactionID: marker.transactionID)
+        }
+        guard entry.changes.isEmpty, entry.schemaVersion == target,
+              entry.metadata["migrationTo"] == String(target) else {
             throw MigrationError(reason: """
                 transaction \(marker.transactionID) of the cluster is not a migration to v\(target)
                 """)

@@ -381,7 +381,8 @@ struct Upcaster: Sendable {
     static func markerEntry(_ tx: TransactionID, from: Int, to: Int, steps: [String]) -> LogEntry {
         LogEntry(transactionID: tx, schemaVersion: to, timestampMs: Int64(Date().timeIntervalSince1970 * 1000),
                  author: "migration",
-                 metadata: ["migrationFrom": String(from), "migrationTo": String(to), "steps": steps.joined(separator: "; ")],
+                 metadata: ["migrationFrom": String(from), "migrationTo": String(to),
+                            "steps": steps.joined(separator: "; ")],
                  changes: [])
     }
 

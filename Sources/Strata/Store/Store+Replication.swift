@@ -115,7 +115,8 @@ extension Store {
         guard let writer else { throw StrataError.readOnly(path: path) }
         return try await writer.exclusive {
             guard let log = writer.replication.withLock({ $0 }) else {
-                throw StrataError.replication(ReplicationError(.notAttached, "no cluster is attached to \(writer.storePath)"))
+                throw StrataError.replication(ReplicationError(.notAttached,
+                                                               "no cluster is attached to \(writer.storePath)"))
             }
             try writer.catchUp(from: log)
             let env = writer.env

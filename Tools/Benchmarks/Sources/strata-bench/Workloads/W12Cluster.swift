@@ -99,7 +99,9 @@ enum W12Cluster {
                                 if due > now { try await Task.sleep(for: .nanoseconds(Int(due - now))) }
                                 let index = 10_000_000 + w * perWriter + k
                                 saves.addTask {
-                                    let tx = try await r.store.save(author: "w\(w)") { $0.insert(TrackData.make(index).track) }
+                                    let tx = try await r.store.save(author: "w\(w)") {
+                                        $0.insert(TrackData.make(index).track)
+                                    }
                                     seen.acknowledge(replica: w, tx: tx.rawValue, at: nanos())
                                 }
                             }
@@ -131,7 +133,9 @@ enum W12Cluster {
                         let r = replicas[s % 3]
                         group.addTask {
                             for k in 0..<perSaver {
-                                _ = try await r.store.save { $0.insert(TrackData.make(20_000_000 + s * perSaver + k).track) }
+                                _ = try await r.store.save {
+                                    $0.insert(TrackData.make(20_000_000 + s * perSaver + k).track)
+                                }
                             }
                         }
                     }
@@ -154,7 +158,9 @@ enum W12Cluster {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for s in 0..<16 {
                     group.addTask {
-                        for k in 0..<perSaver { _ = try await store.save { $0.insert(TrackData.make(s * perSaver + k).track) } }
+                        for k in 0..<perSaver {
+                            _ = try await store.save { $0.insert(TrackData.make(s * perSaver + k).track) }
+                        }
                     }
                 }
                 try await group.waitForAll()
@@ -165,7 +171,8 @@ enum W12Cluster {
         }
     }
 
-    static func catchUp(_ ctx: WorkloadContext, _ server: PrivatePostgres, _ figures: inout [String: Double]) async throws {
+    static func catchUp(_ ctx: WorkloadContext, _ server: PrivatePostgres,
+                        _ figures: inout [String: Double]) async throws {
         let dir = try ctx.storeDirectory("W12", .strata, "catch-up")
         defer { ctx.remove(dir) }
         let address = try server.database("catchup")
@@ -193,7 +200,8 @@ enum W12Cluster {
         figures["W12_catchup_changes_per_s"] = Double(transactions * 100) / seconds
     }
 
-    static func join(_ ctx: WorkloadContext, _ server: PrivatePostgres, _ figures: inout [String: Double]) async throws {
+    static func join(_ ctx: WorkloadContext, _ server: PrivatePostgres,
+                     _ figures: inout [String: Double]) async throws {
         let dir = try ctx.storeDirectory("W12", .strata, "join")
         defer { ctx.remove(dir) }
         let address = try server.database("joining")
@@ -308,8 +316,8 @@ final class PrivatePostgres: Sendable {
 
     /// A new database `name`.
     func database(_ name: String) throws -> ClusterAddress {
-        _ = try runTool(bin + "/psql", ["-X", "-q", "-h", "127.0.0.1", "-p", "\(port)", "-U", "strata", "-d", "postgres",
-                                        "-c", "CREATE DATABASE \(name)"])
+        _ = try runTool(bin + "/psql", ["-X", "-q", "-h", "127.0.0.1", "-p", "\(port)", "-U", "strata",
+                                        "-d", "postgres", "-c", "CREATE DATABASE \(name)"])
         return ClusterAddress(host: "127.0.0.1", port: port, user: "strata", database: name)
     }
 
