@@ -154,22 +154,7 @@ public enum Cluster {
         let scratch = try temporaryDirectory(near: path)
         defer { try? FileManager.default.removeItem(at: scratch) }
         let file = scratch.appendingPathComponent(Store.replicaSnapshotFile)
-        let cluster = try await offPool("join") { () throws -> Row in
-            let cluster = try readCluster(session)
-            do {
-                // One snapshot read: a compaction deleting it meanwhile cannot tear it.
-                _ = try session.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                defer { _ = try? session.run("ROLLBACK") }
-                try download(session, to: file)
-            } catch let e as PostgresSession.Failure {
-                throw ClusterError(.unavailable, "downloading the snapshot: \(e.text)")
-            } catch let e as ClusterError {
-                throw e
-            } catch {
-                throw ClusterError(.badSnapshot, "downloading the snapshot: \(error)")
-            }
-            return cluster
-        }
+        let cluster = try await offPool("join") { try downloadLatestSnapshot(session, to: file) }
         let store: Store
         do {
             store = try Store.createReplica(fromSnapshot: file, at: URL(fileURLWithPath: path),
@@ -203,20 +188,7 @@ public enum Cluster {
         let scratch = try temporaryDirectory(near: path)
         defer { try? FileManager.default.removeItem(at: scratch) }
         let file = scratch.appendingPathComponent(Store.replicaSnapshotFile)
-        try await offPool("reset") {
-            _ = try readCluster(session)
-            do {
-                _ = try session.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                defer { _ = try? session.run("ROLLBACK") }
-                try download(session, to: file)
-            } catch let e as PostgresSession.Failure {
-                throw ClusterError(.unavailable, "downloading the snapshot: \(e.text)")
-            } catch let e as ClusterError {
-                throw e
-            } catch {
-                throw ClusterError(.badSnapshot, "downloading the snapshot: \(error)")
-            }
-        }
+        _ = try await offPool("reset") { try downloadLatestSnapshot(session, to: file) }
         return try Store.resetReplica(at: URL(fileURLWithPath: path), fromSnapshot: file, configuration: configuration)
     }
 
@@ -336,6 +308,24 @@ public enum Cluster {
             WHERE id = \(id)
             """)
         return id
+    }
+
+    /// The cluster's row, and its latest snapshot downloaded to `file` in one read (a compaction
+    /// deleting it meanwhile cannot tear it); every failure as a ``ClusterError``.
+    static func downloadLatestSnapshot(_ session: PostgresSession, to file: URL) throws -> Row {
+        let cluster = try readCluster(session)
+        do {
+            _ = try session.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            defer { _ = try? session.run("ROLLBACK") }
+            try download(session, to: file)
+        } catch let e as PostgresSession.Failure {
+            throw ClusterError(.unavailable, "downloading the snapshot: \(e.text)")
+        } catch let e as ClusterError {
+            throw e
+        } catch {
+            throw ClusterError(.badSnapshot, "downloading the snapshot: \(error)")
+        }
+        return cluster
     }
 
     /// Downloads the latest complete snapshot to `file`, checking its size and checksum.

@@ -92,11 +92,7 @@ struct ClusterJoinCommand: AsyncParsableCommand {
         let address = try connection.address()
         do {
             let store = try await Cluster.join(at: target.url, address: address, configuration: target.configuration)
-            defer { store.close() }
-            let replica = try await ClusterReplica.open(store: store, address: address)
-            let status = await Result(catching: { try await replica.status() })
-            await replica.close()
-            printStatus(try status.get(), json: json)
+            try await catchUpAndPrintStatus(store, address: address, json: json)
         } catch { throw failure(error) }
     }
 }
@@ -179,13 +175,19 @@ struct ClusterResetCommand: AsyncParsableCommand {
         let address = try connection.address()
         do {
             let store = try await Cluster.reset(at: target.url, address: address, configuration: target.configuration)
-            defer { store.close() }
-            let replica = try await ClusterReplica.open(store: store, address: address)
-            let status = await Result(catching: { try await replica.status() })
-            await replica.close()
-            printStatus(try status.get(), json: json)
+            try await catchUpAndPrintStatus(store, address: address, json: json)
         } catch { throw failure(error) }
     }
+}
+
+/// Attaches a new or reset replica (which applies the log after its snapshot), prints the
+/// cluster's status, detaches and closes it.
+private func catchUpAndPrintStatus(_ store: Store, address: ClusterAddress, json: Bool) async throws {
+    defer { store.close() }
+    let replica = try await ClusterReplica.open(store: store, address: address)
+    let status = await Result(catching: { try await replica.status() })
+    await replica.close()
+    printStatus(try status.get(), json: json)
 }
 
 /// Opens a store to write to: a replica of a cluster is attached to it (its saves go through the
