@@ -14,7 +14,7 @@ final class PostgresSession: Sendable {
     /// statement counts as broken): a network that drops packets silently must not hold a
     /// replica's writer, and with it the store's write lock, for ever. PostgreSQL's own
     /// `statement_timeout` is set to the same.
-    static let deadline: TimeAmount = .seconds(60)
+    static let deadline: TimeAmount = .seconds(15)
 
     let address: ClusterAddress
     private let logger: Logger
@@ -69,13 +69,18 @@ final class PostgresSession: Sendable {
     func run(_ query: PostgresQuery) throws(Failure) -> PostgresQueryResult {
         try calls.withLock { _ throws(Failure) -> PostgresQueryResult in
             let conn = try connected()
-            // Closing the connection fails the query's future: the deadline of a statement.
+            // The deadline of a statement fails the wait itself (the first completion of the
+            // promise wins): a connection the server ended while it was idle was seen to leave its
+            // next query waiting for ever, even after being closed.
+            let answer = conn.eventLoop.makePromise(of: PostgresQueryResult.self)
+            conn.query(query, logger: logger).cascade(to: answer)
             let timeout = conn.eventLoop.scheduleTask(in: Self.deadline) {
+                answer.fail(DeadlinePassed(seconds: Self.deadline.nanoseconds / 1_000_000_000))
                 closeWithoutWaiting(conn)
             }
             defer { timeout.cancel() }
             do {
-                return try conn.query(query, logger: logger).wait()
+                return try answer.futureResult.wait()
             } catch let e as PSQLError where e.code == .server {
                 let sqlState = e.serverInfo?[.sqlState] ?? "?"
                 let message = e.serverInfo?[.message] ?? "\(e)"
@@ -218,6 +223,12 @@ func offPool<R: Sendable>(_ label: String, _ body: @escaping @Sendable () throws
     try await withCheckedThrowingContinuation { (c: CheckedContinuation<R, Error>) in
         DispatchQueue(label: "strata.cluster.\(label)").async { c.resume(with: Result { try body() }) }
     }
+}
+
+/// A statement that did not answer within ``PostgresSession/deadline``.
+struct DeadlinePassed: Error, CustomStringConvertible {
+    let seconds: Int64
+    var description: String { "no answer within \(seconds) s" }
 }
 
 /// Closes `conn` without waiting, keeping it alive until the close completes (postgres-nio
