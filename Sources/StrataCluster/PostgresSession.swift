@@ -69,18 +69,8 @@ final class PostgresSession: Sendable {
     func run(_ query: PostgresQuery) throws(Failure) -> PostgresQueryResult {
         try calls.withLock { _ throws(Failure) -> PostgresQueryResult in
             let conn = try connected()
-            // The deadline of a statement fails the wait itself (the first completion of the
-            // promise wins): a connection the server ended while it was idle was seen to leave its
-            // next query waiting for ever, even after being closed.
-            let answer = conn.eventLoop.makePromise(of: PostgresQueryResult.self)
-            conn.query(query, logger: logger).cascade(to: answer)
-            let timeout = conn.eventLoop.scheduleTask(in: Self.deadline) {
-                answer.fail(DeadlinePassed(seconds: Self.deadline.nanoseconds / 1_000_000_000))
-                closeWithoutWaiting(conn)
-            }
-            defer { timeout.cancel() }
             do {
-                return try answer.futureResult.wait()
+                return try Self.answer(conn, query, logger: logger)
             } catch let e as PSQLError where e.code == .server {
                 let sqlState = e.serverInfo?[.sqlState] ?? "?"
                 let message = e.serverInfo?[.message] ?? "\(e)"
@@ -97,6 +87,21 @@ final class PostgresSession: Sendable {
                 throw .broken("PostgreSQL at \(address): the connection broke: \(Self.describe(error))")
             }
         }
+    }
+
+    /// Runs `query` on `conn` and waits for its rows until ``deadline``. The deadline fails the
+    /// wait itself (the first completion of the promise wins) and closes the connection: one that
+    /// the server ended while it was idle was seen to leave its next query waiting for ever.
+    static func answer(_ conn: PostgresConnection, _ query: PostgresQuery,
+                       logger: Logger) throws -> PostgresQueryResult {
+        let answer = conn.eventLoop.makePromise(of: PostgresQueryResult.self)
+        conn.query(query, logger: logger).cascade(to: answer)
+        let timeout = conn.eventLoop.scheduleTask(in: deadline) {
+            answer.fail(DeadlinePassed(seconds: deadline.nanoseconds / 1_000_000_000))
+            closeWithoutWaiting(conn)
+        }
+        defer { timeout.cancel() }
+        return try answer.futureResult.wait()
     }
 
     /// Runs `body` between BEGIN and COMMIT on one connection (ROLLBACK when it throws). A
@@ -159,8 +164,15 @@ final class PostgresSession: Sendable {
                                                       configuration: configuration, id: id,
                                                       logger: logger).wait()
             if let expectedCluster {
-                let found = try conn.query("SELECT cluster_id FROM strata_cluster", logger: logger).wait()
-                    .first?.decode(String.self)
+                let found: String?
+                do {
+                    found = try Self.answer(conn, "SELECT cluster_id FROM strata_cluster", logger: logger)
+                        .first?.decode(String.self)
+                } catch {
+                    // A connection is closed before it is let go, whatever happened to it.
+                    closeWithoutWaiting(conn)
+                    throw error
+                }
                 guard found == expectedCluster else {
                     closeWithoutWaiting(conn)
                     throw ClusterError(.wrongStore, """
@@ -204,9 +216,7 @@ extension PostgresSession {
         do {
             return try withConnection { conn in
                 conn.addListener(channel: channel) { _, _ in handler() }
-                _ = try conn.query(PostgresQuery(unsafeSQL: "LISTEN \(channel)"),
-                                   logger: Logger(label: "strata.cluster"))
-                    .wait()
+                _ = try Self.answer(conn, PostgresQuery(unsafeSQL: "LISTEN \(channel)"), logger: logger)
                 return conn
             }
         } catch let f as Failure {
