@@ -27,7 +27,12 @@ extension Cluster {
         async throws -> MigrationReport? {
         let logger = Logger(label: "strata.cluster")
         var store = try Store.openExisting(at: url, configuration: configuration)
-        guard let clusterID = try store.replicaClusterID else {
+        let marked: String?
+        do { marked = try store.replicaClusterID } catch {
+            store.close()
+            throw error
+        }
+        guard let clusterID = marked else {
             store.close()
             throw ClusterError(.wrongStore, "\(store.path) is not a replica of a cluster")
         }
@@ -47,6 +52,10 @@ extension Cluster {
                     store.close()
                     return nil
                 }
+                // Built aside and thrown away first: a migration that fails on this data, on this
+                // disk or beside another process fails before the cluster holds its entry (which
+                // would stop every replica until it can be applied).
+                _ = try await store.migrate(schemas: schemas, to: goal, registry: registry, dryRun: true)
                 marker = try await appendMarker(store, log, schemas: schemas, to: goal, registry: registry)
             }
             if let target, marker.schemaVersion != target {
@@ -59,16 +68,21 @@ extension Cluster {
             report = try await store.migrateReplica(schemas: schemas, to: marker.schemaVersion, registry: registry,
                                                     marker: marker, progress: progress)
             store.close()
-            // The migrated store, with its new schema, applies what follows the entry.
-            store = try Store.openExisting(at: url, configuration: configuration)
-            try store.attachReplication(log)
-            try await store.catchUpReplica()
-            await store.detachReplication()
-            store.close()
         } catch {
             await store.detachReplication()
             store.close()
             throw error
+        }
+        // The migrated store, with its new schema, applies what follows the entry (or does when
+        // it is next attached: the migration is done either way).
+        if let migrated = try? Store.openExisting(at: url, configuration: configuration) {
+            if (try? migrated.attachReplication(log)) != nil {
+                do { try await migrated.catchUpReplica() } catch {
+                    logger.warning("migrated \(migrated.path); catching up after it failed: \(error)")
+                }
+                await migrated.detachReplication()
+            }
+            migrated.close()
         }
         return report
     }

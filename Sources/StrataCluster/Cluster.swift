@@ -315,9 +315,9 @@ public enum Cluster {
     static func downloadLatestSnapshot(_ session: PostgresSession, to file: URL) throws -> Row {
         let cluster = try readCluster(session)
         do {
-            _ = try session.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            defer { _ = try? session.run("ROLLBACK") }
-            try download(session, to: file)
+            try session.transaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") {
+                try download(session, to: file)
+            }
         } catch let e as PostgresSession.Failure {
             throw ClusterError(.unavailable, "downloading the snapshot: \(e.text)")
         } catch let e as ClusterError {

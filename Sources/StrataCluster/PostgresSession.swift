@@ -16,6 +16,11 @@ final class PostgresSession: Sendable {
     /// `statement_timeout` is set to the same.
     static let deadline: TimeAmount = .seconds(15)
 
+    /// The cluster's own event loop, for every connection: not NIO's shared singleton, whose loops
+    /// a server built on NIO runs its handlers on; a handler blocked in `saveAndWait` would then
+    /// hold the loop the save's append is answered on. Lives as long as the process.
+    static let eventLoops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+
     let address: ClusterAddress
     private let logger: Logger
     /// The cluster every new connection must find in the database (nil: not checked), so that a
@@ -77,7 +82,9 @@ final class PostgresSession: Sendable {
                 let severity = e.serverInfo?[.severity] ?? ""
                 // The server ending the session (FATAL, an administrator's shutdown, class 57) or a
                 // connection failure (class 08) says nothing of whether the statement committed.
-                if severity == "FATAL" || severity == "PANIC" || sqlState.hasPrefix("57") || sqlState.hasPrefix("08") {
+                // 57014 is a statement cancelled by `statement_timeout`: refused, nothing done.
+                if severity == "FATAL" || severity == "PANIC" || (sqlState.hasPrefix("57") && sqlState != "57014")
+                    || sqlState.hasPrefix("08") {
                     drop(conn)
                     throw .broken("PostgreSQL at \(address) ended the session: \(message) (SQLSTATE \(sqlState))")
                 }
@@ -107,8 +114,8 @@ final class PostgresSession: Sendable {
     /// Runs `body` between BEGIN and COMMIT on one connection (ROLLBACK when it throws). A
     /// connection that breaks meanwhile fails the transaction: its later statements never run on
     /// a new connection outside it. A COMMIT whose answer is lost throws ``Failure/broken(_:)``.
-    func transaction<R>(_ body: () throws -> R) throws -> R {
-        _ = try run("BEGIN")
+    func transaction<R>(begin: PostgresQuery = "BEGIN", _ body: () throws -> R) throws -> R {
+        _ = try run(begin)
         state.withLock { $0.inTransaction = true }
         defer { state.withLock { $0.inTransaction = false } }
         let result: R
@@ -157,10 +164,11 @@ final class PostgresSession: Sendable {
         // Appends rely on READ COMMITTED (see SharedLog), whatever the database's default.
         configuration.options.additionalStartupParameters = [
             ("default_transaction_isolation", "read committed"),
-            ("statement_timeout", "\(Self.deadline.nanoseconds / 1_000_000)"),
+            // Below the client's deadline, so that PostgreSQL's cancel (nothing done) comes first.
+            ("statement_timeout", "\(Self.deadline.nanoseconds / 1_000_000 - 1_000)"),
         ]
         do {
-            let conn = try PostgresConnection.connect(on: PostgresConnection.defaultEventLoopGroup.next(),
+            let conn = try PostgresConnection.connect(on: Self.eventLoops.next(),
                                                       configuration: configuration, id: id,
                                                       logger: logger).wait()
             if let expectedCluster {

@@ -94,6 +94,10 @@ extension Store {
         defer { lock.release() }
         let others = lock.otherHolders()
         guard others.isEmpty, lock.tryExclusive() else { throw StrataError.storeBusy(path: path, processIDs: others) }
+        // fcntl locks are the process's: another open of this process shows only in the registry.
+        if StoreRegistry.shared.existing(path: path) != nil {
+            throw StrataError.alreadyOpen(path: path, reason: "close it before resetting the replica")
+        }
         guard let live = try directory.currentGeneration() else { throw StrataError.storeNotFound(path: path) }
         let name = try directory.newGeneration()
         let generation = path + "/" + name
@@ -115,8 +119,9 @@ extension Store {
             try? FileManager.default.removeItem(atPath: generation)
             throw error
         }
-        _ = try directory.switchCurrent(to: name)
-        StoreDirectory.retire(generation: path + "/" + live)
+        // Not synced: a power loss may bring the old link back, so the old generation stays (the
+        // next open removes it as stale), as after a compaction's switch.
+        if try directory.switchCurrent(to: name) == nil { StoreDirectory.retire(generation: path + "/" + live) }
         lock.release()
         return try openExisting(at: url, configuration: configuration)
     }

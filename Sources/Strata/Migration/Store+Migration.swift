@@ -85,6 +85,19 @@ extension Store {
                 transaction \(marker.transactionID) of the cluster is not a migration to v\(target)
                 """)
         }
+        // The same plan as the replica that appended it: the same versions, steps and new schema,
+        // or the replicas' states would part.
+        let (_, app, hops) = try migrationPlan(schemas: schemas, to: target, registry: registry)
+        let steps = hops.flatMap { h in h.steps.map { "v\(h.to.version): \($0.summary)" } }
+        guard entry.metadata["migrationFrom"] == String(schema.version),
+              entry.metadata["steps"] == steps.joined(separator: "; "),
+              entry.metadata["schemaChecksum"] == Self.schemaChecksum(app) else {
+            throw MigrationError(reason: """
+                the cluster's migration at transaction \(marker.transactionID) was planned with other schemas \
+                or steps than these (from v\(entry.metadata["migrationFrom"] ?? "?"), steps \
+                \(entry.metadata["steps"] ?? "?")): migrate with the same schema files and code
+                """)
+        }
         return try await migrate(schemas: schemas, to: target, registry: registry, dryRun: false, marker: marker,
                                  progress: progress)
     }
@@ -96,11 +109,21 @@ extension Store {
     public func migrationMarker(schemas: [Schema], to target: Int? = nil,
                                 registry: MigrationRegistry = MigrationRegistry(),
                                 at position: TransactionID) throws -> ReplicatedEntry {
-        let (goal, _, hops) = try migrationPlan(schemas: schemas, to: target, registry: registry)
+        let (goal, app, hops) = try migrationPlan(schemas: schemas, to: target, registry: registry)
         let steps = hops.flatMap { h in h.steps.map { "v\(h.to.version): \($0.summary)" } }
-        let entry = Upcaster.markerEntry(position, from: schema.version, to: goal, steps: steps)
+        var entry = Upcaster.markerEntry(position, from: schema.version, to: goal, steps: steps)
+        entry = LogEntry(transactionID: entry.transactionID, schemaVersion: entry.schemaVersion,
+                         timestampMs: entry.timestampMs, author: entry.author,
+                         metadata: entry.metadata.merging(["schemaChecksum": Self.schemaChecksum(app)]) { $1 },
+                         changes: [])
         return ReplicatedEntry(transactionID: position, bytes: LogEntryCodec.encode(entry), author: entry.author,
                                timestampMs: entry.timestampMs, schemaVersion: goal)
+    }
+
+    /// CRC-32C of a schema's canonical JSON, in hex: a migration entry names the schema it
+    /// migrates to.
+    static func schemaChecksum(_ schema: Schema) -> String {
+        String(CRC32C.checksum(Array(schema.canonicalJSON.utf8)), radix: 16)
     }
 
     /// The version to migrate to, its schema, and the hops there, checked against the store's
@@ -133,7 +156,7 @@ extension Store {
                          progress: (@Sendable (MigrationProgress) -> Void)?) async throws -> MigrationReport {
         try checkUsable()
         guard let writer, let lock else { throw StrataError.readOnly(path: path) }
-        if writer.isReplica.load(ordering: .acquiring), replicaMarker == nil {
+        if writer.isReplica.load(ordering: .acquiring), replicaMarker == nil, !dryRun {
             // Migrated alone, the replica would rewrite its log under ids the cluster's log keeps.
             throw MigrationError(reason: """
                 \(path) is a replica of a cluster: it migrates at a position of the cluster's log, with the \
