@@ -11,7 +11,8 @@ import Testing
         // connection let go open there stopped the process: postgres-nio asserts on it).
         let address = try await TestPostgres.shared().freshDatabase()
         let outcome = try await offThePool { () -> String in
-            let session = PostgresSession(address: address, logger: .init(label: "test"), expectedCluster: "some cluster")
+            let session = PostgresSession(address: address, logger: .init(label: "test"),
+                                          expectedCluster: "some cluster")
             defer { session.close() }
             do {
                 _ = try session.run("SELECT 1")
