@@ -26,7 +26,7 @@ extension Cluster {
                                progress: (@Sendable (MigrationProgress) -> Void)? = nil)
         async throws -> MigrationReport? {
         let logger = Logger(label: "strata.cluster")
-        var store = try Store.openExisting(at: url, configuration: configuration)
+        let store = try Store.openExisting(at: url, configuration: configuration)
         let marked: String?
         do { marked = try store.replicaClusterID } catch {
             store.close()

@@ -139,7 +139,7 @@ final class Follower: Sendable {
     let session: PostgresSession
     let interval: Duration
     let logger: Logger
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let wake = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
     /// Entries read from the log per step.
@@ -221,7 +221,7 @@ final class Follower: Sendable {
     /// the cooperative pool).
     private func apply(_ batch: [ReplicatedEntry]) throws -> TransactionID {
         let done = DispatchSemaphore(value: 0)
-        let result = Mutex<Result<TransactionID, Error>?>(nil)
+        let result = Locked<Result<TransactionID, Error>?>(nil)
         let store = self.store
         Task {
             let r = await Result(catching: { try await store.applyReplicated(batch) })

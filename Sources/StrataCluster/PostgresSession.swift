@@ -35,9 +35,11 @@ final class PostgresSession: Sendable {
         /// After ``close()``: every call fails, nothing reconnects.
         var closed = false
     }
-    private let state = Mutex(State())
+    /// Locks are the core's pthread `Locked` (the thread sanitizer sees them; it does not see
+    /// `Synchronization.Mutex`'s futex on Linux).
+    private let state = Locked(State())
     /// Serializes calls: a connection runs one statement at a time.
-    private let calls = Mutex<Void>(())
+    private let calls = Locked<Void>(())
     private let nextID = Atomic<Int>(1)
 
     init(address: ClusterAddress, logger: Logger, expectedCluster: String? = nil) {
@@ -72,27 +74,36 @@ final class PostgresSession: Sendable {
 
     /// Runs `query`, returning its rows.
     func run(_ query: PostgresQuery) throws(Failure) -> PostgresQueryResult {
-        try calls.withLock { _ throws(Failure) -> PostgresQueryResult in
-            let conn = try connected()
-            do {
-                return try Self.answer(conn, query, logger: logger)
-            } catch let e as PSQLError where e.code == .server {
-                let sqlState = e.serverInfo?[.sqlState] ?? "?"
-                let message = e.serverInfo?[.message] ?? "\(e)"
-                let severity = e.serverInfo?[.severity] ?? ""
-                // The server ending the session (FATAL, an administrator's shutdown, class 57) or a
-                // connection failure (class 08) says nothing of whether the statement committed.
-                // 57014 is a statement cancelled by `statement_timeout`: refused, nothing done.
-                if severity == "FATAL" || severity == "PANIC" || (sqlState.hasPrefix("57") && sqlState != "57014")
-                    || sqlState.hasPrefix("08") {
-                    drop(conn)
-                    throw .broken("PostgreSQL at \(address) ended the session: \(message) (SQLSTATE \(sqlState))")
-                }
-                throw .refused(sqlState: sqlState, message: message)
-            } catch {
+        do {
+            return try calls.withLock { _ -> PostgresQueryResult in try runLocked(query) }
+        } catch let failure as Failure {
+            throw failure
+        } catch {
+            throw .broken("PostgreSQL at \(address): \(Self.describe(error))")
+        }
+    }
+
+    /// ``run(_:)`` with ``calls`` held.
+    private func runLocked(_ query: PostgresQuery) throws(Failure) -> PostgresQueryResult {
+        let conn = try connected()
+        do {
+            return try Self.answer(conn, query, logger: logger)
+        } catch let e as PSQLError where e.code == .server {
+            let sqlState = e.serverInfo?[.sqlState] ?? "?"
+            let message = e.serverInfo?[.message] ?? "\(e)"
+            let severity = e.serverInfo?[.severity] ?? ""
+            // The server ending the session (FATAL, an administrator's shutdown, class 57) or a
+            // connection failure (class 08) says nothing of whether the statement committed.
+            // 57014 is a statement cancelled by `statement_timeout`: refused, nothing done.
+            if severity == "FATAL" || severity == "PANIC" || (sqlState.hasPrefix("57") && sqlState != "57014")
+                || sqlState.hasPrefix("08") {
                 drop(conn)
-                throw .broken("PostgreSQL at \(address): the connection broke: \(Self.describe(error))")
+                throw .broken("PostgreSQL at \(address) ended the session: \(message) (SQLSTATE \(sqlState))")
             }
+            throw .refused(sqlState: sqlState, message: message)
+        } catch {
+            drop(conn)
+            throw .broken("PostgreSQL at \(address): the connection broke: \(Self.describe(error))")
         }
     }
 

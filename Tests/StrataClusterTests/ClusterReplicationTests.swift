@@ -316,7 +316,7 @@ import Testing
             for i in 0..<3 { _ = try await a.store.save { $0.insert(newTrack("t\(i)")) } }
             // The database loses its last two transactions (a backup restored, say).
             let postgres = c.postgres, database = c.address.database
-            try await offThePool {
+            _ = try await offThePool {
                 try postgres.sql("DELETE FROM strata_log WHERE id > 1; UPDATE strata_cluster SET head = 1",
                                  database: database)
             }
@@ -410,7 +410,7 @@ import Testing
 }
 
 final class Appended: Sendable {
-    let starts = Mutex<[UInt64]>([])
+    let starts = Locked<[UInt64]>([])
 }
 
 extension Result where Failure == Error {

@@ -42,7 +42,7 @@ final class TestPostgres: Sendable {
     }
 
     /// Servers to stop when the process exits.
-    private static let running = Mutex<[String]>([])
+    private static let running = Locked<[String]>([])
     private static let registerStopAtExit: Void = {
         atexit {
             for directory in TestPostgres.running.withLock({ $0 }) {

@@ -475,7 +475,7 @@ final class Writer: Sendable {
     }
 
     func finish(_ batch: [PendingSave], _ results: [Result<TransactionID, Error>], _ entries: [LogEntry],
-                        growths: Int) {
+                growths: Int) {
         let relaxed = config.durability == .relaxed && !entries.isEmpty
         if relaxed,
            state.withLock({ ContinuousClock.now - $0.lastSync >= .milliseconds(config.relaxedSyncIntervalMs) }) {
