@@ -1,6 +1,6 @@
 import Foundation
 import LibraryModel
-import Strata
+@testable import Strata
 import StrataTestSupport
 import Testing
 @testable import StrataCluster
@@ -79,4 +79,39 @@ import Testing
         storeA.close()
         storeB.close()
     }
+
+    @Test func aReplicaRefusesAMigrationEntryPlannedWithOtherStepsOrSchemas() async throws {
+        let schemas = try Schema.loadAll(directory: librarySchemaDirectory)
+        let v1 = try #require(schemas.first { $0.version == 1 })
+        let address = try await TestPostgres.shared().freshDatabase()
+        let root = temporaryDirectory("strata-cluster")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let url = root.appendingPathComponent("a")
+        try await makeV1TrackStore(at: url, schema: v1)
+        let store = try Store.openExisting(at: url)
+        defer { store.close() }
+        try await Cluster.initialize(store: store, address: address, name: "a")
+        let honest = try store.migrationMarker(schemas: schemas, registry: libraryMigrations,
+                                               at: try store.lastTransactionID.next)
+        let entry = try honest.bytes.withUnsafeBytes {
+            try LogEntryCodec.decode($0, transactionID: honest.transactionID)
+        }
+        #expect(entry.metadata["schemaChecksum"] != nil)
+        // The entry another replica would have appended with other steps, or another v2 schema.
+        for (key, value) in [("steps", "v2: something else"), ("schemaChecksum", "0")] {
+            let other = LogEntry(transactionID: entry.transactionID, schemaVersion: entry.schemaVersion,
+                                 timestampMs: entry.timestampMs, author: entry.author,
+                                 metadata: entry.metadata.merging([key: value]) { $1 }, changes: [])
+            var forged = honest
+            forged.bytes = LogEntryCodec.encode(other)
+            do {
+                _ = try await store.migrateReplica(schemas: schemas, to: 2, registry: libraryMigrations, marker: forged)
+                Issue.record("a replica migrated at an entry with another \(key)")
+            } catch let e as MigrationError {
+                #expect(e.reason.contains("planned with other schemas or steps"), "\(e.reason)")
+            }
+        }
+        #expect(store.schema.version == 1)
+    }
 }
+
