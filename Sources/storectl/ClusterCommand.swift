@@ -16,6 +16,16 @@ struct PostgresOption: ParsableArguments {
     }
 }
 
+/// What every `storectl cluster` subcommand takes: the store, the cluster's database, `--json`.
+struct ClusterArguments: ParsableArguments {
+    @OptionGroup var target: StoreArgument
+    @OptionGroup var connection: PostgresOption
+    @Flag(help: "Print the status as JSON.") var json = false
+
+    var url: URL { target.url }
+    var configuration: StoreConfiguration { target.configuration }
+}
+
 struct ClusterCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cluster",
@@ -54,22 +64,20 @@ struct ClusterInitCommand: AsyncParsableCommand {
         """
     )
 
-    @OptionGroup var target: StoreArgument
-    @OptionGroup var connection: PostgresOption
+    @OptionGroup var cluster: ClusterArguments
     @Option(help: ArgumentHelp("This replica's name in the cluster (default: host:store path).", valueName: "name"))
     var name: String?
-    @Flag(help: "Print the status as JSON.") var json = false
 
     func run() async throws {
-        let address = try connection.address()
+        let address = try cluster.connection.address()
         let store: Store
-        do { store = try Store.openExisting(at: target.url, configuration: target.configuration) } catch {
+        do { store = try Store.openExisting(at: cluster.url, configuration: cluster.configuration) } catch {
             throw failure(error)
         }
         defer { store.close() }
         do {
             let status = try await Cluster.initialize(store: store, address: address, name: name)
-            printStatus(status, json: json)
+            printStatus(status, json: cluster.json)
         } catch { throw failure(error) }
     }
 }
@@ -84,15 +92,13 @@ struct ClusterJoinCommand: AsyncParsableCommand {
         """
     )
 
-    @OptionGroup var target: StoreArgument
-    @OptionGroup var connection: PostgresOption
-    @Flag(help: "Print the status as JSON.") var json = false
+    @OptionGroup var cluster: ClusterArguments
 
     func run() async throws {
-        let address = try connection.address()
+        let address = try cluster.connection.address()
         do {
-            let store = try await Cluster.join(at: target.url, address: address, configuration: target.configuration)
-            try await catchUpAndPrintStatus(store, address: address, json: json)
+            let store = try await Cluster.join(at: cluster.url, address: address, configuration: cluster.configuration)
+            printStatus(try await withAttached(store, address: address) { try await $0.status() }, json: cluster.json)
         } catch { throw failure(error) }
     }
 }
@@ -108,21 +114,19 @@ struct ClusterStatusCommand: AsyncParsableCommand {
         """
     )
 
-    @OptionGroup var target: StoreArgument
-    @OptionGroup var connection: PostgresOption
-    @Flag(help: "Print the status as JSON.") var json = false
+    @OptionGroup var cluster: ClusterArguments
 
     func run() async throws {
-        let address = try connection.address()
-        var configuration = target.configuration
+        let address = try cluster.connection.address()
+        var configuration = cluster.configuration
         configuration.readOnly = true
         let store: Store
-        do { store = try Store.openExisting(at: target.url, configuration: configuration) } catch {
+        do { store = try Store.openExisting(at: cluster.url, configuration: configuration) } catch {
             throw failure(error)
         }
         defer { store.close() }
         do {
-            printStatus(try await Cluster.status(address: address, store: store), json: json)
+            printStatus(try await Cluster.status(address: address, store: store), json: cluster.json)
         } catch { throw failure(error) }
     }
 }
@@ -133,24 +137,19 @@ struct ClusterCompactCommand: AsyncParsableCommand {
         abstract: "Publish this replica's state as the cluster's snapshot and trim the log behind it.",
         discussion: """
         The replica catches up first, so the snapshot is at the cluster's head as this replica last \
-        saw it. Replicas behind the new horizon must be made again with `cluster join`. Each \
+        saw it. Replicas behind the new horizon start again from it with `cluster reset`. Each \
         replica's own log is compacted with `storectl compact`.
         """
     )
 
-    @OptionGroup var target: StoreArgument
-    @OptionGroup var connection: PostgresOption
-    @Flag(help: "Print the status as JSON.") var json = false
+    @OptionGroup var cluster: ClusterArguments
 
     func run() async throws {
-        let address = try connection.address()
+        let address = try cluster.connection.address()
         do {
-            let store = try Store.openExisting(at: target.url, configuration: target.configuration)
-            defer { store.close() }
-            let replica = try await ClusterReplica.open(store: store, address: address)
-            let status = await Result(catching: { try await Cluster.compact(replica: replica) })
-            await replica.close()
-            printStatus(try status.get(), json: json)
+            let store = try Store.openExisting(at: cluster.url, configuration: cluster.configuration)
+            let status = try await withAttached(store, address: address) { try await Cluster.compact(replica: $0) }
+            printStatus(status, json: cluster.json)
         } catch { throw failure(error) }
     }
 }
@@ -167,27 +166,26 @@ struct ClusterResetCommand: AsyncParsableCommand {
         """
     )
 
-    @OptionGroup var target: StoreArgument
-    @OptionGroup var connection: PostgresOption
-    @Flag(help: "Print the status as JSON.") var json = false
+    @OptionGroup var cluster: ClusterArguments
 
     func run() async throws {
-        let address = try connection.address()
+        let address = try cluster.connection.address()
         do {
-            let store = try await Cluster.reset(at: target.url, address: address, configuration: target.configuration)
-            try await catchUpAndPrintStatus(store, address: address, json: json)
+            let store = try await Cluster.reset(at: cluster.url, address: address, configuration: cluster.configuration)
+            printStatus(try await withAttached(store, address: address) { try await $0.status() }, json: cluster.json)
         } catch { throw failure(error) }
     }
 }
 
-/// Attaches a new or reset replica (which applies the log after its snapshot), prints the
-/// cluster's status, detaches and closes it.
-private func catchUpAndPrintStatus(_ store: Store, address: ClusterAddress, json: Bool) async throws {
+/// Attaches `store` to its cluster (which catches it up), runs `body` with the replica, detaches
+/// and closes it, whatever `body` does.
+private func withAttached<R>(_ store: Store, address: ClusterAddress,
+                             _ body: (ClusterReplica) async throws -> R) async throws -> R {
     defer { store.close() }
     let replica = try await ClusterReplica.open(store: store, address: address)
-    let status = await Result(catching: { try await replica.status() })
+    let result = await Result(catching: { try await body(replica) })
     await replica.close()
-    printStatus(try status.get(), json: json)
+    return try result.get()
 }
 
 /// Opens a store to write to: a replica of a cluster is attached to it (its saves go through the

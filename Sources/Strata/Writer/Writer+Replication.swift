@@ -35,27 +35,29 @@ extension Writer {
             do {
                 let (group, lmdbID) = try env.write { txn -> (AppliedGroup, UInt64) in
                     let head = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
+                    // Refusals and no-ops with nothing to append were judged at the local head:
+                    // they stand only if no machine has appended since.
+                    func requireCurrentHead() throws {
+                        if try !log.entries(after: head, limit: 1).isEmpty { throw SharedHeadMoved() }
+                    }
                     let group: AppliedGroup
                     do {
                         group = try apply(batch, txn, env: env)
                     } catch let e as LMDBError {
                         throw e
                     } catch {
-                        // A lone save's refusal (its error ends the transaction) was judged at the
-                        // local head: it stands only if no machine has appended since.
-                        if try !log.entries(after: head, limit: 1).isEmpty { throw SharedHeadMoved() }
+                        // A lone save's refusal: its error ends the transaction.
+                        try requireCurrentHead()
                         throw error
                     }
                     if group.entries.isEmpty {
-                        // Nothing to append, but the failures and no-ops were judged at the local
-                        // head: they stand only if no machine has appended since.
-                        if try !log.entries(after: group.head, limit: 1).isEmpty { throw SharedHeadMoved() }
+                        try requireCurrentHead()
                     } else {
                         let shared = zip(group.entries, group.encoded).map { entry, bytes in
                             ReplicatedEntry(transactionID: entry.transactionID, bytes: bytes, author: entry.author,
                                             timestampMs: entry.timestampMs, schemaVersion: entry.schemaVersion)
                         }
-                        switch try log.append(shared, after: group.head) {
+                        switch try log.append(shared, after: head) {
                         case .appended: appended = group
                         case .behind: throw SharedHeadMoved()
                         }

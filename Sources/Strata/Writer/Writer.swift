@@ -526,16 +526,13 @@ final class Writer: Sendable {
         /// The log entries written, and their encoded bytes (as the log holds them).
         var entries: [LogEntry] = []
         var encoded: [[UInt8]] = []
-        /// The log's last transaction before the group.
-        var head: TransactionID
     }
 
     /// Applies every save of the group inside `txn`. Returns each save's result and the log entries written.
     func apply(_ batch: [PendingSave], _ txn: LMDBTransaction, env: LMDBEnvironment) throws -> AppliedGroup {
         // Read inside the transaction: another process may have committed since this one did.
-        let head = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
-        var next = head.next
-        var group = AppliedGroup(head: head)
+        var next = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID().next
+        var group = AppliedGroup()
         for save in batch {
             if save.changes.count > config.maxChangesPerSave {
                 if batch.count == 1 {
