@@ -115,7 +115,7 @@ import Testing
             async let r0 = Self.runChild(c, replica: 0, name: "p0", count: 300, history: histories[0])
             async let r1 = Self.runChild(c, replica: 1, name: "p1", count: 300, history: histories[1])
             // Restarted once both writers are well under way.
-            while try histories.contains(where: { file in
+            while histories.contains(where: { file in
                 let text = (try? String(contentsOf: file, encoding: .utf8)) ?? ""
                 return text.components(separatedBy: "\nok ").count < 30
             }) {

@@ -84,6 +84,13 @@ public struct StoreConfiguration: Sendable {
     /// verified by rebuilding its state in a scratch environment on disk instead (about 8× slower,
     /// bounded memory). 0 always rebuilds on disk.
     public var verifyInMemoryObjectLimit = 2_000_000
+    /// Bytes of index keys a bulk import holds in memory while it builds the new generation's
+    /// secondary indexes (its saves leave them out; they are built from the objects at the end
+    /// and appended in key order). Past it, sorted runs go to temporary files in the new
+    /// generation's directory and are merged: about 150 bytes per library track, so the default
+    /// sorts about half a million tracks in memory. The key buffers take up to about twice this
+    /// while they grow and while a run is sorted. At least 4,096.
+    public var indexSortBudgetBytes = 64 << 20
     /// Whether opening the store first checks every page of its data file (meta pages, page
     /// headers, nodes, page numbers, value sizes, key order; read with `pread`, not through the
     /// map) and refuses a damaged one with ``StrataError/damagedStore(path:reason:)``. liblmdb
@@ -123,6 +130,7 @@ public struct StoreConfiguration: Sendable {
         try check("changeStreamBufferSize", changeStreamBufferSize, atLeast: 1)
         try check("otherProcessPollMilliseconds", otherProcessPollMilliseconds, atLeast: 0)
         try check("verifyInMemoryObjectLimit", verifyInMemoryObjectLimit, atLeast: 0)
+        try check("indexSortBudgetBytes", indexSortBudgetBytes, atLeast: 4_096)
         guard !snapshotAgeWarningSeconds.isNaN, snapshotAgeWarningSeconds >= 0 else {
             throw StrataError.invalidConfiguration(field: "snapshotAgeWarningSeconds",
                                                    value: "\(snapshotAgeWarningSeconds)",

@@ -121,7 +121,8 @@ final class BulkLoad: Sendable {
         do {
             let head = try built.env.read { try ReadView(txn: $0, env: built.env, schema: schema).lastTransactionID() }
             _ = try store.copyGeneration(lean.env, from: .pinned(ReleasingReads(built.env, logger: store.logger)),
-                                         sourceEnv: built.env, head: head, horizon: horizon, progress: nil)
+                                         sourceEnv: built.env, head: head, horizon: horizon, indexes: .rebuilt,
+                                         progress: nil)
         } catch {
             lean.abandon()
             throw error
@@ -261,8 +262,10 @@ struct BulkWriter {
         let tx = next
         let (env, schema, limits) = (self.env, self.schema, self.limits)
         func run(_ txn: LMDBTransaction) throws -> Bool {
-            var resolver = SaveResolver(applier: StateApplier(txn: txn, env: env, schema: schema, transactionID: tx),
-                                        limits: limits)
+            var applier = StateApplier(txn: txn, env: env, schema: schema, transactionID: tx)
+            // Built from the objects when the generation is copied (`compactBuiltGeneration`).
+            applier.skipsIndexes = true
+            var resolver = SaveResolver(applier: applier, limits: limits)
             try resolver.run(changes)
             guard !resolver.changes.isEmpty else { return false }
             let entry = LogEntry(transactionID: tx, schemaVersion: schema.version,
@@ -323,7 +326,7 @@ extension Store {
                         DispatchQueue(label: "strata.bulk-load.copy").async { [self] in
                             c.resume(with: Result {
                                 _ = try copyGeneration(generation.env, from: snapshot, horizon: horizon,
-                                                       progress: nil)
+                                                       indexes: .omitted, progress: nil)
                             })
                         }
                     }

@@ -1,3 +1,5 @@
+import Foundation
+
 extension Store {
     /// Squashes history up to `horizon` (default: the head) into the state at that point, drops
     /// deleted objects' history, and rewrites the store compactly in a new generation that is
@@ -88,17 +90,29 @@ extension Store {
     /// map lock is held for one buffer's read at a time, never for the whole build, so a save that
     /// grows the map meanwhile waits for one chunk at most. `progress` runs between reads.
     func copyGeneration(
-        _ newEnv: LMDBEnvironment, from snapshot: Snapshot, horizon: TransactionID,
+        _ newEnv: LMDBEnvironment, from snapshot: Snapshot, horizon: TransactionID, indexes: IndexCopy = .copied,
         progress: (@Sendable (CompactionProgress) -> Void)?) throws -> (recordBytes: Int, allBytes: Int) {
         try copyGeneration(newEnv, from: .pinned(snapshot), sourceEnv: snapshot.env, head: snapshot.transactionID,
-                           horizon: horizon, progress: progress)
+                           horizon: horizon, indexes: indexes, progress: progress)
     }
 
-    /// ``copyGeneration(_:from:horizon:progress:)`` from any source: `oldEnv` read through
+    /// What a generation's copy does with the secondary indexes.
+    enum IndexCopy {
+        /// Copied as they are.
+        case copied
+        /// Built from the copied objects, in key order: the source has none, or stale ones (a bulk
+        /// load's saves leave them alone).
+        case rebuilt
+        /// Left out: the copy is a bulk load's starting point, whose indexes are rebuilt when it
+        /// is copied again.
+        case omitted
+    }
+
+    /// ``copyGeneration(_:from:horizon:indexes:progress:)`` from any source: `oldEnv` read through
     /// `source`, whose last transaction is `t0`.
     func copyGeneration(
         _ newEnv: LMDBEnvironment, from source: ReadSource, sourceEnv oldEnv: LMDBEnvironment, head t0: TransactionID,
-        horizon: TransactionID,
+        horizon: TransactionID, indexes: IndexCopy = .copied,
         progress: (@Sendable (CompactionProgress) -> Void)?) throws -> (recordBytes: Int, allBytes: Int) {
         // Between databases, and after each callback: a `close()` (from the callback, or from
         // anywhere while the copy runs) lets the build end here instead of copying on.
@@ -109,6 +123,13 @@ extension Store {
         try report(CompactionProgress(phase: .copying, done: 0))
         var recordBytes = 0, allBytes = 0
         for name in [DatabaseName.objects, .links, .indexes, .uniques] {
+            if name == .indexes, indexes != .copied {
+                if indexes == .rebuilt {
+                    allBytes += try rebuildIndexes(newEnv, from: source, sourceEnv: oldEnv)
+                    try report(CompactionProgress(phase: .copying, done: 0))
+                }
+                continue
+            }
             let c = try newEnv.copyDirect(name, from: source, sourceEnv: oldEnv, into: nil, start: nil, until: nil)
             if name == .objects { recordBytes = c.bytes }
             allBytes += c.bytes
@@ -141,6 +162,48 @@ extension Store {
             allBytes += c.bytes
         }
         return (recordBytes, allBytes)
+    }
+
+    /// Writes `newEnv`'s secondary indexes from the objects `oldEnv` holds (read through `source`
+    /// a chunk at a time): every key gathered and sorted (``ExternalKeySort``, with run files in
+    /// the new generation's directory past ``StoreConfiguration/indexSortBudgetBytes``), then
+    /// appended in key order, so each page is written once, full. Returns the bytes written.
+    private func rebuildIndexes(_ newEnv: LMDBEnvironment, from source: ReadSource,
+                                sourceEnv oldEnv: LMDBEnvironment) throws -> Int {
+        var sorter = ExternalKeySort(budgetBytes: configuration.indexSortBudgetBytes,
+                                     directory: URL(fileURLWithPath: newEnv.path))
+        defer { sorter.discard() }
+        var objects = ChunkedScan(source: source, db: oldEnv[.objects], prefix: nil)
+        var done = 0
+        while let (k, v) = try objects.next() {
+            guard k.count == 16 else {
+                throw StrataError.corruptRecord(id: ObjectID(high: 0, low: 0),
+                                                reason: "objects: a key of \(k.count) bytes (16 expected)")
+            }
+            let id = k.withUnsafeBytes { ObjectID(keyBytes: $0) }
+            let r = try v.withUnsafeBytes { try RecordCodec.decode($0, id: id, schema: schema) }
+            for index in r.entity.indexes {
+                try sorter.addKey { Layout.appendIndexKey(index, record: r.values, id: id, to: &$0) }
+            }
+            done += 1
+            if done % 65_536 == 0 { try checkUsable() }
+        }
+        var written = 0
+        let db = newEnv[.indexes]
+        try sorter.drain(batchBytes: BulkStateBuilder.batchBytes) { batch in
+            try newEnv.writeGrowing { txn in
+                try txn.withAppender(db) { appender in
+                    for i in batch.entries.indices {
+                        try batch.withEntry(i) { k, v in try appender.append(key: k, value: v) }
+                    }
+                }
+            }
+            written += batch.bytes.count
+            // As a compaction's copy does: the disk starts on this batch while the next is built.
+            if newEnv.options.noSync { newEnv.startWriteback() }
+            try checkUsable()
+        }
+        return written
     }
 
     /// On the writer queue: applies what was committed since the build started, then switches

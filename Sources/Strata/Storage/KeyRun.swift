@@ -47,6 +47,14 @@ struct KeyRun {
         push(start: start, keyCount: key.count, valueCount: value.count, sorted: sorted)
     }
 
+    /// ``add(key:value:sorted:)`` from bytes held elsewhere (another run's entry).
+    mutating func add(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, sorted: Bool = false) {
+        let start = bytes.count
+        bytes.append(contentsOf: key)
+        bytes.append(contentsOf: value)
+        push(start: start, keyCount: key.count, valueCount: value.count, sorted: sorted)
+    }
+
     /// Adds a key written by `body` at the end of the buffer, with no value, or with the
     /// one-byte value `tag`.
     mutating func addKey(tag: UInt8? = nil, _ body: (inout [UInt8]) -> Void) {

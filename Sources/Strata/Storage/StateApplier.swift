@@ -36,6 +36,11 @@ struct StateApplier: StateStore {
     /// LMDB's copies of the pages the save dirties.
     static let bulkReleaseInterval = 128
     private var writesSinceRelease = 0
+    /// Leaves the secondary indexes alone (neither gathered nor written): set by a bulk load,
+    /// whose generation gets its indexes built from its objects, in key order, when the load
+    /// copies it (``BulkLoad``). Nothing reads an index inside a save, so the saves resolve as
+    /// they would with them; unique keys, which saves do read, are kept as always.
+    var skipsIndexes = false
 
     init(txn: LMDBTransaction, env: LMDBEnvironment, schema: Schema, transactionID: TransactionID) {
         self.txn = txn
@@ -136,7 +141,7 @@ struct StateApplier: StateStore {
     }
 
     private mutating func addIndexEntries(_ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
-        for index in e.indexes {
+        for index in e.indexes where !skipsIndexes {
             pendingIndex.addKey(tag: 1) { Layout.appendIndexKey(index, record: values, id: id, to: &$0) }
         }
         for unique in e.uniques {
@@ -177,7 +182,7 @@ struct StateApplier: StateStore {
     }
 
     private mutating func removeIndexEntries(_ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
-        for index in e.indexes {
+        for index in e.indexes where !skipsIndexes {
             pendingIndex.addKey(tag: 0) { Layout.appendIndexKey(index, record: values, id: id, to: &$0) }
         }
         for unique in e.uniques {
@@ -189,7 +194,7 @@ struct StateApplier: StateStore {
 
     private mutating func reindex(_ e: EntityDescription, _ old: [Value], _ new: [Value], _ id: ObjectID,
                                   touched: Set<Int>) throws {
-        for index in e.indexes where index.attributes.contains(where: touched.contains) {
+        for index in e.indexes where !skipsIndexes && index.attributes.contains(where: touched.contains) {
             let before = Layout.indexKey(index, record: old, id: id),
                 after = Layout.indexKey(index, record: new, id: id)
             if before == after { continue }

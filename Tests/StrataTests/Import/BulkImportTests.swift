@@ -100,6 +100,35 @@ import Testing
         #expect(summaries[.bulk]?.firstTransaction == TransactionID(1))
     }
 
+    /// With an index-sort budget of a few kilobytes the new generation's index keys go through
+    /// dozens of run files: the same state as an incremental import, a store that verifies, its
+    /// indexes as compact as a compaction makes them, and no run file left in the store.
+    @Test func aBulkImportSortsItsIndexKeysThroughFilesPastItsBudget() async throws {
+        let dir = temporaryDirectory("bulk-import")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = try generate(3000, shape: "library", in: dir)
+        var config = StoreConfiguration()
+        config.indexSortBudgetBytes = 4_096
+        let bulk = try Store.temporary(schema: try librarySchema(), configuration: config)
+        defer { bulk.close() }
+        let summary = try await Importer(store: bulk, options: options(.bulk)).run(files: [input])
+        #expect(summary.mode == .bulk)
+        #expect(try bulk.verify().ok)
+        let leftovers = FileManager.default.enumerator(atPath: bulk.path)?.compactMap { $0 as? String }
+            .filter { $0.contains("sort-run-") } ?? []
+        #expect(leftovers.isEmpty, "\(leftovers)")
+        let indexPages = { (store: Store) throws -> Int in
+            try store.read { view in try view.txn.pageBytes(view.env[.indexes]) }
+        }
+        let bulkPages = try indexPages(bulk)
+        _ = try await bulk.compact()
+        #expect(try indexPages(bulk) == bulkPages, "the bulk import's index pages are not compact")
+        try await withLibraryStore { incremental in
+            _ = try await Importer(store: incremental, options: options(.incremental)).run(files: [input])
+            #expect(try canonicalState(incremental) == canonicalState(bulk))
+        }
+    }
+
     /// Into a store that already has objects: records that update them by key, records that link
     /// to them or point forward, in either mode, then imported again (nothing changes, no
     /// transaction).
@@ -147,6 +176,46 @@ import Testing
         #expect(states[.bulk]?.count == 10)
         #expect(states[.bulk]?.contains { $0.hasPrefix("Artist:\(uuid(1)) ") && $0.contains("Renamed") } == true,
                 "\(states[.bulk] ?? [])")
+    }
+
+    /// A bulk load's saves leave the secondary indexes alone and its generation gets them built
+    /// from its objects: an indexed value the import changed is found under its new value only,
+    /// every object has exactly its index entries (none left over from the value it had), and the
+    /// store verifies.
+    @Test func aBulkImportsIndexesHoldEveryObjectUnderItsCurrentValues() async throws {
+        let dir = temporaryDirectory("bulk-import")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        func uuid(_ n: Int) -> String { "00000000-0000-4000-8000-\(String(format: "%012d", n))" }
+        let track = #""durationSeconds":60,"addedAt":"2024-01-01T00:00:00Z""#
+        let seed = try write([
+            #"{"entity":"Artist","mbid":"\#(uuid(1))","name":"First"}"#,
+            #"{"entity":"Album","mbid":"\#(uuid(11))","title":"Old title","artist":{"mbid":"\#(uuid(1))"}}"#,
+            #"{"entity":"Track","mbid":"\#(uuid(20))","title":"Zero",\#(track),"album":{"mbid":"\#(uuid(11))"}}"#,
+        ], in: dir, "seed.ndjson")
+        let input = try write([
+            #"{"entity":"Artist","mbid":"\#(uuid(1))","name":"Renamed"}"#,
+            #"{"entity":"Album","mbid":"\#(uuid(11))","title":"New title","artist":{"mbid":"\#(uuid(1))"}}"#,
+            #"{"entity":"Track","mbid":"\#(uuid(21))","title":"One",\#(track),"album":{"mbid":"\#(uuid(11))"}}"#,
+        ], in: dir)
+        try await withLibraryStore { store in
+            _ = try await Importer(store: store, options: options(.incremental)).run(files: [seed])
+            let summary = try await Importer(store: store, options: options(.bulk, batch: 2)).run(files: [input])
+            #expect(summary.mode == .bulk)
+            let context = store.mainContext
+            #expect(try context.fetch(FetchRequest<Artist>(where: Artist.name == "Renamed")).map(\.mbid)
+                    == [UUID(uuidString: uuid(1))])
+            #expect(try context.fetch(FetchRequest<Artist>(where: Artist.name == "First")).isEmpty)
+            #expect(try context.fetch(FetchRequest<Album>(where: Album.title == "New title")).count == 1)
+            #expect(try context.fetch(FetchRequest<Album>(where: Album.title == "Old title")).isEmpty)
+            #expect(try context.fetch(FetchRequest<Track>(sortedBy: [Track.title.ascending])).map(\.title)
+                    == ["One", "Zero"])
+            let (entries, expected) = try store.read { view in
+                let expected = try store.schema.entities.reduce(0) { $0 + (try view.objectCount($1)) * $1.indexes.count }
+                return (try view.txn.entryCount(view.env[.indexes]), expected)
+            }
+            #expect(entries == expected)
+            #expect(try store.verify().ok)
+        }
     }
 
     /// `auto` chooses bulk for an input large next to the store (a new store) and incremental

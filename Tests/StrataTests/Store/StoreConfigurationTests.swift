@@ -223,6 +223,7 @@ import Testing
             ("maxOpenSnapshots", { $0.maxOpenSnapshots = 0 }),
             ("maxReaders", { $0.maxReaders = 0 }),
             ("snapshotAgeWarningSeconds", { $0.snapshotAgeWarningSeconds = .nan }),
+            ("indexSortBudgetBytes", { $0.indexSortBudgetBytes = 4_095 }),
         ]
         for (field, breakIt) in cases {
             let dir = temporaryDirectory("strata-config")
@@ -244,6 +245,7 @@ import Testing
         edge.maxPendingSaves = 1
         edge.groupCommitGatherMicroseconds = 0
         edge.relaxedSyncIntervalMs = 0
+        edge.indexSortBudgetBytes = 4_096
         let store = try Store.temporary(schema: try librarySchema(), configuration: edge)
         store.close()
     }
