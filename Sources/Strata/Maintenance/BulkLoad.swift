@@ -111,9 +111,10 @@ final class BulkLoad: Sendable {
     }
 
     /// Copies the new generation, compactly, into another one that replaces it: the saves put
-    /// their index, unique and link keys at random places of their B-trees, which leaves pages
-    /// part full (about twice the compacted size for a generated library); the copy appends
-    /// every database in key order, as compaction does, so the store starts out compact. The
+    /// their unique and link keys at random places of their B-trees, which leaves pages part
+    /// full; the copy appends every database in key order, as compaction does, so the store
+    /// starts out compact. The saves left the secondary indexes out (`skipsIndexes`): the copy
+    /// builds them from its objects, sorted and appended (`copyGeneration`'s `.rebuilt`). The
     /// copy is sequential: about a fifth of the time of the saves it follows.
     private func compactBuiltGeneration() throws {
         let built = state.withLock { $0.generation }, schema = store.schema

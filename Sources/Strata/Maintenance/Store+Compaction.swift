@@ -1,5 +1,3 @@
-import Foundation
-
 extension Store {
     /// Squashes history up to `horizon` (default: the head) into the state at that point, drops
     /// deleted objects' history, and rewrites the store compactly in a new generation that is
@@ -170,9 +168,14 @@ extension Store {
     /// appended in key order, so each page is written once, full. Returns the bytes written.
     private func rebuildIndexes(_ newEnv: LMDBEnvironment, from source: ReadSource,
                                 sourceEnv oldEnv: LMDBEnvironment) throws -> Int {
-        var sorter = ExternalKeySort(budgetBytes: configuration.indexSortBudgetBytes,
-                                     directory: URL(fileURLWithPath: newEnv.path))
-        defer { sorter.discard() }
+        var sorter = ExternalKeySort(budgetBytes: configuration.indexSortBudgetBytes, directory: newEnv.path,
+                                     permissions: StorePermissions(configuration))
+        defer {
+            sorter.discard()
+            for path in sorter.unremovedFiles {
+                logger.warning("could not remove \(path), a temporary file of an index build: remove it by hand")
+            }
+        }
         var objects = ChunkedScan(source: source, db: oldEnv[.objects], prefix: nil)
         var done = 0
         while let (k, v) = try objects.next() {

@@ -4,8 +4,9 @@ import Testing
 @testable import Strata
 
 /// The external merge sort a bulk import builds its indexes with: every key handed out once, in
-/// LMDB's key order, whatever the budget (so whatever the number of run files), and the run files
-/// gone afterwards.
+/// LMDB's key order, whatever the budget, the merge width and the I/O chunk (so whatever the
+/// number of run files and merge passes, and entries split across chunks), with the run files
+/// gone afterwards and a damaged run file reported.
 @Suite struct ExternalKeySortTests {
     /// Keys from 1 to 40 bytes over a small alphabet (so many share prefixes, and some are
     /// prefixes of others or repeat).
@@ -14,6 +15,8 @@ import Testing
             (0..<Int.random(in: 1...40, using: &rng)).map { _ in UInt8.random(in: 0...3, using: &rng) &* 85 }
         }
     }
+
+    private func sorted(_ keys: [[UInt8]]) -> [[UInt8]] { keys.sorted { KeyOrder.compare($0, $1) < 0 } }
 
     private func drained(_ sorter: inout ExternalKeySort, batchBytes: Int) throws -> [[UInt8]] {
         var out: [[UInt8]] = []
@@ -27,35 +30,61 @@ import Testing
         try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasPrefix("sort-run-") }
     }
 
-    /// Against a plain sort of the same keys, over seeds and budgets from one run to dozens.
-    @Test(arguments: [UInt64(1), 2, 3, 4, 5, 6, 7, 8])
+    /// Against a plain sort of the same keys, over seeds choosing the budget (from dozens of run
+    /// files to none), the merge width (2: a merge pass per pair) and the I/O chunk (from one
+    /// byte: every length and key split across reads).
+    @Test(arguments: Array(UInt64(1)...12))
     func handsOutEveryKeyInKeyOrder(seed: UInt64) throws {
         var rng = SeededGenerator(seed: seed)
         let dir = temporaryDirectory("external-sort")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let keys = randomKeys(Int.random(in: 0...20_000, using: &rng), &rng)
         let budget = [4_096, 20_000, 1 << 20, 64 << 20].randomElement(using: &rng)!
-        var sorter = ExternalKeySort(budgetBytes: budget, directory: dir)
+        let width = [2, 3, 8, 64].randomElement(using: &rng)!
+        let chunk = [1, 3, 7, 8, 9, 4_096, nil].randomElement(using: &rng)!
+        // Reads of a few bytes are a system call each: fewer keys for them.
+        let keys = randomKeys(Int.random(in: 0...((chunk ?? 4_096) < 16 ? 1_500 : 20_000), using: &rng), &rng)
+        var sorter = ExternalKeySort(budgetBytes: budget, directory: dir.path, mergeWidth: width, ioChunkBytes: chunk)
         for k in keys { try sorter.addKey { $0.append(contentsOf: k) } }
         let spilled = sorter.spilledRuns
         #expect(try runFiles(in: dir).count == spilled, "seed \(seed)")
         let out = try drained(&sorter, batchBytes: Int.random(in: 1...100_000, using: &rng))
-        let expected = keys.sorted { KeyOrder.compare($0, $1) < 0 }
-        #expect(out == expected, "seed \(seed): budget \(budget), \(spilled) run files, \(keys.count) keys")
+        #expect(out == sorted(keys), """
+            seed \(seed): budget \(budget), width \(width), chunk \(chunk.map(String.init) ?? "default"), \
+            \(spilled) run files, \(keys.count) keys
+            """)
         #expect(try runFiles(in: dir).isEmpty, "seed \(seed): run files left behind")
         #expect(sorter.spilledRuns == 0)
+        #expect(sorter.unremovedFiles.isEmpty)
     }
 
-    /// A budget that is passed many times: dozens of run files merged, each key once.
-    @Test func aSmallBudgetMergesManyRuns() throws {
+    /// A budget passed many times: dozens of run files, merged in several passes of at most the
+    /// merge width, each key once.
+    @Test func aSmallBudgetMergesManyRunsInPasses() throws {
         let dir = temporaryDirectory("external-sort")
         defer { try? FileManager.default.removeItem(at: dir) }
         var rng = SeededGenerator(seed: 99)
         let keys = randomKeys(30_000, &rng)
-        var sorter = ExternalKeySort(budgetBytes: 4_096, directory: dir)
+        var sorter = ExternalKeySort(budgetBytes: 4_096, directory: dir.path, mergeWidth: 4)
         for k in keys { try sorter.addKey { $0.append(contentsOf: k) } }
         #expect(sorter.spilledRuns > 50)
-        #expect(try drained(&sorter, batchBytes: 4 << 20) == keys.sorted { KeyOrder.compare($0, $1) < 0 })
+        #expect(try drained(&sorter, batchBytes: 4 << 20) == sorted(keys))
+        #expect(try runFiles(in: dir).isEmpty)
+    }
+
+    /// Run files are created with the store's file mode.
+    @Test func runFilesTakeTheStoresFileMode() throws {
+        let dir = temporaryDirectory("external-sort")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var rng = SeededGenerator(seed: 3)
+        for shared in [false, true] {
+            var sorter = ExternalKeySort(budgetBytes: 4_096, directory: dir.path,
+                                         permissions: StorePermissions(sharedWithGroup: shared))
+            for k in randomKeys(2_000, &rng) { try sorter.addKey { $0.append(contentsOf: k) } }
+            let file = dir.appendingPathComponent(try #require(try runFiles(in: dir).first)).path
+            let mode = try #require(try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int)
+            #expect(mode == (shared ? 0o660 : 0o600))
+            sorter.discard()
+        }
     }
 
     /// An error from the consumer ends the drain with the run files removed.
@@ -64,30 +93,42 @@ import Testing
         let dir = temporaryDirectory("external-sort")
         defer { try? FileManager.default.removeItem(at: dir) }
         var rng = SeededGenerator(seed: 5)
-        var sorter = ExternalKeySort(budgetBytes: 4_096, directory: dir)
+        var sorter = ExternalKeySort(budgetBytes: 4_096, directory: dir.path, mergeWidth: 3)
         for k in randomKeys(5_000, &rng) { try sorter.addKey { $0.append(contentsOf: k) } }
         #expect(!(try runFiles(in: dir)).isEmpty)
         #expect(throws: Stop.self) { try sorter.drain(batchBytes: 1_000) { _ in throw Stop() } }
         #expect(try runFiles(in: dir).isEmpty)
     }
 
-    /// A run file cut short under the sort is reported, not read past its end.
-    @Test func aTruncatedRunFileIsReported() throws {
+    /// A run file cut short under the sort is reported, wherever it was cut: inside an entry, or
+    /// exactly between two (which the file's own bytes cannot show; its entry count does).
+    @Test(arguments: [false, true])
+    func aTruncatedRunFileIsReported(atAnEntryBoundary: Bool) throws {
         let dir = temporaryDirectory("external-sort")
         defer { try? FileManager.default.removeItem(at: dir) }
         var rng = SeededGenerator(seed: 6)
-        var sorter = ExternalKeySort(budgetBytes: 4_096, directory: dir)
+        var sorter = ExternalKeySort(budgetBytes: 4_096, directory: dir.path)
         for k in randomKeys(5_000, &rng) { try sorter.addKey { $0.append(contentsOf: k) } }
         let file = dir.appendingPathComponent(try #require(try runFiles(in: dir).sorted().first))
-        let handle = try FileHandle(forWritingTo: file)
-        let size = try handle.seekToEnd()
-        try handle.truncate(atOffset: size - 3)
-        try handle.close()
+        var bytes = try Data(contentsOf: file)
+        if atAnEntryBoundary {
+            // Walk the entries to the start of the last one.
+            var offset = 0, lastStart = 0
+            while offset < bytes.count {
+                lastStart = offset
+                let length = { (at: Int) in bytes[at..<at + 4].reduce(0) { $0 << 8 | Int($1) } }
+                offset += 8 + length(offset) + length(offset + 4)
+            }
+            bytes = bytes.prefix(lastStart)
+        } else {
+            bytes = bytes.dropLast(3)
+        }
+        try bytes.write(to: file)
         #expect {
             _ = try drained(&sorter, batchBytes: 1 << 20)
         } throws: { error in
             guard case StrataError.corruptRecord(_, let reason) = error else { return false }
-            return reason.contains("ends inside an entry")
+            return reason.contains("whole entries of the")
         }
         #expect(try runFiles(in: dir).isEmpty)
     }
