@@ -25,6 +25,11 @@ import Testing
         return url.path
     }
 
+    /// A UUID made from `n`, for an input line's `mbid`.
+    private func uuid(_ n: Int) -> String { "00000000-0000-4000-8000-\(String(format: "%012d", n))" }
+    /// A track line's required fields other than its `mbid` and `title`.
+    private let track = #""durationSeconds":60,"addedAt":"2024-01-01T00:00:00Z""#
+
     private func options(_ mode: ImportMode, batch: Int = 500) -> ImportOptions {
         var o = ImportOptions()
         o.mode = mode
@@ -135,8 +140,6 @@ import Testing
     @Test func bulkImportMergesWithTheStoreAndReimportsIdempotently() async throws {
         let dir = temporaryDirectory("bulk-import")
         defer { try? FileManager.default.removeItem(at: dir) }
-        func uuid(_ n: Int) -> String { "00000000-0000-4000-8000-\(String(format: "%012d", n))" }
-        let track = #""durationSeconds":60,"addedAt":"2024-01-01T00:00:00Z""#
         let seed = try write([
             #"{"entity":"Artist","mbid":"\#(uuid(1))","name":"First"}"#,
             #"{"entity":"Album","mbid":"\#(uuid(11))","title":"Existing","artist":{"mbid":"\#(uuid(1))"}}"#,
@@ -185,8 +188,6 @@ import Testing
     @Test func aBulkImportsIndexesHoldEveryObjectUnderItsCurrentValues() async throws {
         let dir = temporaryDirectory("bulk-import")
         defer { try? FileManager.default.removeItem(at: dir) }
-        func uuid(_ n: Int) -> String { "00000000-0000-4000-8000-\(String(format: "%012d", n))" }
-        let track = #""durationSeconds":60,"addedAt":"2024-01-01T00:00:00Z""#
         let seed = try write([
             #"{"entity":"Artist","mbid":"\#(uuid(1))","name":"First"}"#,
             #"{"entity":"Album","mbid":"\#(uuid(11))","title":"Old title","artist":{"mbid":"\#(uuid(1))"}}"#,
