@@ -111,6 +111,7 @@ struct Report: Sendable {
             ("W11_fresh_over_compacted", "ratio", true),
             ("W11_reader_p99_idle_us", "µs", true),
             ("W11_reader_p99_bulk_us", "µs", true),
+            ("W11_validation_mb_per_s", "MB/s", false),
             ("W12_visible_p50_ms", "ms", true),
             ("W12_visible_p99_ms", "ms", true),
             ("W12_durable_16", "tx/s", false),
