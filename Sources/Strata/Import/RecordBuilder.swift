@@ -17,6 +17,20 @@ struct RecordBuilder {
 
     /// Offset of the first byte that is not part of valid UTF-8, or nil.
     static func firstInvalidUTF8(_ bytes: [UInt8]) -> Int? {
+        // Most lines are ASCII: checked eight bytes at a time, they need no decoding.
+        let ascii = bytes.withUnsafeBytes { raw -> Bool in
+            var i = 0
+            while i + 8 <= raw.count {
+                if raw.loadUnaligned(fromByteOffset: i, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 { return false }
+                i += 8
+            }
+            while i < raw.count {
+                if raw[i] & 0x80 != 0 { return false }
+                i += 1
+            }
+            return true
+        }
+        if ascii { return nil }
         var iterator = bytes.makeIterator()
         var decoder = UTF8()
         var offset = 0
@@ -125,9 +139,14 @@ struct RecordBuilder {
         case .string:
             return .id(try parseID(json, entity: destination, line: line, field: r.name))
         case .object(let members):
-            let names = Set(members.map(\.0))
-            guard let (ci, u) = destination.uniques.enumerated().first(where: {
-                Set($0.element.attributes.map { destination.attributes[$0].name }) == names
+            // The unique whose attributes are exactly the members' names. A unique names each
+            // attribute once, so as many members, each of its attributes among them, is that
+            // (without building two sets of strings per reference: a playlist line has dozens).
+            guard let (ci, u) = destination.uniques.enumerated().first(where: { _, u in
+                u.attributes.count == members.count && u.attributes.allSatisfy { a in
+                    let name = destination.attributes[a].name
+                    return members.contains { $0.0 == name }
+                }
             }) else {
                 let options = destination.uniques.map {
                     "{" + $0.attributes.map { destination.attributes[$0].name }.joined(separator: ", ") + "}"

@@ -1,0 +1,66 @@
+import Foundation
+import Testing
+@testable import Strata
+
+/// How one NDJSON line becomes a record: the UTF-8 check and references by unique key.
+@Suite struct ImportRecordBuilderTests {
+    private func builder() throws -> RecordBuilder {
+        RecordBuilder(schema: try librarySchema(), file: "in.ndjson", maxValueBytes: 1 << 20)
+    }
+
+    /// The reference model: the standard library's UTF-8 decoder over the whole line.
+    private func modelFirstInvalid(_ bytes: [UInt8]) -> Int? {
+        var iterator = bytes.makeIterator(), decoder = UTF8(), offset = 0
+        while true {
+            switch decoder.decode(&iterator) {
+            case .scalarValue(let s): offset += UTF8.width(s)
+            case .emptyInput: return nil
+            case .error: return offset
+            }
+        }
+    }
+
+    /// Random lines of ASCII, valid multi-byte sequences and stray bytes, of lengths around the
+    /// eight-byte steps of the ASCII check: the same answer as decoding them.
+    @Test func theUTF8CheckAgreesWithDecoding() {
+        var rng = SeededGenerator(seed: 42)
+        let pieces: [[UInt8]] = [[0x61], [0x7B], [0xC3, 0xA9], [0xE2, 0x82, 0xAC], [0xF0, 0x9F, 0x8E, 0xB5],
+                                 [0x80], [0xC3], [0xFF], [0xED, 0xA0, 0x80]]
+        for _ in 0..<20_000 {
+            var line: [UInt8] = []
+            let count = Int.random(in: 0...24, using: &rng)
+            for _ in 0..<count {
+                // Mostly ASCII, as import lines are.
+                let piece = Int.random(in: 0..<10, using: &rng) < 8 ? pieces[Int.random(in: 0...1, using: &rng)]
+                    : pieces.randomElement(using: &rng)!
+                line += piece
+            }
+            #expect(RecordBuilder.firstInvalidUTF8(line) == modelFirstInvalid(line), "\(line)")
+        }
+    }
+
+    /// A reference object must name exactly the attributes of one of the target's uniques: the
+    /// key itself resolves, a key with another member or a member of another name is refused.
+    @Test func aReferenceNamesExactlyOneUniqueKey() throws {
+        let b = try builder()
+        let mbid = "00000000-0000-4000-8000-000000000001"
+        let track = #""entity":"Track","mbid":"00000000-0000-4000-8000-000000000002","title":"T","#
+            + #""durationSeconds":60,"addedAt":"2024-01-01T00:00:00Z""#
+        let good = try b.fromJSON(Array("{\(track),\"album\":{\"mbid\":\"\(mbid)\"}}".utf8), line: 1)
+        let album = try #require(good.links.first { $0.relationship.name == "album" }?.targets?.first)
+        guard case .unique(_, let constraint, let values) = album else {
+            Issue.record("expected a reference by unique key, got \(album)")
+            return
+        }
+        #expect(constraint == 0)
+        #expect(values == [.uuid(try #require(UUID(uuidString: mbid)))])
+        for bad in [#"{"mbid":"\#(mbid)","title":"x"}"#, #"{"title":"x"}"#, "{}"] {
+            #expect {
+                _ = try b.fromJSON(Array("{\(track),\"album\":\(bad)}".utf8), line: 7)
+            } throws: { error in
+                guard let issue = error as? ImportIssue else { return false }
+                return issue.line == 7 && issue.field == "album" && issue.reason.contains("names a unique key of Album")
+            }
+        }
+    }
+}
