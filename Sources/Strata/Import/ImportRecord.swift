@@ -3,8 +3,10 @@ struct ImportRecord {
     let entity: EntityDescription
     let explicitID: ObjectID?
     let values: [Value]
-    /// Relationship edits: targets to link, or nil to clear a to-one.
-    let links: [(relationship: RelationshipDescription, targets: [ObjectReference]?)]
+    /// One relationship edit: targets to link, or nil to clear a to-one.
+    typealias Link = (relationship: RelationshipDescription, targets: [ObjectReference]?)
+    /// Relationship edits, in the order of the input's fields.
+    let links: [Link]
     /// How the record itself is found again: its id, or its first unique constraint's values.
     let reference: ObjectReference
     let line: Int

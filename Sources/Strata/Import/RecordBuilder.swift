@@ -67,7 +67,7 @@ struct RecordBuilder {
                                         "\(schema.entities.map(\.name).joined(separator: ", ")))")
         }
         var values = [Value](repeating: .null, count: entity.attributes.count)
-        var links: [(RelationshipDescription, [ObjectReference]?)] = []
+        var links: [ImportRecord.Link] = []
         var explicitID: ObjectID?
         for (key, value) in members where key != "entity" {
             if key == "id" {
@@ -170,7 +170,7 @@ struct RecordBuilder {
     }
 
     func finish(_ entity: EntityDescription, _ explicitID: ObjectID?, _ input: [Value],
-                _ links: [(RelationshipDescription, [ObjectReference]?)], line: Int) throws -> ImportRecord {
+                _ links: [ImportRecord.Link], line: Int) throws -> ImportRecord {
         var values = input
         for a in entity.attributes where values[a.index].isNull {
             if let d = a.defaultValue {
@@ -254,7 +254,7 @@ struct RecordBuilder {
         }
         let fields = cells.map(\.text)
         var values = [Value](repeating: .null, count: entity.attributes.count)
-        var links: [(RelationshipDescription, [ObjectReference]?)] = []
+        var links: [ImportRecord.Link] = []
         var explicitID: ObjectID?
         for ((text, cell), column) in zip(zip(fields, cells), columns) {
             switch column {
