@@ -183,7 +183,7 @@ struct ExternalKeySort {
 private final class RunWriter {
     let path: String
     private var fd: Int32
-    private var buffer: [UInt8] = []
+    private var buffer: ByteWriter
     private var entries = 0
     /// Created by this writer and not finished: removed when the writer goes.
     private var unfinished = false
@@ -192,10 +192,10 @@ private final class RunWriter {
     init(path: String, permissions: StorePermissions, chunkBytes: Int) throws {
         self.path = path
         self.chunkBytes = chunkBytes
+        buffer = ByteWriter(capacity: chunkBytes + 8)
         fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, permissions.fileMode)
         guard fd >= 0 else { throw StorePermissions.posix(errno, "create \(path)") }
         unfinished = true
-        buffer.reserveCapacity(chunkBytes + 8)
         try StorePermissions.setMode(fd, permissions.fileMode, path: path)
     }
 
@@ -205,28 +205,27 @@ private final class RunWriter {
     }
 
     func append(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws {
-        for n in [key.count, value.count] {
-            let v = UInt32(n)
-            buffer.append(contentsOf: [UInt8(truncatingIfNeeded: v >> 24), UInt8(truncatingIfNeeded: v >> 16),
-                                       UInt8(truncatingIfNeeded: v >> 8), UInt8(truncatingIfNeeded: v)])
-        }
-        buffer.append(contentsOf: key)
-        buffer.append(contentsOf: value)
+        // Keys are at most LMDB's 511 bytes and values short: a length past 32 bits is a broken
+        // invariant, and `UInt32(_:)` traps on it.
+        buffer.u32(UInt32(key.count))
+        buffer.u32(UInt32(value.count))
+        buffer.bytes.append(contentsOf: key)
+        buffer.bytes.append(contentsOf: value)
         entries += 1
-        if buffer.count >= chunkBytes { try flush() }
+        if buffer.bytes.count >= chunkBytes { try flush() }
     }
 
     private func flush() throws {
         var done = 0
-        while done < buffer.count {
-            let n = buffer.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
+        while done < buffer.bytes.count {
+            let n = buffer.bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
             if n < 0 {
                 if errno == EINTR { continue }
                 throw StorePermissions.posix(errno, "write \(path)")
             }
             done += n
         }
-        buffer.removeAll(keepingCapacity: true)
+        buffer.bytes.removeAll(keepingCapacity: true)
     }
 
     /// Writes what is buffered and closes the file; the number of entries it holds.

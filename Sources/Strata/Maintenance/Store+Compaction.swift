@@ -123,8 +123,9 @@ extension Store {
         for name in [DatabaseName.objects, .links, .indexes, .uniques] {
             if name == .indexes, indexes != .copied {
                 if indexes == .rebuilt {
-                    allBytes += try rebuildIndexes(newEnv, from: source, sourceEnv: oldEnv)
-                    try report(CompactionProgress(phase: .copying, done: 0))
+                    let built = try rebuildIndexes(newEnv, from: source, sourceEnv: oldEnv)
+                    allBytes += built.bytes
+                    try report(CompactionProgress(phase: .copying, done: built.entries))
                 }
                 continue
             }
@@ -165,9 +166,10 @@ extension Store {
     /// Writes `newEnv`'s secondary indexes from the objects `oldEnv` holds (read through `source`
     /// a chunk at a time): every key gathered and sorted (``ExternalKeySort``, with run files in
     /// the new generation's directory past ``StoreConfiguration/indexSortBudgetBytes``), then
-    /// appended in key order, so each page is written once, full. Returns the bytes written.
+    /// appended in key order, so each page is written once, full. Returns the entries and the
+    /// bytes written.
     private func rebuildIndexes(_ newEnv: LMDBEnvironment, from source: ReadSource,
-                                sourceEnv oldEnv: LMDBEnvironment) throws -> Int {
+                                sourceEnv oldEnv: LMDBEnvironment) throws -> (entries: Int, bytes: Int) {
         var sorter = ExternalKeySort(budgetBytes: configuration.indexSortBudgetBytes, directory: newEnv.path,
                                      permissions: StorePermissions(configuration))
         defer {
@@ -191,7 +193,7 @@ extension Store {
             done += 1
             if done % 65_536 == 0 { try checkUsable() }
         }
-        var written = 0
+        var entries = 0, written = 0
         let db = newEnv[.indexes]
         try sorter.drain(batchBytes: BulkStateBuilder.batchBytes) { batch in
             try newEnv.writeGrowing { txn in
@@ -201,12 +203,13 @@ extension Store {
                     }
                 }
             }
+            entries += batch.entries.count
             written += batch.bytes.count
             // As a compaction's copy does: the disk starts on this batch while the next is built.
             if newEnv.options.noSync { newEnv.startWriteback() }
             try checkUsable()
         }
-        return written
+        return (entries, written)
     }
 
     /// On the writer queue: applies what was committed since the build started, then switches

@@ -41,10 +41,7 @@ struct KeyRun {
 
     /// Adds `key` with `value`; `sorted`: the caller guarantees key order (nothing is checked).
     mutating func add(key: [UInt8], value: [UInt8], sorted: Bool = false) {
-        let start = bytes.count
-        bytes.append(contentsOf: key)
-        bytes.append(contentsOf: value)
-        push(start: start, keyCount: key.count, valueCount: value.count, sorted: sorted)
+        key.withUnsafeBytes { k in value.withUnsafeBytes { v in add(key: k, value: v, sorted: sorted) } }
     }
 
     /// ``add(key:value:sorted:)`` from bytes held elsewhere (another run's entry).
