@@ -532,6 +532,22 @@ public final class Store: Sendable {
         try await writerFor(changes).submit(changes, author: author, metadata: metadata)
     }
 
+    /// Saves `sets` in this order, queued together so that one group commit may take them all
+    /// (see ``Writer/submitInOrder(_:author:stopAtFailure:)``): each is its own transaction,
+    /// validated and logged alone, and the results come in the order of `sets`. An import uses it to copy and
+    /// sync the B-tree pages its batches share once for several batches.
+    func saveInOrder(_ sets: [(changes: ChangeSet, metadata: [String: String])], author: String,
+                     stopAtFailure: Bool) async -> [Result<TransactionID, Error>] {
+        let writer: Writer
+        do {
+            writer = try writerFor(ChangeSet())
+            for set in sets { for type in set.changes.entityTypes.values { try schema.check(type) } }
+        } catch {
+            return sets.map { _ in .failure(error) }
+        }
+        return await writer.submitInOrder(sets, author: author, stopAtFailure: stopAtFailure)
+    }
+
     /// The checks every save makes before it is queued; returns the writer.
     private func writerFor(_ changes: ChangeSet) throws -> Writer {
         try checkUsable()

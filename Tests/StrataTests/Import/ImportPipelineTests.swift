@@ -60,6 +60,66 @@ import Testing
         }
     }
 
+    /// An incremental import's batches are queued together for the writer's group commit: ten
+    /// batches of two records share one LMDB commit (and one sync), each batch its own
+    /// transaction, numbered in order.
+    @Test func anIncrementalImportsBatchesShareOneCommit() async throws {
+        let dir = temporaryDirectory("import-pipeline")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let input = try write((0..<20).map { #"{"entity":"Genre","name":"G\#($0)"}"# }, in: dir)
+            var options = ImportOptions()
+            options.mode = .incremental
+            options.batchSize = 2
+            options.importID = "grouped"
+            let before = store.statistics
+            let summary = try await Importer(store: store, options: options).run(files: [input])
+            let after = store.statistics
+            #expect(summary.records == 20 && summary.transactions == 10, "\(summary)")
+            #expect(after.lmdbCommits - before.lmdbCommits == 1, "\(after)")
+            let mine = try store.transactions(from: TransactionID(1)).filter { $0.metadata["importID"] == "grouped" }
+            #expect(mine.map(\.transactionID) == (1...10).map { TransactionID(UInt64($0)) })
+            #expect(mine.compactMap { $0.metadata["batch"] } == (1...10).map(String.init))
+            #expect(try store.mainContext.count(Genre.self) == 20)
+        }
+    }
+
+    /// Without `continueOnError`, a batch refused at save time (a put that moves an existing
+    /// object onto another one's unique key: validation cannot see it) ends the import with its
+    /// error; the batches before it are committed, it and every batch queued after it are not,
+    /// although they shared its group commit.
+    @Test func aBatchRefusedAtSaveTimeLeavesOnlyTheBatchesBeforeIt() async throws {
+        let dir = temporaryDirectory("import-pipeline")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let jazz = Genre(name: "Jazz"), rock = Genre(name: "Rock")
+            let seeded = try await store.save { c in
+                c.insert(jazz)
+                c.insert(rock)
+            }
+            let input = try write([
+                #"{"entity":"Genre","name":"A"}"#,
+                #"{"entity":"Genre","name":"B"}"#,
+                #"{"entity":"Genre","id":"\#(jazz.id)","name":"Rock"}"#,  // clashes with Rock when saved
+                #"{"entity":"Genre","name":"C"}"#,
+                #"{"entity":"Genre","name":"D"}"#,
+                #"{"entity":"Genre","name":"E"}"#,
+            ], in: dir)
+            var options = ImportOptions()
+            options.mode = .incremental
+            options.batchSize = 2
+            do {
+                _ = try await Importer(store: store, options: options).run(files: [input])
+                Issue.record("the import succeeded")
+            } catch StrataError.validation(let failure) {
+                #expect(failure.kind == .uniqueConstraint, "\(failure)")
+            }
+            #expect(Set(try store.mainContext.fetch(Genre.self).map(\.name)) == ["Jazz", "Rock", "A", "B"])
+            #expect(try store.lastTransactionID == seeded.next)
+            #expect(try store.verify().ok)
+        }
+    }
+
     /// A batch that changes nothing returns the store's last transaction id, here another
     /// saver's (committed first in the same group): the summary counts only what this import
     /// committed, so with nothing committed it reports no transactions and no ids; the next
