@@ -107,7 +107,7 @@ public final class Importer: Sendable {
     /// the writer takes them (each batch still its own transaction and log entry): a B-tree page
     /// the batches share is copied and written once for all of them instead of once per batch.
     /// Measured with 100,000 records into a 1,000,000-record store: batches of 5,000 committed
-    /// alone took 6.2 s and wrote 5.7 GB; grouped by 25,000, 3.6 s and 1.0 GB.
+    /// alone took 6.2 s and wrote 5.8 GB; grouped by 25,000, 4.1–4.6 s and 1.05 GB.
     static let incrementalGroupRecords = 25_000
 
     /// The bulk load the import writes into, or nil to write into the live store
