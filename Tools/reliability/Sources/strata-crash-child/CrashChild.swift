@@ -3,7 +3,7 @@ import Foundation
 /// strata-crash-child MODE [--options]: the reliability harness's child program and drivers.
 ///
 ///   save           concurrent durable saves, one `ACK <tx> <kind> <marker> <k>` line per returned save
-///   import         an Importer run, `ACK-IMPORT <records>` per committed batch
+///   import         an Importer run, `ACK-IMPORT <records>` per commit of its batches
 ///   gen            a deterministic NDJSON library
 ///   parent         the kill -9 loop (Tools/kill-loop); `--during compact|migrate|import`: during compaction,
 ///                  migration or a bulk import

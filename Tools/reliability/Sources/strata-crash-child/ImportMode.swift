@@ -2,7 +2,7 @@ import Foundation
 import Strata
 
 /// `import`: runs an ``Importer`` on `--input` in batches of `--batch`. Each progress event of the
-/// writing phase comes after a batch's `save` returned: it is acknowledged as
+/// writing phase comes after a commit of its batches returned: it is acknowledged as
 /// `ACK-IMPORT <records written so far>`; `DONE <records> <transactions>` at the end.
 enum ImportMode {
     static func run(_ o: Options) throws {

@@ -208,7 +208,7 @@ enum KillLoop {
         print("""
         kill -9 loop: \(t.iterations) iterations (\(t.saveIterations) save, \(t.importIterations) import), seed \(seed), \(String(format: "%.0f", seconds)) s
           acknowledged saves:              \(t.acknowledged)
-          acknowledged import batches:     \(t.importAcknowledgedBatches) (imports run to completion: \(t.importsCompleted))
+          acknowledged import commits:     \(t.importAcknowledgedBatches) (imports run to completion: \(t.importsCompleted))
           committed but not acknowledged:  \(t.committedUnacknowledged) (killed between commit and ack: allowed)
           lost acknowledged transactions:  \(t.lost)
           partial transactions:            \(t.partial)
