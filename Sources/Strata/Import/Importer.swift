@@ -508,8 +508,10 @@ public final class Importer: Sendable {
     }
 
     /// Takes a full batch (or, with `last`, the input's last one, if any). An incremental import
-    /// queues it with the batches before it until they hold ``incrementalGroupRecords`` records
-    /// (or the input ends), then waits for the batches in flight and submits these together,
+    /// queues it with the batches before it until they hold ``incrementalGroupRecords`` records,
+    /// as many batches as one commit takes (``StoreConfiguration/maxSavesPerGroup``, at most half
+    /// of ``StoreConfiguration/maxPendingSaves``) or the input ends, then waits for the batches in
+    /// flight and submits these together,
     /// going on reading while the writer commits them. A bulk import gathers it instead
     /// (``flushBulk(_:rejects:bytes:)`` saves it).
     private func queue(_ batch: Batch?, _ ready: inout [Batch], _ inFlight: inout InFlight?, _ finished: inout Int,
@@ -528,7 +530,12 @@ public final class Importer: Sendable {
         // appends it only if no machine appended meanwhile, and a group of many batches lost that
         // race to other machines' small saves on every try.
         let groupRecords = store.writer?.isReplica.load(ordering: .acquiring) == true ? 0 : Self.incrementalGroupRecords
-        guard !ready.isEmpty, last || ready.reduce(0, { $0 + $1.count }) >= groupRecords else { return }
+        // As many batches as one commit takes, and no more than half the writer's queue (the
+        // whole group is queued at once, or refused as `writerOverloaded`).
+        let config = store.configuration
+        let groupBatches = max(1, min(config.maxSavesPerGroup, config.maxPendingSaves / 2))
+        guard !ready.isEmpty,
+              last || ready.count >= groupBatches || ready.reduce(0, { $0 + $1.count }) >= groupRecords else { return }
         try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: bytes)
         var sets: [(changes: ChangeSet, metadata: [String: String])] = []
         for b in ready {

@@ -84,6 +84,28 @@ import Testing
         }
     }
 
+    /// Batches of one record are queued in groups the writer can take: at most
+    /// `maxSavesPerGroup` and half of `maxPendingSaves` batches at a time (a group of 25,000
+    /// one-record batches would be refused as `writerOverloaded`).
+    @Test func groupsOfSmallBatchesStayWithinTheWritersQueue() async throws {
+        let dir = temporaryDirectory("import-pipeline")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var config = StoreConfiguration()
+        config.maxPendingSaves = 4
+        try await withLibraryStore(config) { store in
+            let input = try write((0..<20).map { #"{"entity":"Genre","name":"G\#($0)"}"# }, in: dir)
+            var options = ImportOptions()
+            options.mode = .incremental
+            options.batchSize = 1
+            let before = store.statistics
+            let summary = try await Importer(store: store, options: options).run(files: [input])
+            let after = store.statistics
+            #expect(summary.records == 20 && summary.transactions == 20, "\(summary)")
+            #expect(after.lmdbCommits - before.lmdbCommits == 10, "\(after)")
+            #expect(try store.mainContext.count(Genre.self) == 20)
+        }
+    }
+
     /// Without `continueOnError`, a batch refused at save time (a put that moves an existing
     /// object onto another one's unique key: validation cannot see it) ends the import with its
     /// error; the batches before it are committed, it and every batch queued after it are not,
