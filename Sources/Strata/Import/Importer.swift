@@ -485,6 +485,14 @@ public final class Importer: Sendable {
             // Never return while a save of this import is running; its own error, if any, is the
             // one reported (it came first).
             try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
+            // The full batches read before a failure that is not a save's (reading, a record held
+            // too long) are committed, as they would have been one by one; after a save's failure
+            // none is (what commits is a prefix of the batches).
+            if !s.saveFailed {
+                try await queue(nil, &ready, &inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead,
+                                last: true)
+                try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
+            }
             try await landBulk(&s, rejects: rejects, bytes: it.bytesRead)
             throw error
         }
@@ -580,6 +588,7 @@ public final class Importer: Sendable {
                     }
                     resubmitFrom = i + 1
                 case .failure(let error):
+                    s.saveFailed = true
                     throw error
                 }
                 break
@@ -748,6 +757,8 @@ private struct ImportState {
     var skippedLinks = 0
     /// Batches an incremental import has submitted (each numbered in its `batch` metadata).
     var batchesSubmitted = 0
+    /// Whether one of them failed (nothing queued after it is submitted then).
+    var saveFailed = false
     var transactions: [TransactionID] = []
     var written = 0
     /// The bulk load a bulk import writes into (nil: into the live store).

@@ -572,6 +572,9 @@ final class Writer: Sendable {
                 // The transaction was aborted. The failed save and every later one fail with its
                 // error; the saves before it are committed again without them.
                 if case .member(let g, let i) = batch[failure.index].completion { g.noteFailure(i, failure.error) }
+                // The map grown meanwhile stays grown: counted here, as the commit of the prefix
+                // starts its own count.
+                if growths > 0 { state.withLock { $0.statistics.mapGrowths += growths } }
                 fail(Array(batch[failure.index...]), failure.error)
                 if failure.index > 0 { commit(Array(batch[..<failure.index])) }
                 return
@@ -677,18 +680,26 @@ final class Writer: Sendable {
         // Members of an ordered group that failed in this pass (the group's outcome is final only
         // once the transaction commits: a replica may redo the pass at a new head).
         var failedHere: [ObjectIdentifier: Error] = [:]
-        for (index, save) in batch.enumerated() {
-            if save.changes.count > config.maxChangesPerSave {
-                let tooLarge = StrataError.saveTooLarge(changes: save.changes.count, limit: config.maxChangesPerSave)
-                if batch.count == 1 { throw tooLarge }
-                if flat { throw OrderedGroupFailure(index: index, error: tooLarge) }
-                group.results.append(.failure(tooLarge))
-                continue
+        // A save of a group that fails alone: its result, and for a member of an ordered group
+        // the refusal of that call's later saves in this pass.
+        func failedAlone(_ save: PendingSave, _ failure: Error) {
+            if case .member(let g, _) = save.completion, failedHere[ObjectIdentifier(g)] == nil {
+                failedHere[ObjectIdentifier(g)] = failure
             }
+            group.results.append(.failure(failure))
+        }
+        for (index, save) in batch.enumerated() {
             if case .member(let g, let i) = save.completion,
                let refusal = g.refusal(for: i) ?? (g.stopsAtFailure ? failedHere[ObjectIdentifier(g)] : nil) {
                 if flat { throw OrderedGroupFailure(index: index, error: refusal) }
                 group.results.append(.failure(refusal))
+                continue
+            }
+            if save.changes.count > config.maxChangesPerSave {
+                let tooLarge = StrataError.saveTooLarge(changes: save.changes.count, limit: config.maxChangesPerSave)
+                if batch.count == 1 { throw tooLarge }
+                if flat { throw OrderedGroupFailure(index: index, error: tooLarge) }
+                failedAlone(save, tooLarge)
                 continue
             }
             do {
@@ -710,10 +721,7 @@ final class Writer: Sendable {
                 if batch.count == 1 { throw error }
                 let failure = (error as? LMDBError).map { StrataError.lmdb($0) } ?? error
                 if flat { throw OrderedGroupFailure(index: index, error: failure) }
-                if case .member(let g, _) = save.completion, failedHere[ObjectIdentifier(g)] == nil {
-                    failedHere[ObjectIdentifier(g)] = failure
-                }
-                group.results.append(.failure(failure))
+                failedAlone(save, failure)
             }
         }
         return group

@@ -22,6 +22,43 @@ import Testing
         return nil
     }
 
+    /// An optional attribute with a default that a child clears after inserting the object
+    /// commits as the child shows it (null), as one save of the same insert and change stores
+    /// it: the commit does not give a child's inserted object its defaults a second time.
+    @Test func anAttributeClearedAfterTheInsertCommitsAsTheChildShowsIt() async throws {
+        let text = #"""
+        {"model": "shop", "version": 1, "entities": [{"name": "Invoice", "attributes": [
+          {"name": "number", "type": "int"}, {"name": "fee", "type": "int", "optional": true, "default": 5}],
+         "uniques": [["number"]]}]}
+        """#
+        let schema = try Schema.parse(Array(text.utf8), source: "v1.json", expectedVersion: 1)
+        let store = try Store.temporary(schema: schema)
+        defer { store.close() }
+        let e = try #require(schema.entity(named: "Invoice"))
+        func invoice(_ n: Int64) -> Record {
+            var r = Record(entity: e)
+            r["number"] = .int(n)
+            return r
+        }
+        let cleared = [ChangeSet.AttributeValue(attribute: 1, value: .null)]
+        let direct = invoice(1)
+        _ = try await store.save { c in
+            c.insert(direct)
+            c.update(direct.id, cleared)
+        }
+        #expect(try store.mainContext.record(direct.id)?["fee"] == .null)
+
+        let child = store.mainContext.newChild(label: "clear")
+        let viaChild = invoice(2)
+        try child.insert(viaChild)
+        #expect(try child.record(viaChild.id)?["fee"] == .int(5))
+        try child.change { $0.update(viaChild.id, cleared) }
+        #expect(try child.record(viaChild.id)?["fee"] == .null)
+        try await child.commit()
+        #expect(try store.mainContext.record(viaChild.id)?["fee"] == .null)
+        #expect(try store.verify().ok)
+    }
+
     /// Each refused object with the failure the writer reported for it before the child had a
     /// path of its own (kind, field and reason as `SaveResolver` worded them at `3cd98ad`): both
     /// paths share `ValueRules` now, so comparing them with each other alone would prove nothing

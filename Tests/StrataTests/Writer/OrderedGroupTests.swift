@@ -58,6 +58,41 @@ import Testing
         }
     }
 
+    /// In a group shared with another caller's save (so each save has a nested transaction of
+    /// its own), a save over `maxChangesPerSave` still refuses the later saves of its call:
+    /// the other caller's save and the saves before it commit, nothing after it does.
+    @Test(.timeLimit(.minutes(1))) func aSaveTooLargeInAMixedGroupRefusesTheLaterSavesOfItsCall() async throws {
+        var config = StoreConfiguration()
+        config.maxChangesPerSave = 1
+        config.groupCommitGatherMicroseconds = 0
+        try await withLibraryStore(config) { store in
+            let writer = try #require(store.writer)
+            let held = try await holdWriter(store)
+            let other = Task { try await store.save(genre("Other")) }
+            try await waitUntil { writer.pendingForTesting == 1 }
+            var big = genre("Big 1")
+            big.insert(Genre(name: "Big 2"))
+            let sets = [genre("A"), big, genre("C")].map { (changes: $0, metadata: [String: String]()) }
+            let ordered = Task { await store.saveInOrder(sets, author: "test", stopAtFailure: true) }
+            try await waitUntil { writer.pendingForTesting == 4 }
+            let before = store.statistics
+            try await held.release()
+            _ = try await other.value
+            let results = await ordered.value
+            #expect(store.statistics.lmdbCommits - before.lmdbCommits == 1, "the saves did not share one commit")
+            #expect((try? results[0].get()) != nil)
+            for r in results.dropFirst() {
+                guard case .failure(StrataError.saveTooLarge(let changes, let limit)) = r else {
+                    Issue.record("expected saveTooLarge, got \(r)")
+                    continue
+                }
+                #expect(changes == 2 && limit == 1)
+            }
+            #expect(try names(store) == ["Other", "A"])
+            #expect(try store.verify().ok)
+        }
+    }
+
     /// Without `stopAtFailure`, the failing save is dropped alone and the one after it commits.
     @Test func aFailureStaysAloneWhenTheGroupDoesNotStop() async throws {
         try await withLibraryStore { store in
