@@ -111,12 +111,12 @@ struct ProbeCommand: AsyncParsableCommand {
                 for i in base..<base + count { c.insert(TrackData.make(i).track) }
                 _ = try await store.save(c)
             }.seconds
-            let child = try store.mainContext.newChild(label: "probe")
+            let child = store.mainContext.newChild(label: "probe")
             let inserts = try MonotonicClock.measure {
                 for i in base + count..<base + 2 * count { try child.insert(TrackData.make(i).track) }
             }.seconds
             let commit = try await MonotonicClock.measure { try await child.commit() }.seconds
-            let whole = try store.mainContext.newChild(label: "probe-one-apply")
+            let whole = store.mainContext.newChild(label: "probe-one-apply")
             let oneApply = try MonotonicClock.measure {
                 try whole.change { c in for i in base + 2 * count..<base + 3 * count { c.insert(TrackData.make(i).track) } }
             }.seconds
@@ -137,7 +137,7 @@ struct ProbeCommand: AsyncParsableCommand {
         let repetitions = 21
         var perInsert: [Double] = []
         for _ in 0..<repetitions {
-            let child = try store.mainContext.newChild(label: "probe-inserts")
+            let child = store.mainContext.newChild(label: "probe-inserts")
             let seconds = try MonotonicClock.measure {
                 for i in 0..<count { try child.insert(TrackData.make(i).track) }
             }.seconds

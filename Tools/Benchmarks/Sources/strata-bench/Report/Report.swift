@@ -112,6 +112,7 @@ struct Report: Sendable {
             ("W11_reader_p99_idle_us", "µs", true),
             ("W11_reader_p99_bulk_us", "µs", true),
             ("W11_validation_mb_per_s", "MB/s", false),
+            ("W11_csv_validation_mb_per_s", "MB/s", false),
             ("W12_visible_p50_ms", "ms", true),
             ("W12_visible_p99_ms", "ms", true),
             ("W12_durable_16", "tx/s", false),

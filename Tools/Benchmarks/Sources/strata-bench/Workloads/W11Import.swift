@@ -12,7 +12,8 @@ import Strata
 enum W11Import {
     static let keys = ["W11_library_empty", "W11_library_incremental", "W11_library_more", "W11_catalog_empty",
                        "W11_written_over_file", "W11_file_mb_fresh", "W11_file_mb_compacted", "W11_fresh_over_compacted",
-                       "W11_reader_p99_idle_us", "W11_reader_p99_bulk_us", "W11_validation_mb_per_s"]
+                       "W11_reader_p99_idle_us", "W11_reader_p99_bulk_us", "W11_validation_mb_per_s",
+                       "W11_csv_validation_mb_per_s"]
 
     struct Inputs {
         let library: URL, more: URL, catalog: URL
@@ -116,6 +117,48 @@ enum W11Import {
         return (seconds, used, await watcher.value)
     }
 
+    /// The CSV reader's rate as an import sees it: `store`'s library exported as one CSV file per
+    /// entity (`Exporter`, ids and relationships by target id), with one line of a wrong field
+    /// count added at the end of the last file, imported incrementally into an empty store. The
+    /// validation pass reads, parses and checks every line, then the bad one ends the import
+    /// with nothing written: the run's time is the pass's. Megabytes of CSV over seconds.
+    static func csvValidationRate(_ store: Store, config: StoreConfiguration, root: URL,
+                                  _ ctx: WorkloadContext) async throws -> (mbPerSecond: Double, megabytes: Double,
+                                                                           seconds: Double) {
+        let dir = try ctx.storeDirectory("W11", .strata, "csv")
+        defer { ctx.remove(dir) }
+        let files = dir.appendingPathComponent("files")
+        try FileManager.default.createDirectory(at: files, withIntermediateDirectories: true)
+        var paths: [String] = [], bytes = 0
+        for entity in store.schema.entities {
+            let url = files.appendingPathComponent("\(entity.name).csv")
+            var text = ""
+            try Exporter(store: store).export(Query(entity: entity.name), format: .csv) { text += $0 + "\n" }
+            if entity === store.schema.entities.last {
+                let columns = text.prefix { $0 != "\n" }.split(separator: ",", omittingEmptySubsequences: false).count
+                text += String(repeating: ",", count: columns) + "\n"   // one field too many
+            }
+            try Data(text.utf8).write(to: url)
+            bytes += text.utf8.count
+            paths.append(url.path)
+        }
+        let target = try Store.open(at: dir.appendingPathComponent("store"),
+                                    schema: Schema.load(directory: root.appendingPathComponent("Schemas/library")),
+                                    configuration: config)
+        defer { target.close() }
+        var options = ImportOptions()
+        options.mode = .incremental
+        let importer = Importer(store: target, options: options)
+        var failure: ImportFailed?
+        let seconds = try await MonotonicClock.measure {
+            do { _ = try await importer.run(files: paths) } catch let f as ImportFailed { failure = f }
+        }.seconds
+        guard let failure, failure.totalIssues == 1, failure.issues.first?.reason.contains("fields, the header has") == true
+        else { throw BenchSetupError("W11: the CSV validation did not end with exactly the one bad line: \(String(describing: failure))") }
+        guard try target.lastTransactionID == .zero else { throw BenchSetupError("W11: the CSV validation wrote") }
+        return (Double(bytes) / 1e6 / seconds, Double(bytes) / 1e6, seconds)
+    }
+
     /// A reader's latency (open a snapshot, read one track by id, close), as W6 measures it: on a
     /// thread of its own, first alone (100,000 reads), then while `during` is bulk-imported.
     static func readerLatencies(_ store: Store, during: URL) async throws -> (idle: LatencySummary, busy: LatencySummary) {
@@ -181,6 +224,9 @@ enum W11Import {
             figures["W11_file_mb_fresh"] = Double(file) / 1e6
             figures["W11_file_mb_compacted"] = Double(compacted) / 1e6
             figures["W11_fresh_over_compacted"] = Double(file) / Double(max(1, compacted))
+            let csv = try await csvValidationRate(store, config: config, root: root, ctx)
+            figures["W11_csv_validation_mb_per_s"] = csv.mbPerSecond
+            ctx.progress(String(format: "W11: the CSV validation pass read %.1f MB in %.2f s", csv.megabytes, csv.seconds))
             let (moreSeconds, moreMode) = try await strataImport(store, inputs.more)
             ctx.progress("W11: a tenth more into that store ran \(moreMode.rawValue)")
             figures["W11_library_more"] = Double(inputs.moreRecords) / moreSeconds

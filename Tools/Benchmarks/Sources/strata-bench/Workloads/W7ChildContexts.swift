@@ -33,7 +33,7 @@ enum W7ChildContexts {
                 try await ctx.withSubject("W7", .strata, variant: "child") { subject in
                     guard let store = (subject as? StrataSubject)?.store else { throw BenchSetupError("W7 needs a Strata subject") }
                     viaChild += try await MonotonicClock.measure {
-                        let child = try store.mainContext.newChild(label: "bench-child")
+                        let child = store.mainContext.newChild(label: "bench-child")
                         for i in 0..<n { try child.insert(TrackData.make(i).track) }
                         try await child.commit()
                     }.seconds
@@ -42,10 +42,10 @@ enum W7ChildContexts {
                     guard pair == ctx.sizes.childPairs - 1 else { return }
                     _ = try await ctx.load(subject, 2 * n..<2 * n + pending)   // ids after the child's
                     let query = FetchRequest<Track>(where: Track.durationSeconds > 450, sortedBy: [Track.title.ascending], limit: 100)
-                    let clean = try store.mainContext.newChild(label: "bench-clean")
+                    let clean = store.mainContext.newChild(label: "bench-clean")
                     _ = try clean.fetch(query)
                     let none = try MonotonicClock.measure { for _ in 0..<5 { _ = try clean.fetch(query) } }.seconds
-                    let busy = try store.mainContext.newChild(label: "bench-busy")
+                    let busy = store.mainContext.newChild(label: "bench-busy")
                     try busy.change { c in
                         for i in 2 * n..<2 * n + pending { c.set(Track.playCount, of: TrackData.id(i), to: 1) }
                     }
