@@ -62,12 +62,31 @@ public struct ObjectID: Hashable, Comparable, Sendable, CustomStringConvertible 
 
     /// Parses 32 hex digits; nil for anything else.
     public init?(string: String) {
-        let utf8 = Array(string.utf8)
-        guard utf8.count == 32,
-              utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) || ($0 >= 65 && $0 <= 70) }),
-              let h = UInt64(String(string.prefix(16)), radix: 16), let l = UInt64(String(string.suffix(16)), radix: 16)
-        else { return nil }
+        // Read from the string's UTF-8 storage where it has one (a native string): an import
+        // parses every id of its input here, and copying the bytes into an array and two
+        // substrings for `UInt64(_:radix:)` was about a tenth of a CSV import's parsing.
+        let parsed = string.utf8.withContiguousStorageIfAvailable(Self.hexHalves)
+            ?? Array(string.utf8).withUnsafeBufferPointer(Self.hexHalves)
+        guard let (h, l) = parsed else { return nil }
         self.init(high: h, low: l)
+    }
+
+    /// The two 64-bit halves of exactly 32 hexadecimal digits (either case), or nil.
+    private static func hexHalves(_ b: UnsafeBufferPointer<UInt8>) -> (UInt64, UInt64)? {
+        guard b.count == 32 else { return nil }
+        var halves: (UInt64, UInt64) = (0, 0)
+        for i in 0..<32 {
+            let c = b[i]
+            let digit: UInt8
+            switch c {
+            case 48...57: digit = c &- 48          // 0-9
+            case 97...102: digit = c &- 87         // a-f
+            case 65...70: digit = c &- 55          // A-F
+            default: return nil
+            }
+            if i < 16 { halves.0 = halves.0 << 4 | UInt64(digit) } else { halves.1 = halves.1 << 4 | UInt64(digit) }
+        }
+        return halves
     }
 
     /// Ids order by their 128 bits: by entity tag, then creation time, then the counter.
