@@ -59,10 +59,9 @@ import Testing
         #expect(try store.verify().ok)
     }
 
-    /// Each refused object with the failure the writer reported for it before the child had a
-    /// path of its own (kind, field and reason as `SaveResolver` worded them at `3cd98ad`): both
-    /// paths share `ValueRules` now, so comparing them with each other alone would prove nothing
-    /// about the wording.
+    /// Each refused object with the failure a save reports for it, written out (kind, field and
+    /// reason as the writer words them): both paths share `ValueRules`, so comparing them with
+    /// each other alone would prove nothing about the wording.
     @Test func aChildRefusesWhatASaveRefusesWithTheSameFailure() async throws {
         var configuration = StoreConfiguration()
         configuration.maxValueBytes = 64
