@@ -519,9 +519,8 @@ public final class Importer: Sendable {
     /// queues it with the batches before it until they hold ``incrementalGroupRecords`` records,
     /// as many batches as one commit takes (``StoreConfiguration/maxSavesPerGroup``, at most half
     /// of ``StoreConfiguration/maxPendingSaves``) or the input ends, then waits for the batches in
-    /// flight and submits these together,
-    /// going on reading while the writer commits them. A bulk import gathers it instead
-    /// (``flushBulk(_:rejects:bytes:)`` saves it).
+    /// flight and submits these together, going on reading while the writer commits them. A bulk
+    /// import gathers it instead (``flushBulk(_:rejects:bytes:)`` saves it).
     private func queue(_ batch: Batch?, _ ready: inout [Batch], _ inFlight: inout InFlight?, _ finished: inout Int,
                        _ s: inout ImportState, rejects: RejectsWriter?, bytes: Int, last: Bool = false) async throws {
         if s.bulk != nil {
@@ -537,7 +536,8 @@ public final class Importer: Sendable {
         // A replica submits each batch alone: its writer validates a group at the local head and
         // appends it only if no machine appended meanwhile, and a group of many batches lost that
         // race to other machines' small saves on every try.
-        let groupRecords = store.writer?.isReplica.load(ordering: .acquiring) == true ? 0 : Self.incrementalGroupRecords
+        let isReplica = store.writer?.isReplica.load(ordering: .acquiring) == true
+        let groupRecords = isReplica ? 0 : Self.incrementalGroupRecords
         // As many batches as one commit takes, and no more than half the writer's queue (the
         // whole group is queued at once, or refused as `writerOverloaded`).
         let config = store.configuration

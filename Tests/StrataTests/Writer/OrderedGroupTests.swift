@@ -17,6 +17,17 @@ import Testing
         Set(try store.mainContext.fetch(Genre.self).map(\.name))
     }
 
+    /// Records an issue for every result that is not a failure `expected` accepts.
+    private func expectFailures(_ results: ArraySlice<Result<TransactionID, Error>>, _ what: String,
+                                _ expected: (Error) -> Bool) {
+        for r in results {
+            guard case .failure(let error) = r, expected(error) else {
+                Issue.record("expected \(what), got \(r)")
+                continue
+            }
+        }
+    }
+
     /// Three saves queued in order land in one LMDB commit with consecutive transaction ids, in
     /// the order given, each with its own metadata.
     @Test func savesQueuedInOrderShareOneCommitAndKeepTheirOwnTransactions() async throws {
@@ -45,12 +56,9 @@ import Testing
             let sets = [genre("A"), genre("Taken"), genre("C")].map { (changes: $0, metadata: [String: String]()) }
             let results = await store.saveInOrder(sets, author: "test", stopAtFailure: true)
             #expect(try results[0].get() == TransactionID(2))
-            for r in results.dropFirst() {
-                guard case .failure(StrataError.validation(let failure)) = r else {
-                    Issue.record("expected the clash, got \(r)")
-                    continue
-                }
-                #expect(failure.kind == .uniqueConstraint && failure.reason.contains("Taken"), "\(failure)")
+            expectFailures(results.dropFirst(), "the clash") { error in
+                guard case StrataError.validation(let failure) = error else { return false }
+                return failure.kind == .uniqueConstraint && failure.reason.contains("Taken")
             }
             #expect(try names(store) == ["Taken", "A"])
             #expect(try store.lastTransactionID == TransactionID(2))
@@ -81,12 +89,9 @@ import Testing
             let results = await ordered.value
             #expect(store.statistics.lmdbCommits - before.lmdbCommits == 1, "the saves did not share one commit")
             #expect((try? results[0].get()) != nil)
-            for r in results.dropFirst() {
-                guard case .failure(StrataError.saveTooLarge(let changes, let limit)) = r else {
-                    Issue.record("expected saveTooLarge, got \(r)")
-                    continue
-                }
-                #expect(changes == 2 && limit == 1)
+            expectFailures(results.dropFirst(), "saveTooLarge of 2 changes over 1") { error in
+                guard case StrataError.saveTooLarge(let changes, let limit) = error else { return false }
+                return changes == 2 && limit == 1
             }
             #expect(try names(store) == ["Other", "A"])
             #expect(try store.verify().ok)
@@ -111,13 +116,12 @@ import Testing
     @Test func aClosedStoreRefusesEverySave() async throws {
         let store = try Store.temporary(schema: librarySchema())
         store.close()
-        let results = await store.saveInOrder([(genre("A"), [:]), (genre("B"), [:])], author: "test", stopAtFailure: true)
+        let results = await store.saveInOrder([(genre("A"), [:]), (genre("B"), [:])], author: "test",
+                                              stopAtFailure: true)
         #expect(results.count == 2)
-        for r in results {
-            guard case .failure(StrataError.closed) = r else {
-                Issue.record("expected closed, got \(r)")
-                continue
-            }
+        expectFailures(results[...], "closed") { error in
+            if case StrataError.closed = error { return true }
+            return false
         }
     }
 }
