@@ -423,13 +423,19 @@ public final class Importer: Sendable {
                         var present = s.written(t)
                         if !present, (s.inputKeys[ImportRecord.digest(t)] ?? 0) <= item.location {
                             // Not a record later in this input: in the store, or nowhere, as the
-                            // batches before this record leave it (one may change the key of an
-                            // object of the store), so they are committed first. (One later in
-                            // the input is linked once it is written; looking for it here would
-                            // wait for those batches, and the link would be the same.)
-                            try await queue(nil, &ready, &inFlight, &finished, &s, rejects: rejects,
-                                            bytes: it.bytesRead, last: true)
-                            try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
+                            // batches before this record leave it. Those that may take a key of
+                            // the target's entity away from an object of the store are committed
+                            // first; the others cannot change the answer, and go on committing
+                            // while the input is read. (One later in the input is linked once it
+                            // is written; looking for it here would wait, and the link would be
+                            // the same.)
+                            if case .unique(let tag, _, _) = t,
+                               ready.contains(where: { $0.movesKeysOf.contains(tag) })
+                                || inFlight?.movesKeysOf.contains(tag) == true {
+                                try await queue(nil, &ready, &inFlight, &finished, &s, rejects: rejects,
+                                                bytes: it.bytesRead, last: true)
+                                try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
+                            }
                             present = try storeHas(t)
                         }
                         if present {
@@ -455,7 +461,7 @@ public final class Importer: Sendable {
                 }
                 for record in held.add(entry, missing: missing) {
                     for alias in record.aliases { s.writtenKeys.insert(alias) }
-                    batch.add(record.changes, item: record.item)
+                    batch.add(record.changes, item: record.item, schema: store.schema)
                     if batch.count >= options.batchSize {
                         try await queue(batch, &ready, &inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
                         batch = Batch()
@@ -469,7 +475,7 @@ public final class Importer: Sendable {
             // Records whose required references form a cycle: saved together, in one batch.
             for record in held.drain() {
                 for alias in record.aliases { s.writtenKeys.insert(alias) }
-                batch.add(record.changes, item: record.item)
+                batch.add(record.changes, item: record.item, schema: store.schema)
             }
             // The last batch (when it has records), and the batches still queued, are submitted.
             try await queue(batch.count > 0 ? batch : nil, &ready, &inFlight, &finished, &s, rejects: rejects,
@@ -513,6 +519,8 @@ public final class Importer: Sendable {
         let batches: [Batch]
         let metadata: [[String: String]]
         let task: Task<[Result<TransactionID, Error>], Never>
+        /// ``Batch/movesKeysOf`` of all of them.
+        var movesKeysOf: Set<UInt16> { batches.reduce(into: []) { $0.formUnion($1.movesKeysOf) } }
     }
 
     /// Takes a full batch (or, with `last`, the input's last one, if any). An incremental import
@@ -713,7 +721,20 @@ private struct Batch: Sendable {
         return ChangeSet(operations: records + links)
     }
 
-    mutating func add(_ c: ChangeSet, item: RecordIterator.Item) {
+    /// Entities whose objects in the store may lose a unique key to a record of this batch: a
+    /// record with an explicit id (it may change any of its object's keys), or an upsert of an
+    /// entity with more than one unique (the object it finds by its first may change another).
+    /// Every other way a batch changes which keys the store has is a key the batch's own records
+    /// hold, which the import knows as written (``ImportState/writtenKeys``).
+    var movesKeysOf: Set<UInt16> = []
+
+    mutating func add(_ c: ChangeSet, item: RecordIterator.Item, schema: Schema) {
+        switch c.operations.first {
+        case .put(let id, _)?: movesKeysOf.insert(id.entityTag)
+        case .upsert(let id, _, _)? where (schema.entity(tag: id.entityTag)?.uniques.count ?? 0) > 1:
+            movesKeysOf.insert(id.entityTag)
+        default: break
+        }
         perRecord.append(c)
         // The raw line is kept only where a rejects file may need it.
         items.append((item.raw, item.fileIndex, item.line, item.location))

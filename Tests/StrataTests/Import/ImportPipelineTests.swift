@@ -106,6 +106,33 @@ import Testing
         }
     }
 
+    /// Records referring to an object of the store by a unique key no queued batch can take
+    /// away (a genre, found by its only unique, and no record with an explicit id) do not wait
+    /// for the batches before them: ten one-record batches that each look their genre up still
+    /// share one commit.
+    @Test func lookupsThatNoQueuedBatchCanChangeDoNotSplitTheGroup() async throws {
+        let dir = temporaryDirectory("import-pipeline")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            _ = try await store.save { $0.insert(Genre(name: "Jazz")) }
+            let input = try write((0..<10).map { i in
+                #"{"entity":"Track","mbid":"\#(UUID().uuidString.lowercased())","title":"t\#(i)","# +
+                    #""durationSeconds":1,"addedAt":"2024-01-01T00:00:00Z","genre":{"name":"Jazz"}}"#
+            }, in: dir)
+            var options = ImportOptions()
+            options.mode = .incremental
+            options.batchSize = 1
+            let before = store.statistics
+            let summary = try await Importer(store: store, options: options).run(files: [input])
+            let after = store.statistics
+            #expect(summary.records == 10 && summary.transactions == 10, "\(summary)")
+            #expect(after.lmdbCommits - before.lmdbCommits == 1, "\(after)")
+            let view = store.mainContext
+            let jazz = try #require(try view.fetch(Genre.self, where: Genre.name == "Jazz").first)
+            #expect(try view.related(jazz.id, Genre.tracks).count == 10)
+        }
+    }
+
     /// Without `continueOnError`, a batch refused at save time (a put that moves an existing
     /// object onto another one's unique key: validation cannot see it) ends the import with its
     /// error; the batches before it are committed, it and every batch queued after it are not,
