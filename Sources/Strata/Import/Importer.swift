@@ -148,13 +148,14 @@ public final class Importer: Sendable {
         s.bulkPending = []
         s.bulkPendingRecords = 0
         let continueOnError = options.continueOnError, author = options.author, importID = s.importID
+        // Numbered in input order, as an incremental import numbers its batches.
+        let firstNumber = s.batchesSubmitted + 1
+        s.batchesSubmitted += pending.count
         let task = Task { () throws -> BulkFlight.Outcome in
             try await bulk.write { w in
                 var outcomes: [(written: Int, refused: [(index: Int, failure: ValidationFailure)])] = []
-                for batch in pending {
-                    // The number an incremental import gives it: its transactions so far, plus one.
-                    let metadata = ["importID": importID,
-                                    "batch": String(w.committedBefore + w.transactions.count + 1)]
+                for (n, batch) in pending.enumerated() {
+                    let metadata = ["importID": importID, "batch": String(firstNumber + n)]
                     guard continueOnError else {
                         _ = try w.save(batch.changes, author: author, metadata: metadata, isolated: false)
                         outcomes.append((batch.count, []))
@@ -776,7 +777,7 @@ private struct ImportState {
     var forward: [ForwardReference] = []
     var deferred: [(relationship: UInt16, from: ObjectReference, to: ObjectReference, location: UInt64)] = []
     var skippedLinks = 0
-    /// Batches an incremental import has submitted (each numbered in its `batch` metadata).
+    /// Batches submitted (each numbered in its `batch` metadata, in input order).
     var batchesSubmitted = 0
     /// Whether one of them failed (nothing queued after it is submitted then).
     var saveFailed = false

@@ -79,18 +79,15 @@ final class BulkLoad: Sendable {
         let env = self.env, schema = store.schema, limits = store.configuration
         return try await onQueue { [self] () throws -> (result: R, committed: [TransactionID]) in
             defer { releaseMappedPages(of: env) }
-            let before = state.withLock { $0.transactions.count }
             // As `writeGrowing`, returning the body's result.
             while true {
                 do {
                     let outcome = try env.write { txn in
                         let last = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
-                        var writer = BulkWriter(txn: txn, env: env, schema: schema, limits: limits, next: last.next,
-                                                committedBefore: before)
+                        var writer = BulkWriter(txn: txn, env: env, schema: schema, limits: limits, next: last.next)
                         let result = try body(&writer)
                         return (result: result, committed: writer.transactions)
                     }
-                    // On the queue, so the next write sees it in `committedBefore`.
                     state.withLock { $0.transactions += outcome.committed }
                     return outcome
                 } catch let e as LMDBError where e.isMapFull {
@@ -235,19 +232,16 @@ struct BulkWriter {
     let env: LMDBEnvironment
     let schema: Schema
     let limits: StoreConfiguration
-    /// Transactions the load committed in its earlier write transactions.
-    let committedBefore: Int
     private(set) var next: TransactionID
     private(set) var transactions: [TransactionID] = []
 
     fileprivate init(txn: LMDBTransaction, env: LMDBEnvironment, schema: Schema, limits: StoreConfiguration,
-                     next: TransactionID, committedBefore: Int) {
+                     next: TransactionID) {
         self.txn = txn
         self.env = env
         self.schema = schema
         self.limits = limits
         self.next = next
-        self.committedBefore = committedBefore
     }
 
     /// Saves `changes` as ``Store/save(_:author:metadata:)`` would: the same resolution and
