@@ -84,7 +84,9 @@ public struct Schema: Sendable {
 
     /// The inverse of `relationship`.
     func inverse(of relationship: RelationshipDescription) -> RelationshipDescription {
-        // The loader proved every inverse exists and points back.
-        byName[relationship.destination]!.relationship(named: relationship.inverseName)!
+        // The loader proved every inverse exists and points back. Found by tag: every link a
+        // save writes asks for its inverse, and two lookups by name (the destination entity,
+        // then its relationship) were a tenth of the writer's link step.
+        self.relationship(tag: storage.inverseTags[relationship.tag]!)!
     }
 }
