@@ -9,8 +9,10 @@ import Synchronization
 ///
 /// Saves are queued; a serial dispatch queue drains them in groups (group commit): every save
 /// waiting when a commit starts goes into the same LMDB transaction, each in its own nested
-/// transaction so that one failing save is dropped without touching the others. Each save gets
-/// its own transaction id and log entry; the group costs one fsync.
+/// transaction so that one failing save is dropped without touching the others (a group that is
+/// one caller's ordered saves, which stop at their first failure, runs flat: see
+/// ``apply(_:_:env:flatOrderedGroup:)``). Each save gets its own transaction id and log entry;
+/// the group costs one fsync.
 ///
 /// The write transaction begins, runs and commits inside one synchronous block on the queue, so
 /// it never crosses a thread or a suspension point.
