@@ -12,6 +12,18 @@ import Testing
         return url.path
     }
 
+    /// An incremental import of `input` in batches of `batchSize`, and the LMDB commits it took.
+    private func importCountingCommits(_ store: Store, _ input: String, batchSize: Int,
+                                       importID: String? = nil) async throws -> (ImportSummary, commits: Int) {
+        var options = ImportOptions()
+        options.mode = .incremental
+        options.batchSize = batchSize
+        options.importID = importID
+        let before = store.statistics.lmdbCommits
+        let summary = try await Importer(store: store, options: options).run(files: [input])
+        return (summary, store.statistics.lmdbCommits - before)
+    }
+
     /// A batch refused at save time (a put that moves an existing object onto another one's
     /// unique key) is retried record by record while later batches wait; the rejects file keeps
     /// the input's order (the save-time reject of batch 1 before the parse reject read with
@@ -68,15 +80,9 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         try await withLibraryStore { store in
             let input = try write((0..<20).map { #"{"entity":"Genre","name":"G\#($0)"}"# }, in: dir)
-            var options = ImportOptions()
-            options.mode = .incremental
-            options.batchSize = 2
-            options.importID = "grouped"
-            let before = store.statistics
-            let summary = try await Importer(store: store, options: options).run(files: [input])
-            let after = store.statistics
+            let (summary, commits) = try await importCountingCommits(store, input, batchSize: 2, importID: "grouped")
             #expect(summary.records == 20 && summary.transactions == 10, "\(summary)")
-            #expect(after.lmdbCommits - before.lmdbCommits == 1, "\(after)")
+            #expect(commits == 1)
             let mine = try store.transactions(from: TransactionID(1)).filter { $0.metadata["importID"] == "grouped" }
             #expect(mine.map(\.transactionID) == (1...10).map { TransactionID(UInt64($0)) })
             #expect(mine.compactMap { $0.metadata["batch"] } == (1...10).map(String.init))
@@ -94,14 +100,9 @@ import Testing
         config.maxPendingSaves = 4
         try await withLibraryStore(config) { store in
             let input = try write((0..<20).map { #"{"entity":"Genre","name":"G\#($0)"}"# }, in: dir)
-            var options = ImportOptions()
-            options.mode = .incremental
-            options.batchSize = 1
-            let before = store.statistics
-            let summary = try await Importer(store: store, options: options).run(files: [input])
-            let after = store.statistics
+            let (summary, commits) = try await importCountingCommits(store, input, batchSize: 1)
             #expect(summary.records == 20 && summary.transactions == 20, "\(summary)")
-            #expect(after.lmdbCommits - before.lmdbCommits == 10, "\(after)")
+            #expect(commits == 10)
             #expect(try store.mainContext.count(Genre.self) == 20)
         }
     }
@@ -119,14 +120,9 @@ import Testing
                 #"{"entity":"Track","mbid":"\#(UUID().uuidString.lowercased())","title":"t\#(i)","# +
                     #""durationSeconds":1,"addedAt":"2024-01-01T00:00:00Z","genre":{"name":"Jazz"}}"#
             }, in: dir)
-            var options = ImportOptions()
-            options.mode = .incremental
-            options.batchSize = 1
-            let before = store.statistics
-            let summary = try await Importer(store: store, options: options).run(files: [input])
-            let after = store.statistics
+            let (summary, commits) = try await importCountingCommits(store, input, batchSize: 1)
             #expect(summary.records == 10 && summary.transactions == 10, "\(summary)")
-            #expect(after.lmdbCommits - before.lmdbCommits == 1, "\(after)")
+            #expect(commits == 1)
             let view = store.mainContext
             let jazz = try #require(try view.fetch(Genre.self, where: Genre.name == "Jazz").first)
             #expect(try view.related(jazz.id, Genre.tracks).count == 10)
