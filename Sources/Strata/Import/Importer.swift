@@ -375,6 +375,9 @@ public final class Importer: Sendable {
     /// here as validation would (``check(_:_:)``); after the first bad one nothing more is
     /// written and the rest is only checked, and at the end the issues are thrown.
     private func write(_ s: inout ImportState, rejects: RejectsWriter?, checking: Bool) async throws {
+        // The phase starts now, not at the first commit: its rate and estimate count from here,
+        // and the validation pass ends here (its length is what a progress consumer sees of it).
+        s.report(.writing, records: 0, bytes: 0, force: true)
         let it = PipelinedRecords(RecordIterator(files: s.files, schema: store.schema, options: options,
                                                  maxValueBytes: store.configuration.maxValueBytes))
         defer { it.close() }

@@ -47,6 +47,32 @@ import Testing
         }
     }
 
+    /// The writing phase is reported when the write pass starts, with nothing written yet, not
+    /// at its first commit (which, with the batches committed in groups, can be the end of the
+    /// pass): its rate counts from its start, and the validating phase ends where it does.
+    @Test func theWritingPhaseStartsWithTheWritePass() async throws {
+        let dir = temporaryDirectory("import-progress")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let url = dir.appendingPathComponent("in.ndjson")
+            let lines = (0..<7).map { #"{"entity":"Genre","name":"G\#($0)"}"# }
+            try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: url)
+            var options = ImportOptions()
+            options.mode = .incremental
+            options.batchSize = 2
+            let importer = Importer(store: store, options: options)
+            let collected = Task {
+                var all: [ImportProgress] = []
+                for await p in importer.progress { all.append(p) }
+                return all
+            }
+            _ = try await importer.run(files: [url.path])
+            let writing = await collected.value.filter { $0.phase == .writing }
+            #expect(writing.first?.records == 0, "\(writing)")
+            #expect(writing.last?.records == 7, "\(writing)")
+        }
+    }
+
     @Test func theFractionAndTheEstimateFollowThePhase() {
         let half = ImportProgress(phase: .writing, records: 50, bytesRead: 500, totalBytes: 1000, elapsedSeconds: 20,
                                   links: 0, totalLinks: 0, phaseSeconds: 10)
