@@ -19,7 +19,10 @@ enum ImportMode {
         let importer = Importer(store: store, options: options)
         let summary = try blocking {
             let watcher = Task {
-                for await p in importer.progress where p.phase == .writing { emit("ACK-IMPORT \(p.records)") }
+                // The phase's first report (nothing written yet) acknowledges nothing.
+                for await p in importer.progress where p.phase == .writing && p.records > 0 {
+                    emit("ACK-IMPORT \(p.records)")
+                }
             }
             let s = try await importer.run(files: [input])
             await watcher.value
