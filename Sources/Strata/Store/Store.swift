@@ -538,13 +538,14 @@ public final class Store: Sendable {
     /// sync the B-tree pages its batches share once for several batches.
     func saveInOrder(_ sets: [(changes: ChangeSet, metadata: [String: String])], author: String,
                      stopAtFailure: Bool) async -> [Result<TransactionID, Error>] {
-        let writer: Writer
+        var writer: Writer?
         do {
-            writer = try writerFor(ChangeSet())
-            for set in sets { for type in set.changes.entityTypes.values { try schema.check(type) } }
+            // The checks of a single save, for each of them; nothing is queued if one fails.
+            for set in sets { writer = try writerFor(set.changes) }
         } catch {
             return sets.map { _ in .failure(error) }
         }
+        guard let writer else { return [] }
         return await writer.submitInOrder(sets, author: author, stopAtFailure: stopAtFailure)
     }
 

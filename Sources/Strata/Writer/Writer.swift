@@ -105,7 +105,8 @@ final class Writer: Sendable {
                 s.remaining -= 1
                 guard s.remaining == 0, let c = s.continuation else { return nil }
                 s.continuation = nil
-                // Every slot is filled once `remaining` is zero.
+                // Every slot is filled once `remaining` is zero (each index completes once).
+                assert(!s.results.contains { $0 == nil }, "a group's saves all have a result")
                 return (c, s.results.map { $0 ?? .failure(StrataError.closed(path: "")) })
             }
             if let (c, results) = done { c.resume(returning: results) }

@@ -6,6 +6,22 @@ import Testing
 /// What an import reports while it runs: its phases in order, a count that is never ahead of
 /// the store, and for the linking phase its own count of links out of the links it has to save.
 @Suite struct ImportProgressTests {
+    /// Imports `lines` (one NDJSON file in `dir`) and returns the summary with every progress
+    /// report, in order.
+    private func importCollectingProgress(_ lines: [String], _ options: ImportOptions, _ store: Store,
+                                          _ dir: URL) async throws -> (ImportSummary, [ImportProgress]) {
+        let url = dir.appendingPathComponent("in.ndjson")
+        try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: url)
+        let importer = Importer(store: store, options: options)
+        let collected = Task {
+            var all: [ImportProgress] = []
+            for await p in importer.progress { all.append(p) }
+            return all
+        }
+        let summary = try await importer.run(files: [url.path])
+        return (summary, await collected.value)
+    }
+
     @Test func theLinkingPhaseCountsLinksOutOfItsTotal() async throws {
         let dir = temporaryDirectory("import-progress")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -15,18 +31,9 @@ import Testing
                 #"{"entity":"Track","mbid":"00000000-0000-4000-8000-00000000000\#(i)","title":"T\#(i)","durationSeconds":1,"addedAt":"2022-08-01T08:45:23Z","genre":{"name":"Folk"}}"#
             }
             lines.append(#"{"entity":"Genre","name":"Folk"}"#)
-            let url = dir.appendingPathComponent("in.ndjson")
-            try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: url)
             var options = ImportOptions()
             options.batchSize = 2
-            let importer = Importer(store: store, options: options)
-            let collected = Task {
-                var all: [ImportProgress] = []
-                for await p in importer.progress { all.append(p) }
-                return all
-            }
-            let summary = try await importer.run(files: [url.path])
-            let reports = await collected.value
+            let (summary, reports) = try await importCollectingProgress(lines, options, store, dir)
             #expect(summary.records == 7)
 
             let phases = reports.map(\.phase)
@@ -54,20 +61,11 @@ import Testing
         let dir = temporaryDirectory("import-progress")
         defer { try? FileManager.default.removeItem(at: dir) }
         try await withLibraryStore { store in
-            let url = dir.appendingPathComponent("in.ndjson")
             let lines = (0..<7).map { #"{"entity":"Genre","name":"G\#($0)"}"# }
-            try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: url)
             var options = ImportOptions()
             options.mode = .incremental
             options.batchSize = 2
-            let importer = Importer(store: store, options: options)
-            let collected = Task {
-                var all: [ImportProgress] = []
-                for await p in importer.progress { all.append(p) }
-                return all
-            }
-            _ = try await importer.run(files: [url.path])
-            let writing = await collected.value.filter { $0.phase == .writing }
+            let writing = try await importCollectingProgress(lines, options, store, dir).1.filter { $0.phase == .writing }
             #expect(writing.first?.records == 0, "\(writing)")
             #expect(writing.last?.records == 7, "\(writing)")
         }
