@@ -65,7 +65,8 @@ import Testing
             var options = ImportOptions()
             options.mode = .incremental
             options.batchSize = 2
-            let writing = try await importCollectingProgress(lines, options, store, dir).1.filter { $0.phase == .writing }
+            let (_, reports) = try await importCollectingProgress(lines, options, store, dir)
+            let writing = reports.filter { $0.phase == .writing }
             #expect(writing.first?.records == 0, "\(writing)")
             #expect(writing.last?.records == 7, "\(writing)")
         }
