@@ -69,6 +69,9 @@ public final class ChildContext: ObjectReading {
     public let mergePolicy: MergePolicy
     let parent: Parent
     let store: Store
+    /// The view context at the root of the chain (kept, not found through the parents on each
+    /// read: the store holds its main context weakly, so each retain of it is a slow one).
+    private let root: ViewContext
     /// Nesting depth: 1 for a child of a view context.
     public let depth: Int
     private let state = Locked(State())
@@ -87,9 +90,11 @@ public final class ChildContext: ObjectReading {
         switch parent {
         case .view(let v):
             store = v.store
+            root = v
             depth = 1
         case .child(let c):
             store = c.store
+            root = c.root
             depth = c.depth + 1
         }
     }
@@ -137,9 +142,12 @@ public final class ChildContext: ObjectReading {
     /// The overlays under this context's own: its parent's chain, or the layers it committed that
     /// its pinned view does not show yet.
     private func lowerChain(_ s: inout State) -> [Overlay] {
+        // A child of a view with no committed layer (the usual case) has none, without retaining
+        // the view (the store holds its main context weakly: a side table counts its references).
+        if s.committed.isEmpty, case .view = parent { return [] }
         switch parent {
-        case .view(let v): Self.committedLayers(&s, below: v).map(\.overlay)
-        case .child(let p): p.overlayChain()
+        case .view(let v): return Self.committedLayers(&s, below: v).map(\.overlay)
+        case .child(let p): return p.overlayChain()
         }
     }
 
@@ -152,12 +160,6 @@ public final class ChildContext: ObjectReading {
         return s.committed
     }
 
-    private var root: ViewContext {
-        switch parent {
-        case .view(let v): v
-        case .child(let c): c.root
-        }
-    }
 
     func read<R>(_ body: (MergedSource) throws -> R) throws -> R {
         let chain = overlayChain()
@@ -230,6 +232,12 @@ public final class ChildContext: ObjectReading {
                 // before any validation error.
                 let e = try ValueRules.entity(schema, id)
                 let values = try ValueRules.prepared(e, id, input, maxValueBytes: store.configuration.maxValueBytes)
+                // The usual insert (a new id, keys nobody holds) changes the layer in place; any
+                // other goes through the applier, which throws the duplicate or the clash.
+                let below = MergedSource(base: view, overlays: lower).top
+                let basis = below.basis
+                if s.overlay.countBasis != basis { try s.overlay.recount(over: below, basis: basis) }
+                if try s.overlay.insertIfClear(e, id, values, over: below) { return }
                 // As in `apply`: the applier holds the only reference to the overlay meanwhile.
                 var applier = OverlayApplier(base: view, parents: lower, leaf: OverlayApplier.take(&s.overlay),
                                              undo: s.takeSpareUndo())

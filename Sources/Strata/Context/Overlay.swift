@@ -50,6 +50,18 @@ struct Overlay: Sendable {
     /// written, only read; one reachable from one value is only touched by whoever has exclusive
     /// (`inout`) access to that value.
     private final class Storage: @unchecked Sendable {
+        /// In one struct, so that a change of several fields is one exclusive access of the
+        /// class's property, not one (checked at run time) per field.
+        var fields = Fields()
+
+        init() {}
+        init(copying o: Storage) { fields = o.fields }
+
+        /// The storage of every empty layer until its first change.
+        static let empty = Storage()
+    }
+
+    private struct Fields {
         var records = [ObjectID: Record?]()
         var order = [Touch]()
         var originals = [ObjectID: [Value]]()
@@ -61,25 +73,6 @@ struct Overlay: Sendable {
         var countDelta = [UInt16: Int]()
         var countBasis: CountBasis?
         var factCount = 0
-
-        init() {}
-
-        init(copying o: Storage) {
-            records = o.records
-            order = o.order
-            originals = o.originals
-            edges = o.edges
-            replaced = o.replaced
-            replacedTags = o.replacedTags
-            uniques = o.uniques
-            dirty = o.dirty
-            countDelta = o.countDelta
-            countBasis = o.countBasis
-            factCount = o.factCount
-        }
-
-        /// The storage of every empty layer until its first change.
-        static let empty = Storage()
     }
 
     private var storage: Storage
@@ -90,64 +83,64 @@ struct Overlay: Sendable {
 
     /// Changed or inserted records; `nil` marks a deletion.
     var records: [ObjectID: Record?] {
-        _read { yield storage.records }
-        _modify { makeUnique(); yield &storage.records }
+        _read { yield storage.fields.records }
+        _modify { makeUnique(); yield &storage.fields.records }
     }
     /// The keys of ``records`` in the order they were first changed here (a commit sends its
     /// changes in that order), each with whether it was inserted here (absent below then).
     var order: [Touch] {
-        _read { yield storage.order }
-        _modify { makeUnique(); yield &storage.order }
+        _read { yield storage.fields.order }
+        _modify { makeUnique(); yield &storage.fields.order }
     }
     /// The values an object of the state below had when this layer first changed its attributes:
     /// what a commit compares with to send only the attributes changed here.
     var originals: [ObjectID: [Value]] {
-        _read { yield storage.originals }
-        _modify { makeUnique(); yield &storage.originals }
+        _read { yield storage.fields.originals }
+        _modify { makeUnique(); yield &storage.fields.originals }
     }
     /// Explicit edge facts, both directions: target → present (true) or absent (false).
     var edges: [LinkKey: [ObjectID: Bool]] {
-        _read { yield storage.edges }
-        _modify { makeUnique(); yield &storage.edges }
+        _read { yield storage.fields.edges }
+        _modify { makeUnique(); yield &storage.fields.edges }
     }
     /// Keys whose whole target set this layer defines (edges below are not read for them).
     var replaced: Set<LinkKey> {
-        _read { yield storage.replaced }
-        _modify { makeUnique(); yield &storage.replaced }
+        _read { yield storage.fields.replaced }
+        _modify { makeUnique(); yield &storage.fields.replaced }
     }
     /// The relationship tags of ``replaced`` keys: a read of a key whose inverse tag is not here
     /// needs no per-target check.
     var replacedTags: Set<UInt16> {
-        _read { yield storage.replacedTags }
-        _modify { makeUnique(); yield &storage.replacedTags }
+        _read { yield storage.fields.replacedTags }
+        _modify { makeUnique(); yield &storage.fields.replacedTags }
     }
     /// Unique keys held by records of this layer (every key of an object it inserted or updated),
     /// and their owners.
     var uniques: [ByteKey: ObjectID] {
-        _read { yield storage.uniques }
-        _modify { makeUnique(); yield &storage.uniques }
+        _read { yield storage.fields.uniques }
+        _modify { makeUnique(); yield &storage.fields.uniques }
     }
     /// Objects whose edges changed, per entity tag. With the keys of ``records`` (objects whose
     /// record changed), the extra candidates a query must look at.
     var dirty: [UInt16: Set<ObjectID>] {
-        _read { yield storage.dirty }
-        _modify { makeUnique(); yield &storage.dirty }
+        _read { yield storage.fields.dirty }
+        _modify { makeUnique(); yield &storage.fields.dirty }
     }
     /// Live objects added (removed, negative) per entity tag, against ``countBasis``.
     var countDelta: [UInt16: Int] {
-        _read { yield storage.countDelta }
-        _modify { makeUnique(); yield &storage.countDelta }
+        _read { yield storage.fields.countDelta }
+        _modify { makeUnique(); yield &storage.fields.countDelta }
     }
     /// The state below that ``countDelta`` was computed against; when the state below is another,
     /// counts are computed from ``records`` instead.
     var countBasis: CountBasis? {
-        _read { yield storage.countBasis }
-        _modify { makeUnique(); yield &storage.countBasis }
+        _read { yield storage.fields.countBasis }
+        _modify { makeUnique(); yield &storage.fields.countBasis }
     }
     /// Explicit edge facts held (each edge counts twice, once per direction).
     var factCount: Int {
-        _read { yield storage.factCount }
-        _modify { makeUnique(); yield &storage.factCount }
+        _read { yield storage.fields.factCount }
+        _modify { makeUnique(); yield &storage.fields.factCount }
     }
     /// Changes with every successful change of the layer; unique across layers of the process.
     var revision: UInt64
@@ -184,6 +177,77 @@ struct Overlay: Sendable {
                 records[id] = .some(r)
             }
         }
+    }
+
+    // MARK: Inserting
+
+    /// Inserts a new object (`values` prepared for `e`) when nothing stands in its way: the layer
+    /// holds no entry for `id` and no edge of it, `lower` has no object with `id`, and no record
+    /// here or below holds any of its unique keys. Then the layer changes as
+    /// ``OverlayApplier/apply(_:)`` would change it for the insert, without an undo list (there
+    /// is nothing to roll back: every check comes before the first change), and true is returned.
+    /// Otherwise nothing changes and false is returned: the applier then decides (and throws the
+    /// duplicate or the clash, or inserts again an object deleted here).
+    ///
+    /// The layer's counts must be current over `lower` (``recount(over:basis:)``).
+    /// - Complexity: O(unique keys of `e`), each a lookup here and below.
+    mutating func insertIfClear<L: LayeredState>(_ e: EntityDescription, _ id: ObjectID, _ values: [Value],
+                                                 over lower: L) throws -> Bool {
+        assert(countBasis == nil || countBasis == lower.basis, "counts must be current before an insert")
+        guard dirty[e.tag]?.contains(id) != true, try !lower.exists(id) else { return false }
+        // The keys, checked below before anything changes; one entity's keys differ by their tags.
+        var first: ByteKey?
+        var more: [ByteKey] = []
+        for u in e.uniques {
+            guard let bytes = try Layout.uniqueKey(u, record: values, entity: e, id: id) else { continue }
+            let k = ByteKey(bytes)
+            guard try ownerBelow(k, over: lower) == nil else { return false }
+            if first == nil { first = k } else { more.append(k) }
+        }
+        makeUnique()
+        let inserted = Self.insertNew(&storage.fields, Record(entity: e, id: id, values: values, version: .zero),
+                                      first: first, more: more)
+        if inserted { revision = Overlay.nextRevision() }
+        return inserted
+    }
+
+    /// ``insertIfClear(_:_:_:over:)``'s change, one hash probe per entry: each entry is stored,
+    /// and when the layer held one already, it is put back, the entries stored before it are
+    /// taken out, and false is returned (nothing has changed then).
+    private static func insertNew(_ f: inout Fields, _ record: Record, first: ByteKey?, more: [ByteKey]) -> Bool {
+        let id = record.id
+        makeRoom(&f.records)
+        if let previous = f.records.updateValue(.some(record), forKey: id) {
+            f.records[id] = previous
+            return false
+        }
+        if let first {
+            makeRoom(&f.uniques)
+            if let previous = f.uniques.updateValue(id, forKey: first) {
+                f.uniques[first] = previous
+                f.records[id] = nil
+                return false
+            }
+            for (i, k) in more.enumerated() {
+                guard let previous = f.uniques.updateValue(id, forKey: k) else { continue }
+                f.uniques[k] = previous
+                for taken in more[..<i] { f.uniques[taken] = nil }
+                f.uniques[first] = nil
+                f.records[id] = nil
+                return false
+            }
+        }
+        f.order.append(Touch(id: id, isNew: true))
+        f.countDelta[record.entity.tag, default: 0] += 1
+        return true
+    }
+
+    /// Grows a full dictionary fourfold (twofold from a million entries), not twofold as it
+    /// would by itself: a layer filled one insert at a time rehashes a third as many entries.
+    private static func makeRoom<K, V>(_ d: inout [K: V]) {
+        let n = d.count
+        guard n >= d.capacity else { return }
+        d.reserveCapacity(Swift.max(16, n < 1 << 20 ? 4 * n : 2 * n))
     }
 
     // MARK: Reading through the layer

@@ -3,10 +3,13 @@ import LibraryModel
 import Testing
 @testable import Strata
 
-/// A typed `insert` into a child context takes a path of its own (no `SaveResolver`, a reused
-/// undo list). These tests hold it to the writer's rules: every object a save refuses, the child
-/// refuses with the same kind of error, leaving nothing behind; and a change set refused after
-/// many single inserts takes back its own changes only.
+/// A typed `insert` into a child context takes a path of its own (no `SaveResolver`; a new id
+/// whose keys nobody holds changes the layer in place, without an undo list; anything else goes
+/// through the applier). These tests hold it to the writer's rules: every object a save refuses,
+/// the child refuses with the same kind of error, leaving nothing behind; a change set refused
+/// after many single inserts takes back its own changes only; and every way off the in-place
+/// path (a key taken in the child or below, a key the child freed, an id the child deleted or
+/// the store holds) ends as the applier decides.
 @Suite struct ChildInsertPathTests {
     private func kind(of error: Error) -> ValidationFailure.Kind? {
         if case .validation(let f) = error as? StrataError { return f.kind }
@@ -130,4 +133,103 @@ import Testing
             #expect(try store.mainContext.fetch(Genre.self).map(\.name).sorted() == ["a", "b", "c", "d"])
         }
     }
+    /// An object with two unique keys (code, email), typed, for the in-place path.
+    private struct Account: Entity {
+        static let entityName = "Account"
+        static let entityTag: UInt16 = 1
+        static let attributeDeclarations = [AttributeDeclaration(name: "code", type: .string, isOptional: false),
+                                            AttributeDeclaration(name: "email", type: .string, isOptional: true)]
+        static let relationshipDeclarations: [RelationshipDeclaration] = []
+        var id: ObjectID
+        var code: String
+        var email: String?
+        init(id: ObjectID = ObjectID.make(entityTag: 1), code: String, email: String?) {
+            self.id = id
+            self.code = code
+            self.email = email
+        }
+        var storedValues: [Value] { [.string(code), email.map(Value.string) ?? .null] }
+        init(id: ObjectID, storedValues: [Value]) throws {
+            guard case .string(let code) = storedValues[0] else { throw StrataError.closed(path: "") }
+            self.init(id: id, code: code, email: { if case .string(let e) = storedValues[1] { e } else { nil } }())
+        }
+    }
+
+    private func withAccounts(_ body: (Store) async throws -> Void) async throws {
+        let text = #"""
+        {"model": "bank", "version": 1, "entities": [{"name": "Account", "attributes": [
+          {"name": "code", "type": "string"}, {"name": "email", "type": "string", "optional": true}],
+         "uniques": [["code"], ["email"]]}]}
+        """#
+        let store = try Store.temporary(schema: try Schema.parse(Array(text.utf8), source: "v1.json", expectedVersion: 1))
+        defer { store.close() }
+        try await body(store)
+    }
+
+    private func isUniqueClash(_ error: Error?) -> Bool { failure(of: error)?.kind == .uniqueConstraint }
+
+    /// The second key of an object clashes in the child after its first was free: the object is
+    /// refused with the clash and its first key is not left taken.
+    @Test func aSecondKeyTakenInTheChildLeavesTheFirstFree() async throws {
+        try await withAccounts { store in
+            let child = store.mainContext.newChild(label: "keys")
+            try child.insert(Account(code: "a", email: "x@example.org"))
+            let refused = Account(code: "b", email: "x@example.org")
+            let error = #expect(throws: StrataError.self) { try child.insert(refused) }
+            #expect(isUniqueClash(error), "\(String(describing: error))")
+            #expect(try child.record(refused.id) == nil)
+            #expect(child.pendingOperationCount == 1)
+            try child.insert(Account(code: "b", email: "y@example.org"))   // "b" is free
+            #expect(try child.count(Account.self) == 2)
+            try await child.commit()
+            #expect(try store.mainContext.fetch(Account.self).map(\.code).sorted() == ["a", "b"])
+            #expect(try store.verify().ok)
+        }
+    }
+
+    /// A key held by a stored object is refused; one the child took from a stored object (by
+    /// changing it) is free for a new object; an object without a value for a key holds none.
+    @Test func keysHeldBelowAreJudgedAsTheChildShowsThem() async throws {
+        try await withAccounts { store in
+            let kept = Account(code: "k", email: nil), moved = Account(code: "m", email: "m@example.org")
+            _ = try await store.save { c in
+                c.insert(kept)
+                c.insert(moved)
+            }
+            let child = store.mainContext.newChild(label: "below")
+            let error = #expect(throws: StrataError.self) { try child.insert(Account(code: "k", email: nil)) }
+            #expect(isUniqueClash(error), "\(String(describing: error))")
+            try child.change { $0.update(Account(id: moved.id, code: "m2", email: "m2@example.org")) }
+            let taker = Account(code: "m", email: "m@example.org")
+            try child.insert(taker)
+            try child.insert(Account(code: "n", email: nil))   // a second object without an email
+            #expect(try child.count(Account.self) == 4)
+            try await child.commit()
+            #expect(try store.mainContext.fetch(Account.self).map(\.code).sorted() == ["k", "m", "m2", "n"])
+            #expect(try store.mainContext.record(taker.id)?["email"] == .string("m@example.org"))
+            #expect(try store.verify().ok)
+        }
+    }
+
+    /// An id the store holds is a duplicate; an id the child deleted may be inserted again, and
+    /// the child and then the store show the new values.
+    @Test func anIDTheStoreHoldsIsADuplicateAndOneDeletedInTheChildIsFree() async throws {
+        try await withAccounts { store in
+            let stored = Account(code: "s", email: nil)
+            _ = try await store.save { $0.insert(stored) }
+            let child = store.mainContext.newChild(label: "ids")
+            let error = #expect(throws: StrataError.self) { try child.insert(Account(id: stored.id, code: "t", email: nil)) }
+            #expect(failure(of: error)?.kind == .duplicateID, "\(String(describing: error))")
+            #expect(!child.hasChanges)
+            try child.change { $0.delete(stored.id) }
+            try child.insert(Account(id: stored.id, code: "s2", email: "s@example.org"))
+            #expect(try child.record(stored.id)?["code"] == .string("s2"))
+            #expect(try child.count(Account.self) == 1)
+            try await child.commit()
+            #expect(try store.mainContext.record(stored.id)?["code"] == .string("s2"))
+            #expect(try store.mainContext.count(Account.self) == 1)
+            #expect(try store.verify().ok)
+        }
+    }
 }
+
