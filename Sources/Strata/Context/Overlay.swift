@@ -194,7 +194,7 @@ struct Overlay: Sendable {
     mutating func insertIfClear<L: LayeredState>(_ e: EntityDescription, _ id: ObjectID, _ values: [Value],
                                                  over lower: L) throws -> Bool {
         assert(countBasis == nil || countBasis == lower.basis, "counts must be current before an insert")
-        guard dirty[e.tag]?.contains(id) != true, try !lower.exists(id) else { return false }
+        guard dirty.isEmpty || dirty[e.tag]?.contains(id) != true, try !lower.exists(id) else { return false }
         // The keys, checked below before anything changes; one entity's keys differ by their tags.
         var first: ByteKey?
         var more: [ByteKey] = []
@@ -216,13 +216,11 @@ struct Overlay: Sendable {
     /// taken out, and false is returned (nothing has changed then).
     private static func insertNew(_ f: inout Fields, _ record: Record, first: ByteKey?, more: [ByteKey]) -> Bool {
         let id = record.id
-        makeRoom(&f.records)
         if let previous = f.records.updateValue(.some(record), forKey: id) {
             f.records[id] = previous
             return false
         }
         if let first {
-            makeRoom(&f.uniques)
             if let previous = f.uniques.updateValue(id, forKey: first) {
                 f.uniques[first] = previous
                 f.records[id] = nil
@@ -240,14 +238,6 @@ struct Overlay: Sendable {
         f.order.append(Touch(id: id, isNew: true))
         f.countDelta[record.entity.tag, default: 0] += 1
         return true
-    }
-
-    /// Grows a full dictionary fourfold (twofold from a million entries), not twofold as it
-    /// would by itself: a layer filled one insert at a time rehashes a third as many entries.
-    private static func makeRoom<K, V>(_ d: inout [K: V]) {
-        let n = d.count
-        guard n >= d.capacity else { return }
-        d.reserveCapacity(Swift.max(16, n < 1 << 20 ? 4 * n : 2 * n))
     }
 
     // MARK: Reading through the layer
