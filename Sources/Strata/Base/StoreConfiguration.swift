@@ -65,7 +65,9 @@ public struct StoreConfiguration: Sendable {
     /// the store in the last second or two: readers would fault their pages back in again and
     /// again), and once more after the commit. The pages stay in the page cache and are faulted back in on use, but the
     /// process's resident set stays bounded instead of growing with every page a bulk load
-    /// touches (each fault also maps the neighbouring cached pages). 0 turns it off.
+    /// touches (each fault also maps the neighbouring cached pages). A bulk import's saves into
+    /// its new generation, which nobody else maps, release every 2,048 such writes whatever
+    /// their size and the readers; for them the value only says on or off. 0 turns it off.
     public var releaseMappedPagesAfterChanges = 5_000
     /// Events buffered per change-stream subscriber before it is told it fell behind.
     public var changeStreamBufferSize = 1024

@@ -160,7 +160,6 @@ public final class ChildContext: ObjectReading {
         return s.committed
     }
 
-
     func read<R>(_ body: (MergedSource) throws -> R) throws -> R {
         let chain = overlayChain()
         return try root.read { try body(MergedSource(base: $0, overlays: chain)) }

@@ -44,9 +44,9 @@ struct Overlay: Sendable {
     /// retained and released every dictionary of the layer.
     ///
     /// `@unchecked Sendable` is safe because a `Storage` is only ever mutated through the
-    /// `_modify` accessors below, each of which first makes sure (`isKnownUniquelyReferenced`)
-    /// that the `Overlay` value being mutated holds the only reference, and copies the storage
-    /// otherwise. A storage reachable from two values (on any threads) is therefore never
+    /// `_modify` accessors below and ``insertIfClear(_:_:_:over:)``, each of which first makes sure
+    /// (`makeUnique()`, `isKnownUniquelyReferenced`) that the `Overlay` value being mutated holds
+    /// the only reference, and copies the storage otherwise. A storage reachable from two values (on any threads) is therefore never
     /// written, only read; one reachable from one value is only touched by whoever has exclusive
     /// (`inout`) access to that value.
     private final class Storage: @unchecked Sendable {
@@ -189,12 +189,16 @@ struct Overlay: Sendable {
     /// Otherwise nothing changes and false is returned: the applier then decides (and throws the
     /// duplicate or the clash, or inserts again an object deleted here).
     ///
-    /// The layer's counts must be current over `lower` (``recount(over:basis:)``).
+    /// The id is looked at before the keys, as the applier does: a duplicate is reported as one
+    /// even when its unique key is also too long. The layer's counts must be current over `lower`
+    /// (``recount(over:basis:)``).
     /// - Complexity: O(unique keys of `e`), each a lookup here and below.
     mutating func insertIfClear<L: LayeredState>(_ e: EntityDescription, _ id: ObjectID, _ values: [Value],
                                                  over lower: L) throws -> Bool {
-        assert(countBasis == nil || countBasis == lower.basis, "counts must be current before an insert")
-        guard dirty.isEmpty || dirty[e.tag]?.contains(id) != true, try !lower.exists(id) else { return false }
+        assert(countBasis == lower.basis, "counts must be current before an insert")
+        guard records[id] == nil, dirty.isEmpty || dirty[e.tag]?.contains(id) != true, try !lower.exists(id) else {
+            return false
+        }
         // The keys, checked below before anything changes; one entity's keys differ by their tags.
         var first: ByteKey?
         var more: [ByteKey] = []
@@ -211,15 +215,13 @@ struct Overlay: Sendable {
         return inserted
     }
 
-    /// ``insertIfClear(_:_:_:over:)``'s change, one hash probe per entry: each entry is stored,
-    /// and when the layer held one already, it is put back, the entries stored before it are
-    /// taken out, and false is returned (nothing has changed then).
+    /// ``insertIfClear(_:_:_:over:)``'s change of a layer that holds no entry for the record's
+    /// id, one hash probe per unique key: each key is stored, and when the layer held it already
+    /// (an object this layer inserted or changed holds it), that holder is put back, the entries
+    /// stored before are taken out, and false is returned (nothing has changed then).
     private static func insertNew(_ f: inout Fields, _ record: Record, first: ByteKey?, more: [ByteKey]) -> Bool {
         let id = record.id
-        if let previous = f.records.updateValue(.some(record), forKey: id) {
-            f.records[id] = previous
-            return false
-        }
+        f.records[id] = .some(record)
         if let first {
             if let previous = f.uniques.updateValue(id, forKey: first) {
                 f.uniques[first] = previous

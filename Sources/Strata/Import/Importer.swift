@@ -14,7 +14,7 @@ import Foundation
 ///
 /// Memory is bounded by the batch, not the input: one line at a time (a few thousand read
 /// ahead), two batches (the one being committed and the one being read; for a bulk import two
-/// chunks of 25,000 records), plus 8 bytes per record (digests of unique keys, for
+/// chunks of 10,000 records), plus 8 bytes per record (digests of unique keys, for
 /// duplicate and reference checks) and the forward references that have to wait for their target.
 public final class Importer: Sendable {
     /// The store the records go into.
@@ -100,9 +100,9 @@ public final class Importer: Sendable {
     /// transaction's dirty pages to tens of megabytes. Measured on the 200,000-record library and
     /// the 60,000-record catalog: 10,000, 20,000 and 50,000 took the same time within the noise
     /// (±15 %), and the peak RSS grew with the chunk (305, 305 and 360–390 MB for the library).
-    /// On a 1,000,000-record library (`storectl import`), 10,000 peaks at 0.39 GB against 0.49 GB
-    /// for 25,000, for about 12 % more time (22.1 s against 19.6–19.9 s): the dirty pages of a
-    /// chunk grow with the trees, and the peak is what a store of that size is promised.
+    /// On a 1,000,000-record library (`storectl import`, with the bulk load's releases of mapped
+    /// pages), 10,000 peaks at 0.39 GB in 22.1 s against 0.49–0.51 GB in 19.6–22.4 s for 25,000:
+    /// a chunk's dirty pages grow with the trees, and the peak is what the import promises.
     static let bulkChunkRecords = 10_000
     /// Deferred links saved per write transaction of a bulk import (rounded down to whole batches).
     static let bulkChunkLinks = 200_000

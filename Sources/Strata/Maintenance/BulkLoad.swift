@@ -234,6 +234,10 @@ struct BulkWriter {
     let limits: StoreConfiguration
     private(set) var next: TransactionID
     private(set) var transactions: [TransactionID] = []
+    /// ``StateApplier/writesSinceRelease`` of the last save, for the next one: the saves of one
+    /// transaction release the mapped pages every ``StateApplier/bulkLoadReleaseInterval`` writes
+    /// whatever the batch size.
+    private var writesSinceRelease = 0
 
     fileprivate init(txn: LMDBTransaction, env: LMDBEnvironment, schema: Schema, limits: StoreConfiguration,
                      next: TransactionID) {
@@ -256,18 +260,21 @@ struct BulkWriter {
         }
         let tx = next
         let (env, schema, limits) = (self.env, self.schema, self.limits)
+        var writes = writesSinceRelease
         func run(_ txn: LMDBTransaction) throws -> Bool {
             var applier = StateApplier(txn: txn, env: env, schema: schema, transactionID: tx)
             // Built from the objects when the generation is copied (`compactBuiltGeneration`).
             applier.skipsIndexes = true
-            // No reader maps the new generation, so its pages are dropped in the middle of a
-            // save as well (a 25,000-record write of a 1M-record load otherwise kept 600 MB of
-            // the file mapped), unless the store opted out of releasing mapped pages.
+            // No reader maps the new generation, so its pages are dropped in the middle of its
+            // saves whatever their size (the chunks of a 1M-record load otherwise kept about
+            // 600 MB of the file mapped), unless the store opted out of releasing mapped pages.
             if limits.releaseMappedPagesAfterChanges > 0 {
                 applier.releaseMappedPagesEvery = StateApplier.bulkLoadReleaseInterval
+                applier.writesSinceRelease = writes
             }
             var resolver = SaveResolver(applier: applier, limits: limits)
             try resolver.run(changes)
+            writes = resolver.applier.writesSinceRelease
             guard !resolver.changes.isEmpty else { return false }
             let entry = LogEntry(transactionID: tx, schemaVersion: schema.version,
                                  timestampMs: Int64(Date().timeIntervalSince1970 * 1000), author: author,
@@ -279,6 +286,7 @@ struct BulkWriter {
             return true
         }
         let logged = isolated ? try env.nested(in: txn, run) : try run(txn)
+        writesSinceRelease = writes
         guard logged else { return nil }
         transactions.append(tx)
         next = tx.next

@@ -37,11 +37,13 @@ struct StateApplier: StateStore {
     static let bulkReleaseInterval = 128
     /// The interval for the saves of a bulk load into its new generation, which nobody else
     /// maps. Every release costs the faults that map the B-trees' upper pages again. A 1M-record
-    /// `storectl import` (peak RSS / time against no release inside the saves: 0.91 GB, 18.6 s):
-    /// at 128, 33 % longer; at 2,048, 0.49–0.51 GB and about 13 % longer; at 8,192, 0.66 GB and
-    /// 4 % longer.
+    /// `storectl import` in 25,000-record chunks (without releases inside the saves: 0.91 GB,
+    /// 17.6–19.7 s): at 128, about 27 s; at 2,048, 0.49–0.51 GB and 19.6–22.4 s; at 8,192,
+    /// 0.66 GB and 18.5–18.9 s.
     static let bulkLoadReleaseInterval = 2_048
-    private var writesSinceRelease = 0
+    /// Writes counted since the last release; a bulk load carries it from one save to the next
+    /// (one transaction holds many saves, each with an applier of its own).
+    var writesSinceRelease = 0
     /// Leaves the secondary indexes alone (neither gathered nor written): set by a bulk load,
     /// whose generation gets its indexes built from its objects, in key order, when the load
     /// copies it (``BulkLoad``). Nothing reads an index inside a save, so the saves resolve as

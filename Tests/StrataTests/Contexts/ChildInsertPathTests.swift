@@ -133,33 +133,38 @@ import Testing
             #expect(try store.mainContext.fetch(Genre.self).map(\.name).sorted() == ["a", "b", "c", "d"])
         }
     }
-    /// An object with two unique keys (code, email), typed, for the in-place path.
+    /// An object with three unique keys (code, email, phone), typed, for the in-place path.
     private struct Account: Entity {
         static let entityName = "Account"
         static let entityTag: UInt16 = 1
         static let attributeDeclarations = [AttributeDeclaration(name: "code", type: .string, isOptional: false),
-                                            AttributeDeclaration(name: "email", type: .string, isOptional: true)]
+                                            AttributeDeclaration(name: "email", type: .string, isOptional: true),
+                                            AttributeDeclaration(name: "phone", type: .string, isOptional: true)]
         static let relationshipDeclarations: [RelationshipDeclaration] = []
         var id: ObjectID
         var code: String
         var email: String?
-        init(id: ObjectID = ObjectID.make(entityTag: 1), code: String, email: String?) {
+        var phone: String?
+        init(id: ObjectID = ObjectID.make(entityTag: 1), code: String, email: String?, phone: String? = nil) {
             self.id = id
             self.code = code
             self.email = email
+            self.phone = phone
         }
-        var storedValues: [Value] { [.string(code), email.map(Value.string) ?? .null] }
+        var storedValues: [Value] { [.string(code), email.map(Value.string) ?? .null, phone.map(Value.string) ?? .null] }
         init(id: ObjectID, storedValues: [Value]) throws {
-            guard case .string(let code) = storedValues[0] else { throw StrataError.closed(path: "") }
-            self.init(id: id, code: code, email: { if case .string(let e) = storedValues[1] { e } else { nil } }())
+            func text(_ v: Value) -> String? { if case .string(let s) = v { s } else { nil } }
+            guard let code = text(storedValues[0]) else { throw StrataError.closed(path: "") }
+            self.init(id: id, code: code, email: text(storedValues[1]), phone: text(storedValues[2]))
         }
     }
 
     private func withAccounts(_ body: (Store) async throws -> Void) async throws {
         let text = #"""
         {"model": "bank", "version": 1, "entities": [{"name": "Account", "attributes": [
-          {"name": "code", "type": "string"}, {"name": "email", "type": "string", "optional": true}],
-         "uniques": [["code"], ["email"]]}]}
+          {"name": "code", "type": "string"}, {"name": "email", "type": "string", "optional": true},
+          {"name": "phone", "type": "string", "optional": true}],
+         "uniques": [["code"], ["email"], ["phone"]]}]}
         """#
         let store = try Store.temporary(schema: try Schema.parse(Array(text.utf8), source: "v1.json", expectedVersion: 1))
         defer { store.close() }
@@ -231,5 +236,79 @@ import Testing
             #expect(try store.verify().ok)
         }
     }
-}
 
+    /// The third key of an object clashes in the child after its first two were free: neither
+    /// of them is left taken.
+    @Test func aThirdKeyTakenInTheChildLeavesTheFirstTwoFree() async throws {
+        try await withAccounts { store in
+            let child = store.mainContext.newChild(label: "three keys")
+            try child.insert(Account(code: "a", email: "a@example.org", phone: "1"))
+            let error = #expect(throws: StrataError.self) {
+                try child.insert(Account(code: "b", email: "b@example.org", phone: "1"))
+            }
+            #expect(isUniqueClash(error), "\(String(describing: error))")
+            try child.insert(Account(code: "b", email: "b@example.org", phone: "2"))
+            #expect(try child.count(Account.self) == 2)
+            try await child.commit()
+            #expect(try store.verify().ok)
+        }
+    }
+
+    /// The same id inserted twice in one child is a duplicate, also when the second object's
+    /// unique key is too long to store (the id is judged first, as the writer does), and the
+    /// first object stays as it was.
+    @Test func anIDInsertedTwiceInAChildIsADuplicateBeforeItsKeysAreJudged() async throws {
+        try await withAccounts { store in
+            let child = store.mainContext.newChild(label: "twice")
+            let first = Account(code: "a", email: nil)
+            try child.insert(first)
+            for code in ["b", String(repeating: "z", count: 600)] {
+                let error = #expect(throws: StrataError.self) { try child.insert(Account(id: first.id, code: code, email: nil)) }
+                #expect(failure(of: error)?.kind == .duplicateID, "\(String(describing: error))")
+            }
+            #expect(try child.record(first.id)?["code"] == .string("a"))
+            #expect(try child.count(Account.self) == 1)
+            #expect(child.pendingOperationCount == 1)
+        }
+    }
+
+    /// A parent that inserts an object with the id of one its child inserted changes its layer's
+    /// revision, so the child counts the object once (its count delta was worked out over the
+    /// parent's earlier layer).
+    @Test func aChildCountsAnObjectItsParentInsertedLaterOnce() async throws {
+        try await withAccounts { store in
+            let parent = store.mainContext.newChild(label: "parent")
+            let child = parent.newChild(label: "child")
+            let shared = Account(code: "a", email: nil)
+            try child.insert(shared)
+            #expect(try child.count(Account.self) == 1)
+            try parent.insert(Account(id: shared.id, code: "p", email: nil))
+            #expect(try child.count(Account.self) == 1)
+            #expect(try child.fetch(Account.self).count == 1)
+            #expect(try child.record(shared.id)?["code"] == .string("a"))
+        }
+    }
+
+    /// The in-place path itself: it inserts a new object (and gives the layer a new revision),
+    /// and declines, changing nothing, an id or a key the layer holds already.
+    @Test func theInPlacePathInsertsWhatIsClearAndDeclinesTheRest() async throws {
+        try await withAccounts { store in
+            let e = try #require(store.schema.entity(named: "Account"))
+            let a = ObjectID.make(entityTag: 1), b = ObjectID.make(entityTag: 1)
+            try store.read { view in
+                let below = MergedSource(base: view, overlays: []).top
+                var layer = Overlay()
+                try layer.recount(over: below, basis: below.basis)
+                let before = layer.revision
+                #expect(try layer.insertIfClear(e, a, [.string("a"), .null, .null], over: below))
+                #expect(layer.revision != before)
+                let inserted = layer.revision
+                #expect(try !layer.insertIfClear(e, a, [.string("x"), .null, .null], over: below))
+                #expect(try !layer.insertIfClear(e, b, [.string("a"), .null, .null], over: below))
+                #expect(layer.revision == inserted)
+                #expect(layer.records.count == 1 && layer.uniques.count == 1 && layer.order.count == 1)
+                #expect(layer.countDelta[e.tag] == 1)
+            }
+        }
+    }
+}
