@@ -190,8 +190,11 @@ private func withAttached<R>(_ store: Store, address: ClusterAddress,
 
 /// Opens a store to write to: a replica of a cluster is attached to it (its saves go through the
 /// cluster); any other store is opened as it is.
-func openForWriting(_ target: StoreArgument, postgres: PostgresOption) async throws -> (Store, ClusterReplica?) {
-    let store = try Store.openExisting(at: target.url, configuration: target.configuration)
+func openForWriting(_ target: StoreArgument, postgres: PostgresOption,
+                    configure: (inout StoreConfiguration) -> Void = { _ in }) async throws -> (Store, ClusterReplica?) {
+    var configuration = target.configuration
+    configure(&configuration)
+    let store = try Store.openExisting(at: target.url, configuration: configuration)
     do {
         guard try store.replicaClusterID != nil else { return (store, nil) }
         let replica = try await ClusterReplica.open(store: store,

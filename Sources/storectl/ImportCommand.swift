@@ -40,6 +40,11 @@ struct ImportCommand: AsyncParsableCommand {
         "its data file), bulk (into a new generation switched in at the end: all or nothing) or incremental " +
         "(batch by batch into the live store).", valueName: "mode"))
     var mode = ImportOptions().mode.rawValue
+    @Flag(help: ArgumentHelp(
+        "Keep the store's pages mapped while saving (faster on a large store, but the process's resident set " +
+        "grows towards the store's size: a 10M-record library import took 319 s and 5.6 GB instead of 497 s " +
+        "and 1.3 GB)."))
+    var keepPagesMapped = false
     @Flag(help: "No progress output.") var quiet = false
     @Flag(help: "Print the summary as JSON.") var json = false
 
@@ -89,7 +94,9 @@ struct ImportCommand: AsyncParsableCommand {
         options.mode = ImportMode(rawValue: mode) ?? .auto
         let store: Store, replica: ClusterReplica?
         do {
-            (store, replica) = try await openForWriting(target, postgres: cluster)
+            (store, replica) = try await openForWriting(target, postgres: cluster) { c in
+                if keepPagesMapped { c.releaseMappedPagesAfterChanges = 0 }
+            }
         } catch {
             throw failure(error)
         }

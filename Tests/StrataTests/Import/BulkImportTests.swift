@@ -141,6 +141,29 @@ import Testing
         }
     }
 
+    /// With `releaseMappedPagesAfterChanges = 0` a bulk load's saves keep the generation's pages
+    /// mapped (what `storectl import --keep-pages-mapped` asks for).
+    @Test func aBulkLoadKeepsItsPagesMappedWhenReleasesAreOff() async throws {
+        var configuration = StoreConfiguration()
+        configuration.releaseMappedPagesAfterChanges = 0
+        let store = try Store.temporary(schema: try Schema.load(directory: librarySchemaDirectory),
+                                        configuration: configuration)
+        defer { store.close() }
+        let load = try await store.beginBulkLoad()
+        let released = try await load.write { writer -> Int in
+            let before = writer.env.mappedPageReleases.load(ordering: .relaxed)
+            var c = ChangeSet()
+            for i in 0..<3_000 {
+                c.insert(Track(mbid: UUID(), title: "t\(i)", durationSeconds: 1, addedAt: Date(timeIntervalSince1970: 0)))
+            }
+            _ = try writer.save(c, author: "test", metadata: [:], isolated: false)
+            return writer.env.mappedPageReleases.load(ordering: .relaxed) - before
+        }.result
+        #expect(released == 0)
+        _ = try await load.finish()
+        #expect(try store.mainContext.count(Track.self) == 3_000)
+    }
+
     /// With an index-sort budget of a few kilobytes the new generation's index keys go through
     /// dozens of run files: the same state as an incremental import, a store that verifies, its
     /// indexes as compact as a compaction makes them, and no run file left in the store.

@@ -174,4 +174,22 @@ import Testing
             #expect(r.stdout.components(separatedBy: "\"entity\"").count - 1 == 3, "\(r.stdout)")
         }
     }
+
+    /// `import --keep-pages-mapped` (a bulk import that keeps the store's pages mapped) gives the
+    /// state the same import gives without it, and `--help` lists the option.
+    @Test func importKeepingPagesMappedGivesTheSameState() throws {
+        let (dir, store) = try sampleStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let other = dir.appendingPathComponent("kept").path
+        #expect(try storectl("init", other, "--schema", librarySchemaDirectory.path).status == 0)
+        let r = try storectl("import", other, sample, "--quiet", "--mode", "bulk", "--keep-pages-mapped")
+        #expect(r.status == 0, "\(r.stderr)")
+        for entity in ["Artist", "Album", "Track", "Genre", "Playlist"] {
+            let a = try storectl("query", store, "--entity", entity, "--count").stdout
+            let b = try storectl("query", other, "--entity", entity, "--count").stdout
+            #expect(a == b && !a.isEmpty, "\(entity): \(a) against \(b)")
+        }
+        #expect(try storectl("verify", other).status == 0)
+        #expect(try storectl("import", "--help").stdout.contains("--keep-pages-mapped"))
+    }
 }
