@@ -233,10 +233,9 @@ public final class ChildContext: ObjectReading {
                 let values = try ValueRules.prepared(e, id, input, maxValueBytes: store.configuration.maxValueBytes)
                 // The usual insert (a new id, keys nobody holds) changes the layer in place; any
                 // other goes through the applier, which throws the duplicate or the clash.
-                let below = MergedSource(base: view, overlays: lower).top
-                let basis = below.basis
-                if s.overlay.countBasis != basis { try s.overlay.recount(over: below, basis: basis) }
-                if try s.overlay.insertIfClear(e, id, values, over: below) { return }
+                if try s.overlay.insertIfClear(e, id, values, over: MergedSource(base: view, overlays: lower).top) {
+                    return
+                }
                 // As in `apply`: the applier holds the only reference to the overlay meanwhile.
                 var applier = OverlayApplier(base: view, parents: lower, leaf: OverlayApplier.take(&s.overlay),
                                              undo: s.takeSpareUndo())

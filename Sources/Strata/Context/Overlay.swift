@@ -46,9 +46,9 @@ struct Overlay: Sendable {
     /// `@unchecked Sendable` is safe because a `Storage` is only ever mutated through the
     /// `_modify` accessors below and ``insertIfClear(_:_:_:over:)``, each of which first makes sure
     /// (`makeUnique()`, `isKnownUniquelyReferenced`) that the `Overlay` value being mutated holds
-    /// the only reference, and copies the storage otherwise. A storage reachable from two values (on any threads) is therefore never
-    /// written, only read; one reachable from one value is only touched by whoever has exclusive
-    /// (`inout`) access to that value.
+    /// the only reference, and copies the storage otherwise. A storage reachable from two values
+    /// (on any threads) is therefore never written, only read; one reachable from one value is
+    /// only touched by whoever has exclusive (`inout`) access to that value.
     private final class Storage: @unchecked Sendable {
         /// In one struct, so that a change of several fields is one exclusive access of the
         /// class's property, not one (checked at run time) per field.
@@ -190,12 +190,12 @@ struct Overlay: Sendable {
     /// duplicate or the clash, or inserts again an object deleted here).
     ///
     /// The id is looked at before the keys, as the applier does: a duplicate is reported as one
-    /// even when its unique key is also too long. The layer's counts must be current over `lower`
-    /// (``recount(over:basis:)``).
+    /// even when its unique key is also too long. The layer's counts are brought up to date with
+    /// `lower` first (``updateCounts(over:)``), as the applier's are.
     /// - Complexity: O(unique keys of `e`), each a lookup here and below.
     mutating func insertIfClear<L: LayeredState>(_ e: EntityDescription, _ id: ObjectID, _ values: [Value],
                                                  over lower: L) throws -> Bool {
-        assert(countBasis == lower.basis, "counts must be current before an insert")
+        try updateCounts(over: lower)
         guard records[id] == nil, dirty.isEmpty || dirty[e.tag]?.contains(id) != true, try !lower.exists(id) else {
             return false
         }
@@ -344,6 +344,13 @@ struct Overlay: Sendable {
             delta += (entry == nil ? 0 : 1) - (try lower.exists(id) ? 1 : 0)
         }
         return delta
+    }
+
+    /// Brings ``countDelta`` up to date with `lower`: O(layer) when `lower` moved since it was
+    /// computed, O(1) otherwise. Call before a change that adds to it.
+    mutating func updateCounts<L: LayeredState>(over lower: L) throws {
+        let basis = lower.basis
+        if countBasis != basis { try recount(over: lower, basis: basis) }
     }
 
     /// Recomputes every entity's ``countDelta`` against `lower`, whose basis is `basis`.

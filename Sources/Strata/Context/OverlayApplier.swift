@@ -123,9 +123,7 @@ struct OverlayApplier: StateStore {
     /// Brings the leaf's counts up to date with the state below (O(leaf) when that state moved
     /// since they were computed, O(1) otherwise); call before applying changes.
     mutating func prepareCounts() throws {
-        let below = parents.top
-        let basis = below.basis
-        if leaf.countBasis != basis { try leaf.recount(over: below, basis: basis) }
+        try leaf.updateCounts(over: parents.top)
     }
 
     /// The undo list emptied, with its storage, for the next applier (a child filled one insert at

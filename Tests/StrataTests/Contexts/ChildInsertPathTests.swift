@@ -295,10 +295,9 @@ import Testing
         try await withAccounts { store in
             let e = try #require(store.schema.entity(named: "Account"))
             let a = ObjectID.make(entityTag: 1), b = ObjectID.make(entityTag: 1)
-            try store.read { view in
+            try store.read { view throws in
                 let below = MergedSource(base: view, overlays: []).top
                 var layer = Overlay()
-                try layer.recount(over: below, basis: below.basis)
                 let before = layer.revision
                 #expect(try layer.insertIfClear(e, a, [.string("a"), .null, .null], over: below))
                 #expect(layer.revision != before)
