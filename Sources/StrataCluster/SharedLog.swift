@@ -23,6 +23,12 @@ import Strata
 ///
 /// PostgreSQL sequences give none of this: `nextval` is not transactional (a rollback leaves a
 /// gap) and values are taken in one order and committed in another.
+///
+/// ``appendInTurn(_:)`` takes the same row lock first (`SELECT … FOR UPDATE` in a transaction of
+/// its own), so the head it reads cannot move until it commits: `strata_append` at that head
+/// then always succeeds, and every other appender waits for the lock meanwhile (and, under READ
+/// COMMITTED, finds the head moved once it gets it). Waiters get the lock in the order they
+/// asked, so a writer that waits its turn is never passed over for ever.
 final class SharedLog: ReplicationLog {
     let session: PostgresSession
     /// This replica's name, stored with each entry it appends.
@@ -35,6 +41,49 @@ final class SharedLog: ReplicationLog {
 
     func append(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> ReplicationAppend {
         guard !entries.isEmpty else { return .appended }
+        do {
+            return try appendStatement(entries, after: head) ? .appended : .behind
+        } catch let failure as PostgresSession.Failure {
+            switch failure {
+            case .refused(let sqlState, _) where sqlState == "40001" || sqlState == "40P01":
+                // A serialization failure or deadlock rolled the append back: another machine
+                // appended first.
+                return .behind
+            default:
+                throw Self.appendError(failure, entries, sent: true)
+            }
+        }
+    }
+
+    func appendInTurn(_ body: (TransactionID) throws -> [ReplicatedEntry]) throws {
+        var entries: [ReplicatedEntry] = []
+        // Whether the transaction got as far as the append: only then can a broken connection
+        // have left the entries in the log.
+        var sent = false
+        do {
+            try session.transaction {
+                let rows = try session.run("SELECT head FROM strata_cluster WHERE singleton FOR UPDATE")
+                guard let row = rows.first, let head = try? row.decode(Int64.self), let position = UInt64(exactly: head)
+                else {
+                    throw StrataError.replication(ReplicationError(.rejectedEntry, "the cluster has no head row"))
+                }
+                entries = try body(TransactionID(position))
+                guard !entries.isEmpty else { return }
+                sent = true
+                guard try appendStatement(entries, after: TransactionID(position)) else {
+                    // Impossible while this transaction holds the head's row lock.
+                    throw StrataError.replication(ReplicationError(.rejectedEntry, """
+                        the cluster's head moved from \(position) while this replica held its lock
+                        """))
+                }
+            }
+        } catch let failure as PostgresSession.Failure {
+            throw Self.appendError(failure, entries, sent: sent)
+        }
+    }
+
+    /// Runs `strata_append` for `entries` after `head`: true when it appended them.
+    private func appendStatement(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> Bool {
         var ids: [Int64] = [], payloads: [ByteBuffer] = [], authors: [String] = [], saved: [Int64] = []
         var versions: [Int32] = []
         for e in entries {
@@ -48,30 +97,36 @@ final class SharedLog: ReplicationLog {
         let query: PostgresQuery = """
             SELECT strata_append(\(expected), \(ids), \(payloads), \(authors), \(saved), \(versions), \(replica))
             """
-        do {
-            let rows = try session.run(query)
-            guard let row = rows.first, let done = try? row.decode(Bool.self) else {
-                throw StrataError.replication(ReplicationError(.outcomeUnknown, "strata_append answered no row"))
-            }
-            return done ? .appended : .behind
-        } catch let failure as PostgresSession.Failure {
-            switch failure {
-            case .notConnected(let s):
-                throw StrataError.replication(ReplicationError(.unavailable, s))
-            case .refused(let sqlState, _) where sqlState == "40001" || sqlState == "40P01":
-                // A serialization failure or deadlock rolled the append back: another machine
-                // appended first.
-                return .behind
-            case .refused:
-                throw StrataError.replication(ReplicationError(.unavailable, """
-                    PostgreSQL refused the append of transactions \(ids.first ?? 0)–\(ids.last ?? 0): \(failure.text)
-                    """))
-            case .broken(let s):
-                throw StrataError.replication(ReplicationError(.outcomeUnknown, """
-                    \(s) during the append of transactions \(ids.first ?? 0)–\(ids.last ?? 0): they may or may not \
-                    be in the cluster's log
-                    """))
-            }
+        let rows = try session.run(query)
+        guard let row = rows.first, let done = try? row.decode(Bool.self) else {
+            throw StrataError.replication(ReplicationError(.outcomeUnknown, "strata_append answered no row"))
+        }
+        return done
+    }
+
+    /// A failed append's error: nothing appended unless the connection broke after the append
+    /// was `sent` (then the outcome is unknown).
+    private static func appendError(_ failure: PostgresSession.Failure, _ entries: [ReplicatedEntry],
+                                    sent: Bool) -> StrataError {
+        let first = entries.first?.transactionID.rawValue ?? 0, last = entries.last?.transactionID.rawValue ?? 0
+        switch failure {
+        case .notConnected(let s):
+            return .replication(ReplicationError(.unavailable, s))
+        case .refused where entries.isEmpty:
+            return .replication(ReplicationError(.unavailable, """
+                PostgreSQL refused this replica its turn to append: \(failure.text)
+                """))
+        case .refused:
+            return .replication(ReplicationError(.unavailable, """
+                PostgreSQL refused the append of transactions \(first)–\(last): \(failure.text)
+                """))
+        case .broken(let s) where !sent:
+            return .replication(ReplicationError(.unavailable, "\(s) before anything was appended"))
+        case .broken(let s):
+            return .replication(ReplicationError(.outcomeUnknown, """
+                \(s) during the append of transactions \(first)–\(last): they may or may not be in the \
+                cluster's log
+                """))
         }
     }
 

@@ -67,6 +67,18 @@ final class KillingLog: ReplicationLog {
         return outcome
     }
 
+    func appendInTurn(_ body: (TransactionID) throws -> [ReplicatedEntry]) throws {
+        let index = current.load(ordering: .relaxed)
+        var appending = false
+        try inner.appendInTurn { head in
+            let entries = try body(head)
+            appending = !entries.isEmpty
+            if appending, let k = kill, k.point == "before-append", k.index == index { raise(SIGKILL) }
+            return entries
+        }
+        if appending, let k = kill, k.point == "after-append", k.index == index { raise(SIGKILL) }
+    }
+
     func entries(after position: TransactionID, limit: Int) throws -> [ReplicatedEntry] {
         try inner.entries(after: position, limit: limit)
     }

@@ -89,15 +89,16 @@ final class CommitPublisher: Sendable {
         }
     }
 
-    /// Publishes every transaction of the log after the position, a batch at a time: those a
-    /// bulk load committed into a generation that has just become the live one (see `BulkLoad`).
+    /// Publishes every transaction of the log after the position (through `last`, when given), a
+    /// batch at a time: those a bulk load committed into a generation that has just become the
+    /// live one (see `BulkLoad`), or those of other machines a replica applied below its own.
     /// A log that cannot be read is logged and reported to the subscribers as missed.
-    func publishCommitted(env: LMDBEnvironment) {
+    func publishCommitted(env: LMDBEnvironment, through last: TransactionID? = nil) {
         do {
-            while try publishBatch(env: env, through: nil) {}
+            while try publishBatch(env: env, through: last?.rawValue) {}
         } catch {
-            logger.error("could not read the log to publish a bulk load's transactions: \(error)")
-            let head = try? Self.head(env, schema)
+            logger.error("could not read the log to publish transactions committed here: \(error)")
+            let head = last?.rawValue ?? (try? Self.head(env, schema))
             state.withLock { s in
                 guard let head, head > s.published else { return }
                 if hub.hasSubscribers { hub.deliverMissed(Int(head - s.published)) }

@@ -10,14 +10,25 @@
 ///   the shared log's head is still `head`, atomically (all of them or none), and returns
 ///   ``ReplicationAppend/appended`` once they are durable; when the head has moved it appends
 ///   nothing and returns ``ReplicationAppend/behind``.
+/// - ``appendInTurn(_:)`` waits until no other machine is appending, then keeps every other
+///   machine from appending until it is done: it gives its closure the shared head, appends the
+///   entries the closure returns right after that head (none: nothing), and returns once they
+///   are durable. What the closure judged against that head is still true when it appends. A
+///   writer that lost the race to other machines several times in a row waits its turn this way
+///   instead of racing again.
 /// - ``entries(after:limit:)`` returns the entries after a position in id order, without gaps.
-/// - Failing, either method throws ``StrataError/replication(_:)``: with
+/// - Failing, each method throws ``StrataError/replication(_:)``: with
 ///   ``ReplicationError/Kind/unavailable`` when nothing was appended, with
 ///   ``ReplicationError/Kind/outcomeUnknown`` when the append may have happened (the connection
 ///   broke during the commit).
 public protocol ReplicationLog: Sendable {
     /// Appends `entries` after `head` if the shared log's head is still `head`.
     func append(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> ReplicationAppend
+    /// Holds off every other machine's append, gives `body` the shared head, and appends the
+    /// entries it returns (whose ids follow that head) before letting the others go. `body` may
+    /// read the log meanwhile (``entries(after:limit:)``). An error thrown by `body` appends
+    /// nothing and is rethrown.
+    func appendInTurn(_ body: (TransactionID) throws -> [ReplicatedEntry]) throws
     /// At most `limit` entries after `position`, in id order.
     func entries(after position: TransactionID, limit: Int) throws -> [ReplicatedEntry]
 }

@@ -6,17 +6,30 @@ import StrataLMDB
 /// the same LMDB write transaction, before it commits), then committed locally. When another
 /// machine appended first, nothing is committed: the replica catches up, and the group is
 /// validated again against the new head, so merge policies and unique constraints decide as on
-/// one machine. The local log and the shared one hold the same entries under the same ids, so
-/// the replica's position is its log's last id, committed with the state it describes.
+/// one machine. A group that lost that race ``racesBeforeTurn`` times in a row waits its turn
+/// instead (``ReplicationLog/appendInTurn(_:)``): with every other machine held off, the replica
+/// applies what it missed and validates the group at the shared head itself, so it cannot lose
+/// again. The local log and the shared one hold the same entries under the same ids, so the
+/// replica's position is its log's last id, committed with the state it describes.
 extension Writer {
-    /// Tries of one group against a moving shared head before its saves fail with
-    /// ``ReplicationError/Kind/contended``.
-    static let maxReplicationAttempts = 64
+    /// Races for the shared head a group may lose in a row before it waits its turn. Racing is
+    /// the fast path (one statement, no lock held while validating); waiting its turn makes sure
+    /// a replica whose catch-ups are slower than the other machines' appends still gets through.
+    static let racesBeforeTurn = 3
     /// Entries asked of the shared log per step of a catch-up.
     static let catchUpBatch = 1_000
 
     /// Thrown out of the write transaction to abort it when the shared head moved.
     private struct SharedHeadMoved: Error {}
+
+    /// What one local transaction of ``commitReplicated(_:)`` committed.
+    private struct ReplicatedCommit {
+        var group: AppliedGroup
+        /// Other machines' entries applied below the group in the same transaction (the last
+        /// one's id), if any.
+        var caughtUpThrough: TransactionID?
+        var lmdbID: UInt64
+    }
 
     /// ``commit(_:)`` for a replica.
     func commitReplicated(_ batch: [PendingSave]) {
@@ -28,58 +41,28 @@ extension Writer {
             return
         }
         let env = self.env
-        var growths = 0, attempts = 0
+        var growths = 0, racesLost = 0
         while true {
-            attempts += 1
             var appended: AppliedGroup?
             do {
-                let (group, lmdbID) = try env.write { txn -> (AppliedGroup, UInt64) in
-                    let head = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
-                    // Refusals and no-ops with nothing to append were judged at the local head:
-                    // they stand only if no machine has appended since.
-                    func requireCurrentHead() throws {
-                        if try !log.entries(after: head, limit: 1).isEmpty { throw SharedHeadMoved() }
-                    }
-                    let group: AppliedGroup
-                    do {
-                        group = try apply(batch, txn, env: env)
-                    } catch let e as LMDBError {
-                        throw e
-                    } catch {
-                        // A lone save's refusal: its error ends the transaction.
-                        try requireCurrentHead()
-                        throw error
-                    }
-                    if group.entries.isEmpty {
-                        try requireCurrentHead()
-                    } else {
-                        let shared = zip(group.entries, group.encoded).map { entry, bytes in
-                            ReplicatedEntry(transactionID: entry.transactionID, bytes: bytes, author: entry.author,
-                                            timestampMs: entry.timestampMs, schemaVersion: entry.schemaVersion)
-                        }
-                        switch try log.append(shared, after: head) {
-                        case .appended: appended = group
-                        case .behind: throw SharedHeadMoved()
-                        }
-                    }
-                    return (group, LMDBEnvironment.lmdbTransactionID(txn.handle))
+                let done = try env.write { txn -> ReplicatedCommit in
+                    racesLost < Self.racesBeforeTurn
+                        ? try race(batch, txn, env: env, log: log, appended: &appended)
+                        : try inTurn(batch, txn, env: env, log: log, appended: &appended)
                 }
-                if let last = group.entries.last {
-                    env.publishHead(lmdbTransaction: lmdbID, transactionID: last.transactionID)
+                if let last = done.group.entries.last?.transactionID ?? done.caughtUpThrough {
+                    env.publishHead(lmdbTransaction: done.lmdbID, transactionID: last)
                 }
-                finish(batch, group.results, group.entries, growths: growths)
+                // Other machines' transactions first, in the log's order.
+                if let caughtUp = done.caughtUpThrough { publisher.publishCommitted(env: env, through: caughtUp) }
+                finish(batch, done.group.results, done.group.entries, growths: growths)
                 return
             } catch is SharedHeadMoved {
+                racesLost += 1
                 do {
                     try catchUp(from: log)
                 } catch {
                     fail(batch, error)
-                    return
-                }
-                if attempts >= Self.maxReplicationAttempts {
-                    fail(batch, StrataError.replication(ReplicationError(.contended, """
-                        other machines appended first on each of \(attempts) tries; the saves were not applied
-                        """)))
                     return
                 }
             } catch let e as LMDBError where e.isMapFull && appended == nil {
@@ -117,6 +100,81 @@ extension Writer {
         }
     }
 
+    /// The group raced for the shared head: validated and applied in `txn` at the local head H,
+    /// appended only if the shared head is still H (`appended` is set as soon as the shared log
+    /// holds it). Refusals and no-ops with nothing to append were judged at the local head: they
+    /// stand only if no machine has appended since. Throws ``SharedHeadMoved`` when one had.
+    private func race(_ batch: [PendingSave], _ txn: LMDBTransaction, env: LMDBEnvironment,
+                      log: any ReplicationLog, appended: inout AppliedGroup?) throws -> ReplicatedCommit {
+        let head = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
+        func requireCurrentHead() throws {
+            if try !log.entries(after: head, limit: 1).isEmpty { throw SharedHeadMoved() }
+        }
+        let group: AppliedGroup
+        do {
+            group = try apply(batch, txn, env: env)
+        } catch let e as LMDBError {
+            throw e
+        } catch {
+            // A lone save's refusal: its error ends the transaction.
+            try requireCurrentHead()
+            throw error
+        }
+        if group.entries.isEmpty {
+            try requireCurrentHead()
+        } else {
+            switch try log.append(sharedEntries(group), after: head) {
+            case .appended: appended = group
+            case .behind: throw SharedHeadMoved()
+            }
+        }
+        return ReplicatedCommit(group: group, caughtUpThrough: nil, lmdbID: LMDBEnvironment.lmdbTransactionID(txn.handle))
+    }
+
+    /// The group in its turn: with every other machine's append held off, the entries this
+    /// replica missed are applied in `txn`, then the group is validated and applied at the
+    /// shared head and appended after it. A refusal is final (judged at the shared head).
+    private func inTurn(_ batch: [PendingSave], _ txn: LMDBTransaction, env: LMDBEnvironment,
+                        log: any ReplicationLog, appended: inout AppliedGroup?) throws -> ReplicatedCommit {
+        var applied: (group: AppliedGroup, caughtUpThrough: TransactionID?)?
+        try log.appendInTurn { sharedHead in
+            var local = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
+            var caughtUpThrough: TransactionID?
+            while local < sharedHead {
+                guard let last = try applyShared(log.entries(after: local, limit: Self.catchUpBatch), in: txn, env: env)
+                else {
+                    throw StrataError.replication(ReplicationError(.rejectedEntry, """
+                        the cluster's head is \(sharedHead) but its log has no entry after transaction \(local)
+                        """))
+                }
+                local = last
+                caughtUpThrough = last
+            }
+            guard local == sharedHead else {
+                throw StrataError.replication(ReplicationError(.rejectedEntry, """
+                    this replica is at transaction \(local), past the cluster's head \(sharedHead)
+                    """))
+            }
+            let group = try apply(batch, txn, env: env)
+            applied = (group, caughtUpThrough)
+            return sharedEntries(group)
+        }
+        guard let applied else {
+            throw StrataError.replication(ReplicationError(.outcomeUnknown, "the cluster's log did not run the append"))
+        }
+        if !applied.group.entries.isEmpty { appended = applied.group }
+        return ReplicatedCommit(group: applied.group, caughtUpThrough: applied.caughtUpThrough,
+                                lmdbID: LMDBEnvironment.lmdbTransactionID(txn.handle))
+    }
+
+    /// A group's entries as the shared log holds them.
+    private func sharedEntries(_ group: AppliedGroup) -> [ReplicatedEntry] {
+        zip(group.entries, group.encoded).map { entry, bytes in
+            ReplicatedEntry(transactionID: entry.transactionID, bytes: bytes, author: entry.author,
+                            timestampMs: entry.timestampMs, schemaVersion: entry.schemaVersion)
+        }
+    }
+
     /// On the writer queue: applies the shared log's entries after the local head, a batch at a
     /// time, until there are none.
     func catchUp(from log: any ReplicationLog) throws {
@@ -141,53 +199,12 @@ extension Writer {
         let env = self.env
         while true {
             do {
-                let (applied, head, lmdbID) = try env.write { txn -> (Int, TransactionID, UInt64) in
-                    var head = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
-                    var applied = 0
-                    for shared in entries where shared.transactionID > head {
-                        let tx = shared.transactionID
-                        guard tx == head.next else {
-                            throw StrataError.replication(ReplicationError(.rejectedEntry, """
-                                the cluster's transaction \(tx) does not follow this replica's head \(head)
-                                """))
-                        }
-                        let entry: LogEntry
-                        do {
-                            entry = try shared.bytes.withUnsafeBytes { try LogEntryCodec.decode($0, transactionID: tx) }
-                        } catch {
-                            throw StrataError.replication(ReplicationError(.rejectedEntry, """
-                                the cluster's transaction \(tx) cannot be read: \(error)
-                                """))
-                        }
-                        if entry.schemaVersion > schema.version, entry.changes.isEmpty,
-                           entry.metadata["migrationTo"] == String(entry.schemaVersion) {
-                            throw StrataError.replication(ReplicationError(.migrationNeeded, """
-                                the cluster's transaction \(tx) migrates model '\(schema.model)' from v\
-                                \(schema.version) to v\(entry.schemaVersion): migrate this replica there with the \
-                                code of that version (`storectl migrate STORE --schema DIR --postgres URL`)
-                                """))
-                        }
-                        guard entry.schemaVersion == schema.version else {
-                            throw StrataError.replication(ReplicationError(.rejectedEntry, """
-                                the cluster's transaction \(tx) is written with schema version \
-                                \(entry.schemaVersion) of model '\(schema.model)'; this replica holds version \
-                                \(schema.version): run the code of that version to apply it
-                                """))
-                        }
-                        var applier = StateApplier(txn: txn, env: env, schema: schema, transactionID: tx)
-                        for change in entry.changes { try applier.apply(change) }
-                        try applier.flushCounts()
-                        _ = try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
-                            try shared.bytes.withUnsafeBytes {
-                                try txn.put(env[.log], key: key, value: $0, mode: .append)
-                            }
-                        }
-                        head = tx
-                        applied += 1
-                    }
+                let (applied, head, lmdbID) = try env.write { txn -> (TransactionID?, TransactionID, UInt64) in
+                    let applied = try applyShared(entries, in: txn, env: env)
+                    let head = try applied ?? ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
                     return (applied, head, LMDBEnvironment.lmdbTransactionID(txn.handle))
                 }
-                if applied > 0 {
+                if applied != nil {
                     env.publishHead(lmdbTransaction: lmdbID, transactionID: head)
                     publisher.publishCommitted(env: env)
                 }
@@ -198,5 +215,55 @@ extension Writer {
                 throw StrataError.lmdb(e)
             }
         }
+    }
+
+    /// Applies `entries` of the shared log in `txn` through the same state code as a save
+    /// (``StateApplier``) and writes each to the local log byte for byte under its id. Entries at
+    /// or before the local head are skipped; the others must follow it without a gap, pass their
+    /// checksum and hold this schema's version. Returns the last id applied (nil for none).
+    private func applyShared(_ entries: [ReplicatedEntry], in txn: LMDBTransaction,
+                             env: LMDBEnvironment) throws -> TransactionID? {
+        var head = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
+        var applied: TransactionID?
+        for shared in entries where shared.transactionID > head {
+            let tx = shared.transactionID
+            guard tx == head.next else {
+                throw StrataError.replication(ReplicationError(.rejectedEntry, """
+                    the cluster's transaction \(tx) does not follow this replica's head \(head)
+                    """))
+            }
+            let entry: LogEntry
+            do {
+                entry = try shared.bytes.withUnsafeBytes { try LogEntryCodec.decode($0, transactionID: tx) }
+            } catch {
+                throw StrataError.replication(ReplicationError(.rejectedEntry, """
+                    the cluster's transaction \(tx) cannot be read: \(error)
+                    """))
+            }
+            if entry.schemaVersion > schema.version, entry.changes.isEmpty,
+               entry.metadata["migrationTo"] == String(entry.schemaVersion) {
+                throw StrataError.replication(ReplicationError(.migrationNeeded, """
+                    the cluster's transaction \(tx) migrates model '\(schema.model)' from v\
+                    \(schema.version) to v\(entry.schemaVersion): migrate this replica there with the \
+                    code of that version (`storectl migrate STORE --schema DIR --postgres URL`)
+                    """))
+            }
+            guard entry.schemaVersion == schema.version else {
+                throw StrataError.replication(ReplicationError(.rejectedEntry, """
+                    the cluster's transaction \(tx) is written with schema version \
+                    \(entry.schemaVersion) of model '\(schema.model)'; this replica holds version \
+                    \(schema.version): run the code of that version to apply it
+                    """))
+            }
+            var applier = StateApplier(txn: txn, env: env, schema: schema, transactionID: tx)
+            for change in entry.changes { try applier.apply(change) }
+            try applier.flushCounts()
+            _ = try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
+                try shared.bytes.withUnsafeBytes { try txn.put(env[.log], key: key, value: $0, mode: .append) }
+            }
+            head = tx
+            applied = tx
+        }
+        return applied
     }
 }

@@ -1,0 +1,145 @@
+import Foundation
+import LibraryModel
+@testable import Strata
+import StrataTestSupport
+import Synchronization
+import Testing
+@testable import StrataCluster
+
+/// Waiting one's turn to append: a replica that keeps losing the race for the shared head holds
+/// the other machines off (`ReplicationLog.appendInTurn`), catches up and validates at the head
+/// itself, so its saves get through, and are judged as on one machine.
+@Suite(.serialized) struct ClusterTurnTests {
+    @Test func anAppendInTurnHoldsOffOtherAppendsUntilItCommits() async throws {
+        try await withCluster(replicas: 1) { c in
+            await c.replicas[0].close()
+            let address = c.address
+            let outcome = try await offThePool { () -> (head: UInt64, turnHead: UInt64, other: ReplicationAppend?, waited: Bool) in
+                let mine = PostgresSession(address: address, logger: .init(label: "test"))
+                let theirs = PostgresSession(address: address, logger: .init(label: "test"))
+                defer {
+                    mine.close()
+                    theirs.close()
+                }
+                let head = try Cluster.readCluster(theirs).head
+                let bodyReturned = Atomic<Bool>(false)
+                let other = Locked<(ReplicationAppend?, Bool)>((nil, false))
+                let otherDone = DispatchSemaphore(value: 0)
+                var turnHead: UInt64 = 0
+                try SharedLog(session: mine, replica: "mine").appendInTurn { shared in
+                    turnHead = shared.rawValue
+                    // Another machine appends at the same head while this one holds its turn.
+                    Thread {
+                        let entry = ReplicatedEntry(transactionID: shared.next, bytes: [2], author: "theirs",
+                                                    timestampMs: 0, schemaVersion: 2)
+                        let result = try? SharedLog(session: theirs, replica: "theirs").append([entry], after: shared)
+                        other.withLock { $0 = (result, bodyReturned.load(ordering: .acquiring)) }
+                        otherDone.signal()
+                    }.start()
+                    Thread.sleep(forTimeInterval: 0.3)
+                    bodyReturned.store(true, ordering: .releasing)
+                    return [ReplicatedEntry(transactionID: shared.next, bytes: [1], author: "mine", timestampMs: 0,
+                                            schemaVersion: 2)]
+                }
+                otherDone.wait()
+                let (result, afterTurn) = other.withLock { $0 }
+                return (head, turnHead, result, afterTurn)
+            }
+            #expect(outcome.turnHead == outcome.head, "the turn is given the shared head")
+            #expect(outcome.other == .behind, "the other machine's append at the same head lost")
+            #expect(outcome.waited, "and it waited for the turn to end")
+            let postgres = c.postgres, database = c.address.database
+            let rows = try await offThePool {
+                try postgres.sql("SELECT id, author FROM strata_log ORDER BY id", database: database)
+            }
+            #expect(rows == "\(outcome.turnHead + 1)|mine")
+        }
+    }
+
+    @Test func aReplicaThatKeepsLosingTheRaceWaitsItsTurnAndSaves() async throws {
+        try await withCluster(replicas: 2) { c in
+            let other = c.replicas[1].store
+            let (store, log, session) = try await replicaWithRival(c, name: "loser") { n in
+                // Before each of its appends another machine appends first: every race is lost.
+                _ = try other.saveAndWait { $0.insert(Genre(name: "Rival \(n)")) }
+            }
+            let before = try store.lastTransactionID
+            let id = try await store.save { $0.insert(Genre(name: "Loser")) }
+            #expect(log.races.load(ordering: .relaxed) == Writer.racesBeforeTurn)
+            #expect(log.turns.load(ordering: .relaxed) == 1)
+            #expect(id == TransactionID(before.rawValue + UInt64(Writer.racesBeforeTurn) + 1),
+                    "saved right after the rivals' saves it waited for")
+            #expect(try await c.catchUpAll() == id)
+            let names = (["Loser"] + (1...Writer.racesBeforeTurn).map { "Rival \($0)" }).sorted()
+            for s in [store, other, c.replicas[0].store] {
+                #expect(try s.mainContext.fetch(Genre.self).map(\.name).sorted() == names)
+            }
+            await store.detachReplication()
+            session.close()
+            store.close()
+        }
+    }
+
+    @Test func aKeyTakenWhileAReplicaRacedIsRefusedInItsTurnAsOnOneMachine() async throws {
+        try await withCluster(replicas: 2) { c in
+            let other = c.replicas[1].store
+            let (store, _, session) = try await replicaWithRival(c, name: "late") { n in
+                // The last race lost is lost to a save of the very name this replica inserts.
+                let name = n == Writer.racesBeforeTurn ? "Contested" : "Rival \(n)"
+                _ = try other.saveAndWait { $0.insert(Genre(name: name)) }
+            }
+            await #expect {
+                _ = try await store.save { $0.insert(Genre(name: "Contested")) }
+            } throws: { error in
+                guard case StrataError.validation(let f) = error else { return false }
+                return f.kind == .uniqueConstraint
+            }
+            #expect(try store.mainContext.fetch(Genre.self).filter { $0.name == "Contested" }.count == 1)
+            await store.detachReplication()
+            session.close()
+            store.close()
+        }
+    }
+
+    /// A replica joined to `c` whose appends race against `rival`, run before each race (given
+    /// the race's number, from 1): the rival's save makes the shared head move, so the race is
+    /// lost as it would be to another machine.
+    private func replicaWithRival(_ c: ClusterFixture, name: String,
+                                  _ rival: @escaping @Sendable (Int) throws -> Void) async throws
+        -> (Store, RivalledLog, PostgresSession) {
+        let store = try await Cluster.join(at: c.root.appendingPathComponent(name), address: c.address)
+        let session = PostgresSession(address: c.address, logger: .init(label: "test"))
+        let log = RivalledLog(SharedLog(session: session, replica: name), rival: rival)
+        try store.attachReplication(log)
+        try await store.catchUpReplica()
+        return (store, log, session)
+    }
+}
+
+/// The cluster's real log, with a rival's save made before each race for the head.
+final class RivalledLog: ReplicationLog {
+    let inner: SharedLog
+    let rival: @Sendable (Int) throws -> Void
+    let races = Atomic<Int>(0)
+    let turns = Atomic<Int>(0)
+
+    init(_ inner: SharedLog, rival: @escaping @Sendable (Int) throws -> Void) {
+        self.inner = inner
+        self.rival = rival
+    }
+
+    func append(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> ReplicationAppend {
+        let race = races.add(1, ordering: .relaxed).newValue
+        try rival(race)
+        return try inner.append(entries, after: head)
+    }
+
+    func appendInTurn(_ body: (TransactionID) throws -> [ReplicatedEntry]) throws {
+        turns.add(1, ordering: .relaxed)
+        try inner.appendInTurn(body)
+    }
+
+    func entries(after position: TransactionID, limit: Int) throws -> [ReplicatedEntry] {
+        try inner.entries(after: position, limit: limit)
+    }
+}
