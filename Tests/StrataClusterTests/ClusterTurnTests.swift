@@ -60,17 +60,19 @@ import Testing
         try await withCluster(replicas: 2) { c in
             let other = c.replicas[1].store
             let (store, log, session) = try await replicaWithRival(c, name: "loser") { n in
-                // Before each of its appends another machine appends first: every race is lost.
+                // Before each of its appends another machine appends first: every race is lost,
+                // and the turn starts behind.
                 _ = try other.saveAndWait { $0.insert(Genre(name: "Rival \(n)")) }
             }
             let before = try store.lastTransactionID
             let id = try await store.save { $0.insert(Genre(name: "Loser")) }
             #expect(log.races.load(ordering: .relaxed) == Writer.racesBeforeTurn)
             #expect(log.turns.load(ordering: .relaxed) == 1)
-            #expect(id == TransactionID(before.rawValue + UInt64(Writer.racesBeforeTurn) + 1),
+            // One rival save before each race and one before the turn.
+            #expect(id == TransactionID(before.rawValue + UInt64(Writer.racesBeforeTurn) + 2),
                     "saved right after the rivals' saves it waited for")
             #expect(try await c.catchUpAll() == id)
-            let names = (["Loser"] + (1...Writer.racesBeforeTurn).map { "Rival \($0)" }).sorted()
+            let names = (["Loser"] + (1...Writer.racesBeforeTurn + 1).map { "Rival \($0)" }).sorted()
             for s in [store, other, c.replicas[0].store] {
                 #expect(try s.mainContext.fetch(Genre.self).map(\.name).sorted() == names)
             }
@@ -80,12 +82,12 @@ import Testing
         }
     }
 
-    @Test func aKeyTakenWhileAReplicaRacedIsRefusedInItsTurnAsOnOneMachine() async throws {
+    @Test func aKeyTakenBeforeAReplicasTurnIsRefusedInItAsOnOneMachine() async throws {
         try await withCluster(replicas: 2) { c in
             let other = c.replicas[1].store
             let (store, _, session) = try await replicaWithRival(c, name: "late") { n in
-                // The last race lost is lost to a save of the very name this replica inserts.
-                let name = n == Writer.racesBeforeTurn ? "Contested" : "Rival \(n)"
+                // Right before its turn another machine saves the very name this replica inserts.
+                let name = n == Writer.racesBeforeTurn + 1 ? "Contested" : "Rival \(n)"
                 _ = try other.saveAndWait { $0.insert(Genre(name: name)) }
             }
             await #expect {
@@ -94,16 +96,19 @@ import Testing
                 guard case StrataError.validation(let f) = error else { return false }
                 return f.kind == .uniqueConstraint
             }
+            // Nothing of the refused save anywhere: the cluster holds the other machine's genre alone.
+            _ = try await store.catchUpReplica()
             #expect(try store.mainContext.fetch(Genre.self).filter { $0.name == "Contested" }.count == 1)
+            #expect(try await c.catchUpAll() == store.lastTransactionID)
             await store.detachReplication()
             session.close()
             store.close()
         }
     }
 
-    /// A replica joined to `c` whose appends race against `rival`, run before each race (given
-    /// the race's number, from 1): the rival's save makes the shared head move, so the race is
-    /// lost as it would be to another machine.
+    /// A replica joined to `c` whose appends race against `rival`, run before each race and
+    /// before the turn (given their number, from 1): the rival's save makes the shared head move,
+    /// so the race is lost as it would be to another machine, and the turn starts behind.
     private func replicaWithRival(_ c: ClusterFixture, name: String,
                                   _ rival: @escaping @Sendable (Int) throws -> Void) async throws
         -> (Store, RivalledLog, PostgresSession) {
@@ -116,7 +121,8 @@ import Testing
     }
 }
 
-/// The cluster's real log, with a rival's save made before each race for the head.
+/// The cluster's real log, with a rival's save made before each race for the head and before
+/// each turn.
 final class RivalledLog: ReplicationLog {
     let inner: SharedLog
     let rival: @Sendable (Int) throws -> Void
@@ -130,12 +136,13 @@ final class RivalledLog: ReplicationLog {
 
     func append(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> ReplicationAppend {
         let race = races.add(1, ordering: .relaxed).newValue
-        try rival(race)
+        try rival(race + turns.load(ordering: .relaxed))
         return try inner.append(entries, after: head)
     }
 
     func appendInTurn(_ body: (TransactionID) throws -> [ReplicatedEntry]) throws {
-        turns.add(1, ordering: .relaxed)
+        let turn = turns.add(1, ordering: .relaxed).newValue
+        try rival(races.load(ordering: .relaxed) + turn)
         try inner.appendInTurn(body)
     }
 
