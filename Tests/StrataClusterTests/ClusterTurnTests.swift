@@ -14,7 +14,8 @@ import Testing
         try await withCluster(replicas: 1) { c in
             await c.replicas[0].close()
             let address = c.address
-            let outcome = try await offThePool { () -> (head: UInt64, turnHead: UInt64, other: ReplicationAppend?, waited: Bool) in
+            typealias Outcome = (head: UInt64, turnHead: UInt64, other: ReplicationAppend?, waited: Bool)
+            let outcome = try await offThePool { () -> Outcome in
                 let mine = PostgresSession(address: address, logger: .init(label: "test"))
                 let theirs = PostgresSession(address: address, logger: .init(label: "test"))
                 defer {

@@ -7,7 +7,8 @@ public struct ReplicationError: Error, Sendable, Equatable, CustomStringConverti
         /// The shared log may or may not hold the saves (the connection broke during the commit).
         /// A replica that catches up shows which.
         case outcomeUnknown
-        /// Other machines appended first on every try, up to the writer's bound.
+        /// Other machines appended first on every try, up to a bound: a cluster migration's
+        /// append (a save that keeps losing waits its turn instead, and does not fail so).
         case contended
         /// The store is a replica and no shared log is attached: a save would fork its history.
         case notAttached

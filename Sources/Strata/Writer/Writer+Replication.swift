@@ -128,7 +128,8 @@ extension Writer {
             case .behind: throw SharedHeadMoved()
             }
         }
-        return ReplicatedCommit(group: group, caughtUpThrough: nil, lmdbID: LMDBEnvironment.lmdbTransactionID(txn.handle))
+        return ReplicatedCommit(group: group, caughtUpThrough: nil,
+                                lmdbID: LMDBEnvironment.lmdbTransactionID(txn.handle))
     }
 
     /// The group in its turn: with every other machine's append held off, the entries this
