@@ -133,7 +133,13 @@ final class PostgresSession: Sendable {
         do {
             result = try body()
         } catch {
-            _ = try? run("ROLLBACK")
+            do {
+                _ = try run("ROLLBACK")
+            } catch {
+                // A connection left inside a failed transaction would refuse every later
+                // statement: the next call connects again instead.
+                dropConnection()
+            }
             throw error
         }
         _ = try run("COMMIT")
@@ -177,6 +183,10 @@ final class PostgresSession: Sendable {
             ("default_transaction_isolation", "read committed"),
             // Below the client's deadline, so that PostgreSQL's cancel (nothing done) comes first.
             ("statement_timeout", "\(Self.deadline.nanoseconds / 1_000_000 - 1_000)"),
+            // A client that stops answering inside a transaction (a replica waiting its turn holds
+            // the cluster's head row, which every machine's append needs) loses it, and its locks,
+            // after as long: not after TCP keepalive's hours.
+            ("idle_in_transaction_session_timeout", "\(Self.deadline.nanoseconds / 1_000_000 - 1_000)"),
         ]
         do {
             let conn = try PostgresConnection.connect(on: Self.eventLoops.next(),
@@ -206,6 +216,16 @@ final class PostgresSession: Sendable {
             throw .notConnected(e.reason)
         } catch {
             throw .notConnected("cannot connect to PostgreSQL at \(address): \(Self.describe(error))")
+        }
+    }
+
+    /// Closes the current connection, if any; the next call connects again.
+    private func dropConnection() {
+        if let conn = state.withLock({ s -> PostgresConnection? in
+            defer { s.connection = nil }
+            return s.connection
+        }) {
+            closeWithoutWaiting(conn)
         }
     }
 

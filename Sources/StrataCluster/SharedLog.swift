@@ -45,9 +45,11 @@ final class SharedLog: ReplicationLog {
             return try appendStatement(entries, after: head) ? .appended : .behind
         } catch let failure as PostgresSession.Failure {
             switch failure {
-            case .refused(let sqlState, _) where sqlState == "40001" || sqlState == "40P01":
+            case .refused(let sqlState, _) where ["40001", "40P01", "57014", "55P03"].contains(sqlState):
                 // A serialization failure or deadlock rolled the append back: another machine
-                // appended first.
+                // appended first. A wait for the head row's lock that ran out of time (a machine
+                // held it for its turn all that while) appended nothing either: the writer
+                // catches up and tries again, and in its own turn at the latest.
                 return .behind
             default:
                 throw Self.appendError(failure, entries, sent: true)
@@ -63,14 +65,27 @@ final class SharedLog: ReplicationLog {
         do {
             try session.transaction {
                 let rows = try session.run("SELECT head FROM strata_cluster WHERE singleton FOR UPDATE")
-                guard let row = rows.first, let head = try? row.decode(Int64.self), let position = UInt64(exactly: head)
-                else {
+                guard let row = rows.first else {
                     throw StrataError.replication(ReplicationError(.rejectedEntry, "the cluster has no head row"))
+                }
+                let head: Int64
+                do { head = try row.decode(Int64.self) } catch {
+                    throw StrataError.replication(ReplicationError(.rejectedEntry, "the cluster's head: \(error)"))
+                }
+                guard let position = UInt64(exactly: head) else {
+                    throw StrataError.replication(ReplicationError(.rejectedEntry, "the cluster's head is \(head)"))
                 }
                 entries = try body(TransactionID(position))
                 guard !entries.isEmpty else { return }
                 sent = true
-                guard try appendStatement(entries, after: TransactionID(position)) else {
+                let appended: Bool
+                do {
+                    appended = try appendStatement(entries, after: TransactionID(position))
+                } catch StrataError.replication(let e) where e.kind == .outcomeUnknown {
+                    // Thrown inside the transaction, which is rolled back: nothing was appended.
+                    throw StrataError.replication(ReplicationError(.unavailable, e.reason))
+                }
+                guard appended else {
                     // Impossible while this transaction holds the head's row lock.
                     throw StrataError.replication(ReplicationError(.rejectedEntry, """
                         the cluster's head moved from \(position) while this replica held its lock

@@ -86,7 +86,7 @@ import Testing
     @Test func aKeyTakenBeforeAReplicasTurnIsRefusedInItAsOnOneMachine() async throws {
         try await withCluster(replicas: 2) { c in
             let other = c.replicas[1].store
-            let (store, _, session) = try await replicaWithRival(c, name: "late") { n in
+            let (store, log, session) = try await replicaWithRival(c, name: "late") { n in
                 // Right before its turn another machine saves the very name this replica inserts.
                 let name = n == Writer.racesBeforeTurn + 1 ? "Contested" : "Rival \(n)"
                 _ = try other.saveAndWait { $0.insert(Genre(name: name)) }
@@ -97,6 +97,8 @@ import Testing
                 guard case StrataError.validation(let f) = error else { return false }
                 return f.kind == .uniqueConstraint
             }
+            #expect(log.races.load(ordering: .relaxed) == Writer.racesBeforeTurn)
+            #expect(log.turns.load(ordering: .relaxed) == 1, "refused in its turn, not in a race")
             // Nothing of the refused save anywhere: the cluster holds the other machine's genre alone.
             _ = try await store.catchUpReplica()
             #expect(try store.mainContext.fetch(Genre.self).filter { $0.name == "Contested" }.count == 1)
@@ -107,13 +109,46 @@ import Testing
         }
     }
 
+    @Test func aTurnPublishesWhatItCaughtUpBeforeItsOwnSaveEachOnce() async throws {
+        try await withCluster(replicas: 2) { c in
+            let other = c.replicas[1].store
+            // No watch of other processes: the writer's own publication is all there is.
+            var config = StoreConfiguration()
+            config.otherProcessPollMilliseconds = 0
+            let (store, log, session) = try await replicaWithRival(c, name: "published", configuration: config) { n in
+                _ = try other.saveAndWait(author: "rival") { $0.insert(Genre(name: "Rival \(n)")) }
+            }
+            let stream = store.changes()
+            let start = try store.lastTransactionID
+            let id = try await store.save(author: "waiter") { $0.insert(Genre(name: "Waiter")) }
+            #expect(log.turns.load(ordering: .relaxed) == 1)
+            var seen: [(TransactionID, String)] = []
+            for await event in stream {
+                guard case .committed(let tx) = event else { continue }
+                seen.append((tx.id, tx.author))
+                if tx.id == id { break }
+            }
+            // Every transaction after the start, in order, once: the rivals' (three caught up
+            // after lost races, one inside the turn), then the save itself.
+            let expected = (start.rawValue + 1...id.rawValue).map { TransactionID($0) }
+            #expect(seen.map(\.0) == expected)
+            #expect(seen.map(\.1) == Array(repeating: "rival", count: expected.count - 1) + ["waiter"])
+            stream.cancel()
+            await store.detachReplication()
+            session.close()
+            store.close()
+        }
+    }
+
     /// A replica joined to `c` whose appends race against `rival`, run before each race and
     /// before the turn (given their number, from 1): the rival's save makes the shared head move,
     /// so the race is lost as it would be to another machine, and the turn starts behind.
     private func replicaWithRival(_ c: ClusterFixture, name: String,
+                                  configuration: StoreConfiguration = StoreConfiguration(),
                                   _ rival: @escaping @Sendable (Int) throws -> Void) async throws
         -> (Store, RivalledLog, PostgresSession) {
-        let store = try await Cluster.join(at: c.root.appendingPathComponent(name), address: c.address)
+        let store = try await Cluster.join(at: c.root.appendingPathComponent(name), address: c.address,
+                                           configuration: configuration)
         let session = PostgresSession(address: c.address, logger: .init(label: "test"))
         let log = RivalledLog(SharedLog(session: session, replica: name), rival: rival)
         try store.attachReplication(log)

@@ -19,7 +19,9 @@ extension Writer {
     /// Entries asked of the shared log per step of a catch-up.
     static let catchUpBatch = 1_000
 
-    /// Thrown out of the write transaction to abort it when the shared head moved.
+    /// Thrown out of the write transaction to abort it when the shared head moved, or when a
+    /// turn found the replica more than ``catchUpBatch`` entries behind (it catches up outside
+    /// its turn first: other machines wait while it holds its turn).
     private struct SharedHeadMoved: Error {}
 
     /// What one local transaction of ``commitReplicated(_:)`` committed.
@@ -140,6 +142,7 @@ extension Writer {
         var applied: (group: AppliedGroup, caughtUpThrough: TransactionID?)?
         try log.appendInTurn { sharedHead in
             var local = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
+            if sharedHead.rawValue > local.rawValue + UInt64(Self.catchUpBatch) { throw SharedHeadMoved() }
             var caughtUpThrough: TransactionID?
             while local < sharedHead {
                 guard let last = try applyShared(log.entries(after: local, limit: Self.catchUpBatch), in: txn, env: env)
@@ -161,7 +164,8 @@ extension Writer {
             return sharedEntries(group)
         }
         guard let applied else {
-            throw StrataError.replication(ReplicationError(.outcomeUnknown, "the cluster's log did not run the append"))
+            throw StrataError.replication(ReplicationError(.unavailable,
+                                                           "the cluster's log did not give this replica its turn"))
         }
         if !applied.group.entries.isEmpty { appended = applied.group }
         return ReplicatedCommit(group: applied.group, caughtUpThrough: applied.caughtUpThrough,
