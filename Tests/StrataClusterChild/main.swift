@@ -5,7 +5,10 @@
 // commit), or after its acknowledgement was recorded.
 //
 // Usage: strata-cluster-child STORE POSTGRES-URL NAME COUNT HISTORY [POINT:INDEX]
-//        POINT: before-append | after-append | after-ack
+//        POINT: before-append | after-append | after-ack, or turn-before-append | turn-after-append:
+//        every race for the head is lost (answered `behind`, nothing appended), so each save
+//        waits its turn, and the process dies inside the turn of save INDEX, holding the head row
+//        (before its append) or right after PostgreSQL committed it.
 import Foundation
 import LibraryModel
 import Strata
@@ -59,7 +62,11 @@ final class KillingLog: ReplicationLog {
         self.kill = kill
     }
 
+    /// Whether every race is lost, so that each save waits its turn.
+    var losesRaces: Bool { kill?.point.hasPrefix("turn-") == true }
+
     func append(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> ReplicationAppend {
+        if losesRaces { return .behind }
         let index = current.load(ordering: .relaxed)
         if let k = kill, k.point == "before-append", k.index == index { raise(SIGKILL) }
         let outcome = try inner.append(entries, after: head)
@@ -70,13 +77,15 @@ final class KillingLog: ReplicationLog {
     func appendInTurn(_ body: (TransactionID) throws -> [ReplicatedEntry]) throws {
         let index = current.load(ordering: .relaxed)
         var appending = false
+        let prefix = losesRaces ? "turn-" : ""
+        let (before, after) = (prefix + "before-append", prefix + "after-append")
         try inner.appendInTurn { head in
             let entries = try body(head)
             appending = !entries.isEmpty
-            if appending, let k = kill, k.point == "before-append", k.index == index { raise(SIGKILL) }
+            if appending, let k = kill, k.point == before, k.index == index { raise(SIGKILL) }
             return entries
         }
-        if appending, let k = kill, k.point == "after-append", k.index == index { raise(SIGKILL) }
+        if appending, let k = kill, k.point == after, k.index == index { raise(SIGKILL) }
     }
 
     func entries(after position: TransactionID, limit: Int) throws -> [ReplicatedEntry] {

@@ -106,6 +106,31 @@ import Testing
         }
     }
 
+    @Test(arguments: ["turn-before-append", "turn-after-append"])
+    func aReplicaKilledInItsTurnLetsTheOthersSaveAndRecovers(point: String) async throws {
+        try await withCluster(replicas: 2) { c in
+            await c.release()
+            let history = c.root.appendingPathComponent("history")
+            // Every save of this process waits its turn; it dies in the turn of its fourth save,
+            // before its append (holding the head row) or after PostgreSQL committed it.
+            let killed = try await Self.runChild(c, replica: 0, name: "k", count: 10, history: history,
+                                                 kill: "\(point):3")
+            #expect(killed.status == 128 + SIGKILL, "\(killed.stderr)")
+            // The head row went with the dead process's connection: the other replica saves at once.
+            let other = try await Self.runChild(c, replica: 1, name: "o", count: 5, history: history)
+            let again = try await Self.runChild(c, replica: 0, name: "k2", count: 5, history: history)
+            #expect(other.status == 0 && again.status == 0, "\(other.stderr) \(again.stderr)")
+            let h = try ClusterHistory(files: [history])
+            #expect(h.acknowledged.count == 3 + 10, "every save after the kill acknowledged")
+            let problems = try await Self.reopenAndCompare(c) { store -> [String] in
+                let found = try store.mainContext.fetch(Track.self).filter { $0.title == "k-3" }.count
+                #expect(found == (point == "turn-before-append" ? 0 : 1), "found \(found) time(s)")
+                return try h.problems(in: store)
+            }
+            #expect(problems.isEmpty, "\(problems)")
+        }
+    }
+
     @Test func postgresRestartedInTheMiddleOfARun() async throws {
         let server = try await TestPostgres.start()
         defer { try? server.stop() }
@@ -148,7 +173,7 @@ import Testing
         var totals = (acknowledged: 0, failed: 0, unknown: 0, kills: 0, restarts: 0)
         for run in 0..<runs {
             var rng = SeededGenerator(seed: seed &+ UInt64(run))
-            let points = ["before-append", "after-append", "after-ack"]
+            let points = ["before-append", "after-append", "after-ack", "turn-before-append", "turn-after-append"]
             let plans = (0..<3).map { _ -> (count: Int, kill: String?) in
                 let count = Int.random(in: 10...40, using: &rng)
                 let kill = Bool.random(using: &rng)
