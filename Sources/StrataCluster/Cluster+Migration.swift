@@ -103,20 +103,36 @@ extension Cluster {
         }
     }
 
-    /// Appends the migration entry right after the cluster's head (catching up and trying again
-    /// when another machine appended first); returns the entry the replica migrates at, which is
-    /// another replica's when one appended a migration first.
+    /// Appends the migration entry right after the cluster's head, in this replica's turn (other
+    /// machines' appends held off, so it cannot lose a race to them); returns the entry the
+    /// replica migrates at, which is another replica's when one appended a migration first (found
+    /// among the entries after this replica's head).
     private static func appendMarker(_ store: Store, _ log: SharedLog, schemas: [Schema], to goal: Int,
                                      registry: MigrationRegistry) async throws -> ReplicatedEntry {
-        for _ in 0..<64 {
-            let head = try store.lastTransactionID
-            let marker = try store.migrationMarker(schemas: schemas, to: goal, registry: registry, at: head.next)
-            let outcome = try await offPool("migrate") { try log.append([marker], after: head) }
-            if outcome == .appended { return marker }
-            if let pending = try await pendingMigration(store, log) { return pending }
+        let local = try store.lastTransactionID
+        let version = store.schema.version
+        return try await offPool("migrate") {
+            var chosen: ReplicatedEntry?
+            try log.appendInTurn { head in
+                var position = local
+                while position < head {
+                    let next = try log.entries(after: position, limit: 1_000)
+                    if let pending = next.first(where: { $0.schemaVersion > version }) {
+                        chosen = pending
+                        return []
+                    }
+                    guard let last = next.last else { break }
+                    position = last.transactionID
+                }
+                let marker = try store.migrationMarker(schemas: schemas, to: goal, registry: registry, at: head.next)
+                chosen = marker
+                return [marker]
+            }
+            guard let chosen else {
+                throw StrataError.replication(ReplicationError(.unavailable,
+                                                               "the cluster's log did not give the migration its turn"))
+            }
+            return chosen
         }
-        throw StrataError.replication(ReplicationError(.contended, """
-            other machines appended first on each of 64 tries to append the migration
-            """))
     }
 }

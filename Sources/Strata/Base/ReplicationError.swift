@@ -7,8 +7,9 @@ public struct ReplicationError: Error, Sendable, Equatable, CustomStringConverti
         /// The shared log may or may not hold the saves (the connection broke during the commit).
         /// A replica that catches up shows which.
         case outcomeUnknown
-        /// Other machines appended first on every try, up to a bound: a cluster migration's
-        /// append (a save that keeps losing waits its turn instead, and does not fail so).
+        /// Other machines appended first on every try, up to a bound. Not produced any more: a
+        /// save or a migration that keeps losing the race waits its turn instead. Kept so that
+        /// code matching on it still compiles.
         case contended
         /// The store is a replica and no shared log is attached: a save would fork its history.
         case notAttached
