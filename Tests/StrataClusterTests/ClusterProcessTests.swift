@@ -80,7 +80,10 @@ import Testing
         }
     }
 
-    @Test(arguments: ["before-append", "after-append", "after-ack"])
+    /// The `turn-` points lose every race, so that each save waits its turn, and kill the process
+    /// inside the turn: before its append (holding the cluster's head row, which goes with its
+    /// connection, so the other replica saves at once) or after PostgreSQL committed it.
+    @Test(arguments: ["before-append", "after-append", "after-ack", "turn-before-append", "turn-after-append"])
     func aReplicaKilledAroundItsCommitRecovers(point: String) async throws {
         try await withCluster(replicas: 2) { c in
             await c.release()
@@ -96,38 +99,14 @@ import Testing
             let problems = try await Self.reopenAndCompare(c) { store -> [String] in
                 let found = try store.mainContext.fetch(Track.self).filter { $0.title == "k-3" }.count
                 switch point {
-                case "before-append": #expect(found == 0, "killed before its append, yet applied")
+                case "before-append", "turn-before-append":
+                    #expect(found == 0, "killed before its append, yet applied")
                 default: #expect(found == 1, "in PostgreSQL before the kill, found \(found) time(s)")
                 }
                 return try h.problems(in: store)
             }
             #expect(problems.isEmpty, "\(problems)")
             #expect(h.acknowledged.count == (point == "after-ack" ? 4 : 3) + 10)
-        }
-    }
-
-    @Test(arguments: ["turn-before-append", "turn-after-append"])
-    func aReplicaKilledInItsTurnLetsTheOthersSaveAndRecovers(point: String) async throws {
-        try await withCluster(replicas: 2) { c in
-            await c.release()
-            let history = c.root.appendingPathComponent("history")
-            // Every save of this process waits its turn; it dies in the turn of its fourth save,
-            // before its append (holding the head row) or after PostgreSQL committed it.
-            let killed = try await Self.runChild(c, replica: 0, name: "k", count: 10, history: history,
-                                                 kill: "\(point):3")
-            #expect(killed.status == 128 + SIGKILL, "\(killed.stderr)")
-            // The head row went with the dead process's connection: the other replica saves at once.
-            let other = try await Self.runChild(c, replica: 1, name: "o", count: 5, history: history)
-            let again = try await Self.runChild(c, replica: 0, name: "k2", count: 5, history: history)
-            #expect(other.status == 0 && again.status == 0, "\(other.stderr) \(again.stderr)")
-            let h = try ClusterHistory(files: [history])
-            #expect(h.acknowledged.count == 3 + 10, "every save after the kill acknowledged")
-            let problems = try await Self.reopenAndCompare(c) { store -> [String] in
-                let found = try store.mainContext.fetch(Track.self).filter { $0.title == "k-3" }.count
-                #expect(found == (point == "turn-before-append" ? 0 : 1), "found \(found) time(s)")
-                return try h.problems(in: store)
-            }
-            #expect(problems.isEmpty, "\(problems)")
         }
     }
 

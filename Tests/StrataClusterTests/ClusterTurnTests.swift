@@ -59,12 +59,10 @@ import Testing
 
     @Test func aReplicaThatKeepsLosingTheRaceWaitsItsTurnAndSaves() async throws {
         try await withCluster(replicas: 2) { c in
-            let other = c.replicas[1].store
-            let (store, log, session) = try await replicaWithRival(c, name: "loser") { n in
-                // Before each of its appends another machine appends first: every race is lost,
-                // and the turn starts behind.
-                _ = try other.saveAndWait { $0.insert(Genre(name: "Rival \(n)")) }
-            }
+            // Before each of its appends another machine appends first: every race is lost, and
+            // the turn starts behind.
+            let r = try await replicaWithRival(c, name: "loser") { "Rival \($0)" }
+            let (store, log, other) = (r.store, r.log, c.replicas[1].store)
             let before = try store.lastTransactionID
             let id = try await store.save { $0.insert(Genre(name: "Loser")) }
             #expect(log.races.load(ordering: .relaxed) == Writer.racesBeforeTurn)
@@ -77,20 +75,17 @@ import Testing
             for s in [store, other, c.replicas[0].store] {
                 #expect(try s.mainContext.fetch(Genre.self).map(\.name).sorted() == names)
             }
-            await store.detachReplication()
-            session.close()
-            store.close()
+            await r.close()
         }
     }
 
     @Test func aKeyTakenBeforeAReplicasTurnIsRefusedInItAsOnOneMachine() async throws {
         try await withCluster(replicas: 2) { c in
-            let other = c.replicas[1].store
-            let (store, log, session) = try await replicaWithRival(c, name: "late") { n in
-                // Right before its turn another machine saves the very name this replica inserts.
-                let name = n == Writer.racesBeforeTurn + 1 ? "Contested" : "Rival \(n)"
-                _ = try other.saveAndWait { $0.insert(Genre(name: name)) }
+            // Right before its turn another machine saves the very name this replica inserts.
+            let r = try await replicaWithRival(c, name: "late") { n in
+                n == Writer.racesBeforeTurn + 1 ? "Contested" : "Rival \(n)"
             }
+            let (store, log) = (r.store, r.log)
             await #expect {
                 _ = try await store.save { $0.insert(Genre(name: "Contested")) }
             } throws: { error in
@@ -103,21 +98,17 @@ import Testing
             _ = try await store.catchUpReplica()
             #expect(try store.mainContext.fetch(Genre.self).filter { $0.name == "Contested" }.count == 1)
             #expect(try await c.catchUpAll() == store.lastTransactionID)
-            await store.detachReplication()
-            session.close()
-            store.close()
+            await r.close()
         }
     }
 
     @Test func aTurnPublishesWhatItCaughtUpBeforeItsOwnSaveEachOnce() async throws {
         try await withCluster(replicas: 2) { c in
-            let other = c.replicas[1].store
             // No watch of other processes: the writer's own publication is all there is.
             var config = StoreConfiguration()
             config.otherProcessPollMilliseconds = 0
-            let (store, log, session) = try await replicaWithRival(c, name: "published", configuration: config) { n in
-                _ = try other.saveAndWait(author: "rival") { $0.insert(Genre(name: "Rival \(n)")) }
-            }
+            let r = try await replicaWithRival(c, name: "published", configuration: config) { "Rival \($0)" }
+            let (store, log) = (r.store, r.log)
             let stream = store.changes()
             let start = try store.lastTransactionID
             let id = try await store.save(author: "waiter") { $0.insert(Genre(name: "Waiter")) }
@@ -134,26 +125,40 @@ import Testing
             #expect(seen.map(\.0) == expected)
             #expect(seen.map(\.1) == Array(repeating: "rival", count: expected.count - 1) + ["waiter"])
             stream.cancel()
-            await store.detachReplication()
-            session.close()
-            store.close()
+            await r.close()
         }
     }
 
-    /// A replica joined to `c` whose appends race against `rival`, run before each race and
-    /// before the turn (given their number, from 1): the rival's save makes the shared head move,
-    /// so the race is lost as it would be to another machine, and the turn starts behind.
+    /// A replica joined to `c` whose appends race against the cluster's second replica, which
+    /// saves a genre named `rivalName(n)` (by author "rival") before each race and before the turn
+    /// (numbered from 1): the shared head then moves, so each race is lost as it would be to
+    /// another machine, and the turn starts behind.
     private func replicaWithRival(_ c: ClusterFixture, name: String,
                                   configuration: StoreConfiguration = StoreConfiguration(),
-                                  _ rival: @escaping @Sendable (Int) throws -> Void) async throws
-        -> (Store, RivalledLog, PostgresSession) {
+                                  rivalName: @escaping @Sendable (Int) -> String) async throws -> RivalledReplica {
+        let other = c.replicas[1].store
         let store = try await Cluster.join(at: c.root.appendingPathComponent(name), address: c.address,
                                            configuration: configuration)
         let session = PostgresSession(address: c.address, logger: .init(label: "test"))
-        let log = RivalledLog(SharedLog(session: session, replica: name), rival: rival)
+        let log = RivalledLog(SharedLog(session: session, replica: name)) { n in
+            _ = try other.saveAndWait(author: "rival") { $0.insert(Genre(name: rivalName(n))) }
+        }
         try store.attachReplication(log)
         try await store.catchUpReplica()
-        return (store, log, session)
+        return RivalledReplica(store: store, log: log, session: session)
+    }
+}
+
+/// A replica with a ``RivalledLog`` attached.
+struct RivalledReplica {
+    let store: Store
+    let log: RivalledLog
+    let session: PostgresSession
+
+    func close() async {
+        await store.detachReplication()
+        session.close()
+        store.close()
     }
 }
 
