@@ -116,7 +116,7 @@ extension Cluster {
             try log.appendInTurn { head in
                 var position = local
                 while position < head {
-                    let next = try log.entries(after: position, limit: 1_000)
+                    let next = try log.entries(after: position, limit: Follower.batch)
                     if let pending = next.first(where: { $0.schemaVersion > version }) {
                         chosen = pending
                         return []

@@ -137,8 +137,8 @@ final class PostgresSession: Sendable {
                 _ = try run("ROLLBACK")
             } catch {
                 // A connection left inside a failed transaction would refuse every later
-                // statement: the next call connects again instead.
-                dropConnection()
+                // statement: the next call connects again instead. (A broken one is gone already.)
+                if let conn = state.withLock({ $0.connection }) { drop(conn) }
             }
             throw error
         }
@@ -178,15 +178,16 @@ final class PostgresSession: Sendable {
         }
         let id = nextID.add(1, ordering: .relaxed).oldValue
         var configuration = address.configuration
+        // Below the client's deadline, so that PostgreSQL's cancel (nothing done) comes first.
+        let serverTimeoutMs = "\(Self.deadline.nanoseconds / 1_000_000 - 1_000)"
         // Appends rely on READ COMMITTED (see SharedLog), whatever the database's default.
         configuration.options.additionalStartupParameters = [
             ("default_transaction_isolation", "read committed"),
-            // Below the client's deadline, so that PostgreSQL's cancel (nothing done) comes first.
-            ("statement_timeout", "\(Self.deadline.nanoseconds / 1_000_000 - 1_000)"),
+            ("statement_timeout", serverTimeoutMs),
             // A client that stops answering inside a transaction (a replica waiting its turn holds
             // the cluster's head row, which every machine's append needs) loses it, and its locks,
             // after as long: not after TCP keepalive's hours.
-            ("idle_in_transaction_session_timeout", "\(Self.deadline.nanoseconds / 1_000_000 - 1_000)"),
+            ("idle_in_transaction_session_timeout", serverTimeoutMs),
         ]
         do {
             let conn = try PostgresConnection.connect(on: Self.eventLoops.next(),
@@ -216,16 +217,6 @@ final class PostgresSession: Sendable {
             throw .notConnected(e.reason)
         } catch {
             throw .notConnected("cannot connect to PostgreSQL at \(address): \(Self.describe(error))")
-        }
-    }
-
-    /// Closes the current connection, if any; the next call connects again.
-    private func dropConnection() {
-        if let conn = state.withLock({ s -> PostgresConnection? in
-            defer { s.connection = nil }
-            return s.connection
-        }) {
-            closeWithoutWaiting(conn)
         }
     }
 

@@ -160,6 +160,8 @@ extension Writer {
                     """))
             }
             let group = try apply(batch, txn, env: env)
+            assert(group.entries.first.map { $0.transactionID == sharedHead.next } ?? true,
+                   "a group in its turn follows the shared head")
             applied = (group, caughtUpThrough)
             return sharedEntries(group)
         }
