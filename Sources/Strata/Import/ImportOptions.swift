@@ -50,6 +50,15 @@ public struct ImportOptions: Sendable {
     public var maxHeldRecords = 1_000_000
     /// How the records are written (``ImportMode``): `auto` by default.
     public var mode = ImportMode.auto
+    /// The largest input (all files together, in bytes) a bulk import into a store with an empty
+    /// state resolves in memory: its saves look keys and links up in hash tables instead of the
+    /// new generation's B-trees, and the generation is written once, every database in key
+    /// order. Larger inputs, imports into a store with objects, and imports with
+    /// ``continueOnError`` save through the B-trees, whose memory does not grow with the input.
+    /// The state in memory takes about three times the input: the default, 128 MiB (about
+    /// 500,000 generated library records), keeps an import under about 450 MB. 0: never in memory.
+    /// See BENCHMARKS.md (W11) for the time and memory each way.
+    public var bulkInMemoryMaxInputBytes = 128 << 20
 
     /// Options with the defaults: batches of 5,000 records, stop at the first bad record, author `import`, a new
     /// import id, the format from each file's extension.
@@ -70,6 +79,9 @@ public struct ImportOptions: Sendable {
         if maxLineBytes < 1 { bad("maxLineBytes", "must be at least 1, not \(maxLineBytes)") }
         if maxReportedIssues < 1 { bad("maxReportedIssues", "must be at least 1, not \(maxReportedIssues)") }
         if maxHeldRecords < 0 { bad("maxHeldRecords", "must be at least 0, not \(maxHeldRecords)") }
+        if bulkInMemoryMaxInputBytes < 0 {
+            bad("bulkInMemoryMaxInputBytes", "must be at least 0, not \(bulkInMemoryMaxInputBytes)")
+        }
         if rejectsPath != nil && !continueOnError { bad("rejectsPath", "is only written with continueOnError") }
         return out
     }

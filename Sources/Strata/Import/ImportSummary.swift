@@ -23,4 +23,8 @@ public struct ImportSummary: Sendable, Equatable {
     /// How the records were written: ``ImportMode/bulk`` or ``ImportMode/incremental`` (what
     /// ``ImportMode/auto`` chose).
     public let mode: ImportMode
+    /// Whether a bulk import resolved its records in memory
+    /// (``ImportOptions/bulkInMemoryMaxInputBytes``) rather than through the new generation's
+    /// B-trees; false for an incremental import.
+    public let inMemory: Bool
 }

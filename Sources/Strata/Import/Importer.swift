@@ -90,7 +90,7 @@ public final class Importer: Sendable {
                              skippedLinks: state.skippedLinks, transactions: state.transactions.count,
                              firstTransaction: state.transactions.first, lastTransaction: state.transactions.last,
                              seconds: (ContinuousClock.now - clock).seconds,
-                             mode: state.bulk == nil ? .incremental : .bulk)
+                             mode: state.bulk == nil ? .incremental : .bulk, inMemory: state.bulk?.memory != nil)
     }
 
     /// Records a bulk import gathers before they are saved in one write transaction of the new
@@ -112,6 +112,9 @@ public final class Importer: Sendable {
     /// Measured with 100,000 records into a 1,000,000-record store: batches of 5,000 committed
     /// alone took 6.2 s and wrote 5.8 GB; grouped by 25,000, 4.1–4.6 s and 1.05 GB.
     static let incrementalGroupRecords = 25_000
+    /// Input bytes per record a bulk import in memory sizes its tables by (the generated library
+    /// and catalog have about 250).
+    static let inputBytesPerRecord = 256
 
     /// The bulk load the import writes into, or nil to write into the live store
     /// (``ImportOptions/mode``; see ``ImportMode/auto`` for its choice).
@@ -121,7 +124,7 @@ public final class Importer: Sendable {
             return nil
         case .bulk:
             s.report(.copying, records: 0, bytes: 0, force: true)
-            return try await store.beginBulkLoad()
+            return try await store.beginBulkLoad(inMemory: inMemory(s), expectedObjects: s.totalBytes / Self.inputBytesPerRecord)
         case .auto:
             // A replica's saves go through its cluster, batch by batch.
             guard let writer = store.writer, !writer.isReplica.load(ordering: .acquiring),
@@ -129,12 +132,19 @@ public final class Importer: Sendable {
                   s.totalBytes * ImportMode.autoBulkRatio >= store.env.fileBytes else { return nil }
             s.report(.copying, records: 0, bytes: 0, force: true)
             do {
-                return try await store.beginBulkLoad()
+                return try await store.beginBulkLoad(inMemory: inMemory(s), expectedObjects: s.totalBytes / Self.inputBytesPerRecord)
             } catch StrataError.storeBusy {
                 // Another process opened the store since: batch by batch, beside it.
                 return nil
             }
         }
+    }
+
+    /// Whether a bulk load may resolve this import in memory
+    /// (``ImportOptions/bulkInMemoryMaxInputBytes``; never with
+    /// ``ImportOptions/continueOnError``, whose saves must be undone one by one).
+    private func inMemory(_ s: ImportState) -> Bool {
+        !options.continueOnError && s.totalBytes <= options.bulkInMemoryMaxInputBytes
     }
 
     /// Starts saving the batches a bulk import has gathered, in one write transaction of its new

@@ -18,6 +18,12 @@ import Synchronization
 /// LMDB write transaction (``write(_:)``) and none is synced before the switch: the pages of the
 /// B-trees are copied once per shared transaction, not once per save.
 ///
+/// When the load starts from a store whose state is empty (no objects, links or keys: a new
+/// store, or one whose objects were all deleted) and its caller allows it, the saves are resolved
+/// against a ``BulkMemoryState`` instead of the new generation's B-trees: the same resolution,
+/// with lookups in hash tables, the log entries appended to the generation as before, and the
+/// state written once at the end, every database in key order (``finish()``).
+///
 /// Exactly one of ``finish()`` and ``abandon()`` ends it. Its long steps (the copies, the write
 /// transactions) run on a queue of its own, not on a thread of Swift's cooperative pool (two
 /// threads on a two-core machine), which other tasks of the process need meanwhile.
@@ -33,6 +39,9 @@ final class BulkLoad: Sendable {
     private let lock: StoreLock
     private let oldEnv: LMDBEnvironment
     private let queue = DispatchQueue(label: "strata.bulk-load")
+    /// The state the saves are resolved against when the load keeps it in memory; nil when they
+    /// write the new generation's B-trees.
+    let memory: BulkMemoryState?
 
     private struct State {
         var generation: PendingGeneration
@@ -48,8 +57,10 @@ final class BulkLoad: Sendable {
     var env: LMDBEnvironment { state.withLock { $0.generation.env } }
 
     fileprivate init(store: Store, base: TransactionID, horizon: TransactionID, generation: PendingGeneration,
-                     pause: WriterPause, writer: Writer, lock: StoreLock, oldEnv: LMDBEnvironment) {
+                     pause: WriterPause, writer: Writer, lock: StoreLock, oldEnv: LMDBEnvironment,
+                     memory: BulkMemoryState?) {
         self.store = store
+        self.memory = memory
         self.base = base
         self.horizon = horizon
         self.pause = pause
@@ -77,6 +88,27 @@ final class BulkLoad: Sendable {
         precondition(!state.withLock { $0.ended }, "BulkLoad.write after the load ended")
         try store.checkUsable()
         let env = self.env, schema = store.schema, limits = store.configuration
+        if let memory {
+            return try await onQueue { [self] () throws -> (result: R, committed: [TransactionID]) in
+                // Resolved once, in memory; only the log entries go to the generation, in a
+                // transaction that can be run again whole when the map has to grow.
+                let last = try env.read { try ReadView(txn: $0, env: env, schema: schema).lastTransactionID() }
+                var writer = BulkWriter(memory: memory, env: env, schema: schema, limits: limits, next: last.next)
+                let result = try body(&writer)
+                let entries = writer.loggedEntries
+                if !entries.isEmpty {
+                    try env.writeGrowing { txn in
+                        for (tx, encoded) in entries {
+                            _ = try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
+                                try encoded.withUnsafeBytes { try txn.put(env[.log], key: key, value: $0, mode: .append) }
+                            }
+                        }
+                    }
+                }
+                state.withLock { $0.transactions += writer.transactions }
+                return (result: result, committed: writer.transactions)
+            }
+        }
         return try await onQueue { [self] () throws -> (result: R, committed: [TransactionID]) in
             defer { releaseMappedPages(of: env) }
             // As `writeGrowing`, returning the body's result.
@@ -84,7 +116,8 @@ final class BulkLoad: Sendable {
                 do {
                     let outcome = try env.write { txn in
                         let last = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
-                        var writer = BulkWriter(txn: txn, env: env, schema: schema, limits: limits, next: last.next)
+                        var writer = BulkWriter(txn: txn, env: env, schema: schema, limits: limits,
+                                                next: last.next)
                         let result = try body(&writer)
                         return (result: result, committed: writer.transactions)
                     }
@@ -137,7 +170,18 @@ final class BulkLoad: Sendable {
         precondition(!state.withLock { $0.ended }, "BulkLoad.finish after the load ended")
         do {
             try store.checkUsable()
-            try await onQueue { [self] in try compactBuiltGeneration() }
+            if let memory {
+                let env = self.env, store = self.store
+                // Written straight into the generation the log went to: every database in key
+                // order, so it is compact as built.
+                try await onQueue {
+                    try memory.write(into: env, sortBudgetBytes: store.configuration.indexSortBudgetBytes,
+                                     permissions: StorePermissions(store.configuration), logger: store.logger,
+                                     checkUsable: store.checkUsable)
+                }
+            } else {
+                try await onQueue { [self] in try compactBuiltGeneration() }
+            }
         } catch {
             abandon()
             throw error
@@ -228,12 +272,17 @@ private final class ReleasingReads: PinnedRead {
 /// Saves inside one of a ``BulkLoad``'s write transactions, each resolved, applied and logged as
 /// the writer does it, with the next transaction id.
 struct BulkWriter {
-    let txn: LMDBTransaction
+    /// The transaction of the generation the saves write into, or nil when they are resolved
+    /// against ``memory``.
+    private let txn: LMDBTransaction?
     let env: LMDBEnvironment
+    private let memory: BulkMemoryState?
     let schema: Schema
     let limits: StoreConfiguration
     private(set) var next: TransactionID
     private(set) var transactions: [TransactionID] = []
+    /// With ``memory``: each save's encoded log entry, for the load to append.
+    private(set) var loggedEntries: [(TransactionID, [UInt8])] = []
     /// ``StateApplier/writesSinceRelease`` of the last save, for the next one: the saves of one
     /// transaction release the mapped pages every ``StateApplier/bulkLoadReleaseInterval`` writes
     /// whatever the batch size.
@@ -243,6 +292,17 @@ struct BulkWriter {
                      next: TransactionID) {
         self.txn = txn
         self.env = env
+        memory = nil
+        self.schema = schema
+        self.limits = limits
+        self.next = next
+    }
+
+    fileprivate init(memory: BulkMemoryState, env: LMDBEnvironment, schema: Schema, limits: StoreConfiguration,
+                     next: TransactionID) {
+        txn = nil
+        self.env = env
+        self.memory = memory
         self.schema = schema
         self.limits = limits
         self.next = next
@@ -252,13 +312,28 @@ struct BulkWriter {
     /// validation, one log entry. Returns its transaction id, or nil when it changed nothing.
     /// With `isolated`, it runs in a nested transaction, so that when it throws nothing of it is
     /// left (and the transaction can go on); otherwise an error leaves the whole transaction
-    /// unusable (the caller lets it abort).
+    /// unusable (the caller lets it abort). A load in memory cannot undo a save: `isolated` is
+    /// refused there, and an error leaves the whole load unusable (the caller abandons it).
     mutating func save(_ changes: ChangeSet, author: String, metadata: [String: String],
                        isolated: Bool) throws -> TransactionID? {
         if changes.count > limits.maxChangesPerSave {
             throw StrataError.saveTooLarge(changes: changes.count, limit: limits.maxChangesPerSave)
         }
         let tx = next
+        guard let txn else {
+            guard let memory else { preconditionFailure("a BulkWriter writes into a transaction or into memory") }
+            precondition(!isolated, "a bulk load in memory cannot undo a save (isolated saves need the B-trees)")
+            var resolver = SaveResolver(applier: BulkMemoryApplier(state: memory, transactionID: tx), limits: limits)
+            try resolver.run(changes)
+            guard !resolver.changes.isEmpty else { return nil }
+            let entry = LogEntry(transactionID: tx, schemaVersion: schema.version,
+                                 timestampMs: Int64(Date().timeIntervalSince1970 * 1000), author: author,
+                                 metadata: metadata, changes: resolver.changes)
+            loggedEntries.append((tx, LogEntryCodec.encode(entry)))
+            transactions.append(tx)
+            next = tx.next
+            return tx
+        }
         let (env, schema, limits) = (self.env, self.schema, self.limits)
         var writes = writesSinceRelease
         func run(_ txn: LMDBTransaction) throws -> Bool {
@@ -297,8 +372,10 @@ struct BulkWriter {
 extension Store {
     /// Starts a ``BulkLoad``: takes the store's lock exclusively (refused with
     /// ``StrataError/storeBusy(path:processIDs:)`` when another process has the store open),
-    /// pauses the writer, and copies the live generation's state and log into a new one.
-    func beginBulkLoad() async throws -> BulkLoad {
+    /// pauses the writer, and copies the live generation's state and log into a new one. With
+    /// `inMemory`, a load from a store whose state is empty resolves its saves in memory
+    /// (``BulkMemoryState``, sized for `expectedObjects`; its saves cannot be `isolated`).
+    func beginBulkLoad(inMemory: Bool = false, expectedObjects: Int = 0) async throws -> BulkLoad {
         try checkUsable()
         guard let writer, let lock else { throw StrataError.readOnly(path: path) }
         if writer.isReplica.load(ordering: .acquiring) {
@@ -324,6 +401,11 @@ extension Store {
                 defer { snapshot.close() }
                 let base = snapshot.transactionID
                 let horizon = try snapshot.read { try $0.horizon() }
+                let stateIsEmpty = try snapshot.read { view in
+                    try [DatabaseName.objects, .links, .indexes, .uniques].allSatisfy {
+                        try view.txn.entryCount(view.env[$0]) == 0
+                    }
+                }
                 try checkRoomForGeneration(snapshot)
                 let generation = try makeGeneration(like: snapshot.env)
                 // The load reads back what it writes (its saves look up unique keys and
@@ -344,7 +426,9 @@ extension Store {
                     throw error
                 }
                 return BulkLoad(store: self, base: base, horizon: horizon, generation: generation, pause: pause,
-                                writer: writer, lock: lock, oldEnv: snapshot.env)
+                                writer: writer, lock: lock, oldEnv: snapshot.env,
+                                memory: inMemory && stateIsEmpty
+                                    ? BulkMemoryState(schema: schema, expectedObjects: expectedObjects) : nil)
             } catch {
                 lock.shared()
                 pause.resume()

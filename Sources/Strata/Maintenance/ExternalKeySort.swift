@@ -41,8 +41,12 @@ struct ExternalKeySort {
     /// Run files that could not be removed (their paths), for the caller to report.
     private(set) var unremovedFiles: [String] = []
 
+    /// The start of the run files' names (two sorts sharing a directory need different ones).
+    let filePrefix: String
+
     init(budgetBytes: Int, directory: String, permissions: StorePermissions = .private, mergeWidth: Int = 64,
-         ioChunkBytes: Int? = nil) {
+         ioChunkBytes: Int? = nil, filePrefix: String = "sort-run-") {
+        self.filePrefix = filePrefix
         precondition(budgetBytes > 0, "the budget of an external sort must be positive")
         precondition(mergeWidth >= 2, "a merge needs at least two runs")
         self.budgetBytes = budgetBytes
@@ -59,6 +63,12 @@ struct ExternalKeySort {
         if run.byteCount >= budgetBytes { try spill() }
     }
 
+    /// Adds `key` with `value`.
+    mutating func add(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws {
+        run.add(key: key, value: value)
+        if run.byteCount >= budgetBytes { try spill() }
+    }
+
     /// Sorts the entries in memory and writes them to a new run file.
     private mutating func spill() throws {
         run.sortIfNeeded()
@@ -71,7 +81,7 @@ struct ExternalKeySort {
     }
 
     private mutating func newRunWriter() throws -> RunWriter {
-        let path = directory + "/sort-run-\(filesMade).tmp"
+        let path = directory + "/\(filePrefix)\(filesMade).tmp"
         filesMade += 1
         return try RunWriter(path: path, permissions: permissions, chunkBytes: ioChunkBytes)
     }

@@ -1,0 +1,487 @@
+import Logging
+import StrataLMDB
+
+/// The state of a bulk load that started from an empty store, held in memory while the load's
+/// saves are resolved against it (``BulkMemoryApplier``, through the writer's own
+/// ``SaveResolver``), then written into the load's new generation once, every database in key
+/// order (``write(into:)``).
+///
+/// Resolving a save against the B-trees puts every unique and link key at a random place of its
+/// tree, page copies and cache misses included; here a save costs hash-table lookups, and the
+/// trees are built with appends at the end. The state is what ``StateApplier`` would have left
+/// in the B-trees, change for change (the same resolution, the same rules for duplicate ids and
+/// unique keys), so the generation is byte for byte what the saves would have written.
+///
+/// Memory: each object's encoded record (in chunks of ``ByteArena/chunkBytes``), its id and
+/// number, its unique keys in a table, and 8 bytes per link entry plus a table entry per
+/// (relationship, object) that has links. A bulk load uses it only for an input below
+/// ``Importer/bulkInMemoryMaxInputBytes``; larger ones save through the B-trees.
+///
+/// Thread safety (why `@unchecked Sendable` is sound): a ``BulkLoad`` creates one, hands it to
+/// the saves that run on its serial queue, one after another, and reads it in ``write(into:)``
+/// on that queue after the last of them; nothing else holds it. The queue orders every access.
+final class BulkMemoryState: @unchecked Sendable {
+    let schema: Schema
+    /// Every object ever inserted, by number (insertion order).
+    private var ids: [ObjectID] = []
+    private var numbers: [ObjectID: Int32] = [:]
+    /// Where each object's encoded record is in ``arena``; a count of 0 for a deleted object.
+    private var locations: [ByteArena.Location] = []
+    private var arena = ByteArena()
+    /// Unique key → the number of the object holding it.
+    private var uniques: [ByteKey: Int32] = [:]
+    /// (relationship tag << 32 | object number) → its most recent link entry in ``edges``.
+    private var heads: [UInt64: Int32] = [:]
+    /// Link entries: the target's number (-1 once unlinked) and the entry before it from the same
+    /// head (-1 for none).
+    private var edges: [(to: Int32, next: Int32)] = []
+    /// Every live link entry as tag (16 bits) · source number (24) · target number (24): an
+    /// entry is found without walking its head's list (a genre's tracks are thousands).
+    private var liveEdges: Set<UInt64> = []
+    /// Objects a state can number (the 24 bits of ``liveEdges``): 16,777,215. The default
+    /// ``ImportOptions/bulkInMemoryMaxInputBytes``, 128 MiB, holds fewer than 9.6 million
+    /// records (a record's line is at least 14 bytes, `{"entity":"A"}`); a larger setting can
+    /// reach it, and the insert past it is refused (``StrataError/invalidConfiguration(field:value:reason:)``).
+    static let maxObjects = (1 << 24) - 1
+    /// Live objects per entity tag.
+    private var counts: [UInt16: Int] = [:]
+    /// Entities whose count a save changed (by its net inserts and deletes): a save through the
+    /// B-trees writes their count entries, zero included, and no others.
+    private var countsWritten: Set<UInt16> = []
+
+    /// A state for about `expectedObjects` objects (0: unknown): its tables are sized for them
+    /// up front, not rehashed as they grow (with links estimated at four entries an object).
+    init(schema: Schema, expectedObjects: Int = 0) {
+        self.schema = schema
+        guard expectedObjects > 0 else { return }
+        ids.reserveCapacity(expectedObjects)
+        numbers.reserveCapacity(expectedObjects)
+        locations.reserveCapacity(expectedObjects)
+        uniques.reserveCapacity(expectedObjects)
+        heads.reserveCapacity(expectedObjects * 2)
+        edges.reserveCapacity(expectedObjects * 4)
+        liveEdges.reserveCapacity(expectedObjects * 4)
+    }
+
+    /// Objects inserted and not deleted.
+    var objectCount: Int { counts.values.reduce(0, +) }
+
+    fileprivate func number(_ id: ObjectID) -> Int32? {
+        guard let n = numbers[id], locations[Int(n)].count > 0 else { return nil }
+        return n
+    }
+
+    fileprivate func existingNumber(_ id: ObjectID, _ what: String) throws -> Int32 {
+        guard let n = number(id) else { throw StrataError.corruptRecord(id: id, reason: "\(what) of a missing object") }
+        return n
+    }
+
+    fileprivate func record(number n: Int32) throws -> Record {
+        let id = ids[Int(n)]
+        return try arena.withBytes(locations[Int(n)]) { try RecordCodec.decode($0, id: id, schema: schema) }
+    }
+
+    fileprivate func store(_ record: Record, number n: Int32) {
+        locations[Int(n)] = arena.append(RecordCodec.encode(record))
+    }
+
+    /// Adds an object (or gives a deleted one its number back); false when the id is live.
+    fileprivate func insert(_ record: Record) throws -> Bool {
+        let n: Int32
+        if let old = numbers[record.id] {
+            guard locations[Int(old)].count == 0 else { return false }
+            n = old
+        } else {
+            n = Int32(ids.count)
+            guard ids.count < Self.maxObjects else {
+                throw StrataError.invalidConfiguration(
+                    field: "bulkInMemoryMaxInputBytes", value: "an input of more than \(Self.maxObjects) records",
+                    reason: "a bulk import resolves at most \(Self.maxObjects) records in memory: lower it (or 0)")
+            }
+            ids.append(record.id)
+            numbers[record.id] = n
+            locations.append(ByteArena.Location(chunk: 0, offset: 0, count: 0))
+        }
+        store(record, number: n)
+        counts[record.entity.tag, default: 0] += 1
+        return true
+    }
+
+    fileprivate func countWritten(_ entity: UInt16) { countsWritten.insert(entity) }
+
+    fileprivate func remove(number n: Int32, entity: UInt16) {
+        locations[Int(n)] = ByteArena.Location(chunk: 0, offset: 0, count: 0)
+        counts[entity, default: 0] -= 1
+    }
+
+    fileprivate func uniqueOwner(_ key: ByteKey) -> Int32? {
+        guard let n = uniques[key], locations[Int(n)].count > 0 else { return nil }
+        return n
+    }
+
+    fileprivate func setUnique(_ key: ByteKey, _ owner: Int32?) { uniques[key] = owner }
+
+    private static func head(_ tag: UInt16, _ from: Int32) -> UInt64 { UInt64(tag) << 32 | UInt64(UInt32(from)) }
+
+    /// The live targets' numbers of `from`'s link entries under `tag`, newest first.
+    fileprivate func targetNumbers(_ tag: UInt16, from: Int32) -> [Int32] {
+        var out: [Int32] = []
+        var e = heads[Self.head(tag, from)] ?? -1
+        while e >= 0 {
+            let edge = edges[Int(e)]
+            if edge.to >= 0 { out.append(edge.to) }
+            e = edge.next
+        }
+        return out
+    }
+
+    private static func edgeKey(_ tag: UInt16, _ from: Int32, _ to: Int32) -> UInt64 {
+        UInt64(tag) << 48 | UInt64(UInt32(from)) << 24 | UInt64(UInt32(to))
+    }
+
+    fileprivate func linked(_ tag: UInt16, _ from: Int32, _ to: Int32) -> Bool {
+        liveEdges.contains(Self.edgeKey(tag, from, to))
+    }
+
+    /// Adds the entry `from` → `to` under `tag` unless it is there (a put of an existing key).
+    fileprivate func addEdge(_ tag: UInt16, _ from: Int32, _ to: Int32) {
+        guard liveEdges.insert(Self.edgeKey(tag, from, to)).inserted else { return }
+        let key = Self.head(tag, from)
+        precondition(edges.count < Int(Int32.max), "a bulk load in memory holds at most 2^31 - 1 link entries")
+        edges.append((to: to, next: heads[key] ?? -1))
+        heads[key] = Int32(edges.count - 1)
+    }
+
+    /// Removes the entry `from` → `to` under `tag` if it is there (a delete of a missing key does
+    /// nothing).
+    fileprivate func removeEdge(_ tag: UInt16, _ from: Int32, _ to: Int32) {
+        guard liveEdges.remove(Self.edgeKey(tag, from, to)) != nil else { return }
+        var e = heads[Self.head(tag, from)] ?? -1
+        while e >= 0, edges[Int(e)].to != to { e = edges[Int(e)].next }
+        assert(e >= 0, "a live link entry is on its head's list")
+        if e >= 0 { edges[Int(e)].to = -1 }
+    }
+
+    fileprivate func id(_ n: Int32) -> ObjectID { ids[Int(n)] }
+
+    /// Writes the state into `env`, whose objects, links, indexes and uniques must be empty,
+    /// every database in key order with appends: the records in id order, their index and unique
+    /// keys through two ``ExternalKeySort``s of `sortBudgetBytes` each (run files in the
+    /// generation's directory past it), the links, and the count of every entity an insert
+    /// touched. Frees the unique table first (the keys are derived from the records again).
+    /// `checkUsable` is called between batches (a closed store ends the write).
+    func write(into env: LMDBEnvironment, sortBudgetBytes: Int, permissions: StorePermissions, logger: Logger,
+               checkUsable: () throws -> Void) throws {
+        try env.read { txn in
+            for name in [DatabaseName.objects, .links, .indexes, .uniques] where try txn.entryCount(env[name]) != 0 {
+                throw StrataError.corruptRecord(
+                    id: ObjectID(high: 0, low: 0),
+                    reason: "a bulk load in memory found \(name.rawValue) not empty in its generation")
+            }
+        }
+        uniques = [:]
+        var indexSort = ExternalKeySort(budgetBytes: sortBudgetBytes, directory: env.path, permissions: permissions,
+                                        filePrefix: "sort-run-index-")
+        var uniqueSort = ExternalKeySort(budgetBytes: sortBudgetBytes, directory: env.path, permissions: permissions,
+                                         filePrefix: "sort-run-unique-")
+        defer {
+            for var sort in [indexSort, uniqueSort] {
+                sort.discard()
+                for path in sort.unremovedFiles {
+                    logger.warning("could not remove \(path), a temporary file of a bulk import: remove it by hand")
+                }
+            }
+        }
+        let live = ids.indices.filter { locations[$0].count > 0 }.sorted { ids[$0] < ids[$1] }
+        var rank = [UInt32](repeating: .max, count: ids.count)
+        for (r, i) in live.enumerated() { rank[i] = UInt32(r) }
+        var written: [UInt16: Int] = [:]
+        var batch = KeyRun()
+        func flush(_ run: KeyRun, into name: DatabaseName) throws {
+            guard !run.entries.isEmpty else { return }
+            try env.writeGrowing { txn in
+                try txn.withAppender(env[name]) { appender in
+                    for i in run.entries.indices {
+                        try run.withEntry(i) { k, v in try appender.append(key: k, value: v) }
+                    }
+                }
+            }
+            if env.options.noSync { env.startWriteback() }
+            try checkUsable()
+        }
+        for i in live {
+            let id = ids[i]
+            try arena.withBytes(locations[i]) { bytes in
+                let r = try RecordCodec.decode(bytes, id: id, schema: schema)
+                try id.withKeyBytes { key in
+                    batch.add(key: key, value: bytes, sorted: true)
+                    for index in r.entity.indexes {
+                        try indexSort.addKey { Layout.appendIndexKey(index, record: r.values, id: id, to: &$0) }
+                    }
+                    for unique in r.entity.uniques {
+                        if let k = try Layout.uniqueKey(unique, record: r.values, entity: r.entity, id: id) {
+                            try k.withUnsafeBytes { try uniqueSort.add(key: $0, value: key) }
+                        }
+                    }
+                }
+                written[r.entity.tag, default: 0] += 1
+            }
+            if batch.byteCount >= BulkStateBuilder.batchBytes {
+                try flush(batch, into: .objects)
+                batch.removeAll()
+            }
+        }
+        try flush(batch, into: .objects)
+        for (tag, n) in counts where written[tag] ?? 0 != n {
+            throw StrataError.corruptRecord(
+                id: ObjectID(high: UInt64(tag) << 48, low: 0),
+                reason: "a bulk load in memory counted \(n) objects of entity tag \(tag) and wrote \(written[tag] ?? 0)")
+        }
+        try indexSort.drain(batchBytes: BulkStateBuilder.batchBytes) { try flush($0, into: .indexes) }
+        var previous: [UInt8]?
+        try uniqueSort.drain(batchBytes: BulkStateBuilder.batchBytes) { run in
+            // The table held each key once: two equal keys here mean the state lost track.
+            guard let last = run.entries.indices.last else { return }
+            for i in run.entries.indices where i == 0 ? run.key(0) == previous : run.sameKey(i - 1, i) {
+                throw StrataError.corruptRecord(id: run.value(i),
+                                                reason: "a bulk load in memory holds a unique key twice")
+            }
+            previous = run.key(last)
+            try flush(run, into: .uniques)
+        }
+        try writeLinks(into: env, rank: rank, checkUsable: checkUsable)
+        try env.writeGrowing { txn in
+            for tag in countsWritten {
+                try txn.put(env[.counts], key: MetaKey.count(tag), value: MetaKey.countValue(counts[tag] ?? 0))
+            }
+        }
+    }
+
+    /// Every live link entry, appended in key order (relationship tag, source id, target id),
+    /// about ``BulkStateBuilder/batchBytes`` per write transaction. `rank` gives each live
+    /// object's place in id order, so heads and targets sort as integers.
+    private func writeLinks(into env: LMDBEnvironment, rank: [UInt32], checkUsable: () throws -> Void) throws {
+        // tag (16 bits) · the source's rank (32 bits): the links database's order of heads.
+        var sortedHeads: [(order: UInt64, first: Int32, from: Int32)] = []
+        sortedHeads.reserveCapacity(heads.count)
+        for (head, first) in heads {
+            let from = Int(UInt32(truncatingIfNeeded: head))
+            guard rank[from] != .max else { continue }   // deleted: its links went with it
+            sortedHeads.append(((head >> 32) << 32 | UInt64(rank[from]), first, Int32(from)))
+        }
+        sortedHeads.sort { $0.order < $1.order }
+        var keys: [UInt8] = []
+        keys.reserveCapacity(BulkStateBuilder.batchBytes + 4096)
+        func flush() throws {
+            guard !keys.isEmpty else { return }
+            try env.writeGrowing { txn in
+                try txn.withAppender(env[.links]) { appender in
+                    try keys.withUnsafeBytes { all in
+                        var at = 0
+                        while at < all.count {
+                            let key = UnsafeRawBufferPointer(rebasing: all[at..<at + 34])
+                            // An empty value at a valid address (LMDB copies it with memcpy).
+                            try appender.append(key: key, value: UnsafeRawBufferPointer(start: key.baseAddress, count: 0))
+                            at += 34
+                        }
+                    }
+                }
+            }
+            keys.removeAll(keepingCapacity: true)
+            if env.options.noSync { env.startWriteback() }
+            try checkUsable()
+        }
+        var targets: [(rank: UInt32, number: Int32)] = []
+        for (order, first, from) in sortedHeads {
+            let tag = UInt16(truncatingIfNeeded: order >> 32)
+            targets.removeAll(keepingCapacity: true)
+            var e = first
+            while e >= 0 {
+                let edge = edges[Int(e)]
+                if edge.to >= 0 { targets.append((rank[Int(edge.to)], edge.to)) }
+                e = edge.next
+            }
+            guard !targets.isEmpty else { continue }
+            targets.sort { $0.rank < $1.rank }
+            let prefix = Layout.linkPrefix(tag, ids[Int(from)])
+            for t in targets {
+                keys.append(contentsOf: prefix)
+                ids[Int(t.number)].appendKeyBytes(to: &keys)
+            }
+            if keys.count >= BulkStateBuilder.batchBytes { try flush() }
+        }
+        try flush()
+    }
+}
+
+/// Bytes appended in chunks that never move (a growing array would copy everything it holds
+/// each time it doubles, and hold twice its size meanwhile).
+struct ByteArena {
+    static let chunkBytes = 1 << 20
+    struct Location {
+        var chunk: UInt32
+        var offset: UInt32
+        var count: UInt32
+    }
+    private var chunks: [[UInt8]] = []
+
+    /// Stores `bytes` (not empty) in the last chunk, or in a new one (of ``chunkBytes``, or of
+    /// their size when larger) when they do not fit in what it has reserved.
+    mutating func append(_ bytes: [UInt8]) -> Location {
+        precondition(!bytes.isEmpty, "an empty entry cannot be told from a deleted one")
+        if chunks.isEmpty || chunks[chunks.count - 1].count + bytes.count > chunks[chunks.count - 1].capacity {
+            var chunk: [UInt8] = []
+            chunk.reserveCapacity(max(Self.chunkBytes, bytes.count))
+            chunks.append(chunk)
+        }
+        let c = chunks.count - 1
+        let offset = chunks[c].count
+        chunks[c].append(contentsOf: bytes)
+        return Location(chunk: UInt32(c), offset: UInt32(offset), count: UInt32(bytes.count))
+    }
+
+    func withBytes<R>(_ l: Location, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try chunks[Int(l.chunk)].withUnsafeBytes {
+            try body(UnsafeRawBufferPointer(rebasing: $0[Int(l.offset)..<Int(l.offset) + Int(l.count)]))
+        }
+    }
+}
+
+/// ``StateStore`` over a ``BulkMemoryState``: what ``StateApplier`` does to the B-trees, done to
+/// the tables in memory, with the same errors (a live id inserted again, a unique key another
+/// object holds, an update or delete of a missing object).
+struct BulkMemoryApplier: StateStore {
+    let state: BulkMemoryState
+    var transactionID: TransactionID
+    var defersUniqueClashes = false
+    private var deferredUniques: [DeferredUniqueKey] = []
+    /// Net inserts less deletes per entity in this save (as ``StateApplier`` counts them).
+    private var countDeltas: [UInt16: Int] = [:]
+
+    init(state: BulkMemoryState, transactionID: TransactionID) {
+        self.state = state
+        self.transactionID = transactionID
+    }
+
+    var schema: Schema { state.schema }
+
+    private func entity(of id: ObjectID) throws -> EntityDescription {
+        guard let e = schema.entity(tag: id.entityTag) else {
+            throw StrataError.corruptRecord(
+                id: id, reason: "no entity with tag \(id.entityTag) in schema \(schema.model) v\(schema.version)")
+        }
+        return e
+    }
+
+    func record(_ id: ObjectID) throws -> Record? { try state.number(id).map { try state.record(number: $0) } }
+
+    func exists(_ id: ObjectID) throws -> Bool { state.number(id) != nil }
+
+    func targets(_ tag: UInt16, from: ObjectID) throws -> [ObjectID] {
+        guard let n = state.number(from) else { return [] }
+        return state.targetNumbers(tag, from: n).map(state.id).sorted()
+    }
+
+    func linked(_ tag: UInt16, from: ObjectID, to: ObjectID) throws -> Bool {
+        guard let a = state.number(from), let b = state.number(to) else { return false }
+        return state.linked(tag, a, b)
+    }
+
+    func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? { state.uniqueOwner(ByteKey(key)).map(state.id) }
+
+    mutating func apply(_ change: LoggedChange) throws {
+        switch change {
+        case .insert(let id, let values):
+            let e = try entity(of: id)
+            guard try state.insert(Record(entity: e, id: id, values: values, version: transactionID)) else {
+                throw StrataError.duplicateID(e, id)
+            }
+            countDeltas[e.tag, default: 0] += 1
+            for unique in e.uniques {
+                if let key = try Layout.uniqueKey(unique, record: values, entity: e, id: id) {
+                    try putUnique(key, unique, e, values, id)
+                }
+            }
+        case .update(let id, let changes, _):
+            let n = try state.existingNumber(id, "update")
+            var record = try state.record(number: n)
+            let before = record.values
+            for c in changes { record.values[c.attribute] = c.new }
+            record.version = transactionID
+            state.store(record, number: n)
+            let touched = Set(changes.map(\.attribute))
+            for unique in record.entity.uniques where unique.attributes.contains(where: touched.contains) {
+                if let key = try Layout.uniqueKey(unique, record: before, entity: record.entity, id: id) {
+                    deleteUnique(key, of: id)
+                }
+                if let key = try Layout.uniqueKey(unique, record: record.values, entity: record.entity, id: id) {
+                    try putUnique(key, unique, record.entity, record.values, id)
+                }
+            }
+        case .delete(let id, _, _):
+            let n = try state.existingNumber(id, "delete")
+            let record = try state.record(number: n)
+            for unique in record.entity.uniques {
+                if let key = try Layout.uniqueKey(unique, record: record.values, entity: record.entity, id: id) {
+                    deleteUnique(key, of: id)
+                }
+            }
+            state.remove(number: n, entity: record.entity.tag)
+            countDeltas[record.entity.tag, default: 0] -= 1
+        case .link(let tag, let a, let b):
+            let (rel, inverse) = try relationshipPair(tag)
+            let (x, y) = (try state.existingNumber(a, "link"), try state.existingNumber(b, "link"))
+            state.addEdge(rel, x, y)
+            state.addEdge(inverse, y, x)
+        case .unlink(let tag, let a, let b):
+            let (rel, inverse) = try relationshipPair(tag)
+            guard let x = state.number(a), let y = state.number(b) else { return }
+            state.removeEdge(rel, x, y)
+            state.removeEdge(inverse, y, x)
+        }
+    }
+
+    private func relationshipPair(_ tag: UInt16) throws -> (UInt16, UInt16) {
+        guard let r = schema.relationship(tag: tag) else {
+            throw StrataError.corruptLogEntry(transaction: transactionID, reason: "unknown relationship tag \(tag)")
+        }
+        return (tag, schema.inverse(of: r).tag)
+    }
+
+    /// As ``StateApplier``'s: a key another object holds is refused, or put off while clashes
+    /// are deferred; one the object holds already is left as it is.
+    private mutating func putUnique(_ key: [UInt8], _ unique: IndexDescription, _ e: EntityDescription,
+                                    _ values: [Value], _ id: ObjectID) throws {
+        let k = ByteKey(key)
+        if let owner = state.uniqueOwner(k) {
+            let ownerID = state.id(owner)
+            guard ownerID != id else { return }
+            guard defersUniqueClashes else { throw StrataError.uniqueClash(unique, e, values, id: id, owner: ownerID) }
+            deferredUniques.append(DeferredUniqueKey(key: key, unique: unique, entity: e, id: id))
+            return
+        }
+        state.setUnique(k, try state.existingNumber(id, "unique key"))
+    }
+
+    private func deleteUnique(_ key: [UInt8], of id: ObjectID) {
+        let k = ByteKey(key)
+        if defersUniqueClashes, let owner = state.uniqueOwner(k), state.id(owner) != id { return }
+        state.setUnique(k, nil)
+    }
+
+    /// Notes the entities whose count this save changed (the counts themselves live in the state).
+    mutating func flushCounts() throws {
+        for (tag, delta) in countDeltas where delta != 0 { state.countWritten(tag) }
+        countDeltas.removeAll()
+    }
+
+    mutating func takeDeferredUniqueKeys() throws {
+        let deferred = deferredUniques
+        deferredUniques = []
+        defersUniqueClashes = false
+        for d in deferred {
+            guard let values = try valuesStillHolding(d) else { continue }
+            try putUnique(d.key, d.unique, d.entity, values, d.id)
+        }
+    }
+}

@@ -1,0 +1,262 @@
+import Foundation
+import LibraryModel
+import StrataLMDB
+import Testing
+@testable import Strata
+
+/// A bulk load from an empty store may resolve its saves in memory (``BulkMemoryState``) instead
+/// of against its new generation's B-trees. The two must be indistinguishable: the same logged
+/// changes, the same refusals, and byte for byte the same databases once the load is finished.
+///
+/// The differential test drives both with the same random change sets (inserts, upserts that
+/// find or miss their key, updates that move unique keys, deletes with their rules, links and
+/// unlinks of every relationship, ids that do not exist) over the library schema. A seed that
+/// fails is printed with the line that replays it:
+/// `STRATA_BULK_SEED=N swift test --skip-build --filter BulkMemoryStateTests`.
+@Suite struct BulkMemoryStateTests {
+    /// One save of each load: its logged changes (decoded, without the timestamp) or its refusal.
+    private enum Outcome: Equatable {
+        case logged
+        case nothing
+        case refused(String)
+    }
+
+    /// A random change set over the objects named in `pool` (some of them never inserted, some
+    /// deleted since), with values drawn from ranges small enough that unique keys collide now
+    /// and then.
+    private static func changeSet(_ rng: inout SeededGenerator, schema: Schema, pool: inout [ObjectID]) -> ChangeSet {
+        var c = ChangeSet()
+        let entities = schema.entities
+        func values(_ e: EntityDescription) -> [Value] {
+            e.attributes.map { a -> Value in
+                if a.isOptional && rng.next() % 3 == 0 { return .null }
+                switch a.type {
+                case .string: return .string("\(a.name)-\(rng.next() % 60)")
+                case .int: return .int(Int64(rng.next() % 50))
+                case .double: return .double(Double(rng.next() % 10) / 2)
+                case .bool: return .bool(rng.next() % 2 == 0)
+                case .date: return .date(Date(timeIntervalSince1970: Double(rng.next() % 1000)))
+                case .bytes: return .bytes([UInt8(rng.next() % 256)])
+                case .uuid: return .uuid(UUID(uuidString: "00000000-0000-4000-8000-\(String(format: "%012d", rng.next() % 60))")!)
+                case .decimal: return .null
+                }
+            }
+        }
+        func anyID(_ tag: UInt16? = nil) -> ObjectID? {
+            let candidates = tag.map { t in pool.filter { $0.entityTag == t } } ?? pool
+            return candidates.isEmpty ? nil : candidates[Int(rng.next() % UInt64(candidates.count))]
+        }
+        for _ in 0..<(1 + Int(rng.next() % 6)) {
+            let e = entities[Int(rng.next() % UInt64(entities.count))]
+            switch rng.next() % 14 {
+            case 0, 1, 2:
+                let id = ObjectID.make(entityTag: e.tag)
+                pool.append(id)
+                c.append(.insert(id: id, values: values(e)))
+            case 3, 4:
+                let id = ObjectID.make(entityTag: e.tag)
+                pool.append(id)
+                c.append(.upsert(id: id, values: values(e), constraint: 0))
+            case 5:
+                guard let id = anyID(e.tag) else { continue }
+                let v = values(e)
+                let i = Int(rng.next() % UInt64(e.attributes.count))
+                c.append(.update(id: id, attributes: [ChangeSet.AttributeValue(attribute: i, value: v[i])]))
+            case 6, 7:
+                guard let id = anyID() else { continue }
+                c.append(.delete(id: id))
+            case 8, 9, 10, 11, 12:
+                guard !e.relationships.isEmpty else { continue }
+                let r = e.relationships[Int(rng.next() % UInt64(e.relationships.count))]
+                guard let from = anyID(e.tag), let target = schema.entity(named: r.destination),
+                      let to = anyID(target.tag) else { continue }
+                c.append(.link(relationship: r.tag, from: .id(from), to: .id(to)))
+            default:
+                guard !e.relationships.isEmpty else { continue }
+                let r = e.relationships[Int(rng.next() % UInt64(e.relationships.count))]
+                guard let from = anyID(e.tag), let target = schema.entity(named: r.destination) else { continue }
+                let to = rng.next() % 4 == 0 && !r.isToMany ? nil : anyID(target.tag)
+                if to == nil && r.isToMany { continue }
+                c.append(.unlink(relationship: r.tag, from: .id(from), to: to.map { .id($0) }))
+            }
+        }
+        return c
+    }
+
+    /// Every entry of the state databases and the counts, and each log entry's changes.
+    private static func contents(_ store: Store) throws -> [String: [[UInt8]]] {
+        try store.read { view in
+            var out: [String: [[UInt8]]] = [:]
+            for name in [DatabaseName.objects, .links, .indexes, .uniques] {
+                var entries: [[UInt8]] = []
+                try view.txn.scan(view.env[name]) { k, v in
+                    entries.append(Array(k) + [0xFF] + Array(v))
+                    return true
+                }
+                out[name.rawValue] = entries
+            }
+            var counts: [[UInt8]] = []
+            try view.txn.scan(view.env[.counts], prefix: MetaKey.countPrefix) { k, v in
+                counts.append(Array(k) + [0xFF] + Array(v))
+                return true
+            }
+            out["counts"] = counts
+            return out
+        }
+    }
+
+    private static func loggedChanges(_ store: Store) throws -> [[LoggedChange]] {
+        try store.read { view in
+            var out: [[LoggedChange]] = []
+            try view.txn.scan(view.env[.log]) { k, v in
+                var r = ByteReader(k)
+                out.append(try LogEntryCodec.decode(v, transactionID: TransactionID(try r.u64())).changes)
+                return true
+            }
+            return out
+        }
+    }
+
+    /// Runs `sets` through a bulk load of `store`, one save each: through the B-trees, each save
+    /// `isolated` (a refused one leaves nothing and the load goes on); in memory, where a refusal
+    /// ends the load (it cannot undo a save), the load is abandoned at the first one. Returns
+    /// each save's outcome.
+    private static func load(_ store: Store, _ sets: [ChangeSet], inMemory: Bool) async throws -> [Outcome] {
+        let load = try await store.beginBulkLoad(inMemory: inMemory)
+        #expect((load.memory != nil) == inMemory)
+        var outcomes: [Outcome] = []
+        for set in sets {
+            do {
+                let committed = try await load.write { w -> TransactionID? in
+                    try w.save(set, author: "test", metadata: [:], isolated: !inMemory)
+                }.committed
+                outcomes.append(committed.isEmpty ? .nothing : .logged)
+            } catch let e as StrataError {
+                outcomes.append(.refused(e.description))
+                if inMemory {
+                    load.abandon()
+                    return outcomes
+                }
+            }
+        }
+        _ = try await load.finish()
+        return outcomes
+    }
+
+    static let seeds: [UInt64] = ProcessInfo.processInfo.environment["STRATA_BULK_SEED"].flatMap(UInt64.init).map { [$0] }
+        ?? Array(1...40)
+
+    private static func sets(seed: UInt64, schema: Schema) -> [ChangeSet] {
+        var rng = SeededGenerator(seed: seed)
+        var pool: [ObjectID] = []
+        return (0..<(10 + Int(rng.next() % 30))).map { _ in changeSet(&rng, schema: schema, pool: &pool) }
+    }
+
+    /// The sets the B-trees accepted, loaded in memory, leave the same log and the same databases;
+    /// the first set they refused is refused in memory too, with the same error, at the same
+    /// point.
+    @Test(arguments: seeds)
+    func aLoadInMemoryWritesWhatTheBTreesWouldHave(seed: UInt64) async throws {
+        let schema = try librarySchema()
+        let sets = Self.sets(seed: seed, schema: schema)
+        let replay = "replay: STRATA_BULK_SEED=\(seed) swift test --skip-build --filter BulkMemoryStateTests"
+        let inTrees = try Store.temporary(schema: schema)
+        defer { inTrees.close() }
+        let b = try await Self.load(inTrees, sets, inMemory: false)
+        let accepted = zip(sets, b).filter { if case .refused = $1 { false } else { true } }
+        let inMemory = try Store.temporary(schema: schema)
+        defer { inMemory.close() }
+        let a = try await Self.load(inMemory, accepted.map(\.0), inMemory: true)
+        #expect(a == accepted.map(\.1), "the saves' outcomes differ; \(replay)")
+        #expect(try Self.loggedChanges(inMemory) == Self.loggedChanges(inTrees), "the logs differ; \(replay)")
+        let (x, y) = (try Self.contents(inMemory), try Self.contents(inTrees))
+        for name in y.keys.sorted() {
+            #expect(x[name] == y[name], "\(name) differs (\(x[name]?.count ?? 0) entries against \(y[name]?.count ?? 0)); \(replay)")
+        }
+        #expect(try inMemory.verify().ok, "\(replay)")
+        // The first refusal, in memory, after the sets accepted before it.
+        if let first = b.firstIndex(where: { if case .refused = $0 { true } else { false } }) {
+            let before = zip(sets[..<first], b[..<first]).filter { if case .refused = $1 { false } else { true } }
+            let refusing = try Store.temporary(schema: schema)
+            defer { refusing.close() }
+            let c = try await Self.load(refusing, before.map(\.0) + [sets[first]], inMemory: true)
+            #expect(c == before.map(\.1) + [b[first]], "the first refusal differs; \(replay)")
+        }
+    }
+
+    /// What the differential test covers, so that it cannot pass by never reaching a case: across
+    /// the seeds, refusals, and logged inserts, updates, deletes, links and unlinks.
+    @Test func theRandomSetsReachEveryOutcome() async throws {
+        let schema = try librarySchema()
+        var refused = 0
+        var kinds: [String: Int] = [:]
+        for seed in Self.seeds {
+            let store = try Store.temporary(schema: schema)
+            defer { store.close() }
+            let outcomes = try await Self.load(store, Self.sets(seed: seed, schema: schema), inMemory: false)
+            refused += outcomes.filter { if case .refused = $0 { true } else { false } }.count
+            for change in try Self.loggedChanges(store).joined() {
+                let kind: String
+                switch change {
+                case .insert: kind = "insert"
+                case .update: kind = "update"
+                case .delete: kind = "delete"
+                case .link: kind = "link"
+                case .unlink: kind = "unlink"
+                }
+                kinds[kind, default: 0] += 1
+            }
+        }
+        #expect(refused >= Self.seeds.count / 2, "\(refused) refusals")
+        for kind in ["insert", "update", "delete", "link", "unlink"] {
+            #expect(kinds[kind, default: 0] >= 10, "\(kinds)")
+        }
+    }
+
+    /// A store whose state is empty after deletes (its log is not) loads in memory; a store with
+    /// one object loads through the B-trees; an import with `continueOnError` never loads in
+    /// memory, and `bulkInMemoryMaxInputBytes = 0` turns it off.
+    @Test func whenALoadIsResolvedInMemory() async throws {
+        try await withLibraryStore { store in
+            let g = Genre(name: "Jazz")
+            var insert = ChangeSet()
+            insert.insert(g)
+            _ = try await store.save(insert)
+            var load = try await store.beginBulkLoad(inMemory: true)
+            #expect(load.memory == nil)
+            load.abandon()
+            var delete = ChangeSet()
+            delete.delete(g.id)
+            _ = try await store.save(delete)
+            load = try await store.beginBulkLoad(inMemory: true)
+            #expect(load.memory != nil)
+            load.abandon()
+        }
+        let dir = temporaryDirectory("bulk-memory")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("in.ndjson")
+        try Data(#"{"entity":"Genre","name":"Jazz"}"#.utf8).write(to: input)
+        for (limit, continueOnError, expected) in [(128 << 20, false, true), (0, false, false), (128 << 20, true, false)] {
+            try await withLibraryStore { store in
+                var o = ImportOptions()
+                o.mode = .bulk
+                o.bulkInMemoryMaxInputBytes = limit
+                o.continueOnError = continueOnError
+                let summary = try await Importer(store: store, options: o).run(files: [input.path])
+                #expect(summary.mode == .bulk)
+                #expect(summary.inMemory == expected, "limit \(limit), continueOnError \(continueOnError)")
+                #expect(try store.mainContext.count(Genre.self) == 1)
+            }
+        }
+    }
+
+    /// A negative limit is an option error, named.
+    @Test func aNegativeInMemoryLimitIsRefused() async throws {
+        try await withLibraryStore { store in
+            var o = ImportOptions()
+            o.bulkInMemoryMaxInputBytes = -1
+            let error = await #expect(throws: ImportFailed.self) { try await Importer(store: store, options: o).run(files: []) }
+            #expect(error?.issues.first?.field == "bulkInMemoryMaxInputBytes")
+        }
+    }
+}
