@@ -12,7 +12,8 @@ import Testing
 /// find or miss their key, updates that move unique keys, deletes with their rules, links and
 /// unlinks of every relationship, ids that do not exist) over the library schema. A seed that
 /// fails is printed with the line that replays it:
-/// `STRATA_BULK_SEED=N swift test --skip-build --filter BulkMemoryStateTests`.
+/// `STRATA_BULK_SEED=N swift test --skip-build --filter BulkMemoryStateTests`; a range
+/// (`STRATA_BULK_SEED=1-5000`) makes a long run.
 @Suite struct BulkMemoryStateTests {
     /// One save of each load: its logged changes (decoded, without the timestamp) or its refusal.
     private enum Outcome: Equatable {
@@ -143,8 +144,13 @@ import Testing
         return outcomes
     }
 
-    static let seeds: [UInt64] = ProcessInfo.processInfo.environment["STRATA_BULK_SEED"].flatMap(UInt64.init).map { [$0] }
-        ?? Array(1...40)
+    /// Seeds 1–40, or `STRATA_BULK_SEED`: one seed (`17`) or a range (`1-5000`, a long run).
+    static let seeds: [UInt64] = {
+        guard let given = ProcessInfo.processInfo.environment["STRATA_BULK_SEED"] else { return Array(1...40) }
+        let bounds = given.split(separator: "-").compactMap { UInt64($0) }
+        if bounds.count == 2, bounds[0] <= bounds[1] { return Array(bounds[0]...bounds[1]) }
+        return bounds.count == 1 ? bounds : Array(1...40)
+    }()
 
     private static func sets(seed: UInt64, schema: Schema) -> [ChangeSet] {
         var rng = SeededGenerator(seed: seed)
@@ -155,7 +161,9 @@ import Testing
     /// The sets the B-trees accepted, loaded in memory, leave the same log and the same databases;
     /// the first set they refused is refused in memory too, with the same error, at the same
     /// point.
-    @Test(arguments: seeds)
+    /// Serialized: each case maps three stores and their new generations, and thousands of them
+    /// at once (a long run) ran out of address space for the maps.
+    @Test(.serialized, arguments: seeds)
     func aLoadInMemoryWritesWhatTheBTreesWouldHave(seed: UInt64) async throws {
         let schema = try librarySchema()
         let sets = Self.sets(seed: seed, schema: schema)
