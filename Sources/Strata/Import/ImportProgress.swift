@@ -11,6 +11,10 @@ public struct ImportProgress: Sendable, Equatable {
         case writing
         /// Saving the relationships whose target came later in the input, in batches.
         case linking
+        /// A bulk import that resolved its records in memory writing the new generation's
+        /// objects, then their indexes, unique keys and links, each in key order
+        /// (``ImportSummary/inMemory``).
+        case building
         /// A bulk import making the new generation durable and switching the store to it.
         case switching
         /// The import has finished.
@@ -36,13 +40,17 @@ public struct ImportProgress: Sendable, Equatable {
     public let totalLinks: Int
     /// Seconds since this phase started.
     public let phaseSeconds: Double
+    /// While building: the objects to write (``records`` counts those written); 0 in other phases.
+    public let totalRecords: Int
 
     /// How far this phase is, from 0 to 1: bytes read while validating and writing, links saved
-    /// while linking.
+    /// while linking, objects written while building (the keys and links written after them are
+    /// the phase's last part, at 1).
     public var fractionDone: Double {
         switch phase {
         case .validating, .writing: return totalBytes > 0 ? min(1, Double(bytesRead) / Double(totalBytes)) : 0
         case .linking: return totalLinks > 0 ? min(1, Double(links) / Double(totalLinks)) : 1
+        case .building: return totalRecords > 0 ? min(1, Double(records) / Double(totalRecords)) : 1
         case .copying, .switching: return 0
         case .done: return 1
         }

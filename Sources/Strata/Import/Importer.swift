@@ -75,8 +75,10 @@ public final class Importer: Sendable {
             try await write(&state, rejects: rejects, checking: inline)
             try await linkDeferred(&state, rejects: rejects)
             if let bulk = state.bulk {
-                state.report(.switching, records: state.written, bytes: totalBytes, force: true)
-                _ = try await bulk.finish()
+                let building = bulk.memory.map { _ in Self.buildingReporter(progressContinuation, started: clock) }
+                state.report(building == nil ? .switching : .building, records: 0, bytes: totalBytes, force: true)
+                _ = try await bulk.finish(progress: building)
+                if building != nil { state.report(.switching, records: state.written, bytes: totalBytes, force: true) }
             }
         } catch {
             // A write still on the load's queue must end before its generation goes.
@@ -137,6 +139,19 @@ public final class Importer: Sendable {
                 // Another process opened the store since: batch by batch, beside it.
                 return nil
             }
+        }
+    }
+
+    /// What a bulk load in memory reports while it writes its generation (objects written of
+    /// all), as ``ImportProgress/Phase/building``.
+    private static func buildingReporter(_ progress: AsyncStream<ImportProgress>.Continuation,
+                                         started: ContinuousClock.Instant) -> @Sendable (Int, Int) -> Void {
+        let phaseStarted = ContinuousClock.now
+        return { done, total in
+            let now = ContinuousClock.now
+            progress.yield(ImportProgress(phase: .building, records: done, bytesRead: 0, totalBytes: 0,
+                                          elapsedSeconds: (now - started).seconds, links: 0, totalLinks: 0,
+                                          phaseSeconds: (now - phaseStarted).seconds, totalRecords: total))
         }
     }
 
@@ -842,7 +857,8 @@ private struct ImportState {
         lastReport = now
         progress.yield(ImportProgress(phase: phase, records: records, bytesRead: bytes, totalBytes: totalBytes,
                                       elapsedSeconds: (now - started).seconds, links: links,
-                                      totalLinks: deferred.count, phaseSeconds: (now - phaseStarted).seconds))
+                                      totalLinks: deferred.count, phaseSeconds: (now - phaseStarted).seconds,
+                                      totalRecords: 0))
     }
 }
 

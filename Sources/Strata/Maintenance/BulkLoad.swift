@@ -165,8 +165,9 @@ final class BulkLoad: Sendable {
     /// Copies the new generation compactly (``compactBuiltGeneration()``), makes it durable and
     /// the live one, publishes its transactions to the change streams (a batch at a time, as other
     /// processes' commits are), and lets the writer go on. Returns the new head. On an error the
-    /// load is abandoned (the old generation stays).
-    func finish() async throws -> TransactionID {
+    /// load is abandoned (the old generation stays). A load in memory calls `progress` (objects
+    /// written, objects in all) while it writes the generation.
+    func finish(progress: (@Sendable (Int, Int) -> Void)? = nil) async throws -> TransactionID {
         precondition(!state.withLock { $0.ended }, "BulkLoad.finish after the load ended")
         do {
             try store.checkUsable()
@@ -177,7 +178,7 @@ final class BulkLoad: Sendable {
                 try await onQueue {
                     try memory.write(into: env, sortBudgetBytes: store.configuration.indexSortBudgetBytes,
                                      permissions: StorePermissions(store.configuration), logger: store.logger,
-                                     checkUsable: store.checkUsable)
+                                     checkUsable: store.checkUsable, progress: progress)
                 }
             } else {
                 try await onQueue { [self] in try compactBuiltGeneration() }

@@ -169,9 +169,10 @@ final class BulkMemoryState: @unchecked Sendable {
     /// keys through two ``ExternalKeySort``s of `sortBudgetBytes` each (run files in the
     /// generation's directory past it), the links, and the count of every entity an insert
     /// touched. Frees the unique table first (the keys are derived from the records again).
-    /// `checkUsable` is called between batches (a closed store ends the write).
+    /// `checkUsable` is called between batches (a closed store ends the write); `progress`, with
+    /// the objects written and the objects in all, after each batch of objects and once at the end.
     func write(into env: LMDBEnvironment, sortBudgetBytes: Int, permissions: StorePermissions, logger: Logger,
-               checkUsable: () throws -> Void) throws {
+               checkUsable: () throws -> Void, progress: ((Int, Int) -> Void)? = nil) throws {
         try env.read { txn in
             for name in [DatabaseName.objects, .links, .indexes, .uniques] where try txn.entryCount(env[name]) != 0 {
                 throw StrataError.corruptRecord(
@@ -229,9 +230,11 @@ final class BulkMemoryState: @unchecked Sendable {
             if batch.byteCount >= BulkStateBuilder.batchBytes {
                 try flush(batch, into: .objects)
                 batch.removeAll()
+                progress?(written.values.reduce(0, +), live.count)
             }
         }
         try flush(batch, into: .objects)
+        progress?(live.count, live.count)
         for (tag, n) in counts where written[tag] ?? 0 != n {
             throw StrataError.corruptRecord(
                 id: ObjectID(high: UInt64(tag) << 48, low: 0),

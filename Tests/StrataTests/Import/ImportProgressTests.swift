@@ -74,16 +74,42 @@ import Testing
 
     @Test func theFractionAndTheEstimateFollowThePhase() {
         let half = ImportProgress(phase: .writing, records: 50, bytesRead: 500, totalBytes: 1000, elapsedSeconds: 20,
-                                  links: 0, totalLinks: 0, phaseSeconds: 10)
+                                  links: 0, totalLinks: 0, phaseSeconds: 10, totalRecords: 0)
         #expect(half.fractionDone == 0.5 && half.etaSeconds == 10 && half.recordsPerSecond == 5)
         let linking = ImportProgress(phase: .linking, records: 100, bytesRead: 1000, totalBytes: 1000,
-                                     elapsedSeconds: 40, links: 30, totalLinks: 120, phaseSeconds: 3)
+                                     elapsedSeconds: 40, links: 30, totalLinks: 120, phaseSeconds: 3, totalRecords: 0)
         #expect(linking.fractionDone == 0.25 && linking.recordsPerSecond == 10 && linking.etaSeconds == 9)
         let noLinks = ImportProgress(phase: .linking, records: 1, bytesRead: 1, totalBytes: 1, elapsedSeconds: 1,
-                                     links: 0, totalLinks: 0, phaseSeconds: 0)
+                                     links: 0, totalLinks: 0, phaseSeconds: 0, totalRecords: 0)
         #expect(noLinks.fractionDone == 1 && noLinks.etaSeconds == nil && noLinks.recordsPerSecond == 0)
         let done = ImportProgress(phase: .done, records: 100, bytesRead: 1000, totalBytes: 1000, elapsedSeconds: 4,
-                                  links: 30, totalLinks: 30, phaseSeconds: 0)
+                                  links: 30, totalLinks: 30, phaseSeconds: 0, totalRecords: 0)
         #expect(done.recordsPerSecond == 25 && done.fractionDone == 1 && done.etaSeconds == nil)
+        let building = ImportProgress(phase: .building, records: 250, bytesRead: 0, totalBytes: 0, elapsedSeconds: 9,
+                                      links: 0, totalLinks: 0, phaseSeconds: 1, totalRecords: 1000)
+        #expect(building.fractionDone == 0.25 && building.recordsPerSecond == 250 && building.etaSeconds == 3)
+    }
+
+    /// A bulk import that resolves its records in memory reports the writing of its generation as
+    /// a phase of its own, between writing (and linking) and switching: objects written out of
+    /// all of them, ending at all of them.
+    @Test func aBulkImportInMemoryReportsBuildingItsGeneration() async throws {
+        let dir = temporaryDirectory("import-progress")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let lines = (0..<7).map { #"{"entity":"Genre","name":"G\#($0)"}"# }
+            var options = ImportOptions()
+            options.mode = .bulk
+            let (summary, reports) = try await importCollectingProgress(lines, options, store, dir)
+            #expect(summary.inMemory)
+            let phases = reports.map(\.phase)
+            let order: [ImportProgress.Phase] = [.copying, .writing, .building, .switching, .done]
+            #expect(phases.allSatisfy(order.contains), "\(phases)")
+            #expect(phases.map { order.firstIndex(of: $0)! } == phases.map { order.firstIndex(of: $0)! }.sorted(),
+                    "phases out of order: \(phases)")
+            let building = reports.filter { $0.phase == .building }
+            #expect(building.last?.records == 7 && building.last?.totalRecords == 7, "\(building)")
+            #expect(building.last?.fractionDone == 1)
+        }
     }
 }
