@@ -221,6 +221,31 @@ import Testing
         }
     }
 
+    /// An entity whose objects a save inserts and deletes gets no count entry from that save (its
+    /// count did not change), in memory as through the B-trees; a later save that leaves one
+    /// object writes 1. (The in-memory state once wrote a count of 0 for every entity it touched.)
+    @Test func aSaveThatLeavesACountAsItWasWritesNoCountEntry() async throws {
+        let schema = try librarySchema()
+        let genre = try #require(schema.entity(named: "Genre"))
+        let (a, b) = (ObjectID.make(entityTag: genre.tag), ObjectID.make(entityTag: genre.tag))
+        var both = ChangeSet()
+        both.append(.insert(id: a, values: [.string("gone")]))
+        both.append(.delete(id: a))
+        var kept = ChangeSet()
+        kept.append(.insert(id: b, values: [.string("kept")]))
+        for inMemory in [true, false] {
+            let store = try Store.temporary(schema: schema)
+            defer { store.close() }
+            #expect(try await Self.load(store, [both], inMemory: inMemory) == [.logged])
+            #expect(try Self.contents(store)["counts"] == [], "inMemory \(inMemory)")
+            let again = try Store.temporary(schema: schema)
+            defer { again.close() }
+            #expect(try await Self.load(again, [both, kept], inMemory: inMemory) == [.logged, .logged])
+            #expect(try Self.contents(again)["counts"] == [MetaKey.count(genre.tag) + [0xFF] + MetaKey.countValue(1)],
+                    "inMemory \(inMemory)")
+        }
+    }
+
     /// A store whose state is empty after deletes (its log is not) loads in memory; a store with
     /// one object loads through the B-trees; an import with `continueOnError` never loads in
     /// memory, and `bulkInMemoryMaxInputBytes = 0` turns it off.
