@@ -479,12 +479,9 @@ struct BulkMemoryApplier: StateStore {
     }
 
     mutating func takeDeferredUniqueKeys() throws {
-        let deferred = deferredUniques
+        let held = try stillHeld(deferredUniques)
         deferredUniques = []
         defersUniqueClashes = false
-        for d in deferred {
-            guard let values = try valuesStillHolding(d) else { continue }
-            try putUnique(d.key, d.unique, d.entity, values, d.id)
-        }
+        for (d, values) in held { try putUnique(d.key, d.unique, d.entity, values, d.id) }
     }
 }

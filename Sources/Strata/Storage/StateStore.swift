@@ -32,4 +32,11 @@ extension StateStore {
               try Layout.uniqueKey(d.unique, record: r.values, entity: d.entity, id: d.id) == d.key else { return nil }
         return r.values
     }
+
+    /// The keys of `deferred` their objects still hold at the end of the set, each with its
+    /// object's values (putting a key changes no record, so this is the same before and after
+    /// the others are put).
+    func stillHeld(_ deferred: [DeferredUniqueKey]) throws -> [(DeferredUniqueKey, [Value])] {
+        try deferred.compactMap { d in try valuesStillHolding(d).map { (d, $0) } }
+    }
 }
