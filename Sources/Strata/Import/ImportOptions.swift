@@ -56,7 +56,8 @@ public struct ImportOptions: Sendable {
     /// order. Larger inputs, imports into a store with objects, and imports with
     /// ``continueOnError`` save through the B-trees, whose memory does not grow with the input.
     /// The state in memory takes about three times the input: the default, 128 MiB (about
-    /// 500,000 generated library records), keeps an import under about 450 MB. 0: never in memory.
+    /// 500,000 generated library records), keeps an import to about 0.5 GB (measured: 0.28 GB for a
+    /// 51 MB input, 0.78 GB for 256 MB). 0: never in memory.
     /// See BENCHMARKS.md (W11) for the time and memory each way.
     public var bulkInMemoryMaxInputBytes = 128 << 20
 
