@@ -55,9 +55,9 @@ public struct ImportOptions: Sendable {
     /// new generation's B-trees, and the generation is written once, every database in key
     /// order. Larger inputs, imports into a store with objects, and imports with
     /// ``continueOnError`` save through the B-trees, whose memory does not grow with the input.
-    /// The state in memory takes about three times the input: the default, 128 MiB (about
-    /// 500,000 generated library records), keeps an import to about 0.5 GB (measured: 0.28 GB for a
-    /// 51 MB input, 0.78 GB for 256 MB). 0: never in memory.
+    /// The state in memory grows with the input: the default, 128 MiB (about 500,000 generated
+    /// library records), keeps an import to about 0.5 GB (measured: 0.28 GB for a 51 MB input,
+    /// 0.78 GB for 256 MB, where the B-trees took 0.20 and 0.40 GB). 0: never in memory.
     /// See BENCHMARKS.md (W11) for the time and memory each way.
     public var bulkInMemoryMaxInputBytes = 128 << 20
 
