@@ -126,7 +126,7 @@ public final class Importer: Sendable {
             return nil
         case .bulk:
             s.report(.copying, records: 0, bytes: 0, force: true)
-            return try await store.beginBulkLoad(inMemory: inMemory(s), expectedObjects: s.totalBytes / Self.inputBytesPerRecord)
+            return try await beginBulkLoad(s)
         case .auto:
             // A replica's saves go through its cluster, batch by batch.
             guard let writer = store.writer, !writer.isReplica.load(ordering: .acquiring),
@@ -134,7 +134,7 @@ public final class Importer: Sendable {
                   s.totalBytes * ImportMode.autoBulkRatio >= store.env.fileBytes else { return nil }
             s.report(.copying, records: 0, bytes: 0, force: true)
             do {
-                return try await store.beginBulkLoad(inMemory: inMemory(s), expectedObjects: s.totalBytes / Self.inputBytesPerRecord)
+                return try await beginBulkLoad(s)
             } catch StrataError.storeBusy {
                 // Another process opened the store since: batch by batch, beside it.
                 return nil
@@ -155,11 +155,13 @@ public final class Importer: Sendable {
         }
     }
 
-    /// Whether a bulk load may resolve this import in memory
-    /// (``ImportOptions/bulkInMemoryMaxInputBytes``; never with
-    /// ``ImportOptions/continueOnError``, whose saves must be undone one by one).
-    private func inMemory(_ s: ImportState) -> Bool {
-        !options.continueOnError && s.totalBytes <= options.bulkInMemoryMaxInputBytes
+    /// Begins the bulk load, in memory when it may be (``ImportOptions/bulkInMemoryMaxInputBytes``;
+    /// never with ``ImportOptions/continueOnError``, whose saves must be undone one by one), its
+    /// tables sized by ``inputBytesPerRecord``.
+    private func beginBulkLoad(_ s: ImportState) async throws -> BulkLoad {
+        let inMemory = !options.continueOnError && s.totalBytes <= options.bulkInMemoryMaxInputBytes
+        return try await store.beginBulkLoad(inMemory: inMemory,
+                                             expectedObjects: inMemory ? s.totalBytes / Self.inputBytesPerRecord : 0)
     }
 
     /// Starts saving the batches a bulk import has gathered, in one write transaction of its new

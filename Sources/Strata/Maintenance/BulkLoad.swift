@@ -98,11 +98,7 @@ final class BulkLoad: Sendable {
                 let entries = writer.loggedEntries
                 if !entries.isEmpty {
                     try env.writeGrowing { txn in
-                        for (tx, encoded) in entries {
-                            _ = try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
-                                try encoded.withUnsafeBytes { try txn.put(env[.log], key: key, value: $0, mode: .append) }
-                            }
-                        }
+                        for (tx, encoded) in entries { try BulkWriter.appendLog(encoded, tx, txn: txn, env: env) }
                     }
                 }
                 state.withLock { $0.transactions += writer.transactions }
@@ -327,10 +323,8 @@ struct BulkWriter {
             var resolver = SaveResolver(applier: BulkMemoryApplier(state: memory, transactionID: tx), limits: limits)
             try resolver.run(changes)
             guard !resolver.changes.isEmpty else { return nil }
-            let entry = LogEntry(transactionID: tx, schemaVersion: schema.version,
-                                 timestampMs: Int64(Date().timeIntervalSince1970 * 1000), author: author,
-                                 metadata: metadata, changes: resolver.changes)
-            loggedEntries.append((tx, LogEntryCodec.encode(entry)))
+            loggedEntries.append((tx, Self.encodedEntry(tx, schema: schema, author: author, metadata: metadata,
+                                                        changes: resolver.changes)))
             transactions.append(tx)
             next = tx.next
             return tx
@@ -352,13 +346,8 @@ struct BulkWriter {
             try resolver.run(changes)
             writes = resolver.applier.writesSinceRelease
             guard !resolver.changes.isEmpty else { return false }
-            let entry = LogEntry(transactionID: tx, schemaVersion: schema.version,
-                                 timestampMs: Int64(Date().timeIntervalSince1970 * 1000), author: author,
-                                 metadata: metadata, changes: resolver.changes)
-            let encoded = LogEntryCodec.encode(entry)
-            _ = try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
-                try encoded.withUnsafeBytes { try txn.put(env[.log], key: key, value: $0, mode: .append) }
-            }
+            try Self.appendLog(Self.encodedEntry(tx, schema: schema, author: author, metadata: metadata,
+                                                 changes: resolver.changes), tx, txn: txn, env: env)
             return true
         }
         let logged = isolated ? try env.nested(in: txn, run) : try run(txn)
@@ -367,6 +356,22 @@ struct BulkWriter {
         transactions.append(tx)
         next = tx.next
         return tx
+    }
+
+    /// The stored form of a save's log entry, stamped now.
+    private static func encodedEntry(_ tx: TransactionID, schema: Schema, author: String,
+                                     metadata: [String: String], changes: [LoggedChange]) -> [UInt8] {
+        LogEntryCodec.encode(LogEntry(transactionID: tx, schemaVersion: schema.version,
+                                      timestampMs: Int64(Date().timeIntervalSince1970 * 1000), author: author,
+                                      metadata: metadata, changes: changes))
+    }
+
+    /// Appends an encoded log entry under `tx` (after every transaction the log holds).
+    fileprivate static func appendLog(_ encoded: [UInt8], _ tx: TransactionID, txn: LMDBTransaction,
+                                      env: LMDBEnvironment) throws {
+        _ = try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
+            try encoded.withUnsafeBytes { try txn.put(env[.log], key: key, value: $0, mode: .append) }
+        }
     }
 }
 
@@ -403,9 +408,7 @@ extension Store {
                 let base = snapshot.transactionID
                 let horizon = try snapshot.read { try $0.horizon() }
                 let stateIsEmpty = try snapshot.read { view in
-                    try [DatabaseName.objects, .links, .indexes, .uniques].allSatisfy {
-                        try view.txn.entryCount(view.env[$0]) == 0
-                    }
+                    try DatabaseName.state.allSatisfy { try view.txn.entryCount(view.env[$0]) == 0 }
                 }
                 try checkRoomForGeneration(snapshot)
                 let generation = try makeGeneration(like: snapshot.env)

@@ -63,9 +63,6 @@ final class BulkMemoryState: @unchecked Sendable {
         liveEdges.reserveCapacity(expectedObjects * 4)
     }
 
-    /// Objects inserted and not deleted.
-    var objectCount: Int { counts.values.reduce(0, +) }
-
     fileprivate func number(_ id: ObjectID) -> Int32? {
         guard let n = numbers[id], locations[Int(n)].count > 0 else { return nil }
         return n
@@ -100,7 +97,7 @@ final class BulkMemoryState: @unchecked Sendable {
             }
             ids.append(record.id)
             numbers[record.id] = n
-            locations.append(ByteArena.Location(chunk: 0, offset: 0, count: 0))
+            locations.append(.deleted)
         }
         store(record, number: n)
         counts[record.entity.tag, default: 0] += 1
@@ -110,7 +107,7 @@ final class BulkMemoryState: @unchecked Sendable {
     fileprivate func countWritten(_ entity: UInt16) { countsWritten.insert(entity) }
 
     fileprivate func remove(number n: Int32, entity: UInt16) {
-        locations[Int(n)] = ByteArena.Location(chunk: 0, offset: 0, count: 0)
+        locations[Int(n)] = .deleted
         counts[entity, default: 0] -= 1
     }
 
@@ -143,11 +140,20 @@ final class BulkMemoryState: @unchecked Sendable {
         liveEdges.contains(Self.edgeKey(tag, from, to))
     }
 
+    /// Link entries a state can hold (their places are ``Int32``s): 2,147,483,647, far past what
+    /// the default ``ImportOptions/bulkInMemoryMaxInputBytes`` can give (a link in the input takes
+    /// at least a few bytes); a larger setting can reach it, and the link past it is refused.
+    static let maxEdges = Int(Int32.max)
+
     /// Adds the entry `from` → `to` under `tag` unless it is there (a put of an existing key).
-    fileprivate func addEdge(_ tag: UInt16, _ from: Int32, _ to: Int32) {
+    fileprivate func addEdge(_ tag: UInt16, _ from: Int32, _ to: Int32) throws {
+        guard edges.count < Self.maxEdges else {
+            throw StrataError.invalidConfiguration(
+                field: "bulkInMemoryMaxInputBytes", value: "an input of more than \(Self.maxEdges) link entries",
+                reason: "a bulk import resolves at most \(Self.maxEdges) link entries in memory: lower it (or 0)")
+        }
         guard liveEdges.insert(Self.edgeKey(tag, from, to)).inserted else { return }
         let key = Self.head(tag, from)
-        precondition(edges.count < Int(Int32.max), "a bulk load in memory holds at most 2^31 - 1 link entries")
         edges.append((to: to, next: heads[key] ?? -1))
         heads[key] = Int32(edges.count - 1)
     }
@@ -174,7 +180,7 @@ final class BulkMemoryState: @unchecked Sendable {
     func write(into env: LMDBEnvironment, sortBudgetBytes: Int, permissions: StorePermissions, logger: Logger,
                checkUsable: () throws -> Void, progress: ((Int, Int) -> Void)? = nil) throws {
         try env.read { txn in
-            for name in [DatabaseName.objects, .links, .indexes, .uniques] where try txn.entryCount(env[name]) != 0 {
+            for name in DatabaseName.state where try txn.entryCount(env[name]) != 0 {
                 throw StrataError.corruptRecord(
                     id: ObjectID(high: 0, low: 0),
                     reason: "a bulk load in memory found \(name.rawValue) not empty in its generation")
@@ -197,19 +203,8 @@ final class BulkMemoryState: @unchecked Sendable {
         var rank = [UInt32](repeating: .max, count: ids.count)
         for (r, i) in live.enumerated() { rank[i] = UInt32(r) }
         var written: [UInt16: Int] = [:]
+        var done = 0
         var batch = KeyRun()
-        func flush(_ run: KeyRun, into name: DatabaseName) throws {
-            guard !run.entries.isEmpty else { return }
-            try env.writeGrowing { txn in
-                try txn.withAppender(env[name]) { appender in
-                    for i in run.entries.indices {
-                        try run.withEntry(i) { k, v in try appender.append(key: k, value: v) }
-                    }
-                }
-            }
-            if env.options.noSync { env.startWriteback() }
-            try checkUsable()
-        }
         for i in live {
             let id = ids[i]
             try arena.withBytes(locations[i]) { bytes in
@@ -227,20 +222,23 @@ final class BulkMemoryState: @unchecked Sendable {
                 }
                 written[r.entity.tag, default: 0] += 1
             }
+            done += 1
             if batch.byteCount >= BulkStateBuilder.batchBytes {
-                try flush(batch, into: .objects)
+                try Self.append(batch, into: .objects, of: env, checkUsable: checkUsable)
                 batch.removeAll()
-                progress?(written.values.reduce(0, +), live.count)
+                progress?(done, live.count)
             }
         }
-        try flush(batch, into: .objects)
+        try Self.append(batch, into: .objects, of: env, checkUsable: checkUsable)
         progress?(live.count, live.count)
         for (tag, n) in counts where written[tag] ?? 0 != n {
             throw StrataError.corruptRecord(
                 id: ObjectID(high: UInt64(tag) << 48, low: 0),
                 reason: "a bulk load in memory counted \(n) objects of entity tag \(tag) and wrote \(written[tag] ?? 0)")
         }
-        try indexSort.drain(batchBytes: BulkStateBuilder.batchBytes) { try flush($0, into: .indexes) }
+        try indexSort.drain(batchBytes: BulkStateBuilder.batchBytes) {
+            try Self.append($0, into: .indexes, of: env, checkUsable: checkUsable)
+        }
         var previous: [UInt8]?
         try uniqueSort.drain(batchBytes: BulkStateBuilder.batchBytes) { run in
             // The table held each key once: two equal keys here mean the state lost track.
@@ -250,7 +248,7 @@ final class BulkMemoryState: @unchecked Sendable {
                                                 reason: "a bulk load in memory holds a unique key twice")
             }
             previous = run.key(last)
-            try flush(run, into: .uniques)
+            try Self.append(run, into: .uniques, of: env, checkUsable: checkUsable)
         }
         try writeLinks(into: env, rank: rank, checkUsable: checkUsable)
         try env.writeGrowing { txn in
@@ -273,27 +271,8 @@ final class BulkMemoryState: @unchecked Sendable {
             sortedHeads.append(((head >> 32) << 32 | UInt64(rank[from]), first, Int32(from)))
         }
         sortedHeads.sort { $0.order < $1.order }
-        var keys: [UInt8] = []
-        keys.reserveCapacity(BulkStateBuilder.batchBytes + 4096)
-        func flush() throws {
-            guard !keys.isEmpty else { return }
-            try env.writeGrowing { txn in
-                try txn.withAppender(env[.links]) { appender in
-                    try keys.withUnsafeBytes { all in
-                        var at = 0
-                        while at < all.count {
-                            let key = UnsafeRawBufferPointer(rebasing: all[at..<at + 34])
-                            // An empty value at a valid address (LMDB copies it with memcpy).
-                            try appender.append(key: key, value: UnsafeRawBufferPointer(start: key.baseAddress, count: 0))
-                            at += 34
-                        }
-                    }
-                }
-            }
-            keys.removeAll(keepingCapacity: true)
-            if env.options.noSync { env.startWriteback() }
-            try checkUsable()
-        }
+        var batch = KeyRun()
+        var key: [UInt8] = []
         var targets: [(rank: UInt32, number: Int32)] = []
         for (order, first, from) in sortedHeads {
             let tag = UInt16(truncatingIfNeeded: order >> 32)
@@ -308,12 +287,34 @@ final class BulkMemoryState: @unchecked Sendable {
             targets.sort { $0.rank < $1.rank }
             let prefix = Layout.linkPrefix(tag, ids[Int(from)])
             for t in targets {
-                keys.append(contentsOf: prefix)
-                ids[Int(t.number)].appendKeyBytes(to: &keys)
+                key.removeAll(keepingCapacity: true)
+                key += prefix
+                ids[Int(t.number)].appendKeyBytes(to: &key)
+                batch.add(key: key, value: [], sorted: true)
             }
-            if keys.count >= BulkStateBuilder.batchBytes { try flush() }
+            if batch.byteCount >= BulkStateBuilder.batchBytes {
+                try Self.append(batch, into: .links, of: env, checkUsable: checkUsable)
+                batch.removeAll()
+            }
         }
-        try flush()
+        try Self.append(batch, into: .links, of: env, checkUsable: checkUsable)
+    }
+
+    /// Appends `run` (in key order, after every key of the database) to database `name` in one
+    /// write transaction, redone whole if the map grows; then, as a compaction's copy does, starts
+    /// the disk on it, and checks the store is still usable.
+    private static func append(_ run: KeyRun, into name: DatabaseName, of env: LMDBEnvironment,
+                               checkUsable: () throws -> Void) throws {
+        guard !run.entries.isEmpty else { return }
+        try env.writeGrowing { txn in
+            try txn.withAppender(env[name]) { appender in
+                for i in run.entries.indices {
+                    try run.withEntry(i) { k, v in try appender.append(key: k, value: v) }
+                }
+            }
+        }
+        if env.options.noSync { env.startWriteback() }
+        try checkUsable()
     }
 }
 
@@ -325,6 +326,8 @@ struct ByteArena {
         var chunk: UInt32
         var offset: UInt32
         var count: UInt32
+        /// No bytes: what a deleted object's record is (a stored entry is never empty).
+        static let deleted = Location(chunk: 0, offset: 0, count: 0)
     }
     private var chunks: [[UInt8]] = []
 
@@ -434,8 +437,8 @@ struct BulkMemoryApplier: StateStore {
         case .link(let tag, let a, let b):
             let (rel, inverse) = try relationshipPair(tag)
             let (x, y) = (try state.existingNumber(a, "link"), try state.existingNumber(b, "link"))
-            state.addEdge(rel, x, y)
-            state.addEdge(inverse, y, x)
+            try state.addEdge(rel, x, y)
+            try state.addEdge(inverse, y, x)
         case .unlink(let tag, let a, let b):
             let (rel, inverse) = try relationshipPair(tag)
             guard let x = state.number(a), let y = state.number(b) else { return }

@@ -120,7 +120,7 @@ extension Store {
         }
         try report(CompactionProgress(phase: .copying, done: 0))
         var recordBytes = 0, allBytes = 0
-        for name in [DatabaseName.objects, .links, .indexes, .uniques] {
+        for name in DatabaseName.state {
             if name == .indexes, indexes != .copied {
                 if indexes == .rebuilt {
                     let built = try rebuildIndexes(newEnv, from: source, sourceEnv: oldEnv)

@@ -14,6 +14,8 @@ enum DatabaseName: String {
 
     /// The named databases (every case but ``counts``), in the order they are opened.
     static let named: [DatabaseName] = [.meta, .log, .objects, .links, .indexes, .uniques]
+    /// The databases of the materialized state (rebuilt from the log; counts apart).
+    static let state: [DatabaseName] = [.objects, .links, .indexes, .uniques]
 
     /// Position in the environment's handles (``named``, then ``counts``: an array, so finding one
     /// on every read costs no hashing).
