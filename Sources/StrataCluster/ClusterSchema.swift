@@ -28,7 +28,8 @@ enum ClusterSchema {
             saved_ms bigint NOT NULL,
             schema_version integer NOT NULL,
             replica text NOT NULL,
-            appended_at timestamptz NOT NULL DEFAULT now())
+            appended_at timestamptz NOT NULL DEFAULT now(),
+            footprint bigint[])
         """,
         """
         CREATE TABLE strata_snapshots (
@@ -77,6 +78,57 @@ enum ClusterSchema {
                 FROM unnest(ids, entries, authors, saved, versions) AS u(id, entry, author, saved, version);
             PERFORM pg_notify('strata_log', '');
             RETURN true;
+        END $$
+        """,
+        // Appends entries validated at `expected` after the head as it is: right after
+        // `expected`, or after later entries when all of them are there (none trimmed) and none
+        // shares a hash with `p_footprint` (a footprint of NULL, as `strata_append` leaves, shares
+        // everything). The entries were encoded for ids expected+1…; `p_checksums[i]` holds entry
+        // i's checksum for each id from expected+i on (4 bytes each), so an entry moved k ids on
+        // ends with the k-th. Returns the first id taken, or 0 when nothing was appended. The
+        // footprint is stored with the first entry of the group ('{}' with the others).
+        """
+        CREATE FUNCTION strata_append_after(expected bigint, p_entries bytea[], p_checksums bytea[],
+                                            p_authors text[], p_saved bigint[], p_versions integer[],
+                                            p_footprint bigint[], p_replica text) RETURNS bigint
+        LANGUAGE plpgsql AS $$
+        DECLARE
+            n integer := cardinality(p_entries);
+            shared_head bigint;
+            moved bigint;
+        BEGIN
+            IF n IS NULL OR n = 0 OR cardinality(p_checksums) <> n OR p_footprint IS NULL THEN
+                RAISE EXCEPTION 'strata_append_after: % entries with % checksum lists', n, cardinality(p_checksums);
+            END IF;
+            SELECT head INTO shared_head FROM strata_cluster WHERE singleton FOR UPDATE;
+            IF shared_head < expected THEN
+                RAISE EXCEPTION 'strata_append_after: validated at %, after the head %', expected, shared_head;
+            END IF;
+            moved := shared_head - expected;
+            IF moved > 0 THEN
+                IF moved * 4 + 4 > length(p_checksums[1]) THEN
+                    RETURN 0;
+                END IF;
+                IF (SELECT count(*) FROM strata_log WHERE id > expected AND id <= shared_head) <> moved
+                   OR EXISTS (SELECT 1 FROM strata_log WHERE id > expected AND id <= shared_head
+                              AND (footprint IS NULL OR footprint && p_footprint)) THEN
+                    RETURN 0;
+                END IF;
+            END IF;
+            UPDATE strata_cluster SET head = shared_head + n,
+                schema_version = GREATEST(schema_version, (SELECT max(v) FROM unnest(p_versions) AS v))
+                WHERE singleton;
+            INSERT INTO strata_log (id, entry, author, saved_ms, schema_version, replica, footprint)
+                SELECT shared_head + u.i,
+                       CASE WHEN moved = 0 THEN u.entry
+                            ELSE overlay(u.entry PLACING substring(u.sums FROM moved * 4 + 1 FOR 4)
+                                         FROM length(u.entry) - 3) END,
+                       u.author, u.saved, u.version, p_replica,
+                       CASE WHEN u.i = 1 THEN p_footprint ELSE '{}'::bigint[] END
+                FROM unnest(p_entries, p_checksums, p_authors, p_saved, p_versions)
+                     WITH ORDINALITY AS u(entry, sums, author, saved, version, i);
+            PERFORM pg_notify('strata_log', '');
+            RETURN shared_head + 1;
         END $$
         """,
     ]

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 import Strata
 
 /// The cluster's log in PostgreSQL, as a replica's writer sees it (``ReplicationLog``).
@@ -29,10 +30,28 @@ import Strata
 /// then always succeeds, and every other appender waits for the lock meanwhile (and, under READ
 /// COMMITTED, finds the head moved once it gets it). Waiters get the lock in the order they
 /// asked, so a writer that waits its turn is never passed over for ever.
+///
+/// ## Appending after a later head
+///
+/// ``append(_:validatedAt:footprint:)`` calls `strata_append_after`, which locks the same row
+/// (`SELECT … FOR UPDATE`) and so keeps every property above: it appends at the head it finds
+/// under the lock, H′ ≥ H. When H′ > H it appends only if the entries H+1…H′ are all in the log
+/// and none shares a hash with the group's footprint (an entry without one, as `strata_append`
+/// writes, shares everything), which is when the group's validation at H holds at H′ too (see
+/// ``ReplicationFootprint``). Each entry's checksum covers its id, so the replica sends, with
+/// each entry, its checksum at each of the next ``appendWindow`` ids; the function writes the
+/// one for the id it takes, and the stored entry is byte for byte what the replica would have
+/// encoded there. A head more than that many ids on appends nothing.
 final class SharedLog: ReplicationLog {
     let session: PostgresSession
     /// This replica's name, stored with each entry it appends.
     let replica: String
+    /// How many ids past the head it was validated at an entry may move (a checksum of 4 bytes
+    /// sent for each).
+    static let appendWindow = 64
+    /// False once the cluster's database turned out to have no `strata_append_after` (made by an
+    /// earlier version): appends then go only right after the head they were validated at.
+    private let footprintsCompared = Atomic<Bool>(true)
 
     init(session: PostgresSession, replica: String) {
         self.session = session
@@ -55,6 +74,62 @@ final class SharedLog: ReplicationLog {
                 throw Self.appendError(failure, entries, sent: true)
             }
         }
+    }
+
+    func append(_ entries: [ReplicatedEntry], validatedAt head: TransactionID,
+                footprint: ReplicationFootprint) throws -> ReplicationAppend {
+        guard !entries.isEmpty else { return .appended }
+        guard footprintsCompared.load(ordering: .relaxed) else { return try append(entries, after: head) }
+        let first: Int64
+        do {
+            first = try appendAfterStatement(entries, validatedAt: head, footprint: footprint)
+        } catch let failure as PostgresSession.Failure {
+            switch failure {
+            case .refused(let sqlState, _) where sqlState == "42883":
+                // No such function: a cluster made by an earlier version. The statement did
+                // nothing; this and every later append go right after their head only.
+                footprintsCompared.store(false, ordering: .relaxed)
+                return try append(entries, after: head)
+            case .refused(let sqlState, _) where ["40001", "40P01", "57014", "55P03"].contains(sqlState):
+                return .behind
+            default:
+                throw Self.appendError(failure, entries, sent: true)
+            }
+        }
+        if first == 0 { return .behind }
+        guard let position = UInt64(exactly: first), position >= head.next.rawValue else {
+            throw StrataError.replication(ReplicationError(.outcomeUnknown, """
+                strata_append_after answered \(first) for transactions validated after \(head)
+                """))
+        }
+        return position == head.next.rawValue ? .appended : .appendedLater(first: TransactionID(position))
+    }
+
+    /// Runs `strata_append_after` for `entries` validated at `head`: the first id they took, or
+    /// 0 when nothing was appended.
+    private func appendAfterStatement(_ entries: [ReplicatedEntry], validatedAt head: TransactionID,
+                                      footprint: ReplicationFootprint) throws -> Int64 {
+        var payloads: [ByteBuffer] = [], sums: [ByteBuffer] = [], authors: [String] = [], saved: [Int64] = []
+        var versions: [Int32] = []
+        for (i, e) in entries.enumerated() {
+            precondition(e.transactionID.rawValue == head.rawValue + UInt64(i) + 1,
+                         "a group's entries follow the head it was validated at")
+            payloads.append(ByteBuffer(bytes: e.bytes))
+            sums.append(ByteBuffer(bytes: e.checksumBytes(from: e.transactionID, count: Self.appendWindow)))
+            authors.append(e.author)
+            saved.append(e.timestampMs)
+            versions.append(Int32(e.schemaVersion))
+        }
+        let expected = Int64(head.rawValue), keys = footprint.keys
+        let query: PostgresQuery = """
+            SELECT strata_append_after(\(expected), \(payloads), \(sums), \(authors), \(saved), \(versions), \(keys), \
+            \(replica))
+            """
+        let rows = try session.run(query)
+        guard let row = rows.first, let first = try? row.decode(Int64.self) else {
+            throw StrataError.replication(ReplicationError(.outcomeUnknown, "strata_append_after answered no row"))
+        }
+        return first
     }
 
     func appendInTurn(_ body: (TransactionID) throws -> [ReplicatedEntry]) throws {

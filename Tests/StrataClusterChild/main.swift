@@ -74,6 +74,16 @@ final class KillingLog: ReplicationLog {
         return outcome
     }
 
+    func append(_ entries: [ReplicatedEntry], validatedAt head: TransactionID,
+                footprint: ReplicationFootprint) throws -> ReplicationAppend {
+        if losesRaces { return .behind }
+        let index = current.load(ordering: .relaxed)
+        if let k = kill, k.point == "before-append", k.index == index { raise(SIGKILL) }
+        let outcome = try inner.append(entries, validatedAt: head, footprint: footprint)
+        if let k = kill, k.point == "after-append", k.index == index, outcome != .behind { raise(SIGKILL) }
+        return outcome
+    }
+
     func appendInTurn(_ body: (TransactionID) throws -> [ReplicatedEntry]) throws {
         let index = current.load(ordering: .relaxed)
         var appending = false

@@ -63,3 +63,53 @@ enum CRC32C {
         bytes.withUnsafeBytes { checksum($0) }
     }
 }
+
+extension CRC32C {
+    /// The reflected Castagnoli polynomial.
+    private static let polynomial: UInt32 = 0x82F6_3B78
+
+    /// `a · b` modulo the polynomial, both as reflected polynomials over GF(2) (bit 31 is x⁰).
+    private static func multiplyModP(_ a: UInt32, _ b: UInt32) -> UInt32 {
+        guard a != 0 else { return 0 }
+        var m: UInt32 = 1 << 31, product: UInt32 = 0, b = b
+        while true {
+            if a & m != 0 {
+                product ^= b
+                if a & (m &- 1) == 0 { return product }
+            }
+            m >>= 1
+            b = b & 1 != 0 ? (b >> 1) ^ polynomial : b >> 1
+        }
+    }
+
+    /// x^(2^k) modulo the polynomial, for k in 0..<32.
+    private static let powersOfX: [UInt32] = {
+        var p: UInt32 = 1 << 30   // x¹
+        var table = [p]
+        for _ in 1..<32 {
+            p = multiplyModP(p, p)
+            table.append(p)
+        }
+        return table
+    }()
+
+    /// x^(8·bytes) modulo the polynomial: what appending `bytes` bytes to a message multiplies
+    /// its CRC register by.
+    static func shift(bytes: Int) -> UInt32 {
+        precondition(bytes >= 0, "a length is never negative")
+        var p: UInt32 = 1 << 31   // x⁰
+        var n = UInt(bytes), k = 3   // 8 = 2³
+        while n != 0 {
+            if n & 1 != 0 { p = multiplyModP(powersOfX[k & 31], p) }
+            n >>= 1
+            k += 1
+        }
+        return p
+    }
+
+    /// The CRC of `a ‖ b` from the CRC of `a` and that of `b`, given ``shift(bytes:)`` of `b`'s
+    /// length: the CRC is linear over GF(2), so the prefix's part only needs moving past `b`.
+    static func combine(_ crcA: UInt32, _ crcB: UInt32, shiftOfB: UInt32) -> UInt32 {
+        multiplyModP(shiftOfB, crcA) ^ crcB
+    }
+}

@@ -35,6 +35,16 @@ enum LogEntryCodec {
         return ~CRC32C.update(running, body)
     }
 
+    /// The checksums an entry with `body` would carry under `count` consecutive transaction ids
+    /// from `first`: the body is read once, and each id's CRC moved past it (``CRC32C/combine``).
+    static func checksums(_ body: UnsafeRawBufferPointer, from first: TransactionID, count: Int) -> [UInt32] {
+        let ofBody = CRC32C.checksum(body), shift = CRC32C.shift(bytes: body.count)
+        return (0..<UInt64(max(0, count))).map { i in
+            let ofID = withUnsafeBytes(of: (first.rawValue &+ i).bigEndian) { CRC32C.checksum($0) }
+            return CRC32C.combine(ofID, ofBody, shiftOfB: shift)
+        }
+    }
+
     private static func encode(_ c: LoggedChange, into w: inout ByteWriter) {
         switch c {
         case .insert(let id, let values):

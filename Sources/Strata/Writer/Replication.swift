@@ -16,6 +16,11 @@
 ///   are durable. What the closure judged against that head is still true when it appends. A
 ///   writer that lost the race to other machines several times in a row waits its turn this way
 ///   instead of racing again.
+/// - ``append(_:validatedAt:footprint:)`` may also append the entries after a later head, when
+///   none of the entries appended since `head` touches the footprint of the group (what its
+///   validation read and wrote): the group would then validate the same at that head (see
+///   ``ReplicationFootprint``). The entries then carry their new ids, checksums included, and the
+///   method returns ``ReplicationAppend/appendedLater(first:)``.
 /// - ``entries(after:limit:)`` returns the entries after a position in id order, without gaps.
 /// - Failing, each method throws ``StrataError/replication(_:)``: with
 ///   ``ReplicationError/Kind/unavailable`` when nothing was appended, with
@@ -24,6 +29,11 @@
 public protocol ReplicationLog: Sendable {
     /// Appends `entries` after `head` if the shared log's head is still `head`.
     func append(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> ReplicationAppend
+    /// Appends `entries`, validated against the state at `head`, after `head` if the shared head
+    /// is still there, or after a later head if no entry appended since `head` touches
+    /// `footprint`. A log that cannot compare footprints appends only after `head` (the default).
+    func append(_ entries: [ReplicatedEntry], validatedAt head: TransactionID,
+                footprint: ReplicationFootprint) throws -> ReplicationAppend
     /// Holds off every other machine's append, gives `body` the shared head, and appends the
     /// entries it returns (whose ids follow that head) before letting the others go. `body` may
     /// read the log meanwhile (``entries(after:limit:)``). An error thrown by `body` appends
@@ -33,12 +43,69 @@ public protocol ReplicationLog: Sendable {
     func entries(after position: TransactionID, limit: Int) throws -> [ReplicatedEntry]
 }
 
-/// What ``ReplicationLog/append(_:after:)`` did.
+extension ReplicationLog {
+    /// Appends only right after `head` (``append(_:after:)``): footprints are not compared.
+    public func append(_ entries: [ReplicatedEntry], validatedAt head: TransactionID,
+                       footprint: ReplicationFootprint) throws -> ReplicationAppend {
+        try append(entries, after: head)
+    }
+}
+
+/// What ``ReplicationLog/append(_:after:)`` and ``ReplicationLog/append(_:validatedAt:footprint:)`` did.
 public enum ReplicationAppend: Sendable, Equatable {
     /// The entries are in the shared log, durably, right after the head given.
     case appended
+    /// Other machines appended after the head given, none of it touching the group's footprint:
+    /// the entries are in the shared log, durably, from `first` on (their ids and checksums
+    /// moved there).
+    case appendedLater(first: TransactionID)
     /// Another machine appended first: nothing was appended.
     case behind
+}
+
+/// What a group of saves read and wrote while a replica validated it, as a set of 64-bit hashes:
+/// every object it read, wrote or linked (by id; a link names both ends) and every unique key it
+/// looked up, took or gave up. Per-entity counts are left out: an entry changes them by a delta,
+/// which commutes.
+///
+/// Why a group validated at head H may be appended after a later head H′ when no entry in
+/// (H, H′] shares a hash with its footprint: validation is a function of the state it reads. Every
+/// state an entry in (H, H′] changed is in that entry's footprint (what it wrote), so the state the
+/// group read — all of it in the group's footprint — is the same at H′ as at H, and validating at
+/// H′ would have decided the same: the same refusals, the same merges, the same changes (an
+/// update's or delete's previous version included, since the object did not change). Applying the
+/// group's changes at H′ then leaves what the group would have left there. A hash shared by
+/// chance only refuses an append that could have gone through (the group validates again).
+///
+/// Hashes are stable across processes and machines (FNV-1a over a kind byte and the key's bytes,
+/// then a 64-bit finalizer), never Swift's per-process seeded `Hasher`.
+public struct ReplicationFootprint: Sendable, Equatable {
+    /// The hashes, sorted and distinct.
+    public let keys: [Int64]
+    /// The most hashes a footprint holds: a group that touches more is appended only after the
+    /// head it was validated at (comparing large footprints would hold the shared log's lock).
+    public static let maxKeys = 1_024
+
+    /// A footprint of `keys` (sorted and deduplicated here).
+    public init(keys: some Sequence<Int64>) {
+        self.keys = Array(Set(keys)).sorted()
+    }
+}
+
+extension ReplicatedEntry {
+    /// The last four bytes ``bytes`` ends with (its checksum, which covers the id) at each of
+    /// `count` ids from `first`, one after another: what a shared log writes when it appends the
+    /// entry at a later id than it was encoded for. The entry's body is read once.
+    public func checksumBytes(from first: TransactionID, count: Int) -> [UInt8] {
+        precondition(bytes.count >= 4, "an encoded entry ends with its checksum")
+        let sums = bytes.withUnsafeBytes { raw in
+            LogEntryCodec.checksums(UnsafeRawBufferPointer(rebasing: raw.dropLast(4)), from: first, count: count)
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(sums.count * 4)
+        for s in sums { withUnsafeBytes(of: s.bigEndian) { out.append(contentsOf: $0) } }
+        return out
+    }
 }
 
 /// One log entry as the shared log holds it: Strata's own encoding of a transaction (its changes,

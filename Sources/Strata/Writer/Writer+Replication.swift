@@ -1,12 +1,16 @@
 import Foundation
 import StrataLMDB
 
-/// The writer of a replica: a group is validated against the local state at head H, appended to
-/// the shared log only if the shared head is still H (``ReplicationLog/append(_:after:)``, in
-/// the same LMDB write transaction, before it commits), then committed locally. When another
-/// machine appended first, nothing is committed: the replica catches up, and the group is
-/// validated again against the new head, so merge policies and unique constraints decide as on
-/// one machine. A group that lost that race ``racesBeforeTurn`` times in a row waits its turn
+/// The writer of a replica: a group is validated against the local state at head H, noting what
+/// it reads and writes (its ``ReplicationFootprint``), and appended to the shared log in the same
+/// LMDB write transaction, before it commits (``ReplicationLog/append(_:validatedAt:footprint:)``):
+/// right after H if the shared head is still H (then committed locally), or after the entries
+/// other machines appended since H when none of them touches the footprint — the group would
+/// have validated the same after them; the local transaction is then dropped and the replica
+/// applies those entries and the group's from the shared log, in its order. When another
+/// machine's entry does touch it, nothing is appended or committed: the replica catches up, and
+/// the group is validated again against the new head, so merge policies and unique constraints
+/// decide as on one machine. A group that lost that race ``racesBeforeTurn`` times in a row waits its turn
 /// instead (``ReplicationLog/appendInTurn(_:)``): with every other machine held off, the replica
 /// applies what it missed and validates the group at the shared head itself, so it cannot lose
 /// again. The local log and the shared one hold the same entries under the same ids, so the
@@ -23,6 +27,11 @@ extension Writer {
     /// turn found the replica more than ``catchUpBatch`` entries behind (it catches up outside
     /// its turn first: other machines wait while it holds its turn).
     private struct SharedHeadMoved: Error {}
+
+    /// Thrown out of the write transaction to abort it when the shared log took the group after
+    /// other machines' entries (``ReplicationAppend/appendedLater(first:)``): the transaction
+    /// applied it at the old head, and the replica applies it from the shared log instead.
+    private struct AppendedLater: Error {}
 
     /// What one local transaction of ``commitReplicated(_:)`` committed.
     private struct ReplicatedCommit {
@@ -46,10 +55,11 @@ extension Writer {
         var growths = 0, racesLost = 0
         while true {
             var appended: AppliedGroup?
+            var movedTo: TransactionID?
             do {
                 let done = try env.write { txn -> ReplicatedCommit in
                     racesLost < Self.racesBeforeTurn
-                        ? try race(batch, txn, env: env, log: log, appended: &appended)
+                        ? try race(batch, txn, env: env, log: log, appended: &appended, movedTo: &movedTo)
                         : try inTurn(batch, txn, env: env, log: log, appended: &appended)
                 }
                 if let last = done.group.entries.last?.transactionID ?? done.caughtUpThrough {
@@ -58,6 +68,12 @@ extension Writer {
                 // Other machines' transactions first, in the log's order.
                 if let caughtUp = done.caughtUpThrough { publisher.publishCommitted(env: env, through: caughtUp) }
                 finish(batch, done.group.results, done.group.entries, growths: growths)
+                return
+            } catch is AppendedLater {
+                guard let group = appended, let first = movedTo else {
+                    preconditionFailure("a group appended later has its entries and their first id")
+                }
+                finishAppendedLater(batch, group, first: first, log: log, growths: growths)
                 return
             } catch is SharedHeadMoved {
                 racesLost += 1
@@ -107,14 +123,16 @@ extension Writer {
     /// holds it). Refusals and no-ops with nothing to append were judged at the local head: they
     /// stand only if no machine has appended since. Throws ``SharedHeadMoved`` when one had.
     private func race(_ batch: [PendingSave], _ txn: LMDBTransaction, env: LMDBEnvironment,
-                      log: any ReplicationLog, appended: inout AppliedGroup?) throws -> ReplicatedCommit {
+                      log: any ReplicationLog, appended: inout AppliedGroup?,
+                      movedTo: inout TransactionID?) throws -> ReplicatedCommit {
         let head = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
         func requireCurrentHead() throws {
             if try !log.entries(after: head, limit: 1).isEmpty { throw SharedHeadMoved() }
         }
         let group: AppliedGroup
+        let footprint = FootprintBuilder()
         do {
-            group = try apply(batch, txn, env: env)
+            group = try apply(batch, txn, env: env, footprint: footprint)
         } catch let e as LMDBError {
             throw e
         } catch {
@@ -125,13 +143,58 @@ extension Writer {
         if group.entries.isEmpty {
             try requireCurrentHead()
         } else {
-            switch try log.append(sharedEntries(group), after: head) {
+            let outcome = try footprint.footprint.map {
+                try log.append(sharedEntries(group), validatedAt: head, footprint: $0)
+            } ?? log.append(sharedEntries(group), after: head)
+            switch outcome {
             case .appended: appended = group
+            case .appendedLater(let first):
+                guard first > head.next else {
+                    throw StrataError.replication(ReplicationError(.rejectedEntry, """
+                        the cluster's log placed transactions validated after \(head) at \(first)
+                        """))
+                }
+                appended = group
+                movedTo = first
+                throw AppendedLater()
             case .behind: throw SharedHeadMoved()
             }
         }
         return ReplicatedCommit(group: group, caughtUpThrough: nil,
                                 lmdbID: LMDBEnvironment.lmdbTransactionID(txn.handle))
+    }
+
+    /// The group is durable in the shared log from `first` on, after other machines' entries that
+    /// touch none of what it read or wrote: the replica applies those and the group's entries
+    /// from the shared log (``catchUp(from:)``, which publishes them in the log's order), and the
+    /// saves complete with the ids the group got there.
+    private func finishAppendedLater(_ batch: [PendingSave], _ group: AppliedGroup, first: TransactionID,
+                                     log: any ReplicationLog, growths: Int) {
+        let validated = group.entries.first?.transactionID ?? first
+        let shift = first.rawValue - validated.rawValue
+        let entries = group.entries.map {
+            LogEntry(transactionID: TransactionID($0.transactionID.rawValue + shift), schemaVersion: $0.schemaVersion,
+                     timestampMs: $0.timestampMs, author: $0.author, metadata: $0.metadata, changes: $0.changes)
+        }
+        // A save with nothing to log reports the head it was judged at: it moves with the group.
+        let results = group.results.map { $0.map { TransactionID($0.rawValue + shift) } }
+        let last = entries.last?.transactionID ?? first
+        do {
+            try catchUp(from: log)
+            let env = self.env
+            let head = try env.read { try ReadView(txn: $0, env: env, schema: schema).lastTransactionID() }
+            guard head >= last else {
+                throw StrataError.replication(ReplicationError(.unavailable, """
+                    the cluster's log ends at transaction \(head), before \(last)
+                    """))
+            }
+            finish(batch, results, entries, growths: growths)
+        } catch {
+            fail(batch, StrataError.replication(ReplicationError(.outcomeUnknown, """
+                the cluster holds the saves as transactions \(first)–\(last), but this replica could not \
+                apply them (\(error)); it applies them when it catches up
+                """)))
+        }
     }
 
     /// The group in its turn: with every other machine's append held off, the entries this

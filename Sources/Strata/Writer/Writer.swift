@@ -674,8 +674,11 @@ final class Writer: Sendable {
     /// nested transaction copies every page it touches that the group already changed, which
     /// cost a third of an incremental import's time. A failure then throws
     /// ``OrderedGroupFailure`` (the caller aborts and commits the saves before it again).
+    ///
+    /// With a `footprint`, every object and unique key the saves read or write is noted in it
+    /// (a replica's group, for ``ReplicationLog/append(_:validatedAt:footprint:)``).
     func apply(_ batch: [PendingSave], _ txn: LMDBTransaction, env: LMDBEnvironment,
-               flatOrderedGroup: Bool = false) throws -> AppliedGroup {
+               flatOrderedGroup: Bool = false, footprint: FootprintBuilder? = nil) throws -> AppliedGroup {
         // Read inside the transaction: another process may have committed since this one did.
         var next = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID().next
         var group = AppliedGroup()
@@ -708,8 +711,8 @@ final class Writer: Sendable {
             do {
                 // A lone save needs no nested transaction: if it fails, the whole transaction is aborted.
                 let resolved = batch.count == 1 || flat
-                    ? try resolve(save, txn, next, env: env)
-                    : try env.nested(in: txn) { try resolve(save, $0, next, env: env) }
+                    ? try resolve(save, txn, next, env: env, footprint: footprint)
+                    : try env.nested(in: txn) { try resolve(save, $0, next, env: env, footprint: footprint) }
                 if let (entry, bytes) = resolved {
                     group.results.append(.success(next))
                     group.entries.append(entry)
@@ -731,18 +734,26 @@ final class Writer: Sendable {
     }
 
     private func resolve(_ save: PendingSave, _ txn: LMDBTransaction, _ tx: TransactionID,
-                         env: LMDBEnvironment) throws -> (LogEntry, [UInt8])? {
+                         env: LMDBEnvironment, footprint: FootprintBuilder?) throws -> (LogEntry, [UInt8])? {
         var applier = StateApplier(txn: txn, env: env, schema: schema, transactionID: tx)
         if config.releaseMappedPagesAfterChanges > 0, save.changes.count >= config.releaseMappedPagesAfterChanges,
            !env.hadReadersRecently {
             applier.releaseMappedPagesEvery = StateApplier.bulkReleaseInterval
         }
-        var resolver = SaveResolver(applier: applier, limits: config)
-        try resolver.run(save.changes)
-        guard !resolver.changes.isEmpty else { return nil }
+        let changes: [LoggedChange]
+        if let footprint {
+            var resolver = SaveResolver(applier: FootprintRecorder(base: applier, footprint: footprint), limits: config)
+            try resolver.run(save.changes)
+            changes = resolver.changes
+        } else {
+            var resolver = SaveResolver(applier: applier, limits: config)
+            try resolver.run(save.changes)
+            changes = resolver.changes
+        }
+        guard !changes.isEmpty else { return nil }
         let entry = LogEntry(transactionID: tx, schemaVersion: schema.version,
                              timestampMs: Int64(Date().timeIntervalSince1970 * 1000), author: save.author,
-                             metadata: save.metadata, changes: resolver.changes)
+                             metadata: save.metadata, changes: changes)
         let encoded = LogEntryCodec.encode(entry)
         _ = try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
             try encoded.withUnsafeBytes { try txn.put(env[.log], key: key, value: $0, mode: .append) }
