@@ -85,12 +85,16 @@ enum ClusterSchema {
         // shares a hash with `p_footprint` (a footprint of NULL, as `strata_append` leaves, shares
         // everything). The entries were encoded for ids expected+1…; `p_checksums[i]` holds entry
         // i's checksum for each id from expected+i on (4 bytes each), so an entry moved k ids on
-        // ends with the k-th. Returns the first id taken, or 0 when nothing was appended. The
-        // footprint is stored with the first entry of the group ('{}' with the others).
+        // ends with the k-th. The footprint is stored with the first entry of the group ('{}'
+        // with the others). A head before `expected` appends nothing. Returns rows of (the first
+        // id taken, or 0 when nothing was appended;
+        // then, when the entries moved, every entry after `expected` through the appended ones,
+        // which the replica applies next: one row with NULLs otherwise).
         """
         CREATE FUNCTION strata_append_after(expected bigint, p_entries bytea[], p_checksums bytea[],
                                             p_authors text[], p_saved bigint[], p_versions integer[],
-                                            p_footprint bigint[], p_replica text) RETURNS bigint
+                                            p_footprint bigint[], p_replica text)
+            RETURNS TABLE (first bigint, id bigint, entry bytea, author text, saved_ms bigint, schema_version integer)
         LANGUAGE plpgsql AS $$
         DECLARE
             n integer := cardinality(p_entries);
@@ -100,35 +104,38 @@ enum ClusterSchema {
             IF n IS NULL OR n = 0 OR cardinality(p_checksums) <> n OR p_footprint IS NULL THEN
                 RAISE EXCEPTION 'strata_append_after: % entries with % checksum lists', n, cardinality(p_checksums);
             END IF;
-            SELECT head INTO shared_head FROM strata_cluster WHERE singleton FOR UPDATE;
-            IF shared_head < expected THEN
-                RAISE EXCEPTION 'strata_append_after: validated at %, after the head %', expected, shared_head;
-            END IF;
+            SELECT c.head INTO shared_head FROM strata_cluster c WHERE c.singleton FOR UPDATE;
             moved := shared_head - expected;
-            IF moved > 0 THEN
-                IF moved * 4 + 4 > length(p_checksums[1]) THEN
-                    RETURN 0;
-                END IF;
-                IF (SELECT count(*) FROM strata_log WHERE id > expected AND id <= shared_head) <> moved
-                   OR EXISTS (SELECT 1 FROM strata_log WHERE id > expected AND id <= shared_head
-                              AND (footprint IS NULL OR footprint && p_footprint)) THEN
-                    RETURN 0;
+            -- A replica past the head (the cluster lost entries) appends nothing: it learns why
+            -- when it reads the log to catch up.
+            IF moved <> 0 THEN
+                IF moved < 0 OR moved * 4 + 4 > length(p_checksums[1])
+                   OR (SELECT count(*) FROM strata_log l WHERE l.id > expected AND l.id <= shared_head) <> moved
+                   OR EXISTS (SELECT 1 FROM strata_log l WHERE l.id > expected AND l.id <= shared_head
+                              AND (l.footprint IS NULL OR l.footprint && p_footprint)) THEN
+                    RETURN QUERY SELECT 0::bigint, NULL::bigint, NULL::bytea, NULL::text, NULL::bigint, NULL::integer;
+                    RETURN;
                 END IF;
             END IF;
-            UPDATE strata_cluster SET head = shared_head + n,
-                schema_version = GREATEST(schema_version, (SELECT max(v) FROM unnest(p_versions) AS v))
-                WHERE singleton;
+            UPDATE strata_cluster c SET head = shared_head + n,
+                schema_version = GREATEST(c.schema_version, (SELECT max(v) FROM unnest(p_versions) AS v))
+                WHERE c.singleton;
             INSERT INTO strata_log (id, entry, author, saved_ms, schema_version, replica, footprint)
                 SELECT shared_head + u.i,
                        CASE WHEN moved = 0 THEN u.entry
-                            ELSE overlay(u.entry PLACING substring(u.sums FROM moved * 4 + 1 FOR 4)
+                            ELSE overlay(u.entry PLACING substring(u.sums FROM (moved * 4 + 1)::integer FOR 4)
                                          FROM length(u.entry) - 3) END,
                        u.author, u.saved, u.version, p_replica,
                        CASE WHEN u.i = 1 THEN p_footprint ELSE '{}'::bigint[] END
                 FROM unnest(p_entries, p_checksums, p_authors, p_saved, p_versions)
                      WITH ORDINALITY AS u(entry, sums, author, saved, version, i);
             PERFORM pg_notify('strata_log', '');
-            RETURN shared_head + 1;
+            IF moved = 0 THEN
+                RETURN QUERY SELECT shared_head + 1, NULL::bigint, NULL::bytea, NULL::text, NULL::bigint, NULL::integer;
+            ELSE
+                RETURN QUERY SELECT shared_head + 1, l.id, l.entry, l.author, l.saved_ms, l.schema_version
+                    FROM strata_log l WHERE l.id > expected AND l.id <= shared_head + n ORDER BY l.id;
+            END IF;
         END $$
         """,
     ]

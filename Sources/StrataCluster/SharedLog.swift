@@ -52,6 +52,10 @@ final class SharedLog: ReplicationLog {
     /// False once the cluster's database turned out to have no `strata_append_after` (made by an
     /// earlier version): appends then go only right after the head they were validated at.
     private let footprintsCompared = Atomic<Bool>(true)
+    /// What `strata_append_after` answered when it moved a group: every entry after the head the
+    /// group was validated at, through the group's own. The replica's writer asks for exactly
+    /// these next (``entries(after:limit:)``), and gets them without another round trip.
+    private let movedRun = Mutex<(after: TransactionID, entries: [ReplicatedEntry])?>(nil)
 
     init(session: PostgresSession, replica: String) {
         self.session = session
@@ -80,12 +84,13 @@ final class SharedLog: ReplicationLog {
                 footprint: ReplicationFootprint) throws -> ReplicationAppend {
         guard !entries.isEmpty else { return .appended }
         guard footprintsCompared.load(ordering: .relaxed) else { return try append(entries, after: head) }
-        let first: Int64
+        let first: Int64, run: [ReplicatedEntry]
         do {
-            first = try appendAfterStatement(entries, validatedAt: head, footprint: footprint)
+            (first, run) = try appendAfterStatement(entries, validatedAt: head, footprint: footprint)
         } catch let failure as PostgresSession.Failure {
             switch failure {
-            case .refused(let sqlState, _) where sqlState == "42883":
+            case .refused(let sqlState, let message)
+                where sqlState == "42883" && message.contains("strata_append_after("):
                 // No such function: a cluster made by an earlier version. The statement did
                 // nothing; this and every later append go right after their head only.
                 footprintsCompared.store(false, ordering: .relaxed)
@@ -102,13 +107,22 @@ final class SharedLog: ReplicationLog {
                 strata_append_after answered \(first) for transactions validated after \(head)
                 """))
         }
-        return position == head.next.rawValue ? .appended : .appendedLater(first: TransactionID(position))
+        if position == head.next.rawValue { return .appended }
+        let last = position + UInt64(entries.count) - 1
+        guard run.map(\.transactionID.rawValue) == Array(head.next.rawValue...last) else {
+            throw StrataError.replication(ReplicationError(.outcomeUnknown, """
+                strata_append_after appended transactions \(position)–\(last) but answered \(run.count) entries \
+                after \(head)
+                """))
+        }
+        movedRun.withLock { $0 = (head, run) }
+        return .appendedLater(first: TransactionID(position))
     }
 
-    /// Runs `strata_append_after` for `entries` validated at `head`: the first id they took, or
-    /// 0 when nothing was appended.
+    /// Runs `strata_append_after` for `entries` validated at `head`: the first id they took (0
+    /// when nothing was appended), and, when they moved, the entries after `head` through theirs.
     private func appendAfterStatement(_ entries: [ReplicatedEntry], validatedAt head: TransactionID,
-                                      footprint: ReplicationFootprint) throws -> Int64 {
+                                      footprint: ReplicationFootprint) throws -> (Int64, [ReplicatedEntry]) {
         var payloads: [ByteBuffer] = [], sums: [ByteBuffer] = [], authors: [String] = [], saved: [Int64] = []
         var versions: [Int32] = []
         for (i, e) in entries.enumerated() {
@@ -122,14 +136,26 @@ final class SharedLog: ReplicationLog {
         }
         let expected = Int64(head.rawValue), keys = footprint.keys
         let query: PostgresQuery = """
-            SELECT strata_append_after(\(expected), \(payloads), \(sums), \(authors), \(saved), \(versions), \(keys), \
+            SELECT * FROM strata_append_after(\(expected), \(payloads), \(sums), \(authors), \(saved), \(versions), \(keys), \
             \(replica))
             """
         let rows = try session.run(query)
-        guard let row = rows.first, let first = try? row.decode(Int64.self) else {
+        var first: Int64?
+        var run: [ReplicatedEntry] = []
+        for row in rows {
+            let decoded = try? row.decode((Int64, Int64?, ByteBuffer?, String?, Int64?, Int32?).self)
+            guard let (taken, id, payload, author, saved, version) = decoded, first == nil || first == taken else {
+                throw StrataError.replication(ReplicationError(.outcomeUnknown, "strata_append_after answered a bad row"))
+            }
+            first = taken
+            guard let id, let payload, let author, let saved, let version, let tx = UInt64(exactly: id) else { continue }
+            run.append(ReplicatedEntry(transactionID: TransactionID(tx), bytes: Array(buffer: payload), author: author,
+                                       timestampMs: saved, schemaVersion: Int(version)))
+        }
+        guard let first else {
             throw StrataError.replication(ReplicationError(.outcomeUnknown, "strata_append_after answered no row"))
         }
-        return first
+        return (first, run)
     }
 
     func appendInTurn(_ body: (TransactionID) throws -> [ReplicatedEntry]) throws {
@@ -221,7 +247,13 @@ final class SharedLog: ReplicationLog {
     }
 
     func entries(after position: TransactionID, limit: Int) throws -> [ReplicatedEntry] {
-        try Self.entries(session, after: position, limit: limit)
+        // The run a moved append answered, once, when this is the question it answers.
+        let answered = movedRun.withLock { run -> [ReplicatedEntry]? in
+            defer { run = nil }
+            guard let r = run, r.after == position, r.entries.count < limit else { return nil }
+            return r.entries
+        }
+        return try answered ?? Self.entries(session, after: position, limit: limit)
     }
 
     /// The log's entries after `position` (at most `limit`), in id order, read with the cluster's

@@ -305,4 +305,12 @@ public final class LMDBEnvironment: Sendable {
     package func setNoSync(_ on: Bool) throws {
         try lmdbCheck(mdb_env_set_flags(handle, UInt32(MDB_NOSYNC), on ? 1 : 0), "mdb_env_set_flags(MDB_NOSYNC)")
     }
+
+    /// Turns `MDB_NOMETASYNC` on or off: a commit then syncs its data pages but not the meta page
+    /// that makes it current, which the next commit's sync (or the kernel) writes. LMDB keeps the
+    /// file consistent either way; an OS crash may only undo the last commit.
+    package func setNoMetaSync(_ on: Bool) throws {
+        try lmdbCheck(mdb_env_set_flags(handle, UInt32(MDB_NOMETASYNC), on ? 1 : 0),
+                      "mdb_env_set_flags(MDB_NOMETASYNC)")
+    }
 }

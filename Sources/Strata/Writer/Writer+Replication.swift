@@ -337,3 +337,4 @@ extension Writer {
         return applied
     }
 }
+
