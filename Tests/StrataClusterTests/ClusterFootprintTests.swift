@@ -82,4 +82,102 @@ import Testing
             _ = head
         }
     }
+
+    /// A replica whose every append is preceded by a rival's save on the cluster's second replica
+    /// (`rivalName(n)` for the n-th append, by author "rival").
+    private func replicaWithRival(_ c: ClusterFixture, name: String,
+                                  rivalName: @escaping @Sendable (Int) -> String) async throws
+        -> (store: Store, log: OutcomeLog, session: PostgresSession) {
+        let other = c.replicas[1].store
+        let store = try await Cluster.join(at: c.root.appendingPathComponent(name), address: c.address)
+        let session = PostgresSession(address: c.address, logger: .init(label: "test"))
+        let log = OutcomeLog(SharedLog(session: session, replica: name)) { n in
+            _ = try other.saveAndWait(author: "rival") { $0.insert(Genre(name: rivalName(n))) }
+        }
+        try store.attachReplication(log)
+        try await store.catchUpReplica()
+        return (store, log, session)
+    }
+
+    @Test func aSaveAboutOtherObjectsThanAnotherMachinesGoesInAfterItWithoutValidatingAgain() async throws {
+        try await withCluster(replicas: 2) { c in
+            let (store, log, session) = try await replicaWithRival(c, name: "mover") { "Rival \($0)" }
+            let before = try store.lastTransactionID
+            let stream = store.changes()
+            let id = try await store.save(author: "mover") { $0.insert(Genre(name: "Mover")) }
+            #expect(log.outcomes.withLock { $0 } == [.appendedLater(first: TransactionID(before.rawValue + 2))])
+            #expect(id == TransactionID(before.rawValue + 2), "after the rival's save, in one append")
+            // Both transactions published here once, in the log's order.
+            var seen: [(TransactionID, String)] = []
+            for await event in stream {
+                guard case .committed(let tx) = event else { continue }
+                seen.append((tx.id, tx.author))
+                if tx.id == id { break }
+            }
+            stream.cancel()
+            #expect(seen.map(\.0) == [before.next, id])
+            #expect(seen.map(\.1) == ["rival", "mover"])
+            #expect(try await c.catchUpAll() == id)
+            let exported = try ClusterFixture.exported(store)
+            for s in [c.replicas[0].store, c.replicas[1].store] {
+                #expect(try s.mainContext.fetch(Genre.self).map(\.name).sorted() == ["Mover", "Rival 1"])
+                #expect(try ClusterFixture.exported(s) == exported)
+            }
+            await store.detachReplication()
+            session.close()
+            store.close()
+        }
+    }
+
+    @Test func aSaveTakingAKeyAnotherMachineTookIsValidatedAgainAndRefusedAsOnOneMachine() async throws {
+        try await withCluster(replicas: 2) { c in
+            let (store, log, session) = try await replicaWithRival(c, name: "loser") { _ in "Contested" }
+            await #expect {
+                _ = try await store.save { $0.insert(Genre(name: "Contested")) }
+            } throws: { error in
+                guard case StrataError.validation(let f) = error else { return false }
+                return f.kind == .uniqueConstraint
+            }
+            #expect(log.outcomes.withLock { $0 } == [.behind], "the one append shared the key's hash and moved nothing")
+            _ = try await store.catchUpReplica()
+            #expect(try store.mainContext.fetch(Genre.self).filter { $0.name == "Contested" }.count == 1)
+            #expect(try await c.catchUpAll() == store.lastTransactionID)
+            await store.detachReplication()
+            session.close()
+            store.close()
+        }
+    }
+}
+
+/// The cluster's real log, a rival's save made before each append, and the outcome of each
+/// append that compares footprints.
+final class OutcomeLog: ReplicationLog {
+    let inner: SharedLog
+    let rival: @Sendable (Int) throws -> Void
+    let outcomes = Mutex<[ReplicationAppend]>([])
+
+    init(_ inner: SharedLog, rival: @escaping @Sendable (Int) throws -> Void) {
+        self.inner = inner
+        self.rival = rival
+    }
+
+    func append(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> ReplicationAppend {
+        try inner.append(entries, after: head)
+    }
+
+    func append(_ entries: [ReplicatedEntry], validatedAt head: TransactionID,
+                footprint: ReplicationFootprint) throws -> ReplicationAppend {
+        try rival(outcomes.withLock { $0.count } + 1)
+        let outcome = try inner.append(entries, validatedAt: head, footprint: footprint)
+        outcomes.withLock { $0.append(outcome) }
+        return outcome
+    }
+
+    func appendInTurn(_ body: (TransactionID) throws -> [ReplicatedEntry]) throws {
+        try inner.appendInTurn(body)
+    }
+
+    func entries(after position: TransactionID, limit: Int) throws -> [ReplicatedEntry] {
+        try inner.entries(after: position, limit: limit)
+    }
 }

@@ -337,4 +337,3 @@ extension Writer {
         return applied
     }
 }
-

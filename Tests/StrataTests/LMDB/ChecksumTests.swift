@@ -31,6 +31,44 @@ import Testing
         }
     }
 
+    @Test func aPrefixsChecksumMovesPastABodyOfAnyLength() {
+        var rng = SeededGenerator(seed: 7)
+        for length in [0, 1, 3, 8, 57, 4_096, 100_003] {
+            let body = (0..<length).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            let prefix = (0..<8).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            let combined = CRC32C.combine(CRC32C.checksum(prefix), CRC32C.checksum(body),
+                                          shiftOfB: CRC32C.shift(bytes: body.count))
+            #expect(combined == CRC32C.checksum(prefix + body), "body of \(length) bytes")
+        }
+    }
+
+    /// What a shared log writes when it moves an entry to a later id: the checksum the entry
+    /// would have been encoded with there.
+    @Test func anEntrysChecksumsAtLaterIdsAreThoseItWouldBeEncodedWith() {
+        var rng = SeededGenerator(seed: 11)
+        for length in [0, 5, 200, 9_000] {
+            let body = (0..<length).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            let first = TransactionID(UInt64.random(in: 1...UInt64(1) << 40, using: &rng))
+            let sums = body.withUnsafeBytes { LogEntryCodec.checksums($0, from: first, count: 70) }
+            #expect(sums.count == 70)
+            for (i, sum) in sums.enumerated() {
+                #expect(sum == LogEntryCodec.checksum(TransactionID(first.rawValue + UInt64(i)), body),
+                        "body of \(length) bytes at \(first) + \(i)")
+            }
+        }
+        let id = ObjectID.make(entityTag: 1)
+        let entry = LogEntry(transactionID: TransactionID(41), schemaVersion: 1, timestampMs: 5, author: "a",
+                             metadata: [:], changes: [.unlink(relationship: 3, from: id, to: id)])
+        let shared = ReplicatedEntry(transactionID: TransactionID(41), bytes: LogEntryCodec.encode(entry), author: "a",
+                                     timestampMs: 5, schemaVersion: 1)
+        let moved = shared.checksumBytes(from: TransactionID(41), count: 3)
+        for k in 0..<3 {
+            let there = LogEntry(transactionID: TransactionID(41 + UInt64(k)), schemaVersion: 1, timestampMs: 5,
+                                 author: "a", metadata: [:], changes: entry.changes)
+            #expect(Array(shared.bytes.dropLast(4)) + moved[(k * 4)..<(k * 4 + 4)] == LogEntryCodec.encode(there))
+        }
+    }
+
     @Test func recordAndLogChecksumsCoverKeyThenBody() {
         let id = ObjectID(high: 0x1122_3344_5566_7788, low: 0x99AA_BBCC_DDEE_FF00)
         let body: [UInt8] = Array("some record body".utf8)
