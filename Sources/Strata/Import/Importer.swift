@@ -293,17 +293,24 @@ public final class Importer: Sendable {
     }
 
     /// Pass 1: every record parsed and checked; duplicate keys and dangling references found.
+    /// A small input's records are kept for pass 2 (``ImportState/kept``).
     private func validate(_ s: inout ImportState) throws {
         let it = PipelinedRecords(RecordIterator(files: s.files, schema: store.schema, options: options,
                                                  maxValueBytes: store.configuration.maxValueBytes))
         defer { it.close() }
+        // A small input's records, kept for the write pass (``ImportOptions/keptRecordsMaxInputBytes``).
+        var kept: [RecordIterator.Item]? = s.totalBytes <= options.keptRecordsMaxInputBytes ? [] : nil
         var n = 0
         while let item = try nextItem(it) {
             n += 1
             s.report(.validating, records: n, bytes: it.bytesRead)
             _ = try check(item, &s)
+            // Bounded by what was read too: an input whose size is not known in advance (a pipe)
+            // is kept only while it stays under the limit.
+            if it.bytesRead <= options.keptRecordsMaxInputBytes { kept?.append(item) } else { kept = nil }
         }
         try checkForwardReferences(&s)
+        s.kept = kept.map { KeptRecords($0, bytes: it.bytesRead) }
     }
 
     /// Checks one item as validation does (its parse, a key given twice, a required to-one left
@@ -384,7 +391,7 @@ public final class Importer: Sendable {
         return nil
     }
 
-    private func nextItem(_ it: PipelinedRecords) throws -> RecordIterator.Item? {
+    private func nextItem(_ it: some RecordSource) throws -> RecordIterator.Item? {
         do { return try it.next() } catch let issue as ImportIssue {
             throw ImportFailed(issues: [issue], totalIssues: 1)
         }
@@ -408,8 +415,10 @@ public final class Importer: Sendable {
         // The phase starts now, not at the first commit: its rate and estimate count from here,
         // and the validation pass ends here (its length is what a progress consumer sees of it).
         s.report(.writing, records: 0, bytes: 0, force: true)
-        let it = PipelinedRecords(RecordIterator(files: s.files, schema: store.schema, options: options,
-                                                 maxValueBytes: store.configuration.maxValueBytes))
+        // The validation pass's records when it kept them, or the files read again.
+        let it: any RecordSource = s.kept.take()
+            ?? PipelinedRecords(RecordIterator(files: s.files, schema: store.schema, options: options,
+                                               maxValueBytes: store.configuration.maxValueBytes))
         defer { it.close() }
         var batch = Batch()
         // Full batches an incremental import has not submitted yet (``incrementalGroupRecords``).
@@ -803,6 +812,9 @@ private struct ImportState {
     /// Rejected lines (packed location) and why.
     var rejected: [UInt64: String] = [:]
     var writtenKeys: Set<UInt64> = []
+    /// The records the validation pass read, kept for the write pass when the input is small
+    /// (``ImportOptions/keptRecordsMaxInputBytes``); taken by it.
+    var kept: KeptRecords?
     /// Every key of the input (digest) and where its record is (packed file and line, in input
     /// order), from validation (while a bulk import checks as it writes: the keys read so far).
     var inputKeys: [UInt64: UInt64] = [:]

@@ -27,8 +27,10 @@ import Testing
     /// A batch refused at save time (a put that moves an existing object onto another one's
     /// unique key) is retried record by record while later batches wait; the rejects file keeps
     /// the input's order (the save-time reject of batch 1 before the parse reject read with
-    /// batch 2); every transaction is tagged with its batch number in order.
-    @Test func continueOnErrorAcrossBatchesKeepsTheSequentialOutcome() async throws {
+    /// batch 2); every transaction is tagged with its batch number in order. The same whether
+    /// the write pass takes the records the validation pass kept or reads the input again.
+    @Test(arguments: [ImportOptions().keptRecordsMaxInputBytes, 0])
+    func continueOnErrorAcrossBatchesKeepsTheSequentialOutcome(keptRecordsMaxInputBytes: Int) async throws {
         let dir = temporaryDirectory("import-pipeline")
         defer { try? FileManager.default.removeItem(at: dir) }
         try await withLibraryStore { store in
@@ -52,6 +54,7 @@ import Testing
             options.continueOnError = true
             options.rejectsPath = dir.appendingPathComponent("rejects.txt").path
             options.importID = "pipeline"
+            options.keptRecordsMaxInputBytes = keptRecordsMaxInputBytes
             let summary = try await Importer(store: store, options: options).run(files: [input])
             #expect(summary.records == 5)
             #expect(summary.rejected == 2)
@@ -218,6 +221,7 @@ import Testing
                 ("batchSize", { $0.batchSize = ImportOptions.maxBatchSize + 1 }),
                 ("maxLineBytes", { $0.maxLineBytes = 0 }),
                 ("maxReportedIssues", { $0.maxReportedIssues = 0 }),
+                ("keptRecordsMaxInputBytes", { $0.keptRecordsMaxInputBytes = -1 }),
                 ("rejectsPath", { $0.rejectsPath = dir.appendingPathComponent("r").path }),
             ]
             for (field, change) in cases {
