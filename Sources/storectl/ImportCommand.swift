@@ -50,6 +50,11 @@ struct ImportCommand: AsyncParsableCommand {
         "(a 200,000-record library about a sixth, a link-heavy catalog a sixth to a quarter), with memory growing " +
         "with the input (0.78 GB for 256 MB, against 0.40 GB). 0: never.", valueName: "MiB"))
     var inMemoryMaxMb = ImportOptions().bulkInMemoryMaxInputBytes >> 20
+    @Option(name: .customLong("keep-records-max-mb"), help: ArgumentHelp(
+        "The largest input (MiB, all files) whose records the validation pass keeps in memory for the " +
+        "write pass, which then does not read and parse the input again (memory: a few times the input). " +
+        "0: always read it again.", valueName: "MiB"))
+    var keepRecordsMaxMb = ImportOptions().keptRecordsMaxInputBytes >> 20
     @Flag(help: "No progress output.") var quiet = false
     @Flag(help: "Print the summary as JSON.") var json = false
 
@@ -66,6 +71,9 @@ struct ImportCommand: AsyncParsableCommand {
         guard maxErrors >= 1 else { throw ValidationError("--max-errors must be at least 1") }
         guard inMemoryMaxMb >= 0 && inMemoryMaxMb <= 1 << 20 else {
             throw ValidationError("--in-memory-max-mb must be between 0 and \(1 << 20)")
+        }
+        guard keepRecordsMaxMb >= 0 && keepRecordsMaxMb <= 1 << 20 else {
+            throw ValidationError("--keep-records-max-mb must be between 0 and \(1 << 20)")
         }
     }
 
@@ -101,6 +109,7 @@ struct ImportCommand: AsyncParsableCommand {
         options.maxReportedIssues = maxErrors
         options.mode = ImportMode(rawValue: mode) ?? .auto
         options.bulkInMemoryMaxInputBytes = inMemoryMaxMb << 20
+        options.keptRecordsMaxInputBytes = keepRecordsMaxMb << 20
         let store: Store, replica: ClusterReplica?
         do {
             (store, replica) = try await openForWriting(target, postgres: cluster) { c in

@@ -305,8 +305,8 @@ public final class Importer: Sendable {
             n += 1
             s.report(.validating, records: n, bytes: it.bytesRead)
             _ = try check(item, &s)
-            // Bounded by what was read too: an input whose size is not known in advance (a pipe)
-            // is kept only while it stays under the limit.
+            // Bounded by what was read too: a file that grew after its size was taken is kept
+            // only while it stays under the limit.
             if it.bytesRead <= options.keptRecordsMaxInputBytes { kept?.append(item) } else { kept = nil }
         }
         try checkForwardReferences(&s)
