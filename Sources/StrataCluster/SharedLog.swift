@@ -136,8 +136,8 @@ final class SharedLog: ReplicationLog {
         }
         let expected = Int64(head.rawValue), keys = footprint.keys
         let query: PostgresQuery = """
-            SELECT * FROM strata_append_after(\(expected), \(payloads), \(sums), \(authors), \(saved), \(versions), \(keys), \
-            \(replica))
+            SELECT * FROM strata_append_after(\(expected), \(payloads), \(sums), \(authors), \(saved), \
+            \(versions), \(keys), \(replica))
             """
         let rows = try session.run(query)
         var first: Int64?
@@ -145,10 +145,13 @@ final class SharedLog: ReplicationLog {
         for row in rows {
             let decoded = try? row.decode((Int64, Int64?, ByteBuffer?, String?, Int64?, Int32?).self)
             guard let (taken, id, payload, author, saved, version) = decoded, first == nil || first == taken else {
-                throw StrataError.replication(ReplicationError(.outcomeUnknown, "strata_append_after answered a bad row"))
+                throw StrataError.replication(ReplicationError(.outcomeUnknown,
+                                                               "strata_append_after answered a bad row"))
             }
             first = taken
-            guard let id, let payload, let author, let saved, let version, let tx = UInt64(exactly: id) else { continue }
+            guard let id, let payload, let author, let saved, let version, let tx = UInt64(exactly: id) else {
+                continue
+            }
             run.append(ReplicatedEntry(transactionID: TransactionID(tx), bytes: Array(buffer: payload), author: author,
                                        timestampMs: saved, schemaVersion: Int(version)))
         }

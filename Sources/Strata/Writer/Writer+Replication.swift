@@ -10,8 +10,8 @@ import StrataLMDB
 /// applies those entries and the group's from the shared log, in its order. When another
 /// machine's entry does touch it, nothing is appended or committed: the replica catches up, and
 /// the group is validated again against the new head, so merge policies and unique constraints
-/// decide as on one machine. A group that lost that race ``racesBeforeTurn`` times in a row waits its turn
-/// instead (``ReplicationLog/appendInTurn(_:)``): with every other machine held off, the replica
+/// decide as on one machine. A group that lost that race ``racesBeforeTurn`` times in a row waits
+/// its turn instead (``ReplicationLog/appendInTurn(_:)``): with every other machine held off, the replica
 /// applies what it missed and validates the group at the shared head itself, so it cannot lose
 /// again. The local log and the shared one hold the same entries under the same ids, so the
 /// replica's position is its log's last id, committed with the state it describes.
