@@ -85,8 +85,9 @@ enum ClusterSchema {
         // shares a hash with `p_footprint` (a footprint of NULL, as `strata_append` leaves, shares
         // everything). The entries were encoded for ids expected+1…; `p_checksums[i]` holds entry
         // i's checksum for each id from expected+i on (4 bytes each), so an entry moved k ids on
-        // ends with the k-th. The footprint is stored with the first entry of the group ('{}'
-        // with the others). A head before `expected` appends nothing. Returns rows of (the first
+        // ends with the k-th. The footprint is stored with every entry of the group (a later
+        // group may have been validated at a head inside this one). A head before `expected`
+        // appends nothing. Returns rows of (the first
         // id taken, or 0 when nothing was appended;
         // then, when the entries moved, every entry after `expected` through the appended ones,
         // which the replica applies next: one row with NULLs otherwise).
@@ -125,8 +126,7 @@ enum ClusterSchema {
                        CASE WHEN moved = 0 THEN u.entry
                             ELSE overlay(u.entry PLACING substring(u.sums FROM (moved * 4 + 1)::integer FOR 4)
                                          FROM length(u.entry) - 3) END,
-                       u.author, u.saved, u.version, p_replica,
-                       CASE WHEN u.i = 1 THEN p_footprint ELSE '{}'::bigint[] END
+                       u.author, u.saved, u.version, p_replica, p_footprint
                 FROM unnest(p_entries, p_checksums, p_authors, p_saved, p_versions)
                      WITH ORDINALITY AS u(entry, sums, author, saved, version, i);
             PERFORM pg_notify('strata_log', '');

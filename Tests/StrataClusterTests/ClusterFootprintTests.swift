@@ -55,6 +55,41 @@ import Testing
         }
     }
 
+    /// A replica's head may stop inside another machine's group (the follower applies the log a
+    /// batch at a time): every entry of a group carries the group's footprint, so a group
+    /// validated there still meets it.
+    @Test func anEntryValidatedInsideAnotherGroupMeetsThatGroupsFootprint() async throws {
+        try await withCluster(replicas: 1) { c in
+            let outcomes = try await withLog(c) { log, _, head in
+                let group = [entry(head.next, author: "a"), entry(head.next.next, author: "a")]
+                return [try log.append(group, validatedAt: head, footprint: footprint(5)),
+                        try log.append([entry(head.next.next, author: "b")], validatedAt: head.next,
+                                       footprint: footprint(5))]
+            }
+            #expect(outcomes == [.appended, .behind])
+        }
+    }
+
+    /// A child context's commit in which two genres exchange their names (judged on its result)
+    /// is applied by the other replicas too.
+    @Test func anExchangeOfUniqueValuesOnOneReplicaIsAppliedOnTheOthers() async throws {
+        try await withCluster(replicas: 2) { c in
+            let store = c.replicas[0].store
+            let a = Genre(name: "Jazz"), b = Genre(name: "Blues")
+            _ = try await store.save { $0.insert(a); $0.insert(b) }
+            let child = store.mainContext.newChild(label: "swap")
+            try child.set(Genre.name, of: a.id, to: "Swing")
+            try child.set(Genre.name, of: b.id, to: "Jazz")
+            try child.set(Genre.name, of: a.id, to: "Blues")
+            let tx = try #require(try await child.commit())
+            #expect(try await c.catchUpAll() == tx)
+            for replica in c.replicas {
+                #expect(try replica.store.mainContext.object(Genre.self, id: a.id)?.name == "Blues")
+                #expect(try replica.store.mainContext.object(Genre.self, id: b.id)?.name == "Jazz")
+            }
+        }
+    }
+
     @Test func anEntryIsRefusedWhenALaterOneSharesAHashHasNoFootprintOrIsTooFarOn() async throws {
         try await withCluster(replicas: 1) { c in
             let (outcomes, count, head) = try await withLog(c) { log, _, head in

@@ -249,8 +249,7 @@ struct Upcaster: Sendable {
                     if applyingToState {
                         var applier = StateApplier(txn: txn, env: u.newEnv, schema: u.new,
                                                    transactionID: entry.transactionID)
-                        for c in entry.changes { try applier.apply(c) }
-                        try applier.flushCounts()
+                        try applier.applyLogged(entry.changes)
                     }
                     try txn.put(u.newEnv[.log], key: entry.transactionID.keyBytes, value: LogEntryCodec.encode(entry),
                                 mode: .append)

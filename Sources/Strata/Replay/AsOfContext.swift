@@ -49,7 +49,11 @@ public final class AsOfContext: ObjectReading {
                                               reason: "log entries between \(target) and \(head) are missing")
         }
         for entry in entries.reversed() {
+            // Undone as the save was judged, on its result: objects that exchanged unique values
+            // in it exchange them back, a clash in between put off to the entry's end.
+            applier.defersUniqueClashes = true
             for change in entry.changes.reversed() { try undo(change, &applier) }
+            try applier.takeDeferredUniqueKeys()
         }
         return applier.leaf
     }

@@ -68,8 +68,7 @@ enum StateRebuilder {
                 for entry in batch {
                     var applier = StateApplier(txn: txn, env: target, schema: schema,
                                                transactionID: entry.transactionID)
-                    for c in entry.changes { try applier.apply(c) }
-                    try applier.flushCounts()
+                    try applier.applyLogged(entry.changes)
                 }
             }
             if let last = batch.last { progress?(Int(last.transactionID.rawValue - horizon)) }

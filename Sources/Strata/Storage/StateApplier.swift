@@ -179,6 +179,18 @@ struct StateApplier: StateStore {
         try txn.delete(env[.uniques], key: key)
     }
 
+    /// Applies a logged transaction's changes as its save was judged: on the save's result, with
+    /// unique clashes put off to its end (so that objects exchanging unique values within it, as
+    /// a child context's net changes may, apply; a key still held by two objects at the end is
+    /// refused), then writes its counts. What every replay of the log uses: a replica applying the
+    /// cluster's entries, the rebuild of `verify`, compaction's catch-up, a migration.
+    mutating func applyLogged(_ changes: [LoggedChange]) throws {
+        defersUniqueClashes = true
+        for change in changes { try apply(change) }
+        try takeDeferredUniqueKeys()
+        try flushCounts()
+    }
+
     mutating func takeDeferredUniqueKeys() throws {
         let held = try stillHeld(deferredUniques)
         deferredUniques = []

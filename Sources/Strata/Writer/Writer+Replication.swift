@@ -143,7 +143,8 @@ extension Writer {
         if group.entries.isEmpty {
             try requireCurrentHead()
         } else {
-            let outcome = try footprint.footprint.map {
+            let movable = Self.mayMove(group.entries, validatedAt: head) ? footprint.footprint : nil
+            let outcome = try movable.map {
                 try log.append(sharedEntries(group), validatedAt: head, footprint: $0)
             } ?? log.append(sharedEntries(group), after: head)
             switch outcome {
@@ -162,6 +163,21 @@ extension Writer {
         }
         return ReplicatedCommit(group: group, caughtUpThrough: nil,
                                 lmdbID: LMDBEnvironment.lmdbTransactionID(txn.handle))
+    }
+
+    /// Whether a group's entries, encoded for the ids after `head`, read the same after a later
+    /// head: not when an update or delete names as its previous version an id of the group
+    /// itself (an object the group wrote before), which moving the group would leave naming the
+    /// transaction now at that id. Such a group is appended only right after `head`.
+    static func mayMove(_ entries: [LogEntry], validatedAt head: TransactionID) -> Bool {
+        !entries.contains { entry in
+            entry.changes.contains { change in
+                switch change {
+                case .update(_, _, let previous), .delete(_, _, let previous): previous > head
+                case .insert, .link, .unlink: false
+                }
+            }
+        }
     }
 
     /// The group is durable in the shared log from `first` on, after other machines' entries that
@@ -326,8 +342,7 @@ extension Writer {
                     """))
             }
             var applier = StateApplier(txn: txn, env: env, schema: schema, transactionID: tx)
-            for change in entry.changes { try applier.apply(change) }
-            try applier.flushCounts()
+            try applier.applyLogged(entry.changes)
             _ = try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
                 try shared.bytes.withUnsafeBytes { try txn.put(env[.log], key: key, value: $0, mode: .append) }
             }

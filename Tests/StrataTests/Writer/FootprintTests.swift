@@ -105,6 +105,23 @@ import Testing
     /// finalizer, worked out apart from this code.
     static let pinnedHash: Int64 = -8_034_709_732_424_852_676
 
+    /// An update or delete names its object's previous version: one written by the group itself
+    /// names an id of the group, which moving the group would leave naming another transaction.
+    @Test func aGroupThatChangesWhatItWroteIsNotMoved() {
+        let id = ObjectID.make(entityTag: 4), head = TransactionID(10)
+        func entry(_ tx: UInt64, _ changes: [LoggedChange]) -> LogEntry {
+            LogEntry(transactionID: TransactionID(tx), schemaVersion: 1, timestampMs: 0, author: "a", metadata: [:],
+                     changes: changes)
+        }
+        let insert = entry(11, [.insert(id: id, values: [.string("A")])])
+        let updateOld = entry(12, [.update(id: id, changes: [], previousVersion: TransactionID(7))])
+        let updateOwn = entry(12, [.update(id: id, changes: [], previousVersion: TransactionID(11))])
+        let deleteOwn = entry(12, [.delete(id: id, values: [.string("A")], previousVersion: TransactionID(11))])
+        #expect(Writer.mayMove([insert, updateOld], validatedAt: head))
+        #expect(!Writer.mayMove([insert, updateOwn], validatedAt: head))
+        #expect(!Writer.mayMove([insert, deleteOwn], validatedAt: head))
+    }
+
     @Test func aGroupTouchingMoreThanTheLimitHasNoFootprint() {
         let b = FootprintBuilder()
         for i in 0...ReplicationFootprint.maxKeys { b.add(ObjectID(high: 1, low: UInt64(i))) }
