@@ -70,6 +70,24 @@ import Testing
         }
     }
 
+    /// A cluster whose database was made before `strata_append_after` existed: saves go in
+    /// through `strata_append`, right after the head they were validated at.
+    @Test func aClusterMadeBeforeFootprintsStillTakesSaves() async throws {
+        try await withCluster(replicas: 1) { c in
+            let postgres = c.postgres, database = c.address.database
+            _ = try await offThePool { try postgres.sql("DROP FUNCTION strata_append_after", database: database) }
+            let store = c.replicas[0].store
+            let first = try await store.save { $0.insert(Genre(name: "Old")) }
+            let second = try await store.save { $0.insert(Genre(name: "Older")) }
+            #expect(second == first.next)
+            let rows = try await offThePool {
+                try postgres.sql("SELECT count(*) FROM strata_log WHERE footprint IS NULL AND id >= \(first.rawValue)",
+                                 database: database)
+            }
+            #expect(rows == "2", "both appended by strata_append, without a footprint")
+        }
+    }
+
     /// A child context's commit in which two genres exchange their names (judged on its result)
     /// is applied by the other replicas too.
     @Test func anExchangeOfUniqueValuesOnOneReplicaIsAppliedOnTheOthers() async throws {
