@@ -101,6 +101,8 @@ enum ClusterSchema {
             n integer := cardinality(p_entries);
             shared_head bigint;
             moved bigint;
+            present bigint;
+            shared boolean;
         BEGIN
             IF n IS NULL OR n = 0 OR cardinality(p_checksums) <> n OR p_footprint IS NULL THEN
                 RAISE EXCEPTION 'strata_append_after: % entries with % checksum lists', n, cardinality(p_checksums);
@@ -109,11 +111,14 @@ enum ClusterSchema {
             moved := shared_head - expected;
             -- A replica past the head (the cluster lost entries) appends nothing: it learns why
             -- when it reads the log to catch up.
+            IF moved > 0 AND moved * 4 + 4 <= length(p_checksums[1]) THEN
+                -- One pass over the entries since `expected`, under the head row's lock.
+                SELECT count(*), coalesce(bool_or(l.footprint IS NULL OR l.footprint && p_footprint), false)
+                    INTO present, shared
+                    FROM strata_log l WHERE l.id > expected AND l.id <= shared_head;
+            END IF;
             IF moved <> 0 THEN
-                IF moved < 0 OR moved * 4 + 4 > length(p_checksums[1])
-                   OR (SELECT count(*) FROM strata_log l WHERE l.id > expected AND l.id <= shared_head) <> moved
-                   OR EXISTS (SELECT 1 FROM strata_log l WHERE l.id > expected AND l.id <= shared_head
-                              AND (l.footprint IS NULL OR l.footprint && p_footprint)) THEN
+                IF moved < 0 OR moved * 4 + 4 > length(p_checksums[1]) OR present <> moved OR shared THEN
                     RETURN QUERY SELECT 0::bigint, NULL::bigint, NULL::bytea, NULL::text, NULL::bigint, NULL::integer;
                     RETURN;
                 END IF;

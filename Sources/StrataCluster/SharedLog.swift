@@ -62,17 +62,19 @@ final class SharedLog: ReplicationLog {
         self.replica = replica
     }
 
+    /// Refusals of an append that appended nothing and mean the writer should catch up and try
+    /// again: a serialization failure or deadlock rolled it back (another machine appended
+    /// first), or its wait for the head row's lock ran out of time (a machine held it for its turn
+    /// all that while). It tries again, in its own turn at the latest.
+    static let appendedNothing: Set<String> = ["40001", "40P01", "57014", "55P03"]
+
     func append(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> ReplicationAppend {
         guard !entries.isEmpty else { return .appended }
         do {
             return try appendStatement(entries, after: head) ? .appended : .behind
         } catch let failure as PostgresSession.Failure {
             switch failure {
-            case .refused(let sqlState, _) where ["40001", "40P01", "57014", "55P03"].contains(sqlState):
-                // A serialization failure or deadlock rolled the append back: another machine
-                // appended first. A wait for the head row's lock that ran out of time (a machine
-                // held it for its turn all that while) appended nothing either: the writer
-                // catches up and tries again, and in its own turn at the latest.
+            case .refused(let sqlState, _) where Self.appendedNothing.contains(sqlState):
                 return .behind
             default:
                 throw Self.appendError(failure, entries, sent: true)
@@ -95,7 +97,7 @@ final class SharedLog: ReplicationLog {
                 // nothing; this and every later append go right after their head only.
                 footprintsCompared.store(false, ordering: .relaxed)
                 return try append(entries, after: head)
-            case .refused(let sqlState, _) where ["40001", "40P01", "57014", "55P03"].contains(sqlState):
+            case .refused(let sqlState, _) where Self.appendedNothing.contains(sqlState):
                 return .behind
             default:
                 throw Self.appendError(failure, entries, sent: true)

@@ -92,18 +92,11 @@ import Testing
     /// is applied by the other replicas too.
     @Test func anExchangeOfUniqueValuesOnOneReplicaIsAppliedOnTheOthers() async throws {
         try await withCluster(replicas: 2) { c in
-            let store = c.replicas[0].store
-            let a = Genre(name: "Jazz"), b = Genre(name: "Blues")
-            _ = try await store.save { $0.insert(a); $0.insert(b) }
-            let child = store.mainContext.newChild(label: "swap")
-            try child.set(Genre.name, of: a.id, to: "Swing")
-            try child.set(Genre.name, of: b.id, to: "Jazz")
-            try child.set(Genre.name, of: a.id, to: "Blues")
-            let tx = try #require(try await child.commit())
+            let (a, b, tx) = try await exchangeGenreNames(c.replicas[0].store)
             #expect(try await c.catchUpAll() == tx)
             for replica in c.replicas {
-                #expect(try replica.store.mainContext.object(Genre.self, id: a.id)?.name == "Blues")
-                #expect(try replica.store.mainContext.object(Genre.self, id: b.id)?.name == "Jazz")
+                #expect(try replica.store.mainContext.object(Genre.self, id: a)?.name == "Blues")
+                #expect(try replica.store.mainContext.object(Genre.self, id: b)?.name == "Jazz")
             }
         }
     }
@@ -136,25 +129,10 @@ import Testing
         }
     }
 
-    /// A replica whose every append is preceded by a rival's save on the cluster's second replica
-    /// (`rivalName(n)` for the n-th append, by author "rival").
-    private func replicaWithRival(_ c: ClusterFixture, name: String,
-                                  rivalName: @escaping @Sendable (Int) -> String) async throws
-        -> (store: Store, log: OutcomeLog, session: PostgresSession) {
-        let other = c.replicas[1].store
-        let store = try await Cluster.join(at: c.root.appendingPathComponent(name), address: c.address)
-        let session = PostgresSession(address: c.address, logger: .init(label: "test"))
-        let log = OutcomeLog(SharedLog(session: session, replica: name)) { n in
-            _ = try other.saveAndWait(author: "rival") { $0.insert(Genre(name: rivalName(n))) }
-        }
-        try store.attachReplication(log)
-        try await store.catchUpReplica()
-        return (store, log, session)
-    }
-
     @Test func aSaveAboutOtherObjectsThanAnotherMachinesGoesInAfterItWithoutValidatingAgain() async throws {
         try await withCluster(replicas: 2) { c in
-            let (store, log, session) = try await replicaWithRival(c, name: "mover") { "Rival \($0)" }
+            let r = try await replicaWithRival(c, name: "mover", comparesFootprints: true) { "Rival \($0)" }
+            let (store, log) = (r.store, r.log)
             let before = try store.lastTransactionID
             let stream = store.changes()
             let id = try await store.save(author: "mover") { $0.insert(Genre(name: "Mover")) }
@@ -176,15 +154,14 @@ import Testing
                 #expect(try s.mainContext.fetch(Genre.self).map(\.name).sorted() == ["Mover", "Rival 1"])
                 #expect(try ClusterFixture.exported(s) == exported)
             }
-            await store.detachReplication()
-            session.close()
-            store.close()
+            await r.close()
         }
     }
 
     @Test func aSaveTakingAKeyAnotherMachineTookIsValidatedAgainAndRefusedAsOnOneMachine() async throws {
         try await withCluster(replicas: 2) { c in
-            let (store, log, session) = try await replicaWithRival(c, name: "loser") { _ in "Contested" }
+            let r = try await replicaWithRival(c, name: "loser", comparesFootprints: true) { _ in "Contested" }
+            let (store, log) = (r.store, r.log)
             await #expect {
                 _ = try await store.save { $0.insert(Genre(name: "Contested")) }
             } throws: { error in
@@ -195,42 +172,7 @@ import Testing
             _ = try await store.catchUpReplica()
             #expect(try store.mainContext.fetch(Genre.self).filter { $0.name == "Contested" }.count == 1)
             #expect(try await c.catchUpAll() == store.lastTransactionID)
-            await store.detachReplication()
-            session.close()
-            store.close()
+            await r.close()
         }
-    }
-}
-
-/// The cluster's real log, a rival's save made before each append, and the outcome of each
-/// append that compares footprints.
-final class OutcomeLog: ReplicationLog {
-    let inner: SharedLog
-    let rival: @Sendable (Int) throws -> Void
-    let outcomes = Mutex<[ReplicationAppend]>([])
-
-    init(_ inner: SharedLog, rival: @escaping @Sendable (Int) throws -> Void) {
-        self.inner = inner
-        self.rival = rival
-    }
-
-    func append(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> ReplicationAppend {
-        try inner.append(entries, after: head)
-    }
-
-    func append(_ entries: [ReplicatedEntry], validatedAt head: TransactionID,
-                footprint: ReplicationFootprint) throws -> ReplicationAppend {
-        try rival(outcomes.withLock { $0.count } + 1)
-        let outcome = try inner.append(entries, validatedAt: head, footprint: footprint)
-        outcomes.withLock { $0.append(outcome) }
-        return outcome
-    }
-
-    func appendInTurn(_ body: (TransactionID) throws -> [ReplicatedEntry]) throws {
-        try inner.appendInTurn(body)
-    }
-
-    func entries(after position: TransactionID, limit: Int) throws -> [ReplicatedEntry] {
-        try inner.entries(after: position, limit: limit)
     }
 }

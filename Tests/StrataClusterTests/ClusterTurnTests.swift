@@ -128,25 +128,27 @@ import Testing
             await r.close()
         }
     }
+}
 
-    /// A replica joined to `c` whose appends race against the cluster's second replica, which
-    /// saves a genre named `rivalName(n)` (by author "rival") before each race and before the turn
-    /// (numbered from 1): the shared head then moves, so each race is lost as it would be to
-    /// another machine, and the turn starts behind.
-    private func replicaWithRival(_ c: ClusterFixture, name: String,
-                                  configuration: StoreConfiguration = StoreConfiguration(),
-                                  rivalName: @escaping @Sendable (Int) -> String) async throws -> RivalledReplica {
-        let other = c.replicas[1].store
-        let store = try await Cluster.join(at: c.root.appendingPathComponent(name), address: c.address,
-                                           configuration: configuration)
-        let session = PostgresSession(address: c.address, logger: .init(label: "test"))
-        let log = RivalledLog(SharedLog(session: session, replica: name)) { n in
-            _ = try other.saveAndWait(author: "rival") { $0.insert(Genre(name: rivalName(n))) }
-        }
-        try store.attachReplication(log)
-        try await store.catchUpReplica()
-        return RivalledReplica(store: store, log: log, session: session)
+/// A replica joined to `c` whose appends race against the cluster's second replica, which
+/// saves a genre named `rivalName(n)` (by author "rival") before each append and before each turn
+/// (numbered from 1): the shared head then moves, so each race is lost as it would be to
+/// another machine, and the turn starts behind. With `comparesFootprints` its groups go through
+/// `ReplicationLog.append(_:validatedAt:footprint:)` (each outcome recorded); without, they
+/// append only at the head they were validated at.
+func replicaWithRival(_ c: ClusterFixture, name: String, configuration: StoreConfiguration = StoreConfiguration(),
+                  comparesFootprints: Bool = false,
+                  rivalName: @escaping @Sendable (Int) -> String) async throws -> RivalledReplica {
+    let other = c.replicas[1].store
+    let store = try await Cluster.join(at: c.root.appendingPathComponent(name), address: c.address,
+                                       configuration: configuration)
+    let session = PostgresSession(address: c.address, logger: .init(label: "test"))
+    let log = RivalledLog(SharedLog(session: session, replica: name), comparesFootprints: comparesFootprints) { n in
+        _ = try other.saveAndWait(author: "rival") { $0.insert(Genre(name: rivalName(n))) }
     }
+    try store.attachReplication(log)
+    try await store.catchUpReplica()
+    return RivalledReplica(store: store, log: log, session: session)
 }
 
 /// A replica with a ``RivalledLog`` attached.
@@ -163,22 +165,40 @@ struct RivalledReplica {
 }
 
 /// The cluster's real log, with a rival's save made before each race for the head and before
-/// each turn.
+/// each turn; with `comparesFootprints`, appends compare footprints and their outcomes are kept.
 final class RivalledLog: ReplicationLog {
     let inner: SharedLog
+    let comparesFootprints: Bool
     let rival: @Sendable (Int) throws -> Void
     let races = Atomic<Int>(0)
     let turns = Atomic<Int>(0)
+    /// The outcomes of the appends that compared footprints, in order.
+    let outcomes = Mutex<[ReplicationAppend]>([])
 
-    init(_ inner: SharedLog, rival: @escaping @Sendable (Int) throws -> Void) {
+    init(_ inner: SharedLog, comparesFootprints: Bool = false, rival: @escaping @Sendable (Int) throws -> Void) {
         self.inner = inner
+        self.comparesFootprints = comparesFootprints
         self.rival = rival
     }
 
     func append(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> ReplicationAppend {
+        try rivalSaves()
+        return try inner.append(entries, after: head)
+    }
+
+    func append(_ entries: [ReplicatedEntry], validatedAt head: TransactionID,
+                footprint: ReplicationFootprint) throws -> ReplicationAppend {
+        guard comparesFootprints else { return try append(entries, after: head) }
+        try rivalSaves()
+        let outcome = try inner.append(entries, validatedAt: head, footprint: footprint)
+        outcomes.withLock { $0.append(outcome) }
+        return outcome
+    }
+
+    /// The rival's save before a race.
+    private func rivalSaves() throws {
         let race = races.add(1, ordering: .relaxed).newValue
         try rival(race + turns.load(ordering: .relaxed))
-        return try inner.append(entries, after: head)
     }
 
     func appendInTurn(_ body: (TransactionID) throws -> [ReplicatedEntry]) throws {

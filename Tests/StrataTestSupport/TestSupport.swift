@@ -76,3 +76,17 @@ public func dataFile(ofStore store: URL) -> URL {
     let layered = store.appendingPathComponent("current/data.mdb")
     return FileManager.default.fileExists(atPath: layered.path) ? layered : store.appendingPathComponent("data.mdb")
 }
+
+/// Two genres, "Jazz" and "Blues", saved in `store`, then exchanging their names in one child
+/// context's commit (through a free name in between, so the commit is judged on its result: its
+/// entry holds each genre taking the other's name). Returns the two ids and that commit.
+public func exchangeGenreNames(_ store: Store) async throws -> (jazz: ObjectID, blues: ObjectID, commit: TransactionID) {
+    let a = Genre(name: "Jazz"), b = Genre(name: "Blues")
+    _ = try await store.save { $0.insert(a); $0.insert(b) }
+    let child = store.mainContext.newChild(label: "exchange")
+    try child.set(Genre.name, of: a.id, to: "Swing")
+    try child.set(Genre.name, of: b.id, to: "Jazz")
+    try child.set(Genre.name, of: a.id, to: "Blues")
+    let commit = try #require(try await child.commit())
+    return (a.id, b.id, commit)
+}

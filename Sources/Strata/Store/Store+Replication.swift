@@ -69,21 +69,17 @@ extension Store {
                     """))
             }
             try env.write { _ = try $0.delete(env[.meta], key: MetaKey.cluster) }
+            // Its commits are its own again: each syncs its meta page too.
+            try env.setNoMetaSync(false)
             writer.isReplica.store(false, ordering: .releasing)
             writer.replication.withLock { $0 = nil }
         }
     }
 
     /// Sends this replica's saves through `log` from the next group commit on.
-    ///
-    /// While a log is attached, this process's commits sync their data but not LMDB's meta page
-    /// (`MDB_NOMETASYNC`): one sync a commit instead of two. A replica may lose its last local
-    /// commit to an OS crash (never its consistency): every entry it commits is durable in the
-    /// shared log first, and a replica applies what it is missing when it opens.
     public func attachReplication(_ log: any ReplicationLog) throws {
         try checkUsable()
         guard let writer else { throw StrataError.readOnly(path: path) }
-        try writer.env.setNoMetaSync(true)
         writer.replication.withLock { $0 = log }
     }
 
@@ -92,17 +88,8 @@ extension Store {
     public func detachReplication() async {
         guard let writer else { return }
         writer.replication.withLock { $0 = nil }
-        // Waits for a group that took the log before it was detached; then commits, with no
-        // shared log behind them, sync everything again (on the writer's queue, which a closed
-        // store's writer no longer runs).
-        let logger = self.logger
-        _ = try? await writer.exclusive {
-            do {
-                try writer.env.setNoMetaSync(false)
-            } catch {
-                logger.error("could not turn MDB_NOMETASYNC off after detaching the cluster's log: \(error)")
-            }
-        }
+        // Waits for a group that took the log before it was detached.
+        _ = try? await writer.exclusive {}
     }
 
     /// Applies entries of the shared log (see ``ReplicatedEntry``) on the writer's queue, between

@@ -52,6 +52,12 @@ extension Writer {
             return
         }
         let env = self.env
+        do {
+            try Self.syncAsReplica(env)
+        } catch {
+            fail(batch, error)
+            return
+        }
         var growths = 0, racesLost = 0
         while true {
             var appended: AppliedGroup?
@@ -253,6 +259,20 @@ extension Writer {
                                 lmdbID: LMDBEnvironment.lmdbTransactionID(txn.handle))
     }
 
+    /// A replica's commits (on the writer's queue, the only place they run) sync their pages but
+    /// not LMDB's meta page (`MDB_NOMETASYNC`): one sync a commit instead of two. LMDB keeps the
+    /// file consistent; an OS crash may undo the last local commit, which the shared log holds
+    /// (every entry is durable there before the replica commits it), and the replica applies it
+    /// again when it opens. Set before each, so that it holds for the environment of the moment
+    /// (a compaction switches to a new one); ``Store/leaveCluster(clusterID:)`` turns it off.
+    static func syncAsReplica(_ env: LMDBEnvironment) throws {
+        do {
+            try env.setNoMetaSync(true)
+        } catch let e as LMDBError {
+            throw StrataError.lmdb(e)
+        }
+    }
+
     /// A group's entries as the shared log holds them.
     private func sharedEntries(_ group: AppliedGroup) -> [ReplicatedEntry] {
         zip(group.entries, group.encoded).map { entry, bytes in
@@ -283,6 +303,7 @@ extension Writer {
     func applyReplicated(_ entries: [ReplicatedEntry]) throws -> TransactionID {
         dispatchPrecondition(condition: .onQueue(queue))
         let env = self.env
+        try Self.syncAsReplica(env)
         while true {
             do {
                 let (applied, head, lmdbID) = try env.write { txn -> (TransactionID?, TransactionID, UInt64) in

@@ -9,21 +9,9 @@ import Testing
 /// (the rebuild of `verify`, compaction's catch-up, a migration, a replica applying the cluster's
 /// entries) applies it as the save was judged, unique clashes put off to the entry's end.
 @Suite struct UniqueSwapReplayTests {
-    /// Two genres exchange their names in one child commit; returns their ids and the commit.
-    private func swapNames(_ store: Store) async throws -> (ObjectID, ObjectID, TransactionID) {
-        let a = Genre(name: "Jazz"), b = Genre(name: "Blues")
-        _ = try await store.save { $0.insert(a); $0.insert(b) }
-        let child = store.mainContext.newChild(label: "swap")
-        try child.set(Genre.name, of: a.id, to: "Swing")
-        try child.set(Genre.name, of: b.id, to: "Jazz")
-        try child.set(Genre.name, of: a.id, to: "Blues")
-        let tx = try #require(try await child.commit())
-        return (a.id, b.id, tx)
-    }
-
     @Test func aRebuildFromTheLogAppliesAnEntryInWhichTwoObjectsExchangeUniqueValues() async throws {
         try await withLibraryStore { store in
-            let (a, b, tx) = try await swapNames(store)
+            let (a, b, tx) = try await exchangeGenreNames(store)
             #expect(try store.mainContext.object(Genre.self, id: a)?.name == "Blues")
             #expect(try store.mainContext.object(Genre.self, id: b)?.name == "Jazz")
             // The entry holds the exchange itself (not the free value in between).
@@ -36,7 +24,7 @@ import Testing
 
     @Test func aStoreWithAnExchangeOfUniqueValuesCompactsAndReadsAsOfBeforeIt() async throws {
         try await withLibraryStore { store in
-            let (a, b, tx) = try await swapNames(store)
+            let (a, b, tx) = try await exchangeGenreNames(store)
             let before = try store.snapshot(asOf: TransactionID(tx.rawValue - 1))
             #expect(try before.object(Genre.self, id: a)?.name == "Jazz")
             #expect(try before.object(Genre.self, id: b)?.name == "Blues")
