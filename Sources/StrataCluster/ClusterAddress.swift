@@ -101,6 +101,10 @@ public struct ClusterError: Error, Sendable, Equatable, CustomStringConvertible 
         case wrongStore
         /// A snapshot is missing, incomplete or fails its checksum.
         case badSnapshot
+        /// The replica's machine went down while the replica was open with relaxed durability and
+        /// commits not yet flushed (``Strata/Store/crashedWithUnsyncedCommits``): its file may hold
+        /// part of a commit. Make a new replica (`storectl cluster join`).
+        case mustRejoin
     }
 
     /// What kind of failure it is.

@@ -52,13 +52,21 @@ public final class ClusterReplica: Sendable {
     /// and starts following the log.
     ///
     /// - Throws: ``ClusterError`` when PostgreSQL cannot be reached, holds no cluster, or the store
-    ///   is not a replica of the cluster there; ``StrataError/replication(_:)`` when the store is
-    ///   behind the cluster's retention horizon (make it again with `join`).
+    ///   is not a replica of the cluster there, or (``ClusterError/Kind/mustRejoin``) when its
+    ///   machine went down while it had unsynced commits; ``StrataError/replication(_:)`` when
+    ///   the store is behind the cluster's retention horizon (make it again with `join`).
     public static func open(store: Store, address: ClusterAddress, name: String? = nil,
                             pollInterval: Duration = .milliseconds(250)) async throws -> ClusterReplica {
         guard let storeCluster = try store.replicaClusterID else {
             throw ClusterError(.wrongStore, """
                 \(store.path) is not a replica of a cluster (make one with `storectl cluster init` or `cluster join`)
+                """)
+        }
+        guard !store.crashedWithUnsyncedCommits else {
+            throw ClusterError(.mustRejoin, """
+                \(store.path): the machine went down while this replica was open with relaxed durability and \
+                commits not yet flushed, so its file may hold part of a commit; make a new replica with \
+                `storectl cluster join` (the cluster holds every acknowledged save)
                 """)
         }
         let logger = Logger(label: "strata.cluster")

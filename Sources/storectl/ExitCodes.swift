@@ -44,7 +44,7 @@ enum Exit {
             case .unavailable: return tempFailure
             case .noCluster, .wrongStore: return noInput
             case .clusterExists: return cannotCreate
-            case .badSnapshot: return dataError
+            case .badSnapshot, .mustRejoin: return dataError
             }
         case is SchemaError: return dataError
         case let e as ImportIssue: return e.line == 0 ? noInput : dataError

@@ -40,6 +40,13 @@ import Testing
             #expect(!child.wait().exited, "iteration \(i): the child ended by itself: \(completeLines(out).suffix(3))")
             let acks = completeLines(out).compactMap(AcknowledgedSave.init)
             acknowledged += acks.count
+            func unsyncedMarkers() -> [String] {
+                ((try? FileManager.default.contentsOfDirectory(atPath: store.path)) ?? [])
+                    .filter { $0.hasPrefix(UnsyncedCommits.prefix) }
+            }
+            if durability == "relaxed" && !acks.isEmpty {
+                #expect(unsyncedMarkers().count == 1, "iteration \(i): the relaxed child marked the store")
+            }
 
             let clock = ContinuousClock()
             let started = clock.now
@@ -48,6 +55,9 @@ import Testing
             let took = clock.now - started
             recoveryMs.append(Double(took.components.seconds) * 1000 + Double(took.components.attoseconds) / 1e15)
             defer { s.close() }
+            // A killed process's commits were in the OS's cache: the open synced them.
+            #expect(!s.crashedWithUnsyncedCommits, "iteration \(i)")
+            #expect(unsyncedMarkers().isEmpty, "iteration \(i): the killed child's marker was not cleared")
 
             let newHead = try s.lastTransactionID
             for a in acks {

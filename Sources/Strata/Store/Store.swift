@@ -54,6 +54,19 @@ public final class Store: Sendable {
     private let deleteOnClose: Bool
     /// Held weakly: the context holds the store, and a strong reference back would keep both alive.
     private let main = Locked<WeakViewContext>(WeakViewContext())
+    /// This process's ``UnsyncedCommits`` marker (a relaxed store), removed at a clean close.
+    private let unsyncedMarker: String?
+
+    /// True when this open found that the machine went down (an OS crash or a power loss) while
+    /// a process had the store open with ``Durability/relaxed`` durability, before its last
+    /// flush: the commits made since that flush may be lost, and on a file system that does not
+    /// keep the order of writes the data file may hold some pages of a commit and not others
+    /// (``verify(rebuild:progress:)`` checks the store). A process that was killed leaves no such
+    /// trace: its commits were in the OS's cache, and the next open syncs them.
+    ///
+    /// A replica found so keeps the finding (StrataCluster refuses to follow its cluster with it:
+    /// make a new replica); any other store reports it once, to this open (and in the log).
+    public let crashedWithUnsyncedCommits: Bool
 
     private init(path: String, schema: Schema, configuration: StoreConfiguration, env: LMDBEnvironment,
                  lock: StoreLock?, deleteOnClose: Bool) throws {
@@ -93,10 +106,46 @@ public final class Store: Sendable {
                 }
             }
         }
-        if let writer, try Self.storedClusterID(env) != nil { writer.isReplica.store(true, ordering: .releasing) }
+        let isReplica = try Self.storedClusterID(env) != nil
+        if let writer, isReplica { writer.isReplica.store(true, ordering: .releasing) }
         if env.staleReadersCleared > 0 {
             logger.notice("cleared \(env.staleReadersCleared) stale reader slot(s) of crashed processes")
         }
+        crashedWithUnsyncedCommits = try Self.settleUnsyncedMarkers(path: path, env: env, readOnly: configuration.readOnly,
+                                                                    isReplica: isReplica, logger: logger)
+        // Last: nothing in this open can fail after the marker is written.
+        unsyncedMarker = configuration.durability == .relaxed && !configuration.readOnly
+            ? try UnsyncedCommits.mark(directory: path, permissions: StorePermissions(configuration)) : nil
+    }
+
+    /// Looks at the ``UnsyncedCommits`` markers other processes left in the store directory.
+    /// Returns whether one says the machine went down with unsynced commits (another boot id).
+    /// A read-write open syncs the data file for a process of this boot that is gone (its
+    /// commits may still be in the OS's cache only) and removes its marker; and, except in a
+    /// replica, removes the markers of another boot once it has reported them.
+    private static func settleUnsyncedMarkers(path: String, env: LMDBEnvironment, readOnly: Bool, isReplica: Bool,
+                                              logger: Logger) throws -> Bool {
+        let markers = UnsyncedCommits.markers(in: path)
+        guard !markers.isEmpty else { return false }
+        let boot = UnsyncedCommits.currentBootID()
+        let crashed = markers.filter { $0.bootID != boot }
+        guard !readOnly else { return !crashed.isEmpty }
+        let gone = markers.filter { $0.bootID == boot && ($0.pid == getpid() || !UnsyncedCommits.isRunning($0.pid)) }
+        if !gone.isEmpty || (!crashed.isEmpty && !isReplica) {
+            // What the file holds now is made durable before the evidence goes.
+            do { try env.sync() } catch let e as LMDBError { throw StrataError.lmdb(e) }
+            for m in gone { UnsyncedCommits.clear(m.path) }
+        }
+        guard !crashed.isEmpty else { return false }
+        let pids = crashed.map { String($0.pid) }.joined(separator: ", ")
+        let remedy = isReplica ? "; this replica must be made again from its cluster (`storectl cluster join`)"
+                               : " (`storectl verify` checks the store)"
+        logger.warning("""
+            the machine went down while process(es) \(pids) had this store open with relaxed durability and \
+            commits not yet flushed: those commits may be lost\(remedy)
+            """)
+        if !isReplica { for m in crashed { UnsyncedCommits.clear(m.path) } }
+        return true
     }
 
     deinit {
@@ -466,7 +515,7 @@ public final class Store: Sendable {
     private func closingParts(inBackground: Bool) -> ClosingParts {
         ClosingParts(writer: writer, hub: hub, publisher: publisher, mainContext: main.withLock { $0.context }, snapshots: snapshots,
                      env: env, lock: lock, path: path, storeID: ObjectIdentifier(self), deleteOnClose: deleteOnClose,
-                     inBackground: inBackground)
+                     inBackground: inBackground, unsyncedMarker: unsyncedMarker)
     }
 
     /// The parts of a store that closing stops, in order (``finish()``).
@@ -484,9 +533,12 @@ public final class Store: Sendable {
         let storeID: ObjectIdentifier
         let deleteOnClose: Bool
         let inBackground: Bool
+        let unsyncedMarker: String?
 
         func finish() {
-            writer?.close()
+            let flushed = writer?.close() ?? true
+            // Every commit of this process is on disk: nothing is left for a crash to take.
+            if flushed, let unsyncedMarker { UnsyncedCommits.clear(unsyncedMarker) }
             publisher.close()
             hub.finishAll()
             mainContext?.close()

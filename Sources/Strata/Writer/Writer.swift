@@ -421,8 +421,10 @@ final class Writer: Sendable {
 
     /// Stops accepting saves and bodies, waits for the saves, drains and bodies let in before to
     /// finish, and flushes relaxed commits (never call it on the writer's queue: see
-    /// ``isCurrentQueue``).
-    func close() {
+    /// ``isCurrentQueue``). Returns false when that final flush failed (the commits may not all
+    /// be on disk).
+    @discardableResult
+    func close() -> Bool {
         precondition(!isCurrentQueue, "Writer.close() on the writer's own queue would wait for itself")
         refuseNewWork()
         // Waits until nothing that was let in before the close can still reach the queue: a
@@ -433,8 +435,12 @@ final class Writer: Sendable {
             queue.sync {}
         } while state.withLock({ !$0.entry.isQuiescent })
         if config.durability == .relaxed {
-            do { try env.sync() } catch { logger.error("final sync failed: \(error)") }
+            do { try env.sync() } catch {
+                logger.error("final sync failed: \(error)")
+                return false
+            }
         }
+        return true
     }
 
     /// Has relaxed-mode commits flushed to disk: the flush runs on a background queue

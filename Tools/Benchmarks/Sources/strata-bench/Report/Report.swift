@@ -117,6 +117,8 @@ struct Report: Sendable {
             ("W12_visible_p99_ms", "ms", true),
             ("W12_durable_16", "tx/s", false),
             ("W12_durable_over_one_machine", "ratio", false),
+            ("W12_durable_16_relaxed_replicas", "tx/s", false),
+            ("W12_durable_relaxed_over_one_machine", "ratio", false),
             ("W12_catchup_changes_per_s", "changes/s", false),
             ("W12_join_seconds", "s", true),
             ("W12_join_mb", "MB", true),

@@ -50,7 +50,7 @@ struct BenchSizes: Sendable {
     /// (16 savers); transactions of 100 changes a replica catches up on; objects of the store a
     /// new replica joins from.
     var clusterSteadySeconds = 5.0
-    var clusterSavesPerSaver = 150
+    var clusterSavesPerSaver = 600
     var clusterCatchUpTransactions = 2_000
     var clusterJoinRecords = 1_000_000
 

@@ -12,7 +12,11 @@ import Synchronization
 ///   save returning on the replica that made it to its commit event on each other replica.
 /// - `W12_durable_16`: durable transactions/s of 16 savers spread over the three replicas (6, 5,
 ///   5), and `W12_durable_over_one_machine`: that over 16 savers on one plain store in the same
-///   round (W3's measurement).
+///   round (W3's measurement). Every save returns once PostgreSQL committed it (with
+///   `synchronous_commit` on) and its replica applied it.
+/// - `W12_durable_16_relaxed_replicas`, `W12_durable_relaxed_over_one_machine`: the same with
+///   replicas opened with `durability = .relaxed` (their own LMDB commits unsynced; the saves
+///   are as durable, in PostgreSQL, before they return).
 /// - `W12_catchup_changes_per_s`: a replica that was closed while `clusterCatchUpTransactions`
 ///   transactions of 100 changes were saved elsewhere, reopened: changes applied per second.
 /// - `W12_join_seconds`, `W12_join_mb`: a new replica made from the snapshot of a store of
@@ -24,6 +28,7 @@ import Synchronization
 ///   from the reader).
 enum W12Cluster {
     static let keys = ["W12_visible_p50_ms", "W12_visible_p99_ms", "W12_durable_16", "W12_durable_over_one_machine",
+                       "W12_durable_16_relaxed_replicas", "W12_durable_relaxed_over_one_machine",
                        "W12_catchup_changes_per_s", "W12_join_seconds", "W12_join_mb", "W12_replica_reads_ratio",
                        "W12_replica_reads_under_load_ratio"]
 
@@ -43,24 +48,52 @@ enum W12Cluster {
 
     /// A cluster of `count` replicas in `directory`: the first a new store, the others joined.
     static func makeCluster(_ ctx: WorkloadContext, _ address: ClusterAddress, in directory: URL,
-                            count: Int = 3, first: Store? = nil) async throws -> [ClusterReplica] {
-        let store = try first ?? open(directory.appendingPathComponent("r0"), ctx)
+                            count: Int = 3, first: Store? = nil,
+                            durability: Durability = .durable) async throws -> [ClusterReplica] {
+        let store = try first ?? open(directory.appendingPathComponent("r0"), ctx, durability: durability)
         try await Cluster.initialize(store: store, address: address, name: "r0")
         var replicas = [try await ClusterReplica.open(store: store, address: address, name: "r0",
                                                       pollInterval: .milliseconds(100))]
         for i in 1..<count {
-            let joined = try await Cluster.join(at: directory.appendingPathComponent("r\(i)"), address: address)
+            let joined = try await Cluster.join(at: directory.appendingPathComponent("r\(i)"), address: address,
+                                                configuration: configuration(ctx, durability: durability))
             replicas.append(try await ClusterReplica.open(store: joined, address: address, name: "r\(i)",
                                                           pollInterval: .milliseconds(100)))
         }
         return replicas
     }
 
-    static func open(_ url: URL, _ ctx: WorkloadContext) throws -> Store {
+    static func open(_ url: URL, _ ctx: WorkloadContext, durability: Durability = .durable) throws -> Store {
+        try Store.open(at: url, schema: ctx.setup.schema, configuration: configuration(ctx, durability: durability))
+    }
+
+    static func configuration(_ ctx: WorkloadContext, durability: Durability) -> StoreConfiguration {
         var config = StoreConfiguration()
         config.initialMapSizeBytes = ctx.setup.mapSizeBytes
         config.maxMapSizeBytes = max(config.maxMapSizeBytes, ctx.setup.mapSizeBytes)
-        return try Store.open(at: url, schema: ctx.setup.schema, configuration: config)
+        config.durability = durability
+        return config
+    }
+
+    /// Transactions/s of 16 savers spread over `replicas` (6, 5, 5), each saving one new track
+    /// after another, numbered from `firstTrack`.
+    static func sixteenSavers(_ replicas: [ClusterReplica], perSaver: Int, firstTrack: Int) async throws -> Double {
+        let (seconds, _) = try await MonotonicClock.measure {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for s in 0..<16 {
+                    let r = replicas[s % replicas.count]
+                    group.addTask {
+                        for k in 0..<perSaver {
+                            _ = try await r.store.save {
+                                $0.insert(TrackData.make(firstTrack + s * perSaver + k).track)
+                            }
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+        return Double(16 * perSaver) / seconds
     }
 
     static func close(_ replicas: [ClusterReplica]) async {
@@ -126,28 +159,25 @@ enum W12Cluster {
             figures["W12_visible_p99_ms"] = percentile(latencies, 0.99) / 1e6
 
             // 16 durable savers over the three replicas.
-            let perSaver = ctx.sizes.clusterSavesPerSaver
-            let (seconds, _) = try await MonotonicClock.measure {
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    for s in 0..<16 {
-                        let r = replicas[s % 3]
-                        group.addTask {
-                            for k in 0..<perSaver {
-                                _ = try await r.store.save {
-                                    $0.insert(TrackData.make(20_000_000 + s * perSaver + k).track)
-                                }
-                            }
-                        }
-                    }
-                    try await group.waitForAll()
-                }
-            }
-            figures["W12_durable_16"] = Double(16 * perSaver) / seconds
+            figures["W12_durable_16"] = try await sixteenSavers(replicas, perSaver: ctx.sizes.clusterSavesPerSaver,
+                                                                firstTrack: 20_000_000)
         } catch {
             await close(replicas)
             throw error
         }
         await close(replicas)
+        // The same over replicas whose own commits are not synced.
+        let relaxedDir = try ctx.storeDirectory("W12", .strata, "relaxed")
+        defer { ctx.remove(relaxedDir) }
+        let relaxed = try await makeCluster(ctx, try server.database("relaxed"), in: relaxedDir, durability: .relaxed)
+        do {
+            figures["W12_durable_16_relaxed_replicas"] = try await sixteenSavers(
+                relaxed, perSaver: ctx.sizes.clusterSavesPerSaver, firstTrack: 30_000_000)
+        } catch {
+            await close(relaxed)
+            throw error
+        }
+        await close(relaxed)
         // The same 16 savers on one machine's store.
         let alone = try ctx.storeDirectory("W12", .strata, "one-machine")
         defer { ctx.remove(alone) }
@@ -166,8 +196,12 @@ enum W12Cluster {
                 try await group.waitForAll()
             }
         }
+        let oneMachine = Double(16 * perSaver) / seconds
         if let clustered = figures["W12_durable_16"] {
-            figures["W12_durable_over_one_machine"] = clustered / (Double(16 * perSaver) / seconds)
+            figures["W12_durable_over_one_machine"] = clustered / oneMachine
+        }
+        if let clustered = figures["W12_durable_16_relaxed_replicas"] {
+            figures["W12_durable_relaxed_over_one_machine"] = clustered / oneMachine
         }
     }
 
