@@ -47,10 +47,11 @@ struct BenchSizes: Sendable {
     var importFileRecords = 200_000
     var catalogImportRecords = 60_000
     /// W12: seconds of the steady 1,000 tx/s load over three writers; durable saves per saver
-    /// (16 savers); transactions of 100 changes a replica catches up on; objects of the store a
-    /// new replica joins from.
+    /// (16 savers; 24,000 saves take one machine 2–3 s here, shorter runs swung by a third);
+    /// transactions of 100 changes a replica catches up on; objects of the store a new replica
+    /// joins from.
     var clusterSteadySeconds = 5.0
-    var clusterSavesPerSaver = 600
+    var clusterSavesPerSaver = 1_500
     var clusterCatchUpTransactions = 2_000
     var clusterJoinRecords = 1_000_000
 

@@ -178,7 +178,9 @@ enum W12Cluster {
             throw error
         }
         await close(relaxed)
-        // The same 16 savers on one machine's store.
+        try server.drop("steady")
+        try server.drop("relaxed")
+        // The same 16 savers on one machine's store, the same saves each.
         let alone = try ctx.storeDirectory("W12", .strata, "one-machine")
         defer { ctx.remove(alone) }
         let store = try open(alone.appendingPathComponent("store"), ctx)
@@ -353,6 +355,13 @@ final class PrivatePostgres: Sendable {
         _ = try runTool(bin + "/psql", ["-X", "-q", "-h", "127.0.0.1", "-p", "\(port)", "-U", "strata",
                                         "-d", "postgres", "-c", "CREATE DATABASE \(name)"])
         return ClusterAddress(host: "127.0.0.1", port: port, user: "strata", database: name)
+    }
+
+    /// Drops database `name` (its replicas closed), so that PostgreSQL's background work on its
+    /// tables (autovacuum of the appended log) does not run beside the next measurements.
+    func drop(_ name: String) throws {
+        _ = try runTool(bin + "/psql", ["-X", "-q", "-h", "127.0.0.1", "-p", "\(port)", "-U", "strata",
+                                        "-d", "postgres", "-c", "DROP DATABASE \(name)"])
     }
 
     func stop() {
