@@ -56,7 +56,17 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
     /// Every directory and file of the store with its mode (symbolic links left out).
     func modes(_ store: String) throws -> [String: mode_t] {
         var out = ["." : mode(store)]
-        for entry in try FileManager.default.subpathsOfDirectory(atPath: store) where !entry.hasPrefix(".retired-") {
+        // A retired generation is being deleted on a background queue: never walked into, as
+        // its files may vanish under the walk.
+        var entries: [String] = []
+        for top in try FileManager.default.contentsOfDirectory(atPath: store) where !top.hasPrefix(".retired-") {
+            entries.append(top)
+            var st = stat()
+            if lstat(store + "/" + top, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR {
+                entries += try FileManager.default.subpathsOfDirectory(atPath: store + "/" + top).map { top + "/" + $0 }
+            }
+        }
+        for entry in entries {
             var st = stat()
             guard lstat(store + "/" + entry, &st) == 0, (st.st_mode & S_IFMT) != S_IFLNK else { continue }
             out[entry] = st.st_mode & 0o7777
