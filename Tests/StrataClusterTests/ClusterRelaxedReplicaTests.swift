@@ -41,7 +41,7 @@ import Testing
             #expect(markers(path).isEmpty, "closed after its final flush: nothing unsynced")
         }
         // What an OS crash leaves: the marker of a process of another boot.
-        let planted = path + "/unsynced-00000000-0000-4000-8000-000000000000-4242"
+        let planted = path + "/unsynced-00000000-0000-4000-8000-000000000000-4242-1"
         #expect(FileManager.default.createFile(atPath: planted, contents: Data("x\n".utf8)))
         let store = try Store.open(at: URL(fileURLWithPath: path), schema: try librarySchema())
         #expect(store.crashedWithUnsyncedCommits)

@@ -61,8 +61,11 @@ public final class Store: Sendable {
     /// a process had the store open with ``Durability/relaxed`` durability, before its last
     /// flush: the commits made since that flush may be lost, and on a file system that does not
     /// keep the order of writes the data file may hold some pages of a commit and not others
-    /// (``verify(rebuild:progress:)`` checks the store). A process that was killed leaves no such
-    /// trace: its commits were in the OS's cache, and the next open syncs them.
+    /// (``verify(rebuild:progress:)`` checks the store); also when that process's final flush
+    /// failed. A process that was killed (or ended without closing the store) leaves a marker
+    /// that the next open of this boot that no other process shares syncs and removes: its
+    /// commits were in the OS's cache. If the machine restarts first, even cleanly, that open
+    /// reports it as a crash: it cannot tell a clean restart from a crash.
     ///
     /// A replica found so keeps the finding (StrataCluster refuses to follow its cluster with it:
     /// make a new replica); any other store reports it once, to this open (and in the log).
@@ -111,40 +114,50 @@ public final class Store: Sendable {
         if env.staleReadersCleared > 0 {
             logger.notice("cleared \(env.staleReadersCleared) stale reader slot(s) of crashed processes")
         }
+        // Whether another process has the store open: only when none has is a marker of this
+        // boot known to be stale (a process id alone can be reused, or belong to another pid
+        // namespace).
+        let shared = lock.map { !$0.otherHolders().isEmpty } ?? true
         crashedWithUnsyncedCommits = try Self.settleUnsyncedMarkers(path: path, env: env, readOnly: configuration.readOnly,
-                                                                    isReplica: isReplica, logger: logger)
+                                                                    isReplica: isReplica, othersHoldIt: shared,
+                                                                    logger: logger)
         // Last: nothing in this open can fail after the marker is written.
         unsyncedMarker = configuration.durability == .relaxed && !configuration.readOnly
             ? try UnsyncedCommits.mark(directory: path, permissions: StorePermissions(configuration)) : nil
     }
 
-    /// Looks at the ``UnsyncedCommits`` markers other processes left in the store directory.
-    /// Returns whether one says the machine went down with unsynced commits (another boot id).
-    /// A read-write open syncs the data file for a process of this boot that is gone (its
-    /// commits may still be in the OS's cache only) and removes its marker; and, except in a
-    /// replica, removes the markers of another boot once it has reported them.
+    /// Looks at the ``UnsyncedCommits`` markers left in the store directory. Returns whether one
+    /// says commits may be lost: one of another boot (the machine went down), or one whose
+    /// process's final flush failed. A read-write open that no other process shares syncs the
+    /// data file for the processes of this boot that are gone (their commits may still be in the
+    /// OS's cache only) and removes their markers; and, except in a replica, removes the markers
+    /// that said commits may be lost once it has reported them. Where the kernel gives no boot id,
+    /// nothing can be told apart: markers are left alone.
     private static func settleUnsyncedMarkers(path: String, env: LMDBEnvironment, readOnly: Bool, isReplica: Bool,
-                                              logger: Logger) throws -> Bool {
-        let markers = UnsyncedCommits.markers(in: path)
-        guard !markers.isEmpty else { return false }
-        let boot = UnsyncedCommits.currentBootID()
-        let crashed = markers.filter { $0.bootID != boot }
+                                              othersHoldIt: Bool, logger: Logger) throws -> Bool {
+        let markers = try UnsyncedCommits.markers(in: path)
+        guard !markers.isEmpty, let boot = UnsyncedCommits.bootID else { return false }
+        let crashed = markers.filter { $0.bootID != boot || $0.flushFailed }
         guard !readOnly else { return !crashed.isEmpty }
-        let gone = markers.filter { $0.bootID == boot && ($0.pid == getpid() || !UnsyncedCommits.isRunning($0.pid)) }
-        if !gone.isEmpty || (!crashed.isEmpty && !isReplica) {
+        // A marker of this process is an instance still open here (each removes its own).
+        let gone = othersHoldIt ? [] : markers.filter { $0.bootID == boot && !$0.flushFailed && $0.pid != getpid() }
+        let reported = isReplica ? [] : crashed
+        if !gone.isEmpty || !reported.isEmpty {
             // What the file holds now is made durable before the evidence goes.
             do { try env.sync() } catch let e as LMDBError { throw StrataError.lmdb(e) }
-            for m in gone { UnsyncedCommits.clear(m.path) }
+            for m in gone + reported { UnsyncedCommits.clear(m.path, logger: logger) }
+            do { try StoreDirectory.syncDirectory(path) } catch {
+                logger.warning("could not sync \(path) after removing markers of unsynced commits: \(error)")
+            }
         }
         guard !crashed.isEmpty else { return false }
         let pids = crashed.map { String($0.pid) }.joined(separator: ", ")
         let remedy = isReplica ? "; this replica must be made again from its cluster (`storectl cluster join`)"
                                : " (`storectl verify` checks the store)"
         logger.warning("""
-            the machine went down while process(es) \(pids) had this store open with relaxed durability and \
-            commits not yet flushed: those commits may be lost\(remedy)
+            process(es) \(pids) had this store open with relaxed durability, and the machine went down (or \
+            the final flush failed) before its last commits were flushed: those commits may be lost\(remedy)
             """)
-        if !isReplica { for m in crashed { UnsyncedCommits.clear(m.path) } }
         return true
     }
 
@@ -256,7 +269,14 @@ public final class Store: Sendable {
             let schema = try prepareMeta(env: env, path: path, appSchema: appSchema, configuration: configuration)
             // A new store: the generation's entries (data.mdb, lock.mdb) made durable with its
             // first commit, which `prepareMeta` just wrote.
-            if dataSize == nil { try StoreDirectory.syncDirectory(generationPath) }
+            if dataSize == nil {
+                // A relaxed store's first commit (its metadata) is synced too: it comes before the
+                // marker of unsynced commits (``UnsyncedCommits``), which the open writes last.
+                if configuration.durability == .relaxed {
+                    do { try env.sync() } catch let e as LMDBError { throw StrataError.lmdb(e) }
+                }
+                try StoreDirectory.syncDirectory(generationPath)
+            }
             return try Store(path: path, schema: schema, configuration: configuration, env: env, lock: lock,
                              deleteOnClose: deleteOnClose)
         } catch {
@@ -515,7 +535,7 @@ public final class Store: Sendable {
     private func closingParts(inBackground: Bool) -> ClosingParts {
         ClosingParts(writer: writer, hub: hub, publisher: publisher, mainContext: main.withLock { $0.context }, snapshots: snapshots,
                      env: env, lock: lock, path: path, storeID: ObjectIdentifier(self), deleteOnClose: deleteOnClose,
-                     inBackground: inBackground, unsyncedMarker: unsyncedMarker)
+                     inBackground: inBackground, unsyncedMarker: unsyncedMarker, logger: logger)
     }
 
     /// The parts of a store that closing stops, in order (``finish()``).
@@ -534,11 +554,17 @@ public final class Store: Sendable {
         let deleteOnClose: Bool
         let inBackground: Bool
         let unsyncedMarker: String?
+        let logger: Logger
 
         func finish() {
             let flushed = writer?.close() ?? true
-            // Every commit of this process is on disk: nothing is left for a crash to take.
-            if flushed, let unsyncedMarker { UnsyncedCommits.clear(unsyncedMarker) }
+            if let unsyncedMarker {
+                // Every commit of this process is on disk: nothing is left for a crash to take.
+                // After a failed flush the marker says so, for the next open to report (the
+                // kernel reports a write error once: that open's own sync would succeed).
+                if flushed { UnsyncedCommits.clear(unsyncedMarker, logger: logger, syncDirectory: true) }
+                else { UnsyncedCommits.noteFailedFlush(unsyncedMarker, logger: logger) }
+            }
             publisher.close()
             hub.finishAll()
             mainContext?.close()

@@ -1,5 +1,7 @@
 import Foundation
 import Glibc
+import Logging
+import Synchronization
 
 /// Marks in a store's directory that a process may hold commits the disk does not have yet, so
 /// that an open after the machine went down can tell.
@@ -10,79 +12,133 @@ import Glibc
 /// keep the order of writes it may leave the data file with some pages of a commit and not
 /// others. So:
 ///
-/// - A relaxed open writes `unsynced-<boot id>-<pid>`, named after the machine's boot id
-///   (`/proc/sys/kernel/random/boot_id`, new at every boot) and the process, synced with its
-///   directory before the store commits anything. A close removes it once its final flush
-///   succeeded.
-/// - Every read-write open looks at the markers left. One with another boot id: the machine went
-///   down while a process had unsynced commits (``Store/unsyncedCommitsAtCrash``). One of this
-///   boot whose process is gone: that process ended without its final flush, and its commits are
-///   in the page cache but maybe not on disk; the opener syncs the data file, then removes it.
+/// - A relaxed open writes `unsynced-<boot id>-<pid>-<n>`, named after the machine's boot id
+///   (`/proc/sys/kernel/random/boot_id`, new at every boot), the process and the open (`n`
+///   counts this process's relaxed opens: an instance migrated away and the one opened after it
+///   may both be open), synced with its directory after the store's first commit is synced and
+///   before it commits anything else. A close removes it once its final flush succeeded, and
+///   otherwise writes `flush failed` into it.
+/// - Every open looks at the markers left (``Store/crashedWithUnsyncedCommits``). One of another
+///   boot: the machine went down while a process had unsynced commits. One whose flush failed:
+///   commits may be lost as well. One of this boot, met by a read-write open that no other
+///   process shares: that process ended without its final flush, and its commits are in the page
+///   cache but maybe not on disk; the opener syncs the data file, then removes it.
 enum UnsyncedCommits {
     static let prefix = "unsynced-"
+    /// What a marker holds once its process's final flush failed.
+    static let flushFailedText = "flush failed"
+    /// This process's relaxed opens so far (each marker's last number).
+    private static let opens = Atomic<Int>(0)
 
     /// A marker found in a store directory.
     struct Marker: Equatable {
         let path: String
         let bootID: String
         let pid: Int32
+        /// Its process's final flush failed.
+        var flushFailed = false
     }
 
-    /// This machine's boot id, which changes at every boot; nil where the kernel does not give one.
-    static func currentBootID() -> String? {
+    /// This machine's boot id, which changes at every boot, read once; nil where the kernel does
+    /// not give one (then no marker is written, and none is judged).
+    static let bootID: String? = {
         guard let text = try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8) else {
             return nil
         }
         let id = text.trimmingCharacters(in: .whitespacesAndNewlines)
         return id.isEmpty ? nil : id
-    }
+    }()
 
-    static func name(bootID: String, pid: Int32) -> String { "\(prefix)\(bootID)-\(pid)" }
+    static func name(bootID: String, pid: Int32, open: Int) -> String { "\(prefix)\(bootID)-\(pid)-\(open)" }
 
     /// The markers in `directory` (names that do not parse are not markers).
-    static func markers(in directory: String) -> [Marker] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+    /// - Throws: ``StrataError/lmdb(_:)`` when the directory cannot be listed (a replica must
+    ///   not be taken as sound because its markers could not be seen).
+    static func markers(in directory: String) throws -> [Marker] {
+        guard let dir = opendir(directory) else {
+            throw StrataError.lmdb(LMDBError(code: errno, operation: "list \(directory)"))
+        }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while true {
+            errno = 0
+            guard let entry = readdir(dir) else {
+                if errno != 0 { throw StrataError.lmdb(LMDBError(code: errno, operation: "list \(directory)")) }
+                break
+            }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name.hasPrefix(prefix) { names.append(name) }
+        }
         return names.compactMap { name -> Marker? in
-            guard name.hasPrefix(prefix) else { return nil }
             let rest = name.dropFirst(prefix.count)
-            guard let dash = rest.lastIndex(of: "-") else { return nil }
-            let boot = String(rest[..<dash])
-            guard !boot.isEmpty, let pid = Int32(rest[rest.index(after: dash)...]), pid > 0 else { return nil }
-            return Marker(path: directory + "/" + name, bootID: boot, pid: pid)
+            guard let last = rest.lastIndex(of: "-"), Int(rest[rest.index(after: last)...]) != nil else { return nil }
+            let head = rest[..<last]
+            guard let dash = head.lastIndex(of: "-") else { return nil }
+            let boot = String(head[..<dash])
+            guard !boot.isEmpty, let pid = Int32(head[head.index(after: dash)...]), pid > 0 else { return nil }
+            let path = directory + "/" + name
+            let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+            return Marker(path: path, bootID: boot, pid: pid, flushFailed: text.contains(flushFailedText))
         }.sorted { $0.path < $1.path }
     }
 
     /// Writes this process's marker in `directory` (file and directory synced) and returns its
     /// path. Nil, having written nothing, where the kernel gives no boot id (a crash could not be
-    /// told apart from a process exit).
+    /// told apart from a process exit). A marker that cannot be written completely is removed.
     static func mark(directory: String, permissions: StorePermissions) throws -> String? {
-        guard let boot = currentBootID() else { return nil }
-        let path = directory + "/" + name(bootID: boot, pid: getpid())
+        guard let boot = bootID else { return nil }
+        let instance = opens.add(1, ordering: .relaxed).newValue
+        let path = directory + "/" + name(bootID: boot, pid: getpid(), open: instance)
+        _ = try permissions.createFile(path)
         do {
-            _ = try permissions.createFile(path)
-            let fd = open(path, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC)
-            guard fd >= 0 else { throw LMDBError(code: errno, operation: "open \(path)") }
-            defer { close(fd) }
-            let bytes = Array((boot + "\n").utf8)
-            let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            guard written == bytes.count else {
-                throw LMDBError(code: written < 0 ? errno : EIO, operation: "write \(path)")
-            }
-            guard fsync(fd) == 0 else { throw LMDBError(code: errno, operation: "fsync \(path)") }
-        } catch let e as LMDBError {
-            throw StrataError.lmdb(e)
+            try write(Array((boot + "\n").utf8), to: path)
+            try StoreDirectory.syncDirectory(directory)
+        } catch {
+            unlink(path)
+            throw error
         }
-        try StoreDirectory.syncDirectory(directory)
         return path
     }
 
-    /// Removes a marker (its process's commits are on disk).
-    static func clear(_ path: String) {
-        unlink(path)
+    /// Replaces the content of `path` with `bytes`, synced; `EINTR` is retried.
+    private static func write(_ bytes: [UInt8], to path: String) throws {
+        let fd = open(path, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw StrataError.lmdb(LMDBError(code: errno, operation: "open \(path)")) }
+        defer { close(fd) }
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw StrataError.lmdb(LMDBError(code: errno, operation: "write \(path)"))
+            }
+            done += n
+        }
+        while fsync(fd) != 0 {
+            if errno == EINTR { continue }
+            throw StrataError.lmdb(LMDBError(code: errno, operation: "fsync \(path)"))
+        }
     }
 
-    /// Whether process `pid` still runs (a process of another user counts as running).
-    static func isRunning(_ pid: Int32) -> Bool {
-        kill(pid, 0) == 0 || errno == EPERM
+    /// Removes a marker (its process's commits are on disk); with `syncDirectory`, durably.
+    static func clear(_ path: String, logger: Logger, syncDirectory: Bool = false) {
+        if unlink(path) != 0 && errno != ENOENT {
+            logger.warning("could not remove \(path): \(String(cString: strerror(errno)))")
+            return
+        }
+        guard syncDirectory else { return }
+        let directory = (path as NSString).deletingLastPathComponent
+        do { try StoreDirectory.syncDirectory(directory) } catch {
+            logger.warning("could not sync \(directory) after removing \(path): \(error)")
+        }
+    }
+
+    /// Says in the marker that its process's final flush failed, for the next open to report.
+    static func noteFailedFlush(_ path: String, logger: Logger) {
+        do { try write(Array((flushFailedText + "\n").utf8), to: path) } catch {
+            logger.error("could not note the failed flush in \(path): \(error)")
+        }
     }
 }

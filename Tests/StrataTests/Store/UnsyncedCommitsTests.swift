@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import LibraryModel
+import Logging
 import Testing
 @testable import Strata
 
@@ -21,8 +22,8 @@ import Testing
     }
 
     /// A marker as a process of another boot (an OS crash) or of this one leaves it.
-    private func plantMarker(_ dir: URL, bootID: String, pid: Int32) throws {
-        let path = dir.path + "/" + UnsyncedCommits.name(bootID: bootID, pid: pid)
+    private func plantMarker(_ dir: URL, bootID: String, pid: Int32, open: Int = 1) throws {
+        let path = dir.path + "/" + UnsyncedCommits.name(bootID: bootID, pid: pid, open: open)
         try Data((bootID + "\n").utf8).write(to: URL(fileURLWithPath: path))
     }
 
@@ -38,9 +39,10 @@ import Testing
     @Test func aRelaxedStoreMarksItsDirectoryUntilItClosesCleanly() async throws {
         let dir = temporaryDirectory("unsynced-mark")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let boot = try #require(UnsyncedCommits.currentBootID())
+        let boot = try #require(UnsyncedCommits.bootID)
         let store = try Store.open(at: dir, schema: try librarySchema(), configuration: configuration(.relaxed))
-        #expect(markerNames(dir) == [UnsyncedCommits.name(bootID: boot, pid: getpid())])
+        let marks = try UnsyncedCommits.markers(in: dir.path)
+        #expect(marks.count == 1 && marks.first?.bootID == boot && marks.first?.pid == getpid(), "\(marks)")
         #expect(!store.crashedWithUnsyncedCommits)
         _ = try await store.save { $0.insert(Genre(name: "Jazz")) }
         store.close()
@@ -77,14 +79,13 @@ import Testing
         let dir = temporaryDirectory("unsynced-gone")
         defer { try? FileManager.default.removeItem(at: dir) }
         try await makeStore(dir)
-        let boot = try #require(UnsyncedCommits.currentBootID())
+        let boot = try #require(UnsyncedCommits.bootID)
         // A process that has ended: its id is free (and not reused within this test).
         let child = Process()
         child.executableURL = URL(fileURLWithPath: "/bin/true")
         try child.run()
         child.waitUntilExit()
         let gone = child.processIdentifier
-        #expect(!UnsyncedCommits.isRunning(gone))
         try plantMarker(dir, bootID: boot, pid: gone)
 
         let store = try Store.open(at: dir, schema: try librarySchema())
@@ -93,18 +94,78 @@ import Testing
         store.close()
     }
 
-    @Test func aMarkerOfARunningProcessStays() async throws {
-        let dir = temporaryDirectory("unsynced-running")
+    /// While another process has the store open (it holds `strata.lock`), no marker of this
+    /// boot is known to be stale: a process id alone may be reused, or be another namespace's.
+    @Test func markersOfThisBootStayWhileAnotherProcessSharesTheStore() async throws {
+        let dir = temporaryDirectory("unsynced-shared")
         defer { try? FileManager.default.removeItem(at: dir) }
         try await makeStore(dir)
-        let boot = try #require(UnsyncedCommits.currentBootID())
-        // The test runner's parent runs for as long as the test does.
-        try plantMarker(dir, bootID: boot, pid: getppid())
+        let boot = try #require(UnsyncedCommits.bootID)
+        try plantMarker(dir, bootID: boot, pid: 4242)
+        // Another process holding the store's lock, as an open store does.
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        // It holds the lock until its standard input closes (a signal may be blocked in a child
+        // of the test runner).
+        holder.arguments = ["python3", "-c", """
+            import fcntl, sys
+            f = open(sys.argv[1]); fcntl.lockf(f, fcntl.LOCK_SH); print("locked", flush=True); sys.stdin.read()
+            """, dir.path + "/strata.lock"]
+        let out = Pipe(), input = Pipe()
+        holder.standardOutput = out
+        holder.standardInput = input
+        try holder.run()
+        var released = false
+        func release() {
+            guard !released else { return }
+            released = true
+            try? input.fileHandleForWriting.close()
+            holder.waitUntilExit()
+        }
+        defer { release() }
+        #expect(String(decoding: out.fileHandleForReading.availableData, as: UTF8.self).contains("locked"))
         let store = try Store.open(at: dir, schema: try librarySchema())
         #expect(!store.crashedWithUnsyncedCommits)
         store.close()
-        #expect(markerNames(dir) == [UnsyncedCommits.name(bootID: boot, pid: getppid())],
-                "another process may still hold unsynced commits")
+        #expect(markerNames(dir) == [UnsyncedCommits.name(bootID: boot, pid: 4242, open: 1)],
+                "another process has the store open: the marker may be its own")
+        release()
+        // Alone with the store, the next open syncs and removes it.
+        let alone = try Store.open(at: dir, schema: try librarySchema())
+        alone.close()
+        #expect(markerNames(dir).isEmpty)
+    }
+
+    /// A process whose final flush failed wrote so into its marker: the next open reports it,
+    /// though it is of this boot and its process is gone (that open's own sync would succeed:
+    /// the kernel reports a write error once).
+    @Test func aMarkerOfAFailedFlushIsReported() async throws {
+        let dir = temporaryDirectory("unsynced-flush-failed")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await makeStore(dir)
+        let boot = try #require(UnsyncedCommits.bootID)
+        try plantMarker(dir, bootID: boot, pid: 4242)
+        let path = dir.path + "/" + UnsyncedCommits.name(bootID: boot, pid: 4242, open: 1)
+        UnsyncedCommits.noteFailedFlush(path, logger: Logger(label: "test"))
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == "flush failed\n")
+        let store = try Store.open(at: dir, schema: try librarySchema())
+        #expect(store.crashedWithUnsyncedCommits)
+        store.close()
+        #expect(markerNames(dir).isEmpty, "reported once to a store of one machine")
+    }
+
+    /// Another instance of this process (one migrated away, still open) removes its own marker
+    /// when it closes: an open here leaves it alone.
+    @Test func aMarkerOfThisProcessStays() async throws {
+        let dir = temporaryDirectory("unsynced-this-process")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await makeStore(dir)
+        let boot = try #require(UnsyncedCommits.bootID)
+        try plantMarker(dir, bootID: boot, pid: getpid(), open: 999_999)
+        let store = try Store.open(at: dir, schema: try librarySchema())
+        #expect(!store.crashedWithUnsyncedCommits)
+        store.close()
+        #expect(markerNames(dir) == [UnsyncedCommits.name(bootID: boot, pid: getpid(), open: 999_999)])
     }
 
     /// A replica keeps the finding: it must be made again from its cluster, and every open says so.
@@ -125,18 +186,19 @@ import Testing
         #expect(markerNames(dir).count == 1)
     }
 
-    @Test func markerNamesParse() {
+    @Test func markerNamesParse() throws {
         let dir = "/nowhere"
-        let name = UnsyncedCommits.name(bootID: otherBoot, pid: 77)
-        #expect(name == "unsynced-\(otherBoot)-77")
+        let name = UnsyncedCommits.name(bootID: otherBoot, pid: 77, open: 3)
+        #expect(name == "unsynced-\(otherBoot)-77-3")
         let temp = temporaryDirectory("unsynced-names")
         defer { try? FileManager.default.removeItem(at: temp) }
         try? FileManager.default.createDirectory(at: temp, withIntermediateDirectories: true)
-        for n in [name, "unsynced-", "unsynced-x", "unsynced--5", "unsynced-abc-0", "unsynced-abc-12x", "other-1"] {
+        for n in [name, "unsynced-", "unsynced-x", "unsynced--5-1", "unsynced-abc-0-1", "unsynced-abc-12x-1",
+                  "unsynced-abc-12", "unsynced-12-3", "unsynced-abc-12-x", "other-1-1"] {
             #expect(FileManager.default.createFile(atPath: temp.path + "/" + n, contents: Data()))
         }
-        #expect(UnsyncedCommits.markers(in: temp.path)
+        #expect(try UnsyncedCommits.markers(in: temp.path)
                 == [UnsyncedCommits.Marker(path: temp.path + "/" + name, bootID: otherBoot, pid: 77)])
-        #expect(UnsyncedCommits.markers(in: dir).isEmpty)
+        #expect(throws: StrataError.self) { try UnsyncedCommits.markers(in: dir) }
     }
 }
