@@ -114,13 +114,8 @@ public final class Store: Sendable {
         if env.staleReadersCleared > 0 {
             logger.notice("cleared \(env.staleReadersCleared) stale reader slot(s) of crashed processes")
         }
-        // Whether another process has the store open: only when none has is a marker of this
-        // boot known to be stale (a process id alone can be reused, or belong to another pid
-        // namespace).
-        let shared = lock.map { !$0.otherHolders().isEmpty } ?? true
         crashedWithUnsyncedCommits = try Self.settleUnsyncedMarkers(path: path, env: env, readOnly: configuration.readOnly,
-                                                                    isReplica: isReplica, othersHoldIt: shared,
-                                                                    logger: logger)
+                                                                    isReplica: isReplica, lock: lock, logger: logger)
         // Last: nothing in this open can fail after the marker is written.
         unsyncedMarker = configuration.durability == .relaxed && !configuration.readOnly
             ? try UnsyncedCommits.mark(directory: path, permissions: StorePermissions(configuration)) : nil
@@ -134,13 +129,19 @@ public final class Store: Sendable {
     /// that said commits may be lost once it has reported them. Where the kernel gives no boot id,
     /// nothing can be told apart: markers are left alone.
     private static func settleUnsyncedMarkers(path: String, env: LMDBEnvironment, readOnly: Bool, isReplica: Bool,
-                                              othersHoldIt: Bool, logger: Logger) throws -> Bool {
+                                              lock: StoreLock?, logger: Logger) throws -> Bool {
         let markers = try UnsyncedCommits.markers(in: path)
         guard !markers.isEmpty, let boot = UnsyncedCommits.bootID else { return false }
         let crashed = markers.filter { $0.bootID != boot || $0.flushFailed }
         guard !readOnly else { return !crashed.isEmpty }
-        // A marker of this process is an instance still open here (each removes its own).
-        let gone = othersHoldIt ? [] : markers.filter { $0.bootID == boot && !$0.flushFailed && $0.pid != getpid() }
+        // Asked after the listing: a process that wrote a marker before it holds the lock now,
+        // unless it has ended. Only when no other process has the store open is a marker of this
+        // boot known to be stale (a process id alone can be reused, or be another namespace's).
+        // A marker of an instance still open in this process is its own to remove.
+        let shared = lock?.isShared() ?? true
+        let gone = shared ? [] : markers.filter {
+            $0.bootID == boot && !$0.flushFailed && !UnsyncedCommits.isOpenHere($0.path)
+        }
         let reported = isReplica ? [] : crashed
         if !gone.isEmpty || !reported.isEmpty {
             // What the file holds now is made durable before the evidence goes.

@@ -71,6 +71,16 @@ final class StoreLock: Sendable {
 
     /// Process ids of the other processes that have the store open: every holder listed in
     /// `/proc/locks` for this file, plus the one `F_GETLK` reports (in case /proc is unavailable).
+    /// Whether another process holds the lock (has the store open), also one whose process id
+    /// this process cannot see (another pid namespace: `F_GETLK` reports it with pid 0). True
+    /// when that cannot be found out.
+    func isShared() -> Bool {
+        if !otherHolders().isEmpty { return true }
+        var probe = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
+        guard fcntl(fd, F_GETLK, &probe) == 0 else { return true }
+        return probe.l_type != Int16(F_UNLCK)
+    }
+
     func otherHolders() -> [Int32] {
         var st = stat()
         guard fstat(fd, &st) == 0 else { return [] }

@@ -29,6 +29,11 @@ enum UnsyncedCommits {
     static let flushFailedText = "flush failed"
     /// This process's relaxed opens so far (each marker's last number).
     private static let opens = Atomic<Int>(0)
+    /// The markers of this process's instances still open.
+    private static let openHere = Locked<Set<String>>([])
+
+    /// Whether `path` is the marker of an instance open in this process.
+    static func isOpenHere(_ path: String) -> Bool { openHere.withLock { $0.contains(path) } }
 
     /// A marker found in a store directory.
     struct Marker: Equatable {
@@ -79,8 +84,7 @@ enum UnsyncedCommits {
             let boot = String(head[..<dash])
             guard !boot.isEmpty, let pid = Int32(head[head.index(after: dash)...]), pid > 0 else { return nil }
             let path = directory + "/" + name
-            let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
-            return Marker(path: path, bootID: boot, pid: pid, flushFailed: text.contains(flushFailedText))
+            return Marker(path: path, bootID: boot, pid: pid, flushFailed: contents(path).contains(flushFailedText))
         }.sorted { $0.path < $1.path }
     }
 
@@ -89,9 +93,17 @@ enum UnsyncedCommits {
     /// told apart from a process exit). A marker that cannot be written completely is removed.
     static func mark(directory: String, permissions: StorePermissions) throws -> String? {
         guard let boot = bootID else { return nil }
-        let instance = opens.add(1, ordering: .relaxed).newValue
-        let path = directory + "/" + name(bootID: boot, pid: getpid(), open: instance)
-        _ = try permissions.createFile(path)
+        // A name already taken (a process of another pid namespace with this id, or an earlier
+        // process with it in this boot) is never written over: the next number is tried.
+        var path = ""
+        for attempt in 0... {
+            let instance = opens.add(1, ordering: .relaxed).newValue
+            path = directory + "/" + name(bootID: boot, pid: getpid(), open: instance)
+            if try permissions.createFile(path) { break }
+            if attempt == 64 {
+                throw StrataError.lmdb(LMDBError(code: EEXIST, operation: "create a marker of unsynced commits in \(directory)"))
+            }
+        }
         do {
             try write(Array((boot + "\n").utf8), to: path)
             try StoreDirectory.syncDirectory(directory)
@@ -99,7 +111,21 @@ enum UnsyncedCommits {
             unlink(path)
             throw error
         }
+        openHere.withLock { _ = $0.insert(path) }
         return path
+    }
+
+    /// The first bytes of a marker as text: never through a link, never blocking (a FIFO
+    /// planted there), only a regular file's; empty otherwise.
+    private static func contents(_ path: String) -> String {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return "" }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return "" }
+        var buffer = [UInt8](repeating: 0, count: 128)
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        return n > 0 ? String(decoding: buffer[..<n], as: UTF8.self) : ""
     }
 
     /// Replaces the content of `path` with `bytes`, synced; `EINTR` is retried.
@@ -124,6 +150,7 @@ enum UnsyncedCommits {
 
     /// Removes a marker (its process's commits are on disk); with `syncDirectory`, durably.
     static func clear(_ path: String, logger: Logger, syncDirectory: Bool = false) {
+        openHere.withLock { _ = $0.remove(path) }
         if unlink(path) != 0 && errno != ENOENT {
             logger.warning("could not remove \(path): \(String(cString: strerror(errno)))")
             return
@@ -137,6 +164,7 @@ enum UnsyncedCommits {
 
     /// Says in the marker that its process's final flush failed, for the next open to report.
     static func noteFailedFlush(_ path: String, logger: Logger) {
+        openHere.withLock { _ = $0.remove(path) }
         do { try write(Array((flushFailedText + "\n").utf8), to: path) } catch {
             logger.error("could not note the failed flush in \(path): \(error)")
         }
