@@ -226,15 +226,7 @@ private final class RunWriter {
     }
 
     private func flush() throws {
-        var done = 0
-        while done < buffer.bytes.count {
-            let n = buffer.bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw StorePermissions.posix(errno, "write \(path)")
-            }
-            done += n
-        }
+        try buffer.bytes.withUnsafeBytes { try StorePermissions.writeAll(fd, $0, path: path) }
         buffer.bytes.removeAll(keepingCapacity: true)
     }
 

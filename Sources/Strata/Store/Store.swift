@@ -145,7 +145,7 @@ public final class Store: Sendable {
         let reported = isReplica ? [] : crashed
         if !gone.isEmpty || !reported.isEmpty {
             // What the file holds now is made durable before the evidence goes.
-            do { try env.sync() } catch let e as LMDBError { throw StrataError.lmdb(e) }
+            try syncDataFile(env)
             for m in gone + reported { UnsyncedCommits.clear(m.path, logger: logger) }
             do { try StoreDirectory.syncDirectory(path) } catch {
                 logger.warning("could not sync \(path) after removing markers of unsynced commits: \(error)")
@@ -160,6 +160,11 @@ public final class Store: Sendable {
             the final flush failed) before its last commits were flushed: those commits may be lost\(remedy)
             """)
         return true
+    }
+
+    /// `env`'s data file flushed to disk (`mdb_env_sync(force)`), its failure a ``StrataError``.
+    private static func syncDataFile(_ env: LMDBEnvironment) throws {
+        do { try env.sync() } catch let e as LMDBError { throw StrataError.lmdb(e) }
     }
 
     deinit {
@@ -273,9 +278,7 @@ public final class Store: Sendable {
             if dataSize == nil {
                 // A relaxed store's first commit (its metadata) is synced too: it comes before the
                 // marker of unsynced commits (``UnsyncedCommits``), which the open writes last.
-                if configuration.durability == .relaxed {
-                    do { try env.sync() } catch let e as LMDBError { throw StrataError.lmdb(e) }
-                }
+                if configuration.durability == .relaxed { try syncDataFile(env) }
                 try StoreDirectory.syncDirectory(generationPath)
             }
             return try Store(path: path, schema: schema, configuration: configuration, env: env, lock: lock,

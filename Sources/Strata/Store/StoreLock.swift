@@ -69,18 +69,24 @@ final class StoreLock: Sendable {
         }
     }
 
-    /// Process ids of the other processes that have the store open: every holder listed in
-    /// `/proc/locks` for this file, plus the one `F_GETLK` reports (in case /proc is unavailable).
     /// Whether another process holds the lock (has the store open), also one whose process id
     /// this process cannot see (another pid namespace: `F_GETLK` reports it with pid 0). True
     /// when that cannot be found out.
     func isShared() -> Bool {
         if !otherHolders().isEmpty { return true }
-        var probe = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
-        guard fcntl(fd, F_GETLK, &probe) == 0 else { return true }
-        return probe.l_type != Int16(F_UNLCK)
+        guard let lock = conflictingLock() else { return true }
+        return lock.l_type != Int16(F_UNLCK)
     }
 
+    /// What `F_GETLK` reports for an exclusive lock of the whole file: another process's lock in
+    /// its way, or `F_UNLCK`; nil when the call fails.
+    private func conflictingLock() -> flock? {
+        var probe = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
+        return fcntl(fd, F_GETLK, &probe) == 0 ? probe : nil
+    }
+
+    /// Process ids of the other processes that have the store open: every holder listed in
+    /// `/proc/locks` for this file, plus the one `F_GETLK` reports (in case /proc is unavailable).
     func otherHolders() -> [Int32] {
         var st = stat()
         guard fstat(fd, &st) == 0 else { return [] }
@@ -97,8 +103,7 @@ final class StoreLock: Sendable {
                   UInt64(dev[1], radix: 16) == UInt64(minor) else { continue }
             pids.insert(pid)
         }
-        var probe = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
-        if fcntl(fd, F_GETLK, &probe) == 0, probe.l_type != Int16(F_UNLCK), probe.l_pid > 0 { pids.insert(probe.l_pid) }
+        if let lock = conflictingLock(), lock.l_type != Int16(F_UNLCK), lock.l_pid > 0 { pids.insert(lock.l_pid) }
         return pids.sorted()
     }
 

@@ -136,6 +136,20 @@ struct StorePermissions: Sendable, Equatable {
         .lmdb(LMDBError(code: code, operation: what))
     }
 
+    /// Writes all of `bytes` to `fd` (`path` names it in errors), going on after short writes and
+    /// retrying when interrupted.
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws {
+        var done = 0
+        while done < bytes.count {
+            let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw posix(errno, "write \(path)")
+            }
+            done += n
+        }
+    }
+
     static func octal(_ mode: mode_t) -> String {
         let digits = String(mode, radix: 8)
         return String(repeating: "0", count: max(0, 4 - digits.count)) + digits

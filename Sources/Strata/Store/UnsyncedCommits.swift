@@ -29,6 +29,8 @@ enum UnsyncedCommits {
     static let flushFailedText = "flush failed"
     /// This process's relaxed opens so far (each marker's last number).
     private static let opens = Atomic<Int>(0)
+    /// Names a relaxed open tries before it gives up (each taken one is another process's).
+    static let maxNameAttempts = 64
     /// The markers of this process's instances still open.
     private static let openHere = Locked<Set<String>>([])
 
@@ -60,15 +62,13 @@ enum UnsyncedCommits {
     /// - Throws: ``StrataError/lmdb(_:)`` when the directory cannot be listed (a replica must
     ///   not be taken as sound because its markers could not be seen).
     static func markers(in directory: String) throws -> [Marker] {
-        guard let dir = opendir(directory) else {
-            throw StrataError.lmdb(LMDBError(code: errno, operation: "list \(directory)"))
-        }
+        guard let dir = opendir(directory) else { throw StorePermissions.posix(errno, "list \(directory)") }
         defer { closedir(dir) }
         var names: [String] = []
         while true {
             errno = 0
             guard let entry = readdir(dir) else {
-                if errno != 0 { throw StrataError.lmdb(LMDBError(code: errno, operation: "list \(directory)")) }
+                if errno != 0 { throw StorePermissions.posix(errno, "list \(directory)") }
                 break
             }
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
@@ -96,12 +96,12 @@ enum UnsyncedCommits {
         // A name already taken (a process of another pid namespace with this id, or an earlier
         // process with it in this boot) is never written over: the next number is tried.
         var path = ""
-        for attempt in 0... {
+        for attempt in 1... {
             let instance = opens.add(1, ordering: .relaxed).newValue
             path = directory + "/" + name(bootID: boot, pid: getpid(), open: instance)
             if try permissions.createFile(path) { break }
-            if attempt == 64 {
-                throw StrataError.lmdb(LMDBError(code: EEXIST, operation: "create a marker of unsynced commits in \(directory)"))
+            if attempt == maxNameAttempts {
+                throw StorePermissions.posix(EEXIST, "create a marker of unsynced commits in \(directory)")
             }
         }
         do {
@@ -131,20 +131,12 @@ enum UnsyncedCommits {
     /// Replaces the content of `path` with `bytes`, synced; `EINTR` is retried.
     private static func write(_ bytes: [UInt8], to path: String) throws {
         let fd = open(path, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { throw StrataError.lmdb(LMDBError(code: errno, operation: "open \(path)")) }
+        guard fd >= 0 else { throw StorePermissions.posix(errno, "open \(path)") }
         defer { close(fd) }
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw StrataError.lmdb(LMDBError(code: errno, operation: "write \(path)"))
-            }
-            done += n
-        }
+        try bytes.withUnsafeBytes { try StorePermissions.writeAll(fd, $0, path: path) }
         while fsync(fd) != 0 {
             if errno == EINTR { continue }
-            throw StrataError.lmdb(LMDBError(code: errno, operation: "fsync \(path)"))
+            throw StorePermissions.posix(errno, "fsync \(path)")
         }
     }
 
