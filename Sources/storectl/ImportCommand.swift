@@ -55,6 +55,12 @@ struct ImportCommand: AsyncParsableCommand {
         "write pass, which then does not read and parse the input again (memory: a few times the input). " +
         "0: always read it again.", valueName: "MiB"))
     var keepRecordsMaxMb = ImportOptions().keptRecordsMaxInputBytes >> 20
+    @Option(name: .customLong("one-transaction-max-mb"), help: ArgumentHelp(
+        "The largest input (MiB, all files) an incremental import without --continue-on-error checks and " +
+        "writes in one pass, committed in one transaction at the end (this process's other saves wait for it). " +
+        "0: always check the whole input first, then write it in transactions of a few batches.",
+        valueName: "MiB"))
+    var oneTransactionMaxMb = ImportOptions().oneTransactionMaxInputBytes >> 20
     @Flag(help: "No progress output.") var quiet = false
     @Flag(help: "Print the summary as JSON.") var json = false
 
@@ -74,6 +80,9 @@ struct ImportCommand: AsyncParsableCommand {
         }
         guard keepRecordsMaxMb >= 0 && keepRecordsMaxMb <= 1 << 20 else {
             throw ValidationError("--keep-records-max-mb must be between 0 and \(1 << 20)")
+        }
+        guard oneTransactionMaxMb >= 0 && oneTransactionMaxMb <= 1 << 20 else {
+            throw ValidationError("--one-transaction-max-mb must be between 0 and \(1 << 20)")
         }
     }
 
@@ -110,6 +119,7 @@ struct ImportCommand: AsyncParsableCommand {
         options.mode = ImportMode(rawValue: mode) ?? .auto
         options.bulkInMemoryMaxInputBytes = inMemoryMaxMb << 20
         options.keptRecordsMaxInputBytes = keepRecordsMaxMb << 20
+        options.oneTransactionMaxInputBytes = oneTransactionMaxMb << 20
         let store: Store, replica: ClusterReplica?
         do {
             (store, replica) = try await openForWriting(target, postgres: cluster) { c in
@@ -166,13 +176,13 @@ struct ImportCommand: AsyncParsableCommand {
                 ("firstTransaction", summary.firstTransaction.map { .int(Int64($0.rawValue)) } ?? .null),
                 ("lastTransaction", summary.lastTransaction.map { .int(Int64($0.rawValue)) } ?? .null),
                 ("seconds", .double(summary.seconds)), ("mode", .string(summary.mode.rawValue)),
-                ("inMemory", .bool(summary.inMemory)),
+                ("inMemory", .bool(summary.inMemory)), ("oneTransaction", .bool(summary.oneTransaction)),
             ]))
         } else {
             let rate = summary.seconds > 0 ? Int(Double(summary.records) / summary.seconds) : 0
             print("imported \(summary.records) records in \(summary.transactions) transaction(s) in " +
                   "\(String(format: "%.2f", summary.seconds)) s (\(rate) records/s, \(summary.mode.rawValue)" +
-                  "\(summary.inMemory ? ", in memory" : "")), " +
+                  "\(summary.inMemory ? ", in memory" : "")\(summary.oneTransaction ? ", one transaction" : "")), " +
                   "import id \(summary.importID)")
             if summary.rejected > 0 {
                 print("rejected \(summary.rejected) record(s), see \(rejects ?? "the rejects file")")

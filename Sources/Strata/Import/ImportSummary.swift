@@ -27,4 +27,7 @@ public struct ImportSummary: Sendable, Equatable {
     /// (``ImportOptions/bulkInMemoryMaxInputBytes``) rather than through the new generation's
     /// B-trees; false for an incremental import.
     public let inMemory: Bool
+    /// Whether an incremental import was checked and written in one pass and committed in one
+    /// write transaction (``ImportOptions/oneTransactionMaxInputBytes``).
+    public let oneTransaction: Bool
 }

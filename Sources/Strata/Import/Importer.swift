@@ -64,16 +64,38 @@ public final class Importer: Sendable {
         let inline = state.bulk != nil
         var rejects: RejectsWriter?
         defer { rejects?.close() }
+        var oneTransaction = false
         do {
-            if !inline {
+            if !inline, let held = try await holdWriter(state) {
+                state.held = held
+                do {
+                    // One pass: each record checked as it is read, each batch applied by the
+                    // writer while the next is read, all committed together once the input
+                    // checked out (or nothing, at the first bad record).
+                    try await write(&state, rejects: nil, checking: true)
+                    try await linkDeferred(&state, rejects: nil)
+                    let committed = try await held.commit()
+                    state.held = nil
+                    for tx in committed { state.committed(tx) }
+                    oneTransaction = true
+                } catch is NotInOneTransaction {
+                    await held.abort()
+                    state = ImportState(files: files, options: options, schema: store.schema, totalBytes: totalBytes,
+                                        started: clock, importID: importID, progress: progressContinuation,
+                                        ledger: ledger)
+                }
+            }
+            if !inline && !oneTransaction {
                 try validate(&state)
                 if !state.issues.isEmpty && !options.continueOnError { throw state.failure() }
                 state.bulk = try await startBulkLoad(&state)
                 // Created once the import can go ahead: an existing file is emptied only then.
                 rejects = try options.rejectsPath.map { try RejectsWriter(path: $0) }
             }
-            try await write(&state, rejects: rejects, checking: inline)
-            try await linkDeferred(&state, rejects: rejects)
+            if !oneTransaction {
+                try await write(&state, rejects: rejects, checking: inline)
+                try await linkDeferred(&state, rejects: rejects)
+            }
             if let bulk = state.bulk {
                 let building = bulk.memory.map { _ in Self.buildingReporter(progressContinuation, started: clock) }
                 state.report(building == nil ? .switching : .building, records: 0, bytes: totalBytes, force: true)
@@ -83,6 +105,8 @@ public final class Importer: Sendable {
         } catch {
             // A write still on the load's queue must end before its generation goes.
             if let flight = state.bulkFlight { _ = try? await flight.task.value }
+            // Nothing the held transaction applied is written.
+            if let held = state.held { await held.abort() }
             state.bulk?.abandon()
             throw error
         }
@@ -92,7 +116,16 @@ public final class Importer: Sendable {
                              skippedLinks: state.skippedLinks, transactions: state.transactions.count,
                              firstTransaction: state.transactions.first, lastTransaction: state.transactions.last,
                              seconds: (ContinuousClock.now - clock).seconds,
-                             mode: state.bulk == nil ? .incremental : .bulk, inMemory: state.bulk?.memory != nil)
+                             mode: state.bulk == nil ? .incremental : .bulk, inMemory: state.bulk?.memory != nil,
+                             oneTransaction: oneTransaction)
+    }
+
+    /// The writer held in one write transaction for an incremental import that may be written
+    /// in one pass (``ImportOptions/oneTransactionMaxInputBytes``), or nil.
+    private func holdWriter(_ s: ImportState) async throws -> HeldWrite? {
+        guard !options.continueOnError, options.mode != .bulk, s.totalBytes <= options.oneTransactionMaxInputBytes,
+              let writer = store.writer, !writer.isReplica.load(ordering: .acquiring) else { return nil }
+        return try await HeldWrite(writer)
     }
 
     /// Records a bulk import gathers before they are saved in one write transaction of the new
@@ -505,6 +538,9 @@ public final class Importer: Sendable {
                 for record in held.add(entry, missing: missing) {
                     for alias in record.aliases { s.writtenKeys.insert(alias) }
                     batch.add(record.changes, item: record.item, schema: store.schema)
+                    // The store's answers for later references would not see the keys this
+                    // record may take from an object: read again, in two passes.
+                    if s.held != nil, !batch.movesKeysOf.isEmpty { throw NotInOneTransaction() }
                     if batch.count >= options.batchSize {
                         try await queue(batch, &ready, &inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
                         batch = Batch()
@@ -587,8 +623,9 @@ public final class Importer: Sendable {
         // A replica submits each batch alone: its writer validates a group at the local head and
         // appends it only if no machine appended meanwhile, and a group of many batches lost that
         // race to other machines' small saves on every try.
+        // In one held transaction, each batch goes to the writer as soon as it is full.
         let isReplica = store.writer?.isReplica.load(ordering: .acquiring) == true
-        let groupRecords = isReplica ? 0 : Self.incrementalGroupRecords
+        let groupRecords = isReplica || s.held != nil ? 0 : Self.incrementalGroupRecords
         // As many batches as one commit takes, and no more than half the writer's queue (the
         // whole group is queued at once, or refused as `writerOverloaded`).
         let config = store.configuration
@@ -602,8 +639,21 @@ public final class Importer: Sendable {
             sets.append((b.changes, ["importID": s.importID, "batch": String(s.batchesSubmitted)]))
         }
         let store = self.store, author = options.author
-        inFlight = InFlight(batches: ready, metadata: sets.map(\.metadata),
-                            task: Task { await store.saveInOrder(sets, author: author, stopAtFailure: true) })
+        let task: Task<[Result<TransactionID, Error>], Never>
+        if let held = s.held {
+            // Applied, not committed: the ids come with the commit (``HeldWrite/commit()``).
+            task = Task {
+                do {
+                    try await held.apply(sets, author: author)
+                    return sets.map { _ in .success(.zero) }
+                } catch {
+                    return sets.map { _ in .failure(error) }
+                }
+            }
+        } else {
+            task = Task { await store.saveInOrder(sets, author: author, stopAtFailure: true) }
+        }
+        inFlight = InFlight(batches: ready, metadata: sets.map(\.metadata), task: task)
         ready = []
     }
 
@@ -622,7 +672,7 @@ public final class Importer: Sendable {
                 for (reason, raw) in batch.earlyRejects { try rejects?.write(reason: reason, raw: raw) }
                 switch results[i] {
                 case .success(let tx):
-                    s.committed(tx)
+                    if s.held == nil { s.committed(tx) }
                     s.written += batch.count
                     continue
                 case .failure(StrataError.validation) where options.continueOnError:
@@ -665,6 +715,12 @@ public final class Importer: Sendable {
             let slice = s.deferred[start..<min(s.deferred.count, start + options.batchSize)]
             var changes = ChangeSet()
             for d in slice { changes.append(.link(relationship: d.relationship, from: d.from, to: d.to)) }
+            if let held = s.held {
+                try await held.apply([(changes, metadata)], author: options.author)
+                start += slice.count
+                s.report(.linking, records: s.written, bytes: s.totalBytes, links: start, force: true)
+                continue
+            }
             do {
                 s.committed(try await store.save(changes, author: options.author, metadata: metadata))
             } catch StrataError.validation where options.continueOnError {
@@ -784,6 +840,10 @@ private struct Batch: Sendable {
     }
 }
 
+/// Thrown out of an import in one pass that met a record which may take a unique key away from
+/// an object of the store (``Batch/movesKeysOf``): the import starts again in two passes.
+private struct NotInOneTransaction: Error {}
+
 /// A reference to a key the input had not given yet where it was read: checked at the end of
 /// the input (``Importer``'s validation), and reported there as dangling when neither the input
 /// nor the store has it.
@@ -830,6 +890,9 @@ private struct ImportState {
     var written = 0
     /// The bulk load a bulk import writes into (nil: into the live store).
     var bulk: BulkLoad?
+    /// The writer's transaction an import in one pass applies its batches in
+    /// (``ImportOptions/oneTransactionMaxInputBytes``), until it commits.
+    var held: HeldWrite?
     /// A bulk import's batches not saved yet, and their records.
     var bulkPending: [Batch] = []
     var bulkPendingRecords = 0

@@ -19,6 +19,9 @@ import Testing
         options.mode = .incremental
         options.batchSize = batchSize
         options.importID = importID
+        // The two-pass path, whose batches share group commits (one pass in one transaction:
+        // OneTransactionImportTests).
+        options.oneTransactionMaxInputBytes = 0
         let before = store.statistics.lmdbCommits
         let summary = try await Importer(store: store, options: options).run(files: [input])
         return (summary, store.statistics.lmdbCommits - before)
@@ -182,6 +185,8 @@ import Testing
             options.mode = .incremental
             options.batchSize = 2
             options.importID = "mine"
+            // Two passes: the batch joins the other saver's group commit.
+            options.oneTransactionMaxInputBytes = 0
             let held = try await holdWriter(store)
             // Another saver writes the same records first, in the group the import's batch joins.
             let other = Task { try await store.save(metadata: ["importID": "other"]) { c in
@@ -222,6 +227,7 @@ import Testing
                 ("maxLineBytes", { $0.maxLineBytes = 0 }),
                 ("maxReportedIssues", { $0.maxReportedIssues = 0 }),
                 ("keptRecordsMaxInputBytes", { $0.keptRecordsMaxInputBytes = -1 }),
+                ("oneTransactionMaxInputBytes", { $0.oneTransactionMaxInputBytes = -1 }),
                 ("rejectsPath", { $0.rejectsPath = dir.appendingPathComponent("r").path }),
             ]
             for (field, change) in cases {

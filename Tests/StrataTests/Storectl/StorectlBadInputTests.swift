@@ -71,6 +71,8 @@ import Testing
         ["import", "STORE", "x.ndjson", "--in-memory-max-mb", "lots"],
         ["import", "STORE", "x.ndjson", "--keep-records-max-mb", "-1"],
         ["import", "STORE", "x.ndjson", "--keep-records-max-mb", "lots"],
+        ["import", "STORE", "x.ndjson", "--one-transaction-max-mb", "-1"],
+        ["import", "STORE", "x.ndjson", "--one-transaction-max-mb", "lots"],
         ["import", "STORE", "x.ndjson", "--format", "xml"],
         ["import", "STORE", "x.ndjson", "--rejects", "r.ndjson"],
         ["export", "STORE", "--entity", "Track", "--format", "xml"],

@@ -1,0 +1,234 @@
+import Dispatch
+import StrataLMDB
+
+/// One write transaction of this process's writer, held open across several steps and
+/// committed as a whole at the end, or not at all.
+///
+/// An import that checks its input as it goes hands each batch to the writer as soon as it is
+/// built (``apply(_:author:)``), so the writer applies it while the import reads and checks the
+/// next; ``commit()`` commits every batch in one LMDB transaction (one log entry each, as
+/// separate saves would have), and ``abort()`` — or a batch the writer refuses — leaves the
+/// store as it was. Meanwhile the writer does nothing else: saves of this process queue (up to
+/// ``StoreConfiguration/maxPendingSaves``) and are committed after it, other processes' writers
+/// wait for LMDB's write lock, and readers go on reading the state from before.
+///
+/// Exactly one of ``commit()`` and ``abort()`` must be called (after a refused batch, either may
+/// be: both end at once), or the writer waits for ever, and so does ``Store/close()``.
+final class HeldWrite: Sendable {
+    /// What the writer is asked to do next.
+    enum Step: Sendable {
+        /// Apply these saves in the transaction; the reply carries the error that ended it, if one did.
+        case apply([Writer.PendingSave], reply: CheckedContinuation<Error?, Never>)
+        case commit
+        case abort
+    }
+
+    /// Thrown out of the transaction by ``abort()``.
+    struct Aborted: Error {}
+
+    private let channel: Channel
+    private let held: Task<[TransactionID], Error>
+    private let storePath: String
+
+    /// Returns once the writer holds the transaction open (the saves it was committing are
+    /// committed). Throws ``StrataError/closed(path:)`` when the writer is closed.
+    init(_ writer: Writer) async throws {
+        let channel = Channel()
+        self.channel = channel
+        storePath = writer.storePath
+        held = Task {
+            do {
+                return try await writer.exclusive {
+                    channel.started(true)
+                    defer { channel.end() }
+                    return try writer.runHeld(channel)
+                }
+            } catch {
+                channel.started(false)
+                channel.end()
+                throw error
+            }
+        }
+        guard await channel.waitStarted() else {
+            _ = try await held.value
+            throw StrataError.closed(path: writer.storePath)
+        }
+    }
+
+    /// Applies `sets` in the held transaction, each its own save and log entry, in this order.
+    /// Throws the writer's error when one of them is refused (nothing of the transaction is
+    /// written then, and later steps are refused with the same error), or when the transaction
+    /// ended already.
+    func apply(_ sets: [(changes: ChangeSet, metadata: [String: String])], author: String) async throws {
+        guard !sets.isEmpty else { return }
+        // The writer asks a member whether an earlier one failed; nobody waits on the group.
+        let group = Writer.GroupWaiter(count: sets.count, stopsAtFailure: true)
+        let saves = sets.indices.map {
+            Writer.PendingSave(changes: sets[$0].changes, author: author, metadata: sets[$0].metadata,
+                               completion: .member(group, $0))
+        }
+        let failure = await withCheckedContinuation { (c: CheckedContinuation<Error?, Never>) in
+            channel.send(.apply(saves, reply: c))
+        }
+        if let failure { throw failure }
+    }
+
+    /// Commits everything applied, in one LMDB transaction, and returns each save's transaction
+    /// id in the order they were applied (a save that changed nothing gets the id before it, as
+    /// a save of the store does). Throws the error that ended the transaction instead, if one did.
+    func commit() async throws -> [TransactionID] {
+        channel.send(.commit)
+        return try await held.value
+    }
+
+    /// Drops everything applied: the store is left as it was.
+    func abort() async {
+        channel.send(.abort)
+        _ = try? await held.value
+    }
+
+    /// The steps on their way to the writer, and whether it still takes them.
+    final class Channel: Sendable {
+        private struct State {
+            var steps: [Step] = []
+            /// The writer's transaction ended (committed, aborted or failed): steps are refused.
+            var ended = false
+            var startedOutcome: Bool?
+            var startedWaiter: CheckedContinuation<Bool, Never>?
+        }
+        private let state = Locked(State())
+        private let wake = DispatchSemaphore(value: 0)
+
+        /// Queues `step` for the writer; an apply sent after the end is refused at once.
+        func send(_ step: Step) {
+            let refused = state.withLock { s -> Step? in
+                if s.ended { return step }
+                s.steps.append(step)
+                return nil
+            }
+            if case .apply(_, let reply)? = refused { reply.resume(returning: Ended()) }
+            if refused == nil { wake.signal() }
+        }
+
+        /// On the writer queue: the next step, waiting for it.
+        func next() -> Step {
+            while true {
+                if let step = state.withLock({ s -> Step? in s.steps.isEmpty ? nil : s.steps.removeFirst() }) {
+                    return step
+                }
+                wake.wait()
+            }
+        }
+
+        /// The transaction ended: steps still queued, and later ones, are refused.
+        func end() {
+            let left = state.withLock { s -> [Step] in
+                s.ended = true
+                defer { s.steps = [] }
+                return s.steps
+            }
+            for case .apply(_, let reply) in left { reply.resume(returning: Ended()) }
+        }
+
+        func started(_ outcome: Bool) {
+            let waiter = state.withLock { s -> CheckedContinuation<Bool, Never>? in
+                guard s.startedOutcome == nil else { return nil }
+                s.startedOutcome = outcome
+                defer { s.startedWaiter = nil }
+                return s.startedWaiter
+            }
+            waiter?.resume(returning: outcome)
+        }
+
+        func waitStarted() async -> Bool {
+            await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+                let known = state.withLock { s -> Bool? in
+                    if s.startedOutcome == nil { s.startedWaiter = c }
+                    return s.startedOutcome
+                }
+                if let known { c.resume(returning: known) }
+            }
+        }
+    }
+
+    /// A step sent after the transaction ended.
+    struct Ended: Error, CustomStringConvertible {
+        var description: String { "the held write transaction has ended" }
+    }
+}
+
+extension Writer {
+    /// ``HeldWrite``'s body, on the writer queue: applies each step's saves in one write
+    /// transaction until the commit (or the abort), then publishes and completes them as a
+    /// group commit does. A full map is grown and every step applied again in a new transaction
+    /// (another process may have committed in between: the steps are judged again against what
+    /// it did); a step the writer refuses ends the transaction with its error.
+    func runHeld(_ channel: HeldWrite.Channel) throws -> [TransactionID] {
+        dispatchPrecondition(condition: .onQueue(queue))
+        var steps: [[PendingSave]] = []
+        // The step being applied when the transaction failed: it is answered with the outcome.
+        var owed: CheckedContinuation<Error?, Never>?
+        var growths = 0
+        while true {
+            let env = self.env
+            var group = AppliedGroup()
+            var saves: [PendingSave] = []
+            func applyStep(_ batch: [PendingSave], _ txn: LMDBTransaction) throws {
+                let applied = try apply(batch, txn, env: env, flatOrderedGroup: true)
+                for result in applied.results { _ = try result.get() }
+                group.results += applied.results
+                group.entries += applied.entries
+                saves += batch
+            }
+            do {
+                let lmdbID = try env.write { txn -> UInt64 in
+                    for batch in steps { try applyStep(batch, txn) }
+                    owed?.resume(returning: nil)
+                    owed = nil
+                    while true {
+                        switch channel.next() {
+                        case .apply(let batch, let reply):
+                            steps.append(batch)
+                            owed = reply
+                            try applyStep(batch, txn)
+                            owed = nil
+                            reply.resume(returning: nil)
+                        case .commit:
+                            return LMDBEnvironment.lmdbTransactionID(txn.handle)
+                        case .abort:
+                            throw HeldWrite.Aborted()
+                        }
+                    }
+                }
+                if let last = group.entries.last {
+                    env.publishHead(lmdbTransaction: lmdbID, transactionID: last.transactionID)
+                }
+                finish(saves, group.results, group.entries, growths: growths)
+                return try group.results.map { try $0.get() }
+            } catch let e as LMDBError where e.isMapFull {
+                let grown: Bool
+                do {
+                    grown = try env.growMap()
+                } catch {
+                    owed?.resume(returning: error)
+                    throw error
+                }
+                guard grown else {
+                    let full = StrataError.storeFull(maxMapSizeBytes: config.maxMapSizeBytes)
+                    owed?.resume(returning: full)
+                    throw full
+                }
+                growths += 1
+                logger.info("map full: grew to \(env.mapSizeBytes) bytes, applying \(steps.count) held step(s) again")
+            } catch {
+                let failure: Error = switch error {
+                case let e as OrderedGroupFailure: e.error
+                case let e as LMDBError: StrataError.lmdb(e)
+                default: error
+                }
+                owed?.resume(returning: failure)
+                throw failure
+            }
+        }
+    }
+}

@@ -1,0 +1,246 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+/// An incremental import of a small input that stops at its first bad record is checked and
+/// written in one pass, in one write transaction committed at the end
+/// (``ImportOptions/oneTransactionMaxInputBytes``). It must leave the state two passes leave,
+/// with a log entry per batch and one commit, write nothing when a record is bad or the writer
+/// refuses a batch, show readers none of it or all of it, keep the saves made meanwhile, and
+/// read the input again in two passes where one pass could answer differently.
+@Suite struct OneTransactionImportTests {
+    private var generator: String {
+        URL(fileURLWithPath: storectlPath).deletingLastPathComponent().appendingPathComponent("strata-generate").path
+    }
+
+    private func generate(_ records: Int, shape: String, seed: Int, in dir: URL) throws -> String {
+        let path = dir.appendingPathComponent("\(shape)-\(records)-\(seed).ndjson").path
+        let r = try run(generator, ["\(records)", "--shape", shape, "--seed", "\(seed)", "--output", path])
+        try #require(r.status == 0, "\(r.stderr)")
+        return path
+    }
+
+    private func write(_ lines: [String], in dir: URL) throws -> String {
+        let url = dir.appendingPathComponent("in.ndjson")
+        try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: url)
+        return url.path
+    }
+
+    private func options(batch: Int = 100, oneTransaction: Bool = true) -> ImportOptions {
+        var o = ImportOptions()
+        o.mode = .incremental
+        o.batchSize = batch
+        if !oneTransaction { o.oneTransactionMaxInputBytes = 0 }
+        return o
+    }
+
+    private func genres(_ range: Range<Int>) -> [String] { range.map { #"{"entity":"Genre","name":"G\#($0)"}"# } }
+
+    @Test func aSmallImportIsCommittedOnceWithATransactionPerBatch() async throws {
+        let dir = temporaryDirectory("one-transaction")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let seeded = try await store.save { $0.insert(Genre(name: "Jazz")) }
+            let input = try write(genres(0..<20), in: dir)
+            var o = options(batch: 2)
+            o.importID = "once"
+            let commits = store.statistics.lmdbCommits
+            let summary = try await Importer(store: store, options: o).run(files: [input])
+            #expect(summary.oneTransaction && summary.mode == .incremental, "\(summary)")
+            #expect(summary.records == 20 && summary.transactions == 10, "\(summary)")
+            #expect(store.statistics.lmdbCommits - commits == 1)
+            let mine = try store.transactions(from: seeded.next)
+            #expect(mine.map(\.transactionID) == (1...10).map { TransactionID(seeded.rawValue + UInt64($0)) })
+            #expect(mine.allSatisfy { $0.metadata["importID"] == "once" })
+            #expect(mine.compactMap { $0.metadata["batch"] } == (1...10).map(String.init))
+            #expect(summary.firstTransaction == seeded.next && summary.lastTransaction == mine.last?.transactionID)
+            #expect(try store.mainContext.count(Genre.self) == 21)
+            #expect(try store.verify().ok)
+        }
+    }
+
+    /// The library's records into a store holding others (upserts, references to the store's
+    /// objects and to later records of the input), and the link-heavy catalog (references in
+    /// any order within the file): the same state either way.
+    @Test(arguments: ["library", "catalog"])
+    func oneTransactionAndTwoPassesGiveTheSameState(shape: String) async throws {
+        let dir = temporaryDirectory("one-transaction")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let schemaDirectory = repositoryRoot.appendingPathComponent("Schemas/\(shape)")
+        let base = shape == "library" ? try generate(1_500, shape: shape, seed: 5, in: dir) : nil
+        let input = try generate(shape == "library" ? 400 : 800, shape: shape, seed: 6, in: dir)
+        var states: [Bool: [String]] = [:]
+        for oneTransaction in [true, false] {
+            let store = try Store.temporary(schema: try Schema.load(directory: schemaDirectory))
+            defer { store.close() }
+            if let base { _ = try await Importer(store: store, options: options(oneTransaction: false)).run(files: [base]) }
+            let summary = try await Importer(store: store, options: options(oneTransaction: oneTransaction))
+                .run(files: [input])
+            #expect(summary.oneTransaction == oneTransaction, "\(summary)")
+            #expect(try store.verify().ok)
+            states[oneTransaction] = try canonicalState(store)
+        }
+        #expect(states[true] == states[false])
+        #expect(states[true]?.isEmpty == false)
+    }
+
+    @Test func aBadRecordLeavesNothingWritten() async throws {
+        let dir = temporaryDirectory("one-transaction")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let seeded = try await store.save { $0.insert(Genre(name: "Jazz")) }
+            // Thirty good records (six batches applied by the writer first), then a reference
+            // found dangling once the whole input is read.
+            let input = try write(genres(0..<30) + [
+                #"{"entity":"Track","mbid":"00000000-0000-4000-8000-000000000001","title":"t","# +
+                    #""durationSeconds":1,"addedAt":"2024-01-01T00:00:00Z","genre":{"name":"Nope"}}"#,
+            ], in: dir)
+            let commits = store.statistics.lmdbCommits
+            do {
+                _ = try await Importer(store: store, options: options(batch: 5)).run(files: [input])
+                Issue.record("the import succeeded")
+            } catch let failure as ImportFailed {
+                #expect(failure.issues.map(\.description) == ["\(input):31: genre: dangling reference: no Genre " +
+                                                               "\"Nope\" in the input or the store"],
+                        "\(failure.issues)")
+            }
+            #expect(try store.lastTransactionID == seeded)
+            #expect(store.statistics.lmdbCommits == commits)
+            #expect(try store.mainContext.count(Genre.self) == 1)
+            // The writer is free again.
+            _ = try await store.save { $0.insert(Genre(name: "After")) }
+            #expect(try store.verify().ok)
+        }
+    }
+
+    /// A batch the writer refuses (larger than `maxChangesPerSave`, which validation does not
+    /// know) ends the import with its error, and the batches the writer had applied before it
+    /// are not written either: two passes would have committed them.
+    @Test func aBatchTheWriterRefusesLeavesNothingWritten() async throws {
+        let dir = temporaryDirectory("one-transaction")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var config = StoreConfiguration()
+        config.maxChangesPerSave = 5
+        try await withLibraryStore(config) { store in
+            let seeded = try await store.save { $0.insert(Genre(name: "Jazz")) }
+            // Two batches of three genres (three changes each), then three tracks with a genre
+            // each (six changes).
+            let tracks = (1...3).map { i in
+                #"{"entity":"Track","mbid":"00000000-0000-4000-8000-00000000000\#(i)","title":"t\#(i)","# +
+                    #""durationSeconds":1,"addedAt":"2024-01-01T00:00:00Z","genre":{"name":"Jazz"}}"#
+            }
+            let input = try write(genres(0..<6) + tracks, in: dir)
+            do {
+                _ = try await Importer(store: store, options: options(batch: 3)).run(files: [input])
+                Issue.record("the import succeeded")
+            } catch StrataError.saveTooLarge(let changes, let limit) {
+                #expect(changes == 6 && limit == 5)
+            }
+            #expect(try store.lastTransactionID == seeded)
+            #expect(try store.mainContext.count(Genre.self) == 1)
+            #expect(try store.verify().ok)
+        }
+    }
+
+    /// A reader sampling the store while the import runs sees none of it or all of it.
+    @Test func readersSeeNothingOfTheImportUntilAllOfIt() async throws {
+        let dir = temporaryDirectory("one-transaction")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = try generate(3_000, shape: "library", seed: 7, in: dir)
+        try await withLibraryStore { store in
+            _ = try await store.save { $0.insert(Genre(name: "Jazz")) }
+            let tracks = try #require(store.schema.entity(named: "Track"))
+            // On a thread of its own: a loop on the cooperative pool would hold one of its few
+            // threads for the whole import.
+            let done = Locked(false), seenCounts = Locked<Set<Int>>([]), finished = DispatchSemaphore(value: 0)
+            Thread {
+                while !done.withLock({ $0 }) {
+                    if let n = try? store.read({ try $0.objectCount(tracks) }) {
+                        seenCounts.withLock { _ = $0.insert(n) }
+                    }
+                    usleep(200)
+                }
+                finished.signal()
+            }.start()
+            let summary = try await Importer(store: store, options: options(batch: 100)).run(files: [input])
+            done.withLock { $0 = true }
+            await withCheckedContinuation { c in DispatchQueue.global().async { finished.wait(); c.resume() } }
+            let total = try store.read { try $0.objectCount(tracks) }
+            #expect(summary.oneTransaction && summary.transactions > 10, "\(summary)")
+            #expect(total > 1000)
+            #expect(seenCounts.withLock { $0 }.isSubset(of: [0, total]), "a reader saw part of the import")
+        }
+    }
+
+    /// Saves made while the writer is held wait for the import's commit; none is lost.
+    @Test func savesDuringTheImportAreKept() async throws {
+        let dir = temporaryDirectory("one-transaction")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = try generate(2_000, shape: "library", seed: 8, in: dir)
+        try await withLibraryStore { store in
+            _ = try await store.save { $0.insert(Genre(name: "Jazz")) }
+            let importing = Task { try await Importer(store: store, options: options()).run(files: [input]) }
+            let savers = (0..<20).map { i in Task { try await store.save { $0.insert(Genre(name: "saved \(i)")) } } }
+            var saved: [TransactionID] = []
+            for s in savers { saved.append(try await s.value) }
+            let summary = try await importing.value
+            #expect(summary.oneTransaction, "\(summary)")
+            #expect(Set(saved).count == 20)
+            let names = Set(try store.mainContext.fetch(Genre.self).map(\.name))
+            #expect((0..<20).allSatisfy { names.contains("saved \($0)") })
+            // No save's transaction falls inside the import's.
+            let first = try #require(summary.firstTransaction), last = try #require(summary.lastTransaction)
+            #expect(saved.allSatisfy { $0 < first || $0 > last })
+            #expect(try store.verify().ok)
+        }
+    }
+
+    /// A record with an explicit id may take a unique key from another object, which the store's
+    /// answers to later references would not see before the commit: the import reads its input
+    /// again in two passes, with their outcome.
+    @Test func aRecordWithAnExplicitIdIsImportedInTwoPasses() async throws {
+        let dir = temporaryDirectory("one-transaction")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let jazz = Genre(name: "Jazz")
+            _ = try await store.save { $0.insert(jazz) }
+            let input = try write([
+                #"{"entity":"Genre","name":"A"}"#,
+                #"{"entity":"Genre","name":"B"}"#,
+                #"{"entity":"Genre","id":"\#(jazz.id)","name":"Blues"}"#,
+                #"{"entity":"Genre","name":"C"}"#,
+            ], in: dir)
+            let summary = try await Importer(store: store, options: options(batch: 1)).run(files: [input])
+            #expect(!summary.oneTransaction && summary.transactions == 4, "\(summary)")
+            #expect(Set(try store.mainContext.fetch(Genre.self).map(\.name)) == ["Blues", "A", "B", "C"])
+            #expect(try store.mainContext.object(Genre.self, id: jazz.id)?.name == "Blues")
+            #expect(try store.verify().ok)
+        }
+    }
+
+    /// A map too small for the import is grown, and the batches applied so far are applied
+    /// again in a new transaction: the same state as in a store with room.
+    @Test func aFullMapIsGrownAndTheBatchesAppliedAgain() async throws {
+        let dir = temporaryDirectory("one-transaction")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = try generate(2_000, shape: "library", seed: 9, in: dir)
+        var small = StoreConfiguration()
+        small.initialMapSizeBytes = 1 << 20
+        var states: [[String]] = []
+        for config in [small, StoreConfiguration()] {
+            try await withLibraryStore(config) { store in
+                _ = try await store.save { $0.insert(Genre(name: "Jazz")) }
+                let growths = store.statistics.mapGrowths
+                let summary = try await Importer(store: store, options: options()).run(files: [input])
+                #expect(summary.oneTransaction, "\(summary)")
+                if config.initialMapSizeBytes == small.initialMapSizeBytes {
+                    #expect(store.statistics.mapGrowths > growths)
+                }
+                #expect(try store.verify().ok)
+                states.append(try canonicalState(store))
+            }
+        }
+        #expect(states.count == 2 && states[0] == states[1])
+    }
+}
