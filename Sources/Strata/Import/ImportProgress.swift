@@ -25,8 +25,10 @@ public struct ImportProgress: Sendable, Equatable {
     /// Records processed in this phase (while linking and when done: records written). While
     /// writing, records whose batch has been committed (or, with
     /// ``ImportOptions/continueOnError``, saved or rejected one by one): never ahead of the store,
-    /// even though the next batch is already being read. For a bulk import (``ImportMode/bulk``),
-    /// records saved into the new generation, which readers see only once it is switched in.
+    /// even though the next batch is already being read; an import in one transaction
+    /// (``ImportSummary/oneTransaction``) commits everything at its end, and reports 0 until the
+    /// `done` phase. For a bulk import (``ImportMode/bulk``), records saved into the new
+    /// generation, which readers see only once it is switched in.
     public let records: Int
     /// Bytes of the input read so far in this phase.
     public let bytesRead: Int
@@ -34,7 +36,8 @@ public struct ImportProgress: Sendable, Equatable {
     public let totalBytes: Int
     /// Seconds since the import started.
     public let elapsedSeconds: Double
-    /// Links saved so far by the linking phase (links whose target came later in the input).
+    /// Links saved so far by the linking phase (links whose target came later in the input; in an
+    /// import in one transaction, applied in it and committed at its end).
     public let links: Int
     /// Links the linking phase has to save, known once writing has ended (0 before).
     public let totalLinks: Int

@@ -932,6 +932,9 @@ private struct ImportState {
         }
         guard force || now - lastReport > .milliseconds(200) else { return }
         lastReport = now
+        // An import in one transaction writes nothing readers see before its commit: no record
+        // counts as written until then (the count is never ahead of the store).
+        let records = held != nil && (phase == .writing || phase == .linking) ? 0 : records
         progress.yield(ImportProgress(phase: phase, records: records, bytesRead: bytes, totalBytes: totalBytes,
                                       elapsedSeconds: (now - started).seconds, links: links,
                                       totalLinks: deferred.count, phaseSeconds: (now - phaseStarted).seconds,

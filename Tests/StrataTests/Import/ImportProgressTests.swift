@@ -33,6 +33,8 @@ import Testing
             lines.append(#"{"entity":"Genre","name":"Folk"}"#)
             var options = ImportOptions()
             options.batchSize = 2
+            // Two passes, whose batches commit as they go (one transaction: below).
+            options.oneTransactionMaxInputBytes = 0
             let (summary, reports) = try await importCollectingProgress(lines, options, store, dir)
             #expect(summary.records == 7)
 
@@ -65,10 +67,38 @@ import Testing
             var options = ImportOptions()
             options.mode = .incremental
             options.batchSize = 2
+            options.oneTransactionMaxInputBytes = 0
             let (_, reports) = try await importCollectingProgress(lines, options, store, dir)
             let writing = reports.filter { $0.phase == .writing }
             #expect(writing.first?.records == 0, "\(writing)")
             #expect(writing.last?.records == 7, "\(writing)")
+        }
+    }
+
+    /// An import in one transaction commits nothing before its end: while it writes and links,
+    /// no record counts as written; the linking phase still counts its links out of its total,
+    /// and `done` has them all.
+    @Test func anImportInOneTransactionCountsNothingWrittenBeforeItsCommit() async throws {
+        let dir = temporaryDirectory("import-progress")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            var lines = (0..<6).map { i in
+                #"{"entity":"Track","mbid":"00000000-0000-4000-8000-00000000000\#(i)","title":"T\#(i)","durationSeconds":1,"addedAt":"2022-08-01T08:45:23Z","genre":{"name":"Folk"}}"#
+            }
+            lines.append(#"{"entity":"Genre","name":"Folk"}"#)
+            var options = ImportOptions()
+            options.mode = .incremental
+            options.batchSize = 2
+            let (summary, reports) = try await importCollectingProgress(lines, options, store, dir)
+            #expect(summary.oneTransaction && summary.records == 7, "\(summary)")
+            #expect(!reports.contains { $0.phase == .validating }, "one pass: \(reports.map(\.phase))")
+            let before = reports.filter { $0.phase == .writing || $0.phase == .linking }
+            #expect(!before.isEmpty && before.allSatisfy { $0.records == 0 }, "\(before)")
+            let linking = reports.filter { $0.phase == .linking }
+            // The stream keeps the newest reports: a slow reader may miss some, never the last.
+            #expect(linking.allSatisfy { $0.links <= 6 && $0.totalLinks == 6 }, "\(linking)")
+            let done = try #require(reports.last)
+            #expect(done.phase == .done && done.records == 7 && done.links == 6)
         }
     }
 
