@@ -89,7 +89,9 @@ import Testing
 
         p.environment = testProcessEnvironment
         p.executableURL = URL(fileURLWithPath: storectlPath)
-        p.arguments = ["import", store, input, "--batch", "500", "--quiet", "--mode", "incremental"]
+        // Two passes: batches committed as they go (one transaction: the test below).
+        p.arguments = ["import", store, input, "--batch", "500", "--quiet", "--mode", "incremental",
+                       "--one-transaction-max-mb", "0"]
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         try p.run()
@@ -123,6 +125,55 @@ import Testing
         // A third run changes nothing.
         let third = try storectl("import", store, input, "--json", "--quiet")
         #expect(try JSONValue.parse(third.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["transactions"] == .int(0))
+    }
+
+    /// An incremental import in one transaction killed with SIGKILL at random moments leaves
+    /// the store with none of it or all of it, and run again it converges.
+    @Test func killedImportInOneTransactionLeavesNoneOrAllOfIt() throws {
+        let dir = temporaryDirectory("kill-import-one")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("lib.ndjson").path
+        let generator = URL(fileURLWithPath: storectlPath).deletingLastPathComponent().appendingPathComponent("strata-generate").path
+        #expect(try run(generator, ["20000", "--seed", "8", "--output", input]).status == 0)
+        let store = dir.appendingPathComponent("store").path
+        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        // A record in the store first, so that the import is incremental (`auto` would go bulk).
+        let seed = dir.appendingPathComponent("seed.ndjson")
+        try Data(#"{"entity":"Genre","name":"Seed"}"#.utf8).write(to: seed)
+        #expect(try storectl("import", store, seed.path, "--quiet").status == 0)
+        func genres() throws -> Int {
+            let info = try JSONValue.parse(try storectl("info", store, "--json").stdout
+                .trimmingCharacters(in: .whitespacesAndNewlines))
+            guard case .int(let n)? = info["entities"]?["Genre"] else { return -1 }
+            return Int(n)
+        }
+        var rng = SeededGenerator(seed: 91)
+        var outcomes: Set<Int> = []
+        for _ in 0..<4 {
+            let p = Process()
+            p.environment = testProcessEnvironment
+            p.executableURL = URL(fileURLWithPath: storectlPath)
+            p.arguments = ["import", store, input, "--batch", "500", "--quiet", "--mode", "incremental"]
+            p.standardOutput = FileHandle.nullDevice
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            usleep(useconds_t(Int.random(in: 50_000...900_000, using: &rng)))
+            kill(p.processIdentifier, SIGKILL)
+            p.waitUntilExit()
+            // 20,000 records hold 24 genres (Tools/generate-library), besides the seed's.
+            let n = try genres()
+            #expect(n == 1 || n == 25, "a killed import in one transaction left \(n) genres")
+            outcomes.insert(n)
+            #expect(try storectl("verify", store).status == 0)
+            if n == 25 { break }
+        }
+        let rerun = try storectl("import", store, input, "--batch", "500", "--json", "--quiet", "--mode", "incremental")
+        #expect(rerun.status == 0, "\(rerun.stderr)")
+        #expect(try JSONValue.parse(rerun.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["oneTransaction"]
+                == .bool(true))
+        #expect(try genres() == 25)
+        let orphans = try storectl("query", store, "--entity", "Track", "--where", "album == null", "--count")
+        #expect(orphans.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0")
     }
 
     /// A bulk import killed with SIGKILL at random moments (calibrated on an uninterrupted run:

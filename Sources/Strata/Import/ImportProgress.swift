@@ -1,6 +1,7 @@
 /// Progress of a running import.
 public struct ImportProgress: Sendable, Equatable {
-    /// The steps of an import, in the order they run.
+    /// The steps of an import, in the order they run. (An import in one transaction has no
+    /// `validating` step; one that has to go back to two passes starts again with it.)
     public enum Phase: String, Sendable {
         /// Reading and checking every record; nothing is written yet.
         case validating

@@ -1,7 +1,9 @@
 import Foundation
 
 /// Imports NDJSON or CSV records into a store: validates everything first, then upserts by
-/// unique key in batches (one transaction each, tagged with the import id) while readers go on.
+/// unique key in batches (one transaction each, tagged with the import id) while readers go on;
+/// a small input, in one pass and one write transaction
+/// (``ImportOptions/oneTransactionMaxInputBytes``).
 ///
 /// Re-running the same import converges to the same state (upserts and links are idempotent),
 /// so an interrupted import is simply run again.
@@ -16,6 +18,8 @@ import Foundation
 /// ahead), two batches (the one being committed and the one being read; for a bulk import two
 /// chunks of 10,000 records), plus 8 bytes per record (digests of unique keys, for
 /// duplicate and reference checks) and the forward references that have to wait for their target.
+/// An import in one transaction keeps its change sets until the commit (its input is at most
+/// ``ImportOptions/oneTransactionMaxInputBytes``).
 public final class Importer: Sendable {
     /// The store the records go into.
     public let store: Store
@@ -123,7 +127,8 @@ public final class Importer: Sendable {
     /// The writer held in one write transaction for an incremental import that may be written
     /// in one pass (``ImportOptions/oneTransactionMaxInputBytes``), or nil.
     private func holdWriter(_ s: ImportState) async throws -> HeldWrite? {
-        guard !options.continueOnError, options.mode != .bulk, s.totalBytes <= options.oneTransactionMaxInputBytes,
+        guard !options.continueOnError, options.mode != .bulk, options.oneTransactionMaxInputBytes > 0,
+              s.totalBytes <= options.oneTransactionMaxInputBytes,
               let writer = store.writer, !writer.isReplica.load(ordering: .acquiring) else { return nil }
         return try await HeldWrite(writer)
     }
@@ -474,6 +479,16 @@ public final class Importer: Sendable {
                         continue
                     }
                     record = checked
+                    if s.held != nil {
+                        // A key an earlier record was linked to in the store, given by this
+                        // record: two passes would have linked that record after this one.
+                        if !s.linkedFromStore.isEmpty,
+                           record.aliases.contains(where: { s.linkedFromStore.contains(ImportRecord.digest($0)) }) {
+                            throw NotInOneTransaction()
+                        }
+                        // A file that grew past the limit since its size was taken.
+                        if it.bytesRead > options.oneTransactionMaxInputBytes { throw NotInOneTransaction() }
+                    }
                 } else {
                     if let reason = s.rejected[item.location] {
                         batch.earlyRejects.append((reason, item.raw))
@@ -513,6 +528,10 @@ public final class Importer: Sendable {
                                 try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
                             }
                             present = try storeHas(t)
+                            // In one pass, a key not read yet may still come later in the input,
+                            // where two passes would have waited for that record: noted, and met
+                            // again below, it sends the import back to two passes.
+                            if present, s.held != nil { s.linkedFromStore.insert(ImportRecord.digest(t)) }
                         }
                         if present {
                             changes.append(.link(relationship: r.tag, from: .id(id), to: t))
@@ -893,6 +912,10 @@ private struct ImportState {
     /// The writer's transaction an import in one pass applies its batches in
     /// (``ImportOptions/oneTransactionMaxInputBytes``), until it commits.
     var held: HeldWrite?
+    /// In one pass: the keys (digests) of references linked to objects of the store before the
+    /// input had given them. A record giving one of them later sends the import back to two
+    /// passes, which would have linked the reference after that record.
+    var linkedFromStore: Set<UInt64> = []
     /// A bulk import's batches not saved yet, and their records.
     var bulkPending: [Batch] = []
     var bulkPendingRecords = 0

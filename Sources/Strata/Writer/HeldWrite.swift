@@ -30,7 +30,7 @@ final class HeldWrite: Sendable {
     private let held: Task<[TransactionID], Error>
     private let storePath: String
 
-    /// Returns once the writer holds the transaction open (the saves it was committing are
+    /// Returns once the writer runs the transaction's body (the saves it was committing are
     /// committed). Throws ``StrataError/closed(path:)`` when the writer is closed.
     init(_ writer: Writer) async throws {
         let channel = Channel()
@@ -56,9 +56,8 @@ final class HeldWrite: Sendable {
     }
 
     /// Applies `sets` in the held transaction, each its own save and log entry, in this order.
-    /// Throws the writer's error when one of them is refused (nothing of the transaction is
-    /// written then, and later steps are refused with the same error), or when the transaction
-    /// ended already.
+    /// Throws the writer's error when one of them is refused, or the error that ended the
+    /// transaction before (nothing of it is written then; ``commit()`` throws it too).
     func apply(_ sets: [(changes: ChangeSet, metadata: [String: String])], author: String) async throws {
         guard !sets.isEmpty else { return }
         // The writer asks a member whether an earlier one failed; nobody waits on the group.
@@ -70,7 +69,10 @@ final class HeldWrite: Sendable {
         let failure = await withCheckedContinuation { (c: CheckedContinuation<Error?, Never>) in
             channel.send(.apply(saves, reply: c))
         }
-        if let failure { throw failure }
+        guard let failure else { return }
+        // Refused because the transaction had ended: with the error that ended it, if any.
+        if failure is Ended, case .failure(let ended) = await held.result { throw ended }
+        throw failure
     }
 
     /// Commits everything applied, in one LMDB transaction, and returns each save's transaction
@@ -165,7 +167,13 @@ extension Writer {
     /// it did); a step the writer refuses ends the transaction with its error.
     func runHeld(_ channel: HeldWrite.Channel) throws -> [TransactionID] {
         dispatchPrecondition(condition: .onQueue(queue))
+        // A body admitted before a migration stopped the writer runs after it: it must not
+        // write into the generation the migration left.
+        if isStopped { throw StrataError.closed(path: storePath) }
         var steps: [[PendingSave]] = []
+        // The commit was asked for: after a growth the steps are applied again and committed
+        // at once (the step is not sent twice).
+        var committing = false
         // The step being applied when the transaction failed: it is answered with the outcome.
         var owed: CheckedContinuation<Error?, Never>?
         var growths = 0
@@ -185,6 +193,7 @@ extension Writer {
                     for batch in steps { try applyStep(batch, txn) }
                     owed?.resume(returning: nil)
                     owed = nil
+                    if committing { return LMDBEnvironment.lmdbTransactionID(txn.handle) }
                     while true {
                         switch channel.next() {
                         case .apply(let batch, let reply):
@@ -194,6 +203,9 @@ extension Writer {
                             owed = nil
                             reply.resume(returning: nil)
                         case .commit:
+                            // The commit itself may find the map full (LMDB's free list and
+                            // database records take pages too).
+                            committing = true
                             return LMDBEnvironment.lmdbTransactionID(txn.handle)
                         case .abort:
                             throw HeldWrite.Aborted()
@@ -210,8 +222,9 @@ extension Writer {
                 do {
                     grown = try env.growMap()
                 } catch {
-                    owed?.resume(returning: error)
-                    throw error
+                    let failure: Error = (error as? LMDBError).map { StrataError.lmdb($0) } ?? error
+                    owed?.resume(returning: failure)
+                    throw failure
                 }
                 guard grown else {
                     let full = StrataError.storeFull(maxMapSizeBytes: config.maxMapSizeBytes)

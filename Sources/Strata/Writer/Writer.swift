@@ -370,6 +370,9 @@ final class Writer: Sendable {
     let testHooks = Locked(TestHooks())
     /// Tests only: saves queued and not yet taken into a group.
     var pendingForTesting: Int { state.withLock { $0.entry.pending.count } }
+    /// Closed, or stopped by a migration that replaced the store (``stopFromQueue(failing:)``):
+    /// nothing more may be written through this writer.
+    var isStopped: Bool { state.withLock { $0.entry.closed } }
     /// Tests only: a drain is queued or running.
     var drainingForTesting: Bool { state.withLock { $0.entry.drainScheduled } }
     /// Tests only: `exclusive` bodies asked for and not finished.
