@@ -78,7 +78,12 @@ public final class Importer: Sendable {
                     // checked out (or nothing, at the first bad record).
                     try await write(&state, rejects: nil, checking: true)
                     try await linkDeferred(&state, rejects: nil)
-                    let committed = try await held.commit()
+                    let committed: [TransactionID]
+                    do {
+                        committed = try await held.commit()
+                    } catch {
+                        throw Self.inOnePass(error, state)
+                    }
                     state.held = nil
                     for tx in committed { state.committed(tx) }
                     oneTransaction = true
@@ -122,6 +127,17 @@ public final class Importer: Sendable {
                              seconds: (ContinuousClock.now - clock).seconds,
                              mode: state.bulk == nil ? .incremental : .bulk, inMemory: state.bulk?.memory != nil,
                              oneTransaction: oneTransaction)
+    }
+
+    /// What a refusal of the held transaction means for an import in one pass: when a reference
+    /// was linked at once to an object of the store (two passes might have waited for its
+    /// record, and linked it elsewhere or later), or the writer turned out to be a replica's,
+    /// the import goes back to two passes (``NotInOneTransaction``), which give the real outcome;
+    /// otherwise the refusal stands (two passes would have met it at the same batch).
+    private static func inOnePass(_ error: Error, _ s: ImportState) -> Error {
+        guard s.held != nil else { return error }
+        if error is HeldWrite.ReplicaWriter || !s.linkedFromStore.isEmpty { return NotInOneTransaction() }
+        return error
     }
 
     /// The writer held in one write transaction for an incremental import that may be written
@@ -709,7 +725,7 @@ public final class Importer: Sendable {
                     resubmitFrom = i + 1
                 case .failure(let error):
                     s.saveFailed = true
-                    throw error
+                    throw Self.inOnePass(error, s)
                 }
                 break
             }
@@ -735,7 +751,11 @@ public final class Importer: Sendable {
             var changes = ChangeSet()
             for d in slice { changes.append(.link(relationship: d.relationship, from: d.from, to: d.to)) }
             if let held = s.held {
-                try await held.apply([(changes, metadata)], author: options.author)
+                do {
+                    try await held.apply([(changes, metadata)], author: options.author)
+                } catch {
+                    throw Self.inOnePass(error, s)
+                }
                 start += slice.count
                 s.report(.linking, records: s.written, bytes: s.totalBytes, links: start, force: true)
                 continue

@@ -157,6 +157,12 @@ final class HeldWrite: Sendable {
     struct Ended: Error, CustomStringConvertible {
         var description: String { "the held write transaction has ended" }
     }
+
+    /// The writer became a cluster replica's before the transaction's body ran: its saves go
+    /// through the cluster's log, never straight into the local store.
+    struct ReplicaWriter: Error, CustomStringConvertible {
+        var description: String { "the store became a replica of a cluster: its saves go through the cluster" }
+    }
 }
 
 extension Writer {
@@ -170,6 +176,8 @@ extension Writer {
         // A body admitted before a migration stopped the writer runs after it: it must not
         // write into the generation the migration left.
         if isStopped { throw StrataError.closed(path: storePath) }
+        // Marked a replica by a body that ran before this one (the importer looked before).
+        if isReplica.load(ordering: .acquiring) { throw HeldWrite.ReplicaWriter() }
         var steps: [[PendingSave]] = []
         // The commit was asked for: after a growth the steps are applied again and committed
         // at once (the step is not sent twice).
