@@ -59,8 +59,11 @@ public final class Importer: Sendable {
         // the store's last transaction id: another process's, when one is importing too).
         let ledger = CommitLedger(key: "importID", value: importID)
         store.hub.register(ledger)
-        var state = ImportState(files: files, options: options, schema: store.schema, totalBytes: totalBytes,
-                                started: clock, importID: importID, progress: progressContinuation, ledger: ledger)
+        let newState = { [options, store, progressContinuation] in
+            ImportState(files: files, options: options, schema: store.schema, totalBytes: totalBytes, started: clock,
+                        importID: importID, progress: progressContinuation, ledger: ledger)
+        }
+        var state = newState()
         // A bulk import that stops at the first bad record checks the records as it writes them
         // (one pass over the input): it writes into a generation nobody sees until the switch,
         // so a bad record just abandons it. Otherwise the whole input is checked first.
@@ -89,9 +92,7 @@ public final class Importer: Sendable {
                     oneTransaction = true
                 } catch is NotInOneTransaction {
                     await held.abort()
-                    state = ImportState(files: files, options: options, schema: store.schema, totalBytes: totalBytes,
-                                        started: clock, importID: importID, progress: progressContinuation,
-                                        ledger: ledger)
+                    state = newState()
                 }
             }
             if !inline && !oneTransaction {
@@ -879,8 +880,10 @@ private struct Batch: Sendable {
     }
 }
 
-/// Thrown out of an import in one pass that met a record which may take a unique key away from
-/// an object of the store (``Batch/movesKeysOf``): the import starts again in two passes.
+/// Thrown out of an import in one pass where two passes could answer differently (a record that
+/// may take a unique key away from an object of the store, ``Batch/movesKeysOf``; a key an
+/// earlier reference was linked to in the store; a refusal after such a link; a replica's
+/// writer; an input grown past the limit): the import starts again in two passes.
 private struct NotInOneTransaction: Error {}
 
 /// A reference to a key the input had not given yet where it was read: checked at the end of

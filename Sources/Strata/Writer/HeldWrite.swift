@@ -28,28 +28,26 @@ final class HeldWrite: Sendable {
 
     private let channel: Channel
     private let held: Task<[TransactionID], Error>
-    private let storePath: String
 
     /// Returns once the writer runs the transaction's body (the saves it was committing are
     /// committed). Throws ``StrataError/closed(path:)`` when the writer is closed.
     init(_ writer: Writer) async throws {
-        let channel = Channel()
+        let channel = Channel(), reached = ExclusiveBodyReached()
         self.channel = channel
-        storePath = writer.storePath
         held = Task {
             do {
                 return try await writer.exclusive {
-                    channel.started(true)
+                    reached.fire(true)
                     defer { channel.end() }
                     return try writer.runHeld(channel)
                 }
             } catch {
-                channel.started(false)
+                reached.fire(false)
                 channel.end()
                 throw error
             }
         }
-        guard await channel.waitStarted() else {
+        guard await reached.wait() else {
             _ = try await held.value
             throw StrataError.closed(path: writer.storePath)
         }
@@ -95,8 +93,6 @@ final class HeldWrite: Sendable {
             var steps: [Step] = []
             /// The writer's transaction ended (committed, aborted or failed): steps are refused.
             var ended = false
-            var startedOutcome: Bool?
-            var startedWaiter: CheckedContinuation<Bool, Never>?
         }
         private let state = Locked(State())
         private let wake = DispatchSemaphore(value: 0)
@@ -130,26 +126,6 @@ final class HeldWrite: Sendable {
                 return s.steps
             }
             for case .apply(_, let reply) in left { reply.resume(returning: Ended()) }
-        }
-
-        func started(_ outcome: Bool) {
-            let waiter = state.withLock { s -> CheckedContinuation<Bool, Never>? in
-                guard s.startedOutcome == nil else { return nil }
-                s.startedOutcome = outcome
-                defer { s.startedWaiter = nil }
-                return s.startedWaiter
-            }
-            waiter?.resume(returning: outcome)
-        }
-
-        func waitStarted() async -> Bool {
-            await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
-                let known = state.withLock { s -> Bool? in
-                    if s.startedOutcome == nil { s.startedWaiter = c }
-                    return s.startedOutcome
-                }
-                if let known { c.resume(returning: known) }
-            }
         }
     }
 
@@ -230,7 +206,7 @@ extension Writer {
                 do {
                     grown = try env.growMap()
                 } catch {
-                    let failure: Error = (error as? LMDBError).map { StrataError.lmdb($0) } ?? error
+                    let failure = Self.strataError(error)
                     owed?.resume(returning: failure)
                     throw failure
                 }
@@ -242,11 +218,7 @@ extension Writer {
                 growths += 1
                 logger.info("map full: grew to \(env.mapSizeBytes) bytes, applying \(steps.count) held step(s) again")
             } catch {
-                let failure: Error = switch error {
-                case let e as OrderedGroupFailure: e.error
-                case let e as LMDBError: StrataError.lmdb(e)
-                default: error
-                }
+                let failure = Self.strataError((error as? OrderedGroupFailure)?.error ?? error)
                 owed?.resume(returning: failure)
                 throw failure
             }

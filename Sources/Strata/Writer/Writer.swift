@@ -615,8 +615,13 @@ final class Writer: Sendable {
         }
     }
 
+    /// `error` as a save reports it: LMDB's errors wrapped in ``StrataError/lmdb(_:)``.
+    static func strataError(_ error: Error) -> Error {
+        (error as? LMDBError).map { StrataError.lmdb($0) } ?? error
+    }
+
     func fail(_ batch: [PendingSave], _ error: Error) {
-        let wrapped: Error = (error as? LMDBError).map { StrataError.lmdb($0) } ?? error
+        let wrapped = Self.strataError(error)
         state.withLock { $0.statistics.failedSaves += batch.count }
         for save in batch { save.complete(.failure(wrapped)) }
     }

@@ -19,7 +19,7 @@ final class WriterPause: Sendable {
     ///   when the task was cancelled meanwhile (the writer is let go at once).
     init(_ writer: Writer) async throws {
         let wake = self.wake, lastStep = self.lastStep
-        let reached = Reached()
+        let reached = ExclusiveBodyReached()
         held = Task {
             do {
                 try await writer.exclusive {
@@ -46,31 +46,6 @@ final class WriterPause: Sendable {
         }
     }
 
-    /// Whether the exclusive body was reached (true) or refused (false), told once.
-    private final class Reached: Sendable {
-        private let state = Locked<(outcome: Bool?, waiter: CheckedContinuation<Bool, Never>?)>((nil, nil))
-
-        func fire(_ outcome: Bool) {
-            let waiter = state.withLock { s -> CheckedContinuation<Bool, Never>? in
-                guard s.outcome == nil else { return nil }
-                s.outcome = outcome
-                defer { s.waiter = nil }
-                return s.waiter
-            }
-            waiter?.resume(returning: outcome)
-        }
-
-        func wait() async -> Bool {
-            await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
-                let known = state.withLock { s -> Bool? in
-                    if s.outcome == nil { s.waiter = c }
-                    return s.outcome
-                }
-                if let known { c.resume(returning: known) }
-            }
-        }
-    }
-
     /// Lets the writer go on, without a last step.
     func resume() { wake.signal() }
 
@@ -79,5 +54,31 @@ final class WriterPause: Sendable {
         lastStep.withLock { $0 = step }
         wake.signal()
         try await held.value
+    }
+}
+
+/// Whether an exclusive body of the writer (``Writer/exclusive(_:)``) was reached (true) or
+/// refused (false), told once: what ``WriterPause`` and ``HeldWrite`` wait for before they return.
+final class ExclusiveBodyReached: Sendable {
+    private let state = Locked<(outcome: Bool?, waiter: CheckedContinuation<Bool, Never>?)>((nil, nil))
+
+    func fire(_ outcome: Bool) {
+        let waiter = state.withLock { s -> CheckedContinuation<Bool, Never>? in
+            guard s.outcome == nil else { return nil }
+            s.outcome = outcome
+            defer { s.waiter = nil }
+            return s.waiter
+        }
+        waiter?.resume(returning: outcome)
+    }
+
+    func wait() async -> Bool {
+        await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+            let known = state.withLock { s -> Bool? in
+                if s.outcome == nil { s.waiter = c }
+                return s.outcome
+            }
+            if let known { c.resume(returning: known) }
+        }
     }
 }

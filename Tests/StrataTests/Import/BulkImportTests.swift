@@ -8,21 +8,12 @@ import Testing
 /// must leave the state an incremental import leaves, show readers nothing until the switch, keep
 /// the saves made meanwhile, and write nothing when it fails.
 @Suite struct BulkImportTests {
-    private var generator: String {
-        URL(fileURLWithPath: storectlPath).deletingLastPathComponent().appendingPathComponent("strata-generate").path
-    }
-
     private func generate(_ records: Int, shape: String, seed: Int = 3, in dir: URL) throws -> String {
-        let path = dir.appendingPathComponent("\(shape)-\(records).ndjson").path
-        let r = try run(generator, ["\(records)", "--shape", shape, "--seed", "\(seed)", "--output", path])
-        try #require(r.status == 0, "\(r.stderr)")
-        return path
+        try generateInput(records, shape: shape, seed: seed, in: dir)
     }
 
     private func write(_ lines: [String], in dir: URL, _ name: String = "in.ndjson") throws -> String {
-        let url = dir.appendingPathComponent(name)
-        try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: url)
-        return url.path
+        try writeInput(lines, in: dir, name)
     }
 
     /// A UUID made from `n`, for an input line's `mbid`.
@@ -267,22 +258,9 @@ import Testing
         let input = try generate(6000, shape: "library", in: dir)
         try await withLibraryStore { store in
             let tracks = try #require(store.schema.entity(named: "Track"))
-            // On a thread of its own: a loop on the cooperative pool would hold one of its few
-            // threads for the whole import.
-            let done = Locked(false), seenCounts = Locked<Set<Int>>([]), finished = DispatchSemaphore(value: 0)
-            Thread {
-                while !done.withLock({ $0 }) {
-                    if let n = try? store.read({ try $0.objectCount(tracks) }) {
-                        seenCounts.withLock { _ = $0.insert(n) }
-                    }
-                    usleep(200)
-                }
-                finished.signal()
-            }.start()
-            let summary = try await Importer(store: store, options: options(.bulk, batch: 100)).run(files: [input])
-            done.withLock { $0 = true }
-            await withCheckedContinuation { c in DispatchQueue.global().async { finished.wait(); c.resume() } }
-            let seen = seenCounts.withLock { $0 }
+            let (summary, seen) = try await countsSeen(of: tracks, in: store) {
+                try await Importer(store: store, options: options(.bulk, batch: 100)).run(files: [input])
+            }
             let total = try store.read { try $0.objectCount(tracks) }
             #expect(summary.transactions > 10)
             #expect(total > 5000)

@@ -22,15 +22,16 @@ import Testing
         return (summary, await collected.value)
     }
 
+    /// Six tracks that point forward at a genre, then the genre: six links for the linking phase.
+    private let tracksPointingForward = (0..<6).map { i in
+        #"{"entity":"Track","mbid":"00000000-0000-4000-8000-00000000000\#(i)","title":"T\#(i)","durationSeconds":1,"addedAt":"2022-08-01T08:45:23Z","genre":{"name":"Folk"}}"#
+    } + [#"{"entity":"Genre","name":"Folk"}"#]
+
     @Test func theLinkingPhaseCountsLinksOutOfItsTotal() async throws {
         let dir = temporaryDirectory("import-progress")
         defer { try? FileManager.default.removeItem(at: dir) }
         try await withLibraryStore { store in
-            // Six tracks point forward at a genre: six links for the linking phase.
-            var lines = (0..<6).map { i in
-                #"{"entity":"Track","mbid":"00000000-0000-4000-8000-00000000000\#(i)","title":"T\#(i)","durationSeconds":1,"addedAt":"2022-08-01T08:45:23Z","genre":{"name":"Folk"}}"#
-            }
-            lines.append(#"{"entity":"Genre","name":"Folk"}"#)
+            let lines = tracksPointingForward
             var options = ImportOptions()
             options.batchSize = 2
             // Two passes, whose batches commit as they go (one transaction: below).
@@ -82,10 +83,7 @@ import Testing
         let dir = temporaryDirectory("import-progress")
         defer { try? FileManager.default.removeItem(at: dir) }
         try await withLibraryStore { store in
-            var lines = (0..<6).map { i in
-                #"{"entity":"Track","mbid":"00000000-0000-4000-8000-00000000000\#(i)","title":"T\#(i)","durationSeconds":1,"addedAt":"2022-08-01T08:45:23Z","genre":{"name":"Folk"}}"#
-            }
-            lines.append(#"{"entity":"Genre","name":"Folk"}"#)
+            let lines = tracksPointingForward
             var options = ImportOptions()
             options.mode = .incremental
             options.batchSize = 2

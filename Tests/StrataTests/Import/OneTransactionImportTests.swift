@@ -10,21 +10,12 @@ import Testing
 /// refuses a batch, show readers none of it or all of it, keep the saves made meanwhile, and
 /// read the input again in two passes where one pass could answer differently.
 @Suite struct OneTransactionImportTests {
-    private var generator: String {
-        URL(fileURLWithPath: storectlPath).deletingLastPathComponent().appendingPathComponent("strata-generate").path
-    }
-
     private func generate(_ records: Int, shape: String, seed: Int, in dir: URL) throws -> String {
-        let path = dir.appendingPathComponent("\(shape)-\(records)-\(seed).ndjson").path
-        let r = try run(generator, ["\(records)", "--shape", shape, "--seed", "\(seed)", "--output", path])
-        try #require(r.status == 0, "\(r.stderr)")
-        return path
+        try generateInput(records, shape: shape, seed: seed, in: dir)
     }
 
     private func write(_ lines: [String], in dir: URL, _ name: String = "in.ndjson") throws -> String {
-        let url = dir.appendingPathComponent(name)
-        try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: url)
-        return url.path
+        try writeInput(lines, in: dir, name)
     }
 
     private func options(batch: Int = 100, oneTransaction: Bool = true) -> ImportOptions {
@@ -153,25 +144,13 @@ import Testing
         try await withLibraryStore { store in
             _ = try await store.save { $0.insert(Genre(name: "Jazz")) }
             let tracks = try #require(store.schema.entity(named: "Track"))
-            // On a thread of its own: a loop on the cooperative pool would hold one of its few
-            // threads for the whole import.
-            let done = Locked(false), seenCounts = Locked<Set<Int>>([]), finished = DispatchSemaphore(value: 0)
-            Thread {
-                while !done.withLock({ $0 }) {
-                    if let n = try? store.read({ try $0.objectCount(tracks) }) {
-                        seenCounts.withLock { _ = $0.insert(n) }
-                    }
-                    usleep(200)
-                }
-                finished.signal()
-            }.start()
-            let summary = try await Importer(store: store, options: options(batch: 100)).run(files: [input])
-            done.withLock { $0 = true }
-            await withCheckedContinuation { c in DispatchQueue.global().async { finished.wait(); c.resume() } }
+            let (summary, seen) = try await countsSeen(of: tracks, in: store) {
+                try await Importer(store: store, options: options(batch: 100)).run(files: [input])
+            }
             let total = try store.read { try $0.objectCount(tracks) }
             #expect(summary.oneTransaction && summary.transactions > 10, "\(summary)")
             #expect(total > 1000)
-            #expect(seenCounts.withLock { $0 }.isSubset(of: [0, total]), "a reader saw part of the import")
+            #expect(seen.isSubset(of: [0, total]), "a reader saw part of the import: \(seen.sorted())")
         }
     }
 
