@@ -39,7 +39,7 @@ import Testing
 
     /// While the writer is busy, at most `maxPendingSaves` saves wait; the others are refused at
     /// once with `writerOverloaded`, and the waiting ones commit when the writer is free.
-    @Test(.timeLimit(.minutes(1))) func maxPendingSavesRefusesImmediately() async throws {
+    @Test(.timeLimit(.minutes(3))) func maxPendingSavesRefusesImmediately() async throws {
         var config = StoreConfiguration()
         config.maxPendingSaves = 2
         try await withLibraryStore(config) { store in
@@ -55,7 +55,7 @@ import Testing
                 }
             }
             // Four are refused while the writer is still blocked (they do not wait for it).
-            let deadline = ContinuousClock.now + .seconds(10)
+            let deadline = ContinuousClock.now + .seconds(60)
             while refused.withLock({ $0 }) < 4 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
             #expect(refused.withLock { $0 } == 4)
 

@@ -21,7 +21,11 @@ final class Collector<Element: Sendable>: Sendable {
     var all: [Element] { items.withLock { $0 } }
 
     /// Waits until `count` items arrived (or the deadline passed) and returns what arrived.
-    func wait(for count: Int, seconds: Double = 10) async throws -> [Element] {
+    ///
+    /// The deadline is generous because the collecting task needs a cooperative thread: with the
+    /// whole suite running on two cores, tests that block theirs can hold every one of them for
+    /// tens of seconds. Callers expect `count` items, so a long deadline costs only a failing test.
+    func wait(for count: Int, seconds: Double = 90) async throws -> [Element] {
         let deadline = ContinuousClock.now + .seconds(seconds)
         while all.count < count && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(2)) }
         return all

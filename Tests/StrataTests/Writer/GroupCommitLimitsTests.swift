@@ -22,7 +22,7 @@ import Testing
                 }
             }
         }
-        let deadline = ContinuousClock.now + .seconds(20)
+        let deadline = ContinuousClock.now + .seconds(60)
         while refused.withLock({ $0 }) < 1 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
         #expect(refused.withLock { $0 } == 1)
         #expect(store.statistics.lmdbCommits == 0, "a commit ran while the writer was held")
@@ -35,7 +35,7 @@ import Testing
     /// Two saves over the limit and two under it race for three queue slots: whichever three are
     /// queued, both kinds are in the one group. Each oversized save fails alone with
     /// `saveTooLarge`; the others commit, in the same LMDB commit, with consecutive ids.
-    @Test(.timeLimit(.minutes(1))) func saveTooLargeInsideAGroupFailsAloneAndTheOthersCommit() async throws {
+    @Test(.timeLimit(.minutes(3))) func saveTooLargeInsideAGroupFailsAloneAndTheOthersCommit() async throws {
         var config = StoreConfiguration()
         config.maxChangesPerSave = 3
         config.maxPendingSaves = 3
@@ -77,7 +77,7 @@ import Testing
 
     /// Five queued saves with `maxSavesPerGroup` 2 commit in three LMDB commits (2, 2, 1), each
     /// with its own transaction.
-    @Test(.timeLimit(.minutes(1))) func groupsNeverExceedMaxSavesPerGroup() async throws {
+    @Test(.timeLimit(.minutes(3))) func groupsNeverExceedMaxSavesPerGroup() async throws {
         var config = StoreConfiguration()
         config.maxSavesPerGroup = 2
         config.maxPendingSaves = 5

@@ -19,7 +19,7 @@ import Testing
 
     /// A `saveAndWait` refused before it enters the queue (writer overloaded) leaves no caller
     /// counted: close() returns once the held writer is released.
-    @Test(.timeLimit(.minutes(1))) func aRefusedSaveAndWaitDoesNotKeepCloseWaiting() async throws {
+    @Test(.timeLimit(.minutes(3))) func aRefusedSaveAndWaitDoesNotKeepCloseWaiting() async throws {
         var config = relaxedConfiguration()
         config.maxPendingSaves = 1
         let store = try Store.temporary(schema: try librarySchema(), configuration: config)
@@ -39,20 +39,20 @@ import Testing
                 outcome.withLock { $0 = "\(error)" }
             }
         }.start()
-        let until = ContinuousClock.now + .seconds(2)
+        let until = ContinuousClock.now + .seconds(60)
         while outcome.withLock({ $0 }) == nil && ContinuousClock.now < until { try await Task.sleep(for: .milliseconds(2)) }
         #expect(outcome.withLock { $0 } == "refused")
         try await held.release()
         #expect(try await queued.value.rawValue >= 1)
         let closed = closeOnThread(store)
-        let deadline = ContinuousClock.now + .seconds(5)
+        let deadline = ContinuousClock.now + .seconds(60)
         while !closed.withLock({ $0 }) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(2)) }
         #expect(closed.withLock { $0 }, "close() kept waiting after a refused saveAndWait")
     }
 
     /// A body that stops the writer (as a migration does) with saves queued behind it: the saves
     /// fail with the given error, the drain that was queued for them ends, and close() returns.
-    @Test(.timeLimit(.minutes(1))) func closeAfterStopFromQueueWithQueuedSavesReturns() async throws {
+    @Test(.timeLimit(.minutes(3))) func closeAfterStopFromQueueWithQueuedSavesReturns() async throws {
         let store = try Store.temporary(schema: try librarySchema(), configuration: StoreConfiguration())
         let writer = try #require(store.writer)
         let gate = DispatchSemaphore(value: 0)
@@ -79,7 +79,7 @@ import Testing
             }
         }
         let closed = closeOnThread(store)
-        let deadline = ContinuousClock.now + .seconds(5)
+        let deadline = ContinuousClock.now + .seconds(60)
         while !closed.withLock({ $0 }) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(2)) }
         #expect(closed.withLock { $0 }, "close() did not return after stopFromQueue")
         await #expect { _ = try await writer.exclusive { 0 } } throws: { isClosed($0) }
