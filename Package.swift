@@ -26,6 +26,13 @@ let package = Package(
             pkgConfig: "lmdb",
             providers: [.apt(["liblmdb-dev"])]
         ),
+        // libzstd from the system (Debian: libzstd-dev): the compressed bodies of large log entries.
+        .systemLibrary(
+            name: "CZstd",
+            path: "Sources/CZstd",
+            pkgConfig: "libzstd",
+            providers: [.apt(["libzstd-dev"])]
+        ),
         // CRC-32C with the SSE4.2 instruction where the CPU has it (checked at run time).
         .target(name: "CStrataCRC", path: "Sources/CStrataCRC"),
         // LMDB for Strata: environments, transactions, cursors, map growth, page audits. The only
@@ -42,6 +49,7 @@ let package = Package(
             dependencies: [
                 "StrataLMDB",
                 "CStrataCRC",
+                "CZstd",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -33,7 +33,8 @@
     /// Whether ``LogEntryCodec``'s scan (what `verify` reads the log with, decoding nothing)
     /// agrees with its decoder on `bytes` as the stored entry of `transaction`: both refuse it with
     /// `corruptLogEntry`, or both accept it and report the same changes (kinds, ids, attribute
-    /// positions, and values equal to the decoder's when decoded from the places the scan gives).
+    /// positions, and values equal to the decoder's when decoded from the places the scan gives,
+    /// in the entry's plain form: a compressed entry decompressed).
     /// Nil when they agree, else what differs.
     public static func scanDisagreement(_ bytes: [UInt8], transaction: UInt64) -> String? {
         bytes.withUnsafeBytes { raw -> String? in
@@ -54,7 +55,12 @@
                 guard count == entry.changes.count else {
                     return "the scan counts \(count) changes, the decoder \(entry.changes.count)"
                 }
-                return scanMatches(scanned, entry.changes, raw)
+                // The scan's places are in the entry's plain form (a compressed entry's is its
+                // decompressed copy).
+                guard let plain = try? LogEntryCodec.plainEntry(raw, transactionID: tx) else {
+                    return "the decoder accepts an entry whose plain form cannot be made"
+                }
+                return plain.withUnsafeBytes { scanMatches(scanned, entry.changes, $0) }
             }
         }
     }

@@ -1,10 +1,29 @@
-/// Binary form of a log entry:
-/// `[format u8][flags u8][schema version u32][time ms u64][author][metadata count varint][(key, value)*]
-///  [change count varint][change*][crc32c u32]`.
+/// Binary form of a log entry, in one of two formats:
+///
+/// - plain (format 1): `[1 u8][flags u8][body][crc32c u32]`;
+/// - compressed (format 2): `[2 u8][flags u8][body length varint][zstd frame of the body][crc32c u32]`,
+///
+/// where the body is `[schema version u32][time ms u64][author][metadata count varint]
+/// [(key, value)*][change count varint][change*]` and the checksum covers the transaction id and
+/// every byte before it as stored. An entry whose body has at least ``compressMinBytes`` is
+/// written compressed when that saves at least an eighth of it (a bulk import's entries keep
+/// about two fifths of their bytes); smaller ones, and ones that do not compress, stay plain.
+/// Readers take both, so a log may mix them (entries written before compression existed are
+/// plain).
 enum LogEntryCodec {
+    /// The plain format's byte.
     static let format: UInt8 = 1
+    /// The compressed format's byte.
+    static let compressedFormat: UInt8 = 2
+    /// Bodies shorter than this are never compressed (a small save's entry gains little, and it
+    /// shares its B-tree page with others anyway).
+    static let compressMinBytes = 1_024
 
-    static func encode(_ e: LogEntry) -> [UInt8] {
+    /// The entry's bytes, compressed when that pays (see the type's documentation).
+    static func encode(_ e: LogEntry) -> [UInt8] { encode(e, compress: true) }
+
+    /// The entry's bytes; plain (format 1) whatever their size when `compress` is false.
+    static func encode(_ e: LogEntry, compress: Bool) -> [UInt8] {
         // ~160 bytes a change for a small save (an insert carries every value: a library track's
         // ~150 bytes), so it never grows; a large one grows by doubling, as before.
         var w = ByteWriter(capacity: 64 + min(e.changes.count, 64) * 160)
@@ -20,8 +39,91 @@ enum LogEntryCodec {
         }
         w.varint(UInt64(e.changes.count))
         for c in e.changes { encode(c, into: &w) }
-        w.u32(checksum(e.transactionID, w.bytes))
-        return w.bytes
+        var bytes = compress ? compressed(w.bytes) ?? w.bytes : w.bytes
+        withUnsafeBytes(of: checksum(e.transactionID, bytes).bigEndian) { bytes.append(contentsOf: $0) }
+        return bytes
+    }
+
+    /// A plain entry without its checksum (format, flags, body) in the compressed format, or nil
+    /// when its body is under ``compressMinBytes``, does not shrink by an eighth, or would grow
+    /// past what a reader accepts (``Compression/allowed(plain:compressed:)``).
+    private static func compressed(_ plain: [UInt8]) -> [UInt8]? {
+        let bodyCount = plain.count - 2
+        guard bodyCount >= compressMinBytes else { return nil }
+        var w = ByteWriter(capacity: 16)
+        w.u8(compressedFormat)
+        w.u8(plain[1])
+        w.varint(UInt64(bodyCount))
+        var out = w.bytes
+        let header = out.count
+        let fits = plain.withUnsafeBytes { all in
+            Compression.compress(UnsafeRawBufferPointer(rebasing: all[2...]), into: &out,
+                                 limit: plain.count - plain.count / 8 - header)
+        }
+        guard fits, Compression.allowed(plain: bodyCount, compressed: out.count - header) else { return nil }
+        return out
+    }
+
+    /// Whether `bytes` (a stored entry) is in the compressed format.
+    static func isCompressed(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        bytes.first == compressedFormat
+    }
+
+    /// The entry `bytes` (stored under `tx`) in the plain format, with its checksum for `tx`:
+    /// the same bytes for a plain entry; a compressed one's checksum is checked, its body
+    /// decompressed, and the result checksummed again. The body itself is not checked here.
+    /// - Throws: ``StrataError/corruptLogEntry(transaction:reason:)``.
+    static func plainEntry(_ bytes: UnsafeRawBufferPointer, transactionID tx: TransactionID) throws -> [UInt8] {
+        guard isCompressed(bytes) else { return Array(bytes) }
+        var plain = try withCheckedContent(bytes, tx) { content in
+            var r = ByteReader(content)
+            _ = try r.u8()
+            return try expanded(&r, flags: try r.u8())
+        }
+        withUnsafeBytes(of: checksum(tx, plain).bigEndian) { plain.append(contentsOf: $0) }
+        return plain
+    }
+
+    /// The bytes of a stored entry before its checksum, once the checksum is checked; a
+    /// `DecodingError` from `body` becomes ``StrataError/corruptLogEntry(transaction:reason:)``.
+    @inline(__always)
+    private static func withCheckedContent<R>(_ bytes: UnsafeRawBufferPointer, _ tx: TransactionID,
+                                              _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        guard bytes.count >= 4 + 2 + 4 + 8 + 1 + 1 + 1 else {
+            throw StrataError.corruptLogEntry(transaction: tx, reason: "entry of \(bytes.count) bytes is too short")
+        }
+        let content = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
+        var tail = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[bytes.count - 4..<bytes.count]))
+        let stored = try tail.u32()
+        guard checksum(tx, content) == stored else {
+            throw StrataError.corruptLogEntry(transaction: tx, reason: "checksum mismatch")
+        }
+        do {
+            return try body(content)
+        } catch let e as DecodingError {
+            throw StrataError.corruptLogEntry(transaction: tx, reason: e.description)
+        }
+    }
+
+    /// After a compressed entry's format and flags bytes: its body decompressed, behind the
+    /// plain format's two bytes (so offsets into it are those of the plain entry).
+    private static func expanded(_ r: inout ByteReader, flags: UInt8) throws -> [UInt8] {
+        let at = r.offset
+        let declared = try r.varint()
+        let frame = UnsafeRawBufferPointer(rebasing: r.buffer[r.offset...])
+        guard declared <= UInt64(Int.max - 2), Compression.allowed(plain: Int(declared), compressed: frame.count) else {
+            throw DecodingError(offset: at, reason: "compressed body declares \(declared) bytes from \(frame.count)")
+        }
+        let count = Int(declared)
+        var plain = [UInt8](repeating: 0, count: 2 + count)
+        plain[0] = format
+        plain[1] = flags
+        do {
+            try plain.withUnsafeMutableBytes { try Compression.decompress(frame, into: UnsafeMutableRawBufferPointer(rebasing: $0[2...])) }
+        } catch let e as DecodingError {
+            throw DecodingError(offset: r.offset, reason: e.reason)
+        }
+        return plain
     }
 
     /// CRC-32C over the transaction id (the LMDB key) and the body: an entry moved to another
@@ -109,29 +211,35 @@ enum LogEntryCodec {
     @inline(__always)
     private static func read<R>(_ bytes: UnsafeRawBufferPointer, _ tx: TransactionID,
                                 _ body: (inout ByteReader) throws -> R) throws -> R {
-        guard bytes.count >= 4 + 2 + 4 + 8 + 1 + 1 + 1 else {
-            throw StrataError.corruptLogEntry(transaction: tx, reason: "entry of \(bytes.count) bytes is too short")
-        }
-        let content = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
-        var tail = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[bytes.count - 4..<bytes.count]))
-        let stored = try tail.u32()
-        guard checksum(tx, content) == stored else {
-            throw StrataError.corruptLogEntry(transaction: tx, reason: "checksum mismatch")
-        }
-        var r = ByteReader(content)
-        do {
+        try withCheckedContent(bytes, tx) { content in
+            var r = ByteReader(content)
             let f = try r.u8()
-            guard f == format else {
+            switch f {
+            case format:
+                _ = try r.u8()
+                return try readBody(&r, body)
+            case compressedFormat:
+                let plain = try expanded(&r, flags: try r.u8())
+                return try plain.withUnsafeBytes { all in
+                    // Offsets (of errors, of scanned values) are those of the plain entry.
+                    var pr = ByteReader(all)
+                    _ = try pr.u8()
+                    _ = try pr.u8()
+                    return try readBody(&pr, body)
+                }
+            default:
                 throw StrataError.corruptLogEntry(
-                    transaction: tx, reason: "entry format \(f) is newer than this Strata reads (\(format))")
+                    transaction: tx, reason: "entry format \(f) is newer than this Strata reads (\(compressedFormat))")
             }
-            _ = try r.u8()
-            let result = try body(&r)
-            guard r.isAtEnd else { throw DecodingError(offset: r.offset, reason: "\(r.remaining) trailing bytes") }
-            return result
-        } catch let e as DecodingError {
-            throw StrataError.corruptLogEntry(transaction: tx, reason: e.description)
         }
+    }
+
+    /// `body` on the rest of `r`, which it must read to the end.
+    @inline(__always)
+    private static func readBody<R>(_ r: inout ByteReader, _ body: (inout ByteReader) throws -> R) throws -> R {
+        let result = try body(&r)
+        guard r.isAtEnd else { throw DecodingError(offset: r.offset, reason: "\(r.remaining) trailing bytes") }
+        return result
     }
 
     private static func readID(_ r: inout ByteReader) throws -> ObjectID {
@@ -193,7 +301,7 @@ enum LogEntryCodec {
     // MARK: Checking without decoding
 
     /// A change as ``scan(_:transactionID:visit:)`` reports it: kinds and ids, and where in the
-    /// entry's bytes the values it sets are, none of them decoded.
+    /// entry's plain form (``plainEntry(_:transactionID:)``) the values it sets are, none of them decoded.
     enum ScannedChange {
         /// `id` inserted with `count` values; its value list (``decodeValueList(_:)``) at `values`.
         case insert(id: ObjectID, count: Int, values: Range<Int>)
@@ -211,8 +319,10 @@ enum LogEntryCodec {
     /// and every value, so it throws for exactly the entries `decode` refuses — without building
     /// it: no value, string or array is made. Each change is handed to `visit` as it is read
     /// (when it throws, what was visited is to be discarded). Returns the number of changes.
+    /// The ranges it reports are offsets into the entry's plain form (``plainEntry(_:transactionID:)``):
+    /// into `bytes` themselves for a plain entry, into its decompressed copy for a compressed one.
     ///
-    /// `verify` reads the log this way (``InMemoryVerification/readLog(_:head:deliver:)``); a test
+    /// `verify` reads the log this way (``InMemoryVerification/readLog(_:head:expanded:deliver:)``); a test
     /// and the `log-entry` fuzz target hold it to agree with `decode`.
     static func scan(_ bytes: UnsafeRawBufferPointer, transactionID tx: TransactionID,
                      visit: (ScannedChange) -> Void) throws -> Int {

@@ -1,5 +1,5 @@
 /// One change of the log as ``LogFold`` applies it: ids, the transaction, and where in the map
-/// the values it sets are. ``InMemoryVerification/readLog(_:head:deliver:)`` makes these from each
+/// the values it sets are. ``InMemoryVerification/readLog(_:head:expanded:deliver:)`` makes these from each
 /// entry as it checks it; the fold keeps the places, never decoded values.
 ///
 /// An update becomes a ``Kind/version`` op followed by one ``Kind/set`` op per attribute it

@@ -72,6 +72,35 @@ enum InMemoryVerification {
         return d
     }
 
+    /// Decompressed copies of the log's compressed entries, which fold ops point into as they
+    /// point into the map (``readLog(_:head:expanded:deliver:)``). Freed when the last holder lets
+    /// go: the fold and the thread reading the log both hold it until they are done.
+    final class ExpandedEntries: Sendable {
+        /// Decompressed bytes held at most: past it the in-memory check stops, and the rebuild
+        /// (which decodes one batch at a time) verifies the store.
+        static let maxBytes = 512 << 20
+        private let held = Locked<(addresses: [UInt], bytes: Int)>(([], 0))
+
+        /// A copy of `plain` that stays until this is freed; nil past ``maxBytes``.
+        func keep(_ plain: [UInt8]) -> UnsafeRawBufferPointer? {
+            guard !plain.isEmpty else { return nil }
+            let admitted = held.withLock { h -> Bool in
+                guard h.bytes + plain.count <= Self.maxBytes else { return false }
+                h.bytes += plain.count
+                return true
+            }
+            guard admitted else { return nil }
+            let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: plain.count, alignment: 8)
+            plain.withUnsafeBytes { copy.copyMemory(from: $0) }
+            held.withLock { $0.addresses.append(UInt(bitPattern: copy.baseAddress)) }
+            return UnsafeRawBufferPointer(copy)
+        }
+
+        deinit {
+            for a in held.withLock({ $0.addresses }) { UnsafeMutableRawPointer(bitPattern: a)?.deallocate() }
+        }
+    }
+
     /// What folding the log found.
     enum FoldResult {
         /// The log is complete and every change applied; the implied state's digests.
@@ -95,10 +124,20 @@ enum InMemoryVerification {
     /// decoding (checksums, structure, every value: ``LogEntryCodec/scan(_:transactionID:visit:)``),
     /// handed to `deliver` as ``FoldOp`` batches pointing into `view`'s map. Nothing is decoded,
     /// so nothing is allocated per entry; the rebuild names a problem, so none is kept here.
-    static func readLog(_ view: ReadView, head: TransactionID, deliver: ([FoldOp]) -> Bool) throws -> Bool {
+    /// A compressed entry is decompressed into `expanded`, and its ops point there instead: the
+    /// caller keeps `expanded` until the fold is done, as it keeps the map.
+    static func readLog(_ view: ReadView, head: TransactionID, expanded: ExpandedEntries,
+                        deliver: ([FoldOp]) -> Bool) throws -> Bool {
         var batch: [FoldOp] = []
         batch.reserveCapacity(batchOps + 64)
-        let scan = try StateRebuilder.scanLog(view, after: 0, upTo: head.rawValue, problem: { _ in }) { tx, bytes in
+        let scan = try StateRebuilder.scanLog(view, after: 0, upTo: head.rawValue, problem: { _ in }) { tx, stored in
+            var bytes = stored
+            if LogEntryCodec.isCompressed(stored) {
+                // A damaged entry, or more decompressed bytes than are held: the rebuild decides.
+                guard let plain = try? LogEntryCodec.plainEntry(stored, transactionID: TransactionID(tx)),
+                      let kept = expanded.keep(plain) else { return false }
+                bytes = kept
+            }
             guard let base = bytes.baseAddress else { return false }
             func address(_ span: Range<Int>) -> UInt { UInt(bitPattern: base + span.lowerBound) }
             var updated = ObjectID(high: 0, low: 0)
@@ -139,7 +178,7 @@ enum InMemoryVerification {
     }
 
     /// Folds transactions 1…`head` (a store never compacted) and digests the state they imply.
-    /// `entries` produces the log (``readLog(_:head:deliver:)`` here or on another thread) and
+    /// `entries` produces the log (``readLog(_:head:expanded:deliver:)`` here or on another thread) and
     /// returns whether it was complete and sound; its `deliver` returns false to stop it.
     ///
     /// The ops point into the store's map: the map lock must be held shared — by this thread or

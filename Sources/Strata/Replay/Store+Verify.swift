@@ -70,6 +70,8 @@ extension Store {
         // full the reading thread waits for this one, which holds no lock as it folds, so it always
         // drains the channel; a map growth by the writer waits for the whole verify.
         let channel = LogEntryChannel()
+        // Compressed entries decompressed for the fold: held by both threads until they are done.
+        let expanded = InMemoryVerification.ExpandedEntries()
         let stored = Locked<Result<InMemoryVerification.StateDigests?, Error>?>(nil)
         let done = DispatchGroup()
         var parallel = false
@@ -81,7 +83,7 @@ extension Store {
                         try second.read { view in
                             defer { channel.waitUntilReleased() }
                             let log = Result {
-                                try InMemoryVerification.readLog(view, head: head, deliver: channel.put)
+                                try InMemoryVerification.readLog(view, head: head, expanded: expanded, deliver: channel.put)
                             }
                             channel.finish(log)
                             // Only a complete, sound log is worth comparing with.
@@ -119,10 +121,12 @@ extension Store {
             folded = try snapshot.read { view in
                 try InMemoryVerification.foldLog(schema: schema, head: head, objectLimit: limit, capacity: capacity,
                                                  progress: reportProgress) {
-                    try InMemoryVerification.readLog(view, head: head, deliver: $0)
+                    try InMemoryVerification.readLog(view, head: head, expanded: expanded, deliver: $0)
                 }
             }
         }
+        // The folded digests are made: the decompressed entries may go (not before).
+        withExtendedLifetime(expanded) {}
         guard case .folded(let expected, let transactions, let changes) = folded else { return nil }
         done.wait()
         let actual: InMemoryVerification.StateDigests?

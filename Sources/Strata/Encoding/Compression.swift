@@ -1,0 +1,114 @@
+import CZstd
+import StrataLMDB
+
+/// Zstandard (libzstd) compression of byte blocks: the bodies of large log entries
+/// (``LogEntryCodec``). Contexts are kept in a small pool, so compressing many medium blocks
+/// does not allocate and initialize a context each time.
+enum Compression {
+    /// zstd's level 1: its fastest standard level. On a bulk import's log entries it keeps about
+    /// two fifths of the bytes at several hundred MB/s, so the writer barely notices it.
+    static let level: Int32 = 1
+
+    /// The most a block may grow when decompressed, as a multiple of its compressed size, above
+    /// ``alwaysAllowedBytes``: what a decoder allocates before it knows whether the frame is sound.
+    static let maxRatio = 1_024
+
+    /// A decompressed size allowed whatever the ratio.
+    static let alwaysAllowedBytes = 16 << 20
+
+    /// Whether a block of `compressed` bytes may decompress to `plain` bytes.
+    static func allowed(plain: Int, compressed: Int) -> Bool {
+        plain <= alwaysAllowedBytes || plain / max(1, compressed) <= maxRatio
+    }
+
+    /// Appends the zstd frame of `source` to `out`; false (with `out` as it was) when the frame
+    /// would not be smaller than `limit` bytes.
+    static func compress(_ source: UnsafeRawBufferPointer, into out: inout [UInt8], limit: Int) -> Bool {
+        guard limit > 0 else { return false }
+        // Without a context (malloc failed) the block is kept as it is.
+        guard let context = compressors.take() ?? ZstdContext(.compress) else { return false }
+        defer { compressors.put(context) }
+        let start = out.count
+        let bound = ZSTD_compressBound(source.count)
+        guard ZSTD_isError(bound) == 0 else { return false }
+        let capacity = min(Int(bound), limit - 1)
+        out.reserveCapacity(start + capacity)
+        var written = 0
+        out.append(contentsOf: repeatElement(0, count: capacity))
+        out.withUnsafeMutableBytes { all in
+            let dst = UnsafeMutableRawBufferPointer(rebasing: all[start..<start + capacity])
+            let r = ZSTD_compressCCtx(context.handle, dst.baseAddress, dst.count, source.baseAddress, source.count, level)
+            // An error (among them "destination too small": not smaller than the limit) leaves 0.
+            if ZSTD_isError(r) == 0 { written = r }
+        }
+        guard written > 0, written < limit else {
+            out.removeSubrange(start...)
+            return false
+        }
+        out.removeSubrange((start + written)...)
+        return true
+    }
+
+    /// Decompresses the one zstd frame in `frame` into `destination`, which it must fill exactly.
+    /// - Throws: ``DecodingError`` when the frame is damaged or its size is not the destination's.
+    static func decompress(_ frame: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer) throws {
+        guard let context = decompressors.take() ?? ZstdContext(.decompress) else {
+            throw DecodingError(offset: 0, reason: "no memory for a zstd decompression context")
+        }
+        defer { decompressors.put(context) }
+        let r = ZSTD_decompressDCtx(context.handle, destination.baseAddress, destination.count,
+                                    frame.baseAddress, frame.count)
+        if ZSTD_isError(r) != 0 {
+            throw DecodingError(offset: 0, reason: "compressed body does not decompress (\(String(cString: ZSTD_getErrorName(r))))")
+        }
+        guard r == destination.count else {
+            throw DecodingError(offset: 0, reason: "compressed body holds \(r) bytes, not the \(destination.count) it declares")
+        }
+    }
+
+    private static let compressors = ContextPool()
+    private static let decompressors = ContextPool()
+}
+
+/// A zstd compression or decompression context. It is used by one thread at a time: a
+/// ``ContextPool`` hands each out to one caller and takes it back when that caller is done.
+private final class ZstdContext: @unchecked Sendable {
+    // Safe to send: the context is only ever used between `take()` and `put(_:)` by the caller
+    // that took it (the pool's lock orders those hand-overs), and nothing else holds it.
+    enum Kind { case compress, decompress }
+
+    let handle: OpaquePointer
+    private let kind: Kind
+
+    /// Nil when zstd cannot allocate the context (malloc failed).
+    init?(_ kind: Kind) {
+        self.kind = kind
+        switch kind {
+        case .compress:
+            guard let c = ZSTD_createCCtx() else { return nil }
+            handle = c
+        case .decompress:
+            guard let d = ZSTD_createDCtx() else { return nil }
+            handle = d
+        }
+    }
+
+    deinit {
+        switch kind {
+        case .compress: ZSTD_freeCCtx(handle)
+        case .decompress: ZSTD_freeDCtx(handle)
+        }
+    }
+}
+
+/// Idle contexts of one kind, at most one per core or so (more are freed on return).
+private final class ContextPool: Sendable {
+    private static let keep = 4
+    private let idle = Locked<[ZstdContext]>([])
+
+    func take() -> ZstdContext? { idle.withLock { $0.popLast() } }
+
+    func put(_ context: ZstdContext) {
+        idle.withLock { if $0.count < Self.keep { $0.append(context) } }
+    }
+}
