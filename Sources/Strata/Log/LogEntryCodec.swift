@@ -39,9 +39,9 @@ enum LogEntryCodec {
         }
         w.varint(UInt64(e.changes.count))
         for c in e.changes { encode(c, into: &w) }
-        var bytes = compress ? compressed(w.bytes) ?? w.bytes : w.bytes
-        withUnsafeBytes(of: checksum(e.transactionID, bytes).bigEndian) { bytes.append(contentsOf: $0) }
-        return bytes
+        if compress, let packed = compressed(w.bytes) { w.bytes = packed }
+        w.u32(checksum(e.transactionID, w.bytes))
+        return w.bytes
     }
 
     /// A plain entry without its checksum (format, flags, body) in the compressed format, or nil
