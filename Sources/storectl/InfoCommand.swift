@@ -13,7 +13,7 @@ struct InfoCommand: AsyncParsableCommand {
           storectl info ./library.strata
           storectl info ./library.strata --json | jq .entities
 
-        JSON: {"path": "...", "schema": {"model": "library", "version": 1}, "format": 2, "lastTransaction": 42, \
+        JSON: {"path": "...", "schema": {"model": "library", "version": 1}, "format": 3, "lastTransaction": 42, \
         "entities": {"Album": 54, ...}, "objects": 406, "fileBytes": 1048576, "mapSizeBytes": 68719476736, \
         "logEntries": 42, "readers": 1}
         """
@@ -52,7 +52,8 @@ struct InfoCommand: AsyncParsableCommand {
         print("schema:           \(info.model) v\(info.schemaVersion)")
         print("""
             store format:     \(info.storeFormat)\(info.storeFormat < 2
-                ? " (counts in meta; storectl compact --horizon 0 rewrites it in format 2)" : "")
+                ? " (counts in meta, log entries plain; storectl compact --horizon 0 rewrites it in format 3)"
+                : info.storeFormat < 3 ? " (log entries plain; storectl compact --horizon 0 rewrites it in format 3)" : "")
             """)
         print("last transaction: \(info.lastTransaction)")
         print("log entries:      \(info.logEntries)")

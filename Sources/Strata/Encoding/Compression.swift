@@ -16,9 +16,12 @@ enum Compression {
     /// A decompressed size allowed whatever the ratio.
     static let alwaysAllowedBytes = 16 << 20
 
-    /// Whether a block of `compressed` bytes may decompress to `plain` bytes.
+    /// Whether a block of `compressed` bytes (at least one) may decompress to `plain` bytes: up
+    /// to ``alwaysAllowedBytes``, or up to ``maxRatio`` times `compressed`.
     static func allowed(plain: Int, compressed: Int) -> Bool {
-        plain <= alwaysAllowedBytes || plain / max(1, compressed) <= maxRatio
+        guard compressed > 0, plain >= 0 else { return false }
+        // compressed × maxRatio ≥ plain, without overflowing.
+        return plain <= alwaysAllowedBytes || compressed >= (plain / maxRatio) + (plain % maxRatio == 0 ? 0 : 1)
     }
 
     /// Appends the zstd frame of `source` to `out`; false (with `out` as it was) when the frame
@@ -49,9 +52,15 @@ enum Compression {
         return true
     }
 
-    /// Decompresses the one zstd frame in `frame` into `destination`, which it must fill exactly.
-    /// - Throws: ``DecodingError`` when the frame is damaged or its size is not the destination's.
+    /// Decompresses the one zstd frame `frame` holds (nothing before or after it) into
+    /// `destination`, which it must fill exactly.
+    /// - Throws: ``DecodingError`` when the frame is damaged, is not exactly one frame, or its
+    ///   size is not the destination's.
     static func decompress(_ frame: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer) throws {
+        let size = ZSTD_findFrameCompressedSize(frame.baseAddress, frame.count)
+        guard ZSTD_isError(size) == 0, size == frame.count else {
+            throw DecodingError(offset: 0, reason: "compressed body is not one zstd frame")
+        }
         guard let context = decompressors.take() ?? ZstdContext(.decompress) else {
             throw DecodingError(offset: 0, reason: "no memory for a zstd decompression context")
         }

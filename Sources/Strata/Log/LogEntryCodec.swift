@@ -19,11 +19,17 @@ enum LogEntryCodec {
     /// shares its B-tree page with others anyway).
     static let compressMinBytes = 1_024
 
-    /// The entry's bytes, compressed when that pays (see the type's documentation).
+    /// The entry's bytes, compressed when that pays (see the type's documentation): for a store
+    /// of the current format (a new generation, a migration's log).
     static func encode(_ e: LogEntry) -> [UInt8] { encode(e, compress: true) }
 
     /// The entry's bytes; plain (format 1) whatever their size when `compress` is false.
-    static func encode(_ e: LogEntry, compress: Bool) -> [UInt8] {
+    static func encode(_ e: LogEntry, compress: Bool) -> [UInt8] { encode(e, compressIf: { compress }) }
+
+    /// The entry's bytes, compressed when that pays and `compressIf` (asked only of an entry
+    /// large enough to be compressed) says the log takes compressed entries
+    /// (``MetaKey/logTakesCompressedEntries(_:meta:)``).
+    static func encode(_ e: LogEntry, compressIf: () throws -> Bool) rethrows -> [UInt8] {
         // ~160 bytes a change for a small save (an insert carries every value: a library track's
         // ~150 bytes), so it never grows; a large one grows by doubling, as before.
         var w = ByteWriter(capacity: 64 + min(e.changes.count, 64) * 160)
@@ -39,7 +45,7 @@ enum LogEntryCodec {
         }
         w.varint(UInt64(e.changes.count))
         for c in e.changes { encode(c, into: &w) }
-        if compress, let packed = compressed(w.bytes) { w.bytes = packed }
+        if w.bytes.count - 2 >= compressMinBytes, try compressIf(), let packed = compressed(w.bytes) { w.bytes = packed }
         w.u32(checksum(e.transactionID, w.bytes))
         return w.bytes
     }

@@ -1,5 +1,5 @@
 /// One change of the log as ``LogFold`` applies it: ids, the transaction, and where in the map
-/// the values it sets are. ``InMemoryVerification/readLog(_:head:expanded:deliver:)`` makes these from each
+/// (or, for a compressed entry, in its decompressed copy) the values it sets are. ``InMemoryVerification/readLog(_:head:expanded:deliver:)`` makes these from each
 /// entry as it checks it; the fold keeps the places, never decoded values.
 ///
 /// An update becomes a ``Kind/version`` op followed by one ``Kind/set`` op per attribute it
@@ -29,6 +29,8 @@ struct FoldOp: Sendable {
     /// `UnsafeRawPointer` bits of the bytes in the store's map: valid while the map lock is held
     /// shared without a break from when the op was made (so the map is not moved) and a snapshot
     /// at least as old as the one that read them is open (so LMDB reuses none of their pages).
+    /// For a compressed entry, bits of its decompressed copy: valid while the
+    /// ``InMemoryVerification/ExpandedEntries`` holding it lives.
     var address: UInt = 0
     var length = 0
 }

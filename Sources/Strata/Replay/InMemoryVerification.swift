@@ -12,7 +12,8 @@ import Foundation
 ///
 /// What it holds in memory is every object the log ever inserted (id, version, where its values
 /// are in the map: ``LogFold``): about 60 bytes an object, plus 24 bytes for each distinct
-/// attribute its updates set. ``StoreConfiguration/verifyInMemoryObjectLimit`` bounds both (the
+/// attribute its updates set, and a decompressed copy of each compressed log entry (at most
+/// ``ExpandedEntries/maxBytes``). ``StoreConfiguration/verifyInMemoryObjectLimit`` bounds both (the
 /// attributes at ``LogFold/patchesPerObject`` per object); a larger store goes to the rebuild.
 ///
 /// - Complexity: O(changes) to fold the log, O(live entries) to digest each side.
@@ -123,7 +124,7 @@ enum InMemoryVerification {
     /// Whether transactions 1…`head` of `view`'s log are all there and pass every check of
     /// decoding (checksums, structure, every value: ``LogEntryCodec/scan(_:transactionID:visit:)``),
     /// handed to `deliver` as ``FoldOp`` batches pointing into `view`'s map. Nothing is decoded,
-    /// so nothing is allocated per entry; the rebuild names a problem, so none is kept here.
+    /// so nothing is allocated per plain entry; the rebuild names a problem, so none is kept here.
     /// A compressed entry is decompressed into `expanded`, and its ops point there instead: the
     /// caller keeps `expanded` until the fold is done, as it keeps the map.
     static func readLog(_ view: ReadView, head: TransactionID, expanded: ExpandedEntries,

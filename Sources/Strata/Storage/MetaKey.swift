@@ -56,14 +56,25 @@ enum MetaKey {
         w.u64(UInt64(objects))
         return w.bytes
     }
-    /// The format new stores and generations are written in. Format 2 keeps the counts in LMDB's
-    /// main database (``DatabaseName/counts``); format 1 kept them in `meta`. Both are read and
-    /// written; compaction and migration write the new generation in this format.
-    static let storeFormat: UInt32 = 2
+    /// The format new stores and generations are written in. Format 3 may hold compressed log
+    /// entries (``LogEntryCodec``), which a Strata that reads only formats 1 and 2 must not meet;
+    /// format 2 keeps the counts in LMDB's main database (``DatabaseName/counts``), as format 3
+    /// does; format 1 kept them in `meta`. All three are read and written; compaction and
+    /// migration write the new generation in this format.
+    static let storeFormat: UInt32 = 3
     /// The formats this Strata opens.
-    static let readableFormats: ClosedRange<UInt32> = 1...2
+    static let readableFormats: ClosedRange<UInt32> = 1...3
     /// The one format that keeps the counts in `meta`.
     static let countsInMetaFormat: UInt32 = 1
+    /// The first format whose log may hold compressed entries: a store of an earlier one has its
+    /// entries written plain (``logTakesCompressedEntries(_:meta:)``).
+    static let compressedLogFormat: UInt32 = 3
+
+    /// Whether the store `txn` reads may have compressed log entries written into it (format 3
+    /// and later; an environment without metadata yet is written in the current format).
+    static func logTakesCompressedEntries(_ txn: LMDBTransaction, meta: LMDBDatabase) throws -> Bool {
+        (try storedFormat(txn, meta: meta) ?? storeFormat) >= compressedLogFormat
+    }
     /// The stored `format` (nil in an environment without metadata yet). A value that is not a
     /// u32 throws ``DecodingError``.
     static func storedFormat(_ txn: LMDBTransaction, meta: LMDBDatabase) throws -> UInt32? {

@@ -325,7 +325,8 @@ extension Writer {
     }
 
     /// Applies `entries` of the shared log in `txn` through the same state code as a save
-    /// (``StateApplier``) and writes each to the local log byte for byte under its id. Entries at
+    /// (``StateApplier``) and writes each to the local log byte for byte under its id (a
+    /// compressed entry in its plain form in a store of a format before compressed entries). Entries at
     /// or before the local head are skipped; the others must follow it without a gap, pass their
     /// checksum and hold this schema's version. Returns the last id applied (nil for none).
     private func applyShared(_ entries: [ReplicatedEntry], in txn: LMDBTransaction,
@@ -364,8 +365,15 @@ extension Writer {
             }
             var applier = StateApplier(txn: txn, env: env, schema: schema, transactionID: tx)
             try applier.applyLogged(entry.changes)
+            // A compressed entry goes into a replica of an earlier store format in its plain form.
+            let stored = try shared.bytes.withUnsafeBytes { raw -> [UInt8]? in
+                guard LogEntryCodec.isCompressed(raw), try !MetaKey.logTakesCompressedEntries(txn, meta: env[.meta]) else {
+                    return nil
+                }
+                return try LogEntryCodec.plainEntry(raw, transactionID: tx)
+            }
             _ = try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
-                try shared.bytes.withUnsafeBytes { try txn.put(env[.log], key: key, value: $0, mode: .append) }
+                try (stored ?? shared.bytes).withUnsafeBytes { try txn.put(env[.log], key: key, value: $0, mode: .append) }
             }
             head = tx
             applied = tx

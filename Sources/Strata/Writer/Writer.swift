@@ -768,7 +768,9 @@ final class Writer: Sendable {
         let entry = LogEntry(transactionID: tx, schemaVersion: schema.version,
                              timestampMs: Int64(Date().timeIntervalSince1970 * 1000), author: save.author,
                              metadata: save.metadata, changes: changes)
-        let encoded = LogEntryCodec.encode(entry)
+        // Compressed only into a store whose format says so (a store of an earlier format may
+        // still be opened by a Strata that cannot read compressed entries).
+        let encoded = try LogEntryCodec.encode(entry) { try MetaKey.logTakesCompressedEntries(txn, meta: env[.meta]) }
         _ = try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
             try encoded.withUnsafeBytes { try txn.put(env[.log], key: key, value: $0, mode: .append) }
         }

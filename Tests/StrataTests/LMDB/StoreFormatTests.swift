@@ -3,9 +3,10 @@ import LibraryModel
 import Testing
 @testable import Strata
 
-/// Store format 2 keeps the per-entity counts in LMDB's main database, whose leaf every commit
-/// rewrites anyway (format 1 kept them in `meta`: one more page a commit). Format-1 stores still
-/// open, save, verify and read; compaction and migration write format 2.
+/// Store formats 2 and 3 keep the per-entity counts in LMDB's main database, whose leaf every
+/// commit rewrites anyway (format 1 kept them in `meta`: one more page a commit); format 3 may
+/// hold compressed log entries, formats 1 and 2 never do. Stores of formats 1 and 2 still open,
+/// save, verify and read; compaction and migration write format 3.
 @Suite struct StoreFormatTests {
     /// The counts a store holds, read straight from `database` of its environment.
     private func storedCounts(_ env: LMDBEnvironment, in database: LMDBDatabase) throws -> [[UInt8]: [UInt8]] {
@@ -70,14 +71,14 @@ import Testing
         #expect(MetaKey.isCount(MetaKey.count(tag)))
     }
 
-    @Test func aNewStoreIsFormat2WithItsCountsInTheMainDatabase() async throws {
+    @Test func aNewStoreIsOfTheCurrentFormatWithItsCountsInTheMainDatabase() async throws {
         try await withLibraryStore { store in
             _ = try await randomTrackHistory(store, seed: 4, saves: 25)
             let env = store.env
             #expect(env[.counts].name == "main")
             #expect(env[.counts].dbi != env[.meta].dbi)
-            #expect(try storedFormat(env) == 2)
-            #expect(try store.info().storeFormat == 2)
+            #expect(try storedFormat(env) == 3 && MetaKey.storeFormat == 3)
+            #expect(try store.info().storeFormat == 3)
             let inMain = try storedCounts(env, in: env[.counts])
             #expect(try storedCounts(env, in: env[.meta]).isEmpty)
             // Every entity with objects has its count there, equal to what a scan finds.
@@ -102,7 +103,7 @@ import Testing
         }
     }
 
-    @Test func aFormat1StoreOpensSavesVerifiesAndCompactsToFormat2() async throws {
+    @Test func aFormat1StoreOpensSavesVerifiesAndCompactsToTheCurrentFormat() async throws {
         let dir = temporaryDirectory("format-1")
         defer { try? FileManager.default.removeItem(at: dir) }
         let schema = try librarySchema()
@@ -110,7 +111,7 @@ import Testing
 
         // storectl says which format it is, and what rewrites it.
         let text = try storectl("info", dir.path)
-        #expect(text.status == 0 && text.stdout.contains("store format:     1 (counts in meta; storectl compact --horizon 0 rewrites it in format 2)"), "\(text.stdout)\(text.stderr)")
+        #expect(text.status == 0 && text.stdout.contains("store format:     1 (counts in meta, log entries plain; storectl compact --horizon 0 rewrites it in format 3)"), "\(text.stdout)\(text.stderr)")
         let json = try JSONValue.parse(try storectl("info", dir.path, "--json").stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(json["format"] == .int(1))
         #expect(json["entities"]?["Track"] == .int(Int64(before["Track"]!)))
@@ -144,11 +145,11 @@ import Testing
         let rebuilt = try store.verify(rebuild: true)
         #expect(rebuilt.ok, "\(rebuilt.problems)")
 
-        // Compaction writes the new generation in format 2.
+        // Compaction writes the new generation in format 3.
         _ = try await store.compact()
         #expect(store.env[.counts].name == "main")
-        #expect(try storedFormat(store.env) == 2)
-        #expect(try store.info().storeFormat == 2)
+        #expect(try storedFormat(store.env) == 3)
+        #expect(try store.info().storeFormat == 3)
         #expect(try storedCounts(store.env, in: store.env[.meta]).isEmpty)
         #expect(try counts(store) == after)
         #expect(try store.verify().ok)
@@ -179,14 +180,14 @@ import Testing
         #expect(report.problems.contains { $0.hasPrefix("counts: count/Track differs from the log") }, "\(report.problems)")
     }
 
-    @Test(.timeLimit(.minutes(2))) func aFormat1StoreCompactedWhileSavingCatchesUpInFormat2() async throws {
+    @Test(.timeLimit(.minutes(2))) func aFormat1StoreCompactedWhileSavingCatchesUpInTheCurrentFormat() async throws {
         let dir = temporaryDirectory("format-1-catch-up")
         defer { try? FileManager.default.removeItem(at: dir) }
         let schema = try librarySchema()
         let before = try await makeFormat1Store(at: dir, seed: 6, saves: 30)
         let store = try Store.open(at: dir, schema: schema)
         defer { store.close() }
-        // Saves committed to the format-1 generation while the format-2 one is built: the
+        // Saves committed to the format-1 generation while the format-3 one is built: the
         // catch-up replays them into the new generation's counts.
         let saved = Locked(0)
         let phases = Locked<[CompactionProgress.Phase]>([])
@@ -205,7 +206,7 @@ import Testing
         #expect(phases.withLock { $0 }.contains(.catchingUp), "\(phases.withLock { $0 })")
         var after = before
         after["Genre", default: 0] += saved.withLock { $0 }
-        #expect(try storedFormat(store.env) == 2)
+        #expect(try storedFormat(store.env) == 3)
         #expect(try counts(store) == after)
         #expect(try storedCounts(store.env, in: store.env[.meta]).isEmpty)
         #expect(try store.verify(rebuild: true).ok)
@@ -237,7 +238,7 @@ import Testing
         _ = try await Store.migrate(at: dir, schemas: all, registry: libraryMigrations)
         let store = try Store.open(at: dir, schema: all[1])
         defer { store.close() }
-        #expect(try store.info().storeFormat == 2)
+        #expect(try store.info().storeFormat == 3)
         #expect(try store.mainContext.count(Query(entity: "Track")) == tracks)
         #expect(try store.read { try $0.horizon() } == TransactionID(10))
         let report = try store.verify(rebuild: true)
@@ -245,7 +246,7 @@ import Testing
     }
 
     /// What the README tells an operator: `storectl compact --horizon 0` rewrites a format-1 store
-    /// in format 2 and squashes nothing.
+    /// in format 3 and squashes nothing.
     @Test func storectlCompactWithHorizonZeroUpgradesAndKeepsTheLog() async throws {
         let dir = temporaryDirectory("format-1-cli")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -260,14 +261,14 @@ import Testing
         let r = try storectl("compact", dir.path, "--horizon", "0", "--quiet")
         #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
         let new = try info()
-        #expect(new["format"] == .int(2))
+        #expect(new["format"] == .int(3))
         #expect(new["logEntries"] == old["logEntries"] && new["lastTransaction"] == old["lastTransaction"])
         for (name, n) in before { #expect(new["entities"]?[name] == .int(Int64(n))) }
         let verify = try storectl("verify", dir.path)
         #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
     }
 
-    @Test func migratingAFormat1StoreWritesFormat2() async throws {
+    @Test func migratingAFormat1StoreWritesTheCurrentFormat() async throws {
         let dir = temporaryDirectory("format-1-migrate")
         defer { try? FileManager.default.removeItem(at: dir) }
         let all = try Schema.loadAll(directory: librarySchemaDirectory)
@@ -284,12 +285,87 @@ import Testing
         _ = try await Store.migrate(at: dir, schemas: all, registry: libraryMigrations)
         let store = try Store.open(at: dir, schema: all[1])
         defer { store.close() }
-        #expect(try store.info().storeFormat == 2)
+        #expect(try store.info().storeFormat == 3)
         #expect(store.env[.counts].name == "main")
         #expect(try storedCounts(store.env, in: store.env[.meta]).isEmpty)
         #expect(try store.mainContext.count(Query(entity: "Track")) == before)
         let report = try store.verify(rebuild: true)
         #expect(report.ok, "\(report.problems)")
+    }
+
+    /// The format byte of log entry `tx` as stored.
+    private func storedEntryFormat(_ store: Store, _ tx: TransactionID) throws -> UInt8? {
+        let env = store.env
+        return try env.read { txn in try txn.withValue(env[.log], key: tx.keyBytes) { $0.first } } ?? nil
+    }
+
+    /// A format-2 store (made before compressed log entries) keeps its log readable by the Strata
+    /// that made it: its large entries are written plain, also another machine's that a replica
+    /// applies; `storectl compact --horizon 0` rewrites it in format 3, after which they are
+    /// compressed.
+    @Test func aFormat2StoreKeepsItsLogPlainUntilCompacted() async throws {
+        let dir = temporaryDirectory("format-2")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let schema = try librarySchema()
+        func tracks(_ prefix: String) -> ChangeSet {
+            var c = ChangeSet()
+            for i in 0..<500 { c.insert(makeTrack(title: "\(prefix) \(i)", duration: 100 + i)) }
+            return c
+        }
+        do {
+            let store = try Store.open(at: dir, schema: schema)
+            let env = store.env
+            try env.write { txn in
+                var w = ByteWriter(capacity: 4)
+                w.u32(2)
+                try txn.put(env[.meta], key: MetaKey.format, value: w.bytes)
+            }
+            store.close()
+        }
+        let text = try storectl("info", dir.path)
+        #expect(text.stdout.contains("store format:     2 (log entries plain; storectl compact --horizon 0 rewrites it in format 3)"),
+                "\(text.stdout)\(text.stderr)")
+        let store = try Store.open(at: dir, schema: schema)
+        let saved = try await store.save(tracks("saved"))
+        #expect(try storedEntryFormat(store, saved) == LogEntryCodec.format)
+        // Another machine's compressed entry, applied as a replica applies it: stored plain.
+        let writer = try #require(store.writer)
+        let track = try #require(schema.entity(named: "Track"))
+        let changes: [LoggedChange] = (0..<300).map { i in
+            var values = [Value](repeating: .null, count: track.attributes.count)
+            values[track.attributeIndex["title"]!] = .string("from another machine, track \(i)")
+            values[track.attributeIndex["durationSeconds"]!] = .int(Int64(i + 1))
+            values[track.attributeIndex["addedAt"]!] = .date(Date(timeIntervalSince1970: 1_700_000_000))
+            values[track.attributeIndex["mbid"]!] = .uuid(UUID())
+            values[track.attributeIndex["discNumber"]!] = .int(1)
+            values[track.attributeIndex["explicit"]!] = .bool(false)
+            values[track.attributeIndex["playCount"]!] = .int(0)
+            return .insert(id: ObjectID.make(entityTag: track.tag), values: values)
+        }
+        let shared = LogEntry(transactionID: saved.next, schemaVersion: schema.version, timestampMs: 1_700_000_000_000,
+                              author: "elsewhere", metadata: [:], changes: changes)
+        let bytes = LogEntryCodec.encode(shared)
+        #expect(bytes.first == LogEntryCodec.compressedFormat)
+        let head = try await writer.exclusive {
+            try writer.applyReplicated([ReplicatedEntry(transactionID: shared.transactionID, bytes: bytes, author: "elsewhere",
+                                                        timestampMs: shared.timestampMs, schemaVersion: schema.version)])
+        }
+        #expect(head == shared.transactionID)
+        #expect(try storedEntryFormat(store, shared.transactionID) == LogEntryCodec.format)
+        #expect(try store.changes(in: shared.transactionID).changes.count == 300)
+        #expect(try store.verify().ok)
+        store.close()
+
+        let compacted = try storectl("compact", dir.path, "--horizon", "0")
+        #expect(compacted.status == 0, "\(compacted.stderr)")
+        let after = try Store.open(at: dir, schema: schema)
+        defer { after.close() }
+        #expect(try after.info().storeFormat == 3)
+        #expect(try storedEntryFormat(after, saved) == LogEntryCodec.format)
+        let later = try await after.save(tracks("later"))
+        #expect(try storedEntryFormat(after, later) == LogEntryCodec.compressedFormat)
+        let report = try after.verify()
+        #expect(report.ok && report.method == .inMemory, "\(report.problems)")
     }
 
     /// A `format` that is not four bytes is a damaged store, refused as one (it threw a bare
@@ -317,7 +393,7 @@ import Testing
         }
     }
 
-    @Test(arguments: [UInt32(0), 3, 1000])
+    @Test(arguments: [UInt32(0), 4, 1000])
     func aFormatThisStrataDoesNotReadIsRefused(format: UInt32) async throws {
         let dir = temporaryDirectory("format-unknown")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -340,7 +416,7 @@ import Testing
                 store.close()
                 Issue.record("a store of format \(format) opened")
             } catch StrataError.notAStore(_, let reason) {
-                #expect(reason.contains("store format \(format)") && reason.contains("1–2"), "\(reason)")
+                #expect(reason.contains("store format \(format)") && reason.contains("1–3"), "\(reason)")
             }
         }
     }

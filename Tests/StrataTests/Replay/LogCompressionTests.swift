@@ -36,7 +36,7 @@ import Testing
         // Its plain form is exactly the plain encoding, checksum included.
         let expanded = try stored.withUnsafeBytes { try LogEntryCodec.plainEntry($0, transactionID: TransactionID(9)) }
         #expect(expanded == plain)
-        // The same entry encodes to the same bytes every time (the cluster compares them).
+        // The same entry encodes to the same bytes every time (with one libzstd, whichever pooled context).
         #expect(LogEntryCodec.encode(entry) == stored)
     }
 
@@ -109,6 +109,33 @@ import Testing
                 return tx == TransactionID(9) && why.contains(reason)
             }
         }
+    }
+
+    /// The body must be exactly one zstd frame (nothing after it, not a second frame), and a
+    /// frame must be at least a byte for any size to be allowed.
+    @Test func aBodyThatIsNotExactlyOneFrameIsRefused() throws {
+        let stored = LogEntryCodec.encode(try tracksEntry(60))
+        let header = stored.withUnsafeBytes { raw -> (Int, Int)? in
+            var r = ByteReader(raw)
+            _ = try? r.u8(); _ = try? r.u8()
+            return (try? r.varint()).map { (Int($0), r.offset) }
+        }
+        let (declared, frameStart) = try #require(header)
+        let frame = Array(stored[frameStart..<(stored.count - 4)])
+        for (size, body, reason) in [(declared * 2, frame + frame, "one zstd frame"), (declared, frame + [0], "one zstd frame")] {
+            var w = ByteWriter()
+            w.u8(LogEntryCodec.compressedFormat); w.u8(0); w.varint(UInt64(size))
+            w.append(body)
+            let sealed = FuzzEntryPoints.sealLogEntry(w.bytes, transaction: 9)
+            #expect {
+                try decode(sealed, 9)
+            } throws: { error in
+                guard case StrataError.corruptLogEntry(let tx, let why) = error else { return false }
+                return tx == TransactionID(9) && why.contains(reason)
+            }
+        }
+        #expect(Compression.allowed(plain: 1 << 30, compressed: 1 << 20) && !Compression.allowed(plain: (1 << 30) + 1, compressed: 1 << 20))
+        #expect(!Compression.allowed(plain: 10, compressed: 0))
     }
 
     /// A store's large saves are logged compressed, small ones plain, and the mixed log reads as

@@ -33,6 +33,7 @@ import Testing
         try Data(source.utf8).write(to: file)
         let r = try run("/usr/bin/env", ["swiftc", "-typecheck", "-I", repositoryRoot.appendingPathComponent(".build/debug/Modules").path,
                                          "-I", repositoryRoot.appendingPathComponent("Sources/CLMDB").path,
+                                         "-I", repositoryRoot.appendingPathComponent("Sources/CZstd").path,
                                          "-Xcc", "-fmodule-map-file=\(Self.modulemap ?? "")", file.path])
         #expect(r.status == 0, "\(r.stderr.prefix(2_000))")
         let reserved = #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[{"name":"self","type":"int"}]}]}"#

@@ -37,7 +37,7 @@ import Testing
         let info = try infoJSON(store)
         #expect(info["schema"]?["model"] == .string("library"))
         #expect(info["schema"]?["version"] == .int(2))
-        #expect(info["format"] == .int(2))
+        #expect(info["format"] == .int(3))
         #expect(info["entities"]?["Track"] == .int(306))
         #expect(info["entities"]?["Playlist"] == .int(9))
         #expect(info["lastTransaction"] == .int(1))

@@ -16,7 +16,7 @@ import Synchronization
 /// | `log` | transaction id (u64, `MDB_APPEND`) | per record: op (1) + id (16) + length (u16) + the record bytes |
 /// | `indexes` | tag (u16) + 0x01 + escaped title + 0x00 0x01 + id; tag + 0x01 + duration (8, sign-flipped) + id; tag + 0x01 + addedAt (8, ordered double bits) + id | empty |
 /// | `uniques` | tag (u16) + 0x01 + mbid (16) (`MDB_NOOVERWRITE`: a clash is found by the put) | id (16) |
-/// | main (unnamed; where Strata's store format 2 keeps counts) | `count/` + tag | u64 |
+/// | main (unnamed; where Strata's store formats 2 and 3 keep counts) | `count/` + tag | u64 |
 ///
 /// Written in the order Strata writes them: a transaction's index keys sorted first (one
 /// left-to-right pass per index), unique keys put record by record in input order (Strata puts
