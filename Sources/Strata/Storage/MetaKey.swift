@@ -59,8 +59,8 @@ enum MetaKey {
     /// The format new stores and generations are written in. Format 3 may hold compressed log
     /// entries (``LogEntryCodec``), which a Strata that reads only formats 1 and 2 must not meet;
     /// format 2 keeps the counts in LMDB's main database (``DatabaseName/counts``), as format 3
-    /// does; format 1 kept them in `meta`. All three are read and written; compaction and
-    /// migration write the new generation in this format.
+    /// does; format 1 kept them in `meta`. All three are read and written; compaction, migration,
+    /// a bulk load and a replica snapshot write their new generation in this format.
     static let storeFormat: UInt32 = 3
     /// The formats this Strata opens.
     static let readableFormats: ClosedRange<UInt32> = 1...3

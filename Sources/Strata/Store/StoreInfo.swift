@@ -6,10 +6,10 @@ public struct StoreInfo: Sendable, Equatable {
     public let model: String
     /// The version of the stored schema.
     public let schemaVersion: Int
-    /// The store's on-disk format: 3 for stores created, compacted or migrated by this Strata
-    /// (large log entries stored compressed); 2 for older stores, whose log entries are all
-    /// written plain; 1 for older still, which also keep their object counts in `meta` (one more
-    /// page written a commit). `storectl compact --horizon 0` rewrites a store of format 1 or 2
+    /// The store's on-disk format: 3 for stores created, compacted, migrated or bulk-imported into
+    /// by this Strata (large log entries stored compressed); 2 for older stores, whose log entries
+    /// are all written plain; 1 for older still, which also keep their object counts in `meta`
+    /// (one more page written a commit). `storectl compact --horizon 0` rewrites a store of format 1 or 2
     /// in format 3 (squashing nothing).
     public let storeFormat: Int
     /// The last committed transaction (0 for an empty store).
