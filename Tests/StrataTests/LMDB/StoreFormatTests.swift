@@ -368,6 +368,37 @@ import Testing
         #expect(report.ok && report.method == .inMemory, "\(report.problems)")
     }
 
+    /// A bulk import builds a new generation, as compaction does: a format-2 store comes out of
+    /// it in format 3, its import entries compressed.
+    @Test func aBulkImportIntoAFormat2StoreWritesFormat3() async throws {
+        let dir = temporaryDirectory("format-2-bulk")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let schema = try librarySchema()
+        do {
+            let store = try Store.open(at: dir, schema: schema)
+            _ = try await store.save { $0.insert(Genre(name: "before")) }
+            let env = store.env
+            try env.write { txn in
+                var w = ByteWriter(capacity: 4)
+                w.u32(2)
+                try txn.put(env[.meta], key: MetaKey.format, value: w.bytes)
+            }
+            store.close()
+        }
+        let input = dir.appendingPathComponent("genres.ndjson")
+        try Data((0..<400).map { #"{"entity": "Genre", "name": "imported genre number \#($0)"}"# }
+            .joined(separator: "\n").utf8).write(to: input)
+        let r = try storectl("import", dir.path, input.path, "--mode", "bulk", "--quiet")
+        #expect(r.status == 0, "\(r.stderr)")
+        let store = try Store.open(at: dir, schema: schema)
+        defer { store.close() }
+        #expect(try store.info().storeFormat == 3)
+        #expect(try storedEntryFormat(store, TransactionID(1)) == LogEntryCodec.format)
+        #expect(try storedEntryFormat(store, TransactionID(2)) == LogEntryCodec.compressedFormat)
+        #expect(try store.mainContext.count(Query(entity: "Genre")) == 401)
+        #expect(try store.verify().ok)
+    }
+
     /// A `format` that is not four bytes is a damaged store, refused as one (it threw a bare
     /// decoding error before).
     @Test(arguments: [[UInt8](), [2], [0, 0, 0, 0, 2]])
