@@ -24,32 +24,15 @@ enum Compression {
         return plain <= alwaysAllowedBytes || compressed >= (plain / maxRatio) + (plain % maxRatio == 0 ? 0 : 1)
     }
 
-    /// Appends the zstd frame of `source` to `out`; false (with `out` as it was) when the frame
-    /// would not be smaller than `limit` bytes.
-    static func compress(_ source: UnsafeRawBufferPointer, into out: inout [UInt8], limit: Int) -> Bool {
-        guard limit > 0 else { return false }
-        // Without a context (malloc failed) the block is kept as it is.
-        guard let context = compressors.take() ?? ZstdContext(.compress) else { return false }
+    /// Writes the zstd frame of `source` into `destination`; its size, or nil when it does not
+    /// fit there (or zstd fails, or has no memory for a context: the block is then kept as it is).
+    static func compress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer) -> Int? {
+        guard !destination.isEmpty, let context = compressors.take() ?? ZstdContext(.compress) else { return nil }
         defer { compressors.put(context) }
-        let start = out.count
-        let bound = ZSTD_compressBound(source.count)
-        guard ZSTD_isError(bound) == 0 else { return false }
-        let capacity = min(Int(bound), limit - 1)
-        out.reserveCapacity(start + capacity)
-        var written = 0
-        out.append(contentsOf: repeatElement(0, count: capacity))
-        out.withUnsafeMutableBytes { all in
-            let dst = UnsafeMutableRawBufferPointer(rebasing: all[start..<start + capacity])
-            let r = ZSTD_compressCCtx(context.handle, dst.baseAddress, dst.count, source.baseAddress, source.count, level)
-            // An error (among them "destination too small": not smaller than the limit) leaves 0.
-            if ZSTD_isError(r) == 0 { written = r }
-        }
-        guard written > 0, written < limit else {
-            out.removeSubrange(start...)
-            return false
-        }
-        out.removeSubrange((start + written)...)
-        return true
+        let r = ZSTD_compressCCtx(context.handle, destination.baseAddress, destination.count,
+                                  source.baseAddress, source.count, level)
+        // Among the errors: "destination too small", the frame not fitting.
+        return ZSTD_isError(r) == 0 && r > 0 ? r : nil
     }
 
     /// Decompresses the one zstd frame `frame` holds (nothing before or after it) into

@@ -21,10 +21,7 @@ enum LogEntryCodec {
 
     /// The entry's bytes, compressed when that pays (see the type's documentation): for a store
     /// of the current format (a new generation, a migration's log).
-    static func encode(_ e: LogEntry) -> [UInt8] { encode(e, compress: true) }
-
-    /// The entry's bytes; plain (format 1) whatever their size when `compress` is false.
-    static func encode(_ e: LogEntry, compress: Bool) -> [UInt8] { encode(e, compressIf: { compress }) }
+    static func encode(_ e: LogEntry) -> [UInt8] { encode(e, compressIf: { true }) }
 
     /// The entry's bytes, compressed when that pays and `compressIf` (asked only of an entry
     /// large enough to be compressed) says the log takes compressed entries
@@ -51,22 +48,29 @@ enum LogEntryCodec {
     }
 
     /// A plain entry without its checksum (format, flags, body) in the compressed format, or nil
-    /// when its body is under ``compressMinBytes``, does not shrink by an eighth, or would grow
-    /// past what a reader accepts (``Compression/allowed(plain:compressed:)``).
+    /// when it does not shrink by an eighth or would grow past what a reader accepts
+    /// (``Compression/allowed(plain:compressed:)``).
     private static func compressed(_ plain: [UInt8]) -> [UInt8]? {
         let bodyCount = plain.count - 2
-        guard bodyCount >= compressMinBytes else { return nil }
         var w = ByteWriter(capacity: 16)
         w.u8(compressedFormat)
         w.u8(plain[1])
         w.varint(UInt64(bodyCount))
-        var out = w.bytes
-        let header = out.count
-        let fits = plain.withUnsafeBytes { all in
-            Compression.compress(UnsafeRawBufferPointer(rebasing: all[2...]), into: &out,
-                                 limit: plain.count - plain.count / 8 - header)
+        let header = w.bytes
+        // The whole entry must come out at least an eighth smaller: the frame gets the room left.
+        let room = plain.count - plain.count / 8 - header.count
+        guard room > 0 else { return nil }
+        var frameCount: Int?
+        let out = [UInt8](unsafeUninitializedCapacity: header.count + room) { buffer, initialized in
+            let all = UnsafeMutableRawBufferPointer(buffer)
+            all.copyBytes(from: header)
+            frameCount = plain.withUnsafeBytes { p in
+                Compression.compress(UnsafeRawBufferPointer(rebasing: p[2...]),
+                                     into: UnsafeMutableRawBufferPointer(rebasing: all[header.count...]))
+            }
+            initialized = header.count + (frameCount ?? 0)
         }
-        guard fits, Compression.allowed(plain: bodyCount, compressed: out.count - header) else { return nil }
+        guard let frameCount, Compression.allowed(plain: bodyCount, compressed: frameCount) else { return nil }
         return out
     }
 
@@ -81,13 +85,38 @@ enum LogEntryCodec {
     /// - Throws: ``StrataError/corruptLogEntry(transaction:reason:)``.
     static func plainEntry(_ bytes: UnsafeRawBufferPointer, transactionID tx: TransactionID) throws -> [UInt8] {
         guard isCompressed(bytes) else { return Array(bytes) }
-        var plain = try withCheckedContent(bytes, tx) { content in
+        var scratch: UnsafeMutableRawBufferPointer?
+        defer { scratch?.deallocate() }
+        let plain = try plainEntry(bytes, transactionID: tx) { count in
+            scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: count, alignment: 8)
+            return scratch
+        }
+        return plain.map(Array.init) ?? []
+    }
+
+    /// The plain form of the compressed entry `bytes` (stored under `tx`), checksum for `tx`
+    /// included, decompressed straight into the buffer of the size asked that `allocate` gives
+    /// (a caller that keeps the plain form, verify's fold, gives its own); nil when `allocate`
+    /// gives none. The stored checksum is checked and the declared size checked against the frame
+    /// before `allocate` is called.
+    /// - Throws: ``StrataError/corruptLogEntry(transaction:reason:)``.
+    static func plainEntry(_ bytes: UnsafeRawBufferPointer, transactionID tx: TransactionID,
+                           allocate: (Int) -> UnsafeMutableRawBufferPointer?) throws -> UnsafeRawBufferPointer? {
+        precondition(isCompressed(bytes), "plainEntry(allocate:) is for compressed entries")
+        return try withCheckedContent(bytes, tx) { content in
             var r = ByteReader(content)
             _ = try r.u8()
-            return try expanded(&r, flags: try r.u8())
+            let flags = try r.u8()
+            let (count, frame) = try compressedBody(&r)
+            guard let destination = allocate(count + 4) else { return nil }
+            precondition(destination.count == count + 4, "plainEntry(allocate:) needs the size it asked for")
+            let plain = UnsafeMutableRawBufferPointer(rebasing: destination[0..<count])
+            try expand(frame, flags: flags, into: plain)
+            withUnsafeBytes(of: checksum(tx, UnsafeRawBufferPointer(plain)).bigEndian) {
+                UnsafeMutableRawBufferPointer(rebasing: destination[count...]).copyMemory(from: $0)
+            }
+            return UnsafeRawBufferPointer(destination)
         }
-        withUnsafeBytes(of: checksum(tx, plain).bigEndian) { plain.append(contentsOf: $0) }
-        return plain
     }
 
     /// The bytes of a stored entry before its checksum, once the checksum is checked; a
@@ -111,25 +140,35 @@ enum LogEntryCodec {
         }
     }
 
-    /// After a compressed entry's format and flags bytes: its body decompressed, behind the
-    /// plain format's two bytes (so offsets into it are those of the plain entry).
-    private static func expanded(_ r: inout ByteReader, flags: UInt8) throws -> [UInt8] {
+    /// After a compressed entry's format and flags bytes: the size of its plain form without
+    /// the checksum (format, flags, body), checked against the frame before anything that size is
+    /// allocated, and the frame (the rest of `r`) with its offset in the entry.
+    private static func compressedBody(_ r: inout ByteReader) throws -> (count: Int, frame: Frame) {
         let at = r.offset
         let declared = try r.varint()
         let frame = UnsafeRawBufferPointer(rebasing: r.buffer[r.offset...])
-        guard declared <= UInt64(Int.max - 2), Compression.allowed(plain: Int(declared), compressed: frame.count) else {
+        guard declared <= UInt64(Int.max - 6), Compression.allowed(plain: Int(declared), compressed: frame.count) else {
             throw DecodingError(offset: at, reason: "compressed body declares \(declared) bytes from \(frame.count)")
         }
-        let count = Int(declared)
-        var plain = [UInt8](repeating: 0, count: 2 + count)
-        plain[0] = format
-        plain[1] = flags
+        return (2 + Int(declared), Frame(bytes: frame, offset: r.offset))
+    }
+
+    /// A compressed entry's zstd frame, and where it starts in the stored entry (for errors).
+    private struct Frame {
+        let bytes: UnsafeRawBufferPointer
+        let offset: Int
+    }
+
+    /// Writes the plain format's two bytes and `frame` decompressed into `destination` (of the
+    /// size ``compressedBody(_:)`` gave), so offsets into it are those of the plain entry.
+    private static func expand(_ frame: Frame, flags: UInt8, into destination: UnsafeMutableRawBufferPointer) throws {
+        destination[0] = format
+        destination[1] = flags
         do {
-            try plain.withUnsafeMutableBytes { try Compression.decompress(frame, into: UnsafeMutableRawBufferPointer(rebasing: $0[2...])) }
+            try Compression.decompress(frame.bytes, into: UnsafeMutableRawBufferPointer(rebasing: destination[2...]))
         } catch let e as DecodingError {
-            throw DecodingError(offset: r.offset, reason: e.reason)
+            throw DecodingError(offset: frame.offset, reason: e.reason)
         }
-        return plain
     }
 
     /// CRC-32C over the transaction id (the LMDB key) and the body: an entry moved to another
@@ -225,7 +264,12 @@ enum LogEntryCodec {
                 _ = try r.u8()
                 return try readBody(&r, body)
             case compressedFormat:
-                let plain = try expanded(&r, flags: try r.u8())
+                let flags = try r.u8()
+                let (count, frame) = try compressedBody(&r)
+                let plain = try [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+                    try expand(frame, flags: flags, into: UnsafeMutableRawBufferPointer(buffer))
+                    initialized = count
+                }
                 return try plain.withUnsafeBytes { all in
                     // Offsets (of errors, of scanned values) are those of the plain entry.
                     var pr = ByteReader(all)

@@ -82,19 +82,23 @@ enum InMemoryVerification {
         static let maxBytes = 512 << 20
         private let held = Locked<(addresses: [UInt], bytes: Int)>(([], 0))
 
-        /// A copy of `plain` that stays until this is freed; nil past ``maxBytes``.
-        func keep(_ plain: [UInt8]) -> UnsafeRawBufferPointer? {
-            guard !plain.isEmpty else { return nil }
-            let admitted = held.withLock { h -> Bool in
-                guard h.bytes + plain.count <= Self.maxBytes else { return false }
-                h.bytes += plain.count
-                return true
+        /// `count` bytes that stay until this is freed; nil past ``maxBytes``.
+        func allocate(_ count: Int) -> UnsafeMutableRawBufferPointer? {
+            guard count > 0 else { return nil }
+            return held.withLock { h -> UnsafeMutableRawBufferPointer? in
+                guard h.bytes + count <= Self.maxBytes else { return nil }
+                let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: count, alignment: 8)
+                h.bytes += count
+                h.addresses.append(UInt(bitPattern: buffer.baseAddress))
+                return buffer
             }
-            guard admitted else { return nil }
-            let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: plain.count, alignment: 8)
-            plain.withUnsafeBytes { copy.copyMemory(from: $0) }
-            held.withLock { $0.addresses.append(UInt(bitPattern: copy.baseAddress)) }
-            return UnsafeRawBufferPointer(copy)
+        }
+
+        /// The plain form of the compressed entry `stored` (of transaction `tx`), decompressed
+        /// straight into a buffer that stays until this is freed; nil when the entry is damaged
+        /// or past ``maxBytes``.
+        func plainEntry(_ stored: UnsafeRawBufferPointer, _ tx: TransactionID) -> UnsafeRawBufferPointer? {
+            (try? LogEntryCodec.plainEntry(stored, transactionID: tx, allocate: allocate)) ?? nil
         }
 
         deinit {
@@ -135,9 +139,8 @@ enum InMemoryVerification {
             var bytes = stored
             if LogEntryCodec.isCompressed(stored) {
                 // A damaged entry, or more decompressed bytes than are held: the rebuild decides.
-                guard let plain = try? LogEntryCodec.plainEntry(stored, transactionID: TransactionID(tx)),
-                      let kept = expanded.keep(plain) else { return false }
-                bytes = kept
+                guard let plain = expanded.plainEntry(stored, TransactionID(tx)) else { return false }
+                bytes = plain
             }
             guard let base = bytes.baseAddress else { return false }
             func address(_ span: Range<Int>) -> UInt { UInt(bitPattern: base + span.lowerBound) }

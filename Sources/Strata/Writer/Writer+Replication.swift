@@ -365,13 +365,12 @@ extension Writer {
             }
             var applier = StateApplier(txn: txn, env: env, schema: schema, transactionID: tx)
             try applier.applyLogged(entry.changes)
-            // A compressed entry goes into a replica of an earlier store format in its plain form.
-            let stored = try shared.bytes.withUnsafeBytes { raw -> [UInt8]? in
-                guard LogEntryCodec.isCompressed(raw), try !MetaKey.logTakesCompressedEntries(txn, meta: env[.meta]) else {
-                    return nil
-                }
-                return try LogEntryCodec.plainEntry(raw, transactionID: tx)
-            }
+            // A compressed entry goes into a replica of an earlier store format in its plain form
+            // (the decoded entry encoded again, plain: what decompressing it gives, for any entry
+            // this codec wrote).
+            let compressed = shared.bytes.withUnsafeBytes { LogEntryCodec.isCompressed($0) }
+            let stored = try compressed && !MetaKey.logTakesCompressedEntries(txn, meta: env[.meta])
+                ? LogEntryCodec.encode(entry) { false } : nil
             _ = try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
                 try (stored ?? shared.bytes).withUnsafeBytes { try txn.put(env[.log], key: key, value: $0, mode: .append) }
             }

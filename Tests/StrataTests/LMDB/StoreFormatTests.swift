@@ -20,6 +20,16 @@ import Testing
         }
     }
 
+    /// Sets the stored `format` value of `store` (what a store of that format holds).
+    private func writeStoredFormat(_ store: Store, _ format: UInt32) throws {
+        let env = store.env
+        try env.write { txn in
+            var w = ByteWriter(capacity: 4)
+            w.u32(format)
+            try txn.put(env[.meta], key: MetaKey.format, value: w.bytes)
+        }
+    }
+
     /// The stored `format` value.
     private func storedFormat(_ env: LMDBEnvironment) throws -> UInt32? {
         try env.read { try MetaKey.storedFormat($0, meta: env[.meta]) }
@@ -314,12 +324,7 @@ import Testing
         }
         do {
             let store = try Store.open(at: dir, schema: schema)
-            let env = store.env
-            try env.write { txn in
-                var w = ByteWriter(capacity: 4)
-                w.u32(2)
-                try txn.put(env[.meta], key: MetaKey.format, value: w.bytes)
-            }
+            try writeStoredFormat(store, 2)
             store.close()
         }
         let text = try storectl("info", dir.path)
@@ -377,12 +382,7 @@ import Testing
         do {
             let store = try Store.open(at: dir, schema: schema)
             _ = try await store.save { $0.insert(Genre(name: "before")) }
-            let env = store.env
-            try env.write { txn in
-                var w = ByteWriter(capacity: 4)
-                w.u32(2)
-                try txn.put(env[.meta], key: MetaKey.format, value: w.bytes)
-            }
+            try writeStoredFormat(store, 2)
             store.close()
         }
         let input = dir.appendingPathComponent("genres.ndjson")
@@ -432,12 +432,7 @@ import Testing
         do {
             let store = try Store.open(at: dir, schema: schema)
             _ = try await store.save { $0.insert(makeTrack(title: "x", duration: 1)) }
-            let env = store.env
-            try env.write { txn in
-                var w = ByteWriter(capacity: 4)
-                w.u32(format)
-                try txn.put(env[.meta], key: MetaKey.format, value: w.bytes)
-            }
+            try writeStoredFormat(store, format)
             store.close()
         }
         let opens: [() throws -> Store] = [{ try Store.open(at: dir, schema: schema) }, { try Store.openReadOnly(at: dir) }]

@@ -28,7 +28,7 @@ import Testing
     @Test func aLargeEntryIsStoredCompressedAndDecodesToTheSameEntry() throws {
         let entry = try tracksEntry(400)
         let stored = LogEntryCodec.encode(entry)
-        let plain = LogEntryCodec.encode(entry, compress: false)
+        let plain = LogEntryCodec.encode(entry) { false }
         #expect(stored.first == LogEntryCodec.compressedFormat && plain.first == LogEntryCodec.format)
         #expect(stored.count * 2 < plain.count, "\(stored.count) of \(plain.count) bytes")
         #expect(try decode(stored, 9) == entry)
@@ -86,54 +86,47 @@ import Testing
         #expect(refused > inputs.count / 2, "\(refused) of \(inputs.count) refused")
     }
 
-    /// A declared body far larger than its frame could hold is refused before anything that size
-    /// is allocated; a frame whose content is not the declared size is refused too.
-    @Test func aDeclaredSizeTheFrameCannotHoldIsRefused() throws {
-        let stored = LogEntryCodec.encode(try tracksEntry(60))
+    /// A compressed entry's declared body size and zstd frame.
+    func declaredSizeAndFrame(_ stored: [UInt8]) throws -> (declared: Int, frame: [UInt8]) {
         let header = stored.withUnsafeBytes { raw -> (Int, Int)? in
             var r = ByteReader(raw)
             _ = try? r.u8(); _ = try? r.u8()
             return (try? r.varint()).map { (Int($0), r.offset) }
         }
         let (declared, frameStart) = try #require(header)
-        let frame = Array(stored[frameStart..<(stored.count - 4)])
+        return (declared, Array(stored[frameStart..<(stored.count - 4)]))
+    }
+
+    /// A compressed entry of transaction 9 declaring `size` bytes with `body` as its frame,
+    /// sealed with a valid checksum, is refused as corrupt for a reason containing `reason`.
+    func expectRefused(declaring size: UInt64, body: [UInt8], because reason: String) {
+        var w = ByteWriter()
+        w.u8(LogEntryCodec.compressedFormat); w.u8(0); w.varint(size)
+        w.append(body)
+        let sealed = FuzzEntryPoints.sealLogEntry(w.bytes, transaction: 9)
+        #expect {
+            try decode(sealed, 9)
+        } throws: { error in
+            guard case StrataError.corruptLogEntry(let tx, let why) = error else { return false }
+            return tx == TransactionID(9) && why.contains(reason)
+        }
+    }
+
+    /// A declared body far larger than its frame could hold is refused before anything that size
+    /// is allocated; a frame whose content is not the declared size is refused too.
+    @Test func aDeclaredSizeTheFrameCannotHoldIsRefused() throws {
+        let (declared, frame) = try declaredSizeAndFrame(LogEntryCodec.encode(try tracksEntry(60)))
         for (size, reason) in [(UInt64(1) << 40, "declares"), (UInt64(declared + 1), "not the"), (UInt64(declared - 1), "decompress")] {
-            var w = ByteWriter()
-            w.u8(LogEntryCodec.compressedFormat); w.u8(0); w.varint(size)
-            w.append(frame)
-            let sealed = FuzzEntryPoints.sealLogEntry(w.bytes, transaction: 9)
-            #expect {
-                try decode(sealed, 9)
-            } throws: { error in
-                guard case StrataError.corruptLogEntry(let tx, let why) = error else { return false }
-                return tx == TransactionID(9) && why.contains(reason)
-            }
+            expectRefused(declaring: size, body: frame, because: reason)
         }
     }
 
     /// The body must be exactly one zstd frame (nothing after it, not a second frame), and a
     /// frame must be at least a byte for any size to be allowed.
     @Test func aBodyThatIsNotExactlyOneFrameIsRefused() throws {
-        let stored = LogEntryCodec.encode(try tracksEntry(60))
-        let header = stored.withUnsafeBytes { raw -> (Int, Int)? in
-            var r = ByteReader(raw)
-            _ = try? r.u8(); _ = try? r.u8()
-            return (try? r.varint()).map { (Int($0), r.offset) }
-        }
-        let (declared, frameStart) = try #require(header)
-        let frame = Array(stored[frameStart..<(stored.count - 4)])
-        for (size, body, reason) in [(declared * 2, frame + frame, "one zstd frame"), (declared, frame + [0], "one zstd frame")] {
-            var w = ByteWriter()
-            w.u8(LogEntryCodec.compressedFormat); w.u8(0); w.varint(UInt64(size))
-            w.append(body)
-            let sealed = FuzzEntryPoints.sealLogEntry(w.bytes, transaction: 9)
-            #expect {
-                try decode(sealed, 9)
-            } throws: { error in
-                guard case StrataError.corruptLogEntry(let tx, let why) = error else { return false }
-                return tx == TransactionID(9) && why.contains(reason)
-            }
-        }
+        let (declared, frame) = try declaredSizeAndFrame(LogEntryCodec.encode(try tracksEntry(60)))
+        expectRefused(declaring: UInt64(declared * 2), body: frame + frame, because: "one zstd frame")
+        expectRefused(declaring: UInt64(declared), body: frame + [0], because: "one zstd frame")
         #expect(Compression.allowed(plain: 1 << 30, compressed: 1 << 20) && !Compression.allowed(plain: (1 << 30) + 1, compressed: 1 << 20))
         #expect(!Compression.allowed(plain: 10, compressed: 0))
     }
@@ -146,7 +139,9 @@ import Testing
             let one = makeTrack(title: "alone", duration: 5)
             let small = try await store.save { $0.insert(one) }
             _ = try await store.save { $0.set(Track.title, of: one.id, to: "renamed") }
-            let formats = try store.snapshot(label: "formats").read { view in
+            let snapshot = try store.snapshot(label: "formats")
+            defer { snapshot.close() }
+            let formats = try snapshot.read { view in
                 try [big, small].map { tx in try view.txn.withValue(view.env[.log], key: tx.keyBytes) { $0.first } }
             }
             #expect(formats == [LogEntryCodec.compressedFormat, LogEntryCodec.format])
