@@ -38,7 +38,12 @@ extension Cluster {
         }
         let session = PostgresSession(address: address, logger: logger, expectedCluster: clusterID)
         defer { session.close() }
-        let log = SharedLog(session: session, replica: "\(ClusterReplica.defaultName(store)) (migration)")
+        let layout: Int
+        do { layout = try await offPool("migrate") { try Cluster.readCluster(session).layout } } catch {
+            store.close()
+            throw error
+        }
+        let log = SharedLog(session: session, replica: "\(ClusterReplica.defaultName(store)) (migration)", layout: layout)
         let report: MigrationReport
         do {
             try store.attachReplication(log)

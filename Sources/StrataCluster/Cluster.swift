@@ -203,6 +203,7 @@ public enum Cluster {
         let cluster = try readCluster(session)
         var status = ClusterStatus(clusterID: cluster.id, model: cluster.model, schemaVersion: cluster.schemaVersion,
                                    head: cluster.head, horizon: cluster.horizon)
+        status.layout = cluster.layout
         do {
             for row in try session.run("""
                 SELECT name, applied, host, pid, extract(epoch FROM now() - last_seen)::float8 FROM strata_replicas

@@ -81,7 +81,7 @@ public final class ClusterReplica: Sendable {
                 """)
         }
         let log = SharedLog(session: PostgresSession(address: address, logger: logger, expectedCluster: cluster.id),
-                            replica: name)
+                            replica: name, layout: cluster.layout)
         try store.attachReplication(log)
         do {
             try await store.catchUpReplica()

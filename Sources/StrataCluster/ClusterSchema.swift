@@ -3,8 +3,13 @@ import PostgresNIO
 /// The tables and the append function a cluster keeps in its PostgreSQL database (all named
 /// `strata_…`). ``SharedLog`` explains why `strata_append` gives gap-free ids in commit order.
 enum ClusterSchema {
-    /// The layout of these tables; a cluster made by a later layout is refused.
-    static let layout: Int32 = 1
+    /// The layout of these tables and of the entries in them; a cluster made by a later layout
+    /// is refused. Layout 2 has the tables of layout 1; its log may hold compressed entries,
+    /// which a Strata that knows only layout 1 cannot read. Into a cluster of layout 1 (made by
+    /// such a Strata, which may still run replicas of it) every entry is appended plain.
+    static let layout: Int32 = 2
+    /// The first layout whose log may hold compressed entries.
+    static let compressedEntriesLayout: Int32 = 2
     /// The channel `strata_append` notifies (no payload: a signal to read the log).
     static let channel = "strata_log"
 

@@ -33,6 +33,9 @@ public struct ClusterStatus: Sendable, Codable, Equatable {
     public var model: String
     /// The schema version the cluster's log is written with.
     public var schemaVersion: Int
+    /// The cluster's layout: 2, its log may hold compressed entries; 1, a cluster made by a
+    /// Strata that cannot read them, into which every entry is appended plain.
+    public var layout = 2
     /// The last transaction in the cluster's log.
     public var head: UInt64
     /// The log holds the transactions after this one only.

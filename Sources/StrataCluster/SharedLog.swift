@@ -57,9 +57,15 @@ final class SharedLog: ReplicationLog {
     /// these next (``entries(after:limit:)``), and gets them without another round trip.
     private let movedRun = Mutex<(after: TransactionID, entries: [ReplicatedEntry])?>(nil)
 
-    init(session: PostgresSession, replica: String) {
+    /// False for a cluster of layout 1 (``ClusterSchema/compressedEntriesLayout``): its replicas
+    /// may run a Strata that cannot read compressed entries.
+    let takesCompressedEntries: Bool
+
+    /// - Parameter layout: the cluster's layout (`strata_cluster.layout`).
+    init(session: PostgresSession, replica: String, layout: Int) {
         self.session = session
         self.replica = replica
+        takesCompressedEntries = layout >= Int(ClusterSchema.compressedEntriesLayout)
     }
 
     /// Refusals of an append that appended nothing and mean the writer should catch up and try

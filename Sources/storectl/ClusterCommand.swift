@@ -108,7 +108,7 @@ struct ClusterStatusCommand: AsyncParsableCommand {
         commandName: "status",
         abstract: "The cluster's head and retention horizon, this replica's position and lag, the replicas seen.",
         discussion: """
-        JSON: {"cluster": "…", "model": "library", "schemaVersion": 1, "head": 1200, "horizon": 0, \
+        JSON: {"cluster": "…", "model": "library", "schemaVersion": 1, "layout": 2, "head": 1200, "horizon": 0, \
         "applied": 1180, "lag": 20, "snapshot": {"position": 0, "bytes": 98304}, \
         "replicas": [{"name": "host:/path", "applied": 1200, "host": "host", "pid": 4242, "secondsSinceSeen": 0.4}]}
         """
@@ -216,7 +216,7 @@ private func printStatus(_ s: ClusterStatus, json: Bool) {
     if json {
         var fields: [(String, JSONValue)] = [
             ("cluster", .string(s.clusterID)), ("model", .string(s.model)),
-            ("schemaVersion", .int(Int64(s.schemaVersion))), ("head", .int(Int64(s.head))),
+            ("schemaVersion", .int(Int64(s.schemaVersion))), ("layout", .int(Int64(s.layout))), ("head", .int(Int64(s.head))),
             ("horizon", .int(Int64(s.horizon))),
         ]
         if let applied = s.applied { fields.append(("applied", .int(Int64(applied)))) }
@@ -233,6 +233,7 @@ private func printStatus(_ s: ClusterStatus, json: Bool) {
         return
     }
     print("cluster \(s.clusterID) (model \(s.model) v\(s.schemaVersion))")
+    print("  layout:    \(s.layout) (\(s.layout >= 2 ? "log entries may be compressed" : "log entries plain, readable by earlier Strata versions"))")
     print("  head:      \(s.head)")
     print("  horizon:   \(s.horizon) (the log holds the transactions after it)")
     if let applied = s.applied, let lag = s.lag { print("  this replica: applied \(applied), lag \(lag)") }

@@ -62,6 +62,8 @@ final class KillingLog: ReplicationLog {
         self.kill = kill
     }
 
+    var takesCompressedEntries: Bool { inner.takesCompressedEntries }
+
     /// Whether every race is lost, so that each save waits its turn.
     var losesRaces: Bool { kill?.point.hasPrefix("turn-") == true }
 

@@ -28,11 +28,11 @@ import Testing
         async throws -> R {
         for r in c.replicas { await r.close() }
         let address = c.address
-        return try await offThePool {
+        return try await onOwnThread {
             let session = PostgresSession(address: address, logger: .init(label: "test"))
             defer { session.close() }
             let head = TransactionID(UInt64(try Cluster.readCluster(session).head))
-            return try body(SharedLog(session: session, replica: "test"), session, head)
+            return try body(SharedLog(session: session, replica: "test", layout: Int(ClusterSchema.layout)), session, head)
         }
     }
 
@@ -75,12 +75,12 @@ import Testing
     @Test func aClusterMadeBeforeFootprintsStillTakesSaves() async throws {
         try await withCluster(replicas: 1) { c in
             let postgres = c.postgres, database = c.address.database
-            _ = try await offThePool { try postgres.sql("DROP FUNCTION strata_append_after", database: database) }
+            _ = try await onOwnThread { try postgres.sql("DROP FUNCTION strata_append_after", database: database) }
             let store = c.replicas[0].store
             let first = try await store.save { $0.insert(Genre(name: "Old")) }
             let second = try await store.save { $0.insert(Genre(name: "Older")) }
             #expect(second == first.next)
-            let rows = try await offThePool {
+            let rows = try await onOwnThread {
                 try postgres.sql("SELECT count(*) FROM strata_log WHERE footprint IS NULL AND id >= \(first.rawValue)",
                                  database: database)
             }

@@ -49,15 +49,11 @@ import Testing
         joined.close()
         // b migrates at the same position, with storectl.
         let url = "postgres://\(address.user)@\(address.host):\(address.port)/\(address.database)"
-        let migratedB = try await offThePool {
-            try storectl(["migrate", urlB.path, "--schema", librarySchemaDirectory.path, "--postgres", url, "--json",
-                          "--quiet"])
-        }
+        let migratedB = try await storectl(["migrate", urlB.path, "--schema", librarySchemaDirectory.path, "--postgres", url,
+                                            "--json", "--quiet"])
         #expect(migratedB.status == 0, "\(migratedB.stderr)")
         #expect(migratedB.stdout.contains("\"migrationTransaction\":\(position.rawValue)"), "\(migratedB.stdout)")
-        let again = try await offThePool {
-            try storectl(["migrate", urlB.path, "--schema", librarySchemaDirectory.path, "--postgres", url])
-        }
+        let again = try await storectl(["migrate", urlB.path, "--schema", librarySchemaDirectory.path, "--postgres", url])
         #expect(again.status == 0 && again.stdout.contains("up to date"), "\(again.stdout) \(again.stderr)")
 
         // Both at v2: saves on one are read on the other; logs and states agree.

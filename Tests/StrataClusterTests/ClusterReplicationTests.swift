@@ -270,7 +270,7 @@ import Testing
             // own writer brings it up to date.
             let stale = try await Cluster.join(at: c.root.appendingPathComponent("stale"), address: c.address)
             let session = PostgresSession(address: c.address, logger: .init(label: "test"))
-            try stale.attachReplication(SharedLog(session: session, replica: "stale"))
+            try stale.attachReplication(SharedLog(session: session, replica: "stale", layout: Int(ClusterSchema.layout)))
             try await stale.catchUpReplica()
             #expect(try stale.mainContext.count(Query(entity: "Genre")) == 1)
             // b deletes the genre; the stale replica has not applied that when it inserts the name.
@@ -316,7 +316,7 @@ import Testing
             for i in 0..<3 { _ = try await a.store.save { $0.insert(newTrack("t\(i)")) } }
             // The database loses its last two transactions (a backup restored, say).
             let postgres = c.postgres, database = c.address.database
-            _ = try await offThePool {
+            _ = try await onOwnThread {
                 try postgres.sql("DELETE FROM strata_log WHERE id > 1; UPDATE strata_cluster SET head = 1",
                                  database: database)
             }
@@ -372,7 +372,7 @@ import Testing
                     defer { done.leave() }
                     let session = PostgresSession(address: c.address, logger: .init(label: "test"))
                     defer { session.close() }
-                    let log = SharedLog(session: session, replica: "thread \(t)")
+                    let log = SharedLog(session: session, replica: "thread \(t)", layout: Int(ClusterSchema.layout))
                     var mine = 0
                     while mine < rounds {
                         guard let head = try? Cluster.readCluster(session).head else { continue }
@@ -395,7 +395,7 @@ import Testing
             #expect(starts.count == 8 * rounds)
             #expect(starts == expected, "every append starts right after the last")
             let postgres = c.postgres, database = c.address.database
-            let ids = try await offThePool {
+            let ids = try await onOwnThread {
                 try postgres.sql("SELECT count(*), min(id), max(id) FROM strata_log", database: database)
             }
             #expect(ids == "\(8 * rounds * 3)|1|\(8 * rounds * 3)")
@@ -404,7 +404,7 @@ import Testing
             defer { session.close() }
             let stale = ReplicatedEntry(transactionID: TransactionID(1), bytes: [0], author: "x", timestampMs: 0,
                                         schemaVersion: 2)
-            #expect(try SharedLog(session: session, replica: "x").append([stale], after: TransactionID(0)) == .behind)
+            #expect(try SharedLog(session: session, replica: "x", layout: Int(ClusterSchema.layout)).append([stale], after: TransactionID(0)) == .behind)
         }
     }
 }

@@ -15,7 +15,7 @@ import Testing
             await c.replicas[0].close()
             let address = c.address
             typealias Outcome = (head: UInt64, turnHead: UInt64, other: ReplicationAppend?, waited: Bool)
-            let outcome = try await offThePool { () -> Outcome in
+            let outcome = try await onOwnThread { () -> Outcome in
                 let mine = PostgresSession(address: address, logger: .init(label: "test"))
                 let theirs = PostgresSession(address: address, logger: .init(label: "test"))
                 defer {
@@ -27,13 +27,13 @@ import Testing
                 let other = Locked<(ReplicationAppend?, Bool)>((nil, false))
                 let otherDone = DispatchSemaphore(value: 0)
                 var turnHead: UInt64 = 0
-                try SharedLog(session: mine, replica: "mine").appendInTurn { shared in
+                try SharedLog(session: mine, replica: "mine", layout: Int(ClusterSchema.layout)).appendInTurn { shared in
                     turnHead = shared.rawValue
                     // Another machine appends at the same head while this one holds its turn.
                     Thread {
                         let entry = ReplicatedEntry(transactionID: shared.next, bytes: [2], author: "theirs",
                                                     timestampMs: 0, schemaVersion: 2)
-                        let result = try? SharedLog(session: theirs, replica: "theirs").append([entry], after: shared)
+                        let result = try? SharedLog(session: theirs, replica: "theirs", layout: Int(ClusterSchema.layout)).append([entry], after: shared)
                         other.withLock { $0 = (result, bodyReturned.load(ordering: .acquiring)) }
                         otherDone.signal()
                     }.start()
@@ -50,7 +50,7 @@ import Testing
             #expect(outcome.other == .behind, "the other machine's append at the same head lost")
             #expect(outcome.waited, "and it waited for the turn to end")
             let postgres = c.postgres, database = c.address.database
-            let rows = try await offThePool {
+            let rows = try await onOwnThread {
                 try postgres.sql("SELECT id, author FROM strata_log ORDER BY id", database: database)
             }
             #expect(rows == "\(outcome.turnHead + 1)|mine")
@@ -143,7 +143,7 @@ func replicaWithRival(_ c: ClusterFixture, name: String, configuration: StoreCon
     let store = try await Cluster.join(at: c.root.appendingPathComponent(name), address: c.address,
                                        configuration: configuration)
     let session = PostgresSession(address: c.address, logger: .init(label: "test"))
-    let log = RivalledLog(SharedLog(session: session, replica: name), comparesFootprints: comparesFootprints) { n in
+    let log = RivalledLog(SharedLog(session: session, replica: name, layout: Int(ClusterSchema.layout)), comparesFootprints: comparesFootprints) { n in
         _ = try other.saveAndWait(author: "rival") { $0.insert(Genre(name: rivalName(n))) }
     }
     try store.attachReplication(log)
@@ -180,6 +180,8 @@ final class RivalledLog: ReplicationLog {
         self.comparesFootprints = comparesFootprints
         self.rival = rival
     }
+
+    var takesCompressedEntries: Bool { inner.takesCompressedEntries }
 
     func append(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> ReplicationAppend {
         try rivalSaves()

@@ -10,7 +10,7 @@ import Testing
         // A database with no cluster: the check's query fails after the connection was made (a
         // connection let go open there stopped the process: postgres-nio asserts on it).
         let address = try await TestPostgres.shared().freshDatabase()
-        let outcome = try await offThePool { () -> String in
+        let outcome = try await onOwnThread { () -> String in
             let session = PostgresSession(address: address, logger: .init(label: "test"),
                                           expectedCluster: "some cluster")
             defer { session.close() }
@@ -26,7 +26,7 @@ import Testing
 
     @Test func aClosedSessionRefusesStatementsWithoutReconnecting() async throws {
         let address = try await TestPostgres.shared().freshDatabase()
-        let outcome = try await offThePool { () -> String in
+        let outcome = try await onOwnThread { () -> String in
             let session = PostgresSession(address: address, logger: .init(label: "test"))
             _ = try session.run("SELECT 1")
             session.close()

@@ -20,11 +20,11 @@ final class TestPostgres: Sendable {
     }
 
     /// The server the tests share.
-    static func shared() async throws -> TestPostgres { try await offThePool { try sharedServer.get() } }
+    static func shared() async throws -> TestPostgres { try await onOwnThread { try sharedServer.get() } }
     private static let sharedServer = Result { try TestPostgres.startBlocking() }
 
     /// Starts a new server, stopped at exit (or by ``stop()``).
-    static func start() async throws -> TestPostgres { try await offThePool { try startBlocking() } }
+    static func start() async throws -> TestPostgres { try await onOwnThread { try startBlocking() } }
 
     private static func startBlocking() throws -> TestPostgres {
         let directory = FileManager.default.temporaryDirectory
@@ -53,7 +53,7 @@ final class TestPostgres: Sendable {
     }()
 
     /// A new, empty database on this server.
-    func freshDatabase() async throws -> ClusterAddress { try await offThePool { try self.freshDatabaseBlocking() } }
+    func freshDatabase() async throws -> ClusterAddress { try await onOwnThread { try self.freshDatabaseBlocking() } }
 
     private func freshDatabaseBlocking() throws -> ClusterAddress {
         let name = "strata_\(UUID().uuidString.prefix(8).lowercased())"
@@ -81,7 +81,7 @@ final class TestPostgres: Sendable {
     }
 
     /// Starts a stopped server again on its port (or restarts a running one).
-    func restart() async throws { try await offThePool { try self.restartBlocking() } }
+    func restart() async throws { try await onOwnThread { try self.restartBlocking() } }
 
     private func restartBlocking() throws {
         let r = try spawn(repositoryRoot.appendingPathComponent("Tools/postgres").path, ["restart", directory])
@@ -89,41 +89,17 @@ final class TestPostgres: Sendable {
     }
 }
 
-/// Runs `executable` with posix_spawn, its output in temporary files, and waits for it with
-/// waitpid. (Foundation's `Process.waitUntilExit` was seen never to return for `Tools/postgres`,
-/// whose server outlives it.)
+/// Runs `executable` (``ChildProcess``), its output in temporary files rather than pipes, and
+/// waits for it: `Tools/postgres` leaves a server running that would keep a pipe open. The
+/// status is the exit code, or 128 + the signal's number.
 func spawn(_ executable: String, _ arguments: [String]) throws -> ProcessResult {
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("strata-spawn-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: dir) }
     let out = dir.appendingPathComponent("out").path, err = dir.appendingPathComponent("err").path
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    posix_spawn_file_actions_addopen(&actions, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-    defer { for a in argv { free(a) } }
-    let envp = testProcessEnvironment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-    defer { for e in envp { free(e) } }
-    var pid: pid_t = 0
-    let rc = posix_spawn(&pid, executable, &actions, nil, argv, envp)
-    guard rc == 0 else {
-        throw ClusterError(.unavailable, "cannot run \(executable): \(String(cString: strerror(rc)))")
-    }
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-    let exited = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-    return ProcessResult(status: exited, stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+    let ended = try ChildProcess.start(executable, arguments, stdout: .file(out), stderr: .file(err)).wait()
+    return ProcessResult(status: ended.exited ? ended.code : 128 + ended.code,
+                         stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
                          stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
 }
 
-/// Runs blocking work (a process, psql, initdb) on a dispatch thread: a test that waited on a
-/// thread of Swift's cooperative pool (two threads on two cores) would stall the async tests
-/// running beside it.
-func offThePool<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
-    try await withCheckedThrowingContinuation { (k: CheckedContinuation<R, Error>) in
-        DispatchQueue.global().async { k.resume(with: Result { try body() }) }
-    }
-}

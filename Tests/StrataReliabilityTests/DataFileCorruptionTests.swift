@@ -155,10 +155,10 @@ import Testing
     /// the wrong leaf and report existing objects absent (LMDB keys carry no checksum) while scans
     /// still see them. verify() must return and report the damage.
     @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first"))
-    func corruptedBranchKeyIsReportedByVerify() throws {
+    func corruptedBranchKeyIsReportedByVerify() async throws {
         let dir = temporaryDirectory("branch-flip")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let r = try runCrashChild("branch-flip", ["--workdir", dir.appendingPathComponent("w").path, "--tracks", "400", "--verify-timeout", "20"])
+        let r = try await runCrashChild("branch-flip", ["--workdir", dir.appendingPathComponent("w").path, "--tracks", "400", "--verify-timeout", "20"])
         let lines = r.stdout.split(separator: "\n").map(String.init)
         let reads = try #require(lines.first { $0.hasPrefix("READS") }, "\(r.stdout) \(r.stderr.suffix(300))")
         #expect(reads.contains("scanned=400"), "\(reads)")
@@ -186,7 +186,7 @@ import Testing
         let handle = try FileHandle(forWritingTo: file)
         try handle.truncate(atOffset: UInt64(at))
         try handle.close()
-        let r = try runCrashChild("read-all", ["--store", store.path])
+        let r = try await runCrashChild("read-all", ["--store", store.path])
         #expect(r.status != 135 && r.status != 139 && !r.stderr.contains("Program crashed"),
                 "truncated to \(at) of \(size) bytes: the process crashed (\(r.status)): \(r.stderr.split(separator: "\n").prefix(4).joined(separator: " / "))")
         let complete = "OK \(records.count) \(transactions.count)"

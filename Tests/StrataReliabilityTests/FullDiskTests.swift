@@ -16,14 +16,14 @@ import Testing
         let image: URL?
     }
 
-    func mountSmallFileSystem(_ dir: URL) throws -> Mounted {
+    func mountSmallFileSystem(_ dir: URL) async throws -> Mounted {
         let point = dir.appendingPathComponent("mnt")
         try FileManager.default.createDirectory(at: point, withIntermediateDirectories: true)
-        if try run("/bin/mount", ["-t", "tmpfs", "-o", "size=3m", "tmpfs", point.path]).status == 0 { return Mounted(point: point, image: nil) }
+        if try await run("/bin/mount", ["-t", "tmpfs", "-o", "size=3m", "tmpfs", point.path]).status == 0 { return Mounted(point: point, image: nil) }
         let image = dir.appendingPathComponent("fs.img")
-        #expect(try run("/usr/bin/truncate", ["-s", "3m", image.path]).status == 0)
-        #expect(try run("/sbin/mkfs.ext4", ["-q", image.path]).status == 0)
-        let r = try run("/bin/mount", ["-o", "loop", image.path, point.path])
+        #expect(try await run("/usr/bin/truncate", ["-s", "3m", image.path]).status == 0)
+        #expect(try await run("/sbin/mkfs.ext4", ["-q", image.path]).status == 0)
+        let r = try await run("/bin/mount", ["-o", "loop", image.path, point.path])
         try #require(r.status == 0, "neither a tmpfs nor a loop-mounted ext4 image could be mounted (needs root): \(r.stderr)")
         return Mounted(point: point, image: image)
     }
@@ -45,15 +45,15 @@ import Testing
         return inStore + (try fm.contentsOfDirectory(atPath: tmp.path))
     }
 
-    @Test func maintenanceOnAFullFileSystemExits74AndLeavesTheStoreAsItWas() throws {
+    @Test func maintenanceOnAFullFileSystemExits74AndLeavesTheStoreAsItWas() async throws {
         let dir = temporaryDirectory("full-disk")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let mounted = try mountSmallFileSystem(dir)
-        defer { _ = try? run("/bin/umount", [mounted.point.path]) }
+        let mounted = try await mountSmallFileSystem(dir)
+        defer { _ = try? runBlocking("/bin/umount", [mounted.point.path]) }
         let tmp = mounted.point.appendingPathComponent("tmp")
         try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
         let env = ["TMPDIR": tmp.path]
-        func cli(_ args: [String]) throws -> ProcessResult { try run(storectlPath, args, environment: env) }
+        func cli(_ args: [String]) async throws -> ProcessResult { try await run(storectlPath, args, environment: env) }
 
         let v1 = dir.appendingPathComponent("v1")
         try FileManager.default.createDirectory(at: v1, withIntermediateDirectories: true)
@@ -62,11 +62,11 @@ import Testing
         let small = dir.appendingPathComponent("small.ndjson"), big = dir.appendingPathComponent("big.ndjson")
         try tracks(0..<300, padding: 1).write(to: small, atomically: true, encoding: .utf8)
         try tracks(1000..<16000, padding: 300).write(to: big, atomically: true, encoding: .utf8)
-        #expect(try cli(["init", store.path, "--schema", v1.path]).status == 0)
+        #expect(try await cli(["init", store.path, "--schema", v1.path]).status == 0)
         // Batch by batch: the live generation's file then leaves too little room for a copy.
-        let imported = try cli(["import", store.path, small.path, "--quiet", "--mode", "incremental"])
+        let imported = try await cli(["import", store.path, small.path, "--quiet", "--mode", "incremental"])
         try #require(imported.status == 0, "\(imported.stderr)")
-        let before = try cli(["export", store.path, "--entity", "Track"]).stdout
+        let before = try await cli(["export", store.path, "--entity", "Track"]).stdout
 
         let commands: [(String, [String])] = [
             ("import", ["import", store.path, big.path, "--quiet", "--mode", "incremental"]),
@@ -76,11 +76,11 @@ import Testing
             ("migrate", ["migrate", store.path, "--schema", librarySchemaDirectory.path, "--quiet"]),
         ]
         for (name, args) in commands {
-            let r = try cli(args)
+            let r = try await cli(args)
             #expect(r.status == 74 && r.stderr.contains("No space left on device"), "\(name): exit \(r.status), \(r.stderr)")
-            let verify = try cli(["verify", store.path, "--quiet"])
+            let verify = try await cli(["verify", store.path, "--quiet"])
             #expect(verify.status == 0, "verify after \(name): \(verify.stderr)")
-            #expect(try cli(["export", store.path, "--entity", "Track"]).stdout == before, "tracks changed by the failed \(name)")
+            #expect(try await cli(["export", store.path, "--entity", "Track"]).stdout == before, "tracks changed by the failed \(name)")
             #expect(try leftovers(store, tmp: tmp) == [], "left behind by \(name)")
         }
     }

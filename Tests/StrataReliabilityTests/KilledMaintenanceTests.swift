@@ -12,19 +12,19 @@ import Testing
 /// Tools/reliability/.build --product strata-crash-child` (Tools/test does it).
 @Suite(.serialized) struct KilledMaintenanceTests {
     @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first (see the suite's comment)"))
-    func killedCompactionsLeaveTheOldOrTheNewStore() throws {
-        try shortLoop("compact")
+    func killedCompactionsLeaveTheOldOrTheNewStore() async throws {
+        try await shortLoop("compact")
     }
 
     @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first (see the suite's comment)"))
-    func killedMigrationsLeaveTheOldOrTheNewStore() throws {
-        try shortLoop("migrate")
+    func killedMigrationsLeaveTheOldOrTheNewStore() async throws {
+        try await shortLoop("migrate")
     }
 
-    func shortLoop(_ operation: String) throws {
+    func shortLoop(_ operation: String) async throws {
         let dir = temporaryDirectory("kill-during-\(operation)")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let r = try runCrashChild("parent", ["--during", operation, "--iterations", "6", "--records", "3000", "--history", "300",
+        let r = try await runCrashChild("parent", ["--during", operation, "--iterations", "6", "--records", "3000", "--history", "300",
                                              "--calibration-runs", "1", "--seed", "5", "--workdir", dir.appendingPathComponent("work").path])
         #expect(r.status == 0, "\(r.stdout)\n\(r.stderr.suffix(2000))")
         #expect(r.stdout.contains("violations:                      0"), "\(r.stdout)")
@@ -46,11 +46,11 @@ import Testing
         let store = dir.appendingPathComponent("store")
         try await makeV1TrackStore(at: store, schema: all[0])
         let out = dir.appendingPathComponent("out")
-        let child = try SpawnedProcess.start(try #require(crashChildPath), ["migrate", "--store", store.path], stdout: out,
+        let child = try spawn(try #require(crashChildPath), ["migrate", "--store", store.path], stdout: out,
                                              environment: ["STRATA_ROOT": repositoryRoot.path, "TMPDIR": tmp.path])
         // The scratch exists once the first phase is reported.
-        #expect(waitForLine(out, prefix: "PHASE") != nil)
-        child.kill9()
+        #expect(try await waitForLine(out, prefix: "PHASE") != nil)
+        child.kill()
         #expect(!child.wait().exited, "the migration finished before the kill: \(completeLines(out).suffix(2))")
         // The next open cleans the store directory (the unfinished generation goes)…
         let reopened = try Store.openExisting(at: store)

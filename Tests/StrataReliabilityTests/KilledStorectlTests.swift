@@ -13,26 +13,20 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let input = dir.appendingPathComponent("lib.ndjson").path
         let generator = URL(fileURLWithPath: storectlPath).deletingLastPathComponent().appendingPathComponent("strata-generate").path
-        #expect(try run(generator, ["20000", "--seed", "3", "--output", input]).status == 0)
+        #expect(try await run(generator, ["20000", "--seed", "3", "--output", input]).status == 0)
         let store = dir.appendingPathComponent("store").path
-        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
-        #expect(try storectl("import", store, input, "--batch", "1000", "--quiet").status == 0)
-        let expected = try storectl("export", store, "--entity", "Track").stdout
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try await storectl("import", store, input, "--batch", "1000", "--quiet").status == 0)
+        let expected = try await storectl("export", store, "--entity", "Track").stdout
         var rng = SeededGenerator(seed: 5)
         for iteration in 0..<6 {
-            let p = Process()
-            p.environment = testProcessEnvironment
-            p.executableURL = URL(fileURLWithPath: storectlPath)
-            p.arguments = ["compact", store, "--keep-last", "\(iteration % 3)", "--quiet"]
-            p.standardOutput = FileHandle.nullDevice
-            p.standardError = FileHandle.nullDevice
-            try p.run()
-            usleep(UInt32.random(in: 1_000...300_000, using: &rng))
-            kill(p.processIdentifier, SIGKILL)
-            p.waitUntilExit()
-            let v = try storectl("verify", store, "--json")
+            let p = try ChildProcess.start(storectlPath, ["compact", store, "--keep-last", "\(iteration % 3)", "--quiet"])
+            try await Task.sleep(nanoseconds: UInt64(UInt32.random(in: 1_000...300_000, using: &rng)) * 1_000)
+            p.kill()
+            p.wait()
+            let v = try await storectl("verify", store, "--json")
             #expect(v.status == 0, "iteration \(iteration): \(v.stderr)")
-            #expect(try storectl("export", store, "--entity", "Track").stdout == expected, "iteration \(iteration): state changed")
+            #expect(try await storectl("export", store, "--entity", "Track").stdout == expected, "iteration \(iteration): state changed")
         }
         let names = try FileManager.default.contentsOfDirectory(atPath: store).filter { $0.hasPrefix("gen-") }
         #expect(names.count <= 2)
@@ -50,69 +44,66 @@ import Testing
         var rng = SeededGenerator(seed: 21)
         var sawOld = false, sawNew = false
         for iteration in 0..<6 {
-            let p = Process()
-            p.environment = testProcessEnvironment
-            p.executableURL = URL(fileURLWithPath: storectlPath)
-            p.arguments = ["migrate", store.path, "--schema", librarySchemaDirectory.path, "--quiet"]
-            p.standardOutput = FileHandle.nullDevice
-            p.standardError = FileHandle.nullDevice
-            try p.run()
-            usleep(UInt32.random(in: 1_000...400_000, using: &rng))
-            kill(p.processIdentifier, SIGKILL)
-            p.waitUntilExit()
-            let check = try storectl("migrate", store.path, "--schema", librarySchemaDirectory.path, "--check")
+            let p = try ChildProcess.start(storectlPath, ["migrate", store.path, "--schema", librarySchemaDirectory.path, "--quiet"])
+            try await Task.sleep(nanoseconds: UInt64(UInt32.random(in: 1_000...400_000, using: &rng)) * 1_000)
+            p.kill()
+            p.wait()
+            let check = try await storectl("migrate", store.path, "--schema", librarySchemaDirectory.path, "--check")
             #expect(check.status == 0 || check.status == 10, "iteration \(iteration): \(check.stderr)")
             if check.status == 0 { sawNew = true } else { sawOld = true }
-            let verify = try storectl("verify", store.path)
+            let verify = try await storectl("verify", store.path)
             #expect(verify.status == 0, "iteration \(iteration): \(verify.stderr)")
-            #expect(try storectl("query", store.path, "--entity", "Track", "--count").stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "10000")
+            #expect(try await storectl("query", store.path, "--entity", "Track", "--count").stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "10000")
             if check.status == 0 { break }
         }
         _ = (sawOld, sawNew)
         // Whatever happened, running it to the end works.
-        let finish = try storectl("migrate", store.path, "--schema", librarySchemaDirectory.path, "--quiet")
+        let finish = try await storectl("migrate", store.path, "--schema", librarySchemaDirectory.path, "--quiet")
         #expect(finish.status == 0 || finish.stderr.contains("nothing to do"), "\(finish.stderr)")
-        #expect(try storectl("migrate", store.path, "--schema", librarySchemaDirectory.path, "--check").status == 0)
+        #expect(try await storectl("migrate", store.path, "--schema", librarySchemaDirectory.path, "--check").status == 0)
     }
 
     /// An incremental import killed with SIGKILL part-way is simply run again and converges.
-    @Test func killedImportRerunConverges() throws {
+    @Test func killedImportRerunConverges() async throws {
         let dir = temporaryDirectory("kill-import")
         defer { try? FileManager.default.removeItem(at: dir) }
         let input = dir.appendingPathComponent("lib.ndjson").path
         let generator = URL(fileURLWithPath: storectlPath).deletingLastPathComponent().appendingPathComponent("strata-generate").path
-        #expect(try run(generator, ["30000", "--seed", "7", "--output", input]).status == 0)
+        #expect(try await run(generator, ["30000", "--seed", "7", "--output", input]).status == 0)
         let store = dir.appendingPathComponent("store").path
-        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
 
-        let p = Process()
-
-        p.environment = testProcessEnvironment
-        p.executableURL = URL(fileURLWithPath: storectlPath)
         // Two passes: batches committed as they go (one transaction: the test below).
-        p.arguments = ["import", store, input, "--batch", "500", "--quiet", "--mode", "incremental",
-                       "--one-transaction-max-mb", "0"]
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        // Wait until a few batches are committed, then kill -9 in the middle.
-        var committed: Int64 = 0
-        let deadline = Date().addingTimeInterval(60)
-        while p.isRunning && Date() < deadline {
-            let info = try storectl("info", store, "--json")
-            if info.status == 0, case .int(let tx)? = try JSONValue.parse(info.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["lastTransaction"] {
-                committed = tx
-                if tx >= 3 { break }
+        let importErrors = dir.appendingPathComponent("import.err")
+        let p = try ChildProcess.start(storectlPath, ["import", store, input, "--batch", "500", "--quiet", "--mode", "incremental",
+                                                      "--one-transaction-max-mb", "0"], stderr: .file(importErrors.path))
+        // Wait until a few batches are committed, then kill -9 in the middle. Looked at by a
+        // thread of its own, a read transaction every 2 ms: in a full `Tools/test` run a test's
+        // task can wait seconds to be resumed, and a `storectl info` for each look took long
+        // enough there that the import ended between two looks. The first commit comes after the
+        // validation pass over the whole input.
+        let reader = try Store.openReadOnly(at: URL(fileURLWithPath: store))
+        let committed = try await onOwnThread { () throws -> UInt64 in
+            var last: UInt64 = 0
+            let deadline = Date().addingTimeInterval(300)
+            while p.isRunning && Date() < deadline {
+                last = try reader.lastTransactionID.rawValue
+                if last >= 3 { break }
+                usleep(2_000)
             }
-            usleep(20_000)
+            p.kill()
+            return last
         }
-        kill(p.processIdentifier, SIGKILL)
-        p.waitUntilExit()
-        #expect(committed >= 1, "the import never committed a batch before being killed")
+        reader.close()
+        let ended = p.wait()
+        #expect(committed >= 1 && !ended.exited, """
+            the import was not killed part-way: \(committed) transactions seen, then it ended with \(ended), \
+            stderr \((try? String(contentsOf: importErrors, encoding: .utf8)) ?? "")
+            """)
 
-        let rerun = try storectl("import", store, input, "--batch", "500", "--quiet")
+        let rerun = try await storectl("import", store, input, "--batch", "500", "--quiet")
         #expect(rerun.status == 0, "\(rerun.stderr)")
-        let counts = try JSONValue.parse(try storectl("info", store, "--json").stdout.trimmingCharacters(in: .whitespacesAndNewlines))["entities"]
+        let counts = try JSONValue.parse(try await storectl("info", store, "--json").stdout.trimmingCharacters(in: .whitespacesAndNewlines))["entities"]
         // 30000 records: 24 genres, 300 artists, 3000 albums, 30 playlists, the rest tracks.
         #expect(counts?["Genre"] == .int(24))
         #expect(counts?["Artist"] == .int(300))
@@ -120,29 +111,29 @@ import Testing
         #expect(counts?["Playlist"] == .int(30))
         #expect(counts?["Track"] == .int(30000 - 24 - 300 - 3000 - 30))
         // Every track got its album, whichever run wrote it.
-        let orphans = try storectl("query", store, "--entity", "Track", "--where", "album == null", "--count")
+        let orphans = try await storectl("query", store, "--entity", "Track", "--where", "album == null", "--count")
         #expect(orphans.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0")
         // A third run changes nothing.
-        let third = try storectl("import", store, input, "--json", "--quiet")
+        let third = try await storectl("import", store, input, "--json", "--quiet")
         #expect(try JSONValue.parse(third.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["transactions"] == .int(0))
     }
 
     /// An incremental import in one transaction killed with SIGKILL at random moments leaves
     /// the store with none of it or all of it, and run again it converges.
-    @Test func killedImportInOneTransactionLeavesNoneOrAllOfIt() throws {
+    @Test func killedImportInOneTransactionLeavesNoneOrAllOfIt() async throws {
         let dir = temporaryDirectory("kill-import-one")
         defer { try? FileManager.default.removeItem(at: dir) }
         let input = dir.appendingPathComponent("lib.ndjson").path
         let generator = URL(fileURLWithPath: storectlPath).deletingLastPathComponent().appendingPathComponent("strata-generate").path
-        #expect(try run(generator, ["20000", "--seed", "8", "--output", input]).status == 0)
+        #expect(try await run(generator, ["20000", "--seed", "8", "--output", input]).status == 0)
         let store = dir.appendingPathComponent("store").path
-        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
         // A record in the store first, so that the import is incremental (`auto` would go bulk).
         let seed = dir.appendingPathComponent("seed.ndjson")
         try Data(#"{"entity":"Genre","name":"Seed"}"#.utf8).write(to: seed)
-        #expect(try storectl("import", store, seed.path, "--quiet").status == 0)
-        func genres() throws -> Int {
-            let info = try JSONValue.parse(try storectl("info", store, "--json").stdout
+        #expect(try await storectl("import", store, seed.path, "--quiet").status == 0)
+        func genres() async throws -> Int {
+            let info = try JSONValue.parse(try await storectl("info", store, "--json").stdout
                 .trimmingCharacters(in: .whitespacesAndNewlines))
             guard case .int(let n)? = info["entities"]?["Genre"] else { return -1 }
             return Int(n)
@@ -150,29 +141,23 @@ import Testing
         var rng = SeededGenerator(seed: 91)
         var outcomes: Set<Int> = []
         for _ in 0..<4 {
-            let p = Process()
-            p.environment = testProcessEnvironment
-            p.executableURL = URL(fileURLWithPath: storectlPath)
-            p.arguments = ["import", store, input, "--batch", "500", "--quiet", "--mode", "incremental"]
-            p.standardOutput = FileHandle.nullDevice
-            p.standardError = FileHandle.nullDevice
-            try p.run()
-            usleep(useconds_t(Int.random(in: 50_000...900_000, using: &rng)))
-            kill(p.processIdentifier, SIGKILL)
-            p.waitUntilExit()
+            let p = try ChildProcess.start(storectlPath, ["import", store, input, "--batch", "500", "--quiet", "--mode", "incremental"])
+            try await Task.sleep(nanoseconds: UInt64(Int.random(in: 50_000...900_000, using: &rng)) * 1_000)
+            p.kill()
+            p.wait()
             // 20,000 records hold 24 genres (Tools/generate-library), besides the seed's.
-            let n = try genres()
+            let n = try await genres()
             #expect(n == 1 || n == 25, "a killed import in one transaction left \(n) genres")
             outcomes.insert(n)
-            #expect(try storectl("verify", store).status == 0)
+            #expect(try await storectl("verify", store).status == 0)
             if n == 25 { break }
         }
-        let rerun = try storectl("import", store, input, "--batch", "500", "--json", "--quiet", "--mode", "incremental")
+        let rerun = try await storectl("import", store, input, "--batch", "500", "--json", "--quiet", "--mode", "incremental")
         #expect(rerun.status == 0, "\(rerun.stderr)")
         #expect(try JSONValue.parse(rerun.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["oneTransaction"]
                 == .bool(true))
-        #expect(try genres() == 25)
-        let orphans = try storectl("query", store, "--entity", "Track", "--where", "album == null", "--count")
+        #expect(try await genres() == 25)
+        let orphans = try await storectl("query", store, "--entity", "Track", "--where", "album == null", "--count")
         #expect(orphans.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0")
     }
 
@@ -183,32 +168,32 @@ import Testing
     /// the import saves through the new generation's B-trees; into an empty one it resolves the
     /// records in memory and writes the generation at the end.
     @Test(arguments: [false, true])
-    func killedBulkImportLeavesTheOldOrTheNewStore(intoEmptyStore: Bool) throws {
+    func killedBulkImportLeavesTheOldOrTheNewStore(intoEmptyStore: Bool) async throws {
         let dir = temporaryDirectory("kill-bulk-import")
         defer { try? FileManager.default.removeItem(at: dir) }
         let generator = URL(fileURLWithPath: storectlPath).deletingLastPathComponent().appendingPathComponent("strata-generate").path
         let first = dir.appendingPathComponent("first.ndjson").path, input = dir.appendingPathComponent("lib.ndjson").path
-        #expect(try run(generator, ["2000", "--seed", "5", "--output", first]).status == 0)
-        #expect(try run(generator, ["20000", "--seed", "7", "--output", input]).status == 0)
+        #expect(try await run(generator, ["2000", "--seed", "5", "--output", first]).status == 0)
+        #expect(try await run(generator, ["20000", "--seed", "7", "--output", input]).status == 0)
         let template = dir.appendingPathComponent("template").path
-        #expect(try storectl("init", template, "--schema", librarySchemaDirectory.path).status == 0)
-        if !intoEmptyStore { #expect(try storectl("import", template, first, "--quiet").status == 0) }
-        func tracks(_ store: String) throws -> String {
-            let r = try storectl("query", store, "--entity", "Track", "--count")
+        #expect(try await storectl("init", template, "--schema", librarySchemaDirectory.path).status == 0)
+        if !intoEmptyStore { #expect(try await storectl("import", template, first, "--quiet").status == 0) }
+        func tracks(_ store: String) async throws -> String {
+            let r = try await storectl("query", store, "--entity", "Track", "--count")
             #expect(r.status == 0, "\(r.stderr)")
             return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         }
-        let old = try tracks(template)
+        let old = try await tracks(template)
 
         // The uninterrupted run: the new state, and how long a run takes.
         let whole = dir.appendingPathComponent("whole").path
         try FileManager.default.copyItem(atPath: template, toPath: whole)
         let started = Date()
-        let clean = try storectl("import", whole, input, "--mode", "bulk", "--batch", "500", "--quiet")
+        let clean = try await storectl("import", whole, input, "--mode", "bulk", "--batch", "500", "--quiet")
         let seconds = Date().timeIntervalSince(started)
         #expect(clean.status == 0, "\(clean.stderr)")
         #expect(clean.stdout.contains("in memory") == intoEmptyStore, "\(clean.stdout)")
-        let new = try tracks(whole)
+        let new = try await tracks(whole)
         #expect(old != new)
 
         var rng = SeededGenerator(seed: 11)
@@ -218,25 +203,19 @@ import Testing
         for iteration in 0..<(intoEmptyStore ? 4 : 8) {
             let store = dir.appendingPathComponent("s\(iteration)").path
             try FileManager.default.copyItem(atPath: template, toPath: store)
-            let p = Process()
-            p.environment = testProcessEnvironment
-            p.executableURL = URL(fileURLWithPath: storectlPath)
-            p.arguments = ["import", store, input, "--mode", "bulk", "--batch", "500", "--quiet"]
-            p.standardOutput = FileHandle.nullDevice
-            p.standardError = FileHandle.nullDevice
-            try p.run()
-            usleep(UInt32.random(in: 1_000...UInt32(max(2_000, seconds * 1_100_000)), using: &rng))
-            kill(p.processIdentifier, SIGKILL)
-            p.waitUntilExit()
-            let count = try tracks(store)
+            let p = try ChildProcess.start(storectlPath, ["import", store, input, "--mode", "bulk", "--batch", "500", "--quiet"])
+            try await Task.sleep(nanoseconds: UInt64(UInt32.random(in: 1_000...UInt32(max(2_000, seconds * 1_100_000)), using: &rng)) * 1_000)
+            p.kill()
+            p.wait()
+            let count = try await tracks(store)
             #expect(count == old || count == new, "iteration \(iteration): \(count) tracks, neither \(old) nor \(new)")
             outcomes[count == new ? "new" : "old", default: 0] += 1
-            let v = try storectl("verify", store, "--quiet")
+            let v = try await storectl("verify", store, "--quiet")
             #expect(v.status == 0, "iteration \(iteration): \(v.stderr)")
             // The next read-write open (the import run again) removes an unfinished generation.
-            let again = try storectl("import", store, input, "--mode", "bulk", "--batch", "500", "--quiet")
+            let again = try await storectl("import", store, input, "--mode", "bulk", "--batch", "500", "--quiet")
             #expect(again.status == 0, "iteration \(iteration): \(again.stderr)")
-            #expect(try tracks(store) == new)
+            #expect(try await tracks(store) == new)
             let generations = try FileManager.default.contentsOfDirectory(atPath: store).filter { $0.hasPrefix("gen-") }
             #expect(generations.count == 1, "iteration \(iteration): \(generations)")
         }

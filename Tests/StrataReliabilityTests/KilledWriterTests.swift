@@ -35,8 +35,8 @@ import Testing
             let out = dir.appendingPathComponent("out-\(i)")
             let child = try startCrashChild("save", ["--store", store.path, "--workers", "4", "--run", "t\(i)", "--seed", String(i),
                                                      "--durability", durability], stdout: out)
-            usleep(useconds_t(Int.random(in: 20_000...400_000, using: &rng)))
-            child.kill9()
+            try await Task.sleep(nanoseconds: UInt64(Int.random(in: 20_000...400_000, using: &rng)) * 1_000)
+            child.kill()
             #expect(!child.wait().exited, "iteration \(i): the child ended by itself: \(completeLines(out).suffix(3))")
             let acks = completeLines(out).compactMap(AcknowledgedSave.init)
             acknowledged += acks.count
@@ -86,14 +86,14 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store")
         let input = dir.appendingPathComponent("lib.ndjson")
-        #expect(try runCrashChild("gen", ["--output", input.path, "--records", "3000", "--seed", "4"]).status == 0)
+        #expect(try await runCrashChild("gen", ["--output", input.path, "--records", "3000", "--seed", "4"]).status == 0)
         let importArgs = ["--store", store.path, "--input", input.path, "--batch", "100", "--import-id", "test"]
         var rng = SeededGenerator(seed: 77)
         for i in 0..<3 {
             let out = dir.appendingPathComponent("import-\(i)")
             let child = try startCrashChild("import", importArgs, stdout: out)
-            usleep(useconds_t(Int.random(in: 100_000...500_000, using: &rng)))
-            child.kill9()
+            try await Task.sleep(nanoseconds: UInt64(Int.random(in: 100_000...500_000, using: &rng)) * 1_000)
+            child.kill()
             child.wait()
             let acked = completeLines(out).compactMap { l -> Int? in l.hasPrefix("ACK-IMPORT ") ? Int(l.dropFirst(11)) : nil }.max() ?? 0
             let s = try Store.open(at: store, schema: try librarySchema())
@@ -103,7 +103,7 @@ import Testing
             #expect(try s.verify().ok)
         }
         // Run to completion: the same state as one uninterrupted import.
-        let done = try runCrashChild("import", importArgs)
+        let done = try await runCrashChild("import", importArgs)
         #expect(done.status == 0, "\(done.stderr)")
         let s = try Store.open(at: store, schema: try librarySchema())
         defer { s.close() }

@@ -12,7 +12,7 @@ import Testing
         let dir = temporaryDirectory("fsize")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store")
-        let r = try runCrashChild("fsize", ["--store", store.path, "--headroom-bytes", "150000"])
+        let r = try await runCrashChild("fsize", ["--store", store.path, "--headroom-bytes", "150000"])
         #expect(r.status == 0, "\(r.stderr)")
         let lines = r.stdout.split(separator: "\n").map(String.init)
         let failed = try #require(lines.first { $0.hasPrefix("FAILED ") }, "no save failed under the limit: \(lines.suffix(3))")
@@ -95,12 +95,12 @@ import Testing
         let victim = try startCrashChild("hold-snapshot", ["--store", store.path], stdout: victimOut)
         let keeper = try startCrashChild("hold-snapshot", ["--store", store.path], stdout: keeperOut)
         defer {
-            keeper.kill9()
+            keeper.kill()
             keeper.wait()
         }
-        #expect(waitForLine(victimOut, prefix: "HOLDING") != nil, "the victim never pinned its snapshot")
-        #expect(waitForLine(keeperOut, prefix: "HOLDING") != nil, "the keeper never pinned its snapshot")
-        victim.kill9()
+        #expect(try await waitForLine(victimOut, prefix: "HOLDING") != nil, "the victim never pinned its snapshot")
+        #expect(try await waitForLine(keeperOut, prefix: "HOLDING") != nil, "the keeper never pinned its snapshot")
+        victim.kill()
         victim.wait()
 
         let s = try Store.open(at: store, schema: try librarySchema())

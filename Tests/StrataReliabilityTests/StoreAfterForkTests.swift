@@ -10,10 +10,10 @@ import Testing
     /// A child program opens a store, forks; the forked child's reads, fetches, snapshots and
     /// verify are refused with usedAfterFork; the parent goes on normally.
     @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first"))
-    func storeUsedAfterForkIsRefusedClearly() throws {
+    func storeUsedAfterForkIsRefusedClearly() async throws {
         let dir = temporaryDirectory("fork")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let r = try runCrashChild("fork", ["--store", dir.appendingPathComponent("store").path])
+        let r = try await runCrashChild("fork", ["--store", dir.appendingPathComponent("store").path])
         #expect(r.status == 0, "\(r.stderr)")
         let lines = r.stdout.split(separator: "\n").map(String.init)
         for step in ["read", "fetch", "snapshot", "verify"] {
@@ -28,10 +28,10 @@ import Testing
     /// The error tells the forked child to "open it again in the child"; opening it again must
     /// then give a usable store, not the parent's instance.
     @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first"))
-    func forkedChildCanOpenTheStoreAgain() throws {
+    func forkedChildCanOpenTheStoreAgain() async throws {
         let dir = temporaryDirectory("fork-reopen")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let r = try runCrashChild("fork", ["--store", dir.appendingPathComponent("store").path])
+        let r = try await runCrashChild("fork", ["--store", dir.appendingPathComponent("store").path])
         let line = try #require(r.stdout.split(separator: "\n").first { $0.hasPrefix("child reopen:") })
         #expect(line.hasPrefix("child reopen: ok same instance: false"), "\(line)")
     }

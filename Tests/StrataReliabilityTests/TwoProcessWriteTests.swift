@@ -45,19 +45,19 @@ import Testing
         return keys.mapValues(\.count)
     }
 
-    @Test func twoConcurrentImportsBothLandWithContiguousTransactionIDs() throws {
+    @Test func twoConcurrentImportsBothLandWithContiguousTransactionIDs() async throws {
         let dir = temporaryDirectory("two-imports")
         defer { try? FileManager.default.removeItem(at: dir) }
         let a = dir.appendingPathComponent("a.ndjson"), b = dir.appendingPathComponent("b.ndjson")
         try generate(a, records: 4000, seed: 11)
         try generate(b, records: 4000, seed: 12)
         let store = dir.appendingPathComponent("store").path
-        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
 
         let outA = dir.appendingPathComponent("a.out"), outB = dir.appendingPathComponent("b.out")
-        let pa = try SpawnedProcess.start(storectlPath, ["import", store, a.path, "--batch", "100", "--json", "--quiet", "--import-id", "A"], stdout: outA)
-        let pb = try SpawnedProcess.start(storectlPath, ["import", store, b.path, "--batch", "100", "--json", "--quiet", "--import-id", "B"], stdout: outB)
-        let (ra, rb) = (pa.wait(), pb.wait())
+        let pa = try spawn(storectlPath, ["import", store, a.path, "--batch", "100", "--json", "--quiet", "--import-id", "A"], stdout: outA)
+        let pb = try spawn(storectlPath, ["import", store, b.path, "--batch", "100", "--json", "--quiet", "--import-id", "B"], stdout: outB)
+        let (ra, rb) = (try await pa.finished(), try await pb.finished())
         #expect(ra.exited && ra.code == 0, "\((try? String(contentsOfFile: outA.path + ".err", encoding: .utf8)) ?? "")")
         #expect(rb.exited && rb.code == 0, "\((try? String(contentsOfFile: outB.path + ".err", encoding: .utf8)) ?? "")")
         let sa = try JSONValue.parse(String(contentsOf: outA, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))
@@ -68,7 +68,7 @@ import Testing
         }
 
         // The log: ids 1…N with no gap, each import's transactions tagged with its id, and interleaved.
-        let log = try storectl("log", store, "--json")
+        let log = try await storectl("log", store, "--json")
         #expect(log.status == 0, "\(log.stderr)")
         let entries = try log.stdout.split(separator: "\n").map { try JSONValue.parse(String($0)) }
         let ids = entries.compactMap { e -> Int64? in if case .int(let t)? = e["transaction"] { t } else { nil } }
@@ -79,9 +79,9 @@ import Testing
 
         // Every record of both inputs is there.
         let want = try distinctKeys([a, b])
-        let info = try JSONValue.parse(try storectl("info", store, "--json").stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        let info = try JSONValue.parse(try await storectl("info", store, "--json").stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         for (entity, n) in want { #expect(info["entities"]?[entity] == .int(Int64(n)), "\(entity): \(String(describing: info["entities"]?[entity])), expected \(n)") }
-        let verify = try storectl("verify", store, "--quiet")
+        let verify = try await storectl("verify", store, "--quiet")
         #expect(verify.status == 0, "\(verify.stderr)")
         let switches = zip(tags, tags.dropFirst()).filter { $0 != $1 }.count
         print("two imports: \(ta) + \(tb) transactions, \(switches) switches between the processes in the log")
@@ -91,20 +91,20 @@ import Testing
     /// there first and changes nothing for the other, whose save returns the store's last
     /// transaction id (the first import's). Each summary reports exactly the transactions the
     /// log holds under its import id: their number, the first and the last.
-    @Test func twoImportsOfTheSameFileReportOnlyTheirOwnTransactions() throws {
+    @Test func twoImportsOfTheSameFileReportOnlyTheirOwnTransactions() async throws {
         let dir = temporaryDirectory("two-imports-same")
         defer { try? FileManager.default.removeItem(at: dir) }
         let input = dir.appendingPathComponent("in.ndjson")
         try generate(input, records: 4000, seed: 21)
         let store = dir.appendingPathComponent("store").path
-        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
         let outA = dir.appendingPathComponent("a.out"), outB = dir.appendingPathComponent("b.out")
-        let pa = try SpawnedProcess.start(storectlPath, ["import", store, input.path, "--batch", "50", "--json", "--quiet", "--import-id", "A"], stdout: outA)
-        let pb = try SpawnedProcess.start(storectlPath, ["import", store, input.path, "--batch", "50", "--json", "--quiet", "--import-id", "B"], stdout: outB)
-        let (ra, rb) = (pa.wait(), pb.wait())
+        let pa = try spawn(storectlPath, ["import", store, input.path, "--batch", "50", "--json", "--quiet", "--import-id", "A"], stdout: outA)
+        let pb = try spawn(storectlPath, ["import", store, input.path, "--batch", "50", "--json", "--quiet", "--import-id", "B"], stdout: outB)
+        let (ra, rb) = (try await pa.finished(), try await pb.finished())
         #expect(ra.exited && ra.code == 0, "\((try? String(contentsOfFile: outA.path + ".err", encoding: .utf8)) ?? "")")
         #expect(rb.exited && rb.code == 0, "\((try? String(contentsOfFile: outB.path + ".err", encoding: .utf8)) ?? "")")
-        let log = try storectl("log", store, "--json")
+        let log = try await storectl("log", store, "--json")
         #expect(log.status == 0, "\(log.stderr)")
         let entries = try log.stdout.split(separator: "\n").map { try JSONValue.parse(String($0)) }
         var total: Int64 = 0
@@ -133,7 +133,7 @@ import Testing
         let args = { (p: String) in ["--store", store.path, "--workers", "2", "--saves", "120", "--partition", p, "--run", p, "--seed", p == "pa" ? "1" : "2"] }
         let pa = try startCrashChild("save", args("pa"), stdout: outA)
         let pb = try startCrashChild("save", args("pb"), stdout: outB)
-        let (ra, rb) = (pa.wait(), pb.wait())
+        let (ra, rb) = (try await pa.finished(), try await pb.finished())
         #expect(ra.exited && ra.code == 0 && rb.exited && rb.code == 0,
                 "\((try? String(contentsOfFile: outA.path + ".err", encoding: .utf8)) ?? "") \((try? String(contentsOfFile: outB.path + ".err", encoding: .utf8)) ?? "")")
         let acks = (completeLines(outA) + completeLines(outB)).compactMap(AcknowledgedSave.init)

@@ -41,9 +41,16 @@ public protocol ReplicationLog: Sendable {
     func appendInTurn(_ body: (TransactionID) throws -> [ReplicatedEntry]) throws
     /// At most `limit` entries after `position`, in id order.
     func entries(after position: TransactionID, limit: Int) throws -> [ReplicatedEntry]
+    /// Whether every replica reading this log decodes compressed log entries (``ReplicatedEntry``
+    /// bytes of the compressed form, which a Strata of store format 2 and earlier cannot read).
+    /// When false, a replica's writer encodes every entry it appends plain. True by default.
+    var takesCompressedEntries: Bool { get }
 }
 
 extension ReplicationLog {
+    /// True: a log's readers decode compressed entries unless it says otherwise.
+    public var takesCompressedEntries: Bool { true }
+
     /// Appends only right after `head` (``append(_:after:)``): footprints are not compared.
     public func append(_ entries: [ReplicatedEntry], validatedAt head: TransactionID,
                        footprint: ReplicationFootprint) throws -> ReplicationAppend {

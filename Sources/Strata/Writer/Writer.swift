@@ -769,8 +769,12 @@ final class Writer: Sendable {
                              timestampMs: Int64(Date().timeIntervalSince1970 * 1000), author: save.author,
                              metadata: save.metadata, changes: changes)
         // Compressed only into a store whose format says so (a store of an earlier format may
-        // still be opened by a Strata that cannot read compressed entries).
-        let encoded = try LogEntryCodec.encode(entry) { try MetaKey.logTakesCompressedEntries(txn, meta: env[.meta]) }
+        // still be opened by a Strata that cannot read compressed entries), and, on a replica,
+        // only into a shared log whose every reader decodes them.
+        let encoded = try LogEntryCodec.encode(entry) {
+            try MetaKey.logTakesCompressedEntries(txn, meta: env[.meta])
+                && replication.withLock { $0?.takesCompressedEntries ?? true }
+        }
         _ = try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
             try encoded.withUnsafeBytes { try txn.put(env[.log], key: key, value: $0, mode: .append) }
         }

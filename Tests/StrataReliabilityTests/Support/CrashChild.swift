@@ -20,50 +20,21 @@ let crashChildPath: String? = {
 /// For `.enabled(if:)`: tests that run the child program need it built first.
 let crashChildBuilt = crashChildPath != nil
 
-/// A child process started with posix_spawn and waited for with waitpid (Foundation's Process
-/// can miss a SIGKILLed child's exit on Linux when other processes end at the same time).
-struct SpawnedProcess {
-    let pid: pid_t
-
-    /// Starts `executable`, stdout to `stdout` (a file, so lines written before a SIGKILL are
-    /// kept) and stderr to `stdout` + ".err".
-    static func start(_ executable: String, _ arguments: [String], stdout: URL, environment: [String: String] = [:]) throws -> SpawnedProcess {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, stdout.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_addopen(&actions, 2, stdout.path + ".err", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        let env = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { "\($0.key)=\($0.value)" }
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp = env.map { strdup($0) } + [nil]
-        defer { for p in argv + envp { free(p) } }
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, executable, &actions, nil, argv, envp)
-        guard rc == 0 else { throw POSIXError(POSIXErrorCode(rawValue: rc) ?? .EINVAL) }
-        return SpawnedProcess(pid: pid)
-    }
-
-    func kill9() { _ = kill(pid, SIGKILL) }
-
-    /// Waits for the process: its exit code, or the signal that ended it.
-    @discardableResult
-    func wait() -> (exited: Bool, code: Int32) {
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        let signal = status & 0x7f
-        return signal == 0 ? (true, (status >> 8) & 0xff) : (false, signal)
-    }
+/// Starts `executable`, stdout to `stdout` (a file, so lines written before a SIGKILL are kept)
+/// and stderr to `stdout` + ".err".
+func spawn(_ executable: String, _ arguments: [String], stdout: URL, environment: [String: String] = [:]) throws -> ChildProcess {
+    try ChildProcess.start(executable, arguments, environment: environment, stdout: .file(stdout.path),
+                           stderr: .file(stdout.path + ".err"))
 }
 
-/// Starts the child program in `mode` (see ``SpawnedProcess/start(_:_:stdout:environment:)``).
-func startCrashChild(_ mode: String, _ arguments: [String], stdout: URL) throws -> SpawnedProcess {
-    try SpawnedProcess.start(try #require(crashChildPath), [mode] + arguments, stdout: stdout, environment: ["STRATA_ROOT": repositoryRoot.path])
+/// Starts the child program in `mode` (see ``spawn(_:_:stdout:environment:)``).
+func startCrashChild(_ mode: String, _ arguments: [String], stdout: URL) throws -> ChildProcess {
+    try spawn(try #require(crashChildPath), [mode] + arguments, stdout: stdout, environment: ["STRATA_ROOT": repositoryRoot.path])
 }
 
 /// Runs the child program to completion.
-func runCrashChild(_ mode: String, _ arguments: [String]) throws -> ProcessResult {
-    try run(try #require(crashChildPath), [mode] + arguments, environment: ["STRATA_ROOT": repositoryRoot.path])
+func runCrashChild(_ mode: String, _ arguments: [String]) async throws -> ProcessResult {
+    try await run(try #require(crashChildPath), [mode] + arguments, environment: ["STRATA_ROOT": repositoryRoot.path])
 }
 
 /// The complete lines of a child's stdout file (a line without its newline was never acknowledged).
@@ -76,11 +47,11 @@ func completeLines(_ url: URL) -> [String] {
 }
 
 /// Waits until the child's stdout has a line starting with `prefix` (or the timeout passes).
-func waitForLine(_ url: URL, prefix: String, timeoutSeconds: Double = 30) -> String? {
+func waitForLine(_ url: URL, prefix: String, timeoutSeconds: Double = 30) async throws -> String? {
     let deadline = Date().addingTimeInterval(timeoutSeconds)
     while Date() < deadline {
         if let line = completeLines(url).first(where: { $0.hasPrefix(prefix) }) { return line }
-        usleep(10_000)
+        try await Task.sleep(nanoseconds: 10_000_000)
     }
     return nil
 }

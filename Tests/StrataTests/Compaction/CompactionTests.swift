@@ -526,11 +526,11 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = try Store.open(at: dir, schema: try librarySchema())
         _ = try await store.save { $0.insert(Genre(name: "x")) }
-        let r = try storectl("compact", dir.path)
+        let r = try await storectl("compact", dir.path)
         #expect(r.status == 75)
         #expect(r.stderr.contains("\(getpid())"), "\(r.stderr)")
         store.close()
-        let ok = try storectl("compact", dir.path, "--json")
+        let ok = try await storectl("compact", dir.path, "--json")
         #expect(ok.status == 0, "\(ok.stderr)")
     }
 

@@ -10,13 +10,13 @@ import Testing
         URL(fileURLWithPath: storectlPath).deletingLastPathComponent().appendingPathComponent("strata-generate").path
     }
 
-    @Test func theCatalogShapeImportsWithEveryDependency() throws {
+    @Test func theCatalogShapeImportsWithEveryDependency() async throws {
         let dir = temporaryDirectory("generate-catalog")
         defer { try? FileManager.default.removeItem(at: dir) }
         let input = dir.appendingPathComponent("catalog.ndjson").path
-        #expect(try run(generator, ["2000", "--shape", "catalog", "--seed", "7", "--output", input]).status == 0)
+        #expect(try await run(generator, ["2000", "--shape", "catalog", "--seed", "7", "--output", input]).status == 0)
         let again = dir.appendingPathComponent("again.ndjson").path
-        #expect(try run(generator, ["2000", "--shape", "catalog", "--seed", "7", "--output", again]).status == 0)
+        #expect(try await run(generator, ["2000", "--shape", "catalog", "--seed", "7", "--output", again]).status == 0)
         let text = try String(contentsOfFile: input, encoding: .utf8)
         #expect(text == (try String(contentsOfFile: again, encoding: .utf8)), "the same arguments gave other bytes")
 
@@ -32,19 +32,19 @@ import Testing
 
         let store = dir.appendingPathComponent("store").path
         let catalogSchema = repositoryRoot.appendingPathComponent("Schemas/catalog").path
-        #expect(try storectl("init", store, "--schema", catalogSchema).status == 0)
-        let imported = try storectl("import", store, input, "--batch", "500", "--quiet")
+        #expect(try await storectl("init", store, "--schema", catalogSchema).status == 0)
+        let imported = try await storectl("import", store, input, "--batch", "500", "--quiet")
         #expect(imported.status == 0, "\(imported.stderr)")
-        func count(_ entity: String, _ filter: [String] = []) throws -> Int {
-            let r = try storectl(["query", store, "--entity", entity, "--count"] + filter)
+        func count(_ entity: String, _ filter: [String] = []) async throws -> Int {
+            let r = try await storectl(["query", store, "--entity", entity, "--count"] + filter)
             #expect(r.status == 0, "\(r.stderr)")
             return Int(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
         }
-        #expect(try count("Section") == 40)
-        #expect(try count("Package") == packages)
-        #expect(try count("Maintainer") == 2000 - 40 - packages)
+        #expect(try await count("Section") == 40)
+        #expect(try await count("Package") == packages)
+        #expect(try await count("Maintainer") == 2000 - 40 - packages)
         // Every edge, counted from the store's side: the sum of each package's dependencies.
-        let exported = try storectl("export", store, "--entity", "Package")
+        let exported = try await storectl("export", store, "--entity", "Package")
         #expect(exported.status == 0, "\(exported.stderr)")
         let stored = exported.stdout.split(separator: "\n").reduce(0) { n, line in
             guard let range = line.range(of: #""depends":["#) else { return n }
@@ -52,11 +52,11 @@ import Testing
             return n + (list.isEmpty ? 0 : list.split(separator: ",").count)
         }
         #expect(stored == edges)
-        #expect(try storectl("verify", store).status == 0)
+        #expect(try await storectl("verify", store).status == 0)
     }
 
-    @Test func anUnknownShapeIsAUsageError() throws {
-        let r = try run(generator, ["1000", "--shape", "graph"])
+    @Test func anUnknownShapeIsAUsageError() async throws {
+        let r = try await run(generator, ["1000", "--shape", "graph"])
         #expect(r.status == 64 && r.stderr.contains("--shape needs library or catalog"), "\(r.stderr)")
     }
 }

@@ -8,8 +8,8 @@ import Testing
 /// must leave the state an incremental import leaves, show readers nothing until the switch, keep
 /// the saves made meanwhile, and write nothing when it fails.
 @Suite struct BulkImportTests {
-    private func generate(_ records: Int, shape: String, seed: Int = 3, in dir: URL) throws -> String {
-        try generateInput(records, shape: shape, seed: seed, in: dir)
+    private func generate(_ records: Int, shape: String, seed: Int = 3, in dir: URL) async throws -> String {
+        try await generateInput(records, shape: shape, seed: seed, in: dir)
     }
 
     private func write(_ lines: [String], in dir: URL, _ name: String = "in.ndjson") throws -> String {
@@ -43,7 +43,7 @@ import Testing
     func bulkAndIncrementalImportsGiveTheSameState(shape: String) async throws {
         let dir = temporaryDirectory("bulk-import")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let input = try generate(3000, shape: shape, in: dir)
+        let input = try await generate(3000, shape: shape, in: dir)
         let schema = shape == "library" ? librarySchemaDirectory : catalogSchema
         var states: [ImportMode: [String]] = [:], summaries: [ImportMode: ImportSummary] = [:]
         for mode in [ImportMode.incremental, .bulk] {
@@ -127,7 +127,7 @@ import Testing
     @Test func aBulkImportSortsItsIndexKeysThroughFilesPastItsBudget() async throws {
         let dir = temporaryDirectory("bulk-import")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let input = try generate(3000, shape: "library", in: dir)
+        let input = try await generate(3000, shape: "library", in: dir)
         var config = StoreConfiguration()
         config.indexSortBudgetBytes = 4_096
         let bulk = try Store.temporary(schema: try librarySchema(), configuration: config)
@@ -240,7 +240,7 @@ import Testing
     @Test func autoChoosesBulkForANewStoreAndIncrementalForASmallImport() async throws {
         let dir = temporaryDirectory("bulk-import")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let big = try generate(3000, shape: "library", in: dir)
+        let big = try await generate(3000, shape: "library", in: dir)
         let small = try write([#"{"entity":"Genre","name":"Zydeco"}"#], in: dir)
         try await withLibraryStore { store in
             let first = try await Importer(store: store, options: options(.auto)).run(files: [big])
@@ -255,7 +255,7 @@ import Testing
     @Test func readersSeeNothingOfABulkImportUntilAllOfIt() async throws {
         let dir = temporaryDirectory("bulk-import")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let input = try generate(6000, shape: "library", in: dir)
+        let input = try await generate(6000, shape: "library", in: dir)
         try await withLibraryStore { store in
             let tracks = try #require(store.schema.entity(named: "Track"))
             let (summary, seen) = try await countsSeen(of: tracks, in: store) {
@@ -273,7 +273,7 @@ import Testing
     @Test func savesDuringABulkImportAreKept() async throws {
         let dir = temporaryDirectory("bulk-import")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let input = try generate(6000, shape: "library", in: dir)
+        let input = try await generate(6000, shape: "library", in: dir)
         try await withLibraryStore { store in
             let importer = Importer(store: store, options: options(.bulk, batch: 100))
             let watcher = Task { () -> [TransactionID] in
@@ -341,7 +341,7 @@ import Testing
     @Test func aBulkImportsTransactionsArePublished() async throws {
         let dir = temporaryDirectory("bulk-import")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let input = try generate(2000, shape: "library", in: dir)
+        let input = try await generate(2000, shape: "library", in: dir)
         try await withLibraryStore { store in
             let stream = store.changes()
             let summary = try await Importer(store: store, options: options(.bulk, batch: 200)).run(files: [input])
@@ -361,7 +361,7 @@ import Testing
     @Test func closingTheStoreDuringABulkImportEndsItWithNothingWritten() async throws {
         let dir = temporaryDirectory("bulk-import")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let input = try generate(20000, shape: "library", in: dir)
+        let input = try await generate(20000, shape: "library", in: dir)
         let url = dir.appendingPathComponent("store")
         let store = try Store.open(at: url, schema: try librarySchema())
         _ = try await store.save(genres(3, prefix: "before-"))
@@ -401,7 +401,7 @@ import Testing
     @Test(.timeLimit(.minutes(2))) func aBulkImportCancelledWhilePausingTheWriterLetsItGo() async throws {
         let dir = temporaryDirectory("bulk-import")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let input = try generate(2000, shape: "library", in: dir)
+        let input = try await generate(2000, shape: "library", in: dir)
         try await withLibraryStore { store in
             let held = try await holdWriter(store)
             let importer = Importer(store: store, options: options(.bulk))

@@ -10,10 +10,10 @@ import Testing
 /// relationship(s)" line; CSV quoting of values with leading or trailing spaces.
 @Suite struct ImportExportTests {
     /// An empty library store in its own directory.
-    func emptyStore(_ name: String = "import-export") throws -> (dir: URL, store: String) {
+    func emptyStore(_ name: String = "import-export") async throws -> (dir: URL, store: String) {
         let dir = temporaryDirectory(name)
         let store = dir.appendingPathComponent("store").path
-        let r = try storectl("init", store, "--schema", librarySchemaDirectory.path)
+        let r = try await storectl("init", store, "--schema", librarySchemaDirectory.path)
         #expect(r.status == 0, "\(r.stderr)")
         return (dir, store)
     }
@@ -29,8 +29,8 @@ import Testing
     }
 
     /// `export --entity E` as JSON records.
-    func exported(_ store: String, _ entity: String) throws -> [JSONValue] {
-        let r = try storectl("export", store, "--entity", entity)
+    func exported(_ store: String, _ entity: String) async throws -> [JSONValue] {
+        let r = try await storectl("export", store, "--entity", entity)
         #expect(r.status == 0, "\(r.stderr)")
         return try lines(r.stdout)
     }
@@ -46,8 +46,8 @@ import Testing
         records.first { string($0[key]) == value }.flatMap { string($0["id"]) }
     }
 
-    func lastTransaction(_ store: String) throws -> JSONValue? {
-        let r = try storectl("info", store, "--json")
+    func lastTransaction(_ store: String) async throws -> JSONValue? {
+        let r = try await storectl("info", store, "--json")
         #expect(r.status == 0, "\(r.stderr)")
         return try JSONValue.parse(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["lastTransaction"]
     }
@@ -64,8 +64,8 @@ import Testing
 
     /// The README's CSV example: `album.mbid` and `genre.name` name one target, `playlists.name`
     /// several, separated by `|`; a quoted title keeps its comma.
-    @Test func csvRelationshipAttributeColumnsWithPipeSeparatedToMany() throws {
-        let (dir, store) = try emptyStore()
+    @Test func csvRelationshipAttributeColumnsWithPipeSeparatedToMany() async throws {
+        let (dir, store) = try await emptyStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         let setup = try write(Self.setup, to: dir, "setup.ndjson")
         let csv = try write("""
@@ -75,10 +75,10 @@ import Testing
 
         """, to: dir, "Track.csv")
         // The CSV comes first: its references point forward to the NDJSON records.
-        let r = try storectl("import", store, csv, setup, "--quiet")
+        let r = try await storectl("import", store, csv, setup, "--quiet")
         #expect(r.status == 0, "\(r.stderr)")
-        let playlists = try exported(store, "Playlist"), genres = try exported(store, "Genre"), albums = try exported(store, "Album")
-        let tracks = try exported(store, "Track")
+        let playlists = try await exported(store, "Playlist"), genres = try await exported(store, "Genre"), albums = try await exported(store, "Album")
+        let tracks = try await exported(store, "Track")
         #expect(tracks.count == 2)
         let night = try #require(tracks.first { string($0["title"]) == "Night Train, Part 2" })
         #expect(string(night["mbid"]) == "6f1c2a34-5b6d-4e7f-8a9b-0c1d2e3f4a5b")
@@ -99,55 +99,55 @@ import Testing
         8f1c2a34-5b6d-4e7f-8a9b-0c1d2e3f4a5b,X,1,2024-05-01T12:00:00Z,Jazz|Jazz
 
         """, to: dir, "Track.csv")
-        let refused = try storectl("import", store, bad, "--quiet")
+        let refused = try await storectl("import", store, bad, "--quiet")
         #expect(refused.status == 65, "\(refused.stderr)")
         #expect(refused.stderr.contains("Track.csv:2: genre"), "\(refused.stderr)")
-        #expect(try exported(store, "Track").count == 2)
+        #expect(try await exported(store, "Track").count == 2)
     }
 
     /// `.jsonl` and `.json` are NDJSON; another extension needs `--format`; `--entity` names the
     /// entity of a CSV file whatever its name; `--format` applies to every file, whatever its
     /// extension.
-    @Test func formatAndEntityOverridesAndJSONExtensions() throws {
-        let (dir, store) = try emptyStore()
+    @Test func formatAndEntityOverridesAndJSONExtensions() async throws {
+        let (dir, store) = try await emptyStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         let jsonl = try write("{\"entity\":\"Genre\",\"name\":\"A\"}\n", to: dir, "a.jsonl")
         let json = try write("{\"entity\":\"Genre\",\"name\":\"B\"}\n", to: dir, "b.JSON")
-        let ok = try storectl("import", store, jsonl, json, "--quiet")
+        let ok = try await storectl("import", store, jsonl, json, "--quiet")
         #expect(ok.status == 0, "\(ok.stderr)")
         #expect(ok.stdout.hasPrefix("imported 2 records in 1 transaction(s)"), "\(ok.stdout)")
 
         // No format from the name: the whole import is refused, naming the file.
         let txt = try write("name\nC\n", to: dir, "genres.txt")
-        let unknown = try storectl("import", store, txt, "--quiet")
+        let unknown = try await storectl("import", store, txt, "--quiet")
         #expect(unknown.status == 65, "\(unknown.stderr)")
         #expect(unknown.stderr.contains("\(txt):0: unknown format"), "\(unknown.stderr)")
         #expect(unknown.stderr.contains("nothing was written"), "\(unknown.stderr)")
         // CSV named after no entity.
-        let noEntity = try storectl("import", store, txt, "--format", "csv", "--quiet")
+        let noEntity = try await storectl("import", store, txt, "--format", "csv", "--quiet")
         #expect(noEntity.status == 65, "\(noEntity.stderr)")
         #expect(noEntity.stderr.contains("\(txt):0:"), "\(noEntity.stderr)")
-        #expect(try exported(store, "Genre").compactMap { string($0["name"]) } .sorted() == ["A", "B"])
+        #expect(try await exported(store, "Genre").compactMap { string($0["name"]) } .sorted() == ["A", "B"])
 
         // --format csv --entity Genre: read as CSV of Genre.
-        let both = try storectl("import", store, txt, "--format", "csv", "--entity", "Genre", "--quiet")
+        let both = try await storectl("import", store, txt, "--format", "csv", "--entity", "Genre", "--quiet")
         #expect(both.status == 0, "\(both.stderr)")
         // --entity wins over the file name.
         let named = try write("name,createdAt\nP,2021-11-02T22:15:00Z\n", to: dir, "Genre.csv")
-        let asPlaylist = try storectl("import", store, named, "--entity", "Playlist", "--quiet")
+        let asPlaylist = try await storectl("import", store, named, "--entity", "Playlist", "--quiet")
         #expect(asPlaylist.status == 0, "\(asPlaylist.stderr)")
         // --format ndjson applies to a .csv name too.
         let ndjsonInCSV = try write("{\"entity\":\"Genre\",\"name\":\"D\"}\n", to: dir, "d.csv")
-        let forced = try storectl("import", store, ndjsonInCSV, "--format", "ndjson", "--quiet")
+        let forced = try await storectl("import", store, ndjsonInCSV, "--format", "ndjson", "--quiet")
         #expect(forced.status == 0, "\(forced.stderr)")
-        #expect(try exported(store, "Genre").compactMap { string($0["name"]) }.sorted() == ["A", "B", "C", "D"])
-        #expect(try exported(store, "Playlist").compactMap { string($0["name"]) } == ["P"])
+        #expect(try await exported(store, "Genre").compactMap { string($0["name"]) }.sorted() == ["A", "B", "C", "D"])
+        #expect(try await exported(store, "Playlist").compactMap { string($0["name"]) } == ["P"])
     }
 
     /// A to-one given as `null` is cleared (attributes all set again, other relationships left
     /// alone); a to-many lists links to add, existing links stay.
-    @Test func ndjsonNullClearsAToOneAndToManyLinksAreAdded() throws {
-        let (dir, store) = try emptyStore()
+    @Test func ndjsonNullClearsAToOneAndToManyLinksAreAdded() async throws {
+        let (dir, store) = try await emptyStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         let t1 = "a57b4577-d494-5d87-a3b4-ed585e362765", t2 = "82d6edf7-3c84-5d05-811b-3b924c91ddff"
         let first = try write(Self.setup + """
@@ -155,16 +155,16 @@ import Testing
         {"entity":"Track","mbid":"\(t2)","title":"Two","durationSeconds":2,"addedAt":"2022-08-01T08:45:23Z"}
 
         """, to: dir, "first.ndjson")
-        #expect(try storectl("import", store, first, "--quiet").status == 0)
+        #expect(try await storectl("import", store, first, "--quiet").status == 0)
         let second = try write("""
         {"entity":"Track","mbid":"\(t1)","title":"One again","durationSeconds":1,"addedAt":"2022-08-01T08:45:23Z","genre":null,"playlists":[{"name":"Late Night Jazz 🎷"}]}
         {"entity":"Playlist","name":"Five Stars","createdAt":"2021-11-02T22:15:00Z","tracks":[{"mbid":"\(t2)"}]}
 
         """, to: dir, "second.ndjson")
-        let r = try storectl("import", store, second, "--quiet")
+        let r = try await storectl("import", store, second, "--quiet")
         #expect(r.status == 0, "\(r.stderr)")
-        let tracks = try exported(store, "Track"), playlists = try exported(store, "Playlist")
-        let albums = try exported(store, "Album")
+        let tracks = try await exported(store, "Track"), playlists = try await exported(store, "Playlist")
+        let albums = try await exported(store, "Album")
         let one = try #require(tracks.first { string($0["mbid"]) == t1 })
         let two = try #require(tracks.first { string($0["mbid"]) == t2 })
         #expect(string(one["title"]) == "One again")
@@ -176,17 +176,17 @@ import Testing
         let fivePlaylist = try #require(playlists.first { string($0["name"]) == "Five Stars" })
         #expect(strings(fivePlaylist["tracks"]) == [string(one["id"])!, string(two["id"])!])
         // The genre itself is untouched, only unlinked.
-        let genre = try #require(try exported(store, "Genre").first)
+        let genre = try #require(try await exported(store, "Genre").first)
         #expect(string(genre["name"]) == "Jazz")
-        let q = try storectl("query", store, "--entity", "Track", "--where", "genre == '\(string(genre["id"])!)'", "--count")
+        let q = try await storectl("query", store, "--entity", "Track", "--where", "genre == '\(string(genre["id"])!)'", "--count")
         #expect(q.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0")
     }
 
     /// `--import-id` is stored as `importID` in every transaction of the import: the batches
     /// (`batch` 1, 2, …) and the deferred links (`phase: links`); without it a UUID is generated
     /// and reported.
-    @Test func importIDIsInEveryTransactionsMetadata() throws {
-        let (dir, store) = try emptyStore()
+    @Test func importIDIsInEveryTransactionsMetadata() async throws {
+        let (dir, store) = try await emptyStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         // The track points forward at the genre: its link is written in the links phase.
         let input = try write("""
@@ -195,12 +195,12 @@ import Testing
         {"entity":"Genre","name":"Rock"}
 
         """, to: dir, "in.ndjson")
-        let r = try storectl("import", store, input, "--batch", "2", "--import-id", "nightly-42", "--json", "--quiet")
+        let r = try await storectl("import", store, input, "--batch", "2", "--import-id", "nightly-42", "--json", "--quiet")
         #expect(r.status == 0, "\(r.stderr)")
         let summary = try JSONValue.parse(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(summary["importID"] == .string("nightly-42"))
         #expect(summary["transactions"] == .int(3) && summary["firstTransaction"] == .int(1) && summary["lastTransaction"] == .int(3), "\(summary)")
-        let log = try storectl("log", store, "--json")
+        let log = try await storectl("log", store, "--json")
         #expect(log.status == 0, "\(log.stderr)")
         let entries = try lines(log.stdout)
         #expect(entries.count == 3)
@@ -214,22 +214,22 @@ import Testing
 
         // Without --import-id: a generated UUID, the same in the output line and in the log.
         let more = try write("{\"entity\":\"Genre\",\"name\":\"Pop\"}\n", to: dir, "more.ndjson")
-        let plain = try storectl("import", store, more, "--quiet")
+        let plain = try await storectl("import", store, more, "--quiet")
         #expect(plain.status == 0, "\(plain.stderr)")
         let generated = try #require(plain.stdout.trimmingCharacters(in: .whitespacesAndNewlines).components(separatedBy: "import id ").last)
         #expect(UUID(uuidString: generated) != nil, "\(plain.stdout)")
-        let last = try lines(try storectl("log", store, "--from", "4", "--json").stdout)
+        let last = try lines(try await storectl("log", store, "--from", "4", "--json").stdout)
         #expect(last.map { $0["metadata"] } == [.object([("batch", .string("1")), ("importID", .string(generated))])])
     }
 
     /// `--max-errors N` lists the first N issues in line order and counts the rest; nothing is written.
-    @Test func maxErrorsListsTheFirstIssuesAndCountsTheRest() throws {
-        let (dir, store) = try emptyStore()
+    @Test func maxErrorsListsTheFirstIssuesAndCountsTheRest() async throws {
+        let (dir, store) = try await emptyStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         var text = "{\"entity\":\"Genre\",\"name\":\"ok\"}\n"
         for i in 0..<5 { text += "{\"entity\":\"Genre\",\"name\":\(i)}\n" }     // lines 2…6: not a string
         let input = try write(text, to: dir, "in.ndjson")
-        let r = try storectl("import", store, input, "--max-errors", "2", "--quiet")
+        let r = try await storectl("import", store, input, "--max-errors", "2", "--quiet")
         #expect(r.status == 65)
         let reported = r.stderr.split(separator: "\n").map(String.init)
         #expect(reported == [
@@ -238,9 +238,9 @@ import Testing
             "… and 3 more issue(s)",
             "storectl: error: 5 bad record(s); nothing was written",
         ], "\(r.stderr)")
-        #expect(try lastTransaction(store) == .int(0))
+        #expect(try await lastTransaction(store) == .int(0))
         // The default lists 20: all five here.
-        let all = try storectl("import", store, input, "--quiet")
+        let all = try await storectl("import", store, input, "--quiet")
         #expect(all.status == 65)
         #expect(all.stderr.split(separator: "\n").count == 6, "\(all.stderr)")
         #expect(!all.stderr.contains("more issue"))
@@ -248,11 +248,11 @@ import Testing
 
     /// A link to a record that came later in the input and was refused at write time (its
     /// unique key clashes with an object of the store) is skipped, counted and reported.
-    @Test func skippedLinksAreReported() throws {
-        let (dir, store) = try emptyStore()
+    @Test func skippedLinksAreReported() async throws {
+        let (dir, store) = try await emptyStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         let existing = try write("{\"entity\":\"Genre\",\"name\":\"Rock\"}\n", to: dir, "existing.ndjson")
-        #expect(try storectl("import", store, existing, "--quiet").status == 0)
+        #expect(try await storectl("import", store, existing, "--quiet").status == 0)
         // A new genre id whose name clashes with the stored "Rock": accepted by validation
         // (matched by id), refused by the unique constraint when written.
         let clash = ObjectID.make(entityTag: Genre.entityTag).description
@@ -262,7 +262,7 @@ import Testing
 
         """, to: dir, "in.ndjson")
         let rejects = dir.appendingPathComponent("rejects.ndjson").path
-        let r = try storectl("import", store, input, "--batch", "1", "--continue-on-error", "--rejects", rejects, "--quiet")
+        let r = try await storectl("import", store, input, "--batch", "1", "--continue-on-error", "--rejects", rejects, "--quiet")
         #expect(r.status == 0, "\(r.stderr)")
         let out = r.stdout.split(separator: "\n").map(String.init)
         #expect(out.count == 3, "\(r.stdout)")
@@ -273,9 +273,9 @@ import Testing
         #expect(rejected.hasPrefix("# \(input):2: name"), "\(rejected)")
         #expect(rejected.contains("\"id\":\"\(clash)\""))
         // The track is there, without a genre; the stored genre is unchanged and unlinked.
-        let tracks = try exported(store, "Track")
+        let tracks = try await exported(store, "Track")
         #expect(tracks.count == 1 && tracks.first?["genre"] == nil)
-        #expect(try exported(store, "Genre").compactMap { string($0["id"]) } != [clash])
+        #expect(try await exported(store, "Genre").compactMap { string($0["id"]) } != [clash])
 
         // --json counts it.
         let again = try write("""
@@ -283,7 +283,7 @@ import Testing
         {"entity":"Genre","id":"\(clash)","name":"Rock"}
 
         """, to: dir, "again.ndjson")
-        let j = try storectl("import", store, again, "--batch", "1", "--continue-on-error", "--rejects", rejects, "--json", "--quiet")
+        let j = try await storectl("import", store, again, "--batch", "1", "--continue-on-error", "--rejects", rejects, "--json", "--quiet")
         #expect(j.status == 0, "\(j.stderr)")
         let summary = try JSONValue.parse(j.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(summary["skippedLinks"] == .int(1) && summary["rejected"] == .int(1) && summary["records"] == .int(1), "\(summary)")
@@ -292,31 +292,31 @@ import Testing
     /// Control characters (NUL, ESC, TAB, CR, LF, CRLF, DEL, a C1 character) in a value: CSV
     /// export writes them as they are, in a quoted field, and importing that CSV into an empty
     /// store gives back the same bytes (its export is identical, CSV and NDJSON alike).
-    @Test func csvExportKeepsControlCharactersAndReimportsByteForByte() throws {
-        let (dir, store) = try emptyStore()
+    @Test func csvExportKeepsControlCharactersAndReimportsByteForByte() async throws {
+        let (dir, store) = try await emptyStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         let value = "nul\u{0}esc\u{1B}[31mred tab\tcr\rlf\ncrlf\r\ndel\u{7F}c1\u{85}bell\u{7}"
         let line = "{\"entity\":\"Genre\",\"name\":\(JSONValue.string(value).serialized)}\n{\"entity\":\"Genre\",\"name\":\"tab\\tonly\"}\n"
-        #expect(try storectl("import", store, try write(line, to: dir, "in.ndjson"), "--quiet").status == 0)
+        #expect(try await storectl("import", store, try write(line, to: dir, "in.ndjson"), "--quiet").status == 0)
         let csv = dir.appendingPathComponent("Genre.csv").path
-        #expect(try storectl("export", store, "--entity", "Genre", "--format", "csv", "--output", csv).status == 0)
+        #expect(try await storectl("export", store, "--entity", "Genre", "--format", "csv", "--output", csv).status == 0)
         let bytes = try Data(contentsOf: URL(fileURLWithPath: csv))
         #expect(bytes.contains(0x00) && bytes.contains(0x1B), "control characters are not written as they are")
         #expect(String(decoding: bytes, as: UTF8.self).contains(",\"tab\tonly\"\n"), "a field with a tab is not quoted")
-        let (dir2, store2) = try emptyStore("import-export-2")
+        let (dir2, store2) = try await emptyStore("import-export-2")
         defer { try? FileManager.default.removeItem(at: dir2) }
-        let i = try storectl("import", store2, csv, "--quiet")
+        let i = try await storectl("import", store2, csv, "--quiet")
         #expect(i.status == 0, "\(i.stderr)")
-        let again = try storectl("export", store2, "--entity", "Genre", "--format", "csv")
+        let again = try await storectl("export", store2, "--entity", "Genre", "--format", "csv")
         #expect(Data(again.stdout.utf8) == bytes)
-        #expect(try storectl("export", store2, "--entity", "Genre").stdout == (try storectl("export", store, "--entity", "Genre").stdout))
-        #expect(try exported(store2, "Genre").contains { string($0["name"]) == value })
+        #expect(try await storectl("export", store2, "--entity", "Genre").stdout == (try await storectl("export", store, "--entity", "Genre").stdout))
+        #expect(try await exported(store2, "Genre").contains { string($0["name"]) == value })
     }
 
     /// CSV export quotes values with a leading or trailing space (and the other special cases),
     /// and importing the export reproduces them exactly.
-    @Test func csvExportQuotesLeadingAndTrailingSpacesAndRoundTrips() throws {
-        let (dir, store) = try emptyStore()
+    @Test func csvExportQuotesLeadingAndTrailingSpacesAndRoundTrips() async throws {
+        let (dir, store) = try await emptyStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         let names = [" lead", "trail ", " both ", "in side", "", "a,b", "q\"q", "plain"]
         var text = ""
@@ -326,9 +326,9 @@ import Testing
         }
         text += "{\"entity\":\"Playlist\",\"name\":\"none\",\"createdAt\":\"2021-11-02T22:15:00Z\"}\n"
         let input = try write(text, to: dir, "in.ndjson")
-        #expect(try storectl("import", store, input, "--quiet").status == 0)
+        #expect(try await storectl("import", store, input, "--quiet").status == 0)
         let csvPath = dir.appendingPathComponent("Playlist.csv").path
-        let e = try storectl("export", store, "--entity", "Playlist", "--format", "csv", "--output", csvPath)
+        let e = try await storectl("export", store, "--entity", "Playlist", "--format", "csv", "--output", csvPath)
         #expect(e.status == 0, "\(e.stderr)")
         let csv = try String(contentsOfFile: csvPath, encoding: .utf8)
         let rows = csv.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
@@ -344,14 +344,14 @@ import Testing
         #expect(row("none")?.hasSuffix("Z,,") == true, "\(csv)")
 
         // Import the CSV into an empty store: the same records, spaces kept.
-        let (dir2, store2) = try emptyStore("import-export-2")
+        let (dir2, store2) = try await emptyStore("import-export-2")
         defer { try? FileManager.default.removeItem(at: dir2) }
-        let i = try storectl("import", store2, csvPath, "--quiet")
+        let i = try await storectl("import", store2, csvPath, "--quiet")
         #expect(i.status == 0, "\(i.stderr)")
-        let before = try storectl("export", store, "--entity", "Playlist").stdout
+        let before = try await storectl("export", store, "--entity", "Playlist").stdout
         #expect(!before.isEmpty)
-        #expect(try storectl("export", store2, "--entity", "Playlist").stdout == before)
-        let notes = try exported(store2, "Playlist").map { string($0["notes"]) }
+        #expect(try await storectl("export", store2, "--entity", "Playlist").stdout == before)
+        let notes = try await exported(store2, "Playlist").map { string($0["notes"]) }
         #expect(notes == names.map { Optional($0) } + [nil])
     }
 }

@@ -10,8 +10,8 @@ import Testing
 /// refuses a batch, show readers none of it or all of it, keep the saves made meanwhile, and
 /// read the input again in two passes where one pass could answer differently.
 @Suite struct OneTransactionImportTests {
-    private func generate(_ records: Int, shape: String, seed: Int, in dir: URL) throws -> String {
-        try generateInput(records, shape: shape, seed: seed, in: dir)
+    private func generate(_ records: Int, shape: String, seed: Int, in dir: URL) async throws -> String {
+        try await generateInput(records, shape: shape, seed: seed, in: dir)
     }
 
     private func write(_ lines: [String], in dir: URL, _ name: String = "in.ndjson") throws -> String {
@@ -59,8 +59,8 @@ import Testing
         let dir = temporaryDirectory("one-transaction")
         defer { try? FileManager.default.removeItem(at: dir) }
         let schemaDirectory = repositoryRoot.appendingPathComponent("Schemas/\(shape)")
-        let base = shape == "library" ? try generate(1_500, shape: shape, seed: 5, in: dir) : nil
-        let input = try generate(shape == "library" ? 400 : 800, shape: shape, seed: 6, in: dir)
+        let base = await shape == "library" ? try generate(1_500, shape: shape, seed: 5, in: dir) : nil
+        let input = try await generate(shape == "library" ? 400 : 800, shape: shape, seed: 6, in: dir)
         var states: [Bool: [String]] = [:]
         for oneTransaction in [true, false] {
             let store = try Store.temporary(schema: try Schema.load(directory: schemaDirectory))
@@ -140,7 +140,7 @@ import Testing
     @Test func readersSeeNothingOfTheImportUntilAllOfIt() async throws {
         let dir = temporaryDirectory("one-transaction")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let input = try generate(3_000, shape: "library", seed: 7, in: dir)
+        let input = try await generate(3_000, shape: "library", seed: 7, in: dir)
         try await withLibraryStore { store in
             _ = try await store.save { $0.insert(Genre(name: "Jazz")) }
             let tracks = try #require(store.schema.entity(named: "Track"))
@@ -158,7 +158,7 @@ import Testing
     @Test func savesDuringTheImportAreKept() async throws {
         let dir = temporaryDirectory("one-transaction")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let input = try generate(2_000, shape: "library", seed: 8, in: dir)
+        let input = try await generate(2_000, shape: "library", seed: 8, in: dir)
         try await withLibraryStore { store in
             _ = try await store.save { $0.insert(Genre(name: "Jazz")) }
             let importing = Task { try await Importer(store: store, options: options()).run(files: [input]) }
@@ -283,7 +283,7 @@ import Testing
     @Test func aFullMapIsGrownAndTheBatchesAppliedAgain() async throws {
         let dir = temporaryDirectory("one-transaction")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let input = try generate(2_000, shape: "library", seed: 9, in: dir)
+        let input = try await generate(2_000, shape: "library", seed: 9, in: dir)
         var small = StoreConfiguration()
         small.initialMapSizeBytes = 1 << 20
         var states: [[String]] = []

@@ -7,23 +7,23 @@ import Testing
 /// before anything is written (a null or over-long unique key), `--continue-on-error` with
 /// `--rejects`, and inputs and rejects files it must refuse.
 @Suite struct StorectlImportTests {
-    @Test func importReportsANullUniqueKeyBeforeWriting() throws {
+    @Test func importReportsANullUniqueKeyBeforeWriting() async throws {
         let dir = temporaryDirectory("imp")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("s").path
-        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
         let input = dir.appendingPathComponent("in.ndjson")
         try Data(#"{"entity":"Genre","name":null}"#.utf8).write(to: input)
-        let r = try storectl("import", store, input.path, "--quiet")
+        let r = try await storectl("import", store, input.path, "--quiet")
         #expect(r.status == 65)
         #expect(r.stderr.contains("in.ndjson:1: name:"), "\(r.stderr)")
     }
 
-    @Test func importResolvesReferencesToInputRecordsByIdAndOtherKeys() throws {
+    @Test func importResolvesReferencesToInputRecordsByIdAndOtherKeys() async throws {
         let dir = temporaryDirectory("imp")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("s").path
-        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
         // The album is referenced by its mbid but given with an explicit id, after the track.
         let albumID = ObjectID.make(entityTag: 2)
         let lines = [
@@ -32,17 +32,17 @@ import Testing
         ]
         let input = dir.appendingPathComponent("in.ndjson")
         try Data(lines.joined(separator: "\n").utf8).write(to: input)
-        let r = try storectl("import", store, input.path, "--quiet")
+        let r = try await storectl("import", store, input.path, "--quiet")
         #expect(r.status == 0, "\(r.stderr)")
-        let c = try storectl("query", store, "--entity", "Track", "--where", "album == '\(albumID)'", "--count")
+        let c = try await storectl("query", store, "--entity", "Track", "--where", "album == '\(albumID)'", "--count")
         #expect(c.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1")
     }
 
-    @Test func continueOnErrorSkipsLinksToRejectedRecords() throws {
+    @Test func continueOnErrorSkipsLinksToRejectedRecords() async throws {
         let dir = temporaryDirectory("imp")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("s").path
-        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
         let lines = [
             #"{"entity":"Track","mbid":"7e66a91c-080f-5eea-aa6b-d2e7423e0631","title":"t","durationSeconds":1,"addedAt":"2024-01-01T00:00:00Z","genre":{"name":"Bad"}}"#,
             #"{"entity":"Genre","name":"Bad","oops":1}"#,
@@ -50,38 +50,38 @@ import Testing
         let input = dir.appendingPathComponent("in.ndjson")
         try Data(lines.joined(separator: "\n").utf8).write(to: input)
         let rejects = dir.appendingPathComponent("rejects").path
-        let r = try storectl("import", store, input.path, "--continue-on-error", "--rejects", rejects, "--json", "--quiet")
+        let r = try await storectl("import", store, input.path, "--continue-on-error", "--rejects", rejects, "--json", "--quiet")
         #expect(r.status == 0, "\(r.stderr)")
         let summary = try JSONValue.parse(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(summary["rejected"] == .int(2))
         #expect(summary["records"] == .int(0))
     }
 
-    @Test func rejectsFileThatCannotBeCreatedExits73() throws {
+    @Test func rejectsFileThatCannotBeCreatedExits73() async throws {
         let dir = temporaryDirectory("imp")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("s").path
-        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
         let input = dir.appendingPathComponent("in.ndjson")
         try Data(#"{"entity":"Genre","name":"a"}"#.utf8).write(to: input)
-        let r = try storectl("import", store, input.path, "--continue-on-error", "--rejects", "/nonexistent/dir/rejects")
+        let r = try await storectl("import", store, input.path, "--continue-on-error", "--rejects", "/nonexistent/dir/rejects")
         #expect(r.status == 73)
     }
 
     /// `--rejects` naming one of the inputs is a usage error (64) and leaves the input whole;
     /// the rejects file is created only once the input is validated, so a failed import leaves
     /// none behind.
-    @Test func aRejectsFileNamingAnInputIsRefused() throws {
-        let (dir, store) = try storeWithGenres()
+    @Test func aRejectsFileNamingAnInputIsRefused() async throws {
+        let (dir, store) = try await storeWithGenres()
         defer { try? FileManager.default.removeItem(at: dir) }
         let input = dir.appendingPathComponent("genres.ndjson").path
         let original = try String(contentsOfFile: input, encoding: .utf8)
-        let r = try storectl("import", store, input, "--continue-on-error", "--rejects", input, "--quiet")
+        let r = try await storectl("import", store, input, "--continue-on-error", "--rejects", input, "--quiet")
         #expect(r.status == 64, "\(r.status) \(r.stderr)")
         #expect(r.stderr.contains("one of the inputs"), "\(r.stderr)")
         #expect(try String(contentsOfFile: input, encoding: .utf8) == original)
         let rejects = dir.appendingPathComponent("rejects.ndjson").path
-        let missing = try storectl("import", dir.appendingPathComponent("no-store").path, input, "--continue-on-error", "--rejects", rejects)
+        let missing = try await storectl("import", dir.appendingPathComponent("no-store").path, input, "--continue-on-error", "--rejects", rejects)
         #expect(missing.status == 66, "\(missing.stderr)")
         #expect(!FileManager.default.fileExists(atPath: rejects))
     }
@@ -89,45 +89,45 @@ import Testing
     /// A pipe (or a directory) as input: exit 66 with the reason, nothing written. (The import
     /// reads its input twice: a pipe would be read empty the second time, and the import would
     /// exit 0, "imported 0 records".)
-    @Test func aPipeOrADirectoryAsInputIsRefused() throws {
-        let (dir, store) = try storeWithGenres()
+    @Test func aPipeOrADirectoryAsInputIsRefused() async throws {
+        let (dir, store) = try await storeWithGenres()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let r = try storectl("import", store, "/dev/stdin", "--format", "ndjson", "--quiet", stdin: "{\"entity\":\"Genre\",\"name\":\"piped\"}\n")
+        let r = try await storectl("import", store, "/dev/stdin", "--format", "ndjson", "--quiet", stdin: "{\"entity\":\"Genre\",\"name\":\"piped\"}\n")
         #expect(r.status == 66, "\(r.status) \(r.stderr)")
         #expect(r.stderr.contains("not a regular file"), "\(r.stderr)")
-        let d = try storectl("import", store, dir.path, "--quiet")
+        let d = try await storectl("import", store, dir.path, "--quiet")
         #expect(d.status == 66, "\(d.status) \(d.stderr)")
         #expect(d.stderr.contains("is a directory"), "\(d.stderr)")
-        #expect(try genreCount(store) == "5")
+        #expect(try await genreCount(store) == "5")
     }
 
     /// A unique key longer than LMDB's key limit is a bad record found by validation, at its
     /// line, with nothing written (not a failed save, without a line, after the batches before it
     /// were committed).
-    @Test func aUniqueKeyOverTheKeyLimitIsFoundAtValidation() throws {
+    @Test func aUniqueKeyOverTheKeyLimitIsFoundAtValidation() async throws {
         let dir = temporaryDirectory("import-long-unique-key")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("s").path
-        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
         let input = dir.appendingPathComponent("in.ndjson")
         let long = String(repeating: "x", count: 600)
         try Data("{\"entity\":\"Genre\",\"name\":\"a\"}\n{\"entity\":\"Genre\",\"name\":\"b\"}\n{\"entity\":\"Genre\",\"name\":\"\(long)\"}\n".utf8).write(to: input)
-        let r = try storectl("import", store, input.path, "--batch", "1", "--quiet")
+        let r = try await storectl("import", store, input.path, "--batch", "1", "--quiet")
         #expect(r.status == 65, "\(r.status) \(r.stderr)")
         #expect(r.stderr.contains("in.ndjson:3: name: unique key of 605 bytes exceeds LMDB's 511-byte key limit"), "\(r.stderr)")
-        #expect(try storectl("query", store, "--entity", "Genre", "--count").stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+        #expect(try await storectl("query", store, "--entity", "Genre", "--count").stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0")
     }
 
     /// `--mode`: a bulk import into a new store says so; an unknown mode is a usage error; while
     /// another process (this one) has the store open, `bulk` is refused with exit 75 naming it
     /// and nothing is written, and `auto` imports batch by batch.
-    @Test func modeChoosesBulkOrIncrementalAndBulkNeedsTheStoreToItself() throws {
+    @Test func modeChoosesBulkOrIncrementalAndBulkNeedsTheStoreToItself() async throws {
         let dir = temporaryDirectory("imp")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("s").path
-        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
         let sample = repositoryRoot.appendingPathComponent("Tools/sample-library/library.ndjson").path
-        let bad = try storectl("import", store, sample, "--mode", "fast", "--quiet")
+        let bad = try await storectl("import", store, sample, "--mode", "fast", "--quiet")
         #expect(bad.status == 64)
         #expect(bad.stderr.contains("--mode must be auto, bulk or incremental"), "\(bad.stderr)")
         func mode(_ r: ProcessResult) throws -> String? {
@@ -135,7 +135,7 @@ import Testing
             else { return nil }
             return m
         }
-        let first = try storectl("import", store, sample, "--quiet", "--json")
+        let first = try await storectl("import", store, sample, "--quiet", "--json")
         #expect(first.status == 0, "\(first.stderr)")
         #expect(try mode(first) == "bulk")
 
@@ -144,11 +144,11 @@ import Testing
         let head = held.currentTransactionID
         let input = dir.appendingPathComponent("more.ndjson")
         try Data(#"{"entity":"Genre","name":"Zydeco"}"#.utf8).write(to: input)
-        let refused = try storectl("import", store, input.path, "--mode", "bulk", "--quiet")
+        let refused = try await storectl("import", store, input.path, "--mode", "bulk", "--quiet")
         #expect(refused.status == 75)
         #expect(refused.stderr.contains("\(getpid())"), "\(refused.stderr)")
         #expect(held.currentTransactionID == head)
-        let auto = try storectl("import", store, input.path, "--quiet", "--json")
+        let auto = try await storectl("import", store, input.path, "--quiet", "--json")
         #expect(auto.status == 0, "\(auto.stderr)")
         #expect(try mode(auto) == "incremental")
     }

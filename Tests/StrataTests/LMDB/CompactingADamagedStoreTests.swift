@@ -8,14 +8,14 @@ import Testing
 /// was, not an internal error such as `mdb_cursor_put(indexes, MDB_APPEND) failed: MDB_KEYEXIST`
 /// (exit 70).
 @Suite struct CompactingADamagedStoreTests {
-    @Test func keysOutOfOrderAreReportedAsCorruption() throws {
+    @Test func keysOutOfOrderAreReportedAsCorruption() async throws {
         let dir = temporaryDirectory("compact-damaged")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("s")
-        #expect(try storectl("init", store.path, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try await storectl("init", store.path, "--schema", librarySchemaDirectory.path).status == 0)
         let input = dir.appendingPathComponent("g.ndjson")
         try Data((0..<50).map { "{\"entity\":\"Genre\",\"name\":\"genre \(String(format: "%03d", $0))\"}\n" }.joined().utf8).write(to: input)
-        #expect(try storectl("import", store.path, input.path, "--quiet").status == 0)
+        #expect(try await storectl("import", store.path, input.path, "--quiet").status == 0)
         // The `name` unique key of "genre 025": tag, non-null marker, the text. Its 'g' becomes
         // 0x01, so it sorts before the keys in front of it.
         let file = dataFile(ofStore: store)
@@ -37,11 +37,11 @@ import Testing
         bytes[at + prefixCount] = 0x01
         try Data(bytes).write(to: file)
         let before = try FileManager.default.contentsOfDirectory(atPath: store.path).sorted()
-        let r = try storectl("compact", store.path)
+        let r = try await storectl("compact", store.path)
         #expect(r.status == 65, "\(r.status) \(r.stderr)")
         // The page check every storectl command runs finds it before the copy starts.
         #expect(r.stderr.contains("the store is damaged: database 'uniques'") && r.stderr.contains("keys out of order"), "\(r.stderr)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: store.path).sorted() == before)
-        #expect(try storectl("verify", store.path).status == 65)
+        #expect(try await storectl("verify", store.path).status == 65)
     }
 }

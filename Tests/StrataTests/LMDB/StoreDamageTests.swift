@@ -50,11 +50,11 @@ import StrataLMDB
     }
 
     /// Runs every read command on `store`; each must exit 65 with `expected` in its error.
-    func expectEveryCommandRefuses(_ store: URL, mentioning expected: [String]) throws {
+    func expectEveryCommandRefuses(_ store: URL, mentioning expected: [String]) async throws {
         for command in Self.readCommands {
             var args = [command[0], store.path]
             args += command.dropFirst()
-            let r = try storectl(args)
+            let r = try await storectl(args)
             #expect(r.status == 65, "\(command[0]): exit \(r.status), stderr \(r.stderr)")
             for text in expected { #expect(r.stderr.contains(text), "\(command[0]): \(r.stderr)") }
         }
@@ -66,8 +66,8 @@ import StrataLMDB
         let store = dir.appendingPathComponent("store")
         try await buildStore(store)
         let cache = dir.appendingPathComponent("cache")
-        func storectlRemembering(_ args: String...) throws -> ProcessResult {
-            try run(storectlPath, args, environment: ["XDG_CACHE_HOME": cache.path])
+        func storectlRemembering(_ args: String...) async throws -> ProcessResult {
+            try await run(storectlPath, args, environment: ["XDG_CACHE_HOME": cache.path])
         }
         let memos = cache.appendingPathComponent("strata/page-checks")
         func memo() throws -> String {
@@ -79,23 +79,23 @@ import StrataLMDB
         try FileManager.default.createDirectory(at: memos, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o777])
         try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: memos.path)
-        #expect(try storectlRemembering("info", store.path).status == 0)
+        #expect(try await storectlRemembering("info", store.path).status == 0)
         #expect(try FileManager.default.contentsOfDirectory(atPath: memos.path).isEmpty)
         try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: memos.path)
-        #expect(try storectlRemembering("info", store.path).status == 0)
+        #expect(try await storectlRemembering("info", store.path).status == 0)
         let first = try memo()
         // Unchanged: remembered as it was.
-        #expect(try storectlRemembering("query", store.path, "--entity", "Track", "--count").stdout.hasPrefix("400"))
+        #expect(try await storectlRemembering("query", store.path, "--entity", "Track", "--count").stdout.hasPrefix("400"))
         #expect(try memo() == first)
         // A commit changes the file: checked again, remembered anew.
         let input = dir.appendingPathComponent("genre.ndjson")
         try Data(#"{"entity": "Genre", "name": "after"}"#.utf8).write(to: input)
-        #expect(try storectlRemembering("import", store.path, input.path, "--quiet").status == 0)
-        #expect(try storectlRemembering("info", store.path).status == 0)
+        #expect(try await storectlRemembering("import", store.path, input.path, "--quiet").status == 0)
+        #expect(try await storectlRemembering("info", store.path).status == 0)
         #expect(try memo() != first)
         // Damage after a check is found: the file is not the one remembered.
         try damage(store, Self.valueSizePastItsPage)
-        let refused = try storectlRemembering("info", store.path)
+        let refused = try await storectlRemembering("info", store.path)
         #expect(refused.status == 65 && refused.stderr.contains("runs past the page"), "\(refused.stderr)")
     }
 
@@ -114,7 +114,7 @@ import StrataLMDB
             let age = Date(timeIntervalSinceNow: i < 100 ? -86_400 : -3_600)
             try FileManager.default.setAttributes([.modificationDate: age], ofItemAtPath: url.path)
         }
-        #expect(try run(storectlPath, ["info", store.path], environment: ["XDG_CACHE_HOME": cache.path]).status == 0)
+        #expect(try await run(storectlPath, ["info", store.path], environment: ["XDG_CACHE_HOME": cache.path]).status == 0)
         let left = try FileManager.default.contentsOfDirectory(atPath: memos.path).filter { !$0.hasPrefix(".") }
         #expect(left.count == PageCheckMemo.maxMemos * 3 / 4 + 1, "\(left.count)")
         #expect(!left.contains("1-0") && !left.contains("1-99"))   // the oldest went first
@@ -136,7 +136,7 @@ import StrataLMDB
             }
             return false
         }
-        try expectEveryCommandRefuses(store, mentioning: ["the store is damaged", "database '", "page "])
+        try await expectEveryCommandRefuses(store, mentioning: ["the store is damaged", "database '", "page "])
     }
 
     @Test func aValueSizePastItsPageIsRefusedByEveryCommand() async throws {
@@ -145,7 +145,7 @@ import StrataLMDB
         let store = dir.appendingPathComponent("store")
         try await buildStore(store)
         try damage(store, Self.valueSizePastItsPage)
-        try expectEveryCommandRefuses(store, mentioning: ["the store is damaged", "runs past the page", "key 0x"])
+        try await expectEveryCommandRefuses(store, mentioning: ["the store is damaged", "runs past the page", "key 0x"])
     }
 
     @Test func aDamagedMetaPageIsRefusedByEveryCommand() async throws {
@@ -157,7 +157,7 @@ import StrataLMDB
             b[16] ^= 0x01   // meta page 0's magic
             return true
         }
-        try expectEveryCommandRefuses(store, mentioning: ["meta page 0: bad magic"])
+        try await expectEveryCommandRefuses(store, mentioning: ["meta page 0: bad magic"])
     }
 
     /// The older meta page's transaction id raised above the newer one's would make LMDB open the
@@ -173,7 +173,7 @@ import StrataLMDB
             b[older + 144 + 1] ^= 0x01   // + 256
             return true
         }
-        try expectEveryCommandRefuses(store, mentioning: ["meta pages: transaction ids", "not consecutive commits"])
+        try await expectEveryCommandRefuses(store, mentioning: ["meta pages: transaction ids", "not consecutive commits"])
         #expect(throws: StrataError.self) { try Store.openReadOnly(at: store, configuration: { var c = StoreConfiguration(); c.checkPagesOnOpen = true; return c }()) }
     }
 
@@ -212,7 +212,7 @@ import StrataLMDB
             b[at + 9] ^= 0x20   // sortName → SortName: still a valid schema
             return true
         }
-        try expectEveryCommandRefuses(store, mentioning: ["database 'meta', key 'schema': the stored schema fails its checksum"])
+        try await expectEveryCommandRefuses(store, mentioning: ["database 'meta', key 'schema': the stored schema fails its checksum"])
     }
 
     @Test func aDamagedLockFileDoesNotStopReads() async throws {
@@ -224,12 +224,12 @@ import StrataLMDB
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: lock)))
         for i in stride(from: 0, to: bytes.count, by: 7) { bytes[i] ^= 0xA5 }
         try Data(bytes).write(to: URL(fileURLWithPath: lock))
-        let r = try storectl("verify", store.path)
+        let r = try await storectl("verify", store.path)
         #expect(r.status == 0, "\(r.status) \(r.stderr)")
     }
 
     /// A lookup key made from stored data with a size LMDB cannot hold is a corrupt entry, not a trap.
-    @Test func aLookupKeyOfAnImpossibleSizeIsACorruptEntry() async throws {
+    @Test func aLookupKeyOfAnImpossibleSizeIsACorruptEntry() throws {
         let store = try Store.temporary(schema: try librarySchema())
         defer { store.close() }
         let env = store.env

@@ -120,9 +120,9 @@ import Testing
         let before = try await makeFormat1Store(at: dir, seed: 11, saves: 40)
 
         // storectl says which format it is, and what rewrites it.
-        let text = try storectl("info", dir.path)
+        let text = try await storectl("info", dir.path)
         #expect(text.status == 0 && text.stdout.contains("store format:     1 (counts in meta, log entries plain; storectl compact --horizon 0 rewrites it in format 3)"), "\(text.stdout)\(text.stderr)")
-        let json = try JSONValue.parse(try storectl("info", dir.path, "--json").stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        let json = try JSONValue.parse(try await storectl("info", dir.path, "--json").stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(json["format"] == .int(1))
         #expect(json["entities"]?["Track"] == .int(Int64(before["Track"]!)))
 
@@ -261,20 +261,20 @@ import Testing
         let dir = temporaryDirectory("format-1-cli")
         defer { try? FileManager.default.removeItem(at: dir) }
         let before = try await makeFormat1Store(at: dir, seed: 12, saves: 15)
-        func info() throws -> JSONValue {
-            let r = try storectl("info", dir.path, "--json")
+        func info() async throws -> JSONValue {
+            let r = try await storectl("info", dir.path, "--json")
             #expect(r.status == 0, "\(r.stderr)")
             return try JSONValue.parse(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         }
-        let old = try info()
+        let old = try await info()
         #expect(old["format"] == .int(1))
-        let r = try storectl("compact", dir.path, "--horizon", "0", "--quiet")
+        let r = try await storectl("compact", dir.path, "--horizon", "0", "--quiet")
         #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
-        let new = try info()
+        let new = try await info()
         #expect(new["format"] == .int(3))
         #expect(new["logEntries"] == old["logEntries"] && new["lastTransaction"] == old["lastTransaction"])
         for (name, n) in before { #expect(new["entities"]?[name] == .int(Int64(n))) }
-        let verify = try storectl("verify", dir.path)
+        let verify = try await storectl("verify", dir.path)
         #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
     }
 
@@ -327,7 +327,7 @@ import Testing
             try writeStoredFormat(store, 2)
             store.close()
         }
-        let text = try storectl("info", dir.path)
+        let text = try await storectl("info", dir.path)
         #expect(text.stdout.contains("store format:     2 (log entries plain; storectl compact --horizon 0 rewrites it in format 3)"),
                 "\(text.stdout)\(text.stderr)")
         let store = try Store.open(at: dir, schema: schema)
@@ -361,7 +361,7 @@ import Testing
         #expect(try store.verify().ok)
         store.close()
 
-        let compacted = try storectl("compact", dir.path, "--horizon", "0")
+        let compacted = try await storectl("compact", dir.path, "--horizon", "0")
         #expect(compacted.status == 0, "\(compacted.stderr)")
         let after = try Store.open(at: dir, schema: schema)
         defer { after.close() }
@@ -388,7 +388,7 @@ import Testing
         let input = dir.appendingPathComponent("genres.ndjson")
         try Data((0..<400).map { #"{"entity": "Genre", "name": "imported genre number \#($0)"}"# }
             .joined(separator: "\n").utf8).write(to: input)
-        let r = try storectl("import", dir.path, input.path, "--mode", "bulk", "--quiet")
+        let r = try await storectl("import", dir.path, input.path, "--mode", "bulk", "--quiet")
         #expect(r.status == 0, "\(r.stderr)")
         let store = try Store.open(at: dir, schema: schema)
         defer { store.close() }
@@ -402,7 +402,7 @@ import Testing
     /// A `format` that is not four bytes is a damaged store, refused as one (it threw a bare
     /// decoding error before).
     @Test(arguments: [[UInt8](), [2], [0, 0, 0, 0, 2]])
-    func anUnreadableFormatIsRefused(value: [UInt8]) async throws {
+    func anUnreadableFormatIsRefused(value: [UInt8]) throws {
         let dir = temporaryDirectory("format-unreadable")
         defer { try? FileManager.default.removeItem(at: dir) }
         let schema = try librarySchema()

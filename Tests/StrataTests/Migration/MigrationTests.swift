@@ -151,14 +151,14 @@ import Testing
         let v1dir = dir.appendingPathComponent("schema-v1")
         try FileManager.default.createDirectory(at: v1dir, withIntermediateDirectories: true)
         try FileManager.default.copyItem(at: librarySchemaDirectory.appendingPathComponent("v1.json"), to: v1dir.appendingPathComponent("v1.json"))
-        #expect(try storectl("init", store, "--schema", v1dir.path).status == 0)
-        #expect(try storectl("import", store, repositoryRoot.appendingPathComponent("Tools/sample-library/v1/library.ndjson").path, "--quiet").status == 0)
-        let check = try storectl("migrate", store, "--schema", librarySchemaDirectory.path, "--check")
+        #expect(try await storectl("init", store, "--schema", v1dir.path).status == 0)
+        #expect(try await storectl("import", store, repositoryRoot.appendingPathComponent("Tools/sample-library/v1/library.ndjson").path, "--quiet").status == 0)
+        let check = try await storectl("migrate", store, "--schema", librarySchemaDirectory.path, "--check")
         #expect(check.status == 10 && check.stdout.contains("custom deriveSortName"))
-        let run = try storectl("migrate", store, "--schema", librarySchemaDirectory.path, "--json")
+        let run = try await storectl("migrate", store, "--schema", librarySchemaDirectory.path, "--json")
         #expect(run.status == 0, "\(run.stderr)")
-        #expect(try storectl("migrate", store, "--schema", librarySchemaDirectory.path, "--check").status == 0)
-        #expect(try storectl("verify", store).status == 0)
+        #expect(try await storectl("migrate", store, "--schema", librarySchemaDirectory.path, "--check").status == 0)
+        #expect(try await storectl("verify", store).status == 0)
         let opened = try Store.open(at: URL(fileURLWithPath: store), schema: all[1], entities: libraryEntities)
         defer { opened.close() }
         let artists = try opened.mainContext.fetch(Artist.self)
@@ -168,7 +168,7 @@ import Testing
 }
 
 @Suite struct MigrationStatusTests {
-    @Test func statusWorksWhileThisProcessHasTheStoreOpen() async throws {
+    @Test func statusWorksWhileThisProcessHasTheStoreOpen() throws {
         let dir = temporaryDirectory("status")
         defer { try? FileManager.default.removeItem(at: dir) }
         let all = try Schema.loadAll(directory: librarySchemaDirectory)

@@ -230,17 +230,17 @@ import Testing
 
     /// `--where` nested deeper than ``PredicateParser/maxNesting`` is a usage error (not a stack
     /// overflow, SIGSEGV); up to the limit it parses.
-    @Test func aDeeplyNestedFilterIsRefused() throws {
-        let (dir, store) = try storeWithGenres()
+    @Test func aDeeplyNestedFilterIsRefused() async throws {
+        let (dir, store) = try await storeWithGenres()
         defer { try? FileManager.default.removeItem(at: dir) }
         let deep = String(repeating: "not ", count: 3_000) + "name == \"g1\""
-        let r = try storectl("query", store, "--entity", "Genre", "--where", deep)
+        let r = try await storectl("query", store, "--entity", "Genre", "--where", deep)
         #expect(r.status == 64, "\(r.status) \(r.stderr)")
         #expect(r.stderr.contains("nested more than \(PredicateParser.maxNesting) levels"), "\(r.stderr)")
         let parens = String(repeating: "(", count: 100) + "name == \"g1\"" + String(repeating: ")", count: 100)
-        #expect(try storectl("query", store, "--entity", "Genre", "--where", parens).status == 64)
+        #expect(try await storectl("query", store, "--entity", "Genre", "--where", parens).status == 64)
         let ok = String(repeating: "not ", count: PredicateParser.maxNesting) + "name == \"g1\""
-        let fine = try storectl("query", store, "--entity", "Genre", "--where", ok, "--count")
+        let fine = try await storectl("query", store, "--entity", "Genre", "--where", ok, "--count")
         #expect(fine.status == 0, "\(fine.stderr)")
         #expect(fine.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1")
     }

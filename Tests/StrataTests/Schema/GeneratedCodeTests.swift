@@ -18,7 +18,7 @@ import Testing
     static let canTypeCheck = modulemap != nil && FileManager.default.fileExists(atPath: repositoryRoot.appendingPathComponent(".build/debug/Modules/Strata.swiftmodule").path)
 
     @Test(.enabled(if: canTypeCheck, "needs the debug build's Strata module"))
-    func collidingNamesGenerateCodeThatCompiles() throws {
+    func collidingNamesGenerateCodeThatCompiles() async throws {
         let json = #"""
         {"model":"tricky","version":1,"entities":[
          {"name":"Value","attributes":[{"name":"init","type":"int","optional":true},{"name":"Type","type":"date"},{"name":"String","type":"string"}],
@@ -31,7 +31,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let file = dir.appendingPathComponent("Tricky.swift")
         try Data(source.utf8).write(to: file)
-        let r = try run("/usr/bin/env", ["swiftc", "-typecheck", "-I", repositoryRoot.appendingPathComponent(".build/debug/Modules").path,
+        let r = try await run("/usr/bin/env", ["swiftc", "-typecheck", "-I", repositoryRoot.appendingPathComponent(".build/debug/Modules").path,
                                          "-I", repositoryRoot.appendingPathComponent("Sources/CLMDB").path,
                                          "-I", repositoryRoot.appendingPathComponent("Sources/CZstd").path,
                                          "-Xcc", "-fmodule-map-file=\(Self.modulemap ?? "")", file.path])

@@ -42,12 +42,9 @@ import Testing
         }
         // Started as a process of its own, not run on a thread of the test's pool: its waiting
         // would hold a thread a save needs to resume on.
-        let other = Process()
-        other.environment = testProcessEnvironment
-        other.executableURL = URL(fileURLWithPath: "/bin/sh")
-        other.arguments = ["-c", script, storectlPath, path.path, sample, dir.path]
-        other.standardOutput = FileHandle.nullDevice
-        try other.run()
+        let errors = dir.appendingPathComponent("other.err")
+        let other = try ChildProcess.start("/bin/sh", ["-c", script, storectlPath, path.path, sample, dir.path],
+                                           stderr: .file(errors.path))
         let started = dir.appendingPathComponent("started").path
         while other.isRunning, !FileManager.default.fileExists(atPath: started) { try await Task.sleep(for: .milliseconds(5)) }
         var mine: [TransactionID] = []
@@ -55,8 +52,8 @@ import Testing
             mine.append(try await store.save(author: "here") { $0.insert(Genre(name: "g\(i)")) })
             try Data().write(to: dir.appendingPathComponent("go\(i)"))
         }
-        other.waitUntilExit()
-        #expect(other.terminationStatus == 0)
+        #expect(try await other.finished() == Termination(exited: true, code: 0),
+                "\((try? String(contentsOf: errors, encoding: .utf8)) ?? "")")
         mine.append(try await store.save(author: "here") { $0.insert(Genre(name: "last")) })
 
         let head = try store.lastTransactionID
@@ -88,7 +85,7 @@ import Testing
         #expect(try await results.wait(for: 1).first?.records.isEmpty == true)
         let input = dir.appendingPathComponent("genres.ndjson")
         try Data((0..<5).map { #"{"entity": "Genre", "name": "n\#($0)"}"# }.joined(separator: "\n").utf8).write(to: input)
-        let r = try storectl("import", path.path, input.path, "--quiet")
+        let r = try await storectl("import", path.path, input.path, "--quiet")
         #expect(r.status == 0, "\(r.stderr)")
         let deadline = ContinuousClock.now + .seconds(60)
         while results.all.last?.records.count != 5, ContinuousClock.now < deadline {
@@ -109,7 +106,7 @@ import Testing
         defer { events.cancel() }
         let input = dir.appendingPathComponent("genres.ndjson")
         try Data(#"{"entity": "Genre", "name": "other"}"#.utf8).write(to: input)
-        #expect(try storectl("import", path.path, input.path, "--quiet").status == 0)
+        #expect(try await storectl("import", path.path, input.path, "--quiet").status == 0)
         let mine = try await store.save(author: "here") { $0.insert(Genre(name: "mine")) }
         let seen = committed(try await events.wait(for: 1))
         try await Task.sleep(for: .milliseconds(200))
@@ -119,17 +116,19 @@ import Testing
 
     /// A store open here with a subscriber, and another process's transaction whose log entry
     /// (alone holding `marker`, its import id) was then damaged in the data file, before this
-    /// process's first look at the log (`otherProcessPollMilliseconds` 1,500).
-    func storeWithADamagedEntryOfAnotherProcess(_ dir: URL) throws -> (Store, Collector<ChangeEvent>) {
+    /// process's first look at the log: the watch's timer is set to an hour, so it never looks by
+    /// itself during a test (however slowly the import runs on a loaded machine); a test looks
+    /// with `publisher.poll()`, the timer's step.
+    func storeWithADamagedEntryOfAnotherProcess(_ dir: URL) async throws -> (Store, Collector<ChangeEvent>) {
         let path = dir.appendingPathComponent("store")
         var config = StoreConfiguration()
-        config.otherProcessPollMilliseconds = 1_500
+        config.otherProcessPollMilliseconds = 3_600_000
         let store = try Store.open(at: path, schema: librarySchema(), configuration: config)
         let events = Collector(store.changes())
         let marker = "damaged-entry-marker-7f3a9c"
         let input = dir.appendingPathComponent("genre.ndjson")
         try Data(#"{"entity": "Genre", "name": "theirs"}"#.utf8).write(to: input)
-        let imported = try run(storectlPath, ["import", path.path, input.path, "--quiet", "--import-id", marker])
+        let imported = try await run(storectlPath, ["import", path.path, input.path, "--quiet", "--import-id", marker])
         #expect(imported.status == 0, "\(imported.stderr)")
         let file = try FileHandle(forUpdating: path.appendingPathComponent("current/data.mdb"))
         let bytes = try file.readToEnd() ?? Data()
@@ -149,7 +148,7 @@ import Testing
     @Test(.timeLimit(.minutes(3))) func aDamagedEntryBeforeThisProcesssSaveIsReportedAsMissed() async throws {
         let dir = temporaryDirectory("other-process-damaged")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let (store, events) = try storeWithADamagedEntryOfAnotherProcess(dir)
+        let (store, events) = try await storeWithADamagedEntryOfAnotherProcess(dir)
         defer { events.cancel(); store.close() }
         let mine = try await store.save(author: "here") { $0.insert(Genre(name: "mine")) }
         let seen = try await events.wait(for: 2)
@@ -161,13 +160,15 @@ import Testing
     @Test(.timeLimit(.minutes(3))) func aDamagedEntryTheWatchMeetsIsReportedAsMissedAndTheWatchGoesOn() async throws {
         let dir = temporaryDirectory("other-process-damaged-watch")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let (store, events) = try storeWithADamagedEntryOfAnotherProcess(dir)
+        let (store, events) = try await storeWithADamagedEntryOfAnotherProcess(dir)
         defer { events.cancel(); store.close() }
+        store.publisher.poll()
         #expect(try await events.wait(for: 1) == [.fellBehind(missed: 1)])
         // The other process's next commit still arrives (the watch is not stuck on the damage).
         let input = dir.appendingPathComponent("more.ndjson")
         try Data(#"{"entity": "Genre", "name": "theirs again"}"#.utf8).write(to: input)
-        #expect(try run(storectlPath, ["import", store.path, input.path, "--quiet"]).status == 0)
+        #expect(try await run(storectlPath, ["import", store.path, input.path, "--quiet"]).status == 0)
+        store.publisher.poll()
         let seen = try await events.wait(for: 2)
         if case .committed(let tx)? = seen.last, seen.count == 2 {
             #expect(tx.id == (try store.lastTransactionID))
@@ -192,7 +193,7 @@ import Testing
         defer { events.cancel() }
         let input = dir.appendingPathComponent("genre.ndjson")
         try Data(#"{"entity": "Genre", "name": "theirs"}"#.utf8).write(to: input)
-        #expect(try run(storectlPath, ["import", path.path, input.path, "--quiet"]).status == 0)
+        #expect(try await run(storectlPath, ["import", path.path, input.path, "--quiet"]).status == 0)
         let seen = try await events.wait(for: 1)
         #expect(seen.count == 1, "\(seen)")
         if case .committed(let tx)? = seen.first { #expect(tx.id == TransactionID(4)) } else { Issue.record("\(seen)") }

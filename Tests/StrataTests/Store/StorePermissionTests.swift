@@ -21,12 +21,12 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
 
     /// Runs storectl as this user with `umask` (octal, e.g. "000") in a shell, so the process
     /// starts with that umask.
-    func storectl(umask: String = "022", _ arguments: [String]) throws -> ProcessResult {
+    func storectl(umask: String = "022", _ arguments: [String]) async throws -> ProcessResult {
         let shell = ["/bin/sh", "-c", "umask \(umask) && exec \"$0\" \"$@\"", storectlPath] + arguments
         if self == .unprivileged && Self.isRoot {
-            return try run("/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups"] + shell)
+            return try await run("/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups"] + shell)
         }
-        return try run(shell[0], Array(shell.dropFirst()))
+        return try await run(shell[0], Array(shell.dropFirst()))
     }
 
     /// A new directory this user owns (for the unprivileged user as root: chowned to nobody).
@@ -95,31 +95,31 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: TestUser.allCases)
-    func storesArePrivateWhateverTheUmask(_ user: TestUser) throws {
+    func storesArePrivateWhateverTheUmask(_ user: TestUser) async throws {
         let dir = try user.ownedDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         for umask in ["000", "022"] {
             let store = dir.appendingPathComponent("s-\(umask)").path
-            let made = try user.storectl(umask: umask, ["init", store, "--schema", librarySchemaDirectory.path])
+            let made = try await user.storectl(umask: umask, ["init", store, "--schema", librarySchemaDirectory.path])
             #expect(made.status == 0, "\(made.stderr)")
             try expectModes(store, directories: 0o700, files: 0o600, "init, umask \(umask)")
             // Into a new store: a bulk import, into a new generation.
-            let imported = try user.storectl(umask: umask, ["import", store, Self.sample, "--quiet", "--mode", "bulk"])
+            let imported = try await user.storectl(umask: umask, ["import", store, Self.sample, "--quiet", "--mode", "bulk"])
             #expect(imported.status == 0, "\(imported.stderr)")
             let importedGeneration = try FileManager.default.destinationOfSymbolicLink(atPath: store + "/current")
             #expect(importedGeneration > "gen-0000000000000001", "the bulk import did not switch to a new generation")
             try expectModes(store, directories: 0o700, files: 0o600, "bulk import, umask \(umask)")
-            let compacted = try user.storectl(umask: umask, ["compact", store])
+            let compacted = try await user.storectl(umask: umask, ["compact", store])
             #expect(compacted.status == 0, "\(compacted.stderr)")
             #expect(try FileManager.default.destinationOfSymbolicLink(atPath: store + "/current") > importedGeneration)
             try expectModes(store, directories: 0o700, files: 0o600, "compact, umask \(umask)")
-            let verified = try user.storectl(umask: umask, ["verify", store, "--quiet"])
+            let verified = try await user.storectl(umask: umask, ["verify", store, "--quiet"])
             #expect(verified.status == 0, "\(verified.stderr)")
 
             // A migration's new generation (and its scratch) likewise.
             let old = dir.appendingPathComponent("v1-\(umask)").path
-            #expect(try user.storectl(umask: umask, ["init", old, "--schema", try v1Schemas(in: dir, umask)]).status == 0)
-            let migrated = try user.storectl(umask: umask, ["migrate", old, "--schema", librarySchemaDirectory.path, "--quiet"])
+            #expect(try await user.storectl(umask: umask, ["init", old, "--schema", try v1Schemas(in: dir, umask)]).status == 0)
+            let migrated = try await user.storectl(umask: umask, ["migrate", old, "--schema", librarySchemaDirectory.path, "--quiet"])
             #expect(migrated.status == 0, "\(migrated.stderr)")
             #expect(try FileManager.default.destinationOfSymbolicLink(atPath: old + "/current") == "gen-0000000000000002")
             try expectModes(old, directories: 0o700, files: 0o600, "migrate, umask \(umask)")
@@ -127,39 +127,39 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: TestUser.allCases)
-    func aStoreSharedWithTheGroupIsGroupReadableAndWritable(_ user: TestUser) throws {
+    func aStoreSharedWithTheGroupIsGroupReadableAndWritable(_ user: TestUser) async throws {
         let dir = try user.ownedDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("shared").path
-        let made = try user.storectl(umask: "077", ["init", store, "--schema", librarySchemaDirectory.path, "--shared-with-group"])
+        let made = try await user.storectl(umask: "077", ["init", store, "--schema", librarySchemaDirectory.path, "--shared-with-group"])
         #expect(made.status == 0, "\(made.stderr)")
         try expectModes(store, directories: 0o770, files: 0o660, "init --shared-with-group, umask 077")
         // Its directories are group-writable: opened only as shared with the group.
-        let refused = try user.storectl(["info", store])
+        let refused = try await user.storectl(["info", store])
         #expect(refused.status == 66, "\(refused.status) \(refused.stderr)")
         #expect(refused.stderr.contains("is writable by its group") && refused.stderr.contains("chmod g-w"), "\(refused.stderr)")
-        let imported = try user.storectl(umask: "000", ["import", store, Self.sample, "--quiet", "--shared-with-group"])
+        let imported = try await user.storectl(umask: "000", ["import", store, Self.sample, "--quiet", "--shared-with-group"])
         #expect(imported.status == 0, "\(imported.stderr)")
-        let compacted = try user.storectl(umask: "000", ["compact", store, "--shared-with-group"])
+        let compacted = try await user.storectl(umask: "000", ["compact", store, "--shared-with-group"])
         #expect(compacted.status == 0, "\(compacted.stderr)")
         try expectModes(store, directories: 0o770, files: 0o660, "compact --shared-with-group, umask 000")
-        let info = try user.storectl(["info", store, "--shared-with-group", "--json"])
+        let info = try await user.storectl(["info", store, "--shared-with-group", "--json"])
         #expect(info.status == 0, "\(info.stderr)")
     }
 
     @Test(arguments: TestUser.allCases)
-    func aStoreWhoseDirectoriesOthersMayWriteIsRefused(_ user: TestUser) throws {
+    func aStoreWhoseDirectoriesOthersMayWriteIsRefused(_ user: TestUser) async throws {
         let dir = try user.ownedDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("s").path
-        #expect(try user.storectl(["init", store, "--schema", librarySchemaDirectory.path]).status == 0)
+        #expect(try await user.storectl(["init", store, "--schema", librarySchemaDirectory.path]).status == 0)
         let generation = store + "/" + (try FileManager.default.destinationOfSymbolicLink(atPath: store + "/current"))
         for (path, bits, fix) in [(store, mode_t(0o002), "chmod o-w"), (generation, 0o002, "chmod o-w"), (store, 0o020, "chmod g-w"), (generation, 0o020, "chmod g-w")] {
             let before = mode(path)
             #expect(chmod(path, before | bits) == 0)
             let listing = try FileManager.default.contentsOfDirectory(atPath: store).sorted()
             for args in [["info", store], ["import", store, Self.sample, "--quiet"]] {
-                let r = try user.storectl(args)
+                let r = try await user.storectl(args)
                 #expect(r.status == 66, "\(args[0]) with \(path) mode \(String(mode(path), radix: 8)): \(r.status) \(r.stderr)")
                 #expect(r.stderr.contains("refused: the directory \(path) is writable by"), "\(r.stderr)")
                 #expect(r.stderr.contains("\(fix) \(path)"), "\(r.stderr)")
@@ -167,7 +167,7 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
             #expect(try FileManager.default.contentsOfDirectory(atPath: store).sorted() == listing)
             #expect(chmod(path, before) == 0)
         }
-        let info = try user.storectl(["info", store])
+        let info = try await user.storectl(["info", store])
         #expect(info.status == 0, "\(info.stderr)")
     }
 
@@ -177,13 +177,13 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
     /// the link; the file the link points at (writable by both) is untouched and nothing is
     /// created where it points (a directory both may write).
     @Test(arguments: TestUser.allCases)
-    func linkedStoreFilesAreRefusedAndNothingIsWrittenThroughThem(_ opener: TestUser) throws {
+    func linkedStoreFilesAreRefusedAndNothingIsWrittenThroughThem(_ opener: TestUser) async throws {
         let owner = TestUser.unprivileged
         let dir = try owner.ownedDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("s").path
-        #expect(try owner.storectl(["init", store, "--schema", librarySchemaDirectory.path]).status == 0)
-        #expect(try owner.storectl(["import", store, Self.sample, "--quiet"]).status == 0)
+        #expect(try await owner.storectl(["init", store, "--schema", librarySchemaDirectory.path]).status == 0)
+        #expect(try await owner.storectl(["import", store, Self.sample, "--quiet"]).status == 0)
         let generation = store + "/" + (try FileManager.default.destinationOfSymbolicLink(atPath: store + "/current"))
         // The opener's own file, outside the store.
         let victimDirectory = temporaryDirectory("permissions-victim")
@@ -200,7 +200,7 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
             #expect(rename(path, saved) == 0)
             #expect(symlink(victim, path) == 0)
             for args in [["info", store], ["import", store, Self.sample, "--quiet"], ["compact", store], ["verify", store]] {
-                let r = try opener.storectl(args)
+                let r = try await opener.storectl(args)
                 #expect(r.status == 66, "\(file), \(args[0]): \(r.status) \(r.stderr)")
                 #expect(r.stderr.contains("\(path) is a symbolic link"), "\(r.stderr)")
             }
@@ -214,13 +214,13 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
         #expect(unlink(lock) == 0)
         #expect(symlink(planted, lock) == 0)
         for args in [["import", store, Self.sample, "--quiet"], ["info", store], ["compact", store]] {
-            let r = try opener.storectl(args)
+            let r = try await opener.storectl(args)
             #expect(r.status == 66, "strata.lock, \(args[0]): \(r.status) \(r.stderr)")
             #expect(r.stderr.contains("strata.lock is a symbolic link"), "\(r.stderr)")
             #expect(!FileManager.default.fileExists(atPath: planted), "\(args[0]) created a file through the strata.lock link")
         }
         #expect(unlink(lock) == 0)
-        let info = try owner.storectl(["info", store])
+        let info = try await owner.storectl(["info", store])
         #expect(info.status == 0, "\(info.stderr)")
     }
 

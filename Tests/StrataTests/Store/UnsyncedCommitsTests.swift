@@ -81,11 +81,9 @@ import Testing
         try await makeStore(dir)
         let boot = try #require(UnsyncedCommits.bootID)
         // A process that has ended: its id is free (and not reused within this test).
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: "/bin/true")
-        try child.run()
-        child.waitUntilExit()
-        let gone = child.processIdentifier
+        let child = try ChildProcess.start("/bin/true", [])
+        child.wait()
+        let gone = child.pid
         try plantMarker(dir, bootID: boot, pid: gone)
 
         let store = try Store.open(at: dir, schema: try librarySchema())
@@ -104,27 +102,31 @@ import Testing
         let boot = try #require(UnsyncedCommits.bootID)
         try plantMarker(dir, bootID: boot, pid: 4242)
         // Another process holding the store's lock, as an open store does.
-        let holder = Process()
-        holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         // It holds the lock until its standard input closes (a signal may be blocked in a child
         // of the test runner).
-        holder.arguments = ["python3", "-c", """
+        let holder = try ChildProcess.start("/usr/bin/env", ["python3", "-c", """
             import fcntl, sys
             f = open(sys.argv[1]); fcntl.lockf(f, fcntl.LOCK_SH); print("locked", flush=True); sys.stdin.read()
-            """, dir.path + "/strata.lock"]
-        let out = Pipe(), input = Pipe()
-        holder.standardOutput = out
-        holder.standardInput = input
-        try holder.run()
+            """, dir.path + "/strata.lock"], stdin: .pipe, stdout: .pipe)
         var released = false
         func release() {
             guard !released else { return }
             released = true
-            try? input.fileHandleForWriting.close()
-            holder.waitUntilExit()
+            try? holder.input?.close()
+            holder.wait()
         }
         defer { release() }
-        #expect(String(decoding: out.fileHandleForReading.availableData, as: UTF8.self).contains("locked"))
+        // Its first line, read on a thread of its own.
+        let output = holder.output!.fileDescriptor
+        let line = try await onOwnThread { () -> String in
+            var bytes: [UInt8] = [], byte: UInt8 = 0
+            while bytes.last != UInt8(ascii: "\n") {
+                let n = read(output, &byte, 1)
+                if n == 1 { bytes.append(byte) } else if n == 0 || errno != EINTR { break }
+            }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        #expect(line.contains("locked"), "\(line)")
         let store = try Store.open(at: dir, schema: try librarySchema())
         #expect(!store.crashedWithUnsyncedCommits)
         store.close()

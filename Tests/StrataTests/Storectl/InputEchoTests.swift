@@ -22,7 +22,7 @@ import Testing
         #expect(r.stderr.utf8.count < 2_000, "stderr is \(r.stderr.utf8.count) bytes", sourceLocation: sourceLocation)
     }
 
-    @Test func aHugeSchemaNameIsShortenedInTheMessage() throws {
+    @Test func aHugeSchemaNameIsShortenedInTheMessage() async throws {
         let dir = temporaryDirectory("echo")
         defer { try? FileManager.default.removeItem(at: dir) }
         for (i, json) in [#"{"model":"m","version":1,"entities":[{"name":"\#(Self.huge)","attributes":[]}]}"#,
@@ -31,17 +31,17 @@ import Testing
             let schemas = dir.appendingPathComponent("schemas-\(i)")
             try FileManager.default.createDirectory(at: schemas, withIntermediateDirectories: true)
             try Data(json.utf8).write(to: schemas.appendingPathComponent("v1.json"))
-            let r = try storectl("init", dir.appendingPathComponent("s-\(i)").path, "--schema", schemas.path)
+            let r = try await storectl("init", dir.appendingPathComponent("s-\(i)").path, "--schema", schemas.path)
             expectShort(r, status: 65)
             #expect(r.stderr.contains(Self.shortened), "\(r.stderr.prefix(300))")
         }
     }
 
-    @Test func hugeNamesInImportsAndOptionsAreShortened() throws {
+    @Test func hugeNamesInImportsAndOptionsAreShortened() async throws {
         let dir = temporaryDirectory("echo")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("s").path
-        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
         let inputs = [
             ("entity.ndjson", #"{"entity":"\#(Self.huge)"}"# + "\n"),
             ("key.ndjson", #"{"entity":"Genre","name":"a","\#(Self.huge)":1}"# + "\n"),
@@ -51,7 +51,7 @@ import Testing
         for (name, text) in inputs {
             let file = dir.appendingPathComponent(name)
             try Data(text.utf8).write(to: file)
-            let r = try storectl("import", store, file.path, "--quiet")
+            let r = try await storectl("import", store, file.path, "--quiet")
             expectShort(r, status: 65)
             #expect(r.stderr.contains(Self.shortened), "\(name): \(r.stderr.prefix(300))")
         }
@@ -59,7 +59,7 @@ import Testing
         let long = String(repeating: "E", count: 100_000)
         for args in [["query", store, "--entity", long], ["export", store, "--entity", long], ["query", store, "--entity", "Genre", "--fields", long],
                      ["query", store, "--entity", "Genre", "--where", "\(long) == 1"], ["history", store, long]] {
-            let r = try storectl(args)
+            let r = try await storectl(args)
             expectShort(r, status: 64)
             #expect(r.stderr.contains(String(repeating: "E", count: 64) + "…(100000 bytes)"), "\(args[0]): \(r.stderr.prefix(300))")
         }

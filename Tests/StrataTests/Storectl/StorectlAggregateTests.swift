@@ -8,14 +8,14 @@ import Testing
 @Suite struct StorectlAggregateTests {
     let sample = repositoryRoot.appendingPathComponent("Tools/sample-library/library.ndjson").path
 
-    @Test func groupsAsTheLibraryComputesThem() throws {
+    @Test func groupsAsTheLibraryComputesThem() async throws {
         let dir = temporaryDirectory("storectl-aggregate")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store").path
-        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
-        #expect(try storectl("import", store, sample, "--quiet").status == 0)
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try await storectl("import", store, sample, "--quiet").status == 0)
 
-        let r = try storectl("query", store, "--entity", "Track", "--group-by", "genre.name", "--count",
+        let r = try await storectl("query", store, "--entity", "Track", "--group-by", "genre.name", "--count",
                              "--sum", "durationSeconds", "--max", "rating", "--json")
         #expect(r.status == 0, "\(r.stderr)")
         let lines = try r.stdout.split(separator: "\n").map { try JSONValue.parse(String($0)) }
@@ -30,7 +30,7 @@ import Testing
             #expect(line["sum(durationSeconds)"] == ValueConversion.json(row.values[0]), "\(line)")
             #expect(line["max(rating)"] == ValueConversion.json(row.values[1]), "\(line)")
         }
-        let table = try storectl("query", store, "--entity", "Playlist", "--group-by", "count(tracks)")
+        let table = try await storectl("query", store, "--entity", "Playlist", "--group-by", "count(tracks)")
         #expect(table.status == 0 && table.stdout.hasPrefix("count(tracks)  count"), "\(table.stdout)")
         #expect(table.stdout.contains("group"), "\(table.stdout)")
 
@@ -39,7 +39,7 @@ import Testing
                                 (["--sum", "nope"], "--sum: unknown attribute 'nope'"),
                                 (["--group-by", "genre", "--limit", "2"], "do not apply to --group-by"),
                                 (["--sum", "title"], "need an int, double or decimal attribute")] {
-            let bad = try storectl(["query", store, "--entity", "Track"] + args)
+            let bad = try await storectl(["query", store, "--entity", "Track"] + args)
             #expect(bad.status != 0 && bad.stderr.contains(message), "\(args): \(bad.stderr)")
         }
     }

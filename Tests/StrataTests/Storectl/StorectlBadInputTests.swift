@@ -10,7 +10,7 @@ import Testing
 
     /// The subcommands storectl lists in its help, so a new one is covered without editing this file.
     static let subcommands: [String] = {
-        guard let r = try? storectl("--help") else { return [] }
+        guard let r = try? runBlocking(storectlPath, ["--help"]) else { return [] }
         let text = r.stdout
         guard let start = text.range(of: "SUBCOMMANDS:") else { return [] }
         return text[start.upperBound...].split(separator: "\n").compactMap { line -> String? in
@@ -19,10 +19,10 @@ import Testing
         }.filter { $0 != "See" && $0 != "help" }
     }()
 
-    func newStore() throws -> (URL, String) {
+    func newStore() async throws -> (URL, String) {
         let dir = temporaryDirectory("cli-misuse")
         let store = dir.appendingPathComponent("store").path
-        let r = try storectl("init", store, "--schema", Self.schemaDir)
+        let r = try await storectl("init", store, "--schema", Self.schemaDir)
         #expect(r.status == 0, "\(r.stderr)")
         return (dir, store)
     }
@@ -32,19 +32,19 @@ import Testing
         #expect(Self.subcommands.contains("import") && Self.subcommands.contains("verify"))
     }
 
-    @Test func everySubcommandWithoutArgumentsIsAUsageError() throws {
+    @Test func everySubcommandWithoutArgumentsIsAUsageError() async throws {
         for sub in Self.subcommands {
-            let r = try storectl([sub])
+            let r = try await storectl([sub])
             #expect(r.status == 64, "storectl \(sub): exit \(r.status)")
             #expect(r.stderr.contains("Usage:") || r.stderr.contains("Missing"), "storectl \(sub): \(r.stderr.prefix(200))")
         }
     }
 
-    @Test func everySubcommandRefusesAnUnknownOption() throws {
-        let (dir, store) = try newStore()
+    @Test func everySubcommandRefusesAnUnknownOption() async throws {
+        let (dir, store) = try await newStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         for sub in Self.subcommands {
-            let r = try storectl([sub, store, "--no-such-option"])
+            let r = try await storectl([sub, store, "--no-such-option"])
             #expect(r.status == 64, "storectl \(sub) --no-such-option: exit \(r.status): \(r.stderr.prefix(200))")
         }
     }
@@ -85,11 +85,11 @@ import Testing
         ["history", "STORE", "nothex"],
         ["history", "STORE", "0123456789abcdef0123456789abcdeg"],
     ])
-    func badValuesAreUsageErrors(arguments: [String]) throws {
-        let (dir, store) = try newStore()
+    func badValuesAreUsageErrors(arguments: [String]) async throws {
+        let (dir, store) = try await newStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         let args = arguments.map { $0 == "STORE" ? store : $0 }
-        let r = try storectl(args)
+        let r = try await storectl(args)
         #expect(r.status == 64, "storectl \(arguments.joined(separator: " ")): exit \(r.status): \(r.stderr.prefix(300))")
         #expect(!r.stderr.isEmpty)
     }
@@ -115,24 +115,24 @@ import Testing
         ("no entities", ["v1.json": #"{"model":"m","version":1,"entities":[]}"#], "at least one entity"),
         ("bad attribute name", ["v1.json": #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[{"name":"1x","type":"int"}]}]}"#], "ASCII identifier"),
     ] as [(String, [String: String], String)])
-    func badSchemaDirectoriesAreDataErrors(name: String, files: [String: String], fragment: String) throws {
+    func badSchemaDirectoriesAreDataErrors(name: String, files: [String: String], fragment: String) async throws {
         let schema = try schemaDirectory(files)
         defer { try? FileManager.default.removeItem(at: schema) }
         let parent = temporaryDirectory("bad-schema-store")
         defer { try? FileManager.default.removeItem(at: parent) }
         let target = parent.appendingPathComponent("s").path
         for command in [["init", target, "--schema", schema.path], ["generate", "--schema", schema.path]] {
-            let r = try storectl(command)
+            let r = try await storectl(command)
             #expect(r.status == 65, "\(name): storectl \(command[0]): exit \(r.status): \(r.stderr)")
             #expect(r.stderr.contains(fragment), "\(name): storectl \(command[0]): stderr lacks '\(fragment)': \(r.stderr)")
         }
         #expect(!FileManager.default.fileExists(atPath: target + "/current"), "\(name): a store was created from a bad schema")
     }
 
-    @Test func missingSchemaDirectoryIsAnError() throws {
+    @Test func missingSchemaDirectoryIsAnError() async throws {
         let parent = temporaryDirectory("s")
         defer { try? FileManager.default.removeItem(at: parent) }
-        let r = try storectl("init", parent.appendingPathComponent("s").path, "--schema", "/nonexistent/schema")
+        let r = try await storectl("init", parent.appendingPathComponent("s").path, "--schema", "/nonexistent/schema")
         #expect(r.status == 65 || r.status == 66, "exit \(r.status): \(r.stderr)")
         #expect(r.stderr.contains("/nonexistent/schema"))
     }
@@ -154,35 +154,35 @@ import Testing
         ("Track.csv", "mbid,title,durationSeconds,addedAt,album.mbid\n82d6edf7-3c84-5d05-811b-3b924c91ddff,t,1,2024-01-01T00:00:00Z,9e66a91c-080f-5eea-aa6b-d2e7423e063a\n", "Track.csv:2: album: dangling reference"),
         ("Track.csv", "mbid,title,durationSeconds,addedAt,album.title\n82d6edf7-3c84-5d05-811b-3b924c91ddff,t,1,2024-01-01T00:00:00Z,x\n", "Track.csv:1: album.title"),
     ] as [(String, String, String)])
-    func csvMistakesNameFileAndLine(file: String, text: String, fragment: String) throws {
-        let (dir, store) = try newStore()
+    func csvMistakesNameFileAndLine(file: String, text: String, fragment: String) async throws {
+        let (dir, store) = try await newStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent(file).path
         try Data(text.utf8).write(to: URL(fileURLWithPath: path))
-        let r = try storectl("import", store, path, "--quiet")
+        let r = try await storectl("import", store, path, "--quiet")
         #expect(r.status == 65, "\(file) \(fragment): exit \(r.status): \(r.stderr)")
         #expect(r.stderr.contains(fragment), "stderr lacks '\(fragment)':\n\(r.stderr)")
-        let info = try storectl("info", store, "--json")
+        let info = try await storectl("info", store, "--json")
         #expect(try JSONValue.parse(info.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["lastTransaction"] == .int(0), "something was written")
     }
 
-    @Test func csvWithInvalidUTF8NamesFileAndLine() throws {
-        let (dir, store) = try newStore()
+    @Test func csvWithInvalidUTF8NamesFileAndLine() async throws {
+        let (dir, store) = try await newStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("Genre.csv").path
         try Data(Array("name\nok\n".utf8) + [0x61, 0xC3, 0x28, 0x0A]).write(to: URL(fileURLWithPath: path))
-        let r = try storectl("import", store, path, "--quiet")
+        let r = try await storectl("import", store, path, "--quiet")
         #expect(r.status == 65, "exit \(r.status): \(r.stderr)")
         #expect(r.stderr.contains("Genre.csv:3:"), "\(r.stderr)")
     }
 
     /// A CSV file named after no entity is bad input (65), not a missing file (66).
-    @Test func csvNamedAfterNoEntityIsADataError() throws {
-        let (dir, store) = try newStore()
+    @Test func csvNamedAfterNoEntityIsADataError() async throws {
+        let (dir, store) = try await newStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("Song.csv").path
         try Data("name\nx\n".utf8).write(to: URL(fileURLWithPath: path))
-        let r = try storectl("import", store, path, "--quiet")
+        let r = try await storectl("import", store, path, "--quiet")
         #expect(r.stderr.contains("Song.csv") && r.stderr.contains("Song"), "\(r.stderr)")
         #expect(r.status == 65, "exit \(r.status): \(r.stderr)")
     }
@@ -193,42 +193,42 @@ import Testing
     /// (not "unexpected character 'ï'"); duplicate schema versions (`v1.json` and `v01.json`)
     /// are named; an integer beyond 64 bits says so; an empty `--sort` or `--fields` name is a
     /// usage error.
-    @Test func smallInputOdditiesAreHandled() throws {
+    @Test func smallInputOdditiesAreHandled() async throws {
         let dir = temporaryDirectory("input-oddities")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let store = try libraryStoreWithTwoGenres(in: dir)
+        let store = try await libraryStoreWithTwoGenres(in: dir)
         let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
         let ndjson = dir.appendingPathComponent("bom.ndjson")
         try Data(bom + Array("{\"entity\":\"Genre\",\"name\":\"bom\"}\n".utf8)).write(to: ndjson)
-        #expect(try storectl("import", store, ndjson.path, "--quiet").status == 0)
+        #expect(try await storectl("import", store, ndjson.path, "--quiet").status == 0)
         let csv = dir.appendingPathComponent("Genre.csv")
         try Data(bom + Array("name\ncsv-bom\n".utf8)).write(to: csv)
-        let c = try storectl("import", store, csv.path, "--quiet")
+        let c = try await storectl("import", store, csv.path, "--quiet")
         #expect(c.status == 0, "\(c.stderr)")
-        #expect(try storectl("query", store, "--entity", "Genre", "--count").stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "4")
+        #expect(try await storectl("query", store, "--entity", "Genre", "--count").stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "4")
 
         let schemas = dir.appendingPathComponent("schemas")
         try FileManager.default.createDirectory(at: schemas, withIntermediateDirectories: true)
         let v1 = try Data(contentsOf: librarySchemaDirectory.appendingPathComponent("v1.json"))
         try Data(bom + [UInt8](v1)).write(to: schemas.appendingPathComponent("v1.json"))
-        #expect(try storectl("init", dir.appendingPathComponent("s2").path, "--schema", schemas.path).status == 0)
+        #expect(try await storectl("init", dir.appendingPathComponent("s2").path, "--schema", schemas.path).status == 0)
         try v1.write(to: schemas.appendingPathComponent("v01.json"))
-        let dup = try storectl("init", dir.appendingPathComponent("s3").path, "--schema", schemas.path)
+        let dup = try await storectl("init", dir.appendingPathComponent("s3").path, "--schema", schemas.path)
         #expect(dup.status == 65, "\(dup.status) \(dup.stderr)")
         #expect(dup.stderr.contains("version 1 is also"), "\(dup.stderr)")
 
         let big = dir.appendingPathComponent("big.ndjson")
         try Data("{\"entity\":\"Album\",\"mbid\":\"11111111-1111-1111-1111-111111111111\",\"title\":\"x\",\"year\":99999999999999999999}\n".utf8).write(to: big)
-        let b = try storectl("import", store, big.path, "--quiet")
+        let b = try await storectl("import", store, big.path, "--quiet")
         #expect(b.status == 65 && b.stderr.contains("is outside the int range"), "\(b.status) \(b.stderr)")
 
-        #expect(try storectl("query", store, "--entity", "Genre", "--sort", "").status == 64)
-        #expect(try storectl("query", store, "--entity", "Genre", "--sort", "name,,").status == 64)
-        #expect(try storectl("query", store, "--entity", "Genre", "--fields", "").status == 64)
+        #expect(try await storectl("query", store, "--entity", "Genre", "--sort", "").status == 64)
+        #expect(try await storectl("query", store, "--entity", "Genre", "--sort", "name,,").status == 64)
+        #expect(try await storectl("query", store, "--entity", "Genre", "--fields", "").status == 64)
         // A negative number reaches the option's own check ("Missing value" before).
-        let negative = try storectl("import", store, ndjson.path, "--batch", "-5")
+        let negative = try await storectl("import", store, ndjson.path, "--batch", "-5")
         #expect(negative.status == 64 && negative.stderr.contains("--batch must be between 1 and"), "\(negative.stderr)")
-        let limit = try storectl("query", store, "--entity", "Genre", "--limit", "-1")
+        let limit = try await storectl("query", store, "--entity", "Genre", "--limit", "-1")
         #expect(limit.status == 64 && limit.stderr.contains("--limit must be at least 0"), "\(limit.stderr)")
     }
 }

@@ -10,10 +10,10 @@ let immutableFilesWork: Bool = {
     defer { try? FileManager.default.removeItem(at: dir) }
     let f = dir.appendingPathComponent("f")
     guard FileManager.default.createFile(atPath: f.path, contents: Data("x".utf8)),
-          let r = try? run("/usr/bin/env", ["chattr", "+i", f.path]), r.status == 0 else { return false }
+          let r = try? runBlocking("/usr/bin/env", ["chattr", "+i", f.path]), r.status == 0 else { return false }
     let fd = open(f.path, O_RDWR)
     if fd >= 0 { close(fd) }
-    _ = try? run("/usr/bin/env", ["chattr", "-i", f.path])
+    _ = try? runBlocking("/usr/bin/env", ["chattr", "-i", f.path])
     return fd < 0
 }()
 
@@ -22,10 +22,10 @@ let immutableFilesWork: Bool = {
 /// written), 74 (output failing while being written: `export`, standard output on `/dev/full`)
 /// and 75 (`migrate` while another process has the store open).
 @Suite struct StorectlExitCodeTests {
-    func emptyStore() throws -> (dir: URL, store: String) {
+    func emptyStore() async throws -> (dir: URL, store: String) {
         let dir = temporaryDirectory("exit-codes")
         let store = dir.appendingPathComponent("store").path
-        let r = try storectl("init", store, "--schema", librarySchemaDirectory.path)
+        let r = try await storectl("init", store, "--schema", librarySchemaDirectory.path)
         #expect(r.status == 0, "\(r.stderr)")
         return (dir, store)
     }
@@ -39,38 +39,38 @@ let immutableFilesWork: Bool = {
 
     /// The store's data file is immutable: `import` cannot open it for writing (LMDB `EPERM`):
     /// exit 73, the message names the file, nothing is written; read-only commands still work.
-    @Test(.enabled(if: immutableFilesWork, "needs chattr +i")) func importIntoAStoreThatCannotBeWrittenExits73() throws {
-        let (dir, store) = try emptyStore()
+    @Test(.enabled(if: immutableFilesWork, "needs chattr +i")) func importIntoAStoreThatCannotBeWrittenExits73() async throws {
+        let (dir, store) = try await emptyStore()
         let data = dataFile(ofStore: URL(fileURLWithPath: store)).path
         defer {
-            _ = try? run("/usr/bin/env", ["chattr", "-i", data])
+            _ = try? runBlocking("/usr/bin/env", ["chattr", "-i", data])
             try? FileManager.default.removeItem(at: dir)
         }
         let input = dir.appendingPathComponent("in.ndjson")
         try Data("{\"entity\":\"Genre\",\"name\":\"a\"}\n".utf8).write(to: input)
-        #expect(try run("/usr/bin/env", ["chattr", "+i", data]).status == 0)
-        let r = try storectl("import", store, input.path, "--quiet")
+        #expect(try await run("/usr/bin/env", ["chattr", "+i", data]).status == 0)
+        let r = try await storectl("import", store, input.path, "--quiet")
         #expect(r.status == 73, "\(r.status): \(r.stderr)")
         #expect(r.stderr.hasPrefix("storectl: error: "), "\(r.stderr)")
         #expect(r.stderr.contains(store), "\(r.stderr)")
         #expect(r.stdout.isEmpty)
         // Readers are not affected; nothing was written.
-        let info = try storectl("info", store, "--json")
+        let info = try await storectl("info", store, "--json")
         #expect(info.status == 0, "\(info.stderr)")
         #expect(try JSONValue.parse(info.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["lastTransaction"] == .int(0))
-        _ = try run("/usr/bin/env", ["chattr", "-i", data])
-        #expect(try genreCount(store) == "0")
-        #expect(try storectl("import", store, input.path, "--quiet").status == 0)
-        #expect(try genreCount(store) == "1")
+        _ = try await run("/usr/bin/env", ["chattr", "-i", data])
+        #expect(try await genreCount(store) == "0")
+        #expect(try await storectl("import", store, input.path, "--quiet").status == 0)
+        #expect(try await genreCount(store) == "1")
     }
 
     /// `export --output` to a path that cannot be created: exit 73, naming it; no file left.
-    @Test func exportToAnUnwritablePathExits73() throws {
-        let (dir, store) = try emptyStore()
+    @Test func exportToAnUnwritablePathExits73() async throws {
+        let (dir, store) = try await emptyStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         let file = try blocker(in: dir)
         let out = file + "/Genre.csv"
-        let r = try storectl("export", store, "--entity", "Genre", "--format", "csv", "--output", out)
+        let r = try await storectl("export", store, "--entity", "Genre", "--format", "csv", "--output", out)
         #expect(r.status == 73, "\(r.status): \(r.stderr)")
         #expect(r.stderr.hasPrefix("storectl: error: \(out): "), "\(r.stderr)")
         #expect(r.stderr.contains("cannot create"), "\(r.stderr)")
@@ -81,12 +81,12 @@ let immutableFilesWork: Bool = {
     }
 
     /// `generate --output` to a path that cannot be written: exit 73, naming it; nothing written.
-    @Test func generateToAnUnwritablePathExits73() throws {
+    @Test func generateToAnUnwritablePathExits73() async throws {
         let dir = temporaryDirectory("exit-codes")
         defer { try? FileManager.default.removeItem(at: dir) }
         let file = try blocker(in: dir)
         let out = file + "/Model.swift"
-        let r = try storectl("generate", "--schema", librarySchemaDirectory.path, "--output", out)
+        let r = try await storectl("generate", "--schema", librarySchemaDirectory.path, "--output", out)
         #expect(r.status == 73, "\(r.status): \(r.stderr)")
         #expect(r.stderr.hasPrefix("storectl: error: \(out): "), "\(r.stderr)")
         #expect(!r.stderr.contains("wrote"))
@@ -94,26 +94,26 @@ let immutableFilesWork: Bool = {
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["a-file"])
         // A writable path works (the same command).
         let ok = dir.appendingPathComponent("Model.swift").path
-        let w = try storectl("generate", "--schema", librarySchemaDirectory.path, "--output", ok)
+        let w = try await storectl("generate", "--schema", librarySchemaDirectory.path, "--output", ok)
         #expect(w.status == 0 && w.stderr.hasPrefix("wrote \(ok)"), "\(w.stderr)")
     }
 
     /// `export` whose output fails while being written (stdout on `/dev/full`: `ENOSPC`): exit 74.
     @Test(.enabled(if: FileManager.default.fileExists(atPath: "/dev/full"), "needs /dev/full"))
-    func exportFailingWhileWritingExits74() throws {
-        let (dir, store) = try emptyStore()
+    func exportFailingWhileWritingExits74() async throws {
+        let (dir, store) = try await emptyStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         let input = dir.appendingPathComponent("in.ndjson")
         try Data("{\"entity\":\"Genre\",\"name\":\"a\"}\n".utf8).write(to: input)
-        #expect(try storectl("import", store, input.path, "--quiet").status == 0)
+        #expect(try await storectl("import", store, input.path, "--quiet").status == 0)
         for format in ["ndjson", "csv"] {
-            let r = try run("/bin/sh", ["-c", "exec \"$0\" export \"$1\" --entity Genre --format \"$2\" > /dev/full", storectlPath, store, format])
+            let r = try await run("/bin/sh", ["-c", "exec \"$0\" export \"$1\" --entity Genre --format \"$2\" > /dev/full", storectlPath, store, format])
             #expect(r.status == 74, "\(format): \(r.status): \(r.stderr)")
             #expect(r.stderr.hasPrefix("storectl: error: "), "\(r.stderr)")
             #expect(r.stderr.split(separator: "\n").count == 1, "\(r.stderr)")
         }
         // The same export to a pipe succeeds.
-        #expect(try storectl("export", store, "--entity", "Genre").status == 0)
+        #expect(try await storectl("export", store, "--entity", "Genre").status == 0)
     }
 
     /// `migrate` (a dry run too) while this process has the store open: exit 75 naming this
@@ -131,25 +131,25 @@ let immutableFilesWork: Bool = {
             c.insert(r)
         }
         for extra in [["--dry-run"], []] {
-            let r = try storectl(["migrate", url.path, "--schema", librarySchemaDirectory.path] + extra)
+            let r = try await storectl(["migrate", url.path, "--schema", librarySchemaDirectory.path] + extra)
             #expect(r.status == 75, "\(extra): \(r.status): \(r.stderr)")
             #expect(r.stderr.hasPrefix("storectl: error: "), "\(r.stderr)")
             #expect(r.stderr.contains("\(getpid())"), "\(r.stderr)")
         }
         s.close()
         // Untouched: still v1, still one transaction; a migration now succeeds.
-        #expect(try storectl("migrate", url.path, "--schema", librarySchemaDirectory.path, "--check").status == 10)
-        #expect(try storectl("migrate", url.path, "--schema", librarySchemaDirectory.path).status == 0)
-        #expect(try storectl("migrate", url.path, "--schema", librarySchemaDirectory.path, "--check").status == 0)
+        #expect(try await storectl("migrate", url.path, "--schema", librarySchemaDirectory.path, "--check").status == 10)
+        #expect(try await storectl("migrate", url.path, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try await storectl("migrate", url.path, "--schema", librarySchemaDirectory.path, "--check").status == 0)
     }
 
     /// A command whose output cannot be written (`> /dev/full`) exits 74 with the reason (not 0).
-    @Test func aFailedWriteToStandardOutputExits74() throws {
-        let (dir, store) = try storeWithGenres()
+    @Test func aFailedWriteToStandardOutputExits74() async throws {
+        let (dir, store) = try await storeWithGenres()
         defer { try? FileManager.default.removeItem(at: dir) }
         for command in ["info", "query"] {
             let extra = command == "query" ? " --entity Genre --json" : ""
-            let r = try run("/bin/sh", ["-c", "'\(storectlPath)' \(command) '\(store)'\(extra) > /dev/full"])
+            let r = try await run("/bin/sh", ["-c", "'\(storectlPath)' \(command) '\(store)'\(extra) > /dev/full"])
             #expect(r.status == 74, "\(command): \(r.status) \(r.stderr)")
             #expect(r.stderr.contains("cannot write to standard output"), "\(r.stderr)")
         }

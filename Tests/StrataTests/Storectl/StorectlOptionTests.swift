@@ -11,11 +11,11 @@ import Testing
     let sample = repositoryRoot.appendingPathComponent("Tools/sample-library/library.ndjson").path
 
     /// A store holding the sample library, in its own directory.
-    func sampleStore() throws -> (URL, String) {
+    func sampleStore() async throws -> (URL, String) {
         let dir = temporaryDirectory("storectl-options")
         let store = dir.appendingPathComponent("store").path
-        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
-        let r = try storectl("import", store, sample, "--quiet")
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let r = try await storectl("import", store, sample, "--quiet")
         #expect(r.status == 0, "\(r.stderr)")
         return (dir, store)
     }
@@ -26,10 +26,10 @@ import Testing
 
     /// `--sort year,-title`: no year first, then by year; title descending by UTF-8 bytes; ties by
     /// id. The window applies after sorting. The reference is computed here from `export`.
-    @Test func querySortsOnSeveralKeysAndWindows() throws {
-        let (dir, store) = try sampleStore()
+    @Test func querySortsOnSeveralKeysAndWindows() async throws {
+        let (dir, store) = try await sampleStore()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let all = try lines(try storectl("export", store, "--entity", "Album").stdout)
+        let all = try lines(try await storectl("export", store, "--entity", "Album").stdout)
         #expect(all.count == 54)
         func year(_ r: JSONValue) -> Int64? { if case .int(let y)? = r["year"] { y } else { nil } }
         func text(_ r: JSONValue, _ key: String) -> [UInt8] { if case .string(let s)? = r[key] { Array(s.utf8) } else { [] } }
@@ -44,44 +44,44 @@ import Testing
         }.map { text($0, "id") }
         #expect(year(all.first { year($0) == nil } ?? .null) == nil)
 
-        let r = try storectl("query", store, "--entity", "Album", "--sort", "year,-title", "--offset", "3", "--limit", "5", "--json")
+        let r = try await storectl("query", store, "--entity", "Album", "--sort", "year,-title", "--offset", "3", "--limit", "5", "--json")
         #expect(r.status == 0, "\(r.stderr)")
         let got = try lines(r.stdout).map { text($0, "id") }
         #expect(got == Array(expected[3..<8]))
-        let everything = try lines(try storectl("query", store, "--entity", "Album", "--sort", "year,-title", "--json").stdout).map { text($0, "id") }
+        let everything = try lines(try await storectl("query", store, "--entity", "Album", "--sort", "year,-title", "--json").stdout).map { text($0, "id") }
         #expect(everything == expected)
-        #expect(try storectl("query", store, "--entity", "Album", "--offset", "60", "--json").stdout.isEmpty)
+        #expect(try await storectl("query", store, "--entity", "Album", "--offset", "60", "--json").stdout.isEmpty)
     }
 
-    @Test func queryFieldsAndCountJSON() throws {
-        let (dir, store) = try sampleStore()
+    @Test func queryFieldsAndCountJSON() async throws {
+        let (dir, store) = try await sampleStore()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let table = try storectl("query", store, "--entity", "Album", "--sort", "-year", "--limit", "2", "--fields", "title,year")
+        let table = try await storectl("query", store, "--entity", "Album", "--sort", "-year", "--limit", "2", "--fields", "title,year")
         #expect(table.status == 0, "\(table.stderr)")
         let rows = table.stdout.split(separator: "\n").map(String.init)
         #expect(rows.count == 4)
         #expect(rows.first?.split(separator: " ", omittingEmptySubsequences: true) == ["id", "title", "year"])
         #expect(rows.last == "(2 records)")
-        let c = try storectl("query", store, "--entity", "Track", "--where", "durationSeconds > 600", "--count", "--json")
+        let c = try await storectl("query", store, "--entity", "Track", "--where", "durationSeconds > 600", "--count", "--json")
         #expect(c.status == 0)
-        let n = try storectl("query", store, "--entity", "Track", "--where", "durationSeconds > 600", "--json").stdout.split(separator: "\n").count
+        let n = try await storectl("query", store, "--entity", "Track", "--where", "durationSeconds > 600", "--json").stdout.split(separator: "\n").count
         #expect(n > 0)
         #expect(try JSONValue.parse(c.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) == .object([("count", .int(Int64(n)))]))
-        let one = try storectl("query", store, "--entity", "Track", "--limit", "1", "--fields", "title")
+        let one = try await storectl("query", store, "--entity", "Track", "--limit", "1", "--fields", "title")
         #expect(one.stdout.hasSuffix("(1 record)\n"), "\(one.stdout)")
     }
 
-    @Test func exportWhereToAFile() throws {
-        let (dir, store) = try sampleStore()
+    @Test func exportWhereToAFile() async throws {
+        let (dir, store) = try await sampleStore()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let all = try storectl("export", store, "--entity", "Track").stdout.split(separator: "\n").map(String.init)
+        let all = try await storectl("export", store, "--entity", "Track").stdout.split(separator: "\n").map(String.init)
         let expected = try all.filter { line in
             if case .int(let d)? = try JSONValue.parse(line)["durationSeconds"] { return d > 600 }
             return false
         }
         #expect(!expected.isEmpty && expected.count < all.count)
         let out = dir.appendingPathComponent("long.ndjson").path
-        let r = try storectl("export", store, "--entity", "Track", "--where", "durationSeconds > 600", "--output", out)
+        let r = try await storectl("export", store, "--entity", "Track", "--where", "durationSeconds > 600", "--output", out)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.isEmpty)
         #expect(r.stderr == "exported \(expected.count) Track record(s) as of transaction 1\n", "\(r.stderr)")
@@ -97,32 +97,32 @@ import Testing
         (["migrate", "STORE", "--schema", "SCHEMA", "--check", "--dry-run"], "--check and --dry-run exclude each other"),
         (["migrate", "STORE", "--schema", "SCHEMA", "--to", "9"], "--to 9: no v9.json"),
     ] as [([String], String)])
-    func maintenanceOptionChecksAreUsageErrors(arguments: [String], message: String) throws {
+    func maintenanceOptionChecksAreUsageErrors(arguments: [String], message: String) async throws {
         let dir = temporaryDirectory("storectl-options")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store").path
-        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
-        _ = try storectl("import", store, sample, "--quiet")
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        _ = try await storectl("import", store, sample, "--quiet")
         let before = try FileManager.default.destinationOfSymbolicLink(atPath: store + "/current")
-        let r = try storectl(arguments.map { $0 == "STORE" ? store : $0 == "SCHEMA" ? librarySchemaDirectory.path : $0 })
+        let r = try await storectl(arguments.map { $0 == "STORE" ? store : $0 == "SCHEMA" ? librarySchemaDirectory.path : $0 })
         #expect(r.status == 64, "\(arguments): exit \(r.status): \(r.stderr)")
         #expect(r.stderr.contains(message), "\(r.stderr)")
         #expect(try FileManager.default.destinationOfSymbolicLink(atPath: store + "/current") == before, "a new generation was switched in")
-        #expect(try storectl("migrate", store, "--schema", librarySchemaDirectory.path, "--check").status == 0, "the store was migrated or damaged")
+        #expect(try await storectl("migrate", store, "--schema", librarySchemaDirectory.path, "--check").status == 0, "the store was migrated or damaged")
     }
 
-    @Test func migrateCheckOnAStoreNewerThanTheSchemasExits11() throws {
+    @Test func migrateCheckOnAStoreNewerThanTheSchemasExits11() async throws {
         let dir = temporaryDirectory("storectl-options")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store").path
-        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
         let old = dir.appendingPathComponent("old-schemas")
         try FileManager.default.createDirectory(at: old, withIntermediateDirectories: true)
         try FileManager.default.copyItem(at: librarySchemaDirectory.appendingPathComponent("v1.json"), to: old.appendingPathComponent("v1.json"))
-        let r = try storectl("migrate", store, "--schema", old.path, "--check")
+        let r = try await storectl("migrate", store, "--schema", old.path, "--check")
         #expect(r.status == 11, "exit \(r.status): \(r.stderr)")
         #expect(r.stdout.contains("the store is at v2, newer than the schemas (v1)"), "\(r.stdout)")
-        let j = try storectl("migrate", store, "--schema", old.path, "--check", "--json")
+        let j = try await storectl("migrate", store, "--schema", old.path, "--check", "--json")
         #expect(j.status == 11)
         #expect(try JSONValue.parse(j.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["status"] == .string("tooNew"))
     }
@@ -130,46 +130,46 @@ import Testing
     /// Table output escapes control characters (`\u{0}`, `\u{1B}`, `\n`, `\t`) instead of
     /// printing them raw, also where a value is cut at 40 characters (never inside an escape);
     /// `show` and `log` likewise escape values, authors and metadata.
-    @Test func textOutputEscapesControlCharacters() throws {
+    @Test func textOutputEscapesControlCharacters() async throws {
         let dir = temporaryDirectory("storectl-options")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store").path
-        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
         let input = dir.appendingPathComponent("in.ndjson")
         let lines = [#"{"entity":"Genre","name":"a\u0000b\u001b[2Jc\nd\te"}"#,
                      #"{"entity":"Genre","name":"\u001b\u001b\u001b\u001b\u001b\u001b\u001b\u001b\u001b\u001b"}"#]
         try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: input)
-        #expect(try storectl("import", store, input.path, "--quiet", "--import-id", "id\u{1B}[2J").status == 0)
-        let table = try storectl("query", store, "--entity", "Genre", "--fields", "name")
+        #expect(try await storectl("import", store, input.path, "--quiet", "--import-id", "id\u{1B}[2J").status == 0)
+        let table = try await storectl("query", store, "--entity", "Genre", "--fields", "name")
         #expect(table.status == 0, "\(table.stderr)")
         #expect(table.stdout.contains(#"a\u{0}b\u{1B}[2Jc\nd\te"#), "\(table.stdout)")
         // Ten escapes of 6 characters do not fit in 39: six are shown whole, then the cut.
         #expect(table.stdout.contains(String(repeating: #"\u{1B}"#, count: 6) + "…"), "\(table.stdout)")
-        for output in [table.stdout, try storectl("show", store, "1").stdout, try storectl("log", store).stdout] {
+        for output in [table.stdout, try await storectl("show", store, "1").stdout, try await storectl("log", store).stdout] {
             // Lines and log's tab-separated columns aside.
             #expect(!output.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" && $0 != "\t" }, "raw control characters in \(output.debugDescription)")
         }
-        #expect(try storectl("log", store).stdout.contains(#"importID=id\u{1B}[2J"#))
+        #expect(try await storectl("log", store).stdout.contains(#"importID=id\u{1B}[2J"#))
     }
 
     /// An unknown `log --entity` is a usage error (64), as in `query`, `export` and `replay`.
-    @Test func logWithAnUnknownEntityIsAUsageError() throws {
+    @Test func logWithAnUnknownEntityIsAUsageError() async throws {
         let dir = temporaryDirectory("storectl-options")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store").path
-        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
-        let r = try storectl("log", store, "--entity", "Nope")
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let r = try await storectl("log", store, "--entity", "Nope")
         #expect(r.status == 64, "exit \(r.status): \(r.stderr)")
         #expect(r.stderr.contains("unknown entity 'Nope'"))
     }
 
     /// A limit near `Int.max` with an offset, with or without a sort: the window, not an
     /// arithmetic-overflow trap.
-    @Test func aHugeLimitWithAnOffsetIsAWindow() throws {
-        let (dir, store) = try storeWithGenres()
+    @Test func aHugeLimitWithAnOffsetIsAWindow() async throws {
+        let (dir, store) = try await storeWithGenres()
         defer { try? FileManager.default.removeItem(at: dir) }
         for sort in [[], ["--sort", "name"]] {
-            let r = try storectl(["query", store, "--entity", "Genre", "--offset", "2", "--limit", "\(Int.max)", "--json"] + sort)
+            let r = try await storectl(["query", store, "--entity", "Genre", "--offset", "2", "--limit", "\(Int.max)", "--json"] + sort)
             #expect(r.status == 0, "\(r.status) \(r.stderr)")
             #expect(r.stdout.components(separatedBy: "\"entity\"").count - 1 == 3, "\(r.stdout)")
         }
@@ -177,19 +177,19 @@ import Testing
 
     /// `import --keep-pages-mapped` (a bulk import that keeps the store's pages mapped) gives the
     /// state the same import gives without it, and `--help` lists the option.
-    @Test func importKeepingPagesMappedGivesTheSameState() throws {
-        let (dir, store) = try sampleStore()
+    @Test func importKeepingPagesMappedGivesTheSameState() async throws {
+        let (dir, store) = try await sampleStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         let other = dir.appendingPathComponent("kept").path
-        #expect(try storectl("init", other, "--schema", librarySchemaDirectory.path).status == 0)
-        let r = try storectl("import", other, sample, "--quiet", "--mode", "bulk", "--keep-pages-mapped")
+        #expect(try await storectl("init", other, "--schema", librarySchemaDirectory.path).status == 0)
+        let r = try await storectl("import", other, sample, "--quiet", "--mode", "bulk", "--keep-pages-mapped")
         #expect(r.status == 0, "\(r.stderr)")
         for entity in ["Artist", "Album", "Track", "Genre", "Playlist"] {
-            let a = try storectl("query", store, "--entity", entity, "--count").stdout
-            let b = try storectl("query", other, "--entity", entity, "--count").stdout
+            let a = try await storectl("query", store, "--entity", entity, "--count").stdout
+            let b = try await storectl("query", other, "--entity", entity, "--count").stdout
             #expect(a == b && !a.isEmpty, "\(entity): \(a) against \(b)")
         }
-        #expect(try storectl("verify", other).status == 0)
-        #expect(try storectl("import", "--help").stdout.contains("--keep-pages-mapped"))
+        #expect(try await storectl("verify", other).status == 0)
+        #expect(try await storectl("import", "--help").stdout.contains("--keep-pages-mapped"))
     }
 }

@@ -9,14 +9,14 @@ import Testing
 /// and why, before anything is created or truncated.
 @Suite struct StorectlOutputPathTests {
     /// A directory holding a store `s` with the sample genres, and the store's path.
-    func makeStore() throws -> (dir: URL, store: String) {
+    func makeStore() async throws -> (dir: URL, store: String) {
         let dir = temporaryDirectory("output-path")
         let store = dir.appendingPathComponent("s").path
-        let made = try storectl("init", store, "--schema", librarySchemaDirectory.path)
+        let made = try await storectl("init", store, "--schema", librarySchemaDirectory.path)
         #expect(made.status == 0, "\(made.stderr)")
         let input = dir.appendingPathComponent("genres.ndjson")
         try Data((0..<5).map { "{\"entity\":\"Genre\",\"name\":\"g\($0)\"}\n" }.joined().utf8).write(to: input)
-        let r = try storectl("import", store, input.path, "--quiet")
+        let r = try await storectl("import", store, input.path, "--quiet")
         #expect(r.status == 0, "\(r.stderr)")
         return (dir, store)
     }
@@ -66,30 +66,30 @@ import Testing
         ]
     }
 
-    @Test func exportOutputIntoTheStoreIsRefusedByEveryRoute() throws {
-        let (dir, store) = try makeStore()
+    @Test func exportOutputIntoTheStoreIsRefusedByEveryRoute() async throws {
+        let (dir, store) = try await makeStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         let before = try contents(store)
         for path in try routesIntoTheStore(dir, store) {
-            let r = try storectl("export", store, "--entity", "Genre", "--output", path)
+            let r = try await storectl("export", store, "--entity", "Genre", "--output", path)
             #expect(r.status == 64, "\(path): exit \(r.status) \(r.stderr)")
             #expect(r.stderr.contains("storectl: error: --output: \(path): is inside the store directory"), "\(path): \(r.stderr)")
             #expect(r.stdout.isEmpty)
             #expect(try contents(store) == before, "\(path): the store changed")
         }
-        let count = try storectl("query", store, "--entity", "Genre", "--count")
+        let count = try await storectl("query", store, "--entity", "Genre", "--count")
         #expect(count.status == 0 && count.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "5", "\(count.stderr)")
     }
 
-    @Test func exportOutputThatIsAHardLinkToAStoreFileIsRefused() throws {
-        let (dir, store) = try makeStore()
+    @Test func exportOutputThatIsAHardLinkToAStoreFileIsRefused() async throws {
+        let (dir, store) = try await makeStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         let gen = try generation(store)
         for file in ["\(gen)/data.mdb", "\(gen)/lock.mdb", "strata.lock"] {
             let link = dir.appendingPathComponent("hard-\(file.replacingOccurrences(of: "/", with: "-"))").path
             #expect(Glibc.link(store + "/" + file, link) == 0, "link: \(String(cString: strerror(errno)))")
             let before = try contents(store)
-            let r = try storectl("export", store, "--entity", "Genre", "--output", link)
+            let r = try await storectl("export", store, "--entity", "Genre", "--output", link)
             #expect(r.status == 64, "\(file): exit \(r.status) \(r.stderr)")
             #expect(r.stderr.contains("is the store's file \(file) under another name (a hard link)"), "\(r.stderr)")
             #expect(try contents(store) == before)
@@ -99,8 +99,8 @@ import Testing
     /// Bad lines with `--continue-on-error` and the rejects file on the store's data file (or
     /// any other route into the store, or a hard link to `data.mdb`): refused with exit 64,
     /// nothing written, `data.mdb` left as it was.
-    @Test func importRejectsIntoTheStoreIsRefusedAndNothingIsWritten() throws {
-        let (dir, store) = try makeStore()
+    @Test func importRejectsIntoTheStoreIsRefusedAndNothingIsWritten() async throws {
+        let (dir, store) = try await makeStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         let input = dir.appendingPathComponent("bad.ndjson").path
         try Data("{\"entity\":\"Genre\",\"name\":\"new\"}\nnot json\n".utf8).write(to: URL(fileURLWithPath: input))
@@ -109,18 +109,18 @@ import Testing
         #expect(Glibc.link(store + "/\(gen)/data.mdb", hard) == 0)
         let before = try contents(store)
         for path in try routesIntoTheStore(dir, store) + [hard] {
-            let r = try storectl("import", store, input, "--continue-on-error", "--rejects", path, "--quiet")
+            let r = try await storectl("import", store, input, "--continue-on-error", "--rejects", path, "--quiet")
             #expect(r.status == 64, "\(path): exit \(r.status) \(r.stderr)")
             #expect(r.stderr.contains("storectl: error: --rejects: \(path): "), "\(path): \(r.stderr)")
             #expect(r.stderr.contains("is inside the store directory") || r.stderr.contains("(a hard link)"), "\(r.stderr)")
             #expect(try contents(store) == before, "\(path): the store changed")
         }
-        let info = try storectl("info", store, "--json")
+        let info = try await storectl("info", store, "--json")
         #expect(info.status == 0, "\(info.stderr)")
         #expect(try JSONValue.parse(info.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["lastTransaction"] == .int(1))
         // Outside the store it goes ahead.
         let rejects = dir.appendingPathComponent("rejects.ndjson").path
-        let ok = try storectl("import", store, input, "--continue-on-error", "--rejects", rejects, "--quiet")
+        let ok = try await storectl("import", store, input, "--continue-on-error", "--rejects", rejects, "--quiet")
         #expect(ok.status == 0, "\(ok.stderr)")
         #expect(try String(contentsOfFile: rejects, encoding: .utf8).contains("not json"))
     }
@@ -146,18 +146,18 @@ import Testing
         #expect(try store.lastTransactionID == .zero)
     }
 
-    @Test func generateOutputIntoAStoreIsRefused() throws {
-        let (dir, store) = try makeStore()
+    @Test func generateOutputIntoAStoreIsRefused() async throws {
+        let (dir, store) = try await makeStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         let before = try contents(store)
         for path in try routesIntoTheStore(dir, store) {
-            let r = try storectl("generate", "--schema", librarySchemaDirectory.path, "--output", path)
+            let r = try await storectl("generate", "--schema", librarySchemaDirectory.path, "--output", path)
             #expect(r.status == 64, "\(path): exit \(r.status) \(r.stderr)")
             #expect(r.stderr.contains("storectl: error: --output: \(path): is inside the store directory"), "\(path): \(r.stderr)")
             #expect(try contents(store) == before, "\(path): the store changed")
         }
         let beside = dir.appendingPathComponent("Model.swift").path
-        let ok = try storectl("generate", "--schema", librarySchemaDirectory.path, "--output", beside)
+        let ok = try await storectl("generate", "--schema", librarySchemaDirectory.path, "--output", beside)
         #expect(ok.status == 0, "\(ok.stderr)")
     }
 }
@@ -173,23 +173,23 @@ import Testing
     /// `export --output` naming a directory leaves it as it was (exit 73; the store directory
     /// itself is refused as an output inside the store, exit 64): it is never removed to write
     /// the export in its place. A file is replaced whole, with no `.partial-` file left.
-    @Test func exportNeverReplacesADirectory() throws {
-        let (dir, store) = try storeWithGenres()
+    @Test func exportNeverReplacesADirectory() async throws {
+        let (dir, store) = try await storeWithGenres()
         defer { try? FileManager.default.removeItem(at: dir) }
         let before = generations(store)
-        let r = try storectl("export", store, "--entity", "Genre", "--output", store)
+        let r = try await storectl("export", store, "--entity", "Genre", "--output", store)
         #expect(r.status == 64, "\(r.status) \(r.stderr)")
         #expect(r.stderr.contains("is the store directory"), "\(r.stderr)")
         #expect(generations(store) == before)
-        #expect(try genreCount(store) == "5")
+        #expect(try await genreCount(store) == "5")
         let other = dir.appendingPathComponent("out/sub")
         try FileManager.default.createDirectory(at: other, withIntermediateDirectories: true)
         #expect(FileManager.default.createFile(atPath: other.appendingPathComponent("keep").path, contents: Data("k".utf8)))
-        #expect(try storectl("export", store, "--entity", "Genre", "--output", dir.appendingPathComponent("out").path).status == 73)
+        #expect(try await storectl("export", store, "--entity", "Genre", "--output", dir.appendingPathComponent("out").path).status == 73)
         #expect(FileManager.default.fileExists(atPath: other.appendingPathComponent("keep").path))
         let file = dir.appendingPathComponent("g.ndjson").path
         #expect(FileManager.default.createFile(atPath: file, contents: Data("old\n".utf8)))
-        #expect(try storectl("export", store, "--entity", "Genre", "--output", file).status == 0)
+        #expect(try await storectl("export", store, "--entity", "Genre", "--output", file).status == 0)
         #expect(try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").count == 5)
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).allSatisfy { !$0.contains(".partial-") })
     }
@@ -197,10 +197,10 @@ import Testing
     /// `export --output`, `import --rejects` and `generate --output` naming a symbolic link write
     /// through it (a device such as `/dev/stdout` likewise); they never rename a new file over the
     /// link (as FileManager's atomic writes do), nor over `/dev/full` as root.
-    @Test func outputsWriteThroughLinksAndDevices() throws {
+    @Test func outputsWriteThroughLinksAndDevices() async throws {
         let dir = temporaryDirectory("output-links")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let store = try libraryStoreWithTwoGenres(in: dir)
+        let store = try await libraryStoreWithTwoGenres(in: dir)
         for (i, command) in ["export", "rejects", "generate"].enumerated() {
             let target = dir.appendingPathComponent("target-\(i)").path
             let link = dir.appendingPathComponent("link-\(i)").path
@@ -208,26 +208,26 @@ import Testing
             try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
             let r: ProcessResult
             switch command {
-            case "export": r = try storectl("export", store, "--entity", "Genre", "--output", link)
+            case "export": r = try await storectl("export", store, "--entity", "Genre", "--output", link)
             case "rejects":
                 let input = dir.appendingPathComponent("bad.ndjson")
                 try Data("{\"entity\":\"Genre\",\"name\":\"c\"}\nnot json\n".utf8).write(to: input)
-                r = try storectl("import", store, input.path, "--continue-on-error", "--rejects", link, "--quiet")
-            default: r = try storectl("generate", "--schema", librarySchemaDirectory.path, "--output", link)
+                r = try await storectl("import", store, input.path, "--continue-on-error", "--rejects", link, "--quiet")
+            default: r = try await storectl("generate", "--schema", librarySchemaDirectory.path, "--output", link)
             }
             #expect(r.status == 0, "\(command): \(r.status) \(r.stderr)")
             #expect(isSymbolicLink(link), "\(command) replaced the link")
             #expect(try String(contentsOfFile: target, encoding: .utf8).isEmpty == false, "\(command) wrote nothing through the link")
         }
-        let devnull = try storectl("export", store, "--entity", "Genre", "--output", "/dev/null")
+        let devnull = try await storectl("export", store, "--entity", "Genre", "--output", "/dev/null")
         #expect(devnull.status == 0, "\(devnull.stderr)")
         var st = stat()
         #expect(stat("/dev/null", &st) == 0 && (st.st_mode & S_IFMT) == S_IFCHR, "/dev/null is no longer a device")
-        let full = try storectl("export", store, "--entity", "Genre", "--output", "/dev/full")
+        let full = try await storectl("export", store, "--entity", "Genre", "--output", "/dev/full")
         #expect(full.status == 74, "\(full.status) \(full.stderr)")
         #expect(full.stderr.contains("No space left on device"), "\(full.stderr)")
         #expect(stat("/dev/full", &st) == 0 && (st.st_mode & S_IFMT) == S_IFCHR, "/dev/full is no longer a device")
-        let generate = try storectl("generate", "--schema", librarySchemaDirectory.path, "--output", "/dev/full")
+        let generate = try await storectl("generate", "--schema", librarySchemaDirectory.path, "--output", "/dev/full")
         #expect(generate.status == 74, "\(generate.status) \(generate.stderr)")
         #expect(generate.stderr.contains("No space left on device") && !generate.stderr.contains("NSCocoaErrorDomain"), "\(generate.stderr)")
     }

@@ -9,8 +9,8 @@ import Testing
     func prepared() async throws -> (URL, String, ObjectID) {
         let dir = temporaryDirectory("storectl-replay")
         let store = dir.appendingPathComponent("store").path
-        #expect(try storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
-        #expect(try storectl("import", store, repositoryRoot.appendingPathComponent("Tools/sample-library/library.ndjson").path, "--quiet").status == 0)
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try await storectl("import", store, repositoryRoot.appendingPathComponent("Tools/sample-library/library.ndjson").path, "--quiet").status == 0)
         let opened = try Store.openExisting(at: URL(fileURLWithPath: store))
         let track = try #require(try opened.mainContext.fetch(Query(entity: "Track", limit: 1)).first)
         _ = try await opened.save(author: "editor") { $0.update(track.id, [ChangeSet.AttributeValue(attribute: 1, value: .string("Renamed"))]) }
@@ -21,24 +21,24 @@ import Testing
     @Test func logShowHistory() async throws {
         let (dir, store, id) = try await prepared()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let log = try storectl("log", store, "--json")
+        let log = try await storectl("log", store, "--json")
         #expect(log.status == 0)
         let lines = log.stdout.split(separator: "\n").map { try? JSONValue.parse(String($0)) }
         #expect(lines.count == 2)
         #expect(lines[0]?["author"] == .string("import") && lines[1]?["author"] == .string("editor"))
-        #expect(try storectl("log", store, "--author", "editor").stdout.hasPrefix("2\t"))
-        let show = try storectl("show", store, "2", "--json")
+        #expect(try await storectl("log", store, "--author", "editor").stdout.hasPrefix("2\t"))
+        let show = try await storectl("show", store, "2", "--json")
         let change = try JSONValue.parse(show.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["list"]
         guard case .array(let items)? = change, let first = items.first else {
             Issue.record("no changes in show output")
             return
         }
         #expect(first["op"] == .string("update") && first["attributes"]?["title"]?["new"] == .string("Renamed"))
-        let history = try storectl("history", store, id.description)
+        let history = try await storectl("history", store, id.description)
         #expect(history.status == 0)
         #expect(history.stdout.contains("insert Track \(id)") && history.stdout.contains("title: ") && history.stdout.contains("→ \"Renamed\""))
-        #expect(try storectl("show", store, "99").status == 66)
-        #expect(try storectl("history", store, "nothex").status == 64)
+        #expect(try await storectl("show", store, "99").status == 66)
+        #expect(try await storectl("history", store, "nothex").status == 64)
     }
 
     @Test(.timeLimit(.minutes(3))) func logFollowPrintsNewTransactionsOfAnyProcessOnce() async throws {
@@ -47,27 +47,23 @@ import Testing
         let before = try Store.openReadOnly(at: URL(fileURLWithPath: store))
         let head = try before.lastTransactionID.rawValue
         before.close()
-        let follower = Process()
-        follower.environment = testProcessEnvironment
-        follower.executableURL = URL(fileURLWithPath: storectlPath)
-        follower.arguments = ["log", store, "--follow", "--json", "--from", "\(head)"]
-        let out = Pipe()
-        follower.standardOutput = out
-        try follower.run()
-        defer { if follower.isRunning { follower.terminate() } }
-        let text = Locked("")
-        out.fileHandleForReading.readabilityHandler = { h in
-            let chunk = String(decoding: h.availableData, as: UTF8.self)
-            text.withLock { $0 += chunk }
+        let output = dir.appendingPathComponent("follower.out")
+        let follower = try ChildProcess.start(storectlPath, ["log", store, "--follow", "--json", "--from", "\(head)"],
+                                              stdout: .file(output.path))
+        defer {
+            follower.kill(SIGTERM)
+            follower.wait()
         }
+        /// The transactions of the complete lines the follower has written so far.
         func ids() throws -> [UInt64] {
-            try text.withLock { $0 }.split(separator: "\n").map { line in
+            let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+            return try text.split(separator: "\n", omittingEmptySubsequences: false).dropLast().map { line in
                 guard case .int(let id)? = try JSONValue.parse(String(line))["transaction"] else { return 0 }
                 return UInt64(id)
             }
         }
         func wait(for count: Int) async throws {
-            let deadline = ContinuousClock.now + .seconds(60)
+            let deadline = ContinuousClock.now + .seconds(120)
             while try ids().count < count, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         }
         try await wait(for: 1)
@@ -76,40 +72,39 @@ import Testing
         for i in 0..<3 { _ = try await writer.save(author: "editor") { $0.insert(Genre(name: "followed \(i)")) } }
         let input = dir.appendingPathComponent("genre.ndjson")
         try Data(#"{"entity": "Genre", "name": "imported"}"#.utf8).write(to: input)
-        #expect(try storectl("import", store, input.path, "--quiet").status == 0)
+        #expect(try await storectl("import", store, input.path, "--quiet").status == 0)
         writer.close()
         try await wait(for: 5)
-        #expect(try ids() == Array(head...(head + 4)))
-        out.fileHandleForReading.readabilityHandler = nil
+        #expect(try ids() == Array(head...(head + 4)), "\((try? String(contentsOf: output, encoding: .utf8)) ?? "")")
     }
 
     @Test func replayAndDiff() async throws {
         let (dir, store, id) = try await prepared()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let before = try storectl("replay", store, "--to", "1", "--id", id.description, "--json")
+        let before = try await storectl("replay", store, "--to", "1", "--id", id.description, "--json")
         #expect(before.status == 0)
         #expect(try JSONValue.parse(before.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["title"] != .string("Renamed"))
-        let after = try storectl("replay", store, "--to", "2", "--id", id.description, "--json")
+        let after = try await storectl("replay", store, "--to", "2", "--id", id.description, "--json")
         #expect(try JSONValue.parse(after.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["title"] == .string("Renamed"))
-        let empty = try storectl("replay", store, "--to", "0", "--entity", "Track", "--json")
+        let empty = try await storectl("replay", store, "--to", "0", "--entity", "Track", "--json")
         #expect(empty.status == 0 && empty.stdout.isEmpty)
-        let diff = try storectl("diff", store, "--from", "1", "--to", "2", "--json")
+        let diff = try await storectl("diff", store, "--from", "1", "--to", "2", "--json")
         let rows = diff.stdout.split(separator: "\n")
         #expect(rows.count == 1)
         let row = try JSONValue.parse(String(rows[0]))
         #expect(row["id"] == .string(id.description) && row["change"] == .string("update"))
         #expect(row["attributes"]?["title"]?["new"] == .string("Renamed"))
-        #expect(try storectl("diff", store, "--from", "2", "--to", "1").status == 64)
+        #expect(try await storectl("diff", store, "--from", "2", "--to", "1").status == 64)
     }
 
     @Test func verifyExitCodes() async throws {
         let (dir, store, id) = try await prepared()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let ok = try storectl("verify", store, "--json")
+        let ok = try await storectl("verify", store, "--json")
         #expect(ok.status == 0)
         let json = try JSONValue.parse(ok.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(json["ok"] == .bool(true) && json["method"] == .string("inMemory"))
-        let rebuilt = try storectl("verify", store, "--rebuild")
+        let rebuilt = try await storectl("verify", store, "--rebuild")
         #expect(rebuilt.status == 0 && rebuilt.stdout.hasPrefix("ok: ") && rebuilt.stdout.contains("rebuilt on disk"), "\(rebuilt.stdout)")
         // Corrupt one state record behind Strata's back.
         let opened = try Store.openExisting(at: URL(fileURLWithPath: store))
@@ -119,7 +114,7 @@ import Testing
             try txn.put(opened.env[.objects], key: id.keyBytes, value: bytes)
         }
         opened.close()
-        let bad = try storectl("verify", store)
+        let bad = try await storectl("verify", store)
         #expect(bad.status == 65)
         #expect(bad.stderr.contains("objects: Track \(id) differs from the log"))
         #expect(bad.stderr.contains("verify failed"))

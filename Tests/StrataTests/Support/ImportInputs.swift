@@ -8,9 +8,9 @@ var generatorPath: String {
 }
 
 /// A generated input of `records` records of `shape` (`library` or `catalog`) in `dir`.
-func generateInput(_ records: Int, shape: String, seed: Int, in dir: URL) throws -> String {
+func generateInput(_ records: Int, shape: String, seed: Int, in dir: URL) async throws -> String {
     let path = dir.appendingPathComponent("\(shape)-\(records)-\(seed).ndjson").path
-    let r = try run(generatorPath, ["\(records)", "--shape", shape, "--seed", "\(seed)", "--output", path])
+    let r = try await run(generatorPath, ["\(records)", "--shape", shape, "--seed", "\(seed)", "--output", path])
     try #require(r.status == 0, "\(r.stderr)")
     return path
 }

@@ -260,30 +260,30 @@ import Testing
 
     // MARK: Through storectl
 
-    @Test func importExportAndQueryThroughStorectlAreExact() throws {
+    @Test func importExportAndQueryThroughStorectlAreExact() async throws {
         let dir = temporaryDirectory("decimal-storectl")
         defer { try? FileManager.default.removeItem(at: dir) }
         let schemaDir = dir.appendingPathComponent("schema")
         try FileManager.default.createDirectory(at: schemaDir, withIntermediateDirectories: true)
         try Data(Self.schemaText.utf8).write(to: schemaDir.appendingPathComponent("v1.json"))
         let store = dir.appendingPathComponent("store").path
-        #expect(try storectl("init", store, "--schema", schemaDir.path).status == 0)
+        #expect(try await storectl("init", store, "--schema", schemaDir.path).status == 0)
 
         var lines = ""
         for i in 0..<1000 { lines += #"{"entity": "Invoice", "number": \#(i), "total": 2.3286}"# + "\n" }
         lines += #"{"entity": "Invoice", "number": 1000, "total": "0.99", "rate": 0.1}"# + "\n"
         let input = dir.appendingPathComponent("in.ndjson")
         try Data(lines.utf8).write(to: input)
-        let imported = try storectl("import", store, input.path, "--quiet")
+        let imported = try await storectl("import", store, input.path, "--quiet")
         #expect(imported.status == 0, "\(imported.stderr)")
 
-        let sum = try storectl("query", store, "--entity", "Invoice", "--sum", "total", "--json")
+        let sum = try await storectl("query", store, "--entity", "Invoice", "--sum", "total", "--json")
         #expect(sum.status == 0, "\(sum.stderr)")
         #expect(sum.stdout.contains(#""sum(total)":2329.59"#), "\(sum.stdout)")
-        let found = try storectl("query", store, "--entity", "Invoice", "--where", "total == 0.99", "--json")
+        let found = try await storectl("query", store, "--entity", "Invoice", "--where", "total == 0.99", "--json")
         #expect(found.stdout.contains(#""total":0.99"#) && found.stdout.contains(#""rate":0.1"#), "\(found.stdout)")
 
-        let exported = try storectl("export", store, "--entity", "Invoice", "--format", "csv")
+        let exported = try await storectl("export", store, "--entity", "Invoice", "--format", "csv")
         #expect(exported.status == 0, "\(exported.stderr)")
         #expect(exported.stdout.contains(",2.3286,") && exported.stdout.contains(",0.99,"), "\(exported.stdout.prefix(300))")
 
@@ -291,10 +291,10 @@ import Testing
         let bad = dir.appendingPathComponent("bad.ndjson")
         try Data((#"{"entity": "Invoice", "number": 1, "total": 5}"# + "\n" +
                   #"{"entity": "Invoice", "number": 2, "total": "1.2.3"}"# + "\n").utf8).write(to: bad)
-        let refused = try storectl("import", store, bad.path, "--quiet")
+        let refused = try await storectl("import", store, bad.path, "--quiet")
         #expect(refused.status == 65 && refused.stderr.contains("bad.ndjson:2: total:"), "\(refused.stderr)")
         #expect(refused.stderr.contains("is not a decimal number"), "\(refused.stderr)")
-        let count = try storectl("query", store, "--entity", "Invoice", "--count")
+        let count = try await storectl("query", store, "--entity", "Invoice", "--count")
         #expect(count.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1001", "\(count.stdout)")
     }
 }
