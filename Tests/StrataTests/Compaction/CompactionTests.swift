@@ -141,7 +141,7 @@ import Testing
     /// The pipe between the copy's two threads: buffers arrive in the order sent, `.end` only
     /// after the last one; a cancel wakes a reader waiting for an empty buffer and an appender
     /// waiting for a full one, and an appender sees `.cancelled`, never `.end`, after it.
-    @Test(.timeLimit(.minutes(1))) func entryPipeKeepsOrderAndCancelWakesBothSides() throws {
+    @Test(.timeLimit(.minutes(5))) func entryPipeKeepsOrderAndCancelWakesBothSides() throws {
         let pipe = EntryPipe(bufferCount: 2, bufferBytes: 16)
         for i in 0..<2 {
             var b = try #require(pipe.takeEmpty())
@@ -486,7 +486,7 @@ import Testing
         #expect(names.count == 1, "old generation left behind: \(names)")
     }
 
-    @Test(.timeLimit(.minutes(2))) func onlineWithConcurrentWritersAndAPinnedReader() async throws {
+    @Test(.timeLimit(.minutes(5))) func onlineWithConcurrentWritersAndAPinnedReader() async throws {
         try await withLibraryStore { store in
             _ = try await churn(store, seed: 11, saves: 40)
             let pinned = try store.snapshot(label: "old reader")

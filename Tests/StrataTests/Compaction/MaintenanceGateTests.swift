@@ -6,7 +6,7 @@ import Testing
 /// after the other (`MaintenanceGate`). Without the gate both would build from the live
 /// generation and both switch: a compaction whose switch was queued behind a migration's would put
 /// back a compacted copy of the unmigrated store.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct MaintenanceGateTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct MaintenanceGateTests {
     /// Executors of the suite's own, kept alive by these constants (a task does not retain its
     /// executor preference): the first operation runs on `held`, whose thread the hold blocks; the
     /// second on `other`, off the cooperative pool, which CPU-bound tests can occupy for seconds.

@@ -8,7 +8,7 @@ import Testing
 /// (lesson N is test `lessonN_…`). Each fails if Strata showed that failure.
 @Suite struct CoreDataLessonTests {
     /// Lesson 1: a fetch in a child/background context must not block the main context's readers.
-    @Test(.timeLimit(.minutes(2))) func lesson1_childFetchDoesNotBlockMainReaders() async throws {
+    @Test(.timeLimit(.minutes(5))) func lesson1_childFetchDoesNotBlockMainReaders() async throws {
         try await withLibraryStore { store in
             var ids: [ObjectID] = []
             _ = try await store.save { c in

@@ -23,7 +23,7 @@ import Testing
         #expect(ResultsDiff.between(old, old).isEmpty)
     }
 
-    @Test(.timeLimit(.minutes(3))) func mainContextQueryFollowsCommitsAndSkipsUnrelatedOnes() async throws {
+    @Test(.timeLimit(.minutes(5))) func mainContextQueryFollowsCommitsAndSkipsUnrelatedOnes() async throws {
         try await withLibraryStore { store in
             var iterator = store.mainContext.observe(FetchRequest<Genre>(where: Genre.name.hasPrefix("J"), sortedBy: [Genre.name.ascending])).makeAsyncIterator()
             let first = await iterator.next()
@@ -41,7 +41,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(3))) func childQuerySeesPendingChanges() async throws {
+    @Test(.timeLimit(.minutes(5))) func childQuerySeesPendingChanges() async throws {
         try await withLibraryStore { store in
             let child = store.mainContext.newChild(label: "editor")
             var iterator = child.observe(Query(entity: "Genre")).makeAsyncIterator()
@@ -55,7 +55,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(3))) func liveQueryDiffIsAgainstWhatTheConsumerSaw() async throws {
+    @Test(.timeLimit(.minutes(5))) func liveQueryDiffIsAgainstWhatTheConsumerSaw() async throws {
         try await withLibraryStore { store in
             var iterator = store.mainContext.observe(Query(entity: "Genre")).makeAsyncIterator()
             #expect(await iterator.next()?.records.isEmpty == true)
@@ -74,7 +74,7 @@ import Testing
 
     // Generous limits (see Collector.wait): with the whole suite running on two cores, blocking
     // tests can hold the cooperative threads a retry needs for tens of seconds.
-    @Test(.timeLimit(.minutes(3))) func anEvaluationRefusedForAPassingReasonIsTriedAgain() async throws {
+    @Test(.timeLimit(.minutes(5))) func anEvaluationRefusedForAPassingReasonIsTriedAgain() async throws {
         var config = StoreConfiguration()
         config.maxOpenSnapshots = 1
         try await withLibraryStore(config) { store in
@@ -93,7 +93,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(3))) func aLiveQueryThatCannotBeEvaluatedEnds() async throws {
+    @Test(.timeLimit(.minutes(5))) func aLiveQueryThatCannotBeEvaluatedEnds() async throws {
         try await withLibraryStore { store in
             let results = Collector(store.mainContext.observe(Query(entity: "NoSuchEntity")))
             let deadline = ContinuousClock.now + .seconds(60)
@@ -103,7 +103,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(3))) func pinnedContextLiveQueryIsEvaluatedAtRefresh() async throws {
+    @Test(.timeLimit(.minutes(5))) func pinnedContextLiveQueryIsEvaluatedAtRefresh() async throws {
         try await withLibraryStore { store in
             let view = try store.newViewContext(label: "pinned")
             let live = Collector(view.observe(FetchRequest<Genre>(sortedBy: [Genre.name.ascending])).map(\.objects))
@@ -117,7 +117,7 @@ import Testing
 
     /// A filter through a relationship also watches the destination entity: a commit that changes
     /// only albums re-evaluates a query on tracks.
-    @Test(.timeLimit(.minutes(3))) func liveQueryFollowsTheEntitiesItsFilterReaches() async throws {
+    @Test(.timeLimit(.minutes(5))) func liveQueryFollowsTheEntitiesItsFilterReaches() async throws {
         try await withLibraryStore { store in
             let album = Album(mbid: UUID(), title: "A", year: 1985)
             let track = makeTrack(title: "t", duration: 1)
@@ -134,7 +134,7 @@ import Testing
     }
 
     /// A view context with `autoRefresh: true` follows commits like the main context.
-    @Test(.timeLimit(.minutes(3))) func autoRefreshingViewContextLiveQueryFollowsCommits() async throws {
+    @Test(.timeLimit(.minutes(5))) func autoRefreshingViewContextLiveQueryFollowsCommits() async throws {
         try await withLibraryStore { store in
             let view = try store.newViewContext(label: "following", autoRefresh: true)
             let live = Collector(view.observe(Query(entity: "Genre")).map(\.records.count))
@@ -146,7 +146,7 @@ import Testing
     }
 
     /// A nested child's live query follows its ancestors' pending changes.
-    @Test(.timeLimit(.minutes(3))) func nestedChildLiveQueryFollowsAnAncestorsPendingChanges() async throws {
+    @Test(.timeLimit(.minutes(5))) func nestedChildLiveQueryFollowsAnAncestorsPendingChanges() async throws {
         try await withLibraryStore { store in
             let parent = store.mainContext.newChild(label: "parent")
             let child = parent.newChild(label: "child")

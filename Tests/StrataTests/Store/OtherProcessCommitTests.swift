@@ -19,7 +19,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(3))) func anotherProcesssImportIsPublishedInLogOrderWithOurOwnSaves() async throws {
+    @Test(.timeLimit(.minutes(5))) func anotherProcesssImportIsPublishedInLogOrderWithOurOwnSaves() async throws {
         let dir = temporaryDirectory("other-process")
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("store")
@@ -74,7 +74,7 @@ import Testing
         #expect(theirs.reduce(into: Set<ObjectID>()) { $0.formUnion($1.changedObjects["Track"] ?? []) }.count == tracks)
     }
 
-    @Test(.timeLimit(.minutes(3))) func aLiveQueryOnTheMainContextFollowsAnotherProcesssCommits() async throws {
+    @Test(.timeLimit(.minutes(5))) func aLiveQueryOnTheMainContextFollowsAnotherProcesssCommits() async throws {
         let dir = temporaryDirectory("other-process-live")
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("store")
@@ -145,7 +145,7 @@ import Testing
         return (store, events)
     }
 
-    @Test(.timeLimit(.minutes(3))) func aDamagedEntryBeforeThisProcesssSaveIsReportedAsMissed() async throws {
+    @Test(.timeLimit(.minutes(5))) func aDamagedEntryBeforeThisProcesssSaveIsReportedAsMissed() async throws {
         let dir = temporaryDirectory("other-process-damaged")
         defer { try? FileManager.default.removeItem(at: dir) }
         let (store, events) = try await storeWithADamagedEntryOfAnotherProcess(dir)
@@ -157,7 +157,7 @@ import Testing
         if case .committed(let tx)? = seen.last { #expect(tx.id == mine) } else { Issue.record("\(seen)") }
     }
 
-    @Test(.timeLimit(.minutes(3))) func aDamagedEntryTheWatchMeetsIsReportedAsMissedAndTheWatchGoesOn() async throws {
+    @Test(.timeLimit(.minutes(5))) func aDamagedEntryTheWatchMeetsIsReportedAsMissedAndTheWatchGoesOn() async throws {
         let dir = temporaryDirectory("other-process-damaged-watch")
         defer { try? FileManager.default.removeItem(at: dir) }
         let (store, events) = try await storeWithADamagedEntryOfAnotherProcess(dir)
@@ -177,7 +177,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(3))) func aStoreWhoseLogWasSquashedWholePublishesNoSpuriousMissedTransactions() async throws {
+    @Test(.timeLimit(.minutes(5))) func aStoreWhoseLogWasSquashedWholePublishesNoSpuriousMissedTransactions() async throws {
         let dir = temporaryDirectory("other-process-squashed")
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("store")

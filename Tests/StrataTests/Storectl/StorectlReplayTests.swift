@@ -41,7 +41,7 @@ import Testing
         #expect(try await storectl("history", store, "nothex").status == 64)
     }
 
-    @Test(.timeLimit(.minutes(3))) func logFollowPrintsNewTransactionsOfAnyProcessOnce() async throws {
+    @Test(.timeLimit(.minutes(5))) func logFollowPrintsNewTransactionsOfAnyProcessOnce() async throws {
         let (dir, store, _) = try await prepared()
         defer { try? FileManager.default.removeItem(at: dir) }
         let before = try Store.openReadOnly(at: URL(fileURLWithPath: store))
