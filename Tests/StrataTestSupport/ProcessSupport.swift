@@ -220,9 +220,9 @@ public func run(_ executable: String, _ arguments: [String], stdin: String? = ni
 /// Runs `body` on a new thread and returns its result, leaving the caller's thread free meanwhile.
 public func onOwnThread<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
     try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, Error>) in
-        let thread = Thread { continuation.resume(with: Result { try body() }) }
-        thread.stackSize = 1 << 20
-        thread.start()
+        // The system's default stack, not a smaller one: `body` may be a PostgreSQL session's
+        // blocking calls, deep in a debug build.
+        Thread { continuation.resume(with: Result { try body() }) }.start()
     }
 }
 
