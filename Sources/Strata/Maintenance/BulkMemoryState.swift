@@ -1,3 +1,5 @@
+import Dispatch
+import Foundation
 import Logging
 import StrataLMDB
 
@@ -171,12 +173,19 @@ final class BulkMemoryState: @unchecked Sendable {
     fileprivate func id(_ n: Int32) -> ObjectID { ids[Int(n)] }
 
     /// Writes the state into `env`, whose objects, links, indexes and uniques must be empty,
-    /// every database in key order with appends: the records in id order, their index and unique
-    /// keys through two ``ExternalKeySort``s of `sortBudgetBytes` each (run files in the
-    /// generation's directory past it), the links, and the count of every entity an insert
-    /// touched. Frees the unique table first (the keys are derived from the records again).
+    /// every database in key order with appends: the records in id order, the links, then the
+    /// index and unique keys through two ``ExternalKeySort``s of `sortBudgetBytes` each (run files
+    /// in the generation's directory past it), and the count of every entity an insert touched.
+    /// The index and unique keys are derived from the records again (the unique table is freed
+    /// first) and sorted on a second thread (``gatherKeys(of:into:_:stop:)``) while this one
+    /// appends the records and the links; then this one appends them.
     /// `checkUsable` is called between batches (a closed store ends the write); `progress`, with
     /// the objects written and the objects in all, after each batch of objects and once at the end.
+    ///
+    /// Thread safety of the second thread: while it runs, neither thread changes the state (both
+    /// only read `ids`, `locations` and `arena`, and this one `heads` and `edges`); the sorts it
+    /// fills are its own until it hands them back, and this one waits for it before it returns or
+    /// throws.
     func write(into env: LMDBEnvironment, sortBudgetBytes: Int, permissions: StorePermissions, logger: Logger,
                checkUsable: () throws -> Void, progress: ((Int, Int) -> Void)? = nil) throws {
         try env.read { txn in
@@ -187,41 +196,115 @@ final class BulkMemoryState: @unchecked Sendable {
             }
         }
         uniques = [:]
-        var indexSort = ExternalKeySort(budgetBytes: sortBudgetBytes, directory: env.path, permissions: permissions,
-                                        filePrefix: "sort-run-index-")
-        var uniqueSort = ExternalKeySort(budgetBytes: sortBudgetBytes, directory: env.path, permissions: permissions,
-                                         filePrefix: "sort-run-unique-")
+        let live = ids.indices.filter { locations[$0].count > 0 }.sorted { ids[$0] < ids[$1] }
+        var rank = [UInt32](repeating: .max, count: ids.count)
+        for (r, i) in live.enumerated() { rank[i] = UInt32(r) }
+
+        let directory = env.path
+        // The second thread hands back its two sorts (index, unique), and the error that ended
+        // it, if one did.
+        let gathered = Locked<(sorts: [ExternalKeySort], error: Error?)?>(nil)
+        let stop = Locked(false)
+        // A thread of its own, not a dispatch queue's: the queues' shared threads may all be
+        // taken by callers that wait for this load, and this one waits for that thread.
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread { [self] in
+            defer { done.signal() }
+            var indexSort = ExternalKeySort(budgetBytes: sortBudgetBytes, directory: directory,
+                                            permissions: permissions, filePrefix: "sort-run-index-")
+            var uniqueSort = ExternalKeySort(budgetBytes: sortBudgetBytes, directory: directory,
+                                             permissions: permissions, filePrefix: "sort-run-unique-")
+            var failure: Error?
+            do { try gatherKeys(of: live, into: &indexSort, &uniqueSort, stop: stop) } catch { failure = error }
+            gathered.withLock { $0 = ([indexSort, uniqueSort], failure) }
+        }
+        // Its run files are removed however this ends.
+        var sorts: [ExternalKeySort] = []
         defer {
-            for var sort in [indexSort, uniqueSort] {
+            for var sort in sorts {
                 sort.discard()
                 for path in sort.unremovedFiles {
                     logger.warning("could not remove \(path), a temporary file of a bulk import: remove it by hand")
                 }
             }
         }
-        let live = ids.indices.filter { locations[$0].count > 0 }.sorted { ids[$0] < ids[$1] }
-        var rank = [UInt32](repeating: .max, count: ids.count)
-        for (r, i) in live.enumerated() { rank[i] = UInt32(r) }
-        var written: [UInt16: Int] = [:]
-        var done = 0
-        var batch = KeyRun()
-        for i in live {
+        let here = Result { try writeRecordsAndLinks(live, rank: rank, into: env, checkUsable: checkUsable,
+                                                     progress: progress) }
+        if case .failure = here { stop.withLock { $0 = true } }
+        done.wait()
+        let there = gathered.withLock { $0 }
+        sorts = there?.sorts ?? []
+        // This thread's error comes first (the other's ``GatheringStopped`` only follows from it).
+        try here.get()
+        if let error = there?.error { throw error }
+        guard sorts.count == 2 else {
+            throw StrataError.corruptRecord(id: ObjectID(high: 0, low: 0),
+                                            reason: "a bulk load in memory lost its index and unique keys")
+        }
+        try sorts[0].drain(batchBytes: BulkStateBuilder.batchBytes) {
+            try Self.append($0, into: .indexes, of: env, checkUsable: checkUsable)
+        }
+        var previous: [UInt8]?
+        try sorts[1].drain(batchBytes: BulkStateBuilder.batchBytes) { run in
+            // The table held each key once: two equal keys here mean the state lost track.
+            guard let last = run.entries.indices.last else { return }
+            for i in run.entries.indices where i == 0 ? run.key(0) == previous : run.sameKey(i - 1, i) {
+                throw StrataError.corruptRecord(id: run.value(i),
+                                                reason: "a bulk load in memory holds a unique key twice")
+            }
+            previous = run.key(last)
+            try Self.append(run, into: .uniques, of: env, checkUsable: checkUsable)
+        }
+        try env.writeGrowing { txn in
+            for tag in countsWritten {
+                try txn.put(env[.counts], key: MetaKey.count(tag), value: MetaKey.countValue(counts[tag] ?? 0))
+            }
+        }
+    }
+
+    /// The second thread's work for ``write(into:sortBudgetBytes:permissions:logger:checkUsable:progress:)``
+    /// was stopped because the first thread failed.
+    private struct GatheringStopped: Error {}
+
+    /// Decodes the `live` objects' records (in id order) and adds their index and unique keys to
+    /// the two sorts, then sorts what each holds in memory. Checks `stop` every 4,096 records.
+    private func gatherKeys(of live: [Int], into indexSort: inout ExternalKeySort, _ uniqueSort: inout ExternalKeySort,
+                            stop: Locked<Bool>) throws {
+        for (done, i) in live.enumerated() {
+            if done & 4095 == 0, stop.withLock({ $0 }) { throw GatheringStopped() }
             let id = ids[i]
             try arena.withBytes(locations[i]) { bytes in
                 let r = try RecordCodec.decode(bytes, id: id, schema: schema)
+                for index in r.entity.indexes {
+                    try indexSort.addKey { Layout.appendIndexKey(index, record: r.values, id: id, to: &$0) }
+                }
+                guard !r.entity.uniques.isEmpty else { return }
                 try id.withKeyBytes { key in
-                    batch.add(key: key, value: bytes, sorted: true)
-                    for index in r.entity.indexes {
-                        try indexSort.addKey { Layout.appendIndexKey(index, record: r.values, id: id, to: &$0) }
-                    }
                     for unique in r.entity.uniques {
                         if let k = try Layout.uniqueKey(unique, record: r.values, entity: r.entity, id: id) {
                             try k.withUnsafeBytes { try uniqueSort.add(key: $0, value: key) }
                         }
                     }
                 }
-                written[r.entity.tag, default: 0] += 1
             }
+        }
+        indexSort.sortInMemory()
+        uniqueSort.sortInMemory()
+    }
+
+    /// Appends the `live` objects' records in id order (checking the count of each entity), then
+    /// the links.
+    private func writeRecordsAndLinks(_ live: [Int], rank: [UInt32], into env: LMDBEnvironment,
+                                      checkUsable: () throws -> Void, progress: ((Int, Int) -> Void)?) throws {
+        var written: [UInt16: Int] = [:]
+        var done = 0
+        var batch = KeyRun()
+        for i in live {
+            let id = ids[i]
+            arena.withBytes(locations[i]) { bytes in
+                id.withKeyBytes { key in batch.add(key: key, value: bytes, sorted: true) }
+            }
+            written[id.entityTag, default: 0] += 1
             done += 1
             if batch.byteCount >= BulkStateBuilder.batchBytes {
                 try Self.append(batch, into: .objects, of: env, checkUsable: checkUsable)
@@ -236,26 +319,7 @@ final class BulkMemoryState: @unchecked Sendable {
                 id: ObjectID(high: UInt64(tag) << 48, low: 0),
                 reason: "a bulk load in memory counted \(n) objects of entity tag \(tag) and wrote \(written[tag] ?? 0)")
         }
-        try indexSort.drain(batchBytes: BulkStateBuilder.batchBytes) {
-            try Self.append($0, into: .indexes, of: env, checkUsable: checkUsable)
-        }
-        var previous: [UInt8]?
-        try uniqueSort.drain(batchBytes: BulkStateBuilder.batchBytes) { run in
-            // The table held each key once: two equal keys here mean the state lost track.
-            guard let last = run.entries.indices.last else { return }
-            for i in run.entries.indices where i == 0 ? run.key(0) == previous : run.sameKey(i - 1, i) {
-                throw StrataError.corruptRecord(id: run.value(i),
-                                                reason: "a bulk load in memory holds a unique key twice")
-            }
-            previous = run.key(last)
-            try Self.append(run, into: .uniques, of: env, checkUsable: checkUsable)
-        }
         try writeLinks(into: env, rank: rank, checkUsable: checkUsable)
-        try env.writeGrowing { txn in
-            for tag in countsWritten {
-                try txn.put(env[.counts], key: MetaKey.count(tag), value: MetaKey.countValue(counts[tag] ?? 0))
-            }
-        }
     }
 
     /// Every live link entry, appended in key order (relationship tag, source id, target id),

@@ -69,6 +69,10 @@ struct ExternalKeySort {
         if run.byteCount >= budgetBytes { try spill() }
     }
 
+    /// Sorts the entries still in memory, which ``drain(batchBytes:_:)`` would do first: a caller
+    /// that fills the sort on one thread and drains it on another sorts it on the first.
+    mutating func sortInMemory() { run.sortIfNeeded() }
+
     /// Sorts the entries in memory and writes them to a new run file.
     private mutating func spill() throws {
         run.sortIfNeeded()
