@@ -236,18 +236,21 @@ public final class Importer: Sendable {
         // Numbered in input order, as an incremental import numbers its batches.
         let firstNumber = s.batchesSubmitted + 1
         s.batchesSubmitted += pending.count
+        // Built here, beside the reading, not on the load's queue, which is the busier side; and
+        // held by the flight until it lands, so that they are freed here too.
+        let changes = pending.map(\.changes)
         let task = Task { () throws -> BulkFlight.Outcome in
             try await bulk.write { w in
                 var outcomes: [(written: Int, refused: [(index: Int, failure: ValidationFailure)])] = []
                 for (n, batch) in pending.enumerated() {
                     let metadata = ["importID": importID, "batch": String(firstNumber + n)]
                     guard continueOnError else {
-                        _ = try w.save(batch.changes, author: author, metadata: metadata, isolated: false)
+                        _ = try w.save(changes[n], author: author, metadata: metadata, isolated: false)
                         outcomes.append((batch.count, []))
                         continue
                     }
                     do {
-                        _ = try w.save(batch.changes, author: author, metadata: metadata, isolated: true)
+                        _ = try w.save(changes[n], author: author, metadata: metadata, isolated: true)
                         outcomes.append((batch.count, []))
                     } catch StrataError.validation {
                         var written = 0
@@ -266,7 +269,7 @@ public final class Importer: Sendable {
                 return outcomes
             }
         }
-        s.bulkFlight = BulkFlight(pending: pending, task: task)
+        s.bulkFlight = BulkFlight(pending: pending, changes: changes, task: task)
     }
 
     /// Waits for the bulk write in flight, if any, and takes its outcome: the transactions it
@@ -831,33 +834,40 @@ private struct BulkFlight {
     typealias Outcome = (result: [(written: Int, refused: [(index: Int, failure: ValidationFailure)])],
                          committed: [TransactionID])
     let pending: [Batch]
+    /// Each batch's change set, as saved.
+    let changes: [ChangeSet]
     let task: Task<Outcome, Error>
 }
 
 /// Records of one transaction, kept per record too so a failing batch can be retried one by one.
 private struct Batch: Sendable {
-    var perRecord: [ChangeSet] = []
+    /// Each record's own operation (its insert, upsert or put), in input order.
+    private var recordOps: [ChangeSet.Operation] = []
+    /// Each record's relationship operations, in input order.
+    private var linkOps: [ChangeSet.Operation] = []
+    /// Where each record's operations are in ``recordOps`` and ``linkOps``.
+    private var spans: [(records: Range<Int>, links: Range<Int>)] = []
     var items: [(raw: [UInt8], fileIndex: Int, line: Int, location: UInt64)] = []
     /// Lines read with this batch that validation had rejected (reason, raw line), for the
     /// rejects file.
     var earlyRejects: [(reason: String, raw: [UInt8])] = []
     var count: Int { items.count }
 
-    /// Every record's operations in one change set (built once, when the batch is saved): the
-    /// records first, then the links in input order, so that records written together because
-    /// their required references form a cycle find each other.
+    /// Each record's change set as it was added (its own operation, then its relationship
+    /// operations), for a batch saved record by record.
+    var perRecord: [ChangeSet] {
+        spans.map { ChangeSet(operations: Array(recordOps[$0.records]) + Array(linkOps[$0.links])) }
+    }
+
+    /// Every record's operations in one change set: the records first, then the links in input
+    /// order, so that records written together because their required references form a cycle
+    /// find each other. Each call builds it again: call it once a save.
     var changes: ChangeSet {
-        var records: [ChangeSet.Operation] = [], links: [ChangeSet.Operation] = []
-        records.reserveCapacity(perRecord.count)
-        for c in perRecord {
-            for op in c.operations {
-                switch op {
-                case .link, .unlink: links.append(op)
-                default: records.append(op)
-                }
-            }
-        }
-        return ChangeSet(operations: records + links)
+        var ops: [ChangeSet.Operation] = []
+        ops.reserveCapacity(recordOps.count + linkOps.count)
+        ops.append(contentsOf: recordOps)
+        ops.append(contentsOf: linkOps)
+        return ChangeSet(operations: ops)
     }
 
     /// Entities whose objects in the store may lose a unique key to a record of this batch: a
@@ -874,7 +884,14 @@ private struct Batch: Sendable {
             movesKeysOf.insert(id.entityTag)
         default: break
         }
-        perRecord.append(c)
+        let records = recordOps.count, links = linkOps.count
+        for op in c.operations {
+            switch op {
+            case .link, .unlink: linkOps.append(op)
+            default: recordOps.append(op)
+            }
+        }
+        spans.append((records..<recordOps.count, links..<linkOps.count))
         // The raw line is kept only where a rejects file may need it.
         items.append((item.raw, item.fileIndex, item.line, item.location))
     }
