@@ -140,6 +140,49 @@ public struct LMDBTransaction {
         }
     }
 
+    /// Runs `body` with a write cursor on `db` for keys given in ascending order. `mdb_put` and
+    /// `mdb_del` open a cursor and search from the root for every key; this cursor stays on the
+    /// leaf it last wrote, and LMDB looks there first (it compares the key with the leaf's first
+    /// and last keys), so keys in order that fall on one leaf cost no descent. Keys in any other
+    /// order are still written correctly, each with its own search.
+    package func withSortedWriter<R>(_ db: LMDBDatabase, _ body: (SortedWriter) throws -> R) throws -> R {
+        precondition(isWrite, "sorted writes on a read-only transaction")
+        var cursor: OpaquePointer?
+        try lmdbCheck(mdb_cursor_open(handle, db.dbi, &cursor), "mdb_cursor_open(\(db.name))")
+        guard let cursor else { throw LMDBError(code: EINVAL, operation: "mdb_cursor_open(\(db.name))") }
+        defer { mdb_cursor_close(cursor) }
+        return try body(SortedWriter(cursor: cursor, db: db))
+    }
+
+    /// See ``withSortedWriter(_:_:)``; valid only inside its body.
+    package struct SortedWriter {
+        fileprivate let cursor: OpaquePointer
+        package let db: LMDBDatabase
+
+        /// Stores `value` at `key` (replacing what is there), as `mdb_put` without flags.
+        package func put(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws {
+            precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes,
+                         "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")
+            var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+            var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+            try lmdbCheck(mdb_cursor_put(cursor, &k, &v, 0), "mdb_cursor_put(\(db.name))")
+        }
+
+        /// Deletes `key`; false when it was not there.
+        @discardableResult
+        package func delete(key: UnsafeRawBufferPointer) throws -> Bool {
+            precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes,
+                         "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")
+            var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+            var v = MDB_val()
+            let rc = mdb_cursor_get(cursor, &k, &v, MDB_SET)
+            if rc == MDB_NOTFOUND { return false }
+            try lmdbCheck(rc, "mdb_cursor_get(\(db.name), MDB_SET)")
+            try lmdbCheck(mdb_cursor_del(cursor, 0), "mdb_cursor_del(\(db.name))")
+            return true
+        }
+    }
+
     /// Deletes every entry of `db` (`mdb_drop` without deleting the database itself).
     package func empty(_ db: LMDBDatabase) throws {
         precondition(isWrite, "empty on a read-only transaction")

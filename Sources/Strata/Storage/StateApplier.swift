@@ -259,19 +259,22 @@ struct StateApplier: StateStore {
             // a put of one key within a save leaves it present).
             pendingIndex.sortIfNeeded()
             let count = pendingIndex.entries.count
-            for i in 0..<count {
-                if i + 1 < count, pendingIndex.sameKey(i, i + 1) { continue }
-                let put = pendingIndex.tag(i) == 1
-                try pendingIndex.withEntry(i) { key, _ in
-                    // An empty value at a valid address: LMDB copies it with memcpy, which must
-                    // not be given NULL even for zero bytes.
-                    if put {
-                        try txn.put(db, key: key, value: UnsafeRawBufferPointer(start: key.baseAddress, count: 0))
-                    } else {
-                        _ = try txn.delete(db, key: key)
+            // In key order through one cursor: neighbouring entries on one leaf cost no descent.
+            try txn.withSortedWriter(db) { writer in
+                for i in 0..<count {
+                    if i + 1 < count, pendingIndex.sameKey(i, i + 1) { continue }
+                    let put = pendingIndex.tag(i) == 1
+                    try pendingIndex.withEntry(i) { key, _ in
+                        // An empty value at a valid address: LMDB copies it with memcpy, which
+                        // must not be given NULL even for zero bytes.
+                        if put {
+                            try writer.put(key: key, value: UnsafeRawBufferPointer(start: key.baseAddress, count: 0))
+                        } else {
+                            try writer.delete(key: key)
+                        }
                     }
+                    try countWriteForRelease()
                 }
-                try countWriteForRelease()
             }
             pendingIndex.removeAll()
         }
