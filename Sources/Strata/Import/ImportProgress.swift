@@ -13,8 +13,9 @@ public struct ImportProgress: Sendable, Equatable {
         /// Saving the relationships whose target came later in the input, in batches.
         case linking
         /// A bulk import that resolved its records in memory writing the new generation's
-        /// objects, then their indexes, unique keys and links, each in key order
-        /// (``ImportSummary/inMemory``).
+        /// objects and links, then their index and unique keys, each in key order
+        /// (``ImportSummary/inMemory``). `records` counts the work done in objects out of
+        /// `totalRecords`: the objects and links are the first half, the keys the second.
         case building
         /// A bulk import making the new generation durable and switching the store to it.
         case switching

@@ -197,8 +197,8 @@ public final class Importer: Sendable {
         }
     }
 
-    /// What a bulk load in memory reports while it writes its generation (objects written of
-    /// all), as ``ImportProgress/Phase/building``.
+    /// What a bulk load in memory reports while it writes its generation (its work done, counted
+    /// in objects out of all: see ``ImportProgress/Phase/building``).
     private static func buildingReporter(_ progress: AsyncStream<ImportProgress>.Continuation,
                                          started: ContinuousClock.Instant) -> @Sendable (Int, Int) -> Void {
         let phaseStarted = ContinuousClock.now

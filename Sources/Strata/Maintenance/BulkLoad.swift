@@ -161,8 +161,8 @@ final class BulkLoad: Sendable {
     /// Copies the new generation compactly (``compactBuiltGeneration()``), makes it durable and
     /// the live one, publishes its transactions to the change streams (a batch at a time, as other
     /// processes' commits are), and lets the writer go on. Returns the new head. On an error the
-    /// load is abandoned (the old generation stays). A load in memory calls `progress` (objects
-    /// written, objects in all) while it writes the generation.
+    /// load is abandoned (the old generation stays). A load in memory calls `progress` (its work
+    /// done counted in objects, objects in all) while it writes the generation.
     func finish(progress: (@Sendable (Int, Int) -> Void)? = nil) async throws -> TransactionID {
         precondition(!state.withLock { $0.ended }, "BulkLoad.finish after the load ended")
         do {

@@ -21,7 +21,9 @@ import StrataLMDB
 ///
 /// Thread safety (why `@unchecked Sendable` is sound): a ``BulkLoad`` creates one, hands it to
 /// the saves that run on its serial queue, one after another, and reads it in ``write(into:)``
-/// on that queue after the last of them; nothing else holds it. The queue orders every access.
+/// on that queue after the last of them; nothing else holds it. The queue orders every access,
+/// except that ``write(into:)`` lets a second thread of its own read the records while the queue
+/// reads them too, with no change to any table until both are done (see there).
 final class BulkMemoryState: @unchecked Sendable {
     let schema: Schema
     /// Every object ever inserted, by number (insertion order).
@@ -179,13 +181,15 @@ final class BulkMemoryState: @unchecked Sendable {
     /// The index and unique keys are derived from the records again (the unique table is freed
     /// first) and sorted on a second thread (``gatherKeys(of:into:_:stop:)``) while this one
     /// appends the records and the links; then this one appends them.
-    /// `checkUsable` is called between batches (a closed store ends the write); `progress`, with
-    /// the objects written and the objects in all, after each batch of objects and once at the end.
+    /// `checkUsable` is called between batches, and while this thread waits for the other (a
+    /// closed store ends the write); `progress` gets the work done, counted in objects out of the
+    /// objects in all: the records and links written are the first half, the index and unique
+    /// keys written the second; once at the end with both equal.
     ///
     /// Thread safety of the second thread: while it runs, neither thread changes the state (both
-    /// only read `ids`, `locations` and `arena`, and this one `heads` and `edges`); the sorts it
-    /// fills are its own until it hands them back, and this one waits for it before it returns or
-    /// throws.
+    /// only read `ids`, `locations` and `arena`, and this one `heads`, `edges` and `counts`); the
+    /// sorts it fills are its own until it hands them back, and this one waits for it before it
+    /// returns or throws. A failure on either side stops the other at its next batch.
     func write(into env: LMDBEnvironment, sortBudgetBytes: Int, permissions: StorePermissions, logger: Logger,
                checkUsable: () throws -> Void, progress: ((Int, Int) -> Void)? = nil) throws {
         try env.read { txn in
@@ -202,9 +206,9 @@ final class BulkMemoryState: @unchecked Sendable {
 
         let directory = env.path
         // The second thread hands back its two sorts (index, unique), and the error that ended
-        // it, if one did.
+        // it, if one did; either side's failure stops the other at its next batch.
         let gathered = Locked<(sorts: [ExternalKeySort], error: Error?)?>(nil)
-        let stop = Locked(false)
+        let stop = Locked(false), keysFailed = Locked(false)
         // A thread of its own, not a dispatch queue's: the queues' shared threads may all be
         // taken by callers that wait for this load, and this one waits for that thread.
         let done = DispatchSemaphore(value: 0)
@@ -215,7 +219,10 @@ final class BulkMemoryState: @unchecked Sendable {
             var uniqueSort = ExternalKeySort(budgetBytes: sortBudgetBytes, directory: directory,
                                              permissions: permissions, filePrefix: "sort-run-unique-")
             var failure: Error?
-            do { try gatherKeys(of: live, into: &indexSort, &uniqueSort, stop: stop) } catch { failure = error }
+            do { try gatherKeys(of: live, into: &indexSort, &uniqueSort, stop: stop) } catch {
+                failure = error
+                keysFailed.withLock { $0 = true }
+            }
             gathered.withLock { $0 = ([indexSort, uniqueSort], failure) }
         }
         // Its run files are removed however this ends.
@@ -228,21 +235,56 @@ final class BulkMemoryState: @unchecked Sendable {
                 }
             }
         }
-        let here = Result { try writeRecordsAndLinks(live, rank: rank, into: env, checkUsable: checkUsable,
-                                                     progress: progress) }
+        // Progress: the records and links are the first half of the work, the keys the second.
+        let half = live.count / 2
+        func checkBoth() throws {
+            try checkUsable()
+            if keysFailed.withLock({ $0 }) { throw KeysFailed() }
+        }
+        let here = Result {
+            try writeRecordsAndLinks(live, rank: rank, into: env, checkUsable: checkBoth,
+                                     progress: progress.map { report in { done, all in report(done / 2, all) } })
+        }
+        var waiting: Error?
         if case .failure = here { stop.withLock { $0 = true } }
-        done.wait()
-        let there = gathered.withLock { $0 }
+        // The other thread is waited for, checking meanwhile that the store is still usable (a
+        // close stops the other thread too).
+        while done.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
+            guard waiting == nil else { continue }
+            do { try checkUsable() } catch {
+                waiting = error
+                stop.withLock { $0 = true }
+            }
+        }
+        // Taken out, so that only `sorts` holds them (their memory goes as they drain).
+        let there = gathered.withLock { g -> (sorts: [ExternalKeySort], error: Error?)? in
+            defer { g = nil }
+            return g
+        }
         sorts = there?.sorts ?? []
-        // This thread's error comes first (the other's ``GatheringStopped`` only follows from it).
-        try here.get()
+        // The error that came first: the other thread's when it stopped this one, else this
+        // one's; then a close noticed while waiting; then the other's.
+        switch here {
+        case .failure(let error as KeysFailed): throw there?.error ?? error
+        case .failure(let error): throw error
+        case .success: break
+        }
+        if let waiting { throw waiting }
         if let error = there?.error { throw error }
         guard sorts.count == 2 else {
             throw StrataError.corruptRecord(id: ObjectID(high: 0, low: 0),
                                             reason: "a bulk load in memory lost its index and unique keys")
         }
+        progress?(half, live.count)
+        let keys = max(1, sorts[0].added + sorts[1].added)
+        var appended = 0
+        let reportKeys = { (n: Int) in
+            appended += n
+            progress?(half + Int(Double(live.count - half) * Double(min(appended, keys)) / Double(keys)), live.count)
+        }
         try sorts[0].drain(batchBytes: BulkStateBuilder.batchBytes) {
             try Self.append($0, into: .indexes, of: env, checkUsable: checkUsable)
+            reportKeys($0.entries.count)
         }
         var previous: [UInt8]?
         try sorts[1].drain(batchBytes: BulkStateBuilder.batchBytes) { run in
@@ -254,13 +296,19 @@ final class BulkMemoryState: @unchecked Sendable {
             }
             previous = run.key(last)
             try Self.append(run, into: .uniques, of: env, checkUsable: checkUsable)
+            reportKeys(run.entries.count)
         }
         try env.writeGrowing { txn in
             for tag in countsWritten {
                 try txn.put(env[.counts], key: MetaKey.count(tag), value: MetaKey.countValue(counts[tag] ?? 0))
             }
         }
+        progress?(live.count, live.count)
     }
+
+    /// This thread's work for ``write(into:sortBudgetBytes:permissions:logger:checkUsable:progress:)``
+    /// was stopped because the second thread failed.
+    private struct KeysFailed: Error {}
 
     /// The second thread's work for ``write(into:sortBudgetBytes:permissions:logger:checkUsable:progress:)``
     /// was stopped because the first thread failed.

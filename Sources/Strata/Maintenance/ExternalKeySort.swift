@@ -38,6 +38,8 @@ struct ExternalKeySort {
     private var filesMade = 0
     /// Run files written so far (including those made by merging others), less those merged.
     var spilledRuns: Int { runs.count }
+    /// Entries added so far (handed out or not).
+    private(set) var added = 0
     /// Run files that could not be removed (their paths), for the caller to report.
     private(set) var unremovedFiles: [String] = []
 
@@ -59,12 +61,14 @@ struct ExternalKeySort {
 
     /// Adds a key written by `body` (with an empty value).
     mutating func addKey(_ body: (inout [UInt8]) -> Void) throws {
+        added += 1
         run.addKey(body)
         if run.byteCount >= budgetBytes { try spill() }
     }
 
     /// Adds `key` with `value`.
     mutating func add(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws {
+        added += 1
         run.add(key: key, value: value)
         if run.byteCount >= budgetBytes { try spill() }
     }

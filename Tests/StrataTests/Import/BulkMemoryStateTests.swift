@@ -246,6 +246,89 @@ import Testing
         }
     }
 
+    /// A load in memory of `tracks` genres and tracks (each track linked to a genre), saved but
+    /// not finished: its state, its generation, and the load (to abandon).
+    private static func loadedInMemory(_ store: Store, tracks: Int) async throws -> BulkLoad {
+        let load = try await store.beginBulkLoad(inMemory: true)
+        var c = ChangeSet()
+        let genres = (0..<8).map { Genre(name: "g\($0)") }
+        for g in genres { c.insert(g) }
+        for i in 0..<tracks {
+            let t = Track(mbid: UUID(), title: "t\(i)", durationSeconds: i % 600, addedAt: Date(timeIntervalSince1970: 0))
+            c.insert(t)
+            c.set(Track.genre, of: t.id, to: genres[i % genres.count].id)
+        }
+        let changes = c
+        _ = try await load.write { w in try w.save(changes, author: "test", metadata: [:], isolated: false) }
+        return load
+    }
+
+    /// Files whose name starts with `prefix` in `directory`.
+    private static func files(_ prefix: String, in directory: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasPrefix(prefix) }
+    }
+
+    /// Writing the generation on two threads: when the side that appends the records fails (here
+    /// its usability check, after the first batch), its failure is the one thrown, once the side
+    /// that makes and sorts the keys has ended, and no run file is left (a tiny sort budget makes
+    /// many).
+    @Test func aFailureWritingTheRecordsIsThrownAndLeavesNoRunFile() async throws {
+        let store = try Store.temporary(schema: try librarySchema())
+        defer { store.close() }
+        let load = try await Self.loadedInMemory(store, tracks: 3_000)
+        defer { load.abandon() }
+        let memory = try #require(load.memory)
+        struct Closed: Error {}
+        let checks = Locked(0)
+        #expect(throws: Closed.self) {
+            try memory.write(into: load.env, sortBudgetBytes: 4_096, permissions: .private, logger: store.logger,
+                             checkUsable: {
+                                 if checks.withLock({ $0 += 1; return $0 }) > 1 { throw Closed() }
+                             })
+        }
+        #expect(Self.files("sort-run-", in: load.env.path).isEmpty)
+    }
+
+    /// When the side that makes the keys fails (here its first unique run file cannot be
+    /// created: a file of that name is there), that failure is the one thrown (not the stop it
+    /// causes on the other side), and its other run files are removed.
+    @Test func aFailureMakingTheKeysIsTheOneThrown() async throws {
+        let store = try Store.temporary(schema: try librarySchema())
+        defer { store.close() }
+        let load = try await Self.loadedInMemory(store, tracks: 3_000)
+        defer { load.abandon() }
+        let memory = try #require(load.memory)
+        let blocker = load.env.path + "/sort-run-unique-0.tmp"
+        #expect(FileManager.default.createFile(atPath: blocker, contents: Data()))
+        var thrown: Error?
+        do {
+            try memory.write(into: load.env, sortBudgetBytes: 4_096, permissions: .private, logger: store.logger,
+                             checkUsable: {})
+        } catch { thrown = error }
+        let error = try #require(thrown)
+        #expect("\(error)".contains("sort-run-unique-0.tmp"), "\(error)")
+        #expect(Self.files("sort-run-", in: load.env.path) == ["sort-run-unique-0.tmp"])
+    }
+
+    /// The building progress of a load in memory climbs from the records to the keys and ends
+    /// at the objects in all, never going back.
+    @Test func theGenerationsProgressClimbsToTheObjectsInAll() async throws {
+        let store = try Store.temporary(schema: try librarySchema())
+        defer { store.close() }
+        let load = try await Self.loadedInMemory(store, tracks: 3_000)
+        defer { load.abandon() }
+        let memory = try #require(load.memory)
+        let reports = Locked<[(Int, Int)]>([])
+        try memory.write(into: load.env, sortBudgetBytes: 1 << 20, permissions: .private, logger: store.logger,
+                         checkUsable: {}, progress: { done, all in reports.withLock { $0.append((done, all)) } })
+        let seen = reports.withLock { $0 }
+        #expect(seen.count > 2)
+        #expect(seen.allSatisfy { $0.1 == 3_008 }, "\(seen)")
+        #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.0 <= $1.0 }, "\(seen)")
+        #expect(seen.last?.0 == 3_008)
+        #expect(seen.contains { $0.0 > 0 && $0.0 < 3_008 }, "\(seen)")
+    }
+
     /// A store whose state is empty after deletes (its log is not) loads in memory; a store with
     /// one object loads through the B-trees; an import with `continueOnError` never loads in
     /// memory, and `bulkInMemoryMaxInputBytes = 0` turns it off.

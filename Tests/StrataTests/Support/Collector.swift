@@ -2,7 +2,11 @@ import Foundation
 import Testing
 @testable import Strata
 
-/// Collects what an async sequence delivers, in a task, so a test can wait with a deadline.
+/// Collects what an async sequence delivers, in a task, so a test can wait with a deadline. The
+/// collecting task and the wait both run on a thread of their own (``ThreadExecutor``), not on
+/// the cooperative pool: with the whole suite running, the pool can be busy for longer than the
+/// deadline, and a wait that got a thread before the collector did would give up on events that
+/// had arrived.
 final class Collector<Element: Sendable>: Sendable {
     let items = Locked<[Element]>([])
     let finished = Locked(false)
@@ -10,7 +14,7 @@ final class Collector<Element: Sendable>: Sendable {
 
     init<S: AsyncSequence & Sendable>(_ sequence: S) where S.Element == Element {
         let items = self.items, finished = self.finished
-        task = Task {
+        task = Task(executorPreference: ThreadExecutor.shared) {
             do {
                 for try await e in sequence { items.withLock { $0.append(e) } }
             } catch {}
@@ -22,13 +26,13 @@ final class Collector<Element: Sendable>: Sendable {
 
     /// Waits until `count` items arrived (or the deadline passed) and returns what arrived.
     ///
-    /// The deadline is generous because the collecting task needs a cooperative thread: with the
-    /// whole suite running on two cores, tests that block theirs can hold every one of them for
-    /// tens of seconds. Callers expect `count` items, so a long deadline costs only a failing test.
+    /// Callers expect `count` items, so a long deadline costs only a failing test.
     func wait(for count: Int, seconds: Double = 90) async throws -> [Element] {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        while all.count < count && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(2)) }
-        return all
+        try await withTaskExecutorPreference(ThreadExecutor.shared) {
+            let deadline = ContinuousClock.now + .seconds(seconds)
+            while all.count < count && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(2)) }
+            return all
+        }
     }
 
     func cancel() { task.cancel() }
