@@ -1,5 +1,4 @@
 import Dispatch
-import Foundation
 import Logging
 import StrataLMDB
 
@@ -209,11 +208,7 @@ final class BulkMemoryState: @unchecked Sendable {
         // it, if one did; either side's failure stops the other at its next batch.
         let gathered = Locked<(sorts: [ExternalKeySort], error: Error?)?>(nil)
         let stop = Locked(false), keysFailed = Locked(false)
-        // A thread of its own, not a dispatch queue's: the queues' shared threads may all be
-        // taken by callers that wait for this load, and this one waits for that thread.
-        let done = DispatchSemaphore(value: 0)
-        Thread.detachNewThread { [self] in
-            defer { done.signal() }
+        let done = startOnOwnThread(name: "strata.bulk-keys") { [self] in
             var indexSort = ExternalKeySort(budgetBytes: sortBudgetBytes, directory: directory,
                                             permissions: permissions, filePrefix: "sort-run-index-")
             var uniqueSort = ExternalKeySort(budgetBytes: sortBudgetBytes, directory: directory,

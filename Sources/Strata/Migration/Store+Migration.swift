@@ -225,9 +225,8 @@ extension Store {
                 if let second, second.transactionID == t0, second.env === oldEnv,
                    (try? second.read({ LMDBEnvironment.lmdbTransactionID($0.txn.handle) })) == firstLMDB {
                     let result = Locked<Result<Upcaster, Error>?>(nil)
-                    let done = DispatchGroup()
                     let side = stateSide
-                    DispatchQueue.global().async(group: done) {
+                    let done = startOnOwnThread(name: "strata.migration-state") {
                         var u = side
                         let r = Result { () throws -> Upcaster in
                             defer { second.close() }

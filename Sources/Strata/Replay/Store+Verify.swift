@@ -73,12 +73,12 @@ extension Store {
         // Compressed entries decompressed for the fold: held by both threads until they are done.
         let expanded = InMemoryVerification.ExpandedEntries()
         let stored = Locked<Result<InMemoryVerification.StateDigests?, Error>?>(nil)
-        let done = DispatchGroup()
+        var done: DispatchGroup?
         var parallel = false
         if let second = try? self.snapshot(label: "verify-state") {
             if second.transactionID == head && second.env === snapshot.env {
                 parallel = true
-                DispatchQueue.global().async(group: done) {
+                done = startOnOwnThread(name: "strata.verify-state") {
                     let result = Result { () throws -> InMemoryVerification.StateDigests? in
                         try second.read { view in
                             defer { channel.waitUntilReleased() }
@@ -103,7 +103,7 @@ extension Store {
         }
         defer {
             channel.cancel()
-            done.wait()
+            done?.wait()
         }
         if let hook = VerifyTestHooks.beforeFold.withLock({ $0[path] }) { hook() }
         let reportProgress = { (n: Int) -> Void in
@@ -128,7 +128,7 @@ extension Store {
         // The folded digests are made: the decompressed entries may go (not before).
         withExtendedLifetime(expanded) {}
         guard case .folded(let expected, let transactions, let changes) = folded else { return nil }
-        done.wait()
+        done?.wait()
         let actual: InMemoryVerification.StateDigests?
         if parallel {
             actual = try stored.withLock { $0 }?.get()
