@@ -114,11 +114,16 @@ public struct LMDBTransaction {
     /// key. A key not after the last one is `MDB_KEYEXIST`.
     package func withAppender<R>(_ db: LMDBDatabase, _ body: (Appender) throws -> R) throws -> R {
         precondition(isWrite, "append on a read-only transaction")
+        return try withWriteCursor(db) { try body(Appender(cursor: $0, db: db)) }
+    }
+
+    /// Runs `body` with a cursor on `db` of this write transaction, closed when it returns.
+    private func withWriteCursor<R>(_ db: LMDBDatabase, _ body: (OpaquePointer) throws -> R) throws -> R {
         var cursor: OpaquePointer?
         try lmdbCheck(mdb_cursor_open(handle, db.dbi, &cursor), "mdb_cursor_open(\(db.name))")
         guard let cursor else { throw LMDBError(code: EINVAL, operation: "mdb_cursor_open(\(db.name))") }
         defer { mdb_cursor_close(cursor) }
-        return try body(Appender(cursor: cursor, db: db))
+        return try body(cursor)
     }
 
     /// See ``withAppender(_:_:)``; valid only inside its body.
@@ -147,11 +152,7 @@ public struct LMDBTransaction {
     /// order are still written correctly, each with its own search.
     package func withSortedWriter<R>(_ db: LMDBDatabase, _ body: (SortedWriter) throws -> R) throws -> R {
         precondition(isWrite, "sorted writes on a read-only transaction")
-        var cursor: OpaquePointer?
-        try lmdbCheck(mdb_cursor_open(handle, db.dbi, &cursor), "mdb_cursor_open(\(db.name))")
-        guard let cursor else { throw LMDBError(code: EINVAL, operation: "mdb_cursor_open(\(db.name))") }
-        defer { mdb_cursor_close(cursor) }
-        return try body(SortedWriter(cursor: cursor, db: db))
+        return try withWriteCursor(db) { try body(SortedWriter(cursor: $0, db: db)) }
     }
 
     /// See ``withSortedWriter(_:_:)``; valid only inside its body.

@@ -270,7 +270,6 @@ final class BulkMemoryState: @unchecked Sendable {
             throw StrataError.corruptRecord(id: ObjectID(high: 0, low: 0),
                                             reason: "a bulk load in memory lost its index and unique keys")
         }
-        progress?(half, live.count)
         let keys = max(1, sorts[0].added + sorts[1].added)
         var appended = 0
         let reportKeys = { (n: Int) in

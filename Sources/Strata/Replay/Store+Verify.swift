@@ -73,11 +73,10 @@ extension Store {
         // Compressed entries decompressed for the fold: held by both threads until they are done.
         let expanded = InMemoryVerification.ExpandedEntries()
         let stored = Locked<Result<InMemoryVerification.StateDigests?, Error>?>(nil)
+        // The second thread, when there is one (the log is then read there, in parallel).
         var done: DispatchGroup?
-        var parallel = false
         if let second = try? self.snapshot(label: "verify-state") {
             if second.transactionID == head && second.env === snapshot.env {
-                parallel = true
                 done = startOnOwnThread(name: "strata.verify-state") {
                     let result = Result { () throws -> InMemoryVerification.StateDigests? in
                         try second.read { view in
@@ -110,7 +109,7 @@ extension Store {
             progress?(VerifyProgress(phase: .replaying, done: n, total: Int(head.rawValue)))
         }
         let folded: InMemoryVerification.FoldResult
-        if parallel {
+        if done != nil {
             folded = try InMemoryVerification.foldLog(schema: schema, head: head, objectLimit: limit,
                                                       capacity: capacity, progress: reportProgress) {
                 try channel.drain(into: $0)
@@ -130,7 +129,7 @@ extension Store {
         guard case .folded(let expected, let transactions, let changes) = folded else { return nil }
         done?.wait()
         let actual: InMemoryVerification.StateDigests?
-        if parallel {
+        if done != nil {
             actual = try stored.withLock { $0 }?.get()
         } else {
             actual = try snapshot.read { try InMemoryVerification.digestStoredState($0) }

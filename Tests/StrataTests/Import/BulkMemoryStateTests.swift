@@ -246,10 +246,15 @@ import Testing
         }
     }
 
-    /// A load in memory of `tracks` genres and tracks (each track linked to a genre), saved but
-    /// not finished: its state, its generation, and the load (to abandon).
-    private static func loadedInMemory(_ store: Store, tracks: Int) async throws -> BulkLoad {
+    /// Runs `body` with the state, the generation and the store of a bulk load in memory of 8
+    /// genres and `tracks` tracks (each linked to a genre), saved but not finished; the load is
+    /// abandoned afterwards.
+    private static func withLoadInMemory(tracks: Int,
+                                         _ body: (BulkMemoryState, LMDBEnvironment, Store) throws -> Void) async throws {
+        let store = try Store.temporary(schema: try librarySchema())
+        defer { store.close() }
         let load = try await store.beginBulkLoad(inMemory: true)
+        defer { load.abandon() }
         var c = ChangeSet()
         let genres = (0..<8).map { Genre(name: "g\($0)") }
         for g in genres { c.insert(g) }
@@ -260,7 +265,7 @@ import Testing
         }
         let changes = c
         _ = try await load.write { w in try w.save(changes, author: "test", metadata: [:], isolated: false) }
-        return load
+        try body(try #require(load.memory), load.env, store)
     }
 
     /// Files whose name starts with `prefix` in `directory`.
@@ -273,54 +278,45 @@ import Testing
     /// that makes and sorts the keys has ended, and no run file is left (a tiny sort budget makes
     /// many).
     @Test func aFailureWritingTheRecordsIsThrownAndLeavesNoRunFile() async throws {
-        let store = try Store.temporary(schema: try librarySchema())
-        defer { store.close() }
-        let load = try await Self.loadedInMemory(store, tracks: 3_000)
-        defer { load.abandon() }
-        let memory = try #require(load.memory)
         struct Closed: Error {}
-        let checks = Locked(0)
-        #expect(throws: Closed.self) {
-            try memory.write(into: load.env, sortBudgetBytes: 4_096, permissions: .private, logger: store.logger,
-                             checkUsable: {
-                                 if checks.withLock({ $0 += 1; return $0 }) > 1 { throw Closed() }
-                             })
+        try await Self.withLoadInMemory(tracks: 3_000) { memory, env, store in
+            let checks = Locked(0)
+            #expect(throws: Closed.self) {
+                try memory.write(into: env, sortBudgetBytes: 4_096, permissions: .private, logger: store.logger,
+                                 checkUsable: {
+                                     if checks.withLock({ $0 += 1; return $0 }) > 1 { throw Closed() }
+                                 })
+            }
+            #expect(Self.files("sort-run-", in: env.path).isEmpty)
         }
-        #expect(Self.files("sort-run-", in: load.env.path).isEmpty)
     }
 
     /// When the side that makes the keys fails (here its first unique run file cannot be
     /// created: a file of that name is there), that failure is the one thrown (not the stop it
     /// causes on the other side), and its other run files are removed.
     @Test func aFailureMakingTheKeysIsTheOneThrown() async throws {
-        let store = try Store.temporary(schema: try librarySchema())
-        defer { store.close() }
-        let load = try await Self.loadedInMemory(store, tracks: 3_000)
-        defer { load.abandon() }
-        let memory = try #require(load.memory)
-        let blocker = load.env.path + "/sort-run-unique-0.tmp"
-        #expect(FileManager.default.createFile(atPath: blocker, contents: Data()))
-        var thrown: Error?
-        do {
-            try memory.write(into: load.env, sortBudgetBytes: 4_096, permissions: .private, logger: store.logger,
-                             checkUsable: {})
-        } catch { thrown = error }
-        let error = try #require(thrown)
-        #expect("\(error)".contains("sort-run-unique-0.tmp"), "\(error)")
-        #expect(Self.files("sort-run-", in: load.env.path) == ["sort-run-unique-0.tmp"])
+        try await Self.withLoadInMemory(tracks: 3_000) { memory, env, store in
+            let blocker = env.path + "/sort-run-unique-0.tmp"
+            #expect(FileManager.default.createFile(atPath: blocker, contents: Data()))
+            var thrown: Error?
+            do {
+                try memory.write(into: env, sortBudgetBytes: 4_096, permissions: .private, logger: store.logger,
+                                 checkUsable: {})
+            } catch { thrown = error }
+            let error = try #require(thrown)
+            #expect("\(error)".contains("sort-run-unique-0.tmp"), "\(error)")
+            #expect(Self.files("sort-run-", in: env.path) == ["sort-run-unique-0.tmp"])
+        }
     }
 
     /// The building progress of a load in memory climbs from the records to the keys and ends
     /// at the objects in all, never going back.
     @Test func theGenerationsProgressClimbsToTheObjectsInAll() async throws {
-        let store = try Store.temporary(schema: try librarySchema())
-        defer { store.close() }
-        let load = try await Self.loadedInMemory(store, tracks: 3_000)
-        defer { load.abandon() }
-        let memory = try #require(load.memory)
         let reports = Locked<[(Int, Int)]>([])
-        try memory.write(into: load.env, sortBudgetBytes: 1 << 20, permissions: .private, logger: store.logger,
-                         checkUsable: {}, progress: { done, all in reports.withLock { $0.append((done, all)) } })
+        try await Self.withLoadInMemory(tracks: 3_000) { memory, env, store in
+            try memory.write(into: env, sortBudgetBytes: 1 << 20, permissions: .private, logger: store.logger,
+                             checkUsable: {}, progress: { done, all in reports.withLock { $0.append((done, all)) } })
+        }
         let seen = reports.withLock { $0 }
         #expect(seen.count > 2)
         #expect(seen.allSatisfy { $0.1 == 3_008 }, "\(seen)")
