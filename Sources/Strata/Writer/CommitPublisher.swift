@@ -11,13 +11,19 @@ import StrataLMDB
 /// (reading from the log the transactions it did not make) and moves the position, so a
 /// transaction seen by both is published by whichever comes first, and none is skipped. The
 /// watch is a timer that compares LMDB's last committed transaction id (the shared meta page;
-/// no read transaction) with the last one it saw, and reads the log only when it moved. It runs
-/// from the first subscription until the store closes.
+/// no read transaction) with the id of the last snapshot it read, and reads the log only when
+/// they differ. It runs from the first subscription until the store closes.
+///
+/// The meta page runs ahead of the snapshots: a committing process writes it, then (after that
+/// write reached the disk) records the transaction in the lock file, where a new read
+/// transaction takes its snapshot from. A look in between sees the new id in the meta page but
+/// reads the log as it was. The watch therefore remembers the snapshot it read, not the meta
+/// page's id, and looks again at its next step.
 final class CommitPublisher: Sendable {
     private struct State {
         /// The last transaction published (the log's head when the store opened).
         var published: UInt64
-        /// LMDB's last committed transaction id when the watch last looked.
+        /// The LMDB transaction id of the snapshot the watch last read the log in.
         var seenLMDB: UInt64 = 0
         var timer: DispatchSourceTimer?
         var closed = false
@@ -62,7 +68,7 @@ final class CommitPublisher: Sendable {
         hub.recordLocal(entries)
         if interval > 0 {
             do {
-                while try publishBatch(env: env, through: first - 1) {}
+                while try publishBatch(env: env, through: first - 1).more {}
             } catch {
                 // The log before these entries cannot be read now: the subscribers learn they
                 // missed it, and the order stays the log's.
@@ -95,7 +101,7 @@ final class CommitPublisher: Sendable {
     /// A log that cannot be read is logged and reported to the subscribers as missed.
     func publishCommitted(env: LMDBEnvironment, through last: TransactionID? = nil) {
         do {
-            while try publishBatch(env: env, through: last?.rawValue) {}
+            while try publishBatch(env: env, through: last?.rawValue).more {}
         } catch {
             logger.error("could not read the log to publish transactions committed here: \(error)")
             let head = last?.rawValue ?? (try? Self.head(env, schema))
@@ -111,14 +117,14 @@ final class CommitPublisher: Sendable {
     /// was committed before is not published to the new subscriber.
     func startWatching() {
         guard interval > 0, let env = environment() else { return }
-        // LMDB's last transaction first, then the log's head: a commit between the two reads is
-        // then seen as new by the first look (the other order would take it as seen, unpublished).
-        let seen = try? env.lastCommittedTransaction(), head = try? Self.head(env, schema)
+        // The log's head and the snapshot it was read in, from one read transaction: a commit
+        // after it is new to the first look.
+        let start = try? Self.headAndSnapshot(env, schema)
         state.withLock { s in
             guard s.timer == nil, !s.closed else { return }
-            if let head, let seen {
-                s.published = max(s.published, head)
-                s.seenLMDB = seen
+            if let start {
+                s.published = max(s.published, start.head)
+                s.seenLMDB = start.snapshot
             }
             let timer = DispatchSource.makeTimerSource(queue: queue)
             timer.schedule(deadline: .now() + .milliseconds(interval), repeating: .milliseconds(interval),
@@ -133,14 +139,7 @@ final class CommitPublisher: Sendable {
     func poll() {
         guard let env = environment() else { return }
         do {
-            let last = try env.lastCommittedTransaction()
-            let moved = state.withLock { s -> Bool in
-                guard !s.closed, last != s.seenLMDB else { return false }
-                s.seenLMDB = last
-                return true
-            }
-            guard moved else { return }
-            while try publishBatch(env: env, through: nil) {}
+            try poll(env: env, lastCommitted: env.lastCommittedTransaction())
         } catch StrataError.closed {
             return   // the store (or a generation a compaction replaced) closed meanwhile
         } catch {
@@ -149,6 +148,23 @@ final class CommitPublisher: Sendable {
             state.withLock { $0.seenLMDB = 0 }
             logger.warning("could not look for other processes' commits: \(error)")
         }
+    }
+
+    /// A look given LMDB's last committed transaction id as the meta page shows it
+    /// (`lastCommitted`): when it differs from the snapshot the last look read, reads the log,
+    /// publishes what it holds after the position, and remembers the first batch's snapshot. A
+    /// transaction the meta page shows and that snapshot lacks is found by the next look.
+    func poll(env: LMDBEnvironment, lastCommitted: UInt64) throws {
+        let moved = state.withLock { s in !s.closed && lastCommitted != s.seenLMDB }
+        guard moved else { return }
+        var first: UInt64?
+        var more = true
+        while more {
+            let batch = try publishBatch(env: env, through: nil)
+            if first == nil { first = batch.snapshot }
+            more = batch.more
+        }
+        if let first { state.withLock { $0.seenLMDB = first } }
     }
 
     /// Stops the watch; nothing is published after it returns.
@@ -166,26 +182,40 @@ final class CommitPublisher: Sendable {
         try env.read { try ReadView(txn: $0, env: env, schema: schema).lastTransactionID().rawValue }
     }
 
+    /// The last committed transaction and the LMDB id of the snapshot it was read in (one read
+    /// transaction).
+    static func headAndSnapshot(_ env: LMDBEnvironment, _ schema: Schema) throws -> (head: UInt64, snapshot: UInt64) {
+        try env.read { txn in
+            (try ReadView(txn: txn, env: env, schema: schema).lastTransactionID().rawValue,
+             LMDBEnvironment.lmdbTransactionID(txn.handle))
+        }
+    }
+
     /// Publishes, under the lock, up to ``batch`` transactions or ``batchChanges`` changes of the
     /// log after the position and not past `limit` (the head when nil); true when there may be
     /// more. With no subscriber the position just moves to the head (nobody to tell; a later
     /// subscriber starts from there). An entry that fails to decode is skipped and counted as
-    /// missed; ids the log lacks (squashed by a compaction) are counted as missed too.
-    private func publishBatch(env: LMDBEnvironment, through limit: UInt64?) throws -> Bool {
-        try state.withLock { s -> Bool in
-            if s.closed { return false }
-            if let limit, limit <= s.published { return false }
+    /// missed; ids the log lacks (squashed by a compaction) are counted as missed too. Returns
+    /// whether there may be more, and the LMDB id of the snapshot read (nil when none was).
+    private func publishBatch(env: LMDBEnvironment, through limit: UInt64?) throws -> (more: Bool, snapshot: UInt64?) {
+        try state.withLock { s -> (more: Bool, snapshot: UInt64?) in
+            if s.closed { return (false, nil) }
+            if let limit, limit <= s.published { return (false, nil) }
             guard hub.hasSubscribers else {
-                let target = try limit ?? Self.head(env, schema)
-                s.published = max(s.published, target)
-                return false
+                if let limit {
+                    s.published = max(s.published, limit)
+                    return (false, nil)
+                }
+                let now = try Self.headAndSnapshot(env, schema)
+                s.published = max(s.published, now.head)
+                return (false, now.snapshot)
             }
             let start = s.published + 1
             var entries: [LogEntry] = []
             var damaged = 0, changes = 0
             var end = s.published
             var full = false
-            try env.read { txn in
+            let snapshot = try env.read { txn -> UInt64 in
                 try txn.scan(env[.log], from: TransactionID(start).keyBytes) { key, value in
                     var r = ByteReader(key)
                     let tx = try r.u64()
@@ -202,13 +232,14 @@ final class CommitPublisher: Sendable {
                     full = entries.count + damaged >= Self.batch || changes >= Self.batchChanges
                     return !full
                 }
+                return LMDBEnvironment.lmdbTransactionID(txn.handle)
             }
-            guard end > s.published else { return false }
+            guard end > s.published else { return (false, snapshot) }
             let missed = Int(end - s.published) - entries.count
             if missed > 0 { hub.deliverMissed(missed) }
             hub.deliver(entries, schema: schema)
             s.published = end
-            return full
+            return (full, snapshot)
         }
     }
 }

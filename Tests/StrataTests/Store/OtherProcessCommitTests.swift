@@ -177,6 +177,39 @@ import Testing
         }
     }
 
+    /// A committing process writes LMDB's meta page, then records the transaction in the lock
+    /// file, where read transactions take their snapshot from: a look in between sees the new id
+    /// in the meta page and the log as it was. The look here is given that id by hand (the
+    /// timer is set to an hour); the other process's transaction, committed after it, must still
+    /// reach the subscriber at the next look, not wait for a later commit.
+    @Test(.timeLimit(.minutes(5))) func aLookWhileAnotherProcessesMetaPageRunsAheadOfItsSnapshotMissesNothing() async throws {
+        let dir = temporaryDirectory("other-process-meta-ahead")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("store")
+        var config = StoreConfiguration()
+        config.otherProcessPollMilliseconds = 3_600_000
+        let store = try Store.open(at: path, schema: librarySchema(), configuration: config)
+        defer { store.close() }
+        _ = try await store.save { $0.insert(Genre(name: "mine")) }
+        let events = Collector(store.changes())
+        defer { events.cancel() }
+        let env = store.env
+        let snapshot = try env.read { LMDBEnvironment.lmdbTransactionID($0.handle) }
+        #expect(try env.lastCommittedTransaction() == snapshot)
+        // The meta page shows the next transaction; the snapshot a look reads does not hold it.
+        try store.publisher.poll(env: env, lastCommitted: snapshot + 1)
+        #expect(events.all.isEmpty)
+
+        let input = dir.appendingPathComponent("genre.ndjson")
+        try Data(#"{"entity": "Genre", "name": "theirs"}"#.utf8).write(to: input)
+        let imported = try await run(storectlPath, ["import", path.path, input.path, "--quiet"])
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(try env.lastCommittedTransaction() == snapshot + 1)
+        store.publisher.poll()
+        let seen = committed(try await events.wait(for: 1))
+        #expect(seen.map(\.id) == [try store.lastTransactionID])
+    }
+
     @Test(.timeLimit(.minutes(5))) func aStoreWhoseLogWasSquashedWholePublishesNoSpuriousMissedTransactions() async throws {
         let dir = temporaryDirectory("other-process-squashed")
         defer { try? FileManager.default.removeItem(at: dir) }
