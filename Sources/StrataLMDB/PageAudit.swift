@@ -274,7 +274,7 @@ package struct PageAudit {
             throw Damage(reason: "database '\(name)': recorded depth \(db.depth)")
         }
         try walkPage(db.root, db: name, level: 1, depth: Int(db.depth), low: nil, high: nil, isMain: isMain,
-                     tally: &tally, named: &named)
+                     path: PathPages(pageSize: pageSize), tally: &tally, named: &named)
         guard tally.entries == db.entries, tally.branchPages == db.branchPages, tally.leafPages == db.leafPages,
               tally.overflowPages == db.overflowPages else {
             throw Damage(
@@ -303,153 +303,197 @@ package struct PageAudit {
         return b
     }
 
-    private mutating func walkPage(_ page: UInt64, db: String, level: Int, depth: Int, low: [UInt8]?, high: [UInt8]?,
-                                   isMain: Bool, tally: inout Tally, named: inout [(String, DBRecord)]) throws {
-        func near() -> String { low.map { ", after key \(Self.hex($0))" } ?? "" }
-        try claim(page, db: db, what: level == 1 ? "its root" : "a branch node at level \(level - 1)\(near())")
-        let b = try readPage(page)
-        func whereText() -> String { "database '\(db)', page \(page)\(near())" }
-        guard Self.u64(b, 0) == page else {
-            throw Damage(reason: "\(whereText()): its header says page \(Self.u64(b, 0))")
+    /// The pages on the path from a tree's root to the page being walked, one region of
+    /// `pageSize` bytes per level (level `l` at `l * pageSize`; region 0 unused), so a branch
+    /// page's keys stay readable while its children are walked and no page is allocated. A
+    /// class: the walk writes a child's region while it holds offsets into its parents'.
+    private final class PathPages {
+        var bytes: [UInt8]
+        init(pageSize: Int) { bytes = [UInt8](repeating: 0, count: (PageAudit.maxDepth + 1) * pageSize) }
+    }
+
+    /// A key inside ``PathPages``: where it starts and its length.
+    private struct KeySpan {
+        let start: Int, count: Int
+    }
+
+    /// The bytes of `span` (for a message or a kept free list).
+    private static func bytes(_ all: UnsafeRawBufferPointer, _ span: KeySpan) -> [UInt8] {
+        Array(all[span.start..<(span.start + span.count)])
+    }
+
+    /// `a` before `b` in the database's key order: bytewise (LMDB's default), or as integers for
+    /// the free-page database's 8-byte transaction ids (`MDB_INTEGERKEY`).
+    private static func ordered(_ all: UnsafeRawBufferPointer, _ a: KeySpan, _ b: KeySpan, integer: Bool) -> Bool {
+        if integer && a.count == 8 && b.count == 8 {
+            return all.loadUnaligned(fromByteOffset: a.start, as: UInt64.self).littleEndian
+                < all.loadUnaligned(fromByteOffset: b.start, as: UInt64.self).littleEndian
         }
-        let flags = Self.u16(b, 10)
-        let isBranch = flags & Self.pBranch != 0, isLeaf = flags & Self.pLeaf != 0
-        guard isBranch != isLeaf, flags & (Self.pOverflow | Self.pMeta | Self.pLeaf2 | Self.pSubp) == 0 else {
-            throw Damage(
-                reason: "\(whereText()): page flags 0x\(String(flags, radix: 16)) are not a branch or leaf page's")
+        let n = min(a.count, b.count)
+        if n == 0 { return a.count < b.count }
+        let c = memcmp(all.baseAddress! + a.start, all.baseAddress! + b.start, n)
+        return c != 0 ? c < 0 : a.count < b.count
+    }
+
+    private mutating func walkPage(_ page: UInt64, db: String, level: Int, depth: Int, low: KeySpan?, high: KeySpan?,
+                                   isMain: Bool, path: PathPages, tally: inout Tally,
+                                   named: inout [(String, DBRecord)]) throws {
+        let isFree = db == Self.freeName
+        // Messages are built only when a check fails (formatting every key would dominate the check).
+        func near(_ all: UnsafeRawBufferPointer) -> String {
+            low.map { ", after key \(Self.hex(Self.bytes(all, $0)))" } ?? ""
         }
-        guard isLeaf == (level == depth) else {
-            throw Damage(reason: "\(whereText()): a \(isLeaf ? "leaf" : "branch") page at level \(level) of a tree " +
-                                 "of depth \(depth)")
+        try claim(page, db: db, what: level == 1 ? "its root"
+                  : "a branch node at level \(level - 1)\(path.bytes.withUnsafeBytes { near($0) })")
+        let base = level * pageSize
+        try path.bytes.withUnsafeMutableBytes { all in
+            try Self.readExactly(fd, UnsafeMutableRawBufferPointer(rebasing: all[base..<(base + pageSize)]),
+                                 at: Int(page) * pageSize)
         }
-        let lower = Int(Self.u16(b, 12)), upper = Int(Self.u16(b, 14))
-        guard lower >= Self.headerSize, lower % 2 == 0, lower <= upper, upper <= pageSize else {
-            throw Damage(
-                reason: "\(whereText()): node array bounds \(lower)…\(upper) do not fit a \(pageSize)-byte page")
-        }
-        let count = (lower - Self.headerSize) / 2
-        guard count > 0 else { throw Damage(reason: "\(whereText()): no nodes") }
-        if isBranch {
-            tally.branchPages += 1
-            guard count >= 2 || level == 1 else {
-                throw Damage(reason: "\(whereText()): a branch page with \(count) node")
+        // The node loop reads the path's pages in place; the children are walked after it (their
+        // reads write the path's next region).
+        let children = try path.bytes.withUnsafeBytes { all -> [(UInt64, KeySpan?, KeySpan?)] in
+            let b = UnsafeRawBufferPointer(rebasing: all[base..<(base + pageSize)])
+            func u16(_ o: Int) -> UInt16 { b.loadUnaligned(fromByteOffset: o, as: UInt16.self).littleEndian }
+            func u64(_ o: Int) -> UInt64 { b.loadUnaligned(fromByteOffset: o, as: UInt64.self).littleEndian }
+            func whereText() -> String { "database '\(db)', page \(page)\(near(all))" }
+            guard u64(0) == page else {
+                throw Damage(reason: "\(whereText()): its header says page \(u64(0))")
             }
-        } else {
-            tally.leafPages += 1
-        }
-        var previous: [UInt8]? = nil
-        var children: [(UInt64, [UInt8]?, [UInt8]?)] = []
-        for i in 0..<count {
-            let offset = Int(Self.u16(b, Self.headerSize + 2 * i))
-            guard offset >= upper, offset + 8 <= pageSize else {
-                throw Damage(reason: "\(whereText()): node \(i) at offset \(offset) is outside the page's node area " +
-                                     "\(upper)…\(pageSize)")
+            let flags = u16(10)
+            let isBranch = flags & Self.pBranch != 0, isLeaf = flags & Self.pLeaf != 0
+            guard isBranch != isLeaf, flags & (Self.pOverflow | Self.pMeta | Self.pLeaf2 | Self.pSubp) == 0 else {
+                throw Damage(
+                    reason: "\(whereText()): page flags 0x\(String(flags, radix: 16)) are not a branch or leaf page's")
             }
-            let lo = UInt64(Self.u16(b, offset)), hi = UInt64(Self.u16(b, offset + 2))
-            let nodeFlags = Self.u16(b, offset + 4)
-            let keySize = Int(Self.u16(b, offset + 6))
-            guard keySize <= LMDBLimits.maxKeyBytes, offset + 8 + keySize <= pageSize else {
-                throw Damage(reason: "\(whereText()): node \(i)'s \(keySize)-byte key runs past the page")
+            guard isLeaf == (level == depth) else {
+                throw Damage(reason: "\(whereText()): a \(isLeaf ? "leaf" : "branch") page at level \(level) of a " +
+                                     "tree of depth \(depth)")
             }
-            let key = Array(b[(offset + 8)..<(offset + 8 + keySize)])
-            // Built only for a message (most nodes are fine; formatting every key would dominate the check).
-            func keyText() -> String { "\(whereText()), key \(Self.hex(key))" }
-            // Node 0 of a branch page has no key of its own (its bound is the parent's).
-            if !(isBranch && i == 0) {
-                guard keySize > 0 else { throw Damage(reason: "\(whereText()): node \(i) has an empty key") }
-                // The free-page database's keys are transaction ids (MDB_INTEGERKEY): compared as
-                // integers; every other database's bytewise.
-                let ordered: ([UInt8], [UInt8]) -> Bool
-                if db == Self.freeName {
-                    guard keySize == 8 else {
-                        throw Damage(reason: "\(keyText()): a \(keySize)-byte key in the free-page database")
-                    }
-                    ordered = { a, b in
-                        a.count == 8 && b.count == 8 ? Self.u64(a, 0) < Self.u64(b, 0) : Self.less(a, b)
-                    }
-                } else {
-                    ordered = Self.less
-                }
-                if let previous, !ordered(previous, key) {
-                    throw Damage(reason: "\(keyText()): keys out of order (node \(i))")
-                }
-                if let low, ordered(key, low) {
-                    throw Damage(reason: "\(keyText()): below its parent's separator \(Self.hex(low))")
-                }
-                if let high, !ordered(key, high) {
-                    throw Damage(reason: "\(keyText()): not below the next separator \(Self.hex(high)) of its parent")
-                }
-                previous = key
+            let lower = Int(u16(12)), upper = Int(u16(14))
+            guard lower >= Self.headerSize, lower % 2 == 0, lower <= upper, upper <= pageSize else {
+                throw Damage(
+                    reason: "\(whereText()): node array bounds \(lower)…\(upper) do not fit a \(pageSize)-byte page")
             }
+            let count = (lower - Self.headerSize) / 2
+            guard count > 0 else { throw Damage(reason: "\(whereText()): no nodes") }
             if isBranch {
-                let child = lo | hi << 16 | UInt64(nodeFlags) << 32
-                children.append((child, i == 0 ? low : key, nil))
-                continue
-            }
-            tally.entries += 1
-            let dataSize = Int(lo | hi << 16)
-            guard nodeFlags & ~(Self.fBigData | Self.fSubData) == 0 else {
-                throw Damage(reason: "\(keyText()): node flags 0x\(String(nodeFlags, radix: 16)) (sorted duplicates " +
-                                     "are not used)")
-            }
-            let dataStart = offset + 8 + keySize
-            if nodeFlags & Self.fBigData != 0 {
-                guard nodeFlags & Self.fSubData == 0, dataStart + 8 <= pageSize else {
-                    throw Damage(reason: "\(keyText()): a big value's page number runs past the page")
-                }
-                let first = Self.u64(b, dataStart)
-                let pages = UInt64((Self.headerSize + dataSize + pageSize - 1) / pageSize)
-                try claim(first, db: db, what: "the value of key \(Self.hex(key))")
-                guard first + pages - 1 <= lastPage else {
-                    throw Damage(reason: "\(keyText()): its \(dataSize)-byte value on pages " +
-                                         "\(first)…\(first + pages - 1) runs past the last page \(lastPage)")
-                }
-                let head = try readPage(first)
-                guard Self.u64(head, 0) == first, Self.u16(head, 10) & Self.pOverflow != 0,
-                      UInt64(Self.u32(head, 12)) == pages else {
-                    throw Damage(reason: "\(keyText()): page \(first), which holds its \(dataSize)-byte value, is " +
-                                         "not an overflow page of \(pages) page(s)")
-                }
-                for p in (first + 1)..<(first + pages) {
-                    try claim(p, db: db, what: "the value of key \(Self.hex(key))")
-                }
-                tally.overflowPages += pages
-                if db == Self.freeName {
-                    var value = [UInt8](repeating: 0, count: dataSize)
-                    try Self.readExactly(fd, &value, at: Int(first) * pageSize + Self.headerSize)
-                    freeLists.append((key, value))
+                tally.branchPages += 1
+                guard count >= 2 || level == 1 else {
+                    throw Damage(reason: "\(whereText()): a branch page with \(count) node")
                 }
             } else {
-                guard dataStart + dataSize <= pageSize else {
-                    throw Damage(reason: "\(keyText()): its \(dataSize)-byte value runs past the page")
+                tally.leafPages += 1
+            }
+            var previous: KeySpan? = nil
+            var children: [(UInt64, KeySpan?, KeySpan?)] = []
+            for i in 0..<count {
+                let offset = Int(u16(Self.headerSize + 2 * i))
+                guard offset >= upper, offset + 8 <= pageSize else {
+                    throw Damage(reason: "\(whereText()): node \(i) at offset \(offset) is outside the page's node " +
+                                         "area \(upper)…\(pageSize)")
                 }
-                if db == Self.freeName { freeLists.append((key, Array(b[dataStart..<(dataStart + dataSize)]))) }
-                if nodeFlags & Self.fSubData != 0 {
-                    guard isMain, dataSize == 48 else {
-                        throw Damage(reason: "\(keyText()): a database record where none belongs")
+                let lo = UInt64(u16(offset)), hi = UInt64(u16(offset + 2))
+                let nodeFlags = u16(offset + 4)
+                let keySize = Int(u16(offset + 6))
+                guard keySize <= LMDBLimits.maxKeyBytes, offset + 8 + keySize <= pageSize else {
+                    throw Damage(reason: "\(whereText()): node \(i)'s \(keySize)-byte key runs past the page")
+                }
+                let key = KeySpan(start: base + offset + 8, count: keySize)
+                func keyText() -> String { "\(whereText()), key \(Self.hex(Self.bytes(all, key)))" }
+                // Node 0 of a branch page has no key of its own (its bound is the parent's).
+                if !(isBranch && i == 0) {
+                    guard keySize > 0 else { throw Damage(reason: "\(whereText()): node \(i) has an empty key") }
+                    // The free-page database's keys are transaction ids (MDB_INTEGERKEY): compared
+                    // as integers; every other database's bytewise.
+                    if isFree, keySize != 8 {
+                        throw Damage(reason: "\(keyText()): a \(keySize)-byte key in the free-page database")
                     }
-                    named.append((String(decoding: key, as: UTF8.self), DBRecord(b, at: dataStart)))
+                    if let previous, !Self.ordered(all, previous, key, integer: isFree) {
+                        throw Damage(reason: "\(keyText()): keys out of order (node \(i))")
+                    }
+                    if let low, Self.ordered(all, key, low, integer: isFree) {
+                        throw Damage(reason: "\(keyText()): below its parent's separator \(Self.hex(Self.bytes(all, low)))")
+                    }
+                    if let high, !Self.ordered(all, key, high, integer: isFree) {
+                        throw Damage(reason: "\(keyText()): not below the next separator " +
+                                             "\(Self.hex(Self.bytes(all, high))) of its parent")
+                    }
+                    previous = key
+                }
+                if isBranch {
+                    let child = lo | hi << 16 | UInt64(nodeFlags) << 32
+                    children.append((child, i == 0 ? low : key, nil))
+                    continue
+                }
+                tally.entries += 1
+                let dataSize = Int(lo | hi << 16)
+                guard nodeFlags & ~(Self.fBigData | Self.fSubData) == 0 else {
+                    throw Damage(reason: "\(keyText()): node flags 0x\(String(nodeFlags, radix: 16)) (sorted " +
+                                         "duplicates are not used)")
+                }
+                let dataStart = offset + 8 + keySize
+                if nodeFlags & Self.fBigData != 0 {
+                    guard nodeFlags & Self.fSubData == 0, dataStart + 8 <= pageSize else {
+                        throw Damage(reason: "\(keyText()): a big value's page number runs past the page")
+                    }
+                    let first = u64(dataStart)
+                    let pages = UInt64((Self.headerSize + dataSize + pageSize - 1) / pageSize)
+                    try claim(first, db: db, what: "the value of key \(Self.hex(Self.bytes(all, key)))")
+                    guard first + pages - 1 <= lastPage else {
+                        throw Damage(reason: "\(keyText()): its \(dataSize)-byte value on pages " +
+                                             "\(first)…\(first + pages - 1) runs past the last page \(lastPage)")
+                    }
+                    let head = try readPage(first)
+                    guard Self.u64(head, 0) == first, Self.u16(head, 10) & Self.pOverflow != 0,
+                          UInt64(Self.u32(head, 12)) == pages else {
+                        throw Damage(reason: "\(keyText()): page \(first), which holds its \(dataSize)-byte value, " +
+                                             "is not an overflow page of \(pages) page(s)")
+                    }
+                    for p in (first + 1)..<(first + pages) {
+                        try claim(p, db: db, what: "the value of key \(Self.hex(Self.bytes(all, key)))")
+                    }
+                    tally.overflowPages += pages
+                    if isFree {
+                        var value = [UInt8](repeating: 0, count: dataSize)
+                        try Self.readExactly(fd, &value, at: Int(first) * pageSize + Self.headerSize)
+                        freeLists.append((Self.bytes(all, key), value))
+                    }
+                } else {
+                    guard dataStart + dataSize <= pageSize else {
+                        throw Damage(reason: "\(keyText()): its \(dataSize)-byte value runs past the page")
+                    }
+                    if isFree { freeLists.append((Self.bytes(all, key), Array(b[dataStart..<(dataStart + dataSize)]))) }
+                    if nodeFlags & Self.fSubData != 0 {
+                        guard isMain, dataSize == 48 else {
+                            throw Damage(reason: "\(keyText()): a database record where none belongs")
+                        }
+                        named.append((String(decoding: Self.bytes(all, key), as: UTF8.self),
+                                      DBRecord(Array(b[dataStart..<(dataStart + dataSize)]), at: 0)))
+                    }
                 }
             }
+            return children
         }
-        if isBranch {
-            for (n, child) in children.enumerated() {
-                let upperBound = n + 1 < children.count ? children[n + 1].1 : high
-                try walkPage(child.0, db: db, level: level + 1, depth: depth, low: child.1, high: upperBound,
-                             isMain: isMain, tally: &tally, named: &named)
-            }
+        for (n, child) in children.enumerated() {
+            let upperBound = n + 1 < children.count ? children[n + 1].1 : high
+            try walkPage(child.0, db: db, level: level + 1, depth: depth, low: child.1, high: upperBound,
+                         isMain: isMain, path: path, tally: &tally, named: &named)
         }
     }
 
     // MARK: Bytes
 
     package static func readExactly(_ fd: Int32, _ buffer: inout [UInt8], at offset: Int) throws {
+        try buffer.withUnsafeMutableBytes { try readExactly(fd, $0, at: offset) }
+    }
+
+    /// Fills `buffer` with the file's bytes at `offset` (`pread`, again after a short read or `EINTR`).
+    package static func readExactly(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws {
         var done = 0
         let wanted = buffer.count
         while done < wanted {
-            let n = buffer.withUnsafeMutableBytes {
-                pread(fd, $0.baseAddress! + done, wanted - done, off_t(offset + done))
-            }
+            let n = pread(fd, buffer.baseAddress! + done, wanted - done, off_t(offset + done))
             if n < 0 {
                 if errno == EINTR { continue }
                 throw LMDBError(code: errno, operation: "pread(data.mdb, offset \(offset + done))")
