@@ -43,6 +43,9 @@ final class CommitPublisher: Sendable {
     private let environment: @Sendable () -> LMDBEnvironment?
     private let logger: Logger
     private let queue = DispatchQueue(label: "strata.other-process-commits", qos: .utility)
+    /// Run (tests only) inside a look, under the publisher's lock, between its read of the head
+    /// and its question whether anyone subscribes.
+    let betweenHeadAndSubscriberCheckForTesting = Locked<(@Sendable () -> Void)?>(nil)
 
     /// - Parameters:
     ///   - head: the log's last transaction id when the store opened (nothing before it is published).
@@ -113,13 +116,21 @@ final class CommitPublisher: Sendable {
         }
     }
 
-    /// Starts the watch of other processes' commits (once; from the first subscription on). What
-    /// was committed before is not published to the new subscriber.
-    func startWatching() {
-        guard interval > 0, let env = environment() else { return }
-        // The log's head and the snapshot it was read in, from one read transaction: a commit
-        // after it is new to the first look.
-        let start = try? Self.headAndSnapshot(env, schema)
+    /// Where a watch started for a new subscriber begins: the log's head and the snapshot it was
+    /// read in. Read before the subscriber is added (``Store/changes()``): a commit between the
+    /// two is then after the position and reaches the subscriber, where a head read after the
+    /// subscription would have taken it as seen. Nil when the watch is off or the log cannot be
+    /// read now.
+    func startingPoint() -> (head: UInt64, snapshot: UInt64)? {
+        guard interval > 0, let env = environment() else { return nil }
+        return try? Self.headAndSnapshot(env, schema)
+    }
+
+    /// Starts the watch of other processes' commits (once; from the first subscription on), from
+    /// `start` (``startingPoint()``, read before the subscription). What was committed before
+    /// `start` is not published to the new subscriber.
+    func startWatching(from start: (head: UInt64, snapshot: UInt64)?) {
+        guard interval > 0 else { return }
         state.withLock { s in
             guard s.timer == nil, !s.closed else { return }
             if let start {
@@ -201,14 +212,22 @@ final class CommitPublisher: Sendable {
         try state.withLock { s -> (more: Bool, snapshot: UInt64?) in
             if s.closed { return (false, nil) }
             if let limit, limit <= s.published { return (false, nil) }
-            guard hub.hasSubscribers else {
+            if !hub.hasSubscribers {
                 if let limit {
+                    // Everything through `limit` was committed before this question.
                     s.published = max(s.published, limit)
                     return (false, nil)
                 }
-                let now = try Self.headAndSnapshot(env, schema)
-                s.published = max(s.published, now.head)
-                return (false, now.snapshot)
+                // The head is read, then the question asked again: a subscriber that comes after
+                // it subscribed after everything read was committed. (The head read after the one
+                // question could take in a commit made after a subscription that came between,
+                // and move the position past it unpublished.)
+                let current = try Self.headAndSnapshot(env, schema)
+                betweenHeadAndSubscriberCheckForTesting.withLock { $0 }?()
+                if !hub.hasSubscribers {
+                    s.published = max(s.published, current.head)
+                    return (false, current.snapshot)
+                }
             }
             let start = s.published + 1
             var entries: [LogEntry] = []

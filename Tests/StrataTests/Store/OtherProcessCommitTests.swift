@@ -210,6 +210,76 @@ import Testing
         #expect(seen.map(\.id) == [try store.lastTransactionID])
     }
 
+    /// A store open here with the watch's timer set to an hour (a test looks by hand), one save
+    /// made, and a one-genre NDJSON file for another process to import.
+    func storeWithAnInputForAnotherProcess(_ dir: URL) async throws -> (Store, URL) {
+        var config = StoreConfiguration()
+        config.otherProcessPollMilliseconds = 3_600_000
+        let store = try Store.open(at: dir.appendingPathComponent("store"), schema: librarySchema(),
+                                   configuration: config)
+        _ = try await store.save { $0.insert(Genre(name: "mine")) }
+        let input = dir.appendingPathComponent("genre.ndjson")
+        try Data(#"{"entity": "Genre", "name": "theirs"}"#.utf8).write(to: input)
+        return (store, input)
+    }
+
+    /// A subscription, then another process's commit, then the watch's start: the commit came
+    /// after the subscription, so it must reach it. (The watch once read its starting head after
+    /// the subscription, took the commit as seen and never published it.) The steps of
+    /// `changes()` are taken one by one here, the other process's import between them.
+    @Test(.timeLimit(.minutes(5))) func anotherProcesssCommitBetweenTheSubscriptionAndTheWatchsStartIsPublished() async throws {
+        let dir = temporaryDirectory("other-process-watch-start")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (store, input) = try await storeWithAnInputForAnotherProcess(dir)
+        defer { store.close() }
+        let start = store.publisher.startingPoint()
+        #expect(start != nil)
+        let events = Collector(ChangeStream(subscriber: store.hub.subscribe(capacity: 64)))
+        defer { events.cancel() }
+        let imported = try await run(storectlPath, ["import", store.path, input.path, "--quiet"])
+        #expect(imported.status == 0, "\(imported.stderr)")
+        store.publisher.startWatching(from: start)
+        store.publisher.poll()
+        let seen = committed(try await events.wait(for: 1))
+        #expect(seen.map(\.id) == [try store.lastTransactionID])
+    }
+
+    /// A look of the watch while nobody subscribes moves its position to the head. A subscriber
+    /// that comes during that look, followed by another process's commit, must get the commit:
+    /// the look reads the head first, then asks again whether anyone subscribes. (It once asked
+    /// first and read the head after, so a subscription and a commit in between left the commit
+    /// behind the position, never published.) The subscription and the import run inside the
+    /// look, at the point between its read and its question.
+    @Test(.timeLimit(.minutes(5))) func aSubscriberThatComesDuringALookWithNoneGetsTheCommitAfterIt() async throws {
+        let dir = temporaryDirectory("other-process-look-subscribe")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (store, input) = try await storeWithAnInputForAnotherProcess(dir)
+        defer { store.close() }
+        let events = Locked<Collector<ChangeEvent>?>(nil)
+        let importStatus = Locked<Int32?>(nil)
+        let storePath = store.path
+        store.publisher.betweenHeadAndSubscriberCheckForTesting.withLock { hook in
+            hook = { [hub = store.hub] in
+                guard events.withLock({ $0 == nil }) else { return }
+                events.withLock { $0 = Collector(ChangeStream(subscriber: hub.subscribe(capacity: 64))) }
+                let result = try? runBlocking(storectlPath, ["import", storePath, input.path, "--quiet"])
+                importStatus.withLock { $0 = result?.status }
+            }
+        }
+        defer { events.withLock { $0?.cancel() } }
+        // The look runs on a thread of its own: it waits for the other process inside the hook.
+        let publisher = store.publisher
+        try await onOwnThread { publisher.poll() }
+        store.publisher.betweenHeadAndSubscriberCheckForTesting.withLock { $0 = nil }
+        #expect(importStatus.withLock { $0 } == 0)
+        guard let collector = events.withLock({ $0 }) else {
+            Issue.record("the look never reached the point between its read and its question")
+            return
+        }
+        let seen = committed(try await collector.wait(for: 1))
+        #expect(seen.map(\.id) == [try store.lastTransactionID])
+    }
+
     @Test(.timeLimit(.minutes(5))) func aStoreWhoseLogWasSquashedWholePublishesNoSpuriousMissedTransactions() async throws {
         let dir = temporaryDirectory("other-process-squashed")
         defer { try? FileManager.default.removeItem(at: dir) }
