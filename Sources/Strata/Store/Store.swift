@@ -130,15 +130,21 @@ public final class Store: Sendable {
     /// nothing can be told apart: markers are left alone.
     private static func settleUnsyncedMarkers(path: String, env: LMDBEnvironment, readOnly: Bool, isReplica: Bool,
                                               lock: StoreLock?, logger: Logger) throws -> Bool {
-        let markers = try UnsyncedCommits.markers(in: path)
-        guard !markers.isEmpty, let boot = UnsyncedCommits.bootID else { return false }
-        let crashed = markers.filter { $0.bootID != boot || $0.flushFailed }
-        guard !readOnly else { return !crashed.isEmpty }
+        let listed = try UnsyncedCommits.markers(in: path)
+        guard !listed.isEmpty, let boot = UnsyncedCommits.bootID else { return false }
+        guard !readOnly else { return listed.contains { $0.bootID != boot || $0.flushFailed } }
+        UnsyncedCommits.afterListingForTesting.withLock { $0 }?(path)
         // Asked after the listing: a process that wrote a marker before it holds the lock now,
         // unless it has ended. Only when no other process has the store open is a marker of this
         // boot known to be stale (a process id alone can be reused, or be another namespace's).
         // A marker of an instance still open in this process is its own to remove.
         let shared = lock?.isShared() ?? true
+        // Read again once nobody else holds the lock: a process that held it at the listing may
+        // have noted a failed final flush in its marker before it let go, and that marker must
+        // be reported, not taken as stale and removed. (Not listed again: a marker made since is
+        // a new opener's.)
+        let markers = shared ? listed : listed.compactMap(UnsyncedCommits.reread)
+        let crashed = markers.filter { $0.bootID != boot || $0.flushFailed }
         let gone = shared ? [] : markers.filter {
             $0.bootID == boot && !$0.flushFailed && !UnsyncedCommits.isOpenHere($0.path)
         }

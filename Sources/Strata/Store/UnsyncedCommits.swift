@@ -88,6 +88,19 @@ enum UnsyncedCommits {
         }.sorted { $0.path < $1.path }
     }
 
+    /// `marker` as its file reads now (its process may have noted a failed flush since it was
+    /// listed); nil when the file is gone (its process closed cleanly meanwhile).
+    static func reread(_ marker: Marker) -> Marker? {
+        guard access(marker.path, F_OK) == 0 else { return nil }
+        var m = marker
+        m.flushFailed = contents(marker.path).contains(flushFailedText)
+        return m
+    }
+
+    /// Run (tests only) by a read-write open right after it listed a store directory's markers,
+    /// with the directory's path.
+    static let afterListingForTesting = Locked<(@Sendable (String) -> Void)?>(nil)
+
     /// Writes this process's marker in `directory` (file and directory synced) and returns its
     /// path. Nil, having written nothing, where the kernel gives no boot id (a crash could not be
     /// told apart from a process exit). A marker that cannot be written completely is removed.

@@ -157,6 +157,51 @@ import Testing
         #expect(markerNames(dir).isEmpty, "reported once to a store of one machine")
     }
 
+    /// A process that holds the store's lock when an open lists the markers, then notes a failed
+    /// final flush in its marker and lets go before the open asks whether anyone holds the lock:
+    /// the open must report that marker, not take it (as it read at the listing) for a stale one
+    /// of this boot and remove it. The note and the release run at that point of the open, by a
+    /// test hook.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"), "needs python3"))
+    func aFailedFlushNotedAfterTheListingIsStillReported() async throws {
+        let dir = temporaryDirectory("unsynced-late-failure")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await makeStore(dir)
+        let boot = try #require(UnsyncedCommits.bootID)
+        try plantMarker(dir, bootID: boot, pid: 4242)
+        let marker = dir.path + "/" + UnsyncedCommits.name(bootID: boot, pid: 4242, open: 1)
+        let holder = try ChildProcess.start("/usr/bin/env", ["python3", "-c", """
+            import fcntl, sys
+            f = open(sys.argv[1]); fcntl.lockf(f, fcntl.LOCK_SH); print("locked", flush=True); sys.stdin.read()
+            """, dir.path + "/strata.lock"], stdin: .pipe, stdout: .pipe)
+        let output = holder.output!.fileDescriptor
+        let line = try await onOwnThread { () -> String in
+            var bytes: [UInt8] = [], byte: UInt8 = 0
+            while bytes.last != UInt8(ascii: "\n") {
+                let n = read(output, &byte, 1)
+                if n == 1 { bytes.append(byte) } else if n == 0 || errno != EINTR { break }
+            }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        #expect(line.contains("locked"), "\(line)")
+        let ran = Locked(false)
+        let directory = dir.path
+        UnsyncedCommits.afterListingForTesting.withLock { hook in
+            hook = { listedIn in
+                guard listedIn == directory, !ran.withLock({ $0 }) else { return }
+                ran.withLock { $0 = true }
+                UnsyncedCommits.noteFailedFlush(marker, logger: Logger(label: "test"))
+                try? holder.input?.close()
+                holder.wait()
+            }
+        }
+        defer { UnsyncedCommits.afterListingForTesting.withLock { $0 = nil } }
+        let store = try await onOwnThread { try Store.open(at: dir, schema: try librarySchema()) }
+        defer { store.close() }
+        #expect(ran.withLock { $0 })
+        #expect(store.crashedWithUnsyncedCommits)
+    }
+
     /// A marker is left alone while its instance is open in this process (it removes its own);
     /// one with this process's id that no open instance here wrote is a predecessor's that had
     /// the same id (a process id comes back, pid 1 in a container): stale like any other.
