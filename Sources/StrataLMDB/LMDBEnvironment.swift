@@ -8,6 +8,11 @@ public final class LMDBEnvironment: Sendable {
     /// Safe to share: see the type's comment. Never used after ``close()``.
     package nonisolated(unsafe) let handle: OpaquePointer
     package let path: String
+    /// Unique among the environments this process opened (a compaction's new generation gets
+    /// another): LMDB's transaction ids start again in a new file, so a transaction id names a
+    /// state only together with this.
+    package let serial: UInt64 = LMDBEnvironment.serials.add(1, ordering: .relaxed).newValue
+    private static let serials = Atomic<UInt64>(0)
     package let options: LMDBOptions
     @usableFromInline package let mapLock = RWLock()
     /// In the order of ``DatabaseSet/names``, then the last handle.

@@ -61,7 +61,7 @@ struct MergedSource: ObjectSource {
         }
 
         var basis: Overlay.CountBasis {
-            Overlay.CountBasis(baseTransaction: source.base.stateID,
+            Overlay.CountBasis(base: source.base.stateID,
                                lower: source.overlays.prefix(depth).map(\.revision))
         }
     }

@@ -31,10 +31,11 @@ struct Overlay: Sendable {
         let isNew: Bool
     }
 
-    /// What the counts of this layer were computed against: the LMDB transaction of the base and
-    /// the revisions of the layers between the base and this one.
+    /// What the counts of this layer were computed against: the state of the base (its
+    /// environment and LMDB transaction) and the revisions of the layers between the base and
+    /// this one.
     struct CountBasis: Equatable, Sendable {
-        let baseTransaction: UInt64
+        let base: StateID
         let lower: [UInt64]
     }
 

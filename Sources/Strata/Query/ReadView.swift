@@ -7,9 +7,10 @@ struct ReadView: ObjectSource {
     let env: LMDBEnvironment
     let schema: Schema
 
-    /// Names the state this view reads: LMDB's id of its transaction (the same for every read of
-    /// one committed state, another after every commit).
-    var stateID: UInt64 { LMDBEnvironment.lmdbTransactionID(txn.handle) }
+    /// Names the state this view reads: its environment and LMDB's id of its transaction (the same
+    /// for every read of one committed state, another after every commit or in another
+    /// generation, whose LMDB ids start again).
+    var stateID: StateID { StateID(environment: env.serial, transaction: LMDBEnvironment.lmdbTransactionID(txn.handle)) }
 
     // MARK: Objects and relationships
 
@@ -82,4 +83,11 @@ extension ReadView {
     func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? {
         try txn.withValue(env[.uniques], key: key) { try ObjectID.stored($0, in: "uniques") }
     }
+}
+
+/// One committed state of a store: the environment (``LMDBEnvironment/serial``) and LMDB's
+/// transaction id in it.
+struct StateID: Equatable, Sendable {
+    let environment: UInt64
+    let transaction: UInt64
 }

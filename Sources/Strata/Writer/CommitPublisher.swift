@@ -23,8 +23,9 @@ final class CommitPublisher: Sendable {
     private struct State {
         /// The last transaction published (the log's head when the store opened).
         var published: UInt64
-        /// The LMDB transaction id of the snapshot the watch last read the log in.
-        var seenLMDB: UInt64 = 0
+        /// The snapshot the watch last read the log in: its environment (a compaction's new
+        /// generation numbers its LMDB transactions from 1 again) and LMDB transaction id.
+        var seen: StateID?
         var timer: DispatchSourceTimer?
         var closed = false
     }
@@ -121,7 +122,7 @@ final class CommitPublisher: Sendable {
     /// two is then after the position and reaches the subscriber, where a head read after the
     /// subscription would have taken it as seen. Nil when the watch is off or the log cannot be
     /// read now.
-    func startingPoint() -> (head: UInt64, snapshot: UInt64)? {
+    func startingPoint() -> (head: UInt64, snapshot: StateID)? {
         guard interval > 0, let env = environment() else { return nil }
         return try? Self.headAndSnapshot(env, schema)
     }
@@ -129,13 +130,13 @@ final class CommitPublisher: Sendable {
     /// Starts the watch of other processes' commits (once; from the first subscription on), from
     /// `start` (``startingPoint()``, read before the subscription). What was committed before
     /// `start` is not published to the new subscriber.
-    func startWatching(from start: (head: UInt64, snapshot: UInt64)?) {
+    func startWatching(from start: (head: UInt64, snapshot: StateID)?) {
         guard interval > 0 else { return }
         state.withLock { s in
             guard s.timer == nil, !s.closed else { return }
             if let start {
                 s.published = max(s.published, start.head)
-                s.seenLMDB = start.snapshot
+                s.seen = start.snapshot
             }
             let timer = DispatchSource.makeTimerSource(queue: queue)
             timer.schedule(deadline: .now() + .milliseconds(interval), repeating: .milliseconds(interval),
@@ -156,7 +157,7 @@ final class CommitPublisher: Sendable {
         } catch {
             // The log could not be read now (not an entry that fails to decode: those are
             // reported as missed); the next look tries again.
-            state.withLock { $0.seenLMDB = 0 }
+            state.withLock { $0.seen = nil }
             logger.warning("could not look for other processes' commits: \(error)")
         }
     }
@@ -166,16 +167,17 @@ final class CommitPublisher: Sendable {
     /// publishes what it holds after the position, and remembers the first batch's snapshot. A
     /// transaction the meta page shows and that snapshot lacks is found by the next look.
     func poll(env: LMDBEnvironment, lastCommitted: UInt64) throws {
-        let moved = state.withLock { s in !s.closed && lastCommitted != s.seenLMDB }
+        let now = StateID(environment: env.serial, transaction: lastCommitted)
+        let moved = state.withLock { s in !s.closed && now != s.seen }
         guard moved else { return }
-        var first: UInt64?
+        var first: StateID?
         var more = true
         while more {
             let batch = try publishBatch(env: env, through: nil)
             if first == nil { first = batch.snapshot }
             more = batch.more
         }
-        if let first { state.withLock { $0.seenLMDB = first } }
+        if let first { state.withLock { $0.seen = first } }
     }
 
     /// Stops the watch; nothing is published after it returns.
@@ -193,12 +195,12 @@ final class CommitPublisher: Sendable {
         try env.read { try ReadView(txn: $0, env: env, schema: schema).lastTransactionID().rawValue }
     }
 
-    /// The last committed transaction and the LMDB id of the snapshot it was read in (one read
+    /// The last committed transaction and the state (environment and LMDB id) it was read in (one read
     /// transaction).
-    static func headAndSnapshot(_ env: LMDBEnvironment, _ schema: Schema) throws -> (head: UInt64, snapshot: UInt64) {
+    static func headAndSnapshot(_ env: LMDBEnvironment, _ schema: Schema) throws -> (head: UInt64, snapshot: StateID) {
         try env.read { txn in
-            (try ReadView(txn: txn, env: env, schema: schema).lastTransactionID().rawValue,
-             LMDBEnvironment.lmdbTransactionID(txn.handle))
+            let view = ReadView(txn: txn, env: env, schema: schema)
+            return (try view.lastTransactionID().rawValue, view.stateID)
         }
     }
 
@@ -207,9 +209,9 @@ final class CommitPublisher: Sendable {
     /// more. With no subscriber the position just moves to the head (nobody to tell; a later
     /// subscriber starts from there). An entry that fails to decode is skipped and counted as
     /// missed; ids the log lacks (squashed by a compaction) are counted as missed too. Returns
-    /// whether there may be more, and the LMDB id of the snapshot read (nil when none was).
-    private func publishBatch(env: LMDBEnvironment, through limit: UInt64?) throws -> (more: Bool, snapshot: UInt64?) {
-        try state.withLock { s -> (more: Bool, snapshot: UInt64?) in
+    /// whether there may be more, and the state of the snapshot read (nil when none was).
+    private func publishBatch(env: LMDBEnvironment, through limit: UInt64?) throws -> (more: Bool, snapshot: StateID?) {
+        try state.withLock { s -> (more: Bool, snapshot: StateID?) in
             if s.closed { return (false, nil) }
             if let limit, limit <= s.published { return (false, nil) }
             if !hub.hasSubscribers {
@@ -234,7 +236,7 @@ final class CommitPublisher: Sendable {
             var damaged = 0, changes = 0
             var end = s.published
             var full = false
-            let snapshot = try env.read { txn -> UInt64 in
+            let snapshot = try env.read { txn -> StateID in
                 try txn.scan(env[.log], from: TransactionID(start).keyBytes) { key, value in
                     var r = ByteReader(key)
                     let tx = try r.u64()
@@ -251,7 +253,7 @@ final class CommitPublisher: Sendable {
                     full = entries.count + damaged >= Self.batch || changes >= Self.batchChanges
                     return !full
                 }
-                return LMDBEnvironment.lmdbTransactionID(txn.handle)
+                return StateID(environment: env.serial, transaction: LMDBEnvironment.lmdbTransactionID(txn.handle))
             }
             guard end > s.published else { return (false, snapshot) }
             let missed = Int(end - s.published) - entries.count

@@ -21,6 +21,36 @@ import Testing
         }
     }
 
+    /// A child's counts are kept against the state they were computed at, named by its
+    /// environment and LMDB transaction id. A compaction's new generation numbers its LMDB
+    /// transactions from the start again, so the same id can name another state: here the object
+    /// the child deleted is deleted below it too, in the new generation, at the very id the
+    /// child's counts were made at. (With the id alone, the child kept its -1 and counted 0.)
+    @Test func aChildsCountsAreRecomputedInACompactionsNewGenerationAtTheSameLMDBId() async throws {
+        try await withLibraryStore { store in
+            let a = Genre(name: "A"), b = Genre(name: "B")
+            _ = try await store.save { $0.insert(a); $0.insert(b) }
+            // Enough commits that the old generation's LMDB id is ahead of a new one's.
+            for i in 0..<20 { _ = try await store.save { $0.set(Genre.name, of: a.id, to: "A-\(i)") } }
+            let child = store.mainContext.newChild(label: "counts")
+            try child.delete(b.id)
+            #expect(try child.count(Genre.self) == 1)
+            func lmdbID() throws -> UInt64 { try store.env.read { LMDBEnvironment.lmdbTransactionID($0.handle) } }
+            let basis = try lmdbID()
+            let before = store.env.serial
+            _ = try await store.compact()
+            #expect(store.env.serial != before)
+            _ = try await store.save { $0.delete(b.id) }
+            var step = 0
+            while try lmdbID() < basis {
+                step += 1
+                _ = try await store.save { $0.set(Genre.name, of: a.id, to: "A\(step)") }
+            }
+            try #require(try lmdbID() == basis, "the new generation's LMDB ids passed the old one (\(basis))")
+            #expect(try child.count(Genre.self) == 1)
+        }
+    }
+
     @Test func discardDropsEverything() async throws {
         try await withLibraryStore { store in
             let g = Genre(name: "A")
