@@ -30,6 +30,12 @@ extension Store {
     public func markAsReplica(clusterID: String) async throws {
         try checkUsable()
         guard let writer, let lock else { throw StrataError.readOnly(path: path) }
+        // Not during a compaction, migration or bulk import of this process: the mark is no log
+        // entry, so a generation built from a snapshot taken before it would switch in without
+        // it (and that switch would hand back the lock held here).
+        await maintenance.enter()
+        defer { maintenance.leave() }
+        try checkUsable()
         // Held exclusively while the mark is written: no process opens the store in between (one
         // that opens later reads the mark at open).
         let others = lock.otherHolders()
@@ -59,6 +65,10 @@ extension Store {
     public func leaveCluster(clusterID: String) async throws {
         try checkUsable()
         guard let writer else { throw StrataError.readOnly(path: path) }
+        // Not during a compaction, migration or bulk import of this process (see markAsReplica).
+        await maintenance.enter()
+        defer { maintenance.leave() }
+        try checkUsable()
         let path = self.path
         try await writer.exclusive {
             let env = writer.env

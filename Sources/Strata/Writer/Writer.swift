@@ -462,7 +462,11 @@ final class Writer: Sendable {
     func exclusive<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<R, Error>) in
             let run: @Sendable () -> Void = { [self] in
-                let result = asQueueBlock { Result { try body() } }
+                // Asked for before a migration stopped the writer, run after: its generation is
+                // retired, so it does not run. (Bodies let in before a plain close still run.)
+                let replaced = state.withLock { $0.entry.replaced }
+                let result: Result<R, Error> = replaced ? .failure(StrataError.closed(path: storePath))
+                    : asQueueBlock { Result { try body() } }
                 state.withLock { $0.entry.exclusiveEnded() }
                 c.resume(with: result)
             }

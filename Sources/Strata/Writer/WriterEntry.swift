@@ -38,6 +38,10 @@ struct WriterEntry {
     private(set) var exclusiveBodies = 0
     /// New saves and bodies are refused.
     private(set) var closed = false
+    /// Stopped because a migration replaced the store underneath (``closeFailingQueued()``): an
+    /// exclusive body let in before but run after it must not run (its generation is retired),
+    /// where one let in before a plain close still runs.
+    private(set) var replaced = false
     /// While a drain gathers: how many queued saves end its wait early (0: not gathering).
     var gatherTarget = 0
 
@@ -171,6 +175,7 @@ struct WriterEntry {
     /// Closes and takes every queued save, to fail them (a store replaced underneath).
     mutating func closeFailingQueued() -> [Writer.PendingSave] {
         closed = true
+        replaced = true
         defer { pending.removeAll() }
         return pending
     }

@@ -126,4 +126,54 @@ import Testing
         defer { migrated.close() }
         #expect(try migrated.mainContext.count(Query(entity: "Specimen")) == 201)
     }
+
+    /// Marking the store a replica during a compaction waits for it. The mark is no log entry:
+    /// written into the generation being replaced, after the compaction's snapshot, it was lost
+    /// at the switch (and the switch gave back the exclusive lock the mark is written under).
+    @Test func markingAReplicaDuringACompactionWaitsAndTheMarkSurvivesTheSwitch() async throws {
+        let dir = temporaryDirectory("gate-compaction-mark")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try await labStore(dir, count: 200)
+        let hold = Hold()
+        let compaction = Task(executorPreference: Self.held) {
+            try await store.compact(progress: { _ in hold.callback() })
+        }
+        defer { hold.release() }
+        try await hold.waitUntilReached(compaction)
+        let mark = Task(executorPreference: Self.other) { try await store.markAsReplica(clusterID: "cluster-a") }
+        try await waitForSecondInLine(store)
+        hold.release()
+        _ = try await compaction.value
+        try await mark.value
+        #expect(try store.replicaClusterID == "cluster-a")
+        store.close()
+        let reopened = try Store.open(at: dir, schema: try labSchemas()[0])
+        defer { reopened.close() }
+        #expect(try reopened.replicaClusterID == "cluster-a")
+    }
+
+    /// Leaving a cluster during a compaction waits for it too: the removed mark would otherwise
+    /// come back with the compacted generation, built from a snapshot that still had it.
+    @Test func leavingAClusterDuringACompactionWaitsAndTheMarkStaysRemoved() async throws {
+        let dir = temporaryDirectory("gate-compaction-leave")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try await labStore(dir, count: 200)
+        try await store.markAsReplica(clusterID: "cluster-a")
+        let hold = Hold()
+        let compaction = Task(executorPreference: Self.held) {
+            try await store.compact(progress: { _ in hold.callback() })
+        }
+        defer { hold.release() }
+        try await hold.waitUntilReached(compaction)
+        let leave = Task(executorPreference: Self.other) { try await store.leaveCluster(clusterID: "cluster-a") }
+        try await waitForSecondInLine(store)
+        hold.release()
+        _ = try await compaction.value
+        try await leave.value
+        #expect(try store.replicaClusterID == nil)
+        store.close()
+        let reopened = try Store.open(at: dir, schema: try labSchemas()[0])
+        defer { reopened.close() }
+        #expect(try reopened.replicaClusterID == nil)
+    }
 }
