@@ -67,11 +67,15 @@ extension Store {
             // The switch is made (`current` names the new generation) and must be treated as
             // made: undoing it here would remove the generation `current` points at. The old
             // generation stays on disk (a power loss may bring the old link back); the next
-            // open removes it as stale.
+            // open removes it as stale. Until then no save may be acknowledged: it would go into
+            // a generation that link may not name after a power loss. The writer stops; the
+            // store can still be read, and a reopen goes on from whichever link the disk has.
             logger.error("""
                 switched \(path) to \(generation.name), but syncing the store directory failed (\(notSynced)); \
-                the old generation is kept until the next open
+                the old generation is kept until the next open, and this instance takes no more saves: \
+                reopen the store
                 """)
+            writer?.stopFromQueue(failing: notSynced)
             return
         }
         let oldPath = oldEnv.path

@@ -146,11 +146,17 @@ struct StoreDirectory {
         }
     }
 
+    /// A directory whose syncs fail with `EIO` (tests only: a disk that fails under a switch).
+    static let failDirectorySyncForTesting = Locked<String?>(nil)
+
     /// fsyncs this directory (its entries: a renamed link, a created file).
     func syncDirectory() throws { try Self.syncDirectory(path) }
 
     /// fsyncs the directory at `path`, retrying when interrupted.
     static func syncDirectory(_ path: String) throws {
+        if failDirectorySyncForTesting.withLock({ $0 == path }) {
+            throw StrataError.lmdb(LMDBError(code: EIO, operation: "fsync \(path)"))
+        }
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { throw StrataError.lmdb(LMDBError(code: errno, operation: "open \(path)")) }
         defer { close(fd) }

@@ -192,7 +192,7 @@ final class Writer: Sendable {
             let save = PendingSave(changes: changes, author: author, metadata: metadata,
                                    completion: .continuation(continuation))
             switch state.withLock({ $0.entry.queueAsync(save, maxPending: config.maxPendingSaves) }) {
-            case .refusedClosed: continuation.resume(throwing: StrataError.closed(path: storePath))
+            case .refusedClosed: continuation.resume(throwing: refusal)
             case .refusedFull:
                 continuation.resume(throwing: StrataError.writerOverloaded(limit: config.maxPendingSaves))
             case .startDrain: queue.async { self.drain() }
@@ -259,7 +259,7 @@ final class Writer: Sendable {
         let waiter = Waiter()
         let save = PendingSave(changes: changes, author: author, metadata: metadata, completion: .waiter(waiter))
         switch state.withLock({ $0.entry.queueCaller(save, maxPending: config.maxPendingSaves) }) {
-        case .refusedClosed: throw StrataError.closed(path: storePath)
+        case .refusedClosed: throw refusal
         case .refusedFull: throw StrataError.writerOverloaded(limit: config.maxPendingSaves)
         case .commit: break
         case .waitForInlineClaim: inlineClaimHeld.wait()
@@ -275,7 +275,7 @@ final class Writer: Sendable {
         let waiter = Waiter(), done = DispatchSemaphore(value: 0)
         let save = PendingSave(changes: changes, author: author, metadata: metadata, completion: .signal(waiter, done))
         switch state.withLock({ $0.entry.queueAsync(save, maxPending: config.maxPendingSaves) }) {
-        case .refusedClosed: throw StrataError.closed(path: storePath)
+        case .refusedClosed: throw refusal
         case .refusedFull: throw StrataError.writerOverloaded(limit: config.maxPendingSaves)
         case .startDrain: queue.async { self.drain() }
         case .wakeGatherer: gathered.signal()
@@ -339,7 +339,7 @@ final class Writer: Sendable {
             }
             return claimed
         }
-        guard let claimed else { throw StrataError.closed(path: storePath) }
+        guard let claimed else { throw refusal }
         guard claimed else { return nil }
         testHooks.withLock { $0.beforeInlineCommit }?()
         defer {
@@ -373,6 +373,10 @@ final class Writer: Sendable {
     /// Closed, or stopped by a migration that replaced the store (``stopFromQueue(failing:)``):
     /// nothing more may be written through this writer.
     var isStopped: Bool { state.withLock { $0.entry.closed } }
+    /// Why ``stopFromQueue(failing:)`` stopped the writer, if it did.
+    private let stopReason = Locked<StrataError?>(nil)
+    /// What a save refused by a closed or stopped writer throws.
+    private var refusal: StrataError { stopReason.withLock { $0 } ?? .closed(path: storePath) }
     /// Tests only: a drain is queued or running.
     var drainingForTesting: Bool { state.withLock { $0.entry.drainScheduled } }
     /// Tests only: `exclusive` bodies asked for and not finished.
@@ -479,9 +483,11 @@ final class Writer: Sendable {
     }
 
     /// Stops the writer from inside ``exclusive(_:)``: later saves and the ones still queued fail
-    /// with `error` (none is acknowledged). Used when a migration replaced the store underneath.
+    /// with `error` (none is acknowledged). Used when a migration replaced the store underneath,
+    /// and when a new generation's switch could not be made durable.
     func stopFromQueue(failing error: StrataError) {
         dispatchPrecondition(condition: .onQueue(queue))
+        stopReason.withLock { $0 = error }
         let pending = state.withLock { $0.entry.closeFailingQueued() }
         for save in pending { save.complete(.failure(error)) }
     }

@@ -6,6 +6,37 @@ import Testing
 @testable import Strata
 
 @Suite struct CompactionTests {
+    /// A compaction whose switch renamed `current` but could not sync the store directory (a
+    /// failing disk, simulated): the switch stands, and this instance takes no more saves, each
+    /// of which would go into a generation the directory on disk may not name after a power loss.
+    /// Reads go on, and a reopen saves again. (The instance once logged the failure and went on
+    /// acknowledging durable saves.)
+    @Test func aSwitchWhoseDirectorySyncFailsTakesNoMoreSavesUntilAReopen() async throws {
+        let dir = temporaryDirectory("compaction-directory-sync")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try Store.open(at: dir, schema: librarySchema())
+        _ = try await store.save { $0.insert(Genre(name: "before")) }
+        let before = store.env.path
+        StoreDirectory.failDirectorySyncForTesting.withLock { $0 = store.path }
+        do {
+            defer { StoreDirectory.failDirectorySyncForTesting.withLock { $0 = nil } }
+            _ = try await store.compact()
+        }
+        #expect(store.env.path != before, "the switch stands")
+        do {
+            _ = try await store.save { $0.insert(Genre(name: "after")) }
+            Issue.record("a save was acknowledged after a switch the directory may not hold")
+        } catch StrataError.lmdb(let e) {
+            #expect(e.code == EIO, "\(e)")
+        }
+        #expect(try store.mainContext.count(Genre.self) == 1)
+        store.close()
+        let reopened = try Store.open(at: dir, schema: librarySchema())
+        defer { reopened.close() }
+        _ = try await reopened.save { $0.insert(Genre(name: "after")) }
+        #expect(try reopened.mainContext.count(Genre.self) == 2)
+    }
+
     /// The copy compaction uses (straight from one map into the other) keeps every entry, in
     /// order, across many write transactions, and stops after `until`.
     @Test func directCopyAcrossBatchesKeepsEveryEntryInOrder() throws {
