@@ -176,6 +176,9 @@ extension Store {
         let snapshot = try self.snapshot(label: "migration")
         defer { snapshot.close() }
         let oldEnv = snapshot.env
+        // Measured now: after the switch the old generation may be retired (a close asked for
+        // from a progress callback), and its size read by path would be 0.
+        let bytesBefore = oldEnv.fileBytes
         try checkRoomForGeneration(snapshot)
         let generation = try makeGeneration(like: oldEnv)
         let newEnv = generation.env
@@ -277,7 +280,7 @@ extension Store {
             let counts = try objectsPerEntity()
             return MigrationReport(dryRun: true, from: schema.version, to: goal, objects: counts.values.reduce(0, +),
                                    transactionsUpcast: upcaster.transactions, migrationTransaction: nil,
-                                   stepSeconds: stepSeconds, objectsPerEntity: counts, bytesBefore: oldEnv.fileBytes,
+                                   stepSeconds: stepSeconds, objectsPerEntity: counts, bytesBefore: bytesBefore,
                                    bytesAfter: newEnv.fileBytes, seconds: (ContinuousClock.now - started).seconds)
         }
         progress?(MigrationProgress(phase: .catchingUp, done: 0, total: 0))
@@ -321,7 +324,7 @@ extension Store {
         newEnv.close()
         return MigrationReport(dryRun: false, from: schema.version, to: goal, objects: counts.values.reduce(0, +),
                                transactionsUpcast: box.value.transactions, migrationTransaction: marker,
-                               stepSeconds: finalSeconds, objectsPerEntity: counts, bytesBefore: oldEnv.fileBytes,
+                               stepSeconds: finalSeconds, objectsPerEntity: counts, bytesBefore: bytesBefore,
                                bytesAfter: bytesAfter, seconds: (ContinuousClock.now - started).seconds)
     }
 }
