@@ -305,8 +305,10 @@ package struct PageAudit {
 
     /// The pages on the path from a tree's root to the page being walked, one region of
     /// `pageSize` bytes per level (level `l` at `l * pageSize`; region 0 unused), so a branch
-    /// page's keys stay readable while its children are walked and no page is allocated. A
-    /// class: the walk writes a child's region while it holds offsets into its parents'.
+    /// page's keys stay readable while its children are walked and no tree page is allocated
+    /// (an overflow run's head page, the free lists and the named databases' records are still
+    /// read into arrays of their own). A class: the walk writes a child's region while it holds
+    /// offsets into its parents'.
     private final class PathPages {
         var bytes: [UInt8]
         init(pageSize: Int) { bytes = [UInt8](repeating: 0, count: (PageAudit.maxDepth + 1) * pageSize) }

@@ -151,7 +151,7 @@ extension Writer {
         dispatchPrecondition(condition: .onQueue(queue))
         // A body admitted before a migration stopped the writer runs after it: it must not
         // write into the generation the migration left.
-        if isStopped { throw StrataError.closed(path: storePath) }
+        if isStopped { throw refusal }
         // Marked a replica by a body that ran before this one (the importer looked before).
         if isReplica.load(ordering: .acquiring) { throw HeldWrite.ReplicaWriter() }
         var steps: [[PendingSave]] = []

@@ -222,7 +222,7 @@ final class Writer: Sendable {
             var actions: [WriterEntry.AsyncEntry] = []
             state.withLock { s in
                 if s.entry.closed {
-                    refused = .closed(path: storePath)
+                    refused = refusal
                 } else if s.entry.pending.count + saves.count > config.maxPendingSaves {
                     refused = .writerOverloaded(limit: config.maxPendingSaves)
                 } else {
@@ -375,8 +375,9 @@ final class Writer: Sendable {
     var isStopped: Bool { state.withLock { $0.entry.closed } }
     /// Why ``stopFromQueue(failing:)`` stopped the writer, if it did.
     private let stopReason = Locked<StrataError?>(nil)
-    /// What a save refused by a closed or stopped writer throws.
-    private var refusal: StrataError { stopReason.withLock { $0 } ?? .closed(path: storePath) }
+    /// What a save or body refused by a closed or stopped writer throws: the stop's reason
+    /// (a migration's switch, a switch the disk may not hold) or ``StrataError/closed(path:)``.
+    var refusal: StrataError { stopReason.withLock { $0 } ?? .closed(path: storePath) }
     /// Tests only: a drain is queued or running.
     var drainingForTesting: Bool { state.withLock { $0.entry.drainScheduled } }
     /// Tests only: `exclusive` bodies asked for and not finished.
@@ -466,10 +467,11 @@ final class Writer: Sendable {
     func exclusive<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<R, Error>) in
             let run: @Sendable () -> Void = { [self] in
-                // Asked for before a migration stopped the writer, run after: its generation is
-                // retired, so it does not run. (Bodies let in before a plain close still run.)
+                // Asked for before a stop (a migration's switch, or a switch whose directory sync
+                // failed), run after: its generation is retired or not durable, so it does not
+                // run. (Bodies let in before a plain close still run.)
                 let replaced = state.withLock { $0.entry.replaced }
-                let result: Result<R, Error> = replaced ? .failure(StrataError.closed(path: storePath))
+                let result: Result<R, Error> = replaced ? .failure(refusal)
                     : asQueueBlock { Result { try body() } }
                 state.withLock { $0.entry.exclusiveEnded() }
                 c.resume(with: result)
@@ -477,7 +479,7 @@ final class Writer: Sendable {
             switch state.withLock({ $0.entry.askExclusive(run) }) {
             case .run: queue.async(execute: run)
             case .deferred: break
-            case .refusedClosed: c.resume(throwing: StrataError.closed(path: storePath))
+            case .refusedClosed: c.resume(throwing: refusal)
             }
         }
     }

@@ -38,9 +38,10 @@ struct WriterEntry {
     private(set) var exclusiveBodies = 0
     /// New saves and bodies are refused.
     private(set) var closed = false
-    /// Stopped because a migration replaced the store underneath (``closeFailingQueued()``): an
-    /// exclusive body let in before but run after it must not run (its generation is retired),
-    /// where one let in before a plain close still runs.
+    /// Stopped by ``closeFailingQueued()`` — a migration replaced the store underneath, or a
+    /// switch could not be made durable: an exclusive body let in before but run after the stop
+    /// must not run (its generation is retired or may not survive a power loss), where one let
+    /// in before a plain close still runs.
     private(set) var replaced = false
     /// While a drain gathers: how many queued saves end its wait early (0: not gathering).
     var gatherTarget = 0
@@ -172,7 +173,8 @@ struct WriterEntry {
     /// Refuses new saves and bodies from now on (rule 4).
     mutating func close() { closed = true }
 
-    /// Closes and takes every queued save, to fail them (a store replaced underneath).
+    /// Closes and takes every queued save, to fail them (a store replaced underneath, or a
+    /// switch the disk may not hold).
     mutating func closeFailingQueued() -> [Writer.PendingSave] {
         closed = true
         replaced = true

@@ -29,6 +29,28 @@ import Testing
         } catch StrataError.lmdb(let e) {
             #expect(e.code == EIO, "\(e)")
         }
+        // Saves queued together (an import's batches) and work run between commits (a second
+        // compaction) are refused with the same error, not as if the store were closed.
+        let sets = ["one", "two"].map { name -> (changes: ChangeSet, metadata: [String: String]) in
+            var changes = ChangeSet()
+            changes.insert(Genre(name: name))
+            return (changes, [:])
+        }
+        let inOrder = await store.saveInOrder(sets, author: "import", stopAtFailure: false)
+        #expect(inOrder.count == 2)
+        for result in inOrder {
+            guard case .failure(StrataError.lmdb(let e)) = result else {
+                Issue.record("a save queued in order after the stop: \(result)")
+                continue
+            }
+            #expect(e.code == EIO, "\(e)")
+        }
+        do {
+            _ = try await store.compact()
+            Issue.record("a compaction ran after a switch the directory may not hold")
+        } catch StrataError.lmdb(let e) {
+            #expect(e.code == EIO, "\(e)")
+        }
         #expect(try store.mainContext.count(Genre.self) == 1)
         store.close()
         let reopened = try Store.open(at: dir, schema: librarySchema())
