@@ -765,12 +765,8 @@ public final class Store: Sendable {
 
     /// Committed transactions as they happen. Each call is a new subscriber.
     public func changes() -> ChangeStream {
-        // Where the watch of other processes starts, read before subscribing: another process's
-        // commit in between is published to this subscriber, not taken as seen.
-        let start = publisher.startingPoint()
-        let stream = ChangeStream(subscriber: hub.subscribe(capacity: configuration.changeStreamBufferSize))
-        publisher.startWatching(from: start)
-        return stream
+        // Through the publisher: the first subscription starts the watch of other processes.
+        ChangeStream(subscriber: publisher.subscribe(capacity: configuration.changeStreamBufferSize))
     }
 }
 

@@ -47,6 +47,9 @@ final class CommitPublisher: Sendable {
     /// Run (tests only) inside a look, under the publisher's lock, between its read of the head
     /// and its question whether anyone subscribes.
     let betweenHeadAndSubscriberCheckForTesting = Locked<(@Sendable () -> Void)?>(nil)
+    /// Run (tests only) when the first subscriber comes, under the publisher's lock, between the
+    /// read of the watch's starting point and the subscription.
+    let betweenStartAndSubscriptionForTesting = Locked<(@Sendable () -> Void)?>(nil)
 
     /// - Parameters:
     ///   - head: the log's last transaction id when the store opened (nothing before it is published).
@@ -117,23 +120,25 @@ final class CommitPublisher: Sendable {
         }
     }
 
-    /// Where a watch started for a new subscriber begins: the log's head and the snapshot it was
-    /// read in. Read before the subscriber is added (``Store/changes()``): a commit between the
-    /// two is then after the position and reaches the subscriber, where a head read after the
-    /// subscription would have taken it as seen. Nil when the watch is off or the log cannot be
-    /// read now.
-    func startingPoint() -> (head: UInt64, snapshot: StateID)? {
-        guard interval > 0, let env = environment() else { return nil }
-        return try? Self.headAndSnapshot(env, schema)
-    }
-
-    /// Starts the watch of other processes' commits (once; from the first subscription on), from
-    /// `start` (``startingPoint()``, read before the subscription). What was committed before
-    /// `start` is not published to the new subscriber.
-    func startWatching(from start: (head: UInt64, snapshot: StateID)?) {
-        guard interval > 0 else { return }
+    /// Adds a subscriber to the hub and, for the first one, starts the watch of other processes'
+    /// commits (it runs from then until the store closes). All under the publisher's lock, so a
+    /// watch's start and the subscriptions are ordered with every look and every publication:
+    ///
+    /// - The first subscriber's starting point (the log's head and the snapshot it was read in) is
+    ///   read before it subscribes, so another process's commit between the two is after the
+    ///   position and reaches it (a head read after the subscription would take it as seen).
+    /// - Two first subscribers at once cannot each bring a starting point, the later one's
+    ///   winning: the second finds the watch started and just subscribes, and the position it
+    ///   finds is at or before its subscription.
+    ///
+    /// What was committed before the start is not published to the new subscriber.
+    func subscribe(capacity: Int) -> ChangeSubscriber {
         state.withLock { s in
-            guard s.timer == nil, !s.closed else { return }
+            guard interval > 0, s.timer == nil, !s.closed else { return hub.subscribe(capacity: capacity) }
+            // Nil when the log cannot be read now: the position stays where local commits left it.
+            let start = environment().flatMap { try? Self.headAndSnapshot($0, schema) }
+            betweenStartAndSubscriptionForTesting.withLock { $0 }?()
+            let subscriber = hub.subscribe(capacity: capacity)
             if let start {
                 s.published = max(s.published, start.head)
                 s.seen = start.snapshot
@@ -144,6 +149,7 @@ final class CommitPublisher: Sendable {
             timer.setEventHandler { [weak self] in self?.poll() }
             s.timer = timer
             timer.resume()
+            return subscriber
         }
     }
 

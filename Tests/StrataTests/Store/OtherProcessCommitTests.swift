@@ -223,22 +223,29 @@ import Testing
         return (store, input)
     }
 
-    /// A subscription, then another process's commit, then the watch's start: the commit came
-    /// after the subscription, so it must reach it. (The watch once read its starting head after
-    /// the subscription, took the commit as seen and never published it.) The steps of
-    /// `changes()` are taken one by one here, the other process's import between them.
-    @Test(.timeLimit(.minutes(5))) func anotherProcesssCommitBetweenTheSubscriptionAndTheWatchsStartIsPublished() async throws {
+    /// The first subscription reads where the watch starts, then subscribes; another process's
+    /// commit between the two is after the start and must reach the subscriber. (The watch once
+    /// read its starting head after the subscription, took such a commit as seen and never
+    /// published it.) The other process's import runs at that point, inside the subscription.
+    @Test(.timeLimit(.minutes(5))) func anotherProcesssCommitBetweenTheWatchsStartAndTheSubscriptionIsPublished() async throws {
         let dir = temporaryDirectory("other-process-watch-start")
         defer { try? FileManager.default.removeItem(at: dir) }
         let (store, input) = try await storeWithAnInputForAnotherProcess(dir)
         defer { store.close() }
-        let start = store.publisher.startingPoint()
-        #expect(start != nil)
-        let events = Collector(ChangeStream(subscriber: store.hub.subscribe(capacity: 64)))
+        let importStatus = Locked<Int32?>(nil)
+        let storePath = store.path
+        store.publisher.betweenStartAndSubscriptionForTesting.withLock { hook in
+            hook = {
+                let result = try? runBlocking(storectlPath, ["import", storePath, input.path, "--quiet"])
+                importStatus.withLock { $0 = result?.status }
+            }
+        }
+        let publisher = store.publisher
+        let stream = try await onOwnThread { ChangeStream(subscriber: publisher.subscribe(capacity: 64)) }
+        store.publisher.betweenStartAndSubscriptionForTesting.withLock { $0 = nil }
+        #expect(importStatus.withLock { $0 } == 0)
+        let events = Collector(stream)
         defer { events.cancel() }
-        let imported = try await run(storectlPath, ["import", store.path, input.path, "--quiet"])
-        #expect(imported.status == 0, "\(imported.stderr)")
-        store.publisher.startWatching(from: start)
         store.publisher.poll()
         let seen = committed(try await events.wait(for: 1))
         #expect(seen.map(\.id) == [try store.lastTransactionID])
