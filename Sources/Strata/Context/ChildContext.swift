@@ -82,6 +82,9 @@ public final class ChildContext: ObjectReading {
     private let children = Locked<[WeakChild]>([])
     private struct WeakChild: Sendable { weak var context: ChildContext? }
     let observers = ContextObservers()
+    /// Run (tests only) by a commit at the root after the store's save returned, before the
+    /// commit lands in the context.
+    let afterRootSaveForTesting = Locked<(@Sendable () async -> Void)?>(nil)
 
     init(parent: Parent, label: String, mergePolicy: MergePolicy) {
         self.parent = parent
@@ -360,8 +363,16 @@ public final class ChildContext: ObjectReading {
             landed(consume flight, at: nil, pinned: false)
             return nil
         }
+        let pinned = !v.autoRefresh
+        // A child of a pinned view keeps its commit as a layer, built from the entry the writer
+        // wrote (caught as it is published), not read back from the log: a compaction finishing
+        // between the save and that read may have squashed the entry into the state.
+        let catcher = pinned ? CommitCatcher(author: label) : nil
+        if let catcher { store.hub.register(catcher) }
         let tx = try await store.save(flight.changes, author: label)
-        landed(consume flight, at: tx, pinned: !v.autoRefresh)
+        if let hook = afterRootSaveForTesting.withLock({ $0 }) { await hook() }
+        landed(consume flight, at: tx, pinned: pinned, entry: catcher?.take(tx))
+        withExtendedLifetime(catcher) {}
         return tx
     }
 
@@ -392,7 +403,7 @@ public final class ChildContext: ObjectReading {
     /// committed leaves the pending layer, what changed since stays, over a state that now holds
     /// the commit. Objects still pending take the committed values as their base. A child of a
     /// pinned view keeps the committed layer to read until the view shows it.
-    private func landed(_ flight: Flight, at tx: TransactionID?, pinned: Bool) {
+    private func landed(_ flight: Flight, at tx: TransactionID?, pinned: Bool, entry: LogEntry? = nil) {
         // The bases the commit gives objects still pending here or below: worked out only when
         // something is pending (a commit of a whole layer, the usual case, needs none).
         let hasChildren = !children.withLock { $0.allSatisfy { $0.context == nil } }
@@ -438,7 +449,7 @@ public final class ChildContext: ObjectReading {
                 }
                 if pinned {
                     let layer: Overlay
-                    if let read = try? committedLayer(at: tx, sent: flight.changes) {
+                    if let read = try? committedLayer(at: tx, sent: flight.changes, entry: entry) {
                         layer = read
                     } else {
                         // The store could not be read (closed meanwhile): what the child sent.
@@ -463,10 +474,11 @@ public final class ChildContext: ObjectReading {
     /// records with all their relationships, the edges, the to-one relationships — as a layer: what a child of a pinned view
     /// reads of its commit until the view shows it (the writer's merge policy may have kept store
     /// values, and delete rules may have reached further than the child saw). Read right after
-    /// the commit.
+    /// the commit. What `tx` changed comes from `entry` (the log entry as the writer wrote it)
+    /// when given, else from the store's log.
     /// - Complexity: O(changes of the transaction and of `sent`, plus the edges of every object
     ///   they name: an album renamed with 10,000 tracks holds 10,000 facts until the view refreshes).
-    private func committedLayer(at tx: TransactionID, sent: ChangeSet) throws -> Overlay {
+    private func committedLayer(at tx: TransactionID, sent: ChangeSet, entry caught: LogEntry?) throws -> Overlay {
         try store.read { view in
             var objects = Set<ObjectID>()
             var edges = Set<Overlay.LinkKey>(), edgeTargets: [Overlay.LinkKey: Set<ObjectID>] = [:]
@@ -486,12 +498,12 @@ public final class ChildContext: ObjectReading {
                 case .link, .unlink: break   // a commit names objects by id only
                 }
             }
-            try view.forEachLogEntry(tx.rawValue...tx.rawValue) { entry in
+            func take(_ entry: LogEntry) {
                 // A set that changed nothing returns the transaction before it, someone else's.
                 let named = objects.union(edgeTargets.keys.map(\.from))
-                guard entry.author == label,
+                guard entry.transactionID == tx, entry.author == label,
                       entry.changes.contains(where: { $0.objectIDs.contains(where: named.contains) }) else {
-                    return false
+                    return
                 }
                 for change in entry.changes {
                     switch change {
@@ -499,7 +511,14 @@ public final class ChildContext: ObjectReading {
                     case .link(let tag, let a, let b), .unlink(let tag, let a, let b): edge(tag, a, b)
                     }
                 }
-                return false
+            }
+            if let caught {
+                take(caught)
+            } else {
+                try view.forEachLogEntry(tx.rawValue...tx.rawValue) { entry in
+                    take(entry)
+                    return false
+                }
             }
             var layer = Overlay()
             func setFact(_ tag: UInt16, _ a: ObjectID, _ b: ObjectID, _ present: Bool) {

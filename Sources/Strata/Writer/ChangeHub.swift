@@ -4,15 +4,15 @@ import Foundation
 /// and to commit ledgers (likewise).
 final class ChangeHub: Sendable {
     private struct Weak: Sendable { weak var subscriber: ChangeSubscriber? }
-    private struct WeakLedger: Sendable { weak var ledger: CommitLedger? }
+    private struct WeakLedger: Sendable { weak var ledger: (any LocalCommitRecorder)? }
     private let subscribers = Locked<[Weak]>([])
     private let ledgers = Locked<[WeakLedger]>([])
 
-    /// Records every commit published from now on whose metadata matches `ledger`'s, until the
-    /// ledger is released.
-    func register(_ ledger: CommitLedger) {
+    /// Gives `ledger` every commit of this process published from now on (it keeps those it
+    /// wants: an import's own, a save's entry), until the ledger is released.
+    func register(_ ledger: any LocalCommitRecorder) {
         ledgers.withLock { list in
-            list.removeAll { $0.ledger == nil }
+            list.removeAll { $0.ledger === nil }
             list.append(WeakLedger(ledger: ledger))
         }
     }

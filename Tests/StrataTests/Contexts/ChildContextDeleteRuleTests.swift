@@ -99,4 +99,40 @@ import Testing
             #expect(try main.related(t3.id, Track.album)?.id == kept.id)
         }
     }
+
+    /// A child of a pinned view keeps its commit as a layer until the view shows it, with what
+    /// the store's delete rules did beyond what the child sent: here the cascade from an album to
+    /// a track linked to it after the view was pinned (the child sees the track, not the link).
+    /// A compaction that squashed the commit's log entry between the save and the layer's making
+    /// must not lose that effect: the layer is built from the entry the writer wrote, not read
+    /// back from the log. (It was read back, and the deleted track stayed in the child.)
+    @Test func aCompactionBetweenAPinnedChildsSaveAndItsLayerKeepsTheCascade() async throws {
+        try await withLibraryStore { store in
+            let album = Album(mbid: UUID(), title: "gone")
+            let t1 = makeTrack(title: "t1", duration: 1), late = makeTrack(title: "late", duration: 2)
+            _ = try await store.save { c in
+                c.insert(album); c.insert(t1); c.insert(late)
+                c.set(Track.album, of: t1.id, to: album.id)
+            }
+            let view = try store.newViewContext(label: "pinned")
+            _ = try await store.save { $0.set(Track.album, of: late.id, to: album.id) }
+            let child = view.newChild(label: "editor")
+            try child.delete(album.id)
+            #expect(try child.count(Track.self) == 1, "the child sees the late track, not its link")
+            let compacted = Locked<CompactionReport?>(nil)
+            child.afterRootSaveForTesting.withLock { hook in
+                hook = {
+                    let report = try? await store.compact()
+                    compacted.withLock { $0 = report }
+                }
+            }
+            let tx = try #require(try await child.commit())
+            let report = try #require(compacted.withLock { $0 }, "the compaction ran")
+            #expect(report.horizon >= tx, "the compaction squashed the save's entry")
+            #expect(try view.count(Track.self) == 2, "the view is still pinned")
+            #expect(try store.mainContext.count(Track.self) == 0, "the store cascaded to the late track")
+            #expect(try child.object(Track.self, id: late.id) == nil, "the child shows the cascade")
+            #expect(try child.count(Track.self) == 0 && child.count(Album.self) == 0)
+        }
+    }
 }
