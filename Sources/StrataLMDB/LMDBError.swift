@@ -12,8 +12,13 @@ public struct LMDBError: Error, Sendable, Equatable, CustomStringConvertible {
     /// LMDB's text for ``code`` (`mdb_strerror`).
     public var message: String { String(cString: mdb_strerror(code)) }
 
-    /// The error as `operation failed: message (code N)`.
-    public var description: String { "\(operation) failed: \(message) (code \(code))" }
+    /// The error as `operation failed: message (code N)`, with what to do for a full reader table.
+    public var description: String {
+        let text = "\(operation) failed: \(message) (code \(code))"
+        guard isReadersFull else { return text }
+        return text + "; every reader slot of the store is taken (they are shared by every process using it): " +
+            "close snapshots or raise StoreConfiguration.maxReaders"
+    }
 
     package init(code: Int32, operation: String) {
         self.code = code

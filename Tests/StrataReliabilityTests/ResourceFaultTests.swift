@@ -47,34 +47,57 @@ import Testing
         print("fsize: \(acks.count) saves acknowledged before the limit; \(failed.prefix(220)); same-process retry after raising the limit: \(resumedInProcess ?? lines.first { $0.hasPrefix("RESUMEFAILED") } ?? "?")")
     }
 
-    /// maxReaders smaller than maxOpenSnapshots: pinning snapshots runs out of LMDB reader slots.
+    /// Reader slots: `maxOpenSnapshots` must be below `maxReaders` (each snapshot holds a slot),
+    /// the snapshot past the limit is `tooManySnapshots`, and a reader table filled by other
+    /// readers (here raw read transactions held open) is LMDB's `MDB_READERS_FULL` with what to
+    /// do; everything works again once the slots are released.
     @Test func exhaustedReaderSlotsAreAClearErrorAndRecover() async throws {
         var config = StoreConfiguration()
         config.maxReaders = 6
         config.maxOpenSnapshots = 64
+        let dir = temporaryDirectory("reader-slots")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect {
+            _ = try Store.open(at: dir.appendingPathComponent("s"), schema: try librarySchema(), configuration: config)
+        } throws: { error in
+            guard case StrataError.invalidConfiguration(let field, _, let reason) = error else { return false }
+            return field == "maxOpenSnapshots" && reason.contains("below maxReaders (6)")
+        }
+        config.maxOpenSnapshots = 3
         try await withLibraryStore(config) { store in
             _ = try await store.save { $0.insert(Genre(name: "a")) }
-            var held: [Snapshot] = []
-            var failure: Error?
-            for i in 0..<64 {
-                do { held.append(try store.snapshot(label: "s\(i)")) } catch {
-                    failure = error
+            var held = try (0..<3).map { try store.snapshot(label: "s\($0)") }
+            #expect {
+                _ = try store.snapshot(label: "fourth")
+            } throws: { error in
+                guard case StrataError.tooManySnapshots(let limit) = error else { return false }
+                return limit == 3
+            }
+            for s in held { s.close() }
+            // Raw read transactions of the environment fill the table, as other processes' readers would.
+            var raw: [OpaquePointer] = []
+            var full: Error?
+            for _ in 0..<6 {
+                do { raw.append(try store.env.beginRead()) } catch {
+                    full = error
                     break
                 }
             }
-            let error = try #require(failure, "64 snapshots pinned with 6 reader slots")
-            #expect(held.count <= 6)
+            if full == nil {
+                do { held = [try store.snapshot(label: "one more")] } catch { full = error }
+            }
+            let error = try #require(full, "more readers than the 6 slots")
             let text = "\(error)"
-            #expect(text.contains("MDB_READERS_FULL") || text.contains("too many open snapshots"), "\(text)")
-            if case StrataError.lmdb(let e) = error { #expect(e.code == -30790) }
+            #expect(text.contains("every reader slot of the store is taken") && text.contains("maxReaders"), "\(text)")
+            if case StrataError.lmdb(let e) = error { #expect(e.isReadersFull) }
             for s in held { s.close() }
-            // Everything works again once the snapshots are released.
+            for txn in raw { store.env.endRead(txn) }
+            // Everything works again once the slots are released.
             #expect(try store.mainContext.count(Genre.self) == 1)
             let s = try store.snapshot(label: "after")
             #expect(try s.count(Query(entity: "Genre")) == 1)
             s.close()
             _ = try await store.save { $0.insert(Genre(name: "b")) }
-            print("reader slots exhausted after \(held.count) snapshots: \(text)")
         }
     }
 

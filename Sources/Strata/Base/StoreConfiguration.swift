@@ -39,9 +39,12 @@ public struct StoreConfiguration: Sendable {
     public var initialMapSizeBytes = 64 << 30
     /// The map never grows past this; a save that needs more fails with ``StrataError/storeFull(maxMapSizeBytes:)``.
     public var maxMapSizeBytes = 1 << 40
-    /// LMDB reader slots, shared by every process using the store.
+    /// LMDB reader slots, shared by every process using the store. When every slot is taken, a
+    /// read fails with LMDB's `MDB_READERS_FULL` (``StrataError/lmdb(_:)``), which `storectl`
+    /// reports as a temporary failure.
     public var maxReaders: UInt32 = 126
-    /// Pinned snapshots this process may hold at once (kept below ``maxReaders``).
+    /// Pinned snapshots this process may hold at once; must be below ``maxReaders`` (checked
+    /// when the store opens), since each holds a reader slot.
     public var maxOpenSnapshots = 64
     /// A snapshot pinned longer than this is reported through swift-log.
     public var snapshotAgeWarningSeconds: Double = 60
@@ -125,6 +128,12 @@ public struct StoreConfiguration: Sendable {
         try check("maxMapSizeBytes", maxMapSizeBytes, atLeast: 1)
         try check("maxReaders", maxReaders, atLeast: 1)
         try check("maxOpenSnapshots", maxOpenSnapshots, atLeast: 1)
+        guard maxOpenSnapshots < Int(maxReaders) else {
+            throw StrataError.invalidConfiguration(
+                field: "maxOpenSnapshots", value: "\(maxOpenSnapshots)",
+                reason: "must be below maxReaders (\(maxReaders)): each pinned snapshot holds one of LMDB's " +
+                        "reader slots, and reads and other processes need slots of their own")
+        }
         try check("maxPendingSaves", maxPendingSaves, atLeast: 1)
         try check("maxSavesPerGroup", maxSavesPerGroup, atLeast: 1)
         try check("groupCommitGatherMicroseconds", groupCommitGatherMicroseconds, atLeast: 0)

@@ -222,6 +222,7 @@ import Testing
             ("initialMapSizeBytes", { $0.initialMapSizeBytes = 0 }),
             ("maxOpenSnapshots", { $0.maxOpenSnapshots = 0 }),
             ("maxReaders", { $0.maxReaders = 0 }),
+            ("maxOpenSnapshots", { $0.maxReaders = 8; $0.maxOpenSnapshots = 8 }),
             ("snapshotAgeWarningSeconds", { $0.snapshotAgeWarningSeconds = .nan }),
             ("indexSortBudgetBytes", { $0.indexSortBudgetBytes = 4_095 }),
         ]
