@@ -189,15 +189,29 @@ public final class LMDBEnvironment: Sendable {
     package static func lockFileBytes(maxReaders: UInt32) -> Int { 128 + Int(max(1, maxReaders)) * 64 }
 
     /// ``lmdbCheck(_:_:)`` for a call that writes the data file (a commit, a sync). liblmdb reports
-    /// a short write — what a full file system gives — as `EIO`; when the file system holding
-    /// the store has less than a megabyte left, the error is reported as `ENOSPC`, which it is.
+    /// a short write — what a full file system or the process's file-size limit gives — as `EIO`.
+    /// When the file system holding the store has less than a megabyte left, the error is
+    /// reported as `ENOSPC`; when the data file is within a megabyte of the process's
+    /// `RLIMIT_FSIZE`, as `EFBIG`: which it is, with the figures.
     package func checkWrite(_ rc: Int32, _ operation: @autoclosure () -> String) throws {
         guard rc != MDB_SUCCESS else { return }
         if rc == EIO || rc == ENOSPC, let free = Self.freeBytes(path), free < 1 << 20 {
             throw LMDBError(code: ENOSPC,
                             operation: "\(operation()) (\(free) bytes left on the file system of \(path))")
         }
+        if rc == EIO || rc == EFBIG, let limit = Self.fileSizeLimit(), fileBytes + (1 << 20) > limit {
+            throw LMDBError(code: EFBIG, operation: "\(operation()) (the data file is \(fileBytes) bytes and the " +
+                                                    "process's file-size limit, RLIMIT_FSIZE, is \(limit) bytes)")
+        }
         throw LMDBError(code: rc, operation: operation())
+    }
+
+    /// The process's file-size limit (`RLIMIT_FSIZE`), nil when there is none.
+    package static func fileSizeLimit() -> Int? {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max,
+              limit.rlim_cur < UInt64(Int.max) else { return nil }
+        return Int(limit.rlim_cur)
     }
 
     /// Bytes an unprivileged writer may still use on the file system of `path` (`statvfs`).
