@@ -48,6 +48,27 @@ extension Store {
         }
     }
 
+    /// Tests only: run by a compaction or migration after its catch-up, right before the switch,
+    /// for the store at `path`.
+    static let beforeSwitchForTesting = Locked<(path: String, body: @Sendable () -> Void)?>(nil)
+
+    /// Runs `body` (a catch-up and the switch it leads to) with the store's lock held exclusive,
+    /// so no other process can commit to the old generation between what the catch-up read and
+    /// the switch (one that opens the store meanwhile waits for the switch and opens the new
+    /// generation). Throws ``StrataError/storeBusy(path:processIDs:)`` when another process has
+    /// the store open. Back to shared after.
+    func holdingStoreExclusively<R>(_ lock: StoreLock, _ body: () throws -> R) throws -> R {
+        let others = lock.otherHolders()
+        guard others.isEmpty, lock.tryExclusive() else { throw StrataError.storeBusy(path: path, processIDs: others) }
+        defer { lock.shared() }
+        return try body()
+    }
+
+    func runBeforeSwitchHookForTesting() {
+        guard let hook = Self.beforeSwitchForTesting.withLock({ $0 }), hook.path == path else { return }
+        hook.body()
+    }
+
     /// On the writer queue, with everything caught up: makes the new generation durable and
     /// switches `current` to it while no other process can open the store (exclusive lock).
     /// The old environment is removed from disk when it closes (in the background); the new one

@@ -288,33 +288,37 @@ extension Store {
         try prefetchBeforeCatchUp(generation, builtAt: t0)
         let box = UpcasterBox(upcaster)
         let marker = try await writer.exclusive { [self] in
-            assert(env === oldEnv, "the live generation changed during a migration")
-            var u = box.value
-            defer { box.value = u }
-            let marker = try oldEnv.read { txn -> TransactionID in
-                let view = ReadView(txn: txn, env: oldEnv, schema: schema)
-                let last = try view.lastTransactionID()
-                if last > t0 { try u.upcastLog(view, after: t0, upTo: last, applyingToState: true) { _ in } }
-                return last.next
-            }
-            if let replicaMarker {
-                // A replica migrates at the cluster's migration entry, right after what it applied.
-                guard marker == replicaMarker.transactionID else {
-                    throw MigrationError(reason: """
-                        the replica's next transaction is \(marker); the cluster migrates at \
-                        \(replicaMarker.transactionID)
-                        """)
+            // Exclusive from the catch-up's read to the switch (see `holdingStoreExclusively`).
+            try holdingStoreExclusively(lock) {
+                assert(env === oldEnv, "the live generation changed during a migration")
+                var u = box.value
+                defer { box.value = u }
+                let marker = try oldEnv.read { txn -> TransactionID in
+                    let view = ReadView(txn: txn, env: oldEnv, schema: schema)
+                    let last = try view.lastTransactionID()
+                    if last > t0 { try u.upcastLog(view, after: t0, upTo: last, applyingToState: true) { _ in } }
+                    return last.next
                 }
-                try u.writeMarker(replicaMarker.bytes, at: marker)
-            } else {
-                try u.writeMarker(marker, from: schema.version, to: goal, steps: stepSeconds.map(\.step))
+                if let replicaMarker {
+                    // A replica migrates at the cluster's migration entry, right after what it applied.
+                    guard marker == replicaMarker.transactionID else {
+                        throw MigrationError(reason: """
+                            the replica's next transaction is \(marker); the cluster migrates at \
+                            \(replicaMarker.transactionID)
+                            """)
+                    }
+                    try u.writeMarker(replicaMarker.bytes, at: marker)
+                } else {
+                    try u.writeMarker(marker, from: schema.version, to: goal, steps: stepSeconds.map(\.step))
+                }
+                progress?(MigrationProgress(phase: .switching, done: 0, total: 0))
+                runBeforeSwitchHookForTesting()
+                try switchGeneration(generation, lock: lock, replacing: oldEnv)
+                // This instance holds the old schema: it stops here, and nothing queued is acknowledged.
+                markMigrated(to: goal)
+                writer.stopFromQueue(failing: .migrated(path: path, toVersion: goal))
+                return marker
             }
-            progress?(MigrationProgress(phase: .switching, done: 0, total: 0))
-            try switchGeneration(generation, lock: lock, replacing: oldEnv)
-            // This instance holds the old schema: it stops here, and nothing queued is acknowledged.
-            markMigrated(to: goal)
-            writer.stopFromQueue(failing: .migrated(path: path, toVersion: goal))
-            return marker
         }
         switched = true
         let bytesAfter = newEnv.fileBytes

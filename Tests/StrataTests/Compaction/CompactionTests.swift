@@ -59,6 +59,51 @@ import Testing
         #expect(try reopened.mainContext.count(Genre.self) == 2)
     }
 
+    /// Another process that opens the store during a compaction's catch-up, commits and closes
+    /// before the switch would have its acknowledged import left behind in the old generation.
+    /// The compaction holds the store's lock exclusive from the catch-up's read to the switch,
+    /// so that process waits for the switch and commits to the new generation. (The lock was
+    /// taken at the switch only: the import, run between the read and the switch, was lost.)
+    @Test(.timeLimit(.minutes(5))) func anotherProcesssImportDuringTheCatchUpIsNotLeftBehind() async throws {
+        let dir = temporaryDirectory("compaction-catch-up-other-process")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try Store.open(at: dir.appendingPathComponent("store"), schema: librarySchema())
+        defer { store.close() }
+        _ = try await store.save { $0.insert(Genre(name: "mine")) }
+        let input = dir.appendingPathComponent("genre.ndjson")
+        try Data(#"{"entity": "Genre", "name": "theirs"}"#.utf8).write(to: input)
+        let child = Locked<ChildProcess?>(nil)
+        let startFailure = Locked<String?>(nil)
+        let storePath = store.path
+        Store.beforeSwitchForTesting.withLock { hook in
+            hook = (storePath, {
+                do {
+                    let p = try ChildProcess.start(storectlPath, ["import", storePath, input.path, "--quiet"])
+                    child.withLock { $0 = p }
+                    // Long enough for the import to open, commit and close when nothing stops it.
+                    let deadline = ContinuousClock.now + .seconds(3)
+                    while p.isRunning && ContinuousClock.now < deadline { usleep(20_000) }
+                } catch {
+                    startFailure.withLock { $0 = "\(error)" }
+                }
+            })
+        }
+        do {
+            defer { Store.beforeSwitchForTesting.withLock { $0 = nil } }
+            _ = try await store.compact()
+        }
+        #expect(startFailure.withLock { $0 } == nil)
+        let importer = try #require(child.withLock { $0 })
+        let ended = try await importer.finished()
+        #expect(ended == Termination(exited: true, code: 0), "the import failed: \(ended)")
+        #expect(try store.mainContext.count(Genre.self) == 2, "the other process's import is in the live generation")
+        store.close()
+        let reopened = try Store.open(at: dir.appendingPathComponent("store"), schema: librarySchema())
+        defer { reopened.close() }
+        #expect(try reopened.mainContext.count(Genre.self) == 2)
+        #expect(try reopened.verify().ok)
+    }
+
     /// The copy compaction uses (straight from one map into the other) keeps every entry, in
     /// order, across many write transactions, and stops after `until`.
     @Test func directCopyAcrossBatchesKeepsEveryEntryInOrder() throws {

@@ -87,6 +87,48 @@ import Testing
         #expect(try store.verify().ok)
     }
 
+    /// Another process that opens the store during a migration's catch-up, commits and closes
+    /// before the switch would have its acknowledged import left behind in the old generation.
+    /// The migration holds the store's lock exclusive from the catch-up's read to the switch, so
+    /// that process waits and imports into the migrated store. (The lock was taken at the
+    /// switch only.)
+    @Test(.timeLimit(.minutes(5))) func anotherProcesssImportDuringTheCatchUpIsNotLeftBehind() async throws {
+        let dir = temporaryDirectory("migrate-catch-up-other-process")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await populated(dir)
+        let all = try schemas([ShopSchemas.v1, ShopSchemas.v2])
+        let input = dir.deletingLastPathComponent().appendingPathComponent(dir.lastPathComponent + "-maker.ndjson")
+        defer { try? FileManager.default.removeItem(at: input) }
+        // Maker has no unique key: the line names its id, as an export's lines do.
+        let other = ObjectID.make(entityTag: try #require(all[0].entity(named: "Maker")).tag)
+        try Data(#"{"entity": "Maker", "id": "\#(other)", "name": "Other"}"#.utf8).write(to: input)
+        let store = try Store.open(at: dir, schema: all[0])
+        defer { store.close() }
+        let child = Locked<ChildProcess?>(nil)
+        let storePath = store.path
+        Store.beforeSwitchForTesting.withLock { hook in
+            hook = (storePath, {
+                guard let p = try? ChildProcess.start(storectlPath, ["import", storePath, input.path, "--quiet"]) else { return }
+                child.withLock { $0 = p }
+                let deadline = ContinuousClock.now + .seconds(3)
+                while p.isRunning && ContinuousClock.now < deadline { usleep(20_000) }
+            })
+        }
+        do {
+            defer { Store.beforeSwitchForTesting.withLock { $0 = nil } }
+            _ = try await store.migrate(schemas: all, registry: ShopSchemas.registry)
+        }
+        let importer = try #require(child.withLock { $0 }, "the import was started")
+        let ended = try await importer.finished()
+        #expect(ended == Termination(exited: true, code: 0), "the import failed: \(ended)")
+        store.close()
+        let migrated = try Store.open(at: dir, schema: all[1])
+        defer { migrated.close() }
+        let makers = try migrated.mainContext.fetch(Query(entity: "Maker"))
+        #expect(Set(makers.compactMap { $0["name"] }) == [.string("Acme"), .string("Other")])
+        #expect(try migrated.verify().ok)
+    }
+
     @Test func uniqueConstraintViolatedByExistingDataLeavesTheStoreUnchanged() async throws {
         let dir = temporaryDirectory("migrate")
         defer { try? FileManager.default.removeItem(at: dir) }
