@@ -23,8 +23,10 @@ enum SortableEncoding {
         }
     }
 
+    /// The bits of `d` whose unsigned order is ``Value/compareNumbers(_:_:)``'s: -0 as +0, and
+    /// every NaN as one NaN above +infinity.
     static func orderedBits(_ d: Double) -> UInt64 {
-        let bits = (d == 0 ? 0.0 : d).bitPattern  // -0 sorts with +0
+        let bits = (d == 0 ? 0.0 : d.isNaN ? Double.nan : d).bitPattern
         return bits & (1 << 63) != 0 ? ~bits : bits | (1 << 63)
     }
 

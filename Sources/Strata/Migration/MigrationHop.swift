@@ -92,6 +92,10 @@ struct MigrationHop: Sendable {
             throw MigrationError(reason: "\(new.name) \(id): '\(a.name)' is \(v.type!.rawValue) after the steps, " +
                                          "v\(version) declares \(a.type.rawValue)")
         }
+        // What a save refuses, a migration step may not store either (a custom step's NaN).
+        if let reason = ValueRules.notFinite(v) {
+            throw MigrationError(reason: "\(new.name) \(id): '\(a.name)' is \(v) after the steps: \(reason)")
+        }
         return v
     }
 

@@ -62,7 +62,11 @@ public enum Value: Sendable, CustomStringConvertible {
 }
 
 extension Value: Comparable, Hashable {
-    /// Total order: null first, then by type, then by value (strings by UTF-8 bytes).
+    /// Total order: null first, then by type, then by value (strings by UTF-8 bytes). Doubles,
+    /// dates and decimals order as PostgreSQL orders its numbers: -0 equals +0, and every NaN
+    /// equals every other NaN and comes after every number, +infinity included. (A store never
+    /// holds a NaN: saves, imports and migrations refuse one, and queries refuse one as a value;
+    /// the order still has to be total for whatever is compared.)
     public static func < (a: Value, b: Value) -> Bool { compare(a, b) < 0 }
 
     /// Whether two values are equal in the total order: the same type and the same value (strings byte for byte).
@@ -75,9 +79,11 @@ extension Value: Comparable, Hashable {
         case .null: break
         case .string(var s): s.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
         case .int(let v): hasher.combine(v)
-        case .double(let v): hasher.combine(v)
+        case .double(let v): hasher.combine(v.isNaN ? Double.nan : v)   // every NaN is equal
         case .bool(let v): hasher.combine(v)
-        case .date(let d): hasher.combine(d.timeIntervalSinceReferenceDate)
+        case .date(let d):
+            let t = d.timeIntervalSinceReferenceDate
+            hasher.combine(t.isNaN ? Double.nan : t)
         case .bytes(let b): hasher.combine(b)
         case .uuid(let u): hasher.combine(u)
         case .decimal(let d): hasher.combine(DecimalNumber(d))  // 2.50 and 2.5 are equal
@@ -92,15 +98,28 @@ extension Value: Comparable, Hashable {
             // Native strings hand out their UTF-8 without a copy; memcmp compares it.
             return x.withUTF8 { xb in y.withUTF8 { yb in compareBuffers(xb, yb) } }
         case (.int(let x), .int(let y)): return x < y ? -1 : (x == y ? 0 : 1)
-        case (.double(let x), .double(let y)): return x < y ? -1 : (x == y ? 0 : 1)
+        case (.double(let x), .double(let y)): return compareNumbers(x, y)
         case (.bool(let x), .bool(let y)): return x == y ? 0 : (x ? 1 : -1)
-        case (.date(let x), .date(let y)): return x < y ? -1 : (x == y ? 0 : 1)
+        case (.date(let x), .date(let y)):
+            return compareNumbers(x.timeIntervalSinceReferenceDate, y.timeIntervalSinceReferenceDate)
         case (.bytes(let x), .bytes(let y)): return compareBytes(x, y)
         case (.uuid(let x), .uuid(let y)):
             return withUnsafeBytes(of: x.uuid) { xb in withUnsafeBytes(of: y.uuid) { yb in compareBytes(xb, yb) } }
-        case (.decimal(let x), .decimal(let y)): return x < y ? -1 : (x == y ? 0 : 1)
+        case (.decimal(let x), .decimal(let y)):
+            if x.isNaN || y.isNaN { return x.isNaN ? (y.isNaN ? 0 : 1) : -1 }
+            return x < y ? -1 : (x == y ? 0 : 1)
         default: return a.rank - b.rank
         }
+    }
+
+    /// Three-way comparison of two doubles in the total order: -0 equals +0; NaNs are equal to
+    /// each other and greater than every number.
+    @inline(__always)
+    static func compareNumbers(_ x: Double, _ y: Double) -> Int {
+        if x < y { return -1 }
+        if x > y { return 1 }
+        if x == y { return 0 }
+        return x.isNaN ? (y.isNaN ? 0 : 1) : -1
     }
 
     /// Byte order of two buffers (a shorter prefix first).
