@@ -32,6 +32,9 @@ extension LiveQuerySource {
                     if tx.changedObjects.keys.contains(where: entities.contains) { trigger.yield() }
                 }
             }
+            // The stream ended: the store closed, or this instance migrated the store. One more
+            // evaluation meets the error that ends the live query.
+            trigger.yield()
         }
         let tokens = observerChain.map { o in (o, o.add { trigger.yield() }) }
         let evaluator = Task { [self] in

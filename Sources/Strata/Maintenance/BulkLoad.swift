@@ -384,16 +384,21 @@ extension Store {
     func beginBulkLoad(inMemory: Bool = false, expectedObjects: Int = 0) async throws -> BulkLoad {
         try checkUsable()
         guard let writer, let lock else { throw StrataError.readOnly(path: path) }
-        if writer.isReplica.load(ordering: .acquiring) {
+        let path = self.path
+        func refuseOnAReplica() throws {
+            guard writer.isReplica.load(ordering: .acquiring) else { return }
             throw StrataError.replication(ReplicationError(.notAttached, """
                 \(path) is a replica of a cluster: a bulk load would bypass the cluster's log (import with \
                 --mode incremental, which saves through it)
                 """))
         }
+        try refuseOnAReplica()
         await maintenance.enter()
         do {
             try Task.checkCancellation()
             try checkUsable()
+            // Again after the wait: a markAsReplica let through the gate first made it a replica.
+            try refuseOnAReplica()
             guard lock.tryExclusive() else {
                 throw StrataError.storeBusy(path: path, processIDs: lock.otherHolders())
             }

@@ -10,14 +10,17 @@ extension Store {
         // Use the instance this process has open (LMDB forbids a second one); otherwise a
         // read-only open that is closed again.
         let stored: Schema
+        let version: Int
         if let open = StoreRegistry.shared.existing(path: url.path) {
             stored = open.schema
+            // An instance that migrated the store holds the old schema; the store is at its goal.
+            version = open.migratedToVersion ?? stored.version
         } else {
             let store = try Store.openReadOnly(at: url, configuration: configuration)
             stored = store.schema
+            version = stored.version
             store.close()
         }
-        let version = stored.version
         guard stored.model == app.model else { throw StrataError.modelMismatch(store: stored.model, app: app.model) }
         if version == app.version { return .upToDate(version: version) }
         if version > app.version { return .tooNew(store: version, app: app.version) }
@@ -168,6 +171,13 @@ extension Store {
         defer { maintenance.leave() }
         try Task.checkCancellation()   // cancelled while it waited: do not start
         try checkUsable()
+        // Again after the wait: a markAsReplica let through the gate first made it a replica.
+        if writer.isReplica.load(ordering: .acquiring), replicaMarker == nil, !dryRun {
+            throw MigrationError(reason: """
+                \(path) became a replica of a cluster while this migration waited: it migrates with the \
+                cluster (`storectl migrate --postgres URL`, StrataCluster's Cluster.migrate)
+                """)
+        }
         let started = ContinuousClock.now
         let (goal, app, hops) = try migrationPlan(schemas: schemas, to: target, registry: registry)
         let others = lock.otherHolders()
@@ -321,6 +331,10 @@ extension Store {
             }
         }
         switched = true
+        // This instance is retired: its change streams end (their subscribers, live queries
+        // included, then learn it from their next read) and it watches no other process.
+        publisher.close()
+        hub.finishAll()
         let bytesAfter = newEnv.fileBytes
         let counts = try objectsPerEntity()
         let finalSeconds: [(step: String, seconds: Double)] =

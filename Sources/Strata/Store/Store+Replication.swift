@@ -61,14 +61,22 @@ extension Store {
     /// locally from then on, and it no longer follows the cluster (whose later entries it never
     /// gets). Used when making a cluster fails; a store that leaves for good keeps its data.
     ///
-    /// - Throws: ``StrataError/replication(_:)`` when the store is a replica of another cluster.
+    /// - Throws: ``StrataError/storeBusy(path:processIDs:)`` when another process has the store
+    ///   open (a compaction there, built from a snapshot that still holds the mark, would bring it
+    ///   back), ``StrataError/replication(_:)`` when the store is a replica of another cluster.
     public func leaveCluster(clusterID: String) async throws {
         try checkUsable()
-        guard let writer else { throw StrataError.readOnly(path: path) }
+        guard let writer, let lock else { throw StrataError.readOnly(path: path) }
         // Not during a compaction, migration or bulk import of this process (see markAsReplica).
         await maintenance.enter()
         defer { maintenance.leave() }
         try checkUsable()
+        // Held exclusively while the mark is removed, as markAsReplica does: no other process has
+        // the store open, so none is building a generation from a snapshot that still holds the
+        // mark (its switch would bring the mark back).
+        let others = lock.otherHolders()
+        guard others.isEmpty, lock.tryExclusive() else { throw StrataError.storeBusy(path: path, processIDs: others) }
+        defer { lock.shared() }
         let path = self.path
         try await writer.exclusive {
             let env = writer.env

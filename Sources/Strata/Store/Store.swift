@@ -591,6 +591,11 @@ public final class Store: Sendable {
     }
 
     func markMigrated(to version: Int) { migratedVersion.store(version, ordering: .releasing) }
+    /// The version this instance migrated the store to, if it did (it is then retired).
+    var migratedToVersion: Int? {
+        let v = migratedVersion.load(ordering: .acquiring)
+        return v > 0 ? v : nil
+    }
 
     /// Refuses use in a child process after `fork()` (LMDB environments must not cross a fork).
     func checkProcess() throws { try snapshots.checkProcess() }

@@ -176,4 +176,79 @@ import Testing
         defer { reopened.close() }
         #expect(try reopened.replicaClusterID == nil)
     }
+
+    /// Waits until `n` operations wait at the gate (60 s at most).
+    private func waitUntilWaiting(_ store: Store, _ n: Int) async throws {
+        let deadline = Date().addingTimeInterval(60)
+        while store.maintenance.waitingForTesting < n {
+            try #require(Date() < deadline, "\(n) operations did not wait at the gate")
+            try await Task.sleep(for: .milliseconds(1))
+        }
+    }
+
+    /// A bulk load and a migration that waited at the gate behind a markAsReplica are refused
+    /// once they get through: the store is a replica by then, and either would write local
+    /// transactions its cluster's log does not have. (They checked before waiting only, and ran.)
+    @Test(.timeLimit(.minutes(5))) func aBulkLoadOrMigrationThatWaitedBehindAReplicaMarkIsRefused() async throws {
+        let dir = temporaryDirectory("gate-replica-mark-first")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try await labStore(dir, count: 20)
+        defer { store.close() }
+        let head = try store.lastTransactionID
+        await store.maintenance.enter()
+        let mark = Task(executorPreference: Self.held) { try await store.markAsReplica(clusterID: "cluster-a") }
+        try await waitUntilWaiting(store, 1)
+        let load = Task(executorPreference: Self.other) { try await store.beginBulkLoad() }
+        try await waitUntilWaiting(store, 2)
+        let migration = Task(executorPreference: Self.other) { _ = try await store.migrate(schemas: try labSchemas()) }
+        try await waitUntilWaiting(store, 3)
+        store.maintenance.leave()
+        try await mark.value
+        #expect(try store.replicaClusterID == "cluster-a")
+        do {
+            let began = try await load.value
+            began.abandon()   // lets the migration through the gate
+            Issue.record("a bulk load began on a replica")
+        } catch StrataError.replication(let e) {
+            #expect(e.kind == .notAttached, "\(e)")
+        }
+        do {
+            try await migration.value
+            Issue.record("a replica migrated alone")
+        } catch let e as MigrationError {
+            #expect(e.reason.contains("replica"), "\(e.reason)")
+        }
+        #expect(try store.lastTransactionID == head)
+        #expect(store.schema.version == 1)
+    }
+
+    /// Leaving a cluster needs the store to itself, as joining one does: another process that
+    /// has it open may be compacting, from a snapshot that still holds the mark, and its switch
+    /// would bring the mark back. (Only this process's own gate was waited for.)
+    @Test(.timeLimit(.minutes(5))) func leavingAClusterWhileAnotherProcessHasTheStoreOpenIsRefused() async throws {
+        let dir = temporaryDirectory("leave-other-process")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try await labStore(dir, count: 5)
+        defer { store.close() }
+        try await store.markAsReplica(clusterID: "cluster-a")
+        let follower = try ChildProcess.start(storectlPath, ["log", dir.path, "--follow"])
+        defer { follower.kill() }
+        let lock = try #require(store.lock)
+        let deadline = Date().addingTimeInterval(60)
+        while lock.otherHolders().isEmpty {
+            try #require(Date() < deadline, "storectl log --follow did not open the store")
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        do {
+            try await store.leaveCluster(clusterID: "cluster-a")
+            Issue.record("left the cluster while another process had the store open")
+        } catch StrataError.storeBusy(_, let pids) {
+            #expect(pids.contains(follower.pid), "\(pids)")
+        }
+        #expect(try store.replicaClusterID == "cluster-a")
+        follower.kill()
+        _ = try await follower.finished()
+        try await store.leaveCluster(clusterID: "cluster-a")
+        #expect(try store.replicaClusterID == nil)
+    }
 }

@@ -129,6 +129,32 @@ import Testing
         #expect(try migrated.verify().ok)
     }
 
+    /// An instance that migrated the store is retired: its live queries and change streams end,
+    /// and `migrationStatus` answers for the store, not for the instance's old schema. (They
+    /// never ended: nothing triggered them again; the status said the store needed migrating.)
+    @Test(.timeLimit(.minutes(5))) func anInstanceThatMigratedEndsItsLiveQueriesAndStreamsAndReportsTheNewVersion() async throws {
+        let dir = temporaryDirectory("migrate-retires-instance")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await populated(dir)
+        let all = try schemas([ShopSchemas.v1, ShopSchemas.v2])
+        let store = try Store.open(at: dir, schema: all[0])
+        defer { store.close() }
+        let live = Collector(store.mainContext.observe(Query(entity: "Product")))
+        defer { live.cancel() }
+        #expect(try await live.wait(for: 1).first?.records.count == 3)
+        let stream = Collector(store.changes())
+        defer { stream.cancel() }
+        _ = try await store.migrate(schemas: all, registry: ShopSchemas.registry)
+        #expect(try await live.waitUntilFinished(seconds: 60), "the live query ended")
+        #expect(try await stream.waitUntilFinished(seconds: 60), "the change stream ended")
+        let status = try Store.migrationStatus(at: dir, schemas: all)
+        guard case .upToDate(let version) = status else {
+            Issue.record("status after the migration: \(status)")
+            return
+        }
+        #expect(version == 2)
+    }
+
     @Test func uniqueConstraintViolatedByExistingDataLeavesTheStoreUnchanged() async throws {
         let dir = temporaryDirectory("migrate")
         defer { try? FileManager.default.removeItem(at: dir) }

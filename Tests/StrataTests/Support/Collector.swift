@@ -35,5 +35,14 @@ final class Collector<Element: Sendable>: Sendable {
         }
     }
 
+    /// Waits until the sequence ended (or the deadline passed); whether it ended.
+    func waitUntilFinished(seconds: Double = 90) async throws -> Bool {
+        try await withTaskExecutorPreference(ThreadExecutor.shared) {
+            let deadline = ContinuousClock.now + .seconds(seconds)
+            while !finished.withLock({ $0 }) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(2)) }
+            return finished.withLock { $0 }
+        }
+    }
+
     func cancel() { task.cancel() }
 }
