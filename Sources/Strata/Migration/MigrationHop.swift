@@ -93,7 +93,7 @@ struct MigrationHop: Sendable {
                                          "v\(version) declares \(a.type.rawValue)")
         }
         // What a save refuses, a migration step may not store either (a custom step's NaN).
-        if let reason = ValueRules.notFinite(v) {
+        if let reason = v.notFiniteReason {
             throw MigrationError(reason: "\(new.name) \(id): '\(a.name)' is \(v) after the steps: \(reason)")
         }
         return v

@@ -112,6 +112,17 @@ extension Value: Comparable, Hashable {
         }
     }
 
+    /// Why this value cannot be stored or compared as a number (a double or date that is NaN or
+    /// infinite, a NaN decimal), or nil. Saves, migrations and query values share it.
+    var notFiniteReason: String? {
+        switch self {
+        case .double(let d) where !d.isFinite: return "doubles must be finite"
+        case .date(let d) where !d.timeIntervalSinceReferenceDate.isFinite: return "dates must be finite"
+        case .decimal(let d) where d.isNaN: return "a decimal cannot be NaN"
+        default: return nil
+        }
+    }
+
     /// Three-way comparison of two doubles in the total order: -0 equals +0; NaNs are equal to
     /// each other and greater than every number.
     @inline(__always)

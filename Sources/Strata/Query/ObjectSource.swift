@@ -220,7 +220,7 @@ extension ObjectSource {
                 throw bad("'\(d.name)' is \(d.type.rawValue), compared with a \(t.rawValue)")
             }
             // The store holds no NaN or infinite double or date; a query value must be one it could hold.
-            if let reason = ValueRules.notFinite(v) { throw bad("'\(d.name)' compared with \(v): \(reason)") }
+            if let reason = v.notFiniteReason { throw bad("'\(d.name)' compared with \(v): \(reason)") }
         }
         func relationship(_ tag: UInt16, toMany: Bool) throws -> RelationshipDescription {
             guard let r = schema.relationship(tag: tag),

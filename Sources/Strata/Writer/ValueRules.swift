@@ -37,17 +37,6 @@ enum ValueRules {
         return values
     }
 
-    /// Why `v` cannot be stored or compared as a number (a double or date that is NaN or infinite,
-    /// a NaN decimal), or nil. Saves, migrations and query values share it.
-    static func notFinite(_ v: Value) -> String? {
-        switch v {
-        case .double(let d) where !d.isFinite: return "doubles must be finite"
-        case .date(let d) where !d.timeIntervalSinceReferenceDate.isFinite: return "dates must be finite"
-        case .decimal(let d) where d.isNaN: return "a decimal cannot be NaN"
-        default: return nil
-        }
-    }
-
     /// Checks one value against the attribute at position `attribute` of `e`: required, type,
     /// finite doubles and dates, `maxValueBytes`.
     static func check(_ e: EntityDescription, _ id: ObjectID, attribute: Int, _ v: Value, maxValueBytes: Int) throws {
@@ -72,7 +61,7 @@ enum ValueRules {
             throw failure(.wrongType, e.name, id, e.attributes[attribute].name,
                           "expected \(rule.type.rawValue), got \(v.type?.rawValue ?? "null")")
         }
-        if let reason = notFinite(v) {
+        if let reason = v.notFiniteReason {
             throw failure(.wrongType, e.name, id, e.attributes[attribute].name, reason)
         }
         if case .decimal(let d) = v {
