@@ -25,6 +25,11 @@ struct Storectl: AsyncParsableCommand {
     /// a failed write (a full disk, `> /dev/full`), so a command whose output was lost would
     /// exit 0. It exits 74 instead, saying why.
     static func main() async {
+        // A write past the file-size limit (`ulimit -f`) fails with EFBIG, which the command
+        // reports (exit 74). The commands' writes run on threads that block signals, so
+        // SIGXFSZ's default action (ending the process) does not happen today either; ignored,
+        // it cannot, whichever thread writes.
+        signal(SIGXFSZ, SIG_IGN)
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? AsyncParsableCommand {

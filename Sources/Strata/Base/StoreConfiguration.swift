@@ -60,8 +60,13 @@ public struct StoreConfiguration: Sendable {
     public var groupCommitGatherMicroseconds = 1_000
     /// Operations in one change set at most.
     public var maxChangesPerSave = 2_000_000
-    /// Bytes of one string or bytes value at most.
+    /// Bytes of one string or bytes value at most (at most ``maxValueBytesLimit``).
     public var maxValueBytes = 16 << 20
+    /// The highest ``maxValueBytes`` a store accepts: 1 GiB (PostgreSQL's limit for one value,
+    /// which a replica's log entry must stay under; LMDB's is 4 GiB).
+    public static let maxValueBytesLimit = 1 << 30
+    /// The longest interval (in milliseconds) the timers of a configuration may have: a day.
+    public static let maxIntervalMilliseconds = 86_400_000
     /// For a save of at least this many changes (a bulk import batch), the writer tells the
     /// kernel the process no longer needs the store's mapped pages (`madvise(MADV_DONTNEED)`)
     /// every 128 index and unique writes while it applies the save (unless this process read
@@ -123,7 +128,15 @@ public struct StoreConfiguration: Sendable {
                                                        reason: "must be at least \(minimum)")
             }
         }
+        func check<V: Comparable & CustomStringConvertible>(_ field: String, _ value: V, atMost maximum: V,
+                                                            _ what: String) throws {
+            guard value <= maximum else {
+                throw StrataError.invalidConfiguration(field: field, value: value.description,
+                                                       reason: "must be at most \(maximum) (\(what))")
+            }
+        }
         try check("relaxedSyncIntervalMs", relaxedSyncIntervalMs, atLeast: 0)
+        try check("relaxedSyncIntervalMs", relaxedSyncIntervalMs, atMost: Self.maxIntervalMilliseconds, "a day")
         try check("initialMapSizeBytes", initialMapSizeBytes, atLeast: 1)
         try check("maxMapSizeBytes", maxMapSizeBytes, atLeast: 1)
         try check("maxReaders", maxReaders, atLeast: 1)
@@ -137,11 +150,15 @@ public struct StoreConfiguration: Sendable {
         try check("maxPendingSaves", maxPendingSaves, atLeast: 1)
         try check("maxSavesPerGroup", maxSavesPerGroup, atLeast: 1)
         try check("groupCommitGatherMicroseconds", groupCommitGatherMicroseconds, atLeast: 0)
+        try check("groupCommitGatherMicroseconds", groupCommitGatherMicroseconds, atMost: 1_000_000, "a second")
         try check("maxChangesPerSave", maxChangesPerSave, atLeast: 1)
         try check("maxValueBytes", maxValueBytes, atLeast: 0)
+        try check("maxValueBytes", maxValueBytes, atMost: Self.maxValueBytesLimit, "1 GiB")
         try check("releaseMappedPagesAfterChanges", releaseMappedPagesAfterChanges, atLeast: 0)
         try check("changeStreamBufferSize", changeStreamBufferSize, atLeast: 1)
         try check("otherProcessPollMilliseconds", otherProcessPollMilliseconds, atLeast: 0)
+        try check("otherProcessPollMilliseconds", otherProcessPollMilliseconds, atMost: Self.maxIntervalMilliseconds,
+                  "a day")
         try check("verifyInMemoryObjectLimit", verifyInMemoryObjectLimit, atLeast: 0)
         try check("indexSortBudgetBytes", indexSortBudgetBytes, atLeast: 4_096)
         guard !snapshotAgeWarningSeconds.isNaN, snapshotAgeWarningSeconds >= 0 else {

@@ -156,13 +156,29 @@ struct RecordIterator {
                     switch try CSVSplitter.split(raw) {
                     case .fields(let f): fields = f
                     case .needsMore:
-                        guard case .text(let more)? = try reader!.next() else {
-                            recordsInFile += 1
-                            return Item(result: .failure(builder.issue(line, nil, "unterminated quoted field")),
-                                        raw: raw, fileIndex: fileIndex, line: line)
-                        }
-                        raw += (endsWithCR ? [0x0D, 0x0A] : [0x0A]) + more
-                        endsWithCR = reader!.lastLineEndedWithCR
+                        // A quote stays open while the record holds an odd number of quote
+                        // characters (a doubled quote inside a field counts twice): lines are
+                        // added until it closes, and the record split again only then, so a
+                        // record of many lines costs its length, not its length squared. The
+                        // whole record is held to `maxLineBytes`, as one line is.
+                        var quotes = raw.count(where: { $0 == 0x22 })
+                        repeat {
+                            guard case .text(let more)? = try reader!.next() else {
+                                recordsInFile += 1
+                                return Item(result: .failure(builder.issue(line, nil, "unterminated quoted field")),
+                                            raw: raw, fileIndex: fileIndex, line: line)
+                            }
+                            guard raw.count + 2 + more.count <= options.maxLineBytes else {
+                                recordsInFile += 1
+                                let reason = "a record of more than \(options.maxLineBytes) bytes (a quoted field " +
+                                             "running over several lines; is a closing quote missing?)"
+                                return Item(result: .failure(builder.issue(line, nil, reason)),
+                                            raw: [], fileIndex: fileIndex, line: line)
+                            }
+                            raw += (endsWithCR ? [0x0D, 0x0A] : [0x0A]) + more
+                            endsWithCR = reader!.lastLineEndedWithCR
+                            quotes += more.count(where: { $0 == 0x22 })
+                        } while !quotes.isMultiple(of: 2)
                         continue
                     }
                 } catch let e as CSVSplitter.CSVError {

@@ -10,6 +10,8 @@ public enum SchemaLimits {
     public static let maxIndexesPerEntity = 255
     /// The most attributes one index or unique constraint may span.
     public static let maxAttributesPerIndex = 4
+    /// The highest schema version: a cluster keeps it in a PostgreSQL `integer` (32 bits, signed).
+    public static let maxVersion = Int(Int32.max)
     /// The longest name of an entity, attribute or relationship, in bytes (names are ASCII identifiers).
     public static let maxNameBytes = 64
 }

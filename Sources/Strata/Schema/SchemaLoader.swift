@@ -158,8 +158,12 @@ struct SchemaLoader {
         guard case .string(let model)? = root["model"],
               !model.isEmpty else { throw error("model", "missing or not a non-empty string") }
         _ = try name(.string(model), "model")
-        guard case .int(let v)? = root["version"], v >= 1,
-              v <= Int64(UInt32.max) else { throw error("version", "missing or not a positive integer") }
+        guard case .int(let v)? = root["version"], v >= 1 else {
+            throw error("version", "missing or not a positive integer")
+        }
+        guard v <= Int64(SchemaLimits.maxVersion) else {
+            throw error("version", "\(v) is past the highest version, \(SchemaLimits.maxVersion)")
+        }
         if let expectedVersion, expectedVersion != Int(v) {
             throw error("version", "file is named v\(expectedVersion).json but declares version \(v)")
         }

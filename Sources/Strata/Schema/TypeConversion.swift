@@ -88,7 +88,12 @@ public enum TypeConversion: String, Sendable, CaseIterable {
             return .double(d)
         case (.intToBool, .int(let i)): return .bool(i != 0)
         case (.boolToInt, .bool(let b)): return .int(b ? 1 : 0)
-        case (.dateToInt, .date(let d)): return .int(Int64(d.timeIntervalSince1970.rounded(.down)))
+        case (.dateToInt, .date(let d)):
+            let seconds = d.timeIntervalSince1970.rounded(.down)
+            guard seconds.isFinite, abs(seconds) < 9.2e18 else {
+                throw ValueConversion.Failure(reason: "\(seconds) seconds since 1970 do not fit a 64-bit integer")
+            }
+            return .int(Int64(seconds))
         case (.intToDate, .int(let i)): return .date(Date(timeIntervalSince1970: Double(i)))
         case (.uuidToString, .uuid(let u)): return .string(u.uuidString.lowercased())
         case (.stringToUUID, .string(let s)):

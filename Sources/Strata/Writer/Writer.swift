@@ -425,7 +425,11 @@ final class Writer: Sendable {
 
     /// Refuses saves and `exclusive` bodies from now on, without waiting for anything (the first
     /// step of ``close()``, for a close asked for on the writer's own queue).
-    func refuseNewWork() { state.withLock { $0.entry.close() } }
+    func refuseNewWork() {
+        // Closed: from now on a refusal says so, whatever stopped the writer before.
+        stopReason.withLock { $0 = nil }
+        state.withLock { $0.entry.close() }
+    }
 
     /// Stops accepting saves and bodies, waits for the saves, drains and bodies let in before to
     /// finish, and flushes relaxed commits (never call it on the writer's queue: see

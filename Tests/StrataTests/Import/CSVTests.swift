@@ -37,4 +37,36 @@ import Testing
         // The header and two records' lines: four line feeds, one of them inside the quoted value.
         #expect(exported.utf8.filter { $0 == 0x0A }.count == 4, "\(exported.debugDescription)")
     }
+
+    /// A quoted field may run over several lines, but the whole record is held to
+    /// `maxLineBytes`, as one line is: a missing closing quote cannot gather the rest of a large
+    /// file into one record (it was unbounded, and split again from its start at every line).
+    /// A quoted field over a few lines, with doubled quotes in it, still reads.
+    @Test func aRecordRunningOverManyLinesIsHeldToTheLineLimit() async throws {
+        let dir = temporaryDirectory("csv-long-record")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let csv = dir.appendingPathComponent("Genre.csv")
+            let rows = (0..<2_000).map { "genre \($0)" }.joined(separator: "\n")
+            try Data(("name\n\"Night Train\n" + rows + "\n").utf8).write(to: csv)
+            var options = ImportOptions()
+            options.maxLineBytes = 4_096
+            do {
+                _ = try await Importer(store: store, options: options).run(files: [csv.path])
+                Issue.record("the import was accepted")
+            } catch let failed as ImportFailed {
+                #expect(failed.issues.count == 1, "\(failed.issues)")
+                let issue = try #require(failed.issues.first)
+                #expect(issue.line == 2 && issue.reason.contains("a record of more than 4096 bytes"), "\(issue)")
+            }
+            #expect(try store.lastTransactionID == TransactionID(0))
+
+            let ok = dir.appendingPathComponent("ok").appendingPathComponent("Genre.csv")
+            try FileManager.default.createDirectory(at: ok.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try Data("name\n\"a \"\"quoted\"\"\nword\non three lines\"\nplain\n".utf8).write(to: ok)
+            _ = try await Importer(store: store, options: options).run(files: [ok.path])
+            let names = Set(try store.mainContext.fetch(Genre.self).map(\.name))
+            #expect(names == ["a \"quoted\"\nword\non three lines", "plain"], "\(names)")
+        }
+    }
 }

@@ -40,6 +40,19 @@ import Testing
     @Test func versionDisagreesWithFileName() {
         expectError(#"{"model":"m","version":2,"entities":[{"name":"A","attributes":[]}]}"#, contains: ["named v1.json but declares version 2"])
     }
+    /// A cluster keeps the schema version in a PostgreSQL `integer`: a version past 2^31 - 1 was
+    /// accepted and trapped in the cluster's code.
+    @Test func aVersionPastTheHighestIsRefused() throws {
+        let json = #"{"model":"m","version":2147483648,"entities":[{"name":"A","attributes":[]}]}"#
+        do {
+            _ = try Schema.parse(Array(json.utf8), source: "v2147483648.json")
+            Issue.record("schema was accepted")
+        } catch let e as SchemaError {
+            #expect(e.description.contains("2147483648 is past the highest version, 2147483647"), "\(e)")
+        }
+        let highest = #"{"model":"m","version":2147483647,"entities":[{"name":"A","attributes":[]}]}"#
+        #expect(try Schema.parse(Array(highest.utf8), source: "v2147483647.json").version == SchemaLimits.maxVersion)
+    }
     @Test func noEntities() { expectError(#"{"model":"m","version":1,"entities":[]}"#, contains: ["at least one entity"]) }
     @Test func unknownTopLevelKey() { expectError(#"{"model":"m","version":1,"entites":[]}"#, contains: ["unknown key 'entites'"]) }
     @Test func duplicateEntity() {

@@ -223,6 +223,12 @@ import Testing
             ("maxOpenSnapshots", { $0.maxOpenSnapshots = 0 }),
             ("maxReaders", { $0.maxReaders = 0 }),
             ("maxOpenSnapshots", { $0.maxReaders = 8; $0.maxOpenSnapshots = 8 }),
+            // Upper bounds: past them a timer's interval overflows (a trap), or a value could not
+            // go into a replica's log entry.
+            ("groupCommitGatherMicroseconds", { $0.groupCommitGatherMicroseconds = 1_000_001 }),
+            ("relaxedSyncIntervalMs", { $0.relaxedSyncIntervalMs = Int.max }),
+            ("otherProcessPollMilliseconds", { $0.otherProcessPollMilliseconds = 86_400_001 }),
+            ("maxValueBytes", { $0.maxValueBytes = (1 << 30) + 1 }),
             ("snapshotAgeWarningSeconds", { $0.snapshotAgeWarningSeconds = .nan }),
             ("indexSortBudgetBytes", { $0.indexSortBudgetBytes = 4_095 }),
         ]

@@ -231,4 +231,25 @@ import Testing
         let limit = try await storectl("query", store, "--entity", "Genre", "--limit", "-1")
         #expect(limit.status == 64 && limit.stderr.contains("--limit must be at least 0"), "\(limit.stderr)")
     }
+
+    /// Under a file-size limit (`ulimit -f`), a write past it fails with EFBIG, which storectl
+    /// reports (exit 74, "File too large", with the data file's size and the limit) with nothing
+    /// half written.
+    @Test func anImportPastTheFileSizeLimitExitsWithAnIOError() async throws {
+        let (dir, store) = try await newStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("genres.ndjson")
+        let lines = (0..<20_000).map { #"{"entity": "Genre", "name": "genre number \#($0) of many"}"# }
+        try Data(lines.joined(separator: "\n").utf8).write(to: input)
+        // 512 KiB (in the 1024-byte blocks of bash's ulimit, 512-byte ones of dash's: either is
+        // below what 20,000 records take).
+        let r = try await run("/bin/sh", ["-c", "ulimit -f 512 && exec \"$0\" import \"$1\" \"$2\" --quiet",
+                                          storectlPath, store, input.path])
+        #expect(r.status == 74, "exit \(r.status): \(r.stderr)")
+        #expect(r.stderr.contains("File too large") && r.stderr.contains("RLIMIT_FSIZE"), "\(r.stderr)")
+        let count = try await storectl("query", store, "--entity", "Genre", "--count")
+        #expect(count.status == 0, "\(count.stderr)")
+        #expect(count.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "the import was half written")
+        #expect(try await storectl("verify", store, "--quiet").status == 0)
+    }
 }

@@ -136,4 +136,13 @@ import Testing
         defer { store.close() }
         #expect(try store.mainContext.fetch(Query(entity: "Reading")).map { $0["value"] } == [.double(1.5)])
     }
+
+    /// `dateToInt` of a date whose seconds do not fit 64 bits fails the conversion (it trapped
+    /// converting the double), as `doubleToInt` does.
+    @Test func dateToIntOfAFarDateFailsInsteadOfTrapping() throws {
+        let far = Value.date(Date(timeIntervalSinceReferenceDate: 1e300))
+        #expect(throws: ValueConversion.Failure.self) { try TypeConversion.dateToInt.convert(far) }
+        let near = Value.date(Date(timeIntervalSince1970: 1_700_000_000.75))
+        #expect(try TypeConversion.dateToInt.convert(near) == .int(1_700_000_000))
+    }
 }
