@@ -3,13 +3,19 @@ import Foundation
 /// ISO-8601 text for dates (UTC), used by import, export and the CLI: written and read in the
 /// proleptic Gregorian calendar, to the millisecond.
 public enum ISO8601 {
+    /// The farthest a date may lie from 1970, in seconds (about 950,000 years): what this text
+    /// writes to the millisecond and reads back (years of up to six digits). Saves refuse dates
+    /// beyond it, so an export always imports again.
+    public static let maxSecondsFrom1970: Double = 3e13
+
     /// `2024-05-01T12:00:00Z`, or `2024-05-01T12:00:00.250Z` when the date, rounded to the
     /// nearest millisecond, has a fraction of a second. Years outside 0000–9999 get a sign
     /// (`+10000-…`, `-0001-…`), as ``date(from:)`` reads them.
     public static func string(from date: Date) -> String {
         let t = date.timeIntervalSince1970
-        // Beyond about ±1,000,000 years (or not a number) milliseconds no longer fit: seconds.
-        guard t.isFinite, abs(t) < 3e13 else { return "\(t)s" }
+        // Beyond about ±950,000 years (or not a number) milliseconds no longer fit: seconds.
+        // (The store holds no such date: see ``maxSecondsFrom1970``.)
+        guard t.isFinite, abs(t) < maxSecondsFrom1970 else { return "\(t)s" }
         let ms = Int64((t * 1000).rounded())
         let days = Int(ms >= 0 ? ms / 86_400_000 : (ms - 86_399_999) / 86_400_000)
         let inDay = Int(ms - Int64(days) * 86_400_000)

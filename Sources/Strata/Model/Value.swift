@@ -118,6 +118,8 @@ extension Value: Comparable, Hashable {
         switch self {
         case .double(let d) where !d.isFinite: return "doubles must be finite"
         case .date(let d) where !d.timeIntervalSinceReferenceDate.isFinite: return "dates must be finite"
+        case .date(let d) where abs(d.timeIntervalSince1970) >= ISO8601.maxSecondsFrom1970:
+            return "dates must lie within 3e13 seconds (about 950,000 years) of 1970, what ISO-8601 text holds"
         case .decimal(let d) where d.isNaN: return "a decimal cannot be NaN"
         default: return nil
         }

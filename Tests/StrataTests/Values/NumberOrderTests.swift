@@ -68,7 +68,24 @@ import Testing
                     #expect(f.kind == .wrongType && f.field == "addedAt" && f.reason == "dates must be finite", "\(f)")
                 }
             }
-            #expect(try store.mainContext.count(Track.self) == 0)
+            // Finite but past what an export's ISO-8601 text can hold and import read back.
+            do {
+                _ = try await store.save {
+                    $0.insert(makeTrack(title: "t", duration: 1, added: Date(timeIntervalSince1970: 3e13)))
+                }
+                Issue.record("a date 950,000 years away was saved")
+            } catch StrataError.validation(let f) {
+                #expect(f.field == "addedAt" && f.reason.contains("within 3e13 seconds"), "\(f)")
+            }
+            _ = try await store.save {
+                $0.insert(makeTrack(title: "far", duration: 1, added: Date(timeIntervalSince1970: 2.9e13)))
+            }
+            #expect(try store.mainContext.count(Track.self) == 1)
+            // The farthest dates a store may hold read back from the text an export writes.
+            for t in [2.9e13, -2.9e13, ISO8601.maxSecondsFrom1970.nextDown.rounded(.down)] {
+                let date = Date(timeIntervalSince1970: t)
+                #expect(ISO8601.date(from: ISO8601.string(from: date)) == date, "\(t)")
+            }
         }
     }
 
