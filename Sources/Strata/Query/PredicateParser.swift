@@ -40,6 +40,9 @@ public struct PredicateParser {
     /// The deepest nesting of `not` and parentheses a filter may have (the parser recurses once
     /// per level; the JSON reader's limit is the same).
     public static let maxNesting = 64
+    /// The most relationships a dotted path may follow (`album.artist.name` follows two): each
+    /// step nests the filter once more, and each to-many one multiplies the objects a scan reads.
+    public static let maxPathSteps = 8
 
     /// Parses `text` as a filter over `entity`.
     public static func parse(_ text: String, entity: EntityDescription, schema: Schema) throws -> Filter {
@@ -198,7 +201,11 @@ public struct PredicateParser {
     private mutating func comparison(_ e: EntityDescription) throws -> Filter {
         guard i < tokens.count, case .word(let path) = tokens[i].0 else { throw error("expected an attribute name") }
         i += 1
-        return try resolve(path.split(separator: ".").map(String.init), in: e)
+        let steps = path.split(separator: ".").map(String.init)
+        guard steps.count - 1 <= Self.maxPathSteps else {
+            throw error("a path of \(steps.count - 1) relationships: at most \(Self.maxPathSteps) may be followed")
+        }
+        return try resolve(steps, in: e)
     }
 
     /// Walks a dotted path: to-one relationships become `through`, to-many ones `any`.

@@ -115,6 +115,12 @@ import Testing
         expectError("year in [1997", on: "Album", "expected ']'")
         expectError("year between 1990", on: "Album", "expected 'and' in between")
         expectError("(title == 'x'", "expected ')'")
+        // A path follows at most `maxPathSteps` relationships (each to-many one multiplies what a
+        // scan reads; a long one nested the filter without limit).
+        let round = "album" + String(repeating: ".tracks.album", count: 4) + ".title == 'x'"
+        expectError(round, "a path of 9 relationships: at most 8 may be followed")
+        let eight = "album" + String(repeating: ".tracks.album", count: 3) + ".artist.name == 'x'"
+        #expect(throws: Never.self) { _ = try parse(eight) }
     }
 
     @Test func sortLists() throws {
