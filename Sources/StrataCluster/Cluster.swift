@@ -129,7 +129,17 @@ public enum Cluster {
                 else { return false }
                 return try check.run("SELECT cluster_id FROM strata_cluster").first?.decode(String.self) == clusterID
             }
-            if made == false { try? await store.leaveCluster(clusterID: clusterID) }
+            if made == false {
+                do {
+                    try await store.leaveCluster(clusterID: clusterID)
+                } catch let leaving {
+                    // Another process opened the store meanwhile: the mark stays, and says so.
+                    throw ClusterError(.unavailable, """
+                        making the cluster failed (\(error)), and the store stays marked for cluster \(clusterID) \
+                        (\(leaving)): run `storectl cluster init` again to make it under that id
+                        """)
+                }
+            }
             if made == true { return try await offPool("status") { try status(check, store: store) } }
             throw error
         }

@@ -284,3 +284,23 @@ public func storectl(_ arguments: String..., stdin: String? = nil) async throws 
 public func storectl(_ arguments: [String]) async throws -> ProcessResult {
     try await run(storectlPath, arguments)
 }
+
+/// Whether process `pid` waits for a POSIX lock (a `->` line of `/proc/locks` names it): a
+/// child blocked in `F_SETLKW` on a store's lock, for instance.
+public func waitsForALock(_ pid: pid_t) -> Bool {
+    guard let text = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return false }
+    return text.split(separator: "\n").contains { line in
+        let f = line.split(separator: " ", omittingEmptySubsequences: true)
+        return f.count >= 6 && f[1] == "->" && f[5] == "\(pid)"
+    }
+}
+
+/// Waits (up to `seconds`) until `child` has exited or waits for a lock; true when it waits.
+public func waitUntilExitedOrBlockedOnALock(_ child: ChildProcess, seconds: Double = 60) -> Bool {
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    while child.isRunning && ContinuousClock.now < deadline {
+        if waitsForALock(child.pid) { return true }
+        usleep(5_000)
+    }
+    return false
+}

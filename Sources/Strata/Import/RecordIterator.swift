@@ -169,6 +169,13 @@ struct RecordIterator {
                                             raw: raw, fileIndex: fileIndex, line: line)
                             }
                             guard raw.count + 2 + more.count <= options.maxLineBytes else {
+                                // The rest of the open field is part of this bad record, not
+                                // records of its own: skipped (counting quotes, not held) until
+                                // the quote closes or the file ends.
+                                quotes += more.count(where: { $0 == 0x22 })
+                                while !quotes.isMultiple(of: 2), case .text(let skipped)? = try reader!.next() {
+                                    quotes += skipped.count(where: { $0 == 0x22 })
+                                }
                                 recordsInFile += 1
                                 let reason = "a record of more than \(options.maxLineBytes) bytes (a quoted field " +
                                              "running over several lines; is a closing quote missing?)"

@@ -92,10 +92,6 @@ struct MigrationHop: Sendable {
             throw MigrationError(reason: "\(new.name) \(id): '\(a.name)' is \(v.type!.rawValue) after the steps, " +
                                          "v\(version) declares \(a.type.rawValue)")
         }
-        // What a save refuses, a migration step may not store either (a custom step's NaN).
-        if let reason = v.notFiniteReason {
-            throw MigrationError(reason: "\(new.name) \(id): '\(a.name)' is \(v) after the steps: \(reason)")
-        }
         return v
     }
 
@@ -118,10 +114,19 @@ struct MigrationHop: Sendable {
             guard let f = registry.steps[name] else {
                 throw MigrationError(reason: "custom step '\(name)' is not registered")
             }
+            let before = r.values
             do {
                 try f(&r)
             } catch {
                 throw MigrationError(reason: "\(e) \(r.id): custom step '\(name)' failed: \(error)")
+            }
+            // What a save refuses, the step may not write either (a NaN, a date past the range).
+            // Values it left as they were are not judged: a store written before a rule was
+            // added may hold them, in its state or in the history the steps rewrite.
+            for (k, v) in r.values where before[k] != v {
+                if let reason = v.notFiniteReason {
+                    throw MigrationError(reason: "\(e) \(r.id): custom step '\(name)' set '\(k)' to \(v): \(reason)")
+                }
             }
             for (k, v) in r.values where v.isNull { r.values[k] = nil }
         default:

@@ -64,9 +64,9 @@ public enum Value: Sendable, CustomStringConvertible {
 extension Value: Comparable, Hashable {
     /// Total order: null first, then by type, then by value (strings by UTF-8 bytes). Doubles,
     /// dates and decimals order as PostgreSQL orders its numbers: -0 equals +0, and every NaN
-    /// equals every other NaN and comes after every number, +infinity included. (A store never
-    /// holds a NaN: saves, imports and migrations refuse one, and queries refuse one as a value;
-    /// the order still has to be total for whatever is compared.)
+    /// equals every other NaN and comes after every number, +infinity included. (Saves, imports
+    /// and migration steps refuse to write a NaN, and queries refuse one as a value; a store
+    /// written by an earlier version may hold a NaN date, and the order is total for it too.)
     public static func < (a: Value, b: Value) -> Bool { compare(a, b) < 0 }
 
     /// Whether two values are equal in the total order: the same type and the same value (strings byte for byte).

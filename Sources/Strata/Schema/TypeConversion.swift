@@ -66,8 +66,15 @@ public enum TypeConversion: String, Sendable, CaseIterable {
         }
     }
 
-    /// Converts one value; `null` stays `null`. Throws a reason for values that do not convert.
+    /// Converts one value; `null` stays `null`. Throws a reason for values that do not convert,
+    /// and for a result a save would refuse as a number (an `intToDate` past what a date may be).
     func convert(_ v: Value) throws -> Value {
+        let converted = try convertedValue(v)
+        if let reason = converted.notFiniteReason { throw ValueConversion.Failure(reason: "\(v) gives \(converted): \(reason)") }
+        return converted
+    }
+
+    private func convertedValue(_ v: Value) throws -> Value {
         switch (self, v) {
         case (_, .null): return .null
         case (.intToDouble, .int(let i)): return .double(Double(i))

@@ -134,7 +134,13 @@ final class CommitPublisher: Sendable {
     /// What was committed before the start is not published to the new subscriber.
     func subscribe(capacity: Int) -> ChangeSubscriber {
         state.withLock { s in
-            guard interval > 0, s.timer == nil, !s.closed else { return hub.subscribe(capacity: capacity) }
+            if s.closed {
+                // The store closed, or this instance migrated it: nothing will be published.
+                let ended = hub.subscribe(capacity: capacity)
+                ended.finish()
+                return ended
+            }
+            guard interval > 0, s.timer == nil else { return hub.subscribe(capacity: capacity) }
             // Nil when the log cannot be read now: the position stays where local commits left it.
             let start = environment().flatMap { try? Self.headAndSnapshot($0, schema) }
             betweenStartAndSubscriptionForTesting.withLock { $0 }?()

@@ -426,9 +426,12 @@ final class Writer: Sendable {
     /// Refuses saves and `exclusive` bodies from now on, without waiting for anything (the first
     /// step of ``close()``, for a close asked for on the writer's own queue).
     func refuseNewWork() {
-        // Closed: from now on a refusal says so, whatever stopped the writer before.
-        stopReason.withLock { $0 = nil }
-        state.withLock { $0.entry.close() }
+        // Closed: from now on a refusal says so, whatever stopped the writer before (under the
+        // state lock, as a stop sets its reason: the later of the two decides).
+        state.withLock { s in
+            stopReason.withLock { $0 = nil }
+            s.entry.close()
+        }
     }
 
     /// Stops accepting saves and bodies, waits for the saves, drains and bodies let in before to
@@ -467,7 +470,8 @@ final class Writer: Sendable {
     /// Compaction uses it to catch up and switch generations atomically. Asked for during an
     /// inline commit, the body is queued when that commit ends; after ``close()`` it does not
     /// run and this throws ``StrataError/closed(path:)`` (``close()`` waits for bodies asked
-    /// for before it).
+    /// for before it), and after ``stopFromQueue(failing:)`` it throws the stop's reason
+    /// (``refusal``).
     func exclusive<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<R, Error>) in
             let run: @Sendable () -> Void = { [self] in
@@ -493,8 +497,11 @@ final class Writer: Sendable {
     /// and when a new generation's switch could not be made durable.
     func stopFromQueue(failing error: StrataError) {
         dispatchPrecondition(condition: .onQueue(queue))
-        stopReason.withLock { $0 = error }
-        let pending = state.withLock { $0.entry.closeFailingQueued() }
+        let pending = state.withLock { s -> [PendingSave] in
+            // After a close, refusals say closed (see `refuseNewWork`).
+            if !s.entry.closed { stopReason.withLock { $0 = error } }
+            return s.entry.closeFailingQueued()
+        }
         for save in pending { save.complete(.failure(error)) }
     }
 

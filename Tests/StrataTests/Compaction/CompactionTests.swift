@@ -80,9 +80,9 @@ import Testing
                 do {
                     let p = try ChildProcess.start(storectlPath, ["import", storePath, input.path, "--quiet"])
                     child.withLock { $0 = p }
-                    // Long enough for the import to open, commit and close when nothing stops it.
-                    let deadline = ContinuousClock.now + .seconds(3)
-                    while p.isRunning && ContinuousClock.now < deadline { usleep(20_000) }
+                    // Until the import has run to its end (nothing stopped it: the defect) or
+                    // waits for the store's lock (held exclusive here: the fix).
+                    _ = waitUntilExitedOrBlockedOnALock(p)
                 } catch {
                     startFailure.withLock { $0 = "\(error)" }
                 }

@@ -161,5 +161,8 @@ import Testing
         #expect(throws: ValueConversion.Failure.self) { try TypeConversion.dateToInt.convert(far) }
         let near = Value.date(Date(timeIntervalSince1970: 1_700_000_000.75))
         #expect(try TypeConversion.dateToInt.convert(near) == .int(1_700_000_000))
+        // A conversion's result is held to what a save accepts: `intToDate` past the date range.
+        #expect(throws: ValueConversion.Failure.self) { try TypeConversion.intToDate.convert(.int(Int64.max)) }
+        #expect(try TypeConversion.intToDate.convert(.int(86_400)) == .date(Date(timeIntervalSince1970: 86_400)))
     }
 }
