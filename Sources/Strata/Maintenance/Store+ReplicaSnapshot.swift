@@ -83,6 +83,12 @@ extension Store {
     public static func resetReplica(at url: URL, fromSnapshot file: URL,
                                     configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
         let path = url.standardizedFileURL.path
+        // Before anything else: opening the store again would hand back that instance (and the
+        // close below would close it), and the lock taken below, released, would drop its lock
+        // (fcntl locks belong to the process, and closing any descriptor of the file drops them).
+        if StoreRegistry.shared.existing(path: path) != nil {
+            throw StrataError.alreadyOpen(path: path, reason: "close it before resetting the replica")
+        }
         let old = try openExisting(at: url, configuration: configuration)
         let cluster = try old.replicaClusterID
         old.close()
@@ -94,10 +100,6 @@ extension Store {
         defer { lock.release() }
         let others = lock.otherHolders()
         guard others.isEmpty, lock.tryExclusive() else { throw StrataError.storeBusy(path: path, processIDs: others) }
-        // fcntl locks are the process's: another open of this process shows only in the registry.
-        if StoreRegistry.shared.existing(path: path) != nil {
-            throw StrataError.alreadyOpen(path: path, reason: "close it before resetting the replica")
-        }
         guard let live = try directory.currentGeneration() else { throw StrataError.storeNotFound(path: path) }
         let name = try directory.newGeneration()
         let generation = path + "/" + name
@@ -119,9 +121,11 @@ extension Store {
             try? FileManager.default.removeItem(atPath: generation)
             throw error
         }
-        // Not synced: a power loss may bring the old link back, so the old generation stays (the
-        // next open removes it as stale), as after a compaction's switch.
-        if try directory.switchCurrent(to: name) == nil { StoreDirectory.retire(generation: path + "/" + live) }
+        // Not synced: a power loss may bring the old link back, so the old generation stays, and
+        // the reset fails with the sync's error instead of opening the store (as a compaction's
+        // switch stops its writer); the next open syncs the directory first, then removes it.
+        if let notSynced = try directory.switchCurrent(to: name) { throw notSynced }
+        StoreDirectory.retire(generation: path + "/" + live)
         lock.release()
         return try openExisting(at: url, configuration: configuration)
     }

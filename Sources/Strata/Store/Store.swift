@@ -257,6 +257,14 @@ public final class Store: Sendable {
             try directory.checkLiveGeneration(live)
             try permissions.checkDirectory(path + "/" + live, store: path)
             generation = live
+            if !configuration.readOnly {
+                // The link read is made durable before anything is written or removed: a
+                // switch whose own directory sync failed (or a crash between its rename and its
+                // sync) left a rename a power loss could undo, and this open would otherwise
+                // delete the old generation that link names, or acknowledge saves into the new
+                // one.
+                try directory.syncDirectory()
+            }
             if !configuration.readOnly && lock?.otherHolders().isEmpty == true {
                 directory.removeStaleGenerations(except: live)
             }

@@ -139,12 +139,19 @@ struct StoreDirectory {
             throw e
         }
         do {
+            if Self.failSwitchSyncForTesting.withLock({ $0 == path }) {
+                throw StrataError.lmdb(LMDBError(code: EIO, operation: "fsync \(path)"))
+            }
             try syncDirectory()
             return nil
         } catch let e as StrataError {
             return e
         }
     }
+
+    /// A directory whose sync after a switch's rename fails with `EIO` (tests only), while its
+    /// other syncs succeed.
+    static let failSwitchSyncForTesting = Locked<String?>(nil)
 
     /// A directory whose syncs fail with `EIO` (tests only: a disk that fails under a switch).
     static let failDirectorySyncForTesting = Locked<String?>(nil)
