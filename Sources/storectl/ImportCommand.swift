@@ -61,6 +61,11 @@ struct ImportCommand: AsyncParsableCommand {
         "0: always check the whole input first, then write it in transactions of a few batches.",
         valueName: "MiB"))
     var oneTransactionMaxMb = ImportOptions().oneTransactionMaxInputBytes >> 20
+    @Option(name: .customLong("max-line-mb"), help: ArgumentHelp(
+        "The longest line (or JSON array object, or CSV record) read, in MiB: a longer one is reported " +
+        "without being held in memory. Raise it for an export whose lines hold large values (a 16 MiB bytes " +
+        "value is about 21 MiB of base64).", valueName: "MiB"))
+    var maxLineMb = ImportOptions().maxLineBytes >> 20
     @Flag(help: "No progress output.") var quiet = false
     @Flag(help: "Print the summary as JSON.") var json = false
 
@@ -83,6 +88,9 @@ struct ImportCommand: AsyncParsableCommand {
         }
         guard oneTransactionMaxMb >= 0 && oneTransactionMaxMb <= 1 << 20 else {
             throw ValidationError("--one-transaction-max-mb must be between 0 and \(1 << 20)")
+        }
+        guard maxLineMb >= 1 && maxLineMb <= 4_096 else {
+            throw ValidationError("--max-line-mb must be between 1 and 4096")
         }
     }
 
@@ -118,6 +126,7 @@ struct ImportCommand: AsyncParsableCommand {
         options.maxReportedIssues = maxErrors
         options.mode = ImportMode(rawValue: mode) ?? .auto
         options.bulkInMemoryMaxInputBytes = inMemoryMaxMb << 20
+        options.maxLineBytes = maxLineMb << 20
         options.keptRecordsMaxInputBytes = keepRecordsMaxMb << 20
         options.oneTransactionMaxInputBytes = oneTransactionMaxMb << 20
         let store: Store, replica: ClusterReplica?

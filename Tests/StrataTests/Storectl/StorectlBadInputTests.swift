@@ -1,4 +1,5 @@
 import Foundation
+import LibraryModel
 import Testing
 @testable import Strata
 
@@ -251,5 +252,36 @@ import Testing
         #expect(count.status == 0, "\(count.stderr)")
         #expect(count.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "the import was half written")
         #expect(try await storectl("verify", store, "--quiet").status == 0)
+    }
+
+    /// An export's line can be longer than the import's default line limit (16 MiB): a 3 MiB
+    /// string of control characters is written as `\u0001` escapes, 18 MiB. Such an export
+    /// imports again with `--max-line-mb`, and without it is refused with the limit named.
+    @Test func anExportWithLongLinesImportsWithALargerLineLimit() async throws {
+        let dir = temporaryDirectory("long-lines")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = dir.appendingPathComponent("source")
+        do {
+            let store = try Store.open(at: source, schema: librarySchema())
+            defer { store.close() }
+            let notes = String(repeating: "\u{01}", count: 3 << 20)
+            _ = try await store.save {
+                $0.insert(Playlist(name: "long", createdAt: Date(timeIntervalSince1970: 0), notes: notes))
+            }
+        }
+        let file = dir.appendingPathComponent("Playlist.ndjson").path
+        let exported = try await storectl("export", source.path, "--entity", "Playlist", "--output", file)
+        #expect(exported.status == 0, "\(exported.stderr)")
+        let target = dir.appendingPathComponent("target").path
+        #expect(try await storectl("init", target, "--schema", Self.schemaDir).status == 0)
+        let refused = try await storectl("import", target, file, "--quiet")
+        #expect(refused.status == 65, "exit \(refused.status): \(refused.stderr)")
+        #expect(refused.stderr.contains("exceeds the 16777216-byte limit"), "\(refused.stderr)")
+        let imported = try await storectl("import", target, file, "--quiet", "--max-line-mb", "32")
+        #expect(imported.status == 0, "\(imported.stderr)")
+        let copy = try Store.open(at: URL(fileURLWithPath: target), schema: librarySchema())
+        defer { copy.close() }
+        #expect(try copy.mainContext.fetch(Playlist.self).first?.notes?.unicodeScalars.count == 3 << 20)
+        #expect(try await storectl("import", target, file, "--max-line-mb", "0").status == 64)
     }
 }
