@@ -199,9 +199,12 @@ public final class LMDBEnvironment: Sendable {
             throw LMDBError(code: ENOSPC,
                             operation: "\(operation()) (\(free) bytes left on the file system of \(path))")
         }
-        if rc == EIO || rc == EFBIG, let limit = Self.fileSizeLimit(), fileBytes + (1 << 20) > limit {
-            throw LMDBError(code: EFBIG, operation: "\(operation()) (the data file is \(fileBytes) bytes and the " +
-                                                    "process's file-size limit, RLIMIT_FSIZE, is \(limit) bytes)")
+        if rc == EIO || rc == EFBIG, let limit = Self.fileSizeLimit() {
+            let size = fileBytes
+            if size + (1 << 20) > limit {
+                throw LMDBError(code: EFBIG, operation: "\(operation()) (the data file is \(size) bytes and the " +
+                                                        "process's file-size limit, RLIMIT_FSIZE, is \(limit) bytes)")
+            }
         }
         throw LMDBError(code: rc, operation: operation())
     }

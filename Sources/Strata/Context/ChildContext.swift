@@ -372,7 +372,6 @@ public final class ChildContext: ObjectReading {
         let tx = try await store.save(flight.changes, author: label)
         if let hook = afterRootSaveForTesting.withLock({ $0 }) { await hook() }
         landed(consume flight, at: tx, pinned: pinned, entry: catcher?.take(tx))
-        withExtendedLifetime(catcher) {}
         return tx
     }
 

@@ -205,6 +205,7 @@ final class BulkLoad: Sendable {
                             reason: "committed to the live generation during a bulk load from \(base)")
                     }
                     try store.switchGeneration(generation, lock: lock, replacing: oldEnv)
+                    lock.shared()
                 } catch {
                     // Still on the paused writer: a close waiting for it has not released the
                     // lock yet.
@@ -399,9 +400,7 @@ extension Store {
             try checkUsable()
             // Again after the wait: a markAsReplica let through the gate first made it a replica.
             try refuseOnAReplica()
-            guard lock.tryExclusive() else {
-                throw StrataError.storeBusy(path: path, processIDs: lock.otherHolders())
-            }
+            try lock.takeExclusive(store: path)
             let pause: WriterPause
             do { pause = try await WriterPause(writer) } catch {
                 lock.shared()

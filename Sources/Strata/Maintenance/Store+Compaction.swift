@@ -222,23 +222,23 @@ extension Store {
         var head = t0
         // Exclusive from the catch-up's read to the switch: another process that committed after
         // the read and closed before the switch would have its transactions left behind.
-        try holdingStoreExclusively(lock) {
-            try oldEnv.read { txn in
-                let view = ReadView(txn: txn, env: oldEnv, schema: schema)
-                let last = try view.lastTransactionID()
-                guard last > t0 else { return }
-                var problems: [String] = []
-                _ = try StateRebuilder.replay(from: view, after: t0.rawValue, upTo: last.rawValue, into: newEnv,
-                                              schema: schema, problem: { problems.append($0) })
-                if let first = problems.first {
-                    throw StrataError.corruptLogEntry(transaction: last, reason: "cannot catch up: \(first)")
-                }
-                _ = try newEnv.copy(.log, from: txn, sourceEnv: oldEnv, start: t0.next.keyBytes, until: last.keyBytes)
-                head = last
+        try lock.takeExclusive(store: path)
+        defer { lock.shared() }
+        try oldEnv.read { txn in
+            let view = ReadView(txn: txn, env: oldEnv, schema: schema)
+            let last = try view.lastTransactionID()
+            guard last > t0 else { return }
+            var problems: [String] = []
+            _ = try StateRebuilder.replay(from: view, after: t0.rawValue, upTo: last.rawValue, into: newEnv,
+                                          schema: schema, problem: { problems.append($0) })
+            if let first = problems.first {
+                throw StrataError.corruptLogEntry(transaction: last, reason: "cannot catch up: \(first)")
             }
-            runBeforeSwitchHookForTesting()
-            try switchGeneration(generation, lock: lock, replacing: oldEnv)
+            _ = try newEnv.copy(.log, from: txn, sourceEnv: oldEnv, start: t0.next.keyBytes, until: last.keyBytes)
+            head = last
         }
+        runBeforeSwitchHookForTesting()
+        try switchGeneration(generation, lock: lock, replacing: oldEnv)
         // The old generation goes when its last snapshot does.
         _ = swapEnvironment(newEnv)
         writer.replaceEnvironment(newEnv)

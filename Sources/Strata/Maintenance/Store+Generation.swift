@@ -52,18 +52,6 @@ extension Store {
     /// for the store at `path`.
     static let beforeSwitchForTesting = Locked<(path: String, body: @Sendable () -> Void)?>(nil)
 
-    /// Runs `body` (a catch-up and the switch it leads to) with the store's lock held exclusive,
-    /// so no other process can commit to the old generation between what the catch-up read and
-    /// the switch (one that opens the store meanwhile waits for the switch and opens the new
-    /// generation). Throws ``StrataError/storeBusy(path:processIDs:)`` when another process has
-    /// the store open. Back to shared after.
-    func holdingStoreExclusively<R>(_ lock: StoreLock, _ body: () throws -> R) throws -> R {
-        let others = lock.otherHolders()
-        guard others.isEmpty, lock.tryExclusive() else { throw StrataError.storeBusy(path: path, processIDs: others) }
-        defer { lock.shared() }
-        return try body()
-    }
-
     func runBeforeSwitchHookForTesting() {
         guard let hook = Self.beforeSwitchForTesting.withLock({ $0 }), hook.path == path else { return }
         hook.body()
@@ -74,9 +62,9 @@ extension Store {
     /// The old environment is removed from disk when it closes (in the background); the new one
     /// is read into the page cache in the background when its build dropped what it wrote.
     func switchGeneration(_ generation: PendingGeneration, lock: StoreLock, replacing oldEnv: LMDBEnvironment) throws {
-        let others = lock.otherHolders()
-        guard others.isEmpty, lock.tryExclusive() else { throw StrataError.storeBusy(path: path, processIDs: others) }
-        defer { lock.shared() }
+        // Taken by the caller before it read what the new generation must catch up with (a
+        // compaction's or migration's catch-up, a bulk load's whole run), and given back by it.
+        precondition(lock.isExclusive, "a generation switch without the store's lock held exclusive")
         generation.endBulkBuild()
         try generation.env.setNoSync(configuration.durability == .relaxed)
         try generation.env.sync()

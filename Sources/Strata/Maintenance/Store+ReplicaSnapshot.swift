@@ -98,8 +98,7 @@ extension Store {
         guard let lock = try StoreLock(path: directory.lockPath, readOnly: false, permissions: permissions,
                                        store: path) else { throw StrataError.readOnly(path: path) }
         defer { lock.release() }
-        let others = lock.otherHolders()
-        guard others.isEmpty, lock.tryExclusive() else { throw StrataError.storeBusy(path: path, processIDs: others) }
+        try lock.takeExclusive(store: path)
         guard let live = try directory.currentGeneration() else { throw StrataError.storeNotFound(path: path) }
         let name = try directory.newGeneration()
         let generation = path + "/" + name

@@ -159,25 +159,23 @@ extension Store {
                          progress: (@Sendable (MigrationProgress) -> Void)?) async throws -> MigrationReport {
         try checkUsable()
         guard let writer, let lock else { throw StrataError.readOnly(path: path) }
-        if writer.isReplica.load(ordering: .acquiring), replicaMarker == nil, !dryRun {
+        let path = self.path
+        func refuseOnAReplica() throws {
+            guard writer.isReplica.load(ordering: .acquiring), replicaMarker == nil, !dryRun else { return }
             // Migrated alone, the replica would rewrite its log under ids the cluster's log keeps.
             throw MigrationError(reason: """
                 \(path) is a replica of a cluster: it migrates at a position of the cluster's log, with the \
                 cluster (`storectl migrate --postgres URL`, StrataCluster's Cluster.migrate)
                 """)
         }
+        try refuseOnAReplica()
         // One compaction or migration at a time (see `MaintenanceGate`); checked again after the wait.
         await maintenance.enter()
         defer { maintenance.leave() }
         try Task.checkCancellation()   // cancelled while it waited: do not start
         try checkUsable()
         // Again after the wait: a markAsReplica let through the gate first made it a replica.
-        if writer.isReplica.load(ordering: .acquiring), replicaMarker == nil, !dryRun {
-            throw MigrationError(reason: """
-                \(path) became a replica of a cluster while this migration waited: it migrates with the \
-                cluster (`storectl migrate --postgres URL`, StrataCluster's Cluster.migrate)
-                """)
-        }
+        try refuseOnAReplica()
         let started = ContinuousClock.now
         let (goal, app, hops) = try migrationPlan(schemas: schemas, to: target, registry: registry)
         let others = lock.otherHolders()
@@ -298,37 +296,38 @@ extension Store {
         try prefetchBeforeCatchUp(generation, builtAt: t0)
         let box = UpcasterBox(upcaster)
         let marker = try await writer.exclusive { [self] in
-            // Exclusive from the catch-up's read to the switch (see `holdingStoreExclusively`).
-            try holdingStoreExclusively(lock) {
-                assert(env === oldEnv, "the live generation changed during a migration")
-                var u = box.value
-                defer { box.value = u }
-                let marker = try oldEnv.read { txn -> TransactionID in
-                    let view = ReadView(txn: txn, env: oldEnv, schema: schema)
-                    let last = try view.lastTransactionID()
-                    if last > t0 { try u.upcastLog(view, after: t0, upTo: last, applyingToState: true) { _ in } }
-                    return last.next
-                }
-                if let replicaMarker {
-                    // A replica migrates at the cluster's migration entry, right after what it applied.
-                    guard marker == replicaMarker.transactionID else {
-                        throw MigrationError(reason: """
-                            the replica's next transaction is \(marker); the cluster migrates at \
-                            \(replicaMarker.transactionID)
-                            """)
-                    }
-                    try u.writeMarker(replicaMarker.bytes, at: marker)
-                } else {
-                    try u.writeMarker(marker, from: schema.version, to: goal, steps: stepSeconds.map(\.step))
-                }
-                progress?(MigrationProgress(phase: .switching, done: 0, total: 0))
-                runBeforeSwitchHookForTesting()
-                try switchGeneration(generation, lock: lock, replacing: oldEnv)
-                // This instance holds the old schema: it stops here, and nothing queued is acknowledged.
-                markMigrated(to: goal)
-                writer.stopFromQueue(failing: .migrated(path: path, toVersion: goal))
-                return marker
+            // Exclusive from the catch-up's read to the switch: another process that committed
+            // after the read and closed before the switch would have its transactions left behind.
+            try lock.takeExclusive(store: path)
+            defer { lock.shared() }
+            assert(env === oldEnv, "the live generation changed during a migration")
+            var u = box.value
+            defer { box.value = u }
+            let marker = try oldEnv.read { txn -> TransactionID in
+                let view = ReadView(txn: txn, env: oldEnv, schema: schema)
+                let last = try view.lastTransactionID()
+                if last > t0 { try u.upcastLog(view, after: t0, upTo: last, applyingToState: true) { _ in } }
+                return last.next
             }
+            if let replicaMarker {
+                // A replica migrates at the cluster's migration entry, right after what it applied.
+                guard marker == replicaMarker.transactionID else {
+                    throw MigrationError(reason: """
+                        the replica's next transaction is \(marker); the cluster migrates at \
+                        \(replicaMarker.transactionID)
+                        """)
+                }
+                try u.writeMarker(replicaMarker.bytes, at: marker)
+            } else {
+                try u.writeMarker(marker, from: schema.version, to: goal, steps: stepSeconds.map(\.step))
+            }
+            progress?(MigrationProgress(phase: .switching, done: 0, total: 0))
+            runBeforeSwitchHookForTesting()
+            try switchGeneration(generation, lock: lock, replacing: oldEnv)
+            // This instance holds the old schema: it stops here, and nothing queued is acknowledged.
+            markMigrated(to: goal)
+            writer.stopFromQueue(failing: .migrated(path: path, toVersion: goal))
+            return marker
         }
         switched = true
         // This instance is retired: its change streams end (their subscribers, live queries

@@ -70,7 +70,9 @@ public enum TypeConversion: String, Sendable, CaseIterable {
     /// and for a result a save would refuse as a number (an `intToDate` past what a date may be).
     func convert(_ v: Value) throws -> Value {
         let converted = try convertedValue(v)
-        if let reason = converted.notFiniteReason { throw ValueConversion.Failure(reason: "\(v) gives \(converted): \(reason)") }
+        if let reason = converted.notFiniteReason {
+            throw ValueConversion.Failure(reason: "\(v) gives \(converted): \(reason)")
+        }
         return converted
     }
 

@@ -38,8 +38,7 @@ extension Store {
         try checkUsable()
         // Held exclusively while the mark is written: no process opens the store in between (one
         // that opens later reads the mark at open).
-        let others = lock.otherHolders()
-        guard others.isEmpty, lock.tryExclusive() else { throw StrataError.storeBusy(path: path, processIDs: others) }
+        try lock.takeExclusive(store: path)
         defer { lock.shared() }
         let path = self.path
         try await writer.exclusive {
@@ -74,8 +73,7 @@ extension Store {
         // Held exclusively while the mark is removed, as markAsReplica does: no other process has
         // the store open, so none is building a generation from a snapshot that still holds the
         // mark (its switch would bring the mark back).
-        let others = lock.otherHolders()
-        guard others.isEmpty, lock.tryExclusive() else { throw StrataError.storeBusy(path: path, processIDs: others) }
+        try lock.takeExclusive(store: path)
         defer { lock.shared() }
         let path = self.path
         try await writer.exclusive {

@@ -609,8 +609,7 @@ public final class Store: Sendable {
     func checkProcess() throws { try snapshots.checkProcess() }
 
     func checkUsable() throws {
-        let migrated = migratedVersion.load(ordering: .acquiring)
-        if migrated > 0 { throw StrataError.migrated(path: path, toVersion: migrated) }
+        if let migrated = migratedToVersion { throw StrataError.migrated(path: path, toVersion: migrated) }
         if closed.load(ordering: .acquiring) { throw StrataError.closed(path: path) }
         try checkProcess()
     }

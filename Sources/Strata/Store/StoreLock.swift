@@ -10,6 +10,9 @@ final class StoreLock: Sendable {
     let fd: Int32
     let path: String
     private let released = Atomic<Bool>(false)
+    /// Whether this process holds the lock exclusive (set by ``tryExclusive()``, cleared by
+    /// ``shared()``): what a generation switch asserts.
+    private let exclusive = Atomic<Bool>(false)
 
     /// Opens and read-locks `path`, waiting while a compaction holds it exclusively. Returns nil
     /// for a read-only directory without a lock file (an immutable store nobody writes to).
@@ -126,13 +129,26 @@ final class StoreLock: Sendable {
     /// process holds it.
     func tryExclusive() -> Bool {
         var lock = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
-        return fcntl(fd, F_SETLK, &lock) == 0
+        guard fcntl(fd, F_SETLK, &lock) == 0 else { return false }
+        exclusive.store(true, ordering: .releasing)
+        return true
     }
+
+    /// ``tryExclusive()``, or ``StrataError/storeBusy(path:processIDs:)`` naming the other
+    /// processes that have the store at `store` open. Pair with ``shared()``.
+    func takeExclusive(store: String) throws {
+        let others = otherHolders()
+        guard others.isEmpty, tryExclusive() else { throw StrataError.storeBusy(path: store, processIDs: others) }
+    }
+
+    /// Whether this process holds the lock exclusive.
+    var isExclusive: Bool { exclusive.load(ordering: .acquiring) }
 
     /// Back to shared (nothing once the descriptor is closed: it may be another file's by now).
     func shared() {
         guard !released.load(ordering: .acquiring) else { return }
         var lock = flock(l_type: Int16(F_RDLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
         _ = fcntl(fd, F_SETLK, &lock)
+        exclusive.store(false, ordering: .releasing)
     }
 }
