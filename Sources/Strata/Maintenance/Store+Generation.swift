@@ -89,5 +89,6 @@ extension Store {
         }
         let oldPath = oldEnv.path
         oldEnv.onClose { StoreDirectory.retire(generation: oldPath) }
+        replacedEnvironments.add(oldEnv)
     }
 }

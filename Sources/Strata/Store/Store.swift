@@ -56,6 +56,11 @@ public final class Store: Sendable {
     private let main = Locked<WeakViewContext>(WeakViewContext())
     /// This process's ``UnsyncedCommits`` marker (a relaxed store), removed at a clean close.
     private let unsyncedMarker: String?
+    /// Generations this instance switched away from, held weakly: each closes (and is removed
+    /// from disk) when its last snapshot is released, and ``close()`` closes any still open, so
+    /// that a reference some thread has not dropped yet cannot outlive the close and leave the
+    /// old generation on disk when the process exits.
+    let replacedEnvironments = ReplacedEnvironments()
 
     /// True when this open found that the machine went down (an OS crash or a power loss) while
     /// a process had the store open with ``Durability/relaxed`` durability, before its last
@@ -552,7 +557,7 @@ public final class Store: Sendable {
     /// marked closing (``StoreRegistry/beginClosing(path:)``), to be unmarked at the end.
     private func closingParts(inBackground: Bool) -> ClosingParts {
         ClosingParts(writer: writer, hub: hub, publisher: publisher, mainContext: main.withLock { $0.context }, snapshots: snapshots,
-                     env: env, lock: lock, path: path, storeID: ObjectIdentifier(self), deleteOnClose: deleteOnClose,
+                     env: env, replaced: replacedEnvironments, lock: lock, path: path, storeID: ObjectIdentifier(self), deleteOnClose: deleteOnClose,
                      inBackground: inBackground, unsyncedMarker: unsyncedMarker, logger: logger)
     }
 
@@ -566,6 +571,7 @@ public final class Store: Sendable {
         /// The environment when the parts were taken; for a store with a writer, the writer's
         /// current one is closed instead (``finish()``).
         let env: LMDBEnvironment
+        let replaced: ReplacedEnvironments
         let lock: StoreLock?
         let path: String
         let storeID: ObjectIdentifier
@@ -591,6 +597,10 @@ public final class Store: Sendable {
             // replaced the environment taken when these parts were (the old one then closes with
             // its last snapshot).
             (writer?.env ?? env).close()
+            // Every snapshot is closed: an old generation still open is only referenced, not
+            // read (a read in flight is waited for). Closed before the lock is released, so its
+            // directory is renamed away before another process can open the store.
+            replaced.closeAll()
             lock?.release()
             StoreRegistry.shared.remove(path: path, storeID: storeID)
             if deleteOnClose { try? FileManager.default.removeItem(atPath: path) }
@@ -779,6 +789,28 @@ public final class Store: Sendable {
     public func changes() -> ChangeStream {
         // Through the publisher: the first subscription starts the watch of other processes.
         ChangeStream(subscriber: publisher.subscribe(capacity: configuration.changeStreamBufferSize))
+    }
+}
+
+/// The environments a store instance switched away from (``Store/replacedEnvironments``).
+final class ReplacedEnvironments: Sendable {
+    private struct Weak: Sendable { weak var env: LMDBEnvironment? }
+    private let list = Locked<[Weak]>([])
+
+    func add(_ env: LMDBEnvironment) {
+        list.withLock { l in
+            l.removeAll { $0.env == nil }
+            l.append(Weak(env: env))
+        }
+    }
+
+    /// Closes those still open; idempotent.
+    func closeAll() {
+        let open = list.withLock { l -> [LMDBEnvironment] in
+            defer { l.removeAll() }
+            return l.compactMap(\.env)
+        }
+        for env in open { env.close() }
     }
 }
 

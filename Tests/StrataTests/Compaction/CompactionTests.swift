@@ -584,6 +584,28 @@ import Testing
         #expect(names.count == 1, "old generation left behind: \(names)")
     }
 
+    /// A reference to the replaced generation that some thread has not dropped yet when the
+    /// store closes (the writer queue drops its own just after a compaction returns, and a
+    /// process may exit right after its close) does not keep that generation on disk: the close
+    /// closes it, which moves it out of the generation names before the store's lock is released.
+    @Test func theCloseRemovesAReplacedGenerationSomeoneStillReferences() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try Store.open(at: dir, schema: try librarySchema())
+        _ = try await store.save { c in for i in 0..<20 { c.insert(makeTrack(title: "t\(i)", duration: i)) } }
+        let lingering = store.env
+        _ = try await store.compact()
+        #expect(!lingering.isClosed)
+        store.close()
+        #expect(lingering.isClosed)
+        let generations = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasPrefix("gen-") }
+        #expect(generations.count == 1, "\(generations)")
+        #expect(!generations.contains(URL(fileURLWithPath: lingering.path).lastPathComponent))
+        let reopened = try Store.open(at: dir, schema: try librarySchema())
+        defer { reopened.close() }
+        #expect(try reopened.mainContext.count(Track.self) == 20)
+    }
+
     @Test(.timeLimit(.minutes(5))) func onlineWithConcurrentWritersAndAPinnedReader() async throws {
         try await withLibraryStore { store in
             _ = try await churn(store, seed: 11, saves: 40)
