@@ -91,6 +91,9 @@ public struct ClusterError: Error, Sendable, Equatable, CustomStringConvertible 
     public enum Kind: Sendable, Equatable {
         /// The PostgreSQL URL is missing or malformed.
         case badAddress
+        /// An argument is outside its documented range (``ClusterReplica/open(store:address:name:pollInterval:)``'s
+        /// poll interval).
+        case badArgument
         /// PostgreSQL cannot be reached, or a statement failed.
         case unavailable
         /// The database holds no cluster (run `storectl cluster init`).

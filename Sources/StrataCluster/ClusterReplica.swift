@@ -32,6 +32,8 @@ public final class ClusterReplica: Sendable {
     public let clusterID: String
     /// How often the follower reads the log when no notification came.
     public let pollInterval: Duration
+    /// The longest ``pollInterval`` (a day): a lost notification may cost that much latency.
+    public static let maxPollInterval: Duration = .seconds(86_400)
     let address: ClusterAddress
     let log: SharedLog
     private let follower: Follower
@@ -54,9 +56,14 @@ public final class ClusterReplica: Sendable {
     /// - Throws: ``ClusterError`` when PostgreSQL cannot be reached, holds no cluster, or the store
     ///   is not a replica of the cluster there, or (``ClusterError/Kind/mustRejoin``) when its
     ///   machine went down while it had unsynced commits; ``StrataError/replication(_:)`` when
-    ///   the store is behind the cluster's retention horizon (make it again with `join`).
+    ///   the store is behind the cluster's retention horizon (make it again with `join`);
+    ///   ``ClusterError/Kind/badArgument`` when `pollInterval` is not from 1 ms to
+    ///   ``maxPollInterval``.
     public static func open(store: Store, address: ClusterAddress, name: String? = nil,
                             pollInterval: Duration = .milliseconds(250)) async throws -> ClusterReplica {
+        guard pollInterval >= .milliseconds(1) && pollInterval <= maxPollInterval else {
+            throw ClusterError(.badArgument, "pollInterval \(pollInterval): must be from 1 ms to a day")
+        }
         guard let storeCluster = try store.replicaClusterID else {
             throw ClusterError(.wrongStore, """
                 \(store.path) is not a replica of a cluster (make one with `storectl cluster init` or `cluster join`)

@@ -127,6 +127,14 @@ final class SharedLog: ReplicationLog {
         return .appendedLater(first: TransactionID(position))
     }
 
+    /// The author as the log table's `author` column shows it: PostgreSQL's text holds no NUL
+    /// character, so each becomes U+FFFD there. The column is a copy for people reading the
+    /// table; the entry's bytes keep the author exactly, and replicas take it from them. (Sent
+    /// as it is, one author with a NUL failed the whole group's append, every saver in it.)
+    static func authorColumn(_ author: String) -> String {
+        author.contains("\u{0}") ? author.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : author
+    }
+
     /// Runs `strata_append_after` for `entries` validated at `head`: the first id they took (0
     /// when nothing was appended), and, when they moved, the entries after `head` through theirs.
     private func appendAfterStatement(_ entries: [ReplicatedEntry], validatedAt head: TransactionID,
@@ -138,7 +146,7 @@ final class SharedLog: ReplicationLog {
                          "a group's entries follow the head it was validated at")
             payloads.append(ByteBuffer(bytes: e.bytes))
             sums.append(ByteBuffer(bytes: e.checksumBytes(from: e.transactionID, count: Self.appendWindow)))
-            authors.append(e.author)
+            authors.append(Self.authorColumn(e.author))
             saved.append(e.timestampMs)
             versions.append(Int32(e.schemaVersion))
         }
@@ -216,7 +224,7 @@ final class SharedLog: ReplicationLog {
         for e in entries {
             ids.append(Int64(e.transactionID.rawValue))
             payloads.append(ByteBuffer(bytes: e.bytes))
-            authors.append(e.author)
+            authors.append(Self.authorColumn(e.author))
             saved.append(e.timestampMs)
             versions.append(Int32(e.schemaVersion))
         }

@@ -33,14 +33,14 @@ enum Exit {
                 switch r.kind {
                 case .unavailable, .outcomeUnknown, .contended: return tempFailure
                 case .notAttached: return cannotCreate
-                case .rejectedEntry, .migrationNeeded: return dataError
+                case .rejectedEntry, .migrationNeeded, .saveTooLarge: return dataError
                 case .behindRetention: return noInput
                 }
             }
         case let e as LMDBError: return code(forLMDB: e)
         case let e as ClusterError:
             switch e.kind {
-            case .badAddress: return usage
+            case .badAddress, .badArgument: return usage
             case .unavailable: return tempFailure
             case .noCluster, .wrongStore: return noInput
             case .clusterExists: return cannotCreate

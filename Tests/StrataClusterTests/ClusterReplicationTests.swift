@@ -35,6 +35,29 @@ import Testing
         }
     }
 
+    /// PostgreSQL's text holds no NUL character: an author with one is saved, replicated with
+    /// its author exact (from the entry's bytes), and shown in the log table with U+FFFD; the
+    /// saves grouped with it are not failed by it.
+    @Test func anAuthorWithANulCharacterIsSavedAndReplicatedExactly() async throws {
+        try await withCluster(replicas: 2) { c in
+            let (a, b) = (c.replicas[0], c.replicas[1])
+            let odd = "tool\u{0}run"
+            async let plain = a.store.save(author: "plain") { $0.insert(Genre(name: "Beside it")) }
+            async let nul = a.store.save(author: odd) { $0.insert(Genre(name: "With a NUL author")) }
+            let (p, n) = try await (plain, nul)
+            try await b.catchUp(to: max(p, n))
+            for r in [a, b] {
+                #expect(try r.store.changes(in: n).author == odd)
+                #expect(try r.store.changes(in: p).author == "plain")
+                #expect(try r.store.mainContext.count(Genre.self) == 2)
+            }
+            let shown = try await onOwnThread {
+                try c.postgres.sql("SELECT author FROM strata_log WHERE id = \(n.rawValue)", database: c.address.database)
+            }
+            #expect(shown.trimmingCharacters(in: .whitespacesAndNewlines) == "tool\u{FFFD}run")
+        }
+    }
+
     @Test func theFollowerPublishesOtherMachinesCommitsToChangeStreams() async throws {
         try await withCluster(replicas: 2) { c in
             let stream = c.replicas[1].store.changes()
@@ -176,6 +199,27 @@ import Testing
                 _ = try await Importer(store: replica.store, options: options).run(files: [input.path])
             }
             #expect(try replica.store.mainContext.count(Query(entity: "Genre")) == 0)
+        }
+    }
+
+    /// A poll interval outside 1 ms to a day is refused before anything is attached (a huge one
+    /// overflowed the follower's conversion to milliseconds); the store can be attached after.
+    @Test func aPollIntervalOutOfRangeIsRefusedBeforeAttaching() async throws {
+        try await withCluster(replicas: 1) { c in
+            let replica = c.replicas[0]
+            await replica.close()
+            for bad: Duration in [.zero, .microseconds(999), .seconds(86_401), .seconds(Int64.max)] {
+                do {
+                    _ = try await ClusterReplica.open(store: replica.store, address: c.address, pollInterval: bad)
+                    Issue.record("poll interval \(bad) accepted")
+                } catch let e as ClusterError {
+                    #expect(e.kind == .badArgument && e.reason.hasPrefix("pollInterval"), "\(e)")
+                }
+            }
+            let again = try await ClusterReplica.open(store: replica.store, address: c.address,
+                                                      pollInterval: ClusterReplica.maxPollInterval)
+            _ = try await again.store.save { $0.insert(Genre(name: "After")) }
+            await again.close()
         }
     }
 

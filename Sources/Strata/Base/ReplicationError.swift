@@ -23,6 +23,9 @@ public struct ReplicationError: Error, Sendable, Equatable, CustomStringConverti
         /// applies nothing past it until it is migrated there (StrataCluster's `Cluster.migrate`,
         /// `storectl migrate` with the cluster's URL), by code that holds that version.
         case migrationNeeded
+        /// The save's log entry is larger than one append to the shared log may carry
+        /// (``ReplicatedEntry/maxAppendBytes``); nothing was written. Split it into smaller saves.
+        case saveTooLarge
     }
 
     /// What kind of failure it is.

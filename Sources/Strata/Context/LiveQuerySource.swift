@@ -36,6 +36,10 @@ extension LiveQuerySource {
             // evaluation meets the error that ends the live query.
             trigger.yield()
         }
+        // A context that takes no commits (a pinned one) still ends with the store: its
+        // evaluation then meets the close or the migration (a pinned snapshot alone would still
+        // read).
+        let endToken = followsCommits ? nil : store.hub.onFinish { trigger.yield() }
         let tokens = observerChain.map { o in (o, o.add { trigger.yield() }) }
         let evaluator = Task { [self] in
             var previous: [Record]?
@@ -44,6 +48,7 @@ extension LiveQuerySource {
             for await _ in triggers {
                 let current: [Record]
                 do {
+                    try store.checkUsable()
                     current = try fetch(query)
                     failures = 0
                 } catch let error as StrataError where error.endsLiveQueries {
@@ -70,6 +75,7 @@ extension LiveQuerySource {
             changes?.cancel()
             evaluator.cancel()
             trigger.finish()
+            if let endToken { store.hub.removeEndListener(endToken) }
             for (o, t) in tokens { o.remove(t) }
         }
         return LiveQuery(results: output)

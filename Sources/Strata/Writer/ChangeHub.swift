@@ -7,6 +7,10 @@ final class ChangeHub: Sendable {
     private struct WeakLedger: Sendable { weak var ledger: (any LocalCommitRecorder)? }
     private let subscribers = Locked<[Weak]>([])
     private let ledgers = Locked<[WeakLedger]>([])
+    /// What runs at ``finishAll()`` (the store closed, or this instance migrated it), by token;
+    /// `finished` once it ran.
+    private let endListeners = Locked<(finished: Bool, next: Int, bodies: [Int: @Sendable () -> Void])>(
+        (false, 0, [:]))
 
     /// Gives `ledger` every commit of this process published from now on (it keeps those it
     /// wants: an import's own, a save's entry), until the ledger is released.
@@ -56,7 +60,29 @@ final class ChangeHub: Sendable {
 
     func finishAll() {
         for s in subscribers.withLock({ $0.compactMap(\.subscriber) }) { s.finish() }
+        let bodies = endListeners.withLock { l -> [@Sendable () -> Void] in
+            l.finished = true
+            defer { l.bodies.removeAll() }
+            return Array(l.bodies.values)
+        }
+        for body in bodies { body() }
     }
+
+    /// Runs `body` when the hub finishes (at once, on this thread, if it has); the token removes
+    /// it (``removeEndListener(_:)``). For what must end with the store but takes no commits (a
+    /// pinned context's live query).
+    func onFinish(_ body: @escaping @Sendable () -> Void) -> Int? {
+        let token = endListeners.withLock { l -> Int? in
+            guard !l.finished else { return nil }
+            l.next += 1
+            l.bodies[l.next] = body
+            return l.next
+        }
+        if token == nil { body() }
+        return token
+    }
+
+    func removeEndListener(_ token: Int) { endListeners.withLock { _ = $0.bodies.removeValue(forKey: token) } }
 
     static func summary(_ entry: LogEntry, schema: Schema) -> CommittedTransaction {
         var changed: [String: Set<ObjectID>] = [:]

@@ -129,6 +129,13 @@ public struct ReplicatedEntry: Sendable, Equatable {
     /// The schema version it was written with.
     public var schemaVersion: Int
 
+    /// The most bytes of encoded entries one append to the shared log carries: 256 MiB.
+    /// PostgreSQL holds one value (an append's array of entries) to 1 GB, and the driver sends a
+    /// statement's parameters in one message. A replica's group of saves over it is appended
+    /// save by save; a save whose entry alone is over it is refused
+    /// (``ReplicationError/Kind/saveTooLarge``).
+    public static let maxAppendBytes = 256 << 20
+
     /// An entry with its header fields (as a shared log stores them beside the bytes).
     public init(transactionID: TransactionID, bytes: [UInt8], author: String, timestampMs: Int64,
                 schemaVersion: Int) {

@@ -81,6 +81,18 @@ extension Writer {
                 }
                 finishAppendedLater(batch, group, first: first, log: log, growths: growths)
                 return
+            } catch let tooLarge as GroupTooLarge {
+                // Nothing was appended or committed. Several saves go one by one; one alone is
+                // refused.
+                if batch.count > 1 {
+                    for save in batch { commitReplicated([save]) }
+                } else {
+                    fail(batch, StrataError.replication(ReplicationError(.saveTooLarge, """
+                        the save's log entry is \(tooLarge.bytes) bytes, over the \(tooLarge.limit) bytes one append \
+                        to the cluster's log may carry; split it into smaller saves
+                        """)))
+                }
+                return
             } catch is SharedHeadMoved {
                 racesLost += 1
                 do {
@@ -150,9 +162,10 @@ extension Writer {
             try requireCurrentHead()
         } else {
             let movable = Self.mayMove(group.entries, validatedAt: head) ? footprint.footprint : nil
+            let shared = try sharedEntries(group, batch: batch)
             let outcome = try movable.map {
-                try log.append(sharedEntries(group), validatedAt: head, footprint: $0)
-            } ?? log.append(sharedEntries(group), after: head)
+                try log.append(shared, validatedAt: head, footprint: $0)
+            } ?? log.append(shared, after: head)
             switch outcome {
             case .appended: appended = group
             case .appendedLater(let first):
@@ -247,8 +260,9 @@ extension Writer {
             let group = try apply(batch, txn, env: env)
             assert(group.entries.first.map { $0.transactionID == sharedHead.next } ?? true,
                    "a group in its turn follows the shared head")
+            let shared = try sharedEntries(group, batch: batch)
             applied = (group, caughtUpThrough)
-            return sharedEntries(group)
+            return shared
         }
         guard let applied else {
             throw StrataError.replication(ReplicationError(.unavailable,
@@ -273,12 +287,33 @@ extension Writer {
         }
     }
 
-    /// A group's entries as the shared log holds them.
-    private func sharedEntries(_ group: AppliedGroup) -> [ReplicatedEntry] {
-        zip(group.entries, group.encoded).map { entry, bytes in
+    /// A group's entries as the shared log holds them, at most ``appendByteLimit`` bytes in all
+    /// (``GroupTooLarge`` otherwise, which aborts the local transaction before anything is
+    /// appended).
+    private func sharedEntries(_ group: AppliedGroup, batch: [PendingSave]) throws -> [ReplicatedEntry] {
+        let bytes = group.encoded.reduce(0) { $0 + $1.count }
+        let limit = appendByteLimit
+        if bytes > limit { throw GroupTooLarge(bytes: bytes, limit: limit, saves: batch.count) }
+        return zip(group.entries, group.encoded).map { entry, bytes in
             ReplicatedEntry(transactionID: entry.transactionID, bytes: bytes, author: entry.author,
                             timestampMs: entry.timestampMs, schemaVersion: entry.schemaVersion)
         }
+    }
+
+    /// A smaller ``ReplicatedEntry/maxAppendBytes`` for the store at `path` (tests), nil for the
+    /// default.
+    package static let appendByteLimitForTesting = Locked<(path: String, bytes: Int)?>(nil)
+
+    var appendByteLimit: Int {
+        Self.appendByteLimitForTesting.withLock { t in t.flatMap { $0.path == storePath ? $0.bytes : nil } }
+            ?? ReplicatedEntry.maxAppendBytes
+    }
+
+    /// Thrown out of the write transaction when a group's entries are over ``appendByteLimit``.
+    struct GroupTooLarge: Error {
+        let bytes: Int
+        let limit: Int
+        let saves: Int
     }
 
     /// On the writer queue: applies the shared log's entries after the local head, a batch at a

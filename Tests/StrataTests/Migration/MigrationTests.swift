@@ -144,8 +144,13 @@ import Testing
         #expect(try await live.wait(for: 1).first?.records.count == 3)
         let stream = Collector(store.changes())
         defer { stream.cancel() }
+        // A pinned context's snapshot would still read the old generation: its live query ends too.
+        let pinned = Collector(try store.newViewContext(label: "pinned").observe(Query(entity: "Product")))
+        defer { pinned.cancel() }
+        #expect(try await pinned.wait(for: 1).first?.records.count == 3)
         _ = try await store.migrate(schemas: all, registry: ShopSchemas.registry)
         #expect(try await live.waitUntilFinished(seconds: 60), "the live query ended")
+        #expect(try await pinned.waitUntilFinished(seconds: 30), "the pinned context's live query ended")
         #expect(try await stream.waitUntilFinished(seconds: 60), "the change stream ended")
         let later = Collector(store.changes())
         #expect(try await later.waitUntilFinished(seconds: 60), "a change stream asked for after the migration ends")

@@ -115,6 +115,25 @@ import Testing
         }
     }
 
+    /// A pinned context takes no commits, but its live queries still end with the store: at
+    /// its close, and when a store closed before the query was asked for.
+    @Test(.timeLimit(.minutes(5))) func aPinnedContextsLiveQueryEndsWhenTheStoreCloses() async throws {
+        let store = try Store.temporary(schema: try librarySchema())
+        let view = try store.newViewContext(label: "pinned")
+        let child = view.newChild(label: "scratch")
+        let live = Collector(view.observe(Query(entity: "Genre")))
+        let childLive = Collector(child.observe(Query(entity: "Genre")))
+        defer { live.cancel(); childLive.cancel() }
+        #expect(try await live.wait(for: 1).first?.records.count == 0)
+        #expect(try await childLive.wait(for: 1).first?.records.count == 0)
+        store.close()
+        #expect(try await live.waitUntilFinished(seconds: 30), "the pinned context's live query ended")
+        #expect(try await childLive.waitUntilFinished(seconds: 30), "its child's live query ended")
+        let later = Collector(view.observe(Query(entity: "Genre")))
+        defer { later.cancel() }
+        #expect(try await later.waitUntilFinished(seconds: 30), "a live query asked for after the close ended")
+    }
+
     /// A filter through a relationship also watches the destination entity: a commit that changes
     /// only albums re-evaluates a query on tracks.
     @Test(.timeLimit(.minutes(5))) func liveQueryFollowsTheEntitiesItsFilterReaches() async throws {
