@@ -69,10 +69,12 @@ public enum Cluster {
     /// the store is a store of one machine again.
     ///
     /// - Throws: ``ClusterError`` (``ClusterError/Kind/clusterExists`` when the database holds
-    ///   one), ``StrataError/storeBusy(path:processIDs:)`` when another process has the store open.
+    ///   one; ``ClusterError/Kind/badArgument`` when `name` holds a NUL character),
+    ///   ``StrataError/storeBusy(path:processIDs:)`` when another process has the store open.
     @discardableResult
     public static func initialize(store: Store, address: ClusterAddress, name: String? = nil) async throws
         -> ClusterStatus {
+        try ClusterReplica.checkName(name)
         let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
         defer { session.close() }
         let existing = try await offPool("init") { () throws -> String? in

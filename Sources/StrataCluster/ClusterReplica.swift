@@ -58,9 +58,10 @@ public final class ClusterReplica: Sendable {
     ///   machine went down while it had unsynced commits; ``StrataError/replication(_:)`` when
     ///   the store is behind the cluster's retention horizon (make it again with `join`);
     ///   ``ClusterError/Kind/badArgument`` when `pollInterval` is not from 1 ms to
-    ///   ``maxPollInterval``.
+    ///   ``maxPollInterval`` or `name` holds a NUL character.
     public static func open(store: Store, address: ClusterAddress, name: String? = nil,
                             pollInterval: Duration = .milliseconds(250)) async throws -> ClusterReplica {
+        try checkName(name)
         guard pollInterval >= .milliseconds(1) && pollInterval <= maxPollInterval else {
             throw ClusterError(.badArgument, "pollInterval \(pollInterval): must be from 1 ms to a day")
         }
@@ -107,6 +108,14 @@ public final class ClusterReplica: Sendable {
 
     /// `host:store path`, unique per store on a machine.
     static func defaultName(_ store: Store) -> String { "\(ProcessInfo.processInfo.hostName):\(store.path)" }
+
+    /// Refuses a replica name PostgreSQL's text cannot hold (a NUL character): every append
+    /// would fail.
+    static func checkName(_ name: String?) throws {
+        if let name, name.contains("\u{0}") {
+            throw ClusterError(.badArgument, "replica name \(name.debugDescription): holds a NUL character")
+        }
+    }
 
     /// Stops following the log (after a last report of this replica's position to the cluster)
     /// and detaches the store from the cluster: its saves fail until a replica is opened again.
@@ -227,7 +236,7 @@ final class Follower: Sendable {
             let batch = try SharedLog.entries(session, after: head, limit: Self.batch)
             if batch.isEmpty { break }
             head = try apply(batch)
-            if batch.count < Self.batch { break }
+            if batch.count < Self.batch && batch.reduce(0, { $0 + $1.bytes.count }) < SharedLog.readBytes(session) { break }
         }
         return head
     }

@@ -275,16 +275,22 @@ final class SharedLog: ReplicationLog {
         return try answered ?? Self.entries(session, after: position, limit: limit)
     }
 
-    /// The log's entries after `position` (at most `limit`), in id order, read with the cluster's
-    /// retention horizon in one statement.
+    /// The log's entries after `position` (at most `limit`, and no more once they reach
+    /// ``ReplicatedEntry/maxReadBytes``), in id order, read with the cluster's retention horizon
+    /// in one statement. (`octet_length` of a stored value reads its size, not the value.)
     static func entries(_ session: PostgresSession, after position: TransactionID,
                         limit: Int) throws -> [ReplicatedEntry] {
         let after = Int64(position.rawValue), count = Int64(limit)
+        let budget = Int64(readBytes(session))
         let query: PostgresQuery = """
             SELECT c.horizon, c.head, l.id, l.entry, l.author, l.saved_ms, l.schema_version
             FROM strata_cluster c LEFT JOIN LATERAL (
-                SELECT id, entry, author, saved_ms, schema_version FROM strata_log
-                WHERE id > \(after) ORDER BY id LIMIT \(count)) l ON true
+                SELECT id, entry, author, saved_ms, schema_version FROM (
+                    SELECT id, entry, author, saved_ms, schema_version,
+                           sum(octet_length(entry)) OVER (ORDER BY id) - octet_length(entry) AS before
+                    FROM strata_log WHERE id > \(after) ORDER BY id LIMIT \(count)) w
+                WHERE w.before < \(budget)) l ON true
+            ORDER BY l.id
             """
         let rows: PostgresQueryResult
         do {
@@ -301,6 +307,18 @@ final class SharedLog: ReplicationLog {
                                                            "the cluster's log cannot be read: \(error)"))
         }
     }
+
+    /// A smaller ``ReplicatedEntry/maxReadBytes`` for reads of the cluster in `database` (tests).
+    static let readBytesForTesting = Mutex<(database: String, bytes: Int)?>(nil)
+
+    /// The bytes of entries after which a read through `session` stops.
+    static func readBytes(_ session: PostgresSession) -> Int {
+        readBytesForTesting.withLock { t in
+            t.flatMap { $0.database == session.address.database ? $0.bytes : nil }
+        } ?? ReplicatedEntry.maxReadBytes
+    }
+
+    var readBytes: Int { Self.readBytes(session) }
 
     /// The rows of ``entries(_:after:limit:)``'s statement as entries, checked against the
     /// cluster's head and horizon.

@@ -202,9 +202,10 @@ import Testing
         }
     }
 
-    /// A poll interval outside 1 ms to a day is refused before anything is attached (a huge one
-    /// overflowed the follower's conversion to milliseconds); the store can be attached after.
-    @Test func aPollIntervalOutOfRangeIsRefusedBeforeAttaching() async throws {
+    /// A poll interval outside 1 ms to a day (a huge one overflowed the follower's conversion to
+    /// milliseconds), or a name with a NUL character (PostgreSQL's text holds none, and every
+    /// append failed), is refused before anything is attached; the store can be attached after.
+    @Test func aBadPollIntervalOrNameIsRefusedBeforeAttaching() async throws {
         try await withCluster(replicas: 1) { c in
             let replica = c.replicas[0]
             await replica.close()
@@ -215,6 +216,12 @@ import Testing
                 } catch let e as ClusterError {
                     #expect(e.kind == .badArgument && e.reason.hasPrefix("pollInterval"), "\(e)")
                 }
+            }
+            do {
+                _ = try await ClusterReplica.open(store: replica.store, address: c.address, name: "r\u{0}0")
+                Issue.record("a replica name with a NUL character accepted")
+            } catch let e as ClusterError {
+                #expect(e.kind == .badArgument && e.reason.contains("NUL"), "\(e)")
             }
             let again = try await ClusterReplica.open(store: replica.store, address: c.address,
                                                       pollInterval: ClusterReplica.maxPollInterval)

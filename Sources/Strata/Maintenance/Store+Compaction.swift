@@ -239,7 +239,7 @@ extension Store {
         }
         runBeforeSwitchHookForTesting()
         try switchGeneration(generation, lock: lock, replacing: oldEnv)
-        // The old generation goes when its last snapshot does.
+        // The old generation goes when its last snapshot does, or with the store's close.
         _ = swapEnvironment(newEnv)
         writer.replaceEnvironment(newEnv)
         return head

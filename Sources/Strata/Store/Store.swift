@@ -594,13 +594,16 @@ public final class Store: Sendable {
             mainContext?.close()
             snapshots.closeAll()
             // Read after the writer closed: a compaction's switch let in before the close may have
-            // replaced the environment taken when these parts were (the old one then closes with
-            // its last snapshot).
+            // replaced the environment taken when these parts were (the old one is closed just
+            // after, with the other replaced ones).
             (writer?.env ?? env).close()
             // Every snapshot is closed: an old generation still open is only referenced, not
             // read (a read in flight is waited for). Closed before the lock is released, so its
             // directory is renamed away before another process can open the store.
             replaced.closeAll()
+            // Their directories are renamed away; the deletions under way finish before the
+            // close returns, so a process that exits next leaves nothing of them.
+            StoreDirectory.waitForRetirements()
             lock?.release()
             StoreRegistry.shared.remove(path: path, storeID: storeID)
             if deleteOnClose { try? FileManager.default.removeItem(atPath: path) }

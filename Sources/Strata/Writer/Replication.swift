@@ -39,8 +39,13 @@ public protocol ReplicationLog: Sendable {
     /// read the log meanwhile (``entries(after:limit:)``). An error thrown by `body` appends
     /// nothing and is rethrown.
     func appendInTurn(_ body: (TransactionID) throws -> [ReplicatedEntry]) throws
-    /// At most `limit` entries after `position`, in id order.
+    /// At most `limit` entries after `position`, in id order. A log may answer with fewer while
+    /// it holds more only when those it answers with reach ``readBytes``
+    /// (``mayBeFollowed(_:limit:)`` says whether to read again).
     func entries(after position: TransactionID, limit: Int) throws -> [ReplicatedEntry]
+    /// The bytes of entries after which ``entries(after:limit:)`` may stop
+    /// (``ReplicatedEntry/maxReadBytes`` by default).
+    var readBytes: Int { get }
     /// Whether every replica reading this log decodes compressed log entries (``ReplicatedEntry``
     /// bytes of the compressed form, which a Strata of store format 2 and earlier cannot read).
     /// When false, a replica's writer encodes every entry it appends plain. True by default.
@@ -50,6 +55,15 @@ public protocol ReplicationLog: Sendable {
 extension ReplicationLog {
     /// True: a log's readers decode compressed entries unless it says otherwise.
     public var takesCompressedEntries: Bool { true }
+
+    /// ``ReplicatedEntry/maxReadBytes``.
+    public var readBytes: Int { ReplicatedEntry.maxReadBytes }
+
+    /// Whether the log may hold entries after `entries`, an answer to
+    /// ``entries(after:limit:)``: it was full, or it reached ``readBytes``.
+    public func mayBeFollowed(_ entries: [ReplicatedEntry], limit: Int) -> Bool {
+        entries.count >= limit || entries.reduce(0) { $0 + $1.bytes.count } >= readBytes
+    }
 
     /// Appends only right after `head` (``append(_:after:)``): footprints are not compared.
     public func append(_ entries: [ReplicatedEntry], validatedAt head: TransactionID,
@@ -122,19 +136,29 @@ public struct ReplicatedEntry: Sendable, Equatable {
     public var transactionID: TransactionID
     /// The encoded, checksummed entry, byte for byte as the local log stores it.
     public var bytes: [UInt8]
-    /// Who saved it (``Store/save(_:author:metadata:)``'s `author`).
+    /// Who saved it (``Store/save(_:author:metadata:)``'s `author`), as the shared log's header
+    /// holds it (a log may show characters it cannot store otherwise: StrataCluster's shows a NUL
+    /// as U+FFFD). ``bytes`` hold the author exactly, and replicas take it from there.
     public var author: String
     /// When it was saved, in milliseconds since 1970.
     public var timestampMs: Int64
     /// The schema version it was written with.
     public var schemaVersion: Int
 
-    /// The most bytes of encoded entries one append to the shared log carries: 256 MiB.
-    /// PostgreSQL holds one value (an append's array of entries) to 1 GB, and the driver sends a
-    /// statement's parameters in one message. A replica's group of saves over it is appended
-    /// save by save; a save whose entry alone is over it is refused
-    /// (``ReplicationError/Kind/saveTooLarge``).
+    /// The most bytes of encoded entries one append of several saves to the shared log carries:
+    /// 256 MiB. A replica's group of saves over it is appended again in halves.
     public static let maxAppendBytes = 256 << 20
+
+    /// The most bytes of one save's encoded entry in the shared log: 768 MiB. PostgreSQL holds
+    /// one value (an append's array of entries) to 1 GB, with the footprint and the checksums
+    /// beside it. A save over it is refused (``ReplicationError/Kind/saveTooLarge``).
+    public static let maxSaveBytes = 768 << 20
+
+    /// The bytes of entries one read of the shared log gathers, about: an entry is read when
+    /// those before it in the answer total less than this (64 MiB), so one answer holds at
+    /// most this plus one entry, not `limit` entries of any size.
+    public static let maxReadBytes = 64 << 20
+
 
     /// An entry with its header fields (as a shared log stores them beside the bytes).
     public init(transactionID: TransactionID, bytes: [UInt8], author: String, timestampMs: Int64,

@@ -82,14 +82,16 @@ extension Writer {
                 finishAppendedLater(batch, group, first: first, log: log, growths: growths)
                 return
             } catch let tooLarge as GroupTooLarge {
-                // Nothing was appended or committed. Several saves go one by one; one alone is
-                // refused.
+                // Nothing was appended or committed. A group goes again in halves, in its order
+                // (each half's saves are answered before the next half is applied); one save
+                // alone is refused.
                 if batch.count > 1 {
-                    for save in batch { commitReplicated([save]) }
+                    commitReplicated(Array(batch[..<(batch.count / 2)]))
+                    commitReplicated(Array(batch[(batch.count / 2)...]))
                 } else {
                     fail(batch, StrataError.replication(ReplicationError(.saveTooLarge, """
-                        the save's log entry is \(tooLarge.bytes) bytes, over the \(tooLarge.limit) bytes one append \
-                        to the cluster's log may carry; split it into smaller saves
+                        the save's log entry is \(tooLarge.bytes) bytes, over the \(tooLarge.limit) bytes one save \
+                        appended to the cluster's log may carry; split it into smaller saves
                         """)))
                 }
                 return
@@ -287,33 +289,36 @@ extension Writer {
         }
     }
 
-    /// A group's entries as the shared log holds them, at most ``appendByteLimit`` bytes in all
-    /// (``GroupTooLarge`` otherwise, which aborts the local transaction before anything is
-    /// appended).
+    /// A group's entries as the shared log holds them: several saves' at most
+    /// ``ReplicatedEntry/maxAppendBytes`` in all, one save's at most
+    /// ``ReplicatedEntry/maxSaveBytes`` (``GroupTooLarge`` otherwise, which aborts the local
+    /// transaction before anything is appended).
     private func sharedEntries(_ group: AppliedGroup, batch: [PendingSave]) throws -> [ReplicatedEntry] {
         let bytes = group.encoded.reduce(0) { $0 + $1.count }
-        let limit = appendByteLimit
-        if bytes > limit { throw GroupTooLarge(bytes: bytes, limit: limit, saves: batch.count) }
+        let limits = appendLimits
+        let limit = batch.count > 1 ? limits.group : limits.save
+        if bytes > limit { throw GroupTooLarge(bytes: bytes, limit: limit) }
         return zip(group.entries, group.encoded).map { entry, bytes in
             ReplicatedEntry(transactionID: entry.transactionID, bytes: bytes, author: entry.author,
                             timestampMs: entry.timestampMs, schemaVersion: entry.schemaVersion)
         }
     }
 
-    /// A smaller ``ReplicatedEntry/maxAppendBytes`` for the store at `path` (tests), nil for the
-    /// default.
-    package static let appendByteLimitForTesting = Locked<(path: String, bytes: Int)?>(nil)
+    /// Smaller append limits for the store at `path` (tests), nil for the defaults.
+    package static let appendLimitsForTesting = Locked<(path: String, group: Int, save: Int)?>(nil)
 
-    var appendByteLimit: Int {
-        Self.appendByteLimitForTesting.withLock { t in t.flatMap { $0.path == storePath ? $0.bytes : nil } }
-            ?? ReplicatedEntry.maxAppendBytes
+    /// The most bytes of entries one append of several saves, and of one save, carries.
+    var appendLimits: (group: Int, save: Int) {
+        Self.appendLimitsForTesting.withLock { t in
+            t.flatMap { $0.path == storePath ? ($0.group, $0.save) : nil }
+        } ?? (ReplicatedEntry.maxAppendBytes, ReplicatedEntry.maxSaveBytes)
     }
 
-    /// Thrown out of the write transaction when a group's entries are over ``appendByteLimit``.
+    /// Thrown out of the write transaction when a group's entries are over its limit
+    /// (``appendLimits``).
     struct GroupTooLarge: Error {
         let bytes: Int
         let limit: Int
-        let saves: Int
     }
 
     /// On the writer queue: applies the shared log's entries after the local head, a batch at a
@@ -325,7 +330,7 @@ extension Writer {
             let next = try log.entries(after: head, limit: Self.catchUpBatch)
             if next.isEmpty { return }
             _ = try applyReplicated(next)
-            if next.count < Self.catchUpBatch { return }
+            if !log.mayBeFollowed(next, limit: Self.catchUpBatch) { return }
         }
     }
 

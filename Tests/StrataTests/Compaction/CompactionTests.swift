@@ -587,7 +587,7 @@ import Testing
     /// A reference to the replaced generation that some thread has not dropped yet when the
     /// store closes (the writer queue drops its own just after a compaction returns, and a
     /// process may exit right after its close) does not keep that generation on disk: the close
-    /// closes it, which moves it out of the generation names before the store's lock is released.
+    /// closes it and deletes it before the store's lock is released.
     @Test func theCloseRemovesAReplacedGenerationSomeoneStillReferences() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -598,9 +598,12 @@ import Testing
         #expect(!lingering.isClosed)
         store.close()
         #expect(lingering.isClosed)
-        let generations = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasPrefix("gen-") }
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir.path)
+        let generations = names.filter { $0.hasPrefix("gen-") }
         #expect(generations.count == 1, "\(generations)")
         #expect(!generations.contains(URL(fileURLWithPath: lingering.path).lastPathComponent))
+        // Deleted, not only renamed, when the close returns.
+        #expect(!names.contains { $0.hasPrefix(StoreDirectory.retiredPrefix) }, "\(names)")
         let reopened = try Store.open(at: dir, schema: try librarySchema())
         defer { reopened.close() }
         #expect(try reopened.mainContext.count(Track.self) == 20)
