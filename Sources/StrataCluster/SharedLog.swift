@@ -265,6 +265,11 @@ final class SharedLog: ReplicationLog {
         }
     }
 
+    /// The entries after `position` (``entries(_:after:limit:)``), or, once, the run a moved
+    /// append answered, when it answers this question: that run ends with the group's own
+    /// entries, may be followed by later ones though shorter than `limit`, and is bounded by the
+    /// append window and the group, not by ``readBytes``. Its only reader, the writer's catch-up
+    /// after that append, needs the entries through the group's, no more.
     func entries(after position: TransactionID, limit: Int) throws -> [ReplicatedEntry] {
         // The run a moved append answered, once, when this is the question it answers.
         let answered = movedRun.withLock { run -> [ReplicatedEntry]? in

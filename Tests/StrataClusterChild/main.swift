@@ -63,6 +63,7 @@ final class KillingLog: ReplicationLog {
     }
 
     var takesCompressedEntries: Bool { inner.takesCompressedEntries }
+    var readBytes: Int { inner.readBytes }
 
     /// Whether every race is lost, so that each save waits its turn.
     var losesRaces: Bool { kill?.point.hasPrefix("turn-") == true }

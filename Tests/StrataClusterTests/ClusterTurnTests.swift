@@ -182,6 +182,7 @@ final class RivalledLog: ReplicationLog {
     }
 
     var takesCompressedEntries: Bool { inner.takesCompressedEntries }
+    var readBytes: Int { inner.readBytes }
 
     func append(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> ReplicationAppend {
         try rivalSaves()

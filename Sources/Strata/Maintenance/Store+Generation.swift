@@ -88,7 +88,8 @@ extension Store {
             return
         }
         let oldPath = oldEnv.path
-        oldEnv.onClose { StoreDirectory.retire(generation: oldPath) }
+        let deletions = replacedEnvironments.deletions
+        oldEnv.onClose { StoreDirectory.retire(generation: oldPath, group: deletions) }
         replacedEnvironments.add(oldEnv)
     }
 }

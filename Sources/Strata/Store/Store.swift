@@ -601,9 +601,12 @@ public final class Store: Sendable {
             // read (a read in flight is waited for). Closed before the lock is released, so its
             // directory is renamed away before another process can open the store.
             replaced.closeAll()
-            // Their directories are renamed away; the deletions under way finish before the
-            // close returns, so a process that exits next leaves nothing of them.
-            StoreDirectory.waitForRetirements()
+            // Their directories are renamed away; their deletions finish before the close
+            // returns, so a process that exits next leaves nothing of them (a deletion that takes
+            // longer, on a stalled file system, is left to finish or to the next open).
+            if !replaced.waitForDeletions(seconds: ReplacedEnvironments.deletionWaitSeconds) {
+                logger.warning("closing \(path): the deletion of an old generation goes on in the background")
+            }
             lock?.release()
             StoreRegistry.shared.remove(path: path, storeID: storeID)
             if deleteOnClose { try? FileManager.default.removeItem(atPath: path) }
@@ -799,6 +802,15 @@ public final class Store: Sendable {
 final class ReplacedEnvironments: Sendable {
     private struct Weak: Sendable { weak var env: LMDBEnvironment? }
     private let list = Locked<[Weak]>([])
+    /// The background deletions of their directories (``StoreDirectory/retire(generation:group:)``).
+    let deletions = DispatchGroup()
+    /// How long a close waits for those deletions: 60 s.
+    static let deletionWaitSeconds = 60.0
+
+    /// Waits for the deletions under way, at most `seconds`; whether they finished.
+    func waitForDeletions(seconds: Double) -> Bool {
+        deletions.wait(timeout: .now() + .milliseconds(Int(seconds * 1_000))) == .success
+    }
 
     func add(_ env: LMDBEnvironment) {
         list.withLock { l in

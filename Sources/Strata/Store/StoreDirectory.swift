@@ -194,9 +194,9 @@ struct StoreDirectory {
     /// Deletes a closed generation directory without making the caller wait for the file
     /// system to free its blocks (unlinking a large data file takes tens of milliseconds per
     /// 100 MB on ext4): it is renamed out of the generation namespace at once, then removed on a
-    /// background queue. A store's close waits for those under way (``waitForRetirements()``);
-    /// a process that ends otherwise leaves it for the next open to remove.
-    static func retire(generation dir: String) {
+    /// background queue, in `group` (a store's close waits for its own, see
+    /// ``ReplacedEnvironments``); a process that ends first leaves it for the next open to remove.
+    static func retire(generation dir: String, group: DispatchGroup? = nil) {
         let url = URL(fileURLWithPath: dir)
         let retired = url.deletingLastPathComponent()
             .appendingPathComponent(retiredPrefix + url.lastPathComponent + "-" + UUID().uuidString).path
@@ -204,16 +204,13 @@ struct StoreDirectory {
             try? FileManager.default.removeItem(atPath: dir)
             return
         }
-        DispatchQueue.global(qos: .utility).async(group: retirements) {
-            try? FileManager.default.removeItem(atPath: retired)
+        let remove: @Sendable () -> Void = { try? FileManager.default.removeItem(atPath: retired) }
+        if let group {
+            DispatchQueue.global(qos: .utility).async(group: group) { remove() }
+        } else {
+            DispatchQueue.global(qos: .utility).async { remove() }
         }
     }
-
-    /// The background deletions of ``retire(generation:)`` under way.
-    private static let retirements = DispatchGroup()
-
-    /// Waits until the background deletions under way (of any store of this process) finish.
-    static func waitForRetirements() { retirements.wait() }
 
     /// `code` first, so that call sites read `errno` before building the message (which
     /// allocates, and may change `errno`).

@@ -84,7 +84,9 @@ extension Writer {
             } catch let tooLarge as GroupTooLarge {
                 // Nothing was appended or committed. A group goes again in halves, in its order
                 // (each half's saves are answered before the next half is applied); one save
-                // alone is refused.
+                // alone is refused. The map grown meanwhile stays grown: counted here, as each
+                // half starts its own count.
+                noteMapGrowths(growths)
                 if batch.count > 1 {
                     commitReplicated(Array(batch[..<(batch.count / 2)]))
                     commitReplicated(Array(batch[(batch.count / 2)...]))

@@ -568,6 +568,11 @@ final class Writer: Sendable {
         if signalled { gathered.wait() }
     }
 
+    /// Counts map growths made for a commit that was then aborted (the map stays grown).
+    func noteMapGrowths(_ growths: Int) {
+        if growths > 0 { state.withLock { $0.statistics.mapGrowths += growths } }
+    }
+
     private func commit(_ batch: [PendingSave]) {
         if isReplica.load(ordering: .acquiring) {
             commitReplicated(batch)
@@ -609,7 +614,7 @@ final class Writer: Sendable {
                 if case .member(let g, let i) = batch[failure.index].completion { g.noteFailure(i, failure.error) }
                 // The map grown meanwhile stays grown: counted here, as the commit of the prefix
                 // starts its own count.
-                if growths > 0 { state.withLock { $0.statistics.mapGrowths += growths } }
+                noteMapGrowths(growths)
                 fail(Array(batch[failure.index...]), failure.error)
                 if failure.index > 0 { commit(Array(batch[..<failure.index])) }
                 return
