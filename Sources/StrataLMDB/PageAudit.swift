@@ -208,7 +208,8 @@ package struct PageAudit {
                 throw Damage(reason: "meta page \(i): last page \(m.lastPage) is past the end of the file")
             }
         }
-        guard (chosen.lastPage + 1) * UInt64(pageSize) <= UInt64(fileBytes) else {
+        // Compared in pages: `(lastPage + 1) * pageSize` overflows for a damaged last page.
+        guard chosen.lastPage < UInt64(fileBytes / pageSize) else {
             throw Damage(reason: "meta page \(chosenIndex): last page \(chosen.lastPage) is past the end of the file " +
                                  "(\(fileBytes / pageSize) pages)")
         }

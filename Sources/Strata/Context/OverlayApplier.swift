@@ -194,6 +194,11 @@ struct OverlayApplier: StateStore {
             guard let e = schema.entity(tag: id.entityTag) else {
                 throw StrataError.corruptRecord(id: id, reason: "no entity with tag \(id.entityTag) in a child context")
             }
+            // Changes read back from the log (an as-of context's undo) are checked here too.
+            guard values.count == e.attributes.count else {
+                throw StrataError.corruptRecord(
+                    id: id, reason: "an insert with \(values.count) values; \(e.name) has \(e.attributes.count) attributes")
+            }
             // Stored first and put back on a clash: one hash lookup serves the duplicate check,
             // the undo entry and the store.
             let previous = leaf.records.updateValue(.some(Record(entity: e, id: id, values: values, version: .zero)),
@@ -228,7 +233,13 @@ struct OverlayApplier: StateStore {
                 throw StrataError.corruptRecord(id: id, reason: "update of a missing object in a child context")
             }
             let old = r.values
-            for c in changes { r.values[c.attribute] = c.new }
+            for c in changes {
+                guard c.attribute >= 0, c.attribute < r.values.count else {
+                    throw StrataError.corruptRecord(
+                        id: id, reason: "an update naming attribute \(c.attribute) of \(r.values.count)")
+                }
+                r.values[c.attribute] = c.new
+            }
             if leaf.records[id] == nil {
                 leaf.originals[id] = old
                 // The layer answers for the object's unique keys from now on, also when the

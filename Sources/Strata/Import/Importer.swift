@@ -678,21 +678,23 @@ public final class Importer: Sendable {
             sets.append((b.changes, ["importID": s.importID, "batch": String(s.batchesSubmitted)]))
         }
         let store = self.store, author = options.author
+        // Taken as constants: the tasks below must not share a variable with this function.
+        let submitted = sets, metadata = sets.map(\.metadata)
         let task: Task<[Result<TransactionID, Error>], Never>
         if let held = s.held {
             // Applied, not committed: the ids come with the commit (``HeldWrite/commit()``).
             task = Task {
                 do {
-                    try await held.apply(sets, author: author)
-                    return sets.map { _ in .success(.zero) }
+                    try await held.apply(submitted, author: author)
+                    return submitted.map { _ in .success(.zero) }
                 } catch {
-                    return sets.map { _ in .failure(error) }
+                    return submitted.map { _ in .failure(error) }
                 }
             }
         } else {
-            task = Task { await store.saveInOrder(sets, author: author, stopAtFailure: true) }
+            task = Task { await store.saveInOrder(submitted, author: author, stopAtFailure: true) }
         }
-        inFlight = InFlight(batches: ready, metadata: sets.map(\.metadata), task: task)
+        inFlight = InFlight(batches: ready, metadata: metadata, task: task)
         ready = []
     }
 

@@ -231,7 +231,10 @@ enum LogEntryCodec {
     }
 
     static func decode(_ bytes: UnsafeRawBufferPointer, transactionID tx: TransactionID) throws -> LogEntry {
-        try read(bytes, tx) { r in
+        guard tx <= .largest else {
+            throw StrataError.corruptLogEntry(transaction: tx, reason: "an id past the largest transaction id, \(TransactionID.largest)")
+        }
+        return try read(bytes, tx) { r in
             let version = Int(try r.u32())
             let time = Int64(bitPattern: try r.u64())
             let author = try r.string()
@@ -296,6 +299,16 @@ enum LogEntryCodec {
         ObjectID(high: try r.u64(), low: try r.u64())
     }
 
+    /// An update's or delete's previous version: a transaction id, at most ``TransactionID/largest``.
+    private static func readPrevious(_ r: inout ByteReader) throws -> TransactionID {
+        let at = r.offset
+        let v = try r.u64()
+        guard v <= TransactionID.largest.rawValue else {
+            throw DecodingError(offset: at, reason: "previous version \(v) past the largest transaction id")
+        }
+        return TransactionID(v)
+    }
+
     /// A value list as an insert or a delete stores it (count, present count, (position, value)*).
     static func decodeValueList(_ r: inout ByteReader) throws -> [Value] {
         let count = try r.varint()
@@ -321,7 +334,7 @@ enum LogEntryCodec {
         case 1: return .insert(id: try readID(&r), values: try decodeValueList(&r))
         case 2:
             let id = try readID(&r)
-            let previous = TransactionID(try r.u64())
+            let previous = try readPrevious(&r)
             let n = try r.varint()
             guard n <= UInt64(SchemaLimits.maxAttributesPerEntity) else {
                 throw DecodingError(offset: r.offset, reason: "update count \(n)")
@@ -340,7 +353,7 @@ enum LogEntryCodec {
             return .update(id: id, changes: changes, previousVersion: previous)
         case 3:
             let id = try readID(&r)
-            let previous = TransactionID(try r.u64())
+            let previous = try readPrevious(&r)
             return .delete(id: id, values: try decodeValueList(&r), previousVersion: previous)
         case 4: return .link(relationship: try r.u16(), from: try readID(&r), to: try readID(&r))
         case 5: return .unlink(relationship: try r.u16(), from: try readID(&r), to: try readID(&r))

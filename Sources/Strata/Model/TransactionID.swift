@@ -12,6 +12,11 @@ public struct TransactionID: Hashable, Comparable, Sendable, CustomStringConvert
     public var description: String { String(rawValue) }
     /// The id that follows this one.
     public var next: TransactionID { TransactionID(rawValue + 1) }
+    /// The largest id a store holds: 2^63 − 2, so that every id and the one after it fit a signed
+    /// 64-bit integer (JSON output, PostgreSQL's `bigint`). A larger id read from a store is
+    /// damage (``StrataError/corruptLogEntry(transaction:reason:)``), and a store whose log
+    /// reached it takes no more saves.
+    public static let largest = TransactionID(UInt64(Int64.max) - 1)
 
     var keyBytes: [UInt8] {
         var w = ByteWriter(capacity: 8)

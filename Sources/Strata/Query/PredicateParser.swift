@@ -201,7 +201,11 @@ public struct PredicateParser {
     private mutating func comparison(_ e: EntityDescription) throws -> Filter {
         guard i < tokens.count, case .word(let path) = tokens[i].0 else { throw error("expected an attribute name") }
         i += 1
-        let steps = path.split(separator: ".").map(String.init)
+        let steps = path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        // `.`, `a.`, `.a`, `a..b`: a step without a name.
+        guard !steps.contains(where: \.isEmpty) else {
+            throw error("'\(EchoedText.shown(path))': expected an attribute name before and after each '.'")
+        }
         guard steps.count - 1 <= Self.maxPathSteps else {
             throw error("a path of \(steps.count - 1) relationships: at most \(Self.maxPathSteps) may be followed")
         }

@@ -41,8 +41,16 @@ struct ReadView: ObjectSource {
             var r = ByteReader(k)
             return try r.u64()
         }
-        if let last { return TransactionID(last) }
+        if let last { return try Self.checked(TransactionID(last), "the log's last key") }
         return try horizon()
+    }
+
+    /// `id`, read from the store as `what`, if it is not past ``TransactionID/largest``.
+    static func checked(_ id: TransactionID, _ what: String) throws -> TransactionID {
+        guard id <= .largest else {
+            throw StrataError.corruptLogEntry(transaction: id, reason: "\(what) is past the largest transaction id, \(TransactionID.largest)")
+        }
+        return id
     }
 
     /// Live objects of an entity (kept in ``DatabaseName/counts``, O(1)).
@@ -74,10 +82,10 @@ extension ReadView {
 extension ReadView {
     /// The compaction horizon (0 when the store was never compacted).
     func horizon() throws -> TransactionID {
-        TransactionID(try txn.withValue(env[.meta], key: MetaKey.horizon) { b -> UInt64 in
+        try Self.checked(TransactionID(try txn.withValue(env[.meta], key: MetaKey.horizon) { b -> UInt64 in
             var r = ByteReader(b)
             return try r.u64()
-        } ?? 0)
+        } ?? 0), "the compaction horizon")
     }
 
     func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? {

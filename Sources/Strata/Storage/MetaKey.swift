@@ -32,12 +32,16 @@ enum MetaKey {
         }
         var r = ByteReader(b)
         let v = try r.u64()
-        guard v <= UInt64(Int.max) else {
+        guard v <= UInt64(maxCount) else {
             throw StrataError.corruptRecord(id: ObjectID(high: UInt64(tag) << 48, low: 0),
-                                            reason: "the object count of entity tag \(tag) is \(v)")
+                                            reason: "the object count of entity tag \(tag) is \(v), more than a store can hold")
         }
         return Int(v)
     }
+    /// The largest object count read as true: 2^44 (each object takes at least 32 bytes of
+    /// B-tree, so more would not fit a map of 512 TiB). A damaged count above it is refused: a
+    /// save's count update, and the sum over 65,535 entities, then cannot overflow.
+    static let maxCount = 1 << 44
     /// Runs `body` with the ``count(_:)`` key of `tag` in a stack buffer (the save path's
     /// count update allocates nothing for it).
     @inline(__always)

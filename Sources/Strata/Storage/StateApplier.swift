@@ -100,6 +100,12 @@ struct StateApplier: StateStore {
         switch change {
         case .insert(let id, let values):
             let e = try entity(of: id)
+            // A log entry read back is checked as much as its checksum allows: the rest here.
+            guard values.count == e.attributes.count else {
+                throw StrataError.corruptLogEntry(
+                    transaction: transactionID,
+                    reason: "insert of \(id) with \(values.count) values; \(e.name) has \(e.attributes.count) attributes")
+            }
             let record = Record(entity: e, id: id, values: values, version: transactionID)
             // One B-tree search does both the existence check and the put.
             let encoded = RecordCodec.encode(record)
@@ -114,7 +120,14 @@ struct StateApplier: StateStore {
                 throw StrataError.corruptRecord(id: id, reason: "update of a missing object")
             }
             let before = record.values
-            for c in changes { record.values[c.attribute] = c.new }
+            for c in changes {
+                guard c.attribute >= 0, c.attribute < record.values.count else {
+                    throw StrataError.corruptLogEntry(
+                        transaction: transactionID,
+                        reason: "update of \(id) names attribute \(c.attribute) of \(record.values.count)")
+                }
+                record.values[c.attribute] = c.new
+            }
             record.version = transactionID
             try txn.put(env[.objects], key: id.keyBytes, value: RecordCodec.encode(record))
             let touched = Set(changes.map(\.attribute))

@@ -91,6 +91,9 @@ struct StoreDirectory {
     }
 
     /// The number of a generation directory name.
+    /// The largest generation number made (numbers count up from the live one).
+    static let largestGeneration = UInt64.max - 1
+
     static func generationNumber(_ name: String) -> UInt64? {
         guard name.hasPrefix(generationPrefix) else { return nil }
         return UInt64(name.dropFirst(generationPrefix.count), radix: 16)
@@ -115,8 +118,11 @@ struct StoreDirectory {
     func newGeneration() throws -> String {
         let live = try currentGeneration().flatMap(Self.generationNumber) ?? 0
         let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
-        let highest = names.compactMap(Self.generationNumber).max() ?? 0
-        let name = Self.generationName(max(live, highest) + 1)
+        let highest = max(live, names.compactMap(Self.generationNumber).max() ?? 0)
+        guard highest < Self.largestGeneration else {
+            throw StrataError.notAStore(path: path, reason: "generation number \(highest) leaves no room for a new generation")
+        }
+        let name = Self.generationName(highest + 1)
         try permissions.makeDirectory(path + "/" + name)
         return name
     }

@@ -722,7 +722,11 @@ final class Writer: Sendable {
     func apply(_ batch: [PendingSave], _ txn: LMDBTransaction, env: LMDBEnvironment,
                flatOrderedGroup: Bool = false, footprint: FootprintBuilder? = nil) throws -> AppliedGroup {
         // Read inside the transaction: another process may have committed since this one did.
-        var next = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID().next
+        let head = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
+        guard head < .largest else {
+            throw StrataError.corruptLogEntry(transaction: head, reason: "the log reached the largest transaction id")
+        }
+        var next = head.next
         var group = AppliedGroup()
         let flat = flatOrderedGroup && Self.isOneOrderedGroup(batch)
         // Members of an ordered group that failed in this pass (the group's outcome is final only

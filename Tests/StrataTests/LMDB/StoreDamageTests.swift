@@ -26,6 +26,7 @@ import StrataLMDB
 
     func u16(_ b: [UInt8], _ o: Int) -> Int { Int(b[o]) | Int(b[o + 1]) << 8 }
     static func u16(_ b: [UInt8], _ o: Int) -> Int { Int(b[o]) | Int(b[o + 1]) << 8 }
+    func u64(_ b: [UInt8], _ o: Int) -> UInt64 { (0..<8).reduce(UInt64(0)) { $0 | UInt64(b[o + $1]) << (8 * UInt64($1)) } }
 
     /// The first node of the first leaf page whose value is on the page: its value's size (low
     /// 16 bits) raised past the page.
@@ -175,6 +176,23 @@ import StrataLMDB
         }
         try await expectEveryCommandRefuses(store, mentioning: ["meta pages: transaction ids", "not consecutive commits"])
         #expect(throws: StrataError.self) { try Store.openReadOnly(at: store, configuration: { var c = StoreConfiguration(); c.checkPagesOnOpen = true; return c }()) }
+    }
+
+    /// The newer meta page's last page number set to all ones (meta pages carry no checksum):
+    /// the check compared its byte offset with the file's size, which overflowed (a trap).
+    @Test func aLastPageNumberOfAllOnesIsRefusedByEveryCommand() async throws {
+        let dir = temporaryDirectory("damage-lastpage")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("store")
+        try await buildStore(store)
+        try damage(store) { b in
+            // LMDB opens the meta page with the larger transaction id (page 0 when they are equal).
+            let t0 = u64(b, 144), t1 = u64(b, Self.pageSize + 144)
+            let newer = t1 > t0 ? Self.pageSize : 0
+            for i in 136..<144 { b[newer + i] = 0xff }
+            return true
+        }
+        try await expectEveryCommandRefuses(store, mentioning: ["last page 18446744073709551615 is past the end of the file"])
     }
 
     @Test func verifyOfTheLibraryReportsPageDamageAsDamagedStore() async throws {

@@ -121,6 +121,10 @@ import Testing
         expectError(round, "a path of 9 relationships: at most 8 may be followed")
         let eight = "album" + String(repeating: ".tracks.album", count: 3) + ".artist.name == 'x'"
         #expect(throws: Never.self) { _ = try parse(eight) }
+        // A path with a step without a name (`.` alone read past the end of the path).
+        for path in [".", "..", ". == 1", ".title == 'x'", "album. == null", "album..title == 'x'"] {
+            expectError(path, "expected an attribute name before and after each '.'")
+        }
     }
 
     @Test func sortLists() throws {
