@@ -55,7 +55,8 @@ public enum Cluster {
                 \(ClusterSchema.layout) and older
                 """)
         }
-        guard let head = UInt64(exactly: head), let horizon = UInt64(exactly: horizon) else {
+        guard let head = UInt64(exactly: head), let horizon = UInt64(exactly: horizon),
+              head <= TransactionID.largest.rawValue, horizon <= head else {
             throw ClusterError(.noCluster, "the cluster at \(session.address) has head \(head) and horizon \(horizon)")
         }
         return Row(id: id, layout: Int(layout), model: model, schemaVersion: Int(version), head: head, horizon: horizon)
@@ -350,6 +351,9 @@ public enum Cluster {
             throw ClusterError(.badSnapshot, "the cluster at \(session.address) holds no snapshot to start from")
         }
         let (id, position, bytes, chunks, sum) = try row.decode((Int64, Int64, Int64, Int32, Int64).self)
+        guard chunks >= 0, bytes >= 0 else {
+            throw ClusterError(.badSnapshot, "the snapshot at transaction \(position) declares \(chunks) chunks of \(bytes) bytes")
+        }
         guard FileManager.default.createFile(atPath: file.path, contents: nil),
               let handle = FileHandle(forWritingAtPath: file.path) else {
             throw ClusterError(.badSnapshot, "cannot create \(file.path)")

@@ -150,7 +150,7 @@ final class SharedLog: ReplicationLog {
             saved.append(e.timestampMs)
             versions.append(Int32(e.schemaVersion))
         }
-        let expected = Int64(head.rawValue), keys = footprint.keys
+        let expected = try Self.bigint(head), keys = footprint.keys
         let query: PostgresQuery = """
             SELECT * FROM strata_append_after(\(expected), \(payloads), \(sums), \(authors), \(saved), \
             \(versions), \(keys), \(replica))
@@ -192,7 +192,8 @@ final class SharedLog: ReplicationLog {
                 do { head = try row.decode(Int64.self) } catch {
                     throw StrataError.replication(ReplicationError(.rejectedEntry, "the cluster's head: \(error)"))
                 }
-                guard let position = UInt64(exactly: head) else {
+                // Past the largest id, a save's id would not fit the log's `bigint`.
+                guard let position = UInt64(exactly: head), position < TransactionID.largest.rawValue else {
                     throw StrataError.replication(ReplicationError(.rejectedEntry, "the cluster's head is \(head)"))
                 }
                 entries = try body(TransactionID(position))
@@ -222,13 +223,13 @@ final class SharedLog: ReplicationLog {
         var ids: [Int64] = [], payloads: [ByteBuffer] = [], authors: [String] = [], saved: [Int64] = []
         var versions: [Int32] = []
         for e in entries {
-            ids.append(Int64(e.transactionID.rawValue))
+            ids.append(try Self.bigint(e.transactionID))
             payloads.append(ByteBuffer(bytes: e.bytes))
             authors.append(Self.authorColumn(e.author))
             saved.append(e.timestampMs)
             versions.append(Int32(e.schemaVersion))
         }
-        let expected = Int64(head.rawValue)
+        let expected = try Self.bigint(head)
         let query: PostgresQuery = """
             SELECT strata_append(\(expected), \(ids), \(payloads), \(authors), \(saved), \(versions), \(replica))
             """
@@ -313,6 +314,14 @@ final class SharedLog: ReplicationLog {
         }
     }
 
+    /// `id` as the log's `bigint` column holds it (ids past 2^63 − 1 are refused, not trapped).
+    static func bigint(_ id: TransactionID) throws -> Int64 {
+        guard let v = Int64(exactly: id.rawValue) else {
+            throw StrataError.replication(ReplicationError(.rejectedEntry, "transaction id \(id) does not fit the cluster's log"))
+        }
+        return v
+    }
+
     /// A smaller ``ReplicatedEntry/maxReadBytes`` for reads of the cluster in `database` (tests).
     static let readBytesForTesting = Mutex<(database: String, bytes: Int)?>(nil)
 
@@ -347,7 +356,16 @@ final class SharedLog: ReplicationLog {
                     snapshot with `storectl cluster reset STORE` (Cluster.reset)
                     """))
             }
-            guard let id, let payload, let author, let saved, let version else { continue }
+            guard let id, let payload, let author, let saved, let version else {
+                // No entry after `after`, though the head is past it: the log lost entries it
+                // had (a hand edit, a damaged database). Reading again would find nothing either.
+                if head > after {
+                    throw StrataError.replication(ReplicationError(.rejectedEntry, """
+                        the cluster's head is \(head) but its log has no entry after transaction \(after)
+                        """))
+                }
+                continue
+            }
             guard let tx = UInt64(exactly: id) else {
                 throw StrataError.replication(ReplicationError(.rejectedEntry, "the cluster's log holds id \(id)"))
             }

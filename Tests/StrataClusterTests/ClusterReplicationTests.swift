@@ -381,6 +381,40 @@ import Testing
         }
     }
 
+    /// A cluster database damaged by hand is refused with a clear error, never a trap or a
+    /// hang: a head moved past the log's last entry (every save went round the catch-up for
+    /// ever), a head past the largest transaction id (a migration's marker id overflowed), and a
+    /// snapshot that declares a negative number of chunks (`join` trapped on the range).
+    @Test(.timeLimit(.minutes(5))) func aDamagedClusterDatabaseIsRefusedNotATrapOrAHang() async throws {
+        try await withCluster(replicas: 1) { c in
+            let a = c.replicas[0]
+            _ = try await a.store.save { $0.insert(newTrack("before")) }
+            let postgres = c.postgres, database = c.address.database
+            func sql(_ statement: String) async throws {
+                _ = try await onOwnThread { try postgres.sql(statement, database: database) }
+            }
+            try await sql("UPDATE strata_cluster SET head = head + 5000")
+            do {
+                _ = try await a.store.save { $0.insert(newTrack("into the gap")) }
+                Issue.record("a save went into a log whose head is past its entries")
+            } catch StrataError.replication(let e) {
+                #expect(e.kind == .rejectedEntry && e.reason.contains("has no entry after"), "\(e)")
+            }
+            try await sql("UPDATE strata_cluster SET head = 9223372036854775807")
+            await a.close()
+            await #expect(throws: ClusterError.self) {
+                _ = try await ClusterReplica.open(store: a.store, address: c.address)
+            }
+            try await sql("UPDATE strata_snapshots SET chunks = -1")
+            do {
+                _ = try await Cluster.join(at: c.root.appendingPathComponent("late"), address: c.address)
+                Issue.record("joined from a snapshot of -1 chunks")
+            } catch let e as ClusterError {
+                #expect(e.kind == .badSnapshot || e.kind == .noCluster, "\(e)")
+            }
+        }
+    }
+
     @Test func saveAndWaitOnAReplicaCommitsOnTheWritersQueue() async throws {
         try await withCluster(replicas: 2) { c in
             let store = c.replicas[0].store

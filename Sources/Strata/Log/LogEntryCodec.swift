@@ -389,7 +389,10 @@ enum LogEntryCodec {
     /// and the `log-entry` fuzz target hold it to agree with `decode`.
     static func scan(_ bytes: UnsafeRawBufferPointer, transactionID tx: TransactionID,
                      visit: (ScannedChange) -> Void) throws -> Int {
-        try read(bytes, tx) { r in
+        guard tx <= .largest else {
+            throw StrataError.corruptLogEntry(transaction: tx, reason: "an id past the largest transaction id, \(TransactionID.largest)")
+        }
+        return try read(bytes, tx) { r in
             _ = try r.u32()
             _ = try r.u64()
             try r.checkString()
@@ -435,7 +438,7 @@ enum LogEntryCodec {
             visit(.insert(id: id, count: count, values: start..<r.offset))
         case 2:
             let id = try readID(&r)
-            _ = try r.u64()
+            _ = try readPrevious(&r)
             let n = try r.varint()
             guard n <= UInt64(SchemaLimits.maxAttributesPerEntity) else {
                 throw DecodingError(offset: r.offset, reason: "update count \(n)")
@@ -454,7 +457,7 @@ enum LogEntryCodec {
             }
         case 3:
             let id = try readID(&r)
-            _ = try r.u64()
+            _ = try readPrevious(&r)
             _ = try scanValueList(&r)
             visit(.delete(id: id))
         case 4: visit(.link(relationship: try r.u16(), from: try readID(&r), to: try readID(&r)))
