@@ -102,9 +102,10 @@ public enum Cluster {
         // A store marked for a cluster this database does not hold: an `init` that died before its
         // PostgreSQL transaction committed. Made again under the same id.
         let clusterID = marked ?? UUID().uuidString.lowercased()
-        if marked == nil { try await store.markAsReplica(clusterID: clusterID) }
+        // Made before the mark: a scratch directory that cannot be made leaves the store as it was.
         let scratch = try temporaryDirectory(near: store.path)
         defer { try? FileManager.default.removeItem(at: scratch) }
+        if marked == nil { try await store.markAsReplica(clusterID: clusterID) }
         do {
             let position = try await store.writeReplicaSnapshot(to: scratch.appendingPathComponent("snapshot"))
             let file = scratch.appendingPathComponent("snapshot").appendingPathComponent(Store.replicaSnapshotFile)
@@ -407,8 +408,10 @@ public enum Cluster {
             }
         }
         let dir = base.appendingPathComponent(".strata-cluster-\(getpid())-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: false,
-                                                attributes: [.posixPermissions: 0o700])
+        // With its errno (a full disk, a directory the user may not write), which sets the exit code.
+        guard mkdir(dir.path, 0o700) == 0 else {
+            throw StrataError.lmdb(LMDBError(code: errno, operation: "mkdir \(dir.path)"))
+        }
         return dir
     }
 }

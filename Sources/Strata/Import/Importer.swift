@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Imports NDJSON or CSV records into a store: validates everything first, then upserts by
 /// unique key in batches (one transaction each, tagged with the import id) while readers go on;
@@ -1007,36 +1008,114 @@ private struct ImportState {
     }
 }
 
-/// Writes rejected lines, each after a `# FILE:LINE: reason` comment.
+/// Writes rejected lines, each after a `# FILE:LINE: reason` comment. A regular file (or a new
+/// one) is written aside, as a hidden file in its directory, and renamed over the path when the
+/// import succeeds: a failed import leaves a file that was there as it was. A device or a pipe
+/// (`/dev/stdout`) is written directly. A symbolic link is written through.
 private final class RejectsWriter: Sendable {
-    private let handle: FileHandle
+    private let fd: Int32
     private let path: String
+    /// The file written and the one it becomes at ``finish()``; nil when written in place.
+    private let staging: (written: String, target: String)?
+    private let closed = Atomic<Bool>(false)
+
     init(path: String) throws {
         self.path = path
-        // open(2), not FileManager.createFile: that writes a new file and renames it over the
-        // path, replacing a symbolic link (or `/dev/stdout`) instead of writing through it.
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else {
-            throw ImportIssue(file: path, line: 0, field: nil,
-                              reason: "cannot create the rejects file: \(String(cString: strerror(errno)))")
+        func refused(_ code: Int32) -> ImportIssue {
+            ImportIssue(file: path, line: 0, field: nil, reason: "cannot create the rejects file: \(String(cString: strerror(code)))")
         }
-        handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        // Where a write would go: through symbolic links (a dangling one: where it points).
+        let target = Self.resolved(path)
+        var st = stat()
+        let exists = stat(target, &st) == 0
+        if exists && (st.st_mode & S_IFMT) != S_IFREG {
+            // open(2), not FileManager.createFile, which would replace the path instead.
+            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            guard fd >= 0 else { throw refused(errno) }
+            self.fd = fd
+            staging = nil
+            return
+        }
+        let url = URL(fileURLWithPath: target)
+        let written = url.deletingLastPathComponent()
+            .appendingPathComponent(".\(url.lastPathComponent).partial-\(getpid())-\(UUID().uuidString.prefix(8))").path
+        let fd = open(written, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, exists ? mode_t(st.st_mode & 0o7777) : 0o644)
+        guard fd >= 0 else { throw refused(errno) }
+        self.fd = fd
+        staging = (written, target)
     }
+
+    /// `path` with every symbolic link followed, as far as they lead.
+    private static func resolved(_ path: String) -> String {
+        var current = path
+        for _ in 0..<40 {
+            var st = stat()
+            guard lstat(current, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK,
+                  let next = try? FileManager.default.destinationOfSymbolicLink(atPath: current) else { return current }
+            current = next.hasPrefix("/") ? next
+                : URL(fileURLWithPath: current).deletingLastPathComponent().appendingPathComponent(next).path
+        }
+        return current
+    }
+
+    /// An error with `errno` `code`: a full disk reads as one (exit 74).
+    private func failure(_ code: Int32, _ what: String) -> StrataError {
+        .lmdb(LMDBError(code: code, operation: "\(what) the rejects file \(path)"))
+    }
+
     func write(reason: String, raw: [UInt8]) throws {
-        try handle.write(contentsOf: Data(("# " + reason + "\n").utf8) + Data(raw) + Data([0x0A]))
+        let bytes = Array(("# " + reason + "\n").utf8) + raw + [0x0A]
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { Foundation.write(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw failure(errno, "writing")
+            }
+            done += n
+        }
     }
-    /// After a failure: closes, ignoring errors (the import's own error is the one reported).
-    func close() { try? handle.close() }
-    /// At the end of a successful import: the rejected lines on disk, or an error saying why not.
+
+    /// After a failure: closes, ignoring errors (the import's own error is the one reported),
+    /// and removes the file written aside. Nothing after ``finish()``.
+    func close() {
+        guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        else { return }
+        _ = Foundation.close(fd)
+        if let staging { unlink(staging.written) }
+    }
+
+    /// At the end of a successful import: the rejected lines on disk under the path, or an
+    /// error saying why not (the file written aside is then removed).
     func finish() throws {
+        guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        else { return }
         var st = stat()
         // fsync applies to files; a device or pipe (`/dev/stdout`) has nothing to sync.
-        let regular = fstat(handle.fileDescriptor, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
-        do {
-            if regular { try handle.synchronize() }
-            try handle.close()
-        } catch {
-            throw ImportIssue(file: path, line: 0, field: nil, reason: "cannot write the rejects file: \(error)")
+        let regular = fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
+        if regular && fsync(fd) != 0 {
+            let code = errno
+            _ = Foundation.close(fd)
+            if let staging { unlink(staging.written) }
+            throw failure(code, "syncing")
+        }
+        if Foundation.close(fd) != 0 && errno != EINTR {
+            let code = errno
+            if let staging { unlink(staging.written) }
+            throw failure(code, "closing")
+        }
+        guard let staging else { return }
+        guard rename(staging.written, staging.target) == 0 else {
+            let code = errno
+            unlink(staging.written)
+            throw failure(code, "renaming")
+        }
+        // The rename made durable with the directory (best effort on a file system without it).
+        let dir = URL(fileURLWithPath: staging.target).deletingLastPathComponent().path
+        let dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dfd >= 0 {
+            _ = fsync(dfd)
+            _ = Foundation.close(dfd)
         }
     }
 }

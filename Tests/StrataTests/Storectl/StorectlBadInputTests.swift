@@ -254,6 +254,43 @@ import Testing
         #expect(try await storectl("verify", store, "--quiet").status == 0)
     }
 
+    /// A rejects file is written aside and put in place when the import succeeds: an import that
+    /// fails after the input was checked (here past a file-size limit) leaves the file that was
+    /// there as it was, and nothing of its own. (It was emptied at the start.)
+    @Test func aFailedImportLeavesTheRejectsFileThatWasThere() async throws {
+        let (dir, store) = try await newStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("genres.ndjson")
+        var lines = (0..<20_000).map { #"{"entity": "Genre", "name": "genre number \#($0) of many"}"# }
+        lines.append(#"{"entity": "Genre"}"#)   // rejected: no name
+        try Data(lines.joined(separator: "\n").utf8).write(to: input)
+        let rejects = dir.appendingPathComponent("rejects.ndjson")
+        try Data("from the last run\n".utf8).write(to: rejects)
+        let r = try await run("/bin/sh", ["-c", "ulimit -f 512 && exec \"$0\" import \"$1\" \"$2\" --quiet --continue-on-error --rejects \"$3\"",
+                                          storectlPath, store, input.path, rejects.path])
+        #expect(r.status == 74, "exit \(r.status): \(r.stderr)")
+        #expect(try String(contentsOf: rejects, encoding: .utf8) == "from the last run\n")
+        let left = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.contains(".partial-") }
+        #expect(left.isEmpty, "\(left)")
+        // Without the limit: the rejects file is replaced, whole.
+        let ok = try await storectl("import", store, input.path, "--quiet", "--continue-on-error", "--rejects", rejects.path)
+        #expect(ok.status == 0, "\(ok.stderr)")
+        let text = try String(contentsOf: rejects, encoding: .utf8)
+        #expect(text.hasPrefix("# ") && text.contains(#"{"entity": "Genre"}"#) && !text.contains("from the last run"), "\(text)")
+    }
+
+    /// A rejects file that cannot be written (a full device) fails the import with exit 74 and
+    /// the errno's words, not a Foundation error and exit 70.
+    @Test func aRejectsFileOnAFullDeviceIsAnIOError() async throws {
+        let (dir, store) = try await newStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("bad.ndjson")
+        try Data((#"{"entity": "Genre", "name": "kept"}"# + "\n" + #"{"entity": "Genre"}"#).utf8).write(to: input)
+        let r = try await storectl("import", store, input.path, "--quiet", "--continue-on-error", "--rejects", "/dev/full")
+        #expect(r.status == 74, "exit \(r.status): \(r.stderr)")
+        #expect(r.stderr.contains("/dev/full") && r.stderr.contains("No space left on device"), "\(r.stderr)")
+    }
+
     /// An export's line can be longer than the import's default line limit (16 MiB): a 3 MiB
     /// string of control characters is written as `\u0001` escapes, 18 MiB. Such an export
     /// imports again with `--max-line-mb`, and without it is refused with the limit named.
