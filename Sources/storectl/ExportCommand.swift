@@ -85,10 +85,9 @@ final class OutputSink {
     private var buffer = Data()
 
     init(path given: String?) throws {
-        // A symbolic link is written through: the new file is renamed over what it points at.
-        let path = given.map {
-            FileManager.default.fileExists(atPath: $0) ? URL(fileURLWithPath: $0).resolvingSymlinksInPath().path : $0
-        }
+        // A symbolic link is written through: the new file is renamed over what it points at
+        // (also when that does not exist yet: the link stays a link).
+        let path = given.map(SymbolicLinks.followed)
         destination = path
         if let path {
             var st = stat()
@@ -112,7 +111,12 @@ final class OutputSink {
             guard FileManager.default.createFile(atPath: tmp, contents: nil) else {
                 throw CLIError("cannot create \(tmp): \(String(cString: strerror(errno)))", code: Exit.cannotCreate)
             }
-            handle = try FileHandle(forWritingTo: URL(fileURLWithPath: tmp))
+            do {
+                handle = try FileHandle(forWritingTo: URL(fileURLWithPath: tmp))
+            } catch {
+                unlink(tmp)
+                throw CLIError("cannot open \(tmp): \(error.localizedDescription)", code: Exit.cannotCreate)
+            }
             temporary = tmp
         } else {
             handle = FileHandle.standardOutput

@@ -44,8 +44,7 @@ struct GenerateCommand: AsyncParsableCommand {
             let special = stat(output, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG && (st.st_mode & S_IFMT) != S_IFDIR
             let url = URL(fileURLWithPath: output)
             try Data(source.utf8).write(
-                to: special ? url
-                    : (FileManager.default.fileExists(atPath: output) ? url.resolvingSymlinksInPath() : url),
+                to: special ? url : URL(fileURLWithPath: SymbolicLinks.followed(output)),
                 options: special ? [] : .atomic)
         } catch {
             var isDirectory: ObjCBool = false

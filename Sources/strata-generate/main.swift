@@ -29,6 +29,10 @@ func usage(_ message: String) -> Never {
     exit(64)
 }
 
+// Past a file-size limit a write fails with EFBIG (reported, exit 74) instead of the signal
+// killing the tool with its output half written.
+signal(SIGXFSZ, SIG_IGN)
+
 var args = Array(CommandLine.arguments.dropFirst())
 var seed: UInt64 = 1
 var output: String?
@@ -91,27 +95,47 @@ let playlistCount = max(1, total / 1000)
 let trackCount = max(1, total - genreCount - artistCount - albumCount - playlistCount)
 
 let handle: FileHandle
+/// A regular file (or a new one) is written aside and renamed over the path at the end, so a
+/// failed run leaves the file that was there as it was: the file written and its destination.
+nonisolated(unsafe) var staging: (written: String, target: String)?  // single-threaded tool
 if let output {
-    // open(2) writes through a symbolic link or into a device (`/dev/stdout`); createFile would
-    // rename a new file over it.
-    let fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    // Where the write goes: through symbolic links, also a dangling one.
+    var target = output
+    for _ in 0..<40 {
+        var st = stat()
+        guard lstat(target, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK,
+              let next = try? FileManager.default.destinationOfSymbolicLink(atPath: target) else { break }
+        target = next.hasPrefix("/") ? next
+            : URL(fileURLWithPath: target).deletingLastPathComponent().appendingPathComponent(next).path
+    }
+    var st = stat()
+    let special = stat(target, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG
+    // A device or pipe (`/dev/stdout`) is written directly.
+    let written = special ? output : target + ".partial-\(getpid())"
+    let fd = open(written, O_WRONLY | O_CREAT | (special ? O_TRUNC : O_EXCL) | O_CLOEXEC, 0o644)
     guard fd >= 0 else {
         FileHandle.standardError.write(
-            Data("strata-generate: cannot create \(output): \(String(cString: strerror(errno)))\n".utf8))
+            Data("strata-generate: cannot create \(written): \(String(cString: strerror(errno)))\n".utf8))
         exit(73)
     }
+    if !special { staging = (written, target) }
     handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
 } else {
     handle = FileHandle.standardOutput
+}
+
+/// Ends the tool with `code` after a failure, removing the file written aside.
+func fail(_ message: String, _ code: Int32) -> Never {
+    if let staging { unlink(staging.written) }
+    FileHandle.standardError.write(Data("strata-generate: \(message)\n".utf8))
+    exit(code)
 }
 nonisolated(unsafe) var buffer = ""  // single-threaded tool: only the main thread touches it
 /// Writes `text`, or ends the tool with exit 74 naming the error (a full disk, a closed pipe):
 /// `FileHandle.write(_:)` would trap instead.
 @MainActor func writeOut(_ text: String) {
     do { try handle.write(contentsOf: Data(text.utf8)) } catch {
-        FileHandle.standardError.write(
-            Data("strata-generate: cannot write \(output ?? "to stdout"): \(error.localizedDescription)\n".utf8))
-        exit(74)
+        fail("cannot write \(output ?? "to stdout"): \(error.localizedDescription)", 74)
     }
 }
 @MainActor func emit(_ line: String) {
@@ -215,8 +239,9 @@ finishOutput()
         if fstat(handle.fileDescriptor, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG { try handle.synchronize() }
         try handle.close()
     } catch {
-        FileHandle.standardError.write(
-            Data("strata-generate: cannot write \(output ?? ""): \(error.localizedDescription)\n".utf8))
-        exit(74)
+        fail("cannot write \(output ?? ""): \(error.localizedDescription)", 74)
+    }
+    if let staging, rename(staging.written, staging.target) != 0 {
+        fail("cannot rename \(staging.written) to \(staging.target): \(String(cString: strerror(errno)))", 73)
     }
 }

@@ -1025,7 +1025,7 @@ private final class RejectsWriter: Sendable {
             ImportIssue(file: path, line: 0, field: nil, reason: "cannot create the rejects file: \(String(cString: strerror(code)))")
         }
         // Where a write would go: through symbolic links (a dangling one: where it points).
-        let target = Self.resolved(path)
+        let target = SymbolicLinks.followed(path)
         var st = stat()
         let exists = stat(target, &st) == 0
         if exists && (st.st_mode & S_IFMT) != S_IFREG {
@@ -1043,19 +1043,6 @@ private final class RejectsWriter: Sendable {
         guard fd >= 0 else { throw refused(errno) }
         self.fd = fd
         staging = (written, target)
-    }
-
-    /// `path` with every symbolic link followed, as far as they lead.
-    private static func resolved(_ path: String) -> String {
-        var current = path
-        for _ in 0..<40 {
-            var st = stat()
-            guard lstat(current, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK,
-                  let next = try? FileManager.default.destinationOfSymbolicLink(atPath: current) else { return current }
-            current = next.hasPrefix("/") ? next
-                : URL(fileURLWithPath: current).deletingLastPathComponent().appendingPathComponent(next).path
-        }
-        return current
     }
 
     /// An error with `errno` `code`: a full disk reads as one (exit 74).

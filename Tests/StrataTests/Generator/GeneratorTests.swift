@@ -55,6 +55,25 @@ import Testing
         #expect(try await storectl("verify", store).status == 0)
     }
 
+    /// The output is written aside and renamed into place at the end: a run that fails (past a
+    /// file-size limit) leaves the file that was there as it was, and nothing of its own.
+    @Test func aFailedRunLeavesTheOutputThatWasThere() async throws {
+        let dir = temporaryDirectory("generate-fails")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let output = dir.appendingPathComponent("library.ndjson")
+        try Data("the last library\n".utf8).write(to: output)
+        let r = try await run("/bin/sh", ["-c", "ulimit -f 64 && exec \"$0\" 20000 --output \"$1\"", generator, output.path])
+        #expect(r.status == 74, "exit \(r.status): \(r.stderr)")
+        #expect(try String(contentsOf: output, encoding: .utf8) == "the last library\n")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["library.ndjson"])
+        // Through a symbolic link that points at nothing yet: the link stays, its target is made.
+        let link = dir.appendingPathComponent("link.ndjson"), target = dir.appendingPathComponent("target.ndjson")
+        try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: target.lastPathComponent)
+        #expect(try await run(generator, ["100", "--output", link.path]).status == 0)
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link.path) == target.lastPathComponent)
+        #expect(try String(contentsOf: target, encoding: .utf8).hasPrefix("{"))
+    }
+
     @Test func anUnknownShapeIsAUsageError() async throws {
         let r = try await run(generator, ["1000", "--shape", "graph"])
         #expect(r.status == 64 && r.stderr.contains("--shape needs library or catalog"), "\(r.stderr)")

@@ -146,6 +146,24 @@ import Testing
         #expect(try store.lastTransactionID == .zero)
     }
 
+    /// `export --output` and `generate --output` on a symbolic link that points at nothing yet
+    /// write through it, as they do through a link to a file: the link stays a link and its
+    /// target is made (the link itself was replaced by the new file).
+    @Test func outputThroughADanglingSymbolicLinkMakesItsTarget() async throws {
+        let (dir, store) = try await makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let fm = FileManager.default
+        for (name, command) in [("export", ["export", store, "--entity", "Genre", "--output"]),
+                                ("generate", ["generate", "--schema", librarySchemaDirectory.path, "--output"])] {
+            let link = dir.appendingPathComponent("\(name)-link").path, target = "\(name)-target"
+            try fm.createSymbolicLink(atPath: link, withDestinationPath: target)
+            let r = try await storectl(command + [link])
+            #expect(r.status == 0, "\(name): \(r.stderr)")
+            #expect(try fm.destinationOfSymbolicLink(atPath: link) == target, "\(name)")
+            #expect(fm.fileExists(atPath: dir.appendingPathComponent(target).path), "\(name)")
+        }
+    }
+
     @Test func generateOutputIntoAStoreIsRefused() async throws {
         let (dir, store) = try await makeStore()
         defer { try? FileManager.default.removeItem(at: dir) }
