@@ -86,8 +86,9 @@ final class OutputSink {
 
     init(path given: String?) throws {
         // A symbolic link is written through: the new file is renamed over what it points at
-        // (also when that does not exist yet: the link stays a link).
-        let path = given.map(SymbolicLinks.followed)
+        // (also when that does not exist yet: the link stays a link). A device or pipe, also
+        // through a link (`/dev/stdout`), is opened as given.
+        let path = given.map { SymbolicLinks.isSpecial($0) ? $0 : SymbolicLinks.followed($0) }
         destination = path
         if let path {
             var st = stat()

@@ -106,11 +106,18 @@ if let output {
         guard lstat(target, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK,
               let next = try? FileManager.default.destinationOfSymbolicLink(atPath: target) else { break }
         target = next.hasPrefix("/") ? next
-            : URL(fileURLWithPath: target).deletingLastPathComponent().appendingPathComponent(next).path
+            : ((target as NSString).deletingLastPathComponent as NSString).appendingPathComponent(next)
     }
+    // A device or pipe, also through a link (`/dev/stdout` of a pipe: its link reads
+    // `pipe:[N]`, no path), is written directly.
     var st = stat()
-    let special = stat(target, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG
+    let special = stat(output, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG
     // A device or pipe (`/dev/stdout`) is written directly.
+    if !special {
+        var lt = stat()
+        // A loop of links, or one whose target is no path: written as given.
+        if lstat(target, &lt) == 0 && (lt.st_mode & S_IFMT) == S_IFLNK { target = output }
+    }
     let written = special ? output : target + ".partial-\(getpid())"
     let fd = open(written, O_WRONLY | O_CREAT | (special ? O_TRUNC : O_EXCL) | O_CLOEXEC, 0o644)
     guard fd >= 0 else {

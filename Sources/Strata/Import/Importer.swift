@@ -1024,11 +1024,9 @@ private final class RejectsWriter: Sendable {
         func refused(_ code: Int32) -> ImportIssue {
             ImportIssue(file: path, line: 0, field: nil, reason: "cannot create the rejects file: \(String(cString: strerror(code)))")
         }
-        // Where a write would go: through symbolic links (a dangling one: where it points).
-        let target = SymbolicLinks.followed(path)
+        // A device or pipe (`/dev/stdout`, also through its links) is written in place.
         var st = stat()
-        let exists = stat(target, &st) == 0
-        if exists && (st.st_mode & S_IFMT) != S_IFREG {
+        if SymbolicLinks.isSpecial(path) {
             // open(2), not FileManager.createFile, which would replace the path instead.
             let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
             guard fd >= 0 else { throw refused(errno) }
@@ -1036,6 +1034,9 @@ private final class RejectsWriter: Sendable {
             staging = nil
             return
         }
+        // Where a write would go: through symbolic links (a dangling one: where it points).
+        let target = SymbolicLinks.followed(path)
+        let exists = stat(target, &st) == 0
         let url = URL(fileURLWithPath: target)
         let written = url.deletingLastPathComponent()
             .appendingPathComponent(".\(url.lastPathComponent).partial-\(getpid())-\(UUID().uuidString.prefix(8))").path
@@ -1046,8 +1047,8 @@ private final class RejectsWriter: Sendable {
     }
 
     /// An error with `errno` `code`: a full disk reads as one (exit 74).
-    private func failure(_ code: Int32, _ what: String) -> StrataError {
-        .lmdb(LMDBError(code: code, operation: "\(what) the rejects file \(path)"))
+    private func failure(_ code: Int32, _ what: String, _ note: String = "") -> StrataError {
+        .lmdb(LMDBError(code: code, operation: "\(what) the rejects file \(path)\(note)"))
     }
 
     func write(reason: String, raw: [UInt8]) throws {
@@ -1073,29 +1074,27 @@ private final class RejectsWriter: Sendable {
     }
 
     /// At the end of a successful import: the rejected lines on disk under the path, or an
-    /// error saying why not (the file written aside is then removed).
+    /// error saying why not (and where the lines written aside are).
     func finish() throws {
         guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
         var st = stat()
         // fsync applies to files; a device or pipe (`/dev/stdout`) has nothing to sync.
         let regular = fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
+        // The import is written: a failure from here on keeps the lines written aside, named
+        // in the error, rather than losing the rejects of records that are in the store.
+        let kept = staging.map { " (the rejected lines are in \($0.written))" } ?? ""
         if regular && fsync(fd) != 0 {
             let code = errno
             _ = Foundation.close(fd)
-            if let staging { unlink(staging.written) }
-            throw failure(code, "syncing")
+            throw failure(code, "syncing", kept)
         }
         if Foundation.close(fd) != 0 && errno != EINTR {
-            let code = errno
-            if let staging { unlink(staging.written) }
-            throw failure(code, "closing")
+            throw failure(errno, "closing", kept)
         }
         guard let staging else { return }
         guard rename(staging.written, staging.target) == 0 else {
-            let code = errno
-            unlink(staging.written)
-            throw failure(code, "renaming")
+            throw failure(errno, "renaming", kept)
         }
         // The rename made durable with the directory (best effort on a file system without it).
         let dir = URL(fileURLWithPath: staging.target).deletingLastPathComponent().path

@@ -23,7 +23,7 @@ enum MetaKey {
     /// Live objects of an entity (u64): "count/" + entity tag, in ``DatabaseName/counts``.
     static func count(_ tag: UInt16) -> [UInt8] { countPrefix + Layout.u16(tag) }
     static let countPrefix = Array("count/".utf8)
-    /// A stored count value: eight bytes, at most `Int.max`; anything else is
+    /// A stored count value: eight bytes, at most ``maxCount``; anything else is
     /// ``StrataError/corruptRecord(id:reason:)``, never a trap or a count of 0.
     static func countValue(_ b: UnsafeRawBufferPointer, _ tag: UInt16) throws -> Int {
         guard b.count == 8 else {

@@ -90,10 +90,10 @@ struct StoreDirectory {
         }
     }
 
-    /// The number of a generation directory name.
     /// The largest generation number made (numbers count up from the live one).
     static let largestGeneration = UInt64.max - 1
 
+    /// The number of a generation directory name.
     static func generationNumber(_ name: String) -> UInt64? {
         guard name.hasPrefix(generationPrefix) else { return nil }
         return UInt64(name.dropFirst(generationPrefix.count), radix: 16)

@@ -747,6 +747,14 @@ final class Writer: Sendable {
                 group.results.append(.failure(refusal))
                 continue
             }
+            // Every id of the group within the largest (the head's check covers the first).
+            guard next <= .largest else {
+                let full = StrataError.corruptLogEntry(transaction: head, reason: "the log reached the largest transaction id")
+                if batch.count == 1 { throw full }
+                if flat { throw OrderedGroupFailure(index: index, error: full) }
+                failedAlone(save, full)
+                continue
+            }
             if save.changes.count > config.maxChangesPerSave {
                 let tooLarge = StrataError.saveTooLarge(changes: save.changes.count, limit: config.maxChangesPerSave)
                 if batch.count == 1 { throw tooLarge }

@@ -164,6 +164,23 @@ import Testing
         }
     }
 
+    /// `/dev/stdout` when standard output is a pipe (as here: the test reads it) is written in
+    /// place by every writer: its link reads `pipe:[N]`, which is no path to write aside next to.
+    @Test func outputToStandardOutputThatIsAPipeIsWrittenInPlace() async throws {
+        let (dir, store) = try await makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let export = try await storectl("export", store, "--entity", "Genre", "--output", "/dev/stdout")
+        #expect(export.status == 0 && export.stdout.contains(#""entity":"Genre""#), "\(export.stderr)")
+        let input = dir.appendingPathComponent("one-bad.ndjson")
+        try Data(#"{"entity": "Genre"}"#.utf8).write(to: input)
+        let rejects = try await storectl("import", store, input.path, "--quiet", "--continue-on-error",
+                                         "--rejects", "/dev/stdout")
+        #expect(rejects.status == 0 && rejects.stdout.contains(#"{"entity": "Genre"}"#), "\(rejects.stderr)")
+        let generator = URL(fileURLWithPath: storectlPath).deletingLastPathComponent().appendingPathComponent("strata-generate").path
+        let generated = try await run(generator, ["100", "--output", "/dev/stdout"])
+        #expect(generated.status == 0 && generated.stdout.hasPrefix("{"), "\(generated.stderr)")
+    }
+
     @Test func generateOutputIntoAStoreIsRefused() async throws {
         let (dir, store) = try await makeStore()
         defer { try? FileManager.default.removeItem(at: dir) }
