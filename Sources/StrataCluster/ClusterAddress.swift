@@ -91,8 +91,8 @@ public struct ClusterError: Error, Sendable, Equatable, CustomStringConvertible 
     public enum Kind: Sendable, Equatable {
         /// The PostgreSQL URL is missing or malformed.
         case badAddress
-        /// An argument is outside its documented range (``ClusterReplica/open(store:address:name:pollInterval:)``'s
-        /// poll interval).
+        /// An argument is outside its documented range: a poll interval, or a replica name with a
+        /// NUL character (``ClusterReplica/open(store:address:name:pollInterval:)``).
         case badArgument
         /// PostgreSQL cannot be reached, or a statement failed.
         case unavailable

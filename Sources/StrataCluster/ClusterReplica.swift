@@ -236,7 +236,7 @@ final class Follower: Sendable {
             let batch = try SharedLog.entries(session, after: head, limit: Self.batch)
             if batch.isEmpty { break }
             head = try apply(batch)
-            if batch.count < Self.batch && batch.reduce(0, { $0 + $1.bytes.count }) < SharedLog.readBytes(session) { break }
+            if !ReplicatedEntry.mayBeFollowed(batch, limit: Self.batch, readBytes: SharedLog.readBytes(session)) { break }
         }
         return head
     }

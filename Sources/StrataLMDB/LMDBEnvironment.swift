@@ -281,8 +281,8 @@ public final class LMDBEnvironment: Sendable {
     /// for (``activeReads``); reads asked for after it throw ``StrataError/closed(path:)``. Long
     /// reads (snapshots) must have been ended first: the store's close ends its snapshots'
     /// (``SnapshotRegistry/closeAll()``), and a replaced generation closes when its last snapshot
-    /// is released, or with the store. Must not be called by a thread inside a read of this environment, which
-    /// would wait for itself. An environment that is released without `close()` closes itself.
+    /// is released, or with the store. Must not be called by a thread inside a read of this
+    /// environment, which would wait for itself. An environment that is released without `close()` closes itself.
     package func close() {
         guard closed.compareExchange(expected: false, desired: true, ordering: .sequentiallyConsistent).exchanged else {
             return

@@ -40,8 +40,7 @@ struct GenerateCommand: AsyncParsableCommand {
             // A device or pipe (`/dev/stdout`) is written in place; only a regular file (or a new
             // one) is replaced atomically: `.atomic` renames a new file over the path.
             // A symbolic link is written through (the new file renamed over what it points at).
-            var st = stat()
-            let special = stat(output, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG && (st.st_mode & S_IFMT) != S_IFDIR
+            let special = SymbolicLinks.isSpecial(output)
             let url = URL(fileURLWithPath: output)
             try Data(source.utf8).write(
                 to: special ? url : URL(fileURLWithPath: SymbolicLinks.followed(output)),

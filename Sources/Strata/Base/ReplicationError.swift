@@ -23,8 +23,8 @@ public struct ReplicationError: Error, Sendable, Equatable, CustomStringConverti
         /// applies nothing past it until it is migrated there (StrataCluster's `Cluster.migrate`,
         /// `storectl migrate` with the cluster's URL), by code that holds that version.
         case migrationNeeded
-        /// The save's log entry is larger than one append to the shared log may carry
-        /// (``ReplicatedEntry/maxAppendBytes``); nothing was written. Split it into smaller saves.
+        /// The save's log entry is larger than one save in the shared log may be
+        /// (``ReplicatedEntry/maxSaveBytes``); nothing was written. Split it into smaller saves.
         case saveTooLarge
     }
 

@@ -1096,13 +1096,8 @@ private final class RejectsWriter: Sendable {
         guard rename(staging.written, staging.target) == 0 else {
             throw failure(errno, "renaming", kept)
         }
-        // The rename made durable with the directory (best effort on a file system without it).
-        let dir = URL(fileURLWithPath: staging.target).deletingLastPathComponent().path
-        let dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dfd >= 0 {
-            _ = fsync(dfd)
-            _ = Foundation.close(dfd)
-        }
+        // The rename made durable with the directory (best effort: the lines are in place).
+        try? StoreDirectory.syncDirectory(URL(fileURLWithPath: staging.target).deletingLastPathComponent().path)
     }
 }
 

@@ -231,10 +231,7 @@ enum LogEntryCodec {
     }
 
     static func decode(_ bytes: UnsafeRawBufferPointer, transactionID tx: TransactionID) throws -> LogEntry {
-        guard tx <= .largest else {
-            throw StrataError.corruptLogEntry(transaction: tx, reason: "an id past the largest transaction id, \(TransactionID.largest)")
-        }
-        return try read(bytes, tx) { r in
+        try read(bytes, tx) { r in
             let version = Int(try r.u32())
             let time = Int64(bitPattern: try r.u64())
             let author = try r.string()
@@ -253,13 +250,17 @@ enum LogEntryCodec {
     }
 
     /// What every reading of an entry (``decode(_:transactionID:)``, ``scan(_:transactionID:visit:)``)
-    /// starts and ends with: the length and the checksum, the format byte and the flags byte, then
-    /// `body` on the rest, which must read it to the end. A `DecodingError` becomes
-    /// ``StrataError/corruptLogEntry(transaction:reason:)`` of `tx`.
+    /// starts and ends with: the id at most ``TransactionID/largest``, the length and the
+    /// checksum, the format byte and the flags byte, then `body` on the rest, which must read it
+    /// to the end. A `DecodingError` becomes ``StrataError/corruptLogEntry(transaction:reason:)``
+    /// of `tx`.
     @inline(__always)
     private static func read<R>(_ bytes: UnsafeRawBufferPointer, _ tx: TransactionID,
                                 _ body: (inout ByteReader) throws -> R) throws -> R {
-        try withCheckedContent(bytes, tx) { content in
+        guard tx <= .largest else {
+            throw StrataError.corruptLogEntry(transaction: tx, reason: "an id past the largest transaction id, \(TransactionID.largest)")
+        }
+        return try withCheckedContent(bytes, tx) { content in
             var r = ByteReader(content)
             let f = try r.u8()
             switch f {
@@ -389,10 +390,7 @@ enum LogEntryCodec {
     /// and the `log-entry` fuzz target hold it to agree with `decode`.
     static func scan(_ bytes: UnsafeRawBufferPointer, transactionID tx: TransactionID,
                      visit: (ScannedChange) -> Void) throws -> Int {
-        guard tx <= .largest else {
-            throw StrataError.corruptLogEntry(transaction: tx, reason: "an id past the largest transaction id, \(TransactionID.largest)")
-        }
-        return try read(bytes, tx) { r in
+        try read(bytes, tx) { r in
             _ = try r.u32()
             _ = try r.u64()
             try r.checkString()

@@ -210,11 +210,8 @@ struct StoreDirectory {
             try? FileManager.default.removeItem(atPath: dir)
             return
         }
-        let remove: @Sendable () -> Void = { try? FileManager.default.removeItem(atPath: retired) }
-        if let group {
-            DispatchQueue.global(qos: .utility).async(group: group) { remove() }
-        } else {
-            DispatchQueue.global(qos: .utility).async { remove() }
+        DispatchQueue.global(qos: .utility).async(group: group ?? DispatchGroup()) {
+            try? FileManager.default.removeItem(atPath: retired)
         }
     }
 

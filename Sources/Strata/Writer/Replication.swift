@@ -62,7 +62,7 @@ extension ReplicationLog {
     /// Whether the log may hold entries after `entries`, an answer to
     /// ``entries(after:limit:)``: it was full, or it reached ``readBytes``.
     public func mayBeFollowed(_ entries: [ReplicatedEntry], limit: Int) -> Bool {
-        entries.count >= limit || entries.reduce(0) { $0 + $1.bytes.count } >= readBytes
+        ReplicatedEntry.mayBeFollowed(entries, limit: limit, readBytes: readBytes)
     }
 
     /// Appends only right after `head` (``append(_:after:)``): footprints are not compared.
@@ -159,6 +159,12 @@ public struct ReplicatedEntry: Sendable, Equatable {
     /// most this plus one entry, not `limit` entries of any size.
     public static let maxReadBytes = 64 << 20
 
+    /// Whether a log may hold entries after `entries`, an answer to
+    /// ``ReplicationLog/entries(after:limit:)`` from a log that stops at `readBytes`: it was
+    /// full, or it reached them.
+    public static func mayBeFollowed(_ entries: [ReplicatedEntry], limit: Int, readBytes: Int) -> Bool {
+        entries.count >= limit || entries.reduce(0) { $0 + $1.bytes.count } >= readBytes
+    }
 
     /// An entry with its header fields (as a shared log stores them beside the bytes).
     public init(transactionID: TransactionID, bytes: [UInt8], author: String, timestampMs: Int64,

@@ -722,10 +722,9 @@ final class Writer: Sendable {
     func apply(_ batch: [PendingSave], _ txn: LMDBTransaction, env: LMDBEnvironment,
                flatOrderedGroup: Bool = false, footprint: FootprintBuilder? = nil) throws -> AppliedGroup {
         // Read inside the transaction: another process may have committed since this one did.
+        // At most ``TransactionID/largest`` (``ReadView/lastTransactionID()`` checks it): `next`
+        // cannot overflow, and each save is held to the largest id below.
         let head = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
-        guard head < .largest else {
-            throw StrataError.corruptLogEntry(transaction: head, reason: "the log reached the largest transaction id")
-        }
         var next = head.next
         var group = AppliedGroup()
         let flat = flatOrderedGroup && Self.isOneOrderedGroup(batch)
@@ -747,7 +746,7 @@ final class Writer: Sendable {
                 group.results.append(.failure(refusal))
                 continue
             }
-            // Every id of the group within the largest (the head's check covers the first).
+            // Every id of the group within the largest.
             guard next <= .largest else {
                 let full = StrataError.corruptLogEntry(transaction: head, reason: "the log reached the largest transaction id")
                 if batch.count == 1 { throw full }
