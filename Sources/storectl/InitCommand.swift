@@ -11,7 +11,8 @@ struct InitCommand: AsyncParsableCommand {
           storectl init ./library.strata --schema Schemas/library
           storectl init /var/lib/app/store --schema Schemas/library --json
 
-        Fails with exit 73 when STORE already holds a store.
+        Fails with exit 73 when STORE already holds a store. A store whose creation
+        stopped before its first commit (a full disk, a kill) is created again.
         """
     )
 
@@ -24,12 +25,7 @@ struct InitCommand: AsyncParsableCommand {
     func run() async throws {
         let loaded: Schema
         do { loaded = try Schema.load(directory: URL(fileURLWithPath: schema)) } catch { throw failure(error) }
-        // lstat: a `current` link counts even when it points nowhere.
-        let existing = ["current", "data.mdb"].contains { name in
-            var st = stat()
-            return lstat(target.url.appendingPathComponent(name).path, &st) == 0
-        }
-        if existing {
+        if Store.exists(at: target.url) {
             throw failure(CLIError("\(target.store): a store already exists here")).withCode(Exit.cannotCreate)
         }
         do {

@@ -200,6 +200,18 @@ public final class Store: Sendable {
                                       deleteOnClose: false)
     }
 
+    /// Whether `url` holds a store, or anything a new store must not be created over (a bare
+    /// LMDB environment, a damaged `current` link): `current` or `data.mdb` is there. A store
+    /// whose creation stopped before its first commit does not count: ``open(at:schema:configuration:)``
+    /// creates it.
+    public static func exists(at url: URL) -> Bool {
+        let directory = StoreDirectory(path: url.path)
+        // lstat: a `current` link counts even when it points nowhere.
+        var st = stat()
+        if lstat(url.appendingPathComponent("data.mdb").path, &st) == 0 { return true }
+        return lstat(directory.currentPath, &st) == 0 && !directory.creationUnfinished
+    }
+
     /// Opens an existing store read-write with the schema stored in it (for tools such as
     /// `storectl import`, which work with whatever model the store holds).
     public static func openExisting(at url: URL,
@@ -284,21 +296,40 @@ public final class Store: Sendable {
             try StorePermissions.checkFile(generationPath + "/" + file, store: path)
         }
         let dataSize = (try? fm.attributesOfItem(atPath: generationPath + "/data.mdb")[.size] as? Int) ?? nil
-        // LMDB would quietly start an empty store in an emptied data file: every transaction gone.
-        if dataSize == 0 {
+        // A creation that stopped before the store's first commit was durable (a full disk, a
+        // kill): its generation holds no store yet, and an open that may create one creates it.
+        let unfinished = directory.creationUnfinished
+        if dataSize == 0 && !unfinished {
+            // LMDB would quietly start an empty store in an emptied data file: every transaction gone.
             throw StrataError.notAStore(path: path, reason: "\(generation)/data.mdb is empty: the store's data is gone")
         }
-        if dataSize == nil && !mayCreate { throw StrataError.storeNotFound(path: path) }
-        let env = try openEnvironment(path: generationPath, configuration: configuration)
+        if (dataSize == nil || dataSize == 0) && !mayCreate {
+            if unfinished { throw Self.creationStopped(path) }
+            throw StrataError.storeNotFound(path: path)
+        }
+        let env: LMDBEnvironment
         do {
-            let schema = try prepareMeta(env: env, path: path, appSchema: appSchema, configuration: configuration)
+            env = try openEnvironment(path: generationPath, configuration: configuration)
+        } catch StrataError.notAStore where unfinished && !mayCreate {
+            throw Self.creationStopped(path)
+        }
+        do {
+            let schema: Schema
+            do {
+                schema = try prepareMeta(env: env, path: path, appSchema: appSchema, configuration: configuration)
+            } catch StrataError.notAStore where unfinished && !mayCreate {
+                throw Self.creationStopped(path)
+            }
             // A new store: the generation's entries (data.mdb, lock.mdb) made durable with its
-            // first commit, which `prepareMeta` just wrote.
-            if dataSize == nil {
-                // A relaxed store's first commit (its metadata) is synced too: it comes before the
-                // marker of unsynced commits (``UnsyncedCommits``), which the open writes last.
-                if configuration.durability == .relaxed { try syncDataFile(env) }
-                try StoreDirectory.syncDirectory(generationPath)
+            // first commit, which `prepareMeta` just wrote; then the creation is finished.
+            if dataSize == nil || unfinished {
+                if !configuration.readOnly {
+                    // A relaxed store's first commit (its metadata) is synced too: it comes before
+                    // the marker of unsynced commits (``UnsyncedCommits``), which the open writes last.
+                    if configuration.durability == .relaxed { try syncDataFile(env) }
+                    try StoreDirectory.syncDirectory(generationPath)
+                    try directory.finishCreation()
+                }
             }
             return try Store(path: path, schema: schema, configuration: configuration, env: env, lock: lock,
                              deleteOnClose: deleteOnClose)
@@ -306,6 +337,13 @@ public final class Store: Sendable {
             env.close()
             throw error
         }
+    }
+
+    /// The error of an open that may not create a store, for a store whose creation stopped
+    /// before its first commit.
+    private static func creationStopped(_ path: String) -> StrataError {
+        .notAStore(path: path, reason: "its creation stopped before its first commit was written "
+            + "(create it again: `storectl init`, or open it with a schema)")
     }
 
     /// Makes the store directory `path` (missing parents with the default mode; the store

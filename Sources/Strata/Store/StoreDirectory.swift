@@ -24,9 +24,31 @@ struct StoreDirectory {
     static let currentLink = "current"
     static let lockFile = "strata.lock"
     static let generationPrefix = "gen-"
+    /// Present while a new store is being created: from before `current` first names its
+    /// generation until the store's first commit (its metadata) is durable.
+    static let creationMarker = "strata.creating"
 
     var currentPath: String { path + "/" + Self.currentLink }
     var lockPath: String { path + "/" + Self.lockFile }
+    var creationMarkerPath: String { path + "/" + Self.creationMarker }
+
+    /// Whether the store's creation started and its first commit is not known to be durable:
+    /// its generation holds no data of a store yet, and an open that may create the store
+    /// creates it there (an empty `data.mdb` is otherwise a store whose data was lost).
+    var creationUnfinished: Bool {
+        var st = stat()
+        return lstat(creationMarkerPath, &st) == 0
+    }
+
+    /// Removes the creation marker once the store's first commit is durable, and syncs the
+    /// directory. A failure leaves the marker: the next open that may create the store finds
+    /// the metadata and removes it then.
+    func finishCreation() throws {
+        guard unlink(creationMarkerPath) == 0 || errno == ENOENT else {
+            throw posixError(code: errno, "unlink \(creationMarkerPath)")
+        }
+        try syncDirectory()
+    }
 
     static func generationName(_ n: UInt64) -> String {
         let hex = String(n, radix: 16)
@@ -109,6 +131,9 @@ struct StoreDirectory {
         } catch StrataError.lmdb(let e) where e.code == EEXIST {
             try permissions.checkDirectory(path + "/" + name, store: path)
         }
+        // Made durable by the switch's directory sync: a creation stopped from here on (a full
+        // disk, a kill) is finished by the next open that may create the store.
+        try permissions.createFile(creationMarkerPath)
         // A new store holds no data yet: a failed sync is an error here.
         if let notSynced = try switchCurrent(to: name) { throw notSynced }
         return name

@@ -4,7 +4,8 @@ import Testing
 
 /// A store directory whose `current` link (naming the live generation) is broken: dangling,
 /// missing beside a generation that holds data, or not a link. Every opener refuses the store
-/// and nothing is removed or created over it.
+/// and nothing is removed or created over it. A store whose creation stopped before its first
+/// commit is created again by the next open that may create it.
 @Suite struct StoreDirectoryTests {
     /// `current` pointing at a generation that does not exist: every opener refuses the store
     /// (exit 66, naming `current`) and removes nothing; with the link restored, the data is there.
@@ -66,5 +67,77 @@ import Testing
         try FileManager.default.removeItem(atPath: current)
         try FileManager.default.createSymbolicLink(atPath: current, withDestinationPath: target)
         #expect(try await genreCount(store) == "5")
+    }
+
+    /// `storectl init` stopped by a full disk (a file-size limit, at each step of the creation:
+    /// the lock file's allocation, the data file's first pages, the first commit) exits 74 and
+    /// leaves a store whose creation is unfinished: the commands that do not create a store
+    /// refuse it, saying so (exit 66), and the next `init` creates it (it said "a store already
+    /// exists here", and the other commands "the store's data is gone", for ever).
+    @Test func anInitStoppedByAFullDiskIsFinishedByTheNextInit() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("strata-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // In 1024-byte blocks (bash) or 512-byte ones (dash): every one below the 28 KiB a new
+        // store's data file takes.
+        for blocks in [4, 8, 16, 20] {
+            let store = dir.appendingPathComponent("s\(blocks)").path
+            let r = try await run("/bin/sh", ["-c", "ulimit -f \(blocks) && exec \"$0\" init \"$1\" --schema \"$2\"",
+                                              storectlPath, store, librarySchemaDirectory.path])
+            #expect(r.status == 74, "\(blocks) blocks: exit \(r.status): \(r.stderr)")
+            #expect(FileManager.default.fileExists(atPath: store + "/strata.creating"), "\(blocks) blocks")
+            let info = try await storectl("info", store)
+            #expect(info.status == 66, "\(blocks) blocks: \(info.status) \(info.stderr)")
+            #expect(info.stderr.contains("its creation stopped before its first commit"), "\(info.stderr)")
+            let again = try await storectl("init", store, "--schema", librarySchemaDirectory.path)
+            #expect(again.status == 0, "\(blocks) blocks: \(again.status) \(again.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: store + "/strata.creating"), "\(blocks) blocks")
+            let input = dir.appendingPathComponent("genres.ndjson")
+            try Data(#"{"entity": "Genre", "name": "jazz"}"#.utf8).write(to: input)
+            #expect(try await storectl("import", store, input.path, "--quiet").status == 0)
+            #expect(try await genreCount(store) == "1")
+            let third = try await storectl("init", store, "--schema", librarySchemaDirectory.path)
+            #expect(third.status == 73 && third.stderr.contains("a store already exists here"), "\(third.stderr)")
+        }
+    }
+
+    /// The same through the library: a store left with its creation unfinished is refused by
+    /// the opens that may not create a store, and created by one that may. An emptied data
+    /// file of a store whose creation finished is still refused by every open: its data is gone.
+    @Test func anUnfinishedCreationIsCreatedOnlyByAnOpenThatMayCreate() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("strata-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s").path
+        let r = try await run("/bin/sh", ["-c", "ulimit -f 4 && exec \"$0\" init \"$1\" --schema \"$2\"",
+                                          storectlPath, store, librarySchemaDirectory.path])
+        #expect(r.status == 74, "exit \(r.status): \(r.stderr)")
+        let url = URL(fileURLWithPath: store)
+        #expect(Store.exists(at: url) == false)
+        for open in [{ try Store.openReadOnly(at: url) }, { try Store.openExisting(at: url) }] {
+            #expect {
+                let s = try open()
+                s.close()
+            } throws: { error in
+                guard case StrataError.notAStore(_, let reason) = error else { return false }
+                return reason.contains("its creation stopped before its first commit")
+            }
+        }
+        let created = try Store.open(at: url, schema: try librarySchema())
+        #expect(try created.lastTransactionID == .zero)
+        created.close()
+        #expect(Store.exists(at: url))
+        #expect(!FileManager.default.fileExists(atPath: store + "/strata.creating"))
+
+        // A store whose creation finished, its data file emptied: refused by every open.
+        let data = store + "/current/data.mdb"
+        #expect(truncate(data, 0) == 0)
+        #expect {
+            let s = try Store.open(at: url, schema: try librarySchema())
+            s.close()
+        } throws: { error in
+            guard case StrataError.notAStore(_, let reason) = error else { return false }
+            return reason.contains("data.mdb is empty: the store's data is gone")
+        }
+        let again = try await storectl("init", store, "--schema", librarySchemaDirectory.path)
+        #expect(again.status == 73, "\(again.status) \(again.stderr)")
     }
 }
