@@ -158,7 +158,7 @@ public enum Cluster {
                             configuration: StoreConfiguration = StoreConfiguration()) async throws -> Store {
         let path = url.standardizedFileURL.path
         if FileManager.default.fileExists(atPath: path) {
-            throw ClusterError(.wrongStore, "\(path) exists: a replica is made in a new directory")
+            throw ClusterError(.storeExists, "\(path) exists: a replica is made in a new directory")
         }
         let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
         defer { session.close() }
@@ -337,6 +337,9 @@ public enum Cluster {
             throw ClusterError(.unavailable, "downloading the snapshot: \(e.text)")
         } catch let e as ClusterError {
             throw e
+        } catch let e as StrataError {
+            // Writing the file (a full disk, a file-size limit): an I/O error, with its errno.
+            throw e
         } catch {
             throw ClusterError(.badSnapshot, "downloading the snapshot: \(error)")
         }
@@ -355,11 +358,14 @@ public enum Cluster {
         guard chunks >= 0, bytes >= 0 else {
             throw ClusterError(.badSnapshot, "the snapshot at transaction \(position) declares \(chunks) chunks of \(bytes) bytes")
         }
-        guard FileManager.default.createFile(atPath: file.path, contents: nil),
-              let handle = FileHandle(forWritingAtPath: file.path) else {
-            throw ClusterError(.badSnapshot, "cannot create \(file.path)")
+        // A failure to write the file is the file system's (exit 73 or 74 by its errno), not the
+        // snapshot's.
+        func failed(_ code: Int32, _ what: String) -> StrataError {
+            .lmdb(LMDBError(code: code, operation: "\(what) \(file.path)"))
         }
-        defer { try? handle.close() }
+        let fd = open(file.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw failed(errno, "create") }
+        defer { close(fd) }
         var checksum = Checksum(), received: Int64 = 0
         for seq in 0..<chunks {
             guard let chunk = try session.run("""
@@ -371,7 +377,17 @@ public enum Cluster {
             let data = Data(buffer: try chunk.decode(ByteBuffer.self))
             checksum.add(data)
             received += Int64(data.count)
-            try handle.write(contentsOf: data)
+            try data.withUnsafeBytes { bytes in
+                var done = 0
+                while done < bytes.count {
+                    let n = write(fd, bytes.baseAddress! + done, bytes.count - done)
+                    if n < 0 {
+                        if errno == EINTR { continue }
+                        throw failed(errno, "writing the snapshot to")
+                    }
+                    done += n
+                }
+            }
         }
         guard received == bytes, checksum.signed == sum else {
             throw ClusterError(.badSnapshot, """
@@ -379,7 +395,7 @@ public enum Cluster {
                 \(checksum.signed), expected \(bytes) bytes with checksum \(sum)
                 """)
         }
-        try handle.synchronize()
+        guard fsync(fd) == 0 else { throw failed(errno, "fsync") }
     }
 
     /// Runs `body` in one PostgreSQL transaction on `session`, rolled back when it throws.

@@ -102,6 +102,9 @@ public struct ClusterError: Error, Sendable, Equatable, CustomStringConvertible 
         case clusterExists
         /// The store does not belong to this cluster, or is not a replica.
         case wrongStore
+        /// ``Cluster/join(at:address:configuration:)`` at a path that exists: a replica is made in
+        /// a new directory.
+        case storeExists
         /// A snapshot is missing, incomplete or fails its checksum.
         case badSnapshot
         /// The replica's machine went down while the replica was open with relaxed durability and

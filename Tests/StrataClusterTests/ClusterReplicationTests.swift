@@ -202,6 +202,31 @@ import Testing
         }
     }
 
+    /// `storectl cluster join` that cannot write the snapshot it downloads (a file-size limit:
+    /// a full disk) exits 74 with the system's words (it was exit 65, "downloading the snapshot"
+    /// with a Foundation error, as if the snapshot were damaged) and leaves neither the replica
+    /// nor its scratch directory; a join onto a path that exists exits 73, as `init` onto a
+    /// store does (it was 66); without the limit the join succeeds.
+    @Test func aJoinThatCannotWriteTheSnapshotIsAnIOErrorAndLeavesNothing() async throws {
+        try await withCluster(replicas: 1) { c in
+            let path = c.root.appendingPathComponent("limited").path
+            // 8 blocks: 4 or 8 KiB (dash or bash), below any store's snapshot.
+            let r = try await run("/bin/sh", ["-c", "ulimit -f 8 && exec \"$0\" cluster join \"$1\" --postgres \"$2\"",
+                                              storectlPath, path, c.url])
+            #expect(r.status == 74, "exit \(r.status): \(r.stderr)")
+            #expect(r.stderr.contains("writing the snapshot") && r.stderr.contains("File too large"), "\(r.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: path))
+            let scratch = try FileManager.default.contentsOfDirectory(atPath: c.root.path)
+                .filter { $0.hasPrefix(".strata-cluster-") }
+            #expect(scratch.isEmpty, "\(scratch)")
+            let existing = try await storectl(["cluster", "join", c.storePath(0), "--postgres", c.url])
+            #expect(existing.status == 73, "exit \(existing.status): \(existing.stderr)")
+            #expect(existing.stderr.contains("a replica is made in a new directory"), "\(existing.stderr)")
+            let joined = try await storectl(["cluster", "join", path, "--postgres", c.url])
+            #expect(joined.status == 0, "exit \(joined.status): \(joined.stderr)")
+        }
+    }
+
     /// A poll interval outside 1 ms to a day (a huge one overflowed the follower's conversion to
     /// milliseconds), or a name with a NUL character (PostgreSQL's text holds none, and every
     /// append failed), is refused before anything is attached; the store can be attached after.
