@@ -222,6 +222,9 @@ struct JSONParser {
         let text = String(decoding: b[start..<i], as: UTF8.self)
         if isInteger, let v = Int64(text) { return .int(v) }
         if exactDecimals, let n = try? DecimalNumber.parse(bytes: UnsafeBufferPointer(rebasing: b[start..<i]), shown: text) {
+            // A decimal has no negative zero: `-0.0` stays a double, so that a double attribute
+            // keeps its sign (a decimal attribute takes it as 0).
+            if n.decimal.isZero && b[start] == UInt8(ascii: "-") { return .double(-0.0) }
             return .decimal(n.decimal)
         }
         guard let d = Double(text), d.isFinite else { throw fail("number out of range", at: start) }

@@ -136,9 +136,11 @@ public struct Exporter: Sendable {
     }
 
     private func csvRow(_ r: Record, _ rels: [RelationshipDescription], _ links: [[ObjectID]]) -> String {
-        // An empty string is written quoted (`""`): an empty unquoted field reads back as null.
+        // An empty string or empty bytes are written quoted (`""`): an empty unquoted field
+        // reads back as null.
         let values = r.values.map { v -> String in
             if case .string(let s) = v, s.isEmpty { return "\"\"" }
+            if case .bytes(let b) = v, b.isEmpty { return "\"\"" }
             return csvField(ValueConversion.text(v))
         }
         return ([csvField(r.id.description)] + values

@@ -113,7 +113,12 @@ struct RecordBuilder {
         return v
     }
 
+    /// Refuses, with the line and field, a value no save would take: larger than the value
+    /// limit, or a number that is not finite (`nan` or `inf` in CSV) or a date beyond what a
+    /// store holds (``ISO8601/maxSecondsFrom1970``). Found here, while the input is checked,
+    /// nothing is written; at the save it failed without a line, after earlier batches committed.
     func checkSize(_ v: Value, _ a: AttributeDescription, line: Int) throws {
+        if let reason = v.notFiniteReason { throw issue(line, a.name, reason) }
         let size: Int = switch v {
         case .string(let s): s.utf8.count
         case .bytes(let b): b.count
@@ -286,10 +291,14 @@ struct RecordBuilder {
             case .id:
                 if !text.isEmpty { explicitID = try parseID(.string(text), entity: entity, line: line, field: "id") }
             case .attribute(let a):
-                // An empty unquoted field is null; `""` is the empty string.
+                // An empty unquoted field is null; `""` is the empty string (or empty bytes).
                 if a.type == .string && cell.quoted {
                     values[a.index] = .string(text)
                     try checkSize(values[a.index], a, line: line)
+                    continue
+                }
+                if a.type == .bytes && cell.quoted && text.isEmpty {
+                    values[a.index] = .bytes([])
                     continue
                 }
                 do {

@@ -25,8 +25,6 @@ struct RecordIterator {
     private var csvColumns: [RecordBuilder.Column]?
     private var csvEntity: EntityDescription?
     private var finishedBytes = 0
-    /// Records (good or bad) seen in the current file.
-    private var recordsInFile = 0
 
     init(files: [String], schema: Schema, options: ImportOptions, maxValueBytes: Int) {
         self.files = files
@@ -59,24 +57,17 @@ struct RecordIterator {
                     finishedBytes += arrayReader!.bytesRead
                     arrayReader!.close()
                     arrayReader = nil
-                    if recordsInFile == 0 {
-                        return Item(result: .failure(ImportIssue(file: path, line: 0, field: nil,
-                                                                 reason: "no records (an empty array)")),
-                                    raw: [], fileIndex: fileIndex, line: 0)
-                    }
                     continue
                 }
                 switch element {
                 case .object(let bytes, let line):
                     if let item = try record(bytes, line: line) { return item }
                 case .tooLong(let bytes, let line):
-                    recordsInFile += 1
                     return Item(result: .failure(ImportIssue(file: path, line: line, field: nil,
                                                              reason: "object of \(bytes) bytes exceeds the " +
                                                                      "\(options.maxLineBytes)-byte limit")),
                                 raw: [], fileIndex: fileIndex, line: line)
                 case .malformed(let reason, let line):
-                    recordsInFile += 1
                     return Item(result: .failure(ImportIssue(file: path, line: line, field: nil, reason: reason)),
                                 raw: [], fileIndex: fileIndex, line: line)
                 }
@@ -86,21 +77,18 @@ struct RecordIterator {
                 finishedBytes += reader!.bytesRead
                 reader!.close()
                 reader = nil
-                if recordsInFile == 0 {
-                    return Item(result: .failure(ImportIssue(file: path, line: 0, field: nil,
-                                                             reason: "no records (empty file)")),
-                                raw: [], fileIndex: fileIndex, line: 0)
-                }
+                // A file of no records (empty, `[]`, a CSV header alone: the export of an entity
+                // without objects) adds nothing.
                 continue
             }
             let number = reader!.lineNumber
             switch line {
             case .tooLong(let bytes):
-                recordsInFile += 1
-                return Item(result: .failure(ImportIssue(file: path, line: number, field: nil,
-                                                         reason: "line of \(bytes) bytes exceeds the " +
-                                                                 "\(options.maxLineBytes)-byte limit")),
-                            raw: [], fileIndex: fileIndex, line: number)
+                let issue = ImportIssue(file: path, line: number, field: nil,
+                                        reason: "line of \(bytes) bytes exceeds the \(options.maxLineBytes)-byte limit")
+                // A CSV file's header: the file cannot be read without it.
+                if format == .csv && csvColumns == nil { throw issue }
+                return Item(result: .failure(issue), raw: [], fileIndex: fileIndex, line: number)
             case .text(let bytes):
                 if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
                 if let item = try record(bytes, line: number) { return item }
@@ -110,7 +98,6 @@ struct RecordIterator {
 
     private mutating func openFile() throws {
         let path = files[fileIndex]
-        recordsInFile = 0
         guard let f = options.format ?? ImportFormat.guess(path) else {
             throw ImportIssue(file: path, line: 0, field: nil,
                               reason: "unknown format (use a .ndjson or .csv name, or --format)")
@@ -135,11 +122,18 @@ struct RecordIterator {
         }
     }
 
+    /// A CSV record that cannot be split into fields: rejected, or, when it is the file's header
+    /// (no header read yet), the end of the import, as any problem with the header is (the
+    /// next line was taken for the header).
+    private mutating func unsplit(_ issue: ImportIssue, raw: [UInt8], line: Int) throws -> Item {
+        if csvColumns == nil { throw issue }
+        return Item(result: .failure(issue), raw: raw, fileIndex: fileIndex, line: line)
+    }
+
     private mutating func record(_ bytes: [UInt8], line: Int) throws -> Item? {
         let builder = builder!
         switch format {
         case .ndjson:
-            recordsInFile += 1
             do {
                 return Item(result: .success(try builder.fromJSON(bytes, line: line)), raw: bytes, fileIndex: fileIndex,
                             line: line)
@@ -164,9 +158,8 @@ struct RecordIterator {
                         var quotes = raw.count(where: { $0 == 0x22 })
                         repeat {
                             guard case .text(let more)? = try reader!.next() else {
-                                recordsInFile += 1
-                                return Item(result: .failure(builder.issue(line, nil, "unterminated quoted field")),
-                                            raw: raw, fileIndex: fileIndex, line: line)
+                                return try unsplit(builder.issue(line, nil, "unterminated quoted field"), raw: raw,
+                                                   line: line)
                             }
                             guard raw.count + 2 + more.count <= options.maxLineBytes else {
                                 // The rest of the open field is part of this bad record, not
@@ -176,11 +169,9 @@ struct RecordIterator {
                                 while !quotes.isMultiple(of: 2), case .text(let skipped)? = try reader!.next() {
                                     quotes += skipped.count(where: { $0 == 0x22 })
                                 }
-                                recordsInFile += 1
                                 let reason = "a record of more than \(options.maxLineBytes) bytes (a quoted field " +
                                              "running over several lines; is a closing quote missing?)"
-                                return Item(result: .failure(builder.issue(line, nil, reason)),
-                                            raw: [], fileIndex: fileIndex, line: line)
+                                return try unsplit(builder.issue(line, nil, reason), raw: [], line: line)
                             }
                             raw += (endsWithCR ? [0x0D, 0x0A] : [0x0A]) + more
                             endsWithCR = reader!.lastLineEndedWithCR
@@ -189,9 +180,7 @@ struct RecordIterator {
                         continue
                     }
                 } catch let e as CSVSplitter.CSVError {
-                    recordsInFile += 1
-                    return Item(result: .failure(builder.issue(line, nil, e.reason)), raw: raw, fileIndex: fileIndex,
-                                line: line)
+                    return try unsplit(builder.issue(line, nil, e.reason), raw: raw, line: line)
                 }
                 break
             }
@@ -203,7 +192,6 @@ struct RecordIterator {
                 }
                 return nil
             }
-            recordsInFile += 1
             do {
                 return Item(
                     result: .success(try builder.fromCSV(fields, columns: columns, entity: csvEntity!, line: line)),

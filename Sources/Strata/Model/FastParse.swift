@@ -33,7 +33,7 @@ enum FastParse {
     }
 
     /// `YYYY-MM-DDTHH:MM:SS[.f…]` followed by `Z` or an offset `±HH:MM` (or `±HHMM`), with up to
-    /// nine fraction digits; a year outside 0000–9999 is written with a sign and more digits
+    /// nine fraction digits (rounded to the millisecond, half up); a year outside 0000–9999 is written with a sign and more digits
     /// (`+10000-01-01T00:00:00Z`, `-0001-12-31T00:00:00Z`, ISO 8601's expanded years). The
     /// calendar is the proleptic Gregorian one throughout (as ``ISO8601/string(from:)`` writes).
     /// Nil for anything else, and for impossible dates and times (February 30th, hour 24, minute
@@ -82,7 +82,11 @@ enum FastParse {
                     i += 1
                 }
                 guard n > 0 else { return nil }
-                fraction = Double(f) / pow(10, Double(n))
+                // To the millisecond, as dates are written: a finer fraction is not kept (it
+                // would be stored, and lost by the next export).
+                let scale = n > 3 ? Int(pow(10, Double(n - 3))) : 1
+                let millis = n > 3 ? (f + scale / 2) / scale : f * Int(pow(10, Double(3 - n)))
+                fraction = Double(millis) / 1000
             }
             var offsetSeconds = 0
             if expect(90) {

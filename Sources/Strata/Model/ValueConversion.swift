@@ -26,6 +26,9 @@ public enum ValueConversion {
         case (.decimal, .decimal(let d)): return try decimal(DecimalNumber(d), shown: "\(d)")
         case (.decimal, .int(let i)): return .decimal(Decimal(i))
         case (.decimal, .string(let s)): return try decimal(DecimalNumber.parse(s), shown: s)
+        case (.decimal, .double(let d)) where d == 0:
+            // `-0.0`, which the parser keeps as a double (a decimal has no negative zero).
+            return .decimal(0)
         case (.decimal, .double(let d)):
             // A number the parser could not keep exact (more than 38 significant digits, or read
             // without exact decimals): taking its double would round it silently.

@@ -92,7 +92,7 @@ import Testing
         #expect(r.status == 65)
         #expect(r.stderr.contains("in.ndjson:2: not valid UTF-8"))
     }
-    @Test func emptyFile() async throws { try await expectBadInput("", ["in.ndjson:0: no records"]) }
+
     @Test func veryLongLine() async throws {
         let (dir, store) = try await newStore()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -20,6 +20,25 @@ import Testing
         #expect(ISO8601.date(from: "2024-05-01T12:00:00+02:00") == Date(timeIntervalSince1970: 1_714_557_600))
     }
 
+    /// A fraction finer than a millisecond is rounded to the millisecond, half up, as dates are
+    /// written: it was stored as given, and an export (which writes milliseconds) lost it, so the
+    /// store and its export answered a query differently.
+    @Test func aFractionBelowAMillisecondIsRoundedToIt() {
+        let base = 1_704_067_200.0   // 2024-01-01T00:00:00Z
+        let cases: [(String, Double)] = [
+            (".0004", 0), (".0005", 0.001), (".0006", 0.001), (".1234", 0.123), (".12350", 0.124),
+            (".999499999", 0.999), (".9995", 1), (".999999999", 1), (".5", 0.5), (".25", 0.25), (".125", 0.125),
+        ]
+        for (fraction, expected) in cases {
+            let text = "2024-01-01T00:00:00\(fraction)Z"
+            #expect(FastParse.date(text) == Date(timeIntervalSince1970: base + expected), "\(text)")
+            // What is read is what is written back.
+            #expect(FastParse.date(text).map(ISO8601.string(from:)).flatMap(FastParse.date) == FastParse.date(text), "\(text)")
+        }
+        #expect(FastParse.date("2024-12-31T23:59:59.9996Z") == Date(timeIntervalSince1970: 1_735_689_600))
+        #expect(FastParse.date("1969-12-31T23:59:59.9996Z") == Date(timeIntervalSince1970: 0))
+    }
+
     @Test func uuidsAgreeWithFoundation() {
         for _ in 0..<1000 {
             let u = UUID()

@@ -1,0 +1,180 @@
+import Foundation
+import Testing
+@testable import Strata
+
+/// Values at the edges of what import and export carry: a date or number no save would take is
+/// found while the input is checked (with its line and field, nothing written); empty bytes,
+/// `-0.0` and files without records survive an export and its import; a CSV header that cannot
+/// be split ends the import.
+@Suite struct ImportValueEdgeTests {
+    static let schemaText = #"""
+    {"model": "edges", "version": 1, "entities": [
+      {"name": "Thing",
+       "attributes": [
+         {"name": "key", "type": "string"},
+         {"name": "when", "type": "date", "optional": true},
+         {"name": "ratio", "type": "double", "optional": true},
+         {"name": "amount", "type": "decimal", "optional": true},
+         {"name": "blob", "type": "bytes", "optional": true},
+         {"name": "data", "type": "bytes"}],
+       "uniques": [["key"]]},
+      {"name": "Unused",
+       "attributes": [{"name": "name", "type": "string"}],
+       "uniques": [["name"]]}]}
+    """#
+
+    /// A new store of the schema above, in its own directory.
+    func newStore(_ name: String) async throws -> (dir: URL, store: String) {
+        let dir = temporaryDirectory(name)
+        let schemaDir = dir.appendingPathComponent("schema")
+        try FileManager.default.createDirectory(at: schemaDir, withIntermediateDirectories: true)
+        try Data(Self.schemaText.utf8).write(to: schemaDir.appendingPathComponent("v1.json"))
+        let store = dir.appendingPathComponent("store").path
+        let r = try await storectl("init", store, "--schema", schemaDir.path)
+        #expect(r.status == 0, "\(r.stderr)")
+        return (dir, store)
+    }
+
+    func write(_ text: String, _ dir: URL, _ name: String) throws -> String {
+        let url = dir.appendingPathComponent(name)
+        try Data(text.utf8).write(to: url)
+        return url.path
+    }
+
+    func count(_ store: String, _ entity: String = "Thing") async throws -> String {
+        let r = try await storectl("query", store, "--entity", entity, "--count")
+        #expect(r.status == 0, "\(r.stderr)")
+        return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    func lastTransaction(_ store: String) async throws -> JSONValue? {
+        let r = try await storectl("info", store, "--json")
+        #expect(r.status == 0, "\(r.stderr)")
+        return try JSONValue.parse(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["lastTransaction"]
+    }
+
+    /// A date beyond what a store holds (`±999999-…`), in NDJSON or CSV, is refused while the
+    /// input is checked, as `FILE:LINE: field: reason`, and nothing is
+    /// written, also when the import commits batch by batch. (The save refused it, with no line,
+    /// after the batches before it had committed.)
+    @Test func aValueNoSaveTakesIsFoundWhileTheInputIsChecked() async throws {
+        let (dir, store) = try await newStore("import-edges-range")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let ndjson = try write("""
+            {"entity": "Thing", "key": "a", "data": ""}
+            {"entity": "Thing", "key": "b", "data": "", "when": "+999999-01-01T00:00:00Z"}
+
+            """, dir, "in.ndjson")
+        let r = try await storectl("import", store, ndjson, "--quiet", "--batch", "1", "--mode", "incremental",
+                                   "--one-transaction-max-mb", "0")
+        #expect(r.status == 65, "exit \(r.status): \(r.stderr)")
+        #expect(r.stderr.contains("in.ndjson:2: when: dates must lie within"), "\(r.stderr)")
+        #expect(try await count(store) == "0")
+
+        let csv = try write("key,data,when\nc,\"\",2024-01-01T00:00:00Z\nd,\"\",-999999-01-01T00:00:00Z\n", dir,
+                            "Thing.csv")
+        let c = try await storectl("import", store, csv, "--quiet", "--batch", "1", "--mode", "incremental",
+                                   "--one-transaction-max-mb", "0")
+        #expect(c.status == 65, "exit \(c.status): \(c.stderr)")
+        #expect(c.stderr.contains("Thing.csv:3: when: dates must lie within"), "\(c.stderr)")
+        #expect(try await count(store) == "0")
+    }
+
+    /// Empty bytes go out in CSV as `""` and come back empty, not as null (a required bytes
+    /// attribute made the export impossible to import); an unquoted empty field is still null.
+    @Test func emptyBytesSurviveACSVExportAndItsImport() async throws {
+        let (dir, store) = try await newStore("import-edges-bytes")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = try write("""
+            {"entity": "Thing", "key": "empty", "data": "", "blob": ""}
+            {"entity": "Thing", "key": "some", "data": "AAEC"}
+
+            """, dir, "in.ndjson")
+        let i = try await storectl("import", store, input, "--quiet")
+        #expect(i.status == 0, "\(i.stderr)")
+        let csv = dir.appendingPathComponent("Thing.csv").path
+        let e = try await storectl("export", store, "--entity", "Thing", "--format", "csv", "--output", csv)
+        #expect(e.status == 0, "\(e.stderr)")
+        let text = try String(contentsOfFile: csv, encoding: .utf8)
+        #expect(text.contains(",empty,,,,\"\",\"\""), "\(text)")
+
+        let (dir2, store2) = try await newStore("import-edges-bytes-2")
+        defer { try? FileManager.default.removeItem(at: dir2) }
+        let again = try await storectl("import", store2, csv, "--quiet")
+        #expect(again.status == 0, "exit \(again.status): \(again.stderr)")
+        let before = try await storectl("export", store, "--entity", "Thing").stdout
+        #expect(before.contains(#""blob":"""#) && before.contains(#""data":"""#), "\(before)")
+        #expect(try await storectl("export", store2, "--entity", "Thing").stdout == before)
+    }
+
+    /// `-0.0` keeps its sign through NDJSON also when the schema has a decimal attribute (the
+    /// parser read every fraction as a decimal, which has no negative zero); a decimal
+    /// attribute given `-0.0` holds 0.
+    @Test func negativeZeroKeepsItsSignBesideDecimals() async throws {
+        let (dir, store) = try await newStore("import-edges-zero")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = try write("""
+            {"entity": "Thing", "key": "z", "data": "", "ratio": -0.0, "amount": -0.0}
+
+            """, dir, "in.ndjson")
+        let i = try await storectl("import", store, input, "--quiet")
+        #expect(i.status == 0, "\(i.stderr)")
+        let out = try await storectl("export", store, "--entity", "Thing").stdout
+        let record = try JSONValue.parse(out.trimmingCharacters(in: .whitespacesAndNewlines))
+        guard case .double(let ratio)? = record["ratio"] else {
+            Issue.record("ratio is \(String(describing: record["ratio"]))")
+            return
+        }
+        #expect(ratio == 0 && ratio.sign == .minus, "\(out)")
+        #expect(out.contains(#""amount":0"#), "\(out)")
+    }
+
+    /// The export of an entity without objects (an empty NDJSON file, a CSV header alone) and an
+    /// empty JSON array import as nothing, with exit 0: the export of a whole store imports again.
+    /// (They were refused as "no records", and counted as a rejected record with
+    /// `--continue-on-error`.)
+    @Test func aFileWithoutRecordsImportsAsNothing() async throws {
+        let (dir, store) = try await newStore("import-edges-empty")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let ndjson = dir.appendingPathComponent("Unused.ndjson").path
+        let csv = dir.appendingPathComponent("Unused.csv").path
+        #expect(try await storectl("export", store, "--entity", "Unused", "--output", ndjson).status == 0)
+        #expect(try await storectl("export", store, "--entity", "Unused", "--format", "csv", "--output", csv).status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: ndjson)).isEmpty)
+        #expect(try String(contentsOfFile: csv, encoding: .utf8) == "id,name\n")
+        let array = try write("[]", dir, "array.json")
+        let thing = try write(#"{"entity": "Unused", "name": "one"}"# + "\n", dir, "one.ndjson")
+        let before = try await lastTransaction(store)
+        for files in [[ndjson], [csv], [array], [ndjson, csv, array]] {
+            let r = try await storectl(["import", store] + files + ["--quiet"])
+            #expect(r.status == 0, "\(files): exit \(r.status): \(r.stderr)")
+        }
+        #expect(try await lastTransaction(store) == before)
+        let rejects = dir.appendingPathComponent("rejects.ndjson").path
+        let mixed = try await storectl("import", store, ndjson, thing, "--continue-on-error", "--rejects", rejects)
+        #expect(mixed.status == 0, "\(mixed.stderr)")
+        #expect(!mixed.stdout.contains("rejected"), "\(mixed.stdout)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: rejects)).isEmpty)
+        #expect(try await count(store, "Unused") == "1")
+    }
+
+    /// A CSV header that cannot be split into fields (a stray quote) ends the import, also with
+    /// `--continue-on-error`, naming line 1; nothing is written. (It was rejected as a record
+    /// and the next line was taken for the header.)
+    @Test func aCSVHeaderThatCannotBeSplitEndsTheImport() async throws {
+        let (dir, store) = try await newStore("import-edges-header")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let csv = try write("key,da\"ta\nkey,data\nx,\"\"\n", dir, "Thing.csv")
+        let rejects = dir.appendingPathComponent("rejects.csv").path
+        for extra in [[], ["--continue-on-error", "--rejects", rejects]] {
+            let r = try await storectl(["import", store, csv, "--quiet"] + extra)
+            #expect(r.status == 65, "\(extra): exit \(r.status): \(r.stderr)")
+            #expect(r.stderr.contains("Thing.csv:1:"), "\(r.stderr)")
+            #expect(try await count(store) == "0")
+        }
+        #expect(!FileManager.default.fileExists(atPath: rejects))
+        let open = try write("key,\"data\n", dir, "Thing.csv")
+        let u = try await storectl("import", store, open, "--quiet", "--continue-on-error", "--rejects", rejects)
+        #expect(u.status == 65 && u.stderr.contains("Thing.csv:1:") && u.stderr.contains("unterminated"), "\(u.stderr)")
+    }
+}
