@@ -4,8 +4,10 @@ import Foundation
 /// proleptic Gregorian calendar, to the millisecond.
 public enum ISO8601 {
     /// The farthest a date may lie from 1970, in seconds (about 950,000 years): what this text
-    /// writes to the millisecond and reads back (years of up to six digits). Saves refuse dates
-    /// beyond it, so an export always imports again.
+    /// writes and reads back (years of up to six digits). Saves and imports refuse dates beyond
+    /// it, so an export always imports again. Exactly to the millisecond within 2^42 seconds
+    /// (about 139,000 years); farther out a `Date` holds steps of 1 to 4 ms, and the text
+    /// read back may be one step off.
     public static let maxSecondsFrom1970: Double = 3e13
 
     /// `2024-05-01T12:00:00Z`, or `2024-05-01T12:00:00.250Z` when the date, rounded to the
