@@ -239,9 +239,13 @@ extension ReadView {
     /// can match a null value only a plain index, which stores nulls, may serve it.
     private func leadingIndex(_ e: EntityDescription, _ a: Int, matchesNull: Bool) -> IndexDescription? {
         let mayBeNull = matchesNull && e.attributes[a].isOptional
-        return (mayBeNull ? nil : e.uniques.first { $0.attributes.first == a }) ?? e.indexes.first {
-            $0.attributes.first == a
+        // A unique constraint holds an entry only for an object with a value for every one of
+        // its attributes: it finds every match only when the filter cannot match a null `a` and
+        // its other attributes are required (an object with a null one has no entry at all).
+        let unique = mayBeNull ? nil : e.uniques.first { u in
+            u.attributes.first == a && u.attributes.dropFirst().allSatisfy { !e.attributes[$0].isOptional }
         }
+        return unique ?? e.indexes.first { $0.attributes.first == a }
     }
 
     private func ids(for path: Path) throws -> [ObjectID] {
