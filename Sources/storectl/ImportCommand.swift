@@ -168,7 +168,8 @@ struct ImportCommand: AsyncParsableCommand {
             // An input file that cannot be opened at all is "cannot open input", not bad data.
             let unreadable = failed.issues.allSatisfy { $0.line == 0 && $0.reason.hasPrefix("cannot open") }
             note(unreadable ? "storectl: error: cannot open the input; nothing was written"
-                            : "storectl: error: \(failed.totalIssues) bad record(s); nothing was written")
+                 : failed.written > 0 ? "storectl: error: \(failed.totalIssues) bad record(s); \(failed.writtenNote)"
+                 : "storectl: error: \(failed.totalIssues) bad record(s); nothing was written")
             throw ExitCode(unreadable ? Exit.noInput : Exit.dataError)
         } catch let issue as ImportIssue where issue.file == rejects {
             await reporter.value

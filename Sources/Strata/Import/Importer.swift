@@ -279,7 +279,17 @@ public final class Importer: Sendable {
     private func landBulk(_ s: inout ImportState, rejects: RejectsWriter?, bytes: Int) async throws {
         guard let flight = s.bulkFlight else { return }
         s.bulkFlight = nil
-        let (outcomes, committed) = try await flight.task.value
+        let outcomes: [(written: Int, refused: [(index: Int, failure: ValidationFailure)])]
+        let committed: [TransactionID]
+        do {
+            (outcomes, committed) = try await flight.task.value
+        } catch StrataError.validation(let failure) {
+            // Stopping at the first bad record: the record the store refused, with its line.
+            for batch in flight.pending {
+                if let located = located(failure, in: batch, s) { throw located }
+            }
+            throw StrataError.validation(failure)
+        }
         s.transactions += committed
         for (batch, outcome) in zip(flight.pending, outcomes) {
             for (reason, raw) in batch.earlyRejects { try rejects?.write(reason: reason, raw: raw) }
@@ -293,6 +303,44 @@ public final class Importer: Sendable {
             }
         }
         s.report(.writing, records: s.written, bytes: bytes, force: true)
+    }
+
+    /// A save the store refused after the input was checked (a unique key that an object of
+    /// the store holds, under a constraint the record was not upserted by), as the record it
+    /// names: `FILE:LINE: field: reason`, with what this import had committed before it. Nil
+    /// when the failure names no record of `batch` (the store's error is reported as it is).
+    private func located(_ failure: ValidationFailure, in batch: Batch, _ s: ImportState) -> ImportFailed? {
+        guard let id = failure.objectID else { return nil }
+        for (changes, item) in zip(batch.perRecord, batch.items) {
+            var named: Bool
+            switch changes.operations.first {
+            case .insert(let own, _)?, .put(let own, _)?:
+                named = own == id
+            case .upsert(let own, let values, let constraint)?:
+                named = own == id
+                // An upsert that found its object names that object: the owner of its key in
+                // the store as the batch found it (the batches before it committed, or none).
+                if !named, let e = store.schema.entity(tag: own.entityTag), e.uniques.indices.contains(constraint) {
+                    let key = e.uniques[constraint].attributes.map { values[$0] }
+                    let ref = ObjectReference.unique(entityTag: own.entityTag, constraint: constraint, values: key)
+                    named = (try? store.read { try $0.resolve(ref) }) == id
+                }
+            default:
+                named = false
+            }
+            guard named else { continue }
+            let issue = ImportIssue(file: s.files[item.fileIndex], line: item.line, field: failure.field,
+                                    reason: "\(failure.kind.rawValue): \(failure.reason)")
+            var failed = ImportFailed(issues: [issue], totalIssues: 1)
+            // A bulk import's generation is abandoned, and one in one transaction never committed.
+            if s.held == nil && s.bulk == nil && s.written > 0 {
+                failed.written = s.written
+                failed.transactions = s.transactions
+                failed.importID = s.importID
+            }
+            return failed
+        }
+        return nil
     }
 
     /// Whether the store has `target`, for a reference the import has not written (by any of
@@ -732,7 +780,11 @@ public final class Importer: Sendable {
                     resubmitFrom = i + 1
                 case .failure(let error):
                     s.saveFailed = true
-                    throw Self.inOnePass(error, s)
+                    let failure = Self.inOnePass(error, s)
+                    if case StrataError.validation(let v) = failure, let issue = located(v, in: batch, s) {
+                        throw issue
+                    }
+                    throw failure
                 }
                 break
             }
