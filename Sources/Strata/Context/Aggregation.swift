@@ -370,14 +370,24 @@ struct Accumulator {
                                                    reason: "the sum of '\(entity.attributes[a].name)' exceeds Int64")
                 }
                 states[k] = .intSum(s)
-            case (.doubleSum(let t), .double(let x)): states[k] = .doubleSum(t + x)
+            case (.doubleSum(let t), .double(let x)): states[k] = .doubleSum(try finiteSum(t + x, a, average: false))
             case (.decimalSum(let t), .decimal(let x)): states[k] = .decimalSum(try exactSum(t, x, a))
             case (.mean(let t, let n), .int(let x)): states[k] = .mean(t + Double(x), n + 1)
-            case (.mean(let t, let n), .double(let x)): states[k] = .mean(t + x, n + 1)
+            case (.mean(let t, let n), .double(let x)): states[k] = .mean(try finiteSum(t + x, a, average: true), n + 1)
             case (.decimalMean(let t, let n), .decimal(let x)): states[k] = .decimalMean(try exactSum(t, x, a), n + 1)
             default: continue
             }
         }
+    }
+
+    /// A running sum of doubles, or an error once it overflows (an infinite sum has no JSON
+    /// form, and printed as null, "no value"), as an int sum past Int64 is one.
+    private func finiteSum(_ sum: Double, _ a: Int, average: Bool) throws -> Double {
+        guard sum.isFinite else {
+            throw StrataError.invalidQuery(entity: entity.name, reason: "the sum of '\(entity.attributes[a].name)'"
+                + (average ? ", which its average takes," : "") + " exceeds what a double holds")
+        }
+        return sum
     }
 
     /// `t + x` exactly, or an error when it needs more than 38 significant digits.
@@ -405,10 +415,8 @@ struct Accumulator {
         }
     }
 
-    /// `t / n` to 38 significant digits (a quotient of an exact sum by a count cannot overflow).
+    /// `t / n` rounded to 38 significant digits (``DecimalNumber/divided(by:)``).
     private static func quotient(_ t: Decimal, _ n: Int) -> Decimal {
-        var total = t, count = Decimal(n), mean = Decimal()
-        _ = NSDecimalDivide(&mean, &total, &count, .plain)
-        return mean
+        (DecimalNumber(t) ?? .zero).divided(by: n).decimal
     }
 }

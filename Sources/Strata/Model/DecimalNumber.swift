@@ -112,6 +112,65 @@ struct DecimalNumber: Hashable, Sendable {
         self.init(negative: d.sign == .minus, digits: Array(significand.utf8), exponent: Int(d.exponent))
     }
 
+    /// This number divided by `divisor` (at least 1), rounded half away from zero to
+    /// ``maxDigits`` significant digits, and to fewer where the last one would lie below
+    /// 10^``minExponent`` (zero when every digit would): by long division on the digits, so the
+    /// quotient is always within the limits (Foundation's division scaled a small quotient below
+    /// them and gave NaN, and cut a long one to 39 digits without rounding).
+    func divided(by divisor: Int) -> DecimalNumber {
+        precondition(divisor >= 1, "a decimal is divided by a count of at least 1")
+        if isZero || divisor == 1 { return self }
+        // Quotient digits, one per dividend digit (the number's, then zeros: each appended zero
+        // lowers the quotient's power of ten by one), until one past the kept digits, or an
+        // exact end, or the last kept digit at 10^minExponent.
+        var quotient: [UInt8] = []
+        var remainder = 0
+        var position = 0            // dividend digits used
+        var power = exponent + digits.count  // power of ten of the next quotient digit, plus one
+        var significant = 0
+        while true {
+            let next = position < digits.count ? Int(digits[position] - 0x30) : 0
+            if position >= digits.count && remainder == 0 { break }
+            position += 1
+            power -= 1
+            // remainder < divisor, so remainder * 10 + 9 fits while divisor < Int.max / 10.
+            let (value, overflow) = remainder.multipliedReportingOverflow(by: 10)
+            precondition(!overflow, "a count of objects is far below Int.max / 10")
+            let current = value + next
+            let digit = current / divisor
+            remainder = current % divisor
+            if significant > 0 || digit > 0 {
+                quotient.append(UInt8(0x30 + digit))
+                significant += 1
+            }
+            // One digit past what is kept decides the rounding (and the rest: half or more).
+            if significant == Self.maxDigits + 1 || (significant > 0 && power < Self.minExponent) { break }
+            if significant == 0 && power < Self.minExponent - 1 { return .zero }
+        }
+        // The digit past the last kept one, if there is one: the one at `power` after the loop
+        // ran past the limit; nothing past an exact quotient.
+        var lastPower = power
+        let keep: Int
+        if significant == Self.maxDigits + 1 {
+            keep = Self.maxDigits
+            lastPower += 1
+        } else if power < Self.minExponent {
+            keep = quotient.count - 1
+            lastPower += 1
+        } else {
+            return DecimalNumber(negative: negative, digits: quotient, exponent: power)
+        }
+        var kept = Array(quotient.prefix(max(0, keep)))
+        let roundsUp = quotient.count > keep && quotient[keep] >= 0x35
+        if roundsUp {
+            var k = kept.count - 1
+            while k >= 0 && kept[k] == 0x39 { kept[k] = 0x30; k -= 1 }
+            if k >= 0 { kept[k] += 1 } else { kept.insert(0x31, at: 0) }
+            if kept.count > Self.maxDigits { kept.removeLast(); lastPower += 1 }
+        }
+        return DecimalNumber(negative: negative, digits: kept, exponent: lastPower)
+    }
+
     /// The Foundation `Decimal` (exact: the limits are checked where the number is made).
     var decimal: Decimal {
         guard let padded = try? checked("") else {

@@ -114,4 +114,31 @@ import Testing
             #expect(try view.aggregate(Track.self, groupedBy: .by(Track.genre)).isEmpty)
         }
     }
+
+    /// A sum or average of doubles that overflows is an error naming the attribute, as an int
+    /// sum past Int64 is (it was infinite, which JSON and the table printed as null: "no value").
+    @Test func aDoubleSumThatOverflowsIsRefused() async throws {
+        try await withLibraryStore { store in
+            _ = try await store.save { c in
+                for i in 0..<2 {
+                    c.insert(Track(mbid: UUID(), title: "big \(i)", durationSeconds: 1, rating: 1e308,
+                                   addedAt: Date(timeIntervalSince1970: 0)))
+                }
+            }
+            let view = store.mainContext
+            for (function, message) in [(AggregateFunction.sum(Track.rating), "the sum of 'rating' exceeds"),
+                                        (.average(Track.rating), "the sum of 'rating', which its average takes, exceeds")] {
+                #expect {
+                    _ = try view.aggregate(Track.self, [function])
+                } throws: { error in
+                    guard case StrataError.invalidQuery(_, let reason) = error else { return false }
+                    return reason.contains(message)
+                }
+            }
+            // One such value alone is its own sum and average.
+            let one = try view.aggregate(Query(entity: "Track", predicate: (Track.title == "big 0").predicate), groupedBy: nil,
+                                         [.sum(attribute: 6), .average(attribute: 6)])
+            #expect(one.first?.values == [.double(1e308), .double(1e308)])
+        }
+    }
 }

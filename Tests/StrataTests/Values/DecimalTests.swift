@@ -200,6 +200,91 @@ import Testing
         }
     }
 
+    /// A plain reference for ``DecimalNumber/divided(by:)``: the dividend's digits followed by
+    /// 60 zeros, divided by schoolbook division into a whole quotient, then cut to 38 digits and
+    /// rounded half away from zero by the first digit cut.
+    func referenceQuotient(_ x: DecimalNumber, _ n: Int) -> DecimalNumber {
+        let dividend = x.digits.map { Int($0 - 0x30) } + [Int](repeating: 0, count: 60)
+        var quotient: [Int] = [], r = 0
+        for d in dividend {
+            r = r * 10 + d
+            quotient.append(r / n)
+            r %= n
+        }
+        while quotient.first == 0 { quotient.removeFirst() }
+        var power = x.exponent - 60   // of the quotient's last digit
+        if quotient.count > 38 {
+            let up = quotient[38] >= 5
+            power += quotient.count - 38
+            quotient = Array(quotient.prefix(38))
+            if up {
+                var k = 37
+                while k >= 0 && quotient[k] == 9 { quotient[k] = 0; k -= 1 }
+                if k >= 0 { quotient[k] += 1 } else { quotient.insert(1, at: 0); quotient.removeLast(); power += 1 }
+            }
+        }
+        return DecimalNumber(negative: x.negative, digits: quotient.map { UInt8(0x30 + $0) }, exponent: power)
+    }
+
+    /// The mean of decimals: a quotient rounded to 38 significant digits (half away from zero),
+    /// on random dividends and counts against a plain reference, and at the edges: a quotient
+    /// below 10^-128 rounds at that power (Foundation's division gave NaN for 1e-91 / 1, scaling
+    /// it past the limit), and none has 39 digits (Foundation cut 5/3 to 39 without rounding).
+    @Test(arguments: 1...3)
+    func divisionRoundsToThirtyEightDigitsWithinTheLimits(seed: UInt64) throws {
+        var rng = SeededGenerator(seed: seed)
+        for _ in 0..<2000 {
+            let count = Int.random(in: 1...38, using: &rng)
+            var digits = (0..<count).map { _ in UInt8(0x30 + Int.random(in: 0...9, using: &rng)) }
+            digits[0] = UInt8(0x31 + Int.random(in: 0...8, using: &rng))
+            let x = DecimalNumber(negative: Bool.random(using: &rng), digits: digits,
+                                  exponent: Int.random(in: -60...60, using: &rng))
+            let n = [Int.random(in: 1...12, using: &rng), Int.random(in: 1...1_000_000_007, using: &rng)].randomElement(using: &rng)!
+            let q = x.divided(by: n)
+            #expect(q == referenceQuotient(x, n), "seed \(seed): \(x.text) / \(n)")
+            #expect(q.digits.count <= DecimalNumber.maxDigits && q.exponent >= DecimalNumber.minExponent)
+            #expect(DecimalNumber(q.decimal) == q, "seed \(seed): \(x.text) / \(n) through Decimal")
+        }
+        func quotient(_ text: String, _ n: Int) throws -> String {
+            let q = try DecimalNumber.parse(text).divided(by: n)
+            return q.isZero ? "0" : (q.negative ? "-" : "") + String(decoding: q.digits, as: UTF8.self) + "e\(q.exponent)"
+        }
+        #expect(try quotient("5", 3) == "16666666666666666666666666666666666667e-37")
+        #expect(try quotient("-2", 3) == "-66666666666666666666666666666666666667e-38")
+        #expect(try quotient("1e-91", 1) == "1e-91")
+        #expect(try quotient("1e-91", 2) == "5e-92")
+        #expect(try quotient("1e-128", 2) == "1e-128")     // 5e-129: half, away from zero
+        #expect(try quotient("1e-128", 3) == "0")          // 3.3e-129
+        #expect(try quotient("2e-128", 3) == "1e-128")     // 6.7e-129
+        #expect(try quotient("1e-127", 3) == "3e-128")
+        #expect(try quotient("99999999999999999999999999999999999999", 1) == "99999999999999999999999999999999999999e0")
+        #expect(try quotient("99999999999999999999999999999999999999", 7) == "14285714285714285714285714285714285714e0")
+        #expect(try quotient("1e127", 3) == "33333333333333333333333333333333333333e89")
+        #expect(try quotient("0", 5) == "0")
+    }
+
+    /// The average of small decimals is their mean (it was NaN, printed as null, for 1e-91), and
+    /// a mean of 38 digits is rounded (5/3 was cut to 39 digits).
+    @Test func averagesOfDecimalsAreRoundedMeansWithinTheLimits() async throws {
+        let store = try Store.temporary(schema: schema())
+        defer { store.close() }
+        let e = try #require(store.schema.entity(named: "Invoice"))
+        _ = try await store.save { c in
+            for (i, t) in ["1e-91", "1", "2", "2"].enumerated() {
+                var r = Record(entity: e)
+                r["number"] = .int(Int64(i))
+                r["total"] = .decimal(try! DecimalNumber.parse(t).decimal)
+                c.insert(r)
+            }
+        }
+        func average(_ numbers: ClosedRange<Int64>) throws -> String {
+            let q = Query(entity: "Invoice", predicate: .between(attribute: 0, .int(numbers.lowerBound), .int(numbers.upperBound)))
+            return try store.mainContext.aggregate(q, groupedBy: nil, [.average(attribute: 1)]).first!.values[0].description
+        }
+        #expect(try average(0...0) == "0.0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000001")
+        #expect(try average(1...3) == "1.6666666666666666666666666666666666667")
+    }
+
     @Test func aSumThatCannotBeExactIsRefused() async throws {
         let store = try Store.temporary(schema: schema())
         defer { store.close() }
