@@ -80,6 +80,11 @@ struct QueryCommand: AsyncParsableCommand {
                 return
             }
             if count {
+                // A count is of every match (as an aggregate's is): a window would be ignored.
+                if query.sort.count > 0 || query.limit != nil || query.offset != 0 {
+                    throw CLIError("--sort, --limit and --offset do not apply to --count (it counts every match)",
+                                   code: Exit.usage)
+                }
                 print(json ? JSONValue.object([("count", .int(Int64(try view.count(query))))]).serialized
                       : String(try view.count(query)))
                 return

@@ -80,6 +80,10 @@ public struct PredicateParser {
             }
             var steps = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
             let last = steps.removeLast()
+            guard steps.count <= Self.maxPathSteps else {
+                throw ParseError(position: 0, reason: "a path of \(steps.count) relationships: at most " +
+                                                      "\(Self.maxPathSteps) may be followed")
+            }
             var at = entity
             var path: [UInt16] = []
             for step in steps {
@@ -140,9 +144,12 @@ public struct PredicateParser {
                     i += 1
                 }
                 out.append((.string(text), start))
-            } else if ("0"..."9").contains(c) || (c == "-" && i + 1 < s.count && ("0"..."9").contains(s[i + 1])) {
+            } else if ("0"..."9").contains(c)
+                        || ((c == "-" || c == "+") && i + 1 < s.count && ("0"..."9").contains(s[i + 1])) {
                 i += 1
-                while i < s.count && (("0"..."9").contains(s[i]) || s[i] == "." || s[i] == "e" || s[i] == "E") {
+                // Digits, a point, and an exponent with its sign (`1e-5`, `2.5E+3`).
+                while i < s.count && (("0"..."9").contains(s[i]) || s[i] == "." || s[i] == "e" || s[i] == "E"
+                                      || ((s[i] == "-" || s[i] == "+") && (s[i - 1] == "e" || s[i - 1] == "E"))) {
                     i += 1
                 }
                 out.append((.number(String(String.UnicodeScalarView(s[start..<i]))), start))

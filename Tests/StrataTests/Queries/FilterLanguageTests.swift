@@ -89,6 +89,35 @@ import Testing
         expectError("title == true", "expected a value for 'title'")
     }
 
+    /// Numbers with a sign or a signed exponent read as written (`1e-5` was "'1e' is not a
+    /// number", `+5` an unexpected character); a sort or group path through more than
+    /// ``PredicateParser/maxPathSteps`` relationships is refused as a filter's is (it was taken).
+    @Test func signedNumbersAndLongSortPaths() throws {
+        let rating = Track.rating.index, duration = Track.durationSeconds.index
+        expectParse("rating < 2.5e-3", .compare(attribute: rating, .less, .double(0.0025)))
+        expectParse("rating < 1E+6", .compare(attribute: rating, .less, .double(1_000_000)))
+        expectParse("rating > +4", .compare(attribute: rating, .greater, .double(4)))
+        expectParse("durationSeconds == +5", .compare(attribute: duration, .equal, .int(5)))
+        expectParse("durationSeconds in [-1, +2, 300]", .isIn(attribute: duration, [.int(-1), .int(2), .int(300)]))
+        expectError("rating < 1e", "'1e'")
+        expectError("rating < 1e-", "'1e-'")
+
+        let chain = try Schema.parse(Array(#"""
+            {"model": "chain", "version": 1, "entities": [
+              {"name": "N", "attributes": [{"name": "name", "type": "string"}],
+               "relationships": [
+                 {"name": "next", "destination": "N", "inverse": "prev", "optional": true},
+                 {"name": "prev", "destination": "N", "inverse": "next", "optional": true}]}]}
+            """#.utf8), source: "v1.json", expectedVersion: 1)
+        let n = try #require(chain.entity(named: "N"))
+        let eight = String(repeating: "next.", count: 8) + "name", nine = String(repeating: "next.", count: 9) + "name"
+        #expect(try PredicateParser.parseSort(eight, entity: n, schema: chain).first?.path.count == 8)
+        #expect { try PredicateParser.parseSort(nine, entity: n, schema: chain) } throws: { error in
+            (error as? PredicateParser.ParseError)?.reason.contains("a path of 9 relationships: at most 8") == true
+        }
+        #expect(throws: PredicateParser.ParseError.self) { try PredicateParser.parse(nine + " == 'x'", entity: n, schema: chain) }
+    }
+
     /// `not` binds tightest, then `and`, then `or`; parentheses group.
     @Test func precedence() {
         let a = Filter.compare(attribute: Track.explicit.index, .equal, .bool(true))

@@ -69,6 +69,14 @@ import Testing
         #expect(try JSONValue.parse(c.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) == .object([("count", .int(Int64(n)))]))
         let one = try await storectl("query", store, "--entity", "Track", "--limit", "1", "--fields", "title")
         #expect(one.stdout.hasSuffix("(1 record)\n"), "\(one.stdout)")
+        // A count is of every match: a window given with it is refused, not ignored.
+        for window in [["--limit", "1"], ["--offset", "5"], ["--sort", "title"]] {
+            let w = try await storectl(["query", store, "--entity", "Track", "--count"] + window)
+            #expect(w.status == 64 && w.stderr.contains("do not apply to --count"), "\(window): \(w.status) \(w.stderr)")
+        }
+        let deep = try await storectl("query", store, "--entity", "Track", "--group-by",
+                                      String(repeating: "album.", count: 9) + "title")
+        #expect(deep.status == 64, "\(deep.status) \(deep.stderr)")
     }
 
     @Test func exportWhereToAFile() async throws {
