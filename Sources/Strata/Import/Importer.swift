@@ -1103,8 +1103,10 @@ private final class RejectsWriter: Sendable {
         .lmdb(LMDBError(code: code, operation: "\(what) the rejects file \(path)\(note)"))
     }
 
+    /// A rejected line after its reason. A line not kept (one over the line limit) leaves the
+    /// reason alone, not an empty line in its place.
     func write(reason: String, raw: [UInt8]) throws {
-        let bytes = Array(("# " + reason + "\n").utf8) + raw + [0x0A]
+        let bytes = Array(("# " + reason + "\n").utf8) + (raw.isEmpty ? [] : raw + [0x0A])
         var done = 0
         while done < bytes.count {
             let n = bytes.withUnsafeBytes { Foundation.write(fd, $0.baseAddress! + done, $0.count - done) }

@@ -80,7 +80,10 @@ public enum ValueConversion {
             guard let i = Int64(text) else { throw Failure(reason: "'\(EchoedText.shown(text))' is not an integer") }
             return .int(i)
         case .double:
-            guard let d = Double(text),
+            // Decimal text only (`-2.5`, `1e3`): `Double(_:)` also reads hexadecimal (`0x1p3`).
+            let decimalText = text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2B || $0 == 0x2D || $0 == 0x2E
+                                                     || $0 == 0x45 || $0 == 0x65 }
+            guard decimalText, let d = Double(text),
                   d.isFinite else { throw Failure(reason: "'\(EchoedText.shown(text))' is not a number") }
             return .double(d)
         case .bool:

@@ -177,4 +177,20 @@ import Testing
         let u = try await storectl("import", store, open, "--quiet", "--continue-on-error", "--rejects", rejects)
         #expect(u.status == 65 && u.stderr.contains("Thing.csv:1:") && u.stderr.contains("unterminated"), "\(u.stderr)")
     }
+
+    /// A CSV double is decimal text: hexadecimal (`0x1p3`, which `Double(_:)` reads as 8) is
+    /// refused with its line and field, as `nan` and `inf` are.
+    @Test func aCSVDoubleIsDecimalText() async throws {
+        let (dir, store) = try await newStore("import-edges-hex")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for bad in ["0x1p3", "nan", "inf", "1_000"] {
+            let csv = try write("key,data,ratio\nc,\"\",\(bad)\n", dir, "Thing.csv")
+            let r = try await storectl("import", store, csv, "--quiet")
+            #expect(r.status == 65, "\(bad): exit \(r.status): \(r.stderr)")
+            #expect(r.stderr.contains("Thing.csv:2: ratio: '\(bad)' is not a number"), "\(bad): \(r.stderr)")
+        }
+        let csv = try write("key,data,ratio\nc,\"\",-2.5E-1\n", dir, "Thing.csv")
+        #expect(try await storectl("import", store, csv, "--quiet").status == 0)
+        #expect(try await storectl("query", store, "--entity", "Thing", "--where", "ratio == -0.25", "--count").stdout == "1\n")
+    }
 }

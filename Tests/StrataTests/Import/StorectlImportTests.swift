@@ -192,4 +192,22 @@ import Testing
             }
         }
     }
+
+    /// A line over the line limit is rejected with its reason alone in the rejects file (an
+    /// empty line stood in its place, which is not the line).
+    @Test func aLineOverTheLimitLeavesItsReasonAloneInTheRejectsFile() async throws {
+        let dir = temporaryDirectory("imp-long-reject")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s").path
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let long = #"{"entity":"Genre","name":""# + String(repeating: "x", count: 1_100_000) + "\"}"
+        let input = dir.appendingPathComponent("in.ndjson")
+        try Data((long + "\n" + #"{"entity":"Genre","name":"short"}"# + "\n").utf8).write(to: input)
+        let rejects = dir.appendingPathComponent("rejects.ndjson").path
+        let r = try await storectl("import", store, input.path, "--quiet", "--max-line-mb", "1",
+                                   "--continue-on-error", "--rejects", rejects)
+        #expect(r.status == 0, "\(r.stderr)")
+        let text = try String(contentsOfFile: rejects, encoding: .utf8)
+        #expect(text == "# \(input.path):1: line of \(long.utf8.count) bytes exceeds the 1048576-byte limit\n", "\(text.debugDescription)")
+    }
 }
