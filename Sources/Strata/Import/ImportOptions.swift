@@ -28,6 +28,12 @@ public struct ImportOptions: Sendable {
     /// Records per transaction. 5,000 is a default, not a measured optimum: a larger batch means
     /// fewer commits but more memory and a longer write transaction per batch.
     public var batchSize = 5_000
+    /// Bytes of string and bytes values per transaction at most: a batch ends at
+    /// ``batchSize`` records or at this many bytes of their values, whichever comes first (a
+    /// record larger than it alone is a batch of its own). It bounds an import's memory (two
+    /// batches, or a bulk import's two chunks of them) and its log entries (one per batch; a
+    /// replica's save must fit one append to the cluster) whatever the records hold.
+    public var maxBatchBytes = 64 << 20
     /// Write the good records and collect the bad ones instead of refusing the whole input.
     public var continueOnError = false
     /// With ``continueOnError``: where rejected lines go, each after a `# FILE:LINE: reason` line.
@@ -95,6 +101,7 @@ public struct ImportOptions: Sendable {
         if batchSize < 1 || batchSize > Self.maxBatchSize {
             bad("batchSize", "must be between 1 and \(Self.maxBatchSize), not \(batchSize)")
         }
+        if maxBatchBytes < 1 { bad("maxBatchBytes", "must be at least 1, not \(maxBatchBytes)") }
         if maxLineBytes < 1 { bad("maxLineBytes", "must be at least 1, not \(maxLineBytes)") }
         if maxReportedIssues < 1 { bad("maxReportedIssues", "must be at least 1, not \(maxReportedIssues)") }
         if maxHeldRecords < 0 { bad("maxHeldRecords", "must be at least 0, not \(maxHeldRecords)") }

@@ -170,6 +170,10 @@ public final class Importer: Sendable {
     /// Measured with 100,000 records into a 1,000,000-record store: batches of 5,000 committed
     /// alone took 6.2 s and wrote 5.8 GB; grouped by 25,000, 4.1–4.6 s and 1.05 GB.
     static let incrementalGroupRecords = 25_000
+    /// Bytes of values (``Batch/bytes``) whose batches one commit takes at most, and that a bulk
+    /// import gathers before it saves them: a group of large records is held to it as one of
+    /// small records is held to ``incrementalGroupRecords`` (or ``bulkChunkRecords``).
+    static let groupBytes = 128 << 20
     /// Input bytes per record a bulk import in memory sizes its tables by (the generated library
     /// and catalog have about 250).
     static let inputBytesPerRecord = 256
@@ -233,6 +237,7 @@ public final class Importer: Sendable {
         let pending = s.bulkPending
         s.bulkPending = []
         s.bulkPendingRecords = 0
+        s.bulkPendingBytes = 0
         let continueOnError = options.continueOnError, author = options.author, importID = s.importID
         // Numbered in input order, as an incremental import numbers its batches.
         let firstNumber = s.batchesSubmitted + 1
@@ -629,7 +634,7 @@ public final class Importer: Sendable {
                     // The store's answers for later references would not see the keys this
                     // record may take from an object: read again, in two passes.
                     if s.held != nil, !batch.movesKeysOf.isEmpty { throw NotInOneTransaction() }
-                    if batch.count >= options.batchSize {
+                    if batch.count >= options.batchSize || batch.bytes >= options.maxBatchBytes {
                         try await queue(batch, &ready, &inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
                         batch = Batch()
                     }
@@ -702,7 +707,8 @@ public final class Importer: Sendable {
             guard let batch else { return }
             s.bulkPending.append(batch)
             s.bulkPendingRecords += batch.count
-            if s.bulkPendingRecords >= Self.bulkChunkRecords {
+            s.bulkPendingBytes += batch.bytes
+            if s.bulkPendingRecords >= Self.bulkChunkRecords || s.bulkPendingBytes >= Self.groupBytes {
                 try await flushBulk(&s, rejects: rejects, bytes: bytes)
             }
             return
@@ -719,7 +725,8 @@ public final class Importer: Sendable {
         let config = store.configuration
         let groupBatches = max(1, min(config.maxSavesPerGroup, config.maxPendingSaves / 2))
         guard !ready.isEmpty,
-              last || ready.count >= groupBatches || ready.reduce(0, { $0 + $1.count }) >= groupRecords else { return }
+              last || ready.count >= groupBatches || ready.reduce(0, { $0 + $1.count }) >= groupRecords
+                || ready.reduce(0, { $0 + $1.bytes }) >= Self.groupBytes else { return }
         try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: bytes)
         var sets: [(changes: ChangeSet, metadata: [String: String])] = []
         for b in ready {
@@ -903,6 +910,9 @@ private struct Batch: Sendable {
     /// Where each record's operations are in ``recordOps`` and ``linkOps``.
     private var spans: [(records: Range<Int>, links: Range<Int>)] = []
     var items: [(raw: [UInt8], fileIndex: Int, line: Int, location: UInt64)] = []
+    /// Bytes of the records' string and bytes values, and 16 for each other value: what the
+    /// batch's memory and its log entry grow with (``ImportOptions/maxBatchBytes``).
+    private(set) var bytes = 0
     /// Lines read with this batch that validation had rejected (reason, raw line), for the
     /// rejects file.
     var earlyRejects: [(reason: String, raw: [UInt8])] = []
@@ -942,8 +952,21 @@ private struct Batch: Sendable {
         let records = recordOps.count, links = linkOps.count
         for op in c.operations {
             switch op {
-            case .link, .unlink: linkOps.append(op)
-            default: recordOps.append(op)
+            case .link, .unlink:
+                linkOps.append(op)
+                bytes += 48
+            case .insert(_, let values), .upsert(_, let values, _), .put(_, let values):
+                recordOps.append(op)
+                bytes += 16
+                for v in values {
+                    switch v {
+                    case .string(let text): bytes += text.utf8.count
+                    case .bytes(let b): bytes += b.count
+                    default: bytes += 16
+                    }
+                }
+            default:
+                recordOps.append(op)
             }
         }
         spans.append((records..<recordOps.count, links..<linkOps.count))
@@ -1014,6 +1037,8 @@ private struct ImportState {
     /// A bulk import's batches not saved yet, and their records.
     var bulkPending: [Batch] = []
     var bulkPendingRecords = 0
+    /// Their values' bytes (``Batch/bytes``).
+    var bulkPendingBytes = 0
     /// A bulk import's batches being saved.
     var bulkFlight: BulkFlight?
     var lastReport = ContinuousClock.now

@@ -4,12 +4,14 @@ import Synchronization
 /// The shared (and, for a switch, exclusive) fcntl lock on `strata.lock`.
 ///
 /// fcntl locks belong to the process, so `F_GETLK` and `/proc/locks` show other processes only.
-/// It is `Sendable` because its state is two constants and an atomic flag; the lock calls are
-/// system calls.
+/// It is `Sendable` because its state is two constants, an atomic flag and a mutex; the lock
+/// calls are system calls, made under the mutex, which ``release()`` takes to close the
+/// descriptor: no call uses it once it is closed (its number may be another file's by then).
 final class StoreLock: Sendable {
     let fd: Int32
     let path: String
-    private let released = Atomic<Bool>(false)
+    /// Whether ``release()`` closed the descriptor; held while the descriptor is used.
+    private let released = Mutex<Bool>(false)
     /// Whether this process holds the lock exclusive (set by ``tryExclusive()``, cleared by
     /// ``shared()``): what a generation switch asserts.
     private let exclusive = Atomic<Bool>(false)
@@ -67,8 +69,11 @@ final class StoreLock: Sendable {
 
     /// Closes the descriptor, which drops the lock (idempotent).
     func release() {
-        if released.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged {
-            close(fd)
+        released.withLock { done in
+            if !done {
+                close(fd)
+                done = true
+            }
         }
     }
 
@@ -84,15 +89,21 @@ final class StoreLock: Sendable {
     /// What `F_GETLK` reports for an exclusive lock of the whole file: another process's lock in
     /// its way, or `F_UNLCK`; nil when the call fails.
     private func conflictingLock() -> flock? {
-        var probe = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
-        return fcntl(fd, F_GETLK, &probe) == 0 ? probe : nil
+        released.withLock { done -> flock? in
+            guard !done else { return nil }
+            var probe = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
+            return fcntl(fd, F_GETLK, &probe) == 0 ? probe : nil
+        }
     }
+
+    /// Whether the descriptor was closed (the store closed).
+    var isReleased: Bool { released.withLock { $0 } }
 
     /// Process ids of the other processes that have the store open: every holder listed in
     /// `/proc/locks` for this file, plus the one `F_GETLK` reports (in case /proc is unavailable).
     func otherHolders() -> [Int32] {
         var st = stat()
-        guard fstat(fd, &st) == 0 else { return [] }
+        guard released.withLock({ done in !done && fstat(fd, &st) == 0 }) else { return [] }
         let me = getpid()
         var pids = Set<Int32>()
         // /proc/locks names the file as MAJOR:MINOR:INODE, major and minor in hex.
@@ -128,17 +139,24 @@ final class StoreLock: Sendable {
     /// Converts this process's shared lock to exclusive without waiting; false when another
     /// process holds it.
     func tryExclusive() -> Bool {
-        var lock = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
-        guard fcntl(fd, F_SETLK, &lock) == 0 else { return false }
-        exclusive.store(true, ordering: .releasing)
-        return true
+        released.withLock { done in
+            guard !done else { return false }
+            var lock = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
+            guard fcntl(fd, F_SETLK, &lock) == 0 else { return false }
+            exclusive.store(true, ordering: .releasing)
+            return true
+        }
     }
 
     /// ``tryExclusive()``, or ``StrataError/storeBusy(path:processIDs:)`` naming the other
     /// processes that have the store at `store` open. Pair with ``shared()``.
     func takeExclusive(store: String) throws {
         let others = otherHolders()
-        guard others.isEmpty, tryExclusive() else { throw StrataError.storeBusy(path: store, processIDs: others) }
+        guard others.isEmpty, tryExclusive() else {
+            // The store was closed meanwhile (its lock released): not another process.
+            if isReleased { throw StrataError.closed(path: store) }
+            throw StrataError.storeBusy(path: store, processIDs: others)
+        }
     }
 
     /// Whether this process holds the lock exclusive.
@@ -146,9 +164,11 @@ final class StoreLock: Sendable {
 
     /// Back to shared (nothing once the descriptor is closed: it may be another file's by now).
     func shared() {
-        guard !released.load(ordering: .acquiring) else { return }
-        var lock = flock(l_type: Int16(F_RDLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
-        _ = fcntl(fd, F_SETLK, &lock)
-        exclusive.store(false, ordering: .releasing)
+        released.withLock { done in
+            guard !done else { return }
+            var lock = flock(l_type: Int16(F_RDLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
+            _ = fcntl(fd, F_SETLK, &lock)
+            exclusive.store(false, ordering: .releasing)
+        }
     }
 }

@@ -96,6 +96,40 @@ import Testing
         }
     }
 
+    /// A batch ends at `maxBatchBytes` of its records' values as it does at `batchSize` records,
+    /// in both modes: records of 1,000 bytes, 10,000 bytes a batch, give batches of ten (the
+    /// count alone made one batch of all of them, whatever they held). A budget below one
+    /// record makes a batch of each; a budget below 1 is refused as an option.
+    @Test(arguments: [ImportMode.incremental, .bulk])
+    func aBatchEndsAtItsByteBudget(mode: ImportMode) async throws {
+        let dir = temporaryDirectory("import-pipeline")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let notes = String(repeating: "n", count: 1_000)
+            func playlists(_ range: Range<Int>, _ prefix: String) -> [String] {
+                range.map { #"{"entity":"Playlist","name":"\#(prefix)\#($0)","createdAt":"2024-01-01T00:00:00Z","notes":"\#(notes)"}"# }
+            }
+            let input = try write(playlists(0..<100, "p"), in: dir)
+            var options = ImportOptions()
+            options.mode = mode
+            options.maxBatchBytes = 10_000
+            options.oneTransactionMaxInputBytes = 0
+            let summary = try await Importer(store: store, options: options).run(files: [input])
+            #expect(summary.records == 100 && summary.transactions == 10, "\(mode): \(summary)")
+            #expect(try store.mainContext.count(Playlist.self) == 100)
+
+            let more = try write(playlists(0..<5, "q"), in: dir)
+            options.maxBatchBytes = 10
+            let one = try await Importer(store: store, options: options).run(files: [more])
+            #expect(one.records == 5 && one.transactions == 5, "\(mode): \(one)")
+
+            options.maxBatchBytes = 0
+            await #expect { _ = try await Importer(store: store, options: options).run(files: [more]) } throws: { error in
+                (error as? ImportFailed)?.issues.first?.reason.contains("must be at least 1") == true
+            }
+        }
+    }
+
     /// Batches of one record are queued in groups the writer can take: at most
     /// `maxSavesPerGroup` and half of `maxPendingSaves` batches at a time (a group of 25,000
     /// one-record batches would be refused as `writerOverloaded`).
@@ -136,9 +170,9 @@ import Testing
     }
 
     /// Without `continueOnError`, a batch refused at save time (a put that moves an existing
-    /// object onto another one's unique key: validation cannot see it) ends the import with its
-    /// error; the batches before it are committed, it and every batch queued after it are not,
-    /// although they shared its group commit.
+    /// object onto another one's unique key: validation cannot see it) ends the import with the
+    /// record's line and reason, and what was written; the batches before it are committed, it
+    /// and every batch queued after it are not, although they shared its group commit.
     @Test func aBatchRefusedAtSaveTimeLeavesOnlyTheBatchesBeforeIt() async throws {
         let dir = temporaryDirectory("import-pipeline")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -162,8 +196,11 @@ import Testing
             do {
                 _ = try await Importer(store: store, options: options).run(files: [input])
                 Issue.record("the import succeeded")
-            } catch StrataError.validation(let failure) {
-                #expect(failure.kind == .uniqueConstraint, "\(failure)")
+            } catch let failed as ImportFailed {
+                // The record the store refused, by its line, and the batch committed before it.
+                #expect(failed.issues.first?.line == 3 && failed.issues.first?.field == "name", "\(failed)")
+                #expect(failed.issues.first?.reason.hasPrefix("uniqueConstraint") == true, "\(failed)")
+                #expect(failed.written == 2 && failed.transactions.count == 1 && failed.importID != nil, "\(failed)")
             }
             #expect(Set(try store.mainContext.fetch(Genre.self).map(\.name)) == ["Jazz", "Rock", "A", "B"])
             #expect(try store.lastTransactionID == seeded.next)
