@@ -149,15 +149,21 @@ private struct Shape {
     /// Old relationship tag → its destination's entity tag and its inverse's old tag: links are
     /// carried over as they are, so a relationship must keep both.
     let pairing: [UInt16: (destination: UInt16, inverse: UInt16)]
+    /// Old relationship tags of the to-many relationships: one may not become to-one (its
+    /// objects, now or at any transaction of the log, may hold several targets).
+    let toMany: Set<UInt16>
 
     init(_ s: Schema) {
         var pairing: [UInt16: (destination: UInt16, inverse: UInt16)] = [:]
+        var toMany: Set<UInt16> = []
         for e in s.entities {
             for r in e.relationships {
                 if let d = s.entity(named: r.destination) { pairing[r.tag] = (d.tag, s.inverse(of: r).tag) }
+                if r.isToMany { toMany.insert(r.tag) }
             }
         }
         self.pairing = pairing
+        self.toMany = toMany
         entities = s.entities.map { e in
             Entity(name: e.name, tag: e.tag,
                    attributes: Dictionary(
@@ -297,6 +303,11 @@ private struct Shape {
                 guard destination?.tag == was.destination, inverseOldTag == was.inverse else {
                     throw fail(e.name, "relationship '\(r.name)' must keep its destination and inverse (existing " +
                                        "links are carried over as they are)")
+                }
+                guard r.isToMany || !toMany.contains(oldTag) else {
+                    throw fail(e.name, "relationship '\(r.name)' is to-many in v\(s.version - 1) and to-one in " +
+                                       "v\(s.version): its links are carried over as they are, and an object may hold " +
+                                       "several, now or in its history (a to-one may become to-many, not the reverse)")
                 }
             }
             let idx = Set(e.indexes.map { $0.attributes.map { e.attributes[$0].name } })

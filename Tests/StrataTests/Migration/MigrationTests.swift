@@ -194,6 +194,33 @@ import Testing
         #expect(throws: SchemaError.self) { try MigrationHop(from: all[0], to: try schemas([ShopSchemas.v1, ShopSchemas.v2])[1], registry: MigrationRegistry()) }
     }
 
+    /// A to-many relationship that becomes to-one is refused when the migration is planned: its
+    /// links are carried over as they are, and an object holding two targets became a to-one
+    /// with two (exported as one, and `verify` saw nothing wrong). A to-one may become to-many.
+    @Test func aToManyRelationshipThatBecomesToOneIsRefused() throws {
+        func version(_ n: Int, aToMany: Bool, bToMany: Bool) -> String {
+            #"""
+            {"model": "rk", "version": \#(n), "entities": [
+              {"name": "A", "attributes": [{"name": "k", "type": "int"}],
+               "relationships": [{"name": "bs", "destination": "B", "toMany": \#(aToMany), "inverse": "a"\#(aToMany ? "" : #", "optional": true"#)}],
+               "uniques": [["k"]]},
+              {"name": "B", "attributes": [{"name": "k", "type": "int"}],
+               "relationships": [{"name": "a", "destination": "A", "toMany": \#(bToMany), "inverse": "bs"\#(bToMany ? "" : #", "optional": true"#)}],
+               "uniques": [["k"]]}]}
+            """#
+        }
+        let v1 = version(1, aToMany: true, bToMany: false)
+        let narrowed = try schemas([v1, version(2, aToMany: false, bToMany: false)])
+        do {
+            _ = try MigrationHop(from: narrowed[0], to: narrowed[1], registry: MigrationRegistry())
+            Issue.record("a to-many that becomes to-one was accepted")
+        } catch let e as SchemaError {
+            #expect(e.description.contains("relationship 'bs' is to-many in v1 and to-one in v2"), "\(e)")
+        }
+        let widened = try schemas([v1, version(2, aToMany: true, bToMany: true)])
+        _ = try MigrationHop(from: widened[0], to: widened[1], registry: MigrationRegistry())
+    }
+
     @Test func anInstanceWithTheOldSchemaStopsAfterMigratingAndReadsWentOnDuring() async throws {
         let dir = temporaryDirectory("migrate")
         defer { try? FileManager.default.removeItem(at: dir) }
