@@ -72,13 +72,13 @@ extension Schema {
 
     /// Parses schema JSON (`source` names it in errors).
     public static func parse(_ bytes: [UInt8], source: String, expectedVersion: Int? = nil) throws -> Schema {
-        try parse(bytes, source: source, expectedVersion: expectedVersion, allowingSelfInverse: false)
+        try parse(bytes, source: source, expectedVersion: expectedVersion, readingStoredSchema: false)
     }
 
-    /// ``parse(_:source:expectedVersion:)``; `allowingSelfInverse` for a schema stored in a store
-    /// (see ``SchemaLoader/allowsSelfInverse``).
+    /// ``parse(_:source:expectedVersion:)``; `readingStoredSchema` for a schema stored in a store
+    /// (see ``SchemaLoader/isStoredSchema``).
     static func parse(_ bytes: [UInt8], source: String, expectedVersion: Int? = nil,
-                      allowingSelfInverse: Bool) throws -> Schema {
+                      readingStoredSchema: Bool) throws -> Schema {
         let json: JSONValue
         do {
             json = try JSONValue.parse(bytes, exactDecimals: true)  // a decimal default stays exact
@@ -86,7 +86,7 @@ extension Schema {
             throw SchemaError(file: source, entity: nil, field: nil, reason: "not valid JSON: \(e)")
         }
         var loader = SchemaLoader(file: source)
-        loader.allowsSelfInverse = allowingSelfInverse
+        loader.isStoredSchema = readingStoredSchema
         return try loader.load(json, expectedVersion: expectedVersion)
     }
 }
@@ -113,9 +113,10 @@ struct SchemaLoader {
     }
     let file: String
     var entity: String?
-    /// Accept a relationship that is its own inverse: only for a schema read back from a store
-    /// made before such schemas were refused, so that it still opens (and can be exported).
-    var allowsSelfInverse = false
+    /// A schema read back from a store: what was refused only after the store may have been made
+    /// (a relationship that is its own inverse, a date default beyond what a store holds) is
+    /// accepted, so that the store still opens (and can be exported).
+    var isStoredSchema = false
 
     func error(_ field: String?, _ reason: String) -> SchemaError {
         SchemaError(file: file, entity: entity, field: field, reason: reason)
@@ -273,6 +274,11 @@ struct SchemaLoader {
                 throw error(field, "default value: \(reason.reason)")
             }
             if defaultValue?.isNull == true { defaultValue = nil }
+            // A default no save would take (a date beyond what a store holds): every object given
+            // it would be refused, and a migration would write it into every object.
+            if !isStoredSchema, let reason = defaultValue?.notFiniteReason {
+                throw error(field, "default value: \(reason)")
+            }
         }
         return AttributeDescription(name: n, type: type, isOptional: optional, defaultValue: defaultValue, index: index)
     }
@@ -427,7 +433,7 @@ struct SchemaLoader {
                 // One relationship cannot be both ends of a link: setting a.r = b would have to
                 // set b.r = a through the same slots, and an input such as a.r = b, b.r = c then
                 // changes the store on every import. A symmetric relation needs two relationships.
-                if inverse.name == r.name && r.destination == e.name && !allowsSelfInverse {
+                if inverse.name == r.name && r.destination == e.name && !isStoredSchema {
                     throw error(field, "is declared as its own inverse ('\(e.name).\(r.name)' names '\(r.name)' on "
                         + "'\(e.name)' as its inverse); "
                         + "declare two relationships, each the other's inverse (for example 'spouse' and 'spouseOf')")

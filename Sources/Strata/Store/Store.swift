@@ -466,7 +466,7 @@ public final class Store: Sendable {
         }
         let storeSchema: Schema
         do {
-            storeSchema = try Schema.parse(stored.schema, source: "\(path) (stored schema)", allowingSelfInverse: true)
+            storeSchema = try Schema.parse(stored.schema, source: "\(path) (stored schema)", readingStoredSchema: true)
         } catch let e as SchemaError {
             throw StrataError.notAStore(path: path, reason: "stored schema is unreadable: \(e)")
         }
