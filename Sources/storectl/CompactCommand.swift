@@ -45,52 +45,57 @@ struct CompactCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let store: Store
-        do {
-            store = try Store.openExisting(at: target.url, configuration: target.configuration)
-        } catch {
-            throw failure(error)
-        }
-        defer { store.close() }
         let terminal = isatty(STDERR_FILENO) == 1 && !quiet
-        do {
-            let chosen = try resolveHorizon(store)
-            var report: CompactionReport?
-            var told = false
-            while report == nil {
-                do {
-                    report = try await store.compact(horizon: chosen, dryRun: dryRun) { p in
-                        if terminal {
-                            FileHandle.standardError.write(
-                                Data("\r\(p.phase.rawValue)… \(p.done > 0 ? String(p.done) : "")\u{1B}[K".utf8))
-                        }
+        var report: CompactionReport?
+        // With --wait, the store is closed between tries: open, it counts as "another process"
+        // to every other process waiting to compact it (two waiting compactions waited for each
+        // other for ever). The horizon is resolved at each try, from the head it then finds.
+        var waitingFor: [Int32] = []
+        while report == nil {
+            let store: Store
+            do {
+                store = try Store.openExisting(at: target.url, configuration: target.configuration)
+            } catch {
+                throw failure(error)
+            }
+            do {
+                defer { store.close() }
+                let chosen = try resolveHorizon(store)
+                report = try await store.compact(horizon: chosen, dryRun: dryRun) { p in
+                    if terminal {
+                        FileHandle.standardError.write(
+                            Data("\r\(p.phase.rawValue)… \(p.done > 0 ? String(p.done) : "")\u{1B}[K".utf8))
                     }
-                } catch StrataError.storeBusy(_, let pids) where wait {
-                    if !quiet && !told {
-                        note("waiting for process(es) \(pids.map(String.init).joined(separator: ", ")) to close the " +
-                             "store…")
-                    }
-                    told = true
-                    try await Task.sleep(for: .milliseconds(500))
                 }
-            }
-            if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
-            guard let r = report else { return }
-            if json {
-                printJSON(.object([("dryRun", .bool(r.dryRun)), ("horizon", .int(Int64(r.horizon.rawValue))),
-                                   ("previousHorizon", .int(Int64(r.previousHorizon.rawValue))),
-                                   ("head", .int(Int64(r.head.rawValue))), ("bytesBefore", .int(Int64(r.bytesBefore))),
-                                   ("bytesAfter", .int(Int64(r.bytesAfter))),
-                                   ("logEntriesBefore", .int(Int64(r.logEntriesBefore))),
-                                   ("logEntriesAfter", .int(Int64(r.logEntriesAfter))),
-                                   ("objects", .int(Int64(r.objects))), ("seconds", .double(r.seconds))]))
-            } else {
-                print("\(r.dryRun ? "would compact" : "compacted"): horizon \(r.previousHorizon) → \(r.horizon) " +
-                      "(head \(r.head)), \(formatBytes(r.bytesBefore)) → \(formatBytes(r.bytesAfter)), log " +
-                      "\(r.logEntriesBefore) → \(r.logEntriesAfter) entries, \(r.objects) objects, " +
-                      "\(String(format: "%.2f", r.seconds)) s")
-            }
-        } catch { throw failure(error) }
+            } catch StrataError.storeBusy(_, let pids) where wait {
+                if !quiet && pids != waitingFor {
+                    note("waiting for process(es) \(pids.map(String.init).joined(separator: ", ")) to close the " +
+                         "store…")
+                }
+                waitingFor = pids
+                // Half a second, and up to a quarter more: two waiting processes that close and
+                // open at the same pace would otherwise keep finding each other.
+                do {
+                    try await Task.sleep(for: .milliseconds(500 + Int.random(in: 0...125)))
+                } catch { throw failure(error) }
+            } catch { throw failure(error) }
+        }
+        if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
+        guard let r = report else { return }
+        if json {
+            printJSON(.object([("dryRun", .bool(r.dryRun)), ("horizon", .int(Int64(r.horizon.rawValue))),
+                               ("previousHorizon", .int(Int64(r.previousHorizon.rawValue))),
+                               ("head", .int(Int64(r.head.rawValue))), ("bytesBefore", .int(Int64(r.bytesBefore))),
+                               ("bytesAfter", .int(Int64(r.bytesAfter))),
+                               ("logEntriesBefore", .int(Int64(r.logEntriesBefore))),
+                               ("logEntriesAfter", .int(Int64(r.logEntriesAfter))),
+                               ("objects", .int(Int64(r.objects))), ("seconds", .double(r.seconds))]))
+        } else {
+            print("\(r.dryRun ? "would compact" : "compacted"): horizon \(r.previousHorizon) → \(r.horizon) " +
+                  "(head \(r.head)), \(formatBytes(r.bytesBefore)) → \(formatBytes(r.bytesAfter)), log " +
+                  "\(r.logEntriesBefore) → \(r.logEntriesAfter) entries, \(r.objects) objects, " +
+                  "\(String(format: "%.2f", r.seconds)) s")
+        }
     }
 
     private func resolveHorizon(_ store: Store) throws -> TransactionID? {

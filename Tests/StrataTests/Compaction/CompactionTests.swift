@@ -657,6 +657,37 @@ import Testing
         #expect(ok.status == 0, "\(ok.stderr)")
     }
 
+    /// `compact --wait` closes the store while it waits, and resolves `--keep-last` when it runs:
+    /// two of them on one store both finish (each held the store open and waited for the other
+    /// for ever), and one that waited while transactions were saved keeps the last one of the
+    /// head it found when it ran (not of the head when it started). The waiting line is printed
+    /// once for the same processes.
+    @Test(.timeLimit(.minutes(2))) func compactionsThatWaitCloseTheStoreMeanwhile() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            let store = try Store.open(at: dir, schema: try librarySchema())
+            for i in 0..<3 { _ = try await store.save { $0.insert(Genre(name: "g\(i)")) } }
+            store.close()
+        }
+        async let first = storectl("compact", dir.path, "--wait", "--json")
+        async let second = storectl("compact", dir.path, "--wait", "--json")
+        let (a, b) = try await (first, second)
+        #expect(a.status == 0 && b.status == 0, "\(a.status) \(a.stderr) / \(b.status) \(b.stderr)")
+
+        let held = try Store.open(at: dir, schema: try librarySchema())
+        async let waiting = storectl("compact", dir.path, "--wait", "--keep-last", "1", "--json")
+        try await Task.sleep(for: .seconds(1.5))
+        for i in 3..<6 { _ = try await held.save { $0.insert(Genre(name: "g\(i)")) } }
+        let head = try held.lastTransactionID
+        held.close()
+        let r = try await waiting
+        #expect(r.status == 0, "\(r.stderr)")
+        let report = try JSONValue.parse(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(report["horizon"] == .int(Int64(head.rawValue) - 1), "\(r.stdout)")
+        #expect(r.stderr.components(separatedBy: "waiting for process(es) \(getpid())").count == 2, "\(r.stderr)")
+    }
+
     /// An entity emptied before a compaction's horizon keeps a count of zero (in `counts`), which a
     /// rebuild from the log after the horizon does not write: to verify, a zero count and no count
     /// are the same (not an extra entry), after a partial and a full compaction, and after a
