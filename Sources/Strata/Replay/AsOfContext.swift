@@ -45,8 +45,11 @@ public final class AsOfContext: ObjectReading {
         var entries: [LogEntry] = []
         try view.forEachLogEntry((target.rawValue + 1)...head.rawValue) { entries.append($0); return true }
         guard entries.count == Int(head.rawValue - target.rawValue) else {
-            throw StrataError.corruptLogEntry(transaction: target,
-                                              reason: "log entries between \(target) and \(head) are missing")
+            // The first transaction missing (the entries come in id order).
+            var missing = target.next
+            for entry in entries where entry.transactionID == missing { missing = missing.next }
+            throw StrataError.corruptLogEntry(transaction: missing,
+                                              reason: "missing from the log (needed to read back to \(target) from \(head))")
         }
         for entry in entries.reversed() {
             // Undone as the save was judged, on its result: objects that exchanged unique values

@@ -6,7 +6,7 @@ import Testing
 /// A compaction of a store whose unique-key B-tree yields keys out of order (a flipped key byte:
 /// LMDB keys carry no checksum) reports a corrupt store (exit 65) and leaves the store as it
 /// was, not an internal error such as `mdb_cursor_put(indexes, MDB_APPEND) failed: MDB_KEYEXIST`
-/// (exit 70).
+/// (exit 70). One whose log lacks a transaction is refused, not squashed out of sight.
 @Suite struct CompactingADamagedStoreTests {
     @Test func keysOutOfOrderAreReportedAsCorruption() async throws {
         let dir = temporaryDirectory("compact-damaged")
@@ -43,5 +43,30 @@ import Testing
         #expect(r.stderr.contains("the store is damaged: database 'uniques'") && r.stderr.contains("keys out of order"), "\(r.stderr)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: store.path).sorted() == before)
         #expect(try await storectl("verify", store.path).status == 65)
+    }
+
+    /// A log with a transaction missing: `compact` refuses (exit 65, the store as it was), where
+    /// it compacted the gap away and `verify` then passed; reading back across the gap names the
+    /// missing transaction (it named the one read back to).
+    @Test func aLogWithATransactionMissingIsNotCompactedAway() async throws {
+        let dir = temporaryDirectory("compact-gap")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            let store = try Store.open(at: dir, schema: try librarySchema())
+            for i in 0..<3 { _ = try await store.save { $0.insert(Genre(name: "g\(i)")) } }
+            try store.env.write { txn in _ = try txn.delete(store.env[.log], key: TransactionID(2).keyBytes) }
+            store.close()
+        }
+        let before = try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted()
+        for args in [["compact", dir.path, "--keep-last", "1"], ["compact", dir.path], ["compact", dir.path, "--dry-run"]] {
+            let r = try await storectl(args)
+            #expect(r.status == 65, "\(args): \(r.status) \(r.stderr)")
+            #expect(r.stderr.contains("the log holds 2 entries for the 3 transactions 1…3: some are missing"), "\(r.stderr)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() == before)
+        }
+        let verify = try await storectl("verify", dir.path)
+        #expect(verify.status == 65, "\(verify.stderr)")
+        let replay = try await storectl("replay", dir.path, "--to", "1")
+        #expect(replay.status == 65 && replay.stderr.contains("transaction 2: missing from the log"), "\(replay.stderr)")
     }
 }
