@@ -72,6 +72,19 @@ public enum ValueConversion {
     }
 
     /// The ``Value`` of CSV/CLI text for an attribute of `type`; the empty string is `null`.
+    /// The double of decimal text (`-2.5`, `1e3`), or nil: for anything else (`Double(_:)` also
+    /// reads hexadecimal such as `0x1p3`, `nan` and `inf`), and for a number a double cannot hold
+    /// (past its range, or so small that it would become 0).
+    static func double(decimalText text: String) -> Double? {
+        let decimal = text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2B || $0 == 0x2D || $0 == 0x2E
+                                             || $0 == 0x45 || $0 == 0x65 }
+        guard decimal, let d = Double(text), d.isFinite else { return nil }
+        if d == 0, text.utf8.prefix(while: { $0 != 0x45 && $0 != 0x65 }).contains(where: { $0 >= 0x31 && $0 <= 0x39 }) {
+            return nil
+        }
+        return d
+    }
+
     public static func value(fromText text: String, type: AttributeType) throws -> Value {
         if text.isEmpty { return .null }
         switch type {
@@ -80,11 +93,9 @@ public enum ValueConversion {
             guard let i = Int64(text) else { throw Failure(reason: "'\(EchoedText.shown(text))' is not an integer") }
             return .int(i)
         case .double:
-            // Decimal text only (`-2.5`, `1e3`): `Double(_:)` also reads hexadecimal (`0x1p3`).
-            let decimalText = text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2B || $0 == 0x2D || $0 == 0x2E
-                                                     || $0 == 0x45 || $0 == 0x65 }
-            guard decimalText, let d = Double(text),
-                  d.isFinite else { throw Failure(reason: "'\(EchoedText.shown(text))' is not a number") }
+            guard let d = double(decimalText: text) else {
+                throw Failure(reason: "'\(EchoedText.shown(text))' is not a number")
+            }
             return .double(d)
         case .bool:
             switch text.lowercased() {

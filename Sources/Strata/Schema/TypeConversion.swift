@@ -81,8 +81,10 @@ public enum TypeConversion: String, Sendable, CaseIterable {
         case (_, .null): return .null
         case (.intToDouble, .int(let i)): return .double(Double(i))
         case (.doubleToInt, .double(let d)):
-            guard d.isFinite, abs(d) < 9.2e18 else { throw ValueConversion.Failure(reason: "\(d) does not fit an int") }
-            return .int(Int64(d.rounded()))
+            guard d.isFinite, let i = Int64(exactly: d.rounded()) else {
+                throw ValueConversion.Failure(reason: "\(d) does not fit an int")
+            }
+            return .int(i)
         case (.intToString, .int(let i)): return .string(String(i))
         case (.doubleToString, .double(let d)): return .string(String(d))
         case (.boolToString, .bool(let b)): return .string(b ? "true" : "false")
@@ -92,8 +94,9 @@ public enum TypeConversion: String, Sendable, CaseIterable {
             }
             return .int(i)
         case (.stringToDouble, .string(let s)):
-            guard let d = Double(s.trimmingCharacters(in: .whitespaces)),
-                  d.isFinite else { throw ValueConversion.Failure(reason: "'\(s)' is not a number") }
+            guard let d = ValueConversion.double(decimalText: s.trimmingCharacters(in: .whitespaces)) else {
+                throw ValueConversion.Failure(reason: "'\(s)' is not a number")
+            }
             return .double(d)
         case (.intToBool, .int(let i)): return .bool(i != 0)
         case (.boolToInt, .bool(let b)): return .int(b ? 1 : 0)
