@@ -32,17 +32,22 @@ struct ReplayCommand: AsyncParsableCommand {
         do {
             let past = try store.snapshot(asOf: TransactionID(to))
             defer { past.close() }
+            let entities = try entity.map { name -> [EntityDescription] in
+                guard let e = store.schema.entity(named: name) else { throw unknownEntity(name, in: store.schema) }
+                return [e]
+            } ?? store.schema.entities
             if let id = id.flatMap(ObjectID.init(string:)) {
+                // With --entity, the id must be one of that entity's (it was ignored).
+                if let name = entity, let e = entities.first, e.tag != id.entityTag {
+                    let owner = store.schema.entity(tag: id.entityTag)?.name ?? "no entity of this store"
+                    throw CLIError("--id \(id) is an id of \(owner), not of \(name)", code: Exit.usage)
+                }
                 guard let r = try past.record(id) else {
                     throw CLIError("\(id) did not exist after transaction \(to)", code: Exit.noInput)
                 }
                 try printRecord(r, json: json, past: past)
                 return
             }
-            let entities = try entity.map { name -> [EntityDescription] in
-                guard let e = store.schema.entity(named: name) else { throw unknownEntity(name, in: store.schema) }
-                return [e]
-            } ?? store.schema.entities
             if !json && entity == nil {
                 print("as of transaction \(to):")
                 for e in entities { print("  \(e.name): \(try past.count(Query(entity: e.name)))") }

@@ -95,6 +95,14 @@ import Testing
         #expect(row["id"] == .string(id.description) && row["change"] == .string("update"))
         #expect(row["attributes"]?["title"]?["new"] == .string("Renamed"))
         #expect(try await storectl("diff", store, "--from", "2", "--to", "1").status == 64)
+        // `--entity` with `--id` is checked, not ignored: unknown, or not the id's entity.
+        let unknown = try await storectl("replay", store, "--to", "2", "--id", id.description, "--entity", "Nope")
+        #expect(unknown.status == 64 && unknown.stderr.contains("unknown entity 'Nope'"), "\(unknown.stderr)")
+        let other = try await storectl("replay", store, "--to", "2", "--id", id.description, "--entity", "Genre")
+        #expect(other.status == 64 && other.stderr.contains("is an id of"), "\(other.stderr)")
+        let same = try await storectl("replay", store, "--to", "2", "--id", id.description, "--entity",
+                                      try librarySchema().entity(tag: id.entityTag)!.name, "--json")
+        #expect(same.status == 0 && same.stdout == after.stdout, "\(same.stderr)")
     }
 
     @Test func verifyExitCodes() async throws {
