@@ -182,6 +182,65 @@ import Testing
         #expect(try store.verify().ok)
     }
 
+    /// A value that does not convert, or a unique clash, met only in the log (the current state
+    /// no longer shows it) names the transaction of the log it is in: the user could not find it.
+    @Test func aFailureMetInTheLogNamesItsTransaction() async throws {
+        let v1 = #"""
+            {"model": "hist", "version": 1, "entities": [
+              {"name": "P", "attributes": [{"name": "k", "type": "int"}, {"name": "note", "type": "string", "optional": true},
+                                           {"name": "title", "type": "string", "optional": true}],
+               "uniques": [["k"]]}]}
+            """#
+        func v2(_ steps: String, _ note: String, _ uniques: String) -> String {
+            #"""
+            {"model": "hist", "version": 2, "entities": [
+              {"name": "P", "attributes": [{"name": "k", "type": "int"}, {"name": "note", "type": "\#(note)", "optional": true},
+                                           {"name": "title", "type": "string", "optional": true}],
+               "uniques": [\#(uniques)]}],
+             "migration": {"steps": [\#(steps)]}}
+            """#
+        }
+        let cases: [(v2: String, expected: String)] = [
+            (v2(#"{"op":"changeType","entity":"P","attribute":"note","conversion":"stringToDouble"}"#, "double", #"["k"]"#),
+             "transaction 1 of the log: "),
+            (v2(#"{"op":"addUnique","entity":"P","attributes":["title"]}"#, "string", #"["k"], ["title"]"#),
+             "(at transaction 2 of the log)"),
+        ]
+        for (text, expected) in cases {
+            let dir = temporaryDirectory("migrate-history")
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let all = try schemas([v1, text])
+            let e = try #require(all[0].entity(named: "P"))
+            do {
+                let store = try Store.open(at: dir, schema: all[0])
+                defer { store.close() }
+                func record(_ k: Int64, _ note: String, _ title: String) -> Record {
+                    var r = Record(entity: e)
+                    r["k"] = .int(k)
+                    r["note"] = .string(note)
+                    r["title"] = .string(title)
+                    return r
+                }
+                let first = record(1, "abc", "T1"), second = record(2, "8", "T2")
+                _ = try await store.save { $0.insert(first) }                                   // 1
+                // 2: both titled T2 (a clash for a unique on title); 3: no longer.
+                _ = try await store.save { c in
+                    c.insert(second)
+                    c.update(first.id, [.init(attribute: 2, value: .string("T2"))])
+                }
+                _ = try await store.save { c in
+                    c.update(first.id, [.init(attribute: 1, value: .string("7")), .init(attribute: 2, value: .string("T3"))])
+                }
+            }
+            do {
+                _ = try await Store.migrate(at: dir, schemas: all)
+                Issue.record("the migration succeeded")
+            } catch {
+                #expect("\(error)".contains(expected), "\(error)")
+            }
+        }
+    }
+
     @Test func stepsThatDoNotLeadToTheNewVersionAreRefused() throws {
         let broken = ShopSchemas.v2.replacingOccurrences(of: #"{"op":"addAttribute","entity":"Item","attribute":"views"},"#, with: "")
         let all = try schemas([ShopSchemas.v1, broken])
