@@ -70,6 +70,14 @@ extension Store {
         try generation.env.sync()
         // The generation's own entries (data.mdb, lock.mdb), before `current` points at them.
         try StoreDirectory.syncDirectory(generation.env.path)
+        // A store made shared with the group by this rewrite (a private one compacted or migrated
+        // with `sharedWithGroup`): its directory and lock file get the shared modes with the new
+        // generation, or the group could use none of it and a private open refused it.
+        if configuration.sharedWithGroup {
+            let permissions = StorePermissions(configuration)
+            try permissions.setMode(ofDirectory: path)
+            try permissions.setMode(ofFile: directory.lockPath)
+        }
         let notSynced = try directory.switchCurrent(to: generation.name)
         generation.env.prefetchInBackground()
         if let notSynced {

@@ -147,6 +147,38 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
         #expect(info.status == 0, "\(info.stderr)")
     }
 
+    /// A private store compacted, migrated or bulk-imported into with `--shared-with-group`
+    /// becomes shared whole: its directory and `strata.lock` too, not only the new generation
+    /// (which left a store the group could not use and a private open refused). Opened shared
+    /// after, it reads and verifies.
+    @Test(arguments: TestUser.allCases)
+    func aPrivateStoreRewrittenSharedIsSharedWhole(_ user: TestUser) async throws {
+        let dir = try user.ownedDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("c").path
+        #expect(try await user.storectl(["init", store, "--schema", librarySchemaDirectory.path]).status == 0)
+        #expect(try await user.storectl(["import", store, Self.sample, "--quiet"]).status == 0)
+        let compacted = try await user.storectl(["compact", store, "--shared-with-group"])
+        #expect(compacted.status == 0, "\(compacted.stderr)")
+        try expectModes(store, directories: 0o770, files: 0o660, "compact --shared-with-group")
+        #expect(try await user.storectl(["verify", store, "--quiet", "--shared-with-group"]).status == 0)
+
+        let old = dir.appendingPathComponent("m").path
+        #expect(try await user.storectl(["init", old, "--schema", try v1Schemas(in: dir, "m")]).status == 0)
+        let migrated = try await user.storectl(["migrate", old, "--schema", librarySchemaDirectory.path, "--quiet",
+                                                "--shared-with-group"])
+        #expect(migrated.status == 0, "\(migrated.stderr)")
+        try expectModes(old, directories: 0o770, files: 0o660, "migrate --shared-with-group")
+
+        let bulk = dir.appendingPathComponent("b").path
+        #expect(try await user.storectl(["init", bulk, "--schema", librarySchemaDirectory.path]).status == 0)
+        let imported = try await user.storectl(["import", bulk, Self.sample, "--quiet", "--mode", "bulk",
+                                                "--shared-with-group"])
+        #expect(imported.status == 0, "\(imported.stderr)")
+        try expectModes(bulk, directories: 0o770, files: 0o660, "bulk import --shared-with-group")
+        #expect(try await user.storectl(["info", bulk, "--shared-with-group"]).status == 0)
+    }
+
     @Test(arguments: TestUser.allCases)
     func aStoreWhoseDirectoriesOthersMayWriteIsRefused(_ user: TestUser) async throws {
         let dir = try user.ownedDirectory()
