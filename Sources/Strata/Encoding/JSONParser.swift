@@ -1,11 +1,14 @@
 /// A JSON syntax error at a byte column (1-based).
 public struct JSONParseError: Error, Sendable, CustomStringConvertible {
-    /// The 1-based byte column where the problem was found.
+    /// The 1-based line where the problem was found (text of several lines, such as a schema
+    /// file; 1 for one line of NDJSON).
+    public var line = 1
+    /// The 1-based byte column in that line where the problem was found.
     public let column: Int
     /// What is wrong.
     public let reason: String
-    /// The error as `column N: reason`.
-    public var description: String { "column \(column): \(reason)" }
+    /// The error as `column N: reason`, or `line L, column N: reason` past the first line.
+    public var description: String { (line > 1 ? "line \(line), " : "") + "column \(column): \(reason)" }
 }
 
 /// A recursive-descent parser over UTF-8 bytes, with a nesting limit so hostile input cannot
@@ -21,7 +24,13 @@ struct JSONParser {
     init(_ b: UnsafeBufferPointer<UInt8>) { self.b = b }
 
     func fail(_ reason: String, at: Int? = nil) -> JSONParseError {
-        JSONParseError(column: (at ?? i) + 1, reason: reason)
+        let offset = min(at ?? i, b.count)
+        var line = 1, lineStart = 0
+        for k in 0..<offset where b[k] == 0x0A {
+            line += 1
+            lineStart = k + 1
+        }
+        return JSONParseError(line: line, column: offset - lineStart + 1, reason: reason)
     }
 
     mutating func parseDocument() throws -> JSONValue {

@@ -118,7 +118,7 @@ public enum JSONValue: Sendable, Equatable {
     /// With `exactDecimals`, a number with a fraction or an exponent is a ``decimal(_:)`` when it
     /// has at most 38 significant digits (so `0.1` stays exactly one tenth); without, a
     /// ``double(_:)``.
-    /// - Throws: ``JSONParseError`` with the 1-based column of the problem.
+    /// - Throws: ``JSONParseError`` with the 1-based line and column of the problem.
     public static func parse<C: Collection>(_ bytes: C, exactDecimals: Bool = false) throws -> JSONValue
         where C.Element == UInt8 {
         let array = Array(bytes)
@@ -131,6 +131,6 @@ public enum JSONValue: Sendable, Equatable {
 
     /// Parses one JSON document from a string.
     ///
-    /// - Throws: ``JSONParseError`` with the 1-based column of the problem.
+    /// - Throws: ``JSONParseError`` with the 1-based line and column of the problem.
     public static func parse(_ text: String) throws -> JSONValue { try parse(Array(text.utf8)) }
 }

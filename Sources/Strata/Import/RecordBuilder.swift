@@ -69,7 +69,8 @@ struct RecordBuilder {
         if let at = Self.firstInvalidUTF8(bytes) { throw issue(line, nil, "not valid UTF-8 (at byte \(at + 1))") }
         let json: JSONValue
         do { json = try JSONValue.parse(bytes, exactDecimals: exactDecimals) } catch let e as JSONParseError {
-            throw issue(line, nil, "malformed JSON at \(e)")
+            // An object of a JSON array may span lines: the line of the problem in the file.
+            throw issue(line + e.line - 1, nil, "malformed JSON at column \(e.column): \(e.reason)")
         }
         guard case .object(let members) = json else {
             throw issue(line, nil, "expected a JSON object, found \(json.typeName) (an NDJSON line is one " +

@@ -36,6 +36,12 @@ import Testing
     }
 
     @Test func notJSON() { expectError("{model", contains: ["not valid JSON", "column"]) }
+    /// A syntax error past the first line of a schema file names its line and the column in it
+    /// (it gave the byte offset in the file, labelled a column).
+    @Test func aSyntaxErrorNamesItsLineAndColumn() {
+        expectError("{\n  \"model\": \"m\",\n  \"version\": 1,\n  \"entities\": [\n    {name: \"A\"}]}",
+                    contains: ["not valid JSON: line 5, column 6: expected a quoted member name"])
+    }
     @Test func missingModel() { expectError(#"{"version":1,"entities":[]}"#, contains: ["model"]) }
     @Test func versionDisagreesWithFileName() {
         expectError(#"{"model":"m","version":2,"entities":[{"name":"A","attributes":[]}]}"#, contains: ["named v1.json but declares version 2"])
