@@ -71,7 +71,6 @@ public enum ValueConversion {
         }
     }
 
-    /// The ``Value`` of CSV/CLI text for an attribute of `type`; the empty string is `null`.
     /// The double of decimal text (`-2.5`, `1e3`), or nil: for anything else (`Double(_:)` also
     /// reads hexadecimal such as `0x1p3`, `nan` and `inf`), and for a number a double cannot hold
     /// (past its range, or so small that it would become 0).
@@ -85,6 +84,7 @@ public enum ValueConversion {
         return d
     }
 
+    /// The ``Value`` of CSV/CLI text for an attribute of `type`; the empty string is `null`.
     public static func value(fromText text: String, type: AttributeType) throws -> Value {
         if text.isEmpty { return .null }
         switch type {
