@@ -51,7 +51,27 @@ struct CompactCommand: AsyncParsableCommand {
         // to every other process waiting to compact it (two waiting compactions waited for each
         // other for ever). The horizon is resolved at each try, from the head it then finds.
         var waitingFor: [Int32] = []
+        func waitFor(_ pids: [Int32]) async throws {
+            if !quiet && pids != waitingFor {
+                note("waiting for process(es) \(pids.map(String.init).joined(separator: ", ")) to close the store…")
+            }
+            waitingFor = pids
+            // Half a second, and up to a quarter more: two waiting processes that close and open
+            // at the same pace would otherwise keep finding each other.
+            do {
+                try await Task.sleep(for: .milliseconds(500 + Int.random(in: 0...125)))
+            } catch { throw failure(error) }
+        }
         while report == nil {
+            // While others hold the store it is not opened at all: open, it would be one of the
+            // processes another compaction (at its switch, after all its copying) finds in its way.
+            if wait {
+                let holders = Store.processesHolding(at: target.url)
+                if !holders.isEmpty {
+                    try await waitFor(holders)
+                    continue
+                }
+            }
             let store: Store
             do {
                 store = try Store.openExisting(at: target.url, configuration: target.configuration)
@@ -68,16 +88,7 @@ struct CompactCommand: AsyncParsableCommand {
                     }
                 }
             } catch StrataError.storeBusy(_, let pids) where wait {
-                if !quiet && pids != waitingFor {
-                    note("waiting for process(es) \(pids.map(String.init).joined(separator: ", ")) to close the " +
-                         "store…")
-                }
-                waitingFor = pids
-                // Half a second, and up to a quarter more: two waiting processes that close and
-                // open at the same pace would otherwise keep finding each other.
-                do {
-                    try await Task.sleep(for: .milliseconds(500 + Int.random(in: 0...125)))
-                } catch { throw failure(error) }
+                try await waitFor(pids)
             } catch { throw failure(error) }
         }
         if terminal { FileHandle.standardError.write(Data("\n".utf8)) }

@@ -320,7 +320,8 @@ struct Accumulator {
         case countValues(Int)
         case least(Value?), greatest(Value?)
         case intSum(Int64), doubleSum(Double), decimalSum(Decimal)
-        case mean(Double, Int), decimalMean(Decimal, Int)
+        /// The sum, the count, and the running mean (the answer when the sum overflows).
+        case mean(Double, Int, Double), decimalMean(Decimal, Int)
     }
 
     let functions: [AggregateFunction]
@@ -342,7 +343,7 @@ struct Accumulator {
                 case .decimal: .decimalSum(0)
                 default: .doubleSum(0)
                 }
-            case .average(let a): e.attributes[a].type == .decimal ? .decimalMean(0, 0) : .mean(0, 0)
+            case .average(let a): e.attributes[a].type == .decimal ? .decimalMean(0, 0) : .mean(0, 0, 0)
             }
         }
     }
@@ -370,10 +371,10 @@ struct Accumulator {
                                                    reason: "the sum of '\(entity.attributes[a].name)' exceeds Int64")
                 }
                 states[k] = .intSum(s)
-            case (.doubleSum(let t), .double(let x)): states[k] = .doubleSum(try finiteSum(t + x, a, average: false))
+            case (.doubleSum(let t), .double(let x)): states[k] = .doubleSum(try finiteSum(t + x, a))
             case (.decimalSum(let t), .decimal(let x)): states[k] = .decimalSum(try exactSum(t, x, a))
-            case (.mean(let t, let n), .int(let x)): states[k] = .mean(t + Double(x), n + 1)
-            case (.mean(let t, let n), .double(let x)): states[k] = .mean(try finiteSum(t + x, a, average: true), n + 1)
+            case (.mean(let t, let n, let m), .int(let x)): states[k] = .mean(t + Double(x), n + 1, Self.mean(m, Double(x), n + 1))
+            case (.mean(let t, let n, let m), .double(let x)): states[k] = .mean(t + x, n + 1, Self.mean(m, x, n + 1))
             case (.decimalMean(let t, let n), .decimal(let x)): states[k] = .decimalMean(try exactSum(t, x, a), n + 1)
             default: continue
             }
@@ -382,12 +383,18 @@ struct Accumulator {
 
     /// A running sum of doubles, or an error once it overflows (an infinite sum has no JSON
     /// form, and printed as null, "no value"), as an int sum past Int64 is one.
-    private func finiteSum(_ sum: Double, _ a: Int, average: Bool) throws -> Double {
+    private func finiteSum(_ sum: Double, _ a: Int) throws -> Double {
         guard sum.isFinite else {
-            throw StrataError.invalidQuery(entity: entity.name, reason: "the sum of '\(entity.attributes[a].name)'"
-                + (average ? ", which its average takes," : "") + " exceeds what a double holds")
+            throw StrataError.invalidQuery(entity: entity.name,
+                                           reason: "the sum of '\(entity.attributes[a].name)' exceeds what a double holds")
         }
         return sum
+    }
+
+    /// The mean of `n` values from the mean `m` of the first `n - 1` and the last `x`, without
+    /// a sum that could overflow (each term is at most the larger of `|m|` and `|x|`).
+    private static func mean(_ m: Double, _ x: Double, _ n: Int) -> Double {
+        m - m / Double(n) + x / Double(n)
     }
 
     /// `t + x` exactly, or an error when it needs more than 38 significant digits.
@@ -409,7 +416,8 @@ struct Accumulator {
             case .intSum(let t): .int(t)
             case .doubleSum(let t): .double(t)
             case .decimalSum(let t): .decimal(t)
-            case .mean(let t, let n): n == 0 ? .null : .double(t / Double(n))
+            // The sum over the count, as SQL's AVG; the running mean where the sum overflowed.
+            case .mean(let t, let n, let m): n == 0 ? .null : .double(t.isFinite ? t / Double(n) : m)
             case .decimalMean(let t, let n): n == 0 ? .null : .decimal(Self.quotient(t, n))
             }
         }

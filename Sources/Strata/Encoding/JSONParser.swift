@@ -237,6 +237,10 @@ struct JSONParser {
             return .decimal(n.decimal)
         }
         guard let d = Double(text), d.isFinite else { throw fail("number out of range", at: start) }
+        // A number so small that a double holds it only as 0 (`1e-400`) is out of range too.
+        if d == 0, text.utf8.prefix(while: { $0 != 0x45 && $0 != 0x65 }).contains(where: { $0 >= 0x31 && $0 <= 0x39 }) {
+            throw fail("number out of range", at: start)
+        }
         return .double(d)
     }
 }

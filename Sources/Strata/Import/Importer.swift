@@ -672,6 +672,14 @@ public final class Importer: Sendable {
                 try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
             }
             try await landBulk(&s, rejects: rejects, bytes: it.bytesRead)
+            // An import of the input's records that stops after some of its batches committed
+            // (a record held too long, one the store refused) says so.
+            if var failed = error as? ImportFailed, s.held == nil, s.bulk == nil, s.written > 0 {
+                failed.written = s.written
+                failed.transactions = s.transactions
+                failed.importID = s.importID
+                throw failed
+            }
             throw error
         }
     }

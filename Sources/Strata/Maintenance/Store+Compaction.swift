@@ -38,11 +38,12 @@ extension Store {
         let t0 = snapshot.transactionID
         // The log must hold every transaction after the horizon: a compaction dropping the part
         // with a gap would hide the damage from `verify` for good.
-        if logBefore != Int(t0.rawValue - min(previousHorizon.rawValue, t0.rawValue)) {
+        let expectedEntries = t0.rawValue - min(previousHorizon.rawValue, t0.rawValue)
+        if logBefore != Int(expectedEntries) {
             throw StrataError.damagedStore(
-                path: path, reason: "the log holds \(logBefore) entries for the \(t0.rawValue - previousHorizon.rawValue) " +
-                    "transactions \(previousHorizon.rawValue + 1)…\(t0.rawValue): some are missing, and a compaction " +
-                    "would drop them unnoticed (storectl verify names them)")
+                path: path, reason: "the log holds \(logBefore) entries for the \(expectedEntries) transactions after " +
+                    "the horizon \(previousHorizon.rawValue) up to \(t0.rawValue): some are missing or out of place, and " +
+                    "a compaction would drop them unnoticed (storectl verify names them)")
         }
         let horizon = max(previousHorizon, min(requested ?? t0, t0))
         let bytesBefore = oldEnv.fileBytes

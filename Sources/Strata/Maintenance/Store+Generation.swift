@@ -73,10 +73,16 @@ extension Store {
         // A store made shared with the group by this rewrite (a private one compacted or migrated
         // with `sharedWithGroup`): its directory and lock file get the shared modes with the new
         // generation, or the group could use none of it and a private open refused it.
+        // Only a private store is changed: a shared one already has the modes, and a member of
+        // the group who does not own its files could not set them (EPERM).
         if configuration.sharedWithGroup {
             let permissions = StorePermissions(configuration)
-            try permissions.setMode(ofDirectory: path)
-            try permissions.setMode(ofFile: directory.lockPath)
+            func mode(_ path: String) -> mode_t? {
+                var st = stat()
+                return lstat(path, &st) == 0 ? st.st_mode & 0o777 : nil
+            }
+            if mode(path) != permissions.directoryMode { try permissions.setMode(ofDirectory: path) }
+            if mode(directory.lockPath) != permissions.fileMode { try permissions.setMode(ofFile: directory.lockPath) }
         }
         let notSynced = try directory.switchCurrent(to: generation.name)
         generation.env.prefetchInBackground()

@@ -145,7 +145,8 @@ struct DecimalNumber: Hashable, Sendable {
             }
             // One digit past what is kept decides the rounding (and the rest: half or more).
             if significant == Self.maxDigits + 1 || (significant > 0 && power < Self.minExponent) { break }
-            if significant == 0 && power < Self.minExponent - 1 { return .zero }
+            // No digit at 10^(minExponent - 1) or above: below half of the least decimal.
+            if significant == 0 && power < Self.minExponent { return .zero }
         }
         // The digit past the last kept one, if there is one: the one at `power` after the loop
         // ran past the limit; nothing past an exact quotient.

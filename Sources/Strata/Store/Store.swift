@@ -212,6 +212,15 @@ public final class Store: Sendable {
         return lstat(directory.currentPath, &st) == 0 && !directory.creationUnfinished
     }
 
+    /// Process ids of the other processes that have the store at `url` open (hold its lock
+    /// file), as `/proc/locks` lists them; empty when there are none (or no lock file, or no
+    /// `/proc`). It opens nothing: a tool waiting for a store to be free (`storectl compact
+    /// --wait`) asks this instead of opening the store, which would make it one of the processes
+    /// every other such tool waits for.
+    public static func processesHolding(at url: URL) -> [Int32] {
+        StoreLock.holders(ofLockFile: StoreDirectory(path: url.standardizedFileURL.path).lockPath)
+    }
+
     /// Opens an existing store read-write with the schema stored in it (for tools such as
     /// `storectl import`, which work with whatever model the store holds).
     public static func openExisting(at url: URL,
@@ -295,10 +304,12 @@ public final class Store: Sendable {
         for file in ["data.mdb", "lock.mdb"] {
             try StorePermissions.checkFile(generationPath + "/" + file, store: path)
         }
-        let dataSize = (try? fm.attributesOfItem(atPath: generationPath + "/data.mdb")[.size] as? Int) ?? nil
         // A creation that stopped before the store's first commit was durable (a full disk, a
         // kill): its generation holds no store yet, and an open that may create one creates it.
+        // Read before the data file's size: a creator finishing meanwhile removes the marker
+        // only after its commit, so an empty file seen after the marker is a creation's.
         let unfinished = directory.creationUnfinished
+        let dataSize = (try? fm.attributesOfItem(atPath: generationPath + "/data.mdb")[.size] as? Int) ?? nil
         if dataSize == 0 && !unfinished {
             // LMDB would quietly start an empty store in an emptied data file: every transaction gone.
             throw StrataError.notAStore(path: path, reason: "\(generation)/data.mdb is empty: the store's data is gone")
@@ -328,7 +339,9 @@ public final class Store: Sendable {
                     // the marker of unsynced commits (``UnsyncedCommits``), which the open writes last.
                     if configuration.durability == .relaxed { try syncDataFile(env) }
                     try StoreDirectory.syncDirectory(generationPath)
-                    try directory.finishCreation()
+                    // The store is made: a marker that cannot be removed only makes the next open
+                    // that may create the store find its metadata and remove it then.
+                    try? directory.finishCreation()
                 }
             }
             return try Store(path: path, schema: schema, configuration: configuration, env: env, lock: lock,
@@ -342,8 +355,8 @@ public final class Store: Sendable {
     /// The error of an open that may not create a store, for a store whose creation stopped
     /// before its first commit.
     private static func creationStopped(_ path: String) -> StrataError {
-        .notAStore(path: path, reason: "its creation stopped before its first commit was written "
-            + "(create it again: `storectl init`, or open it with a schema)")
+        .notAStore(path: path, reason: "its creation has not finished: it stopped before its first commit was "
+            + "written, or is still running (create it again: `storectl init`, or open it with a schema)")
     }
 
     /// Makes the store directory `path` (missing parents with the default mode; the store

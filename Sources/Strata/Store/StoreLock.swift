@@ -104,12 +104,30 @@ final class StoreLock: Sendable {
     func otherHolders() -> [Int32] {
         var st = stat()
         guard released.withLock({ done in !done && fstat(fd, &st) == 0 }) else { return [] }
+        var pids = Set(Self.holdersListed(st))
+        if let lock = conflictingLock(), lock.l_type != Int16(F_UNLCK), lock.l_pid > 0 { pids.insert(lock.l_pid) }
+        return pids.sorted()
+    }
+
+    /// Process ids of the other processes that hold a lock on the file `path` (a store's lock
+    /// file), from `/proc/locks` alone: the file is not opened, since closing any descriptor of
+    /// it would drop this process's own lock on it. Empty when there is no such file, or no
+    /// `/proc`.
+    static func holders(ofLockFile path: String) -> [Int32] {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return [] }
+        return holdersListed(st).sorted()
+    }
+
+    /// The processes other than this one that `/proc/locks` lists with a POSIX lock on the file
+    /// `st` describes.
+    private static func holdersListed(_ st: stat) -> Set<Int32> {
         let me = getpid()
         var pids = Set<Int32>()
         // /proc/locks names the file as MAJOR:MINOR:INODE, major and minor in hex.
         let major = (st.st_dev >> 8) & 0xfff, minor = (st.st_dev & 0xff) | ((st.st_dev >> 12) & 0xfff00)
         let inode = "\(st.st_ino)"
-        for line in Self.readProcLocks().split(separator: "\n") {
+        for line in readProcLocks().split(separator: "\n") {
             let f = line.split(separator: " ", omittingEmptySubsequences: true)
             guard f.count >= 6, f[1] == "POSIX", let pid = Int32(f[4]), pid != me else { continue }
             let dev = f[5].split(separator: ":")
@@ -117,8 +135,7 @@ final class StoreLock: Sendable {
                   UInt64(dev[1], radix: 16) == UInt64(minor) else { continue }
             pids.insert(pid)
         }
-        if let lock = conflictingLock(), lock.l_type != Int16(F_UNLCK), lock.l_pid > 0 { pids.insert(lock.l_pid) }
-        return pids.sorted()
+        return pids
     }
 
     /// /proc/locks read to the end (its size reads as 0, so it is read until EOF, not by size).

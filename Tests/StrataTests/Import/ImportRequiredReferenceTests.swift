@@ -172,4 +172,31 @@ import Testing
             await #expect(throws: ImportFailed.self) { _ = try await Importer(store: store, options: options).run(files: [input]) }
         }
     }
+
+    /// An import batch by batch that stops at the held-records bound after a batch committed
+    /// says what it wrote (`ImportFailed.written`, its transactions, its import id): it was
+    /// reported as if nothing had been written.
+    @Test func aStopAfterBatchesCommittedSaysWhatWasWritten() async throws {
+        try await withStore { store, dir in
+            let input = try write([#"{"entity":"Owner","name":"Ann"}"#,
+                                   #"{"entity":"Pet","name":"Rex","owner":{"name":"Bob"}}"#,
+                                   #"{"entity":"Pet","name":"Tom","owner":{"name":"Cy"}}"#,
+                                   #"{"entity":"Owner","name":"Bob"}"#, #"{"entity":"Owner","name":"Cy"}"#], dir, "in.ndjson")
+            var options = ImportOptions()
+            options.maxHeldRecords = 1
+            options.batchSize = 1
+            options.mode = .incremental
+            options.oneTransactionMaxInputBytes = 0
+            options.importID = "held"
+            do {
+                _ = try await Importer(store: store, options: options).run(files: [input])
+                Issue.record("the import was accepted")
+            } catch let failed as ImportFailed {
+                #expect(failed.issues.first?.line == 3, "\(failed.issues)")
+                #expect(failed.written == 1 && failed.transactions.count == 1 && failed.importID == "held", "\(failed)")
+                #expect(failed.description.contains("1 record(s) of this import were written before it"), "\(failed)")
+            }
+            #expect(try store.read { try $0.fetch(Query(entity: "Owner")).count } == 1)
+        }
+    }
 }

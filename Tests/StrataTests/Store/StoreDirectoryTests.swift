@@ -87,7 +87,7 @@ import Testing
             #expect(FileManager.default.fileExists(atPath: store + "/strata.creating"), "\(blocks) blocks")
             let info = try await storectl("info", store)
             #expect(info.status == 66, "\(blocks) blocks: \(info.status) \(info.stderr)")
-            #expect(info.stderr.contains("its creation stopped before its first commit"), "\(info.stderr)")
+            #expect(info.stderr.contains("its creation has not finished"), "\(info.stderr)")
             let again = try await storectl("init", store, "--schema", librarySchemaDirectory.path)
             #expect(again.status == 0, "\(blocks) blocks: \(again.status) \(again.stderr)")
             #expect(!FileManager.default.fileExists(atPath: store + "/strata.creating"), "\(blocks) blocks")
@@ -118,7 +118,7 @@ import Testing
                 s.close()
             } throws: { error in
                 guard case StrataError.notAStore(_, let reason) = error else { return false }
-                return reason.contains("its creation stopped before its first commit")
+                return reason.contains("its creation has not finished")
             }
         }
         let created = try Store.open(at: url, schema: try librarySchema())

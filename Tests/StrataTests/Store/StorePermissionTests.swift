@@ -179,6 +179,33 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
         #expect(try await user.storectl(["info", bulk, "--shared-with-group"]).status == 0)
     }
 
+    /// A member of a shared store's group who does not own its directory and lock file
+    /// compacts it and bulk-imports into it: the switch leaves their modes alone (they are
+    /// shared already), where setting them again failed with EPERM after the whole copy. Root
+    /// makes the store and gives it to the group `nogroup`; `nobody` rewrites it.
+    @Test(.enabled(if: TestUser.isRoot && TestUser.nobody != nil))
+    func aGroupMemberWhoDoesNotOwnASharedStoreRewritesIt() async throws {
+        let nobody = try #require(TestUser.nobody)
+        let dir = temporaryDirectory("shared-member")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(chmod(dir.path, 0o755) == 0)
+        let store = dir.appendingPathComponent("s").path
+        let owner = TestUser.testUser
+        #expect(try await owner.storectl(["init", store, "--schema", librarySchemaDirectory.path, "--shared-with-group"]).status == 0)
+        #expect(try await owner.storectl(["import", store, Self.sample, "--quiet", "--shared-with-group"]).status == 0)
+        for entry in [""] + (FileManager.default.subpaths(atPath: store) ?? []) {
+            let path = entry.isEmpty ? store : store + "/" + entry
+            #expect(lchown(path, 0, nobody.gid) == 0, "\(path): \(String(cString: strerror(errno)))")
+        }
+        let compacted = try await TestUser.unprivileged.storectl(["compact", store, "--shared-with-group"])
+        #expect(compacted.status == 0, "\(compacted.stderr)")
+        let bulk = try await TestUser.unprivileged.storectl(["import", store, Self.sample, "--quiet", "--mode", "bulk",
+                                                             "--shared-with-group"])
+        #expect(bulk.status == 0, "\(bulk.stderr)")
+        try expectModes(store, directories: 0o770, files: 0o660, "rewritten by a group member")
+        #expect(try await owner.storectl(["verify", store, "--quiet", "--shared-with-group"]).status == 0)
+    }
+
     @Test(arguments: TestUser.allCases)
     func aStoreWhoseDirectoriesOthersMayWriteIsRefused(_ user: TestUser) async throws {
         let dir = try user.ownedDirectory()

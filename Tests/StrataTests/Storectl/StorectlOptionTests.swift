@@ -74,9 +74,32 @@ import Testing
             let w = try await storectl(["query", store, "--entity", "Track", "--count"] + window)
             #expect(w.status == 64 && w.stderr.contains("do not apply to --count"), "\(window): \(w.status) \(w.stderr)")
         }
-        let deep = try await storectl("query", store, "--entity", "Track", "--group-by",
-                                      String(repeating: "album.", count: 9) + "title")
-        #expect(deep.status == 64, "\(deep.status) \(deep.stderr)")
+    }
+
+    /// `--group-by` and `--sort` paths are held to 8 relationships, as `--where` paths are (they
+    /// were followed however long): on a schema whose to-one chain allows any length.
+    @Test func sortAndGroupPathsAreHeldToEightRelationships() async throws {
+        let dir = temporaryDirectory("storectl-chain")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let schemaDir = dir.appendingPathComponent("schema")
+        try FileManager.default.createDirectory(at: schemaDir, withIntermediateDirectories: true)
+        try Data(#"""
+            {"model": "chain", "version": 1, "entities": [
+              {"name": "N", "attributes": [{"name": "name", "type": "string"}], "uniques": [["name"]],
+               "relationships": [
+                 {"name": "next", "destination": "N", "inverse": "prev", "optional": true},
+                 {"name": "prev", "destination": "N", "inverse": "next", "optional": true}]}]}
+            """#.utf8).write(to: schemaDir.appendingPathComponent("v1.json"))
+        let store = dir.appendingPathComponent("s").path
+        #expect(try await storectl("init", store, "--schema", schemaDir.path).status == 0)
+        let eight = String(repeating: "next.", count: 8) + "name", nine = String(repeating: "next.", count: 9) + "name"
+        for option in ["--group-by", "--sort"] {
+            let ok = try await storectl("query", store, "--entity", "N", option, eight)
+            #expect(ok.status == 0, "\(option) 8: \(ok.status) \(ok.stderr)")
+            let deep = try await storectl("query", store, "--entity", "N", option, nine)
+            #expect(deep.status == 64 && deep.stderr.contains("a path of 9 relationships: at most 8"),
+                    "\(option) 9: \(deep.status) \(deep.stderr)")
+        }
     }
 
     @Test func exportWhereToAFile() async throws {

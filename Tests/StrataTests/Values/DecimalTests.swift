@@ -201,10 +201,12 @@ import Testing
     }
 
     /// A plain reference for ``DecimalNumber/divided(by:)``: the dividend's digits followed by
-    /// 60 zeros, divided by schoolbook division into a whole quotient, then cut to 38 digits and
-    /// rounded half away from zero by the first digit cut.
+    /// 200 zeros, divided by schoolbook division into a whole quotient; the digits kept are the
+    /// first 38 and those at 10^-128 or above, whichever are fewer, rounded half away from zero
+    /// by the first digit cut.
     func referenceQuotient(_ x: DecimalNumber, _ n: Int) -> DecimalNumber {
-        let dividend = x.digits.map { Int($0 - 0x30) } + [Int](repeating: 0, count: 60)
+        let extra = 200
+        let dividend = x.digits.map { Int($0 - 0x30) } + [Int](repeating: 0, count: extra)
         var quotient: [Int] = [], r = 0
         for d in dividend {
             r = r * 10 + d
@@ -212,16 +214,24 @@ import Testing
             r %= n
         }
         while quotient.first == 0 { quotient.removeFirst() }
-        var power = x.exponent - 60   // of the quotient's last digit
-        if quotient.count > 38 {
-            let up = quotient[38] >= 5
-            power += quotient.count - 38
-            quotient = Array(quotient.prefix(38))
-            if up {
-                var k = 37
-                while k >= 0 && quotient[k] == 9 { quotient[k] = 0; k -= 1 }
-                if k >= 0 { quotient[k] += 1 } else { quotient.insert(1, at: 0); quotient.removeLast(); power += 1 }
-            }
+        let last = x.exponent - extra   // the power of ten of the quotient's last digit
+        // Digit i's power is last + (count - 1 - i): keep those at minExponent or above, 38 at most.
+        let aboveLimit = max(0, min(quotient.count, last + quotient.count - DecimalNumber.minExponent))
+        let keep = min(38, aboveLimit)
+        var power = last + quotient.count - keep
+        // The first digit cut decides, if it is the one right below the last kept place (with
+        // nothing kept, the place is 10^minExponent, and a first digit further down rounds to 0).
+        var up = keep < quotient.count && quotient[keep] >= 5
+        if keep == 0 {
+            up = up && power - 1 == DecimalNumber.minExponent - 1
+            power = DecimalNumber.minExponent
+        }
+        quotient = Array(quotient.prefix(keep))
+        if up {
+            var k = keep - 1
+            while k >= 0 && quotient[k] == 9 { quotient[k] = 0; k -= 1 }
+            if k >= 0 { quotient[k] += 1 } else { quotient.insert(1, at: 0) }
+            if quotient.count > 38 { quotient.removeLast(); power += 1 }
         }
         return DecimalNumber(negative: x.negative, digits: quotient.map { UInt8(0x30 + $0) }, exponent: power)
     }
@@ -237,8 +247,9 @@ import Testing
             let count = Int.random(in: 1...38, using: &rng)
             var digits = (0..<count).map { _ in UInt8(0x30 + Int.random(in: 0...9, using: &rng)) }
             digits[0] = UInt8(0x31 + Int.random(in: 0...8, using: &rng))
+            // Up to the least power a decimal holds, where the quotient is cut short of 38 digits.
             let x = DecimalNumber(negative: Bool.random(using: &rng), digits: digits,
-                                  exponent: Int.random(in: -60...60, using: &rng))
+                                  exponent: Int.random(in: DecimalNumber.minExponent...60, using: &rng))
             let n = [Int.random(in: 1...12, using: &rng), Int.random(in: 1...1_000_000_007, using: &rng)].randomElement(using: &rng)!
             let q = x.divided(by: n)
             #expect(q == referenceQuotient(x, n), "seed \(seed): \(x.text) / \(n)")
@@ -257,6 +268,11 @@ import Testing
         #expect(try quotient("1e-128", 3) == "0")          // 3.3e-129
         #expect(try quotient("2e-128", 3) == "1e-128")     // 6.7e-129
         #expect(try quotient("1e-127", 3) == "3e-128")
+        #expect(try quotient("1e-128", 20) == "0")         // 5e-130
+        #expect(try quotient("1e-128", 11) == "0")         // 9.1e-130
+        #expect(try quotient("1e-127", 200) == "0")        // 5e-130
+        #expect(try quotient("1e-127", 20) == "1e-128")    // 5e-129: half, away from zero
+        #expect(try quotient("123e-128", 10) == "12e-128") // 12.3e-128
         #expect(try quotient("99999999999999999999999999999999999999", 1) == "99999999999999999999999999999999999999e0")
         #expect(try quotient("99999999999999999999999999999999999999", 7) == "14285714285714285714285714285714285714e0")
         #expect(try quotient("1e127", 3) == "33333333333333333333333333333333333333e89")
