@@ -51,6 +51,23 @@ struct CompactCommand: AsyncParsableCommand {
         // to every other process waiting to compact it (two waiting compactions waited for each
         // other for ever). The horizon is resolved at each try, from the head it then finds.
         var waitingFor: [Int32] = []
+        // Compactions that wait take turns: a BSD lock on the store's lock file, which the
+        // store's own (fcntl) locks ignore. Two of them would otherwise find the store free at the
+        // same moments, open it together, and refuse each other try after try. Released once the
+        // store is closed for good (closing a descriptor of the file drops this process's fcntl
+        // locks on it, which only an open store holds).
+        let turn = wait ? open(target.url.appendingPathComponent("strata.lock").path,
+                               O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) : -1
+        defer { if turn >= 0 { close(turn) } }
+        if turn >= 0 {
+            var told = false
+            while flock(turn, LOCK_EX | LOCK_NB) != 0 {
+                guard errno == EWOULDBLOCK || errno == EINTR else { break }
+                if !quiet && !told { note("waiting for another compaction of the store to finish…") }
+                told = true
+                do { try await Task.sleep(for: .milliseconds(200)) } catch { throw failure(error) }
+            }
+        }
         func waitFor(_ pids: [Int32]) async throws {
             if !quiet && pids != waitingFor {
                 note("waiting for process(es) \(pids.map(String.init).joined(separator: ", ")) to close the store…")

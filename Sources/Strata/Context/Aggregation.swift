@@ -394,7 +394,9 @@ struct Accumulator {
     /// The mean of `n` values from the mean `m` of the first `n - 1` and the last `x`, without
     /// a sum that could overflow (each term is at most the larger of `|m|` and `|x|`).
     private static func mean(_ m: Double, _ x: Double, _ n: Int) -> Double {
-        m - m / Double(n) + x / Double(n)
+        // Held between the two, where the true mean lies: rounding could carry it past the
+        // largest double for values near it.
+        min(max(m - m / Double(n) + x / Double(n), min(m, x)), max(m, x))
     }
 
     /// `t + x` exactly, or an error when it needs more than 38 significant digits.

@@ -81,8 +81,9 @@ extension Store {
                 var st = stat()
                 return lstat(path, &st) == 0 ? st.st_mode & 0o777 : nil
             }
-            if mode(path) != permissions.directoryMode { try permissions.setMode(ofDirectory: path) }
-            if mode(directory.lockPath) != permissions.fileMode { try permissions.setMode(ofFile: directory.lockPath) }
+            // Shared already when the group may use it (0775 or 0664 too: others may read).
+            if let m = mode(path), m & 0o070 != 0o070 { try permissions.setMode(ofDirectory: path) }
+            if let m = mode(directory.lockPath), m & 0o060 != 0o060 { try permissions.setMode(ofFile: directory.lockPath) }
         }
         let notSynced = try directory.switchCurrent(to: generation.name)
         generation.env.prefetchInBackground()

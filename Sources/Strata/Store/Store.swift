@@ -213,8 +213,10 @@ public final class Store: Sendable {
     }
 
     /// Process ids of the other processes that have the store at `url` open (hold its lock
-    /// file), as `/proc/locks` lists them; empty when there are none (or no lock file, or no
-    /// `/proc`). It opens nothing: a tool waiting for a store to be free (`storectl compact
+    /// file), as `/proc/locks` lists them; empty when there are none, or when they cannot be
+    /// seen this way (no lock file, no `/proc`, a file system whose `/proc/locks` entries name
+    /// another device than `stat` does, such as a btrfs subvolume; a process of another pid
+    /// namespace is listed as 0). It opens nothing: a tool waiting for a store to be free (`storectl compact
     /// --wait`) asks this instead of opening the store, which would make it one of the processes
     /// every other such tool waits for.
     public static func processesHolding(at url: URL) -> [Int32] {
