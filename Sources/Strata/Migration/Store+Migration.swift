@@ -134,7 +134,12 @@ extension Store {
     private func migrationPlan(schemas: [Schema], to target: Int?,
                                registry: MigrationRegistry) throws -> (Int, Schema, [MigrationHop]) {
         let goal = target ?? schemas.last?.version ?? schema.version
-        guard let app = schemas.first(where: { $0.version == goal }), app.model == schema.model else {
+        // Another model's schemas: said as such (not as a version missing from them).
+        if let other = schemas.first(where: { $0.model != schema.model }) {
+            throw MigrationError(reason: "the schemas are of model '\(other.model)'; the store holds model " +
+                                         "'\(schema.model)'")
+        }
+        guard let app = schemas.first(where: { $0.version == goal }) else {
             throw MigrationError(reason: "no \(schema.model) schema v\(goal) among the given versions")
         }
         guard goal > schema.version else {

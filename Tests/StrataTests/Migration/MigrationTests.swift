@@ -241,6 +241,24 @@ import Testing
         }
     }
 
+    /// Another model's schemas are refused as such (it said no schema of the version it wanted
+    /// was among them), and nothing is changed.
+    @Test func anotherModelsSchemasAreRefusedAsSuch() async throws {
+        let dir = temporaryDirectory("migrate-other-model")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await populated(dir)
+        let catalog = try Schema.loadAll(directory: repositoryRoot.appendingPathComponent("Schemas/catalog"))
+        do {
+            _ = try await Store.migrate(at: dir, schemas: catalog)
+            Issue.record("another model's schemas were taken")
+        } catch let e as MigrationError {
+            #expect(e.reason.contains("the schemas are of model 'catalog'; the store holds model"), "\(e)")
+        }
+        let store = try Store.openReadOnly(at: dir)
+        defer { store.close() }
+        #expect(store.schema.version == 1)
+    }
+
     @Test func stepsThatDoNotLeadToTheNewVersionAreRefused() throws {
         let broken = ShopSchemas.v2.replacingOccurrences(of: #"{"op":"addAttribute","entity":"Item","attribute":"views"},"#, with: "")
         let all = try schemas([ShopSchemas.v1, broken])
