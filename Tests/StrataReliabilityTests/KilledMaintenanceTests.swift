@@ -46,7 +46,9 @@ import Testing
         let store = dir.appendingPathComponent("store")
         try await makeV1TrackStore(at: store, schema: all[0])
         let out = dir.appendingPathComponent("out")
-        let child = try spawn(try #require(crashChildPath), ["migrate", "--store", store.path], stdout: out,
+        // Held in its first progress event, so the kill finds it mid-way (a small store's migration
+        // could finish between the line and the kill on an idle machine).
+        let child = try spawn(try #require(crashChildPath), ["migrate", "--store", store.path, "--hold-ms", "60000"], stdout: out,
                                              environment: ["STRATA_ROOT": repositoryRoot.path, "TMPDIR": tmp.path])
         // The scratch exists once the first phase is reported.
         #expect(try await waitForLine(out, prefix: "PHASE") != nil)

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import LibraryModel
 import Strata
 
@@ -25,16 +26,23 @@ enum MaintenanceModes {
         emit("CLOSED \(nowMs())")
     }
 
-    /// `migrate --store DIR`: migrates the store to the last version of Schemas/library with the
-    /// library model's custom steps, as `storectl migrate` does.
+    /// `migrate --store DIR [--hold-ms N]`: migrates the store to the last version of
+    /// Schemas/library with the library model's custom steps, as `storectl migrate` does. With
+    /// `--hold-ms`, the migration waits N ms in its first progress event (after writing its
+    /// line), so a parent that kills it then finds it mid-way whatever the machine's speed.
     static func migrate(_ o: Options) throws {
         let url = URL(fileURLWithPath: o.require("store"))
+        let holdMs = o.int("hold-ms", default: 0)
         let schemas: [Schema]
         do { schemas = try Schema.loadAll(directory: repositoryRoot.appendingPathComponent("Schemas/library")) } catch { fail("schemas: \(error)", code: 2) }
         emit("READY \(nowMs())")
+        let first = Mutex(true)
         let report = try blocking {
             try await Store.migrate(at: url, schemas: schemas, registry: libraryMigrations) { p in
                 emit("PHASE \(p.phase.rawValue) \(p.done) \(nowMs())")
+                if holdMs > 0, first.withLock({ let was = $0; $0 = false; return was }) {
+                    usleep(useconds_t(min(holdMs, 600_000)) * 1000)
+                }
             }
         }
         emit("DONE \(nowMs()) v\(report.from)→v\(report.to) marker \(report.migrationTransaction?.rawValue ?? 0) upcast \(report.transactionsUpcast)")
