@@ -236,9 +236,8 @@ struct JSONParser {
             if n.decimal.isZero && b[start] == UInt8(ascii: "-") { return .double(-0.0) }
             return .decimal(n.decimal)
         }
-        guard let d = Double(text), d.isFinite else { throw fail("number out of range", at: start) }
         // A number so small that a double holds it only as 0 (`1e-400`) is out of range too.
-        if d == 0, text.utf8.prefix(while: { $0 != 0x45 && $0 != 0x65 }).contains(where: { $0 >= 0x31 && $0 <= 0x39 }) {
+        guard let d = Double(text), d.isFinite, !ValueConversion.underflowed(d, text) else {
             throw fail("number out of range", at: start)
         }
         return .double(d)

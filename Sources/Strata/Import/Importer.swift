@@ -336,14 +336,7 @@ public final class Importer: Sendable {
             guard named else { continue }
             let issue = ImportIssue(file: s.files[item.fileIndex], line: item.line, field: failure.field,
                                     reason: "\(failure.kind.rawValue): \(failure.reason)")
-            var failed = ImportFailed(issues: [issue], totalIssues: 1)
-            // A bulk import's generation is abandoned, and one in one transaction never committed.
-            if s.held == nil && s.bulk == nil && s.written > 0 {
-                failed.written = s.written
-                failed.transactions = s.transactions
-                failed.importID = s.importID
-            }
-            return failed
+            return s.noting(ImportFailed(issues: [issue], totalIssues: 1))
         }
         return nil
     }
@@ -674,12 +667,7 @@ public final class Importer: Sendable {
             try await landBulk(&s, rejects: rejects, bytes: it.bytesRead)
             // An import of the input's records that stops after some of its batches committed
             // (a record held too long, one the store refused) says so.
-            if var failed = error as? ImportFailed, s.held == nil, s.bulk == nil, s.written > 0 {
-                failed.written = s.written
-                failed.transactions = s.transactions
-                failed.importID = s.importID
-                throw failed
-            }
+            if let failed = error as? ImportFailed { throw s.noting(failed) }
             throw error
         }
     }
@@ -1061,6 +1049,17 @@ private struct ImportState {
         if ledger.take(tx) { transactions.append(tx) }
     }
 
+    /// `failed` with what this import committed before it stopped: its batches written batch by
+    /// batch (a bulk import's generation is abandoned, and one in one transaction never commits).
+    func noting(_ failed: ImportFailed) -> ImportFailed {
+        guard held == nil, bulk == nil, written > 0 else { return failed }
+        var noted = failed
+        noted.written = written
+        noted.transactions = transactions
+        noted.importID = importID
+        return noted
+    }
+
     /// The issues found, in input order, as the error that ends the import.
     func failure() -> ImportFailed {
         ImportFailed(issues: issues.sorted { ($0.file, $0.line) < ($1.file, $1.line) }, totalIssues: issueCount)
@@ -1140,15 +1139,7 @@ private final class RejectsWriter: Sendable {
     /// reason alone, not an empty line in its place.
     func write(reason: String, raw: [UInt8]) throws {
         let bytes = Array(("# " + reason + "\n").utf8) + (raw.isEmpty ? [] : raw + [0x0A])
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeBytes { Foundation.write(fd, $0.baseAddress! + done, $0.count - done) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw failure(errno, "writing")
-            }
-            done += n
-        }
+        try bytes.withUnsafeBytes { try StorePermissions.writeAll(fd, $0, path: "the rejects file \(path)") }
     }
 
     /// After a failure: closes, ignoring errors (the import's own error is the one reported),

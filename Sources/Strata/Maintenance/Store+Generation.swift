@@ -77,13 +77,11 @@ extension Store {
         // the group who does not own its files could not set them (EPERM).
         if configuration.sharedWithGroup {
             let permissions = StorePermissions(configuration)
-            func mode(_ path: String) -> mode_t? {
-                var st = stat()
-                return lstat(path, &st) == 0 ? st.st_mode & 0o777 : nil
-            }
             // Shared already when the group may use it (0775 or 0664 too: others may read).
-            if let m = mode(path), m & 0o070 != 0o070 { try permissions.setMode(ofDirectory: path) }
-            if let m = mode(directory.lockPath), m & 0o060 != 0o060 { try permissions.setMode(ofFile: directory.lockPath) }
+            var st = stat()
+            if lstat(path, &st) == 0, st.st_mode & 0o070 != 0o070 { try permissions.setMode(ofDirectory: path) }
+            // Through the lock's descriptor, which keeps this exclusive lock (see setFileMode).
+            if let m = lock.fileMode(), m & 0o060 != 0o060 { try lock.setFileMode(permissions.fileMode) }
         }
         let notSynced = try directory.switchCurrent(to: generation.name)
         generation.env.prefetchInBackground()

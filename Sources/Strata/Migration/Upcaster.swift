@@ -294,82 +294,15 @@ struct Upcaster: Sendable {
         // Compute with the scratch's records, then apply the originals to them, in one
         // transaction (redone whole if the scratch's map has to grow).
         let timingsBefore = timings, transformedBefore = transformed
-        let objects = scratch[.objects]
-        let old = self.old
         try scratch.writeGrowing { txn in
             pending.removeAll()
             timings = timingsBefore
             transformed = transformedBefore
-            func record(_ id: ObjectID) throws -> Record? {
-                try txn.withValue(objects, key: id.keyBytes) { try RecordCodec.decode($0, id: id, schema: old) }
-            }
             for entry in entries {
-                // A value that does not convert, or a unique clash, met in the log names its
-                // transaction: the current state may not show it (a value changed since).
                 do {
-                    var changes: [LoggedChange] = []
-                    changes.reserveCapacity(entry.changes.count)
-                    for c in entry.changes {
-                        switch c {
-                        case .insert(let id, let values):
-                            guard let e = old.entity(tag: id.entityTag), values.count == e.attributes.count else {
-                                throw StrataError.corruptLogEntry(
-                                    transaction: entry.transactionID,
-                                    reason: "insert of \(id): no entity with its tag and \(values.count) attributes in " +
-                                            "\(old.model) v\(old.version)")
-                            }
-                            let t = try transform(id, values)
-                            changes.append(.insert(id: id, values: t))
-                            let record =
-                                RecordCodec.encode(Record(entity: e, id: id, values: values, version: entry.transactionID))
-                            if try txn.put(objects, key: id.keyBytes, value: record, mode: .noOverwrite) == .keyExists {
-                                throw StrataError.corruptLogEntry(transaction: entry.transactionID,
-                                                                  reason: "inserts \(id), which exists")
-                            }
-                            try trackUniques(txn, id, before: nil, after: t)
-                        case .update(let id, let attrs, let previous):
-                            guard var record = try record(id) else {
-                                throw MigrationError(
-                                    reason: "transaction \(entry.transactionID) updates missing object \(id)")
-                            }
-                            let before = record.values
-                            for a in attrs {
-                                guard a.attribute >= 0, a.attribute < record.values.count else {
-                                    throw StrataError.corruptLogEntry(
-                                        transaction: entry.transactionID,
-                                        reason: "update of \(id) names attribute \(a.attribute) of \(record.values.count)")
-                                }
-                                record.values[a.attribute] = a.new
-                            }
-                            let tb = try transform(id, before), ta = try transform(id, record.values)
-                            let diff = tb.indices.filter { tb[$0] != ta[$0] }
-                                .map { AttributeChange(attribute: $0, old: tb[$0], new: ta[$0]) }
-                            // Kept even when empty: the update still gave the object this transaction's version.
-                            changes.append(.update(id: id, changes: diff, previousVersion: previous))
-                            record.version = entry.transactionID
-                            try txn.put(objects, key: id.keyBytes, value: RecordCodec.encode(record))
-                            try trackUniques(txn, id, before: tb, after: ta)
-                        case .delete(let id, let values, let previous):
-                            let t = try transform(id, values)
-                            changes.append(.delete(id: id, values: t, previousVersion: previous))
-                            guard try txn.delete(objects, key: id.keyBytes) else {
-                                throw StrataError.corruptLogEntry(transaction: entry.transactionID,
-                                                                  reason: "deletes \(id), which does not exist")
-                            }
-                            try trackUniques(txn, id, before: t, after: nil)
-                        case .link(let tag, let a, let b):
-                            if let t = mapTag(tag) { changes.append(.link(relationship: t, from: a, to: b)) }
-                        case .unlink(let tag, let a, let b):
-                            if let t = mapTag(tag) { changes.append(.unlink(relationship: t, from: a, to: b)) }
-                        }
-                    }
-                    pending.append((entry, changes))
-                } catch StrataError.validation(let f) {
-                    throw StrataError.validation(ValidationFailure(
-                        kind: f.kind, entity: f.entity, objectID: f.objectID, field: f.field,
-                        reason: "\(f.reason) (at transaction \(entry.transactionID) of the log)"))
-                } catch let e as MigrationError where !e.reason.hasPrefix("transaction ") {
-                    throw MigrationError(reason: "transaction \(entry.transactionID) of the log: \(e.reason)")
+                    pending.append((entry, try upcastChanges(of: entry, txn)))
+                } catch {
+                    throw Self.naming(entry.transactionID, error)
                 }
             }
         }
@@ -379,6 +312,88 @@ struct Upcaster: Sendable {
                          author: entry.author, metadata: entry.metadata, changes: changes))
         }
         return out
+    }
+
+    /// One log entry's changes in the new schema; the scratch's records (in `txn`) advance through
+    /// the original changes.
+    private mutating func upcastChanges(of entry: LogEntry, _ txn: LMDBTransaction) throws -> [LoggedChange] {
+        let objects = scratch[.objects], old = self.old
+        func record(_ id: ObjectID) throws -> Record? {
+            try txn.withValue(objects, key: id.keyBytes) { try RecordCodec.decode($0, id: id, schema: old) }
+        }
+        var changes: [LoggedChange] = []
+        changes.reserveCapacity(entry.changes.count)
+        for c in entry.changes {
+            switch c {
+            case .insert(let id, let values):
+                guard let e = old.entity(tag: id.entityTag), values.count == e.attributes.count else {
+                    throw StrataError.corruptLogEntry(
+                        transaction: entry.transactionID,
+                        reason: "insert of \(id): no entity with its tag and \(values.count) attributes in " +
+                                "\(old.model) v\(old.version)")
+                }
+                let t = try transform(id, values)
+                changes.append(.insert(id: id, values: t))
+                let record =
+                    RecordCodec.encode(Record(entity: e, id: id, values: values, version: entry.transactionID))
+                if try txn.put(objects, key: id.keyBytes, value: record, mode: .noOverwrite) == .keyExists {
+                    throw StrataError.corruptLogEntry(transaction: entry.transactionID,
+                                                      reason: "inserts \(id), which exists")
+                }
+                try trackUniques(txn, id, before: nil, after: t)
+            case .update(let id, let attrs, let previous):
+                guard var record = try record(id) else {
+                    throw MigrationError(
+                        reason: "transaction \(entry.transactionID) updates missing object \(id)")
+                }
+                let before = record.values
+                for a in attrs {
+                    guard a.attribute >= 0, a.attribute < record.values.count else {
+                        throw StrataError.corruptLogEntry(
+                            transaction: entry.transactionID,
+                            reason: "update of \(id) names attribute \(a.attribute) of \(record.values.count)")
+                    }
+                    record.values[a.attribute] = a.new
+                }
+                let tb = try transform(id, before), ta = try transform(id, record.values)
+                let diff = tb.indices.filter { tb[$0] != ta[$0] }
+                    .map { AttributeChange(attribute: $0, old: tb[$0], new: ta[$0]) }
+                // Kept even when empty: the update still gave the object this transaction's version.
+                changes.append(.update(id: id, changes: diff, previousVersion: previous))
+                record.version = entry.transactionID
+                try txn.put(objects, key: id.keyBytes, value: RecordCodec.encode(record))
+                try trackUniques(txn, id, before: tb, after: ta)
+            case .delete(let id, let values, let previous):
+                let t = try transform(id, values)
+                changes.append(.delete(id: id, values: t, previousVersion: previous))
+                guard try txn.delete(objects, key: id.keyBytes) else {
+                    throw StrataError.corruptLogEntry(transaction: entry.transactionID,
+                                                      reason: "deletes \(id), which does not exist")
+                }
+                try trackUniques(txn, id, before: t, after: nil)
+            case .link(let tag, let a, let b):
+                if let t = mapTag(tag) { changes.append(.link(relationship: t, from: a, to: b)) }
+            case .unlink(let tag, let a, let b):
+                if let t = mapTag(tag) { changes.append(.unlink(relationship: t, from: a, to: b)) }
+            }
+        }
+        return changes
+    }
+
+    /// `error`, met rewriting the log entry of `tx`, naming that transaction when it is a value
+    /// that does not convert or a unique clash: the current state may not show it (a value
+    /// changed since). Other errors (a map to grow, a damaged entry) are passed on as they are.
+    private static func naming(_ tx: TransactionID, _ error: Error) -> Error {
+        switch error {
+        case StrataError.validation(let f):
+            return StrataError.validation(ValidationFailure(
+                kind: f.kind, entity: f.entity, objectID: f.objectID, field: f.field,
+                reason: "\(f.reason) (at transaction \(tx) of the log)"))
+        case let e as MigrationError where !e.reason.hasPrefix("transaction "):
+            return MigrationError(reason: "transaction \(tx) of the log: \(e.reason)")
+        default:
+            return error
+        }
     }
 
     /// The transaction that records the migration itself (no data changes).

@@ -77,11 +77,14 @@ public enum ValueConversion {
     static func double(decimalText text: String) -> Double? {
         let decimal = text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2B || $0 == 0x2D || $0 == 0x2E
                                              || $0 == 0x45 || $0 == 0x65 }
-        guard decimal, let d = Double(text), d.isFinite else { return nil }
-        if d == 0, text.utf8.prefix(while: { $0 != 0x45 && $0 != 0x65 }).contains(where: { $0 >= 0x31 && $0 <= 0x39 }) {
-            return nil
-        }
+        guard decimal, let d = Double(text), d.isFinite, !underflowed(d, text) else { return nil }
         return d
+    }
+
+    /// Whether `d`, read from the decimal text `text`, is 0 where the text is not (`1e-400`: a
+    /// number too small for a double). JSON numbers and text values share it.
+    static func underflowed(_ d: Double, _ text: String) -> Bool {
+        d == 0 && text.utf8.prefix(while: { $0 != 0x45 && $0 != 0x65 }).contains(where: { $0 >= 0x31 && $0 <= 0x39 })
     }
 
     /// The ``Value`` of CSV/CLI text for an attribute of `type`; the empty string is `null`.

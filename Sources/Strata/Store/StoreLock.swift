@@ -179,6 +179,25 @@ final class StoreLock: Sendable {
     /// Whether this process holds the lock exclusive.
     var isExclusive: Bool { exclusive.load(ordering: .acquiring) }
 
+    /// The lock file's permission bits (nil once released or when `fstat` fails), read through
+    /// the lock's own descriptor.
+    func fileMode() -> mode_t? {
+        released.withLock { done -> mode_t? in
+            var st = stat()
+            return !done && fstat(fd, &st) == 0 ? st.st_mode & 0o777 : nil
+        }
+    }
+
+    /// Sets the lock file's permission bits through the lock's own descriptor: opening the file
+    /// again and closing that descriptor would drop every fcntl lock this process holds on it
+    /// (the exclusive one of a generation switch included).
+    func setFileMode(_ mode: mode_t) throws {
+        try released.withLock { done in
+            guard !done else { throw StrataError.lmdb(LMDBError(code: EBADF, operation: "chmod \(path)")) }
+            try StorePermissions.setMode(fd, mode, path: path)
+        }
+    }
+
     /// Back to shared (nothing once the descriptor is closed: it may be another file's by now).
     func shared() {
         released.withLock { done in

@@ -41,15 +41,6 @@ struct StorePermissions: Sendable, Equatable {
         }
     }
 
-    /// Sets the mode of the regular file `path` (never followed if it is a link) to
-    /// ``fileMode``, and checks it took.
-    func setMode(ofFile path: String) throws {
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else { throw Self.posix(errno, "open \(path)") }
-        defer { close(fd) }
-        try Self.setMode(fd, fileMode, path: path)
-    }
-
     /// Sets the mode of the directory `path` (not followed if it is a link) to
     /// ``directoryMode``, keeping a set-group-ID bit, and checks it took.
     func setMode(ofDirectory path: String) throws {

@@ -26,13 +26,7 @@ import Testing
     /// A new store of the schema above, in its own directory.
     func newStore(_ name: String) async throws -> (dir: URL, store: String) {
         let dir = temporaryDirectory(name)
-        let schemaDir = dir.appendingPathComponent("schema")
-        try FileManager.default.createDirectory(at: schemaDir, withIntermediateDirectories: true)
-        try Data(Self.schemaText.utf8).write(to: schemaDir.appendingPathComponent("v1.json"))
-        let store = dir.appendingPathComponent("store").path
-        let r = try await storectl("init", store, "--schema", schemaDir.path)
-        #expect(r.status == 0, "\(r.stderr)")
-        return (dir, store)
+        return (dir, try await storeOfSchema(Self.schemaText, in: dir))
     }
 
     func write(_ text: String, _ dir: URL, _ name: String) throws -> String {

@@ -161,13 +161,11 @@ import Testing
     @Test func aRecordTheStoreRefusesAtItsSaveIsReportedWithItsLine() async throws {
         let dir = temporaryDirectory("imp-refused")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let schemaDir = dir.appendingPathComponent("schema")
-        try FileManager.default.createDirectory(at: schemaDir, withIntermediateDirectories: true)
-        try Data(#"""
+        let schemaDir = try schemaDirectory(#"""
             {"model": "u", "version": 1, "entities": [
               {"name": "Thing", "attributes": [{"name": "key", "type": "string"}, {"name": "u", "type": "string"}],
                "uniques": [["key"], ["u"]]}]}
-            """#.utf8).write(to: schemaDir.appendingPathComponent("v1.json"))
+            """#, in: dir)
         var lines = (1...30).map { #"{"entity": "Thing", "key": "k\#($0)", "u": "u\#($0)"}"# }
         lines.append(#"{"entity": "Thing", "key": "b", "u": "x"}"#)
         let input = dir.appendingPathComponent("in.ndjson")

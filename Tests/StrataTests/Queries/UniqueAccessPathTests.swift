@@ -29,11 +29,7 @@ import Testing
     @Test func aFilterOnTheFirstAttributeOfAUniqueFindsObjectsWithANullInTheOthers() async throws {
         let dir = temporaryDirectory("unique-access-path")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let schemaDir = dir.appendingPathComponent("schema")
-        try FileManager.default.createDirectory(at: schemaDir, withIntermediateDirectories: true)
-        try Data(Self.schemaText.utf8).write(to: schemaDir.appendingPathComponent("v1.json"))
-        let store = dir.appendingPathComponent("store").path
-        #expect(try await storectl("init", store, "--schema", schemaDir.path).status == 0)
+        let store = try await storeOfSchema(Self.schemaText, in: dir)
         var lines = [#"{"entity": "G", "name": "g"}"#]
         for pk in 0..<30 {
             let b = pk % 3 == 0 ? "null" : "\(pk)"

@@ -81,17 +81,13 @@ import Testing
     @Test func sortAndGroupPathsAreHeldToEightRelationships() async throws {
         let dir = temporaryDirectory("storectl-chain")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let schemaDir = dir.appendingPathComponent("schema")
-        try FileManager.default.createDirectory(at: schemaDir, withIntermediateDirectories: true)
-        try Data(#"""
+        let store = try await storeOfSchema(#"""
             {"model": "chain", "version": 1, "entities": [
               {"name": "N", "attributes": [{"name": "name", "type": "string"}], "uniques": [["name"]],
                "relationships": [
                  {"name": "next", "destination": "N", "inverse": "prev", "optional": true},
                  {"name": "prev", "destination": "N", "inverse": "next", "optional": true}]}]}
-            """#.utf8).write(to: schemaDir.appendingPathComponent("v1.json"))
-        let store = dir.appendingPathComponent("s").path
-        #expect(try await storectl("init", store, "--schema", schemaDir.path).status == 0)
+            """#, in: dir)
         let eight = String(repeating: "next.", count: 8) + "name", nine = String(repeating: "next.", count: 9) + "name"
         for option in ["--group-by", "--sort"] {
             let ok = try await storectl("query", store, "--entity", "N", option, eight)

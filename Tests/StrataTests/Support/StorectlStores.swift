@@ -37,3 +37,21 @@ func libraryStoreWithTwoGenres(in dir: URL) async throws -> String {
     #expect(try await storectl("import", store, input.path, "--quiet").status == 0)
     return store
 }
+
+/// A schema directory at `dir/schema` holding `v1.json` with `text`.
+func schemaDirectory(_ text: String, in dir: URL) throws -> URL {
+    let schemaDir = dir.appendingPathComponent("schema")
+    try FileManager.default.createDirectory(at: schemaDir, withIntermediateDirectories: true)
+    try Data(text.utf8).write(to: schemaDir.appendingPathComponent("v1.json"))
+    return schemaDir
+}
+
+/// An empty store made by `storectl init` at `dir/name` for the v1 schema `text` (written to
+/// `dir/schema` by ``schemaDirectory(_:in:)``).
+func storeOfSchema(_ text: String, in dir: URL, name: String = "store") async throws -> String {
+    let schemaDir = try schemaDirectory(text, in: dir)
+    let store = dir.appendingPathComponent(name).path
+    let r = try await storectl("init", store, "--schema", schemaDir.path)
+    #expect(r.status == 0, "\(r.stderr)")
+    return store
+}
