@@ -90,7 +90,9 @@ public enum Cluster {
         }
         let marked = try store.replicaClusterID
         if let existing {
-            if existing == marked {
+            if existing == marked, let marked {
+                // Made, though the init that made it stopped before it said so to the store.
+                if try store.isMakingCluster { try await store.finishMakingCluster(clusterID: marked) }
                 throw ClusterError(.clusterExists, """
                     the database at \(address) already holds this store's cluster \(existing): open the replica \
                     (`storectl cluster status` shows it)
@@ -100,12 +102,21 @@ public enum Cluster {
                                "the database at \(address) already holds a cluster (`storectl cluster status`)")
         }
         // A store marked for a cluster this database does not hold: an `init` that died before its
-        // PostgreSQL transaction committed. Made again under the same id.
+        // PostgreSQL transaction committed, made again under the same id; or a replica of a
+        // cluster that was made (in another database), which must never be made into a second
+        // cluster: both would take the same id, and its history would fork.
+        if let marked, try !store.isMakingCluster {
+            throw ClusterError(.wrongStore, """
+                \(store.path) is already a replica of cluster \(marked), which the database at \(address) does not \
+                hold: a replica belongs to one cluster (open it with its own cluster's URL; to start a new \
+                cluster, make it from a store of one machine)
+                """)
+        }
         let clusterID = marked ?? UUID().uuidString.lowercased()
         // Made before the mark: a scratch directory that cannot be made leaves the store as it was.
         let scratch = try temporaryDirectory(near: store.path)
         defer { try? FileManager.default.removeItem(at: scratch) }
-        if marked == nil { try await store.markAsReplica(clusterID: clusterID) }
+        if marked == nil { try await store.markAsReplica(clusterID: clusterID, makingCluster: true) }
         do {
             let position = try await store.writeReplicaSnapshot(to: scratch.appendingPathComponent("snapshot"))
             let file = scratch.appendingPathComponent("snapshot").appendingPathComponent(Store.replicaSnapshotFile)
@@ -144,9 +155,13 @@ public enum Cluster {
                         """)
                 }
             }
-            if made == true { return try await offPool("status") { try status(check, store: store) } }
+            if made == true {
+                try await store.finishMakingCluster(clusterID: clusterID)
+                return try await offPool("status") { try status(check, store: store) }
+            }
             throw error
         }
+        try await store.finishMakingCluster(clusterID: clusterID)
         return try await offPool("status") { try status(session, store: store) }
     }
 

@@ -88,6 +88,9 @@ public final class ClusterReplica: Sendable {
                 \(cluster.id)
                 """)
         }
+        // The cluster exists: an init that made it but stopped before saying so to the store.
+        if try store.isMakingCluster { try await store.finishMakingCluster(clusterID: storeCluster) }
+        try await checkHistory(store, writerSession, address: address)
         let log = SharedLog(session: PostgresSession(address: address, logger: logger, expectedCluster: cluster.id),
                             replica: name, layout: cluster.layout)
         try store.attachReplication(log)
@@ -104,6 +107,46 @@ public final class ClusterReplica: Sendable {
         follower.start()
         return ClusterReplica(store: store, name: name, clusterID: cluster.id, address: address,
                               pollInterval: pollInterval, log: log, follower: follower)
+    }
+
+    /// Refuses a replica whose last transaction is not the cluster's transaction of that id: its
+    /// history diverged from the cluster's (a cluster database restored from an older backup,
+    /// after which other machines appended as many transactions as this replica had beyond it),
+    /// and applying the log after it would mix two histories. A replica past the cluster's head
+    /// is told so when it catches up; one whose last transaction the cluster no longer keeps
+    /// (trimmed behind a snapshot), or that keeps none of its own (made from a snapshot, or
+    /// compacted), is not checked here.
+    static func checkHistory(_ store: Store, _ session: PostgresSession, address: ClusterAddress) async throws {
+        let head = try store.lastTransactionID
+        guard head > .zero, let position = Int64(exactly: head.rawValue) else { return }
+        let rows = try await offPool("open") { () throws -> [ReplicatedEntry] in
+            do {
+                return try session.run("""
+                    SELECT id, entry, author, saved_ms, schema_version FROM strata_log WHERE id = \(position)
+                    """).map { row in
+                    let (id, payload, author, saved, version) = try row.decode(
+                        (Int64, ByteBuffer, String, Int64, Int32).self)
+                    return ReplicatedEntry(transactionID: TransactionID(UInt64(id)), bytes: Array(buffer: payload),
+                                           author: author, timestampMs: saved, schemaVersion: Int(version))
+                }
+            } catch let e as PostgresSession.Failure {
+                throw ClusterError(.unavailable, "reading the cluster's log: \(e.text)")
+            }
+        }
+        guard let shared = rows.first else { return }
+        let same: Bool?
+        do {
+            same = try store.holdsLogEntry(shared)
+        } catch {
+            throw ClusterError(.unavailable, "the cluster's transaction \(head) cannot be read: \(error)")
+        }
+        if same == false {
+            throw StrataError.replication(ReplicationError(.rejectedEntry, """
+                \(store.path): this replica's transaction \(head) is not the cluster's transaction \(head) at \(address): \
+                its history diverged from the cluster's (the database restored from an older backup?); start it \
+                again from the cluster's latest snapshot with `storectl cluster reset STORE`
+                """))
+        }
     }
 
     /// `host:store path`, unique per store on a machine.

@@ -196,7 +196,17 @@ func openForWriting(_ target: StoreArgument, postgres: PostgresOption,
     configure(&configuration)
     let store = try Store.openExisting(at: target.url, configuration: configuration)
     do {
-        guard try store.replicaClusterID != nil else { return (store, nil) }
+        guard try store.replicaClusterID != nil else {
+            // A URL given on the command line for a store of one machine: the write would stay
+            // local, though whoever gave it expects it in the cluster (a forgotten `cluster init`).
+            if postgres.postgres != nil {
+                throw ClusterError(.wrongStore, """
+                    \(store.path) is not a replica of a cluster, so the --postgres given would not be used: make the cluster from it with `storectl cluster init`, or leave --postgres out to write \
+                    to it alone
+                    """)
+            }
+            return (store, nil)
+        }
         let replica = try await ClusterReplica.open(store: store,
                                                     address: try ClusterAddress.resolve(postgres.postgres))
         return (store, replica)

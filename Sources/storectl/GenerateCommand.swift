@@ -33,7 +33,15 @@ struct GenerateCommand: AsyncParsableCommand {
         do { loaded = try Schema.load(directory: URL(fileURLWithPath: schema)) } catch { throw failure(error) }
         let source = ModelGenerator.swiftSource(for: loaded)
         guard let output else {
-            print(source, terminator: "")
+            // Written at once, not through `print`: a stream whose write failed (a full disk,
+            // `> /dev/full`) drops its buffer, and the flush at exit then finds nothing to fail
+            // on, so the cut file would end with exit 0.
+            do {
+                try FileHandle.standardOutput.write(contentsOf: Data(source.utf8))
+            } catch {
+                throw failure(CLIError("cannot write to standard output: \(systemReason(error))", code: Exit.ioError))
+                    .withCode(Exit.ioError)
+            }
             return
         }
         do {

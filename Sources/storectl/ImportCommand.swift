@@ -109,6 +109,12 @@ struct ImportCommand: AsyncParsableCommand {
             } catch {
                 throw failure(error, context: "--rejects")
             }
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: rejects, isDirectory: &isDirectory), isDirectory.boolValue {
+                // As `export --output` and `generate --output` onto a directory: a file that cannot be made.
+                throw failure(CLIError("\(rejects): cannot create the rejects file: is a directory",
+                                       code: Exit.cannotCreate))
+            }
             let directory = (rejects as NSString).deletingLastPathComponent
             if access(directory.isEmpty ? "." : directory, W_OK) != 0 {
                 throw failure(

@@ -31,6 +31,12 @@ struct InitCommand: AsyncParsableCommand {
         do {
             let store = try Store.open(at: target.url, schema: loaded, configuration: target.configuration)
             defer { store.close() }
+            // Only a store whose creation stopped before its first commit gets here with a store
+            // in the directory, and such a store has no transaction: one that has is a finished
+            // store beside a stray creation marker (the open just removed it).
+            if try store.lastTransactionID > .zero {
+                throw failure(CLIError("\(target.store): a store already exists here")).withCode(Exit.cannotCreate)
+            }
             if json {
                 printJSON(.object([("path", .string(store.path)),
                                    ("schema", .object([("model", .string(loaded.model)),
@@ -38,7 +44,16 @@ struct InitCommand: AsyncParsableCommand {
             } else {
                 print("created \(store.path) (\(loaded.model) v\(loaded.version), \(loaded.entities.count) entities)")
             }
+        } catch let exit as ExitCode {
+            throw exit
         } catch {
+            switch error as? StrataError {
+            case .modelMismatch?, .migrationRequired?, .storeTooNew?, .schemaChanged?:
+                // The directory holds a finished store's metadata, of another schema.
+                throw failure(CLIError("\(target.store): a store already exists here (\(error))"))
+                    .withCode(Exit.cannotCreate)
+            default: break
+            }
             // The store's directory could not be made (a file in the way, a read-only or
             // special file system): "cannot create", as the README says, not "not a store".
             if case StrataError.notAStore(_, let reason) = error, reason.hasPrefix("cannot create directory") {

@@ -121,7 +121,12 @@ struct MigrateCommand: AsyncParsableCommand {
                 guard let migrated = try await Cluster.migrate(
                     at: target.url, address: try ClusterAddress.resolve(cluster.postgres), schemas: schemas,
                     registry: libraryMigrations, configuration: target.configuration, progress: show) else {
-                    print("up to date (v\(schemas.last?.version ?? 0)), nothing of the cluster's to migrate at")
+                    let version = schemas.last?.version ?? 0
+                    if json {
+                        printJSON(.object([("upToDate", .bool(true)), ("to", .int(Int64(version)))]))
+                    } else {
+                        print("up to date (v\(version)): the cluster's log holds no migration this replica has not applied")
+                    }
                     return
                 }
                 report = migrated

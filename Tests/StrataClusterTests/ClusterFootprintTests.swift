@@ -158,6 +158,41 @@ import Testing
         }
     }
 
+    @Test func aConflictWithAnEarlierSaveOfTheGroupNamesTheVersionTheLogHolds() async throws {
+        try await withCluster(replicas: 2) { c in
+            let r = try await replicaWithRival(c, name: "edits", comparesFootprints: true) { "Rival \($0)" }
+            let (store, log) = (r.store, r.log)
+            let genre = Genre(name: "Jazz")
+            _ = try await store.save { $0.insert(genre) }
+            let base = try #require(try store.mainContext.record(genre.id))
+            func edit(_ name: String) -> (changes: ChangeSet, metadata: [String: String]) {
+                var changes = ChangeSet()
+                changes.set(Genre.name, of: genre.id, to: name)
+                changes.baseVersions = [genre.id: BaseVersion(version: base.version, values: base.values)]
+                changes.mergePolicy = .fail
+                return (changes, [:])
+            }
+            // Queued together: one group, in which the second edit conflicts with the first. The
+            // rival's save lands before the group's append.
+            log.outcomes.withLock { $0.removeAll() }
+            let results = await store.saveInOrder([edit("Bebop"), edit("Swing")], author: "edits",
+                                                  stopAtFailure: false)
+            let first = try results[0].get()
+            guard case .failure(StrataError.conflict(let conflicts)) = results[1] else {
+                Issue.record("the second edit was not refused: \(results[1])")
+                await r.close()
+                return
+            }
+            #expect(try store.mainContext.record(genre.id)?.version == first)
+            #expect(conflicts.map(\.storeVersion) == [first],
+                    "the refusal names the transaction that changed the genre, as the log holds it")
+            #expect(!log.outcomes.withLock { $0 }.contains { if case .appendedLater = $0 { true } else { false } },
+                    "a group whose refusal names one of its own ids is not moved after the rival's saves")
+            #expect(try await c.catchUpAll() == store.lastTransactionID)
+            await r.close()
+        }
+    }
+
     @Test func aSaveTakingAKeyAnotherMachineTookIsValidatedAgainAndRefusedAsOnOneMachine() async throws {
         try await withCluster(replicas: 2) { c in
             let r = try await replicaWithRival(c, name: "loser", comparesFootprints: true) { _ in "Contested" }

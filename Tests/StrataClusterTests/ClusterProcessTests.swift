@@ -199,6 +199,25 @@ import Testing
             outcome unknown \(totals.unknown); processes killed \(totals.kills); PostgreSQL restarts \(totals.restarts)
             """)
     }
+
+    /// `storectl import --postgres` into a store of one machine: refused (exit 66) with nothing
+    /// written, since the write would stay local (it imported locally and exited 0, so whoever
+    /// forgot `cluster init` believed the records were in the cluster).
+    @Test func anImportWithAClusterURLIntoAStoreOfOneMachineIsRefused() async throws {
+        try await withCluster(replicas: 1) { c in
+            let store = c.root.appendingPathComponent("alone").path
+            #expect(try spawn(storectlPath, ["init", store, "--schema", librarySchemaDirectory.path]).status == 0)
+            let input = c.root.appendingPathComponent("genres.ndjson")
+            try Data((#"{"entity":"Genre","name":"Folk"}"# + "\n").utf8).write(to: input)
+            let r = try spawn(storectlPath, ["import", store, input.path, "--quiet", "--postgres", c.url])
+            #expect(r.status == 66, "\(r.status) \(r.stderr)")
+            #expect(r.stderr.contains("is not a replica of a cluster"), "\(r.stderr)")
+            let count = try spawn(storectlPath, ["query", store, "--entity", "Genre", "--count"])
+            #expect(count.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "\(count.stdout)")
+            // Without the URL it imports, as a store of one machine does.
+            #expect(try spawn(storectlPath, ["import", store, input.path, "--quiet"]).status == 0)
+        }
+    }
 }
 
 /// CLOCK_MONOTONIC, as the writer processes stamp their history.

@@ -453,6 +453,65 @@ import Testing
         }
     }
 
+    /// A replica, the first (which made the cluster) or a joined one, is never made into a
+    /// second cluster in another database: both clusters would have its id, and its history
+    /// would fork between them. (It was made, and `verify` passed on replicas that had forked.)
+    @Test func aReplicaIsNeverMadeIntoASecondCluster() async throws {
+        try await withCluster(replicas: 2) { c in
+            _ = try await c.replicas[0].store.save { $0.insert(newTrack("before")) }
+            let other = try await TestPostgres.shared().freshDatabase()
+            for r in c.replicas {
+                await r.close()
+                #expect(try !r.store.isMakingCluster)
+                do {
+                    try await Cluster.initialize(store: r.store, address: other)
+                    Issue.record("\(r.store.path): a replica made into a second cluster")
+                } catch let e as ClusterError {
+                    #expect(e.kind == .wrongStore, "\(e)")
+                    #expect(e.reason.contains("already a replica of cluster"), "\(e)")
+                }
+                #expect(try r.store.replicaClusterID == c.replicas[0].clusterID)
+            }
+            let postgres = c.postgres, database = other.database
+            let tables = try await onOwnThread {
+                try postgres.sql("SELECT count(*) FROM pg_tables WHERE tablename = 'strata_cluster'", database: database)
+            }
+            #expect(tables.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "nothing made in the other database")
+        }
+    }
+
+    /// A cluster database restored from an older backup, after which another machine appended as
+    /// many transactions as a replica had beyond the backup: the replica's last transaction is
+    /// not the cluster's of that id, and opening it is refused (it went on, silently holding
+    /// another history, `verify` passing on both).
+    @Test func aReplicaWhoseHistoryDivergedIsRefusedEvenWhenTheClusterCaughtUpWithIt() async throws {
+        try await withCluster(replicas: 2) { c in
+            let (a, b) = (c.replicas[0], c.replicas[1])
+            await b.close()
+            let lost = try await a.store.save { $0.insert(newTrack("lost in the restore")) }
+            await a.close()
+            let postgres = c.postgres, database = c.address.database
+            _ = try await onOwnThread {
+                try postgres.sql("DELETE FROM strata_log WHERE id >= \(lost.rawValue); "
+                                 + "UPDATE strata_cluster SET head = \(lost.rawValue - 1)", database: database)
+            }
+            let reopened = try await ClusterReplica.open(store: b.store, address: c.address)
+            #expect(try await b.store.save { $0.insert(newTrack("after the restore")) } == lost)
+            await reopened.close()
+            do {
+                let r = try await ClusterReplica.open(store: a.store, address: c.address)
+                await r.close()
+                Issue.record("a replica with another transaction \(lost) was opened")
+            } catch StrataError.replication(let e) {
+                #expect(e.kind == .rejectedEntry, "\(e)")
+                #expect(e.reason.contains("history diverged"), "\(e)")
+            }
+            // The replica with the cluster's history opens.
+            let again = try await ClusterReplica.open(store: b.store, address: c.address)
+            await again.close()
+        }
+    }
+
     @Test func initializeResumesForAStoreMarkedByAnInitThatDiedBeforeItsCommit() async throws {
         let server = try await TestPostgres.shared()
         let address = try await server.freshDatabase()
@@ -460,9 +519,10 @@ import Testing
         defer { try? FileManager.default.removeItem(at: root) }
         let store = try Store.open(at: root.appendingPathComponent("r0"), schema: try librarySchema())
         defer { store.close() }
-        try await store.markAsReplica(clusterID: "left-by-a-dead-init")
+        try await store.markAsReplica(clusterID: "left-by-a-dead-init", makingCluster: true)
         let status = try await Cluster.initialize(store: store, address: address)
         #expect(status.clusterID == "left-by-a-dead-init")
+        #expect(try !store.isMakingCluster, "made: a replica of a cluster that exists")
         let replica = try await ClusterReplica.open(store: store, address: address)
         _ = try await store.save { $0.insert(newTrack("saved")) }
         await replica.close()

@@ -33,6 +33,9 @@ extension Store {
                         let env = try LMDBEnvironment(path: target, options: options)
                         defer { env.close() }
                         _ = try copyGeneration(env, from: snapshot, horizon: position, progress: nil)
+                        // A replica made from the snapshot joins a cluster that exists: it is
+                        // never one being made (the first replica's mark while it makes it).
+                        try env.write { _ = try $0.delete(env[.meta], key: MetaKey.clusterPending) }
                         try env.sync()
                     })
                 }

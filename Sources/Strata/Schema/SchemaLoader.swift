@@ -24,9 +24,10 @@ extension Schema {
         }
         var versions: [(Int, String)] = []
         for name in names where name.hasPrefix("v") && name.hasSuffix(".json") {
-            guard let n = Int(name.dropFirst().dropLast(5)), n >= 1 else {
+            guard let n = version(fileName: name) else {
                 throw SchemaError(file: directory.appendingPathComponent(name).path, entity: nil, field: nil,
-                                  reason: "schema files must be named v<N>.json with N ≥ 1")
+                                  reason: "schema files must be named v<N>.json with N ≥ 1 in decimal digits, "
+                                      + "without a sign or a leading zero")
             }
             if let same = versions.first(where: { $0.0 == n }) {
                 throw SchemaError(file: directory.appendingPathComponent(name).path, entity: nil, field: nil,
@@ -52,6 +53,16 @@ extension Schema {
         return schemas
     }
 
+    /// N of a file named `v<N>.json` (N ≥ 1, written as `Int` prints it: decimal digits, no
+    /// sign, no leading zero), nil for any other name. One spelling per version, so that
+    /// `v01.json` or `v+1.json` is not taken for version 1 beside or instead of `v1.json`.
+    static func version(fileName name: String) -> Int? {
+        guard name.hasPrefix("v"), name.hasSuffix(".json") else { return nil }
+        let digits = name.dropFirst().dropLast(5)
+        guard let n = Int(digits), n >= 1, String(n) == digits else { return nil }
+        return n
+    }
+
     /// Loads one schema file.
     public static func load(file: URL) throws -> Schema {
         let data: Data
@@ -61,9 +72,7 @@ extension Schema {
             throw SchemaError(file: file.path, entity: nil, field: nil,
                               reason: "cannot read file (\(FileSystemReason.unreadableFile(file.path)))")
         }
-        var expected: Int?
-        let base = file.lastPathComponent
-        if base.hasPrefix("v"), base.hasSuffix(".json") { expected = Int(base.dropFirst().dropLast(5)) }
+        let expected = version(fileName: file.lastPathComponent)
         var bytes = Array(data)
         // A UTF-8 byte order mark some editors write: the JSON starts after it.
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }

@@ -20,6 +20,11 @@ enum MetaKey {
     /// The cluster this store is a replica of (UTF-8): present, every save goes through the
     /// cluster's shared log. Absent in a store of one machine.
     static let cluster = Array("cluster".utf8)
+    /// Written with ``cluster`` (the same id) by the making of a cluster from this store, and
+    /// removed once the cluster is made: a store marked with it may be made into that cluster
+    /// again (the making stopped before PostgreSQL committed it); a replica without it belongs to
+    /// a cluster that was made, and is never made into another.
+    static let clusterPending = Array("cluster-pending".utf8)
     /// Live objects of an entity (u64): "count/" + entity tag, in ``DatabaseName/counts``.
     static func count(_ tag: UInt16) -> [UInt8] { countPrefix + Layout.u16(tag) }
     static let countPrefix = Array("count/".utf8)

@@ -14,6 +14,18 @@ extension Store {
         }
     }
 
+    /// Whether this replica was marked by a making of its cluster that has not finished
+    /// (``markAsReplica(clusterID:makingCluster:)``, ``finishMakingCluster(clusterID:)``): false
+    /// for a store of one machine and for a replica of a cluster that was made.
+    public var isMakingCluster: Bool {
+        get throws {
+            try checkUsable()
+            return try env.read { txn in
+                try txn.withValue(env[.meta], key: MetaKey.clusterPending) { _ in true } ?? false
+            }
+        }
+    }
+
     static func storedClusterID(_ env: LMDBEnvironment) throws -> String? {
         try env.read { txn in
             try txn.withValue(env[.meta], key: MetaKey.cluster) { String(decoding: $0, as: UTF8.self) }
@@ -27,7 +39,10 @@ extension Store {
     /// - Throws: ``StrataError/storeBusy(path:processIDs:)`` when another process has the store
     ///   open (it would go on saving locally), ``StrataError/replication(_:)`` when the store is
     ///   already a replica of another cluster.
-    public func markAsReplica(clusterID: String) async throws {
+    ///
+    /// With `makingCluster`, the store is the first replica of a cluster being made from it: it
+    /// is also marked as such (``isMakingCluster``) until ``finishMakingCluster(clusterID:)``.
+    public func markAsReplica(clusterID: String, makingCluster: Bool = false) async throws {
         try checkUsable()
         guard let writer, let lock else { throw StrataError.readOnly(path: path) }
         // Not during a compaction, migration or bulk import of this process: the mark is no log
@@ -50,9 +65,32 @@ extension Store {
                         """))
                 }
             } else {
-                try env.write { try $0.put(env[.meta], key: MetaKey.cluster, value: Array(clusterID.utf8)) }
+                try env.write { txn in
+                    try txn.put(env[.meta], key: MetaKey.cluster, value: Array(clusterID.utf8))
+                    if makingCluster {
+                        try txn.put(env[.meta], key: MetaKey.clusterPending, value: Array(clusterID.utf8))
+                    }
+                }
             }
             writer.isReplica.store(true, ordering: .releasing)
+        }
+    }
+
+    /// Ends the making of the cluster `clusterID` from this store (its first replica): from now
+    /// on the store is a replica of a cluster that exists, never made into another
+    /// (``isMakingCluster`` is false). Nothing to do when already done.
+    public func finishMakingCluster(clusterID: String) async throws {
+        try checkUsable()
+        guard let writer else { throw StrataError.readOnly(path: path) }
+        let path = self.path
+        try await writer.exclusive {
+            let env = writer.env
+            guard try Self.storedClusterID(env) == clusterID else {
+                throw StrataError.replication(ReplicationError(.rejectedEntry, """
+                    \(path) is not marked as a replica of cluster \(clusterID)
+                    """))
+            }
+            try env.write { _ = try $0.delete(env[.meta], key: MetaKey.clusterPending) }
         }
     }
 
@@ -84,12 +122,31 @@ extension Store {
                     \(path) is a replica of cluster \(existing), not \(clusterID)
                     """))
             }
-            try env.write { _ = try $0.delete(env[.meta], key: MetaKey.cluster) }
+            try env.write { txn in
+                _ = try txn.delete(env[.meta], key: MetaKey.cluster)
+                _ = try txn.delete(env[.meta], key: MetaKey.clusterPending)
+            }
             // Its commits are its own again: each syncs its meta page too.
             try env.setNoMetaSync(false)
             writer.isReplica.store(false, ordering: .releasing)
             writer.replication.withLock { $0 = nil }
         }
+    }
+
+    /// Whether `entry` (the shared log's at its id) is the transaction this replica holds under
+    /// that id: compared decoded (author, time, metadata and every change), so that encodings of
+    /// the same entry (compressed or not) compare equal. Nil when the local log holds no entry
+    /// there (a replica made from a snapshot, or whose log was compacted past it). False means
+    /// the replica's history is not the cluster's (a cluster database restored from an older
+    /// backup, after which other machines appended as many transactions as this one had).
+    ///
+    /// - Throws: ``StrataError/corruptLogEntry(transaction:reason:)`` when `entry` cannot be decoded.
+    public func holdsLogEntry(_ entry: ReplicatedEntry) throws -> Bool? {
+        guard let local = try read({ try $0.logEntry(entry.transactionID) }) else { return nil }
+        let shared = try entry.bytes.withUnsafeBytes {
+            try LogEntryCodec.decode($0, transactionID: entry.transactionID)
+        }
+        return shared == local
     }
 
     /// Sends this replica's saves through `log` from the next group commit on.

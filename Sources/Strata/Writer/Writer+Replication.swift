@@ -165,7 +165,8 @@ extension Writer {
         if group.entries.isEmpty {
             try requireCurrentHead()
         } else {
-            let movable = Self.mayMove(group.entries, validatedAt: head) ? footprint.footprint : nil
+            let movable = Self.mayMove(group.entries, validatedAt: head)
+                && !Self.refusalNamesTheGroup(group.results, validatedAt: head) ? footprint.footprint : nil
             let shared = try sharedEntries(group, batch: batch)
             let outcome = try movable.map {
                 try log.append(shared, validatedAt: head, footprint: $0)
@@ -200,6 +201,19 @@ extension Writer {
                 case .insert, .link, .unlink: false
                 }
             }
+        }
+    }
+
+    /// Whether a refused save of the group names, as an object's version in the store, an id
+    /// after `head`: one the group itself took (an earlier save of the group changed the object
+    /// the refusal's merge conflict is about). Moved, the group's entries would take other ids
+    /// while the refusal went on naming that one, by then another machine's transaction. Such a
+    /// group, like one ``mayMove(_:validatedAt:)`` keeps, is appended only right after `head`.
+    static func refusalNamesTheGroup(_ results: [Result<TransactionID, Error>],
+                                     validatedAt head: TransactionID) -> Bool {
+        results.contains { result in
+            guard case .failure(StrataError.conflict(let conflicts)) = result else { return false }
+            return conflicts.contains { $0.storeVersion.map { $0 > head } ?? false }
         }
     }
 

@@ -180,6 +180,26 @@ import Testing
         do { _ = try Schema.load(directory: dir) } catch { #expect("\(error)".contains("v2.json is missing")) }
     }
 
+    @Test func aVersionFileNameHasOneSpelling() throws {
+        for name in ["v01.json", "v+1.json", "v0.json", "v-1.json", "v 1.json", "v1e0.json"] {
+            let dir = temporaryDirectory("schemas")
+            defer { try? FileManager.default.removeItem(at: dir) }
+            try Data(#"{"model":"m","version":1,"entities":[{"name":"A","attributes":[]}]}"#.utf8)
+                .write(to: dir.appendingPathComponent(name))
+            do {
+                _ = try Schema.load(directory: dir)
+                Issue.record("\(name) was loaded as a schema version")
+            } catch let error as SchemaError {
+                #expect(error.file.hasSuffix("/\(name)"), "\(error)")
+                #expect("\(error)".contains("without a sign or a leading zero"), "\(error)")
+            }
+        }
+        #expect(Schema.version(fileName: "v1.json") == 1)
+        #expect(Schema.version(fileName: "v12.json") == 12)
+        #expect(Schema.version(fileName: "v012.json") == nil)
+        #expect(Schema.version(fileName: "notes.json") == nil)
+    }
+
     @Test func emptyDirectory() {
         let dir = temporaryDirectory("schemas")
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -36,6 +36,23 @@ import Testing
         #expect(try await genreCount(store) == "5")
     }
 
+    /// A creation marker left beside a finished store (copied in, or made by hand): `init` says
+    /// the store exists (exit 73), of the same schema or another, and the store keeps its data.
+    /// (It printed "created" and exited 0, or reported a schema mismatch.)
+    @Test func aStrayCreationMarkerDoesNotMakeInitCreateAFinishedStore() async throws {
+        let (dir, store) = try await storeWithGenres()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let marker = store + "/" + StoreDirectory.creationMarker
+        for schema in [librarySchemaDirectory.path, try schemaDirectory(#"{"model":"other","version":1,"entities":[{"name":"A","attributes":[]}]}"#, in: dir).path] {
+            #expect(FileManager.default.createFile(atPath: marker, contents: nil))
+            let r = try await storectl("init", store, "--schema", schema)
+            #expect(r.status == 73, "\(r.status) \(r.stdout) \(r.stderr)")
+            #expect(r.stderr.contains("a store already exists here"), "\(r.stderr)")
+            #expect(!r.stdout.contains("created"), "\(r.stdout)")
+            #expect(try await genreCount(store) == "5")
+        }
+    }
+
     /// No `current` while a generation holds data (the link was removed): refused, never a new
     /// empty store created over it (`init` neither adopts nor re-creates it).
     @Test func aMissingCurrentBesideDataIsRefused() async throws {

@@ -98,6 +98,33 @@ let immutableFilesWork: Bool = {
         #expect(w.status == 0 && w.stderr.hasPrefix("wrote \(ok)"), "\(w.stderr)")
     }
 
+    /// `generate` to standard output that cannot be written (`/dev/full`): exit 74 with the
+    /// reason, as every other command; it exited 0, and a full disk left a cut file.
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: "/dev/full"), "needs /dev/full"))
+    func generateToAFullStandardOutputExits74() async throws {
+        let r = try await run("/bin/sh", ["-c", "exec \"$0\" generate --schema \"$1\" > /dev/full",
+                                          storectlPath, librarySchemaDirectory.path])
+        #expect(r.status == 74, "\(r.status): \(r.stderr)")
+        #expect(r.stderr.hasPrefix("storectl: error: cannot write to standard output: "), "\(r.stderr)")
+    }
+
+    /// `import --rejects` naming a directory: the rejects file cannot be made there, exit 73 as
+    /// `export --output` and `generate --output` onto a directory (it exited 64, a usage error).
+    @Test func importWithADirectoryAsRejectsFileExits73() async throws {
+        let (dir, store) = try await emptyStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("in.ndjson")
+        try Data("{\"entity\":\"Genre\",\"name\":\"a\"}\n".utf8).write(to: input)
+        let rejects = dir.appendingPathComponent("rejects")
+        try FileManager.default.createDirectory(at: rejects, withIntermediateDirectories: false)
+        let r = try await storectl("import", store, input.path, "--continue-on-error", "--rejects", rejects.path,
+                                   "--quiet")
+        #expect(r.status == 73, "\(r.status): \(r.stderr)")
+        #expect(r.stderr.contains("is a directory"), "\(r.stderr)")
+        #expect(try await storectl("query", store, "--entity", "Genre", "--count").stdout
+                    .trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+    }
+
     /// `export` whose output fails while being written (stdout on `/dev/full`: `ENOSPC`): exit 74.
     @Test(.enabled(if: FileManager.default.fileExists(atPath: "/dev/full"), "needs /dev/full"))
     func exportFailingWhileWritingExits74() async throws {
