@@ -48,6 +48,8 @@ enum Exit {
             }
         case is SchemaError: return dataError
         case let e as ImportIssue: return e.line == 0 ? noInput : dataError
+        // What stopped it decides, not that batches were written before.
+        case let e as ImportInterrupted: return code(for: e.underlying)
         case let e as CLIError: return e.code
         case is OutputPathRefusal: return usage
         case is MigrationError: return dataError

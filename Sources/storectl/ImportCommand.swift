@@ -180,6 +180,10 @@ struct ImportCommand: AsyncParsableCommand {
         } catch let issue as ImportIssue where issue.file == rejects {
             await reporter.value
             throw failure(issue).withCode(Exit.cannotCreate)
+        } catch let interrupted as ImportInterrupted {
+            await reporter.value
+            let rejectsFile = (interrupted.underlying as? ImportIssue).map { $0.file == rejects } ?? false
+            throw failure(interrupted).withCode(rejectsFile ? Exit.cannotCreate : Exit.code(for: interrupted))
         } catch {
             await reporter.value
             throw failure(error)

@@ -83,7 +83,9 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .schema(let e): return e.description
-        case .lmdb(let e): return "LMDB: \(e)"
+        // The case also carries the operating system's refusals of the store's own file work
+        // (a directory made, a rejects file written): only LMDB's calls are said to be LMDB's.
+        case .lmdb(let e): return e.operation.hasPrefix("mdb_") ? "LMDB: \(e)" : "\(e)"
         case .storeNotFound(let p): return "\(p): no store here (create one with `storectl init`)"
         case .notAStore(let p, let r): return "\(p): not a Strata store: \(r)"
         case .insecure(let p, let r): return "\(p): refused: \(r)"

@@ -30,3 +30,25 @@ public struct ImportFailed: Error, Sendable, CustomStringConvertible {
             + ": fix the record and run the import again (it converges)"
     }
 }
+
+/// An import written batch by batch that stopped after some of its batches committed, for a
+/// reason that is not its input: a full disk, a store that cannot grow, a rejects file that
+/// cannot be written. Those batches stay committed; running the import again once the cause is
+/// gone converges (upserts and links are idempotent). An import that committed nothing throws
+/// the error itself, and one refused because of its input throws ``ImportFailed``.
+public struct ImportInterrupted: Error, Sendable, CustomStringConvertible {
+    /// What stopped the import.
+    public let underlying: any Error
+    /// Records this import committed before it stopped (more than 0).
+    public let written: Int
+    /// The transactions those records were committed in.
+    public let transactions: [TransactionID]
+    /// The import's id (in every one of its transactions' metadata).
+    public let importID: String
+
+    /// The error, then what was written.
+    public var description: String {
+        "\(underlying); \(written) record(s) of this import were written before it, in \(transactions.count) "
+            + "transaction(s) (import id \(importID)): run the import again once that is fixed (it converges)"
+    }
+}

@@ -119,9 +119,15 @@ public final class Importer: Sendable {
             // Nothing the held transaction applied is written.
             if let held = state.held { await held.abort() }
             state.bulk?.abandon()
-            throw error
+            // Batches committed before a failure that is not about the input: said with it.
+            if let failed = error as? ImportFailed { throw state.noting(failed) }
+            throw state.interrupted(error)
         }
-        try rejects?.finish()
+        do {
+            try rejects?.finish()
+        } catch {
+            throw state.interrupted(error)
+        }
         state.report(.done, records: state.written, bytes: totalBytes, links: state.deferred.count, force: true)
         return ImportSummary(importID: state.importID, records: state.written, rejected: state.rejected.count,
                              skippedLinks: state.skippedLinks, transactions: state.transactions.count,
@@ -1058,6 +1064,13 @@ private struct ImportState {
         noted.transactions = transactions
         noted.importID = importID
         return noted
+    }
+
+    /// `error`, which is not about the input, as ``ImportInterrupted`` when this import
+    /// committed batches before it (as ``noting(_:)`` says).
+    func interrupted(_ error: Error) -> Error {
+        guard held == nil, bulk == nil, written > 0, !(error is ImportInterrupted) else { return error }
+        return ImportInterrupted(underlying: error, written: written, transactions: transactions, importID: importID)
     }
 
     /// The issues found, in input order, as the error that ends the import.

@@ -24,14 +24,11 @@ extension Schema {
         }
         var versions: [(Int, String)] = []
         for name in names where name.hasPrefix("v") && name.hasSuffix(".json") {
+            // One spelling per version: no two files name the same one.
             guard let n = version(fileName: name) else {
                 throw SchemaError(file: directory.appendingPathComponent(name).path, entity: nil, field: nil,
                                   reason: "schema files must be named v<N>.json with N ≥ 1 in decimal digits, "
                                       + "without a sign or a leading zero")
-            }
-            if let same = versions.first(where: { $0.0 == n }) {
-                throw SchemaError(file: directory.appendingPathComponent(name).path, entity: nil, field: nil,
-                                  reason: "version \(n) is also \(same.1): one file per version")
             }
             versions.append((n, name))
         }

@@ -25,11 +25,17 @@ final class StoreLock: Sendable {
     init?(path: String, readOnly: Bool, permissions: StorePermissions, store: String) throws {
         let flags = O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
         func refused(_ code: Int32) -> StrataError {
-            code == ELOOP
-                ? StrataError.insecure(path: store,
-                                       reason: "\(path) is a symbolic link; Strata never opens a store's files " +
-                                               "through a link (remove it: an open makes it again)")
-                : StrataError.lmdb(LMDBError(code: code, operation: "open \(path) (the store's lock file)"))
+            switch code {
+            case ELOOP:
+                StrataError.insecure(path: store,
+                                     reason: "\(path) is a symbolic link; Strata never opens a store's files " +
+                                             "through a link (remove it: an open makes it again)")
+            case EISDIR:
+                // As a read-only open finds it (fstat below): a directory is not the lock file.
+                StrataError.insecure(path: store, reason: "\(path) is not a regular file")
+            default:
+                StrataError.lmdb(LMDBError(code: code, operation: "open \(path) (the store's lock file)"))
+            }
         }
         var fd: Int32
         if readOnly {

@@ -316,4 +316,38 @@ import Testing
             }
         }
     }
+    /// A store that cannot grow any more stops an import written batch by batch after some of
+    /// its batches committed: the error is ``ImportInterrupted``, carrying the store's own error
+    /// and what was written (it was the bare error, and a user could not tell that records
+    /// were in the store); the store holds exactly those records.
+    @Test func aFullStoreStopsAnImportSayingWhatWasWritten() async throws {
+        var config = StoreConfiguration()
+        config.initialMapSizeBytes = 64 << 10
+        config.maxMapSizeBytes = 1 << 20
+        try await withLibraryStore(config) { store in
+            let dir = temporaryDirectory("import-full")
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let padding = String(repeating: "p", count: 400)
+            let input = try write((0..<5_000).map { #"{"entity":"Genre","name":"g\#($0) \#(padding)"}"# }, in: dir)
+            var options = ImportOptions()
+            options.mode = .incremental
+            options.batchSize = 50
+            options.oneTransactionMaxInputBytes = 0
+            options.importID = "full"
+            do {
+                _ = try await Importer(store: store, options: options).run(files: [input])
+                Issue.record("5,000 records of 400 bytes went into a store of at most 1 MiB")
+            } catch let interrupted as ImportInterrupted {
+                guard case StrataError.storeFull = interrupted.underlying else {
+                    Issue.record("stopped by \(interrupted.underlying)")
+                    return
+                }
+                #expect(interrupted.written > 0 && interrupted.written < 5_000, "\(interrupted)")
+                #expect(interrupted.importID == "full")
+                #expect(!interrupted.transactions.isEmpty)
+                #expect(interrupted.description.contains("record(s) of this import were written before it"))
+                #expect(try store.mainContext.count(Genre.self) == interrupted.written)
+            }
+        }
+    }
 }

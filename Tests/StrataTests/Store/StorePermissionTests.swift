@@ -283,6 +283,26 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
         #expect(info.status == 0, "\(info.stderr)")
     }
 
+    /// A directory in place of `strata.lock`: every command refuses the store as a read does
+    /// (exit 66, "is not a regular file"); a write and a compaction exited 70 with LMDB's words
+    /// for `EISDIR`.
+    @Test func aDirectoryInPlaceOfTheLockFileIsRefusedByEveryCommand() async throws {
+        let dir = temporaryDirectory("lock-directory")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s").path
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(unlink(store + "/strata.lock") == 0 && mkdir(store + "/strata.lock", 0o700) == 0)
+        for args in [["info", store], ["import", store, Self.sample, "--quiet"],
+                     ["import", store, Self.sample, "--quiet", "--mode", "bulk"], ["compact", store],
+                     ["compact", store, "--wait"], ["verify", store]] {
+            let r = try await storectl(args)
+            #expect(r.status == 66, "\(args): \(r.status) \(r.stderr)")
+            #expect(r.stderr.contains("strata.lock is not a regular file"), "\(args): \(r.stderr)")
+        }
+        #expect(rmdir(store + "/strata.lock") == 0)
+        #expect(try await storectl("info", store).status == 0)
+    }
+
     /// The library makes the same modes under the umask of the process it runs in (its own
     /// creation calls set them), for `Store.open`, compaction and `Store.temporary`.
     @Test func theLibraryMakesPrivateStores() async throws {

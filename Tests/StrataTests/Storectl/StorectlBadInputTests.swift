@@ -216,7 +216,7 @@ import Testing
         try v1.write(to: schemas.appendingPathComponent("v01.json"))
         let dup = try await storectl("init", dir.appendingPathComponent("s3").path, "--schema", schemas.path)
         #expect(dup.status == 65, "\(dup.status) \(dup.stderr)")
-        #expect(dup.stderr.contains("version 1 is also"), "\(dup.stderr)")
+        #expect(dup.stderr.contains("v01.json: schema files must be named v<N>.json"), "\(dup.stderr)")
 
         let big = dir.appendingPathComponent("big.ndjson")
         try Data("{\"entity\":\"Album\",\"mbid\":\"11111111-1111-1111-1111-111111111111\",\"title\":\"x\",\"year\":99999999999999999999}\n".utf8).write(to: big)

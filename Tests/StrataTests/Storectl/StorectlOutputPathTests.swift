@@ -229,6 +229,34 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).allSatisfy { !$0.contains(".partial-") })
     }
 
+    /// Partial files that killed exports left beside their output: the next export to the same
+    /// file removes those no process holds and not written for a minute, and leaves a partial
+    /// file a running export holds, a recent one, and files merely named alike. (They piled up.)
+    @Test func anExportRemovesThePartialFilesKilledExportsLeft() async throws {
+        let (dir, store) = try await storeWithGenres()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("g.ndjson").path
+        func partial(_ suffix: String, ageSeconds: Int) throws -> String {
+            let path = out + ".partial-" + suffix
+            #expect(FileManager.default.createFile(atPath: path, contents: Data("part\n".utf8)))
+            let then = Date().addingTimeInterval(-TimeInterval(ageSeconds))
+            try FileManager.default.setAttributes([.modificationDate: then], ofItemAtPath: path)
+            return path
+        }
+        let killed = try [partial("999991", ageSeconds: 300), partial("999992", ageSeconds: 120)]
+        let recent = try partial("999993", ageSeconds: 0)
+        let alike = try partial("x1", ageSeconds: 300)
+        let held = try partial("999994", ageSeconds: 300)
+        let fd = open(held, O_RDONLY)
+        defer { close(fd) }
+        #expect(flock(fd, LOCK_EX) == 0, "an export running in another process holds its partial file")
+        let r = try await storectl("export", store, "--entity", "Genre", "--output", out)
+        #expect(r.status == 0, "\(r.stderr)")
+        for path in killed { #expect(!FileManager.default.fileExists(atPath: path), "\(path) left") }
+        for path in [recent, alike, held] { #expect(FileManager.default.fileExists(atPath: path), "\(path) removed") }
+        #expect(try String(contentsOfFile: out, encoding: .utf8).split(separator: "\n").count == 5)
+    }
+
     /// `export --output`, `import --rejects` and `generate --output` naming a symbolic link write
     /// through it (a device such as `/dev/stdout` likewise); they never rename a new file over the
     /// link (as FileManager's atomic writes do), nor over `/dev/full` as root.
