@@ -172,31 +172,44 @@ public enum Cluster {
     public static func join(at url: URL, address: ClusterAddress,
                             configuration: StoreConfiguration = StoreConfiguration()) async throws -> Store {
         let path = url.standardizedFileURL.path
+        let parent = (path as NSString).deletingLastPathComponent
+        // What joins killed before they finished left: removed even when this one is refused.
+        removeLeftovers(near: path)
         if FileManager.default.fileExists(atPath: path) {
             throw ClusterError(.storeExists, "\(path) exists: a replica is made in a new directory")
         }
         let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
         defer { session.close() }
-        let parent = (path as NSString).deletingLastPathComponent
         try FileManager.default.createDirectory(atPath: parent.isEmpty ? "." : parent,
                                                 withIntermediateDirectories: true)
         let scratch = try temporaryDirectory(near: path)
         defer { try? FileManager.default.removeItem(at: scratch) }
         let file = scratch.appendingPathComponent(Store.replicaSnapshotFile)
         let cluster = try await offPool("join") { try downloadLatestSnapshot(session, to: file) }
-        let store: Store
-        do {
-            store = try Store.createReplica(fromSnapshot: file, at: URL(fileURLWithPath: path),
-                                            configuration: configuration)
-        } catch {
-            // Nothing of a replica that could not be made is left in the way of the next try.
-            if !FileManager.default.fileExists(atPath: path + "/current") {
-                try? FileManager.default.removeItem(atPath: path)
+        // Made whole in the scratch directory, then renamed into place: a join killed at any
+        // moment leaves nothing at `path` (its scratch directory goes with the next join).
+        let made = scratch.appendingPathComponent("replica")
+        try Store.makeReplica(fromSnapshot: file, at: made, configuration: configuration)
+        guard rename(made.path, path) == 0 else {
+            let code = errno
+            if code == EEXIST || code == ENOTEMPTY {
+                throw ClusterError(.storeExists, "\(path) exists: a replica is made in a new directory")
             }
-            throw error
+            throw StrataError.lmdb(LMDBError(code: code, operation: "rename \(made.path) to \(path)"))
         }
+        // The replica's entry made durable in its parent, as a store's creation does.
+        let parentFD = open(parent.isEmpty ? "." : parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard parentFD >= 0, fsync(parentFD) == 0 else {
+            let code = errno
+            if parentFD >= 0 { close(parentFD) }
+            throw StrataError.lmdb(LMDBError(code: code, operation: "sync the directory \(parent)"))
+        }
+        close(parentFD)
+        let store = try Store.openExisting(at: URL(fileURLWithPath: path), configuration: configuration)
         guard try store.replicaClusterID == cluster.id else {
             store.close()
+            // Made by this join a moment ago: nothing of it is left in the way of the next try.
+            try? FileManager.default.removeItem(atPath: path)
             throw ClusterError(.badSnapshot, "the snapshot in \(address) is not of cluster \(cluster.id)")
         }
         return store
@@ -427,10 +440,11 @@ public enum Cluster {
     }
 
     /// A new directory beside `path` (same file system as the store; removed by the caller).
-    static func temporaryDirectory(near path: String) throws -> URL {
+    /// Removes the scratch directories beside `path` of processes that died (kill -9) before
+    /// removing theirs, with what they held (a snapshot downloaded, a replica half made).
+    static func removeLeftovers(near path: String) {
         let parent = (path as NSString).deletingLastPathComponent
         let base = URL(fileURLWithPath: parent.isEmpty ? "." : parent)
-        // Those of processes that died (kill -9) before removing theirs.
         for name in (try? FileManager.default.contentsOfDirectory(atPath: base.path)) ?? []
         where name.hasPrefix(".strata-cluster-") {
             let pid = name.dropFirst(".strata-cluster-".count).prefix { $0.isNumber }
@@ -438,6 +452,12 @@ public enum Cluster {
                 try? FileManager.default.removeItem(at: base.appendingPathComponent(name))
             }
         }
+    }
+
+    static func temporaryDirectory(near path: String) throws -> URL {
+        let parent = (path as NSString).deletingLastPathComponent
+        let base = URL(fileURLWithPath: parent.isEmpty ? "." : parent)
+        removeLeftovers(near: path)
         let dir = base.appendingPathComponent(".strata-cluster-\(getpid())-\(UUID().uuidString.prefix(8))")
         // With its errno (a full disk, a directory the user may not write), which sets the exit code.
         guard mkdir(dir.path, 0o700) == 0 else {

@@ -200,6 +200,43 @@ import Testing
             """)
     }
 
+    /// `storectl cluster join` killed (SIGKILL) at moments spread over its run: afterwards the
+    /// path holds nothing or a whole replica that opens, and the join run again (when nothing is
+    /// there) makes one; no scratch directory of a killed join is left once a join ran. (A kill
+    /// while the snapshot was copied left a directory that was no store and that every later
+    /// join refused as existing.)
+    @Test func aJoinKilledAtAnyMomentLeavesNothingOrAWholeReplica() async throws {
+        try await withCluster(replicas: 1) { c in
+            // A snapshot of a few MB, so that copying it into the replica takes a while.
+            _ = try await c.replicas[0].store.save { c in for i in 0..<30_000 { c.insert(newTrack("t\(i)")) } }
+            for (n, delay) in [5, 30, 60, 90, 120, 150, 180, 220, 270, 330, 400, 500].enumerated() {
+                let path = c.root.appendingPathComponent("killed-\(n)").path
+                let child = try ChildProcess.start(storectlPath, ["cluster", "join", path, "--postgres", c.url],
+                                                   stdout: .null, stderr: .null)
+                try await Task.sleep(for: .milliseconds(delay))
+                child.kill()
+                _ = try await child.finished()
+                if FileManager.default.fileExists(atPath: path) {
+                    let info = try await storectl(["info", path])
+                    #expect(info.status == 0, "after a kill at \(delay) ms: \(info.stderr)")
+                } else {
+                    let again = try await storectl(["cluster", "join", path, "--postgres", c.url])
+                    #expect(again.status == 0, "after a kill at \(delay) ms: \(again.stderr)")
+                    let scratch = try FileManager.default.contentsOfDirectory(atPath: c.root.path)
+                        .filter { $0.hasPrefix(".strata-cluster-") }
+                    #expect(scratch.isEmpty, "after a kill at \(delay) ms and a join: \(scratch)")
+                }
+            }
+            // A refused join (the path exists) removes what killed joins left too.
+            let left = c.root.appendingPathComponent(".strata-cluster-\(Int32.max - 7)-deadbeef")
+            try FileManager.default.createDirectory(at: left.appendingPathComponent("replica"),
+                                                    withIntermediateDirectories: true)
+            let refused = try await storectl(["cluster", "join", c.storePath(0), "--postgres", c.url])
+            #expect(refused.status == 73, "\(refused.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: left.path))
+        }
+    }
+
     /// `storectl import --postgres` into a store of one machine: refused (exit 66) with nothing
     /// written, since the write would stay local (it imported locally and exited 0, so whoever
     /// forgot `cluster init` believed the records were in the cluster).

@@ -57,6 +57,15 @@ extension Store {
     ///   snapshot of a Strata store.
     public static func createReplica(fromSnapshot file: URL, at url: URL,
                                      configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
+        try makeReplica(fromSnapshot: file, at: url, configuration: configuration)
+        return try openExisting(at: URL(fileURLWithPath: url.standardizedFileURL.path), configuration: configuration)
+    }
+
+    /// ``createReplica(fromSnapshot:at:configuration:)`` without opening the store: the store
+    /// directory is complete when this returns (and may be renamed whole, as a join that builds
+    /// it aside does before anyone sees it).
+    public static func makeReplica(fromSnapshot file: URL, at url: URL,
+                                   configuration: StoreConfiguration = StoreConfiguration()) throws {
         let path = url.standardizedFileURL.path
         if FileManager.default.fileExists(atPath: path) {
             throw StrataError.notAStore(path: path, reason: "a new replica is made in a directory that does not exist")
@@ -70,7 +79,6 @@ extension Store {
         try copyDurably(from: file.path, to: generation + "/data.mdb", mode: permissions.fileMode, store: path)
         try StoreDirectory.syncDirectory(generation)
         if let notSynced = try directory.switchCurrent(to: name) { throw notSynced }
-        return try openExisting(at: URL(fileURLWithPath: path), configuration: configuration)
     }
 
     /// Replaces the state of the replica at `url` with a snapshot file (a client reset: a replica
