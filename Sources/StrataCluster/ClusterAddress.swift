@@ -49,7 +49,10 @@ public struct ClusterAddress: Sendable, Equatable, CustomStringConvertible {
         }
         if let port = components.port, !(1...65535).contains(port) { throw bad("has port \(port), not 1–65535") }
         if components.query != nil { throw bad("has query parameters, which Strata does not read") }
-        self.init(host: host, port: components.port ?? 5432,
+        // An IPv6 literal is written in brackets in a URL (`[::1]`); the address is without them.
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        guard !bare.isEmpty else { throw bad("names no host") }
+        self.init(host: bare, port: components.port ?? 5432,
                   user: components.percentEncodedUser?.removingPercentEncoding ?? user,
                   password: components.percentEncodedPassword?.removingPercentEncoding, database: database)
     }
@@ -69,7 +72,9 @@ public struct ClusterAddress: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The URL without its password.
-    public var description: String { "postgres://\(user)@\(host):\(port)/\(database)" }
+    public var description: String {
+        "postgres://\(user)@\(host.contains(":") ? "[\(host)]" : host):\(port)/\(database)"
+    }
 
     static func redacted(_ text: String) -> String {
         guard var c = URLComponents(string: text) else { return "(unparsable)" }

@@ -231,10 +231,36 @@ final class PostgresSession: Sendable {
     static func describe(_ error: Error) -> String {
         if let e = error as? PSQLError {
             if let message = e.serverInfo?[.message] { return message }
-            if let underlying = e.underlying { return "\(e.code): \(underlying)" }
-            return "\(e.code)"
+            let words = words(for: e.code)
+            // The error under it in its own words (postgres-nio's description of a PSQLError
+            // is a fixed sentence that says nothing).
+            if let underlying = e.underlying { return "\(words): \(describe(underlying))" }
+            return words
         }
-        return "\(error)"
+        // A connection that failed (NIO's errors name the errno deep inside their text): the
+        // system's words for it.
+        let text = "\(error)"
+        if let r = text.range(of: "errno: "), let code = Int32(String(text[r.upperBound...].prefix { $0.isNumber })) {
+            return String(cString: strerror(code))
+        }
+        return text
+    }
+
+    /// What a postgres-nio error code means, for people.
+    static func words(for code: PSQLError.Code) -> String {
+        switch code {
+        case .clientClosedConnection: "the connection was closed"
+        case .serverClosedConnection: "the server closed the connection"
+        case .connectionError: "the connection failed"
+        case .uncleanShutdown: "the connection ended without a proper close"
+        case .sslUnsupported: "the server does not take SSL connections"
+        case .authMechanismRequiresPassword: "the server asks for a password, and the URL gives none"
+        case .unsupportedAuthMechanism: "the server asks for an authentication method this client does not support"
+        case .saslError: "the authentication failed"
+        case .queryCancelled: "the statement was cancelled"
+        case .messageDecodingFailure, .unexpectedBackendMessage: "the server's answer could not be read"
+        default: "\(code)"
+        }
     }
 }
 

@@ -39,4 +39,55 @@ import Testing
         }
         #expect(outcome.contains("is closed"), "\(outcome)")
     }
+    /// A server that refuses connections, and one that closes a session's connection under a
+    /// statement: said in plain words (postgres-nio's texts were printed as they were:
+    /// `connectionError: Connection errors: SingleConnectionFailure(…)` and "PSQLError – Generic
+    /// description to prevent accidental leakage of sensitive data…").
+    @Test func connectionFailuresAreSaidInPlainWords() async throws {
+        // A port nobody listens on: one just released.
+        let port: Int = try {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            var a = sockaddr_in()
+            a.sin_family = sa_family_t(AF_INET)
+            a.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &a) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+                }
+            }
+            guard bound else { throw POSIXError(.EADDRINUSE) }
+            return Int(UInt16(bigEndian: a.sin_port))
+        }()
+        let refused = try await onOwnThread { () -> String in
+            let session = PostgresSession(address: ClusterAddress(host: "127.0.0.1", port: port, user: "strata",
+                                                                  database: "postgres"),
+                                          logger: .init(label: "test"))
+            defer { session.close() }
+            do { _ = try session.run("SELECT 1"); return "connected" } catch { return error.text }
+        }
+        #expect(refused.contains("Connection refused"), "\(refused)")
+        #expect(!refused.contains("SingleConnectionFailure") && !refused.contains("errno"), "\(refused)")
+
+        let address = try await TestPostgres.shared().freshDatabase()
+        let server = try await TestPostgres.shared()
+        let broken = try await onOwnThread { () -> String in
+            let session = PostgresSession(address: address, logger: .init(label: "test"))
+            defer { session.close() }
+            _ = try session.run("SELECT 1")
+            _ = try server.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                               + "WHERE datname = '\(address.database)' AND pid <> pg_backend_pid()")
+            do { _ = try session.run("SELECT pg_sleep(0)"); return "ran" } catch { return error.text }
+        }
+        #expect(!broken.contains("Generic description") && !broken.contains("PSQLError"), "\(broken)")
+    }
+
+    /// An IPv6 literal in brackets is an address without them, and is shown in brackets.
+    @Test func anIPv6LiteralIsReadWithoutItsBrackets() throws {
+        let address = try ClusterAddress(url: "postgres://strata@[::1]:5433/db")
+        #expect(address.host == "::1" && address.port == 5433 && address.database == "db")
+        #expect("\(address)" == "postgres://strata@[::1]:5433/db")
+        #expect(throws: ClusterError.self) { try ClusterAddress(url: "postgres://strata@[]:5433/db") }
+    }
 }
