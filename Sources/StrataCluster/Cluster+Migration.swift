@@ -36,6 +36,14 @@ extension Cluster {
             store.close()
             throw ClusterError(.wrongStore, "\(store.path) is not a replica of a cluster")
         }
+        do {
+            let check = PostgresSession(address: address, logger: logger)
+            defer { check.close() }
+            try await requireCluster(clusterID, of: store.path, session: check, address: address)
+        } catch {
+            store.close()
+            throw error
+        }
         let session = PostgresSession(address: address, logger: logger, expectedCluster: clusterID)
         defer { session.close() }
         let layout: Int

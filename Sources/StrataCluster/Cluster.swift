@@ -227,11 +227,36 @@ public enum Cluster {
         let path = url.standardizedFileURL.path
         let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
         defer { session.close() }
+        // Checked before a snapshot is downloaded: one of another cluster would only be refused
+        // once here, by its name inside the scratch directory.
+        var readOnly = configuration
+        readOnly.readOnly = true
+        let marked: String?
+        do {
+            let store = try Store.openExisting(at: URL(fileURLWithPath: path), configuration: readOnly)
+            defer { store.close() }
+            marked = try store.replicaClusterID
+        }
+        guard let marked else { throw ClusterError(.wrongStore, "\(path) is not a replica of a cluster") }
+        try await requireCluster(marked, of: path, session: session, address: address)
         let scratch = try temporaryDirectory(near: path)
         defer { try? FileManager.default.removeItem(at: scratch) }
         let file = scratch.appendingPathComponent(Store.replicaSnapshotFile)
         _ = try await offPool("reset") { try downloadLatestSnapshot(session, to: file) }
         return try Store.resetReplica(at: URL(fileURLWithPath: path), fromSnapshot: file, configuration: configuration)
+    }
+
+    /// Refuses a replica of cluster `clusterID` (the store at `path`) when the database at
+    /// `address` holds another cluster, before anything is read from it or moved: exit 66 as
+    /// ``ClusterReplica/open(store:address:name:pollInterval:)`` says it.
+    static func requireCluster(_ clusterID: String, of path: String, session: PostgresSession,
+                               address: ClusterAddress) async throws {
+        let found = try await offPool("check") { try readCluster(session).id }
+        guard found == clusterID else {
+            throw ClusterError(.wrongStore, """
+                \(path) is a replica of cluster \(clusterID); the database at \(address) holds cluster \(found)
+                """)
+        }
     }
 
     /// The cluster at `address`, and `store`'s place in it when given.

@@ -480,6 +480,43 @@ import Testing
         }
     }
 
+    /// A replica given another cluster's database: `migrate` and `reset` refuse it as every other
+    /// command does (ClusterError.wrongStore, exit 66) before reading or downloading anything
+    /// (`migrate` said "temporary failure", 75; `reset` first downloaded the other cluster's
+    /// whole snapshot, then refused it by its name inside the scratch directory).
+    @Test func migrateAndResetRefuseAReplicaOfAnotherClusterBeforeMovingAnything() async throws {
+        try await withCluster(replicas: 1) { c in
+            let other = try await TestPostgres.shared().freshDatabase()
+            let second = try Store.open(at: c.root.appendingPathComponent("second"), schema: try librarySchema())
+            try await Cluster.initialize(store: second, address: other)
+            second.close()
+            let r = c.replicas[0]
+            await r.close()
+            r.store.close()
+            let url = URL(fileURLWithPath: c.storePath(0))
+            func refused(_ what: String, _ error: Error?) throws {
+                guard let e = error as? ClusterError else {
+                    Issue.record("\(what): \(error.map { "\($0)" } ?? "went on with another cluster's database")")
+                    return
+                }
+                #expect(e.kind == .wrongStore, "\(what): \(e)")
+                #expect(e.reason.contains("holds cluster"), "\(what): \(e)")
+                let scratch = try FileManager.default.contentsOfDirectory(atPath: c.root.path)
+                    .filter { $0.hasPrefix(".strata-cluster-") }
+                #expect(scratch.isEmpty, "\(what): \(scratch)")
+            }
+            do {
+                _ = try await Cluster.migrate(at: url, address: other,
+                                              schemas: try Schema.loadAll(directory: librarySchemaDirectory))
+                try refused("migrate", nil)
+            } catch { try refused("migrate", error) }
+            do {
+                try await Cluster.reset(at: url, address: other).close()
+                try refused("reset", nil)
+            } catch { try refused("reset", error) }
+        }
+    }
+
     /// A cluster database restored from an older backup, after which another machine appended as
     /// many transactions as a replica had beyond the backup: the replica's last transaction is
     /// not the cluster's of that id, and opening it is refused (it went on, silently holding
