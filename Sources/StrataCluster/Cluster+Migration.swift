@@ -94,6 +94,11 @@ extension Cluster {
                     logger.warning("migrated \(migrated.path); catching up after it failed: \(error)")
                 }
                 await migrated.detachReplication()
+                // Its row in `status` at its new position (best effort: the next open reports it too).
+                if let head = try? migrated.lastTransactionID {
+                    let name = ClusterReplica.defaultName(migrated)
+                    _ = try? await offPool("migrate") { try Follower.report(session, name: name, head: head) }
+                }
             }
             migrated.close()
         }

@@ -118,6 +118,8 @@ public enum Cluster {
         defer { try? FileManager.default.removeItem(at: scratch) }
         if marked == nil { try await store.markAsReplica(clusterID: clusterID, makingCluster: true) }
         do {
+            // Kept in the store: the name this replica goes by at every later open.
+            if let name { try await store.setReplicaName(name) }
             let position = try await store.writeReplicaSnapshot(to: scratch.appendingPathComponent("snapshot"))
             let file = scratch.appendingPathComponent("snapshot").appendingPathComponent(Store.replicaSnapshotFile)
             let schema = store.schema
@@ -132,6 +134,12 @@ public enum Cluster {
                         VALUES (\(clusterID), \(layout), \(model), \(version), \(head), \(head))
                         """)
                     try upload(session, snapshot: file, position: position, madeBy: made)
+                    // The first replica is in `status` from the start, at the snapshot's position.
+                    let pid = Int32(getpid()), host = ProcessInfo.processInfo.hostName
+                    _ = try session.run("""
+                        INSERT INTO strata_replicas (name, applied, host, pid, last_seen)
+                            VALUES (\(made), \(head), \(host), \(pid), now())
+                        """)
                 }
             }
         } catch {

@@ -101,6 +101,10 @@ public final class ClusterReplica: Sendable {
             log.session.close()
             throw error
         }
+        // Listed at its position from the moment it is open (the follower's heartbeats go on).
+        if let head = try? store.lastTransactionID {
+            _ = try? await offPool("open") { try Follower.report(log.session, name: name, head: head) }
+        }
         let follower = Follower(store: store, name: name,
                                 session: PostgresSession(address: address, logger: logger, expectedCluster: cluster.id),
                                 interval: pollInterval, logger: logger)
@@ -150,13 +154,24 @@ public final class ClusterReplica: Sendable {
     }
 
     /// `host:store path`, unique per store on a machine.
-    static func defaultName(_ store: Store) -> String { "\(ProcessInfo.processInfo.hostName):\(store.path)" }
+    /// The name kept in the store (``Store/replicaName``, given when the cluster was made from
+    /// it), else `host:store path`, unique per store on a machine.
+    static func defaultName(_ store: Store) -> String {
+        ((try? store.replicaName) ?? nil) ?? "\(ProcessInfo.processInfo.hostName):\(store.path)"
+    }
 
     /// Refuses a replica name PostgreSQL's text cannot hold (a NUL character): every append
     /// would fail.
     static func checkName(_ name: String?) throws {
-        if let name, name.contains("\u{0}") {
+        guard let name else { return }
+        if name.contains("\u{0}") {
             throw ClusterError(.badArgument, "replica name \(name.debugDescription): holds a NUL character")
+        }
+        // Shown in `cluster status` and stored with every entry appended: a name people can read.
+        if name.isEmpty || name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            throw ClusterError(.badArgument, """
+                replica name \(name.debugDescription): must not be empty or hold control characters
+                """)
         }
     }
 
@@ -301,6 +316,12 @@ final class Follower: Sendable {
     }
 
     private func heartbeat(_ head: TransactionID) throws {
+        try Self.report(session, name: name, head: head)
+    }
+
+    /// Writes replica `name`'s row of `strata_replicas` (what `cluster status` lists): its
+    /// position, host, process and the time.
+    static func report(_ session: PostgresSession, name: String, head: TransactionID) throws {
         let applied = Int64(head.rawValue), pid = Int32(getpid()), host = ProcessInfo.processInfo.hostName
         _ = try session.run("""
             INSERT INTO strata_replicas (name, applied, host, pid, last_seen)

@@ -96,9 +96,19 @@ struct ClusterJoinCommand: AsyncParsableCommand {
 
     func run() async throws {
         let address = try cluster.connection.address()
+        let store: Store
         do {
-            let store = try await Cluster.join(at: cluster.url, address: address, configuration: cluster.configuration)
+            store = try await Cluster.join(at: cluster.url, address: address, configuration: cluster.configuration)
+        } catch { throw failure(error) }
+        do {
             printStatus(try await withAttached(store, address: address) { try await $0.status() }, json: cluster.json)
+        } catch StrataError.replication(let e) where e.kind == .migrationNeeded {
+            // The cluster migrated after its latest snapshot: the replica is made, and is
+            // migrated like every other replica (a join again would find the path taken).
+            throw failure(CLIError("""
+                \(cluster.target.store): the replica is made from the cluster's latest snapshot, which is older \
+                than the cluster's migration: \(e.reason)
+                """, code: Exit.dataError))
         } catch { throw failure(error) }
     }
 }
@@ -246,12 +256,18 @@ private func printStatus(_ s: ClusterStatus, json: Bool) {
     print("  layout:    \(s.layout) (\(s.layout >= 2 ? "log entries may be compressed" : "log entries plain, readable by earlier Strata versions"))")
     print("  head:      \(s.head)")
     print("  horizon:   \(s.horizon) (the log holds the transactions after it)")
-    if let applied = s.applied, let lag = s.lag { print("  this replica: applied \(applied), lag \(lag)") }
+    if let applied = s.applied, let lag = s.lag {
+        let behind = applied < s.horizon ? " (behind the horizon: start it again with `storectl cluster reset`)" : ""
+        print("  this replica: applied \(applied), lag \(lag)\(behind)")
+    }
     if let snapshot = s.snapshot {
         print("  snapshot:  at \(snapshot.position), \(formatBytes(snapshot.bytes))")
     }
     for r in s.replicas {
-        print("  replica \(r.name): applied \(r.applied), pid \(r.processID) on \(r.host), seen " +
-              "\(String(format: "%.1f", r.secondsSinceSeen)) s ago")
+        // One that was last at a position the log no longer holds entries after catches up
+        // only from a snapshot.
+        let behind = r.applied < s.horizon ? " (behind the horizon: it starts again with `storectl cluster reset`)" : ""
+        print("  replica \(EchoedText.shown(r.name)): applied \(r.applied)\(behind), pid \(r.processID) on \(r.host), " +
+              "seen \(String(format: "%.1f", r.secondsSinceSeen)) s ago")
     }
 }

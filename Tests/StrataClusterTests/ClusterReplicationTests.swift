@@ -248,6 +248,15 @@ import Testing
             } catch let e as ClusterError {
                 #expect(e.kind == .badArgument && e.reason.contains("NUL"), "\(e)")
             }
+            // Names people read in `status`: none empty, none with control characters.
+            for bad in ["", "r\u{1B}[31m0", "r\n0"] {
+                do {
+                    _ = try await ClusterReplica.open(store: replica.store, address: c.address, name: bad)
+                    Issue.record("replica name \(bad.debugDescription) accepted")
+                } catch let e as ClusterError {
+                    #expect(e.kind == .badArgument && e.reason.contains("control characters"), "\(e)")
+                }
+            }
             let again = try await ClusterReplica.open(store: replica.store, address: c.address,
                                                       pollInterval: ClusterReplica.maxPollInterval)
             _ = try await again.store.save { $0.insert(Genre(name: "After")) }
@@ -478,6 +487,33 @@ import Testing
             }
             #expect(tables.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "nothing made in the other database")
         }
+    }
+
+    /// The name a cluster is made with is its first replica's: listed in `status` from the start
+    /// at the snapshot's position, kept in the store for its later opens (no second row under
+    /// `host:path`), and not inherited by a replica joined from the snapshot. (It was stored only
+    /// with the snapshot, and the replica appeared, under `host:path`, once it had saved.)
+    @Test func theNameAClusterIsMadeWithIsItsFirstReplicasFromTheStart() async throws {
+        let server = try await TestPostgres.shared()
+        let address = try await server.freshDatabase()
+        let root = temporaryDirectory("strata-cluster")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let store = try Store.open(at: root.appendingPathComponent("first"), schema: try librarySchema())
+        defer { store.close() }
+        _ = try await store.save { $0.insert(newTrack("before")) }
+        let made = try await Cluster.initialize(store: store, address: address, name: "primary")
+        #expect(made.replicas.map(\.name) == ["primary"], "\(made.replicas)")
+        #expect(made.replicas.first?.applied == made.head)
+        #expect(try store.replicaName == "primary")
+        let replica = try await ClusterReplica.open(store: store, address: address)
+        _ = try await store.save { $0.insert(newTrack("after")) }
+        await replica.close()
+        let joined = try await Cluster.join(at: root.appendingPathComponent("second"), address: address)
+        defer { joined.close() }
+        #expect(try joined.replicaName == nil)
+        let status = try await Cluster.status(address: address)
+        #expect(status.replicas.map(\.name).filter { !$0.hasSuffix("/second") } == ["primary"], "\(status.replicas)")
+        #expect(status.replicas.first { $0.name == "primary" }?.applied == status.head)
     }
 
     /// A replica given another cluster's database: `migrate` and `reset` refuse it as every other

@@ -35,7 +35,11 @@ extension Store {
                         _ = try copyGeneration(env, from: snapshot, horizon: position, progress: nil)
                         // A replica made from the snapshot joins a cluster that exists: it is
                         // never one being made (the first replica's mark while it makes it).
-                        try env.write { _ = try $0.delete(env[.meta], key: MetaKey.clusterPending) }
+                        // Nor does it take the name of the replica the snapshot was made on.
+                        try env.write { txn in
+                            _ = try txn.delete(env[.meta], key: MetaKey.clusterPending)
+                            _ = try txn.delete(env[.meta], key: MetaKey.replicaName)
+                        }
                         try env.sync()
                     })
                 }

@@ -211,7 +211,7 @@ extension Store {
             try snapshot.read { view in
                 try Store.writeMeta(env: newEnv, schema: app)
                 // Keys that carry over as they are (plain puts: `meta` is not empty any more).
-                for key in [MetaKey.horizon, MetaKey.created, MetaKey.cluster, MetaKey.clusterPending] {
+                for key in [MetaKey.horizon, MetaKey.created, MetaKey.cluster, MetaKey.clusterPending, MetaKey.replicaName] {
                     if let value = try view.txn.withValue(view.env[.meta], key: key, { Array($0) }) {
                         try newEnv.writeGrowing { try $0.put(newEnv[.meta], key: key, value: value) }
                     }

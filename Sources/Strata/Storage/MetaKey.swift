@@ -25,6 +25,9 @@ enum MetaKey {
     /// again (the making stopped before PostgreSQL committed it); a replica without it belongs to
     /// a cluster that was made, and is never made into another.
     static let clusterPending = Array("cluster-pending".utf8)
+    /// This replica's name in its cluster (UTF-8), when one was given when the cluster was made
+    /// from it; absent: `host:store path`.
+    static let replicaName = Array("replica-name".utf8)
     /// Live objects of an entity (u64): "count/" + entity tag, in ``DatabaseName/counts``.
     static func count(_ tag: UInt16) -> [UInt8] { countPrefix + Layout.u16(tag) }
     static let countPrefix = Array("count/".utf8)

@@ -76,6 +76,28 @@ extension Store {
         }
     }
 
+    /// The name this replica goes by in its cluster when none is given at its open, or nil
+    /// (the cluster then names it `host:store path`). Set with ``setReplicaName(_:)``.
+    public var replicaName: String? {
+        get throws {
+            try checkUsable()
+            return try env.read { txn in
+                try txn.withValue(env[.meta], key: MetaKey.replicaName) { String(decoding: $0, as: UTF8.self) }
+            }
+        }
+    }
+
+    /// Keeps `name` as this replica's name in its cluster (``replicaName``). A replica made from
+    /// a snapshot of another does not inherit it.
+    public func setReplicaName(_ name: String) async throws {
+        try checkUsable()
+        guard let writer else { throw StrataError.readOnly(path: path) }
+        try await writer.exclusive {
+            let env = writer.env
+            try env.write { try $0.put(env[.meta], key: MetaKey.replicaName, value: Array(name.utf8)) }
+        }
+    }
+
     /// Ends the making of the cluster `clusterID` from this store (its first replica): from now
     /// on the store is a replica of a cluster that exists, never made into another
     /// (``isMakingCluster`` is false). Nothing to do when already done.
@@ -125,6 +147,7 @@ extension Store {
             try env.write { txn in
                 _ = try txn.delete(env[.meta], key: MetaKey.cluster)
                 _ = try txn.delete(env[.meta], key: MetaKey.clusterPending)
+                _ = try txn.delete(env[.meta], key: MetaKey.replicaName)
             }
             // Its commits are its own again: each syncs its meta page too.
             try env.setNoMetaSync(false)
