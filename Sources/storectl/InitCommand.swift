@@ -56,8 +56,10 @@ struct InitCommand: AsyncParsableCommand {
             }
             // The store's directory could not be made (a file in the way, a read-only or
             // special file system): "cannot create", as the README says, not "not a store".
-            if case StrataError.notAStore(_, let reason) = error, reason.hasPrefix("cannot create directory") {
-                throw failure(error).withCode(Exit.cannotCreate)
+            if case StrataError.notAStore(let path, let reason) = error, reason.hasPrefix("cannot create directory") {
+                // Not "not a Strata store": nothing was there, and none could be made.
+                throw failure(CLIError("\(path): cannot create the store: \(reason)", code: Exit.cannotCreate))
+                    .withCode(Exit.cannotCreate)
             }
             throw failure(error)
                 .withCode(Exit.code(for: error) == Exit.software ? Exit.cannotCreate : Exit.code(for: error))

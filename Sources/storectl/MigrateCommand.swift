@@ -49,7 +49,11 @@ struct MigrateCommand: AsyncParsableCommand {
 
     func run() async throws {
         let schemas: [Schema]
-        do { schemas = try Schema.loadAll(directory: URL(fileURLWithPath: schema)) } catch { throw failure(error) }
+        do {
+            // An empty directory is refused in the words of `init` and `generate`.
+            schemas = try Schema.loadAll(directory: URL(fileURLWithPath: schema))
+            if schemas.isEmpty { _ = try Schema.load(directory: URL(fileURLWithPath: schema)) }
+        } catch { throw failure(error) }
         var chosen = schemas
         if let to {
             guard schemas.contains(where: { $0.version == to }) else {

@@ -219,7 +219,21 @@ import Testing
         #expect(r.stderr.contains("cannot create directory: \(link) is a symbolic link to \(target), which does not exist"), "\(r.stderr)")
         #expect(!r.stderr.contains("NSCocoaErrorDomain") && !r.stderr.contains("Error Domain"), "\(r.stderr)")
         #expect(r.stderr.split(separator: "\n").count == 1, "\(r.stderr)")
+        #expect(r.stderr.contains("cannot create the store") && !r.stderr.contains("not a Strata store"),
+                "nothing was there to be a store or not: \(r.stderr)")
         #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("missing").path))
+    }
+
+    /// `migrate --schema` naming an empty directory: refused in the words of `init` and
+    /// `generate` (it said "migration: no schema versions given").
+    @Test func migrateWithAnEmptySchemaDirectorySaysWhatIsExpected() async throws {
+        let (dir, store) = try await storeWithGenres()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let empty = dir.appendingPathComponent("schemas")
+        try FileManager.default.createDirectory(at: empty, withIntermediateDirectories: false)
+        let r = try await storectl("migrate", store, "--schema", empty.path)
+        #expect(r.status == 65, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("no schema files (expected v1.json, v2.json, …)"), "\(r.stderr)")
     }
 
     /// An int attribute takes a whole number written with an exponent or a fraction (`1e2`,
