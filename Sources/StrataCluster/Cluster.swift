@@ -306,6 +306,8 @@ public enum Cluster {
                 throw ClusterError(.wrongStore, "\(store.path) is not a replica of cluster \(cluster.id)")
             }
             status.applied = try store.lastTransactionID.rawValue
+            let pastHead = status.applied.map { $0 > cluster.head } == true
+            status.historyDiverged = try pastHead || ClusterReplica.historyDiverged(store, session) != nil
         }
         return status
     }

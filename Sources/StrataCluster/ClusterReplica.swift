@@ -121,30 +121,8 @@ public final class ClusterReplica: Sendable {
     /// (trimmed behind a snapshot), or that keeps none of its own (made from a snapshot, or
     /// compacted), is not checked here.
     static func checkHistory(_ store: Store, _ session: PostgresSession, address: ClusterAddress) async throws {
-        let head = try store.lastTransactionID
-        guard head > .zero, let position = Int64(exactly: head.rawValue) else { return }
-        let rows = try await offPool("open") { () throws -> [ReplicatedEntry] in
-            do {
-                return try session.run("""
-                    SELECT id, entry, author, saved_ms, schema_version FROM strata_log WHERE id = \(position)
-                    """).map { row in
-                    let (id, payload, author, saved, version) = try row.decode(
-                        (Int64, ByteBuffer, String, Int64, Int32).self)
-                    return ReplicatedEntry(transactionID: TransactionID(UInt64(id)), bytes: Array(buffer: payload),
-                                           author: author, timestampMs: saved, schemaVersion: Int(version))
-                }
-            } catch let e as PostgresSession.Failure {
-                throw ClusterError(.unavailable, "reading the cluster's log: \(e.text)")
-            }
-        }
-        guard let shared = rows.first else { return }
-        let same: Bool?
-        do {
-            same = try store.holdsLogEntry(shared)
-        } catch {
-            throw ClusterError(.unavailable, "the cluster's transaction \(head) cannot be read: \(error)")
-        }
-        if same == false {
+        let diverged = try await offPool("open") { try historyDiverged(store, session) }
+        if let head = diverged {
             throw StrataError.replication(ReplicationError(.rejectedEntry, """
                 \(store.path): this replica's transaction \(head) is not the cluster's transaction \(head) at \(address): \
                 its history diverged from the cluster's (the database restored from an older backup?); start it \
@@ -153,7 +131,31 @@ public final class ClusterReplica: Sendable {
         }
     }
 
-    /// `host:store path`, unique per store on a machine.
+    /// The replica's last transaction when the cluster holds another transaction under its id
+    /// (``checkHistory(_:_:address:)``), nil when it holds the same one or none there.
+    static func historyDiverged(_ store: Store, _ session: PostgresSession) throws -> TransactionID? {
+        let head = try store.lastTransactionID
+        guard head > .zero, let position = Int64(exactly: head.rawValue) else { return nil }
+        let rows: [ReplicatedEntry]
+        do {
+            rows = try session.run("""
+                SELECT id, entry, author, saved_ms, schema_version FROM strata_log WHERE id = \(position)
+                """).map { row in
+                let (id, payload, author, saved, version) = try row.decode((Int64, ByteBuffer, String, Int64, Int32).self)
+                return ReplicatedEntry(transactionID: TransactionID(UInt64(id)), bytes: Array(buffer: payload),
+                                       author: author, timestampMs: saved, schemaVersion: Int(version))
+            }
+        } catch let e as PostgresSession.Failure {
+            throw ClusterError(.unavailable, "reading the cluster's log: \(e.text)")
+        }
+        guard let shared = rows.first else { return nil }
+        do {
+            return try store.holdsLogEntry(shared) == false ? head : nil
+        } catch {
+            throw ClusterError(.unavailable, "the cluster's transaction \(head) cannot be read: \(error)")
+        }
+    }
+
     /// The name kept in the store (``Store/replicaName``, given when the cluster was made from
     /// it), else `host:store path`, unique per store on a machine.
     static func defaultName(_ store: Store) -> String {

@@ -42,6 +42,11 @@ public struct ClusterStatus: Sendable, Codable, Equatable {
     public var horizon: UInt64
     /// The replica asked from: its last applied transaction (nil when asked without a store).
     public var applied: UInt64?
+    /// Whether the replica asked from holds another history than the cluster's: its last
+    /// transaction is not the cluster's of that id, or is past the cluster's head (a database
+    /// restored from an older backup). Such a replica is refused at its open; `storectl cluster
+    /// reset` starts it again. Nil when asked without a store.
+    public var historyDiverged: Bool?
     /// Transactions the replica asked from has yet to apply.
     public var lag: UInt64? { applied.map { head > $0 ? head - $0 : 0 } }
     /// The replicas that reported themselves, by name.

@@ -241,6 +241,7 @@ private func printStatus(_ s: ClusterStatus, json: Bool) {
         ]
         if let applied = s.applied { fields.append(("applied", .int(Int64(applied)))) }
         if let lag = s.lag { fields.append(("lag", .int(Int64(lag)))) }
+        if let diverged = s.historyDiverged { fields.append(("historyDiverged", .bool(diverged))) }
         if let snapshot = s.snapshot {
             fields.append(("snapshot", .object([("position", .int(Int64(snapshot.position))),
                                                 ("bytes", .int(Int64(snapshot.bytes)))])))
@@ -257,7 +258,10 @@ private func printStatus(_ s: ClusterStatus, json: Bool) {
     print("  head:      \(s.head)")
     print("  horizon:   \(s.horizon) (the log holds the transactions after it)")
     if let applied = s.applied, let lag = s.lag {
-        let behind = applied < s.horizon ? " (behind the horizon: start it again with `storectl cluster reset`)" : ""
+        let behind = s.historyDiverged == true
+            ? " (its history is not the cluster's: a database restored from an older backup? start it again with "
+                + "`storectl cluster reset`)"
+            : applied < s.horizon ? " (behind the horizon: start it again with `storectl cluster reset`)" : ""
         print("  this replica: applied \(applied), lag \(lag)\(behind)")
     }
     if let snapshot = s.snapshot {

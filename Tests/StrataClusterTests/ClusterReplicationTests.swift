@@ -579,6 +579,9 @@ import Testing
                 #expect(e.kind == .rejectedEntry, "\(e)")
                 #expect(e.reason.contains("history diverged"), "\(e)")
             }
+            // `status` says which history is not the cluster's.
+            #expect(try await Cluster.status(address: c.address, store: a.store).historyDiverged == true)
+            #expect(try await Cluster.status(address: c.address, store: b.store).historyDiverged == false)
             // The replica with the cluster's history opens.
             let again = try await ClusterReplica.open(store: b.store, address: c.address)
             await again.close()
