@@ -768,11 +768,25 @@ public final class Importer: Sendable {
         while true {
             var resubmitFrom: Int?
             for (i, batch) in batches.enumerated() {
-                for (reason, raw) in batch.earlyRejects { try rejects?.write(reason: reason, raw: raw) }
-                switch results[i] {
-                case .success(let tx):
+                // A committed batch is counted before anything else can fail (writing the rejects
+                // found before it, on a full disk): the error then says it was written.
+                if case .success(let tx) = results[i] {
                     if s.held == nil { s.committed(tx) }
                     s.written += batch.count
+                }
+                do {
+                    for (reason, raw) in batch.earlyRejects { try rejects?.write(reason: reason, raw: raw) }
+                } catch {
+                    // The batches after it committed too (they were saved together): counted.
+                    for j in (i + 1)..<batches.count {
+                        guard case .success(let tx) = results[j] else { continue }
+                        if s.held == nil { s.committed(tx) }
+                        s.written += batches[j].count
+                    }
+                    throw error
+                }
+                switch results[i] {
+                case .success:
                     continue
                 case .failure(StrataError.validation) where options.continueOnError:
                     for (changes, item) in zip(batch.perRecord, batch.items) {
