@@ -92,7 +92,7 @@ public enum Cluster {
         if let existing {
             if existing == marked, let marked {
                 // Made, though the init that made it stopped before it said so to the store.
-                if try store.isMakingCluster { try await store.finishMakingCluster(clusterID: marked) }
+                if try store.clusterBeingMadeIn != nil { try await store.finishMakingCluster(clusterID: marked) }
                 throw ClusterError(.clusterExists, """
                     the database at \(address) already holds this store's cluster \(existing): open the replica \
                     (`storectl cluster status` shows it)
@@ -105,7 +105,7 @@ public enum Cluster {
         // PostgreSQL transaction committed, made again under the same id; or a replica of a
         // cluster that was made (in another database), which must never be made into a second
         // cluster: both would take the same id, and its history would fork.
-        if let marked, try !store.isMakingCluster {
+        if let marked, try store.clusterBeingMadeIn != address.identity {
             throw ClusterError(.wrongStore, """
                 \(store.path) is already a replica of cluster \(marked), which the database at \(address) does not \
                 hold: a replica belongs to one cluster (open it with its own cluster's URL; to start a new \
@@ -115,8 +115,8 @@ public enum Cluster {
         let clusterID = marked ?? UUID().uuidString.lowercased()
         // Made before the mark: a scratch directory that cannot be made leaves the store as it was.
         let scratch = try temporaryDirectory(near: store.path)
-        defer { try? FileManager.default.removeItem(at: scratch) }
-        if marked == nil { try await store.markAsReplica(clusterID: clusterID, makingCluster: true) }
+        defer { removeScratch(scratch) }
+        if marked == nil { try await store.markAsReplica(clusterID: clusterID, makingClusterIn: address.identity) }
         do {
             // Kept in the store: the name this replica goes by at every later open.
             if let name { try await store.setReplicaName(name) }
@@ -183,7 +183,9 @@ public enum Cluster {
         let parent = (path as NSString).deletingLastPathComponent
         // What joins killed before they finished left: removed even when this one is refused.
         removeLeftovers(near: path)
-        if FileManager.default.fileExists(atPath: path) {
+        // lstat: a symbolic link is in the way too, also one that points nowhere.
+        var st = stat()
+        if lstat(path, &st) == 0 {
             throw ClusterError(.storeExists, "\(path) exists: a replica is made in a new directory")
         }
         let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
@@ -191,7 +193,7 @@ public enum Cluster {
         try FileManager.default.createDirectory(atPath: parent.isEmpty ? "." : parent,
                                                 withIntermediateDirectories: true)
         let scratch = try temporaryDirectory(near: path)
-        defer { try? FileManager.default.removeItem(at: scratch) }
+        defer { removeScratch(scratch) }
         let file = scratch.appendingPathComponent(Store.replicaSnapshotFile)
         let cluster = try await offPool("join") { try downloadLatestSnapshot(session, to: file) }
         // Made whole in the scratch directory, then renamed into place: a join killed at any
@@ -237,18 +239,11 @@ public enum Cluster {
         defer { session.close() }
         // Checked before a snapshot is downloaded: one of another cluster would only be refused
         // once here, by its name inside the scratch directory.
-        var readOnly = configuration
-        readOnly.readOnly = true
-        let marked: String?
-        do {
-            let store = try Store.openExisting(at: URL(fileURLWithPath: path), configuration: readOnly)
-            defer { store.close() }
-            marked = try store.replicaClusterID
-        }
+        let marked = try Store.replicaCluster(at: URL(fileURLWithPath: path), configuration: configuration)
         guard let marked else { throw ClusterError(.wrongStore, "\(path) is not a replica of a cluster") }
         try await requireCluster(marked, of: path, session: session, address: address)
         let scratch = try temporaryDirectory(near: path)
-        defer { try? FileManager.default.removeItem(at: scratch) }
+        defer { removeScratch(scratch) }
         let file = scratch.appendingPathComponent(Store.replicaSnapshotFile)
         _ = try await offPool("reset") { try downloadLatestSnapshot(session, to: file) }
         return try Store.resetReplica(at: URL(fileURLWithPath: path), fromSnapshot: file, configuration: configuration)
@@ -275,6 +270,10 @@ public enum Cluster {
     }
 
     static func status(_ session: PostgresSession, store: Store?) throws -> ClusterStatus {
+        // The replica's head before the cluster's: a save commits locally after its append, so a
+        // head read first is never past the cluster's read after it (read the other way round, a
+        // save in between showed a healthy replica past the head).
+        let applied = try store?.lastTransactionID
         let cluster = try readCluster(session)
         var status = ClusterStatus(clusterID: cluster.id, model: cluster.model, schemaVersion: cluster.schemaVersion,
                                    head: cluster.head, horizon: cluster.horizon)
@@ -305,9 +304,9 @@ public enum Cluster {
             guard try store.replicaClusterID == cluster.id else {
                 throw ClusterError(.wrongStore, "\(store.path) is not a replica of cluster \(cluster.id)")
             }
-            status.applied = try store.lastTransactionID.rawValue
+            status.applied = applied?.rawValue
             let pastHead = status.applied.map { $0 > cluster.head } == true
-            status.historyDiverged = try pastHead || ClusterReplica.historyDiverged(store, session) != nil
+            status.historyDiverged = try pastHead || ClusterReplica.historyDiverged(store, session, at: applied) != nil
         }
         return status
     }
@@ -325,7 +324,7 @@ public enum Cluster {
     /// ``compact(replica:)`` of `store`, a replica of the cluster at `address`, named `name`.
     static func compact(store: Store, address: ClusterAddress, name: String) async throws -> ClusterStatus {
         let scratch = try temporaryDirectory(near: store.path)
-        defer { try? FileManager.default.removeItem(at: scratch) }
+        defer { removeScratch(scratch) }
         let position = try await store.writeReplicaSnapshot(to: scratch.appendingPathComponent("snapshot"))
         let file = scratch.appendingPathComponent("snapshot").appendingPathComponent(Store.replicaSnapshotFile)
         let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
@@ -475,20 +474,41 @@ public enum Cluster {
     }
 
     /// A new directory beside `path` (same file system as the store; removed by the caller).
-    /// Removes the scratch directories beside `path` of processes that died (kill -9) before
-    /// removing theirs, with what they held (a snapshot downloaded, a replica half made).
+    /// The file in a scratch directory its maker holds locked (`flock`) while it works there:
+    /// locks end with the process however it ends, and are seen by every process on the machine
+    /// whatever its PID namespace (a container sharing the directory).
+    static let scratchOwnerFile = ".owner"
+    /// The owner files' descriptors, held from a scratch directory's making to its removal.
+    private static let scratchOwners = Locked<[String: Int32]>([:])
+    /// How old a scratch directory without an owner file must be to be taken for a leftover (one
+    /// made by a process that died between making it and locking its owner file).
+    static let unownedScratchAge: TimeInterval = 60
+
+    /// Removes the scratch directories beside `path` that processes which died (kill -9) before
+    /// removing theirs left, with what they held (a snapshot downloaded, a replica half made):
+    /// those whose owner file nobody holds locked.
     static func removeLeftovers(near path: String) {
         let parent = (path as NSString).deletingLastPathComponent
         let base = URL(fileURLWithPath: parent.isEmpty ? "." : parent)
         for name in (try? FileManager.default.contentsOfDirectory(atPath: base.path)) ?? []
         where name.hasPrefix(".strata-cluster-") {
-            let pid = name.dropFirst(".strata-cluster-".count).prefix { $0.isNumber }
-            if let pid = Int32(pid), kill(pid, 0) != 0, errno == ESRCH {
-                try? FileManager.default.removeItem(at: base.appendingPathComponent(name))
+            let dir = base.appendingPathComponent(name)
+            let fd = open(dir.appendingPathComponent(scratchOwnerFile).path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+            if fd >= 0 {
+                defer { close(fd) }
+                // Held: its maker is at work there.
+                guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }
+            } else {
+                var st = stat()
+                guard lstat(dir.path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR,
+                      Date().timeIntervalSince1970 - TimeInterval(st.st_mtim.tv_sec) > unownedScratchAge else { continue }
             }
+            try? FileManager.default.removeItem(at: dir)
         }
     }
 
+    /// A new scratch directory beside `path`, its owner file held locked by this process until
+    /// ``removeScratch(_:)``; what killed processes left there is removed first.
     static func temporaryDirectory(near path: String) throws -> URL {
         let parent = (path as NSString).deletingLastPathComponent
         let base = URL(fileURLWithPath: parent.isEmpty ? "." : parent)
@@ -498,7 +518,23 @@ public enum Cluster {
         guard mkdir(dir.path, 0o700) == 0 else {
             throw StrataError.lmdb(LMDBError(code: errno, operation: "mkdir \(dir.path)"))
         }
+        let owner = dir.appendingPathComponent(scratchOwnerFile).path
+        let fd = open(owner, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0, flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let code = errno
+            if fd >= 0 { close(fd) }
+            try? FileManager.default.removeItem(at: dir)
+            throw StrataError.lmdb(LMDBError(code: code, operation: "lock \(owner)"))
+        }
+        scratchOwners.withLock { $0[dir.path] = fd }
         return dir
+    }
+
+    /// Removes a scratch directory made by ``temporaryDirectory(near:)``, then lets go of its
+    /// owner file.
+    static func removeScratch(_ dir: URL) {
+        try? FileManager.default.removeItem(at: dir)
+        if let fd = scratchOwners.withLock({ $0.removeValue(forKey: dir.path) }) { close(fd) }
     }
 }
 

@@ -71,6 +71,10 @@ public struct ClusterAddress: Sendable, Equatable, CustomStringConvertible {
         return try ClusterAddress(url: fromEnvironment)
     }
 
+    /// The database as a making of a cluster marks its first replica with (host, port and
+    /// name; no user or password: another login to it is the same database).
+    var identity: String { "\(host.contains(":") ? "[\(host)]" : host):\(port)/\(database)" }
+
     /// The URL without its password.
     public var description: String {
         "postgres://\(user)@\(host.contains(":") ? "[\(host)]" : host):\(port)/\(database)"

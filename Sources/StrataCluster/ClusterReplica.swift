@@ -79,6 +79,7 @@ public final class ClusterReplica: Sendable {
         }
         let logger = Logger(label: "strata.cluster")
         let name = name ?? Self.defaultName(store)
+        try checkName(name)  // also one kept in the store by a caller of Store.setReplicaName
         let writerSession = PostgresSession(address: address, logger: logger)
         defer { writerSession.close() }
         let cluster = try await offPool("open") { try Cluster.readCluster(writerSession) }
@@ -89,7 +90,7 @@ public final class ClusterReplica: Sendable {
                 """)
         }
         // The cluster exists: an init that made it but stopped before saying so to the store.
-        if try store.isMakingCluster { try await store.finishMakingCluster(clusterID: storeCluster) }
+        if try store.clusterBeingMadeIn != nil { try await store.finishMakingCluster(clusterID: storeCluster) }
         try await checkHistory(store, writerSession, address: address)
         let log = SharedLog(session: PostgresSession(address: address, logger: logger, expectedCluster: cluster.id),
                             replica: name, layout: cluster.layout)
@@ -133,8 +134,9 @@ public final class ClusterReplica: Sendable {
 
     /// The replica's last transaction when the cluster holds another transaction under its id
     /// (``checkHistory(_:_:address:)``), nil when it holds the same one or none there.
-    static func historyDiverged(_ store: Store, _ session: PostgresSession) throws -> TransactionID? {
-        let head = try store.lastTransactionID
+    static func historyDiverged(_ store: Store, _ session: PostgresSession,
+                                at position: TransactionID? = nil) throws -> TransactionID? {
+        let head = try position ?? store.lastTransactionID
         guard head > .zero, let position = Int64(exactly: head.rawValue) else { return nil }
         let rows: [ReplicatedEntry]
         do {
@@ -152,7 +154,10 @@ public final class ClusterReplica: Sendable {
         do {
             return try store.holdsLogEntry(shared) == false ? head : nil
         } catch {
-            throw ClusterError(.unavailable, "the cluster's transaction \(head) cannot be read: \(error)")
+            // Damage, on one side or the other, which trying again does not mend.
+            throw StrataError.replication(ReplicationError(.rejectedEntry, """
+                transaction \(head), as the cluster holds it or as this replica does, cannot be read: \(error)
+                """))
         }
     }
 

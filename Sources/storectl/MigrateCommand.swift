@@ -125,9 +125,14 @@ struct MigrateCommand: AsyncParsableCommand {
                 guard let migrated = try await Cluster.migrate(
                     at: target.url, address: try ClusterAddress.resolve(cluster.postgres), schemas: schemas,
                     registry: libraryMigrations, configuration: target.configuration, progress: show) else {
-                    let version = schemas.last?.version ?? 0
+                    // As `--check` says it of a store of one machine, with the replica's version.
+                    var readOnly = target.configuration
+                    readOnly.readOnly = true
+                    let replica = try Store.openExisting(at: target.url, configuration: readOnly)
+                    let version = replica.schema.version
+                    replica.close()
                     if json {
-                        printJSON(.object([("upToDate", .bool(true)), ("to", .int(Int64(version)))]))
+                        printJSON(.object([("status", .string("upToDate")), ("version", .int(Int64(version)))]))
                     } else {
                         print("up to date (v\(version)): the cluster's log holds no migration this replica has not applied")
                     }

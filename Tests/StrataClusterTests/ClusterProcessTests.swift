@@ -227,13 +227,25 @@ import Testing
                     #expect(scratch.isEmpty, "after a kill at \(delay) ms and a join: \(scratch)")
                 }
             }
-            // A refused join (the path exists) removes what killed joins left too.
-            let left = c.root.appendingPathComponent(".strata-cluster-\(Int32.max - 7)-deadbeef")
-            try FileManager.default.createDirectory(at: left.appendingPathComponent("replica"),
-                                                    withIntermediateDirectories: true)
+            // A refused join (the path exists) removes what killed joins left too: a scratch
+            // directory whose owner file nobody holds, not one whose maker is at work (here, this
+            // process holds it, as a join of another PID namespace would).
+            func scratch(_ tag: String) throws -> (dir: URL, owner: String) {
+                let dir = c.root.appendingPathComponent(".strata-cluster-\(Int32.max - 7)-\(tag)")
+                try FileManager.default.createDirectory(at: dir.appendingPathComponent("replica"),
+                                                        withIntermediateDirectories: true)
+                let owner = dir.appendingPathComponent(Cluster.scratchOwnerFile).path
+                #expect(FileManager.default.createFile(atPath: owner, contents: nil))
+                return (dir, owner)
+            }
+            let left = try scratch("deadbeef"), working = try scratch("at-work")
+            let held = open(working.owner, O_RDONLY)
+            defer { close(held) }
+            #expect(flock(held, LOCK_EX) == 0)
             let refused = try await storectl(["cluster", "join", c.storePath(0), "--postgres", c.url])
             #expect(refused.status == 73, "\(refused.stderr)")
-            #expect(!FileManager.default.fileExists(atPath: left.path))
+            #expect(!FileManager.default.fileExists(atPath: left.dir.path))
+            #expect(FileManager.default.fileExists(atPath: working.dir.path), "a scratch directory at work was removed")
         }
     }
 

@@ -471,7 +471,7 @@ import Testing
             let other = try await TestPostgres.shared().freshDatabase()
             for r in c.replicas {
                 await r.close()
-                #expect(try !r.store.isMakingCluster)
+                #expect(try r.store.clusterBeingMadeIn == nil)
                 do {
                     try await Cluster.initialize(store: r.store, address: other)
                     Issue.record("\(r.store.path): a replica made into a second cluster")
@@ -514,6 +514,11 @@ import Testing
         let status = try await Cluster.status(address: address)
         #expect(status.replicas.map(\.name).filter { !$0.hasSuffix("/second") } == ["primary"], "\(status.replicas)")
         #expect(status.replicas.first { $0.name == "primary" }?.applied == status.head)
+        // A reset from the snapshot keeps the replica's own name.
+        store.close()
+        let reset = try await Cluster.reset(at: root.appendingPathComponent("first"), address: address)
+        #expect(try reset.replicaName == "primary")
+        reset.close()
     }
 
     /// A replica given another cluster's database: `migrate` and `reset` refuse it as every other
@@ -595,10 +600,20 @@ import Testing
         defer { try? FileManager.default.removeItem(at: root) }
         let store = try Store.open(at: root.appendingPathComponent("r0"), schema: try librarySchema())
         defer { store.close() }
-        try await store.markAsReplica(clusterID: "left-by-a-dead-init", makingCluster: true)
+        try await store.markAsReplica(clusterID: "left-by-a-dead-init", makingClusterIn: address.identity)
+        // Only in the database that making was started in: a mark that outlived its making (a
+        // generation built from an earlier snapshot brings it back) never lets the replica be
+        // made into a cluster elsewhere under the same id.
+        let elsewhere = try await server.freshDatabase()
+        do {
+            try await Cluster.initialize(store: store, address: elsewhere)
+            Issue.record("a store being made into a cluster in one database was made into one in another")
+        } catch let e as ClusterError {
+            #expect(e.kind == .wrongStore, "\(e)")
+        }
         let status = try await Cluster.initialize(store: store, address: address)
         #expect(status.clusterID == "left-by-a-dead-init")
-        #expect(try !store.isMakingCluster, "made: a replica of a cluster that exists")
+        #expect(try store.clusterBeingMadeIn == nil, "made: a replica of a cluster that exists")
         let replica = try await ClusterReplica.open(store: store, address: address)
         _ = try await store.save { $0.insert(newTrack("saved")) }
         await replica.close()

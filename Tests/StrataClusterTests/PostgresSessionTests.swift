@@ -72,14 +72,20 @@ import Testing
 
         let address = try await TestPostgres.shared().freshDatabase()
         let server = try await TestPostgres.shared()
+        // The server ends the connection under a running statement.
         let broken = try await onOwnThread { () -> String in
             let session = PostgresSession(address: address, logger: .init(label: "test"))
             defer { session.close() }
-            _ = try session.run("SELECT 1")
-            _ = try server.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                               + "WHERE datname = '\(address.database)' AND pid <> pg_backend_pid()")
-            do { _ = try session.run("SELECT pg_sleep(0)"); return "ran" } catch { return error.text }
+            let pid = try session.run("SELECT pg_backend_pid()").first?.decode(Int32.self) ?? 0
+            let killer = Thread {
+                Thread.sleep(forTimeInterval: 0.3)
+                _ = try? server.sql("SELECT pg_terminate_backend(\(pid))")
+            }
+            killer.start()
+            do { _ = try session.run("SELECT pg_sleep(10)"); return "ran" } catch { return error.text }
         }
+        #expect(broken != "ran", "the statement outlived its connection")
+        #expect(broken.contains("terminating connection") || broken.contains("closed the connection"), "\(broken)")
         #expect(!broken.contains("Generic description") && !broken.contains("PSQLError"), "\(broken)")
     }
 

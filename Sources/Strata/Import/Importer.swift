@@ -111,6 +111,7 @@ public final class Importer: Sendable {
                 let building = bulk.memory.map { _ in Self.buildingReporter(progressContinuation, started: clock) }
                 state.report(building == nil ? .switching : .building, records: 0, bytes: totalBytes, force: true)
                 _ = try await bulk.finish(progress: building)
+                state.bulkSwitched = true
                 if building != nil { state.report(.switching, records: state.written, bytes: totalBytes, force: true) }
             }
         } catch {
@@ -1043,6 +1044,8 @@ private struct ImportState {
     var written = 0
     /// The bulk load a bulk import writes into (nil: into the live store).
     var bulk: BulkLoad?
+    /// The bulk load's generation is switched in: its records are in the store.
+    var bulkSwitched = false
     /// The writer's transaction an import in one pass applies its batches in
     /// (``ImportOptions/oneTransactionMaxInputBytes``), until it commits.
     var held: HeldWrite?
@@ -1081,9 +1084,10 @@ private struct ImportState {
     }
 
     /// `error`, which is not about the input, as ``ImportInterrupted`` when this import
-    /// committed batches before it (as ``noting(_:)`` says).
+    /// committed batches before it (as ``noting(_:)`` says), or is a bulk import whose
+    /// generation was switched in.
     func interrupted(_ error: Error) -> Error {
-        guard held == nil, bulk == nil, written > 0, !(error is ImportInterrupted) else { return error }
+        guard held == nil, bulk == nil || bulkSwitched, written > 0, !(error is ImportInterrupted) else { return error }
         return ImportInterrupted(underlying: error, written: written, transactions: transactions, importID: importID)
     }
 

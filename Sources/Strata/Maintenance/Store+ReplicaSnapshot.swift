@@ -95,6 +95,24 @@ extension Store {
     ///   ``StrataError/storeBusy(path:processIDs:)`` when another process has, and
     ///   ``StrataError/notAStore(path:reason:)`` when it is not a replica or the file is not a
     ///   snapshot of one of the same cluster.
+    /// The cluster the store at `url` is a replica of (``replicaClusterID``), read without
+    /// keeping the store open; nil for a store of one machine.
+    ///
+    /// - Throws: ``StrataError/alreadyOpen(path:reason:)`` when this process has the store open
+    ///   (opening it again would hand back that instance, which the read would then close).
+    public static func replicaCluster(at url: URL, configuration: StoreConfiguration = StoreConfiguration())
+        throws -> String? {
+        let path = url.standardizedFileURL.path
+        if StoreRegistry.shared.existing(path: path) != nil {
+            throw StrataError.alreadyOpen(path: path, reason: "close it first")
+        }
+        var readOnly = configuration
+        readOnly.readOnly = true
+        let store = try openExisting(at: url, configuration: readOnly)
+        defer { store.close() }
+        return try store.replicaClusterID
+    }
+
     public static func resetReplica(at url: URL, fromSnapshot file: URL,
                                     configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
         let path = url.standardizedFileURL.path
@@ -105,8 +123,12 @@ extension Store {
             throw StrataError.alreadyOpen(path: path, reason: "close it before resetting the replica")
         }
         let old = try openExisting(at: url, configuration: configuration)
-        let cluster = try old.replicaClusterID
-        old.close()
+        let cluster: String?, replicaName: String?
+        do {
+            defer { old.close() }
+            cluster = try old.replicaClusterID
+            replicaName = try old.replicaName
+        }
         guard let cluster else { throw StrataError.notAStore(path: path, reason: "not a replica of a cluster") }
         let permissions = StorePermissions(configuration)
         let directory = StoreDirectory(path: path, permissions: permissions)
@@ -130,6 +152,15 @@ extension Store {
             env.close()
             guard theirs == cluster else {
                 throw StrataError.notAStore(path: file.path, reason: "not a snapshot of cluster \(cluster)")
+            }
+            // The replica keeps the name it goes by in the cluster (a snapshot carries none).
+            if let replicaName {
+                options.readOnly = false
+                options.noSync = false
+                let named = try LMDBEnvironment(path: generation, options: options)
+                defer { named.close() }
+                try named.write { try $0.put(named[.meta], key: MetaKey.replicaName, value: Array(replicaName.utf8)) }
+                unlink(generation + "/lock.mdb")
             }
         } catch {
             try? FileManager.default.removeItem(atPath: generation)

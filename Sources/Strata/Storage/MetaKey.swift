@@ -20,10 +20,11 @@ enum MetaKey {
     /// The cluster this store is a replica of (UTF-8): present, every save goes through the
     /// cluster's shared log. Absent in a store of one machine.
     static let cluster = Array("cluster".utf8)
-    /// Written with ``cluster`` (the same id) by the making of a cluster from this store, and
-    /// removed once the cluster is made: a store marked with it may be made into that cluster
-    /// again (the making stopped before PostgreSQL committed it); a replica without it belongs to
-    /// a cluster that was made, and is never made into another.
+    /// Written with ``cluster`` by the making of a cluster from this store (UTF-8: the database
+    /// it is made in, host, port and name), and removed once the cluster is made: a store marked
+    /// with it may be made into that cluster again in that database (the making stopped before
+    /// PostgreSQL committed it); a replica without it belongs to a cluster that was made, and is
+    /// never made into another.
     static let clusterPending = Array("cluster-pending".utf8)
     /// This replica's name in its cluster (UTF-8), when one was given when the cluster was made
     /// from it; absent: `host:store path`.

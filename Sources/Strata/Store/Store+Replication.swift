@@ -14,14 +14,17 @@ extension Store {
         }
     }
 
-    /// Whether this replica was marked by a making of its cluster that has not finished
-    /// (``markAsReplica(clusterID:makingCluster:)``, ``finishMakingCluster(clusterID:)``): false
-    /// for a store of one machine and for a replica of a cluster that was made.
-    public var isMakingCluster: Bool {
+    /// The database a making of this replica's cluster was started in and has not finished
+    /// (``markAsReplica(clusterID:makingClusterIn:)``, ``finishMakingCluster(clusterID:)``): nil
+    /// for a store of one machine and for a replica of a cluster that was made. Only a making in
+    /// that same database may go on under the replica's cluster id, so a mark that outlives its
+    /// making (brought back by a generation built from an earlier snapshot) cannot let the
+    /// replica be made into a cluster elsewhere.
+    public var clusterBeingMadeIn: String? {
         get throws {
             try checkUsable()
             return try env.read { txn in
-                try txn.withValue(env[.meta], key: MetaKey.clusterPending) { _ in true } ?? false
+                try txn.withValue(env[.meta], key: MetaKey.clusterPending) { String(decoding: $0, as: UTF8.self) }
             }
         }
     }
@@ -40,9 +43,10 @@ extension Store {
     ///   open (it would go on saving locally), ``StrataError/replication(_:)`` when the store is
     ///   already a replica of another cluster.
     ///
-    /// With `makingCluster`, the store is the first replica of a cluster being made from it: it
-    /// is also marked as such (``isMakingCluster``) until ``finishMakingCluster(clusterID:)``.
-    public func markAsReplica(clusterID: String, makingCluster: Bool = false) async throws {
+    /// With `makingClusterIn`, the store is the first replica of a cluster being made from it in
+    /// that database (its host, port and name): it is also marked as such
+    /// (``clusterBeingMadeIn``) until ``finishMakingCluster(clusterID:)``.
+    public func markAsReplica(clusterID: String, makingClusterIn database: String? = nil) async throws {
         try checkUsable()
         guard let writer, let lock else { throw StrataError.readOnly(path: path) }
         // Not during a compaction, migration or bulk import of this process: the mark is no log
@@ -67,8 +71,8 @@ extension Store {
             } else {
                 try env.write { txn in
                     try txn.put(env[.meta], key: MetaKey.cluster, value: Array(clusterID.utf8))
-                    if makingCluster {
-                        try txn.put(env[.meta], key: MetaKey.clusterPending, value: Array(clusterID.utf8))
+                    if let database {
+                        try txn.put(env[.meta], key: MetaKey.clusterPending, value: Array(database.utf8))
                     }
                 }
             }
@@ -92,6 +96,10 @@ extension Store {
     public func setReplicaName(_ name: String) async throws {
         try checkUsable()
         guard let writer else { throw StrataError.readOnly(path: path) }
+        // Not during a compaction, migration or bulk import of this process (see markAsReplica).
+        await maintenance.enter()
+        defer { maintenance.leave() }
+        try checkUsable()
         try await writer.exclusive {
             let env = writer.env
             try env.write { try $0.put(env[.meta], key: MetaKey.replicaName, value: Array(name.utf8)) }
@@ -100,10 +108,14 @@ extension Store {
 
     /// Ends the making of the cluster `clusterID` from this store (its first replica): from now
     /// on the store is a replica of a cluster that exists, never made into another
-    /// (``isMakingCluster`` is false). Nothing to do when already done.
+    /// (``clusterBeingMadeIn`` is nil). Nothing to do when already done.
     public func finishMakingCluster(clusterID: String) async throws {
         try checkUsable()
         guard let writer else { throw StrataError.readOnly(path: path) }
+        // Not during a compaction, migration or bulk import of this process (see markAsReplica).
+        await maintenance.enter()
+        defer { maintenance.leave() }
+        try checkUsable()
         let path = self.path
         try await writer.exclusive {
             let env = writer.env
