@@ -132,40 +132,40 @@ public final class ChildContext: ObjectReading {
     // MARK: Reading
 
     /// Overlays from the root-most child down to this one (O(depth) copies of copy-on-write values).
-    func overlayChain() -> [Overlay] {
+    /// The overlays this context reads over the root's state, when that state is the snapshot
+    /// at `shown` (nil: the latest state, which shows every commit).
+    func overlayChain(shown: TransactionID?) -> [Overlay] {
         switch parent {
-        case .view(let v):
-            return state.withLock { s in Self.committedLayers(&s, below: v).map(\.overlay) + [s.overlay] }
+        case .view:
+            return state.withLock { s in Self.committedLayers(&s, shown: shown).map(\.overlay) + [s.overlay] }
         case .child(let p):
             let mine = state.withLock { $0.overlay }
-            return p.overlayChain() + [mine]
+            return p.overlayChain(shown: shown) + [mine]
         }
     }
 
     /// The overlays under this context's own: its parent's chain, or the layers it committed that
-    /// its pinned view does not show yet.
-    private func lowerChain(_ s: inout State) -> [Overlay] {
-        // A child of a view with no committed layer (the usual case) has none, without retaining
-        // the view (the store holds its main context weakly: a side table counts its references).
-        if s.committed.isEmpty, case .view = parent { return [] }
+    /// the root's state at `shown` does not show yet.
+    private func lowerChain(_ s: inout State, shown: TransactionID?) -> [Overlay] {
         switch parent {
-        case .view(let v): return Self.committedLayers(&s, below: v).map(\.overlay)
-        case .child(let p): return p.overlayChain()
+        case .view: return Self.committedLayers(&s, shown: shown).map(\.overlay)
+        case .child(let p): return p.overlayChain(shown: shown)
         }
     }
 
-    /// The committed layers `view` does not show yet; the others are dropped. A view that pins
-    /// nothing at the moment pins the latest state at its next read, which shows them all.
-    private static func committedLayers(_ s: inout State, below view: ViewContext) -> [CommittedLayer] {
+    /// The committed layers a state at `shown` does not show yet; the others are dropped (the
+    /// view only moves on). The latest state (nil) shows them all.
+    private static func committedLayers(_ s: inout State, shown: TransactionID?) -> [CommittedLayer] {
         guard !s.committed.isEmpty else { return [] }
-        let shown = view.pinnedTransactionID
         s.committed.removeAll { layer in shown.map { layer.transaction <= $0 } ?? true }
         return s.committed
     }
 
     func read<R>(_ body: (MergedSource) throws -> R) throws -> R {
-        let chain = overlayChain()
-        return try root.read { try body(MergedSource(base: $0, overlays: chain)) }
+        try root.withReadState { snapshot in
+            let chain = overlayChain(shown: snapshot?.transactionID)
+            return try root.read(in: snapshot) { try body(MergedSource(base: $0, overlays: chain)) }
+        }
     }
 
     /// The record with this id as this context shows it (nil when it does not exist here).
@@ -193,9 +193,9 @@ public final class ChildContext: ObjectReading {
     private func apply(_ operations: [ChangeSet.Operation], baseVersions: [ObjectID: BaseVersion] = [:],
                        mergePolicy: MergePolicy = .fail, inheriting inherited: [ObjectID: BaseVersion] = [:],
                        netState: Bool = false) throws {
-        try state.withLock { s in
-            let lower = lowerChain(&s)
-            try root.read { view in
+        try state.withLock { s in try root.withReadState { snapshot in
+            let lower = lowerChain(&s, shown: snapshot?.transactionID)
+            try root.read(in: snapshot) { view in
                 // Hand the overlay to the applier and drop this reference, so the applier holds the
                 // only one and changes the dictionaries in place (a second reference would make
                 // every change copy the whole overlay: O(n) per change).
@@ -217,7 +217,7 @@ public final class ChildContext: ObjectReading {
                 s.overlay = resolver.applier.takeLeaf()
                 s.spareUndo = resolver.applier.takeUndoStorage()
             }
-        }
+        } }
         observers.changed()
     }
 
@@ -227,9 +227,9 @@ public final class ChildContext: ObjectReading {
     /// and dropping a resolver, its merge state and its undo list cost about a tenth of a child's
     /// insert (`perf` of W7); a child filled one object at a time pays it once per object.
     private func insertOne(_ id: ObjectID, _ input: [Value]) throws {
-        try state.withLock { s in
-            let lower = lowerChain(&s)
-            try root.read { view in
+        try state.withLock { s in try root.withReadState { snapshot in
+            let lower = lowerChain(&s, shown: snapshot?.transactionID)
+            try root.read(in: snapshot) { view in
                 // Checked inside the read, as the resolver does: a closed store reports `.closed`
                 // before any validation error.
                 let e = try ValueRules.entity(schema, id)
@@ -252,7 +252,7 @@ public final class ChildContext: ObjectReading {
                 s.overlay = applier.takeLeaf()
                 s.spareUndo = applier.takeUndoStorage()
             }
-        }
+        } }
         observers.changed()
     }
 
@@ -377,12 +377,14 @@ public final class ChildContext: ObjectReading {
 
     /// The net operations of the pending layer and the bases of the objects they change.
     private func netChanges(_ s: inout State) throws -> ([ChangeSet.Operation], [ObjectID: BaseVersion]) {
-        let lower = lowerChain(&s)
-        let layer = s.overlay
-        let operations = try root.read { view in
-            let merged = MergedSource(base: view, overlays: lower + [layer])
-            return try layer.netChanges(schema: schema, bases: s.bases, view: merged.top,
-                                        below: MergedSource.Level(source: merged, depth: lower.count))
+        let layer = s.overlay, bases = s.bases
+        let operations = try root.withReadState { snapshot in
+            let lower = lowerChain(&s, shown: snapshot?.transactionID)
+            return try root.read(in: snapshot) { view in
+                let merged = MergedSource(base: view, overlays: lower + [layer])
+                return try layer.netChanges(schema: schema, bases: bases, view: merged.top,
+                                            below: MergedSource.Level(source: merged, depth: lower.count))
+            }
         }
         // A base goes with an object the set updates or deletes: the merge policy judges those
         // (an object whose values are back to what was read, or whose edges alone changed, is
@@ -479,6 +481,12 @@ public final class ChildContext: ObjectReading {
     ///   they name: an album renamed with 10,000 tracks holds 10,000 facts until the view refreshes).
     private func committedLayer(at tx: TransactionID, sent: ChangeSet, entry caught: LogEntry?) throws -> Overlay {
         try store.read { view in
+            // The store right after `tx`, not as it is now: saves of other writers may have
+            // landed since, and the layer must be one state (the as-of reading: the later
+            // transactions undone, O(their changes), none in the usual case).
+            let head = try view.lastTransactionID()
+            let undo = head > tx ? try AsOfContext.undoOverlay(view, back: tx, from: head) : nil
+            let state = MergedSource(base: view, overlays: undo.map { [$0] } ?? [])
             var objects = Set<ObjectID>()
             var edges = Set<Overlay.LinkKey>(), edgeTargets: [Overlay.LinkKey: Set<ObjectID>] = [:]
             var wholeKeys = Set<Overlay.LinkKey>()
@@ -529,8 +537,7 @@ public final class ChildContext: ObjectReading {
             }
             for key in edges {
                 for t in edgeTargets[key] ?? [] {
-                    setFact(key.tag, key.from, t,
-                            try view.txn.contains(view.env[.links], key: Layout.linkKey(key.tag, key.from, t)))
+                    setFact(key.tag, key.from, t, try state.linked(key.tag, from: key.from, to: t))
                 }
                 if let r = schema.relationship(tag: key.tag), !r.isToMany { wholeKeys.insert(key) }
                 if let inverse = schema.inverseTag(of: key.tag), let ir = schema.relationship(tag: inverse),
@@ -539,7 +546,7 @@ public final class ChildContext: ObjectReading {
                 }
             }
             for id in objects.sorted() {
-                let record = try view.record(id)
+                let record = try state.record(id)
                 layer.records[id] = .some(record)
                 layer.order.append(Overlay.Touch(id: id, isNew: false))
                 if let record {
@@ -566,7 +573,7 @@ public final class ChildContext: ObjectReading {
                 layer.replacedTags.insert(key.tag)
                 let inverse = schema.inverseTag(of: key.tag)
                 let inverseIsToOne = inverse.flatMap { schema.relationship(tag: $0) }.map { !$0.isToMany } ?? false
-                for t in try view.targets(key.tag, from: key.from) {
+                for t in try state.targets(key.tag, from: key.from) {
                     setFact(key.tag, key.from, t, true)
                     if inverseIsToOne, let inverse, wholeKeys.insert(Overlay.LinkKey(tag: inverse, from: t)).inserted {
                         keys.append(Overlay.LinkKey(tag: inverse, from: t))

@@ -81,7 +81,9 @@ extension LiveQuerySource {
         return LiveQuery(results: output)
     }
 
-    /// The query's entity and every entity its predicate reaches through relationships.
+    /// The query's entity and every entity its predicate or its sort reaches through
+    /// relationships (tracks sorted by their album's title change order when an album is
+    /// renamed; a count key changes with the targets linked).
     func relevantEntities(_ query: Query) -> Set<String> {
         var names: Set<String> = [query.entity]
         func walk(_ p: Filter) {
@@ -97,6 +99,11 @@ extension LiveQuerySource {
             }
         }
         walk(query.predicate)
+        for key in query.sort {
+            for tag in key.path + (key.countOf.map { [$0] } ?? []) {
+                if let r = schema.relationship(tag: tag) { names.insert(r.destination) }
+            }
+        }
         return names
     }
 }

@@ -47,11 +47,6 @@ public final class ViewContext: ObjectReading {
         }
     }
 
-    /// The transaction of the pinned snapshot; nil when nothing is pinned (an auto-refreshing
-    /// context, or a pinned one before its first read or after ``close()``: its next read pins
-    /// the latest).
-    var pinnedTransactionID: TransactionID? { pinned.withLock { $0?.transactionID } }
-
     /// Moves a pinned context to the latest committed transaction (no-op when auto-refreshing).
     public func refresh() throws {
         guard !autoRefresh else { return }
@@ -77,14 +72,39 @@ public final class ViewContext: ObjectReading {
 
     /// Runs `body` against one consistent state (the pinned snapshot, or one short read).
     func read<R>(_ body: (ReadView) throws -> R) throws -> R {
-        if autoRefresh { return try store.read(body) }
-        let snapshot = try pinned.withLock { p -> Snapshot in
-            if let p { return p }
-            let s = try store.snapshot(label: label)
-            p = s
-            return s
+        try withReadState { try read(in: $0, body) }
+    }
+
+    /// Runs `attempt` with the snapshot this context's reads go to (pinned now when none is;
+    /// nil for an auto-refreshing context, whose reads each go to the latest state), and runs it
+    /// again with the one pinned then when ``refresh()`` or ``close()`` let that snapshot go
+    /// before `attempt` read it (its read then finds it closed, though the store is open).
+    /// `attempt` reads through ``read(in:_:)`` with it, and must leave nothing changed when that
+    /// read throws at its start. What a child reads over the state (the layers it committed that
+    /// the view does not show yet) is chosen against the snapshot it is read with, so a refresh
+    /// between the two cannot mix them.
+    func withReadState<R>(_ attempt: (Snapshot?) throws -> R) throws -> R {
+        while true {
+            let snapshot: Snapshot? = autoRefresh ? nil : try pinned.withLock { p -> Snapshot in
+                if let p { return p }
+                let s = try store.snapshot(label: label)
+                p = s
+                return s
+            }
+            do {
+                return try attempt(snapshot)
+            } catch StrataError.closed where snapshot.map({ s in s.isClosed && pinned.withLock { $0 !== s } }) ?? false {
+                // Let go by a refresh or a close of this context, not by the store's close.
+                try store.checkUsable()
+            }
         }
-        return try snapshot.read(body)
+    }
+
+    /// `body` against `snapshot` (from ``withReadState(_:)``), or one short read of the latest
+    /// state when it is nil.
+    func read<R>(in snapshot: Snapshot?, _ body: (ReadView) throws -> R) throws -> R {
+        if let snapshot { return try snapshot.read(body) }
+        return try store.read(body)
     }
 
     /// The record with this id in this context's state (the pinned snapshot, or the latest committed state), or nil
