@@ -485,7 +485,7 @@ public final class ChildContext: ObjectReading {
             // landed since, and the layer must be one state (the as-of reading: the later
             // transactions undone, O(their changes), none in the usual case).
             let head = try view.lastTransactionID()
-            let undo = head > tx ? try AsOfContext.undoOverlay(view, back: tx, from: head) : nil
+            let undo = head > tx ? try StateBackward.undoOverlay(view, back: tx, from: head) : nil
             let state = MergedSource(base: view, overlays: undo.map { [$0] } ?? [])
             var objects = Set<ObjectID>()
             var edges = Set<Overlay.LinkKey>(), edgeTargets: [Overlay.LinkKey: Set<ObjectID>] = [:]

@@ -15,7 +15,7 @@ enum StateRebuilder {
     static func loadBase(from view: ReadView, horizon: TransactionID, head: TransactionID, into target: LMDBEnvironment,
                          schema: Schema) throws -> Int {
         guard horizon > .zero else { return 0 }
-        let overlay = try AsOfContext.undoOverlay(view, back: horizon, from: head)
+        let overlay = try StateBackward.undoOverlay(view, back: horizon, from: head)
         let past = MergedSource(base: view, overlays: [overlay])
         var objects = 0
         for e in schema.entities {

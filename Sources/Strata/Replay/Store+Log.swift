@@ -116,7 +116,7 @@ extension Store {
             var out: [HistoryEntry] = []
             let horizon = try view.horizon()
             if horizon > .zero {
-                let overlay = try AsOfContext.undoOverlay(view, back: horizon, from: snapshot.transactionID)
+                let overlay = try StateBackward.undoOverlay(view, back: horizon, from: snapshot.transactionID)
                 if let record = try MergedSource(base: view, overlays: [overlay]).record(id) {
                     out.append(HistoryEntry(transactionID: horizon, timestamp: Date(timeIntervalSince1970: 0),
                                             author: "compaction",
