@@ -85,16 +85,6 @@ extension Store {
         if let notSynced = try directory.switchCurrent(to: name) { throw notSynced }
     }
 
-    /// Replaces the state of the replica at `url` with a snapshot file (a client reset: a replica
-    /// too far behind its cluster's retention horizon starts again from the cluster's latest
-    /// snapshot), then opens it. A replica holds nothing of its own (every save it acknowledged is
-    /// in the cluster's log), so nothing is lost. The snapshot becomes a new generation, switched
-    /// in with one rename, as compaction switches: a crash leaves the old replica or the new one.
-    ///
-    /// - Throws: ``StrataError/alreadyOpen(path:reason:)`` when this process has the store open,
-    ///   ``StrataError/storeBusy(path:processIDs:)`` when another process has, and
-    ///   ``StrataError/notAStore(path:reason:)`` when it is not a replica or the file is not a
-    ///   snapshot of one of the same cluster.
     /// The cluster the store at `url` is a replica of (``replicaClusterID``), read without
     /// keeping the store open; nil for a store of one machine.
     ///
@@ -113,6 +103,16 @@ extension Store {
         return try store.replicaClusterID
     }
 
+    /// Replaces the state of the replica at `url` with a snapshot file (a client reset: a replica
+    /// too far behind its cluster's retention horizon starts again from the cluster's latest
+    /// snapshot), then opens it. A replica holds nothing of its own (every save it acknowledged is
+    /// in the cluster's log), so nothing is lost. The snapshot becomes a new generation, switched
+    /// in with one rename, as compaction switches: a crash leaves the old replica or the new one.
+    ///
+    /// - Throws: ``StrataError/alreadyOpen(path:reason:)`` when this process has the store open,
+    ///   ``StrataError/storeBusy(path:processIDs:)`` when another process has, and
+    ///   ``StrataError/notAStore(path:reason:)`` when it is not a replica or the file is not a
+    ///   snapshot of one of the same cluster.
     public static func resetReplica(at url: URL, fromSnapshot file: URL,
                                     configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
         let path = url.standardizedFileURL.path

@@ -93,7 +93,7 @@ import Testing
             // It still follows the view: a save and a refresh are delivered.
             _ = try await store.save { $0.insert(makeTrack(title: "new", duration: 1)) }
             try view.refresh()
-            #expect(try await live.wait(for: 2, seconds: 30).last == 301)
+            #expect(try await live.wait(for: 2).last == 301)
             view.close()
         }
     }

@@ -23,7 +23,7 @@ import Testing
             #expect(try await live.wait(for: 1) == [[onA.id]])
             _ = try await store.save { $0.set(Album.title, of: a.id, to: "Z") }
             #expect(try store.mainContext.fetch(request).map(\.id) == [onB.id], "a fetch sees the new first track")
-            #expect(try await live.wait(for: 2, seconds: 10) == [[onA.id], [onB.id]],
+            #expect(try await live.wait(for: 2) == [[onA.id], [onB.id]],
                     "the live query re-evaluates after a change of the album its sort reads")
         }
     }
@@ -45,7 +45,7 @@ import Testing
             #expect(try await live.wait(for: 1) == [[onA.id, onB.id]])
             _ = try await store.save { $0.set(Album.title, of: a.id, to: "Z") }
             #expect(try child.fetch(request).map(\.id) == [onB.id, onA.id])
-            #expect(try await live.wait(for: 2, seconds: 10) == [[onA.id, onB.id], [onB.id, onA.id]])
+            #expect(try await live.wait(for: 2) == [[onA.id, onB.id], [onB.id, onA.id]])
         }
     }
 }
