@@ -28,7 +28,7 @@ enum Exit {
             case .storeFull: return ioError
             case .readOnly: return cannotCreate
             case .lmdb(let l): return code(forLMDB: l)
-            case .closed, .usedAfterFork, .migrated, .saveFromWriter, .invalidConfiguration: return software
+            case .closed, .usedAfterFork, .migrated, .saveFromWriter, .saveInsideRead, .invalidConfiguration: return software
             case .replication(let r):
                 switch r.kind {
                 case .unavailable, .outcomeUnknown, .contended: return tempFailure

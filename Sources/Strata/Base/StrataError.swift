@@ -73,6 +73,10 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
     /// ``Store/saveAndWait(_:author:metadata:)`` called from the writer's own queue (it would
     /// wait for itself).
     case saveFromWriter(path: String)
+    /// ``Store/saveAndWait(_:author:metadata:)`` called inside a read of the same store on the
+    /// same thread (a `verify` or migration progress callback, a custom merge closure): its
+    /// commit may have to grow the map, which waits for every read to end, this one included.
+    case saveInsideRead(path: String)
     /// A ``StoreConfiguration`` value out of its range (named, with the value and the range);
     /// nothing was opened.
     case invalidConfiguration(field: String, value: String, reason: String)
@@ -114,6 +118,9 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
         case .invalidConfiguration(let f, let v, let r): return "StoreConfiguration.\(f) = \(v): \(r)"
         case .saveFromWriter(let p):
             return "\(p): saveAndWait called on the writer's queue (it would wait for itself); use save from a task"
+        case .saveInsideRead(let p):
+            return "\(p): saveAndWait called inside a read of the store (a progress callback, a merge closure): its "
+                + "commit may have to wait for that read to end; save after the read, or with save from a task"
         case .saveTooLarge(let c, let l):
             return "a save of \(c) changes exceeds the limit of \(l); split it into batches"
         case .closed(let p): return "\(p): store is closed"

@@ -154,6 +154,13 @@ public final class Store: Sendable {
             $0.bootID == boot && !$0.flushFailed && !UnsyncedCommits.isOpenHere($0.path)
         }
         let reported = isReplica ? [] : crashed
+        if !reported.isEmpty {
+            // The machine went down with commits not flushed: on a file system that does not keep
+            // the order of writes (ext4 and XFS do not, for blocks written over), pages of earlier
+            // commits may be damaged too. Every page is checked before the store is used, and
+            // the markers stay while it fails, so every open checks again.
+            try env.checkPages()
+        }
         if !gone.isEmpty || !reported.isEmpty {
             // What the file holds now is made durable before the evidence goes.
             try syncDataFile(env)
@@ -293,7 +300,9 @@ public final class Store: Sendable {
                 // one.
                 try directory.syncDirectory()
             }
-            if !configuration.readOnly && lock?.otherHolders().isEmpty == true {
+            // `isShared`, not `otherHolders`: a holder `F_GETLK` reports without a pid (in another
+            // PID namespace) and `/proc/locks` does not list is building a generation too.
+            if !configuration.readOnly && lock?.isShared() == false {
                 directory.removeStaleGenerations(except: live)
             }
         } else {
@@ -732,10 +741,13 @@ public final class Store: Sendable {
     /// the commit runs on the calling thread itself (no hop to the writer's thread and back);
     /// saves arriving meanwhile share its group commit. Do not call it from a task that must not
     /// block (it holds a thread for the length of a commit, an fsync when durable), nor from
-    /// inside the writer (throws ``StrataError/saveFromWriter(path:)``).
+    /// inside the writer (throws ``StrataError/saveFromWriter(path:)``), nor from inside a read
+    /// of this store on the same thread (throws ``StrataError/saveInsideRead(path:)``: a commit
+    /// that must grow the map waits for every read to end, and would wait for that one for ever).
     public func saveAndWait(_ changes: ChangeSet, author: String = "main",
                             metadata: [String: String] = [:]) throws -> TransactionID {
-        try writerFor(changes).submitAndWait(changes, author: author, metadata: metadata)
+        if ThreadReads.isInside(store: snapshots) { throw StrataError.saveInsideRead(path: path) }
+        return try writerFor(changes).submitAndWait(changes, author: author, metadata: metadata)
     }
 
     /// Builds a change set with `body` and saves it with ``saveAndWait(_:author:metadata:)``.

@@ -75,6 +75,37 @@ import Testing
         again.close()
     }
 
+    /// After an OS crash with commits not flushed, a file system that does not keep the order
+    /// of writes may have left pages of earlier commits damaged: the open checks every page
+    /// first, and refuses a damaged store (`damagedStore`), keeping the marker so that every
+    /// open checks again (it went on using such a store, which a later commit could damage further).
+    @Test func anOpenAfterACrashWithUnflushedCommitsChecksEveryPage() async throws {
+        let dir = temporaryDirectory("unsynced-damaged")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try Store.open(at: dir, schema: try librarySchema())
+        _ = try await store.save { c in for i in 0..<2_000 { c.insert(Genre(name: "genre \(i)")) } }
+        store.close()
+        try plantMarker(dir, bootID: otherBoot, pid: 4242)
+        let data = try #require(try FileManager.default.destinationOfSymbolicLink(atPath: dir.path + "/current"))
+        let file = dir.path + "/" + data + "/data.mdb"
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int)
+        // Pages of the middle of the file written over (as pages reused by later commits can
+        // reach the disk before the meta page that no longer names them does).
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: file))
+        try handle.seek(toOffset: UInt64(size / 2 / 4096 * 4096))
+        try handle.write(contentsOf: Data(repeating: 0xAB, count: 8 * 4096))
+        try handle.close()
+        for _ in 0..<2 {
+            #expect {
+                _ = try Store.open(at: dir, schema: try librarySchema())
+            } throws: { error in
+                guard case StrataError.damagedStore = error else { return false }
+                return true
+            }
+            #expect(markerNames(dir).count == 1, "the marker stays while the store fails its check")
+        }
+    }
+
     @Test func aMarkerOfThisBootWhoseProcessIsGoneIsSyncedAndRemoved() async throws {
         let dir = temporaryDirectory("unsynced-gone")
         defer { try? FileManager.default.removeItem(at: dir) }
