@@ -45,7 +45,7 @@ extension LMDBEnvironment {
                 beforeFlushForTesting.withLock { $0 }?()
                 let rc = writebackGate.withLock { state -> Int32? in
                     guard !closed.load(ordering: .acquiring) else { return nil }
-                    let rc = mdb_env_sync(handle, 1)
+                    let rc = flushErrorForTesting.withLock { $0 } ?? mdb_env_sync(handle, 1)
                     if rc != MDB_SUCCESS, state.error == nil { state.error = rc }
                     return rc
                 }

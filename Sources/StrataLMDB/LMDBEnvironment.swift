@@ -88,6 +88,8 @@ public final class LMDBEnvironment: Sendable {
     let flushQueue = DispatchQueue(label: "strata.flush", qos: .userInitiated)
     /// Runs on the flush queue before each background flush (tests hold a flush up with it).
     package let beforeFlushForTesting = Locked<(@Sendable () -> Void)?>(nil)
+    /// Tests only: the code a background flush reports instead of syncing (a disk that fails).
+    package let flushErrorForTesting = Locked<Int32?>(nil)
     /// Runs once after the environment is closed (used to remove a replaced generation).
     let afterClose = Locked<(@Sendable () -> Void)?>(nil)
 

@@ -461,9 +461,20 @@ final class Writer: Sendable {
     /// Has relaxed-mode commits flushed to disk: the flush runs on a background queue
     /// (``LMDBEnvironment/requestFlush(onError:)``) while the writer goes on committing; the
     /// commits made before this call are on disk when that flush ends.
+    /// A flush that fails stops the writer: the kernel may have dropped the pages it could not
+    /// write (marked clean, to be read back from the disk later), and a commit made over them
+    /// would build on what the disk holds, not on what was committed. No save is acknowledged
+    /// after it; the store is read as it is, and opened again (and verified) to write.
     private func syncRelaxed() {
         state.withLock { $0.lastSync = ContinuousClock.now }
-        env.requestFlush { [logger] error in logger.error("relaxed-mode sync failed: \(error)") }
+        env.requestFlush { [logger, weak self] error in
+            logger.error("relaxed-mode sync failed: \(error); the store takes no more saves until it is opened again")
+            guard let self else { return }
+            let reason = StrataError.lmdb(LMDBError(code: error.code, operation: """
+                \(error.operation): the store takes no more saves until it is opened again (then verify it)
+                """))
+            queue.async { self.stopFromQueue(failing: reason) }
+        }
     }
 
     /// Runs `body` on the writer queue between two commits: no save is applied while it runs.

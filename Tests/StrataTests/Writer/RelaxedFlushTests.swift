@@ -158,4 +158,33 @@ import Testing
         // The delayed syncs of closed stores must not touch freed environments.
         try await Task.sleep(for: .milliseconds(50))
     }
+    /// A background flush that fails (the disk reports an I/O error) stops the writer: the next
+    /// saves are refused with the flush's error, while the store can still be read. It went on
+    /// acknowledging saves over pages the kernel may have dropped.
+    @Test func aFailedFlushStopsTheWriter() async throws {
+        let dir = temporaryDirectory("relaxed-flush-failed")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try Store.open(at: dir, schema: try librarySchema(), configuration: relaxed(intervalMs: 1))
+        defer { store.close() }
+        store.env.flushErrorForTesting.withLock { $0 = EIO }
+        try await Task.sleep(for: .milliseconds(5))
+        _ = try store.saveAndWait { $0.insert(Genre(name: "before the failed flush")) }
+        store.env.waitForFlushes()
+        var refused: Error?
+        for i in 0..<200 where refused == nil {
+            do {
+                _ = try store.saveAndWait { $0.insert(Genre(name: "after \(i)")) }
+                try await Task.sleep(for: .milliseconds(5))
+            } catch {
+                refused = error
+            }
+        }
+        guard case StrataError.lmdb(let e)? = refused else {
+            Issue.record("saves went on after a failed flush: \(String(describing: refused))")
+            return
+        }
+        #expect(e.code == EIO && e.operation.contains("takes no more saves"), "\(e)")
+        #expect(try store.mainContext.fetch(Genre.self).contains { $0.name == "before the failed flush" })
+        store.env.flushErrorForTesting.withLock { $0 = nil }
+    }
 }
