@@ -203,7 +203,7 @@ struct ImportCommand: AsyncParsableCommand {
             print("imported \(summary.records) records in \(summary.transactions) transaction(s) in " +
                   "\(String(format: "%.2f", summary.seconds)) s (\(rate) records/s, \(summary.mode.rawValue)" +
                   "\(summary.inMemory ? ", in memory" : "")\(summary.oneTransaction ? ", one transaction" : "")), " +
-                  "import id \(summary.importID)")
+                  "import id \(EchoedText.escaped(summary.importID))")
             if summary.rejected > 0 {
                 print("rejected \(summary.rejected) record(s), see \(rejects ?? "the rejects file")")
             }

@@ -106,10 +106,14 @@ struct DiffCommand: AsyncParsableCommand {
                 guard let e = store.schema.entity(tag: id.entityTag) else { continue }
                 let old = try before.record(id), new = try after.record(id)
                 var attrs: [(String, JSONValue)] = []
+                // For the text: the values as `show` and `history` print them (control characters
+                // escaped the same way), not as JSON.
+                var changed: [(name: String, old: Value, new: Value)] = []
                 if let old, let new {
                     for a in e.attributes where old.values[a.index] != new.values[a.index] {
                         attrs.append((a.name, .object([("old", ValueConversion.json(old.values[a.index])),
                                                        ("new", ValueConversion.json(new.values[a.index]))])))
+                        changed.append((a.name, old.values[a.index], new.values[a.index]))
                     }
                 }
                 var rels: [(String, JSONValue)] = []
@@ -131,7 +135,7 @@ struct DiffCommand: AsyncParsableCommand {
                                        ("change", .string(change)), ("attributes", .object(attrs)),
                                        ("relationships", .object(rels))]))
                 } else {
-                    let detail = attrs.map { "\($0.0): \($0.1["old"]!.serialized) → \($0.1["new"]!.serialized)" }
+                    let detail = changed.map { "\($0.name): \($0.old) → \($0.new)" }
                         + rels.map { "\($0.0) +\(countOf($0.1["added"])) -\(countOf($0.1["removed"]))" }
                     print("\(change)\t\(e.name) \(id)\t\(detail.joined(separator: ", "))")
                 }

@@ -177,6 +177,31 @@ import Testing
             #expect(!output.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" && $0 != "\t" }, "raw control characters in \(output.debugDescription)")
         }
         #expect(try await storectl("log", store).stdout.contains(#"importID=id\u{1B}[2J"#))
+        // `diff` prints changed values as `show` does (it printed them as JSON, C1 characters and
+        // DEL raw), and `import` its summary's import id escaped (it was printed raw).
+        let rename = dir.appendingPathComponent("rename.ndjson")
+        try Data(#"{"entity":"Genre","name":"p\u009b31mq\u007fr\u0085s"}"#.utf8 + Data("\n".utf8)).write(to: rename)
+        let imported = try await storectl("import", store, rename.path, "--import-id", "again\u{1B}[2J\u{9B}")
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(imported.stdout.contains(#"import id again\u{1B}[2J\u{9B}"#), "\(imported.stdout)")
+        let renamed = try await storectl("query", store, "--entity", "Genre", "--json")
+        let ids = renamed.stdout.split(separator: "\n").compactMap { line -> String? in
+            guard let v = try? JSONValue.parse(String(line)), case .string(let name)? = v["name"],
+                  name.hasPrefix("p"), case .string(let id)? = v["id"] else { return nil }
+            return id
+        }
+        let renamedID = try #require(ids.first)
+        let move = dir.appendingPathComponent("move.ndjson")
+        try Data((#"{"entity":"Genre","id":"\#(renamedID)","name":"plain\u0085"}"# + "\n").utf8).write(to: move)
+        #expect(try await storectl("import", store, move.path, "--quiet").status == 0)
+        let diff = try await storectl("diff", store, "--from", "2", "--to", "3")
+        #expect(diff.status == 0, "\(diff.stderr)")
+        #expect(!diff.stdout.unicodeScalars.contains { ($0.value < 0x20 && $0 != "\n" && $0 != "\t")
+                    || (0x7F...0x9F).contains($0.value) }, "raw control characters in \(diff.stdout.debugDescription)")
+        #expect(diff.stdout.contains(#"\u{9B}31mq\u{7F}r\u{85}s"#) && diff.stdout.contains(#"plain\u{85}"#),
+                "\(diff.stdout)")
+        let show = try await storectl("show", store, "3")
+        #expect(show.stdout.contains(#"plain\u{85}"#), "diff and show print the value alike: \(show.stdout)")
     }
 
     /// An unknown `log --entity` is a usage error (64), as in `query`, `export` and `replay`.
