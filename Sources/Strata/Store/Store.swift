@@ -480,7 +480,11 @@ public final class Store: Sendable {
                   !configuration.readOnly else { throw StrataError.notAStore(path: path, reason: "no Strata metadata") }
             let empty = try env.read { try $0.entryCount(env[.log]) == 0 && $0.entryCount(env[.objects]) == 0 }
             guard empty else { throw StrataError.notAStore(path: path, reason: "data without Strata metadata") }
-            try writeMeta(env: env, schema: appSchema)
+            // Another process creating the same store at this moment may have written its
+            // metadata since the read above: then the store is checked against that one.
+            guard try writeMeta(env: env, schema: appSchema) else {
+                return try prepareMeta(env: env, path: path, appSchema: appSchema, configuration: configuration)
+            }
             return appSchema
         }
         guard MetaKey.readableFormats.contains(stored.format) else {
@@ -529,9 +533,13 @@ public final class Store: Sendable {
         return appSchema
     }
 
-    static func writeMeta(env: LMDBEnvironment, schema: Schema) throws {
+    /// Writes a new store's metadata for `schema`, in one write transaction that first checks
+    /// none is there: false (nothing written) when another process wrote its own first.
+    @discardableResult
+    static func writeMeta(env: LMDBEnvironment, schema: Schema) throws -> Bool {
         precondition(!env.options.readOnly)
-        try env.write { txn in
+        return try env.write { txn in
+            if try txn.withValue(env[.meta], key: MetaKey.format, { _ in true }) == true { return false }
             try txn.put(env[.meta], key: MetaKey.format, value: MetaKey.formatValue(MetaKey.storeFormat))
             let json = Array(schema.canonicalJSON.utf8)
             try txn.put(env[.meta], key: MetaKey.schema, value: json)
@@ -545,6 +553,7 @@ public final class Store: Sendable {
             var created = ByteWriter(capacity: 8)
             created.u64(UInt64(Date().timeIntervalSince1970 * 1000))
             try txn.put(env[.meta], key: MetaKey.created, value: created.bytes)
+            return true
         }
     }
 
