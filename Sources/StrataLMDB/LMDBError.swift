@@ -12,13 +12,24 @@ public struct LMDBError: Error, Sendable, Equatable, CustomStringConvertible {
     /// LMDB's text for ``code`` (`mdb_strerror`).
     public var message: String { String(cString: mdb_strerror(code)) }
 
-    /// The error as `operation failed: message (code N)`, with what to do for a full reader table.
+    /// The error as `operation failed: message (code N)`, with what to do for a full reader table
+    /// and for an environment liblmdb gave up on.
     public var description: String {
         let text = "\(operation) failed: \(message) (code \(code))"
+        if isPanic {
+            // liblmdb sets it when writing a commit's meta page failed: that write may still have
+            // reached the disk, and nothing more is done through this environment.
+            return text + "; a write of the store's meta page failed earlier in this process, so the last commit "
+                + "may or may not be on disk: close the store and open it again (then verify it)"
+        }
         guard isReadersFull else { return text }
         return text + "; every reader slot of the store is taken (they are shared by every process using it): " +
             "close snapshots or raise StoreConfiguration.maxReaders"
     }
+
+    /// liblmdb gave up on the environment (`MDB_PANIC`): a commit's meta page could not be
+    /// written; every later transaction of this process fails until the store is reopened.
+    package var isPanic: Bool { code == MDB_PANIC }
 
     package init(code: Int32, operation: String) {
         self.code = code

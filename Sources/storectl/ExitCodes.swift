@@ -58,7 +58,8 @@ enum Exit {
     }
 
     static func code(forLMDB e: LMDBError) -> Int32 {
-        if e.isMapFull { return ioError }
+        // A panic follows a failed write of a commit's meta page: an I/O error.
+        if e.isMapFull || e.isPanic { return ioError }
         if e.isReadersFull { return tempFailure }
         // liblmdb found a page it cannot use, a file of another format, a key of an impossible
         // size: a damaged store.
