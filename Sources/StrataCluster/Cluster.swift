@@ -208,13 +208,7 @@ public enum Cluster {
             throw StrataError.lmdb(LMDBError(code: code, operation: "rename \(made.path) to \(path)"))
         }
         // The replica's entry made durable in its parent, as a store's creation does.
-        let parentFD = open(parent.isEmpty ? "." : parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard parentFD >= 0, fsync(parentFD) == 0 else {
-            let code = errno
-            if parentFD >= 0 { close(parentFD) }
-            throw StrataError.lmdb(LMDBError(code: code, operation: "sync the directory \(parent)"))
-        }
-        close(parentFD)
+        try StoreDirectory.syncDirectory(parent.isEmpty ? "." : parent)
         let store = try Store.openExisting(at: URL(fileURLWithPath: path), configuration: configuration)
         guard try store.replicaClusterID == cluster.id else {
             store.close()

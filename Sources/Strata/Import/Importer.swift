@@ -768,24 +768,16 @@ public final class Importer: Sendable {
         var results = await f.task.value
         while true {
             var resubmitFrom: Int?
+            // Every batch saved is counted before anything else can fail (writing the rejects
+            // found before one, on a full disk): the error then says they were written. (Saved
+            // in order, stopping at the first failure: the saved ones come first.)
+            for (batch, result) in zip(batches, results) {
+                guard case .success(let tx) = result else { continue }
+                if s.held == nil { s.committed(tx) }
+                s.written += batch.count
+            }
             for (i, batch) in batches.enumerated() {
-                // A committed batch is counted before anything else can fail (writing the rejects
-                // found before it, on a full disk): the error then says it was written.
-                if case .success(let tx) = results[i] {
-                    if s.held == nil { s.committed(tx) }
-                    s.written += batch.count
-                }
-                do {
-                    for (reason, raw) in batch.earlyRejects { try rejects?.write(reason: reason, raw: raw) }
-                } catch {
-                    // The batches after it committed too (they were saved together): counted.
-                    for j in (i + 1)..<batches.count {
-                        guard case .success(let tx) = results[j] else { continue }
-                        if s.held == nil { s.committed(tx) }
-                        s.written += batches[j].count
-                    }
-                    throw error
-                }
+                for (reason, raw) in batch.earlyRejects { try rejects?.write(reason: reason, raw: raw) }
                 switch results[i] {
                 case .success:
                     continue

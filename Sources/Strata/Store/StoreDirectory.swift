@@ -15,7 +15,7 @@ import Glibc
 /// refuse to switch while another process has the store open (it would go on using the old
 /// generation); the shared lock is how they know, and taking it exclusively for the switch keeps
 /// new openers out until `current` points at the new generation.
-struct StoreDirectory {
+package struct StoreDirectory {
     let path: String
     /// The modes of the directories made here and the checks of those found
     /// (``StorePermissions``).
@@ -191,7 +191,7 @@ struct StoreDirectory {
     func syncDirectory() throws { try Self.syncDirectory(path) }
 
     /// fsyncs the directory at `path`, retrying when interrupted.
-    static func syncDirectory(_ path: String) throws {
+    package static func syncDirectory(_ path: String) throws {
         if failDirectorySyncForTesting.withLock({ $0 == path }) {
             throw StrataError.lmdb(LMDBError(code: EIO, operation: "fsync \(path)"))
         }
