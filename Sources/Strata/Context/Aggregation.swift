@@ -162,8 +162,10 @@ struct Aggregation {
         }
 
         var rows: [AggregateRow] {
-            zip(keys, states).map { AggregateRow(group: $0, count: $1.count, values: $1.results()) }
-                .sorted { Value.compare($0.group, $1.group) < 0 }
+            get throws {
+                try zip(keys, states).map { AggregateRow(group: $0, count: $1.count, values: try $1.results()) }
+                    .sorted { Value.compare($0.group, $1.group) < 0 }
+            }
         }
     }
 
@@ -191,7 +193,7 @@ struct Aggregation {
         }
         if key == nil, groups.keys.isEmpty { _ = groups.slot(.null) }
         // A target whose objects all failed the filter has a slot but no group.
-        return groups.rows.filter { $0.count > 0 || key == nil }
+        return try groups.rows.filter { $0.count > 0 || key == nil }
     }
 
     /// The attributes of the entity the functions and the group key read (the others need not be
@@ -319,9 +321,14 @@ struct Accumulator {
     enum State {
         case countValues(Int)
         case least(Value?), greatest(Value?)
-        case intSum(Int64), doubleSum(Double), decimalSum(Decimal)
+        /// Int sums are kept in 128 bits and doubles also scaled down by 2^64, so that only the
+        /// total, not a running sum on the way to it, may be past what the result holds (a sum
+        /// must not fail or not by the order of its terms).
+        case intSum(Int128), doubleSum(Double, scaled: Double), decimalSum(Decimal)
+        /// A decimal sum that needed more than 38 digits on the way (``ExactDecimalSum``).
+        case exactDecimalSum(ExactDecimalSum)
         /// The sum, the count, and the running mean (the answer when the sum overflows).
-        case mean(Double, Int, Double), decimalMean(Decimal, Int)
+        case mean(Double, Int, Double), decimalMean(Decimal, Int), exactDecimalMean(ExactDecimalSum, Int)
     }
 
     let functions: [AggregateFunction]
@@ -341,7 +348,7 @@ struct Accumulator {
                 switch e.attributes[a].type {
                 case .int: .intSum(0)
                 case .decimal: .decimalSum(0)
-                default: .doubleSum(0)
+                default: .doubleSum(0, scaled: 0)
                 }
             case .average(let a): e.attributes[a].type == .decimal ? .decimalMean(0, 0) : .mean(0, 0, 0)
             }
@@ -365,30 +372,52 @@ struct Accumulator {
             case (.least(let m), _): if m.map({ Value.compare(v, $0) < 0 }) ?? true { states[k] = .least(v) }
             case (.greatest(let m), _): if m.map({ Value.compare(v, $0) > 0 }) ?? true { states[k] = .greatest(v) }
             case (.intSum(let t), .int(let x)):
-                let (s, overflow) = t.addingReportingOverflow(x)
-                guard !overflow else {
-                    throw StrataError.invalidQuery(entity: entity.name,
-                                                   reason: "the sum of '\(entity.attributes[a].name)' exceeds Int64")
+                // 2^63 terms of at most 2^63 each stay below 2^127.
+                states[k] = .intSum(t + Int128(x))
+            case (.doubleSum(let t, let scaled), .double(let x)):
+                states[k] = .doubleSum(t + x, scaled: scaled + x * Self.scaleDown)
+            case (.decimalSum(let t), .decimal(let x)):
+                if let sum = Self.shortSum(t, x) {
+                    states[k] = .decimalSum(sum)
+                } else {
+                    states[k] = .exactDecimalSum(Self.exact(t, x))
                 }
-                states[k] = .intSum(s)
-            case (.doubleSum(let t), .double(let x)): states[k] = .doubleSum(try finiteSum(t + x, a))
-            case (.decimalSum(let t), .decimal(let x)): states[k] = .decimalSum(try exactSum(t, x, a))
+            case (.exactDecimalSum(var sum), .decimal(let x)):
+                sum.add(DecimalNumber(x) ?? .zero)
+                states[k] = .exactDecimalSum(sum)
             case (.mean(let t, let n, let m), .int(let x)): states[k] = .mean(t + Double(x), n + 1, Self.mean(m, Double(x), n + 1))
             case (.mean(let t, let n, let m), .double(let x)): states[k] = .mean(t + x, n + 1, Self.mean(m, x, n + 1))
-            case (.decimalMean(let t, let n), .decimal(let x)): states[k] = .decimalMean(try exactSum(t, x, a), n + 1)
+            case (.decimalMean(let t, let n), .decimal(let x)):
+                if let sum = Self.shortSum(t, x) {
+                    states[k] = .decimalMean(sum, n + 1)
+                } else {
+                    states[k] = .exactDecimalMean(Self.exact(t, x), n + 1)
+                }
+            case (.exactDecimalMean(var sum, let n), .decimal(let x)):
+                sum.add(DecimalNumber(x) ?? .zero)
+                states[k] = .exactDecimalMean(sum, n + 1)
             default: continue
             }
         }
     }
 
-    /// A running sum of doubles, or an error once it overflows (an infinite sum has no JSON
-    /// form, and printed as null, "no value"), as an int sum past Int64 is one.
-    private func finiteSum(_ sum: Double, _ a: Int) throws -> Double {
-        guard sum.isFinite else {
+    /// 2^-64: a double sum is also kept scaled by it, which no sum of fewer than 2^64 doubles
+    /// overflows. (Scaling is exact but for terms below 2^-958, which a total past the largest
+    /// double cannot notice.)
+    private static let scaleDown = Double(sign: .plus, exponent: -64, significand: 1)
+
+    /// The total of a double sum: the plain sum when it stayed finite on the way; otherwise the
+    /// scaled one scaled back, or an error when the total itself is past what a double holds (an
+    /// infinite sum has no JSON form, and printed as null, "no value"), as an int sum past Int64
+    /// is one.
+    private func doubleTotal(_ t: Double, scaled: Double, _ a: Int) throws -> Double {
+        if t.isFinite { return t }
+        let total = scaled * Double(sign: .plus, exponent: 64, significand: 1)
+        guard total.isFinite else {
             throw StrataError.invalidQuery(entity: entity.name,
                                            reason: "the sum of '\(entity.attributes[a].name)' exceeds what a double holds")
         }
-        return sum
+        return total
     }
 
     /// The mean of `n` values from the mean `m` of the first `n - 1` and the last `x`, without
@@ -399,28 +428,55 @@ struct Accumulator {
         min(max(m - m / Double(n) + x / Double(n), min(m, x)), max(m, x))
     }
 
-    /// `t + x` exactly, or an error when it needs more than 38 significant digits.
-    private func exactSum(_ t: Decimal, _ x: Decimal, _ a: Int) throws -> Decimal {
+    /// `t + x` exactly when it has at most 38 significant digits (Foundation's `Decimal`, the
+    /// common case); nil otherwise.
+    private static func shortSum(_ t: Decimal, _ x: Decimal) -> Decimal? {
         var sum = Decimal(), l = t, r = x
         let status = NSDecimalAdd(&sum, &l, &r, .plain)
         guard status == .noError, DecimalNumber(sum).map({ $0.digits.count <= DecimalNumber.maxDigits }) ?? false else {
-            throw StrataError.invalidQuery(entity: entity.name, reason: "the sum of '\(entity.attributes[a].name)' needs " +
-                                           "more than \(DecimalNumber.maxDigits) significant digits to be exact")
+            return nil
         }
         return sum
     }
 
-    func results() -> [Value] {
-        states.map { state in
+    /// `t + x` in an ``ExactDecimalSum``, for a sum past 38 digits.
+    private static func exact(_ t: Decimal, _ x: Decimal) -> ExactDecimalSum {
+        var sum = ExactDecimalSum()
+        sum.add(DecimalNumber(t) ?? .zero)
+        sum.add(DecimalNumber(x) ?? .zero)
+        return sum
+    }
+
+    /// Each function's result, in order.
+    /// - Throws: ``StrataError/invalidQuery(entity:reason:)`` for a sum whose total is past what
+    ///   its type holds: an int sum past Int64, a double sum past the largest double, a decimal
+    ///   sum that needs more than 38 significant digits.
+    func results() throws -> [Value] {
+        try zip(states, functions).map { state, f in
+            let name = entity.attributes[Self.attribute(f)].name
             switch state {
-            case .countValues(let n): .int(Int64(n))
-            case .least(let v), .greatest(let v): v ?? .null
-            case .intSum(let t): .int(t)
-            case .doubleSum(let t): .double(t)
-            case .decimalSum(let t): .decimal(t)
+            case .countValues(let n): return .int(Int64(n))
+            case .least(let v), .greatest(let v): return v ?? .null
+            case .intSum(let t):
+                guard let sum = Int64(exactly: t) else {
+                    throw StrataError.invalidQuery(entity: entity.name, reason: "the sum of '\(name)' exceeds Int64")
+                }
+                return .int(sum)
+            case .doubleSum(let t, let scaled): return .double(try doubleTotal(t, scaled: scaled, Self.attribute(f)))
+            case .decimalSum(let t): return .decimal(t)
+            case .exactDecimalSum(let sum):
+                let total = sum.total
+                guard (try? total.checked("")) != nil else {
+                    throw StrataError.invalidQuery(entity: entity.name, reason: "the sum of '\(name)' needs " +
+                                                   "more than \(DecimalNumber.maxDigits) significant digits to be exact")
+                }
+                return .decimal(total.decimal)
             // The sum over the count, as SQL's AVG; the running mean where the sum overflowed.
-            case .mean(let t, let n, let m): n == 0 ? .null : .double(t.isFinite ? t / Double(n) : m)
-            case .decimalMean(let t, let n): n == 0 ? .null : .decimal(Self.quotient(t, n))
+            case .mean(let t, let n, let m): return n == 0 ? .null : .double(t.isFinite ? t / Double(n) : m)
+            case .decimalMean(let t, let n): return n == 0 ? .null : .decimal(Self.quotient(t, n))
+            // The exact sum divided and rounded once (``DecimalNumber/divided(by:)`` takes any
+            // number of digits).
+            case .exactDecimalMean(let sum, let n): return n == 0 ? .null : .decimal(sum.total.divided(by: n).decimal)
             }
         }
     }

@@ -57,13 +57,49 @@ struct HeldRecords {
         return ready
     }
 
-    /// Every record still held, in input order, emptying the list (at the end of the input: the
-    /// records left wait for each other, so they are saved together).
-    mutating func drain() -> [Entry] {
+    /// Every record still held, emptying the list, in groups that must be saved together (at the
+    /// end of the input the records left wait for each other, or for a target that never came):
+    /// the records joined by what one waits for and another is, each group in input order, the
+    /// groups in the input order of their first records. A record waiting for a target no held
+    /// record gives is in a group of its own (unless another waits for it), so a refusal of it
+    /// leaves the other groups alone.
+    mutating func drain() -> [[Entry]] {
         defer {
             entries = [:]
             waiting = [:]
         }
-        return entries.sorted { $0.key < $1.key }.map(\.value.entry)
+        let held = entries.sorted { $0.key < $1.key }.map(\.value)
+        var byAlias: [UInt64: Int] = [:]
+        for (i, h) in held.enumerated() {
+            for alias in h.entry.aliases { byAlias[alias] = i }
+        }
+        // Union-find over the held records.
+        var parent = Array(held.indices)
+        func root(_ i: Int) -> Int {
+            var r = i
+            while parent[r] != r { r = parent[r] }
+            var j = i
+            while parent[j] != r {
+                let next = parent[j]
+                parent[j] = r
+                j = next
+            }
+            return r
+        }
+        for (i, h) in held.enumerated() {
+            for d in h.missing {
+                guard let j = byAlias[d] else { continue }
+                let (a, b) = (root(i), root(j))
+                if a != b { parent[max(a, b)] = min(a, b) }
+            }
+        }
+        var groups: [Int: [Entry]] = [:]
+        var order: [Int] = []
+        for (i, h) in held.enumerated() {
+            let r = root(i)
+            if groups[r] == nil { order.append(r) }
+            groups[r, default: []].append(h.entry)
+        }
+        return order.compactMap { groups[$0] }
     }
 }

@@ -96,15 +96,28 @@ public final class Importer: Sendable {
                     state = newState()
                 }
             }
-            if !inline && !oneTransaction {
+            var inlineDone = false
+            if inline {
+                do {
+                    try await write(&state, rejects: nil, checking: true)
+                    try await linkDeferred(&state, rejects: nil)
+                    inlineDone = true
+                } catch is NotInOneTransaction {
+                    // A reference linked to an object of the store whose key a later record
+                    // gives: two passes (which know every key first) decide where it goes.
+                    // Nothing of the load is seen before its switch: it is dropped whole.
+                    if let flight = state.bulkFlight { _ = try? await flight.task.value }
+                    state.bulk?.abandon()
+                    state = newState()
+                }
+            }
+            if !inlineDone && !oneTransaction {
                 try validate(&state)
                 if !state.issues.isEmpty && !options.continueOnError { throw state.failure() }
                 state.bulk = try await startBulkLoad(&state)
                 // Created once the import can go ahead: an existing file is emptied only then.
                 rejects = try options.rejectsPath.map { try RejectsWriter(path: $0) }
-            }
-            if !oneTransaction {
-                try await write(&state, rejects: rejects, checking: inline)
+                try await write(&state, rejects: rejects, checking: false)
                 try await linkDeferred(&state, rejects: rejects)
             }
             if let bulk = state.bulk {
@@ -268,12 +281,12 @@ public final class Importer: Sendable {
                     } catch StrataError.validation {
                         var written = 0
                         var refused: [(index: Int, failure: ValidationFailure)] = []
-                        for (i, changes) in batch.perRecord.enumerated() {
+                        for (changes, items) in batch.perUnit {
                             do {
                                 _ = try w.save(changes, author: author, metadata: metadata, isolated: true)
-                                written += 1
+                                written += items.count
                             } catch StrataError.validation(let failure) {
-                                refused.append((i, failure))
+                                for i in items { refused.append((i, failure)) }
                             }
                         }
                         outcomes.append((written, refused))
@@ -351,9 +364,9 @@ public final class Importer: Sendable {
     /// Whether the store has `target`, for a reference the import has not written (by any of
     /// the keys of its written records): the live store, which for a bulk import is the state
     /// its load started from. (What the import itself wrote is known by its keys, so the new
-    /// generation need not be asked; the one difference: a reference to a unique key that an
-    /// earlier record of the import took away from its object finds that object here, where an
-    /// incremental import, reading the store after that record, would not.)
+    /// generation need not be asked, unless a record of the import may have taken a unique key
+    /// of the target's entity away from an object of the store: then the new generation is asked,
+    /// ``BulkLoad/resolves(_:)``.)
     private func storeHas(_ target: ObjectReference) throws -> Bool {
         try store.read { try $0.resolve(target) } != nil
     }
@@ -553,16 +566,14 @@ public final class Importer: Sendable {
                         continue
                     }
                     record = checked
-                    if s.held != nil {
-                        // A key an earlier record was linked to in the store, given by this
-                        // record: two passes would have linked that record after this one.
-                        if !s.linkedFromStore.isEmpty,
-                           record.aliases.contains(where: { s.linkedFromStore.contains(ImportRecord.digest($0)) }) {
-                            throw NotInOneTransaction()
-                        }
-                        // A file that grew past the limit since its size was taken.
-                        if it.bytesRead > options.oneTransactionMaxInputBytes { throw NotInOneTransaction() }
+                    // A key an earlier record was linked to in the store, given by this record:
+                    // two passes would have linked that record after this one.
+                    if !s.linkedFromStore.isEmpty,
+                       record.aliases.contains(where: { s.linkedFromStore.contains(ImportRecord.digest($0)) }) {
+                        throw NotInOneTransaction()
                     }
+                    // A file that grew past the limit since its size was taken.
+                    if s.held != nil, it.bytesRead > options.oneTransactionMaxInputBytes { throw NotInOneTransaction() }
                 } else {
                     if let reason = s.rejected[item.location] {
                         batch.earlyRejects.append((reason, item.raw))
@@ -594,18 +605,51 @@ public final class Importer: Sendable {
                             // while the input is read. (One later in the input is linked once it
                             // is written; looking for it here would wait, and the link would be
                             // the same.)
-                            if case .unique(let tag, _, _) = t,
-                               ready.contains(where: { $0.movesKeysOf.contains(tag) })
-                                || inFlight?.movesKeysOf.contains(tag) == true {
-                                try await queue(nil, &ready, &inFlight, &finished, &s, rejects: rejects,
-                                                bytes: it.bytesRead, last: true)
-                                try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
+                            // The records before this one in the batch being built count too:
+                            // where the batches end must not change what a reference finds.
+                            if case .unique(let tag, _, _) = t, let bulk = s.bulk {
+                                // A bulk import reads the store as its load found it, unless a
+                                // record of the import may have moved a key of the entity: then
+                                // the new generation is asked, once every record before this
+                                // one is saved there.
+                                if s.keysMoved.contains(tag) {
+                                    if batch.movesKeysOf.contains(tag)
+                                        || s.bulkPending.contains(where: { $0.movesKeysOf.contains(tag) }) {
+                                        if batch.count > 0 {
+                                            try await queue(batch, &ready, &inFlight, &finished, &s, rejects: rejects,
+                                                            bytes: it.bytesRead)
+                                            batch = Batch()
+                                        }
+                                        try await flushBulk(&s, rejects: rejects, bytes: it.bytesRead)
+                                    }
+                                    try await landBulk(&s, rejects: rejects, bytes: it.bytesRead)
+                                    present = try await bulk.resolves(t)
+                                } else {
+                                    present = try storeHas(t)
+                                }
+                            } else {
+                                if s.held == nil, case .unique(let tag, _, _) = t,
+                                   batch.movesKeysOf.contains(tag)
+                                    || ready.contains(where: { $0.movesKeysOf.contains(tag) })
+                                    || inFlight?.movesKeysOf.contains(tag) == true {
+                                    if batch.count > 0 {
+                                        try await queue(batch, &ready, &inFlight, &finished, &s, rejects: rejects,
+                                                        bytes: it.bytesRead)
+                                        batch = Batch()
+                                    }
+                                    try await queue(nil, &ready, &inFlight, &finished, &s, rejects: rejects,
+                                                    bytes: it.bytesRead, last: true)
+                                    try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
+                                }
+                                present = try storeHas(t)
                             }
-                            present = try storeHas(t)
-                            // In one pass, a key not read yet may still come later in the input,
+                            // In one pass (in one transaction, or a bulk import checking as it
+                            // writes), a key not read yet may still come later in the input,
                             // where two passes would have waited for that record: noted, and met
-                            // again below, it sends the import back to two passes.
-                            if present, s.held != nil { s.linkedFromStore.insert(ImportRecord.digest(t)) }
+                            // again above, it sends the import back to two passes.
+                            if present, s.held != nil || (checking && s.bulk != nil) {
+                                s.linkedFromStore.insert(ImportRecord.digest(t))
+                            }
                         }
                         if present {
                             changes.append(.link(relationship: r.tag, from: .id(id), to: t))
@@ -631,6 +675,7 @@ public final class Importer: Sendable {
                 for record in held.add(entry, missing: missing) {
                     for alias in record.aliases { s.writtenKeys.insert(alias) }
                     batch.add(record.changes, item: record.item, schema: store.schema)
+                    s.keysMoved.formUnion(batch.movesKeysOf)
                     // The store's answers for later references would not see the keys this
                     // record may take from an object: read again, in two passes.
                     if s.held != nil, !batch.movesKeysOf.isEmpty { throw NotInOneTransaction() }
@@ -645,9 +690,18 @@ public final class Importer: Sendable {
                 if s.issueCount > 0 { throw s.failure() }
             }
             // Records whose required references form a cycle: saved together, in one batch.
-            for record in held.drain() {
-                for alias in record.aliases { s.writtenKeys.insert(alias) }
-                batch.add(record.changes, item: record.item, schema: store.schema)
+            // Each group of records that wait for each other is one unit of a batch; a batch
+            // ends after the group that fills it (a group is never split).
+            for group in held.drain() {
+                for record in group {
+                    for alias in record.aliases { s.writtenKeys.insert(alias) }
+                }
+                batch.add(unit: group, schema: store.schema)
+                s.keysMoved.formUnion(batch.movesKeysOf)
+                if batch.count >= options.batchSize || batch.bytes >= options.maxBatchBytes {
+                    try await queue(batch, &ready, &inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
+                    batch = Batch()
+                }
             }
             // The last batch (when it has records), and the batches still queued, are submitted.
             try await queue(batch.count > 0 ? batch : nil, &ready, &inFlight, &finished, &s, rejects: rejects,
@@ -782,15 +836,17 @@ public final class Importer: Sendable {
                 case .success:
                     continue
                 case .failure(StrataError.validation) where options.continueOnError:
-                    for (changes, item) in zip(batch.perRecord, batch.items) {
+                    for (changes, items) in batch.perUnit {
                         do {
                             s.committed(try await store.save(changes, author: options.author, metadata: metadata[i]))
-                            s.written += 1
+                            s.written += items.count
                         } catch StrataError.validation(let failure) {
-                            let issue = ImportIssue(file: s.files[item.fileIndex], line: item.line,
-                                                    field: failure.field, reason: failure.reason)
-                            s.reject(item.location, issue)
-                            try rejects?.write(reason: issue.description, raw: item.raw)
+                            for item in batch.items[items] {
+                                let issue = ImportIssue(file: s.files[item.fileIndex], line: item.line,
+                                                        field: failure.field, reason: failure.reason)
+                                s.reject(item.location, issue)
+                                try rejects?.write(reason: issue.description, raw: item.raw)
+                            }
                         }
                     }
                     resubmitFrom = i + 1
@@ -933,6 +989,31 @@ private struct Batch: Sendable {
         spans.map { ChangeSet(operations: Array(recordOps[$0.records]) + Array(linkOps[$0.links])) }
     }
 
+    /// The records that must be saved together, as ranges of ``items``: one record each, but
+    /// records whose required references form a cycle (``HeldRecords/drain()``) are one unit.
+    private(set) var units: [Range<Int>] = []
+
+    /// Each unit's change set (its records' own operations, then their relationship operations,
+    /// as ``changes`` orders a batch), with the unit's range of ``items``: what a batch refused
+    /// with ``ImportOptions/continueOnError`` is saved again by.
+    var perUnit: [(changes: ChangeSet, items: Range<Int>)] {
+        units.map { unit in
+            var ops: [ChangeSet.Operation] = []
+            for i in unit { ops.append(contentsOf: recordOps[spans[i].records]) }
+            for i in unit { ops.append(contentsOf: linkOps[spans[i].links]) }
+            return (ChangeSet(operations: ops), unit)
+        }
+    }
+
+    /// Adds records that are saved together (``units``), each as ``add(_:item:schema:)`` adds one.
+    mutating func add(unit: [HeldRecords.Entry], schema: Schema) {
+        guard !unit.isEmpty else { return }
+        let start = items.count
+        for r in unit { add(r.changes, item: r.item, schema: schema) }
+        units.removeLast(unit.count)
+        units.append(start..<items.count)
+    }
+
     /// Every record's operations in one change set: the records first, then the links in input
     /// order, so that records written together because their required references form a cycle
     /// find each other. Each call builds it again: call it once a save.
@@ -979,6 +1060,7 @@ private struct Batch: Sendable {
             }
         }
         spans.append((records..<recordOps.count, links..<linkOps.count))
+        units.append(items.count..<items.count + 1)
         // The raw line is kept only where a rejects file may need it.
         items.append((item.raw, item.fileIndex, item.line, item.location))
     }
@@ -987,7 +1069,9 @@ private struct Batch: Sendable {
 /// Thrown out of an import in one pass where two passes could answer differently (a record that
 /// may take a unique key away from an object of the store, ``Batch/movesKeysOf``; a key an
 /// earlier reference was linked to in the store; a refusal after such a link; a replica's
-/// writer; an input grown past the limit): the import starts again in two passes.
+/// writer; an input grown past the limit): the import starts again in two passes. A bulk import
+/// checking its records as it writes them starts again for a key an earlier reference was
+/// linked to in the store.
 private struct NotInOneTransaction: Error {}
 
 /// A reference to a key the input had not given yet where it was read: checked at the end of
@@ -1045,6 +1129,9 @@ private struct ImportState {
     /// input had given them. A record giving one of them later sends the import back to two
     /// passes, which would have linked the reference after that record.
     var linkedFromStore: Set<UInt64> = []
+    /// Entities of which a record of this import may have taken a unique key away from an object
+    /// of the store (``Batch/movesKeysOf`` of every batch so far).
+    var keysMoved: Set<UInt16> = []
     /// A bulk import's batches not saved yet, and their records.
     var bulkPending: [Batch] = []
     var bulkPendingRecords = 0

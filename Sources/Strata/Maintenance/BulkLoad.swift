@@ -126,6 +126,33 @@ final class BulkLoad: Sendable {
         }
     }
 
+    /// Whether `ref` names an object of the new generation as the writes that reached the load's
+    /// queue before this call left it: for an import whose earlier records may have taken a
+    /// unique key away from an object of the store, where the store the load started from would
+    /// still answer with that object.
+    func resolves(_ ref: ObjectReference) async throws -> Bool {
+        precondition(!state.withLock { $0.ended }, "BulkLoad.resolves after the load ended")
+        let env = self.env, schema = store.schema
+        if let memory {
+            return try await onQueue {
+                let applier = BulkMemoryApplier(state: memory, transactionID: .zero)
+                switch ref {
+                case .id(let id):
+                    return try applier.exists(id)
+                case .unique(let tag, let c, let values):
+                    guard let e = schema.entity(tag: tag), c >= 0, c < e.uniques.count,
+                          values.count == e.uniques[c].attributes.count else { return false }
+                    var key = Layout.u16(e.uniques[c].tag)
+                    for v in values { SortableEncoding.encode(v, into: &key) }
+                    return try applier.uniqueOwner(key) != nil
+                }
+            }
+        }
+        return try await onQueue {
+            try env.read { try ReadView(txn: $0, env: env, schema: schema).resolve(ref) != nil }
+        }
+    }
+
     /// Drops this process's mapping of `env`'s pages (they stay in the page cache): the saves read
     /// the B-trees at random places, and without it a large load would keep most of the new
     /// generation's file resident, as a copy of it would. Only a memory saving: a failure is

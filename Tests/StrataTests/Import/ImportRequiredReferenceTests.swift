@@ -119,6 +119,58 @@ import Testing
         }
     }
 
+    /// Records waiting for each other at the end of the input are saved in groups that respect
+    /// the batch size: two people and their passports, with batches of two, in two transactions
+    /// (they went into one, whatever the batch size).
+    @Test func recordsInCyclesAreSavedInBatchesOfTheirSize() async throws {
+        try await withStore { store, dir in
+            let input = try write([
+                #"{"entity":"Person","name":"Ann","passport":{"number":"P1"}}"#,
+                #"{"entity":"Passport","number":"P1","holder":{"name":"Ann"}}"#,
+                #"{"entity":"Person","name":"Bob","passport":{"number":"P2"}}"#,
+                #"{"entity":"Passport","number":"P2","holder":{"name":"Bob"}}"#,
+            ], dir, "people.ndjson")
+            var options = ImportOptions()
+            options.batchSize = 2
+            options.oneTransactionMaxInputBytes = 0
+            let summary = try await Importer(store: store, options: options).run(files: [input])
+            #expect(summary.records == 4)
+            #expect(summary.transactions == 2)
+            #expect(try store.verify().ok)
+        }
+    }
+
+    /// With errors tolerated, a refused batch is saved again a group at a time: a record whose
+    /// required target was rejected is rejected, and the pairs of records that require each other
+    /// are written (a record at a time, none of them could be, and all were rejected with reasons
+    /// naming targets that were in the input).
+    @Test(arguments: [ImportMode.incremental, .bulk])
+    func aRefusedBatchOfCyclesIsSavedAgainAGroupAtATime(mode: ImportMode) async throws {
+        try await withStore { store, dir in
+            let input = try write([
+                #"{"entity":"Person","name":"Xan","passport":{"number":"PX"}}"#,
+                #"{"entity":"Passport","number":"PX","holder":{"name":"Nobody"}}"#,
+                #"{"entity":"Person","name":"Ann","passport":{"number":"P1"}}"#,
+                #"{"entity":"Passport","number":"P1","holder":{"name":"Ann"}}"#,
+                #"{"entity":"Person","name":"Bob","passport":{"number":"P2"}}"#,
+                #"{"entity":"Passport","number":"P2","holder":{"name":"Bob"}}"#,
+            ], dir, "people.ndjson")
+            var options = ImportOptions()
+            options.mode = mode
+            options.continueOnError = true
+            let summary = try await Importer(store: store, options: options).run(files: [input])
+            #expect(summary.records == 4)
+            #expect(summary.rejected == 2)
+            let names = try store.read { view in
+                try view.fetch(Query(entity: "Person")).compactMap { p -> String? in
+                    if case .string(let n) = p["name"] { n } else { nil }
+                }
+            }
+            #expect(Set(names) == ["Ann", "Bob"])
+            #expect(try store.verify().ok)
+        }
+    }
+
     /// A pet without an owner, or with `"owner": null`, is an input error with its file and line
     /// and the relationship's name; nothing is written.
     @Test func aMissingRequiredReferenceIsFoundWhileValidating() async throws {

@@ -153,4 +153,53 @@ import Testing
             #expect(one.first?.values == [.double(1e308), .double(1e308)])
         }
     }
+    /// A sum is an error only when its total is past what its type holds, never because a
+    /// running sum on the way was: the same values in either order give the same sums (an int
+    /// near Int64's limit, a decimal of 38 nines, doubles near the largest), and a decimal
+    /// average whose sum needs more than 38 digits is the exact sum divided (it failed, in
+    /// one order of the terms and not in the other).
+    @Test(arguments: [false, true])
+    func sumsDoNotDependOnTheOrderOfTheirTerms(reversed: Bool) async throws {
+        let schemaText = #"""
+        {"model":"m","version":1,"entities":[{"name":"R","attributes":[{"name":"k","type":"string"},
+         {"name":"i","type":"int","optional":true},{"name":"m","type":"decimal","optional":true},
+         {"name":"d","type":"double","optional":true}],"uniques":[["k"]]}]}
+        """#
+        let schema = try Schema.parse(Array(schemaText.utf8), source: "v1.json", expectedVersion: 1)
+        let store = try Store.temporary(schema: schema)
+        defer { store.close() }
+        let dir = temporaryDirectory("aggregate-order")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let nines = String(repeating: "9", count: 38)
+        var lines = [
+            #"{"entity":"R","k":"a","i":9223372036854775807,"m":"\#(nines)","d":1.7e308}"#,
+            #"{"entity":"R","k":"b","i":1,"m":"0.5","d":1.7e308}"#,
+            #"{"entity":"R","k":"c","i":-2,"m":"-0.5","d":-1.7e308}"#,
+        ]
+        if reversed { lines.reverse() }
+        _ = try await Importer(store: store).run(files: [try writeInput(lines, in: dir)])
+        let rows = try store.mainContext.aggregate(Query(entity: "R"), groupedBy: nil,
+                                                   [.sum(attribute: 1), .sum(attribute: 2), .sum(attribute: 3),
+                                                    .average(attribute: 2)])
+        let big = try #require(Decimal(string: nines))
+        let third = try #require(Decimal(string: String(repeating: "3", count: 38)))
+        #expect(rows.first?.values == [.int(Int64.max - 1), .decimal(big), .double(1.7e308), .decimal(third)],
+                "\(rows)")
+        // A total past the limits is still refused.
+        let more = try writeInput([#"{"entity":"R","k":"e","i":2,"m":"0.1","d":1.7e308}"#], in: dir, "more.ndjson")
+        _ = try await Importer(store: store).run(files: [more])
+        for (attribute, message) in [(1, "exceeds Int64"), (2, "more than 38 significant digits"),
+                                     (3, "exceeds what a double holds")] {
+            #expect {
+                _ = try store.mainContext.aggregate(Query(entity: "R"), groupedBy: nil, [.sum(attribute: attribute)])
+            } throws: { error in
+                guard case StrataError.invalidQuery(_, let reason) = error else { return false }
+                return reason.contains(message)
+            }
+        }
+        // Its average is the exact sum divided: (10^38 - 1 + 0.1) / 4, rounded to 38 digits.
+        let mean = try store.mainContext.aggregate(Query(entity: "R"), groupedBy: nil, [.average(attribute: 2)])
+        let quarter = try #require(Decimal(string: "25000000000000000000000000000000000000"))
+        #expect(mean.first?.values == [.decimal(quarter)], "\(mean)")
+    }
 }
