@@ -106,8 +106,10 @@ struct JSONArrayReader {
             case .opening:
                 var b = try token()
                 if b == 0xEF {   // a byte order mark: EF BB BF
-                    _ = try byte()
-                    _ = try byte()
+                    guard try byte() == 0xBB, try byte() == 0xBF else {
+                        return stop("expected '[' to open the array (the file starts with a byte 0xEF that " +
+                                    "begins no UTF-8 byte order mark)", at: line)
+                    }
                     b = try token()
                 }
                 guard b == UInt8(ascii: "[") else { return stop("expected '[' to open the array", at: line) }
@@ -165,8 +167,10 @@ struct JSONArrayReader {
                 }
             }
             if size <= maxObjectBytes {
-                // A line break (outside strings, where JSON allows it) becomes a space.
-                bytes.append(b == 0x0A || b == 0x0D ? 0x20 : b)
+                // A line break outside strings, where JSON allows it, becomes a space; one inside a
+                // string stays, and the parser refuses it (JSON escapes it as \n), as it refuses it
+                // in a line of NDJSON.
+                bytes.append((b == 0x0A || b == 0x0D) && !inString ? 0x20 : b)
             } else if !bytes.isEmpty {
                 bytes = []
             }

@@ -122,6 +122,17 @@ struct RecordIterator {
         }
     }
 
+    /// A line over ``ImportOptions/maxLineBytes`` inside a quoted field of the CSV record that
+    /// starts on `line`: the reader skipped its bytes, so where the field closes, and which lines
+    /// after it are records, cannot be told. The import stops there (nothing is written), rather
+    /// than reading the rest of the field as records of their own.
+    private func overlongLineInQuotes(_ line: Int) -> ImportIssue {
+        ImportIssue(file: files[fileIndex], line: reader?.lineNumber ?? line, field: nil,
+                    reason: "a line of more than \(options.maxLineBytes) bytes inside a quoted field of the record " +
+                            "that starts on line \(line): the records after it cannot be told apart (raise the " +
+                            "line limit, or check for a missing closing quote)")
+    }
+
     /// A CSV record that cannot be split into fields: rejected, or, when it is the file's header
     /// (no header read yet), the end of the import, as any problem with the header is (the
     /// next line was taken for the header).
@@ -157,7 +168,9 @@ struct RecordIterator {
                         // whole record is held to `maxLineBytes`, as one line is.
                         var quotes = raw.count(where: { $0 == 0x22 })
                         repeat {
-                            guard case .text(let more)? = try reader!.next() else {
+                            let next = try reader!.next()
+                            if case .tooLong? = next { throw overlongLineInQuotes(line) }
+                            guard case .text(let more)? = next else {
                                 return try unsplit(builder.issue(line, nil, "unterminated quoted field"), raw: raw,
                                                    line: line)
                             }
@@ -166,7 +179,10 @@ struct RecordIterator {
                                 // records of its own: skipped (counting quotes, not held) until
                                 // the quote closes or the file ends.
                                 quotes += more.count(where: { $0 == 0x22 })
-                                while !quotes.isMultiple(of: 2), case .text(let skipped)? = try reader!.next() {
+                                while !quotes.isMultiple(of: 2) {
+                                    let next = try reader!.next()
+                                    if case .tooLong? = next { throw overlongLineInQuotes(line) }
+                                    guard case .text(let skipped)? = next else { break }
                                     quotes += skipped.count(where: { $0 == 0x22 })
                                 }
                                 let reason = "a record of more than \(options.maxLineBytes) bytes (a quoted field " +

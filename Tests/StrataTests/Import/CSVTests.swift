@@ -38,6 +38,33 @@ import Testing
         #expect(exported.utf8.filter { $0 == 0x0A }.count == 4, "\(exported.debugDescription)")
     }
 
+    /// A line over the limit inside a quoted field stops the import with its line, nothing
+    /// written, also when errors are tolerated: the reader skips such a line, so where the field
+    /// closes cannot be told. (It was taken for the end of the file: the field was reported as
+    /// unterminated and its next lines, quoted text, imported as records of their own.)
+    @Test func anOverlongLineInsideAQuotedFieldStopsTheImport() async throws {
+        let dir = temporaryDirectory("csv-overlong-in-quotes")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let csv = dir.appendingPathComponent("Genre.csv")
+            let long = String(repeating: "x", count: 5_000)
+            try Data("name\n\"open\n\(long)\nphantom\n\"\nafter\n".utf8).write(to: csv)
+            var options = ImportOptions()
+            options.maxLineBytes = 4_096
+            for tolerate in [false, true] {
+                options.continueOnError = tolerate
+                do {
+                    _ = try await Importer(store: store, options: options).run(files: [csv.path])
+                    Issue.record("the import was accepted")
+                } catch let failed as ImportFailed {
+                    let issue = try #require(failed.issues.first)
+                    #expect(issue.line == 3 && issue.reason.contains("inside a quoted field"), "\(issue)")
+                }
+                #expect(try store.mainContext.count(Genre.self) == 0)
+            }
+        }
+    }
+
     /// A quoted field may run over several lines, but the whole record is held to
     /// `maxLineBytes`, as one line is: a missing closing quote cannot gather the rest of a large
     /// file into one record (it was unbounded, and split again from its start at every line).

@@ -43,6 +43,22 @@ import Testing
         }
     }
 
+    /// A raw line break inside a string is refused, as in a line of NDJSON (JSON writes it
+    /// `\n`); it was turned into a space, changing the value. A file starting with a byte 0xEF
+    /// that is no byte order mark is refused too (two bytes after it were skipped unread).
+    @Test func aLineBreakInsideAStringIsRefusedNotChanged() async throws {
+        let dir = temporaryDirectory("json-array-newline")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let input = try file("[{\"entity\": \"Genre\", \"name\": \"x\ny\"}]\n", dir)
+            await #expect(throws: ImportFailed.self) { _ = try await Importer(store: store).run(files: [input]) }
+            #expect(try genres(store).isEmpty)
+            let bad = try file("\u{EF}xx[{\"entity\": \"Genre\", \"name\": \"x\"}]\n", dir, "bad.json")
+            await #expect(throws: ImportFailed.self) { _ = try await Importer(store: store).run(files: [bad]) }
+            #expect(try genres(store).isEmpty)
+        }
+    }
+
     @Test func aOneLineArrayMixesWithNDJSONFiles() async throws {
         let dir = temporaryDirectory("json-array")
         defer { try? FileManager.default.removeItem(at: dir) }
