@@ -1,7 +1,8 @@
 /// How an import writes its records.
 public enum ImportMode: String, Sendable, CaseIterable {
     /// ``bulk`` when no other process has the store open and the input files are at least
-    /// 1/``autoBulkRatio`` of the store's data file (so always into a new or small store);
+    /// 1/``autoBulkRatio`` of the store's data file (so into a new or small store, but for an
+    /// input of a few KiB: a new store's file is a few tens of KiB);
     /// ``incremental`` otherwise, and always for a replica of a cluster (whose saves go through the
     /// cluster's log). A service whose own saves must not wait for an import to end should ask for
     /// ``incremental``.
