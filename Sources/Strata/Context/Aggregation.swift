@@ -323,12 +323,11 @@ struct Accumulator {
         case least(Value?), greatest(Value?)
         /// Int sums are kept in 128 bits and doubles also scaled down by 2^64, so that only the
         /// total, not a running sum on the way to it, may be past what the result holds (a sum
-        /// must not fail or not by the order of its terms).
-        case intSum(Int128), doubleSum(Double, scaled: Double), decimalSum(Decimal)
-        /// A decimal sum that needed more than 38 digits on the way (``ExactDecimalSum``).
-        case exactDecimalSum(ExactDecimalSum)
+        /// must not fail or not by the order of its terms); decimal sums are exact however many
+        /// digits they take on the way (``ExactDecimalSum``).
+        case intSum(Int128), doubleSum(Double, scaled: Double), decimalSum(ExactDecimalSum)
         /// The sum, the count, and the running mean (the answer when the sum overflows).
-        case mean(Double, Int, Double), decimalMean(Decimal, Int), exactDecimalMean(ExactDecimalSum, Int)
+        case mean(Double, Int, Double), decimalMean(ExactDecimalSum, Int)
     }
 
     let functions: [AggregateFunction]
@@ -347,10 +346,10 @@ struct Accumulator {
             case .sum(let a):
                 switch e.attributes[a].type {
                 case .int: .intSum(0)
-                case .decimal: .decimalSum(0)
+                case .decimal: .decimalSum(ExactDecimalSum())
                 default: .doubleSum(0, scaled: 0)
                 }
-            case .average(let a): e.attributes[a].type == .decimal ? .decimalMean(0, 0) : .mean(0, 0, 0)
+            case .average(let a): e.attributes[a].type == .decimal ? .decimalMean(ExactDecimalSum(), 0) : .mean(0, 0, 0)
             }
         }
     }
@@ -376,26 +375,14 @@ struct Accumulator {
                 states[k] = .intSum(t + Int128(x))
             case (.doubleSum(let t, let scaled), .double(let x)):
                 states[k] = .doubleSum(t + x, scaled: scaled + x * Self.scaleDown)
-            case (.decimalSum(let t), .decimal(let x)):
-                if let sum = Self.shortSum(t, x) {
-                    states[k] = .decimalSum(sum)
-                } else {
-                    states[k] = .exactDecimalSum(Self.exact(t, x))
-                }
-            case (.exactDecimalSum(var sum), .decimal(let x)):
-                sum.add(DecimalNumber(x) ?? .zero)
-                states[k] = .exactDecimalSum(sum)
+            case (.decimalSum(var sum), .decimal(let x)):
+                sum.add(Self.number(x))
+                states[k] = .decimalSum(sum)
             case (.mean(let t, let n, let m), .int(let x)): states[k] = .mean(t + Double(x), n + 1, Self.mean(m, Double(x), n + 1))
             case (.mean(let t, let n, let m), .double(let x)): states[k] = .mean(t + x, n + 1, Self.mean(m, x, n + 1))
-            case (.decimalMean(let t, let n), .decimal(let x)):
-                if let sum = Self.shortSum(t, x) {
-                    states[k] = .decimalMean(sum, n + 1)
-                } else {
-                    states[k] = .exactDecimalMean(Self.exact(t, x), n + 1)
-                }
-            case (.exactDecimalMean(var sum, let n), .decimal(let x)):
-                sum.add(DecimalNumber(x) ?? .zero)
-                states[k] = .exactDecimalMean(sum, n + 1)
+            case (.decimalMean(var sum, let n), .decimal(let x)):
+                sum.add(Self.number(x))
+                states[k] = .decimalMean(sum, n + 1)
             default: continue
             }
         }
@@ -428,23 +415,13 @@ struct Accumulator {
         min(max(m - m / Double(n) + x / Double(n), min(m, x)), max(m, x))
     }
 
-    /// `t + x` exactly when it has at most 38 significant digits (Foundation's `Decimal`, the
-    /// common case); nil otherwise.
-    private static func shortSum(_ t: Decimal, _ x: Decimal) -> Decimal? {
-        var sum = Decimal(), l = t, r = x
-        let status = NSDecimalAdd(&sum, &l, &r, .plain)
-        guard status == .noError, DecimalNumber(sum).map({ $0.digits.count <= DecimalNumber.maxDigits }) ?? false else {
-            return nil
+    /// The exact parts of a stored decimal (never NaN: values are checked where they are made).
+    private static func number(_ x: Decimal) -> DecimalNumber {
+        guard let n = DecimalNumber(x) else {
+            assertionFailure("a stored decimal is never NaN")
+            return .zero
         }
-        return sum
-    }
-
-    /// `t + x` in an ``ExactDecimalSum``, for a sum past 38 digits.
-    private static func exact(_ t: Decimal, _ x: Decimal) -> ExactDecimalSum {
-        var sum = ExactDecimalSum()
-        sum.add(DecimalNumber(t) ?? .zero)
-        sum.add(DecimalNumber(x) ?? .zero)
-        return sum
+        return n
     }
 
     /// Each function's result, in order.
@@ -463,8 +440,7 @@ struct Accumulator {
                 }
                 return .int(sum)
             case .doubleSum(let t, let scaled): return .double(try doubleTotal(t, scaled: scaled, Self.attribute(f)))
-            case .decimalSum(let t): return .decimal(t)
-            case .exactDecimalSum(let sum):
+            case .decimalSum(let sum):
                 let total = sum.total
                 guard (try? total.checked("")) != nil else {
                     throw StrataError.invalidQuery(entity: entity.name, reason: "the sum of '\(name)' needs " +
@@ -473,16 +449,10 @@ struct Accumulator {
                 return .decimal(total.decimal)
             // The sum over the count, as SQL's AVG; the running mean where the sum overflowed.
             case .mean(let t, let n, let m): return n == 0 ? .null : .double(t.isFinite ? t / Double(n) : m)
-            case .decimalMean(let t, let n): return n == 0 ? .null : .decimal(Self.quotient(t, n))
             // The exact sum divided and rounded once (``DecimalNumber/divided(by:)`` takes any
             // number of digits).
-            case .exactDecimalMean(let sum, let n): return n == 0 ? .null : .decimal(sum.total.divided(by: n).decimal)
+            case .decimalMean(let sum, let n): return n == 0 ? .null : .decimal(sum.total.divided(by: n).decimal)
             }
         }
-    }
-
-    /// `t / n` rounded to 38 significant digits (``DecimalNumber/divided(by:)``).
-    private static func quotient(_ t: Decimal, _ n: Int) -> Decimal {
-        (DecimalNumber(t) ?? .zero).divided(by: n).decimal
     }
 }

@@ -106,8 +106,7 @@ public final class Importer: Sendable {
                     // A reference linked to an object of the store whose key a later record
                     // gives: two passes (which know every key first) decide where it goes.
                     // Nothing of the load is seen before its switch: it is dropped whole.
-                    if let flight = state.bulkFlight { _ = try? await flight.task.value }
-                    state.bulk?.abandon()
+                    await state.abandonBulk()
                     state = newState()
                 }
             }
@@ -128,11 +127,9 @@ public final class Importer: Sendable {
                 if building != nil { state.report(.switching, records: state.written, bytes: totalBytes, force: true) }
             }
         } catch {
-            // A write still on the load's queue must end before its generation goes.
-            if let flight = state.bulkFlight { _ = try? await flight.task.value }
             // Nothing the held transaction applied is written.
             if let held = state.held { await held.abort() }
-            state.bulk?.abandon()
+            await state.abandonBulk()
             // Batches committed before a failure that is not about the input: said with it.
             if let failed = error as? ImportFailed { throw state.noting(failed) }
             throw state.interrupted(error)
@@ -606,32 +603,17 @@ public final class Importer: Sendable {
                             // is written; looking for it here would wait, and the link would be
                             // the same.)
                             // The records before this one in the batch being built count too:
-                            // where the batches end must not change what a reference finds.
-                            if case .unique(let tag, _, _) = t, let bulk = s.bulk {
-                                // A bulk import reads the store as its load found it, unless a
-                                // record of the import may have moved a key of the entity: then
-                                // the new generation is asked, once every record before this
-                                // one is saved there.
-                                if s.keysMoved.contains(tag) {
-                                    if batch.movesKeysOf.contains(tag)
-                                        || s.bulkPending.contains(where: { $0.movesKeysOf.contains(tag) }) {
-                                        if batch.count > 0 {
-                                            try await queue(batch, &ready, &inFlight, &finished, &s, rejects: rejects,
-                                                            bytes: it.bytesRead)
-                                            batch = Batch()
-                                        }
-                                        try await flushBulk(&s, rejects: rejects, bytes: it.bytesRead)
-                                    }
-                                    try await landBulk(&s, rejects: rejects, bytes: it.bytesRead)
-                                    present = try await bulk.resolves(t)
-                                } else {
-                                    present = try storeHas(t)
-                                }
-                            } else {
-                                if s.held == nil, case .unique(let tag, _, _) = t,
-                                   batch.movesKeysOf.contains(tag)
+                            // where the batches end must not change what a reference finds. A
+                            // bulk import reads the store as its load found it, so once a record
+                            // of the import may have moved a key of the entity, it asks the new
+                            // generation instead, with every record before this one saved there.
+                            var askGeneration = false
+                            if case .unique(let tag, _, _) = t {
+                                let unsaved = batch.movesKeysOf.contains(tag)
                                     || ready.contains(where: { $0.movesKeysOf.contains(tag) })
-                                    || inFlight?.movesKeysOf.contains(tag) == true {
+                                    || inFlight?.movesKeysOf.contains(tag) == true
+                                    || s.bulkPending.contains(where: { $0.movesKeysOf.contains(tag) })
+                                if unsaved {
                                     if batch.count > 0 {
                                         try await queue(batch, &ready, &inFlight, &finished, &s, rejects: rejects,
                                                         bytes: it.bytesRead)
@@ -640,7 +622,14 @@ public final class Importer: Sendable {
                                     try await queue(nil, &ready, &inFlight, &finished, &s, rejects: rejects,
                                                     bytes: it.bytesRead, last: true)
                                     try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
+                                    try await flushBulk(&s, rejects: rejects, bytes: it.bytesRead)
                                 }
+                                askGeneration = s.bulk != nil && s.keysMoved.contains(tag)
+                            }
+                            if askGeneration, let bulk = s.bulk {
+                                try await landBulk(&s, rejects: rejects, bytes: it.bytesRead)
+                                present = try await bulk.resolves(t)
+                            } else {
                                 present = try storeHas(t)
                             }
                             // In one pass (in one transaction, or a bulk import checking as it
@@ -675,7 +664,6 @@ public final class Importer: Sendable {
                 for record in held.add(entry, missing: missing) {
                     for alias in record.aliases { s.writtenKeys.insert(alias) }
                     batch.add(record.changes, item: record.item, schema: store.schema)
-                    s.keysMoved.formUnion(batch.movesKeysOf)
                     // The store's answers for later references would not see the keys this
                     // record may take from an object: read again, in two passes.
                     if s.held != nil, !batch.movesKeysOf.isEmpty { throw NotInOneTransaction() }
@@ -697,7 +685,6 @@ public final class Importer: Sendable {
                     for alias in record.aliases { s.writtenKeys.insert(alias) }
                 }
                 batch.add(unit: group, schema: store.schema)
-                s.keysMoved.formUnion(batch.movesKeysOf)
                 if batch.count >= options.batchSize || batch.bytes >= options.maxBatchBytes {
                     try await queue(batch, &ready, &inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
                     batch = Batch()
@@ -760,6 +747,7 @@ public final class Importer: Sendable {
     /// import gathers it instead (``flushBulk(_:rejects:bytes:)`` saves it).
     private func queue(_ batch: Batch?, _ ready: inout [Batch], _ inFlight: inout InFlight?, _ finished: inout Int,
                        _ s: inout ImportState, rejects: RejectsWriter?, bytes: Int, last: Bool = false) async throws {
+        if let batch { s.keysMoved.formUnion(batch.movesKeysOf) }
         if s.bulk != nil {
             guard let batch else { return }
             s.bulkPending.append(batch)
@@ -1009,9 +997,14 @@ private struct Batch: Sendable {
     mutating func add(unit: [HeldRecords.Entry], schema: Schema) {
         guard !unit.isEmpty else { return }
         let start = items.count
-        for r in unit { add(r.changes, item: r.item, schema: schema) }
-        units.removeLast(unit.count)
+        for r in unit { append(r.changes, item: r.item, schema: schema) }
         units.append(start..<items.count)
+    }
+
+    /// Adds one record, a unit of its own.
+    mutating func add(_ c: ChangeSet, item: RecordIterator.Item, schema: Schema) {
+        units.append(items.count..<items.count + 1)
+        append(c, item: item, schema: schema)
     }
 
     /// Every record's operations in one change set: the records first, then the links in input
@@ -1032,7 +1025,7 @@ private struct Batch: Sendable {
     /// hold, which the import knows as written (``ImportState/writtenKeys``).
     var movesKeysOf: Set<UInt16> = []
 
-    mutating func add(_ c: ChangeSet, item: RecordIterator.Item, schema: Schema) {
+    private mutating func append(_ c: ChangeSet, item: RecordIterator.Item, schema: Schema) {
         switch c.operations.first {
         case .put(let id, _)?: movesKeysOf.insert(id.entityTag)
         case .upsert(let id, _, _)? where (schema.entity(tag: id.entityTag)?.uniques.count ?? 0) > 1:
@@ -1060,7 +1053,6 @@ private struct Batch: Sendable {
             }
         }
         spans.append((records..<recordOps.count, links..<linkOps.count))
-        units.append(items.count..<items.count + 1)
         // The raw line is kept only where a rejects file may need it.
         items.append((item.raw, item.fileIndex, item.line, item.location))
     }
@@ -1130,7 +1122,7 @@ private struct ImportState {
     /// passes, which would have linked the reference after that record.
     var linkedFromStore: Set<UInt64> = []
     /// Entities of which a record of this import may have taken a unique key away from an object
-    /// of the store (``Batch/movesKeysOf`` of every batch so far).
+    /// of the store (``Batch/movesKeysOf`` of every batch queued so far).
     var keysMoved: Set<UInt16> = []
     /// A bulk import's batches not saved yet, and their records.
     var bulkPending: [Batch] = []
@@ -1160,6 +1152,13 @@ private struct ImportState {
         noted.transactions = transactions
         noted.importID = importID
         return noted
+    }
+
+    /// Drops the bulk load, if any (the store stays as it was), once the write still on its
+    /// queue, if any, has ended: its generation must not go before.
+    func abandonBulk() async {
+        if let flight = bulkFlight { _ = try? await flight.task.value }
+        bulk?.abandon()
     }
 
     /// `error`, which is not about the input, as ``ImportInterrupted`` when this import

@@ -140,10 +140,8 @@ final class BulkLoad: Sendable {
                 case .id(let id):
                     return try applier.exists(id)
                 case .unique(let tag, let c, let values):
-                    guard let e = schema.entity(tag: tag), c >= 0, c < e.uniques.count,
-                          values.count == e.uniques[c].attributes.count else { return false }
-                    var key = Layout.u16(e.uniques[c].tag)
-                    for v in values { SortableEncoding.encode(v, into: &key) }
+                    guard let key = Layout.referenceKey(entity: tag, constraint: c, values: values, schema: schema)
+                    else { return false }
                     return try applier.uniqueOwner(key) != nil
                 }
             }

@@ -69,11 +69,9 @@ extension ReadView {
         case .id(let id):
             return try txn.contains(env[.objects], key: id.keyBytes) ? id : nil
         case .unique(let tag, let c, let values):
-            guard let e = schema.entity(tag: tag), c >= 0, c < e.uniques.count,
-                  values.count == e.uniques[c].attributes.count else { return nil }
-            var key = Layout.u16(e.uniques[c].tag)
-            for v in values { SortableEncoding.encode(v, into: &key) }
-            guard key.count <= LMDBLimits.maxKeyBytes else { return nil }
+            guard let key = Layout.referenceKey(entity: tag, constraint: c, values: values, schema: schema) else {
+                return nil
+            }
             return try txn.withValue(env[.uniques], key: key) { try ObjectID.stored($0, in: "uniques") }
         }
     }

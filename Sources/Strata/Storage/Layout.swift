@@ -65,6 +65,17 @@ enum Layout {
         id.appendKeyBytes(to: &k)
     }
 
+    /// The unique key a reference by key names (``ObjectReference/unique(entityTag:constraint:values:)``:
+    /// the constraint's values in order), or nil when the schema has no such constraint, the values
+    /// do not fit it, or the key is over LMDB's limit (no object can hold it).
+    static func referenceKey(entity tag: UInt16, constraint: Int, values: [Value], schema: Schema) -> [UInt8]? {
+        guard let e = schema.entity(tag: tag), constraint >= 0, constraint < e.uniques.count,
+              values.count == e.uniques[constraint].attributes.count else { return nil }
+        var key = u16(e.uniques[constraint].tag)
+        for v in values { SortableEncoding.encode(v, into: &key) }
+        return key.count <= LMDBLimits.maxKeyBytes ? key : nil
+    }
+
     /// The unique key of `values`, or nil when a component is null (nulls never clash, as in SQL).
     /// - Throws: ``ValidationFailure`` when the key would exceed LMDB's key size.
     static func uniqueKey(_ index: IndexDescription, record values: [Value], entity: EntityDescription,
