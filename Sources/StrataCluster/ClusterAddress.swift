@@ -73,12 +73,13 @@ public struct ClusterAddress: Sendable, Equatable, CustomStringConvertible {
 
     /// The database as a making of a cluster marks its first replica with (host, port and
     /// name; no user or password: another login to it is the same database).
-    var identity: String { "\(host.contains(":") ? "[\(host)]" : host):\(port)/\(database)" }
+    var identity: String { "\(hostInURL):\(port)/\(database)" }
+
+    /// The host as a URL writes it: an IPv6 literal in brackets.
+    private var hostInURL: String { host.contains(":") ? "[\(host)]" : host }
 
     /// The URL without its password.
-    public var description: String {
-        "postgres://\(user)@\(host.contains(":") ? "[\(host)]" : host):\(port)/\(database)"
-    }
+    public var description: String { "postgres://\(user)@\(hostInURL):\(port)/\(database)" }
 
     static func redacted(_ text: String) -> String {
         guard var c = URLComponents(string: text) else { return "(unparsable)" }

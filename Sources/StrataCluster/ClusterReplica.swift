@@ -144,8 +144,7 @@ public final class ClusterReplica: Sendable {
                 SELECT id, entry, author, saved_ms, schema_version FROM strata_log WHERE id = \(position)
                 """).map { row in
                 let (id, payload, author, saved, version) = try row.decode((Int64, ByteBuffer, String, Int64, Int32).self)
-                return ReplicatedEntry(transactionID: TransactionID(UInt64(id)), bytes: Array(buffer: payload),
-                                       author: author, timestampMs: saved, schemaVersion: Int(version))
+                return try ReplicatedEntry(row: id, payload, author, saved, version)
             }
         } catch let e as PostgresSession.Failure {
             throw ClusterError(.unavailable, "reading the cluster's log: \(e.text)")

@@ -165,11 +165,8 @@ final class SharedLog: ReplicationLog {
                                                                "strata_append_after answered a bad row"))
             }
             first = taken
-            guard let id, let payload, let author, let saved, let version, let tx = UInt64(exactly: id) else {
-                continue
-            }
-            run.append(ReplicatedEntry(transactionID: TransactionID(tx), bytes: Array(buffer: payload), author: author,
-                                       timestampMs: saved, schemaVersion: Int(version)))
+            guard let id, let payload, let author, let saved, let version else { continue }
+            run.append(try ReplicatedEntry(row: id, payload, author, saved, version))
         }
         guard let first else {
             throw StrataError.replication(ReplicationError(.outcomeUnknown, "strata_append_after answered no row"))
@@ -366,14 +363,22 @@ final class SharedLog: ReplicationLog {
                 }
                 continue
             }
-            guard let tx = UInt64(exactly: id) else {
-                throw StrataError.replication(ReplicationError(.rejectedEntry, "the cluster's log holds id \(id)"))
-            }
-            entries.append(ReplicatedEntry(transactionID: TransactionID(tx),
-                                           bytes: Array(buffer: payload), author: author,
-                                           timestampMs: saved, schemaVersion: Int(version)))
+            entries.append(try ReplicatedEntry(row: id, payload, author, saved, version))
         }
         return entries
+    }
+}
+
+extension ReplicatedEntry {
+    /// An entry as a row of `strata_log` holds it (`id`, `entry`, `author`, `saved_ms`,
+    /// `schema_version`).
+    /// - Throws: ``ReplicationError/Kind/rejectedEntry`` for an id no transaction has (negative).
+    init(row id: Int64, _ payload: ByteBuffer, _ author: String, _ savedMs: Int64, _ version: Int32) throws {
+        guard let tx = UInt64(exactly: id) else {
+            throw StrataError.replication(ReplicationError(.rejectedEntry, "the cluster's log holds id \(id)"))
+        }
+        self.init(transactionID: TransactionID(tx), bytes: Array(buffer: payload), author: author,
+                  timestampMs: savedMs, schemaVersion: Int(version))
     }
 }
 

@@ -40,7 +40,6 @@ struct GenerateCommand: AsyncParsableCommand {
                 try FileHandle.standardOutput.write(contentsOf: Data(source.utf8))
             } catch {
                 throw failure(CLIError("cannot write to standard output: \(systemReason(error))", code: Exit.ioError))
-                    .withCode(Exit.ioError)
             }
             return
         }

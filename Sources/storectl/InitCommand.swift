@@ -26,7 +26,7 @@ struct InitCommand: AsyncParsableCommand {
         let loaded: Schema
         do { loaded = try Schema.load(directory: URL(fileURLWithPath: schema)) } catch { throw failure(error) }
         if Store.exists(at: target.url) {
-            throw failure(CLIError("\(target.store): a store already exists here")).withCode(Exit.cannotCreate)
+            throw failure(CLIError("\(target.store): a store already exists here", code: Exit.cannotCreate))
         }
         do {
             let store = try Store.open(at: target.url, schema: loaded, configuration: target.configuration)
@@ -35,7 +35,7 @@ struct InitCommand: AsyncParsableCommand {
             // in the directory, and such a store has no transaction: one that has is a finished
             // store beside a stray creation marker (the open just removed it).
             if try store.lastTransactionID > .zero {
-                throw failure(CLIError("\(target.store): a store already exists here")).withCode(Exit.cannotCreate)
+                throw failure(CLIError("\(target.store): a store already exists here", code: Exit.cannotCreate))
             }
             if json {
                 printJSON(.object([("path", .string(store.path)),
@@ -50,8 +50,8 @@ struct InitCommand: AsyncParsableCommand {
             switch error as? StrataError {
             case .modelMismatch?, .migrationRequired?, .storeTooNew?, .schemaChanged?:
                 // The directory holds a finished store's metadata, of another schema.
-                throw failure(CLIError("\(target.store): a store already exists here (\(error))"))
-                    .withCode(Exit.cannotCreate)
+                throw failure(CLIError("\(target.store): a store already exists here (\(error))",
+                                       code: Exit.cannotCreate))
             default: break
             }
             // The store's directory could not be made (a file in the way, a read-only or
@@ -59,7 +59,6 @@ struct InitCommand: AsyncParsableCommand {
             if case StrataError.notAStore(let path, let reason) = error, reason.hasPrefix("cannot create directory") {
                 // Not "not a Strata store": nothing was there, and none could be made.
                 throw failure(CLIError("\(path): cannot create the store: \(reason)", code: Exit.cannotCreate))
-                    .withCode(Exit.cannotCreate)
             }
             throw failure(error)
                 .withCode(Exit.code(for: error) == Exit.software ? Exit.cannotCreate : Exit.code(for: error))

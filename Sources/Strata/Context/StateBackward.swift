@@ -46,5 +46,4 @@ enum StateBackward {
             try a.apply(.link(relationship: tag, from: from, to: to))
         }
     }
-
 }

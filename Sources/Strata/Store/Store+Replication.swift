@@ -23,16 +23,27 @@ extension Store {
     public var clusterBeingMadeIn: String? {
         get throws {
             try checkUsable()
-            return try env.read { txn in
-                try txn.withValue(env[.meta], key: MetaKey.clusterPending) { String(decoding: $0, as: UTF8.self) }
-            }
+            return try Self.metaText(env, MetaKey.clusterPending)
         }
     }
 
-    static func storedClusterID(_ env: LMDBEnvironment) throws -> String? {
-        try env.read { txn in
-            try txn.withValue(env[.meta], key: MetaKey.cluster) { String(decoding: $0, as: UTF8.self) }
-        }
+    static func storedClusterID(_ env: LMDBEnvironment) throws -> String? { try metaText(env, MetaKey.cluster) }
+
+    /// The UTF-8 text `meta` holds under `key`, if any.
+    private static func metaText(_ env: LMDBEnvironment, _ key: [UInt8]) throws -> String? {
+        try env.read { txn in try txn.withValue(env[.meta], key: key) { String(decoding: $0, as: UTF8.self) } }
+    }
+
+    /// Runs `body` on the writer between two commits, with no compaction, migration or bulk
+    /// import of this process under way (the changes of `meta` it makes are no log entry, and
+    /// would be lost in a generation built meanwhile).
+    private func betweenCommits(_ body: @escaping @Sendable (LMDBEnvironment) throws -> Void) async throws {
+        try checkUsable()
+        guard let writer else { throw StrataError.readOnly(path: path) }
+        await maintenance.enter()
+        defer { maintenance.leave() }
+        try checkUsable()
+        try await writer.exclusive { try body(writer.env) }
     }
 
     /// Makes this store a replica of the cluster `clusterID`: from now on every save of every
@@ -85,24 +96,15 @@ extension Store {
     public var replicaName: String? {
         get throws {
             try checkUsable()
-            return try env.read { txn in
-                try txn.withValue(env[.meta], key: MetaKey.replicaName) { String(decoding: $0, as: UTF8.self) }
-            }
+            return try Self.metaText(env, MetaKey.replicaName)
         }
     }
 
     /// Keeps `name` as this replica's name in its cluster (``replicaName``). A replica made from
     /// a snapshot of another does not inherit it.
     public func setReplicaName(_ name: String) async throws {
-        try checkUsable()
-        guard let writer else { throw StrataError.readOnly(path: path) }
-        // Not during a compaction, migration or bulk import of this process (see markAsReplica).
-        await maintenance.enter()
-        defer { maintenance.leave() }
-        try checkUsable()
-        try await writer.exclusive {
-            let env = writer.env
-            try env.write { try $0.put(env[.meta], key: MetaKey.replicaName, value: Array(name.utf8)) }
+        try await betweenCommits { env in
+            try env.write { _ = try $0.put(env[.meta], key: MetaKey.replicaName, value: Array(name.utf8)) }
         }
     }
 
@@ -110,15 +112,8 @@ extension Store {
     /// on the store is a replica of a cluster that exists, never made into another
     /// (``clusterBeingMadeIn`` is nil). Nothing to do when already done.
     public func finishMakingCluster(clusterID: String) async throws {
-        try checkUsable()
-        guard let writer else { throw StrataError.readOnly(path: path) }
-        // Not during a compaction, migration or bulk import of this process (see markAsReplica).
-        await maintenance.enter()
-        defer { maintenance.leave() }
-        try checkUsable()
         let path = self.path
-        try await writer.exclusive {
-            let env = writer.env
+        try await betweenCommits { env in
             guard try Self.storedClusterID(env) == clusterID else {
                 throw StrataError.replication(ReplicationError(.rejectedEntry, """
                     \(path) is not marked as a replica of cluster \(clusterID)

@@ -119,17 +119,19 @@ import Testing
         }
     }
 
+    /// A person and a passport requiring each other: the passport's holder is `holder`
+    /// (`person` unless given).
+    private func couple(_ person: String, _ number: String, holder: String? = nil) -> [String] {
+        [#"{"entity":"Person","name":"\#(person)","passport":{"number":"\#(number)"}}"#,
+         #"{"entity":"Passport","number":"\#(number)","holder":{"name":"\#(holder ?? person)"}}"#]
+    }
+
     /// Records waiting for each other at the end of the input are saved in groups that respect
     /// the batch size: two people and their passports, with batches of two, in two transactions
     /// (they went into one, whatever the batch size).
     @Test func recordsInCyclesAreSavedInBatchesOfTheirSize() async throws {
         try await withStore { store, dir in
-            let input = try write([
-                #"{"entity":"Person","name":"Ann","passport":{"number":"P1"}}"#,
-                #"{"entity":"Passport","number":"P1","holder":{"name":"Ann"}}"#,
-                #"{"entity":"Person","name":"Bob","passport":{"number":"P2"}}"#,
-                #"{"entity":"Passport","number":"P2","holder":{"name":"Bob"}}"#,
-            ], dir, "people.ndjson")
+            let input = try write(couple("Ann", "P1") + couple("Bob", "P2"), dir, "people.ndjson")
             var options = ImportOptions()
             options.batchSize = 2
             options.oneTransactionMaxInputBytes = 0
@@ -147,14 +149,8 @@ import Testing
     @Test(arguments: [ImportMode.incremental, .bulk])
     func aRefusedBatchOfCyclesIsSavedAgainAGroupAtATime(mode: ImportMode) async throws {
         try await withStore { store, dir in
-            let input = try write([
-                #"{"entity":"Person","name":"Xan","passport":{"number":"PX"}}"#,
-                #"{"entity":"Passport","number":"PX","holder":{"name":"Nobody"}}"#,
-                #"{"entity":"Person","name":"Ann","passport":{"number":"P1"}}"#,
-                #"{"entity":"Passport","number":"P1","holder":{"name":"Ann"}}"#,
-                #"{"entity":"Person","name":"Bob","passport":{"number":"P2"}}"#,
-                #"{"entity":"Passport","number":"P2","holder":{"name":"Bob"}}"#,
-            ], dir, "people.ndjson")
+            let input = try write(couple("Xan", "PX", holder: "Nobody") + couple("Ann", "P1") + couple("Bob", "P2"),
+                                  dir, "people.ndjson")
             var options = ImportOptions()
             options.mode = mode
             options.continueOnError = true
