@@ -128,29 +128,14 @@ final class OutputSink {
         }
     }
 
-    /// How old a partial file nobody holds must be to be taken for a leftover: older than the
-    /// moment between its creation and its lock.
-    static let leftoverAge: TimeInterval = 60
-
     /// Removes the `FILE.partial-PID` files that exports to `path` killed before they finished
-    /// left beside it: those no process holds locked (an export holds its own from its start
-    /// to its end) and not written for ``leftoverAge``. Best effort: what cannot be removed stays.
+    /// left beside it (``LeftoverFiles``: an export holds its own from its start to its end).
     static func removeLeftovers(of path: String) {
         let url = URL(fileURLWithPath: path)
-        let directory = url.deletingLastPathComponent().path
         let prefix = url.lastPathComponent + ".partial-"
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
-        for name in names where name.hasPrefix(prefix) && !name.dropFirst(prefix.count).isEmpty
-            && name.dropFirst(prefix.count).allSatisfy({ ("0"..."9").contains($0) }) {
-            let candidate = directory + "/" + name
-            let fd = open(candidate, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-            guard fd >= 0 else { continue }
-            defer { _ = Foundation.close(fd) }
-            var st = stat()
-            guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG,
-                  Date().timeIntervalSince1970 - TimeInterval(st.st_mtim.tv_sec) > leftoverAge,
-                  flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }
-            unlink(candidate)
+        LeftoverFiles.remove(in: url.deletingLastPathComponent().path) { name in
+            name.hasPrefix(prefix) && !name.dropFirst(prefix.count).isEmpty
+                && name.dropFirst(prefix.count).allSatisfy { ("0"..."9").contains($0) }
         }
     }
 

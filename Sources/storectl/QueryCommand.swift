@@ -132,6 +132,10 @@ struct QueryCommand: AsyncParsableCommand {
         for (option, names) in [("sum", sum), ("min", min), ("max", max), ("avg", avg)] {
             for name in names {
                 let a = try attribute(name, option)
+                if option == "sum" || option == "avg", ![.int, .double, .decimal].contains(a.type) {
+                    throw CLIError("--\(option): '\(a.name)' is a \(a.type.rawValue) attribute of \(e.name); --sum and " +
+                                   "--avg need an int, double or decimal attribute", code: Exit.usage)
+                }
                 switch option {
                 case "sum": functions.append(.sum(attribute: a.index))
                 case "min": functions.append(.min(attribute: a.index))
@@ -182,8 +186,8 @@ struct QueryCommand: AsyncParsableCommand {
         // An attribute or a path to one: walked as a sort key is (one rule for both).
         guard !text.contains(","), !text.hasPrefix("-") else { throw usage("one key, an attribute or a path") }
         do {
-            let key = try PredicateParser.parseSort(text, entity: e, schema: schema)[0]
-            return .attribute(path: key.path, attribute: key.attribute)
+            let (path, attribute) = try PredicateParser.parseAttributePath(text, entity: e, schema: schema, use: "group-by")
+            return .attribute(path: path, attribute: attribute)
         } catch let error as PredicateParser.ParseError {
             throw usage(error.reason)
         }

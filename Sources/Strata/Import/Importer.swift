@@ -1231,12 +1231,27 @@ private final class RejectsWriter: Sendable {
         let target = SymbolicLinks.followed(path)
         let exists = stat(target, &st) == 0
         let url = URL(fileURLWithPath: target)
+        let prefix = ".\(url.lastPathComponent).partial-"
+        Self.removeLeftovers(in: url.deletingLastPathComponent().path, prefix: prefix)
         let written = url.deletingLastPathComponent()
-            .appendingPathComponent(".\(url.lastPathComponent).partial-\(getpid())-\(UUID().uuidString.prefix(8))").path
+            .appendingPathComponent("\(prefix)\(getpid())-\(UUID().uuidString.prefix(8))").path
         let fd = open(written, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, exists ? mode_t(st.st_mode & 0o7777) : 0o644)
         guard fd >= 0 else { throw refused(errno) }
+        // Held until the process ends, however it ends: a file nobody holds is a leftover.
+        _ = flock(fd, LOCK_EX | LOCK_NB)
         self.fd = fd
         staging = (written, target)
+    }
+
+    /// Removes the `.NAME.partial-PID-XXXXXXXX` files that imports killed before they finished
+    /// left in `directory` (``LeftoverFiles``: an import holds its own from its start to its end).
+    static func removeLeftovers(in directory: String, prefix: String) {
+        LeftoverFiles.remove(in: directory) { name in
+            guard name.hasPrefix(prefix) else { return false }
+            let parts = name.dropFirst(prefix.count).split(separator: "-", omittingEmptySubsequences: false)
+            return parts.count == 2 && !parts[0].isEmpty && parts[0].allSatisfy { ("0"..."9").contains($0) }
+                && parts[1].count == 8 && parts[1].allSatisfy(\.isHexDigit)
+        }
     }
 
     /// An error with `errno` `code`: a full disk reads as one (exit 74).

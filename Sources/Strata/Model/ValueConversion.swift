@@ -71,13 +71,21 @@ public enum ValueConversion {
         }
     }
 
-    /// The double of decimal text (`-2.5`, `1e3`), or nil: for anything else (`Double(_:)` also
-    /// reads hexadecimal such as `0x1p3`, `nan` and `inf`), and for a number a double cannot hold
-    /// (past its range, or so small that it would become 0).
-    static func double(decimalText text: String) -> Double? {
+    /// The double of decimal text (`-2.5`, `1e3`). Refused, with the reason: anything else
+    /// (`Double(_:)` also reads hexadecimal such as `0x1p3`, `nan` and `inf`), and a number a
+    /// double cannot hold (past its range, or so small that it would become 0).
+    static func double(decimalText text: String) throws -> Double {
         let decimal = text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2B || $0 == 0x2D || $0 == 0x2E
                                              || $0 == 0x45 || $0 == 0x65 }
-        guard decimal, let d = Double(text), d.isFinite, !underflowed(d, text) else { return nil }
+        guard decimal, let d = Double(text) else {
+            throw Failure(reason: "'\(EchoedText.shown(text))' is not a number")
+        }
+        guard d.isFinite else {
+            throw Failure(reason: "\(text) is beyond the range of a double (about ±1.8e308)")
+        }
+        guard !underflowed(d, text) else {
+            throw Failure(reason: "\(text) is too small for a double: it would read as 0 (the smallest is about 4.9e-324)")
+        }
         return d
     }
 
@@ -96,10 +104,7 @@ public enum ValueConversion {
             guard let i = Int64(text) else { throw Failure(reason: "'\(EchoedText.shown(text))' is not an integer") }
             return .int(i)
         case .double:
-            guard let d = double(decimalText: text) else {
-                throw Failure(reason: "'\(EchoedText.shown(text))' is not a number")
-            }
-            return .double(d)
+            return .double(try double(decimalText: text))
         case .bool:
             switch text.lowercased() {
             case "true", "1", "yes": return .bool(true)

@@ -78,33 +78,42 @@ public struct PredicateParser {
                 }
                 return SortKey(countOf: r.tag, ascending: !descending)
             }
-            var steps = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-            let last = steps.removeLast()
-            guard steps.count <= Self.maxPathSteps else {
-                throw ParseError(position: 0, reason: "a path of \(steps.count) relationships: at most " +
-                                                      "\(Self.maxPathSteps) may be followed")
-            }
-            var at = entity
-            var path: [UInt16] = []
-            for step in steps {
-                guard let schema else {
-                    throw ParseError(position: 0, reason: "a sort path ('\(EchoedText.shown(name))') needs the schema")
-                }
-                guard let r = at.relationship(named: step), !r.isToMany,
-                      let next = schema.entity(named: r.destination) else {
-                    throw ParseError(position: 0,
-                                     reason: "'\(EchoedText.shown(step))' is not a to-one relationship of \(at.name) " +
-                                             "(a sort path follows to-one relationships to an attribute)")
-                }
-                path.append(r.tag)
-                at = next
-            }
-            guard let a = at.attribute(named: last) else {
-                throw ParseError(position: 0,
-                                 reason: "unknown sort attribute '\(EchoedText.shown(String(last)))' of \(at.name)")
-            }
-            return SortKey(path: path, attribute: a.index, ascending: !descending)
+            let (path, attribute) = try parseAttributePath(name, entity: entity, schema: schema, use: "sort")
+            return SortKey(path: path, attribute: attribute, ascending: !descending)
         }
+    }
+
+    /// An attribute of `entity` (`title`), or a path through to-one relationships to an attribute
+    /// of the object it leads to (`album.artist.name`): the relationships' tags and the
+    /// attribute's index. `use` names what the path is for in the errors (`sort`, `group-by`).
+    public static func parseAttributePath(_ name: String, entity: EntityDescription, schema: Schema?,
+                                          use: String) throws -> (path: [UInt16], attribute: Int) {
+        var steps = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        let last = steps.removeLast()
+        guard steps.count <= Self.maxPathSteps else {
+            throw ParseError(position: 0, reason: "a path of \(steps.count) relationships: at most " +
+                                                  "\(Self.maxPathSteps) may be followed")
+        }
+        var at = entity
+        var path: [UInt16] = []
+        for step in steps {
+            guard let schema else {
+                throw ParseError(position: 0, reason: "a \(use) path ('\(EchoedText.shown(name))') needs the schema")
+            }
+            guard let r = at.relationship(named: step), !r.isToMany,
+                  let next = schema.entity(named: r.destination) else {
+                throw ParseError(position: 0,
+                                 reason: "'\(EchoedText.shown(step))' is not a to-one relationship of \(at.name) " +
+                                         "(a \(use) path follows to-one relationships to an attribute)")
+            }
+            path.append(r.tag)
+            at = next
+        }
+        guard let a = at.attribute(named: last) else {
+            throw ParseError(position: 0,
+                             reason: "unknown \(use) attribute '\(EchoedText.shown(String(last)))' of \(at.name)")
+        }
+        return (path, a.index)
     }
 
     private func error(_ reason: String) -> ParseError {
@@ -246,6 +255,10 @@ public struct PredicateParser {
             if accept(.word("null")) { target = nil } else {
                 guard i < tokens.count, case .string(let s) = tokens[i].0,
                       let id = ObjectID(string: s) else { throw error("expected an object id string or null") }
+                guard id.entityTag == destination.tag else {
+                    let named = schema.entity(tag: id.entityTag).map { "a \($0.name)" } ?? "no entity of this schema"
+                    throw error("'\(head)' leads to a \(destination.name); \(id) is the id of \(named)")
+                }
                 i += 1
                 target = id
             }

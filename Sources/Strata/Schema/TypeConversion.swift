@@ -94,10 +94,7 @@ public enum TypeConversion: String, Sendable, CaseIterable {
             }
             return .int(i)
         case (.stringToDouble, .string(let s)):
-            guard let d = ValueConversion.double(decimalText: s.trimmingCharacters(in: .whitespaces)) else {
-                throw ValueConversion.Failure(reason: "'\(s)' is not a number")
-            }
-            return .double(d)
+            return .double(try ValueConversion.double(decimalText: s.trimmingCharacters(in: .whitespaces)))
         case (.intToBool, .int(let i)): return .bool(i != 0)
         case (.boolToInt, .bool(let b)): return .int(b ? 1 : 0)
         case (.dateToInt, .date(let d)):

@@ -183,6 +183,15 @@ import Testing
             #expect(r.status == 65, "\(bad): exit \(r.status): \(r.stderr)")
             #expect(r.stderr.contains("Thing.csv:2: ratio: '\(bad)' is not a number"), "\(bad): \(r.stderr)")
         }
+        // A number is told apart from what no double holds: past the range, or nonzero and read as 0.
+        for (bad, reason) in [("1e309", "1e309 is beyond the range of a double"),
+                              ("-2e-324", "-2e-324 is too small for a double: it would read as 0")] {
+            let csv = try write("key,data,ratio\nc,\"\",\(bad)\n", dir, "Thing.csv")
+            let r = try await storectl("import", store, csv, "--quiet")
+            #expect(r.status == 65 && r.stderr.contains("Thing.csv:2: ratio: \(reason)"), "\(bad): \(r.stderr)")
+            let q = try await storectl("query", store, "--entity", "Thing", "--where", "ratio == \(bad)")
+            #expect(q.status == 64 && q.stderr.contains("'ratio' is double: \(reason)"), "\(bad): \(q.stderr)")
+        }
         let csv = try write("key,data,ratio\nc,\"\",-2.5E-1\n", dir, "Thing.csv")
         #expect(try await storectl("import", store, csv, "--quiet").status == 0)
         #expect(try await storectl("query", store, "--entity", "Thing", "--where", "ratio == -0.25", "--count").stdout == "1\n")

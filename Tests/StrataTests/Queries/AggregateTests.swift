@@ -115,6 +115,34 @@ import Testing
         }
     }
 
+    /// A path through a to-one with no target: a filter through it matches nothing (the target
+    /// must exist and match, `album.year == null` included), while a group by it puts the object
+    /// with those whose value is missing, as a sort by it does.
+    @Test func anObjectWithNoTargetMatchesNothingThroughItAndGroupsWithNoValue() async throws {
+        try await withLibraryStore { store in
+            let dated = Album(mbid: UUID(), title: "dated", year: 1999), undated = Album(mbid: UUID(), title: "undated")
+            let inDated = makeTrack(title: "a", duration: 1), inUndated = makeTrack(title: "b", duration: 2)
+            let alone = makeTrack(title: "c", duration: 3)
+            _ = try await store.save { c in
+                for x in [dated, undated] { c.insert(x) }
+                for t in [inDated, inUndated, alone] { c.insert(t) }
+                c.set(Track.album, of: inDated.id, to: dated.id)
+                c.set(Track.album, of: inUndated.id, to: undated.id)
+            }
+            let view = store.mainContext
+            let track = try #require(store.schema.entity(named: "Track"))
+            func ids(_ filter: String) throws -> Set<ObjectID> {
+                let query = Query(entity: "Track", predicate: try PredicateParser.parse(filter, entity: track, schema: store.schema))
+                return Set(try view.fetch(query).map(\.id))
+            }
+            #expect(try ids("album.year == null") == [inUndated.id])
+            #expect(try ids("album.year != null") == [inDated.id])
+            #expect(try ids("album == null") == [alone.id])
+            let rows = try view.aggregate(Track.self, groupedBy: .by(Track.album, Album.year))
+            #expect(rows.map(\.group) == [.null, .int(1999)] && rows.map(\.count) == [2, 1], "\(rows)")
+        }
+    }
+
     /// A sum of doubles that overflows is an error naming the attribute, as an int sum past
     /// Int64 is (it was infinite, which JSON and the table printed as null: "no value"); an
     /// average whose sum overflows is the mean all the same (1e308 for two values of 1e308).

@@ -257,6 +257,37 @@ import Testing
         #expect(try String(contentsOfFile: out, encoding: .utf8).split(separator: "\n").count == 5)
     }
 
+    /// The hidden rejects files that killed imports left: the next import with the same
+    /// `--rejects` removes those no process holds and not written for a minute, as an export does
+    /// its partial files, and leaves a held one, a recent one and files merely named alike.
+    @Test func anImportRemovesTheRejectsFilesKilledImportsLeft() async throws {
+        let dir = temporaryDirectory("rejects-leftovers")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try await libraryStoreWithTwoGenres(in: dir)
+        let rejects = dir.appendingPathComponent("rejects.txt").path
+        func partial(_ suffix: String, ageSeconds: Int) throws -> String {
+            let path = dir.appendingPathComponent(".rejects.txt.partial-" + suffix).path
+            #expect(FileManager.default.createFile(atPath: path, contents: Data("# x\n".utf8)))
+            let then = Date().addingTimeInterval(-TimeInterval(ageSeconds))
+            try FileManager.default.setAttributes([.modificationDate: then], ofItemAtPath: path)
+            return path
+        }
+        let killed = try [partial("999991-0A1B2C3D", ageSeconds: 300), partial("999992-DEADBEEF", ageSeconds: 120)]
+        let recent = try partial("999993-0A1B2C3D", ageSeconds: 0)
+        let alike = try [partial("999995", ageSeconds: 300), partial("x-0A1B2C3D", ageSeconds: 300)]
+        let held = try partial("999994-0A1B2C3D", ageSeconds: 300)
+        let fd = open(held, O_RDONLY)
+        defer { close(fd) }
+        #expect(flock(fd, LOCK_EX) == 0, "an import running in another process holds its rejects file")
+        let input = dir.appendingPathComponent("bad.ndjson")
+        try Data("{\"entity\":\"Genre\",\"name\":\"c\"}\nnot json\n".utf8).write(to: input)
+        let r = try await storectl("import", store, input.path, "--continue-on-error", "--rejects", rejects, "--quiet")
+        #expect(r.status == 0, "\(r.stderr)")
+        for path in killed { #expect(!FileManager.default.fileExists(atPath: path), "\(path) left") }
+        for path in [recent, held] + alike { #expect(FileManager.default.fileExists(atPath: path), "\(path) removed") }
+        #expect(try String(contentsOfFile: rejects, encoding: .utf8).contains("not json"))
+    }
+
     /// `export --output`, `import --rejects` and `generate --output` naming a symbolic link write
     /// through it (a device such as `/dev/stdout` likewise); they never rename a new file over the
     /// link (as FileManager's atomic writes do), nor over `/dev/full` as root.
