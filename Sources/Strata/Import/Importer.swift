@@ -881,6 +881,9 @@ public final class Importer: Sendable {
             }
             do {
                 s.committed(try await store.save(changes, author: options.author, metadata: metadata))
+            } catch StrataError.validation(let failure) where !options.continueOnError {
+                let located = await locatedLink(failure, s.deferred[slice.indices], s) { try storeHas($0) }
+                throw located ?? StrataError.validation(failure)
             } catch StrataError.validation where options.continueOnError {
                 // A target (or source) was rejected: link what can be linked, count the rest.
                 for d in slice {
@@ -900,6 +903,29 @@ public final class Importer: Sendable {
 }
 
 extension Importer {
+    /// The record whose link the store refused as naming a key no object holds (one saved after
+    /// the records, which the store found taken away since the input was checked): the first of
+    /// `links` (in the order they were saved) of the failure's relationship whose target
+    /// `resolves` does not find. Nil for another failure, or when none is found.
+    private func locatedLink(_ failure: ValidationFailure,
+                             _ links: ArraySlice<(relationship: UInt16, from: ObjectReference, to: ObjectReference,
+                                                  location: UInt64)>,
+                             _ s: ImportState,
+                             resolves: (ObjectReference) async throws -> Bool) async -> ImportFailed? {
+        guard failure.kind == .objectNotFound, let field = failure.field else { return nil }
+        for link in links {
+            guard let r = store.schema.relationship(tag: link.relationship), r.name == field,
+                  r.entityName == failure.entity else { continue }
+            guard let found = try? await resolves(link.to) else { return nil }
+            if found { continue }
+            let (fileIndex, line) = (Int(link.location >> 40), Int(link.location & 0xff_ffff_ffff))
+            let issue = ImportIssue(file: s.files[fileIndex], line: line, field: field,
+                                    reason: "\(failure.kind.rawValue): \(failure.reason)")
+            return s.noting(ImportFailed(issues: [issue], totalIssues: 1))
+        }
+        return nil
+    }
+
     /// The deferred links of a bulk import, in the same batches as ``linkDeferred(_:rejects:)``
     /// saves them, many batches per write transaction of the new generation.
     private func linkDeferred(_ s: inout ImportState, into bulk: BulkLoad, metadata: [String: String]) async throws {
@@ -908,34 +934,43 @@ extension Importer {
         var start = 0
         while start < s.deferred.count {
             let end = min(s.deferred.count, start + chunk)
-            let (skipped, committed) = try await bulk.write { [deferred = s.deferred, start] w in
-                var skipped = 0
-                var i = start
-                while i < end {
-                    let slice = deferred[i..<min(end, i + batchSize)]
-                    var changes = ChangeSet()
-                    for d in slice { changes.append(.link(relationship: d.relationship, from: d.from, to: d.to)) }
-                    i += slice.count
-                    guard continueOnError else {
-                        _ = try w.save(changes, author: author, metadata: metadata, isolated: false)
-                        continue
-                    }
-                    do {
-                        _ = try w.save(changes, author: author, metadata: metadata, isolated: true)
-                    } catch StrataError.validation {
-                        for d in slice {
-                            var one = ChangeSet()
-                            one.append(.link(relationship: d.relationship, from: d.from, to: d.to))
-                            do {
-                                _ = try w.save(one, author: author, metadata: metadata, isolated: true)
-                            } catch StrataError.validation {
-                                skipped += 1
+            let outcome: (result: Int, committed: [TransactionID])
+            do {
+                outcome = try await bulk.write { [deferred = s.deferred, start] w in
+                    var skipped = 0
+                    var i = start
+                    while i < end {
+                        let slice = deferred[i..<min(end, i + batchSize)]
+                        var changes = ChangeSet()
+                        for d in slice { changes.append(.link(relationship: d.relationship, from: d.from, to: d.to)) }
+                        i += slice.count
+                        guard continueOnError else {
+                            _ = try w.save(changes, author: author, metadata: metadata, isolated: false)
+                            continue
+                        }
+                        do {
+                            _ = try w.save(changes, author: author, metadata: metadata, isolated: true)
+                        } catch StrataError.validation {
+                            for d in slice {
+                                var one = ChangeSet()
+                                one.append(.link(relationship: d.relationship, from: d.from, to: d.to))
+                                do {
+                                    _ = try w.save(one, author: author, metadata: metadata, isolated: true)
+                                } catch StrataError.validation {
+                                    skipped += 1
+                                }
                             }
                         }
                     }
+                    return skipped
                 }
-                return skipped
+            } catch StrataError.validation(let failure) where !continueOnError {
+                // Asked of the load before the import drops it: the batches before the refused
+                // one are in it, and it is the first whose target is not.
+                let located = await locatedLink(failure, s.deferred[start..<end], s) { try await bulk.resolves($0) }
+                throw located ?? StrataError.validation(failure)
             }
+            let (skipped, committed) = outcome
             s.transactions += committed
             s.skippedLinks += skipped
             start = end

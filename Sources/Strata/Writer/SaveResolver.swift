@@ -131,11 +131,13 @@ struct SaveResolver<S: StateStore> {
                 }
                 try delete(target)
             case .link(let tag, let from, let to):
-                let (a, b) = (try reference(from, tag, source: true), try reference(to, tag))
+                let a = try reference(from, tag, source: true)
+                let b = try reference(to, tag, from: a)
                 guard try followsPolicy(a, b) else { continue }
                 try link(tag, a, b)
             case .unlink(let tag, let from, let to):
-                let (a, b) = (try reference(from, tag, source: true), try to.map { try reference($0, tag) })
+                let a = try reference(from, tag, source: true)
+                let b = try to.map { try reference($0, tag, from: a) }
                 guard try followsPolicy(a, b) else { continue }
                 // An edge with an end that is gone went with it.
                 if netState, try !applier.exists(a) || b.map({ try !applier.exists($0) }) ?? false { continue }
@@ -370,7 +372,11 @@ struct SaveResolver<S: StateStore> {
         return r
     }
 
-    private mutating func reference(_ ref: ObjectReference, _ tag: UInt16, source: Bool = false) throws -> ObjectID {
+    /// The object `ref` names, for an end of relationship `tag`. A key no object holds is
+    /// refused naming the relationship's source `from` when it is known (the object whose
+    /// reference it is: an import finds its record by it).
+    private mutating func reference(_ ref: ObjectReference, _ tag: UInt16, source: Bool = false,
+                                    from: ObjectID? = nil) throws -> ObjectID {
         switch ref {
         case .id(let id): return resolved(id)
         case .unique(let entityTag, let constraint, let values):
@@ -385,7 +391,7 @@ struct SaveResolver<S: StateStore> {
             guard let key = try Layout.uniqueKey(u, record: full, entity: e,
                                                  id: ObjectID(high: UInt64(entityTag) << 48, low: 0)),
                   let owner = try applier.uniqueOwner(key) else {
-                throw fail(.objectNotFound, r.entityName, nil, r.name,
+                throw fail(.objectNotFound, r.entityName, from, r.name,
                            "no \(e.name) with \(Layout.uniqueFieldName(u, e)) = \(ref)\(source ? " (source)" : "")")
             }
             return owner

@@ -104,8 +104,13 @@ import Testing
                 #"{"entity":"Person","id":"\#(a)","name":"q","email":"a@x"}"#,
                 #"{"entity":"Person","name":"c","boss":{"name":"a"}}"#,
             ], in: dir)
-            await #expect(throws: (any Error).self, "\(Self.ways[way].name)") {
+            // Found where the store refuses it, the reference is reported at its record's line
+            // and field, as every input error is.
+            await #expect("\(Self.ways[way].name)") {
                 _ = try await Importer(store: store, options: options(Self.ways[way])).run(files: [input])
+            } throws: { error in
+                guard let issue = (error as? ImportFailed)?.issues.first else { return false }
+                return issue.line == 2 && issue.field == "boss" && issue.reason.contains("no Person with name")
             }
             // Whatever an incremental import committed before the failure, `c` has no boss
             // named `a`, and the stored object is never linked.
