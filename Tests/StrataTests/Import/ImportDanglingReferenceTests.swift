@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+@testable import Strata
+
+/// References the input has not given where they are read: those a later record gives, and those
+/// the store holds, are fine; the others are dangling, each reported at its line with nothing
+/// written. Checked before the end of the input as well (once many are kept, those found by then
+/// are dropped), which must not change the answer.
+@Suite struct ImportDanglingReferenceTests {
+    static let schemaText = #"""
+    {"model":"tree","version":1,"entities":[
+      {"name":"Item","attributes":[{"name":"name","type":"string"}],
+       "relationships":[{"name":"parent","destination":"Item","inverse":"children","optional":true},
+                        {"name":"children","destination":"Item","toMany":true,"inverse":"parent"}],
+       "uniques":[["name"]]}
+    ]}
+    """#
+
+    /// More references to stored objects than are kept before a check, with true forward
+    /// references and dangling ones before, between and after the checks.
+    @Test func danglingReferencesAreFoundAmongManyToTheStoreAndLaterRecords() async throws {
+        let schema = try Schema.parse(Array(Self.schemaText.utf8), source: "v1.json", expectedVersion: 1)
+        let store = try Store.temporary(schema: schema)
+        defer { store.close() }
+        let dir = temporaryDirectory("import-dangling")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let stored = (0..<100).map { #"{"entity":"Item","name":"p\#($0)"}"# }
+        _ = try await Importer(store: store).run(files: [try writeInput(stored, in: dir, "base.ndjson")])
+
+        let count = Importer.forwardCheckEvery + Importer.forwardCheckEvery / 2
+        let ghosts = [3, Importer.forwardCheckEvery - 1, Importer.forwardCheckEvery + 7, count - 2]
+        let laters = stride(from: 10, to: count, by: count / 5).map { $0 }
+        var lines: [String] = []
+        for i in 0..<count {
+            let parent = ghosts.contains(i) ? "ghost\(i)" : laters.contains(i) ? "later\(i)" : "p\(i % 100)"
+            lines.append(#"{"entity":"Item","name":"n\#(i)","parent":{"name":"\#(parent)"}}"#)
+        }
+        for i in laters { lines.append(#"{"entity":"Item","name":"later\#(i)"}"#) }
+        let input = try writeInput(lines, in: dir)
+        var options = ImportOptions()
+        options.mode = .incremental
+        options.oneTransactionMaxInputBytes = 0
+        await #expect {
+            _ = try await Importer(store: store, options: options).run(files: [input])
+        } throws: { error in
+            guard let failed = error as? ImportFailed else { return false }
+            return failed.totalIssues == ghosts.count && failed.written == 0
+                && failed.issues.map(\.line) == ghosts.map { $0 + 1 }
+                && failed.issues.allSatisfy { $0.field == "parent" && $0.reason.contains("dangling reference") }
+        }
+        #expect(try store.mainContext.count(Query(entity: "Item")) == stored.count)
+
+        // Without the dangling ones, everything is linked.
+        for i in ghosts { lines[i] = #"{"entity":"Item","name":"n\#(i)"}"# }
+        let good = try writeInput(lines, in: dir, "good.ndjson")
+        let result = try await Importer(store: store, options: options).run(files: [good])
+        #expect(result.records == lines.count)
+        #expect(try store.verify().ok)
+        let item = try #require(schema.entity(named: "Item")), parent = try #require(item.relationship(named: "parent"))
+        let linked = try store.read { view in
+            try view.fetch(Query(entity: "Item")).filter { try !view.targets(parent.tag, from: $0.id).isEmpty }.count
+        }
+        #expect(linked == count - ghosts.count)
+    }
+}
