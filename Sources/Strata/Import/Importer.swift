@@ -355,7 +355,57 @@ public final class Importer: Sendable {
                                     reason: "\(failure.kind.rawValue): \(failure.reason)")
             return s.noting(ImportFailed(issues: [issue], totalIssues: 1))
         }
-        return nil
+        return displacing(failure, in: batch, s)
+    }
+
+    /// For a required to-one that a batch left an object of the store without (`X.r`, which named
+    /// `T`): the record of the batch whose link took `T` from it, through a one-to-one pair — a
+    /// new `r` to `T` from another object (`T` keeps one inverse), or a new inverse from `T` to
+    /// another object. The store refused the batch naming `X`, which is not in the input.
+    private func displacing(_ failure: ValidationFailure, in batch: Batch, _ s: ImportState) -> ImportFailed? {
+        let schema = store.schema
+        guard failure.kind == .requiredRelationship, let x = failure.objectID, let field = failure.field,
+              let e = schema.entity(tag: x.entityTag), let r = e.relationship(named: field), !r.isToMany
+        else { return nil }
+        let inverse = schema.inverse(of: r)
+        guard !inverse.isToMany else { return nil }
+        return try? store.read { view -> ImportFailed? in
+            guard let t = try view.targets(r.tag, from: x).first else { return nil }
+            for (changes, item) in zip(batch.perRecord, batch.items) {
+                // An upsert's operations name its object by the id it would take as a new one:
+                // the object of the store holding its key is the one it names.
+                var upserted: (own: ObjectID, stored: ObjectID)?
+                if case .upsert(let own, let values, let constraint)? = changes.operations.first,
+                   let ue = schema.entity(tag: own.entityTag), ue.uniques.indices.contains(constraint),
+                   let stored = try view.resolve(.unique(entityTag: own.entityTag, constraint: constraint,
+                                                         values: ue.uniques[constraint].attributes.map { values[$0] })) {
+                    upserted = (own, stored)
+                }
+                func names(_ ref: ObjectReference, _ id: ObjectID) throws -> Bool {
+                    guard case .id(let own) = ref else { return try view.resolve(ref) == id }
+                    return own == id || (upserted.map { $0.own == own && $0.stored == id } ?? false)
+                }
+                for op in changes.operations {
+                    guard case .link(let tag, let from, let to) = op else { continue }
+                    let reason: String, field: String
+                    if tag == r.tag, try names(to, t), try !names(from, x) {
+                        field = r.name
+                        reason = "\(r.destination) \(t) is already the \(r.name) of \(e.name) \(x), which would be left " +
+                                 "without its required \(r.name) (a \(r.destination) has one \(inverse.name))"
+                    } else if tag == inverse.tag, try names(from, t), try !names(to, x) {
+                        field = inverse.name
+                        reason = "replacing its \(inverse.name) \(x) would leave that \(e.name) without its required " +
+                                 "\(r.name) (a \(r.destination) has one \(inverse.name))"
+                    } else {
+                        continue
+                    }
+                    let issue = ImportIssue(file: s.files[item.fileIndex], line: item.line, field: field,
+                                            reason: "\(failure.kind.rawValue): \(reason)")
+                    return s.noting(ImportFailed(issues: [issue], totalIssues: 1))
+                }
+            }
+            return nil
+        }
     }
 
     /// Whether the store has `target`, for a reference the import has not written (by any of

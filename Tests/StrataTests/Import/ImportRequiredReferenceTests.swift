@@ -22,6 +22,12 @@ import Testing
        "uniques":[["name"]]},
       {"name":"Passport","attributes":[{"name":"number","type":"string"}],
        "relationships":[{"name":"holder","destination":"Person","inverse":"passport","optional":false}],
+       "uniques":[["number"]]},
+      {"name":"Driver","attributes":[{"name":"name","type":"string"}],
+       "relationships":[{"name":"license","destination":"License","inverse":"driver"}],
+       "uniques":[["name"]]},
+      {"name":"License","attributes":[{"name":"number","type":"string"}],
+       "relationships":[{"name":"driver","destination":"Driver","inverse":"license","optional":false}],
        "uniques":[["number"]]}
     ]}
     """#
@@ -245,6 +251,50 @@ import Testing
                 #expect(failed.description.contains("1 record(s) of this import were written before it"), "\(failed)")
             }
             #expect(try store.read { try $0.fetch(Query(entity: "Owner")).count } == 1)
+        }
+    }
+
+    /// A record that takes the one target of a one-to-one pair away from an object of the store
+    /// whose side is required (a new passport for a holder who has one; a driver taking another's
+    /// license) is reported at its own line and field, saying which object would be left without
+    /// what, in every way of importing; the store refused it naming that other object alone.
+    @Test(arguments: [ImportMode.incremental, .bulk], [false, true])
+    func takingARequiredTargetAwayIsReportedAtTheRecordThatTakesIt(mode: ImportMode, oneTransaction: Bool) async throws {
+        try await withStore { store, dir in
+            let base = try write([
+                #"{"entity":"Person","name":"h","passport":{"number":"p1"}}"#,
+                #"{"entity":"Passport","number":"p1","holder":{"name":"h"}}"#,
+                #"{"entity":"Person","name":"k","passport":{"number":"p2"}}"#,
+                #"{"entity":"Passport","number":"p2","holder":{"name":"k"}}"#,
+                #"{"entity":"Driver","name":"d","license":{"number":"l1"}}"#,
+                #"{"entity":"License","number":"l1","driver":{"name":"d"}}"#,
+                #"{"entity":"Driver","name":"e","license":{"number":"l2"}}"#,
+                #"{"entity":"License","number":"l2","driver":{"name":"e"}}"#,
+            ], dir, "base.ndjson")
+            _ = try await run(store, [base])
+            var options = ImportOptions()
+            options.mode = mode
+            if !oneTransaction { options.oneTransactionMaxInputBytes = 0 }
+            let cases: [(line: String, field: String, reason: String)] = [
+                (#"{"entity":"Passport","number":"p3","holder":{"name":"h"}}"#, "holder",
+                 "is already the holder of Passport"),
+                (#"{"entity":"Person","name":"h","passport":{"number":"p2"}}"#, "passport",
+                 "is already the passport of Person"),
+                (#"{"entity":"Driver","name":"d","license":{"number":"l2"}}"#, "license",
+                 "replacing its license"),
+            ]
+            let before = try store.lastTransactionID
+            for c in cases {
+                let input = try write([#"{"entity":"Driver","name":"x"}"#, c.line], dir, "in.ndjson")
+                await #expect("\(c.line) \(mode) \(oneTransaction)") {
+                    _ = try await Importer(store: store, options: options).run(files: [input])
+                } throws: { error in
+                    guard let issue = (error as? ImportFailed)?.issues.first else { return false }
+                    return issue.line == 2 && issue.field == c.field && issue.reason.contains(c.reason)
+                        && issue.reason.hasPrefix("requiredRelationship: ")
+                }
+            }
+            #expect(try store.lastTransactionID == before, "a refused import wrote something")
         }
     }
 }
