@@ -76,7 +76,11 @@ enum Exit {
 /// Prints `storectl: error: …` to stderr and returns the exit code to throw.
 func failure(_ error: Error, context: String? = nil) -> ExitCode {
     let text = context.map { "\($0): \(error)" } ?? "\(error)"
-    FileHandle.standardError.write(Data("storectl: error: \(text)\n".utf8))
+    // What an error echoes of its input (a path given on the command line) reaches the
+    // terminal with its control characters escaped; its lines stay lines.
+    let shown = text.split(separator: "\n", omittingEmptySubsequences: false)
+        .map { EchoedText.escaped(String($0)) }.joined(separator: "\n")
+    FileHandle.standardError.write(Data("storectl: error: \(shown)\n".utf8))
     return ExitCode(Exit.code(for: error))
 }
 

@@ -39,9 +39,30 @@ struct Storectl: AsyncParsableCommand {
             }
         } catch {
             _ = finishStandardOutput()
+            // ArgumentParser's own messages echo a value it could not read ("The value '…' is
+            // invalid") whole and raw: shown as every other echoed value is instead.
+            let code = exitCode(for: error)
+            let message = fullMessage(for: error)
+            if code != .success, !message.isEmpty {
+                FileHandle.standardError.write(Data((shownParserMessage(message) + "\n").utf8))
+                Foundation.exit(code.rawValue)
+            }
             exit(withError: error)
         }
         if !finishStandardOutput() { Foundation.exit(Exit.ioError) }
+    }
+
+    /// `message` with each quoted value (`'…'`) shown as ``EchoedText/shown(_:)`` shows it (at
+    /// most 64 characters, control characters escaped) and any other control character of a
+    /// line escaped; its lines stay lines.
+    static func shownParserMessage(_ message: String) -> String {
+        message.split(separator: "\n", omittingEmptySubsequences: false).map { line -> String in
+            let parts = line.split(separator: "'", omittingEmptySubsequences: false)
+            // Odd parts are inside quotes (an unmatched last quote leaves its tail as it is).
+            return parts.enumerated().map { i, part in
+                i % 2 == 1 && i < parts.count - 1 ? EchoedText.shown(String(part)) : EchoedText.escaped(String(part))
+            }.joined(separator: "'")
+        }.joined(separator: "\n")
     }
 
     /// Flushes standard output; false (with the reason on stderr) when a write to it failed.

@@ -80,10 +80,17 @@ extension ReadView {
 extension ReadView {
     /// The compaction horizon (0 when the store was never compacted).
     func horizon() throws -> TransactionID {
-        try Self.checked(TransactionID(try txn.withValue(env[.meta], key: MetaKey.horizon) { b -> UInt64 in
+        let horizon = TransactionID(try txn.withValue(env[.meta], key: MetaKey.horizon) { b -> UInt64 in
             var r = ByteReader(b)
             return try r.u64()
-        } ?? 0), "the compaction horizon")
+        } ?? 0)
+        // The horizon is not a log entry: a value past any transaction is damage to `meta`.
+        guard horizon <= .largest else {
+            throw StrataError.damagedStore(path: env.path, reason: """
+                meta: the compaction horizon is \(horizon), past the largest transaction id, \(TransactionID.largest)
+                """)
+        }
+        return horizon
     }
 
     func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? {

@@ -43,8 +43,11 @@ extension LoggedChange {
             guard let e = schema.entity(tag: id.entityTag) else { return "" }
             return zip(e.attributes, vs).filter { !$0.1.isNull }.map { "\($0.0.name)=\($0.1)" }.joined(separator: " ")
         }
+        // A change with nothing after its object (an update of attributes a migration removed, an
+        // insert of none but nulls) ends with the id, not with a space.
+        func line(_ head: String, _ rest: String) -> String { rest.isEmpty ? head : head + " " + rest }
         switch self {
-        case .insert(let id, let vs): return "insert \(name(id)) \(id) \(values(id, vs))"
+        case .insert(let id, let vs): return line("insert \(name(id)) \(id)", values(id, vs))
         case .update(let id, let changes, _):
             let e = schema.entity(tag: id.entityTag)
             let parts = changes.map { c in
@@ -53,8 +56,8 @@ extension LoggedChange {
                     ?? "#\(c.attribute)"): \(c.old) → \(c.new)
                 """
             }
-            return "update \(name(id)) \(id) " + parts.joined(separator: ", ")
-        case .delete(let id, let vs, _): return "delete \(name(id)) \(id) \(values(id, vs))"
+            return line("update \(name(id)) \(id)", parts.joined(separator: ", "))
+        case .delete(let id, let vs, _): return line("delete \(name(id)) \(id)", values(id, vs))
         case .link(let tag, let a, let b):
             return "link   \(name(a)) \(a) .\(schema.relationship(tag: tag)?.name ?? "?") → \(b)"
         case .unlink(let tag, let a, let b):

@@ -44,11 +44,63 @@ extension Store {
             // Every page is checked before liblmdb is trusted to walk it (a damaged page would
             // make it fault or hand back a value past the end of the file).
             try snapshot.env.checkPages()
+            let head = snapshot.transactionID.rawValue
+            let shape = try snapshot.read { try Self.logShapeProblems($0, head: head, limit: Self.verifyProblemLimit) }
+            if shape.count > 0 {
+                // Read by id, such a log would hand the replay other entries than its keys say.
+                return VerifyReport(head: snapshot.transactionID, transactions: 0, changes: 0, entriesCompared: 0,
+                                    problems: shape.items, problemCount: shape.count,
+                                    seconds: (ContinuousClock.now - started).seconds, method: .rebuild)
+            }
             if !rebuild, let report = try verifyInMemory(snapshot, started: started, progress: progress) {
                 return report
             }
             return try verifyByRebuilding(snapshot, started: started, progress: progress)
         }
+    }
+
+    /// The log's keys against the compaction horizon and the head (the log's last transaction):
+    /// every key a transaction id (8 bytes) after the horizon, none at or before it (compaction
+    /// folded those into the state), a horizon no later than the head, and no transaction
+    /// missing in between (found here, before the state at the horizon is read back through them).
+    static func logShapeProblems(_ view: ReadView, head: UInt64, limit: Int) throws -> ProblemList {
+        var problems = ProblemList(limit: limit)
+        let horizon = try view.horizon().rawValue
+        let hasLog = try view.txn.entryCount(view.env[.log]) > 0
+        if hasLog, horizon > head {
+            problems.add("meta: the compaction horizon \(horizon) is past the log's last transaction, \(head)")
+            return problems
+        }
+        func missing(_ from: UInt64, _ to: UInt64) {
+            problems.add("log: transaction\(to > from ? "s \(from)…\(to) are" : " \(from) is") missing")
+        }
+        var next = horizon + 1
+        try view.txn.scan(view.env[.log]) { key, _ in
+            guard key.count == 8 else {
+                problems.add("log: a key of \(key.count) bytes, \(Self.shownKey(Array(key))), is no transaction id " +
+                             "(8 bytes)")
+                return true
+            }
+            var r = ByteReader(key)
+            let tx = try r.u64()
+            if tx == 0 {
+                problems.add("log: an entry under transaction 0 (transactions start at 1)")
+            } else if tx <= horizon {
+                problems.add("log: an entry under transaction \(tx), at or before the compaction horizon \(horizon) " +
+                             "(compaction folded those into the state)")
+            } else {
+                if tx > next { missing(next, tx - 1) }
+                next = tx + 1
+            }
+            return true
+        }
+        if hasLog, next <= head { missing(next, head) }
+        return problems
+    }
+
+    /// A key of the store as verify shows it: its first 24 bytes in hex, and its size when cut.
+    static func shownKey(_ key: [UInt8]) -> String {
+        key.prefix(24).map { String(format: "%02x", $0) }.joined() + (key.count > 24 ? "…(\(key.count) bytes)" : "")
     }
 
     /// The in-memory check; nil when the store needs the rebuild (compacted, too large, or
@@ -220,7 +272,8 @@ extension Store {
             }
             if let l = x, let r = y, l.key == r.key {
                 if l.value != r.value {
-                    let detail = l.value.withUnsafeBytes { recordProblem(name, l.key, $0) }
+                    let detail = name == .counts ? countProblem(l.value, r.value, l.key)
+                        : l.value.withUnsafeBytes { recordProblem(name, l.key, $0) }
                     problems.add("\(name.rawValue): \(describe(l.key, in: name)) differs from the log\(detail)")
                 }
                 x = try next(&a)
@@ -253,8 +306,18 @@ extension Store {
             let r = schema.relationship(tag: UInt16(key[0]) << 8 | UInt16(key[1]))
             return "\(r.map { "\($0.entityName).\($0.name)" } ?? "?") \(from) → \(to)"
         default:
-            return key.prefix(24).map { String(format: "%02x", $0) }.joined()
+            return Self.shownKey(key)
         }
+    }
+
+    /// The stored and the rebuilt count of a `count/` key that differs.
+    private func countProblem(_ stored: [UInt8], _ rebuilt: [UInt8], _ key: [UInt8]) -> String {
+        guard MetaKey.isCount(key) else { return "" }
+        let tag = UInt16(key[6]) << 8 | UInt16(key[7])
+        func shown(_ v: [UInt8]) -> String {
+            (try? v.withUnsafeBytes { try MetaKey.countValue($0, tag) }).map(String.init) ?? "unreadable"
+        }
+        return " (stored \(shown(stored)), the log gives \(shown(rebuilt)))"
     }
 
     private func recordProblem(_ name: DatabaseName, _ key: [UInt8], _ value: UnsafeRawBufferPointer) -> String {
@@ -270,7 +333,7 @@ extension Store {
 }
 
 /// The first problems, and how many there were.
-private struct ProblemList {
+struct ProblemList {
     let limit: Int
     var items: [String] = []
     var count = 0

@@ -50,6 +50,23 @@ import Testing
         }
     }
 
+    /// A value ArgumentParser cannot read, and a store path, are echoed as every other value
+    /// is: control characters escaped (a terminal escape reached the terminal), and a long value
+    /// cut to 64 characters with its size (100,000 bytes were printed whole).
+    @Test func valuesTheParserRefusesAreEchoedEscapedAndCut() async throws {
+        let (dir, store) = try await newStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let escape = try await storectl("show", store, "1\u{1B}[2J")
+        #expect(escape.status == 64 && escape.stderr.contains("'1\\u{1B}[2J'"), "\(escape.stderr)")
+        #expect(!escape.stderr.contains("\u{1B}"), "a raw ESC: \(escape.stderr)")
+        let long = try await storectl("log", store, "--from", String(repeating: "x", count: 100_000))
+        #expect(long.status == 64 && long.stderr.contains("…(100000 bytes)") && long.stderr.utf8.count < 2_000,
+                "\(long.stderr.prefix(300))")
+        let path = try await storectl("log", dir.appendingPathComponent("bad\u{1B}[31mname").path)
+        #expect(path.status == 66 && path.stderr.contains("bad\\u{1B}[31mname") && !path.stderr.contains("\u{1B}"),
+                "\(path.status) \(path.stderr)")
+    }
+
     /// Bad numbers and bad values of every numeric or enumerated option: 64, nothing done.
     @Test(arguments: [
         ["log", "STORE", "--from", "abc"],

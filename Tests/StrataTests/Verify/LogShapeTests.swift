@@ -1,0 +1,74 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+/// `verify` holds the log to its shape: every key a transaction id (8 bytes), none at or before the
+/// compaction horizon, none missing up to the head, and a horizon no later than the head. Each
+/// damage here is named as such; `verify` had passed the first four (a horizon past the head hid
+/// every later commit; a stray entry was shown by `show`; a key of 9 bytes was read as a second
+/// transaction 5), and named a gap after a compaction as a problem of the base state.
+@Suite struct LogShapeTests {
+    /// A store of six transactions, compacted at 3 when `compacted`, damaged by `damage`; the
+    /// problems verify names.
+    private func problems(compacted: Bool, _ damage: (LMDBEnvironment, Store) throws -> Void) async throws -> [String] {
+        try await withLibraryStore { store in
+            for i in 0..<6 { _ = try await store.save { $0.insert(Genre(name: "g\(i)")) } }
+            if compacted { _ = try await store.compact(horizon: TransactionID(3)) }
+            #expect(try store.verify().ok)
+            try damage(store.env, store)
+            let report = try store.verify()
+            #expect(!report.ok)
+            return report.problems
+        }
+    }
+
+    private func entry(_ env: LMDBEnvironment, _ tx: UInt64) throws -> [UInt8] {
+        try #require(try env.read { txn in try txn.withValue(env[.log], key: TransactionID(tx).keyBytes) { Array($0) } })
+    }
+
+    @Test func aHorizonPastTheHeadIsNamed() async throws {
+        let found = try await problems(compacted: true) { env, _ in
+            try env.write { _ = try $0.put(env[.meta], key: MetaKey.horizon, value: TransactionID(25).keyBytes) }
+        }
+        #expect(found == ["meta: the compaction horizon 25 is past the log's last transaction, 6"], "\(found)")
+    }
+
+    @Test(arguments: [false, true])
+    func anEntryAtOrBeforeTheHorizonIsNamed(compacted: Bool) async throws {
+        let found = try await problems(compacted: compacted) { env, _ in
+            let bytes = try entry(env, 5)
+            try env.write { _ = try $0.put(env[.log], key: TransactionID(compacted ? 2 : 0).keyBytes, value: bytes) }
+        }
+        let expected = compacted
+            ? "log: an entry under transaction 2, at or before the compaction horizon 3 (compaction folded those into the state)"
+            : "log: an entry under transaction 0 (transactions start at 1)"
+        #expect(found == [expected], "\(found)")
+    }
+
+    @Test func aKeyOfAnotherSizeIsNoTransaction() async throws {
+        let found = try await problems(compacted: false) { env, _ in
+            let bytes = try entry(env, 5)
+            try env.write { _ = try $0.put(env[.log], key: TransactionID(5).keyBytes + [1], value: bytes) }
+        }
+        #expect(found == ["log: a key of 9 bytes, 000000000000000501, is no transaction id (8 bytes)"], "\(found)")
+    }
+
+    @Test func aGapAfterTheHorizonIsAMissingTransaction() async throws {
+        let found = try await problems(compacted: true) { env, _ in
+            try env.write { _ = try $0.delete(env[.log], key: TransactionID(5).keyBytes) }
+        }
+        #expect(found == ["log: transaction 5 is missing"], "\(found)")
+    }
+
+    /// A count that differs shows both numbers; a key too long to show whole says how long it is.
+    @Test func aCountThatDiffersShowsBothNumbers() async throws {
+        let found = try await problems(compacted: false) { env, store in
+            let genre = try #require(store.schema.entity(named: "Genre"))
+            try env.write { _ = try $0.put(env[.counts], key: MetaKey.count(genre.tag), value: MetaKey.countValue(99)) }
+        }
+        #expect(found.count == 1 && found[0].hasSuffix("differs from the log (stored 99, the log gives 6)"), "\(found)")
+        #expect(Store.shownKey(Array(repeating: 0xAB, count: 30)) == String(repeating: "ab", count: 24) + "…(30 bytes)")
+        #expect(Store.shownKey([1, 2]) == "0102")
+    }
+}
