@@ -298,8 +298,10 @@ final class Follower: Sendable {
         var head = try store.lastTransactionID
         while !stopped {
             let batch = try SharedLog.entries(session, after: head, limit: Self.batch)
-            if batch.isEmpty { break }
+            guard let last = batch.last?.transactionID else { break }
             head = try apply(batch)
+            // Stopped before the cluster's migration entry: met first on the next step, it throws.
+            if head < last { continue }
             if !ReplicatedEntry.mayBeFollowed(batch, limit: Self.batch, readBytes: SharedLog.readBytes(session)) { break }
         }
         return head

@@ -76,6 +76,47 @@ import Testing
         storeB.close()
     }
 
+    /// A replica that had not applied the entries before the cluster's migration when it was
+    /// migrated: it applies them, then migrates at the entry. It applied its catch-up batch in
+    /// one transaction that the migration entry aborted, so it stayed at its head and refused to
+    /// migrate, stuck (`storectl migrate` said to run itself).
+    @Test func aReplicaBehindTheMigrationAppliesWhatCameBeforeItAndMigrates() async throws {
+        let schemas = try Schema.loadAll(directory: librarySchemaDirectory)
+        let v1 = try #require(schemas.first { $0.version == 1 })
+        let address = try await TestPostgres.shared().freshDatabase()
+        let root = temporaryDirectory("strata-cluster")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let (urlA, urlB) = (root.appendingPathComponent("a"), root.appendingPathComponent("b"))
+        try await makeV1TrackStore(at: urlA, schema: v1)
+        let first = try Store.openExisting(at: urlA)
+        try await Cluster.initialize(store: first, address: address, name: "a")
+        let joined = try await Cluster.join(at: urlB, address: address)
+        let joinedAt = try joined.lastTransactionID
+        joined.close()
+        // b is closed while a saves, then a migrates: b is two saves behind the migration.
+        let a = try await ClusterReplica.open(store: first, address: address, name: "a")
+        let genre = try #require(v1.entity(named: "Genre"))
+        for name in ["before the migration", "just before it"] {
+            var record = Record(entity: genre)
+            record["name"] = .string(name)
+            _ = try await a.store.save { $0.insert(record) }
+        }
+        await a.close()
+        first.close()
+        let migratedA = try await Cluster.migrate(at: urlA, address: address, schemas: schemas, registry: libraryMigrations)
+        let position = try #require(migratedA?.migrationTransaction)
+        #expect(position == TransactionID(joinedAt.rawValue + 3))
+
+        let migratedB = try await Cluster.migrate(at: urlB, address: address, schemas: schemas, registry: libraryMigrations)
+        #expect(migratedB?.migrationTransaction == position)
+        let storeA = try Store.openExisting(at: urlA), storeB = try Store.openExisting(at: urlB)
+        defer { storeA.close(); storeB.close() }
+        #expect(storeA.schema.version == 2 && storeB.schema.version == 2)
+        #expect(try storeB.lastTransactionID == position)
+        #expect(try ClusterFixture.exported(storeA) == ClusterFixture.exported(storeB))
+        #expect(try storeB.verify().ok)
+    }
+
     @Test func aReplicaRefusesAMigrationEntryPlannedWithOtherStepsOrSchemas() async throws {
         let schemas = try Schema.loadAll(directory: librarySchemaDirectory)
         let v1 = try #require(schemas.first { $0.version == 1 })

@@ -344,8 +344,9 @@ extension Writer {
             let env = self.env
             let head = try env.read { try ReadView(txn: $0, env: env, schema: schema).lastTransactionID() }
             let next = try log.entries(after: head, limit: Self.catchUpBatch)
-            if next.isEmpty { return }
-            _ = try applyReplicated(next)
+            guard let last = next.last?.transactionID else { return }
+            // Stopped before a migration entry: met first on the next step, it throws.
+            if try applyReplicated(next) < last { continue }
             if !log.mayBeFollowed(next, limit: Self.catchUpBatch) { return }
         }
     }
@@ -354,7 +355,8 @@ extension Writer {
     /// the same state code as a save (``StateApplier``), and writes each to the local log byte
     /// for byte under its id. Entries at or before the local head are skipped (each is applied
     /// exactly once, also when a catch-up and a follower hand over the same ones); the others
-    /// must follow the head without a gap, pass their checksum and hold this schema's version.
+    /// must follow the head without a gap, pass their checksum and hold this schema's version; a
+    /// cluster's migration entry ends the batch (the entries before it are applied).
     /// Returns the local head after; publishes what it applied to the change streams.
     func applyReplicated(_ entries: [ReplicatedEntry]) throws -> TransactionID {
         dispatchPrecondition(condition: .onQueue(queue))
@@ -406,6 +408,10 @@ extension Writer {
             }
             if entry.schemaVersion > schema.version, entry.changes.isEmpty,
                entry.metadata["migrationTo"] == String(entry.schemaVersion) {
+                // The entries before it are applied (committed by the caller) first: a replica
+                // behind the cluster's migration migrates at the entry itself, with everything
+                // before it applied. Met first, the entry stops the replica.
+                if applied != nil { return applied }
                 throw StrataError.replication(ReplicationError(.migrationNeeded, """
                     the cluster's transaction \(tx) migrates model '\(schema.model)' from v\
                     \(schema.version) to v\(entry.schemaVersion): migrate this replica there with the \
