@@ -249,6 +249,26 @@ import Testing
         }
     }
 
+    /// `cluster join` and `cluster reset` with `--shared-with-group` give the replica's file the
+    /// shared mode (0660) whatever the umask, as `init` does: the snapshot's copy took the
+    /// process's umask (0640 under 022, 0600 under 077), and the group could not open the store.
+    @Test func aSharedReplicaFromASnapshotIsTheGroupsWhateverTheUmask() async throws {
+        try await withCluster(replicas: 1) { c in
+            let path = c.root.appendingPathComponent("shared").path
+            func dataMode() -> mode_t {
+                var st = stat()
+                return stat(path + "/current/data.mdb", &st) == 0 ? st.st_mode & 0o7777 : 0
+            }
+            for command in ["join", "reset"] {
+                let shell = ["-c", "umask 077 && exec \"$0\" \"$@\"", storectlPath, "cluster", command, path,
+                             "--shared-with-group", "--postgres", c.url]
+                let r = try await run("/bin/sh", shell)
+                #expect(r.status == 0, "\(command): \(r.stderr)")
+                #expect(dataMode() == 0o660, "\(command): data.mdb is \(String(dataMode(), radix: 8))")
+            }
+        }
+    }
+
     /// `storectl import --postgres` into a store of one machine: refused (exit 66) with nothing
     /// written, since the write would stay local (it imported locally and exited 0, so whoever
     /// forgot `cluster init` believed the records were in the cluster).

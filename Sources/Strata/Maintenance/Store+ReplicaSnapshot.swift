@@ -193,6 +193,8 @@ private func copyDurably(from source: String, to target: String, mode: mode_t, s
         close(output)
         if !done { unlink(partial) }
     }
+    // The store's file mode whatever the umask (a shared store's file is the group's to write).
+    try StorePermissions.setMode(output, mode, path: partial)
     var buffer = [UInt8](repeating: 0, count: 1 << 20)
     while true {
         let n = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
