@@ -169,16 +169,24 @@ public final class ClusterReplica: Sendable {
     /// Refuses a replica name PostgreSQL's text cannot hold (a NUL character): every append
     /// would fail.
     static func checkName(_ name: String?) throws {
-        guard let name else { return }
-        if name.contains("\u{0}") {
-            throw ClusterError(.badArgument, "replica name \(name.debugDescription): holds a NUL character")
-        }
-        // Shown in `cluster status` and stored with every entry appended: a name people can read.
+        guard let name, let problem = nameProblem(name) else { return }
+        throw ClusterError(.badArgument, "replica name \(name.debugDescription): \(problem)")
+    }
+
+    /// Why `name` cannot name a replica (nil when it can): a NUL character, which PostgreSQL's
+    /// text cannot hold, or any control character, or none at all (a name is shown in `cluster
+    /// status` and stored with every entry appended: a name people can read).
+    public static func nameProblem(_ name: String) -> String? {
+        if name.contains("\u{0}") { return "holds a NUL character" }
         if name.isEmpty || name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
-            throw ClusterError(.badArgument, """
-                replica name \(name.debugDescription): must not be empty or hold control characters
-                """)
+            return "must not be empty or hold control characters"
         }
+        return nil
+    }
+
+    /// The name a replica made at `url` goes by unless it is given one: `host:store path`.
+    public static func defaultName(forStoreAt url: URL) -> String {
+        "\(ProcessInfo.processInfo.hostName):\(url.standardizedFileURL.path)"
     }
 
     /// Stops following the log (after a last report of this replica's position to the cluster)

@@ -96,6 +96,14 @@ struct ClusterJoinCommand: AsyncParsableCommand {
 
     func run() async throws {
         let address = try cluster.connection.address()
+        // Checked before anything is made: the replica goes by this name when it is attached.
+        let name = ClusterReplica.defaultName(forStoreAt: cluster.url)
+        if let problem = ClusterReplica.nameProblem(name) {
+            throw failure(CLIError("""
+                \(EchoedText.shown(cluster.target.store)): a replica made here would be named \
+                \(EchoedText.shown(name)), which \(problem): join at another path
+                """, code: Exit.usage))
+        }
         let store: Store
         do {
             store = try await Cluster.join(at: cluster.url, address: address, configuration: cluster.configuration)

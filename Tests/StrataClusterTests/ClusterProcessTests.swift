@@ -269,6 +269,18 @@ import Testing
         }
     }
 
+    /// `cluster join` at a path no replica name can hold (a replica is named `host:path`, and a
+    /// name holds no control character): refused before anything is made (exit 64). The replica
+    /// was made, then refused when attached, and left at the path, where every command failed.
+    @Test func aJoinAtAPathNoNameCanHoldMakesNothing() async throws {
+        try await withCluster(replicas: 1) { c in
+            let path = c.root.appendingPathComponent("tab\there").path
+            let r = try await storectl(["cluster", "join", path, "--postgres", c.url])
+            #expect(r.status == 64 && r.stderr.contains("join at another path") && !r.stderr.contains("\t"), "\(r.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: path))
+        }
+    }
+
     /// `storectl import --postgres` into a store of one machine: refused (exit 66) with nothing
     /// written, since the write would stay local (it imported locally and exited 0, so whoever
     /// forgot `cluster init` believed the records were in the cluster).
