@@ -309,7 +309,8 @@ public enum Cluster {
     /// behind it (the retention horizon moves to the snapshot's position); older snapshots are
     /// removed. A replica that is behind the new horizon starts again from this snapshot
     /// (``ReplicationError/Kind/behindRetention``). Each replica's local log is compacted on its
-    /// own (``Store/compact(horizon:dryRun:progress:)``).
+    /// own (``Store/compact(horizon:dryRun:progress:)``). With nothing after the horizon (the
+    /// replica, caught up, is at it), nothing changes.
     @discardableResult
     public static func compact(replica: ClusterReplica) async throws -> ClusterStatus {
         try await compact(store: replica.store, address: replica.address, name: replica.name)
@@ -330,9 +331,13 @@ public enum Cluster {
                 let p = Int64(position.rawValue)
                 guard let horizon = try session.run("SELECT horizon FROM strata_cluster FOR UPDATE").first?
                     .decode(Int64.self) else { throw ClusterError(.noCluster, "no cluster row") }
+                // At the horizon: the cluster's snapshot is this state already, and nothing is
+                // behind it to trim (an idle cluster compacted again).
+                if p == horizon { return }
                 guard p > horizon else {
                     throw ClusterError(.badSnapshot, """
-                        this replica is at transaction \(p), not past the cluster's horizon \(horizon): nothing to trim
+                        this replica is at transaction \(p), behind the cluster's horizon \(horizon): compact from a \
+                        replica at the cluster's head
                         """)
                 }
                 try upload(session, snapshot: file, position: position, madeBy: name)

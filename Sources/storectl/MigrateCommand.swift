@@ -140,6 +140,14 @@ struct MigrateCommand: AsyncParsableCommand {
                 }
                 report = migrated
             } else {
+                // A URL on the command line for a store of one machine would not be used: refused,
+                // as `import --postgres` is (a migration of the wrong path stayed local, silently).
+                if cluster.postgres != nil {
+                    throw ClusterError(.wrongStore, """
+                        \(target.store) is not a replica of a cluster, so the --postgres given would not be used: \
+                        leave --postgres out to migrate it alone
+                        """)
+                }
                 report = try await Store.migrate(at: target.url, schemas: schemas, registry: libraryMigrations,
                                                  dryRun: dryRun, configuration: target.configuration, progress: show)
             }

@@ -299,6 +299,23 @@ import Testing
             #expect(try spawn(storectlPath, ["import", store, input.path, "--quiet"]).status == 0)
         }
     }
+
+    /// `storectl migrate --postgres` of a store of one machine: refused (exit 66) with the store
+    /// left at its version, as an import is; it migrated the store locally and exited 0.
+    @Test func aMigrationWithAClusterURLOfAStoreOfOneMachineIsRefused() async throws {
+        try await withCluster(replicas: 1) { c in
+            let v1 = c.root.appendingPathComponent("v1")
+            try FileManager.default.createDirectory(at: v1, withIntermediateDirectories: true)
+            try FileManager.default.copyItem(at: librarySchemaDirectory.appendingPathComponent("v1.json"),
+                                             to: v1.appendingPathComponent("v1.json"))
+            let store = c.root.appendingPathComponent("alone").path
+            #expect(try spawn(storectlPath, ["init", store, "--schema", v1.path]).status == 0)
+            let r = try spawn(storectlPath, ["migrate", store, "--schema", librarySchemaDirectory.path, "--postgres", c.url])
+            #expect(r.status == 66 && r.stderr.contains("would not be used"), "\(r.status) \(r.stderr)")
+            let info = try spawn(storectlPath, ["info", store, "--json"])
+            #expect(info.stdout.contains("\"schema\":{\"model\":\"library\",\"version\":1}"), "\(info.stdout)")
+        }
+    }
 }
 
 /// CLOCK_MONOTONIC, as the writer processes stamp their history.
