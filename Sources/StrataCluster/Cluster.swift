@@ -85,7 +85,7 @@ public enum Cluster {
                 else { return nil }
                 return try session.run("SELECT cluster_id FROM strata_cluster").first?.decode(String.self) ?? ""
             } catch let e as PostgresSession.Failure {
-                throw ClusterError(.unavailable, e.text)
+                throw failure(e, address)
             }
         }
         let marked = try store.replicaClusterID
@@ -166,6 +166,18 @@ public enum Cluster {
             if made == true {
                 try await store.finishMakingCluster(clusterID: clusterID)
                 return try await offPool("status") { try status(check, store: store) }
+            }
+            // Another `cluster init` made a cluster in the same database meanwhile (its tables
+            // went in first, and this one's clashed with them).
+            let other = try? await offPool("init") { () throws -> Bool in
+                try check.run("SELECT to_regclass('strata_cluster') IS NOT NULL").first?.decode(Bool.self) == true
+                    && check.run("SELECT count(*) FROM strata_cluster").first?.decode(Int64.self) ?? 0 > 0
+            }
+            if made == false, other == true {
+                throw ClusterError(.clusterExists, """
+                    the database at \(address) already holds a cluster, made by another `cluster init` meanwhile \
+                    (`storectl cluster status`)
+                    """)
             }
             throw error
         }
@@ -290,7 +302,7 @@ public enum Cluster {
                                                          created: Date(timeIntervalSince1970: created))
             }
         } catch let e as PostgresSession.Failure {
-            throw ClusterError(.unavailable, e.text)
+            throw failure(e, session.address)
         } catch {
             throw ClusterError(.unavailable, "reading the cluster's replicas and snapshot: \(error)")
         }
@@ -464,12 +476,26 @@ public enum Cluster {
         do {
             return try session.transaction(body)
         } catch let e as PostgresSession.Failure {
-            throw ClusterError(.unavailable, e.text)
+            throw failure(e, session.address)
         } catch let e as ClusterError {
             throw e
         } catch {
             throw ClusterError(.unavailable, "\(error)")
         }
+    }
+
+    /// SQLSTATE classes of refusals that may pass: connection exceptions, transaction rollbacks
+    /// (serialization, deadlock), insufficient resources, objects not in the state required (a
+    /// lock not available), operator intervention (a statement timeout, a shutdown), system errors.
+    static let passingStateClasses: Set<Substring> = ["08", "40", "53", "55", "57", "58"]
+
+    /// A ``ClusterError`` for a statement's failure at `address`: ``ClusterError/Kind/refused``
+    /// when PostgreSQL refused it for a reason a retry does not change (it names the database).
+    static func failure(_ e: PostgresSession.Failure, _ address: ClusterAddress) -> ClusterError {
+        guard case .refused(let state, _) = e, !passingStateClasses.contains(state.prefix(2)) else {
+            return ClusterError(.unavailable, e.text)
+        }
+        return ClusterError(.refused, "PostgreSQL at \(address) refused: \(e.text)")
     }
 
     /// A new directory beside `path` (same file system as the store; removed by the caller).

@@ -104,8 +104,12 @@ public struct ClusterError: Error, Sendable, Equatable, CustomStringConvertible 
         /// An argument is outside its documented range: a poll interval, or a replica name with a
         /// NUL character (``ClusterReplica/open(store:address:name:pollInterval:)``).
         case badArgument
-        /// PostgreSQL cannot be reached, or a statement failed.
+        /// PostgreSQL cannot be reached, or a statement failed for a reason that may pass (a
+        /// connection lost, a lock or statement timeout, the server shutting down).
         case unavailable
+        /// PostgreSQL refused a statement for a reason trying again does not change: a privilege
+        /// the role lacks, a table of a cluster's name that is not a cluster's.
+        case refused
         /// The database holds no cluster (run `storectl cluster init`).
         case noCluster
         /// The database already holds a cluster (`storectl cluster init` on it again).

@@ -43,7 +43,7 @@ enum Exit {
             case .badAddress, .badArgument: return usage
             case .unavailable: return tempFailure
             case .noCluster, .wrongStore: return noInput
-            case .clusterExists, .storeExists: return cannotCreate
+            case .clusterExists, .storeExists, .refused: return cannotCreate
             case .badSnapshot, .mustRejoin: return dataError
             }
         case is SchemaError: return dataError

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import LibraryModel
 import Strata
 import StrataTestSupport
@@ -297,6 +298,41 @@ import Testing
             #expect(count.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "\(count.stdout)")
             // Without the URL it imports, as a store of one machine does.
             #expect(try spawn(storectlPath, ["import", store, input.path, "--quiet"]).status == 0)
+        }
+    }
+
+    /// `cluster init` refused by PostgreSQL for a reason a retry does not change (a table of the
+    /// cluster's name in the way) exits 73 naming the database, and leaves a store of one machine;
+    /// two inits racing on one database end with one cluster and a 73 ("already holds a
+    /// cluster"). Both exited 75 with PostgreSQL's message alone, inviting a retry.
+    @Test func anInitPostgresRefusesOrAnotherInitWinsIsNoTemporaryFailure() async throws {
+        let root = temporaryDirectory("strata-cluster-init")
+        defer { try? FileManager.default.removeItem(at: root) }
+        func newStore(_ name: String) throws -> String {
+            let path = root.appendingPathComponent(name).path
+            #expect(try spawn(storectlPath, ["init", path, "--schema", librarySchemaDirectory.path]).status == 0)
+            return path
+        }
+        func url(_ a: ClusterAddress) -> String { "postgres://\(a.user)@\(a.host):\(a.port)/\(a.database)" }
+        let blocked = try await TestPostgres.shared().freshDatabase()
+        let session = PostgresSession(address: blocked, logger: Logger(label: "test"))
+        _ = try await offPool("test") { try session.run("CREATE TABLE strata_log (x int)") }
+        session.close()
+        let store = try newStore("blocked")
+        let r = try await storectl(["cluster", "init", store, "--postgres", url(blocked)])
+        #expect(r.status == 73 && r.stderr.contains("refused") && r.stderr.contains(blocked.database), "\(r.status) \(r.stderr)")
+        let info = try await storectl(["cluster", "status", store, "--postgres", url(blocked)])
+        #expect(info.status != 0)
+        #expect(try Store.replicaCluster(at: URL(fileURLWithPath: store)) == nil, "the store stayed marked")
+
+        for round in 0..<3 {
+            let database = try await TestPostgres.shared().freshDatabase()
+            let (a, b) = (try newStore("race-a-\(round)"), try newStore("race-b-\(round)"))
+            async let first = storectl(["cluster", "init", a, "--postgres", url(database)])
+            async let second = storectl(["cluster", "init", b, "--postgres", url(database)])
+            let results = try await [first, second]
+            #expect(results.map(\.status).sorted() == [0, 73], "\(results.map { "\($0.status) \($0.stderr)" })")
+            #expect(results.allSatisfy { $0.status == 0 || $0.stderr.contains("already holds a cluster") })
         }
     }
 
