@@ -20,7 +20,7 @@ struct PostgresOption: ParsableArguments {
 struct ClusterArguments: ParsableArguments {
     @OptionGroup var target: StoreArgument
     @OptionGroup var connection: PostgresOption
-    @Flag(help: "Print the status as JSON.") var json = false
+    @Flag(help: "Print the cluster's status as JSON.") var json = false
 
     var url: URL { target.url }
     var configuration: StoreConfiguration { target.configuration }
@@ -48,7 +48,7 @@ struct ClusterCommand: AsyncParsableCommand {
 
     /// `storectl cluster` alone: a usage error (exit 64), as every command without its arguments.
     func run() throws {
-        note("storectl: error: Missing subcommand: init, join, status, compact or reset\n\n\(Self.helpMessage())")
+        note("storectl: error: Missing subcommand: init, join, status, compact or reset\n\n\(Storectl.helpMessage(for: Self.self))")
         throw ExitCode(Exit.usage)
     }
 }

@@ -4,7 +4,7 @@ import Strata
 
 /// The store directory argument shared by every subcommand.
 struct StoreArgument: ParsableArguments {
-    @Argument(help: ArgumentHelp("Store directory (created by storectl init).", valueName: "store"))
+    @Argument(help: ArgumentHelp("Store directory (made by storectl init, or by storectl cluster join).", valueName: "store"))
     var store: String
     @Flag(help: ArgumentHelp("The store is shared with the group of its directory: made with directories 0770 and " +
                              "files 0660 (init, and new generations), and opened although its group may write its " +
