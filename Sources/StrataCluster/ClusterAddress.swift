@@ -44,11 +44,13 @@ public struct ClusterAddress: Sendable, Equatable, CustomStringConvertible {
         guard let host = components.host, !host.isEmpty else { throw bad("names no host") }
         guard let user = components.user, !user.isEmpty else { throw bad("names no user (postgres://USER@HOST/DB)") }
         let database = String(components.path.drop { $0 == "/" })
-        guard !database.isEmpty, !database.contains("/") else {
-            throw bad("names no database (postgres://USER@HOST/DB)")
+        guard !database.isEmpty else { throw bad("names no database (postgres://USER@HOST/DB)") }
+        guard !database.contains("/") else {
+            throw bad("has a path of more than a database name (postgres://USER@HOST/DB)")
         }
         if let port = components.port, !(1...65535).contains(port) { throw bad("has port \(port), not 1–65535") }
         if components.query != nil { throw bad("has query parameters, which Strata does not read") }
+        if components.fragment != nil { throw bad("has a fragment (#…), which Strata does not read") }
         // An IPv6 literal is written in brackets in a URL (`[::1]`); the address is without them.
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         guard !bare.isEmpty else { throw bad("names no host") }
@@ -68,7 +70,13 @@ public struct ClusterAddress: Sendable, Equatable, CustomStringConvertible {
                 no PostgreSQL URL: pass --postgres postgres://USER@HOST:PORT/DB or set \(environmentVariable)
                 """)
         }
-        return try ClusterAddress(url: fromEnvironment)
+        do {
+            return try ClusterAddress(url: fromEnvironment)
+        } catch var e as ClusterError {
+            // Said where it came from: nothing on the command line shows it.
+            e.reason = "\(environmentVariable): \(e.reason)"
+            throw e
+        }
     }
 
     /// The database as a making of a cluster marks its first replica with (host, port and

@@ -170,7 +170,7 @@ public final class ClusterReplica: Sendable {
     /// would fail.
     static func checkName(_ name: String?) throws {
         guard let name, let problem = nameProblem(name) else { return }
-        throw ClusterError(.badArgument, "replica name \(name.debugDescription): \(problem)")
+        throw ClusterError(.badArgument, "replica name '\(EchoedText.shown(name))': \(problem)")
     }
 
     /// Why `name` cannot name a replica (nil when it can): a NUL character, which PostgreSQL's

@@ -255,6 +255,8 @@ import Testing
                     Issue.record("replica name \(bad.debugDescription) accepted")
                 } catch let e as ClusterError {
                     #expect(e.kind == .badArgument && e.reason.contains("control characters"), "\(e)")
+                    // Echoed as every value is: escaped, never raw.
+                    #expect(!e.reason.contains("\u{1B}") && !e.reason.contains("\n"), "\(e)")
                 }
             }
             let again = try await ClusterReplica.open(store: replica.store, address: c.address,

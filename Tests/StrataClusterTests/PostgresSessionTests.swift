@@ -96,4 +96,22 @@ import Testing
         #expect("\(address)" == "postgres://strata@[::1]:5433/db")
         #expect(throws: ClusterError.self) { try ClusterAddress(url: "postgres://strata@[]:5433/db") }
     }
+
+    /// What a URL holds that Strata does not read is refused by name (a fragment was dropped in
+    /// silence; a path of two names was said to name no database); a bad URL from the environment
+    /// says it came from there.
+    @Test func aURLIsReadWholeOrRefusedSayingWhy() throws {
+        for (url, reason) in [("postgres://s@h/db#frag", "has a fragment"),
+                              ("postgres://s@h/db/extra", "has a path of more than a database name"),
+                              ("postgres://s@h/", "names no database"),
+                              ("postgres://s@h/db?sslmode=require", "has query parameters")] {
+            #expect("\(url)") { try ClusterAddress(url: url) } throws: { error in
+                (error as? ClusterError).map { $0.kind == .badAddress && $0.reason.contains(reason) } ?? false
+            }
+        }
+        #expect { try ClusterAddress.resolve(nil, environment: [ClusterAddress.environmentVariable: " postgres://s@h/db"]) }
+            throws: { error in (error as? ClusterError)?.reason.hasPrefix(ClusterAddress.environmentVariable + ": ") ?? false }
+        #expect(try ClusterAddress.resolve(nil, environment: [ClusterAddress.environmentVariable: "postgres://s@h/db"])
+            .database == "db")
+    }
 }
