@@ -59,8 +59,11 @@ struct Storectl: AsyncParsableCommand {
         message.split(separator: "\n", omittingEmptySubsequences: false).map { line -> String in
             let parts = line.split(separator: "'", omittingEmptySubsequences: false)
             // Odd parts are inside quotes (an unmatched last quote leaves its tail as it is).
+            // A value our own messages show already ends with its size (`…(N bytes)`): kept.
             return parts.enumerated().map { i, part in
-                i % 2 == 1 && i < parts.count - 1 ? EchoedText.shown(String(part)) : EchoedText.escaped(String(part))
+                let quoted = i % 2 == 1 && i < parts.count - 1
+                let shortened = part.hasSuffix(" bytes)") && part.contains("…(")
+                return quoted && !shortened ? EchoedText.shown(String(part)) : EchoedText.escaped(String(part))
             }.joined(separator: "'")
         }.joined(separator: "\n")
     }
