@@ -25,7 +25,7 @@ public enum Cluster {
         do {
             exists = try session.run("SELECT to_regclass('strata_cluster') IS NOT NULL")
         } catch {
-            throw ClusterError(.unavailable, error.text)
+            throw failure(error, session.address)
         }
         guard try exists.first?.decode(Bool.self) == true else {
             throw ClusterError(.noCluster, """
@@ -37,7 +37,7 @@ public enum Cluster {
             rows = try session.run(
                 "SELECT cluster_id, layout, model, schema_version, head, horizon FROM strata_cluster")
         } catch {
-            throw ClusterError(.unavailable, error.text)
+            throw failure(error, session.address)
         }
         guard let row = rows.first else {
             throw ClusterError(.noCluster, "the database at \(session.address) has an empty strata_cluster table")
@@ -330,12 +330,17 @@ public enum Cluster {
 
     /// ``compact(replica:)`` of `store`, a replica of the cluster at `address`, named `name`.
     static func compact(store: Store, address: ClusterAddress, name: String) async throws -> ClusterStatus {
+        let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
+        defer { session.close() }
+        // At the horizon already (an idle cluster compacted again): no snapshot is written.
+        let here = try store.lastTransactionID.rawValue
+        if try await offPool("compact", { try readCluster(session).horizon }) == here {
+            return try await offPool("compact") { try status(session, store: store) }
+        }
         let scratch = try temporaryDirectory(near: store.path)
         defer { removeScratch(scratch) }
         let position = try await store.writeReplicaSnapshot(to: scratch.appendingPathComponent("snapshot"))
         let file = scratch.appendingPathComponent("snapshot").appendingPathComponent(Store.replicaSnapshotFile)
-        let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
-        defer { session.close() }
         return try await offPool("compact") {
             try transaction(session) { () throws -> Void in
                 // The cluster row locked first: two compactions trim one after the other, and a
@@ -486,13 +491,21 @@ public enum Cluster {
 
     /// SQLSTATE classes of refusals that may pass: connection exceptions, transaction rollbacks
     /// (serialization, deadlock), insufficient resources, objects not in the state required (a
-    /// lock not available), operator intervention (a statement timeout, a shutdown), system errors.
-    static let passingStateClasses: Set<Substring> = ["08", "40", "53", "55", "57", "58"]
+    /// lock not available), operator intervention (a statement timeout, a shutdown), system
+    /// errors; and a login or database refused (reported as every failure to connect is).
+    static let passingStateClasses: Set<Substring> = ["08", "40", "53", "55", "57", "58",
+                                                      // A login or database refused: a failure to
+                                                      // connect, as an unreachable server is.
+                                                      "28", "3D"]
+    /// Refusals outside those classes that may pass too: a read-only transaction (a standby
+    /// being promoted in a failover).
+    static let passingStates: Set<String> = ["25006"]
 
     /// A ``ClusterError`` for a statement's failure at `address`: ``ClusterError/Kind/refused``
     /// when PostgreSQL refused it for a reason a retry does not change (it names the database).
     static func failure(_ e: PostgresSession.Failure, _ address: ClusterAddress) -> ClusterError {
-        guard case .refused(let state, _) = e, !passingStateClasses.contains(state.prefix(2)) else {
+        guard case .refused(let state, _) = e, !passingStateClasses.contains(state.prefix(2)),
+              !passingStates.contains(state) else {
             return ClusterError(.unavailable, e.text)
         }
         return ClusterError(.refused, "PostgreSQL at \(address) refused: \(e.text)")

@@ -184,9 +184,12 @@ public final class ClusterReplica: Sendable {
         return nil
     }
 
-    /// The name a replica made at `url` goes by unless it is given one: `host:store path`.
+    /// The name a replica made at `url` goes by unless it is given one: `host:store path`, the
+    /// path as the store will have it (its directory's symbolic links resolved).
     public static func defaultName(forStoreAt url: URL) -> String {
-        "\(ProcessInfo.processInfo.hostName):\(url.standardizedFileURL.path)"
+        let standard = url.standardizedFileURL
+        let parent = standard.deletingLastPathComponent().resolvingSymlinksInPath()
+        return "\(ProcessInfo.processInfo.hostName):\(parent.appendingPathComponent(standard.lastPathComponent).path)"
     }
 
     /// Stops following the log (after a last report of this replica's position to the cluster)

@@ -76,10 +76,19 @@ enum Exit {
 /// Prints `storectl: error: …` to stderr and returns the exit code to throw.
 func failure(_ error: Error, context: String? = nil) -> ExitCode {
     let text = context.map { "\($0): \(error)" } ?? "\(error)"
-    // What an error echoes of its input (a path given on the command line) reaches the
-    // terminal with its control characters escaped; its lines stay lines.
-    let shown = text.split(separator: "\n", omittingEmptySubsequences: false)
-        .map { EchoedText.escaped(String($0)) }.joined(separator: "\n")
+    // What an error echoes of its input (a path given on the command line) reaches the terminal
+    // with its control characters escaped, a line break included: a value cannot print a line of
+    // its own. Only the errors written as several lines (an import issue, a conflict a line),
+    // whose parts are escaped where they are made, keep their lines.
+    let multiline: Bool
+    switch error {
+    case is ImportFailed, StrataError.conflict: multiline = true
+    default: multiline = false
+    }
+    let shown = multiline
+        ? text.split(separator: "\n", omittingEmptySubsequences: false)
+            .map { EchoedText.escaped(String($0)) }.joined(separator: "\n")
+        : EchoedText.escaped(text)
     FileHandle.standardError.write(Data("storectl: error: \(shown)\n".utf8))
     return ExitCode(Exit.code(for: error))
 }

@@ -159,15 +159,23 @@ final class OutputSink {
         if let temporary, let destination {
             do {
                 try handle.synchronize()
-                try handle.close()
             } catch {
+                try? handle.close()
                 throw CLIError("cannot write \(destination): \(systemReason(error))", code: Exit.ioError)
             }
-            // rename(2) replaces a file atomically and fails on a directory (never removed).
+            // rename(2) replaces a file atomically and fails on a directory (never removed). Done
+            // while the file is still open, so still locked: another export's removal of leftovers
+            // (unlocked partial files) cannot take it first.
             guard rename(temporary, destination) == 0 else {
                 let reason = String(cString: strerror(errno))
                 unlink(temporary)
+                try? handle.close()
                 throw CLIError("cannot write \(destination): \(reason)", code: Exit.cannotCreate)
+            }
+            do {
+                try handle.close()
+            } catch {
+                throw CLIError("cannot write \(destination): \(systemReason(error))", code: Exit.ioError)
             }
         }
     }

@@ -42,9 +42,18 @@ struct Storectl: AsyncParsableCommand {
             // ArgumentParser's own messages echo a value it could not read ("The value '…' is
             // invalid") whole and raw: shown as every other echoed value is instead.
             let code = exitCode(for: error)
-            let message = fullMessage(for: error)
-            if code != .success, !message.isEmpty {
-                FileHandle.standardError.write(Data((shownParserMessage(message) + "\n").utf8))
+            let full = fullMessage(for: error)
+            if code != .success, !full.isEmpty {
+                let short = message(for: error)
+                let shown: String
+                if !short.isEmpty, let at = full.range(of: short) {
+                    // The message's own lines (usage, help) hold nothing typed: only escaped.
+                    shown = escapedLines(String(full[..<at.lowerBound])) + shownParserMessage(short)
+                        + escapedLines(String(full[at.upperBound...]))
+                } else {
+                    shown = escapedLines(full)
+                }
+                FileHandle.standardError.write(Data((shown + "\n").utf8))
                 Foundation.exit(code.rawValue)
             }
             exit(withError: error)
@@ -52,20 +61,31 @@ struct Storectl: AsyncParsableCommand {
         if !finishStandardOutput() { Foundation.exit(Exit.ioError) }
     }
 
-    /// `message` with each quoted value (`'…'`) shown as ``EchoedText/shown(_:)`` shows it (at
-    /// most 64 characters, control characters escaped) and any other control character of a
-    /// line escaped; its lines stay lines.
+    /// An error message of the option parser as storectl echoes values: the value of "The value
+    /// '…' is invalid for '…'" cut to 64 characters with its size (``EchoedText/shown(_:)``), and
+    /// every control character escaped, a line break included (a value cannot print a line of its
+    /// own); a message still longer than ``parserMessageLimit`` characters is cut with its size.
     static func shownParserMessage(_ message: String) -> String {
-        message.split(separator: "\n", omittingEmptySubsequences: false).map { line -> String in
-            let parts = line.split(separator: "'", omittingEmptySubsequences: false)
-            // Odd parts are inside quotes (an unmatched last quote leaves its tail as it is).
-            // A value our own messages show already ends with its size (`…(N bytes)`): kept.
-            return parts.enumerated().map { i, part in
-                let quoted = i % 2 == 1 && i < parts.count - 1
-                let shortened = part.hasSuffix(" bytes)") && part.contains("…(")
-                return quoted && !shortened ? EchoedText.shown(String(part)) : EchoedText.escaped(String(part))
-            }.joined(separator: "'")
-        }.joined(separator: "\n")
+        let shown: String
+        if let open = message.range(of: "The value '"),
+           let close = message.range(of: "' is invalid for", options: .backwards), open.upperBound <= close.lowerBound {
+            shown = EchoedText.escaped(String(message[..<open.upperBound]))
+                + EchoedText.shown(String(message[open.upperBound..<close.lowerBound]))
+                + EchoedText.escaped(String(message[close.lowerBound...]))
+        } else {
+            shown = EchoedText.escaped(message)
+        }
+        guard shown.count > parserMessageLimit else { return shown }
+        return String(shown.prefix(parserMessageLimit)) + "…(\(message.utf8.count) bytes)"
+    }
+
+    /// The longest parser message printed whole, in characters.
+    static let parserMessageLimit = 400
+
+    /// `text` with the control characters of each line escaped; its lines stay lines.
+    static func escapedLines(_ text: String) -> String {
+        text.split(separator: "\n", omittingEmptySubsequences: false).map { EchoedText.escaped(String($0)) }
+            .joined(separator: "\n")
     }
 
     /// Flushes standard output; false (with the reason on stderr) when a write to it failed.

@@ -333,6 +333,9 @@ public final class Importer: Sendable {
     /// when the failure names no record of `batch` (the store's error is reported as it is).
     private func located(_ failure: ValidationFailure, in batch: Batch, _ s: ImportState) -> ImportFailed? {
         guard let id = failure.objectID else { return nil }
+        // An object left without a required to-one by another record's link is that record's
+        // doing, also when the batch restates the object itself (whose record did not touch it).
+        if failure.kind == .requiredRelationship, let taken = displacing(failure, in: batch, s) { return taken }
         for (changes, item) in zip(batch.perRecord, batch.items) {
             var named: Bool
             switch changes.operations.first {
@@ -355,7 +358,7 @@ public final class Importer: Sendable {
                                     reason: "\(failure.kind.rawValue): \(failure.reason)")
             return s.noting(ImportFailed(issues: [issue], totalIssues: 1))
         }
-        return displacing(failure, in: batch, s)
+        return nil
     }
 
     /// For a required to-one that a batch left an object of the store without (`X.r`, which named
@@ -974,18 +977,21 @@ public final class Importer: Sendable {
 extension Importer {
     /// The record whose link the store refused as naming a key no object holds (one saved after
     /// the records, which the store found taken away since the input was checked): the first of
-    /// `links` (in the order they were saved) of the failure's relationship whose target
-    /// `resolves` does not find. Nil for another failure, or when none is found.
+    /// `links` (in the order they were saved) of the failure's relationship whose target — or
+    /// source, when the refusal names the source — `resolves` does not find. Nil for another
+    /// failure, or when none is found.
     private func locatedLink(_ failure: ValidationFailure,
                              _ links: ArraySlice<(relationship: UInt16, from: ObjectReference, to: ObjectReference,
                                                   location: UInt64)>,
                              _ s: ImportState,
                              resolves: (ObjectReference) async throws -> Bool) async -> ImportFailed? {
         guard failure.kind == .objectNotFound, let field = failure.field else { return nil }
+        // A link names its source by the record's key too: "(source)" when that is the key gone.
+        let source = failure.reason.hasSuffix("(source)")
         for link in links {
             guard let r = store.schema.relationship(tag: link.relationship), r.name == field,
                   r.entityName == failure.entity else { continue }
-            guard let found = try? await resolves(link.to) else { return nil }
+            guard let found = try? await resolves(source ? link.from : link.to) else { return nil }
             if found { continue }
             let (fileIndex, line) = (Int(link.location >> 40), Int(link.location & 0xff_ffff_ffff))
             let issue = ImportIssue(file: s.files[fileIndex], line: line, field: field,
@@ -1397,13 +1403,17 @@ private final class RejectsWriter: Sendable {
             _ = Foundation.close(fd)
             throw failure(code, "syncing", kept)
         }
+        // Renamed while still open, so still locked: another import's removal of the files killed
+        // imports left (an unlocked one not written for a minute) cannot take it before the rename.
+        if let staging, rename(staging.written, staging.target) != 0 {
+            let code = errno
+            _ = Foundation.close(fd)
+            throw failure(code, "renaming", kept)
+        }
         if Foundation.close(fd) != 0 && errno != EINTR {
-            throw failure(errno, "closing", kept)
+            throw failure(errno, "closing", staging.map { " (the rejected lines are in \($0.target))" } ?? "")
         }
         guard let staging else { return }
-        guard rename(staging.written, staging.target) == 0 else {
-            throw failure(errno, "renaming", kept)
-        }
         // The rename made durable with the directory (best effort: the lines are in place).
         try? StoreDirectory.syncDirectory(URL(fileURLWithPath: staging.target).deletingLastPathComponent().path)
     }

@@ -81,10 +81,11 @@ public enum ValueConversion {
             throw Failure(reason: "'\(EchoedText.shown(text))' is not a number")
         }
         guard d.isFinite else {
-            throw Failure(reason: "\(text) is beyond the range of a double (about ±1.8e308)")
+            throw Failure(reason: "\(EchoedText.shown(text)) is beyond the range of a double (about ±1.8e308)")
         }
         guard !underflowed(d, text) else {
-            throw Failure(reason: "\(text) is too small for a double: it would read as 0 (the smallest is about 4.9e-324)")
+            throw Failure(reason: "\(EchoedText.shown(text)) is too small for a double: it would read as 0 " +
+                                  "(the smallest is about 4.9e-324)")
         }
         return d
     }

@@ -50,7 +50,7 @@ extension Store {
                 // Read by id, such a log would hand the replay other entries than its keys say.
                 return VerifyReport(head: snapshot.transactionID, transactions: 0, changes: 0, entriesCompared: 0,
                                     problems: shape.items, problemCount: shape.count,
-                                    seconds: (ContinuousClock.now - started).seconds, method: .rebuild)
+                                    seconds: (ContinuousClock.now - started).seconds, method: .logShape)
             }
             if !rebuild, let report = try verifyInMemory(snapshot, started: started, progress: progress) {
                 return report

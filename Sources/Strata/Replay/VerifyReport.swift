@@ -9,6 +9,10 @@ public struct VerifyReport: Sendable, Equatable {
         /// compacted or very large store, or one where the in-memory check found a difference
         /// (this method names each problem).
         case rebuild
+        /// Neither: the log's keys are out of shape (a key that is no transaction id, one at or
+        /// before the compaction horizon, a gap, a horizon past the head), which are the only
+        /// problems reported; the state read through such a log would not be what its keys say.
+        case logShape
     }
 
     /// True when every log entry checks out, transaction ids run 1…head with no gap, and the

@@ -200,11 +200,15 @@ extension Store {
     /// each entry into the local log under its id, so the replica's position is committed with
     /// the state. Entries at or before the local head are skipped; the others must follow it
     /// without a gap. Published to change streams and live queries as commits of another
-    /// process are. Returns the local head after.
+    /// process are. Returns the local head after: the batch's last id, or less when the batch
+    /// holds the cluster's migration entry after other entries — those before it are applied
+    /// and the call returns there; a later call with the entry first throws
+    /// ``ReplicationError/Kind/migrationNeeded``.
     ///
     /// - Throws: ``StrataError/replication(_:)`` (``ReplicationError/Kind/rejectedEntry``) for a
     ///   gap, an entry failing its checksum, or one of another schema version; nothing of the
-    ///   batch is applied then.
+    ///   batch is applied then. ``ReplicationError/Kind/migrationNeeded`` when the first entry to
+    ///   apply is the cluster's migration to a later schema version.
     @discardableResult
     public func applyReplicated(_ entries: [ReplicatedEntry]) async throws -> TransactionID {
         try checkUsable()

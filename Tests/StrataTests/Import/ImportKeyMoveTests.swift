@@ -120,4 +120,26 @@ import Testing
             #expect(try store.verify().ok)
         }
     }
+
+    /// A record of the store restated with a reference to a later record, then renamed by a
+    /// record after it: the link, saved once its target is written, names its source by the key
+    /// that is gone. Refused in every way, at the restating record's line and field (the store's
+    /// refusal was printed alone).
+    @Test(arguments: ways.indices)
+    func aLinkWhoseSourceKeyALaterRecordTookAwayIsReportedAtItsRecord(way: Int) async throws {
+        try await withStore { store, dir, a in
+            let input = try writeInput([
+                #"{"entity":"Person","name":"a","boss":{"name":"d"}}"#,
+                #"{"entity":"Person","id":"\#(a)","name":"q","email":"a@x"}"#,
+                #"{"entity":"Person","name":"d"}"#,
+            ], in: dir)
+            await #expect("\(Self.ways[way].name)") {
+                _ = try await Importer(store: store, options: options(Self.ways[way])).run(files: [input])
+            } throws: { error in
+                guard let issue = (error as? ImportFailed)?.issues.first else { return false }
+                return issue.line == 1 && issue.field == "boss" && issue.reason.contains("(source)")
+            }
+            #expect(try store.verify().ok)
+        }
+    }
 }

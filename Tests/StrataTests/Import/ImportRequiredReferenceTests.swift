@@ -294,6 +294,16 @@ import Testing
                         && issue.reason.hasPrefix("requiredRelationship: ")
                 }
             }
+            // The object left without its holder restated by an earlier record of the batch (which
+            // does not touch its holder): the record that took the holder is still the one named.
+            let restated = try write([#"{"entity":"Passport","number":"p1"}"#,
+                                      #"{"entity":"Passport","number":"p3","holder":{"name":"h"}}"#], dir, "in.ndjson")
+            await #expect("restated, \(mode) \(oneTransaction)") {
+                _ = try await Importer(store: store, options: options).run(files: [restated])
+            } throws: { error in
+                guard let issue = (error as? ImportFailed)?.issues.first else { return false }
+                return issue.line == 2 && issue.field == "holder" && issue.reason.contains("is already the holder of")
+            }
             #expect(try store.lastTransactionID == before, "a refused import wrote something")
         }
     }

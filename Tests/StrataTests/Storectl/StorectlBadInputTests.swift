@@ -65,6 +65,16 @@ import Testing
         let path = try await storectl("log", dir.appendingPathComponent("bad\u{1B}[31mname").path)
         #expect(path.status == 66 && path.stderr.contains("bad\\u{1B}[31mname") && !path.stderr.contains("\u{1B}"),
                 "\(path.status) \(path.stderr)")
+        // A line break in a value, or in a path, cannot print a line of its own; a quote in a
+        // value does not keep it from being cut.
+        let forged = "storectl: error: forged"
+        for args in [["show", store, "1\n" + forged], ["log", "/nonexistent\n" + forged]] {
+            let r = try await storectl(args)
+            #expect(r.status == 64 || r.status == 66, "\(r.status) \(r.stderr)")
+            #expect(!r.stderr.split(separator: "\n").contains { $0.hasPrefix(forged) }, "\(r.stderr)")
+        }
+        let quoted = try await storectl("log", store, "--from", "a'" + String(repeating: "x", count: 3_000))
+        #expect(quoted.status == 64 && quoted.stderr.utf8.count < 2_000, "\(quoted.stderr.prefix(300))")
     }
 
     /// Bad numbers and bad values of every numeric or enumerated option: 64, nothing done.

@@ -19,7 +19,8 @@ import Testing
             try damage(store.env, store)
             let report = try store.verify()
             #expect(!report.ok)
-            return report.problems
+            return report.method == .logShape || report.problems.first?.hasPrefix("counts:") == true
+                ? report.problems : ["method \(report.method)"] + report.problems
         }
     }
 
