@@ -191,8 +191,12 @@ public enum Cluster {
     /// checksum checked, and only then made into a store.
     public static func join(at url: URL, address: ClusterAddress,
                             configuration: StoreConfiguration = StoreConfiguration()) async throws -> Store {
-        let path = url.standardizedFileURL.path
-        let parent = (path as NSString).deletingLastPathComponent
+        // Made in the directory the parent's symbolic links lead to, under the path the store will
+        // have (the parent's entry is synced, which a link to it would refuse after the replica
+        // was made and moved into place).
+        let standard = url.standardizedFileURL
+        let parent = standard.deletingLastPathComponent().resolvingSymlinksInPath().path
+        let path = (parent as NSString).appendingPathComponent(standard.lastPathComponent)
         // What joins killed before they finished left: removed even when this one is refused.
         removeLeftovers(near: path)
         // lstat: a symbolic link is in the way too, also one that points nowhere.

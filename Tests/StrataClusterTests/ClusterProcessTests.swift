@@ -273,12 +273,23 @@ import Testing
     /// `cluster join` at a path no replica name can hold (a replica is named `host:path`, and a
     /// name holds no control character): refused before anything is made (exit 64). The replica
     /// was made, then refused when attached, and left at the path, where every command failed.
-    @Test func aJoinAtAPathNoNameCanHoldMakesNothing() async throws {
+    /// A join through a symbolic link to a directory makes the replica where the link leads.
+    @Test func aJoinAtAPathNoNameCanHoldMakesNothingAndOneThroughALinkWorks() async throws {
         try await withCluster(replicas: 1) { c in
             let path = c.root.appendingPathComponent("tab\there").path
             let r = try await storectl(["cluster", "join", path, "--postgres", c.url])
             #expect(r.status == 64 && r.stderr.contains("join at another path") && !r.stderr.contains("\t"), "\(r.stderr)")
             #expect(!FileManager.default.fileExists(atPath: path))
+            // Through a symbolic link to its directory, a join makes the replica where the link
+            // leads and opens it (it made it, then failed to sync the link as a directory, exit 70,
+            // and left it).
+            let real = c.root.appendingPathComponent("real")
+            try FileManager.default.createDirectory(at: real, withIntermediateDirectories: true)
+            let link = c.root.appendingPathComponent("link")
+            try FileManager.default.createSymbolicLink(at: link, withDestinationURL: real)
+            let through = try await storectl(["cluster", "join", link.appendingPathComponent("rep").path, "--postgres", c.url])
+            #expect(through.status == 0, "\(through.status) \(through.stderr)")
+            #expect(try await storectl(["info", real.appendingPathComponent("rep").path]).status == 0)
         }
     }
 
