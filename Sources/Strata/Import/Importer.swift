@@ -389,6 +389,15 @@ public final class Importer: Sendable {
                     return own == id || (upserted.map { $0.own == own && $0.stored == id } ?? false)
                 }
                 for op in changes.operations {
+                    if case .unlink(let tag, let from, let to) = op, tag == inverse.tag, try names(from, t),
+                       try to.map({ try names($0, x) }) ?? true {
+                        // The pair cleared from the other side (`null`), which is not required.
+                        let issue = ImportIssue(
+                            file: s.files[item.fileIndex], line: item.line, field: inverse.name,
+                            reason: "\(failure.kind.rawValue): clearing its \(inverse.name) \(x) would leave that \(e.name) " +
+                                    "without its required \(r.name)")
+                        return s.noting(ImportFailed(issues: [issue], totalIssues: 1))
+                    }
                     guard case .link(let tag, let from, let to) = op else { continue }
                     let reason: String, field: String
                     if tag == r.tag, try names(to, t), try !names(from, x) {
@@ -735,6 +744,15 @@ public final class Importer: Sendable {
                 }
                 for record in held.add(entry, missing: missing) {
                     for alias in record.aliases { s.writtenKeys.insert(alias) }
+                    // A batch saves its records' own operations before their links: a record
+                    // that may take a key away from an object of the store goes into the next
+                    // batch when this one links to a key of that entity, so that the reference,
+                    // read before the record, finds what it named (as with batches of one).
+                    if batch.count > 0, let moved = Batch.movedKeys(record.changes, schema: store.schema),
+                       batch.referencesKeysOf.contains(moved) {
+                        try await queue(batch, &ready, &inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
+                        batch = Batch()
+                    }
                     batch.add(record.changes, item: record.item, schema: store.schema)
                     // The store's answers for later references would not see the keys this
                     // record may take from an object: read again, in two passes.
@@ -1135,17 +1153,30 @@ private struct Batch: Sendable {
     /// hold, which the import knows as written (``ImportState/writtenKeys``).
     var movesKeysOf: Set<UInt16> = []
 
-    private mutating func append(_ c: ChangeSet, item: RecordIterator.Item, schema: Schema) {
+    /// Entities whose unique keys the batch's links name (their objects are looked up when the
+    /// batch is saved, after all of its records' own operations).
+    private(set) var referencesKeysOf: Set<UInt16> = []
+
+    /// The entity whose keys a record's change set may take from an object of the store (see
+    /// ``movesKeysOf``), if any.
+    static func movedKeys(_ c: ChangeSet, schema: Schema) -> UInt16? {
         switch c.operations.first {
-        case .put(let id, _)?: movesKeysOf.insert(id.entityTag)
-        case .upsert(let id, _, _)? where (schema.entity(tag: id.entityTag)?.uniques.count ?? 0) > 1:
-            movesKeysOf.insert(id.entityTag)
-        default: break
+        case .put(let id, _)?: id.entityTag
+        case .upsert(let id, _, _)? where (schema.entity(tag: id.entityTag)?.uniques.count ?? 0) > 1: id.entityTag
+        default: nil
         }
+    }
+
+    private mutating func append(_ c: ChangeSet, item: RecordIterator.Item, schema: Schema) {
+        if let tag = Self.movedKeys(c, schema: schema) { movesKeysOf.insert(tag) }
         let records = recordOps.count, links = linkOps.count
         for op in c.operations {
             switch op {
-            case .link, .unlink:
+            case .link(_, _, let to), .unlink(_, _, let to?):
+                if case .unique(let tag, _, _) = to { referencesKeysOf.insert(tag) }
+                linkOps.append(op)
+                bytes += 48
+            case .unlink:
                 linkOps.append(op)
                 bytes += 48
             case .insert(_, let values), .upsert(_, let values, _), .put(_, let values):

@@ -142,4 +142,23 @@ import Testing
             #expect(try store.verify().ok)
         }
     }
+
+    /// A reference to a stored key, then a record that renames that object (by its id) in the
+    /// same batch: the reference names the object as it was when it was read, whatever the batch
+    /// size. A batch saved its records before their links, so the rename came first and the
+    /// import failed, blaming the reference, except with batches of one.
+    @Test(arguments: ways.indices)
+    func aReferenceReadBeforeALaterRecordRenamesItsTargetLinksThatObject(way: Int) async throws {
+        try await withStore { store, dir, a in
+            let input = try writeInput([
+                #"{"entity":"Person","name":"c","boss":{"name":"a"}}"#,
+                #"{"entity":"Person","id":"\#(a)","name":"q","email":"a@x"}"#,
+            ], in: dir)
+            let summary = try await Importer(store: store, options: options(Self.ways[way])).run(files: [input])
+            #expect(summary.records == 2, "\(Self.ways[way].name)")
+            let found = try bosses(store)
+            #expect(found["c"] == "q", "\(Self.ways[way].name): \(found)")
+            #expect(try store.verify().ok)
+        }
+    }
 }

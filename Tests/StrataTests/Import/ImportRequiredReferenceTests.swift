@@ -282,6 +282,8 @@ import Testing
                  "is already the passport of Person"),
                 (#"{"entity":"Driver","name":"d","license":{"number":"l2"}}"#, "license",
                  "replacing its license"),
+                (#"{"entity":"Driver","name":"d","license":null}"#, "license",
+                 "clearing its license"),
             ]
             let before = try store.lastTransactionID
             for c in cases {
