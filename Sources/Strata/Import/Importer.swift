@@ -690,10 +690,11 @@ public final class Importer: Sendable {
                             // generation instead, with every record before this one saved there.
                             var askGeneration = false
                             if case .unique(let tag, _, _) = t {
-                                let unsaved = batch.movesKeysOf.contains(tag)
-                                    || ready.contains(where: { $0.movesKeysOf.contains(tag) })
-                                    || inFlight?.movesKeysOf.contains(tag) == true
-                                    || s.bulkPending.contains(where: { $0.movesKeysOf.contains(tag) })
+                                let key = ImportRecord.digest(t)
+                                let unsaved = batch.takesKeys.contains(key)
+                                    || ready.contains(where: { $0.takesKeys.contains(key) })
+                                    || inFlight?.takes(key) == true
+                                    || s.bulkPending.contains(where: { $0.takesKeys.contains(key) })
                                 if unsaved {
                                     if batch.count > 0 {
                                         try await queue(batch, &ready, &inFlight, &finished, &s, rejects: rejects,
@@ -745,15 +746,16 @@ public final class Importer: Sendable {
                 for record in held.add(entry, missing: missing) {
                     for alias in record.aliases { s.writtenKeys.insert(alias) }
                     // A batch saves its records' own operations before their links: a record
-                    // that may take a key away from an object of the store goes into the next
-                    // batch when this one links to a key of that entity, so that the reference,
-                    // read before the record, finds what it named (as with batches of one).
-                    if batch.count > 0, let moved = Batch.movedKeys(record.changes, schema: store.schema),
-                       batch.referencesKeysOf.contains(moved) {
+                    // that may take away a key this batch links to goes into the next batch, so
+                    // that the reference, read before the record, finds what it named (as with
+                    // batches of one).
+                    let taken = try keysTaken(record.changes)
+                    if batch.count > 0, let taken, taken.contains(where: batch.referencedKeys.contains) {
                         try await queue(batch, &ready, &inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
                         batch = Batch()
                     }
                     batch.add(record.changes, item: record.item, schema: store.schema)
+                    if let taken { batch.noteTakes(taken) }
                     // The store's answers for later references would not see the keys this
                     // record may take from an object: read again, in two passes.
                     if s.held != nil, !batch.movesKeysOf.isEmpty { throw NotInOneTransaction() }
@@ -775,6 +777,7 @@ public final class Importer: Sendable {
                     for alias in record.aliases { s.writtenKeys.insert(alias) }
                 }
                 batch.add(unit: group, schema: store.schema)
+                for record in group { if let taken = try keysTaken(record.changes) { batch.noteTakes(taken) } }
                 if batch.count >= options.batchSize || batch.bytes >= options.maxBatchBytes {
                     try await queue(batch, &ready, &inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
                     batch = Batch()
@@ -827,6 +830,8 @@ public final class Importer: Sendable {
         let task: Task<[Result<TransactionID, Error>], Never>
         /// ``Batch/movesKeysOf`` of all of them.
         var movesKeysOf: Set<UInt16> { batches.reduce(into: []) { $0.formUnion($1.movesKeysOf) } }
+        /// Whether one of them may take the key `digest` (``Batch/takesKeys``).
+        func takes(_ digest: UInt64) -> Bool { batches.contains { $0.takesKeys.contains(digest) } }
     }
 
     /// Takes a full batch (or, with `last`, the input's last one, if any). An incremental import
@@ -993,6 +998,37 @@ public final class Importer: Sendable {
 }
 
 extension Importer {
+    /// The unique keys (digests, ``ImportRecord/digest(_:)``) a record's change set may take from
+    /// the object holding them, or nil when it takes none (``Batch/movesKeysOf``): for a record
+    /// with an explicit id, the keys it gives its object and those the object holds in the store;
+    /// for an upsert of an entity with several uniques, the keys it gives and those of the stored
+    /// object it finds by its first. (A record with an explicit id whose object an earlier batch of
+    /// this import wrote, not in the store, is judged by the keys it gives.)
+    private func keysTaken(_ changes: ChangeSet) throws -> [UInt64]? {
+        let schema = store.schema
+        guard Batch.movedKeys(changes, schema: schema) != nil else { return nil }
+        func keys(_ tag: UInt16, _ values: [Value]) -> [UInt64] {
+            guard let e = schema.entity(tag: tag) else { return [] }
+            return e.uniques.indices.map { c in
+                ImportRecord.digest(.unique(entityTag: tag, constraint: c,
+                                            values: e.uniques[c].attributes.map { values[$0] }))
+            }
+        }
+        switch changes.operations.first {
+        case .put(let id, let values)?:
+            let stored = try store.read { try $0.record(id) }
+            return keys(id.entityTag, values) + (stored.map { keys(id.entityTag, $0.values) } ?? [])
+        case .upsert(let id, let values, let constraint)?:
+            guard let e = schema.entity(tag: id.entityTag), e.uniques.indices.contains(constraint) else { return [] }
+            let first = ObjectReference.unique(entityTag: id.entityTag, constraint: constraint,
+                                               values: e.uniques[constraint].attributes.map { values[$0] })
+            let stored = try store.read { view in try view.resolve(first).flatMap { try view.record($0) } }
+            return keys(id.entityTag, values) + (stored.map { keys(id.entityTag, $0.values) } ?? [])
+        default:
+            return nil
+        }
+    }
+
     /// The record whose link the store refused as naming a key no object holds (one saved after
     /// the records, which the store found taken away since the input was checked): the first of
     /// `links` (in the order they were saved) of the failure's relationship whose target — or
@@ -1153,9 +1189,15 @@ private struct Batch: Sendable {
     /// hold, which the import knows as written (``ImportState/writtenKeys``).
     var movesKeysOf: Set<UInt16> = []
 
-    /// Entities whose unique keys the batch's links name (their objects are looked up when the
-    /// batch is saved, after all of its records' own operations).
-    private(set) var referencesKeysOf: Set<UInt16> = []
+    /// The unique keys the batch's links name (digests, ``ImportRecord/digest(_:)``): their
+    /// objects are looked up when the batch is saved, after all of its records' own operations.
+    private(set) var referencedKeys: Set<UInt64> = []
+
+    /// The unique keys (digests) the batch's records of ``movesKeysOf`` may take from the object
+    /// holding them (``Importer``'s `keysTaken`): a reference to one of them waits for the batch.
+    private(set) var takesKeys: Set<UInt64> = []
+
+    mutating func noteTakes(_ keys: [UInt64]) { takesKeys.formUnion(keys) }
 
     /// The entity whose keys a record's change set may take from an object of the store (see
     /// ``movesKeysOf``), if any.
@@ -1173,7 +1215,7 @@ private struct Batch: Sendable {
         for op in c.operations {
             switch op {
             case .link(_, _, let to), .unlink(_, _, let to?):
-                if case .unique(let tag, _, _) = to { referencesKeysOf.insert(tag) }
+                if case .unique = to { referencedKeys.insert(ImportRecord.digest(to)) }
                 linkOps.append(op)
                 bytes += 48
             case .unlink:

@@ -161,4 +161,16 @@ import Testing
             #expect(try store.verify().ok)
         }
     }
+
+    /// Records of an entity with two unique keys, each naming a stored person by key: none takes
+    /// that key, so they stay in one batch (one transaction), and every link is made.
+    @Test func recordsThatTakeNoReferencedKeyStayInOneBatch() async throws {
+        try await withStore { store, dir, _ in
+            let lines = (0..<10).map { #"{"entity":"Person","name":"p\#($0)","email":"p\#($0)@x","boss":{"name":"z"}}"# }
+            let summary = try await Importer(store: store, options: options(Self.ways[1])).run(files: [
+                try writeInput(lines, in: dir)])
+            #expect(summary.records == 10 && summary.transactions == 1, "\(summary.transactions) transactions")
+            #expect(try bosses(store).filter { $0.value == "z" }.count == 10)
+        }
+    }
 }
