@@ -345,9 +345,7 @@ public final class Importer: Sendable {
                 named = own == id
                 // An upsert that found its object names that object: the owner of its key in
                 // the store as the batch found it (the batches before it committed, or none).
-                if !named, let e = store.schema.entity(tag: own.entityTag), e.uniques.indices.contains(constraint) {
-                    let key = e.uniques[constraint].attributes.map { values[$0] }
-                    let ref = ObjectReference.unique(entityTag: own.entityTag, constraint: constraint, values: key)
+                if !named, let ref = Self.keyReference(own.entityTag, constraint, values, store.schema) {
                     named = (try? store.read { try $0.resolve(ref) }) == id
                 }
             default:
@@ -379,9 +377,8 @@ public final class Importer: Sendable {
                 // the object of the store holding its key is the one it names.
                 var upserted: (own: ObjectID, stored: ObjectID)?
                 if case .upsert(let own, let values, let constraint)? = changes.operations.first,
-                   let ue = schema.entity(tag: own.entityTag), ue.uniques.indices.contains(constraint),
-                   let stored = try view.resolve(.unique(entityTag: own.entityTag, constraint: constraint,
-                                                         values: ue.uniques[constraint].attributes.map { values[$0] })) {
+                   let ref = Self.keyReference(own.entityTag, constraint, values, schema),
+                   let stored = try view.resolve(ref) {
                     upserted = (own, stored)
                 }
                 func names(_ ref: ObjectReference, _ id: ObjectID) throws -> Bool {
@@ -998,6 +995,13 @@ public final class Importer: Sendable {
 }
 
 extension Importer {
+    /// The reference by unique constraint `constraint` of an object of entity `tag` with `values`
+    /// (all its attributes), or nil when the entity or the constraint does not exist.
+    static func keyReference(_ tag: UInt16, _ constraint: Int, _ values: [Value], _ schema: Schema) -> ObjectReference? {
+        guard let e = schema.entity(tag: tag), e.uniques.indices.contains(constraint) else { return nil }
+        return .unique(entityTag: tag, constraint: constraint, values: e.uniques[constraint].attributes.map { values[$0] })
+    }
+
     /// The unique keys (digests, ``ImportRecord/digest(_:)``) a record's change set may take from
     /// the object holding them, or nil when it takes none (``Batch/movesKeysOf``): for a record
     /// with an explicit id, the keys it gives its object and those the object holds in the store;
@@ -1008,10 +1012,8 @@ extension Importer {
         let schema = store.schema
         guard Batch.movedKeys(changes, schema: schema) != nil else { return nil }
         func keys(_ tag: UInt16, _ values: [Value]) -> [UInt64] {
-            guard let e = schema.entity(tag: tag) else { return [] }
-            return e.uniques.indices.map { c in
-                ImportRecord.digest(.unique(entityTag: tag, constraint: c,
-                                            values: e.uniques[c].attributes.map { values[$0] }))
+            (schema.entity(tag: tag)?.uniques.indices ?? 0..<0).compactMap { c in
+                Self.keyReference(tag, c, values, schema).map(ImportRecord.digest)
             }
         }
         switch changes.operations.first {
@@ -1019,9 +1021,7 @@ extension Importer {
             let stored = try store.read { try $0.record(id) }
             return keys(id.entityTag, values) + (stored.map { keys(id.entityTag, $0.values) } ?? [])
         case .upsert(let id, let values, let constraint)?:
-            guard let e = schema.entity(tag: id.entityTag), e.uniques.indices.contains(constraint) else { return [] }
-            let first = ObjectReference.unique(entityTag: id.entityTag, constraint: constraint,
-                                               values: e.uniques[constraint].attributes.map { values[$0] })
+            guard let first = Self.keyReference(id.entityTag, constraint, values, schema) else { return [] }
             let stored = try store.read { view in try view.resolve(first).flatMap { try view.record($0) } }
             return keys(id.entityTag, values) + (stored.map { keys(id.entityTag, $0.values) } ?? [])
         default:
