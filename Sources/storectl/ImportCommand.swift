@@ -208,7 +208,8 @@ struct ImportCommand: AsyncParsableCommand {
                 print("rejected \(summary.rejected) record(s), see \(rejects ?? "the rejects file")")
             }
             if summary.skippedLinks > 0 {
-                print("skipped \(summary.skippedLinks) relationship(s) whose other end was rejected")
+                print("skipped \(summary.skippedLinks) relationship(s) the store refused (a record at one end " +
+                      "rejected, or a link it refused), see \(EchoedText.escaped(rejects ?? "the rejects file"))")
             }
         }
     }

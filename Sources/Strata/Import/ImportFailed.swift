@@ -23,9 +23,10 @@ public struct ImportFailed: Error, Sendable, CustomStringConvertible {
         return lines.joined(separator: "\n")
     }
 
-    /// What the import committed before it stopped, and what to do.
+    /// What the import committed before it stopped, and what to do. (A record whose own save
+    /// committed and whose link, saved after the records, was refused is among them.)
     public var writtenNote: String {
-        "\(written) record(s) of this import were written before it, in \(transactions.count) transaction(s)"
+        "\(written) record(s) of this import were written before it stopped, in \(transactions.count) transaction(s)"
             + (importID.map { " (import id \($0))" } ?? "")
             + ": fix the record and run the import again (it converges)"
     }

@@ -318,8 +318,8 @@ public final class Importer: Sendable {
             s.written += outcome.written
             for (i, failure) in outcome.refused {
                 let item = batch.items[i]
-                let issue = ImportIssue(file: s.files[item.fileIndex], line: item.line, field: failure.field,
-                                        reason: failure.reason)
+                let unit = batch.units.first { $0.contains(i) } ?? i..<i + 1
+                let issue = refusal(failure, of: batch.records(unit), item: (item.fileIndex, item.line), s)
                 s.reject(item.location, issue)
                 try rejects?.write(reason: issue.description, raw: item.raw)
             }
@@ -335,7 +335,9 @@ public final class Importer: Sendable {
         guard let id = failure.objectID else { return nil }
         // An object left without a required to-one by another record's link is that record's
         // doing, also when the batch restates the object itself (whose record did not touch it).
-        if failure.kind == .requiredRelationship, let taken = displacing(failure, in: batch, s) { return taken }
+        if failure.kind == .requiredRelationship, let taken = displacing(failure, in: batch.records, s) {
+            return s.noting(ImportFailed(issues: [taken], totalIssues: 1))
+        }
         for (changes, item) in zip(batch.perRecord, batch.items) {
             var named: Bool
             switch changes.operations.first {
@@ -359,24 +361,29 @@ public final class Importer: Sendable {
         return nil
     }
 
-    /// For a required to-one that a batch left an object of the store without (`X.r`, which named
-    /// `T`): the record of the batch whose link took `T` from it, through a one-to-one pair — a
-    /// new `r` to `T` from another object (`T` keeps one inverse), or a new inverse from `T` to
-    /// another object. The store refused the batch naming `X`, which is not in the input.
-    private func displacing(_ failure: ValidationFailure, in batch: Batch, _ s: ImportState) -> ImportFailed? {
+    /// For a required to-one that a batch (or a batch of deferred links) left an object of the
+    /// store without (`X.r`, which named `T`): the issue of the record among `records` whose link
+    /// took `T` from it, through a one-to-one pair — a new `r` to `T` from another object (`T`
+    /// keeps one inverse), or a new inverse from `T` to another object — or cleared the pair from
+    /// the other side. The store refused the batch naming `X`, which is not in the input. `X` and
+    /// `T` are read from the live store: a bulk import's new generation, or the transaction of an
+    /// import in one pass, is not read (an `X` written by the import itself is not found there,
+    /// and the store's error is reported as it is).
+    private func displacing(_ failure: ValidationFailure, in records: [RecordOperations],
+                            _ s: ImportState) -> ImportIssue? {
         let schema = store.schema
         guard failure.kind == .requiredRelationship, let x = failure.objectID, let field = failure.field,
               let e = schema.entity(tag: x.entityTag), let r = e.relationship(named: field), !r.isToMany
         else { return nil }
         let inverse = schema.inverse(of: r)
         guard !inverse.isToMany else { return nil }
-        return try? store.read { view -> ImportFailed? in
+        return try? store.read { view -> ImportIssue? in
             guard let t = try view.targets(r.tag, from: x).first else { return nil }
-            for (changes, item) in zip(batch.perRecord, batch.items) {
+            for record in records {
                 // An upsert's operations name its object by the id it would take as a new one:
                 // the object of the store holding its key is the one it names.
                 var upserted: (own: ObjectID, stored: ObjectID)?
-                if case .upsert(let own, let values, let constraint)? = changes.operations.first,
+                if case .upsert(let own, let values, let constraint)? = record.operations.first,
                    let ref = Self.keyReference(own.entityTag, constraint, values, schema),
                    let stored = try view.resolve(ref) {
                     upserted = (own, stored)
@@ -385,15 +392,14 @@ public final class Importer: Sendable {
                     guard case .id(let own) = ref else { return try view.resolve(ref) == id }
                     return own == id || (upserted.map { $0.own == own && $0.stored == id } ?? false)
                 }
-                for op in changes.operations {
+                for op in record.operations {
                     if case .unlink(let tag, let from, let to) = op, tag == inverse.tag, try names(from, t),
                        try to.map({ try names($0, x) }) ?? true {
                         // The pair cleared from the other side (`null`), which is not required.
-                        let issue = ImportIssue(
-                            file: s.files[item.fileIndex], line: item.line, field: inverse.name,
+                        return ImportIssue(
+                            file: s.files[record.fileIndex], line: record.line, field: inverse.name,
                             reason: "\(failure.kind.rawValue): clearing its \(inverse.name) \(x) would leave that \(e.name) " +
                                     "without its required \(r.name)")
-                        return s.noting(ImportFailed(issues: [issue], totalIssues: 1))
                     }
                     guard case .link(let tag, let from, let to) = op else { continue }
                     let reason: String, field: String
@@ -408,13 +414,48 @@ public final class Importer: Sendable {
                     } else {
                         continue
                     }
-                    let issue = ImportIssue(file: s.files[item.fileIndex], line: item.line, field: field,
-                                            reason: "\(failure.kind.rawValue): \(reason)")
-                    return s.noting(ImportFailed(issues: [issue], totalIssues: 1))
+                    return ImportIssue(file: s.files[record.fileIndex], line: record.line, field: field,
+                                       reason: "\(failure.kind.rawValue): \(reason)")
                 }
             }
             return nil
         }
+    }
+
+    /// The issue of a record (or a unit of records saved together) that the store refused with
+    /// ``ImportOptions/continueOnError``, for its item `item`: where a required to-one of another
+    /// object was taken by it (``displacing(_:in:_:)``), what was taken from which object, with
+    /// the field of the record that took it; otherwise the store's field and reason.
+    private func refusal(_ failure: ValidationFailure, of records: [RecordOperations],
+                         item: (fileIndex: Int, line: Int), _ s: ImportState) -> ImportIssue {
+        if failure.kind == .requiredRelationship, let taken = displacing(failure, in: records, s),
+           taken.file == s.files[item.fileIndex], taken.line == item.line {
+            return taken
+        }
+        return ImportIssue(file: s.files[item.fileIndex], line: item.line, field: failure.field, reason: failure.reason)
+    }
+
+    /// A deferred link as ``displacing(_:in:_:)`` searches records: the link, at its record's line.
+    private static func linkRecords(_ links: ArraySlice<DeferredLink>) -> [RecordOperations] {
+        links.map { link in
+            RecordOperations(operations: [.link(relationship: link.relationship, from: link.from, to: link.to)],
+                             fileIndex: Int(link.location >> 40), line: Int(link.location & 0xFF_FFFF_FFFF))
+        }
+    }
+
+    /// Why a deferred link was refused, at its record's line (the record itself was written): the
+    /// record that took a required partner away, or the store's field and reason.
+    private func linkRefusal(_ failure: ValidationFailure, _ link: DeferredLink, _ s: ImportState) -> ImportIssue {
+        let records = Self.linkRecords([link][...])
+        let reason: String
+        if failure.kind == .requiredRelationship, let taken = displacing(failure, in: records, s) {
+            reason = taken.reason
+        } else {
+            reason = failure.description
+        }
+        let name = store.schema.relationship(tag: link.relationship)?.name
+        return ImportIssue(file: s.files[records[0].fileIndex], line: records[0].line, field: name,
+                           reason: "not linked (its record was written without this link): \(reason)")
     }
 
     /// Whether the store has `target`, for a reference the import has not written (by any of
@@ -517,8 +558,13 @@ public final class Importer: Sendable {
         }
         if let (alias, first) = duplicate {
             let (f, l) = (Int(first >> 40), Int(first & 0xFF_FFFF_FFFF))
-            s.reject(item.location, ImportIssue(file: s.files[item.fileIndex], line: item.line, field: nil,
-                                                reason: "duplicate key \(EchoedText.shown(alias.description)) of " +
+            // The field is the constraint's (`email`, `first+last`), or `id` for an explicit id.
+            var field = "id"
+            if case .unique(_, let c, _) = alias, record.entity.uniques.indices.contains(c) {
+                field = Layout.uniqueFieldName(record.entity.uniques[c], record.entity)
+            }
+            s.reject(item.location, ImportIssue(file: s.files[item.fileIndex], line: item.line, field: field,
+                                                reason: "duplicate key \(alias.shown) of " +
                                                         "\(record.entity.name) (first at \(s.files[f]):\(l))"))
             return nil
         }
@@ -565,7 +611,7 @@ public final class Importer: Sendable {
         let missing = try store.read { view in try unresolved.filter { try view.resolve($0.target) == nil } }
         for m in missing where !s.rejected.keys.contains(m.location) {
             let reason = "dangling reference: no \(m.relationship.destination) " +
-                         "\(EchoedText.shown(m.target.description)) in the input or the store"
+                         "\(m.target.shown) in the input or the store"
             s.reject(m.location, ImportIssue(file: s.files[m.fileIndex], line: m.line, field: m.relationship.name,
                                              reason: reason))
         }
@@ -922,8 +968,7 @@ public final class Importer: Sendable {
                             s.written += items.count
                         } catch StrataError.validation(let failure) {
                             for item in batch.items[items] {
-                                let issue = ImportIssue(file: s.files[item.fileIndex], line: item.line,
-                                                        field: failure.field, reason: failure.reason)
+                                let issue = refusal(failure, of: batch.records(items), item: (item.fileIndex, item.line), s)
                                 s.reject(item.location, issue)
                                 try rejects?.write(reason: issue.description, raw: item.raw)
                             }
@@ -954,7 +999,7 @@ public final class Importer: Sendable {
         let metadata = ["importID": s.importID, "phase": "links"]
         if !s.deferred.isEmpty { s.report(.linking, records: s.written, bytes: s.totalBytes, links: 0, force: true) }
         if let bulk = s.bulk {
-            try await linkDeferred(&s, into: bulk, metadata: metadata)
+            try await linkDeferred(&s, into: bulk, metadata: metadata, rejects: rejects)
             return
         }
         while start < s.deferred.count {
@@ -965,7 +1010,11 @@ public final class Importer: Sendable {
                 do {
                     try await held.apply([(changes, metadata)], author: options.author)
                 } catch {
-                    throw Self.inOnePass(error, s)
+                    let failure = Self.inOnePass(error, s)
+                    if case StrataError.validation(let v) = failure, let located = displacingLink(v, slice, s) {
+                        throw located
+                    }
+                    throw failure
                 }
                 start += slice.count
                 s.report(.linking, records: s.written, bytes: s.totalBytes, links: start, force: true)
@@ -974,23 +1023,47 @@ public final class Importer: Sendable {
             do {
                 s.committed(try await store.save(changes, author: options.author, metadata: metadata))
             } catch StrataError.validation(let failure) where !options.continueOnError {
-                let located = await locatedLink(failure, s.deferred[slice.indices], s) { try storeHas($0) }
-                throw located ?? StrataError.validation(failure)
+                let located: ImportFailed? = await locatedLink(failure, slice, s) { try storeHas($0) }
+                if let found = located ?? displacingLink(failure, slice, s) { throw found }
+                throw StrataError.validation(failure)
             } catch StrataError.validation where options.continueOnError {
-                // A target (or source) was rejected: link what can be linked, count the rest.
+                // A target (or source) was rejected, or a link is refused: link what can be
+                // linked; each refused one is skipped, counted, and listed in the rejects file.
                 for d in slice {
                     var one = ChangeSet()
                     one.append(.link(relationship: d.relationship, from: d.from, to: d.to))
                     do {
                         s.committed(try await store.save(one, author: options.author, metadata: metadata))
-                    } catch StrataError.validation {
-                        s.skippedLinks += 1
+                    } catch StrataError.validation(let failure) {
+                        try skip(d, failure, &s, rejects: rejects)
                     }
                 }
             }
             start += slice.count
             s.report(.linking, records: s.written, bytes: s.totalBytes, links: start, force: true)
         }
+    }
+
+    /// A deferred link refused with ``ImportOptions/continueOnError``: counted in
+    /// ``ImportSummary/skippedLinks`` and listed in the rejects file as a comment at its
+    /// record's line (the record was written, so it is not repeated there).
+    private func skip(_ link: DeferredLink, _ failure: ValidationFailure, _ s: inout ImportState,
+                      rejects: RejectsWriter?) throws {
+        s.skippedLinks += 1
+        try rejects?.write(reason: linkRefusal(failure, link, s).description, raw: [])
+    }
+
+    /// A batch of deferred links refused because one of them took a required partner away from
+    /// an object (``displacing(_:in:_:)``), as that link's record: `FILE:LINE: field: reason`.
+    private func displacingLink(_ failure: ValidationFailure, _ links: ArraySlice<DeferredLink>,
+                                _ s: ImportState) -> ImportFailed? {
+        guard failure.kind == .requiredRelationship,
+              let taken = displacing(failure, in: Self.linkRecords(links), s) else { return nil }
+        // Written batch by batch, the record committed before its link was refused; in a bulk
+        // import or one in one transaction, nothing was.
+        let written = s.held == nil && s.bulk == nil ? " (its record was written, this link was not)" : ""
+        let issue = ImportIssue(file: taken.file, line: taken.line, field: taken.field, reason: taken.reason + written)
+        return s.noting(ImportFailed(issues: [issue], totalIssues: 1))
     }
 }
 
@@ -1035,8 +1108,7 @@ extension Importer {
     /// source, when the refusal names the source — `resolves` does not find. Nil for another
     /// failure, or when none is found.
     private func locatedLink(_ failure: ValidationFailure,
-                             _ links: ArraySlice<(relationship: UInt16, from: ObjectReference, to: ObjectReference,
-                                                  location: UInt64)>,
+                             _ links: ArraySlice<DeferredLink>,
                              _ s: ImportState,
                              resolves: (ObjectReference) async throws -> Bool) async -> ImportFailed? {
         guard failure.kind == .objectNotFound, let field = failure.field else { return nil }
@@ -1057,16 +1129,17 @@ extension Importer {
 
     /// The deferred links of a bulk import, in the same batches as ``linkDeferred(_:rejects:)``
     /// saves them, many batches per write transaction of the new generation.
-    private func linkDeferred(_ s: inout ImportState, into bulk: BulkLoad, metadata: [String: String]) async throws {
+    private func linkDeferred(_ s: inout ImportState, into bulk: BulkLoad, metadata: [String: String],
+                              rejects: RejectsWriter?) async throws {
         let batchSize = options.batchSize, author = options.author, continueOnError = options.continueOnError
         let chunk = max(1, Self.bulkChunkLinks / batchSize) * batchSize
         var start = 0
         while start < s.deferred.count {
             let end = min(s.deferred.count, start + chunk)
-            let outcome: (result: Int, committed: [TransactionID])
+            let outcome: (result: [(index: Int, failure: ValidationFailure)], committed: [TransactionID])
             do {
                 outcome = try await bulk.write { [deferred = s.deferred, start] w in
-                    var skipped = 0
+                    var skipped: [(index: Int, failure: ValidationFailure)] = []
                     var i = start
                     while i < end {
                         let slice = deferred[i..<min(end, i + batchSize)]
@@ -1080,13 +1153,13 @@ extension Importer {
                         do {
                             _ = try w.save(changes, author: author, metadata: metadata, isolated: true)
                         } catch StrataError.validation {
-                            for d in slice {
+                            for (j, d) in zip(slice.indices, slice) {
                                 var one = ChangeSet()
                                 one.append(.link(relationship: d.relationship, from: d.from, to: d.to))
                                 do {
                                     _ = try w.save(one, author: author, metadata: metadata, isolated: true)
-                                } catch StrataError.validation {
-                                    skipped += 1
+                                } catch StrataError.validation(let failure) {
+                                    skipped.append((j, failure))
                                 }
                             }
                         }
@@ -1096,16 +1169,30 @@ extension Importer {
             } catch StrataError.validation(let failure) where !continueOnError {
                 // Asked of the load before the import drops it: the batches before the refused
                 // one are in it, and it is the first whose target is not.
-                let located = await locatedLink(failure, s.deferred[start..<end], s) { try await bulk.resolves($0) }
-                throw located ?? StrataError.validation(failure)
+                let links = s.deferred[start..<end]
+                let located: ImportFailed? = await locatedLink(failure, links, s) { try await bulk.resolves($0) }
+                if let found = located ?? displacingLink(failure, links, s) { throw found }
+                throw StrataError.validation(failure)
             }
             let (skipped, committed) = outcome
             s.transactions += committed
-            s.skippedLinks += skipped
+            for (j, failure) in skipped { try skip(s.deferred[j], failure, &s, rejects: rejects) }
             start = end
             s.report(.linking, records: s.written, bytes: s.totalBytes, links: start, force: true)
         }
     }
+}
+
+/// A link whose target came later in the input than its source, saved after the records: the
+/// relationship, its source and target, and where the source's record is (file and line, packed
+/// as ``ImportState/inputKeys`` packs them).
+private typealias DeferredLink = (relationship: UInt16, from: ObjectReference, to: ObjectReference, location: UInt64)
+
+/// One record's operations and where it is: what ``Importer``'s `displacing` searches.
+private struct RecordOperations {
+    let operations: [ChangeSet.Operation]
+    let fileIndex: Int
+    let line: Int
 }
 
 /// A bulk import's batches being saved on its load's queue (``Importer``'s `flushBulk`).
@@ -1139,6 +1226,19 @@ private struct Batch: Sendable {
     /// operations), for a batch saved record by record.
     var perRecord: [ChangeSet] {
         spans.map { ChangeSet(operations: Array(recordOps[$0.records]) + Array(linkOps[$0.links])) }
+    }
+
+    /// Each record's operations (``perRecord``) with where the record is.
+    var records: [RecordOperations] {
+        zip(perRecord, items).map { RecordOperations(operations: $0.operations, fileIndex: $1.fileIndex, line: $1.line) }
+    }
+
+    /// The records of the items `range` (a unit, ``perUnit``), as ``records`` gives them.
+    func records(_ range: Range<Int>) -> [RecordOperations] {
+        range.map { i in
+            RecordOperations(operations: Array(recordOps[spans[i].records]) + Array(linkOps[spans[i].links]),
+                             fileIndex: items[i].fileIndex, line: items[i].line)
+        }
     }
 
     /// The records that must be saved together, as ranges of ``items``: one record each, but
@@ -1287,7 +1387,7 @@ private struct ImportState {
     var forward: [ForwardReference] = []
     /// The size of ``forward`` at which those the input or the store holds by then are dropped.
     var forwardCheckAt = Importer.forwardCheckEvery
-    var deferred: [(relationship: UInt16, from: ObjectReference, to: ObjectReference, location: UInt64)] = []
+    var deferred: [DeferredLink] = []
     var skippedLinks = 0
     /// Batches submitted (each numbered in its `batch` metadata, in input order).
     var batchesSubmitted = 0

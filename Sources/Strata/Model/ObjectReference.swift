@@ -13,4 +13,12 @@ public enum ObjectReference: Sendable, Equatable, CustomStringConvertible {
         case .unique(_, _, let values): values.map(\.description).joined(separator: ", ")
         }
     }
+
+    /// ``description`` as messages show it: each string value cut as ``Value/shown`` cuts it.
+    package var shown: String {
+        switch self {
+        case .id(let id): id.description
+        case .unique(_, _, let values): values.map(\.shown).joined(separator: ", ")
+        }
+    }
 }

@@ -58,6 +58,14 @@ public enum Value: Sendable, CustomStringConvertible {
         }
     }
 
+    /// ``description`` as messages show it: a string longer than ``EchoedText/maxCharacters``
+    /// cut as ``EchoedText/shown(_:)`` cuts input (`"abc…(500 bytes)"`, the count the string's
+    /// own bytes), so that a refusal naming a long key does not echo it whole.
+    package var shown: String {
+        if case .string(let s) = self { return "\"\(EchoedText.shown(s))\"" }
+        return description
+    }
+
     var rank: Int { Int(type?.tag ?? 0) }
 }
 

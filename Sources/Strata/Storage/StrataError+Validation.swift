@@ -2,7 +2,7 @@ extension StrataError {
     /// A unique key of `values` that `owner` already holds.
     static func uniqueClash(_ unique: IndexDescription, _ e: EntityDescription, _ values: [Value], id: ObjectID,
                             owner: ObjectID) -> StrataError {
-        let shown = unique.attributes.map { "\(e.attributes[$0].name)=\(values[$0])" }.joined(separator: ", ")
+        let shown = unique.attributes.map { "\(e.attributes[$0].name)=\(values[$0].shown)" }.joined(separator: ", ")
         return .validation(
             ValidationFailure(kind: .uniqueConstraint, entity: e.name, objectID: id,
                               field: Layout.uniqueFieldName(unique, e), reason: "\(shown) is already used by \(owner)"))

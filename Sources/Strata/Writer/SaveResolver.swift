@@ -392,7 +392,7 @@ struct SaveResolver<S: StateStore> {
                                                  id: ObjectID(high: UInt64(entityTag) << 48, low: 0)),
                   let owner = try applier.uniqueOwner(key) else {
                 throw fail(.objectNotFound, r.entityName, from, r.name,
-                           "no \(e.name) with \(Layout.uniqueFieldName(u, e)) = \(ref)\(source ? " (source)" : "")")
+                           "no \(e.name) with \(Layout.uniqueFieldName(u, e)) = \(ref.shown)\(source ? " (source)" : "")")
             }
             return owner
         }

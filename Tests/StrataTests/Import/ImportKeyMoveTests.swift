@@ -173,4 +173,31 @@ import Testing
             #expect(try bosses(store).filter { $0.value == "z" }.count == 10)
         }
     }
+
+    /// A long key in a refusal found only at write time — a clash with the key a stored person
+    /// holds under the other constraint, a reference to a key an earlier record took away — is
+    /// shown cut after 64 characters with its length, in every way of importing, as input
+    /// errors found while validating are: never echoed whole.
+    @Test(arguments: ways.indices)
+    func longKeysAreShownCutInWriteTimeRefusals(way: Int) async throws {
+        try await withStore { store, dir, a in
+            let long = String(repeating: "e", count: 500)
+            let setUp = try writeInput([#"{"entity":"Person","id":"\#(a)","name":"a","email":"\#(long)"}"#], in: dir)
+            _ = try await Importer(store: store).run(files: [setUp])
+            let clash = try writeInput([#"{"entity":"Person","name":"b","email":"\#(long)"}"#], in: dir, "clash.ndjson")
+            let takeAway = try writeInput([
+                #"{"entity":"Person","id":"\#(a)","name":"a","email":"new@x"}"#,
+                #"{"entity":"Person","name":"c","email":"c@x","boss":{"email":"\#(long)"}}"#,
+            ], in: dir, "take-away.ndjson")
+            for (input, kind) in [(clash, "uniqueConstraint"), (takeAway, "objectNotFound")] {
+                await #expect("\(Self.ways[way].name), \(kind)") {
+                    _ = try await Importer(store: store, options: options(Self.ways[way])).run(files: [input])
+                } throws: { error in
+                    let text = "\(error)"
+                    return text.contains(kind) && text.contains("\"" + String(repeating: "e", count: 64) + "…(500 bytes)\"")
+                        && !text.contains(String(repeating: "e", count: 65))
+                }
+            }
+        }
+    }
 }

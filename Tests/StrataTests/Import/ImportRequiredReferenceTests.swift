@@ -248,7 +248,7 @@ import Testing
             } catch let failed as ImportFailed {
                 #expect(failed.issues.first?.line == 3, "\(failed.issues)")
                 #expect(failed.written == 1 && failed.transactions.count == 1 && failed.importID == "held", "\(failed)")
-                #expect(failed.description.contains("1 record(s) of this import were written before it"), "\(failed)")
+                #expect(failed.description.contains("1 record(s) of this import were written before it stopped"), "\(failed)")
             }
             #expect(try store.read { try $0.fetch(Query(entity: "Owner")).count } == 1)
         }
@@ -307,6 +307,94 @@ import Testing
                 return issue.line == 2 && issue.field == "holder" && issue.reason.contains("is already the holder of")
             }
             #expect(try store.lastTransactionID == before, "a refused import wrote something")
+        }
+    }
+
+    /// The base of the one-to-one cases: drivers `d` and `e` holding licenses `l1` and `l2`.
+    private func driversAndLicenses(_ store: Store, _ dir: URL) async throws {
+        let base = try write([
+            #"{"entity":"Driver","name":"d","license":{"number":"l1"}}"#,
+            #"{"entity":"License","number":"l1","driver":{"name":"d"}}"#,
+            #"{"entity":"Driver","name":"e","license":{"number":"l2"}}"#,
+            #"{"entity":"License","number":"l2","driver":{"name":"e"}}"#,
+        ], dir, "base.ndjson")
+        _ = try await run(store, [base])
+    }
+
+    /// The ways of importing a refusal may surface in: incremental in two passes or in one
+    /// transaction, bulk.
+    static let refusalWays: [(mode: ImportMode, oneTransaction: Bool)] =
+        [(.incremental, false), (.incremental, true), (.bulk, false)]
+
+    /// A link saved after the records (its target came later in the input) that takes the stored
+    /// driver `d` to a new license, leaving `l1` without its required driver: the store refuses it
+    /// naming `l1` alone; the import names the record of the link, its line and field, what it
+    /// would take from which object, and (written batch by batch) that the record itself was
+    /// written without the link. Nothing else of the link batch is written.
+    @Test(arguments: refusalWays.indices)
+    func aDeferredLinkTakingARequiredPartnerIsReportedAtItsRecord(way: Int) async throws {
+        let (mode, oneTransaction) = Self.refusalWays[way]
+        try await withStore { store, dir in
+            try await driversAndLicenses(store, dir)
+            let input = try write([
+                #"{"entity":"Driver","name":"d","license":{"number":"l9"}}"#,
+                #"{"entity":"License","number":"l9","driver":{"name":"w"}}"#,
+                #"{"entity":"Driver","name":"w"}"#,
+            ], dir, "in.ndjson")
+            var options = ImportOptions()
+            options.mode = mode
+            if !oneTransaction { options.oneTransactionMaxInputBytes = 0 }
+            await #expect("\(mode) \(oneTransaction)") {
+                _ = try await Importer(store: store, options: options).run(files: [input])
+            } throws: { error in
+                guard let failed = error as? ImportFailed, let issue = failed.issues.first else { return false }
+                let writtenBatchByBatch = mode == .incremental && !oneTransaction
+                return issue.file == input && issue.line == 1 && issue.field == "license"
+                    && issue.reason.hasPrefix("requiredRelationship: replacing its license ")
+                    && issue.reason.contains("would leave that License without its required driver")
+                    && issue.reason.hasSuffix("(its record was written, this link was not)") == writtenBatchByBatch
+                    && (failed.written == 3) == writtenBatchByBatch
+            }
+            // `d` keeps `l1` whatever was written.
+            let driver = try #require(store.schema.entity(named: "Driver"))
+            let license = try #require(driver.relationship(named: "license"))
+            let d = try #require(try store.read { try $0.resolve(.unique(entityTag: driver.tag, constraint: 0,
+                                                                          values: [.string("d")])) })
+            let held = try store.read { view in try view.targets(license.tag, from: d).compactMap { try view.record($0) } }
+            #expect(held.map { $0["number"] } == [.string("l1")])
+        }
+    }
+
+    /// With ``ImportOptions/continueOnError``: a record taking a required partner away is
+    /// rejected at its line with its own field and what it would take (the store names the other
+    /// object's field); a deferred link doing so is skipped, counted, and listed in the rejects
+    /// file as a comment at its record's line.
+    @Test(arguments: [ImportMode.incremental, .bulk])
+    func refusalsGoingOnAfterThemNameTheRecordAndTheField(mode: ImportMode) async throws {
+        try await withStore { store, dir in
+            try await driversAndLicenses(store, dir)
+            let input = try write([
+                #"{"entity":"Driver","name":"x"}"#,
+                #"{"entity":"Driver","name":"e","license":{"number":"l1"}}"#,
+                #"{"entity":"Driver","name":"d","license":{"number":"l9"}}"#,
+                #"{"entity":"License","number":"l9","driver":{"name":"w"}}"#,
+                #"{"entity":"Driver","name":"w"}"#,
+            ], dir, "in.ndjson")
+            let rejects = dir.appendingPathComponent("rejects.ndjson").path
+            var options = ImportOptions()
+            options.mode = mode
+            options.continueOnError = true
+            options.rejectsPath = rejects
+            let summary = try await Importer(store: store, options: options).run(files: [input])
+            #expect(summary.rejected == 1)
+            #expect(summary.skippedLinks == 1)
+            let lines = try String(contentsOfFile: rejects, encoding: .utf8).split(separator: "\n").map(String.init)
+            #expect(lines.count == 3, "\(lines)")
+            #expect(lines.first?.hasPrefix("# \(input):2: license: requiredRelationship: replacing its license ") == true,
+                    "\(lines)")
+            #expect(lines.dropFirst().first == #"{"entity":"Driver","name":"e","license":{"number":"l1"}}"#)
+            #expect(lines.last?.hasPrefix("# \(input):3: license: not linked (its record was written without this " +
+                                          "link): requiredRelationship: replacing its license ") == true, "\(lines)")
         }
     }
 }

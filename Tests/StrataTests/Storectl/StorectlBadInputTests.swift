@@ -174,7 +174,7 @@ import Testing
         ("Genre.csv", "name\n\"a\"b\n", "Genre.csv:2: text after the closing quote"),
         ("Genre.csv", "name,color\nx,red\n", "Genre.csv:1: color: unknown column for Genre"),
         ("Genre.csv", "name,name\nx,y\n", "Genre.csv:1: name: column appears twice"),
-        ("Genre.csv", "name\nJazz\nJazz\n", "Genre.csv:3: duplicate key"),
+        ("Genre.csv", "name\nJazz\nJazz\n", "Genre.csv:3: name: duplicate key"),
         ("Track.csv", "mbid,title,durationSeconds,addedAt\nnot-a-uuid,t,1,2024-01-01T00:00:00Z\n", "Track.csv:2: mbid:"),
         ("Track.csv", "mbid,title,durationSeconds,addedAt\n82d6edf7-3c84-5d05-811b-3b924c91ddff,t,abc,2024-01-01T00:00:00Z\n", "Track.csv:2: durationSeconds:"),
         ("Track.csv", "mbid,title,durationSeconds,addedAt\n82d6edf7-3c84-5d05-811b-3b924c91ddff,t,1,yesterday\n", "Track.csv:2: addedAt:"),

@@ -82,7 +82,7 @@ import Testing
         try await expectBadInput(#"{"entity":"Album","mbid":"7e66a91c-080f-5eea-aa6b-d2e7423e063a","title":"T","artist":{"mbid":"8e66a91c-080f-5eea-aa6b-d2e7423e063a"}}"#,
                            ["in.ndjson:1: artist: dangling reference"])
     }
-    @Test func duplicateUniqueKey() async throws { try await expectBadInput(Self.good + Self.good, ["in.ndjson:2: duplicate key", "first at"]) }
+    @Test func duplicateUniqueKey() async throws { try await expectBadInput(Self.good + Self.good, ["in.ndjson:2: name: duplicate key", "first at"]) }
     @Test func invalidUTF8() async throws {
         let (dir, store) = try await newStore()
         defer { try? FileManager.default.removeItem(at: dir) }
