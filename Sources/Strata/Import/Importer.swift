@@ -361,14 +361,16 @@ public final class Importer: Sendable {
         return nil
     }
 
-    /// For a required to-one that a batch (or a batch of deferred links) left an object of the
-    /// store without (`X.r`, which named `T`): the issue of the record among `records` whose link
-    /// took `T` from it, through a one-to-one pair — a new `r` to `T` from another object (`T`
-    /// keeps one inverse), or a new inverse from `T` to another object — or cleared the pair from
-    /// the other side. The store refused the batch naming `X`, which is not in the input. `X` and
-    /// `T` are read from the live store: a bulk import's new generation, or the transaction of an
-    /// import in one pass, is not read (an `X` written by the import itself is not found there,
-    /// and the store's error is reported as it is).
+    /// For a required to-one that a batch (or a batch of deferred links) left an object without
+    /// (`X.r`, which named `T`): the issue of the record among `records` whose link took `T` from
+    /// it, through a one-to-one pair — a new `r` to `T` from another object (`T` keeps one
+    /// inverse), or a new inverse from `T` to another object — or cleared the pair from the other
+    /// side. The store refused the batch naming `X` alone, which may not be in the input, or be
+    /// the record of the input that gave it `T` (never the one blamed). `T` is `X`'s target in the
+    /// live store, or else the one a record of `records` links `X` to; objects are named by id or
+    /// by key, a new one by the keys its record gives it. A bulk import's new generation, and the
+    /// transaction of an import in one pass, are not read: an `X` written by an earlier batch of
+    /// the import is not found there, and the store's error is reported as it is.
     private func displacing(_ failure: ValidationFailure, in records: [RecordOperations],
                             _ s: ImportState) -> ImportIssue? {
         let schema = store.schema
@@ -377,8 +379,52 @@ public final class Importer: Sendable {
         else { return nil }
         let inverse = schema.inverse(of: r)
         guard !inverse.isToMany else { return nil }
+        // The keys each record gives its object, by the id it gives it: a link names a record of
+        // the input by its key, which no object of the store may hold yet.
+        var keysOf: [ObjectID: [ObjectReference]] = [:]
+        for record in records {
+            switch record.operations.first {
+            case .insert(let own, let values)?, .put(let own, let values)?, .upsert(let own, let values, _)?:
+                let uniques = schema.entity(tag: own.entityTag)?.uniques.indices ?? 0..<0
+                keysOf[own, default: []] += uniques.compactMap { Self.keyReference(own.entityTag, $0, values, schema) }
+            default:
+                break
+            }
+        }
         return try? store.read { view -> ImportIssue? in
-            guard let t = try view.targets(r.tag, from: x).first else { return nil }
+            /// Whether `ref` names `id`: by id (or, in an upsert's own operations, by the id it
+            /// would give a new object, when `id` holds its key), or by a key `id` holds in the
+            /// store or its record gives it.
+            func names(_ ref: ObjectReference, _ id: ObjectID, upserted: (own: ObjectID, stored: ObjectID)? = nil)
+                throws -> Bool {
+                switch ref {
+                case .id(let own):
+                    return own == id || (upserted.map { $0.own == own && $0.stored == id } ?? false)
+                case .unique:
+                    if keysOf[id]?.contains(ref) == true { return true }
+                    return try view.resolve(ref) == id
+                }
+            }
+            // T, by reference, and its id where one is known.
+            var partner: ObjectReference?
+            var partnerID: ObjectID?
+            if let t = try view.targets(r.tag, from: x).first {
+                (partner, partnerID) = (.id(t), t)
+            } else {
+                search: for record in records {
+                    for case .link(let tag, let from, let to) in record.operations {
+                        if tag == r.tag, try names(from, x) { partner = to; break search }
+                        if tag == inverse.tag, try names(to, x) { partner = from; break search }
+                    }
+                }
+                switch partner {
+                case .id(let id)?: partnerID = id
+                case let ref?: partnerID = try keysOf.first { $0.value.contains(ref) }?.key ?? view.resolve(ref)
+                case nil: break
+                }
+            }
+            guard let partner else { return nil }
+            let shownPartner = partnerID?.description ?? partner.shown
             for record in records {
                 // An upsert's operations name its object by the id it would take as a new one:
                 // the object of the store holding its key is the one it names.
@@ -388,13 +434,15 @@ public final class Importer: Sendable {
                    let stored = try view.resolve(ref) {
                     upserted = (own, stored)
                 }
-                func names(_ ref: ObjectReference, _ id: ObjectID) throws -> Bool {
-                    guard case .id(let own) = ref else { return try view.resolve(ref) == id }
-                    return own == id || (upserted.map { $0.own == own && $0.stored == id } ?? false)
+                func isPartner(_ ref: ObjectReference) throws -> Bool {
+                    if ref == partner { return true }
+                    guard let partnerID else { return false }
+                    return try names(ref, partnerID, upserted: upserted)
                 }
+                func isX(_ ref: ObjectReference) throws -> Bool { try names(ref, x, upserted: upserted) }
                 for op in record.operations {
-                    if case .unlink(let tag, let from, let to) = op, tag == inverse.tag, try names(from, t),
-                       try to.map({ try names($0, x) }) ?? true {
+                    if case .unlink(let tag, let from, let to) = op, tag == inverse.tag, try isPartner(from),
+                       try to.map({ try isX($0) }) ?? true {
                         // The pair cleared from the other side (`null`), which is not required.
                         return ImportIssue(
                             file: s.files[record.fileIndex], line: record.line, field: inverse.name,
@@ -403,11 +451,11 @@ public final class Importer: Sendable {
                     }
                     guard case .link(let tag, let from, let to) = op else { continue }
                     let reason: String, field: String
-                    if tag == r.tag, try names(to, t), try !names(from, x) {
+                    if tag == r.tag, try isPartner(to), try !isX(from) {
                         field = r.name
-                        reason = "\(r.destination) \(t) is already the \(r.name) of \(e.name) \(x), which would be left " +
-                                 "without its required \(r.name) (a \(r.destination) has one \(inverse.name))"
-                    } else if tag == inverse.tag, try names(from, t), try !names(to, x) {
+                        reason = "\(r.destination) \(shownPartner) is already the \(r.name) of \(e.name) \(x), which would " +
+                                 "be left without its required \(r.name) (a \(r.destination) has one \(inverse.name))"
+                    } else if tag == inverse.tag, try isPartner(from), try !isX(to) {
                         field = inverse.name
                         reason = "replacing its \(inverse.name) \(x) would leave that \(e.name) without its required " +
                                  "\(r.name) (a \(r.destination) has one \(inverse.name))"

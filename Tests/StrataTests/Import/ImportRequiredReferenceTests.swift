@@ -397,4 +397,33 @@ import Testing
                                           "link): requiredRelationship: replacing its license ") == true, "\(lines)")
         }
     }
+
+    /// Two new licenses naming the same new driver: the second takes the driver the first was
+    /// given in the same batch, and the store refuses the batch naming the first license alone.
+    /// The import blames the second record, at its line and field, in every way of importing
+    /// with batches that hold both; it blamed the first (`driver: a Driver is required`), which
+    /// does give a driver.
+    @Test(arguments: refusalWays.indices)
+    func theRecordTakingAPartnerAnEarlierRecordOfItsBatchGaveIsBlamed(way: Int) async throws {
+        let (mode, oneTransaction) = Self.refusalWays[way]
+        try await withStore { store, dir in
+            let input = try write([
+                #"{"entity":"License","number":"l5","driver":{"name":"x"}}"#,
+                #"{"entity":"Driver","name":"x"}"#,
+                #"{"entity":"License","number":"l6","driver":{"name":"x"}}"#,
+            ], dir, "in.ndjson")
+            var options = ImportOptions()
+            options.mode = mode
+            if !oneTransaction { options.oneTransactionMaxInputBytes = 0 }
+            await #expect("\(mode) \(oneTransaction)") {
+                _ = try await Importer(store: store, options: options).run(files: [input])
+            } throws: { error in
+                guard let issue = (error as? ImportFailed)?.issues.first else { return false }
+                return issue.line == 3 && issue.field == "driver"
+                    && issue.reason.hasPrefix("requiredRelationship: Driver ")
+                    && issue.reason.contains("is already the driver of License")
+            }
+            #expect(try store.lastTransactionID == .zero)
+        }
+    }
 }
