@@ -306,7 +306,17 @@ public final class Importer: Sendable {
         do {
             (outcomes, committed) = try await flight.task.value
         } catch StrataError.validation(let failure) {
-            // Stopping at the first bad record: the record the store refused, with its line.
+            // Stopping at the first bad record: the record the store refused, with its line. A
+            // record that took a required partner comes first: the object left without it may be
+            // another record of these batches, which gave it that partner, and is not to blame.
+            var before: [RecordOperations] = []
+            for batch in flight.pending where failure.kind == .requiredRelationship {
+                let records = batch.records
+                if let taken = displacing(failure, in: records, after: before, s) {
+                    throw s.noting(ImportFailed(issues: [taken], totalIssues: 1))
+                }
+                before += records
+            }
             for batch in flight.pending {
                 if let located = located(failure, in: batch, s) { throw located }
             }
@@ -331,11 +341,12 @@ public final class Importer: Sendable {
     /// the store holds, under a constraint the record was not upserted by), as the record it
     /// names: `FILE:LINE: field: reason`, with what this import had committed before it. Nil
     /// when the failure names no record of `batch` (the store's error is reported as it is).
-    private func located(_ failure: ValidationFailure, in batch: Batch, _ s: ImportState) -> ImportFailed? {
+    private func located(_ failure: ValidationFailure, in batch: Batch, after before: [RecordOperations] = [],
+                         _ s: ImportState) -> ImportFailed? {
         guard let id = failure.objectID else { return nil }
         // An object left without a required to-one by another record's link is that record's
         // doing, also when the batch restates the object itself (whose record did not touch it).
-        if failure.kind == .requiredRelationship, let taken = displacing(failure, in: batch.records, s) {
+        if failure.kind == .requiredRelationship, let taken = displacing(failure, in: batch.records, after: before, s) {
             return s.noting(ImportFailed(issues: [taken], totalIssues: 1))
         }
         for (changes, item) in zip(batch.perRecord, batch.items) {
@@ -367,12 +378,14 @@ public final class Importer: Sendable {
     /// inverse), or a new inverse from `T` to another object — or cleared the pair from the other
     /// side. The store refused the batch naming `X` alone, which may not be in the input, or be
     /// the record of the input that gave it `T` (never the one blamed). `T` is `X`'s target in the
-    /// live store, or else the one a record of `records` links `X` to; objects are named by id or
-    /// by key, a new one by the keys its record gives it. A bulk import's new generation, and the
-    /// transaction of an import in one pass, are not read: an `X` written by an earlier batch of
-    /// the import is not found there, and the store's error is reported as it is.
+    /// live store, or else the one a record of `before` (the batches saved before the refused one,
+    /// in the same write) or `records` links `X` to; only a record of `records` is blamed. Objects
+    /// are named by id or by key, a new one by the keys its record gives it. A bulk import's new
+    /// generation, and the transaction of an import in one pass, are not read: an `X` written by
+    /// an earlier write of the import is not found there, and the store's error is reported as it
+    /// is.
     private func displacing(_ failure: ValidationFailure, in records: [RecordOperations],
-                            _ s: ImportState) -> ImportIssue? {
+                            after before: [RecordOperations] = [], _ s: ImportState) -> ImportIssue? {
         let schema = store.schema
         guard failure.kind == .requiredRelationship, let x = failure.objectID, let field = failure.field,
               let e = schema.entity(tag: x.entityTag), let r = e.relationship(named: field), !r.isToMany
@@ -382,7 +395,7 @@ public final class Importer: Sendable {
         // The keys each record gives its object, by the id it gives it: a link names a record of
         // the input by its key, which no object of the store may hold yet.
         var keysOf: [ObjectID: [ObjectReference]] = [:]
-        for record in records {
+        for record in before + records {
             switch record.operations.first {
             case .insert(let own, let values)?, .put(let own, let values)?, .upsert(let own, let values, _)?:
                 let uniques = schema.entity(tag: own.entityTag)?.uniques.indices ?? 0..<0
@@ -411,7 +424,7 @@ public final class Importer: Sendable {
             if let t = try view.targets(r.tag, from: x).first {
                 (partner, partnerID) = (.id(t), t)
             } else {
-                search: for record in records {
+                search: for record in before + records {
                     for case .link(let tag, let from, let to) in record.operations {
                         if tag == r.tag, try names(from, x) { partner = to; break search }
                         if tag == inverse.tag, try names(to, x) { partner = from; break search }
@@ -1026,7 +1039,10 @@ public final class Importer: Sendable {
                 case .failure(let error):
                     s.saveFailed = true
                     let failure = Self.inOnePass(error, s)
-                    if case StrataError.validation(let v) = failure, let issue = located(v, in: batch, s) {
+                    // The batches saved with it before it (one transaction's, or one group's) may
+                    // have given the object it left without a partner that partner.
+                    let before = batches[..<i].flatMap(\.records)
+                    if case StrataError.validation(let v) = failure, let issue = located(v, in: batch, after: before, s) {
                         throw issue
                     }
                     throw failure
