@@ -264,7 +264,7 @@ public final class Importer: Sendable {
         let changes = pending.map(\.changes)
         let task = Task { () throws -> BulkFlight.Outcome in
             try await bulk.write { w in
-                var outcomes: [(written: Int, refused: [(index: Int, failure: ValidationFailure)])] = []
+                var outcomes: [(written: Int, refused: [BulkFlight.Refusal])] = []
                 for (n, batch) in pending.enumerated() {
                     let metadata = ["importID": importID, "batch": String(firstNumber + n)]
                     guard continueOnError else {
@@ -277,13 +277,16 @@ public final class Importer: Sendable {
                         outcomes.append((batch.count, []))
                     } catch StrataError.validation {
                         var written = 0
-                        var refused: [(index: Int, failure: ValidationFailure)] = []
+                        var refused: [BulkFlight.Refusal] = []
                         for (changes, items) in batch.perUnit {
                             do {
                                 _ = try w.save(changes, author: author, metadata: metadata, isolated: true)
                                 written += items.count
                             } catch StrataError.validation(let failure) {
-                                for i in items { refused.append((i, failure)) }
+                                // Read now: the state the unit was refused in (its nested
+                                // transaction is gone), for naming what it took.
+                                let partner = w.read { Self.partnerSource(failure, in: $0) } ?? .unknown
+                                for i in items { refused.append((i, failure, partner)) }
                             }
                         }
                         outcomes.append((written, refused))
@@ -301,35 +304,25 @@ public final class Importer: Sendable {
     private func landBulk(_ s: inout ImportState, rejects: RejectsWriter?, bytes: Int) async throws {
         guard let flight = s.bulkFlight else { return }
         s.bulkFlight = nil
-        let outcomes: [(written: Int, refused: [(index: Int, failure: ValidationFailure)])]
+        let outcomes: [(written: Int, refused: [BulkFlight.Refusal])]
         let committed: [TransactionID]
         do {
             (outcomes, committed) = try await flight.task.value
         } catch StrataError.validation(let failure) {
-            // Stopping at the first bad record: the record the store refused, with its line. A
-            // record that took a required partner comes first: the object left without it may be
-            // another record of these batches, which gave it that partner, and is not to blame.
-            var before: [RecordOperations] = []
-            for batch in flight.pending where failure.kind == .requiredRelationship {
-                let records = batch.records
-                if let taken = displacing(failure, in: records, after: before, s) {
-                    throw s.noting(ImportFailed(issues: [taken], totalIssues: 1))
-                }
-                before += records
-            }
-            for batch in flight.pending {
-                if let located = located(failure, in: batch, s) { throw located }
-            }
+            // Stopping at the first bad record: the record the store refused, with its line. The
+            // write was undone; the generation holds what the flights before it left.
+            let source = await bulkPartnerSource(failure, s)
+            if let located = located(failure, inWriteOf: flight.pending, partnerFrom: source, s) { throw located }
             throw StrataError.validation(failure)
         }
         s.transactions += committed
         for (batch, outcome) in zip(flight.pending, outcomes) {
             for (reason, raw) in batch.earlyRejects { try rejects?.write(reason: reason, raw: raw) }
             s.written += outcome.written
-            for (i, failure) in outcome.refused {
+            for (i, failure, partner) in outcome.refused {
                 let item = batch.items[i]
                 let unit = batch.units.first { $0.contains(i) } ?? i..<i + 1
-                let issue = refusal(failure, of: batch.records(unit), item: (item.fileIndex, item.line), s)
+                let issue = refusal(failure, of: batch.records(unit), partnerFrom: partner, item: (item.fileIndex, item.line), s)
                 s.reject(item.location, issue)
                 try rejects?.write(reason: issue.description, raw: item.raw)
             }
@@ -337,18 +330,38 @@ public final class Importer: Sendable {
         s.report(.writing, records: s.written, bytes: bytes, force: true)
     }
 
-    /// A save the store refused after the input was checked (a unique key that an object of
-    /// the store holds, under a constraint the record was not upserted by), as the record it
-    /// names: `FILE:LINE: field: reason`, with what this import had committed before it. Nil
-    /// when the failure names no record of `batch` (the store's error is reported as it is).
-    private func located(_ failure: ValidationFailure, in batch: Batch, after before: [RecordOperations] = [],
+    /// A save the store refused after the input was checked, in one write of `batches` (applied
+    /// in this order to the state `source` describes), as the record to blame: `FILE:LINE: field:
+    /// reason`, with what this import had committed before it. Nil when no record of them is
+    /// found (the store's error is reported as it is).
+    ///
+    /// An object left without a required to-one by another record's link is that record's doing
+    /// (``displacing(_:in:after:partnerFrom:_:)``), also when a batch restates the object itself,
+    /// or gave it the partner taken: every batch is searched for it first. Otherwise the record
+    /// naming the object the store named (a unique key that an object of the store holds, under a
+    /// constraint the record was not upserted by) is the one.
+    private func located(_ failure: ValidationFailure, inWriteOf batches: [Batch], partnerFrom source: PartnerSource,
                          _ s: ImportState) -> ImportFailed? {
-        guard let id = failure.objectID else { return nil }
-        // An object left without a required to-one by another record's link is that record's
-        // doing, also when the batch restates the object itself (whose record did not touch it).
-        if failure.kind == .requiredRelationship, let taken = displacing(failure, in: batch.records, after: before, s) {
-            return s.noting(ImportFailed(issues: [taken], totalIssues: 1))
+        if failure.kind == .requiredRelationship {
+            var before: [RecordOperations] = []
+            for batch in batches {
+                let records = batch.records
+                if let taken = displacing(failure, in: records, after: before, partnerFrom: source, s) {
+                    return s.noting(ImportFailed(issues: [taken], totalIssues: 1))
+                }
+                before += records
+            }
         }
+        for batch in batches {
+            if let named = named(failure, in: batch, s) { return named }
+        }
+        return nil
+    }
+
+    /// The record of `batch` naming the object `failure` names (its own, or the one its upsert
+    /// found), as ``located(_:inWriteOf:partnerFrom:_:)`` reports it.
+    private func named(_ failure: ValidationFailure, in batch: Batch, _ s: ImportState) -> ImportFailed? {
+        guard let id = failure.objectID else { return nil }
         for (changes, item) in zip(batch.perRecord, batch.items) {
             var named: Bool
             switch changes.operations.first {
@@ -373,19 +386,20 @@ public final class Importer: Sendable {
     }
 
     /// For a required to-one that a batch (or a batch of deferred links) left an object without
-    /// (`X.r`, which named `T`): the issue of the record among `records` whose link took `T` from
+    /// (`X.r`): the issue of the record among `records` whose link took `X`'s partner `T` from
     /// it, through a one-to-one pair — a new `r` to `T` from another object (`T` keeps one
     /// inverse), or a new inverse from `T` to another object — or cleared the pair from the other
     /// side. The store refused the batch naming `X` alone, which may not be in the input, or be
-    /// the record of the input that gave it `T` (never the one blamed). `T` is `X`'s target in the
-    /// live store, or else the one a record of `before` (the batches saved before the refused one,
-    /// in the same write) or `records` links `X` to; only a record of `records` is blamed. Objects
-    /// are named by id or by key, a new one by the keys its record gives it. A bulk import's new
-    /// generation, and the transaction of an import in one pass, are not read: an `X` written by
-    /// an earlier write of the import is not found there, and the store's error is reported as it
-    /// is.
+    /// the record that gave it `T` (never the one blamed).
+    ///
+    /// The operations of `before` (the batches applied before the refused one, in the same write)
+    /// and then of `records` are walked in order, following `X`'s partner from `source`'s (the
+    /// state the first of them was applied to) through every link that gives `X` one: a record is
+    /// blamed only for taking the partner `X` has at that point. Objects are named by id or by key,
+    /// a new one also by the keys its record gives it.
     private func displacing(_ failure: ValidationFailure, in records: [RecordOperations],
-                            after before: [RecordOperations] = [], _ s: ImportState) -> ImportIssue? {
+                            after before: [RecordOperations] = [], partnerFrom source: PartnerSource,
+                            _ s: ImportState) -> ImportIssue? {
         let schema = store.schema
         guard failure.kind == .requiredRelationship, let x = failure.objectID, let field = failure.field,
               let e = schema.entity(tag: x.entityTag), let r = e.relationship(named: field), !r.isToMany
@@ -395,6 +409,7 @@ public final class Importer: Sendable {
         // The keys each record gives its object, by the id it gives it: a link names a record of
         // the input by its key, which no object of the store may hold yet.
         var keysOf: [ObjectID: [ObjectReference]] = [:]
+        if case .known(_, let keys) = source { keysOf = keys }
         for record in before + records {
             switch record.operations.first {
             case .insert(let own, let values)?, .put(let own, let values)?, .upsert(let own, let values, _)?:
@@ -408,7 +423,7 @@ public final class Importer: Sendable {
             /// Whether `ref` names `id`: by id (or, in an upsert's own operations, by the id it
             /// would give a new object, when `id` holds its key), or by a key `id` holds in the
             /// store or its record gives it.
-            func names(_ ref: ObjectReference, _ id: ObjectID, upserted: (own: ObjectID, stored: ObjectID)? = nil)
+            func names(_ ref: ObjectReference, _ id: ObjectID, upserted: (own: ObjectID, stored: ObjectID)?)
                 throws -> Bool {
                 switch ref {
                 case .id(let own):
@@ -418,27 +433,22 @@ public final class Importer: Sendable {
                     return try view.resolve(ref) == id
                 }
             }
-            // T, by reference, and its id where one is known.
+            // X's partner at the point of the walk, by reference, and its id where one is known.
             var partner: ObjectReference?
             var partnerID: ObjectID?
-            if let t = try view.targets(r.tag, from: x).first {
-                (partner, partnerID) = (.id(t), t)
-            } else {
-                search: for record in before + records {
-                    for case .link(let tag, let from, let to) in record.operations {
-                        if tag == r.tag, try names(from, x) { partner = to; break search }
-                        if tag == inverse.tag, try names(to, x) { partner = from; break search }
-                    }
-                }
-                switch partner {
-                case .id(let id)?: partnerID = id
-                case let ref?: partnerID = try keysOf.first { $0.value.contains(ref) }?.key ?? view.resolve(ref)
-                case nil: break
+            func give(_ ref: ObjectReference) throws {
+                partner = ref
+                switch ref {
+                case .id(let id): partnerID = id
+                case .unique: partnerID = try keysOf.first { $0.value.contains(ref) }?.key ?? view.resolve(ref)
                 }
             }
-            guard let partner else { return nil }
-            let shownPartner = partnerID?.description ?? partner.shown
-            for record in records {
+            switch source {
+            case .store: if let t = try view.targets(r.tag, from: x).first { try give(.id(t)) }
+            case .known(let t?, _): try give(.id(t))
+            case .known(nil, _), .unknown: break
+            }
+            for (record, blamable) in before.map({ ($0, false) }) + records.map({ ($0, true) }) {
                 // An upsert's operations name its object by the id it would take as a new one:
                 // the object of the store holding its key is the one it names.
                 var upserted: (own: ObjectID, stored: ObjectID)?
@@ -447,13 +457,20 @@ public final class Importer: Sendable {
                    let stored = try view.resolve(ref) {
                     upserted = (own, stored)
                 }
+                func isX(_ ref: ObjectReference) throws -> Bool { try names(ref, x, upserted: upserted) }
                 func isPartner(_ ref: ObjectReference) throws -> Bool {
                     if ref == partner { return true }
                     guard let partnerID else { return false }
                     return try names(ref, partnerID, upserted: upserted)
                 }
-                func isX(_ ref: ObjectReference) throws -> Bool { try names(ref, x, upserted: upserted) }
                 for op in record.operations {
+                    // A link giving X a partner (which it may take from another object: not X's
+                    // loss) sets the partner the later operations are judged by.
+                    if case .link(let tag, let from, let to) = op {
+                        if tag == r.tag, try isX(from) { try give(to); continue }
+                        if tag == inverse.tag, try isX(to) { try give(from); continue }
+                    }
+                    guard blamable, partner != nil else { continue }
                     if case .unlink(let tag, let from, let to) = op, tag == inverse.tag, try isPartner(from),
                        try to.map({ try isX($0) }) ?? true {
                         // The pair cleared from the other side (`null`), which is not required.
@@ -464,11 +481,12 @@ public final class Importer: Sendable {
                     }
                     guard case .link(let tag, let from, let to) = op else { continue }
                     let reason: String, field: String
-                    if tag == r.tag, try isPartner(to), try !isX(from) {
+                    if tag == r.tag, try isPartner(to) {
                         field = r.name
-                        reason = "\(r.destination) \(shownPartner) is already the \(r.name) of \(e.name) \(x), which would " +
+                        let shown = partnerID?.description ?? partner?.shown ?? ""
+                        reason = "\(r.destination) \(shown) is already the \(r.name) of \(e.name) \(x), which would " +
                                  "be left without its required \(r.name) (a \(r.destination) has one \(inverse.name))"
-                    } else if tag == inverse.tag, try isPartner(from), try !isX(to) {
+                    } else if tag == inverse.tag, try isPartner(from) {
                         field = inverse.name
                         reason = "replacing its \(inverse.name) \(x) would leave that \(e.name) without its required " +
                                  "\(r.name) (a \(r.destination) has one \(inverse.name))"
@@ -487,16 +505,41 @@ public final class Importer: Sendable {
     /// ``ImportOptions/continueOnError``, for its item `item`: where a required to-one of another
     /// object was taken by it (``displacing(_:in:_:)``), what was taken from which object, with
     /// the field of the record that took it; otherwise the store's field and reason.
-    private func refusal(_ failure: ValidationFailure, of records: [RecordOperations],
+    private func refusal(_ failure: ValidationFailure, of records: [RecordOperations], partnerFrom source: PartnerSource,
                          item: (fileIndex: Int, line: Int), _ s: ImportState) -> ImportIssue {
-        if failure.kind == .requiredRelationship, let taken = displacing(failure, in: records, s),
+        if failure.kind == .requiredRelationship, let taken = displacing(failure, in: records, partnerFrom: source, s),
            taken.file == s.files[item.fileIndex], taken.line == item.line {
             return taken
         }
         return ImportIssue(file: s.files[item.fileIndex], line: item.line, field: failure.field, reason: failure.reason)
     }
 
-    /// A deferred link as ``displacing(_:in:_:)`` searches records: the link, at its record's line.
+    /// For a refusal naming an object left without a required to-one: that object's target in
+    /// `view`, the state it was refused in, and the unique keys both hold there (a link names
+    /// them by key, and the live store may not have them yet).
+    fileprivate static func partnerSource(_ failure: ValidationFailure, in view: ReadView) -> PartnerSource {
+        let schema = view.schema
+        guard failure.kind == .requiredRelationship, let x = failure.objectID, let field = failure.field,
+              let r = schema.entity(tag: x.entityTag)?.relationship(named: field),
+              let found = try? view.targets(r.tag, from: x) else { return .unknown }
+        var keys: [ObjectID: [ObjectReference]] = [:]
+        for id in [x] + found.prefix(1) {
+            guard let values = (try? view.record(id))??.values else { continue }
+            let uniques = schema.entity(tag: id.entityTag)?.uniques.indices ?? 0..<0
+            keys[id] = uniques.compactMap { keyReference(id.entityTag, $0, values, schema) }
+        }
+        return .known(found.first, keys: keys)
+    }
+
+    /// ``partnerSource(_:in:)`` of a bulk import's refused write: its new generation as the writes
+    /// before it left it (unknown for a load in memory).
+    private func bulkPartnerSource(_ failure: ValidationFailure, _ s: ImportState) async -> PartnerSource {
+        guard let bulk = s.bulk, failure.kind == .requiredRelationship,
+              let source = try? await bulk.read({ Self.partnerSource(failure, in: $0) }) else { return .unknown }
+        return source ?? .unknown
+    }
+
+    /// A deferred link as ``displacing(_:in:after:partnerFrom:_:)`` searches records: the link, at its record's line.
     private static func linkRecords(_ links: ArraySlice<DeferredLink>) -> [RecordOperations] {
         links.map { link in
             RecordOperations(operations: [.link(relationship: link.relationship, from: link.from, to: link.to)],
@@ -506,10 +549,11 @@ public final class Importer: Sendable {
 
     /// Why a deferred link was refused, at its record's line (the record itself was written): the
     /// record that took a required partner away, or the store's field and reason.
-    private func linkRefusal(_ failure: ValidationFailure, _ link: DeferredLink, _ s: ImportState) -> ImportIssue {
+    private func linkRefusal(_ failure: ValidationFailure, _ link: DeferredLink, partnerFrom source: PartnerSource,
+                             _ s: ImportState) -> ImportIssue {
         let records = Self.linkRecords([link][...])
         let reason: String
-        if failure.kind == .requiredRelationship, let taken = displacing(failure, in: records, s) {
+        if failure.kind == .requiredRelationship, let taken = displacing(failure, in: records, partnerFrom: source, s) {
             reason = taken.reason
         } else {
             reason = failure.description
@@ -977,7 +1021,7 @@ public final class Importer: Sendable {
             s.batchesSubmitted += 1
             sets.append((b.changes, ["importID": s.importID, "batch": String(s.batchesSubmitted)]))
         }
-        let store = self.store, author = options.author
+        let store = self.store, author = options.author, diagnosed = s.diagnosed
         // Taken as constants: the tasks below must not share a variable with this function.
         let submitted = sets, metadata = sets.map(\.metadata)
         let task: Task<[Result<TransactionID, Error>], Never>
@@ -985,7 +1029,7 @@ public final class Importer: Sendable {
             // Applied, not committed: the ids come with the commit (``HeldWrite/commit()``).
             task = Task {
                 do {
-                    try await held.apply(submitted, author: author)
+                    try await held.apply(submitted, author: author, diagnose: diagnosed.diagnosis)
                     return submitted.map { _ in .success(.zero) }
                 } catch {
                     return submitted.map { _ in .failure(error) }
@@ -1029,7 +1073,8 @@ public final class Importer: Sendable {
                             s.written += items.count
                         } catch StrataError.validation(let failure) {
                             for item in batch.items[items] {
-                                let issue = refusal(failure, of: batch.records(items), item: (item.fileIndex, item.line), s)
+                                let issue = refusal(failure, of: batch.records(items), partnerFrom: .store,
+                                                    item: (item.fileIndex, item.line), s)
                                 s.reject(item.location, issue)
                                 try rejects?.write(reason: issue.description, raw: item.raw)
                             }
@@ -1039,10 +1084,17 @@ public final class Importer: Sendable {
                 case .failure(let error):
                     s.saveFailed = true
                     let failure = Self.inOnePass(error, s)
-                    // The batches saved with it before it (one transaction's, or one group's) may
-                    // have given the object it left without a partner that partner.
-                    let before = batches[..<i].flatMap(\.records)
-                    if case StrataError.validation(let v) = failure, let issue = located(v, in: batch, after: before, s) {
+                    // Written batch by batch, the batches before it committed: the store is the
+                    // state it was refused in. In one transaction, the group was one step of it,
+                    // every batch refused with the error, the state before it read by the writer.
+                    let located: ImportFailed?
+                    if case StrataError.validation(let v) = failure {
+                        located = s.held == nil ? self.located(v, inWriteOf: [batch], partnerFrom: .store, s)
+                            : self.located(v, inWriteOf: batches, partnerFrom: s.diagnosed.take(), s)
+                    } else {
+                        located = nil
+                    }
+                    if let issue = located {
                         throw issue
                     }
                     throw failure
@@ -1062,6 +1114,14 @@ public final class Importer: Sendable {
         var start = 0
         let metadata = ["importID": s.importID, "phase": "links"]
         if !s.deferred.isEmpty { s.report(.linking, records: s.written, bytes: s.totalBytes, links: 0, force: true) }
+        // A rejected record is not written, nor are its links: one whose key an object of the
+        // store holds would otherwise link that object. Its line is in the rejects file already.
+        if !s.rejected.isEmpty {
+            let rejected = s.rejected
+            let kept = s.deferred.filter { rejected[$0.location] == nil }
+            s.skippedLinks += s.deferred.count - kept.count
+            s.deferred = kept
+        }
         if let bulk = s.bulk {
             try await linkDeferred(&s, into: bulk, metadata: metadata, rejects: rejects)
             return
@@ -1072,10 +1132,12 @@ public final class Importer: Sendable {
             for d in slice { changes.append(.link(relationship: d.relationship, from: d.from, to: d.to)) }
             if let held = s.held {
                 do {
-                    try await held.apply([(changes, metadata)], author: options.author)
+                    try await held.apply([(changes, metadata)], author: options.author,
+                                         diagnose: s.diagnosed.diagnosis)
                 } catch {
                     let failure = Self.inOnePass(error, s)
-                    if case StrataError.validation(let v) = failure, let located = displacingLink(v, slice, s) {
+                    if case StrataError.validation(let v) = failure,
+                       let located = displacingLink(v, slice, partnerFrom: s.diagnosed.take(), s) {
                         throw located
                     }
                     throw failure
@@ -1088,7 +1150,7 @@ public final class Importer: Sendable {
                 s.committed(try await store.save(changes, author: options.author, metadata: metadata))
             } catch StrataError.validation(let failure) where !options.continueOnError {
                 let located: ImportFailed? = await locatedLink(failure, slice, s) { try storeHas($0) }
-                if let found = located ?? displacingLink(failure, slice, s) { throw found }
+                if let found = located ?? displacingLink(failure, slice, partnerFrom: .store, s) { throw found }
                 throw StrataError.validation(failure)
             } catch StrataError.validation where options.continueOnError {
                 // A target (or source) was rejected, or a link is refused: link what can be
@@ -1099,7 +1161,7 @@ public final class Importer: Sendable {
                     do {
                         s.committed(try await store.save(one, author: options.author, metadata: metadata))
                     } catch StrataError.validation(let failure) {
-                        try skip(d, failure, &s, rejects: rejects)
+                        try skip(d, failure, partnerFrom: .store, &s, rejects: rejects)
                     }
                 }
             }
@@ -1111,18 +1173,18 @@ public final class Importer: Sendable {
     /// A deferred link refused with ``ImportOptions/continueOnError``: counted in
     /// ``ImportSummary/skippedLinks`` and listed in the rejects file as a comment at its
     /// record's line (the record was written, so it is not repeated there).
-    private func skip(_ link: DeferredLink, _ failure: ValidationFailure, _ s: inout ImportState,
-                      rejects: RejectsWriter?) throws {
+    private func skip(_ link: DeferredLink, _ failure: ValidationFailure, partnerFrom source: PartnerSource,
+                      _ s: inout ImportState, rejects: RejectsWriter?) throws {
         s.skippedLinks += 1
-        try rejects?.write(reason: linkRefusal(failure, link, s).description, raw: [])
+        try rejects?.write(reason: linkRefusal(failure, link, partnerFrom: source, s).description, raw: [])
     }
 
     /// A batch of deferred links refused because one of them took a required partner away from
     /// an object (``displacing(_:in:_:)``), as that link's record: `FILE:LINE: field: reason`.
     private func displacingLink(_ failure: ValidationFailure, _ links: ArraySlice<DeferredLink>,
-                                _ s: ImportState) -> ImportFailed? {
+                                partnerFrom source: PartnerSource, _ s: ImportState) -> ImportFailed? {
         guard failure.kind == .requiredRelationship,
-              let taken = displacing(failure, in: Self.linkRecords(links), s) else { return nil }
+              let taken = displacing(failure, in: Self.linkRecords(links), partnerFrom: source, s) else { return nil }
         // Written batch by batch, the record committed before its link was refused; in a bulk
         // import or one in one transaction, nothing was.
         let written = s.held == nil && s.bulk == nil ? " (its record was written, this link was not)" : ""
@@ -1200,10 +1262,11 @@ extension Importer {
         var start = 0
         while start < s.deferred.count {
             let end = min(s.deferred.count, start + chunk)
-            let outcome: (result: [(index: Int, failure: ValidationFailure)], committed: [TransactionID])
+            let outcome: (result: [(index: Int, failure: ValidationFailure, partner: PartnerSource)],
+                          committed: [TransactionID])
             do {
                 outcome = try await bulk.write { [deferred = s.deferred, start] w in
-                    var skipped: [(index: Int, failure: ValidationFailure)] = []
+                    var skipped: [(index: Int, failure: ValidationFailure, partner: PartnerSource)] = []
                     var i = start
                     while i < end {
                         let slice = deferred[i..<min(end, i + batchSize)]
@@ -1223,7 +1286,8 @@ extension Importer {
                                 do {
                                     _ = try w.save(one, author: author, metadata: metadata, isolated: true)
                                 } catch StrataError.validation(let failure) {
-                                    skipped.append((j, failure))
+                                    let partner = w.read { Self.partnerSource(failure, in: $0) } ?? .unknown
+                                    skipped.append((j, failure, partner))
                                 }
                             }
                         }
@@ -1235,12 +1299,13 @@ extension Importer {
                 // one are in it, and it is the first whose target is not.
                 let links = s.deferred[start..<end]
                 let located: ImportFailed? = await locatedLink(failure, links, s) { try await bulk.resolves($0) }
-                if let found = located ?? displacingLink(failure, links, s) { throw found }
+                let source = await bulkPartnerSource(failure, s)
+                if let found = located ?? displacingLink(failure, links, partnerFrom: source, s) { throw found }
                 throw StrataError.validation(failure)
             }
             let (skipped, committed) = outcome
             s.transactions += committed
-            for (j, failure) in skipped { try skip(s.deferred[j], failure, &s, rejects: rejects) }
+            for (j, failure, partner) in skipped { try skip(s.deferred[j], failure, partnerFrom: partner, &s, rejects: rejects) }
             start = end
             s.report(.linking, records: s.written, bytes: s.totalBytes, links: start, force: true)
         }
@@ -1252,6 +1317,20 @@ extension Importer {
 /// as ``ImportState/inputKeys`` packs them).
 private typealias DeferredLink = (relationship: UInt16, from: ObjectReference, to: ObjectReference, location: UInt64)
 
+/// Where ``Importer``'s `displacing` finds the partner an object had in the state a refused
+/// write was applied to.
+private enum PartnerSource: Sendable {
+    /// The live store holds that state (an import written batch by batch, or the first write of
+    /// one written in one transaction or into a bulk load).
+    case store
+    /// Read from that state elsewhere (a bulk load's new generation, an import's held
+    /// transaction): the object's target there, if any, and the unique keys the object and its
+    /// target hold there.
+    case known(ObjectID?, keys: [ObjectID: [ObjectReference]])
+    /// Not known: only the links of the records searched give the object a partner.
+    case unknown
+}
+
 /// One record's operations and where it is: what ``Importer``'s `displacing` searches.
 private struct RecordOperations {
     let operations: [ChangeSet.Operation]
@@ -1259,10 +1338,35 @@ private struct RecordOperations {
     let line: Int
 }
 
+/// The partner of the object a refused step of a held transaction left without a required
+/// to-one, as the writer read it before the transaction ended (``HeldWrite/Diagnosis``).
+private final class HeldDiagnosis: Sendable {
+    private let found = Locked<PartnerSource>(.unknown)
+
+    /// The diagnosis handed to ``HeldWrite/apply(_:author:diagnose:)``.
+    var diagnosis: HeldWrite.Diagnosis {
+        { [found] view, error in
+            guard case StrataError.validation(let failure) = error else { return }
+            let source = Importer.partnerSource(failure, in: view)
+            found.withLock { $0 = source }
+        }
+    }
+
+    /// What the last refusal read (unknown when none did), and forgets it.
+    func take() -> PartnerSource {
+        found.withLock { source in
+            defer { source = .unknown }
+            return source
+        }
+    }
+}
+
 /// A bulk import's batches being saved on its load's queue (``Importer``'s `flushBulk`).
 private struct BulkFlight {
-    typealias Outcome = (result: [(written: Int, refused: [(index: Int, failure: ValidationFailure)])],
-                         committed: [TransactionID])
+    /// A record refused with ``ImportOptions/continueOnError``: its item, why, and its object's
+    /// partner in the state it was refused in.
+    typealias Refusal = (index: Int, failure: ValidationFailure, partner: PartnerSource)
+    typealias Outcome = (result: [(written: Int, refused: [Refusal])], committed: [TransactionID])
     let pending: [Batch]
     /// Each batch's change set, as saved.
     let changes: [ChangeSet]
@@ -1466,6 +1570,8 @@ private struct ImportState {
     /// The writer's transaction an import in one pass applies its batches in
     /// (``ImportOptions/oneTransactionMaxInputBytes``), until it commits.
     var held: HeldWrite?
+    /// What the held transaction's writer read when it refused a step, for naming what it took.
+    let diagnosed = HeldDiagnosis()
     /// In one pass: the keys (digests) of references linked to objects of the store before the
     /// input had given them. A record giving one of them later sends the import back to two
     /// passes, which would have linked the reference after that record.

@@ -151,6 +151,18 @@ final class BulkLoad: Sendable {
         }
     }
 
+    /// `body`'s answer from the new generation as the writes that reached the load's queue left
+    /// it, for an importer naming what a refused write took; nil for a load in memory, where a
+    /// refused save may have left part of itself.
+    func read<R: Sendable>(_ body: @escaping @Sendable (ReadView) throws -> R) async throws -> R? {
+        precondition(!state.withLock { $0.ended }, "BulkLoad.read after the load ended")
+        guard memory == nil else { return nil }
+        let env = self.env, schema = store.schema
+        return try await onQueue {
+            try env.read { try body(ReadView(txn: $0, env: env, schema: schema)) }
+        }
+    }
+
     /// Drops this process's mapping of `env`'s pages (they stay in the page cache): the saves read
     /// the B-trees at random places, and without it a large load would keep most of the new
     /// generation's file resident, as a copy of it would. Only a memory saving: a failure is
@@ -310,6 +322,14 @@ struct BulkWriter {
     /// transaction release the mapped pages every ``StateApplier/bulkLoadReleaseInterval`` writes
     /// whatever the batch size.
     private var writesSinceRelease = 0
+
+    /// `body`'s answer from the state the saves so far left (after an isolated save was refused,
+    /// the state before it), for an importer naming what that save took; nil in memory, where a
+    /// refused save may have left part of itself.
+    func read<R>(_ body: (ReadView) throws -> R) rethrows -> R? {
+        guard let txn else { return nil }
+        return try body(ReadView(txn: txn, env: env, schema: schema))
+    }
 
     fileprivate init(txn: LMDBTransaction, env: LMDBEnvironment, schema: Schema, limits: StoreConfiguration,
                      next: TransactionID) {

@@ -200,4 +200,30 @@ import Testing
             }
         }
     }
+
+    /// With ``ImportOptions/continueOnError``, a record refused at write time (its upsert of the
+    /// stored `a` gives it the email `z` holds) is not written, nor is its link to a boss later in
+    /// the input: the link named `a` by key, and was made to the stored `a`. It is counted as
+    /// skipped, and nothing but the record's own line goes to the rejects file.
+    @Test(arguments: [ImportMode.incremental, .bulk])
+    func aRejectedRecordsLinksToLaterRecordsAreNotMade(mode: ImportMode) async throws {
+        try await withStore { store, dir, _ in
+            let input = try writeInput([
+                #"{"entity":"Person","name":"a","email":"z@x","boss":{"name":"n"}}"#,
+                #"{"entity":"Person","name":"n"}"#,
+            ], in: dir)
+            let rejects = dir.appendingPathComponent("rejects.ndjson").path
+            var o = ImportOptions()
+            o.mode = mode
+            o.continueOnError = true
+            o.rejectsPath = rejects
+            let summary = try await Importer(store: store, options: o).run(files: [input])
+            #expect(summary.rejected == 1 && summary.skippedLinks == 1, "\(summary)")
+            let found = try bosses(store)
+            #expect(found["a"] == .some(nil), "\(found)")
+            #expect(found["n"] == .some(nil), "\(found)")
+            let lines = try String(contentsOfFile: rejects, encoding: .utf8).split(separator: "\n")
+            #expect(lines.count == 2 && lines[0].hasPrefix("# \(input):1: email: "), "\(lines)")
+        }
+    }
 }

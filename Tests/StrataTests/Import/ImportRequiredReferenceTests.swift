@@ -404,7 +404,7 @@ import Testing
     /// with batches that hold both; it blamed the first (`driver: a Driver is required`), which
     /// does give a driver. With batches of one, the first license's batch comes before the
     /// second's (written batch by batch, or gathered by a bulk import).
-    @Test(arguments: [(0, 1000), (1, 1000), (2, 1000), (0, 1), (2, 1)])
+    @Test(arguments: [(0, 1000), (1, 1000), (2, 1000), (0, 1), (1, 1), (2, 1)])
     func theRecordTakingAPartnerAnEarlierRecordOfItsBatchGaveIsBlamed(way: Int, batch: Int) async throws {
         let (mode, oneTransaction) = Self.refusalWays[way]
         try await withStore { store, dir in
@@ -428,6 +428,65 @@ import Testing
             // Written batch by batch, the driver and the first license went in before.
             let written = mode == .incremental && !oneTransaction && batch == 1
             #expect(try store.lastTransactionID == (written ? TransactionID(2) : .zero))
+        }
+    }
+
+    /// The license `l4` given to `x` moves on to `y` before `l5` takes `x` and `l6` takes it from
+    /// `l5`: the record blamed is `l6`'s, which takes the partner `l5` has at that point; `l4`'s,
+    /// which linked `x` before `l5` had it, is not, in every way and batch size.
+    @Test(arguments: [(0, 1000), (1, 1000), (2, 1000), (0, 1), (1, 1), (2, 1)])
+    func onlyATakeOfThePartnerTheObjectHasThenIsBlamed(way: Int, batch: Int) async throws {
+        let (mode, oneTransaction) = Self.refusalWays[way]
+        try await withStore { store, dir in
+            let input = try write([
+                #"{"entity":"Driver","name":"x"}"#,
+                #"{"entity":"License","number":"l4","driver":{"name":"x"}}"#,
+                #"{"entity":"Driver","name":"y","license":{"number":"l4"}}"#,
+                #"{"entity":"License","number":"l5","driver":{"name":"x"}}"#,
+                #"{"entity":"License","number":"l6","driver":{"name":"x"}}"#,
+            ], dir, "in.ndjson")
+            var options = ImportOptions()
+            options.mode = mode
+            options.batchSize = batch
+            if !oneTransaction { options.oneTransactionMaxInputBytes = 0 }
+            await #expect("\(mode) \(oneTransaction) \(batch)") {
+                _ = try await Importer(store: store, options: options).run(files: [input])
+            } throws: { error in
+                guard let issue = (error as? ImportFailed)?.issues.first else { return false }
+                return issue.line == 5 && issue.field == "driver" && issue.reason.contains("is already the driver of")
+            }
+        }
+    }
+
+    /// Stored `d`–`l1`; the input moves `l1` to a new driver `f` (a record), and its links saved
+    /// after the records give `d` and `f` new licenses: `f`'s takes `l1`'s driver, `d`'s takes
+    /// nothing (`l1` is no longer `d`'s). The record blamed is `f`'s, in every way and batch size,
+    /// the partner read from the state the links were refused in, not from the store before the
+    /// import.
+    @Test(arguments: [(0, 1000), (1, 1000), (2, 1000), (0, 1), (1, 1), (2, 1)])
+    func aDeferredLinkIsJudgedByThePartnerTheImportLeft(way: Int, batch: Int) async throws {
+        let (mode, oneTransaction) = Self.refusalWays[way]
+        try await withStore { store, dir in
+            try await driversAndLicenses(store, dir)
+            let input = try write([
+                #"{"entity":"Driver","name":"d","license":{"number":"l7"}}"#,
+                #"{"entity":"Driver","name":"f","license":{"number":"l8"}}"#,
+                #"{"entity":"License","number":"l1","driver":{"name":"f"}}"#,
+                #"{"entity":"License","number":"l7","driver":{"name":"g"}}"#,
+                #"{"entity":"Driver","name":"g"}"#,
+                #"{"entity":"License","number":"l8","driver":{"name":"h"}}"#,
+                #"{"entity":"Driver","name":"h"}"#,
+            ], dir, "in.ndjson")
+            var options = ImportOptions()
+            options.mode = mode
+            options.batchSize = batch
+            if !oneTransaction { options.oneTransactionMaxInputBytes = 0 }
+            await #expect("\(mode) \(oneTransaction) \(batch)") {
+                _ = try await Importer(store: store, options: options).run(files: [input])
+            } throws: { error in
+                guard let issue = (error as? ImportFailed)?.issues.first else { return false }
+                return issue.line == 2 && issue.field == "license" && issue.reason.contains("replacing its license")
+            }
         }
     }
 }
