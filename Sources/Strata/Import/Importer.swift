@@ -331,7 +331,8 @@ public final class Importer: Sendable {
     }
 
     /// A save the store refused after the input was checked, in one write of `batches` (applied
-    /// in this order to the state `source` describes), as the record to blame: `FILE:LINE: field:
+    /// in this order, after the records `applied`, to the state `source` describes; only a record
+    /// of `batches` is blamed), as the record to blame: `FILE:LINE: field:
     /// reason`, with what this import had committed before it. Nil when no record of them is
     /// found (the store's error is reported as it is).
     ///
@@ -340,10 +341,11 @@ public final class Importer: Sendable {
     /// or gave it the partner taken: every batch is searched for it first. Otherwise the record
     /// naming the object the store named (a unique key that an object of the store holds, under a
     /// constraint the record was not upserted by) is the one.
-    private func located(_ failure: ValidationFailure, inWriteOf batches: [Batch], partnerFrom source: PartnerSource,
+    private func located(_ failure: ValidationFailure, inWriteOf batches: [Batch],
+                         after applied: [RecordOperations] = [], partnerFrom source: PartnerSource,
                          _ s: ImportState) -> ImportFailed? {
         if failure.kind == .requiredRelationship {
-            var before: [RecordOperations] = []
+            var before = applied
             for batch in batches {
                 let records = batch.records
                 if let taken = displacing(failure, in: records, after: before, partnerFrom: source, s) {
@@ -1021,7 +1023,7 @@ public final class Importer: Sendable {
             s.batchesSubmitted += 1
             sets.append((b.changes, ["importID": s.importID, "batch": String(s.batchesSubmitted)]))
         }
-        let store = self.store, author = options.author, diagnosed = s.diagnosed
+        let store = self.store, author = options.author
         // Taken as constants: the tasks below must not share a variable with this function.
         let submitted = sets, metadata = sets.map(\.metadata)
         let task: Task<[Result<TransactionID, Error>], Never>
@@ -1029,7 +1031,7 @@ public final class Importer: Sendable {
             // Applied, not committed: the ids come with the commit (``HeldWrite/commit()``).
             task = Task {
                 do {
-                    try await held.apply(submitted, author: author, diagnose: diagnosed.diagnosis)
+                    try await held.apply(submitted, author: author)
                     return submitted.map { _ in .success(.zero) }
                 } catch {
                     return submitted.map { _ in .failure(error) }
@@ -1058,7 +1060,7 @@ public final class Importer: Sendable {
             // in order, stopping at the first failure: the saved ones come first.)
             for (batch, result) in zip(batches, results) {
                 guard case .success(let tx) = result else { continue }
-                if s.held == nil { s.committed(tx) }
+                if s.held == nil { s.committed(tx) } else { s.heldBatches.append(batch) }
                 s.written += batch.count
             }
             for (i, batch) in batches.enumerated() {
@@ -1086,11 +1088,12 @@ public final class Importer: Sendable {
                     let failure = Self.inOnePass(error, s)
                     // Written batch by batch, the batches before it committed: the store is the
                     // state it was refused in. In one transaction, the group was one step of it,
-                    // every batch refused with the error, the state before it read by the writer.
+                    // every batch refused with the error, after the batches applied before it.
                     let located: ImportFailed?
                     if case StrataError.validation(let v) = failure {
                         located = s.held == nil ? self.located(v, inWriteOf: [batch], partnerFrom: .store, s)
-                            : self.located(v, inWriteOf: batches, partnerFrom: s.diagnosed.take(), s)
+                            : self.located(v, inWriteOf: batches, after: s.heldBatches.flatMap(\.records),
+                                           partnerFrom: .store, s)
                     } else {
                         located = nil
                     }
@@ -1132,12 +1135,14 @@ public final class Importer: Sendable {
             for d in slice { changes.append(.link(relationship: d.relationship, from: d.from, to: d.to)) }
             if let held = s.held {
                 do {
-                    try await held.apply([(changes, metadata)], author: options.author,
-                                         diagnose: s.diagnosed.diagnosis)
+                    try await held.apply([(changes, metadata)], author: options.author)
                 } catch {
                     let failure = Self.inOnePass(error, s)
+                    // The held transaction holds the records and the links before these: walked
+                    // from the store before it.
                     if case StrataError.validation(let v) = failure,
-                       let located = displacingLink(v, slice, partnerFrom: s.diagnosed.take(), s) {
+                       let located = displacingLink(v, slice, after: s.heldBatches.flatMap(\.records)
+                                                        + Self.linkRecords(s.deferred[..<start]), partnerFrom: .store, s) {
                         throw located
                     }
                     throw failure
@@ -1182,9 +1187,11 @@ public final class Importer: Sendable {
     /// A batch of deferred links refused because one of them took a required partner away from
     /// an object (``displacing(_:in:_:)``), as that link's record: `FILE:LINE: field: reason`.
     private func displacingLink(_ failure: ValidationFailure, _ links: ArraySlice<DeferredLink>,
-                                partnerFrom source: PartnerSource, _ s: ImportState) -> ImportFailed? {
+                                after applied: [RecordOperations] = [], partnerFrom source: PartnerSource,
+                                _ s: ImportState) -> ImportFailed? {
         guard failure.kind == .requiredRelationship,
-              let taken = displacing(failure, in: Self.linkRecords(links), partnerFrom: source, s) else { return nil }
+              let taken = displacing(failure, in: Self.linkRecords(links), after: applied, partnerFrom: source, s)
+        else { return nil }
         // Written batch by batch, the record committed before its link was refused; in a bulk
         // import or one in one transaction, nothing was.
         let written = s.held == nil && s.bulk == nil ? " (its record was written, this link was not)" : ""
@@ -1320,12 +1327,11 @@ private typealias DeferredLink = (relationship: UInt16, from: ObjectReference, t
 /// Where ``Importer``'s `displacing` finds the partner an object had in the state a refused
 /// write was applied to.
 private enum PartnerSource: Sendable {
-    /// The live store holds that state (an import written batch by batch, or the first write of
-    /// one written in one transaction or into a bulk load).
+    /// The live store holds that state, or the state before the records searched first (an
+    /// import written batch by batch; one in one transaction, from its first batch on).
     case store
-    /// Read from that state elsewhere (a bulk load's new generation, an import's held
-    /// transaction): the object's target there, if any, and the unique keys the object and its
-    /// target hold there.
+    /// Read from that state elsewhere (a bulk load's new generation): the object's target there,
+    /// if any, and the unique keys the object and its target hold there.
     case known(ObjectID?, keys: [ObjectID: [ObjectReference]])
     /// Not known: only the links of the records searched give the object a partner.
     case unknown
@@ -1336,29 +1342,6 @@ private struct RecordOperations {
     let operations: [ChangeSet.Operation]
     let fileIndex: Int
     let line: Int
-}
-
-/// The partner of the object a refused step of a held transaction left without a required
-/// to-one, as the writer read it before the transaction ended (``HeldWrite/Diagnosis``).
-private final class HeldDiagnosis: Sendable {
-    private let found = Locked<PartnerSource>(.unknown)
-
-    /// The diagnosis handed to ``HeldWrite/apply(_:author:diagnose:)``.
-    var diagnosis: HeldWrite.Diagnosis {
-        { [found] view, error in
-            guard case StrataError.validation(let failure) = error else { return }
-            let source = Importer.partnerSource(failure, in: view)
-            found.withLock { $0 = source }
-        }
-    }
-
-    /// What the last refusal read (unknown when none did), and forgets it.
-    func take() -> PartnerSource {
-        found.withLock { source in
-            defer { source = .unknown }
-            return source
-        }
-    }
 }
 
 /// A bulk import's batches being saved on its load's queue (``Importer``'s `flushBulk`).
@@ -1570,8 +1553,9 @@ private struct ImportState {
     /// The writer's transaction an import in one pass applies its batches in
     /// (``ImportOptions/oneTransactionMaxInputBytes``), until it commits.
     var held: HeldWrite?
-    /// What the held transaction's writer read when it refused a step, for naming what it took.
-    let diagnosed = HeldDiagnosis()
+    /// The batches applied in ``held`` so far, kept for naming the record that took a required
+    /// partner when a later one is refused (the store does not hold what they did).
+    var heldBatches: [Batch] = []
     /// In one pass: the keys (digests) of references linked to objects of the store before the
     /// input had given them. A record giving one of them later sends the import back to two
     /// passes, which would have linked the reference after that record.

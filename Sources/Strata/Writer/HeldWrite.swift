@@ -18,16 +18,10 @@ final class HeldWrite: Sendable {
     /// What the writer is asked to do next.
     enum Step: Sendable {
         /// Apply these saves in the transaction; the reply carries the error that ended it, if one did.
-        /// With a diagnosis, they are applied in a nested transaction, and when one is refused the
-        /// diagnosis reads the state from before them (``apply(_:author:diagnose:)``).
-        case apply([Writer.PendingSave], reply: CheckedContinuation<Error?, Never>, diagnose: Diagnosis?)
+        case apply([Writer.PendingSave], reply: CheckedContinuation<Error?, Never>)
         case commit
         case abort
     }
-
-    /// Reads the held transaction's state as it was before a refused step, with the refusal,
-    /// before the transaction ends (the state is gone afterwards).
-    typealias Diagnosis = @Sendable (ReadView, Error) -> Void
 
     /// Thrown out of the transaction by ``abort()``.
     struct Aborted: Error {}
@@ -62,14 +56,7 @@ final class HeldWrite: Sendable {
     /// Applies `sets` in the held transaction, each its own save and log entry, in this order.
     /// Throws the writer's error when one of them is refused, or the error that ended the
     /// transaction before (nothing of it is written then; ``commit()`` throws it too).
-    ///
-    /// With `diagnose`, the saves are applied in a nested transaction: when one is refused,
-    /// `diagnose` runs on the writer's thread with the state the held transaction had before them
-    /// (what the earlier steps left) and the refusal, before the transaction ends. An importer
-    /// finds there what a refused batch found (which an earlier batch of the same transaction
-    /// changed, so the store's committed state does not say).
-    func apply(_ sets: [(changes: ChangeSet, metadata: [String: String])], author: String,
-               diagnose: Diagnosis? = nil) async throws {
+    func apply(_ sets: [(changes: ChangeSet, metadata: [String: String])], author: String) async throws {
         guard !sets.isEmpty else { return }
         // The writer asks a member whether an earlier one failed; nobody waits on the group.
         let group = Writer.GroupWaiter(count: sets.count, stopsAtFailure: true)
@@ -78,7 +65,7 @@ final class HeldWrite: Sendable {
                                completion: .member(group, $0))
         }
         let failure = await withCheckedContinuation { (c: CheckedContinuation<Error?, Never>) in
-            channel.send(.apply(saves, reply: c, diagnose: diagnose))
+            channel.send(.apply(saves, reply: c))
         }
         guard let failure else { return }
         // Refused because the transaction had ended: with the error that ended it, if any.
@@ -117,7 +104,7 @@ final class HeldWrite: Sendable {
                 s.steps.append(step)
                 return nil
             }
-            if case .apply(_, let reply, _)? = refused { reply.resume(returning: Ended()) }
+            if case .apply(_, let reply)? = refused { reply.resume(returning: Ended()) }
             if refused == nil { wake.signal() }
         }
 
@@ -138,7 +125,7 @@ final class HeldWrite: Sendable {
                 defer { s.steps = [] }
                 return s.steps
             }
-            for case .apply(_, let reply, _) in left { reply.resume(returning: Ended()) }
+            for case .apply(_, let reply) in left { reply.resume(returning: Ended()) }
         }
     }
 
@@ -193,21 +180,10 @@ extension Writer {
                     if committing { return LMDBEnvironment.lmdbTransactionID(txn.handle) }
                     while true {
                         switch channel.next() {
-                        case .apply(let batch, let reply, let diagnose):
+                        case .apply(let batch, let reply):
                             steps.append(batch)
                             owed = reply
-                            if let diagnose {
-                                do {
-                                    try env.nested(in: txn) { try applyStep(batch, $0) }
-                                } catch let e as LMDBError where e.isMapFull {
-                                    throw e
-                                } catch {
-                                    diagnose(ReadView(txn: txn, env: env, schema: schema), error)
-                                    throw error
-                                }
-                            } else {
-                                try applyStep(batch, txn)
-                            }
+                            try applyStep(batch, txn)
                             owed = nil
                             reply.resume(returning: nil)
                         case .commit:
