@@ -189,8 +189,19 @@ public enum Cluster {
     /// opens it; attach it with ``ClusterReplica/open(store:address:name:pollInterval:)``, which
     /// applies the log after the snapshot. The snapshot is downloaded next to `url`, its size and
     /// checksum checked, and only then made into a store.
+    /// Snapshots a join downloads before it gives up, when each is trimmed past (a newer one
+    /// published, and the log behind it trimmed) before the replica made from it is in place.
+    static let maxJoinAttempts = 5
+
     public static func join(at url: URL, address: ClusterAddress,
                             configuration: StoreConfiguration = StoreConfiguration()) async throws -> Store {
+        try await join(at: url, address: address, configuration: configuration, afterDownload: nil)
+    }
+
+    /// ``join(at:address:configuration:)``, running `afterDownload` (tests: a compaction elsewhere)
+    /// after each snapshot is downloaded and made into a replica, before the join checks it.
+    static func join(at url: URL, address: ClusterAddress, configuration: StoreConfiguration,
+                     afterDownload: (@Sendable () async throws -> Void)?) async throws -> Store {
         // Made in the directory the parent's symbolic links lead to, under the path the store will
         // have (the parent's entry is synced, which a link to it would refuse after the replica
         // was made and moved into place).
@@ -211,11 +222,31 @@ public enum Cluster {
         let scratch = try temporaryDirectory(near: path)
         defer { removeScratch(scratch) }
         let file = scratch.appendingPathComponent(Store.replicaSnapshotFile)
-        let cluster = try await offPool("join") { try downloadLatestSnapshot(session, to: file) }
         // Made whole in the scratch directory, then renamed into place: a join killed at any
         // moment leaves nothing at `path` (its scratch directory goes with the next join).
         let made = scratch.appendingPathComponent("replica")
-        try Store.makeReplica(fromSnapshot: file, at: made, configuration: configuration)
+        var cluster: Row
+        var attempts = 0
+        while true {
+            let (latest, position) = try await offPool("join") { try downloadLatestSnapshot(session, to: file) }
+            cluster = latest
+            try Store.makeReplica(fromSnapshot: file, at: made, configuration: configuration)
+            try await afterDownload?()
+            // A `cluster compact` elsewhere may have published a newer snapshot and trimmed the
+            // log behind it meanwhile: the replica could not catch up from this one, so it is
+            // made again from the newer one (what `cluster reset` would do), not left in place.
+            let horizon = try await offPool("join") { try readCluster(session).horizon }
+            if horizon <= position { break }
+            attempts += 1
+            try? FileManager.default.removeItem(at: made)
+            try? FileManager.default.removeItem(at: file)
+            guard attempts < maxJoinAttempts else {
+                throw ClusterError(.unavailable, """
+                    the cluster published a newer snapshot and trimmed its log behind it \(attempts) times while \
+                    this join downloaded one (`storectl cluster compact` running elsewhere): join again
+                    """)
+            }
+        }
         guard rename(made.path, path) == 0 else {
             let code = errno
             if code == EEXIST || code == ENOTEMPTY {
@@ -409,10 +440,11 @@ public enum Cluster {
 
     /// The cluster's row, and its latest snapshot downloaded to `file` in one read (a compaction
     /// deleting it meanwhile cannot tear it); every failure as a ``ClusterError``.
-    static func downloadLatestSnapshot(_ session: PostgresSession, to file: URL) throws -> Row {
+    static func downloadLatestSnapshot(_ session: PostgresSession, to file: URL) throws -> (cluster: Row, position: UInt64) {
         let cluster = try readCluster(session)
+        let position: UInt64
         do {
-            try session.transaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") {
+            position = try session.transaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") {
                 try download(session, to: file)
             }
         } catch let e as PostgresSession.Failure {
@@ -425,11 +457,12 @@ public enum Cluster {
         } catch {
             throw ClusterError(.badSnapshot, "downloading the snapshot: \(error)")
         }
-        return cluster
+        return (cluster, position)
     }
 
-    /// Downloads the latest complete snapshot to `file`, checking its size and checksum.
-    static func download(_ session: PostgresSession, to file: URL) throws {
+    /// Downloads the latest complete snapshot to `file`, checking its size and checksum; returns
+    /// its position.
+    static func download(_ session: PostgresSession, to file: URL) throws -> UInt64 {
         guard let row = try session.run("""
             SELECT id, position, bytes, chunks, checksum FROM strata_snapshots WHERE complete
             ORDER BY position DESC LIMIT 1
@@ -478,6 +511,7 @@ public enum Cluster {
                 """)
         }
         guard fsync(fd) == 0 else { throw failed(errno, "fsync") }
+        return UInt64(position)
     }
 
     /// Runs `body` in one PostgreSQL transaction on `session`, rolled back when it throws.

@@ -1,5 +1,6 @@
 import Foundation
 import PostgresNIO
+import Strata
 
 /// Where a cluster's PostgreSQL database is: a `postgres://` URL, given on the command line or,
 /// to keep a password out of process lists, in the environment variable
@@ -37,7 +38,10 @@ public struct ClusterAddress: Sendable, Equatable, CustomStringConvertible {
         func bad(_ reason: String) -> ClusterError {
             ClusterError(.badAddress, "the PostgreSQL URL \(Self.redacted(text)) \(reason)")
         }
-        guard let components = URLComponents(string: text) else { throw bad("is not a URL") }
+        guard let components = URLComponents(string: text) else {
+            throw bad("is not a URL (a `#`, `/`, `?` or `@` in the user or password is written percent-encoded: " +
+                      "`%23`, `%2F`, `%3F`, `%40`)")
+        }
         guard let scheme = components.scheme, scheme == "postgres" || scheme == "postgresql" else {
             throw bad("does not start with postgres://")
         }
@@ -86,13 +90,17 @@ public struct ClusterAddress: Sendable, Equatable, CustomStringConvertible {
     /// The host as a URL writes it: an IPv6 literal in brackets.
     private var hostInURL: String { host.contains(":") ? "[\(host)]" : host }
 
-    /// The URL without its password.
-    public var description: String { "postgres://\(user)@\(hostInURL):\(port)/\(database)" }
+    /// The URL without its password, as messages show it: each part cut as input is
+    /// (``EchoedText/shown(_:)``), so that a huge name is not echoed whole.
+    public var description: String {
+        "postgres://\(EchoedText.shown(user))@\(EchoedText.shown(hostInURL)):\(port)/\(EchoedText.shown(database))"
+    }
 
+    /// `text` with its password replaced by `***`, cut as input is (``EchoedText/shown(_:)``).
     static func redacted(_ text: String) -> String {
         guard var c = URLComponents(string: text) else { return "(unparsable)" }
         if c.password != nil { c.password = "***" }
-        return c.string ?? "(unparsable)"
+        return c.string.map { EchoedText.shown($0) } ?? "(unparsable)"
     }
 
     var configuration: PostgresConnection.Configuration {

@@ -109,7 +109,17 @@ struct ClusterJoinCommand: AsyncParsableCommand {
             store = try await Cluster.join(at: cluster.url, address: address, configuration: cluster.configuration)
         } catch { throw failure(error) }
         do {
-            printStatus(try await withAttached(store, address: address) { try await $0.status() }, json: cluster.json)
+            let status: ClusterStatus
+            do {
+                status = try await withAttached(store, address: address) { try await $0.status() }
+            } catch StrataError.replication(let e) where e.kind == .behindRetention {
+                // A `cluster compact` elsewhere trimmed the log past the snapshot between the
+                // join's check and this catch-up: the replica, made a moment ago, starts again
+                // from the newer snapshot (as `cluster reset` would), once.
+                let again = try await Cluster.reset(at: cluster.url, address: address, configuration: cluster.configuration)
+                status = try await withAttached(again, address: address) { try await $0.status() }
+            }
+            printStatus(status, json: cluster.json)
         } catch StrataError.replication(let e) where e.kind == .migrationNeeded {
             // The cluster migrated after its latest snapshot: the replica is made, and is
             // migrated like every other replica (a join again would find the path taken).

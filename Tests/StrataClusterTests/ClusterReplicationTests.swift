@@ -327,6 +327,31 @@ import Testing
         }
     }
 
+    /// A compaction elsewhere publishes a newer snapshot and trims the log behind it while a join
+    /// downloads the one before (made here to happen right after the download): the join makes
+    /// the replica again from the newer snapshot, which then catches up; it failed as behind the
+    /// horizon and left the replica it had made in the way of a second join.
+    @Test func aJoinRacingACompactionStartsFromTheNewerSnapshot() async throws {
+        try await withCluster(replicas: 1) { c in
+            let a = c.replicas[0]
+            for i in 0..<20 { _ = try await a.store.save { $0.insert(newTrack("before \(i)")) } }
+            let compactions = Atomic<Int>(0)
+            let late = try await Cluster.join(at: c.root.appendingPathComponent("late"), address: c.address,
+                                              configuration: StoreConfiguration()) {
+                // Only the first download is overtaken: the second is of the newer snapshot.
+                guard compactions.add(1, ordering: .relaxed).newValue == 1 else { return }
+                _ = try await a.store.save { $0.insert(newTrack("meanwhile")) }
+                _ = try await Cluster.compact(replica: a)
+            }
+            #expect(compactions.load(ordering: .relaxed) == 2)
+            let replica = try await ClusterReplica.open(store: late, address: c.address, name: "late")
+            #expect(try late.lastTransactionID == a.store.lastTransactionID)
+            #expect(try ClusterFixture.exported(a.store) == ClusterFixture.exported(late))
+            await replica.close()
+            late.close()
+        }
+    }
+
     @Test func aReplicaCompactsItsOwnLogAndGoesOnReplicatingButDoesNotMigrateAlone() async throws {
         try await withCluster(replicas: 2) { c in
             let (a, b) = (c.replicas[0], c.replicas[1])

@@ -114,4 +114,22 @@ import Testing
         #expect(try ClusterAddress.resolve(nil, environment: [ClusterAddress.environmentVariable: "postgres://s@h/db"])
             .database == "db")
     }
+
+    /// A huge URL, or huge parts of one, are shown cut after 64 characters with their length in
+    /// every message, as other input is; the message was as long as the URL. A password with a
+    /// character a URL reserves says how to write it.
+    @Test func aHugeURLIsShownCut() throws {
+        let huge = String(repeating: "x", count: 100_000)
+        for url in ["postgres://s@h/db?\(huge)", "postgres://s@h/\(huge)/more", "\(huge)://s@h/db"] {
+            #expect { try ClusterAddress(url: url) } throws: { error in
+                guard let e = error as? ClusterError else { return false }
+                return e.reason.count < 400 && e.reason.contains("…(")
+            }
+        }
+        let address = try ClusterAddress(url: "postgres://\(huge)@\(String(repeating: "h", count: 200)):5432/\(huge)")
+        #expect("\(address)".count < 400, "\("\(address)".count) characters")
+        #expect { try ClusterAddress(url: "postgres://s:pa#ss@h/db") } throws: { error in
+            (error as? ClusterError)?.reason.contains("percent-encoded") ?? false
+        }
+    }
 }
