@@ -218,11 +218,22 @@ public final class ClusterReplica: Sendable {
     }
 
     /// The cluster as this replica sees it.
+    ///
+    /// This replica's own row is brought up to date first: its last report may have been lost
+    /// (PostgreSQL was down when it was written), and the status would show the replica behind
+    /// its own position.
     public func status() async throws -> ClusterStatus {
-        let store = self.store
+        let store = self.store, name = self.name, address = self.address
         let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
         defer { session.close() }
-        return try await offPool("status") { try Cluster.status(session, store: store) }
+        return try await offPool("status") {
+            do {
+                try Follower.report(session, name: name, head: store.lastTransactionID)
+            } catch let e as PostgresSession.Failure {
+                throw Cluster.failure(e, address)
+            }
+            return try Cluster.status(session, store: store)
+        }
     }
 }
 

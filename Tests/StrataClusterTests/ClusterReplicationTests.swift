@@ -1,5 +1,6 @@
 import Foundation
 import LibraryModel
+import Logging
 import Strata
 import StrataTestSupport
 import Synchronization
@@ -324,6 +325,21 @@ import Testing
             _ = try await reset.save { $0.insert(newTrack("after the reset")) }
             await again.close()
             reset.close()
+        }
+    }
+
+    /// A replica's row that its last report did not reach (PostgreSQL was down) is brought up to
+    /// date by the replica's own status: the status showed the replica behind its own position.
+    @Test func aReplicasStatusShowsItsOwnRowUpToDate() async throws {
+        try await withCluster(replicas: 1) { c in
+            let a = c.replicas[0]
+            for i in 0..<3 { _ = try await a.store.save { $0.insert(newTrack("t \(i)")) } }
+            let session = PostgresSession(address: c.address, logger: Logger(label: "test"))
+            defer { session.close() }
+            _ = try session.run("UPDATE strata_replicas SET applied = 0")
+            let status = try await a.status()
+            let own = try #require(status.replicas.first { $0.name == a.name })
+            #expect(own.applied == (try a.store.lastTransactionID).rawValue)
         }
     }
 
