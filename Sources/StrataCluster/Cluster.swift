@@ -185,22 +185,97 @@ public enum Cluster {
         return try await offPool("status") { try status(session, store: store) }
     }
 
-    /// Makes a new replica at `url` (which must not exist) from the cluster's latest snapshot and
-    /// opens it; attach it with ``ClusterReplica/open(store:address:name:pollInterval:)``, which
-    /// applies the log after the snapshot. The snapshot is downloaded next to `url`, its size and
-    /// checksum checked, and only then made into a store.
+    /// Refuses a name that a replica of the cluster at `address` goes by already (its row in
+    /// `strata_replicas`, which `cluster status` lists): a new replica taking it would share that
+    /// row, and the status would show the two as one, the one behind hidden. A replica that is gone
+    /// keeps its row until ``forget(replica:address:)`` removes it.
+    ///
+    /// - Throws: ``ClusterError`` (``ClusterError/Kind/nameTaken``) saying when that replica was
+    ///   last seen and how to free the name.
+    public static func requireNameFree(_ name: String, address: ClusterAddress) async throws {
+        let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
+        defer { session.close() }
+        let taken = try await offPool("join") { () throws -> ClusterStatus.Replica? in
+            _ = try readCluster(session)
+            return try replicaRow(session, named: name)
+        }
+        guard let taken else { return }
+        throw ClusterError(.nameTaken, """
+            a replica named \(EchoedText.shown(name)) is in the cluster already (applied \(taken.applied), last seen \
+            \(Int(taken.secondsSinceSeen)) s ago, process \(taken.processID) on \(EchoedText.shown(taken.host))): make this \
+            one at another path, or, if that replica is gone, remove its row first with `storectl cluster forget`
+            """)
+    }
+
+    /// Removes the row of replica `name` from `strata_replicas` (what `cluster status` lists), for a
+    /// replica that is gone: its name is free for a new one. A replica of that name still running
+    /// writes its row again at its next report. Returns the row removed.
+    ///
+    /// - Throws: ``ClusterError`` (``ClusterError/Kind/noSuchReplica``) when no replica goes by
+    ///   that name.
+    @discardableResult
+    public static func forget(replica name: String, address: ClusterAddress) async throws -> ClusterStatus.Replica {
+        let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
+        defer { session.close() }
+        let removed = try await offPool("forget") { () throws -> ClusterStatus.Replica? in
+            _ = try readCluster(session)
+            do {
+                guard let row = try session.run("""
+                    DELETE FROM strata_replicas WHERE name = \(name)
+                    RETURNING name, applied, host, pid, extract(epoch FROM now() - last_seen)::float8
+                    """).first else { return nil }
+                return try replica(row)
+            } catch let e as PostgresSession.Failure {
+                throw failure(e, session.address)
+            }
+        }
+        guard let removed else {
+            throw ClusterError(.noSuchReplica, "no replica named \(EchoedText.shown(name)) is in the cluster at \(address)")
+        }
+        return removed
+    }
+
+    /// The row of replica `name`, if any.
+    static func replicaRow(_ session: PostgresSession, named name: String) throws -> ClusterStatus.Replica? {
+        do {
+            guard let row = try session.run("""
+                SELECT name, applied, host, pid, extract(epoch FROM now() - last_seen)::float8 FROM strata_replicas
+                WHERE name = \(name)
+                """).first else { return nil }
+            return try replica(row)
+        } catch let e as PostgresSession.Failure {
+            throw failure(e, session.address)
+        }
+    }
+
+    /// A row of `strata_replicas` as (name, applied, host, pid, seconds since seen).
+    static func replica(_ row: PostgresRow) throws -> ClusterStatus.Replica {
+        let (name, applied, host, pid, age) = try row.decode((String, Int64, String, Int32, Double).self)
+        return ClusterStatus.Replica(name: name, applied: UInt64(clamping: applied), host: host, processID: pid,
+                                     secondsSinceSeen: age)
+    }
+
     /// Snapshots a join downloads before it gives up, when each is trimmed past (a newer one
     /// published, and the log behind it trimmed) before the replica made from it is in place.
     static let maxJoinAttempts = 5
 
+    /// Makes a new replica at `url` (which must not exist) from the cluster's latest snapshot and
+    /// opens it; attach it with ``ClusterReplica/open(store:address:name:pollInterval:)``, which
+    /// applies the log after the snapshot. The snapshot is downloaded next to `url`, its size and
+    /// checksum checked, and only then made into a store.
+    ///
+    /// With `name`, the name the replica will be attached under, a name another replica of the
+    /// cluster goes by already is refused first (``requireNameFree(_:address:)``).
     public static func join(at url: URL, address: ClusterAddress,
-                            configuration: StoreConfiguration = StoreConfiguration()) async throws -> Store {
-        try await join(at: url, address: address, configuration: configuration, afterDownload: nil)
+                            configuration: StoreConfiguration = StoreConfiguration(),
+                            name: String? = nil) async throws -> Store {
+        try await join(at: url, address: address, configuration: configuration, name: name, afterDownload: nil)
     }
 
-    /// ``join(at:address:configuration:)``, running `afterDownload` (tests: a compaction elsewhere)
-    /// after each snapshot is downloaded and made into a replica, before the join checks it.
-    static func join(at url: URL, address: ClusterAddress, configuration: StoreConfiguration,
+    /// ``join(at:address:configuration:name:)``, running `afterDownload` (tests: a compaction
+    /// elsewhere) after each snapshot is downloaded and made into a replica, before the join
+    /// checks it.
+    static func join(at url: URL, address: ClusterAddress, configuration: StoreConfiguration, name: String? = nil,
                      afterDownload: (@Sendable () async throws -> Void)?) async throws -> Store {
         // Made in the directory the parent's symbolic links lead to, under the path the store will
         // have (the parent's entry is synced, which a link to it would refuse after the replica
@@ -215,6 +290,7 @@ public enum Cluster {
         if lstat(path, &st) == 0 {
             throw ClusterError(.storeExists, "\(path) exists: a replica is made in a new directory")
         }
+        if let name { try await requireNameFree(name, address: address) }
         let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
         defer { session.close() }
         try FileManager.default.createDirectory(atPath: parent.isEmpty ? "." : parent,
@@ -324,9 +400,7 @@ public enum Cluster {
                 SELECT name, applied, host, pid, extract(epoch FROM now() - last_seen)::float8 FROM strata_replicas
                 ORDER BY name
                 """) {
-                let (name, applied, host, pid, age) = try row.decode((String, Int64, String, Int32, Double).self)
-                status.replicas.append(ClusterStatus.Replica(name: name, applied: UInt64(clamping: applied), host: host,
-                                                             processID: pid, secondsSinceSeen: age))
+                status.replicas.append(try replica(row))
             }
             for row in try session.run("""
                 SELECT position, bytes, extract(epoch FROM created_at)::float8 FROM strata_snapshots WHERE complete

@@ -132,9 +132,14 @@ public struct ClusterError: Error, Sendable, Equatable, CustomStringConvertible 
         case clusterExists
         /// The store does not belong to this cluster, or is not a replica.
         case wrongStore
-        /// ``Cluster/join(at:address:configuration:)`` at a path that exists: a replica is made in
+        /// ``Cluster/join(at:address:configuration:name:)`` at a path that exists: a replica is made in
         /// a new directory.
         case storeExists
+        /// A replica of the name a new one would take is in the cluster already
+        /// (``Cluster/requireNameFree(_:address:)``): two would show as one in the status.
+        case nameTaken
+        /// No replica of that name is in the cluster (``Cluster/forget(replica:address:)``).
+        case noSuchReplica
         /// A snapshot is missing, incomplete or fails its checksum.
         case badSnapshot
         /// The replica's machine went down while the replica was open with relaxed durability and

@@ -50,7 +50,7 @@ public final class ClusterReplica: Sendable {
     }
 
     /// Attaches `store`, a replica (made by ``Cluster/initialize(store:address:name:)`` or
-    /// ``Cluster/join(at:address:configuration:)``), to its cluster at `address`, catches it up,
+    /// ``Cluster/join(at:address:configuration:name:)``), to its cluster at `address`, catches it up,
     /// and starts following the log.
     ///
     /// - Throws: ``ClusterError`` when PostgreSQL cannot be reached, holds no cluster, or the store

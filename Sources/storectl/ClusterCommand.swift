@@ -34,7 +34,8 @@ struct ClusterCommand: AsyncParsableCommand {
         init makes the cluster from an existing store (which becomes its first replica); join makes a \
         replica on another machine from the cluster's latest snapshot; status shows the log's head, \
         the replicas and the retention horizon; compact publishes a new snapshot and trims the log \
-        behind it; reset starts a replica behind the horizon again from the latest snapshot. Commands \
+        behind it; reset starts a replica behind the horizon again from the latest snapshot; forget \
+        removes a replica that is gone from the status (its name is free again). Commands \
         that write (import, migrate) write a replica's saves through the cluster.
 
         Examples:
@@ -43,7 +44,7 @@ struct ClusterCommand: AsyncParsableCommand {
           storectl cluster status ./library.strata --json
         """,
         subcommands: [ClusterInitCommand.self, ClusterJoinCommand.self, ClusterStatusCommand.self,
-                      ClusterCompactCommand.self, ClusterResetCommand.self]
+                      ClusterCompactCommand.self, ClusterResetCommand.self, ClusterForgetCommand.self]
     )
 
     /// `storectl cluster` alone: a usage error (exit 64), as every command without its arguments.
@@ -106,7 +107,8 @@ struct ClusterJoinCommand: AsyncParsableCommand {
         }
         let store: Store
         do {
-            store = try await Cluster.join(at: cluster.url, address: address, configuration: cluster.configuration)
+            store = try await Cluster.join(at: cluster.url, address: address, configuration: cluster.configuration,
+                                           name: name)
         } catch { throw failure(error) }
         do {
             let status: ClusterStatus
@@ -128,6 +130,40 @@ struct ClusterJoinCommand: AsyncParsableCommand {
                 than the cluster's migration: \(e.reason)
                 """, code: Exit.dataError))
         } catch { throw failure(error) }
+    }
+}
+
+struct ClusterForgetCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "forget",
+        abstract: "Remove a replica that is gone from the cluster's status; its name is free for a new one.",
+        discussion: """
+        NAME is as `cluster status` lists it. Only the row goes: a replica of that name still running \
+        writes it again at its next report. Refuses (exit 66) a name no replica goes by.
+
+        Example:
+          STRATA_POSTGRES_URL=postgres://strata@db.internal/library storectl cluster forget old-host:/srv/library.strata
+        """
+    )
+
+    @Argument(help: ArgumentHelp("The replica's name, as `cluster status` lists it.", valueName: "name"))
+    var name: String
+    @OptionGroup var connection: PostgresOption
+    @Flag(help: "Print the removed row as JSON.") var json = false
+
+    func run() async throws {
+        let address = try connection.address()
+        let removed: ClusterStatus.Replica
+        do { removed = try await Cluster.forget(replica: name, address: address) } catch { throw failure(error) }
+        if json {
+            printJSON(.object([("forgot", .string(removed.name)), ("applied", .int(Int64(clamping: removed.applied))),
+                               ("host", .string(removed.host)), ("pid", .int(Int64(removed.processID))),
+                               ("secondsSinceSeen", .double(removed.secondsSinceSeen))]))
+        } else {
+            print("forgot replica \(EchoedText.escaped(removed.name)): applied \(removed.applied), last seen " +
+                  "\(String(format: "%.1f", removed.secondsSinceSeen)) s ago, pid \(removed.processID) on " +
+                  "\(EchoedText.escaped(removed.host))")
+        }
     }
 }
 

@@ -42,8 +42,8 @@ enum Exit {
             switch e.kind {
             case .badAddress, .badArgument: return usage
             case .unavailable: return tempFailure
-            case .noCluster, .wrongStore: return noInput
-            case .clusterExists, .storeExists, .refused: return cannotCreate
+            case .noCluster, .wrongStore, .noSuchReplica: return noInput
+            case .clusterExists, .storeExists, .nameTaken, .refused: return cannotCreate
             case .badSnapshot, .mustRejoin: return dataError
             }
         case is SchemaError: return dataError

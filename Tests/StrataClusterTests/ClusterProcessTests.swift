@@ -250,6 +250,36 @@ import Testing
         }
     }
 
+    /// A join whose replica would take the name another replica goes by (here `cluster init
+    /// --name` gave the first one the name a join at `second` takes by default) is refused with
+    /// exit 73 and nothing made; `cluster forget` removes the row of a replica that is gone, and the
+    /// join then goes through. The two shared one row, and the status showed them as one.
+    @Test func aJoinTakingAnotherReplicasNameIsRefusedUntilThatOneIsForgotten() async throws {
+        let address = try await TestPostgres.shared().freshDatabase()
+        let root = temporaryDirectory("strata-cluster-names")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let c = (root: root, url: "\(address)")
+        do {
+            let first = c.root.appendingPathComponent("first").path
+            let second = c.root.appendingPathComponent("second")
+            let secondName = ClusterReplica.defaultName(forStoreAt: second)
+            #expect(try spawn(storectlPath, ["init", first, "--schema", librarySchemaDirectory.path]).status == 0)
+            let made = try await storectl(["cluster", "init", first, "--postgres", c.url, "--name", secondName])
+            #expect(made.status == 0, "\(made.stderr)")
+            let refused = try await storectl(["cluster", "join", second.path, "--postgres", c.url])
+            #expect(refused.status == 73, "\(refused.stderr)")
+            #expect(refused.stderr.contains("is in the cluster already") && refused.stderr.contains("cluster forget"),
+                    "\(refused.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: second.path))
+            let unknown = try await storectl(["cluster", "forget", "nobody", "--postgres", c.url])
+            #expect(unknown.status == 66, "\(unknown.stderr)")
+            let forgot = try await storectl(["cluster", "forget", secondName, "--postgres", c.url, "--json"])
+            #expect(forgot.status == 0 && forgot.stdout.contains(#""forgot":"#), "\(forgot.stderr)")
+            let joined = try await storectl(["cluster", "join", second.path, "--postgres", c.url])
+            #expect(joined.status == 0, "\(joined.stderr)")
+        }
+    }
+
     /// `cluster join` and `cluster reset` with `--shared-with-group` give the replica's file the
     /// shared mode (0660) whatever the umask, as `init` does: the snapshot's copy took the
     /// process's umask (0640 under 022, 0600 under 077), and the group could not open the store.
