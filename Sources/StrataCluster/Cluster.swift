@@ -200,10 +200,13 @@ public enum Cluster {
             return try replicaRow(session, named: name)
         }
         guard let taken else { return }
+        // The name whole, as `cluster forget` takes it, quoted for a shell.
+        let quoted = "'" + ClusterReplica.shownName(name).replacingOccurrences(of: "'", with: #"'\''"#) + "'"
         throw ClusterError(.nameTaken, """
-            a replica named \(EchoedText.shown(name)) is in the cluster already (applied \(taken.applied), last seen \
-            \(Int(taken.secondsSinceSeen)) s ago, process \(taken.processID) on \(EchoedText.shown(taken.host))): make this \
-            one at another path, or, if that replica is gone, remove its row first with `storectl cluster forget`
+            a replica named \(ClusterReplica.shownName(name)) is in the cluster already (applied \(taken.applied), last \
+            seen \(Int(taken.secondsSinceSeen)) s ago, process \(taken.processID) on \(EchoedText.shown(taken.host))): make \
+            this one at another path, or, if that replica is gone (also one this join makes again), remove its row \
+            first with `storectl cluster forget \(quoted)`
             """)
     }
 
@@ -227,10 +230,17 @@ public enum Cluster {
                 return try replica(row)
             } catch let e as PostgresSession.Failure {
                 throw failure(e, session.address)
+            } catch let e as ClusterError {
+                throw e
+            } catch {
+                throw ClusterError(.unavailable, "reading the cluster's replicas: \(error)")
             }
         }
         guard let removed else {
-            throw ClusterError(.noSuchReplica, "no replica named \(EchoedText.shown(name)) is in the cluster at \(address)")
+            throw ClusterError(.noSuchReplica, """
+                no replica named \(ClusterReplica.shownName(name)) is in the cluster at \(address) (`cluster status \
+                --json` lists the names)
+                """)
         }
         return removed
     }
@@ -245,6 +255,8 @@ public enum Cluster {
             return try replica(row)
         } catch let e as PostgresSession.Failure {
             throw failure(e, session.address)
+        } catch {
+            throw ClusterError(.unavailable, "reading the cluster's replicas: \(error)")
         }
     }
 
@@ -264,8 +276,13 @@ public enum Cluster {
     /// applies the log after the snapshot. The snapshot is downloaded next to `url`, its size and
     /// checksum checked, and only then made into a store.
     ///
-    /// With `name`, the name the replica will be attached under, a name another replica of the
-    /// cluster goes by already is refused first (``requireNameFree(_:address:)``).
+    /// With `name` (the name the caller will attach the replica under,
+    /// ``ClusterReplica/open(store:address:name:pollInterval:)``; it is only checked here, not
+    /// kept), a name another replica of the cluster goes by already is refused first
+    /// (``requireNameFree(_:address:)``). A `cluster compact` elsewhere that trims the log past the
+    /// snapshot after the replica is in place makes the attach fail with `behindRetention`;
+    /// ``reset(at:address:configuration:)`` then starts it from the newer snapshot (storectl's
+    /// join does so).
     public static func join(at url: URL, address: ClusterAddress,
                             configuration: StoreConfiguration = StoreConfiguration(),
                             name: String? = nil) async throws -> Store {

@@ -184,6 +184,17 @@ public final class ClusterReplica: Sendable {
         return nil
     }
 
+    /// A replica's name as messages and `cluster status` show it: whole, control characters
+    /// escaped, so that it can be given back to `storectl cluster forget` (default names,
+    /// `host:path`, are often longer than the 64 characters other input is cut to); cut only past
+    /// ``shownNameMaxBytes``.
+    public static func shownName(_ name: String) -> String {
+        name.utf8.count <= shownNameMaxBytes ? EchoedText.escaped(name) : EchoedText.shown(name)
+    }
+
+    /// The longest name ``shownName(_:)`` shows whole: a path's longest on Linux, with a host.
+    public static let shownNameMaxBytes = 4_352
+
     /// The name a replica made at `url` goes by unless it is given one: `host:store path`, the
     /// path as the store will have it (its directory's symbolic links resolved).
     public static func defaultName(forStoreAt url: URL) -> String {
@@ -219,21 +230,19 @@ public final class ClusterReplica: Sendable {
 
     /// The cluster as this replica sees it.
     ///
-    /// This replica's own row is brought up to date first: its last report may have been lost
-    /// (PostgreSQL was down when it was written), and the status would show the replica behind
-    /// its own position.
+    /// This replica's own row shows at least the position the replica has applied: its last
+    /// report may have been lost (PostgreSQL was down when it was written), and the row then
+    /// contradicted the replica's own position. Only the position: when it was last seen stays as
+    /// the row says (a follower that stopped reporting still shows as not seen).
     public func status() async throws -> ClusterStatus {
-        let store = self.store, name = self.name, address = self.address
+        let store = self.store, name = self.name
         let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
         defer { session.close() }
-        return try await offPool("status") {
-            do {
-                try Follower.report(session, name: name, head: store.lastTransactionID)
-            } catch let e as PostgresSession.Failure {
-                throw Cluster.failure(e, address)
-            }
-            return try Cluster.status(session, store: store)
+        var status = try await offPool("status") { try Cluster.status(session, store: store) }
+        if let applied = status.applied, let own = status.replicas.firstIndex(where: { $0.name == name }) {
+            status.replicas[own].applied = max(status.replicas[own].applied, applied)
         }
+        return status
     }
 }
 

@@ -49,7 +49,7 @@ struct ClusterCommand: AsyncParsableCommand {
 
     /// `storectl cluster` alone: a usage error (exit 64), as every command without its arguments.
     func run() throws {
-        note("storectl: error: Missing subcommand: init, join, status, compact or reset\n\n\(Storectl.helpMessage(for: Self.self))")
+        note("storectl: error: Missing subcommand: init, join, status, compact, reset or forget\n\n\(Storectl.helpMessage(for: Self.self))")
         throw ExitCode(Exit.usage)
     }
 }
@@ -325,7 +325,7 @@ private func printStatus(_ s: ClusterStatus, json: Bool) {
         // One that was last at a position the log no longer holds entries after catches up
         // only from a snapshot.
         let behind = r.applied < s.horizon ? " (behind the horizon: it starts again with `storectl cluster reset`)" : ""
-        print("  replica \(EchoedText.shown(r.name)): applied \(r.applied)\(behind), pid \(r.processID) on \(r.host), " +
+        print("  replica \(ClusterReplica.shownName(r.name)): applied \(r.applied)\(behind), pid \(r.processID) on \(EchoedText.escaped(r.host)), " +
               "seen \(String(format: "%.1f", r.secondsSinceSeen)) s ago")
     }
 }

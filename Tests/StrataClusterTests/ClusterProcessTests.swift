@@ -268,8 +268,8 @@ import Testing
             #expect(made.status == 0, "\(made.stderr)")
             let refused = try await storectl(["cluster", "join", second.path, "--postgres", c.url])
             #expect(refused.status == 73, "\(refused.stderr)")
-            #expect(refused.stderr.contains("is in the cluster already") && refused.stderr.contains("cluster forget"),
-                    "\(refused.stderr)")
+            #expect(refused.stderr.contains("is in the cluster already")
+                    && refused.stderr.contains("storectl cluster forget '\(secondName)'"), "\(refused.stderr)")
             #expect(!FileManager.default.fileExists(atPath: second.path))
             let unknown = try await storectl(["cluster", "forget", "nobody", "--postgres", c.url])
             #expect(unknown.status == 66, "\(unknown.stderr)")

@@ -131,5 +131,13 @@ import Testing
         #expect { try ClusterAddress(url: "postgres://s:pa#ss@h/db") } throws: { error in
             (error as? ClusterError)?.reason.contains("percent-encoded") ?? false
         }
+        // A password that makes the URL parse otherwise (a port of its digits, a fragment) is
+        // never shown: it was echoed whole.
+        for url in ["postgres://s:12#34@h/db", "postgres://s:12/34@h/db", "postgres://s:pa?ss@h/db"] {
+            #expect(throws: ClusterError.self) { try ClusterAddress(url: url) }
+            do { _ = try ClusterAddress(url: url) } catch let e as ClusterError {
+                #expect(!e.reason.contains("34") && !e.reason.contains("ss@") && e.reason.contains("***"), "\(e.reason)")
+            }
+        }
     }
 }
