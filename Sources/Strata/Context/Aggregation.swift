@@ -321,13 +321,15 @@ struct Accumulator {
     enum State {
         case countValues(Int)
         case least(Value?), greatest(Value?)
-        /// Int sums are kept in 128 bits and doubles also scaled down by 2^64, so that only the
-        /// total, not a running sum on the way to it, may be past what the result holds (a sum
-        /// must not fail or not by the order of its terms); decimal sums are exact however many
-        /// digits they take on the way (``ExactDecimalSum``).
-        case intSum(Int128), doubleSum(Double, scaled: Double), decimalSum(ExactDecimalSum)
-        /// The sum, the count, and the running mean (the answer when the sum overflows).
-        case mean(Double, Int, Double), decimalMean(ExactDecimalSum, Int)
+        /// Int sums are kept in 128 bits, double sums exactly (``ExactDoubleSum``), also of the
+        /// terms scaled down by 2^64, so that only the total, not a running sum on the way to it,
+        /// may be past what the result holds, and the answer is the exact total rounded once,
+        /// whatever the order of the terms; decimal sums are exact however many digits they take
+        /// on the way (``ExactDecimalSum``).
+        case intSum(Int128), doubleSum(ExactDoubleSum, scaled: ExactDoubleSum), decimalSum(ExactDecimalSum)
+        /// The exact sum and the count: the mean is the one over the other, as SQL's AVG.
+        case intMean(Int128, Int), doubleMean(ExactDoubleSum, scaled: ExactDoubleSum, Int)
+        case decimalMean(ExactDecimalSum, Int)
     }
 
     let functions: [AggregateFunction]
@@ -347,9 +349,14 @@ struct Accumulator {
                 switch e.attributes[a].type {
                 case .int: .intSum(0)
                 case .decimal: .decimalSum(ExactDecimalSum())
-                default: .doubleSum(0, scaled: 0)
+                default: .doubleSum(ExactDoubleSum(), scaled: ExactDoubleSum())
                 }
-            case .average(let a): e.attributes[a].type == .decimal ? .decimalMean(ExactDecimalSum(), 0) : .mean(0, 0, 0)
+            case .average(let a):
+                switch e.attributes[a].type {
+                case .int: .intMean(0, 0)
+                case .decimal: .decimalMean(ExactDecimalSum(), 0)
+                default: .doubleMean(ExactDoubleSum(), scaled: ExactDoubleSum(), 0)
+                }
             }
         }
     }
@@ -373,13 +380,18 @@ struct Accumulator {
             case (.intSum(let t), .int(let x)):
                 // 2^63 terms of at most 2^63 each stay below 2^127.
                 states[k] = .intSum(t + Int128(x))
-            case (.doubleSum(let t, let scaled), .double(let x)):
-                states[k] = .doubleSum(t + x, scaled: scaled + x * Self.scaleDown)
+            case (.doubleSum(var t, var scaled), .double(let x)):
+                t.add(x)
+                scaled.add(x * Self.scaleDown)
+                states[k] = .doubleSum(t, scaled: scaled)
             case (.decimalSum(var sum), .decimal(let x)):
                 sum.add(Self.number(x))
                 states[k] = .decimalSum(sum)
-            case (.mean(let t, let n, let m), .int(let x)): states[k] = .mean(t + Double(x), n + 1, Self.mean(m, Double(x), n + 1))
-            case (.mean(let t, let n, let m), .double(let x)): states[k] = .mean(t + x, n + 1, Self.mean(m, x, n + 1))
+            case (.intMean(let t, let n), .int(let x)): states[k] = .intMean(t + Int128(x), n + 1)
+            case (.doubleMean(var t, var scaled, let n), .double(let x)):
+                t.add(x)
+                scaled.add(x * Self.scaleDown)
+                states[k] = .doubleMean(t, scaled: scaled, n + 1)
             case (.decimalMean(var sum, let n), .decimal(let x)):
                 sum.add(Self.number(x))
                 states[k] = .decimalMean(sum, n + 1)
@@ -393,13 +405,13 @@ struct Accumulator {
     /// double cannot notice.)
     private static let scaleDown = Double(sign: .plus, exponent: -64, significand: 1)
 
-    /// The total of a double sum: the plain sum when it stayed finite on the way; otherwise the
-    /// scaled one scaled back, or an error when the total itself is past what a double holds (an
-    /// infinite sum has no JSON form, and printed as null, "no value"), as an int sum past Int64
-    /// is one.
-    private func doubleTotal(_ t: Double, scaled: Double, _ a: Int) throws -> Double {
-        if t.isFinite { return t }
-        let total = scaled * Double(sign: .plus, exponent: 64, significand: 1)
+    /// The total of a double sum: the exact sum rounded once when no partial sum overflowed on the
+    /// way; otherwise the scaled one scaled back, or an error when the total itself is past what a
+    /// double holds (an infinite sum has no JSON form, and printed as null, "no value"), as an int
+    /// sum past Int64 is one.
+    private func doubleTotal(_ t: ExactDoubleSum, scaled: ExactDoubleSum, _ a: Int) throws -> Double {
+        if let total = t.total, total.isFinite { return total }
+        let total = (scaled.total ?? .infinity) * Self.scaleUp
         guard total.isFinite else {
             throw StrataError.invalidQuery(entity: entity.name,
                                            reason: "the sum of '\(entity.attributes[a].name)' exceeds what a double holds")
@@ -407,13 +419,18 @@ struct Accumulator {
         return total
     }
 
-    /// The mean of `n` values from the mean `m` of the first `n - 1` and the last `x`, without
-    /// a sum that could overflow (each term is at most the larger of `|m|` and `|x|`).
-    private static func mean(_ m: Double, _ x: Double, _ n: Int) -> Double {
-        // Held between the two, where the true mean lies: rounding could carry it past the
-        // largest double for values near it.
-        min(max(m - m / Double(n) + x / Double(n), min(m, x)), max(m, x))
+    /// The mean of a double attribute: the exact sum over the count, the sum scaled down where it
+    /// is past what a double holds (the mean itself never is).
+    private static func doubleMean(_ t: ExactDoubleSum, scaled: ExactDoubleSum, _ n: Int) -> Double {
+        if let total = t.total, total.isFinite { return total / Double(n) }
+        // Held to the finite range, where the mean of finite terms lies: rounding could carry the
+        // scaled one past it for terms at the largest double.
+        let largest = Double.greatestFiniteMagnitude
+        return min(max((scaled.total ?? 0) / Double(n) * scaleUp, -largest), largest)
     }
+
+    /// 2^64, undoing ``scaleDown``.
+    private static let scaleUp = Double(sign: .plus, exponent: 64, significand: 1)
 
     /// The exact parts of a stored decimal (never NaN: values are checked where they are made).
     private static func number(_ x: Decimal) -> DecimalNumber {
@@ -440,6 +457,9 @@ struct Accumulator {
                 }
                 return .int(sum)
             case .doubleSum(let t, let scaled): return .double(try doubleTotal(t, scaled: scaled, Self.attribute(f)))
+            // The exact sum over the count, rounded once for each: never past what a double holds.
+            case .intMean(let t, let n): return n == 0 ? .null : .double(Double(t) / Double(n))
+            case .doubleMean(let t, let scaled, let n): return n == 0 ? .null : .double(Self.doubleMean(t, scaled: scaled, n))
             case .decimalSum(let sum):
                 let total = sum.total
                 guard (try? total.checked("")) != nil else {
@@ -447,12 +467,67 @@ struct Accumulator {
                                                    "more than \(DecimalNumber.maxDigits) significant digits to be exact")
                 }
                 return .decimal(total.decimal)
-            // The sum over the count, as SQL's AVG; the running mean where the sum overflowed.
-            case .mean(let t, let n, let m): return n == 0 ? .null : .double(t.isFinite ? t / Double(n) : m)
             // The exact sum divided and rounded once (``DecimalNumber/divided(by:)`` takes any
             // number of digits).
             case .decimalMean(let sum, let n): return n == 0 ? .null : .decimal(sum.total.divided(by: n).decimal)
             }
         }
+    }
+}
+
+/// A sum of doubles kept exactly, as non-overlapping partial sums (Shewchuk's algorithm, as
+/// Python's `math.fsum`): its ``total`` is the exact sum rounded once, whatever the order of the
+/// terms. A partial sum past the largest double on the way makes the total unknown (nil); the
+/// caller then sums the terms scaled down.
+struct ExactDoubleSum {
+    /// Non-overlapping, in increasing magnitude.
+    private var partials: [Double] = []
+    private var overflowed = false
+
+    mutating func add(_ value: Double) {
+        guard !overflowed else { return }
+        var x = value, i = 0
+        for j in partials.indices {
+            var y = partials[j]
+            if abs(x) < abs(y) { swap(&x, &y) }
+            let hi = x + y
+            let lo = y - (hi - x)
+            if lo != 0 {
+                partials[i] = lo
+                i += 1
+            }
+            x = hi
+        }
+        guard x.isFinite else {
+            overflowed = true
+            return
+        }
+        partials.removeSubrange(i...)
+        partials.append(x)
+    }
+
+    /// The exact sum rounded to the nearest double (ties to even), or nil when a partial sum
+    /// overflowed on the way.
+    var total: Double? {
+        guard !overflowed else { return nil }
+        var n = partials.count
+        guard n > 0 else { return 0 }
+        n -= 1
+        var hi = partials[n], lo = 0.0
+        while n > 0 {
+            let x = hi
+            n -= 1
+            let y = partials[n]
+            hi = x + y
+            lo = y - (hi - x)
+            if lo != 0 { break }
+        }
+        // Half-way between two doubles, the partials below decide the direction.
+        if n > 0, (lo < 0 && partials[n - 1] < 0) || (lo > 0 && partials[n - 1] > 0) {
+            let y = lo * 2
+            let x = hi + y
+            if y == x - hi { hi = x }
+        }
+        return hi
     }
 }

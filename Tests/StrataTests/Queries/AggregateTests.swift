@@ -181,6 +181,59 @@ import Testing
             #expect(one.first?.values == [.double(1e308), .double(1e308)])
         }
     }
+    /// A double sum is the exact sum of its terms rounded once, whatever their order (1, 1e100
+    /// and -1e100 summed to 1 in one order and 0 in the other), and a mean is that sum, or an int
+    /// sum kept exactly, over the count (an int mean added the terms as doubles, and two values
+    /// summing to 1 averaged 0).
+    @Test(arguments: [false, true])
+    func aSumIsExactAndAMeanIsItOverTheCount(reversed: Bool) async throws {
+        let schemaText = #"""
+        {"model":"m","version":1,"entities":[{"name":"R","attributes":[{"name":"k","type":"string"},
+         {"name":"i","type":"int","optional":true},{"name":"d","type":"double","optional":true}],"uniques":[["k"]]}]}
+        """#
+        let schema = try Schema.parse(Array(schemaText.utf8), source: "v1.json", expectedVersion: 1)
+        let store = try Store.temporary(schema: schema)
+        defer { store.close() }
+        let dir = temporaryDirectory("aggregate-exact")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var lines = [
+            #"{"entity":"R","k":"a","i":4611686018427387905,"d":1}"#,
+            #"{"entity":"R","k":"b","i":-4611686018427387904,"d":1e100}"#,
+            #"{"entity":"R","k":"c","d":-1e100}"#,
+        ]
+        if reversed { lines.reverse() }
+        _ = try await Importer(store: store).run(files: [try writeInput(lines, in: dir)])
+        let rows = try store.mainContext.aggregate(Query(entity: "R"), groupedBy: nil,
+                                                   [.sum(attribute: 1), .average(attribute: 1), .sum(attribute: 2),
+                                                    .average(attribute: 2)])
+        #expect(rows.first?.values == [.int(1), .double(0.5), .double(1), .double(1.0 / 3)], "\(rows)")
+    }
+
+    /// ``ExactDoubleSum`` gives the exact sum rounded once (the values Python's `math.fsum`
+    /// gives), in every order of the terms; a running sum gives other values for each.
+    @Test func exactDoubleSumsAreRoundedOnceInAnyOrder() {
+        let cases: [([Double], Double)] = [
+            ([0.1, 0.2, 0.3, -0.6], 2.7755575615628914e-17),
+            ([1e16, 1.0, 1e-16, -1e16], 1.0),
+            ([1.7e308, 1e292, -1.7e308], 1e292),
+            (Array(repeating: 0.1, count: 10), 1.0),
+            ([9007199254740992.0, 1.0, 1.0], 9007199254740994.0),
+        ]
+        var rng = SeededGenerator(seed: 7)
+        for (terms, exact) in cases {
+            for _ in 0..<20 {
+                var sum = ExactDoubleSum()
+                for x in terms.shuffled(using: &rng) { sum.add(x) }
+                #expect(sum.total == exact, "\(terms)")
+            }
+        }
+        // A partial sum past the largest double leaves the total unknown (the caller sums the
+        // terms scaled down).
+        var over = ExactDoubleSum()
+        for x in [1.7e308, 1.7e308, -1.7e308] { over.add(x) }
+        #expect(over.total == nil)
+    }
+
     /// A sum is an error only when its total is past what its type holds, never because a
     /// running sum on the way was: the same values in either order give the same sums (an int
     /// near Int64's limit, a decimal of 38 nines, doubles near the largest), and a decimal
