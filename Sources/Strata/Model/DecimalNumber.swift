@@ -43,16 +43,17 @@ struct DecimalNumber: Hashable, Sendable {
     func checked(_ shown: @autoclosure () -> String) throws -> DecimalNumber {
         if isZero { return self }
         if digits.count > Self.maxDigits {
-            throw Failure(reason: "'\(shown())' has \(digits.count) significant digits; a decimal keeps at most " +
-                                  "\(Self.maxDigits)")
+            throw Failure(reason: "'\(EchoedText.shown(shown()))' has \(digits.count) significant digits; " +
+                                  "a decimal keeps at most \(Self.maxDigits)")
         }
         if exponent < Self.minExponent {
-            throw Failure(reason: "'\(shown())' is too small for a decimal (its last digit is below 10^\(Self.minExponent))")
+            throw Failure(reason: "'\(EchoedText.shown(shown()))' is too small for a decimal " +
+                                  "(its last digit is below 10^\(Self.minExponent))")
         }
         if exponent > Self.maxExponent {
             let pad = exponent - Self.maxExponent
             guard digits.count + pad <= Self.maxDigits else {
-                throw Failure(reason: "'\(shown())' is too large for a decimal")
+                throw Failure(reason: "'\(EchoedText.shown(shown()))' is too large for a decimal")
             }
             var n = self
             n.digits += [UInt8](repeating: 0x30, count: pad)

@@ -124,7 +124,7 @@ public struct PredicateParser {
         switch t {
         case .word(let w): "'\(EchoedText.shown(String(w)))'"
         case .string(let s): "string '\(EchoedText.shown(String(s)))'"
-        case .number(let n): "number \(n)"
+        case .number(let n): "number \(EchoedText.shown(String(n)))"
         case .symbol(let s): "'\(s)'"
         }
     }

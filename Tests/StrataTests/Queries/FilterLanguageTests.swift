@@ -129,6 +129,28 @@ import Testing
         expectParse("explicit == true and durationSeconds < 5 and rating == null", .and([a, b, c]))
     }
 
+    /// A huge number in a filter, where a number does not belong or as a decimal of too many
+    /// digits, is shown cut after 64 characters with its length, as other input is: it was
+    /// echoed whole (100,000 digits to standard error).
+    @Test func aHugeNumberIsShownCut() {
+        let huge = String(repeating: "1", count: 100_000)
+        for text in ["durationSeconds == 1 \(huge)", "durationSeconds == \(huge)"] {
+            do {
+                let got = try parse(text)
+                Issue.record("parsed as \(got)")
+            } catch {
+                let message = "\(error)"
+                #expect(message.count < 400 && message.contains("…(100000 bytes)"), "\(message.prefix(200))")
+            }
+        }
+        #expect {
+            _ = try DecimalNumber.parse(huge)
+        } throws: { error in
+            let message = "\(error)"
+            return message.count < 400 && message.contains("100000 significant digits")
+        }
+    }
+
     @Test func errorsNameThePositionAndTheProblem() {
         // The README's example, verbatim.
         expectError("(durationSeconds > )", "at character 20: expected a value for 'durationSeconds', found ')'")
