@@ -170,7 +170,19 @@ extension ObjectSource {
 
     // MARK: Evaluation
 
+    /// Whether `r` matches `p`. A filter with paths of more than one relationship (`a.b.c`)
+    /// remembers, for the one record, whether each object met at each step of a path matches the
+    /// rest of it: objects reached again by other paths (a graph of dependencies, or of tags)
+    /// are judged once, not once per path to them, whose number grows with each step.
     func matches(_ p: Filter, _ r: Record) throws -> Bool {
+        guard p.relationshipDepth > 1 else { return try matches(p, r, node: 0, memo: nil) }
+        return try matches(p, r, node: 0, memo: PathMemo())
+    }
+
+    /// ``matches(_:_:)`` of the node numbered `node` (in preorder, ``Filter/nodeCount``) of the
+    /// filter asked, remembering in `memo` whether an object reached through a relationship
+    /// matches the node below it.
+    private func matches(_ p: Filter, _ r: Record, node: Int, memo: PathMemo?) throws -> Bool {
         switch p {
         case .all: return true
         case .compare(let a, let op, let v): return op.holds(Value.compare(r.values[a], v))
@@ -190,21 +202,40 @@ extension ObjectSource {
         case .idIn(let ids): return ids.contains(r.id)
         case .related(let tag, let target): return try targets(tag, from: r.id).first == target
         case .through(let tag, let inner):
-            guard let t = try targets(tag, from: r.id).first, let tr = try record(t) else { return false }
-            return try matches(inner, tr)
+            guard let t = try targets(tag, from: r.id).first else { return false }
+            return try reached(t, inner, node: node + 1, memo: memo)
         case .any(let tag, let inner):
-            for t in try targets(tag, from: r.id) {
-                if let tr = try record(t), try matches(inner, tr) { return true }
+            for t in try targets(tag, from: r.id) where try reached(t, inner, node: node + 1, memo: memo) {
+                return true
             }
             return false
         case .and(let list):
-            for q in list where try !matches(q, r) { return false }
+            var child = node + 1
+            for q in list {
+                if try !matches(q, r, node: child, memo: memo) { return false }
+                child += q.nodeCount
+            }
             return true
         case .or(let list):
-            for q in list where try matches(q, r) { return true }
+            var child = node + 1
+            for q in list {
+                if try matches(q, r, node: child, memo: memo) { return true }
+                child += q.nodeCount
+            }
             return false
-        case .not(let q): return try !matches(q, r)
+        case .not(let q): return try !matches(q, r, node: node + 1, memo: memo)
         }
+    }
+
+    /// Whether the object `id`, reached through a relationship, matches `inner` (node `node`):
+    /// false for one that does not exist; remembered in `memo`.
+    private func reached(_ id: ObjectID, _ inner: Filter, node: Int, memo: PathMemo?) throws -> Bool {
+        let step = PathMemo.Step(node: node, object: id)
+        if let known = memo?.known[step] { return known }
+        guard let record = try record(id) else { return false }
+        let result = try matches(inner, record, node: node, memo: memo)
+        memo?.known[step] = result
+        return result
     }
 
     /// Checks positions, value types and relationship kinds against the entity.
@@ -256,6 +287,37 @@ extension ObjectSource {
             try validate(inner, schema.entity(named: r.destination)!)
         case .and(let list), .or(let list): for q in list { try validate(q, e) }
         case .not(let q): try validate(q, e)
+        }
+    }
+}
+
+/// What ``ObjectSource/matches(_:_:)`` found of the objects met on a filter's paths, for one
+/// record: whether the object at each step matches the node of the filter below it.
+private final class PathMemo {
+    struct Step: Hashable {
+        let node: Int
+        let object: ObjectID
+    }
+    var known: [Step: Bool] = [:]
+}
+
+extension Filter {
+    /// Nodes of this filter, itself included (how ``ObjectSource/matches(_:_:)`` numbers them).
+    var nodeCount: Int {
+        switch self {
+        case .all, .compare, .between, .string, .isIn, .idIn, .related: 1
+        case .through(_, let inner), .any(_, let inner), .not(let inner): 1 + inner.nodeCount
+        case .and(let list), .or(let list): 1 + list.reduce(0) { $0 + $1.nodeCount }
+        }
+    }
+
+    /// The most relationships a path of this filter goes through (`a.b.c == x`: 2).
+    var relationshipDepth: Int {
+        switch self {
+        case .all, .compare, .between, .string, .isIn, .idIn, .related: 0
+        case .through(_, let inner), .any(_, let inner): 1 + inner.relationshipDepth
+        case .not(let inner): inner.relationshipDepth
+        case .and(let list), .or(let list): list.map(\.relationshipDepth).max() ?? 0
         }
     }
 }

@@ -81,6 +81,43 @@ import Testing
 
     /// In a child that renamed an album, a filter on the album's title finds the album's tracks
     /// under the new title, not under the old one (the store's index still has the old).
+    /// A path of six relationships over a dense graph (tracks in playlists, back and forth) on
+    /// random memberships with replayable seeds, in the store and in a child context: the tracks
+    /// it matches are those from which a plain search over sets reaches the track titled
+    /// `needle`. Each object met on the way is judged once for a record; judged once per path to
+    /// it, the query took minutes (paths multiply by each step's fan-out).
+    @Test(arguments: 1...2)
+    func aLongPathOverADenseGraphMatchesWhatASearchReaches(seed: UInt64) async throws {
+        var rng = SeededGenerator(seed: seed)
+        try await withLibraryStore { store in
+            let tracks = (0..<40).map { makeTrack(title: $0 == 3 ? "needle" : "t\($0)", duration: $0 + 1) }
+            let playlists = (0..<10).map { Playlist(name: "p\($0)", createdAt: Date(timeIntervalSince1970: 0)) }
+            var members = Array(repeating: Set<Int>(), count: 10)
+            // Two halves that never meet; a few tracks in no playlist.
+            for (t, _) in tracks.enumerated() where t % 13 != 5 {
+                let half = t < 20 ? 0..<5 : 5..<10
+                for p in half where Int.random(in: 0..<5, using: &rng) < 3 { members[p].insert(t) }
+            }
+            _ = try await store.save { c in
+                for t in tracks { c.insert(t) }
+                for p in playlists { c.insert(p) }
+                for (p, ts) in members.enumerated() { for t in ts { c.add(tracks[t].id, to: Playlist.tracks, of: playlists[p].id) } }
+            }
+            // The tracks from which three rounds of (track -> its playlists -> their tracks) reach 3.
+            func step(_ from: Set<Int>) -> Set<Int> {
+                Set(members.filter { !$0.isDisjoint(with: from) }.flatMap { $0 })
+            }
+            let expected = Set((0..<40).filter { step(step(step([$0]))).contains(3) }.map { tracks[$0].id })
+            let track = try #require(store.schema.entity(named: "Track"))
+            let filter = try PredicateParser.parse("playlists.tracks.playlists.tracks.playlists.tracks.title == 'needle'",
+                                                   entity: track, schema: store.schema)
+            #expect(Set(try store.mainContext.fetch(Query(entity: "Track", predicate: filter)).map(\.id)) == expected)
+            let child = store.mainContext.newChild(label: "paths")
+            #expect(Set(try child.fetch(Query(entity: "Track", predicate: filter)).map(\.id)) == expected)
+            #expect(!expected.isEmpty && expected.count < 40)
+        }
+    }
+
     @Test func aChildSeesItsOwnChangeToTheOtherSide() async throws {
         try await withLibraryStore { store in
             let album = Album(mbid: UUID(), title: "old")
