@@ -136,6 +136,8 @@ struct QueryCommand: AsyncParsableCommand {
                     throw CLIError("--\(option): '\(a.name)' is a \(a.type.rawValue) attribute of \(e.name); --sum and " +
                                    "--avg need an int, double or decimal attribute", code: Exit.usage)
                 }
+                // Asked twice, given once: a JSON object holds each key once.
+                guard !headers.contains("\(option)(\(a.name))") else { continue }
                 switch option {
                 case "sum": functions.append(.sum(attribute: a.index))
                 case "min": functions.append(.min(attribute: a.index))
@@ -150,7 +152,12 @@ struct QueryCommand: AsyncParsableCommand {
         if json {
             for row in rows {
                 var members: [(String, JSONValue)] = []
-                if let groupBy { members.append((groupBy, ValueConversion.json(row.group))) }
+                // Keyed by what is grouped by, or `group(…)` where that is also the key of an
+                // aggregate (an attribute named `count`): a JSON object holds each key once.
+                if let groupBy {
+                    let taken = groupBy == "count" || headers.contains(groupBy)
+                    members.append((taken ? "group(\(groupBy))" : groupBy, ValueConversion.json(row.group)))
+                }
                 members.append(("count", .int(Int64(row.count))))
                 for (h, v) in zip(headers, row.values) { members.append((h, ValueConversion.json(v))) }
                 print(JSONValue.object(members).serialized)

@@ -47,4 +47,32 @@ import Testing
             #expect(bad.status == 64 && bad.stderr.contains(message), "\(args): \(bad.status) \(bad.stderr)")
         }
     }
+
+    /// Each JSON key once: grouped by an attribute named `count`, the group's value is keyed
+    /// `group(count)`; an aggregate asked twice is given once. Both repeated a key, and a parser
+    /// kept the last (the group's value was lost).
+    @Test func everyKeyOfAGroupsObjectIsItsOwn() async throws {
+        let dir = temporaryDirectory("storectl-aggregate-keys")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let schema = dir.appendingPathComponent("schema")
+        try FileManager.default.createDirectory(at: schema, withIntermediateDirectories: true)
+        try Data(#"""
+            {"model":"m","version":1,"entities":[{"name":"Item","attributes":[{"name":"k","type":"string"},
+             {"name":"count","type":"int"},{"name":"rating","type":"double"}],"uniques":[["k"]]}]}
+            """#.utf8).write(to: schema.appendingPathComponent("v1.json"))
+        let store = dir.appendingPathComponent("store").path
+        #expect(try await storectl("init", store, "--schema", schema.path).status == 0)
+        let input = try writeInput([#"{"entity":"Item","k":"a","count":5,"rating":1}"#,
+                                    #"{"entity":"Item","k":"b","count":5,"rating":2}"#,
+                                    #"{"entity":"Item","k":"c","count":7,"rating":4}"#], in: dir)
+        #expect(try await storectl("import", store, input, "--quiet").status == 0)
+        let r = try await storectl("query", store, "--entity", "Item", "--group-by", "count", "--sum", "rating",
+                                   "--sum", "rating", "--json")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == #"""
+            {"group(count)":5,"count":2,"sum(rating)":3.0}
+            {"group(count)":7,"count":1,"sum(rating)":4.0}
+
+            """#, "\(r.stdout)")
+    }
 }
