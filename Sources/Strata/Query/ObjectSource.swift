@@ -213,14 +213,16 @@ extension ObjectSource {
             var child = node + 1
             for q in list {
                 if try !matches(q, r, node: child, memo: memo) { return false }
-                child += q.nodeCount
+                // Numbered only where remembered: counting nodes costs a walk of the term.
+                if memo != nil { child += q.nodeCount }
             }
             return true
         case .or(let list):
             var child = node + 1
             for q in list {
                 if try matches(q, r, node: child, memo: memo) { return true }
-                child += q.nodeCount
+                // Numbered only where remembered: counting nodes costs a walk of the term.
+                if memo != nil { child += q.nodeCount }
             }
             return false
         case .not(let q): return try !matches(q, r, node: node + 1, memo: memo)
