@@ -534,11 +534,12 @@ public final class Importer: Sendable {
     }
 
     /// ``partnerSource(_:in:)`` of a bulk import's refused write: its new generation as the writes
-    /// before it left it (unknown for a load in memory).
+    /// before it left it (unknown for a load in memory, whose read answers nil, or when the read
+    /// fails: `try?` folds both into nil).
     private func bulkPartnerSource(_ failure: ValidationFailure, _ s: ImportState) async -> PartnerSource {
         guard let bulk = s.bulk, failure.kind == .requiredRelationship,
               let source = try? await bulk.read({ Self.partnerSource(failure, in: $0) }) else { return .unknown }
-        return source ?? .unknown
+        return source
     }
 
     /// A deferred link as ``displacing(_:in:after:partnerFrom:_:)`` searches records: the link, at its record's line.
