@@ -190,7 +190,10 @@ extension ObjectSource {
             return Value.compare(r.values[a], lo) >= 0 && Value.compare(r.values[a], hi) <= 0
         case .string(let a, let op, let s, let ci):
             guard case .string(let x) = r.values[a] else { return false }
-            let (hay, needle) = ci ? (x.lowercased(), s.lowercased()) : (x, s)
+            // Case-insensitive forms compare case foldings (Unicode full case folding: a final
+            // sigma as a sigma, ß as ss), where lowercasing each character left ΟΔΟΣ (οδοσ) and
+            // οδος apart.
+            let (hay, needle) = ci ? (Self.folded(x), Self.folded(s)) : (x, s)
             switch op {
             case .contains: return needle.isEmpty || hay.utf8.firstRange(of: needle.utf8) != nil
             case .hasPrefix: return hay.utf8.starts(with: needle.utf8)
@@ -228,6 +231,9 @@ extension ObjectSource {
         case .not(let q): return try !matches(q, r, node: node + 1, memo: memo)
         }
     }
+
+    /// `text`'s Unicode case folding, as case-insensitive string terms compare it.
+    static func folded(_ text: String) -> String { text.folding(options: [.caseInsensitive], locale: nil) }
 
     /// Whether the object `id`, reached through a relationship, matches `inner` (node `node`):
     /// false for one that does not exist; remembered in `memo`.

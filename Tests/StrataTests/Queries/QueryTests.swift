@@ -136,6 +136,29 @@ import Testing
         }
     }
 
+    /// Case-insensitive terms compare Unicode case foldings: a word ending in a final sigma
+    /// matches its capitals, and ß matches SS, in the store and in a child context (lowercasing
+    /// each character left ΟΔΟΣ, as οδοσ, apart from οδος).
+    @Test func caseInsensitiveTermsCompareCaseFoldings() async throws {
+        try await withLibraryStore { store in
+            let all = ["ΟΔΟΣ", "οδος", "Οδος", "Straße", "STRASSE", "other"]
+            _ = try await store.save { c in for n in all { c.insert(Genre(name: n)) } }
+            let genre = try #require(store.schema.entity(named: "Genre"))
+            func names(_ filter: String, in source: some ObjectReading) throws -> Set<String> {
+                let query = Query(entity: "Genre", predicate: try PredicateParser.parse(filter, entity: genre, schema: store.schema))
+                return Set(try source.fetch(query).compactMap { if case .string(let s) = $0["name"] { s } else { nil } })
+            }
+            let child = store.mainContext.newChild(label: "folding")
+            for source in [store.mainContext as any ObjectReading, child] {
+                #expect(try names("name icontains 'οδος'", in: source) == ["ΟΔΟΣ", "οδος", "Οδος"])
+                #expect(try names("name icontains 'ΟΔΟΣ'", in: source) == ["ΟΔΟΣ", "οδος", "Οδος"])
+                #expect(try names("name icontains 'strasse'", in: source) == ["Straße", "STRASSE"])
+                #expect(try names("name imatches 'stra*e'", in: source) == ["Straße", "STRASSE"])
+                #expect(try names("name contains 'οδος'", in: source) == ["οδος"])
+            }
+        }
+    }
+
     @Test func invalidQueriesAreClearErrors() async throws {
         try await withLibraryStore { store in
             let view = store.mainContext
