@@ -120,6 +120,11 @@ public struct PredicateParser {
         ParseError(position: i < tokens.count ? tokens[i].1 : (tokens.last?.1 ?? 0), reason: reason)
     }
 
+    /// An error about the token at `token` (a path named before the token the parser is at).
+    private func error(at token: Int, _ reason: String) -> ParseError {
+        ParseError(position: token < tokens.count ? tokens[token].1 : (tokens.last?.1 ?? 0), reason: reason)
+    }
+
     private func describe(_ t: Token) -> String {
         switch t {
         case .word(let w): "'\(EchoedText.shown(String(w)))'"
@@ -216,24 +221,27 @@ public struct PredicateParser {
 
     private mutating func comparison(_ e: EntityDescription) throws -> Filter {
         guard i < tokens.count, case .word(let path) = tokens[i].0 else { throw error("expected an attribute name") }
+        // Errors about the path point at it, not at the token after it.
+        let pathToken = i
         i += 1
         let steps = path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
         // `.`, `a.`, `.a`, `a..b`: a step without a name.
         guard !steps.contains(where: \.isEmpty) else {
-            throw error("'\(EchoedText.shown(path))': expected an attribute name before and after each '.'")
+            throw error(at: pathToken, "'\(EchoedText.shown(path))': expected an attribute name before and after each '.'")
         }
         guard steps.count - 1 <= Self.maxPathSteps else {
-            throw error("a path of \(steps.count - 1) relationships: at most \(Self.maxPathSteps) may be followed")
+            throw error(at: pathToken,
+                        "a path of \(steps.count - 1) relationships: at most \(Self.maxPathSteps) may be followed")
         }
-        return try resolve(steps, in: e)
+        return try resolve(steps, in: e, pathToken: pathToken)
     }
 
     /// Walks a dotted path: to-one relationships become `through`, to-many ones `any`.
-    private mutating func resolve(_ path: [String], in e: EntityDescription) throws -> Filter {
+    private mutating func resolve(_ path: [String], in e: EntityDescription, pathToken: Int) throws -> Filter {
         let head = path[0]
         if path.count == 1, let a = e.attribute(named: head) { return try condition(on: a) }
         guard let r = e.relationship(named: head) else {
-            throw error("\(e.name) has no attribute or relationship '\(EchoedText.shown(String(head)))'")
+            throw error(at: pathToken, "\(e.name) has no attribute or relationship '\(EchoedText.shown(String(head)))'")
         }
         let destination = schema.entity(named: r.destination)!
         if path.count == 1 {
@@ -265,7 +273,7 @@ public struct PredicateParser {
             let p = Filter.related(relationship: r.tag, target)
             return op == .equal ? p : .not(p)
         }
-        let inner = try resolve(Array(path.dropFirst()), in: destination)
+        let inner = try resolve(Array(path.dropFirst()), in: destination, pathToken: pathToken)
         return r.isToMany ? .any(relationship: r.tag, inner) : .through(relationship: r.tag, inner)
     }
 

@@ -167,6 +167,10 @@ import Testing
         expectError("colour == 'red'", "Track has no attribute or relationship 'colour'")
         expectError("title == 'open", "at character 10: unterminated string")
         expectError("title ~ 'x'", "at character 7: unexpected character '~'")
+        // An unknown name is pointed at where it starts (it was pointed past, at the operator).
+        expectError("colour == 'red'", "at character 1: Track has no attribute or relationship 'colour'")
+        expectError("durationSeconds > 1 and album.colour == 'red'",
+                    "at character 25: Album has no attribute or relationship 'colour'")
         expectError("year in [1997", on: "Album", "expected ']'")
         expectError("year between 1990", on: "Album", "expected 'and' in between")
         expectError("(title == 'x'", "expected ')'")
