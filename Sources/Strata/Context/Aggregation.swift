@@ -189,7 +189,8 @@ struct Aggregation {
         if case .all = predicate {
             try source.scanAll(entity, only: attributesRead(), add)
         } else {
-            try source.candidates(entity, predicate) { r in try source.matches(predicate, r) ? add(r) : true }
+            let memo = PathMemo.for(predicate)
+            try source.candidates(entity, predicate) { r in try source.matches(predicate, r, memo: memo) ? add(r) : true }
         }
         if key == nil, groups.keys.isEmpty { _ = groups.slot(.null) }
         // A target whose objects all failed the filter has a slot but no group.

@@ -59,8 +59,9 @@ extension ObjectSource {
             ? query.limit.map { $0.addingReportingOverflow(query.offset).overflow ? Int.max : $0 + query.offset } : nil
         if stopAfter == 0 { return [] }
         var results: [Record] = []
+        let memo = PathMemo.for(query.predicate)
         try candidates(e, query.predicate) { record in
-            if try matches(query.predicate, record) { results.append(record) }
+            if try matches(query.predicate, record, memo: memo) { results.append(record) }
             return stopAfter.map { results.count < $0 } ?? true
         }
         if query.sort.contains(where: { !$0.path.isEmpty || $0.countOf != nil }) {
@@ -145,8 +146,9 @@ extension ObjectSource {
         try validate(query.predicate, e)
         if let n = try exactCount(e, query.predicate) { return n }
         var n = 0
+        let memo = PathMemo.for(query.predicate)
         try candidates(e, query.predicate) { record in
-            if try matches(query.predicate, record) { n += 1 }
+            if try matches(query.predicate, record, memo: memo) { n += 1 }
             return true
         }
         return n
@@ -175,8 +177,14 @@ extension ObjectSource {
     /// rest of it: objects reached again by other paths (a graph of dependencies, or of tags)
     /// are judged once, not once per path to them, whose number grows with each step.
     func matches(_ p: Filter, _ r: Record) throws -> Bool {
-        guard p.relationshipDepth > 1 else { return try matches(p, r, node: 0, memo: nil) }
-        return try matches(p, r, node: 0, memo: PathMemo())
+        try matches(p, r, memo: PathMemo.for(p))
+    }
+
+    /// ``matches(_:_:)`` with a memo kept across the records of one query (``PathMemo/for(_:)``):
+    /// the state read does not change within it, so an object met on a path is judged once for
+    /// all of them.
+    func matches(_ p: Filter, _ r: Record, memo: PathMemo?) throws -> Bool {
+        try matches(p, r, node: 0, memo: memo)
     }
 
     /// ``matches(_:_:)`` of the node numbered `node` (in preorder, ``Filter/nodeCount``) of the
@@ -300,13 +308,19 @@ extension ObjectSource {
 }
 
 /// What ``ObjectSource/matches(_:_:)`` found of the objects met on a filter's paths, for one
-/// record: whether the object at each step matches the node of the filter below it.
-private final class PathMemo {
+/// record or the records of one query (one state): whether the object at each step matches the
+/// node of the filter below it. At most one entry per node of the filter and object of the
+/// store.
+final class PathMemo {
     struct Step: Hashable {
         let node: Int
         let object: ObjectID
     }
     var known: [Step: Bool] = [:]
+
+    /// A memo for `p` when it has paths of more than one relationship; nil otherwise (a path of
+    /// one is judged once per record anyway).
+    static func `for`(_ p: Filter) -> PathMemo? { p.relationshipDepth > 1 ? PathMemo() : nil }
 }
 
 extension Filter {
