@@ -30,10 +30,14 @@ public enum ValueConversion {
             // `-0.0`, which the parser keeps as a double (a decimal has no negative zero).
             return .decimal(0)
         case (.decimal, .double(let d)):
-            // A number the parser could not keep exact (more than 38 significant digits, or read
-            // without exact decimals): taking its double would round it silently.
+            // A number the parser could not keep exact (more than 38 significant digits, a digit
+            // below 10^-128, a magnitude past the largest decimal, or read without exact
+            // decimals): taking its double would round it silently. Which one it was is lost
+            // with the text: the same number as a string says.
             throw Failure(reason: "\(d) is not exact as a decimal (a decimal keeps at most " +
-                                  "\(DecimalNumber.maxDigits) significant digits, read from the number's text)")
+                                  "\(DecimalNumber.maxDigits) significant digits, none below " +
+                                  "10^\(DecimalNumber.minExponent), read from the number's text; written as a " +
+                                  "string, the value is refused saying which)")
         case (.bool, .bool(let b)): return .bool(b)
         case (.date, .string(let s)):
             guard let d = ISO8601.date(from: s) else {

@@ -329,6 +329,15 @@ import Testing
         // refuses (taking it would round it silently); a double attribute takes it.
         if case .double = exact["d"]! {} else { Issue.record("\(exact["d"]!)") }
         #expect { try ValueConversion.value(from: exact["d"]!, type: .decimal) } throws: { "\($0)".contains("not exact") }
+        // Too small as well (a digit below 10^-128): the reason names both limits, and the string
+        // form says which it was (it named the digits alone).
+        let tiny = try JSONValue.parse(Array(#"{"e": 1.5e-128}"#.utf8), exactDecimals: true)
+        #expect { try ValueConversion.value(from: tiny["e"]!, type: .decimal) } throws: {
+            "\($0)".contains("none below 10^-128") && "\($0)".contains("written as a string")
+        }
+        #expect { try ValueConversion.value(from: .string("1.5e-128"), type: .decimal) } throws: {
+            "\($0)".contains("too small for a decimal")
+        }
         #expect(try ValueConversion.value(from: exact["d"]!, type: .double) != .null)
         // A double attribute takes the exact number rounded once; an int one a whole number.
         #expect(try ValueConversion.value(from: exact["a"]!, type: .double) == .double(0.1))
