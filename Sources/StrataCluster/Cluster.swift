@@ -195,6 +195,11 @@ public enum Cluster {
     public static func requireNameFree(_ name: String, address: ClusterAddress) async throws {
         let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
         defer { session.close() }
+        try await requireNameFree(name, session: session)
+    }
+
+    /// ``requireNameFree(_:address:)`` on an open session (a join's own).
+    static func requireNameFree(_ name: String, session: PostgresSession) async throws {
         let taken = try await offPool("join") { () throws -> ClusterStatus.Replica? in
             _ = try readCluster(session)
             return try replicaRow(session, named: name)
@@ -222,18 +227,11 @@ public enum Cluster {
         defer { session.close() }
         let removed = try await offPool("forget") { () throws -> ClusterStatus.Replica? in
             _ = try readCluster(session)
-            do {
-                guard let row = try session.run("""
+            return try mappingFailures(session, "removing a replica's row") {
+                try session.run("""
                     DELETE FROM strata_replicas WHERE name = \(name)
                     RETURNING name, applied, host, pid, extract(epoch FROM now() - last_seen)::float8
-                    """).first else { return nil }
-                return try replica(row)
-            } catch let e as PostgresSession.Failure {
-                throw failure(e, session.address)
-            } catch let e as ClusterError {
-                throw e
-            } catch {
-                throw ClusterError(.unavailable, "reading the cluster's replicas: \(error)")
+                    """).first.map(replica)
             }
         }
         guard let removed else {
@@ -247,16 +245,11 @@ public enum Cluster {
 
     /// The row of replica `name`, if any.
     static func replicaRow(_ session: PostgresSession, named name: String) throws -> ClusterStatus.Replica? {
-        do {
-            guard let row = try session.run("""
+        try mappingFailures(session, "reading the cluster's replicas") {
+            try session.run("""
                 SELECT name, applied, host, pid, extract(epoch FROM now() - last_seen)::float8 FROM strata_replicas
                 WHERE name = \(name)
-                """).first else { return nil }
-            return try replica(row)
-        } catch let e as PostgresSession.Failure {
-            throw failure(e, session.address)
-        } catch {
-            throw ClusterError(.unavailable, "reading the cluster's replicas: \(error)")
+                """).first.map(replica)
         }
     }
 
@@ -307,9 +300,9 @@ public enum Cluster {
         if lstat(path, &st) == 0 {
             throw ClusterError(.storeExists, "\(path) exists: a replica is made in a new directory")
         }
-        if let name { try await requireNameFree(name, address: address) }
         let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
         defer { session.close() }
+        if let name { try await requireNameFree(name, session: session) }
         try FileManager.default.createDirectory(atPath: parent.isEmpty ? "." : parent,
                                                 withIntermediateDirectories: true)
         let scratch = try temporaryDirectory(near: path)
@@ -412,7 +405,7 @@ public enum Cluster {
         var status = ClusterStatus(clusterID: cluster.id, model: cluster.model, schemaVersion: cluster.schemaVersion,
                                    head: cluster.head, horizon: cluster.horizon)
         status.layout = cluster.layout
-        do {
+        try mappingFailures(session, "reading the cluster's replicas and snapshot") {
             for row in try session.run("""
                 SELECT name, applied, host, pid, extract(epoch FROM now() - last_seen)::float8 FROM strata_replicas
                 ORDER BY name
@@ -427,10 +420,6 @@ public enum Cluster {
                 status.snapshot = ClusterStatus.Snapshot(position: UInt64(clamping: position), bytes: Int(bytes),
                                                          created: Date(timeIntervalSince1970: created))
             }
-        } catch let e as PostgresSession.Failure {
-            throw failure(e, session.address)
-        } catch {
-            throw ClusterError(.unavailable, "reading the cluster's replicas and snapshot: \(error)")
         }
         if let store {
             guard try store.replicaClusterID == cluster.id else {
@@ -607,14 +596,21 @@ public enum Cluster {
 
     /// Runs `body` in one PostgreSQL transaction on `session`, rolled back when it throws.
     static func transaction<R>(_ session: PostgresSession, _ body: () throws -> R) throws -> R {
+        try mappingFailures(session, nil) { try session.transaction(body) }
+    }
+
+    /// Runs `body`'s statements on `session`, its failures as ``ClusterError``s: PostgreSQL's as
+    /// ``failure(_:_:)`` words them, a ``ClusterError`` as it is, any other (a row that does not
+    /// decode) as ``ClusterError/Kind/unavailable``, after `doing` when given.
+    static func mappingFailures<R>(_ session: PostgresSession, _ doing: String?, _ body: () throws -> R) throws -> R {
         do {
-            return try session.transaction(body)
+            return try body()
         } catch let e as PostgresSession.Failure {
             throw failure(e, session.address)
         } catch let e as ClusterError {
             throw e
         } catch {
-            throw ClusterError(.unavailable, "\(error)")
+            throw ClusterError(.unavailable, doing.map { "\($0): \(error)" } ?? "\(error)")
         }
     }
 

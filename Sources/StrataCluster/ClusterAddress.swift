@@ -99,12 +99,13 @@ public struct ClusterAddress: Sendable, Equatable, CustomStringConvertible {
     /// `text` with its password replaced by `***`, cut as input is (``EchoedText/shown(_:)``).
     /// Found by hand, not by parsing: a password holding a `#`, `/` or `?` (not percent-encoded)
     /// makes a URL parse otherwise (`postgres://s:12#34@h/db` as the host `s`, port 12 and a
-    /// fragment), and parsed it was echoed whole. What comes after `scheme://` and before the last
-    /// `@` is the user and password: everything in it after the first `:` is the password.
+    /// fragment), and parsed it was echoed whole. What comes after `scheme://` (or from the start,
+    /// for text without one) and before the last `@` is the user and password: everything in it
+    /// after the first `:` is the password.
     static func redacted(_ text: String) -> String {
         var shown = text
-        if let start = text.range(of: "://")?.upperBound, let at = text[start...].lastIndex(of: "@"),
-           let colon = text[start..<at].firstIndex(of: ":") {
+        let start = text.range(of: "://")?.upperBound ?? text.startIndex
+        if let at = text[start...].lastIndex(of: "@"), let colon = text[start..<at].firstIndex(of: ":") {
             shown = String(text[..<text.index(after: colon)]) + "***" + String(text[at...])
         }
         return EchoedText.shown(shown)

@@ -156,9 +156,7 @@ struct ClusterForgetCommand: AsyncParsableCommand {
         let removed: ClusterStatus.Replica
         do { removed = try await Cluster.forget(replica: name, address: address) } catch { throw failure(error) }
         if json {
-            printJSON(.object([("forgot", .string(removed.name)), ("applied", .int(Int64(clamping: removed.applied))),
-                               ("host", .string(removed.host)), ("pid", .int(Int64(removed.processID))),
-                               ("secondsSinceSeen", .double(removed.secondsSinceSeen))]))
+            printJSON(.object(replicaFields(removed, nameKey: "forgot")))
         } else {
             print("forgot replica \(EchoedText.escaped(removed.name)): applied \(removed.applied), last seen " +
                   "\(String(format: "%.1f", removed.secondsSinceSeen)) s ago, pid \(removed.processID) on " +
@@ -286,6 +284,13 @@ extension Result where Failure == Error {
     }
 }
 
+/// A replica's row as `cluster status --json` and `cluster forget --json` print it, its name
+/// under `nameKey`.
+private func replicaFields(_ r: ClusterStatus.Replica, nameKey: String = "name") -> [(String, JSONValue)] {
+    [(nameKey, .string(r.name)), ("applied", .int(Int64(clamping: r.applied))), ("host", .string(r.host)),
+     ("pid", .int(Int64(r.processID))), ("secondsSinceSeen", .double(r.secondsSinceSeen))]
+}
+
 private func printStatus(_ s: ClusterStatus, json: Bool) {
     if json {
         var fields: [(String, JSONValue)] = [
@@ -301,8 +306,7 @@ private func printStatus(_ s: ClusterStatus, json: Bool) {
                                                 ("bytes", .int(Int64(snapshot.bytes)))])))
         }
         fields.append(("replicas", .array(s.replicas.map { r in
-            .object([("name", .string(r.name)), ("applied", .int(Int64(r.applied))), ("host", .string(r.host)),
-                     ("pid", .int(Int64(r.processID))), ("secondsSinceSeen", .double(r.secondsSinceSeen))])
+            .object(replicaFields(r))
         })))
         printJSON(.object(fields))
         return

@@ -133,7 +133,7 @@ import Testing
         }
         // A password that makes the URL parse otherwise (a port of its digits, a fragment) is
         // never shown: it was echoed whole.
-        for url in ["postgres://s:12#34@h/db", "postgres://s:12/34@h/db", "postgres://s:pa?ss@h/db"] {
+        for url in ["postgres://s:12#34@h/db", "postgres://s:12/34@h/db", "postgres://s:pa?ss@h/db", "s:pa34ss@h/db"] {
             #expect(throws: ClusterError.self) { try ClusterAddress(url: url) }
             do { _ = try ClusterAddress(url: url) } catch let e as ClusterError {
                 #expect(!e.reason.contains("34") && !e.reason.contains("ss@") && e.reason.contains("***"), "\(e.reason)")

@@ -322,15 +322,13 @@ struct Accumulator {
     enum State {
         case countValues(Int)
         case least(Value?), greatest(Value?)
-        /// Int sums are kept in 128 bits, double sums exactly (``ExactDoubleSum``), also of the
-        /// terms scaled down by 2^64, so that only the total, not a running sum on the way to it,
-        /// may be past what the result holds, and the answer is the exact total rounded once,
-        /// whatever the order of the terms; decimal sums are exact however many digits they take
-        /// on the way (``ExactDecimalSum``).
-        case intSum(Int128), doubleSum(ExactDoubleSum, scaled: ExactDoubleSum), decimalSum(ExactDecimalSum)
+        /// Int sums are kept in 128 bits, double sums exactly (``DoubleTotal``), so that only the
+        /// total, not a running sum on the way to it, may be past what the result holds, and the
+        /// answer is the exact total rounded once, whatever the order of the terms; decimal sums
+        /// are exact however many digits they take on the way (``ExactDecimalSum``).
+        case intSum(Int128), doubleSum(DoubleTotal), decimalSum(ExactDecimalSum)
         /// The exact sum and the count: the mean is the one over the other, as SQL's AVG.
-        case intMean(Int128, Int), doubleMean(ExactDoubleSum, scaled: ExactDoubleSum, Int)
-        case decimalMean(ExactDecimalSum, Int)
+        case intMean(Int128, Int), doubleMean(DoubleTotal, Int), decimalMean(ExactDecimalSum, Int)
     }
 
     let functions: [AggregateFunction]
@@ -350,13 +348,13 @@ struct Accumulator {
                 switch e.attributes[a].type {
                 case .int: .intSum(0)
                 case .decimal: .decimalSum(ExactDecimalSum())
-                default: .doubleSum(ExactDoubleSum(), scaled: ExactDoubleSum())
+                default: .doubleSum(DoubleTotal())
                 }
             case .average(let a):
                 switch e.attributes[a].type {
                 case .int: .intMean(0, 0)
                 case .decimal: .decimalMean(ExactDecimalSum(), 0)
-                default: .doubleMean(ExactDoubleSum(), scaled: ExactDoubleSum(), 0)
+                default: .doubleMean(DoubleTotal(), 0)
                 }
             }
         }
@@ -381,18 +379,16 @@ struct Accumulator {
             case (.intSum(let t), .int(let x)):
                 // 2^63 terms of at most 2^63 each stay below 2^127.
                 states[k] = .intSum(t + Int128(x))
-            case (.doubleSum(var t, var scaled), .double(let x)):
+            case (.doubleSum(var t), .double(let x)):
                 t.add(x)
-                scaled.add(x * Self.scaleDown)
-                states[k] = .doubleSum(t, scaled: scaled)
+                states[k] = .doubleSum(t)
             case (.decimalSum(var sum), .decimal(let x)):
                 sum.add(Self.number(x))
                 states[k] = .decimalSum(sum)
             case (.intMean(let t, let n), .int(let x)): states[k] = .intMean(t + Int128(x), n + 1)
-            case (.doubleMean(var t, var scaled, let n), .double(let x)):
+            case (.doubleMean(var t, let n), .double(let x)):
                 t.add(x)
-                scaled.add(x * Self.scaleDown)
-                states[k] = .doubleMean(t, scaled: scaled, n + 1)
+                states[k] = .doubleMean(t, n + 1)
             case (.decimalMean(var sum, let n), .decimal(let x)):
                 sum.add(Self.number(x))
                 states[k] = .decimalMean(sum, n + 1)
@@ -401,37 +397,6 @@ struct Accumulator {
         }
     }
 
-    /// 2^-64: a double sum is also kept scaled by it, which no sum of fewer than 2^64 doubles
-    /// overflows. (Scaling is exact but for terms below 2^-958, which a total past the largest
-    /// double cannot notice.)
-    private static let scaleDown = Double(sign: .plus, exponent: -64, significand: 1)
-
-    /// The total of a double sum: the exact sum rounded once when no partial sum overflowed on the
-    /// way; otherwise the scaled one scaled back, or an error when the total itself is past what a
-    /// double holds (an infinite sum has no JSON form, and printed as null, "no value"), as an int
-    /// sum past Int64 is one.
-    private func doubleTotal(_ t: ExactDoubleSum, scaled: ExactDoubleSum, _ a: Int) throws -> Double {
-        if let total = t.total, total.isFinite { return total }
-        let total = (scaled.total ?? .infinity) * Self.scaleUp
-        guard total.isFinite else {
-            throw StrataError.invalidQuery(entity: entity.name,
-                                           reason: "the sum of '\(entity.attributes[a].name)' exceeds what a double holds")
-        }
-        return total
-    }
-
-    /// The mean of a double attribute: the exact sum over the count, the sum scaled down where it
-    /// is past what a double holds (the mean itself never is).
-    private static func doubleMean(_ t: ExactDoubleSum, scaled: ExactDoubleSum, _ n: Int) -> Double {
-        if let total = t.total, total.isFinite { return total / Double(n) }
-        // Held to the finite range, where the mean of finite terms lies: rounding could carry the
-        // scaled one past it for terms at the largest double.
-        let largest = Double.greatestFiniteMagnitude
-        return min(max((scaled.total ?? 0) / Double(n) * scaleUp, -largest), largest)
-    }
-
-    /// 2^64, undoing ``scaleDown``.
-    private static let scaleUp = Double(sign: .plus, exponent: 64, significand: 1)
 
     /// The exact parts of a stored decimal (never NaN: values are checked where they are made).
     private static func number(_ x: Decimal) -> DecimalNumber {
@@ -457,10 +422,16 @@ struct Accumulator {
                     throw StrataError.invalidQuery(entity: entity.name, reason: "the sum of '\(name)' exceeds Int64")
                 }
                 return .int(sum)
-            case .doubleSum(let t, let scaled): return .double(try doubleTotal(t, scaled: scaled, Self.attribute(f)))
+            case .doubleSum(let t):
+                // Past what a double holds, an error, as an int sum past Int64 is (an infinite sum
+                // has no JSON form, and printed as null, "no value").
+                guard let sum = t.sum else {
+                    throw StrataError.invalidQuery(entity: entity.name, reason: "the sum of '\(name)' exceeds what a double holds")
+                }
+                return .double(sum)
             // The exact sum over the count, rounded once for each: never past what a double holds.
             case .intMean(let t, let n): return n == 0 ? .null : .double(Double(t) / Double(n))
-            case .doubleMean(let t, let scaled, let n): return n == 0 ? .null : .double(Self.doubleMean(t, scaled: scaled, n))
+            case .doubleMean(let t, let n): return n == 0 ? .null : .double(t.mean(of: n))
             case .decimalSum(let sum):
                 let total = sum.total
                 guard (try? total.checked("")) != nil else {
@@ -474,6 +445,41 @@ struct Accumulator {
             }
         }
     }
+}
+
+/// A double attribute's sum in an aggregate: its terms summed exactly (``ExactDoubleSum``), and
+/// also scaled down by 2^64, which no sum of fewer than 2^64 doubles overflows on the way. (Scaling
+/// is exact but for terms below 2^-958, which a total past the largest double cannot notice.)
+struct DoubleTotal {
+    private var plain = ExactDoubleSum()
+    private var scaled = ExactDoubleSum()
+
+    mutating func add(_ x: Double) {
+        plain.add(x)
+        scaled.add(x * Self.scaleDown)
+    }
+
+    /// The exact sum rounded once when no partial sum overflowed on the way; otherwise the scaled
+    /// one scaled back; nil when the total itself is past what a double holds.
+    var sum: Double? {
+        if let total = plain.total, total.isFinite { return total }
+        let total = (scaled.total ?? .infinity) * Self.scaleUp
+        return total.isFinite ? total : nil
+    }
+
+    /// The exact sum over `n` (the terms' count, above 0), the sum scaled down where it is past
+    /// what a double holds (the mean itself never is).
+    func mean(of n: Int) -> Double {
+        if let total = plain.total, total.isFinite { return total / Double(n) }
+        // Held to the finite range, where the mean of finite terms lies: rounding could carry the
+        // scaled one past it for terms at the largest double.
+        let largest = Double.greatestFiniteMagnitude
+        return min(max((scaled.total ?? 0) / Double(n) * Self.scaleUp, -largest), largest)
+    }
+
+    /// 2^-64, and 2^64 undoing it.
+    private static let scaleDown = Double(sign: .plus, exponent: -64, significand: 1)
+    private static let scaleUp = Double(sign: .plus, exponent: 64, significand: 1)
 }
 
 /// A sum of doubles kept exactly, as non-overlapping partial sums (Shewchuk's algorithm, as

@@ -505,7 +505,7 @@ public final class Importer: Sendable {
 
     /// The issue of a record (or a unit of records saved together) that the store refused with
     /// ``ImportOptions/continueOnError``, for its item `item`: where a required to-one of another
-    /// object was taken by it (``displacing(_:in:_:)``), what was taken from which object, with
+    /// object was taken by it (``displacing(_:in:after:partnerFrom:_:)``), what was taken from which object, with
     /// the field of the record that took it; otherwise the store's field and reason.
     private func refusal(_ failure: ValidationFailure, of records: [RecordOperations], partnerFrom source: PartnerSource,
                          item: (fileIndex: Int, line: Int), _ s: ImportState) -> ImportIssue {
@@ -545,8 +545,9 @@ public final class Importer: Sendable {
     /// A deferred link as ``displacing(_:in:after:partnerFrom:_:)`` searches records: the link, at its record's line.
     private static func linkRecords(_ links: ArraySlice<DeferredLink>) -> [RecordOperations] {
         links.map { link in
-            RecordOperations(operations: [.link(relationship: link.relationship, from: link.from, to: link.to)],
-                             fileIndex: Int(link.location >> 40), line: Int(link.location & 0xFF_FFFF_FFFF))
+            let (fileIndex, line) = RecordIterator.Item.unpacked(link.location)
+            return RecordOperations(operations: [.link(relationship: link.relationship, from: link.from, to: link.to)],
+                                    fileIndex: fileIndex, line: line)
         }
     }
 
@@ -665,7 +666,7 @@ public final class Importer: Sendable {
             }
         }
         if let (alias, first) = duplicate {
-            let (f, l) = (Int(first >> 40), Int(first & 0xFF_FFFF_FFFF))
+            let (f, l) = RecordIterator.Item.unpacked(first)
             // The field is the constraint's (`email`, `first+last`), or `id` for an explicit id.
             var field = "id"
             if case .unique(_, let c, _) = alias, record.entity.uniques.indices.contains(c) {
@@ -1186,7 +1187,7 @@ public final class Importer: Sendable {
     }
 
     /// A batch of deferred links refused because one of them took a required partner away from
-    /// an object (``displacing(_:in:_:)``), as that link's record: `FILE:LINE: field: reason`.
+    /// an object (``displacing(_:in:after:partnerFrom:_:)``), as that link's record: `FILE:LINE: field: reason`.
     private func displacingLink(_ failure: ValidationFailure, _ links: ArraySlice<DeferredLink>,
                                 after applied: [RecordOperations] = [], partnerFrom source: PartnerSource,
                                 _ s: ImportState) -> ImportFailed? {
@@ -1253,7 +1254,7 @@ extension Importer {
                   r.entityName == failure.entity else { continue }
             guard let found = try? await resolves(source ? link.from : link.to) else { return nil }
             if found { continue }
-            let (fileIndex, line) = (Int(link.location >> 40), Int(link.location & 0xff_ffff_ffff))
+            let (fileIndex, line) = RecordIterator.Item.unpacked(link.location)
             let issue = ImportIssue(file: s.files[fileIndex], line: line, field: field,
                                     reason: "\(failure.kind.rawValue): \(failure.reason)")
             return s.noting(ImportFailed(issues: [issue], totalIssues: 1))
@@ -1380,10 +1381,8 @@ private struct Batch: Sendable {
         spans.map { ChangeSet(operations: Array(recordOps[$0.records]) + Array(linkOps[$0.links])) }
     }
 
-    /// Each record's operations (``perRecord``) with where the record is.
-    var records: [RecordOperations] {
-        zip(perRecord, items).map { RecordOperations(operations: $0.operations, fileIndex: $1.fileIndex, line: $1.line) }
-    }
+    /// Each record's operations (as ``perRecord`` gives them) with where the record is.
+    var records: [RecordOperations] { records(items.indices) }
 
     /// The records of the items `range` (a unit, ``perUnit``), as ``records`` gives them.
     func records(_ range: Range<Int>) -> [RecordOperations] {

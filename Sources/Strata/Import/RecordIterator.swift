@@ -8,8 +8,19 @@ struct RecordIterator {
         let raw: [UInt8]
         let fileIndex: Int
         let line: Int
-        /// Packed file index and line, a compact key for sets of lines.
-        var location: UInt64 { UInt64(fileIndex) << 40 | UInt64(line) }
+        /// Packed file index and line, a compact key for sets of lines (``unpacked(_:)`` undoes it).
+        var location: UInt64 {
+            assert(line >= 0 && line < 1 << Self.lineBits, "a line number past what a location holds")
+            return UInt64(fileIndex) << Self.lineBits | UInt64(line)
+        }
+
+        /// Bits of a ``location`` that hold the line (a file of 2^40 lines is past any input).
+        static let lineBits = 40
+
+        /// The file index and line packed in `location`.
+        static func unpacked(_ location: UInt64) -> (fileIndex: Int, line: Int) {
+            (Int(location >> UInt64(lineBits)), Int(location & (1 << UInt64(lineBits) - 1)))
+        }
     }
 
     let files: [String]

@@ -116,9 +116,7 @@ public struct PredicateParser {
         return (path, a.index)
     }
 
-    private func error(_ reason: String) -> ParseError {
-        ParseError(position: i < tokens.count ? tokens[i].1 : (tokens.last?.1 ?? 0), reason: reason)
-    }
+    private func error(_ reason: String) -> ParseError { error(at: i, reason) }
 
     /// An error about the token at `token` (a path named before the token the parser is at).
     private func error(at token: Int, _ reason: String) -> ParseError {

@@ -326,6 +326,31 @@ import Testing
     static let refusalWays: [(mode: ImportMode, oneTransaction: Bool)] =
         [(.incremental, false), (.incremental, true), (.bulk, false)]
 
+    /// Each way of ``refusalWays`` (by index) with batches that hold the whole input, and with
+    /// batches of one.
+    static let waysAndBatches: [(Int, Int)] = [(0, 1000), (1, 1000), (2, 1000), (0, 1), (1, 1), (2, 1)]
+
+    /// The `ImportFailed` that importing `input` into `store` ends with, in way `way` of
+    /// ``refusalWays`` with batches of `batch` (the default when nil); nil, and an issue recorded,
+    /// when it ends otherwise.
+    private func refused(_ store: Store, _ input: String, way: Int, batch: Int? = nil) async -> ImportFailed? {
+        let (mode, oneTransaction) = Self.refusalWays[way]
+        var options = ImportOptions()
+        options.mode = mode
+        if let batch { options.batchSize = batch }
+        if !oneTransaction { options.oneTransactionMaxInputBytes = 0 }
+        let asked = "\(mode), one transaction: \(oneTransaction), batch: \(batch.map(String.init) ?? "default")"
+        do {
+            _ = try await Importer(store: store, options: options).run(files: [input])
+            Issue.record("\(asked): imported, not refused")
+        } catch let failed as ImportFailed {
+            return failed
+        } catch {
+            Issue.record("\(asked): \(error)")
+        }
+        return nil
+    }
+
     /// A link saved after the records (its target came later in the input) that takes the stored
     /// driver `d` to a new license, leaving `l1` without its required driver: the store refuses it
     /// naming `l1` alone; the import names the record of the link, its line and field, what it
@@ -341,20 +366,14 @@ import Testing
                 #"{"entity":"License","number":"l9","driver":{"name":"w"}}"#,
                 #"{"entity":"Driver","name":"w"}"#,
             ], dir, "in.ndjson")
-            var options = ImportOptions()
-            options.mode = mode
-            if !oneTransaction { options.oneTransactionMaxInputBytes = 0 }
-            await #expect("\(mode) \(oneTransaction)") {
-                _ = try await Importer(store: store, options: options).run(files: [input])
-            } throws: { error in
-                guard let failed = error as? ImportFailed, let issue = failed.issues.first else { return false }
-                let writtenBatchByBatch = mode == .incremental && !oneTransaction
-                return issue.file == input && issue.line == 1 && issue.field == "license"
+            let failed = try #require(await refused(store, input, way: way))
+            let issue = try #require(failed.issues.first)
+            let writtenBatchByBatch = mode == .incremental && !oneTransaction
+            #expect(issue.file == input && issue.line == 1 && issue.field == "license"
                     && issue.reason.hasPrefix("requiredRelationship: replacing its license ")
                     && issue.reason.contains("would leave that License without its required driver")
                     && issue.reason.hasSuffix("(its record was written, this link was not)") == writtenBatchByBatch
-                    && (failed.written == 3) == writtenBatchByBatch
-            }
+                    && (failed.written == 3) == writtenBatchByBatch, "\(failed)")
             // `d` keeps `l1` whatever was written.
             let driver = try #require(store.schema.entity(named: "Driver"))
             let license = try #require(driver.relationship(named: "license"))
@@ -404,7 +423,7 @@ import Testing
     /// with batches that hold both; it blamed the first (`driver: a Driver is required`), which
     /// does give a driver. With batches of one, the first license's batch comes before the
     /// second's (written batch by batch, or gathered by a bulk import).
-    @Test(arguments: [(0, 1000), (1, 1000), (2, 1000), (0, 1), (1, 1), (2, 1)])
+    @Test(arguments: waysAndBatches)
     func theRecordTakingAPartnerAnEarlierRecordOfItsBatchGaveIsBlamed(way: Int, batch: Int) async throws {
         let (mode, oneTransaction) = Self.refusalWays[way]
         try await withStore { store, dir in
@@ -413,18 +432,9 @@ import Testing
                 #"{"entity":"Driver","name":"x"}"#,
                 #"{"entity":"License","number":"l6","driver":{"name":"x"}}"#,
             ], dir, "in.ndjson")
-            var options = ImportOptions()
-            options.mode = mode
-            options.batchSize = batch
-            if !oneTransaction { options.oneTransactionMaxInputBytes = 0 }
-            await #expect("\(mode) \(oneTransaction) \(batch)") {
-                _ = try await Importer(store: store, options: options).run(files: [input])
-            } throws: { error in
-                guard let issue = (error as? ImportFailed)?.issues.first else { return false }
-                return issue.line == 3 && issue.field == "driver"
-                    && issue.reason.hasPrefix("requiredRelationship: Driver ")
-                    && issue.reason.contains("is already the driver of License")
-            }
+            let issue = try #require(await refused(store, input, way: way, batch: batch)?.issues.first)
+            #expect(issue.line == 3 && issue.field == "driver" && issue.reason.hasPrefix("requiredRelationship: Driver ")
+                    && issue.reason.contains("is already the driver of License"), "\(issue)")
             // Written batch by batch, the driver and the first license went in before.
             let written = mode == .incremental && !oneTransaction && batch == 1
             #expect(try store.lastTransactionID == (written ? TransactionID(2) : .zero))
@@ -434,9 +444,8 @@ import Testing
     /// The license `l4` given to `x` moves on to `y` before `l5` takes `x` and `l6` takes it from
     /// `l5`: the record blamed is `l6`'s, which takes the partner `l5` has at that point; `l4`'s,
     /// which linked `x` before `l5` had it, is not, in every way and batch size.
-    @Test(arguments: [(0, 1000), (1, 1000), (2, 1000), (0, 1), (1, 1), (2, 1)])
+    @Test(arguments: waysAndBatches)
     func onlyATakeOfThePartnerTheObjectHasThenIsBlamed(way: Int, batch: Int) async throws {
-        let (mode, oneTransaction) = Self.refusalWays[way]
         try await withStore { store, dir in
             let input = try write([
                 #"{"entity":"Driver","name":"x"}"#,
@@ -445,16 +454,9 @@ import Testing
                 #"{"entity":"License","number":"l5","driver":{"name":"x"}}"#,
                 #"{"entity":"License","number":"l6","driver":{"name":"x"}}"#,
             ], dir, "in.ndjson")
-            var options = ImportOptions()
-            options.mode = mode
-            options.batchSize = batch
-            if !oneTransaction { options.oneTransactionMaxInputBytes = 0 }
-            await #expect("\(mode) \(oneTransaction) \(batch)") {
-                _ = try await Importer(store: store, options: options).run(files: [input])
-            } throws: { error in
-                guard let issue = (error as? ImportFailed)?.issues.first else { return false }
-                return issue.line == 5 && issue.field == "driver" && issue.reason.contains("is already the driver of")
-            }
+            let issue = try #require(await refused(store, input, way: way, batch: batch)?.issues.first)
+            #expect(issue.line == 5 && issue.field == "driver" && issue.reason.contains("is already the driver of"),
+                    "\(issue)")
         }
     }
 
@@ -463,9 +465,8 @@ import Testing
     /// nothing (`l1` is no longer `d`'s). The record blamed is `f`'s, in every way and batch size,
     /// the partner read from the state the links were refused in, not from the store before the
     /// import.
-    @Test(arguments: [(0, 1000), (1, 1000), (2, 1000), (0, 1), (1, 1), (2, 1)])
+    @Test(arguments: waysAndBatches)
     func aDeferredLinkIsJudgedByThePartnerTheImportLeft(way: Int, batch: Int) async throws {
-        let (mode, oneTransaction) = Self.refusalWays[way]
         try await withStore { store, dir in
             try await driversAndLicenses(store, dir)
             let input = try write([
@@ -477,16 +478,9 @@ import Testing
                 #"{"entity":"License","number":"l8","driver":{"name":"h"}}"#,
                 #"{"entity":"Driver","name":"h"}"#,
             ], dir, "in.ndjson")
-            var options = ImportOptions()
-            options.mode = mode
-            options.batchSize = batch
-            if !oneTransaction { options.oneTransactionMaxInputBytes = 0 }
-            await #expect("\(mode) \(oneTransaction) \(batch)") {
-                _ = try await Importer(store: store, options: options).run(files: [input])
-            } throws: { error in
-                guard let issue = (error as? ImportFailed)?.issues.first else { return false }
-                return issue.line == 2 && issue.field == "license" && issue.reason.contains("replacing its license")
-            }
+            let issue = try #require(await refused(store, input, way: way, batch: batch)?.issues.first)
+            #expect(issue.line == 2 && issue.field == "license" && issue.reason.contains("replacing its license"),
+                    "\(issue)")
         }
     }
 }
