@@ -62,30 +62,46 @@ public struct PredicateParser {
     /// through to-one relationships (`album.title`, `album.artist.name`): objects are sorted by
     /// the attribute of the object the path leads to, those whose path ends at no object first.
     public static func parseSort(_ text: String, entity: EntityDescription, schema: Schema?) throws -> [SortKey] {
-        try text.split(separator: ",", omittingEmptySubsequences: false).map { part in
+        // Each key's errors point at it: `at` counts characters (Unicode scalars, as the filter's
+        // positions do) from the start of the text to where the key's name begins.
+        var at = 0
+        return try text.split(separator: ",", omittingEmptySubsequences: false).map { part in
+            let partStart = at
+            at += part.unicodeScalars.count + 1
+            let leading = part.unicodeScalars.prefix { $0.properties.isWhitespace }.count
             let s = part.trimmingCharacters(in: .whitespaces)
             guard !s.isEmpty, s != "-" else {
-                throw ParseError(position: 0,
+                throw ParseError(position: partStart + leading,
                                  reason: "an empty sort attribute (write names separated by commas, e.g. title,-year)")
             }
             let descending = s.hasPrefix("-")
             let name = descending ? String(s.dropFirst()) : s
+            let nameStart = partStart + leading + (descending ? 1 : 0)
             if name.hasPrefix("count("), name.hasSuffix(")") {
                 let inner = String(name.dropFirst(6).dropLast())
                 guard let r = entity.relationship(named: inner), r.isToMany else {
-                    throw ParseError(position: 0, reason: "'\(EchoedText.shown(inner))' is not a to-many relationship of " +
-                                                          "\(entity.name) (count(rel) sorts by a to-many's number of targets)")
+                    throw ParseError(position: nameStart + 6,
+                                     reason: "'\(EchoedText.shown(inner))' is not a to-many relationship of " +
+                                             "\(entity.name) (count(rel) sorts by a to-many's number of targets)")
                 }
                 return SortKey(countOf: r.tag, ascending: !descending)
             }
-            let (path, attribute) = try parseAttributePath(name, entity: entity, schema: schema, use: "sort")
-            return SortKey(path: path, attribute: attribute, ascending: !descending)
+            do {
+                let (path, attribute) = try parseAttributePath(name, entity: entity, schema: schema, use: "sort")
+                return SortKey(path: path, attribute: attribute, ascending: !descending)
+            } catch let e as ParseError {
+                // `title desc` (SQL's way) reads as one unknown name: say how descending is written.
+                let hint = name.unicodeScalars.contains { $0.properties.isWhitespace }
+                    ? " (a '-' before a name sorts descending: -title)" : ""
+                throw ParseError(position: nameStart + e.position, reason: e.reason + hint)
+            }
         }
     }
 
     /// An attribute of `entity` (`title`), or a path through to-one relationships to an attribute
     /// of the object it leads to (`album.artist.name`): the relationships' tags and the
-    /// attribute's index. `use` names what the path is for in the errors (`sort`, `group-by`).
+    /// attribute's index. `use` names what the path is for in the errors (`sort`, `group-by`),
+    /// whose positions count characters from the start of `name` to the step they are about.
     public static func parseAttributePath(_ name: String, entity: EntityDescription, schema: Schema?,
                                           use: String) throws -> (path: [UInt16], attribute: Int) {
         var steps = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
@@ -96,21 +112,23 @@ public struct PredicateParser {
         }
         var at = entity
         var path: [UInt16] = []
+        var stepStart = 0
         for step in steps {
             guard let schema else {
                 throw ParseError(position: 0, reason: "a \(use) path ('\(EchoedText.shown(name))') needs the schema")
             }
             guard let r = at.relationship(named: step), !r.isToMany,
                   let next = schema.entity(named: r.destination) else {
-                throw ParseError(position: 0,
+                throw ParseError(position: stepStart,
                                  reason: "'\(EchoedText.shown(step))' is not a to-one relationship of \(at.name) " +
                                          "(a \(use) path follows to-one relationships to an attribute)")
             }
             path.append(r.tag)
             at = next
+            stepStart += step.unicodeScalars.count + 1
         }
         guard let a = at.attribute(named: last) else {
-            throw ParseError(position: 0,
+            throw ParseError(position: stepStart,
                              reason: "unknown \(use) attribute '\(EchoedText.shown(String(last)))' of \(at.name)")
         }
         return (path, a.index)

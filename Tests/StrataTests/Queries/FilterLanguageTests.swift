@@ -210,6 +210,28 @@ import Testing
         }
     }
 
+    /// A sort key's error points at that key (and at the step of its path), not at the start of
+    /// the list; SQL's `title desc` is answered with how descending is written.
+    @Test func sortErrorsPointAtTheirKey() throws {
+        let track = try #require(schema.entity(named: "Track"))
+        for (text, expected) in [("title,nope", "at character 7: unknown sort attribute 'nope' of Track"),
+                                 ("title, -nope", "at character 9: unknown sort attribute 'nope' of Track"),
+                                 ("title,album.nope", "at character 13: unknown sort attribute 'nope' of Album"),
+                                 ("-title,album.artist.x", "at character 21: unknown sort attribute 'x' of Artist"),
+                                 ("title,genre.tracks.name", "at character 13: 'tracks' is not a to-one relationship of Genre"),
+                                 ("ü,title,,year", "at character 1: unknown sort attribute 'ü' of Track"),
+                                 ("title,,year", "at character 7: an empty sort attribute"),
+                                 ("title,count(album)", "at character 13: 'album' is not a to-many relationship of Track"),
+                                 ("title desc", "at character 1: unknown sort attribute 'title desc' of Track (a '-' before a name sorts descending: -title)")] {
+            do {
+                _ = try PredicateParser.parseSort(text, entity: track, schema: schema)
+                Issue.record("\(text) parsed")
+            } catch let e as PredicateParser.ParseError {
+                #expect(e.description.hasPrefix(expected), "\(text): \(e)")
+            }
+        }
+    }
+
     /// A sort through to-one relationships: by the target's attribute, objects without a target
     /// first (ascending) or last (descending), ties by id; the same in the typed API, over a
     /// child's pending changes too.
