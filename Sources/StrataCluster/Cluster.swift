@@ -216,32 +216,63 @@ public enum Cluster {
     }
 
     /// Removes the row of replica `name` from `strata_replicas` (what `cluster status` lists), for a
-    /// replica that is gone: its name is free for a new one. A replica of that name still running
-    /// writes its row again at its next report. Returns the row removed.
+    /// replica that is gone: its name is free for a new one. Returns the row removed.
+    ///
+    /// A replica reports at least every second while it follows the cluster (or every poll
+    /// interval, if that is longer), and once more when it closes; a running one would write its
+    /// row again at its next report. So a row seen in the last ``recentlySeenSeconds`` is left
+    /// alone unless `force` is given: stop that replica first (or wait), and forget it then.
     ///
     /// - Throws: ``ClusterError`` (``ClusterError/Kind/noSuchReplica``) when no replica goes by
-    ///   that name.
+    ///   that name; (``ClusterError/Kind/replicaActive``) when it was seen too recently and
+    ///   `force` is false.
     @discardableResult
-    public static func forget(replica name: String, address: ClusterAddress) async throws -> ClusterStatus.Replica {
+    public static func forget(replica name: String, address: ClusterAddress,
+                              force: Bool = false) async throws -> ClusterStatus.Replica {
         let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
         defer { session.close() }
-        let removed = try await offPool("forget") { () throws -> ClusterStatus.Replica? in
+        let recent = force ? -1.0 : recentlySeenSeconds
+        // One statement: the row goes only if it was not seen within `recent` seconds; either way
+        // it comes back, with whether it went.
+        let outcome = try await offPool("forget") { () throws -> (ClusterStatus.Replica, Bool)? in
             _ = try readCluster(session)
             return try mappingFailures(session, "removing a replica's row") {
                 try session.run("""
-                    DELETE FROM strata_replicas WHERE name = \(name)
-                    RETURNING name, applied, host, pid, extract(epoch FROM now() - last_seen)::float8
-                    """).first.map(replica)
+                    WITH found AS (
+                        SELECT name, applied, host, pid, extract(epoch FROM now() - last_seen)::float8 AS age
+                        FROM strata_replicas WHERE name = \(name) FOR UPDATE),
+                    gone AS (
+                        DELETE FROM strata_replicas r USING found
+                        WHERE r.name = found.name AND found.age >= \(recent) RETURNING r.name)
+                    SELECT found.name, found.applied, found.host, found.pid, found.age, EXISTS (SELECT 1 FROM gone)
+                    FROM found
+                    """).first.map { row -> (ClusterStatus.Replica, Bool) in
+                        let (n, applied, host, pid, age, removed) =
+                            try row.decode((String, Int64, String, Int32, Double, Bool).self)
+                        return (ClusterStatus.Replica(name: n, applied: UInt64(clamping: applied), host: host,
+                                                      processID: pid, secondsSinceSeen: age), removed)
+                    }
             }
         }
-        guard let removed else {
+        guard let (row, removed) = outcome else {
             throw ClusterError(.noSuchReplica, """
                 no replica named \(ClusterReplica.shownName(name)) is in the cluster at \(address) (`cluster status \
                 --json` lists the names)
                 """)
         }
-        return removed
+        guard removed else {
+            throw ClusterError(.replicaActive, """
+                replica \(ClusterReplica.shownName(name)) was seen \(String(format: "%.1f", max(0, row.secondsSinceSeen))) s \
+                ago (process \(row.processID) on \(EchoedText.shown(row.host))): a running replica writes its row again; \
+                stop it and try again once it has not been seen for \(Int(recentlySeenSeconds)) s, or give --force
+                """)
+        }
+        return row
     }
+
+    /// How recently a replica may have been seen for ``forget(replica:address:force:)`` to leave it
+    /// alone without `force`: ten of a following replica's one-second reports.
+    public static let recentlySeenSeconds = 10.0
 
     /// The row of replica `name`, if any.
     static func replicaRow(_ session: PostgresSession, named name: String) throws -> ClusterStatus.Replica? {

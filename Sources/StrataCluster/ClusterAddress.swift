@@ -148,6 +148,9 @@ public struct ClusterError: Error, Sendable, Equatable, CustomStringConvertible 
         case nameTaken
         /// No replica of that name is in the cluster (``Cluster/forget(replica:address:)``).
         case noSuchReplica
+        /// ``Cluster/forget(replica:address:force:)`` of a replica seen in the last
+        /// ``Cluster/recentlySeenSeconds``: it may be running, and would write its row again.
+        case replicaActive
         /// A snapshot is missing, incomplete or fails its checksum.
         case badSnapshot
         /// The replica's machine went down while the replica was open with relaxed durability and

@@ -139,7 +139,8 @@ struct ClusterForgetCommand: AsyncParsableCommand {
         abstract: "Remove a replica that is gone from the cluster's status; its name is free for a new one.",
         discussion: """
         NAME is as `cluster status` lists it. Only the row goes: a replica of that name still running \
-        writes it again at its next report. Refuses (exit 66) a name no replica goes by.
+        writes it again at its next report, so a replica seen in the last 10 s is refused (exit 75) \
+        unless --force is given. Refuses (exit 66) a name no replica goes by.
 
         Example:
           STRATA_POSTGRES_URL=postgres://strata@db.internal/library storectl cluster forget old-host:/srv/library.strata
@@ -150,11 +151,13 @@ struct ClusterForgetCommand: AsyncParsableCommand {
     var name: String
     @OptionGroup var connection: PostgresOption
     @Flag(help: "Print the removed row as JSON.") var json = false
+    @Flag(help: "Remove the row even if the replica was seen in the last 10 s (it may be running).")
+    var force = false
 
     func run() async throws {
         let address = try connection.address()
         let removed: ClusterStatus.Replica
-        do { removed = try await Cluster.forget(replica: name, address: address) } catch { throw failure(error) }
+        do { removed = try await Cluster.forget(replica: name, address: address, force: force) } catch { throw failure(error) }
         if json {
             printJSON(.object(replicaFields(removed, nameKey: "forgot")))
         } else {

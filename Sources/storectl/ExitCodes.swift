@@ -41,7 +41,7 @@ enum Exit {
         case let e as ClusterError:
             switch e.kind {
             case .badAddress, .badArgument: return usage
-            case .unavailable: return tempFailure
+            case .unavailable, .replicaActive: return tempFailure
             case .noCluster, .wrongStore, .noSuchReplica: return noInput
             case .clusterExists, .storeExists, .nameTaken, .refused: return cannotCreate
             case .badSnapshot, .mustRejoin: return dataError

@@ -343,6 +343,32 @@ import Testing
         }
     }
 
+    /// `forget` leaves a running replica's row alone (it reports every second and would write it
+    /// again) unless forced; a replica not seen for longer than ``Cluster/recentlySeenSeconds``
+    /// is forgotten, and its name is then free. It removed a running replica's row, which came
+    /// back a second later.
+    @Test func forgettingARunningReplicaIsRefusedUnlessForced() async throws {
+        try await withCluster(replicas: 2) { c in
+            let (a, b) = (c.replicas[0], c.replicas[1])
+            await #expect { try await Cluster.forget(replica: a.name, address: c.address) } throws: { error in
+                (error as? ClusterError)?.kind == .replicaActive
+            }
+            #expect(try await b.status().replicas.contains { $0.name == a.name })
+            let forced = try await Cluster.forget(replica: a.name, address: c.address, force: true)
+            #expect(forced.name == a.name)
+            // B's row, its last report made to look a minute old, is removed without force.
+            let session = PostgresSession(address: c.address, logger: Logger(label: "test"))
+            defer { session.close() }
+            await b.close()
+            _ = try session.run("UPDATE strata_replicas SET last_seen = now() - interval '1 minute'")
+            let old = try await Cluster.forget(replica: b.name, address: c.address)
+            #expect(old.name == b.name && old.secondsSinceSeen >= 60)
+            await #expect { try await Cluster.forget(replica: b.name, address: c.address) } throws: { error in
+                (error as? ClusterError)?.kind == .noSuchReplica
+            }
+        }
+    }
+
     /// A compaction elsewhere publishes a newer snapshot and trims the log behind it while a join
     /// downloads the one before (made here to happen right after the download): the join makes
     /// the replica again from the newer snapshot, which then catches up; it failed as behind the
