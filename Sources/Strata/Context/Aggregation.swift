@@ -147,9 +147,11 @@ struct Aggregation {
             self.entity = entity
         }
 
-        /// The slot of the group with key `v`, made when new.
+        /// The slot of the group with key `v`, made when new. 0.0 and -0.0 are one key (they
+        /// compare equal), shown as 0.0 whichever came first.
         func slot(_ v: Value) -> Int {
             if let s = slots[v] { return s }
+            if case .double(let d) = v, d == 0 { return add(.double(0)) }
             return add(v)
         }
 
@@ -177,7 +179,11 @@ struct Aggregation {
         }
         if functions.isEmpty, case .all = predicate, case .attribute(let path, let a)? = key, path.isEmpty,
            a >= 0, a < entity.attributes.count, let counts = try source.valueCounts(entity, a) {
-            return counts.map { AggregateRow(group: $0.value, count: $0.count, values: []) }
+            return counts.map { c in
+                // 0.0 and -0.0 count as one value (see ``Groups/slot(_:)``), shown as 0.0.
+                let group: Value = if case .double(let d) = c.value, d == 0 { .double(0) } else { c.value }
+                return AggregateRow(group: group, count: c.count, values: [])
+            }
                 .sorted { Value.compare($0.group, $1.group) < 0 }
         }
         let groups = Groups(functions, entity)

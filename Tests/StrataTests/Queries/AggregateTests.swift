@@ -283,4 +283,30 @@ import Testing
         let quarter = try #require(Decimal(string: "25000000000000000000000000000000000000"))
         #expect(mean.first?.values == [.decimal(quarter)], "\(mean)")
     }
+
+    /// 0.0 and -0.0 compare equal, so they are one group, shown as 0.0 whichever object came first,
+    /// with or without an index on the attribute (the group took the first object's sign: -0.0).
+    @Test(arguments: [false, true])
+    func zeroAndNegativeZeroAreOneGroupShownAsZero(indexed: Bool) async throws {
+        let schemaText = #"""
+        {"model":"m","version":1,"entities":[{"name":"R","attributes":[{"name":"k","type":"string"},
+         {"name":"d","type":"double"}],"uniques":[["k"]],"indexes":\#(indexed ? #"[["d"]]"# : "[]")}]}
+        """#
+        let schema = try Schema.parse(Array(schemaText.utf8), source: "v1.json", expectedVersion: 1)
+        let store = try Store.temporary(schema: schema)
+        defer { store.close() }
+        let dir = temporaryDirectory("aggregate-zero")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let lines = [#"{"entity":"R","k":"a","d":-0.0}"#, #"{"entity":"R","k":"b","d":0.0}"#,
+                     #"{"entity":"R","k":"c","d":-0.0}"#, #"{"entity":"R","k":"e","d":-1.5}"#]
+        _ = try await Importer(store: store).run(files: [try writeInput(lines, in: dir)])
+        // Counts alone (read from the index when there is one) and with a sum (every object read).
+        for functions in [[], [AggregateFunction.sum(attribute: 1)]] {
+            let rows = try store.mainContext.aggregate(Query(entity: "R"), groupedBy: .attribute(path: [], attribute: 1),
+                                                       functions)
+            #expect(rows.map(\.group) == [.double(-1.5), .double(0)] && rows.map(\.count) == [1, 3], "\(rows)")
+            guard case .double(let zero)? = rows.last?.group else { continue }
+            #expect(zero.sign == .plus, "\(rows)")
+        }
+    }
 }
