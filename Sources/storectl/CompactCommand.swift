@@ -100,15 +100,14 @@ struct CompactCommand: AsyncParsableCommand {
                 let chosen = try resolveHorizon(store)
                 report = try await store.compact(horizon: chosen, dryRun: dryRun) { p in
                     if terminal {
-                        FileHandle.standardError.write(
-                            Data("\r\(p.phase.rawValue)… \(p.done > 0 ? String(p.done) : "")\u{1B}[K".utf8))
+                        StandardStreams.writeError("\r\(p.phase.rawValue)… \(p.done > 0 ? String(p.done) : "")\u{1B}[K")
                     }
                 }
             } catch StrataError.storeBusy(_, let pids) where wait {
                 try await waitFor(pids)
             } catch { throw failure(error) }
         }
-        if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
+        if terminal { StandardStreams.writeError("\n") }
         guard let r = report else { return }
         if json {
             printJSON(.object([("dryRun", .bool(r.dryRun)), ("horizon", .int(Int64(r.horizon.rawValue))),

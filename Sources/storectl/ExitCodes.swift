@@ -89,7 +89,7 @@ func failure(_ error: Error, context: String? = nil) -> ExitCode {
         ? text.split(separator: "\n", omittingEmptySubsequences: false)
             .map { EchoedText.escaped(String($0)) }.joined(separator: "\n")
         : EchoedText.escaped(text)
-    FileHandle.standardError.write(Data("storectl: error: \(shown)\n".utf8))
+    StandardStreams.writeError("storectl: error: \(shown)\n")
     return ExitCode(Exit.code(for: error))
 }
 
@@ -126,7 +126,7 @@ func unknownEntity(_ name: String, in schema: Schema) -> CLIError {
 
 /// Prints one line to stderr.
 func note(_ text: String) {
-    FileHandle.standardError.write(Data((text + "\n").utf8))
+    StandardStreams.writeError(text + "\n")
 }
 
 /// Prints a JSON document on one line to stdout.

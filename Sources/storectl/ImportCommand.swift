@@ -231,9 +231,8 @@ final class ProgressBar: Sendable {
         let text = "\(p.phase.rawValue): \(count), \(Int(p.recordsPerSecond))/s, \(pct)%\(eta)"
         if terminal {
             let filled = pct * 30 / 100
-            FileHandle.standardError.write(Data(("\r[" + String(repeating: "#", count: filled)
-                                                 + String(repeating: ".", count: 30 - filled) + "] " + text
-                                                 + "\u{1B}[K").utf8))
+            StandardStreams.writeError("\r[" + String(repeating: "#", count: filled)
+                                       + String(repeating: ".", count: 30 - filled) + "] " + text + "\u{1B}[K")
         } else {
             let now = ContinuousClock.now
             let due = lastLine.withLock { last -> Bool in
@@ -246,7 +245,7 @@ final class ProgressBar: Sendable {
     }
 
     func finish() {
-        if !quiet && terminal { FileHandle.standardError.write(Data("\n".utf8)) }
+        if !quiet && terminal { StandardStreams.writeError("\n") }
     }
 }
 

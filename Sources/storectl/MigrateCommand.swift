@@ -112,8 +112,7 @@ struct MigrateCommand: AsyncParsableCommand {
         let report: MigrationReport
         let show: @Sendable (MigrationProgress) -> Void = { p in
             if terminal {
-                FileHandle.standardError.write(
-                    Data("\r\(p.phase.rawValue): \(p.done)\(p.total > 0 ? "/\(p.total)" : "")\u{1B}[K".utf8))
+                StandardStreams.writeError("\r\(p.phase.rawValue): \(p.done)\(p.total > 0 ? "/\(p.total)" : "")\u{1B}[K")
             }
         }
         do {
@@ -151,7 +150,7 @@ struct MigrateCommand: AsyncParsableCommand {
                 report = try await Store.migrate(at: target.url, schemas: schemas, registry: libraryMigrations,
                                                  dryRun: dryRun, configuration: target.configuration, progress: show)
             }
-            if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
+            if terminal { StandardStreams.writeError("\n") }
         } catch { throw failure(error) }
         if json {
             printJSON(.object([

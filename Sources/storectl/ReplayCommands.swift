@@ -186,10 +186,10 @@ struct VerifyCommand: AsyncParsableCommand {
         do {
             report = try store.verify(rebuild: rebuild) { p in
                 if terminal {
-                    FileHandle.standardError.write(Data("\r\(p.phase.rawValue): \(p.done)/\(p.total)\u{1B}[K".utf8))
+                    StandardStreams.writeError("\r\(p.phase.rawValue): \(p.done)/\(p.total)\u{1B}[K")
                 }
             }
-            if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
+            if terminal { StandardStreams.writeError("\n") }
         } catch { throw failure(error) }
         if json {
             printJSON(

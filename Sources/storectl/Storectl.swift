@@ -30,6 +30,16 @@ struct Storectl: AsyncParsableCommand {
         // SIGXFSZ's default action (ending the process) does not happen today either; ignored,
         // it cannot, whichever thread writes.
         signal(SIGXFSZ, SIG_IGN)
+        StandardStreams.reserve()
+        if let bad = StandardStreams.firstArgumentNotUTF8() {
+            StandardStreams.writeError("""
+                storectl: error: argument \(bad.position) ('\(bad.shown)') is not valid UTF-8: storectl reads \
+                paths and values as UTF-8 text, and would name another file; rename the file (or the directory) \
+                to a UTF-8 name
+
+                """)
+            Foundation.exit(Exit.usage)
+        }
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? AsyncParsableCommand {
@@ -53,7 +63,7 @@ struct Storectl: AsyncParsableCommand {
                 } else {
                     shown = escapedLines(full)
                 }
-                FileHandle.standardError.write(Data((shown + "\n").utf8))
+                StandardStreams.writeError(storectlPrefixed(shown) + negativeNumberHint(short) + "\n")
                 Foundation.exit(code.rawValue)
             }
             exit(withError: error)
@@ -77,6 +87,23 @@ struct Storectl: AsyncParsableCommand {
         }
         guard shown.count > parserMessageLimit else { return shown }
         return String(shown.prefix(parserMessageLimit)) + "…(\(message.utf8.count) bytes)"
+    }
+
+    /// The option parser's message with storectl's prefix (`storectl: error: …`, as every other
+    /// error has) instead of its own (`Error: …`).
+    static func storectlPrefixed(_ message: String) -> String {
+        message.hasPrefix("Error: ") ? "storectl: error: " + message.dropFirst("Error: ".count) : message
+    }
+
+    /// A note for a missing argument or value where one given looks like a negative number: the
+    /// option parser reads `-1` as an option, so `show STORE -1` said the transaction was missing.
+    static func negativeNumberHint(_ message: String) -> String {
+        guard message.hasPrefix("Missing expected argument") || message.hasPrefix("Missing value for") else { return "" }
+        guard let negative = CommandLine.arguments.dropFirst().first(where: { a in
+            a.count > 1 && a.hasPrefix("-") && a.dropFirst().allSatisfy { $0.isASCII && ($0.isNumber || $0 == ".") }
+        }) else { return "" }
+        return "\nNote: '\(EchoedText.shown(negative))' is read as an option, not a value: no value storectl " +
+            "takes there is negative"
     }
 
     /// The longest parser message printed whole, in characters.

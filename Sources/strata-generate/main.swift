@@ -22,10 +22,20 @@ struct SplitMix64: RandomNumberGenerator {
     }
 }
 
+/// Writes `text` to standard error, ignoring a failure (Foundation's `FileHandle.write` ends the
+/// process on one, so `2>/dev/full` turned every exit code into a crash).
+func writeError(_ text: String) {
+    let bytes = Array(text.utf8)
+    var offset = 0
+    while offset < bytes.count {
+        let n = bytes.withUnsafeBytes { write(2, $0.baseAddress! + offset, $0.count - offset) }
+        if n > 0 { offset += n } else if !(n < 0 && errno == EINTR) { return }
+    }
+}
+
 func usage(_ message: String) -> Never {
-    FileHandle.standardError.write(
-        Data(("strata-generate: \(message)\n"
-              + "usage: strata-generate RECORDS [--seed N] [--output FILE] [--shape library|catalog]\n").utf8))
+    writeError("strata-generate: \(message)\n"
+              + "usage: strata-generate RECORDS [--seed N] [--output FILE] [--shape library|catalog]\n")
     exit(64)
 }
 
@@ -121,8 +131,7 @@ if let output {
     let written = special ? output : target + ".partial-\(getpid())"
     let fd = open(written, O_WRONLY | O_CREAT | (special ? O_TRUNC : O_EXCL) | O_CLOEXEC, 0o644)
     guard fd >= 0 else {
-        FileHandle.standardError.write(
-            Data("strata-generate: cannot create \(written): \(String(cString: strerror(errno)))\n".utf8))
+        writeError("strata-generate: cannot create \(written): \(String(cString: strerror(errno)))\n")
         exit(73)
     }
     if !special { staging = (written, target) }
@@ -134,7 +143,7 @@ if let output {
 /// Ends the tool with `code` after a failure, removing the file written aside.
 func fail(_ message: String, _ code: Int32) -> Never {
     if let staging { unlink(staging.written) }
-    FileHandle.standardError.write(Data("strata-generate: \(message)\n".utf8))
+    writeError("strata-generate: \(message)\n")
     exit(code)
 }
 nonisolated(unsafe) var buffer = ""  // single-threaded tool: only the main thread touches it

@@ -45,8 +45,11 @@ public enum ValueConversion {
             }
             return .date(d)
         case (.bytes, .string(let s)):
-            guard let d = Data(base64Encoded: s) else { throw Failure(reason: "not valid base64") }
-            return .bytes(Array(d))
+            guard let d = Base64.decode(s) else {
+                throw Failure(reason: "not valid base64 (the standard alphabet, padded with '=' to a multiple of " +
+                                      "4 characters, as an export writes it)")
+            }
+            return .bytes(d)
         case (.uuid, .string(let s)):
             guard let u = FastParse.uuid(s) ?? UUID(uuidString: s) else {
                 throw Failure(reason: "'\(EchoedText.shown(s))' is not a UUID")

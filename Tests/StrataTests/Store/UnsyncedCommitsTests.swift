@@ -86,7 +86,7 @@ import Testing
         _ = try await store.save { c in for i in 0..<2_000 { c.insert(Genre(name: "genre \(i)")) } }
         store.close()
         try plantMarker(dir, bootID: otherBoot, pid: 4242)
-        let data = try #require(try FileManager.default.destinationOfSymbolicLink(atPath: dir.path + "/current"))
+        let data = try FileManager.default.destinationOfSymbolicLink(atPath: dir.path + "/current")
         let file = dir.path + "/" + data + "/data.mdb"
         let size = try #require(try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int)
         // Pages of the middle of the file written over (as pages reused by later commits can

@@ -181,4 +181,63 @@ let immutableFilesWork: Bool = {
             #expect(r.stderr.contains("cannot write to standard output"), "\(r.stderr)")
         }
     }
+
+    /// Standard error that cannot be written (`/dev/full`, or closed) changes nothing but the
+    /// message: each command exits with its own code (it ended on SIGILL, exit 132, also after an
+    /// import had committed).
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: "/dev/full"), "needs /dev/full"))
+    func aStandardErrorThatCannotBeWrittenKeepsTheExitCode() async throws {
+        let (dir, store) = try await emptyStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("in.ndjson")
+        try Data("{\"entity\":\"Genre\",\"name\":\"a\"}\n".utf8).write(to: input)
+        for redirect in ["2>/dev/full", "2>&-"] {
+            let missing = try await run("/bin/sh", ["-c", "exec \"$0\" show \"$1\" 99 \(redirect)", storectlPath, store])
+            #expect(missing.status == 66, "\(redirect): \(missing.status)")
+            let imported = try await run("/bin/sh", ["-c", "exec \"$0\" import \"$1\" \"$2\" \(redirect)",
+                                                     storectlPath, store, input.path])
+            #expect(imported.status == 0, "\(redirect): \(imported.status)")
+        }
+        #expect(try await storectl("query", store, "--entity", "Genre", "--count").stdout
+                    .trimmingCharacters(in: .whitespacesAndNewlines) == "1")
+    }
+
+    /// Standard output closed: what the command prints fails as a write to a closed descriptor
+    /// (exit 74, `Bad file descriptor`); no file the command opens takes its number (the first
+    /// one opened did, and the output went into it: `Invalid argument`).
+    @Test func aClosedStandardOutputIsReportedAsOne() async throws {
+        let (dir, store) = try await emptyStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let r = try await run("/bin/sh", ["-c", "exec \"$0\" query \"$1\" --entity Genre --count >&-", storectlPath, store])
+        #expect(r.status == 74 && r.stderr.contains("cannot write to standard output: Bad file descriptor"),
+                "\(r.status): \(r.stderr)")
+    }
+
+    /// An argument that is not valid UTF-8 is refused (exit 64, naming it with its bytes escaped)
+    /// before anything runs: it was read with U+FFFD in place of the bad byte, and `export
+    /// --output` replaced a file of that other name.
+    @Test func anArgumentThatIsNotUTF8IsRefused() async throws {
+        let (dir, store) = try await emptyStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let other = dir.appendingPathComponent("out\u{FFFD}.ndjson")
+        try Data("precious\n".utf8).write(to: other)
+        let r = try await run("/bin/sh", ["-c", "cd \"$1\" && exec \"$0\" export \"$2\" --entity Genre --output \"$(printf 'out\\377.ndjson')\"",
+                                          storectlPath, dir.path, store])
+        #expect(r.status == 64 && r.stderr.contains("argument 6 ('out\\xff.ndjson') is not valid UTF-8"), "\(r.status): \(r.stderr)")
+        #expect(try String(contentsOf: other, encoding: .utf8) == "precious\n")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() == ["out\u{FFFD}.ndjson", "store"])
+    }
+
+    /// The option parser's errors carry storectl's prefix; a negative number where a value or an
+    /// argument is missing is named as what the parser took for an option (`show STORE -1` said
+    /// only that the transaction was missing).
+    @Test func parserErrorsArePrefixedAndANegativeNumberIsExplained() async throws {
+        let (dir, store) = try await emptyStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let r = try await storectl("show", store, "-1")
+        #expect(r.status == 64 && r.stderr.hasPrefix("storectl: error: Missing expected argument")
+                && r.stderr.contains("'-1' is read as an option"), "\(r.stderr)")
+        let batch = try await storectl("import", store, "in.ndjson", "--batch", "0")
+        #expect(batch.status == 64 && batch.stderr.hasPrefix("storectl: error: --batch must be"), "\(batch.stderr)")
+    }
 }

@@ -1,0 +1,64 @@
+import Foundation
+
+/// storectl's three standard descriptors, checked before anything else runs, writes to standard
+/// error that cannot end the command, and its arguments' encoding.
+enum StandardStreams {
+    /// Opens `/dev/null` read-only on each of descriptors 0, 1 and 2 that is closed, so that no
+    /// file the command opens (a store's, an event loop's descriptor) takes their place and
+    /// receives what is printed: with standard output closed, the first descriptor opened became
+    /// number 1, and the command failed writing into it. A write to the descriptor reserved
+    /// fails (`EBADF`) as it did to the closed one, which the command's end reports (exit 74).
+    static func reserve() {
+        for fd: Int32 in 0...2 where fcntl(fd, F_GETFD) == -1 && errno == EBADF {
+            // The lowest free descriptor: `fd` itself, the ones below it being open by now.
+            let opened = open("/dev/null", O_RDONLY)
+            if opened >= 0 && opened != fd { close(opened) }
+        }
+    }
+
+    /// Writes `text` to standard error. A failure is ignored: there is nowhere left to report it,
+    /// and the command's exit code already tells what happened (Foundation's
+    /// `FileHandle.write` ends the process on a failed write: `2>/dev/full` made every error
+    /// exit 132 instead of its code, and a committed import look failed).
+    static func writeError(_ text: String) {
+        var bytes = Array(text.utf8)
+        bytes.withUnsafeMutableBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let n = write(2, buffer.baseAddress! + offset, buffer.count - offset)
+                if n > 0 {
+                    offset += n
+                } else if n < 0 && errno == EINTR {
+                    continue
+                } else {
+                    return
+                }
+            }
+        }
+    }
+
+    /// The position (from 1) and bytes shown escaped of the first argument that is not valid
+    /// UTF-8, if any. Swift reads such an argument with U+FFFD in place of the bad bytes: a path
+    /// given so named another file (an export replaced it), so storectl refuses it instead.
+    static func firstArgumentNotUTF8() -> (position: Int, shown: String)? {
+        for i in 1..<Int(CommandLine.argc) {
+            guard let pointer = CommandLine.unsafeArgv[i] else { continue }
+            guard String(validatingCString: pointer) == nil else { continue }
+            let length = strlen(pointer)
+            let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self),
+                                            count: length)
+            var shown = ""
+            for b in bytes.prefix(96) {
+                shown += b >= 0x20 && b < 0x7F && b != 0x5C ? String(UnicodeScalar(b))
+                    : "\\x" + String(b, radix: 16, uppercase: false).leftPadded(to: 2)
+            }
+            if bytes.count > 96 { shown += "…(\(bytes.count) bytes)" }
+            return (i, shown)
+        }
+        return nil
+    }
+}
+
+private extension String {
+    func leftPadded(to width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
+}
