@@ -19,7 +19,9 @@ struct ExportCommand: AsyncParsableCommand {
     @OptionGroup var target: StoreArgument
     @Option(help: ArgumentHelp("Entity to export.", valueName: "name")) var entity: String
     @Option(help: "ndjson or csv.") var format = "ndjson"
-    @Option(help: ArgumentHelp("File to write (default: stdout).", valueName: "file")) var output: String?
+    @Option(help: ArgumentHelp("File to write (default, or -: stdout). A file that exists is replaced whole, "
+                               + "keeping its permissions.", valueName: "file"))
+    var output: String?
     @Option(name: .customLong("where"), help: ArgumentHelp("Filter (see `storectl query --help`).", valueName: "expr"))
     var filter: String?
 
@@ -28,6 +30,8 @@ struct ExportCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // `-` is standard output, as for most tools that write a file.
+        let output = self.output == "-" ? nil : self.output
         // Before anything is opened or created: an output inside the store would destroy it.
         if let output {
             do {
@@ -110,15 +114,26 @@ final class OutputSink {
             }
             Self.removeLeftovers(of: path)
             let tmp = path + ".partial-\(getpid())"
-            guard FileManager.default.createFile(atPath: tmp, contents: nil) else {
+            // A file replaced keeps its permissions (and, where the process may, its owner), as
+            // `>` would: a private file did not stay private, renamed over by one of the umask's
+            // mode. Made with them from the start, so the partial file is no more readable.
+            let existing: stat? = stat(path, &st) == 0 && st.st_mode & S_IFMT == S_IFREG ? st : nil
+            let mode = existing.map { $0.st_mode & 0o7777 } ?? 0o666
+            let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+            guard fd >= 0 else {
                 throw CLIError("cannot create \(tmp): \(String(cString: strerror(errno)))", code: Exit.cannotCreate)
             }
-            do {
-                handle = try FileHandle(forWritingTo: URL(fileURLWithPath: tmp))
-            } catch {
-                unlink(tmp)
-                throw CLIError("cannot open \(tmp): \(error.localizedDescription)", code: Exit.cannotCreate)
+            if let existing {
+                // The umask took bits off at open: the old file's mode exactly.
+                _ = fchown(fd, existing.st_uid, existing.st_gid)
+                guard fchmod(fd, existing.st_mode & 0o7777) == 0 else {
+                    let reason = String(cString: strerror(errno))
+                    Glibc.close(fd)
+                    unlink(tmp)
+                    throw CLIError("cannot set the mode of \(tmp): \(reason)", code: Exit.cannotCreate)
+                }
             }
+            handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
             // Held until the process ends, however it ends: a file nobody holds is a leftover.
             _ = flock(handle.fileDescriptor, LOCK_EX | LOCK_NB)
             temporary = tmp

@@ -16,10 +16,11 @@ struct GenerateCommand: AsyncParsableCommand {
     @Option(
         help: ArgumentHelp("Model directory with v1.json … vN.json; the highest version is used.", valueName: "dir"))
     var schema: String
-    @Option(help: ArgumentHelp("File to write (default: stdout).", valueName: "file"))
+    @Option(help: ArgumentHelp("File to write (default, or -: stdout).", valueName: "file"))
     var output: String?
 
     func run() async throws {
+        let output = self.output == "-" ? nil : self.output
         // No store is named, but the file must not land in one (a store directory anywhere
         // above it): refused before the schema is read or anything is created.
         if let output {
@@ -48,10 +49,16 @@ struct GenerateCommand: AsyncParsableCommand {
             // one) is replaced atomically: `.atomic` renames a new file over the path.
             // A symbolic link is written through (the new file renamed over what it points at).
             let special = SymbolicLinks.isSpecial(output)
-            let url = URL(fileURLWithPath: output)
-            try Data(source.utf8).write(
-                to: special ? url : URL(fileURLWithPath: SymbolicLinks.followed(output)),
-                options: special ? [] : .atomic)
+            let path = special ? output : SymbolicLinks.followed(output)
+            // A file replaced keeps its permissions and owner, as `>` would (the new file had the
+            // umask's mode).
+            var st = stat()
+            let existing: stat? = !special && stat(path, &st) == 0 && st.st_mode & S_IFMT == S_IFREG ? st : nil
+            try Data(source.utf8).write(to: URL(fileURLWithPath: path), options: special ? [] : .atomic)
+            if let existing {
+                _ = chown(path, existing.st_uid, existing.st_gid)
+                _ = chmod(path, existing.st_mode & 0o7777)
+            }
         } catch {
             var isDirectory: ObjCBool = false
             let reason = FileManager.default.fileExists(atPath: output, isDirectory: &isDirectory)

@@ -8,8 +8,8 @@ public struct OutputPathRefusal: Error, Sendable, CustomStringConvertible, Equat
     public let path: String
     /// Why the path is refused.
     public let reason: String
-    /// The refusal as `path: reason`.
-    public var description: String { "\(path): \(reason)" }
+    /// The refusal as `path: reason` (`the path is empty …` for an empty one).
+    public var description: String { path.isEmpty ? "the path \(reason)" : "\(path): \(reason)" }
 }
 
 /// The check every file Strata or `storectl` writes on a user's behalf goes through first (an
@@ -33,6 +33,7 @@ public enum OutputPathGuard {
     /// `storeDirectory` (or in any store directory; `storeDirectory` may be nil when no store is
     /// involved, as for generated code).
     public static func check(_ path: String, storeDirectory: String?) throws(OutputPathRefusal) {
+        guard !path.isEmpty else { throw OutputPathRefusal(path: path, reason: "is empty (give a file name)") }
         let store = storeDirectory.flatMap { identity(of: $0) }
         let hops = linkChain(absolute(path))
         for hop in hops {

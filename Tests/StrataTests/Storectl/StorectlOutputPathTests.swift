@@ -325,4 +325,44 @@ import Testing
         #expect(generate.status == 74, "\(generate.status) \(generate.stderr)")
         #expect(generate.stderr.contains("No space left on device") && !generate.stderr.contains("NSCocoaErrorDomain"), "\(generate.stderr)")
     }
+
+    /// A file `export --output` or `generate --output` replaces keeps its mode, also through a
+    /// symbolic link (a 0600 file became 0644, the umask's, readable by everyone); an empty
+    /// `--output` is a usage error (it was an I/O error, exit 73), and `-` is standard output (it
+    /// made a file named `-`).
+    @Test func aReplacedFileKeepsItsModeAndDashIsStandardOutput() async throws {
+        let dir = temporaryDirectory("output-mode")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try await libraryStoreWithTwoGenres(in: dir)
+        func mode(_ path: String) -> mode_t {
+            var st = stat()
+            return stat(path, &st) == 0 ? st.st_mode & 0o7777 : 0
+        }
+        for (i, command) in ["export", "generate"].enumerated() {
+            let target = dir.appendingPathComponent("private-\(i)").path
+            let link = dir.appendingPathComponent("link-\(i)").path
+            #expect(FileManager.default.createFile(atPath: target, contents: Data("old\n".utf8),
+                                                   attributes: [.posixPermissions: 0o600]))
+            try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
+            for path in [target, link] {
+                try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: target)
+                let r = command == "export"
+                    ? try await storectl("export", store, "--entity", "Genre", "--output", path)
+                    : try await storectl("generate", "--schema", librarySchemaDirectory.path, "--output", path)
+                #expect(r.status == 0, "\(command) \(path): \(r.stderr)")
+                #expect(mode(target) == 0o640, "\(command) \(path): \(String(mode(target), radix: 8))")
+                #expect(try String(contentsOfFile: target, encoding: .utf8) != "old\n")
+            }
+        }
+        let empty = try await storectl("export", store, "--entity", "Genre", "--output", "")
+        #expect(empty.status == 64 && empty.stderr.contains("the path is empty"), "\(empty.status) \(empty.stderr)")
+        let before = try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted()
+        for arguments in [["export", store, "--entity", "Genre"], ["generate", "--schema", librarySchemaDirectory.path]] {
+            // Run in `dir`, where a file named `-` would be made.
+            let r = try await run("/bin/sh", ["-c", "cd \"$1\" && shift && exec \"$0\" \"$@\" --output -", storectlPath,
+                                              dir.path] + arguments)
+            #expect(r.status == 0 && !r.stdout.isEmpty, "\(arguments[0]): \(r.stderr)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() == before)
+    }
 }
