@@ -173,9 +173,15 @@ struct ImportCommand: AsyncParsableCommand {
             }
             // An input file that cannot be opened at all is "cannot open input", not bad data.
             let unreadable = failed.issues.allSatisfy { $0.line == 0 && $0.reason.hasPrefix("cannot open") }
+            // A problem with a whole file (line 0: an unknown format, a bad CSV header) is not a
+            // bad record: counted apart.
+            let files = failed.issues.filter { $0.line == 0 }.count
+            let what = [failed.totalIssues - files > 0 ? "\(failed.totalIssues - files) bad record(s)" : nil,
+                        files > 0 ? "\(files) input file(s) that cannot be read as records" : nil]
+                .compactMap { $0 }.joined(separator: " and ")
             note(unreadable ? "storectl: error: cannot open the input; nothing was written"
-                 : failed.written > 0 ? "storectl: error: \(failed.totalIssues) bad record(s); \(failed.writtenNote)"
-                 : "storectl: error: \(failed.totalIssues) bad record(s); nothing was written")
+                 : failed.written > 0 ? "storectl: error: \(what); \(failed.writtenNote)"
+                 : "storectl: error: \(what); nothing was written")
             throw ExitCode(unreadable ? Exit.noInput : Exit.dataError)
         } catch let issue as ImportIssue where issue.file == rejects {
             await reporter.value

@@ -86,8 +86,7 @@ struct LogCommand: AsyncParsableCommand {
         if json {
             printJSON(.object(e.headerJSON() + [("entities", .array(names.map { .string($0) }))]))
         } else {
-            let meta = EchoedText.escaped(
-                e.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+            let meta = metadataText(e.metadata)
             print("\(e.transactionID)\t\(ISO8601.string(from: e.timestamp))\t"
                   + "\(EchoedText.escaped(e.author))\t\(e.changes.count) change(s)\t"
                   + "\(names.joined(separator: ","))\t\(meta)")
@@ -125,8 +124,7 @@ struct ShowCommand: AsyncParsableCommand {
                 .object(entry.headerJSON() + [("list", .array(entry.changes.map { $0.json(schema: store.schema) }))]))
             return
         }
-        let meta = EchoedText.escaped(
-            entry.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+        let meta = metadataText(entry.metadata)
         print("transaction \(entry.transactionID)  \(ISO8601.string(from: entry.timestamp))  by " +
               "\(EchoedText.escaped(entry.author))  \(meta)")
         for c in entry.changes { print("  " + c.text(schema: store.schema)) }
@@ -173,4 +171,15 @@ struct HistoryCommand: AsyncParsableCommand {
             }
         }
     }
+}
+
+/// A transaction's metadata as `log` and `show` print it: `key=value` pairs by key, a key or value
+/// quoted (``EchoedText/quoted(_:cut:)``) when it is empty or holds a space, `=`, `"` or `\`,
+/// so that one pair cannot read as two (`importID=a batch=99` was one value).
+func metadataText(_ metadata: [String: String]) -> String {
+    func part(_ text: String) -> String {
+        text.isEmpty || text.contains(where: { $0.isWhitespace || $0 == "=" || $0 == "\"" || $0 == "\\" })
+            ? EchoedText.quoted(text) : EchoedText.escaped(text)
+    }
+    return metadata.sorted { $0.key < $1.key }.map { "\(part($0.key))=\(part($0.value))" }.joined(separator: " ")
 }

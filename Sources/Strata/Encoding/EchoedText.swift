@@ -36,6 +36,25 @@ public enum EchoedText {
         return out
     }
 
+    /// `text` in double quotes as text output shows a string value: control characters escaped
+    /// as ``escaped(_:)-(String)`` escapes them, and a `"` or `\` inside written `\"` and `\\`, so
+    /// that where the string ends is never in doubt (`s="x" i=5` was one value or two). With
+    /// `cut`, cut as ``shown(_:)`` cuts.
+    public static func quoted(_ text: String, cut: Bool = false) -> String {
+        var out = "\""
+        var count = 0
+        for c in text {
+            if cut && count == maxCharacters { return out + "…(\(text.utf8.count) bytes)\"" }
+            switch c {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            default: append(c, to: &out)
+            }
+            count += 1
+        }
+        return out + "\""
+    }
+
     /// The escaped form of one character (as ``escaped(_:)-(String)`` writes it).
     public static func escaped(_ c: Character) -> String {
         var out = ""

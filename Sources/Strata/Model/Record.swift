@@ -52,6 +52,6 @@ public struct Record: Sendable, Equatable, CustomStringConvertible {
     /// The record as `Entity(id, name: value, …)`, listing the attributes that have a value.
     public var description: String {
         let fields = zip(entity.attributes, values).filter { !$0.1.isNull }.map { "\($0.0.name): \($0.1)" }
-        return "\(entity.name)(\(id), \(fields.joined(separator: ", ")))"
+        return fields.isEmpty ? "\(entity.name)(\(id))" : "\(entity.name)(\(id), \(fields.joined(separator: ", ")))"
     }
 }

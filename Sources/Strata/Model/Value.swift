@@ -42,12 +42,12 @@ public enum Value: Sendable, CustomStringConvertible {
     /// Whether this is ``null`` (no value).
     @inlinable public var isNull: Bool { if case .null = self { true } else { false } }
 
-    /// The value as `storectl` prints it: strings quoted (control characters escaped), dates in ISO 8601, bytes as
-    /// their count, UUIDs in lowercase.
+    /// The value as `storectl` prints it: strings quoted (``EchoedText/quoted(_:cut:)``: control
+    /// characters, `"` and `\` escaped), dates in ISO 8601, bytes as their count, UUIDs in lowercase.
     public var description: String {
         switch self {
         case .null: "null"
-        case .string(let s): "\"\(EchoedText.escaped(s))\""
+        case .string(let s): EchoedText.quoted(s)
         case .int(let v): String(v)
         case .double(let v): String(v)
         case .bool(let v): String(v)
@@ -62,7 +62,7 @@ public enum Value: Sendable, CustomStringConvertible {
     /// cut as ``EchoedText/shown(_:)`` cuts input (`"abc…(500 bytes)"`, the count the string's
     /// own bytes), so that a refusal naming a long key does not echo it whole.
     package var shown: String {
-        if case .string(let s) = self { return "\"\(EchoedText.shown(s))\"" }
+        if case .string(let s) = self { return EchoedText.quoted(s, cut: true) }
         return description
     }
 

@@ -280,8 +280,8 @@ public struct PredicateParser {
                 guard i < tokens.count, case .string(let s) = tokens[i].0,
                       let id = ObjectID(string: s) else { throw error("expected an object id string or null") }
                 guard id.entityTag == destination.tag else {
-                    let named = schema.entity(tag: id.entityTag).map { "a \($0.name)" } ?? "no entity of this schema"
-                    throw error("'\(head)' leads to a \(destination.name); \(id) is the id of \(named)")
+                    let named = schema.entity(tag: id.entityTag).map { "entity \($0.name)" } ?? "no entity of this schema"
+                    throw error("'\(head)' leads to entity \(destination.name); \(id) is an id of \(named)")
                 }
                 i += 1
                 target = id

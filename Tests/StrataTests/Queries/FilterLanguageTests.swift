@@ -160,8 +160,8 @@ import Testing
         expectError("genre == 'Jazz'", "expected an object id string or null")
         // An id of another entity can match no target: refused while parsing, where it stands.
         expectError("genre == '000301a200a516422dc1f7b130b7ab25'",
-                    "at character 10: 'genre' leads to a Genre; 000301a200a516422dc1f7b130b7ab25 is the id of a Track")
-        expectError("genre != '00f001a200a516422dc1f7b130b7ab25'", "is the id of no entity of this schema")
+                    "at character 10: 'genre' leads to entity Genre; 000301a200a516422dc1f7b130b7ab25 is an id of entity Track")
+        expectError("genre != '00f001a200a516422dc1f7b130b7ab25'", "is an id of no entity of this schema")
         expectError("durationSeconds contains '5'", "'contains' needs a string attribute")
         expectError("title matches '[abc'", "pattern: a '[' without its ']'")
         expectError("colour == 'red'", "Track has no attribute or relationship 'colour'")
