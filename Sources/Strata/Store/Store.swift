@@ -300,6 +300,20 @@ public final class Store: Sendable {
                 // one.
                 try directory.syncDirectory()
             }
+            // A live generation without data beside one with data is not a store being created
+            // (its first generation is the only one): `current` was pointed at the wrong one, and
+            // the sweep below would delete the data. Refused as it is.
+            if (directory.dataFileSize(live) ?? 0) == 0 {
+                let holding = directory.generationsHoldingData().filter { $0 != live }
+                if !holding.isEmpty {
+                    throw StrataError.notAStore(
+                        path: path,
+                        reason: "`current` points at \(live), whose data.mdb is " +
+                                "\(directory.dataFileSize(live) == nil ? "missing" : "empty"), while " +
+                                "\(holding.joined(separator: ", ")) \(holding.count == 1 ? "holds" : "hold") data; " +
+                                "nothing was changed (point `current` at the generation to use)")
+                }
+            }
             // `isShared`, not `otherHolders`: a holder `F_GETLK` reports without a pid (in another
             // PID namespace) and `/proc/locks` does not list is building a generation too.
             if !configuration.readOnly && lock?.isShared() == false {

@@ -77,7 +77,20 @@ package struct StoreDirectory {
             throw StrataError.notAStore(path: path, reason: "cannot read `current`: \(String(cString: strerror(code)))")
         }
         let target = String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return (target as NSString).lastPathComponent
+        // Strata writes the bare name of a generation of this directory. A link with a directory
+        // part (`../other/gen-…`) names another directory's generation, which the store's own
+        // of that name would silently stand in for: refused as it is.
+        guard !target.contains("/") else {
+            throw StrataError.notAStore(path: path, reason: "`current` points at \(EchoedText.shown(target)), not at a " +
+                                                            "generation directory of this store (a bare gen-… name); " +
+                                                            "nothing was changed")
+        }
+        return target
+    }
+
+    /// The size of generation `name`'s `data.mdb`, nil when it has none.
+    func dataFileSize(_ name: String) -> Int? {
+        (try? FileManager.default.attributesOfItem(atPath: path + "/" + name + "/data.mdb")[.size] as? Int) ?? nil
     }
 
     /// Throws ``StrataError/notAStore(path:reason:)`` unless `live` (the target of `current`) is
@@ -104,12 +117,7 @@ package struct StoreDirectory {
 
     /// The generation directories whose `data.mdb` is not empty, in name order.
     func generationsHoldingData() -> [String] {
-        generationNames().filter { name in
-            let size =
-                (try? FileManager.default.attributesOfItem(atPath: path + "/" + name + "/data.mdb")[.size] as? Int)
-                ?? nil
-            return (size ?? 0) > 0
-        }
+        generationNames().filter { (dataFileSize($0) ?? 0) > 0 }
     }
 
     /// The largest generation number made (numbers count up from the live one).

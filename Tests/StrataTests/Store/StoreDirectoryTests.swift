@@ -36,6 +36,61 @@ import Testing
         #expect(try await genreCount(store) == "5")
     }
 
+    /// `current` pointing at a generation directory that holds no data (empty, only `lock.mdb`,
+    /// or an empty `data.mdb`) while another holds the store's: every opener refuses it, naming
+    /// both, and removes nothing. The sweep of stale generations ran first and deleted the data,
+    /// then the open said there was no store here.
+    @Test func aCurrentLinkToAGenerationWithoutDataIsRefusedAndNothingIsRemoved() async throws {
+        let (dir, store) = try await storeWithGenres()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let current = store + "/current"
+        let target = try FileManager.default.destinationOfSymbolicLink(atPath: current)
+        let input = dir.appendingPathComponent("genres.ndjson").path
+        for (i, files) in [[], ["lock.mdb"], ["data.mdb"]].enumerated() {
+            let empty = "gen-00000000000000f\(i)"
+            try FileManager.default.createDirectory(atPath: store + "/" + empty, withIntermediateDirectories: false,
+                                                    attributes: [.posixPermissions: 0o700])
+            for f in files {
+                #expect(FileManager.default.createFile(atPath: store + "/\(empty)/\(f)", contents: nil,
+                                                       attributes: [.posixPermissions: 0o600]))
+            }
+            try FileManager.default.removeItem(atPath: current)
+            try FileManager.default.createSymbolicLink(atPath: current, withDestinationPath: empty)
+            let live = generations(store)
+            for args in [["import", store, input, "--quiet"], ["compact", store], ["compact", store, "--dry-run"],
+                         ["info", store], ["verify", store]] {
+                let r = try await storectl(args)
+                #expect(r.status == 66, "\(files) \(args[0]): \(r.status) \(r.stderr)")
+                #expect(r.stderr.contains("`current` points at \(empty)") && r.stderr.contains("\(target) holds data"),
+                        "\(r.stderr)")
+                #expect(generations(store) == live, "\(files) \(args[0]) removed a generation")
+            }
+            try FileManager.default.removeItem(atPath: current)
+            try FileManager.default.createSymbolicLink(atPath: current, withDestinationPath: target)
+            try FileManager.default.removeItem(atPath: store + "/" + empty)
+            #expect(try await genreCount(store) == "5")
+        }
+    }
+
+    /// `current` naming another directory's generation (`../other/gen-…`): refused as it is. The
+    /// store's own generation of that name was opened in its place, while other tools following
+    /// the link read the other store.
+    @Test func aCurrentLinkWithADirectoryPartIsRefused() async throws {
+        let (dir, store) = try await storeWithGenres()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let current = store + "/current"
+        let target = try FileManager.default.destinationOfSymbolicLink(atPath: current)
+        try FileManager.default.removeItem(atPath: current)
+        try FileManager.default.createSymbolicLink(atPath: current, withDestinationPath: "../elsewhere/" + target)
+        let live = generations(store)
+        for args in [["import", store, dir.appendingPathComponent("genres.ndjson").path, "--quiet"], ["info", store]] {
+            let r = try await storectl(args)
+            #expect(r.status == 66 && r.stderr.contains("`current` points at ../elsewhere/\(target), not at a generation"),
+                    "\(args[0]): \(r.status) \(r.stderr)")
+            #expect(generations(store) == live)
+        }
+    }
+
     /// A creation marker left beside a finished store (copied in, or made by hand): `init` says
     /// the store exists (exit 73), of the same schema or another, and the store keeps its data.
     /// (It printed "created" and exited 0, or reported a schema mismatch.)
