@@ -101,9 +101,15 @@ extension LMDBEnvironment {
     /// never for the whole copy. A source whose keys come out of order or of an impossible size
     /// (a damaged B-tree: LMDB keys carry no checksum) fails the copy with an ``LMDBError``
     /// (`MDB_KEYEXIST` or `MDB_BAD_VALSIZE`).
+    ///
+    /// `check`, when given, sees every entry copied, in key order, on the calling thread as it is
+    /// read (the appending thread meanwhile appends the buffers before it); an error it throws
+    /// ends the copy with that error.
     package func copyDirect(_ db: LMDBDatabase, from source: ReadSource, sourceEnv: LMDBEnvironment,
                             into target: LMDBDatabase, start: [UInt8]?, until stop: [UInt8]?,
-                            batchBytes: Int = 4 << 20) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
+                            batchBytes: Int = 4 << 20,
+                            check: ((UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void)? = nil)
+        throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
         precondition(batchBytes > 0, "a copy's batch must be positive")
         precondition(db.name != "main" && target.name != "main",
                      "LMDB's main database holds the named databases' records")
@@ -128,7 +134,7 @@ extension LMDBEnvironment {
             worker = (done, result)
         }
         do {
-            try readAll(sourceDB, from: source, start: start, until: stop, into: pipe) {
+            try readAll(sourceDB, from: source, start: start, until: stop, into: pipe, check: check) {
                 if worker == nil { startWorker() }
             }
         } catch {
@@ -162,7 +168,9 @@ extension LMDBEnvironment {
     /// entry that did not fit the previous buffer), and sent outside it: nothing read stays in use
     /// across reads but the bytes copied into the buffers.
     private func readAll(_ db: LMDBDatabase, from source: ReadSource, start: [UInt8]?, until stop: [UInt8]?,
-                         into pipe: EntryPipe, beforeSendingAFullBuffer: () -> Void) throws {
+                         into pipe: EntryPipe,
+                         check: ((UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void)?,
+                         beforeSendingAFullBuffer: () -> Void) throws {
         guard var buffer = pipe.takeEmpty() else { return }
         // Where the next read starts (the first key not yet copied); nil once the range is done.
         var resume: [UInt8]? = start
@@ -185,6 +193,7 @@ extension LMDBEnvironment {
                         resume = Array(key)
                         return false
                     }
+                    try check?(key, value)
                     EntryPipe.append(key: key, value: value, to: &buffer)
                     return true
                 }

@@ -138,8 +138,26 @@ extension Store {
                 }
                 continue
             }
-            let c = try newEnv.copyDirect(name, from: source, sourceEnv: oldEnv, into: nil, start: nil, until: nil)
-            if name == .objects { recordBytes = c.bytes }
+            // What the new generation's log will no longer hold the making of is checked as it is
+            // copied (``StateCheck``): a damaged record or link is refused, not carried over.
+            var check = StateCheck(schema: schema)
+            let c: (entries: Int, bytes: Int, replayedBuffers: Int)
+            switch name {
+            case .objects:
+                c = try newEnv.copyDirect(name, from: source, sourceEnv: oldEnv, into: nil, start: nil, until: nil) {
+                    try check.object(key: $0, value: $1)
+                }
+                recordBytes = c.bytes
+            case .links:
+                c = try newEnv.copyDirect(name, from: source, sourceEnv: oldEnv, into: nil, start: nil, until: nil) {
+                    k, _ in try check.link(key: k)
+                }
+                try check.finishLinks { visit in
+                    try source.read { txn in try txn.scan(oldEnv[.links]) { k, _ in visit(k); return true } }
+                }
+            default:
+                c = try newEnv.copyDirect(name, from: source, sourceEnv: oldEnv, into: nil, start: nil, until: nil)
+            }
             allBytes += c.bytes
             try report(CompactionProgress(phase: .copying, done: c.entries))
         }

@@ -206,6 +206,14 @@ extension Store {
         try snapshot.read { view in
             let horizon = try view.horizon().rawValue
             do {
+                // The base's links are taken from the live state: checked on their own first
+                // (``StateCheck``), as no log is left to rebuild them from.
+                if horizon > 0 {
+                    var check = StateCheck(schema: schema)
+                    let links = view.env[.links]
+                    try view.txn.scan(links) { k, _ in try check.link(key: k); return true }
+                    try check.finishLinks { visit in try view.txn.scan(links) { k, _ in visit(k); return true } }
+                }
                 _ = try StateRebuilder.loadBase(from: view, horizon: TransactionID(horizon),
                                                 head: snapshot.transactionID, into: scratch, schema: schema)
             } catch {

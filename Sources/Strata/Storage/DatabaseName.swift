@@ -87,15 +87,19 @@ extension LMDBEnvironment {
                        batchBytes: batchBytes)
     }
 
-    /// ``copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)`` from a ``ReadSource``.
+    /// ``copyDirect(_:from:sourceEnv:into:start:until:batchBytes:)`` from a ``ReadSource``;
+    /// `check` sees every entry copied (see
+    /// ``LMDBEnvironment/copyDirect(_:from:sourceEnv:into:start:until:batchBytes:check:)``).
     func copyDirect(_ name: DatabaseName, from source: ReadSource, sourceEnv: LMDBEnvironment,
                     into destination: DatabaseName?, start: [UInt8]?, until stop: [UInt8]?,
-                    batchBytes: Int = 4 << 20) throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
+                    batchBytes: Int = 4 << 20,
+                    check: ((UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void)? = nil)
+        throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
         precondition(name != .counts && destination != .counts,
                      "counts are copied key by key (the main database holds LMDB's records too)")
         return try Self.translatingDamage(name) {
             try copyDirect(sourceEnv[name], from: source, sourceEnv: sourceEnv, into: self[destination ?? name],
-                           start: start, until: stop, batchBytes: batchBytes)
+                           start: start, until: stop, batchBytes: batchBytes, check: check)
         }
     }
 
