@@ -15,7 +15,21 @@ struct StateCheck {
     private var balance: UInt64 = 0
     private(set) var links = 0
 
-    init(schema: Schema) { self.schema = schema }
+    /// Per relationship tag: its inverse's tag, its two entities' tags and its name (read once:
+    /// a links database holds hundreds of thousands of entries).
+    private let relationships: [UInt16: (inverse: UInt16, source: UInt16, destination: UInt16, name: String)]
+
+    init(schema: Schema) {
+        self.schema = schema
+        var relationships: [UInt16: (inverse: UInt16, source: UInt16, destination: UInt16, name: String)] = [:]
+        for e in schema.entities {
+            for r in e.relationships {
+                guard let inverse = schema.inverseTag(of: r.tag), let d = schema.entity(named: r.destination) else { continue }
+                relationships[r.tag] = (inverse, e.tag, d.tag, "\(e.name).\(r.name)")
+            }
+        }
+        self.relationships = relationships
+    }
 
     /// Checks one entry of `objects`. Throws ``StrataError/corruptRecord(id:reason:)``.
     func object(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws {
@@ -45,13 +59,12 @@ struct StateCheck {
         let tag = UInt16(key[0]) << 8 | UInt16(key[1])
         let from = ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: key[2..<18]))
         let to = ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: key[18..<34]))
-        guard let r = schema.relationship(tag: tag), let inverse = schema.inverseTag(of: tag),
-              let source = schema.entity(named: r.entityName), let destination = schema.entity(named: r.destination) else {
+        guard let r = relationships[tag] else {
             return .failure(LinkDamage(from: from, reason: "relationship tag \(tag) is not the schema's"))
         }
-        guard from.entityTag == source.tag, to.entityTag == destination.tag else {
-            return .failure(LinkDamage(from: from, reason: "\(r.entityName).\(r.name) from \(from) to \(to): an id of " +
-                                                           "another entity"))
+        let inverse = r.inverse
+        guard from.entityTag == r.source, to.entityTag == r.destination else {
+            return .failure(LinkDamage(from: from, reason: "\(r.name) from \(from) to \(to): an id of another entity"))
         }
         // The edge named the same way from both ends: by its lower-tagged direction (by the lower
         // id for a relationship that is its own inverse; an object linked to itself through one
@@ -100,7 +113,7 @@ struct StateCheck {
         }
         let tag = UInt16(first.key[0]) << 8 | UInt16(first.key[1])
         let to = first.key.withUnsafeBytes { ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: $0[18..<34])) }
-        let name = schema.relationship(tag: tag).map { "\($0.entityName).\($0.name)" } ?? "relationship \(tag)"
+        let name = relationships[tag]?.name ?? "relationship \(tag)"
         throw StrataError.corruptRecord(
             id: first.from, reason: "links: \(name) from \(first.from) to \(to) has no inverse entry" +
                 (unpaired.count > 1 ? " (and \(unpaired.count - 1) more entries without theirs)" : ""))
