@@ -20,6 +20,9 @@ struct MigrationHop: Sendable {
         self.steps = to.migrationSteps
         self.registry = registry
         var shape = Shape(from)
+        // The steps find an entity's new form by its tag: each entity must keep it, checked
+        // first (a changed tag made a later step fail as if the new version lacked what it declares).
+        try Shape.checkTagsKept(from: from, to: to, steps: steps)
         for (i, step) in steps.enumerated() { try shape.apply(step, index: i, target: to, registry: registry) }
         try shape.check(against: to)
         entityNames = shape.entityNames
@@ -261,6 +264,18 @@ private struct Shape {
         case .custom(let e, let name):
             _ = try entity(e)
             guard registry.steps[name] != nil else { throw fail("custom step '\(name)' is not registered") }
+        }
+    }
+
+    /// Throws ``SchemaError`` for an entity of `from` whose tag is not its tag in `to` (under the
+    /// name `steps`' renames give it): object ids carry the tag, so it never changes.
+    static func checkTagsKept(from: Schema, to: Schema, steps: [MigrationStep]) throws {
+        for e in from.entities {
+            var name = e.name
+            for case .renameEntity(let f, let t) in steps where f == name { name = t }
+            guard let now = to.entity(named: name), now.tag != e.tag else { continue }
+            throw SchemaError(file: "v\(to.version).json", entity: name, field: "migration",
+                              reason: "must keep tag \(e.tag) (object ids carry it); declare \"tag\": \(e.tag)")
         }
     }
 

@@ -259,6 +259,30 @@ import Testing
         #expect(store.schema.version == 1)
     }
 
+    /// One entity whose tag the new version changes is refused for that, naming it: the steps
+    /// find an entity's new form by its tag, so a later step failed first with a message about
+    /// something else (v2 "declares no attribute Track.playCount", which it does).
+    @Test(arguments: ["Track", "Genre"])
+    func anEntityWhoseTagChangesIsNamed(entity: String) throws {
+        let v1 = try String(contentsOf: librarySchemaDirectory.appendingPathComponent("v1.json"), encoding: .utf8)
+        let v2 = try String(contentsOf: librarySchemaDirectory.appendingPathComponent("v2.json"), encoding: .utf8)
+        var json = try #require(try JSONSerialization.jsonObject(with: Data(v2.utf8)) as? [String: Any])
+        var entities = try #require(json["entities"] as? [[String: Any]])
+        let i = try #require(entities.firstIndex { $0["name"] as? String == entity })
+        entities[i]["tag"] = 9
+        json["entities"] = entities
+        let changed = String(decoding: try JSONSerialization.data(withJSONObject: json), as: UTF8.self)
+        let all = try schemas([v1, changed])
+        let old = try #require(all[0].entity(named: entity)).tag
+        do {
+            _ = try MigrationHop(from: all[0], to: all[1], registry: MigrationRegistry())
+            Issue.record("a changed tag was accepted")
+        } catch let e as SchemaError {
+            #expect(e.description == "v2.json: entity '\(entity)', migration: must keep tag \(old) (object ids carry it); " +
+                                     "declare \"tag\": \(old)", "\(e)")
+        }
+    }
+
     @Test func stepsThatDoNotLeadToTheNewVersionAreRefused() throws {
         let broken = ShopSchemas.v2.replacingOccurrences(of: #"{"op":"addAttribute","entity":"Item","attribute":"views"},"#, with: "")
         let all = try schemas([ShopSchemas.v1, broken])
