@@ -27,6 +27,24 @@ public struct ValidationFailure: Error, Sendable, CustomStringConvertible, Equat
         case unknownAttribute
         /// A relationship tag the schema does not have, or an unlink of a to-many without a target.
         case unknownRelationship
+
+        /// The rule in words, as messages name it (`unique constraint`).
+        public var words: String {
+            switch self {
+            case .unknownEntity: "unknown entity"
+            case .objectNotFound: "object not found"
+            case .duplicateID: "duplicate id"
+            case .wrongType: "wrong type"
+            case .requiredAttribute: "required attribute"
+            case .requiredRelationship: "required relationship"
+            case .uniqueConstraint: "unique constraint"
+            case .deleteDenied: "delete denied"
+            case .wrongDestination: "wrong destination"
+            case .valueTooLarge: "value too large"
+            case .unknownAttribute: "unknown attribute"
+            case .unknownRelationship: "unknown relationship"
+            }
+        }
     }
     /// The rule that was broken.
     public let kind: Kind
@@ -39,9 +57,9 @@ public struct ValidationFailure: Error, Sendable, CustomStringConvertible, Equat
     /// What was wrong, naming the values involved.
     public let reason: String
 
-    /// The failure as `kind: Entity id, field: reason`.
+    /// The failure as `rule: Entity id, field: reason`, the rule in words (``Kind/words``).
     public var description: String {
-        var s = "\(kind.rawValue): \(entity)"
+        var s = "\(kind.words): \(entity)"
         if let objectID { s += " \(objectID)" }
         if let field { s += ", \(field)" }
         return s + ": " + reason

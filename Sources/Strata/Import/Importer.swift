@@ -381,7 +381,7 @@ public final class Importer: Sendable {
             }
             guard named else { continue }
             let issue = ImportIssue(file: s.files[item.fileIndex], line: item.line, field: failure.field,
-                                    reason: "\(failure.kind.rawValue): \(failure.reason)")
+                                    reason: failure.reason)
             return s.noting(ImportFailed(issues: [issue], totalIssues: 1))
         }
         return nil
@@ -478,7 +478,7 @@ public final class Importer: Sendable {
                         // The pair cleared from the other side (`null`), which is not required.
                         return ImportIssue(
                             file: s.files[record.fileIndex], line: record.line, field: inverse.name,
-                            reason: "\(failure.kind.rawValue): clearing its \(inverse.name) \(x) would leave that \(e.name) " +
+                            reason: "clearing its \(inverse.name) \(x) would leave that \(e.name) " +
                                     "without its required \(r.name)")
                     }
                     guard case .link(let tag, let from, let to) = op else { continue }
@@ -496,7 +496,7 @@ public final class Importer: Sendable {
                         continue
                     }
                     return ImportIssue(file: s.files[record.fileIndex], line: record.line, field: field,
-                                       reason: "\(failure.kind.rawValue): \(reason)")
+                                       reason: reason)
                 }
             }
             return nil
@@ -1256,7 +1256,7 @@ extension Importer {
             if found { continue }
             let (fileIndex, line) = RecordIterator.Item.unpacked(link.location)
             let issue = ImportIssue(file: s.files[fileIndex], line: line, field: field,
-                                    reason: "\(failure.kind.rawValue): \(failure.reason)")
+                                    reason: failure.reason)
             return s.noting(ImportFailed(issues: [issue], totalIssues: 1))
         }
         return nil

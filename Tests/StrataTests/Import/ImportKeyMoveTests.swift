@@ -189,7 +189,7 @@ import Testing
                 #"{"entity":"Person","id":"\#(a)","name":"a","email":"new@x"}"#,
                 #"{"entity":"Person","name":"c","email":"c@x","boss":{"email":"\#(long)"}}"#,
             ], in: dir, "take-away.ndjson")
-            for (input, kind) in [(clash, "uniqueConstraint"), (takeAway, "objectNotFound")] {
+            for (input, kind) in [(clash, "is already used by"), (takeAway, "no Person with email")] {
                 await #expect("\(Self.ways[way].name), \(kind)") {
                     _ = try await Importer(store: store, options: options(Self.ways[way])).run(files: [input])
                 } throws: { error in
