@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Logging
 
 /// The layout of a store directory and the lock every process holds on it.
 ///
@@ -220,7 +221,30 @@ package struct StoreDirectory {
         for n in names where (Self.generationNumber(n) != nil && n != keep) || n.hasPrefix(".current-")
             || n.hasPrefix(Self.retiredPrefix)
             || n.hasPrefix(Self.scratchPrefix) {
-            try? FileManager.default.removeItem(atPath: path + "/" + n)
+            Self.removeLeftover(path + "/" + n, store: path)
+        }
+    }
+
+    /// Removes `leftover` (a generation or scratch directory no longer part of the store), with a
+    /// warning when it cannot be removed (its files not the process's to delete): it stayed,
+    /// however many compactions followed, and nothing said so.
+    static func removeLeftover(_ leftover: String, store: String) {
+        do {
+            try FileManager.default.removeItem(atPath: leftover)
+        } catch {
+            // Removed by another process meanwhile: nothing to say.
+            guard FileManager.default.fileExists(atPath: leftover) else { return }
+            var logger = Logger(label: "strata.store")
+            logger[metadataKey: "store"] = "\(store)"
+            let ns = error as NSError, underlying = ns.userInfo[NSUnderlyingErrorKey] as? NSError
+            let code = ns.domain == NSPOSIXErrorDomain ? ns.code
+                : underlying?.domain == NSPOSIXErrorDomain ? underlying?.code
+                : ns.domain == NSCocoaErrorDomain && ns.code == CocoaError.fileWriteNoPermission.rawValue ? Int(EACCES) : nil
+            let reason = code.map { String(cString: strerror(Int32($0))) } ?? ns.localizedDescription
+            logger.warning("""
+                could not remove \(leftover), no longer part of the store (\(reason)): the next read-write open \
+                tries again; remove it by hand to get its space back
+                """)
         }
     }
 
@@ -243,8 +267,9 @@ package struct StoreDirectory {
             try? FileManager.default.removeItem(atPath: dir)
             return
         }
+        let store = url.deletingLastPathComponent().path
         DispatchQueue.global(qos: .utility).async(group: group ?? DispatchGroup()) {
-            try? FileManager.default.removeItem(atPath: retired)
+            removeLeftover(retired, store: store)
         }
     }
 

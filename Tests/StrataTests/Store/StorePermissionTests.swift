@@ -206,6 +206,32 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
         #expect(try await owner.storectl(["verify", store, "--quiet", "--shared-with-group"]).status == 0)
     }
 
+    /// A generation the compacting user cannot delete (its directory read-only to them) is left
+    /// renamed aside with a warning that says so, and the next read-write open says it again: it
+    /// stayed through every later compaction and nothing said so.
+    @Test(.enabled(if: !TestUser.isRoot || TestUser.nobody != nil))
+    func aGenerationThatCannotBeRemovedIsReported() async throws {
+        let user = TestUser.unprivileged
+        let dir = try user.ownedDirectory()
+        defer {
+            _ = chmod(dir.path, 0o700)
+            for entry in FileManager.default.subpaths(atPath: dir.path) ?? [] { _ = chmod(dir.path + "/" + entry, 0o700) }
+            try? FileManager.default.removeItem(at: dir)
+        }
+        let store = dir.appendingPathComponent("s").path
+        #expect(try await user.storectl(["init", store, "--schema", librarySchemaDirectory.path]).status == 0)
+        #expect(try await user.storectl(["import", store, Self.sample, "--quiet", "--mode", "incremental"]).status == 0)
+        let old = store + "/" + (try FileManager.default.destinationOfSymbolicLink(atPath: store + "/current"))
+        #expect(chmod(old, 0o500) == 0)
+        let compacted = try await user.storectl(["compact", store])
+        #expect(compacted.status == 0, "\(compacted.stderr)")
+        #expect(compacted.stderr.contains("could not remove \(store)/.retired-gen-")
+                && compacted.stderr.contains("(Permission denied)") && compacted.stderr.contains("remove it by hand"),
+                "\(compacted.stderr)")
+        let again = try await user.storectl(["import", store, Self.sample, "--quiet"])
+        #expect(again.status == 0 && again.stderr.contains("could not remove"), "\(again.stderr)")
+    }
+
     @Test(arguments: TestUser.allCases)
     func aStoreWhoseDirectoriesOthersMayWriteIsRefused(_ user: TestUser) async throws {
         let dir = try user.ownedDirectory()
