@@ -112,7 +112,15 @@ public final class LMDBEnvironment: Sendable {
             if options.checkPages {
                 try PageAudit.checkMetas(dataFile: path + "/data.mdb", store: path, policy: options.policy)
             }
-            try lmdbCheck(mdb_env_open(env, path, flags, options.fileMode), "mdb_env_open(\(path))")
+            let opened = mdb_env_open(env, path, flags, options.fileMode)
+            if opened == EACCES || opened == EPERM || opened == EROFS {
+                // Which of the files refused this process: LMDB names only the directory.
+                let needs = options.readOnly ? R_OK : R_OK | W_OK
+                let refused = ["data.mdb", "lock.mdb"].first { access(path + "/" + $0, needs) != 0 && errno != ENOENT }
+                let what = refused.map { " (\($0) cannot be \(options.readOnly ? "read" : "read and written") by this process)" }
+                throw LMDBError(code: opened, operation: "mdb_env_open(\(path))" + (what ?? ""))
+            }
+            try lmdbCheck(opened, "mdb_env_open(\(path))")
             // A map written in place (MDB_WRITEMAP) is the file's size (LMDB ftruncates the file
             // to it, sparse): its blocks are allocated now, so that a full file system is an
             // error here and not a SIGBUS at the first write through the map.

@@ -65,6 +65,11 @@ package struct StoreDirectory {
         if lstat(currentPath, &st) != 0 {
             let code = errno
             if code == ENOENT { return nil }
+            // A directory this process may not read is not "not a store": say what was refused.
+            if code == EACCES || code == EPERM {
+                throw StrataError.lmdb(LMDBError(code: code, operation: "reading \(currentPath) (the store directory " +
+                                                                       "cannot be read by this process)"))
+            }
             throw StrataError.notAStore(path: path, reason: "cannot read `current`: \(String(cString: strerror(code)))")
         }
         guard (st.st_mode & S_IFMT) == S_IFLNK else {

@@ -206,6 +206,20 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
         #expect(try await owner.storectl(["verify", store, "--quiet", "--shared-with-group"]).status == 0)
     }
 
+    /// Another user's private store is refused as one this process may not read (exit 73, the
+    /// file named), never as "not a Strata store".
+    @Test(.enabled(if: TestUser.isRoot && TestUser.nobody != nil))
+    func anotherUsersPrivateStoreIsRefusedAsUnreadable() async throws {
+        let dir = temporaryDirectory("unreadable")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(chmod(dir.path, 0o755) == 0)
+        let store = dir.appendingPathComponent("s").path
+        #expect(try await TestUser.testUser.storectl(["init", store, "--schema", librarySchemaDirectory.path]).status == 0)
+        let r = try await TestUser.unprivileged.storectl(["info", store])
+        #expect(r.status == 73 && r.stderr.contains("cannot be read by this process") && !r.stderr.contains("not a Strata store"),
+                "\(r.status) \(r.stderr)")
+    }
+
     /// A generation the compacting user cannot delete (its directory read-only to them) is left
     /// renamed aside with a warning that says so, and the next read-write open says it again: it
     /// stayed through every later compaction and nothing said so.
