@@ -184,6 +184,50 @@ import Testing
         #expect(try view.record(productIDs[160]) == nil)
     }
 
+    /// A link whose inverse entry is gone (a flipped bit in an id) is refused by a migration, the
+    /// store left at its version: it was carried into the new generation as it was.
+    @Test func aLinkWithoutItsInverseIsNotCarriedOver() async throws {
+        let dir = temporaryDirectory("migrate-damaged-link")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let all = try [ShopSchemas.v1, ShopSchemas.v2].enumerated().map {
+            try Schema.parse(Array($1.utf8), source: "v\($0 + 1).json", expectedVersion: $0 + 1)
+        }
+        let product = all[0].entity(named: "Product")!, maker = all[0].entity(named: "Maker")!
+        let makerOf = product.relationship(named: "maker")!
+        do {
+            let store = try Store.open(at: dir, schema: all[0])
+            var m = Record(entity: maker)
+            m["name"] = .string("Maker")
+            var p = Record(entity: product)
+            p["code"] = .string("C")
+            p["title"] = .string("Title")
+            p["price"] = .double(1.5)
+            p["fullName"] = .string("First Last")
+            _ = try await store.save { c in
+                c.insert(m)
+                c.insert(p)
+                c.link(makerOf, from: p.id, to: m.id)
+            }
+            try store.env.write { txn in
+                let key = Layout.linkKey(makerOf.tag, p.id, m.id)
+                #expect(try txn.delete(store.env[.links], key: key))
+                var flipped = key
+                flipped[20] ^= 0x01
+                try txn.put(store.env[.links], key: flipped, value: [])
+            }
+            store.close()
+        }
+        await #expect {
+            _ = try await Store.migrate(at: dir, schemas: all, registry: ShopSchemas.registry)
+        } throws: { error in
+            guard case StrataError.corruptRecord(_, let reason) = error else { return false }
+            return reason.contains("has no inverse entry")
+        }
+        let store = try Store.openReadOnly(at: dir)
+        defer { store.close() }
+        #expect(store.schema.version == 1)
+    }
+
     /// Two objects shared a value of a newly unique attribute only in the past (the second was
     /// renamed later): the rewritten log could not be replayed, so the migration is refused, as
     /// it was when the state was built by replaying it.
