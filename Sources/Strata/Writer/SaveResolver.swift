@@ -80,6 +80,9 @@ struct SaveResolver<S: StateStore> {
         checkingRequired = checkRequired
         self.netState = netState
         applier.defersUniqueClashes = netState
+        // Every set's deletes by name: a deny rule does not refuse a delete whose related objects
+        // the same set deletes (``doomedBySet()``).
+        for case .delete(let id) in operations { deletesAsked.insert(id) }
         if netState {
             // Judged whole: every changed object's base is compared with the store as it was
             // before the set, before any step (a cascade of the set must not hide a conflict).
@@ -87,7 +90,6 @@ struct SaveResolver<S: StateStore> {
                 switch op {
                 case .update(let id, let attributes): _ = try decide(resolved(id), changing: attributes)
                 case .delete(let id):
-                    deletesAsked.insert(id)
                     let target = resolved(id)
                     // Deleted by the store and by this set: it stays deleted, and edge edits of the
                     // set that touch it are dropped with it (never a reinsertion to edit it).
@@ -113,9 +115,10 @@ struct SaveResolver<S: StateStore> {
             case .update(let id, let attributes): try update(resolved(id), attributes)
             case .delete(let id):
                 let target = resolved(id)
-                // Deleted already by this set (a cascade of an earlier delete): done, for a child's
-                // net changes, which list every object it deleted, cascades included.
-                if netState, deleted.contains(target) { continue }
+                // Deleted already by this set (a cascade of an earlier delete): done (a child's net
+                // changes list every object it deleted, cascades included; a save may name an
+                // object an earlier delete of it cascaded to).
+                if deleted.contains(target) { continue }
                 switch try decide(target, changing: []) {
                 case .skip: continue
                 case .reinsert:
@@ -206,7 +209,15 @@ struct SaveResolver<S: StateStore> {
             switch resolve(conflict) {
             case .keepContext: decision = current == nil ? .reinsert(contextValues) : .apply
             case .keepStore: decision = .skip
-            case .values(let v): decision = current == nil ? .reinsert(v) : .replace(v)
+            case .values(let v):
+                // Exactly one value per attribute: fewer or more is the resolver's mistake, never
+                // a partial write (an empty array committed the set without the object's changes).
+                guard v.count == e.attributes.count else {
+                    throw fail(.unknownAttribute, e.name, id, nil,
+                               "the merge policy's resolver gave \(v.count) value(s) for an object of \(e.name), " +
+                               "which has \(e.attributes.count) attributes (`.values` takes one per attribute)")
+                }
+                decision = current == nil ? .reinsert(v) : .replace(v)
             }
         }
         decisions[id] = decision
@@ -319,15 +330,20 @@ struct SaveResolver<S: StateStore> {
             guard !targets.isEmpty else { continue }
             switch r.deleteRule {
             case .deny:
-                // A child's net changes are judged whole: targets the same set deletes (by name or
-                // by a cascade) do not deny.
-                let gone = netState ? try doomedBySet() : []
-                guard netState, targets.allSatisfy({ deleted.contains($0) || gone.contains($0) }) else {
+                // Targets the same set deletes (by name, or by a cascade: also the object whose
+                // cascade reached this one) do not deny.
+                let gone = try doomedBySet()
+                guard targets.allSatisfy({ deleted.contains($0) || gone.contains($0) }) else {
                     throw fail(.deleteDenied, e.name, id, r.name,
                                "\(targets.count) related \(r.destination) object(s) exist and the delete rule is deny")
                 }
             case .cascade:
-                for t in targets where !deleted.contains(t) { try delete(t) }
+                // A child's net changes list every object it deletes, cascades included, as its
+                // view showed them: a cascade takes only those. An object another writer linked
+                // since, or one the merge policy keeps, is unlinked below instead, as the child
+                // showed it (and a required to-one it leaves unset refuses the commit).
+                let taken = netState ? try doomedBySet() : nil
+                for t in targets where !deleted.contains(t) && taken?.contains(t) != false { try delete(t) }
             case .nullify:
                 break
             }
@@ -342,9 +358,10 @@ struct SaveResolver<S: StateStore> {
         toOneChecks.remove(id)
     }
 
-    /// Everything a net change set's deletes remove: the objects it deletes by name that its merge
-    /// policy does not keep, and what their cascade rules reach, over the state once the set's other
-    /// operations have applied (a net set sends its deletes last).
+    /// Everything a set's deletes remove: the objects it deletes by name that its merge policy
+    /// does not keep, and, for a set that is not a child's net changes, what their cascade rules
+    /// reach over the state at the first check (a child's net changes name every object its
+    /// deletes remove, cascades included, and a net set sends its deletes last).
     private mutating func doomedBySet() throws -> Set<ObjectID> {
         if let doomed { return doomed }
         var out = Set<ObjectID>()
@@ -355,6 +372,7 @@ struct SaveResolver<S: StateStore> {
         while let id = stack.popLast() {
             guard !out.contains(id), let record = try applier.record(id) else { continue }
             out.insert(id)
+            guard !netState else { continue }
             for r in record.entity.relationships where r.deleteRule == .cascade {
                 stack += try applier.targets(r.tag, from: id)
             }

@@ -269,20 +269,35 @@ struct ModelWriter {
 
     mutating func delete(_ id: ObjectID) throws {
         guard state.exists(id) else { throw ModelFailure(.objectNotFound, id) }
+        // "A deny rule does not refuse a delete whose related objects the same delete removes":
+        // what its cascades reach, worked out first.
+        var doomed: Set<ObjectID> = []
+        var probe = self
+        try? probe.delete(id, &doomed, deny: false)
         var deleting: Set<ObjectID> = []
-        try delete(id, &deleting, deny: true)
+        try delete(id, &deleting, deny: true, removedAnyway: doomed)
     }
 
     /// "Delete rules deny / cascade / nullify", relationship by relationship in schema order, as
     /// the writer does. `deny: false` is for commits, which check deny on the whole set first.
-    mutating func delete(_ id: ObjectID, _ deleting: inout Set<ObjectID>, deny: Bool) throws {
+    /// `only` (a commit's net deletes): a cascade takes only those objects, the ones the child's
+    /// view deleted; any other target (linked since by another writer, or kept by the merge
+    /// policy) is unlinked, as the child showed it.
+    mutating func delete(_ id: ObjectID, _ deleting: inout Set<ObjectID>, deny: Bool,
+                         only: Set<ObjectID>? = nil, removedAnyway: Set<ObjectID> = []) throws {
         guard deleting.insert(id).inserted, state.exists(id) else { return }
         for r in schema.entity(id).relationships {
             let targets = state.targets(r.tag, of: id)
             guard !targets.isEmpty else { continue }
             switch r.deleteRule {
-            case .deny: if deny { throw ModelFailure(.deleteDenied, id) }
-            case .cascade: for t in targets where !deleting.contains(t) { try delete(t, &deleting, deny: deny) }
+            case .deny:
+                if deny, targets.contains(where: { !deleting.contains($0) && !removedAnyway.contains($0) }) {
+                    throw ModelFailure(.deleteDenied, id)
+                }
+            case .cascade:
+                for t in targets where !deleting.contains(t) && only?.contains(t) != false {
+                    try delete(t, &deleting, deny: deny, only: only, removedAnyway: removedAnyway)
+                }
             case .nullify: break
             }
             for t in state.targets(r.tag, of: id) { removeEdge(ModelEdge(rel: r.tag, from: id, to: t)) }
@@ -667,16 +682,17 @@ extension ModelWriter {
         }
         // Deletes: "a delete of an object this save already deleted, e.g. by cascade, is a no-op".
         let deleting = n.deletes.filter { !skipped($0) && state.exists($0) }
+        let named = Set(deleting)
         var doomed: Set<ObjectID> = []
         var probe = self
-        for id in deleting { try? probe.delete(id, &doomed, deny: false) }
+        for id in deleting { try? probe.delete(id, &doomed, deny: false, only: named) }
         for id in doomed.sorted() {
             for r in schema.entity(id).relationships where r.deleteRule == .deny {
                 if state.targets(r.tag, of: id).contains(where: { !doomed.contains($0) }) { failure.add(.validation(.deleteDenied), id) }
             }
         }
         var done: Set<ObjectID> = []
-        for id in deleting { try? delete(id, &done, deny: false) }
+        for id in deleting { try? delete(id, &done, deny: false, only: named) }
         for (id, constraints) in uniqueChecks where state.exists(id) && uniqueClash(id, among: constraints) {
             failure.add(.validation(.uniqueConstraint), id)
         }

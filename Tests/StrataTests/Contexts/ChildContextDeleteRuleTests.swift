@@ -101,11 +101,11 @@ import Testing
     }
 
     /// A child of a pinned view keeps its commit as a layer until the view shows it, with what
-    /// the store's delete rules did beyond what the child sent: here the cascade from an album to
-    /// a track linked to it after the view was pinned (the child sees the track, not the link).
-    /// A compaction that squashed the commit's log entry between the save and the layer's making
-    /// must not lose that effect: the layer is built from the entry the writer wrote, not read
-    /// back from the log. (It was read back, and the deleted track stayed in the child.)
+    /// the writer did beyond what the child sent: here the unlink of a track linked to the album
+    /// after the view was pinned (the child sees the track, not the link, so the commit keeps the
+    /// track, unlinked, as the child showed it). A compaction that squashed the commit's log
+    /// entry between the save and the layer's making must not lose that effect: the layer is built
+    /// from the entry the writer wrote, not read back from the log.
     @Test func aCompactionBetweenAPinnedChildsSaveAndItsLayerKeepsTheCascade() async throws {
         try await withLibraryStore { store in
             let album = Album(mbid: UUID(), title: "gone")
@@ -130,9 +130,126 @@ import Testing
             let report = try #require(compacted.withLock { $0 }, "the compaction ran")
             #expect(report.horizon >= tx, "the compaction squashed the save's entry")
             #expect(try view.count(Track.self) == 2, "the view is still pinned")
-            #expect(try store.mainContext.count(Track.self) == 0, "the store cascaded to the late track")
-            #expect(try child.object(Track.self, id: late.id) == nil, "the child shows the cascade")
-            #expect(try child.count(Track.self) == 0 && child.count(Album.self) == 0)
+            #expect(try store.mainContext.count(Track.self) == 1, "the late track, which the child showed, is kept")
+            #expect(try store.mainContext.relatedID(late.id, Track.album) == nil)
+            #expect(try child.object(Track.self, id: late.id) != nil && child.relatedID(late.id, Track.album) == nil)
+            #expect(try child.count(Track.self) == 1 && child.count(Album.self) == 0)
+        }
+    }
+
+    /// A child deletes an album (no tracks in its view); another writer then adds a track to it.
+    /// The commit keeps the track, unlinked, as the child showed it: the album's cascade took it,
+    /// silently, under the default `.fail` policy. So does a child deleting an artist while
+    /// another writer moves an album (and its tracks) to that artist.
+    @Test func aCommitsCascadeDoesNotTakeWhatAnotherWriterLinkedSince() async throws {
+        try await withLibraryStore { store in
+            let album = Album(mbid: UUID(), title: "A")
+            let artist = Artist(mbid: UUID(), name: "R")
+            let moved = Album(mbid: UUID(), title: "M")
+            let inMoved = makeTrack(title: "in M", duration: 1)
+            _ = try await store.save { c in
+                c.insert(album); c.insert(artist); c.insert(moved); c.insert(inMoved)
+                c.set(Track.album, of: inMoved.id, to: moved.id)
+            }
+            let editor = store.mainContext.newChild(label: "editor")
+            try editor.delete(album.id)
+            try editor.delete(artist.id)
+            let x = makeTrack(title: "X", duration: 60)
+            _ = try await store.save { c in
+                c.insert(x)
+                c.set(Track.album, of: x.id, to: album.id)
+                c.set(Album.artist, of: moved.id, to: artist.id)
+            }
+            #expect(try editor.object(Track.self, id: x.id) != nil && editor.relatedID(x.id, Track.album) == nil)
+            #expect(try await editor.commit() != nil)
+            let main = store.mainContext
+            #expect(try main.object(Album.self, id: album.id) == nil && main.object(Artist.self, id: artist.id) == nil)
+            #expect(try main.object(Track.self, id: x.id) != nil && main.relatedID(x.id, Track.album) == nil)
+            #expect(try main.object(Album.self, id: moved.id) != nil && main.relatedID(moved.id, Album.artist) == nil)
+            #expect(try main.object(Track.self, id: inMoved.id) != nil)
+            #expect(try store.verify().ok)
+        }
+    }
+
+    /// A merge policy that keeps the store's version of an object the child deleted by a cascade
+    /// keeps it: the cascade of the object the child deleted by name no longer takes it (it did,
+    /// and the other writer's edit went with it, under `.storeWins` and `.custom { .keepStore }`
+    /// alike). Under `.fail` the conflict is reported.
+    @Test(arguments: ["storeWins", "keepStore"])
+    func aPolicyThatKeepsTheStoresObjectKeepsItFromTheCascade(policy: String) async throws {
+        try await withLibraryStore { store in
+            let album = Album(mbid: UUID(), title: "A")
+            let t = makeTrack(title: "T", duration: 1)
+            _ = try await store.save { c in c.insert(album); c.insert(t); c.set(Track.album, of: t.id, to: album.id) }
+            let merge: MergePolicy = policy == "storeWins" ? .storeWins : .custom { _ in .keepStore }
+            let editor = store.mainContext.newChild(label: "editor", mergePolicy: merge)
+            try editor.delete(album.id)
+            #expect(try editor.object(Track.self, id: t.id) == nil, "the child cascaded to the track")
+            _ = try await store.save { $0.set(Track.title, of: t.id, to: "T (edited elsewhere)") }
+            _ = try await editor.commit()
+            #expect(try store.mainContext.object(Album.self, id: album.id) == nil)
+            #expect(try store.mainContext.object(Track.self, id: t.id)?.title == "T (edited elsewhere)")
+            #expect(try store.mainContext.relatedID(t.id, Track.album) == nil)
+        }
+    }
+
+    /// A resolver giving `.values` of the wrong length is refused, naming the count (an empty
+    /// array committed the set without the object's attribute changes, keeping its edge edits).
+    @Test func aResolverGivingTheWrongNumberOfValuesIsRefused() async throws {
+        try await withLibraryStore { store in
+            let t = makeTrack(title: "T", duration: 1)
+            _ = try await store.save { $0.insert(t) }
+            for count in [0, 1, 12] {
+                let editor = store.mainContext.newChild(label: "editor", mergePolicy: .custom { _ in
+                    .values(Array(repeating: .null, count: count))
+                })
+                try editor.set(Track.title, of: t.id, to: "mine \(count)")
+                _ = try await store.save { $0.set(Track.durationSeconds, of: t.id, to: 100 + count) }
+                await #expect {
+                    _ = try await editor.commit()
+                } throws: { error in
+                    guard case StrataError.validation(let f) = error else { return false }
+                    return f.reason.contains("gave \(count) value(s)") && f.reason.contains("one per attribute")
+                }
+                #expect(try store.mainContext.object(Track.self, id: t.id)?.title == "T")
+            }
+        }
+    }
+
+    /// A deny rule on the inverse of a cascade (an order's items cascade, an item's order denies)
+    /// does not refuse deleting the order, nor the two together in either order, in a save or in a
+    /// child: the related object is deleted by the same save. It refused all three.
+    @Test func aDenyRuleOnTheInverseOfACascadeLetsTheOwnerGo() async throws {
+        let text = #"""
+        {"model":"shop","version":1,"entities":[
+         {"name":"Order","attributes":[{"name":"n","type":"int"}],
+          "relationships":[{"name":"items","destination":"Item","toMany":true,"inverse":"order","deleteRule":"cascade"}],
+          "uniques":[["n"]]},
+         {"name":"Item","attributes":[{"name":"n","type":"int"}],
+          "relationships":[{"name":"order","destination":"Order","inverse":"items","deleteRule":"deny"}],
+          "uniques":[["n"]]}]}
+        """#
+        let schema = try Schema.parse(Array(text.utf8), source: "v1.json", expectedVersion: 1)
+        let store = try Store.temporary(schema: schema)
+        defer { store.close() }
+        let order = try #require(schema.entity(named: "Order")), item = try #require(schema.entity(named: "Item"))
+        let itemOrder = try #require(item.relationship(named: "order"))
+        for (round, way) in ["order", "item then order", "order then item", "child"].enumerated() {
+            var o = Record(entity: order), i = Record(entity: item)
+            o["n"] = .int(Int64(round))
+            i["n"] = .int(Int64(round))
+            _ = try await store.save { c in c.insert(o); c.insert(i); c.link(itemOrder, from: i.id, to: o.id) }
+            switch way {
+            case "order": _ = try await store.save { $0.delete(o.id) }
+            case "item then order": _ = try await store.save { $0.delete(i.id); $0.delete(o.id) }
+            case "order then item": _ = try await store.save { $0.delete(o.id); $0.delete(i.id) }
+            default:
+                let child = store.mainContext.newChild(label: "editor")
+                try child.delete(o.id)
+                #expect(try child.record(i.id) == nil)
+                _ = try await child.commit()
+            }
+            #expect(try store.mainContext.record(o.id) == nil && store.mainContext.record(i.id) == nil, "\(way)")
         }
     }
 }

@@ -426,12 +426,17 @@ import Testing
         }
     }
 
-    @Test func aDenyRuleLetsADeleteThroughWhenTheSameCommitCascadesToTheRelatedObject() async throws {
+    /// The child deletes a genre and an album; another writer then puts a track in both. The
+    /// track is not the child's to delete (its view shows it alive, in neither): the album's
+    /// cascade does not take it, so the genre's deny rule meets it and refuses the commit, and
+    /// nothing is lost. (The cascade took the track, which the child had never seen linked, and
+    /// the commit went through.) With the track in the album only, the commit keeps it, unlinked.
+    @Test func aCascadeAtCommitTakesOnlyWhatTheChildDeleted() async throws {
         try await withLibraryStore { store in
             let g = Genre(name: "pop")
             let album = Album(mbid: UUID(), title: "A")
-            let t = track("T")
-            _ = try await store.save { $0.insert(g); $0.insert(album); $0.insert(t) }
+            let t = track("T"), u = track("U")
+            _ = try await store.save { $0.insert(g); $0.insert(album); $0.insert(t); $0.insert(u) }
             let child = store.mainContext.newChild(label: "editor")
             try child.delete(g.id)
             try child.delete(album.id)
@@ -440,11 +445,26 @@ import Testing
                 $0.set(Track.genre, of: t.id, to: g.id)
                 $0.set(Track.album, of: t.id, to: album.id)
             }
+            await #expect {
+                _ = try await child.commit()
+            } throws: { error in
+                guard case StrataError.validation(let f) = error else { return false }
+                return f.kind == .deleteDenied
+            }
+            #expect(try store.mainContext.object(Track.self, id: t.id) != nil)
+            #expect(try store.mainContext.object(Genre.self, id: g.id) != nil)
 
+            // In the album only: the commit goes through and keeps the track, as the child shows it.
+            _ = try await store.save { $0.set(Track.genre, of: t.id, to: nil) }
+            _ = try await store.save { $0.set(Track.album, of: u.id, to: album.id) }
+            #expect(try child.object(Track.self, id: u.id) != nil && child.relatedID(u.id, Track.album) == nil)
             #expect(try await child.commit() != nil)
             #expect(try store.mainContext.object(Genre.self, id: g.id) == nil)
             #expect(try store.mainContext.object(Album.self, id: album.id) == nil)
-            #expect(try store.mainContext.object(Track.self, id: t.id) == nil, "the cascade did not reach the track")
+            for id in [t.id, u.id] {
+                #expect(try store.mainContext.object(Track.self, id: id) != nil, "a track the child showed was deleted")
+                #expect(try store.mainContext.relatedID(id, Track.album) == nil)
+            }
         }
     }
 
