@@ -38,6 +38,11 @@ public indirect enum Filter: Sendable, Equatable {
     /// The filter does not match.
     case not(Filter)
 
+    /// The deepest nesting a filter may have (`not`, `and`, `or` and relationship paths inside one
+    /// another; `&&` and `||` chains are flat lists, one level): a query with a deeper one throws
+    /// ``StrataError/invalidQuery(entity:reason:)``.
+    public static let maxNesting = 256
+
     /// Conjunction, flattening nested ands.
     public static func && (a: Filter, b: Filter) -> Filter {
         switch (a, b) {

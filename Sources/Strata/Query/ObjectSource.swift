@@ -254,9 +254,15 @@ extension ObjectSource {
         return result
     }
 
-    /// Checks positions, value types and relationship kinds against the entity.
-    func validate(_ p: Filter, _ e: EntityDescription) throws {
+    /// Checks positions, value types and relationship kinds against the entity, and the nesting
+    /// (at most ``Filter/maxNesting`` levels: reading a filter recurses once per level, and a
+    /// filter built in code nested thousands deep overflowed the stack).
+    func validate(_ p: Filter, _ e: EntityDescription, depth: Int = 0) throws {
         func bad(_ reason: String) -> StrataError { .invalidQuery(entity: e.name, reason: reason) }
+        guard depth < Filter.maxNesting else {
+            throw bad("the filter is nested more than \(Filter.maxNesting) levels deep (not, and, or and " +
+                      "relationship paths inside one another)")
+        }
         func attribute(_ a: Int) throws -> AttributeDescription {
             guard a >= 0, a < e.attributes.count else { throw bad("attribute position \(a) out of range") }
             return e.attributes[a]
@@ -297,12 +303,12 @@ extension ObjectSource {
             }
         case .through(let tag, let inner):
             let r = try relationship(tag, toMany: false)
-            try validate(inner, schema.entity(named: r.destination)!)
+            try validate(inner, schema.entity(named: r.destination)!, depth: depth + 1)
         case .any(let tag, let inner):
             let r = try relationship(tag, toMany: true)
-            try validate(inner, schema.entity(named: r.destination)!)
-        case .and(let list), .or(let list): for q in list { try validate(q, e) }
-        case .not(let q): try validate(q, e)
+            try validate(inner, schema.entity(named: r.destination)!, depth: depth + 1)
+        case .and(let list), .or(let list): for q in list { try validate(q, e, depth: depth + 1) }
+        case .not(let q): try validate(q, e, depth: depth + 1)
         }
     }
 }

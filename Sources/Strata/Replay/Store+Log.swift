@@ -90,9 +90,17 @@ extension Store {
     /// before the chunk ends (a larger entry makes a chunk of its own).
     static let logChunkChanges = 50_000
 
-    /// The transactions from `from` to `to`, filtered as in ``forEachTransaction(from:to:author:entity:_:)``.
+    /// The transactions from `from` to `to`, filtered as in ``forEachTransaction(from:to:author:entity:_:)``,
+    /// at most `limit` of them (none for 0).
+    ///
+    /// - Throws: ``StrataError/invalidQuery(entity:reason:)`` for a negative `limit` (it returned
+    ///   one transaction, as 0 did).
     public func transactions(from: TransactionID = TransactionID(1), to: TransactionID? = nil, author: String? = nil,
                              entity: String? = nil, limit: Int = 10_000) throws -> [LogEntry] {
+        guard limit >= 0 else {
+            throw StrataError.invalidQuery(entity: "the log", reason: "negative limit \(limit)")
+        }
+        guard limit > 0 else { return [] }
         var out: [LogEntry] = []
         try forEachTransaction(from: from, to: to, author: author, entity: entity) { entry in
             out.append(entry)

@@ -180,4 +180,30 @@ import Testing
             #expect(try child.record(fresh.id)?.entity.name == "Genre")
         }
     }
+
+    /// A filter built in code nested deeper than ``Filter/maxNesting`` is refused as an invalid
+    /// query (it overflowed the stack at about 2,000 levels in a debug build); one at the limit
+    /// runs, and long `||` chains are flat.
+    @Test func aFilterNestedTooDeepIsRefused() async throws {
+        try await withLibraryStore { store in
+            _ = try await store.save { $0.insert(makeTrack(title: "t", duration: 7)) }
+            func nested(_ levels: Int) -> EntityPredicate<Track> {
+                var p = EntityPredicate<Track>.all
+                for i in 0..<levels { p = !(p || Track.durationSeconds == i) }
+                return p
+            }
+            for levels in [2_000, Filter.maxNesting] {
+                #expect {
+                    _ = try store.mainContext.count(Track.self, where: nested(levels))
+                } throws: { error in
+                    guard case StrataError.invalidQuery(_, let reason) = error else { return false }
+                    return reason.contains("nested more than \(Filter.maxNesting) levels")
+                }
+            }
+            #expect(try store.mainContext.count(Track.self, where: nested(Filter.maxNesting / 2 - 1)) >= 0)
+            var chain = EntityPredicate<Track>(.or([]))
+            for i in 0..<5_000 { chain = chain || Track.durationSeconds == i }
+            #expect(try store.mainContext.count(Track.self, where: chain) == 1)
+        }
+    }
 }

@@ -82,6 +82,13 @@ import Testing
             #expect(try store.transactions(from: TransactionID(2), to: TransactionID(2)).count == 1)
             #expect(try store.changes(in: TransactionID(1)).metadata["importID"] == "i1")
             #expect(throws: StrataError.self) { try store.changes(in: TransactionID(9)) }
+            // A limit of 0 lists none, a negative one is refused (both listed the first).
+            #expect(try store.transactions(limit: 0).isEmpty)
+            #expect(try store.transactions(limit: 2).map(\.transactionID.rawValue) == [1, 2])
+            #expect { try store.transactions(limit: -1) } throws: { error in
+                guard case StrataError.invalidQuery(_, let reason) = error else { return false }
+                return reason == "negative limit -1"
+            }
         }
     }
 
