@@ -102,6 +102,9 @@ struct RecordIterator {
                 return Item(result: .failure(issue), raw: [], fileIndex: fileIndex, line: number)
             case .text(let bytes):
                 if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
+                // An NDJSON line starting with `#` is a comment (no JSON text starts so): a rejects
+                // file's `# FILE:LINE: reason` lines, so that the file imports again once fixed.
+                if format == .ndjson, bytes.first(where: { $0 != 0x20 && $0 != 0x09 }) == UInt8(ascii: "#") { continue }
                 if let item = try record(bytes, line: number) { return item }
             }
         }

@@ -208,4 +208,30 @@ import Testing
         let text = try String(contentsOfFile: rejects, encoding: .utf8)
         #expect(text == "# \(input.path):1: line of \(long.utf8.count) bytes exceeds the 1048576-byte limit\n", "\(text.debugDescription)")
     }
+
+    /// An NDJSON rejects file imports again once its records are fixed: its `# FILE:LINE: reason`
+    /// lines are comments (lines starting with `#` are skipped). They were malformed JSON, and
+    /// counted as bad records.
+    @Test func aFixedRejectsFileImportsAgain() async throws {
+        let dir = temporaryDirectory("rejects-again")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s").path
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let input = dir.appendingPathComponent("in.ndjson")
+        try Data(("{\"entity\":\"Genre\",\"name\":\"Rock\"}\n{\"entity\":\"Genre\",\"name\":5}\n" +
+                  "  # a comment of the input's own\n{\"entity\":\"Genre\",\"name\":true}\n").utf8).write(to: input)
+        let rejects = dir.appendingPathComponent("rejects.ndjson").path
+        let first = try await storectl("import", store, input.path, "--continue-on-error", "--rejects", rejects, "--quiet")
+        #expect(first.status == 0, "\(first.stderr)")
+        let fixed = try String(contentsOfFile: rejects, encoding: .utf8)
+            .replacingOccurrences(of: "\"name\":5", with: "\"name\":\"Five\"")
+            .replacingOccurrences(of: "\"name\":true", with: "\"name\":\"True\"")
+        #expect(fixed.hasPrefix("# "), "\(fixed)")
+        let again = dir.appendingPathComponent("fixed.ndjson")
+        try Data(fixed.utf8).write(to: again)
+        let second = try await storectl("import", store, again.path, "--quiet")
+        #expect(second.status == 0, "\(second.stderr)")
+        let names = try await storectl("query", store, "--entity", "Genre", "--count")
+        #expect(names.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "3", "\(names.stdout)")
+    }
 }

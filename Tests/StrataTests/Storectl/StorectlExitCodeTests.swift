@@ -240,4 +240,20 @@ let immutableFilesWork: Bool = {
         let batch = try await storectl("import", store, "in.ndjson", "--batch", "0")
         #expect(batch.status == 64 && batch.stderr.hasPrefix("storectl: error: --batch must be"), "\(batch.stderr)")
     }
+
+    /// An open that must wait while another process holds the store exclusively (a bulk import
+    /// does for its whole length) says whom it waits for, once, before it waits: it waited without
+    /// a word, and a script could not tell a hang from a long bulk import.
+    @Test func anOpenWaitingForAnExclusiveHolderSaysSo() async throws {
+        let (dir, store) = try await emptyStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let holder = try Store.open(at: URL(fileURLWithPath: store), schema: try librarySchema())
+        defer { holder.close() }
+        let lock = try #require(holder.lock)
+        #expect(lock.tryExclusive())
+        let r = try await run("/bin/sh", ["-c", "exec timeout 2 \"$0\" info \"$1\"", storectlPath, store])
+        lock.shared()
+        #expect(r.status == 124, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("waiting for process \(getpid()), which holds the store exclusively"), "\(r.stderr)")
+    }
 }
