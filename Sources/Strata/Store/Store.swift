@@ -429,6 +429,9 @@ public final class Store: Sendable {
                                         reason: "a bare LMDB environment (Strata keeps its data under current/)")
         }
         if let orphan = directory.generationsHoldingData().first {
+            // Another process creating the store may have linked `current` to it since it was
+            // read: not an orphan then (two `init`s at once made one say the link was missing).
+            if try directory.currentGeneration() != nil { return }
             throw StrataError.notAStore(path: path, reason: "`current` is missing but \(orphan) holds a store's data; "
                 + "nothing was changed "
                 + "(if \(orphan) is the live generation, restore the link with `ln -s \(orphan) current` inside the "
