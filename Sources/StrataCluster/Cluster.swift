@@ -188,7 +188,7 @@ public enum Cluster {
     /// Refuses a name that a replica of the cluster at `address` goes by already (its row in
     /// `strata_replicas`, which `cluster status` lists): a new replica taking it would share that
     /// row, and the status would show the two as one, the one behind hidden. A replica that is gone
-    /// keeps its row until ``forget(replica:address:)`` removes it.
+    /// keeps its row until ``forget(replica:address:force:)`` removes it.
     ///
     /// - Throws: ``ClusterError`` (``ClusterError/Kind/nameTaken``) saying when that replica was
     ///   last seen and how to free the name.

@@ -146,7 +146,7 @@ public struct ClusterError: Error, Sendable, Equatable, CustomStringConvertible 
         /// A replica of the name a new one would take is in the cluster already
         /// (``Cluster/requireNameFree(_:address:)``): two would show as one in the status.
         case nameTaken
-        /// No replica of that name is in the cluster (``Cluster/forget(replica:address:)``).
+        /// No replica of that name is in the cluster (``Cluster/forget(replica:address:force:)``).
         case noSuchReplica
         /// ``Cluster/forget(replica:address:force:)`` of a replica seen in the last
         /// ``Cluster/recentlySeenSeconds``: it may be running, and would write its row again.

@@ -80,9 +80,6 @@ struct SaveResolver<S: StateStore> {
         checkingRequired = checkRequired
         self.netState = netState
         applier.defersUniqueClashes = netState
-        // Every set's deletes by name: a deny rule does not refuse a delete whose related objects
-        // the same set deletes (``doomedBySet()``).
-        for case .delete(let id) in operations { deletesAsked.insert(id) }
         if netState {
             // Judged whole: every changed object's base is compared with the store as it was
             // before the set, before any step (a cascade of the set must not hide a conflict).
@@ -90,6 +87,7 @@ struct SaveResolver<S: StateStore> {
                 switch op {
                 case .update(let id, let attributes): _ = try decide(resolved(id), changing: attributes)
                 case .delete(let id):
+                    deletesAsked.insert(id)
                     let target = resolved(id)
                     // Deleted by the store and by this set: it stays deleted, and edge edits of the
                     // set that touch it are dropped with it (never a reinsertion to edit it).
@@ -115,10 +113,9 @@ struct SaveResolver<S: StateStore> {
             case .update(let id, let attributes): try update(resolved(id), attributes)
             case .delete(let id):
                 let target = resolved(id)
-                // Deleted already by this set (a cascade of an earlier delete): done (a child's net
-                // changes list every object it deleted, cascades included; a save may name an
-                // object an earlier delete of it cascaded to).
-                if deleted.contains(target) { continue }
+                // Deleted already by this set (a cascade of an earlier delete): done, for a child's
+                // net changes, which list every object it deleted, cascades included.
+                if netState, deleted.contains(target) { continue }
                 switch try decide(target, changing: []) {
                 case .skip: continue
                 case .reinsert:
@@ -330,9 +327,10 @@ struct SaveResolver<S: StateStore> {
             guard !targets.isEmpty else { continue }
             switch r.deleteRule {
             case .deny:
-                // Targets the same set deletes (by name, or by a cascade: also the object whose
-                // cascade reached this one) do not deny.
-                let gone = try doomedBySet()
+                // Targets this delete is removing already (the object whose cascade reached this
+                // one) do not deny; in a child's net changes, judged whole, neither do those the
+                // set deletes by name or by a cascade.
+                let gone = netState ? try doomedBySet() : []
                 guard targets.allSatisfy({ deleted.contains($0) || gone.contains($0) }) else {
                     throw fail(.deleteDenied, e.name, id, r.name,
                                "\(targets.count) related \(r.destination) object(s) exist and the delete rule is deny")
@@ -358,10 +356,9 @@ struct SaveResolver<S: StateStore> {
         toOneChecks.remove(id)
     }
 
-    /// Everything a set's deletes remove: the objects it deletes by name that its merge policy
-    /// does not keep, and, for a set that is not a child's net changes, what their cascade rules
-    /// reach over the state at the first check (a child's net changes name every object its
-    /// deletes remove, cascades included, and a net set sends its deletes last).
+    /// Everything a child's net changes delete: the objects it deletes by name that its merge
+    /// policy does not keep (the set names every object its deletes remove, cascades included,
+    /// and sends its deletes last).
     private mutating func doomedBySet() throws -> Set<ObjectID> {
         if let doomed { return doomed }
         var out = Set<ObjectID>()
@@ -370,12 +367,8 @@ struct SaveResolver<S: StateStore> {
             return true
         }
         while let id = stack.popLast() {
-            guard !out.contains(id), let record = try applier.record(id) else { continue }
+            guard !out.contains(id), try applier.record(id) != nil else { continue }
             out.insert(id)
-            guard !netState else { continue }
-            for r in record.entity.relationships where r.deleteRule == .cascade {
-                stack += try applier.targets(r.tag, from: id)
-            }
         }
         doomed = out
         return out

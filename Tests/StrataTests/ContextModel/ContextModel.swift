@@ -269,13 +269,8 @@ struct ModelWriter {
 
     mutating func delete(_ id: ObjectID) throws {
         guard state.exists(id) else { throw ModelFailure(.objectNotFound, id) }
-        // "A deny rule does not refuse a delete whose related objects the same delete removes":
-        // what its cascades reach, worked out first.
-        var doomed: Set<ObjectID> = []
-        var probe = self
-        try? probe.delete(id, &doomed, deny: false)
         var deleting: Set<ObjectID> = []
-        try delete(id, &deleting, deny: true, removedAnyway: doomed)
+        try delete(id, &deleting, deny: true)
     }
 
     /// "Delete rules deny / cascade / nullify", relationship by relationship in schema order, as
@@ -284,19 +279,19 @@ struct ModelWriter {
     /// view deleted; any other target (linked since by another writer, or kept by the merge
     /// policy) is unlinked, as the child showed it.
     mutating func delete(_ id: ObjectID, _ deleting: inout Set<ObjectID>, deny: Bool,
-                         only: Set<ObjectID>? = nil, removedAnyway: Set<ObjectID> = []) throws {
+                         only: Set<ObjectID>? = nil) throws {
         guard deleting.insert(id).inserted, state.exists(id) else { return }
         for r in schema.entity(id).relationships {
             let targets = state.targets(r.tag, of: id)
             guard !targets.isEmpty else { continue }
             switch r.deleteRule {
             case .deny:
-                if deny, targets.contains(where: { !deleting.contains($0) && !removedAnyway.contains($0) }) {
-                    throw ModelFailure(.deleteDenied, id)
-                }
+                // "A deny rule does not refuse a delete whose related objects the same delete is
+                // removing" (the object whose cascade reached this one).
+                if deny, targets.contains(where: { !deleting.contains($0) }) { throw ModelFailure(.deleteDenied, id) }
             case .cascade:
                 for t in targets where !deleting.contains(t) && only?.contains(t) != false {
-                    try delete(t, &deleting, deny: deny, only: only, removedAnyway: removedAnyway)
+                    try delete(t, &deleting, deny: deny, only: only)
                 }
             case .nullify: break
             }
