@@ -1,4 +1,5 @@
 import Foundation
+import Strata
 
 /// storectl's three standard descriptors, checked before anything else runs, writes to standard
 /// error that cannot end the command, and its arguments' encoding.
@@ -48,11 +49,11 @@ enum StandardStreams {
             let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self),
                                             count: length)
             var shown = ""
-            for b in bytes.prefix(96) {
+            for b in bytes.prefix(EchoedText.maxCharacters) {
                 shown += b >= 0x20 && b < 0x7F && b != 0x5C ? String(UnicodeScalar(b))
                     : "\\x" + String(b, radix: 16, uppercase: false).leftPadded(to: 2)
             }
-            if bytes.count > 96 { shown += "…(\(bytes.count) bytes)" }
+            if bytes.count > EchoedText.maxCharacters { shown += "…(\(bytes.count) bytes)" }
             return (i, shown)
         }
         return nil

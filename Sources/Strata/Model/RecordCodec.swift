@@ -42,11 +42,9 @@ enum RecordCodec {
         return ~CRC32C.update(running, body)
     }
 
-    /// Decodes a stored record, checking its checksum, format and that it belongs to `id`. With
-    /// `only`, just the attributes it marks get their values (the others read as no value, their
-    /// bytes checked but not decoded): for a scan that needs a few attributes of each record.
-    static func decode(_ bytes: UnsafeRawBufferPointer, id: ObjectID, schema: Schema,
-                       only: [Bool]? = nil) throws -> Record {
+    /// The body of stored record `bytes` (without its checksum), once its size and checksum are
+    /// checked (it is not decoded). Throws ``StrataError/corruptRecord(id:reason:)``.
+    static func checkedBody(_ bytes: UnsafeRawBufferPointer, id: ObjectID) throws -> UnsafeRawBufferPointer {
         guard bytes.count >= 4 + 1 + 2 + 8 + 1 else {
             throw StrataError.corruptRecord(id: id, reason: "record of \(bytes.count) bytes is too short")
         }
@@ -56,7 +54,15 @@ enum RecordCodec {
         guard checksum(id: id, body: body) == stored else {
             throw StrataError.corruptRecord(id: id, reason: "checksum mismatch")
         }
-        var r = ByteReader(body)
+        return body
+    }
+
+    /// Decodes a stored record, checking its checksum, format and that it belongs to `id`. With
+    /// `only`, just the attributes it marks get their values (the others read as no value, their
+    /// bytes checked but not decoded): for a scan that needs a few attributes of each record.
+    static func decode(_ bytes: UnsafeRawBufferPointer, id: ObjectID, schema: Schema,
+                       only: [Bool]? = nil) throws -> Record {
+        var r = ByteReader(try checkedBody(bytes, id: id))
         do {
             let f = try r.u8()
             guard f == format else {

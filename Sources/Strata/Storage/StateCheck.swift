@@ -38,14 +38,7 @@ struct StateCheck {
                                             reason: "objects: a key of \(key.count) bytes (16 expected)")
         }
         let id = ObjectID(keyBytes: key)
-        guard value.count >= 4 else {
-            throw StrataError.corruptRecord(id: id, reason: "record of \(value.count) bytes is too short")
-        }
-        let body = UnsafeRawBufferPointer(rebasing: value[0..<value.count - 4])
-        var tail = ByteReader(UnsafeRawBufferPointer(rebasing: value[value.count - 4..<value.count]))
-        guard let stored = try? tail.u32(), RecordCodec.checksum(id: id, body: body) == stored else {
-            throw StrataError.corruptRecord(id: id, reason: "checksum mismatch")
-        }
+        _ = try RecordCodec.checkedBody(value, id: id)
         guard schema.entity(tag: id.entityTag) != nil else {
             throw StrataError.corruptRecord(id: id, reason: "entity tag \(id.entityTag) is not the schema's")
         }

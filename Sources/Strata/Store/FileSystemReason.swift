@@ -50,6 +50,11 @@ enum FileSystemReason {
         if let underlying = ns.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
             return String(cString: strerror(Int32(underlying.code)))
         }
+        // A removal refused for permissions comes as a Cocoa code with no POSIX error under it.
+        if ns.domain == NSCocoaErrorDomain,
+           [CocoaError.fileWriteNoPermission.rawValue, CocoaError.fileReadNoPermission.rawValue].contains(ns.code) {
+            return String(cString: strerror(EACCES))
+        }
         return ns.localizedDescription
     }
 }

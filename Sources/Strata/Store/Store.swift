@@ -334,7 +334,7 @@ public final class Store: Sendable {
         // Read before the data file's size: a creator finishing meanwhile removes the marker
         // only after its commit, so an empty file seen after the marker is a creation's.
         let unfinished = directory.creationUnfinished
-        let dataSize = (try? fm.attributesOfItem(atPath: generationPath + "/data.mdb")[.size] as? Int) ?? nil
+        let dataSize = directory.dataFileSize(generation)
         if dataSize == 0 && !unfinished {
             // LMDB would quietly start an empty store in an emptied data file: every transaction gone.
             throw StrataError.notAStore(path: path, reason: "\(generation)/data.mdb is empty: the store's data is gone")

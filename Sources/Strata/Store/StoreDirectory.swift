@@ -241,14 +241,9 @@ package struct StoreDirectory {
             guard FileManager.default.fileExists(atPath: leftover) else { return }
             var logger = Logger(label: "strata.store")
             logger[metadataKey: "store"] = "\(store)"
-            let ns = error as NSError, underlying = ns.userInfo[NSUnderlyingErrorKey] as? NSError
-            let code = ns.domain == NSPOSIXErrorDomain ? ns.code
-                : underlying?.domain == NSPOSIXErrorDomain ? underlying?.code
-                : ns.domain == NSCocoaErrorDomain && ns.code == CocoaError.fileWriteNoPermission.rawValue ? Int(EACCES) : nil
-            let reason = code.map { String(cString: strerror(Int32($0))) } ?? ns.localizedDescription
             logger.warning("""
-                could not remove \(leftover), no longer part of the store (\(reason)): the next read-write open \
-                tries again; remove it by hand to get its space back
+                could not remove \(leftover), no longer part of the store (\(FileSystemReason.describe(error))): \
+                the next read-write open tries again; remove it by hand to get its space back
                 """)
         }
     }

@@ -362,13 +362,9 @@ struct SaveResolver<S: StateStore> {
     private mutating func doomedBySet() throws -> Set<ObjectID> {
         if let doomed { return doomed }
         var out = Set<ObjectID>()
-        var stack: [ObjectID] = deletesAsked.map(resolved).filter { id in
-            if case .skip? = decisions[id] { return false }
-            return true
-        }
-        while let id = stack.popLast() {
-            guard !out.contains(id), try applier.record(id) != nil else { continue }
-            out.insert(id)
+        for id in deletesAsked.map(resolved) {
+            if case .skip? = decisions[id] { continue }
+            if try applier.exists(id) { out.insert(id) }
         }
         doomed = out
         return out
