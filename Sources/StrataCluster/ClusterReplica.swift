@@ -23,6 +23,9 @@ import Synchronization
 /// A follower thread keeps the replica current: it listens for PostgreSQL's notification of an
 /// append (a signal only; the entries are read from the log), and reads the log every
 /// ``pollInterval`` as well, so a lost notification costs latency only. Readers never wait for it.
+/// While the replica saves, its own appends bring what other machines appended (each answers
+/// the entries since the head it was validated at), and the follower leaves the notifications
+/// they cover to them instead of reading the log for each.
 public final class ClusterReplica: Sendable {
     /// The local store.
     public let store: Store
@@ -37,6 +40,8 @@ public final class ClusterReplica: Sendable {
     let address: ClusterAddress
     let log: SharedLog
     private let follower: Follower
+    /// The follower's reads of the log so far (tests).
+    var followerReads: Int { follower.reads.load(ordering: .relaxed) }
 
     private init(store: Store, name: String, clusterID: String, address: ClusterAddress, pollInterval: Duration,
                  log: SharedLog, follower: Follower) {
@@ -92,8 +97,10 @@ public final class ClusterReplica: Sendable {
         // The cluster exists: an init that made it but stopped before saying so to the store.
         if try store.clusterBeingMadeIn != nil { try await store.finishMakingCluster(clusterID: storeCluster) }
         try await checkHistory(store, writerSession, address: address)
+        let wake = DispatchSemaphore(value: 0)
+        let ledger = NotificationLedger(wake: wake)
         let log = SharedLog(session: PostgresSession(address: address, logger: logger, expectedCluster: cluster.id),
-                            replica: name, layout: cluster.layout)
+                            replica: name, layout: cluster.layout, ledger: ledger)
         try store.attachReplication(log)
         do {
             try await store.catchUpReplica()
@@ -108,7 +115,7 @@ public final class ClusterReplica: Sendable {
         }
         let follower = Follower(store: store, name: name,
                                 session: PostgresSession(address: address, logger: logger, expectedCluster: cluster.id),
-                                interval: pollInterval, logger: logger)
+                                interval: pollInterval, logger: logger, wake: wake, ledger: ledger)
         follower.start()
         return ClusterReplica(store: store, name: name, clusterID: cluster.id, address: address,
                               pollInterval: pollInterval, log: log, follower: follower)
@@ -259,19 +266,26 @@ final class Follower: Sendable {
     let interval: Duration
     let logger: Logger
     private let state = Locked(State())
-    private let wake = DispatchSemaphore(value: 0)
+    /// Signalled by each notification, and by each statement of the writer answered.
+    private let wake: DispatchSemaphore
+    private let ledger: NotificationLedger
     private let finished = DispatchSemaphore(value: 0)
+    /// Reads of the log so far (tests).
+    let reads = Atomic<Int>(0)
     /// Entries read from the log per step.
     static let batch = 1_000
     /// Heartbeats (`strata_replicas`) at most this often.
     static let heartbeatInterval: Duration = .seconds(1)
 
-    init(store: Store, name: String, session: PostgresSession, interval: Duration, logger: Logger) {
+    init(store: Store, name: String, session: PostgresSession, interval: Duration, logger: Logger,
+         wake: DispatchSemaphore, ledger: NotificationLedger) {
         self.store = store
         self.name = name
         self.session = session
         self.interval = interval
         self.logger = logger
+        self.wake = wake
+        self.ledger = ledger
     }
 
     func start() {
@@ -301,16 +315,23 @@ final class Follower: Sendable {
     private func run() {
         var listening: PostgresConnection?
         var lastHeartbeat = ContinuousClock.now - Self.heartbeatInterval
-        let milliseconds = Int(interval.components.seconds * 1_000
-                               + interval.components.attoseconds / 1_000_000_000_000_000)
+        var lastRead = ContinuousClock.now - interval
+        var mustRead = true
         while !stopped {
             do {
                 if listening == nil || listening?.isClosed == true {
-                    listening = try session.listen(ClusterSchema.channel) { [wake] in wake.signal() }
+                    listening = try session.listen(ClusterSchema.channel) { [ledger] in ledger.noteNotification() }
+                    mustRead = true
                 }
-                let head = try follow()
-                if ContinuousClock.now - lastHeartbeat >= Self.heartbeatInterval {
-                    try heartbeat(head)
+                if mustRead {
+                    lastRead = .now
+                    let head = try follow()
+                    if ContinuousClock.now - lastHeartbeat >= Self.heartbeatInterval {
+                        try heartbeat(head)
+                        lastHeartbeat = .now
+                    }
+                } else if ContinuousClock.now - lastHeartbeat >= Self.heartbeatInterval {
+                    try heartbeat(try store.lastTransactionID)
                     lastHeartbeat = .now
                 }
             } catch StrataError.closed {
@@ -320,17 +341,55 @@ final class Follower: Sendable {
                 // live one keeps its listener.
                 logger.warning("cluster follower of \(store.path): \(error.text)")
             }
-            _ = wake.wait(timeout: .now() + .milliseconds(max(1, milliseconds)))
+            // Every `interval` at least, whatever the ledger says; after a notification unless
+            // the writer's appends brought what it announced.
+            let woken = wake.wait(timeout: Self.dispatchTime(lastRead + interval)) == .success
+            mustRead = stopped || !woken || readsAfterWakeUp(pollAt: lastRead + interval)
         }
+    }
+
+    /// After a wake-up: whether the log must be read now, or the writer's appends bring what the
+    /// notifications announced: while it is appending (``NotificationLedger/Verdict/writerBusy``)
+    /// the follower waits for its next append, until `pollAt` at the latest.
+    private func readsAfterWakeUp(pollAt: ContinuousClock.Instant) -> Bool {
+        while !stopped {
+            guard let local = try? store.lastTransactionID else { return true }
+            let now = ContinuousClock.now
+            switch ledger.verdict(localHead: local, now: now) {
+            case .nothingNew: return false
+            case .read: return true
+            case .writerBusy:
+                if now >= pollAt { return true }
+                _ = wake.wait(timeout: Self.dispatchTime(min(pollAt, now + NotificationLedger.deferral)))
+            }
+        }
+        return true
+    }
+
+    /// `instant` of the continuous clock as a dispatch time (both count from boot on Linux, not
+    /// necessarily from the same origin: converted through the time left).
+    private static func dispatchTime(_ instant: ContinuousClock.Instant) -> DispatchTime {
+        let left = instant - .now
+        guard left > .zero else { return .now() }
+        let nanos = left.components.seconds * 1_000_000_000 + left.components.attoseconds / 1_000_000_000
+        return .now() + .nanoseconds(Int(min(nanos, Int64(Int.max))))
     }
 
     /// Applies what the log holds after the local head, a batch at a time. Returns the head after.
     private func follow() throws -> TransactionID {
         var head = try store.lastTransactionID
         while !stopped {
-            let batch = try SharedLog.entries(session, after: head, limit: Self.batch)
-            guard let last = batch.last?.transactionID else { break }
+            let mark = ledger.markForRead()
+            reads.add(1, ordering: .relaxed)
+            let (batch, shared) = try SharedLog.entriesAndHead(session, after: head, limit: Self.batch)
+            guard let last = batch.last?.transactionID else {
+                if let end = SharedLog.end(of: batch, after: head, head: shared) { ledger.noteRead(mark, reached: end) }
+                break
+            }
             head = try apply(batch)
+            if head >= last, let end = SharedLog.end(of: batch, after: last, head: shared) {
+                ledger.noteRead(mark, reached: end)
+            }
             // Stopped before the cluster's migration entry: met first on the next step, it throws.
             if head < last { continue }
             if !ReplicatedEntry.mayBeFollowed(batch, limit: Self.batch, readBytes: SharedLog.readBytes(session)) { break }

@@ -61,11 +61,28 @@ final class SharedLog: ReplicationLog {
     /// may run a Strata that cannot read compressed entries.
     let takesCompressedEntries: Bool
 
+    /// The replica's follower's ledger of notifications (nil: no follower), told of each append
+    /// and read this writer sends, and of the end of the log each one reached.
+    let ledger: NotificationLedger?
+
     /// - Parameter layout: the cluster's layout (`strata_cluster.layout`).
-    init(session: PostgresSession, replica: String, layout: Int) {
+    init(session: PostgresSession, replica: String, layout: Int, ledger: NotificationLedger? = nil) {
         self.session = session
         self.replica = replica
+        self.ledger = ledger
         takesCompressedEntries = layout >= Int(ClusterSchema.compressedEntriesLayout)
+    }
+
+    /// Runs `statement` as one the ledger hears of: it returns its result and the end of the log
+    /// it reached, if it did.
+    private func noted<R>(_ statement: () throws -> (R, TransactionID?)) rethrows -> R {
+        guard let ledger else { return try statement().0 }
+        let mark = ledger.begin()
+        var reached: TransactionID?
+        defer { ledger.end(mark, reached: reached) }
+        let (result, end) = try statement()
+        reached = end
+        return result
     }
 
     /// Refusals of an append that appended nothing and mean the writer should catch up and try
@@ -77,7 +94,11 @@ final class SharedLog: ReplicationLog {
     func append(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> ReplicationAppend {
         guard !entries.isEmpty else { return .appended }
         do {
-            return try appendStatement(entries, after: head) ? .appended : .behind
+            let appended = try noted { () throws -> (Bool, TransactionID?) in
+                let done = try appendStatement(entries, after: head)
+                return (done, done ? entries.last?.transactionID : nil)
+            }
+            return appended ? .appended : .behind
         } catch let failure as PostgresSession.Failure {
             switch failure {
             case .refused(let sqlState, _) where Self.appendedNothing.contains(sqlState):
@@ -94,7 +115,12 @@ final class SharedLog: ReplicationLog {
         guard footprintsCompared.load(ordering: .relaxed) else { return try append(entries, after: head) }
         let first: Int64, run: [ReplicatedEntry]
         do {
-            (first, run) = try appendAfterStatement(entries, validatedAt: head, footprint: footprint)
+            (first, run) = try noted { () throws -> ((Int64, [ReplicatedEntry]), TransactionID?) in
+                let answer = try appendAfterStatement(entries, validatedAt: head, footprint: footprint)
+                // Taken, the group's entries ended the log: its own ids, or the run's last when moved.
+                guard answer.0 != 0, let own = entries.last?.transactionID else { return (answer, nil) }
+                return (answer, max(own, answer.1.last?.transactionID ?? own))
+            }
         } catch let failure as PostgresSession.Failure {
             switch failure {
             case .refused(let sqlState, let message)
@@ -275,7 +301,18 @@ final class SharedLog: ReplicationLog {
             guard let r = run, r.after == position, r.entries.count < limit else { return nil }
             return r.entries
         }
-        return try answered ?? Self.entries(session, after: position, limit: limit)
+        if let answered { return answered }
+        return try noted { () throws -> ([ReplicatedEntry], TransactionID?) in
+            let (entries, head) = try Self.entriesAndHead(session, after: position, limit: limit)
+            return (entries, Self.end(of: entries, after: position, head: head))
+        }
+    }
+
+    /// `head` when `entries`, read after `position`, are every entry through it.
+    static func end(of entries: [ReplicatedEntry], after position: TransactionID,
+                    head: TransactionID?) -> TransactionID? {
+        guard let head, (entries.last?.transactionID ?? position) == head else { return nil }
+        return head
     }
 
     /// The log's entries after `position` (at most `limit`, and no more once they reach
@@ -283,6 +320,12 @@ final class SharedLog: ReplicationLog {
     /// in one statement. (`octet_length` of a stored value reads its size, not the value.)
     static func entries(_ session: PostgresSession, after position: TransactionID,
                         limit: Int) throws -> [ReplicatedEntry] {
+        try entriesAndHead(session, after: position, limit: limit).entries
+    }
+
+    /// ``entries(_:after:limit:)`` and the cluster's head as the same statement read it.
+    static func entriesAndHead(_ session: PostgresSession, after position: TransactionID,
+                               limit: Int) throws -> (entries: [ReplicatedEntry], head: TransactionID?) {
         let after = Int64(position.rawValue), count = Int64(limit)
         let budget = Int64(readBytes(session))
         let query: PostgresQuery = """
@@ -333,12 +376,15 @@ final class SharedLog: ReplicationLog {
 
     /// The rows of ``entries(_:after:limit:)``'s statement as entries, checked against the
     /// cluster's head and horizon.
-    private static func decodeEntries(_ rows: PostgresQueryResult, after: Int64) throws -> [ReplicatedEntry] {
+    private static func decodeEntries(_ rows: PostgresQueryResult,
+                                      after: Int64) throws -> (entries: [ReplicatedEntry], head: TransactionID?) {
         var entries: [ReplicatedEntry] = []
+        var sharedHead: TransactionID?
         entries.reserveCapacity(rows.count)
         for row in rows {
             let (horizon, head, id, payload, author, saved, version) = try row.decode(
                 (Int64, Int64, Int64?, ByteBuffer?, String?, Int64?, Int32?).self)
+            sharedHead = UInt64(exactly: head).map(TransactionID.init)
             if after > head {
                 throw StrataError.replication(ReplicationError(.rejectedEntry, """
                     this replica is at transaction \(after), past the cluster's head \(head): the database lost \
@@ -365,7 +411,7 @@ final class SharedLog: ReplicationLog {
             }
             entries.append(try ReplicatedEntry(row: id, payload, author, saved, version))
         }
-        return entries
+        return (entries, sharedHead)
     }
 }
 
