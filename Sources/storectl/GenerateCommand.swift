@@ -32,6 +32,7 @@ struct GenerateCommand: AsyncParsableCommand {
         }
         let loaded: Schema
         do { loaded = try Schema.load(directory: URL(fileURLWithPath: schema)) } catch { throw failure(error) }
+        if let problem = ModelGenerator.problems(in: loaded, file: schema).first { throw failure(problem) }
         let source = ModelGenerator.swiftSource(for: loaded)
         guard let output else {
             // Written at once, not through `print`: a stream whose write failed (a full disk,

@@ -106,8 +106,15 @@ extension Overlay {
             return
         }
         guard inverse.isToMany else { return }
+        // A fact about an edge between two objects this layer did not write (no insert, update
+        // or delete: their edges are what they are below) that says what the edge was below when
+        // the layer set it is no change (an edge added and removed again, or removed and added
+        // again): sent, it would undo what another writer did to that edge since.
+        let whole = replaced.contains(key) || records[from] != nil
+        let originals = edgeOriginals[key]
         for (to, present) in facts.sorted(by: { $0.key < $1.key }) {
             guard key.tag < inverseTag || (key.tag == inverseTag && from <= to) else { continue }
+            if !whole, records[to] == nil, originals?[to] == present { continue }
             if present {
                 guard try view.exists(from), try view.exists(to) else { continue }
                 links.append(.link(relationship: key.tag, from: .id(from), to: .id(to)))
@@ -159,6 +166,12 @@ extension Overlay {
             } else {
                 let changed = facts.filter { before?[$0.key] != $0.value }
                 if !changed.isEmpty { rest.edges[key] = changed }
+                // Below the rest, an edge is what the commit set, or what it was before.
+                for to in changed.keys {
+                    if let original = before?[to] ?? edgeOriginals[key]?[to] {
+                        rest.edgeOriginals[key, default: [:]][to] = original
+                    }
+                }
             }
         }
         for key in replaced

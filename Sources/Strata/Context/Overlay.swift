@@ -67,6 +67,7 @@ struct Overlay: Sendable {
         var order = [Touch]()
         var originals = [ObjectID: [Value]]()
         var edges = [LinkKey: [ObjectID: Bool]]()
+        var edgeOriginals = [LinkKey: [ObjectID: Bool]]()
         var replaced = Set<LinkKey>()
         var replacedTags = Set<UInt16>()
         var uniques = [ByteKey: ObjectID]()
@@ -103,6 +104,13 @@ struct Overlay: Sendable {
     var edges: [LinkKey: [ObjectID: Bool]] {
         _read { yield storage.fields.edges }
         _modify { makeUnique(); yield &storage.fields.edges }
+    }
+    /// For each edge fact of ``edges`` the layer set itself (not one built for a committed
+    /// layer): whether the edge was linked below when the layer set it, so that a fact that says
+    /// the same (an edge added and removed again) is no change to commit. Dropped with its fact.
+    var edgeOriginals: [LinkKey: [ObjectID: Bool]] {
+        _read { yield storage.fields.edgeOriginals }
+        _modify { makeUnique(); yield &storage.fields.edgeOriginals }
     }
     /// Keys whose whole target set this layer defines (edges below are not read for them).
     var replaced: Set<LinkKey> {

@@ -20,6 +20,8 @@ struct OverlayApplier: StateStore {
         /// An entry of ``Overlay/order`` as it was before it was marked new or not.
         case touch(Int, Overlay.Touch)
         case fact(Overlay.LinkKey, ObjectID, Bool?)
+        /// An entry of ``Overlay/edgeOriginals`` as it was before.
+        case edgeOriginal(Overlay.LinkKey, ObjectID, Bool?)
         case replaced(Overlay.LinkKey)
         case unique(ByteKey, ObjectID?)
         /// A count changed by this much (undone by subtracting it).
@@ -90,6 +92,7 @@ struct OverlayApplier: StateStore {
                 if old == nil { leaf.originals[id] = nil }
             case .touch(let i, let old): leaf.order[i] = old
             case .fact(let k, let t, let old): setFact(k, t, old)
+            case .edgeOriginal(let k, let t, let old): setOriginal(k, t, old)
             case .replaced(let k): leaf.replaced.remove(k)
             case .unique(let k, let old): leaf.uniques[k] = old
             case .countAdded(let t, let delta): leaf.countDelta[t, default: 0] -= delta
@@ -222,7 +225,7 @@ struct OverlayApplier: StateStore {
                 // the same id that the state below has deleted since are not its own. Only an
                 // object an edge touched here can have any (it is marked dirty then).
                 if leaf.dirty[e.tag]?.contains(id) == true {
-                    for rel in e.relationships { clearPresentFacts(Overlay.LinkKey(tag: rel.tag, from: id)) }
+                    for rel in e.relationships { try clearPresentFacts(Overlay.LinkKey(tag: rel.tag, from: id)) }
                 }
             }
             try setUniques(e, old: nil, new: values, id: id)
@@ -271,7 +274,7 @@ struct OverlayApplier: StateStore {
             for rel in r.entity.relationships {
                 let key = Overlay.LinkKey(tag: rel.tag, from: id)
                 markReplaced(key)
-                clearPresentFacts(key)
+                try clearPresentFacts(key)
             }
             leaf.markDirty(id)
         case .link(let tag, let a, let b):
@@ -286,7 +289,8 @@ struct OverlayApplier: StateStore {
         leaf.replacedTags.insert(key.tag)
     }
 
-    /// Sets the fact for `key` → `target` (nil removes it), keeping ``Overlay/factCount``.
+    /// Sets the fact for `key` → `target` (nil removes it, and what the edge was below when it
+    /// was set), keeping ``Overlay/factCount``.
     private mutating func setFact(_ key: Overlay.LinkKey, _ target: ObjectID, _ fact: Bool?) {
         let old: Bool?
         if let fact {
@@ -294,20 +298,38 @@ struct OverlayApplier: StateStore {
         } else {
             old = leaf.edges[key]?.removeValue(forKey: target)
             if leaf.edges[key]?.isEmpty == true { leaf.edges[key] = nil }
+            if leaf.edgeOriginals[key]?[target] != nil { setOriginal(key, target, nil) }
         }
         leaf.factCount += (fact == nil ? 0 : 1) - (old == nil ? 0 : 1)
     }
 
-    /// Turns every "present" fact of `key` (but `kept`) into "absent", in both directions.
-    private mutating func clearPresentFacts(_ key: Overlay.LinkKey, except kept: ObjectID? = nil) {
-        guard let facts = leaf.edges[key], let inverse = schema.inverseTag(of: key.tag) else { return }
-        for (t, present) in facts where present && t != kept {
-            recordFact(key, t, false)
-            recordFact(Overlay.LinkKey(tag: inverse, from: t), key.from, false)
+    /// Sets whether the edge `key` → `target` was linked below when the layer set its fact.
+    private mutating func setOriginal(_ key: Overlay.LinkKey, _ target: ObjectID, _ linked: Bool?) {
+        if let linked {
+            leaf.edgeOriginals[key, default: [:]][target] = linked
+        } else {
+            leaf.edgeOriginals[key]?[target] = nil
+            if leaf.edgeOriginals[key]?.isEmpty == true { leaf.edgeOriginals[key] = nil }
         }
     }
 
-    private mutating func recordFact(_ key: Overlay.LinkKey, _ target: ObjectID, _ present: Bool) {
+    /// Turns every "present" fact of `key` (but `kept`) into "absent", in both directions.
+    private mutating func clearPresentFacts(_ key: Overlay.LinkKey, except kept: ObjectID? = nil) throws {
+        guard let facts = leaf.edges[key], let inverse = schema.inverseTag(of: key.tag) else { return }
+        for (t, present) in facts where present && t != kept {
+            try recordFact(key, t, false)
+            try recordFact(Overlay.LinkKey(tag: inverse, from: t), key.from, false)
+        }
+    }
+
+    /// Sets a fact the change made; the first one the layer holds for the edge notes whether the
+    /// edge was linked below (``Overlay/edgeOriginals``).
+    private mutating func recordFact(_ key: Overlay.LinkKey, _ target: ObjectID, _ present: Bool) throws {
+        if leaf.edges[key]?[target] == nil {
+            let below = try parents.top.linked(key.tag, from: key.from, to: target)
+            undo.append(.edgeOriginal(key, target, leaf.edgeOriginals[key]?[target]))
+            setOriginal(key, target, below)
+        }
         undo.append(.fact(key, target, leaf.edges[key]?[target]))
         setFact(key, target, present)
     }
@@ -321,10 +343,10 @@ struct OverlayApplier: StateStore {
         }
         // A to-one holds one target: a fact this layer kept for another one (an object hidden now,
         // which may come back) is dropped with the replacement.
-        if present, !r.isToMany { clearPresentFacts(Overlay.LinkKey(tag: tag, from: a), except: b) }
-        if present, !inverse.isToMany { clearPresentFacts(Overlay.LinkKey(tag: inverse.tag, from: b), except: a) }
-        recordFact(Overlay.LinkKey(tag: tag, from: a), b, present)
-        recordFact(Overlay.LinkKey(tag: inverse.tag, from: b), a, present)
+        if present, !r.isToMany { try clearPresentFacts(Overlay.LinkKey(tag: tag, from: a), except: b) }
+        if present, !inverse.isToMany { try clearPresentFacts(Overlay.LinkKey(tag: inverse.tag, from: b), except: a) }
+        try recordFact(Overlay.LinkKey(tag: tag, from: a), b, present)
+        try recordFact(Overlay.LinkKey(tag: inverse.tag, from: b), a, present)
         if !r.isToMany { markReplaced(Overlay.LinkKey(tag: tag, from: a)) }
         if !inverse.isToMany { markReplaced(Overlay.LinkKey(tag: inverse.tag, from: b)) }
         leaf.markDirty(a)

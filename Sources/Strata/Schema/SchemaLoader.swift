@@ -26,9 +26,14 @@ extension Schema {
         for name in names where name.hasPrefix("v") && name.hasSuffix(".json") {
             // One spelling per version: no two files name the same one.
             guard let n = version(fileName: name) else {
+                let digits = name.dropFirst().dropLast(5)
+                let outOfRange = !digits.isEmpty && !digits.hasPrefix("0")
+                    && digits.unicodeScalars.allSatisfy { ("0"..."9").contains($0) }
                 throw SchemaError(file: directory.appendingPathComponent(name).path, entity: nil, field: nil,
-                                  reason: "schema files must be named v<N>.json with N ≥ 1 in decimal digits, "
-                                      + "without a sign or a leading zero")
+                                  reason: outOfRange
+                                      ? "version \(EchoedText.shown(String(digits))) is out of range (1…\(SchemaLimits.maxVersion))"
+                                      : "schema files must be named v<N>.json with N ≥ 1 in decimal digits, "
+                                          + "without a sign or a leading zero")
             }
             versions.append((n, name))
         }
@@ -62,18 +67,39 @@ extension Schema {
 
     /// Loads one schema file.
     public static func load(file: URL) throws -> Schema {
-        let data: Data
-        do {
-            data = try Data(contentsOf: file)
-        } catch {
-            throw SchemaError(file: file.path, entity: nil, field: nil,
-                              reason: "cannot read file (\(FileSystemReason.unreadableFile(file.path)))")
-        }
+        let data = try read(file)
         let expected = version(fileName: file.lastPathComponent)
         var bytes = Array(data)
         // A UTF-8 byte order mark some editors write: the JSON starts after it.
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }
         return try parse(bytes, source: file.path, expectedVersion: expected)
+    }
+
+    /// The bytes of a schema file: a regular file only. A FIFO would hold the read until some
+    /// other process wrote to it (opened without blocking, it is refused at once), and a device
+    /// or socket is no schema either.
+    static func read(_ file: URL) throws -> Data {
+        func unreadable(_ reason: String) -> SchemaError {
+            SchemaError(file: file.path, entity: nil, field: nil, reason: "cannot read file (\(reason))")
+        }
+        let fd = open(file.path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { throw unreadable(FileSystemReason.unreadableFile(file.path)) }
+        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw unreadable(String(cString: strerror(errno))) }
+        switch st.st_mode & S_IFMT {
+        case S_IFREG: break
+        case S_IFDIR: throw unreadable("is a directory")
+        case S_IFIFO: throw unreadable("a named pipe, not a regular file")
+        case S_IFCHR, S_IFBLK: throw unreadable("a device, not a regular file")
+        case S_IFSOCK: throw unreadable("a socket, not a regular file")
+        default: throw unreadable("not a regular file")
+        }
+        do {
+            return try handle.readToEnd() ?? Data()
+        } catch {
+            throw unreadable(FileSystemReason.describe(error))
+        }
     }
 
     /// Parses schema JSON (`source` names it in errors).
@@ -133,6 +159,10 @@ struct SchemaLoader {
         for (key, _) in m where !allowed.contains(key) {
             throw error(field,
                         "unknown key '\(EchoedText.shown(key))' (allowed: \(allowed.sorted().joined(separator: ", ")))")
+        }
+        // A description is text for people (a schema a store already holds keeps what it has).
+        if !isStoredSchema, let d = m.first(where: { $0.0 == "description" })?.1 {
+            guard case .string = d else { throw error(field, "'description' must be a string, found \(d.typeName)") }
         }
         return m
     }
@@ -266,7 +296,10 @@ struct SchemaLoader {
         let n = try name(json["name"], place)
         let field = "attribute '\(n)'"
         if Self.reservedNames.contains(n) { throw error(field, Self.reservedReason(n)) }
-        guard case .string(let typeName)? = json["type"] else { throw error(field, "missing 'type'") }
+        guard let typeValue = json["type"] else { throw error(field, "missing 'type'") }
+        guard case .string(let typeName) = typeValue else {
+            throw error(field, "'type' must be a string, found \(typeValue.typeName)")
+        }
         guard let type = AttributeType(rawValue: typeName) else {
             throw error(field, "unknown type '\(EchoedText.shown(typeName))' (expected one of: " +
                                "\(AttributeType.allCases.map(\.rawValue).joined(separator: ", ")))")

@@ -18,7 +18,7 @@ public enum ModelGenerator {
         out += "\n/// Every entity type of the \(schema.model) model, for " +
                "``Store/open(at:schema:entities:configuration:)``.\n"
         out += "public let \(schema.model)Entities: [any Strata.Entity.Type] = " +
-               "[\(schema.entities.map { "\($0.name).self" }.joined(separator: ", "))]\n"
+               "[\(schema.entities.map { "\(ident($0.name)).self" }.joined(separator: ", "))]\n"
         return out
     }
 
@@ -27,9 +27,48 @@ public enum ModelGenerator {
          "protocol", "static", "struct", "subscript", "typealias", "var", "break", "case", "continue", "default",
          "defer", "do", "else", "fallthrough", "for", "guard", "if", "in", "repeat", "return", "switch", "where",
          "while", "as", "catch", "false", "is", "nil", "rethrows", "super", "self", "Self", "throw", "throws", "true",
-         "try", "Type", "Any", "internal", "public", "private"]
+         "try", "Type", "Any", "internal", "public", "private", "fileprivate", "precedencegroup", "Protocol", "_"]
 
+    /// `name` as a Swift identifier: a keyword (or `_`, `Type`, `Protocol`) in backquotes.
     private static func ident(_ name: String) -> String { keywords.contains(name) ? "`\(name)`" : name }
+
+    /// Static members every generated entity type declares beside its attributes' and
+    /// relationships' keys (static lets of the same names).
+    static let staticMembers: Set<String> = ["entityName", "entityTag", "attributeDeclarations",
+                                             "relationshipDeclarations"]
+    /// Instance members it declares beside its attributes' properties.
+    static let instanceMembers: Set<String> = ["id", "storedValues"]
+    /// Modules the generated code names its types through (`Swift.String`, `Strata.Value`): an
+    /// entity of one of these names would hide them.
+    static let moduleNames: Set<String> = ["Swift", "Foundation", "Strata"]
+
+    /// What in `schema` the generated Swift could not declare, each as a ``SchemaError`` naming
+    /// the entity and member (empty when ``swiftSource(for:moduleComment:)`` compiles): an
+    /// attribute or relationship named like a member the generated type declares itself
+    /// (`entityName`, `storedValues`, …), or an entity named like a module the code names types
+    /// through. Keywords are no problem: they are written in backquotes.
+    public static func problems(in schema: Schema, file: String) -> [SchemaError] {
+        var found: [SchemaError] = []
+        for e in schema.entities {
+            if moduleNames.contains(e.name) {
+                found.append(SchemaError(file: file, entity: e.name, field: nil, reason: """
+                    an entity named '\(e.name)' would hide the module the generated code names its types \
+                    through; rename the entity to generate Swift for it
+                    """))
+            }
+            for a in e.attributes where staticMembers.contains(a.name) || instanceMembers.contains(a.name) {
+                found.append(SchemaError(file: file, entity: e.name, field: "attribute '\(a.name)'", reason: """
+                    the generated type declares '\(a.name)' itself; rename the attribute to generate Swift for it
+                    """))
+            }
+            for r in e.relationships where staticMembers.contains(r.name) {
+                found.append(SchemaError(file: file, entity: e.name, field: "relationship '\(r.name)'", reason: """
+                    the generated type declares '\(r.name)' itself; rename the relationship to generate Swift for it
+                    """))
+            }
+        }
+        return found
+    }
 
     private static func swiftType(_ a: AttributeDescription) -> String {
         // Module-qualified: an entity may be named `Date`, `Value` or `String` too.
@@ -67,10 +106,10 @@ public enum ModelGenerator {
     }
 
     private static func entitySource(_ e: EntityDescription, schema: Schema) -> String {
-        let n = e.name
-        var s = "/// `\(n)` of the \(schema.model) schema, version \(schema.version).\n"
+        let n = ident(e.name)
+        var s = "/// `\(e.name)` of the \(schema.model) schema, version \(schema.version).\n"
         s += "public struct \(n): Strata.Entity, Swift.Hashable {\n"
-        s += "    public static let entityName = \"\(n)\"\n"
+        s += "    public static let entityName = \"\(e.name)\"\n"
         s += "    public static let entityTag: Swift.UInt16 = \(e.tag)\n\n"
         s += "    /// The permanent object id.\n    public var id: Strata.ObjectID\n"
         for a in e.attributes { s += "    public var \(ident(a.name)): \(swiftType(a))\n" }
@@ -97,7 +136,7 @@ public enum ModelGenerator {
         }
         for r in e.relationships {
             let kind = r.isToMany ? "Strata.ToMany" : "Strata.ToOne"
-            s += "    public static let \(ident(r.name)) = \(kind)<\(n), \(r.destination)>(name: \"\(r.name)\", tag: " +
+            s += "    public static let \(ident(r.name)) = \(kind)<\(n), \(ident(r.destination))>(name: \"\(r.name)\", tag: " +
                  "\(r.tag))\n"
         }
         s += "\n    public static let attributeDeclarations: [Strata.AttributeDeclaration] = [\n"
@@ -123,7 +162,7 @@ public enum ModelGenerator {
         s += "    }\n\n"
         s += "    public init(id: Strata.ObjectID, storedValues v: [Strata.Value]) throws {\n"
         s += "        guard v.count == \(e.attributes.count) else {\n"
-        s += "            throw Strata.StrataError.entityMismatch(type: \"\(n)\", "
+        s += "            throw Strata.StrataError.entityMismatch(type: \"\(e.name)\", "
             + "reason: \"expected \(e.attributes.count) values, got \\(v.count)\")\n"
         s += "        }\n"
         s += "        self.id = id\n"

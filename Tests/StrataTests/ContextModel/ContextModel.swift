@@ -366,6 +366,9 @@ struct ModelLayer: Sendable {
     var edges: [ModelEdge: Bool] = [:]
     /// "replaced: keys (r, a) whose whole target set this layer defines."
     var replaced: Set<ModelKey> = []
+    /// Whether each edge with a fact was visible when this layer first set one for it
+    /// ("the edge as the child saw it at first touch"): a fact equal to it is no change.
+    var edgeFirst: [ModelEdge: Bool] = [:]
     /// The values the child read when it first changed each object it did not insert ("the
     /// child's base of that object (the values it read at first touch)"): net updates are the
     /// attributes that differ from these.
@@ -438,7 +441,10 @@ struct ModelLayer: Sendable {
             }
         }
         let changedEdges = before.edges.symmetricDifference(after.edges)
-        for e in changedEdges { edges[e] = after.edges.contains(e) }
+        for e in changedEdges {
+            if edges[e] == nil { edgeFirst[e] = before.edges.contains(e) }
+            edges[e] = after.edges.contains(e)
+        }
         for e in changedEdges where schema.isToOne(e.rel) {
             let key = ModelKey(rel: e.rel, object: e.from)
             replaced.insert(key)
@@ -547,6 +553,14 @@ struct ModelNetChanges: Sendable, CustomStringConvertible {
             let inverse = schema.inverse(e)
             guard e.rel < inverse.rel || (e.rel == inverse.rel && e.from <= e.to) else { continue }
             guard !covered(e), view.exists(e.from), view.exists(e.to) else { continue }
+            // Decision: an edge between two objects the layer holds no record of (their edges
+            // are what they are below), whose fact says what the child saw at first touch (added
+            // and removed again), is no change, like a value changed back: it is not sent, so
+            // what another writer did to that edge since stays.
+            if layer.records[e.from] == nil, layer.records[e.to] == nil,
+               !layer.replaced.contains(ModelKey(rel: e.rel, object: e.from)),
+               !layer.replaced.contains(ModelKey(rel: inverse.rel, object: e.to)),
+               layer.edgeFirst[e] == present { continue }
             edges.append(EdgeFact(edge: e, present: present))
         }
         // "4. deletes: every non-inserted id deleted in L"

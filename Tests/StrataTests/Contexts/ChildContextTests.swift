@@ -67,6 +67,38 @@ import Testing
         }
     }
 
+    /// Edges added and removed again (or removed and added again) are no change: the commit
+    /// saves nothing and returns nil, like values set and set back, and leaves alone what another
+    /// writer did to those edges meanwhile.
+    @Test func edgesChangedAndChangedBackCommitNothing() async throws {
+        try await withLibraryStore { store in
+            func track(_ title: String) -> Track {
+                Track(mbid: UUID(), title: title, durationSeconds: 100, addedAt: Date(timeIntervalSince1970: 0))
+            }
+            let list = Playlist(name: "Road", createdAt: Date(timeIntervalSince1970: 0)), a = track("a"), b = track("b")
+            _ = try await store.save { c in
+                c.insert(list)
+                c.insert(a)
+                c.insert(b)
+                c.add(a.id, to: Playlist.tracks, of: list.id)
+            }
+            let head = try store.lastTransactionID
+            let child = store.mainContext.newChild(label: "scratch")
+            try child.add(b.id, to: Playlist.tracks, of: list.id)
+            try child.remove(b.id, from: Playlist.tracks, of: list.id)
+            try child.remove(a.id, from: Playlist.tracks, of: list.id)
+            try child.add(a.id, to: Playlist.tracks, of: list.id)
+            // Another writer changes both edges meanwhile.
+            _ = try await store.save { c in
+                c.add(b.id, to: Playlist.tracks, of: list.id)
+                c.remove(a.id, from: Playlist.tracks, of: list.id)
+            }
+            #expect(try await child.commit() == nil)
+            #expect(try store.lastTransactionID == head.next)
+            #expect(try store.mainContext.relatedIDs(list.id, Playlist.tracks) == [b.id])
+        }
+    }
+
     @Test func nestedChildrenCommitOneLevelUp() async throws {
         try await withLibraryStore { store in
             let main = store.mainContext

@@ -21,10 +21,12 @@ import Testing
     func collidingNamesGenerateCodeThatCompiles() async throws {
         let json = #"""
         {"model":"tricky","version":1,"entities":[
-         {"name":"Value","attributes":[{"name":"init","type":"int","optional":true},{"name":"Type","type":"date"},{"name":"String","type":"string"}],
+         {"name":"Value","attributes":[{"name":"init","type":"int","optional":true},{"name":"Type","type":"date"},{"name":"String","type":"string"},
+                                       {"name":"Protocol","type":"string","optional":true},{"name":"_","type":"int","optional":true}],
           "relationships":[{"name":"dates","destination":"Date","toMany":true,"inverse":"value"}]},
          {"name":"Date","attributes":[{"name":"default","type":"bytes","optional":true},{"name":"when","type":"uuid"}],
-          "relationships":[{"name":"value","destination":"Value","inverse":"dates"}]}]}
+          "relationships":[{"name":"value","destination":"Value","inverse":"dates"}]},
+         {"name":"Protocol","attributes":[{"name":"fileprivate","type":"string"},{"name":"precedencegroup","type":"int","optional":true}]}]}
         """#
         let source = ModelGenerator.swiftSource(for: try Schema.parse(Array(json.utf8), source: "v1.json"))
         let dir = temporaryDirectory("generated-names")
@@ -38,6 +40,28 @@ import Testing
         #expect(r.status == 0, "\(r.stderr.prefix(2_000))")
         let reserved = #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[{"name":"self","type":"int"}]}]}"#
         #expect(throws: SchemaError.self) { try Schema.parse(Array(reserved.utf8), source: "v1.json") }
+    }
+
+    /// Names the generated type declares itself, or modules it names types through, cannot be
+    /// given to attributes, relationships or entities: `problems(in:file:)` names each (and
+    /// `storectl generate` refuses, exit 65); the schema itself is fine for a store.
+    @Test func namesTheGeneratedTypeDeclaresItselfAreReportedNotGenerated() throws {
+        let json = #"""
+        {"model":"m","version":1,"entities":[
+         {"name":"Item","attributes":[{"name":"entityName","type":"string","optional":true},
+                                      {"name":"storedValues","type":"string","optional":true}],
+          "relationships":[{"name":"entityTag","destination":"Swift","toMany":true,"inverse":"item"}]},
+         {"name":"Swift","attributes":[],"relationships":[{"name":"item","destination":"Item","inverse":"entityTag"}]}]}
+        """#
+        let schema = try Schema.parse(Array(json.utf8), source: "v1.json")
+        let problems = ModelGenerator.problems(in: schema, file: "v1.json").map(\.description)
+        #expect(problems.count == 4, "\(problems)")
+        #expect(problems.contains { $0.contains("attribute 'entityName'") && $0.contains("declares 'entityName' itself") })
+        #expect(problems.contains { $0.contains("attribute 'storedValues'") })
+        #expect(problems.contains { $0.contains("relationship 'entityTag'") })
+        #expect(problems.contains { $0.contains("entity 'Swift'") && $0.contains("would hide the module") })
+        let library = try Schema.load(directory: repositoryRoot.appendingPathComponent("Schemas/library"))
+        #expect(ModelGenerator.problems(in: library, file: "v2.json").isEmpty)
     }
 
     @Test func generatedCodeEscapesKeywordAttributes() throws {

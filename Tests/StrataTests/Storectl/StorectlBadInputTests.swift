@@ -142,6 +142,9 @@ import Testing
         ("unknown destination", ["v1.json": #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[],"relationships":[{"name":"r","destination":"Nope"}]}]}"#], "Nope"),
         ("no entities", ["v1.json": #"{"model":"m","version":1,"entities":[]}"#], "at least one entity"),
         ("bad attribute name", ["v1.json": #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[{"name":"1x","type":"int"}]}]}"#], "ASCII identifier"),
+        ("type not text", ["v1.json": #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[{"name":"x","type":3}]}]}"#], "'type' must be a string, found integer"),
+        ("description not text", ["v1.json": #"{"model":"m","version":1,"description":5,"entities":[{"name":"A","attributes":[]}]}"#], "'description' must be a string"),
+        ("version out of range", ["v1.json": minimal, "v99999999999999999999.json": minimal], "version 99999999999999999999 is out of range"),
     ] as [(String, [String: String], String)])
     func badSchemaDirectoriesAreDataErrors(name: String, files: [String: String], fragment: String) async throws {
         let schema = try schemaDirectory(files)
@@ -155,6 +158,38 @@ import Testing
             #expect(r.stderr.contains(fragment), "\(name): storectl \(command[0]): stderr lacks '\(fragment)': \(r.stderr)")
         }
         #expect(!FileManager.default.fileExists(atPath: target + "/current"), "\(name): a store was created from a bad schema")
+    }
+
+    /// A named pipe among the schema files is refused at once (it held every command reading
+    /// the schemas until some other process wrote to it).
+    @Test(.timeLimit(.minutes(1))) func aNamedPipeAmongTheSchemaFilesIsRefusedNotWaitedOn() async throws {
+        let schema = try schemaDirectory(["v1.json": #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[]}]}"#])
+        defer { try? FileManager.default.removeItem(at: schema) }
+        #expect(mkfifo(schema.appendingPathComponent("v2.json").path, 0o600) == 0)
+        let parent = temporaryDirectory("fifo-schema-store")
+        defer { try? FileManager.default.removeItem(at: parent) }
+        let target = parent.appendingPathComponent("s").path
+        for command in [["init", target, "--schema", schema.path], ["generate", "--schema", schema.path]] {
+            let r = try await storectl(command)
+            #expect(r.status == 65, "storectl \(command[0]): exit \(r.status): \(r.stderr)")
+            #expect(r.stderr.contains("v2.json") && r.stderr.contains("a named pipe, not a regular file"), "\(r.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: target + "/current"))
+    }
+
+    /// A schema a store takes, whose names the generated Swift type declares itself: `generate`
+    /// refuses it naming the member (exit 65) instead of writing code that does not compile.
+    @Test func generateRefusesANameTheGeneratedTypeDeclaresItself() async throws {
+        let schema = try schemaDirectory(["v1.json": #"{"model":"m","version":1,"entities":[{"name":"Item","attributes":[{"name":"storedValues","type":"string","optional":true}]}]}"#])
+        defer { try? FileManager.default.removeItem(at: schema) }
+        let parent = temporaryDirectory("generated-clash-store")
+        defer { try? FileManager.default.removeItem(at: parent) }
+        #expect(try await storectl("init", parent.appendingPathComponent("s").path, "--schema", schema.path).status == 0)
+        let r = try await storectl("generate", "--schema", schema.path)
+        #expect(r.status == 65, "exit \(r.status): \(r.stderr)")
+        #expect(r.stderr.contains("entity 'Item'") && r.stderr.contains("attribute 'storedValues'")
+                && r.stderr.contains("declares 'storedValues' itself"), "\(r.stderr)")
+        #expect(r.stdout.isEmpty)
     }
 
     @Test func missingSchemaDirectoryIsAnError() async throws {
