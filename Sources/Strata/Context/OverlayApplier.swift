@@ -54,11 +54,16 @@ struct OverlayApplier: StateStore {
             let inverseNow = leaf.edges[inverse]?[side.key.from]
             let visibleNow = try linked(side.key.tag, from: side.key.from, to: side.target)
             let inverseOld = (first[EdgeSide(key: inverse, target: side.key.from)] ?? nil) ?? nil
+            // Put back without a fact, the edge also loses what it was below; kept, it keeps it.
+            let original = leaf.edgeOriginals[side.key]?[side.target]
+            let inverseOriginal = leaf.edgeOriginals[inverse]?[side.key.from]
             setFact(side.key, side.target, old)
             setFact(inverse, side.key.from, inverseOld)
             if try linked(side.key.tag, from: side.key.from, to: side.target) != visibleNow {
                 setFact(side.key, side.target, now)
                 setFact(inverse, side.key.from, inverseNow)
+                if let original { setOriginal(side.key, side.target, original) }
+                if let inverseOriginal { setOriginal(inverse, side.key.from, inverseOriginal) }
             }
         }
     }

@@ -34,6 +34,8 @@ public struct PredicateParser {
     let schema: Schema
     private var tokens: [(Token, Int)] = []
     private var i = 0
+    /// The text's length in Unicode scalars: where an error found at its end points.
+    private var end = 0
     /// `not`s and parentheses open around the current position.
     private var nesting = 0
 
@@ -47,7 +49,9 @@ public struct PredicateParser {
     /// Parses `text` as a filter over `entity`.
     public static func parse(_ text: String, entity: EntityDescription, schema: Schema) throws -> Filter {
         var p = PredicateParser(schema: schema)
-        p.tokens = try tokenize(Array(text.unicodeScalars))
+        let scalars = Array(text.unicodeScalars)
+        p.tokens = try tokenize(scalars)
+        p.end = scalars.count
         let result = try p.orExpression(entity)
         guard p.i == p.tokens.count else { throw p.error("unexpected \(p.describe(p.tokens[p.i].0))") }
         return result
@@ -138,7 +142,9 @@ public struct PredicateParser {
 
     /// An error about the token at `token` (a path named before the token the parser is at).
     private func error(at token: Int, _ reason: String) -> ParseError {
-        ParseError(position: token < tokens.count ? tokens[token].1 : (tokens.last?.1 ?? 0), reason: reason)
+        // Past the last token: the filter ended where more was expected (`(`, `name ==`).
+        guard token < tokens.count else { return ParseError(position: end, reason: reason + " at the end of the filter") }
+        return ParseError(position: tokens[token].1, reason: reason)
     }
 
     private func describe(_ t: Token) -> String {

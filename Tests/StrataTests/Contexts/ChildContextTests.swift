@@ -99,6 +99,32 @@ import Testing
         }
     }
 
+    /// The same through a chain: a grandchild links an edge and commits it into its parent,
+    /// another writer links that edge too, the grandchild unlinks it and commits again. The
+    /// parent's layer then holds "absent" for an edge that was absent when it first changed it:
+    /// its commit saves nothing and the other writer's link stays.
+    @Test func anEdgeAddedAndRemovedThroughAChildIsNoChangeForItsParent() async throws {
+        try await withLibraryStore { store in
+            let list = Playlist(name: "Road", createdAt: Date(timeIntervalSince1970: 0))
+            let t = Track(mbid: UUID(), title: "t", durationSeconds: 100, addedAt: Date(timeIntervalSince1970: 0))
+            _ = try await store.save { c in
+                c.insert(list)
+                c.insert(t)
+            }
+            let parent = store.mainContext.newChild(label: "parent")
+            let child = parent.newChild(label: "child")
+            try child.add(t.id, to: Playlist.tracks, of: list.id)
+            #expect(try await child.commit() == nil)
+            let theirs = try await store.save { $0.add(t.id, to: Playlist.tracks, of: list.id) }
+            try child.remove(t.id, from: Playlist.tracks, of: list.id)
+            #expect(try await child.commit() == nil)
+            #expect(try parent.relatedIDs(list.id, Playlist.tracks) == [])
+            #expect(try await parent.commit() == nil)
+            #expect(try store.lastTransactionID == theirs)
+            #expect(try store.mainContext.relatedIDs(list.id, Playlist.tracks) == [t.id])
+        }
+    }
+
     @Test func nestedChildrenCommitOneLevelUp() async throws {
         try await withLibraryStore { store in
             let main = store.mainContext

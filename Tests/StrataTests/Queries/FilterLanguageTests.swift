@@ -167,6 +167,11 @@ import Testing
         expectError("colour == 'red'", "Track has no attribute or relationship 'colour'")
         expectError("title == 'open", "at character 10: unterminated string")
         expectError("title ~ 'x'", "at character 7: unexpected character '~'")
+        // A filter that ends where more was expected is pointed at its end (it was pointed at
+        // the last token, the `(` itself).
+        expectError("(", "at character 2: expected an attribute name at the end of the filter")
+        expectError("title == 'a' and", "at character 17: expected an attribute name at the end of the filter")
+        expectError("(title == 'a'", "at character 14: expected ')' at the end of the filter")
         // An unknown name is pointed at where it starts (it was pointed past, at the operator).
         expectError("colour == 'red'", "at character 1: Track has no attribute or relationship 'colour'")
         expectError("durationSeconds > 1 and album.colour == 'red'",
