@@ -266,7 +266,8 @@ final class Follower: Sendable {
     let interval: Duration
     let logger: Logger
     private let state = Locked(State())
-    /// Signalled by each notification, and by each statement of the writer answered.
+    /// Signalled by each notification, and when a statement of the writer is answered while a
+    /// notification is not covered (``NotificationLedger``).
     private let wake: DispatchSemaphore
     private let ledger: NotificationLedger
     private let finished = DispatchSemaphore(value: 0)

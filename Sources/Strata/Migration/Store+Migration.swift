@@ -143,7 +143,9 @@ extension Store {
             throw MigrationError(reason: "no \(schema.model) schema v\(goal) among the given versions")
         }
         guard goal > schema.version else {
-            throw MigrationError(reason: "the store is at v\(schema.version); nothing to do for v\(goal)")
+            throw MigrationError(reason: goal == schema.version
+                ? "the store is at v\(schema.version) already; nothing to do"
+                : "the store is at v\(schema.version), newer than v\(goal): a migration only goes to a later version")
         }
         guard let current = schemas.first(where: { $0.version == schema.version }),
               current.canonicalJSON == schema.canonicalJSON else {

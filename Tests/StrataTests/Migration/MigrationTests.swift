@@ -243,6 +243,24 @@ import Testing
 
     /// Another model's schemas are refused as such (it said no schema of the version it wanted
     /// was among them), and nothing is changed.
+    /// A target the store is at, or one older than it, is refused saying which.
+    @Test func aTargetThatIsNotNewerIsRefusedSayingWhy() async throws {
+        let dir = temporaryDirectory("migrate-not-newer")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await populated(dir)
+        let all = try schemas([ShopSchemas.v1, ShopSchemas.v2, ShopSchemas.v3])
+        _ = try await Store.migrate(at: dir, schemas: all, registry: ShopSchemas.registry)
+        for (goal, expected) in [(3, "the store is at v3 already; nothing to do"),
+                                 (2, "the store is at v3, newer than v2: a migration only goes to a later version")] {
+            do {
+                _ = try await Store.migrate(at: dir, schemas: all, to: goal, registry: ShopSchemas.registry)
+                Issue.record("a migration to v\(goal) of a v3 store was taken")
+            } catch let e as MigrationError {
+                #expect(e.reason == expected, "\(e)")
+            }
+        }
+    }
+
     @Test func anotherModelsSchemasAreRefusedAsSuch() async throws {
         let dir = temporaryDirectory("migrate-other-model")
         defer { try? FileManager.default.removeItem(at: dir) }
