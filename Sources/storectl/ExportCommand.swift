@@ -154,6 +154,12 @@ final class OutputSink {
         }
     }
 
+    /// Appends `bytes` as they are (no line end).
+    func write(bytes: Data) throws {
+        buffer.append(bytes)
+        if buffer.count >= 1 << 16 { try flush() }
+    }
+
     func write(_ line: String) throws {
         buffer.append(contentsOf: line.utf8)
         buffer.append(0x0A)

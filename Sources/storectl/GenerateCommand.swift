@@ -34,41 +34,23 @@ struct GenerateCommand: AsyncParsableCommand {
         do { loaded = try Schema.load(directory: URL(fileURLWithPath: schema)) } catch { throw failure(error) }
         if let problem = ModelGenerator.problems(in: loaded, file: schema).first { throw failure(problem) }
         let source = ModelGenerator.swiftSource(for: loaded)
-        guard let output else {
-            // Written at once, not through `print`: a stream whose write failed (a full disk,
-            // `> /dev/full`) drops its buffer, and the flush at exit then finds nothing to fail
-            // on, so the cut file would end with exit 0.
-            do {
-                try FileHandle.standardOutput.write(contentsOf: Data(source.utf8))
-            } catch {
-                throw failure(CLIError("cannot write to standard output: \(systemReason(error))", code: Exit.ioError))
-            }
-            return
+        // Written as an export is (``OutputSink``): a file beside the destination, synced and
+        // renamed over it with the replaced file's permissions and owner; a device or pipe in
+        // place; stdout at once, so that a failed write (a full disk, `> /dev/full`) is an error.
+        let sink: OutputSink
+        do {
+            sink = try OutputSink(path: output)
+        } catch {
+            throw failure(error, context: output).withCode(Exit.cannotCreate)
         }
         do {
-            // A device or pipe (`/dev/stdout`) is written in place; only a regular file (or a new
-            // one) is replaced atomically: `.atomic` renames a new file over the path.
-            // A symbolic link is written through (the new file renamed over what it points at).
-            let special = SymbolicLinks.isSpecial(output)
-            let path = special ? output : SymbolicLinks.followed(output)
-            // A file replaced keeps its permissions and owner, as `>` would (the new file had the
-            // umask's mode).
-            var st = stat()
-            let existing: stat? = !special && stat(path, &st) == 0 && st.st_mode & S_IFMT == S_IFREG ? st : nil
-            try Data(source.utf8).write(to: URL(fileURLWithPath: path), options: special ? [] : .atomic)
-            if let existing {
-                _ = chown(path, existing.st_uid, existing.st_gid)
-                _ = chmod(path, existing.st_mode & 0o7777)
-            }
+            try sink.write(bytes: Data(source.utf8))
+            try sink.close()
         } catch {
-            var isDirectory: ObjCBool = false
-            let reason = FileManager.default.fileExists(atPath: output, isDirectory: &isDirectory)
-                && isDirectory.boolValue
-                ? "is a directory" : systemReason(error)
-            // Out of space (or an I/O error) is 74; anything else stops the file being made: 73.
-            let code = [ENOSPC, EIO, EDQUOT].contains(systemErrno(error) ?? 0) ? Exit.ioError : Exit.cannotCreate
-            throw failure(CLIError(reason, code: code), context: output).withCode(code)
+            sink.discard()
+            throw failure(error)
         }
+        guard let output else { return }
         note("wrote \(output) (\(loaded.entities.count) entities)")
     }
 }
