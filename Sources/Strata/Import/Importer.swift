@@ -675,10 +675,12 @@ public final class Importer: Sendable {
             s.reject(item.location, ImportIssue(file: s.files[item.fileIndex], line: item.line, field: field,
                                                 reason: "duplicate key \(alias.shown) of " +
                                                         "\(record.entity.name) (first at \(s.files[f]):\(l))"))
+            noteRejectedKeys(aliases, item, &s)
             return nil
         }
         if let issue = try missingRequiredReference(record, item, s.files) {
             s.reject(item.location, issue)
+            noteRejectedKeys(aliases, item, &s)
             return nil
         }
         for alias in aliases { s.inputKeys[ImportRecord.digest(alias)] = item.location }
@@ -690,6 +692,14 @@ public final class Importer: Sendable {
         }
         if s.forward.count >= s.forwardCheckAt { try dropFoundForwardReferences(&s) }
         return record
+    }
+
+    /// Notes the keys of a record validation rejected that no record gave before it
+    /// (``ImportState/rejectedKeys``); a later record giving one takes it back.
+    private func noteRejectedKeys(_ aliases: [ObjectReference], _ item: RecordIterator.Item, _ s: inout ImportState) {
+        for a in aliases where s.inputKeys[ImportRecord.digest(a)] == nil {
+            s.rejectedKeys[ImportRecord.digest(a)] = item.location
+        }
     }
 
     /// References kept for the end of the input (not given by it yet where they were read) at
@@ -719,8 +729,12 @@ public final class Importer: Sendable {
         guard !unresolved.isEmpty else { return }
         let missing = try store.read { view in try unresolved.filter { try view.resolve($0.target) == nil } }
         for m in missing where !s.rejected.keys.contains(m.location) {
-            let reason = "dangling reference: no \(m.relationship.destination) " +
-                         "\(m.target.shown) in the input or the store"
+            var reason = "dangling reference: no \(m.relationship.destination) \(m.target.shown) in the input or the store"
+            if let at = s.rejectedKeys[m.digest] {
+                let (f, l) = RecordIterator.Item.unpacked(at)
+                reason = "dangling reference: no \(m.relationship.destination) \(m.target.shown): its record at " +
+                         "\(s.files[f]):\(l) was rejected"
+            }
             s.reject(m.location, ImportIssue(file: s.files[m.fileIndex], line: m.line, field: m.relationship.name,
                                              reason: reason))
         }
@@ -1534,6 +1548,10 @@ private struct ImportState {
     /// Every key of the input (digest) and where its record is (packed file and line, in input
     /// order), from validation (while a bulk import checks as it writes: the keys read so far).
     var inputKeys: [UInt64: UInt64] = [:]
+    /// The keys of records validation rejected (a key given twice, a required to-one without a
+    /// target) that no other record gives, and where the rejected record is: a reference to one
+    /// is dangling because of that record, and says so.
+    var rejectedKeys: [UInt64: UInt64] = [:]
     /// References to keys the input had not given yet where they were read.
     var forward: [ForwardReference] = []
     /// The size of ``forward`` at which those the input or the store holds by then are dropped.

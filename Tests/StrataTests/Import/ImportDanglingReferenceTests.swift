@@ -62,4 +62,50 @@ import Testing
         }
         #expect(linked == count - ghosts.count)
     }
+
+    /// A reference to a record validation rejected (here a key given twice, by another unique)
+    /// says so, with that record's line: "no Member "c2" in the input" read as if the input had
+    /// none. With `continueOnError` both records are rejected and the others written.
+    @Test func aReferenceToARejectedRecordNamesItsLine() async throws {
+        let text = #"""
+        {"model":"club","version":1,"entities":[
+          {"name":"Team","attributes":[{"name":"name","type":"string"}],
+           "relationships":[{"name":"members","destination":"Member","toMany":true,"inverse":"team"}],
+           "uniques":[["name"]]},
+          {"name":"Member","attributes":[{"name":"code","type":"string"},{"name":"email","type":"string"}],
+           "relationships":[{"name":"team","destination":"Team","inverse":"members"}],
+           "uniques":[["code"],["email"]]}
+        ]}
+        """#
+        let schema = try Schema.parse(Array(text.utf8), source: "v1.json", expectedVersion: 1)
+        let dir = temporaryDirectory("import-rejected-target")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = try writeInput([
+            #"{"entity":"Team","name":"early","members":[{"code":"c2"}]}"#,
+            #"{"entity":"Member","code":"c1","email":"a@x"}"#,
+            #"{"entity":"Member","code":"c2","email":"a@x"}"#,
+            #"{"entity":"Team","name":"late","members":[{"code":"c1"},{"code":"c2"}]}"#,
+            #"{"entity":"Team","name":"fine","members":[{"code":"c1"}]}"#,
+        ], in: dir)
+        for mode in [ImportMode.incremental, .bulk] {
+            let store = try Store.temporary(schema: schema)
+            defer { store.close() }
+            var options = ImportOptions()
+            options.mode = mode
+            options.continueOnError = true
+            let rejects = dir.appendingPathComponent("rejects-\(mode).ndjson").path
+            options.rejectsPath = rejects
+            let summary = try await Importer(store: store, options: options).run(files: [input])
+            #expect(summary.rejected == 3)
+            let reasons = try String(contentsOfFile: rejects, encoding: .utf8).split(separator: "\n")
+                .filter { $0.hasPrefix("# ") }.map { String($0.dropFirst(2)) }
+            #expect(reasons.contains("\(input):3: email: duplicate key \"a@x\" of Member (first at \(input):2)"), "\(reasons)")
+            for line in [1, 4] {
+                #expect(reasons.contains("\(input):\(line): members: dangling reference: no Member \"c2\": its record at " +
+                                         "\(input):3 was rejected"), "\(mode): \(reasons)")
+            }
+            #expect(try store.mainContext.count(Query(entity: "Team")) == 1)
+            #expect(try store.mainContext.count(Query(entity: "Member")) == 1)
+        }
+    }
 }
