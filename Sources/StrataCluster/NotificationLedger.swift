@@ -78,6 +78,7 @@ final class NotificationLedger: Sendable {
     func end(_ mark: UInt64, reached: TransactionID?, at now: ContinuousClock.Instant = .now) {
         let uncovered = state.withLock { s -> Bool in
             s.inFlight -= 1
+            assert(s.inFlight >= 0, "a statement ended that the ledger was not told of")
             s.lastActivity = now
             defer { if let reached { Self.cover(&s, mark, reached) } }
             return s.received > s.covered

@@ -729,12 +729,11 @@ public final class Importer: Sendable {
         guard !unresolved.isEmpty else { return }
         let missing = try store.read { view in try unresolved.filter { try view.resolve($0.target) == nil } }
         for m in missing where !s.rejected.keys.contains(m.location) {
-            var reason = "dangling reference: no \(m.relationship.destination) \(m.target.shown) in the input or the store"
-            if let at = s.rejectedKeys[m.digest] {
+            let why = s.rejectedKeys[m.digest].map { at in
                 let (f, l) = RecordIterator.Item.unpacked(at)
-                reason = "dangling reference: no \(m.relationship.destination) \(m.target.shown): its record at " +
-                         "\(s.files[f]):\(l) was rejected"
-            }
+                return ": its record at \(s.files[f]):\(l) was rejected"
+            } ?? " in the input or the store"
+            let reason = "dangling reference: no \(m.relationship.destination) \(m.target.shown)\(why)"
             s.reject(m.location, ImportIssue(file: s.files[m.fileIndex], line: m.line, field: m.relationship.name,
                                              reason: reason))
         }

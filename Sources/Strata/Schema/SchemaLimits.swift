@@ -14,4 +14,8 @@ public enum SchemaLimits {
     public static let maxVersion = Int(Int32.max)
     /// The longest name of an entity, attribute or relationship, in bytes (names are ASCII identifiers).
     public static let maxNameBytes = 64
+    /// The largest schema file read, in bytes: far above the largest schema the other limits
+    /// allow written out, so that a file given by mistake (a log, a disk image) is refused, not read
+    /// whole into memory.
+    public static let maxFileBytes = 64 << 20
 }

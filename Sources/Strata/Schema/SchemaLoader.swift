@@ -95,6 +95,9 @@ extension Schema {
         case S_IFSOCK: throw unreadable("a socket, not a regular file")
         default: throw unreadable("not a regular file")
         }
+        guard st.st_size <= SchemaLimits.maxFileBytes else {
+            throw unreadable("\(st.st_size) bytes, over the \(SchemaLimits.maxFileBytes) a schema file may have")
+        }
         do {
             return try handle.readToEnd() ?? Data()
         } catch {

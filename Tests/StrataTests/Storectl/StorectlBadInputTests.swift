@@ -177,6 +177,19 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: target + "/current"))
     }
 
+    /// A schema file over `SchemaLimits.maxFileBytes` is refused by its size before it is read.
+    @Test func aSchemaFileOverTheSizeLimitIsRefusedUnread() async throws {
+        let schema = try schemaDirectory(["v1.json": #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[]}]}"#])
+        defer { try? FileManager.default.removeItem(at: schema) }
+        // Sparse: no disk is written.
+        #expect(truncate(schema.appendingPathComponent("v1.json").path, off_t(SchemaLimits.maxFileBytes + 1)) == 0)
+        let parent = temporaryDirectory("big-schema-store")
+        defer { try? FileManager.default.removeItem(at: parent) }
+        let r = try await storectl("init", parent.appendingPathComponent("s").path, "--schema", schema.path)
+        #expect(r.status == 65, "exit \(r.status): \(r.stderr)")
+        #expect(r.stderr.contains("\(SchemaLimits.maxFileBytes + 1) bytes, over the \(SchemaLimits.maxFileBytes)"), "\(r.stderr)")
+    }
+
     /// A schema a store takes, whose names the generated Swift type declares itself: `generate`
     /// refuses it naming the member (exit 65) instead of writing code that does not compile.
     @Test func generateRefusesANameTheGeneratedTypeDeclaresItself() async throws {
