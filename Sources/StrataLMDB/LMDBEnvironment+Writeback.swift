@@ -70,6 +70,42 @@ extension LMDBEnvironment {
         }
     }
 
+    /// How often ``withWritebackDuringCommit(_:)`` asks the kernel to start writing.
+    static let commitWritebackIntervalMicroseconds: UInt32 = 2_000
+
+    /// Runs `commit` (the `mdb_txn_commit` of a transaction that dirtied many pages) while a
+    /// thread of its own asks the kernel, every ``commitWritebackIntervalMicroseconds``, to start
+    /// writing the data file's dirty pages (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`), and
+    /// returns once that thread has stopped. LMDB writes all of a commit's pages (`writev`) and
+    /// only then syncs them: without this the disk starts at the sync, which then waits for all of
+    /// it (about 70 ms of the 100 ms that committing 70 MB took here, in an import of 20,000
+    /// records into a store of 200,000). Not a durability guarantee: the commit's own sync is.
+    /// Write errors are left for that sync to report (the asynchronous request waits for
+    /// nothing). Without `sync_file_range` (not Linux), or for an `MDB_WRITEMAP` environment or
+    /// one whose commits do not sync (`MDB_NOSYNC` at the time), `commit` just runs.
+    package func withWritebackDuringCommit<R>(_ commit: () -> R) -> R {
+        var fd: Int32 = -1, flags: UInt32 = 0
+        guard !options.writeMap, let syncFileRange = Self.syncFileRange,
+              mdb_env_get_flags(handle, &flags) == MDB_SUCCESS, flags & UInt32(MDB_NOSYNC) == 0,
+              mdb_env_get_fd(handle, &fd) == MDB_SUCCESS, fd >= 0 else { return commit() }
+        let done = Locked(false), stopped = DispatchSemaphore(value: 0)
+        let interval = Self.commitWritebackIntervalMicroseconds, file = fd
+        let pump = Thread {
+            while !done.withLock({ $0 }) {
+                _ = syncFileRange(file, 0, 0, 2 /* SYNC_FILE_RANGE_WRITE */)
+                usleep(interval)
+            }
+            stopped.signal()
+        }
+        pump.name = "strata.commit-writeback"
+        pump.start()
+        let result = commit()
+        done.withLock { $0 = true }
+        // The thread uses the descriptor: it stops before the environment can close it.
+        stopped.wait()
+        return result
+    }
+
     /// The first error a background writeback saw while waiting for its pages (nil: none). The
     /// kernel reports a write error once per open file, and that wait took it.
     package var backgroundWritebackError: Int32? { writebackGate.withLock { $0.error } }

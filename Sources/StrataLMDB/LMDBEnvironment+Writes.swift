@@ -12,8 +12,12 @@ extension LMDBEnvironment {
     ///
     /// Begin and commit happen on the same OS thread with no suspension between them, as LMDB
     /// requires. On any error the transaction is aborted and nothing is written.
+    ///
+    /// With `writebackDuringCommit` (a transaction that dirtied many pages: an import's), the
+    /// kernel is asked to start writing the pages while LMDB still writes them out, so that the
+    /// commit's sync waits for less (``withWritebackDuringCommit(_:)``).
     @discardableResult
-    package func write<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {
+    package func write<R>(writebackDuringCommit: Bool = false, _ body: (LMDBTransaction) throws -> R) throws -> R {
         precondition(!options.readOnly, "write transaction on a read-only environment")
         while true {
             // The map lock is held shared for the whole transaction: a reader adopting another
@@ -33,7 +37,9 @@ extension LMDBEnvironment {
                         throw error
                     }
                     // mdb_txn_commit frees the transaction whether or not it succeeds.
-                    try checkWrite(mdb_txn_commit(txn), "mdb_txn_commit")
+                    let rc = writebackDuringCommit
+                        ? withWritebackDuringCommit { mdb_txn_commit(txn) } : mdb_txn_commit(txn)
+                    try checkWrite(rc, "mdb_txn_commit")
                     return .success(result)
                 } catch {
                     return .failure(error)

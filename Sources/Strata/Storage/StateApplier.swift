@@ -50,6 +50,23 @@ struct StateApplier: StateStore {
     /// they would with them; unique keys, which saves do read, are kept as always.
     var skipsIndexes = false
 
+    /// The objects and unique keys this applier's lookups found present: a save that names one
+    /// object many times (the album of each of its tracks, found by its key, then checked as the
+    /// end of each link) searches the B-trees for it once. Only what was found is kept (a put
+    /// stores what was absent), and a delete of this applier forgets it; this applier is the only
+    /// writer of the objects and unique keys while it lives: one save (or one replayed
+    /// transaction), inside its transaction, each with an applier of its own. Copies of the
+    /// applier share it, as they share the transaction.
+    private let seen = SeenState()
+
+    /// See ``seen``. A class, so that the protocol's non-mutating lookups can note what they find.
+    private final class SeenState {
+        /// Objects known to be present.
+        var present: Set<ObjectID> = []
+        /// Unique keys known to be held, with their objects.
+        var owners: [ByteKey: ObjectID] = [:]
+    }
+
     init(txn: LMDBTransaction, env: LMDBEnvironment, schema: Schema, transactionID: TransactionID) {
         self.txn = txn
         self.env = env
@@ -70,7 +87,10 @@ struct StateApplier: StateStore {
     }
 
     func exists(_ id: ObjectID) throws -> Bool {
-        try txn.contains(env[.objects], key: id.keyBytes)
+        if seen.present.contains(id) { return true }
+        let found = try txn.contains(env[.objects], key: id.keyBytes)
+        if found { seen.present.insert(id) }
+        return found
     }
 
     /// Targets linked from `from` through relationship `tag`, in id order.
@@ -93,7 +113,11 @@ struct StateApplier: StateStore {
 
     /// The object holding unique key `key`, if any.
     func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? {
-        try txn.withValue(env[.uniques], key: key) { try ObjectID.stored($0, in: "uniques") }
+        let memoKey = ByteKey(key)
+        if let owner = seen.owners[memoKey] { return owner }
+        let owner = try txn.withValue(env[.uniques], key: key) { try ObjectID.stored($0, in: "uniques") }
+        if let owner { seen.owners[memoKey] = owner }
+        return owner
     }
 
     mutating func apply(_ change: LoggedChange) throws {
@@ -139,6 +163,7 @@ struct StateApplier: StateStore {
             }
             try removeIndexEntries(record.entity, record.values, id)
             try txn.delete(env[.objects], key: id.keyBytes)
+            seen.present.remove(id)
             countDeltas[record.entity.tag, default: 0] -= 1
             try countWriteForRelease()
         case .link(let tag, let a, let b):
@@ -190,6 +215,7 @@ struct StateApplier: StateStore {
     private mutating func deleteUnique(_ key: [UInt8], of id: ObjectID) throws {
         if defersUniqueClashes, let owner = try uniqueOwner(key), owner != id { return }
         try txn.delete(env[.uniques], key: key)
+        seen.owners[ByteKey(key)] = nil
     }
 
     /// Applies a logged transaction's changes as its save was judged: on the save's result, with

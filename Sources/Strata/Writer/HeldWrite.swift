@@ -165,31 +165,37 @@ extension Writer {
             let env = self.env
             var group = AppliedGroup()
             var saves: [PendingSave] = []
-            func applyStep(_ batch: [PendingSave], _ txn: LMDBTransaction) throws {
-                let applied = try apply(batch, txn, env: env, flatOrderedGroup: true)
+            func applyStep(_ batch: [PendingSave], _ txn: LMDBTransaction, _ log: HeldLog) throws {
+                let applied = try apply(batch, txn, env: env, flatOrderedGroup: true, heldLog: log)
                 for result in applied.results { _ = try result.get() }
                 group.results += applied.results
                 group.entries += applied.entries
                 saves += batch
             }
             do {
-                let lmdbID = try env.write { txn -> UInt64 in
-                    for batch in steps { try applyStep(batch, txn) }
+                let lmdbID = try env.write(writebackDuringCommit: true) { txn -> UInt64 in
+                    // The entries are encoded beside the writer and put into the log at the end.
+                    let log = HeldLog(head: try ReadView(txn: txn, env: env, schema: schema).lastTransactionID())
+                    for batch in steps { try applyStep(batch, txn, log) }
                     owed?.resume(returning: nil)
                     owed = nil
-                    if committing { return LMDBEnvironment.lmdbTransactionID(txn.handle) }
+                    if committing {
+                        try log.putAll(txn, env: env)
+                        return LMDBEnvironment.lmdbTransactionID(txn.handle)
+                    }
                     while true {
                         switch channel.next() {
                         case .apply(let batch, let reply):
                             steps.append(batch)
                             owed = reply
-                            try applyStep(batch, txn)
+                            try applyStep(batch, txn, log)
                             owed = nil
                             reply.resume(returning: nil)
                         case .commit:
                             // The commit itself may find the map full (LMDB's free list and
-                            // database records take pages too).
+                            // database records take pages too), as may the log's entries.
                             committing = true
+                            try log.putAll(txn, env: env)
                             return LMDBEnvironment.lmdbTransactionID(txn.handle)
                         case .abort:
                             throw HeldWrite.Aborted()

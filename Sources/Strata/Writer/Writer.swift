@@ -584,6 +584,12 @@ final class Writer: Sendable {
         if growths > 0 { state.withLock { $0.statistics.mapGrowths += growths } }
     }
 
+    /// The changes from which a group's commit has the kernel start writing its pages while LMDB
+    /// still writes them out (``LMDBEnvironment/withWritebackDuringCommit(_:)``): a group that
+    /// large dirties enough pages for the sync to wait on the disk. (A held write always does: it
+    /// is an import's.)
+    static let writebackDuringCommitMinChanges = 5_000
+
     private func commit(_ batch: [PendingSave]) {
         if isReplica.load(ordering: .acquiring) {
             commitReplicated(batch)
@@ -591,9 +597,10 @@ final class Writer: Sendable {
         }
         let env = self.env
         var growths = 0
+        let large = batch.reduce(0) { $0 + $1.changes.count } >= Self.writebackDuringCommitMinChanges
         while true {
             do {
-                let (results, entries, lmdbID) = try env.write { txn in
+                let (results, entries, lmdbID) = try env.write(writebackDuringCommit: large) { txn in
                     let applied = try apply(batch, txn, env: env, flatOrderedGroup: true)
                     return (applied.results, applied.entries, LMDBEnvironment.lmdbTransactionID(txn.handle))
                 }
@@ -730,12 +737,16 @@ final class Writer: Sendable {
     ///
     /// With a `footprint`, every object and unique key the saves read or write is noted in it
     /// (a replica's group, for ``ReplicationLog/append(_:validatedAt:footprint:)``).
+    ///
+    /// With a `heldLog` (a held write's, ``HeldLog``), the log entries are handed to it instead of
+    /// being put into the log (``AppliedGroup/encoded`` stays empty), and the head is its own.
     func apply(_ batch: [PendingSave], _ txn: LMDBTransaction, env: LMDBEnvironment,
-               flatOrderedGroup: Bool = false, footprint: FootprintBuilder? = nil) throws -> AppliedGroup {
+               flatOrderedGroup: Bool = false, footprint: FootprintBuilder? = nil,
+               heldLog: HeldLog? = nil) throws -> AppliedGroup {
         // Read inside the transaction: another process may have committed since this one did.
         // At most ``TransactionID/largest`` (``ReadView/lastTransactionID()`` checks it): `next`
         // cannot overflow, and each save is held to the largest id below.
-        let head = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
+        let head = try heldLog?.head ?? ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
         var next = head.next
         var group = AppliedGroup()
         let flat = flatOrderedGroup && Self.isOneOrderedGroup(batch)
@@ -774,13 +785,20 @@ final class Writer: Sendable {
             }
             do {
                 // A lone save needs no nested transaction: if it fails, the whole transaction is aborted.
+                let putsLog = heldLog == nil
                 let resolved = batch.count == 1 || flat
-                    ? try resolve(save, txn, next, env: env, footprint: footprint)
-                    : try env.nested(in: txn) { try resolve(save, $0, next, env: env, footprint: footprint) }
+                    ? try resolve(save, txn, next, env: env, footprint: footprint, putsLog: putsLog)
+                    : try env.nested(in: txn) {
+                        try resolve(save, $0, next, env: env, footprint: footprint, putsLog: putsLog)
+                    }
                 if let (entry, bytes) = resolved {
                     group.results.append(.success(next))
                     group.entries.append(entry)
-                    group.encoded.append(bytes)
+                    if let heldLog {
+                        heldLog.add(entry, compressed: try logTakesCompressedEntries(txn, env: env))
+                    } else {
+                        group.encoded.append(bytes)
+                    }
                     next = next.next
                 } else {
                     group.results.append(.success(TransactionID(next.rawValue - 1)))
@@ -797,8 +815,11 @@ final class Writer: Sendable {
         return group
     }
 
+    /// Resolves and applies one save at transaction `tx`: its log entry, and, with `putsLog`, the
+    /// entry's bytes as it put them into the log (without, no bytes: the caller has it encoded).
     private func resolve(_ save: PendingSave, _ txn: LMDBTransaction, _ tx: TransactionID,
-                         env: LMDBEnvironment, footprint: FootprintBuilder?) throws -> (LogEntry, [UInt8])? {
+                         env: LMDBEnvironment, footprint: FootprintBuilder?,
+                         putsLog: Bool = true) throws -> (LogEntry, [UInt8])? {
         var applier = StateApplier(txn: txn, env: env, schema: schema, transactionID: tx)
         if config.releaseMappedPagesAfterChanges > 0, save.changes.count >= config.releaseMappedPagesAfterChanges,
            !env.hadReadersRecently {
@@ -818,16 +839,19 @@ final class Writer: Sendable {
         let entry = LogEntry(transactionID: tx, schemaVersion: schema.version,
                              timestampMs: Int64(Date().timeIntervalSince1970 * 1000), author: save.author,
                              metadata: save.metadata, changes: changes)
-        // Compressed only into a store whose format says so (a store of an earlier format may
-        // still be opened by a Strata that cannot read compressed entries), and, on a replica,
-        // only into a shared log whose every reader decodes them.
-        let encoded = try LogEntryCodec.encode(entry) {
-            try MetaKey.logTakesCompressedEntries(txn, meta: env[.meta])
-                && replication.withLock { $0?.takesCompressedEntries ?? true }
-        }
+        guard putsLog else { return (entry, []) }
+        let encoded = try LogEntryCodec.encode(entry) { try logTakesCompressedEntries(txn, env: env) }
         _ = try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
             try encoded.withUnsafeBytes { try txn.put(env[.log], key: key, value: $0, mode: .append) }
         }
         return (entry, encoded)
+    }
+
+    /// Whether log entries may be compressed: only in a store whose format says so (a store of an
+    /// earlier format may still be opened by a Strata that cannot read compressed entries), and,
+    /// on a replica, only into a shared log whose every reader decodes them.
+    private func logTakesCompressedEntries(_ txn: LMDBTransaction, env: LMDBEnvironment) throws -> Bool {
+        try MetaKey.logTakesCompressedEntries(txn, meta: env[.meta])
+            && replication.withLock { $0?.takesCompressedEntries ?? true }
     }
 }

@@ -76,6 +76,31 @@ import Testing
         #expect(states[true]?.isEmpty == false)
     }
 
+    /// The batches' log entries are encoded beside the writer and put into the log before the
+    /// commit: each is stored exactly as the writer stores a save's entry (compressed, the large
+    /// ones), under its own id, and decodes to the changes the batch made.
+    @Test func eachBatchsEntryIsStoredAsASavesEntryIs() async throws {
+        let dir = temporaryDirectory("one-transaction")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = try await generate(600, shape: "library", seed: 8, in: dir)
+        try await withLibraryStore { store in
+            let summary = try await Importer(store: store, options: options(batch: 150)).run(files: [input])
+            #expect(summary.oneTransaction && summary.transactions == 4, "\(summary)")
+            let entries = try store.transactions(from: TransactionID(1))
+            #expect(entries.map(\.transactionID.rawValue) == [1, 2, 3, 4])
+            var compressed = 0
+            for entry in entries {
+                let stored = try #require(try store.read { view in
+                    try view.txn.withValue(store.env[.log], key: entry.transactionID.keyBytes) { Array($0) }
+                })
+                #expect(stored == LogEntryCodec.encode(entry), "transaction \(entry.transactionID)")
+                if stored.first == LogEntryCodec.compressedFormat { compressed += 1 }
+            }
+            #expect(compressed == 4, "150 records make an entry worth compressing")
+            #expect(try store.verify().ok)
+        }
+    }
+
     @Test func aBadRecordLeavesNothingWritten() async throws {
         let dir = temporaryDirectory("one-transaction")
         defer { try? FileManager.default.removeItem(at: dir) }

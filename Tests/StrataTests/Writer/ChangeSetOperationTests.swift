@@ -192,6 +192,62 @@ import Testing
         }
     }
 
+    /// The writer remembers, for the rest of a save, the objects and unique keys it found: an
+    /// object deleted later in the same save, or a key it gave up, is not found again by the
+    /// operations after that (by id or by key), and a key taken over is found at its new owner.
+    @Test func whatASaveDeletesOrRenamesIsNotFoundByItsLaterOperations() async throws {
+        try await withLibraryStore { store in
+            let view = store.mainContext
+            let jazz = Genre(name: "Jazz")
+            let track = makeTrack(title: "t", duration: 1)
+            _ = try await store.save { $0.insert(jazz); $0.insert(track) }
+            func genre(_ name: String) -> ObjectReference {
+                .unique(entityTag: Genre.entityTag, constraint: 0, values: [.string(name)])
+            }
+            let trackRef = ObjectReference.id(track.id)
+
+            // Found by key, unlinked, deleted, then named by its key again.
+            var byKey = ChangeSet()
+            byKey.append(.link(relationship: Track.genre.tag, from: trackRef, to: genre("Jazz")))
+            byKey.append(.unlink(relationship: Track.genre.tag, from: trackRef, to: nil))
+            byKey.append(.delete(id: jazz.id))
+            byKey.append(.link(relationship: Track.genre.tag, from: trackRef, to: genre("Jazz")))
+            let f1 = try await expectRefused(store, byKey)
+            #expect(f1?.kind == .objectNotFound && f1?.field == "genre", "\(String(describing: f1))")
+
+            // The same by id.
+            var byID = ChangeSet()
+            byID.append(.link(relationship: Track.genre.tag, from: trackRef, to: .id(jazz.id)))
+            byID.append(.unlink(relationship: Track.genre.tag, from: trackRef, to: nil))
+            byID.append(.delete(id: jazz.id))
+            byID.append(.link(relationship: Track.genre.tag, from: trackRef, to: .id(jazz.id)))
+            let f2 = try await expectRefused(store, byID)
+            #expect(f2?.kind == .objectNotFound && f2?.field == "genre", "\(String(describing: f2))")
+
+            // Found by key, renamed: the old key names nothing, the new one names it.
+            var renamed = ChangeSet()
+            renamed.append(.link(relationship: Track.genre.tag, from: trackRef, to: genre("Jazz")))
+            renamed.update(jazz.id, [ChangeSet.AttributeValue(attribute: Genre.name.index, value: .string("Swing"))])
+            renamed.append(.link(relationship: Track.genre.tag, from: trackRef, to: genre("Jazz")))
+            let f3 = try await expectRefused(store, renamed)
+            #expect(f3?.kind == .objectNotFound && f3?.field == "genre", "\(String(describing: f3))")
+
+            // The key given up and taken by another object in the same save: found at the new owner.
+            let blues = Genre(name: "Blues")
+            _ = try await store.save { c in
+                c.insert(blues)
+                c.append(.link(relationship: Track.genre.tag, from: trackRef, to: genre("Jazz")))
+                c.update(jazz.id, [ChangeSet.AttributeValue(attribute: Genre.name.index, value: .string("Swing"))])
+                c.update(blues.id, [ChangeSet.AttributeValue(attribute: Genre.name.index, value: .string("Jazz"))])
+                c.append(.link(relationship: Track.genre.tag, from: trackRef, to: genre("Jazz")))
+            }
+            #expect(try view.related(track.id, Track.genre)?.id == blues.id)
+            #expect(try view.object(Genre.self, id: jazz.id)?.name == "Swing")
+            #expect(try view.related(jazz.id, Genre.tracks).isEmpty)
+            #expect(try store.verify().ok)
+        }
+    }
+
     @Test func relinkingAnExistingEdgeWritesNothing() async throws {
         try await withLibraryStore { store in
             let track = makeTrack(title: "t", duration: 1)
