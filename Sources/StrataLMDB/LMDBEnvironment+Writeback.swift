@@ -88,23 +88,42 @@ extension LMDBEnvironment {
         guard !options.writeMap, let syncFileRange = Self.syncFileRange,
               mdb_env_get_flags(handle, &flags) == MDB_SUCCESS, flags & UInt32(MDB_NOSYNC) == 0,
               mdb_env_get_fd(handle, &fd) == MDB_SUCCESS, fd >= 0 else { return commit() }
-        let done = Locked(false), stopped = DispatchSemaphore(value: 0)
-        let interval = Self.commitWritebackIntervalMicroseconds, file = fd
-        let pump = Thread {
-            while !done.withLock({ $0 }) {
+        let state = Locked(CommitPump.notStarted)
+        let wake = DispatchSemaphore(value: 0), finished = DispatchSemaphore(value: 0)
+        let interval = DispatchTimeInterval.microseconds(Int(Self.commitWritebackIntervalMicroseconds)), file = fd
+        let pump = Thread { [self] in
+            // A thread that starts after the commit ended leaves the descriptor alone.
+            guard state.withLock({ s -> Bool in
+                guard s == .notStarted else { return false }
+                s = .running
+                return true
+            }) else { return }
+            repeat {
                 _ = syncFileRange(file, 0, 0, 2 /* SYNC_FILE_RANGE_WRITE */)
-                usleep(interval)
-            }
-            stopped.signal()
+                commitWritebackRequests.add(1, ordering: .relaxed)
+            } while wake.wait(timeout: .now() + interval) == .timedOut
+            finished.signal()
         }
         pump.name = "strata.commit-writeback"
         pump.start()
         let result = commit()
-        done.withLock { $0 = true }
-        // The thread uses the descriptor: it stops before the environment can close it.
-        stopped.wait()
+        let running = state.withLock { s -> Bool in
+            if s == .running { return true }
+            s = .abandoned
+            return false
+        }
+        if running {
+            // Woken at once, not at its next interval; it uses the descriptor, so it stops
+            // before the environment can close it.
+            wake.signal()
+            finished.wait()
+        }
         return result
     }
+
+    /// The thread of ``withWritebackDuringCommit(_:)``: not started yet, running, or abandoned
+    /// (the commit ended before it started: it does nothing if it ever does).
+    private enum CommitPump { case notStarted, running, abandoned }
 
     /// The first error a background writeback saw while waiting for its pages (nil: none). The
     /// kernel reports a write error once per open file, and that wait took it.

@@ -64,6 +64,9 @@ public final class LMDBEnvironment: Sendable {
     /// yet started: a bulk build that finishes batches faster than the kernel takes them queues
     /// one at a time.
     let writebackQueued = Atomic<Bool>(false)
+    /// The requests to start writing back that commits made while LMDB wrote their pages
+    /// (``withWritebackDuringCommit(_:)``), for tests.
+    package let commitWritebackRequests = Atomic<Int>(0)
     /// Held while a background writeback runs, and by ``close()`` after it marks the environment
     /// closed, so the file descriptor is never used after `mdb_env_close` (a later writeback
     /// sees `closed` and does nothing). Holds the file's size when the previous writeback

@@ -750,6 +750,8 @@ final class Writer: Sendable {
         var next = head.next
         var group = AppliedGroup()
         let flat = flatOrderedGroup && Self.isOneOrderedGroup(batch)
+        // Asked once, before any save is applied: a failure then leaves nothing half done.
+        let heldCompressed = try heldLog.map { _ in try logTakesCompressedEntries(txn, env: env) } ?? false
         // Members of an ordered group that failed in this pass (the group's outcome is final only
         // once the transaction commits: a replica may redo the pass at a new head).
         var failedHere: [ObjectIdentifier: Error] = [:]
@@ -795,7 +797,7 @@ final class Writer: Sendable {
                     group.results.append(.success(next))
                     group.entries.append(entry)
                     if let heldLog {
-                        heldLog.add(entry, compressed: try logTakesCompressedEntries(txn, env: env))
+                        heldLog.add(entry, compressed: heldCompressed)
                     } else {
                         group.encoded.append(bytes)
                     }

@@ -6,7 +6,10 @@ import Testing
 
 /// A commit with writeback (`LMDBEnvironment.write(writebackDuringCommit:)`, what an import's
 /// held transaction and a large group use) keeps exactly what it wrote, synced or not, through a
-/// map growth and after the environment is opened again; a failing body still writes nothing.
+/// map growth and after the environment is opened again; a failing body still writes nothing. A
+/// synced commit asks the kernel to write back (its thread's first request comes as it starts,
+/// well within a commit of megabytes; three such commits are counted); one that does not sync
+/// does not.
 @Suite struct CommitWritebackTests {
     private func open(_ dir: URL, noSync: Bool) throws -> LMDBEnvironment {
         try LMDBEnvironment(path: dir.path, options: LMDBOptions(
@@ -38,6 +41,12 @@ import Testing
                 }
             }
             #expect(attempts > 1, "the first attempt found the map full")
+            // Two more commits of as many pages (the same keys written again).
+            for _ in 0..<2 {
+                try env.write(writebackDuringCommit: true) { txn in
+                    for i in 0..<20_000 { try txn.put(env[.objects], key: key(i), value: value) }
+                }
+            }
             // A body that throws: nothing of it is committed, with or without writeback.
             struct Refused: Error {}
             #expect(throws: Refused.self) {
@@ -47,6 +56,9 @@ import Testing
                 }
             }
             if noSync { try env.sync() }
+            // Synced commits ask the kernel to write back; commits that do not sync leave it alone.
+            let requests = env.commitWritebackRequests.load(ordering: .relaxed)
+            #expect(noSync ? requests == 0 : requests > 0, "\(requests) writeback requests")
         }
         let env = try open(dir, noSync: noSync)
         defer { env.close() }
