@@ -57,7 +57,8 @@ struct ImportCommand: AsyncParsableCommand {
     var keepRecordsMaxMb = ImportOptions().keptRecordsMaxInputBytes >> 20
     @Option(name: .customLong("one-transaction-max-mb"), help: ArgumentHelp(
         "The largest input (MiB, all files) an incremental import without --continue-on-error checks and " +
-        "writes in one pass, committed in one transaction at the end (this process's other saves wait for it). " +
+        "writes in one pass, committed in one transaction at the end (this process's other saves wait for it; " +
+        "it holds a copy of every page it changes until then: a larger value is faster and takes more memory). " +
         "0: always check the whole input first, then write it in transactions of a few batches.",
         valueName: "MiB"))
     var oneTransactionMaxMb = ImportOptions().oneTransactionMaxInputBytes >> 20
