@@ -697,8 +697,8 @@ public final class Importer: Sendable {
     /// Notes the keys of a record validation rejected that no record gave before it
     /// (``ImportState/rejectedKeys``); a later record giving one takes it back.
     private func noteRejectedKeys(_ aliases: [ObjectReference], _ item: RecordIterator.Item, _ s: inout ImportState) {
-        for a in aliases where s.inputKeys[ImportRecord.digest(a)] == nil {
-            s.rejectedKeys[ImportRecord.digest(a)] = item.location
+        for digest in aliases.map(ImportRecord.digest) where s.inputKeys[digest] == nil {
+            s.rejectedKeys[digest] = item.location
         }
     }
 

@@ -87,7 +87,10 @@ struct StateApplier: StateStore {
     }
 
     func exists(_ id: ObjectID) throws -> Bool {
-        if seen.present.contains(id) { return true }
+        if seen.present.contains(id) {
+            assert((try? txn.contains(env[.objects], key: id.keyBytes)) == true, "a remembered object is stored")
+            return true
+        }
         let found = try txn.contains(env[.objects], key: id.keyBytes)
         if found { seen.present.insert(id) }
         return found
@@ -114,7 +117,11 @@ struct StateApplier: StateStore {
     /// The object holding unique key `key`, if any.
     func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? {
         let memoKey = ByteKey(key)
-        if let owner = seen.owners[memoKey] { return owner }
+        if let owner = seen.owners[memoKey] {
+            assert((try? txn.withValue(env[.uniques], key: key) { try ObjectID.stored($0, in: "uniques") }) == owner,
+                   "a remembered unique key is held by its object")
+            return owner
+        }
         let owner = try txn.withValue(env[.uniques], key: key) { try ObjectID.stored($0, in: "uniques") }
         if let owner { seen.owners[memoKey] = owner }
         return owner
@@ -215,7 +222,7 @@ struct StateApplier: StateStore {
     private mutating func deleteUnique(_ key: [UInt8], of id: ObjectID) throws {
         if defersUniqueClashes, let owner = try uniqueOwner(key), owner != id { return }
         try txn.delete(env[.uniques], key: key)
-        seen.owners[ByteKey(key)] = nil
+        if !seen.owners.isEmpty { seen.owners[ByteKey(key)] = nil }
     }
 
     /// Applies a logged transaction's changes as its save was judged: on the save's result, with

@@ -17,9 +17,10 @@ final class HeldLog {
     /// The last transaction id given out: the log's last when the held transaction began, then
     /// that of the last entry added.
     private(set) var head: TransactionID
-    /// The ids of the entries added, in order.
-    private var ids: [TransactionID] = []
-    /// Their encoded bytes, by position, once the encoder has made them.
+    /// The transaction after which the entries not yet in the log begin (they follow one another
+    /// up to ``head``).
+    private var putThrough: TransactionID
+    /// Their encoded bytes, in order, once the encoder has made them.
     private let encoded = Locked<[[UInt8]?]>([])
     private let pending = DispatchGroup()
     /// One at a time, in order: a batch's entry is one large encoding, and the writer keeps the
@@ -28,14 +29,14 @@ final class HeldLog {
 
     init(head: TransactionID) {
         self.head = head
+        putThrough = head
     }
 
     /// Starts encoding `entry`, the entry of the transaction after ``head`` (compressed when that
     /// pays, if `compressed`: see ``LogEntryCodec/encode(_:compressIf:)``).
     func add(_ entry: LogEntry, compressed: Bool) {
         precondition(entry.transactionID == head.next, "a held write's entries follow one another")
-        let index = ids.count
-        ids.append(entry.transactionID)
+        let index = Int(head.rawValue - putThrough.rawValue)
         head = entry.transactionID
         encoded.withLock { $0.append(nil) }
         pending.enter()
@@ -55,13 +56,14 @@ final class HeldLog {
             defer { e = [] }
             return e
         }
-        precondition(all.count == ids.count, "every entry added has its place")
-        for (tx, bytes) in zip(ids, all) {
+        precondition(all.count == Int(head.rawValue - putThrough.rawValue), "every entry added has its place")
+        for (i, bytes) in all.enumerated() {
             guard let bytes else { preconditionFailure("an entry the encoder finished has its bytes") }
-            _ = try withUnsafeBytes(of: tx.rawValue.bigEndian) { key in
+            let tx = putThrough.rawValue + UInt64(i) + 1
+            _ = try withUnsafeBytes(of: tx.bigEndian) { key in
                 try bytes.withUnsafeBytes { try txn.put(env[.log], key: key, value: $0, mode: .append) }
             }
         }
-        ids = []
+        putThrough = head
     }
 }
