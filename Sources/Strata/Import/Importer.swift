@@ -422,14 +422,29 @@ public final class Importer: Sendable {
             }
         }
         return try? store.read { view -> ImportIssue? in
-            /// Whether `ref` names `id`: by id (or, in an upsert's own operations, by the id it
-            /// would give a new object, when `id` holds its key), or by a key `id` holds in the
-            /// store or its record gives it.
-            func names(_ ref: ObjectReference, _ id: ObjectID, upserted: (own: ObjectID, stored: ObjectID)?)
-                throws -> Bool {
+            // The object of the store each upsert of the walk found by its key: its record's
+            // operations name it by the id it would have given a new object.
+            var foundBy: [ObjectID: ObjectID] = [:]
+            for record in before + records {
+                if case .upsert(let own, let values, let constraint)? = record.operations.first,
+                   let ref = Self.keyReference(own.entityTag, constraint, values, schema),
+                   let stored = try view.resolve(ref) {
+                    foundBy[own] = stored
+                }
+            }
+            /// How the message names an object: by id when the store holds it; one this import
+            /// makes (its id is written only if the import is) by the key its record gives it.
+            func shown(_ id: ObjectID) throws -> String {
+                if try view.record(id) == nil, let key = keysOf[id]?.first { return key.shown }
+                return id.description
+            }
+            /// Whether `ref` names `id`: by id (or by the id an upsert would have given a new
+            /// object, when `id` is the object it found), or by a key `id` holds in the store or
+            /// its record gives it.
+            func names(_ ref: ObjectReference, _ id: ObjectID) throws -> Bool {
                 switch ref {
                 case .id(let own):
-                    return own == id || (upserted.map { $0.own == own && $0.stored == id } ?? false)
+                    return own == id || foundBy[own] == id
                 case .unique:
                     if keysOf[id]?.contains(ref) == true { return true }
                     return try view.resolve(ref) == id
@@ -441,8 +456,10 @@ public final class Importer: Sendable {
             func give(_ ref: ObjectReference) throws {
                 partner = ref
                 switch ref {
-                case .id(let id): partnerID = id
-                case .unique: partnerID = try keysOf.first { $0.value.contains(ref) }?.key ?? view.resolve(ref)
+                case .id(let id): partnerID = foundBy[id] ?? id
+                case .unique:
+                    let own = keysOf.first { $0.value.contains(ref) }?.key
+                    partnerID = try own.map { foundBy[$0] ?? $0 } ?? view.resolve(ref)
                 }
             }
             switch source {
@@ -451,19 +468,11 @@ public final class Importer: Sendable {
             case .known(nil, _), .unknown: break
             }
             for (record, blamable) in before.map({ ($0, false) }) + records.map({ ($0, true) }) {
-                // An upsert's operations name its object by the id it would take as a new one:
-                // the object of the store holding its key is the one it names.
-                var upserted: (own: ObjectID, stored: ObjectID)?
-                if case .upsert(let own, let values, let constraint)? = record.operations.first,
-                   let ref = Self.keyReference(own.entityTag, constraint, values, schema),
-                   let stored = try view.resolve(ref) {
-                    upserted = (own, stored)
-                }
-                func isX(_ ref: ObjectReference) throws -> Bool { try names(ref, x, upserted: upserted) }
+                func isX(_ ref: ObjectReference) throws -> Bool { try names(ref, x) }
                 func isPartner(_ ref: ObjectReference) throws -> Bool {
                     if ref == partner { return true }
                     guard let partnerID else { return false }
-                    return try names(ref, partnerID, upserted: upserted)
+                    return try names(ref, partnerID)
                 }
                 for op in record.operations {
                     // A link giving X a partner (which it may take from another object: not X's
@@ -478,19 +487,19 @@ public final class Importer: Sendable {
                         // The pair cleared from the other side (`null`), which is not required.
                         return ImportIssue(
                             file: s.files[record.fileIndex], line: record.line, field: inverse.name,
-                            reason: "clearing its \(inverse.name) \(x) would leave that \(e.name) " +
+                            reason: "clearing its \(inverse.name) \(try shown(x)) would leave that \(e.name) " +
                                     "without its required \(r.name)")
                     }
                     guard case .link(let tag, let from, let to) = op else { continue }
                     let reason: String, field: String
                     if tag == r.tag, try isPartner(to) {
                         field = r.name
-                        let shown = partnerID?.description ?? partner?.shown ?? ""
-                        reason = "\(r.destination) \(shown) is already the \(r.name) of \(e.name) \(x), which would " +
+                        let named = try partnerID.map(shown) ?? partner?.shown ?? ""
+                        reason = "\(r.destination) \(named) is already the \(r.name) of \(e.name) \(try shown(x)), which would " +
                                  "be left without its required \(r.name) (a \(r.destination) has one \(inverse.name))"
                     } else if tag == inverse.tag, try isPartner(from) {
                         field = inverse.name
-                        reason = "replacing its \(inverse.name) \(x) would leave that \(e.name) without its required " +
+                        reason = "replacing its \(inverse.name) \(try shown(x)) would leave that \(e.name) without its required " +
                                  "\(r.name) (a \(r.destination) has one \(inverse.name))"
                     } else {
                         continue

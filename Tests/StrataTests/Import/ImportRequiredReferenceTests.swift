@@ -441,6 +441,39 @@ import Testing
         }
     }
 
+    /// A refusal names each object as the store will hold it: one the store holds by its id (also
+    /// when a record of the input restates it: an upsert's operations carry the id it would have
+    /// given a new object, which is never written), one the refused import would have made by the
+    /// key its record gives it (its id would never be written either), in every way and batch
+    /// size.
+    @Test(arguments: waysAndBatches)
+    func aRefusalNamesStoredObjectsByIdAndNewOnesByKey(way: Int, batch: Int) async throws {
+        let (mode, oneTransaction) = Self.refusalWays[way]
+        try await withStore { store, dir in
+            let base = try write([#"{"entity":"Driver","name":"x"}"#], dir, "base.ndjson")
+            _ = try await run(store, [base])
+            let driver = try #require(store.schema.entity(named: "Driver"))
+            let license = try #require(store.schema.entity(named: "License"))
+            let x = try #require(try store.read {
+                try $0.resolve(.unique(entityTag: driver.tag, constraint: 0, values: [.string("x")]))
+            })
+            let input = try write([
+                #"{"entity":"Driver","name":"x"}"#,
+                #"{"entity":"License","number":"l5","driver":{"name":"x"}}"#,
+                #"{"entity":"License","number":"l6","driver":{"name":"x"}}"#,
+            ], dir, "in.ndjson")
+            let issue = try #require(await refused(store, input, way: way, batch: batch)?.issues.first)
+            // Written batch by batch, `l5` went in before `l6`'s batch was refused.
+            let l5 = try store.read {
+                try $0.resolve(.unique(entityTag: license.tag, constraint: 0, values: [.string("l5")]))
+            }
+            #expect((l5 != nil) == (mode == .incremental && !oneTransaction && batch == 1))
+            #expect(issue.line == 3 && issue.field == "driver", "\(issue)")
+            #expect(issue.reason == "Driver \(x) is already the driver of License \(l5?.description ?? "\"l5\""), " +
+                    "which would be left without its required driver (a Driver has one license)", "\(issue)")
+        }
+    }
+
     /// The license `l4` given to `x` moves on to `y` before `l5` takes `x` and `l6` takes it from
     /// `l5`: the record blamed is `l6`'s, which takes the partner `l5` has at that point; `l4`'s,
     /// which linked `x` before `l5` had it, is not, in every way and batch size.
