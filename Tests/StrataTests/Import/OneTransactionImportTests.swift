@@ -51,6 +51,48 @@ import Testing
         }
     }
 
+    /// Batches of one record, read while the writer applies the ones before, reach it together:
+    /// each is still its own save and log entry, in the input's order, numbered in order; and a
+    /// batch the writer refuses among them leaves nothing written.
+    @Test func smallBatchesAppliedTogetherKeepOneEntryEachInOrder() async throws {
+        let dir = temporaryDirectory("one-transaction")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var config = StoreConfiguration()
+        config.maxChangesPerSave = 1
+        try await withLibraryStore(config) { store in
+            let seeded = try await store.save { $0.insert(Genre(name: "Jazz")) }
+            let input = try write(genres(0..<3_000), in: dir)
+            let summary = try await Importer(store: store, options: options(batch: 1)).run(files: [input])
+            #expect(summary.oneTransaction && summary.records == 3_000 && summary.transactions == 3_000, "\(summary)")
+            let mine = try store.transactions(from: seeded.next)
+            #expect(mine.map(\.transactionID) == (1...3_000).map { TransactionID(seeded.rawValue + UInt64($0)) })
+            #expect(mine.compactMap { $0.metadata["batch"] } == (1...3_000).map(String.init))
+            let named = try mine.map { tx in
+                try store.changes(in: tx.transactionID).changes.compactMap { change -> String? in
+                    guard case .insert(_, let values) = change else { return nil }
+                    return values.lazy.compactMap { if case .string(let name) = $0 { name } else { nil } }.first
+                }
+            }
+            #expect(named == (0..<3_000).map { ["G\($0)"] })
+            #expect(try store.verify().ok)
+
+            // A track of two changes (its record, its link to a genre of the input) among a
+            // thousand genres in batches of one: refused.
+            let track = #"{"entity":"Track","mbid":"00000000-0000-4000-8000-000000000001","title":"t","# +
+                #""durationSeconds":1,"addedAt":"2024-01-01T00:00:00Z","genre":{"name":"G5000"}}"#
+            let refused = try write(genres(5_000..<5_500) + [track] + genres(5_500..<6_000), in: dir, "refused.ndjson")
+            let before = try store.lastTransactionID
+            do {
+                _ = try await Importer(store: store, options: options(batch: 1)).run(files: [refused])
+                Issue.record("the import succeeded")
+            } catch StrataError.saveTooLarge(let changes, let limit) {
+                #expect(changes == 2 && limit == 1)
+            }
+            #expect(try store.lastTransactionID == before)
+            #expect(try store.mainContext.count(Genre.self) == 3_001)
+        }
+    }
+
     /// The library's records into a store holding others (upserts, references to the store's
     /// objects and to later records of the input), and the link-heavy catalog (references in
     /// any order within the file): the same state either way.
