@@ -654,8 +654,59 @@ public final class Importer: Sendable {
             // only while it stays under the limit.
             if it.bytesRead <= options.keptRecordsMaxInputBytes { kept?.append(item) } else { kept = nil }
         }
-        try checkForwardReferences(&s)
+        let danglingAtEnd = try checkForwardReferences(&s)
+        if options.continueOnError, !danglingAtEnd.isEmpty {
+            try rejectReferencesToRejected(danglingAtEnd, &s, kept: kept)
+        }
         s.kept = kept.map { KeptRecords($0, bytes: it.bytesRead) }
+    }
+
+    /// With ``ImportOptions/continueOnError``, after the end of the input rejected the records at
+    /// `rejectedAtEnd` (a reference of theirs dangling): the records naming one of those by a key
+    /// that the store does not hold are rejected too, as a reference to any rejected record is,
+    /// and so on, for references in either direction. Their keys were the input's when those
+    /// records were read, so nothing noted them: the input (or its kept records) is read again,
+    /// once to take the rejected records' keys, then until a reading rejects nothing more.
+    private func rejectReferencesToRejected(_ rejectedAtEnd: Set<UInt64>, _ s: inout ImportState,
+                                            kept: [RecordIterator.Item]?) throws {
+        /// Every item of the input, in order, from the kept records or read again.
+        func eachItem(_ body: (RecordIterator.Item) throws -> Void) throws {
+            if let kept {
+                for item in kept { try body(item) }
+                return
+            }
+            let it = PipelinedRecords(RecordIterator(files: s.files, schema: store.schema, options: options,
+                                                     maxValueBytes: store.configuration.maxValueBytes))
+            defer { it.close() }
+            while let item = try nextItem(it) { try body(item) }
+        }
+        // The keys of rejected records that no accepted record gives, and where each record is.
+        var rejectedKeys: [UInt64: UInt64] = [:]
+        try eachItem { item in
+            guard rejectedAtEnd.contains(item.location), case .success(let record) = item.result else { return }
+            for alias in record.aliases { rejectedKeys[ImportRecord.digest(alias)] = item.location }
+        }
+        var rejectedMore = !rejectedKeys.isEmpty
+        while rejectedMore {
+            rejectedMore = false
+            try eachItem { item in
+                guard s.rejected[item.location] == nil, case .success(let record) = item.result else { return }
+                for (r, targets) in record.links {
+                    for t in targets ?? [] {
+                        guard let at = rejectedKeys[ImportRecord.digest(t)],
+                              try store.read({ try $0.resolve(t) }) == nil else { continue }
+                        let (f, l) = RecordIterator.Item.unpacked(at)
+                        s.reject(item.location, ImportIssue(
+                            file: s.files[item.fileIndex], line: item.line, field: r.name,
+                            reason: "dangling reference: no \(r.destination) \(t.shown): its record at " +
+                                    "\(s.files[f]):\(l) was rejected"))
+                        for alias in record.aliases { rejectedKeys[ImportRecord.digest(alias)] = item.location }
+                        rejectedMore = true
+                        return
+                    }
+                }
+            }
+        }
     }
 
     /// Checks one item as validation does (its parse, a key given twice, a required to-one left
@@ -666,6 +717,7 @@ public final class Importer: Sendable {
         switch item.result {
         case .failure(let issue):
             s.reject(item.location, issue)
+            noteRejectedKeys(item.keysOfRejected, item, &s)
             return nil
         case .success(let r): record = r
         }
@@ -735,14 +787,18 @@ public final class Importer: Sendable {
     }
 
     /// At the end of the input: references to keys that came later after all are fine, and so
-    /// are those the store has; the others are dangling (their records are rejected).
-    private func checkForwardReferences(_ s: inout ImportState) throws {
+    /// are those the store has; the others are dangling (their records are rejected). Returns
+    /// the records it rejected.
+    @discardableResult
+    private func checkForwardReferences(_ s: inout ImportState) throws -> Set<UInt64> {
         let keys = s.inputKeys
         let unresolved = s.forward.filter { keys[$0.digest] == nil }
         s.forward = []
-        guard !unresolved.isEmpty else { return }
+        guard !unresolved.isEmpty else { return [] }
         let missing = try store.read { view in try unresolved.filter { try view.resolve($0.target) == nil } }
+        var rejectedNow: Set<UInt64> = []
         for m in missing where !s.rejected.keys.contains(m.location) {
+            rejectedNow.insert(m.location)
             let why = s.rejectedKeys[m.digest].map { at in
                 let (f, l) = RecordIterator.Item.unpacked(at)
                 return ": its record at \(s.files[f]):\(l) was rejected"
@@ -751,6 +807,7 @@ public final class Importer: Sendable {
             s.reject(m.location, ImportIssue(file: s.files[m.fileIndex], line: m.line, field: m.relationship.name,
                                              reason: reason))
         }
+        return rejectedNow
     }
 
     /// A required to-one the record leaves without a target: cleared (`null`), or not given for an

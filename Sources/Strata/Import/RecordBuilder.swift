@@ -233,6 +233,50 @@ struct RecordBuilder {
                             line: line)
     }
 
+    /// The keys a line that failed its checks names its object by, as far as they can be read:
+    /// its explicit id, and each unique constraint of its entity whose values are all there and
+    /// convert. Nothing when the line is not a JSON object naming an entity of the schema.
+    func keysOfRejected(json bytes: [UInt8]) -> [ObjectReference] {
+        guard let json = try? JSONValue.parse(bytes, exactDecimals: exactDecimals),
+              case .string(let name)? = json["entity"], let entity = schema.entity(named: name) else { return [] }
+        return keys(of: entity, id: json["id"].flatMap { if case .string(let s) = $0 { s } else { nil } }) { a in
+            json[a.name].flatMap { try? ValueConversion.value(from: $0, type: a.type) }
+        }
+    }
+
+    /// ``keysOfRejected(json:)`` for a CSV record split into `cells` under `columns`.
+    func keysOfRejected(csv cells: [CSVSplitter.Field], columns: [Column],
+                        entity: EntityDescription) -> [ObjectReference] {
+        guard cells.count == columns.count else { return [] }
+        var id: String?
+        var texts: [Int: String] = [:]
+        for (cell, column) in zip(cells, columns) {
+            switch column {
+            case .id: id = cell.text
+            case .attribute(let a): texts[a.index] = cell.text
+            case .relationshipIDs, .relationshipKey: break
+            }
+        }
+        return keys(of: entity, id: id) { a in
+            texts[a.index].flatMap { try? ValueConversion.value(fromText: $0, type: a.type) }
+        }
+    }
+
+    /// An object's keys from its explicit id (text) and its attributes' values (`value`, nil
+    /// where there is none).
+    private func keys(of entity: EntityDescription, id: String?,
+                      value: (AttributeDescription) -> Value?) -> [ObjectReference] {
+        var keys: [ObjectReference] = []
+        if let id, let id = ObjectID(string: id), id.entityTag == entity.tag { keys.append(.id(id)) }
+        for (ci, u) in entity.uniques.enumerated() {
+            let values = u.attributes.compactMap { value(entity.attributes[$0]) }.filter { !$0.isNull }
+            if values.count == u.attributes.count {
+                keys.append(.unique(entityTag: entity.tag, constraint: ci, values: values))
+            }
+        }
+        return keys
+    }
+
     // MARK: CSV
 
     /// What a CSV column holds.

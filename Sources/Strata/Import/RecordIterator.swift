@@ -8,6 +8,10 @@ struct RecordIterator {
         let raw: [UInt8]
         let fileIndex: Int
         let line: Int
+        /// For a record that failed its checks, the keys it names its object by, as far as they
+        /// could be read (``RecordBuilder/keysOfRejected(json:)``): a reference to one of them
+        /// names a rejected record.
+        var keysOfRejected: [ObjectReference] = []
         /// Packed file index and line, a compact key for sets of lines (``unpacked(_:)`` undoes it).
         var location: UInt64 {
             assert(line >= 0 && line < 1 << Self.lineBits, "a line number past what a location holds")
@@ -163,7 +167,8 @@ struct RecordIterator {
                 return Item(result: .success(try builder.fromJSON(bytes, line: line)), raw: bytes, fileIndex: fileIndex,
                             line: line)
             } catch let issue as ImportIssue {
-                return Item(result: .failure(issue), raw: bytes, fileIndex: fileIndex, line: line)
+                return Item(result: .failure(issue), raw: bytes, fileIndex: fileIndex, line: line,
+                            keysOfRejected: builder.keysOfRejected(json: bytes))
             }
         case .csv:
             var raw = bytes
@@ -227,7 +232,8 @@ struct RecordIterator {
                     result: .success(try builder.fromCSV(fields, columns: columns, entity: csvEntity!, line: line)),
                     raw: raw, fileIndex: fileIndex, line: line)
             } catch let issue as ImportIssue {
-                return Item(result: .failure(issue), raw: raw, fileIndex: fileIndex, line: line)
+                return Item(result: .failure(issue), raw: raw, fileIndex: fileIndex, line: line,
+                            keysOfRejected: builder.keysOfRejected(csv: fields, columns: columns, entity: csvEntity!))
             }
         }
     }

@@ -108,4 +108,82 @@ import Testing
             #expect(try store.mainContext.count(Query(entity: "Member")) == 1)
         }
     }
+
+    /// With `continueOnError`: a record rejected only at the end of the input (its own reference
+    /// dangling) had its key taken as the input's when the records naming it were read. Those
+    /// are rejected too, whichever way they point, and so are the records naming them, each
+    /// naming the line of the record it names; a record naming a key the store holds is not.
+    /// With the records kept from validation and with the input read again.
+    @Test(arguments: [ImportMode.incremental, .bulk], [true, false])
+    func recordsNamingARecordRejectedAtTheEndAreRejectedToo(mode: ImportMode, kept: Bool) async throws {
+        let schema = try Schema.parse(Array(Self.schemaText.utf8), source: "v1.json", expectedVersion: 1)
+        let store = try Store.temporary(schema: schema)
+        defer { store.close() }
+        let dir = temporaryDirectory("import-dangling-chain")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await Importer(store: store).run(files: [try writeInput([#"{"entity":"Item","name":"s"}"#], in: dir,
+                                                                         "base.ndjson")])
+        let input = try writeInput([
+            #"{"entity":"Item","name":"c","parent":{"name":"b"}}"#,
+            #"{"entity":"Item","name":"a","parent":{"name":"ghost"}}"#,
+            #"{"entity":"Item","name":"b","parent":{"name":"a"}}"#,
+            #"{"entity":"Item","name":"d"}"#,
+            #"{"entity":"Item","name":"e","parent":{"name":"d"}}"#,
+            #"{"entity":"Item","name":"s","parent":{"name":"ghost"}}"#,
+            #"{"entity":"Item","name":"f","parent":{"name":"s"}}"#,
+        ], in: dir)
+        var options = ImportOptions()
+        options.mode = mode
+        options.continueOnError = true
+        options.rejectsPath = dir.appendingPathComponent("rejects.ndjson").path
+        if !kept { options.keptRecordsMaxInputBytes = 0 }
+        let summary = try await Importer(store: store, options: options).run(files: [input])
+        #expect(summary.rejected == 4 && summary.records == 3, "\(summary)")
+        let reasons = try String(contentsOfFile: options.rejectsPath!, encoding: .utf8).split(separator: "\n")
+            .filter { $0.hasPrefix("# ") }.map { String($0.dropFirst(2)) }
+        #expect(Set(reasons) == [
+            "\(input):2: parent: dangling reference: no Item \"ghost\" in the input or the store",
+            "\(input):6: parent: dangling reference: no Item \"ghost\" in the input or the store",
+            "\(input):3: parent: dangling reference: no Item \"a\": its record at \(input):2 was rejected",
+            "\(input):1: parent: dangling reference: no Item \"b\": its record at \(input):3 was rejected",
+        ], "\(reasons)")
+        let names = try store.read { view in
+            try Set(view.fetch(Query(entity: "Item")).compactMap { record -> String? in
+                if case .string(let name) = record["name"] { name } else { nil }
+            })
+        }
+        #expect(names == ["s", "d", "e", "f"])
+        #expect(try store.verify().ok)
+    }
+
+    /// A reference to a record whose line failed its checks (an unknown field; a CSV cell that is
+    /// not an id) names that line, as one to a record rejected for a key given twice does: the
+    /// line's keys are read as far as they can be. It said "no Item "x" in the input or the
+    /// store", which the input has.
+    @Test func aReferenceToALineThatFailedItsChecksNamesIt() async throws {
+        let schema = try Schema.parse(Array(Self.schemaText.utf8), source: "v1.json", expectedVersion: 1)
+        let dir = temporaryDirectory("import-rejected-line")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let ndjson = try writeInput([
+            #"{"entity":"Item","name":"y","parent":{"name":"x"}}"#,
+            #"{"entity":"Item","name":"x","colour":"red"}"#,
+        ], in: dir)
+        let item = try #require(schema.entity(named: "Item"))
+        let id = ObjectID(high: UInt64(item.tag) << 48 | 1, low: 2)
+        let csv = dir.appendingPathComponent("Item.csv").path
+        try Data("id,name,parent\n\(id),x,not-an-id\n,y,\(id)\n".utf8).write(to: URL(fileURLWithPath: csv))
+        for (input, reference, line, target) in [(ndjson, "parent", 2, "\"x\""), (csv, "parent", 2, id.description)] {
+            let store = try Store.temporary(schema: schema)
+            defer { store.close() }
+            var options = ImportOptions()
+            options.continueOnError = true
+            options.rejectsPath = dir.appendingPathComponent("rejects.ndjson").path
+            let summary = try await Importer(store: store, options: options).run(files: [input])
+            #expect(summary.rejected == 2 && summary.records == 0, "\(summary)")
+            let reasons = try String(contentsOfFile: options.rejectsPath!, encoding: .utf8).split(separator: "\n")
+                .filter { $0.hasPrefix("# ") }.map { String($0.dropFirst(2)) }
+            #expect(reasons.contains { $0.hasSuffix("\(reference): dangling reference: no Item \(target): its record at " +
+                                                    "\(input):\(line) was rejected") }, "\(reasons)")
+        }
+    }
 }
