@@ -80,8 +80,9 @@ struct ExportCommand: AsyncParsableCommand {
 /// Buffered line output to a file or stdout. A file is written beside its destination as
 /// `FILE.partial-PID` and renamed over it by ``close()`` (the destination holds the old file or
 /// the whole new one, never part of it); ``discard()`` removes it after a failure. A destination
-/// that is a directory is refused, and a device, pipe or socket (`/dev/stdout`) is written to
-/// in place: neither is ever replaced.
+/// that is a directory is refused, a device, pipe or socket is written to in place, and a
+/// descriptor of the process (`/dev/stdout`, whatever it leads to) through a duplicate of it:
+/// none is ever replaced.
 final class OutputSink {
     private let handle: FileHandle
     private let temporary: String?
@@ -92,6 +93,19 @@ final class OutputSink {
         // A symbolic link is written through: the new file is renamed over what it points at
         // (also when that does not exist yet: the link stays a link). A device or pipe, also
         // through a link (`/dev/stdout`), is opened as given.
+        // A descriptor of this process (`/dev/stdout`, also when the shell sent it to a file) is
+        // written through a duplicate of it, sharing its offset: `>> log` keeps what log held.
+        if let given, let n = SymbolicLinks.descriptor(given) {
+            let fd = fcntl(n, F_DUPFD_CLOEXEC, 0)
+            guard fd >= 0 else {
+                throw CLIError("cannot write to descriptor \(n): \(String(cString: strerror(errno)))",
+                               code: Exit.cannotCreate)
+            }
+            handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+            destination = given
+            temporary = nil
+            return
+        }
         let path = given.map { SymbolicLinks.isSpecial($0) ? $0 : SymbolicLinks.followed($0) }
         destination = path
         if let path {

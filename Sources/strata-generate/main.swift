@@ -108,7 +108,27 @@ let handle: FileHandle
 /// A regular file (or a new one) is written aside and renamed over the path at the end, so a
 /// failed run leaves the file that was there as it was: the file written and its destination.
 nonisolated(unsafe) var staging: (written: String, target: String)?  // single-threaded tool
-if let output {
+/// The descriptor an output path names by its text (`/dev/stdout`, `/dev/fd/N`,
+/// `/proc/self/fd/N`): written through a duplicate of it, which shares its offset, so that a
+/// shell's `>> file` keeps what the file held (opening the path again would write from the
+/// file's start; renaming a file over it would replace the shell's file).
+func descriptorNamed(_ path: String) -> Int32? {
+    if path == "/dev/stdout" { return 1 }
+    if path == "/dev/stderr" { return 2 }
+    for prefix in ["/dev/fd/", "/proc/self/fd/"] where path.hasPrefix(prefix) {
+        return Int32(path.dropFirst(prefix.count))
+    }
+    return nil
+}
+
+if let output, let n = descriptorNamed(output) {
+    let fd = fcntl(n, F_DUPFD_CLOEXEC, 0)
+    guard fd >= 0 else {
+        writeError("strata-generate: cannot write to \(output): \(String(cString: strerror(errno)))\n")
+        exit(73)
+    }
+    handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+} else if let output {
     // Where the write goes: through symbolic links, also a dangling one.
     var target = output
     for _ in 0..<40 {

@@ -19,6 +19,48 @@ package enum SymbolicLinks {
         return path
     }
 
+    /// The descriptor of this process that `path` names, itself or through the symbolic links on
+    /// its last component: `/dev/stdout` (1), `/dev/stderr` (2), `/dev/stdin` (0), `/dev/fd/N`,
+    /// `/proc/self/fd/N`, `/proc/PID/fd/N` of this process. Nil for any other path. Such a path
+    /// is written through a duplicate of that descriptor, which shares its offset and flags: a
+    /// shell's `>> log` keeps what the file held, where opening the path again (whose link leads
+    /// to the file itself) would write from its start, and a file renamed over it would replace
+    /// the file the shell opened.
+    package static func descriptor(_ path: String) -> Int32? {
+        var current = path
+        for _ in 0..<40 {
+            if let n = namedDescriptor(current) { return n }
+            var st = stat()
+            guard lstat(current, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK,
+                  let next = try? FileManager.default.destinationOfSymbolicLink(atPath: current) else { return nil }
+            current = next.hasPrefix("/") ? next
+                : ((current as NSString).deletingLastPathComponent as NSString).appendingPathComponent(next)
+        }
+        return nil
+    }
+
+    /// The descriptor `path` names by its text alone (``descriptor(_:)``), or nil.
+    private static func namedDescriptor(_ path: String) -> Int32? {
+        switch path {
+        case "/dev/stdin": return 0
+        case "/dev/stdout": return 1
+        case "/dev/stderr": return 2
+        default: break
+        }
+        let parts = path.split(separator: "/", omittingEmptySubsequences: true)
+        let number: Substring
+        if parts.count == 3, parts[0] == "dev", parts[1] == "fd" {
+            number = parts[2]
+        } else if parts.count == 4, parts[0] == "proc", parts[2] == "fd",
+                  parts[1] == "self" || parts[1] == "thread-self" || parts[1] == Substring(String(getpid())) {
+            number = parts[3]
+        } else {
+            return nil
+        }
+        guard number.allSatisfy({ ("0"..."9").contains($0) }), let n = Int32(number) else { return nil }
+        return n
+    }
+
     /// Whether `path` (its links followed by the kernel) is something other than a regular file
     /// or a directory: a device, a pipe or a socket (`/dev/stdout`), written in place, never
     /// replaced by a renamed file.

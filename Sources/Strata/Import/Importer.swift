@@ -1750,7 +1750,8 @@ private struct ImportState {
 /// Writes rejected lines, each after a `# FILE:LINE: reason` comment. A regular file (or a new
 /// one) is written aside, as a hidden file in its directory, and renamed over the path when the
 /// import succeeds: a failed import leaves a file that was there as it was. A device or a pipe
-/// (`/dev/stdout`) is written directly. A symbolic link is written through.
+/// is written directly, and a descriptor of the process (`/dev/stdout`, whatever it is) through
+/// a duplicate of it. A symbolic link is written through.
 private final class RejectsWriter: Sendable {
     private let fd: Int32
     private let path: String
@@ -1763,7 +1764,16 @@ private final class RejectsWriter: Sendable {
         func refused(_ code: Int32) -> ImportIssue {
             ImportIssue(file: path, line: 0, field: nil, reason: "cannot create the rejects file: \(String(cString: strerror(code)))")
         }
-        // A device or pipe (`/dev/stdout`, also through its links) is written in place.
+        // A descriptor of this process (`/dev/stdout`, when the shell sent it to a file too) is
+        // written through a duplicate of it.
+        if let n = SymbolicLinks.descriptor(path) {
+            let fd = fcntl(n, F_DUPFD_CLOEXEC, 0)
+            guard fd >= 0 else { throw refused(errno) }
+            self.fd = fd
+            staging = nil
+            return
+        }
+        // A device or pipe (also through its links) is written in place.
         var st = stat()
         if SymbolicLinks.isSpecial(path) {
             // open(2), not FileManager.createFile, which would replace the path instead.

@@ -181,6 +181,43 @@ import Testing
         #expect(generated.status == 0 && generated.stdout.hasPrefix("{"), "\(generated.stderr)")
     }
 
+    /// `/dev/stdout` when the shell sent standard output to a file with `>>` is written through
+    /// standard output itself, by every writer: the file keeps what it held, and is the same
+    /// file afterwards. (Its link leads to the file, which was replaced by a file written aside,
+    /// losing the earlier lines and the summary printed to standard output.)
+    @Test func outputToStandardOutputAppendedToAFileKeepsTheFile() async throws {
+        let (dir, store) = try await makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("one-bad.ndjson")
+        try Data(#"{"entity": "Genre"}"#.utf8).write(to: input)
+        let generator = URL(fileURLWithPath: storectlPath).deletingLastPathComponent()
+            .appendingPathComponent("strata-generate").path
+        let log = dir.appendingPathComponent("log.txt").path
+        let cases: [(name: String, command: [String], expected: [String])] = [
+            ("export", [storectlPath, "export", store, "--entity", "Genre", "--output", "/dev/stdout"],
+             [#""entity":"Genre""#]),
+            ("rejects", [storectlPath, "import", store, input.path, "--continue-on-error", "--rejects", "/dev/stdout"],
+             [#"{"entity": "Genre"}"#, "rejected 1 record(s)"]),
+            ("generate", [storectlPath, "generate", "--schema", librarySchemaDirectory.path, "--output", "/dev/stdout"],
+             ["struct"]),
+            ("strata-generate", [generator, "100", "--output", "/dev/stdout"], [#"{"entity""#]),
+        ]
+        for c in cases {
+            try Data("old line\n".utf8).write(to: URL(fileURLWithPath: log))
+            var before = stat()
+            #expect(stat(log, &before) == 0)
+            // `"$@" >> log`: the command's arguments as they are, standard output appended to the log.
+            let r = try await run("/bin/sh", ["-c", "\"$@\" >> \"$LOG\"", "sh"] + c.command,
+                                  environment: ["LOG": log])
+            #expect(r.status == 0, "\(c.name): \(r.stderr)")
+            var after = stat()
+            #expect(stat(log, &after) == 0 && after.st_ino == before.st_ino, "\(c.name): the file was replaced")
+            let text = try String(contentsOfFile: log, encoding: .utf8)
+            #expect(text.hasPrefix("old line\n"), "\(c.name): \(text.prefix(200))")
+            for e in c.expected { #expect(text.contains(e), "\(c.name): no \(e) in \(text.prefix(300))") }
+        }
+    }
+
     @Test func generateOutputIntoAStoreIsRefused() async throws {
         let (dir, store) = try await makeStore()
         defer { try? FileManager.default.removeItem(at: dir) }
