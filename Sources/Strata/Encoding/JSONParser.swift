@@ -20,6 +20,9 @@ struct JSONParser {
     var depth = 0
     /// Numbers with a fraction or an exponent become exact decimals where they fit one.
     var exactDecimals = false
+    /// With ``exactDecimals``: the text of each number that did not fit a decimal and became a
+    /// double, by the double's bits (a message about it can then quote what was written).
+    var inexactTexts: [UInt64: [String]] = [:]
 
     init(_ b: UnsafeBufferPointer<UInt8>) { self.b = b }
 
@@ -240,6 +243,7 @@ struct JSONParser {
         guard let d = Double(text), d.isFinite, !ValueConversion.underflowed(d, text) else {
             throw fail("number out of range", at: start)
         }
+        if exactDecimals { inexactTexts[d.bitPattern, default: []].append(text) }
         return .double(d)
     }
 }

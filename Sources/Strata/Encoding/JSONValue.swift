@@ -129,6 +129,17 @@ public enum JSONValue: Sendable, Equatable {
         }
     }
 
+    /// ``parse(_:exactDecimals:)`` with exact decimals, and the text of each number that did
+    /// not fit a decimal (and became a double), by the double's bits.
+    static func parseKeepingInexactTexts(_ bytes: [UInt8]) throws -> (JSONValue, [UInt64: [String]]) {
+        try bytes.withUnsafeBufferPointer { buf in
+            var p = JSONParser(buf)
+            p.exactDecimals = true
+            let value = try p.parseDocument()
+            return (value, p.inexactTexts)
+        }
+    }
+
     /// Parses one JSON document from a string.
     ///
     /// - Throws: ``JSONParseError`` with the 1-based line and column of the problem.

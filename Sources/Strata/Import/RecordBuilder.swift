@@ -68,7 +68,14 @@ struct RecordBuilder {
     func fromJSON(_ bytes: [UInt8], line: Int) throws -> ImportRecord {
         if let at = Self.firstInvalidUTF8(bytes) { throw issue(line, nil, "not valid UTF-8 (at byte \(at + 1))") }
         let json: JSONValue
-        do { json = try JSONValue.parse(bytes, exactDecimals: exactDecimals) } catch let e as JSONParseError {
+        var inexact: [UInt64: [String]] = [:]
+        do {
+            if exactDecimals {
+                (json, inexact) = try JSONValue.parseKeepingInexactTexts(bytes)
+            } else {
+                json = try JSONValue.parse(bytes)
+            }
+        } catch let e as JSONParseError {
             // An object of a JSON array may span lines: the line of the problem in the file.
             throw issue(line + e.line - 1, nil, "malformed JSON at column \(e.column): \(e.reason)")
         }
@@ -92,9 +99,9 @@ struct RecordBuilder {
             if key == "id" {
                 explicitID = try parseID(value, entity: entity, line: line, field: "id")
             } else if let a = entity.attribute(named: key) {
-                values[a.index] = try convert(value, a, line: line)
+                values[a.index] = try convert(value, a, line: line, inexact: inexact)
             } else if let r = entity.relationship(named: key) {
-                links.append((r, try references(value, r, line: line)))
+                links.append((r, try references(value, r, line: line, inexact: inexact)))
             } else {
                 throw issue(line, EchoedText.shown(key),
                             "unknown field of \(entity.name) (attributes: " +
@@ -105,9 +112,19 @@ struct RecordBuilder {
         return try finish(entity, explicitID, values, links, line: line)
     }
 
-    func convert(_ json: JSONValue, _ a: AttributeDescription, line: Int) throws -> Value {
+    /// `json` as a value of `a`. `inexact` holds the texts of the line's numbers that did not
+    /// fit a decimal, by the bits of the doubles they became: a decimal attribute given one is
+    /// refused quoting what was written (`'…' has 39 significant digits`), not the double.
+    func convert(_ json: JSONValue, _ a: AttributeDescription, line: Int,
+                 inexact: [UInt64: [String]] = [:]) throws -> Value {
         let v: Value
         do { v = try ValueConversion.value(from: json, type: a.type) } catch let f as ValueConversion.Failure {
+            if a.type == .decimal, case .double(let d) = json, let texts = inexact[d.bitPattern],
+               Set(texts).count == 1, let text = texts.first {
+                do { _ = try ValueConversion.value(from: .string(text), type: .decimal) } catch let g as ValueConversion.Failure {
+                    throw issue(line, a.name, g.reason)
+                }
+            }
             throw issue(line, a.name, f.reason)
         }
         try checkSize(v, a, line: line)
@@ -139,7 +156,8 @@ struct RecordBuilder {
         return id
     }
 
-    func references(_ json: JSONValue, _ r: RelationshipDescription, line: Int) throws -> [ObjectReference]? {
+    func references(_ json: JSONValue, _ r: RelationshipDescription, line: Int,
+                    inexact: [UInt64: [String]] = [:]) throws -> [ObjectReference]? {
         let destination = schema.entity(named: r.destination)!
         switch json {
         case .null:
@@ -149,16 +167,16 @@ struct RecordBuilder {
             guard r.isToMany else {
                 throw issue(line, r.name, "a to-one relationship takes one reference, not an array")
             }
-            return try items.map { try reference($0, destination, r, line: line) }
+            return try items.map { try reference($0, destination, r, line: line, inexact: inexact) }
         default:
             guard !r.isToMany else { throw issue(line, r.name, "a to-many relationship takes an array of references") }
-            return [try reference(json, destination, r, line: line)]
+            return [try reference(json, destination, r, line: line, inexact: inexact)]
         }
     }
 
     /// A target id (`"0002…"`) or the values of one of the target's unique constraints (`{"mbid": "…"}`).
     func reference(_ json: JSONValue, _ destination: EntityDescription, _ r: RelationshipDescription,
-                   line: Int) throws -> ObjectReference {
+                   line: Int, inexact: [UInt64: [String]] = [:]) throws -> ObjectReference {
         switch json {
         case .string:
             return .id(try parseID(json, entity: destination, line: line, field: r.name))
@@ -182,7 +200,7 @@ struct RecordBuilder {
             var values: [Value] = []
             for a in u.attributes {
                 let attr = destination.attributes[a]
-                let v = try convert(json[attr.name]!, attr, line: line)
+                let v = try convert(json[attr.name]!, attr, line: line, inexact: inexact)
                 if v.isNull { throw issue(line, r.name, "reference key \(attr.name) is null") }
                 values.append(v)
             }

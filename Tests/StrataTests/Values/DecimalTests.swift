@@ -350,6 +350,34 @@ import Testing
         #expect(ValueConversion.text(.decimal(try dec("-0.0099"))) == "-0.0099")
     }
 
+    /// An import line giving a decimal attribute a number that does not fit a decimal (too many
+    /// digits, too small) is refused quoting the number as written, as the same number in a
+    /// string is: the reason quoted the double it rounds to (`1.2345678901234568e+36`), which the
+    /// line does not hold. Also in a reference's key, and with a double attribute beside it.
+    @Test func anImportedNumberThatDoesNotFitADecimalIsQuotedAsWritten() throws {
+        let schema = try schema()
+        let builder = RecordBuilder(schema: schema, file: "in.ndjson", maxValueBytes: 1 << 20)
+        let cases: [(line: String, reason: String)] = [
+            (#"{"entity":"Invoice","number":1,"total":1234567890123456789012345678901234567.89}"#,
+             "'1234567890123456789012345678901234567.89' has 39 significant digits"),
+            (#"{"entity":"Invoice","number":2,"total":0.12345678901234567890123456789012345678901,"rate":1e-5}"#,
+             "'0.12345678901234567890123456789012345678901' has 41 significant digits"),
+            (#"{"entity":"Invoice","number":3,"total":1.5e-128}"#, "too small for a decimal"),
+        ]
+        for c in cases {
+            #expect { try builder.fromJSON(Array(c.line.utf8), line: 7) } throws: { error in
+                guard let issue = error as? ImportIssue else { return false }
+                return issue.line == 7 && issue.field == "total" && issue.reason.contains(c.reason)
+                    && !issue.reason.contains("e+36") && !issue.reason.contains("not exact")
+            }
+        }
+        // The same double from two different texts in one line: the reason cannot tell which
+        // was written for this attribute, and names the limits instead.
+        let twice = #"{"entity":"Invoice","number":4,"rate":1.2345678901234567890123456789012345678901,"# +
+            #""total":1.2345678901234567890123456789012345678902}"#
+        #expect { try builder.fromJSON(Array(twice.utf8), line: 1) } throws: { "\($0)".contains("not exact as a decimal") }
+    }
+
     @Test func migrationsConvertToAndFromDecimals() throws {
         #expect(try TypeConversion.doubleToDecimal.convert(.double(0.1)) == .decimal(try dec("0.1")))
         #expect(try TypeConversion.doubleToDecimal.convert(.double(2328.6)) == .decimal(try dec("2328.6")))
