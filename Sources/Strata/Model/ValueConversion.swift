@@ -109,7 +109,16 @@ public enum ValueConversion {
         switch type {
         case .string: return .string(text)
         case .int:
-            guard let i = Int64(text) else { throw Failure(reason: "'\(EchoedText.shown(text))' is not an integer") }
+            if let i = Int64(text) { return .int(i) }
+            // A whole number written with an exponent or a fraction (`1E+6`, `2.5e1`, `100.0`),
+            // read exactly, as an NDJSON number is taken for an int attribute.
+            guard let n = try? DecimalNumber.parse(text), n.exponent >= 0 else {
+                throw Failure(reason: "'\(EchoedText.shown(text))' is not an integer")
+            }
+            guard let i = Int64(n.text) else {
+                throw Failure(reason: "'\(EchoedText.shown(text))' is outside the int range " +
+                                      "(-9223372036854775808…9223372036854775807)")
+            }
             return .int(i)
         case .double:
             return .double(try double(decimalText: text))

@@ -101,6 +101,17 @@ import Testing
         expectParse("durationSeconds in [-1, +2, 300]", .isIn(attribute: duration, [.int(-1), .int(2), .int(300)]))
         expectError("rating < 1e", "'1e'")
         expectError("rating < 1e-", "'1e-'")
+        // An int attribute takes a whole number in any form the README lists, read exactly, as
+        // an import does (`1E+6` was refused as "not an integer"); a fraction, or a number past
+        // the int range, is refused saying which. A CSV cell is the same text form.
+        expectParse("durationSeconds < 1E+6", .compare(attribute: duration, .less, .int(1_000_000)))
+        expectParse("durationSeconds == 2.5e2", .compare(attribute: duration, .equal, .int(250)))
+        expectParse("durationSeconds == -100.0", .compare(attribute: duration, .equal, .int(-100)))
+        expectParse("durationSeconds == 9.223372036854775807e18",
+                    .compare(attribute: duration, .equal, .int(.max)))
+        expectError("durationSeconds == 2.5", "'durationSeconds' is int: '2.5' is not an integer")
+        expectError("durationSeconds == 1e30", "'1e30' is outside the int range")
+        #expect(try ValueConversion.value(fromText: "1e2", type: .int) == .int(100))
 
         let chain = try Schema.parse(Array(#"""
             {"model": "chain", "version": 1, "entities": [
