@@ -151,7 +151,9 @@ struct RecordBuilder {
         guard case .string(let s) = json,
               let id = ObjectID(string: s) else { throw issue(line, field, "an object id is 32 hex digits") }
         guard id.entityTag == entity.tag else {
-            throw issue(line, field, "id \(s) belongs to entity tag \(id.entityTag), not \(entity.name)")
+            // Named by its entity where the schema has one with that tag.
+            let owner = schema.entity(tag: id.entityTag).map { "a \($0.name)'s" } ?? "of no entity of the schema"
+            throw issue(line, field, "id \(s) is \(owner), not a \(entity.name)'s")
         }
         return id
     }

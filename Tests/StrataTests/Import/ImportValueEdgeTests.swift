@@ -76,6 +76,29 @@ import Testing
 
     /// Empty bytes go out in CSV as `""` and come back empty, not as null (a required bytes
     /// attribute made the export impossible to import); an unquoted empty field is still null.
+    /// An id of another entity's object where one of the relationship's destination is expected
+    /// is refused naming both entities, in NDJSON and CSV: it named the other by its tag number,
+    /// which nothing else shows.
+    @Test func anIdOfAnotherEntityNamesBoth() throws {
+        let schema = try librarySchema()
+        let builder = RecordBuilder(schema: schema, file: "in", maxValueBytes: 1 << 20)
+        let genre = try #require(schema.entity(named: "Genre")), track = try #require(schema.entity(named: "Track"))
+        let ofGenre = ObjectID(high: UInt64(genre.tag) << 48 | 1, low: 2)
+        let ofNone = ObjectID(high: UInt64(0x7777) << 48 | 1, low: 2)
+        for (id, owner) in [(ofGenre, "a Genre's"), (ofNone, "of no entity of the schema")] {
+            let expected = "id \(id) is \(owner), not a Playlist's"
+            #expect { try builder.fromJSON(Array(#"{"entity":"Track","playlists":["\#(id)"]}"#.utf8), line: 3) } throws: {
+                ($0 as? ImportIssue).map { $0.field == "playlists" && $0.reason == expected } ?? false
+            }
+            let header = try builder.csvColumns(["title", "playlists"].map { CSVSplitter.Field(text: $0, quoted: false) },
+                                                entity: track, line: 1)
+            #expect {
+                try builder.fromCSV(["t", id.description].map { CSVSplitter.Field(text: $0, quoted: false) },
+                                    columns: header, entity: track, line: 2)
+            } throws: { ($0 as? ImportIssue).map { $0.field == "playlists" && $0.reason == expected } ?? false }
+        }
+    }
+
     @Test func emptyBytesSurviveACSVExportAndItsImport() async throws {
         let (dir, store) = try await newStore("import-edges-bytes")
         defer { try? FileManager.default.removeItem(at: dir) }
