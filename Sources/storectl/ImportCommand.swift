@@ -78,7 +78,7 @@ struct ImportCommand: AsyncParsableCommand {
         if rejects != nil && !continueOnError { throw ValidationError("--rejects goes with --continue-on-error") }
         if let format, ImportFormat(rawValue: format) == nil { throw ValidationError("--format must be ndjson or csv") }
         guard ImportMode(rawValue: mode) != nil else {
-            throw ValidationError("--mode must be auto, bulk or incremental, not '\(mode)'")
+            throw ValidationError("--mode must be auto, bulk or incremental, not '\(EchoedText.shown(mode))'")
         }
         guard maxErrors >= 1 else { throw ValidationError("--max-errors must be at least 1") }
         guard inMemoryMaxMb >= 0 && inMemoryMaxMb <= 1 << 20 else {

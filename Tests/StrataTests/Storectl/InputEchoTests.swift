@@ -58,7 +58,8 @@ import Testing
         // A command-line argument is at most 128 KiB on Linux.
         let long = String(repeating: "E", count: 100_000)
         for args in [["query", store, "--entity", long], ["export", store, "--entity", long], ["query", store, "--entity", "Genre", "--fields", long],
-                     ["query", store, "--entity", "Genre", "--where", "\(long) == 1"], ["history", store, long]] {
+                     ["query", store, "--entity", "Genre", "--where", "\(long) == 1"], ["history", store, long],
+                     ["import", store, "in.ndjson", "--mode", long]] {
             let r = try await storectl(args)
             expectShort(r, status: 64)
             #expect(r.stderr.contains(String(repeating: "E", count: 64) + "…(100000 bytes)"), "\(args[0]): \(r.stderr.prefix(300))")
