@@ -41,7 +41,7 @@ enum StandardStreams {
     /// The position (from 1) and bytes shown escaped of the first argument that is not valid
     /// UTF-8, if any. Swift reads such an argument with U+FFFD in place of the bad bytes: a path
     /// given so named another file (an export replaced it), so storectl refuses it instead.
-    static func firstArgumentNotUTF8() -> (position: Int, shown: String)? {
+    static func firstArgumentNotUTF8() -> (position: Int, shown: String, namesAFile: Bool)? {
         for i in 1..<Int(CommandLine.argc) {
             guard let pointer = CommandLine.unsafeArgv[i] else { continue }
             guard String(validatingCString: pointer) == nil else { continue }
@@ -54,7 +54,9 @@ enum StandardStreams {
                     : "\\x" + String(b, radix: 16, uppercase: false).leftPadded(to: 2)
             }
             if bytes.count > EchoedText.maxCharacters { shown += "…(\(bytes.count) bytes)" }
-            return (i, shown)
+            // A file by that name (or in a directory by such a name) is what it would miss.
+            var st = stat()
+            return (i, shown, lstat(pointer, &st) == 0)
         }
         return nil
     }

@@ -32,10 +32,12 @@ struct Storectl: AsyncParsableCommand {
         signal(SIGXFSZ, SIG_IGN)
         StandardStreams.reserve()
         if let bad = StandardStreams.firstArgumentNotUTF8() {
+            let advice = bad.namesAFile
+                ? "and would name another file; rename the file (or the directory) to a UTF-8 name"
+                : "so give it as UTF-8"
             StandardStreams.writeError("""
                 storectl: error: argument \(bad.position) ('\(bad.shown)') is not valid UTF-8: storectl reads \
-                paths and values as UTF-8 text, and would name another file; rename the file (or the directory) \
-                to a UTF-8 name
+                paths and values as UTF-8 text, \(advice)
 
                 """)
             Foundation.exit(Exit.usage)

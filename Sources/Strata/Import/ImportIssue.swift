@@ -9,8 +9,9 @@ public struct ImportIssue: Error, Sendable, CustomStringConvertible, Equatable {
     /// What is wrong.
     public let reason: String
 
-    /// The issue as `FILE:LINE: field: reason`.
+    /// The issue as `FILE:LINE: field: reason`; one about a whole file (line 0, or the options)
+    /// as `FILE: field: reason`.
     public var description: String {
-        "\(file):\(line): " + (field.map { "\($0): " } ?? "") + reason
+        (line > 0 ? "\(file):\(line): " : "\(file): ") + (field.map { "\($0): " } ?? "") + reason
     }
 }

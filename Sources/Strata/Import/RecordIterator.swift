@@ -127,9 +127,11 @@ struct RecordIterator {
         if f == .csv {
             let name = options.csvEntity ?? ((path as NSString).lastPathComponent as NSString).deletingPathExtension
             guard let e = schema.entity(named: name) else {
-                throw ImportIssue(file: path, line: 0, field: nil,
-                                  reason: "CSV entity '\(EchoedText.shown(name))' is not in the schema (name the " +
-                                          "file after the entity, or use --entity)")
+                let known = "known: \(schema.entities.map(\.name).joined(separator: ", "))"
+                throw ImportIssue(file: path, line: 0, field: nil, reason: options.csvEntity != nil
+                    ? "the CSV entity given ('\(EchoedText.shown(name))', --entity) is not in the schema (\(known))"
+                    : "the CSV entity '\(EchoedText.shown(name))', the file's name, is not in the schema (\(known)): " +
+                      "name the file after its entity (Track.csv), or give the entity with --entity")
             }
             csvEntity = e
         }

@@ -121,12 +121,20 @@ import Testing
         let txt = try write("name\nC\n", to: dir, "genres.txt")
         let unknown = try await storectl("import", store, txt, "--quiet")
         #expect(unknown.status == 65, "\(unknown.stderr)")
-        #expect(unknown.stderr.contains("\(txt):0: unknown format"), "\(unknown.stderr)")
+        #expect(unknown.stderr.contains("\(txt): unknown format"), "\(unknown.stderr)")
         #expect(unknown.stderr.contains("nothing was written"), "\(unknown.stderr)")
-        // CSV named after no entity.
+        // CSV named after no entity: a problem of the whole file, named without a line, and the
+        // advice fits how the entity was chosen (given with --entity, or the file's name).
         let noEntity = try await storectl("import", store, txt, "--format", "csv", "--quiet")
         #expect(noEntity.status == 65, "\(noEntity.stderr)")
-        #expect(noEntity.stderr.contains("\(txt):0:"), "\(noEntity.stderr)")
+        #expect(noEntity.stderr.contains("\(txt): the CSV entity 'genres', the file's name, is not in the schema " +
+                                         "(known: Artist, "), "\(noEntity.stderr)")
+        #expect(noEntity.stderr.contains("name the file after its entity (Track.csv), or give the entity with --entity"),
+                "\(noEntity.stderr)")
+        let given = try await storectl("import", store, txt, "--format", "csv", "--entity", "Nope", "--quiet")
+        #expect(given.status == 65 && given.stderr.contains("\(txt): the CSV entity given ('Nope', --entity) is not " +
+                                                            "in the schema (known: "), "\(given.stderr)")
+        #expect(!given.stderr.contains("--entity)\n") && !given.stderr.contains(":0:"), "\(given.stderr)")
         #expect(try await exported(store, "Genre").compactMap { string($0["name"]) } .sorted() == ["A", "B"])
 
         // --format csv --entity Genre: read as CSV of Genre.

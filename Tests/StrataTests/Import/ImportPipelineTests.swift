@@ -276,7 +276,7 @@ import Testing
                     Issue.record("\(field): the import ran")
                 } catch let failed as ImportFailed {
                     #expect(failed.issues.map(\.field) == [field], "\(failed)")
-                    #expect(failed.description.contains("options:0: \(field): must") || failed.description.contains("options:0: \(field): is only"), "\(failed)")
+                    #expect(failed.description.contains("options: \(field): must") || failed.description.contains("options: \(field): is only"), "\(failed)")
                 }
             }
             #expect(try store.mainContext.count(Genre.self) == 0)

@@ -226,6 +226,16 @@ let immutableFilesWork: Bool = {
         #expect(r.status == 64 && r.stderr.contains("argument 6 ('out\\xff.ndjson') is not valid UTF-8"), "\(r.status): \(r.stderr)")
         #expect(try String(contentsOf: other, encoding: .utf8) == "precious\n")
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() == ["out\u{FFFD}.ndjson", "store"])
+        // Renaming is the advice for a file of that name only: a filter is no file.
+        #expect(!r.stderr.contains("rename the file"), "\(r.stderr)")
+        let filter = try await run("/bin/sh", ["-c", "exec \"$0\" query \"$1\" --entity Genre --where \"$(printf \"name == '\\377'\")\"",
+                                               storectlPath, store])
+        #expect(filter.status == 64 && filter.stderr.contains("is not valid UTF-8: storectl reads paths and values as " +
+                                                              "UTF-8 text, so give it as UTF-8"), "\(filter.stderr)")
+        let file = try await run("/bin/sh", ["-c", "cd \"$1\" && : > \"$(printf 'in\\377.ndjson')\" && exec \"$0\" import \"$2\" \"$(printf 'in\\377.ndjson')\"",
+                                             storectlPath, dir.path, store])
+        #expect(file.status == 64 && file.stderr.contains("rename the file (or the directory) to a UTF-8 name"),
+                "\(file.stderr)")
     }
 
     /// The option parser's errors carry storectl's prefix; a negative number where a value or an
