@@ -94,6 +94,18 @@ public final class Importer: Sendable {
                 } catch is NotInOneTransaction {
                     await held.abort()
                     state = newState()
+                } catch where !(error is ImportInterrupted) && !(error is CancellationError) {
+                    // The writer may have refused a batch (or the write failed) before the whole
+                    // input was read, or before the bad records read by then were reported. Two
+                    // passes would have checked all of it first and reported its bad records, if
+                    // any, instead: so does this, reading it again to the end (a small input; a
+                    // failure's path only).
+                    await held.abort()
+                    // Nothing of it is written.
+                    state = newState()
+                    try validate(&state)
+                    if !state.issues.isEmpty { throw state.failure() }
+                    throw error
                 }
             }
             var inlineDone = false

@@ -93,6 +93,39 @@ import Testing
         }
     }
 
+    /// A batch the writer refuses, with a bad record later in the input: the bad record is
+    /// reported, as two passes (which check the whole input before writing) report it; the
+    /// import stopped at the refusal and never read it. Without the bad record the refusal
+    /// stands. Nothing is written either way.
+    @Test func aRefusedBatchDoesNotHideABadRecordAfterIt() async throws {
+        let dir = temporaryDirectory("one-transaction")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var config = StoreConfiguration()
+        config.maxChangesPerSave = 1
+        try await withLibraryStore(config) { store in
+            let seeded = try await store.save { $0.insert(Genre(name: "Jazz")) }
+            let track = #"{"entity":"Track","mbid":"00000000-0000-4000-8000-000000000001","title":"t","# +
+                #""durationSeconds":1,"addedAt":"2024-01-01T00:00:00Z","genre":{"name":"G0"}}"#
+            let bad = #"{"entity":"Genre","name":5}"#
+            for oneTransaction in [true, false] {
+                let input = try write(genres(0..<3) + [track] + genres(3..<300) + [bad], in: dir)
+                await #expect("one transaction: \(oneTransaction)") {
+                    _ = try await Importer(store: store, options: options(batch: 1, oneTransaction: oneTransaction))
+                        .run(files: [input])
+                } throws: { error in
+                    guard let failed = error as? ImportFailed, failed.totalIssues == 1, failed.written == 0,
+                          let issue = failed.issues.first else { return false }
+                    return issue.line == 302 && issue.field == "name"
+                }
+            }
+            let refusedOnly = try write(genres(0..<3) + [track] + genres(3..<300), in: dir, "refused.ndjson")
+            await #expect(throws: StrataError.self) {
+                _ = try await Importer(store: store, options: options(batch: 1)).run(files: [refusedOnly])
+            }
+            #expect(try store.lastTransactionID == seeded)
+        }
+    }
+
     /// The library's records into a store holding others (upserts, references to the store's
     /// objects and to later records of the input), and the link-heavy catalog (references in
     /// any order within the file): the same state either way.
