@@ -607,6 +607,15 @@ public final class ChildContext: ObjectReading {
         // The child's bases first: for an object this context had not touched, the version the
         // child read is the one the change was based on (not the store's version now).
         try apply(operations, inheriting: bases, netState: true)
+        // An object this context had changed too keeps the earlier of the two bases: the child
+        // may have changed it at a version before this context's own first change, and a store
+        // change in between must be judged at the root (keeping this context's later base, that
+        // change was never seen by the child, and its value was overwritten without a conflict).
+        state.withLock { s in
+            for (id, base) in bases where base.version != .zero {
+                if let mine = s.bases[id], mine.version != .zero, base.version < mine.version { s.bases[id] = base }
+            }
+        }
     }
 
     /// Accepts the store's current version of every object this context changed as the new base:

@@ -961,10 +961,17 @@ struct ContextModel: Sendable {
                 var writer = ModelWriter(schema: schema, state: before, version: 0)
                 try writer.apply(n, decisions: [:], root: false)
                 guard var p = children[c.parent] else { preconditionFailure("a child's parent child is in the model") }
-                // The parent keeps the bases it holds; an object it first touches now takes the
-                // child's base (the chain's first touch), else one inherited from above.
+                // An object the parent first touches now takes the child's base (the chain's
+                // first touch), else one inherited from above; one it had changed too keeps the
+                // earlier of its base and the child's ("earlier bases win": a store change made
+                // between the child's edit and the parent's is judged at the root).
                 p.layer.record(from: before, to: writer.state, lower: lowerView(c.parent), schema) { id in
                     c.layer.bases[id] ?? inheritedBase(c.parent, id)
+                }
+                for (id, base) in c.layer.bases where base.version != 0 {
+                    if let mine = p.layer.bases[id], mine.version != 0, base.version < mine.version {
+                        p.layer.bases[id] = base
+                    }
                 }
                 children[c.parent] = p
             }

@@ -258,6 +258,33 @@ import Testing
         }
     }
 
+    /// The same, when the parent changed the object too, after the store change (so its own
+    /// base is the later version): the nested child's edit was based on the earlier one, and the
+    /// root commit is a conflict. The parent kept its own base, and the other writer's title was
+    /// overwritten without one.
+    @Test func aNestedEditBasedBeforeTheParentsOwnEditIsJudgedByItsEarlierBase() async throws {
+        try await withLibraryStore { store in
+            let t = Track(mbid: UUID(), title: "A", durationSeconds: 200, rating: 1, addedAt: Date())
+            _ = try await store.save { $0.insert(t) }
+            let editor = store.mainContext.newChild(label: "editor")
+            let sheet = editor.newChild(label: "sheet")
+            try sheet.set(Track.title, of: t.id, to: "from sheet")
+            _ = try await store.save(author: "other") { $0.set(Track.title, of: t.id, to: "from other writer") }
+            try editor.set(Track.playCount, of: t.id, to: 7)
+            try await sheet.commit()
+            await #expect { try await editor.commit() } throws: { error in
+                guard case StrataError.conflict(let conflicts) = error, let c = conflicts.first else { return false }
+                return c.objectID == t.id && c.changedByStore == ["title"] && c.changedByContext.contains("title")
+            }
+            #expect(try store.mainContext.object(Track.self, id: t.id)?.title == "from other writer")
+            // Having seen the store's change, a rebase lets the chain's values through.
+            try editor.rebase()
+            try await editor.commit()
+            let saved = try #require(try store.mainContext.object(Track.self, id: t.id))
+            #expect(saved.title == "from sheet" && saved.playCount == 7)
+        }
+    }
+
     @Test func aNestedChildSettingAValueBackToTheStoredOneChangesItsParent() async throws {
         try await withLibraryStore { store in
             let g = Genre(name: "stored")
