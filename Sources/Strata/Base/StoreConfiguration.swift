@@ -172,3 +172,16 @@ public struct StoreConfiguration: Sendable {
     /// and every limit at its default.
     public init() {}
 }
+
+extension StoreConfiguration {
+    /// The names of the options that differ between this configuration and `other`, in
+    /// declaration order, leaving out `createIfMissing` (it only decides whether an open may
+    /// create the store). Every option counts, so one added later counts too.
+    func differences(from other: StoreConfiguration) -> [String] {
+        let mine = Mirror(reflecting: self).children, theirs = Mirror(reflecting: other).children
+        return zip(mine, theirs).compactMap { a, b in
+            guard let name = a.label, name != "createIfMissing" else { return nil }
+            return String(describing: a.value) == String(describing: b.value) ? nil : name
+        }
+    }
+}

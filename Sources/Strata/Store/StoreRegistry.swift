@@ -63,6 +63,14 @@ final class StoreRegistry: Sendable {
                                                   reason: "it is open with a different schema " +
                                                           "(\(existing.schema.model) v\(existing.schema.version))")
                 }
+                // Any other option too: the caller would get the instance's (a store it asked to
+                // be durable, relaxed) without knowing.
+                let differing = existing.configuration.differences(from: configuration)
+                if !differing.isEmpty {
+                    throw StrataError.alreadyOpen(path: key,
+                                                  reason: "it is open with other options (\(differing.joined(separator: ", "))); " +
+                                                          "open it with the same ones, or close it first")
+                }
                 return existing
             }
             let store = try Store.make(path: key, schema: schema, configuration: configuration,
