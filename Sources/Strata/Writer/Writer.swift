@@ -251,7 +251,7 @@ final class Writer: Sendable {
     /// ``StrataError/saveFromWriter(path:)`` on the writer queue itself, which would wait for itself.
     func submitAndWait(_ changes: ChangeSet, author: String, metadata: [String: String]) throws -> TransactionID {
         if isCurrentQueue {
-            throw StrataError.saveFromWriter(path: env.path)
+            throw StrataError.saveFromWriter(path: storePath)
         }
         if isReplica.load(ordering: .acquiring) {
             return try submitAndWaitOnWriterQueue(changes, author: author, metadata: metadata)
