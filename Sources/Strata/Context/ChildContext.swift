@@ -115,8 +115,10 @@ public final class ChildContext: ObjectReading {
         return child
     }
 
-    /// Whether there are changes not yet committed.
-    public var hasChanges: Bool { state.withLock { !$0.overlay.isEmpty } }
+    /// Whether there are changes not yet committed: whether ``pendingObjects`` lists any object.
+    /// A value set and set back, or an object inserted and deleted again, is none (a commit
+    /// would send nothing).
+    public var hasChanges: Bool { state.withLock { $0.overlay.hasPendingObjects } }
 
     /// How many objects and relationship edges have pending changes: the net changes a
     /// ``commit()`` would send, not the number of calls that made them (an object inserted and

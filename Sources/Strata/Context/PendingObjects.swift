@@ -45,3 +45,31 @@ extension Overlay {
         return p
     }
 }
+
+extension Overlay {
+    /// Whether ``pendingObjects`` would list anything, found at the first such object: an insert
+    /// still alive, an object of the state below changed from what the layer first read or
+    /// deleted, or an edited relationship of one. A value set and set back, or an object inserted
+    /// and deleted again, is nothing.
+    /// - Complexity: O(1) for a layer whose first change is one; O(layer) at most.
+    var hasPendingObjects: Bool {
+        var new = Set<ObjectID>(), seen = Set<ObjectID>()
+        // An object's first touch tells whether it is new here, as in ``pendingObjects``.
+        for t in order where seen.insert(t.id).inserted {
+            guard let entry = records[t.id] else { continue }
+            if t.isNew {
+                if entry != nil { return true }
+                new.insert(t.id)
+            } else if let r = entry {
+                if originals[t.id] != r.values { return true }
+            } else {
+                return true
+            }
+        }
+        for (key, facts) in edges where !facts.isEmpty && !new.contains(key.from) {
+            if case .some(.none) = records[key.from] { continue }
+            return true
+        }
+        return false
+    }
+}

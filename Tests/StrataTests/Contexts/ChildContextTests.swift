@@ -161,6 +161,32 @@ import Testing
         }
     }
 
+    /// `hasChanges` says whether the child would commit anything, as `pendingObjects` does: a
+    /// value set and set back, or an object inserted and deleted again, is no change (`commit()`
+    /// returns nil). It said there were changes.
+    @Test func changesThatCancelOutAreNoPendingChanges() async throws {
+        try await withLibraryStore { store in
+            let t = Track(mbid: UUID(), title: "A", durationSeconds: 200, addedAt: Date())
+            _ = try await store.save { $0.insert(t) }
+            let back = store.mainContext.newChild(label: "back")
+            try back.set(Track.title, of: t.id, to: "x")
+            #expect(back.hasChanges)
+            try back.set(Track.title, of: t.id, to: "A")
+            #expect(!back.hasChanges && back.pendingObjects.isEmpty)
+            #expect(try await back.commit() == nil)
+            let gone = store.mainContext.newChild(label: "gone")
+            let n = Track(mbid: UUID(), title: "tmp", durationSeconds: 1, addedAt: Date())
+            try gone.insert(n)
+            #expect(gone.hasChanges)
+            try gone.delete(n.id)
+            #expect(!gone.hasChanges && gone.pendingObjects.isEmpty)
+            #expect(try await gone.commit() == nil)
+            let deleting = store.mainContext.newChild(label: "deleting")
+            try deleting.delete(t.id)
+            #expect(deleting.hasChanges && deleting.pendingObjects.deleted == [t.id])
+        }
+    }
+
     @Test func validationHappensWhenTheChangeIsMade() async throws {
         try await withLibraryStore { store in
             _ = try await store.save { $0.insert(Genre(name: "Jazz")) }
