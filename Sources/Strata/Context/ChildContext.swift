@@ -625,6 +625,12 @@ public final class ChildContext: ObjectReading {
     /// store's on the next ``commit()`` (having looked at what the store changed). An object the
     /// store deleted keeps its base: a commit that changes it is still a conflict (of kind
     /// `.deleted`), which only a merge policy resolves.
+    ///
+    /// The attributes it left as it first read them then show what the state below shows now (a
+    /// commit writes none of them, so the store's values stay): the child shows what its next
+    /// commit makes of each object. A value below that the child's state cannot take (a unique
+    /// value another of its objects holds) is refused with the validation error, and nothing
+    /// changes.
     public func rebase() throws {
         let ids = state.withLock { Array($0.bases.keys) }
         let current = try store.read { view in
@@ -632,8 +638,39 @@ public final class ChildContext: ObjectReading {
                 try view.record(id).map { (id, BaseVersion(version: $0.version, values: $0.values)) }
             }
         }
+        // The attributes of each rebased object the child left as it first read them, where the
+        // state below shows another value now.
+        let stale: [(ObjectID, [ChangeSet.AttributeValue])] = try state.withLock { s in
+            try root.withReadState { snapshot in
+                let lower = lowerChain(&s, shown: snapshot?.transactionID)
+                return try root.read(in: snapshot) { view in
+                    let below = MergedSource(base: view, overlays: lower)
+                    return try current.compactMap { id, _ -> (ObjectID, [ChangeSet.AttributeValue])? in
+                        guard s.bases[id] != nil, case let shown?? = s.overlay.records[id],
+                              let first = s.overlay.originals[id], let now = try below.record(id) else { return nil }
+                        let changes = shown.values.indices.compactMap { i -> ChangeSet.AttributeValue? in
+                            guard i < first.count, i < now.values.count, shown.values[i] == first[i],
+                                  now.values[i] != shown.values[i] else { return nil }
+                            return ChangeSet.AttributeValue(attribute: i, value: now.values[i])
+                        }
+                        return changes.isEmpty ? nil : (id, changes)
+                    }
+                }
+            }
+        }
+        if !stale.isEmpty {
+            // One net update, judged when it ends (two objects whose unique values the store
+            // swapped take them both).
+            try apply(stale.sorted { $0.0 < $1.0 }.map { .update(id: $0.0, attributes: $0.1) }, netState: true)
+        }
         state.withLock { s in
             for (id, base) in current where s.bases[id] != nil { s.bases[id] = base }
+            // What they show now is what the child read: a later commit does not send them.
+            for (id, changes) in stale {
+                for c in changes where s.overlay.originals[id].map({ c.attribute < $0.count }) == true {
+                    s.overlay.originals[id]?[c.attribute] = c.value
+                }
+            }
         }
     }
 

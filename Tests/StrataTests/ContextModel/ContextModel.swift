@@ -852,8 +852,33 @@ struct ContextModel: Sendable {
     /// "rebase(): every object C has a base for takes the store's current version as its new base."
     /// Decision: an object the store deleted has no current version and keeps its base (the next
     /// commit meets the delete again, through the merge policy).
-    mutating func rebase(_ ctx: Int) {
+    /// "Then the attributes C left as it first read them (equal to its first read) show what
+    /// view below C shows now: applied as one net update (unique values judged when it ends; a
+    /// refusal throws and changes nothing), and they become what C first read."
+    mutating func rebase(_ ctx: Int) throws {
         guard var c = children[ctx] else { return }
+        let lower = lowerView(ctx), before = view(ctx)
+        var refresh = ModelNetChanges()
+        for id in c.layer.bases.keys.sorted() where store.objects[id] != nil {
+            guard case .object(let shown)? = c.layer.records[id], let first = c.layer.firstRead[id],
+                  let now = lower.objects[id] else { continue }
+            let stale = shown.values.indices.filter { i in
+                i < first.count && i < now.values.count && shown.values[i] == first[i] && now.values[i] != shown.values[i]
+            }
+            if !stale.isEmpty {
+                refresh.updates.append(.init(id: id, attributes: stale.map { ModelAttribute(index: $0, value: now.values[$0]) }))
+            }
+        }
+        if !refresh.isEmpty {
+            var writer = ModelWriter(schema: schema, state: before, version: 0)
+            try writer.apply(refresh, decisions: [:], root: false)
+            c.layer.record(from: before, to: writer.state, lower: lower, schema) { inheritedBase(ctx, $0) }
+            for u in refresh.updates {
+                for a in u.attributes where (c.layer.firstRead[u.id]?.count ?? 0) > a.index {
+                    c.layer.firstRead[u.id]?[a.index] = a.value
+                }
+            }
+        }
         for id in c.layer.bases.keys {
             if let o = store.objects[id] { c.layer.bases[id] = ModelBase(version: o.version, values: o.values) }
         }

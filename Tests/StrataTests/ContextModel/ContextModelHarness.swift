@@ -272,8 +272,11 @@ final class ModelHarness {
             children[c]?.discard()
             model.discard(c)
         case .rebase(let c):
-            do { try children[c]?.rebase() } catch { differences = ["rebase() threw \(error)"] }
-            model.rebase(c)
+            var real: Error?
+            do { try children[c]?.rebase() } catch { real = error }
+            var expected: ModelFailure?
+            do { try model.rebase(c) } catch let f as ModelFailure { expected = f } catch { expected = ModelFailure() }
+            (outcome, differences) = Self.compare(real, expected)
         }
         trace.append("\(index): \(step.text)  ⇒ \(outcome)")
         if let differences { return differences }

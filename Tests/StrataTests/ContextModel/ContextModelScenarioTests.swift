@@ -184,7 +184,7 @@ import Testing
         case .save(let ops): _ = try? model.save(ops)
         case .commit(let c): _ = try? model.commit(c)
         case .discard(let c): model.discard(c)
-        case .rebase(let c): model.rebase(c)
+        case .rebase(let c): try? model.rebase(c)
         }
     }
 }

@@ -285,6 +285,52 @@ import Testing
         }
     }
 
+    /// After a conflict and `rebase()`, the child shows what its next commit makes of the object:
+    /// its own changes, and the store's values for the attributes it left as it first read them.
+    /// It showed the values of its first read (rating 1) while the commit kept the store's (2).
+    /// Two objects whose unique values the store swapped take them both.
+    @Test func afterARebaseTheChildShowsWhatItsCommitWrites() async throws {
+        try await withLibraryStore { store in
+            let t = Track(mbid: UUID(), title: "A", durationSeconds: 200, rating: 1, addedAt: Date())
+            let g = Genre(name: "g"), h = Genre(name: "h")
+            _ = try await store.save { $0.insert(t); $0.insert(g); $0.insert(h) }
+            let editor = store.mainContext.newChild(label: "editor")
+            try editor.set(Track.title, of: t.id, to: "mine")
+            try editor.set(Genre.name, of: g.id, to: "g")   // no change: g stays untouched
+            try editor.delete(h.id)
+            _ = try await store.save(author: "other") {
+                $0.set(Track.title, of: t.id, to: "theirs")
+                $0.set(Track.rating, of: t.id, to: 2)
+            }
+            await #expect(throws: StrataError.self) { try await editor.commit() }
+            try editor.rebase()
+            let shown = try #require(try editor.object(Track.self, id: t.id))
+            #expect(shown.title == "mine" && shown.rating == 2)
+            #expect(editor.pendingObjects.updated == [t.id] && editor.pendingObjects.deleted == [h.id])
+            try await editor.commit()
+            let saved = try #require(try store.mainContext.object(Track.self, id: t.id))
+            #expect(saved.title == shown.title && saved.rating == shown.rating)
+
+            // The store swaps two genres' names while a child holds both (renamed, then back).
+            let a = Genre(name: "a"), b = Genre(name: "b")
+            _ = try await store.save { $0.insert(a); $0.insert(b) }
+            let swapper = store.mainContext.newChild(label: "swapper")
+            try swapper.set(Genre.name, of: a.id, to: "a2")
+            try swapper.set(Genre.name, of: a.id, to: "a")
+            try swapper.set(Genre.name, of: b.id, to: "b2")
+            try swapper.set(Genre.name, of: b.id, to: "b")
+            try swapper.delete(t.id)
+            _ = try await store.save {
+                $0.set(Genre.name, of: a.id, to: "tmp")
+                $0.set(Genre.name, of: b.id, to: "a")
+                $0.set(Genre.name, of: a.id, to: "b")
+            }
+            try swapper.rebase()
+            #expect(try swapper.object(Genre.self, id: a.id)?.name == "b")
+            #expect(try swapper.object(Genre.self, id: b.id)?.name == "a")
+        }
+    }
+
     @Test func aNestedChildSettingAValueBackToTheStoredOneChangesItsParent() async throws {
         try await withLibraryStore { store in
             let g = Genre(name: "stored")
