@@ -342,7 +342,7 @@ public final class ChildContext: ObjectReading {
         let committed = try state.withLock { s -> State? in
             guard !s.overlay.isEmpty else { return nil }
             let (operations, bases) = try netChanges(&s)
-            try p.absorb(operations, bases: bases)
+            try p.absorb(operations, bases: bases, policy: mergePolicy)
             return Self.take(&s)
         }
         if let committed { Self.release(committed) }
@@ -605,10 +605,21 @@ public final class ChildContext: ObjectReading {
     }
 
     /// A child's committed changes, applied here with their base versions (earlier bases win).
-    func absorb(_ operations: [ChangeSet.Operation], bases: [ObjectID: BaseVersion]) throws {
+    /// An object the child changed that this context deleted since is judged by the child's
+    /// merge `policy`, as one the store deleted is at the root: a conflict under `.fail`, inserted
+    /// again with the child's values under `.contextWins`, the change dropped under `.storeWins`
+    /// and `.propertyMerge`. (The update met the deleted object as a missing one,
+    /// `objectNotFound`, whatever the policy.)
+    func absorb(_ operations: [ChangeSet.Operation], bases: [ObjectID: BaseVersion], policy: MergePolicy) throws {
+        let updated = operations.compactMap { op -> ObjectID? in
+            if case .update(let id, _) = op, bases[id] != nil { return id }
+            return nil
+        }
+        let gone = updated.isEmpty ? [] : Set(try read { view in try updated.filter { try view.record($0) == nil } })
         // The child's bases first: for an object this context had not touched, the version the
         // child read is the one the change was based on (not the store's version now).
-        try apply(operations, inheriting: bases, netState: true)
+        try apply(operations, baseVersions: bases.filter { gone.contains($0.key) }, mergePolicy: policy,
+                  inheriting: bases, netState: true)
         // An object this context had changed too keeps the earlier of the two bases: the child
         // may have changed it at a version before this context's own first change, and a store
         // change in between must be judged at the root (keeping this context's later base, that

@@ -928,13 +928,19 @@ struct ContextModel: Sendable {
 
     /// The merge policy's decision for every changed object whose version differs from its base.
     /// Under `.fail` the conflicts are returned instead.
-    func decisions(_ n: ModelNetChanges, _ layer: ModelLayer, _ policy: ModelPolicy) -> ([ObjectID: ModelDecision], [ObjectID]) {
+    /// With `parentView` (a commit into a parent child): only the updated objects that the
+    /// parent's view no longer has are judged ("an object the parent deleted that the child
+    /// changed: the child's merge policy decides, as at the root for an object the store
+    /// deleted").
+    func decisions(_ n: ModelNetChanges, _ layer: ModelLayer, _ policy: ModelPolicy,
+                   parentView: ModelState? = nil) -> ([ObjectID: ModelDecision], [ObjectID]) {
         var decisions: [ObjectID: ModelDecision] = [:]
         var conflicts: [ObjectID] = []
         let deleted = Set(n.deletes)
-        for u in n.updates.map(\.id) + n.deletes {
+        for u in n.updates.map(\.id) + (parentView == nil ? n.deletes : []) {
             guard let base = layer.bases[u] else { continue }
-            let current = store.objects[u]
+            let current = parentView.map { $0.objects[u] } ?? store.objects[u]
+            if parentView != nil, current != nil { continue }
             if let current, current.version == base.version { continue }
             switch policy {
             case .fail:
@@ -983,8 +989,16 @@ struct ContextModel: Sendable {
             //  keeps L and the error is thrown."
             if !n.isEmpty {
                 let before = view(c.parent)
+                let (decisions, conflicts) = decisions(n, c.layer, c.policy, parentView: before)
                 var writer = ModelWriter(schema: schema, state: before, version: 0)
-                try writer.apply(n, decisions: [:], root: false)
+                var failure = ModelFailure()
+                for id in conflicts { failure.add(.conflict, id) }
+                do {
+                    try writer.apply(n, decisions: decisions, root: false)
+                } catch let f as ModelFailure {
+                    failure.add(f)
+                }
+                if !failure.isEmpty { throw failure }
                 guard var p = children[c.parent] else { preconditionFailure("a child's parent child is in the model") }
                 // An object the parent first touches now takes the child's base (the chain's
                 // first touch), else one inherited from above; one it had changed too keeps the

@@ -331,6 +331,47 @@ import Testing
         }
     }
 
+    /// A nested child's edit of an object its parent deleted since is judged by the child's
+    /// merge policy when it commits into the parent, as an edit of an object the store deleted is
+    /// at the root: a conflict under `.fail`, the object back with the child's values under
+    /// `.contextWins`, the edit dropped under `.storeWins`. It failed with `objectNotFound`
+    /// whatever the policy, and the child could never commit.
+    @Test(arguments: [MergePolicy.fail, .contextWins, .storeWins])
+    func aNestedEditOfAnObjectTheParentDeletedFollowsTheChildsPolicy(policy: MergePolicy) async throws {
+        try await withLibraryStore { store in
+            let t = Track(mbid: UUID(), title: "A", durationSeconds: 200, rating: 1, addedAt: Date())
+            _ = try await store.save { $0.insert(t) }
+            let editor = store.mainContext.newChild(label: "editor")
+            let sheet = editor.newChild(label: "sheet", mergePolicy: policy)
+            try sheet.set(Track.title, of: t.id, to: "edited")
+            try editor.delete(t.id)
+            switch policy {
+            case .fail:
+                await #expect { try await sheet.commit() } throws: { error in
+                    guard case StrataError.conflict(let conflicts) = error else { return false }
+                    return conflicts.map(\.objectID) == [t.id] && conflicts.first?.kind == .deleted
+                }
+                #expect(sheet.hasChanges && editor.pendingObjects.deleted == [t.id])
+                // Discarding is one way out; the editor's delete commits.
+                sheet.discard()
+                try await editor.commit()
+                #expect(try store.mainContext.object(Track.self, id: t.id) == nil)
+            case .contextWins:
+                try await sheet.commit()
+                #expect(try editor.object(Track.self, id: t.id)?.title == "edited")
+                try await editor.commit()
+                let saved = try #require(try store.mainContext.object(Track.self, id: t.id))
+                #expect(saved.title == "edited" && saved.rating == 1)
+            default:
+                try await sheet.commit()
+                #expect(!sheet.hasChanges)
+                #expect(try editor.object(Track.self, id: t.id) == nil)
+                try await editor.commit()
+                #expect(try store.mainContext.object(Track.self, id: t.id) == nil)
+            }
+        }
+    }
+
     @Test func aNestedChildSettingAValueBackToTheStoredOneChangesItsParent() async throws {
         try await withLibraryStore { store in
             let g = Genre(name: "stored")
