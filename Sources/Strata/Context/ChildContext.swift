@@ -195,9 +195,26 @@ public final class ChildContext: ObjectReading {
     private func apply(_ operations: [ChangeSet.Operation], baseVersions: [ObjectID: BaseVersion] = [:],
                        mergePolicy: MergePolicy = .fail, inheriting inherited: [ObjectID: BaseVersion] = [:],
                        netState: Bool = false) throws {
+        try apply(building: nil, operations, baseVersions: baseVersions, mergePolicy: mergePolicy,
+                  inheriting: inherited, netState: netState)
+    }
+
+    /// ``apply(_:baseVersions:mergePolicy:inheriting:netState:)`` of `operations`, or of those
+    /// `build` makes from this context's view, read in the same state the change is applied to
+    /// (so a base the change remembers is the version `build` read).
+    private func apply(building build: ((MergedSource) throws -> [ChangeSet.Operation])?,
+                       _ given: [ChangeSet.Operation], baseVersions: [ObjectID: BaseVersion] = [:],
+                       mergePolicy: MergePolicy = .fail, inheriting inherited: [ObjectID: BaseVersion] = [:],
+                       netState: Bool = false) throws {
         try state.withLock { s in try root.withReadState { snapshot in
             let lower = lowerChain(&s, shown: snapshot?.transactionID)
             try root.read(in: snapshot) { view in
+                // Built in a scope of its own: the view's reference to the layer is gone before the
+                // applier takes it (a second reference would make it copy the whole layer).
+                let operations = try build.map { make in
+                    try { try make(MergedSource(base: view, overlays: lower + [s.overlay])) }()
+                } ?? given
+                if build != nil, operations.isEmpty { return }
                 // Hand the overlay to the applier and drop this reference, so the applier holds the
                 // only one and changes the dictionaries in place (a second reference would make
                 // every change copy the whole overlay: O(n) per change).
@@ -294,6 +311,38 @@ public final class ChildContext: ObjectReading {
     public func insert(_ record: Record) throws { try change { $0.insert(record) } }
     /// Sets every attribute of the object to the entity value's (only differences are changes).
     public func update<E: Entity>(_ object: E) throws { try change { $0.update(object) } }
+
+    /// Reads the object as this context shows it, lets `body` change the value, and applies the
+    /// attributes it changed, in one step: the base the change remembers is the version `body`
+    /// read, so a read-modify-write (a counter, a balance) meets a commit of another writer made
+    /// since as a conflict, never as a lost change. (``object(_:id:)`` and then
+    /// ``set(_:of:to:)`` take the base at the set: a commit in between is not seen.) `body` runs
+    /// while this context is held: it must not use this context. Returns the value as changed.
+    /// - Throws: ``StrataError/validation(_:)`` (`objectNotFound`) when the context shows no such
+    ///   object, the error `body` throws (nothing changes), or one the change meets.
+    @discardableResult
+    public func modify<E: Entity>(_ type: E.Type, id: ObjectID, _ body: (inout E) throws -> Void) throws -> E {
+        try schema.check(E.self)
+        var result: E?
+        // Runs before apply returns: the closure does not outlive this call.
+        try withoutActuallyEscaping(body) { body in try apply(building: { view in
+            guard id.entityTag == E.entityTag, let record = try view.record(id) else {
+                throw StrataError.validation(ValidationFailure(
+                    kind: .objectNotFound, entity: E.entityName, objectID: id, field: nil,
+                    reason: "cannot modify: no such object"))
+            }
+            var value = try E(id: id, storedValues: record.values)
+            try body(&value)
+            result = value
+            let values = value.storedValues
+            let changed = values.indices.filter { $0 < record.values.count && values[$0] != record.values[$0] }
+            return changed.isEmpty ? [] : [.update(id: id, attributes: changed.map {
+                ChangeSet.AttributeValue(attribute: $0, value: values[$0])
+            })]
+        }, []) }
+        guard let result else { preconditionFailure("modify's body ran and set its result") }
+        return result
+    }
     /// Deletes an object; its relationships follow their delete rules.
     public func delete(_ id: ObjectID) throws { try change { $0.delete(id) } }
     /// Sets one attribute of an object.

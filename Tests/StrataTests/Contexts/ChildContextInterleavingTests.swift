@@ -372,6 +372,57 @@ import Testing
         }
     }
 
+    /// A read-modify-write through `modify` remembers the version it read: 40 concurrent
+    /// increments, each in a child of its own retried on a conflict, all land. Read with
+    /// `object(_:id:)` and written with `set`, the base is taken at the set, and a commit in
+    /// between is not seen (some increments were lost). A value changed by a commit made after
+    /// the read is a conflict; `body`'s error changes nothing; a missing object is refused.
+    @Test func aReadModifyWriteThroughModifyNeverLosesAnotherWritersChange() async throws {
+        try await withLibraryStore { store in
+            let t = Track(mbid: UUID(), title: "A", durationSeconds: 200, rating: 1, addedAt: Date())
+            _ = try await store.save { $0.insert(t) }
+            let main = store.mainContext
+            await withTaskGroup(of: Void.self) { group in
+                for _ in 0..<40 {
+                    group.addTask {
+                        while true {
+                            let c = main.newChild(label: "inc")
+                            do {
+                                try c.modify(Track.self, id: t.id) { $0.playCount += 1 }
+                                _ = try await c.commit()
+                                return
+                            } catch StrataError.conflict {
+                                continue
+                            } catch {
+                                Issue.record("\(error)")
+                                return
+                            }
+                        }
+                    }
+                }
+            }
+            #expect(try main.object(Track.self, id: t.id)?.playCount == 40)
+
+            let editor = main.newChild(label: "editor")
+            let read = try editor.modify(Track.self, id: t.id) { $0.title = "renamed" }
+            #expect(read.title == "renamed" && read.playCount == 40)
+            _ = try await store.save(author: "other") { $0.set(Track.rating, of: t.id, to: 5) }
+            await #expect { try await editor.commit() } throws: { error in
+                guard case StrataError.conflict(let conflicts) = error else { return false }
+                return conflicts.first?.changedByStore == ["rating"]
+            }
+            struct Refused: Error {}
+            let untouched = main.newChild(label: "untouched")
+            #expect(throws: Refused.self) { try untouched.modify(Track.self, id: t.id) { _ in throw Refused() } }
+            #expect(!untouched.hasChanges)
+            let missing = ObjectID(high: UInt64(Track.entityTag) << 48 | 7, low: 7)
+            #expect { try untouched.modify(Track.self, id: missing) { $0.title = "x" } } throws: { error in
+                guard case StrataError.validation(let f) = error else { return false }
+                return f.kind == .objectNotFound
+            }
+        }
+    }
+
     @Test func aNestedChildSettingAValueBackToTheStoredOneChangesItsParent() async throws {
         try await withLibraryStore { store in
             let g = Genre(name: "stored")
