@@ -316,7 +316,7 @@ public final class ChildContext: ObjectReading {
     /// attributes it changed, in one step: the base the change remembers is the version `body`
     /// read, so a read-modify-write (a counter, a balance) meets a commit of another writer made
     /// since as a conflict, never as a lost change. (``object(_:id:)`` and then
-    /// ``set(_:of:to:)`` take the base at the set: a commit in between is not seen.) `body` runs
+    /// `set(_:of:to:)` take the base at the set: a commit in between is not seen.) `body` runs
     /// while this context is held: it must not use this context. Returns the value as changed.
     /// - Throws: ``StrataError/validation(_:)`` (`objectNotFound`) when the context shows no such
     ///   object, the error `body` throws (nothing changes), or one the change meets.
