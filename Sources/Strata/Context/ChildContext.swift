@@ -199,22 +199,34 @@ public final class ChildContext: ObjectReading {
                   inheriting: inherited, netState: netState)
     }
 
+    /// What a change made from what the context reads (``apply(building:_:baseVersions:mergePolicy:inheriting:netState:then:)``)
+    /// applies: its operations, and the bases its merge policy judges (nil: those given).
+    private struct Built {
+        var operations: [ChangeSet.Operation]
+        var bases: [ObjectID: BaseVersion]? = nil
+    }
+
     /// ``apply(_:baseVersions:mergePolicy:inheriting:netState:)`` of `operations`, or of those
-    /// `build` makes from this context's view, read in the same state the change is applied to
-    /// (so a base the change remembers is the version `build` read).
-    private func apply(building build: ((MergedSource) throws -> [ChangeSet.Operation])?,
+    /// `build` makes from the state below this context's layer and the context's own state,
+    /// read in the same state the change is applied to and under the same lock (so a base the
+    /// change remembers is the version `build` read, and no change of another thread comes in
+    /// between). `then` runs last, under that lock, when the change was applied.
+    private func apply(building build: ((MergedSource, inout State) throws -> Built)?,
                        _ given: [ChangeSet.Operation], baseVersions: [ObjectID: BaseVersion] = [:],
                        mergePolicy: MergePolicy = .fail, inheriting inherited: [ObjectID: BaseVersion] = [:],
-                       netState: Bool = false) throws {
+                       netState: Bool = false, then: ((inout State) -> Void)? = nil) throws {
         try state.withLock { s in try root.withReadState { snapshot in
             let lower = lowerChain(&s, shown: snapshot?.transactionID)
             try root.read(in: snapshot) { view in
-                // Built in a scope of its own: the view's reference to the layer is gone before the
+                // Built in a scope of its own: a view's reference to the layer is gone before the
                 // applier takes it (a second reference would make it copy the whole layer).
-                let operations = try build.map { make in
-                    try { try make(MergedSource(base: view, overlays: lower + [s.overlay])) }()
-                } ?? given
-                if build != nil, operations.isEmpty { return }
+                let built = try build.map { make in try { try make(MergedSource(base: view, overlays: lower), &s) }() }
+                let operations = built?.operations ?? given
+                let bases = built?.bases ?? baseVersions
+                if build != nil, operations.isEmpty {
+                    then?(&s)
+                    return
+                }
                 // Hand the overlay to the applier and drop this reference, so the applier holds the
                 // only one and changes the dictionaries in place (a second reference would make
                 // every change copy the whole overlay: O(n) per change).
@@ -224,7 +236,7 @@ public final class ChildContext: ObjectReading {
                     limits: store.configuration, collectsChanges: false)
                 do {
                     try resolver.applier.prepareCounts()
-                    try resolver.run(operations, bases: baseVersions, policy: mergePolicy, checkRequired: false,
+                    try resolver.run(operations, bases: bases, policy: mergePolicy, checkRequired: false,
                                      netState: netState)
                     if netState { try resolver.applier.settleFacts() }
                     try rememberBases(resolver.applier.firstTouched, inherited: inherited,
@@ -235,6 +247,7 @@ public final class ChildContext: ObjectReading {
                 }
                 s.overlay = resolver.applier.takeLeaf()
                 s.spareUndo = resolver.applier.takeUndoStorage()
+                then?(&s)
             }
         } }
         observers.changed()
@@ -325,8 +338,9 @@ public final class ChildContext: ObjectReading {
         try schema.check(E.self)
         var result: E?
         // Runs before apply returns: the closure does not outlive this call.
-        try withoutActuallyEscaping(body) { body in try apply(building: { view in
-            guard id.entityTag == E.entityTag, let record = try view.record(id) else {
+        try withoutActuallyEscaping(body) { body in try apply(building: { below, s in
+            guard id.entityTag == E.entityTag,
+                  let record = try MergedSource(base: below.base, overlays: below.overlays + [s.overlay]).record(id) else {
                 throw StrataError.validation(ValidationFailure(
                     kind: .objectNotFound, entity: E.entityName, objectID: id, field: nil,
                     reason: "cannot modify: no such object"))
@@ -336,9 +350,9 @@ public final class ChildContext: ObjectReading {
             result = value
             let values = value.storedValues
             let changed = values.indices.filter { $0 < record.values.count && values[$0] != record.values[$0] }
-            return changed.isEmpty ? [] : [.update(id: id, attributes: changed.map {
+            return Built(operations: changed.isEmpty ? [] : [.update(id: id, attributes: changed.map {
                 ChangeSet.AttributeValue(attribute: $0, value: values[$0])
-            })]
+            })])
         }, []) }
         guard let result else { preconditionFailure("modify's body ran and set its result") }
         return result
@@ -391,7 +405,11 @@ public final class ChildContext: ObjectReading {
         let committed = try state.withLock { s -> State? in
             guard !s.overlay.isEmpty else { return nil }
             let (operations, bases) = try netChanges(&s)
-            try p.absorb(operations, bases: bases, policy: mergePolicy)
+            // A custom resolver runs at the root only, on the writer (as its documentation
+            // says): here it would run under this context's lock and the parent's, and a
+            // resolver reading either would wait for itself. Into a parent it is `.fail`.
+            let policy: MergePolicy = if case .custom = mergePolicy { .fail } else { mergePolicy }
+            try p.absorb(operations, bases: bases, policy: policy)
             return Self.take(&s)
         }
         if let committed { Self.release(committed) }
@@ -664,20 +682,23 @@ public final class ChildContext: ObjectReading {
             if case .update(let id, _) = op, bases[id] != nil { return id }
             return nil
         }
-        let gone = updated.isEmpty ? [] : Set(try read { view in try updated.filter { try view.record($0) == nil } })
         // The child's bases first: for an object this context had not touched, the version the
-        // child read is the one the change was based on (not the store's version now).
-        try apply(operations, baseVersions: bases.filter { gone.contains($0.key) }, mergePolicy: policy,
-                  inheriting: bases, netState: true)
-        // An object this context had changed too keeps the earlier of the two bases: the child
-        // may have changed it at a version before this context's own first change, and a store
-        // change in between must be judged at the root (keeping this context's later base, that
-        // change was never seen by the child, and its value was overwritten without a conflict).
-        state.withLock { s in
+        // child read is the one the change was based on (not the store's version now). Which
+        // objects this context deleted is read under its lock, with the change applied.
+        try apply(building: { below, s in
+            let view = MergedSource(base: below.base, overlays: below.overlays + [s.overlay])
+            let gone = Set(try updated.filter { try view.record($0) == nil })
+            return Built(operations: operations, bases: bases.filter { gone.contains($0.key) })
+        }, [], mergePolicy: policy, inheriting: bases, netState: true, then: { s in
+            // An object this context had changed too keeps the earlier of the two bases: the
+            // child may have changed it at a version before this context's own first change, and
+            // a store change in between must be judged at the root (keeping this context's later
+            // base, that change was never seen by the child, and its value was overwritten
+            // without a conflict).
             for (id, base) in bases where base.version != .zero {
                 if let mine = s.bases[id], mine.version != .zero, base.version < mine.version { s.bases[id] = base }
             }
-        }
+        })
     }
 
     /// Accepts the store's current version of every object this context changed as the new base:
@@ -699,31 +720,25 @@ public final class ChildContext: ObjectReading {
             }
         }
         // The attributes of each rebased object the child left as it first read them, where the
-        // state below shows another value now.
-        let stale: [(ObjectID, [ChangeSet.AttributeValue])] = try state.withLock { s in
-            try root.withReadState { snapshot in
-                let lower = lowerChain(&s, shown: snapshot?.transactionID)
-                return try root.read(in: snapshot) { view in
-                    let below = MergedSource(base: view, overlays: lower)
-                    return try current.compactMap { id, _ -> (ObjectID, [ChangeSet.AttributeValue])? in
-                        guard s.bases[id] != nil, case let shown?? = s.overlay.records[id],
-                              let first = s.overlay.originals[id], let now = try below.record(id) else { return nil }
-                        let changes = shown.values.indices.compactMap { i -> ChangeSet.AttributeValue? in
-                            guard i < first.count, i < now.values.count, shown.values[i] == first[i],
-                                  now.values[i] != shown.values[i] else { return nil }
-                            return ChangeSet.AttributeValue(attribute: i, value: now.values[i])
-                        }
-                        return changes.isEmpty ? nil : (id, changes)
-                    }
+        // state below shows another value now: worked out, applied and made what the child
+        // read in one step under the context's lock (a change of another thread in between
+        // would be taken for one of them and undone).
+        var stale: [(ObjectID, [ChangeSet.AttributeValue])] = []
+        try apply(building: { below, s in
+            stale = try current.sorted { $0.0 < $1.0 }.compactMap { id, _ -> (ObjectID, [ChangeSet.AttributeValue])? in
+                guard s.bases[id] != nil, case let shown?? = s.overlay.records[id],
+                      let first = s.overlay.originals[id], let now = try below.record(id) else { return nil }
+                let changes = shown.values.indices.compactMap { i -> ChangeSet.AttributeValue? in
+                    guard i < first.count, i < now.values.count, shown.values[i] == first[i],
+                          now.values[i] != shown.values[i] else { return nil }
+                    return ChangeSet.AttributeValue(attribute: i, value: now.values[i])
                 }
+                return changes.isEmpty ? nil : (id, changes)
             }
-        }
-        if !stale.isEmpty {
             // One net update, judged when it ends (two objects whose unique values the store
             // swapped take them both).
-            try apply(stale.sorted { $0.0 < $1.0 }.map { .update(id: $0.0, attributes: $0.1) }, netState: true)
-        }
-        state.withLock { s in
+            return Built(operations: stale.map { .update(id: $0.0, attributes: $0.1) })
+        }, [], netState: true, then: { s in
             for (id, base) in current where s.bases[id] != nil { s.bases[id] = base }
             // What they show now is what the child read: a later commit does not send them.
             for (id, changes) in stale {
@@ -731,7 +746,7 @@ public final class ChildContext: ObjectReading {
                     s.overlay.originals[id]?[c.attribute] = c.value
                 }
             }
-        }
+        })
     }
 
     /// Drops every pending change (changes already handed to a commit in flight are not recalled).

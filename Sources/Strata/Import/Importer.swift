@@ -95,12 +95,17 @@ public final class Importer: Sendable {
                     await held.abort()
                     state = newState()
                 } catch where !(error is ImportInterrupted) && !(error is CancellationError) {
-                    // The writer may have refused a batch (or the write failed) before the whole
-                    // input was read, or before the bad records read by then were reported. Two
-                    // passes would have checked all of it first and reported its bad records, if
-                    // any, instead: so does this, reading it again to the end (a small input; a
-                    // failure's path only).
+                    // Two passes check all of the input before writing, and report its bad
+                    // records, if any, instead of what the writer did with it.
                     await held.abort()
+                    if state.checkedToEnd {
+                        // The one pass read and checked all of it: its issues, else the error.
+                        if state.issueCount > 0 { throw state.failure() }
+                        state = newState()
+                        throw error
+                    }
+                    // The writer refused a batch (or the write failed) before the input was read
+                    // to its end: read again and checked (a small input; a failure's path only).
                     // Nothing of it is written.
                     state = newState()
                     try validate(&state)
@@ -1015,6 +1020,7 @@ public final class Importer: Sendable {
             }
             if checking {
                 try checkForwardReferences(&s)
+                s.checkedToEnd = true
                 if s.issueCount > 0 { throw s.failure() }
             }
             // Records whose required references form a cycle: saved together, in one batch.
@@ -1047,8 +1053,11 @@ public final class Importer: Sendable {
             try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
             // The full batches read before a failure that is not a save's (reading, a record held
             // too long) are committed, as they would have been one by one; after a save's failure
-            // none is (what commits is a prefix of the batches).
-            if !s.saveFailed {
+            // none is (what commits is a prefix of the batches). In one held transaction nothing
+            // of it is written after a failure: the queued batches are not handed on (a refusal
+            // of one would replace the failure, such as the one that sends the import back to
+            // two passes).
+            if !s.saveFailed, s.held == nil {
                 try await queue(nil, &ready, &inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead,
                                 last: true)
                 try await settle(&inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
@@ -1672,6 +1681,9 @@ private struct ImportState {
     /// The writer's transaction an import in one pass applies its batches in
     /// (``ImportOptions/oneTransactionMaxInputBytes``), until it commits.
     var held: HeldWrite?
+    /// Whether a pass that checks as it writes read and checked the whole input (its issues
+    /// are then all there is to report).
+    var checkedToEnd = false
     /// The batches applied in ``held`` so far, kept for naming the record that took a required
     /// partner when a later one is refused (the store does not hold what they did).
     var heldBatches: [Batch] = []

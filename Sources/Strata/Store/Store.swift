@@ -204,7 +204,7 @@ public final class Store: Sendable {
     public static func open(at url: URL, schema: Schema,
                             configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
         try StoreRegistry.shared.open(path: url.path, configuration: configuration, schema: schema,
-                                      deleteOnClose: false)
+                                      deleteOnClose: false, sameOptions: true)
     }
 
     /// Whether `url` holds a store, or anything a new store must not be created over (a bare

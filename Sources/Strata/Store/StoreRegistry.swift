@@ -31,7 +31,11 @@ final class StoreRegistry: Sendable {
         URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
     }
 
-    func open(path: String, configuration: StoreConfiguration, schema: Schema?, deleteOnClose: Bool) throws -> Store {
+    /// With `sameOptions` (``Store/open(at:schema:configuration:)``), an instance open with other
+    /// options is refused; the tools' opens (`openExisting`, `openReadOnly`, a migration's) take it
+    /// as it is, read-only or not aside.
+    func open(path: String, configuration: StoreConfiguration, schema: Schema?, deleteOnClose: Bool,
+              sameOptions: Bool = false) throws -> Store {
         let key = Self.canonical(path)
         // The lock is held across the open so two tasks opening the same path cannot both succeed.
         // Declared out here so that, if this is the last reference, the store is released (and
@@ -65,7 +69,7 @@ final class StoreRegistry: Sendable {
                 }
                 // Any other option too: the caller would get the instance's (a store it asked to
                 // be durable, relaxed) without knowing.
-                let differing = existing.configuration.differences(from: configuration)
+                let differing = sameOptions ? existing.configuration.differences(from: configuration) : []
                 if !differing.isEmpty {
                     throw StrataError.alreadyOpen(path: key,
                                                   reason: "it is open with other options (\(differing.joined(separator: ", "))); " +
