@@ -671,20 +671,22 @@ public final class Importer: Sendable {
             // only while it stays under the limit.
             if it.bytesRead <= options.keptRecordsMaxInputBytes { kept?.append(item) } else { kept = nil }
         }
-        let danglingAtEnd = try checkForwardReferences(&s)
-        if options.continueOnError, !danglingAtEnd.isEmpty {
-            try rejectReferencesToRejected(danglingAtEnd, &s, kept: kept)
+        let keysRejectedAtEnd = try checkForwardReferences(&s)
+        if options.continueOnError, !keysRejectedAtEnd.isEmpty {
+            try rejectReferencesToRejected(keysRejectedAtEnd, &s, kept: kept)
         }
         s.kept = kept.map { KeptRecords($0, bytes: it.bytesRead) }
     }
 
-    /// With ``ImportOptions/continueOnError``, after the end of the input rejected the records at
-    /// `rejectedAtEnd` (a reference of theirs dangling): the records naming one of those by a key
-    /// that the store does not hold are rejected too, as a reference to any rejected record is,
-    /// and so on, for references in either direction. Their keys were the input's when those
-    /// records were read, so nothing noted them: the input (or its kept records) is read again,
-    /// once to take the rejected records' keys, then until a reading rejects nothing more.
-    private func rejectReferencesToRejected(_ rejectedAtEnd: Set<UInt64>, _ s: inout ImportState,
+    /// With ``ImportOptions/continueOnError``, after the end of the input rejected records (a
+    /// reference of theirs dangling) whose keys are `rejectedKeys` (by where each record is): the
+    /// records naming one of those keys, which the store does not hold, are rejected too, as a
+    /// reference to any rejected record is, and so on, for references in either direction. The
+    /// keys were the input's when those records were read, so nothing noted them: the input (or
+    /// its kept records) is read again until a reading rejects nothing more. A reading catches a
+    /// chain of records that each name an earlier one whole; each record of a chain that names a
+    /// later one takes a reading of its own.
+    private func rejectReferencesToRejected(_ rejectedAtEnd: [UInt64: UInt64], _ s: inout ImportState,
                                             kept: [RecordIterator.Item]?) throws {
         /// Every item of the input, in order, from the kept records or read again.
         func eachItem(_ body: (RecordIterator.Item) throws -> Void) throws {
@@ -698,12 +700,8 @@ public final class Importer: Sendable {
             while let item = try nextItem(it) { try body(item) }
         }
         // The keys of rejected records that no accepted record gives, and where each record is.
-        var rejectedKeys: [UInt64: UInt64] = [:]
-        try eachItem { item in
-            guard rejectedAtEnd.contains(item.location), case .success(let record) = item.result else { return }
-            for alias in record.aliases { rejectedKeys[ImportRecord.digest(alias)] = item.location }
-        }
-        var rejectedMore = !rejectedKeys.isEmpty
+        var rejectedKeys = rejectedAtEnd
+        var rejectedMore = true
         while rejectedMore {
             rejectedMore = false
             try eachItem { item in
@@ -767,10 +765,13 @@ public final class Importer: Sendable {
             return nil
         }
         for alias in aliases { s.inputKeys[ImportRecord.digest(alias)] = item.location }
+        var keys: [UInt64]?
         for (r, targets) in record.links {
             for t in targets ?? [] where s.inputKeys[ImportRecord.digest(t)] == nil {
+                if keys == nil { keys = aliases.map(ImportRecord.digest) }
                 s.forward.append(ForwardReference(digest: ImportRecord.digest(t), target: t, location: item.location,
-                                                  fileIndex: item.fileIndex, line: item.line, relationship: r))
+                                                  fileIndex: item.fileIndex, line: item.line, relationship: r,
+                                                  keys: keys ?? []))
             }
         }
         if s.forward.count >= s.forwardCheckAt { try dropFoundForwardReferences(&s) }
@@ -807,15 +808,16 @@ public final class Importer: Sendable {
     /// are those the store has; the others are dangling (their records are rejected). Returns
     /// the records it rejected.
     @discardableResult
-    private func checkForwardReferences(_ s: inout ImportState) throws -> Set<UInt64> {
+    private func checkForwardReferences(_ s: inout ImportState) throws -> [UInt64: UInt64] {
         let keys = s.inputKeys
         let unresolved = s.forward.filter { keys[$0.digest] == nil }
         s.forward = []
-        guard !unresolved.isEmpty else { return [] }
+        guard !unresolved.isEmpty else { return [:] }
         let missing = try store.read { view in try unresolved.filter { try view.resolve($0.target) == nil } }
-        var rejectedNow: Set<UInt64> = []
+        // The keys of the records rejected here, and where each record is.
+        var rejectedNow: [UInt64: UInt64] = [:]
         for m in missing where !s.rejected.keys.contains(m.location) {
-            rejectedNow.insert(m.location)
+            for key in m.keys { rejectedNow[key] = m.location }
             let why = s.rejectedKeys[m.digest].map { at in
                 let (f, l) = RecordIterator.Item.unpacked(at)
                 return ": its record at \(s.files[f]):\(l) was rejected"
@@ -1634,6 +1636,9 @@ private struct ForwardReference {
     let fileIndex: Int
     let line: Int
     let relationship: RelationshipDescription
+    /// The digests of the keys of the record holding the reference (one array for all of its
+    /// references): when the reference dangles, references to them name a rejected record.
+    let keys: [UInt64]
 }
 
 /// Mutable bookkeeping of one run.
