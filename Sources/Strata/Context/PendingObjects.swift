@@ -53,18 +53,22 @@ extension Overlay {
     /// and deleted again, is nothing.
     /// - Complexity: O(1) for a layer whose first change is one; O(layer) at most.
     var hasPendingObjects: Bool {
+        // An object's first touch tells whether it is new here, as in ``pendingObjects``. The
+        // sets are filled only past objects that are no change (the usual first one is), so a
+        // call that finds a change at once allocates nothing.
         var new = Set<ObjectID>(), seen = Set<ObjectID>()
-        // An object's first touch tells whether it is new here, as in ``pendingObjects``.
-        for t in order where seen.insert(t.id).inserted {
-            guard let entry = records[t.id] else { continue }
-            if t.isNew {
-                if entry != nil { return true }
-                new.insert(t.id)
-            } else if let r = entry {
-                if originals[t.id] != r.values { return true }
-            } else {
-                return true
+        for t in order where !seen.contains(t.id) {
+            if let entry = records[t.id] {
+                if t.isNew {
+                    if entry != nil { return true }
+                    new.insert(t.id)
+                } else if let r = entry {
+                    if originals[t.id] != r.values { return true }
+                } else {
+                    return true
+                }
             }
+            seen.insert(t.id)
         }
         for (key, facts) in edges where !facts.isEmpty && !new.contains(key.from) {
             if case .some(.none) = records[key.from] { continue }
