@@ -4,7 +4,11 @@ public struct LogEntry: Sendable, Equatable {
     public let transactionID: TransactionID
     /// The schema version the transaction was written with.
     public let schemaVersion: Int
-    /// Wall-clock commit time, milliseconds since 1970.
+    /// Wall-clock time the writer applied the transaction, milliseconds since 1970: its commit
+    /// follows within the group commit that took it. The batches of an import in one
+    /// transaction (``ImportOptions/oneTransactionMaxInputBytes``) are applied one after
+    /// another and committed together at its end, after their times. The machine's clock is
+    /// read as it is: a clock set back gives later transactions earlier times.
     public let timestampMs: Int64
     /// Who saved it (a context label such as "import" or "main").
     public let author: String
