@@ -330,7 +330,9 @@ public final class ChildContext: ObjectReading {
     /// read, so a read-modify-write (a counter, a balance) meets a commit of another writer made
     /// since as a conflict, never as a lost change. (``object(_:id:)`` and then
     /// `set(_:of:to:)` take the base at the set: a commit in between is not seen.) `body` runs
-    /// while this context is held: it must not use this context. Returns the value as changed.
+    /// while this context is held: it must not use this context or a context below or above it.
+    /// It runs again, on a newer value, when a refresh of a pinned view lets go of the snapshot it
+    /// read: keep it to changing the value. Returns the value as changed.
     /// - Throws: ``StrataError/validation(_:)`` (`objectNotFound`) when the context shows no such
     ///   object, the error `body` throws (nothing changes), or one the change meets.
     @discardableResult
