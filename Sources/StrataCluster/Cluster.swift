@@ -334,9 +334,28 @@ public enum Cluster {
         let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
         defer { session.close() }
         if let name { try await requireNameFree(name, session: session) }
-        try FileManager.default.createDirectory(atPath: parent.isEmpty ? "." : parent,
-                                                withIntermediateDirectories: true)
-        let scratch = try temporaryDirectory(near: path)
+        // A path whose directory cannot be made (a file in its way, a file system that takes no
+        // directory) is refused naming that path, as one that exists is: not the raw error of
+        // the scratch directory beside it, nor as an unexpected error.
+        func cannotMake(_ code: Int32) -> ClusterError {
+            ClusterError(.storeExists, "cannot make a replica at \(path): \(String(cString: strerror(code)))")
+        }
+        let refusedCodes: Set<Int32> = [ENOENT, ENOTDIR, EEXIST, EACCES, EPERM, EROFS]
+        do {
+            try FileManager.default.createDirectory(atPath: parent.isEmpty ? "." : parent,
+                                                    withIntermediateDirectories: true)
+        } catch {
+            let posix = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError
+            if let code = posix.map({ Int32($0.code) }), refusedCodes.contains(code) { throw cannotMake(code) }
+            if (error as NSError).code == NSFileWriteFileExistsError { throw cannotMake(ENOTDIR) }
+            throw error
+        }
+        let scratch: URL
+        do {
+            scratch = try temporaryDirectory(near: path)
+        } catch StrataError.lmdb(let e) where refusedCodes.contains(e.code) {
+            throw cannotMake(e.code)
+        }
         defer { removeScratch(scratch) }
         let file = scratch.appendingPathComponent(Store.replicaSnapshotFile)
         // Made whole in the scratch directory, then renamed into place: a join killed at any

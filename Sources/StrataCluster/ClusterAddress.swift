@@ -38,6 +38,13 @@ public struct ClusterAddress: Sendable, Equatable, CustomStringConvertible {
         func bad(_ reason: String) -> ClusterError {
             ClusterError(.badAddress, "the PostgreSQL URL \(Self.redacted(text)) \(reason)")
         }
+        guard !text.isEmpty else { throw ClusterError(.badAddress, "the PostgreSQL URL is empty") }
+        // Spaces around it (a copied line, a variable set with a trailing blank) are refused as
+        // the mistake they are: a database name ending in a space would be looked for, and its
+        // absence read as a temporary failure.
+        guard text.first?.isWhitespace == false, text.last?.isWhitespace == false else {
+            throw bad("starts or ends with a space")
+        }
         guard let components = URLComponents(string: text) else {
             throw bad("is not a URL (a `#`, `/`, `?` or `@` in the user or password is written percent-encoded: " +
                       "`%23`, `%2F`, `%3F`, `%40`)")
@@ -93,7 +100,16 @@ public struct ClusterAddress: Sendable, Equatable, CustomStringConvertible {
     /// The URL without its password, as messages show it: each part cut as input is
     /// (``EchoedText/shown(_:)``), so that a huge name is not echoed whole.
     public var description: String {
-        "postgres://\(EchoedText.shown(user))@\(EchoedText.shown(hostInURL)):\(port)/\(EchoedText.shown(database))"
+        "postgres://\(EchoedText.shown(Self.encodedUser(user)))@\(EchoedText.shown(hostInURL)):\(port)/" +
+            EchoedText.shown(database)
+    }
+
+    /// A user name as a URL writes it: the characters that end or split its user part
+    /// percent-encoded, so that the URL a message shows is one that reads back as this address.
+    private static func encodedUser(_ user: String) -> String {
+        var allowed = CharacterSet.urlUserAllowed
+        allowed.remove(charactersIn: "@:/?#%")
+        return user.addingPercentEncoding(withAllowedCharacters: allowed) ?? user
     }
 
     /// `text` with its password replaced by `***`, cut as input is (``EchoedText/shown(_:)``).

@@ -318,6 +318,12 @@ final class Follower: Sendable {
         var lastHeartbeat = ContinuousClock.now - Self.heartbeatInterval
         var lastRead = ContinuousClock.now - interval
         var mustRead = true
+        // Failures in a row (PostgreSQL away), and the last one reported: the follower waits
+        // longer after each, up to ``maxRetryDelay``, and reports a failure once until it changes
+        // or the follower gets through (it tried again at once, and logged each try: 22 warnings
+        // in a second while a command failed on the same outage).
+        var failures = 0
+        var reported: String?
         while !stopped {
             do {
                 if listening == nil || listening?.isClosed == true {
@@ -335,12 +341,22 @@ final class Follower: Sendable {
                     try heartbeat(try store.lastTransactionID)
                     lastHeartbeat = .now
                 }
+                if failures > 0 { logger.info("cluster follower of \(store.path): PostgreSQL reached again") }
+                failures = 0
+                reported = nil
             } catch StrataError.closed {
                 return
             } catch {
                 // A broken connection is found closed at the next turn and listened on again; a
                 // live one keeps its listener.
-                logger.warning("cluster follower of \(store.path): \(error.text)")
+                let text = error.text
+                if text != reported { logger.warning("cluster follower of \(store.path): \(text)") }
+                reported = text
+                failures += 1
+                let delay = min(Self.maxRetryDelay, interval * Double(1 << min(failures - 1, 16)))
+                _ = wake.wait(timeout: Self.dispatchTime(.now + delay))
+                mustRead = true
+                continue
             }
             // Every `interval` at least, whatever the ledger says; after a notification unless
             // the writer's appends brought what it announced.
@@ -375,6 +391,9 @@ final class Follower: Sendable {
         let nanos = left.components.seconds * 1_000_000_000 + left.components.attoseconds / 1_000_000_000
         return .now() + .nanoseconds(Int(min(nanos, Int64(Int.max))))
     }
+
+    /// The longest wait between tries while PostgreSQL cannot be reached.
+    static let maxRetryDelay: Duration = .seconds(5)
 
     /// Applies what the log holds after the local head, a batch at a time. Returns the head after.
     private func follow() throws -> TransactionID {

@@ -113,6 +113,20 @@ import Testing
             throws: { error in (error as? ClusterError)?.reason.hasPrefix(ClusterAddress.environmentVariable + ": ") ?? false }
         #expect(try ClusterAddress.resolve(nil, environment: [ClusterAddress.environmentVariable: "postgres://s@h/db"])
             .database == "db")
+        // An empty URL says so; a space around one is refused (a trailing one was read as part of
+        // the database's name, whose absence counted as a temporary failure).
+        #expect { try ClusterAddress(url: "") } throws: { ($0 as? ClusterError)?.reason == "the PostgreSQL URL is empty" }
+        for url in ["postgres://s@h/db ", " postgres://s@h/db", "postgres://s@h/db\n"] {
+            #expect { try ClusterAddress(url: url) } throws: { error in
+                (error as? ClusterError).map { $0.kind == .badAddress && $0.reason.hasSuffix("starts or ends with a space") }
+                    ?? false
+            }
+        }
+        // A user written percent-encoded is shown so, a URL that reads back as the same address
+        // (`str@ta` was shown as `postgres://str@ta@h…`).
+        let encoded = try ClusterAddress(url: "postgres://str%40ta@h:5433/db")
+        #expect(encoded.user == "str@ta" && "\(encoded)" == "postgres://str%40ta@h:5433/db")
+        #expect(try ClusterAddress(url: "\(encoded)") == encoded)
     }
 
     /// A huge URL, or huge parts of one, are shown cut after 64 characters with their length in

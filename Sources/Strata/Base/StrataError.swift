@@ -136,7 +136,7 @@ public enum StrataError: Error, Sendable, CustomStringConvertible {
                   "first (or wait)"
         case .beforeHorizon(let tx, let h):
             return "transaction \(tx) is before the compaction horizon \(h): history up to \(h) was squashed"
-        case .replication(let e): return "replication: \(e.reason)"
+        case .replication(let e): return e.reason
         case .conflict(let list):
             return "conflict: \(list.count) object(s) changed underneath:\n"
                 + list.map { "  " + $0.description }.joined(separator: "\n")
