@@ -20,6 +20,18 @@ public enum Cluster {
         let horizon: UInt64
     }
 
+    /// What a store marked by a `cluster init` that did not finish (killed, or PostgreSQL lost
+    /// during it) says: the init is to be run again with the database it was making the cluster
+    /// in (`making`, as ``ClusterAddress/identity`` names it), which finishes it (whether or not
+    /// that database committed the cluster); only that, or a store of one machine, is safe.
+    static func unfinishedInit(_ store: Store, making: String) -> String {
+        """
+        \(store.path): a `storectl cluster init` of this store into the database at \(making) did not finish: \
+        run `storectl cluster init \(store.path) --postgres postgres://USER@\(making)` again to finish it (the \
+        store is marked for that cluster, so it is neither a replica yet nor a store of one machine)
+        """
+    }
+
     static func readCluster(_ session: PostgresSession) throws -> Row {
         let exists: PostgresQueryResult
         do {
@@ -105,6 +117,9 @@ public enum Cluster {
         // PostgreSQL transaction committed, made again under the same id; or a replica of a
         // cluster that was made (in another database), which must never be made into a second
         // cluster: both would take the same id, and its history would fork.
+        if marked != nil, let making = try store.clusterBeingMadeIn, making != address.identity {
+            throw ClusterError(.wrongStore, unfinishedInit(store, making: making))
+        }
         if let marked, try store.clusterBeingMadeIn != address.identity {
             throw ClusterError(.wrongStore, """
                 \(store.path) is already a replica of cluster \(marked), which the database at \(address) does not \

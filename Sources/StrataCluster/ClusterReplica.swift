@@ -87,7 +87,17 @@ public final class ClusterReplica: Sendable {
         try checkName(name)  // also one kept in the store by a caller of Store.setReplicaName
         let writerSession = PostgresSession(address: address, logger: logger)
         defer { writerSession.close() }
-        let cluster = try await offPool("open") { try Cluster.readCluster(writerSession) }
+        let cluster: Cluster.Row
+        do {
+            cluster = try await offPool("open") { try Cluster.readCluster(writerSession) }
+        } catch let e as ClusterError where e.kind == .noCluster {
+            // A `cluster init` of this store stopped before its cluster was made: finishing it is
+            // the way on (its store is marked already, so it is not one of one machine either).
+            if let making = try store.clusterBeingMadeIn {
+                throw ClusterError(.noCluster, Cluster.unfinishedInit(store, making: making))
+            }
+            throw e
+        }
         guard cluster.id == storeCluster else {
             throw ClusterError(.wrongStore, """
                 \(store.path) is a replica of cluster \(storeCluster); the database at \(address) holds cluster \

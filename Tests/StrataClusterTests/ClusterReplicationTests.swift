@@ -678,11 +678,20 @@ import Testing
         // generation built from an earlier snapshot brings it back) never lets the replica be
         // made into a cluster elsewhere under the same id.
         let elsewhere = try await server.freshDatabase()
+        // Both refusals say what finishes it: the init again, with the database it was making
+        // the cluster in (they said the store was a replica of a cluster no database holds).
+        let finishing = "run `storectl cluster init \(store.path) --postgres postgres://USER@\(address.identity)` again"
         do {
             try await Cluster.initialize(store: store, address: elsewhere)
             Issue.record("a store being made into a cluster in one database was made into one in another")
         } catch let e as ClusterError {
-            #expect(e.kind == .wrongStore, "\(e)")
+            #expect(e.kind == .wrongStore && e.reason.contains(finishing), "\(e)")
+        }
+        do {
+            _ = try await ClusterReplica.open(store: store, address: address)
+            Issue.record("a replica of a cluster not made yet was opened")
+        } catch let e as ClusterError {
+            #expect(e.kind == .noCluster && e.reason.contains(finishing), "\(e)")
         }
         let status = try await Cluster.initialize(store: store, address: address)
         #expect(status.clusterID == "left-by-a-dead-init")
