@@ -41,6 +41,12 @@ extension Overlay {
             if case .some(.none) = records[key.from] { continue }
             updated.insert(key.from)
         }
+        // A relationship whose whole target set this layer defines (an object deleted and inserted
+        // again here starts without its edges) is sent by a commit even without a fact.
+        for key in replaced where !new.contains(key.from) {
+            if case .some(.none) = records[key.from] { continue }
+            updated.insert(key.from)
+        }
         p.updated = updated.sorted()
         return p
     }
@@ -71,6 +77,10 @@ extension Overlay {
             seen.insert(t.id)
         }
         for (key, facts) in edges where !facts.isEmpty && !new.contains(key.from) {
+            if case .some(.none) = records[key.from] { continue }
+            return true
+        }
+        for key in replaced where !new.contains(key.from) {
             if case .some(.none) = records[key.from] { continue }
             return true
         }

@@ -187,6 +187,32 @@ import Testing
         }
     }
 
+    /// An object deleted and inserted again with the same values starts without its edges: the
+    /// commit unlinks them, so the child has changes and lists the object as updated (the model
+    /// found `hasChanges` false with such a commit pending).
+    @Test func anObjectInsertedAgainUnderItsIdIsAPendingChange() async throws {
+        try await withLibraryStore { store in
+            let p = Playlist(name: "p", createdAt: Date())
+            let t = Track(mbid: UUID(), title: "A", durationSeconds: 200, addedAt: Date())
+            _ = try await store.save { $0.insert(p); $0.insert(t); $0.add(t.id, to: Playlist.tracks, of: p.id) }
+            let child = store.mainContext.newChild(label: "again")
+            try child.delete(p.id)
+            try child.insert(p)
+            #expect(child.hasChanges && child.pendingObjects.updated.contains(p.id))
+            #expect(try await child.commit() != nil)
+            let tracks = try #require(store.schema.entity(named: "Playlist")?.relationship(named: "tracks"))
+            #expect(try store.mainContext.relatedIDs(tracks, of: p.id).isEmpty)
+            // Without an edge to remove, the layer holds no edge fact, only the relationship it
+            // defines whole: still a change its commit sends.
+            let again = store.mainContext.newChild(label: "again, no edges")
+            try again.delete(p.id)
+            try again.insert(p)
+            #expect(again.hasChanges && again.pendingObjects.updated == [p.id])
+            _ = try await again.commit()
+            #expect(!again.hasChanges)
+        }
+    }
+
     @Test func validationHappensWhenTheChangeIsMade() async throws {
         try await withLibraryStore { store in
             _ = try await store.save { $0.insert(Genre(name: "Jazz")) }
