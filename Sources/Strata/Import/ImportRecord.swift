@@ -13,12 +13,17 @@ struct ImportRecord {
 
     /// Every way another record may refer to this one: its explicit id and each unique key
     /// whose values are all set.
-    var aliases: [ObjectReference] {
+    var aliases: [ObjectReference] { Self.aliases(entity, explicitID, values) }
+
+    /// The keys an object of `entity` with this explicit id and these values (one per attribute,
+    /// null where there is none) goes by: its id, and each unique constraint all of whose values
+    /// it has.
+    static func aliases(_ entity: EntityDescription, _ explicitID: ObjectID?, _ values: [Value]) -> [ObjectReference] {
         var refs: [ObjectReference] = explicitID.map { [.id($0)] } ?? []
         for (i, u) in entity.uniques.enumerated() {
-            let values = u.attributes.map { self.values[$0] }
-            if !values.contains(where: \.isNull) {
-                refs.append(.unique(entityTag: entity.tag, constraint: i, values: values))
+            let key = u.attributes.map { values[$0] }
+            if !key.contains(where: \.isNull) {
+                refs.append(.unique(entityTag: entity.tag, constraint: i, values: key))
             }
         }
         return refs

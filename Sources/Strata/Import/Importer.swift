@@ -710,11 +710,9 @@ public final class Importer: Sendable {
                     for t in targets ?? [] {
                         guard let at = rejectedKeys[ImportRecord.digest(t)],
                               try store.read({ try $0.resolve(t) }) == nil else { continue }
-                        let (f, l) = RecordIterator.Item.unpacked(at)
                         s.reject(item.location, ImportIssue(
                             file: s.files[item.fileIndex], line: item.line, field: r.name,
-                            reason: "dangling reference: no \(r.destination) \(t.shown): its record at " +
-                                    "\(s.files[f]):\(l) was rejected"))
+                            reason: Self.dangling(r, t, rejectedAt: at, s.files)))
                         for alias in record.aliases { rejectedKeys[ImportRecord.digest(alias)] = item.location }
                         rejectedMore = true
                         return
@@ -806,7 +804,7 @@ public final class Importer: Sendable {
 
     /// At the end of the input: references to keys that came later after all are fine, and so
     /// are those the store has; the others are dangling (their records are rejected). Returns
-    /// the records it rejected.
+    /// the keys of the records it rejected, with where each record is.
     @discardableResult
     private func checkForwardReferences(_ s: inout ImportState) throws -> [UInt64: UInt64] {
         let keys = s.inputKeys
@@ -818,15 +816,22 @@ public final class Importer: Sendable {
         var rejectedNow: [UInt64: UInt64] = [:]
         for m in missing where !s.rejected.keys.contains(m.location) {
             for key in m.keys { rejectedNow[key] = m.location }
-            let why = s.rejectedKeys[m.digest].map { at in
-                let (f, l) = RecordIterator.Item.unpacked(at)
-                return ": its record at \(s.files[f]):\(l) was rejected"
-            } ?? " in the input or the store"
-            let reason = "dangling reference: no \(m.relationship.destination) \(m.target.shown)\(why)"
             s.reject(m.location, ImportIssue(file: s.files[m.fileIndex], line: m.line, field: m.relationship.name,
-                                             reason: reason))
+                                             reason: Self.dangling(m.relationship, m.target,
+                                                                   rejectedAt: s.rejectedKeys[m.digest], s.files)))
         }
         return rejectedNow
+    }
+
+    /// The reason of a dangling reference to `target` through `r`: naming the rejected record
+    /// that gave its key (at the packed location `rejectedAt`), when one did.
+    private static func dangling(_ r: RelationshipDescription, _ target: ObjectReference, rejectedAt: UInt64?,
+                                 _ files: [String]) -> String {
+        let why = rejectedAt.map { at in
+            let (f, l) = RecordIterator.Item.unpacked(at)
+            return ": its record at \(files[f]):\(l) was rejected"
+        } ?? " in the input or the store"
+        return "dangling reference: no \(r.destination) \(target.shown)\(why)"
     }
 
     /// A required to-one the record leaves without a target: cleared (`null`), or not given for an

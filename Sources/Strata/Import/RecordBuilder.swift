@@ -282,19 +282,12 @@ struct RecordBuilder {
         }
     }
 
-    /// An object's keys from its explicit id (text) and its attributes' values (`value`, nil
-    /// where there is none).
+    /// An object's keys (``ImportRecord/aliases(_:_:_:)``) from its explicit id (text) and its
+    /// attributes' values (`value`, nil where there is none).
     private func keys(of entity: EntityDescription, id: String?,
                       value: (AttributeDescription) -> Value?) -> [ObjectReference] {
-        var keys: [ObjectReference] = []
-        if let id, let id = ObjectID(string: id), id.entityTag == entity.tag { keys.append(.id(id)) }
-        for (ci, u) in entity.uniques.enumerated() {
-            let values = u.attributes.compactMap { value(entity.attributes[$0]) }.filter { !$0.isNull }
-            if values.count == u.attributes.count {
-                keys.append(.unique(entityTag: entity.tag, constraint: ci, values: values))
-            }
-        }
-        return keys
+        let explicitID = id.flatMap(ObjectID.init(string:)).flatMap { $0.entityTag == entity.tag ? $0 : nil }
+        return ImportRecord.aliases(entity, explicitID, entity.attributes.map { value($0) ?? .null })
     }
 
     // MARK: CSV

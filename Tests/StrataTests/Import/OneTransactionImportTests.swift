@@ -28,6 +28,12 @@ import Testing
 
     private func genres(_ range: Range<Int>) -> [String] { range.map { #"{"entity":"Genre","name":"G\#($0)"}"# } }
 
+    /// An NDJSON line of track `i` (1–9) whose genre is the one named `genre`.
+    private func track(_ i: Int = 1, genre: String) -> String {
+        #"{"entity":"Track","mbid":"00000000-0000-4000-8000-00000000000\#(i)","title":"t\#(i)","# +
+            #""durationSeconds":1,"addedAt":"2024-01-01T00:00:00Z","genre":{"name":"\#(genre)"}}"#
+    }
+
     @Test func aSmallImportIsCommittedOnceWithATransactionPerBatch() async throws {
         let dir = temporaryDirectory("one-transaction")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -78,9 +84,8 @@ import Testing
 
             // A track of two changes (its record, its link to a genre of the input) among a
             // thousand genres in batches of one: refused.
-            let track = #"{"entity":"Track","mbid":"00000000-0000-4000-8000-000000000001","title":"t","# +
-                #""durationSeconds":1,"addedAt":"2024-01-01T00:00:00Z","genre":{"name":"G5000"}}"#
-            let refused = try write(genres(5_000..<5_500) + [track] + genres(5_500..<6_000), in: dir, "refused.ndjson")
+            let refusedTrack = track(genre: "G5000")
+            let refused = try write(genres(5_000..<5_500) + [refusedTrack] + genres(5_500..<6_000), in: dir, "refused.ndjson")
             let before = try store.lastTransactionID
             do {
                 _ = try await Importer(store: store, options: options(batch: 1)).run(files: [refused])
@@ -104,11 +109,10 @@ import Testing
         config.maxChangesPerSave = 1
         try await withLibraryStore(config) { store in
             let seeded = try await store.save { $0.insert(Genre(name: "Jazz")) }
-            let track = #"{"entity":"Track","mbid":"00000000-0000-4000-8000-000000000001","title":"t","# +
-                #""durationSeconds":1,"addedAt":"2024-01-01T00:00:00Z","genre":{"name":"G0"}}"#
+            let refusedTrack = track(genre: "G0")
             let bad = #"{"entity":"Genre","name":5}"#
             for oneTransaction in [true, false] {
-                let input = try write(genres(0..<3) + [track] + genres(3..<300) + [bad], in: dir)
+                let input = try write(genres(0..<3) + [refusedTrack] + genres(3..<300) + [bad], in: dir)
                 await #expect("one transaction: \(oneTransaction)") {
                     _ = try await Importer(store: store, options: options(batch: 1, oneTransaction: oneTransaction))
                         .run(files: [input])
@@ -118,7 +122,7 @@ import Testing
                     return issue.line == 302 && issue.field == "name"
                 }
             }
-            let refusedOnly = try write(genres(0..<3) + [track] + genres(3..<300), in: dir, "refused.ndjson")
+            let refusedOnly = try write(genres(0..<3) + [refusedTrack] + genres(3..<300), in: dir, "refused.ndjson")
             await #expect(throws: StrataError.self) {
                 _ = try await Importer(store: store, options: options(batch: 1)).run(files: [refusedOnly])
             }
@@ -184,8 +188,7 @@ import Testing
             // Thirty good records (six batches applied by the writer first), then a reference
             // found dangling once the whole input is read.
             let input = try write(genres(0..<30) + [
-                #"{"entity":"Track","mbid":"00000000-0000-4000-8000-000000000001","title":"t","# +
-                    #""durationSeconds":1,"addedAt":"2024-01-01T00:00:00Z","genre":{"name":"Nope"}}"#,
+                track(genre: "Nope"),
             ], in: dir)
             let commits = store.statistics.lmdbCommits
             do {
@@ -219,10 +222,7 @@ import Testing
             // of the input each (six changes; a genre of the store, linked before two passes would
             // link it, would send the import back to them when refused, as in
             // aBatchRefusedAfterAnEarlyLinkIsImportedInTwoPasses).
-            let tracks = (1...3).map { i in
-                #"{"entity":"Track","mbid":"00000000-0000-4000-8000-00000000000\#(i)","title":"t\#(i)","# +
-                    #""durationSeconds":1,"addedAt":"2024-01-01T00:00:00Z","genre":{"name":"G0"}}"#
-            }
+            let tracks = (1...3).map { track($0, genre: "G0") }
             let input = try write(genres(0..<6) + tracks, in: dir)
             do {
                 _ = try await Importer(store: store, options: options(batch: 3)).run(files: [input])
