@@ -618,6 +618,11 @@ public enum Cluster {
         guard chunks >= 0, bytes >= 0 else {
             throw ClusterError(.badSnapshot, "the snapshot at transaction \(position) declares \(chunks) chunks of \(bytes) bytes")
         }
+        // Checked before anything is downloaded: a position no transaction can have is damage
+        // to the cluster's database, not a snapshot to start from.
+        guard let start = UInt64(exactly: position), start <= TransactionID.largest.rawValue else {
+            throw ClusterError(.badSnapshot, "the latest snapshot declares the position \(position), which no transaction can have")
+        }
         // A failure to write the file is the file system's (exit 73 or 74 by its errno), not the
         // snapshot's.
         func failed(_ code: Int32, _ what: String) -> StrataError {
@@ -656,7 +661,7 @@ public enum Cluster {
                 """)
         }
         guard fsync(fd) == 0 else { throw failed(errno, "fsync") }
-        return UInt64(position)
+        return start
     }
 
     /// Runs `body` in one PostgreSQL transaction on `session`, rolled back when it throws.

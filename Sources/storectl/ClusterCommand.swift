@@ -26,6 +26,16 @@ struct ClusterArguments: ParsableArguments {
     var configuration: StoreConfiguration { target.configuration }
 }
 
+/// What `storectl cluster join` takes: ``ClusterArguments`` for a store it makes.
+struct ClusterJoinArguments: ParsableArguments {
+    @OptionGroup var target: NewStoreArgument
+    @OptionGroup var connection: PostgresOption
+    @Flag(help: "Print the cluster's status as JSON.") var json = false
+
+    var url: URL { target.url }
+    var configuration: StoreConfiguration { target.configuration }
+}
+
 struct ClusterCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cluster",
@@ -93,7 +103,7 @@ struct ClusterJoinCommand: AsyncParsableCommand {
         """
     )
 
-    @OptionGroup var cluster: ClusterArguments
+    @OptionGroup var cluster: ClusterJoinArguments
 
     func run() async throws {
         let address = try cluster.connection.address()

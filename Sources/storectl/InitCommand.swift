@@ -16,7 +16,7 @@ struct InitCommand: AsyncParsableCommand {
         """
     )
 
-    @OptionGroup var target: StoreArgument
+    @OptionGroup var target: NewStoreArgument
     @Option(
         help: ArgumentHelp("Model directory with v1.json … vN.json; the highest version is used.", valueName: "dir"))
     var schema: String

@@ -2,15 +2,37 @@ import ArgumentParser
 import Foundation
 import Strata
 
-/// The store directory argument shared by every subcommand.
-struct StoreArgument: ParsableArguments {
-    @Argument(help: ArgumentHelp("Store directory (made by storectl init, or by storectl cluster join).", valueName: "store"))
-    var store: String
+/// `--shared-with-group`, taken with the store's directory by every subcommand.
+struct SharingFlag: ParsableArguments {
     @Flag(help: ArgumentHelp("The store is shared with the group of its directory: made with directories 0770 and " +
                              "files 0660 (init, and new generations), and opened although its group may write its " +
                              "directories. Without it a store is private (0700, 0600) and a group-writable one is " +
                              "refused."))
     var sharedWithGroup = false
+}
+
+/// The store directory argument of every subcommand that works on an existing store.
+struct StoreArgument: ParsableArguments, StoreLocation {
+    @Argument(help: ArgumentHelp("Store directory (made by storectl init, or by storectl cluster join).", valueName: "store"))
+    var store: String
+    @OptionGroup var sharing: SharingFlag
+}
+
+/// The store directory argument of the subcommands that make a store (`init`, `cluster join`).
+struct NewStoreArgument: ParsableArguments, StoreLocation {
+    @Argument(help: ArgumentHelp("Directory of the new store.", valueName: "store"))
+    var store: String
+    @OptionGroup var sharing: SharingFlag
+}
+
+/// A store's directory as a command line gives it, with the options every open of it takes.
+protocol StoreLocation {
+    var store: String { get }
+    var sharing: SharingFlag { get }
+}
+
+extension StoreLocation {
+    var sharedWithGroup: Bool { sharing.sharedWithGroup }
 
     var url: URL { URL(fileURLWithPath: store) }
 

@@ -491,7 +491,8 @@ import Testing
     /// A cluster database damaged by hand is refused with a clear error, never a trap or a
     /// hang: a head moved past the log's last entry (every save went round the catch-up for
     /// ever), a head past the largest transaction id (a migration's marker id overflowed), and a
-    /// snapshot that declares a negative number of chunks (`join` trapped on the range).
+    /// snapshot that declares a negative number of chunks (`join` trapped on the range) or a
+    /// negative position (`join` trapped once it had downloaded it).
     @Test(.timeLimit(.minutes(5))) func aDamagedClusterDatabaseIsRefusedNotATrapOrAHang() async throws {
         try await withCluster(replicas: 1) { c in
             let a = c.replicas[0]
@@ -500,6 +501,16 @@ import Testing
             func sql(_ statement: String) async throws {
                 _ = try await onOwnThread { try postgres.sql(statement, database: database) }
             }
+            // Negative whatever it was (-p - 1), and back afterwards.
+            try await sql("UPDATE strata_snapshots SET position = -position - 1")
+            do {
+                _ = try await Cluster.join(at: c.root.appendingPathComponent("early"), address: c.address)
+                Issue.record("joined from a snapshot at a negative position")
+            } catch let e as ClusterError {
+                #expect(e.kind == .badSnapshot && e.reason.contains("declares the position -"), "\(e)")
+            }
+            #expect(!FileManager.default.fileExists(atPath: c.root.appendingPathComponent("early").path))
+            try await sql("UPDATE strata_snapshots SET position = -(position + 1)")
             try await sql("UPDATE strata_cluster SET head = head + 5000")
             do {
                 _ = try await a.store.save { $0.insert(newTrack("into the gap")) }

@@ -1,9 +1,13 @@
 import Foundation
+import LibraryModel
+import Strata
+import StrataLMDB
+import StrataTestSupport
 import Testing
 
 /// storectl on a file system that is full: import (both modes), compact, verify --rebuild and migrate exit 74
 /// saying "No space left on device" (never a signal), the store still opens and verifies, and a
-/// failed build leaves nothing behind.
+/// failed build leaves nothing behind. A replica made from a snapshot there fails the same way.
 ///
 /// The file system is a 3 MiB tmpfs mounted by the test (the tests run as root); where tmpfs
 /// cannot be mounted, a loop-mounted ext4 image of the same size. If neither can be mounted the
@@ -83,5 +87,36 @@ import Testing
             #expect(try await cli(["export", store.path, "--entity", "Track"]).stdout == before, "tracks changed by the failed \(name)")
             #expect(try leftovers(store, tmp: tmp) == [], "left behind by \(name)")
         }
+    }
+
+    /// A replica made from a snapshot file on a file system without room for it fails with the
+    /// system's error (a full disk, not "not a store", which storectl showed as exit 66), and
+    /// leaves nothing where the store was to be.
+    @Test func aReplicaMadeOnAFullFileSystemSaysSoAndLeavesNothing() async throws {
+        let dir = temporaryDirectory("full-disk-replica")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = try Store.open(at: dir.appendingPathComponent("source"), schema: try librarySchema())
+        // About 5 MB of names: the snapshot's file cannot fit in 3 MiB.
+        let long = String(repeating: "n", count: 400)
+        for batch in 0..<5 {
+            _ = try await source.save { c in
+                for i in 0..<2_500 { c.insert(Genre(name: "\(batch)-\(i) \(long)")) }
+            }
+        }
+        let snapshot = dir.appendingPathComponent("snapshot")
+        _ = try await source.writeReplicaSnapshot(to: snapshot)
+        source.close()
+
+        let mounted = try await mountSmallFileSystem(dir)
+        defer { _ = try? runBlocking("/bin/umount", [mounted.point.path]) }
+        let before = try FileManager.default.contentsOfDirectory(atPath: mounted.point.path)
+        let replica = mounted.point.appendingPathComponent("replica")
+        #expect {
+            _ = try Store.createReplica(fromSnapshot: snapshot.appendingPathComponent(Store.replicaSnapshotFile), at: replica)
+        } throws: { error in
+            guard case StrataError.lmdb(let e) = error else { return false }
+            return e.code == ENOSPC && "\(error)".contains("No space left on device")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: mounted.point.path) == before)
     }
 }

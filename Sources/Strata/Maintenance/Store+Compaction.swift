@@ -34,17 +34,10 @@ extension Store {
         let snapshot = try self.snapshot(label: "compaction")
         defer { snapshot.close() }
         let oldEnv = snapshot.env
-        let (previousHorizon, logBefore) = try snapshot.read { (try $0.horizon(), try $0.txn.entryCount($0.env[.log])) }
         let t0 = snapshot.transactionID
         // The log must hold every transaction after the horizon: a compaction dropping the part
         // with a gap would hide the damage from `verify` for good.
-        let expectedEntries = t0.rawValue - min(previousHorizon.rawValue, t0.rawValue)
-        if logBefore != Int(expectedEntries) {
-            throw StrataError.damagedStore(
-                path: path, reason: "the log holds \(logBefore) entries for the \(expectedEntries) transactions after " +
-                    "the horizon \(previousHorizon.rawValue) up to \(t0.rawValue): some are missing or out of place, and " +
-                    "a compaction would drop them unnoticed (storectl verify names them)")
-        }
+        let (previousHorizon, logBefore) = try checkLogShape(snapshot, for: "a compaction would drop them unnoticed")
         let horizon = max(previousHorizon, min(requested ?? t0, t0))
         let bytesBefore = oldEnv.fileBytes
 
@@ -270,5 +263,30 @@ extension Store {
         _ = swapEnvironment(newEnv)
         writer.replaceEnvironment(newEnv)
         return head
+    }
+}
+
+extension Store {
+    /// The horizon of `snapshot` and the number of its log's entries, once the log is seen to
+    /// hold exactly the transactions after the horizon up to the snapshot's (a compaction or migration rebuilds the log from them). A horizon
+    /// past the log's end, or entries missing or out of place, is
+    /// ``StrataError/damagedStore(path:reason:)``, with `consequence` saying what the
+    /// maintenance would do with the damage.
+    func checkLogShape(_ snapshot: Snapshot, for consequence: String) throws -> (horizon: TransactionID, entries: Int) {
+        let (horizon, entries) = try snapshot.read { (try $0.horizon(), try $0.txn.entryCount($0.env[.log])) }
+        let head = snapshot.transactionID
+        guard horizon <= head else {
+            throw StrataError.damagedStore(
+                path: path, reason: "meta: the compaction horizon \(horizon.rawValue) is past the log's last transaction, " +
+                    "\(head.rawValue) (storectl verify names the damage)")
+        }
+        let expected = head.rawValue - horizon.rawValue
+        guard entries == Int(expected) else {
+            throw StrataError.damagedStore(
+                path: path, reason: "the log holds \(entries) entries for the \(expected) transactions after " +
+                    "the horizon \(horizon.rawValue) up to \(head.rawValue): some are missing or out of place, and " +
+                    "\(consequence) (storectl verify names them)")
+        }
+        return (horizon, entries)
     }
 }

@@ -58,7 +58,8 @@ extension Store {
     /// whole one. The store opens with the schema the snapshot holds.
     ///
     /// - Throws: ``StrataError/notAStore(path:reason:)`` when `url` exists or the file is not a
-    ///   snapshot of a Strata store.
+    ///   snapshot of a Strata store; ``StrataError/lmdb(_:)`` with the system's error when the
+    ///   file cannot be copied (a full disk: `ENOSPC`).
     public static func createReplica(fromSnapshot file: URL, at url: URL,
                                      configuration: StoreConfiguration = StoreConfiguration()) throws -> Store {
         try makeReplica(fromSnapshot: file, at: url, configuration: configuration)
@@ -76,13 +77,20 @@ extension Store {
         }
         let permissions = StorePermissions(configuration)
         try createStoreDirectory(path, permissions: permissions)
-        let directory = StoreDirectory(path: path, permissions: permissions)
-        let name = StoreDirectory.generationName(1)
-        let generation = path + "/" + name
-        try permissions.makeDirectory(generation)
-        try copyDurably(from: file.path, to: generation + "/data.mdb", mode: permissions.fileMode, store: path)
-        try StoreDirectory.syncDirectory(generation)
-        if let notSynced = try directory.switchCurrent(to: name) { throw notSynced }
+        // The directory did not exist: what fails below takes it away again (a full disk, a
+        // snapshot that cannot be read), so that nothing half made stays at `url`.
+        do {
+            let directory = StoreDirectory(path: path, permissions: permissions)
+            let name = StoreDirectory.generationName(1)
+            let generation = path + "/" + name
+            try permissions.makeDirectory(generation)
+            try copyDurably(from: file.path, to: generation + "/data.mdb", mode: permissions.fileMode)
+            try StoreDirectory.syncDirectory(generation)
+            if let notSynced = try directory.switchCurrent(to: name) { throw notSynced }
+        } catch {
+            try? FileManager.default.removeItem(atPath: path)
+            throw error
+        }
     }
 
     /// The cluster the store at `url` is a replica of (``replicaClusterID``), read without
@@ -140,7 +148,7 @@ extension Store {
         let name = try directory.newGeneration()
         let generation = path + "/" + name
         do {
-            try copyDurably(from: file.path, to: generation + "/data.mdb", mode: permissions.fileMode, store: path)
+            try copyDurably(from: file.path, to: generation + "/data.mdb", mode: permissions.fileMode)
             try StoreDirectory.syncDirectory(generation)
             // The snapshot must be of this replica's cluster.
             var options = LMDBOptions(mapSizeBytes: configuration.initialMapSizeBytes,
@@ -177,17 +185,24 @@ extension Store {
 }
 
 /// Copies `source` to `target` (which must not exist) under a temporary name, syncs it, and
-/// renames it into place.
-private func copyDurably(from source: String, to target: String, mode: mode_t, store: String) throws {
+/// renames it into place. A snapshot that cannot be opened is
+/// ``StrataError/notAStore(path:reason:)``; a failure to read or write is the system's error
+/// (``StrataError/lmdb(_:)`` with its errno: a full disk is `ENOSPC`).
+private func copyDurably(from source: String, to target: String, mode: mode_t) throws {
+    // The file system's error, by its errno (a full disk is exit 74, a read-only one 73), not a
+    // verdict on the store.
     func failure(_ what: String) -> StrataError {
-        StrataError.notAStore(path: store, reason: "\(what): \(String(cString: strerror(errno)))")
+        let code = errno
+        return StrataError.lmdb(LMDBError(code: code, operation: what))
     }
     let input = open(source, O_RDONLY | O_CLOEXEC)
-    guard input >= 0 else { throw failure("cannot open the snapshot \(source)") }
+    guard input >= 0 else {
+        throw StrataError.notAStore(path: source, reason: "cannot open the snapshot: \(String(cString: strerror(errno)))")
+    }
     defer { close(input) }
     let partial = target + ".partial"
     let output = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
-    guard output >= 0 else { throw failure("cannot create \(partial)") }
+    guard output >= 0 else { throw failure("create \(partial)") }
     var done = false
     defer {
         close(output)
@@ -200,7 +215,7 @@ private func copyDurably(from source: String, to target: String, mode: mode_t, s
         let n = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
         if n < 0 {
             if errno == EINTR { continue }
-            throw failure("cannot read the snapshot \(source)")
+            throw failure("read the snapshot \(source)")
         }
         if n == 0 { break }
         var written = 0
@@ -208,12 +223,12 @@ private func copyDurably(from source: String, to target: String, mode: mode_t, s
             let w = buffer.withUnsafeBytes { write(output, $0.baseAddress! + written, n - written) }
             if w < 0 {
                 if errno == EINTR { continue }
-                throw failure("cannot write \(partial)")
+                throw failure("write \(partial)")
             }
             written += w
         }
     }
-    guard fsync(output) == 0 else { throw failure("cannot sync \(partial)") }
-    guard rename(partial, target) == 0 else { throw failure("cannot rename \(partial)") }
+    guard fsync(output) == 0 else { throw failure("fsync \(partial)") }
+    guard rename(partial, target) == 0 else { throw failure("rename \(partial)") }
     done = true
 }

@@ -194,6 +194,9 @@ extension Store {
         // Measured now: after the switch the old generation may be retired (a close asked for
         // from a progress callback), and its size read by path would be 0.
         let bytesBefore = oldEnv.fileBytes
+        // The log is rewritten from the entries after the horizon: refused before anything is
+        // made when they are not all there.
+        _ = try checkLogShape(snapshot, for: "a migration would rewrite the log without them")
         try checkRoomForGeneration(snapshot)
         let generation = try makeGeneration(like: oldEnv)
         let newEnv = generation.env

@@ -38,6 +38,11 @@ struct ReadView: ObjectSource {
     /// horizon when compaction emptied the log.
     func lastTransactionID() throws -> TransactionID {
         let last = try txn.last(env[.log]) { k, _ -> UInt64 in
+            // Every log key is a transaction id of 8 bytes; a shorter or longer one sorts among
+            // them (a short one last) and is damage, named here rather than misread.
+            guard k.count == 8 else {
+                throw StrataError.damagedStore(path: env.path, reason: "log: the last key is \(k.count) bytes, not a transaction id's 8")
+            }
             var r = ByteReader(k)
             return try r.u64()
         }
@@ -81,6 +86,9 @@ extension ReadView {
     /// The compaction horizon (0 when the store was never compacted).
     func horizon() throws -> TransactionID {
         let horizon = TransactionID(try txn.withValue(env[.meta], key: MetaKey.horizon) { b -> UInt64 in
+            guard b.count == 8 else {
+                throw StrataError.damagedStore(path: env.path, reason: "meta: the compaction horizon is \(b.count) bytes, not 8")
+            }
             var r = ByteReader(b)
             return try r.u64()
         } ?? 0)

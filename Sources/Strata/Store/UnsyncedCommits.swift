@@ -141,9 +141,11 @@ enum UnsyncedCommits {
         return n > 0 ? String(decoding: buffer[..<n], as: UTF8.self) : ""
     }
 
-    /// Replaces the content of `path` with `bytes`, synced; `EINTR` is retried.
-    private static func write(_ bytes: [UInt8], to path: String) throws {
-        let fd = open(path, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC)
+    /// Writes `bytes` into `path`, synced; `EINTR` is retried. By default they replace its
+    /// content (a marker just created, still empty); `appending`, they go after it, so that a
+    /// crash in the middle leaves the marker as it was, never emptied.
+    private static func write(_ bytes: [UInt8], to path: String, appending: Bool = false) throws {
+        let fd = open(path, O_WRONLY | (appending ? O_APPEND : O_TRUNC) | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { throw StorePermissions.posix(errno, "open \(path)") }
         defer { close(fd) }
         try bytes.withUnsafeBytes { try StorePermissions.writeAll(fd, $0, path: path) }
@@ -170,7 +172,7 @@ enum UnsyncedCommits {
     /// Says in the marker that its process's final flush failed, for the next open to report.
     static func noteFailedFlush(_ path: String, logger: Logger) {
         openHere.withLock { _ = $0.remove(path) }
-        do { try write(Array((flushFailedText + "\n").utf8), to: path) } catch {
+        do { try write(Array((flushFailedText + "\n").utf8), to: path, appending: true) } catch {
             logger.error("could not note the failed flush in \(path): \(error)")
         }
     }

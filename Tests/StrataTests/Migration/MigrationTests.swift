@@ -74,6 +74,43 @@ import Testing
         #expect(try await store.save { $0.update(ids[0], [ChangeSet.AttributeValue(attribute: 3, value: .int(1))]) } == TransactionID(5))
     }
 
+    /// A log that does not hold every transaction after the horizon (a horizon past its last
+    /// entry, or an entry missing) is refused as a damaged store before anything is built: the
+    /// store stays as it was, with no generation left behind. (A horizon past the head trapped
+    /// in the middle of the migration, its new generation made.)
+    @Test(arguments: ["horizon past the head", "entry missing"])
+    func aLogWithoutEveryTransactionAfterTheHorizonIsNotMigrated(damage: String) async throws {
+        let dir = temporaryDirectory("migrate-damaged-log")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await populated(dir)
+        let all = try schemas([ShopSchemas.v1, ShopSchemas.v2])
+        do {
+            let store = try Store.open(at: dir, schema: all[0])
+            defer { store.close() }
+            let env = store.env
+            try env.write { txn in
+                if damage == "entry missing" {
+                    #expect(try txn.delete(env[.log], key: TransactionID(2).keyBytes))
+                } else {
+                    try txn.put(env[.meta], key: MetaKey.horizon, value: TransactionID(25).keyBytes)
+                }
+            }
+        }
+        let generationsBefore = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasPrefix("gen-") }
+        await #expect {
+            _ = try await Store.migrate(at: dir, schemas: all, registry: ShopSchemas.registry)
+        } throws: { error in
+            guard case StrataError.damagedStore(_, let reason) = error else { return false }
+            return damage == "entry missing"
+                ? reason.contains("the log holds 2 entries for the 3 transactions after the horizon 0 up to 3")
+                : reason.contains("the compaction horizon 25 is past the log's last transaction, 3")
+        }
+        let generationsAfter = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasPrefix("gen-") }
+        #expect(generationsAfter == generationsBefore)
+        #expect(try Store.migrationStatus(at: dir, schemas: all) == .needsMigration(
+            from: 1, to: 2, steps: all[1].migrationSteps.map { "v2: \($0.summary)" }))
+    }
+
     @Test func chainV1ToV3() async throws {
         let dir = temporaryDirectory("migrate")
         defer { try? FileManager.default.removeItem(at: dir) }

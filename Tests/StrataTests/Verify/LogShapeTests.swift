@@ -55,6 +55,36 @@ import Testing
         #expect(found == ["log: a key of 9 bytes, 000000000000000501, is no transaction id (8 bytes)"], "\(found)")
     }
 
+    /// A last log key or a horizon shorter than 8 bytes is a damaged store named as such, where
+    /// the head is read (every open and save) and by `verify` itself; it was a bare decoding
+    /// error ("truncated: need 8 bytes"), an internal error to storectl.
+    @Test(arguments: ["log key", "horizon"])
+    func aShortLastLogKeyOrHorizonIsADamagedStore(place: String) async throws {
+        try await withLibraryStore { store in
+            _ = try await store.save { $0.insert(Genre(name: "g")) }
+            let env = store.env
+            try env.write { txn in
+                if place == "log key" {
+                    try txn.put(env[.log], key: [0xFF], value: [0])
+                } else {
+                    try txn.put(env[.meta], key: MetaKey.horizon, value: [0, 0, 1])
+                }
+            }
+            let expected = place == "log key" ? "log: the last key is 1 bytes, not a transaction id's 8"
+                                              : "meta: the compaction horizon is 3 bytes, not 8"
+            func named(_ error: any Error) -> Bool {
+                guard case StrataError.damagedStore(_, let reason) = error else { return false }
+                return reason == expected
+            }
+            if place == "horizon" {
+                #expect { _ = try store.verify() } throws: { named($0) }
+            } else {
+                #expect { _ = try store.lastTransactionID } throws: { named($0) }
+                await #expect { _ = try await store.save { $0.insert(Genre(name: "after")) } } throws: { named($0) }
+            }
+        }
+    }
+
     @Test func aGapAfterTheHorizonIsAMissingTransaction() async throws {
         let found = try await problems(compacted: true) { env, _ in
             try env.write { _ = try $0.delete(env[.log], key: TransactionID(5).keyBytes) }
