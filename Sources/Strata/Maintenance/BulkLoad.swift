@@ -445,7 +445,7 @@ extension Store {
             try checkUsable()
             // Again after the wait: a markAsReplica let through the gate first made it a replica.
             try refuseOnAReplica()
-            try lock.takeExclusive(store: path)
+            try takeExclusive(lock)
             let pause: WriterPause
             do { pause = try await WriterPause(writer) } catch {
                 lock.shared()

@@ -29,7 +29,7 @@ extension Store {
         try Task.checkCancellation()   // cancelled while it waited: do not start
         try checkUsable()
         let started = ContinuousClock.now
-        let others = lock.otherHolders()
+        let others = otherProcesses(lock)
         guard others.isEmpty else { throw StrataError.storeBusy(path: path, processIDs: others) }
         let snapshot = try self.snapshot(label: "compaction")
         defer { snapshot.close() }
@@ -242,7 +242,7 @@ extension Store {
         var head = t0
         // Exclusive from the catch-up's read to the switch: another process that committed after
         // the read and closed before the switch would have its transactions left behind.
-        try lock.takeExclusive(store: path)
+        try takeExclusive(lock)
         defer { lock.shared() }
         try oldEnv.read { txn in
             let view = ReadView(txn: txn, env: oldEnv, schema: schema)

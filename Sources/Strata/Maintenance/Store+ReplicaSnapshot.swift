@@ -145,6 +145,10 @@ extension Store {
         defer { lock.release() }
         try lock.takeExclusive(store: path)
         guard let live = try directory.currentGeneration() else { throw StrataError.storeNotFound(path: path) }
+        // A process with the live generation open whose lock file was deleted and made again
+        // (see ``otherProcesses(_:)``) still writes to it.
+        let users = StoreLock.holders(ofLockFile: path + "/" + live + "/lock.mdb")
+        guard users.isEmpty else { throw StrataError.storeBusy(path: path, processIDs: users) }
         let name = try directory.newGeneration()
         let generation = path + "/" + name
         do {

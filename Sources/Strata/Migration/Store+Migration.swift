@@ -185,7 +185,7 @@ extension Store {
         try refuseOnAReplica()
         let started = ContinuousClock.now
         let (goal, app, hops) = try migrationPlan(schemas: schemas, to: target, registry: registry)
-        let others = lock.otherHolders()
+        let others = otherProcesses(lock)
         guard others.isEmpty else { throw StrataError.storeBusy(path: path, processIDs: others) }
 
         let snapshot = try self.snapshot(label: "migration")
@@ -308,7 +308,7 @@ extension Store {
         let marker = try await writer.exclusive { [self] in
             // Exclusive from the catch-up's read to the switch: another process that committed
             // after the read and closed before the switch would have its transactions left behind.
-            try lock.takeExclusive(store: path)
+            try takeExclusive(lock)
             defer { lock.shared() }
             assert(env === oldEnv, "the live generation changed during a migration")
             var u = box.value

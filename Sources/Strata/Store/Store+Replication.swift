@@ -68,7 +68,7 @@ extension Store {
         try checkUsable()
         // Held exclusively while the mark is written: no process opens the store in between (one
         // that opens later reads the mark at open).
-        try lock.takeExclusive(store: path)
+        try takeExclusive(lock)
         defer { lock.shared() }
         let path = self.path
         try await writer.exclusive {
@@ -140,7 +140,7 @@ extension Store {
         // Held exclusively while the mark is removed, as markAsReplica does: no other process has
         // the store open, so none is building a generation from a snapshot that still holds the
         // mark (its switch would bring the mark back).
-        try lock.takeExclusive(store: path)
+        try takeExclusive(lock)
         defer { lock.shared() }
         let path = self.path
         try await writer.exclusive {

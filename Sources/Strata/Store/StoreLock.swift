@@ -229,3 +229,24 @@ final class StoreLock: Sendable {
         }
     }
 }
+
+extension Store {
+    /// Process ids of the other processes that have the store open: the holders of its lock
+    /// file, and of the live generation's `lock.mdb`, which liblmdb read-locks in every process
+    /// with the environment open. The second finds a process whose `strata.lock` was deleted
+    /// (a "stale lock file" removed by hand) and made again by a later open: that process still
+    /// writes to the live generation, and holds its lock on a file no one else can see.
+    func otherProcesses(_ lock: StoreLock) -> [Int32] {
+        Set(lock.otherHolders()).union(StoreLock.holders(ofLockFile: env.path + "/lock.mdb")).sorted()
+    }
+
+    /// `lock` taken exclusive (``StoreLock/takeExclusive(store:)``) once no other process has the
+    /// live generation open either (``otherProcesses(_:)``); otherwise
+    /// ``StrataError/storeBusy(path:processIDs:)``. A process that opens the store after the
+    /// check needs `lock`, which is then exclusive.
+    func takeExclusive(_ lock: StoreLock) throws {
+        let users = StoreLock.holders(ofLockFile: env.path + "/lock.mdb")
+        guard users.isEmpty else { throw StrataError.storeBusy(path: path, processIDs: users) }
+        try lock.takeExclusive(store: path)
+    }
+}

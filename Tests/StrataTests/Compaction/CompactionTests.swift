@@ -725,6 +725,33 @@ import Testing
         #expect(ok.status == 0, "\(ok.stderr)")
     }
 
+    /// A process whose `strata.lock` was deleted (and made again by the next open) still has the
+    /// store open: compaction and a bulk import from another process refuse (exit 75, naming it)
+    /// by the live generation's `lock.mdb`, and what it saves afterwards stays in the store. (The
+    /// compaction switched generations under it, and every commit it acknowledged after that was
+    /// lost.)
+    @Test func aProcessWhoseLockFileWasDeletedStillMakesMaintenanceRefuse() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.deletingLastPathComponent().appendingPathComponent(dir.lastPathComponent + "-genres.ndjson")
+        defer { try? FileManager.default.removeItem(at: input) }
+        try Data(#"{"entity": "Genre", "name": "imported"}"#.utf8).write(to: input)
+        let store = try Store.open(at: dir, schema: try librarySchema())
+        _ = try await store.save { $0.insert(Genre(name: "before")) }
+        try FileManager.default.removeItem(at: dir.appendingPathComponent("strata.lock"))
+        for args in [["compact", dir.path], ["import", dir.path, input.path, "--mode", "bulk", "--quiet"]] {
+            let r = try await storectl(args)
+            #expect(r.status == 75 && r.stderr.contains("\(getpid())"), "\(args[0]): exit \(r.status), \(r.stderr)")
+        }
+        _ = try await store.save { $0.insert(Genre(name: "after")) }
+        let exported = try await storectl("export", dir.path, "--entity", "Genre")
+        #expect(exported.status == 0, "\(exported.stderr)")
+        #expect(exported.stdout.contains("\"before\"") && exported.stdout.contains("\"after\""), "\(exported.stdout)")
+        #expect(!exported.stdout.contains("\"imported\""), "\(exported.stdout)")
+        store.close()
+        #expect(try await storectl("compact", dir.path, "--json").status == 0)
+    }
+
     /// `compact --wait` closes the store while it waits, and resolves `--keep-last` when it runs:
     /// two of them on one store both finish (each held the store open and waited for the other
     /// for ever), and one that waited while transactions were saved keeps the last one of the
