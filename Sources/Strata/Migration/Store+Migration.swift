@@ -3,6 +3,11 @@ import Foundation
 extension Store {
     /// The cheap check at launch: reads the store's schema version without opening it for writing.
     /// `schemas` are every version of the model, oldest first (``Schema/loadAll(directory:)``).
+    ///
+    /// - Throws: ``StrataError/modelMismatch(store:app:)`` for another model's schemas;
+    ///   ``MigrationError`` when the given schema of the store's version is not the one the store
+    ///   holds (a file of that version edited since: the store would not open with it, nor migrate
+    ///   from it).
     public static func migrationStatus(
         at url: URL, schemas: [Schema],
         configuration: StoreConfiguration = StoreConfiguration()) throws -> MigrationStatus {
@@ -22,6 +27,12 @@ extension Store {
             store.close()
         }
         guard stored.model == app.model else { throw StrataError.modelMismatch(store: stored.model, app: app.model) }
+        // The given schema of the store's own version must be the one the store holds: an app
+        // with another one is refused at open (`schemaChanged`), and a migration from it refused.
+        if stored.version == version, let given = schemas.first(where: { $0.version == version }),
+           given.canonicalJSON != stored.canonicalJSON {
+            throw MigrationError(reason: "the given v\(version) schema differs from the one the store holds")
+        }
         if version == app.version { return .upToDate(version: version) }
         if version > app.version { return .tooNew(store: version, app: app.version) }
         let steps = schemas.filter { $0.version > version }

@@ -335,9 +335,11 @@ public final class Store: Sendable {
         // only after its commit, so an empty file seen after the marker is a creation's.
         let unfinished = directory.creationUnfinished
         let dataSize = directory.dataFileSize(generation)
-        if dataSize == 0 && !unfinished {
-            // LMDB would quietly start an empty store in an emptied data file: every transaction gone.
-            throw StrataError.notAStore(path: path, reason: "\(generation)/data.mdb is empty: the store's data is gone")
+        if (dataSize ?? 0) == 0 && !unfinished {
+            // LMDB would quietly start an empty store in an emptied or deleted data file: every
+            // transaction gone. (Missing, it was "no store here", which `init` contradicted.)
+            throw StrataError.notAStore(path: path, reason: "\(generation)/data.mdb is " +
+                                            "\(dataSize == nil ? "missing" : "empty"): the store's data is gone")
         }
         if (dataSize == nil || dataSize == 0) && !mayCreate {
             if unfinished { throw Self.creationStopped(path) }

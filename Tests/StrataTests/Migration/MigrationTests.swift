@@ -111,6 +111,35 @@ import Testing
             from: 1, to: 2, steps: all[1].migrationSteps.map { "v2: \($0.summary)" }))
     }
 
+    /// The status check compares the given schema of the store's version with the one the store
+    /// holds: an edited file of that version is refused as `migrate` refuses it (it answered
+    /// "needs migration" for an edited v1, and "up to date" for an edited v2, which the app could
+    /// not open the store with).
+    @Test func aStatusCheckRefusesAnEditedSchemaOfTheStoresVersion() async throws {
+        let dir = temporaryDirectory("migrate-status-edited")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await populated(dir)
+        let edit = { (text: String) in
+            text.replacingOccurrences(of: #"{"name":"Maker","attributes":[{"name":"name","type":"string"}"#,
+                                      with: #"{"name":"Maker","attributes":[{"name":"name","type":"string"},{"name":"extra","type":"string","optional":true}"#)
+        }
+        #expect(edit(ShopSchemas.v1) != ShopSchemas.v1)
+        func refused(_ all: [Schema], _ version: Int) {
+            #expect {
+                _ = try Store.migrationStatus(at: dir, schemas: all)
+            } throws: { error in
+                "\(error)".contains("the given v\(version) schema differs from the one the store holds")
+            }
+        }
+        refused(try schemas([edit(ShopSchemas.v1), ShopSchemas.v2]), 1)
+        _ = try await Store.migrate(at: dir, schemas: try schemas([ShopSchemas.v1, ShopSchemas.v2]), registry: ShopSchemas.registry)
+        let v2 = ShopSchemas.v2.replacingOccurrences(of: #"{"name":"views","type":"int","default":7}"#,
+                                                     with: #"{"name":"views","type":"int","default":8}"#)
+        #expect(v2 != ShopSchemas.v2)
+        refused(try schemas([ShopSchemas.v1, v2]), 2)
+        #expect(try Store.migrationStatus(at: dir, schemas: try schemas([ShopSchemas.v1, ShopSchemas.v2])) == .upToDate(version: 2))
+    }
+
     @Test func chainV1ToV3() async throws {
         let dir = temporaryDirectory("migrate")
         defer { try? FileManager.default.removeItem(at: dir) }

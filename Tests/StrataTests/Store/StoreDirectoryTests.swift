@@ -173,8 +173,8 @@ import Testing
     }
 
     /// The same through the library: a store left with its creation unfinished is refused by
-    /// the opens that may not create a store, and created by one that may. An emptied data
-    /// file of a store whose creation finished is still refused by every open: its data is gone.
+    /// the opens that may not create a store, and created by one that may. An emptied or deleted
+    /// data file of a store whose creation finished is refused by every open: its data is gone.
     @Test func anUnfinishedCreationIsCreatedOnlyByAnOpenThatMayCreate() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("strata-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -211,5 +211,22 @@ import Testing
         }
         let again = try await storectl("init", store, "--schema", librarySchemaDirectory.path)
         #expect(again.status == 73, "\(again.status) \(again.stderr)")
+
+        // Its data file deleted: named as missing by every open and by storectl, never a new
+        // empty store (`Store.open` made one) nor "no store here" (which `init` contradicts).
+        #expect(unlink(data) == 0)
+        for open in [{ try Store.open(at: url, schema: try librarySchema()) }, { try Store.openReadOnly(at: url) },
+                     { try Store.openExisting(at: url) }] {
+            #expect {
+                let s = try open()
+                s.close()
+            } throws: { error in
+                guard case StrataError.notAStore(_, let reason) = error else { return false }
+                return reason.contains("data.mdb is missing: the store's data is gone")
+            }
+        }
+        #expect(!FileManager.default.fileExists(atPath: data))
+        let info = try await storectl("info", store)
+        #expect(info.status == 66 && info.stderr.contains("data.mdb is missing"), "\(info.status) \(info.stderr)")
     }
 }
