@@ -122,6 +122,9 @@ extension Store {
         }
         try report(CompactionProgress(phase: .copying, done: 0))
         var recordBytes = 0, allBytes = 0
+        // Objects per entity tag, as copied: the counts carried over must be theirs.
+        var objectsCopied: [UInt16: Int] = [:]
+        var runTag: UInt16 = 0, run = 0
         for name in DatabaseName.state {
             if name == .indexes, indexes != .copied {
                 if indexes == .rebuilt {
@@ -139,7 +142,15 @@ extension Store {
             case .objects:
                 c = try newEnv.copyDirect(name, from: source, sourceEnv: oldEnv, into: nil, start: nil, until: nil) {
                     try check.object(key: $0, value: $1)
+                    // Keys in order, an entity's objects one run: counted a run at a time.
+                    let tag = UInt16($0[0]) << 8 | UInt16($0[1])
+                    if tag != runTag {
+                        if run > 0 { objectsCopied[runTag, default: 0] += run }
+                        (runTag, run) = (tag, 0)
+                    }
+                    run += 1
                 }
+                if run > 0 { objectsCopied[runTag, default: 0] += run }
                 recordBytes = c.bytes
             case .links:
                 c = try newEnv.copyDirect(name, from: source, sourceEnv: oldEnv, into: nil, start: nil, until: nil) {
@@ -164,6 +175,7 @@ extension Store {
         var counts: [(key: [UInt8], value: [UInt8])] = []
         var scan = ChunkedScan(source: source, db: oldEnv[.counts], prefix: MetaKey.countPrefix)
         while let entry = try scan.next() { if MetaKey.isCount(entry.key) { counts.append(entry) } }
+        try checkCounts(counts, against: objectsCopied)
         var h = ByteWriter(capacity: 8)
         h.u64(horizon.rawValue)
         let format = MetaKey.formatValue(MetaKey.storeFormat)
@@ -288,5 +300,26 @@ extension Store {
                     "\(consequence) (storectl verify names them)")
         }
         return (horizon, entries)
+    }
+}
+
+extension Store {
+    /// Refuses a generation's copy whose stored object counts (`count/` entries) are not the
+    /// objects it copied, per entity: a damaged count would be made permanent, with no log left
+    /// to tell (`verify` names it), as a damaged record or link is refused.
+    func checkCounts(_ counts: [(key: [UInt8], value: [UInt8])], against objects: [UInt16: Int]) throws {
+        var stored: [UInt16: Int] = [:]
+        for c in counts {
+            let tag = UInt16(c.key[c.key.count - 2]) << 8 | UInt16(c.key[c.key.count - 1])
+            stored[tag] = try c.value.withUnsafeBytes { try MetaKey.countValue($0, tag) }
+        }
+        for tag in Set(stored.keys).union(objects.keys).sorted() where stored[tag, default: 0] != objects[tag, default: 0] {
+            let entity = schema.entity(tag: tag)?.name ?? "entity tag \(tag)"
+            throw StrataError.damagedStore(path: path, reason: """
+                counts: the stored count of \(entity) is \(stored[tag, default: 0]), but the store holds \
+                \(objects[tag, default: 0]) of its objects; a compaction would make it permanent (storectl verify \
+                names it)
+                """)
+        }
     }
 }

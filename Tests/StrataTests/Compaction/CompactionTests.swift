@@ -537,7 +537,10 @@ import Testing
     /// whose inverse entry is gone (a flipped bit in an id) are refused (`corruptRecord`), the store
     /// left as it was, its log whole. The compaction succeeded and squashed the log that held the
     /// record's last good values, or made the damaged link permanent, after which `verify` passed.
-    @Test(arguments: ["record", "key size", "inverse"])
+    /// A stored object count that is not the number of the entity's objects is refused too
+    /// (`damagedStore`): it was carried over, and `verify` failed afterwards saying what "the log"
+    /// gives, with the log gone.
+    @Test(arguments: ["record", "key size", "inverse", "count"])
     func aCompactionRefusesDamageItWouldMakePermanent(damage: String) async throws {
         try await withLibraryStore { store in
             _ = try await churn(store, seed: 12, saves: 30)
@@ -553,6 +556,9 @@ import Testing
                     try txn.put(store.env[.objects], key: t.id.keyBytes, value: bytes)
                 case "key size":
                     try txn.put(store.env[.links], key: link + [0], value: [])
+                case "count":
+                    let tracks = try store.read { try $0.objectCount(store.schema.entity(tag: t.id.entityTag)!) }
+                    try txn.put(store.env[.counts], key: MetaKey.count(t.id.entityTag), value: MetaKey.countValue(tracks + 1))
                 default:
                     #expect(try txn.delete(store.env[.links], key: link))
                     var flipped = link
@@ -560,13 +566,18 @@ import Testing
                     try txn.put(store.env[.links], key: flipped, value: [])
                 }
             }
+            let tracks = try store.mainContext.count(Track.self)
             let expected = ["record": "checksum mismatch", "key size": "links: a key of 35 bytes (34 expected)",
-                            "inverse": "has no inverse entry (and 1 more entries without theirs)"][damage]!
+                            "inverse": "has no inverse entry (and 1 more entries without theirs)",
+                            "count": "counts: the stored count of Track is \(tracks), but the store holds \(tracks - 1) of its objects"][damage]!
             await #expect {
                 _ = try await store.compact()
             } throws: { error in
-                guard case StrataError.corruptRecord(_, let reason) = error else { return false }
-                return reason.contains(expected)
+                switch error {
+                case StrataError.corruptRecord(_, let reason), StrataError.damagedStore(_, let reason):
+                    return reason.contains(expected)
+                default: return false
+                }
             }
             #expect(try store.read { try $0.horizon() } == .zero && store.lastTransactionID == head)
             #expect(try store.changes(in: TransactionID(1)).changes.isEmpty == false)
