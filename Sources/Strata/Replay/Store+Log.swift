@@ -39,7 +39,9 @@ extension Store {
     /// The log is read a chunk of entries at a time, and `body` runs between the reads, never
     /// inside one: a slow `body` holds no lock of the store, so saves go on meanwhile, including
     /// one that grows the map. A ``close()`` from `body` closes the store, and the visit then
-    /// throws ``StrataError/closed(path:)``.
+    /// throws ``StrataError/closed(path:)``. A damaged entry ends the visit with
+    /// ``StrataError/corruptLogEntry(transaction:reason:)`` once `body` has seen every entry
+    /// before it.
     public func forEachTransaction(from: TransactionID = TransactionID(1), to: TransactionID? = nil,
                                    author: String? = nil, entity: String? = nil,
                                    _ body: (LogEntry) throws -> Bool) throws {
@@ -59,19 +61,26 @@ extension Store {
             var chunk: [LogEntry] = []
             var read = 0, changes = 0
             var next: UInt64?
-            try snapshot.read { view in
-                try view.forEachLogEntry(lower...upper) { entry in
-                    read += 1
-                    changes += entry.changes.count
-                    if author == nil || entry.author == author, tag.map({ entry.touches(entityTag: $0) }) ?? true {
-                        chunk.append(entry)
+            // An entry that cannot be read (damaged) ends the visit, once the entries before it
+            // were visited: they are what an operator reads around the damage.
+            var failure: (any Error)?
+            do {
+                try snapshot.read { view in
+                    try view.forEachLogEntry(lower...upper) { entry in
+                        read += 1
+                        changes += entry.changes.count
+                        if author == nil || entry.author == author, tag.map({ entry.touches(entityTag: $0) }) ?? true {
+                            chunk.append(entry)
+                        }
+                        guard read < Self.logChunkEntries && changes < Self.logChunkChanges else {
+                            next = entry.transactionID.rawValue < upper ? entry.transactionID.rawValue + 1 : nil
+                            return false
+                        }
+                        return true
                     }
-                    guard read < Self.logChunkEntries && changes < Self.logChunkChanges else {
-                        next = entry.transactionID.rawValue < upper ? entry.transactionID.rawValue + 1 : nil
-                        return false
-                    }
-                    return true
                 }
+            } catch {
+                failure = error
             }
             for entry in chunk {
                 let more = try body(entry)
@@ -79,6 +88,7 @@ extension Store {
                 if isClosed { throw StrataError.closed(path: path) }
                 if !more { return }
             }
+            if let failure { throw failure }
             guard let next else { return }
             lower = next
         }

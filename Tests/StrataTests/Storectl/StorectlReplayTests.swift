@@ -41,6 +41,39 @@ import Testing
         #expect(try await storectl("history", store, "nothex").status == 64)
     }
 
+    /// A damaged log entry ends `log` after the transactions before it, which are printed (the
+    /// whole chunk of up to 256 entries it was read with was dropped: nothing was printed for a
+    /// damage at transaction 250); the API visits them too before it throws.
+    @Test func logPrintsTheTransactionsBeforeADamagedEntry() async throws {
+        let dir = temporaryDirectory("storectl-log-damaged")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            let store = try Store.open(at: dir, schema: try librarySchema())
+            defer { store.close() }
+            for i in 0..<300 { _ = try await store.save { $0.insert(Genre(name: "g\(i)")) } }
+            let env = store.env
+            try env.write { txn in
+                let key = TransactionID(250).keyBytes
+                var bytes = try #require(try txn.withValue(env[.log], key: key) { Array($0) })
+                bytes[bytes.count / 2] ^= 0x10
+                try txn.put(env[.log], key: key, value: bytes)
+            }
+            var visited: [UInt64] = []
+            #expect {
+                try store.forEachTransaction { visited.append($0.transactionID.rawValue); return true }
+            } throws: { error in
+                guard case StrataError.corruptLogEntry(let tx, _) = error else { return false }
+                return tx == TransactionID(250)
+            }
+            #expect(visited == Array(1...249))
+        }
+        let log = try await storectl("log", dir.path, "--json")
+        #expect(log.status == 65 && log.stderr.contains("250"), "\(log.status) \(log.stderr)")
+        let lines = log.stdout.split(separator: "\n")
+        #expect(lines.count == 249)
+        #expect(try lines.last.map { try JSONValue.parse(String($0))["transaction"] } == .int(249), "\(lines.last ?? "")")
+    }
+
     @Test(.timeLimit(.minutes(5))) func logFollowPrintsNewTransactionsOfAnyProcessOnce() async throws {
         let (dir, store, _) = try await prepared()
         defer { try? FileManager.default.removeItem(at: dir) }
