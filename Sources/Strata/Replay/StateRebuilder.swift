@@ -161,9 +161,11 @@ enum StateRebuilder {
     }
 
     /// A scratch environment, removed when closed: in the store directory `storeDirectory` when
-    /// given, writable and with room for `sizeHint` bytes (named `.scratch-…`, so a process
-    /// killed meanwhile leaves nothing the next open of the store does not remove), else in the
-    /// temporary directory when that has the room; else `ENOSPC`, with nothing created.
+    /// given, writable and with room for `sizeHint` bytes, else in the temporary directory when
+    /// that has the room; else `ENOSPC`, with nothing created. It is named `.scratch-…`: one that
+    /// a process killed meanwhile leaves is removed by the next scratch made in either place
+    /// (``removeAbandonedScratches(in:)``), and in the store directory by its next read-write open
+    /// that no other process shares.
     ///
     /// The map (`MDB_WRITEMAP`: the file's size) is allocated up front and at each growth
     /// (``LMDBEnvironment/allocate(_:bytes:)``): a full file system is an error, never a SIGBUS
@@ -172,6 +174,11 @@ enum StateRebuilder {
         let size = max(1 << 20, sizeHint)
         func hasRoom(_ dir: String) -> Bool { (LMDBEnvironment.freeBytes(dir) ?? Int.max) >= size }
         let temporary = FileManager.default.temporaryDirectory
+        // What killed processes left (twice a store's size each) goes first, from both places:
+        // a read-only store's verify puts its scratch in the temporary directory, which no open
+        // of the store sweeps.
+        if let storeDirectory, access(storeDirectory, W_OK) == 0 { removeAbandonedScratches(in: storeDirectory) }
+        removeAbandonedScratches(in: temporary.path)
         let parent: URL
         if let storeDirectory, access(storeDirectory, W_OK) == 0, hasRoom(storeDirectory) {
             parent = URL(fileURLWithPath: storeDirectory)
@@ -182,20 +189,65 @@ enum StateRebuilder {
             throw LMDBError(code: ENOSPC, operation: "room for a scratch environment of \(size) bytes in \(place)")
         }
         let path = parent.appendingPathComponent(StoreDirectory.scratchPrefix + UUID().uuidString).path
-        // Private whatever the umask (it holds a copy of the store's state).
-        try StorePermissions.private.makeDirectory(path)
+        // Noted before it exists: a sweep by this process must not take it for abandoned.
+        openScratches.withLock { _ = $0.insert(path) }
         let env: LMDBEnvironment
         do {
+            // Private whatever the umask (it holds a copy of the store's state).
+            try StorePermissions.private.makeDirectory(path)
             var options = LMDBOptions(mapSizeBytes: size, maxMapSizeBytes: 1 << 42, maxReaders: 8, readOnly: false,
                                       noSync: true, noLock: false)
             options.writeMap = true
             env = try LMDBEnvironment(path: path, options: options)
         } catch {
             try? FileManager.default.removeItem(atPath: path)
+            openScratches.withLock { _ = $0.remove(path) }
             throw error
         }
-        env.onClose { try? FileManager.default.removeItem(atPath: path) }
+        env.onClose {
+            try? FileManager.default.removeItem(atPath: path)
+            openScratches.withLock { _ = $0.remove(path) }
+        }
         return env
+    }
+
+    /// The scratch environments of this process not yet removed (liblmdb's locks on them are
+    /// this process's, which `F_GETLK` does not report).
+    private static let openScratches = Locked<Set<String>>([])
+
+    /// How old an unlocked scratch directory must be to be taken for abandoned: another process
+    /// may be between creating its `lock.mdb` and locking it.
+    static let abandonedScratchAge: Double = 60
+
+    /// Removes the scratch environments in `parent` that no process has open: named
+    /// `.scratch-…`, not this process's, with a `lock.mdb` that no process holds a lock on
+    /// (liblmdb read-locks it in every process with the environment open, and the kernel drops
+    /// the lock when the process ends, however it ends), last changed over
+    /// ``abandonedScratchAge`` seconds ago. What is not certainly abandoned stays.
+    static func removeAbandonedScratches(in parent: String) {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: parent)) ?? []
+        let now = Date().timeIntervalSince1970
+        for name in names where name.hasPrefix(StoreDirectory.scratchPrefix) {
+            let dir = parent + "/" + name
+            if openScratches.withLock({ $0.contains(dir) }) { continue }
+            var st = stat()
+            guard lstat(dir, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR,
+                  now - Double(st.st_mtim.tv_sec) > abandonedScratchAge, isUnlocked(dir + "/lock.mdb") else { continue }
+            StoreDirectory.removeLeftover(dir, store: parent)
+        }
+    }
+
+    /// Whether `lockFile` is a regular file on which no other process holds a lock. Closing the
+    /// descriptor drops this process's own locks on the file, so it is never asked of an
+    /// environment this process has open.
+    private static func isUnlocked(_ lockFile: String) -> Bool {
+        let fd = open(lockFile, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return false }
+        var probe = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
+        return fcntl(fd, F_GETLK, &probe) == 0 && probe.l_type == Int16(F_UNLCK)
     }
 }
 

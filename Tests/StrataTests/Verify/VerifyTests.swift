@@ -7,6 +7,58 @@ import Testing
 /// rebuild on disk it falls back to. Both must agree on every healthy store, and every damage the
 /// rebuild names must also make the in-memory check fall back to it.
 @Suite struct VerifyTests {
+    /// The scratch environment of a `verify --rebuild` killed in the middle (twice the store's
+    /// size) is removed by the next one, while a scratch some other process has open (stopped,
+    /// its locks held) is left alone however old, as is an unlocked one made a moment ago (its
+    /// process may be about to lock it). Killed runs left one each, for good, where no
+    /// read-write open came to sweep them (a read-only store's go to the temporary directory).
+    @Test(.timeLimit(.minutes(5))) func aKilledRebuildsScratchIsRemovedByTheNextOne() async throws {
+        let dir = temporaryDirectory("verify-scratch")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            let store = try Store.open(at: dir, schema: try librarySchema())
+            defer { store.close() }
+            for batch in 0..<4 {
+                _ = try await store.save { c in for i in 0..<10_000 { c.insert(Genre(name: "g\(batch)-\(i)")) } }
+            }
+        }
+        func scratches() throws -> [String] {
+            try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasPrefix(StoreDirectory.scratchPrefix) }.sorted()
+        }
+        func backdate(_ name: String) {
+            var times = [timeval(tv_sec: time(nil) - 600, tv_usec: 0), timeval(tv_sec: time(nil) - 600, tv_usec: 0)]
+            #expect(utimes(dir.path + "/" + name, &times) == 0)
+        }
+        // A rebuild caught with its scratch open: stopped, it still holds liblmdb's lock on it.
+        let child = try ChildProcess.start(storectlPath, ["verify", dir.path, "--rebuild", "--quiet"])
+        var held: String?
+        let deadline = Date().addingTimeInterval(60)
+        while held == nil, Date() < deadline {
+            if let name = try scratches().first, FileManager.default.fileExists(atPath: dir.path + "/" + name + "/lock.mdb"),
+               StoreLock.holders(ofLockFile: dir.path + "/" + name + "/lock.mdb") == [child.pid] {
+                child.kill(SIGSTOP)
+                held = name
+            } else {
+                try await Task.sleep(for: .milliseconds(2))
+            }
+        }
+        let name = try #require(held, "the rebuild's scratch was never seen open")
+        backdate(name)
+        StateRebuilder.removeAbandonedScratches(in: dir.path)
+        #expect(try scratches() == [name], "a scratch another process has open was removed")
+        child.kill(SIGKILL)
+        _ = try await child.finished()
+        // Abandoned now; a moment old, it stays until it is old enough.
+        #expect(utimes(dir.path + "/" + name, nil) == 0)
+        StateRebuilder.removeAbandonedScratches(in: dir.path)
+        #expect(try scratches() == [name])
+        backdate(name)
+        let again = try await storectl("verify", dir.path, "--rebuild", "--quiet")
+        #expect(again.status == 0, "\(again.stderr)")
+        let left = try scratches()
+        #expect(left == [], "left behind: \(left)")
+    }
+
     /// Random histories (inserts, updates, relationship changes, deletes with their nullify rule)
     /// verify in memory, with the same counts as the rebuild.
     @Test(arguments: [1, 2, 3, 4, 5] as [UInt64])
