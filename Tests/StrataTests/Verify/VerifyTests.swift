@@ -29,25 +29,39 @@ import Testing
             var times = [timeval(tv_sec: time(nil) - 600, tv_usec: 0), timeval(tv_sec: time(nil) - 600, tv_usec: 0)]
             #expect(utimes(dir.path + "/" + name, &times) == 0)
         }
-        // A rebuild caught with its scratch open: stopped, it still holds liblmdb's lock on it.
-        let child = try ChildProcess.start(storectlPath, ["verify", dir.path, "--rebuild", "--quiet"])
-        var held: String?
-        let deadline = Date().addingTimeInterval(60)
-        while held == nil, Date() < deadline {
-            if let name = try scratches().first, FileManager.default.fileExists(atPath: dir.path + "/" + name + "/lock.mdb"),
-               StoreLock.holders(ofLockFile: dir.path + "/" + name + "/lock.mdb") == [child.pid] {
-                child.kill(SIGSTOP)
-                held = name
-            } else {
-                try await Task.sleep(for: .milliseconds(2))
+        // A rebuild caught with its scratch open: stopped, it still holds liblmdb's lock on it. It
+        // runs in slices of a millisecond between stops, so it cannot finish between two looks
+        // however loaded the machine is (a verify of these 40,000 objects takes about 0.4 s).
+        let dirPath = dir.path
+        let caught: (ChildProcess, String)? = try await onOwnThread {
+            func state(_ pid: pid_t) -> Character? {
+                (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))
+                    .flatMap { $0.split(separator: ")").last?.dropFirst().first }
             }
+            for _ in 0..<3 {
+                let child = try ChildProcess.start(storectlPath, ["verify", dirPath, "--rebuild", "--quiet"])
+                while state(child.pid) != "Z" {
+                    child.kill(SIGSTOP)
+                    while let s = state(child.pid), s != "T", s != "Z" { usleep(100) }
+                    let names = ((try? FileManager.default.contentsOfDirectory(atPath: dirPath)) ?? [])
+                        .filter { $0.hasPrefix(StoreDirectory.scratchPrefix) }
+                    if let name = names.first, StoreLock.holders(ofLockFile: dirPath + "/" + name + "/lock.mdb") == [child.pid] {
+                        return (child, name)
+                    }
+                    child.kill(SIGCONT)
+                    usleep(1_000)
+                }
+                _ = child.wait()
+            }
+            return nil
         }
+        let (child, held) = (caught?.0, caught?.1)
         let name = try #require(held, "the rebuild's scratch was never seen open")
         backdate(name)
         StateRebuilder.removeAbandonedScratches(in: dir.path)
         #expect(try scratches() == [name], "a scratch another process has open was removed")
-        child.kill(SIGKILL)
-        _ = try await child.finished()
+        child?.kill(SIGKILL)
+        _ = try await child?.finished()
         // Abandoned now; a moment old, it stays until it is old enough.
         #expect(utimes(dir.path + "/" + name, nil) == 0)
         StateRebuilder.removeAbandonedScratches(in: dir.path)
