@@ -55,6 +55,14 @@ public final class Snapshot: Sendable {
     /// taken by that read before it releases the mutex: only the thread holding the mutex sets
     /// or reads it.
     private let closeWhenReadEnds = Atomic<Bool>(false)
+    /// Set (before ``ended``) when the store's ``SnapshotRegistry/closeAll()`` took the
+    /// transaction: it may still be inside this snapshot's mutex, under the registry's lock.
+    private let takenByStoreClose = Atomic<Bool>(false)
+    /// Run (tests only) by ``tryTakeTransaction()`` once it has taken the transaction, still
+    /// holding the snapshot's mutex; with the registry's path.
+    static let afterTakenByStoreCloseForTesting = Locked<(@Sendable (String) -> Void)?>(nil)
+    /// Run (tests only) at the end of `deinit`, with the registry's path.
+    static let deinitEndedForTesting = Locked<(@Sendable (String) -> Void)?>(nil)
 
     /// Opens a snapshot of `store`'s current environment and registers it; `now` is
     /// ``SnapshotRegistry/monotonicNanos()`` (read once by the caller).
@@ -103,7 +111,16 @@ public final class Snapshot: Sendable {
     }
 
     deinit {
-        if !ended.load(ordering: .acquiring) { close() }
+        if !ended.load(ordering: .acquiring) {
+            close()
+        } else if takenByStoreClose.load(ordering: .relaxed) {
+            // The store's close took the transaction and, with the registry's lock held, may
+            // still be inside this snapshot (unlocking its mutex, reading `env`): the memory goes
+            // once it has let go of the lock. (`close()` would have waited on the lock; the
+            // `ended` it set skipped that.)
+            registry.waitForCloseAll()
+        }
+        Self.deinitEndedForTesting.withLock { $0 }?(registry.path)
     }
 
     /// Releases the reader slot. Reads after this throw ``StrataError/closed(path:)``. Called
@@ -158,7 +175,9 @@ public final class Snapshot: Sendable {
         let outcome = state.withLockIfAvailable { s -> OpaquePointer? in
             guard let txn = s.txn else { return nil }
             s.txn = nil
+            takenByStoreClose.store(true, ordering: .relaxed)
             ended.store(true, ordering: .releasing)
+            Self.afterTakenByStoreCloseForTesting.withLock { $0 }?(registry.path)
             return txn
         }
         switch outcome {

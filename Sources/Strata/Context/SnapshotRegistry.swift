@@ -12,7 +12,9 @@ import Synchronization
 /// before the snapshot's memory is: ``Snapshot/close()`` (which `deinit` runs unless the
 /// transaction was already taken) frees it, and ``closeAll()`` frees the slots of the snapshots
 /// it closes; both under the lock, and every use of a slot's reference happens under that lock
-/// too, without retaining it.
+/// too, without retaining it. A snapshot whose transaction ``closeAll()`` took skips `close()`
+/// in its `deinit`, which therefore takes the lock once (``waitForCloseAll()``): its memory
+/// cannot go while ``closeAll()`` is still inside it.
 final class SnapshotRegistry: Sendable {
     /// An unretained reference to a registered snapshot (see the type's comment for why that
     /// is safe; it is only dereferenced under the registry's lock).
@@ -152,6 +154,18 @@ final class SnapshotRegistry: Sendable {
         }
     }
 
+    /// Returns once no ``closeAll()`` is inside a registered snapshot (it holds the lock while it
+    /// is): for the `deinit` of a snapshot whose transaction it took. On the thread running
+    /// ``closeAll()`` itself (the snapshot's last reference went while it took the transaction,
+    /// after it let go of the snapshot's mutex) it returns at once: that thread holds the lock,
+    /// and is done with the snapshot.
+    func waitForCloseAll() {
+        if closingThread.load(ordering: .acquiring) == UInt(bitPattern: Int(bitPattern: pthread_self())) { return }
+        slots.withLock { _ in }
+    }
+    /// The thread inside ``closeAll()``'s lock (`pthread_self`), 0 when none.
+    private let closingThread = Atomic<UInt>(0)
+
     /// Ends every registered snapshot's transaction and frees its slot (the store is closing).
     /// A snapshot in the middle of a read on another thread, or of its own `close()`, is waited
     /// for, without holding the registry's lock while waiting (the read may itself need it), so
@@ -159,6 +173,8 @@ final class SnapshotRegistry: Sendable {
     func closeAll() {
         while true {
             let busy = slots.withLock { s -> Bool in
+                closingThread.store(UInt(bitPattern: Int(bitPattern: pthread_self())), ordering: .releasing)
+                defer { closingThread.store(0, ordering: .releasing) }
                 s.closed = true
                 var busy = false
                 for i in s.entries.indices {

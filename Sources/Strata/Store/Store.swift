@@ -49,6 +49,10 @@ public final class Store: Sendable {
     /// ``ForkWatch/generation`` at open: it changes in a forked child.
     private let forkGeneration = ForkWatch.generation
     private let closed = Atomic<Bool>(false)
+    /// Whether ``close()`` was called; set with `closeFinished` entered, under its lock.
+    private let closeStarted = Locked<Bool>(false)
+    /// Run (tests only) by the close that closes, once the store reads as closed.
+    let closeStartingForTesting = Locked<(@Sendable () -> Void)?>(nil)
     /// Set when this process migrated the store: this instance holds the old schema.
     private let migratedVersion = Atomic<Int>(0)
     private let deleteOnClose: Bool
@@ -599,7 +603,19 @@ public final class Store: Sendable {
     /// on the writer's queue, and that migration completes). Opening the path again before the
     /// close has finished throws ``StrataError/alreadyOpen(path:reason:)`` ("still closing").
     public func close() {
-        guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else {
+        // The first close enters `closeFinished` before the store reads as closed, under one
+        // lock: a second close that finds it closed then always has a close to wait for (it
+        // returned at once when it came between the flag and the enter).
+        let first = closeStarted.withLock { started -> Bool in
+            if started { return false }
+            started = true
+            // In a forked child nothing is waited for (see below).
+            if !snapshots.isForkedChild { closeFinished.enter() }
+            closed.store(true, ordering: .releasing)
+            closeStartingForTesting.withLock { $0 }?()
+            return true
+        }
+        guard first else {
             // Closed already: wait until that close has finished (it may run on another thread),
             // unless that close is waiting for this thread.
             if !closeCannotWait, !snapshots.isForkedChild { closeFinished.wait() }
@@ -608,7 +624,6 @@ public final class Store: Sendable {
         // In a forked child the environment, queues and locks are the parent's (LMDB does not
         // support using an environment across fork()): marked closed, nothing touched.
         guard !snapshots.isForkedChild else { return }
-        closeFinished.enter()
         let finished = closeFinished
         if closeInBackgroundIfItCannotWait(then: { finished.leave() }) { return }
         shutDown()

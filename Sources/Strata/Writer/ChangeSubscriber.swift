@@ -11,6 +11,15 @@ final class ChangeSubscriber: Sendable {
 
     init(capacity: Int) { self.capacity = max(1, capacity) }
 
+    /// The transactions `event` stands for: one committed, or the count a notice of missed ones
+    /// carries (dropped or folded into a later notice, it is counted as that many).
+    private static func transactions(in event: ChangeEvent) -> Int {
+        switch event {
+        case .committed: 1
+        case .fellBehind(let missed): missed
+        }
+    }
+
     func deliver(_ event: ChangeEvent) {
         let waiter = state.withLock { s -> CheckedContinuation<ChangeEvent?, Never>? in
             if s.finished { return nil }
@@ -18,7 +27,7 @@ final class ChangeSubscriber: Sendable {
                 s.waiting = nil
                 return w
             }
-            if s.buffer.count - s.head < capacity { s.buffer.append(event) } else { s.missed += 1 }
+            if s.buffer.count - s.head < capacity { s.buffer.append(event) } else { s.missed += Self.transactions(in: event) }
             return nil
         }
         waiter?.resume(returning: event)
@@ -39,7 +48,7 @@ final class ChangeSubscriber: Sendable {
                 let ready = state.withLock { s -> ChangeEvent?? in
                     if s.missed > 0 {
                         // Whatever is buffered is older than what was dropped: replace it by one notice.
-                        let missed = s.missed + (s.buffer.count - s.head)
+                        let missed = s.buffer[s.head...].reduce(s.missed) { $0 + Self.transactions(in: $1) }
                         s.missed = 0
                         s.buffer.removeAll()
                         s.head = 0

@@ -267,6 +267,10 @@ final class CommitPublisher: Sendable {
                 }
                 return StateID(environment: env.serial, transaction: LMDBEnvironment.lmdbTransactionID(txn.handle))
             }
+            // Everything through `limit` is committed (the caller's commits follow it): ids the
+            // log ends before it are squashed by a compaction, and missed. Left unmoved, the
+            // position let the caller's commits go out after them unreported.
+            if let limit, !full, end < limit { end = limit }
             guard end > s.published else { return (false, snapshot) }
             let missed = Int(end - s.published) - entries.count
             if missed > 0 { hub.deliverMissed(missed) }

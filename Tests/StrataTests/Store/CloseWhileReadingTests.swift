@@ -163,6 +163,75 @@ import Testing
 
 /// Only a read of the store being closed sends its close to the background: closing another
 /// store from inside a read of this one is an ordinary close, finished when it returns.
+/// Two `close()` calls at once: the one that does not close waits for the other, so that once
+/// either has returned the store is closed and opens again. (The second returned at once when
+/// it came between the first's closed flag and its start, and an open right after it failed
+/// with "still closing".)
+@Suite struct ConcurrentCloseTests {
+    @Test func aCloseThatFindsTheStoreClosingWaitsForIt() throws {
+        let dir = temporaryDirectory("concurrent-close")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let schema = try librarySchema()
+        let failures = Locked<[String]>([])
+        for round in 0..<50 {
+            let store = try Store.open(at: dir, schema: schema)
+            // The closing close pauses once the store reads as closed: the other finds it closed.
+            store.closeStartingForTesting.withLock { $0 = { usleep(20_000) } }
+            let reopened = Locked<[Store]>([])
+            DispatchQueue.concurrentPerform(iterations: 2) { _ in
+                store.close()
+                do {
+                    let again = try Store.open(at: dir, schema: schema)
+                    reopened.withLock { $0.append(again) }
+                } catch {
+                    failures.withLock { $0.append("round \(round): \(error)") }
+                }
+            }
+            for s in reopened.withLock({ $0 }) { s.close() }
+        }
+        let found = failures.withLock { $0 }
+        #expect(found.isEmpty, "\(found.count) opens right after a close returned failed: \(found.prefix(3))")
+    }
+}
+
+/// A snapshot whose last reference goes on another thread while the store's close is ending its
+/// transaction: its memory stays until the close has let go of it, and the close finishes
+/// whichever thread the snapshot is released on, its own included. (Its `deinit` skipped the
+/// registry's lock once the close had marked it ended, so an optimized build could free the
+/// snapshot while the close was still inside its mutex; a first fix, waiting for the lock in
+/// every such `deinit`, deadlocked here when the last release came on the closing thread.)
+@Suite struct SnapshotReleasedDuringCloseTests {
+    @Test(.timeLimit(.minutes(2))) func aSnapshotReleasedWhileTheCloseEndsItOutlivesTheClose() async throws {
+        let store = try Store.temporary(schema: try librarySchema())
+        let path = store.snapshots.path
+        let holder = Locked<Snapshot?>(try store.snapshot(label: "released during the close"))
+        let deinitEnded = Locked<Bool>(false)
+        let endedWhileTheCloseWasInside = Locked<Bool>(false)
+        Snapshot.deinitEndedForTesting.withLock { hook in
+            hook = { p in if p == path { deinitEnded.withLock { $0 = true } } }
+        }
+        Snapshot.afterTakenByStoreCloseForTesting.withLock { hook in
+            hook = { p in
+                guard p == path else { return }
+                // The last reference goes on another thread while the close is inside the snapshot.
+                Thread { holder.withLock { $0 = nil } }.start()
+                usleep(200_000)
+                let ended = deinitEnded.withLock { $0 }
+                endedWhileTheCloseWasInside.withLock { $0 = ended }
+            }
+        }
+        defer {
+            Snapshot.afterTakenByStoreCloseForTesting.withLock { $0 = nil }
+            Snapshot.deinitEndedForTesting.withLock { $0 = nil }
+        }
+        store.close()
+        #expect(!endedWhileTheCloseWasInside.withLock { $0 }, "the snapshot was freed under the close")
+        let deadline = Date().addingTimeInterval(60)
+        while !deinitEnded.withLock({ $0 }), Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(deinitEnded.withLock { $0 }, "the snapshot was never released")
+    }
+}
+
 @Suite struct CloseInsideAnotherStoresReadTests {
     @Test func closingAnotherStoreInsideAReadFinishesBeforeItReturns() async throws {
         let schema = try librarySchema()

@@ -456,6 +456,17 @@ import Testing
         }
     }
 
+    /// A notice of missed transactions that is dropped, or folded into a later one, counts as
+    /// the transactions it stands for (each counted as one: 5 and 3 missed were reported as 2).
+    @Test func aFullSubscribersNoticeOfMissedTransactionsCountsThemAll() async {
+        let subscriber = ChangeSubscriber(capacity: 1)
+        subscriber.deliver(.fellBehind(missed: 5))   // buffered
+        subscriber.deliver(.fellBehind(missed: 3))   // dropped: the buffer is full
+        #expect(await subscriber.next() == .fellBehind(missed: 8))
+        subscriber.finish()
+        #expect(await subscriber.next() == nil)
+    }
+
     @Test func slowSubscriberIsToldItFellBehindAndNeverBlocksTheWriter() async throws {
         var config = StoreConfiguration()
         config.changeStreamBufferSize = 4
