@@ -317,8 +317,8 @@ extension Store {
             let entity = schema.entity(tag: tag)?.name ?? "entity tag \(tag)"
             throw StrataError.damagedStore(path: path, reason: """
                 counts: the stored count of \(entity) is \(stored[tag, default: 0]), but the store holds \
-                \(objects[tag, default: 0]) of its objects; a compaction would make it permanent (storectl verify \
-                names it)
+                \(objects[tag, default: 0]) of its objects; copying the state into a new generation (a compaction, \
+                a bulk import, a cluster snapshot) would make it permanent (storectl verify names it)
                 """)
         }
     }

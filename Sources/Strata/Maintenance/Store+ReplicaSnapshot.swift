@@ -76,9 +76,10 @@ extension Store {
             throw StrataError.notAStore(path: path, reason: "a new replica is made in a directory that does not exist")
         }
         let permissions = StorePermissions(configuration)
-        try createStoreDirectory(path, permissions: permissions)
-        // The directory did not exist: what fails below takes it away again (a full disk, a
-        // snapshot that cannot be read), so that nothing half made stays at `url`.
+        // Made here or refused (another process making the same path meanwhile): what fails
+        // below takes it away again (a full disk, a snapshot that cannot be read), so that
+        // nothing half made stays at `url`, and never a directory someone else made.
+        try createStoreDirectory(path, permissions: permissions, mayExist: false)
         do {
             let directory = StoreDirectory(path: path, permissions: permissions)
             let name = StoreDirectory.generationName(1)

@@ -41,7 +41,7 @@ struct ReadView: ObjectSource {
             // Every log key is a transaction id of 8 bytes; a shorter or longer one sorts among
             // them (a short one last) and is damage, named here rather than misread.
             guard k.count == 8 else {
-                throw StrataError.damagedStore(path: env.path, reason: "log: the last key is \(k.count) bytes, not a transaction id's 8")
+                throw StrataError.damagedStore(path: env.path, reason: "log: the last key is \(k.count == 1 ? "1 byte" : "\(k.count) bytes"), not a transaction id's 8")
             }
             var r = ByteReader(k)
             return try r.u64()
@@ -87,7 +87,7 @@ extension ReadView {
     func horizon() throws -> TransactionID {
         let horizon = TransactionID(try txn.withValue(env[.meta], key: MetaKey.horizon) { b -> UInt64 in
             guard b.count == 8 else {
-                throw StrataError.damagedStore(path: env.path, reason: "meta: the compaction horizon is \(b.count) bytes, not 8")
+                throw StrataError.damagedStore(path: env.path, reason: "meta: the compaction horizon is \(b.count == 1 ? "1 byte" : "\(b.count) bytes"), not 8")
             }
             var r = ByteReader(b)
             return try r.u64()

@@ -178,7 +178,7 @@ enum StateRebuilder {
         // a read-only store's verify puts its scratch in the temporary directory, which no open
         // of the store sweeps.
         if let storeDirectory, access(storeDirectory, W_OK) == 0 { removeAbandonedScratches(in: storeDirectory) }
-        removeAbandonedScratches(in: temporary.path)
+        removeAbandonedScratches(in: temporary.path, inStore: false)
         let parent: URL
         if let storeDirectory, access(storeDirectory, W_OK) == 0, hasRoom(storeDirectory) {
             parent = URL(fileURLWithPath: storeDirectory)
@@ -219,22 +219,51 @@ enum StateRebuilder {
     /// may be between creating its `lock.mdb` and locking it.
     static let abandonedScratchAge: Double = 60
 
-    /// Removes the scratch environments in `parent` that no process has open: named
-    /// `.scratch-…`, not this process's, with a `lock.mdb` that no process holds a lock on
-    /// (liblmdb read-locks it in every process with the environment open, and the kernel drops
-    /// the lock when the process ends, however it ends), last changed over
-    /// ``abandonedScratchAge`` seconds ago. What is not certainly abandoned stays.
-    static func removeAbandonedScratches(in parent: String) {
+    /// Removes the scratch environments in `parent` (a store directory, or the temporary
+    /// directory when not `inStore`) that no process has open: named `.scratch-` and a UUID, as
+    /// ``scratch(sizeHint:storeDirectory:)`` names them, owned by this user, not this process's,
+    /// with a `lock.mdb` that no process holds a lock on (liblmdb read-locks it in every process
+    /// with the environment open, and the kernel drops the lock when the process ends, however
+    /// it ends) or none at all, last changed over ``abandonedScratchAge`` seconds ago. What is not certainly
+    /// an abandoned scratch stays.
+    static func removeAbandonedScratches(in parent: String, inStore: Bool = true) {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: parent)) ?? []
         let now = Date().timeIntervalSince1970
-        for name in names where name.hasPrefix(StoreDirectory.scratchPrefix) {
+        for name in names where isScratchName(name) {
             let dir = parent + "/" + name
             if openScratches.withLock({ $0.contains(dir) }) { continue }
             var st = stat()
-            guard lstat(dir, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR,
-                  now - Double(st.st_mtim.tv_sec) > abandonedScratchAge, isUnlocked(dir + "/lock.mdb") else { continue }
-            StoreDirectory.removeLeftover(dir, store: parent)
+            guard lstat(dir, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR, st.st_uid == geteuid(),
+                  now - Double(st.st_mtim.tv_sec) > abandonedScratchAge, isUnused(dir) else { continue }
+            if inStore {
+                StoreDirectory.removeLeftover(dir, store: parent)
+            } else if (try? FileManager.default.removeItem(atPath: dir)) == nil, FileManager.default.fileExists(atPath: dir) {
+                Logger(label: "strata.store").warning(
+                    "could not remove \(dir), a scratch environment that a killed verify or migration left: remove it by hand to get its space back")
+            }
         }
+    }
+
+    /// Whether `name` is a scratch environment's: ``StoreDirectory/scratchPrefix`` and a UUID.
+    static func isScratchName(_ name: String) -> Bool {
+        name.hasPrefix(StoreDirectory.scratchPrefix)
+            && UUID(uuidString: String(name.dropFirst(StoreDirectory.scratchPrefix.count))) != nil
+    }
+
+    /// Whether the scratch environment at `dir` is certainly not in use (see
+    /// ``removeAbandonedScratches(in:inStore:)``), whatever its age: for a store's open, which
+    /// sweeps its directory when no other process is seen sharing the store (one whose
+    /// `strata.lock` was deleted is not seen).
+    static func isAbandonedScratch(_ dir: String) -> Bool {
+        !openScratches.withLock { $0.contains(dir) } && isUnused(dir)
+    }
+
+    /// Whether no process has the environment at `dir` open: its `lock.mdb` is unlocked, or
+    /// there is none (its process stopped before liblmdb made it).
+    private static func isUnused(_ dir: String) -> Bool {
+        var st = stat()
+        if lstat(dir + "/lock.mdb", &st) != 0 && errno == ENOENT { return true }
+        return isUnlocked(dir + "/lock.mdb")
     }
 
     /// Whether `lockFile` is a regular file on which no other process holds a lock. Closing the
@@ -252,3 +281,4 @@ enum StateRebuilder {
 }
 
 import Foundation
+import Logging

@@ -51,7 +51,8 @@ public final class Store: Sendable {
     private let closed = Atomic<Bool>(false)
     /// Whether ``close()`` was called; set with `closeFinished` entered, under its lock.
     private let closeStarted = Locked<Bool>(false)
-    /// Run (tests only) by the close that closes, once the store reads as closed.
+    /// Run (tests only) by the close that closes, once the store reads as closed and before it
+    /// shuts anything down.
     let closeStartingForTesting = Locked<(@Sendable () -> Void)?>(nil)
     /// Set when this process migrated the store: this instance holds the old schema.
     private let migratedVersion = Atomic<Int>(0)
@@ -393,7 +394,10 @@ public final class Store: Sendable {
     /// Makes the store directory `path` (missing parents with the default mode; the store
     /// directory itself with the store's, whatever the umask) and syncs its parent, so that a
     /// crash cannot lose the store's own entry.
-    static func createStoreDirectory(_ path: String, permissions: StorePermissions) throws {
+    /// With `mayExist` false, a directory made meanwhile by another process is refused
+    /// (``StrataError/notAStore(path:reason:)``) rather than shared: the caller then knows that
+    /// the directory is its own to remove.
+    static func createStoreDirectory(_ path: String, permissions: StorePermissions, mayExist: Bool = true) throws {
         var st = stat()
         if lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK {
             // A link to a directory that does not exist (`fileExists` follows it): mkdir would
@@ -415,8 +419,10 @@ public final class Store: Sendable {
         }
         do {
             try permissions.makeDirectory(path)
-        } catch StrataError.lmdb(let e) where e.code == EEXIST {
+        } catch StrataError.lmdb(let e) where e.code == EEXIST && mayExist {
             // Made by another process opening the same new store at this moment.
+        } catch StrataError.lmdb(let e) where e.code == EEXIST {
+            throw StrataError.notAStore(path: path, reason: "the directory was made by another process meanwhile")
         } catch StrataError.lmdb(let e) {
             throw StrataError.notAStore(path: path,
                                         reason: "cannot create directory: \(String(cString: strerror(e.code)))")
@@ -603,27 +609,30 @@ public final class Store: Sendable {
     /// on the writer's queue, and that migration completes). Opening the path again before the
     /// close has finished throws ``StrataError/alreadyOpen(path:reason:)`` ("still closing").
     public func close() {
+        // In a forked child the environment, queues and locks are the parent's (LMDB does not
+        // support using an environment across fork()): marked closed, nothing touched, not even
+        // the lock below (a parent's thread may have held it at the fork).
+        if snapshots.isForkedChild {
+            closed.store(true, ordering: .releasing)
+            return
+        }
         // The first close enters `closeFinished` before the store reads as closed, under one
         // lock: a second close that finds it closed then always has a close to wait for (it
         // returned at once when it came between the flag and the enter).
         let first = closeStarted.withLock { started -> Bool in
             if started { return false }
             started = true
-            // In a forked child nothing is waited for (see below).
-            if !snapshots.isForkedChild { closeFinished.enter() }
+            closeFinished.enter()
             closed.store(true, ordering: .releasing)
-            closeStartingForTesting.withLock { $0 }?()
             return true
         }
         guard first else {
             // Closed already: wait until that close has finished (it may run on another thread),
             // unless that close is waiting for this thread.
-            if !closeCannotWait, !snapshots.isForkedChild { closeFinished.wait() }
+            if !closeCannotWait { closeFinished.wait() }
             return
         }
-        // In a forked child the environment, queues and locks are the parent's (LMDB does not
-        // support using an environment across fork()): marked closed, nothing touched.
-        guard !snapshots.isForkedChild else { return }
+        closeStartingForTesting.withLock { $0 }?()
         let finished = closeFinished
         if closeInBackgroundIfItCannotWait(then: { finished.leave() }) { return }
         shutDown()

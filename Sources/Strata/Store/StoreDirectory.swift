@@ -226,6 +226,9 @@ package struct StoreDirectory {
         for n in names where (Self.generationNumber(n) != nil && n != keep) || n.hasPrefix(".current-")
             || n.hasPrefix(Self.retiredPrefix)
             || n.hasPrefix(Self.scratchPrefix) {
+            // A scratch environment some process still has open (a verify or migration of a
+            // process whose `strata.lock` was deleted, which the open does not see) stays.
+            if n.hasPrefix(Self.scratchPrefix), !StateRebuilder.isAbandonedScratch(path + "/" + n) { continue }
             Self.removeLeftover(path + "/" + n, store: path)
         }
     }

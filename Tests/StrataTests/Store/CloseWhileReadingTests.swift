@@ -161,8 +161,6 @@ import Testing
     }
 }
 
-/// Only a read of the store being closed sends its close to the background: closing another
-/// store from inside a read of this one is an ordinary close, finished when it returns.
 /// Two `close()` calls at once: the one that does not close waits for the other, so that once
 /// either has returned the store is closed and opens again. (The second returned at once when
 /// it came between the first's closed flag and its start, and an open right after it failed
@@ -232,6 +230,8 @@ import Testing
     }
 }
 
+/// Only a read of the store being closed sends its close to the background: closing another
+/// store from inside a read of this one is an ordinary close, finished when it returns.
 @Suite struct CloseInsideAnotherStoresReadTests {
     @Test func closingAnotherStoreInsideAReadFinishesBeforeItReturns() async throws {
         let schema = try librarySchema()

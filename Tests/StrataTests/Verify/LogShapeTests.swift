@@ -70,7 +70,7 @@ import Testing
                     try txn.put(env[.meta], key: MetaKey.horizon, value: [0, 0, 1])
                 }
             }
-            let expected = place == "log key" ? "log: the last key is 1 bytes, not a transaction id's 8"
+            let expected = place == "log key" ? "log: the last key is 1 byte, not a transaction id's 8"
                                               : "meta: the compaction horizon is 3 bytes, not 8"
             func named(_ error: any Error) -> Bool {
                 guard case StrataError.damagedStore(_, let reason) = error else { return false }
