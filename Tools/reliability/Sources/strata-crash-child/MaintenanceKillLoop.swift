@@ -434,7 +434,7 @@ enum MaintenanceKillLoop {
         lines.append("  by the child's last progress line (old / new):")
         for (phase, c) in t.byPhase.sorted(by: { $0.key < $1.key }) { lines.append("    \(phase.dropFirst(2)): \(c.old) / \(c.new)") }
         lines.append("  left by the kill, removed at the next open: \(t.unfinishedGenerations) unfinished generation(s), \(t.oldGenerationsLeft) old generation(s) beside the new one, \(t.temporaryLinks) temporary link(s)")
-        lines.append("  scratch environments left in the child's TMPDIR: \(t.scratchLeft) (\(t.scratchBytes / 1024) KiB; nothing removes them)")
+        lines.append("  scratch environments left in the child's TMPDIR: \(t.scratchLeft) (\(t.scratchBytes / 1024) KiB; the next scratch made there removes them once a minute old)")
         lines.append("  verify() runs: \(t.verifyRuns); new saves accepted after recovery: \(t.probes)")
         lines.append("  recovery (open + first read):    p50 \(String(format: "%.2f", p50)) ms, p99 \(String(format: "%.2f", p99)) ms, max \(String(format: "%.2f", maxMs)) ms")
         print(lines.joined(separator: "\n"))
