@@ -96,6 +96,11 @@ public final class LMDBEnvironment: Sendable {
     /// Runs once after the environment is closed (used to remove a replaced generation).
     let afterClose = Locked<(@Sendable () -> Void)?>(nil)
 
+    /// A read-only descriptor of `lock.mdb`, kept from the open until after `mdb_env_close`
+    /// (closing any descriptor of the file drops every fcntl lock this process holds on it,
+    /// liblmdb's included), for ``otherProcessHoldsLockFile()``; -1 without one.
+    private let lockProbe = Locked<Int32>(-1)
+
     package init(path: String, options: LMDBOptions) throws {
         var env: OpaquePointer?
         try lmdbCheck(mdb_env_create(&env), "mdb_env_create")
@@ -145,6 +150,24 @@ public final class LMDBEnvironment: Sendable {
         self.path = path
         self.options = options
         self.currentMapSize = Atomic(info.me_mapsize)
+        if !options.noLock {
+            let fd = Glibc.open(path + "/lock.mdb", O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+            lockProbe.withLock { $0 = fd }
+        }
+    }
+
+    /// Whether another process holds a lock on this environment's `lock.mdb`, which liblmdb
+    /// read-locks in every process that has the environment open: by `F_GETLK`, which does not
+    /// report this process's own locks and does report a process in another PID namespace, and
+    /// on file systems whose devices `/proc/locks` shows otherwise (btrfs). Nil when it cannot
+    /// be told (opened without a lock file, closed, or the probe failed).
+    package func otherProcessHoldsLockFile() -> Bool? {
+        lockProbe.withLock { fd -> Bool? in
+            guard fd >= 0 else { return nil }
+            var probe = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
+            guard fcntl(fd, F_GETLK, &probe) == 0 else { return nil }
+            return probe.l_type != Int16(F_UNLCK)
+        }
     }
 
     /// What LMDB will open, made safe first: `data.mdb` and `lock.mdb` must be regular files (a
@@ -325,6 +348,10 @@ public final class LMDBEnvironment: Sendable {
             mdb_txn_abort(cached)
         }
         mdb_env_close(handle)
+        lockProbe.withLock { fd in
+            if fd >= 0 { Glibc.close(fd) }
+            fd = -1
+        }
         afterClose.withLock { $0 }?()
     }
 

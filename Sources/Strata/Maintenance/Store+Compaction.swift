@@ -30,7 +30,7 @@ extension Store {
         try checkUsable()
         let started = ContinuousClock.now
         let others = otherProcesses(lock)
-        guard others.isEmpty else { throw StrataError.storeBusy(path: path, processIDs: others) }
+        guard others.isEmpty, !sharedWithAnotherProcess(lock) else { throw StrataError.storeBusy(path: path, processIDs: others) }
         let snapshot = try self.snapshot(label: "compaction")
         defer { snapshot.close() }
         let oldEnv = snapshot.env

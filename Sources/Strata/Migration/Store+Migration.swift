@@ -197,7 +197,7 @@ extension Store {
         let started = ContinuousClock.now
         let (goal, app, hops) = try migrationPlan(schemas: schemas, to: target, registry: registry)
         let others = otherProcesses(lock)
-        guard others.isEmpty else { throw StrataError.storeBusy(path: path, processIDs: others) }
+        guard others.isEmpty, !sharedWithAnotherProcess(lock) else { throw StrataError.storeBusy(path: path, processIDs: others) }
 
         let snapshot = try self.snapshot(label: "migration")
         defer { snapshot.close() }

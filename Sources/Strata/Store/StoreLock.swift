@@ -240,13 +240,22 @@ extension Store {
         Set(lock.otherHolders()).union(StoreLock.holders(ofLockFile: env.path + "/lock.mdb")).sorted()
     }
 
+    /// Whether another process has the store open (``otherProcesses(_:)``), also one that
+    /// `/proc/locks` does not show: the live generation's `lock.mdb` is probed with `F_GETLK`
+    /// too (``LMDBEnvironment/otherProcessHoldsLockFile()``).
+    func sharedWithAnotherProcess(_ lock: StoreLock) -> Bool {
+        !otherProcesses(lock).isEmpty || env.otherProcessHoldsLockFile() == true
+    }
+
     /// `lock` taken exclusive (``StoreLock/takeExclusive(store:)``) once no other process has the
-    /// live generation open either (``otherProcesses(_:)``); otherwise
-    /// ``StrataError/storeBusy(path:processIDs:)``. A process that opens the store after the
-    /// check needs `lock`, which is then exclusive.
+    /// live generation open either (``otherProcesses(_:)``, and the `F_GETLK` probe of its
+    /// `lock.mdb`); otherwise ``StrataError/storeBusy(path:processIDs:)``. A process that opens
+    /// the store after the check needs `lock`, which is then exclusive.
     func takeExclusive(_ lock: StoreLock) throws {
         let users = StoreLock.holders(ofLockFile: env.path + "/lock.mdb")
-        guard users.isEmpty else { throw StrataError.storeBusy(path: path, processIDs: users) }
+        guard users.isEmpty, env.otherProcessHoldsLockFile() != true else {
+            throw StrataError.storeBusy(path: path, processIDs: users)
+        }
         try lock.takeExclusive(store: path)
     }
 }
