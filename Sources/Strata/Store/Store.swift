@@ -148,7 +148,9 @@ public final class Store: Sendable {
         // unless it has ended. Only when no other process has the store open is a marker of this
         // boot known to be stale (a process id alone can be reused, or be another namespace's).
         // A marker of an instance still open in this process is its own to remove.
-        let shared = lock?.isShared() ?? true
+        // The live generation's lock.mdb too: a process whose `strata.lock` was deleted and made
+        // again still has the store open, and its marker is not stale.
+        let shared = (lock?.isShared() ?? true) || env.otherProcessHoldsLockFile() != false
         // Read again once nobody else holds the lock: a process that held it at the listing may
         // have noted a failed final flush in its marker before it let go, and that marker must
         // be reported, not taken as stale and removed. (Not listed again: a marker made since is

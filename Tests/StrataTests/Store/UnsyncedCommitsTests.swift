@@ -170,6 +170,55 @@ import Testing
         #expect(markerNames(dir).isEmpty)
     }
 
+    /// A process that holds no `strata.lock` but has the live generation open (its `lock.mdb`
+    /// locked, as liblmdb locks it: a process whose `strata.lock` was deleted and made again)
+    /// shares the store too: a marker of this boot stays. (It was taken as stale and removed.)
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"), "needs python3"))
+    func markersOfThisBootStayWhileAnotherProcessHasTheLiveGenerationOpen() async throws {
+        let dir = temporaryDirectory("unsynced-shared-generation")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await makeStore(dir)
+        let boot = try #require(UnsyncedCommits.bootID)
+        try plantMarker(dir, bootID: boot, pid: 4242)
+        // Another process holding the live generation's lock file, as liblmdb does (its first
+        // byte, shared).
+        // It holds the lock until its standard input closes (a signal may be blocked in a child
+        // of the test runner).
+        let holder = try ChildProcess.start("/usr/bin/env", ["python3", "-c", """
+            import fcntl, sys
+            f = open(sys.argv[1]); fcntl.lockf(f, fcntl.LOCK_SH, 1, 0); print("locked", flush=True); sys.stdin.read()
+            """, dir.path + "/current/lock.mdb"], stdin: .pipe, stdout: .pipe)
+        var released = false
+        func release() {
+            guard !released else { return }
+            released = true
+            try? holder.input?.close()
+            holder.wait()
+        }
+        defer { release() }
+        // Its first line, read on a thread of its own.
+        let output = holder.output!.fileDescriptor
+        let line = try await onOwnThread { () -> String in
+            var bytes: [UInt8] = [], byte: UInt8 = 0
+            while bytes.last != UInt8(ascii: "\n") {
+                let n = read(output, &byte, 1)
+                if n == 1 { bytes.append(byte) } else if n == 0 || errno != EINTR { break }
+            }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        #expect(line.contains("locked"), "\(line)")
+        let store = try Store.open(at: dir, schema: try librarySchema())
+        #expect(!store.crashedWithUnsyncedCommits)
+        store.close()
+        #expect(markerNames(dir) == [UnsyncedCommits.name(bootID: boot, pid: 4242, open: 1)],
+                "another process has the store open: the marker may be its own")
+        release()
+        // Alone with the store, the next open syncs and removes it.
+        let alone = try Store.open(at: dir, schema: try librarySchema())
+        alone.close()
+        #expect(markerNames(dir).isEmpty)
+    }
+
     /// A process whose final flush failed wrote so into its marker: the next open reports it,
     /// though it is of this boot and its process is gone (that open's own sync would succeed:
     /// the kernel reports a write error once).
