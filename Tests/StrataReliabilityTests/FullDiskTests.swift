@@ -1,6 +1,6 @@
 import Foundation
 import LibraryModel
-import Strata
+@testable import Strata
 import StrataLMDB
 import StrataTestSupport
 import Testing
@@ -118,5 +118,34 @@ import Testing
             return e.code == ENOSPC && "\(error)".contains("No space left on device")
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: mounted.point.path) == before)
+    }
+
+    /// A directory another process makes at the path while a replica is being made there is
+    /// refused, and left as it is (the failure's clean-up removed it, whoever had made it).
+    @Test func aReplicaIsNotMadeInADirectoryAnotherProcessMadeMeanwhile() async throws {
+        let dir = temporaryDirectory("replica-made-meanwhile")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = try Store.open(at: dir.appendingPathComponent("source"), schema: try librarySchema())
+        _ = try await source.save { $0.insert(Genre(name: "g")) }
+        let snapshot = dir.appendingPathComponent("snapshot")
+        _ = try await source.writeReplicaSnapshot(to: snapshot)
+        source.close()
+        let target = dir.appendingPathComponent("replica")
+        let theirs = target.appendingPathComponent("theirs")
+        let targetPath = target.standardizedFileURL.path
+        Store.makeReplicaAfterCheckForTesting.withLock { hook in
+            hook = { path in
+                guard path == targetPath else { return }
+                try? FileManager.default.createDirectory(atPath: theirs.path, withIntermediateDirectories: true)
+            }
+        }
+        defer { Store.makeReplicaAfterCheckForTesting.withLock { $0 = nil } }
+        #expect {
+            _ = try Store.createReplica(fromSnapshot: snapshot.appendingPathComponent(Store.replicaSnapshotFile), at: target)
+        } throws: { error in
+            guard case StrataError.notAStore(_, let reason) = error else { return false }
+            return reason.contains("made by another process meanwhile")
+        }
+        #expect(FileManager.default.fileExists(atPath: theirs.path), "the other process's directory was removed")
     }
 }

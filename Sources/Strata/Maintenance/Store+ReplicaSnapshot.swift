@@ -75,6 +75,7 @@ extension Store {
         if FileManager.default.fileExists(atPath: path) {
             throw StrataError.notAStore(path: path, reason: "a new replica is made in a directory that does not exist")
         }
+        makeReplicaAfterCheckForTesting.withLock { $0 }?(path)
         let permissions = StorePermissions(configuration)
         // Made here or refused (another process making the same path meanwhile): what fails
         // below takes it away again (a full disk, a snapshot that cannot be read), so that
@@ -93,6 +94,10 @@ extension Store {
             throw error
         }
     }
+
+    /// Run (tests only) by ``makeReplica(fromSnapshot:at:configuration:)`` between its check
+    /// that the path does not exist and the making of the directory, with the path.
+    static let makeReplicaAfterCheckForTesting = Locked<(@Sendable (String) -> Void)?>(nil)
 
     /// The cluster the store at `url` is a replica of (``replicaClusterID``), read without
     /// keeping the store open; nil for a store of one machine.
