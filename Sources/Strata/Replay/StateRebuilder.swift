@@ -164,7 +164,7 @@ enum StateRebuilder {
     /// given, writable and with room for `sizeHint` bytes, else in the temporary directory when
     /// that has the room; else `ENOSPC`, with nothing created. It is named `.scratch-…`: one that
     /// a process killed meanwhile leaves is removed by the next scratch made in either place
-    /// (``removeAbandonedScratches(in:)``), and in the store directory by its next read-write open
+    /// (``ScratchDirectories/removeAbandoned(in:inStore:)``), and in the store directory by its next read-write open
     /// that no other process shares.
     ///
     /// The map (`MDB_WRITEMAP`: the file's size) is allocated up front and at each growth
@@ -177,8 +177,8 @@ enum StateRebuilder {
         // What killed processes left (twice a store's size each) goes first, from both places:
         // a read-only store's verify puts its scratch in the temporary directory, which no open
         // of the store sweeps.
-        if let storeDirectory, access(storeDirectory, W_OK) == 0 { removeAbandonedScratches(in: storeDirectory) }
-        removeAbandonedScratches(in: temporary.path, inStore: false)
+        if let storeDirectory, access(storeDirectory, W_OK) == 0 { ScratchDirectories.removeAbandoned(in: storeDirectory) }
+        ScratchDirectories.removeAbandoned(in: temporary.path, inStore: false)
         let parent: URL
         if let storeDirectory, access(storeDirectory, W_OK) == 0, hasRoom(storeDirectory) {
             parent = URL(fileURLWithPath: storeDirectory)
@@ -190,7 +190,7 @@ enum StateRebuilder {
         }
         let path = parent.appendingPathComponent(StoreDirectory.scratchPrefix + UUID().uuidString).path
         // Noted before it exists: a sweep by this process must not take it for abandoned.
-        openScratches.withLock { _ = $0.insert(path) }
+        ScratchDirectories.noteOpen(path)
         let env: LMDBEnvironment
         do {
             // Private whatever the umask (it holds a copy of the store's state).
@@ -201,84 +201,15 @@ enum StateRebuilder {
             env = try LMDBEnvironment(path: path, options: options)
         } catch {
             try? FileManager.default.removeItem(atPath: path)
-            openScratches.withLock { _ = $0.remove(path) }
+            ScratchDirectories.noteRemoved(path)
             throw error
         }
         env.onClose {
             try? FileManager.default.removeItem(atPath: path)
-            openScratches.withLock { _ = $0.remove(path) }
+            ScratchDirectories.noteRemoved(path)
         }
         return env
-    }
-
-    /// The scratch environments of this process not yet removed (liblmdb's locks on them are
-    /// this process's, which `F_GETLK` does not report).
-    private static let openScratches = Locked<Set<String>>([])
-
-    /// How old an unlocked scratch directory must be to be taken for abandoned: another process
-    /// may be between creating its `lock.mdb` and locking it.
-    static let abandonedScratchAge: Double = 60
-
-    /// Removes the scratch environments in `parent` (a store directory, or the temporary
-    /// directory when not `inStore`) that no process has open: named `.scratch-` and a UUID, as
-    /// ``scratch(sizeHint:storeDirectory:)`` names them, owned by this user, not this process's,
-    /// with a `lock.mdb` that no process holds a lock on (liblmdb read-locks it in every process
-    /// with the environment open, and the kernel drops the lock when the process ends, however
-    /// it ends) or none at all, last changed over ``abandonedScratchAge`` seconds ago. What is not certainly
-    /// an abandoned scratch stays.
-    static func removeAbandonedScratches(in parent: String, inStore: Bool = true) {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: parent)) ?? []
-        let now = Date().timeIntervalSince1970
-        for name in names where isScratchName(name) {
-            let dir = parent + "/" + name
-            if openScratches.withLock({ $0.contains(dir) }) { continue }
-            var st = stat()
-            guard lstat(dir, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR, st.st_uid == geteuid(),
-                  now - Double(st.st_mtim.tv_sec) > abandonedScratchAge, isUnused(dir) else { continue }
-            if inStore {
-                StoreDirectory.removeLeftover(dir, store: parent)
-            } else if (try? FileManager.default.removeItem(atPath: dir)) == nil, FileManager.default.fileExists(atPath: dir) {
-                Logger(label: "strata.store").warning(
-                    "could not remove \(dir), a scratch environment that a killed verify or migration left: remove it by hand to get its space back")
-            }
-        }
-    }
-
-    /// Whether `name` is a scratch environment's: ``StoreDirectory/scratchPrefix`` and a UUID.
-    static func isScratchName(_ name: String) -> Bool {
-        name.hasPrefix(StoreDirectory.scratchPrefix)
-            && UUID(uuidString: String(name.dropFirst(StoreDirectory.scratchPrefix.count))) != nil
-    }
-
-    /// Whether the scratch environment at `dir` is certainly not in use (see
-    /// ``removeAbandonedScratches(in:inStore:)``), whatever its age: for a store's open, which
-    /// sweeps its directory when no other process is seen sharing the store (one whose
-    /// `strata.lock` was deleted is not seen).
-    static func isAbandonedScratch(_ dir: String) -> Bool {
-        !openScratches.withLock { $0.contains(dir) } && isUnused(dir)
-    }
-
-    /// Whether no process has the environment at `dir` open: its `lock.mdb` is unlocked, or
-    /// there is none (its process stopped before liblmdb made it).
-    private static func isUnused(_ dir: String) -> Bool {
-        var st = stat()
-        if lstat(dir + "/lock.mdb", &st) != 0 && errno == ENOENT { return true }
-        return isUnlocked(dir + "/lock.mdb")
-    }
-
-    /// Whether `lockFile` is a regular file on which no other process holds a lock. Closing the
-    /// descriptor drops this process's own locks on the file, so it is never asked of an
-    /// environment this process has open.
-    private static func isUnlocked(_ lockFile: String) -> Bool {
-        let fd = open(lockFile, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return false }
-        var probe = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
-        return fcntl(fd, F_GETLK, &probe) == 0 && probe.l_type == Int16(F_UNLCK)
     }
 }
 
 import Foundation
-import Logging

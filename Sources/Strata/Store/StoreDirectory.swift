@@ -228,7 +228,7 @@ package struct StoreDirectory {
             || n.hasPrefix(Self.scratchPrefix) {
             // A scratch environment some process still has open (a verify or migration of a
             // process whose `strata.lock` was deleted, which the open does not see) stays.
-            if n.hasPrefix(Self.scratchPrefix), !StateRebuilder.isAbandonedScratch(path + "/" + n) { continue }
+            if n.hasPrefix(Self.scratchPrefix), !ScratchDirectories.isAbandoned(path + "/" + n) { continue }
             Self.removeLeftover(path + "/" + n, store: path)
         }
     }
