@@ -58,9 +58,10 @@ enum ScratchDirectories {
         !openHere.withLock { $0.contains(dir) } && isUnused(dir)
     }
 
-    /// Whether no process has the environment at `dir` open: its `lock.mdb` is unlocked, or
-    /// there is none (its process stopped before liblmdb made it).
-    private static func isUnused(_ dir: String) -> Bool {
+    /// Whether no other process has the environment at `dir` open: its `lock.mdb` is unlocked,
+    /// or there is none (its process stopped before liblmdb made it). Never asked of an
+    /// environment this process has open (see ``isUnlocked(_:)``).
+    static func isUnused(_ dir: String) -> Bool {
         var st = stat()
         if lstat(dir + "/lock.mdb", &st) != 0 && errno == ENOENT { return true }
         return isUnlocked(dir + "/lock.mdb")

@@ -226,9 +226,12 @@ package struct StoreDirectory {
         for n in names where (Self.generationNumber(n) != nil && n != keep) || n.hasPrefix(".current-")
             || n.hasPrefix(Self.retiredPrefix)
             || n.hasPrefix(Self.scratchPrefix) {
-            // A scratch environment some process still has open (a verify or migration of a
-            // process whose `strata.lock` was deleted, which the open does not see) stays.
+            // An environment some process still has open stays: a generation a compaction or
+            // migration is building, a scratch of a verify or migration, in a process whose
+            // `strata.lock` was deleted, which the open does not see (liblmdb's lock on the
+            // environment's `lock.mdb` shows it). This process has none of them open.
             if n.hasPrefix(Self.scratchPrefix), !ScratchDirectories.isAbandoned(path + "/" + n) { continue }
+            if !n.hasPrefix(".current-"), !ScratchDirectories.isUnused(path + "/" + n) { continue }
             Self.removeLeftover(path + "/" + n, store: path)
         }
     }

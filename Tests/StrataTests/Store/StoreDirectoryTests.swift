@@ -1,4 +1,5 @@
 import Foundation
+import LibraryModel
 import Testing
 @testable import Strata
 
@@ -11,6 +12,47 @@ import Testing
     /// (exit 66, naming `current`) and removes nothing; with the link restored, the data is there.
     /// (A read-write open must not remove the generations `current` does not name: they hold the
     /// data.)
+    /// A generation directory another process has open (its `lock.mdb` locked as liblmdb locks
+    /// it, by a process that holds no `strata.lock`: one whose lock file was deleted and made
+    /// again, building a generation) is left by the open's sweep of stale generations, and
+    /// removed by the first open after it lets go. (The sweep removed it under that process.)
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"), "needs python3"))
+    func aGenerationAnotherProcessHasOpenIsNotSweptAtOpen() async throws {
+        let dir = temporaryDirectory("sweep-held-generation")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            let store = try Store.open(at: dir, schema: try librarySchema())
+            _ = try await store.save { $0.insert(Genre(name: "g")) }
+            store.close()
+        }
+        let building = dir.appendingPathComponent(StoreDirectory.generationName(9))
+        try FileManager.default.createDirectory(at: building, withIntermediateDirectories: true)
+        let lockFile = building.appendingPathComponent("lock.mdb").path
+        #expect(FileManager.default.createFile(atPath: lockFile, contents: Data(count: 8)))
+        let holder = try ChildProcess.start("/usr/bin/env", ["python3", "-c", """
+            import fcntl, sys
+            f = open(sys.argv[1]); fcntl.lockf(f, fcntl.LOCK_SH, 1, 0); print("locked", flush=True); sys.stdin.read()
+            """, lockFile], stdin: .pipe, stdout: .pipe)
+        let output = holder.output!.fileDescriptor
+        let line = try await onOwnThread { () -> String in
+            var bytes: [UInt8] = [], byte: UInt8 = 0
+            while bytes.last != UInt8(ascii: "\n") {
+                let n = read(output, &byte, 1)
+                if n == 1 { bytes.append(byte) } else if n == 0 || errno != EINTR { break }
+            }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        #expect(line.contains("locked"), "\(line)")
+        let store = try Store.open(at: dir, schema: try librarySchema())
+        store.close()
+        #expect(FileManager.default.fileExists(atPath: building.path), "a generation another process has open was swept")
+        try? holder.input?.close()
+        holder.wait()
+        let again = try Store.open(at: dir, schema: try librarySchema())
+        again.close()
+        #expect(!FileManager.default.fileExists(atPath: building.path), "the abandoned generation stayed")
+    }
+
     @Test func aDanglingCurrentLinkIsRefusedAndNothingIsRemoved() async throws {
         let (dir, store) = try await storeWithGenres()
         defer { try? FileManager.default.removeItem(at: dir) }
