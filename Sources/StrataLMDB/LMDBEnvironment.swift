@@ -157,17 +157,10 @@ public final class LMDBEnvironment: Sendable {
     }
 
     /// Whether another process holds a lock on this environment's `lock.mdb`, which liblmdb
-    /// read-locks in every process that has the environment open: by `F_GETLK`, which does not
-    /// report this process's own locks and does report a process in another PID namespace, and
-    /// on file systems whose devices `/proc/locks` shows otherwise (btrfs). Nil when it cannot
-    /// be told (opened without a lock file, closed, or the probe failed).
+    /// read-locks in every process that has the environment open (``FileLockProbe``). Nil when it
+    /// cannot be told (opened without a lock file, closed, or the probe failed).
     package func otherProcessHoldsLockFile() -> Bool? {
-        lockProbe.withLock { fd -> Bool? in
-            guard fd >= 0 else { return nil }
-            var probe = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
-            guard fcntl(fd, F_GETLK, &probe) == 0 else { return nil }
-            return probe.l_type != Int16(F_UNLCK)
-        }
+        lockProbe.withLock { fd in fd >= 0 ? FileLockProbe.otherProcessHolds(fd) : nil }
     }
 
     /// What LMDB will open, made safe first: `data.mdb` and `lock.mdb` must be regular files (a

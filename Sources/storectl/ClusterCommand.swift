@@ -16,19 +16,10 @@ struct PostgresOption: ParsableArguments {
     }
 }
 
-/// What every `storectl cluster` subcommand takes: the store, the cluster's database, `--json`.
-struct ClusterArguments: ParsableArguments {
-    @OptionGroup var target: StoreArgument
-    @OptionGroup var connection: PostgresOption
-    @Flag(help: "Print the cluster's status as JSON.") var json = false
-
-    var url: URL { target.url }
-    var configuration: StoreConfiguration { target.configuration }
-}
-
-/// What `storectl cluster join` takes: ``ClusterArguments`` for a store it makes.
-struct ClusterJoinArguments: ParsableArguments {
-    @OptionGroup var target: NewStoreArgument
+/// What every `storectl cluster` subcommand takes: the store (an existing one, or for `join` a
+/// new one), the cluster's database, `--json`.
+struct ClusterArguments<Location: ParsableArguments & StoreLocation>: ParsableArguments {
+    @OptionGroup var target: Location
     @OptionGroup var connection: PostgresOption
     @Flag(help: "Print the cluster's status as JSON.") var json = false
 
@@ -75,7 +66,7 @@ struct ClusterInitCommand: AsyncParsableCommand {
         """
     )
 
-    @OptionGroup var cluster: ClusterArguments
+    @OptionGroup var cluster: ClusterArguments<StoreArgument>
     @Option(help: ArgumentHelp("This replica's name in the cluster (default: host:store path).", valueName: "name"))
     var name: String?
 
@@ -103,7 +94,7 @@ struct ClusterJoinCommand: AsyncParsableCommand {
         """
     )
 
-    @OptionGroup var cluster: ClusterJoinArguments
+    @OptionGroup var cluster: ClusterArguments<NewStoreArgument>
 
     func run() async throws {
         let address = try cluster.connection.address()
@@ -189,7 +180,7 @@ struct ClusterStatusCommand: AsyncParsableCommand {
         """
     )
 
-    @OptionGroup var cluster: ClusterArguments
+    @OptionGroup var cluster: ClusterArguments<StoreArgument>
 
     func run() async throws {
         let address = try cluster.connection.address()
@@ -217,7 +208,7 @@ struct ClusterCompactCommand: AsyncParsableCommand {
         """
     )
 
-    @OptionGroup var cluster: ClusterArguments
+    @OptionGroup var cluster: ClusterArguments<StoreArgument>
 
     func run() async throws {
         let address = try cluster.connection.address()
@@ -241,7 +232,7 @@ struct ClusterResetCommand: AsyncParsableCommand {
         """
     )
 
-    @OptionGroup var cluster: ClusterArguments
+    @OptionGroup var cluster: ClusterArguments<StoreArgument>
 
     func run() async throws {
         let address = try cluster.connection.address()

@@ -304,3 +304,34 @@ public func waitUntilExitedOrBlockedOnALock(_ child: ChildProcess, seconds: Doub
     }
     return false
 }
+
+/// Whether ``lockedByAnotherProcess(_:firstByteOnly:)`` can run here (it needs python3).
+public let anotherProcessCanLockFiles = FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")
+
+/// Another process holding a shared fcntl lock on the file at `path`, as an open store holds
+/// `strata.lock` (the whole file) or liblmdb its `lock.mdb` (`firstByteOnly`), returned once it
+/// holds it. It lets go when its standard input closes (`input?.close()`, then `wait()`): a
+/// signal may be blocked in a child of the test runner. Throws when it did not say it holds it.
+public func lockedByAnotherProcess(_ path: String, firstByteOnly: Bool = false) async throws -> ChildProcess {
+    let range = firstByteOnly ? ", 1, 0" : ""
+    let holder = try ChildProcess.start("/usr/bin/env", ["python3", "-c", """
+        import fcntl, sys
+        f = open(sys.argv[1]); fcntl.lockf(f, fcntl.LOCK_SH\(range)); print("locked", flush=True); sys.stdin.read()
+        """, path], stdin: .pipe, stdout: .pipe)
+    // Its first line, read on a thread of its own.
+    let output = holder.output!.fileDescriptor
+    let line = try await onOwnThread { () -> String in
+        var bytes: [UInt8] = [], byte: UInt8 = 0
+        while bytes.last != UInt8(ascii: "\n") {
+            let n = read(output, &byte, 1)
+            if n == 1 { bytes.append(byte) } else if n == 0 || errno != EINTR { break }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+    guard line.contains("locked") else {
+        try? holder.input?.close()
+        holder.wait()
+        throw CocoaError(.fileLocking, userInfo: [NSLocalizedDescriptionKey: "the lock holder said \(line.debugDescription)"])
+    }
+    return holder
+}

@@ -229,7 +229,7 @@ public final class Importer: Sendable {
         case .auto:
             // A replica's saves go through its cluster, batch by batch.
             guard let writer = store.writer, !writer.isReplica.load(ordering: .acquiring),
-                  let lock = store.lock, !store.sharedWithAnotherProcess(lock),
+                  let lock = store.lock, (try? store.refuseWhileShared(lock)) != nil,
                   s.totalBytes * ImportMode.autoBulkRatio >= store.env.fileBytes else { return nil }
             s.report(.copying, records: 0, bytes: 0, force: true)
             do {

@@ -29,8 +29,7 @@ extension Store {
         try Task.checkCancellation()   // cancelled while it waited: do not start
         try checkUsable()
         let started = ContinuousClock.now
-        let others = otherProcesses(lock)
-        guard others.isEmpty, !sharedWithAnotherProcess(lock) else { throw StrataError.storeBusy(path: path, processIDs: others) }
+        try refuseWhileShared(lock)
         let snapshot = try self.snapshot(label: "compaction")
         defer { snapshot.close() }
         let oldEnv = snapshot.env

@@ -152,9 +152,12 @@ extension Store {
         try lock.takeExclusive(store: path)
         guard let live = try directory.currentGeneration() else { throw StrataError.storeNotFound(path: path) }
         // A process with the live generation open whose lock file was deleted and made again
-        // (see ``otherProcesses(_:)``) still writes to it.
-        let users = StoreLock.holders(ofLockFile: path + "/" + live + "/lock.mdb")
-        guard users.isEmpty else { throw StrataError.storeBusy(path: path, processIDs: users) }
+        // (see ``otherProcesses(_:)``) still writes to it. This process has it closed, so its
+        // lock.mdb may be opened for the probe.
+        let generationPath = path + "/" + live
+        try StoreLock.refuseOtherHolders(ofGeneration: generationPath,
+                                         probed: FileLockProbe.otherProcessHolds(fileAt: generationPath + "/lock.mdb"),
+                                         store: path)
         let name = try directory.newGeneration()
         let generation = path + "/" + name
         do {

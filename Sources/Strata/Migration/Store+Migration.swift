@@ -196,8 +196,7 @@ extension Store {
         try refuseOnAReplica()
         let started = ContinuousClock.now
         let (goal, app, hops) = try migrationPlan(schemas: schemas, to: target, registry: registry)
-        let others = otherProcesses(lock)
-        guard others.isEmpty, !sharedWithAnotherProcess(lock) else { throw StrataError.storeBusy(path: path, processIDs: others) }
+        try refuseWhileShared(lock)
 
         let snapshot = try self.snapshot(label: "migration")
         defer { snapshot.close() }

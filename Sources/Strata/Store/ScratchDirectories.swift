@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import StrataLMDB
 
 /// The scratch environments of migration and `verify --rebuild` (`.scratch-` and a UUID, in a
 /// store directory or the temporary directory): which are this process's, and which a killed
@@ -58,25 +59,13 @@ enum ScratchDirectories {
         !openHere.withLock { $0.contains(dir) } && isUnused(dir)
     }
 
-    /// Whether no other process has the environment at `dir` open: its `lock.mdb` is unlocked,
-    /// or there is none (its process stopped before liblmdb made it). Never asked of an
-    /// environment this process has open (see ``isUnlocked(_:)``).
+    /// Whether no other process has the environment at `dir` open: its `lock.mdb` is unlocked
+    /// (``FileLockProbe``), or there is none (its process stopped before liblmdb made it). Never
+    /// asked of an environment this process has open: the probe closes its descriptor, which
+    /// would drop this process's own locks on the file.
     static func isUnused(_ dir: String) -> Bool {
         var st = stat()
         if lstat(dir + "/lock.mdb", &st) != 0 && errno == ENOENT { return true }
-        return isUnlocked(dir + "/lock.mdb")
-    }
-
-    /// Whether `lockFile` is a regular file on which no other process holds a lock. Closing the
-    /// descriptor drops this process's own locks on the file, so it is never asked of an
-    /// environment this process has open.
-    private static func isUnlocked(_ lockFile: String) -> Bool {
-        let fd = open(lockFile, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return false }
-        var probe = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
-        return fcntl(fd, F_GETLK, &probe) == 0 && probe.l_type == Int16(F_UNLCK)
+        return FileLockProbe.otherProcessHolds(fileAt: dir + "/lock.mdb") == false
     }
 }

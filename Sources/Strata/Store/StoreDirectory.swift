@@ -230,9 +230,11 @@ package struct StoreDirectory {
             // migration is building, a scratch of a verify or migration, in a process whose
             // `strata.lock` was deleted, which the open does not see (liblmdb's lock on the
             // environment's `lock.mdb` shows it). This process has none of them open.
-            if n.hasPrefix(Self.scratchPrefix), !ScratchDirectories.isAbandoned(path + "/" + n) { continue }
-            if !n.hasPrefix(".current-"), !ScratchDirectories.isUnused(path + "/" + n) { continue }
-            Self.removeLeftover(path + "/" + n, store: path)
+            let leftover = path + "/" + n
+            let inUse = n.hasPrefix(Self.scratchPrefix) ? !ScratchDirectories.isAbandoned(leftover)
+                : !n.hasPrefix(".current-") && !ScratchDirectories.isUnused(leftover)
+            if inUse { continue }
+            Self.removeLeftover(leftover, store: path)
         }
     }
 

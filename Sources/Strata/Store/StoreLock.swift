@@ -240,22 +240,33 @@ extension Store {
         Set(lock.otherHolders()).union(StoreLock.holders(ofLockFile: env.path + "/lock.mdb")).sorted()
     }
 
-    /// Whether another process has the store open (``otherProcesses(_:)``), also one that
-    /// `/proc/locks` does not show: the live generation's `lock.mdb` is probed with `F_GETLK`
-    /// too (``LMDBEnvironment/otherProcessHoldsLockFile()``).
-    func sharedWithAnotherProcess(_ lock: StoreLock) -> Bool {
-        !otherProcesses(lock).isEmpty || env.otherProcessHoldsLockFile() == true
+    /// ``StrataError/storeBusy(path:processIDs:)`` naming ``otherProcesses(_:)`` when another
+    /// process has the store open, also one that `/proc/locks` does not show: the live
+    /// generation's `lock.mdb` is probed with `F_GETLK` too
+    /// (``LMDBEnvironment/otherProcessHoldsLockFile()``).
+    func refuseWhileShared(_ lock: StoreLock) throws {
+        let others = otherProcesses(lock)
+        guard others.isEmpty, env.otherProcessHoldsLockFile() != true else {
+            throw StrataError.storeBusy(path: path, processIDs: others)
+        }
     }
 
     /// `lock` taken exclusive (``StoreLock/takeExclusive(store:)``) once no other process has the
-    /// live generation open either (``otherProcesses(_:)``, and the `F_GETLK` probe of its
-    /// `lock.mdb`); otherwise ``StrataError/storeBusy(path:processIDs:)``. A process that opens
-    /// the store after the check needs `lock`, which is then exclusive.
+    /// live generation open either (its `lock.mdb` in `/proc/locks` or by the `F_GETLK` probe);
+    /// otherwise ``StrataError/storeBusy(path:processIDs:)``. A process that opens the store
+    /// after the check needs `lock`, which is then exclusive.
     func takeExclusive(_ lock: StoreLock) throws {
-        let users = StoreLock.holders(ofLockFile: env.path + "/lock.mdb")
-        guard users.isEmpty, env.otherProcessHoldsLockFile() != true else {
-            throw StrataError.storeBusy(path: path, processIDs: users)
-        }
+        try StoreLock.refuseOtherHolders(ofGeneration: env.path, probed: env.otherProcessHoldsLockFile(), store: path)
         try lock.takeExclusive(store: path)
+    }
+}
+
+extension StoreLock {
+    /// ``StrataError/storeBusy(path:processIDs:)`` when another process has the generation at
+    /// `generation` open: its `lock.mdb` listed in `/proc/locks` with another process's lock, or
+    /// `probed` (the `F_GETLK` probe of it) true.
+    static func refuseOtherHolders(ofGeneration generation: String, probed: Bool?, store: String) throws {
+        let users = holders(ofLockFile: generation + "/lock.mdb")
+        guard users.isEmpty, probed != true else { throw StrataError.storeBusy(path: store, processIDs: users) }
     }
 }

@@ -16,7 +16,7 @@ import Testing
     /// it, by a process that holds no `strata.lock`: one whose lock file was deleted and made
     /// again, building a generation) is left by the open's sweep of stale generations, and
     /// removed by the first open after it lets go. (The sweep removed it under that process.)
-    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"), "needs python3"))
+    @Test(.enabled(if: anotherProcessCanLockFiles, "needs python3"))
     func aGenerationAnotherProcessHasOpenIsNotSweptAtOpen() async throws {
         let dir = temporaryDirectory("sweep-held-generation")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -29,20 +29,7 @@ import Testing
         try FileManager.default.createDirectory(at: building, withIntermediateDirectories: true)
         let lockFile = building.appendingPathComponent("lock.mdb").path
         #expect(FileManager.default.createFile(atPath: lockFile, contents: Data(count: 8)))
-        let holder = try ChildProcess.start("/usr/bin/env", ["python3", "-c", """
-            import fcntl, sys
-            f = open(sys.argv[1]); fcntl.lockf(f, fcntl.LOCK_SH, 1, 0); print("locked", flush=True); sys.stdin.read()
-            """, lockFile], stdin: .pipe, stdout: .pipe)
-        let output = holder.output!.fileDescriptor
-        let line = try await onOwnThread { () -> String in
-            var bytes: [UInt8] = [], byte: UInt8 = 0
-            while bytes.last != UInt8(ascii: "\n") {
-                let n = read(output, &byte, 1)
-                if n == 1 { bytes.append(byte) } else if n == 0 || errno != EINTR { break }
-            }
-            return String(decoding: bytes, as: UTF8.self)
-        }
-        #expect(line.contains("locked"), "\(line)")
+        let holder = try await lockedByAnotherProcess(lockFile, firstByteOnly: true)
         let store = try Store.open(at: dir, schema: try librarySchema())
         store.close()
         #expect(FileManager.default.fileExists(atPath: building.path), "a generation another process has open was swept")

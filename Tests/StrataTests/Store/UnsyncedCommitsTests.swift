@@ -125,7 +125,7 @@ import Testing
 
     /// While another process has the store open (it holds `strata.lock`), no marker of this
     /// boot is known to be stale: a process id alone may be reused, or be another namespace's.
-    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"), "needs python3"))
+    @Test(.enabled(if: anotherProcessCanLockFiles, "needs python3"))
     func markersOfThisBootStayWhileAnotherProcessSharesTheStore() async throws {
         let dir = temporaryDirectory("unsynced-shared")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -135,10 +135,7 @@ import Testing
         // Another process holding the store's lock, as an open store does.
         // It holds the lock until its standard input closes (a signal may be blocked in a child
         // of the test runner).
-        let holder = try ChildProcess.start("/usr/bin/env", ["python3", "-c", """
-            import fcntl, sys
-            f = open(sys.argv[1]); fcntl.lockf(f, fcntl.LOCK_SH); print("locked", flush=True); sys.stdin.read()
-            """, dir.path + "/strata.lock"], stdin: .pipe, stdout: .pipe)
+        let holder = try await lockedByAnotherProcess(dir.path + "/strata.lock")
         var released = false
         func release() {
             guard !released else { return }
@@ -147,17 +144,6 @@ import Testing
             holder.wait()
         }
         defer { release() }
-        // Its first line, read on a thread of its own.
-        let output = holder.output!.fileDescriptor
-        let line = try await onOwnThread { () -> String in
-            var bytes: [UInt8] = [], byte: UInt8 = 0
-            while bytes.last != UInt8(ascii: "\n") {
-                let n = read(output, &byte, 1)
-                if n == 1 { bytes.append(byte) } else if n == 0 || errno != EINTR { break }
-            }
-            return String(decoding: bytes, as: UTF8.self)
-        }
-        #expect(line.contains("locked"), "\(line)")
         let store = try Store.open(at: dir, schema: try librarySchema())
         #expect(!store.crashedWithUnsyncedCommits)
         store.close()
@@ -173,7 +159,7 @@ import Testing
     /// A process that holds no `strata.lock` but has the live generation open (its `lock.mdb`
     /// locked, as liblmdb locks it: a process whose `strata.lock` was deleted and made again)
     /// shares the store too: a marker of this boot stays. (It was taken as stale and removed.)
-    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"), "needs python3"))
+    @Test(.enabled(if: anotherProcessCanLockFiles, "needs python3"))
     func markersOfThisBootStayWhileAnotherProcessHasTheLiveGenerationOpen() async throws {
         let dir = temporaryDirectory("unsynced-shared-generation")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -184,10 +170,7 @@ import Testing
         // byte, shared).
         // It holds the lock until its standard input closes (a signal may be blocked in a child
         // of the test runner).
-        let holder = try ChildProcess.start("/usr/bin/env", ["python3", "-c", """
-            import fcntl, sys
-            f = open(sys.argv[1]); fcntl.lockf(f, fcntl.LOCK_SH, 1, 0); print("locked", flush=True); sys.stdin.read()
-            """, dir.path + "/current/lock.mdb"], stdin: .pipe, stdout: .pipe)
+        let holder = try await lockedByAnotherProcess(dir.path + "/current/lock.mdb", firstByteOnly: true)
         var released = false
         func release() {
             guard !released else { return }
@@ -196,17 +179,6 @@ import Testing
             holder.wait()
         }
         defer { release() }
-        // Its first line, read on a thread of its own.
-        let output = holder.output!.fileDescriptor
-        let line = try await onOwnThread { () -> String in
-            var bytes: [UInt8] = [], byte: UInt8 = 0
-            while bytes.last != UInt8(ascii: "\n") {
-                let n = read(output, &byte, 1)
-                if n == 1 { bytes.append(byte) } else if n == 0 || errno != EINTR { break }
-            }
-            return String(decoding: bytes, as: UTF8.self)
-        }
-        #expect(line.contains("locked"), "\(line)")
         let store = try Store.open(at: dir, schema: try librarySchema())
         #expect(!store.crashedWithUnsyncedCommits)
         store.close()
@@ -243,7 +215,7 @@ import Testing
     /// the open must report that marker, not take it (as it read at the listing) for a stale one
     /// of this boot and remove it. The note and the release run at that point of the open, by a
     /// test hook.
-    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"), "needs python3"))
+    @Test(.enabled(if: anotherProcessCanLockFiles, "needs python3"))
     func aFailedFlushNotedAfterTheListingIsStillReported() async throws {
         let dir = temporaryDirectory("unsynced-late-failure")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -251,20 +223,7 @@ import Testing
         let boot = try #require(UnsyncedCommits.bootID)
         try plantMarker(dir, bootID: boot, pid: 4242)
         let marker = dir.path + "/" + UnsyncedCommits.name(bootID: boot, pid: 4242, open: 1)
-        let holder = try ChildProcess.start("/usr/bin/env", ["python3", "-c", """
-            import fcntl, sys
-            f = open(sys.argv[1]); fcntl.lockf(f, fcntl.LOCK_SH); print("locked", flush=True); sys.stdin.read()
-            """, dir.path + "/strata.lock"], stdin: .pipe, stdout: .pipe)
-        let output = holder.output!.fileDescriptor
-        let line = try await onOwnThread { () -> String in
-            var bytes: [UInt8] = [], byte: UInt8 = 0
-            while bytes.last != UInt8(ascii: "\n") {
-                let n = read(output, &byte, 1)
-                if n == 1 { bytes.append(byte) } else if n == 0 || errno != EINTR { break }
-            }
-            return String(decoding: bytes, as: UTF8.self)
-        }
-        #expect(line.contains("locked"), "\(line)")
+        let holder = try await lockedByAnotherProcess(dir.path + "/strata.lock")
         let ran = Locked(false)
         let directory = dir.path
         UnsyncedCommits.afterListingForTesting.withLock { hook in

@@ -1,0 +1,27 @@
+import Glibc
+
+/// Whether another process holds an fcntl lock on a file, by `F_GETLK` for a write lock of the
+/// whole file: it does not report this process's own locks, and does report a process of
+/// another PID namespace (with pid 0) and on file systems whose devices `/proc/locks` shows
+/// otherwise (btrfs).
+package enum FileLockProbe {
+    /// For the file open at `fd`; nil when `F_GETLK` fails.
+    package static func otherProcessHolds(_ fd: Int32) -> Bool? {
+        var probe = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
+        guard fcntl(fd, F_GETLK, &probe) == 0 else { return nil }
+        return probe.l_type != Int16(F_UNLCK)
+    }
+
+    /// For the regular file at `path`, opened for the question and closed again; nil when it
+    /// cannot be opened, is not a regular file, or the probe fails. Closing a descriptor of a
+    /// file drops every fcntl lock this process holds on it: never asked of a file this process
+    /// holds locks on (an environment's `lock.mdb` it has open).
+    package static func otherProcessHolds(fileAt path: String) -> Bool? {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return otherProcessHolds(fd)
+    }
+}
