@@ -112,7 +112,12 @@ final class OutputSink {
             var st = stat()
             if stat(path, &st) == 0 {
                 switch st.st_mode & S_IFMT {
-                case S_IFREG: break
+                case S_IFREG:
+                    // A file this process may not write is not replaced by one it makes, as `>`
+                    // would not write it.
+                    if faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) != 0 {
+                        throw CLIError("cannot write: \(String(cString: strerror(errno)))", code: Exit.cannotCreate)
+                    }
                 case S_IFDIR: throw CLIError("is a directory (give a file name)", code: Exit.cannotCreate)
                 default:
                     // A device, a pipe or a socket (`/dev/stdout`, a FIFO): written to directly,

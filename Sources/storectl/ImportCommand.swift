@@ -117,6 +117,13 @@ struct ImportCommand: AsyncParsableCommand {
                                        code: Exit.cannotCreate))
             }
             let directory = (rejects as NSString).deletingLastPathComponent
+            // A file there this process may not write is not replaced, as `>` would not write it.
+            if FileManager.default.fileExists(atPath: rejects), !SymbolicLinks.isSpecial(rejects),
+               faccessat(AT_FDCWD, rejects, W_OK, AT_EACCESS) != 0 {
+                throw failure(
+                    CLIError("\(rejects): cannot create the rejects file: \(String(cString: strerror(errno)))",
+                             code: Exit.cannotCreate))
+            }
             if access(directory.isEmpty ? "." : directory, W_OK) != 0 {
                 throw failure(
                     CLIError("\(rejects): cannot create the rejects file: \(String(cString: strerror(errno)))",
@@ -212,7 +219,7 @@ struct ImportCommand: AsyncParsableCommand {
                   "\(summary.inMemory ? ", in memory" : "")\(summary.oneTransaction ? ", one transaction" : "")), " +
                   "import id \(EchoedText.escaped(summary.importID))")
             if summary.rejected > 0 {
-                print("rejected \(summary.rejected) record(s), see \(rejects ?? "the rejects file")")
+                print("rejected \(summary.rejected) record(s), see \(EchoedText.escaped(rejects ?? "the rejects file"))")
             }
             if summary.skippedLinks > 0 {
                 print("skipped \(summary.skippedLinks) relationship(s) the store refused (a record at one end " +

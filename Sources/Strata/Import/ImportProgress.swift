@@ -55,7 +55,8 @@ public struct ImportProgress: Sendable, Equatable {
         switch phase {
         case .validating, .writing: return totalBytes > 0 ? min(1, Double(bytesRead) / Double(totalBytes)) : 0
         case .linking: return totalLinks > 0 ? min(1, Double(links) / Double(totalLinks)) : 1
-        case .building: return totalRecords > 0 ? min(1, Double(records) / Double(totalRecords)) : 1
+        // Before its total is known (the phase's first report), nothing of the phase is done.
+        case .building: return totalRecords > 0 ? min(1, Double(records) / Double(totalRecords)) : 0
         case .copying, .switching: return 0
         case .done: return 1
         }

@@ -26,6 +26,9 @@ public final class Importer: Sendable {
     public let store: Store
     /// The import's options.
     public let options: ImportOptions
+    /// Called with an import's inputs before its write pass reads them again (tests change an
+    /// input there; the hook itself picks the import it is for by its files).
+    static let beforeReadingAgainForTesting = Mutex<(@Sendable ([String]) -> Void)?>(nil)
     /// Progress updates (phase, records, bytes). Finishes when ``run(files:)`` returns.
     public let progress: AsyncStream<ImportProgress>
     private let progressContinuation: AsyncStream<ImportProgress>.Continuation
@@ -52,7 +55,10 @@ public final class Importer: Sendable {
             + Self.inputProblems(files: files, rejectsPath: options.rejectsPath, storeDirectory: store.path)
         if !optionProblems.isEmpty { throw ImportFailed(issues: optionProblems, totalIssues: optionProblems.count) }
         let clock = ContinuousClock.now
-        let totalBytes = files.reduce(0) {
+        // Each input as it is now: every reading of it reads this version, no further than this size.
+        let identities = files.compactMap(InputFile.identity(of:))
+        let expected = identities.count == files.count ? identities : nil
+        let totalBytes = expected?.reduce(0) { $0 + $1.size } ?? files.reduce(0) {
             $0 + ((try? FileManager.default.attributesOfItem(atPath: $1)[.size] as? Int) ?? 0)
         }
         let importID = options.importID ?? UUID().uuidString.lowercased()
@@ -61,8 +67,10 @@ public final class Importer: Sendable {
         let ledger = CommitLedger(key: "importID", value: importID)
         store.hub.register(ledger)
         let newState = { [options, store, progressContinuation] in
-            ImportState(files: files, options: options, schema: store.schema, totalBytes: totalBytes, started: clock,
-                        importID: importID, progress: progressContinuation, ledger: ledger)
+            var s = ImportState(files: files, options: options, schema: store.schema, totalBytes: totalBytes,
+                                started: clock, importID: importID, progress: progressContinuation, ledger: ledger)
+            s.identities = expected
+            return s
         }
         var state = newState()
         // A bulk import that stops at the first bad record checks the records as it writes them
@@ -658,7 +666,8 @@ public final class Importer: Sendable {
     /// A small input's records are kept for pass 2 (``ImportState/kept``).
     private func validate(_ s: inout ImportState) throws {
         let it = PipelinedRecords(RecordIterator(files: s.files, schema: store.schema, options: options,
-                                                 maxValueBytes: store.configuration.maxValueBytes))
+                                                 maxValueBytes: store.configuration.maxValueBytes,
+                                                 expected: s.identities))
         defer { it.close() }
         // A small input's records, kept for the write pass (``ImportOptions/keptRecordsMaxInputBytes``).
         var kept: [RecordIterator.Item]? = s.totalBytes <= options.keptRecordsMaxInputBytes ? [] : nil
@@ -695,7 +704,8 @@ public final class Importer: Sendable {
                 return
             }
             let it = PipelinedRecords(RecordIterator(files: s.files, schema: store.schema, options: options,
-                                                     maxValueBytes: store.configuration.maxValueBytes))
+                                                     maxValueBytes: store.configuration.maxValueBytes,
+                                                     expected: s.identities))
             defer { it.close() }
             while let item = try nextItem(it) { try body(item) }
         }
@@ -753,7 +763,7 @@ public final class Importer: Sendable {
             }
             s.reject(item.location, ImportIssue(file: s.files[item.fileIndex], line: item.line, field: field,
                                                 reason: "duplicate key \(alias.shown) of " +
-                                                        "\(record.entity.name) (first at \(s.files[f]):\(l))"))
+                                                        "\(record.entity.name) (first at \(EchoedText.escaped(s.files[f])):\(l))"))
             noteRejectedKeys(aliases, item, &s)
             return nil
         }
@@ -829,7 +839,7 @@ public final class Importer: Sendable {
                                  _ files: [String]) -> String {
         let why = rejectedAt.map { at in
             let (f, l) = RecordIterator.Item.unpacked(at)
-            return ": its record at \(files[f]):\(l) was rejected"
+            return ": its record at \(EchoedText.escaped(files[f])):\(l) was rejected"
         } ?? " in the input or the store"
         return "dangling reference: no \(r.destination) \(target.shown)\(why)"
     }
@@ -878,10 +888,20 @@ public final class Importer: Sendable {
         // The phase starts now, not at the first commit: its rate and estimate count from here,
         // and the validation pass ends here (its length is what a progress consumer sees of it).
         s.report(.writing, records: 0, bytes: 0, force: true)
-        // The validation pass's records when it kept them, or the files read again.
-        let it: any RecordSource = s.kept.take()
+        // The validation pass's records when it kept them, or the files read again: each the
+        // version validated, checked before anything is written (and again as each is read).
+        let kept = s.kept.take()
+        if kept == nil, let hook = Self.beforeReadingAgainForTesting.withLock({ $0 }) { hook(s.files) }
+        if kept == nil, let identities = s.identities {
+            for (path, then) in zip(s.files, identities) {
+                let now = InputFile.identity(of: path)
+                if now != then { throw InputFile.changed(path, from: then, to: now, "after the import started") }
+            }
+        }
+        let it: any RecordSource = kept
             ?? PipelinedRecords(RecordIterator(files: s.files, schema: store.schema, options: options,
-                                               maxValueBytes: store.configuration.maxValueBytes))
+                                               maxValueBytes: store.configuration.maxValueBytes,
+                                               expected: s.identities))
         defer { it.close() }
         var batch = Batch()
         // Full batches an incremental import has not submitted yet (``incrementalGroupRecords``).
@@ -1657,6 +1677,9 @@ private struct ImportState {
     let progress: AsyncStream<ImportProgress>.Continuation
     /// Commits of this process tagged with this import's id (``CommitLedger``).
     let ledger: CommitLedger
+    /// Each input as the import found it when it started (``InputFile/Identity``): every
+    /// reading reads that version or stops.
+    var identities: [InputFile.Identity]?
     var issues: [ImportIssue] = []
     var issueCount = 0
     /// Rejected lines (packed location) and why.
@@ -1820,6 +1843,9 @@ private final class RejectsWriter: Sendable {
         // Where a write would go: through symbolic links (a dangling one: where it points).
         let target = SymbolicLinks.followed(path)
         let exists = stat(target, &st) == 0
+        // A file this process may not write is not replaced by one it makes, as `>` would not
+        // write it.
+        if exists, faccessat(AT_FDCWD, target, W_OK, AT_EACCESS) != 0 { throw refused(errno) }
         let url = URL(fileURLWithPath: target)
         let prefix = ".\(url.lastPathComponent).partial-"
         Self.removeLeftovers(in: url.deletingLastPathComponent().path, prefix: prefix)

@@ -14,17 +14,76 @@ enum InputFile {
         return fd
     }
 
-    /// Reads into `buffer` from `offset` to its end; the number of bytes read, 0 at the end of
-    /// the file.
-    static func read(_ fd: Int32, into buffer: inout [UInt8], at offset: Int, path: String, line: Int) throws -> Int {
+    /// Reads into `buffer` from `offset` to its end, at most `limit` bytes; the number of bytes
+    /// read, 0 at the end of the file (or when `limit` is 0).
+    static func read(_ fd: Int32, into buffer: inout [UInt8], at offset: Int, limit: Int = .max,
+                     path: String, line: Int) throws -> Int {
+        let count = min(buffer.count - offset, max(0, limit))
+        guard count > 0 else { return 0 }
         var n: Int
         repeat {
-            n = buffer.withUnsafeMutableBytes { b in Glibc.read(fd, b.baseAddress! + offset, b.count - offset) }
+            n = buffer.withUnsafeMutableBytes { b in Glibc.read(fd, b.baseAddress! + offset, count) }
         } while n < 0 && errno == EINTR
         if n < 0 {
             throw ImportIssue(file: path, line: line, field: nil,
                               reason: "read error: \(String(cString: strerror(errno)))")
         }
         return n
+    }
+
+    /// What tells one version of an input file from another: the file (device and inode), its
+    /// size and its last modification. An import takes it of every input when it starts, and
+    /// each reading of an input (the validation pass, the write pass) reads that version or
+    /// stops: a file appended to, rewritten or replaced meanwhile would otherwise be written
+    /// with records the validation never saw.
+    struct Identity: Equatable, Sendable {
+        let device: UInt64
+        let inode: UInt64
+        let size: Int
+        let modifiedSeconds: Int
+        let modifiedNanoseconds: Int
+
+        init(_ st: stat) {
+            device = UInt64(st.st_dev)
+            inode = UInt64(st.st_ino)
+            size = Int(st.st_size)
+            modifiedSeconds = Int(st.st_mtim.tv_sec)
+            modifiedNanoseconds = Int(st.st_mtim.tv_nsec)
+        }
+    }
+
+    /// The identity of the file at `path`, or nil when it cannot be read.
+    static func identity(of path: String) -> Identity? {
+        var st = stat()
+        return stat(path, &st) == 0 ? Identity(st) : nil
+    }
+
+    /// The identity of the open file `fd` (an input being read as `path`).
+    static func identity(of fd: Int32, path: String) throws -> Identity {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else {
+            throw ImportIssue(file: path, line: 0, field: nil,
+                              reason: "cannot read its attributes: \(String(cString: strerror(errno)))")
+        }
+        return Identity(st)
+    }
+
+    /// The issue of an input that is no longer the version the import started with (`then`):
+    /// `now` is what it is, `when` says where the import noticed.
+    static func changed(_ path: String, from then: Identity, to now: Identity?, _ when: String) -> ImportIssue {
+        let what: String
+        if let now, now.device != then.device || now.inode != then.inode {
+            what = "was replaced by another file"
+        } else if let now, now.size != then.size {
+            what = "changed size from \(then.size) to \(now.size) bytes"
+        } else if now == nil {
+            what = "can no longer be read"
+        } else {
+            what = "was modified"
+        }
+        return ImportIssue(file: path, line: 0, field: nil,
+                           reason: "\(what) \(when): an input must stay as it was while it is imported " +
+                                   "(the import reads it twice: to validate, then to write); run the import " +
+                                   "again once the file is complete")
     }
 }

@@ -41,6 +41,14 @@ struct JSONArrayReader {
 
     func close() { _ = Glibc.close(fd) }
 
+    /// The identity of the file being read (``InputFile/Identity``).
+    func identity() throws -> InputFile.Identity { try InputFile.identity(of: fd, path: path) }
+
+    /// The most bytes read from the file, as ``LineReader/limit``.
+    var limit: Int?
+    /// Bytes read from the file so far.
+    private var fileBytes = 0
+
     /// Whether the file's first byte that is not white space (after a UTF-8 byte order mark) is `[`.
     static func holdsArray(_ path: String) -> Bool {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
@@ -65,7 +73,9 @@ struct JSONArrayReader {
     private mutating func byte() throws -> UInt8? {
         if start == end {
             guard !eof else { return nil }
-            let n = try InputFile.read(fd, into: &buffer, at: 0, path: path, line: line)
+            let n = try InputFile.read(fd, into: &buffer, at: 0, limit: limit.map { $0 - fileBytes } ?? .max,
+                                       path: path, line: line)
+            fileBytes += n
             if n == 0 {
                 eof = true
                 return nil

@@ -33,6 +33,15 @@ struct LineReader {
 
     func close() { _ = Glibc.close(fd) }
 
+    /// The identity of the file being read (``InputFile/Identity``).
+    func identity() throws -> InputFile.Identity { try InputFile.identity(of: fd, path: path) }
+
+    /// The most bytes read from the file: the reader ends there as at the end of the file (the
+    /// size of the version an import validated; nil: to the end).
+    var limit: Int?
+    /// Bytes read from the file so far.
+    private var fileBytes = 0
+
     /// The first line without a UTF-8 byte order mark (`EF BB BF`), which some editors write
     /// at the start of a file: the data starts after it.
     static func withoutByteOrderMark(_ line: [UInt8], line number: Int) -> [UInt8] {
@@ -49,7 +58,9 @@ struct LineReader {
             start = 0
         }
         guard !eof, end < buffer.count else { return }
-        let n = try InputFile.read(fd, into: &buffer, at: end, path: path, line: lineNumber + 1)
+        let n = try InputFile.read(fd, into: &buffer, at: end, limit: limit.map { $0 - fileBytes } ?? .max,
+                                   path: path, line: lineNumber + 1)
+        fileBytes += n
         if n == 0 { eof = true }
         end += n
     }

@@ -40,12 +40,27 @@ struct RecordIterator {
     private var csvColumns: [RecordBuilder.Column]?
     private var csvEntity: EntityDescription?
     private var finishedBytes = 0
+    /// Each file as the import found it when it started (``InputFile/Identity``), or none: a
+    /// file is read only while it is that version, and no further than its size then.
+    let expected: [InputFile.Identity]?
 
-    init(files: [String], schema: Schema, options: ImportOptions, maxValueBytes: Int) {
+    init(files: [String], schema: Schema, options: ImportOptions, maxValueBytes: Int,
+         expected: [InputFile.Identity]? = nil) {
+        precondition(expected == nil || expected?.count == files.count, "one identity for each input")
         self.files = files
         self.schema = schema
         self.options = options
         self.maxValueBytes = maxValueBytes
+        self.expected = expected
+    }
+
+    /// Throws when the file being read is no longer the version the import started with
+    /// (``expected``); `when` says where.
+    private func checkUnchanged(_ when: String) throws {
+        guard let want = expected?[fileIndex] else { return }
+        let now: InputFile.Identity
+        if let reader { now = try reader.identity() } else if let arrayReader { now = try arrayReader.identity() } else { return }
+        if now != want { throw InputFile.changed(files[fileIndex], from: want, to: now, when) }
     }
 
     var bytesRead: Int { finishedBytes + (reader?.bytesRead ?? arrayReader?.bytesRead ?? 0) }
@@ -69,6 +84,7 @@ struct RecordIterator {
             let path = files[fileIndex]
             if arrayReader != nil {
                 guard let element = try arrayReader!.next() else {
+                    try checkUnchanged("while it was being read")
                     finishedBytes += arrayReader!.bytesRead
                     arrayReader!.close()
                     arrayReader = nil
@@ -89,6 +105,7 @@ struct RecordIterator {
                 continue
             }
             guard let line = try reader!.next() else {
+                try checkUnchanged("while it was being read")
                 finishedBytes += reader!.bytesRead
                 reader!.close()
                 reader = nil
@@ -140,6 +157,9 @@ struct RecordIterator {
         } else {
             reader = try LineReader(path: path, maxLineBytes: options.maxLineBytes)
         }
+        try checkUnchanged("after the import started")
+        reader?.limit = expected?[fileIndex].size
+        arrayReader?.limit = expected?[fileIndex].size
     }
 
     /// A line over ``ImportOptions/maxLineBytes`` inside a quoted field of the CSV record that

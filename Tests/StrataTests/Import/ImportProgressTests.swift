@@ -116,6 +116,9 @@ import Testing
         let building = ImportProgress(phase: .building, records: 250, bytesRead: 0, totalBytes: 0, elapsedSeconds: 9,
                                       links: 0, totalLinks: 0, phaseSeconds: 1, totalRecords: 1000)
         #expect(building.fractionDone == 0.25 && building.recordsPerSecond == 250 && building.etaSeconds == 3)
+        let buildingStarts = ImportProgress(phase: .building, records: 0, bytesRead: 0, totalBytes: 0,
+                                            elapsedSeconds: 9, links: 0, totalLinks: 0, phaseSeconds: 0, totalRecords: 0)
+        #expect(buildingStarts.fractionDone == 0 && buildingStarts.etaSeconds == nil)
     }
 
     /// A bulk import that resolves its records in memory reports the writing of its generation as
@@ -138,6 +141,9 @@ import Testing
             let building = reports.filter { $0.phase == .building }
             #expect(building.last?.records == 7 && building.last?.totalRecords == 7, "\(building)")
             #expect(building.last?.fractionDone == 1)
+            // The phase's first report comes before its total is known: none of it is done yet
+            // (it showed a full bar at 100 %, then went back to the real fraction).
+            #expect(building.first?.totalRecords == 0 && building.first?.fractionDone == 0, "\(building)")
         }
     }
 }

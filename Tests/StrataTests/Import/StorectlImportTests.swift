@@ -19,6 +19,39 @@ import Testing
         #expect(r.stderr.contains("in.ndjson:1: name:"), "\(r.stderr)")
     }
 
+    /// A file name with control characters (an escape sequence, a line break) reaches the
+    /// terminal and the rejects file escaped, as every other echoed name does: raw, it drove the
+    /// terminal, and a line break split the rejects file's `# FILE:LINE` comment in two, so that
+    /// the rejects file no longer imported.
+    @Test func controlCharactersInFileNamesAreEscapedInMessages() async throws {
+        let dir = temporaryDirectory("imp")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s").path
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let input = dir.appendingPathComponent("bad\u{1B}[31mX\nY.ndjson").path
+        try Data(#"{"entity":"Genre","name":"a"}\#n{"entity":"Genre","name":"a"}\#n{"entity":"Genre"}\#n"#.utf8)
+            .write(to: URL(fileURLWithPath: input))
+        let refused = try await storectl("import", store, input)
+        #expect(refused.status == 65)
+        #expect(!refused.stderr.contains("\u{1B}") && refused.stderr.contains(#"bad\u{1B}[31mX\nY.ndjson:2: name:"#),
+                "\(refused.stderr)")
+        #expect(refused.stderr.contains(#"(first at "# + dir.path + #"/bad\u{1B}[31mX\nY.ndjson:1)"#), "\(refused.stderr)")
+        let rejects = dir.appendingPathComponent("rj\u{1B}[31mRED\nx.ndjson").path
+        let kept = try await storectl("import", store, input, "--continue-on-error", "--rejects", rejects)
+        #expect(kept.status == 0, "\(kept.stderr)")
+        #expect(!kept.stdout.contains("\u{1B}") && kept.stdout.contains(#"rj\u{1B}[31mRED\nx.ndjson"#), "\(kept.stdout)")
+        let comments = try String(contentsOfFile: rejects, encoding: .utf8).split(separator: "\n").filter { $0.hasPrefix("#") }
+        #expect(comments.count == 2 && comments.allSatisfy { !$0.contains("\u{1B}") }, "\(comments)")
+        // The rejects file imports again (its comments skipped) once its records are fixed.
+        let fixed = try String(contentsOfFile: rejects, encoding: .utf8)
+            .replacingOccurrences(of: #"{"entity":"Genre"}"#, with: #"{"entity":"Genre","name":"b"}"#)
+            .replacingOccurrences(of: #"{"entity":"Genre","name":"a"}"#, with: #"{"entity":"Genre","name":"c"}"#)
+        let again = dir.appendingPathComponent("fixed.ndjson").path
+        try Data(fixed.utf8).write(to: URL(fileURLWithPath: again))
+        let reimported = try await storectl("import", store, again, "--quiet")
+        #expect(reimported.status == 0, "\(reimported.stderr)")
+    }
+
     @Test func importResolvesReferencesToInputRecordsByIdAndOtherKeys() async throws {
         let dir = temporaryDirectory("imp")
         defer { try? FileManager.default.removeItem(at: dir) }

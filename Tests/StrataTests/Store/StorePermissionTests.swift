@@ -206,6 +206,36 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
         #expect(try await owner.storectl(["verify", store, "--quiet", "--shared-with-group"]).status == 0)
     }
 
+    /// A file the user may not write (mode 0444, its own or root's) is not replaced by
+    /// `export --output` or by an import's rejects file: exit 73, the file as it was, as `>`
+    /// would not write it. Both wrote a new file and renamed it over the old one, which only
+    /// needs the directory to be writable (a root-owned file then even became the user's).
+    @Test func aFileTheUserMayNotWriteIsNotReplacedByAnOutput() async throws {
+        let user = TestUser.unprivileged
+        let dir = try user.ownedDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s").path
+        #expect(try await user.storectl(["init", store, "--schema", librarySchemaDirectory.path]).status == 0)
+        #expect(try await user.storectl(["import", store, Self.sample, "--quiet"]).status == 0)
+        let bad = dir.appendingPathComponent("bad.ndjson").path
+        try Data(#"{"entity":"Genre","name":"ok"}\#n{"entity":"Genre"}\#n"#.utf8).write(to: URL(fileURLWithPath: bad))
+        var owners: [(String, uid_t?)] = [("own", TestUser.isRoot ? TestUser.nobody?.uid : nil)]
+        if TestUser.isRoot { owners.append(("root's", 0)) }
+        for (whose, uid) in owners {
+            let kept = dir.appendingPathComponent("kept-\(whose).ndjson").path
+            try Data("precious\n".utf8).write(to: URL(fileURLWithPath: kept))
+            if let uid { #expect(chown(kept, uid, TestUser.nobody?.gid ?? 0) == 0) }
+            #expect(chmod(kept, 0o444) == 0)
+            let exported = try await user.storectl(["export", store, "--entity", "Genre", "--output", kept])
+            #expect(exported.status == 73 && exported.stderr.contains("Permission denied"), "\(whose): \(exported.stderr)")
+            let rejected = try await user.storectl(["import", store, bad, "--continue-on-error", "--rejects", kept])
+            #expect(rejected.status == 73 && rejected.stderr.contains("Permission denied"), "\(whose): \(rejected.stderr)")
+            #expect(try String(contentsOfFile: kept, encoding: .utf8) == "precious\n", "\(whose) file replaced")
+            var st = stat()
+            #expect(stat(kept, &st) == 0 && st.st_mode & 0o7777 == 0o444 && (uid.map { st.st_uid == $0 } ?? true))
+        }
+    }
+
     /// Another user's private store is refused as one this process may not read (exit 73, the
     /// file named), never as "not a Strata store".
     @Test(.enabled(if: TestUser.isRoot && TestUser.nobody != nil))

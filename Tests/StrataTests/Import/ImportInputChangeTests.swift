@@ -1,0 +1,110 @@
+import Foundation
+import LibraryModel
+import Testing
+@testable import Strata
+
+/// An import reads each input as it was when the import started: a file appended to, rewritten
+/// or replaced meanwhile is refused, never written with records its validation did not see.
+@Suite(.serialized) struct ImportInputChangeTests {
+    private static func genres(_ range: Range<Int>) -> String {
+        range.map { #"{"entity":"Genre","name":"G\#($0)"}"# }.joined(separator: "\n") + "\n"
+    }
+
+    /// Before the fix, a record appended between the validation pass and the write pass was
+    /// written unchecked: its reference to a missing track was taken for a forward reference, the
+    /// playlist was saved without it, and the import then failed naming a record it had written.
+    @Test func anInputChangedAfterItsValidationIsRefusedBeforeAnythingIsWritten() async throws {
+        let dir = temporaryDirectory("import-input-change")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("in.ndjson").path
+        try Data(Self.genres(0..<50).utf8).write(to: URL(fileURLWithPath: input))
+        Importer.beforeReadingAgainForTesting.withLock {
+            $0 = { files in
+                guard files == [input], let h = FileHandle(forWritingAtPath: input) else { return }
+                h.seekToEndOfFile()
+                h.write(Data(#"{"entity":"Playlist","name":"late","createdAt":"2024-01-01T00:00:00Z","tracks":[{"mbid":"00000000-0000-4000-8000-000000000001"}]}"#.utf8 + [0x0A]))
+                try? h.close()
+            }
+        }
+        defer { Importer.beforeReadingAgainForTesting.withLock { $0 = nil } }
+        try await withLibraryStore { store in
+            var options = ImportOptions()
+            options.mode = .incremental
+            options.keptRecordsMaxInputBytes = 0
+            options.oneTransactionMaxInputBytes = 0
+            let head = try store.lastTransactionID
+            do {
+                _ = try await Importer(store: store, options: options).run(files: [input])
+                Issue.record("an input changed after its validation was imported")
+            } catch let issue as ImportIssue {
+                #expect(issue.file == input && issue.line == 0, "\(issue)")
+                #expect(issue.reason.contains("changed size") && issue.reason.contains("after the import started"),
+                        "\(issue)")
+            }
+            #expect(try store.lastTransactionID == head)
+            #expect(try store.mainContext.count(Genre.self) == 0)
+            #expect(try store.mainContext.count(Playlist.self) == 0)
+        }
+    }
+
+    /// The same input read again unchanged imports as always (the check costs nothing else).
+    @Test func anUnchangedInputReadTwiceImports() async throws {
+        let dir = temporaryDirectory("import-input-change")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("in.ndjson").path
+        try Data(Self.genres(0..<50).utf8).write(to: URL(fileURLWithPath: input))
+        try await withLibraryStore { store in
+            var options = ImportOptions()
+            options.mode = .incremental
+            options.keptRecordsMaxInputBytes = 0
+            options.oneTransactionMaxInputBytes = 0
+            options.batchSize = 7
+            let summary = try await Importer(store: store, options: options).run(files: [input])
+            #expect(summary.records == 50)
+            #expect(try store.mainContext.count(Genre.self) == 50)
+        }
+    }
+
+    /// A reading never goes past the size the import started with, and a file that changes while
+    /// it is read ends the reading with an issue; one replaced by another file is refused at open.
+    @Test func aReadingStopsAtTheStartingSizeAndNoticesAChange() throws {
+        let dir = temporaryDirectory("import-input-change")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("in.ndjson").path
+        try Data(Self.genres(0..<3).utf8).write(to: URL(fileURLWithPath: path))
+        let schema = try librarySchema()
+        let then = try #require(InputFile.identity(of: path))
+
+        var it = RecordIterator(files: [path], schema: schema, options: ImportOptions(), maxValueBytes: 1 << 20,
+                                expected: [then])
+        defer { it.close() }
+        var lines: [Int] = []
+        func take(_ item: RecordIterator.Item?) {
+            if let item, case .success = item.result { lines.append(item.line) }
+        }
+        take(try it.next())
+        let h = try #require(FileHandle(forWritingAtPath: path))
+        h.seekToEndOfFile()
+        h.write(Data(Self.genres(3..<4).utf8))
+        try h.close()
+        var thrown: ImportIssue?
+        do {
+            while let item = try it.next() { take(item) }
+        } catch let issue as ImportIssue { thrown = issue }
+        #expect(lines == [1, 2, 3], "read past the size the import started with: \(lines)")
+        #expect(thrown?.reason.contains("while it was being read") == true, "\(String(describing: thrown))")
+
+        // Replaced (a new file renamed over the path): refused before a record is read.
+        let other = dir.appendingPathComponent("other.ndjson").path
+        try Data(Self.genres(0..<3).utf8).write(to: URL(fileURLWithPath: other))
+        let before = try #require(InputFile.identity(of: path))
+        #expect(rename(other, path) == 0)
+        var again = RecordIterator(files: [path], schema: schema, options: ImportOptions(), maxValueBytes: 1 << 20,
+                                   expected: [before])
+        defer { again.close() }
+        #expect(throws: ImportIssue.self) { _ = try again.next() }
+        do { _ = try again.next() } catch let issue as ImportIssue {
+            #expect(issue.reason.contains("replaced by another file"), "\(issue)")
+        }
+    }
+}
