@@ -645,13 +645,20 @@ import Testing
     /// A cluster database restored from an older backup, after which another machine appended as
     /// many transactions as a replica had beyond the backup: the replica's last transaction is
     /// not the cluster's of that id, and opening it is refused (it went on, silently holding
-    /// another history, `verify` passing on both).
-    @Test func aReplicaWhoseHistoryDivergedIsRefusedEvenWhenTheClusterCaughtUpWithIt() async throws {
+    /// another history, `verify` passing on both). Also when the replica compacted its own log
+    /// to its head meanwhile, as operators do: the compaction keeps the entry of its last
+    /// transaction (it squashed it, and the replica then forked from the cluster unnoticed).
+    @Test(arguments: [false, true])
+    func aReplicaWhoseHistoryDivergedIsRefusedEvenWhenTheClusterCaughtUpWithIt(compactedFirst: Bool) async throws {
         try await withCluster(replicas: 2) { c in
             let (a, b) = (c.replicas[0], c.replicas[1])
             await b.close()
             let lost = try await a.store.save { $0.insert(newTrack("lost in the restore")) }
             await a.close()
+            if compactedFirst {
+                let report = try await a.store.compact()
+                #expect(report.horizon.rawValue == lost.rawValue - 1 && report.head == lost, "\(report)")
+            }
             let postgres = c.postgres, database = c.address.database
             _ = try await onOwnThread {
                 try postgres.sql("DELETE FROM strata_log WHERE id >= \(lost.rawValue); "

@@ -37,7 +37,15 @@ extension Store {
         // The log must hold every transaction after the horizon: a compaction dropping the part
         // with a gap would hide the damage from `verify` for good.
         let (previousHorizon, logBefore) = try checkLogShape(snapshot, for: "a compaction would drop them unnoticed")
-        let horizon = max(previousHorizon, min(requested ?? t0, t0))
+        var horizon = max(previousHorizon, min(requested ?? t0, t0))
+        // A replica keeps the entry of its last transaction: opening it compares that entry
+        // with the cluster's of the same id, which is how a replica whose history is not the
+        // cluster's any more (the cluster's database restored from an older backup) is told so.
+        // Squashed away, that check had nothing to compare, and the replica went on with another
+        // history than the cluster's.
+        if horizon == t0, t0 > previousHorizon, try Self.storedClusterID(oldEnv) != nil {
+            horizon = TransactionID(t0.rawValue - 1)
+        }
         let bytesBefore = oldEnv.fileBytes
 
         try checkRoomForGeneration(snapshot)
