@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Logging
 import Strata
 
@@ -69,7 +70,13 @@ extension Cluster {
                 // disk or beside another process fails before the cluster holds its entry (which
                 // would stop every replica until it can be applied).
                 _ = try await store.migrate(schemas: schemas, to: goal, registry: registry, dryRun: true)
+                if let hook = afterMigrationDryRunForTesting.withLock({ $0 }) { try await hook() }
                 marker = try await appendMarker(store, log, schemas: schemas, to: goal, registry: registry)
+                // Other machines may have appended while the dry run ran: applied here, up to the
+                // entry (which stops the catch-up), so that the replica migrates right after them.
+                // (It stopped with the cluster's migration committed and the replica not
+                // migrated: "the replica's next transaction is … the cluster migrates at …".)
+                do { try await store.catchUpReplica() } catch StrataError.replication(let e) where e.kind == .migrationNeeded {}
             }
             if let target, marker.schemaVersion != target {
                 throw ClusterError(.wrongStore, """
@@ -104,6 +111,10 @@ extension Cluster {
         }
         return report
     }
+
+    /// Run after a migration's dry run, before its entry is appended (tests append other
+    /// machines' transactions there).
+    static let afterMigrationDryRunForTesting = Mutex<(@Sendable () async throws -> Void)?>(nil)
 
     /// The cluster's migration entry this replica must migrate at next: after catching up, the
     /// entry right after its head when it is one; nil when there is none.

@@ -117,6 +117,52 @@ import Testing
         #expect(try storeB.verify().ok)
     }
 
+    /// Another machine appends while the migrating replica's dry run runs: the replica applies
+    /// those transactions, then migrates right after them. It appended the cluster's migration
+    /// entry after them but had not applied them, and stopped with "the replica's next
+    /// transaction is …; the cluster migrates at …" (exit 65), the cluster migrated and itself not.
+    @Test func aReplicaMigratesAfterTransactionsAppendedDuringItsDryRun() async throws {
+        let schemas = try Schema.loadAll(directory: librarySchemaDirectory)
+        let v1 = try #require(schemas.first { $0.version == 1 })
+        let address = try await TestPostgres.shared().freshDatabase()
+        let root = temporaryDirectory("strata-cluster")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let (urlA, urlB) = (root.appendingPathComponent("a"), root.appendingPathComponent("b"))
+        try await makeV1TrackStore(at: urlA, schema: v1)
+        let first = try Store.openExisting(at: urlA)
+        try await Cluster.initialize(store: first, address: address, name: "a")
+        first.close()
+        let joined = try await Cluster.join(at: urlB, address: address)
+        let b = try await ClusterReplica.open(store: joined, address: address, name: "b")
+        let genre = try #require(v1.entity(named: "Genre"))
+        let savedDuring = Locked<[TransactionID]>([])
+        Cluster.afterMigrationDryRunForTesting.withLock {
+            $0 = {
+                for name in ["during the dry run", "still during it"] {
+                    var record = Record(entity: genre)
+                    record["name"] = .string(name)
+                    let id = try await b.store.save { $0.insert(record) }
+                    savedDuring.withLock { $0.append(id) }
+                }
+            }
+        }
+        defer { Cluster.afterMigrationDryRunForTesting.withLock { $0 = nil } }
+        let migratedA = try await Cluster.migrate(at: urlA, address: address, schemas: schemas, registry: libraryMigrations)
+        let saved = savedDuring.withLock { $0 }
+        let position = try #require(migratedA?.migrationTransaction)
+        #expect(saved.count == 2 && position == saved.last?.next, "\(saved) then \(position)")
+        await b.close()
+        joined.close()
+        let migratedB = try await Cluster.migrate(at: urlB, address: address, schemas: schemas, registry: libraryMigrations)
+        #expect(migratedB?.migrationTransaction == position)
+        let storeA = try Store.openExisting(at: urlA), storeB = try Store.openExisting(at: urlB)
+        defer { storeA.close(); storeB.close() }
+        #expect(storeA.schema.version == 2 && storeB.schema.version == 2)
+        #expect(try storeA.lastTransactionID == storeB.lastTransactionID)
+        #expect(try ClusterFixture.exported(storeA) == ClusterFixture.exported(storeB))
+        #expect(try storeA.verify().ok && storeB.verify().ok)
+    }
+
     @Test func aReplicaRefusesAMigrationEntryPlannedWithOtherStepsOrSchemas() async throws {
         let schemas = try Schema.loadAll(directory: librarySchemaDirectory)
         let v1 = try #require(schemas.first { $0.version == 1 })
