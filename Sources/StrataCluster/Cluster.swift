@@ -25,11 +25,21 @@ public enum Cluster {
     /// in (`making`, as ``ClusterAddress/identity`` names it), which finishes it (whether or not
     /// that database committed the cluster); only that, or a store of one machine, is safe.
     static func unfinishedInit(_ store: Store, making: String) -> String {
+        unfinishedInit(path: store.path, making: making)
+    }
+
+    static func unfinishedInit(path: String, making: String) -> String {
         """
-        \(store.path): a `storectl cluster init` of this store into the database at \(making) did not finish: \
-        run `storectl cluster init \(store.path) --postgres postgres://USER@\(making)` again to finish it (the \
+        \(path): a `storectl cluster init` of this store into the database at \(making) did not finish: \
+        run `storectl cluster init \(path) --postgres postgres://USER@\(making)` again to finish it (the \
         store is marked for that cluster, so it is neither a replica yet nor a store of one machine)
         """
+    }
+
+    /// What every command on `store` says while a `cluster init` of it has not finished
+    /// (``Store/clusterBeingMadeIn``), nil otherwise: how to finish it.
+    public static func unfinishedInitNotice(_ store: Store) throws -> String? {
+        try store.clusterBeingMadeIn.map { unfinishedInit(store, making: $0) }
     }
 
     static func readCluster(_ session: PostgresSession) throws -> Row {
@@ -433,7 +443,15 @@ public enum Cluster {
         // once here, by its name inside the scratch directory.
         let marked = try Store.replicaCluster(at: URL(fileURLWithPath: path), configuration: configuration)
         guard let marked else { throw ClusterError(.wrongStore, "\(path) is not a replica of a cluster") }
-        try await requireCluster(marked, of: path, session: session, address: address)
+        do {
+            try await requireCluster(marked, of: path, session: session, address: address)
+        } catch let e as ClusterError where e.kind == .noCluster {
+            // A `cluster init` of this store that did not finish: finishing it is the way on.
+            if let making = try Store.clusterBeingMadeIn(at: URL(fileURLWithPath: path), configuration: configuration) {
+                throw ClusterError(.noCluster, unfinishedInit(path: path, making: making))
+            }
+            throw e
+        }
         let scratch = try temporaryDirectory(near: path)
         defer { removeScratch(scratch) }
         let file = scratch.appendingPathComponent(Store.replicaSnapshotFile)
@@ -466,7 +484,14 @@ public enum Cluster {
         // head read first is never past the cluster's read after it (read the other way round, a
         // save in between showed a healthy replica past the head).
         let applied = try store?.lastTransactionID
-        let cluster = try readCluster(session)
+        let cluster: Row
+        do { cluster = try readCluster(session) } catch let e as ClusterError where e.kind == .noCluster {
+            // A `cluster init` of this store that did not finish: finishing it is the way on.
+            if let store, let making = try store.clusterBeingMadeIn {
+                throw ClusterError(.noCluster, unfinishedInit(store, making: making))
+            }
+            throw e
+        }
         var status = ClusterStatus(clusterID: cluster.id, model: cluster.model, schemaVersion: cluster.schemaVersion,
                                    head: cluster.head, horizon: cluster.horizon)
         status.layout = cluster.layout

@@ -273,8 +273,13 @@ func openForWriting(_ target: StoreArgument, postgres: PostgresOption,
             }
             return (store, nil)
         }
-        let replica = try await ClusterReplica.open(store: store,
-                                                    address: try ClusterAddress.resolve(postgres.postgres))
+        let address: ClusterAddress
+        do { address = try ClusterAddress.resolve(postgres.postgres) } catch {
+            // No URL for a store whose `cluster init` did not finish: how to finish it says more.
+            if let notice = try Cluster.unfinishedInitNotice(store) { throw ClusterError(.noCluster, notice) }
+            throw error
+        }
+        let replica = try await ClusterReplica.open(store: store, address: address)
         return (store, replica)
     } catch {
         store.close()
@@ -336,4 +341,11 @@ private func printStatus(_ s: ClusterStatus, json: Bool) {
         print("  replica \(ClusterReplica.shownName(r.name)): applied \(r.applied)\(behind), pid \(r.processID) on \(EchoedText.escaped(r.host)), " +
               "seen \(String(format: "%.1f", r.secondsSinceSeen)) s ago")
     }
+}
+
+/// Says on standard error, for a command that reads or maintains `store` without its cluster,
+/// that a `cluster init` of it did not finish and how to finish it (nothing when it did).
+func noteUnfinishedClusterInit(_ store: Store) {
+    guard let notice = try? Cluster.unfinishedInitNotice(store) else { return }
+    StandardStreams.writeError("storectl: note: \(notice)\n")
 }

@@ -92,6 +92,7 @@ struct CompactCommand: AsyncParsableCommand {
             let store: Store
             do {
                 store = try Store.openExisting(at: target.url, configuration: target.configuration)
+                noteUnfinishedClusterInit(store)
             } catch {
                 throw failure(error)
             }

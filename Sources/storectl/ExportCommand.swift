@@ -43,6 +43,7 @@ struct ExportCommand: AsyncParsableCommand {
         let store: Store
         do {
             store = try Store.openReadOnly(at: target.url, configuration: target.configuration)
+            noteUnfinishedClusterInit(store)
         } catch {
             throw failure(error)
         }

@@ -26,6 +26,7 @@ struct InfoCommand: AsyncParsableCommand {
         let info: StoreInfo
         do {
             let store = try Store.openReadOnly(at: target.url, configuration: target.configuration)
+            noteUnfinishedClusterInit(store)
             defer { store.close() }
             info = try store.info()
         } catch {

@@ -5,7 +5,9 @@ import Strata
 /// Opens a store read-only for a log command, mapping errors to exit codes.
 func openForReading(_ target: StoreArgument) throws -> Store {
     do {
-        return try Store.openReadOnly(at: target.url, configuration: target.configuration)
+        let store = try Store.openReadOnly(at: target.url, configuration: target.configuration)
+        noteUnfinishedClusterInit(store)
+        return store
     } catch {
         throw failure(error)
     }

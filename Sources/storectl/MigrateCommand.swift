@@ -103,6 +103,7 @@ struct MigrateCommand: AsyncParsableCommand {
         var configuration = target.configuration
         configuration.readOnly = true
         let store = try Store.openExisting(at: target.url, configuration: configuration)
+        noteUnfinishedClusterInit(store)
         defer { store.close() }
         return try store.replicaClusterID != nil
     }

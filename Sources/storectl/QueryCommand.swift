@@ -59,6 +59,7 @@ struct QueryCommand: AsyncParsableCommand {
         let store: Store
         do {
             store = try Store.openReadOnly(at: target.url, configuration: target.configuration)
+            noteUnfinishedClusterInit(store)
         } catch {
             throw failure(error)
         }

@@ -684,6 +684,35 @@ import Testing
         }
     }
 
+    /// Every storectl command on a store whose `cluster init` did not finish says how to finish
+    /// it: `cluster status` and `cluster reset` said the database held no cluster, an import
+    /// without a URL asked for one, and the reading commands said nothing at all.
+    @Test func everyCommandOnAStoreWhoseClusterInitDidNotFinishSaysHowToFinishIt() async throws {
+        let server = try await TestPostgres.shared()
+        let address = try await server.freshDatabase()
+        let root = temporaryDirectory("strata-cluster")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let url = root.appendingPathComponent("r0")
+        let store = try Store.open(at: url, schema: try librarySchema())
+        try await store.markAsReplica(clusterID: "left-by-a-dead-init", makingClusterIn: address.identity)
+        store.close()
+        let postgres = "postgres://\(address.user)@\(address.host):\(address.port)/\(address.database)"
+        let finishing = "storectl cluster init \(url.path) --postgres postgres://USER@\(address.identity)` again"
+        let input = root.appendingPathComponent("in.ndjson")
+        try Data(#"{"entity":"Genre","name":"g"}"#.utf8).write(to: input)
+        for (arguments, status) in [(["cluster", "status", url.path, "--postgres", postgres], Int32(66)),
+                                    (["cluster", "reset", url.path, "--postgres", postgres], 66),
+                                    (["import", url.path, input.path], 66),
+                                    (["info", url.path], 0), (["verify", url.path], 0), (["log", url.path], 0),
+                                    (["query", url.path, "--entity", "Genre", "--count"], 0),
+                                    (["export", url.path, "--entity", "Genre"], 0)] {
+            let r = try await run(storectlPath, arguments, environment: ProcessInfo.processInfo.environment
+                .filter { $0.key != "STRATA_POSTGRES_URL" })
+            #expect(r.status == status, "\(arguments): \(r.stderr)")
+            #expect(r.stderr.contains(finishing), "\(arguments): \(r.stderr)")
+        }
+    }
+
     @Test func initializeResumesForAStoreMarkedByAnInitThatDiedBeforeItsCommit() async throws {
         let server = try await TestPostgres.shared()
         let address = try await server.freshDatabase()

@@ -117,6 +117,21 @@ extension Store {
         return try store.replicaClusterID
     }
 
+    /// ``clusterBeingMadeIn`` of the store at `url`, read through a read-only open of it (which
+    /// this process must not have open).
+    public static func clusterBeingMadeIn(at url: URL, configuration: StoreConfiguration = StoreConfiguration())
+        throws -> String? {
+        let path = url.standardizedFileURL.path
+        if StoreRegistry.shared.existing(path: path) != nil {
+            throw StrataError.alreadyOpen(path: path, reason: "close it first")
+        }
+        var readOnly = configuration
+        readOnly.readOnly = true
+        let store = try openExisting(at: url, configuration: readOnly)
+        defer { store.close() }
+        return try store.clusterBeingMadeIn
+    }
+
     /// Replaces the state of the replica at `url` with a snapshot file (a client reset: a replica
     /// too far behind its cluster's retention horizon starts again from the cluster's latest
     /// snapshot), then opens it. A replica holds nothing of its own (every save it acknowledged is
