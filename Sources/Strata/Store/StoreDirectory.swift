@@ -240,20 +240,44 @@ package struct StoreDirectory {
 
     /// Removes `leftover` (a generation or scratch directory no longer part of the store), with a
     /// warning when it cannot be removed (its files not the process's to delete): it stayed,
-    /// however many compactions followed, and nothing said so.
-    static func removeLeftover(_ leftover: String, store: String) {
-        do {
-            try FileManager.default.removeItem(atPath: leftover)
-        } catch {
-            // Removed by another process meanwhile: nothing to say.
-            guard FileManager.default.fileExists(atPath: leftover) else { return }
-            var logger = Logger(label: "strata.store")
-            logger[metadataKey: "store"] = "\(store)"
-            logger.warning("""
-                could not remove \(leftover), no longer part of the store (\(FileSystemReason.describe(error))): \
-                the next read-write open tries again; remove it by hand to get its space back
-                """)
+    /// however many compactions followed, and nothing said so. Returns false when it warned.
+    ///
+    /// Another remover may be at work on the same directory (a retired generation's background
+    /// deletion and the next open's sweep, in one process or two): each then fails on the files
+    /// the other took first while the directory is still there. So a failure is tried again, a
+    /// few times, before it is reported; only one that stays is (a `cluster reset` warned of a
+    /// directory that was gone a moment later).
+    @discardableResult
+    static func removeLeftover(_ leftover: String, store: String) -> Bool {
+        var tries = 0
+        while true {
+            do {
+                try FileManager.default.removeItem(atPath: leftover)
+                return true
+            } catch {
+                // Removed by another remover meanwhile: nothing to say.
+                guard FileManager.default.fileExists(atPath: leftover) else { return true }
+                tries += 1
+                if tries < Self.leftoverRemovalTries {
+                    usleep(20_000)
+                    continue
+                }
+                warnLeftover(leftover, store: store, error)
+                return false
+            }
         }
+    }
+
+    /// Tries of ``removeLeftover(_:store:)`` before it warns.
+    static let leftoverRemovalTries = 5
+
+    private static func warnLeftover(_ leftover: String, store: String, _ error: Error) {
+        var logger = Logger(label: "strata.store")
+        logger[metadataKey: "store"] = "\(store)"
+        logger.warning("""
+            could not remove \(leftover), no longer part of the store (\(FileSystemReason.describe(error))): \
+            the next read-write open tries again; remove it by hand to get its space back
+            """)
     }
 
     /// Names of scratch environments (verify, migration) inside the store directory.

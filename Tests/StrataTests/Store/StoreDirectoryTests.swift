@@ -258,4 +258,27 @@ import Testing
         let info = try await storectl("info", store)
         #expect(info.status == 66 && info.stderr.contains("data.mdb is missing"), "\(info.status) \(info.stderr)")
     }
+
+    /// Two removers of one leftover directory at once (a retired generation's background
+    /// deletion and the next open's sweep, as a `cluster reset` runs them) both succeed without a
+    /// warning: each failed on the files the other took first, while the directory was still
+    /// there, and one then warned of a directory that was gone a moment later.
+    @Test func twoRemoversOfOneLeftoverDirectoryNeitherWarns() async throws {
+        let root = temporaryDirectory("leftover")
+        defer { try? FileManager.default.removeItem(at: root) }
+        for round in 0..<8 {
+            let leftover = root.appendingPathComponent(StoreDirectory.retiredPrefix + "gen-\(round)")
+            for d in 0..<20 {
+                let sub = leftover.appendingPathComponent("d\(d)")
+                try FileManager.default.createDirectory(at: sub, withIntermediateDirectories: true)
+                for f in 0..<25 { _ = FileManager.default.createFile(atPath: sub.appendingPathComponent("f\(f)").path, contents: Data([1])) }
+            }
+            let path = leftover.path, store = root.path
+            async let first = onOwnThread { StoreDirectory.removeLeftover(path, store: store) }
+            async let second = onOwnThread { StoreDirectory.removeLeftover(path, store: store) }
+            let (a, b) = try await (first, second)
+            #expect(a && b, "round \(round): a remover warned (\(a), \(b))")
+            #expect(!FileManager.default.fileExists(atPath: path))
+        }
+    }
 }
