@@ -383,8 +383,10 @@ public enum Cluster {
         }
         defer { removeScratch(scratch) }
         let file = scratch.appendingPathComponent(Store.replicaSnapshotFile)
-        // Made whole in the scratch directory, then renamed into place: a join killed at any
-        // moment leaves nothing at `path` (its scratch directory goes with the next join).
+        // Made whole in the scratch directory, then renamed into place: a join killed before the
+        // rename leaves nothing at `path` (its scratch directory goes with the next join); one
+        // killed after it leaves a whole replica at the snapshot's position, which catches up
+        // when it is next opened.
         let made = scratch.appendingPathComponent("replica")
         var cluster: Row
         var attempts = 0
