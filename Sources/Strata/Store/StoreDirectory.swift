@@ -244,12 +244,14 @@ package struct StoreDirectory {
     ///
     /// Another remover may be at work on the same directory (a retired generation's background
     /// deletion and the next open's sweep, in one process or two): each then fails on the files
-    /// the other took first while the directory is still there. So a failure is tried again, a
-    /// few times, before it is reported; only one that stays is (a `cluster reset` warned of a
-    /// directory that was gone a moment later).
+    /// the other took first while the directory is still there. So a failure is tried again for
+    /// as long as the directory keeps losing entries between tries (someone is removing it);
+    /// only one that makes no progress is reported (a `cluster reset` warned of a directory that
+    /// was gone a moment later).
     @discardableResult
     static func removeLeftover(_ leftover: String, store: String) -> Bool {
-        var tries = 0
+        var entriesBefore = Int.max
+        var stalled = 0
         while true {
             do {
                 try FileManager.default.removeItem(atPath: leftover)
@@ -257,19 +259,27 @@ package struct StoreDirectory {
             } catch {
                 // Removed by another remover meanwhile: nothing to say.
                 guard FileManager.default.fileExists(atPath: leftover) else { return true }
-                tries += 1
-                if tries < Self.leftoverRemovalTries {
-                    usleep(20_000)
-                    continue
+                let entries = entryCount(leftover)
+                // Three tries in a row without progress (the other remover may be descheduled for
+                // a while on a loaded machine): what stays is not being removed by anyone.
+                stalled = entries < entriesBefore ? 0 : stalled + 1
+                guard stalled < 3 else {
+                    warnLeftover(leftover, store: store, error)
+                    return false
                 }
-                warnLeftover(leftover, store: store, error)
-                return false
+                entriesBefore = min(entriesBefore, entries)
+                usleep(useconds_t(10_000 << stalled))
             }
         }
     }
 
-    /// Tries of ``removeLeftover(_:store:)`` before it warns.
-    static let leftoverRemovalTries = 5
+    /// The files and directories under `directory` (those that can be listed).
+    private static func entryCount(_ directory: String) -> Int {
+        guard let walk = FileManager.default.enumerator(atPath: directory) else { return 0 }
+        var n = 0
+        while walk.nextObject() != nil { n += 1 }
+        return n
+    }
 
     private static func warnLeftover(_ leftover: String, store: String, _ error: Error) {
         var logger = Logger(label: "strata.store")
