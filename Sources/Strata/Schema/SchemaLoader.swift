@@ -115,12 +115,16 @@ extension Schema {
     static func parse(_ bytes: [UInt8], source: String, expectedVersion: Int? = nil,
                       readingStoredSchema: Bool) throws -> Schema {
         let json: JSONValue
+        var inexact: [UInt64: [String]] = [:]
         do {
-            json = try JSONValue.parse(bytes, exactDecimals: true)  // a decimal default stays exact
+            // A decimal default stays exact; a number too long or too large for a decimal keeps
+            // its text, which a refusal quotes (not the double it became).
+            (json, inexact) = try JSONValue.parseKeepingInexactTexts(bytes)
         } catch let e as JSONParseError {
             throw SchemaError(file: source, entity: nil, field: nil, reason: "not valid JSON: \(e)")
         }
         var loader = SchemaLoader(file: source)
+        loader.inexactTexts = inexact
         loader.isStoredSchema = readingStoredSchema
         return try loader.load(json, expectedVersion: expectedVersion)
     }
@@ -152,6 +156,9 @@ struct SchemaLoader {
     /// (a relationship that is its own inverse, a date default beyond what a store holds) is
     /// accepted, so that the store still opens (and can be exported).
     var isStoredSchema = false
+    /// The texts of the file's numbers that did not fit a decimal, by the bits of the doubles
+    /// they became (``JSONValue/parseKeepingInexactTexts(_:)``).
+    var inexactTexts: [UInt64: [String]] = [:]
 
     func error(_ field: String?, _ reason: String) -> SchemaError {
         SchemaError(file: file, entity: entity, field: field, reason: reason)
@@ -199,7 +206,17 @@ struct SchemaLoader {
               !model.isEmpty else { throw error("model", "missing or not a non-empty string") }
         _ = try name(.string(model), "model")
         guard case .int(let v)? = root["version"], v >= 1 else {
-            throw error("version", "missing or not a positive integer")
+            // A whole number past what 64 bits hold is read as a decimal or a double: too large,
+            // not missing.
+            switch root["version"] {
+            case .decimal(let d)? where d > Decimal(SchemaLimits.maxVersion):
+                throw error("version", "\(d) is past the highest version, \(SchemaLimits.maxVersion)")
+            case .double(let x)? where x > Double(SchemaLimits.maxVersion):
+                throw error("version", "\(JSONValue.double(x).serialized) is past the highest version, " +
+                                       "\(SchemaLimits.maxVersion)")
+            default:
+                throw error("version", "missing or not a positive integer")
+            }
         }
         guard v <= Int64(SchemaLimits.maxVersion) else {
             throw error("version", "\(v) is past the highest version, \(SchemaLimits.maxVersion)")
@@ -313,6 +330,14 @@ struct SchemaLoader {
             do {
                 defaultValue = try ValueConversion.value(from: d, type: type)
             } catch let reason as ValueConversion.Failure {
+                // A decimal default too long or too large for a decimal: refused quoting what
+                // the file says, as an import refuses it.
+                if type == .decimal, case .double(let x) = d, let texts = inexactTexts[x.bitPattern],
+                   Set(texts).count == 1, let text = texts.first {
+                    do { _ = try ValueConversion.value(from: .string(text), type: .decimal) } catch let exact as ValueConversion.Failure {
+                        throw error(field, "default value: \(exact.reason)")
+                    }
+                }
                 throw error(field, "default value: \(reason.reason)")
             }
             if defaultValue?.isNull == true { defaultValue = nil }

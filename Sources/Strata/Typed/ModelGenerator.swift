@@ -36,8 +36,9 @@ public enum ModelGenerator {
     /// relationships' keys (static lets of the same names).
     static let staticMembers: Set<String> = ["entityName", "entityTag", "attributeDeclarations",
                                              "relationshipDeclarations"]
-    /// Instance members it declares beside its attributes' properties.
-    static let instanceMembers: Set<String> = ["id", "storedValues"]
+    /// Instance members it declares beside its attributes' properties (`hashValue` through
+    /// `Hashable`: a string attribute of that name is ambiguous there).
+    static let instanceMembers: Set<String> = ["id", "storedValues", "hashValue"]
     /// Modules the generated code names its types through (`Swift.String`, `Strata.Value`): an
     /// entity of one of these names would hide them.
     static let moduleNames: Set<String> = ["Swift", "Foundation", "Strata"]
@@ -54,6 +55,26 @@ public enum ModelGenerator {
                 found.append(SchemaError(file: file, entity: e.name, field: nil, reason: """
                     an entity named '\(e.name)' would hide the module the generated code names its types \
                     through; rename the entity to generate Swift for it
+                    """))
+            }
+            if e.name == "\(schema.model)Entities" {
+                found.append(SchemaError(file: file, entity: e.name, field: nil, reason: """
+                    the generated code declares '\(e.name)' itself (the list of the model's entity types); \
+                    rename the entity to generate Swift for it
+                    """))
+            }
+            // Inside the type, a member named like a module hides it from the code that names
+            // types through it (`Swift.Int`, `Strata.Value`).
+            for a in e.attributes where moduleNames.contains(a.name) {
+                found.append(SchemaError(file: file, entity: e.name, field: "attribute '\(a.name)'", reason: """
+                    an attribute named '\(a.name)' would hide the module the generated code names its types \
+                    through; rename the attribute to generate Swift for it
+                    """))
+            }
+            for r in e.relationships where moduleNames.contains(r.name) {
+                found.append(SchemaError(file: file, entity: e.name, field: "relationship '\(r.name)'", reason: """
+                    a relationship named '\(r.name)' would hide the module the generated code names its types \
+                    through; rename the relationship to generate Swift for it
                     """))
             }
             for a in e.attributes where staticMembers.contains(a.name) || instanceMembers.contains(a.name) {
@@ -85,13 +106,36 @@ public enum ModelGenerator {
         return a.isOptional ? base + "?" : base
     }
 
+    /// `text` as a Swift string literal: `"` and `\\` escaped, and every control character (C0,
+    /// DEL, C1) as `\u{X}`, which Swift reads back exactly (JSON's `\u0000`, `\b` and `\f`
+    /// are no Swift escapes, and a raw control character is refused in a literal).
+    static func swiftStringLiteral(_ text: String) -> String {
+        var out = "\""
+        for u in text.unicodeScalars {
+            switch u {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if u.value < 0x20 || (0x7F...0x9F).contains(u.value) {
+                    out += "\\u{" + String(u.value, radix: 16, uppercase: true) + "}"
+                } else {
+                    out.unicodeScalars.append(u)
+                }
+            }
+        }
+        return out + "\""
+    }
+
     private static func defaultLiteral(_ a: AttributeDescription) -> String? {
         if let d = a.defaultValue {
             switch d {
             case .int(let i): return String(i)
             case .double(let x): return "\(x)"
             case .bool(let b): return b ? "true" : "false"
-            case .string(let s): return JSONValue.string(s).serialized
+            case .string(let s): return swiftStringLiteral(s)
             case .decimal(let x):
                 // Built from its digits and power of ten: exact, with no parse at run time.
                 guard let n = DecimalNumber(x) else { break }

@@ -26,7 +26,8 @@ import Testing
           "relationships":[{"name":"dates","destination":"Date","toMany":true,"inverse":"value"}]},
          {"name":"Date","attributes":[{"name":"default","type":"bytes","optional":true},{"name":"when","type":"uuid"}],
           "relationships":[{"name":"value","destination":"Value","inverse":"dates"}]},
-         {"name":"Protocol","attributes":[{"name":"fileprivate","type":"string"},{"name":"precedencegroup","type":"int","optional":true}]}]}
+         {"name":"Protocol","attributes":[{"name":"fileprivate","type":"string"},{"name":"precedencegroup","type":"int","optional":true},
+                                          {"name":"odd","type":"string","default":"nul\u0000bs\bff\fus\u001fdel\u007fc1\u0085q\"b\\n\nt\t"}]}]}
         """#
         let source = ModelGenerator.swiftSource(for: try Schema.parse(Array(json.utf8), source: "v1.json"))
         let dir = temporaryDirectory("generated-names")
@@ -38,6 +39,9 @@ import Testing
                                          "-I", repositoryRoot.appendingPathComponent("Sources/CZstd").path,
                                          "-Xcc", "-fmodule-map-file=\(Self.modulemap ?? "")", file.path])
         #expect(r.status == 0, "\(r.stderr.prefix(2_000))")
+        // A string default with control characters is written with Swift's escapes (it was
+        // written with JSON's, `\u0000` and `\b`, which Swift refuses).
+        #expect(source.contains(#""nul\u{0}bs\u{8}ff\u{C}us\u{1F}del\u{7F}c1\u{85}q\"b\\n\nt\t""#), "\(source)")
         let reserved = #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[{"name":"self","type":"int"}]}]}"#
         #expect(throws: SchemaError.self) { try Schema.parse(Array(reserved.utf8), source: "v1.json") }
     }
@@ -56,6 +60,23 @@ import Testing
         let schema = try Schema.parse(Array(json.utf8), source: "v1.json")
         let problems = ModelGenerator.problems(in: schema, file: "v1.json").map(\.description)
         #expect(problems.count == 4, "\(problems)")
+        // Members named like a module hide it inside the type; an entity named like the list of
+        // the model's types, or a string attribute named `hashValue` (ambiguous with
+        // `Hashable`'s), collide too. Each compiled to nothing usable.
+        let members = #"""
+        {"model":"m","version":1,"entities":[
+         {"name":"mEntities","attributes":[{"name":"Strata","type":"int"},{"name":"hashValue","type":"string"}],
+          "relationships":[{"name":"Swift","destination":"B","toMany":true,"inverse":"Foundation"}]},
+         {"name":"B","attributes":[],"relationships":[{"name":"Foundation","destination":"mEntities","inverse":"Swift"}]}]}
+        """#
+        let more = ModelGenerator.problems(in: try Schema.parse(Array(members.utf8), source: "v1.json"), file: "v1.json")
+            .map(\.description)
+        #expect(more.count == 5, "\(more)")
+        #expect(more.contains { $0.contains("entity 'mEntities'") && $0.contains("declares 'mEntities' itself") }, "\(more)")
+        #expect(more.contains { $0.contains("attribute 'Strata'") && $0.contains("would hide the module") }, "\(more)")
+        #expect(more.contains { $0.contains("attribute 'hashValue'") }, "\(more)")
+        #expect(more.contains { $0.contains("relationship 'Swift'") && $0.contains("would hide the module") }, "\(more)")
+        #expect(more.contains { $0.contains("relationship 'Foundation'") && $0.contains("would hide the module") }, "\(more)")
         #expect(problems.contains { $0.contains("attribute 'entityName'") && $0.contains("declares 'entityName' itself") })
         #expect(problems.contains { $0.contains("attribute 'storedValues'") })
         #expect(problems.contains { $0.contains("relationship 'entityTag'") })

@@ -212,4 +212,28 @@ import Testing
         let model = #"{"model":"kw-model","version":1,"entities":[{"name":"A","attributes":[]}]}"#
         #expect(throws: SchemaError.self) { try Schema.parse(Array(model.utf8), source: "v1.json") }
     }
+
+    /// A decimal default too long or too large for a decimal is refused quoting the file's text
+    /// (`'…' has 39 significant digits`, `'1e200' is too large`), as an import refuses the same
+    /// value, not the double the parser made of it; a version past what 64 bits hold is "past the
+    /// highest version", not "missing".
+    @Test func refusalsQuoteTheNumbersAsTheFileWritesThem() throws {
+        func refusal(_ json: String) -> String {
+            do {
+                _ = try Schema.parse(Array(json.utf8), source: "v1.json")
+                return "accepted"
+            } catch { return "\(error)" }
+        }
+        func decimalDefault(_ text: String) -> String {
+            #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[{"name":"x","type":"decimal","default":"# + text + "}]}]}"
+        }
+        let long = refusal(decimalDefault("123456789012345678901234567890123456789"))
+        #expect(long.contains("'123456789012345678901234567890123456789' has 39 significant digits"), "\(long)")
+        let large = refusal(decimalDefault("1e200"))
+        #expect(large.contains("'1e200'") && large.contains("too large"), "\(large)")
+        for version in ["9223372036854775808", "1000000000000000000000000000000", "1e40"] {
+            let r = refusal(#"{"model":"m","version":"# + version + #","entities":[]}"#)
+            #expect(r.contains("is past the highest version, 2147483647"), "\(version): \(r)")
+        }
+    }
 }
