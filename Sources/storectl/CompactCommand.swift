@@ -7,7 +7,8 @@ struct CompactCommand: AsyncParsableCommand {
         commandName: "compact",
         abstract: "Squash history up to a horizon and rewrite the store compactly (disk space comes back).",
         discussion: """
-        History up to the horizon (default: the head) is squashed into the state at that point; \
+        History up to the horizon (default: the head; on a replica of a cluster at most the \
+        transaction before its head, whose entry it keeps) is squashed into the state at that point; \
         deleted objects' history disappears; later transactions keep their ids and stay replayable. \
         The store is rebuilt in a new generation and switched in atomically: killed at any moment, \
         it opens as the old store or the new one.
@@ -51,6 +52,8 @@ struct CompactCommand: AsyncParsableCommand {
         // to every other process waiting to compact it (two waiting compactions waited for each
         // other for ever). The horizon is resolved at each try, from the head it then finds.
         var waitingFor: [Int32] = []
+        // The note of an unfinished `cluster init`, said once, not at every try of --wait.
+        var noted = false
         // Compactions that wait take turns: a BSD lock on the store's lock file, which the
         // store's own (fcntl) locks ignore. Two of them would otherwise find the store free at the
         // same moments, open it together, and refuse each other try after try. Released once the
@@ -92,7 +95,8 @@ struct CompactCommand: AsyncParsableCommand {
             let store: Store
             do {
                 store = try Store.openExisting(at: target.url, configuration: target.configuration)
-                noteUnfinishedClusterInit(store)
+                if !noted { noteUnfinishedClusterInit(store) }
+                noted = true
             } catch {
                 throw failure(error)
             }

@@ -119,6 +119,7 @@ struct ImportCommand: AsyncParsableCommand {
             let directory = (rejects as NSString).deletingLastPathComponent
             // A file there this process may not write is not replaced, as `>` would not write it.
             if FileManager.default.fileExists(atPath: rejects), !SymbolicLinks.isSpecial(rejects),
+               SymbolicLinks.descriptor(rejects) == nil,
                faccessat(AT_FDCWD, rejects, W_OK, AT_EACCESS) != 0 {
                 throw failure(
                     CLIError("\(rejects): cannot create the rejects file: \(String(cString: strerror(errno)))",
@@ -171,7 +172,7 @@ struct ImportCommand: AsyncParsableCommand {
         } catch let failed as ImportFailed where failed.issues.allSatisfy({ $0.file == "options" }) {
             // The options themselves (a rejects file naming an input, or a directory): a usage error.
             await reporter.value
-            for issue in failed.issues { note("storectl: error: --rejects: \(issue.reason)") }
+            for issue in failed.issues { note("storectl: error: --rejects: \(EchoedText.escaped(issue.reason))") }
             throw ExitCode(Exit.usage)
         } catch let failed as ImportFailed {
             await reporter.value
@@ -179,15 +180,19 @@ struct ImportCommand: AsyncParsableCommand {
             if failed.totalIssues > failed.issues.count {
                 note("… and \(failed.totalIssues - failed.issues.count) more issue(s)")
             }
-            // An input file that cannot be opened at all is "cannot open input", not bad data.
-            let unreadable = failed.issues.allSatisfy { $0.line == 0 && $0.reason.hasPrefix("cannot open") }
+            // An input file that cannot be opened at all is "cannot open input", not bad data; so
+            // is one that changed while the import read it.
+            let changed = !failed.issues.isEmpty && failed.issues.allSatisfy(\.inputChanged)
+            let unreadable = changed || failed.issues.allSatisfy { $0.line == 0 && $0.reason.hasPrefix("cannot open") }
             // A problem with a whole file (line 0: an unknown format, a bad CSV header) is not a
             // bad record: counted apart.
             let files = failed.issues.filter { $0.line == 0 }.count
             let what = [failed.totalIssues - files > 0 ? "\(failed.totalIssues - files) bad record(s)" : nil,
                         files > 0 ? "\(files) input file(s) that cannot be read as records" : nil]
                 .compactMap { $0 }.joined(separator: " and ")
-            note(unreadable ? "storectl: error: cannot open the input; nothing was written"
+            note(changed ? "storectl: error: an input changed while it was imported; " +
+                           (failed.written > 0 ? failed.writtenNote : "nothing was written")
+                 : unreadable ? "storectl: error: cannot open the input; nothing was written"
                  : failed.written > 0 ? "storectl: error: \(what); \(failed.writtenNote)"
                  : "storectl: error: \(what); nothing was written")
             throw ExitCode(unreadable ? Exit.noInput : Exit.dataError)

@@ -8,6 +8,10 @@ public struct ImportIssue: Error, Sendable, CustomStringConvertible, Equatable {
     public let field: String?
     /// What is wrong.
     public let reason: String
+    /// Whether the problem is an input that changed while the import read it (appended to,
+    /// rewritten or replaced): the file is not the one the import started with, rather than bad
+    /// data (`storectl import` exits 66 for it, as for an input it cannot open).
+    public internal(set) var inputChanged = false
 
     /// The issue as `FILE:LINE: field: reason`; one about a whole file (line 0, or the options)
     /// as `FILE: field: reason`. The file's name is shown with its control characters escaped

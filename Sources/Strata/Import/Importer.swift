@@ -895,7 +895,10 @@ public final class Importer: Sendable {
         if kept == nil, let identities = s.identities {
             for (path, then) in zip(s.files, identities) {
                 let now = InputFile.identity(of: path)
-                if now != then { throw InputFile.changed(path, from: then, to: now, "after the import started") }
+                if now != then {
+                    throw ImportFailed(issues: [InputFile.changed(path, from: then, to: now, "after the import started")],
+                                       totalIssues: 1)
+                }
             }
         }
         let it: any RecordSource = kept

@@ -32,16 +32,20 @@ enum InputFile {
     }
 
     /// What tells one version of an input file from another: the file (device and inode), its
-    /// size and its last modification. An import takes it of every input when it starts, and
-    /// each reading of an input (the validation pass, the write pass) reads that version or
-    /// stops: a file appended to, rewritten or replaced meanwhile would otherwise be written
-    /// with records the validation never saw.
+    /// size, its last modification and its last change (`ctime`, which a write moves too and
+    /// which, unlike the modification time, cannot be set back: `cp -p` or `touch -d` after an
+    /// in-place rewrite). An import takes it of every input when it starts, and each reading of
+    /// an input (the validation pass, the write pass) reads that version or stops: a file
+    /// appended to, rewritten or replaced meanwhile would otherwise be written with records the
+    /// validation never saw.
     struct Identity: Equatable, Sendable {
         let device: UInt64
         let inode: UInt64
         let size: Int
         let modifiedSeconds: Int
         let modifiedNanoseconds: Int
+        let changedSeconds: Int
+        let changedNanoseconds: Int
 
         init(_ st: stat) {
             device = UInt64(st.st_dev)
@@ -49,6 +53,8 @@ enum InputFile {
             size = Int(st.st_size)
             modifiedSeconds = Int(st.st_mtim.tv_sec)
             modifiedNanoseconds = Int(st.st_mtim.tv_nsec)
+            changedSeconds = Int(st.st_ctim.tv_sec)
+            changedNanoseconds = Int(st.st_ctim.tv_nsec)
         }
     }
 
@@ -79,11 +85,13 @@ enum InputFile {
         } else if now == nil {
             what = "can no longer be read"
         } else {
-            what = "was modified"
+            what = "was modified (its modification or change time moved)"
         }
-        return ImportIssue(file: path, line: 0, field: nil,
-                           reason: "\(what) \(when): an input must stay as it was while it is imported " +
-                                   "(the import reads it twice: to validate, then to write); run the import " +
-                                   "again once the file is complete")
+        var issue = ImportIssue(file: path, line: 0, field: nil,
+                                reason: "\(what) \(when): an input must stay as it was while it is imported " +
+                                        "(the import reads it twice: to validate, then to write); run the " +
+                                        "import again once the file is complete")
+        issue.inputChanged = true
+        return issue
     }
 }

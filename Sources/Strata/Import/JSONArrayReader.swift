@@ -44,10 +44,20 @@ struct JSONArrayReader {
     /// The identity of the file being read (``InputFile/Identity``).
     func identity() throws -> InputFile.Identity { try InputFile.identity(of: fd, path: path) }
 
-    /// The most bytes read from the file, as ``LineReader/limit``.
-    var limit: Int?
+    /// The version of the file this reader reads (``InputFile/Identity``), or nil: it reads no
+    /// further than that version's size, ending there as at the end of the file, and checks
+    /// after each read that the file is still that version, so that none of the bytes it hands
+    /// on were written since (a file rewritten in place keeps its inode).
+    var expected: InputFile.Identity?
     /// Bytes read from the file so far.
     private var fileBytes = 0
+
+    /// Throws when the file is no longer ``expected``.
+    private func checkUnchanged() throws {
+        guard let expected else { return }
+        let now = try identity()
+        if now != expected { throw InputFile.changed(path, from: expected, to: now, "while it was being read") }
+    }
 
     /// Whether the file's first byte that is not white space (after a UTF-8 byte order mark) is `[`.
     static func holdsArray(_ path: String) -> Bool {
@@ -73,9 +83,10 @@ struct JSONArrayReader {
     private mutating func byte() throws -> UInt8? {
         if start == end {
             guard !eof else { return nil }
-            let n = try InputFile.read(fd, into: &buffer, at: 0, limit: limit.map { $0 - fileBytes } ?? .max,
+            let n = try InputFile.read(fd, into: &buffer, at: 0, limit: expected.map { $0.size - fileBytes } ?? .max,
                                        path: path, line: line)
             fileBytes += n
+            if n > 0 { try checkUnchanged() }
             if n == 0 {
                 eof = true
                 return nil

@@ -36,11 +36,20 @@ struct LineReader {
     /// The identity of the file being read (``InputFile/Identity``).
     func identity() throws -> InputFile.Identity { try InputFile.identity(of: fd, path: path) }
 
-    /// The most bytes read from the file: the reader ends there as at the end of the file (the
-    /// size of the version an import validated; nil: to the end).
-    var limit: Int?
+    /// The version of the file this reader reads (``InputFile/Identity``), or nil: it reads no
+    /// further than that version's size, ending there as at the end of the file, and checks
+    /// after each read that the file is still that version, so that none of the bytes it hands
+    /// on were written since (a file rewritten in place keeps its inode).
+    var expected: InputFile.Identity?
     /// Bytes read from the file so far.
     private var fileBytes = 0
+
+    /// Throws when the file is no longer ``expected``.
+    private func checkUnchanged() throws {
+        guard let expected else { return }
+        let now = try identity()
+        if now != expected { throw InputFile.changed(path, from: expected, to: now, "while it was being read") }
+    }
 
     /// The first line without a UTF-8 byte order mark (`EF BB BF`), which some editors write
     /// at the start of a file: the data starts after it.
@@ -58,9 +67,10 @@ struct LineReader {
             start = 0
         }
         guard !eof, end < buffer.count else { return }
-        let n = try InputFile.read(fd, into: &buffer, at: end, limit: limit.map { $0 - fileBytes } ?? .max,
+        let n = try InputFile.read(fd, into: &buffer, at: end, limit: expected.map { $0.size - fileBytes } ?? .max,
                                    path: path, line: lineNumber + 1)
         fileBytes += n
+        if n > 0 { try checkUnchanged() }
         if n == 0 { eof = true }
         end += n
     }

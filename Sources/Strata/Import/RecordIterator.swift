@@ -73,8 +73,23 @@ struct RecordIterator {
         arrayReader = nil
     }
 
-    /// The next record or issue; nil when every file is done. Throws only for an unreadable file.
+    /// The next record or issue; nil when every file is done. Throws only for an unreadable file
+    /// (or one that changed: ``expected``), and then again at every later call: nothing after it
+    /// is read.
     mutating func next() throws -> Item? {
+        if let failure { throw failure }
+        do {
+            return try nextItem()
+        } catch {
+            failure = error
+            throw error
+        }
+    }
+
+    /// The error ``next()`` threw, which ends the iteration.
+    private var failure: Error?
+
+    private mutating func nextItem() throws -> Item? {
         while true {
             if reader == nil && arrayReader == nil {
                 fileIndex += 1
@@ -158,8 +173,8 @@ struct RecordIterator {
             reader = try LineReader(path: path, maxLineBytes: options.maxLineBytes)
         }
         try checkUnchanged("after the import started")
-        reader?.limit = expected?[fileIndex].size
-        arrayReader?.limit = expected?[fileIndex].size
+        reader?.expected = expected?[fileIndex]
+        arrayReader?.expected = expected?[fileIndex]
     }
 
     /// A line over ``ImportOptions/maxLineBytes`` inside a quoted field of the CSV record that

@@ -1,7 +1,8 @@
 extension Store {
-    /// Squashes history up to `horizon` (default: the head) into the state at that point, drops
-    /// deleted objects' history, and rewrites the store compactly in a new generation that is
-    /// switched in atomically, so disk space comes back.
+    /// Squashes history up to `horizon` (default: the head; on a replica of a cluster at most the
+    /// transaction before its head, whose entry the replica keeps for its history check) into
+    /// the state at that point, drops deleted objects' history, and rewrites the store compactly
+    /// in a new generation that is switched in atomically, so disk space comes back.
     ///
     /// Online: readers and writers of this process go on; transactions committed meanwhile are
     /// caught up before the switch, on the writer, so none is lost. Snapshots opened before the

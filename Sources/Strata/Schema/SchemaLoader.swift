@@ -212,8 +212,10 @@ struct SchemaLoader {
             case .decimal(let d)? where d > Decimal(SchemaLimits.maxVersion):
                 throw error("version", "\(d) is past the highest version, \(SchemaLimits.maxVersion)")
             case .double(let x)? where x > Double(SchemaLimits.maxVersion):
-                throw error("version", "\(JSONValue.double(x).serialized) is past the highest version, " +
-                                       "\(SchemaLimits.maxVersion)")
+                // As the file writes it (the parser keeps the text of a number a decimal cannot hold).
+                let text = inexactTexts[x.bitPattern].flatMap { Set($0).count == 1 ? $0.first : nil }
+                    ?? JSONValue.double(x).serialized
+                throw error("version", "\(text) is past the highest version, \(SchemaLimits.maxVersion)")
             default:
                 throw error("version", "missing or not a positive integer")
             }

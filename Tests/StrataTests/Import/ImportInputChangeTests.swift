@@ -36,7 +36,9 @@ import Testing
             do {
                 _ = try await Importer(store: store, options: options).run(files: [input])
                 Issue.record("an input changed after its validation was imported")
-            } catch let issue as ImportIssue {
+            } catch let failed as ImportFailed {
+                let issue = try #require(failed.issues.first)
+                #expect(failed.issues.count == 1 && issue.inputChanged, "\(failed)")
                 #expect(issue.file == input && issue.line == 0, "\(issue)")
                 #expect(issue.reason.contains("changed size") && issue.reason.contains("after the import started"),
                         "\(issue)")
@@ -102,9 +104,65 @@ import Testing
         var again = RecordIterator(files: [path], schema: schema, options: ImportOptions(), maxValueBytes: 1 << 20,
                                    expected: [before])
         defer { again.close() }
+        let replaced = #expect(throws: ImportIssue.self) { _ = try again.next() }
+        #expect(replaced?.reason.contains("replaced by another file") == true, "\(String(describing: replaced))")
+        // Nothing of it is read afterwards either.
         #expect(throws: ImportIssue.self) { _ = try again.next() }
-        do { _ = try again.next() } catch let issue as ImportIssue {
-            #expect(issue.reason.contains("replaced by another file"), "\(issue)")
+    }
+
+    /// A file rewritten in place (same inode, same size, its modification time set back as
+    /// `cp -p` or `touch -d` sets it) while it is read: the reader checks the file after each
+    /// read, and its change time gives the rewrite away, so no byte written since is handed on.
+    @Test func aFileRewrittenInPlaceWhileItIsReadIsNoticedAtTheNextRead() throws {
+        let dir = temporaryDirectory("import-input-change")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("in.ndjson").path
+        // Two buffers' worth of lines: the rewrite lands between two reads.
+        let line = #"{"entity":"Genre","name":"G-padding-padding-padding-padding-padding"}"# + "\n"
+        let count = (1 << 21) / line.utf8.count + 10
+        try Data(String(repeating: line, count: count).utf8).write(to: URL(fileURLWithPath: path))
+        let then = try #require(InputFile.identity(of: path))
+        var reader = try LineReader(path: path, maxLineBytes: 1 << 20)
+        defer { reader.close() }
+        reader.expected = then
+        _ = try reader.next()
+        // The same bytes written again in place, the modification time put back.
+        let fd = open(path, O_WRONLY)
+        #expect(fd >= 0)
+        let bytes = Array(String(repeating: line, count: count).utf8)
+        #expect(pwrite(fd, bytes, bytes.count, 0) == bytes.count)
+        var times = [timespec(tv_sec: then.modifiedSeconds, tv_nsec: then.modifiedNanoseconds),
+                     timespec(tv_sec: then.modifiedSeconds, tv_nsec: then.modifiedNanoseconds)]
+        #expect(futimens(fd, &times) == 0)
+        close(fd)
+        var thrown: ImportIssue?
+        do { while try reader.next() != nil {} } catch let issue as ImportIssue { thrown = issue }
+        #expect(thrown?.reason.contains("was modified") == true, "\(String(describing: thrown))")
+    }
+
+    /// `storectl import` of an input appended to while it is validated: exit 66 (as for an input
+    /// it cannot open), naming the file, nothing written; the same whichever pass notices.
+    @Test func storectlRefusesAnInputAppendedToWhileItIsValidated() async throws {
+        let dir = temporaryDirectory("import-input-change")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s").path
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let input = dir.appendingPathComponent("in.ndjson").path
+        try Data(Self.genres(0..<600_000).utf8).write(to: URL(fileURLWithPath: input))
+        let importing = Task {
+            try await storectl("import", store, input, "--mode", "incremental", "--keep-records-max-mb", "0",
+                               "--one-transaction-max-mb", "0", "--quiet")
         }
+        try await Task.sleep(for: .milliseconds(300))
+        let h = try #require(FileHandle(forWritingAtPath: input))
+        h.seekToEndOfFile()
+        h.write(Data(Self.genres(600_000..<600_001).utf8))
+        try h.close()
+        let r = try await importing.value
+        #expect(r.status == 66, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("in.ndjson: changed size") && r.stderr.contains("an input changed while it was imported"),
+                "\(r.stderr)")
+        let count = try await storectl("query", store, "--entity", "Genre", "--count")
+        #expect(count.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "\(count.stdout)")
     }
 }
