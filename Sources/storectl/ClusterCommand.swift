@@ -62,7 +62,11 @@ struct ClusterInitCommand: AsyncParsableCommand {
         discussion: """
         Creates the strata_* tables, publishes the store's state as the starting snapshot, and makes \
         the store a replica (its saves go through the cluster from then on). Refuses (exit 73) when \
-        the database already holds a cluster, and (exit 75) while another process has the store open.
+        the database already holds a cluster, and (exit 75) while another process has the store open. \
+        Prints the cluster's status afterwards (--json: as `cluster status --json`).
+
+        Example:
+          STRATA_POSTGRES_URL=postgres://strata@db.internal/library storectl cluster init ./library.strata
         """
     )
 
@@ -90,7 +94,11 @@ struct ClusterJoinCommand: AsyncParsableCommand {
         abstract: "Make a new replica from the cluster's latest snapshot and the log after it.",
         discussion: """
         STORE must not exist. The snapshot is downloaded beside it and checked (size and checksum) \
-        before the store is made; then the log after the snapshot is applied.
+        before the store is made; then the log after the snapshot is applied. Prints the cluster's \
+        status afterwards (--json: as `cluster status --json`).
+
+        Example:
+          STRATA_POSTGRES_URL=postgres://strata@db.internal/library storectl cluster join /srv/library.strata
         """
     )
 
@@ -177,6 +185,9 @@ struct ClusterStatusCommand: AsyncParsableCommand {
         JSON: {"cluster": "…", "model": "library", "schemaVersion": 1, "layout": 2, "head": 1200, "horizon": 0, \
         "applied": 1180, "lag": 20, "snapshot": {"position": 0, "bytes": 98304}, \
         "replicas": [{"name": "host:/path", "applied": 1200, "host": "host", "pid": 4242, "secondsSinceSeen": 0.4}]}
+
+        Example:
+          STRATA_POSTGRES_URL=postgres://strata@db.internal/library storectl cluster status /srv/library.strata --json
         """
     )
 
@@ -204,7 +215,11 @@ struct ClusterCompactCommand: AsyncParsableCommand {
         discussion: """
         The replica catches up first, so the snapshot is at the cluster's head as this replica last \
         saw it. Replicas behind the new horizon start again from it with `cluster reset`. Each \
-        replica's own log is compacted with `storectl compact`.
+        replica's own log is compacted with `storectl compact`. Prints the cluster's status \
+        afterwards (--json: as `cluster status --json`).
+
+        Example:
+          STRATA_POSTGRES_URL=postgres://strata@db.internal/library storectl cluster compact /srv/library.strata
         """
     )
 
@@ -228,7 +243,11 @@ struct ClusterResetCommand: AsyncParsableCommand {
         For a replica behind the cluster's retention horizon, or whose history diverged from the \
         cluster's. Nothing is lost: a replica's saves are all in the cluster's log. The store is \
         switched to the snapshot atomically, then the log after it is applied. Refuses (exit 75) \
-        while another process has the store open.
+        while another process has the store open. Prints the cluster's status afterwards (--json: \
+        as `cluster status --json`).
+
+        Example:
+          STRATA_POSTGRES_URL=postgres://strata@db.internal/library storectl cluster reset /srv/library.strata
         """
     )
 

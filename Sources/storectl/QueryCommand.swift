@@ -210,14 +210,18 @@ struct QueryCommand: AsyncParsableCommand {
         print("(\(records.count) record\(records.count == 1 ? "" : "s"))")
     }
 
-    /// A header and rows, each column as wide as its widest cell.
+    /// A header and rows, each column as wide as its widest cell on a terminal (a wide CJK
+    /// character or an emoji takes two columns), the last one not padded (no trailing spaces).
     private func printColumns(_ columns: [String], _ rows: [[String]]) {
         let widths = columns.indices.map { c in
             Swift.max(displayWidth(columns[c]), rows.map { displayWidth($0[c]) }.max() ?? 0)
         }
         func line(_ cells: [String]) -> String {
-            zip(cells, widths).map { $0 + String(repeating: " ", count: Swift.max(0, $1 - displayWidth($0))) }
-                .joined(separator: "  ")
+            // Padded up to the last cell that holds something: empty cells at the end add nothing.
+            let last = cells.lastIndex { !$0.isEmpty } ?? 0
+            return cells.indices.prefix(last + 1).map { i in
+                i == last ? cells[i] : cells[i] + String(repeating: " ", count: Swift.max(0, widths[i] - displayWidth(cells[i])))
+            }.joined(separator: "  ")
         }
         print(line(columns))
         for r in rows { print(line(r)) }

@@ -69,6 +69,22 @@ import Testing
         #expect(try JSONValue.parse(c.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) == .object([("count", .int(Int64(n)))]))
         let one = try await storectl("query", store, "--entity", "Track", "--limit", "1", "--fields", "title")
         #expect(one.stdout.hasSuffix("(1 record)\n"), "\(one.stdout)")
+        // Columns line up on a terminal (a wide CJK character takes two columns), and no line
+        // ends in padding, also where its last cells are empty (a track without a rating).
+        let longest = try await storectl("query", store, "--entity", "Track", "--sort=-durationSeconds", "--limit", "5",
+                                         "--fields", "title,durationSeconds,rating")
+        let tableLines = longest.stdout.split(separator: "\n").map(String.init).dropLast()
+        #expect(tableLines.allSatisfy { !$0.hasSuffix(" ") }, "\(longest.stdout)")
+        let header = try #require(tableLines.first)
+        let durationColumn = try #require(header.range(of: "durationSeconds")).lowerBound.utf16Offset(in: header)
+        for row in tableLines.dropFirst() {
+            // The screen column of the duration: every character before it counted by its width.
+            let cells = row.split(separator: " ", omittingEmptySubsequences: true)
+            let duration = try #require(cells.last { Int($0) != nil && $0.count == 3 })
+            let before = row[..<duration.startIndex]
+            let width = before.unicodeScalars.reduce(0) { $0 + ((0x2E80...0xA4CF).contains($1.value) ? 2 : 1) }
+            #expect(width == durationColumn, "\(row)")
+        }
         // A count is of every match: a window given with it is refused, not ignored.
         for window in [["--limit", "1"], ["--offset", "5"], ["--sort", "title"]] {
             let w = try await storectl(["query", store, "--entity", "Track", "--count"] + window)
