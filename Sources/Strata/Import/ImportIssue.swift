@@ -15,7 +15,7 @@ public struct ImportIssue: Error, Sendable, CustomStringConvertible, Equatable {
 
     /// The issue as `FILE:LINE: field: reason`; one about a whole file (line 0, or the options)
     /// as `FILE: field: reason`. The file's name is shown with its control characters escaped
-    /// (``EchoedText/escaped(_:)``): it reaches terminals and the rejects file's comment lines,
+    /// (``EchoedText/escaped(_:)-(String)``): it reaches terminals and the rejects file's comment lines,
     /// where a line break or an escape sequence in a name would split a line or drive the
     /// terminal.
     public var description: String {
