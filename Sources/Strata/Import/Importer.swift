@@ -1107,7 +1107,8 @@ public final class Importer: Sendable {
         inFlight = nil
         try await finish(previous, &s, rejects: rejects)
         finished += previous.batches.reduce(0) { $0 + $1.count }
-        s.report(.writing, records: finished, bytes: bytes, force: true)
+        s.report(.writing, records: finished, bytes: min(bytes, previous.batches.last?.bytesReadAtEnd ?? bytes),
+                 force: true)
     }
 
     /// Batches whose saves have been submitted together, and their metadata.
@@ -1138,6 +1139,11 @@ public final class Importer: Sendable {
     /// import gathers it instead (``flushBulk(_:rejects:bytes:)`` saves it).
     private func queue(_ batch: Batch?, _ ready: inout [Batch], _ inFlight: inout InFlight?, _ finished: inout Int,
                        _ s: inout ImportState, rejects: RejectsWriter?, bytes: Int, last: Bool = false) async throws {
+        var batch = batch
+        // What the input's reading had reached when the batch was complete: the progress its
+        // commit reports (the reading runs ahead, by the chunks read ahead and the batches
+        // gathered for a group commit: 86 % shown with 43 % of the records committed).
+        batch?.bytesReadAtEnd = bytes
         if let batch { s.keysMoved.formUnion(batch.movesKeysOf) }
         if s.bulk != nil {
             guard let batch else { return }
@@ -1527,6 +1533,8 @@ private struct Batch: Sendable {
     /// Lines read with this batch that validation had rejected (reason, raw line), for the
     /// rejects file.
     var earlyRejects: [(reason: String, raw: [UInt8])] = []
+    /// The input's bytes read when the batch was queued (its last record read by then).
+    var bytesReadAtEnd = 0
     var count: Int { items.count }
 
     /// Each record's change set as it was added (its own operation, then its relationship
