@@ -61,7 +61,11 @@ struct LogCommand: AsyncParsableCommand {
             guard last > printed else { return }
             try store.forEachTransaction(from: TransactionID(printed.rawValue + 1), to: last, author: author,
                                          entity: entity) { e in
-                printEntry(e, store.schema)
+                let line = entryLine(e, store.schema)
+                // Followed, each line is written at once and a failed write ends the command
+                // (exit 74): through stdio, a failed write went unnoticed until a return that a
+                // follower never makes, and the lines it dropped were lost for good.
+                if follow { try StandardStreams.writeOutput(line + "\n") } else { print(line) }
                 return true
             }
             printed = last
@@ -69,7 +73,6 @@ struct LogCommand: AsyncParsableCommand {
         do {
             try printLog(through: to.map(TransactionID.init))
             guard let stream else { return }
-            fflush(nil)
             for await event in stream {
                 switch event {
                 case .committed(let tx):
@@ -78,20 +81,19 @@ struct LogCommand: AsyncParsableCommand {
                 case .fellBehind:
                     try printLog(through: nil)   // the log has what the stream dropped
                 }
-                fflush(nil)
             }
         } catch { throw failure(error) }
     }
 
-    private func printEntry(_ e: LogEntry, _ schema: Schema) {
+    private func entryLine(_ e: LogEntry, _ schema: Schema) -> String {
         let names = e.entityNames(schema: schema)
         if json {
-            printJSON(.object(e.headerJSON() + [("entities", .array(names.map { .string($0) }))]))
+            return JSONValue.object(e.headerJSON() + [("entities", .array(names.map { .string($0) }))]).serialized
         } else {
             let meta = metadataText(e.metadata)
-            print("\(e.transactionID)\t\(ISO8601.string(from: e.timestamp))\t"
-                  + "\(EchoedText.escaped(e.author))\t\(e.changes.count) change(s)\t"
-                  + "\(names.joined(separator: ","))\t\(meta)")
+            return "\(e.transactionID)\t\(ISO8601.string(from: e.timestamp))\t"
+                + "\(EchoedText.escaped(e.author))\t\(e.changes.count) change(s)\t"
+                + "\(names.joined(separator: ","))\t\(meta)"
         }
     }
 }

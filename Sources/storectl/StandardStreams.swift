@@ -38,6 +38,31 @@ enum StandardStreams {
         }
     }
 
+    /// Writes `text` to standard output at once, not through stdio's buffer, and throws (exit 74,
+    /// with the system's reason) when the write fails: for output that must not be lost
+    /// unnoticed while the command goes on (`log --follow`). A write interrupted by a signal is
+    /// resumed; a closed pipe ends the process with `SIGPIPE` as any write does.
+    static func writeOutput(_ text: String) throws {
+        var bytes = Array(text.utf8)
+        let failure: Int32? = bytes.withUnsafeMutableBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let n = write(1, buffer.baseAddress! + offset, buffer.count - offset)
+                if n > 0 {
+                    offset += n
+                } else if n < 0 && errno == EINTR {
+                    continue
+                } else {
+                    return n < 0 ? errno : EIO
+                }
+            }
+            return nil
+        }
+        if let failure {
+            throw CLIError("cannot write to standard output: \(String(cString: strerror(failure)))", code: Exit.ioError)
+        }
+    }
+
     /// The position (from 1) and bytes shown escaped of the first argument that is not valid
     /// UTF-8, if any. Swift reads such an argument with U+FFFD in place of the bad bytes: a path
     /// given so named another file (an export replaced it), so storectl refuses it instead.

@@ -111,6 +111,34 @@ import Testing
         #expect(try ids() == Array(head...(head + 4)), "\((try? String(contentsOf: output, encoding: .utf8)) ?? "")")
     }
 
+    /// A follower whose standard output cannot be written (`> /dev/full`, or a disk that filled)
+    /// ends with exit 74 and the reason, as every command does: it went on following, its
+    /// failed writes unnoticed, and the lines they held were lost for good once the disk had room
+    /// again.
+    @Test(.timeLimit(.minutes(5))) func logFollowEndsWhenItsOutputCannotBeWritten() async throws {
+        let (dir, store, _) = try await prepared()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let before = try Store.openReadOnly(at: URL(fileURLWithPath: store))
+        let head = try before.lastTransactionID.rawValue
+        before.close()
+        for from in ["1", "\(head + 1)"] {
+            // From the start, the first write fails; past the head, the first new transaction's.
+            let follower = Task {
+                try await run("/usr/bin/timeout", ["60", "/bin/sh", "-c", "exec \"$0\" \"$@\" > /dev/full", storectlPath,
+                                                   "log", store, "--follow", "--from", from])
+            }
+            if from != "1" {
+                try await Task.sleep(for: .milliseconds(500))
+                let writer = try Store.openExisting(at: URL(fileURLWithPath: store))
+                _ = try await writer.save(author: "editor") { $0.insert(Genre(name: "followed into /dev/full")) }
+                writer.close()
+            }
+            let r = try await follower.value
+            #expect(r.status == 74, "from \(from): \(r.status) \(r.stderr)")
+            #expect(r.stderr.contains("cannot write to standard output: No space left on device"), "\(r.stderr)")
+        }
+    }
+
     @Test func replayAndDiff() async throws {
         let (dir, store, id) = try await prepared()
         defer { try? FileManager.default.removeItem(at: dir) }
