@@ -1,0 +1,30 @@
+import Foundation
+import StrataTestSupport
+import Testing
+
+/// `Tools/postgres`, the private server the tests and the benchmark run, with the directories an
+/// operator gives it.
+@Suite struct PrivatePostgresScriptTests {
+    static let script = repositoryRoot.appendingPathComponent("Tools/postgres").path
+
+    /// A DIR with spaces, or relative to where the script runs, starts, restarts and stops: the
+    /// socket directory went unquoted to the server (`invalid argument: "space"`), and a relative
+    /// one was taken from inside the data directory. `stop` of a DIR no server was started in
+    /// says so (exit 66), not `cat: DIR/bin: No such file`.
+    @Test func aDirectoryWithSpacesOrARelativeOneStartsAndStops() async throws {
+        let root = temporaryDirectory("postgres script")
+        defer { try? FileManager.default.removeItem(at: root) }
+        #expect(chmod(root.path, 0o755) == 0)
+        for given in ["with spaces/pg dir", "relative"] {
+            let started = try await run("/bin/sh", ["-c", "cd \"$0\" && exec \"$1\" start \"$2\"", root.path, Self.script, given])
+            #expect(started.status == 0 && started.stdout.hasPrefix("postgres://strata@127.0.0.1:"),
+                    "\(given): \(started.status) \(started.stderr)")
+            let restarted = try await run("/bin/sh", ["-c", "cd \"$0\" && exec \"$1\" restart \"$2\"", root.path, Self.script, given])
+            #expect(restarted.status == 0 && restarted.stdout == started.stdout, "\(given): \(restarted.stderr)")
+            let stopped = try await run("/bin/sh", ["-c", "cd \"$0\" && exec \"$1\" stop \"$2\"", root.path, Self.script, given])
+            #expect(stopped.status == 0, "\(given): \(stopped.stderr)")
+        }
+        let never = try await run(Self.script, ["stop", root.appendingPathComponent("never").path])
+        #expect(never.status == 66 && never.stderr.contains("no server was started"), "\(never.stderr)")
+    }
+}
