@@ -28,4 +28,30 @@ import StrataTestSupport
         let extra = try await run(Self.runScript, ["a", "b"])
         #expect(extra.status == 64 && extra.stderr.contains("usage"), "\(extra.stderr)")
     }
+
+    /// The long-run scripts check their arguments before they build anything and refuse a bad
+    /// one with exit 64: `Tools/fuzz fuzz-json` fuzzed every target without a time limit (the
+    /// target taken for SECONDS, which libFuzzer read as 0), `Tools/context-model --minutes abc`
+    /// ran for the default 30 minutes, `--seed abc` replayed seeds 1–12, `Tools/cluster-loop
+    /// --seed 42` ran with a random seed, and `Tools/kill-loop -3` trapped after its build.
+    @Test func longRunScriptsRefuseBadArgumentsBeforeBuilding() async throws {
+        let cases: [(String, [String])] = [
+            ("fuzz", ["fuzz-json"]), ("fuzz", ["10m"]), ("fuzz", ["0"]), ("fuzz", ["60", "fuzz-bogus"]),
+            ("kill-loop", ["-3"]), ("kill-loop", ["abc"]),
+            ("context-model", ["--minutes", "abc"]), ("context-model", ["--steps", "20k"]),
+            ("context-model", ["--seed", "abc"]), ("context-model", ["--jobs", "0"]), ("context-model", ["--minutes"]),
+            ("cluster-loop", ["--seed", "abc"]), ("cluster-loop", ["-5"]), ("cluster-loop", ["300", "--sed", "42"]),
+        ]
+        for (script, arguments) in cases {
+            let path = repositoryRoot.appendingPathComponent("Tools/\(script)").path
+            let started = ContinuousClock.now
+            let r = try await run(path, arguments)
+            #expect(r.status == 64, "\(script) \(arguments): \(r.status) \(r.stderr.suffix(300))")
+            // Refused at once: nothing was built or run.
+            #expect(ContinuousClock.now - started < .seconds(10), "\(script) \(arguments) took long")
+            #expect(!r.stderr.contains("building"), "\(script) \(arguments): \(r.stderr.suffix(300))")
+        }
+        let help = try await run(repositoryRoot.appendingPathComponent("Tools/context-model").path, ["--help"])
+        #expect(help.status == 0 && help.stdout.contains("--minutes"), "\(help.stderr)")
+    }
 }
