@@ -41,6 +41,7 @@ import StrataTestSupport
             ("context-model", ["--minutes", "abc"]), ("context-model", ["--steps", "20k"]),
             ("context-model", ["--seed", "abc"]), ("context-model", ["--jobs", "0"]), ("context-model", ["--minutes"]),
             ("cluster-loop", ["--seed", "abc"]), ("cluster-loop", ["-5"]), ("cluster-loop", ["300", "--sed", "42"]),
+            ("import-at-scale", ["99"]), ("import-at-scale", ["2000", "--bogus", "1"]), ("import-at-scale", ["2000", "--dir"]),
         ]
         for (script, arguments) in cases {
             let path = repositoryRoot.appendingPathComponent("Tools/\(script)").path
