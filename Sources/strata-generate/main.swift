@@ -43,6 +43,27 @@ func usage(_ message: String) -> Never {
 // killing the tool with its output half written.
 signal(SIGXFSZ, SIG_IGN)
 
+/// The file written aside, as a C string for the signal handler (declared before the code that
+/// sets it: a global of this file is initialized when the run reaches it). Set once, by the main thread,
+/// before the handlers that read it are installed, and never changed: the handlers only read it
+/// (a signal handler may not allocate, so the path is prepared here).
+nonisolated(unsafe) var signalStagingPath: UnsafeMutablePointer<CChar>?
+
+/// On SIGINT, SIGTERM or SIGHUP, removes `path` (the file written aside) and then ends the tool
+/// by the signal, as it would have ended: Ctrl-C left `FILE.partial-PID` behind for good.
+func removeOnSignal(_ path: String) {
+    signalStagingPath = strdup(path)
+    for number in [SIGINT, SIGTERM, SIGHUP] {
+        signal(number) { received in
+            // Async-signal-safe calls only: unlink, signal, raise.
+            if let path = signalStagingPath { unlink(path) }
+            signal(received, SIG_DFL)
+            raise(received)
+        }
+    }
+}
+
+
 var args = Array(CommandLine.arguments.dropFirst())
 var seed: UInt64 = 1
 var output: String?
@@ -154,7 +175,10 @@ if let output, let n = descriptorNamed(output) {
         writeError("strata-generate: cannot create \(written): \(String(cString: strerror(errno)))\n")
         exit(73)
     }
-    if !special { staging = (written, target) }
+    if !special {
+        staging = (written, target)
+        removeOnSignal(written)
+    }
     handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
 } else {
     handle = FileHandle.standardOutput

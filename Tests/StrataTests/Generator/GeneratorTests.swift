@@ -78,4 +78,26 @@ import Testing
         let r = try await run(generator, ["1000", "--shape", "graph"])
         #expect(r.status == 64 && r.stderr.contains("--shape needs library or catalog"), "\(r.stderr)")
     }
+
+    /// Interrupted (Ctrl-C, `kill`, a hang-up) while it writes, the tool removes the file it was
+    /// writing aside and ends by the signal: `FILE.partial-PID` stayed for good, up to gigabytes.
+    @Test(arguments: [SIGINT, SIGTERM, SIGHUP])
+    func anInterruptedRunLeavesNoPartialFile(signal: Int32) async throws {
+        let dir = temporaryDirectory("generate-interrupted")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let output = dir.appendingPathComponent("big.ndjson").path
+        let child = try ChildProcess.start(generator, ["50000000", "--output", output])
+        func partials() -> [String] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []).filter { $0.contains(".partial-") }
+        }
+        let deadline = ContinuousClock.now + .seconds(60)
+        while partials().isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(!partials().isEmpty, "the run wrote nothing aside")
+        try await Task.sleep(for: .milliseconds(200))
+        child.kill(signal)
+        let ended = child.wait()
+        #expect(!ended.exited && ended.code == signal, "\(ended)")
+        #expect(partials().isEmpty, "\(partials())")
+        #expect(!FileManager.default.fileExists(atPath: output))
+    }
 }
