@@ -40,7 +40,9 @@ enum W11Import {
             p.arguments = args + ["--output", out.path]
             p.standardError = FileHandle.nullDevice
             try p.run()
+            InterruptCleanup.track(p.processIdentifier)
             p.waitUntilExit()
+            InterruptCleanup.untrack(p.processIdentifier)
             guard p.terminationStatus == 0 else { throw BenchSetupError("Tools/generate-library \(args) failed") }
             return out
         }

@@ -337,11 +337,17 @@ final class PrivatePostgres: Sendable {
     let directory: URL
     let port: Int
     let bin: String
+    /// Its stop, registered for an interrupted run (``InterruptCleanup``).
+    private let interruptKey: UUID
 
     init(directory: URL) throws {
         guard let root = Paths.repositoryRoot else { throw ClusterBenchFailed("repository root not found") }
         self.directory = directory
-        let out = try runTool(root.appendingPathComponent("Tools/postgres").path, ["start", directory.path])
+        let script = root.appendingPathComponent("Tools/postgres").path
+        // Registered before it starts: an interrupt during the start stops it too (a stop of a
+        // directory no server was started in does nothing).
+        interruptKey = InterruptCleanup.onInterrupt { _ = try? runTool(script, ["stop", directory.path]) }
+        let out = try runTool(script, ["start", directory.path])
         guard let port = URLComponents(string: out.trimmingCharacters(in: .whitespacesAndNewlines))?.port else {
             throw ClusterBenchFailed("Tools/postgres printed no URL")
         }
@@ -365,6 +371,7 @@ final class PrivatePostgres: Sendable {
     }
 
     func stop() {
+        InterruptCleanup.remove(interruptKey)
         if let root = Paths.repositoryRoot {
             _ = try? runTool(root.appendingPathComponent("Tools/postgres").path, ["stop", directory.path])
         }

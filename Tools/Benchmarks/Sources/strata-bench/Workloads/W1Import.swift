@@ -44,8 +44,14 @@ enum W1Import {
         process.standardOutput = out
         process.standardError = FileHandle.standardError
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, Error>) in
-            process.terminationHandler = { _ in c.resume() }
-            do { try process.run() } catch { c.resume(throwing: error) }
+            process.terminationHandler = { p in
+                InterruptCleanup.untrack(p.processIdentifier)
+                c.resume()
+            }
+            do {
+                try process.run()
+                InterruptCleanup.track(process.processIdentifier)
+            } catch { c.resume(throwing: error) }
         }
         let data = out.fileHandleForReading.readDataToEndOfFile()
         guard process.terminationStatus == 0 else { throw ChildFailed(status: process.terminationStatus) }

@@ -82,7 +82,9 @@ enum W9Compaction {
         p.arguments = ["-c", source, target.path]
         let started = MonotonicClock.nanoseconds()
         try p.run()
+        InterruptCleanup.track(p.processIdentifier)
         p.waitUntilExit()
+        InterruptCleanup.untrack(p.processIdentifier)
         guard p.terminationStatus == 0 else { throw MdbCopyFailed(status: p.terminationStatus) }
         let copied = MonotonicClock.nanoseconds()
         let fd = open(target.appendingPathComponent("data.mdb").path, O_RDONLY)
