@@ -81,7 +81,7 @@ import Testing
 
     /// Interrupted (Ctrl-C, `kill`, a hang-up) while it writes, the tool removes the file it was
     /// writing aside and ends by the signal: `FILE.partial-PID` stayed for good, up to gigabytes.
-    @Test(arguments: [SIGINT, SIGTERM, SIGHUP])
+    @Test(.serialized, arguments: [SIGINT, SIGTERM, SIGHUP])
     func anInterruptedRunLeavesNoPartialFile(signal: Int32) async throws {
         let dir = temporaryDirectory("generate-interrupted")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -93,7 +93,6 @@ import Testing
         let deadline = ContinuousClock.now + .seconds(60)
         while partials().isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
         #expect(!partials().isEmpty, "the run wrote nothing aside")
-        try await Task.sleep(for: .milliseconds(200))
         child.kill(signal)
         let ended = child.wait()
         #expect(!ended.exited && ended.code == signal, "\(ended)")

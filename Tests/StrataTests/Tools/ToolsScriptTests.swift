@@ -45,11 +45,9 @@ import StrataTestSupport
         ]
         for (script, arguments) in cases {
             let path = repositoryRoot.appendingPathComponent("Tools/\(script)").path
-            let started = ContinuousClock.now
             let r = try await run(path, arguments)
             #expect(r.status == 64, "\(script) \(arguments): \(r.status) \(r.stderr.suffix(300))")
-            // Refused at once: nothing was built or run.
-            #expect(ContinuousClock.now - started < .seconds(10), "\(script) \(arguments) took long")
+            // Refused before the build (each script says when it builds).
             #expect(!r.stderr.contains("building"), "\(script) \(arguments): \(r.stderr.suffix(300))")
         }
         let help = try await run(repositoryRoot.appendingPathComponent("Tools/context-model").path, ["--help"])
