@@ -170,15 +170,14 @@ if let output, let n = descriptorNamed(output) {
         if lstat(target, &lt) == 0 && (lt.st_mode & S_IFMT) == S_IFLNK { target = output }
     }
     let written = special ? output : target + ".partial-\(getpid())"
+    // Before the file exists: a signal between its creation and the handlers would leave it.
+    if !special { removeOnSignal(written) }
     let fd = open(written, O_WRONLY | O_CREAT | (special ? O_TRUNC : O_EXCL) | O_CLOEXEC, 0o644)
     guard fd >= 0 else {
         writeError("strata-generate: cannot create \(written): \(String(cString: strerror(errno)))\n")
         exit(73)
     }
-    if !special {
-        staging = (written, target)
-        removeOnSignal(written)
-    }
+    if !special { staging = (written, target) }
     handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
 } else {
     handle = FileHandle.standardOutput
