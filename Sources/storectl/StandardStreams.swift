@@ -22,32 +22,27 @@ enum StandardStreams {
     /// `FileHandle.write` ends the process on a failed write: `2>/dev/full` made every error
     /// exit 132 instead of its code, and a committed import look failed).
     static func writeError(_ text: String) {
-        var bytes = Array(text.utf8)
-        bytes.withUnsafeMutableBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let n = write(2, buffer.baseAddress! + offset, buffer.count - offset)
-                if n > 0 {
-                    offset += n
-                } else if n < 0 && errno == EINTR {
-                    continue
-                } else {
-                    return
-                }
-            }
-        }
+        _ = writeAll(2, text)
     }
 
     /// Writes `text` to standard output at once, not through stdio's buffer, and throws (exit 74,
     /// with the system's reason) when the write fails: for output that must not be lost
-    /// unnoticed while the command goes on (`log --follow`). A write interrupted by a signal is
-    /// resumed; a closed pipe ends the process with `SIGPIPE` as any write does.
+    /// unnoticed while the command goes on (`log --follow`). A closed pipe ends the process with
+    /// `SIGPIPE` as any write does.
     static func writeOutput(_ text: String) throws {
+        if let failure = writeAll(1, text) {
+            throw CLIError("cannot write to standard output: \(String(cString: strerror(failure)))", code: Exit.ioError)
+        }
+    }
+
+    /// Writes all of `text` to descriptor `fd`, resuming a write a signal interrupted or cut
+    /// short; nil when it was written, else the error (`errno`, or `EIO` for a write of nothing).
+    private static func writeAll(_ fd: Int32, _ text: String) -> Int32? {
         var bytes = Array(text.utf8)
-        let failure: Int32? = bytes.withUnsafeMutableBytes { buffer in
+        return bytes.withUnsafeMutableBytes { buffer -> Int32? in
             var offset = 0
             while offset < buffer.count {
-                let n = write(1, buffer.baseAddress! + offset, buffer.count - offset)
+                let n = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
                 if n > 0 {
                     offset += n
                 } else if n < 0 && errno == EINTR {
@@ -57,9 +52,6 @@ enum StandardStreams {
                 }
             }
             return nil
-        }
-        if let failure {
-            throw CLIError("cannot write to standard output: \(String(cString: strerror(failure)))", code: Exit.ioError)
         }
     }
 

@@ -9,15 +9,9 @@ import Testing
 /// migrates there, and none applies or appends past it before it has.
 @Suite(.serialized) struct ClusterMigrationTests {
     @Test func aSchemaMigrationHappensAtOnePositionOfTheLogOnEveryReplica() async throws {
-        let schemas = try Schema.loadAll(directory: librarySchemaDirectory)
-        let v1 = try #require(schemas.first { $0.version == 1 })
-        let address = try await TestPostgres.shared().freshDatabase()
-        let root = temporaryDirectory("strata-cluster")
-        defer { try? FileManager.default.removeItem(at: root) }
-        let (urlA, urlB) = (root.appendingPathComponent("a"), root.appendingPathComponent("b"))
-        try await makeV1TrackStore(at: urlA, schema: v1)
-        let first = try Store.openExisting(at: urlA)
-        try await Cluster.initialize(store: first, address: address, name: "a")
+        let c = try await V1Cluster.make()
+        defer { try? FileManager.default.removeItem(at: c.root) }
+        let (schemas, v1, address, urlA, urlB, first) = (c.schemas, c.v1, c.address, c.urlA, c.urlB, c.first)
         let a = try await ClusterReplica.open(store: first, address: address, name: "a")
         let joined = try await Cluster.join(at: urlB, address: address)
         let b = try await ClusterReplica.open(store: joined, address: address, name: "b")
@@ -81,15 +75,9 @@ import Testing
     /// one transaction that the migration entry aborted, so it stayed at its head and refused to
     /// migrate, stuck (`storectl migrate` said to run itself).
     @Test func aReplicaBehindTheMigrationAppliesWhatCameBeforeItAndMigrates() async throws {
-        let schemas = try Schema.loadAll(directory: librarySchemaDirectory)
-        let v1 = try #require(schemas.first { $0.version == 1 })
-        let address = try await TestPostgres.shared().freshDatabase()
-        let root = temporaryDirectory("strata-cluster")
-        defer { try? FileManager.default.removeItem(at: root) }
-        let (urlA, urlB) = (root.appendingPathComponent("a"), root.appendingPathComponent("b"))
-        try await makeV1TrackStore(at: urlA, schema: v1)
-        let first = try Store.openExisting(at: urlA)
-        try await Cluster.initialize(store: first, address: address, name: "a")
+        let c = try await V1Cluster.make()
+        defer { try? FileManager.default.removeItem(at: c.root) }
+        let (schemas, v1, address, urlA, urlB, first) = (c.schemas, c.v1, c.address, c.urlA, c.urlB, c.first)
         let joined = try await Cluster.join(at: urlB, address: address)
         let joinedAt = try joined.lastTransactionID
         joined.close()
@@ -122,15 +110,9 @@ import Testing
     /// entry after them but had not applied them, and stopped with "the replica's next
     /// transaction is …; the cluster migrates at …" (exit 65), the cluster migrated and itself not.
     @Test func aReplicaMigratesAfterTransactionsAppendedDuringItsDryRun() async throws {
-        let schemas = try Schema.loadAll(directory: librarySchemaDirectory)
-        let v1 = try #require(schemas.first { $0.version == 1 })
-        let address = try await TestPostgres.shared().freshDatabase()
-        let root = temporaryDirectory("strata-cluster")
-        defer { try? FileManager.default.removeItem(at: root) }
-        let (urlA, urlB) = (root.appendingPathComponent("a"), root.appendingPathComponent("b"))
-        try await makeV1TrackStore(at: urlA, schema: v1)
-        let first = try Store.openExisting(at: urlA)
-        try await Cluster.initialize(store: first, address: address, name: "a")
+        let c = try await V1Cluster.make()
+        defer { try? FileManager.default.removeItem(at: c.root) }
+        let (schemas, v1, address, urlA, urlB, first) = (c.schemas, c.v1, c.address, c.urlA, c.urlB, c.first)
         first.close()
         let joined = try await Cluster.join(at: urlB, address: address)
         let b = try await ClusterReplica.open(store: joined, address: address, name: "b")
@@ -198,3 +180,26 @@ import Testing
     }
 }
 
+/// A cluster made from a store of library v1 tracks (replica `a`, its store `first` open at
+/// `urlA`), in a fresh database, with the place `urlB` for a second replica.
+struct V1Cluster {
+    let schemas: [Schema]
+    let v1: Schema
+    let address: ClusterAddress
+    let root: URL
+    let urlA: URL
+    let urlB: URL
+    let first: Store
+
+    static func make() async throws -> V1Cluster {
+        let schemas = try Schema.loadAll(directory: librarySchemaDirectory)
+        let v1 = try #require(schemas.first { $0.version == 1 })
+        let address = try await TestPostgres.shared().freshDatabase()
+        let root = temporaryDirectory("strata-cluster")
+        let (urlA, urlB) = (root.appendingPathComponent("a"), root.appendingPathComponent("b"))
+        try await makeV1TrackStore(at: urlA, schema: v1)
+        let first = try Store.openExisting(at: urlA)
+        try await Cluster.initialize(store: first, address: address, name: "a")
+        return V1Cluster(schemas: schemas, v1: v1, address: address, root: root, urlA: urlA, urlB: urlB, first: first)
+    }
+}

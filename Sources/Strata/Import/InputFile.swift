@@ -1,34 +1,57 @@
 import Glibc
 
-/// The file operations the import's readers share: open an input read-only and read into a
-/// buffer, retrying reads interrupted by a signal; failures become an ``ImportIssue`` naming
-/// the file (and the line the reader was at).
+/// The file operations the import's readers share: an input open for reading (``Reader``),
+/// which version of a file an import reads (``Identity``), and the issue of one that changed.
 enum InputFile {
-    /// Opens `path` read-only.
-    static func open(_ path: String) throws -> Int32 {
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            throw ImportIssue(file: path, line: 0, field: nil,
-                              reason: "cannot open: \(String(cString: strerror(errno)))")
-        }
-        return fd
-    }
+    /// An input open read-only: reads are retried when a signal interrupts them, and a failure is
+    /// an ``ImportIssue`` naming the file (and the line the reader was at). With ``expected``, it
+    /// reads no further than that version's size, ending there as at the end of the file, and
+    /// checks after each read that the file is still that version, so that none of the bytes it
+    /// hands on were written since (a file rewritten in place keeps its inode).
+    struct Reader {
+        let path: String
+        private let fd: Int32
+        /// The version of the file read, or nil for the file as it is.
+        var expected: Identity?
+        /// Bytes read from the file so far.
+        private var fileBytes = 0
 
-    /// Reads into `buffer` from `offset` to its end, at most `limit` bytes; the number of bytes
-    /// read, 0 at the end of the file (or when `limit` is 0).
-    static func read(_ fd: Int32, into buffer: inout [UInt8], at offset: Int, limit: Int = .max,
-                     path: String, line: Int) throws -> Int {
-        let count = min(buffer.count - offset, max(0, limit))
-        guard count > 0 else { return 0 }
-        var n: Int
-        repeat {
-            n = buffer.withUnsafeMutableBytes { b in Glibc.read(fd, b.baseAddress! + offset, count) }
-        } while n < 0 && errno == EINTR
-        if n < 0 {
-            throw ImportIssue(file: path, line: line, field: nil,
-                              reason: "read error: \(String(cString: strerror(errno)))")
+        /// Opens `path`.
+        init(path: String) throws {
+            self.path = path
+            fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else {
+                throw ImportIssue(file: path, line: 0, field: nil,
+                                  reason: "cannot open: \(String(cString: strerror(errno)))")
+            }
         }
-        return n
+
+        func close() { _ = Glibc.close(fd) }
+
+        /// The identity of the open file.
+        func identity() throws -> Identity { try InputFile.identity(of: fd, path: path) }
+
+        /// Reads into `buffer` from `offset` to its end (no further than ``expected``'s size);
+        /// the number of bytes read, 0 at the end. `line` is where the reader is, for an issue.
+        mutating func read(into buffer: inout [UInt8], at offset: Int, line: Int) throws -> Int {
+            let limit = expected.map { $0.size - fileBytes } ?? .max
+            let count = min(buffer.count - offset, max(0, limit))
+            guard count > 0 else { return 0 }
+            var n: Int
+            repeat {
+                n = buffer.withUnsafeMutableBytes { [fd] b in Glibc.read(fd, b.baseAddress! + offset, count) }
+            } while n < 0 && errno == EINTR
+            if n < 0 {
+                throw ImportIssue(file: path, line: line, field: nil,
+                                  reason: "read error: \(String(cString: strerror(errno)))")
+            }
+            fileBytes += n
+            if n > 0, let expected {
+                let now = try identity()
+                if now != expected { throw InputFile.changed(path, from: expected, to: now, "while it was being read") }
+            }
+            return n
+        }
     }
 
     /// What tells one version of an input file from another: the file (device and inode), its

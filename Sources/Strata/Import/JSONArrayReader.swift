@@ -20,7 +20,7 @@ struct JSONArrayReader {
 
     let path: String
     let maxObjectBytes: Int
-    private let fd: Int32
+    private var file: InputFile.Reader
     private var buffer: [UInt8]
     private var start = 0
     private var end = 0
@@ -35,28 +35,19 @@ struct JSONArrayReader {
     init(path: String, maxObjectBytes: Int, bufferBytes: Int = 1 << 20) throws {
         self.path = path
         self.maxObjectBytes = maxObjectBytes
-        fd = try InputFile.open(path)
+        file = try InputFile.Reader(path: path)
         buffer = [UInt8](repeating: 0, count: bufferBytes)
     }
 
-    func close() { _ = Glibc.close(fd) }
+    func close() { file.close() }
 
     /// The identity of the file being read (``InputFile/Identity``).
-    func identity() throws -> InputFile.Identity { try InputFile.identity(of: fd, path: path) }
+    func identity() throws -> InputFile.Identity { try file.identity() }
 
-    /// The version of the file this reader reads (``InputFile/Identity``), or nil: it reads no
-    /// further than that version's size, ending there as at the end of the file, and checks
-    /// after each read that the file is still that version, so that none of the bytes it hands
-    /// on were written since (a file rewritten in place keeps its inode).
-    var expected: InputFile.Identity?
-    /// Bytes read from the file so far.
-    private var fileBytes = 0
-
-    /// Throws when the file is no longer ``expected``.
-    private func checkUnchanged() throws {
-        guard let expected else { return }
-        let now = try identity()
-        if now != expected { throw InputFile.changed(path, from: expected, to: now, "while it was being read") }
+    /// The version of the file this reader reads, or nil (``InputFile/Reader/expected``).
+    var expected: InputFile.Identity? {
+        get { file.expected }
+        set { file.expected = newValue }
     }
 
     /// Whether the file's first byte that is not white space (after a UTF-8 byte order mark) is `[`.
@@ -83,10 +74,7 @@ struct JSONArrayReader {
     private mutating func byte() throws -> UInt8? {
         if start == end {
             guard !eof else { return nil }
-            let n = try InputFile.read(fd, into: &buffer, at: 0, limit: expected.map { $0.size - fileBytes } ?? .max,
-                                       path: path, line: line)
-            fileBytes += n
-            if n > 0 { try checkUnchanged() }
+            let n = try file.read(into: &buffer, at: 0, line: line)
             if n == 0 {
                 eof = true
                 return nil

@@ -11,7 +11,7 @@ struct LineReader {
 
     let path: String
     let maxLineBytes: Int
-    private let fd: Int32
+    private var file: InputFile.Reader
     private var buffer: [UInt8]
     private var start = 0
     private var end = 0
@@ -27,28 +27,19 @@ struct LineReader {
     init(path: String, maxLineBytes: Int, bufferBytes: Int = 1 << 20) throws {
         self.path = path
         self.maxLineBytes = maxLineBytes
-        fd = try InputFile.open(path)
+        file = try InputFile.Reader(path: path)
         buffer = [UInt8](repeating: 0, count: bufferBytes)
     }
 
-    func close() { _ = Glibc.close(fd) }
+    func close() { file.close() }
 
     /// The identity of the file being read (``InputFile/Identity``).
-    func identity() throws -> InputFile.Identity { try InputFile.identity(of: fd, path: path) }
+    func identity() throws -> InputFile.Identity { try file.identity() }
 
-    /// The version of the file this reader reads (``InputFile/Identity``), or nil: it reads no
-    /// further than that version's size, ending there as at the end of the file, and checks
-    /// after each read that the file is still that version, so that none of the bytes it hands
-    /// on were written since (a file rewritten in place keeps its inode).
-    var expected: InputFile.Identity?
-    /// Bytes read from the file so far.
-    private var fileBytes = 0
-
-    /// Throws when the file is no longer ``expected``.
-    private func checkUnchanged() throws {
-        guard let expected else { return }
-        let now = try identity()
-        if now != expected { throw InputFile.changed(path, from: expected, to: now, "while it was being read") }
+    /// The version of the file this reader reads, or nil (``InputFile/Reader/expected``).
+    var expected: InputFile.Identity? {
+        get { file.expected }
+        set { file.expected = newValue }
     }
 
     /// The first line without a UTF-8 byte order mark (`EF BB BF`), which some editors write
@@ -67,10 +58,7 @@ struct LineReader {
             start = 0
         }
         guard !eof, end < buffer.count else { return }
-        let n = try InputFile.read(fd, into: &buffer, at: end, limit: expected.map { $0.size - fileBytes } ?? .max,
-                                   path: path, line: lineNumber + 1)
-        fileBytes += n
-        if n > 0 { try checkUnchanged() }
+        let n = try file.read(into: &buffer, at: end, line: lineNumber + 1)
         if n == 0 { eof = true }
         end += n
     }

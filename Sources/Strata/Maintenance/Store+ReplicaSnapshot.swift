@@ -106,21 +106,22 @@ extension Store {
     ///   (opening it again would hand back that instance, which the read would then close).
     public static func replicaCluster(at url: URL, configuration: StoreConfiguration = StoreConfiguration())
         throws -> String? {
-        let path = url.standardizedFileURL.path
-        if StoreRegistry.shared.existing(path: path) != nil {
-            throw StrataError.alreadyOpen(path: path, reason: "close it first")
-        }
-        var readOnly = configuration
-        readOnly.readOnly = true
-        let store = try openExisting(at: url, configuration: readOnly)
-        defer { store.close() }
-        return try store.replicaClusterID
+        try readingClosed(at: url, configuration: configuration) { try $0.replicaClusterID }
     }
 
-    /// ``clusterBeingMadeIn`` of the store at `url`, read through a read-only open of it (which
-    /// this process must not have open).
+    /// ``clusterBeingMadeIn`` of the store at `url`, read without keeping the store open (as
+    /// ``replicaCluster(at:configuration:)``, and refused the same way while this process has it
+    /// open).
     public static func clusterBeingMadeIn(at url: URL, configuration: StoreConfiguration = StoreConfiguration())
         throws -> String? {
+        try readingClosed(at: url, configuration: configuration) { try $0.clusterBeingMadeIn }
+    }
+
+    /// `body` of the store at `url`, opened read-only for it and closed after; refused
+    /// (``StrataError/alreadyOpen(path:reason:)``) while this process has the store open, whose
+    /// instance the open would hand back and the close then close.
+    private static func readingClosed<R>(at url: URL, configuration: StoreConfiguration,
+                                         _ body: (Store) throws -> R) throws -> R {
         let path = url.standardizedFileURL.path
         if StoreRegistry.shared.existing(path: path) != nil {
             throw StrataError.alreadyOpen(path: path, reason: "close it first")
@@ -129,7 +130,7 @@ extension Store {
         readOnly.readOnly = true
         let store = try openExisting(at: url, configuration: readOnly)
         defer { store.close() }
-        return try store.clusterBeingMadeIn
+        return try body(store)
     }
 
     /// Replaces the state of the replica at `url` with a snapshot file (a client reset: a replica
