@@ -10,6 +10,20 @@ import Testing
         range.map { #"{"entity":"Genre","name":"G\#($0)"}"# }.joined(separator: "\n") + "\n"
     }
 
+    /// Waits (up to a minute) until `child` has `path` open (a link in `/proc/<pid>/fd`); false
+    /// if it ended or the minute passed first.
+    private static func waitUntil(_ child: ChildProcess, hasOpen path: String) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline && child.isRunning {
+            let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(child.pid)/fd")) ?? []
+            if fds.contains(where: { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(child.pid)/fd/\($0)")) == path }) {
+                return true
+            }
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        return false
+    }
+
     /// Before the fix, a record appended between the validation pass and the write pass was
     /// written unchecked: its reference to a missing track was taken for a forward reference, the
     /// playlist was saved without it, and the import then failed naming a record it had written.
@@ -149,19 +163,22 @@ import Testing
         #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
         let input = dir.appendingPathComponent("in.ndjson").path
         try Data(Self.genres(0..<600_000).utf8).write(to: URL(fileURLWithPath: input))
-        let importing = Task {
-            try await storectl("import", store, input, "--mode", "incremental", "--keep-records-max-mb", "0",
-                               "--one-transaction-max-mb", "0", "--quiet")
-        }
-        try await Task.sleep(for: .milliseconds(300))
+        let errors = dir.appendingPathComponent("stderr").path
+        let importing = try ChildProcess.start(
+            storectlPath, ["import", store, input, "--mode", "incremental", "--keep-records-max-mb", "0",
+                           "--one-transaction-max-mb", "0", "--quiet"], stderr: .file(errors))
+        // The append lands once storectl has the input open, not after a guessed delay: on a
+        // loaded machine storectl may not have started reading 300 ms after it was started.
+        #expect(try await Self.waitUntil(importing, hasOpen: input), "storectl never opened \(input)")
         let h = try #require(FileHandle(forWritingAtPath: input))
         h.seekToEndOfFile()
         h.write(Data(Self.genres(600_000..<600_001).utf8))
         try h.close()
-        let r = try await importing.value
-        #expect(r.status == 66, "\(r.status) \(r.stderr)")
-        #expect(r.stderr.contains("in.ndjson: changed size") && r.stderr.contains("an input changed while it was imported"),
-                "\(r.stderr)")
+        let ended = try await importing.finished()
+        let stderr = (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
+        #expect(ended == Termination(exited: true, code: 66), "\(ended) \(stderr)")
+        #expect(stderr.contains("in.ndjson: changed size") && stderr.contains("an input changed while it was imported"),
+                "\(stderr)")
         let count = try await storectl("query", store, "--entity", "Genre", "--count")
         #expect(count.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "\(count.stdout)")
     }

@@ -89,6 +89,12 @@ enum FaultModes {
         let store = try Store.open(at: url, schema: schema)
         _ = try blocking { try await store.save { $0.insert(Genre(name: "before fork")) } }
         _ = try store.mainContext.count(Genre.self)
+        // The Swift runtime's caches (conformances, witness tables, metadata) are guarded by
+        // mutexes it does not reset at fork(): a child forked while another thread held one
+        // blocks at its first Swift cast or generic call, before it reaches the store. Backtraces
+        // of hung children under load showed exactly that. So the fork waits until every other
+        // thread sleeps, as a program forking a worker would fork while idle.
+        let calm = waitUntilOtherThreadsSleep()
         let pid = fork()
         if pid == 0 {
             // The forking thread may have SIGALRM blocked (threads started by the runtime block
@@ -101,9 +107,12 @@ enum FaultModes {
             // Ample for a few milliseconds of work: in a full parallel test run on two cores the
             // child waited more than 10 s for the processor (its test took 95 s against 3 alone).
             alarm(60)
-            var out = ""
+            // Each answer is written as soon as it is known: when the alarm ends a hung child, its
+            // output names the step that hung.
             func step(_ name: String, _ body: () throws -> String) {
-                do { out += "child \(name): ok \(try body())\n" } catch { out += "child \(name): \(error)\n" }
+                let line: String
+                do { line = "child \(name): ok \(try body())\n" } catch { line = "child \(name): \(error)\n" }
+                line.withCString { _ = write(1, $0, strlen($0)) }
             }
             step("read") { "head \(try store.lastTransactionID)" }
             step("fetch") { "genres \(try store.mainContext.count(Genre.self))" }
@@ -113,7 +122,6 @@ enum FaultModes {
                 let again = try Store.open(at: url, schema: schema)
                 return "same instance: \(again === store), head \(try again.lastTransactionID)"
             }
-            out.withCString { _ = write(1, $0, strlen($0)) }
             // `save` is async; Store.save checks the process before its first suspension. Whether a
             // task can run at all in a forked child is up to the runtime, so this goes last, after
             // everything else is printed, bounded by the alarm.
@@ -146,6 +154,7 @@ enum FaultModes {
             usleep(10_000)
         }
         emit("parent child-status \(status)")
+        emit("parent forked after other threads slept: \(calm)")
         do { emit("parent read: ok head \(try store.lastTransactionID)") } catch { emit("parent read: \(error)") }
         do { emit("parent save: ok tx \(try blocking { try await store.save { $0.insert(Genre(name: "after fork")) } })") } catch { emit("parent save: \(error)") }
         store.close()
@@ -153,6 +162,31 @@ enum FaultModes {
 }
 
 extension FaultModes {
+    /// Waits (at most `seconds`) until every thread of this process but the caller has been asleep
+    /// (state `S` in `/proc/self/task/<tid>/stat`) in `samples` readings in a row, 2 ms apart.
+    /// True when they were; false when the time ran out first.
+    static func waitUntilOtherThreadsSleep(samples: Int = 5, seconds: Double = 10) -> Bool {
+        // `/proc/thread-self` links to `<pid>/task/<tid>` of the calling thread.
+        let me = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self"))?
+            .split(separator: "/").last.map(String.init) ?? ""
+        let deadline = Date().addingTimeInterval(seconds)
+        var inARow = 0
+        while inARow < samples {
+            if Date() > deadline { return false }
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+            let asleep = !tasks.isEmpty && tasks.allSatisfy { tid in
+                if tid == me { return true }
+                guard let stat = try? String(contentsOfFile: "/proc/self/task/\(tid)/stat", encoding: .utf8),
+                      let close = stat.lastIndex(of: ")") else { return true }   // ended meanwhile
+                // The state is the first field after the command name, which ends at the last ')'.
+                return stat[stat.index(after: close)...].split(separator: " ").first == "S"
+            }
+            inARow = asleep ? inARow + 1 : 0
+            usleep(2_000)
+        }
+        return true
+    }
+
     /// `read-all`: opens the store, reads every object, relationship and log entry, then verifies.
     /// Prints one of `OPEN-ERROR <error>`, `READ-ERROR <error>`, `VERIFY-FAILED <problems>`,
     /// `OK <objects> <transactions>`. A crash shows up as the process dying on a signal.
