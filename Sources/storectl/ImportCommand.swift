@@ -184,9 +184,9 @@ struct ImportCommand: AsyncParsableCommand {
             // is one that changed while the import read it.
             let changed = !failed.issues.isEmpty && failed.issues.allSatisfy(\.inputChanged)
             let unreadable = changed || failed.issues.allSatisfy { $0.line == 0 && $0.reason.hasPrefix("cannot open") }
-            // A problem with a whole file (line 0: an unknown format, a bad CSV header) is not a
-            // bad record: counted apart.
-            let files = failed.issues.filter { $0.line == 0 }.count
+            // A problem with a whole file (line 0: an unknown format; a bad CSV header, a broken
+            // JSON array) is not a bad record: counted apart.
+            let files = failed.issues.filter { $0.line == 0 || $0.endsTheFile }.count
             let what = [failed.totalIssues - files > 0 ? "\(failed.totalIssues - files) bad record(s)" : nil,
                         files > 0 ? "\(files) input file(s) that cannot be read as records" : nil]
                 .compactMap { $0 }.joined(separator: " and ")

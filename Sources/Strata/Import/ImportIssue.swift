@@ -12,6 +12,10 @@ public struct ImportIssue: Error, Sendable, CustomStringConvertible, Equatable {
     /// rewritten or replaced): the file is not the one the import started with, rather than bad
     /// data (`storectl import` exits 66 for it, as for an input it cannot open).
     public internal(set) var inputChanged = false
+    /// Whether the problem keeps the rest of its file from being read as records: a CSV header
+    /// that cannot be read, or a JSON array whose structure breaks. `storectl import` counts it
+    /// as a file that cannot be read, not as a bad record.
+    public internal(set) var endsTheFile = false
 
     /// The issue as `FILE:LINE: field: reason`; one about a whole file (line 0, or the options)
     /// as `FILE: field: reason`. The file's name is shown with its control characters escaped

@@ -29,7 +29,9 @@ struct JSONArrayReader {
     private var line = 1
     /// Bytes consumed so far (for progress).
     private(set) var bytesRead = 0
-    private enum Phase { case opening, beforeElement, afterElement, closed, stopped }
+    /// Where the scan is: before `[`, after `[` (an object or `]` next), after an object (`,` or
+    /// `]` next), after a comma (an object next: JSON allows no trailing comma), after `]`.
+    private enum Phase { case opening, beforeElement, afterElement, afterComma, closed, stopped }
     private var phase = Phase.opening
 
     init(path: String, maxObjectBytes: Int, bufferBytes: Int = 1 << 20) throws {
@@ -123,11 +125,15 @@ struct JSONArrayReader {
                 }
                 guard b == UInt8(ascii: "[") else { return stop("expected '[' to open the array", at: line) }
                 phase = .beforeElement
-            case .beforeElement, .afterElement:
+            case .beforeElement, .afterElement, .afterComma:
                 guard let b = try token() else {
                     return stop("the file ends inside the array (a ']' is missing)", at: line)
                 }
                 if b == UInt8(ascii: "]") {
+                    if phase == .afterComma {
+                        return stop("a ',' before the array's ']' (JSON allows no comma after the last element)",
+                                    at: line)
+                    }
                     phase = .closed
                     continue
                 }
@@ -136,7 +142,7 @@ struct JSONArrayReader {
                         return stop("expected ',' or ']' after an object of the array, found '\(Self.shown(b))'",
                                     at: line)
                     }
-                    phase = .beforeElement
+                    phase = .afterComma
                     continue
                 }
                 guard b == UInt8(ascii: "{") else {

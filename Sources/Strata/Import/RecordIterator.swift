@@ -114,8 +114,9 @@ struct RecordIterator {
                                                                      "\(options.maxLineBytes)-byte limit")),
                                 raw: [], fileIndex: fileIndex, line: line)
                 case .malformed(let reason, let line):
-                    return Item(result: .failure(ImportIssue(file: path, line: line, field: nil, reason: reason)),
-                                raw: [], fileIndex: fileIndex, line: line)
+                    var issue = ImportIssue(file: path, line: line, field: nil, reason: reason)
+                    issue.endsTheFile = true
+                    return Item(result: .failure(issue), raw: [], fileIndex: fileIndex, line: line)
                 }
                 continue
             }
@@ -134,7 +135,7 @@ struct RecordIterator {
                 let issue = ImportIssue(file: path, line: number, field: nil,
                                         reason: "line of \(bytes) bytes exceeds the \(options.maxLineBytes)-byte limit")
                 // A CSV file's header: the file cannot be read without it.
-                if format == .csv && csvColumns == nil { throw issue }
+                if format == .csv && csvColumns == nil { throw Self.header(issue) }
                 return Item(result: .failure(issue), raw: [], fileIndex: fileIndex, line: number)
             case .text(let bytes):
                 if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
@@ -192,8 +193,16 @@ struct RecordIterator {
     /// (no header read yet), the end of the import, as any problem with the header is (the
     /// next line was taken for the header).
     private mutating func unsplit(_ issue: ImportIssue, raw: [UInt8], line: Int) throws -> Item {
-        if csvColumns == nil { throw issue }
+        if csvColumns == nil { throw Self.header(issue) }
         return Item(result: .failure(issue), raw: raw, fileIndex: fileIndex, line: line)
+    }
+
+    /// `issue`, a problem with a CSV file's header, marked as ending the file
+    /// (``ImportIssue/endsTheFile``).
+    private static func header(_ issue: ImportIssue) -> ImportIssue {
+        var issue = issue
+        issue.endsTheFile = true
+        return issue
     }
 
     private mutating func record(_ bytes: [UInt8], line: Int) throws -> Item? {
@@ -260,7 +269,7 @@ struct RecordIterator {
                 do {
                     csvColumns = try builder.csvColumns(fields, entity: csvEntity!, line: line)
                 } catch let issue as ImportIssue {
-                    throw issue
+                    throw Self.header(issue)
                 }
                 return nil
             }

@@ -129,7 +129,7 @@ public enum ModelGenerator {
         return out + "\""
     }
 
-    private static func defaultLiteral(_ a: AttributeDescription) -> String? {
+    static func defaultLiteral(_ a: AttributeDescription) -> String? {
         if let d = a.defaultValue {
             switch d {
             case .int(let i): return String(i)
@@ -139,14 +139,30 @@ public enum ModelGenerator {
             case .decimal(let x):
                 // Built from its digits and power of ten: exact, with no parse at run time.
                 guard let n = DecimalNumber(x) else { break }
-                let significand = n.isZero ? "0" : String(decoding: n.digits, as: UTF8.self)
-                if n.digits.count > 18 { break }
                 return "Foundation.Decimal(sign: .\(n.negative ? "minus" : "plus"), exponent: \(n.exponent), " +
-                       "significand: \(significand))"
+                       "significand: \(decimalSignificand(n.digits)))"
             default: break
             }
         }
         return a.isOptional ? "nil" : nil
+    }
+
+    /// The digits (ASCII, up to 38) as a Swift expression of type `Foundation.Decimal`: an integer
+    /// literal for up to 18 digits (a `Decimal` literal goes through `Int`); longer, chunks of 18
+    /// digits joined by exact `Decimal` arithmetic (`Decimal` keeps 38 digits), each chunk shifting
+    /// the ones before it by its length: `Decimal(sign: .plus, exponent: 18, significand: 1234567)
+    /// + 123456789012345678`.
+    static func decimalSignificand(_ digits: [UInt8]) -> String {
+        guard digits.count > 18 else { return digits.isEmpty ? "0" : String(decoding: digits, as: UTF8.self) }
+        let head = digits.count % 18 == 0 ? 18 : digits.count % 18
+        var expression = String(decoding: digits[..<head], as: UTF8.self)
+        var at = head
+        while at < digits.count {
+            let chunk = String(decoding: digits[at..<(at + 18)], as: UTF8.self)
+            expression = "Foundation.Decimal(sign: .plus, exponent: 18, significand: \(expression)) + \(chunk)"
+            at += 18
+        }
+        return expression
     }
 
     private static func entitySource(_ e: EntityDescription, schema: Schema) -> String {

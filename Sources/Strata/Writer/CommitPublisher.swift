@@ -28,6 +28,9 @@ final class CommitPublisher: Sendable {
         var seen: StateID?
         var timer: DispatchSourceTimer?
         var closed = false
+        /// Looks that failed in a row (a grown map this process cannot map, say), reported at
+        /// the first failure, when the error changes, and then once a minute, not at every look.
+        var failures = RepeatedFailure()
     }
 
     /// Transactions read from the log per step of a catch-up (bounds the memory of a long one).
@@ -164,13 +167,24 @@ final class CommitPublisher: Sendable {
         guard let env = environment() else { return }
         do {
             try poll(env: env, lastCommitted: env.lastCommittedTransaction())
+            let recovered = state.withLock { $0.failures.succeeded() }
+            if recovered > 0 {
+                logger.notice("looking for other processes' commits again after \(recovered) failed look(s)")
+            }
         } catch StrataError.closed {
             return   // the store (or a generation a compaction replaced) closed meanwhile
         } catch {
             // The log could not be read now (not an entry that fails to decode: those are
             // reported as missed); the next look tries again.
-            state.withLock { $0.seen = nil }
-            logger.warning("could not look for other processes' commits: \(error)")
+            let text = "\(error)"
+            let report = state.withLock { s -> Int? in
+                s.seen = nil
+                return s.failures.failed(text, at: .now)
+            }
+            if let failures = report {
+                let repeated = failures > 1 ? " (\(failures) failed looks in a row; tried again every \(interval) ms)" : ""
+                logger.warning("could not look for other processes' commits: \(text)\(repeated)")
+            }
         }
     }
 
@@ -278,5 +292,32 @@ final class CommitPublisher: Sendable {
             s.published = end
             return (full, snapshot)
         }
+    }
+}
+
+/// The failures in a row of something tried again and again (the watch's looks), and when they
+/// were last reported: the first failure is reported, then a failure whose error differs from the
+/// one before, then the same failure again once ``interval`` has passed since the last report.
+struct RepeatedFailure {
+    /// How often the same failure is reported again.
+    static let interval = Duration.seconds(60)
+    private(set) var count = 0
+    private var last = ""
+    private var reported: ContinuousClock.Instant?
+
+    /// Counts a failure with error text `error` at `now`; returns the failures in a row when it
+    /// is to be reported, nil when not.
+    mutating func failed(_ error: String, at now: ContinuousClock.Instant) -> Int? {
+        count += 1
+        defer { last = error }
+        guard error != last || reported.map({ now - $0 >= Self.interval }) ?? true else { return nil }
+        reported = now
+        return count
+    }
+
+    /// A success: returns the failures it ends (0 when there were none) and starts again.
+    mutating func succeeded() -> Int {
+        defer { self = RepeatedFailure() }
+        return count
     }
 }

@@ -111,6 +111,9 @@ import Testing
         (#"[{"entity":"Genre","name":"A"}] x"#, 1, "after the array"),
         ("[\n{\"entity\":\"Genre\",\"name\":\"A\"},\n", 3, "a ']' is missing"),
         ("[\n{\"entity\":\"Genre\",\n\"name\":\"A\"", 3, "ends inside an object that starts on line 2"),
+        ("[\n{\"entity\":\"Genre\",\"name\":\"A\"},\n]", 3, "JSON allows no comma after the last element"),
+        (#"[,{"entity":"Genre","name":"A"}]"#, 1, "expected an object in the array, found ','"),
+        (#"[{"entity":"Genre","name":"A"},,{"entity":"Genre","name":"B"}]"#, 1, "expected an object in the array, found ','"),
     ])
     func aBrokenArrayIsReportedWhereItBreaks(text: String, line: Int, reason: String) async throws {
         let dir = temporaryDirectory("json-array")

@@ -333,4 +333,22 @@ import Testing
         if case .fellBehind(let missed)? = seen.first { #expect(missed == 1) } else { Issue.record("\(seen)") }
         if case .committed(let tx)? = seen.last { #expect(tx.id == local) } else { Issue.record("\(seen)") }
     }
+
+    /// A look that keeps failing the same way (a grown map this process cannot map) is reported
+    /// once, not at every look (every 50 ms, for as long as it lasts); again when the error
+    /// changes or a minute has passed; the success after them says how many failed.
+    @Test func aLookThatKeepsFailingIsReportedOnceAMinuteNotEveryTime() {
+        var failures = RepeatedFailure()
+        let start = ContinuousClock.now
+        #expect(failures.failed("cannot map", at: start) == 1)
+        for k in 1..<1_200 {   // a minute of looks every 50 ms, less one
+            #expect(failures.failed("cannot map", at: start + .milliseconds(50 * k)) == nil)
+        }
+        #expect(failures.failed("cannot map", at: start + .seconds(60)) == 1_201)
+        #expect(failures.failed("cannot map", at: start + .seconds(61)) == nil)
+        #expect(failures.failed("another error", at: start + .seconds(62)) == 1_203)
+        #expect(failures.succeeded() == 1_203)
+        #expect(failures.succeeded() == 0)
+        #expect(failures.failed("cannot map", at: start + .seconds(63)) == 1)
+    }
 }

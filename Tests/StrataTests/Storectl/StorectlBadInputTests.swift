@@ -242,6 +242,24 @@ import Testing
         #expect(try JSONValue.parse(info.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["lastTransaction"] == .int(0), "something was written")
     }
 
+    /// A CSV header that cannot be read, or a JSON array that breaks, stops its file: the summary
+    /// counts a file that cannot be read, not a bad record; a bad record after a good header is one.
+    @Test(arguments: [
+        ("Genre.csv", "nam,bogus\nx,y\n", "1 input file(s) that cannot be read as records; nothing was written"),
+        ("Genre.csv", "\"name\nx\n", "1 input file(s) that cannot be read as records; nothing was written"),
+        ("g.json", "[{\"entity\":\"Genre\",\"name\":\"A\"},]\n", "1 input file(s) that cannot be read as records; nothing was written"),
+        ("Genre.csv", "name\n\"x\n", "1 bad record(s); nothing was written"),
+    ] as [(String, String, String)])
+    func aFileThatCannotBeReadIsNotCountedAsABadRecord(file: String, text: String, summary: String) async throws {
+        let (dir, store) = try await newStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent(file).path
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        let r = try await storectl("import", store, path, "--quiet")
+        #expect(r.status == 65, "exit \(r.status): \(r.stderr)")
+        #expect(r.stderr.contains("storectl: error: \(summary)"), "\(r.stderr)")
+    }
+
     @Test func csvWithInvalidUTF8NamesFileAndLine() async throws {
         let (dir, store) = try await newStore()
         defer { try? FileManager.default.removeItem(at: dir) }

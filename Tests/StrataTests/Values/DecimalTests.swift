@@ -396,6 +396,34 @@ import Testing
                 "\(source)")
     }
 
+    /// A default of more than 18 digits is generated exactly (it was generated as `nil` on an
+    /// optional attribute, and not at all on a required one): the generated expressions, compiled
+    /// and run, print the schema's values.
+    @Test func generatedDefaultsOfUpTo38DigitsAreExact() async throws {
+        let json = #"""
+        {"model": "m", "version": 1, "entities": [{"name": "A", "attributes": [
+          {"name": "a", "type": "decimal", "optional": true, "default": "12345678901234567890123.45"},
+          {"name": "b", "type": "decimal", "default": "-0.12345678901234567890123456789012345678"},
+          {"name": "c", "type": "decimal", "default": "100000000000000000000000000000000000"},
+          {"name": "d", "type": "decimal", "default": "123456789012345678"}]}]}
+        """#
+        let schema = try Schema.parse(Array(json.utf8), source: "v1.json")
+        let entity = try #require(schema.entity(named: "A"))
+        let literals = try entity.attributes.map { try #require(ModelGenerator.defaultLiteral($0), "\($0.name)") }
+        #expect(!literals[0].contains("nil") && literals[3] == "Foundation.Decimal(sign: .plus, exponent: 0, significand: 123456789012345678)",
+                "\(literals)")
+        let dir = temporaryDirectory("decimal-defaults")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let program = "import Foundation\n" + literals.map { "print(\($0) as Foundation.Decimal)\n" }.joined()
+        try Data(program.utf8).write(to: dir.appendingPathComponent("main.swift"))
+        let built = try await run("/usr/bin/env", ["swiftc", "-o", dir.appendingPathComponent("p").path,
+                                                   dir.appendingPathComponent("main.swift").path])
+        #expect(built.status == 0, "\(built.stderr.prefix(2_000))\n\(program)")
+        let ran = try await run(dir.appendingPathComponent("p").path, [])
+        #expect(ran.stdout == "12345678901234567890123.45\n-0.12345678901234567890123456789012345678\n" +
+                             "100000000000000000000000000000000000\n123456789012345678\n", "\(ran.stdout)\n\(program)")
+    }
+
     // MARK: Through storectl
 
     @Test func importExportAndQueryThroughStorectlAreExact() async throws {
