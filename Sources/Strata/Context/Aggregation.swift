@@ -475,8 +475,21 @@ struct DoubleTotal {
 
     /// The exact sum over `n` (the terms' count, above 0), the sum scaled down where it is past
     /// what a double holds (the mean itself never is).
+    ///
+    /// The rounded sum over `n` would round twice (the mean of 9.73, 8.462, 3.9, 4.802, 7.97 and
+    /// 6.65 came out as 6.9190000000000005, not 6.919): the quotient is corrected by what the
+    /// division left (`fma`, exact) and what the sum's rounding left (the exact sum less the
+    /// rounded one, summed exactly again), over `n`.
     func mean(of n: Int) -> Double {
-        if let total = plain.total, total.isFinite { return total / Double(n) }
+        if let total = plain.total, total.isFinite {
+            var rest = plain
+            rest.add(-total)
+            let count = Double(n)
+            let quotient = total / count
+            let correction = (total.addingProduct(-quotient, count) + (rest.total ?? 0)) / count
+            let mean = quotient + correction
+            return mean.isFinite ? mean : quotient
+        }
         // Held to the finite range, where the mean of finite terms lies: rounding could carry the
         // scaled one past it for terms at the largest double.
         let largest = Double.greatestFiniteMagnitude

@@ -209,6 +209,35 @@ import Testing
         #expect(rows.first?.values == [.int(1), .double(0.5), .double(1), .double(1.0 / 3)], "\(rows)")
     }
 
+    /// A double mean is the exact mean rounded once, not the rounded sum divided (a second
+    /// rounding): the mean of 9.73, 8.462, 3.9, 4.802, 7.97 and 6.65 is 6.919, which came out as
+    /// 6.9190000000000005. The expected values are the exact means (Python's `Fraction`) as
+    /// doubles, each of them one the rounded sum over the count missed.
+    @Test func aDoubleMeanIsTheExactMeanRoundedOnce() {
+        let cases: [([Double], Double)] = [
+            ([9.73, 8.462, 3.9, 4.802, 7.97, 6.65], 6.919),
+            ([5.7, 2.55, 7.61], 5.286666666666667),
+            ([5.782, 1.703, 2.3, 7.705, 9.201, 2.322], 4.8355),
+            ([229.0, 988.106, -172.1, -913.0, -440.0], -61.5988),
+            ([-857619.0862859177, -695772.1627941271, -779.5], -518056.91636001493),
+            ([-51392.30866743799, -74122.02225884038, 475654.7054278131, 739822.5049223225, 952.24, 874763.3822836697,
+              439372.9518481835], 343578.7790793872),
+            ([-764173.421481996, -417.8, -933.0, 235.16, -866242.6660605118, -673.3, 452844.5150767516,
+              -93932.19978715025, 96832.55606201757], -130717.79513232099),
+        ]
+        var rng = SeededGenerator(seed: 11)
+        for (terms, exact) in cases {
+            var sum = ExactDoubleSum()
+            for x in terms { sum.add(x) }
+            #expect(sum.total.map { $0 / Double(terms.count) } != exact, "not a case the plain division misses: \(terms)")
+            for _ in 0..<10 {
+                var total = DoubleTotal()
+                for x in terms.shuffled(using: &rng) { total.add(x) }
+                #expect(total.mean(of: terms.count) == exact, "\(terms)")
+            }
+        }
+    }
+
     /// ``ExactDoubleSum`` gives the exact sum rounded once (the values Python's `math.fsum`
     /// gives), in every order of the terms; a running sum gives other values for each.
     @Test func exactDoubleSumsAreRoundedOnceInAnyOrder() {
