@@ -77,12 +77,20 @@ import Testing
             let session = PostgresSession(address: address, logger: .init(label: "test"))
             defer { session.close() }
             let pid = try session.run("SELECT pg_backend_pid()").first?.decode(Int32.self) ?? 0
+            // The backend is ended once the server shows it running the statement (not after a
+            // fixed 0.3 s: a starved killer could let a short statement finish first).
             let killer = Thread {
-                Thread.sleep(forTimeInterval: 0.3)
+                let deadline = ContinuousClock.now + .seconds(120)
+                while ContinuousClock.now < deadline {
+                    let running = (try? server.sql("SELECT count(*) FROM pg_stat_activity WHERE pid = \(pid) " +
+                                                    "AND state = 'active' AND query LIKE 'SELECT pg_sleep%'")) ?? ""
+                    if running.trimmingCharacters(in: .whitespacesAndNewlines) == "1" { break }
+                    Thread.sleep(forTimeInterval: 0.01)
+                }
                 _ = try? server.sql("SELECT pg_terminate_backend(\(pid))")
             }
             killer.start()
-            do { _ = try session.run("SELECT pg_sleep(10)"); return "ran" } catch { return error.text }
+            do { _ = try session.run("SELECT pg_sleep(600)"); return "ran" } catch { return error.text }
         }
         #expect(broken != "ran", "the statement outlived its connection")
         #expect(broken.contains("terminating connection") || broken.contains("closed the connection"), "\(broken)")

@@ -35,6 +35,10 @@ import Testing
             let out = dir.appendingPathComponent("out-\(i)")
             let child = try startCrashChild("save", ["--store", store.path, "--workers", "4", "--run", "t\(i)", "--seed", String(i),
                                                      "--durability", durability], stdout: out)
+            // The first child is killed once it has acknowledged a save (a starved child could
+            // spend every random delay starting up, and the run would check nothing); the others
+            // at random moments, during their open too.
+            if i == 0 { _ = try await waitForLine(out, prefix: "ACK", timeoutSeconds: 120) }
             try await Task.sleep(nanoseconds: UInt64(Int.random(in: 20_000...400_000, using: &rng)) * 1_000)
             child.kill()
             #expect(!child.wait().exited, "iteration \(i): the child ended by itself: \(completeLines(out).suffix(3))")

@@ -785,16 +785,29 @@ import Testing
         #expect(a.status == 0 && b.status == 0, "\(a.status) \(a.stderr) / \(b.status) \(b.stderr)")
 
         let held = try Store.open(at: dir, schema: try librarySchema())
-        async let waiting = storectl("compact", dir.path, "--wait", "--keep-last", "1", "--json")
-        try await Task.sleep(for: .seconds(1.5))
+        let output = temporaryDirectory("compact-wait-output")
+        defer { try? FileManager.default.removeItem(at: output) }
+        let (out, err) = (output.appendingPathComponent("out").path, output.appendingPathComponent("err").path)
+        let waiting = try ChildProcess.start(storectlPath, ["compact", dir.path, "--wait", "--keep-last", "1", "--json"],
+                                             stdout: .file(out), stderr: .file(err))
+        // The saves come once the compaction says it waits for this process (not after a fixed
+        // 1.5 s, which a starved storectl could spend starting, and then never wait).
+        let notice = "waiting for process(es) \(getpid())"
+        let deadline = ContinuousClock.now + .seconds(120)
+        while waiting.isRunning && ContinuousClock.now < deadline,
+              !((try? String(contentsOfFile: err, encoding: .utf8)) ?? "").contains(notice) {
+            try await Task.sleep(for: .milliseconds(10))
+        }
         for i in 3..<6 { _ = try await held.save { $0.insert(Genre(name: "g\(i)")) } }
         let head = try held.lastTransactionID
         held.close()
-        let r = try await waiting
-        #expect(r.status == 0, "\(r.stderr)")
-        let report = try JSONValue.parse(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
-        #expect(report["horizon"] == .int(Int64(head.rawValue) - 1), "\(r.stdout)")
-        #expect(r.stderr.components(separatedBy: "waiting for process(es) \(getpid())").count == 2, "\(r.stderr)")
+        let ended = try await waiting.finished()
+        let (stdout, stderr) = ((try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+                                (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+        #expect(ended == Termination(exited: true, code: 0), "\(ended) \(stderr)")
+        let report = try JSONValue.parse(stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(report["horizon"] == .int(Int64(head.rawValue) - 1), "\(stdout)")
+        #expect(stderr.components(separatedBy: notice).count == 2, "\(stderr)")
     }
 
     /// An entity emptied before a compaction's horizon keeps a count of zero (in `counts`), which a

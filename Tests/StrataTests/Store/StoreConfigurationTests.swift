@@ -68,7 +68,7 @@ import Testing
                 threadDone.signal()
             }.start()
             let answered = await withCheckedContinuation { c in
-                DispatchQueue.global().async { c.resume(returning: threadDone.wait(timeout: .now() + 5) == .success) }
+                DispatchQueue.global().async { c.resume(returning: threadDone.wait(timeout: .now() + 60) == .success) }
             }
             #expect(answered, "saveAndWait blocked instead of being refused")
 

@@ -61,7 +61,8 @@ func waitUntil(_ condition: () throws -> Bool) async throws {
 
 /// One of a writer's ``Writer/TestHooks``, armed to hold the first thread that reaches it
 /// (the hook is removed as it is reached) until ``release()``; a held thread goes on by itself
-/// after 10 s, so a failing test cannot hang the run.
+/// after 120 s, so a failing test cannot hang the run. (It went on after 10 s, which a test
+/// resuming on a starved pool can take, and then found commits it expected held.)
 struct HeldHook: Sendable {
     private let reached = DispatchSemaphore(value: 0)
     private let go = DispatchSemaphore(value: 0)
@@ -73,7 +74,7 @@ struct HeldHook: Sendable {
             set(&$0) {
                 writer.testHooks.withLock { set(&$0, nil) }
                 held.reached.signal()
-                _ = held.go.wait(timeout: .now() + 10)
+                _ = held.go.wait(timeout: .now() + 120)
             }
         }
         return held

@@ -32,12 +32,12 @@ import Testing
                     entries.add(1, ordering: .relaxed)
                     entered.signal()
                     // Bounded, so a writer that flushed inline would be slow here, not stuck.
-                    _ = release.wait(timeout: .now() + .seconds(3))
+                    _ = release.wait(timeout: .now() + .seconds(120))
                 }
             }
             try await Task.sleep(for: .milliseconds(5))   // past the interval: the first save asks for a flush
             _ = try store.saveAndWait { $0.insert(Genre(name: "first")) }
-            #expect(entered.wait(timeout: .now() + .seconds(3)) == .success, "the first save asked for a flush")
+            #expect(entered.wait(timeout: .now() + .seconds(60)) == .success, "the first save asked for a flush")
             for i in 0..<20 { _ = try store.saveAndWait { $0.insert(Genre(name: "later \(i)")) } }
             #expect(entries.load(ordering: .relaxed) == 1, "one flush, held up, while 20 saves committed")
             #expect(env.flushInProgress)
@@ -62,10 +62,10 @@ import Testing
         let (entered, release) = holdFlushes(of: env)
         let errors = Atomic<Int>(0)
         env.requestFlush { _ in errors.add(1, ordering: .relaxed) }
-        #expect(entered.wait(timeout: .now() + .seconds(3)) == .success, "the first flush started")
+        #expect(entered.wait(timeout: .now() + .seconds(60)) == .success, "the first flush started")
         for _ in 0..<50 { env.requestFlush { _ in errors.add(1, ordering: .relaxed) } }
         release.signal()
-        #expect(entered.wait(timeout: .now() + .seconds(3)) == .success, "one more flush ran after the requests")
+        #expect(entered.wait(timeout: .now() + .seconds(60)) == .success, "one more flush ran after the requests")
         release.signal()
         env.waitForFlushes()
         #expect(env.completedFlushes == 2)
@@ -90,10 +90,10 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let (entered, release) = holdFlushes(of: env)
         env.requestFlush { _ in }
-        #expect(entered.wait(timeout: .now() + .seconds(3)) == .success)
+        #expect(entered.wait(timeout: .now() + .seconds(60)) == .success)
         let closed = DispatchSemaphore(value: 0)
         Thread { env.close(); closed.signal() }.start()
-        #expect(closed.wait(timeout: .now() + .seconds(3)) == .success, "close() waited for a flush that had not started")
+        #expect(closed.wait(timeout: .now() + .seconds(60)) == .success, "close() waited for a flush that had not started")
         release.signal()
         env.waitForFlushes()
         #expect(env.completedFlushes == 0)
@@ -140,7 +140,7 @@ import Testing
         env.beforeFlushForTesting.withLock { hook in
             hook = {
                 entered.signal()
-                _ = release.wait(timeout: .now() + .seconds(3))
+                _ = release.wait(timeout: .now() + .seconds(120))
             }
         }
         return (entered, release)

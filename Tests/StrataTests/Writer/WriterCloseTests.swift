@@ -25,8 +25,10 @@ import Testing
         let store = try Store.temporary(schema: try librarySchema(), configuration: config)
         let held = try await holdWriter(store)
         let queued = Task { try await store.save(genres(1, prefix: "queued")) }
-        // The async save is pending behind the held writer (not inline: a body is queued).
-        try await Task.sleep(for: .milliseconds(100))
+        // The async save is pending behind the held writer (not inline: a body is queued); waited
+        // for, not assumed after a delay: a task not yet started would leave the one slot free.
+        let writer = try #require(store.writer)
+        try await waitUntil { writer.pendingForTesting >= 1 }
         // On a thread of its own: if it were let in, it would block behind the held writer.
         let outcome = Locked<String?>(nil)
         Thread {
@@ -148,7 +150,12 @@ import Testing
                     }
                 }
             }
-            try await Task.sleep(for: .milliseconds(150))
+            // The load runs before the closes: waited for, not assumed after 150 ms (a body task
+            // not yet started when the store closed ran no body, and the round failed).
+            let loaded = ContinuousClock.now + .seconds(120)
+            while bodiesRan.withLock({ $0 }) == 0 && ContinuousClock.now < loaded {
+                try await Task.sleep(for: .milliseconds(1))
+            }
             let closers = DispatchGroup()
             for _ in 0..<2 {
                 closers.enter()
