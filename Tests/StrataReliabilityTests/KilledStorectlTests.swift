@@ -203,16 +203,29 @@ import Testing
         for iteration in 0..<(intoEmptyStore ? 4 : 8) {
             let store = dir.appendingPathComponent("s\(iteration)").path
             try FileManager.default.copyItem(atPath: template, toPath: store)
+            let before = Set(try FileManager.default.contentsOfDirectory(atPath: store).filter { $0.hasPrefix("gen-") })
             let p = try ChildProcess.start(storectlPath, ["import", store, input, "--mode", "bulk", "--batch", "500", "--quiet"])
+            if iteration == 0 {
+                // The first kill lands while the new generation is being built, whatever the
+                // machine's pace: as soon as its directory appears (before the switch).
+                let deadline = ContinuousClock.now + .seconds(120)
+                while p.isRunning && ContinuousClock.now < deadline,
+                      Set((try? FileManager.default.contentsOfDirectory(atPath: store)) ?? []).filter({ $0.hasPrefix("gen-") })
+                          .isSubset(of: before) {
+                    try await Task.sleep(for: .milliseconds(1))
+                }
+            }
             // Even iterations kill in the first half of a clean run's time (before the switch,
             // which ends the import, unless this run is much faster than the clean one was),
             // odd ones anywhere up to 1.1 times it: drawn over the whole run only, all four
             // kills into an empty store could land after the switch on a loaded machine. The
-            // first kills within a tenth of it: in the whole parallel suite the clean run was
-            // once slow enough that every kill of a later, faster run came after its switch.
-            let share = iteration == 0 ? 100_000 : iteration.isMultiple(of: 2) ? 500_000 : 1_100_000
+            // first kill is not timed at all (above): in the whole parallel suite the clean run
+            // was once slow enough that every kill of a later, faster run came after its switch.
+            let share = iteration == 0 ? 0 : iteration.isMultiple(of: 2) ? 500_000 : 1_100_000
             let upTo = seconds * Double(share)
-            try await Task.sleep(nanoseconds: UInt64(UInt32.random(in: 1_000...UInt32(max(2_000, upTo)), using: &rng)) * 1_000)
+            if iteration > 0 {
+                try await Task.sleep(nanoseconds: UInt64(UInt32.random(in: 1_000...UInt32(max(2_000, upTo)), using: &rng)) * 1_000)
+            }
             p.kill()
             p.wait()
             let count = try await tracks(store)

@@ -265,7 +265,9 @@ let immutableFilesWork: Bool = {
         // two seconds, which a starved storectl could spend starting.
         let errors = dir.appendingPathComponent("info.err").path
         let child = try ChildProcess.start(storectlPath, ["info", store], stderr: .file(errors))
-        let blocked = try await onOwnThread { waitUntilExitedOrBlockedOnALock(child) }
+        // Generous: in the whole parallel suite, a minute passed before a storectl started here
+        // was seen blocked. It returns as soon as storectl blocks.
+        let blocked = try await onOwnThread { waitUntilExitedOrBlockedOnALock(child, seconds: 600) }
         child.kill()
         _ = try await child.finished()
         lock.shared()
