@@ -22,8 +22,9 @@ struct ExportCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("File to write (default, or -: stdout). A file that exists is replaced whole, "
                                + "keeping its permissions.", valueName: "file"))
     var output: String?
-    @Option(name: .customLong("where"), help: ArgumentHelp("Filter (see `storectl query --help`).", valueName: "expr"))
-    var filter: String?
+    @Option(name: .customLong("where"),
+            help: ArgumentHelp("Filter (repeatable: every one must hold; see `storectl query --help`).", valueName: "expr"))
+    var filters: [String] = []
 
     func validate() throws {
         guard ImportFormat(rawValue: format) != nil else { throw ValidationError("--format must be ndjson or csv") }
@@ -52,10 +53,12 @@ struct ExportCommand: AsyncParsableCommand {
             throw failure(unknownEntity(entity, in: store.schema))
         }
         var query = Query(entity: e.name)
-        if let filter {
-            do { query.predicate = try PredicateParser.parse(filter, entity: e, schema: store.schema) } catch {
-                throw failure(CLIError("--where: \(error)", code: Exit.usage))
-            }
+        do {
+            if let filter = try QueryCommand.filter(filters, entity: e, schema: store.schema) { query.predicate = filter }
+        } catch let error as CLIError {
+            throw failure(error)
+        } catch {
+            throw failure(CLIError("--where: \(error)", code: Exit.usage))
         }
         let sink: OutputSink
         do {

@@ -19,6 +19,10 @@ struct GenerateCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("File to write (default, or -: stdout).", valueName: "file"))
     var output: String?
 
+    func validate() throws {
+        if schema.isEmpty { throw ValidationError("--schema is empty (\"\"); give the model directory") }
+    }
+
     func run() async throws {
         let output = self.output == "-" ? nil : self.output
         // No store is named, but the file must not land in one (a store directory anywhere

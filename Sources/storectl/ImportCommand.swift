@@ -76,6 +76,8 @@ struct ImportCommand: AsyncParsableCommand {
         }
         if continueOnError && rejects == nil { throw ValidationError("--continue-on-error needs --rejects FILE") }
         if rejects != nil && !continueOnError { throw ValidationError("--rejects goes with --continue-on-error") }
+        if files.contains("") { throw ValidationError("an input file name is empty (\"\")") }
+        if rejects == "" { throw ValidationError("--rejects is empty (\"\"); give the file to write") }
         if let format, ImportFormat(rawValue: format) == nil { throw ValidationError("--format must be ndjson or csv") }
         guard ImportMode(rawValue: mode) != nil else {
             throw ValidationError("--mode must be auto, bulk or incremental, not '\(EchoedText.shown(mode))'")

@@ -22,6 +22,10 @@ struct InitCommand: AsyncParsableCommand {
     var schema: String
     @Flag(help: "Print the result as JSON.") var json = false
 
+    func validate() throws {
+        if schema.isEmpty { throw ValidationError("--schema is empty (\"\"); give the model directory") }
+    }
+
     func run() async throws {
         let loaded: Schema
         do { loaded = try Schema.load(directory: URL(fileURLWithPath: schema)) } catch { throw failure(error) }

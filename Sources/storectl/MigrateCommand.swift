@@ -44,6 +44,7 @@ struct MigrateCommand: AsyncParsableCommand {
     @Flag(help: "No progress output.") var quiet = false
 
     func validate() throws {
+        if schema.isEmpty { throw ValidationError("--schema is empty (\"\"); give the model directory") }
         if check && dryRun { throw ValidationError("--check and --dry-run exclude each other") }
     }
 

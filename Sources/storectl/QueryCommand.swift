@@ -25,10 +25,13 @@ struct QueryCommand: AsyncParsableCommand {
 
     @OptionGroup var target: StoreArgument
     @Option(help: ArgumentHelp("Entity to query.", valueName: "name")) var entity: String
-    @Option(name: .customLong("where"), help: ArgumentHelp("Filter expression.", valueName: "expr")) var filter: String?
-    @Option(parsing: .unconditional,
+    @Option(name: .customLong("where"),
+            help: ArgumentHelp("Filter expression (repeatable: every one must hold).", valueName: "expr"))
+    var filters: [String] = []
+    @Option(name: .customLong("sort"), parsing: .unconditionalSingleValue,
             help: ArgumentHelp("Sort keys, comma-separated; '-' for descending (title,-year).", valueName: "keys"))
-    var sort: String?
+    var sorts: [String] = []
+    var sort: String? { sorts.last }
     @Option(parsing: .unconditional, help: "At most this many records.") var limit: Int?
     @Option(parsing: .unconditional, help: "Skip this many records first.") var offset = 0
     @Option(help: ArgumentHelp("Attributes to show in the table, comma-separated (default: all).", valueName: "names"))
@@ -39,7 +42,8 @@ struct QueryCommand: AsyncParsableCommand {
                                "relationship (its target) or count(rel) (the size of a to-many); prints one row " +
                                "per group with its count and the --sum/--min/--max/--avg asked for.",
                                valueName: "key"))
-    var groupBy: String?
+    var groupBys: [String] = []
+    var groupBy: String? { groupBys.last }
     @Option(help: ArgumentHelp("Sum of an int, double or decimal attribute (per group; repeatable).", valueName: "attr"))
     var sum: [String] = []
     @Option(help: ArgumentHelp("Least value of an attribute (per group; repeatable).", valueName: "attr"))
@@ -51,6 +55,11 @@ struct QueryCommand: AsyncParsableCommand {
     @Flag(help: "Print records as NDJSON (the export format).") var json = false
 
     func validate() throws {
+        // Given twice, each of these took the last silently, and a second --where widened the
+        // result a user meant to narrow: --where is repeatable (all must hold), the others are
+        // refused.
+        if sorts.count > 1 { throw ValidationError("--sort given \(sorts.count) times: list the keys in one (--sort title,-year)") }
+        if groupBys.count > 1 { throw ValidationError("--group-by given \(groupBys.count) times: one key per query") }
         if let limit, limit < 0 { throw ValidationError("--limit must be at least 0") }
         if offset < 0 { throw ValidationError("--offset must be at least 0") }
     }
@@ -69,7 +78,7 @@ struct QueryCommand: AsyncParsableCommand {
         }
         var query = Query(entity: e.name, limit: limit, offset: offset)
         do {
-            if let filter { query.predicate = try PredicateParser.parse(filter, entity: e, schema: store.schema) }
+            if let filter = try Self.filter(filters, entity: e, schema: store.schema) { query.predicate = filter }
             if let sort { query.sort = try PredicateParser.parseSort(sort, entity: e, schema: store.schema) }
         } catch {
             throw failure(CLIError("\(error)", code: Exit.usage))
@@ -255,5 +264,17 @@ struct QueryCommand: AsyncParsableCommand {
             count += piece.count
         }
         return out + "…"
+    }
+
+    /// The filters of `--where` given `texts` times (all must hold), nil when none. A mistake in
+    /// one of several names which (`--where 2 of 3: …`).
+    static func filter(_ texts: [String], entity: EntityDescription, schema: Schema) throws -> Filter? {
+        let filters = try texts.enumerated().map { k, text in
+            do { return try PredicateParser.parse(text, entity: entity, schema: schema) } catch {
+                guard texts.count > 1 else { throw error }
+                throw CLIError("--where \(k + 1) of \(texts.count): \(error)", code: Exit.usage)
+            }
+        }
+        return filters.count > 1 ? .and(filters) : filters.first
     }
 }

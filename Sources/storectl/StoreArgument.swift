@@ -16,6 +16,8 @@ struct StoreArgument: ParsableArguments, StoreLocation {
     @Argument(help: ArgumentHelp("Store directory (made by storectl init, or by storectl cluster join).", valueName: "store"))
     var store: String
     @OptionGroup var sharing: SharingFlag
+
+    func validate() throws { try refuseEmpty() }
 }
 
 /// The store directory argument of the subcommands that make a store (`init`, `cluster join`).
@@ -23,6 +25,8 @@ struct NewStoreArgument: ParsableArguments, StoreLocation {
     @Argument(help: ArgumentHelp("Directory of the new store.", valueName: "store"))
     var store: String
     @OptionGroup var sharing: SharingFlag
+
+    func validate() throws { try refuseEmpty() }
 }
 
 /// A store's directory as a command line gives it, with the options every open of it takes.
@@ -33,6 +37,14 @@ protocol StoreLocation {
 
 extension StoreLocation {
     var sharedWithGroup: Bool { sharing.sharedWithGroup }
+
+    /// An empty store argument is a usage error: as a path it named the current directory, so
+    /// `storectl compact "$STORE"` with `STORE` unset compacted whatever store was there.
+    func refuseEmpty() throws {
+        if store.isEmpty {
+            throw ValidationError("the store directory is empty (\"\"); give its path (\".\" for the current directory)")
+        }
+    }
 
     var url: URL { URL(fileURLWithPath: store) }
 

@@ -404,6 +404,17 @@ struct Accumulator {
     }
 
 
+    /// The exact int sum `total` over `count`, rounded once: the rounded sum, corrected by what
+    /// its rounding left (exact in 128 bits) and by what the division left (``correctedMean``).
+    /// (Converting the sum and dividing rounded twice: the mean of 9007199254740993, 1 and 1 came
+    /// out as 3002399751580332, not 3002399751580331.5.)
+    static func mean(of total: Int128, count: Int) -> Double {
+        let rounded = Double(total)
+        // A sum of Int64 values stays far below 2^126; the guard keeps the conversion back exact.
+        guard rounded.magnitude < 0x1p126 else { return rounded / Double(count) }
+        return correctedMean(rounded, rest: Double(total - Int128(rounded)), count: count)
+    }
+
     /// The exact parts of a stored decimal (never NaN: values are checked where they are made).
     private static func number(_ x: Decimal) -> DecimalNumber {
         guard let n = DecimalNumber(x) else {
@@ -436,13 +447,19 @@ struct Accumulator {
                 }
                 return .double(sum)
             // The exact sum over the count, rounded once for each: never past what a double holds.
-            case .intMean(let t, let n): return n == 0 ? .null : .double(Double(t) / Double(n))
+            case .intMean(let t, let n): return n == 0 ? .null : .double(Self.mean(of: t, count: n))
             case .doubleMean(let t, let n): return n == 0 ? .null : .double(t.mean(of: n))
             case .decimalSum(let sum):
                 let total = sum.total
                 guard (try? total.checked("")) != nil else {
-                    throw StrataError.invalidQuery(entity: entity.name, reason: "the sum of '\(name)' needs " +
-                                                   "more than \(DecimalNumber.maxDigits) significant digits to be exact")
+                    // Too many digits, or a total past the decimal's range (9e164 + 9e164 has
+                    // two digits; it was said to need more than 38).
+                    let why = total.digits.count > DecimalNumber.maxDigits
+                        ? "needs more than \(DecimalNumber.maxDigits) significant digits to be exact"
+                        : total.exponent < DecimalNumber.minExponent
+                        ? "is too small for a decimal (its last digit is below 10^\(DecimalNumber.minExponent))"
+                        : "is too large for a decimal (\(DecimalNumber.maxDigits) digits times at most 10^\(DecimalNumber.maxExponent))"
+                    throw StrataError.invalidQuery(entity: entity.name, reason: "the sum of '\(name)' \(why)")
                 }
                 return .decimal(total.decimal)
             // The exact sum divided and rounded once (``DecimalNumber/divided(by:)`` takes any
@@ -476,29 +493,41 @@ struct DoubleTotal {
     /// The exact sum over `n` (the terms' count, above 0), the sum scaled down where it is past
     /// what a double holds (the mean itself never is).
     ///
-    /// The rounded sum over `n` would round twice (the mean of 9.73, 8.462, 3.9, 4.802, 7.97 and
-    /// 6.65 came out as 6.9190000000000005, not 6.919): the quotient is corrected by what the
-    /// division left (`fma`, exact) and what the sum's rounding left (the exact sum less the
-    /// rounded one, summed exactly again), over `n`.
+    /// Rounded once (``correctedMean``): what the sum's rounding left is the exact sum less the
+    /// rounded one, summed exactly again.
     func mean(of n: Int) -> Double {
-        if let total = plain.total, total.isFinite {
-            var rest = plain
-            rest.add(-total)
-            let count = Double(n)
-            let quotient = total / count
-            let correction = (total.addingProduct(-quotient, count) + (rest.total ?? 0)) / count
-            let mean = quotient + correction
-            return mean.isFinite ? mean : quotient
-        }
-        // Held to the finite range, where the mean of finite terms lies: rounding could carry the
-        // scaled one past it for terms at the largest double.
+        if let mean = Self.mean(plain, n) { return mean }
+        // Past the largest double: the mean of the terms scaled down, scaled back up (exact,
+        // a power of two), held to the finite range, where the mean of finite terms lies:
+        // rounding could carry it past for terms at the largest double.
         let largest = Double.greatestFiniteMagnitude
-        return min(max((scaled.total ?? 0) / Double(n) * Self.scaleUp, -largest), largest)
+        return min(max((Self.mean(scaled, n) ?? 0) * Self.scaleUp, -largest), largest)
+    }
+
+    /// The exact mean of `sum`'s terms rounded once (``correctedMean``), or nil when their total
+    /// is not a finite double.
+    private static func mean(_ sum: ExactDoubleSum, _ n: Int) -> Double? {
+        guard let total = sum.total, total.isFinite else { return nil }
+        var rest = sum
+        rest.add(-total)
+        return correctedMean(total, rest: rest.total ?? 0, count: n)
     }
 
     /// 2^-64, and 2^64 undoing it.
     private static let scaleDown = Double(sign: .plus, exponent: -64, significand: 1)
     private static let scaleUp = Double(sign: .plus, exponent: 64, significand: 1)
+}
+
+/// The mean of a sum known as `total` (rounded) plus `rest` (what the rounding left), over
+/// `count`, rounded once: the quotient `total / count` corrected by what the division left
+/// (`fma`, exact) and `rest`, over `count`. The rounded total over the count alone rounds twice,
+/// and can be a unit in the last place off (the mean of 9.73, 8.462, 3.9, 4.802, 7.97 and 6.65
+/// came out as 6.9190000000000005, not 6.919).
+func correctedMean(_ total: Double, rest: Double, count: Int) -> Double {
+    let n = Double(count)
+    let quotient = total / n
+    let mean = quotient + (total.addingProduct(-quotient, n) + rest) / n
+    return mean.isFinite ? mean : quotient
 }
 
 /// A sum of doubles kept exactly, as non-overlapping partial sums (Shewchuk's algorithm, as

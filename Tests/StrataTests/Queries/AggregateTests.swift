@@ -238,6 +238,23 @@ import Testing
         }
     }
 
+    /// An int mean, and a double mean whose sum is past the largest double, are rounded once
+    /// too: the mean of 9007199254740993, 1 and 1 is 3002399751580331.5 (it came out as
+    /// 3002399751580332: the sum converted, then divided), and of 1.7976931348623157e308, 1.7e308
+    /// and 5.164604925736347e306 it is 1.1831130613732264e308 (the scaled-down mean was divided,
+    /// then scaled: …262e308). Expected values: Python's `Fraction`.
+    @Test func intMeansAndMeansPastTheLargestDoubleAreRoundedOnce() {
+        #expect(Accumulator.mean(of: Int128(9007199254740993) + 2, count: 3) == 3002399751580331.5)
+        #expect(Double(Int128(9007199254740995)) / 3 != 3002399751580331.5, "not a case the plain division misses")
+        var total = DoubleTotal()
+        for x in [1.7976931348623157e308, 1.7e308, 5.164604925736347e306] { total.add(x) }
+        #expect(total.sum == nil)
+        #expect(total.mean(of: 3) == 1.1831130613732264e308)
+        var negative = DoubleTotal()
+        for x in [-1.7976931348623157e308, -1.7e308, -5.164604925736347e306] { negative.add(x) }
+        #expect(negative.mean(of: 3) == -1.1831130613732264e308)
+    }
+
     /// ``ExactDoubleSum`` gives the exact sum rounded once (the values Python's `math.fsum`
     /// gives), in every order of the terms; a running sum gives other values for each.
     @Test func exactDoubleSumsAreRoundedOnceInAnyOrder() {
@@ -306,6 +323,19 @@ import Testing
                 guard case StrataError.invalidQuery(_, let reason) = error else { return false }
                 return reason.contains(message)
             }
+        }
+        // A total of few digits past the decimal's range says so (it was said to need more than
+        // 38 significant digits): 9e164 + 9e164.
+        let range = try Store.temporary(schema: schema)
+        defer { range.close() }
+        _ = try await Importer(store: range).run(files: [try writeInput([#"{"entity":"R","k":"a","m":9e164}"#,
+                                                                         #"{"entity":"R","k":"b","m":9e164}"#],
+                                                                        in: dir, "range.ndjson")])
+        #expect {
+            _ = try range.mainContext.aggregate(Query(entity: "R"), groupedBy: nil, [.sum(attribute: 2)])
+        } throws: { error in
+            guard case StrataError.invalidQuery(_, let reason) = error else { return false }
+            return reason.contains("the sum of 'm' is too large for a decimal") && !reason.contains("significant digits")
         }
         // Its average is the exact sum divided: (10^38 - 1 + 0.1) / 4, rounded to 38 digits.
         let mean = try store.mainContext.aggregate(Query(entity: "R"), groupedBy: nil, [.average(attribute: 2)])

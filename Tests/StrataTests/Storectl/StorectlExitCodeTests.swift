@@ -216,6 +216,40 @@ let immutableFilesWork: Bool = {
     /// An argument that is not valid UTF-8 is refused (exit 64, naming it with its bytes escaped)
     /// before anything runs: it was read with U+FFFD in place of the bad byte, and `export
     /// --output` replaced a file of that other name.
+    /// An empty store argument is a usage error for every subcommand (it named the current
+    /// directory: `storectl compact "$STORE"` with `STORE` unset, run inside a store, squashed its
+    /// history); so are an empty `--schema`, `--rejects` and input file name. Nothing is touched.
+    @Test func anEmptyPathIsAUsageErrorNotTheCurrentDirectory() async throws {
+        let (dir, store) = try await emptyStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("g.ndjson").path
+        try Data(#"{"entity":"Genre","name":"Kept"}"#.utf8 + [0x0A]).write(to: URL(fileURLWithPath: input))
+        #expect(try await storectl("import", store, input, "--quiet").status == 0)
+        let schema = librarySchemaDirectory.path
+        let cases: [([String], String)] = [
+            (["compact", ""], "the store directory is empty"), (["info", ""], "the store directory is empty"),
+            (["verify", ""], "the store directory is empty"), (["log", ""], "the store directory is empty"),
+            (["show", "", "1"], "the store directory is empty"), (["replay", ""], "the store directory is empty"),
+            (["query", "", "--entity", "Genre"], "the store directory is empty"),
+            (["export", "", "--entity", "Genre"], "the store directory is empty"),
+            (["import", "", input], "the store directory is empty"),
+            (["migrate", "", "--schema", schema], "the store directory is empty"),
+            (["init", "", "--schema", schema], "the store directory is empty"),
+            (["init", dir.appendingPathComponent("new").path, "--schema", ""], "--schema is empty"),
+            (["migrate", store, "--schema", ""], "--schema is empty"), (["generate", "--schema", ""], "--schema is empty"),
+            (["import", store, ""], "an input file name is empty"),
+            (["import", store, input, "--continue-on-error", "--rejects", ""], "--rejects is empty"),
+        ]
+        for (arguments, message) in cases {
+            // Run inside the store's directory, where "" named the store.
+            let r = try await run("/bin/sh", ["-c", "cd \"$1\" && shift && exec \"$@\"", "sh", store, storectlPath] + arguments)
+            #expect(r.status == 64 && r.stderr.contains(message), "\(arguments): \(r.status) \(r.stderr)")
+        }
+        let info = try JSONValue.parse(try await storectl("info", store, "--json").stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(info["logEntries"] == .int(1) && info["lastTransaction"] == .int(1), "\(info)")
+        #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("new").path))
+    }
+
     @Test func anArgumentThatIsNotUTF8IsRefused() async throws {
         let (dir, store) = try await emptyStore()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -114,6 +114,34 @@ import Testing
         }
     }
 
+    /// `--where` given twice narrows: both must hold (the second replaced the first, silently
+    /// widening the result); a mistake in one says which; `--sort` and `--group-by` given twice
+    /// are usage errors (the last one won, silently).
+    @Test func repeatedWhereFiltersAllHoldAndOtherRepeatsAreRefused() async throws {
+        let (dir, store) = try await sampleStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        func count(_ filters: [String], _ command: String = "query") async throws -> Int {
+            let r = try await storectl([command, store, "--entity", "Track"] + filters.flatMap { ["--where", $0] } +
+                                       (command == "query" ? ["--json"] : []))
+            #expect(r.status == 0, "\(filters): \(r.stderr)")
+            return r.stdout.split(separator: "\n").count
+        }
+        let long = try await count(["durationSeconds > 300"])
+        let rated = try await count(["rating != null"])
+        let both = try await count(["durationSeconds > 300 and rating != null"])
+        #expect(both < long && both < rated, "\(both) \(long) \(rated)")
+        #expect(try await count(["durationSeconds > 300", "rating != null"]) == both)
+        #expect(try await count(["durationSeconds > 300", "rating != null"], "export") == both)
+        let bad = try await storectl("query", store, "--entity", "Track", "--where", "rating != null", "--where", "nope > 1")
+        #expect(bad.status == 64 && bad.stderr.contains("--where 2 of 2:") && bad.stderr.contains("nope"), "\(bad.stderr)")
+        let badExport = try await storectl("export", store, "--entity", "Track", "--where", "nope > 1", "--where", "rating != null")
+        #expect(badExport.status == 64 && badExport.stderr.contains("--where 1 of 2:"), "\(badExport.stderr)")
+        for repeated in [["--sort", "title", "--sort", "-durationSeconds"], ["--group-by", "rating", "--group-by", "album"]] {
+            let r = try await storectl(["query", store, "--entity", "Track"] + repeated)
+            #expect(r.status == 64 && r.stderr.contains("\(repeated[0]) given 2 times"), "\(repeated): \(r.stderr)")
+        }
+    }
+
     @Test func exportWhereToAFile() async throws {
         let (dir, store) = try await sampleStore()
         defer { try? FileManager.default.removeItem(at: dir) }
