@@ -21,6 +21,32 @@ extension ReadView {
         }
     }
 
+    /// ``forEachLogEntry(_:_:)`` over ids that must all be in the log (after the horizon, up to
+    /// the head): an id missing from it is damage, thrown as
+    /// ``StrataError/corruptLogEntry(transaction:reason:)`` where the visit reaches it, also at
+    /// the end of the range (unless `body` stopped first; the head is the log's last key, so that
+    /// end is short only if the range was given past it). Without the check, `log` skipped the
+    /// gap, and `show` and `history` took the entry for one that never was.
+    func forEachContiguousLogEntry(_ range: ClosedRange<UInt64>, _ body: (LogEntry) throws -> Bool) throws {
+        var expected: UInt64? = range.lowerBound
+        var stopped = false
+        try forEachLogEntry(range) { entry in
+            let tx = entry.transactionID.rawValue
+            if let expected, tx != expected { throw Self.missing(TransactionID(expected)) }
+            expected = tx == range.upperBound ? nil : tx + 1
+            if try !body(entry) {
+                stopped = true
+                return false
+            }
+            return true
+        }
+        if !stopped, let expected { throw Self.missing(TransactionID(expected)) }
+    }
+
+    static func missing(_ tx: TransactionID) -> StrataError {
+        .corruptLogEntry(transaction: tx, reason: "missing from the log")
+    }
+
     func logEntry(_ tx: TransactionID) throws -> LogEntry? {
         try txn.withValue(env[.log], key: tx.keyBytes) { try LogEntryCodec.decode($0, transactionID: tx) }
     }
@@ -28,9 +54,17 @@ extension ReadView {
 
 extension Store {
     /// What transaction `tx` changed, with its author, time and metadata.
-    /// - Throws: ``StrataError/noSuchTransaction(_:)``, or ``StrataError/corruptLogEntry(transaction:reason:)``.
+    /// - Throws: ``StrataError/noSuchTransaction(_:)`` for an id at or before the horizon or past
+    ///   the head, or ``StrataError/corruptLogEntry(transaction:reason:)`` for an entry that fails
+    ///   its checksum or is missing between them.
     public func changes(in tx: TransactionID) throws -> LogEntry {
-        guard let entry = try read({ try $0.logEntry(tx) }) else { throw StrataError.noSuchTransaction(tx) }
+        let entry = try read { view -> LogEntry? in
+            if let entry = try view.logEntry(tx) { return entry }
+            // After the horizon and up to the head, every transaction has its entry.
+            if tx > (try view.horizon()), tx <= (try view.lastTransactionID()) { throw ReadView.missing(tx) }
+            return nil
+        }
+        guard let entry else { throw StrataError.noSuchTransaction(tx) }
         return entry
     }
 
@@ -39,7 +73,7 @@ extension Store {
     /// The log is read a chunk of entries at a time, and `body` runs between the reads, never
     /// inside one: a slow `body` holds no lock of the store, so saves go on meanwhile, including
     /// one that grows the map. A ``close()`` from `body` closes the store, and the visit then
-    /// throws ``StrataError/closed(path:)``. A damaged entry ends the visit with
+    /// throws ``StrataError/closed(path:)``. A damaged or missing entry ends the visit with
     /// ``StrataError/corruptLogEntry(transaction:reason:)`` once `body` has seen every entry
     /// before it.
     public func forEachTransaction(from: TransactionID = TransactionID(1), to: TransactionID? = nil,
@@ -66,7 +100,7 @@ extension Store {
             var failure: (any Error)?
             do {
                 try snapshot.read { view in
-                    try view.forEachLogEntry(lower...upper) { entry in
+                    try view.forEachContiguousLogEntry(lower...upper) { entry in
                         read += 1
                         changes += entry.changes.count
                         if author == nil || entry.author == author, tag.map({ entry.touches(entityTag: $0) }) ?? true {
@@ -143,7 +177,7 @@ extension Store {
                 }
             }
             guard snapshot.transactionID > horizon else { return out }
-            try view.forEachLogEntry(horizon.next.rawValue...snapshot.transactionID.rawValue) { entry in
+            try view.forEachContiguousLogEntry(horizon.next.rawValue...snapshot.transactionID.rawValue) { entry in
                 let mine = entry.changes.filter { $0.objectIDs.contains(id) }
                 if !mine.isEmpty {
                     out.append(HistoryEntry(transactionID: entry.transactionID, timestamp: entry.timestamp,

@@ -152,6 +152,35 @@ import Testing
         }
     }
 
+    /// A log entry missing after the horizon is damage to every reader of the log, as it is to
+    /// `verify` and a replay: the log's visit stops at it (it skipped it), `changes(in:)` says it is
+    /// missing (it said "not in the log", as for an id past the head), and `history(of:)` of an
+    /// object it touched fails (it answered without the entry).
+    @Test func aMissingLogEntryIsDamageToEveryReaderOfTheLog() async throws {
+        try await withLibraryStore { store in
+            try await populated(store)
+            let touched = try #require(try store.changes(in: TransactionID(12)).changes.first?.objectIDs.first)
+            try store.env.write { txn in _ = try txn.delete(store.env[.log], key: TransactionID(12).keyBytes) }
+            func isMissing12(_ error: any Error) -> Bool {
+                guard case StrataError.corruptLogEntry(let tx, let reason) = error else { return false }
+                return tx == TransactionID(12) && reason.contains("missing from the log")
+            }
+            var seen: [TransactionID] = []
+            #expect(performing: {
+                try store.forEachTransaction(from: TransactionID(10), to: TransactionID(14)) { seen.append($0.transactionID); return true }
+            }, throws: isMissing12)
+            #expect(seen == [TransactionID(10), TransactionID(11)], "\(seen)")
+            #expect(performing: { try store.changes(in: TransactionID(12)) }, throws: isMissing12)
+            #expect(performing: { try store.history(of: touched) }, throws: isMissing12)
+            // Past the head is still "not in the log"; around the gap, entries read as before.
+            #expect(performing: { try store.changes(in: TransactionID(42)) }, throws: { error in
+                if case StrataError.noSuchTransaction = error { return true } else { return false }
+            })
+            #expect(try store.changes(in: TransactionID(13)).transactionID == TransactionID(13))
+            #expect(try store.transactions(from: TransactionID(13)).count == 29)
+        }
+    }
+
     @Test func verifyDetectsAMissingIndexEntryAndAnExtraLink() async throws {
         try await withLibraryStore { store in
             try await populated(store)
