@@ -228,6 +228,15 @@ public struct PredicateParser {
     }
 
     private mutating func unary(_ e: EntityDescription) throws -> Filter {
+        // An attribute or relationship named `not` (a schema may have one): `not == 1` compares
+        // it. Tried first when the entity has one; when the words after it make no comparison,
+        // `not` is the operator (`not rating == 1`). It could not be named in a filter at all.
+        if i < tokens.count, case .word("not") = tokens[i].0,
+           e.attribute(named: "not") != nil || e.relationship(named: "not") != nil {
+            let at = i
+            if let compared = try? comparison(e) { return compared }
+            i = at
+        }
         let opens = accept(.word("not")) ? "not" : accept(.symbol("(")) ? "(" : nil
         guard let opens else { return try comparison(e) }
         nesting += 1

@@ -129,6 +129,27 @@ import Testing
         #expect(throws: PredicateParser.ParseError.self) { try PredicateParser.parse(nine + " == 'x'", entity: n, schema: chain) }
     }
 
+    /// An attribute named `not` (the schema allows it) can be compared (`not == 1` was refused as
+    /// "expected an attribute name"), and `not` before another comparison is still the operator.
+    @Test func anAttributeNamedNotCanBeCompared() throws {
+        let schema = try Schema.parse(Array(#"""
+            {"model": "m", "version": 1, "entities": [{"name": "E", "attributes": [
+              {"name": "not", "type": "int", "optional": true}, {"name": "x", "type": "int", "optional": true}]}]}
+            """#.utf8), source: "v1.json", expectedVersion: 1)
+        let e = try #require(schema.entity(named: "E"))
+        func parse(_ text: String) throws -> Filter { try PredicateParser.parse(text, entity: e, schema: schema) }
+        #expect(try parse("not == 1") == .compare(attribute: 0, .equal, .int(1)))
+        #expect(try parse("not in [1, 2] and x > 0") ==
+                (.isIn(attribute: 0, [.int(1), .int(2)]) && .compare(attribute: 1, .greater, .int(0))))
+        #expect(try parse("not x == 1") == .not(.compare(attribute: 1, .equal, .int(1))))
+        #expect(try parse("not not == 1") == .not(.compare(attribute: 0, .equal, .int(1))))
+        #expect(try parse("not (x == 1)") == .not(.compare(attribute: 1, .equal, .int(1))))
+        // Without such an attribute, `not ==` is still an error at the operator.
+        #expect(throws: PredicateParser.ParseError.self) {
+            try PredicateParser.parse("not == 1", entity: try #require(librarySchema().entity(named: "Track")), schema: try librarySchema())
+        }
+    }
+
     /// `not` binds tightest, then `and`, then `or`; parentheses group.
     @Test func precedence() {
         let a = Filter.compare(attribute: Track.explicit.index, .equal, .bool(true))
