@@ -376,6 +376,11 @@ public struct PredicateParser {
         }
         do {
             let v = try ValueConversion.value(fromText: text, type: a.type)
+            // A date past what a store holds is refused here, at its position, as a number out
+            // of range is (it was refused when the query ran: exit 65, the value in seconds).
+            if let why = v.notFiniteReason {
+                throw error("'\(a.name)' is \(a.type.rawValue): '\(EchoedText.shown(text))' is out of range: \(why)")
+            }
             i += 1
             return v
         } catch let f as ValueConversion.Failure {

@@ -164,6 +164,13 @@ import Testing
     /// A huge number in a filter, where a number does not belong or as a decimal of too many
     /// digits, is shown cut after 64 characters with its length, as other input is: it was
     /// echoed whole (100,000 digits to standard error).
+    /// A date literal past what a store holds is refused as the filter is read, at its position
+    /// and as written (it was refused when the query ran, exit 65, naming it in seconds).
+    @Test func aDateLiteralOutOfRangeIsRefusedWhereItIsWritten() {
+        expectError("addedAt < '+960000-01-01T00:00:00Z'",
+                    "at character 11: 'addedAt' is date: '+960000-01-01T00:00:00Z' is out of range: dates must lie within")
+    }
+
     @Test func aHugeNumberIsShownCut() {
         let huge = String(repeating: "1", count: 100_000)
         for text in ["durationSeconds == 1 \(huge)", "durationSeconds == \(huge)"] {
