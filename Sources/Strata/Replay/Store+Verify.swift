@@ -216,6 +216,11 @@ extension Store {
                 }
                 _ = try StateRebuilder.loadBase(from: view, horizon: TransactionID(horizon),
                                                 head: snapshot.transactionID, into: scratch, schema: schema)
+            } catch let error as StrataError {
+                // A log entry that fails its checksum while the state at the horizon is read back
+                // through it is the log's damage, named as the replay names it (it was "base:").
+                if case .corruptLogEntry = error { problems.add("log: \(error)") } else { problems.add("base: \(error)") }
+                return
             } catch {
                 problems.add("base: \(error)")
                 return

@@ -141,6 +141,27 @@ import Testing
         }
     }
 
+    /// On a compacted store, an entry after the horizon that fails its checksum is named as the
+    /// log's damage (`log:`), also when it is met reading the state at the horizon back through
+    /// it, where it was named `base:`.
+    @Test func aCorruptLogEntryOfACompactedStoreIsTheLogsDamage() async throws {
+        try await withLibraryStore { store in
+            try await populated(store)
+            _ = try await store.compact(horizon: TransactionID(30))
+            try store.env.write { txn in
+                let key = TransactionID(38).keyBytes
+                var bytes = try #require(try txn.withValue(store.env[.log], key: key) { Array($0) })
+                bytes[bytes.count - 6] ^= 0x01
+                try txn.put(store.env[.log], key: key, value: bytes)
+            }
+            for rebuild in [false, true] {
+                let report = try store.verify(rebuild: rebuild)
+                #expect(report.problems == ["log: corrupt log entry for transaction 38: checksum mismatch"],
+                        "rebuild \(rebuild): \(report.problems)")
+            }
+        }
+    }
+
     @Test func verifyDetectsAMissingLogEntry() async throws {
         try await withLibraryStore { store in
             try await populated(store)
