@@ -33,7 +33,7 @@ struct QueryCommand: AsyncParsableCommand {
     var sorts: [String] = []
     var sort: String? { sorts.last }
     @Option(parsing: .unconditional, help: "At most this many records.") var limit: Int?
-    @Option(parsing: .unconditional, help: "Skip this many records first.") var offset = 0
+    @Option(parsing: .unconditional, help: "Skip this many records first.") var offset: Int?
     @Option(help: ArgumentHelp("Attributes to show in the table, comma-separated (default: all).", valueName: "names"))
     var fields: String?
     @Flag(help: "Print only the number of matching records (with --group-by: per group).") var count = false
@@ -61,7 +61,7 @@ struct QueryCommand: AsyncParsableCommand {
         if sorts.count > 1 { throw ValidationError("--sort given \(sorts.count) times: list the keys in one (--sort title,-year)") }
         if groupBys.count > 1 { throw ValidationError("--group-by given \(groupBys.count) times: one key per query") }
         if let limit, limit < 0 { throw ValidationError("--limit must be at least 0") }
-        if offset < 0 { throw ValidationError("--offset must be at least 0") }
+        if let offset, offset < 0 { throw ValidationError("--offset must be at least 0") }
     }
 
     func run() async throws {
@@ -76,7 +76,7 @@ struct QueryCommand: AsyncParsableCommand {
         guard let e = store.schema.entity(named: entity) else {
             throw failure(unknownEntity(entity, in: store.schema))
         }
-        var query = Query(entity: e.name, limit: limit, offset: offset)
+        var query = Query(entity: e.name, limit: limit, offset: offset ?? 0)
         do {
             if let filter = try Self.filter(filters, entity: e, schema: store.schema) { query.predicate = filter }
             if let sort { query.sort = try PredicateParser.parseSort(sort, entity: e, schema: store.schema) }
@@ -91,7 +91,7 @@ struct QueryCommand: AsyncParsableCommand {
             }
             if count {
                 // A count is of every match (as an aggregate's is): a window would be ignored.
-                if query.sort.count > 0 || query.limit != nil || query.offset != 0 {
+                if query.sort.count > 0 || query.limit != nil || offset != nil {
                     throw CLIError("--sort, --limit and --offset do not apply to --count (it counts every match)",
                                    code: Exit.usage)
                 }
@@ -127,7 +127,7 @@ struct QueryCommand: AsyncParsableCommand {
     /// `--group-by` and the aggregate options: one row per group (one row without a group).
     private func printAggregate(_ view: ViewContext, _ query: Query, entity e: EntityDescription,
                                 schema: Schema) throws {
-        if query.sort.count > 0 || query.limit != nil || query.offset != 0 {
+        if query.sort.count > 0 || query.limit != nil || offset != nil {
             throw CLIError("--sort, --limit and --offset do not apply to --group-by, --sum, --min, --max, --avg",
                            code: Exit.usage)
         }

@@ -38,6 +38,7 @@ import Testing
                                 (["--group-by", "count(album)"], "is not a to-many relationship"),
                                 (["--sum", "nope"], "--sum: unknown attribute 'nope'"),
                                 (["--group-by", "genre", "--limit", "2"], "do not apply to --group-by"),
+                                (["--group-by", "genre", "--offset", "0"], "do not apply to --group-by"),
                                 (["--sum", "title"], "--sum: 'title' is a string attribute of Track"),
                                 (["--avg", "title"], "need an int, double or decimal attribute"),
                                 (["--group-by", "playlists.name"],
