@@ -64,6 +64,10 @@ enum Exit {
         // liblmdb found a page it cannot use, a file of another format, a key of an impossible
         // size: a damaged store.
         if e.isDamage { return dataError }
+        // A directory that cannot be made where its parent is missing or no directory (a scratch
+        // environment under a `TMPDIR` that does not exist) is as much "cannot create" as one
+        // whose parent may not be written: it exited 70 (software) and 73 for the two.
+        if e.operation.hasPrefix("mkdir "), e.code == ENOENT || e.code == ENOTDIR { return cannotCreate }
         switch e.code {
         case EIO, ENOSPC, EFBIG, EDQUOT: return ioError
         case EACCES, EROFS, EPERM: return cannotCreate

@@ -250,6 +250,29 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
                 "\(r.status) \(r.stderr)")
     }
 
+    /// `verify --rebuild` of a store this user may read but not write makes its scratch under
+    /// `TMPDIR`; one it cannot make there is "cannot create" (exit 73) whether `TMPDIR` is not
+    /// writable or does not exist (that one exited 70, as a software error).
+    @Test(.enabled(if: TestUser.isRoot && TestUser.nobody != nil))
+    func aScratchThatCannotBeMadeExits73() async throws {
+        let dir = temporaryDirectory("scratch-place")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s").path
+        #expect(try await TestUser.testUser.storectl(["init", store, "--schema", librarySchemaDirectory.path]).status == 0)
+        #expect(try await TestUser.testUser.storectl(["import", store, Self.sample, "--quiet"]).status == 0)
+        for path in [dir.path] + (FileManager.default.subpaths(atPath: dir.path) ?? []).map({ dir.path + "/" + $0 }) {
+            var st = stat()
+            guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) != S_IFLNK else { continue }
+            #expect(chmod(path, (st.st_mode & S_IFMT) == S_IFDIR ? 0o755 : 0o644) == 0)
+        }
+        for temporary in ["/nonexistent-\(UUID().uuidString)", "/"] {
+            let r = try await run("/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/env",
+                                                       "TMPDIR=\(temporary)", storectlPath, "verify", store, "--rebuild"])
+            #expect(r.status == 73 && r.stderr.contains("mkdir \(temporary == "/" ? "" : temporary)/.scratch-"),
+                    "TMPDIR=\(temporary): \(r.status) \(r.stderr)")
+        }
+    }
+
     /// A generation the compacting user cannot delete (its directory read-only to them) is left
     /// renamed aside with a warning that says so, and the next read-write open says it again: it
     /// stayed through every later compaction and nothing said so.
