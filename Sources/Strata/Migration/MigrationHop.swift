@@ -269,7 +269,20 @@ private struct Shape {
 
     /// Throws ``SchemaError`` for an entity of `from` whose tag is not its tag in `to` (under the
     /// name `steps`' renames give it): object ids carry the tag, so it never changes.
+    /// A rename onto a name an entity bears at that step is refused first, as that step's error
+    /// (`entity 'Customer' already exists`): the tag check below would otherwise take the two
+    /// entities for one and blame its tag.
     static func checkTagsKept(from: Schema, to: Schema, steps: [MigrationStep]) throws {
+        var names = Set(from.entities.map(\.name))
+        for (index, step) in steps.enumerated() {
+            guard case .renameEntity(let f, let t) = step, names.contains(f) else { continue }
+            guard !names.contains(t) else {
+                throw SchemaError(file: "v\(to.version).json", entity: nil, field: "migration.steps[\(index)]",
+                                  reason: "entity '\(t)' already exists")
+            }
+            names.remove(f)
+            names.insert(t)
+        }
         for e in from.entities {
             var name = e.name
             for case .renameEntity(let f, let t) in steps where f == name { name = t }

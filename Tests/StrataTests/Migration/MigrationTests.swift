@@ -367,6 +367,21 @@ import Testing
         }
     }
 
+    /// A rename onto the name of an entity that exists at that step is refused as that step's
+    /// error; it was refused for the other entity's tag (`must keep tag 2`), naming no step.
+    @Test func aRenameOntoAnExistingEntityIsThatStepsError() throws {
+        let onto = ShopSchemas.v2.replacingOccurrences(of: #"{"op":"renameEntity","from":"Product","to":"Item"}"#,
+                                                       with: #"{"op":"renameEntity","from":"Product","to":"Maker"}"#)
+        #expect(onto != ShopSchemas.v2)
+        let all = try schemas([ShopSchemas.v1, onto])
+        do {
+            _ = try MigrationHop(from: all[0], to: all[1], registry: ShopSchemas.registry)
+            Issue.record("a rename onto an existing entity was accepted")
+        } catch let e as SchemaError {
+            #expect(e.description == "v2.json: migration.steps[0]: entity 'Maker' already exists", "\(e)")
+        }
+    }
+
     @Test func stepsThatDoNotLeadToTheNewVersionAreRefused() throws {
         let broken = ShopSchemas.v2.replacingOccurrences(of: #"{"op":"addAttribute","entity":"Item","attribute":"views"},"#, with: "")
         let all = try schemas([ShopSchemas.v1, broken])
