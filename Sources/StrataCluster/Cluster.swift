@@ -97,7 +97,9 @@ public enum Cluster {
     @discardableResult
     public static func initialize(store: Store, address: ClusterAddress, name: String? = nil) async throws
         -> ClusterStatus {
-        try ClusterReplica.checkName(name)
+        // The default name (`host:path`) too: one with a control character (a path holding a
+        // line break) made a cluster whose first replica no later command could open.
+        try ClusterReplica.checkName(name ?? ClusterReplica.defaultName(store))
         let session = PostgresSession(address: address, logger: Logger(label: "strata.cluster"))
         defer { session.close() }
         let existing = try await offPool("init") { () throws -> String? in

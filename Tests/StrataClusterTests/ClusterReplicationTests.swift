@@ -267,6 +267,28 @@ import Testing
         }
     }
 
+    /// `cluster init` of a store whose default replica name (`host:path`) holds a control
+    /// character is refused before anything is made, as `join` refuses it: the cluster was made,
+    /// and every later command on the replica refused its name.
+    @Test func aDefaultNameWithAControlCharacterIsRefusedByInit() async throws {
+        let address = try await TestPostgres.shared().freshDatabase()
+        let url = "postgres://\(address.user)@\(address.host):\(address.port)/\(address.database)"
+        let dir = temporaryDirectory("cluster-name")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("line\nbreak").path
+        #expect(try await storectl(["init", path, "--schema", librarySchemaDirectory.path]).status == 0)
+        let r = try await storectl(["cluster", "init", path, "--postgres", url])
+        #expect(r.status == 64 && r.stderr.contains("must not be empty or hold control characters"), "\(r.status) \(r.stderr)")
+        let server = try await TestPostgres.shared()
+        let tables = try await onOwnThread {
+            try server.sql("SELECT to_regclass('strata_cluster') IS NULL", database: address.database)
+        }
+        #expect(tables == "t", "a cluster was made: \(tables)")
+        let store = try Store.openReadOnly(at: URL(fileURLWithPath: path))
+        defer { store.close() }
+        #expect(try store.replicaClusterID == nil)
+    }
+
     @Test func aReplicaDownFor10000TransactionsCatchesUp() async throws {
         try await withCluster(replicas: 2) { c in
             let (a, b) = (c.replicas[0], c.replicas[1])
