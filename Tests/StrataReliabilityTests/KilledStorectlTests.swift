@@ -203,15 +203,17 @@ import Testing
         for iteration in 0..<(intoEmptyStore ? 4 : 8) {
             let store = dir.appendingPathComponent("s\(iteration)").path
             try FileManager.default.copyItem(atPath: template, toPath: store)
-            let before = Set(try FileManager.default.contentsOfDirectory(atPath: store).filter { $0.hasPrefix("gen-") })
             let p = try ChildProcess.start(storectlPath, ["import", store, input, "--mode", "bulk", "--batch", "500", "--quiet"])
             if iteration == 0 {
-                // The first kill lands while the new generation is being built, whatever the
-                // machine's pace: as soon as its directory appears (before the switch).
+                // The first kill lands while the import reads its input, whatever the machine's
+                // pace: as soon as storectl has the input open (the switch comes after the whole
+                // input is read; into an empty store, the new generation is made only then).
                 let deadline = ContinuousClock.now + .seconds(120)
-                while p.isRunning && ContinuousClock.now < deadline,
-                      Set((try? FileManager.default.contentsOfDirectory(atPath: store)) ?? []).filter({ $0.hasPrefix("gen-") })
-                          .isSubset(of: before) {
+                func reading() -> Bool {
+                    let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(p.pid)/fd")) ?? []
+                    return fds.contains { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(p.pid)/fd/\($0)")) == input }
+                }
+                while p.isRunning && ContinuousClock.now < deadline && !reading() {
                     try await Task.sleep(for: .milliseconds(1))
                 }
             }
