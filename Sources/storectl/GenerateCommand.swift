@@ -20,7 +20,7 @@ struct GenerateCommand: AsyncParsableCommand {
     var output: String?
 
     func validate() throws {
-        if schema.isEmpty { throw ValidationError("--schema is empty (\"\"); give the model directory") }
+        try refuseEmptySchema(schema)
     }
 
     func run() async throws {

@@ -23,7 +23,7 @@ struct InitCommand: AsyncParsableCommand {
     @Flag(help: "Print the result as JSON.") var json = false
 
     func validate() throws {
-        if schema.isEmpty { throw ValidationError("--schema is empty (\"\"); give the model directory") }
+        try refuseEmptySchema(schema)
     }
 
     func run() async throws {

@@ -44,7 +44,7 @@ struct MigrateCommand: AsyncParsableCommand {
     @Flag(help: "No progress output.") var quiet = false
 
     func validate() throws {
-        if schema.isEmpty { throw ValidationError("--schema is empty (\"\"); give the model directory") }
+        try refuseEmptySchema(schema)
         if check && dryRun { throw ValidationError("--check and --dry-run exclude each other") }
     }
 

@@ -70,3 +70,9 @@ extension StoreLocation {
         return URL(fileURLWithPath: home).appendingPathComponent(".cache/strata/page-checks")
     }
 }
+
+/// An empty `--schema` (`init`, `generate`, `migrate`) is a usage error: as a path it named the
+/// current directory.
+func refuseEmptySchema(_ schema: String) throws {
+    if schema.isEmpty { throw ValidationError("--schema is empty (\"\"); give the model directory") }
+}
