@@ -206,14 +206,29 @@ import Testing
             let p = try ChildProcess.start(storectlPath, ["import", store, input, "--mode", "bulk", "--batch", "500", "--quiet"])
             // Even iterations kill in the first half of a clean run's time (before the switch,
             // which ends the import, unless this run is much faster than the clean one was),
-            // odd ones anywhere up to 1.1 times it: drawn over the whole run only, all four
-            // kills into an empty store could land after the switch on a loaded machine. The
-            // first kills within a tenth of it: in the whole parallel suite the clean run was
-            // once slow enough that every kill of a later, faster run came after its switch.
-            let share = iteration == 0 ? 100_000 : iteration.isMultiple(of: 2) ? 500_000 : 1_100_000
-            let upTo = seconds * Double(share)
-            try await Task.sleep(nanoseconds: UInt64(UInt32.random(in: 1_000...UInt32(max(2_000, upTo)), using: &rng)) * 1_000)
-            p.kill()
+            // odd ones anywhere up to 1.1 times it. The first kills as soon as storectl has its
+            // input open, while it reads (the switch comes after the whole input is read).
+            // The wait and the kill run on a thread of their own: a test's sleep on the shared
+            // cooperative pool can wake long after it was due when the parallel suite keeps
+            // those threads busy, and then every kill landed after the switch.
+            let share = iteration.isMultiple(of: 2) ? 500_000 : 1_100_000
+            let micros = UInt32.random(in: 1_000...UInt32(max(2_000, seconds * Double(share))), using: &rng)
+            let firstKill = iteration == 0
+            try await onOwnThread {
+                if firstKill {
+                    func reading() -> Bool {
+                        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(p.pid)/fd")) ?? []
+                        return fds.contains {
+                            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(p.pid)/fd/\($0)")) == input
+                        }
+                    }
+                    let deadline = ContinuousClock.now + .seconds(120)
+                    while p.isRunning && ContinuousClock.now < deadline && !reading() { usleep(200) }
+                } else {
+                    usleep(micros)
+                }
+                p.kill()
+            }
             p.wait()
             let count = try await tracks(store)
             #expect(count == old || count == new, "iteration \(iteration): \(count) tracks, neither \(old) nor \(new)")
