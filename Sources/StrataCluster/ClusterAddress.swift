@@ -45,6 +45,35 @@ public struct ClusterAddress: Sendable, Equatable, CustomStringConvertible {
         guard text.first?.isWhitespace == false, text.last?.isWhitespace == false else {
             throw bad("starts or ends with a space")
         }
+        // The authority (between `scheme://` and the path) read by hand first: Foundation takes
+        // some malformed ones, which then failed only when connecting, as if the server were down.
+        if let start = text.range(of: "://")?.upperBound {
+            let authority = text[start...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+            if authority.filter({ $0 == "@" }).count > 1 {
+                throw bad("has more than one `@` before the host (an `@` in the user or password is written `%40`)")
+            }
+            let hostAndPort = authority.split(separator: "@", omittingEmptySubsequences: false).last ?? ""
+            if hostAndPort.hasSuffix(":") { throw bad("has an empty port (postgres://USER@HOST:PORT/DB)") }
+            if hostAndPort.contains(",") { throw bad("names several hosts; Strata connects to one") }
+            // Foundation takes a malformed escape (`%zz`) as the characters written.
+            func wellEscaped(_ part: Substring) -> Bool {
+                let bytes = Array(part.utf8)
+                var i = 0
+                while i < bytes.count {
+                    if bytes[i] == UInt8(ascii: "%") {
+                        let hex = { (b: UInt8) in (b >= 48 && b <= 57) || (b | 0x20 >= 97 && b | 0x20 <= 102) }
+                        guard i + 2 < bytes.count, hex(bytes[i + 1]), hex(bytes[i + 2]) else { return false }
+                        i += 3
+                    } else {
+                        i += 1
+                    }
+                }
+                return true
+            }
+            if !wellEscaped(text[start...]) {
+                throw bad("has a malformed percent-escape (`%` is followed by two hexadecimal digits; `%25` is a `%`)")
+            }
+        }
         guard let components = URLComponents(string: text) else {
             throw bad("is not a URL (a `#`, `/`, `?` or `@` in the user or password is written percent-encoded: " +
                       "`%23`, `%2F`, `%3F`, `%40`)")
@@ -65,9 +94,24 @@ public struct ClusterAddress: Sendable, Equatable, CustomStringConvertible {
         // An IPv6 literal is written in brackets in a URL (`[::1]`); the address is without them.
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         guard !bare.isEmpty else { throw bad("names no host") }
-        self.init(host: bare, port: components.port ?? 5432,
-                  user: components.percentEncodedUser?.removingPercentEncoding ?? user,
-                  password: components.percentEncodedPassword?.removingPercentEncoding, database: database)
+        // A malformed escape (`%zz`) is refused, not taken as written; a NUL (`%00`) cannot reach
+        // PostgreSQL, whose protocol ends each of these strings with one.
+        func decoded(_ encoded: String?, _ part: String) throws -> String? {
+            guard let encoded else { return nil }
+            guard let plain = encoded.removingPercentEncoding else {
+                throw bad("has a malformed percent-escape in the \(part) (`%` is followed by two hexadecimal digits; " +
+                          "`%25` is a `%`)")
+            }
+            guard !plain.contains("\u{0}") else { throw bad("has a NUL character (`%00`) in the \(part)") }
+            return plain
+        }
+        let plainUser = try decoded(components.percentEncodedUser, "user") ?? user
+        let password = try decoded(components.percentEncodedPassword, "password")
+        guard try decoded(components.percentEncodedPath, "database name") != nil,
+              !database.contains("\u{0}"), !bare.contains("\u{0}") else {
+            throw bad("has a NUL character (`%00`) in the host or database name")
+        }
+        self.init(host: bare, port: components.port ?? 5432, user: plainUser, password: password, database: database)
     }
 
     /// The address from `url` when given, else from ``environmentVariable``.

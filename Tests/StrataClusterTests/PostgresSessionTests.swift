@@ -112,9 +112,25 @@ import Testing
         for (url, reason) in [("postgres://s@h/db#frag", "has a fragment"),
                               ("postgres://s@h/db/extra", "has a path of more than a database name"),
                               ("postgres://s@h/", "names no database"),
-                              ("postgres://s@h/db?sslmode=require", "has query parameters")] {
+                              ("postgres://s@h/db?sslmode=require", "has query parameters"),
+                              // These were taken, and failed only when connecting, as a server down.
+                              ("postgres://s@h1,h2/db", "names several hosts"),
+                              ("postgres://s@h1:5432,h2:5433/db", "names several hosts"),
+                              ("postgres://s@x@h/db", "more than one `@`"),
+                              ("postgres://s:p@ss@h/db", "more than one `@`"),
+                              ("postgres://s@h:/db", "has an empty port"),
+                              ("postgres://s@[::1]:/db", "has an empty port"),
+                              ("postgres://s%00x@h/db", "NUL character"),
+                              ("postgres://s:p%00w@h/db", "NUL character"),
+                              ("postgres://s@h/d%00b", "NUL character")] {
             #expect("\(url)") { try ClusterAddress(url: url) } throws: { error in
                 (error as? ClusterError).map { $0.kind == .badAddress && $0.reason.contains(reason) } ?? false
+            }
+        }
+        // A malformed percent-escape is refused (it was taken as written), whatever part holds it.
+        for url in ["postgres://s%zz@h/db", "postgres://s:p%4@h/db", "postgres://s@h/d%g1b", "postgres://s%@h/db"] {
+            #expect("\(url)") { try ClusterAddress(url: url) } throws: { error in
+                (error as? ClusterError).map { $0.kind == .badAddress && $0.reason.contains("malformed percent-escape") } ?? false
             }
         }
         #expect { try ClusterAddress.resolve(nil, environment: [ClusterAddress.environmentVariable: " postgres://s@h/db"]) }
@@ -132,9 +148,31 @@ import Testing
         }
         // A user written percent-encoded is shown so, a URL that reads back as the same address
         // (`str@ta` was shown as `postgres://str@ta@h…`).
+        #expect(try ClusterAddress(url: "postgres://p%25c:a%2fb@h/d%25b").password == "a/b")
         let encoded = try ClusterAddress(url: "postgres://str%40ta@h:5433/db")
         #expect(encoded.user == "str@ta" && "\(encoded)" == "postgres://str%40ta@h:5433/db")
         #expect(try ClusterAddress(url: "\(encoded)") == encoded)
+    }
+
+    /// storectl refuses a malformed URL as a usage error (64), before connecting: a URL naming
+    /// two hosts, with two `@`, an empty port or a NUL was taken and then failed to connect, which
+    /// exited 75, the code of a server that may come back.
+    @Test func storectlRefusesAMalformedURLAsAUsageError() async throws {
+        let dir = temporaryDirectory("cluster-url")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("s").path
+        #expect(try await storectl(["init", path, "--schema", librarySchemaDirectory.path]).status == 0)
+        for (url, reason) in [("postgres://s@127.0.0.1,127.0.0.2/db", "names several hosts"),
+                              ("postgres://s@x@127.0.0.1/db", "more than one `@`"),
+                              ("postgres://s@127.0.0.1:/db", "has an empty port"),
+                              ("postgres://s%00@127.0.0.1/db", "NUL character")] {
+            for command in ["init", "status", "join"] {
+                let target = command == "join" ? dir.appendingPathComponent("new").path : path
+                let r = try await storectl(["cluster", command, target, "--postgres", url])
+                #expect(r.status == 64 && r.stderr.contains(reason), "\(command) \(url): \(r.status) \(r.stderr)")
+            }
+        }
+        #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("new").path))
     }
 
     /// A huge URL, or huge parts of one, are shown cut after 64 characters with their length in
