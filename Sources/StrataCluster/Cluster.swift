@@ -122,6 +122,19 @@ public enum Cluster {
                     (`storectl cluster status` shows it)
                     """)
             }
+            // This store's own `init` into this database was cut short before its PostgreSQL
+            // transaction committed, and another store's cluster was made there since: a database
+            // holds one cluster, so this store's was never made and can never be. Its mark goes
+            // (it is a store of one machine again); it was left waiting for an `init` that could
+            // not finish, refusing every save.
+            if let marked, try store.clusterBeingMadeIn == address.identity {
+                try await store.leaveCluster(clusterID: marked)
+                throw ClusterError(.clusterExists, """
+                    the database at \(address) holds another cluster (\(existing)), made after this store's \
+                    `cluster init` into it was cut short: that init is undone, and \(store.path) is a store of one \
+                    machine again (make its cluster in another database, or join the one there with a new replica)
+                    """)
+            }
             throw ClusterError(.clusterExists,
                                "the database at \(address) already holds a cluster (`storectl cluster status`)")
         }

@@ -772,6 +772,40 @@ import Testing
         await replica.close()
     }
 
+    /// A store whose `cluster init` into a database was cut short, when another store's cluster
+    /// has been made in that database since: its cluster can never be made there, so the init
+    /// run again undoes the mark (the store is one machine's again, and saves) and says why. It
+    /// was refused as "already holds a cluster" for good, and every save refused with it.
+    @Test func anUnfinishedInitIntoADatabaseThatAnotherClusterTookIsUndone() async throws {
+        let server = try await TestPostgres.shared()
+        let address = try await server.freshDatabase()
+        let root = temporaryDirectory("strata-cluster")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let cut = root.appendingPathComponent("cut")
+        do {
+            let store = try Store.open(at: cut, schema: try librarySchema())
+            defer { store.close() }
+            try await store.markAsReplica(clusterID: "left-by-a-dead-init", makingClusterIn: address.identity)
+        }
+        do {
+            let other = try Store.open(at: root.appendingPathComponent("other"), schema: try librarySchema())
+            defer { other.close() }
+            try await Cluster.initialize(store: other, address: address)
+        }
+        let url = "postgres://\(address.user)@\(address.host):\(address.port)/\(address.database)"
+        let r = try await storectl(["cluster", "init", cut.path, "--postgres", url])
+        #expect(r.status == 73 && r.stderr.contains("that init is undone") && r.stderr.contains("store of one machine again"),
+                "\(r.status) \(r.stderr)")
+        let input = root.appendingPathComponent("in.ndjson")
+        try Data(#"{"entity":"Genre","name":"g"}"#.utf8).write(to: input)
+        let imported = try await run(storectlPath, ["import", cut.path, input.path, "--quiet"],
+                                     environment: ProcessInfo.processInfo.environment.filter { $0.key != "STRATA_POSTGRES_URL" })
+        #expect(imported.status == 0, "\(imported.stderr)")
+        let store = try Store.openReadOnly(at: cut)
+        defer { store.close() }
+        #expect(try store.replicaClusterID == nil && store.clusterBeingMadeIn == nil)
+    }
+
     @Test func concurrentAppendsAtOneHeadLeaveGapFreeIDsInCommitOrder() async throws {
         let server = try await TestPostgres.shared()
         try await withCluster(replicas: 1, postgres: server) { c in
