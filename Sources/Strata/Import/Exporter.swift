@@ -122,8 +122,9 @@ public struct Exporter: Sendable {
 
     private static func jsonRow(_ r: Record, _ rels: [RelationshipDescription], _ links: [[ObjectID]]) -> String {
         var members: [(String, JSONValue)] = [("entity", .string(r.entity.name)), ("id", .string(r.id.description))]
-        for (a, v) in zip(r.entity.attributes, r.values) where !v.isNull {
-            members.append((a.name, ValueConversion.json(v)))
+        // A null attribute is left out, unless it has a default: an import would give it that.
+        for (a, v) in zip(r.entity.attributes, r.values) where !v.isNull || a.defaultValue != nil {
+            members.append((a.name, v.isNull ? .null : ValueConversion.json(v)))
         }
         for (rel, targets) in zip(rels, links) {
             if rel.isToMany {

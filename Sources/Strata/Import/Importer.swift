@@ -943,7 +943,7 @@ public final class Importer: Sendable {
                     guard case .success(let r) = item.result else { continue }
                     record = r
                 }
-                var changes = ChangeSet()
+                var changes = ChangeSet(operations: [], valuesComplete: true)
                 let id = record.explicitID ?? ObjectID.make(entityTag: record.entity.tag)
                 changes.append(record.explicitID != nil ? .put(id: id, values: record.values)
                                : .upsert(id: id, values: record.values, constraint: 0))
@@ -1293,7 +1293,7 @@ public final class Importer: Sendable {
         }
         while start < s.deferred.count {
             let slice = s.deferred[start..<min(s.deferred.count, start + options.batchSize)]
-            var changes = ChangeSet()
+            var changes = ChangeSet(operations: [], valuesComplete: true)
             for d in slice { changes.append(.link(relationship: d.relationship, from: d.from, to: d.to)) }
             if let held = s.held {
                 do {
@@ -1323,7 +1323,7 @@ public final class Importer: Sendable {
                 // A target (or source) was rejected, or a link is refused: link what can be
                 // linked; each refused one is skipped, counted, and listed in the rejects file.
                 for d in slice {
-                    var one = ChangeSet()
+                    var one = ChangeSet(operations: [], valuesComplete: true)
                     one.append(.link(relationship: d.relationship, from: d.from, to: d.to))
                     do {
                         s.committed(try await store.save(one, author: options.author, metadata: metadata))
@@ -1439,7 +1439,7 @@ extension Importer {
                     var i = start
                     while i < end {
                         let slice = deferred[i..<min(end, i + batchSize)]
-                        var changes = ChangeSet()
+                        var changes = ChangeSet(operations: [], valuesComplete: true)
                         for d in slice { changes.append(.link(relationship: d.relationship, from: d.from, to: d.to)) }
                         i += slice.count
                         guard continueOnError else {
@@ -1450,7 +1450,7 @@ extension Importer {
                             _ = try w.save(changes, author: author, metadata: metadata, isolated: true)
                         } catch StrataError.validation {
                             for (j, d) in zip(slice.indices, slice) {
-                                var one = ChangeSet()
+                                var one = ChangeSet(operations: [], valuesComplete: true)
                                 one.append(.link(relationship: d.relationship, from: d.from, to: d.to))
                                 do {
                                     _ = try w.save(one, author: author, metadata: metadata, isolated: true)
@@ -1540,7 +1540,7 @@ private struct Batch: Sendable {
     /// Each record's change set as it was added (its own operation, then its relationship
     /// operations), for a batch saved record by record.
     var perRecord: [ChangeSet] {
-        spans.map { ChangeSet(operations: Array(recordOps[$0.records]) + Array(linkOps[$0.links])) }
+        spans.map { ChangeSet(operations: Array(recordOps[$0.records]) + Array(linkOps[$0.links]), valuesComplete: true) }
     }
 
     /// Each record's operations (as ``perRecord`` gives them) with where the record is.
@@ -1566,7 +1566,7 @@ private struct Batch: Sendable {
             var ops: [ChangeSet.Operation] = []
             for i in unit { ops.append(contentsOf: recordOps[spans[i].records]) }
             for i in unit { ops.append(contentsOf: linkOps[spans[i].links]) }
-            return (ChangeSet(operations: ops), unit)
+            return (ChangeSet(operations: ops, valuesComplete: true), unit)
         }
     }
 
@@ -1592,7 +1592,7 @@ private struct Batch: Sendable {
         ops.reserveCapacity(recordOps.count + linkOps.count)
         ops.append(contentsOf: recordOps)
         ops.append(contentsOf: linkOps)
-        return ChangeSet(operations: ops)
+        return ChangeSet(operations: ops, valuesComplete: true)
     }
 
     /// Entities whose objects in the store may lose a unique key to a record of this batch: a

@@ -95,11 +95,13 @@ struct RecordBuilder {
         var values = [Value](repeating: .null, count: entity.attributes.count)
         var links: [ImportRecord.Link] = []
         var explicitID: ObjectID?
+        var givenNull: [Int] = []
         for (key, value) in members where key != "entity" {
             if key == "id" {
                 explicitID = try parseID(value, entity: entity, line: line, field: "id")
             } else if let a = entity.attribute(named: key) {
                 values[a.index] = try convert(value, a, line: line, inexact: inexact)
+                if values[a.index].isNull { givenNull.append(a.index) }
             } else if let r = entity.relationship(named: key) {
                 links.append((r, try references(value, r, line: line, inexact: inexact)))
             } else {
@@ -109,7 +111,7 @@ struct RecordBuilder {
                             "\(entity.relationships.map(\.name).joined(separator: ", ")))")
             }
         }
-        return try finish(entity, explicitID, values, links, line: line)
+        return try finish(entity, explicitID, values, links, givenNull: givenNull, line: line)
     }
 
     /// `json` as a value of `a`. `inexact` holds the texts of the line's numbers that did not
@@ -213,11 +215,15 @@ struct RecordBuilder {
         }
     }
 
+    /// The record of a line. An attribute the line leaves out takes its default; one it gives
+    /// as null (`givenNull`: a JSON `null`, an empty unquoted CSV field) has no value, also when
+    /// it has a default, unless it is required (then it takes the default, as left out).
     func finish(_ entity: EntityDescription, _ explicitID: ObjectID?, _ input: [Value],
-                _ links: [ImportRecord.Link], line: Int) throws -> ImportRecord {
+                _ links: [ImportRecord.Link], givenNull: [Int] = [], line: Int) throws -> ImportRecord {
         var values = input
         for a in entity.attributes where values[a.index].isNull {
             if let d = a.defaultValue {
+                if a.isOptional && givenNull.contains(a.index) { continue }
                 values[a.index] = d
             } else if !a.isOptional {
                 throw issue(line, a.name, "required attribute is missing")
@@ -344,6 +350,7 @@ struct RecordBuilder {
         var values = [Value](repeating: .null, count: entity.attributes.count)
         var links: [ImportRecord.Link] = []
         var explicitID: ObjectID?
+        var givenNull: [Int] = []
         for ((text, cell), column) in zip(zip(fields, cells), columns) {
             switch column {
             case .id:
@@ -364,6 +371,7 @@ struct RecordBuilder {
                 } catch let f as ValueConversion.Failure {
                     throw issue(line, a.name, f.reason)
                 }
+                if values[a.index].isNull { givenNull.append(a.index) }
                 try checkSize(values[a.index], a, line: line)
             case .relationshipIDs(let r):
                 let d = schema.entity(named: r.destination)!
@@ -388,6 +396,6 @@ struct RecordBuilder {
                 links.append((r, r.isToMany || !refs.isEmpty ? refs : nil))
             }
         }
-        return try finish(entity, explicitID, values, links, line: line)
+        return try finish(entity, explicitID, values, links, givenNull: givenNull, line: line)
     }
 }

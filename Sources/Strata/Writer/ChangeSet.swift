@@ -56,6 +56,11 @@ public struct ChangeSet: Sendable {
     /// step: unique keys are checked when the set ends (two objects may swap values), and a
     /// delete or an unlink of what is already gone is done.
     var isNetState = false
+    /// Whether the values of its inserts, upserts and puts are complete, defaults filled in by
+    /// whoever made them: a null is then no value, not the attribute's default. An import's
+    /// records are (the import fills the defaults of attributes its input left out, and keeps a
+    /// `null` it was given as no value).
+    var valuesComplete = false
     /// Swift entity types whose keys built operations; checked against the schema at save.
     var entityTypes: [ObjectIdentifier: any Entity.Type] = [:]
 
@@ -67,7 +72,10 @@ public struct ChangeSet: Sendable {
     public init() {}
 
     /// A change set holding `operations` (shares their storage: O(1)).
-    init(operations: [Operation]) { self.operations = operations }
+    init(operations: [Operation], valuesComplete: Bool = false) {
+        self.operations = operations
+        self.valuesComplete = valuesComplete
+    }
 
     /// Whether nothing was asked for.
     public var isEmpty: Bool { operations.isEmpty }

@@ -21,6 +21,8 @@ struct SaveResolver<S: StateStore> {
     private var deleted: Set<ObjectID> = []
     /// Whether the set is judged on its result (see ``run(_:bases:policy:checkRequired:netState:)``).
     private var netState = false
+    /// The set's inserts, upserts and puts carry every value (``ChangeSet/valuesComplete``).
+    private var valuesComplete = false
     /// With ``netState``: the objects the set deletes by name.
     private var deletesAsked: Set<ObjectID> = []
     /// With ``netState``: everything the set's deletes remove, cascades included, worked out at
@@ -66,6 +68,8 @@ struct SaveResolver<S: StateStore> {
     /// Resolves and applies every operation. `checkRequired` runs the end-of-save check of required
     /// to-one relationships (off inside a child context, where a commit is not a save yet).
     mutating func run(_ set: ChangeSet, checkRequired: Bool = true) throws {
+        valuesComplete = set.valuesComplete
+        defer { valuesComplete = false }
         try run(set.operations, bases: set.baseVersions, policy: set.mergePolicy, checkRequired: checkRequired,
                 netState: set.isNetState)
     }
@@ -225,7 +229,7 @@ struct SaveResolver<S: StateStore> {
 
     /// Fills defaults and checks types, required values and sizes (``ValueRules``).
     private func prepared(_ e: EntityDescription, _ id: ObjectID, _ input: [Value]) throws -> [Value] {
-        try ValueRules.prepared(e, id, input, maxValueBytes: limits.maxValueBytes)
+        try ValueRules.prepared(e, id, input, maxValueBytes: limits.maxValueBytes, fillDefaults: !valuesComplete)
     }
 
     /// Inserts one object. `prepared` says that `input` is a context's record as the context

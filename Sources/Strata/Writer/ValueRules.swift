@@ -21,8 +21,10 @@ enum ValueRules {
     /// The loop reads ``EntityDescription/valueRules`` (plain values), not the attributes: copying
     /// an ``AttributeDescription`` (its name, its default value) cost a retain and a release per
     /// field per attribute, about a tenth of a child context's insert (`perf` of W7).
+    /// With `fillDefaults` false (an import's records, whose nulls the import kept where the
+    /// input said `null`), a null stays null.
     static func prepared(_ e: EntityDescription, _ id: ObjectID, _ input: [Value],
-                         maxValueBytes: Int) throws -> [Value] {
+                         maxValueBytes: Int, fillDefaults: Bool = true) throws -> [Value] {
         guard input.count == e.valueRules.count else {
             throw failure(.unknownAttribute, e.name, id, nil,
                           "\(input.count) values given, entity has \(e.attributes.count) attributes")
@@ -30,7 +32,9 @@ enum ValueRules {
         var values = input
         try e.valueRules.withUnsafeBufferPointer { rules in
             for i in rules.indices {
-                if rules[i].hasDefault, values[i].isNull, let d = e.attributes[i].defaultValue { values[i] = d }
+                if fillDefaults, rules[i].hasDefault, values[i].isNull, let d = e.attributes[i].defaultValue {
+                    values[i] = d
+                }
                 try check(e, id, attribute: i, rules[i], values[i], maxValueBytes: maxValueBytes)
             }
         }
