@@ -2,11 +2,12 @@ import Glibc
 
 /// Reads a file line by line with bounded memory: a fixed read buffer plus the current line.
 /// Lines end at `\n` (a trailing `\r` is dropped). A line longer than `maxLineBytes` is reported
-/// as such and skipped without being held in memory.
+/// as such and skipped without being held in memory (its `"` characters counted, so that a CSV
+/// reader knows whether a quoted field it opened goes on over the next lines).
 struct LineReader {
     enum Line {
         case text([UInt8])
-        case tooLong(bytes: Int)
+        case tooLong(bytes: Int, quotes: Int)
     }
 
     let path: String
@@ -66,7 +67,7 @@ struct LineReader {
     /// The next line, or nil at the end of the file.
     mutating func next() throws -> Line? {
         var pending: [UInt8] = []
-        var overflow = 0
+        var overflow = 0, overflowQuotes = 0
         while true {
             if let nl = buffer[start..<end].firstIndex(of: 0x0A) {
                 let chunk = buffer[start..<nl]
@@ -74,7 +75,8 @@ struct LineReader {
                 start = nl + 1
                 lineNumber += 1
                 if overflow > 0 || pending.count + chunk.count > maxLineBytes {
-                    return .tooLong(bytes: overflow + pending.count + chunk.count)
+                    return .tooLong(bytes: overflow + pending.count + chunk.count,
+                                    quotes: overflowQuotes + Self.quotes(pending) + Self.quotes(chunk))
                 }
                 pending += chunk
                 lastLineEndedWithCR = pending.last == 0x0D
@@ -85,6 +87,7 @@ struct LineReader {
             let chunk = end - start
             if pending.count + chunk > maxLineBytes || overflow > 0 {
                 overflow += pending.count + chunk
+                overflowQuotes += Self.quotes(pending) + Self.quotes(buffer[start..<end])
                 pending = []
             } else {
                 pending += buffer[start..<end]
@@ -94,7 +97,7 @@ struct LineReader {
             if eof {
                 guard overflow > 0 || !pending.isEmpty else { return nil }
                 lineNumber += 1
-                if overflow > 0 { return .tooLong(bytes: overflow) }
+                if overflow > 0 { return .tooLong(bytes: overflow, quotes: overflowQuotes) }
                 lastLineEndedWithCR = pending.last == 0x0D
                 if lastLineEndedWithCR { pending.removeLast() }
                 defer { pending = [] }
@@ -103,4 +106,7 @@ struct LineReader {
             try fill()
         }
     }
+
+    /// The `"` characters of `bytes`.
+    static func quotes(_ bytes: some Collection<UInt8>) -> Int { bytes.count(where: { $0 == 0x22 }) }
 }

@@ -131,12 +131,21 @@ struct RecordIterator {
             }
             let number = reader!.lineNumber
             switch line {
-            case .tooLong(let bytes):
-                let issue = ImportIssue(file: path, line: number, field: nil,
-                                        reason: "line of \(bytes) bytes exceeds the \(options.maxLineBytes)-byte limit")
+            case .tooLong(let bytes, let quotes):
+                var reason = "line of \(bytes) bytes exceeds the \(options.maxLineBytes)-byte limit"
                 // A CSV file's header: the file cannot be read without it.
-                if format == .csv && csvColumns == nil { throw Self.header(issue) }
-                return Item(result: .failure(issue), raw: [], fileIndex: fileIndex, line: number)
+                if format == .csv && csvColumns == nil {
+                    throw Self.header(ImportIssue(file: path, line: number, field: nil, reason: reason))
+                }
+                // A CSV line that leaves a quoted field open: the lines up to its closing quote are
+                // the rest of this bad record, not records (they were read as records, text from
+                // inside a field imported as values).
+                if format == .csv && !quotes.isMultiple(of: 2) {
+                    try skipRestOfQuotedField(quotes: quotes)
+                    reason += " (a quoted field that goes on over the next lines, skipped with it)"
+                }
+                return Item(result: .failure(ImportIssue(file: path, line: number, field: nil, reason: reason)),
+                            raw: [], fileIndex: fileIndex, line: number)
             case .text(let bytes):
                 if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
                 // An NDJSON line starting with `#` is a comment (no JSON text starts so): a rejects
@@ -178,15 +187,18 @@ struct RecordIterator {
         arrayReader?.expected = expected?[fileIndex]
     }
 
-    /// A line over ``ImportOptions/maxLineBytes`` inside a quoted field of the CSV record that
-    /// starts on `line`: the reader skipped its bytes, so where the field closes, and which lines
-    /// after it are records, cannot be told. The import stops there (nothing is written), rather
-    /// than reading the rest of the field as records of their own.
-    private func overlongLineInQuotes(_ line: Int) -> ImportIssue {
-        ImportIssue(file: files[fileIndex], line: reader?.lineNumber ?? line, field: nil,
-                    reason: "a line of more than \(options.maxLineBytes) bytes inside a quoted field of the record " +
-                            "that starts on line \(line): the records after it cannot be told apart (raise the " +
-                            "line limit, or check for a missing closing quote)")
+    /// Reads on, holding nothing, while a CSV record's quoted field is open: `quotes` is the count
+    /// of `"` characters read of the record so far (odd while a field is open; a doubled quote
+    /// inside a field counts twice). Ends after the line that closes it, or at the end of the file.
+    private mutating func skipRestOfQuotedField(quotes: Int) throws {
+        var quotes = quotes
+        while !quotes.isMultiple(of: 2) {
+            switch try reader!.next() {
+            case .text(let skipped)?: quotes += LineReader.quotes(skipped)
+            case .tooLong(_, let q)?: quotes += q
+            case nil: return
+            }
+        }
     }
 
     /// A CSV record that cannot be split into fields: rejected, or, when it is the file's header
@@ -231,32 +243,28 @@ struct RecordIterator {
                         // added until it closes, and the record split again only then, so a
                         // record of many lines costs its length, not its length squared. The
                         // whole record is held to `maxLineBytes`, as one line is.
-                        var quotes = raw.count(where: { $0 == 0x22 })
+                        var quotes = LineReader.quotes(raw)
                         repeat {
-                            let next = try reader!.next()
-                            if case .tooLong? = next { throw overlongLineInQuotes(line) }
-                            guard case .text(let more)? = next else {
+                            guard let next = try reader!.next() else {
                                 return try unsplit(builder.issue(line, nil, "unterminated quoted field"), raw: raw,
                                                    line: line)
                             }
-                            guard raw.count + 2 + more.count <= options.maxLineBytes else {
+                            guard case .text(let more) = next, raw.count + 2 + more.count <= options.maxLineBytes else {
                                 // The rest of the open field is part of this bad record, not
                                 // records of its own: skipped (counting quotes, not held) until
                                 // the quote closes or the file ends.
-                                quotes += more.count(where: { $0 == 0x22 })
-                                while !quotes.isMultiple(of: 2) {
-                                    let next = try reader!.next()
-                                    if case .tooLong? = next { throw overlongLineInQuotes(line) }
-                                    guard case .text(let skipped)? = next else { break }
-                                    quotes += skipped.count(where: { $0 == 0x22 })
+                                switch next {
+                                case .text(let more): quotes += LineReader.quotes(more)
+                                case .tooLong(_, let q): quotes += q
                                 }
+                                try skipRestOfQuotedField(quotes: quotes)
                                 let reason = "a record of more than \(options.maxLineBytes) bytes (a quoted field " +
                                              "running over several lines; is a closing quote missing?)"
                                 return try unsplit(builder.issue(line, nil, reason), raw: [], line: line)
                             }
                             raw += (endsWithCR ? [0x0D, 0x0A] : [0x0A]) + more
                             endsWithCR = reader!.lastLineEndedWithCR
-                            quotes += more.count(where: { $0 == 0x22 })
+                            quotes += LineReader.quotes(more)
                         } while !quotes.isMultiple(of: 2)
                         continue
                     }

@@ -38,30 +38,60 @@ import Testing
         #expect(exported.utf8.filter { $0 == 0x0A }.count == 4, "\(exported.debugDescription)")
     }
 
-    /// A line over the limit inside a quoted field stops the import with its line, nothing
-    /// written, also when errors are tolerated: the reader skips such a line, so where the field
-    /// closes cannot be told. (It was taken for the end of the file: the field was reported as
-    /// unterminated and its next lines, quoted text, imported as records of their own.)
-    @Test func anOverlongLineInsideAQuotedFieldStopsTheImport() async throws {
+    /// A line over the limit inside a quoted field, or one that opens a quoted field going on over
+    /// the next lines, makes its whole record one bad record, reported at its first line; the
+    /// lines up to the closing quote are skipped with it (the reader counts the quotes of the
+    /// line it skips), and the records after it are read. They were taken for records of their
+    /// own: text from inside a field was imported as values. (Before that, an overlong line
+    /// inside a field stopped the import, where the field closed being unknown.)
+    @Test func anOverlongLineInsideAQuotedFieldIsPartOfOneBadRecord() async throws {
         let dir = temporaryDirectory("csv-overlong-in-quotes")
         defer { try? FileManager.default.removeItem(at: dir) }
-        try await withLibraryStore { store in
-            let csv = dir.appendingPathComponent("Genre.csv")
-            let long = String(repeating: "x", count: 5_000)
-            try Data("name\n\"open\n\(long)\nphantom\n\"\nafter\n".utf8).write(to: csv)
-            var options = ImportOptions()
-            options.maxLineBytes = 4_096
-            for tolerate in [false, true] {
-                options.continueOnError = tolerate
+        let long = String(repeating: "x", count: 5_000)
+        for (text, line, reason) in [
+            // The long line inside the field.
+            ("name\n\"open\n\(long)\nphantom\n\"\nafter\n", 2, "a record of more than 4096 bytes"),
+            // The long line opening the field (its quote is in the skipped bytes).
+            ("name\n\"open \(long)\nphantom,row\nend\"\nafter\n", 2, "(a quoted field that goes on over the next lines"),
+            // A doubled quote in the long line does not close the field.
+            ("name\n\"open \"\" \(long)\nphantom\n\"\nafter\n", 2, "(a quoted field that goes on over the next lines"),
+        ] {
+            try await withLibraryStore { store in
+                let csv = dir.appendingPathComponent("Genre.csv")
+                try Data(text.utf8).write(to: csv)
+                var options = ImportOptions()
+                options.maxLineBytes = 4_096
                 do {
                     _ = try await Importer(store: store, options: options).run(files: [csv.path])
                     Issue.record("the import was accepted")
                 } catch let failed as ImportFailed {
+                    #expect(failed.issues.count == 1, "\(failed.issues)")
                     let issue = try #require(failed.issues.first)
-                    #expect(issue.line == 3 && issue.reason.contains("inside a quoted field"), "\(issue)")
+                    #expect(issue.line == line && issue.reason.contains(reason), "\(issue)")
                 }
                 #expect(try store.mainContext.count(Genre.self) == 0)
+                options.continueOnError = true
+                let summary = try await Importer(store: store, options: options).run(files: [csv.path])
+                #expect(summary.rejected == 1, "\(summary)")
+                #expect(Set(try store.mainContext.fetch(Genre.self).map(\.name)) == ["after"])
             }
+        }
+    }
+
+    /// A line over the limit that leaves no field open is one bad record, and the next line is
+    /// read as the next record.
+    @Test func anOverlongLineWithItsQuotesClosedIsOneBadRecord() async throws {
+        let dir = temporaryDirectory("csv-overlong-closed")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let csv = dir.appendingPathComponent("Genre.csv")
+            try Data("name\n\"\(String(repeating: "y", count: 5_000))\"\nnext\n".utf8).write(to: csv)
+            var options = ImportOptions()
+            options.maxLineBytes = 4_096
+            options.continueOnError = true
+            let summary = try await Importer(store: store, options: options).run(files: [csv.path])
+            #expect(summary.rejected == 1, "\(summary)")
+            #expect(Set(try store.mainContext.fetch(Genre.self).map(\.name)) == ["next"])
         }
     }
 
