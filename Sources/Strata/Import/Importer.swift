@@ -137,7 +137,10 @@ public final class Importer: Sendable {
             }
             if !inlineDone && !oneTransaction {
                 try validate(&state)
-                if !state.issues.isEmpty && !options.continueOnError { throw state.failure() }
+                // A file that cannot be read to its end (a broken JSON array) stops the import
+                // even when bad records are tolerated, as a CSV header that cannot be read does:
+                // the records after the break were neither imported nor rejected.
+                if !state.issues.isEmpty && (!options.continueOnError || state.unreadableFile) { throw state.failure() }
                 state.bulk = try await startBulkLoad(&state)
                 // Created once the import can go ahead: an existing file is emptied only then.
                 rejects = try options.rejectsPath.map { try RejectsWriter(path: $0) }
@@ -1693,6 +1696,8 @@ private struct ImportState {
     var identities: [InputFile.Identity]?
     var issues: [ImportIssue] = []
     var issueCount = 0
+    /// Whether an issue ended a file before its end (``ImportIssue/endsTheFile``).
+    var unreadableFile = false
     /// Rejected lines (packed location) and why.
     var rejected: [UInt64: String] = [:]
     var writtenKeys: Set<UInt64> = []
@@ -1790,7 +1795,9 @@ private struct ImportState {
 
     mutating func reject(_ location: UInt64, _ issue: ImportIssue) {
         issueCount += 1
-        if issues.count < options.maxReportedIssues { issues.append(issue) }
+        // A file that cannot be read to its end is listed past the limit too: it ends the import.
+        if issues.count < options.maxReportedIssues || issue.endsTheFile { issues.append(issue) }
+        if issue.endsTheFile { unreadableFile = true }
         rejected[location] = issue.description
     }
 

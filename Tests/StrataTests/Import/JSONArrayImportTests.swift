@@ -115,19 +115,46 @@ import Testing
         (#"[,{"entity":"Genre","name":"A"}]"#, 1, "expected an object in the array, found ','"),
         (#"[{"entity":"Genre","name":"A"},,{"entity":"Genre","name":"B"}]"#, 1, "expected an object in the array, found ','"),
     ])
+    /// A broken array is reported where it breaks and nothing is written, also when bad records
+    /// are tolerated: the records after the break are neither read nor rejected, so the import
+    /// stops, as for a CSV header it cannot read. (Tolerated, the break was rejected as one bad
+    /// record and the import succeeded without the rest of the file.)
     func aBrokenArrayIsReportedWhereItBreaks(text: String, line: Int, reason: String) async throws {
         let dir = temporaryDirectory("json-array")
         defer { try? FileManager.default.removeItem(at: dir) }
-        try await withLibraryStore { store in
-            let input = try file(text, dir)
-            do {
-                _ = try await Importer(store: store).run(files: [input])
-                Issue.record("the import was accepted")
-            } catch let failed as ImportFailed {
-                #expect(failed.issues.contains { $0.line == line && $0.reason.contains(reason) }, "\(failed.issues)")
+        for tolerate in [false, true] {
+            try await withLibraryStore { store in
+                let input = try file(text, dir)
+                var options = ImportOptions()
+                options.continueOnError = tolerate
+                if tolerate { options.rejectsPath = dir.appendingPathComponent("rejects.ndjson").path }
+                do {
+                    _ = try await Importer(store: store, options: options).run(files: [input])
+                    Issue.record("the import was accepted (continueOnError: \(tolerate))")
+                } catch let failed as ImportFailed {
+                    #expect(failed.issues.contains { $0.line == line && $0.reason.contains(reason) && $0.endsTheFile },
+                            "\(failed.issues)")
+                }
+                #expect(try store.lastTransactionID == TransactionID(0))
             }
-            #expect(try store.lastTransactionID == TransactionID(0))
         }
+    }
+
+    /// storectl exits 65 for a broken array with `--continue-on-error`, saying the file cannot be
+    /// read as records; it exited 0 having imported the records before the break.
+    @Test func storectlStopsAtABrokenArrayWhenBadRecordsAreTolerated() async throws {
+        let dir = temporaryDirectory("json-array-storectl")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s").path
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let input = try file("[{\"entity\":\"Genre\",\"name\":\"A\"},\n{\"entity\":\"Genre\",\"name\":\"B\"}\n" +
+                             "{\"entity\":\"Genre\",\"name\":\"C\"},\n{\"entity\":\"Genre\",\"name\":7}]\n", dir)
+        let r = try await storectl("import", store, input, "--continue-on-error", "--rejects",
+                                   dir.appendingPathComponent("rejects.ndjson").path, "--quiet")
+        #expect(r.status == 65 && r.stderr.contains("cannot be read as records") && r.stderr.contains("nothing was written"),
+                "\(r.status) \(r.stderr)")
+        #expect(try await storectl("query", store, "--entity", "Genre", "--count").stdout
+                    .trimmingCharacters(in: .whitespacesAndNewlines) == "0")
     }
 
     @Test func anObjectOverTheLimitIsReportedWithoutBeingHeld() async throws {
