@@ -78,6 +78,9 @@ struct ImportCommand: AsyncParsableCommand {
         if rejects != nil && !continueOnError { throw ValidationError("--rejects goes with --continue-on-error") }
         if files.contains("") { throw ValidationError("an input file name is empty (\"\")") }
         if rejects == "" { throw ValidationError("--rejects is empty (\"\"); give the file to write") }
+        if importID == "" {
+            throw ValidationError("--import-id is empty (\"\"); give an id, or leave it out for a generated one")
+        }
         if let format, ImportFormat(rawValue: format) == nil { throw ValidationError("--format must be ndjson or csv") }
         guard ImportMode(rawValue: mode) != nil else {
             throw ValidationError("--mode must be auto, bulk or incremental, not '\(EchoedText.shown(mode))'")

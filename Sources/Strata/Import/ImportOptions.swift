@@ -116,6 +116,8 @@ public struct ImportOptions: Sendable {
             bad("oneTransactionMaxInputBytes", "must be at least 0, not \(oneTransactionMaxInputBytes)")
         }
         if rejectsPath != nil && !continueOnError { bad("rejectsPath", "is only written with continueOnError") }
+        // An empty id names no import: its transactions could not be told from another's.
+        if importID == "" { bad("importID", "must not be empty (nil: a generated one)") }
         return out
     }
 }

@@ -315,16 +315,33 @@ struct RecordBuilder {
             (i == 0 && c.text.hasPrefix("\u{FEFF}") ? String(c.text.dropFirst()) : c.text)
                 .trimmingCharacters(in: .whitespaces)
         }
-        return try header.map { name in
+        // The column setting each to-one: a second one (`parent` and `parent.key`) would decide
+        // the target by which of the two comes last.
+        var toOne: [String: String] = [:]
+        func settingToOne(_ r: RelationshipDescription, _ column: String) throws {
+            guard !r.isToMany else { return }
+            if let first = toOne.updateValue(column, forKey: r.name) {
+                throw issue(line, EchoedText.shown(column),
+                            "sets the to-one relationship \(r.name), which column \(EchoedText.shown(first)) sets too")
+            }
+        }
+        return try header.enumerated().map { i, name in
+            guard !name.isEmpty else {
+                throw issue(line, nil, "column \(i + 1) of the header has no name (a comma too many?)")
+            }
             guard seen.insert(name).inserted else { throw issue(line, EchoedText.shown(name), "column appears twice") }
             if name == "id" { return .id }
             if let a = entity.attribute(named: name) { return .attribute(a) }
-            if let r = entity.relationship(named: name) { return .relationshipIDs(r) }
+            if let r = entity.relationship(named: name) {
+                try settingToOne(r, name)
+                return .relationshipIDs(r)
+            }
             let parts = name.split(separator: ".", maxSplits: 1).map(String.init)
             if parts.count == 2, let r = entity.relationship(named: parts[0]) {
                 let d = schema.entity(named: r.destination)!
                 if let a = d.attribute(named: parts[1]),
                    let ci = d.uniques.firstIndex(where: { $0.attributes == [a.index] }) {
+                    try settingToOne(r, name)
                     return .relationshipKey(r, constraint: ci, a)
                 }
                 throw issue(line, EchoedText.shown(name),

@@ -266,6 +266,7 @@ import Testing
                 ("keptRecordsMaxInputBytes", { $0.keptRecordsMaxInputBytes = -1 }),
                 ("oneTransactionMaxInputBytes", { $0.oneTransactionMaxInputBytes = -1 }),
                 ("rejectsPath", { $0.rejectsPath = dir.appendingPathComponent("r").path }),
+                ("importID", { $0.importID = "" }),
             ]
             for (field, change) in cases {
                 var options = ImportOptions()

@@ -223,6 +223,11 @@ import Testing
         ("Genre.csv", "name\n\"a\"b\n", "Genre.csv:2: text after the closing quote"),
         ("Genre.csv", "name,color\nx,red\n", "Genre.csv:1: color: unknown column for Genre"),
         ("Genre.csv", "name,name\nx,y\n", "Genre.csv:1: name: column appears twice"),
+        // An empty name (a trailing comma) said `: unknown column`; two columns for one to-one
+        // were both read, the last one deciding the target.
+        ("Genre.csv", "name,\nx,\n", "Genre.csv:1: column 2 of the header has no name"),
+        ("Track.csv", "mbid,title,durationSeconds,addedAt,album,album.mbid\n", "Track.csv:1: album.mbid: sets the to-one relationship album, which column album sets too"),
+        ("Track.csv", "mbid,title,durationSeconds,addedAt,genre.name,genre\n", "Track.csv:1: genre: sets the to-one relationship genre, which column genre.name sets too"),
         ("Genre.csv", "name\nJazz\nJazz\n", "Genre.csv:3: name: duplicate key"),
         ("Track.csv", "mbid,title,durationSeconds,addedAt\nnot-a-uuid,t,1,2024-01-01T00:00:00Z\n", "Track.csv:2: mbid:"),
         ("Track.csv", "mbid,title,durationSeconds,addedAt\n82d6edf7-3c84-5d05-811b-3b924c91ddff,t,abc,2024-01-01T00:00:00Z\n", "Track.csv:2: durationSeconds:"),

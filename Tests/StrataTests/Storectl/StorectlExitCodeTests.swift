@@ -239,6 +239,8 @@ let immutableFilesWork: Bool = {
             (["migrate", store, "--schema", ""], "--schema is empty"), (["generate", "--schema", ""], "--schema is empty"),
             (["import", store, ""], "an input file name is empty"),
             (["import", store, input, "--continue-on-error", "--rejects", ""], "--rejects is empty"),
+            // Taken, it tagged the import's transactions with an id that names none.
+            (["import", store, input, "--import-id", ""], "--import-id is empty"),
         ]
         for (arguments, message) in cases {
             // Run inside the store's directory, where "" named the store.
