@@ -119,6 +119,14 @@ enum LogEntryCodec {
         }
     }
 
+    /// Checks a stored entry's size and checksum without decoding it (what a compaction copies
+    /// or squashes: damage refused, not carried over or dropped unnoticed).
+    ///
+    /// - Throws: ``StrataError/corruptLogEntry(transaction:reason:)``.
+    static func checkStored(_ bytes: UnsafeRawBufferPointer, _ tx: TransactionID) throws {
+        try withCheckedContent(bytes, tx) { _ in }
+    }
+
     /// The bytes of a stored entry before its checksum, once the checksum is checked; a
     /// `DecodingError` from `body` becomes ``StrataError/corruptLogEntry(transaction:reason:)``.
     @inline(__always)

@@ -584,6 +584,33 @@ import Testing
         }
     }
 
+    /// A log entry failing its checksum is refused by a compaction, whether the compaction would
+    /// squash it (the damage gone from `verify`'s sight for good) or copy it into the new
+    /// generation (carried over, the old generation removed); the store is left as it was. Both
+    /// compactions succeeded.
+    @Test(arguments: ["squashed", "kept"])
+    func aCompactionRefusesALogEntryFailingItsChecksum(entry: String) async throws {
+        try await withLibraryStore { store in
+            _ = try await churn(store, seed: 14, saves: 10)
+            let head = try store.lastTransactionID
+            let damaged = TransactionID(3)
+            try store.env.write { txn in
+                var bytes = try #require(try txn.withValue(store.env[.log], key: damaged.keyBytes) { Array($0) })
+                bytes[bytes.count / 2] ^= 0x10
+                try txn.put(store.env[.log], key: damaged.keyBytes, value: bytes)
+            }
+            #expect(try !store.verify().ok)
+            await #expect {
+                _ = try await store.compact(horizon: entry == "squashed" ? head : TransactionID(1))
+            } throws: { error in
+                if case StrataError.corruptLogEntry(let tx, let reason) = error { return tx == damaged && reason == "checksum mismatch" }
+                return false
+            }
+            #expect(try store.read { try $0.horizon() } == .zero && store.lastTransactionID == head)
+            #expect(try store.changes(in: TransactionID(1)).changes.isEmpty == false)
+        }
+    }
+
     /// `verify` of a compacted store checks its links on their own (the log after the horizon
     /// cannot rebuild them): a links key of the wrong size and an entry without its inverse are
     /// reported. Both passed (`ok`), the key's size found only by an export.
