@@ -55,6 +55,6 @@ struct GenerateCommand: AsyncParsableCommand {
             throw failure(error)
         }
         guard let output else { return }
-        note("wrote \(output) (\(loaded.entities.count) entities)")
+        note("wrote \(EchoedText.escaped(output)) (\(loaded.entities.count) entities)")
     }
 }

@@ -49,7 +49,7 @@ struct InfoCommand: AsyncParsableCommand {
             ]))
             return
         }
-        print("store:            \(info.path)")
+        print("store:            \(EchoedText.escaped(info.path))")
         print("schema:           \(info.model) v\(info.schemaVersion)")
         print("""
             store format:     \(info.storeFormat)\(info.storeFormat < 2

@@ -46,7 +46,7 @@ struct InitCommand: AsyncParsableCommand {
                                    ("schema", .object([("model", .string(loaded.model)),
                                                        ("version", .int(Int64(loaded.version)))]))]))
             } else {
-                print("created \(store.path) (\(loaded.model) v\(loaded.version), \(loaded.entities.count) entities)")
+                print("created \(EchoedText.escaped(store.path)) (\(loaded.model) v\(loaded.version), \(loaded.entities.count) entities)")
             }
         } catch let exit as ExitCode {
             throw exit

@@ -22,6 +22,26 @@ import Testing
         #expect(r.stderr.utf8.count < 2_000, "stderr is \(r.stderr.utf8.count) bytes", sourceLocation: sourceLocation)
     }
 
+    /// A store path holding a control character is printed escaped by the commands that say
+    /// where they worked, as errors print it: `init`'s `created`, `info`'s `store:` and
+    /// `generate`'s `wrote` printed it raw (an escape sequence reached the terminal).
+    @Test func aPathWithAControlCharacterIsPrintedEscapedOnSuccessToo() async throws {
+        let dir = temporaryDirectory("echo-path")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("esc\u{1B}[7mdir").path
+        let created = try await storectl("init", store, "--schema", librarySchemaDirectory.path)
+        #expect(created.status == 0 && created.stdout.contains("esc\\u{1B}[7mdir") && !created.stdout.contains("\u{1B}"),
+                "\(created.stdout.debugDescription)")
+        let info = try await storectl("info", store)
+        #expect(info.status == 0 && info.stdout.contains("esc\\u{1B}[7mdir") && !info.stdout.contains("\u{1B}"),
+                "\(info.stdout.debugDescription)")
+        let output = dir.appendingPathComponent("model\u{1B}[7m.swift").path
+        let generated = try await storectl("generate", "--schema", librarySchemaDirectory.path, "--output", output)
+        let both = generated.stdout + generated.stderr
+        #expect(generated.status == 0 && both.contains("model\\u{1B}[7m.swift") && !both.contains("\u{1B}"),
+                "\(both.debugDescription)")
+    }
+
     @Test func aHugeSchemaNameIsShortenedInTheMessage() async throws {
         let dir = temporaryDirectory("echo")
         defer { try? FileManager.default.removeItem(at: dir) }
