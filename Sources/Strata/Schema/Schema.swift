@@ -90,3 +90,27 @@ public struct Schema: Sendable {
         self.relationship(tag: storage.inverseTags[relationship.tag]!)!
     }
 }
+
+extension Schema {
+    /// Refuses a `string` or `bytes` default longer than `maxValueBytes`
+    /// (``StoreConfiguration/maxValueBytes``): every object given it would be refused.
+    ///
+    /// - Throws: ``SchemaError`` naming the entity and attribute.
+    func checkDefaults(maxValueBytes: Int) throws {
+        for e in entities {
+            for a in e.attributes {
+                let size: Int
+                switch a.defaultValue {
+                case .string(let s)?: size = s.utf8.count
+                case .bytes(let b)?: size = b.count
+                default: continue
+                }
+                guard size <= maxValueBytes else {
+                    throw SchemaError(file: "\(model) v\(version)", entity: e.name, field: "attribute '\(a.name)'",
+                                      reason: "its default of \(size) bytes exceeds maxValueBytes (\(maxValueBytes)): " +
+                                              "every object given it would be refused")
+                }
+            }
+        }
+    }
+}

@@ -308,8 +308,19 @@ struct SchemaLoader {
                                       entityTag: tag)
         let indexes = try loadIndexes(json["indexes"], key: "indexes", unique: false, attributes: attributes,
                                       entityTag: tag)
-        return EntityDescription(name: name, tag: tag, attributes: attributes, relationships: relationships,
-                                 uniques: uniques, indexes: indexes)
+        let entity = EntityDescription(name: name, tag: tag, attributes: attributes, relationships: relationships,
+                                       uniques: uniques, indexes: indexes)
+        // A unique constraint whose attributes all have defaults: the key of an object given them
+        // all must fit LMDB's key limit, or every such object would be refused.
+        let defaults = attributes.map { $0.defaultValue ?? .null }
+        for (i, u) in uniques.enumerated() where !isStoredSchema && u.attributes.allSatisfy({ !defaults[$0].isNull }) {
+            do {
+                _ = try Layout.uniqueKey(u, record: defaults, entity: entity, id: ObjectID(high: UInt64(tag) << 48, low: 0))
+            } catch StrataError.validation(let failure) {
+                throw error("uniques[\(i)]", "the defaults of its attributes make a key no store takes: \(failure.reason)")
+            }
+        }
+        return entity
     }
 
     func loadAttribute(_ json: JSONValue, index: Int) throws -> AttributeDescription {

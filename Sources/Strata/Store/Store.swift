@@ -270,6 +270,7 @@ public final class Store: Sendable {
     static func make(path: String, schema appSchema: Schema?, configuration: StoreConfiguration,
                      deleteOnClose: Bool) throws -> Store {
         try configuration.validate()
+        try appSchema?.checkDefaults(maxValueBytes: configuration.maxValueBytes)
         let fm = FileManager.default
         let permissions = StorePermissions(configuration)
         let directory = StoreDirectory(path: path, permissions: permissions)

@@ -85,6 +85,36 @@ import Testing
         let stored = entity(#"{"name":"A","attributes":[{"name":"far","type":"date","default":"+960000-01-01T00:00:00Z"}]}"#)
         _ = try Schema.parse(Array(stored.utf8), source: "stored", expectedVersion: 1, readingStoredSchema: true)
     }
+    /// A unique constraint whose attributes' defaults make a key over LMDB's limit is refused with
+    /// the schema: it was accepted, and every object given those defaults was refused at its save.
+    @Test func aUniqueKeyOfDefaultsOverTheKeyLimitIsRefused() throws {
+        let long = String(repeating: "q", count: 600)
+        expectError(entity(#"{"name":"A","attributes":[{"name":"k","type":"string","default":"\#(long)"}],"uniques":[["k"]]}"#),
+                    contains: ["entity 'A'", "uniques[0]", "the defaults of its attributes make a key no store takes",
+                               "exceeds LMDB's 511-byte key limit"])
+        // A shorter one, or one that is not in a unique constraint, is fine.
+        _ = try load(entity(#"{"name":"A","attributes":[{"name":"k","type":"string","default":"\#(String(repeating: "q", count: 400))"}],"uniques":[["k"]]}"#))
+        _ = try load(entity(#"{"name":"A","attributes":[{"name":"k","type":"string","default":"\#(long)"}]}"#))
+    }
+
+    /// A string or bytes default longer than the store's `maxValueBytes` is refused when a store
+    /// is opened (or made) with the schema, nothing made: every object given it was refused.
+    @Test func aDefaultOverMaxValueBytesIsRefusedAtOpen() throws {
+        let schema = try load(entity(#"{"name":"A","attributes":[{"name":"k","type":"int"},{"name":"note","type":"string","default":"\#(String(repeating: "z", count: 2_000))"}]}"#))
+        let dir = temporaryDirectory("schema-default-size")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var configuration = StoreConfiguration()
+        configuration.maxValueBytes = 1_000
+        let path = dir.appendingPathComponent("s")
+        #expect { try Store.open(at: path, schema: schema, configuration: configuration) } throws: { error in
+            (error as? SchemaError).map { $0.entity == "A" && $0.reason.contains("its default of 2000 bytes exceeds maxValueBytes (1000)") } ?? false
+        }
+        #expect(!FileManager.default.fileExists(atPath: path.path))
+        configuration.maxValueBytes = 2_000
+        let store = try Store.open(at: path, schema: schema, configuration: configuration)
+        store.close()
+    }
+
     @Test func reservedAttributeName() {
         expectError(entity(#"{"name":"A","attributes":[{"name":"id","type":"int"}]}"#),
                     contains: ["'id' is reserved", "name it otherwise (e.g. 'pk'", "unique constraint"])
