@@ -59,7 +59,7 @@ extension LMDBEnvironment {
     /// without touching the map, and the environment stays usable at its present size.
     func remapHoldingMapLock(to target: Int, atLeast floor: Int) throws {
         var size = max(target, floor)
-        while !(try Self.canReserveAddressSpace(size)) {
+        while !(try Self.canReserveMap(size)) {
             guard size > floor else {
                 throw LMDBError(code: ENOMEM,
                                 operation: "mdb_env_set_mapsize(\(size)): no address space for the new map")
@@ -84,6 +84,15 @@ extension LMDBEnvironment {
     /// writer's group and a moment in which readers pause) rare. `MDB_WRITEMAP` maps (scratch
     /// environments) are the file's size, and grow by doubling, at least 1 MiB.
     package static let growthStepBytes = 1 << 30
+
+    /// Whether a map of `bytes` leaves the process as much address space again: twice `bytes`
+    /// can be reserved now (``canReserveAddressSpace(_:)``). Under an address-space limit
+    /// (`ulimit -v`) a map that took nearly all of it left nothing for the heap and the threads'
+    /// stacks: the next allocation ended the process, or a thread that could not be started
+    /// left the work waiting for it forever.
+    package static func canReserveMap(_ bytes: Int) throws -> Bool {
+        try canReserveAddressSpace(bytes <= Int.max / 2 ? bytes * 2 : bytes)
+    }
 
     /// Whether `bytes` of address space can be reserved now: maps them (anonymous, `PROT_NONE`,
     /// `MAP_NORESERVE`: no memory, no commit charge) and unmaps them at once. False where the

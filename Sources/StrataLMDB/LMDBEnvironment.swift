@@ -253,13 +253,13 @@ public final class LMDBEnvironment: Sendable {
         return Int(s.f_bavail) * Int(s.f_frsize)
     }
 
-    /// `bytes`, or less when that much address space cannot be reserved now
-    /// (``canReserveAddressSpace(_:)``): halved until it can, down to 1 MiB. A map that is too
+    /// `bytes`, or less when a map of that size cannot be reserved now with as much left beside
+    /// it (``canReserveMap(_:)``): halved until it can, down to 1 MiB. A map that is too
     /// small grows on demand; one that cannot be mapped fails the open. LMDB raises the size to
     /// the pages in use when it opens the file.
     package static func reservableMapSize(_ bytes: Int) throws -> Int {
         var size = bytes
-        while size > 1 << 20, !(try canReserveAddressSpace(size)) { size = max(1 << 20, size / 2) }
+        while size > 1 << 20, !(try canReserveMap(size)) { size = max(1 << 20, size / 2) }
         return size
     }
 

@@ -242,6 +242,31 @@ import Testing
         }
     }
 
+    /// Under an address-space limit (`ulimit -v`) the map takes at most half of what is left, so
+    /// the heap and the threads' stacks have room: an import (in both modes) and a compaction
+    /// finish, and the map leaves as much again. The map took nearly all of it: an import ended
+    /// on a failed allocation (exit 139), a bulk import waited forever for a thread that could
+    /// not be started (holding the store), a compaction did both.
+    @Test(arguments: ["incremental", "bulk"])
+    func underAnAddressSpaceLimitTheMapLeavesRoomForTheProcess(mode: String) async throws {
+        let dir = temporaryDirectory("map-address-limit")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s").path
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let library = repositoryRoot.appendingPathComponent("Tools/sample-library/library.ndjson").path
+        for kilobytes in [2_300_000, 1_000_000] {
+            func limited(_ arguments: [String]) async throws -> ProcessResult {
+                try await run("/bin/sh", ["-c", "ulimit -v \(kilobytes) && exec timeout -s KILL 120 \"$@\"", "sh",
+                                          storectlPath] + arguments)
+            }
+            let imported = try await limited(["import", store, library, "--mode", mode, "--quiet"])
+            #expect(imported.status == 0, "ulimit -v \(kilobytes): exit \(imported.status): \(imported.stderr.suffix(600))")
+            let compacted = try await limited(["compact", store, "--dry-run"])
+            #expect(compacted.status == 0, "ulimit -v \(kilobytes): exit \(compacted.status): \(compacted.stderr.suffix(600))")
+        }
+        #expect(try await storectl("verify", store, "--quiet").status == 0)
+    }
+
     /// The address-space probe a growth makes first: a reservation that fits is granted and
     /// given back; one larger than any address space is refused, and the map left alone.
     @Test func theAddressSpaceProbeRefusesTheImpossible() throws {
