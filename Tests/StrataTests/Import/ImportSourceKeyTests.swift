@@ -16,6 +16,45 @@ import Testing
     ]}
     """#
 
+    /// Within the input a record is known by every key it has: a reference by its second unique
+    /// key, or by a unique key of a record given an `id`, finds it before or after it in the file,
+    /// in both modes, as the documentation says.
+    @Test(arguments: [ImportMode.incremental, .bulk])
+    func aReferenceFindsARecordOfTheInputByAnyOfItsKeys(mode: ImportMode) async throws {
+        let text = #"""
+        {"model":"m","version":1,"entities":[
+          {"name":"P","attributes":[{"name":"a","type":"string"},{"name":"b","type":"string"}],"uniques":[["a"],["b"]],
+           "relationships":[{"name":"cs","destination":"C","toMany":true,"inverse":"p"}]},
+          {"name":"C","attributes":[{"name":"k","type":"string"}],"uniques":[["k"]],
+           "relationships":[{"name":"p","destination":"P","inverse":"cs"}]}]}
+        """#
+        let store = try Store.temporary(schema: try Schema.parse(Array(text.utf8), source: "v1.json", expectedVersion: 1))
+        defer { store.close() }
+        let dir = temporaryDirectory("import-any-key")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let url = dir.appendingPathComponent("in.ndjson")
+        try Data("""
+            {"entity":"C","k":"forward","p":{"b":"x"}}
+            {"entity":"P","a":"1","b":"x"}
+            {"entity":"C","k":"back","p":{"b":"x"}}
+            {"entity":"C","k":"to-id","p":{"a":"2"}}
+            {"entity":"P","id":"00010000000000000000000000000007","a":"2","b":"y"}
+
+            """.utf8).write(to: url)
+        var options = ImportOptions()
+        options.mode = mode
+        _ = try await Importer(store: store, options: options).run(files: [url.path])
+        let context = store.mainContext
+        let relationship = try #require(store.schema.entity(named: "C")?.relationship(named: "p"))
+        let children = try context.fetch(Query(entity: "C"))
+        #expect(children.count == 3)
+        for c in children {
+            let target = try #require(try context.relatedIDs(relationship, of: c.id).first, "\(c)")
+            let p = try #require(try context.record(target))
+            #expect(p["a"] == .string(c["k"] == .string("to-id") ? "2" : "1"), "\(c)")
+        }
+    }
+
     @Test func rowsReferToEachOtherByTheirSourceKeyAndAReimportConverges() async throws {
         let schema = try Schema.parse(Array(Self.schemaText.utf8), source: "v1.json", expectedVersion: 1)
         let store = try Store.temporary(schema: schema)
