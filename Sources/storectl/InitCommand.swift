@@ -29,6 +29,42 @@ struct InitCommand: AsyncParsableCommand {
     func run() async throws {
         let loaded: Schema
         do { loaded = try Schema.load(directory: URL(fileURLWithPath: schema)) } catch { throw failure(error) }
+        // The missing parents are made here, and removed again if the store is not made; an
+        // `init` that failed left them behind.
+        let parent = target.url.deletingLastPathComponent().path
+        let madeParents = Self.makeParents(parent)
+        var made = false
+        defer { if !made { for dir in madeParents.reversed() { _ = rmdir(dir) } } }
+        // Inits in one directory take turns (an exclusive `flock` on it): two at once both
+        // opened the new store, and both said they had created it.
+        let parentFD = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        defer { if parentFD >= 0 { close(parentFD) } }
+        if parentFD >= 0 {
+            while flock(parentFD, LOCK_EX) != 0 && errno == EINTR {}
+        }
+        try create(loaded)
+        made = true
+    }
+
+    /// Makes the missing directories above a new store, outermost first, with the default mode;
+    /// returns those it made. One that cannot be made ends the list: the open then says why.
+    static func makeParents(_ parent: String) -> [String] {
+        var missing: [String] = []
+        var dir = parent
+        var st = stat()
+        while !dir.isEmpty, dir != "/", lstat(dir, &st) != 0, errno == ENOENT {
+            missing.append(dir)
+            dir = (dir as NSString).deletingLastPathComponent
+        }
+        var made: [String] = []
+        for d in missing.reversed() {
+            guard mkdir(d, 0o777) == 0 else { break }
+            made.append(d)
+        }
+        return made
+    }
+
+    private func create(_ loaded: Schema) throws {
         if Store.exists(at: target.url) {
             throw failure(CLIError("\(target.store): a store already exists here", code: Exit.cannotCreate))
         }

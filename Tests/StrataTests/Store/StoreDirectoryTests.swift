@@ -137,6 +137,34 @@ import Testing
         }
     }
 
+    /// Several `init`s of one new path at once: exactly one creates the store, the others say
+    /// it exists (exit 73). Three or four of four said "created", exit 0.
+    @Test func concurrentInitsOfOnePathCreateItOnce() async throws {
+        let dir = temporaryDirectory("init-race")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for round in 0..<3 {
+            let store = dir.appendingPathComponent("r\(round)/nested/store").path
+            let results = try await withThrowingTaskGroup(of: ProcessResult.self) { group in
+                for _ in 0..<4 { group.addTask { try await storectl("init", store, "--schema", librarySchemaDirectory.path) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(results.filter { $0.status == 0 && $0.stdout.contains("created") }.count == 1,
+                    "round \(round): \(results.map { "\($0.status) \($0.stdout) \($0.stderr)" })")
+            #expect(results.filter { $0.status == 73 && $0.stderr.contains("a store already exists here") }.count == 3,
+                    "round \(round): \(results.map { "\($0.status) \($0.stderr)" })")
+        }
+    }
+
+    /// An `init` that fails removes the parent directories it made; it left them behind.
+    @Test func aFailedInitLeavesNoParentsItMade() async throws {
+        let dir = temporaryDirectory("init-parents")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("a/b/c").appendingPathComponent(String(repeating: "z", count: 300)).path
+        let r = try await storectl("init", store, "--schema", librarySchemaDirectory.path)
+        #expect(r.status == 73, "\(r.status) \(r.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
+    }
+
     /// No `current` while a generation holds data (the link was removed): refused, never a new
     /// empty store created over it (`init` neither adopts nor re-creates it).
     @Test func aMissingCurrentBesideDataIsRefused() async throws {
