@@ -33,6 +33,8 @@ struct CompactCommand: AsyncParsableCommand {
         help: ArgumentHelp("Keep transactions committed at or after this ISO-8601 time replayable.", valueName: "date"))
     var keepSince: String?
     @Flag(help: "Build the compacted store aside, report, and change nothing.") var dryRun = false
+    @Flag(help: "Build the secondary indexes again from the objects instead of copying them (repairs index entries verify reports).")
+    var rebuildIndexes = false
     @Flag(help: "Wait for other processes to close the store instead of refusing.") var wait = false
     @Flag(help: "Print the report as JSON.") var json = false
     @Flag(help: "No progress output.") var quiet = false
@@ -103,7 +105,7 @@ struct CompactCommand: AsyncParsableCommand {
             do {
                 defer { store.close() }
                 let chosen = try resolveHorizon(store)
-                report = try await store.compact(horizon: chosen, dryRun: dryRun) { p in
+                report = try await store.compact(horizon: chosen, dryRun: dryRun, rebuildIndexes: rebuildIndexes) { p in
                     if terminal {
                         StandardStreams.writeError("\r\(p.phase.rawValue)… \(p.done > 0 ? String(p.done) : "")\u{1B}[K")
                     }

@@ -211,6 +211,11 @@ struct VerifyCommand: AsyncParsableCommand {
                 note("… and \(report.problemCount - report.problems.count) more")
             }
             note("storectl: error: verify failed: the state does not match the log")
+            // Index entries are derived from the objects: a compaction can build them again.
+            if report.problems.allSatisfy({ $0.hasPrefix("indexes: ") }) {
+                note("storectl: only index entries differ: `storectl compact STORE --rebuild-indexes` builds them " +
+                     "again from the objects")
+            }
             throw ExitCode(Exit.dataError)
         }
     }

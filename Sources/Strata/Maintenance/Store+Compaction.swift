@@ -18,8 +18,12 @@ extension Store {
     /// background after the switch (before the catch-up when saves arrived during the build).
     /// A write error during the build fails the compaction and leaves the old store.
     ///
+    /// With `rebuildIndexes`, the secondary indexes are not copied but built again from the
+    /// objects, in key order: what repairs index entries `verify` reports as damaged (the objects
+    /// are the truth the indexes are derived from).
+    ///
     /// - Throws: ``StrataError/storeBusy(path:processIDs:)`` when another process has the store open.
-    public func compact(horizon requested: TransactionID? = nil, dryRun: Bool = false,
+    public func compact(horizon requested: TransactionID? = nil, dryRun: Bool = false, rebuildIndexes: Bool = false,
                         progress: (@Sendable (CompactionProgress) -> Void)? = nil) async throws -> CompactionReport {
         try checkUsable()
         guard let writer, let lock else { throw StrataError.readOnly(path: path) }
@@ -56,7 +60,8 @@ extension Store {
         // the live store and must never be abandoned, whatever fails after.
         let switched = Locked(false)
         defer { if !switched.withLock({ $0 }) { generation.abandon() } }
-        let copied = try copyGeneration(newEnv, from: snapshot, horizon: horizon, progress: progress)
+        let copied = try copyGeneration(newEnv, from: snapshot, horizon: horizon,
+                                        indexes: rebuildIndexes ? .rebuilt : .copied, progress: progress)
         generation.endBulkBuild()
         let objects = try newEnv.read { txn in
             try schema.entities.reduce(0) { $0 + (try ReadView(txn: txn, env: newEnv, schema: schema).objectCount($1)) }

@@ -611,6 +611,39 @@ import Testing
         }
     }
 
+    /// Index entries are derived from the objects: a compaction copies them as they are (damage
+    /// stays visible to `verify`), and `rebuildIndexes` builds them again from the objects, which
+    /// repairs them. `storectl verify` says so when only index entries differ.
+    @Test func aCompactionThatRebuildsTheIndexesRepairsThem() async throws {
+        let dir = temporaryDirectory("compact-rebuild-indexes")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("s")
+        do {
+            let store = try Store.open(at: path, schema: try librarySchema())
+            defer { store.close() }
+            _ = try await churn(store, seed: 15, saves: 20)
+            try store.env.write { txn in
+                var first: [UInt8]?
+                try txn.scan(store.env[.indexes]) { k, _ in first = Array(k); return false }
+                let key = try #require(first)
+                #expect(try txn.delete(store.env[.indexes], key: key))
+                var flipped = key
+                flipped[flipped.count - 1] ^= 0x01
+                try txn.put(store.env[.indexes], key: flipped, value: [])
+            }
+            #expect(try !store.verify().ok)
+            _ = try await store.compact()
+            #expect(try !store.verify().ok, "a compaction that copies the indexes carries the damage, visible")
+        }
+        let verify = try await storectl("verify", path.path)
+        #expect(verify.status == 65 && verify.stderr.contains("storectl compact STORE --rebuild-indexes"), "\(verify.stderr)")
+        let compact = try await storectl("compact", path.path, "--rebuild-indexes", "--quiet")
+        #expect(compact.status == 0, "\(compact.stderr)")
+        let store = try Store.open(at: path, schema: try librarySchema())
+        defer { store.close() }
+        #expect(try store.verify().ok)
+    }
+
     /// `verify` of a compacted store checks its links on their own (the log after the horizon
     /// cannot rebuild them): a links key of the wrong size and an entry without its inverse are
     /// reported. Both passed (`ok`), the key's size found only by an export.
