@@ -94,8 +94,10 @@ import Testing
             }
             let reads = b.followerReads - readsBefore
             // A read per notification would be one per save of a; b's own appends bring a's
-            // entries, so its follower reads only while b's savers start and stop.
-            #expect(reads < aSaves / 2, "b's follower read the log \(reads) times for \(aSaves) appends of a")
+            // entries, so its follower reads only while b's savers start and stop, and when a
+            // gap between two of b's appends outlasts the deferral (more of them on a loaded
+            // machine: half the notifications were read once, in the whole suite on two cores).
+            #expect(reads < aSaves * 3 / 4, "b's follower read the log \(reads) times for \(aSaves) appends of a")
 
             let head = try await c.catchUpAll()
             for r in [a, b] {
