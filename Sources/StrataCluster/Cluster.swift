@@ -543,7 +543,7 @@ public enum Cluster {
     /// behind it (the retention horizon moves to the snapshot's position); older snapshots are
     /// removed. A replica that is behind the new horizon starts again from this snapshot
     /// (``ReplicationError/Kind/behindRetention``). Each replica's local log is compacted on its
-    /// own (``Store/compact(horizon:dryRun:progress:)``). With nothing after the horizon (the
+    /// own (``Store/compact(horizon:dryRun:rebuildIndexes:progress:)``). With nothing after the horizon (the
     /// replica, caught up, is at it), nothing changes.
     @discardableResult
     public static func compact(replica: ClusterReplica) async throws -> ClusterStatus {

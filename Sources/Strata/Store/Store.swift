@@ -602,7 +602,7 @@ public final class Store: Sendable {
     /// Called from inside work of this store, it cannot wait for that work, which would wait for
     /// it: on the writer's own queue (a ``MergePolicy/custom(_:)`` closure, which runs inside a
     /// save; also a child context's custom merge closure, inside a read of the store) or from
-    /// the `progress` callback of ``compact(horizon:dryRun:progress:)``,
+    /// the `progress` callback of ``compact(horizon:dryRun:rebuildIndexes:progress:)``,
     /// ``migrate(schemas:to:registry:dryRun:progress:)`` or ``verify(rebuild:progress:)``
     /// (while they copy, inside the operation's reads). There it refuses new work at once
     /// (``isClosed`` is true, every call throws ``StrataError/closed(path:)``) and returns, and
