@@ -82,6 +82,13 @@ struct ImportCommand: AsyncParsableCommand {
             throw ValidationError("--import-id is empty (\"\"); give an id, or leave it out for a generated one")
         }
         if let format, ImportFormat(rawValue: format) == nil { throw ValidationError("--format must be ndjson or csv") }
+        // The entity of CSV files: given for inputs none of which is CSV, it was ignored in silence.
+        let allNDJSON = format.flatMap(ImportFormat.init(rawValue:)) == .ndjson
+            || (format == nil && files.allSatisfy { ImportFormat.guess($0) == .ndjson })
+        if entity != nil, !files.isEmpty, allNDJSON {
+            throw ValidationError("--entity names the entity of CSV files, and none of the inputs is CSV " +
+                                  "(an NDJSON record names its own entity)")
+        }
         guard ImportMode(rawValue: mode) != nil else {
             throw ValidationError("--mode must be auto, bulk or incremental, not '\(EchoedText.shown(mode))'")
         }

@@ -241,6 +241,9 @@ let immutableFilesWork: Bool = {
             (["import", store, input, "--continue-on-error", "--rejects", ""], "--rejects is empty"),
             // Taken, it tagged the import's transactions with an id that names none.
             (["import", store, input, "--import-id", ""], "--import-id is empty"),
+            // Ignored in silence: NDJSON records name their own entity.
+            (["import", store, input, "--entity", "Genre"], "--entity names the entity of CSV files"),
+            (["import", store, input, "--format", "ndjson", "--entity", "Genre"], "--entity names the entity of CSV files"),
         ]
         for (arguments, message) in cases {
             // Run inside the store's directory, where "" named the store.
