@@ -94,22 +94,13 @@ public struct ClusterAddress: Sendable, Equatable, CustomStringConvertible {
         // An IPv6 literal is written in brackets in a URL (`[::1]`); the address is without them.
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         guard !bare.isEmpty else { throw bad("names no host") }
-        // A malformed escape (`%zz`) is refused, not taken as written; a NUL (`%00`) cannot reach
-        // PostgreSQL, whose protocol ends each of these strings with one.
-        func decoded(_ encoded: String?, _ part: String) throws -> String? {
-            guard let encoded else { return nil }
-            guard let plain = encoded.removingPercentEncoding else {
-                throw bad("has a malformed percent-escape in the \(part) (`%` is followed by two hexadecimal digits; " +
-                          "`%25` is a `%`)")
-            }
-            guard !plain.contains("\u{0}") else { throw bad("has a NUL character (`%00`) in the \(part)") }
-            return plain
-        }
-        let plainUser = try decoded(components.percentEncodedUser, "user") ?? user
-        let password = try decoded(components.percentEncodedPassword, "password")
-        guard try decoded(components.percentEncodedPath, "database name") != nil,
-              !database.contains("\u{0}"), !bare.contains("\u{0}") else {
-            throw bad("has a NUL character (`%00`) in the host or database name")
+        // A NUL (`%00`) cannot reach PostgreSQL, whose protocol ends each of these strings with
+        // one. (Every escape is well formed: checked above.)
+        let plainUser = components.percentEncodedUser?.removingPercentEncoding ?? user
+        let password = components.percentEncodedPassword?.removingPercentEncoding
+        for (part, plain) in [("user", plainUser), ("password", password ?? ""), ("database name", database),
+                              ("host", bare)] where plain.contains("\u{0}") {
+            throw bad("has a NUL character (`%00`) in the \(part)")
         }
         self.init(host: bare, port: components.port ?? 5432, user: plainUser, password: password, database: database)
     }

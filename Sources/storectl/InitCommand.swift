@@ -39,6 +39,8 @@ struct InitCommand: AsyncParsableCommand {
         // opened the new store, and both said they had created it.
         let parentFD = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         defer { if parentFD >= 0 { close(parentFD) } }
+        // A directory that cannot be opened or locked (a file in the way, a file system without
+        // `flock`) only loses the turn-taking: the open below says what is wrong with the path.
         if parentFD >= 0 {
             while flock(parentFD, LOCK_EX) != 0 && errno == EINTR {}
         }

@@ -225,7 +225,8 @@ extension Store {
         guard key.count == 8 else {
             throw StrataError.corruptLogEntry(transaction: .zero, reason: "log: a key of \(key.count) bytes (8 expected)")
         }
-        try LogEntryCodec.checkStored(value, TransactionID(key.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }))
+        var r = ByteReader(key)
+        try LogEntryCodec.checkStored(value, TransactionID(try r.u64()))
     }
 
     /// Writes `newEnv`'s secondary indexes from the objects `oldEnv` holds (read through `source`

@@ -7,3 +7,22 @@ public struct IndexDescription: Sendable, Equatable {
     /// Stable tag used as the key prefix: entity tag in the high byte, position + 1 in the low byte.
     public let tag: UInt16
 }
+
+extension IndexDescription {
+    /// The key of a unique constraint as the store writes it for an object with `values` (one
+    /// per attribute of the entity): the constraint's tag, then each of its attributes' sortable
+    /// encoding; nil when one of them is null (nulls never clash, as in SQL). Its size is not
+    /// checked here: the store refuses one over LMDB's key limit.
+    func uniqueKeyBytes(_ values: [Value]) -> [UInt8]? {
+        // One allocation for the usual key (tag and a few short values) instead of regrowing.
+        var k: [UInt8] = []
+        k.reserveCapacity(48)
+        k.append(UInt8(tag >> 8))
+        k.append(UInt8(tag & 0xff))
+        for a in attributes {
+            if values[a].isNull { return nil }
+            SortableEncoding.encode(values[a], into: &k)
+        }
+        return k
+    }
+}

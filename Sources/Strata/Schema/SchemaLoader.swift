@@ -313,12 +313,9 @@ struct SchemaLoader {
                                        uniques: uniques, indexes: indexes)
         // A unique constraint whose attributes all have defaults: the key of an object given them
         // all must fit LMDB's key limit, or every such object would be refused.
-        // (The key as the store writes it: the constraint's tag, then each value's sortable encoding.)
         let defaults = attributes.map { $0.defaultValue ?? .null }
-        for (i, u) in uniques.enumerated() where !isStoredSchema && u.attributes.allSatisfy({ !defaults[$0].isNull }) {
-            var key: [UInt8] = [UInt8(u.tag >> 8), UInt8(u.tag & 0xff)]
-            for a in u.attributes { SortableEncoding.encode(defaults[a], into: &key) }
-            if key.count > LMDBLimits.maxKeyBytes {
+        for (i, u) in uniques.enumerated() where !isStoredSchema {
+            if let key = u.uniqueKeyBytes(defaults), key.count > LMDBLimits.maxKeyBytes {
                 throw error("uniques[\(i)]", "the defaults of its attributes make a key no store takes: unique key of " +
                                               "\(key.count) bytes exceeds LMDB's \(LMDBLimits.maxKeyBytes)-byte key limit")
             }

@@ -80,15 +80,7 @@ enum Layout {
     /// - Throws: ``ValidationFailure`` when the key would exceed LMDB's key size.
     static func uniqueKey(_ index: IndexDescription, record values: [Value], entity: EntityDescription,
                           id: ObjectID) throws -> [UInt8]? {
-        // One allocation for the usual key (tag and a few short values) instead of regrowing.
-        var k: [UInt8] = []
-        k.reserveCapacity(48)
-        k.append(UInt8(index.tag >> 8))
-        k.append(UInt8(index.tag & 0xff))
-        for a in index.attributes {
-            if values[a].isNull { return nil }
-            SortableEncoding.encode(values[a], into: &k)
-        }
+        guard let k = index.uniqueKeyBytes(values) else { return nil }
         guard k.count <= LMDBLimits.maxKeyBytes else {
             throw StrataError.validation(ValidationFailure(
                 kind: .valueTooLarge, entity: entity.name, objectID: id, field: uniqueFieldName(index, entity),
