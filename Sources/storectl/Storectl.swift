@@ -30,6 +30,7 @@ struct Storectl: AsyncParsableCommand {
         // SIGXFSZ's default action (ending the process) does not happen today either; ignored,
         // it cannot, whichever thread writes.
         signal(SIGXFSZ, SIG_IGN)
+        MallocTuning.apply()
         StandardStreams.reserve()
         if let bad = StandardStreams.firstArgumentNotUTF8() {
             let advice = bad.namesAFile

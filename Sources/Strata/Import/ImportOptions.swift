@@ -84,7 +84,15 @@ public struct ImportOptions: Sendable {
     /// transactions of a few batches each. An input with a record that may take a unique key
     /// from another object (an explicit `id`, or an entity with more than one unique) is read
     /// again in two passes. 0: always two passes.
-    public var oneTransactionMaxInputBytes = 8 << 20
+    ///
+    /// The default, 32 MiB, takes about 125,000 generated library records. One transaction
+    /// copies each B-tree page it changes once, where two passes commit a group of batches at a
+    /// time and copy most of the pages again with each group: 100,000 records into a
+    /// 1,000,000-record store took 2.0–2.2 s in one transaction against 4.1 s in two passes, and
+    /// peaked at 0.54 GB of RSS against 0.36 GB (`storectl import`; BENCHMARKS.md, W11). The
+    /// transaction's changed pages are held in memory until its commit; LMDB writes them out
+    /// early past 512 MiB of them, which bounds that part however large the store.
+    public var oneTransactionMaxInputBytes = 32 << 20
 
     /// Options with the defaults: batches of 5,000 records, stop at the first bad record, author `import`, a new
     /// import id, the format from each file's extension.

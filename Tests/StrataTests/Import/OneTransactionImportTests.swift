@@ -57,6 +57,33 @@ import Testing
         }
     }
 
+    /// By default an input of tens of thousands of records (here about 10 MB, over the 8 MiB
+    /// the default once was) is one pass and one commit, which copies each page it changes once:
+    /// the same state as two passes, which commit a group of batches at a time.
+    @Test func anInputOfTenMegabytesIsOneTransactionByDefault() async throws {
+        let dir = temporaryDirectory("one-transaction-default")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = try await generate(40_000, shape: "library", seed: 5, in: dir)
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: input)[.size] as? Int)
+        #expect(size > 8 << 20 && size <= ImportOptions().oneTransactionMaxInputBytes, "\(size) bytes")
+        var states: [Bool: [String]] = [:]
+        for oneTransaction in [true, false] {
+            try await withLibraryStore { store in
+                var o = ImportOptions()
+                o.mode = .incremental
+                if !oneTransaction { o.oneTransactionMaxInputBytes = 0 }
+                let commits = store.statistics.lmdbCommits
+                let summary = try await Importer(store: store, options: o).run(files: [input])
+                #expect(summary.oneTransaction == oneTransaction && summary.records == 40_000, "\(summary)")
+                if oneTransaction { #expect(store.statistics.lmdbCommits - commits == 1) }
+                #expect(try store.verify().ok)
+                states[oneTransaction] = try canonicalState(store)
+            }
+        }
+        #expect(states[true] == states[false])
+        #expect(states[true]?.isEmpty == false)
+    }
+
     /// Batches of one record, read while the writer applies the ones before, reach it together:
     /// each is still its own save and log entry, in the input's order, numbered in order; and a
     /// batch the writer refuses among them leaves nothing written.
