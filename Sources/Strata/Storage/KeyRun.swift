@@ -39,6 +39,19 @@ struct KeyRun {
         entries.reserveCapacity(Int(Double(entries.count) * scale))
     }
 
+    /// Adds every entry of `other` after these, in its order.
+    mutating func append(contentsOf other: KeyRun) {
+        guard !other.entries.isEmpty else { return }
+        inOrder = entries.isEmpty && other.inOrder
+        let base = bytes.count
+        bytes.append(contentsOf: other.bytes)
+        entries.reserveCapacity(entries.count + other.entries.count)
+        for var e in other.entries {
+            e.start += base
+            entries.append(e)
+        }
+    }
+
     /// Adds `key` with `value`; `sorted`: the caller guarantees key order (nothing is checked).
     mutating func add(key: [UInt8], value: [UInt8], sorted: Bool = false) {
         key.withUnsafeBytes { k in value.withUnsafeBytes { v in add(key: k, value: v, sorted: sorted) } }

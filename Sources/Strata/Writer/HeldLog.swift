@@ -27,6 +27,10 @@ final class HeldLog {
     /// other core busy.
     private let encoder = DispatchQueue(label: "strata.held-log", qos: .userInitiated)
 
+    /// The index entries of the transaction's saves, written sorted together before its commit
+    /// (``HeldIndexEntries/write(_:env:schema:releasingMappedPages:)``).
+    let indexes = HeldIndexEntries()
+
     init(head: TransactionID) {
         self.head = head
         putThrough = head

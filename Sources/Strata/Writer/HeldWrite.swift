@@ -147,6 +147,16 @@ extension Writer {
     /// group commit does. A full map is grown and every step applied again in a new transaction
     /// (another process may have committed in between: the steps are judged again against what
     /// it did); a step the writer refuses ends the transaction with its error.
+    /// The end of a held transaction before its commit: the index entries its saves gathered,
+    /// sorted together (releasing mapped pages as a save of as many changes does), then the
+    /// log's entries.
+    private func finishHeld(_ log: HeldLog, _ txn: LMDBTransaction, env: LMDBEnvironment) throws {
+        let release = config.releaseMappedPagesAfterChanges > 0
+            && log.indexes.count >= config.releaseMappedPagesAfterChanges && !env.hadReadersRecently
+        try log.indexes.write(txn, env: env, schema: schema, releasingMappedPages: release)
+        try log.putAll(txn, env: env)
+    }
+
     func runHeld(_ channel: HeldWrite.Channel) throws -> [TransactionID] {
         dispatchPrecondition(condition: .onQueue(queue))
         // A body admitted before a migration stopped the writer runs after it: it must not
@@ -180,7 +190,7 @@ extension Writer {
                     owed?.resume(returning: nil)
                     owed = nil
                     if committing {
-                        try log.putAll(txn, env: env)
+                        try finishHeld(log, txn, env: env)
                         return LMDBEnvironment.lmdbTransactionID(txn.handle)
                     }
                     while true {
@@ -195,7 +205,7 @@ extension Writer {
                             // The commit itself may find the map full (LMDB's free list and
                             // database records take pages too), as may the log's entries.
                             committing = true
-                            try log.putAll(txn, env: env)
+                            try finishHeld(log, txn, env: env)
                             return LMDBEnvironment.lmdbTransactionID(txn.handle)
                         case .abort:
                             throw HeldWrite.Aborted()

@@ -788,8 +788,12 @@ final class Writer: Sendable {
             do {
                 // A lone save needs no nested transaction: if it fails, the whole transaction is aborted.
                 let putsLog = heldLog == nil
+                // A held transaction's saves gather their index entries for its commit: here,
+                // without a nested transaction, a save that fails ends the whole transaction (a
+                // nested one aborted alone would leave its entries gathered).
                 let resolved = batch.count == 1 || flat
-                    ? try resolve(save, txn, next, env: env, footprint: footprint, putsLog: putsLog)
+                    ? try resolve(save, txn, next, env: env, footprint: footprint, putsLog: putsLog,
+                                  heldIndexes: heldLog?.indexes)
                     : try env.nested(in: txn) {
                         try resolve(save, $0, next, env: env, footprint: footprint, putsLog: putsLog)
                     }
@@ -821,8 +825,9 @@ final class Writer: Sendable {
     /// entry's bytes as it put them into the log (without, no bytes: the caller has it encoded).
     private func resolve(_ save: PendingSave, _ txn: LMDBTransaction, _ tx: TransactionID,
                          env: LMDBEnvironment, footprint: FootprintBuilder?,
-                         putsLog: Bool = true) throws -> (LogEntry, [UInt8])? {
+                         putsLog: Bool = true, heldIndexes: HeldIndexEntries? = nil) throws -> (LogEntry, [UInt8])? {
         var applier = StateApplier(txn: txn, env: env, schema: schema, transactionID: tx)
+        applier.heldIndexes = heldIndexes
         if config.releaseMappedPagesAfterChanges > 0, save.changes.count >= config.releaseMappedPagesAfterChanges,
            !env.hadReadersRecently {
             applier.releaseMappedPagesEvery = StateApplier.bulkReleaseInterval
