@@ -791,12 +791,22 @@ final class Writer: Sendable {
                 // A held transaction's saves gather their index entries for its commit: here,
                 // without a nested transaction, a save that fails ends the whole transaction (a
                 // nested one aborted alone would leave its entries gathered).
-                let resolved = batch.count == 1 || flat
-                    ? try resolve(save, txn, next, env: env, footprint: footprint, putsLog: putsLog,
-                                  heldIndexes: heldLog?.indexes)
-                    : try env.nested(in: txn) {
+                let resolved: (LogEntry, [UInt8])?
+                if batch.count == 1 || flat {
+                    resolved = try resolve(save, txn, next, env: env, footprint: footprint, putsLog: putsLog,
+                                           heldIndexes: heldLog?.indexes)
+                } else {
+                    // Its entries go straight into the indexes: those gathered before it are
+                    // written first (outside the nested transaction, which must be the only one
+                    // in use while it is open), so that every key still ends as the last save
+                    // left it. (A held step is one ordered group, flat: not reached today.)
+                    if let held = heldLog?.indexes, held.count > 0 {
+                        try held.write(txn, env: env, schema: schema, releasingMappedPages: false)
+                    }
+                    resolved = try env.nested(in: txn) {
                         try resolve(save, $0, next, env: env, footprint: footprint, putsLog: putsLog)
                     }
+                }
                 if let (entry, bytes) = resolved {
                     group.results.append(.success(next))
                     group.entries.append(entry)
