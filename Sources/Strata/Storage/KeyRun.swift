@@ -44,8 +44,9 @@ struct KeyRun {
         guard !other.entries.isEmpty else { return }
         inOrder = entries.isEmpty && other.inOrder
         let base = bytes.count
+        // No reserveCapacity: it grows to exactly what is asked, so a run taking many small
+        // runs one after another would be copied whole each time; append grows geometrically.
         bytes.append(contentsOf: other.bytes)
-        entries.reserveCapacity(entries.count + other.entries.count)
         for var e in other.entries {
             e.start += base
             entries.append(e)
