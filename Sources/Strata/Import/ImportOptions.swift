@@ -88,8 +88,8 @@ public struct ImportOptions: Sendable {
     /// The default, 32 MiB, takes about 125,000 generated library records. One transaction
     /// copies each B-tree page it changes once, where two passes commit a group of batches at a
     /// time and copy most of the pages again with each group: 100,000 records into a
-    /// 1,000,000-record store took 1.7–1.8 s in one transaction against 3.2–3.5 s in two passes,
-    /// and peaked at 0.54 GB of RSS against 0.36 GB (`storectl import`; BENCHMARKS.md, W11). The
+    /// 1,000,000-record store took 1.7–2.1 s in one transaction against 3.2–3.6 s in two passes,
+    /// and peaked at 0.52 GB of RSS against 0.36 GB (`storectl import`; BENCHMARKS.md, W11). The
     /// transaction's changed pages are held in memory until its commit; LMDB writes them out
     /// early past 512 MiB of them, which bounds that part however large the store.
     public var oneTransactionMaxInputBytes = 32 << 20
