@@ -258,7 +258,9 @@ final class ProgressBar: Sendable {
         guard !quiet else { return }
         let pct = Int(p.fractionDone * 100)
         let eta = p.etaSeconds.map { String(format: " ETA %d:%02d", Int($0) / 60, Int($0) % 60) } ?? ""
-        let count = p.phase == .linking ? "\(p.links) of \(p.totalLinks) links" : "\(p.records) records"
+        // An import in one transaction: what it applied, committed at its end.
+        let count = p.phase == .linking ? "\(p.links) of \(p.totalLinks) links"
+            : p.applied > 0 ? "\(p.applied) records applied (committed at the end)" : "\(p.records) records"
         let text = "\(p.phase.rawValue): \(count), \(Int(p.recordsPerSecond))/s, \(pct)%\(eta)"
         if terminal {
             let filled = pct * 30 / 100

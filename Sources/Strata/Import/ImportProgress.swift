@@ -29,7 +29,7 @@ public struct ImportProgress: Sendable, Equatable {
     /// ``ImportOptions/continueOnError``, saved or rejected one by one): never ahead of the store,
     /// even though the next batch is already being read; an import in one transaction
     /// (``ImportSummary/oneTransaction``) commits everything at its end, and reports 0 until the
-    /// `done` phase. For a bulk import (``ImportMode/bulk``), records saved into the new
+    /// `done` phase (``applied`` counts what it has applied meanwhile). For a bulk import (``ImportMode/bulk``), records saved into the new
     /// generation, which readers see only once it is switched in.
     public let records: Int
     /// Bytes of the input read so far in this phase.
@@ -47,6 +47,10 @@ public struct ImportProgress: Sendable, Equatable {
     public let phaseSeconds: Double
     /// While building: the objects to write (``records`` counts those written); 0 in other phases.
     public let totalRecords: Int
+    /// While an import in one transaction (``ImportSummary/oneTransaction``) writes and links:
+    /// records the writer has applied in that transaction, which readers see only once it
+    /// commits at the end (``records`` stays 0 until then); 0 in every other import and phase.
+    public var applied: Int = 0
 
     /// How far this phase is, from 0 to 1: bytes read while validating and writing, links saved
     /// while linking, objects written while building (the keys and links written after them are
@@ -63,11 +67,12 @@ public struct ImportProgress: Sendable, Equatable {
     }
 
     /// Records, or while linking links, per second of this phase (0 at its start); when done,
-    /// records per second of the whole import.
+    /// records per second of the whole import. While an import in one transaction writes, the
+    /// records it has applied (``applied``) per second.
     public var recordsPerSecond: Double {
         let seconds = phase == .done ? elapsedSeconds : phaseSeconds
         guard seconds > 0 else { return 0 }
-        return Double(phase == .linking ? links : records) / seconds
+        return Double(phase == .linking ? links : max(records, applied)) / seconds
     }
 
     /// Seconds left in this phase, estimated from ``fractionDone`` (nil until there is a rate).

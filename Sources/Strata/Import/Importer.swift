@@ -1814,11 +1814,12 @@ private struct ImportState {
         lastReport = now
         // An import in one transaction writes nothing readers see before its commit: no record
         // counts as written until then (the count is never ahead of the store).
-        let records = held != nil && (phase == .writing || phase == .linking) ? 0 : records
-        progress.yield(ImportProgress(phase: phase, records: records, bytesRead: bytes, totalBytes: totalBytes,
-                                      elapsedSeconds: (now - started).seconds, links: links,
+        // What the writer applied in the held transaction is reported apart (`applied`).
+        let inHeld = held != nil && (phase == .writing || phase == .linking)
+        progress.yield(ImportProgress(phase: phase, records: inHeld ? 0 : records, bytesRead: bytes,
+                                      totalBytes: totalBytes, elapsedSeconds: (now - started).seconds, links: links,
                                       totalLinks: deferred.count, phaseSeconds: (now - phaseStarted).seconds,
-                                      totalRecords: 0))
+                                      totalRecords: 0, applied: inHeld ? records : 0))
     }
 }
 
