@@ -29,8 +29,9 @@ public struct ImportProgress: Sendable, Equatable {
     /// ``ImportOptions/continueOnError``, saved or rejected one by one): never ahead of the store,
     /// even though the next batch is already being read; an import in one transaction
     /// (``ImportSummary/oneTransaction``) commits everything at its end, and reports 0 until the
-    /// `done` phase (``applied`` counts what it has applied meanwhile). For a bulk import (``ImportMode/bulk``), records saved into the new
-    /// generation, which readers see only once it is switched in.
+    /// `done` phase (``applied`` counts what it has applied meanwhile). For a bulk import
+    /// (``ImportMode/bulk``), records saved into the new generation, which readers see only once
+    /// it is switched in.
     public let records: Int
     /// Bytes of the input read so far in this phase.
     public let bytesRead: Int

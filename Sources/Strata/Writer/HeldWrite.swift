@@ -142,11 +142,6 @@ final class HeldWrite: Sendable {
 }
 
 extension Writer {
-    /// ``HeldWrite``'s body, on the writer queue: applies each step's saves in one write
-    /// transaction until the commit (or the abort), then publishes and completes them as a
-    /// group commit does. A full map is grown and every step applied again in a new transaction
-    /// (another process may have committed in between: the steps are judged again against what
-    /// it did); a step the writer refuses ends the transaction with its error.
     /// The end of a held transaction before its commit: the index entries its saves gathered,
     /// sorted together (releasing mapped pages as a save of as many changes does), then the
     /// log's entries.
@@ -157,6 +152,11 @@ extension Writer {
         try log.putAll(txn, env: env)
     }
 
+    /// ``HeldWrite``'s body, on the writer queue: applies each step's saves in one write
+    /// transaction until the commit (or the abort), then publishes and completes them as a
+    /// group commit does. A full map is grown and every step applied again in a new transaction
+    /// (another process may have committed in between: the steps are judged again against what
+    /// it did); a step the writer refuses ends the transaction with its error.
     func runHeld(_ channel: HeldWrite.Channel) throws -> [TransactionID] {
         dispatchPrecondition(condition: .onQueue(queue))
         // A body admitted before a migration stopped the writer runs after it: it must not
