@@ -51,7 +51,7 @@ public struct ImportProgress: Sendable, Equatable {
     /// While an import in one transaction (``ImportSummary/oneTransaction``) writes and links:
     /// records the writer has applied in that transaction, which readers see only once it
     /// commits at the end (``records`` stays 0 until then); 0 in every other import and phase.
-    public var applied: Int = 0
+    public internal(set) var applied: Int = 0
 
     /// How far this phase is, from 0 to 1: bytes read while validating and writing, links saved
     /// while linking, objects written while building (the keys and links written after them are

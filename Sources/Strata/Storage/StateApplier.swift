@@ -17,11 +17,11 @@ struct StateApplier: StateStore {
     /// Each entry's one-byte value says put (1) or delete (0). Kept in one flat buffer
     /// (``KeyRun``): sorted as separate arrays, a bulk save's entries take about a quarter of the
     /// writer's time in a 10k-track import.
-    private var pendingIndex = KeyRun()
+    fileprivate var pendingIndex = KeyRun()
     /// When set, ``flushCounts()`` hands the save's index entries to it instead of writing
     /// them: the saves of one held write transaction (``HeldWrite``) gather theirs there, and
     /// they are written once, sorted together, just before the commit
-    /// (``HeldIndexEntries/write(_:env:schema:releasingMappedPages:)``). Nothing reads the index
+    /// (``HeldIndexEntries/write(_:env:schema:releaseMappedPagesEvery:)``). Nothing reads the index
     /// B-trees inside the transaction, so every save resolves as it would with them written.
     var heldIndexes: HeldIndexEntries?
     /// When positive, the store's mapped pages are released (``LMDBEnvironment/releaseMappedPagesHoldingMapLock()``)
@@ -305,19 +305,11 @@ struct StateApplier: StateStore {
     /// Writes the buffered index entries (in key order) and the per-entity object counts. Called
     /// at the end of every save (and every replayed transaction).
     mutating func flushCounts() throws {
-        if !pendingIndex.entries.isEmpty {
-            if let heldIndexes {
-                heldIndexes.take(pendingIndex)
-                pendingIndex.removeAll()
-            } else {
-                var run = KeyRun()
-                swap(&run, &pendingIndex)
-                defer {
-                    run.removeAll()
-                    swap(&run, &pendingIndex)
-                }
-                try writeIndexEntries(&run)
-            }
+        if let heldIndexes {
+            heldIndexes.take(pendingIndex)
+            pendingIndex.removeAll()
+        } else {
+            try writePendingIndexEntries()
         }
         for (tag, delta) in countDeltas where delta != 0 {
             // Key and value on the stack: a save's count update allocates nothing.
@@ -334,32 +326,33 @@ struct StateApplier: StateStore {
         countDeltas.removeAll()
     }
 
-    /// Writes index entries gathered in `run` (one-byte value: put 1, delete 0) in key order. A
-    /// stable sort, and for the same key the later operation wins: a delete then a put of one key
-    /// leaves it present, a put then a delete leaves it absent (a delete of a key that is not
-    /// there is nothing).
-    mutating func writeIndexEntries(_ run: inout KeyRun) throws {
-        guard !run.entries.isEmpty else { return }
+    /// Writes the gathered index entries (``pendingIndex``; one-byte value: put 1, delete 0) in
+    /// key order, and holds none afterwards. A stable sort, and for the same key the later
+    /// operation wins: a delete then a put of one key leaves it present, a put then a delete
+    /// leaves it absent (a delete of a key that is not there is nothing).
+    fileprivate mutating func writePendingIndexEntries() throws {
+        guard !pendingIndex.entries.isEmpty else { return }
         let db = env[.indexes]
-        run.sortIfNeeded()
-        let count = run.entries.count
+        pendingIndex.sortIfNeeded()
+        let count = pendingIndex.entries.count
         // In key order through one cursor: neighbouring entries on one leaf cost no descent.
         try txn.withSortedWriter(db) { writer in
             for i in 0..<count {
-                if i + 1 < count, run.sameKey(i, i + 1) { continue }
-                let put = run.tag(i) == 1
-                try run.withEntry(i) { key, _ in
+                if i + 1 < count, pendingIndex.sameKey(i, i + 1) { continue }
+                let put = pendingIndex.tag(i) == 1
+                try pendingIndex.withEntry(i) { key, _ in
                     // An empty value at a valid address: LMDB copies it with memcpy, which
                     // must not be given NULL even for zero bytes.
                     if put {
                         try writer.put(key: key, value: UnsafeRawBufferPointer(start: key.baseAddress, count: 0))
                     } else {
-                        _ = try writer.delete(key: key)
+                        try writer.delete(key: key)
                     }
                 }
                 try countWriteForRelease()
             }
         }
+        pendingIndex.removeAll()
     }
 }
 
@@ -381,14 +374,15 @@ final class HeldIndexEntries {
     /// Adds the entries of `saveRun`, after those held (a later save's operation on a key wins).
     func take(_ saveRun: KeyRun) { run.append(contentsOf: saveRun) }
 
-    /// Writes every entry held into the indexes of `txn`, in key order, and holds none
-    /// afterwards. `releasingMappedPages`: as a save of as many changes would
-    /// (``StateApplier/releaseMappedPagesEvery``).
-    func write(_ txn: LMDBTransaction, env: LMDBEnvironment, schema: Schema, releasingMappedPages: Bool) throws {
+    /// Writes every entry held into the indexes of `txn`, in key order, as a save's applier
+    /// writes its own (releasing mapped pages every `releaseMappedPagesEvery` writes; 0: never),
+    /// and holds none afterwards.
+    func write(_ txn: LMDBTransaction, env: LMDBEnvironment, schema: Schema, releaseMappedPagesEvery: Int) throws {
         guard !run.entries.isEmpty else { return }
         var applier = StateApplier(txn: txn, env: env, schema: schema, transactionID: .zero)
-        if releasingMappedPages { applier.releaseMappedPagesEvery = StateApplier.bulkReleaseInterval }
-        defer { run = KeyRun() }
-        try applier.writeIndexEntries(&run)
+        applier.releaseMappedPagesEvery = releaseMappedPagesEvery
+        applier.pendingIndex = run
+        run = KeyRun()
+        try applier.writePendingIndexEntries()
     }
 }

@@ -28,7 +28,7 @@ final class HeldLog {
     private let encoder = DispatchQueue(label: "strata.held-log", qos: .userInitiated)
 
     /// The index entries of the transaction's saves, written sorted together before its commit
-    /// (``HeldIndexEntries/write(_:env:schema:releasingMappedPages:)``).
+    /// (``HeldIndexEntries/write(_:env:schema:releaseMappedPagesEvery:)``).
     let indexes = HeldIndexEntries()
 
     init(head: TransactionID) {

@@ -146,9 +146,8 @@ extension Writer {
     /// sorted together (releasing mapped pages as a save of as many changes does), then the
     /// log's entries.
     private func finishHeld(_ log: HeldLog, _ txn: LMDBTransaction, env: LMDBEnvironment) throws {
-        let release = config.releaseMappedPagesAfterChanges > 0
-            && log.indexes.count >= config.releaseMappedPagesAfterChanges && !env.hadReadersRecently
-        try log.indexes.write(txn, env: env, schema: schema, releasingMappedPages: release)
+        try log.indexes.write(txn, env: env, schema: schema,
+                              releaseMappedPagesEvery: releaseInterval(changes: log.indexes.count, env: env))
         try log.putAll(txn, env: env)
     }
 

@@ -800,8 +800,8 @@ final class Writer: Sendable {
                     // written first (outside the nested transaction, which must be the only one
                     // in use while it is open), so that every key still ends as the last save
                     // left it. (A held step is one ordered group, flat: not reached today.)
-                    if let held = heldLog?.indexes, held.count > 0 {
-                        try held.write(txn, env: env, schema: schema, releasingMappedPages: false)
+                    if let held = heldLog?.indexes {
+                        try held.write(txn, env: env, schema: schema, releaseMappedPagesEvery: 0)
                     }
                     resolved = try env.nested(in: txn) {
                         try resolve(save, $0, next, env: env, footprint: footprint, putsLog: putsLog)
@@ -831,6 +831,14 @@ final class Writer: Sendable {
         return group
     }
 
+    /// ``StateApplier/releaseMappedPagesEvery`` for writing `changes` changes at random places of
+    /// `env`: ``StateApplier/bulkReleaseInterval`` from ``StoreConfiguration/releaseMappedPagesAfterChanges``
+    /// changes on, while no reader has used the store recently; otherwise 0 (never).
+    func releaseInterval(changes: Int, env: LMDBEnvironment) -> Int {
+        let threshold = config.releaseMappedPagesAfterChanges
+        return threshold > 0 && changes >= threshold && !env.hadReadersRecently ? StateApplier.bulkReleaseInterval : 0
+    }
+
     /// Resolves and applies one save at transaction `tx`: its log entry, and, with `putsLog`, the
     /// entry's bytes as it put them into the log (without, no bytes: the caller has it encoded).
     private func resolve(_ save: PendingSave, _ txn: LMDBTransaction, _ tx: TransactionID,
@@ -838,10 +846,7 @@ final class Writer: Sendable {
                          putsLog: Bool = true, heldIndexes: HeldIndexEntries? = nil) throws -> (LogEntry, [UInt8])? {
         var applier = StateApplier(txn: txn, env: env, schema: schema, transactionID: tx)
         applier.heldIndexes = heldIndexes
-        if config.releaseMappedPagesAfterChanges > 0, save.changes.count >= config.releaseMappedPagesAfterChanges,
-           !env.hadReadersRecently {
-            applier.releaseMappedPagesEvery = StateApplier.bulkReleaseInterval
-        }
+        applier.releaseMappedPagesEvery = releaseInterval(changes: save.changes.count, env: env)
         let changes: [LoggedChange]
         if let footprint {
             var resolver = SaveResolver(applier: FootprintRecorder(base: applier, footprint: footprint), limits: config)
