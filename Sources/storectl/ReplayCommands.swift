@@ -212,8 +212,11 @@ struct VerifyCommand: AsyncParsableCommand {
             }
             note("storectl: error: verify failed: the state does not match the log")
             // Index entries are derived from the objects: a compaction can build them again.
+            // Said of the problems listed: past the listing limit, the others are not known here.
             if report.problems.allSatisfy({ $0.hasPrefix("indexes: ") }) {
-                note("storectl: only index entries differ: `storectl compact STORE --rebuild-indexes` builds them " +
+                let which = report.problemCount > report.problems.count ? "the problems listed are all index entries"
+                    : "only index entries differ"
+                note("storectl: \(which): `storectl compact STORE --rebuild-indexes` builds them " +
                      "again from the objects")
             }
             throw ExitCode(Exit.dataError)
