@@ -249,7 +249,7 @@ public enum Cluster {
         let quoted = "'" + ClusterReplica.shownName(name).replacingOccurrences(of: "'", with: #"'\''"#) + "'"
         throw ClusterError(.nameTaken, """
             a replica named \(ClusterReplica.shownName(name)) is in the cluster already (applied \(taken.applied), last \
-            seen \(Int(taken.secondsSinceSeen)) s ago, process \(taken.processID) on \(EchoedText.shown(taken.host))): make \
+            seen \(Int(exactly: taken.secondsSinceSeen.rounded(.down)).map(String.init) ?? "\(taken.secondsSinceSeen)") s ago, process \(taken.processID) on \(EchoedText.shown(taken.host))): make \
             this one at another path, or, if that replica is gone (also one this join makes again), remove its row \
             first with `storectl cluster forget \(quoted)`
             """)
@@ -556,37 +556,129 @@ public enum Cluster {
         defer { session.close() }
         // At the horizon already (an idle cluster compacted again): no snapshot is written.
         let here = try store.lastTransactionID.rawValue
-        if try await offPool("compact", { try readCluster(session).horizon }) == here {
+        let horizon = try await offPool("compact", { try readCluster(session).horizon })
+        if horizon == here {
             return try await offPool("compact") { try status(session, store: store) }
         }
+        // Refused before its snapshot is written (and again, under the cluster row's lock, by
+        // `publish`).
+        if here < horizon { throw behindHorizon(here, horizon) }
         let scratch = try temporaryDirectory(near: store.path)
         defer { removeScratch(scratch) }
         let position = try await store.writeReplicaSnapshot(to: scratch.appendingPathComponent("snapshot"))
         let file = scratch.appendingPathComponent("snapshot").appendingPathComponent(Store.replicaSnapshotFile)
         return try await offPool("compact") {
-            try transaction(session) { () throws -> Void in
-                // The cluster row locked first: two compactions trim one after the other, and a
-                // replica behind the horizon cannot move it back or remove a newer snapshot.
-                let p = Int64(position.rawValue)
-                guard let horizon = try session.run("SELECT horizon FROM strata_cluster FOR UPDATE").first?
-                    .decode(Int64.self) else { throw ClusterError(.noCluster, "no cluster row") }
-                // At the horizon: the cluster's snapshot is this state already, and nothing is
-                // behind it to trim (an idle cluster compacted again).
-                if p == horizon { return }
-                guard p > horizon else {
-                    throw ClusterError(.badSnapshot, """
-                        this replica is at transaction \(p), behind the cluster's horizon \(horizon): compact from a \
-                        replica at the cluster's head
-                        """)
-                }
-                try upload(session, snapshot: file, position: position, madeBy: name)
-                _ = try session.run("UPDATE strata_cluster SET horizon = \(p)")
-                _ = try session.run("DELETE FROM strata_log WHERE id <= \(p)")
-                _ = try session.run("DELETE FROM strata_snapshots WHERE position < \(p)")
-            }
+            let trimmed = try publish(session, store: store, snapshot: file, position: position, madeBy: name)
+            // What the new horizon left behind, outside the transaction: every append waits for
+            // the head row, so nothing long runs while it is held. Interrupted, it is done by the
+            // next compaction; entries and snapshots behind the horizon are never read.
+            if let trimmed { try removeBehindHorizon(session, horizon: trimmed) }
             return try status(session, store: store)
         }
     }
+
+    /// Uploads the snapshot at `position` and moves the cluster's horizon to it, in one
+    /// PostgreSQL transaction: the new horizon, or nil when the horizon is there already (then
+    /// nothing is kept). The upload runs before the cluster's row is locked (its rows are seen
+    /// by no one before the commit), so saves go on meanwhile; under the lock, which also puts
+    /// two compactions one after the other, only the checks and the horizon's move.
+    static func publish(_ session: PostgresSession, store: Store, snapshot file: URL, position: TransactionID,
+                        madeBy name: String) throws -> Int64? {
+        let p = Int64(position.rawValue)
+        return try mappingFailures(session, nil) { () throws -> Int64? in
+            do {
+                return try session.transaction { () throws -> Int64? in
+                    try upload(session, snapshot: file, position: position, madeBy: name)
+                    if let hook = uploadedForTesting.withLock({ $0 }) { hook() }
+                    guard let row = try session.run("SELECT horizon, head FROM strata_cluster FOR UPDATE").first else {
+                        throw ClusterError(.noCluster, "the database at \(session.address) holds no cluster row")
+                    }
+                    let (horizon, head) = try row.decode((Int64, Int64).self)
+                    // At the horizon: the cluster's snapshot is this state already, and nothing
+                    // is behind it to trim (another compaction of the same state came first).
+                    if p == horizon { throw NothingToPublish() }
+                    guard p > horizon else { throw behindHorizon(UInt64(p), UInt64(clamping: horizon)) }
+                    // A replica past the head, or with another history than the cluster's (its
+                    // database restored from an older backup), must not become the snapshot
+                    // every new replica starts from.
+                    guard p <= head else {
+                        throw ClusterError(.badSnapshot, """
+                            this replica is at transaction \(p), past the cluster's head \(head) at \
+                            \(session.address): its history is not the cluster's (start it again with \
+                            `storectl cluster reset STORE`)
+                            """)
+                    }
+                    if let diverged = try ClusterReplica.historyDiverged(store, session, at: position) {
+                        throw ClusterError(.badSnapshot, """
+                            this replica's transaction \(diverged) is not the cluster's transaction \(diverged) at \
+                            \(session.address): its history diverged (start it again with `storectl cluster reset STORE`)
+                            """)
+                    }
+                    _ = try session.run("UPDATE strata_cluster SET horizon = \(p)")
+                    return p
+                }
+            } catch is NothingToPublish {
+                // Rolled back, upload and all.
+                return nil
+            }
+        }
+    }
+
+    /// A compaction refused: the replica at `position` is behind the cluster's `horizon`.
+    static func behindHorizon(_ position: UInt64, _ horizon: UInt64) -> ClusterError {
+        ClusterError(.badSnapshot, """
+            this replica is at transaction \(position), behind the cluster's horizon \(horizon): compact from a \
+            replica at the cluster's head
+            """)
+    }
+
+    /// Thrown out of ``publish(_:store:snapshot:position:madeBy:)``'s transaction to roll its
+    /// upload back when the horizon is at the snapshot's position already.
+    private struct NothingToPublish: Error {}
+
+    /// Log entries removed per statement behind a new horizon: each statement well within
+    /// PostgreSQL's `statement_timeout` (``PostgresSession/deadline``) however long the log.
+    static let trimBatch: Int64 = 50_000
+    /// Snapshot chunks (``chunkBytes`` each) removed per statement.
+    static let chunkTrimBatch = 64
+
+    /// Removes the log entries at or before `horizon` and the snapshots before it, a bounded
+    /// batch per statement (`batch` entries, ``chunkTrimBatch`` chunks), each statement its own
+    /// transaction.
+    static func removeBehindHorizon(_ session: PostgresSession, horizon: Int64, batch: Int64 = trimBatch) throws {
+        try mappingFailures(session, "removing what the new horizon left behind") {
+            if let first = try session.run("SELECT min(id) FROM strata_log").first?.decode(Int64?.self) {
+                var from = first
+                while from <= horizon {
+                    let to = min(horizon, from + batch - 1)
+                    _ = try session.run("DELETE FROM strata_log WHERE id >= \(from) AND id <= \(to)")
+                    from = to + 1
+                }
+            }
+            let old = try session.run("SELECT id FROM strata_snapshots WHERE position < \(horizon)").map {
+                try $0.decode(Int64.self)
+            }
+            for id in old {
+                // Its chunks a batch at a time, then the row (whose cascade finds none left).
+                while true {
+                    let removed = try session.run("""
+                        WITH gone AS (
+                            DELETE FROM strata_snapshot_chunks WHERE snapshot_id = \(id) AND seq IN (
+                                SELECT seq FROM strata_snapshot_chunks WHERE snapshot_id = \(id)
+                                ORDER BY seq LIMIT \(chunkTrimBatch))
+                            RETURNING 1)
+                        SELECT count(*) FROM gone
+                        """).first?.decode(Int64.self) ?? 0
+                    if removed == 0 { break }
+                }
+                _ = try session.run("DELETE FROM strata_snapshots WHERE id = \(id)")
+            }
+        }
+    }
+
+    /// Called on a compaction's thread once its snapshot is uploaded, before the cluster's row
+    /// is locked (tests: another replica's save meanwhile must not wait for the compaction).
+    static let uploadedForTesting = Locked<(@Sendable () -> Void)?>(nil)
 
     // MARK: Snapshots in PostgreSQL
 
@@ -629,13 +721,16 @@ public enum Cluster {
     /// deleting it meanwhile cannot tear it); every failure as a ``ClusterError``.
     static func downloadLatestSnapshot(_ session: PostgresSession, to file: URL) throws -> (cluster: Row, position: UInt64) {
         let cluster = try readCluster(session)
-        let position: UInt64
+        var downloaded: UInt64?
         do {
-            position = try session.transaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") {
-                try download(session, to: file)
+            try session.transaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") {
+                downloaded = try download(session, to: file)
             }
-        } catch let e as PostgresSession.Failure {
+        } catch let e as PostgresSession.Failure where downloaded == nil {
             throw ClusterError(.unavailable, "downloading the snapshot: \(e.text)")
+        } catch is PostgresSession.Failure {
+            // Only the read-only transaction's COMMIT failed: every chunk was read in it, and
+            // the file's size and checksum checked out.
         } catch let e as ClusterError {
             throw e
         } catch let e as StrataError {
@@ -644,11 +739,20 @@ public enum Cluster {
         } catch {
             throw ClusterError(.badSnapshot, "downloading the snapshot: \(error)")
         }
+        guard let position = downloaded else {
+            throw ClusterError(.unavailable, "downloading the snapshot from \(session.address): no position came back")
+        }
+        // Synced once the transaction is over: a sync of a large file on a slow disk must not
+        // outlast PostgreSQL's idle-in-transaction timeout and fail a complete download.
+        let fd = open(file.path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw StrataError.lmdb(LMDBError(code: errno, operation: "open \(file.path)")) }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw StrataError.lmdb(LMDBError(code: errno, operation: "fsync \(file.path)")) }
         return (cluster, position)
     }
 
-    /// Downloads the latest complete snapshot to `file`, checking its size and checksum; returns
-    /// its position.
+    /// Downloads the latest complete snapshot to `file`, checking its size and checksum (not
+    /// synced: the caller syncs it once its transaction is over); returns its position.
     static func download(_ session: PostgresSession, to file: URL) throws -> UInt64 {
         guard let row = try session.run("""
             SELECT id, position, bytes, chunks, checksum FROM strata_snapshots WHERE complete
@@ -702,7 +806,6 @@ public enum Cluster {
                 \(checksum.signed), expected \(bytes) bytes with checksum \(sum)
                 """)
         }
-        guard fsync(fd) == 0 else { throw failed(errno, "fsync") }
         return start
     }
 

@@ -121,7 +121,8 @@ public final class ClusterReplica: Sendable {
         }
         // Listed at its position from the moment it is open (the follower's heartbeats go on).
         if let head = try? store.lastTransactionID {
-            _ = try? await offPool("open") { try Follower.report(log.session, name: name, head: head) }
+            // On this open's own session: the writer's may be in a save's transaction by now.
+            _ = try? await offPool("open") { try Follower.report(writerSession, name: name, head: head) }
         }
         let follower = Follower(store: store, name: name,
                                 session: PostgresSession(address: address, logger: logger, expectedCluster: cluster.id),

@@ -211,6 +211,12 @@ final class PostgresSession: Sendable {
                         """)
                 }
             }
+            do {
+                try Self.requireDurableCommits(conn, logger: logger)
+            } catch {
+                closeWithoutWaiting(conn)
+                throw error
+            }
             state.withLock { $0.connection = conn }
             return conn
         } catch let e as ClusterError {
@@ -218,6 +224,17 @@ final class PostgresSession: Sendable {
         } catch {
             throw .notConnected("cannot connect to PostgreSQL at \(address): \(Self.describe(error))")
         }
+    }
+
+    /// Turns `synchronous_commit` on for the session when the database or role set it `off`
+    /// (a common tuning): a commit would then be answered before PostgreSQL's log is flushed,
+    /// and a save acknowledged on that answer could be lost by a crash of the server. Any other
+    /// setting (`local`, `remote_write`, `on`, `remote_apply`) flushes at least the server's own
+    /// log first and is left as the administrator chose it.
+    static func requireDurableCommits(_ conn: PostgresConnection, logger: Logger) throws {
+        let setting = try answer(conn, "SELECT current_setting('synchronous_commit')", logger: logger)
+            .first?.decode(String.self)
+        if setting == "off" { _ = try answer(conn, "SET synchronous_commit = on", logger: logger) }
     }
 
     private func drop(_ conn: PostgresConnection) {

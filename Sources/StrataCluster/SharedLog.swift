@@ -202,8 +202,9 @@ final class SharedLog: ReplicationLog {
 
     func appendInTurn(_ body: (TransactionID) throws -> [ReplicatedEntry]) throws {
         var entries: [ReplicatedEntry] = []
-        // Whether the transaction got as far as the append: only then can a broken connection
-        // have left the entries in the log.
+        // Whether the append went through and only the COMMIT was left: a connection that broke
+        // before (the append's own statement included) ended an uncommitted transaction, which
+        // PostgreSQL rolls back; only a COMMIT whose answer is lost leaves the outcome unknown.
         var sent = false
         do {
             try session.transaction {
@@ -221,7 +222,6 @@ final class SharedLog: ReplicationLog {
                 }
                 entries = try body(TransactionID(position))
                 guard !entries.isEmpty else { return }
-                sent = true
                 let appended: Bool
                 do {
                     appended = try appendStatement(entries, after: TransactionID(position))
@@ -235,6 +235,7 @@ final class SharedLog: ReplicationLog {
                         the cluster's head moved from \(position) while this replica held its lock
                         """))
                 }
+                sent = true
             }
         } catch let failure as PostgresSession.Failure {
             throw Self.appendError(failure, entries, sent: sent)

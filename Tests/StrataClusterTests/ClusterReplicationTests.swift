@@ -492,6 +492,100 @@ import Testing
         }
     }
 
+    /// A compaction uploads its snapshot before it locks the cluster's row, which every append
+    /// needs: another replica saves meanwhile without waiting (it waited for the whole upload,
+    /// and past PostgreSQL's statement timeout its saves failed), and the compaction then trims
+    /// the log behind its horizon, in batches, after its commit.
+    @Test(.timeLimit(.minutes(5))) func anotherReplicaSavesWhileACompactionUploadsItsSnapshot() async throws {
+        try await withCluster(replicas: 2) { c in
+            let (a, b) = (c.replicas[0], c.replicas[1])
+            for i in 0..<5 { _ = try await a.store.save { $0.insert(newTrack("t\(i)")) } }
+            let saved = Locked<(Result<TransactionID, Error>, Duration)?>(nil)
+            let store = b.store
+            Cluster.uploadedForTesting.withLock { hook in
+                hook = {
+                    // On the compaction's thread, with its upload uncommitted: a save of b.
+                    let start = ContinuousClock.now
+                    let result = Result { try store.saveAndWait { $0.insert(newTrack("during the upload")) } }
+                    saved.withLock { $0 = (result, ContinuousClock.now - start) }
+                }
+            }
+            defer { Cluster.uploadedForTesting.withLock { $0 = nil } }
+            let status = try await Cluster.compact(replica: a)
+            let (result, took) = try #require(saved.withLock { $0 })
+            let id = try result.get()
+            #expect(took < .seconds(5), "the save waited \(took)")
+            // The snapshot is of a's state before b's save, which stays in the log after it.
+            #expect(status.horizon == 5 && status.snapshot?.position == 5 && id == TransactionID(6))
+            let postgres = c.postgres, database = c.address.database
+            let rows = try await onOwnThread {
+                try postgres.sql("SELECT count(*), min(id) FROM strata_log; SELECT count(*) FROM strata_snapshots",
+                                 database: database)
+            }
+            #expect(rows == "1|6\n1", "\(rows)")
+        }
+    }
+
+    /// Trimming the log behind a new horizon goes a batch at a time (each statement within
+    /// PostgreSQL's statement timeout however long the log), and a trim left unfinished (the
+    /// compacting process killed after its commit) is finished by the next compaction; entries
+    /// left behind the horizon meanwhile are never read.
+    @Test func entriesLeftBehindTheHorizonAreNeverReadAndTheNextCompactionTrimsThem() async throws {
+        try await withCluster(replicas: 1) { c in
+            let a = c.replicas[0]
+            for i in 0..<7 { _ = try await a.store.save { $0.insert(newTrack("t\(i)")) } }
+            let postgres = c.postgres, database = c.address.database
+            func sql(_ statement: String) async throws -> String {
+                try await onOwnThread { try postgres.sql(statement, database: database) }
+            }
+            _ = try await sql("CREATE TABLE kept AS SELECT * FROM strata_log")
+            #expect(try await Cluster.compact(replica: a).horizon == 7)
+            #expect(try await sql("SELECT count(*) FROM strata_log") == "0")
+            // As a compaction killed after its commit leaves them: entries at or before the horizon.
+            _ = try await sql("INSERT INTO strata_log SELECT * FROM kept")
+            for i in 0..<3 { _ = try await a.store.save { $0.insert(newTrack("u\(i)")) } }
+            let late = try await Cluster.join(at: c.root.appendingPathComponent("late"), address: c.address)
+            let replica = try await ClusterReplica.open(store: late, address: c.address, name: "late")
+            #expect(try late.lastTransactionID == TransactionID(10))
+            #expect(try ClusterFixture.exported(a.store) == ClusterFixture.exported(late))
+            await replica.close()
+            late.close()
+            // Two entries a statement: four statements for the seven.
+            let session = PostgresSession(address: c.address, logger: .init(label: "test"))
+            defer { session.close() }
+            try await onOwnThread { try Cluster.removeBehindHorizon(session, horizon: 4, batch: 2) }
+            #expect(try await sql("SELECT min(id), max(id), count(*) FROM strata_log") == "5|10|6")
+            let status = try await Cluster.compact(replica: a)
+            #expect(status.horizon == 10)
+            #expect(try await sql("SELECT count(*) FROM strata_log") == "0")
+            #expect(try await sql("SELECT count(*), min(position) FROM strata_snapshots") == "1|10")
+            #expect(try await sql("SELECT count(*) FROM strata_snapshot_chunks WHERE snapshot_id NOT IN (SELECT id FROM strata_snapshots)") == "0")
+        }
+    }
+
+    /// A replica past the cluster's head (its database restored from an older backup, and the
+    /// replica open across it) cannot publish its state as the cluster's snapshot: the horizon
+    /// went past the head, and every replica then refused the cluster.
+    @Test func aReplicaPastTheClustersHeadCannotCompactTheCluster() async throws {
+        try await withCluster(replicas: 1) { c in
+            let a = c.replicas[0]
+            for i in 0..<3 { _ = try await a.store.save { $0.insert(newTrack("t\(i)")) } }
+            let postgres = c.postgres, database = c.address.database
+            _ = try await onOwnThread {
+                try postgres.sql("DELETE FROM strata_log WHERE id > 2; UPDATE strata_cluster SET head = 2",
+                                 database: database)
+            }
+            do {
+                _ = try await Cluster.compact(replica: a)
+                Issue.record("a replica past the head compacted the cluster")
+            } catch let e as ClusterError {
+                #expect(e.kind == .badSnapshot && e.reason.contains("past the cluster's head 2"), "\(e)")
+            }
+            let status = try await Cluster.status(address: c.address)
+            #expect(status.horizon == 0 && status.head == 2 && status.snapshot?.position == 0)
+        }
+    }
+
     @Test func aReplicaAheadOfTheClustersHeadIsToldItsHistoryDiverged() async throws {
         try await withCluster(replicas: 1) { c in
             let a = c.replicas[0]

@@ -57,6 +57,41 @@ import Testing
         }
     }
 
+    /// A connection that breaks before a turn's COMMIT (here under its append statement) ends
+    /// a transaction PostgreSQL rolls back: nothing was appended, and the savers are told so
+    /// (`unavailable`), not that the cluster may hold their saves (`outcomeUnknown`).
+    @Test func aTurnWhoseConnectionBreaksBeforeItsCommitAppendedNothing() async throws {
+        try await withCluster(replicas: 1) { c in
+            await c.replicas[0].close()
+            let address = c.address
+            let outcome = try await onOwnThread { () -> ReplicationError? in
+                let mine = PostgresSession(address: address, logger: .init(label: "test"))
+                let theirs = PostgresSession(address: address, logger: .init(label: "test"))
+                defer {
+                    mine.close()
+                    theirs.close()
+                }
+                do {
+                    try SharedLog(session: mine, replica: "mine", layout: Int(ClusterSchema.layout)).appendInTurn { shared in
+                        let pid = try mine.run("SELECT pg_backend_pid()").first?.decode(Int32.self) ?? 0
+                        _ = try theirs.run("SELECT pg_terminate_backend(\(pid))")
+                        return [ReplicatedEntry(transactionID: shared.next, bytes: [1], author: "mine", timestampMs: 0,
+                                                schemaVersion: 2)]
+                    }
+                    return nil
+                } catch StrataError.replication(let e) {
+                    return e
+                }
+            }
+            #expect(outcome?.kind == .unavailable, "\(String(describing: outcome))")
+            let postgres = c.postgres, database = c.address.database
+            let rows = try await onOwnThread {
+                try postgres.sql("SELECT count(*) FROM strata_log WHERE author = 'mine'", database: database)
+            }
+            #expect(rows == "0")
+        }
+    }
+
     @Test func aReplicaThatKeepsLosingTheRaceWaitsItsTurnAndSaves() async throws {
         try await withCluster(replicas: 2) { c in
             // Before each of its appends another machine appends first: every race is lost, and

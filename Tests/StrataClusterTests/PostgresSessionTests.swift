@@ -24,6 +24,24 @@ import Testing
         #expect(outcome.contains("cannot connect"), "\(outcome)")
     }
 
+    /// A database (or role) set to `synchronous_commit = off` would have a commit answered
+    /// before PostgreSQL's log is flushed, and an acknowledged save lost with the server: the
+    /// session turns it on for itself. Stronger settings are left as they are.
+    @Test(arguments: ["off", "remote_apply"])
+    func aSessionCommitsDurablyWhateverTheDatabaseSays(setting: String) async throws {
+        let postgres = try await TestPostgres.shared()
+        let address = try await postgres.freshDatabase()
+        _ = try await onOwnThread {
+            try postgres.sql("ALTER DATABASE \(address.database) SET synchronous_commit = \(setting)")
+        }
+        let seen = try await onOwnThread { () -> String? in
+            let session = PostgresSession(address: address, logger: .init(label: "test"))
+            defer { session.close() }
+            return try session.run("SHOW synchronous_commit").first?.decode(String.self)
+        }
+        #expect(seen == (setting == "off" ? "on" : setting))
+    }
+
     @Test func aClosedSessionRefusesStatementsWithoutReconnecting() async throws {
         let address = try await TestPostgres.shared().freshDatabase()
         let outcome = try await onOwnThread { () -> String in

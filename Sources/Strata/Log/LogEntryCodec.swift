@@ -250,7 +250,9 @@ enum LogEntryCodec {
             let n = try r.varint()
             guard n <= UInt64(r.remaining) else { throw DecodingError(offset: r.offset, reason: "change count \(n)") }
             var changes: [LoggedChange] = []
-            changes.reserveCapacity(Int(n))
+            // Room for what the bytes left can hold (a change takes at least its kind and an
+            // id, 17 bytes), not for what a damaged count says.
+            changes.reserveCapacity(Int(min(n, UInt64(r.remaining / 17))))
             for _ in 0..<n { changes.append(try decodeChange(&r)) }
             return LogEntry(transactionID: tx, schemaVersion: version, timestampMs: time, author: author,
                             metadata: metadata, changes: changes)

@@ -221,8 +221,7 @@ struct Upcaster: Sendable {
         for e in old.entities {
             let key = MetaKey.count(e.tag)
             let stored = try view.txn.withValue(view.env[.counts], key: key) { b -> UInt64 in
-                var r = ByteReader(b)
-                return try r.u64()
+                UInt64(try MetaKey.countValue(b, e.tag))
             }
             let written = builder.objectsPerEntity[e.tag] ?? 0
             guard let stored else {

@@ -11,11 +11,22 @@ extension LogEntry {
 }
 
 extension ReadView {
+    /// The transaction id a `log` key holds: eight bytes, or the store is damaged
+    /// (``StrataError/damagedStore(path:reason:)``, naming the database and the key's size).
+    static func logKeyID(_ key: UnsafeRawBufferPointer, path: String) throws -> UInt64 {
+        guard key.count == 8 else {
+            throw StrataError.damagedStore(path: path, reason: """
+                log: a key of \(key.count == 1 ? "1 byte" : "\(key.count) bytes"), not a transaction id's 8
+                """)
+        }
+        var r = ByteReader(key)
+        return try r.u64()
+    }
+
     /// Visits log entries with ids in `range`, in order, decoding (and checksum-checking) each.
     func forEachLogEntry(_ range: ClosedRange<UInt64>, _ body: (LogEntry) throws -> Bool) throws {
         try txn.scan(env[.log], from: TransactionID(range.lowerBound).keyBytes) { key, value in
-            var r = ByteReader(key)
-            let tx = try r.u64()
+            let tx = try Self.logKeyID(key, path: env.path)
             guard tx <= range.upperBound else { return false }
             return try body(try LogEntryCodec.decode(value, transactionID: TransactionID(tx)))
         }

@@ -58,11 +58,13 @@ struct StateApplier: StateStore {
 
     /// The objects and unique keys this applier's lookups found present: a save that names one
     /// object many times (the album of each of its tracks, found by its key, then checked as the
-    /// end of each link) searches the B-trees for it once. Only what was found is kept (a put
-    /// stores what was absent), and a delete of this applier forgets it; this applier is the only
-    /// writer of the objects and unique keys while it lives: one save (or one replayed
-    /// transaction), inside its transaction, each with an applier of its own. Copies of the
-    /// applier share it, as they share the transaction.
+    /// end of each link) searches the B-trees for it once. The objects it inserted are kept too
+    /// (a new track is checked as the end of its links, then for its required to-ones), its own
+    /// unique keys are not (a put stores what was absent), and a delete of this applier forgets
+    /// what it deleted. This applier is the only writer of the objects and unique keys while it
+    /// lives: one save (or one replayed transaction), inside its transaction, each with an
+    /// applier of its own, dropped with the save when it fails. Copies of the applier share it,
+    /// as they share the transaction.
     private let seen = SeenState()
 
     /// See ``seen``. A class, so that the protocol's non-mutating lookups can note what they find.
@@ -150,6 +152,7 @@ struct StateApplier: StateStore {
                 try encoded.withUnsafeBytes { try txn.put(env[.objects], key: key, value: $0, mode: .noOverwrite) }
             }
             if put == .keyExists { throw StrataError.duplicateID(e, id) }
+            seen.present.insert(id)
             try addIndexEntries(e, values, id)
             countDeltas[e.tag, default: 0] += 1
         case .update(let id, let changes, _):

@@ -232,7 +232,9 @@ struct SaveResolver<S: StateStore> {
         try ValueRules.prepared(e, id, input, maxValueBytes: limits.maxValueBytes, fillDefaults: !valuesComplete)
     }
 
-    /// Inserts one object. `prepared` says that `input` is a context's record as the context
+    /// Inserts one object. `prepared` says that `input` passed ``prepared(_:_:_:)`` already: an
+    /// upsert that found no owner prepared it just before (preparing is idempotent: defaults fill
+    /// nulls, then checks), or it is a context's record as the context
     /// shows it (a net-state set sends each inserted object's values so): it passed
     /// ``ValueRules/prepared(_:_:_:maxValueBytes:)`` with this schema and these limits when the
     /// context inserted it, and every later change of an attribute passed
@@ -244,7 +246,7 @@ struct SaveResolver<S: StateStore> {
         let e = try entity(id)
         let values: [Value]
         if isPrepared {
-            assert((try? prepared(e, id, input)) != nil, "a net-state insert carries values its context checked")
+            assert((try? prepared(e, id, input)) != nil, "an insert marked prepared carries values that pass the checks")
             values = input
         } else {
             values = try prepared(e, id, input)
@@ -272,7 +274,7 @@ struct SaveResolver<S: StateStore> {
                        "an upsert needs a value for every attribute of its unique key")
         }
         guard let owner = try applier.uniqueOwner(key), owner != id else {
-            return try insert(id, values)
+            return try insert(id, values, prepared: true)
         }
         aliases[id] = owner
         try update(owner, values.enumerated().map { ChangeSet.AttributeValue(attribute: $0, value: $1) })

@@ -445,6 +445,27 @@ import Testing
         store.close()
     }
 
+    /// A stored object count of the wrong size stops a migration as a damaged record named as
+    /// such (exit 65), before anything is written: shorter or longer, never read as a number.
+    @Test(arguments: [3, 9])
+    func aCountOfTheWrongSizeStopsTheMigrationAsDamage(size: Int) async throws {
+        let dir = temporaryDirectory("migrate")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await populated(dir)
+        let all = try schemas([ShopSchemas.v1, ShopSchemas.v2])
+        let old = try Store.openExisting(at: dir)
+        defer { old.close() }
+        let product = try #require(all[0].entity(named: "Product"))
+        let env = old.env
+        try env.write { _ = try $0.put(env[.counts], key: MetaKey.count(product.tag), value: [UInt8](repeating: 0, count: size)) }
+        await #expect {
+            _ = try await old.migrate(schemas: all, registry: ShopSchemas.registry)
+        } throws: { error in
+            guard case StrataError.corruptRecord(_, let reason) = error else { return false }
+            return reason == "the object count of entity tag \(product.tag) is \(size) bytes, not 8"
+        }
+    }
+
     @Test func theShippedLibraryMigrationRunsOnTheV1Sample() async throws {
         let dir = temporaryDirectory("migrate-library")
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -85,6 +85,32 @@ import Testing
         }
     }
 
+    /// A key of another size among the log's keys is a damaged store named as such where the log
+    /// is read (`transactions`, `storectl log`, exit 65): it was a bare decoding error (exit 70)
+    /// for a shorter key, and a second transaction 3 for a longer one.
+    @Test(arguments: [7, 9])
+    func aKeyOfAnotherSizeAmongTheLogsIsADamagedStoreWhereTheLogIsRead(size: Int) async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            let store = try Store.open(at: dir, schema: try librarySchema())
+            defer { store.close() }
+            // A shorter key sorts among 8-byte ones only past 255 of them: 00…00 01 (7 bytes)
+            // right before transaction 256 (00…00 01 00). A longer one: transaction 3's and a byte.
+            for i in 0..<(size == 7 ? 260 : 6) { _ = try await store.save { $0.insert(Genre(name: "g\(i)")) } }
+            let env = store.env
+            let key = size == 9 ? TransactionID(3).keyBytes + [1] : Array(TransactionID(256).keyBytes.prefix(7))
+            try env.write { try $0.put(env[.log], key: key, value: [0]) }
+            let reason = "log: a key of \(size) bytes, not a transaction id's 8"
+            #expect { _ = try store.transactions() } throws: { error in
+                guard case StrataError.damagedStore(_, let r) = error else { return false }
+                return r == reason
+            }
+        }
+        let r = try await storectl("log", dir.path)
+        #expect(r.status == 65 && r.stderr.contains("a key of \(size) bytes"), "exit \(r.status): \(r.stderr)")
+    }
+
     @Test func aGapAfterTheHorizonIsAMissingTransaction() async throws {
         let found = try await problems(compacted: true) { env, _ in
             try env.write { _ = try $0.delete(env[.log], key: TransactionID(5).keyBytes) }
