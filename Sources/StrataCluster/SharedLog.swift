@@ -187,15 +187,17 @@ final class SharedLog: ReplicationLog {
         for row in rows {
             let decoded = try? row.decode((Int64, Int64?, ByteBuffer?, String?, Int64?, Int32?).self)
             guard let (taken, id, payload, author, saved, version) = decoded, first == nil || first == taken else {
-                throw StrataError.replication(ReplicationError(.outcomeUnknown,
-                                                               "strata_append_after answered a bad row"))
+                throw StrataError.replication(ReplicationError(.outcomeUnknown, """
+                    strata_append_after at \(session.address) answered a row that does not read as its result
+                    """))
             }
             first = taken
             guard let id, let payload, let author, let saved, let version else { continue }
             run.append(try ReplicatedEntry(row: id, payload, author, saved, version))
         }
         guard let first else {
-            throw StrataError.replication(ReplicationError(.outcomeUnknown, "strata_append_after answered no row"))
+            throw StrataError.replication(ReplicationError(.outcomeUnknown,
+                                                           "strata_append_after at \(session.address) answered no row"))
         }
         return (first, run)
     }
@@ -210,7 +212,7 @@ final class SharedLog: ReplicationLog {
             try session.transaction {
                 let rows = try session.run("SELECT head FROM strata_cluster WHERE singleton FOR UPDATE")
                 guard let row = rows.first else {
-                    throw StrataError.replication(ReplicationError(.rejectedEntry, "the cluster has no head row"))
+                    throw StrataError.replication(ReplicationError(.rejectedEntry, "the cluster at \(session.address) has no head row"))
                 }
                 let head: Int64
                 do { head = try row.decode(Int64.self) } catch {
@@ -259,7 +261,8 @@ final class SharedLog: ReplicationLog {
             """
         let rows = try session.run(query)
         guard let row = rows.first, let done = try? row.decode(Bool.self) else {
-            throw StrataError.replication(ReplicationError(.outcomeUnknown, "strata_append answered no row"))
+            throw StrataError.replication(ReplicationError(.outcomeUnknown,
+                                                           "strata_append at \(session.address) answered no result"))
         }
         return done
     }
