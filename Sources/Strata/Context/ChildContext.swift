@@ -479,10 +479,13 @@ public final class ChildContext: ObjectReading {
         // The bases the commit gives objects still pending here or below: worked out only when
         // something is pending (a commit of a whole layer, the usual case, needs none).
         let hasChildren = !children.withLock { $0.allSatisfy { $0.context == nil } }
-        // They are the store's version of each object the commit inserted or updated, read right
-        // after it: a merge policy may have kept the store's values, and its version with them.
-        // An object a later save changed already keeps its old base (a conflict then, never a
-        // lost one), and so does everything when the store cannot be read (closed meanwhile).
+        // They are the store's version of each object the commit wrote as this child sent it,
+        // read right after it. An object whose change a merge policy resolved against the store
+        // (its values kept, or merged with the child's) keeps its old base: the edits pending on
+        // it were made on values the store no longer holds, and the policy judges them at their
+        // own commit (given the store's version, they were written over the other writer's change
+        // with no conflict). An object a later save changed keeps its old base too (a conflict
+        // then, never a lost one), and so does everything when the store cannot be read.
         func committedBases() -> [ObjectID: BaseVersion] {
             guard let tx else { return [:] }
             var written: [ObjectID] = []
@@ -495,7 +498,8 @@ public final class ChildContext: ObjectReading {
             let read = try? store.read { view in
                 var bases: [ObjectID: BaseVersion] = [:]
                 for id in written {
-                    if let r = try view.record(id), r.version <= tx {
+                    guard case .some(.some(let sent)) = flight.overlay.records[id] else { continue }
+                    if let r = try view.record(id), r.version == tx, r.values == sent.values {
                         bases[id] = BaseVersion(version: r.version, values: r.values)
                     }
                 }
@@ -512,6 +516,26 @@ public final class ChildContext: ObjectReading {
                     ? Overlay() : s.overlay.remainder(after: flight.overlay)
             }
             if let tx {
+                // An object the flight deleted and this child inserted again meanwhile was not
+                // new when inserted (the state below still had it): once the delete landed it is,
+                // and its next commit inserts it (as an update of a deleted object it was lost,
+                // or refused for ever). A delete a merge policy dropped leaves it an update.
+                let reinserted = s.overlay.order.filter { touch in
+                    guard !touch.isNew, case .some(.some) = s.overlay.records[touch.id],
+                          case .some(.none) = flight.overlay.records[touch.id] else { return false }
+                    return true
+                }.map(\.id)
+                if !reinserted.isEmpty,
+                   let gone = try? store.read({ view in try reinserted.filter { try view.record($0) == nil } }) {
+                    let gone = Set(gone)
+                    for i in s.overlay.order.indices where gone.contains(s.overlay.order[i].id) {
+                        s.overlay.order[i] = Overlay.Touch(id: s.overlay.order[i].id, isNew: true)
+                    }
+                    for id in gone {
+                        s.overlay.originals[id] = nil
+                        s.bases[id] = nil
+                    }
+                }
                 if !s.overlay.isEmpty || hasChildren {
                     descendantBases = committedBases()
                     for (id, base) in descendantBases

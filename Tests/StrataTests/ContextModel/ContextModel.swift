@@ -1083,13 +1083,20 @@ struct ContextModel: Sendable {
         // based on moves (the same version and values, or, for an object the commit inserted,
         // the unsaved version zero a descendant read it at): a descendant that read the object
         // earlier, before a change it never saw (another writer's, or a delete and a new object
-        // under the id), keeps its base, and that change is still a conflict.
+        // under the id), keeps its base, and that change is still a conflict. Decision: and only
+        // an object the commit wrote as the child sent it (at this commit's version, with the
+        // values the child showed): one a merge policy resolved against the store (its values
+        // kept, or merged) keeps the base too, and the policy judges the edits below again at
+        // their commit; given the store's version, an attribute both sides changed was written
+        // over the other writer's value with no judging.
         let written = Set(n.inserts.map(\.id) + n.updates.map(\.id))
         for d in descendants(ctx) {
             guard var dc = children[d] else { continue }
             for (id, base) in dc.layer.bases where written.contains(id)
                 && (base == c.layer.bases[id] || (c.layer.bases[id] == nil && base.version == 0)) {
-                if let o = store.objects[id] { dc.layer.bases[id] = ModelBase(version: o.version, values: o.values) }
+                guard writer.changed, let o = store.objects[id], o.version == head,
+                      case .object(let sent)? = c.layer.records[id], sent.values == o.values else { continue }
+                dc.layer.bases[id] = ModelBase(version: o.version, values: o.values)
             }
             children[d] = dc
         }

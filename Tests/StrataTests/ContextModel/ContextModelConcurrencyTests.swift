@@ -118,6 +118,9 @@ import Testing
     /// What one round of the loop does while a commit is in flight.
     enum Interleaving: CaseIterable {
         case discardThenEdit, editThenSecondCommit, secondCommitThenEdit, discardEditSecondCommit
+        /// The objects the flight deletes are inserted again under their ids (some with the
+        /// values they had, some changed): once the delete lands they are new objects.
+        case insertTheDeletedAgain
     }
 
     @Test(arguments: [UInt64(21), 22, 23])
@@ -130,12 +133,19 @@ import Testing
                 let child = main.newChild(label: "round \(round)")
                 let before = Self.genreNames(prefix + "a", 0..<Int.random(in: 1...40, using: &rng))
                 let after = Self.genreNames(prefix + "b", 0..<Int.random(in: 1...10, using: &rng))
+                // Objects of the store the flight deletes.
+                let doomed = Self.genreNames(prefix + "c", 0..<Int.random(in: 1...5, using: &rng)).map {
+                    Genre(id: ObjectID.make(entityTag: Genre.entityTag), name: $0)
+                }
+                _ = try await store.save { c in for g in doomed { c.insert(g) } }
                 try Self.insert(before, into: child)
+                for g in doomed { try child.delete(g.id) }
                 let interleaving = Interleaving.allCases.randomElement(using: &rng) ?? .discardThenEdit
                 let pause = Int.random(in: 0...3, using: &rng)
                 var commits = [Task { try await child.commit() }]
                 for _ in 0..<pause { await Task.yield() }
                 var discarded = false
+                var insertedAgain: [String] = []
                 switch interleaving {
                 case .discardThenEdit:
                     child.discard()
@@ -152,6 +162,13 @@ import Testing
                     discarded = true
                     try Self.insert(after, into: child)
                     commits.append(Task { try await child.commit() })
+                case .insertTheDeletedAgain:
+                    try Self.insert(after, into: child)
+                    for g in doomed {
+                        let again = Genre(id: g.id, name: Bool.random(using: &rng) ? g.name : g.name + "!")
+                        try child.insert(again)
+                        insertedAgain.append(again.name)
+                    }
                 }
                 for (i, c) in commits.enumerated() {
                     let r = await c.result
@@ -161,6 +178,17 @@ import Testing
                 let saved = try Self.names(main, prefix: prefix)
                 let savedBefore = saved.filter { $0.hasPrefix(prefix + "a") }, savedAfter = saved.filter { $0.hasPrefix(prefix + "b") }
                 #expect(savedAfter == after.sorted(), "seed \(seed) round \(round) (\(interleaving)): an edit made after the last discard was lost")
+                let savedDoomed = saved.filter { $0.hasPrefix(prefix + "c") }
+                if interleaving == .insertTheDeletedAgain {
+                    #expect(savedDoomed == insertedAgain.sorted(),
+                            "seed \(seed) round \(round): the objects inserted again while their delete was in flight were lost")
+                } else if discarded {
+                    // The flight deleted them with the rest of what it was handed, or was handed nothing.
+                    #expect(savedDoomed == (savedBefore.isEmpty ? doomed.map(\.name).sorted() : []),
+                            "seed \(seed) round \(round) (\(interleaving)): the flight's deletes")
+                } else {
+                    #expect(savedDoomed.isEmpty, "seed \(seed) round \(round) (\(interleaving)): the flight's deletes")
+                }
                 if discarded {
                     #expect(savedBefore.isEmpty || savedBefore == before.sorted(),
                             "seed \(seed) round \(round) (\(interleaving)): the flight commits all it was handed or nothing")

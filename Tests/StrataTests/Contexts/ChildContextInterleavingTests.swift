@@ -569,11 +569,19 @@ import Testing
         }
     }
 
-    @Test func aBaseMovedByACommitIsTheStoresVersionWhenTheMergePolicyKeptTheStoresValues() async throws {
+    /// A commit whose change to an object the merge policy resolved against the store (the
+    /// store's values kept) leaves the base of the edits pending below as it was: they were made
+    /// on values the store no longer holds, and the policy judges them again at their commit.
+    /// Under `.storeWins` (whole objects) the grandchild's note is dropped with the object's
+    /// other changes; under `.propertyMerge` it merges, since only the name changed in the store.
+    /// (Given the store's version as their base, such edits were written with no judging at all:
+    /// an attribute both sides changed took the grandchild's value over the other writer's.)
+    @Test(arguments: [MergePolicy.storeWins, .propertyMerge(preferring: .store)])
+    func editsPendingBelowACommitResolvedAgainstTheStoreAreJudgedAgain(policy: MergePolicy) async throws {
         try await withLibraryStore { store in
             let p = Playlist(name: "P", createdAt: Date(timeIntervalSince1970: 0))
             _ = try await store.save { $0.insert(p) }
-            let child = store.mainContext.newChild(label: "editor", mergePolicy: .storeWins)
+            let child = store.mainContext.newChild(label: "editor", mergePolicy: policy)
             let grandchild = child.newChild(label: "notes")
             try grandchild.set(Playlist.notes, of: p.id, to: "n")
             try child.set(Playlist.name, of: p.id, to: "mine")
@@ -583,13 +591,16 @@ import Testing
             let tx = try #require(try await child.commit())
             #expect(try store.mainContext.object(Playlist.self, id: p.id)?.name == "theirs")
 
-            // The notes were changed on the version the store still has: no conflict.
             try await grandchild.commit()
             let second = try #require(try await child.commit())
-            #expect(second > tx)
             let saved = try #require(try store.mainContext.object(Playlist.self, id: p.id))
             #expect(saved.name == "theirs")
-            #expect(saved.notes == "n")
+            if case .storeWins = policy {
+                #expect(second == tx && saved.notes == nil)
+                #expect(!child.hasChanges)
+            } else {
+                #expect(second > tx && saved.notes == "n")
+            }
         }
     }
 
@@ -654,6 +665,80 @@ import Testing
                 return conflicts.map(\.objectID) == [p.id]
             }
             #expect(try store.mainContext.object(Playlist.self, id: p.id)?.notes == nil)
+        }
+    }
+}
+
+/// Pending edits below a root commit that a merge policy resolved against the store: they keep
+/// the base they were made on, so the policy judges them at their own commit too.
+@Suite struct ChildContextRebaseAfterMergeTests {
+    /// A parent's commit whose change the policy dropped (the store's values kept) must not
+    /// hand its descendants the store's version as their base: a grandchild's edit made while
+    /// it read the old values was then written over the other writer's change with no conflict.
+    @Test(arguments: [MergePolicy.storeWins, .propertyMerge(preferring: .store)])
+    func aGrandchildsEditAfterItsParentsCommitLostToTheStoreIsJudgedAgain(policy: MergePolicy) async throws {
+        try await withLibraryStore { store in
+            let t = Track(mbid: UUID(), title: "A", durationSeconds: 200, addedAt: Date(timeIntervalSince1970: 0))
+            _ = try await store.save { $0.insert(t) }
+            let parent = store.mainContext.newChild(label: "parent", mergePolicy: policy)
+            try parent.set(Track.durationSeconds, of: t.id, to: 300)
+            let grandchild = parent.newChild(label: "grandchild")
+            try grandchild.set(Track.title, of: t.id, to: "from the grandchild")
+            // Another writer changes both attributes after the contexts read them.
+            _ = try await store.save { $0.set(Track.title, of: t.id, to: "from the store"); $0.set(Track.durationSeconds, of: t.id, to: 999) }
+            try await parent.commit()
+            #expect(try store.mainContext.object(Track.self, id: t.id)?.durationSeconds == 999)
+            try await grandchild.commit()
+            try await parent.commit()
+            // The title changed on both sides since the grandchild read it: the store's stays.
+            #expect(try store.mainContext.object(Track.self, id: t.id)?.title == "from the store")
+        }
+    }
+
+    /// A parent's commit written as it sent it does hand its version on: the grandchild's edit,
+    /// made on top of the parent's, commits without a conflict under `.fail`.
+    @Test func aGrandchildsEditAfterItsParentsCleanCommitIsNoConflict() async throws {
+        try await withLibraryStore { store in
+            let t = Track(mbid: UUID(), title: "A", durationSeconds: 200, addedAt: Date(timeIntervalSince1970: 0))
+            _ = try await store.save { $0.insert(t) }
+            let parent = store.mainContext.newChild(label: "parent")
+            try parent.set(Track.durationSeconds, of: t.id, to: 300)
+            let grandchild = parent.newChild(label: "grandchild")
+            try grandchild.set(Track.title, of: t.id, to: "B")
+            try await parent.commit()
+            try await grandchild.commit()
+            try await parent.commit()
+            let stored = try #require(try store.mainContext.object(Track.self, id: t.id))
+            #expect(stored.title == "B" && stored.durationSeconds == 300)
+        }
+    }
+}
+
+/// An object deleted in a child and inserted again under the same id while the delete's commit
+/// is in flight is a new object once the delete landed.
+@Suite struct ChildContextInsertDuringDeleteFlightTests {
+    @Test(arguments: [false, true])
+    func anObjectInsertedAgainWhileItsDeleteIsInFlightIsInsertedByTheNextCommit(sameValues: Bool) async throws {
+        try await withLibraryStore { store in
+            let t = Track(mbid: UUID(), title: "A", durationSeconds: 200, addedAt: Date(timeIntervalSince1970: 0))
+            _ = try await store.save { $0.insert(t) }
+            let child = store.mainContext.newChild(label: "editor")
+            try child.delete(t.id)
+            let writer = try #require(store.writer)
+            let pause = try await WriterPause(writer)
+            let first = Task { try await child.commit() }
+            // The delete is sent (its save waits for the writer) once the child's commit runs.
+            while writer.pendingForTesting == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            var again = t
+            if !sameValues { again.title = "A again" }
+            try child.insert(again)
+            pause.resume()
+            #expect(try await first.value != nil)
+            #expect(try store.mainContext.object(Track.self, id: t.id) == nil)
+            #expect(child.pendingObjects.inserted == [t.id], "\(child.pendingObjects)")
+            let second = try await child.commit()
+            #expect(second != nil)
+            #expect(try store.mainContext.object(Track.self, id: t.id)?.title == (sameValues ? "A" : "A again"))
         }
     }
 }
