@@ -111,15 +111,12 @@ public final class Snapshot: Sendable {
     }
 
     deinit {
-        if !ended.load(ordering: .acquiring) {
-            close()
-        } else if takenByStoreClose.load(ordering: .relaxed) {
-            // The store's close took the transaction and, with the registry's lock held, may
-            // still be inside this snapshot (unlocking its mutex, reading `env`): the memory goes
-            // once it has let go of the lock. (`close()` would have waited on the lock; the
-            // `ended` it set skipped that.)
-            registry.waitForCloseAll()
-        }
+        if !ended.load(ordering: .acquiring) { close() }
+        // The store's close took the transaction (before this deinit began, or while the
+        // `close()` above waited for the mutex, which then found nothing to take) and, with the
+        // registry's lock held, may still be inside this snapshot (unlocking its mutex): the
+        // memory goes once it has let go of the lock.
+        if takenByStoreClose.load(ordering: .acquiring) { registry.waitForCloseAll() }
         Self.deinitEndedForTesting.withLock { $0 }?(registry.path)
     }
 
@@ -172,18 +169,21 @@ public final class Snapshot: Sendable {
     /// ``takeTransaction()`` without waiting for a read in progress (for the registry's
     /// ``SnapshotRegistry/closeAll()``, which must not wait while holding its own lock).
     func tryTakeTransaction() -> TryTake {
-        let outcome = state.withLockIfAvailable { s -> OpaquePointer? in
+        // `env` is read under the mutex, with the transaction: once the mutex is let go, a
+        // deinit waiting for it may be freeing this snapshot (it then waits for the registry's
+        // lock, not for this function).
+        let outcome = state.withLockIfAvailable { s -> (OpaquePointer, LMDBEnvironment)? in
             guard let txn = s.txn else { return nil }
             s.txn = nil
-            takenByStoreClose.store(true, ordering: .relaxed)
+            takenByStoreClose.store(true, ordering: .releasing)
             ended.store(true, ordering: .releasing)
             Self.afterTakenByStoreCloseForTesting.withLock { $0 }?(registry.path)
-            return txn
+            return (txn, env)
         }
         switch outcome {
         case nil: return .busy
         case .some(nil): return .alreadyTaken
-        case .some(.some(let txn)): return .taken(txn, env)
+        case .some(.some(let taken)): return .taken(taken.0, taken.1)
         }
     }
 
