@@ -227,6 +227,7 @@ final class BulkLoad: Sendable {
         let store = self.store, lock = self.lock, oldEnv = self.oldEnv
         let writer = self.writer, base = self.base
         let switched = Locked(false)
+        let notDurable = Locked<StrataError?>(nil)
         do {
             try await pause.finish {
                 do {
@@ -241,7 +242,8 @@ final class BulkLoad: Sendable {
                             transaction: last,
                             reason: "committed to the live generation during a bulk load from \(base)")
                     }
-                    try store.switchGeneration(generation, lock: lock, replacing: oldEnv)
+                    let notSynced = try store.switchGeneration(generation, lock: lock, replacing: oldEnv)
+                    notDurable.withLock { $0 = notSynced }
                     lock.shared()
                 } catch {
                     // Still on the paused writer: a close waiting for it has not released the
@@ -260,6 +262,16 @@ final class BulkLoad: Sendable {
             throw error
         }
         store.maintenance.leave()
+        // Switched in, but the link to it may not survive a power loss: the records are not
+        // reported saved (the import run again after a reopen converges).
+        if let e = notDurable.withLock({ $0 }) {
+            guard case .lmdb(let cause) = e else { throw e }
+            throw StrataError.lmdb(LMDBError(code: cause.code, operation: """
+                the bulk load's generation was switched in, but \(cause.operation) (syncing the store directory) \
+                did not succeed, so a power loss may undo it; this instance takes no more saves: reopen the store \
+                and check it (an import run again converges)
+                """))
+        }
         return transactions.last ?? base
     }
 

@@ -57,15 +57,43 @@ extension Store {
         hook.body()
     }
 
+    /// The `meta` keys written outside the log (``Store/setReplicaName(_:)``,
+    /// ``Store/finishMakingCluster(clusterID:)``, which another process may run while this one
+    /// builds a generation from an earlier snapshot; the cluster mark itself, written and removed
+    /// only with the store's lock exclusive).
+    static let unloggedMetaKeys = [MetaKey.cluster, MetaKey.clusterPending, MetaKey.replicaName]
+
+    /// Writes ``unloggedMetaKeys`` into `new` as `old` holds them now (removed where `old` has
+    /// none): with the store's lock exclusive, at the switch, nobody changes them meanwhile. A
+    /// generation built from a snapshot had them as they were at the snapshot, and switched in
+    /// without this, took back a name or a cluster's making another process had since set.
+    static func carryUnloggedMeta(from old: LMDBEnvironment, to new: LMDBEnvironment) throws {
+        let values = try old.read { txn in
+            try unloggedMetaKeys.map { key in try txn.withValue(old[.meta], key: key) { Array($0) } }
+        }
+        try new.writeGrowing { txn in
+            for (key, value) in zip(unloggedMetaKeys, values) {
+                if let value { try txn.put(new[.meta], key: key, value: value) } else { _ = try txn.delete(new[.meta], key: key) }
+            }
+        }
+    }
+
     /// On the writer queue, with everything caught up: makes the new generation durable and
     /// switches `current` to it while no other process can open the store (exclusive lock).
     /// The old environment is removed from disk when it closes (in the background); the new one
     /// is read into the page cache in the background when its build dropped what it wrote.
-    func switchGeneration(_ generation: PendingGeneration, lock: StoreLock, replacing oldEnv: LMDBEnvironment) throws {
+    /// Returns nil, or, when the switch is made but syncing the store directory failed (a power
+    /// loss may bring the old link back), that failure: the writer is stopped then. A compaction
+    /// or migration loses nothing either way (the old generation holds every transaction); a
+    /// bulk load must not report its records saved.
+    @discardableResult
+    func switchGeneration(_ generation: PendingGeneration, lock: StoreLock,
+                          replacing oldEnv: LMDBEnvironment) throws -> StrataError? {
         // Taken by the caller before it read what the new generation must catch up with (a
         // compaction's or migration's catch-up, a bulk load's whole run), and given back by it.
         precondition(lock.isExclusive, "a generation switch without the store's lock held exclusive")
         generation.endBulkBuild()
+        try Self.carryUnloggedMeta(from: oldEnv, to: generation.env)
         try generation.env.setNoSync(configuration.durability == .relaxed)
         try generation.env.sync()
         // The generation's own entries (data.mdb, lock.mdb), before `current` points at them.
@@ -75,15 +103,32 @@ extension Store {
         // generation, or the group could use none of it and a private open refused it.
         // Only a private store is changed: a shared one already has the modes, and a member of
         // the group who does not own its files could not set them (EPERM).
+        // The modes before, to put back if the switch fails: a private store left with the
+        // group's modes and its private generation is refused by every private open (insecure).
+        var modesBefore: (directory: mode_t?, lockFile: mode_t?) = (nil, nil)
         if configuration.sharedWithGroup {
             let permissions = StorePermissions(configuration)
             // Shared already when the group may use it (0775 or 0664 too: others may read).
             var st = stat()
-            if lstat(path, &st) == 0, st.st_mode & 0o070 != 0o070 { try permissions.setMode(ofDirectory: path) }
+            if lstat(path, &st) == 0, st.st_mode & 0o070 != 0o070 {
+                modesBefore.directory = st.st_mode & 0o7777
+                try permissions.setMode(ofDirectory: path)
+            }
             // Through the lock's descriptor, which keeps this exclusive lock (see setFileMode).
-            if let m = lock.fileMode(), m & 0o060 != 0o060 { try lock.setFileMode(permissions.fileMode) }
+            if let m = lock.fileMode(), m & 0o060 != 0o060 {
+                modesBefore.lockFile = m
+                try lock.setFileMode(permissions.fileMode)
+            }
         }
-        let notSynced = try directory.switchCurrent(to: generation.name)
+        let notSynced: StrataError?
+        do {
+            notSynced = try directory.switchCurrent(to: generation.name)
+        } catch {
+            // Best effort: the switch's own error is the one to report.
+            if let m = modesBefore.lockFile { try? lock.setFileMode(m) }
+            if let m = modesBefore.directory { chmod(path, m) }
+            throw error
+        }
         generation.env.prefetchInBackground()
         if let notSynced {
             // The switch is made (`current` names the new generation) and must be treated as
@@ -98,11 +143,12 @@ extension Store {
                 reopen the store
                 """)
             writer?.stopFromQueue(failing: notSynced)
-            return
+            return notSynced
         }
         let oldPath = oldEnv.path
         let deletions = replacedEnvironments.deletions
         oldEnv.onClose { StoreDirectory.retire(generation: oldPath, group: deletions) }
         replacedEnvironments.add(oldEnv)
+        return nil
     }
 }

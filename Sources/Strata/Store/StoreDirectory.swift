@@ -144,6 +144,10 @@ package struct StoreDirectory {
             try permissions.makeDirectory(path + "/" + name)
         } catch StrataError.lmdb(let e) where e.code == EEXIST {
             try permissions.checkDirectory(path + "/" + name, store: path)
+            // A replica's making killed while it copied its snapshot in left this behind (never a
+            // store's data: the copy is renamed to `data.mdb` once whole): as large as the
+            // snapshot, and nothing else would ever remove it.
+            unlink(path + "/" + name + "/" + Self.partialSnapshotName)
         }
         // Made durable by the switch's directory sync: a creation stopped from here on (a full
         // disk, a kill) is finished by the next open that may create the store.
@@ -152,6 +156,9 @@ package struct StoreDirectory {
         if let notSynced = try switchCurrent(to: name) { throw notSynced }
         return name
     }
+
+    /// The name a replica's snapshot is copied into its first generation under, until whole.
+    static let partialSnapshotName = "data.mdb.partial"
 
     /// A new, empty generation directory numbered after the live one.
     func newGeneration() throws -> String {
@@ -175,6 +182,9 @@ package struct StoreDirectory {
     /// `current` now points at.
     @discardableResult
     func switchCurrent(to name: String) throws -> StrataError? {
+        // The generation's own entry in this directory (made before its build) is durable before
+        // the link names it: a crash after the rename must not keep the link without the entry.
+        try syncDirectory()
         let temporary = path + "/.current-\(getpid())"
         unlink(temporary)
         guard symlink(name, temporary) == 0 else { throw posixError(code: errno, "symlink \(temporary)") }
@@ -184,7 +194,7 @@ package struct StoreDirectory {
             throw e
         }
         do {
-            if Self.failSwitchSyncForTesting.withLock({ $0 == path }) {
+            if Self.failSwitchSyncForTesting.withLock({ $0.contains(path) }) {
                 throw StrataError.lmdb(LMDBError(code: EIO, operation: "fsync \(path)"))
             }
             try syncDirectory()
@@ -194,19 +204,20 @@ package struct StoreDirectory {
         }
     }
 
-    /// A directory whose sync after a switch's rename fails with `EIO` (tests only), while its
+    /// Directories whose sync after a switch's rename fails with `EIO` (tests only), while their
     /// other syncs succeed.
-    static let failSwitchSyncForTesting = Locked<String?>(nil)
+    static let failSwitchSyncForTesting = Locked<Set<String>>([])
 
-    /// A directory whose syncs fail with `EIO` (tests only: a disk that fails under a switch).
-    static let failDirectorySyncForTesting = Locked<String?>(nil)
+    /// Directories whose syncs fail with `EIO` (tests only: a disk that fails under a switch;
+    /// a set, so that tests running in parallel do not undo each other's).
+    static let failDirectorySyncForTesting = Locked<Set<String>>([])
 
     /// fsyncs this directory (its entries: a renamed link, a created file).
     func syncDirectory() throws { try Self.syncDirectory(path) }
 
     /// fsyncs the directory at `path`, retrying when interrupted.
     package static func syncDirectory(_ path: String) throws {
-        if failDirectorySyncForTesting.withLock({ $0 == path }) {
+        if failDirectorySyncForTesting.withLock({ $0.contains(path) }) {
             throw StrataError.lmdb(LMDBError(code: EIO, operation: "fsync \(path)"))
         }
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)

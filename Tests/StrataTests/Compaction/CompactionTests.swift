@@ -17,9 +17,9 @@ import Testing
         let store = try Store.open(at: dir, schema: librarySchema())
         _ = try await store.save { $0.insert(Genre(name: "before")) }
         let before = store.env.path
-        StoreDirectory.failDirectorySyncForTesting.withLock { $0 = store.path }
+        StoreDirectory.failSwitchSyncForTesting.withLock { _ = $0.insert(store.path) }
         do {
-            defer { StoreDirectory.failDirectorySyncForTesting.withLock { $0 = nil } }
+            defer { StoreDirectory.failSwitchSyncForTesting.withLock { _ = $0.remove(store.path) } }
             _ = try await store.compact()
         }
         #expect(store.env.path != before, "the switch stands")
@@ -102,6 +102,32 @@ import Testing
         defer { reopened.close() }
         #expect(try reopened.mainContext.count(Genre.self) == 2)
         #expect(try reopened.verify().ok)
+    }
+
+    /// `meta` keys written outside the log by another process while a compaction builds (a
+    /// replica's name, the end of a cluster's making) are in the generation switched in, as the
+    /// live one has them at the switch: the build copied them from its snapshot, and the switch
+    /// took back what the other process had acknowledged since.
+    @Test func metaWrittenOutsideTheLogDuringACompactionSurvivesTheSwitch() async throws {
+        let dir = temporaryDirectory("compaction-unlogged-meta")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try Store.open(at: dir, schema: librarySchema())
+        defer { store.close() }
+        _ = try await store.save { $0.insert(Genre(name: "g")) }
+        try await store.setReplicaName("before")
+        let env = store.env
+        Store.beforeSwitchForTesting.withLock { hook in
+            hook = (store.path, {
+                // What another process's `setReplicaName` leaves, after the build's snapshot.
+                try? env.write { _ = try $0.put(env[.meta], key: MetaKey.replicaName, value: Array("after".utf8)) }
+            })
+        }
+        do {
+            defer { Store.beforeSwitchForTesting.withLock { $0 = nil } }
+            _ = try await store.compact()
+        }
+        #expect(store.env.path != env.path, "switched")
+        #expect(try store.replicaName == "after")
     }
 
     /// The copy compaction uses (straight from one map into the other) keeps every entry, in

@@ -36,6 +36,36 @@ import Testing
 
     private var catalogSchema: URL { repositoryRoot.appendingPathComponent("Schemas/catalog") }
 
+    /// A bulk import whose switch renamed `current` but could not sync the store directory (a
+    /// failing disk, simulated) is not reported as saved: a power loss may bring the old link
+    /// back, and the import with it. It fails with the sync's error (the instance takes no more
+    /// saves); a reopen finds the import switched in, and the import run again converges. (It
+    /// returned its summary, the records counted as saved.)
+    @Test func aBulkImportWhoseSwitchIsNotKnownDurableIsNotReportedSaved() async throws {
+        let dir = temporaryDirectory("bulk-import-sync")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let storeDir = dir.appendingPathComponent("store")
+        let input = try write((0..<5).map { #"{"entity":"Genre","name":"G\#($0)"}"# }, in: dir)
+        do {
+            let store = try Store.open(at: storeDir, schema: try librarySchema())
+            defer { store.close() }
+            StoreDirectory.failSwitchSyncForTesting.withLock { _ = $0.insert(store.path) }
+            defer { StoreDirectory.failSwitchSyncForTesting.withLock { _ = $0.remove(store.path) } }
+            await #expect {
+                _ = try await Importer(store: store, options: options(.bulk)).run(files: [input])
+            } throws: { error in
+                guard case StrataError.lmdb(let e) = error else { return false }
+                return e.code == EIO && e.operation.contains("a power loss may undo it")
+            }
+        }
+        let store = try Store.open(at: storeDir, schema: try librarySchema())
+        defer { store.close() }
+        #expect(try store.mainContext.count(Genre.self) == 5)
+        let again = try await Importer(store: store, options: options(.bulk)).run(files: [input])
+        #expect(again.records == 5)
+        #expect(try store.mainContext.count(Genre.self) == 5)
+    }
+
     /// The generated library and the link-heavy catalog (half its dependency edges point
     /// forward), imported both ways: the same objects, values and links, the same number of
     /// transactions, and a store that verifies.

@@ -54,8 +54,8 @@ import Testing
         }
         #expect(try generations().count == 1)
         do {
-            StoreDirectory.failSwitchSyncForTesting.withLock { $0 = path }
-            defer { StoreDirectory.failSwitchSyncForTesting.withLock { $0 = nil } }
+            StoreDirectory.failSwitchSyncForTesting.withLock { _ = $0.insert(path) }
+            defer { StoreDirectory.failSwitchSyncForTesting.withLock { _ = $0.remove(path) } }
             do {
                 let reset = try Store.resetReplica(at: URL(fileURLWithPath: path), fromSnapshot: file)
                 reset.close()
@@ -64,9 +64,9 @@ import Testing
                 #expect(e.code == EIO, "\(e)")
             }
         }
-        StoreDirectory.failDirectorySyncForTesting.withLock { $0 = path }
+        StoreDirectory.failDirectorySyncForTesting.withLock { _ = $0.insert(path) }
         do {
-            defer { StoreDirectory.failDirectorySyncForTesting.withLock { $0 = nil } }
+            defer { StoreDirectory.failDirectorySyncForTesting.withLock { _ = $0.remove(path) } }
             let kept = try generations()
             #expect(kept.count == 2, "the old generation is kept: \(kept)")
             do {
@@ -82,5 +82,25 @@ import Testing
         defer { reopened.close() }
         #expect(try generations().count == 1)
         #expect(try reopened.mainContext.count(Genre.self) == 2)
+    }
+}
+
+/// A replica's making killed while it copied its snapshot into the store's first generation:
+/// the store made later at that path does not keep the partial copy (as large as the snapshot)
+/// for ever.
+@Suite struct KilledReplicaMakingTests {
+    @Test func aStoreMadeWhereAReplicasMakingWasKilledDropsThePartialCopy() throws {
+        let dir = temporaryDirectory("killed-replica-making")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let generation = dir.appendingPathComponent(StoreDirectory.generationName(1))
+        try FileManager.default.createDirectory(at: generation, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: dir.path)
+        let partial = generation.appendingPathComponent(StoreDirectory.partialSnapshotName)
+        try Data(repeating: 7, count: 1 << 16).write(to: partial)
+        let store = try Store.open(at: dir, schema: try librarySchema())
+        defer { store.close() }
+        #expect(!FileManager.default.fileExists(atPath: partial.path))
+        #expect(try store.mainContext.count(Genre.self) == 0)
     }
 }

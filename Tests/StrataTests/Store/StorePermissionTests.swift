@@ -179,6 +179,37 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
         #expect(try await user.storectl(["info", bulk, "--shared-with-group"]).status == 0)
     }
 
+    /// A private store rewritten with `sharedWithGroup` whose switch fails (here a directory in
+    /// the way of the switch's temporary link) keeps its private modes: they were changed before
+    /// the switch and left, and every private open then refused the store as writable by its group.
+    @Test func aSwitchThatFailsLeavesAPrivateStorePrivate() async throws {
+        let dir = temporaryDirectory("shared-switch-fails")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let url = dir.appendingPathComponent("s")
+        do {
+            let store = try Store.open(at: url, schema: try librarySchema())
+            _ = try await store.save { $0.insert(Genre(name: "g")) }
+            store.close()
+        }
+        var shared = StoreConfiguration()
+        shared.sharedWithGroup = true
+        let store = try Store.open(at: url, schema: try librarySchema(), configuration: shared)
+        let blocker = url.appendingPathComponent(".current-\(getpid())")
+        try FileManager.default.createDirectory(at: blocker.appendingPathComponent("x"), withIntermediateDirectories: true)
+        await #expect(throws: StrataError.self) { _ = try await store.compact() }
+        store.close()
+        try FileManager.default.removeItem(at: blocker)
+        func mode(_ path: String) -> mode_t {
+            var st = stat()
+            _ = lstat(path, &st)
+            return st.st_mode & 0o777
+        }
+        #expect(mode(url.path) == 0o700 && mode(url.appendingPathComponent("strata.lock").path) == 0o600)
+        let reopened = try Store.open(at: url, schema: try librarySchema())
+        defer { reopened.close() }
+        #expect(try reopened.mainContext.count(Genre.self) == 1)
+    }
+
     /// A member of a shared store's group who does not own its directory and lock file
     /// compacts it and bulk-imports into it: the switch leaves their modes alone (they are
     /// shared already), where setting them again failed with EPERM after the whole copy. Root
