@@ -24,13 +24,29 @@ public struct GlobPattern: Sendable, Equatable {
         case one
         case literal(Unicode.Scalar)
         case set([ClosedRange<UInt32>], negated: Bool)
+        /// A set of a case-insensitive pattern, met by case-folded text: its ranges as written,
+        /// holding the scalar or one of its case forms.
+        case setAnyCase([ClosedRange<UInt32>], negated: Bool)
 
         func matches(_ c: Unicode.Scalar) -> Bool {
             switch self {
             case .star, .one: return true
             case .literal(let l): return l == c
             case .set(let ranges, let negated): return ranges.contains { $0.contains(c.value) } != negated
+            case .setAnyCase(let ranges, let negated):
+                let forms = Self.caseForms(c)
+                return forms.contains { f in ranges.contains { $0.contains(f.value) } } != negated
             }
+        }
+
+        /// `c` and its upper- and lowercase forms that are one scalar each.
+        static func caseForms(_ c: Unicode.Scalar) -> [Unicode.Scalar] {
+            var forms = [c]
+            for form in [c.properties.uppercaseMapping, c.properties.lowercaseMapping] {
+                let scalars = form.unicodeScalars
+                if scalars.count == 1, let f = scalars.first, f != c { forms.append(f) }
+            }
+            return forms
         }
     }
 
@@ -97,6 +113,24 @@ public struct GlobPattern: Sendable, Equatable {
             }
             if out.count > Self.maxElements {
                 throw Invalid(reason: "a pattern of more than \(Self.maxElements) elements")
+            }
+        }
+        elements = out
+    }
+
+    /// `pattern` for matching case-folded text (`imatches`): parsed as written (so it is valid
+    /// or not as written), then each literal character case-folded, and each set kept with its
+    /// ranges as written, met by a character or one of its case forms. (Folding the pattern's
+    /// text before parsing it changed its sets: `[A-_]` became `[a-_]`, a range that ends before it
+    /// starts, and matched nothing; `[A-z]` became `[a-z]`, without `[\]^_`.)
+    public init(caseInsensitive pattern: String, fold: (String) -> String) throws {
+        let written = try GlobPattern(pattern)
+        var out: [Element] = []
+        for element in written.elements {
+            switch element {
+            case .literal(let l): out += fold(String(l)).unicodeScalars.map { .literal($0) }
+            case .set(let ranges, let negated): out.append(.setAnyCase(ranges, negated: negated))
+            case .star, .one, .setAnyCase: out.append(element)
             }
         }
         elements = out

@@ -207,7 +207,9 @@ extension ObjectSource {
             case .hasPrefix: return hay.utf8.starts(with: needle.utf8)
             case .hasSuffix: return hay.utf8.reversed().starts(with: needle.utf8.reversed())
             // Checked when the query was validated: a pattern that does not parse never gets here.
-            case .matches: return (try? GlobPattern(needle))?.matches(hay) ?? false
+            case .matches:
+                let pattern = ci ? try? GlobPattern(caseInsensitive: s, fold: Self.folded) : try? GlobPattern(s)
+                return pattern?.matches(hay) ?? false
             }
         case .isIn(let a, let values): return values.contains(r.values[a])
         case .idIn(let ids): return ids.contains(r.id)

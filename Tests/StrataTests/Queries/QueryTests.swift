@@ -159,6 +159,26 @@ import Testing
         }
     }
 
+    /// A case-insensitive pattern's sets keep their ranges as written, met by a character or
+    /// one of its case forms: `[A-_]` was folded to `[a-_]` (a range that ends before it starts)
+    /// and matched nothing without an error, and `[A-z]` to `[a-z]`, which left out `_`, so the
+    /// case-insensitive match found fewer names than the case-sensitive one.
+    @Test func caseInsensitivePatternSetsKeepTheirRangesAsWritten() async throws {
+        try await withLibraryStore { store in
+            _ = try await store.save { c in for n in ["_tmp", "Q1", "q2", "~x"] { c.insert(Genre(name: n)) } }
+            let genre = try #require(store.schema.entity(named: "Genre"))
+            func names(_ filter: String) throws -> Set<String> {
+                let query = Query(entity: "Genre", predicate: try PredicateParser.parse(filter, entity: genre, schema: store.schema))
+                return Set(try store.mainContext.fetch(query).compactMap { if case .string(let s) = $0["name"] { s } else { nil } })
+            }
+            #expect(try names("name imatches '[A-_]*'") == ["_tmp", "Q1", "q2"])
+            #expect(try names("name matches '[A-z]*'") == ["_tmp", "Q1", "q2"])
+            #expect(try names("name imatches '[A-z]*'") == ["_tmp", "Q1", "q2"])
+            #expect(try names("name imatches '[^A-Z]*'") == ["_tmp", "~x"])
+            #expect(try names("name imatches 'Q?'") == ["Q1", "q2"])
+        }
+    }
+
     @Test func invalidQueriesAreClearErrors() async throws {
         try await withLibraryStore { store in
             let view = store.mainContext
