@@ -698,7 +698,7 @@ public final class Importer: Sendable {
     /// its kept records) is read again until a reading rejects nothing more. A reading catches a
     /// chain of records that each name an earlier one whole; each record of a chain that names a
     /// later one takes a reading of its own.
-    private func rejectReferencesToRejected(_ rejectedAtEnd: [UInt64: UInt64], _ s: inout ImportState,
+    private func rejectReferencesToRejected(_ rejectedAtEnd: [UInt64: RecordLocation], _ s: inout ImportState,
                                             kept: [RecordIterator.Item]?) throws {
         /// Every item of the input, in order, from the kept records or read again.
         func eachItem(_ body: (RecordIterator.Item) throws -> Void) throws {
@@ -750,7 +750,7 @@ public final class Importer: Sendable {
         let aliases = record.aliases
         // A plain loop: a closure would hold a second reference to the dictionary, and the
         // insertions below would then copy it whole.
-        var duplicate: (alias: ObjectReference, first: UInt64)?
+        var duplicate: (alias: ObjectReference, first: RecordLocation)?
         for a in aliases {
             if let first = s.inputKeys[ImportRecord.digest(a)] {
                 duplicate = (a, first)
@@ -819,14 +819,14 @@ public final class Importer: Sendable {
     /// are those the store has; the others are dangling (their records are rejected). Returns
     /// the keys of the records it rejected, with where each record is.
     @discardableResult
-    private func checkForwardReferences(_ s: inout ImportState) throws -> [UInt64: UInt64] {
+    private func checkForwardReferences(_ s: inout ImportState) throws -> [UInt64: RecordLocation] {
         let keys = s.inputKeys
         let unresolved = s.forward.filter { keys[$0.digest] == nil }
         s.forward = []
         guard !unresolved.isEmpty else { return [:] }
         let missing = try store.read { view in try unresolved.filter { try view.resolve($0.target) == nil } }
         // The keys of the records rejected here, and where each record is.
-        var rejectedNow: [UInt64: UInt64] = [:]
+        var rejectedNow: [UInt64: RecordLocation] = [:]
         for m in missing where !s.rejected.keys.contains(m.location) {
             for key in m.keys { rejectedNow[key] = m.location }
             s.reject(m.location, ImportIssue(file: s.files[m.fileIndex], line: m.line, field: m.relationship.name,
@@ -837,8 +837,8 @@ public final class Importer: Sendable {
     }
 
     /// The reason of a dangling reference to `target` through `r`: naming the rejected record
-    /// that gave its key (at the packed location `rejectedAt`), when one did.
-    private static func dangling(_ r: RelationshipDescription, _ target: ObjectReference, rejectedAt: UInt64?,
+    /// that gave its key (at `rejectedAt`), when one did.
+    private static func dangling(_ r: RelationshipDescription, _ target: ObjectReference, rejectedAt: RecordLocation?,
                                  _ files: [String]) -> String {
         let why = rejectedAt.map { at in
             let (f, l) = RecordIterator.Item.unpacked(at)
@@ -961,7 +961,7 @@ public final class Importer: Sendable {
                         // Written by this import (in a finished, the in-flight or this batch), or
                         // in the store from before it.
                         var present = s.written(t)
-                        if !present, (s.inputKeys[ImportRecord.digest(t)] ?? 0) <= item.location {
+                        if !present, (s.inputKeys[ImportRecord.digest(t)] ?? .start) <= item.location {
                             // Not a record later in this input: in the store, or nowhere, as the
                             // batches before this record leave it. Those that may take a key of
                             // the target's entity away from an object of the store are committed
@@ -1485,9 +1485,8 @@ extension Importer {
 }
 
 /// A link whose target came later in the input than its source, saved after the records: the
-/// relationship, its source and target, and where the source's record is (file and line, packed
-/// as ``ImportState/inputKeys`` packs them).
-private typealias DeferredLink = (relationship: UInt16, from: ObjectReference, to: ObjectReference, location: UInt64)
+/// relationship, its source and target, and where the source's record is.
+private typealias DeferredLink = (relationship: UInt16, from: ObjectReference, to: ObjectReference, location: RecordLocation)
 
 /// Where ``Importer``'s `displacing` finds the partner an object had in the state a refused
 /// write was applied to.
@@ -1529,7 +1528,7 @@ private struct Batch: Sendable {
     private var linkOps: [ChangeSet.Operation] = []
     /// Where each record's operations are in ``recordOps`` and ``linkOps``.
     private var spans: [(records: Range<Int>, links: Range<Int>)] = []
-    var items: [(raw: [UInt8], fileIndex: Int, line: Int, location: UInt64)] = []
+    var items: [(raw: [UInt8], fileIndex: Int, line: Int, location: RecordLocation)] = []
     /// Bytes of the records' string and bytes values, and 16 for each other value: what the
     /// batch's memory and its log entry grow with (``ImportOptions/maxBatchBytes``).
     private(set) var bytes = 0
@@ -1671,7 +1670,7 @@ private struct NotInOneTransaction: Error {}
 private struct ForwardReference {
     let digest: UInt64
     let target: ObjectReference
-    let location: UInt64
+    let location: RecordLocation
     let fileIndex: Int
     let line: Int
     let relationship: RelationshipDescription
@@ -1698,19 +1697,19 @@ private struct ImportState {
     var issueCount = 0
     /// Whether an issue ended a file before its end (``ImportIssue/endsTheFile``).
     var unreadableFile = false
-    /// Rejected lines (packed location) and why.
-    var rejected: [UInt64: String] = [:]
+    /// Rejected records (by location) and why.
+    var rejected: [RecordLocation: String] = [:]
     var writtenKeys: Set<UInt64> = []
     /// The records the validation pass read, kept for the write pass when the input is small
     /// (``ImportOptions/keptRecordsMaxInputBytes``); taken by it.
     var kept: KeptRecords?
-    /// Every key of the input (digest) and where its record is (packed file and line, in input
+    /// Every key of the input (digest) and where its record is (``RecordLocation``, in input
     /// order), from validation (while a bulk import checks as it writes: the keys read so far).
-    var inputKeys: [UInt64: UInt64] = [:]
+    var inputKeys: [UInt64: RecordLocation] = [:]
     /// The keys of records validation rejected (a key given twice, a required to-one without a
     /// target) that no other record gives, and where the rejected record is: a reference to one
     /// is dangling because of that record, and says so.
-    var rejectedKeys: [UInt64: UInt64] = [:]
+    var rejectedKeys: [UInt64: RecordLocation] = [:]
     /// References to keys the input had not given yet where they were read.
     var forward: [ForwardReference] = []
     /// The size of ``forward`` at which those the input or the store holds by then are dropped.
@@ -1793,7 +1792,7 @@ private struct ImportState {
         ImportFailed(issues: issues.sorted { ($0.file, $0.line) < ($1.file, $1.line) }, totalIssues: issueCount)
     }
 
-    mutating func reject(_ location: UInt64, _ issue: ImportIssue) {
+    mutating func reject(_ location: RecordLocation, _ issue: ImportIssue) {
         issueCount += 1
         // A file that cannot be read to its end is listed past the limit too: it ends the import.
         if issues.count < options.maxReportedIssues || issue.endsTheFile { issues.append(issue) }

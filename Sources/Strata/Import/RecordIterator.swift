@@ -1,5 +1,22 @@
 import Foundation
 
+/// Where a record is in an import's input: its file, the line it starts on, and, for an object of
+/// a JSON array, its place in the array (several objects may start on one line, and a key of file
+/// and line alone gave them all one place: a record rejected among them took the others with it).
+/// Ordered as the input is.
+struct RecordLocation: Hashable, Comparable, Sendable {
+    let fileIndex: Int32
+    let element: Int32
+    let line: Int
+
+    /// Before every record of the input.
+    static let start = RecordLocation(fileIndex: -1, element: 0, line: 0)
+
+    static func < (a: RecordLocation, b: RecordLocation) -> Bool {
+        (a.fileIndex, a.line, a.element) < (b.fileIndex, b.line, b.element)
+    }
+}
+
 /// Streams the records of several input files (NDJSON or CSV), one at a time, with the raw
 /// line for reject files and a location for messages. Memory: one read buffer and one record.
 struct RecordIterator {
@@ -12,18 +29,18 @@ struct RecordIterator {
         /// could be read (``RecordBuilder/keysOfRejected(json:)``): a reference to one of them
         /// names a rejected record.
         var keysOfRejected: [ObjectReference] = []
-        /// Packed file index and line, a compact key for sets of lines (``unpacked(_:)`` undoes it).
-        var location: UInt64 {
-            assert(line >= 0 && line < 1 << Self.lineBits, "a line number past what a location holds")
-            return UInt64(fileIndex) << Self.lineBits | UInt64(line)
+        /// For an object of a JSON array, its place in the array (0 for a record of a line): several
+        /// objects may start on one line (`[{…},{…}]` on one line).
+        var element = 0
+        /// Where the record is, a key for sets of records: unique per record, in input order.
+        var location: RecordLocation {
+            RecordLocation(fileIndex: Int32(truncatingIfNeeded: fileIndex), element: Int32(truncatingIfNeeded: element),
+                           line: line)
         }
 
-        /// Bits of a ``location`` that hold the line (a file of 2^40 lines is past any input).
-        static let lineBits = 40
-
-        /// The file index and line packed in `location`.
-        static func unpacked(_ location: UInt64) -> (fileIndex: Int, line: Int) {
-            (Int(location >> UInt64(lineBits)), Int(location & (1 << UInt64(lineBits) - 1)))
+        /// The file index and line of `location`.
+        static func unpacked(_ location: RecordLocation) -> (fileIndex: Int, line: Int) {
+            (Int(location.fileIndex), location.line)
         }
     }
 
@@ -32,6 +49,8 @@ struct RecordIterator {
     let options: ImportOptions
     let maxValueBytes: Int
     private var fileIndex = -1
+    /// Objects of the JSON array being read so far (``Item/element``).
+    private var arrayElements = 0
     private var reader: LineReader?
     /// Instead of `reader`, for an NDJSON-format file whose top level is an array of objects.
     private var arrayReader: JSONArrayReader?
@@ -99,24 +118,33 @@ struct RecordIterator {
             let path = files[fileIndex]
             if arrayReader != nil {
                 guard let element = try arrayReader!.next() else {
+                    arrayElements = 0
                     try checkUnchanged("while it was being read")
                     finishedBytes += arrayReader!.bytesRead
                     arrayReader!.close()
                     arrayReader = nil
                     continue
                 }
+                arrayElements += 1
                 switch element {
                 case .object(let bytes, let line):
-                    if let item = try record(bytes, line: line) { return item }
+                    if var item = try record(bytes, line: line) {
+                        item.element = arrayElements
+                        return item
+                    }
                 case .tooLong(let bytes, let line):
-                    return Item(result: .failure(ImportIssue(file: path, line: line, field: nil,
-                                                             reason: "object of \(bytes) bytes exceeds the " +
-                                                                     "\(options.maxLineBytes)-byte limit")),
-                                raw: [], fileIndex: fileIndex, line: line)
+                    var item = Item(result: .failure(ImportIssue(file: path, line: line, field: nil,
+                                                                 reason: "object of \(bytes) bytes exceeds the " +
+                                                                         "\(options.maxLineBytes)-byte limit")),
+                                    raw: [], fileIndex: fileIndex, line: line)
+                    item.element = arrayElements
+                    return item
                 case .malformed(let reason, let line):
                     var issue = ImportIssue(file: path, line: line, field: nil, reason: reason)
                     issue.endsTheFile = true
-                    return Item(result: .failure(issue), raw: [], fileIndex: fileIndex, line: line)
+                    var item = Item(result: .failure(issue), raw: [], fileIndex: fileIndex, line: line)
+                    item.element = arrayElements
+                    return item
                 }
                 continue
             }

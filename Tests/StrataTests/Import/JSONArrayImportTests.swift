@@ -105,6 +105,26 @@ import Testing
         }
     }
 
+    /// The objects of an array on one line are each a record of their own when one of them is
+    /// rejected: a key of file and line alone gave them one place, so the bad one's rejection
+    /// took the good ones with it (records 0, the rejects file holding all three under its reason).
+    @Test func aBadObjectOfAOneLineArrayIsRejectedAlone() async throws {
+        let dir = temporaryDirectory("json-array-one-line")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let input = try file(#"[{"entity":"Genre","name":"A"},{"entity":"Genre","nom":"B"},{"entity":"Genre","name":"C"}]"#,
+                                 dir)
+            var options = ImportOptions()
+            options.continueOnError = true
+            options.rejectsPath = dir.appendingPathComponent("rejects.txt").path
+            let summary = try await Importer(store: store, options: options).run(files: [input])
+            #expect(summary.records == 2 && summary.rejected == 1, "\(summary)")
+            #expect(try genres(store) == ["A", "C"])
+            let rejects = try String(contentsOfFile: options.rejectsPath!, encoding: .utf8).split(separator: "\n")
+            #expect(rejects.count == 2 && rejects[1].contains(#""nom":"B""#), "\(rejects)")
+        }
+    }
+
     @Test(arguments: [
         (#"[{"entity":"Genre","name":"A"} {"entity":"Genre","name":"B"}]"#, 1, "expected ',' or ']'"),
         ("[\n{\"entity\":\"Genre\",\"name\":\"A\"},\n42\n]", 3, "expected an object in the array"),
