@@ -244,6 +244,15 @@ struct JSONParser {
             throw fail("number out of range", at: start)
         }
         if exactDecimals { inexactTexts[d.bitPattern, default: []].append(text) }
+        // A number whose double is whole though its text is not (`196.00000000000001`, a
+        // fraction below what a double holds): kept exact, so that an int attribute refuses it
+        // as it refuses `196.5`, and as it does from CSV (it was stored as 196). Rare: only a
+        // whole double written with a fraction or an exponent is parsed again.
+        if !isInteger, d == d.rounded(.towardZero),
+           let n = try? DecimalNumber.parse(bytes: UnsafeBufferPointer(rebasing: b[start..<i]), shown: text),
+           let exact = DecimalNumber(n.decimal), exact.exponent < 0 {
+            return .decimal(n.decimal)
+        }
         return .double(d)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import LibraryModel
 import Testing
 @testable import Strata
 
@@ -150,6 +151,32 @@ import Testing
     /// empty JSON array import as nothing, with exit 0: the export of a whole store imports again.
     /// (They were refused as "no records", and counted as a rejected record with
     /// `--continue-on-error`.)
+    /// An int attribute refuses a number with a fraction also when the fraction is below what a
+    /// double holds (`196.00000000000001`), in a schema without decimal attributes (whose numbers
+    /// are read as doubles): it was stored as 196, where CSV and a schema with a decimal attribute
+    /// refused it. Whole numbers written with a fraction or an exponent still count.
+    @Test func anIntTakesNoFractionEvenOneADoubleDoesNotHold() async throws {
+        try await withLibraryStore { store in
+            let dir = temporaryDirectory("int-fraction")
+            defer { try? FileManager.default.removeItem(at: dir) }
+            func line(_ n: Int, _ duration: String) -> String {
+                #"{"entity":"Track","mbid":"00000000-0000-4000-8000-00000000000\#(n)","title":"t\#(n)","durationSeconds":\#(duration),"addedAt":"2024-01-01T00:00:00Z"}"#
+            }
+            let bad = try write([line(1, "196.00000000000001")].joined(separator: "\n") + "\n", dir, "bad.ndjson")
+            await #expect {
+                _ = try await Importer(store: store).run(files: [bad])
+            } throws: { error in
+                guard let failed = error as? ImportFailed else { return false }
+                return failed.issues.first?.field == "durationSeconds" && failed.issues.first?.line == 1
+            }
+            let good = try write([line(2, "196.0"), line(3, "1.96e2"), line(4, "196")].joined(separator: "\n") + "\n",
+                                 dir, "good.ndjson")
+            let summary = try await Importer(store: store).run(files: [good])
+            #expect(summary.records == 3)
+            #expect(try store.mainContext.fetch(Track.self).map(\.durationSeconds) == [196, 196, 196])
+        }
+    }
+
     @Test func aFileWithoutRecordsImportsAsNothing() async throws {
         let (dir, store) = try await newStore("import-edges-empty")
         defer { try? FileManager.default.removeItem(at: dir) }
