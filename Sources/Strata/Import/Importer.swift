@@ -1108,8 +1108,10 @@ public final class Importer: Sendable {
                         rejects: RejectsWriter?, bytes: Int) async throws {
         guard let previous = inFlight else { return }
         inFlight = nil
+        // Records the store refused one by one (with --continue-on-error) are rejected, not written.
+        let rejectedBefore = s.rejected.count
         try await finish(previous, &s, rejects: rejects)
-        finished += previous.batches.reduce(0) { $0 + $1.count }
+        finished += previous.batches.reduce(0) { $0 + $1.count } - (s.rejected.count - rejectedBefore)
         s.report(.writing, records: finished, bytes: min(bytes, previous.batches.last?.bytesReadAtEnd ?? bytes),
                  force: true)
     }

@@ -226,4 +226,29 @@ import Testing
             #expect(lines.count == 2 && lines[0].hasPrefix("# \(input):1: email: "), "\(lines)")
         }
     }
+
+    /// The write progress of an import that goes on after a record the store refused counts the
+    /// records written, not the refused one (the batch was counted whole).
+    @Test func writeProgressCountsNoRefusedRecord() async throws {
+        try await withStore { store, dir, _ in
+            let input = try writeInput([
+                #"{"entity":"Person","name":"a","email":"z@x"}"#,
+                #"{"entity":"Person","name":"n"}"#,
+                #"{"entity":"Person","name":"m"}"#,
+            ], in: dir)
+            var o = ImportOptions()
+            o.mode = .incremental
+            o.continueOnError = true
+            let importer = Importer(store: store, options: o)
+            let collected = Task {
+                var all: [ImportProgress] = []
+                for await p in importer.progress { all.append(p) }
+                return all
+            }
+            let summary = try await importer.run(files: [input])
+            #expect(summary.records == 2 && summary.rejected == 1, "\(summary)")
+            let writing = await collected.value.filter { $0.phase == .writing }
+            #expect(writing.last?.records == 2, "\(writing.map(\.records))")
+        }
+    }
 }
