@@ -182,10 +182,11 @@ struct JSONArrayReader {
                 }
             }
             if size <= maxObjectBytes {
-                // A line break outside strings, where JSON allows it, becomes a space; one inside a
-                // string stays, and the parser refuses it (JSON escapes it as \n), as it refuses it
-                // in a line of NDJSON.
-                bytes.append((b == 0x0A || b == 0x0D) && !inString ? 0x20 : b)
+                // Line breaks stay: outside strings the parser takes them as the whitespace they
+                // are, and counts them, so that a problem is reported on its own line of the file;
+                // one inside a string is refused there (JSON escapes it as \n), as it is in a line
+                // of NDJSON. The object is put on one line for a rejects file (``RecordIterator``).
+                bytes.append(b)
             } else if !bytes.isEmpty {
                 bytes = []
             }

@@ -22,7 +22,7 @@ struct RecordLocation: Hashable, Comparable, Sendable {
 struct RecordIterator {
     struct Item {
         let result: Result<ImportRecord, ImportIssue>
-        let raw: [UInt8]
+        var raw: [UInt8]
         let fileIndex: Int
         let line: Int
         /// For a record that failed its checks, the keys it names its object by, as far as they
@@ -130,6 +130,10 @@ struct RecordIterator {
                 case .object(let bytes, let line):
                     if var item = try record(bytes, line: line) {
                         item.element = arrayElements
+                        // One line in a rejects file, as a record of NDJSON is.
+                        if item.raw.contains(where: { $0 == 0x0A || $0 == 0x0D }) {
+                            item.raw = item.raw.map { $0 == 0x0A || $0 == 0x0D ? 0x20 : $0 }
+                        }
                         return item
                     }
                 case .tooLong(let bytes, let line):

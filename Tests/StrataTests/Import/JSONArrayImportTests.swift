@@ -105,6 +105,40 @@ import Testing
         }
     }
 
+    /// Malformed JSON inside an object of a pretty-printed array is reported on its own line of
+    /// the file (the object's line breaks were turned into spaces before it was parsed, so every
+    /// problem was reported on the object's first line, at a column counted through the object).
+    /// The rejects file still holds the object on one line.
+    @Test func malformedJSONInsideAnObjectIsReportedOnItsOwnLine() async throws {
+        let dir = temporaryDirectory("json-array-malformed-line")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let input = try file("""
+            [
+              {"entity": "Genre", "name": "A"},
+              {
+                "entity": "Genre",
+                "name": tru
+              }
+            ]
+            """, dir)
+            do {
+                _ = try await Importer(store: store).run(files: [input])
+                Issue.record("the import was accepted")
+            } catch let failed as ImportFailed {
+                #expect(failed.issues.map(\.line) == [5], "\(failed.issues)")
+                #expect(failed.issues.first?.reason.contains("column 13") == true, "\(failed.issues)")
+            }
+            var options = ImportOptions()
+            options.continueOnError = true
+            options.rejectsPath = dir.appendingPathComponent("rejects.txt").path
+            let summary = try await Importer(store: store, options: options).run(files: [input])
+            #expect(summary.records == 1 && summary.rejected == 1)
+            let lines = try String(contentsOfFile: options.rejectsPath!, encoding: .utf8).split(separator: "\n")
+            #expect(lines.count == 2 && lines[0].contains("dump.json:5") && lines[1].contains(#""name": tru"#), "\(lines)")
+        }
+    }
+
     /// The objects of an array on one line are each a record of their own when one of them is
     /// rejected: a key of file and line alone gave them one place, so the bad one's rejection
     /// took the good ones with it (records 0, the rejects file holding all three under its reason).
