@@ -99,6 +99,12 @@ final class OutputSink {
         // through a link (`/dev/stdout`), is opened as given.
         // A descriptor of this process (`/dev/stdout`, also when the shell sent it to a file) is
         // written through a duplicate of it, sharing its offset: `>> log` keeps what log held.
+        if let given, let link = SymbolicLinks.unfollowableLink(given) {
+            throw CLIError("""
+                refused to write through \(link): a symbolic link in a sticky directory that anyone may write, owned \
+                by another user (the kernel refuses a shell's redirection through it too); write to another path
+                """, code: Exit.cannotCreate)
+        }
         if let given, let n = SymbolicLinks.descriptor(given) {
             let fd = fcntl(n, F_DUPFD_CLOEXEC, 0)
             guard fd >= 0 else {

@@ -195,6 +195,8 @@ struct ImportCommand: AsyncParsableCommand {
             // An input file that cannot be opened at all is "cannot open input", not bad data; so
             // is one that changed while the import read it.
             let changed = !failed.issues.isEmpty && failed.issues.allSatisfy(\.inputChanged)
+            // An input the file system could not read to its end: an I/O error, not bad data.
+            let readFailed = failed.issues.contains(where: \.readFailed)
             let unreadable = changed || failed.issues.allSatisfy { $0.line == 0 && $0.reason.hasPrefix("cannot open") }
             // A problem with a whole file (line 0: an unknown format; a bad CSV header, a broken
             // JSON array) is not a bad record: counted apart.
@@ -204,10 +206,12 @@ struct ImportCommand: AsyncParsableCommand {
                 .compactMap { $0 }.joined(separator: " and ")
             note(changed ? "storectl: error: an input changed while it was imported; " +
                            (failed.written > 0 ? failed.writtenNote : "nothing was written")
+                 : readFailed ? "storectl: error: an input could not be read (an I/O error); " +
+                                (failed.written > 0 ? failed.writtenNote : "nothing was written")
                  : unreadable ? "storectl: error: cannot open the input; nothing was written"
                  : failed.written > 0 ? "storectl: error: \(what); \(failed.writtenNote)"
                  : "storectl: error: \(what); nothing was written")
-            throw ExitCode(unreadable ? Exit.noInput : Exit.dataError)
+            throw ExitCode(readFailed ? Exit.ioError : unreadable ? Exit.noInput : Exit.dataError)
         } catch let issue as ImportIssue where issue.file == rejects {
             await reporter.value
             throw failure(issue).withCode(Exit.cannotCreate)

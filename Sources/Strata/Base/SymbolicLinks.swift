@@ -19,6 +19,30 @@ package enum SymbolicLinks {
         return path
     }
 
+    /// The first symbolic link on `path`'s last component (following the chain) that the
+    /// kernel's `fs.protected_symlinks` rule would not let this process follow: one in a sticky,
+    /// world-writable directory (`/tmp`) owned neither by this process's user nor by the
+    /// directory's owner. Nil when every link may be followed. An output written through such a
+    /// link (planted in `/tmp` by another user, pointing at a file of this one) is refused, as the
+    /// shell's `>` is refused; storectl resolves links itself, so the kernel's rule did not apply.
+    package static func unfollowableLink(_ path: String) -> String? {
+        var current = path
+        for _ in 0..<40 {
+            var st = stat()
+            guard lstat(current, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK else { return nil }
+            let parent = (current as NSString).deletingLastPathComponent
+            var dir = stat()
+            if stat(parent.isEmpty ? "." : parent, &dir) == 0, dir.st_mode & S_ISVTX != 0, dir.st_mode & S_IWOTH != 0,
+               st.st_uid != geteuid(), st.st_uid != dir.st_uid {
+                return current
+            }
+            guard let next = try? FileManager.default.destinationOfSymbolicLink(atPath: current) else { return nil }
+            current = next.hasPrefix("/") ? next
+                : ((current as NSString).deletingLastPathComponent as NSString).appendingPathComponent(next)
+        }
+        return nil
+    }
+
     /// The descriptor of this process that `path` names, itself or through the symbolic links on
     /// its last component: `/dev/stdout` (1), `/dev/stderr` (2), `/dev/stdin` (0), `/dev/fd/N`,
     /// `/proc/self/fd/N`, `/proc/PID/fd/N` of this process. Nil for any other path. Such a path

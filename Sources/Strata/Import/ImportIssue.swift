@@ -16,6 +16,9 @@ public struct ImportIssue: Error, Sendable, CustomStringConvertible, Equatable {
     /// that cannot be read, or a JSON array whose structure breaks. `storectl import` counts it
     /// as a file that cannot be read, not as a bad record.
     public internal(set) var endsTheFile = false
+    /// Whether the problem is the file system's: reading the input failed (`EIO` from a failing
+    /// disk, a network file system gone), not bad data (`storectl import` exits 74 for it).
+    public internal(set) var readFailed = false
 
     /// The issue as `FILE:LINE: field: reason`; one about a whole file (line 0, or the options)
     /// as `FILE: field: reason`. The file's name is shown with its control characters escaped

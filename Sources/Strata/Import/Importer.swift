@@ -1841,6 +1841,14 @@ private final class RejectsWriter: Sendable {
         func refused(_ code: Int32) -> ImportIssue {
             ImportIssue(file: path, line: 0, field: nil, reason: "cannot create the rejects file: \(String(cString: strerror(code)))")
         }
+        // A link another user planted in a sticky, world-writable directory is not followed, as
+        // the kernel does not follow it for a shell's redirection (``SymbolicLinks/unfollowableLink(_:)``).
+        if let link = SymbolicLinks.unfollowableLink(path) {
+            throw ImportIssue(file: path, line: 0, field: nil, reason: """
+                cannot create the rejects file: \(link) is a symbolic link in a sticky directory that anyone may \
+                write, owned by another user (the kernel refuses a shell's redirection through it too)
+                """)
+        }
         // A descriptor of this process (`/dev/stdout`, when the shell sent it to a file too) is
         // written through a duplicate of it.
         if let n = SymbolicLinks.descriptor(path) {

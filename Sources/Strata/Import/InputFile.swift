@@ -42,8 +42,11 @@ enum InputFile {
                 n = buffer.withUnsafeMutableBytes { [fd] b in Glibc.read(fd, b.baseAddress! + offset, count) }
             } while n < 0 && errno == EINTR
             if n < 0 {
-                throw ImportIssue(file: path, line: line, field: nil,
-                                  reason: "read error: \(String(cString: strerror(errno)))")
+                var issue = ImportIssue(file: path, line: line, field: nil,
+                                        reason: "read error: \(String(cString: strerror(errno)))")
+                issue.readFailed = true
+                issue.endsTheFile = true
+                throw issue
             }
             fileBytes += n
             if n > 0, let expected {

@@ -101,6 +101,71 @@ import Testing
         #expect(r.status == 73)
     }
 
+    /// An input the file system cannot read (`read(2)` failing with `EIO`: here a kernel file
+    /// that answers every read so) is an I/O error, exit 74, not a bad record (it was exit 65,
+    /// "1 bad record(s)", which a script does not retry).
+    @Test func anInputThatCannotBeReadIsAnIOError() async throws {
+        let dir = temporaryDirectory("imp-eio")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s").path
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        // A sysfs attribute whose every read fails with EIO while runtime power management
+        // does not autosuspend the device (the usual case); a machine with none fails here.
+        let candidates = ["/sys/devices/software/power/autosuspend_delay_ms",
+                          "/sys/devices/platform/power/autosuspend_delay_ms",
+                          "/sys/devices/system/cpu/power/autosuspend_delay_ms"]
+        let failing = candidates.first { path in
+            let fd = open(path, O_RDONLY)
+            guard fd >= 0 else { return false }
+            defer { close(fd) }
+            var byte: UInt8 = 0
+            return read(fd, &byte, 1) < 0 && errno == EIO
+        }
+        let input = try #require(failing, "no file whose reads fail with EIO among \(candidates)")
+        let r = try await storectl("import", store, input, "--format", "ndjson")
+        #expect(r.status == 74, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("read error: Input/output error") && r.stderr.contains("could not be read"), "\(r.stderr)")
+    }
+
+    /// An output path through a symbolic link another user planted in a sticky directory anyone
+    /// may write (`/tmp`) is refused, exit 73, and the file it points at is left alone: the
+    /// kernel refuses a shell's `>` through it (`fs.protected_symlinks`), and storectl, which
+    /// follows links itself, wrote through it (`--rejects`, `export --output`).
+    @Test func anOutputThroughALinkAnotherUserPlantedInASharedDirectoryIsRefused() async throws {
+        let dir = temporaryDirectory("imp-planted-link")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s").path
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let input = dir.appendingPathComponent("in.ndjson")
+        try Data(#"{"entity":"Genre","nom":"a"}"#.utf8).write(to: input)
+        // A sticky, world-writable directory (as /tmp is), owned by this user, holding links owned
+        // by another (nobody) that point at a file of this user.
+        let shared = dir.appendingPathComponent("shared")
+        try FileManager.default.createDirectory(at: shared, withIntermediateDirectories: true)
+        #expect(chmod(shared.path, 0o1777) == 0)
+        let victim = dir.appendingPathComponent("victim")
+        try Data("precious\n".utf8).write(to: victim)
+        let nobody = try #require(getpwnam("nobody")).pointee.pw_uid
+        for name in ["rejects", "export"] {
+            let link = shared.appendingPathComponent(name).path
+            #expect(symlink(victim.path, link) == 0)
+            // Another owner than this process's and the directory's: as another user made it.
+            #expect(lchown(link, nobody, gid_t(UInt32.max)) == 0, "lchown: \(String(cString: strerror(errno)))")
+        }
+        let imported = try await storectl("import", store, input.path, "--continue-on-error", "--rejects",
+                                          shared.appendingPathComponent("rejects").path)
+        #expect(imported.status == 73 && imported.stderr.contains("owned by another user"), "\(imported.status) \(imported.stderr)")
+        let exported = try await storectl("export", store, "--entity", "Genre", "--output",
+                                          shared.appendingPathComponent("export").path)
+        #expect(exported.status == 73 && exported.stderr.contains("owned by another user"), "\(exported.status) \(exported.stderr)")
+        #expect(try String(contentsOf: victim, encoding: .utf8) == "precious\n")
+        // A link of this user's own there is written through, as before.
+        let mine = shared.appendingPathComponent("mine").path
+        #expect(symlink(dir.appendingPathComponent("mine-target").path, mine) == 0)
+        #expect(try await storectl("export", store, "--entity", "Genre", "--output", mine).status == 0)
+        #expect(FileManager.default.fileExists(atPath: dir.appendingPathComponent("mine-target").path))
+    }
+
     /// `--rejects` naming one of the inputs is a usage error (64) and leaves the input whole;
     /// the rejects file is created only once the input is validated, so a failed import leaves
     /// none behind.
