@@ -14,12 +14,18 @@ extension LMDBEnvironment {
         var stat = MDB_stat()
         try lmdbCheck(mdb_env_info(env, &info), "mdb_env_info")
         try lmdbCheck(mdb_env_stat(env, &stat), "mdb_env_stat")
-        let needed = (info.me_last_pgno + 1) * Int(stat.ms_psize)
         guard let size = (try? FileManager.default.attributesOfItem(atPath: path + "/data.mdb")[.size]) as? Int else {
             return
         }
-        if size < needed {
-            throw policy.notAStore(path: path, reason: "data.mdb is truncated: \(size) bytes, its pages need \(needed)")
+        // Compared in pages: a damaged meta page's last page number (a flipped high bit) times
+        // the page size overflows, and liblmdb's own product wraps where Swift's traps.
+        let pageSize = max(1, Int(stat.ms_psize))
+        let lastPage = info.me_last_pgno
+        if lastPage < 0 || lastPage >= size / pageSize {
+            let needed = lastPage.multipliedReportingOverflow(by: pageSize)
+            throw policy.notAStore(path: path, reason: needed.overflow || lastPage < 0
+                ? "data.mdb: its meta page names page \(lastPage) as the last in use, past any file"
+                : "data.mdb is truncated: \(size) bytes, its pages need \(needed.partialValue + pageSize)")
         }
     }
 

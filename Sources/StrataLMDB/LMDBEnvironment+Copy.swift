@@ -45,7 +45,15 @@ extension LMDBEnvironment {
         func flush() throws {
             guard !pending.isEmpty else { return }
             try writeGrowing { txn in
-                for (k, v) in pending { try txn.put(target, key: k, value: v, mode: .append) }
+                for (k, v) in pending {
+                    // From another store: a size LMDB cannot hold is a damaged source, reported
+                    // as LMDB would (as ``LMDBTransaction/Appender`` does), not the put's trap.
+                    guard k.count > 0 && k.count <= LMDBLimits.maxKeyBytes else {
+                        throw LMDBError(code: MDB_BAD_VALSIZE,
+                                        operation: "copy into \(target.name): a \(k.count)-byte key")
+                    }
+                    try txn.put(target, key: k, value: v, mode: .append)
+                }
             }
             copied += pending.count
             pending.removeAll(keepingCapacity: true)

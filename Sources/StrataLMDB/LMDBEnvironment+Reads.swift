@@ -130,8 +130,11 @@ extension LMDBEnvironment {
         activeReads.wrappingAdd(1, ordering: .sequentiallyConsistent)
         defer { activeReads.wrappingSubtract(1, ordering: .releasing) }
         if closed.load(ordering: .sequentiallyConsistent) { throw options.policy.closed(path: path) }
+        // Under the map lock: liblmdb reads the meta pages through the data map, which a growth
+        // of the map (this process's writer, or a reader adopting another process's size)
+        // unmaps and maps again.
         var info = MDB_envinfo()
-        try lmdbCheck(mdb_env_info(handle, &info), "mdb_env_info")
+        try mapLock.withShared { try lmdbCheck(mdb_env_info(handle, &info), "mdb_env_info") }
         return UInt64(info.me_last_txnid)
     }
 

@@ -192,7 +192,16 @@ public final class LMDBEnvironment: Sendable {
             let lock = Glibc.open(path + "/lock.mdb", O_RDWR | O_NOFOLLOW | O_CLOEXEC)
             if lock >= 0 {
                 defer { Glibc.close(lock) }
-                let rc = posix_fallocate(lock, 0, off_t(lockFileBytes(maxReaders: options.maxReaders)))
+                // Never longer than it is once in use: a process with the environment open has
+                // mapped its reader table at the file's size then, and liblmdb in a later opener
+                // takes the number of slots from the size it finds, so a longer file let readers
+                // past the first one's map. A file that holds a table keeps its size (its blocks
+                // are allocated, or the first opener is gone and LMDB sizes it again); a new one,
+                // still empty, gets this opener's size.
+                var st = stat()
+                let bytes = fstat(lock, &st) == 0 && st.st_size > 0
+                    ? Int(st.st_size) : lockFileBytes(maxReaders: options.maxReaders)
+                let rc = posix_fallocate(lock, 0, off_t(bytes))
                 if rc != 0 && rc != EOPNOTSUPP && rc != EINVAL && rc != EBADF {
                     throw LMDBError(code: rc, operation: "posix_fallocate(\(path)/lock.mdb)")
                 }

@@ -195,6 +195,29 @@ import StrataLMDB
         try await expectEveryCommandRefuses(store, mentioning: ["last page 18446744073709551615 is past the end of the file"])
     }
 
+    /// A last page number whose byte offset does not fit 64 bits (a flipped high bit, 2^52 here)
+    /// makes liblmdb's own size check wrap, so the environment opens; the size check after it
+    /// multiplied in bytes too, and trapped. An open without the page check (the library's
+    /// default) refuses the store instead, and storectl still names the damage.
+    @Test func aLastPageNumberPastAnyFileIsRefusedByAnOpenWithoutThePageCheck() async throws {
+        let dir = temporaryDirectory("damage-lastpage-high")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("store")
+        try await buildStore(store)
+        try damage(store) { b in
+            let t0 = u64(b, 144), t1 = u64(b, Self.pageSize + 144)
+            let newer = t1 > t0 ? Self.pageSize : 0
+            for i in 136..<144 { b[newer + i] = 0 }
+            b[newer + 142] = 0x10   // 2^52
+            return true
+        }
+        #expect { _ = try Store.openReadOnly(at: store) } throws: { error in
+            guard case StrataError.notAStore(_, let reason) = error else { return false }
+            return reason.contains("past any file")
+        }
+        try await expectEveryCommandRefuses(store, mentioning: ["is past the end of the file"])
+    }
+
     @Test func verifyOfTheLibraryReportsPageDamageAsDamagedStore() async throws {
         let dir = temporaryDirectory("damage-verify")
         defer { try? FileManager.default.removeItem(at: dir) }
