@@ -78,6 +78,17 @@ struct ImportCommand: AsyncParsableCommand {
         if rejects != nil && !continueOnError { throw ValidationError("--rejects goes with --continue-on-error") }
         if files.contains("") { throw ValidationError("an input file name is empty (\"\")") }
         if rejects == "" { throw ValidationError("--rejects is empty (\"\"); give the file to write") }
+        // `-` is standard output for `export` and `generate`: here it would make a file named
+        // `-`. And with --json the rejected lines would come before the summary on standard
+        // output, which then is no JSON a reader can take.
+        if rejects == "-" {
+            throw ValidationError("--rejects takes a file; write the rejected lines to standard output with " +
+                                  "--rejects /dev/stdout (without --json)")
+        }
+        if json, let rejects, SymbolicLinks.descriptor(rejects) == 1 {
+            throw ValidationError("--rejects \(EchoedText.shown(rejects)) writes to standard output, where --json " +
+                                  "prints the summary: give the rejects another file")
+        }
         if importID == "" {
             throw ValidationError("--import-id is empty (\"\"); give an id, or leave it out for a generated one")
         }

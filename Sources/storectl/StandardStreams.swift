@@ -31,8 +31,20 @@ enum StandardStreams {
     /// `SIGPIPE` as any write does.
     static func writeOutput(_ text: String) throws {
         if let failure = writeAll(1, text) {
+            if failure == EPIPE { endByClosedPipe() }
             throw CLIError("cannot write to standard output: \(String(cString: strerror(failure)))", code: Exit.ioError)
         }
+    }
+
+    /// Ends the process with `SIGPIPE`, as a write to a pipe whose reader has gone ends any Unix
+    /// tool (exit 141 in the shell): a command that opened a socket has `SIGPIPE` ignored (the
+    /// networking library's setting, for the whole process), and its write failed with `EPIPE`
+    /// instead, which storectl reported as an I/O error (exit 74).
+    static func endByClosedPipe() -> Never {
+        signal(SIGPIPE, SIG_DFL)
+        raise(SIGPIPE)
+        // Not reached: the signal's default action ends the process.
+        Foundation.exit(128 + SIGPIPE)
     }
 
     /// Writes all of `text` to descriptor `fd`, resuming a write a signal interrupted or cut

@@ -123,7 +123,9 @@ struct Storectl: AsyncParsableCommand {
         // fflush(NULL) flushes every output stream and fails when any write does (`stdout`
         // itself is not reachable from Swift 6's strict concurrency).
         guard fflush(nil) != 0 else { return true }
-        note("storectl: error: cannot write to standard output: \(String(cString: strerror(errno)))")
+        let code = errno
+        if code == EPIPE { StandardStreams.endByClosedPipe() }
+        note("storectl: error: cannot write to standard output: \(String(cString: strerror(code)))")
         return false
     }
 }

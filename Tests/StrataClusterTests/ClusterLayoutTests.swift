@@ -69,6 +69,21 @@ import Testing
         }
     }
 
+    /// A cluster command whose standard output is a pipe its reader closed ends quietly with
+    /// SIGPIPE (141 in the shell), as every other storectl command and Unix tool does: the
+    /// connection to PostgreSQL has the process ignore SIGPIPE, and the write failed with EPIPE,
+    /// which was reported as an I/O error (exit 74, "Broken pipe").
+    @Test func aClusterCommandWhoseReaderLeftEndsWithSIGPIPE() async throws {
+        try await withCluster(replicas: 2) { c in
+            for r in c.replicas { await r.close() }
+            // `true` reads nothing and is gone long before storectl has connected and writes.
+            let r = try await run("/bin/bash", ["-c", #""$0" cluster status "$1" --postgres "$2" | true; echo "${PIPESTATUS[0]}""#,
+                                                storectlPath, c.storePath(0), c.url])
+            #expect(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "141", "\(r.stdout) \(r.stderr)")
+            #expect(!r.stderr.contains("Broken pipe"), "\(r.stderr)")
+        }
+    }
+
     @Test func aLaterLayoutIsRefused() async throws {
         try await withCluster(replicas: 1) { c in
             _ = try await sql(c, "UPDATE strata_cluster SET layout = 3")

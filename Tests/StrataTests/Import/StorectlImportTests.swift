@@ -166,6 +166,27 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: dir.appendingPathComponent("mine-target").path))
     }
 
+    /// `--rejects -` is a usage error (it made a file named `-`, where `export` and `generate`
+    /// take `-` for standard output), and so is `--rejects /dev/stdout` with `--json` (the
+    /// rejected lines came before the JSON summary on standard output). `/dev/stdout` alone
+    /// writes the rejected lines there.
+    @Test func rejectsOnStandardOutputGoWithoutJSON() async throws {
+        let dir = temporaryDirectory("imp-rejects-stdout")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s").path
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let input = dir.appendingPathComponent("in.ndjson")
+        try Data((#"{"entity":"Genre","nom":"a"}"# + "\n" + #"{"entity":"Genre","name":"b"}"#).utf8).write(to: input)
+        let dash = try await run("/bin/bash", ["-c", #"cd "$1" && "$0" import "$2" "$3" --continue-on-error --rejects -"#,
+                                               storectlPath, dir.path, store, input.path])
+        #expect(dash.status == 64 && dash.stderr.contains("--rejects /dev/stdout"), "\(dash.status) \(dash.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("-").path))
+        let mixed = try await storectl("import", store, input.path, "--continue-on-error", "--rejects", "/dev/stdout", "--json")
+        #expect(mixed.status == 64 && mixed.stderr.contains("--json"), "\(mixed.status) \(mixed.stderr)")
+        let plain = try await storectl("import", store, input.path, "--continue-on-error", "--rejects", "/dev/stdout", "--quiet")
+        #expect(plain.status == 0 && plain.stdout.contains(#""nom":"a""#), "\(plain.status) \(plain.stdout) \(plain.stderr)")
+    }
+
     /// `--rejects` naming one of the inputs is a usage error (64) and leaves the input whole;
     /// the rejects file is created only once the input is validated, so a failed import leaves
     /// none behind.
