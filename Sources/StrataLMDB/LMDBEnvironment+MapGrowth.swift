@@ -13,7 +13,28 @@ extension LMDBEnvironment {
     package func adoptMapSize() throws {
         try mapLock.withExclusive {
             let current = currentMapSize.load(ordering: .relaxed)
-            try remapHoldingMapLock(to: max(current * 2, current + growthStep), atLeast: current + 1 << 20)
+            // At least the pages the other process has in use (liblmdb raises the size to them,
+            // and that much must be reserved first): read from the meta page, which the map,
+            // still in place, shows as that process wrote it.
+            var info = MDB_envinfo(), stat = MDB_stat()
+            var inUse = 0
+            if mdb_env_info(handle, &info) == MDB_SUCCESS, mdb_env_stat(handle, &stat) == MDB_SUCCESS, info.me_last_pgno >= 0 {
+                let (bytes, overflow) = (info.me_last_pgno + 1).multipliedReportingOverflow(by: Int(stat.ms_psize))
+                if !overflow { inUse = bytes }
+            }
+            let floor = max(current + 1 << 20, inUse)
+            try remapHoldingMapLock(to: max(current * 2, current + growthStep, floor), atLeast: floor)
+        }
+    }
+
+    /// Throws when the environment lost its map (``mapLost``): its transactions would read
+    /// unmapped memory.
+    func refuseWithoutMap() throws {
+        if mapLost.load(ordering: .acquiring) {
+            throw LMDBError(code: ENOMEM, operation: """
+                \(path): a growth of the map failed after the old map was let go, so the store has no map in this \
+                process; close it and open it again
+                """)
         }
     }
 
@@ -69,7 +90,12 @@ extension LMDBEnvironment {
         // Before the map grows over it (see init): a file system without room for the larger
         // file fails the growth, and the map stays as it was.
         if options.writeMap { try Self.allocate(path + "/data.mdb", bytes: size) }
-        try lmdbCheck(mdb_env_set_mapsize(handle, size), "mdb_env_set_mapsize(\(size))")
+        let rc = mdb_env_set_mapsize(handle, size)
+        if rc != MDB_SUCCESS {
+            // liblmdb unmapped the old map before it tried the new one: there may be none now.
+            mapLost.store(true, ordering: .releasing)
+            try lmdbCheck(rc, "mdb_env_set_mapsize(\(size))")
+        }
         cachedMappings.withLock { $0 = nil }
         // LMDB raises a size below the pages in use to them.
         var info = MDB_envinfo()

@@ -34,6 +34,11 @@ extension LMDBEnvironment {
         }
         while true {
             let attempt: Result<OpaquePointer, LMDBError>? = mapLock.withShared {
+                if mapLost.load(ordering: .acquiring) {
+                    if let box = pooled { mdb_txn_abort(box.txn) }
+                    pooled = nil
+                    do { try refuseWithoutMap() } catch let e as LMDBError { return .failure(e) } catch {}
+                }
                 if let box = pooled {
                     pooled = nil
                     let rc = mdb_txn_renew(box.txn)
@@ -134,7 +139,10 @@ extension LMDBEnvironment {
         // of the map (this process's writer, or a reader adopting another process's size)
         // unmaps and maps again.
         var info = MDB_envinfo()
-        try mapLock.withShared { try lmdbCheck(mdb_env_info(handle, &info), "mdb_env_info") }
+        try mapLock.withShared {
+            try refuseWithoutMap()
+            try lmdbCheck(mdb_env_info(handle, &info), "mdb_env_info")
+        }
         return UInt64(info.me_last_txnid)
     }
 

@@ -37,6 +37,10 @@ public final class LMDBEnvironment: Sendable {
     /// that opening a snapshot need not search the log for its last key (see ``headHint(for:)``).
     let head = Atomic<WordPair>(WordPair(first: 0, second: 0))
     let closed = Atomic<Bool>(false)
+    /// A growth of the map failed after liblmdb let go of the old map (``remapHoldingMapLock(to:atLeast:)``):
+    /// the environment has no map, and every transaction is refused (``refuseWithoutMap()``)
+    /// instead of reading unmapped memory.
+    let mapLost = Atomic<Bool>(false)
     /// Read transactions of this process begun and not yet ended (``beginRead()`` to
     /// ``endRead(_:)``). ``close()`` waits until there are none: LMDB requires every transaction
     /// ended before `mdb_env_close`, and a short read on another thread (a view context's fetch,
