@@ -66,6 +66,14 @@ struct MigrateCommand: AsyncParsableCommand {
     }
 
     private func runCheck(_ schemas: [Schema]) throws {
+        // A URL for a store of one machine would not be used (as a migration without --check
+        // refuses it): refused, not ignored.
+        if cluster.postgres != nil, (try? isReplica()) == false {
+            throw failure(ClusterError(.wrongStore, """
+                \(target.store) is not a replica of a cluster, so the --postgres given would not be used: \
+                leave --postgres out to check it alone
+                """))
+        }
         let status: MigrationStatus
         do {
             status = try Store.migrationStatus(at: target.url, schemas: schemas, configuration: target.configuration)

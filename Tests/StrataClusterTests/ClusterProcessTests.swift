@@ -394,6 +394,10 @@ import Testing
             #expect(try spawn(storectlPath, ["init", store, "--schema", v1.path]).status == 0)
             let r = try spawn(storectlPath, ["migrate", store, "--schema", librarySchemaDirectory.path, "--postgres", c.url])
             #expect(r.status == 66 && r.stderr.contains("would not be used"), "\(r.status) \(r.stderr)")
+            // `--check` too (it ignored the URL, and answered for the store alone).
+            let check = try spawn(storectlPath, ["migrate", store, "--schema", librarySchemaDirectory.path, "--check",
+                                                 "--postgres", c.url])
+            #expect(check.status == 66 && check.stderr.contains("would not be used"), "\(check.status) \(check.stderr)")
             let info = try spawn(storectlPath, ["info", store, "--json"])
             #expect(info.stdout.contains("\"schema\":{\"model\":\"library\",\"version\":1}"), "\(info.stdout)")
         }
