@@ -83,6 +83,11 @@ struct QueryCommand: AsyncParsableCommand {
         } catch {
             throw failure(CLIError("\(error)", code: Exit.usage))
         }
+        // `--fields` chooses the columns of rows; a count or an aggregate has none to choose.
+        if fields != nil, count || groupBy != nil || !(sum.isEmpty && min.isEmpty && max.isEmpty && avg.isEmpty) {
+            throw failure(CLIError("--fields chooses the columns of the objects listed; it does not apply to --count, " +
+                                   "--group-by, --sum, --min, --max or --avg", code: Exit.usage))
+        }
         do {
             let view = store.mainContext
             if groupBy != nil || !(sum.isEmpty && min.isEmpty && max.isEmpty && avg.isEmpty) {

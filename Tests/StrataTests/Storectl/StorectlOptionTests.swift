@@ -91,6 +91,11 @@ import Testing
             let w = try await storectl(["query", store, "--entity", "Track", "--count"] + window)
             #expect(w.status == 64 && w.stderr.contains("do not apply to --count"), "\(window): \(w.status) \(w.stderr)")
         }
+        // `--fields` with a count or an aggregate is refused too (it was dropped in silence).
+        for other in [["--count"], ["--group-by", "year"], ["--max", "year"]] {
+            let f = try await storectl(["query", store, "--entity", "Album", "--fields", "title"] + other)
+            #expect(f.status == 64 && f.stderr.contains("--fields chooses the columns"), "\(other): \(f.status) \(f.stderr)")
+        }
     }
 
     /// `--group-by` and `--sort` paths are held to 8 relationships, as `--where` paths are (they
