@@ -32,9 +32,12 @@ enum StateBackward {
         case .insert(let id, let values):
             try a.apply(.delete(id: id, values: values, previousVersion: .zero))
         case .update(let id, let changes, let previous):
+            // In reverse, as the entries and their changes are: an update that set one attribute
+            // twice (`a→b`, then `b→c`, as a log written before repeated positions were merged
+            // holds) is undone `c→b`, then `b→a`; in forward order it ended on `b`.
             try a.apply(
                 .update(id: id,
-                        changes: changes.map { AttributeChange(attribute: $0.attribute, old: $0.new, new: $0.old) },
+                        changes: changes.reversed().map { AttributeChange(attribute: $0.attribute, old: $0.new, new: $0.old) },
                         previousVersion: .zero))
             a.setVersion(id, previous)
         case .delete(let id, let values, let previous):

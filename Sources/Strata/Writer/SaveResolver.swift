@@ -314,10 +314,18 @@ struct SaveResolver<S: StateStore> {
             let i = av.attribute
             try ValueRules.check(e, id, attribute: i, av.value, maxValueBytes: limits.maxValueBytes)
             if values[i] != av.value {
-                changed.append(AttributeChange(attribute: i, old: values[i], new: av.value))
+                // One change per attribute in the log (its first old value, its last new one): an
+                // update naming an attribute twice logged two, which undoing had to reverse.
+                if let k = changed.firstIndex(where: { $0.attribute == i }) {
+                    changed[k] = AttributeChange(attribute: i, old: changed[k].old, new: av.value)
+                } else {
+                    changed.append(AttributeChange(attribute: i, old: values[i], new: av.value))
+                }
                 values[i] = av.value
             }
         }
+        // Set and set back within the update: no change.
+        changed.removeAll { $0.old == $0.new }
         guard !changed.isEmpty else { return }
         // Unique keys are checked as the state re-indexes them.
         try emit(.update(id: id, changes: changed, previousVersion: record.version))
