@@ -129,6 +129,10 @@ public final class Store: Sendable {
         // Last: nothing in this open can fail after the marker is written.
         unsyncedMarker = configuration.durability == .relaxed && !configuration.readOnly
             ? try UnsyncedCommits.mark(directory: path, permissions: StorePermissions(configuration)) : nil
+        if let marker = unsyncedMarker {
+            let logger = self.logger
+            writer?.onFlushFailure.withLock { $0 = { UnsyncedCommits.noteFailedFlush(marker, logger: logger) } }
+        }
     }
 
     /// Looks at the ``UnsyncedCommits`` markers left in the store directory. Returns whether one
@@ -698,7 +702,9 @@ public final class Store: Sendable {
         let logger: Logger
 
         func finish() {
-            let flushed = writer?.close() ?? true
+            // A flush that failed before is not made good by the close's: the kernel reports a
+            // write error once, and the pages it could not write are gone from the cache.
+            let flushed = (writer?.close() ?? true) && writer?.failedFlush == nil
             if let unsyncedMarker {
                 // Every commit of this process is on disk: nothing is left for a crash to take.
                 // After a failed flush the marker says so, for the next open to report (the

@@ -375,6 +375,11 @@ final class Writer: Sendable {
     var isStopped: Bool { state.withLock { $0.entry.closed } }
     /// Why ``stopFromQueue(failing:)`` stopped the writer, if it did.
     private let stopReason = Locked<StrataError?>(nil)
+    /// See ``failedFlush``.
+    private let flushFailure = Locked<StrataError?>(nil)
+    /// Run at once when a relaxed flush fails (the store notes it in its marker of unsynced
+    /// commits), on the flush's queue.
+    let onFlushFailure = Locked<(@Sendable () -> Void)?>(nil)
     /// What a save or body refused by a closed or stopped writer throws: the stop's reason
     /// (a migration's switch, a switch the disk may not hold) or ``StrataError/closed(path:)``.
     var refusal: StrataError { stopReason.withLock { $0 } ?? .closed(path: storePath) }
@@ -473,9 +478,19 @@ final class Writer: Sendable {
             let reason = StrataError.lmdb(LMDBError(code: error.code, operation: """
                 \(error.operation): the store takes no more saves until it is opened again (then verify it)
                 """))
+            // At once, not when the stop runs: a group that starts before it is refused too, and
+            // the store's marker says so now (a process killed before its close left a marker
+            // the next open took for a clean exit: its own sync succeeded, the kernel having
+            // reported the write error once, to this process, and dropped the pages).
+            flushFailure.withLock { $0 = reason }
+            onFlushFailure.withLock { $0 }?()
             queue.async { self.stopFromQueue(failing: reason) }
         }
     }
+
+    /// The failure of a relaxed flush, once one failed (``syncRelaxed()``): no group is committed
+    /// after it, and the store's close does not take the commits for flushed.
+    package var failedFlush: StrataError? { flushFailure.withLock { $0 } }
 
     /// Runs `body` on the writer queue between two commits: no save is applied while it runs.
     /// Compaction uses it to catch up and switch generations atomically. Asked for during an
@@ -591,6 +606,12 @@ final class Writer: Sendable {
     static let writebackDuringCommitMinChanges = 5_000
 
     private func commit(_ batch: [PendingSave]) {
+        // After a failed relaxed flush nothing is committed over the pages the kernel may have
+        // dropped (the writer's stop is on its way).
+        if let failed = flushFailure.withLock({ $0 }) {
+            fail(batch, failed)
+            return
+        }
         if isReplica.load(ordering: .acquiring) {
             commitReplicated(batch)
             return

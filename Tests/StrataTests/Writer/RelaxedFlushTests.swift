@@ -187,4 +187,34 @@ import Testing
         #expect(try store.mainContext.fetch(Genre.self).contains { $0.name == "before the failed flush" })
         store.env.flushErrorForTesting.withLock { $0 = nil }
     }
+
+    /// A failed background flush is noted in the store's marker at once, and stays noted: a
+    /// process killed after it (no close) left a marker that the next open settled as a clean
+    /// exit (its own sync succeeds: the kernel reported the write error once, and dropped the
+    /// pages), and a close whose final flush succeeded cleared it. The next open reports it.
+    @Test func aFailedFlushIsNotedInTheMarkerAtOnceAndStaysNoted() async throws {
+        let dir = temporaryDirectory("relaxed-flush-noted")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            let store = try Store.open(at: dir, schema: try librarySchema(), configuration: relaxed(intervalMs: 1))
+            store.env.flushErrorForTesting.withLock { $0 = EIO }
+            _ = try store.saveAndWait { $0.insert(Genre(name: "before the failed flush")) }
+            store.env.waitForFlushes()
+            let deadline = ContinuousClock.now + .seconds(30)
+            while store.writer?.failedFlush == nil, ContinuousClock.now < deadline {
+                _ = try? store.saveAndWait { $0.insert(Genre(name: "more \(UUID())")) }
+                store.env.waitForFlushes()
+            }
+            #expect(store.writer?.failedFlush != nil)
+            // Noted before any close.
+            let markers = try UnsyncedCommits.markers(in: dir.path)
+            #expect(markers.count == 1 && markers.allSatisfy(\.flushFailed), "\(markers)")
+            // The close's own flush succeeds now: the marker is not cleared for it.
+            store.env.flushErrorForTesting.withLock { $0 = nil }
+            store.close()
+        }
+        let reopened = try Store.open(at: dir, schema: try librarySchema())
+        defer { reopened.close() }
+        #expect(reopened.crashedWithUnsyncedCommits)
+    }
 }
