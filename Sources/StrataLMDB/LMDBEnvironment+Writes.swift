@@ -38,8 +38,9 @@ extension LMDBEnvironment {
                         throw error
                     }
                     // mdb_txn_commit frees the transaction whether or not it succeeds.
-                    let rc = writebackDuringCommit
+                    var rc = writebackDuringCommit
                         ? withWritebackDuringCommit { mdb_txn_commit(txn) } : mdb_txn_commit(txn)
+                    if rc == MDB_SUCCESS, let injected = commitErrorForTesting.withLock({ $0 }) { rc = injected }
                     try checkWrite(rc, "mdb_txn_commit")
                     return .success(result)
                 } catch {

@@ -97,6 +97,9 @@ public final class LMDBEnvironment: Sendable {
     package let beforeFlushForTesting = Locked<(@Sendable () -> Void)?>(nil)
     /// Tests only: the code a background flush reports instead of syncing (a disk that fails).
     package let flushErrorForTesting = Locked<Int32?>(nil)
+    /// Tests only: the code a write transaction's commit reports (the commit itself is made, as
+    /// when its pages reached the cache but their sync failed).
+    package let commitErrorForTesting = Locked<Int32?>(nil)
     /// Runs once after the environment is closed (used to remove a replaced generation).
     let afterClose = Locked<(@Sendable () -> Void)?>(nil)
 

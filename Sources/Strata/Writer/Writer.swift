@@ -658,10 +658,31 @@ final class Writer: Sendable {
                 if failure.index > 0 { commit(Array(batch[..<failure.index])) }
                 return
             } catch {
+                // A commit whose write or sync failed with an I/O error: the kernel may have
+                // dropped the pages it could not write (marked clean, its error reported once),
+                // this process's and those another process's relaxed commits left in the cache.
+                // A later commit's sync would then succeed over them, and its save be
+                // acknowledged durable on pages the disk does not have. As for a failed relaxed
+                // flush: no more saves until the store is opened again, and a marker says so.
+                if case StrataError.lmdb(let e) = Self.strataError(error), e.code == EIO {
+                    stopAfterFailedSync(e)
+                }
                 fail(batch, error)
                 return
             }
         }
+    }
+
+    /// Stops the writer after a commit's sync failed (see the commit's error handling): no group
+    /// after it, the store's marker notes it (``onFlushFailure``), every later save refused.
+    private func stopAfterFailedSync(_ e: LMDBError) {
+        let reason = StrataError.lmdb(LMDBError(code: e.code, operation: """
+            \(e.operation): the store takes no more saves until it is opened again (then verify it)
+            """))
+        logger.error("a commit's write or sync failed: \(e); the store takes no more saves until it is opened again")
+        flushFailure.withLock { $0 = reason }
+        onFlushFailure.withLock { $0 }?()
+        stopFromQueue(failing: reason)
     }
 
     /// A save of a group applied flat (see ``apply(_:_:env:flatOrderedGroup:)``) failed: its

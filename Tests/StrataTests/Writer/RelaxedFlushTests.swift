@@ -217,4 +217,31 @@ import Testing
         defer { reopened.close() }
         #expect(reopened.crashedWithUnsyncedCommits)
     }
+
+    /// A durable commit whose write or sync fails with an I/O error stops the writer, as a failed
+    /// relaxed flush does, and leaves a marker that the next open reports: the kernel may have
+    /// dropped the pages it could not write, and the next commit's sync, succeeding over them,
+    /// would have acknowledged a durable save on pages the disk does not have.
+    @Test func aDurableCommitWhoseSyncFailsStopsTheWriterAndIsReportedByTheNextOpen() async throws {
+        let dir = temporaryDirectory("durable-sync-failed")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            let store = try Store.open(at: dir, schema: try librarySchema())
+            _ = try await store.save { $0.insert(Genre(name: "before")) }
+            store.env.commitErrorForTesting.withLock { $0 = EIO }
+            await #expect(throws: StrataError.self) { _ = try await store.save { $0.insert(Genre(name: "failed")) } }
+            store.env.commitErrorForTesting.withLock { $0 = nil }
+            await #expect { _ = try await store.save { $0.insert(Genre(name: "after")) } } throws: { error in
+                guard case StrataError.lmdb(let e) = error else { return false }
+                return e.code == EIO && e.operation.contains("takes no more saves")
+            }
+            let markers = try UnsyncedCommits.markers(in: dir.path)
+            #expect(markers.count == 1 && markers.allSatisfy(\.flushFailed), "\(markers)")
+            store.close()
+        }
+        let reopened = try Store.open(at: dir, schema: try librarySchema())
+        defer { reopened.close() }
+        #expect(reopened.crashedWithUnsyncedCommits)
+        _ = try await reopened.save { $0.insert(Genre(name: "after reopening")) }
+    }
 }
