@@ -589,7 +589,7 @@ public enum Cluster {
             do {
                 return try session.transaction { () throws -> Int64? in
                     try upload(session, snapshot: file, position: position, madeBy: name)
-                    if let hook = uploadedForTesting.withLock({ $0 }) { hook() }
+                    if let hook = uploadedForTesting.withLock({ $0[store.path] }) { hook() }
                     guard let row = try session.run("SELECT horizon, head FROM strata_cluster FOR UPDATE").first else {
                         throw ClusterError(.noCluster, "the database at \(session.address) holds no cluster row")
                     }
@@ -677,8 +677,9 @@ public enum Cluster {
     }
 
     /// Called on a compaction's thread once its snapshot is uploaded, before the cluster's row
-    /// is locked (tests: another replica's save meanwhile must not wait for the compaction).
-    static let uploadedForTesting = Locked<(@Sendable () -> Void)?>(nil)
+    /// is locked (tests: another replica's save meanwhile must not wait for the compaction); by
+    /// the path of the store compacted, so that tests running in parallel keep to their own.
+    static let uploadedForTesting = Locked<[String: @Sendable () -> Void]>([:])
 
     // MARK: Snapshots in PostgreSQL
 

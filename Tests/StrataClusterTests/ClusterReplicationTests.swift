@@ -501,16 +501,16 @@ import Testing
             let (a, b) = (c.replicas[0], c.replicas[1])
             for i in 0..<5 { _ = try await a.store.save { $0.insert(newTrack("t\(i)")) } }
             let saved = Locked<(Result<TransactionID, Error>, Duration)?>(nil)
-            let store = b.store
+            let store = b.store, compacted = a.store.path
             Cluster.uploadedForTesting.withLock { hook in
-                hook = {
+                hook[compacted] = {
                     // On the compaction's thread, with its upload uncommitted: a save of b.
                     let start = ContinuousClock.now
                     let result = Result { try store.saveAndWait { $0.insert(newTrack("during the upload")) } }
                     saved.withLock { $0 = (result, ContinuousClock.now - start) }
                 }
             }
-            defer { Cluster.uploadedForTesting.withLock { $0 = nil } }
+            defer { Cluster.uploadedForTesting.withLock { $0[compacted] = nil } }
             let status = try await Cluster.compact(replica: a)
             let (result, took) = try #require(saved.withLock { $0 })
             let id = try result.get()

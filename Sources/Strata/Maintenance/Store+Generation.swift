@@ -50,11 +50,12 @@ extension Store {
 
     /// Tests only: run by a compaction or migration after its catch-up, right before the switch,
     /// for the store at `path`.
-    static let beforeSwitchForTesting = Locked<(path: String, body: @Sendable () -> Void)?>(nil)
+    /// By store path, so that tests running in parallel do not replace each other's.
+    static let beforeSwitchForTesting = Locked<[String: @Sendable () -> Void]>([:])
 
     func runBeforeSwitchHookForTesting() {
-        guard let hook = Self.beforeSwitchForTesting.withLock({ $0 }), hook.path == path else { return }
-        hook.body()
+        guard let hook = Self.beforeSwitchForTesting.withLock({ $0[path] }) else { return }
+        hook()
     }
 
     /// The `meta` keys written outside the log (``Store/setReplicaName(_:)``,

@@ -76,7 +76,7 @@ import Testing
         let startFailure = Locked<String?>(nil)
         let storePath = store.path
         Store.beforeSwitchForTesting.withLock { hook in
-            hook = (storePath, {
+            hook[storePath] = {
                 do {
                     let p = try ChildProcess.start(storectlPath, ["import", storePath, input.path, "--quiet"])
                     child.withLock { $0 = p }
@@ -86,10 +86,10 @@ import Testing
                 } catch {
                     startFailure.withLock { $0 = "\(error)" }
                 }
-            })
+            }
         }
         do {
-            defer { Store.beforeSwitchForTesting.withLock { $0 = nil } }
+            defer { Store.beforeSwitchForTesting.withLock { $0[storePath] = nil } }
             _ = try await store.compact()
         }
         #expect(startFailure.withLock { $0 } == nil)
@@ -117,13 +117,13 @@ import Testing
         try await store.setReplicaName("before")
         let env = store.env
         Store.beforeSwitchForTesting.withLock { hook in
-            hook = (store.path, {
+            hook[store.path] = {
                 // What another process's `setReplicaName` leaves, after the build's snapshot.
                 try? env.write { _ = try $0.put(env[.meta], key: MetaKey.replicaName, value: Array("after".utf8)) }
-            })
+            }
         }
         do {
-            defer { Store.beforeSwitchForTesting.withLock { $0 = nil } }
+            defer { Store.beforeSwitchForTesting.withLock { $0[store.path] = nil } }
             _ = try await store.compact()
         }
         #expect(store.env.path != env.path, "switched")

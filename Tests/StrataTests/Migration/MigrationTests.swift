@@ -173,15 +173,15 @@ import Testing
         let child = Locked<ChildProcess?>(nil)
         let storePath = store.path
         Store.beforeSwitchForTesting.withLock { hook in
-            hook = (storePath, {
+            hook[storePath] = {
                 guard let p = try? ChildProcess.start(storectlPath, ["import", storePath, input.path, "--quiet"]) else { return }
                 child.withLock { $0 = p }
                 // Until the import ran to its end (the defect) or waits for the store's lock (the fix).
                 _ = waitUntilExitedOrBlockedOnALock(p)
-            })
+            }
         }
         do {
-            defer { Store.beforeSwitchForTesting.withLock { $0 = nil } }
+            defer { Store.beforeSwitchForTesting.withLock { $0[storePath] = nil } }
             _ = try await store.migrate(schemas: all, registry: ShopSchemas.registry)
         }
         let importer = try #require(child.withLock { $0 }, "the import was started")
