@@ -188,8 +188,19 @@ public final class Store: Sendable {
             try env.checkPages()
         }
         if !gone.isEmpty || !reported.isEmpty {
-            // What the file holds now is made durable before the evidence goes.
-            try syncDataFile(env)
+            // What the file holds now is made durable before the evidence goes. A sync that
+            // fails is noted in the markers of the processes that are gone: the kernel reports a
+            // write error once, so the next open's sync would succeed, and they would be taken
+            // for clean exits.
+            do {
+                if UnsyncedCommits.failSettlingSyncForTesting.withLock({ $0.contains(path) }) {
+                    throw StrataError.lmdb(LMDBError(code: EIO, operation: "mdb_env_sync"))
+                }
+                try syncDataFile(env)
+            } catch {
+                for m in gone { UnsyncedCommits.noteFailedFlush(m.path, logger: logger) }
+                throw error
+            }
             for m in gone + reported { UnsyncedCommits.clear(m.path, logger: logger) }
             do { try StoreDirectory.syncDirectory(path) } catch {
                 logger.warning("could not sync \(path) after removing markers of unsynced commits: \(error)")

@@ -97,6 +97,10 @@ enum UnsyncedCommits {
         return m
     }
 
+    /// Store directories whose open fails the sync made for the markers of processes that are
+    /// gone, with `EIO` (tests only: a disk that fails then).
+    static let failSettlingSyncForTesting = Locked<Set<String>>([])
+
     /// Run (tests only) by a read-write open right after it listed a store directory's markers,
     /// with the directory's path.
     static let afterListingForTesting = Locked<(@Sendable (String) -> Void)?>(nil)

@@ -123,6 +123,27 @@ import Testing
         store.close()
     }
 
+    /// The sync an open makes for the markers of processes that are gone fails: the open fails,
+    /// and the markers now say so, for the next open to report (the kernel reports a write error
+    /// once: the next open's own sync succeeded, and took them for clean exits).
+    @Test func aFailedSyncForTheMarkersOfProcessesThatAreGoneIsNotedInThem() async throws {
+        let dir = temporaryDirectory("unsynced-gone-sync-fails")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await makeStore(dir)
+        let boot = try #require(UnsyncedCommits.bootID)
+        let child = try ChildProcess.start("/bin/true", [])
+        child.wait()
+        try plantMarker(dir, bootID: boot, pid: child.pid)
+        do {
+            UnsyncedCommits.failSettlingSyncForTesting.withLock { _ = $0.insert(dir.path) }
+            defer { UnsyncedCommits.failSettlingSyncForTesting.withLock { _ = $0.remove(dir.path) } }
+            #expect(throws: StrataError.self) { try Store.open(at: dir, schema: try librarySchema()).close() }
+        }
+        let store = try Store.open(at: dir, schema: try librarySchema())
+        defer { store.close() }
+        #expect(store.crashedWithUnsyncedCommits)
+    }
+
     /// While another process has the store open (it holds `strata.lock`), no marker of this
     /// boot is known to be stale: a process id alone may be reused, or be another namespace's.
     @Test(.enabled(if: anotherProcessCanLockFiles, "needs python3"))
