@@ -8,6 +8,7 @@ import Synchronization
 extension LMDBEnvironment {
     /// Flushes buffers to disk (`mdb_env_sync(force)`), for `MDB_NOSYNC` environments.
     package func sync() throws {
+        if closed.load(ordering: .acquiring) { throw options.policy.closed(path: path) }
         try checkWrite(mdb_env_sync(handle, 1), "mdb_env_sync")
         if let error = backgroundWritebackError {
             throw LMDBError(code: error, operation: "background writeback or flush of \(path)")

@@ -57,7 +57,8 @@ extension LMDBEnvironment {
     /// opens and closes inside one operation while holding ``mapLock`` shared.
     /// - Returns: false when the map is already at its maximum.
     package func growMap() throws -> Bool {
-        try mapLock.withExclusive {
+        if closed.load(ordering: .acquiring) { throw options.policy.closed(path: path) }
+        return try mapLock.withExclusive {
             let current = currentMapSize.load(ordering: .relaxed)
             guard current < options.maxMapSizeBytes else { return false }
             let next = min(options.maxMapSizeBytes, max(current * 2, current + growthStep))

@@ -19,6 +19,9 @@ extension LMDBEnvironment {
     @discardableResult
     package func write<R>(writebackDuringCommit: Bool = false, _ body: (LMDBTransaction) throws -> R) throws -> R {
         precondition(!options.readOnly, "write transaction on a read-only environment")
+        // After close the handle is freed: refused, not used (the store closes its writer
+        // before its environment, but a caller holding the environment may come later).
+        if closed.load(ordering: .acquiring) { throw options.policy.closed(path: path) }
         while true {
             // The map lock is held shared for the whole transaction: a reader adopting another
             // process's map size must not remap while the writer holds page pointers.
