@@ -17,15 +17,15 @@ extension LMDBEnvironment {
         guard let size = (try? FileManager.default.attributesOfItem(atPath: path + "/data.mdb")[.size]) as? Int else {
             return
         }
-        // Compared in pages: a damaged meta page's last page number (a flipped high bit) times
-        // the page size overflows, and liblmdb's own product wraps where Swift's traps.
-        let pageSize = max(1, Int(stat.ms_psize))
-        let lastPage = info.me_last_pgno
-        if lastPage < 0 || lastPage >= size / pageSize {
-            let needed = lastPage.multipliedReportingOverflow(by: pageSize)
-            throw policy.notAStore(path: path, reason: needed.overflow || lastPage < 0
-                ? "data.mdb: its meta page names page \(lastPage) as the last in use, past any file"
-                : "data.mdb is truncated: \(size) bytes, its pages need \(needed.partialValue + pageSize)")
+        // A damaged meta page's last page number (a flipped high bit) times the page size
+        // overflows: liblmdb's own product wraps (the open succeeds), Swift's would trap.
+        guard let needed = bytesInUse(info, stat) else {
+            throw policy.notAStore(path: path, reason: """
+                data.mdb: its meta page names page \(info.me_last_pgno) as the last in use, past any file
+                """)
+        }
+        if size < needed {
+            throw policy.notAStore(path: path, reason: "data.mdb is truncated: \(size) bytes, its pages need \(needed)")
         }
     }
 

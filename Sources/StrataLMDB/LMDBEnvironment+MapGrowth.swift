@@ -17,25 +17,30 @@ extension LMDBEnvironment {
             // and that much must be reserved first): read from the meta page, which the map,
             // still in place, shows as that process wrote it.
             var info = MDB_envinfo(), stat = MDB_stat()
-            var inUse = 0
-            if mdb_env_info(handle, &info) == MDB_SUCCESS, mdb_env_stat(handle, &stat) == MDB_SUCCESS, info.me_last_pgno >= 0 {
-                let (bytes, overflow) = (info.me_last_pgno + 1).multipliedReportingOverflow(by: Int(stat.ms_psize))
-                if !overflow { inUse = bytes }
-            }
+            let inUse = mdb_env_info(handle, &info) == MDB_SUCCESS && mdb_env_stat(handle, &stat) == MDB_SUCCESS
+                ? Self.bytesInUse(info, stat) ?? 0 : 0
             let floor = max(current + 1 << 20, inUse)
             try remapHoldingMapLock(to: max(current * 2, current + growthStep, floor), atLeast: floor)
         }
     }
 
-    /// Throws when the environment lost its map (``mapLost``): its transactions would read
-    /// unmapped memory.
-    func refuseWithoutMap() throws {
-        if mapLost.load(ordering: .acquiring) {
-            throw LMDBError(code: ENOMEM, operation: """
-                \(path): a growth of the map failed after the old map was let go, so the store has no map in this \
-                process; close it and open it again
-                """)
-        }
+    /// The bytes of the pages `info` says are in use (its last page number, plus one, times
+    /// `stat`'s page size); nil when that is no size a file can have (a damaged meta page: a
+    /// negative number, or one whose product overflows).
+    static func bytesInUse(_ info: MDB_envinfo, _ stat: MDB_stat) -> Int? {
+        guard info.me_last_pgno >= 0 else { return nil }
+        let (bytes, overflow) = (info.me_last_pgno + 1).multipliedReportingOverflow(by: max(1, Int(stat.ms_psize)))
+        return overflow ? nil : bytes
+    }
+
+    /// The error every transaction meets once the environment lost its map (``mapLost``): it
+    /// would read unmapped memory. Nil while the map is there.
+    var lostMapError: LMDBError? {
+        guard mapLost.load(ordering: .acquiring) else { return nil }
+        return LMDBError(code: ENOMEM, operation: """
+            \(path): a growth of the map failed after the old map was let go, so the store has no map in this \
+            process; close it and open it again
+            """)
     }
 
     /// Grows the map (up to ``LMDBOptions/maxMapSizeBytes``) to at least twice its size and by at

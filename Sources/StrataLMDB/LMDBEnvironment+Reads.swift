@@ -34,10 +34,10 @@ extension LMDBEnvironment {
         }
         while true {
             let attempt: Result<OpaquePointer, LMDBError>? = mapLock.withShared {
-                if mapLost.load(ordering: .acquiring) {
+                if let lost = lostMapError {
                     if let box = pooled { mdb_txn_abort(box.txn) }
                     pooled = nil
-                    do { try refuseWithoutMap() } catch let e as LMDBError { return .failure(e) } catch {}
+                    return .failure(lost)
                 }
                 if let box = pooled {
                     pooled = nil
@@ -140,7 +140,7 @@ extension LMDBEnvironment {
         // unmaps and maps again.
         var info = MDB_envinfo()
         try mapLock.withShared {
-            try refuseWithoutMap()
+            if let lost = lostMapError { throw lost }
             try lmdbCheck(mdb_env_info(handle, &info), "mdb_env_info")
         }
         return UInt64(info.me_last_txnid)

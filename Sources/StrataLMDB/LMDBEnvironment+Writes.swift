@@ -26,7 +26,7 @@ extension LMDBEnvironment {
             // The map lock is held shared for the whole transaction: a reader adopting another
             // process's map size must not remap while the writer holds page pointers.
             let outcome: Result<R, Error>? = mapLock.withShared {
-                do { try refuseWithoutMap() } catch { return .failure(error) }
+                if let lost = lostMapError { return .failure(lost) }
                 var txn: OpaquePointer?
                 let rc = mdb_txn_begin(handle, nil, 0, &txn)
                 if rc == MDB_MAP_RESIZED { return nil }

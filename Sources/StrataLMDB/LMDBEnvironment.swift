@@ -38,7 +38,7 @@ public final class LMDBEnvironment: Sendable {
     let head = Atomic<WordPair>(WordPair(first: 0, second: 0))
     let closed = Atomic<Bool>(false)
     /// A growth of the map failed after liblmdb let go of the old map (``remapHoldingMapLock(to:atLeast:)``):
-    /// the environment has no map, and every transaction is refused (``refuseWithoutMap()``)
+    /// the environment has no map, and every transaction is refused (``lostMapError``)
     /// instead of reading unmapped memory.
     let mapLost = Atomic<Bool>(false)
     /// Read transactions of this process begun and not yet ended (``beginRead()`` to

@@ -12,9 +12,8 @@ package enum SymbolicLinks {
         for _ in 0..<40 {
             var st = stat()
             guard lstat(current, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK else { return current }
-            guard let next = try? FileManager.default.destinationOfSymbolicLink(atPath: current) else { return path }
-            current = next.hasPrefix("/") ? next
-                : ((current as NSString).deletingLastPathComponent as NSString).appendingPathComponent(next)
+            guard let next = target(ofLink: current) else { return path }
+            current = next
         }
         return path
     }
@@ -36,11 +35,18 @@ package enum SymbolicLinks {
                st.st_uid != geteuid(), st.st_uid != dir.st_uid {
                 return current
             }
-            guard let next = try? FileManager.default.destinationOfSymbolicLink(atPath: current) else { return nil }
-            current = next.hasPrefix("/") ? next
-                : ((current as NSString).deletingLastPathComponent as NSString).appendingPathComponent(next)
+            guard let next = target(ofLink: current) else { return nil }
+            current = next
         }
         return nil
+    }
+
+    /// Where the symbolic link `link` points, as a path (a relative target taken from the
+    /// link's directory); nil when it cannot be read.
+    private static func target(ofLink link: String) -> String? {
+        guard let next = try? FileManager.default.destinationOfSymbolicLink(atPath: link) else { return nil }
+        return next.hasPrefix("/") ? next
+            : ((link as NSString).deletingLastPathComponent as NSString).appendingPathComponent(next)
     }
 
     /// The descriptor of this process that `path` names, itself or through the symbolic links on
@@ -56,9 +62,8 @@ package enum SymbolicLinks {
             if let n = namedDescriptor(current) { return n }
             var st = stat()
             guard lstat(current, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK,
-                  let next = try? FileManager.default.destinationOfSymbolicLink(atPath: current) else { return nil }
-            current = next.hasPrefix("/") ? next
-                : ((current as NSString).deletingLastPathComponent as NSString).appendingPathComponent(next)
+                  let next = target(ofLink: current) else { return nil }
+            current = next
         }
         return nil
     }

@@ -54,6 +54,12 @@ public final class Importer: Sendable {
         let optionProblems = options.problems()
             + Self.inputProblems(files: files, rejectsPath: options.rejectsPath, storeDirectory: store.path)
         if !optionProblems.isEmpty { throw ImportFailed(issues: optionProblems, totalIssues: optionProblems.count) }
+        // A record's place names its file by a 32-bit number (``RecordLocation``).
+        guard files.count <= RecordLocation.maxFiles else {
+            let issue = ImportIssue(file: "options", line: 0, field: "files",
+                                    reason: "more than \(RecordLocation.maxFiles) input files")
+            throw ImportFailed(issues: [issue], totalIssues: 1)
+        }
         let clock = ContinuousClock.now
         // Each input as it is now: every reading of it reads this version, no further than this size.
         let identities = files.compactMap(InputFile.identity(of:))

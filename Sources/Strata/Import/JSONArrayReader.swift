@@ -16,6 +16,13 @@ struct JSONArrayReader {
         case tooLong(bytes: Int, line: Int)
         /// The array's structure is broken here; nothing more is read.
         case malformed(reason: String, line: Int)
+
+        /// The line the element starts on (or where the array broke).
+        var line: Int {
+            switch self {
+            case .object(_, let line), .tooLong(_, let line), .malformed(_, let line): return line
+            }
+        }
     }
 
     let path: String

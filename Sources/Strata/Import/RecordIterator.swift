@@ -6,11 +6,16 @@ import Foundation
 /// Ordered as the input is.
 struct RecordLocation: Hashable, Comparable, Sendable {
     let fileIndex: Int32
-    let element: Int32
+    let element: UInt32
     let line: Int
 
     /// Before every record of the input.
     static let start = RecordLocation(fileIndex: -1, element: 0, line: 0)
+    /// The most input files of one import (``Importer/run(files:)`` refuses more).
+    static let maxFiles = Int(Int32.max)
+    /// The most objects of one JSON array (``RecordIterator`` ends a file past it): 16 bytes of
+    /// a location a record, as two numbers of 32 bits and a line.
+    static let maxElements = Int(UInt32.max)
 
     static func < (a: RecordLocation, b: RecordLocation) -> Bool {
         (a.fileIndex, a.line, a.element) < (b.fileIndex, b.line, b.element)
@@ -34,8 +39,9 @@ struct RecordIterator {
         var element = 0
         /// Where the record is, a key for sets of records: unique per record, in input order.
         var location: RecordLocation {
-            RecordLocation(fileIndex: Int32(truncatingIfNeeded: fileIndex), element: Int32(truncatingIfNeeded: element),
-                           line: line)
+            // Both within their limits (``RecordLocation/maxFiles``, ``RecordLocation/maxElements``),
+            // which the importer and the iterator enforce.
+            RecordLocation(fileIndex: Int32(fileIndex), element: UInt32(element), line: line)
         }
 
         /// The file index and line of `location`.
@@ -126,6 +132,17 @@ struct RecordIterator {
                     continue
                 }
                 arrayElements += 1
+                guard arrayElements <= RecordLocation.maxElements else {
+                    var issue = ImportIssue(file: path, line: element.line, field: nil, reason: """
+                        an array of more than \(RecordLocation.maxElements) objects: split it into several files
+                        """)
+                    issue.endsTheFile = true
+                    finishedBytes += arrayReader!.bytesRead
+                    arrayReader!.close()
+                    arrayReader = nil
+                    arrayElements = 0
+                    return Item(result: .failure(issue), raw: [], fileIndex: fileIndex, line: element.line)
+                }
                 switch element {
                 case .object(let bytes, let line):
                     if var item = try record(bytes, line: line) {

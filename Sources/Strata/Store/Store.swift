@@ -129,23 +129,12 @@ public final class Store: Sendable {
         // Last: nothing in this open can fail after the marker is written.
         unsyncedMarker = configuration.durability == .relaxed && !configuration.readOnly
             ? try UnsyncedCommits.mark(directory: path, permissions: StorePermissions(configuration)) : nil
-        let flushLogger = self.logger
-        if let marker = unsyncedMarker {
-            writer?.onFlushFailure.withLock { $0 = { UnsyncedCommits.noteFailedFlush(marker, logger: flushLogger) } }
-        } else if !configuration.readOnly {
-            // A durable store has no marker while it is open: one is made when a commit's sync
-            // fails, noting it, for every later open to report and check.
-            let directory = path, permissions = StorePermissions(configuration)
+        if !configuration.readOnly {
+            let marker = unsyncedMarker, directory = path, permissions = StorePermissions(configuration)
+            let logger = self.logger
             writer?.onFlushFailure.withLock {
-                $0 = {
-                    do {
-                        if let marker = try UnsyncedCommits.mark(directory: directory, permissions: permissions) {
-                            UnsyncedCommits.noteFailedFlush(marker, logger: flushLogger)
-                        }
-                    } catch {
-                        flushLogger.error("could not note the failed sync in \(directory): \(error)")
-                    }
-                }
+                $0 = { UnsyncedCommits.noteFailedSync(marker: marker, directory: directory, permissions: permissions,
+                                                      logger: logger) }
             }
         }
     }

@@ -173,6 +173,18 @@ enum UnsyncedCommits {
         }
     }
 
+    /// Says that a sync of this process failed, for every later open to report: in `marker`, a
+    /// relaxed open's, or, for a durable open (which has none while it is open), in one made
+    /// now in `directory`.
+    static func noteFailedSync(marker: String?, directory: String, permissions: StorePermissions, logger: Logger) {
+        do {
+            guard let path = try marker ?? mark(directory: directory, permissions: permissions) else { return }
+            noteFailedFlush(path, logger: logger)
+        } catch {
+            logger.error("could not note the failed sync in \(directory): \(error)")
+        }
+    }
+
     /// Says in the marker that its process's final flush failed, for the next open to report.
     static func noteFailedFlush(_ path: String, logger: Logger) {
         openHere.withLock { _ = $0.remove(path) }

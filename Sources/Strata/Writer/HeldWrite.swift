@@ -234,6 +234,7 @@ extension Writer {
                 logger.info("map full: grew to \(env.mapSizeBytes) bytes, applying \(steps.count) held step(s) again")
             } catch {
                 let failure = Self.strataError((error as? OrderedGroupFailure)?.error ?? error)
+                stopIfSyncFailed(failure)
                 owed?.resume(returning: failure)
                 throw failure
             }

@@ -377,8 +377,9 @@ final class Writer: Sendable {
     private let stopReason = Locked<StrataError?>(nil)
     /// See ``failedFlush``.
     private let flushFailure = Locked<StrataError?>(nil)
-    /// Run at once when a relaxed flush fails (the store notes it in its marker of unsynced
-    /// commits), on the flush's queue.
+    /// Run at once when a sync fails (``noteFailedSync(_:)``: a relaxed flush, on the flush's
+    /// queue, or a durable commit, on the writer's): the store notes it in its marker of
+    /// unsynced commits.
     let onFlushFailure = Locked<(@Sendable () -> Void)?>(nil)
     /// What a save or body refused by a closed or stopped writer throws: the stop's reason
     /// (a migration's switch, a switch the disk may not hold) or ``StrataError/closed(path:)``.
@@ -475,20 +476,28 @@ final class Writer: Sendable {
         env.requestFlush { [logger, weak self] error in
             logger.error("relaxed-mode sync failed: \(error); the store takes no more saves until it is opened again")
             guard let self else { return }
-            let reason = StrataError.lmdb(LMDBError(code: error.code, operation: """
-                \(error.operation): the store takes no more saves until it is opened again (then verify it)
-                """))
-            // At once, not when the stop runs: a group that starts before it is refused too, and
-            // the store's marker says so now (a process killed before its close left a marker
-            // the next open took for a clean exit: its own sync succeeded, the kernel having
-            // reported the write error once, to this process, and dropped the pages).
-            flushFailure.withLock { $0 = reason }
-            onFlushFailure.withLock { $0 }?()
+            // Noted at once, not when the stop runs: a group that starts before it is refused
+            // too, and the store's marker says so now (a process killed before its close left a
+            // marker the next open took for a clean exit: its own sync succeeded, the kernel
+            // having reported the write error once, to this process, and dropped the pages).
+            let reason = self.noteFailedSync(error)
             queue.async { self.stopFromQueue(failing: reason) }
         }
     }
 
-    /// The failure of a relaxed flush, once one failed (``syncRelaxed()``): no group is committed
+    /// Notes that a sync of this store failed (a relaxed flush, or a durable commit's write or
+    /// sync): ``failedFlush`` is set, so no group is committed after it, and the store's marker
+    /// says so (``onFlushFailure``). Returns the error later saves are refused with.
+    private func noteFailedSync(_ error: LMDBError) -> StrataError {
+        let reason = StrataError.lmdb(LMDBError(code: error.code, operation: """
+            \(error.operation): the store takes no more saves until it is opened again (then verify it)
+            """))
+        flushFailure.withLock { $0 = reason }
+        onFlushFailure.withLock { $0 }?()
+        return reason
+    }
+
+    /// The failure of a sync, once one failed (``noteFailedSync(_:)``): no group is committed
     /// after it, and the store's close does not take the commits for flushed.
     package var failedFlush: StrataError? { flushFailure.withLock { $0 } }
 
@@ -664,25 +673,20 @@ final class Writer: Sendable {
                 // A later commit's sync would then succeed over them, and its save be
                 // acknowledged durable on pages the disk does not have. As for a failed relaxed
                 // flush: no more saves until the store is opened again, and a marker says so.
-                if case StrataError.lmdb(let e) = Self.strataError(error), e.code == EIO {
-                    stopAfterFailedSync(e)
-                }
+                stopIfSyncFailed(error)
                 fail(batch, error)
                 return
             }
         }
     }
 
-    /// Stops the writer after a commit's sync failed (see the commit's error handling): no group
-    /// after it, the store's marker notes it (``onFlushFailure``), every later save refused.
-    private func stopAfterFailedSync(_ e: LMDBError) {
-        let reason = StrataError.lmdb(LMDBError(code: e.code, operation: """
-            \(e.operation): the store takes no more saves until it is opened again (then verify it)
-            """))
+    /// On the writer queue, after a write transaction failed with `error`: an I/O error (its
+    /// write or its sync) stops the writer and is noted (``noteFailedSync(_:)``), since a later
+    /// commit's sync could succeed over pages the kernel dropped.
+    func stopIfSyncFailed(_ error: Error) {
+        guard case StrataError.lmdb(let e) = Self.strataError(error), e.code == EIO else { return }
         logger.error("a commit's write or sync failed: \(e); the store takes no more saves until it is opened again")
-        flushFailure.withLock { $0 = reason }
-        onFlushFailure.withLock { $0 }?()
-        stopFromQueue(failing: reason)
+        stopFromQueue(failing: noteFailedSync(e))
     }
 
     /// A save of a group applied flat (see ``apply(_:_:env:flatOrderedGroup:)``) failed: its
