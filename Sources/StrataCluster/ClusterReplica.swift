@@ -358,6 +358,12 @@ final class Follower: Sendable {
             } catch StrataError.closed {
                 return
             } catch {
+                // A writer stopped by a failed sync commits nothing more until the store is
+                // opened again: nothing to retry.
+                if let reason = store.writerStopReason {
+                    logger.error("cluster follower of \(store.path) stops: \(reason.text)")
+                    return
+                }
                 // A broken connection is found closed at the next turn and listened on again; a
                 // live one keeps its listener.
                 let text = error.text

@@ -216,6 +216,10 @@ extension Store {
         return try await writer.exclusive { try writer.applyReplicated(entries) }
     }
 
+    /// Why this store's writer stopped taking commits while open (a failed sync: see
+    /// ``Durability``), nil while it takes them. A follower stops following then.
+    package var writerStopReason: StrataError? { writer?.stopReason.withLock { $0 } }
+
     /// Applies everything the attached log holds after the local head (on the writer's queue,
     /// a batch per LMDB transaction). Returns the local head after.
     @discardableResult

@@ -117,14 +117,20 @@ extension Writer {
                     return
                 }
             } catch {
+                // An I/O error in the local commit's write or sync stops the writer, as on one
+                // machine: the kernel may have dropped the pages it could not write, and a later
+                // commit (a catch-up's too) would build on what the disk holds.
+                stopIfSyncFailed(error)
                 guard let group = appended else {
                     fail(batch, error)
                     return
                 }
                 // The shared log holds the group; only the local commit failed. The replica takes
-                // the entries back from the shared log, as it would another machine's.
+                // the entries back from the shared log, as it would another machine's (unless
+                // that failure stopped the writer: then when it is opened again).
                 logger.error("the local commit of transactions appended to the cluster failed: \(error)")
                 do {
+                    if let stopped = failedFlush { throw stopped }
                     try catchUp(from: log)
                     finish(batch, group.results, group.entries, growths: growths)
                 } catch let catchUpError {
@@ -360,6 +366,8 @@ extension Writer {
     /// Returns the local head after; publishes what it applied to the change streams.
     func applyReplicated(_ entries: [ReplicatedEntry]) throws -> TransactionID {
         dispatchPrecondition(condition: .onQueue(queue))
+        // After a failed sync nothing is committed over the pages the kernel may have dropped.
+        if let failed = failedFlush { throw failed }
         let env = self.env
         try Self.syncAsReplica(env)
         while true {
@@ -377,6 +385,8 @@ extension Writer {
             } catch let e as LMDBError where e.isMapFull {
                 guard try env.growMap() else { throw StrataError.storeFull(maxMapSizeBytes: config.maxMapSizeBytes) }
             } catch let e as LMDBError {
+                // An I/O error stops the writer (``stopIfSyncFailed(_:)``), as a save's does.
+                stopIfSyncFailed(e)
                 throw StrataError.lmdb(e)
             }
         }

@@ -374,7 +374,7 @@ final class Writer: Sendable {
     /// nothing more may be written through this writer.
     var isStopped: Bool { state.withLock { $0.entry.closed } }
     /// Why ``stopFromQueue(failing:)`` stopped the writer, if it did.
-    private let stopReason = Locked<StrataError?>(nil)
+    let stopReason = Locked<StrataError?>(nil)
     /// See ``failedFlush``.
     private let flushFailure = Locked<StrataError?>(nil)
     /// Run at once when a sync fails (``noteFailedSync(_:)``: a relaxed flush, on the flush's
