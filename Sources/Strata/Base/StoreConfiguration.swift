@@ -89,9 +89,10 @@ public struct StoreConfiguration: Sendable {
     /// writing a second one: about 60 bytes each, plus 24 for each distinct attribute its updates
     /// set (about 60 MB of heap for 500,000 tracks updated once). The fold also holds at most 4 such
     /// attributes per object on average (`4 ×` this limit), so with the default its objects and
-    /// attributes stay under about 330 MB (relationship edges, both directions, come on top, and
-    /// a decompressed copy of each compressed log entry, at most 512 MiB of them). A
-    /// store whose log inserted more objects or set more attributes, or a compacted store, is
+    /// attributes stay under about 330 MB; and link entries (both directions of each edge, about
+    /// 60 bytes each) up to 8 per object on average (`8 ×` this limit, under about 1 GB with the
+    /// default); a decompressed copy of each compressed log entry, at most 512 MiB of them, comes
+    /// on top. A store whose log inserted more objects, set more attributes or made more edges, or a compacted store, is
     /// verified by rebuilding its state in a scratch environment on disk instead (about 8× slower,
     /// bounded memory). 0 always rebuilds on disk.
     public var verifyInMemoryObjectLimit = 2_000_000

@@ -65,7 +65,13 @@ struct LogFold {
     /// Distinct attributes set by updates an object may hold on average (a patch is kept per
     /// attribute, not per update; a deleted object's stay until the fold ends).
     static let patchesPerObject = 4
-    /// Whether ``apply(_:)`` stopped because of ``objectLimit`` or ``patchLimit``.
+    /// Link entries held at most (each edge is two, one a direction): ``linksPerObject`` ×
+    /// ``objectLimit``. Past it the fold stops as for ``objectLimit``, so that a store of few
+    /// objects and very many edges is checked on disk too (an entry takes about 60 bytes here).
+    let linkLimit: Int
+    /// Link entries an object may hold on average (both directions of about four edges).
+    static let linksPerObject = 8
+    /// Whether ``apply(_:)`` stopped because of ``objectLimit``, ``patchLimit`` or ``linkLimit``.
     private(set) var exceededLimit = false
 
     init(schema: Schema, capacity: Int, objectLimit: Int) {
@@ -73,6 +79,8 @@ struct LogFold {
         self.objectLimit = objectLimit
         let (product, overflow) = objectLimit.multipliedReportingOverflow(by: Self.patchesPerObject)
         patchLimit = overflow ? Int(Int32.max) : min(product, Int(Int32.max))
+        let (links, linksOverflow) = objectLimit.multipliedReportingOverflow(by: Self.linksPerObject)
+        linkLimit = linksOverflow ? Int.max : links
         slots = SlotTable(capacity: capacity)
         ids.reserveCapacity(capacity)
         versions.reserveCapacity(capacity)
@@ -84,7 +92,8 @@ struct LogFold {
     }
 
     /// Applies one op; false when a change cannot apply (the rebuild reports why) or the fold would
-    /// hold more than ``objectLimit`` objects or ``patchLimit`` patches (``exceededLimit``).
+    /// hold more than ``objectLimit`` objects, ``patchLimit`` patches or ``linkLimit`` link
+    /// entries (``exceededLimit``).
     mutating func apply(_ op: FoldOp) -> Bool {
         switch op.kind {
         case .insert:
@@ -140,6 +149,10 @@ struct LogFold {
             deltas[op.id.entityTag, default: 0] -= 1
         case .link:
             guard let inverse = inverseTag(op.relationship) else { return false }
+            guard edges.count <= linkLimit - 2 else {
+                exceededLimit = true
+                return false
+            }
             edges.insert(Edge(tag: op.relationship, from: op.id, to: op.other))
             edges.insert(Edge(tag: inverse, from: op.other, to: op.id))
         case .unlink:

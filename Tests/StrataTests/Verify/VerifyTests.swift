@@ -123,6 +123,35 @@ import Testing
         }
     }
 
+    /// The fold holds at most `LogFold.linksPerObject` link entries (both directions of each
+    /// edge) per object of the limit: a store of few objects and many edges is rebuilt on disk.
+    @Test func theFoldsLinksAreBoundedByTheObjectLimit() async throws {
+        var config = StoreConfiguration()
+        config.verifyInMemoryObjectLimit = 20
+        try await withLibraryStore(config) { store in
+            let playlists = (0..<10).map { Playlist(name: "p\($0)", createdAt: Date(timeIntervalSince1970: 0)) }
+            let tracks = (0..<10).map { makeTrack(title: "t\($0)", duration: 1) }
+            _ = try await store.save { c in
+                for p in playlists { c.insert(p) }
+                for t in tracks { c.insert(t) }
+            }
+            // 70 edges: 140 entries, within the limit of 160.
+            _ = try await store.save { c in
+                for p in playlists.prefix(7) { for t in tracks { c.add(t.id, to: Playlist.tracks, of: p.id) } }
+            }
+            let within = try store.verify()
+            #expect(within.ok && within.method == .inMemory, "\(within.problems)")
+            // 100 edges: 200 entries, over it.
+            _ = try await store.save { c in
+                for p in playlists.suffix(3) { for t in tracks { c.add(t.id, to: Playlist.tracks, of: p.id) } }
+            }
+            #expect(LogFold.linksPerObject * config.verifyInMemoryObjectLimit < 200)
+            let over = try store.verify()
+            #expect(over.ok && over.method == .rebuild, "\(over.problems)")
+            #expect(over.entriesCompared == within.entriesCompared + 60)
+        }
+    }
+
     @Test func anEmptyStoreVerifiesInMemory() async throws {
         try await withLibraryStore { store in
             let report = try store.verify()
