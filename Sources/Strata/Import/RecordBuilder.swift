@@ -138,7 +138,7 @@ struct RecordBuilder {
     /// store holds (``ISO8601/maxSecondsFrom1970``). Found here, while the input is checked,
     /// nothing is written; at the save it failed without a line, after earlier batches committed.
     func checkSize(_ v: Value, _ a: AttributeDescription, line: Int) throws {
-        if let reason = v.notFiniteReason { throw issue(line, a.name, reason) }
+        if let reason = v.unstorableReason { throw issue(line, a.name, reason) }
         let size: Int = switch v {
         case .string(let s): s.utf8.count
         case .bytes(let b): b.count

@@ -127,7 +127,7 @@ struct MigrationHop: Sendable {
             // Values it left as they were are not judged: a store written before a rule was
             // added may hold them, in its state or in the history the steps rewrite.
             for (k, v) in r.values where before[k] != v {
-                if let reason = v.notFiniteReason {
+                if let reason = v.unstorableReason {
                     throw MigrationError(reason: "\(e) \(r.id): custom step '\(name)' set '\(k)' to \(v): \(reason)")
                 }
             }

@@ -133,6 +133,24 @@ extension Value: Comparable, Hashable {
         }
     }
 
+    /// Why this value cannot be stored (``notFiniteReason``, or a decimal past what a stored
+    /// decimal keeps: ``DecimalNumber/maxDigits`` significant digits, its powers of ten), or nil.
+    /// Saves, migrations' custom steps, type conversions and schema defaults share it; a query
+    /// value is only judged by ``notFiniteReason`` (comparing with a larger decimal is answerable).
+    var unstorableReason: String? {
+        if let reason = notFiniteReason { return reason }
+        guard case .decimal(let d) = self else { return nil }
+        guard let n = DecimalNumber(d) else { return "a decimal cannot be NaN" }
+        do {
+            _ = try n.checked("\(d)")
+            return nil
+        } catch let f as ValueConversion.Failure {
+            return f.reason
+        } catch {
+            return "\(error)"
+        }
+    }
+
     /// Three-way comparison of two doubles in the total order: -0 equals +0; NaNs are equal to
     /// each other and greater than every number.
     @inline(__always)

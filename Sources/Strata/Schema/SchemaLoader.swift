@@ -356,7 +356,7 @@ struct SchemaLoader {
             if defaultValue?.isNull == true { defaultValue = nil }
             // A default no save would take (a date beyond what a store holds): every object given
             // it would be refused, and a migration would write it into every object.
-            if !isStoredSchema, let reason = defaultValue?.notFiniteReason {
+            if !isStoredSchema, let reason = defaultValue?.unstorableReason {
                 throw error(field, "default value: \(reason)")
             }
         }

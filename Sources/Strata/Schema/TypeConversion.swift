@@ -70,7 +70,7 @@ public enum TypeConversion: String, Sendable, CaseIterable {
     /// and for a result a save would refuse as a number (an `intToDate` past what a date may be).
     func convert(_ v: Value) throws -> Value {
         let converted = try convertedValue(v)
-        if let reason = converted.notFiniteReason {
+        if let reason = converted.unstorableReason {
             throw ValueConversion.Failure(reason: "\(v) gives \(converted): \(reason)")
         }
         return converted

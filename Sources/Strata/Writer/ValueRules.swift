@@ -65,16 +65,8 @@ enum ValueRules {
             throw failure(.wrongType, e.name, id, e.attributes[attribute].name,
                           "expected \(rule.type.rawValue), got \(v.type?.rawValue ?? "null")")
         }
-        if let reason = v.notFiniteReason {
+        if let reason = v.unstorableReason {
             throw failure(.wrongType, e.name, id, e.attributes[attribute].name, reason)
-        }
-        if case .decimal(let d) = v {
-            guard let n = DecimalNumber(d) else {
-                throw failure(.wrongType, e.name, id, e.attributes[attribute].name, "a decimal cannot be NaN")
-            }
-            do { _ = try n.checked("\(d)") } catch let f as ValueConversion.Failure {
-                throw failure(.wrongType, e.name, id, e.attributes[attribute].name, f.reason)
-            }
         }
         if size > maxValueBytes {
             throw failure(.valueTooLarge, e.name, id, e.attributes[attribute].name,

@@ -463,4 +463,49 @@ import Testing
         let count = try await storectl("query", store, "--entity", "Invoice", "--count")
         #expect(count.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1001", "\(count.stdout)")
     }
+
+    /// A custom migration step may not write a decimal a save would refuse: 39 significant
+    /// digits (what Foundation's `Decimal` holds up to 2¹²⁸) were encoded and then refused on
+    /// every read of the object.
+    @Test func aMigrationStepThatWritesADecimalPastTheLimitsIsRefused() async throws {
+        let v1 = #"""
+        {"model":"till","version":1,"entities":[
+          {"name":"Sale","attributes":[{"name":"amount","type":"decimal"}]}]}
+        """#
+        let v2 = #"""
+        {"model":"till","version":2,"entities":[
+          {"name":"Sale","attributes":[{"name":"amount","type":"decimal"}]}],
+         "migration":{"steps":[{"op":"custom","entity":"Sale","name":"double"}]}}
+        """#
+        let schemas = try [v1, v2].enumerated().map {
+            try Schema.parse(Array($1.utf8), source: "v\($0 + 1).json", expectedVersion: $0 + 1)
+        }
+        let dir = temporaryDirectory("migrate-decimal-digits")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let largest = try #require(Decimal(string: "99999999999999999999999999999999999999"))
+        do {
+            let store = try Store.open(at: dir, schema: schemas[0])
+            defer { store.close() }
+            var r = Record(entity: try #require(schemas[0].entity(named: "Sale")))
+            r["amount"] = .decimal(largest)
+            _ = try await store.save { $0.insert(r) }
+            // A save refuses the sum.
+            var over = Record(entity: try #require(schemas[0].entity(named: "Sale")))
+            over["amount"] = .decimal(largest + largest)
+            await #expect(throws: StrataError.self) { _ = try await store.save { $0.insert(over) } }
+        }
+        var registry = MigrationRegistry()
+        registry.register("double") { r in
+            if case .decimal(let d) = r["amount"] { r["amount"] = .decimal(d + d) }
+        }
+        do {
+            _ = try await Store.migrate(at: dir, schemas: schemas, registry: registry)
+            Issue.record("a migration stored a decimal of 39 digits")
+        } catch let e as MigrationError {
+            #expect(e.reason.contains("'amount'") && e.reason.contains("39 significant digits"), "\(e.reason)")
+        }
+        let store = try Store.open(at: dir, schema: schemas[0])
+        defer { store.close() }
+        #expect(try store.mainContext.fetch(Query(entity: "Sale")).map { $0["amount"] } == [.decimal(largest)])
+    }
 }
