@@ -186,7 +186,7 @@ public final class ChildContext: ObjectReading {
     /// Applies a change set to this context (all or nothing). Validation errors are thrown here,
     /// when the change is made; required to-one relationships are checked at the root commit.
     public func apply(_ changes: ChangeSet) throws {
-        for type in changes.entityTypes.values { try schema.check(type) }
+        try changes.checkTyped(against: schema)
         try apply(changes.operations, baseVersions: changes.baseVersions, mergePolicy: changes.mergePolicy)
     }
 

@@ -81,6 +81,10 @@ extension ObjectSource {
             }
             return
         }
+        if let tag = s.entityTag, tag != e.tag {
+            let other = schema.entity(tag: tag)?.name ?? "entity tag \(tag)"
+            throw StrataError.invalidQuery(entity: e.name, reason: "a sort key on an attribute of \(other), not of \(e.name)")
+        }
         var at = e
         for tag in s.path {
             guard let r = at.relationships.first(where: { $0.tag == tag }), !r.isToMany,

@@ -12,6 +12,10 @@ public struct SortKey: Sendable, Equatable {
     public let ascending: Bool
     /// For a count key: the tag of the to-many relationship whose targets are counted.
     public let countOf: UInt16?
+    /// The entity a typed key (`Track.title.ascending`) was made for: a query of another entity
+    /// refuses it, since its attribute position would name another attribute there. Nil for keys
+    /// made from positions.
+    let entityTag: UInt16?
 
     /// A sort key on the attribute at position `attribute`, ascending unless `ascending` is `false`.
     public init(attribute: Int, ascending: Bool = true) {
@@ -24,6 +28,16 @@ public struct SortKey: Sendable, Equatable {
         self.attribute = attribute
         self.ascending = ascending
         countOf = nil
+        entityTag = nil
+    }
+    /// A sort key on the attribute at position `attribute` of the entity with tag `entityTag`
+    /// (typed keys).
+    init(attribute: Int, ascending: Bool, entityTag: UInt16) {
+        path = []
+        self.attribute = attribute
+        self.ascending = ascending
+        countOf = nil
+        self.entityTag = entityTag
     }
     /// A sort key on the number of targets of the to-many relationship `relationship` (its tag),
     /// ascending unless `ascending` is `false`: `SortKey(countOf: Package.dependents.tag,
@@ -33,5 +47,11 @@ public struct SortKey: Sendable, Equatable {
         attribute = 0
         self.ascending = ascending
         countOf = relationship
+        entityTag = nil
+    }
+
+    /// Keys are equal when they sort alike (whoever made them).
+    public static func == (a: SortKey, b: SortKey) -> Bool {
+        a.path == b.path && a.attribute == b.attribute && a.ascending == b.ascending && a.countOf == b.countOf
     }
 }

@@ -807,7 +807,7 @@ public final class Store: Sendable {
     private func writerFor(_ changes: ChangeSet) throws -> Writer {
         try checkUsable()
         guard let writer else { throw StrataError.readOnly(path: path) }
-        for type in changes.entityTypes.values { try schema.check(type) }
+        try changes.checkTyped(against: schema)
         return writer
     }
 

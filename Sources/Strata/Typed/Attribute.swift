@@ -11,7 +11,7 @@ public struct Attribute<Root: Entity, V: StoredValue>: Sendable {
     }
 
     /// Ascending sort on this attribute.
-    public var ascending: SortKey { SortKey(attribute: index, ascending: true) }
+    public var ascending: SortKey { SortKey(attribute: index, ascending: true, entityTag: Root.entityTag) }
     /// Descending sort on this attribute.
-    public var descending: SortKey { SortKey(attribute: index, ascending: false) }
+    public var descending: SortKey { SortKey(attribute: index, ascending: false, entityTag: Root.entityTag) }
 }

@@ -137,8 +137,18 @@ public enum ModelGenerator {
             case .bool(let b): return b ? "true" : "false"
             case .string(let s): return swiftStringLiteral(s)
             case .decimal(let x):
-                // Built from its digits and power of ten: exact, with no parse at run time.
+                // Built from its digits and power of ten: exact, with no parse at run time. Past
+                // 10^127 (Foundation's largest exponent) the trailing zeros must be digits of
+                // 10^127 (`1000e127` for 1e130), which `Decimal(sign:exponent:significand:)` and
+                // `Decimal(string: "1e130")` move back into the exponent and give NaN: such a value
+                // is parsed from that text instead, as the store reads it.
                 guard let n = DecimalNumber(x) else { break }
+                if n.exponent > DecimalNumber.maxExponent {
+                    guard let padded = try? n.checked("\(x)") else { break }
+                    let text = (padded.negative ? "-" : "") + String(decoding: padded.digits, as: UTF8.self) + "e\(padded.exponent)"
+                    return "(Foundation.Decimal(string: \"\(text)\", locale: Foundation.Locale(identifier: \"en_US_POSIX\")) " +
+                           "?? Foundation.Decimal.nan)"
+                }
                 return "Foundation.Decimal(sign: .\(n.negative ? "minus" : "plus"), exponent: \(n.exponent), " +
                        "significand: \(decimalSignificand(n.digits)))"
             default: break

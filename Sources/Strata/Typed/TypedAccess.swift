@@ -68,14 +68,14 @@ extension ChangeSet {
 
     /// Replaces every attribute of the stored object with `object`'s (only differences are logged).
     public mutating func update<E: Entity>(_ object: E) {
-        note(E.self)
+        note(E.self, id: object.id, field: nil)
         append(.update(id: object.id,
                        attributes: object.storedValues.enumerated().map { AttributeValue(attribute: $0, value: $1) }))
     }
 
     /// Sets one attribute of an existing object.
     public mutating func set<E: Entity, V>(_ key: Attribute<E, V>, of id: ObjectID, to value: V) {
-        note(E.self)
+        note(E.self, id: id, field: key.name)
         append(.update(id: id, attributes: [AttributeValue(attribute: key.index, value: value.storedValue)]))
     }
 

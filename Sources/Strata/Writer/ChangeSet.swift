@@ -68,6 +68,27 @@ public struct ChangeSet: Sendable {
         if entityTypes[ObjectIdentifier(type)] == nil { entityTypes[ObjectIdentifier(type)] = type }
     }
 
+    /// The first typed operation that named an object of another entity than its key's (an
+    /// `Album` attribute set on a `Track`'s id): a save of the set is refused with it, since an
+    /// attribute's position would otherwise change another entity's attribute.
+    var misdirected: ValidationFailure?
+
+    /// Notes `E`, and ``misdirected`` when `id` is not of `E`.
+    mutating func note<E: Entity>(_ type: E.Type, id: ObjectID, field: String?) {
+        note(type)
+        if id.entityTag != E.entityTag && misdirected == nil {
+            misdirected = ValidationFailure(kind: .objectNotFound, entity: E.entityName, objectID: id, field: field,
+                                            reason: "the id is of another entity than \(E.entityName)")
+        }
+    }
+
+    /// The checks of a typed change set against `schema` before it is applied: its Swift types
+    /// match the schema, and no typed operation named an object of another entity.
+    func checkTyped(against schema: Schema) throws {
+        for type in entityTypes.values { try schema.check(type) }
+        if let misdirected { throw StrataError.validation(misdirected) }
+    }
+
     /// An empty change set.
     public init() {}
 
@@ -89,6 +110,7 @@ public struct ChangeSet: Sendable {
     public mutating func append(contentsOf other: ChangeSet) {
         operations += other.operations
         entityTypes.merge(other.entityTypes) { a, _ in a }
+        if misdirected == nil { misdirected = other.misdirected }
     }
 
     /// Inserts a dynamic record (unset attributes take their defaults).

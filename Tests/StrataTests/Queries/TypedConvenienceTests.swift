@@ -26,6 +26,36 @@ import Testing
         }
     }
 
+    /// A typed key names its attribute by position: on an object of another entity it would set
+    /// or sort by whatever attribute sits there (`Album.year` is position 2, a track's duration).
+    /// A save, a child's change and a fetch refuse it instead.
+    @Test func aTypedKeyOfAnotherEntityIsRefused() async throws {
+        try await withLibraryStore { store in
+            let track = makeTrack(title: "t", duration: 100)
+            _ = try await store.save { $0.insert(track) }
+            await #expect {
+                _ = try await store.save { $0.set(Album.year, of: track.id, to: 1999) }
+            } throws: { error in
+                guard case StrataError.validation(let f) = error else { return false }
+                return f.kind == .objectNotFound && f.entity == "Album" && f.field == "year" && f.objectID == track.id
+            }
+            let child = store.mainContext.newChild(label: "edit")
+            #expect(throws: StrataError.self) { try child.set(Album.year, of: track.id, to: 1999) }
+            var album = Album(mbid: UUID(), title: "A")
+            album.id = track.id
+            await #expect(throws: StrataError.self) { _ = try await store.save { $0.update(album) } }
+            #expect(try store.mainContext.object(Track.self, id: track.id)?.durationSeconds == 100)
+            #expect {
+                _ = try store.mainContext.fetch(Track.self, sortedBy: [Album.year.descending])
+            } throws: { error in
+                guard case StrataError.invalidQuery(_, let reason) = error else { return false }
+                return reason.contains("an attribute of Album, not of Track")
+            }
+            #expect(try store.mainContext.fetch(Track.self, sortedBy: [Track.durationSeconds.descending]).count == 1)
+            #expect(Album.year.ascending == SortKey(attribute: 2), "keys that sort alike are equal")
+        }
+    }
+
     @Test func aTemporaryStoreChecksTheGeneratedTypes() throws {
         let store = try Store.temporary(schema: try librarySchema(), entities: [Track.self, Album.self])
         store.close()

@@ -405,13 +405,16 @@ import Testing
           {"name": "a", "type": "decimal", "optional": true, "default": "12345678901234567890123.45"},
           {"name": "b", "type": "decimal", "default": "-0.12345678901234567890123456789012345678"},
           {"name": "c", "type": "decimal", "default": "100000000000000000000000000000000000"},
-          {"name": "d", "type": "decimal", "default": "123456789012345678"}]}]}
+          {"name": "d", "type": "decimal", "default": "123456789012345678"},
+          {"name": "e", "type": "decimal", "default": "1e130"}]}]}
         """#
         let schema = try Schema.parse(Array(json.utf8), source: "v1.json")
         let entity = try #require(schema.entity(named: "A"))
         let literals = try entity.attributes.map { try #require(ModelGenerator.defaultLiteral($0), "\($0.name)") }
         #expect(!literals[0].contains("nil") && literals[3] == "Foundation.Decimal(sign: .plus, exponent: 0, significand: 123456789012345678)",
                 "\(literals)")
+        // Past 10^127 (Foundation's largest exponent) the value is parsed from its text.
+        #expect(literals[4].contains(#"Foundation.Decimal(string: "1000e127""#), "\(literals)")
         let dir = temporaryDirectory("decimal-defaults")
         defer { try? FileManager.default.removeItem(at: dir) }
         let program = "import Foundation\n" + literals.map { "print(\($0) as Foundation.Decimal)\n" }.joined()
@@ -421,7 +424,8 @@ import Testing
         #expect(built.status == 0, "\(built.stderr.prefix(2_000))\n\(program)")
         let ran = try await run(dir.appendingPathComponent("p").path, [])
         #expect(ran.stdout == "12345678901234567890123.45\n-0.12345678901234567890123456789012345678\n" +
-                             "100000000000000000000000000000000000\n123456789012345678\n", "\(ran.stdout)\n\(program)")
+                             "100000000000000000000000000000000000\n123456789012345678\n" +
+                             "1" + String(repeating: "0", count: 130) + "\n", "\(ran.stdout)\n\(program)")
     }
 
     // MARK: Through storectl
