@@ -19,16 +19,23 @@ public enum EchoedText {
         var out = ""
         var count = 0
         for c in text {
-            if count == maxCharacters { return out + "…(\(text.utf8.count) bytes)" }
+            // Counted in Unicode scalars: a letter followed by a million combining marks is one
+            // Character, and is cut too.
+            let n = c.unicodeScalars.count
+            if count + n > maxCharacters {
+                for u in c.unicodeScalars.prefix(maxCharacters - count) { append(Character(u), to: &out) }
+                return out + "…(\(text.utf8.count) bytes)"
+            }
             append(c, to: &out)
-            count += 1
+            count += n
         }
         return out
     }
 
     /// `text` with every control character written as an escape: `\n`, `\r`, `\t`, and
-    /// `\u{X}` (hexadecimal) for the others: C0 (U+0000–U+001F), DEL (U+007F) and C1
-    /// (U+0080–U+009F). A backslash is left as it is.
+    /// `\u{X}` (hexadecimal) for the others: C0 (U+0000–U+001F), DEL (U+007F), C1
+    /// (U+0080–U+009F), and the bidirectional controls and line separators that reorder or break
+    /// what follows (U+200E–U+200F, U+2028–U+202E, U+2066–U+2069). A backslash is left as it is.
     public static func escaped(_ text: String) -> String {
         guard text.unicodeScalars.contains(where: isControl) else { return text }
         var out = ""
@@ -44,13 +51,17 @@ public enum EchoedText {
         var out = "\""
         var count = 0
         for c in text {
-            if cut && count == maxCharacters { return out + "…(\(text.utf8.count) bytes)\"" }
+            let n = c.unicodeScalars.count
+            if cut && count + n > maxCharacters {
+                for u in c.unicodeScalars.prefix(maxCharacters - count) { append(Character(u), to: &out) }
+                return out + "…(\(text.utf8.count) bytes)\""
+            }
             switch c {
             case "\"": out += "\\\""
             case "\\": out += "\\\\"
             default: append(c, to: &out)
             }
-            count += 1
+            count += n
         }
         return out + "\""
     }
@@ -63,7 +74,14 @@ public enum EchoedText {
     }
 
     static func isControl(_ u: Unicode.Scalar) -> Bool {
-        u.value < 0x20 || (0x7F...0x9F).contains(u.value)
+        u.value < 0x20 || (0x7F...0x9F).contains(u.value) || isFormatControl(u.value)
+    }
+
+    /// Scalars that move or reorder what a terminal shows after them without being C0 or C1
+    /// controls: the bidirectional marks, embeddings, overrides and isolates (U+200E–U+200F,
+    /// U+202A–U+202E, U+2066–U+2069), and the line and paragraph separators (U+2028–U+2029).
+    private static func isFormatControl(_ v: UInt32) -> Bool {
+        (0x200E...0x200F).contains(v) || (0x2028...0x202E).contains(v) || (0x2066...0x2069).contains(v)
     }
 
     private static func append(_ c: Character, to out: inout String) {

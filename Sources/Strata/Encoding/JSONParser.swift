@@ -15,6 +15,16 @@ public struct JSONParseError: Error, Sendable, CustomStringConvertible {
 /// exhaust the stack.
 struct JSONParser {
     static let maxDepth = 64
+    /// Members of an object checked for a duplicate name by a scan; past them, by a set.
+    static let namesScannedAtMost = 8
+
+    /// One byte of input as a message shows it: a printable ASCII character quoted, any other
+    /// byte (a control, a byte of a UTF-8 sequence) by its value, so that nothing read reaches a
+    /// terminal or a rejects file raw.
+    static func shown(byte: UInt8) -> String {
+        (0x21...0x7E).contains(byte) ? "character '\(Character(Unicode.Scalar(byte)))'"
+            : "byte 0x" + (byte < 0x10 ? "0" : "") + String(byte, radix: 16, uppercase: true)
+    }
     let b: UnsafeBufferPointer<UInt8>
     var i = 0
     var depth = 0
@@ -58,7 +68,7 @@ struct JSONParser {
         case UInt8(ascii: "f"): try literal("false"); return .bool(false)
         case UInt8(ascii: "n"): try literal("null"); return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
-        default: throw fail("unexpected character '\(Character(Unicode.Scalar(b[i])))'")
+        default: throw fail("unexpected \(Self.shown(byte: b[i]))")
         }
     }
 
@@ -79,6 +89,9 @@ struct JSONParser {
         defer { depth -= 1 }
         i += 1
         var members: [(String, JSONValue)] = []
+        // Member names seen, once an object has more than a few: a line of a million members is
+        // checked for duplicates in linear time, not quadratic.
+        var names: Set<String>?
         skipSpace()
         if i < b.count, b[i] == UInt8(ascii: "}") { i += 1; return .object(members) }
         while true {
@@ -86,7 +99,14 @@ struct JSONParser {
             guard i < b.count, b[i] == UInt8(ascii: "\"") else { throw fail("expected a quoted member name") }
             let keyAt = i
             let key = try parseString()
-            if members.contains(where: { $0.0 == key }) { throw fail("duplicate member \"\(key)\"", at: keyAt) }
+            let duplicate: Bool
+            if names != nil {
+                duplicate = names?.insert(key).inserted == false
+            } else {
+                duplicate = members.contains { $0.0 == key }
+                if members.count == Self.namesScannedAtMost { names = Set(members.map(\.0) + [key]) }
+            }
+            if duplicate { throw fail("duplicate member \(EchoedText.quoted(key, cut: true))", at: keyAt) }
             skipSpace()
             guard i < b.count, b[i] == UInt8(ascii: ":") else { throw fail("expected ':' after member name") }
             i += 1
@@ -189,7 +209,7 @@ struct JSONParser {
             }
             guard let u = Unicode.Scalar(scalar) else { throw fail("invalid \\u escape") }
             out.append(contentsOf: Array(String(Character(u)).utf8))
-        default: throw fail("invalid escape '\\\(Character(Unicode.Scalar(c)))'", at: i - 1)
+        default: throw fail("invalid escape: a backslash before \(Self.shown(byte: c))", at: i - 1)
         }
     }
 

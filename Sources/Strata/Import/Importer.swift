@@ -1912,7 +1912,9 @@ private final class RejectsWriter: Sendable {
     /// A rejected line after its reason. A line not kept (one over the line limit) leaves the
     /// reason alone, not an empty line in its place.
     func write(reason: String, raw: [UInt8]) throws {
-        let bytes = Array(("# " + reason + "\n").utf8) + (raw.isEmpty ? [] : raw + [0x0A])
+        // The reason on one comment line whatever it quotes (a line break in it would start a
+        // line that a re-import of the rejects file reads as a record).
+        let bytes = Array(("# " + EchoedText.escaped(reason) + "\n").utf8) + (raw.isEmpty ? [] : raw + [0x0A])
         try bytes.withUnsafeBytes { try StorePermissions.writeAll(fd, $0, path: "the rejects file \(path)") }
     }
 
