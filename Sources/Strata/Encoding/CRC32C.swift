@@ -69,7 +69,7 @@ extension CRC32C {
     private static let polynomial: UInt32 = 0x82F6_3B78
 
     /// `a · b` modulo the polynomial, both as reflected polynomials over GF(2) (bit 31 is x⁰).
-    private static func multiplyModP(_ a: UInt32, _ b: UInt32) -> UInt32 {
+    static func multiplyModP(_ a: UInt32, _ b: UInt32) -> UInt32 {
         guard a != 0 else { return 0 }
         var m: UInt32 = 1 << 31, product: UInt32 = 0, b = b
         while true {
@@ -82,11 +82,13 @@ extension CRC32C {
         }
     }
 
-    /// x^(2^k) modulo the polynomial, for k in 0..<32.
+    /// x^(2^k) modulo the polynomial, for k in 0..<67 (every bit of a byte count, times 8). The
+    /// powers do not repeat with period 32: the polynomial has the factor x + 1, so x^(2^32) is
+    /// not x modulo it, and a table of 32 read modulo 32 gave wrong shifts from 512 MiB on.
     private static let powersOfX: [UInt32] = {
         var p: UInt32 = 1 << 30   // x¹
         var table = [p]
-        for _ in 1..<32 {
+        for _ in 1..<(UInt.bitWidth + 3) {
             p = multiplyModP(p, p)
             table.append(p)
         }
@@ -100,7 +102,7 @@ extension CRC32C {
         var p: UInt32 = 1 << 31   // x⁰
         var n = UInt(bytes), k = 3   // 8 = 2³
         while n != 0 {
-            if n & 1 != 0 { p = multiplyModP(powersOfX[k & 31], p) }
+            if n & 1 != 0 { p = multiplyModP(powersOfX[k], p) }
             n >>= 1
             k += 1
         }

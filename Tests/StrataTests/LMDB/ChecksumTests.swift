@@ -44,6 +44,27 @@ import Testing
 
     /// What a shared log writes when it moves an entry to a later id: the checksum the entry
     /// would have been encoded with there.
+    /// The shift past a body of 512 MiB or more (a byte count with bit 29 or higher set) equals
+    /// x^(8·n) computed by squaring and multiplying from x⁸: the table of powers was read modulo
+    /// 32 entries, as if x^(2^32) were x modulo the polynomial, which it is not.
+    @Test func theShiftPastAHugeBodyIsThePowerOfX() {
+        func reference(_ bytes: Int) -> UInt32 {
+            var result: UInt32 = 1 << 31   // x⁰
+            var base: UInt32 = 1 << 23     // x⁸
+            var n = UInt(bytes)
+            while n != 0 {
+                if n & 1 != 0 { result = CRC32C.multiplyModP(base, result) }
+                base = CRC32C.multiplyModP(base, base)
+                n >>= 1
+            }
+            return result
+        }
+        for n in [0, 1, 3, 4_096, 1 << 28, (1 << 29) - 1, 1 << 29, (1 << 29) + 12_345, 1 << 30, 1 << 32,
+                  (1 << 40) + 7, Int.max] {
+            #expect(CRC32C.shift(bytes: n) == reference(n), "\(n) bytes")
+        }
+    }
+
     @Test func anEntrysChecksumsAtLaterIdsAreThoseItWouldBeEncodedWith() {
         var rng = SeededGenerator(seed: 11)
         for length in [0, 5, 200, 9_000] {
