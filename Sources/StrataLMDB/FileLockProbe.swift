@@ -12,6 +12,20 @@ package enum FileLockProbe {
         return probe.l_type != Int16(F_UNLCK)
     }
 
+    /// The process holding a lock on the regular file at `path` that conflicts with a write lock
+    /// of the whole file (0 when it is of another PID namespace); nil when none does or the
+    /// question cannot be asked (see ``otherProcessHolds(fileAt:)``).
+    package static func holder(fileAt path: String) -> Int32? {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        var probe = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
+        guard fcntl(fd, F_GETLK, &probe) == 0, probe.l_type != Int16(F_UNLCK) else { return nil }
+        return max(0, probe.l_pid)
+    }
+
     /// For the regular file at `path`, opened for the question and closed again; nil when it
     /// cannot be opened, is not a regular file, or the probe fails. Closing a descriptor of a
     /// file drops every fcntl lock this process holds on it: never asked of a file this process

@@ -474,6 +474,18 @@ public final class Store: Sendable {
         guard mayCreate else { throw StrataError.storeNotFound(path: path) }
     }
 
+    /// Refuses a read without a reader slot (`MDB_NOLOCK`) while another process has the
+    /// generation at `path` open: its writer would not see this reader, and would reuse the
+    /// pages the reader is reading after two commits (wrong answers, or a damaged page read).
+    /// Every process with the environment open holds a lock on its `lock.mdb`
+    /// (``FileLockProbe``). A writer that opens the store later cannot see such a reader either
+    /// (see README, "Opening a store").
+    private static func refuseUnlockedReadWhileOpenElsewhere(_ path: String) throws {
+        if let pid = FileLockProbe.holder(fileAt: path + "/lock.mdb") {
+            throw StrataError.storeBusy(path: path, processIDs: pid > 0 ? [pid] : [])
+        }
+    }
+
     private static func openEnvironment(path: String, configuration c: StoreConfiguration) throws -> LMDBEnvironment {
         var options = LMDBOptions(mapSizeBytes: min(c.initialMapSizeBytes, c.maxMapSizeBytes),
                                   maxMapSizeBytes: c.maxMapSizeBytes, maxReaders: c.maxReaders, readOnly: c.readOnly,
@@ -481,12 +493,17 @@ public final class Store: Sendable {
         options.fileMode = StorePermissions(c).fileMode
         options.checkPages = c.checkPagesOnOpen
         options.pageCheckMemo = c.checkedPagesMemo.map { PageCheckMemo(directory: $0.path) }
-        // A read-only store in a directory we cannot write to: no lock file can exist, and nobody writes.
-        if c.readOnly && access(path, W_OK) != 0 { options.noLock = true }
+        // A read-only store in a directory we cannot write to: the lock file cannot be used, so
+        // the open takes no reader slot (`MDB_NOLOCK`).
+        if c.readOnly && access(path, W_OK) != 0 {
+            try refuseUnlockedReadWhileOpenElsewhere(path)
+            options.noLock = true
+        }
         do {
             return try LMDBEnvironment(path: path, options: options)
         } catch let e as LMDBError {
             if c.readOnly && !options.noLock && (e.code == EACCES || e.code == EROFS) {
+                try refuseUnlockedReadWhileOpenElsewhere(path)
                 options.noLock = true
                 if let env = try? LMDBEnvironment(path: path, options: options) { return env }
             }

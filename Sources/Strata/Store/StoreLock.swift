@@ -81,7 +81,9 @@ final class StoreLock: Sendable {
         while fcntl(fd, F_SETLKW, &lock) != 0 {
             if errno == EINTR { continue }
             let e = errno
-            close(fd)
+            // Through release(): the lock is fully made, so its deinit closes the descriptor too,
+            // and a second close would close whatever file took the number meanwhile.
+            release()
             throw StrataError.lmdb(LMDBError(code: e, operation: "fcntl(F_SETLKW) \(path)"))
         }
     }

@@ -442,4 +442,34 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
         defer { temporary.close() }
         try expectModes(temporary.path, directories: 0o700, files: 0o600, "Store.temporary")
     }
+
+    /// A reader that cannot write the store's directory (another user's store, a read-only
+    /// mount) reads without LMDB's lock file, so no writer sees it: such an open is refused while
+    /// another process has the store open (its writer could reuse the pages being read), and
+    /// works when none has. Root makes the store readable by all; `nobody` reads it.
+    @Test(.enabled(if: TestUser.isRoot && TestUser.nobody != nil))
+    func aReadWithoutTheLockFileIsRefusedWhileAnotherProcessHasTheStoreOpen() async throws {
+        let dir = temporaryDirectory("unlocked-read")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(chmod(dir.path, 0o755) == 0)
+        let store = dir.appendingPathComponent("s").path
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        #expect(try await storectl("import", store, Self.sample, "--quiet").status == 0)
+        for entry in [""] + (FileManager.default.subpaths(atPath: store) ?? []) {
+            let path = entry.isEmpty ? store : store + "/" + entry
+            var st = stat()
+            guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) != S_IFLNK else { continue }
+            #expect(chmod(path, (st.st_mode & S_IFMT) == S_IFDIR ? 0o755 : 0o644) == 0, "\(path)")
+        }
+        let count = ["query", store, "--entity", "Genre", "--count"]
+        let alone = try await TestUser.unprivileged.storectl(count)
+        #expect(alone.status == 0, "\(alone.stderr)")
+        let open = try Store.open(at: URL(fileURLWithPath: store), schema: try librarySchema())
+        let refused = try await TestUser.unprivileged.storectl(count)
+        #expect(refused.status == 75 && refused.stderr.contains("open in other process(es) \(getpid())"),
+                "exit \(refused.status): \(refused.stderr)")
+        open.close()
+        let again = try await TestUser.unprivileged.storectl(count)
+        #expect(again.status == 0 && again.stdout == alone.stdout, "\(again.stderr)")
+    }
 }
