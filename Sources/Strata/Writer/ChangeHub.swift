@@ -39,13 +39,22 @@ final class ChangeHub: Sendable {
         }
     }
 
-    /// Whether a subscriber is alive.
-    var hasSubscribers: Bool { subscribers.withLock { list in list.contains { $0.subscriber != nil } } }
+    /// Whether a subscriber is alive and not finished (a cancelled stream still held by its
+    /// owner is not: no summary is built and no other process's commit read for it).
+    var hasSubscribers: Bool { !live().isEmpty }
+
+    /// The subscribers alive and not finished; the others are let go of.
+    private func live() -> [ChangeSubscriber] {
+        subscribers.withLock { list in
+            list.removeAll { $0.subscriber?.isFinished ?? true }
+            return list.compactMap(\.subscriber)
+        }
+    }
 
     /// Delivers committed transactions to every subscriber, in the order given (the
     /// ``CommitPublisher`` calls it in log order, each transaction once).
     func deliver(_ entries: [LogEntry], schema: Schema) {
-        let live = subscribers.withLock { $0.compactMap(\.subscriber) }
+        let live = live()
         guard !live.isEmpty else { return }
         for entry in entries {
             let event = ChangeEvent.committed(Self.summary(entry, schema: schema))
@@ -55,7 +64,7 @@ final class ChangeHub: Sendable {
 
     /// Tells every subscriber it missed `count` transactions (the log could not be read for them).
     func deliverMissed(_ count: Int) {
-        for s in subscribers.withLock({ $0.compactMap(\.subscriber) }) { s.deliver(.fellBehind(missed: count)) }
+        for s in live() { s.deliver(.fellBehind(missed: count)) }
     }
 
     func finishAll() {

@@ -20,7 +20,8 @@ public struct ChangeStream: AsyncSequence, Sendable {
         public mutating func next() async -> ChangeEvent? { await subscriber.next() }
     }
 
-    /// An iterator over this subscriber's events (one subscriber: iterate a stream once).
+    /// An iterator over this subscriber's events (one subscriber: iterate a stream once, from
+    /// one task at a time; a second task waiting on it while another waits gets `nil` at once).
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(subscriber: subscriber) }
 
     /// Stops the stream: a pending `next()` returns nil.

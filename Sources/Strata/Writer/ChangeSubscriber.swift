@@ -11,6 +11,13 @@ final class ChangeSubscriber: Sendable {
 
     init(capacity: Int) { self.capacity = max(1, capacity) }
 
+    /// Whether the subscriber ended (its stream cancelled, or the store closed): nothing is
+    /// delivered to it, and the hub lets go of it.
+    var isFinished: Bool { state.withLock { $0.finished } }
+
+    /// Whether a task waits in ``next()`` (tests).
+    var isWaitingForTesting: Bool { state.withLock { $0.waiting != nil } }
+
     /// The transactions `event` stands for: one committed, or the count a notice of missed ones
     /// carries (dropped or folded into a later notice, it is counted as that many).
     private static func transactions(in event: ChangeEvent) -> Int {
@@ -64,6 +71,10 @@ final class ChangeSubscriber: Sendable {
                         return .some(e)
                     }
                     if s.finished || Task.isCancelled { return .some(nil) }
+                    // One consumer at a time: a second task waiting on the same stream ends its
+                    // iteration at once (overwriting the first waiter left that task suspended
+                    // for ever, its cancellation resuming the other one).
+                    if s.waiting != nil { return .some(nil) }
                     s.waiting = c
                     return .none
                 }

@@ -134,7 +134,9 @@ final class CommitPublisher: Sendable {
     ///   winning: the second finds the watch started and just subscribes, and the position it
     ///   finds is at or before its subscription.
     ///
-    /// What was committed before the start is not published to the new subscriber.
+    /// What was committed before the start is not published to the new subscriber. Nor, when
+    /// the watch runs but nobody listens (every earlier subscriber gone), what other processes
+    /// committed since its last look: the position moves to the head as for a first subscriber.
     func subscribe(capacity: Int) -> ChangeSubscriber {
         state.withLock { s in
             if s.closed {
@@ -143,7 +145,7 @@ final class CommitPublisher: Sendable {
                 ended.finish()
                 return ended
             }
-            guard interval > 0, s.timer == nil else { return hub.subscribe(capacity: capacity) }
+            guard interval > 0, s.timer == nil || !hub.hasSubscribers else { return hub.subscribe(capacity: capacity) }
             // Nil when the log cannot be read now: the position stays where local commits left it.
             let start = environment().flatMap { try? Self.headAndSnapshot($0, schema) }
             betweenStartAndSubscriptionForTesting.withLock { $0 }?()
@@ -152,6 +154,7 @@ final class CommitPublisher: Sendable {
                 s.published = max(s.published, start.head)
                 s.seen = start.snapshot
             }
+            if s.timer != nil { return subscriber }
             let timer = DispatchSource.makeTimerSource(queue: queue)
             timer.schedule(deadline: .now() + .milliseconds(interval), repeating: .milliseconds(interval),
                            leeway: .milliseconds(max(1, interval / 10)))
