@@ -18,12 +18,42 @@ public struct LiveObjects<E: Entity>: Sendable {
 
 extension Observing {
     /// Typed live query: `for await update in context.observe(FetchRequest<Track>(…)) { … }`.
-    public func observe<E: Entity>(_ request: FetchRequest<E>) -> AsyncCompactMapSequence<LiveQuery, LiveObjects<E>> {
-        observe(request.query).compactMap { results in
-            guard let objects = try? results.records.map({ try E(id: $0.id, storedValues: $0.values) }) else {
-                return nil
+    /// Each delivery's diff is against the objects delivered before. Results holding an object
+    /// that does not decode as `E` are skipped (the next delivery is diffed against the last one
+    /// delivered, not against the skipped one); a type that does not match the schema (which
+    /// ``ObjectReading/fetch(_:)`` reports) ends the stream at once.
+    public func observe<E: Entity>(_ request: FetchRequest<E>) -> LiveObjectsQuery<E> {
+        guard (try? schema.check(E.self)) != nil else {
+            return LiveObjectsQuery(results: AsyncStream { $0.finish() })
+        }
+        return LiveObjectsQuery(results: observe(request.query).results)
+    }
+}
+
+/// The stream of a typed live query (``Observing/observe(_:)-(FetchRequest<E>)``).
+public struct LiveObjectsQuery<E: Entity>: AsyncSequence, Sendable {
+    /// Each element is the complete results as entity values, with their diff.
+    public typealias Element = LiveObjects<E>
+    let results: AsyncStream<[Record]>
+
+    /// Delivers results that differ from the last ones this iterator delivered.
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: AsyncStream<[Record]>.AsyncIterator
+        var previous: [Record]?
+
+        /// The next results that differ from the previous ones delivered and decode as `E`,
+        /// diffed against those; `nil` when the live query ends.
+        public mutating func next() async -> LiveObjects<E>? {
+            while let current = await base.next() {
+                if let previous, previous == current { continue }
+                guard let objects = try? current.map({ try E(id: $0.id, storedValues: $0.values) }) else { continue }
+                defer { previous = current }
+                return LiveObjects(objects: objects, diff: ResultsDiff.between(previous ?? [], current))
             }
-            return LiveObjects(objects: objects, diff: results.diff)
+            return nil
         }
     }
+
+    /// An iterator over the results; iterate a live query once.
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: results.makeAsyncIterator(), previous: nil) }
 }

@@ -3,7 +3,70 @@ import LibraryModel
 import Testing
 @testable import Strata
 
+/// A hand-written entity type of the library's `Genre` that refuses the name "refused" when
+/// decoding, as a type with stricter rules than the schema's may.
+private struct StrictGenre: Entity {
+    static let entityName = "Genre"
+    static let entityTag: UInt16 = Genre.entityTag
+    static let attributeDeclarations = Genre.attributeDeclarations
+    static let relationshipDeclarations = Genre.relationshipDeclarations
+    var id: ObjectID
+    var name: String
+    var storedValues: [Value] { [.string(name)] }
+    init(id: ObjectID, storedValues v: [Value]) throws {
+        guard v.count == 1, case .string(let name) = v[0], name != "refused" else {
+            throw StrataError.entityMismatch(type: "StrictGenre", reason: "refused")
+        }
+        self.id = id
+        self.name = name
+    }
+}
+
+/// `Genre` declared with an attribute the schema does not have.
+private struct MismatchedGenre: Entity {
+    static let entityName = "Genre"
+    static let entityTag: UInt16 = Genre.entityTag
+    static let attributeDeclarations = [AttributeDeclaration(name: "title", type: .string, isOptional: false)]
+    static let relationshipDeclarations = Genre.relationshipDeclarations
+    var id: ObjectID
+    var storedValues: [Value] { [] }
+    init(id: ObjectID, storedValues v: [Value]) throws { self.id = id }
+}
+
 @Suite struct LiveQueryTests {
+    /// A typed live query skips results holding an object its type does not decode, and diffs
+    /// the next results against the last ones it delivered (it diffed them against the skipped
+    /// ones, whose positions the consumer never saw).
+    @Test(.timeLimit(.minutes(5))) func aTypedLiveQueryDiffsAgainstWhatItDelivered() async throws {
+        try await withLibraryStore { store in
+            let a = Genre(name: "a"), refused = Genre(name: "refused"), c = Genre(name: "c")
+            _ = try await store.save { $0.insert(a) }
+            let live = Collector(store.mainContext.observe(FetchRequest<StrictGenre>(sortedBy: [Attribute<StrictGenre, String>(name: "name", index: 0).ascending])))
+            defer { live.cancel() }
+            #expect(try await live.wait(for: 1).map { $0.objects.map(\.name) } == [["a"]])
+            _ = try await store.save { $0.insert(refused) }
+            _ = try await store.save { c in
+                c.delete(refused.id)
+                c.insert(Genre(id: ObjectID.make(entityTag: Genre.entityTag), name: "b"))
+            }
+            let seen = try await live.wait(for: 2)
+            #expect(seen[1].objects.map(\.name) == ["a", "b"])
+            #expect(seen[1].diff.inserted == [1] && seen[1].diff.removed.isEmpty && seen[1].diff.moved.isEmpty,
+                    "\(seen[1].diff)")
+            _ = c
+        }
+    }
+
+    /// A typed live query of a type that does not match the schema ends at once (a typed fetch
+    /// throws the mismatch); it stayed open and delivered nothing.
+    @Test(.timeLimit(.minutes(5))) func aTypedLiveQueryOfAMismatchedTypeEnds() async throws {
+        try await withLibraryStore { store in
+            var iterator = store.mainContext.observe(FetchRequest<MismatchedGenre>()).makeAsyncIterator()
+            #expect(await iterator.next() == nil)
+            #expect(throws: StrataError.self) { _ = try store.mainContext.fetch(MismatchedGenre.self) }
+        }
+    }
+
     func record(_ name: String, _ id: ObjectID, _ e: EntityDescription) -> Record {
         var r = Record(entity: e, id: id, values: [.string(name)], version: .zero)
         r.values[0] = .string(name)
