@@ -303,6 +303,7 @@ extension Store {
         let stepSeconds: [(step: String, seconds: Double)] = zip(
             hops.flatMap { h in h.steps.map { "v\(h.to.version): \($0.summary)" } }, upcaster.timings.map(\.seconds)
         ).map { (step: $0, seconds: $1) }
+        try RequiredToOneCheck.check(newEnv, from: schema, to: app)
         if dryRun {
             try newEnv.sync()
             let counts = try objectsPerEntity()
@@ -329,6 +330,8 @@ extension Store {
                 if last > t0 { try u.upcastLog(view, after: t0, upTo: last, applyingToState: true) { _ in } }
                 return last.next
             }
+            // What was saved during the build may have unlinked a relationship made required.
+            if marker > t0.next { try RequiredToOneCheck.check(newEnv, from: schema, to: app) }
             if let replicaMarker {
                 // A replica migrates at the cluster's migration entry, right after what it applied.
                 guard marker == replicaMarker.transactionID else {

@@ -116,7 +116,7 @@ struct Upcaster: Sendable {
         try scratch.read { txn in
             var scan = ChunkedScan(txn: txn, db: objects, prefix: nil)
             while let (k, v) = try scan.next() {
-                let id = k.withUnsafeBytes { ObjectID(keyBytes: $0) }
+                let id = try k.withUnsafeBytes { try ObjectID.stored($0, in: "objects") }
                 guard checkedUniques[id.entityTag] != nil else { continue }
                 base.append((id, try v.withUnsafeBytes { try RecordCodec.decode($0, id: id, schema: old) }.values))
             }
@@ -161,7 +161,7 @@ struct Upcaster: Sendable {
             if let was { _ = try txn.delete(db, key: was) }
             guard let now, let after else { continue }
             if try txn.put(db, key: now, value: id.keyBytes, mode: .noOverwrite) == .keyExists {
-                let owner = try txn.withValue(db, key: now) { ObjectID(keyBytes: $0) }
+                let owner = try txn.withValue(db, key: now) { try ObjectID.stored($0, in: "uniques") }
                 if let owner, owner != id { throw StrataError.uniqueClash(u, entity, after, id: id, owner: owner) }
             }
         }

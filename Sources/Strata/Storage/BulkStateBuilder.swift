@@ -182,9 +182,10 @@ struct BulkStateBuilder {
                         try run.withEntry(end) { k, v in
                             if try txn.put(db, key: k, value: v,
                                            mode: isUnique ? .noOverwrite : .replace) == .keyExists {
-                                let owner = try txn.withValue(db, key: k) { ObjectID(keyBytes: $0) }
-                                throw try clash(txn, key: Array(k), id: ObjectID(keyBytes: v),
-                                                owner: owner ?? ObjectID(keyBytes: v))
+                                // The stored owner may be damaged (a copied index): an error, not a trap.
+                                let owner = try txn.withValue(db, key: k) { try ObjectID.stored($0, in: db.name) }
+                                let id = try ObjectID.stored(v, in: db.name)
+                                throw try clash(txn, key: Array(k), id: id, owner: owner ?? id)
                             }
                             bytes += k.count + v.count
                         }

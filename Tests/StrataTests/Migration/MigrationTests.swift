@@ -421,6 +421,54 @@ import Testing
         _ = try MigrationHop(from: widened[0], to: widened[1], registry: MigrationRegistry())
     }
 
+    /// A to-one made required by a new version is checked against the data: the migration
+    /// (and its dry run) is refused naming an object without a target, and goes through once
+    /// every object has one. It went through, leaving objects the schema says cannot exist.
+    @Test func aToOneMadeRequiredIsCheckedAgainstTheData() async throws {
+        func version(_ n: Int, optional: Bool) -> String {
+            #"""
+            {"model": "rq", "version": \#(n), "entities": [
+              {"name": "Owner", "attributes": [{"name": "k", "type": "int"}],
+               "relationships": [{"name": "items", "destination": "Item", "toMany": true, "inverse": "owner"}]},
+              {"name": "Item", "attributes": [{"name": "k", "type": "int"}],
+               "relationships": [{"name": "owner", "destination": "Owner", "toMany": false, "inverse": "items",
+                                  "optional": \#(optional)}]}]}
+            """#
+        }
+        let all = try schemas([version(1, optional: true), version(2, optional: false)])
+        let dir = temporaryDirectory("migrate-required")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let owner = try #require(all[0].entity(named: "Owner")), item = try #require(all[0].entity(named: "Item"))
+        let ownerLink = try #require(item.relationships.first { $0.name == "owner" })
+        var o = Record(entity: owner), linked = Record(entity: item), lone = Record(entity: item)
+        o["k"] = .int(1); linked["k"] = .int(2); lone["k"] = .int(3)
+        do {
+            let store = try Store.open(at: dir, schema: all[0])
+            defer { store.close() }
+            var c = ChangeSet()
+            c.insert(o); c.insert(linked); c.insert(lone)
+            c.append(.link(relationship: ownerLink.tag, from: .id(linked.id), to: .id(o.id)))
+            _ = try await store.save(c)
+        }
+        for dryRun in [true, false] {
+            do {
+                _ = try await Store.migrate(at: dir, schemas: all, dryRun: dryRun)
+                Issue.record("a to-one made required with an object lacking it was migrated (dry run: \(dryRun))")
+            } catch let e as MigrationError {
+                #expect(e.reason.contains("Item \(lone.id): relationship 'owner' is required in v2"), "\(e.reason)")
+            }
+        }
+        do {
+            let store = try Store.open(at: dir, schema: all[0])
+            defer { store.close() }
+            var c = ChangeSet()
+            c.append(.link(relationship: ownerLink.tag, from: .id(lone.id), to: .id(o.id)))
+            _ = try await store.save(c)
+        }
+        let report = try await Store.migrate(at: dir, schemas: all)
+        #expect(report.to == 2 && report.objects == 3)
+    }
+
     @Test func anInstanceWithTheOldSchemaStopsAfterMigratingAndReadsWentOnDuring() async throws {
         let dir = temporaryDirectory("migrate")
         defer { try? FileManager.default.removeItem(at: dir) }
