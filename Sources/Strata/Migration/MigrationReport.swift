@@ -6,7 +6,7 @@ public struct MigrationReport: Sendable {
     public let from: Int
     /// The version migrated to.
     public let to: Int
-    /// Live objects after the migration (counted before the catch-up).
+    /// Live objects after the migration (counted after the catch-up, before the switch).
     public let objects: Int
     /// Log transactions rewritten through the steps (their ids unchanged).
     public let transactionsUpcast: Int

@@ -57,10 +57,9 @@ extension Store {
         dryRun: Bool = false, configuration: StoreConfiguration = StoreConfiguration(),
         progress: (@Sendable (MigrationProgress) -> Void)? = nil) async throws -> MigrationReport {
         let store = try Store.openExisting(at: url, configuration: configuration)
-        let report = try await store.migrate(schemas: schemas, to: target, registry: registry, dryRun: dryRun,
-                                             progress: progress)
-        store.close()
-        return report
+        defer { store.close() }
+        return try await store.migrate(schemas: schemas, to: target, registry: registry, dryRun: dryRun,
+                                       progress: progress)
     }
 
     /// Migrates this store (opened with its stored schema); see
@@ -293,7 +292,7 @@ extension Store {
         }
         try checkUsable()   // closed from the last callback: no report, no switch
         generation.endBulkBuild()
-        func objectsPerEntity() throws -> [String: Int] {
+        @Sendable func objectsPerEntity() throws -> [String: Int] {
             try newEnv.read { txn in
                 Dictionary(uniqueKeysWithValues: try app.entities.map {
                     ($0.name, try ReadView(txn: txn, env: newEnv, schema: app).objectCount($0))
@@ -316,7 +315,7 @@ extension Store {
         try checkUsable()
         try prefetchBeforeCatchUp(generation, builtAt: t0)
         let box = UpcasterBox(upcaster)
-        let marker = try await writer.exclusive { [self] in
+        let (marker, counts) = try await writer.exclusive { [self] in
             // Exclusive from the catch-up's read to the switch: another process that committed
             // after the read and closed before the switch would have its transactions left behind.
             try takeExclusive(lock)
@@ -332,6 +331,8 @@ extension Store {
             }
             // What was saved during the build may have unlinked a relationship made required.
             if marker > t0.next { try RequiredToOneCheck.check(newEnv, from: schema, to: app) }
+            // Read before the switch: after it, nothing may throw (the migration happened).
+            let counts = try objectsPerEntity()
             if let replicaMarker {
                 // A replica migrates at the cluster's migration entry, right after what it applied.
                 guard marker == replicaMarker.transactionID else {
@@ -350,7 +351,7 @@ extension Store {
             // This instance holds the old schema: it stops here, and nothing queued is acknowledged.
             markMigrated(to: goal)
             writer.stopFromQueue(failing: .migrated(path: path, toVersion: goal))
-            return marker
+            return (marker, counts)
         }
         switched = true
         // This instance is retired: its change streams end (their subscribers, live queries
@@ -358,7 +359,6 @@ extension Store {
         publisher.close()
         hub.finishAll()
         let bytesAfter = newEnv.fileBytes
-        let counts = try objectsPerEntity()
         let finalSeconds: [(step: String, seconds: Double)] =
             zip(stepSeconds.map(\.step), box.value.timings.map(\.seconds)).map { (step: $0, seconds: $1) }
         newEnv.close()
