@@ -157,6 +157,17 @@ struct MigrateCommand: AsyncParsableCommand {
                         leave --postgres out to migrate it alone
                         """)
                 }
+                // A store already at the newest version given is up to date (exit 0), as a
+                // replica with nothing to apply is: a deploy that migrates every time succeeds.
+                if case .upToDate(let version) = try Store.migrationStatus(at: target.url, schemas: schemas,
+                                                                           configuration: target.configuration) {
+                    if json {
+                        printJSON(.object([("status", .string("upToDate")), ("version", .int(Int64(version)))]))
+                    } else {
+                        print("up to date (v\(version)): nothing to migrate")
+                    }
+                    return
+                }
                 report = try await Store.migrate(at: target.url, schemas: schemas, registry: libraryMigrations,
                                                  dryRun: dryRun, configuration: target.configuration, progress: show)
             }

@@ -168,6 +168,11 @@ let immutableFilesWork: Bool = {
         #expect(try await storectl("migrate", url.path, "--schema", librarySchemaDirectory.path, "--check").status == 10)
         #expect(try await storectl("migrate", url.path, "--schema", librarySchemaDirectory.path).status == 0)
         #expect(try await storectl("migrate", url.path, "--schema", librarySchemaDirectory.path, "--check").status == 0)
+        // Migrating again is up to date, not an error: a deploy may migrate every time.
+        let again = try await storectl("migrate", url.path, "--schema", librarySchemaDirectory.path)
+        #expect(again.status == 0 && again.stdout.hasPrefix("up to date (v"), "\(again.stdout)\(again.stderr)")
+        let json = try await storectl("migrate", url.path, "--schema", librarySchemaDirectory.path, "--json")
+        #expect(json.status == 0 && json.stdout.contains(#""status":"upToDate""#), "\(json.stdout)")
     }
 
     /// A command whose output cannot be written (`> /dev/full`) exits 74 with the reason (not 0).
