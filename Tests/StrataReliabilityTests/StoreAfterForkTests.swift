@@ -34,5 +34,9 @@ import Testing
         let r = try await runCrashChild("fork", ["--store", dir.appendingPathComponent("store").path])
         let line = try #require(r.stdout.split(separator: "\n").first { $0.hasPrefix("child reopen:") })
         #expect(line.hasPrefix("child reopen: ok same instance: false"), "\(line)")
+        // A store the parent opened and the child let go of: the parent's entry does not make the
+        // child's open wait for a close that never comes.
+        let released = try #require(r.stdout.split(separator: "\n").first { $0.hasPrefix("child reopen released:") })
+        #expect(released == "child reopen released: ok head 0", "\(released)")
     }
 }

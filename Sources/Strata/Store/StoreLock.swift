@@ -1,4 +1,5 @@
 import Glibc
+import StrataLMDB
 import Logging
 import Synchronization
 
@@ -16,6 +17,10 @@ final class StoreLock: Sendable {
     /// Whether this process holds the lock exclusive (set by ``tryExclusive()``, cleared by
     /// ``shared()``): what a generation switch asserts.
     private let exclusive = Atomic<Bool>(false)
+    /// ``ForkWatch/generation`` when the lock was made: in a child of fork() the descriptor is
+    /// the parent's, and closing it would drop every fcntl lock the child holds on the file (its
+    /// own store's lock included), so ``release()`` leaves it alone there.
+    private let forkGeneration = ForkWatch.generation
 
     /// Opens and read-locks `path`, waiting while a compaction holds it exclusively. Returns nil
     /// for a read-only directory without a lock file (an immutable store nobody writes to).
@@ -94,7 +99,7 @@ final class StoreLock: Sendable {
     func release() {
         released.withLock { done in
             if !done {
-                close(fd)
+                if ForkWatch.generation == forkGeneration { close(fd) }
                 done = true
             }
         }

@@ -89,6 +89,9 @@ enum FaultModes {
         let store = try Store.open(at: url, schema: schema)
         _ = try blocking { try await store.save { $0.insert(Genre(name: "before fork")) } }
         _ = try store.mainContext.count(Genre.self)
+        // A second store, held only here: the child lets go of it and opens it again.
+        let otherURL = URL(fileURLWithPath: url.path + "-other")
+        var other: Store? = try Store.open(at: otherURL, schema: schema)
         // The Swift runtime's caches (conformances, witness tables, metadata) are guarded by
         // mutexes it does not reset at fork(): a child forked while another thread held one
         // blocks at its first Swift cast or generic call, before it reaches the store. Backtraces
@@ -121,6 +124,14 @@ enum FaultModes {
             step("reopen") {
                 let again = try Store.open(at: url, schema: schema)
                 return "same instance: \(again === store), head \(try again.lastTransactionID)"
+            }
+            // The parent's instance of the other store released here (its deinit leaves it to the
+            // parent): the registry's entry is the parent's, and the child opens its own.
+            other = nil
+            step("reopen released") {
+                let again = try Store.open(at: otherURL, schema: schema)
+                defer { again.close() }
+                return "head \(try again.lastTransactionID)"
             }
             // `save` is async; Store.save checks the process before its first suspension. Whether a
             // task can run at all in a forked child is up to the runtime, so this goes last, after
@@ -158,6 +169,7 @@ enum FaultModes {
         do { emit("parent read: ok head \(try store.lastTransactionID)") } catch { emit("parent read: \(error)") }
         do { emit("parent save: ok tx \(try blocking { try await store.save { $0.insert(Genre(name: "after fork")) } })") } catch { emit("parent save: \(error)") }
         store.close()
+        other?.close()
     }
 }
 
