@@ -14,11 +14,17 @@ struct MigrationHop: Sendable {
     /// step touches (see ``PositionalPlan``).
     let plans: [UInt16: PositionalPlan]
 
-    init(from: Schema, to: Schema, registry: MigrationRegistry) throws {
+    /// The longest string or bytes value a custom step may write (the store's
+    /// ``StoreConfiguration/maxValueBytes``, which a save enforces).
+    let maxValueBytes: Int
+
+    init(from: Schema, to: Schema, registry: MigrationRegistry,
+         maxValueBytes: Int = StoreConfiguration().maxValueBytes) throws {
         self.from = from
         self.to = to
         self.steps = to.migrationSteps
         self.registry = registry
+        self.maxValueBytes = maxValueBytes
         var shape = Shape(from)
         // The steps find an entity's new form by its tag: each entity must keep it, checked
         // first (a changed tag made a later step fail as if the new version lacked what it declares).
@@ -129,6 +135,16 @@ struct MigrationHop: Sendable {
             for (k, v) in r.values where before[k] != v {
                 if let reason = v.unstorableReason {
                     throw MigrationError(reason: "\(e) \(r.id): custom step '\(name)' set '\(k)' to \(v): \(reason)")
+                }
+                let size: Int
+                switch v {
+                case .string(let s): size = s.utf8.count
+                case .bytes(let b): size = b.count
+                default: size = 0
+                }
+                if size > maxValueBytes {
+                    throw MigrationError(reason: "\(e) \(r.id): custom step '\(name)' set '\(k)' to \(size) bytes, " +
+                                                 "over maxValueBytes (\(maxValueBytes)), which a save refuses")
                 }
             }
             for (k, v) in r.values where v.isNull { r.values[k] = nil }

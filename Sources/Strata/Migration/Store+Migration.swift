@@ -166,7 +166,7 @@ extension Store {
                   let to = schemas.first(where: { $0.version == v }) else {
                 throw MigrationError(reason: "schema v\(v) is missing")
             }
-            return try MigrationHop(from: from, to: to, registry: registry)
+            return try MigrationHop(from: from, to: to, registry: registry, maxValueBytes: configuration.maxValueBytes)
         }
         return (goal, app, hops)
     }

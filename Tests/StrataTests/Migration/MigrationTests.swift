@@ -469,6 +469,36 @@ import Testing
         #expect(report.to == 2 && report.objects == 3)
     }
 
+    /// A custom step may not write a string longer than the store's `maxValueBytes`, which a
+    /// save refuses (and an export's re-import would): it went into the store.
+    @Test func aCustomStepThatWritesAValueOverMaxValueBytesIsRefused() async throws {
+        let v1 = #"{"model":"mv","version":1,"entities":[{"name":"Note","attributes":[{"name":"text","type":"string"}]}]}"#
+        let v2 = #"{"model":"mv","version":2,"entities":[{"name":"Note","attributes":[{"name":"text","type":"string"}]}],"migration":{"steps":[{"op":"custom","entity":"Note","name":"pad"}]}}"#
+        let all = try schemas([v1, v2])
+        var config = StoreConfiguration()
+        config.maxValueBytes = 100
+        let dir = temporaryDirectory("migrate-max-value")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            let store = try Store.open(at: dir, schema: all[0], configuration: config)
+            defer { store.close() }
+            var r = Record(entity: try #require(all[0].entity(named: "Note")))
+            r["text"] = .string("short")
+            _ = try await store.save { $0.insert(r) }
+        }
+        var registry = MigrationRegistry()
+        registry.register("pad") { $0["text"] = .string(String(repeating: "x", count: 200)) }
+        do {
+            _ = try await Store.migrate(at: dir, schemas: all, registry: registry, configuration: config)
+            Issue.record("a 200-byte value was migrated into a store of maxValueBytes 100")
+        } catch let e as MigrationError {
+            #expect(e.reason.contains("'text' to 200 bytes, over maxValueBytes (100)"), "\(e.reason)")
+        }
+        config.maxValueBytes = 1_000
+        let report = try await Store.migrate(at: dir, schemas: all, registry: registry, configuration: config)
+        #expect(report.to == 2)
+    }
+
     @Test func anInstanceWithTheOldSchemaStopsAfterMigratingAndReadsWentOnDuring() async throws {
         let dir = temporaryDirectory("migrate")
         defer { try? FileManager.default.removeItem(at: dir) }
