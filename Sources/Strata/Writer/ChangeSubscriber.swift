@@ -3,13 +3,31 @@ final class ChangeSubscriber: Sendable {
         var buffer: [ChangeEvent] = []
         var head = 0
         var missed = 0
+        /// Object ids named by the buffered events (``objectIDLimit``).
+        var ids = 0
         var waiting: CheckedContinuation<ChangeEvent?, Never>?
         var finished = false
     }
     private let state = Locked(State())
     let capacity: Int
+    /// Object ids the buffered events may name in all: past it, as past ``capacity`` events,
+    /// later events are dropped and counted as missed (a subscriber that stops reading during an
+    /// import of 5,000 records a transaction held about 5 million ids, 100–200 MB, at 1,024
+    /// events). An event is always buffered when none is: one large transaction is delivered.
+    let objectIDLimit: Int
+    /// The default ``objectIDLimit``.
+    static let maxBufferedObjectIDs = 1 << 20
 
-    init(capacity: Int) { self.capacity = max(1, capacity) }
+    init(capacity: Int, objectIDLimit: Int = ChangeSubscriber.maxBufferedObjectIDs) {
+        self.capacity = max(1, capacity)
+        self.objectIDLimit = max(1, objectIDLimit)
+    }
+
+    /// The object ids `event` names.
+    private static func objectIDs(in event: ChangeEvent) -> Int {
+        guard case .committed(let tx) = event else { return 0 }
+        return tx.changedObjects.values.reduce(0) { $0 + $1.count }
+    }
 
     /// Whether the subscriber ended (its stream cancelled, or the store closed): nothing is
     /// delivered to it, and the hub lets go of it.
@@ -34,7 +52,13 @@ final class ChangeSubscriber: Sendable {
                 s.waiting = nil
                 return w
             }
-            if s.buffer.count - s.head < capacity { s.buffer.append(event) } else { s.missed += Self.transactions(in: event) }
+            let buffered = s.buffer.count - s.head, ids = Self.objectIDs(in: event)
+            if buffered == 0 || (buffered < capacity && s.ids + ids <= objectIDLimit) {
+                s.buffer.append(event)
+                s.ids += ids
+            } else {
+                s.missed += Self.transactions(in: event)
+            }
             return nil
         }
         waiter?.resume(returning: event)
@@ -59,11 +83,13 @@ final class ChangeSubscriber: Sendable {
                         s.missed = 0
                         s.buffer.removeAll()
                         s.head = 0
+                        s.ids = 0
                         return .some(.fellBehind(missed: missed))
                     }
                     if s.head < s.buffer.count {
                         let e = s.buffer[s.head]
                         s.head += 1
+                        s.ids -= Self.objectIDs(in: e)
                         if s.head > 64, s.head * 2 > s.buffer.count {
                             s.buffer.removeFirst(s.head)
                             s.head = 0

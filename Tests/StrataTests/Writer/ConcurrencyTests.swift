@@ -467,6 +467,38 @@ import Testing
         #expect(await subscriber.next() == nil)
     }
 
+    /// A subscriber's buffer is bounded by the object ids its events name as well as by their
+    /// number: past the limit later events are counted as missed, and one event is always
+    /// buffered when none is (a transaction larger than the limit still arrives).
+    @Test func aSubscribersBufferIsBoundedByTheObjectIDsItHolds() async {
+        func event(_ n: Int, _ tx: UInt64) -> ChangeEvent {
+            .committed(CommittedTransaction(id: TransactionID(tx), author: "a", timestamp: Date(timeIntervalSince1970: 0),
+                                            metadata: [:], changedObjects: ["Genre": Set((0..<n).map { _ in
+                                                ObjectID.make(entityTag: Genre.entityTag) })]))
+        }
+        let subscriber = ChangeSubscriber(capacity: 100, objectIDLimit: 10)
+        subscriber.deliver(event(25, 1))   // over the limit alone: buffered, the buffer being empty
+        guard case .committed(let big)? = await subscriber.next() else {
+            Issue.record("the large transaction was not delivered")
+            return
+        }
+        #expect(big.id == TransactionID(1))
+        subscriber.deliver(event(25, 2))
+        subscriber.deliver(event(1, 2))    // dropped: 26 ids would be held
+        #expect(await subscriber.next() == .fellBehind(missed: 2))
+        for tx in 3...7 { subscriber.deliver(event(2, UInt64(tx))) }   // 10 ids: all buffered
+        subscriber.deliver(event(1, 8))                                 // 11: dropped
+        // The five buffered and the one dropped, as one notice.
+        #expect(await subscriber.next() == .fellBehind(missed: 6))
+        subscriber.deliver(event(3, 9))
+        guard case .committed(let after)? = await subscriber.next() else {
+            Issue.record("nothing delivered after the notice")
+            return
+        }
+        #expect(after.id == TransactionID(9))
+        subscriber.finish()
+    }
+
     @Test func slowSubscriberIsToldItFellBehindAndNeverBlocksTheWriter() async throws {
         var config = StoreConfiguration()
         config.changeStreamBufferSize = 4
