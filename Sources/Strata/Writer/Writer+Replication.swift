@@ -374,14 +374,20 @@ extension Writer {
             do {
                 let (applied, head, lmdbID) = try env.write { txn -> (TransactionID?, TransactionID, UInt64) in
                     let applied = try applyShared(entries, in: txn, env: env)
-                    let head = try applied ?? ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
-                    return (applied, head, LMDBEnvironment.lmdbTransactionID(txn.handle))
+                    // Every entry was applied already (the writer's own appends bring most of
+                    // what a follower reads): nothing to commit, the transaction is aborted.
+                    guard let applied else {
+                        throw NothingApplied(head: try ReadView(txn: txn, env: env, schema: schema).lastTransactionID())
+                    }
+                    return (applied, applied, LMDBEnvironment.lmdbTransactionID(txn.handle))
                 }
                 if applied != nil {
                     env.publishHead(lmdbTransaction: lmdbID, transactionID: head)
                     publisher.publishCommitted(env: env)
                 }
                 return head
+            } catch let nothing as NothingApplied {
+                return nothing.head
             } catch let e as LMDBError where e.isMapFull {
                 guard try env.growMap() else { throw StrataError.storeFull(maxMapSizeBytes: config.maxMapSizeBytes) }
             } catch let e as LMDBError {
@@ -390,6 +396,11 @@ extension Writer {
                 throw StrataError.lmdb(e)
             }
         }
+    }
+
+    /// Thrown out of ``applyReplicated(_:)``'s transaction when it applied nothing: the local head.
+    private struct NothingApplied: Error {
+        let head: TransactionID
     }
 
     /// Applies `entries` of the shared log in `txn` through the same state code as a save
