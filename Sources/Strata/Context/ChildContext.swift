@@ -519,8 +519,11 @@ public final class ChildContext: ObjectReading {
                 // An object the flight deleted and this child inserted again meanwhile was not
                 // new when inserted (the state below still had it): once the delete landed it is,
                 // and its next commit inserts it (as an update of a deleted object it was lost,
-                // or refused for ever). A delete a merge policy dropped leaves it an update.
-                let reinserted = s.overlay.order.filter { touch in
+                // or refused for ever). A delete a merge policy dropped leaves it an update. Not
+                // after a discard since the flight took the layer: an edit made then was made on
+                // the object as the state below still showed it, and judged at its commit (a
+                // conflict with the delete, or the merge policy), never a new object.
+                let reinserted = s.discards != flight.discards ? [] : s.overlay.order.filter { touch in
                     guard !touch.isNew, case .some(.some) = s.overlay.records[touch.id],
                           case .some(.none) = flight.overlay.records[touch.id] else { return false }
                     return true

@@ -741,4 +741,33 @@ import Testing
             #expect(try store.mainContext.object(Track.self, id: t.id)?.title == (sameValues ? "A" : "A again"))
         }
     }
+
+    /// An edit made after a discard while the discarded delete is in flight is an update of the
+    /// object as the store still showed it: once the delete landed, its commit is a conflict
+    /// with the delete (`.fail`), not an insert that brings the deleted object back.
+    @Test func anEditAfterADiscardWhileTheDeleteIsInFlightDoesNotBringTheObjectBack() async throws {
+        try await withLibraryStore { store in
+            let t = Track(mbid: UUID(), title: "A", durationSeconds: 200, addedAt: Date(timeIntervalSince1970: 0))
+            _ = try await store.save { $0.insert(t) }
+            let child = store.mainContext.newChild(label: "editor")
+            try child.delete(t.id)
+            let writer = try #require(store.writer)
+            let pause = try await WriterPause(writer)
+            let first = Task { try await child.commit() }
+            while writer.pendingForTesting == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            child.discard()
+            try child.set(Track.title, of: t.id, to: "edited")
+            pause.resume()
+            #expect(try await first.value != nil)
+            #expect(try store.mainContext.object(Track.self, id: t.id) == nil)
+            #expect(child.pendingObjects.inserted.isEmpty, "\(child.pendingObjects)")
+            do {
+                _ = try await child.commit()
+                Issue.record("an edit of a deleted object was committed")
+            } catch StrataError.conflict(let conflicts) {
+                #expect(conflicts.map(\.kind) == [.deleted], "\(conflicts)")
+            }
+            #expect(try store.mainContext.object(Track.self, id: t.id) == nil, "the deleted track came back")
+        }
+    }
 }
