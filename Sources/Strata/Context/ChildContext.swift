@@ -481,11 +481,12 @@ public final class ChildContext: ObjectReading {
         let hasChildren = !children.withLock { $0.allSatisfy { $0.context == nil } }
         // They are the store's version of each object the commit wrote as this child sent it,
         // read right after it. An object whose change a merge policy resolved against the store
-        // (its values kept, or merged with the child's) keeps its old base: the edits pending on
-        // it were made on values the store no longer holds, and the policy judges them at their
-        // own commit (given the store's version, they were written over the other writer's change
-        // with no conflict). An object a later save changed keeps its old base too (a conflict
-        // then, never a lost one), and so does everything when the store cannot be read.
+        // (its values kept, or merged with the child's) keeps its old base version: the edits
+        // pending on it were made on values the store no longer holds, and the policy judges them
+        // at their own commit (given the store's version, they were written over the other
+        // writer's change with no conflict); its base values take the store's where the store
+        // holds what the chain sent. An object a later save changed keeps its old base (a
+        // conflict then, never a lost one), and so does everything when the store cannot be read.
         func committedBases() -> [ObjectID: BaseVersion] {
             guard let tx else { return [:] }
             var written: [ObjectID] = []
@@ -498,9 +499,20 @@ public final class ChildContext: ObjectReading {
             let read = try? store.read { view in
                 var bases: [ObjectID: BaseVersion] = [:]
                 for id in written {
-                    guard case .some(.some(let sent)) = flight.overlay.records[id] else { continue }
-                    if let r = try view.record(id), r.version == tx, r.values == sent.values {
+                    guard case .some(.some(let sent)) = flight.overlay.records[id],
+                          let r = try view.record(id), r.version == tx else { continue }
+                    if r.values == sent.values {
                         bases[id] = BaseVersion(version: r.version, values: r.values)
+                    } else if let was = flight.bases[id], was.values.count == r.values.count,
+                              sent.values.count == r.values.count {
+                        // Resolved by a merge policy: the old version stays (the edits pending
+                        // on it are judged again), but an attribute the store now holds as the
+                        // chain sent it is the chain's own write, not the other writer's change:
+                        // its base is that value (with the old one, a later edit of it below
+                        // was taken for a clash with the store and dropped by `.store` merges).
+                        var values = was.values
+                        for i in values.indices where r.values[i] == sent.values[i] { values[i] = r.values[i] }
+                        bases[id] = BaseVersion(version: was.version, values: values)
                     }
                 }
                 return bases

@@ -1095,8 +1095,18 @@ struct ContextModel: Sendable {
             for (id, base) in dc.layer.bases where written.contains(id)
                 && (base == c.layer.bases[id] || (c.layer.bases[id] == nil && base.version == 0)) {
                 guard writer.changed, let o = store.objects[id], o.version == head,
-                      case .object(let sent)? = c.layer.records[id], sent.values == o.values else { continue }
-                dc.layer.bases[id] = ModelBase(version: o.version, values: o.values)
+                      case .object(let sent)? = c.layer.records[id] else { continue }
+                if sent.values == o.values {
+                    dc.layer.bases[id] = ModelBase(version: o.version, values: o.values)
+                } else if let was = c.layer.bases[id], was.values.count == o.values.count,
+                          sent.values.count == o.values.count {
+                    // Decision: resolved by a merge policy, the base keeps its version, and takes
+                    // the store's value for each attribute the store holds as the chain sent it
+                    // (the chain's own write, not a change of the other writer's).
+                    var values = was.values
+                    for i in values.indices where o.values[i] == sent.values[i] { values[i] = o.values[i] }
+                    dc.layer.bases[id] = ModelBase(version: was.version, values: values)
+                }
             }
             children[d] = dc
         }

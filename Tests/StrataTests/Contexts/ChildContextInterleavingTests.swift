@@ -604,6 +604,30 @@ import Testing
         }
     }
 
+    /// After a commit a `.propertyMerge(preferring: .store)` merged with another writer's change,
+    /// an attribute the chain itself wrote is the chain's, not a change of the store's: a later
+    /// edit of it below (made on the value the chain wrote) is saved, while the other writer's
+    /// attribute stays. The old base made the chain's own write look like the store's change,
+    /// and the later edit was dropped with no error.
+    @Test func aLaterEditOfAnAttributeTheChainWroteSurvivesAStoreMerge() async throws {
+        try await withLibraryStore { store in
+            let t = Track(mbid: UUID(), title: "T0", durationSeconds: 200, addedAt: Date(timeIntervalSince1970: 0))
+            _ = try await store.save { $0.insert(t) }
+            let p = store.mainContext.newChild(label: "editor", mergePolicy: .propertyMerge(preferring: .store))
+            try p.set(Track.title, of: t.id, to: "A")
+            let d = p.newChild(label: "detail")
+            try d.set(Track.title, of: t.id, to: "B")
+            _ = try await store.save { $0.set(Track.playCount, of: t.id, to: 9) }
+            #expect(try await p.commit() != nil)
+            let merged = try #require(try store.mainContext.object(Track.self, id: t.id))
+            #expect(merged.title == "A" && merged.playCount == 9)
+            try await d.commit()
+            #expect(try await p.commit() != nil)
+            let saved = try #require(try store.mainContext.object(Track.self, id: t.id))
+            #expect(saved.title == "B" && saved.playCount == 9, "\(saved.title) \(saved.playCount)")
+        }
+    }
+
     /// The child deletes a genre and an album; another writer then puts a track in both. The
     /// track is not the child's to delete (its view shows it alive, in neither): the album's
     /// cascade does not take it, so the genre's deny rule meets it and refuses the commit, and
