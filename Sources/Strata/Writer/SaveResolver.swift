@@ -167,7 +167,7 @@ struct SaveResolver<S: StateStore> {
             case .skip: return false
             case .reinsert(let values):
                 decisions[id] = .apply
-                try insert(id, values)
+                try reinsert(id, values)
             case .apply, .merge, .replace: break
             }
         }
@@ -242,6 +242,15 @@ struct SaveResolver<S: StateStore> {
     /// an optional attribute the context cleared after the insert stays null, as the context
     /// shows it and as a save of the same insert and change stores it. Checking the values again
     /// cost about a twentieth of a child's commit (`perf` of W7) and cannot fail.
+    /// Inserts again an object the store deleted, with the values a merge policy kept (the
+    /// context's, or a custom resolver's): as they are, a null included, never filled with
+    /// defaults (an optional attribute the object had cleared came back holding its default).
+    private mutating func reinsert(_ id: ObjectID, _ values: [Value]) throws {
+        let e = try entity(id)
+        let checked = try ValueRules.prepared(e, id, values, maxValueBytes: limits.maxValueBytes, fillDefaults: false)
+        try insert(id, checked, prepared: true)
+    }
+
     private mutating func insert(_ id: ObjectID, _ input: [Value], prepared isPrepared: Bool = false) throws {
         let e = try entity(id)
         let values: [Value]
@@ -299,7 +308,7 @@ struct SaveResolver<S: StateStore> {
             attributes = values.enumerated().map { ChangeSet.AttributeValue(attribute: $0, value: $1) }
         case .reinsert(let values):
             decisions[id] = .apply
-            return try insert(id, values)
+            return try reinsert(id, values)
         }
         let e = try entity(id)
         guard let record = try applier.record(id) else {

@@ -275,4 +275,36 @@ import Testing
             }
         }
     }
+
+    /// An object the store deleted under a child's update, restored by `.contextWins`, comes back
+    /// with the values the child showed: an optional attribute it had cleared stays null. It came
+    /// back holding the attribute's default, as a new insert would.
+    @Test func aRestoredObjectKeepsANullItsDefaultWouldHaveFilled() async throws {
+        let json = #"""
+        {"model": "notes", "version": 1, "entities": [{"name": "Item", "attributes": [
+          {"name": "name", "type": "string"},
+          {"name": "note", "type": "string", "optional": true, "default": "n/a"}]}]}
+        """#
+        let schema = try Schema.parse(Array(json.utf8), source: "v1.json")
+        let dir = temporaryDirectory("restore-null")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try Store.open(at: dir, schema: schema)
+        defer { store.close() }
+        let item = try #require(schema.entity(named: "Item"))
+        var r = Record(entity: item)
+        r["name"] = .string("a")
+        r["note"] = .string("x")
+        _ = try await store.save { $0.insert(r) }
+        _ = try await store.save { $0.update(r.id, [ChangeSet.AttributeValue(attribute: 1, value: .null)]) }
+        #expect(try store.mainContext.record(r.id)?["note"] == .null)
+        let child = store.mainContext.newChild(label: "editor", mergePolicy: .contextWins)
+        try child.change { $0.update(r.id, [ChangeSet.AttributeValue(attribute: 0, value: .string("b"))]) }
+        _ = try await store.save { $0.delete(r.id) }
+        #expect(try await child.commit() != nil)
+        let restored = try #require(try store.mainContext.record(r.id))
+        #expect(restored["name"] == .string("b") && restored["note"] == .null, "\(restored.values)")
+        // The log says the same: a replay of it builds the state the store holds.
+        let report = try store.verify(rebuild: true)
+        #expect(report.ok, "\(report.problems)")
+    }
 }
