@@ -343,40 +343,73 @@ struct SaveResolver<S: StateStore> {
     // MARK: Deletes
 
     private mutating func delete(_ id: ObjectID) throws {
-        guard deleted.insert(id).inserted, let record = try applier.record(id) else { return }
-        let e = record.entity
-        for r in e.relationships {
-            let targets = try applier.targets(r.tag, from: id)
-            guard !targets.isEmpty else { continue }
-            switch r.deleteRule {
-            case .deny:
-                // Targets this delete is removing already (the object whose cascade reached this
-                // one) do not deny; in a child's net changes, judged whole, neither do those the
-                // set deletes by name or by a cascade.
-                let gone = netState ? try doomedBySet() : []
-                guard targets.allSatisfy({ deleted.contains($0) || gone.contains($0) }) else {
-                    throw fail(.deleteDenied, e.name, id, r.name,
-                               "\(targets.count) related \(r.destination) object(s) exist and the delete rule is deny")
-                }
-            case .cascade:
-                // A child's net changes list every object it deletes, cascades included, as its
-                // view showed them: a cascade takes only those. An object another writer linked
-                // since, or one the merge policy keeps, is unlinked below instead, as the child
-                // showed it (and a required to-one it leaves unset refuses the commit).
-                let taken = netState ? try doomedBySet() : nil
-                for t in targets where !deleted.contains(t) && taken?.contains(t) != false { try delete(t) }
-            case .nullify:
-                break
-            }
-            // Whatever is still linked (nullify, or a cascade target that was already going) is unlinked.
-            for t in try applier.targets(r.tag, from: id) {
-                try emit(.unlink(relationship: r.tag, from: id, to: t))
-                let inverse = schema.inverse(of: r)
-                if !inverse.isToMany { toOneChecks.insert(t) }
-            }
+        // Depth first, as a recursion over the cascade would go, but on a stack of its own: a
+        // chain of cascades tens of thousands of objects deep (a list, a deep tree) overflowed
+        // the thread's stack and ended the process.
+        func enter(_ id: ObjectID) throws -> CascadeFrame? {
+            guard deleted.insert(id).inserted, let record = try applier.record(id) else { return nil }
+            return CascadeFrame(id: id, record: record)
         }
-        try emit(.delete(id: id, values: record.values, previousVersion: record.version))
-        toOneChecks.remove(id)
+        guard let root = try enter(id) else { return }
+        var stack = [root]
+        frames: while var f = stack.popLast() {
+            let relationships = f.record.entity.relationships
+            if var c = f.cascade {
+                while c.next < c.targets.count {
+                    let t = c.targets[c.next]
+                    c.next += 1
+                    guard !deleted.contains(t), c.taken?.contains(t) != false, let target = try enter(t) else { continue }
+                    f.cascade = c
+                    stack.append(f)
+                    stack.append(target)
+                    continue frames
+                }
+                try unlinkRemaining(relationships[f.relationship], from: f.id)
+                f.cascade = nil
+                f.relationship += 1
+            }
+            while f.relationship < relationships.count {
+                let r = relationships[f.relationship]
+                let targets = try applier.targets(r.tag, from: f.id)
+                if !targets.isEmpty {
+                    switch r.deleteRule {
+                    case .deny:
+                        // Targets this delete is removing already (the object whose cascade reached
+                        // this one) do not deny; in a child's net changes, judged whole, neither do
+                        // those the set deletes by name or by a cascade.
+                        let gone = netState ? try doomedBySet() : []
+                        guard targets.allSatisfy({ deleted.contains($0) || gone.contains($0) }) else {
+                            throw fail(.deleteDenied, f.record.entity.name, f.id, r.name,
+                                       "\(targets.count) related \(r.destination) object(s) exist and the delete rule is deny")
+                        }
+                    case .cascade:
+                        // A child's net changes list every object it deletes, cascades included, as
+                        // its view showed them: a cascade takes only those. An object another writer
+                        // linked since, or one the merge policy keeps, is unlinked below instead, as
+                        // the child showed it (and a required to-one it leaves unset refuses the commit).
+                        f.cascade = (targets, 0, netState ? try doomedBySet() : nil)
+                        stack.append(f)
+                        continue frames
+                    case .nullify:
+                        break
+                    }
+                    try unlinkRemaining(r, from: f.id)
+                }
+                f.relationship += 1
+            }
+            try emit(.delete(id: f.id, values: f.record.values, previousVersion: f.record.version))
+            toOneChecks.remove(f.id)
+        }
+    }
+
+    /// Unlinks whatever `id` still has through `r` as it is deleted (nullify, or a cascade target
+    /// that was already going).
+    private mutating func unlinkRemaining(_ r: RelationshipDescription, from id: ObjectID) throws {
+        for t in try applier.targets(r.tag, from: id) {
+            try emit(.unlink(relationship: r.tag, from: id, to: t))
+            let inverse = schema.inverse(of: r)
+            if !inverse.isToMany { toOneChecks.insert(t) }
+        }
     }
 
     /// Everything a child's net changes delete: the objects it deletes by name that its merge
@@ -501,4 +534,15 @@ struct SaveResolver<S: StateStore> {
             }
         }
     }
+}
+
+/// One object of a delete's cascade, on ``SaveResolver``'s own stack (see its `delete`).
+private struct CascadeFrame {
+    let id: ObjectID
+    let record: Record
+    /// The relationship of `record.entity` being handled.
+    var relationship = 0
+    /// While cascading through it: its targets, the next one to visit, and the objects a child's
+    /// net changes let a cascade take (nil: every target).
+    var cascade: (targets: [ObjectID], next: Int, taken: Set<ObjectID>?)?
 }

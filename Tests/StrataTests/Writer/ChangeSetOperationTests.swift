@@ -262,4 +262,56 @@ import Testing
             #expect(try store.mainContext.related(road.id, Playlist.tracks).map(\.id) == [track.id])
         }
     }
+
+    /// A delete whose cascade runs 100,000 objects deep (a list whose every node cascades to the
+    /// next) deletes them all: the cascade was a recursion, and a chain that deep overflowed the
+    /// writer thread's stack and ended the process. A deny at the end of the chain still refuses
+    /// the whole delete, with nothing written.
+    @Test func aCascadeTenThousandsOfObjectsDeepDeletesThemAll() async throws {
+        let json = #"""
+        {"model": "chain", "version": 1, "entities": [
+          {"name": "Node", "attributes": [{"name": "n", "type": "int"}],
+           "relationships": [
+             {"name": "next", "destination": "Node", "inverse": "previous", "deleteRule": "cascade", "optional": true},
+             {"name": "previous", "destination": "Node", "inverse": "next", "deleteRule": "nullify", "optional": true},
+             {"name": "pinned", "destination": "Pin", "inverse": "node", "deleteRule": "deny", "optional": true}]},
+          {"name": "Pin", "attributes": [],
+           "relationships": [{"name": "node", "destination": "Node", "inverse": "pinned", "optional": true}]}]}
+        """#
+        let schema = try Schema.parse(Array(json.utf8), source: "v1.json")
+        let dir = temporaryDirectory("deep-cascade")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try Store.open(at: dir, schema: schema)
+        defer { store.close() }
+        let node = try #require(schema.entity(named: "Node")), pin = try #require(schema.entity(named: "Pin"))
+        let next = try #require(node.relationships.first { $0.name == "next" })
+        let pinned = try #require(node.relationships.first { $0.name == "pinned" })
+        let depth = 100_000
+        let nodes = (0..<depth).map { i -> Record in
+            var r = Record(entity: node)
+            r["n"] = .int(Int64(i))
+            return r
+        }
+        var build = ChangeSet()
+        for r in nodes { build.insert(r) }
+        for i in 1..<depth {
+            build.append(.link(relationship: next.tag, from: .id(nodes[i - 1].id), to: .id(nodes[i].id)))
+        }
+        let p = Record(entity: pin)
+        build.insert(p)
+        build.append(.link(relationship: pinned.tag, from: .id(nodes[depth - 1].id), to: .id(p.id)))
+        _ = try await store.save(build)
+        // The last node is pinned (deny): the whole delete is refused, nothing written.
+        await #expect {
+            _ = try await store.save { $0.delete(nodes[0].id) }
+        } throws: { error in
+            guard case StrataError.validation(let f) = error else { return false }
+            return f.kind == .deleteDenied && f.objectID == nodes[depth - 1].id
+        }
+        #expect(try store.mainContext.count(Query(entity: "Node")) == depth)
+        _ = try await store.save { $0.delete(p.id) }
+        _ = try await store.save { $0.delete(nodes[0].id) }
+        #expect(try store.mainContext.count(Query(entity: "Node")) == 0)
+        #expect(try store.verify().ok)
+    }
 }
