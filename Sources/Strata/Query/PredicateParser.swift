@@ -162,10 +162,18 @@ public struct PredicateParser {
         func isWord(_ c: Unicode.Scalar) -> Bool {
             c.properties.isAlphabetic || c == "_" || c == "." || ("0"..."9").contains(c)
         }
+        func isDigit(_ k: Int) -> Bool { k < s.count && ("0"..."9").contains(s[k]) }
+        // A digit, or a point before one (`.5`), after an optional sign (`-3`, `-.5`).
+        func startsNumber(at k: Int) -> Bool {
+            var k = k
+            if s[k] == "-" || s[k] == "+" { k += 1 }
+            return isDigit(k) || (k < s.count && s[k] == "." && isDigit(k + 1))
+        }
         while i < s.count {
             let c = s[i]
             let start = i
-            if c == " " || c == "\t" || c == "\n" { i += 1; continue }
+            // Any white space (a carriage return from a script written on Windows, a no-break space).
+            if c.properties.isWhitespace { i += 1; continue }
             if c == "'" || c == "\"" {
                 var text = ""
                 i += 1
@@ -180,8 +188,7 @@ public struct PredicateParser {
                     i += 1
                 }
                 out.append((.string(text), start))
-            } else if ("0"..."9").contains(c)
-                        || ((c == "-" || c == "+") && i + 1 < s.count && ("0"..."9").contains(s[i + 1])) {
+            } else if startsNumber(at: i) {
                 i += 1
                 // Digits, a point, and an exponent with its sign (`1e-5`, `2.5E+3`).
                 while i < s.count && (("0"..."9").contains(s[i]) || s[i] == "." || s[i] == "e" || s[i] == "E"

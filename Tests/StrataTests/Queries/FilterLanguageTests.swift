@@ -101,6 +101,11 @@ import Testing
         expectParse("durationSeconds in [-1, +2, 300]", .isIn(attribute: duration, [.int(-1), .int(2), .int(300)]))
         expectError("rating < 1e", "'1e'")
         expectError("rating < 1e-", "'1e-'")
+        // A number may start with its point (`.5`, as decimal text may), and any white space
+        // separates tokens (a carriage return, a no-break space): both were refused.
+        expectParse("rating < .5", .compare(attribute: rating, .less, .double(0.5)))
+        expectParse("rating > -.25", .compare(attribute: rating, .greater, .double(-0.25)))
+        expectParse("rating\u{A0}<\u{A0}2\r\n", .compare(attribute: rating, .less, .double(2)))
         // An int attribute takes a whole number in any form the README lists, read exactly, as
         // an import does (`1E+6` was refused as "not an integer"); a fraction, or a number past
         // the int range, is refused saying which. A CSV cell is the same text form.
