@@ -107,22 +107,23 @@ extension Store {
         // The modes before, to put back if the switch fails: a private store left with the
         // group's modes and its private generation is refused by every private open (insecure).
         var modesBefore: (directory: mode_t?, lockFile: mode_t?) = (nil, nil)
-        if configuration.sharedWithGroup {
-            let permissions = StorePermissions(configuration)
-            // Shared already when the group may use it (0775 or 0664 too: others may read).
-            var st = stat()
-            if lstat(path, &st) == 0, st.st_mode & 0o070 != 0o070 {
-                modesBefore.directory = st.st_mode & 0o7777
-                try permissions.setMode(ofDirectory: path)
-            }
-            // Through the lock's descriptor, which keeps this exclusive lock (see setFileMode).
-            if let m = lock.fileMode(), m & 0o060 != 0o060 {
-                modesBefore.lockFile = m
-                try lock.setFileMode(permissions.fileMode)
-            }
-        }
         let notSynced: StrataError?
         do {
+            if configuration.sharedWithGroup {
+                let permissions = StorePermissions(configuration)
+                // Shared already when the group may use it (0775 or 0664 too: others may read).
+                var st = stat()
+                if lstat(path, &st) == 0, st.st_mode & 0o070 != 0o070 {
+                    modesBefore.directory = st.st_mode & 0o7777
+                    try permissions.setMode(ofDirectory: path)
+                }
+                // Through the lock's descriptor, which keeps this exclusive lock (see setFileMode).
+                // A failure here puts the directory's mode back too (below).
+                if let m = lock.fileMode(), m & 0o060 != 0o060 {
+                    modesBefore.lockFile = m
+                    try lock.setFileMode(permissions.fileMode)
+                }
+            }
             notSynced = try directory.switchCurrent(to: generation.name)
         } catch {
             // Best effort: the switch's own error is the one to report.

@@ -179,6 +179,29 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
         #expect(try await user.storectl(["info", bulk, "--shared-with-group"]).status == 0)
     }
 
+    /// A private store rewritten with `sharedWithGroup` whose lock file's mode cannot be set
+    /// (another user's file: EPERM) keeps its directory private too: the directory's mode was
+    /// set first and left shared, and every private open then refused the store as writable by
+    /// its group. `nobody` owns the store; root owns its lock file.
+    @Test(.enabled(if: TestUser.isRoot && TestUser.nobody != nil))
+    func aLockFileWhoseModeCannotBeSetLeavesThePrivateDirectoryPrivate() async throws {
+        let user = TestUser.unprivileged
+        let dir = try user.ownedDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s").path
+        #expect(try await user.storectl(["init", store, "--schema", librarySchemaDirectory.path]).status == 0)
+        #expect(try await user.storectl(["import", store, Self.sample, "--quiet"]).status == 0)
+        // Root's, readable and writable by others (so `nobody` opens it) but not by the group.
+        #expect(chown(store + "/strata.lock", 0, 0) == 0 && chmod(store + "/strata.lock", 0o606) == 0)
+        #expect(mode(store) == 0o700)
+        let compacted = try await user.storectl(["compact", store, "--shared-with-group"])
+        #expect(compacted.status == 73 && compacted.stderr.contains("chmod"), "\(compacted.stderr)")
+        #expect(mode(store) == 0o700, "the directory kept the group's mode \(String(mode(store), radix: 8))")
+        #expect(chown(store + "/strata.lock", TestUser.nobody?.uid ?? 0, TestUser.nobody?.gid ?? 0) == 0
+                && chmod(store + "/strata.lock", 0o600) == 0)
+        #expect(try await user.storectl(["verify", store, "--quiet"]).status == 0)
+    }
+
     /// A private store rewritten with `sharedWithGroup` whose switch fails (here a directory in
     /// the way of the switch's temporary link) keeps its private modes: they were changed before
     /// the switch and left, and every private open then refused the store as writable by its group.
