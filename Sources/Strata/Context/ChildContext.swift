@@ -411,7 +411,8 @@ public final class ChildContext: ObjectReading {
             // says): here it would run under this context's lock and the parent's, and a
             // resolver reading either would wait for itself. Into a parent it is `.fail`.
             let policy: MergePolicy = if case .custom = mergePolicy { .fail } else { mergePolicy }
-            try p.absorb(operations, bases: bases, policy: policy)
+            try p.absorb(operations, bases: bases, read: s.overlay.originals.filter { bases[$0.key] != nil },
+                         policy: policy)
             return Self.take(&s)
         }
         if let committed { Self.release(committed) }
@@ -718,7 +719,13 @@ public final class ChildContext: ObjectReading {
     /// again with the child's values under `.contextWins`, the change dropped under `.storeWins`
     /// and `.propertyMerge`. (The update met the deleted object as a missing one,
     /// `objectNotFound`, whatever the policy.)
-    func absorb(_ operations: [ChangeSet.Operation], bases: [ObjectID: BaseVersion], policy: MergePolicy) throws {
+    ///
+    /// `read` holds the values the child first read of the objects it judged: the base of an
+    /// object this context deleted takes them (with this context's pending values the child saw,
+    /// which the store's version does not hold), so that `.contextWins` inserts it again as the
+    /// child showed it.
+    func absorb(_ operations: [ChangeSet.Operation], bases: [ObjectID: BaseVersion],
+                read: [ObjectID: [Value]] = [:], policy: MergePolicy) throws {
         let updated = operations.compactMap { op -> ObjectID? in
             if case .update(let id, _) = op, bases[id] != nil { return id }
             return nil
@@ -729,7 +736,12 @@ public final class ChildContext: ObjectReading {
         try apply(building: { below, s in
             let view = MergedSource(base: below.base, overlays: below.overlays + [s.overlay])
             let gone = Set(try updated.filter { try view.record($0) == nil })
-            return Built(operations: operations, bases: bases.filter { gone.contains($0.key) })
+            var judged: [ObjectID: BaseVersion] = [:]
+            for (id, base) in bases where gone.contains(id) {
+                let shown = read[id].flatMap { $0.count == base.values.count ? $0 : nil }
+                judged[id] = BaseVersion(version: base.version, values: shown ?? base.values)
+            }
+            return Built(operations: operations, bases: judged)
         }, [], mergePolicy: policy, inheriting: bases, netState: true, then: { s in
             // An object this context had changed too keeps the earlier of the two bases: the
             // child may have changed it at a version before this context's own first change, and

@@ -959,7 +959,9 @@ struct ContextModel: Sendable {
                 } else if deleted.contains(u) {
                     decisions[u] = .skip
                 } else {
-                    var values = base.values
+                    // Decision: from the values the child first read (into a parent that deleted
+                    // the object, they hold the parent's pending changes, which the base does not).
+                    var values = parentView != nil ? layer.firstRead[u] ?? base.values : base.values
                     for a in n.updates.first(where: { $0.id == u })?.attributes ?? [] { values[a.index] = a.value }
                     decisions[u] = .reinsert(values)
                 }

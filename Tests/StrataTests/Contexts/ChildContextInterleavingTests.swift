@@ -628,6 +628,28 @@ import Testing
         }
     }
 
+    /// A child under `.contextWins` whose parent deleted an object the child changed inserts it
+    /// again as the child showed it: with the parent's pending values it read, not the store's
+    /// (the re-insert was built from the store's version and lost them).
+    @Test func aNestedContextWinsReinsertKeepsTheValuesTheChildRead() async throws {
+        try await withLibraryStore { store in
+            let t = Track(mbid: UUID(), title: "T0", durationSeconds: 200, addedAt: Date(timeIntervalSince1970: 0))
+            _ = try await store.save { $0.insert(t) }
+            let p = store.mainContext.newChild(label: "parent")
+            try p.set(Track.durationSeconds, of: t.id, to: 500)
+            let d = p.newChild(label: "detail", mergePolicy: .contextWins)
+            try d.set(Track.title, of: t.id, to: "mine")
+            #expect(try d.object(Track.self, id: t.id)?.durationSeconds == 500)
+            try p.delete(t.id)
+            try await d.commit()
+            let shown = try #require(try p.object(Track.self, id: t.id))
+            #expect(shown.title == "mine" && shown.durationSeconds == 500, "\(shown.title) \(shown.durationSeconds)")
+            #expect(try await p.commit() != nil)
+            let saved = try #require(try store.mainContext.object(Track.self, id: t.id))
+            #expect(saved.title == "mine" && saved.durationSeconds == 500)
+        }
+    }
+
     /// The child deletes a genre and an album; another writer then puts a track in both. The
     /// track is not the child's to delete (its view shows it alive, in neither): the album's
     /// cascade does not take it, so the genre's deny rule meets it and refuses the commit, and
