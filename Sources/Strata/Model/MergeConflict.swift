@@ -26,8 +26,11 @@ public struct MergeConflict: Sendable, Equatable, CustomStringConvertible {
     public let baseValues: [Value]
     /// The object's values in the store now (empty when deleted).
     public let storeValues: [Value]
-    /// The values this context would write, one per attribute.
+    /// The values this context would write, one per attribute (for a delete, those it read).
     public let contextValues: [Value]
+    /// Whether this context deletes the object (a custom resolver's `.values(v)` then keeps it,
+    /// with `v`, instead; `.keepContext` deletes it).
+    public let contextDeletes: Bool
 
     /// The conflict in one line, for example `Track 0003…: changed in the store (version 1 → 3, attributes
     /// rating); this context changes title`.
@@ -39,7 +42,7 @@ public struct MergeConflict: Sendable, Equatable, CustomStringConvertible {
         case .changed:
             "\(entity) \(objectID): changed in the store (version \(baseVersion) → " +
             "\(storeVersion.map(\.description) ?? "?"), attributes \(changedByStore.joined(separator: ", "))); this " +
-            "context changes \(changedByContext.joined(separator: ", "))"
+            (contextDeletes ? "context deletes it" : "context changes \(changedByContext.joined(separator: ", "))")
         }
     }
 }

@@ -95,7 +95,7 @@ struct SaveResolver<S: StateStore> {
                     let target = resolved(id)
                     // Deleted by the store and by this set: it stays deleted, and edge edits of the
                     // set that touch it are dropped with it (never a reinsertion to edit it).
-                    if case .reinsert = try decide(target, changing: []) { decisions[target] = .skip }
+                    if case .reinsert = try decide(target, changing: [], deleting: true) { decisions[target] = .skip }
                 default: continue
                 }
             }
@@ -120,12 +120,17 @@ struct SaveResolver<S: StateStore> {
                 // Deleted already by this set (a cascade of an earlier delete): done, for a child's
                 // net changes, which list every object it deleted, cascades included.
                 if netState, deleted.contains(target) { continue }
-                switch try decide(target, changing: []) {
+                switch try decide(target, changing: [], deleting: true) {
                 case .skip: continue
                 case .reinsert:
                     // Deleted by the store and by this change set: it stays deleted, and what the
                     // set does with it afterwards is dropped with it (never a reinsertion).
                     decisions[target] = .skip
+                    continue
+                case .replace:
+                    // A custom resolver kept the object with values of its own: they are written,
+                    // and the delete is dropped (they were thrown away and the object deleted).
+                    try update(target, [])
                     continue
                 default: break
                 }
@@ -174,7 +179,8 @@ struct SaveResolver<S: StateStore> {
         return true
     }
 
-    private mutating func decide(_ id: ObjectID, changing attributes: [ChangeSet.AttributeValue]) throws -> Decision {
+    private mutating func decide(_ id: ObjectID, changing attributes: [ChangeSet.AttributeValue],
+                                 deleting: Bool = false) throws -> Decision {
         guard let base = bases[id] else { return .apply }
         if let d = decisions[id] { return d }
         let current = try applier.record(id)
@@ -196,7 +202,8 @@ struct SaveResolver<S: StateStore> {
             changedByStore: storeChanged.sorted().map { e.attributes[$0].name },
             changedByContext: e.attributes.indices.filter { contextValues[$0] != base.values[$0] }
                 .map { e.attributes[$0].name },
-            baseValues: base.values, storeValues: current?.values ?? [], contextValues: contextValues)
+            baseValues: base.values, storeValues: current?.values ?? [], contextValues: contextValues,
+            contextDeletes: deleting)
         let decision: Decision
         switch policy {
         case .fail:

@@ -149,12 +149,18 @@ import Testing
 
     // MARK: The child deletes an object the store changed
 
-    @Test(arguments: ["fail", "storeWins", "keepStore", "contextWins", "keepContext"])
+    /// A custom resolver's `.values(v)` keeps the object with `v` and drops the delete (they were
+    /// thrown away and the object deleted); the conflict says the context deletes it.
+    @Test(arguments: ["fail", "storeWins", "keepStore", "contextWins", "keepContext", "values"])
     func deleteOfAnObjectTheStoreChanged(policyName: String) async throws {
         try await withLibraryStore { store in
             let f = try await setUp(store)
             let seen = Seen()
-            let child = store.mainContext.newChild(label: "editor", mergePolicy: policy(policyName, seen))
+            let child = store.mainContext.newChild(label: "editor", mergePolicy: policy(policyName, seen) { conflict in
+                var v = conflict.storeValues
+                v[Track.title.index] = .string("kept by the resolver")
+                return v
+            })
             try child.delete(f.track.id)
             let changed = try await store.save { $0.set(Track.rating, of: f.track.id, to: 5.0) }
             let view = store.mainContext
@@ -175,15 +181,22 @@ import Testing
                 #expect(try view.object(Track.self, id: f.track.id)?.rating == 5)
                 #expect(try view.related(f.playlist.id, Playlist.tracks).map(\.id) == [f.track.id])
                 #expect(try view.related(f.track.id, Track.album)?.id == f.album.id)
+            case "values":
+                #expect(try await child.commit() == changed.next)
+                let kept = try #require(try view.object(Track.self, id: f.track.id))
+                #expect(kept.title == "kept by the resolver" && kept.rating == 5)
+                #expect(try view.related(f.playlist.id, Playlist.tracks).map(\.id) == [f.track.id])
             default:
                 #expect(try await child.commit() == changed.next)
                 #expect(try view.object(Track.self, id: f.track.id) == nil)
                 #expect(try view.related(f.playlist.id, Playlist.tracks).isEmpty)
                 #expect(try view.related(f.album.id, Album.tracks).isEmpty)
             }
-            if policyName == "keepStore" || policyName == "keepContext" {
+            if ["keepStore", "keepContext", "values"].contains(policyName) {
                 #expect(seen.all.map(\.kind) == [.changed])
                 #expect(seen.all.first?.changedByStore == ["rating"] && seen.all.first?.changedByContext == [])
+                #expect(seen.all.first?.contextDeletes == true)
+                #expect(seen.all.first?.description.hasSuffix("this context deletes it") == true)
             }
         }
     }
