@@ -289,11 +289,19 @@ struct SaveResolver<S: StateStore> {
             throw fail(.requiredAttribute, e.name, id, Layout.uniqueFieldName(e.uniques[constraint], e),
                        "an upsert needs a value for every attribute of its unique key")
         }
-        guard let owner = try applier.uniqueOwner(key), owner != id else {
-            return try insert(id, values, prepared: true)
+        let attributes = values.enumerated().map { ChangeSet.AttributeValue(attribute: $0, value: $1) }
+        if let owner = try applier.uniqueOwner(key), owner != id {
+            aliases[id] = owner
+            return try update(owner, attributes)
         }
-        aliases[id] = owner
-        try update(owner, values.enumerated().map { ChangeSet.AttributeValue(attribute: $0, value: $1) })
+        // The key is free, or the upsert's own object holds it: an object stored under the id is
+        // updated (an upsert repeated with the same id was inserted again and refused as a
+        // duplicate id), a new one inserted.
+        if try applier.exists(id) {
+            try update(id, attributes)
+        } else {
+            try insert(id, values, prepared: true)
+        }
     }
 
     private mutating func update(_ id: ObjectID, _ requested: [ChangeSet.AttributeValue]) throws {

@@ -72,6 +72,34 @@ import Testing
         }
     }
 
+    /// An upsert repeated with the same id updates the object (it was inserted again and refused
+    /// as a duplicate id), twice in one save too, and one whose object holds another key that is
+    /// free moves the object to it.
+    @Test func anUpsertRepeatedWithItsOwnIDUpdatesTheObject() async throws {
+        try await withLibraryStore { store in
+            let view = store.mainContext
+            let id = ObjectID.make(entityTag: Artist.entityTag)
+            let mbid = UUID()
+            var first = ChangeSet()
+            first.append(.upsert(id: id, values: artistValues(mbid, "One"), constraint: 0))
+            _ = try await store.save(first)
+            var again = ChangeSet()
+            again.append(.upsert(id: id, values: artistValues(mbid, "Two"), constraint: 0))
+            again.append(.upsert(id: id, values: artistValues(mbid, "Three"), constraint: 0))
+            _ = try await store.save(again)
+            #expect(try view.count(Artist.self) == 1)
+            #expect(try view.object(Artist.self, id: id)?.name == "Three")
+            let other = UUID()
+            var moved = ChangeSet()
+            moved.append(.upsert(id: id, values: artistValues(other, "Moved"), constraint: 0))
+            _ = try await store.save(moved)
+            let artist = try #require(try view.object(Artist.self, id: id))
+            #expect(artist.mbid == other && artist.name == "Moved")
+            #expect(try view.count(Artist.self) == 1)
+            #expect(try store.verify().ok)
+        }
+    }
+
     @Test func upsertFindsTheOwnerThroughTheConstraintItNames() async throws {
         let schema = try Schema.parse(Array(Self.itemSchemaText.utf8), source: "v1.json", expectedVersion: 1)
         let store = try Store.temporary(schema: schema)
