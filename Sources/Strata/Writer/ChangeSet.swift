@@ -19,6 +19,8 @@ public struct ChangeSet: Sendable {
         /// Insert, or update the object that has the same values for unique constraint
         /// `constraint`. Later operations may use `id` either way: it is aliased to the existing object
         /// (until an insert gives `id` to an object of its own; from then on it names that one).
+        /// When no other object holds the key and an object exists under `id`, that one is
+        /// updated (a repeated upsert with the same id; its key moves to these values).
         case upsert(id: ObjectID, values: [Value], constraint: Int)
         /// Insert with this id, or replace every attribute of the object that has it.
         case put(id: ObjectID, values: [Value])
