@@ -222,9 +222,15 @@ final class StoreLock: Sendable {
     func setFileMode(_ mode: mode_t) throws {
         try released.withLock { done in
             guard !done else { throw StrataError.lmdb(LMDBError(code: EBADF, operation: "chmod \(path)")) }
+            if Self.failSetModeForTesting.withLock({ $0.contains(path) }) {
+                throw StrataError.lmdb(LMDBError(code: EPERM, operation: "chmod \(path)"))
+            }
             try StorePermissions.setMode(fd, mode, path: path)
         }
     }
+
+    /// Lock files (by path) whose ``setFileMode(_:)`` fails with `EPERM` (tests).
+    static let failSetModeForTesting = Locked<Set<String>>([])
 
     /// Back to shared (nothing once the descriptor is closed: it may be another file's by now).
     func shared() {

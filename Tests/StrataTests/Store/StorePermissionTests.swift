@@ -180,26 +180,34 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
     }
 
     /// A private store rewritten with `sharedWithGroup` whose lock file's mode cannot be set
-    /// (another user's file: EPERM) keeps its directory private too: the directory's mode was
+    /// (EPERM: another user's file) keeps its directory private too: the directory's mode was
     /// set first and left shared, and every private open then refused the store as writable by
-    /// its group. `nobody` owns the store; root owns its lock file.
-    @Test(.enabled(if: TestUser.isRoot && TestUser.nobody != nil))
-    func aLockFileWhoseModeCannotBeSetLeavesThePrivateDirectoryPrivate() async throws {
-        let user = TestUser.unprivileged
-        let dir = try user.ownedDirectory()
+    /// its group.
+    @Test func aLockFileWhoseModeCannotBeSetLeavesThePrivateDirectoryPrivate() async throws {
+        let dir = temporaryDirectory("shared-lock-mode-fails")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let store = dir.appendingPathComponent("s").path
-        #expect(try await user.storectl(["init", store, "--schema", librarySchemaDirectory.path]).status == 0)
-        #expect(try await user.storectl(["import", store, Self.sample, "--quiet"]).status == 0)
-        // Root's, readable and writable by others (so `nobody` opens it) but not by the group.
-        #expect(chown(store + "/strata.lock", 0, 0) == 0 && chmod(store + "/strata.lock", 0o606) == 0)
-        #expect(mode(store) == 0o700)
-        let compacted = try await user.storectl(["compact", store, "--shared-with-group"])
-        #expect(compacted.status == 73 && compacted.stderr.contains("chmod"), "\(compacted.stderr)")
-        #expect(mode(store) == 0o700, "the directory kept the group's mode \(String(mode(store), radix: 8))")
-        #expect(chown(store + "/strata.lock", TestUser.nobody?.uid ?? 0, TestUser.nobody?.gid ?? 0) == 0
-                && chmod(store + "/strata.lock", 0o600) == 0)
-        #expect(try await user.storectl(["verify", store, "--quiet"]).status == 0)
+        let url = dir.appendingPathComponent("s")
+        do {
+            let store = try Store.open(at: url, schema: try librarySchema())
+            _ = try await store.save { $0.insert(Genre(name: "g")) }
+            store.close()
+        }
+        #expect(mode(url.path) == 0o700)
+        var shared = StoreConfiguration()
+        shared.sharedWithGroup = true
+        let lockPath = url.appendingPathComponent("strata.lock").path
+        StoreLock.failSetModeForTesting.withLock { _ = $0.insert(lockPath) }
+        defer { StoreLock.failSetModeForTesting.withLock { _ = $0.remove(lockPath) } }
+        let store = try Store.open(at: url, schema: try librarySchema(), configuration: shared)
+        await #expect { _ = try await store.compact() } throws: { error in
+            guard case StrataError.lmdb(let e) = error else { return false }
+            return e.code == EPERM
+        }
+        store.close()
+        #expect(mode(url.path) == 0o700, "the directory kept the group's mode \(String(mode(url.path), radix: 8))")
+        let reopened = try Store.open(at: url, schema: try librarySchema())
+        defer { reopened.close() }
+        #expect(try reopened.mainContext.count(Genre.self) == 1)
     }
 
     /// A private store rewritten with `sharedWithGroup` whose switch fails (here a directory in
