@@ -310,6 +310,7 @@ public final class Store: Sendable {
         // Nothing in a directory that others may write can be trusted (they could have replaced
         // any file): refused before anything in it is opened or created.
         try permissions.checkDirectory(path, store: path)
+        try permissions.checkFileMode(directory.lockPath, store: path)
         let lock = try StoreLock(path: directory.lockPath, readOnly: configuration.readOnly, permissions: permissions,
                                  store: path)
         let generation: String
@@ -355,6 +356,7 @@ public final class Store: Sendable {
         // for lock.mdb, wherever it points): refused before LMDB opens the generation.
         for file in ["data.mdb", "lock.mdb"] {
             try StorePermissions.checkFile(generationPath + "/" + file, store: path)
+            try permissions.checkFileMode(generationPath + "/" + file, store: path)
         }
         // A creation that stopped before the store's first commit was durable (a full disk, a
         // kill): its generation holds no store yet, and an open that may create one creates it.

@@ -109,6 +109,27 @@ struct StorePermissions: Sendable, Equatable {
         }
     }
 
+    /// Throws ``StrataError/insecure(path:reason:)`` when the regular file at `path` may be
+    /// written by others, or by its group and the store is not shared with the group: whoever may
+    /// write `data.mdb`, `lock.mdb` or `strata.lock` may change the store or its readers' view of
+    /// it. A missing file, or one that is not regular (``checkFile(_:store:)`` refuses those),
+    /// passes. `store` is the store directory (for the message).
+    func checkFileMode(_ path: String, store: String) throws {
+        var st = stat()
+        guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { return }
+        let mode = st.st_mode & 0o7777
+        if mode & 0o002 != 0 {
+            throw StrataError.insecure(path: store, reason: "\(path) is writable by others (mode \(Self.octal(mode))), "
+                + "who could change the store; make it private with `chmod o-w \(Self.quoted(path))`")
+        }
+        if mode & 0o020 != 0 && !sharedWithGroup {
+            throw StrataError.insecure(path: store, reason: "\(path) is writable by its group "
+                + "(mode \(Self.octal(mode))) but the store is not opened as shared with the group; "
+                + "make it private with `chmod g-w \(Self.quoted(path))`, or open it shared with the group "
+                + "(StoreConfiguration.sharedWithGroup, storectl --shared-with-group)")
+        }
+    }
+
     /// Throws ``StrataError/insecure(path:reason:)`` when `path` exists and is not a regular
     /// file (a symbolic link, a FIFO, a device): LMDB would open what it points at. A missing
     /// file passes (it is created by ``createFile(_:)``).

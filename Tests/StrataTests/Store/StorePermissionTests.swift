@@ -179,6 +179,42 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
         #expect(try await user.storectl(["info", bulk, "--shared-with-group"]).status == 0)
     }
 
+    /// A store file others may write (`data.mdb`, `lock.mdb`, `strata.lock`), or its group when
+    /// the store is not shared with it, is refused at open, as such a directory is: whoever may
+    /// write it may change the store. They were opened without a word.
+    @Test func aStoreFileOthersMayWriteIsRefused() async throws {
+        let dir = temporaryDirectory("writable-files")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let url = dir.appendingPathComponent("s")
+        do {
+            let store = try Store.open(at: url, schema: try librarySchema())
+            _ = try await store.save { $0.insert(Genre(name: "g")) }
+            store.close()
+        }
+        let generation = try FileManager.default.destinationOfSymbolicLink(atPath: url.path + "/current")
+        for file in ["\(generation)/data.mdb", "\(generation)/lock.mdb", "strata.lock"] {
+            let path = url.path + "/" + file
+            for (mode, shared, refused) in [(0o606 as mode_t, false, true), (0o660, false, true), (0o660, true, false)] {
+                #expect(chmod(path, mode) == 0)
+                var config = StoreConfiguration()
+                config.sharedWithGroup = shared
+                do {
+                    let store = try Store.open(at: url, schema: try librarySchema(), configuration: config)
+                    store.close()
+                    #expect(!refused, "\(file) \(String(mode, radix: 8)) was opened")
+                } catch StrataError.insecure(_, let reason) {
+                    #expect(refused && reason.contains(file) && reason.contains("writable by"), "\(reason)")
+                }
+            }
+            #expect(chmod(path, 0o600) == 0)
+        }
+        let cli = try await storectl("info", url.path)
+        #expect(cli.status == 0, "\(cli.stderr)")
+        #expect(chmod(url.path + "/strata.lock", 0o666) == 0)
+        let refused = try await storectl("info", url.path)
+        #expect(refused.status == 66 && refused.stderr.contains("writable by others"), "\(refused.stderr)")
+    }
+
     /// A private store rewritten with `sharedWithGroup` whose lock file's mode cannot be set
     /// (EPERM: another user's file) keeps its directory private too: the directory's mode was
     /// set first and left shared, and every private open then refused the store as writable by
