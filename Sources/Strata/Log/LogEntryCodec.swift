@@ -1,3 +1,5 @@
+import Glibc
+
 /// Binary form of a log entry, in one of two formats:
 ///
 /// - plain (format 1): `[1 u8][flags u8][body][crc32c u32]`;
@@ -86,11 +88,13 @@ enum LogEntryCodec {
     static func plainEntry(_ bytes: UnsafeRawBufferPointer, transactionID tx: TransactionID) throws -> [UInt8] {
         guard isCompressed(bytes) else { return Array(bytes) }
         var scratch: UnsafeMutableRawBufferPointer?
-        defer { scratch?.deallocate() }
+        defer { free(scratch?.baseAddress) }
+        var refused: Error?
         let plain = try plainEntry(bytes, transactionID: tx) { count in
-            scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: count, alignment: 8)
+            do { scratch = try allocatePlain(count, tx) } catch { refused = error }
             return scratch
         }
+        if let refused { throw refused }
         return plain.map(Array.init) ?? []
     }
 
@@ -159,6 +163,19 @@ enum LogEntryCodec {
             throw DecodingError(offset: at, reason: "compressed body declares \(declared) bytes from \(frame.count)")
         }
         return (2 + Int(declared), Frame(bytes: frame, offset: r.offset))
+    }
+
+    /// `count` bytes (from `malloc`: free them with `free`) for a compressed entry's plain form.
+    /// The size a damaged entry declares is checked against its frame first, but one whose
+    /// checksum was made to match may still declare gigabytes: past what the process can
+    /// allocate it is refused as damaged (an allocation that fails would end the process).
+    private static func allocatePlain(_ count: Int, _ tx: TransactionID) throws -> UnsafeMutableRawBufferPointer {
+        guard let p = malloc(max(1, count)) else {
+            throw StrataError.corruptLogEntry(transaction: tx, reason: """
+                its compressed body declares \(count) bytes, more than this process can allocate
+                """)
+        }
+        return UnsafeMutableRawBufferPointer(start: p, count: count)
     }
 
     /// A compressed entry's zstd frame, and where it starts in the stored entry (for errors).
@@ -280,17 +297,14 @@ enum LogEntryCodec {
             case compressedFormat:
                 let flags = try r.u8()
                 let (count, frame) = try compressedBody(&r)
-                let plain = try [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-                    try expand(frame, flags: flags, into: UnsafeMutableRawBufferPointer(buffer))
-                    initialized = count
-                }
-                return try plain.withUnsafeBytes { all in
-                    // Offsets (of errors, of scanned values) are those of the plain entry.
-                    var pr = ByteReader(all)
-                    _ = try pr.u8()
-                    _ = try pr.u8()
-                    return try readBody(&pr, body)
-                }
+                let plain = try allocatePlain(count, tx)
+                defer { free(plain.baseAddress) }
+                try expand(frame, flags: flags, into: plain)
+                // Offsets (of errors, of scanned values) are those of the plain entry.
+                var pr = ByteReader(UnsafeRawBufferPointer(plain))
+                _ = try pr.u8()
+                _ = try pr.u8()
+                return try readBody(&pr, body)
             default:
                 throw StrataError.corruptLogEntry(
                     transaction: tx, reason: "entry format \(f) is newer than this Strata reads (\(compressedFormat))")

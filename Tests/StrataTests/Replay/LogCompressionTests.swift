@@ -121,6 +121,36 @@ import Testing
         }
     }
 
+    /// A checksummed entry whose frame is large enough for the size it declares, and that size
+    /// more than the process can allocate (here 48 GiB from a 48 MiB frame on a 24 GiB machine),
+    /// is refused as damaged: the allocation failed in Swift's array initialiser and ended the
+    /// process. Decoding and the plain form alike.
+    @Test func aDeclaredSizeTheProcessCannotAllocateIsRefused() throws {
+        let frame = [UInt8](repeating: 0x5A, count: 48 << 20)
+        let size = UInt64(48) << 30
+        guard Compression.allowed(plain: Int(size), compressed: frame.count) else {
+            Issue.record("the size must pass the frame check")
+            return
+        }
+        var w = ByteWriter()
+        w.u8(LogEntryCodec.compressedFormat); w.u8(0); w.varint(size)
+        w.append(frame)
+        let sealed = FuzzEntryPoints.sealLogEntry(w.bytes, transaction: 9)
+        for attempt in ["decode", "plain"] {
+            #expect {
+                if attempt == "decode" {
+                    _ = try decode(sealed, 9)
+                } else {
+                    _ = try sealed.withUnsafeBytes { try LogEntryCodec.plainEntry($0, transactionID: TransactionID(9)) }
+                }
+            } throws: { error in
+                guard case StrataError.corruptLogEntry(let tx, let why) = error else { return false }
+                // Refused for the size, or (where the memory is there) for the frame's content.
+                return tx == TransactionID(9) && (why.contains("more than this process can allocate") || why.contains("zstd"))
+            }
+        }
+    }
+
     /// The body must be exactly one zstd frame (nothing after it, not a second frame), and a
     /// frame must be at least a byte for any size to be allowed.
     @Test func aBodyThatIsNotExactlyOneFrameIsRefused() throws {
