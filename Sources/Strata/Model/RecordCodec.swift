@@ -80,12 +80,20 @@ enum RecordCodec {
                 throw StrataError.corruptRecord(id: id,
                                                 reason: "\(n) attributes, entity has \(entity.attributes.count)")
             }
+            // The encoder writes the attributes in ascending order: an index at or below the one
+            // before (the same attribute twice, the last value silently winning) is damage.
+            var previous: UInt64?
             for _ in 0..<n {
                 // Checked before Int(_:), which traps on a corrupt varint ≥ 2^63 (found by fuzz-record).
                 let i = try r.varint()
                 guard i < UInt64(values.count) else {
                     throw StrataError.corruptRecord(id: id, reason: "attribute index \(i) out of range")
                 }
+                if let previous, i <= previous {
+                    throw StrataError.corruptRecord(id: id, reason: "attribute index \(i) after \(previous): "
+                                                                  + "a record lists its attributes once each, in order")
+                }
+                previous = i
                 if let only, !only[Int(i)] {
                     try ValueCodec.check(from: &r)
                 } else {

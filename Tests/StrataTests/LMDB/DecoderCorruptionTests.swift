@@ -54,6 +54,34 @@ import Testing
         }
     }
 
+    /// A record that lists an attribute twice (or out of order), sealed with the right checksum,
+    /// is corrupt: it decoded, the last value winning, so a record written wrongly read as a
+    /// plausible object.
+    @Test func aRecordListingAnAttributeTwiceIsCorrupt() throws {
+        let schema = try librarySchema()
+        let track = try #require(schema.entity(named: "Track"))
+        let good = Track(mbid: UUID(), title: "t", durationSeconds: 5, addedAt: Date(timeIntervalSince1970: 0))
+        let record = Record(entity: track, id: good.id, values: good.storedValues, version: TransactionID(1))
+        let encoded = RecordCodec.encode(record)
+        #expect(try encoded.withUnsafeBytes { try RecordCodec.decode($0, id: good.id, schema: schema) }.values == record.values)
+        for order in [[1, 1], [2, 1]] {
+            var w = ByteWriter()
+            w.u8(RecordCodec.format); w.u16(track.tag); w.u64(1)
+            w.varint(UInt64(order.count))
+            for i in order {
+                w.varint(UInt64(i))
+                ValueCodec.encode(.string("x\(i)"), into: &w)
+            }
+            let sealed = FuzzEntryPoints.sealRecord(w.bytes, id: good.id)
+            #expect {
+                try FuzzEntryPoints.decodeRecord(sealed, id: good.id, schema: schema)
+            } throws: { error in
+                guard case StrataError.corruptRecord(let bad, let reason) = error else { return false }
+                return bad == good.id && reason.contains("once each, in order")
+            }
+        }
+    }
+
     /// Every truncation and every single-byte change (8 masks) of real entries and records,
     /// sealed with the right checksum: decoded or refused as corrupt, and what decodes survives
     /// encode → decode with the same bytes.
