@@ -103,6 +103,20 @@ struct Upcaster: Sendable {
         return t
     }
 
+    /// ``mapTag(_:)`` of a log entry's edge: a migration keeps every relationship (it may only
+    /// rename one), so a tag without a place in the new schema is one the store's schema never
+    /// declared, a damaged entry (it was left out of the rewritten history without a word, while
+    /// the state's build refuses the same edge).
+    private func mappedTag(_ tag: UInt16) throws -> UInt16 {
+        guard let t = mapTag(tag) else {
+            throw MigrationError(reason: """
+                an edge of relationship tag \(tag), which the store's schema does not declare: the log is \
+                damaged (run verify)
+                """)
+        }
+        return t
+    }
+
     /// For a compacted store: the old-schema state at the horizon into the scratch (the records
     /// the first updates after the horizon need).
     mutating func loadBase(_ view: ReadView, horizon: TransactionID, head: TransactionID) throws {
@@ -379,9 +393,9 @@ struct Upcaster: Sendable {
                 }
                 try trackUniques(txn, id, before: t, after: nil)
             case .link(let tag, let a, let b):
-                if let t = mapTag(tag) { changes.append(.link(relationship: t, from: a, to: b)) }
+                changes.append(.link(relationship: try mappedTag(tag), from: a, to: b))
             case .unlink(let tag, let a, let b):
-                if let t = mapTag(tag) { changes.append(.unlink(relationship: t, from: a, to: b)) }
+                changes.append(.unlink(relationship: try mappedTag(tag), from: a, to: b))
             }
         }
         return changes

@@ -469,6 +469,52 @@ import Testing
         #expect(report.to == 2 && report.objects == 3)
     }
 
+    /// A log entry (its checksum intact) linking through a relationship tag the store's schema
+    /// does not declare stops a migration as damage, naming the transaction, as the state's
+    /// build refuses such an edge: the edge was left out of the rewritten history without a word.
+    @Test func aLogEdgeOfAnUndeclaredRelationshipStopsTheMigration() async throws {
+        func version(_ n: Int) -> String {
+            #"""
+            {"model": "ue", "version": \#(n), "entities": [
+              {"name": "Owner", "attributes": [{"name": "k", "type": "int"}],
+               "relationships": [{"name": "items", "destination": "Item", "toMany": true, "inverse": "owner"}]},
+              {"name": "Item", "attributes": [{"name": "k", "type": "int"}],
+               "relationships": [{"name": "owner", "destination": "Owner", "toMany": false, "inverse": "items",
+                                  "optional": true}]}]}
+            """#
+        }
+        let all = try schemas([version(1), version(2)])
+        let dir = temporaryDirectory("migrate-undeclared-edge")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let owner = try #require(all[0].entity(named: "Owner")), item = try #require(all[0].entity(named: "Item"))
+        let link = try #require(item.relationships.first { $0.name == "owner" })
+        var o = Record(entity: owner), i = Record(entity: item)
+        o["k"] = .int(1); i["k"] = .int(2)
+        do {
+            let store = try Store.open(at: dir, schema: all[0])
+            defer { store.close() }
+            _ = try await store.save { $0.insert(o); $0.insert(i) }
+            var c = ChangeSet()
+            c.append(.link(relationship: link.tag, from: .id(i.id), to: .id(o.id)))
+            let tx = try await store.save(c)
+            // The entry rewritten with another tag (0x7F7F) and sealed again.
+            let env = store.env
+            let stored = try #require(try env.read { txn in try txn.withValue(env[.log], key: tx.keyBytes) { Array($0) } })
+            let entry = try stored.withUnsafeBytes { try LogEntryCodec.decode($0, transactionID: tx) }
+            let damaged = LogEntry(transactionID: tx, schemaVersion: entry.schemaVersion, timestampMs: entry.timestampMs,
+                                   author: entry.author, metadata: entry.metadata,
+                                   changes: [.link(relationship: 0x7F7F, from: i.id, to: o.id)])
+            try env.write { _ = try $0.put(env[.log], key: tx.keyBytes, value: LogEntryCodec.encode(damaged)) }
+        }
+        do {
+            _ = try await Store.migrate(at: dir, schemas: all)
+            Issue.record("a log edge of an undeclared relationship was dropped by the migration")
+        } catch let e as MigrationError {
+            #expect(e.reason.contains("transaction 2 of the log") && e.reason.contains("relationship tag 32639"),
+                    "\(e.reason)")
+        }
+    }
+
     /// A custom step may not write a string longer than the store's `maxValueBytes`, which a
     /// save refuses (and an export's re-import would): it went into the store.
     @Test func aCustomStepThatWritesAValueOverMaxValueBytesIsRefused() async throws {
