@@ -179,6 +179,17 @@ extension Overlay {
             rest.replaced.insert(key)
         }
         for (key, owner) in uniques where committed.uniques[key] != owner { rest.uniques[key] = owner }
+        // Every key a record the rest keeps holds is the rest's to answer for, as when the layer
+        // first changed that object: a key the commit also held was dropped above, and a state
+        // below in which another writer moved the object's key away then took it for free.
+        for (id, entry) in rest.records {
+            guard case .some(let record) = entry else { continue }
+            for u in record.entity.uniques {
+                if let key = try? Layout.uniqueKey(u, record: record.values, entity: record.entity, id: id) {
+                    rest.uniques[ByteKey(key)] = id
+                }
+            }
+        }
         for key in rest.replaced {
             rest.replacedTags.insert(key.tag)
             rest.markDirty(key.from)

@@ -816,4 +816,34 @@ import Testing
             #expect(try store.mainContext.object(Track.self, id: t.id) == nil, "the deleted track came back")
         }
     }
+
+    /// An object a child changed again while its commit of the same object was in flight still
+    /// holds its unique keys in the child once the commit landed: after another writer moved the
+    /// stored object to another key, an insert of the key the child shows the object holding is
+    /// refused, as it is without a flight. The rest of the layer had dropped those keys (the
+    /// commit held them too), and the insert was taken.
+    @Test func anObjectChangedDuringItsCommitsFlightKeepsItsUniqueKeys() async throws {
+        try await withLibraryStore { store in
+            let t = Track(mbid: UUID(), title: "A", durationSeconds: 200, addedAt: Date(timeIntervalSince1970: 0))
+            _ = try await store.save { $0.insert(t) }
+            let child = store.mainContext.newChild(label: "editor")
+            try child.set(Track.title, of: t.id, to: "B")
+            let writer = try #require(store.writer)
+            let pause = try await WriterPause(writer)
+            let first = Task { try await child.commit() }
+            while writer.pendingForTesting == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            try child.set(Track.title, of: t.id, to: "C")
+            pause.resume()
+            #expect(try await first.value != nil)
+            _ = try await store.save { $0.set(Track.mbid, of: t.id, to: UUID()) }
+            #expect(try child.object(Track.self, id: t.id)?.mbid == t.mbid, "the child shows the key it read")
+            let clash = Track(mbid: t.mbid, title: "Z", durationSeconds: 1, addedAt: Date(timeIntervalSince1970: 0))
+            #expect {
+                try child.insert(clash)
+            } throws: { error in
+                guard case StrataError.validation(let f) = error else { return false }
+                return f.kind == .uniqueConstraint
+            }
+        }
+    }
 }
