@@ -65,6 +65,16 @@ struct MigrateCommand: AsyncParsableCommand {
         if check { try runCheck(chosen) } else { try await runMigration(chosen) }
     }
 
+    /// Says the store is at `version`, the newest given (`{"status":"upToDate",…}` with --json),
+    /// with `why` after it in text.
+    private func printUpToDate(_ version: Int, _ why: String? = nil) {
+        if json {
+            printJSON(.object([("status", .string("upToDate")), ("version", .int(Int64(version)))]))
+        } else {
+            print("up to date (v\(version))" + (why.map { ": \($0)" } ?? ""))
+        }
+    }
+
     private func runCheck(_ schemas: [Schema]) throws {
         // A URL for a store of one machine would not be used (as a migration without --check
         // refuses it): refused, not ignored.
@@ -82,11 +92,7 @@ struct MigrateCommand: AsyncParsableCommand {
         }
         switch status {
         case .upToDate(let v):
-            if json {
-                printJSON(.object([("status", .string("upToDate")), ("version", .int(Int64(v)))]))
-            } else {
-                print("up to date (v\(v))")
-            }
+            printUpToDate(v)
         case .needsMigration(let from, let to, let steps):
             if json {
                 printJSON(.object([("status", .string("needsMigration")), ("from", .int(Int64(from))),
@@ -140,11 +146,7 @@ struct MigrateCommand: AsyncParsableCommand {
                     let replica = try Store.openExisting(at: target.url, configuration: readOnly)
                     let version = replica.schema.version
                     replica.close()
-                    if json {
-                        printJSON(.object([("status", .string("upToDate")), ("version", .int(Int64(version)))]))
-                    } else {
-                        print("up to date (v\(version)): the cluster's log holds no migration this replica has not applied")
-                    }
+                    printUpToDate(version, "the cluster's log holds no migration this replica has not applied")
                     return
                 }
                 report = migrated
@@ -161,11 +163,7 @@ struct MigrateCommand: AsyncParsableCommand {
                 // replica with nothing to apply is: a deploy that migrates every time succeeds.
                 if case .upToDate(let version) = try Store.migrationStatus(at: target.url, schemas: schemas,
                                                                            configuration: target.configuration) {
-                    if json {
-                        printJSON(.object([("status", .string("upToDate")), ("version", .int(Int64(version)))]))
-                    } else {
-                        print("up to date (v\(version)): nothing to migrate")
-                    }
+                    printUpToDate(version, "nothing to migrate")
                     return
                 }
                 report = try await Store.migrate(at: target.url, schemas: schemas, registry: libraryMigrations,

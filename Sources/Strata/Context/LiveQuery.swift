@@ -22,10 +22,18 @@ public struct LiveQuery: AsyncSequence, Sendable {
         /// The next results that differ from the previous ones, diffed against them; `nil` when the live query
         /// ends.
         public mutating func next() async -> LiveResults? {
+            await next(accepting: { $0 }).map { LiveResults(records: $0.value, diff: $0.diff) }
+        }
+
+        /// The next results that differ from the last ones delivered and that `accept` makes a
+        /// value of, with their diff against those; results `accept` refuses are skipped without
+        /// becoming the ones delivered. `nil` when the live query ends.
+        mutating func next<T>(accepting accept: ([Record]) -> T?) async -> (value: T, diff: ResultsDiff)? {
             while let current = await base.next() {
                 if let previous, previous == current { continue }
+                guard let value = accept(current) else { continue }
                 defer { previous = current }
-                return LiveResults(records: current, diff: ResultsDiff.between(previous ?? [], current))
+                return (value, ResultsDiff.between(previous ?? [], current))
             }
             return nil
         }

@@ -24,9 +24,9 @@ extension Observing {
     /// ``ObjectReading/fetch(_:)`` reports) ends the stream at once.
     public func observe<E: Entity>(_ request: FetchRequest<E>) -> LiveObjectsQuery<E> {
         guard (try? schema.check(E.self)) != nil else {
-            return LiveObjectsQuery(results: AsyncStream { $0.finish() })
+            return LiveObjectsQuery(query: LiveQuery(results: AsyncStream { $0.finish() }))
         }
-        return LiveObjectsQuery(results: observe(request.query).results)
+        return LiveObjectsQuery(query: observe(request.query))
     }
 }
 
@@ -34,26 +34,21 @@ extension Observing {
 public struct LiveObjectsQuery<E: Entity>: AsyncSequence, Sendable {
     /// Each element is the complete results as entity values, with their diff.
     public typealias Element = LiveObjects<E>
-    let results: AsyncStream<[Record]>
+    let query: LiveQuery
 
     /// Delivers results that differ from the last ones this iterator delivered.
     public struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncStream<[Record]>.AsyncIterator
-        var previous: [Record]?
+        var base: LiveQuery.AsyncIterator
 
         /// The next results that differ from the previous ones delivered and decode as `E`,
         /// diffed against those; `nil` when the live query ends.
         public mutating func next() async -> LiveObjects<E>? {
-            while let current = await base.next() {
-                if let previous, previous == current { continue }
-                guard let objects = try? current.map({ try E(id: $0.id, storedValues: $0.values) }) else { continue }
-                defer { previous = current }
-                return LiveObjects(objects: objects, diff: ResultsDiff.between(previous ?? [], current))
-            }
-            return nil
+            await base.next(accepting: { records in
+                try? records.map { try E(id: $0.id, storedValues: $0.values) }
+            }).map { LiveObjects(objects: $0.value, diff: $0.diff) }
         }
     }
 
     /// An iterator over the results; iterate a live query once.
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: results.makeAsyncIterator(), previous: nil) }
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: query.makeAsyncIterator()) }
 }

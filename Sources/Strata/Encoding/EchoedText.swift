@@ -13,20 +13,27 @@ public enum EchoedText {
     public static let maxCharacters = 64
 
     /// `text` with control characters escaped (``escaped(_:)-(String)``), cut after
-    /// ``maxCharacters`` characters of the original and followed by `…(N bytes)`, N being the
+    /// ``maxCharacters`` Unicode scalars of the original and followed by `…(N bytes)`, N being the
     /// whole text's length in UTF-8 bytes, when it is longer.
-    public static func shown(_ text: String) -> String {
+    public static func shown(_ text: String) -> String { rendered(text, quoting: false, cut: true) }
+
+    /// `text` with control characters escaped, and with `quoting` a `"` or `\` too; with `cut`,
+    /// cut after ``maxCharacters`` Unicode scalars (a letter followed by a million combining
+    /// marks is one Character, and is cut too) and followed by `…(N bytes)`.
+    private static func rendered(_ text: String, quoting: Bool, cut: Bool) -> String {
         var out = ""
         var count = 0
         for c in text {
-            // Counted in Unicode scalars: a letter followed by a million combining marks is one
-            // Character, and is cut too.
             let n = c.unicodeScalars.count
-            if count + n > maxCharacters {
+            if cut && count + n > maxCharacters {
                 for u in c.unicodeScalars.prefix(maxCharacters - count) { append(Character(u), to: &out) }
                 return out + "…(\(text.utf8.count) bytes)"
             }
-            append(c, to: &out)
+            switch c {
+            case "\"" where quoting: out += "\\\""
+            case "\\" where quoting: out += "\\\\"
+            default: append(c, to: &out)
+            }
             count += n
         }
         return out
@@ -48,22 +55,7 @@ public enum EchoedText {
     /// that where the string ends is never in doubt (`s="x" i=5` was one value or two). With
     /// `cut`, cut as ``shown(_:)`` cuts.
     public static func quoted(_ text: String, cut: Bool = false) -> String {
-        var out = "\""
-        var count = 0
-        for c in text {
-            let n = c.unicodeScalars.count
-            if cut && count + n > maxCharacters {
-                for u in c.unicodeScalars.prefix(maxCharacters - count) { append(Character(u), to: &out) }
-                return out + "…(\(text.utf8.count) bytes)\""
-            }
-            switch c {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            default: append(c, to: &out)
-            }
-            count += n
-        }
-        return out + "\""
+        "\"" + rendered(text, quoting: true, cut: cut) + "\""
     }
 
     /// The escaped form of one character (as ``escaped(_:)-(String)`` writes it).

@@ -139,11 +139,7 @@ struct RecordBuilder {
     /// nothing is written; at the save it failed without a line, after earlier batches committed.
     func checkSize(_ v: Value, _ a: AttributeDescription, line: Int) throws {
         if let reason = v.unstorableReason { throw issue(line, a.name, reason) }
-        let size: Int = switch v {
-        case .string(let s): s.utf8.count
-        case .bytes(let b): b.count
-        default: 0
-        }
+        let size = v.sizeInBytes
         if size > maxValueBytes {
             throw issue(line, a.name, "\(size) bytes exceed the \(maxValueBytes)-byte value limit")
         }

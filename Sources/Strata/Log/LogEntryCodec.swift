@@ -89,12 +89,10 @@ enum LogEntryCodec {
         guard isCompressed(bytes) else { return Array(bytes) }
         var scratch: UnsafeMutableRawBufferPointer?
         defer { free(scratch?.baseAddress) }
-        var refused: Error?
         let plain = try plainEntry(bytes, transactionID: tx) { count in
-            do { scratch = try allocatePlain(count, tx) } catch { refused = error }
+            scratch = try allocatePlain(count, tx)
             return scratch
         }
-        if let refused { throw refused }
         return plain.map(Array.init) ?? []
     }
 
@@ -103,16 +101,16 @@ enum LogEntryCodec {
     /// (a caller that keeps the plain form, verify's fold, gives its own); nil when `allocate`
     /// gives none. The stored checksum is checked and the declared size checked against the frame
     /// before `allocate` is called.
-    /// - Throws: ``StrataError/corruptLogEntry(transaction:reason:)``.
+    /// - Throws: ``StrataError/corruptLogEntry(transaction:reason:)``, or what `allocate` throws.
     static func plainEntry(_ bytes: UnsafeRawBufferPointer, transactionID tx: TransactionID,
-                           allocate: (Int) -> UnsafeMutableRawBufferPointer?) throws -> UnsafeRawBufferPointer? {
+                           allocate: (Int) throws -> UnsafeMutableRawBufferPointer?) throws -> UnsafeRawBufferPointer? {
         precondition(isCompressed(bytes), "plainEntry(allocate:) is for compressed entries")
         return try withCheckedContent(bytes, tx) { content in
             var r = ByteReader(content)
             _ = try r.u8()
             let flags = try r.u8()
             let (count, frame) = try compressedBody(&r)
-            guard let destination = allocate(count + 4) else { return nil }
+            guard let destination = try allocate(count + 4) else { return nil }
             precondition(destination.count == count + 4, "plainEntry(allocate:) needs the size it asked for")
             let plain = UnsafeMutableRawBufferPointer(rebasing: destination[0..<count])
             try expand(frame, flags: flags, into: plain)

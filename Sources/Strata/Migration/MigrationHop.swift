@@ -136,14 +136,8 @@ struct MigrationHop: Sendable {
                 if let reason = v.unstorableReason {
                     throw MigrationError(reason: "\(e) \(r.id): custom step '\(name)' set '\(k)' to \(v): \(reason)")
                 }
-                let size: Int
-                switch v {
-                case .string(let s): size = s.utf8.count
-                case .bytes(let b): size = b.count
-                default: size = 0
-                }
-                if size > maxValueBytes {
-                    throw MigrationError(reason: "\(e) \(r.id): custom step '\(name)' set '\(k)' to \(size) bytes, " +
+                if v.sizeInBytes > maxValueBytes {
+                    throw MigrationError(reason: "\(e) \(r.id): custom step '\(name)' set '\(k)' to \(v.sizeInBytes) bytes, " +
                                                  "over maxValueBytes (\(maxValueBytes)), which a save refuses")
                 }
             }

@@ -37,13 +37,11 @@ enum RequiredToOneCheck {
                 var missing: ObjectID?
                 try txn.scan(env[.objects], prefix: Layout.entityPrefix(e.tag)) { key, _ in
                     let id = try ObjectID.stored(key, in: "objects")
-                    var linked = false
-                    try txn.scan(env[.links], prefix: Layout.linkPrefix(r.tag, id)) { _, _ in
-                        linked = true
+                    if try view.targets(r.tag, from: id).isEmpty {
+                        missing = id
                         return false
                     }
-                    if !linked { missing = id }
-                    return linked
+                    return true
                 }
                 if let missing {
                     throw MigrationError(reason: """

@@ -133,6 +133,16 @@ extension Value: Comparable, Hashable {
         }
     }
 
+    /// The bytes of a string's UTF-8 or of a bytes value (what ``StoreConfiguration/maxValueBytes``
+    /// bounds); 0 for every other value.
+    var sizeInBytes: Int {
+        switch self {
+        case .string(let s): s.utf8.count
+        case .bytes(let b): b.count
+        default: 0
+        }
+    }
+
     /// Why this value cannot be stored (``notFiniteReason``, or a decimal past what a stored
     /// decimal keeps: ``DecimalNumber/maxDigits`` significant digits, its powers of ten), or nil.
     /// Saves, migrations' custom steps, type conversions and schema defaults share it; a query

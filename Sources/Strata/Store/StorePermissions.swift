@@ -95,14 +95,21 @@ struct StorePermissions: Sendable, Equatable {
                 path: store, reason: "\(path) is a symbolic link; a store's directories must be real directories")
         }
         guard kind == S_IFDIR else { throw StrataError.notAStore(path: store, reason: "\(path) is not a directory") }
-        let mode = st.st_mode & 0o7777
+        try checkWriters(st.st_mode & 0o7777, of: path, named: "the directory \(path)",
+                         risk: "who could replace the store's files", store: store)
+    }
+
+    /// Throws ``StrataError/insecure(path:reason:)`` when `mode` (of `path`, called `name` in
+    /// the message) lets others write, or the group when the store is not shared with it.
+    private func checkWriters(_ mode: mode_t, of path: String, named name: String, risk: String,
+                              store: String) throws {
         if mode & 0o002 != 0 {
-            throw StrataError.insecure(path: store, reason: "the directory \(path) is writable by others "
-                + "(mode \(Self.octal(mode))), who could replace the store's files; "
+            throw StrataError.insecure(path: store, reason: "\(name) is writable by others "
+                + "(mode \(Self.octal(mode))), \(risk); "
                 + "make it private with `chmod o-w \(Self.quoted(path))`")
         }
         if mode & 0o020 != 0 && !sharedWithGroup {
-            throw StrataError.insecure(path: store, reason: "the directory \(path) is writable by its group "
+            throw StrataError.insecure(path: store, reason: "\(name) is writable by its group "
                 + "(mode \(Self.octal(mode))) but the store is not opened as shared with the group; "
                 + "make it private with `chmod g-w \(Self.quoted(path))`, or open it shared with the group "
                 + "(StoreConfiguration.sharedWithGroup, storectl --shared-with-group)")
@@ -117,17 +124,7 @@ struct StorePermissions: Sendable, Equatable {
     func checkFileMode(_ path: String, store: String) throws {
         var st = stat()
         guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { return }
-        let mode = st.st_mode & 0o7777
-        if mode & 0o002 != 0 {
-            throw StrataError.insecure(path: store, reason: "\(path) is writable by others (mode \(Self.octal(mode))), "
-                + "who could change the store; make it private with `chmod o-w \(Self.quoted(path))`")
-        }
-        if mode & 0o020 != 0 && !sharedWithGroup {
-            throw StrataError.insecure(path: store, reason: "\(path) is writable by its group "
-                + "(mode \(Self.octal(mode))) but the store is not opened as shared with the group; "
-                + "make it private with `chmod g-w \(Self.quoted(path))`, or open it shared with the group "
-                + "(StoreConfiguration.sharedWithGroup, storectl --shared-with-group)")
-        }
+        try checkWriters(st.st_mode & 0o7777, of: path, named: path, risk: "who could change the store", store: store)
     }
 
     /// Throws ``StrataError/insecure(path:reason:)`` when `path` exists and is not a regular

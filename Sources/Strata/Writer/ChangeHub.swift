@@ -41,7 +41,10 @@ final class ChangeHub: Sendable {
 
     /// Whether a subscriber is alive and not finished (a cancelled stream still held by its
     /// owner is not: no summary is built and no other process's commit read for it).
-    var hasSubscribers: Bool { !live().isEmpty }
+    /// Asked by every commit: a look, no copy (``live()`` lets the others go).
+    var hasSubscribers: Bool {
+        subscribers.withLock { list in list.contains { $0.subscriber.map { !$0.isFinished } ?? false } }
+    }
 
     /// The subscribers alive and not finished; the others are let go of.
     private func live() -> [ChangeSubscriber] {

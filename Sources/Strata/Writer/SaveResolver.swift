@@ -239,6 +239,15 @@ struct SaveResolver<S: StateStore> {
         try ValueRules.prepared(e, id, input, maxValueBytes: limits.maxValueBytes, fillDefaults: !valuesComplete)
     }
 
+    /// Inserts again an object the store deleted, with the values a merge policy kept (the
+    /// context's, or a custom resolver's): as they are, a null included, never filled with
+    /// defaults (an optional attribute the object had cleared came back holding its default).
+    private mutating func reinsert(_ id: ObjectID, _ values: [Value]) throws {
+        let e = try entity(id)
+        let checked = try ValueRules.prepared(e, id, values, maxValueBytes: limits.maxValueBytes, fillDefaults: false)
+        try insert(id, checked, prepared: true)
+    }
+
     /// Inserts one object. `prepared` says that `input` passed ``prepared(_:_:_:)`` already: an
     /// upsert that found no owner prepared it just before (preparing is idempotent: defaults fill
     /// nulls, then checks), or it is a context's record as the context
@@ -249,15 +258,6 @@ struct SaveResolver<S: StateStore> {
     /// an optional attribute the context cleared after the insert stays null, as the context
     /// shows it and as a save of the same insert and change stores it. Checking the values again
     /// cost about a twentieth of a child's commit (`perf` of W7) and cannot fail.
-    /// Inserts again an object the store deleted, with the values a merge policy kept (the
-    /// context's, or a custom resolver's): as they are, a null included, never filled with
-    /// defaults (an optional attribute the object had cleared came back holding its default).
-    private mutating func reinsert(_ id: ObjectID, _ values: [Value]) throws {
-        let e = try entity(id)
-        let checked = try ValueRules.prepared(e, id, values, maxValueBytes: limits.maxValueBytes, fillDefaults: false)
-        try insert(id, checked, prepared: true)
-    }
-
     private mutating func insert(_ id: ObjectID, _ input: [Value], prepared isPrepared: Bool = false) throws {
         let e = try entity(id)
         let values: [Value]

@@ -50,17 +50,13 @@ enum ValueRules {
     @inline(__always)
     private static func check(_ e: EntityDescription, _ id: ObjectID, attribute: Int,
                               _ rule: EntityDescription.ValueRule, _ v: Value, maxValueBytes: Int) throws {
-        let size: Int
-        switch v {
-        case .null:
+        if case .null = v {
             guard rule.isOptional else {
                 throw failure(.requiredAttribute, e.name, id, e.attributes[attribute].name, "a value is required")
             }
             return
-        case .string(let s): size = s.utf8.count
-        case .bytes(let b): size = b.count
-        default: size = 0
         }
+        let size = v.sizeInBytes
         guard v.type == rule.type else {
             throw failure(.wrongType, e.name, id, e.attributes[attribute].name,
                           "expected \(rule.type.rawValue), got \(v.type?.rawValue ?? "null")")

@@ -372,19 +372,16 @@ extension Writer {
         try Self.syncAsReplica(env)
         while true {
             do {
-                let (applied, head, lmdbID) = try env.write { txn -> (TransactionID?, TransactionID, UInt64) in
-                    let applied = try applyShared(entries, in: txn, env: env)
+                let (head, lmdbID) = try env.write { txn -> (TransactionID, UInt64) in
                     // Every entry was applied already (the writer's own appends bring most of
                     // what a follower reads): nothing to commit, the transaction is aborted.
-                    guard let applied else {
+                    guard let applied = try applyShared(entries, in: txn, env: env) else {
                         throw NothingApplied(head: try ReadView(txn: txn, env: env, schema: schema).lastTransactionID())
                     }
-                    return (applied, applied, LMDBEnvironment.lmdbTransactionID(txn.handle))
+                    return (applied, LMDBEnvironment.lmdbTransactionID(txn.handle))
                 }
-                if applied != nil {
-                    env.publishHead(lmdbTransaction: lmdbID, transactionID: head)
-                    publisher.publishCommitted(env: env)
-                }
+                env.publishHead(lmdbTransaction: lmdbID, transactionID: head)
+                publisher.publishCommitted(env: env)
                 return head
             } catch let nothing as NothingApplied {
                 return nothing.head

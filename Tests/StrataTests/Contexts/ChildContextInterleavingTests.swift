@@ -763,6 +763,25 @@ import Testing
 /// An object deleted in a child and inserted again under the same id while the delete's commit
 /// is in flight is a new object once the delete landed.
 @Suite struct ChildContextInsertDuringDeleteFlightTests {
+    /// Starts `child`'s commit and holds it in flight (its save waits for the paused writer)
+    /// while `during` runs; returns the commit's result once it landed.
+    func commitHeldInFlight(_ child: ChildContext, _ store: Store,
+                            during: () throws -> Void) async throws -> TransactionID? {
+        let writer = try #require(store.writer)
+        let pause = try await WriterPause(writer)
+        let commit = Task { try await child.commit() }
+        // The change is sent (its save waits for the writer) once the child's commit runs.
+        while writer.pendingForTesting == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        do {
+            try during()
+        } catch {
+            pause.resume()
+            throw error
+        }
+        pause.resume()
+        return try await commit.value
+    }
+
     @Test(arguments: [false, true])
     func anObjectInsertedAgainWhileItsDeleteIsInFlightIsInsertedByTheNextCommit(sameValues: Bool) async throws {
         try await withLibraryStore { store in
@@ -770,16 +789,12 @@ import Testing
             _ = try await store.save { $0.insert(t) }
             let child = store.mainContext.newChild(label: "editor")
             try child.delete(t.id)
-            let writer = try #require(store.writer)
-            let pause = try await WriterPause(writer)
-            let first = Task { try await child.commit() }
-            // The delete is sent (its save waits for the writer) once the child's commit runs.
-            while writer.pendingForTesting == 0 { try await Task.sleep(for: .milliseconds(1)) }
-            var again = t
-            if !sameValues { again.title = "A again" }
-            try child.insert(again)
-            pause.resume()
-            #expect(try await first.value != nil)
+            let first = try await commitHeldInFlight(child, store) {
+                var again = t
+                if !sameValues { again.title = "A again" }
+                try child.insert(again)
+            }
+            #expect(first != nil)
             #expect(try store.mainContext.object(Track.self, id: t.id) == nil)
             #expect(child.pendingObjects.inserted == [t.id], "\(child.pendingObjects)")
             let second = try await child.commit()
@@ -797,14 +812,11 @@ import Testing
             _ = try await store.save { $0.insert(t) }
             let child = store.mainContext.newChild(label: "editor")
             try child.delete(t.id)
-            let writer = try #require(store.writer)
-            let pause = try await WriterPause(writer)
-            let first = Task { try await child.commit() }
-            while writer.pendingForTesting == 0 { try await Task.sleep(for: .milliseconds(1)) }
-            child.discard()
-            try child.set(Track.title, of: t.id, to: "edited")
-            pause.resume()
-            #expect(try await first.value != nil)
+            let first = try await commitHeldInFlight(child, store) {
+                child.discard()
+                try child.set(Track.title, of: t.id, to: "edited")
+            }
+            #expect(first != nil)
             #expect(try store.mainContext.object(Track.self, id: t.id) == nil)
             #expect(child.pendingObjects.inserted.isEmpty, "\(child.pendingObjects)")
             do {
@@ -828,13 +840,8 @@ import Testing
             _ = try await store.save { $0.insert(t) }
             let child = store.mainContext.newChild(label: "editor")
             try child.set(Track.title, of: t.id, to: "B")
-            let writer = try #require(store.writer)
-            let pause = try await WriterPause(writer)
-            let first = Task { try await child.commit() }
-            while writer.pendingForTesting == 0 { try await Task.sleep(for: .milliseconds(1)) }
-            try child.set(Track.title, of: t.id, to: "C")
-            pause.resume()
-            #expect(try await first.value != nil)
+            let first = try await commitHeldInFlight(child, store) { try child.set(Track.title, of: t.id, to: "C") }
+            #expect(first != nil)
             _ = try await store.save { $0.set(Track.mbid, of: t.id, to: UUID()) }
             #expect(try child.object(Track.self, id: t.id)?.mbid == t.mbid, "the child shows the key it read")
             let clash = Track(mbid: t.mbid, title: "Z", durationSeconds: 1, addedAt: Date(timeIntervalSince1970: 0))

@@ -179,18 +179,22 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
         #expect(try await user.storectl(["info", bulk, "--shared-with-group"]).status == 0)
     }
 
+    /// A private store at `dir/s` holding one genre, closed again.
+    func storeWithAGenre(in dir: URL) async throws -> URL {
+        let url = dir.appendingPathComponent("s")
+        let store = try Store.open(at: url, schema: try librarySchema())
+        defer { store.close() }
+        _ = try await store.save { $0.insert(Genre(name: "g")) }
+        return url
+    }
+
     /// A store file others may write (`data.mdb`, `lock.mdb`, `strata.lock`), or its group when
     /// the store is not shared with it, is refused at open, as such a directory is: whoever may
     /// write it may change the store. They were opened without a word.
     @Test func aStoreFileOthersMayWriteIsRefused() async throws {
         let dir = temporaryDirectory("writable-files")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let url = dir.appendingPathComponent("s")
-        do {
-            let store = try Store.open(at: url, schema: try librarySchema())
-            _ = try await store.save { $0.insert(Genre(name: "g")) }
-            store.close()
-        }
+        let url = try await storeWithAGenre(in: dir)
         let generation = try FileManager.default.destinationOfSymbolicLink(atPath: url.path + "/current")
         for file in ["\(generation)/data.mdb", "\(generation)/lock.mdb", "strata.lock"] {
             let path = url.path + "/" + file
@@ -222,12 +226,7 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
     @Test func aLockFileWhoseModeCannotBeSetLeavesThePrivateDirectoryPrivate() async throws {
         let dir = temporaryDirectory("shared-lock-mode-fails")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let url = dir.appendingPathComponent("s")
-        do {
-            let store = try Store.open(at: url, schema: try librarySchema())
-            _ = try await store.save { $0.insert(Genre(name: "g")) }
-            store.close()
-        }
+        let url = try await storeWithAGenre(in: dir)
         #expect(mode(url.path) == 0o700)
         var shared = StoreConfiguration()
         shared.sharedWithGroup = true
@@ -252,12 +251,7 @@ enum TestUser: String, CaseIterable, CustomTestStringConvertible {
     @Test func aSwitchThatFailsLeavesAPrivateStorePrivate() async throws {
         let dir = temporaryDirectory("shared-switch-fails")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let url = dir.appendingPathComponent("s")
-        do {
-            let store = try Store.open(at: url, schema: try librarySchema())
-            _ = try await store.save { $0.insert(Genre(name: "g")) }
-            store.close()
-        }
+        let url = try await storeWithAGenre(in: dir)
         var shared = StoreConfiguration()
         shared.sharedWithGroup = true
         let store = try Store.open(at: url, schema: try librarySchema(), configuration: shared)
