@@ -43,6 +43,17 @@ import StrataLMDB
     }
 
     /// Changes the data file's bytes with `edit`, which returns false when it found nothing to change.
+    /// Sets the last page number (bytes 136..<144, little-endian) of the meta page LMDB opens:
+    /// the one with the larger transaction id (page 0 when they are equal).
+    func setLastPage(_ store: URL, to page: UInt64) throws {
+        try damage(store) { b in
+            let t0 = u64(b, 144), t1 = u64(b, Self.pageSize + 144)
+            let newer = t1 > t0 ? Self.pageSize : 0
+            for i in 0..<8 { b[newer + 136 + i] = UInt8(truncatingIfNeeded: page >> (8 * UInt64(i))) }
+            return true
+        }
+    }
+
     func damage(_ store: URL, _ edit: (inout [UInt8]) -> Bool) throws {
         let path = dataFile(store)
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
@@ -185,13 +196,7 @@ import StrataLMDB
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store")
         try await buildStore(store)
-        try damage(store) { b in
-            // LMDB opens the meta page with the larger transaction id (page 0 when they are equal).
-            let t0 = u64(b, 144), t1 = u64(b, Self.pageSize + 144)
-            let newer = t1 > t0 ? Self.pageSize : 0
-            for i in 136..<144 { b[newer + i] = 0xff }
-            return true
-        }
+        try setLastPage(store, to: UInt64.max)
         try await expectEveryCommandRefuses(store, mentioning: ["last page 18446744073709551615 is past the end of the file"])
     }
 
@@ -204,13 +209,7 @@ import StrataLMDB
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store")
         try await buildStore(store)
-        try damage(store) { b in
-            let t0 = u64(b, 144), t1 = u64(b, Self.pageSize + 144)
-            let newer = t1 > t0 ? Self.pageSize : 0
-            for i in 136..<144 { b[newer + i] = 0 }
-            b[newer + 142] = 0x10   // 2^52
-            return true
-        }
+        try setLastPage(store, to: 1 << 52)
         #expect { _ = try Store.openReadOnly(at: store) } throws: { error in
             guard case StrataError.notAStore(_, let reason) = error else { return false }
             return reason.contains("past any file")
