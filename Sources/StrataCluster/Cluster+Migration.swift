@@ -38,9 +38,14 @@ extension Cluster {
             throw ClusterError(.wrongStore, "\(store.path) is not a replica of a cluster")
         }
         do {
+            // What opening the replica refuses, refused here too: a migration catches the replica
+            // up first, and applying the cluster's entries on a torn file or on another history
+            // would hide the damage for good (its last entry would then be the cluster's).
+            try ClusterReplica.refuseIfTorn(store)
             let check = PostgresSession(address: address, logger: logger)
             defer { check.close() }
             try await requireCluster(clusterID, of: store.path, session: check, address: address)
+            try await ClusterReplica.checkHistory(store, check, address: address)
         } catch {
             store.close()
             throw error

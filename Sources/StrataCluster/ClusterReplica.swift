@@ -75,13 +75,7 @@ public final class ClusterReplica: Sendable {
                 \(store.path) is not a replica of a cluster (make one with `storectl cluster init` or `cluster join`)
                 """)
         }
-        guard !store.crashedWithUnsyncedCommits else {
-            throw ClusterError(.mustRejoin, """
-                \(store.path): the machine went down while this replica was open with relaxed durability and \
-                commits not yet flushed, so its file may hold part of a commit; make a new replica with \
-                `storectl cluster join` (the cluster holds every acknowledged save)
-                """)
-        }
+        try refuseIfTorn(store)
         let logger = Logger(label: "strata.cluster")
         let name = name ?? Self.defaultName(store)
         try checkName(name)  // also one kept in the store by a caller of Store.setReplicaName
@@ -130,6 +124,19 @@ public final class ClusterReplica: Sendable {
         follower.start()
         return ClusterReplica(store: store, name: name, clusterID: cluster.id, address: address,
                               pollInterval: pollInterval, log: log, follower: follower)
+    }
+
+    /// Refuses a replica whose machine went down while it was open with relaxed durability and
+    /// commits not yet flushed (``Strata/Store/crashedWithUnsyncedCommits``): its file may hold
+    /// part of a commit, and nothing applied on top of it could be trusted.
+    static func refuseIfTorn(_ store: Store) throws {
+        guard !store.crashedWithUnsyncedCommits else {
+            throw ClusterError(.mustRejoin, """
+                \(store.path): the machine went down while this replica was open with relaxed durability and \
+                commits not yet flushed, so its file may hold part of a commit; make a new replica with \
+                `storectl cluster join` (the cluster holds every acknowledged save)
+                """)
+        }
     }
 
     /// Refuses a replica whose last transaction is not the cluster's transaction of that id: its

@@ -53,6 +53,22 @@ import Testing
             #expect(e.reason.contains("storectl cluster join"))
         }
         store.close()
+        // A migration, which catches the replica up before it migrates, refuses it too (it
+        // applied the cluster's entries on the file that may hold part of a commit).
+        _ = try await c.replicas[0].store.save { $0.insert(newTrack("saved after the crash")) }
+        let before = try Store.openExisting(at: URL(fileURLWithPath: path))
+        let head = try before.lastTransactionID
+        before.close()
+        do {
+            _ = try await Cluster.migrate(at: URL(fileURLWithPath: path), address: c.address,
+                                          schemas: try Schema.loadAll(directory: librarySchemaDirectory))
+            Issue.record("a replica that may hold part of a commit was caught up by a migration")
+        } catch let e as ClusterError {
+            #expect(e.kind == .mustRejoin, "\(e)")
+        }
+        let after = try Store.openExisting(at: URL(fileURLWithPath: path))
+        #expect(try after.lastTransactionID == head)
+        after.close()
         #expect(FileManager.default.fileExists(atPath: planted), "every later open says so again")
         // A new replica from the cluster has every acknowledged save.
         let again = try await Cluster.join(at: c.root.appendingPathComponent("again"), address: c.address,

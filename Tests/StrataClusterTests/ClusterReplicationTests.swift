@@ -802,6 +802,42 @@ import Testing
         }
     }
 
+    /// `migrate` of a replica whose history diverged is refused as its open is: it caught the
+    /// replica up first, applying the cluster's later transactions on the other history, after
+    /// which the replica's last entry was the cluster's and every later open and `status` took
+    /// it for a healthy replica holding a record the cluster never had.
+    @Test func migrateOfAReplicaWhoseHistoryDivergedIsRefusedBeforeItAppliesAnything() async throws {
+        try await withCluster(replicas: 2) { c in
+            let (a, b) = (c.replicas[0], c.replicas[1])
+            await b.close()
+            let lost = try await a.store.save { $0.insert(newTrack("lost in the restore")) }
+            await a.close()
+            a.store.close()
+            let postgres = c.postgres, database = c.address.database
+            _ = try await onOwnThread {
+                try postgres.sql("DELETE FROM strata_log WHERE id >= \(lost.rawValue); "
+                                 + "UPDATE strata_cluster SET head = \(lost.rawValue - 1)", database: database)
+            }
+            let reopened = try await ClusterReplica.open(store: b.store, address: c.address)
+            #expect(try await b.store.save { $0.insert(newTrack("after the restore")) } == lost)
+            _ = try await b.store.save { $0.insert(newTrack("and one more")) }
+            await reopened.close()
+            let url = URL(fileURLWithPath: c.storePath(0))
+            do {
+                let report = try await Cluster.migrate(at: url, address: c.address,
+                                                       schemas: try Schema.loadAll(directory: librarySchemaDirectory))
+                Issue.record("a replica with another history was migrated (\(String(describing: report)))")
+            } catch StrataError.replication(let e) {
+                #expect(e.kind == .rejectedEntry, "\(e)")
+                #expect(e.reason.contains("history diverged"), "\(e)")
+            }
+            let after = try Store.openExisting(at: url)
+            defer { after.close() }
+            #expect(try after.lastTransactionID == lost, "nothing of the cluster's was applied on the other history")
+            #expect(try await Cluster.status(address: c.address, store: after).historyDiverged == true)
+        }
+    }
+
     /// Every storectl command on a store whose `cluster init` did not finish says how to finish
     /// it: `cluster status` and `cluster reset` said the database held no cluster, an import
     /// without a URL asked for one, and the reading commands said nothing at all.
