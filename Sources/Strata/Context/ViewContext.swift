@@ -51,23 +51,29 @@ public final class ViewContext: ObjectReading {
     public func refresh() throws {
         guard !autoRefresh else { return }
         // Release first, so a context can refresh even when the snapshot limit is reached.
-        pinned.withLock { p -> Snapshot? in
+        let released = pinned.withLock { p -> Snapshot? in
             defer { p = nil }
             return p
-        }?.close()
+        }
+        released?.close()
+        // Told also when pinning the latest fails: the released snapshot is gone either way, and
+        // the next read pins whatever is latest then, which live queries must follow.
+        defer { observers.changed() }
         let fresh = try store.snapshot(label: label)
         pinned.withLock { p in
             if p == nil { p = fresh } else { fresh.close() }
         }
-        observers.changed()
     }
 
-    /// Releases the pinned snapshot, if any (reads after this re-pin the latest).
+    /// Releases the pinned snapshot, if any (reads after this re-pin the latest, and the
+    /// context's live queries are evaluated again against it).
     public func close() {
-        pinned.withLock { p -> Snapshot? in
+        let released = pinned.withLock { p -> Snapshot? in
             defer { p = nil }
             return p
-        }?.close()
+        }
+        released?.close()
+        if released != nil { observers.changed() }
     }
 
     /// Runs `body` against one consistent state (the pinned snapshot, or one short read).

@@ -36,6 +36,26 @@ import Testing
         }
     }
 
+    /// A pinned context's live queries follow what its reads show after `close()`, whose next
+    /// read pins the latest state. They stayed on the released snapshot's results, unlike a fresh
+    /// fetch, until some later refresh. (A `refresh()` that releases its snapshot and then fails
+    /// to pin another tells them too.)
+    @Test func aPinnedContextsLiveQueryFollowsItsClose() async throws {
+        try await withLibraryStore { store in
+            _ = try await store.save { $0.insert(Genre(name: "a")) }
+            let view = try store.newViewContext(label: "pinned")
+            let live = Collector(view.observe(Query(entity: "Genre")))
+            defer { live.cancel() }
+            #expect(try await live.wait(for: 1).last?.records.count == 1)
+            _ = try await store.save { $0.insert(Genre(name: "b")) }
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(live.all.count == 1, "a pinned context's live query does not follow commits")
+            view.close()
+            #expect(try await live.wait(for: 2, seconds: 30).last?.records.count == 2, "after close()")
+            #expect(try view.count(Genre.self) == 2)
+        }
+    }
+
     @Test func pinnedContextRefreshesAtTheSnapshotLimit() async throws {
         var config = StoreConfiguration()
         config.maxOpenSnapshots = 1
