@@ -85,6 +85,13 @@ final class SharedLog: ReplicationLog {
         return result
     }
 
+    /// An append outside a machine's turn runs in a transaction of its own, BEGIN … COMMIT, not
+    /// as one statement committed implicitly: the answer to a statement of the extended protocol
+    /// arrives before PostgreSQL commits it (at the Sync after it), and a commit that then fails
+    /// (a deferred check, a cancelled wait for the NOTIFY queue's lock, a shutdown) was reported
+    /// after the answer, when the client had taken the statement as done and acknowledged saves
+    /// that PostgreSQL rolled back. A COMMIT's own answer comes after the commit.
+    ///
     /// Refusals of an append that appended nothing and mean the writer should catch up and try
     /// again: a serialization failure or deadlock rolled it back (another machine appended
     /// first), or its wait for the head row's lock ran out of time (a machine held it for its turn
@@ -95,7 +102,7 @@ final class SharedLog: ReplicationLog {
         guard !entries.isEmpty else { return .appended }
         do {
             let appended = try noted { () throws -> (Bool, TransactionID?) in
-                let done = try appendStatement(entries, after: head)
+                let done = try session.transaction { try appendStatement(entries, after: head) }
                 return (done, done ? entries.last?.transactionID : nil)
             }
             return appended ? .appended : .behind
@@ -116,7 +123,9 @@ final class SharedLog: ReplicationLog {
         let first: Int64, run: [ReplicatedEntry]
         do {
             (first, run) = try noted { () throws -> ((Int64, [ReplicatedEntry]), TransactionID?) in
-                let answer = try appendAfterStatement(entries, validatedAt: head, footprint: footprint)
+                let answer = try session.transaction {
+                    try appendAfterStatement(entries, validatedAt: head, footprint: footprint)
+                }
                 // Taken, the group's entries ended the log: its own ids, or the run's last when moved.
                 guard answer.0 != 0, let own = entries.last?.transactionID else { return (answer, nil) }
                 return (answer, max(own, answer.1.last?.transactionID ?? own))

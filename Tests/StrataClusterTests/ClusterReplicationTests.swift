@@ -59,6 +59,43 @@ import Testing
         }
     }
 
+    /// A save whose append PostgreSQL rolls back at its commit (here a deferred check that fails
+    /// there) fails, and the replica holds nothing of it. The append ran as one statement
+    /// committed implicitly, whose answer arrives before the commit: the save was acknowledged
+    /// and applied locally while the cluster's log did not hold it.
+    @Test func aSaveWhoseAppendFailsAtPostgreSQLsCommitIsNotAcknowledged() async throws {
+        try await withCluster(replicas: 2) { c in
+            let (a, b) = (c.replicas[0], c.replicas[1])
+            let before = try a.store.lastTransactionID
+            let postgres = c.postgres, database = c.address.database
+            _ = try await onOwnThread {
+                try postgres.sql("""
+                    CREATE FUNCTION refuse_at_commit() RETURNS trigger LANGUAGE plpgsql AS                     $$BEGIN RAISE EXCEPTION 'refused at commit'; END$$;                     CREATE CONSTRAINT TRIGGER refuse_at_commit AFTER INSERT ON strata_log                     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_at_commit()
+                    """, database: database)
+            }
+            do {
+                let id = try await a.store.save { $0.insert(Genre(name: "rolled back")) }
+                Issue.record("a save PostgreSQL rolled back was acknowledged as transaction \(id)")
+            } catch StrataError.replication(let e) {
+                #expect(e.kind == .unavailable, "\(e)")
+                #expect(e.reason.contains("refused at commit"), "\(e)")
+            }
+            #expect(try a.store.lastTransactionID == before)
+            #expect(try a.store.mainContext.count(Genre.self) == 0)
+            let logged = try await onOwnThread {
+                try postgres.sql("SELECT count(*) FROM strata_log WHERE id > \(before.rawValue)", database: database)
+            }
+            #expect(logged == "0")
+            _ = try await onOwnThread {
+                try postgres.sql("DROP TRIGGER refuse_at_commit ON strata_log", database: database)
+            }
+            let saved = try await a.store.save { $0.insert(Genre(name: "kept")) }
+            #expect(saved == before.next)
+            try await b.catchUp(to: saved)
+            #expect(try b.store.mainContext.count(Genre.self) == 1)
+        }
+    }
+
     @Test func theFollowerPublishesOtherMachinesCommitsToChangeStreams() async throws {
         try await withCluster(replicas: 2) { c in
             let stream = c.replicas[1].store.changes()
