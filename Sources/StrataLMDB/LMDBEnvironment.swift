@@ -262,8 +262,12 @@ public final class LMDBEnvironment: Sendable {
         return Int(limit.rlim_cur)
     }
 
+    /// What ``freeBytes(_:)`` answers for a path (tests: a full file system without filling one).
+    package static let freeBytesForTesting = Locked<[String: Int]>([:])
+
     /// Bytes an unprivileged writer may still use on the file system of `path` (`statvfs`).
     package static func freeBytes(_ path: String) -> Int? {
+        if let given = freeBytesForTesting.withLock({ $0[path] }) { return given }
         var s = statvfs()
         guard statvfs(path, &s) == 0 else { return nil }
         return Int(s.f_bavail) * Int(s.f_frsize)

@@ -64,8 +64,9 @@ public final class Importer: Sendable {
         // Each input as it is now: every reading of it reads this version, no further than this size.
         let identities = files.compactMap(InputFile.identity(of:))
         let expected = identities.count == files.count ? identities : nil
-        let totalBytes = expected?.reduce(0) { $0 + $1.size } ?? files.reduce(0) {
-            $0 + ((try? FileManager.default.attributesOfItem(atPath: $1)[.size] as? Int) ?? 0)
+        // Saturated: sizes a file system reports (a sparse file can claim exabytes) must not trap.
+        let totalBytes = expected?.reduce(0) { Self.saturatedSum($0, $1.size) } ?? files.reduce(0) {
+            Self.saturatedSum($0, (try? FileManager.default.attributesOfItem(atPath: $1)[.size] as? Int) ?? 0)
         }
         let importID = options.importID ?? UUID().uuidString.lowercased()
         // This import's own commits, told apart from saves that changed nothing (which return
@@ -247,12 +248,18 @@ public final class Importer: Sendable {
             // A replica's saves go through its cluster, batch by batch.
             guard let writer = store.writer, !writer.isReplica.load(ordering: .acquiring),
                   let lock = store.lock, (try? store.refuseWhileShared(lock)) != nil,
-                  s.totalBytes * ImportMode.autoBulkRatio >= store.env.fileBytes else { return nil }
+                  s.totalBytes.multipliedReportingOverflow(by: ImportMode.autoBulkRatio).overflow
+                    || s.totalBytes * ImportMode.autoBulkRatio >= store.env.fileBytes else { return nil }
             s.report(.copying, records: 0, bytes: 0, force: true)
             do {
                 return try await beginBulkLoad(s)
             } catch StrataError.storeBusy {
                 // Another process opened the store since: batch by batch, beside it.
+                return nil
+            } catch let e as LMDBError where e.code == ENOSPC && e.operation.hasPrefix("room for a new generation") {
+                // No room for a copy of the store beside it: batch by batch, which needs none
+                // (the user asked for no particular mode).
+                store.logger.notice("import: \(e.operation); importing batch by batch instead of into a new generation")
                 return nil
             }
         }
@@ -269,6 +276,12 @@ public final class Importer: Sendable {
                                           elapsedSeconds: (now - started).seconds, links: 0, totalLinks: 0,
                                           phaseSeconds: (now - phaseStarted).seconds, totalRecords: total))
         }
+    }
+
+    /// `a + b`, or `Int.max` past it.
+    static func saturatedSum(_ a: Int, _ b: Int) -> Int {
+        let (sum, overflow) = a.addingReportingOverflow(b)
+        return overflow ? Int.max : sum
     }
 
     /// Begins the bulk load, in memory when it may be (``ImportOptions/bulkInMemoryMaxInputBytes``;

@@ -362,6 +362,36 @@ import Testing
         }
     }
 
+    /// An `auto` import that would go into a new generation but finds no room for one beside the
+    /// store imports batch by batch, which needs none; it failed with ENOSPC, though the user
+    /// asked for no particular mode. Asked for (`bulk`), the refusal stands.
+    @Test func anAutoImportWithoutRoomForANewGenerationImportsBatchByBatch() async throws {
+        let dir = temporaryDirectory("bulk-no-room")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("in.ndjson")
+        // Large next to the store, so that `auto` chooses a new generation.
+        try Data((0..<5_000).map { #"{"entity":"Genre","name":"g\#($0)"}"# + "\n" }.joined().utf8).write(to: input)
+        for (mode, full) in [(ImportMode.auto, false), (.auto, true), (.bulk, true)] {
+            try await withLibraryStore { store in
+                _ = try await store.save { $0.insert(Genre(name: "Blues")) }
+                if full { LMDBEnvironment.freeBytesForTesting.withLock { $0[store.path] = 0 } }
+                defer { _ = LMDBEnvironment.freeBytesForTesting.withLock { $0.removeValue(forKey: store.path) } }
+                var o = ImportOptions()
+                o.mode = mode
+                if mode == .auto {
+                    let summary = try await Importer(store: store, options: o).run(files: [input.path])
+                    #expect(summary.mode == (full ? .incremental : .bulk), "\(summary)")
+                    #expect(try store.mainContext.count(Genre.self) == 5_001)
+                } else {
+                    await #expect { _ = try await Importer(store: store, options: o).run(files: [input.path]) } throws: {
+                        ($0 as? LMDBError)?.code == ENOSPC
+                    }
+                    #expect(try store.mainContext.count(Genre.self) == 1)
+                }
+            }
+        }
+    }
+
     /// A negative limit is an option error, named.
     @Test func aNegativeInMemoryLimitIsRefused() async throws {
         try await withLibraryStore { store in

@@ -35,6 +35,42 @@ import Testing
         #expect(found == ["meta: the compaction horizon 25 is past the log's last transaction, 6"], "\(found)")
     }
 
+    /// A bulk import refuses a log without every transaction after the horizon, as compaction and
+    /// migration do. With the horizon past the head it copied none of the log after the old
+    /// horizon into its new generation and numbered its transactions after the damaged horizon:
+    /// transactions 4–6 left history, and the damage `verify` would have named went with them.
+    @Test(arguments: ["horizon past the head", "entry missing"])
+    func aBulkImportRefusesALogWithoutEveryTransactionAfterTheHorizon(damage: String) async throws {
+        try await withLibraryStore { store in
+            for i in 0..<6 { _ = try await store.save { $0.insert(Genre(name: "g\(i)")) } }
+            _ = try await store.compact(horizon: TransactionID(3))
+            let env = store.env
+            try env.write { txn in
+                if damage == "entry missing" {
+                    #expect(try txn.delete(env[.log], key: TransactionID(5).keyBytes))
+                } else {
+                    try txn.put(env[.meta], key: MetaKey.horizon, value: TransactionID(25).keyBytes)
+                }
+            }
+            let dir = temporaryDirectory("bulk-log-shape")
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let input = dir.appendingPathComponent("in.ndjson")
+            try Data(#"{"entity":"Genre","name":"imported"}"#.utf8).write(to: input)
+            var options = ImportOptions()
+            options.mode = .bulk
+            await #expect {
+                _ = try await Importer(store: store, options: options).run(files: [input.path])
+            } throws: { error in
+                guard case StrataError.damagedStore(_, let reason) = error else { return false }
+                return damage == "entry missing"
+                    ? reason.contains("the log holds 2 entries for the 3 transactions after the horizon 3 up to 6")
+                    : reason.contains("the compaction horizon 25 is past the log's last transaction, 6")
+            }
+            #expect(try store.mainContext.count(Genre.self) == 6)
+            #expect(try env.read { try $0.entryCount(env[.log]) } == (damage == "entry missing" ? 2 : 3))
+        }
+    }
+
     @Test(arguments: [false, true])
     func anEntryAtOrBeforeTheHorizonIsNamed(compacted: Bool) async throws {
         let found = try await problems(compacted: compacted) { env, _ in
