@@ -11,6 +11,14 @@ extension LMDBEnvironment {
     /// wrote (`mdb_env_set_mapsize(0)`), so that the new size is reserved first; LMDB raises a
     /// size below the pages in use to them.
     package func adoptMapSize() throws {
+        // A read begun inside another read of this thread: the outer one holds the map lock, and
+        // the map cannot be replaced under it (nor its size adopted with it active).
+        guard !mapLock.isHeldSharedByCurrentThread else {
+            throw LMDBError(code: MDB_MAP_RESIZED, operation: """
+                a read of \(path) begun inside another read of the same thread, after another process grew the \
+                store's map (the outer read must end before this process can map the larger file)
+                """)
+        }
         try mapLock.withExclusive {
             let current = currentMapSize.load(ordering: .relaxed)
             // At least the pages the other process has in use (liblmdb raises the size to them,
@@ -29,8 +37,9 @@ extension LMDBEnvironment {
     /// negative number, or one whose product overflows).
     static func bytesInUse(_ info: MDB_envinfo, _ stat: MDB_stat) -> Int? {
         guard info.me_last_pgno >= 0 else { return nil }
-        let (bytes, overflow) = (info.me_last_pgno + 1).multipliedReportingOverflow(by: max(1, Int(stat.ms_psize)))
-        return overflow ? nil : bytes
+        let (pages, past) = info.me_last_pgno.addingReportingOverflow(1)
+        let (bytes, overflow) = pages.multipliedReportingOverflow(by: max(1, Int(stat.ms_psize)))
+        return past || overflow ? nil : bytes
     }
 
     /// The error every transaction meets once the environment lost its map (``mapLost``): it
@@ -63,6 +72,12 @@ extension LMDBEnvironment {
     /// - Returns: false when the map is already at its maximum.
     package func growMap() throws -> Bool {
         if closed.load(ordering: .acquiring) { throw options.policy.closed(path: path) }
+        guard !mapLock.isHeldSharedByCurrentThread else {
+            throw LMDBError(code: MDB_MAP_FULL, operation: """
+                a write of \(path) made inside a read of the same thread needs a larger map, which cannot be \
+                mapped while that read holds the present one
+                """)
+        }
         return try mapLock.withExclusive {
             let current = currentMapSize.load(ordering: .relaxed)
             guard current < options.maxMapSizeBytes else { return false }

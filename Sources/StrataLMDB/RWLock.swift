@@ -38,8 +38,56 @@ public final class RWLock: @unchecked Sendable {
     public func withShared<R>(_ body: () throws -> R) rethrows -> R {
         let rc = pthread_rwlock_rdlock(lock)
         precondition(rc == 0, "pthread_rwlock_rdlock failed: \(rc)")
-        defer { pthread_rwlock_unlock(lock) }
+        let holds = Self.threadHolds()
+        let depth = Int(holds[0])
+        if depth < Self.holdSlots { holds[depth + 1] = UInt(bitPattern: lock) }
+        holds[0] = UInt(depth + 1)
+        defer {
+            holds[0] = UInt(depth)
+            pthread_rwlock_unlock(lock)
+        }
         return try body()
+    }
+
+    /// Whether this thread holds the lock shared now (inside a ``withShared(_:)`` of it): it
+    /// must not wait to take it exclusively, which would wait for itself for ever (glibc detects
+    /// that only for a thread holding the write lock). Conservatively true when the thread holds
+    /// more shared locks at once than are recorded.
+    public var isHeldSharedByCurrentThread: Bool {
+        let holds = Self.threadHolds()
+        let depth = Int(holds[0])
+        let address = UInt(bitPattern: lock)
+        for slot in 0..<min(depth, Self.holdSlots) where holds[slot + 1] == address { return true }
+        return depth > Self.holdSlots
+    }
+
+    /// Shared holds recorded per thread; deeper ones are counted only.
+    @usableFromInline static let holdSlots = 15
+
+    /// The key of each thread's record of its shared holds: `holdSlots + 1` words, the first
+    /// the number of holds, then the lock of each (innermost last), freed when the thread ends.
+    @usableFromInline static let holdsKey: pthread_key_t = {
+        var key = pthread_key_t()
+        let rc = pthread_key_create(&key) { free($0) }
+        precondition(rc == 0, "pthread_key_create failed: \(rc)")
+        return key
+    }()
+
+    /// This thread's record of its shared holds (made at its first hold).
+    @usableFromInline @inline(__always)
+    static func threadHolds() -> UnsafeMutablePointer<UInt> {
+        if let record = pthread_getspecific(holdsKey) { return record.assumingMemoryBound(to: UInt.self) }
+        return newThreadHolds()
+    }
+
+    @usableFromInline @inline(never)
+    static func newThreadHolds() -> UnsafeMutablePointer<UInt> {
+        guard let record = calloc(holdSlots + 1, MemoryLayout<UInt>.stride) else {
+            preconditionFailure("calloc of \((holdSlots + 1) * MemoryLayout<UInt>.stride) bytes failed")
+        }
+        let rc = pthread_setspecific(holdsKey, record)
+        precondition(rc == 0, "pthread_setspecific failed: \(rc)")
+        return record.assumingMemoryBound(to: UInt.self)
     }
 
     @inlinable @inline(__always)

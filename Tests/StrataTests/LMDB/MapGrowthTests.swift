@@ -2,6 +2,8 @@ import Foundation
 import LibraryModel
 import Testing
 @testable import Strata
+import CLMDB
+@testable import StrataLMDB
 
 /// Saves never wait for readers, map growth included. A growth takes the map lock exclusively,
 /// and long readers (exports, transaction visits, a compaction's copy) hold it shared for one
@@ -274,5 +276,59 @@ import Testing
         #expect(try !LMDBEnvironment.canReserveAddressSpace(1 << 60))
         #expect(try LMDBEnvironment.reservableMapSize(1 << 60) < 1 << 60)
         #expect(try LMDBEnvironment.reservableMapSize(8 << 20) == 8 << 20)
+    }
+    /// A read begun inside another read of the same thread, after another process grew the map
+    /// past this process's: it fails with `MDB_MAP_RESIZED`, naming why, where it waited for
+    /// the map lock its own outer read held, for ever, and every later read and save of the
+    /// process with it. The outer read goes on, and once it ended the next read maps the larger
+    /// file.
+    @Test func aNestedReadAfterAnotherProcessGrewTheMapFailsInsteadOfWaitingForItself() async throws {
+        let dir = temporaryDirectory("map-resized-nested")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let url = dir.appendingPathComponent("s")
+        let store = try Store.open(at: url, schema: try librarySchema(), configuration: Self.smallMap)
+        defer { store.close() }
+        _ = try await store.save { $0.insert(Genre(name: "before")) }
+        // 12 MiB in another database, written by mdb_load with a 64 MiB map: past the 8 MiB one.
+        let value = String(repeating: "ab", count: 1 << 20)
+        var dump = "VERSION=3\nformat=bytevalue\ndatabase=filler\ntype=btree\nmapsize=67108864\nHEADER=END\n"
+        for i in 0..<12 { dump += " \(String(format: "%02x", i))\n \(value)\n" }
+        dump += "DATA=END\n"
+        let input = dir.appendingPathComponent("filler.txt")
+        try Data(dump.utf8).write(to: input)
+        let generation = dataFile(ofStore: url).deletingLastPathComponent().path
+        let env = store.env
+        let outcome = Self.onThread { () throws -> String in
+            try env.read { _ -> String in
+                let load = Process()
+                load.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+                load.arguments = ["mdb_load", "-f", input.path, "-s", "filler", generation]
+                try load.run()
+                load.waitUntilExit()
+                guard load.terminationStatus == 0 else { return "mdb_load exited \(load.terminationStatus)" }
+                do {
+                    try env.read { _ in }
+                    return "the nested read began"
+                } catch let e as LMDBError {
+                    return e.code == MDB_MAP_RESIZED && e.operation.contains("inside another read") ? "refused" : "\(e)"
+                }
+            }
+        }
+        #expect(try await Self.outcome(outcome) == "refused")
+        #expect(try store.mainContext.count(Genre.self) == 1, "the next read maps the larger file")
+        _ = try await store.save { $0.insert(Genre(name: "after")) }
+        #expect(try store.mainContext.count(Genre.self) == 2)
+    }
+
+    /// A damaged meta page whose last page number is the largest there is gives no size (it
+    /// trapped adding one to it).
+    @Test func aLastPageNumberAtTheLimitGivesNoSize() {
+        var info = MDB_envinfo()
+        info.me_last_pgno = Int.max
+        var stat = MDB_stat()
+        stat.ms_psize = 4096
+        #expect(LMDBEnvironment.bytesInUse(info, stat) == nil)
+        info.me_last_pgno = 9
+        #expect(LMDBEnvironment.bytesInUse(info, stat) == 40_960)
     }
 }
