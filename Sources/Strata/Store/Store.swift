@@ -936,6 +936,9 @@ public final class Store: Sendable {
 
     /// Open snapshots, oldest first: who holds each, its age and how far behind the head it is.
     public func openSnapshots() throws -> [SnapshotInfo] {
+        // Before the registry is read: in a forked child its entries are the parent's, and a
+        // snapshot the child released (its slot left to the parent) is freed memory there.
+        try checkUsable()
         warnAboutOldSnapshots()
         return snapshots.infos(head: try lastTransactionID)
     }
@@ -943,6 +946,7 @@ public final class Store: Sendable {
     /// Reports (once each) snapshots pinned longer than ``StoreConfiguration/snapshotAgeWarningSeconds``.
     /// Runs after every commit and when the accounting is read (snapshot opens run a throttled check).
     func warnAboutOldSnapshots() {
+        guard !snapshots.isForkedChild else { return }
         for s in snapshots.takeOverdue(olderThan: configuration.snapshotAgeWarningSeconds) {
             logger.warning("""
                 snapshot '\(s.label)' pinned at transaction \(s.transactionID) for \(Int(s.age)) s keeps old \

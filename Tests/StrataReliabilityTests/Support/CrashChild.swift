@@ -33,8 +33,9 @@ func startCrashChild(_ mode: String, _ arguments: [String], stdout: URL) throws 
 }
 
 /// Runs the child program to completion.
-func runCrashChild(_ mode: String, _ arguments: [String]) async throws -> ProcessResult {
-    try await run(try #require(crashChildPath), [mode] + arguments, environment: ["STRATA_ROOT": repositoryRoot.path])
+func runCrashChild(_ mode: String, _ arguments: [String], environment: [String: String] = [:]) async throws -> ProcessResult {
+    try await run(try #require(crashChildPath), [mode] + arguments,
+                  environment: environment.merging(["STRATA_ROOT": repositoryRoot.path]) { $1 })
 }
 
 /// The complete lines of a child's stdout file (a line without its newline was never acknowledged).

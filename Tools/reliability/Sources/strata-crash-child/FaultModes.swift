@@ -86,12 +86,19 @@ enum FaultModes {
     static func forkMisuse(_ o: Options) throws {
         let url = URL(fileURLWithPath: o.require("store"))
         let schema = librarySchema()
-        let store = try Store.open(at: url, schema: schema)
+        // Snapshots held a second are reported, so that the one held at the fork is due in the
+        // child (which must not read it: released there, it is freed memory).
+        var config = StoreConfiguration()
+        config.snapshotAgeWarningSeconds = 1
+        let store = try Store.open(at: url, schema: schema, configuration: config)
         _ = try blocking { try await store.save { $0.insert(Genre(name: "before fork")) } }
         _ = try store.mainContext.count(Genre.self)
         // A second store, held only here: the child lets go of it and opens it again.
         let otherURL = URL(fileURLWithPath: url.path + "-other")
         var other: Store? = try Store.open(at: otherURL, schema: schema)
+        // A snapshot the parent holds at the fork, which the child lets go of.
+        var pinned: Snapshot? = try store.snapshot(label: "held at the fork")
+        Thread.sleep(forTimeInterval: 1.2)
         // The Swift runtime's caches (conformances, witness tables, metadata) are guarded by
         // mutexes it does not reset at fork(): a child forked while another thread held one
         // blocks at its first Swift cast or generic call, before it reaches the store. Backtraces
@@ -121,6 +128,10 @@ enum FaultModes {
             step("fetch") { "genres \(try store.mainContext.count(Genre.self))" }
             step("snapshot") { "pinned at \(try store.snapshot(label: "after-fork").transactionID)" }
             step("verify") { "\(try store.verify().ok)" }
+            // Released here: its registry slot stays the parent's, and listing the open
+            // snapshots must not read the freed snapshot through it.
+            pinned = nil
+            step("open snapshots") { "\(try store.openSnapshots().map(\.label))" }
             step("reopen") {
                 let again = try Store.open(at: url, schema: schema)
                 return "same instance: \(again === store), head \(try again.lastTransactionID)"
@@ -165,6 +176,8 @@ enum FaultModes {
             usleep(10_000)
         }
         emit("parent child-status \(status)")
+        pinned?.close()
+        pinned = nil
         emit("parent forked after other threads slept: \(calm)")
         do { emit("parent read: ok head \(try store.lastTransactionID)") } catch { emit("parent read: \(error)") }
         do { emit("parent save: ok tx \(try blocking { try await store.save { $0.insert(Genre(name: "after fork")) } })") } catch { emit("parent save: \(error)") }
