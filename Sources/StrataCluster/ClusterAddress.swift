@@ -153,11 +153,22 @@ public struct ClusterAddress: Sendable, Equatable, CustomStringConvertible {
     /// fragment), and parsed it was echoed whole. What comes after `scheme://` (or from the start,
     /// for text without one) and before the last `@` is the user and password: everything in it
     /// after the first `:` is the password.
+    ///
+    /// Without any `@`, a URL is malformed (it names no user), and what follows a `:` before the
+    /// path may be a password whose `USER:` was written without its `@HOST` (`postgres://strata:
+    /// hunter2/db`), or taken for a port: it is replaced too, up to the path.
     static func redacted(_ text: String) -> String {
         var shown = text
         let start = text.range(of: "://")?.upperBound ?? text.startIndex
-        if let at = text[start...].lastIndex(of: "@"), let colon = text[start..<at].firstIndex(of: ":") {
-            shown = String(text[..<text.index(after: colon)]) + "***" + String(text[at...])
+        if let at = text[start...].lastIndex(of: "@") {
+            if let colon = text[start..<at].firstIndex(of: ":") {
+                shown = String(text[..<text.index(after: colon)]) + "***" + String(text[at...])
+            }
+        } else if text.range(of: "://") != nil {
+            let end = text[start...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? text.endIndex
+            if let colon = text[start..<end].firstIndex(of: ":") {
+                shown = String(text[..<text.index(after: colon)]) + "***" + String(text[end...])
+            }
         }
         return EchoedText.shown(shown)
     }

@@ -82,7 +82,7 @@ struct ExportCommand: AsyncParsableCommand {
 }
 
 /// Buffered line output to a file or stdout. A file is written beside its destination as
-/// `FILE.partial-PID` and renamed over it by ``close()`` (the destination holds the old file or
+/// `FILE.partial-PID-HEX` and renamed over it by ``close()`` (the destination holds the old file or
 /// the whole new one, never part of it); ``discard()`` removes it after a failure. A destination
 /// that is a directory is refused, a device, pipe or socket is written to in place, and a
 /// descriptor of the process (`/dev/stdout`, whatever it leads to) through a duplicate of it:
@@ -142,7 +142,9 @@ final class OutputSink {
                 }
             }
             Self.removeLeftovers(of: path)
-            let tmp = path + ".partial-\(getpid())"
+            // The process id and a random part: a process of the same id (a container's first
+            // process, run again) must not find the file of a killed one in its way.
+            let tmp = path + ".partial-\(getpid())-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
             // A file replaced keeps its permissions (and, where the process may, its owner), as
             // `>` would: a private file did not stay private, renamed over by one of the umask's
             // mode. Made with them from the start, so the partial file is no more readable.
@@ -154,8 +156,15 @@ final class OutputSink {
             }
             if let existing {
                 // The umask took bits off at open: the old file's mode exactly.
-                _ = fchown(fd, existing.st_uid, existing.st_gid)
-                guard fchmod(fd, existing.st_mode & 0o7777) == 0 else {
+                // Owner and group where the process may set them; the group alone when it may
+                // not set the owner (another user's file: Linux refuses both in one call then).
+                // A group that cannot be kept takes the group's and others' bits off, so that
+                // the file is not opened to a group it was not open to.
+                var mode = existing.st_mode & 0o7777
+                if fchown(fd, existing.st_uid, existing.st_gid) != 0 && fchown(fd, uid_t.max, existing.st_gid) != 0 {
+                    mode &= ~0o077
+                }
+                guard fchmod(fd, mode) == 0 else {
                     let reason = String(cString: strerror(errno))
                     Glibc.close(fd)
                     unlink(tmp)
@@ -172,14 +181,19 @@ final class OutputSink {
         }
     }
 
-    /// Removes the `FILE.partial-PID` files that exports to `path` killed before they finished
+    /// Removes the `FILE.partial-PID-HEX` files that exports to `path` killed before they finished
     /// left beside it (``LeftoverFiles``: an export holds its own from its start to its end).
     static func removeLeftovers(of path: String) {
         let url = URL(fileURLWithPath: path)
         let prefix = url.lastPathComponent + ".partial-"
         LeftoverFiles.remove(in: url.deletingLastPathComponent().path) { name in
-            name.hasPrefix(prefix) && !name.dropFirst(prefix.count).isEmpty
-                && name.dropFirst(prefix.count).allSatisfy { ("0"..."9").contains($0) }
+            // `PID` (older exports) or `PID-HEX`.
+            let rest = name.dropFirst(prefix.count)
+            guard name.hasPrefix(prefix) else { return false }
+            let parts = rest.split(separator: "-", omittingEmptySubsequences: false)
+            guard (1...2).contains(parts.count), !parts[0].isEmpty, parts[0].allSatisfy({ ("0"..."9").contains($0) })
+            else { return false }
+            return parts.count == 1 || (!parts[1].isEmpty && parts[1].allSatisfy(\.isHexDigit))
         }
     }
 
@@ -197,6 +211,9 @@ final class OutputSink {
 
     private func flush() throws {
         do { try handle.write(contentsOf: buffer) } catch {
+            // A reader that went away (`| head`), with SIGPIPE ignored by the parent: ended as
+            // SIGPIPE would end it, as every other output of storectl is.
+            if destination == nil, systemErrno(error) == EPIPE { StandardStreams.endByClosedPipe() }
             throw CLIError("cannot write \(destination ?? "to standard output"): \(systemReason(error))",
                            code: Exit.ioError)
         }

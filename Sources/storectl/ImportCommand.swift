@@ -139,16 +139,18 @@ struct ImportCommand: AsyncParsableCommand {
                 throw failure(CLIError("\(rejects): cannot create the rejects file: is a directory",
                                        code: Exit.cannotCreate))
             }
-            let directory = (rejects as NSString).deletingLastPathComponent
+            // A device, a pipe or a descriptor of the process is written in place: no file is made
+            // beside it. Otherwise the file is made beside where a symbolic link leads.
+            let inPlace = SymbolicLinks.isSpecial(rejects) || SymbolicLinks.descriptor(rejects) != nil
+            let directory = (SymbolicLinks.followed(rejects) as NSString).deletingLastPathComponent
             // A file there this process may not write is not replaced, as `>` would not write it.
-            if FileManager.default.fileExists(atPath: rejects), !SymbolicLinks.isSpecial(rejects),
-               SymbolicLinks.descriptor(rejects) == nil,
+            if FileManager.default.fileExists(atPath: rejects), !inPlace,
                faccessat(AT_FDCWD, rejects, W_OK, AT_EACCESS) != 0 {
                 throw failure(
                     CLIError("\(rejects): cannot create the rejects file: \(String(cString: strerror(errno)))",
                              code: Exit.cannotCreate))
             }
-            if access(directory.isEmpty ? "." : directory, W_OK) != 0 {
+            if !inPlace, access(directory.isEmpty ? "." : directory, W_OK) != 0 {
                 throw failure(
                     CLIError("\(rejects): cannot create the rejects file: \(String(cString: strerror(errno)))",
                              code: Exit.cannotCreate))

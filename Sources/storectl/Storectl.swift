@@ -21,6 +21,13 @@ struct Storectl: AsyncParsableCommand {
                       ClusterCommand.self]
     )
 
+    /// `storectl` alone: a usage error (exit 64) with the help on standard error, as `storectl
+    /// cluster` alone is (it printed the help and exited 0, which a script took for success).
+    func run() async throws {
+        note("storectl: error: Missing subcommand\n\n\(Storectl.helpMessage(for: Self.self))")
+        throw ExitCode(Exit.usage)
+    }
+
     /// ArgumentParser's `main`, plus a last check of standard output: `print` does not report
     /// a failed write (a full disk, `> /dev/full`), so a command whose output was lost would
     /// exit 0. It exits 74 instead, saying why.

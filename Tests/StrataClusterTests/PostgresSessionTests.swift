@@ -217,5 +217,16 @@ import Testing
                 #expect(!e.reason.contains("34") && !e.reason.contains("ss@") && e.reason.contains("***"), "\(e.reason)")
             }
         }
+        // A URL whose `USER:PASSWORD` lost its `@HOST`: what follows the `:` may be the password
+        // (shown whole before, read as a host and a port).
+        for url in ["postgres://strata:hunter2/library", "postgres://strata:123456/library"] {
+            do {
+                _ = try ClusterAddress(url: url)
+                Issue.record("\(url) was taken")
+            } catch let e as ClusterError {
+                #expect(!e.reason.contains("hunter2") && !e.reason.contains("123456") && e.reason.contains("***"),
+                        "\(e.reason)")
+            }
+        }
     }
 }

@@ -1900,6 +1900,20 @@ private final class RejectsWriter: Sendable {
             .appendingPathComponent("\(prefix)\(getpid())-\(UUID().uuidString.prefix(8))").path
         let fd = open(written, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, exists ? mode_t(st.st_mode & 0o7777) : 0o644)
         guard fd >= 0 else { throw refused(errno) }
+        if exists {
+            // The replaced file's owner and group where the process may set them, its group
+            // alone where it may not set the owner; a group it cannot keep takes the group's
+            // and others' bits off (the file is not opened to a group it was not open to). Then
+            // its mode exactly (the umask took bits off at open).
+            var mode = mode_t(st.st_mode & 0o7777)
+            if fchown(fd, st.st_uid, st.st_gid) != 0 && fchown(fd, uid_t.max, st.st_gid) != 0 { mode &= ~0o077 }
+            guard fchmod(fd, mode) == 0 else {
+                let code = errno
+                Glibc.close(fd)
+                unlink(written)
+                throw refused(code)
+            }
+        }
         // Held until the process ends, however it ends: a file nobody holds is a leftover.
         _ = flock(fd, LOCK_EX | LOCK_NB)
         self.fd = fd

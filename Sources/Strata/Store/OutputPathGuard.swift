@@ -131,14 +131,21 @@ public enum OutputPathGuard {
         }
     }
 
-    /// Whether `directory` holds a store's lock file or `current` link.
+    /// Whether `directory` holds a store's lock file, or a `current` link with a generation
+    /// directory beside it or a generation's name as its target. (Any link named `current` was
+    /// taken for a store's: a deploy layout's `/srv/app/current -> releases/…` made every output
+    /// under `/srv/app` refused.)
     static func looksLikeStore(_ directory: String) -> Bool {
         var st = stat()
         if lstat(directory + "/" + StoreDirectory.lockFile, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG { return true }
-        if lstat(directory + "/" + StoreDirectory.currentLink, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK {
+        let link = directory + "/" + StoreDirectory.currentLink
+        guard lstat(link, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK else { return false }
+        if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: link),
+           StoreDirectory.generationNumber((target as NSString).lastPathComponent) != nil {
             return true
         }
-        return false
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return names.contains { StoreDirectory.generationNumber($0) != nil }
     }
 
     /// The path (relative to `root`) of a file in `root`'s tree with identity `target`, not

@@ -108,6 +108,34 @@ let immutableFilesWork: Bool = {
         #expect(r.stderr.hasPrefix("storectl: error: cannot write to standard output: "), "\(r.stderr)")
     }
 
+    /// `storectl` without a subcommand is a usage error (exit 64, the help on standard error), as
+    /// `storectl cluster` alone is; it printed the help and exited 0.
+    @Test func storectlWithoutASubcommandExits64() async throws {
+        let r = try await storectl([])
+        #expect(r.status == 64, "\(r.status): \(r.stderr)")
+        #expect(r.stderr.hasPrefix("storectl: error: Missing subcommand"), "\(r.stderr)")
+        #expect(r.stderr.contains("SUBCOMMANDS:"), "\(r.stderr)")
+        #expect(r.stdout.isEmpty)
+    }
+
+    /// An export to standard output whose reader left (`| head -c1`) ends as SIGPIPE ends a Unix
+    /// tool, exit 141, also with SIGPIPE ignored by the parent (a shell's `trap '' PIPE`, systemd's
+    /// default): it reported an I/O error (exit 74, a message), unlike storectl's other outputs.
+    @Test func anExportWhoseReaderLeftEndsBySIGPIPEWithSIGPIPEIgnored() async throws {
+        let (dir, store) = try await emptyStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("genres.ndjson")
+        try Data((0..<30_000).map { "{\"entity\":\"Genre\",\"name\":\"genre \($0)\"}\n" }.joined().utf8).write(to: input)
+        let imported = try await storectl("import", store, input.path, "--quiet")
+        #expect(imported.status == 0, "\(imported.stderr)")
+        let r = try await run("/bin/bash", ["-c", """
+            trap '' PIPE; "$0" export "$1" --entity Genre 2>"$2" | head -c1 >/dev/null; echo "${PIPESTATUS[0]}"
+            """, storectlPath, store, dir.appendingPathComponent("stderr.txt").path])
+        #expect(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "141", "\(r.stdout) \(r.stderr)")
+        let stderr = try String(contentsOf: dir.appendingPathComponent("stderr.txt"), encoding: .utf8)
+        #expect(!stderr.contains("error"), "\(stderr)")
+    }
+
     /// `import --rejects` naming a directory: the rejects file cannot be made there, exit 73 as
     /// `export --output` and `generate --output` onto a directory (it exited 64, a usage error).
     @Test func importWithADirectoryAsRejectsFileExits73() async throws {

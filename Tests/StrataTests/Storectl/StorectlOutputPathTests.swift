@@ -81,6 +81,32 @@ import Testing
         #expect(count.status == 0 && count.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "5", "\(count.stderr)")
     }
 
+    /// A symbolic link named `current` that is not a store's (a deploy layout's `current ->
+    /// releases/…`) does not make the directory holding it a store: an output below it is
+    /// written. It was refused as inside a store directory (exit 64). A `current` link beside
+    /// a generation directory, or pointing at one, still is a store's.
+    @Test func anOutputBelowALinkNamedCurrentThatIsNoStoresIsWritten() async throws {
+        let (dir, store) = try await makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let fm = FileManager.default
+        let app = dir.appendingPathComponent("app")
+        try fm.createDirectory(at: app.appendingPathComponent("releases/r1"), withIntermediateDirectories: true)
+        try fm.createDirectory(at: app.appendingPathComponent("shared"), withIntermediateDirectories: true)
+        try fm.createSymbolicLink(atPath: app.appendingPathComponent("current").path, withDestinationPath: "releases/r1")
+        let out = app.appendingPathComponent("shared/genres.ndjson").path
+        let r = try await storectl("export", store, "--entity", "Genre", "--output", out)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try String(contentsOfFile: out, encoding: .utf8).split(separator: "\n").count == 5)
+        // A directory with a `current` link to a generation's name is taken for a store.
+        let other = dir.appendingPathComponent("other")
+        try fm.createDirectory(at: other.appendingPathComponent("sub"), withIntermediateDirectories: true)
+        try fm.createSymbolicLink(atPath: other.appendingPathComponent("current").path,
+                                  withDestinationPath: "gen-0000000000000001")
+        let refused = try await storectl("export", store, "--entity", "Genre", "--output",
+                                         other.appendingPathComponent("sub/genres.ndjson").path)
+        #expect(refused.status == 64, "\(refused.stderr)")
+    }
+
     @Test func exportOutputThatIsAHardLinkToAStoreFileIsRefused() async throws {
         let (dir, store) = try await makeStore()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -280,9 +306,11 @@ import Testing
             try FileManager.default.setAttributes([.modificationDate: then], ofItemAtPath: path)
             return path
         }
-        let killed = try [partial("999991", ageSeconds: 300), partial("999992", ageSeconds: 120)]
+        let killed = try [partial("999991", ageSeconds: 300), partial("999992", ageSeconds: 120),
+                          partial("999995-1a2b3c4d", ageSeconds: 300)]
         let recent = try partial("999993", ageSeconds: 0)
         let alike = try partial("x1", ageSeconds: 300)
+        let alsoAlike = try partial("999996-zz", ageSeconds: 300)
         let held = try partial("999994", ageSeconds: 300)
         let fd = open(held, O_RDONLY)
         defer { close(fd) }
@@ -290,7 +318,9 @@ import Testing
         let r = try await storectl("export", store, "--entity", "Genre", "--output", out)
         #expect(r.status == 0, "\(r.stderr)")
         for path in killed { #expect(!FileManager.default.fileExists(atPath: path), "\(path) left") }
-        for path in [recent, alike, held] { #expect(FileManager.default.fileExists(atPath: path), "\(path) removed") }
+        for path in [recent, alike, alsoAlike, held] {
+            #expect(FileManager.default.fileExists(atPath: path), "\(path) removed")
+        }
         #expect(try String(contentsOfFile: out, encoding: .utf8).split(separator: "\n").count == 5)
     }
 
