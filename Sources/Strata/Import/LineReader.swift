@@ -74,7 +74,9 @@ struct LineReader {
                 bytesRead += nl - start + 1
                 start = nl + 1
                 lineNumber += 1
-                if overflow > 0 || pending.count + chunk.count > maxLineBytes {
+                // The line's length without the `\r` of a `\r\n` ending, which is not part of it.
+                let endsWithCR = chunk.last == 0x0D || (chunk.isEmpty && pending.last == 0x0D)
+                if overflow > 0 || pending.count + chunk.count - (endsWithCR ? 1 : 0) > maxLineBytes {
                     return .tooLong(bytes: overflow + pending.count + chunk.count,
                                     quotes: overflowQuotes + Self.quotes(pending) + Self.quotes(chunk))
                 }
@@ -83,9 +85,10 @@ struct LineReader {
                 if lastLineEndedWithCR { pending.removeLast() }
                 return .text(Self.withoutByteOrderMark(pending, line: lineNumber))
             }
-            // No newline in the buffer: keep what there is (or count it, past the limit) and read more.
+            // No newline in the buffer: keep what there is (or count it, past the limit) and read
+            // more. One byte past the limit is kept: it may be the `\r` of a `\r\n` ending.
             let chunk = end - start
-            if pending.count + chunk > maxLineBytes || overflow > 0 {
+            if pending.count + chunk > maxLineBytes + 1 || overflow > 0 {
                 overflow += pending.count + chunk
                 overflowQuotes += Self.quotes(pending) + Self.quotes(buffer[start..<end])
                 pending = []
@@ -101,6 +104,7 @@ struct LineReader {
                 lastLineEndedWithCR = pending.last == 0x0D
                 if lastLineEndedWithCR { pending.removeLast() }
                 defer { pending = [] }
+                if pending.count > maxLineBytes { return .tooLong(bytes: pending.count, quotes: Self.quotes(pending)) }
                 return .text(Self.withoutByteOrderMark(pending, line: lineNumber))
             }
             try fill()

@@ -196,7 +196,9 @@ struct RecordIterator {
                 return Item(result: .failure(ImportIssue(file: path, line: number, field: nil, reason: reason)),
                             raw: [], fileIndex: fileIndex, line: number)
             case .text(let bytes):
-                if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
+                // A blank NDJSON line holds no record; a CSV row of spaces is a record (its one
+                // field holds them: spaces in values are kept), only an empty row is skipped.
+                if format == .csv ? bytes.isEmpty : bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
                 // An NDJSON line starting with `#` is a comment (no JSON text starts so): a rejects
                 // file's `# FILE:LINE: reason` lines, so that the file imports again once fixed.
                 if format == .ndjson, bytes.first(where: { $0 != 0x20 && $0 != 0x09 }) == UInt8(ascii: "#") { continue }
@@ -298,7 +300,8 @@ struct RecordIterator {
                                 return try unsplit(builder.issue(line, nil, "unterminated quoted field"), raw: raw,
                                                    line: line)
                             }
-                            guard case .text(let more) = next, raw.count + 2 + more.count <= options.maxLineBytes else {
+                            guard case .text(let more) = next,
+                                  raw.count + (endsWithCR ? 2 : 1) + more.count <= options.maxLineBytes else {
                                 // The rest of the open field is part of this bad record, not
                                 // records of its own: skipped (counting quotes, not held) until
                                 // the quote closes or the file ends.

@@ -20,6 +20,29 @@ import Testing
         #expect(try JSONValue.parse(String(out[1]))["notes"] == nil)
     }
 
+    /// A CSV row of spaces is a record (its one field holds them), reported when it is not one
+    /// the header allows; only an empty row is skipped. It was dropped without a word, as an
+    /// NDJSON blank line is.
+    @Test func aCSVRowOfSpacesIsARecordAndAnEmptyRowIsSkipped() async throws {
+        let dir = temporaryDirectory("csv-spaces")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s").path
+        #expect(try await storectl("init", store, "--schema", librarySchemaDirectory.path).status == 0)
+        let genres = dir.appendingPathComponent("Genre.csv")
+        try Data("name\n   \n\nb\n".utf8).write(to: genres)
+        let r = try await storectl("import", store, genres.path, "--quiet")
+        #expect(r.status == 0, "\(r.stderr)")
+        let names = try await storectl("query", store, "--entity", "Genre", "--sort", "name", "--json").stdout
+            .split(separator: "\n").map { try JSONValue.parse(String($0))["name"] }
+        #expect(names == [.string("   "), .string("b")], "\(names)")
+        // With two columns, a row of spaces has one field: an issue at its line.
+        let playlists = dir.appendingPathComponent("Playlist.csv")
+        try Data("name,notes\na,x\n  \n".utf8).write(to: playlists)
+        let bad = try await storectl("import", store, playlists.path, "--quiet")
+        #expect(bad.status == 65, "\(bad.stderr)")
+        #expect(bad.stderr.contains("Playlist.csv:3"), "\(bad.stderr)")
+    }
+
     /// CSV: a value holding CRLF is quoted on export (a `"\r\n"` pair is one Swift `Character`,
     /// neither `"\r"` nor `"\n"`) and read back with its CRLF.
     @Test func csvKeepsACarriageReturnLineFeedInAValue() async throws {
