@@ -378,7 +378,23 @@ final class Follower: Sendable {
                 reported = text
                 failures += 1
                 let delay = min(Self.maxRetryDelay, interval * Double(1 << min(failures - 1, 16)))
-                _ = wake.wait(timeout: Self.dispatchTime(.now + delay))
+                // Stuck on an entry it cannot apply (a migration it must make first, a horizon
+                // it is behind, a rejected entry) while PostgreSQL answers: the replica is alive
+                // and says so, or `status` shows it as gone and `forget` removes its row.
+                let answering: Bool
+                if case StrataError.replication(let e) = error, e.kind != .unavailable { answering = true } else {
+                    answering = false
+                }
+                // The whole delay, not cut short by notifications: each is another machine's
+                // append, and reading the log again at each re-read up to a batch that cannot be
+                // applied either.
+                let retryAt = ContinuousClock.now + delay
+                while !stopped, ContinuousClock.now < retryAt {
+                    if answering, ContinuousClock.now - lastHeartbeat >= Self.heartbeatInterval {
+                        if let head = try? store.lastTransactionID, (try? heartbeat(head)) != nil { lastHeartbeat = .now }
+                    }
+                    _ = wake.wait(timeout: Self.dispatchTime(min(retryAt, ContinuousClock.now + Self.heartbeatInterval)))
+                }
                 mustRead = true
                 continue
             }

@@ -74,6 +74,44 @@ import Testing
     /// migrated: it applies them, then migrates at the entry. It applied its catch-up batch in
     /// one transaction that the migration entry aborted, so it stayed at its head and refused to
     /// migrate, stuck (`storectl migrate` said to run itself).
+    /// A replica stopped at the cluster's migration entry (its code not migrated yet) while the
+    /// migrated machines save: its follower waits out its back-off instead of reading the log
+    /// again at every other machine's append (each notification cut the wait short), and it
+    /// goes on telling the cluster it is alive (it stopped its heartbeats, so `status` showed it
+    /// as gone and `forget` removed its row without `--force`).
+    @Test func aReplicaStoppedAtAMigrationStaysListedAndDoesNotReadAtEveryAppend() async throws {
+        let c = try await V1Cluster.make()
+        defer { try? FileManager.default.removeItem(at: c.root) }
+        let a = try await ClusterReplica.open(store: c.first, address: c.address, name: "a")
+        let joined = try await Cluster.join(at: c.urlB, address: c.address)
+        let b = try await ClusterReplica.open(store: joined, address: c.address, name: "b")
+        await a.close()
+        c.first.close()
+        let migrated = try await Cluster.migrate(at: c.urlA, address: c.address, schemas: c.schemas,
+                                                 registry: libraryMigrations)
+        let marked = ContinuousClock.now
+        #expect(migrated?.migrationTransaction != nil)
+        let storeA = try Store.openExisting(at: c.urlA)
+        let ra = try await ClusterReplica.open(store: storeA, address: c.address, name: "a")
+        let readsBefore = b.followerReads
+        for i in 0..<40 { _ = try await storeA.save { $0.insert(Genre(name: "saved at v2 \(i)")) } }
+        let reads = b.followerReads - readsBefore
+        #expect(reads < 15, "the stopped replica read the log \(reads) times during 40 appends")
+        try await Task.sleep(until: marked + .seconds(7))
+        let row = try #require(try await Cluster.status(address: c.address).replicas.first { $0.name == "b" })
+        #expect(row.secondsSinceSeen < 3, "seen \(row.secondsSinceSeen) s ago")
+        do {
+            _ = try await Cluster.forget(replica: "b", address: c.address)
+            Issue.record("the row of a running replica was removed without force")
+        } catch let e as ClusterError {
+            #expect(e.kind == .replicaActive, "\(e)")
+        }
+        await ra.close()
+        await b.close()
+        storeA.close()
+        joined.close()
+    }
+
     @Test func aReplicaBehindTheMigrationAppliesWhatCameBeforeItAndMigrates() async throws {
         let c = try await V1Cluster.make()
         defer { try? FileManager.default.removeItem(at: c.root) }
