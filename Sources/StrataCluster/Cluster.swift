@@ -558,7 +558,12 @@ public enum Cluster {
         let here = try store.lastTransactionID.rawValue
         let horizon = try await offPool("compact", { try readCluster(session).horizon })
         if horizon == here {
-            return try await offPool("compact") { try status(session, store: store) }
+            return try await offPool("compact") {
+                // A trim an earlier compaction left unfinished is finished here, with nothing new
+                // to publish (it waited for a compaction that moved the horizon).
+                if let position = Int64(exactly: horizon) { try removeBehindHorizon(session, horizon: position) }
+                return try status(session, store: store)
+            }
         }
         // Refused before its snapshot is written (and again, under the cluster row's lock, by
         // `publish`).
@@ -572,7 +577,10 @@ public enum Cluster {
             // What the new horizon left behind, outside the transaction: every append waits for
             // the head row, so nothing long runs while it is held. Interrupted, it is done by the
             // next compaction; entries and snapshots behind the horizon are never read.
-            if let trimmed { try removeBehindHorizon(session, horizon: trimmed) }
+            // Nothing published (another compaction of the same state came first): its trim, or an
+            // earlier one left unfinished, is finished all the same.
+            let behind = try trimmed ?? Int64(exactly: readCluster(session).horizon)
+            if let behind { try removeBehindHorizon(session, horizon: behind) }
             return try status(session, store: store)
         }
     }
