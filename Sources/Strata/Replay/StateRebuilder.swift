@@ -64,12 +64,25 @@ enum StateRebuilder {
                        schema: Schema, problem: (String) -> Void,
                        progress: ((Int) -> Void)? = nil) throws -> (transactions: Int, changes: Int) {
         let read = try readLog(view, after: horizon, upTo: head, batchChanges: 50_000, problem: problem) { batch in
+            // A change that does not apply to the state before it (an id inserted twice, an
+            // update of an object that is not there, a unique key taken) is the log's damage,
+            // named as such; only the store's own errors (I/O, a full map) end the rebuild.
+            var refused: (TransactionID, StrataError)?
             try target.writeGrowing { txn in
+                refused = nil
                 for entry in batch {
                     var applier = StateApplier(txn: txn, env: target, schema: schema,
                                                transactionID: entry.transactionID)
-                    try applier.applyLogged(entry.changes)
+                    do { try applier.applyLogged(entry.changes) } catch let e as StrataError {
+                        if case .lmdb = e { throw e }
+                        refused = (entry.transactionID, e)
+                        return
+                    }
                 }
+            }
+            if let (tx, error) = refused {
+                problem("log: transaction \(tx.rawValue) does not apply to the state before it: \(error)")
+                return false
             }
             if let last = batch.last { progress?(Int(last.transactionID.rawValue - horizon)) }
             return true

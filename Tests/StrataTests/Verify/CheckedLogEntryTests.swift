@@ -58,6 +58,36 @@ import Testing
         }
     }
 
+    /// A change whose checksum is right but that does not apply to the state before it (an id
+    /// inserted again while it is live) is a problem verify reports, naming the transaction, by
+    /// either method; it escaped `verify()` as a thrown validation error, with no report.
+    @Test func aChangeThatDoesNotApplyIsReportedByVerifyNotThrown() async throws {
+        try await withLibraryStore { store in
+            let kept = Genre(name: "kept")
+            _ = try await store.save { $0.insert(kept) }
+            _ = try await store.save { $0.insert(Genre(name: "second")) }
+            let env = store.env, id = TransactionID(2)
+            try env.write { txn in
+                let entry = try #require(try txn.withValue(env[.log], key: id.keyBytes) {
+                    try LogEntryCodec.decode($0, transactionID: id)
+                })
+                let changed = LogEntry(transactionID: entry.transactionID, schemaVersion: entry.schemaVersion,
+                                       timestampMs: entry.timestampMs, author: entry.author, metadata: entry.metadata,
+                                       changes: entry.changes.map { c in
+                                           guard case .insert(_, let values) = c else { return c }
+                                           return .insert(id: kept.id, values: values)
+                                       })
+                try txn.put(env[.log], key: id.keyBytes, value: LogEntryCodec.encode(changed, compressIf: { false }))
+            }
+            for rebuild in [false, true] {
+                let report = try store.verify(rebuild: rebuild)
+                #expect(!report.ok, "verify(rebuild: \(rebuild))")
+                #expect(report.problems.contains { $0.hasPrefix("log: transaction 2 does not apply") },
+                        "verify(rebuild: \(rebuild)): \(report.problems)")
+            }
+        }
+    }
+
     @Test func anInsertWithTooFewValuesIsCorruptNotATrap() async throws {
         try await damagedStore(2, { c in
             guard case .insert(let id, let values) = c else { return c }
