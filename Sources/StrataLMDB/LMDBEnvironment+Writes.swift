@@ -40,6 +40,10 @@ extension LMDBEnvironment {
                         mdb_txn_abort(txn)
                         throw error
                     }
+                    if let refused = commitRefusalForTesting.withLock({ $0 }) {
+                        mdb_txn_abort(txn)
+                        try checkWrite(refused, "mdb_txn_commit")
+                    }
                     // mdb_txn_commit frees the transaction whether or not it succeeds.
                     var rc = writebackDuringCommit
                         ? withWritebackDuringCommit { mdb_txn_commit(txn) } : mdb_txn_commit(txn)

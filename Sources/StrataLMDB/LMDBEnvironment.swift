@@ -100,6 +100,9 @@ public final class LMDBEnvironment: Sendable {
     /// Tests only: the code a write transaction's commit reports (the commit itself is made, as
     /// when its pages reached the cache but their sync failed).
     package let commitErrorForTesting = Locked<Int32?>(nil)
+    /// Tests only: the code every write transaction's commit fails with, the transaction
+    /// aborted instead (a disk that is full: nothing is committed).
+    package let commitRefusalForTesting = Locked<Int32?>(nil)
     /// Runs once after the environment is closed (used to remove a replaced generation).
     let afterClose = Locked<(@Sendable () -> Void)?>(nil)
 

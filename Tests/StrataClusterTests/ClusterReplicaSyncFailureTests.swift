@@ -11,6 +11,41 @@ import Testing
 /// committed over them (neither a save nor the follower's applies) until the store is opened
 /// again. What the shared log already holds stays the cluster's, and the other replicas have it.
 @Suite(.serialized) struct ClusterReplicaSyncFailureTests {
+    /// A replica that appended a save and then could neither commit it locally nor apply it from
+    /// the cluster (a full disk: every local commit fails) appends nothing more until it has
+    /// applied it: later saves fail as unavailable with nothing appended. Saves of other objects
+    /// were each appended after it (nothing they read had changed) and each reported a failure,
+    /// so a caller retrying them saved them twice. Once it can apply again, it goes on.
+    @Test func aReplicaThatCannotApplyWhatItAppendedAppendsNothingMoreUntilItHas() async throws {
+        try await withCluster(replicas: 2) { c in
+            let (a, b) = (c.replicas[0], c.replicas[1])
+            _ = try await a.store.save { $0.insert(Genre(name: "before")) }
+            a.store.env.commitRefusalForTesting.withLock { $0 = ENOSPC }
+            do {
+                _ = try await a.store.save { $0.insert(Genre(name: "appended")) }
+                Issue.record("a save this replica could not commit was acknowledged")
+            } catch StrataError.replication(let e) {
+                #expect(e.kind == .outcomeUnknown, "\(e)")
+            }
+            let head = try await Cluster.status(address: c.address).head
+            for i in 0..<3 {
+                do {
+                    _ = try await a.store.save { $0.insert(Genre(name: "refused \(i)")) }
+                    Issue.record("a save was taken while an appended one was not applied")
+                } catch StrataError.replication(let e) {
+                    #expect(e.kind == .unavailable && e.reason.contains("takes no saves"), "\(e)")
+                }
+            }
+            #expect(try await Cluster.status(address: c.address).head == head, "saves appended meanwhile")
+            a.store.env.commitRefusalForTesting.withLock { $0 = nil }
+            let after = try await a.store.save { $0.insert(Genre(name: "after")) }
+            #expect(after.rawValue == head + 1)
+            #expect(try a.store.mainContext.fetch(Genre.self).map(\.name).sorted() == ["after", "appended", "before"])
+            try await b.catchUp(to: after)
+            #expect(try b.store.mainContext.fetch(Genre.self).map(\.name).sorted() == ["after", "appended", "before"])
+        }
+    }
+
     @Test func aReplicaWhoseLocalCommitFailsWithAnIOErrorTakesNoMoreSaves() async throws {
         try await withCluster(replicas: 2) { c in
             let (a, b) = (c.replicas[0], c.replicas[1])

@@ -58,6 +58,27 @@ extension Writer {
             fail(batch, error)
             return
         }
+        // Transactions this replica appended and could not apply: caught up first. Appending
+        // more meanwhile (a group that touches other objects is taken after them) wrote saves
+        // into the cluster that each reported a failure, while the cause (a full disk) stayed.
+        if let owed = unappliedAppend.withLock({ $0 }) {
+            do {
+                try catchUp(from: log)
+                let head = try env.read { try ReadView(txn: $0, env: env, schema: schema).lastTransactionID() }
+                guard head >= owed else {
+                    throw StrataError.replication(ReplicationError(.unavailable, """
+                        the cluster's log ends at transaction \(head), before \(owed)
+                        """))
+                }
+                unappliedAppend.withLock { $0 = nil }
+            } catch {
+                fail(batch, StrataError.replication(ReplicationError(.unavailable, """
+                    this replica has not applied transaction \(owed), which it appended to the cluster, and cannot \
+                    yet (\(error)): it takes no saves until it has (nothing of these was appended)
+                    """)))
+                return
+            }
+        }
         var growths = 0, racesLost = 0
         while true {
             var appended: AppliedGroup?
@@ -135,6 +156,7 @@ extension Writer {
                     finish(batch, group.results, group.entries, growths: growths)
                 } catch let catchUpError {
                     let first = group.entries.first?.transactionID, last = group.entries.last?.transactionID
+                    if let last { unappliedAppend.withLock { $0 = max($0 ?? last, last) } }
                     fail(batch, StrataError.replication(ReplicationError(.outcomeUnknown, """
                         the cluster holds the saves as transactions \(first.map { "\($0)" } ?? "?")–\
                         \(last.map { "\($0)" } ?? "?"), but this replica could not apply them (\(error); then \
@@ -249,6 +271,7 @@ extension Writer {
             }
             finish(batch, results, entries, growths: growths)
         } catch {
+            unappliedAppend.withLock { $0 = max($0 ?? last, last) }
             fail(batch, StrataError.replication(ReplicationError(.outcomeUnknown, """
                 the cluster holds the saves as transactions \(first)–\(last), but this replica could not \
                 apply them (\(error)); it applies them when it catches up

@@ -377,6 +377,10 @@ final class Writer: Sendable {
     let stopReason = Locked<StrataError?>(nil)
     /// See ``failedFlush``.
     private let flushFailure = Locked<StrataError?>(nil)
+    /// A replica's: the last transaction it appended to the cluster's log and then could not
+    /// apply (its local commit and the catch-up after it failed). It appends nothing more until
+    /// a catch-up has applied it (``Writer/commitReplicated(_:)``).
+    let unappliedAppend = Locked<TransactionID?>(nil)
     /// Run at once when a sync fails (``noteFailedSync(_:)``: a relaxed flush, on the flush's
     /// queue, or a durable commit, on the writer's): the store notes it in its marker of
     /// unsynced commits.
