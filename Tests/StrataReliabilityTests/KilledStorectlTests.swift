@@ -19,15 +19,17 @@ import Testing
         #expect(try await storectl("import", store, input, "--batch", "1000", "--quiet").status == 0)
         let expected = try await storectl("export", store, "--entity", "Track").stdout
         var rng = SeededGenerator(seed: 5)
+        var killedRunning = 0
         for iteration in 0..<6 {
             let p = try ChildProcess.start(storectlPath, ["compact", store, "--keep-last", "\(iteration % 3)", "--quiet"])
             try await Task.sleep(nanoseconds: UInt64(UInt32.random(in: 1_000...300_000, using: &rng)) * 1_000)
             p.kill()
-            p.wait()
+            if !p.wait().exited { killedRunning += 1 }
             let v = try await storectl("verify", store, "--json")
             #expect(v.status == 0, "iteration \(iteration): \(v.stderr)")
             #expect(try await storectl("export", store, "--entity", "Track").stdout == expected, "iteration \(iteration): state changed")
         }
+        #expect(killedRunning > 0, "every compaction had ended before its kill: the kills checked nothing")
         let names = try FileManager.default.contentsOfDirectory(atPath: store).filter { $0.hasPrefix("gen-") }
         #expect(names.count <= 2)
     }
@@ -56,7 +58,9 @@ import Testing
             #expect(try await storectl("query", store.path, "--entity", "Track", "--count").stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "10000")
             if check.status == 0 { break }
         }
-        _ = (sawOld, sawNew)
+        // At least one kill landed before the switch (the old store left), or the loop checked
+        // only finished migrations.
+        #expect(sawOld, "no kill left the old store: every migration had switched before its kill (new: \(sawNew))")
         // Whatever happened, running it to the end works.
         let finish = try await storectl("migrate", store.path, "--schema", librarySchemaDirectory.path, "--quiet")
         #expect(finish.status == 0 || finish.stderr.contains("nothing to do"), "\(finish.stderr)")
@@ -152,6 +156,7 @@ import Testing
             #expect(try await storectl("verify", store).status == 0)
             if n == 25 { break }
         }
+        #expect(outcomes.contains(1), "no kill landed before the import's commit: \(outcomes)")
         let rerun = try await storectl("import", store, input, "--batch", "500", "--json", "--quiet", "--mode", "incremental")
         #expect(rerun.status == 0, "\(rerun.stderr)")
         #expect(try JSONValue.parse(rerun.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["oneTransaction"]

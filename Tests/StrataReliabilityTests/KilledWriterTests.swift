@@ -93,19 +93,27 @@ import Testing
         #expect(try await runCrashChild("gen", ["--output", input.path, "--records", "3000", "--seed", "4"]).status == 0)
         let importArgs = ["--store", store.path, "--input", input.path, "--batch", "100", "--import-id", "test"]
         var rng = SeededGenerator(seed: 77)
+        var acknowledged = 0
         for i in 0..<3 {
             let out = dir.appendingPathComponent("import-\(i)")
             let child = try startCrashChild("import", importArgs, stdout: out)
-            try await Task.sleep(nanoseconds: UInt64(Int.random(in: 100_000...500_000, using: &rng)) * 1_000)
+            // Killed once it acknowledged a batch, a random moment later (not before: a kill
+            // before the import got going has no acknowledged batch to lose).
+            _ = try await waitForLine(out, prefix: "ACK-IMPORT ", timeoutSeconds: 60)
+            try await Task.sleep(nanoseconds: UInt64(Int.random(in: 0...200_000, using: &rng)) * 1_000)
             child.kill()
-            child.wait()
+            let ended = child.wait()
             let acked = completeLines(out).compactMap { l -> Int? in l.hasPrefix("ACK-IMPORT ") ? Int(l.dropFirst(11)) : nil }.max() ?? 0
+            let finished = completeLines(out).contains { $0.hasPrefix("DONE ") }
+            #expect(!ended.exited || finished, "run \(i): the child ended on its own without finishing: \(ended)")
+            acknowledged += acked
             let s = try Store.open(at: store, schema: try librarySchema())
             defer { s.close() }
             let objects = try s.info().entities.values.reduce(0, +)
             #expect(objects >= acked, "run \(i): \(acked) records acknowledged, \(objects) in the store")
             #expect(try s.verify().ok)
         }
+        #expect(acknowledged > 0, "no batch was acknowledged before a kill: the kills checked nothing")
         // Run to completion: the same state as one uninterrupted import.
         let done = try await runCrashChild("import", importArgs)
         #expect(done.status == 0, "\(done.stderr)")

@@ -14,8 +14,13 @@ import Testing
         let env = try LMDBEnvironment(path: dir.path, options: LMDBOptions(
             mapSizeBytes: 1 << 20, maxMapSizeBytes: 1 << 30, maxReaders: 8, readOnly: false, noSync: true, noLock: false))
         env.close()
-        #expect(throws: (any Error).self) { try env.write { _ in } }
-        #expect(throws: (any Error).self) { _ = try env.growMap() }
-        #expect(throws: (any Error).self) { try env.sync() }
+        // The policy's `closed` error, not an error liblmdb returned from a freed handle.
+        func closed(_ error: any Error) -> Bool {
+            if case StrataError.closed = error { return true }
+            return false
+        }
+        #expect { try env.write { _ in } } throws: { closed($0) }
+        #expect { _ = try env.growMap() } throws: { closed($0) }
+        #expect { try env.sync() } throws: { closed($0) }
     }
 }

@@ -222,10 +222,19 @@ import Testing
             let saving = Task {
                 for i in 0..<200 { _ = try await store.save { $0.insert(makeTrack(title: "late\(i)", duration: 2)) } }
             }
-            var reports: [VerifyReport] = []
-            for _ in 0..<3 { reports.append(try store.verify()) }
+            var reports: [(report: VerifyReport, start: TransactionID, end: TransactionID)] = []
+            for _ in 0..<3 {
+                let start = try store.lastTransactionID
+                let report = try store.verify()
+                reports.append((report, start, try store.lastTransactionID))
+            }
             try await saving.value
-            for r in reports { #expect(r.ok && r.method == .inMemory, "\(r.problems)") }
+            for (r, start, end) in reports {
+                #expect(r.ok && r.method == .inMemory, "\(r.problems)")
+                // The head it verified is one the store had while it ran.
+                #expect(start <= r.head && r.head <= end, "verified \(r.head), ran from \(start) to \(end)")
+            }
+            #expect(reports.contains { $0.start < $0.end }, "no save landed while a verify ran: nothing was checked")
             #expect(try store.verify().head == (try store.lastTransactionID))
         }
     }

@@ -9,12 +9,21 @@ enum ImportMode {
         let dir = URL(fileURLWithPath: o.require("store"))
         let input = o.require("input")
         var options = ImportOptions()
-        // Batch by batch: an acknowledged batch is committed (a bulk import's are not, until its end).
+        // Batch by batch: an acknowledged batch is committed (a bulk import's are not, until its
+        // end, nor an import small enough to be one transaction, which acknowledges nothing
+        // before its one commit: then a kill had no acknowledged batch to lose).
         options.mode = .incremental
+        options.oneTransactionMaxInputBytes = 0
         options.batchSize = o.int("batch", default: 200)
         options.importID = o.string("import-id")
+        // Four batches a commit: the commits an import of a few thousand records makes are
+        // several, so that a kill lands between them (one group commit took every batch).
+        var config = StoreConfiguration()
+        config.maxSavesPerGroup = 4
         let store: Store
-        do { store = try Store.open(at: dir, schema: librarySchema()) } catch { fail("open: \(error)", code: 2) }
+        do { store = try Store.open(at: dir, schema: librarySchema(), configuration: config) } catch {
+            fail("open: \(error)", code: 2)
+        }
         emit("READY \(try store.lastTransactionID.rawValue)")
         let importer = Importer(store: store, options: options)
         let summary = try blocking {
