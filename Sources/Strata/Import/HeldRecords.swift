@@ -4,8 +4,9 @@
 /// one: batches commit in input order).
 ///
 /// Records whose required references form a cycle (a person requiring a passport that requires
-/// that person) wait for each other until the end of the input; ``drain()`` then hands all that
-/// are left back together, for one save.
+/// that person) wait for each other until the end of the input, and so do the records waiting
+/// for them; ``drain()`` then hands them back, each cycle together for one save, every group
+/// after the ones it waits for.
 ///
 /// Memory: each held record's operations and line, until it is written.
 struct HeldRecords {
@@ -57,12 +58,16 @@ struct HeldRecords {
         return ready
     }
 
-    /// Every record still held, emptying the list, in groups that must be saved together (at the
-    /// end of the input the records left wait for each other, or for a target that never came):
-    /// the records joined by what one waits for and another is, each group in input order, the
-    /// groups in the input order of their first records. A record waiting for a target no held
-    /// record gives is in a group of its own (unless another waits for it), so a refusal of it
-    /// leaves the other groups alone.
+    /// Every record still held, emptying the list, in groups that must be saved together: at the
+    /// end of the input the records left wait for each other, or for a target that never came.
+    /// A group is a cycle of records each waiting, through the others, for itself (a strongly
+    /// connected component of "waits for"), or one record in no cycle; the groups come in an
+    /// order where every group comes after the groups it waits for (Tarjan's algorithm emits a
+    /// component after every component it reaches), each group in input order. So a record
+    /// waiting for a cycle (a passport's stamps, a tree's nodes under a root that names itself)
+    /// is saved after it, alone, not pulled into one save with it and every other record waiting
+    /// for it: that save took no batch size into account, and a refusal of any one of its records
+    /// refused them all.
     mutating func drain() -> [[Entry]] {
         defer {
             entries = [:]
@@ -73,33 +78,50 @@ struct HeldRecords {
         for (i, h) in held.enumerated() {
             for alias in h.entry.aliases { byAlias[alias] = i }
         }
-        // Union-find over the held records.
-        var parent = Array(held.indices)
-        func root(_ i: Int) -> Int {
-            var r = i
-            while parent[r] != r { r = parent[r] }
-            var j = i
-            while parent[j] != r {
-                let next = parent[j]
-                parent[j] = r
-                j = next
+        // What each record waits for among the held ones, in a fixed order (a set's order
+        // changes from one process to the next).
+        let edges: [[Int]] = held.map { h in Set(h.missing.compactMap { byAlias[$0] }).sorted() }
+        // Tarjan's strongly connected components, with an explicit stack: a chain of a million
+        // held records would overflow the thread's.
+        let n = held.count
+        var index = [Int](repeating: -1, count: n), low = [Int](repeating: 0, count: n)
+        var onStack = [Bool](repeating: false, count: n)
+        var stack: [Int] = [], components: [[Int]] = [], counter = 0
+        for start in 0..<n where index[start] < 0 {
+            var work: [(node: Int, edge: Int)] = [(start, 0)]
+            index[start] = counter
+            low[start] = counter
+            counter += 1
+            stack.append(start)
+            onStack[start] = true
+            while let (v, e) = work.last {
+                if e < edges[v].count {
+                    work[work.count - 1].edge += 1
+                    let w = edges[v][e]
+                    if index[w] < 0 {
+                        index[w] = counter
+                        low[w] = counter
+                        counter += 1
+                        stack.append(w)
+                        onStack[w] = true
+                        work.append((w, 0))
+                    } else if onStack[w] {
+                        low[v] = min(low[v], index[w])
+                    }
+                    continue
+                }
+                work.removeLast()
+                if let parent = work.last?.node { low[parent] = min(low[parent], low[v]) }
+                guard low[v] == index[v] else { continue }
+                var component: [Int] = []
+                while let w = stack.popLast() {
+                    onStack[w] = false
+                    component.append(w)
+                    if w == v { break }
+                }
+                components.append(component.sorted())
             }
-            return r
         }
-        for (i, h) in held.enumerated() {
-            for d in h.missing {
-                guard let j = byAlias[d] else { continue }
-                let (a, b) = (root(i), root(j))
-                if a != b { parent[max(a, b)] = min(a, b) }
-            }
-        }
-        var groups: [Int: [Entry]] = [:]
-        var order: [Int] = []
-        for (i, h) in held.enumerated() {
-            let r = root(i)
-            if groups[r] == nil { order.append(r) }
-            groups[r, default: []].append(h.entry)
-        }
-        return order.compactMap { groups[$0] }
+        return components.map { $0.map { held[$0].entry } }
     }
 }

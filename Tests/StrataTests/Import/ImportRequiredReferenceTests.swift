@@ -21,8 +21,12 @@ import Testing
        "relationships":[{"name":"passport","destination":"Passport","inverse":"holder","optional":false}],
        "uniques":[["name"]]},
       {"name":"Passport","attributes":[{"name":"number","type":"string"}],
-       "relationships":[{"name":"holder","destination":"Person","inverse":"passport","optional":false}],
+       "relationships":[{"name":"holder","destination":"Person","inverse":"passport","optional":false},
+                        {"name":"stamps","destination":"Stamp","toMany":true,"inverse":"passport","deleteRule":"cascade"}],
        "uniques":[["number"]]},
+      {"name":"Stamp","attributes":[{"name":"place","type":"string"}],
+       "relationships":[{"name":"passport","destination":"Passport","inverse":"stamps","optional":false}],
+       "uniques":[["place"]]},
       {"name":"Driver","attributes":[{"name":"name","type":"string"}],
        "relationships":[{"name":"license","destination":"License","inverse":"driver"}],
        "uniques":[["name"]]},
@@ -144,6 +148,28 @@ import Testing
             let summary = try await Importer(store: store, options: options).run(files: [input])
             #expect(summary.records == 4)
             #expect(summary.transactions == 2)
+            #expect(try store.verify().ok)
+        }
+    }
+
+    /// Records waiting for a cycle (stamps requiring a passport that requires its holder, who
+    /// requires it) are saved after the cycle, in batches of the batch size: they were pulled
+    /// into one save with the cycle (a group joined everything connected by what one waits for),
+    /// which took no batch size into account, and with errors tolerated a refusal of any one of
+    /// them rejected them all.
+    @Test func recordsWaitingForACycleAreSavedAfterItInBatches() async throws {
+        try await withStore { store, dir in
+            let stamps = (1...4).map { #"{"entity":"Stamp","place":"S\#($0)","passport":{"number":"P1"}}"# }
+            let input = try write([#"{"entity":"Person","name":"Ann","passport":{"number":"P1"}}"#] + stamps
+                                  + [#"{"entity":"Passport","number":"P1","holder":{"name":"Ann"}}"#], dir, "people.ndjson")
+            var options = ImportOptions()
+            options.batchSize = 2
+            options.oneTransactionMaxInputBytes = 0
+            let summary = try await Importer(store: store, options: options).run(files: [input])
+            #expect(summary.records == 6)
+            // The cycle (Ann, P1), then the stamps two by two.
+            #expect(summary.transactions == 3, "\(summary)")
+            #expect(try store.mainContext.count(Query(entity: "Stamp")) == 4)
             #expect(try store.verify().ok)
         }
     }
