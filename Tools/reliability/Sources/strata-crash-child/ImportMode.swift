@@ -1,7 +1,8 @@
 import Foundation
 import Strata
 
-/// `import`: runs an ``Importer`` on `--input` in batches of `--batch`. Each progress event of the
+/// `import`: runs an ``Importer`` on `--input` in batches of `--batch` (`--one-transaction-max-mb`,
+/// `--saves-per-group` as below). Each progress event of the
 /// writing phase comes after a commit of its batches returned: it is acknowledged as
 /// `ACK-IMPORT <records written so far>`; `DONE <records> <transactions>` at the end.
 enum ImportMode {
@@ -10,16 +11,18 @@ enum ImportMode {
         let input = o.require("input")
         var options = ImportOptions()
         // Batch by batch: an acknowledged batch is committed (a bulk import's are not, until its
-        // end, nor an import small enough to be one transaction, which acknowledges nothing
-        // before its one commit: then a kill had no acknowledged batch to lose).
+        // end). An input under `--one-transaction-max-mb` (the option's default, 32) is one
+        // transaction and acknowledges nothing before its commit; 0 commits its batches in
+        // groups, each acknowledged.
         options.mode = .incremental
-        options.oneTransactionMaxInputBytes = 0
+        options.oneTransactionMaxInputBytes = o.int("one-transaction-max-mb", default: 32) << 20
         options.batchSize = o.int("batch", default: 200)
         options.importID = o.string("import-id")
-        // Four batches a commit: the commits an import of a few thousand records makes are
-        // several, so that a kill lands between them (one group commit took every batch).
+        // `--saves-per-group`: batches a commit takes at most (the store's default when absent);
+        // a few make an import of a few thousand records several commits, so that a kill lands
+        // between them.
         var config = StoreConfiguration()
-        config.maxSavesPerGroup = 4
+        config.maxSavesPerGroup = o.int("saves-per-group", default: config.maxSavesPerGroup)
         let store: Store
         do { store = try Store.open(at: dir, schema: librarySchema(), configuration: config) } catch {
             fail("open: \(error)", code: 2)
