@@ -160,13 +160,16 @@ struct Report: Sendable {
 
     func value(_ key: String, _ engine: Engine) -> Double? { results.first { $0.key == key }?.values[engine] }
 
+    /// Every round's sample of `key` for `engine`, in round order.
+    func samples(_ key: String, _ engine: Engine) -> [Double]? { results.first { $0.key == key }?.samples[engine] }
+
     /// The most rounds any figure of the report has.
     var roundCount: Int {
         results.map { r in r.samples.values.map(\.count).max() ?? 0 }.max() ?? 0
     }
 
     /// The report as round `index` alone measured it: each figure is that round's sample, or the
-    /// median where the figure has fewer rounds (a baseline measured once, such as `mdb_copy -c`).
+    /// median where the figure has fewer rounds (a workload that failed in a round).
     /// Rounds interleave the engines, so a ratio of one round's figures compares measurements
     /// made minutes apart rather than the medians of the whole run.
     func round(_ index: Int) -> Report {

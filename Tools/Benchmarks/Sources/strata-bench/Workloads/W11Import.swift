@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Strata
+import Synchronization
 
 /// W11 (strata and grdb): importing NDJSON files end to end, from the file: Strata's `Importer`
 /// against a GRDB importer of the same files with the same uniques and indexes (and an index on
@@ -20,6 +21,24 @@ enum W11Import {
         /// Another tenth, bulk-imported while a reader runs.
         let during: URL
         let libraryRecords: Int, moreRecords: Int, catalogRecords: Int
+    }
+
+    /// Objects of each entity after each case (`library`, `more`, `catalog`), by the engine that
+    /// imported first: the second must hold the same, or the run stops (an engine that skipped
+    /// records would be measured doing less work).
+    static let counts = Mutex<[String: (engine: String, counts: [String: Int])]>([:])
+
+    static func agree(_ key: String, _ engine: String, _ found: [String: Int]) throws {
+        try counts.withLock { known in
+            if let first = known[key] {
+                guard first.counts == found else {
+                    throw BenchSetupError("W11 \(key): \(engine) holds \(found.sorted { $0.key < $1.key }), " +
+                                          "\(first.engine) \(first.counts.sorted { $0.key < $1.key })")
+                }
+            } else {
+                known[key] = (engine, found)
+            }
+        }
     }
 
     /// Lines in `url` (records of the NDJSON file).
@@ -215,6 +234,7 @@ enum W11Import {
             let (seconds, mode) = try await strataImport(store, inputs.library)
             ctx.progress("W11: the library into an empty store ran \(mode.rawValue)")
             figures["W11_library_empty"] = Double(inputs.libraryRecords) / seconds
+            try agree("library", "strata", try store.info().entities)
             let file = try store.info().fileBytes
             let after = ioBytes()
             let written = after.written - before.written, cancelled = after.cancelled - before.cancelled
@@ -232,6 +252,7 @@ enum W11Import {
             let (moreSeconds, moreMode) = try await strataImport(store, inputs.more)
             ctx.progress("W11: a tenth more into that store ran \(moreMode.rawValue)")
             figures["W11_library_more"] = Double(inputs.moreRecords) / moreSeconds
+            try agree("more", "strata", try store.info().entities)
             let (idle, busy) = try await readerLatencies(store, during: inputs.during)
             ctx.progress(String(format: "W11: reader idle %d reads, p99 %.1f µs; during a bulk import %d reads, p99 %.1f µs",
                                 idle.count, idle.p99Micros, busy.count, busy.p99Micros))
@@ -260,6 +281,7 @@ enum W11Import {
         let (catalogSeconds, catalogMode) = try await strataImport(store, inputs.catalog)
         ctx.progress("W11: the catalog into an empty store ran \(catalogMode.rawValue)")
         figures["W11_catalog_empty"] = Double(inputs.catalogRecords) / catalogSeconds
+        try agree("catalog", "strata", try store.info().entities)
         return figures
     }
 
@@ -275,6 +297,7 @@ enum W11Import {
                                             path: dir.appendingPathComponent("db.sqlite").path)
             figures["W11_library_empty"] = Double(inputs.libraryRecords)
                 / (try MonotonicClock.measure { try importer.importFile(inputs.library) }.seconds)
+            try agree("library", "grdb", try importer.counts())
             // The same importer either way: the figure Strata's batch-by-batch import is compared with.
             figures["W11_library_incremental"] = figures["W11_library_empty"]
             let file = try importer.fileBytes()
@@ -282,6 +305,7 @@ enum W11Import {
             figures["W11_file_mb_compacted"] = Double(file) / 1e6
             figures["W11_library_more"] = Double(inputs.moreRecords)
                 / (try MonotonicClock.measure { try importer.importFile(inputs.more) }.seconds)
+            try agree("more", "grdb", try importer.counts())
         }
         let dir = try ctx.storeDirectory("W11", .grdb, "catalog")
         defer { ctx.remove(dir) }
@@ -289,6 +313,7 @@ enum W11Import {
                                         path: dir.appendingPathComponent("db.sqlite").path)
         figures["W11_catalog_empty"] = Double(inputs.catalogRecords)
             / (try MonotonicClock.measure { try importer.importFile(inputs.catalog) }.seconds)
+        try agree("catalog", "grdb", try importer.counts())
         return figures
     }
 }
@@ -366,7 +391,9 @@ final class GRDBImporter {
         case .bool(let b): b
         case .date(let d): d.timeIntervalSince1970
         case .bytes(let b): Data(b)
-        case .uuid(let u): u.uuidString.lowercased()
+        // 16 bytes, as Strata stores a UUID (and as W1's GRDB table does): as 36 characters of
+        // text, each `mbid` took 20 more bytes in the row and in its unique index.
+        case .uuid(let u): withUnsafeBytes(of: u.uuid) { Data($0) }
         case .decimal(let d): "\(d)"
         }
     }
@@ -383,20 +410,62 @@ final class GRDBImporter {
                                   arguments: StatementArguments(arguments))
     }
 
+    /// Every statement through GRDB's cache of prepared statements (`execute(sql:)` compiles its
+    /// SQL at each call): an edge costs its execution, not a compilation.
     func link(_ db: Database, _ pending: Pending) throws -> Bool {
         guard let d = schema.entity(named: pending.relationship.destination),
               let target = try resolve(db, d, pending.reference) else { return false }
         let e = pending.entity, r = pending.relationship
         if !r.isToMany {
-            try db.execute(sql: "UPDATE \"\(e.name)\" SET \"\(r.name)_id\" = ? WHERE id = ?", arguments: [target, pending.id])
+            try db.cachedStatement(sql: "UPDATE \"\(e.name)\" SET \"\(r.name)_id\" = ? WHERE id = ?")
+                .execute(arguments: [target, pending.id])
         } else if Self.isManyToMany(schema, e, r) {
             let (owner, a, b) = Self.owns(e, r) ? (Self.joinTable(e, r), pending.id, target)
                 : (Self.joinTable(d, d.relationship(named: r.inverseName)!), target, pending.id)
-            try db.execute(sql: "INSERT OR IGNORE INTO \"\(owner)\"(a, b) VALUES (?, ?)", arguments: [a, b])
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO \"\(owner)\"(a, b) VALUES (?, ?)").execute(arguments: [a, b])
         } else {
-            try db.execute(sql: "UPDATE \"\(d.name)\" SET \"\(r.inverseName)_id\" = ? WHERE id = ?", arguments: [pending.id, target])
+            try db.cachedStatement(sql: "UPDATE \"\(d.name)\" SET \"\(r.inverseName)_id\" = ? WHERE id = ?")
+                .execute(arguments: [pending.id, target])
         }
         return true
+    }
+
+    /// The rows of each table: per entity, and the edges of each many-to-many (compared with
+    /// Strata's counts after the same import).
+    func counts() throws -> [String: Int] {
+        try pool.read { db in
+            var out: [String: Int] = [:]
+            for e in schema.entities {
+                out[e.name] = try Int.fetchOne(db, sql: "SELECT count(*) FROM \"\(e.name)\"") ?? -1
+            }
+            return out
+        }
+    }
+
+    /// An entity's INSERT and UPDATE, with a column for each attribute and each to-one it holds,
+    /// made once.
+    struct Statements {
+        /// Every attribute and to-one column.
+        let insert: String
+        /// The attributes (an upsert's to-ones are linked one by one: a to-one it does not name
+        /// stays as it is).
+        let update: String
+        let toOnes: [RelationshipDescription]
+    }
+
+    private var statements: [String: Statements] = [:]
+
+    func statements(_ e: EntityDescription) -> Statements {
+        if let made = statements[e.name] { return made }
+        let toOnes = e.relationships.filter { !$0.isToMany }
+        let names = e.attributes.map { "\"\($0.name)\"" } + toOnes.map { "\"\($0.name)_id\"" }
+        let attributes = e.attributes.map { "\"\($0.name)\"" }
+        let made = Statements(
+            insert: "INSERT INTO \"\(e.name)\"(\(names.joined(separator: ", "))) VALUES (\(names.map { _ in "?" }.joined(separator: ", ")))",
+            update: "UPDATE \"\(e.name)\" SET \(attributes.map { "\($0) = ?" }.joined(separator: ", ")) WHERE id = ?",
+            toOnes: toOnes)
+        statements[e.name] = made
+        return made
     }
 
     /// The database file's size, with the write-ahead log checkpointed into it.
@@ -458,20 +527,37 @@ final class GRDBImporter {
         if let u = e.uniques.first {
             id = try resolve(db, e, u.attributes.map { (e.attributes[$0].name, ValueConversion.json(values[$0])) })
         }
-        let names = e.attributes.map { "\"\($0.name)\"" }
-        let arguments = StatementArguments(values.map(Self.databaseValue))
+        let made = statements(e)
+        let attributes = values.map(Self.databaseValue)
         if let id {
-            try db.cachedStatement(sql: "UPDATE \"\(e.name)\" SET \(names.map { "\($0) = ?" }.joined(separator: ", ")) WHERE id = ?")
-                .execute(arguments: arguments + [id])
-        } else {
-            try db.cachedStatement(sql: "INSERT INTO \"\(e.name)\"(\(names.joined(separator: ", "))) VALUES (\(names.map { _ in "?" }.joined(separator: ", ")))")
-                .execute(arguments: arguments)
-            id = db.lastInsertedRowID
+            try db.cachedStatement(sql: made.update).execute(arguments: StatementArguments(attributes) + [id])
+            for (r, refs) in references {
+                for ref in refs {
+                    let p = Pending(entity: e, id: id, relationship: r, reference: ref)
+                    if try !link(db, p) { later.append(p) }
+                }
+            }
+            return
         }
-        guard let id else { return }
-        for (r, refs) in references {
+        // A new row: a to-one whose target is there already is written with it; one whose target
+        // comes later in the file, after the file.
+        var targets: [DatabaseValueConvertible?] = []
+        var unresolved: [(RelationshipDescription, [(String, JSONValue)])] = []
+        for r in made.toOnes {
+            guard let ref = references.first(where: { $0.0.name == r.name })?.1.first else {
+                targets.append(nil)
+                continue
+            }
+            let target = try schema.entity(named: r.destination).flatMap { try resolve(db, $0, ref) }
+            targets.append(target)
+            if target == nil { unresolved.append((r, ref)) }
+        }
+        try db.cachedStatement(sql: made.insert).execute(arguments: StatementArguments(attributes + targets))
+        let row = db.lastInsertedRowID
+        for (r, ref) in unresolved { later.append(Pending(entity: e, id: row, relationship: r, reference: ref)) }
+        for (r, refs) in references where r.isToMany {
             for ref in refs {
-                let p = Pending(entity: e, id: id, relationship: r, reference: ref)
+                let p = Pending(entity: e, id: row, relationship: r, reference: ref)
                 if try !link(db, p) { later.append(p) }
             }
         }

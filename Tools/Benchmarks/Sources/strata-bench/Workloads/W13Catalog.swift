@@ -272,7 +272,7 @@ enum W13Catalog {
         let perSection = c.perSection
         try pool.read { db in
             let sections = try timed(repeats) {
-                try Row.fetchAll(db, sql: "SELECT section_id, COUNT(*) FROM package GROUP BY section_id")
+                try Row.fetchAll(db.cachedStatement(sql: "SELECT section_id, COUNT(*) FROM package GROUP BY section_id"))
                     .reduce(into: [Int: Int]()) { $0[$1[0]] = $1[1] }
             }
             try check((0..<c.sections).allSatisfy { sections.result[$0 + 1] ?? 0 == perSection[$0] }, "grdb packages per section")
@@ -286,32 +286,32 @@ enum W13Catalog {
             figures["W13_section_counts_ms"] = each.ms
 
             let dependsOn = try timed(repeats) {
-                try Int.fetchOne(db, sql: """
+                try Int.fetchOne(db.cachedStatement(sql: """
                     SELECT COUNT(*) FROM depends JOIN package ON package.id = depends.depends_id WHERE package.name = ?
-                    """, arguments: ["pkg0"]) ?? 0
+                    """), arguments: ["pkg0"]) ?? 0
             }
             try check(dependsOn.result == c.dependentsOfFirst, "grdb dependents of pkg0")
             figures["W13_depends_on_ms"] = dependsOn.ms
 
             let top = try timed(repeats) {
-                try Row.fetchAll(db, sql: """
+                try Row.fetchAll(db.cachedStatement(sql: """
                     SELECT package.name, counted.n FROM
                       (SELECT depends_id, COUNT(*) AS n FROM depends GROUP BY depends_id ORDER BY n DESC, depends_id LIMIT 10) AS counted
                     JOIN package ON package.id = counted.depends_id ORDER BY counted.n DESC, package.id
-                    """).map { (row: Row) -> (String, Int) in (row[0], row[1]) }
+                    """)).map { (row: Row) -> (String, Int) in (row[0], row[1]) }
             }
             try check(top.result.map(\.1) == c.topDependedCounts, "grdb top depended-on")
             figures["W13_top_depended_ms"] = top.ms
 
             let range = try timed(repeats) {
-                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM package WHERE installedSize BETWEEN ? AND ?",
+                try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM package WHERE installedSize BETWEEN ? AND ?"),
                                  arguments: [Catalog.sizeRange.lowerBound, Catalog.sizeRange.upperBound]) ?? 0
             }
             try check(range.result == c.sizeRangeCount, "grdb size range")
             figures["W13_size_range_ms"] = range.ms
 
             let sums = try timed(max(1, repeats / 5)) {
-                try Row.fetchAll(db, sql: "SELECT section_id, SUM(installedSize) FROM package GROUP BY section_id")
+                try Row.fetchAll(db.cachedStatement(sql: "SELECT section_id, SUM(installedSize) FROM package GROUP BY section_id"))
                     .reduce(into: [Int: Int]()) { $0[$1[0]] = $1[1] }
             }
             try check((0..<c.sections).allSatisfy { sums.result[$0 + 1] == c.sizeBySection[$0] }, "grdb size by section")

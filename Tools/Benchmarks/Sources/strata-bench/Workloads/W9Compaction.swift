@@ -61,7 +61,10 @@ enum W9Compaction {
             }
         }
         // mdb_copy's figure goes in the LMDB column of the MB/s row.
-        if let v = report.value("W9_mdb_copy_mb_per_s", .strata) { report.record("W9_compaction_mb_per_s", .lmdb, samples: [v]) }
+        // Every round's, so that a round's ratio compares the copies made in that round.
+        if let samples = report.samples("W9_mdb_copy_mb_per_s", .strata) {
+            report.record("W9_compaction_mb_per_s", .lmdb, samples: samples)
+        }
     }
 
     /// Seconds `mdb_copy -c` takes to copy the store's live generation, and that plus an
