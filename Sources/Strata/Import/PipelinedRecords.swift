@@ -7,7 +7,10 @@ import Foundation
 ///
 /// The items come out in the iterator's order, with the same results, and an error the iterator
 /// throws (an unreadable file) comes out where it happened, after the items before it. Memory: at
-/// most ``chunksAhead`` chunks of ``chunkSize`` items wait.
+/// most ``chunksAhead`` chunks of ``chunkSize`` items wait, and no more than ``bytesAhead`` of
+/// input in them (and one chunk more): a chunk ends after ``chunkBytes`` of input, so records
+/// of large values are held a few at a time, not thousands (16 chunks of 256 records of 16 MiB
+/// lines would have been 64 GiB).
 final class PipelinedRecords: @unchecked Sendable {
     // Safe to share: every stored property below `condition` is read and written only with
     // `condition` locked (the producer thread and the consumer both take it), and the items are
@@ -18,6 +21,10 @@ final class PipelinedRecords: @unchecked Sendable {
     static let chunkSize = 256
     /// Chunks the producer may be ahead.
     static let chunksAhead = 16
+    /// Input bytes after which a chunk ends, whatever its count of items.
+    static let chunkBytes = 1 << 20
+    /// Input bytes the queued chunks may hold before the producer waits (it always queues one).
+    static let bytesAhead = 16 << 20
 
     private struct Chunk {
         var items: [RecordIterator.Item]
@@ -27,10 +34,14 @@ final class PipelinedRecords: @unchecked Sendable {
         /// when `last`).
         let error: Error?
         let last: Bool
+        /// Bytes of input its items were read from.
+        var inputBytes = 0
     }
 
     private let condition = NSCondition()
     private var queued: [Chunk] = []
+    /// The input bytes of the queued chunks.
+    private var queuedBytes = 0
     private var stopped = false
     private var producerDone = false
 
@@ -61,8 +72,9 @@ final class PipelinedRecords: @unchecked Sendable {
             items.reserveCapacity(Self.chunkSize)
             var error: Error?
             var last = false
+            let startBytes = iterator.bytesRead
             do {
-                while items.count < Self.chunkSize {
+                while items.count < Self.chunkSize && iterator.bytesRead - startBytes < Self.chunkBytes {
                     guard let item = try iterator.next() else {
                         last = true
                         break
@@ -72,14 +84,18 @@ final class PipelinedRecords: @unchecked Sendable {
             } catch let e {
                 error = e
             }
-            let chunk = Chunk(items: items, bytesRead: iterator.bytesRead, error: error, last: last || error != nil)
+            var chunk = Chunk(items: items, bytesRead: iterator.bytesRead, error: error, last: last || error != nil)
+            chunk.inputBytes = iterator.bytesRead - startBytes
             condition.lock()
-            while queued.count >= Self.chunksAhead && !stopped { condition.wait() }
+            while (queued.count >= Self.chunksAhead || (!queued.isEmpty && queuedBytes >= Self.bytesAhead)) && !stopped {
+                condition.wait()
+            }
             if stopped {
                 condition.unlock()
                 return
             }
             queued.append(chunk)
+            queuedBytes += chunk.inputBytes
             condition.broadcast()
             condition.unlock()
             if chunk.last { return }
@@ -109,10 +125,18 @@ final class PipelinedRecords: @unchecked Sendable {
                 return nil
             }
             current = queued.removeFirst()
+            queuedBytes -= current?.inputBytes ?? 0
             position = 0
             condition.broadcast()
             condition.unlock()
         }
+    }
+
+    /// The input bytes of the chunks queued now (tests: the read-ahead's bound).
+    var queuedInputBytes: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return queuedBytes
     }
 
     /// Stops the producer and waits for it to close its file (call once the consumer is done,

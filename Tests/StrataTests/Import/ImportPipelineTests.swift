@@ -12,6 +12,36 @@ import Testing
         return url.path
     }
 
+    /// The reader thread holds a bounded amount of input ahead of the consumer, in bytes as well
+    /// as in records: records of large values are held a few at a time. It was bounded by count
+    /// only (16 chunks of 256 records), so records of megabytes each were all read ahead.
+    @Test func theReadAheadIsBoundedInBytes() async throws {
+        let dir = temporaryDirectory("import-read-ahead")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let schema = try librarySchema()
+        let big = String(repeating: "x", count: 1 << 20)
+        let lines = (0..<48).map { #"{"entity":"Genre","name":"g\#($0) \#(big)"}"# }
+        let input = try write(lines, in: dir)
+        var options = ImportOptions()
+        options.maxLineBytes = 4 << 20
+        let it = PipelinedRecords(RecordIterator(files: [input], schema: schema, options: options,
+                                                 maxValueBytes: 16 << 20, expected: nil))
+        defer { it.close() }
+        _ = try it.next()
+        // Time for the reader to go as far ahead as it may.
+        var held = 0
+        for _ in 0..<100 {
+            try await Task.sleep(for: .milliseconds(20))
+            held = max(held, it.queuedInputBytes)
+        }
+        #expect(held > 0, "the reader read nothing ahead")
+        #expect(held <= PipelinedRecords.bytesAhead + PipelinedRecords.chunkBytes + (2 << 20),
+                "\(held) bytes of input held ahead")
+        var read = 1
+        while try it.next() != nil { read += 1 }
+        #expect(read == 48)
+    }
+
     /// An incremental import of `input` in batches of `batchSize`, and the LMDB commits it took.
     private func importCountingCommits(_ store: Store, _ input: String, batchSize: Int,
                                        importID: String? = nil) async throws -> (ImportSummary, commits: Int) {
