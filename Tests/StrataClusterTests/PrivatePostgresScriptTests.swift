@@ -27,4 +27,34 @@ import Testing
         let never = try await run(Self.script, ["stop", root.appendingPathComponent("never").path])
         #expect(never.status == 66 && never.stderr.contains("no server was started"), "\(never.stderr)")
     }
+
+    /// On a machine with no server installed, `install` installs one (here: Debian's package is
+    /// installed already, but the directory it is looked for in is given empty, so none is
+    /// found after the install either, and that is said, exit 69). It ended at once, with exit 2
+    /// and no word, before installing anything: the unmatched glob's failing `ls` ended the
+    /// script under `pipefail`.
+    @Test func installOnAMachineWithoutAServerGetsAsFarAsInstalling() async throws {
+        let empty = temporaryDirectory("no postgres")
+        try FileManager.default.createDirectory(at: empty, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: empty) }
+        var environment = ProcessInfo.processInfo.environment
+        environment["STRATA_POSTGRES_ROOT"] = empty.path
+        let r = try await run(Self.script, ["install"], environment: environment)
+        #expect(r.status == 69, "\(r.status): \(r.stderr)")
+        #expect(r.stderr.contains("installing Debian's postgresql"), "\(r.stderr)")
+        #expect(r.stderr.contains("no PostgreSQL server after installing"), "\(r.stderr)")
+    }
+
+    /// A started server listens on a port below the kernel's range of ephemeral ports, picked by
+    /// the script itself (it asked python3, which a fresh machine may not have).
+    @Test func aServerGetsAPortOutsideTheEphemeralRange() async throws {
+        let root = temporaryDirectory("postgres port")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let dir = root.appendingPathComponent("pg").path
+        let started = try await run(Self.script, ["start", dir])
+        #expect(started.status == 0, "\(started.stderr)")
+        defer { _ = try? runBlocking(Self.script, ["stop", dir]) }
+        let port = Int(started.stdout.split(separator: ":").last?.split(separator: "/").first ?? "") ?? 0
+        #expect((20_000..<32_000).contains(port), "\(started.stdout)")
+    }
 }

@@ -84,6 +84,19 @@ import Testing
         print("kill -9 (test, \(durability)): \(kills) kills, \(acknowledged) acknowledged saves, head \(head), recovery p50 \(percentile(recoveryMs, 50)) ms, max \(recoveryMs.max() ?? 0) ms")
     }
 
+    /// The harness's options: a flag (`--keep-failures`) takes no value, so the option after it
+    /// keeps its own (`--keep-failures --seed 3` ran with the default seed, `--seed` taken for
+    /// the flag's value and the 3 dropped).
+    @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first (see the suite's comment)"))
+    func aFlagOfTheHarnessTakesNoValue() async throws {
+        let dir = temporaryDirectory("crash-child-options")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let output = dir.appendingPathComponent("lib.ndjson")
+        let r = try await runCrashChild("gen", ["--output", output.path, "--keep-failures", "--records", "150"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(completeLines(output).count == 150)
+    }
+
     @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first (see the suite's comment)"))
     func killedImportKeepsItsAcknowledgedBatchesAndConvergesWhenRunAgain() async throws {
         let dir = temporaryDirectory("kill9-import")

@@ -7,17 +7,26 @@ struct Options {
     private var values: [String: String] = [:]
     private(set) var positional: [String] = []
 
+    /// Options that take no value: `--keep-failures --seed 3` must not read `--seed` as the
+    /// flag's value (and then drop the 3).
+    static let flags: Set<String> = ["keep", "keep-failures", "cli", "quick"]
+
     init(_ arguments: ArraySlice<String>) {
-        var it = arguments.makeIterator()
-        while let a = it.next() {
+        let args = Array(arguments)
+        var i = 0
+        while i < args.count {
+            let a = args[i]
+            i += 1
             if a.hasPrefix("--") {
                 let name = String(a.dropFirst(2))
                 if let eq = name.firstIndex(of: "=") {
                     values[String(name[..<eq])] = String(name[name.index(after: eq)...])
-                } else if let v = it.next() {
-                    values[name] = v
-                } else {
+                } else if Self.flags.contains(name) || i >= args.count || args[i].hasPrefix("--") {
+                    // A flag, or an option whose value is missing: present, with no value.
                     values[name] = ""
+                } else {
+                    values[name] = args[i]
+                    i += 1
                 }
             } else {
                 positional.append(a)
