@@ -246,7 +246,7 @@ public enum Cluster {
         }
         guard let taken else { return }
         // The name whole, as `cluster forget` takes it, quoted for a shell.
-        let quoted = "'" + ClusterReplica.shownName(name).replacingOccurrences(of: "'", with: #"'\''"#) + "'"
+        let quoted = "'" + ClusterReplica.shownName(name).replacingOccurrences(of: "'", with: #"'\''"#, options: .literal) + "'"
         throw ClusterError(.nameTaken, """
             a replica named \(ClusterReplica.shownName(name)) is in the cluster already (applied \(taken.applied), last \
             seen \(Int(exactly: taken.secondsSinceSeen.rounded(.down)).map(String.init) ?? "\(taken.secondsSinceSeen)") s ago, process \(taken.processID) on \(EchoedText.shown(taken.host))): make \

@@ -99,7 +99,7 @@ public struct ClusterAddress: Sendable, Equatable, CustomStringConvertible {
         let plainUser = components.percentEncodedUser?.removingPercentEncoding ?? user
         let password = components.percentEncodedPassword?.removingPercentEncoding
         for (part, plain) in [("user", plainUser), ("password", password ?? ""), ("database name", database),
-                              ("host", bare)] where plain.contains("\u{0}") {
+                              ("host", bare)] where plain.unicodeScalars.contains("\u{0}") {
             throw bad("has a NUL character (`%00`) in the \(part)")
         }
         self.init(host: bare, port: components.port ?? 5432, user: plainUser, password: password, database: database)

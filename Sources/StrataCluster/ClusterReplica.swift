@@ -202,7 +202,7 @@ public final class ClusterReplica: Sendable {
     /// text cannot hold, or any control character, or none at all (a name is shown in `cluster
     /// status` and stored with every entry appended: a name people can read).
     public static func nameProblem(_ name: String) -> String? {
-        if name.contains("\u{0}") { return "holds a NUL character" }
+        if name.unicodeScalars.contains("\u{0}") { return "holds a NUL character" }
         if name.isEmpty || name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
             return "must not be empty or hold control characters"
         }

@@ -182,8 +182,10 @@ struct HistoryCommand: AsyncParsableCommand {
 /// so that one pair cannot read as two (`importID=a batch=99` was one value).
 func metadataText(_ metadata: [String: String]) -> String {
     func part(_ text: String) -> String {
-        text.isEmpty || text.contains(where: { $0.isWhitespace || $0 == "=" || $0 == "\"" || $0 == "\\" })
-            ? EchoedText.quoted(text) : EchoedText.escaped(text)
+        // By scalar: a `=` or `"` followed by a combining mark is one Character equal to neither.
+        text.isEmpty || text.unicodeScalars.contains(where: {
+            $0.properties.isWhitespace || $0 == "=" || $0 == "\"" || $0 == "\\"
+        }) ? EchoedText.quoted(text) : EchoedText.escaped(text)
     }
     return metadata.sorted { $0.key < $1.key }.map { "\(part($0.key))=\(part($0.value))" }.joined(separator: " ")
 }

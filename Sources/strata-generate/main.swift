@@ -112,7 +112,8 @@ func uuid(_ rng: inout SplitMix64) -> String {
     return "\(String(c[0..<8]))-\(String(c[8..<12]))-\(String(c[12..<16]))-\(String(c[16..<20]))-\(String(c[20..<32]))"
 }
 func quote(_ s: String) -> String {
-    "\"" + s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+    "\"" + s.replacingOccurrences(of: "\\", with: "\\\\", options: .literal)
+        .replacingOccurrences(of: "\"", with: "\\\"", options: .literal) + "\""
 }
 let isoFormat = Date.ISO8601FormatStyle()
 func date(_ seconds: Int) -> String {

@@ -56,6 +56,12 @@ import Testing
                 try c.postgres.sql("SELECT author FROM strata_log WHERE id = \(n.rawValue)", database: c.address.database)
             }
             #expect(shown.trimmingCharacters(in: .whitespacesAndNewlines) == "tool\u{FFFD}run")
+            // A NUL followed by a combining mark (one Character with it, not "\u{0}") too: it went
+            // to PostgreSQL as it was, which refused the whole group's append.
+            let marked = "tool\u{0}\u{301}run"
+            let m = try await a.store.save(author: marked) { $0.insert(Genre(name: "With a marked NUL")) }
+            try await b.catchUp(to: m)
+            #expect(try b.store.changes(in: m).author == marked)
         }
     }
 

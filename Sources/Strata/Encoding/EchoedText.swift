@@ -29,10 +29,20 @@ public enum EchoedText {
                 for u in c.unicodeScalars.prefix(maxCharacters - count) { append(Character(u), to: &out) }
                 return out + "…(\(text.utf8.count) bytes)"
             }
-            switch c {
-            case "\"" where quoting: out += "\\\""
-            case "\\" where quoting: out += "\\\\"
-            default: append(c, to: &out)
+            // By scalar: a `"` or `\` followed by a combining mark is one Character equal to
+            // neither, and went out unescaped.
+            if quoting, c.unicodeScalars.contains(where: { $0 == "\"" || $0 == "\\" }) {
+                var rest = ""
+                for u in c.unicodeScalars {
+                    switch u {
+                    case "\"": out += "\\\""
+                    case "\\": out += "\\\\"
+                    default: rest.unicodeScalars.append(u)
+                    }
+                }
+                for r in rest { append(r, to: &out) }
+            } else {
+                append(c, to: &out)
             }
             count += n
         }

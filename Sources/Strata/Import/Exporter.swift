@@ -158,9 +158,20 @@ public struct Exporter: Sendable {
     /// A field holding any other control character (U+0000–U+001F, U+007F) is quoted too, and
     /// the character written as it is: CSV has no escapes, and the import reads it back byte for
     /// byte.
+    /// Quotes are doubled byte by byte too: a `"` followed by a combining mark is one
+    /// `Character` that is not `"`, and went out single, ending the field early (the rest of the
+    /// value then read as text after the closing quote, or as a record of its own).
     private func csvField(_ f: String) -> String {
-        f.utf8.contains(where: { $0 == 0x2C || $0 == 0x22 || $0 < 0x20 || $0 == 0x7F }) || f.hasPrefix(" ")
-            || f.hasSuffix(" ")
-            ? "\"" + f.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : f
+        let bytes = f.utf8
+        guard bytes.contains(where: { $0 == 0x2C || $0 == 0x22 || $0 < 0x20 || $0 == 0x7F })
+                || bytes.first == 0x20 || bytes.last == 0x20 else { return f }
+        var out: [UInt8] = [0x22]
+        out.reserveCapacity(bytes.count + 8)
+        for b in bytes {
+            out.append(b)
+            if b == 0x22 { out.append(0x22) }
+        }
+        out.append(0x22)
+        return String(decoding: out, as: UTF8.self)
     }
 }

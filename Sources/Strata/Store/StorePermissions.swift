@@ -178,6 +178,6 @@ struct StorePermissions: Sendable, Equatable {
         let safe = path.unicodeScalars.allSatisfy {
             $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "/._-+,:@%".unicodeScalars.contains($0))
         }
-        return safe ? path : "'" + path.replacingOccurrences(of: "'", with: "'\\''") + "'"
+        return safe ? path : "'" + path.replacingOccurrences(of: "'", with: "'\\''", options: .literal) + "'"
     }
 }

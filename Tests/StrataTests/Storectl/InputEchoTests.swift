@@ -21,6 +21,9 @@ import Testing
         #expect(EchoedText.quoted(marks, cut: true).unicodeScalars.count < 100)
         // Bidirectional overrides and line separators reorder or break what follows.
         #expect(EchoedText.escaped("a\u{202E}b\u{2066}c\u{2028}d") == #"a\u{202E}b\u{2066}c\u{2028}d"#)
+        // A quote or backslash followed by a combining mark (one Character with it) is escaped
+        // too: where the quoted string ends stays certain.
+        #expect(EchoedText.quoted("a\"\u{301}b\\\u{308}c") == "\"a\\\"\u{301}b\\\\\u{308}c\"")
     }
 
     /// A JSON input's duplicate member name is echoed escaped and cut, and a byte the parser did
