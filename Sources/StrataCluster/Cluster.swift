@@ -616,6 +616,11 @@ public enum Cluster {
                             `storectl cluster reset STORE`)
                             """)
                     }
+                    // A replica stopped before a migration entry the new horizon would trim (it
+                    // waits for its code to be migrated there) could then only start again from a
+                    // snapshot, at the new schema, without the check that its steps are the
+                    // cluster's: the compaction waits for it to migrate, or to be forgotten.
+                    try refuseTrimmingAMigrationAReplicaNeeds(session, horizon: horizon, position: p)
                     if let diverged = try ClusterReplica.historyDiverged(store, session, at: position) {
                         throw ClusterError(.badSnapshot, """
                             this replica's transaction \(diverged) is not the cluster's transaction \(diverged) at \
@@ -628,6 +633,38 @@ public enum Cluster {
             } catch is NothingToPublish {
                 // Rolled back, upload and all.
                 return nil
+            }
+        }
+    }
+
+    /// Throws (``ClusterError/Kind/replicaActive``) when a migration entry after `horizon`, up to
+    /// `position`, is one that a replica listed at or after `horizon` has not applied yet. The
+    /// entries where the schema version goes up (and the first after the horizon) are read and
+    /// decoded; each that is a migration entry is compared with the replicas' positions.
+    static func refuseTrimmingAMigrationAReplicaNeeds(_ session: PostgresSession, horizon: Int64, position p: Int64) throws {
+        let candidates = try session.run("""
+            SELECT id FROM (SELECT id, schema_version, lag(schema_version) OVER (ORDER BY id) AS before
+                            FROM strata_log WHERE id > \(horizon) AND id <= \(p)) t
+            WHERE before IS NULL OR schema_version > before ORDER BY id
+            """).map { try $0.decode(Int64.self) }
+        for id in candidates {
+            guard let row = try session.run("""
+                SELECT id, entry, author, saved_ms, schema_version FROM strata_log WHERE id = \(id)
+                """).first else { continue }
+            let (tx, payload, author, saved, version) = try row.decode((Int64, ByteBuffer, String, Int64, Int32).self)
+            let entry = try ReplicatedEntry(row: tx, payload, author, saved, version)
+            guard try entry.migratesTo() != nil else { continue }
+            if let behind = try session.run("""
+                SELECT name, applied FROM strata_replicas WHERE applied >= \(horizon) AND applied < \(id)
+                ORDER BY applied, name LIMIT 1
+                """).first {
+                let (name, applied) = try behind.decode((String, Int64).self)
+                throw ClusterError(.replicaActive, """
+                    replica \(ClusterReplica.shownName(name)) is at transaction \(applied), before the cluster's \
+                    migration at \(id): compacting to \(p) would trim the entry it must migrate at; migrate it \
+                    first (`storectl migrate STORE --postgres URL` with the new code), or remove it from the \
+                    cluster (`storectl cluster forget`)
+                    """)
             }
         }
     }

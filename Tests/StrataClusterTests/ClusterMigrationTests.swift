@@ -112,6 +112,47 @@ import Testing
         joined.close()
     }
 
+    /// `cluster compact` does not trim a migration entry a replica still has to migrate at: it
+    /// is refused, naming the replica, until that replica migrated. It went through, and the
+    /// replica, behind the horizon, was told to reset, which gave it the new schema's state with
+    /// no check that its steps were the cluster's.
+    @Test func aCompactionWaitsForEveryReplicaToMigrateBeforeTrimmingTheMigration() async throws {
+        let c = try await V1Cluster.make()
+        defer { try? FileManager.default.removeItem(at: c.root) }
+        let a = try await ClusterReplica.open(store: c.first, address: c.address, name: "a")
+        let joined = try await Cluster.join(at: c.urlB, address: c.address)
+        let b = try await ClusterReplica.open(store: joined, address: c.address, name: "b")
+        await a.close()
+        c.first.close()
+        let migrated = try await Cluster.migrate(at: c.urlA, address: c.address, schemas: c.schemas,
+                                                 registry: libraryMigrations)
+        let entry = try #require(migrated?.migrationTransaction)
+        await b.close()
+        joined.close()
+        let storeA = try Store.openExisting(at: c.urlA)
+        defer { storeA.close() }
+        let ra = try await ClusterReplica.open(store: storeA, address: c.address, name: "a")
+        _ = try await storeA.save { $0.insert(Genre(name: "saved at v2")) }
+        do {
+            _ = try await Cluster.compact(replica: ra)
+            Issue.record("the compaction trimmed the migration entry replica b has to migrate at")
+        } catch let e as ClusterError {
+            #expect(e.kind == .replicaActive, "\(e)")
+            #expect(e.reason.contains("replica b") && e.reason.contains("migration at \(entry.rawValue)"), "\(e)")
+        }
+        #expect(try await Cluster.status(address: c.address).horizon < entry.rawValue)
+        // b migrated and opened again under its name (its service restarted with the new code):
+        // the compaction goes through.
+        _ = try await Cluster.migrate(at: c.urlB, address: c.address, schemas: c.schemas, registry: libraryMigrations)
+        let storeB = try Store.openExisting(at: c.urlB)
+        let rb = try await ClusterReplica.open(store: storeB, address: c.address, name: "b")
+        await rb.close()
+        storeB.close()
+        let status = try await Cluster.compact(replica: ra)
+        #expect(status.horizon > entry.rawValue)
+        await ra.close()
+    }
+
     @Test func aReplicaBehindTheMigrationAppliesWhatCameBeforeItAndMigrates() async throws {
         let c = try await V1Cluster.make()
         defer { try? FileManager.default.removeItem(at: c.root) }

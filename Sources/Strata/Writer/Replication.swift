@@ -166,6 +166,15 @@ public struct ReplicatedEntry: Sendable, Equatable {
         entries.count >= limit || entries.reduce(0) { $0 + $1.bytes.count } >= readBytes
     }
 
+    /// The schema version a cluster's migration entry migrates to (it has no changes, and its
+    /// metadata names its own version as `migrationTo`); nil for any other entry. Throws when the
+    /// bytes do not decode (damage).
+    public func migratesTo() throws -> Int? {
+        let entry = try bytes.withUnsafeBytes { try LogEntryCodec.decode($0, transactionID: transactionID) }
+        guard entry.changes.isEmpty, entry.metadata["migrationTo"] == String(entry.schemaVersion) else { return nil }
+        return entry.schemaVersion
+    }
+
     /// An entry with its header fields (as a shared log stores them beside the bytes).
     public init(transactionID: TransactionID, bytes: [UInt8], author: String, timestampMs: Int64,
                 schemaVersion: Int) {
