@@ -25,6 +25,8 @@ extension LMDBEnvironment {
     package func releaseMappedPagesHoldingMapLock() throws {
         precondition(!options.writeMap,
                      "MDB_WRITEMAP maps are written in place; dropping their pages mid-transaction is not safe")
+        // Checked with the map lock held: a close waits for it before the map goes.
+        if closed.load(ordering: .acquiring) { throw options.policy.closed(path: path) }
         let ranges = try cachedMappings.withLock { cached in
             if let cached { return cached }
             let found = try dataFileMappings().map { MappedRange(start: $0.start, end: $0.end) }

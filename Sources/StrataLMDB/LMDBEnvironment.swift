@@ -363,7 +363,14 @@ public final class LMDBEnvironment: Sendable {
         if let cached = OpaquePointer(bitPattern: cachedReadTxn.exchange(0, ordering: .acquiring)) {
             mdb_txn_abort(cached)
         }
-        mdb_env_close(handle)
+        // The map goes with the handle: the mapping ranges cached for page releases are
+        // forgotten with it (an address range freed here may hold other memory later, which a
+        // release would zero), under the map lock so that a release in progress finishes first.
+        let closeMap = { [self] in
+            cachedMappings.withLock { $0 = nil }
+            mdb_env_close(handle)
+        }
+        if mapLock.isHeldSharedByCurrentThread { closeMap() } else { mapLock.withExclusive(closeMap) }
         lockProbe.withLock { fd in
             if fd >= 0 { Glibc.close(fd) }
             fd = -1

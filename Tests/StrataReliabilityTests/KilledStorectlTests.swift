@@ -8,6 +8,14 @@ import Testing
 /// the same, a migration can be run to the end), and a killed `import` run again converges to the
 /// whole library.
 @Suite struct KilledStorectlTests {
+    /// Waits until `child` holds the store at `store` (its lock file), or has ended.
+    static func waitUntilHolding(_ store: URL, _ child: ChildProcess) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while child.isRunning && !Store.processesHolding(at: store).contains(child.pid) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(1))
+        }
+    }
+
     @Test func killedCompactionLeavesTheOldOrTheNewStore() async throws {
         let dir = temporaryDirectory("kill-compact")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -47,7 +55,9 @@ import Testing
         var sawOld = false, sawNew = false
         for iteration in 0..<6 {
             let p = try ChildProcess.start(storectlPath, ["migrate", store.path, "--schema", librarySchemaDirectory.path, "--quiet"])
-            try await Task.sleep(nanoseconds: UInt64(UInt32.random(in: 1_000...400_000, using: &rng)) * 1_000)
+            // Killed once it holds the store (the migration under way), a random moment later.
+            try await Self.waitUntilHolding(store, p)
+            try await Task.sleep(nanoseconds: UInt64(UInt32.random(in: 0...50_000, using: &rng)) * 1_000)
             p.kill()
             p.wait()
             let check = try await storectl("migrate", store.path, "--schema", librarySchemaDirectory.path, "--check")
@@ -146,7 +156,9 @@ import Testing
         var outcomes: Set<Int> = []
         for _ in 0..<4 {
             let p = try ChildProcess.start(storectlPath, ["import", store, input, "--batch", "500", "--quiet", "--mode", "incremental"])
-            try await Task.sleep(nanoseconds: UInt64(Int.random(in: 50_000...900_000, using: &rng)) * 1_000)
+            // Killed once it holds the store (the import under way), a random moment later.
+            try await Self.waitUntilHolding(URL(fileURLWithPath: store), p)
+            try await Task.sleep(nanoseconds: UInt64(Int.random(in: 0...100_000, using: &rng)) * 1_000)
             p.kill()
             p.wait()
             // 20,000 records hold 24 genres (Tools/generate-library), besides the seed's.

@@ -1,7 +1,8 @@
 import Foundation
 
 /// Writes the records of one entity (or of a query) as NDJSON or CSV, read from one snapshot
-/// while writes go on, streaming (one record in memory at a time).
+/// while writes go on, streaming (a chunk of lines in memory at a time: at most ``chunkRecords``
+/// lines and about ``chunkBytes`` of them).
 ///
 /// The output is import input: each record carries its `id`, and relationships are written by
 /// target id (to-one, and to-many whose inverse is to-many as well; a to-many whose inverse is
@@ -21,8 +22,9 @@ public struct Exporter: Sendable {
     /// Writes every record matching `query` (its sort and window apply when given), one line per
     /// call to `emit`, from one snapshot. Returns the number of records and the snapshot's transaction.
     ///
-    /// The snapshot is read a chunk of records at a time (512 lines, their
-    /// relationships' targets included), and `emit` runs between the reads, never inside one: a
+    /// The snapshot is read a chunk of records at a time (512 lines, their relationships'
+    /// targets included, or fewer when they reach 8 MiB: records of large values are held a few
+    /// at a time), and `emit` runs between the reads, never inside one: a
     /// slow consumer holds no lock of the store, so saves go on meanwhile, including one that
     /// grows the map (which waits for the chunk being read at most). A sorted or windowed export
     /// fetches and sorts its records in one read first. A ``Store/close()`` from `emit` closes
@@ -60,14 +62,19 @@ public struct Exporter: Sendable {
                 // Candidates planned onto an index or a list of ids: a chunk of ids per read.
                 var position = 0
                 while position < ids.count {
-                    let chunk = ids[position..<min(ids.count, position + Self.chunkRecords)]
-                    position += chunk.count
+                    let end = min(ids.count, position + Self.chunkRecords)
                     try send(try snapshot.read { view in
-                        try chunk.compactMap { id -> String? in
+                        var lines: [String] = [], bytes = 0
+                        while position < end && bytes < Self.chunkBytes {
+                            let id = ids[position]
+                            position += 1
                             guard let record = try view.candidate(id, of: entity),
-                                  try view.matches(query.predicate, record) else { return nil }
-                            return try line(record, view)
+                                  try view.matches(query.predicate, record) else { continue }
+                            let text = try line(record, view)
+                            bytes += text.utf8.count
+                            lines.append(text)
                         }
+                        return lines
                     })
                 }
             } else {
@@ -75,15 +82,20 @@ public struct Exporter: Sendable {
                 var after: ObjectID?
                 while true {
                     var lines: [String] = []
-                    var visited = 0
+                    var visited = 0, bytes = 0
                     var more = false
                     try snapshot.read { view in
                         try view.scanObjects(entity, after: after) { record in
                             after = record.id
                             visited += 1
-                            if try view.matches(query.predicate, record) { lines.append(try line(record, view)) }
+                            if try view.matches(query.predicate, record) {
+                                let text = try line(record, view)
+                                bytes += text.utf8.count
+                                lines.append(text)
+                            }
                             // A full chunk ends this read; more may follow.
                             more = lines.count >= Self.chunkRecords || visited >= Self.chunkVisits
+                                || bytes >= Self.chunkBytes
                             return !more
                         }
                     }
@@ -95,9 +107,17 @@ public struct Exporter: Sendable {
             let records = try snapshot.read { try $0.fetch(query) }
             var position = 0
             while position < records.count {
-                let chunk = records[position..<min(records.count, position + Self.chunkRecords)]
-                position += chunk.count
-                try send(try snapshot.read { view in try chunk.map { try line($0, view) } })
+                let end = min(records.count, position + Self.chunkRecords)
+                try send(try snapshot.read { view in
+                    var lines: [String] = [], bytes = 0
+                    while position < end && bytes < Self.chunkBytes {
+                        let text = try line(records[position], view)
+                        position += 1
+                        bytes += text.utf8.count
+                        lines.append(text)
+                    }
+                    return lines
+                })
             }
         }
         return (n, snapshot.transactionID)
@@ -105,6 +125,9 @@ public struct Exporter: Sendable {
 
     /// Lines an export reads per read of its snapshot (and holds in memory before writing them).
     static let chunkRecords = 512
+    /// Bytes of lines after which a read of the snapshot ends, whatever their count: 512 lines of
+    /// 16 MiB values (21 MiB of base64 each) were held at once.
+    static let chunkBytes = 8 << 20
     /// Records a scanning export looks at per read at most, matching or not (a selective filter
     /// still reads a bounded chunk at a time).
     static let chunkVisits = 8192

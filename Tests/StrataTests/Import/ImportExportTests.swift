@@ -62,6 +62,30 @@ import Testing
 
     """
 
+    /// An export of records of large values reads its snapshot a chunk of about 8 MiB of lines at
+    /// a time (it held 512 lines whatever their size), and still writes every record once, in
+    /// order, by each way it reads: a scan, candidates from an index, a sorted fetch.
+    @Test func anExportOfLargeRecordsWritesEachOnceInChunksOfBytes() async throws {
+        try await withLibraryStore { store in
+            let big = String(repeating: "v", count: 600_000)
+            let titles = (0..<30).map { String(format: "t%02d ", $0) + big }
+            _ = try await store.save { c in for t in titles { c.insert(makeTrack(title: t, duration: 1)) } }
+            func exported(_ query: Query) throws -> [String] {
+                var out: [String] = []
+                _ = try Exporter(store: store).export(query, format: .ndjson) { line in
+                    out.append(try JSONValue.parse(line)["title"].flatMap { if case .string(let s) = $0 { s } else { nil } } ?? "")
+                }
+                return out
+            }
+            #expect(try exported(Query(entity: "Track")).sorted() == titles)
+            let track = try #require(store.schema.entity(named: "Track"))
+            #expect(try exported(Query(entity: "Track", sort: try PredicateParser.parseSort("title", entity: track))) == titles)
+            let prefix = try exported(Query(entity: "Track", predicate: try PredicateParser.parse("title prefix 't1'", entity: track,
+                                                                                                  schema: store.schema)))
+            #expect(prefix.sorted() == titles.filter { $0.hasPrefix("t1") })
+        }
+    }
+
     /// CSV export doubles every quote, also one followed by a combining mark (one Character
     /// with it, which is not `"`): such a quote went out single and ended the field, so the line
     /// was refused on import, or, with a line break after it, the rest of the value was read as
