@@ -8,11 +8,18 @@ import Testing
 /// the same, a migration can be run to the end), and a killed `import` run again converges to the
 /// whole library.
 @Suite struct KilledStorectlTests {
-    /// Waits until `child` holds the store at `store` (its lock file), or has ended.
-    static func waitUntilHolding(_ store: URL, _ child: ChildProcess) async throws {
-        let deadline = ContinuousClock.now + .seconds(60)
-        while child.isRunning && !Store.processesHolding(at: store).contains(child.pid) && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(1))
+    /// Kills `child` (SIGKILL) `microseconds` after it holds the store at `store` (its lock
+    /// file), on a thread of its own with blocking sleeps: the test process's task sleeps were
+    /// late by seconds while the other suites ran, and the kill then came after the child's work.
+    static func killOnceHolding(_ store: URL, _ child: ChildProcess, after microseconds: UInt32) async throws {
+        try await onOwnThread {
+            let deadline = ContinuousClock.now + .seconds(60)
+            while child.isRunning && !Store.processesHolding(at: store).contains(child.pid)
+                    && ContinuousClock.now < deadline {
+                usleep(500)
+            }
+            usleep(microseconds)
+            child.kill()
         }
     }
 
@@ -56,9 +63,7 @@ import Testing
         for iteration in 0..<6 {
             let p = try ChildProcess.start(storectlPath, ["migrate", store.path, "--schema", librarySchemaDirectory.path, "--quiet"])
             // Killed once it holds the store (the migration under way), a random moment later.
-            try await Self.waitUntilHolding(store, p)
-            try await Task.sleep(nanoseconds: UInt64(UInt32.random(in: 0...50_000, using: &rng)) * 1_000)
-            p.kill()
+            try await Self.killOnceHolding(store, p, after: UInt32.random(in: 0...50_000, using: &rng))
             p.wait()
             let check = try await storectl("migrate", store.path, "--schema", librarySchemaDirectory.path, "--check")
             #expect(check.status == 0 || check.status == 10, "iteration \(iteration): \(check.stderr)")
@@ -157,9 +162,7 @@ import Testing
         for _ in 0..<4 {
             let p = try ChildProcess.start(storectlPath, ["import", store, input, "--batch", "500", "--quiet", "--mode", "incremental"])
             // Killed once it holds the store (the import under way), a random moment later.
-            try await Self.waitUntilHolding(URL(fileURLWithPath: store), p)
-            try await Task.sleep(nanoseconds: UInt64(Int.random(in: 0...100_000, using: &rng)) * 1_000)
-            p.kill()
+            try await Self.killOnceHolding(URL(fileURLWithPath: store), p, after: UInt32.random(in: 0...100_000, using: &rng))
             p.wait()
             // 20,000 records hold 24 genres (Tools/generate-library), besides the seed's.
             let n = try await genres()
