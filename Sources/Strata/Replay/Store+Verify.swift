@@ -199,7 +199,14 @@ extension Store {
                                     progress: (@Sendable (VerifyProgress) -> Void)?) throws -> VerifyReport {
         try checkUsable()   // closed from the in-memory check's callback: no scratch environment
         var problems = ProblemList(limit: Self.verifyProblemLimit)
-        let scratch = try StateRebuilder.scratch(sizeHint: snapshot.env.fileBytes * 2, storeDirectory: path)
+        // Sized for the state it rebuilds (twice the pages the state's databases use, as entries
+        // put in log order fill pages about half), not for the file, which holds the log too:
+        // a store mostly log asked for twice its file and was refused for want of that room.
+        // The map grows if the estimate is short.
+        let statePages = try snapshot.read { view in
+            try DatabaseName.state.reduce(0) { $0 + (try view.txn.pageBytes(view.env[$1])) }
+        }
+        let scratch = try StateRebuilder.scratch(sizeHint: statePages * 2, storeDirectory: path)
         defer { scratch.close() }
         let head = snapshot.transactionID.rawValue
         var applied = (transactions: 0, changes: 0)

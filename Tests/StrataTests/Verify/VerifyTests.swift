@@ -244,6 +244,37 @@ import Testing
         }
     }
 
+    /// The on-disk rebuild asks for room for the state it rebuilds, not for twice the file: a
+    /// store that is mostly log (objects inserted and deleted again) was refused for want of
+    /// room (`ENOSPC`) it did not need.
+    @Test func theRebuildAsksForRoomForTheStateNotForTheWholeFile() async throws {
+        try await withLibraryStore { store in
+            for round in 0..<6 {
+                let tracks = (0..<6_000).map { makeTrack(title: "r\(round) t\($0)", duration: 1) }
+                _ = try await store.save { c in for t in tracks { c.insert(t) } }
+                _ = try await store.save { c in for t in tracks { c.delete(t.id) } }
+            }
+            _ = try await store.save { $0.insert(Genre(name: "kept")) }
+            let file = store.env.fileBytes
+            #expect(file > 2 << 20, "a file of \(file) bytes: the test needs one over twice the smallest scratch")
+            // The store's directory has room for the state twice over, not for the file twice: the
+            // scratch goes there (with too little room it would go to the temporary directory,
+            // whose room other tests share, and which is not changed here).
+            LMDBEnvironment.freeBytesForTesting.withLock { $0[store.path] = file }
+            defer { _ = LMDBEnvironment.freeBytesForTesting.withLock { $0.removeValue(forKey: store.path) } }
+            let path = store.path
+            let inStoreDirectory = Locked(false)
+            let report = try store.verify(rebuild: true) { _ in
+                let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+                if names.contains(where: { $0.hasPrefix(".scratch-") }) { inStoreDirectory.withLock { $0 = true } }
+            }
+            #expect(report.ok && report.method == .rebuild, "\(report.problems)")
+            #expect(inStoreDirectory.withLock { $0 }, "the scratch went elsewhere: its room was asked for the whole file (\(file) bytes)")
+            let left = try FileManager.default.contentsOfDirectory(atPath: store.path).filter { $0.hasPrefix(".scratch-") }
+            #expect(left.isEmpty, "\(left)")
+        }
+    }
+
     /// With no snapshot slot for the second thread, one thread does both sides in turn.
     @Test func withOneSnapshotSlotVerifyRunsOnOneThread() async throws {
         var config = StoreConfiguration()
