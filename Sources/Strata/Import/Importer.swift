@@ -714,9 +714,11 @@ public final class Importer: Sendable {
     /// records naming one of those keys, which the store does not hold, are rejected too, as a
     /// reference to any rejected record is, and so on, for references in either direction. The
     /// keys were the input's when those records were read, so nothing noted them: the input (or
-    /// its kept records) is read again until a reading rejects nothing more. A reading catches a
-    /// chain of records that each name an earlier one whole; each record of a chain that names a
-    /// later one takes a reading of its own.
+    /// its kept records) is read once more, noting every reference a rejection could leave
+    /// dangling (to a key a record of the input gives and the store does not hold) by the key it
+    /// names, and the rejections then spread through those, breadth first. (Read again until a
+    /// reading rejected nothing more, a chain of records each naming a later one took a reading
+    /// per record: hours for a long chain ending in a dangling reference.)
     private func rejectReferencesToRejected(_ rejectedAtEnd: [UInt64: RecordLocation], _ s: inout ImportState,
                                             kept: [RecordIterator.Item]?) throws {
         /// Every item of the input, in order, from the kept records or read again.
@@ -731,24 +733,55 @@ public final class Importer: Sendable {
             defer { it.close() }
             while let item = try nextItem(it) { try body(item) }
         }
-        // The keys of rejected records that no accepted record gives, and where each record is.
-        var rejectedKeys = rejectedAtEnd
-        var rejectedMore = true
-        while rejectedMore {
-            rejectedMore = false
-            try eachItem { item in
-                guard s.rejected[item.location] == nil, case .success(let record) = item.result else { return }
-                for (r, targets) in record.links {
-                    for t in targets ?? [] {
-                        guard let at = rejectedKeys[ImportRecord.digest(t)],
-                              try store.read({ try $0.resolve(t) }) == nil else { continue }
-                        s.reject(item.location, ImportIssue(
-                            file: s.files[item.fileIndex], line: item.line, field: r.name,
-                            reason: Self.dangling(r, t, rejectedAt: at, s.files)))
-                        for alias in record.aliases { rejectedKeys[ImportRecord.digest(alias)] = item.location }
-                        rejectedMore = true
-                        return
+        /// A reference that a rejection of its target's record would leave dangling.
+        struct Referrer {
+            let location: RecordLocation
+            let fileIndex: Int
+            let line: Int
+            let relationship: RelationshipDescription
+            let target: ObjectReference
+        }
+        var referrers: [UInt64: [Referrer]] = [:]
+        var aliasesOf: [RecordLocation: [UInt64]] = [:]
+        var storeHolds: [UInt64: Bool] = [:]
+        let inputKeys = s.inputKeys, rejected = s.rejected
+        try eachItem { item in
+            guard rejected[item.location] == nil, case .success(let record) = item.result else { return }
+            var noted = false
+            for (r, targets) in record.links {
+                for t in targets ?? [] {
+                    let d = ImportRecord.digest(t)
+                    guard inputKeys[d] != nil || rejectedAtEnd[d] != nil else { continue }
+                    let holds: Bool
+                    if let known = storeHolds[d] {
+                        holds = known
+                    } else {
+                        holds = try store.read { try $0.resolve(t) } != nil
+                        storeHolds[d] = holds
                     }
+                    guard !holds else { continue }
+                    referrers[d, default: []].append(Referrer(location: item.location, fileIndex: item.fileIndex,
+                                                              line: item.line, relationship: r, target: t))
+                    noted = true
+                }
+            }
+            if noted { aliasesOf[item.location] = record.aliases.map(ImportRecord.digest) }
+        }
+        // Breadth first from the keys rejected at the end: a record naming a rejected key is
+        // rejected (once, for the first such reference found), and its own keys spread further.
+        var rejectedKeys = rejectedAtEnd
+        var queue = rejectedAtEnd.sorted { $0.value < $1.value }.map { (key: $0.key, at: $0.value) }
+        var next = 0
+        while next < queue.count {
+            let (key, at) = queue[next]
+            next += 1
+            for ref in referrers[key] ?? [] where s.rejected[ref.location] == nil {
+                s.reject(ref.location, ImportIssue(
+                    file: s.files[ref.fileIndex], line: ref.line, field: ref.relationship.name,
+                    reason: Self.dangling(ref.relationship, ref.target, rejectedAt: at, s.files)))
+                for alias in aliasesOf[ref.location] ?? [] where rejectedKeys[alias] == nil {
+                    rejectedKeys[alias] = ref.location
+                    queue.append((alias, ref.location))
                 }
             }
         }
