@@ -45,6 +45,21 @@ import Testing
         #expect(r.stderr.contains("no PostgreSQL server after installing"), "\(r.stderr)")
     }
 
+    /// A DIR under a directory the server's user cannot enter (a repository in root's 0700 home)
+    /// is refused at once, saying so (exit 77), and nothing is left; it failed in initdb with
+    /// "permission denied" (exit 70), leaving the directory.
+    @Test func aDirectoryTheServersUserCannotReachIsRefusedClearly() async throws {
+        let root = temporaryDirectory("postgres closed")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        #expect(chmod(root.path, 0o700) == 0)
+        let dir = root.appendingPathComponent("pg").path
+        let r = try await run(Self.script, ["start", dir])
+        #expect(r.status == 77, "\(r.status): \(r.stderr)")
+        #expect(r.stderr.contains("cannot reach"), "\(r.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir))
+    }
+
     /// A started server listens on a port below the kernel's range of ephemeral ports, picked by
     /// the script itself (it asked python3, which a fresh machine may not have).
     @Test func aServerGetsAPortOutsideTheEphemeralRange() async throws {
