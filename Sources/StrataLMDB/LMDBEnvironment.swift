@@ -365,12 +365,13 @@ public final class LMDBEnvironment: Sendable {
         }
         // The map goes with the handle: the mapping ranges cached for page releases are
         // forgotten with it (an address range freed here may hold other memory later, which a
-        // release would zero), under the map lock so that a release in progress finishes first.
-        let closeMap = { [self] in
-            cachedMappings.withLock { $0 = nil }
-            mdb_env_close(handle)
-        }
-        if mapLock.isHeldSharedByCurrentThread { closeMap() } else { mapLock.withExclusive(closeMap) }
+        // release would zero; a release checks `closed`, set above, before it uses them). Not
+        // under the map lock taken exclusively: a thread inside a read of this environment may
+        // be waiting for the one closing it (a replaced generation closes on whatever thread
+        // lets its last snapshot go), and the close would then wait for ever (the full test
+        // suite hung so).
+        cachedMappings.withLock { $0 = nil }
+        mdb_env_close(handle)
         lockProbe.withLock { fd in
             if fd >= 0 { Glibc.close(fd) }
             fd = -1
