@@ -727,6 +727,7 @@ public final class Importer: Sendable {
                 for item in kept { try body(item) }
                 return
             }
+            if let first = s.files.first { Self.rereadsForTesting.withLock { $0[first, default: 0] += 1 } }
             let it = PipelinedRecords(RecordIterator(files: s.files, schema: store.schema, options: options,
                                                      maxValueBytes: store.configuration.maxValueBytes,
                                                      expected: s.identities))
@@ -786,6 +787,10 @@ public final class Importer: Sendable {
             }
         }
     }
+
+    /// Readings of the input for records depending on rejected ones, by the input's first file
+    /// (tests: one reading, however long a chain).
+    static let rereadsForTesting = Locked<[String: Int]>([:])
 
     /// Checks one item as validation does (its parse, a key given twice, a required to-one left
     /// without a target), notes its keys (``ImportState/inputKeys``) and the references to keys
