@@ -167,11 +167,9 @@ final class SharedLog: ReplicationLog {
     /// table; the entry's bytes keep the author exactly, and replicas take it from them. (Sent
     /// as it is, one author with a NUL failed the whole group's append, every saver in it.)
     static func authorColumn(_ author: String) -> String {
-        // By scalar: a NUL followed by a combining mark is one Character that is not "\u{0}".
-        guard author.unicodeScalars.contains("\u{0}") else { return author }
-        var shown = String.UnicodeScalarView()
-        for u in author.unicodeScalars { shown.append(u == "\u{0}" ? "\u{FFFD}" : u) }
-        return String(shown)
+        // Literally: a NUL followed by a combining mark is one Character that is not "\u{0}".
+        author.unicodeScalars.contains("\u{0}")
+            ? author.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}", options: .literal) : author
     }
 
     /// Runs `strata_append_after` for `entries` validated at `head`: the first id they took (0

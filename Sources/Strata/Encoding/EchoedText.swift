@@ -32,15 +32,13 @@ public enum EchoedText {
             // By scalar: a `"` or `\` followed by a combining mark is one Character equal to
             // neither, and went out unescaped.
             if quoting, c.unicodeScalars.contains(where: { $0 == "\"" || $0 == "\\" }) {
-                var rest = ""
                 for u in c.unicodeScalars {
                     switch u {
                     case "\"": out += "\\\""
                     case "\\": out += "\\\\"
-                    default: rest.unicodeScalars.append(u)
+                    default: append(Character(u), to: &out)
                     }
                 }
-                for r in rest { append(r, to: &out) }
             } else {
                 append(c, to: &out)
             }

@@ -37,6 +37,18 @@ public struct Exporter: Sendable {
         let entity = try snapshot.read { try $0.entity(query.entity) }
         let relationships = Self.exportedRelationships(entity, schema: store.schema)
         var n = 0
+        /// The lines of items `position` up to `end` made by `make` (nil: no line), a chunk of at
+        /// most ``chunkBytes`` of them; `position` moves past the items taken.
+        func chunk(_ position: inout Int, to end: Int, _ make: (Int) throws -> String?) rethrows -> [String] {
+            var lines: [String] = [], bytes = 0
+            while position < end && bytes < Self.chunkBytes {
+                defer { position += 1 }
+                guard let text = try make(position) else { continue }
+                bytes += text.utf8.count
+                lines.append(text)
+            }
+            return lines
+        }
         func send(_ lines: [String]) throws {
             for line in lines {
                 try emit(line)
@@ -64,17 +76,11 @@ public struct Exporter: Sendable {
                 while position < ids.count {
                     let end = min(ids.count, position + Self.chunkRecords)
                     try send(try snapshot.read { view in
-                        var lines: [String] = [], bytes = 0
-                        while position < end && bytes < Self.chunkBytes {
-                            let id = ids[position]
-                            position += 1
-                            guard let record = try view.candidate(id, of: entity),
-                                  try view.matches(query.predicate, record) else { continue }
-                            let text = try line(record, view)
-                            bytes += text.utf8.count
-                            lines.append(text)
+                        try chunk(&position, to: end) { i in
+                            guard let record = try view.candidate(ids[i], of: entity),
+                                  try view.matches(query.predicate, record) else { return nil }
+                            return try line(record, view)
                         }
-                        return lines
                     })
                 }
             } else {
@@ -108,16 +114,7 @@ public struct Exporter: Sendable {
             var position = 0
             while position < records.count {
                 let end = min(records.count, position + Self.chunkRecords)
-                try send(try snapshot.read { view in
-                    var lines: [String] = [], bytes = 0
-                    while position < end && bytes < Self.chunkBytes {
-                        let text = try line(records[position], view)
-                        position += 1
-                        bytes += text.utf8.count
-                        lines.append(text)
-                    }
-                    return lines
-                })
+                try send(try snapshot.read { view in try chunk(&position, to: end) { try line(records[$0], view) } })
             }
         }
         return (n, snapshot.transactionID)
@@ -181,20 +178,13 @@ public struct Exporter: Sendable {
     /// A field holding any other control character (U+0000–U+001F, U+007F) is quoted too, and
     /// the character written as it is: CSV has no escapes, and the import reads it back byte for
     /// byte.
-    /// Quotes are doubled byte by byte too: a `"` followed by a combining mark is one
-    /// `Character` that is not `"`, and went out single, ending the field early (the rest of the
-    /// value then read as text after the closing quote, or as a record of its own).
+    /// Quotes are doubled literally too: a `"` followed by a combining mark is one `Character`
+    /// that is not `"`, and went out single, ending the field early (the rest of the value then
+    /// read as text after the closing quote, or as a record of its own).
     private func csvField(_ f: String) -> String {
         let bytes = f.utf8
         guard bytes.contains(where: { $0 == 0x2C || $0 == 0x22 || $0 < 0x20 || $0 == 0x7F })
                 || bytes.first == 0x20 || bytes.last == 0x20 else { return f }
-        var out: [UInt8] = [0x22]
-        out.reserveCapacity(bytes.count + 8)
-        for b in bytes {
-            out.append(b)
-            if b == 0x22 { out.append(0x22) }
-        }
-        out.append(0x22)
-        return String(decoding: out, as: UTF8.self)
+        return "\"" + f.replacingOccurrences(of: "\"", with: "\"\"", options: .literal) + "\""
     }
 }

@@ -122,6 +122,7 @@ struct HeldRecords {
                 components.append(component.sorted())
             }
         }
+        assert(components.reduce(0) { $0 + $1.count } == n, "every held record is in exactly one group")
         return components.map { $0.map { held[$0].entry } }
     }
 }
