@@ -25,7 +25,9 @@ extension LMDBEnvironment {
     package func releaseMappedPagesHoldingMapLock() throws {
         precondition(!options.writeMap,
                      "MDB_WRITEMAP maps are written in place; dropping their pages mid-transaction is not safe")
-        // Checked with the map lock held: a close waits for it before the map goes.
+        // A close sets the flag before it removes the map and forgets the cached ranges. (A
+        // release that read the flag just before a close on another thread may still reach the
+        // removed range: its `madvise` then fails, `ENOMEM`, as on any unmapped range.)
         if closed.load(ordering: .acquiring) { throw options.policy.closed(path: path) }
         let ranges = try cachedMappings.withLock { cached in
             if let cached { return cached }

@@ -41,6 +41,8 @@ extension LMDBEnvironment {
                         throw error
                     }
                     if let refused = commitRefusalForTesting.withLock({ $0 }) {
+                        // An error code: the transaction is aborted here and must not be committed.
+                        precondition(refused != MDB_SUCCESS, "commitRefusalForTesting must be an error code")
                         mdb_txn_abort(txn)
                         try checkWrite(refused, "mdb_txn_commit")
                     }
