@@ -5,29 +5,53 @@ import Strata
 struct ExportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export",
-        abstract: "Export an entity's records as NDJSON or CSV, from one snapshot, while writes go on.",
+        abstract: "Export entities' records as NDJSON or CSV, from one snapshot, while writes go on.",
         discussion: """
-        The output can be imported again: records carry their ids and relationships by id.
+        The output can be imported again: records carry their ids and relationships by id. \
+        Several entities (--entity repeated, or --all) are read from one snapshot, so the files \
+        agree with each other whatever is saved meanwhile, and import again in any order. NDJSON \
+        goes to one output (each line names its entity) or, with --output-dir, to a file per \
+        entity; CSV of several entities needs --output-dir (DIR/ENTITY.csv, the name import reads \
+        the entity from). Every file is written beside its destination and renamed over it once \
+        the whole export has been written and synced: a failure while reading or writing replaces none.
 
         Examples:
           storectl export ./library.strata --entity Track > tracks.ndjson
           storectl export ./library.strata --entity Album --format csv --output Album.csv
           storectl export ./library.strata --entity Track --where "durationSeconds > 600"
+          storectl export ./library.strata --all > library.ndjson
+          storectl export ./library.strata --all --format csv --output-dir dump
         """
     )
 
     @OptionGroup var target: StoreArgument
-    @Option(help: ArgumentHelp("Entity to export.", valueName: "name")) var entity: String
+    @Option(name: .customLong("entity"),
+            help: ArgumentHelp("Entity to export (repeatable: several from one snapshot).", valueName: "name"))
+    var entities: [String] = []
+    @Flag(help: "Export every entity of the schema, from one snapshot.") var all = false
     @Option(help: "ndjson or csv.") var format = "ndjson"
     @Option(help: ArgumentHelp("File to write (default, or -: stdout). A file that exists is replaced whole, "
                                + "keeping its permissions.", valueName: "file"))
     var output: String?
+    @Option(help: ArgumentHelp("Directory to write a file per entity in (ENTITY.ndjson or ENTITY.csv; made "
+                               + "if missing, its parent must exist).", valueName: "dir"))
+    var outputDir: String?
     @Option(name: .customLong("where"),
             help: ArgumentHelp("Filter (repeatable: every one must hold; see `storectl query --help`).", valueName: "expr"))
     var filters: [String] = []
 
     func validate() throws {
         guard ImportFormat(rawValue: format) != nil else { throw ValidationError("--format must be ndjson or csv") }
+        if all && !entities.isEmpty { throw ValidationError("give --entity or --all, not both") }
+        if !all && entities.isEmpty { throw ValidationError("give the entity to export (--entity NAME) or --all") }
+        if output != nil && outputDir != nil { throw ValidationError("give --output or --output-dir, not both") }
+        let several = all || Set(entities).count > 1
+        if several && !filters.isEmpty {
+            throw ValidationError("--where filters one entity's records: export that entity alone")
+        }
+        if several && format == "csv" && outputDir == nil {
+            throw ValidationError("CSV of several entities is a file per entity: give --output-dir")
+        }
     }
 
     func run() async throws {
@@ -49,9 +73,48 @@ struct ExportCommand: AsyncParsableCommand {
             throw failure(error)
         }
         defer { store.close() }
-        guard let e = store.schema.entity(named: entity) else {
-            throw failure(unknownEntity(entity, in: store.schema))
+        var names: [String] = []
+        for name in all ? store.schema.entities.map(\.name) : entities where !names.contains(name) {
+            guard store.schema.entity(named: name) != nil else { throw failure(unknownEntity(name, in: store.schema)) }
+            names.append(name)
         }
+        let format = ImportFormat(rawValue: format)!
+        let paths = try outputDir.map { try filePaths(names, format: format, in: $0) } ?? [:]
+        if names.count == 1 {
+            try exportOne(names[0], format: format, from: store, to: paths[names[0]] ?? output)
+            return
+        }
+        try exportSeveral(names, format: format, from: store, to: output, paths: paths)
+    }
+
+    /// The file of each entity in `directory` (made when missing), each checked to be outside
+    /// any store.
+    private func filePaths(_ names: [String], format: ImportFormat, in directory: String) throws -> [String: String] {
+        var paths: [String: String] = [:]
+        for name in names {
+            let path = (directory as NSString).appendingPathComponent("\(name).\(format.rawValue)")
+            do {
+                try OutputPathGuard.check(path, storeDirectory: target.store)
+            } catch {
+                throw failure(error, context: "--output-dir")
+            }
+            paths[name] = path
+        }
+        var isDirectory: ObjCBool = false
+        if !FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) {
+            if mkdir(directory, 0o777) != 0 && errno != EEXIST {
+                throw failure(CLIError("\(directory): cannot make the directory: \(String(cString: strerror(errno)))",
+                                       code: Exit.cannotCreate), context: "--output-dir")
+            }
+        } else if !isDirectory.boolValue {
+            throw failure(CLIError("\(directory): not a directory", code: Exit.cannotCreate), context: "--output-dir")
+        }
+        return paths
+    }
+
+    /// One entity to one output, with its `--where` filters.
+    private func exportOne(_ name: String, format: ImportFormat, from store: Store, to output: String?) throws {
+        guard let e = store.schema.entity(named: name) else { throw failure(unknownEntity(name, in: store.schema)) }
         var query = Query(entity: e.name)
         do {
             if let filter = try QueryCommand.filter(filters, entity: e, schema: store.schema) { query.predicate = filter }
@@ -67,7 +130,7 @@ struct ExportCommand: AsyncParsableCommand {
             throw failure(error, context: output).withCode(Exit.cannotCreate)
         }
         do {
-            let result = try Exporter(store: store).export(query, format: ImportFormat(rawValue: format)!) {
+            let result = try Exporter(store: store).export(query, format: format) {
                 try sink.write($0)
             }
             try sink.close()
@@ -77,6 +140,56 @@ struct ExportCommand: AsyncParsableCommand {
         } catch {
             sink.discard()
             throw failure(error).withCode(Exit.code(for: error) == Exit.software ? Exit.ioError : Exit.code(for: error))
+        }
+    }
+
+    /// Several entities from one snapshot: to one output (NDJSON), or a file per entity in
+    /// `--output-dir`, every file renamed into place only once all are written and synced.
+    private func exportSeveral(_ names: [String], format: ImportFormat, from store: Store, to output: String?,
+                               paths: [String: String]) throws {
+        var sinks: [String: OutputSink] = [:]
+        func discardAll() { for sink in sinks.values { sink.discard() } }
+        do {
+            if outputDir == nil {
+                let sink = try OutputSink(path: output)
+                for name in names { sinks[name] = sink }
+            } else {
+                for name in names { sinks[name] = try OutputSink(path: paths[name]) }
+            }
+        } catch {
+            discardAll()
+            throw failure(error, context: outputDir ?? output).withCode(Exit.cannotCreate)
+        }
+        let result: (records: [(entity: String, records: Int)], transaction: TransactionID)
+        do {
+            result = try Exporter(store: store).export(entities: names, format: format) { name, line in
+                try sinks[name]!.write(line)
+            }
+            // Every file written and synced before any is renamed: a full disk found in the last
+            // one replaces none.
+            var finished = Set<ObjectIdentifier>()
+            for name in names where finished.insert(ObjectIdentifier(sinks[name]!)).inserted {
+                try sinks[name]!.finishWriting()
+            }
+        } catch {
+            discardAll()
+            throw failure(error).withCode(Exit.code(for: error) == Exit.software ? Exit.ioError : Exit.code(for: error))
+        }
+        var closed = Set<ObjectIdentifier>()
+        for name in names where closed.insert(ObjectIdentifier(sinks[name]!)).inserted {
+            do {
+                try sinks[name]!.close()
+            } catch {
+                for other in names where closed.insert(ObjectIdentifier(sinks[other]!)).inserted { sinks[other]!.discard() }
+                throw failure(error)
+            }
+        }
+        if output != nil || outputDir != nil {
+            for (name, n) in result.records {
+                let place = paths[name].map { " to \($0)" } ?? ""
+                note("exported \(n) \(name) record(s)\(place)")
+            }
+            note("as of transaction \(result.transaction)")
         }
     }
 }
@@ -222,28 +335,40 @@ final class OutputSink {
 
     /// Writes what is buffered; for a file, syncs it and renames it over the destination.
     func close() throws {
+        try finishWriting()
+        try rename()
+    }
+
+    /// Writes what is buffered and, for a file, syncs it (without renaming it yet): a write error
+    /// or a full disk shows here, so an export of several files can find it in every file before
+    /// it renames any.
+    func finishWriting() throws {
         try flush()
-        if let temporary, let destination {
-            do {
-                try handle.synchronize()
-            } catch {
-                try? handle.close()
-                throw CLIError("cannot write \(destination): \(systemReason(error))", code: Exit.ioError)
-            }
-            // rename(2) replaces a file atomically and fails on a directory (never removed). Done
-            // while the file is still open, so still locked: another export's removal of leftovers
-            // (unlocked partial files) cannot take it first.
-            guard rename(temporary, destination) == 0 else {
-                let reason = String(cString: strerror(errno))
-                unlink(temporary)
-                try? handle.close()
-                throw CLIError("cannot write \(destination): \(reason)", code: Exit.cannotCreate)
-            }
-            do {
-                try handle.close()
-            } catch {
-                throw CLIError("cannot write \(destination): \(systemReason(error))", code: Exit.ioError)
-            }
+        guard temporary != nil, let destination else { return }
+        do {
+            try handle.synchronize()
+        } catch {
+            try? handle.close()
+            throw CLIError("cannot write \(destination): \(systemReason(error))", code: Exit.ioError)
+        }
+    }
+
+    /// Renames the file, written and synced by ``finishWriting()``, over its destination.
+    private func rename() throws {
+        guard let temporary, let destination else { return }
+        // rename(2) replaces a file atomically and fails on a directory (never removed). Done
+        // while the file is still open, so still locked: another export's removal of leftovers
+        // (unlocked partial files) cannot take it first.
+        guard Glibc.rename(temporary, destination) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(temporary)
+            try? handle.close()
+            throw CLIError("cannot write \(destination): \(reason)", code: Exit.cannotCreate)
+        }
+        do {
+            try handle.close()
+        } catch {
+            throw CLIError("cannot write \(destination): \(systemReason(error))", code: Exit.ioError)
         }
     }
 

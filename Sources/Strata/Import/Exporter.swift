@@ -1,7 +1,7 @@
 import Foundation
 
-/// Writes the records of one entity (or of a query) as NDJSON or CSV, read from one snapshot
-/// while writes go on, streaming (a chunk of lines in memory at a time: at most 512 lines and
+/// Writes the records of one entity (or of a query), or of several entities, as NDJSON or CSV,
+/// read from one snapshot while writes go on, streaming (a chunk of lines in memory at a time: at most 512 lines and
 /// about 8 MiB of them).
 ///
 /// The output is import input: each record carries its `id`, and relationships are written by
@@ -34,6 +34,46 @@ public struct Exporter: Sendable {
                        emit: (String) throws -> Void) throws -> (records: Int, transaction: TransactionID) {
         let snapshot = try store.snapshot(label: "export")
         defer { snapshot.close() }
+        return (try export(query, format: format, from: snapshot, emit: emit), snapshot.transactionID)
+    }
+
+    /// Writes every record of each entity named in `entities` (every entity of the schema, in
+    /// its order, when nil), entity after entity, all from one snapshot: the files of a store
+    /// exported while saves go on hold the same transaction, so every relationship between them
+    /// finds its target and they import again in any order. `emit` gets the entity's name with
+    /// each line (a CSV header first, for CSV). Returns each entity's number of records, in the
+    /// order exported, and the snapshot's transaction. Reads and `emit` alternate as in
+    /// ``export(_:format:emit:)``; the snapshot is held for the whole export, so on a store
+    /// saved to meanwhile the file may grow by what those saves write until it ends (LMDB reuses
+    /// no page a reader may still see).
+    ///
+    /// An unknown entity name throws ``StrataError/invalidQuery(entity:reason:)`` before anything
+    /// is emitted; a name given twice is exported once.
+    @discardableResult
+    public func export(entities: [String]? = nil, format: ImportFormat,
+                       emit: (_ entity: String, _ line: String) throws -> Void)
+        throws -> (records: [(entity: String, records: Int)], transaction: TransactionID) {
+        var names: [String] = []
+        for name in entities ?? store.schema.entities.map(\.name) where !names.contains(name) {
+            guard store.schema.entity(named: name) != nil else {
+                throw StrataError.invalidQuery(entity: name, reason: "no such entity in \(store.schema.model) v\(store.schema.version)")
+            }
+            names.append(name)
+        }
+        let snapshot = try store.snapshot(label: "export")
+        defer { snapshot.close() }
+        var counts: [(entity: String, records: Int)] = []
+        for name in names {
+            let n = try export(Query(entity: name), format: format, from: snapshot) { try emit(name, $0) }
+            counts.append((name, n))
+        }
+        return (counts, snapshot.transactionID)
+    }
+
+    /// ``export(_:format:emit:)`` from `snapshot`, which the caller holds and closes: the number
+    /// of records written.
+    private func export(_ query: Query, format: ImportFormat, from snapshot: Snapshot,
+                        emit: (String) throws -> Void) throws -> Int {
         let entity = try snapshot.read { try $0.entity(query.entity) }
         let relationships = Self.exportedRelationships(entity, schema: store.schema)
         var n = 0
@@ -117,7 +157,7 @@ public struct Exporter: Sendable {
                 try send(try snapshot.read { view in try chunk(&position, to: end) { try line(records[$0], view) } })
             }
         }
-        return (n, snapshot.transactionID)
+        return n
     }
 
     /// Lines an export reads per read of its snapshot (and holds in memory before writing them).
