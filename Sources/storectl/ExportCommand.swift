@@ -79,24 +79,64 @@ struct ExportCommand: AsyncParsableCommand {
             names.append(name)
         }
         let format = ImportFormat(rawValue: format)!
+        // The filters are read before the directory is made: a usage error writes nothing.
+        let query = names.count == 1 ? try query(names[0], in: store) : nil
         let paths = try outputDir.map { try filePaths(names, format: format, in: $0) } ?? [:]
-        if names.count == 1 {
-            try exportOne(names[0], format: format, from: store, to: paths[names[0]] ?? output)
+        if let query {
+            try exportOne(query, format: format, from: store, to: paths[names[0]] ?? output)
             return
         }
         try exportSeveral(names, format: format, from: store, to: output, paths: paths)
+    }
+
+    /// The query of one entity's export, with its `--where` filters.
+    private func query(_ name: String, in store: Store) throws -> Query {
+        guard let e = store.schema.entity(named: name) else { throw failure(unknownEntity(name, in: store.schema)) }
+        var query = Query(entity: e.name)
+        do {
+            if let filter = try QueryCommand.filter(filters, entity: e, schema: store.schema) { query.predicate = filter }
+        } catch let error as CLIError {
+            throw failure(error)
+        } catch {
+            throw failure(CLIError("--where: \(error)", code: Exit.usage))
+        }
+        return query
     }
 
     /// The file of each entity in `directory` (made when missing), each checked to be outside
     /// any store.
     private func filePaths(_ names: [String], format: ImportFormat, in directory: String) throws -> [String: String] {
         var paths: [String: String] = [:]
+        // Two entities whose names differ only in case would be one file on a file system that
+        // ignores case (vfat, exFAT, SMB, a casefolded ext4 directory): one export over the other.
+        var lowered: [String: String] = [:]
+        for name in names {
+            if let other = lowered.updateValue(name, forKey: name.lowercased()) {
+                throw failure(CLIError("""
+                    \(directory): the entities \(other) and \(name) would be written to files whose names differ only \
+                    in case, one file where case is ignored; export them apart
+                    """, code: Exit.usage), context: "--output-dir")
+            }
+        }
+        var lst = stat(), st = stat()
+        if lstat(directory, &lst) == 0, lst.st_mode & S_IFMT == S_IFLNK, stat(directory, &st) != 0 {
+            throw failure(CLIError("\(directory): a symbolic link to nothing (give a directory)", code: Exit.cannotCreate),
+                          context: "--output-dir")
+        }
+        var destinations: [String: String] = [:]
         for name in names {
             let path = (directory as NSString).appendingPathComponent("\(name).\(format.rawValue)")
             do {
                 try OutputPathGuard.check(path, storeDirectory: target.store)
             } catch {
                 throw failure(error, context: "--output-dir")
+            }
+            // A file there may be a link to another entity's file: both would go to one file.
+            var where_ = SymbolicLinks.followed(path)
+            if stat(path, &st) == 0 { where_ = "\(st.st_dev):\(st.st_ino)" }
+            if let other = destinations.updateValue(name, forKey: where_) {
+                throw failure(CLIError("\(path): the same file as \(other)'s (a link); give a directory of plain files",
+                                       code: Exit.usage), context: "--output-dir")
             }
             paths[name] = path
         }
@@ -113,16 +153,7 @@ struct ExportCommand: AsyncParsableCommand {
     }
 
     /// One entity to one output, with its `--where` filters.
-    private func exportOne(_ name: String, format: ImportFormat, from store: Store, to output: String?) throws {
-        guard let e = store.schema.entity(named: name) else { throw failure(unknownEntity(name, in: store.schema)) }
-        var query = Query(entity: e.name)
-        do {
-            if let filter = try QueryCommand.filter(filters, entity: e, schema: store.schema) { query.predicate = filter }
-        } catch let error as CLIError {
-            throw failure(error)
-        } catch {
-            throw failure(CLIError("--where: \(error)", code: Exit.usage))
-        }
+    private func exportOne(_ query: Query, format: ImportFormat, from store: Store, to output: String?) throws {
         let sink: OutputSink
         do {
             sink = try OutputSink(path: output)
@@ -135,7 +166,7 @@ struct ExportCommand: AsyncParsableCommand {
             }
             try sink.close()
             if output != nil {
-                note("exported \(result.records) \(e.name) record(s) as of transaction \(result.transaction)")
+                note("exported \(result.records) \(query.entity) record(s) as of transaction \(result.transaction)")
             }
         } catch {
             sink.discard()
@@ -149,17 +180,16 @@ struct ExportCommand: AsyncParsableCommand {
                                paths: [String: String]) throws {
         var sinks: [String: OutputSink] = [:]
         func discardAll() { for sink in sinks.values { sink.discard() } }
-        do {
-            if outputDir == nil {
-                let sink = try OutputSink(path: output)
-                for name in names { sinks[name] = sink }
-            } else {
-                for name in names { sinks[name] = try OutputSink(path: paths[name]) }
+        for name in outputDir == nil ? [names[0]] : names {
+            let path = outputDir == nil ? output : paths[name]
+            do {
+                sinks[name] = try OutputSink(path: path)
+            } catch {
+                discardAll()
+                throw failure(error, context: path).withCode(Exit.cannotCreate)
             }
-        } catch {
-            discardAll()
-            throw failure(error, context: outputDir ?? output).withCode(Exit.cannotCreate)
         }
+        if outputDir == nil { for name in names { sinks[name] = sinks[names[0]] } }
         let result: (records: [(entity: String, records: Int)], transaction: TransactionID)
         do {
             result = try Exporter(store: store).export(entities: names, format: format) { name, line in
@@ -175,12 +205,17 @@ struct ExportCommand: AsyncParsableCommand {
             discardAll()
             throw failure(error).withCode(Exit.code(for: error) == Exit.software ? Exit.ioError : Exit.code(for: error))
         }
-        var closed = Set<ObjectIdentifier>()
+        // The renames: each file was checked to be one this process may replace when it was
+        // opened, so one fails only if the directory changed meanwhile; the message then says
+        // which files were replaced already.
+        var closed = Set<ObjectIdentifier>(), replaced: [String] = []
         for name in names where closed.insert(ObjectIdentifier(sinks[name]!)).inserted {
             do {
                 try sinks[name]!.close()
+                if let path = paths[name] { replaced.append(path) }
             } catch {
                 for other in names where closed.insert(ObjectIdentifier(sinks[other]!)).inserted { sinks[other]!.discard() }
+                if !replaced.isEmpty { note("replaced before the failure: \(replaced.joined(separator: ", "))") }
                 throw failure(error)
             }
         }
@@ -189,8 +224,9 @@ struct ExportCommand: AsyncParsableCommand {
                 let place = paths[name].map { " to \($0)" } ?? ""
                 note("exported \(n) \(name) record(s)\(place)")
             }
-            note("as of transaction \(result.transaction)")
         }
+        // Also when the records went to standard output: the one transaction they all hold.
+        note("as of transaction \(result.transaction)")
     }
 }
 
@@ -240,6 +276,19 @@ final class OutputSink {
                     // would not write it.
                     if faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) != 0 {
                         throw CLIError("cannot write: \(String(cString: strerror(errno)))", code: Exit.cannotCreate)
+                    }
+                    // In a sticky directory (/tmp), only the file's owner, the directory's or
+                    // root may rename over it: refused now, before anything is written, not at
+                    // the rename after the whole export.
+                    var dir = stat()
+                    let parent = (path as NSString).deletingLastPathComponent
+                    let me = geteuid()
+                    if me != 0, stat(parent.isEmpty ? "." : parent, &dir) == 0, dir.st_mode & S_ISVTX != 0,
+                       st.st_uid != me, dir.st_uid != me {
+                        throw CLIError("""
+                            cannot replace it: another user's file in a sticky directory, which only its owner may \
+                            replace; write to another path
+                            """, code: Exit.cannotCreate)
                     }
                 case S_IFDIR: throw CLIError("is a directory (give a file name)", code: Exit.cannotCreate)
                 default:

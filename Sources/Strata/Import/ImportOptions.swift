@@ -67,6 +67,16 @@ public struct ImportOptions: Sendable {
     /// 0.78 GB for 256 MB, where the B-trees took 0.20 and 0.40 GB). 0: never in memory.
     /// See BENCHMARKS.md (W11) for the time and memory each way.
     public var bulkInMemoryMaxInputBytes = 128 << 20
+    /// The most records a bulk import resolves in memory (besides ``bulkInMemoryMaxInputBytes``):
+    /// the tables take about 150 bytes an object and its unique key whatever the record's size,
+    /// so an input of short records (a CSV of one short column holds 60 million rows in 128 MiB)
+    /// would take gigabytes within the byte limit. Before it chooses, the import counts the
+    /// records the input can hold at most (a CSV file's lines, an NDJSON or JSON file's `{`),
+    /// reading it once; past this count it saves through the B-trees. At most
+    /// ``maxBulkInMemoryRecords``.
+    public var bulkInMemoryMaxRecords = 2_000_000
+    /// The highest ``bulkInMemoryMaxRecords``: the objects a state in memory can number.
+    public static let maxBulkInMemoryRecords = BulkMemoryState.maxObjects
     /// The largest input (bytes, all files) whose records the validation pass of an import keeps
     /// in memory for its write pass, which then does not read and parse the input again (a
     /// fifth of the time of a 20,000-record import into a 200,000-record store). The records
@@ -116,6 +126,10 @@ public struct ImportOptions: Sendable {
         if maxHeldRecords < 0 { bad("maxHeldRecords", "must be at least 0, not \(maxHeldRecords)") }
         if bulkInMemoryMaxInputBytes < 0 {
             bad("bulkInMemoryMaxInputBytes", "must be at least 0, not \(bulkInMemoryMaxInputBytes)")
+        }
+        if bulkInMemoryMaxRecords < 0 || bulkInMemoryMaxRecords > Self.maxBulkInMemoryRecords {
+            bad("bulkInMemoryMaxRecords",
+                "must be between 0 and \(Self.maxBulkInMemoryRecords), not \(bulkInMemoryMaxRecords)")
         }
         if keptRecordsMaxInputBytes < 0 {
             bad("keptRecordsMaxInputBytes", "must be at least 0, not \(keptRecordsMaxInputBytes)")

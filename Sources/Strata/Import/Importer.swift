@@ -289,8 +289,57 @@ public final class Importer: Sendable {
     /// tables sized by ``inputBytesPerRecord``.
     private func beginBulkLoad(_ s: ImportState) async throws -> BulkLoad {
         let inMemory = !options.continueOnError && s.totalBytes <= options.bulkInMemoryMaxInputBytes
+            && Self.recordsAtMost(s.files, identities: s.identities, format: options.format,
+                                  limit: options.bulkInMemoryMaxRecords) != nil
         return try await store.beginBulkLoad(inMemory: inMemory,
                                              expectedObjects: inMemory ? s.totalBytes / Self.inputBytesPerRecord : 0)
+    }
+
+    /// The most records `files` can hold, if it is at most `limit`: a CSV file's line ends plus
+    /// one (a header, blank lines and line breaks inside quoted fields only count more), an NDJSON
+    /// or JSON file's `{` bytes (every record is an object; nested objects and braces inside
+    /// strings only count more). Nil past `limit`, for a file of no known format, or when a file
+    /// cannot be read as the import's version of it (the import's own reading then says why).
+    /// Reads each file once, a MiB at a time, and stops as soon as the count passes `limit`.
+    static func recordsAtMost(_ files: [String], identities: [InputFile.Identity]?, format: ImportFormat?,
+                              limit: Int) -> Int? {
+        var count = 0
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        for (i, path) in files.enumerated() {
+            guard let f = format ?? ImportFormat.guess(path) else { return nil }
+            let needle: UInt8 = f == .csv ? 0x0A : 0x7B
+            if f == .csv { count += 1 }
+            guard var reader = try? InputFile.Reader(path: path) else { return nil }
+            defer { reader.close() }
+            reader.expected = identities?[i]
+            while true {
+                guard let n = try? reader.read(into: &buffer, at: 0, line: 0) else { return nil }
+                if n == 0 { break }
+                count += buffer.withUnsafeBytes { occurrences(of: needle, in: UnsafeRawBufferPointer(rebasing: $0.prefix(n))) }
+                if count > limit { return nil }
+            }
+        }
+        return count
+    }
+
+    /// How many bytes of `bytes` are `needle`: eight at a time (a word's zero bytes after an
+    /// XOR, counted exactly: a byte's high bit is set in `t` only when all eight of its bits
+    /// are zero), the rest one by one.
+    static func occurrences(of needle: UInt8, in bytes: UnsafeRawBufferPointer) -> Int {
+        let spread = UInt64(needle) &* 0x0101_0101_0101_0101
+        let low7: UInt64 = 0x7F7F_7F7F_7F7F_7F7F
+        var found = 0, i = 0
+        while i + 8 <= bytes.count {
+            let x = bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self) ^ spread
+            let t = ~(((x & low7) &+ low7) | x | low7)
+            found += t.nonzeroBitCount
+            i += 8
+        }
+        while i < bytes.count {
+            if bytes[i] == needle { found += 1 }
+            i += 1
+        }
+        return found
     }
 
     /// Starts saving the batches a bulk import has gathered, in one write transaction of its new

@@ -115,5 +115,80 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: out.path) == ["Genre.ndjson"])
         #expect(try Data(contentsOf: out.appendingPathComponent("Genre.ndjson")) == kept)
         #expect(!FileManager.default.fileExists(atPath: store + "/dump"))
+
+        // Refused before the directory is made: a bad filter of the one entity it would hold.
+        let missing = dir.appendingPathComponent("never").path
+        let bad = try await storectl("export", store, "--entity", "Album", "--where", "bogus > 1", "--output-dir", missing)
+        #expect(bad.status == 64, "\(bad.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: missing))
+        // Two entities whose files are one (a link from one name to the other): both would be
+        // written to it, the second over the first.
+        let linked = dir.appendingPathComponent("linked")
+        try FileManager.default.createDirectory(at: linked, withIntermediateDirectories: false)
+        #expect(symlink("Album.ndjson", linked.appendingPathComponent("Track.ndjson").path) == 0)
+        let same = try await storectl("export", store, "--all", "--output-dir", linked.path)
+        #expect(same.status == 64, "\(same.stderr)")
+        #expect(same.stderr.contains("the same file as Album's"), "\(same.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: linked.path) == ["Track.ndjson"])
+    }
+
+    /// A write that fails on the last file (a full disk, here `/dev/full` behind its name)
+    /// replaces none of the files, and no partial file is left; the exit is 74. `--all` to
+    /// standard output names its transaction on stderr.
+    @Test func aFailedWriteReplacesNoneOfTheFiles() async throws {
+        let (dir, store) = try await makeStore("export-full")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out")
+        try FileManager.default.createDirectory(at: out, withIntermediateDirectories: false)
+        let old = Data("old\n".utf8)
+        for name in ["Artist", "Album", "Genre", "Playlist"] {
+            try old.write(to: out.appendingPathComponent("\(name).ndjson"))
+        }
+        #expect(symlink("/dev/full", out.appendingPathComponent("Track.ndjson").path) == 0)
+        let r = try await storectl("export", store, "--all", "--output-dir", out.path)
+        #expect(r.status == 74, "\(r.stderr)")
+        #expect(r.stderr.contains("No space left on device"), "\(r.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: out.path).sorted()
+                == ["Album.ndjson", "Artist.ndjson", "Genre.ndjson", "Playlist.ndjson", "Track.ndjson"])
+        for name in ["Artist", "Album", "Genre", "Playlist"] {
+            #expect(try Data(contentsOf: out.appendingPathComponent("\(name).ndjson")) == old, "\(name)")
+        }
+
+        let stdout = try await storectl("export", store, "--all")
+        #expect(stdout.status == 0, "\(stdout.stderr)")
+        #expect(stdout.stderr.contains("as of transaction 1"), "\(stdout.stderr)")
+    }
+
+    /// In a sticky directory, another user's file cannot be renamed over: found when the files
+    /// are opened, so none is replaced (it was found at the renames, after the first files had
+    /// been replaced). Run as an unprivileged user, since root may replace any file.
+    @Test(.enabled(if: TestUser.isRoot, "needs root to make files of two users"))
+    func anotherUsersFileInAStickyDirectoryIsRefusedBeforeAnyIsWritten() async throws {
+        let nobody = try #require(TestUser.nobody, "no user nobody / group nogroup")
+        let dir = try TestUser.unprivileged.ownedDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(chmod(dir.path, 0o755) == 0)
+        let store = dir.appendingPathComponent("s").path
+        let sample = repositoryRoot.appendingPathComponent("Tools/sample-library/library.ndjson").path
+        #expect(try await TestUser.unprivileged.storectl(["init", store, "--schema", librarySchemaDirectory.path]).status == 0)
+        #expect(try await TestUser.unprivileged.storectl(["import", store, sample, "--quiet"]).status == 0)
+        let sticky = temporaryDirectory("export-sticky")
+        defer { try? FileManager.default.removeItem(at: sticky) }
+        #expect(chmod(sticky.path, 0o1777) == 0)
+        let old = Data("old\n".utf8)
+        for name in ["Artist", "Album", "Track", "Genre", "Playlist"] {
+            let file = sticky.appendingPathComponent("\(name).ndjson")
+            try old.write(to: file)
+            #expect(chmod(file.path, 0o666) == 0)
+        }
+        // The first file is the unprivileged user's; the second, root's, is the one refused.
+        #expect(chown(sticky.appendingPathComponent("Artist.ndjson").path, nobody.uid, nobody.gid) == 0)
+        let r = try await TestUser.unprivileged.storectl(["export", store, "--all", "--output-dir", sticky.path])
+        #expect(r.status == 73, "\(r.stderr)")
+        #expect(r.stderr.contains("Album.ndjson: cannot replace it"), "\(r.stderr)")
+        for name in ["Artist", "Album", "Track", "Genre", "Playlist"] {
+            #expect(try Data(contentsOf: sticky.appendingPathComponent("\(name).ndjson")) == old, "\(name)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: sticky.path).count == 5)
     }
 }
