@@ -50,6 +50,11 @@ struct ImportCommand: AsyncParsableCommand {
         "(a 200,000-record library about a sixth, a link-heavy catalog a sixth to a quarter), with memory growing " +
         "with the input (0.78 GB for 256 MB, against 0.40 GB). 0: never.", valueName: "MiB"))
     var inMemoryMaxMb = ImportOptions().bulkInMemoryMaxInputBytes >> 20
+    @Option(help: ArgumentHelp(
+        "The most records a bulk import resolves in memory, besides --in-memory-max-mb (default and at most " +
+        "16,777,215, what its tables can number): past it, through the B-trees. Counted from the input before " +
+        "choosing (CSV lines, NDJSON '{'). 0: never.", valueName: "n"))
+    var inMemoryMaxRecords = ImportOptions().bulkInMemoryMaxRecords
     @Option(name: .customLong("keep-records-max-mb"), help: ArgumentHelp(
         "The largest input (MiB, all files) whose records the validation pass keeps in memory for the " +
         "write pass, which then does not read and parse the input again (memory: a few times the input). " +
@@ -106,6 +111,9 @@ struct ImportCommand: AsyncParsableCommand {
         guard maxErrors >= 1 else { throw ValidationError("--max-errors must be at least 1") }
         guard inMemoryMaxMb >= 0 && inMemoryMaxMb <= 1 << 20 else {
             throw ValidationError("--in-memory-max-mb must be between 0 and \(1 << 20)")
+        }
+        guard inMemoryMaxRecords >= 0 && inMemoryMaxRecords <= ImportOptions.maxBulkInMemoryRecords else {
+            throw ValidationError("--in-memory-max-records must be between 0 and \(ImportOptions.maxBulkInMemoryRecords)")
         }
         guard keepRecordsMaxMb >= 0 && keepRecordsMaxMb <= 1 << 20 else {
             throw ValidationError("--keep-records-max-mb must be between 0 and \(1 << 20)")
@@ -166,6 +174,7 @@ struct ImportCommand: AsyncParsableCommand {
         options.maxReportedIssues = maxErrors
         options.mode = ImportMode(rawValue: mode) ?? .auto
         options.bulkInMemoryMaxInputBytes = inMemoryMaxMb << 20
+        options.bulkInMemoryMaxRecords = inMemoryMaxRecords
         options.maxLineBytes = maxLineMb << 20
         options.keptRecordsMaxInputBytes = keepRecordsMaxMb << 20
         options.oneTransactionMaxInputBytes = oneTransactionMaxMb << 20

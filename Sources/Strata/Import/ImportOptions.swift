@@ -68,13 +68,12 @@ public struct ImportOptions: Sendable {
     /// See BENCHMARKS.md (W11) for the time and memory each way.
     public var bulkInMemoryMaxInputBytes = 128 << 20
     /// The most records a bulk import resolves in memory (besides ``bulkInMemoryMaxInputBytes``):
-    /// the tables take about 150 bytes an object and its unique key whatever the record's size,
-    /// so an input of short records (a CSV of one short column holds 60 million rows in 128 MiB)
-    /// would take gigabytes within the byte limit. Before it chooses, the import counts the
-    /// records the input can hold at most (a CSV file's lines, an NDJSON or JSON file's `{`),
-    /// reading it once; past this count it saves through the B-trees. At most
-    /// ``maxBulkInMemoryRecords``.
-    public var bulkInMemoryMaxRecords = 2_000_000
+    /// by default, and at most, what a state in memory can number (``maxBulkInMemoryRecords``),
+    /// so that an input of short records small in bytes (a CSV of one short column holds 60
+    /// million rows in 128 MiB) goes through the B-trees where it was refused past that number.
+    /// Before it chooses, the import counts the records the input can hold at most (a CSV file's
+    /// lines, an NDJSON or JSON file's `{`), reading it once, a MiB at a time.
+    public var bulkInMemoryMaxRecords = maxBulkInMemoryRecords
     /// The highest ``bulkInMemoryMaxRecords``: the objects a state in memory can number.
     public static let maxBulkInMemoryRecords = BulkMemoryState.maxObjects
     /// The largest input (bytes, all files) whose records the validation pass of an import keeps

@@ -11,7 +11,8 @@ public struct MigrationProgress: Sendable {
         case log
         /// Applying what was committed during the build, on the writer (reported once).
         case catchingUp
-        /// Syncing and switching to the new generation (not reported at present).
+        /// Switching to the new generation: once, on the writer's queue with the store held
+        /// exclusively, right before the switch.
         case switching
     }
     /// The current phase.

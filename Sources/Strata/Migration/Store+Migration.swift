@@ -166,6 +166,9 @@ extension Store {
                   let to = schemas.first(where: { $0.version == v }) else {
                 throw MigrationError(reason: "schema v\(v) is missing")
             }
+            // As opening a store with it would: a default over maxValueBytes, written into every
+            // object, would leave a store no process could open with that schema.
+            try to.checkDefaults(maxValueBytes: configuration.maxValueBytes)
             return try MigrationHop(from: from, to: to, registry: registry, maxValueBytes: configuration.maxValueBytes)
         }
         return (goal, app, hops)

@@ -165,18 +165,52 @@ struct Upcaster: Sendable {
     /// values; nil: the object does not exist), in the scratch, refusing a key another object
     /// holds — what ``StateApplier`` does to the `uniques` database when the rewritten log is
     /// replayed.
-    func trackUniques(_ txn: LMDBTransaction, _ id: ObjectID, before: [Value]?, after: [Value]?) throws {
+    ///
+    /// With `deferred`, a key another object holds is put off (appended to it) instead of
+    /// refused, and a key given up is removed only when `id` holds it: a logged transaction is
+    /// judged on its result, as its save was (a child context's commit logs a new object's insert
+    /// before the delete of the one whose key it takes, and two objects may swap values), and
+    /// ``takeDeferredUniques(_:_:)`` settles the keys put off at the transaction's end.
+    func trackUniques(_ txn: LMDBTransaction, _ id: ObjectID, before: [Value]?, after: [Value]?,
+                      deferred: UnsafeMutablePointer<[DeferredUniqueKey]>? = nil) throws {
         guard let (entity, uniques) = checkedUniques[id.entityTag] else { return }
         let db = scratch[.uniques]
+        func owner(_ key: [UInt8]) throws -> ObjectID? {
+            try txn.withValue(db, key: key) { try ObjectID.stored($0, in: "uniques") } ?? nil
+        }
         for u in uniques {
             let was = try before.flatMap { try Layout.uniqueKey(u, record: $0, entity: entity, id: id) }
             let now = try after.flatMap { try Layout.uniqueKey(u, record: $0, entity: entity, id: id) }
             if was == now { continue }
-            if let was { _ = try txn.delete(db, key: was) }
+            if let was {
+                // Put off, `id` may never have taken it: the object that holds it keeps it.
+                let holder = deferred == nil ? id : try owner(was)
+                if holder == id { _ = try txn.delete(db, key: was) }
+            }
             guard let now, let after else { continue }
             if try txn.put(db, key: now, value: id.keyBytes, mode: .noOverwrite) == .keyExists {
-                let owner = try txn.withValue(db, key: now) { try ObjectID.stored($0, in: "uniques") }
-                if let owner, owner != id { throw StrataError.uniqueClash(u, entity, after, id: id, owner: owner) }
+                guard let holder = try owner(now), holder != id else { continue }
+                guard let deferred else { throw StrataError.uniqueClash(u, entity, after, id: id, owner: holder) }
+                deferred.pointee.append(DeferredUniqueKey(key: now, unique: u, entity: entity, id: id))
+            }
+        }
+    }
+
+    /// At the end of a logged transaction, the unique keys its changes put off: each one its
+    /// object still holds (it exists, and its values, in the new schema, still give that key) is
+    /// taken, refused when another object still holds it.
+    private mutating func takeDeferredUniques(_ deferred: [DeferredUniqueKey], _ txn: LMDBTransaction) throws {
+        let db = scratch[.uniques], objects = scratch[.objects], old = self.old
+        for d in deferred {
+            guard let r = try txn.withValue(objects, key: d.id.keyBytes, { try RecordCodec.decode($0, id: d.id, schema: old) })
+            else { continue }
+            let values = try transform(d.id, r.values)
+            guard try Layout.uniqueKey(d.unique, record: values, entity: d.entity, id: d.id) == d.key else { continue }
+            if try txn.put(db, key: d.key, value: d.id.keyBytes, mode: .noOverwrite) == .keyExists {
+                let holder = try txn.withValue(db, key: d.key) { try ObjectID.stored($0, in: "uniques") } ?? nil
+                if let holder, holder != d.id {
+                    throw StrataError.uniqueClash(d.unique, d.entity, values, id: d.id, owner: holder)
+                }
             }
         }
     }
@@ -344,6 +378,7 @@ struct Upcaster: Sendable {
         }
         var changes: [LoggedChange] = []
         changes.reserveCapacity(entry.changes.count)
+        var deferred: [DeferredUniqueKey] = []
         for c in entry.changes {
             switch c {
             case .insert(let id, let values):
@@ -361,7 +396,7 @@ struct Upcaster: Sendable {
                     throw StrataError.corruptLogEntry(transaction: entry.transactionID,
                                                       reason: "inserts \(id), which exists")
                 }
-                try trackUniques(txn, id, before: nil, after: t)
+                try withUnsafeMutablePointer(to: &deferred) { try trackUniques(txn, id, before: nil, after: t, deferred: $0) }
             case .update(let id, let attrs, let previous):
                 guard var record = try record(id) else {
                     throw MigrationError(
@@ -383,7 +418,7 @@ struct Upcaster: Sendable {
                 changes.append(.update(id: id, changes: diff, previousVersion: previous))
                 record.version = entry.transactionID
                 try txn.put(objects, key: id.keyBytes, value: RecordCodec.encode(record))
-                try trackUniques(txn, id, before: tb, after: ta)
+                try withUnsafeMutablePointer(to: &deferred) { try trackUniques(txn, id, before: tb, after: ta, deferred: $0) }
             case .delete(let id, let values, let previous):
                 let t = try transform(id, values)
                 changes.append(.delete(id: id, values: t, previousVersion: previous))
@@ -391,13 +426,14 @@ struct Upcaster: Sendable {
                     throw StrataError.corruptLogEntry(transaction: entry.transactionID,
                                                       reason: "deletes \(id), which does not exist")
                 }
-                try trackUniques(txn, id, before: t, after: nil)
+                try withUnsafeMutablePointer(to: &deferred) { try trackUniques(txn, id, before: t, after: nil, deferred: $0) }
             case .link(let tag, let a, let b):
                 changes.append(.link(relationship: try mappedTag(tag), from: a, to: b))
             case .unlink(let tag, let a, let b):
                 changes.append(.unlink(relationship: try mappedTag(tag), from: a, to: b))
             }
         }
+        try takeDeferredUniques(deferred, txn)
         return changes
     }
 

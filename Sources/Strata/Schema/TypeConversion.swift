@@ -79,7 +79,12 @@ public enum TypeConversion: String, Sendable, CaseIterable {
     private func convertedValue(_ v: Value) throws -> Value {
         switch (self, v) {
         case (_, .null): return .null
-        case (.intToDouble, .int(let i)): return .double(Double(i))
+        case (.intToDouble, .int(let i)):
+            // As an import refuses a number past 2^53 that no double holds exactly.
+            guard let d = Double(exactly: i) else {
+                throw ValueConversion.Failure(reason: "\(i) has no exact double (one past 2^53 would be rounded)")
+            }
+            return .double(d)
         case (.doubleToInt, .double(let d)):
             guard d.isFinite, let i = Int64(exactly: d.rounded()) else {
                 throw ValueConversion.Failure(reason: "\(d) does not fit an int")

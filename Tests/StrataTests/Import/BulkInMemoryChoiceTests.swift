@@ -4,10 +4,10 @@ import Testing
 
 /// A bulk import into an empty store resolves in memory only when its input is small in bytes
 /// (``ImportOptions/bulkInMemoryMaxInputBytes``) and in records
-/// (``ImportOptions/bulkInMemoryMaxRecords``): the tables in memory grow by the object, so a
-/// CSV of short rows, small in bytes, took gigabytes (and past 16.7 million rows the import was
-/// refused) where saving through the B-trees needs none of that. The count the choice is made
-/// on is an upper bound read from the input: a CSV file's lines, an NDJSON file's `{`.
+/// (``ImportOptions/bulkInMemoryMaxRecords``, by default the most a state in memory can
+/// number): a CSV of short rows, small in bytes, could hold more records than that, and the
+/// import was refused when it reached them. The count the choice is made on is an upper bound
+/// read from the input: a CSV file's lines, an NDJSON file's `{`.
 @Suite struct BulkInMemoryChoiceTests {
     /// Genres, one short CSV row each.
     private func genres(_ n: Int, in dir: URL) throws -> String {

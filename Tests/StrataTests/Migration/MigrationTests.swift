@@ -657,4 +657,83 @@ import Testing
         #expect(try store.snapshot(asOf: TransactionID(5)).count(Query(entity: "Artist")) == 5)
         #expect(try store.history(of: ids[0]).map(\.transactionID.rawValue) == [4, 7])
     }
+
+    /// A logged transaction is judged on its result when the log is rewritten, as its save was:
+    /// a child context's commit that replaces an object by another with the same unique key
+    /// (logged as the new object's insert before the old one's delete) and one where two objects
+    /// swap their keys migrate (the rewrite refused both as a unique clash, so a store that
+    /// verifies could not migrate); a key still held by two objects at a transaction's end is
+    /// the clash it was.
+    @Test func aChildsReplacementAndSwapOfUniqueKeysMigrate() async throws {
+        let dir = temporaryDirectory("migrate-child-uniques")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let all = try Schema.loadAll(directory: librarySchemaDirectory)
+        let artistEntity = try #require(all[0].entity(named: "Artist"))
+        let mbid = try #require(artistEntity.attributes.firstIndex { $0.name == "mbid" })
+        func artist(_ name: String, _ key: UUID) -> Record {
+            var a = Record(entity: artistEntity)
+            a["mbid"] = .uuid(key)
+            a["name"] = .string(name)
+            return a
+        }
+        let m = UUID(), x = UUID(), y = UUID(), temporary = UUID()
+        let old = artist("Old", m), b1 = artist("B1", x), b2 = artist("B2", y), replacement = artist("New", m)
+        do {
+            let store = try Store.open(at: dir, schema: all[0])
+            defer { store.close() }
+            _ = try await store.save { $0.insert(old); $0.insert(b1); $0.insert(b2) }
+            let replace = store.mainContext.newChild(label: "replace")
+            try replace.delete(old.id)
+            try replace.insert(replacement)
+            #expect(try await replace.commit() != nil)
+            let swap = store.mainContext.newChild(label: "swap")
+            try swap.change { $0.update(b1.id, [ChangeSet.AttributeValue(attribute: mbid, value: .uuid(temporary))]) }
+            try swap.change { $0.update(b2.id, [ChangeSet.AttributeValue(attribute: mbid, value: .uuid(x))]) }
+            try swap.change { $0.update(b1.id, [ChangeSet.AttributeValue(attribute: mbid, value: .uuid(y))]) }
+            #expect(try await swap.commit() != nil)
+            #expect(try store.verify().ok)
+        }
+        let report = try await Store.migrate(at: dir, schemas: all, registry: libraryMigrations)
+        #expect(report.from == 1 && report.to == 2 && report.objects == 3)
+        let store = try Store.open(at: dir, schema: all[1], entities: libraryEntities)
+        defer { store.close() }
+        #expect(try store.verify().ok)
+        let artists = try store.mainContext.fetch(Query(entity: "Artist"))
+        let byName = Dictionary(uniqueKeysWithValues: artists.map { ($0["name"], $0["mbid"]) })
+        #expect(byName == [.string("New"): .uuid(m), .string("B1"): .uuid(y), .string("B2"): .uuid(x)])
+    }
+
+    /// A default over the store's `maxValueBytes` in the schema migrated to is refused before
+    /// anything is built, as opening a store with that schema refuses it: it was written into
+    /// every object, and the store could then not be opened with its own schema.
+    @Test func aDefaultOverMaxValueBytesIsRefusedBeforeMigrating() async throws {
+        let dir = temporaryDirectory("migrate-big-default")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let big = String(repeating: "x", count: 2_000)
+        let texts = [
+            #"{"model":"m","version":1,"entities":[{"name":"Item","attributes":[{"name":"pk","type":"int"}]}]}"#,
+            #"{"model":"m","version":2,"entities":[{"name":"Item","attributes":[{"name":"pk","type":"int"},"#
+                + #"{"name":"blob","type":"string","default":""# + big + #""}]}],"#
+                + #""migration":{"steps":[{"op":"addAttribute","entity":"Item","attribute":"blob"}]}}"#,
+        ]
+        let all = try texts.enumerated().map {
+            try Schema.parse(Array($1.utf8), source: "v\($0 + 1).json", expectedVersion: $0 + 1)
+        }
+        var configuration = StoreConfiguration()
+        configuration.maxValueBytes = 1_000
+        do {
+            let store = try Store.open(at: dir, schema: all[0], configuration: configuration)
+            defer { store.close() }
+            var item = Record(entity: try #require(all[0].entity(named: "Item")))
+            item["pk"] = .int(1)
+            _ = try await store.save { $0.insert(item) }
+        }
+        await #expect(throws: SchemaError.self) {
+            try await Store.migrate(at: dir, schemas: all, configuration: configuration)
+        }
+        let store = try Store.open(at: dir, schema: all[0], configuration: configuration)
+        defer { store.close() }
+        #expect(store.schema.version == 1)
+        #expect(try store.mainContext.count(Query(entity: "Item")) == 1)
+    }
 }

@@ -27,4 +27,17 @@ import Testing
             #expect(throws: ValueConversion.Failure.self, "\(s)") { try TypeConversion.stringToDouble.convert(.string(s)) }
         }
     }
+
+    /// `intToDouble` converts every integer a double holds exactly (all within ±2^53, and the
+    /// larger ones that are multiples of a power of two, Int64's ends among them) and refuses
+    /// one it would round, as an import refuses such a number: 2^53 + 1 became 2^53.
+    @Test func intToDoubleRefusesAnIntegerItWouldRound() throws {
+        let exact: [Int64] = [0, -1, 1 << 53, -(1 << 53), (1 << 53) - 1, 1 << 62, Int64.min]
+        for i in exact {
+            #expect(try TypeConversion.intToDouble.convert(.int(i)) == .double(Double(i)), "\(i)")
+        }
+        for i: Int64 in [(1 << 53) + 1, -(1 << 53) - 1, Int64.max, (1 << 62) + 1] {
+            #expect(throws: ValueConversion.Failure.self, "\(i)") { try TypeConversion.intToDouble.convert(.int(i)) }
+        }
+    }
 }
