@@ -89,6 +89,22 @@ extension Overlay {
             guard records[from] != .some(nil), try view.exists(from) else { return }
             if !r.isToMany {
                 let targets = try facts.filter { $0.value }.keys.sorted().filter { try view.exists($0) }
+                // An object this layer did not write keeps the target another writer gave it
+                // since, unless the layer changed the target it saw: a target set and set back,
+                // or a to-many's edge removed from the other side, sent as "link this" or
+                // "clear", undid that writer's change. So, measured from the target the key had
+                // below when this layer first changed it (its one fact whose original says
+                // linked): the same target sends nothing, and none clears only that one.
+                if records[from] == nil {
+                    let original = edgeOriginals[key]?.first { $0.value }?.key
+                    if targets.last == original { return }
+                    if targets.isEmpty {
+                        if let original, try below.exists(from) {
+                            unlinks.append(.unlink(relationship: key.tag, from: .id(from), to: .id(original)))
+                        }
+                        return
+                    }
+                }
                 if let target = targets.last {
                     links.append(.link(relationship: key.tag, from: .id(from), to: .id(target)))
                 } else if try below.exists(from) {
