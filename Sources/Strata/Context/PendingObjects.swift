@@ -39,16 +39,24 @@ extension Overlay {
         for (key, facts) in edges where !facts.isEmpty && !new.contains(key.from) {
             // An object deleted here has facts too (its edges removed): it is deleted, not updated.
             if case .some(.none) = records[key.from] { continue }
-            updated.insert(key.from)
+            if facts.contains(where: { isChange(key, $0.key, $0.value) }) { updated.insert(key.from) }
         }
         // A relationship whose whole target set this layer defines (an object deleted and inserted
         // again here starts without its edges) is sent by a commit even without a fact.
-        for key in replaced where !new.contains(key.from) {
+        for key in replaced where !new.contains(key.from) && records[key.from] != nil {
             if case .some(.none) = records[key.from] { continue }
             updated.insert(key.from)
         }
         p.updated = updated.sorted()
         return p
+    }
+
+    /// Whether the fact that the edge `key` → `to` is `present` is a change a commit sends:
+    /// not when both ends are objects this layer did not write and the edge was so below when
+    /// the layer first changed it (added and removed again, or a to-one set to another target and
+    /// back), which the commit leaves out (``netChanges(schema:bases:view:below:)``).
+    func isChange(_ key: LinkKey, _ to: ObjectID, _ present: Bool) -> Bool {
+        records[key.from] != nil || records[to] != nil || edgeOriginals[key]?[to] != present
     }
 }
 
@@ -78,9 +86,9 @@ extension Overlay {
         }
         for (key, facts) in edges where !facts.isEmpty && !new.contains(key.from) {
             if case .some(.none) = records[key.from] { continue }
-            return true
+            if facts.contains(where: { isChange(key, $0.key, $0.value) }) { return true }
         }
-        for key in replaced where !new.contains(key.from) {
+        for key in replaced where !new.contains(key.from) && records[key.from] != nil {
             if case .some(.none) = records[key.from] { continue }
             return true
         }

@@ -84,6 +84,31 @@ import Testing
         }
     }
 
+    /// An edge added and removed again, and a to-one set to another target and back, between
+    /// objects the child did not otherwise change, are nothing pending: `hasChanges` is false
+    /// and `pendingObjects` empty, as the commit sends nothing (both said there were changes).
+    @Test func edgesChangedAndChangedBackAreNothingPending() async throws {
+        try await withLibraryStore { store in
+            let a = Album(mbid: UUID(), title: "A"), b = Album(mbid: UUID(), title: "B")
+            let p = Playlist(name: "P", createdAt: Date(timeIntervalSince1970: 0))
+            let t = track("T")
+            _ = try await store.save { $0.insert(a); $0.insert(b); $0.insert(p); $0.insert(t); $0.set(Track.album, of: t.id, to: a.id) }
+            let child = store.mainContext.newChild(label: "editor")
+            try child.add(t.id, to: Playlist.tracks, of: p.id)
+            try child.remove(t.id, from: Playlist.tracks, of: p.id)
+            try child.set(Track.album, of: t.id, to: b.id)
+            #expect(child.hasChanges)
+            #expect(child.pendingObjects.updated.sorted() == [a.id, b.id, t.id].sorted())
+            try child.set(Track.album, of: t.id, to: a.id)
+            #expect(!child.hasChanges)
+            #expect(child.pendingObjects.isEmpty)
+            #expect(try await child.commit() == nil)
+            try child.set(Track.title, of: t.id, to: "T2")
+            #expect(child.hasChanges)
+            #expect(child.pendingObjects.updated == [t.id])
+        }
+    }
+
     @Test func anObjectDeletedInAChildStaysUnlinkedWhenTheStoreLinksIt() async throws {
         try await withLibraryStore { store in
             let p = Playlist(name: "P", createdAt: Date(timeIntervalSince1970: 0))
