@@ -56,10 +56,17 @@ extension Store {
         at url: URL, schemas: [Schema], to target: Int? = nil, registry: MigrationRegistry = MigrationRegistry(),
         dryRun: Bool = false, configuration: StoreConfiguration = StoreConfiguration(),
         progress: (@Sendable (MigrationProgress) -> Void)? = nil) async throws -> MigrationReport {
+        // An instance this process had open already is the one used (the registry hands it
+        // out): it is closed only once the migration has happened, when its schema is the old one
+        // and it refuses use anyway. After a dry run or a failure the application goes on using it.
+        let wasOpen = StoreRegistry.shared.existing(path: url.path) != nil
         let store = try Store.openExisting(at: url, configuration: configuration)
-        defer { store.close() }
-        return try await store.migrate(schemas: schemas, to: target, registry: registry, dryRun: dryRun,
-                                       progress: progress)
+        var migrated = false
+        defer { if !wasOpen || migrated { store.close() } }
+        let report = try await store.migrate(schemas: schemas, to: target, registry: registry, dryRun: dryRun,
+                                             progress: progress)
+        migrated = !dryRun
+        return report
     }
 
     /// Migrates this store (opened with its stored schema); see

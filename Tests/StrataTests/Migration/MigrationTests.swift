@@ -736,4 +736,36 @@ import Testing
         #expect(store.schema.version == 1)
         #expect(try store.mainContext.count(Query(entity: "Item")) == 1)
     }
+
+    /// `Store.migrate(at:)` on a store this process has open uses that instance, and after a
+    /// dry run or a failed migration leaves it open for the application (it closed it, so the
+    /// application's next save failed with `closed`); after a migration it closes it, as it
+    /// documents.
+    @Test func migrateAtLeavesTheApplicationsInstanceOpenAfterADryRunOrAFailure() async throws {
+        let dir = temporaryDirectory("migrate-open-instance")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let all = try Schema.loadAll(directory: librarySchemaDirectory)
+        let artistEntity = try #require(all[0].entity(named: "Artist"))
+        func artist(_ name: String) -> Record {
+            var a = Record(entity: artistEntity)
+            a["mbid"] = .uuid(UUID())
+            a["name"] = .string(name)
+            return a
+        }
+        let store = try Store.open(at: dir, schema: all[0])
+        _ = try await store.save { $0.insert(artist("A")) }
+        let dry = try await Store.migrate(at: dir, schemas: all, registry: libraryMigrations, dryRun: true)
+        #expect(dry.dryRun)
+        #expect(!store.isClosed)
+        _ = try await store.save { $0.insert(artist("B")) }
+        // No registered step for v1 → v2's custom steps: the migration fails.
+        await #expect(throws: (any Error).self) { try await Store.migrate(at: dir, schemas: all) }
+        #expect(!store.isClosed)
+        _ = try await store.save { $0.insert(artist("C")) }
+        _ = try await Store.migrate(at: dir, schemas: all, registry: libraryMigrations)
+        #expect(store.isClosed)
+        let migrated = try Store.open(at: dir, schema: all[1], entities: libraryEntities)
+        defer { migrated.close() }
+        #expect(try migrated.mainContext.count(Query(entity: "Artist")) == 3)
+    }
 }
