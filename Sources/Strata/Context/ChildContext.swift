@@ -330,7 +330,10 @@ public final class ChildContext: ObjectReading {
     /// read, so a read-modify-write (a counter, a balance) meets a commit of another writer made
     /// since as a conflict, never as a lost change. (``object(_:id:)`` and then
     /// `set(_:of:to:)` take the base at the set: a commit in between is not seen.) `body` runs
-    /// while this context is held: it must not use this context or a context below or above it.
+    /// while this context is held: it must not use this context or a context below or above it,
+    /// nor, under a pinned view context, any other context of that view (a sibling's change
+    /// would wait for this context's hold of the view's snapshot while `body` waits for the
+    /// sibling): keep it to changing the value.
     /// It runs again, on a newer value, when a refresh of a pinned view lets go of the snapshot it
     /// read: keep it to changing the value. Returns the value as changed.
     /// - Throws: ``StrataError/validation(_:)`` (`objectNotFound`) when the context shows no such

@@ -183,12 +183,18 @@ struct SaveResolver<S: StateStore> {
                                  deleting: Bool = false) throws -> Decision {
         guard let base = bases[id] else { return .apply }
         if let d = decisions[id] { return d }
+        let e = try entity(id)
+        // A base given by the caller (``BaseVersion/init(version:values:)``) is read one value
+        // per attribute below.
+        guard base.values.count == e.attributes.count else {
+            throw fail(.wrongType, e.name, id, nil,
+                       "its base version holds \(base.values.count) values for \(e.attributes.count) attributes")
+        }
         let current = try applier.record(id)
         if let current, current.version == base.version {
             decisions[id] = .apply
             return .apply
         }
-        let e = try entity(id)
         var contextValues = base.values
         for a in attributes where a.attribute >= 0 && a.attribute < contextValues.count {
             contextValues[a.attribute] = a.value

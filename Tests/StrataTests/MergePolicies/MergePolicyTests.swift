@@ -320,4 +320,38 @@ import Testing
         let report = try store.verify(rebuild: true)
         #expect(report.ok, "\(report.problems)")
     }
+
+    /// A `ChangeSet` given to `store.save` carries the bases its writer read
+    /// (`BaseVersion(version:values:)`, public: nothing outside the module could make one), and
+    /// the save judges them with its merge policy as a child's commit is judged; a base whose
+    /// values do not match the entity's attributes is refused as a validation failure (it was
+    /// indexed past its end).
+    @Test func aSavesOwnBasesAreJudgedAndAShortBaseIsRefused() async throws {
+        try await withLibraryStore { store in
+            let f = try await setUp(store)
+            let read = try #require(try store.mainContext.record(f.track.id))
+            let title = try #require(read.entity.attributes.firstIndex { $0.name == "title" })
+            _ = try await store.save { $0.set(Track.title, of: f.track.id, to: "theirs") }
+            func edit(_ policy: MergePolicy, base: BaseVersion) -> ChangeSet {
+                var c = ChangeSet()
+                c.update(f.track.id, [ChangeSet.AttributeValue(attribute: title, value: .string("mine"))])
+                c.baseVersions[f.track.id] = base
+                c.mergePolicy = policy
+                return c
+            }
+            let base = BaseVersion(version: read.version, values: read.values)
+            await #expect(throws: StrataError.self) { try await store.save(edit(.fail, base: base)) }
+            _ = try await store.save(edit(.storeWins, base: base))
+            #expect(try store.mainContext.object(Track.self, id: f.track.id)?.title == "theirs")
+            _ = try await store.save(edit(.contextWins, base: base))
+            #expect(try store.mainContext.object(Track.self, id: f.track.id)?.title == "mine")
+            let short = BaseVersion(version: read.version, values: Array(read.values.dropLast()))
+            do {
+                _ = try await store.save(edit(.fail, base: short))
+                Issue.record("a base of too few values was accepted")
+            } catch StrataError.validation(let failure) {
+                #expect(failure.kind == .wrongType)
+            }
+        }
+    }
 }
