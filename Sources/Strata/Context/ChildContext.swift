@@ -39,12 +39,29 @@ public final class ChildContext: ObjectReading {
         /// For a child of a pinned view: the changes it committed that the view's snapshot does
         /// not show yet, oldest first (see ``committedLayers(below:)``).
         var committed: [CommittedLayer] = []
+        /// The bases this context's root commits moved on, while it has children: for each object,
+        /// the bases its commits carried (nil: an object a commit inserted, read at version zero
+        /// below) and the one the object has since. A child's commit that reaches this context
+        /// after a root commit landed but before ``rebaseDescendants(from:to:)`` reached the
+        /// child carries a base of the chain's own commit, which ``absorb`` moves on here.
+        var rebased: [ObjectID: Rebased] = [:]
 
         /// The spare undo list, leaving none behind (so the applier holds its only reference).
         mutating func takeSpareUndo() -> [OverlayApplier.Undo] {
             var taken: [OverlayApplier.Undo] = []
             swap(&taken, &spareUndo)
             return taken
+        }
+    }
+
+    /// The bases an object's root commits carried, and the base it has after the last of them.
+    struct Rebased: Sendable {
+        var olds: [BaseVersion?]
+        var new: BaseVersion
+
+        /// `base` moved on, if it is one of the commits' own.
+        func current(_ base: BaseVersion) -> BaseVersion {
+            olds.contains { $0 == base || ($0 == nil && base.version == .zero) } ? new : base
         }
     }
 
@@ -85,6 +102,9 @@ public final class ChildContext: ObjectReading {
     /// Run (tests only) by a commit at the root after the store's save returned, before the
     /// commit lands in the context.
     let afterRootSaveForTesting = Locked<(@Sendable () async -> Void)?>(nil)
+    /// Tests only: run after a root commit has landed in this context (its lock let go) and
+    /// before the bases of its descendants are brought forward.
+    let beforeRebasingDescendantsForTesting = Locked<(@Sendable () -> Void)?>(nil)
 
     init(parent: Parent, label: String, mergePolicy: MergePolicy) {
         self.parent = parent
@@ -562,6 +582,22 @@ public final class ChildContext: ObjectReading {
                         s.bases[id] = base
                     }
                 }
+                if hasChildren {
+                    // Kept for a child's commit that reaches this context before the rebase of
+                    // the descendants below reaches that child (it may be waiting for this lock).
+                    for (id, base) in descendantBases {
+                        let carried = flight.bases[id]
+                        if var r = s.rebased[id], r.new == carried || (carried == nil && r.new.version == .zero) {
+                            r.olds.append(carried)
+                            r.new = base
+                            s.rebased[id] = r
+                        } else {
+                            s.rebased[id] = Rebased(olds: [carried], new: base)
+                        }
+                    }
+                } else {
+                    s.rebased = [:]
+                }
                 if pinned {
                     let layer: Overlay
                     if let read = try? committedLayer(at: tx, sent: flight.changes, entry: entry) {
@@ -579,6 +615,7 @@ public final class ChildContext: ObjectReading {
             s.bases = s.overlay.isEmpty ? [:] : s.bases.filter { s.overlay.records[$0.key] != nil }
             return old
         }
+        if let hook = beforeRebasingDescendantsForTesting.withLock({ $0 }) { hook() }
         if hasChildren { rebaseDescendants(from: flight.bases, to: descendantBases) }
         // The flight's copy of the layer and its operations go with the old layer.
         Self.releaseQueue.async { withExtendedLifetime((old, flight)) {} }
@@ -746,12 +783,27 @@ public final class ChildContext: ObjectReading {
             }
             return Built(operations: operations, bases: judged)
         }, [], mergePolicy: policy, inheriting: bases, netState: true, then: { s in
+            // A base the chain's own root commit moved on since the child read it (the commit
+            // landed here, and the child's commit came in before the rebase of the descendants
+            // reached it): the version that commit gave the object, or this context's next commit
+            // would meet its own commit as a conflict.
+            var moved: [ObjectID: BaseVersion] = [:]
+            for (id, base) in bases {
+                guard let r = s.rebased[id] else { continue }
+                let now = r.current(base)
+                if now != base {
+                    moved[id] = now
+                    if s.bases[id] == base { s.bases[id] = now }
+                }
+            }
             // An object this context had changed too keeps the earlier of the two bases: the
             // child may have changed it at a version before this context's own first change, and
             // a store change in between must be judged at the root (keeping this context's later
             // base, that change was never seen by the child, and its value was overwritten
             // without a conflict).
-            for (id, base) in bases where base.version != .zero {
+            for (id, given) in bases {
+                let base = moved[id] ?? given
+                guard base.version != .zero else { continue }
                 if let mine = s.bases[id], mine.version != .zero, base.version < mine.version { s.bases[id] = base }
             }
         })

@@ -109,6 +109,45 @@ import Testing
         }
     }
 
+    /// A grandchild whose commit reaches its parent right after the parent's root commit landed
+    /// there, before the bases of the parent's descendants were brought forward: the object it
+    /// changed keeps the version the parent's commit gave it, so the parent's next commit is not
+    /// judged against its own commit (it took the grandchild's base from before that commit:
+    /// under `.storeWins` the grandchild's change was dropped, under `.fail` a conflict).
+    @Test(arguments: [MergePolicy.storeWins, .fail])
+    func aGrandchildCommittingAsItsParentsRootCommitLandsKeepsItsChange(policy: MergePolicy) async throws {
+        try await withLibraryStore { store in
+            let t = track("T")
+            _ = try await store.save { $0.insert(t) }
+            let parent = store.mainContext.newChild(label: "parent", mergePolicy: policy)
+            try parent.set(Track.title, of: t.id, to: "parent")
+            let grandchild = parent.newChild(label: "grandchild")
+            try grandchild.set(Track.rating, of: t.id, to: 4.5)
+            // The grandchild commits in the window, on a task of its own while the parent's
+            // commit waits (at most 30 s) for it.
+            let done = DispatchSemaphore(value: 0)
+            let outcome = Locked<String?>(nil)
+            parent.beforeRebasingDescendantsForTesting.withLock {
+                $0 = { [grandchild] in
+                    Task.detached {
+                        do { _ = try await grandchild.commit(); outcome.withLock { $0 = "committed" } } catch {
+                            outcome.withLock { $0 = "\(error)" }
+                        }
+                        done.signal()
+                    }
+                    if done.wait(timeout: .now() + 30) == .timedOut { outcome.withLock { $0 = "timed out" } }
+                }
+            }
+            _ = try await parent.commit()
+            parent.beforeRebasingDescendantsForTesting.withLock { $0 = nil }
+            #expect(outcome.withLock { $0 } == "committed")
+            _ = try await parent.commit()
+            let saved = try #require(try store.mainContext.object(Track.self, id: t.id))
+            #expect(saved.title == "parent")
+            #expect(saved.rating == 4.5)
+        }
+    }
+
     @Test func anObjectDeletedInAChildStaysUnlinkedWhenTheStoreLinksIt() async throws {
         try await withLibraryStore { store in
             let p = Playlist(name: "P", createdAt: Date(timeIntervalSince1970: 0))
