@@ -150,7 +150,13 @@ extension ReadView {
     }
 
     private func plan(_ e: EntityDescription, _ predicate: Filter, throughRelationships: Bool) -> Path {
-        let conjuncts: [Filter] = if case .and(let list) = predicate { list } else { [predicate] }
+        // Nested `and`s flattened (`--where A --where "B and C"` is `and([A, and([B, C])])`):
+        // every conjunct is a candidate for an index.
+        func flattened(_ f: Filter) -> [Filter] {
+            if case .and(let list) = f { return list.flatMap(flattened) }
+            return [f]
+        }
+        let conjuncts = flattened(predicate)
         var best: (rank: Int, path: Path)?
         func offer(_ rank: Int, _ path: Path) {
             if best == nil || rank < best!.rank { best = (rank, path) }

@@ -134,4 +134,27 @@ import Testing
             #expect(try store.mainContext.fetch(Track.self, where: Track.album.matches(Album.title == "old")).map(\.id) == [t.id])
         }
     }
+
+    /// A conjunct inside a nested `and` (two `--where` options, one of them an `and`) is planned
+    /// onto its index as at the top: it was left to a scan of every track. The answer is the
+    /// scan's either way.
+    @Test func aConjunctOfANestedAndIsPlannedOntoItsIndex() async throws {
+        try await withLibraryStore { store in
+            _ = try await store.save { c in
+                for i in 0..<50 { c.insert(Track(mbid: UUID(), title: "t\(i % 5)", durationSeconds: 100 + i, addedAt: Date(timeIntervalSince1970: 0))) }
+            }
+            let track = try #require(store.schema.entity(named: "Track"))
+            let nested = Filter.and([
+                try PredicateParser.parse("title == 't3' and explicit == false", entity: track, schema: store.schema),
+                try PredicateParser.parse("durationSeconds != 0", entity: track, schema: store.schema),
+            ])
+            try store.read { view in
+                #expect(try view.candidateIDs(track, nested) != nil, "scanned every track")
+                let got = try view.fetch(Query(entity: "Track", predicate: nested)).map(\.id)
+                let expected = try view.fetch(Query(entity: "Track")).filter { try view.matches(nested, $0) }.map(\.id)
+                #expect(got == expected)
+                #expect(got.count == 10)
+            }
+        }
+    }
 }
