@@ -54,6 +54,11 @@ public final class ChildContext: ObjectReading {
         }
     }
 
+    /// Objects ``State/rebased`` remembers at most (their bases hold the objects' values).
+    static let maxRebasedObjects = 10_000
+    /// Root commits of one object ``State/rebased`` remembers at most (the latest).
+    static let maxRebasedOlds = 8
+
     /// The bases an object's root commits carried, and the base it has after the last of them.
     struct Rebased: Sendable {
         var olds: [BaseVersion?]
@@ -426,7 +431,10 @@ public final class ChildContext: ObjectReading {
         }
     }
 
-    private func commitIntoParent(_ p: ChildContext) throws {
+    /// This context's net changes absorbed by its parent `p` (what ``commit()`` does for a nested
+    /// child, there inside this context's serial gate; tests call it directly to commit in a
+    /// window a hook opens).
+    func commitIntoParent(_ p: ChildContext) throws {
         let committed = try state.withLock { s -> State? in
             guard !s.overlay.isEmpty else { return nil }
             let (operations, bases) = try netChanges(&s)
@@ -585,13 +593,16 @@ public final class ChildContext: ObjectReading {
                 if hasChildren {
                     // Kept for a child's commit that reaches this context before the rebase of
                     // the descendants below reaches that child (it may be waiting for this lock).
+                    // Bounded (``maxRebasedObjects`` objects, ``maxRebasedOlds`` commits each): past
+                    // it, a child committing in that window meets its chain's commit as before.
                     for (id, base) in descendantBases {
                         let carried = flight.bases[id]
                         if var r = s.rebased[id], r.new == carried || (carried == nil && r.new.version == .zero) {
                             r.olds.append(carried)
+                            if r.olds.count > Self.maxRebasedOlds { r.olds.removeFirst() }
                             r.new = base
                             s.rebased[id] = r
-                        } else {
+                        } else if s.rebased[id] != nil || s.rebased.count < Self.maxRebasedObjects {
                             s.rebased[id] = Rebased(olds: [carried], new: base)
                         }
                     }

@@ -95,8 +95,11 @@ extension Overlay {
                 // "clear", undid that writer's change. So, measured from the target the key had
                 // below when this layer first changed it (its one fact whose original says
                 // linked): the same target sends nothing, and none clears only that one.
-                if records[from] == nil {
-                    let original = edgeOriginals[key]?.first { $0.value }?.key
+                // Two facts whose originals both say linked (the store moved the key between the
+                // child's changes) leave the first target unknown: the key is sent whole.
+                let linkedBelow = edgeOriginals[key]?.filter { $0.value }.map(\.key) ?? []
+                if records[from] == nil, linkedBelow.count <= 1 {
+                    let original = linkedBelow.first
                     if targets.last == original { return }
                     if targets.isEmpty {
                         if let original, try below.exists(from) {
@@ -179,6 +182,14 @@ extension Overlay {
                 if committed.replaced.contains(key), before == facts { continue }
                 rest.replaced.insert(key)
                 rest.edges[key] = facts
+                // Below the rest, each edge is what the commit set, or what it was before: a
+                // to-one cleared while the commit was in flight is measured from the target the
+                // commit left (``edgeChanges``), not taken for one that never had a target.
+                for to in facts.keys {
+                    if let original = before?[to] ?? edgeOriginals[key]?[to] {
+                        rest.edgeOriginals[key, default: [:]][to] = original
+                    }
+                }
             } else {
                 let changed = facts.filter { before?[$0.key] != $0.value }
                 if !changed.isEmpty { rest.edges[key] = changed }

@@ -547,8 +547,11 @@ struct ModelNetChanges: Sendable, CustomStringConvertible {
         // removed from the to-many side, is no change of what the child saw).
         for key in layer.replaced.sorted() where schema.isToOne(key.rel) && view.exists(key.object) {
             let target = view.targets(key.rel, of: key.object).first
-            if layer.records[key.object] == nil {
-                let original = layer.edgeFirst.first { $0.key.rel == key.rel && $0.key.from == key.object && $0.value }?.key.to
+            // Decision: two edges of the key first seen linked (the store moved it between the
+            // child's changes) leave the first target unknown: the key is sent whole.
+            let linkedFirst = layer.edgeFirst.filter { $0.key.rel == key.rel && $0.key.from == key.object && $0.value }
+            if layer.records[key.object] == nil, linkedFirst.count <= 1 {
+                let original = linkedFirst.first?.key.to
                 if target == original { continue }
                 if target == nil {
                     if let original { toOnes.append(ToOne(key: key, target: nil, onlyIf: original)) }
