@@ -30,7 +30,7 @@ extension Store {
         // The given schema of the store's own version must be the one the store holds: an app
         // with another one is refused at open (`schemaChanged`), and a migration from it refused.
         if stored.version == version, let given = schemas.first(where: { $0.version == version }),
-           given.canonicalJSON != stored.canonicalJSON {
+           !given.canonicalJSON.utf8.elementsEqual(stored.canonicalJSON.utf8) {
             throw MigrationError(reason: "the given v\(version) schema differs from the one the store holds")
         }
         if version == app.version { return .upToDate(version: version) }
@@ -165,7 +165,7 @@ extension Store {
                 : "the store is at v\(schema.version), newer than v\(goal): a migration only goes to a later version")
         }
         guard let current = schemas.first(where: { $0.version == schema.version }),
-              current.canonicalJSON == schema.canonicalJSON else {
+              current.canonicalJSON.utf8.elementsEqual(schema.canonicalJSON.utf8) else {
             throw MigrationError(reason: "the given v\(schema.version) schema differs from the one the store holds")
         }
         let hops = try (schema.version + 1...goal).map { v -> MigrationHop in

@@ -270,8 +270,23 @@ struct SchemaLoader {
             }
             steps = try list.enumerated().map { try loadStep($1, index: $0) }
         }
-        return Schema(model: model, version: Int(v), entities: entities, canonicalJSON: root.serialized,
+        return Schema(model: model, version: Int(v), entities: entities, canonicalJSON: Self.canonical(root),
                       migrationSteps: steps)
+    }
+
+    /// `root` serialized in a form that serializes to itself once parsed again: a store keeps
+    /// the text and loads it back, and the application's file must compare equal to it. A
+    /// number parsing keeps only as a double (more digits than a decimal holds) is written
+    /// with fewer digits, which read back differently (`1.2345678901234568e+41` is read as an
+    /// exact decimal and written `123456789012345680000…`): the text settles after a round.
+    static func canonical(_ root: JSONValue) -> String {
+        var text = root.serialized
+        for _ in 0..<3 {
+            guard let again = try? JSONValue.parseKeepingInexactTexts(Array(text.utf8)).0.serialized, again != text
+            else { break }
+            text = again
+        }
+        return text
     }
 
     mutating func loadEntity(_ json: JSONValue, name: String, tag: UInt16,

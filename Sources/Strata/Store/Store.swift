@@ -597,7 +597,7 @@ public final class Store: Sendable {
             throw StrataError.storeTooNew(storeVersion: storeSchema.version, appVersion: appSchema.version,
                                           model: appSchema.model)
         }
-        guard storeSchema.canonicalJSON == appSchema.canonicalJSON else {
+        guard storeSchema.canonicalJSON.utf8.elementsEqual(appSchema.canonicalJSON.utf8) else {
             throw StrataError.schemaChanged(version: appSchema.version, model: appSchema.model)
         }
         return appSchema

@@ -107,7 +107,7 @@ final class StoreRegistry: Sendable {
                         reason: "it is open \(existing.configuration.readOnly ? "read-only" : "read-write"); close " +
                                 "it first")
                 }
-                if let schema, schema.canonicalJSON != existing.schema.canonicalJSON {
+                if let schema, !schema.canonicalJSON.utf8.elementsEqual(existing.schema.canonicalJSON.utf8) {
                     throw StrataError.alreadyOpen(path: key,
                                                   reason: "it is open with a different schema " +
                                                           "(\(existing.schema.model) v\(existing.schema.version))")
