@@ -9,6 +9,7 @@ extension LMDBEnvironment {
     /// Flushes buffers to disk (`mdb_env_sync(force)`), for `MDB_NOSYNC` environments.
     package func sync() throws {
         if closed.load(ordering: .acquiring) { throw options.policy.closed(path: path) }
+        syncCalls.add(1, ordering: .relaxed)
         try checkWrite(mdb_env_sync(handle, 1), "mdb_env_sync")
         if let error = backgroundWritebackError {
             throw LMDBError(code: error, operation: "background writeback or flush of \(path)")

@@ -95,6 +95,8 @@ public final class LMDBEnvironment: Sendable {
     let flushQueue = DispatchQueue(label: "strata.flush", qos: .userInitiated)
     /// Runs on the flush queue before each background flush (tests hold a flush up with it).
     package let beforeFlushForTesting = Locked<(@Sendable () -> Void)?>(nil)
+    /// Calls of ``sync()`` (what tests count).
+    package let syncCalls = Atomic<Int>(0)
     /// Tests only: the code a background flush reports instead of syncing (a disk that fails).
     package let flushErrorForTesting = Locked<Int32?>(nil)
     /// Tests only: the code a write transaction's commit reports (the commit itself is made, as

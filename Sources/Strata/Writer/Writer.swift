@@ -640,6 +640,11 @@ final class Writer: Sendable {
                 }
                 if let last = entries.last {
                     env.publishHead(lmdbTransaction: lmdbID, transactionID: last.transactionID)
+                } else if config.durability == .durable {
+                    // Nothing written, so LMDB synced nothing; yet each save returns the store's
+                    // head as its transaction, which may be another process's relaxed commit
+                    // not flushed yet. A durable save returns once what it names is on disk.
+                    try env.sync()
                 }
                 finish(batch, results, entries, growths: growths)
                 return

@@ -298,4 +298,25 @@ import Testing
                 == [UnsyncedCommits.Marker(path: temp.path + "/" + name, bootID: otherBoot, pid: 77)])
         #expect(throws: StrataError.self) { try UnsyncedCommits.markers(in: dir) }
     }
+
+    /// A durable save that changes nothing writes no page, so LMDB's commit syncs nothing; it
+    /// returns the store's head as its transaction, which may be a relaxed commit of another
+    /// process not yet on disk. It syncs before it returns (it returned without a sync, so an
+    /// acknowledged durable save named a transaction a power loss could take). A relaxed one does
+    /// not.
+    @Test(arguments: [Durability.durable, .relaxed])
+    func aSaveThatChangesNothingIsOnDiskWhenItReturns(durability: Durability) async throws {
+        let dir = temporaryDirectory("no-op-save-\(durability)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try Store.open(at: dir, schema: try Schema.load(directory: librarySchemaDirectory),
+                                   configuration: configuration(durability))
+        defer { store.close() }
+        let genre = Genre(name: "Jazz")
+        let first = try await store.save { $0.insert(genre) }
+        let before = store.env.syncCalls.load(ordering: .relaxed)
+        let same = try await store.save { $0.update(genre) }
+        #expect(same == first)
+        let synced = store.env.syncCalls.load(ordering: .relaxed) - before
+        #expect(durability == .durable ? synced >= 1 : synced == 0, "\(synced) sync(s)")
+    }
 }
