@@ -89,25 +89,6 @@ extension Overlay {
             guard records[from] != .some(nil), try view.exists(from) else { return }
             if !r.isToMany {
                 let targets = try facts.filter { $0.value }.keys.sorted().filter { try view.exists($0) }
-                // An object this layer did not write keeps the target another writer gave it
-                // since, unless the layer changed the target it saw: a target set and set back,
-                // or a to-many's edge removed from the other side, sent as "link this" or
-                // "clear", undid that writer's change. So, measured from the target the key had
-                // below when this layer first changed it (its one fact whose original says
-                // linked): the same target sends nothing, and none clears only that one.
-                // Two facts whose originals both say linked (the store moved the key between the
-                // child's changes) leave the first target unknown: the key is sent whole.
-                let linkedBelow = edgeOriginals[key]?.filter { $0.value }.map(\.key) ?? []
-                if records[from] == nil, linkedBelow.count <= 1 {
-                    let original = linkedBelow.first
-                    if targets.last == original { return }
-                    if targets.isEmpty {
-                        if let original, try below.exists(from) {
-                            unlinks.append(.unlink(relationship: key.tag, from: .id(from), to: .id(original)))
-                        }
-                        return
-                    }
-                }
                 if let target = targets.last {
                     links.append(.link(relationship: key.tag, from: .id(from), to: .id(target)))
                 } else if try below.exists(from) {
@@ -182,14 +163,6 @@ extension Overlay {
                 if committed.replaced.contains(key), before == facts { continue }
                 rest.replaced.insert(key)
                 rest.edges[key] = facts
-                // Below the rest, each edge is what the commit set, or what it was before: a
-                // to-one cleared while the commit was in flight is measured from the target the
-                // commit left (``edgeChanges``), not taken for one that never had a target.
-                for to in facts.keys {
-                    if let original = before?[to] ?? edgeOriginals[key]?[to] {
-                        rest.edgeOriginals[key, default: [:]][to] = original
-                    }
-                }
             } else {
                 let changed = facts.filter { before?[$0.key] != $0.value }
                 if !changed.isEmpty { rest.edges[key] = changed }

@@ -52,11 +52,13 @@ extension Overlay {
     }
 
     /// Whether the fact that the edge `key` → `to` is `present` is a change a commit sends:
-    /// not when both ends are objects this layer did not write and the edge was so below when
-    /// the layer first changed it (added and removed again, or a to-one set to another target and
-    /// back), which the commit leaves out (``netChanges(schema:bases:view:below:)``).
+    /// not when both ends are objects this layer did not write, the key is not one the layer
+    /// defines whole (a to-one it changed, which the commit sends whole), and the edge was so
+    /// below when the layer first changed it (added and removed again), which the commit leaves
+    /// out (``netChanges(schema:bases:view:below:)``).
     func isChange(_ key: LinkKey, _ to: ObjectID, _ present: Bool) -> Bool {
-        records[key.from] != nil || records[to] != nil || edgeOriginals[key]?[to] != present
+        // A replaced key (a to-one) is sent whole, whatever its facts.
+        replaced.contains(key) || records[key.from] != nil || records[to] != nil || edgeOriginals[key]?[to] != present
     }
 }
 

@@ -495,13 +495,7 @@ struct ModelLayer: Sendable {
 struct ModelNetChanges: Sendable, CustomStringConvertible {
     struct Insert: Sendable { let id: ObjectID; let values: [Value] }
     struct Update: Sendable { let id: ObjectID; let attributes: [ModelAttribute] }
-    /// A to-one key linked to `target`, or cleared (`target` nil): of any target, or, with
-    /// `onlyIf`, only of that one.
-    struct ToOne: Sendable {
-        let key: ModelKey
-        let target: ObjectID?
-        var onlyIf: ObjectID? = nil
-    }
+    struct ToOne: Sendable { let key: ModelKey; let target: ObjectID? }
     struct EdgeFact: Sendable { let edge: ModelEdge; let present: Bool }
 
     var inserts: [Insert] = []
@@ -540,25 +534,8 @@ struct ModelNetChanges: Sendable, CustomStringConvertible {
         //  whose ends do not exist in view(C) at commit time;"
         // Decision: the skip applies to replaced keys too (the key of an object that does not
         // exist is its delete's business).
-        // Decision: for an object L holds no record of, a replaced to-one key is measured from
-        // the target it had when L first changed it (the edge of the key first seen linked): the
-        // same target at commit sends nothing, and no target clears only that one, so what
-        // another writer did to the key since stays (a target set and set back, or an edge
-        // removed from the to-many side, is no change of what the child saw).
         for key in layer.replaced.sorted() where schema.isToOne(key.rel) && view.exists(key.object) {
-            let target = view.targets(key.rel, of: key.object).first
-            // Decision: two edges of the key first seen linked (the store moved it between the
-            // child's changes) leave the first target unknown: the key is sent whole.
-            let linkedFirst = layer.edgeFirst.filter { $0.key.rel == key.rel && $0.key.from == key.object && $0.value }
-            if layer.records[key.object] == nil, linkedFirst.count <= 1 {
-                let original = linkedFirst.first?.key.to
-                if target == original { continue }
-                if target == nil {
-                    if let original { toOnes.append(ToOne(key: key, target: nil, onlyIf: original)) }
-                    continue
-                }
-            }
-            toOnes.append(ToOne(key: key, target: target))
+            toOnes.append(ToOne(key: key, target: view.targets(key.rel, of: key.object).first))
         }
         // Decision: a replaced to-many key of an object that lives in L (deleted and inserted
         // again here: "starts without relationships") is sent whole too: the object commits
@@ -696,9 +673,7 @@ extension ModelWriter {
                 }
                 do { try link(t.key.rel, t.key.object, target) } catch let f as ModelFailure { failure.add(f) }
             } else {
-                for old in state.targets(t.key.rel, of: t.key.object) where t.onlyIf == nil || t.onlyIf == old {
-                    removeEdge(ModelEdge(rel: t.key.rel, from: t.key.object, to: old))
-                }
+                for old in state.targets(t.key.rel, of: t.key.object) { removeEdge(ModelEdge(rel: t.key.rel, from: t.key.object, to: old)) }
             }
         }
         for f in n.edges {

@@ -36,70 +36,18 @@ import Testing
         }
     }
 
-    /// A track removed from an album's tracks in a child, while another writer moves it to a
-    /// second album: the commit removes the edge the child removed, which is gone, and keeps the
-    /// other writer's (it cleared the track's album whatever it was, so the move was undone and
-    /// nothing reported it, under `.fail` too), as the same removal saved directly would.
-    @Test func aChildsRemovalFromAToManyKeepsAnotherWritersNewTargetOfItsToOne() async throws {
+    /// An edge added and removed again between objects the child did not otherwise change is
+    /// nothing pending: `hasChanges` is false and `pendingObjects` empty, as the commit sends
+    /// nothing (both said there were changes).
+    @Test func anEdgeAddedAndRemovedAgainIsNothingPending() async throws {
         try await withLibraryStore { store in
-            let a = Album(mbid: UUID(), title: "A"), b = Album(mbid: UUID(), title: "B")
-            let t = track("T")
-            _ = try await store.save { $0.insert(a); $0.insert(b); $0.insert(t); $0.set(Track.album, of: t.id, to: a.id) }
-            let child = store.mainContext.newChild(label: "editor")
-            try child.remove(t.id, from: Album.tracks, of: a.id)
-            #expect(try child.related(t.id, Track.album) == nil)
-            _ = try await store.save { $0.set(Track.album, of: t.id, to: b.id) }
-            _ = try await child.commit()
-            #expect(try store.mainContext.related(t.id, Track.album)?.id == b.id)
-            #expect(try store.mainContext.related(b.id, Album.tracks).map(\.id) == [t.id])
-            #expect(try store.mainContext.related(a.id, Album.tracks).isEmpty)
-        }
-    }
-
-    /// A to-one a child set to another target and back to the one it read is no change: the
-    /// commit leaves the target another writer gave it meanwhile (it wrote the child's old
-    /// target over it), as a value set and set back is no change; one the child really changed
-    /// is still written over another writer's.
-    @Test func aToOneSetAndSetBackInAChildKeepsAnotherWritersTarget() async throws {
-        try await withLibraryStore { store in
-            let a = Album(mbid: UUID(), title: "A"), b = Album(mbid: UUID(), title: "B"), x = Album(mbid: UUID(), title: "X")
-            let t = track("T"), u = track("U")
-            _ = try await store.save {
-                $0.insert(a); $0.insert(b); $0.insert(x); $0.insert(t); $0.insert(u)
-                $0.set(Track.album, of: t.id, to: a.id)
-                $0.set(Track.album, of: u.id, to: a.id)
-            }
-            let child = store.mainContext.newChild(label: "editor")
-            try child.set(Track.album, of: t.id, to: b.id)
-            try child.set(Track.album, of: t.id, to: a.id)
-            try child.set(Track.album, of: u.id, to: b.id)
-            _ = try await store.save {
-                $0.set(Track.album, of: t.id, to: x.id)
-                $0.set(Track.album, of: u.id, to: x.id)
-            }
-            _ = try await child.commit()
-            #expect(try store.mainContext.related(t.id, Track.album)?.id == x.id)
-            #expect(try store.mainContext.related(u.id, Track.album)?.id == b.id)
-            #expect(try store.verify().ok)
-        }
-    }
-
-    /// An edge added and removed again, and a to-one set to another target and back, between
-    /// objects the child did not otherwise change, are nothing pending: `hasChanges` is false
-    /// and `pendingObjects` empty, as the commit sends nothing (both said there were changes).
-    @Test func edgesChangedAndChangedBackAreNothingPending() async throws {
-        try await withLibraryStore { store in
-            let a = Album(mbid: UUID(), title: "A"), b = Album(mbid: UUID(), title: "B")
             let p = Playlist(name: "P", createdAt: Date(timeIntervalSince1970: 0))
             let t = track("T")
-            _ = try await store.save { $0.insert(a); $0.insert(b); $0.insert(p); $0.insert(t); $0.set(Track.album, of: t.id, to: a.id) }
+            _ = try await store.save { $0.insert(p); $0.insert(t) }
             let child = store.mainContext.newChild(label: "editor")
             try child.add(t.id, to: Playlist.tracks, of: p.id)
-            try child.remove(t.id, from: Playlist.tracks, of: p.id)
-            try child.set(Track.album, of: t.id, to: b.id)
             #expect(child.hasChanges)
-            #expect(child.pendingObjects.updated.sorted() == [a.id, b.id, t.id].sorted())
-            try child.set(Track.album, of: t.id, to: a.id)
+            try child.remove(t.id, from: Playlist.tracks, of: p.id)
             #expect(!child.hasChanges)
             #expect(child.pendingObjects.isEmpty)
             #expect(try await child.commit() == nil)
