@@ -178,29 +178,27 @@ struct ExportCommand: AsyncParsableCommand {
     /// `--output-dir`, every file renamed into place only once all are written and synced.
     private func exportSeveral(_ names: [String], format: ImportFormat, from store: Store, to output: String?,
                                paths: [String: String]) throws {
-        var sinks: [String: OutputSink] = [:]
-        func discardAll() { for sink in sinks.values { sink.discard() } }
-        for name in outputDir == nil ? [names[0]] : names {
-            let path = outputDir == nil ? output : paths[name]
+        // One sink per file: the one output, or each entity's file in the directory.
+        var sinks: [OutputSink] = []
+        func discardAll() { for sink in sinks { sink.discard() } }
+        for path in outputDir == nil ? [output] : names.map({ paths[$0] }) {
             do {
-                sinks[name] = try OutputSink(path: path)
+                sinks.append(try OutputSink(path: path))
             } catch {
                 discardAll()
                 throw failure(error, context: path).withCode(Exit.cannotCreate)
             }
         }
-        if outputDir == nil { for name in names { sinks[name] = sinks[names[0]] } }
+        let sinkOf = Dictionary(uniqueKeysWithValues: names.enumerated().map { ($1, outputDir == nil ? 0 : $0) })
         let result: (records: [(entity: String, records: Int)], transaction: TransactionID)
         do {
             result = try Exporter(store: store).export(entities: names, format: format) { name, line in
-                try sinks[name]!.write(line)
+                guard let k = sinkOf[name] else { preconditionFailure("an entity exported was not asked for: \(name)") }
+                try sinks[k].write(line)
             }
             // Every file written and synced before any is renamed: a full disk found in the last
             // one replaces none.
-            var finished = Set<ObjectIdentifier>()
-            for name in names where finished.insert(ObjectIdentifier(sinks[name]!)).inserted {
-                try sinks[name]!.finishWriting()
-            }
+            for sink in sinks { try sink.finishWriting() }
         } catch {
             discardAll()
             throw failure(error).withCode(Exit.code(for: error) == Exit.software ? Exit.ioError : Exit.code(for: error))
@@ -208,13 +206,12 @@ struct ExportCommand: AsyncParsableCommand {
         // The renames: each file was checked to be one this process may replace when it was
         // opened, so one fails only if the directory changed meanwhile; the message then says
         // which files were replaced already.
-        var closed = Set<ObjectIdentifier>(), replaced: [String] = []
-        for name in names where closed.insert(ObjectIdentifier(sinks[name]!)).inserted {
+        for (k, sink) in sinks.enumerated() {
             do {
-                try sinks[name]!.close()
-                if let path = paths[name] { replaced.append(path) }
+                try sink.renameIntoPlace()
             } catch {
-                for other in names where closed.insert(ObjectIdentifier(sinks[other]!)).inserted { sinks[other]!.discard() }
+                for rest in sinks[(k + 1)...] { rest.discard() }
+                let replaced = outputDir == nil ? [] : names[..<k].compactMap { paths[$0] }
                 if !replaced.isEmpty { note("replaced before the failure: \(replaced.joined(separator: ", "))") }
                 throw failure(error)
             }
@@ -385,7 +382,7 @@ final class OutputSink {
     /// Writes what is buffered; for a file, syncs it and renames it over the destination.
     func close() throws {
         try finishWriting()
-        try rename()
+        try renameIntoPlace()
     }
 
     /// Writes what is buffered and, for a file, syncs it (without renaming it yet): a write error
@@ -402,8 +399,9 @@ final class OutputSink {
         }
     }
 
-    /// Renames the file, written and synced by ``finishWriting()``, over its destination.
-    private func rename() throws {
+    /// Renames the file, written and synced by ``finishWriting()``, over its destination, and
+    /// closes it (standard output and devices: nothing to do).
+    func renameIntoPlace() throws {
         guard let temporary, let destination else { return }
         // rename(2) replaces a file atomically and fails on a directory (never removed). Done
         // while the file is still open, so still locked: another export's removal of leftovers

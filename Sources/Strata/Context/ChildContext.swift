@@ -66,8 +66,15 @@ public final class ChildContext: ObjectReading {
 
         /// `base` moved on, if it is one of the commits' own.
         func current(_ base: BaseVersion) -> BaseVersion {
-            olds.contains { $0 == base || ($0 == nil && base.version == .zero) } ? new : base
+            olds.contains { ChildContext.isCarried($0, base) } ? new : base
         }
+    }
+
+    /// Whether `base`, held below a root commit, is the one that commit carried for its object
+    /// (`carried`), or, for an object the commit inserted (it carried none), the unsaved version
+    /// zero a descendant read it at.
+    static func isCarried(_ carried: BaseVersion?, _ base: BaseVersion?) -> Bool {
+        base == carried || (carried == nil && base?.version == .zero)
     }
 
     /// Changes committed at the root, shown to a child of a pinned view until the view refreshes.
@@ -597,7 +604,7 @@ public final class ChildContext: ObjectReading {
                     // it, a child committing in that window meets its chain's commit as before.
                     for (id, base) in descendantBases {
                         let carried = flight.bases[id]
-                        if var r = s.rebased[id], r.new == carried || (carried == nil && r.new.version == .zero) {
+                        if var r = s.rebased[id], Self.isCarried(carried, r.new) {
                             r.olds.append(carried)
                             if r.olds.count > Self.maxRebasedOlds { r.olds.removeFirst() }
                             r.new = base
@@ -753,10 +760,7 @@ public final class ChildContext: ObjectReading {
         guard !new.isEmpty else { return }
         for child in children.withLock({ $0.compactMap(\.context) }) {
             child.state.withLock { s in
-                // The base the commit carried, or, for an object the commit inserted, the unsaved
-                // version a descendant read it at.
-                for (id, base) in new where s.overlay.records[id] != nil
-                    && (s.bases[id] == old[id] || (old[id] == nil && s.bases[id]?.version == .zero)) {
+                for (id, base) in new where s.overlay.records[id] != nil && Self.isCarried(old[id], s.bases[id]) {
                     s.bases[id] = base
                 }
             }

@@ -43,7 +43,7 @@ extension Overlay {
         }
         // A relationship whose whole target set this layer defines (an object deleted and inserted
         // again here starts without its edges) is sent by a commit even without a fact.
-        for key in replaced where !new.contains(key.from) && records[key.from] != nil {
+        for key in replaced where !new.contains(key.from) {
             if case .some(.none) = records[key.from] { continue }
             updated.insert(key.from)
         }
@@ -52,13 +52,12 @@ extension Overlay {
     }
 
     /// Whether the fact that the edge `key` → `to` is `present` is a change a commit sends:
-    /// not when both ends are objects this layer did not write, the key is not one the layer
-    /// defines whole (a to-one it changed, which the commit sends whole), and the edge was so
-    /// below when the layer first changed it (added and removed again), which the commit leaves
-    /// out (``netChanges(schema:bases:view:below:)``).
+    /// not when both ends are objects this layer did not write and the edge was so below when
+    /// the layer first changed it (added and removed again), which the commit leaves out
+    /// (``netChanges(schema:bases:view:below:)``). A key the layer defines whole (a to-one it
+    /// changed) is sent whatever its facts: the loops over ``replaced`` count it.
     func isChange(_ key: LinkKey, _ to: ObjectID, _ present: Bool) -> Bool {
-        // A replaced key (a to-one) is sent whole, whatever its facts.
-        replaced.contains(key) || records[key.from] != nil || records[to] != nil || edgeOriginals[key]?[to] != present
+        records[key.from] != nil || records[to] != nil || edgeOriginals[key]?[to] != present
     }
 }
 
@@ -90,7 +89,7 @@ extension Overlay {
             if case .some(.none) = records[key.from] { continue }
             if facts.contains(where: { isChange(key, $0.key, $0.value) }) { return true }
         }
-        for key in replaced where !new.contains(key.from) && records[key.from] != nil {
+        for key in replaced where !new.contains(key.from) {
             if case .some(.none) = records[key.from] { continue }
             return true
         }

@@ -59,10 +59,10 @@ extension Store {
         // An instance this process had open already is the one used (the registry hands it
         // out): it is closed only once the migration has happened, when its schema is the old one
         // and it refuses use anyway. After a dry run or a failure the application goes on using it.
-        let wasOpen = StoreRegistry.shared.existing(path: url.path) != nil
+        let openBefore = StoreRegistry.shared.existing(path: url.path)
         let store = try Store.openExisting(at: url, configuration: configuration)
         var migrated = false
-        defer { if !wasOpen || migrated { store.close() } }
+        defer { if store !== openBefore || migrated { store.close() } }
         let report = try await store.migrate(schemas: schemas, to: target, registry: registry, dryRun: dryRun,
                                              progress: progress)
         migrated = !dryRun

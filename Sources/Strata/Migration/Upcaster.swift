@@ -166,34 +166,36 @@ struct Upcaster: Sendable {
     /// holds — what ``StateApplier`` does to the `uniques` database when the rewritten log is
     /// replayed.
     ///
-    /// With `deferred`, a key another object holds is put off (appended to it) instead of
-    /// refused, and a key given up is removed only when `id` holds it: a logged transaction is
-    /// judged on its result, as its save was (a child context's commit logs a new object's insert
-    /// before the delete of the one whose key it takes, and two objects may swap values), and
+    /// With `deferring`, a key another object holds is put off (returned) instead of refused, and a
+    /// key given up is removed only when `id` holds it: a logged transaction is judged on its
+    /// result, as its save was (a child context's commit logs a new object's insert before the
+    /// delete of the one whose key it takes, and two objects may swap values), and
     /// ``takeDeferredUniques(_:_:)`` settles the keys put off at the transaction's end.
+    @discardableResult
     func trackUniques(_ txn: LMDBTransaction, _ id: ObjectID, before: [Value]?, after: [Value]?,
-                      deferred: UnsafeMutablePointer<[DeferredUniqueKey]>? = nil) throws {
-        guard let (entity, uniques) = checkedUniques[id.entityTag] else { return }
+                      deferring: Bool = false) throws -> [DeferredUniqueKey] {
+        guard let (entity, uniques) = checkedUniques[id.entityTag] else { return [] }
         let db = scratch[.uniques]
-        func owner(_ key: [UInt8]) throws -> ObjectID? {
-            try txn.withValue(db, key: key) { try ObjectID.stored($0, in: "uniques") } ?? nil
-        }
+        var deferred: [DeferredUniqueKey] = []
         for u in uniques {
             let was = try before.flatMap { try Layout.uniqueKey(u, record: $0, entity: entity, id: id) }
             let now = try after.flatMap { try Layout.uniqueKey(u, record: $0, entity: entity, id: id) }
             if was == now { continue }
-            if let was {
-                // Put off, `id` may never have taken it: the object that holds it keeps it.
-                let holder = deferred == nil ? id : try owner(was)
-                if holder == id { _ = try txn.delete(db, key: was) }
-            }
+            // Put off, `id` may never have taken it: the object that holds it keeps it.
+            if let was, try !deferring || holder(of: was, txn) == id { _ = try txn.delete(db, key: was) }
             guard let now, let after else { continue }
             if try txn.put(db, key: now, value: id.keyBytes, mode: .noOverwrite) == .keyExists {
-                guard let holder = try owner(now), holder != id else { continue }
-                guard let deferred else { throw StrataError.uniqueClash(u, entity, after, id: id, owner: holder) }
-                deferred.pointee.append(DeferredUniqueKey(key: now, unique: u, entity: entity, id: id))
+                guard let holder = try holder(of: now, txn), holder != id else { continue }
+                guard deferring else { throw StrataError.uniqueClash(u, entity, after, id: id, owner: holder) }
+                deferred.append(DeferredUniqueKey(key: now, unique: u, entity: entity, id: id))
             }
         }
+        return deferred
+    }
+
+    /// The object holding unique key `key` in the scratch.
+    private func holder(of key: [UInt8], _ txn: LMDBTransaction) throws -> ObjectID? {
+        try txn.withValue(scratch[.uniques], key: key) { try ObjectID.stored($0, in: "uniques") } ?? nil
     }
 
     /// At the end of a logged transaction, the unique keys its changes put off: each one its
@@ -207,8 +209,7 @@ struct Upcaster: Sendable {
             let values = try transform(d.id, r.values)
             guard try Layout.uniqueKey(d.unique, record: values, entity: d.entity, id: d.id) == d.key else { continue }
             if try txn.put(db, key: d.key, value: d.id.keyBytes, mode: .noOverwrite) == .keyExists {
-                let holder = try txn.withValue(db, key: d.key) { try ObjectID.stored($0, in: "uniques") } ?? nil
-                if let holder, holder != d.id {
+                if let holder = try holder(of: d.key, txn), holder != d.id {
                     throw StrataError.uniqueClash(d.unique, d.entity, values, id: d.id, owner: holder)
                 }
             }
@@ -396,7 +397,7 @@ struct Upcaster: Sendable {
                     throw StrataError.corruptLogEntry(transaction: entry.transactionID,
                                                       reason: "inserts \(id), which exists")
                 }
-                try withUnsafeMutablePointer(to: &deferred) { try trackUniques(txn, id, before: nil, after: t, deferred: $0) }
+                deferred += try trackUniques(txn, id, before: nil, after: t, deferring: true)
             case .update(let id, let attrs, let previous):
                 guard var record = try record(id) else {
                     throw MigrationError(
@@ -418,7 +419,7 @@ struct Upcaster: Sendable {
                 changes.append(.update(id: id, changes: diff, previousVersion: previous))
                 record.version = entry.transactionID
                 try txn.put(objects, key: id.keyBytes, value: RecordCodec.encode(record))
-                try withUnsafeMutablePointer(to: &deferred) { try trackUniques(txn, id, before: tb, after: ta, deferred: $0) }
+                deferred += try trackUniques(txn, id, before: tb, after: ta, deferring: true)
             case .delete(let id, let values, let previous):
                 let t = try transform(id, values)
                 changes.append(.delete(id: id, values: t, previousVersion: previous))
@@ -426,7 +427,7 @@ struct Upcaster: Sendable {
                     throw StrataError.corruptLogEntry(transaction: entry.transactionID,
                                                       reason: "deletes \(id), which does not exist")
                 }
-                try withUnsafeMutablePointer(to: &deferred) { try trackUniques(txn, id, before: t, after: nil, deferred: $0) }
+                deferred += try trackUniques(txn, id, before: t, after: nil, deferring: true)
             case .link(let tag, let a, let b):
                 changes.append(.link(relationship: try mappedTag(tag), from: a, to: b))
             case .unlink(let tag, let a, let b):

@@ -286,6 +286,8 @@ struct SchemaLoader {
             else { break }
             text = again
         }
+        assert((try? JSONValue.parseKeepingInexactTexts(Array(text.utf8)).0.serialized) == text,
+               "a schema's canonical text reads back as itself")
         return text
     }
 
