@@ -2,7 +2,7 @@ import Foundation
 
 /// Writes the records of one entity (or of a query), or of several entities, as NDJSON or CSV,
 /// read from one snapshot while writes go on, streaming (a chunk of lines in memory at a time: at
-/// most ``chunkRecords`` lines and about ``chunkBytes`` of them).
+/// most `chunkRecords` (512) lines and about `chunkBytes` (8 MiB) of them).
 ///
 /// The output is import input: each record carries its `id`, and relationships are written by
 /// target id (to-one, and to-many whose inverse is to-many as well; a to-many whose inverse is
