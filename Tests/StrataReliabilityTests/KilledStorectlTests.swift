@@ -37,13 +37,16 @@ import Testing
         var killedRunning = 0
         for iteration in 0..<6 {
             let p = try ChildProcess.start(storectlPath, ["compact", store, "--keep-last", "\(iteration % 3)", "--quiet"])
-            try await Task.sleep(nanoseconds: UInt64(UInt32.random(in: 1_000...300_000, using: &rng)) * 1_000)
-            p.kill()
+            // Killed once it holds the store (the compaction under way, which takes about a
+            // tenth of a second here), a random moment later: a task sleep from the start was
+            // late by more than the whole compaction while the other suites ran.
+            try await Self.killOnceHolding(URL(fileURLWithPath: store), p, after: UInt32.random(in: 0...120_000, using: &rng))
             if !p.wait().exited { killedRunning += 1 }
             let v = try await storectl("verify", store, "--json")
             #expect(v.status == 0, "iteration \(iteration): \(v.stderr)")
             #expect(try await storectl("export", store, "--entity", "Track").stdout == expected, "iteration \(iteration): state changed")
         }
+        print("compaction kills that landed running: \(killedRunning) of 6")
         #expect(killedRunning > 0, "every compaction had ended before its kill: the kills checked nothing")
         let names = try FileManager.default.contentsOfDirectory(atPath: store).filter { $0.hasPrefix("gen-") }
         #expect(names.count <= 2)
