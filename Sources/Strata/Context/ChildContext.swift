@@ -832,9 +832,11 @@ public final class ChildContext: ObjectReading {
     ///
     /// The attributes it left as it first read them then show what the state below shows now (a
     /// commit writes none of them, so the store's values stay): the child shows what its next
-    /// commit makes of each object. A value below that the child's state cannot take (a unique
-    /// value another of its objects holds) is refused with the validation error, and nothing
-    /// changes.
+    /// commit makes of each object. A value below that the child's own changes cannot take (a
+    /// unique value one of its changed objects holds) is refused with the validation error, and
+    /// nothing changes. A clash the state below already shows (another writer's save of a
+    /// unique value a parent context's change holds) is not the child's: the child shows it as
+    /// its parent does, and the parent's commit reports it.
     public func rebase() throws {
         let ids = state.withLock { Array($0.bases.keys) }
         let current = try store.read { view in

@@ -236,6 +236,22 @@ struct ModelWriter {
         return false
     }
 
+    /// Whether `id` clashes on one of `constraints` with another object that does not hold that
+    /// key in `below` (a clash of this state's own making, not one `below` already shows).
+    func uniqueClash(_ id: ObjectID, among constraints: Set<Int>, notHeldIn below: ModelState) -> Bool {
+        guard let object = state.objects[id] else { return false }
+        let e = schema.entity(id)
+        for (i, u) in e.uniques.enumerated() where constraints.contains(i) {
+            let key = u.attributes.map { object.values[$0] }
+            if key.contains(where: \.isNull) { continue }
+            for (other, o) in state.objects where other != id && o.entity == object.entity && u.attributes.map({ o.values[$0] }) == key {
+                if let was = below.objects[other], u.attributes.map({ was.values[$0] }) == key { continue }
+                return true
+            }
+        }
+        return false
+    }
+
     /// The unique constraints that contain one of `attributes`.
     func constraints(of id: ObjectID, touching attributes: Set<Int>) -> Set<Int> {
         Set(schema.entity(id).uniques.enumerated().filter { !attributes.isDisjoint(with: $0.element.attributes) }.map(\.offset))
@@ -855,6 +871,7 @@ struct ContextModel: Sendable {
     /// "Then the attributes C left as it first read them (equal to its first read) show what
     /// view below C shows now: applied as one net update (unique values judged when it ends; a
     /// refusal throws and changes nothing), and they become what C first read."
+    /// (Which clashes refuse it: the decision below.)
     mutating func rebase(_ ctx: Int) throws {
         guard var c = children[ctx] else { return }
         let lower = lowerView(ctx), before = view(ctx)
@@ -871,7 +888,18 @@ struct ContextModel: Sendable {
         }
         if !refresh.isEmpty {
             var writer = ModelWriter(schema: schema, state: before, version: 0)
-            try writer.apply(refresh, decisions: [:], root: false)
+            // Decision: a refreshed value is refused only where it clashes with a value of the
+            // child's own (an object holding the key in the child's view but not in the view below
+            // C). A clash the view below already shows (a store's save under a parent's change) is
+            // the parent's, reported when the parent commits: the child refreshed shows what its
+            // parent shows.
+            var failure = ModelFailure()
+            let written = refresh.updates.map { ($0.id, writer.write($0.id, $0.attributes)) }
+            for (id, differing) in written
+            where writer.uniqueClash(id, among: writer.constraints(of: id, touching: differing), notHeldIn: lower) {
+                failure.add(.validation(.uniqueConstraint), id)
+            }
+            if !failure.isEmpty { throw failure }
             c.layer.record(from: before, to: writer.state, lower: lower, schema) { inheritedBase(ctx, $0) }
             for u in refresh.updates {
                 for a in u.attributes where (c.layer.firstRead[u.id]?.count ?? 0) > a.index {

@@ -433,6 +433,49 @@ import Testing
         }
     }
 
+    /// `rebase()` shows a value below whose unique clash the state below already has (another
+    /// writer saved a name the parent's change holds): the clash is the parent's, its commit
+    /// reports it. A value that clashes with one of the child's own changes is refused, and the
+    /// child is left as it was. (The rebase was refused in both cases by the reference model.)
+    @Test func aRebaseRefusesAClashWithItsOwnChangesButShowsOneItsParentAlreadyHas() async throws {
+        try await withLibraryStore { store in
+            let when = Date(timeIntervalSince1970: 1_690_000_000)
+            let list = Playlist(name: "p3", createdAt: when, notes: "n")
+            _ = try await store.save { $0.insert(list) }
+            let parent = store.mainContext.newChild(label: "parent")
+            let child = parent.newChild(label: "child")
+            try child.set(Playlist.notes, of: list.id, to: "mine")
+            try parent.set(Playlist.name, of: list.id, to: "p1")
+            _ = try await store.save(author: "other") { $0.insert(Playlist(name: "p1", createdAt: when)) }
+            try child.rebase()
+            let shown = try #require(try child.object(Playlist.self, id: list.id))
+            #expect(shown.name == "p1" && shown.notes == "mine")
+            try await child.commit()
+            do {
+                try await parent.commit()
+                Issue.record("the parent committed a name another writer had saved")
+            } catch StrataError.validation(let f) {
+                #expect(f.kind == .uniqueConstraint && f.entity == "Playlist", "\(f)")
+            }
+
+            // The child's own change holds the name the store gives the object it rebases.
+            let other = Playlist(name: "q", createdAt: when)
+            _ = try await store.save { $0.insert(other) }
+            let editor = store.mainContext.newChild(label: "editor")
+            try editor.set(Playlist.notes, of: list.id, to: "again")
+            try editor.set(Playlist.name, of: other.id, to: "z")
+            _ = try await store.save(author: "other") { $0.set(Playlist.name, of: list.id, to: "z") }
+            do {
+                try editor.rebase()
+                Issue.record("the rebase showed two playlists named z")
+            } catch StrataError.validation(let f) {
+                #expect(f.kind == .uniqueConstraint && f.entity == "Playlist", "\(f)")
+            }
+            #expect(try editor.object(Playlist.self, id: list.id)?.name == "p3")
+            #expect(try editor.object(Playlist.self, id: other.id)?.name == "z")
+        }
+    }
+
     /// A nested child's edit of an object its parent deleted since is judged by the child's
     /// merge policy when it commits into the parent, as an edit of an object the store deleted is
     /// at the root: a conflict under `.fail`, the object back with the child's values under
