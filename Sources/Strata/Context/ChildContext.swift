@@ -879,19 +879,21 @@ public final class ChildContext: ObjectReading {
         let dropped = state.withLock { s -> State in
             let taken = Self.take(&s)
             s.discards = taken.discards &+ 1
-            s.committed = taken.committed
             return taken
         }
         Self.release(dropped)
         observers.changed()
     }
 
-    /// Empties the pending changes of `s`, returning what it held (committed layers move too).
+    /// Empties the pending changes of `s`, returning what it held. What is not a pending change
+    /// stays: the count of discards, the committed layers, and the versions root commits gave
+    /// the objects they carried (a child's commit may still bring the older ones).
     private static func take(_ s: inout State) -> State {
         var taken = State()
         swap(&taken, &s)
         s.discards = taken.discards
         s.committed = taken.committed
+        s.rebased = taken.rebased
         return taken
     }
 

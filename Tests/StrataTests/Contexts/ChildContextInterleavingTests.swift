@@ -94,6 +94,41 @@ import Testing
         }
     }
 
+    /// The same window with a `discard()` of the parent in it: the parent's pending changes go,
+    /// but the versions its root commit gave the objects it carried are kept for its children, so
+    /// the grandchild's change still commits (the discard forgot them, and the parent's next
+    /// commit met its own commit: dropped under `.storeWins`, a conflict under `.fail`).
+    @Test(arguments: [MergePolicy.storeWins, .fail])
+    func aGrandchildCommittingAfterItsParentDiscardedInThatWindowKeepsItsChange(policy: MergePolicy) async throws {
+        try await withLibraryStore { store in
+            let t = track("T")
+            _ = try await store.save { $0.insert(t) }
+            let parent = store.mainContext.newChild(label: "parent", mergePolicy: policy)
+            try parent.set(Track.title, of: t.id, to: "parent")
+            let grandchild = parent.newChild(label: "grandchild")
+            try grandchild.set(Track.rating, of: t.id, to: 4.5)
+            let outcome = Locked<String?>(nil)
+            parent.beforeRebasingDescendantsForTesting.withLock {
+                $0 = { [grandchild, parent] in
+                    parent.discard()
+                    do {
+                        try grandchild.commitIntoParent(parent)
+                        outcome.withLock { $0 = "committed" }
+                    } catch {
+                        outcome.withLock { $0 = "\(error)" }
+                    }
+                }
+            }
+            _ = try await parent.commit()
+            parent.beforeRebasingDescendantsForTesting.withLock { $0 = nil }
+            #expect(outcome.withLock { $0 } == "committed")
+            _ = try await parent.commit()
+            let saved = try #require(try store.mainContext.object(Track.self, id: t.id))
+            #expect(saved.title == "parent")
+            #expect(saved.rating == 4.5)
+        }
+    }
+
     /// A to-one cleared while the child's commit of another target is in flight is cleared by
     /// the next commit: what stays pending is measured from the target the commit left (the
     /// rest of the layer had no record of it, and the next commit sent nothing).
