@@ -12,7 +12,8 @@ struct QueryCommand: AsyncParsableCommand {
           album.year between 1990 and 1999          through a to-one relationship
           playlists.name == 'Road trip'             any target of a to-many relationship
           genre == null    title prefix 'Jó'    title icontains 'night'    year in [1997, 2001]
-        Operators: == != < <= > >= contains icontains prefix suffix in between; and or not ( ).
+        Operators: == != < <= > >= contains icontains prefix suffix matches imatches in between;
+        and or not ( ).
         An indexed attribute in the filter uses its index; the rest is a scan.
 
         Examples:
@@ -111,7 +112,9 @@ struct QueryCommand: AsyncParsableCommand {
             let records = try view.fetch(query)
             var shown = e.attributes
             if let fields {
-                shown = try fields.split(separator: ",", omittingEmptySubsequences: false).map { name in
+                shown = try fields.split(separator: ",", omittingEmptySubsequences: false).map { part in
+                    // Spaces after the commas (`title, year`) as `--sort` allows them.
+                    let name = part.trimmingCharacters(in: .whitespacesAndNewlines)
                     guard !name.isEmpty else {
                         throw CLIError("--fields: an empty attribute name (write names separated by commas)",
                                        code: Exit.usage)

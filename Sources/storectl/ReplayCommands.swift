@@ -30,12 +30,13 @@ struct ReplayCommand: AsyncParsableCommand {
         let store = try openForReading(target)
         defer { store.close() }
         do {
-            let past = try store.snapshot(asOf: TransactionID(to))
-            defer { past.close() }
+            // The arguments first (an unknown entity is a usage error whatever --to is).
             let entities = try entity.map { name -> [EntityDescription] in
                 guard let e = store.schema.entity(named: name) else { throw unknownEntity(name, in: store.schema) }
                 return [e]
             } ?? store.schema.entities
+            let past = try store.snapshot(asOf: TransactionID(to))
+            defer { past.close() }
             if let id = id.flatMap(ObjectID.init(string:)) {
                 // With --entity, the id must be one of that entity's (it was ignored).
                 if let name = entity, let e = entities.first, e.tag != id.entityTag {
@@ -92,6 +93,11 @@ struct DiffCommand: AsyncParsableCommand {
         let store = try openForReading(target)
         defer { store.close() }
         do {
+            // The state at --to first: it is refused past the head, so the log read next holds
+            // every transaction up to it (read first, a commit between the two reads made --to
+            // a transaction the scan had not seen, and its objects were left out).
+            let after = try store.snapshot(asOf: TransactionID(to))
+            defer { after.close() }
             var touched = Set<ObjectID>()
             if to > from {
                 try store.forEachTransaction(from: TransactionID(from + 1), to: TransactionID(to)) { e in
@@ -100,8 +106,7 @@ struct DiffCommand: AsyncParsableCommand {
                 }
             }
             let before = try store.snapshot(asOf: TransactionID(from))
-            let after = try store.snapshot(asOf: TransactionID(to))
-            defer { before.close(); after.close() }
+            defer { before.close() }
             for id in touched.sorted() {
                 guard let e = store.schema.entity(tag: id.entityTag) else { continue }
                 let old = try before.record(id), new = try after.record(id)

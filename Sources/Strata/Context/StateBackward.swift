@@ -3,26 +3,24 @@
 /// replay and a pinned child's committed layer read through it.
 enum StateBackward {
     /// The changes that take the state of `view` (at `head`) back to the state right after `target`.
-    /// - Complexity: O(changes between them).
+    /// - Complexity: O(changes between them) time; memory for the objects and edges they touched,
+    ///   not for the entries (each is read, undone and dropped, newest first).
     static func undoOverlay(_ view: ReadView, back target: TransactionID, from head: TransactionID) throws -> Overlay {
         var applier = OverlayApplier(base: view, parents: [], leaf: Overlay())
         try applier.prepareCounts()
         guard target < head else { return applier.leaf }
-        var entries: [LogEntry] = []
-        try view.forEachLogEntry((target.rawValue + 1)...head.rawValue) { entries.append($0); return true }
-        guard entries.count == Int(head.rawValue - target.rawValue) else {
-            // The first transaction missing (the entries come in id order).
-            var missing = target.next
-            for entry in entries where entry.transactionID == missing { missing = missing.next }
-            throw StrataError.corruptLogEntry(transaction: missing,
-                                              reason: "missing from the log (needed to read back to \(target) from \(head))")
-        }
-        for entry in entries.reversed() {
+        var tx = head
+        while tx > target {
+            guard let entry = try view.logEntry(tx) else {
+                throw StrataError.corruptLogEntry(
+                    transaction: tx, reason: "missing from the log (needed to read back to \(target) from \(head))")
+            }
             // Undone as the save was judged, on its result: objects that exchanged unique values
             // in it exchange them back, a clash in between put off to the entry's end.
             applier.defersUniqueClashes = true
             for change in entry.changes.reversed() { try undo(change, &applier) }
             try applier.takeDeferredUniqueKeys()
+            tx = TransactionID(tx.rawValue - 1)
         }
         return applier.leaf
     }

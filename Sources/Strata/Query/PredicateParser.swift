@@ -73,7 +73,8 @@ public struct PredicateParser {
             let partStart = at
             at += part.unicodeScalars.count + 1
             let leading = part.unicodeScalars.prefix { $0.properties.isWhitespace }.count
-            let s = part.trimmingCharacters(in: .whitespaces)
+            // White space of any kind around a name, line breaks too, as `--where` skips it.
+            let s = part.trimmingCharacters(in: .whitespacesAndNewlines)
             guard !s.isEmpty, s != "-" else {
                 throw ParseError(position: partStart + leading,
                                  reason: "an empty sort attribute (write names separated by commas, e.g. title,-year)")

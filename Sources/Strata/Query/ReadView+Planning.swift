@@ -150,6 +150,12 @@ extension ReadView {
     }
 
     private func plan(_ e: EntityDescription, _ predicate: Filter, throughRelationships: Bool) -> Path {
+        rankedPlan(e, predicate, throughRelationships: throughRelationships)?.path ?? .scan
+    }
+
+    /// The plan and its rank (lower is preferred); nil for a scan.
+    private func rankedPlan(_ e: EntityDescription, _ predicate: Filter,
+                            throughRelationships: Bool) -> (rank: Int, path: Path)? {
         // Nested `and`s flattened (`--where A --where "B and C"` is `and([A, and([B, C])])`):
         // every conjunct is a candidate for an index.
         func flattened(_ f: Filter) -> [Filter] {
@@ -191,19 +197,19 @@ extension ReadView {
             case .through(let tag, let inner), .any(let tag, let inner):
                 // `depends.name == 'libc6'`: the few packages named so, then who depends on them,
                 // instead of every package's dependencies. Only where the other side has a plan
-                // of its own (an index, a unique key, ids, edges), and ranked after the paths
-                // above that read this entity directly.
+                // of its own (an index, a unique key, ids, edges), ranked one place after that
+                // plan (the edges back are one more read): through a unique `==` it ties with an
+                // `==` on an index here, through a range or a prefix it comes after those here.
                 guard throughRelationships, let r = schema.relationship(tag: tag),
-                      let destination = schema.entity(named: r.destination) else { continue }
-                let innerPath = plan(destination, inner, throughRelationships: true)
-                if case .scan = innerPath { continue }
-                offer(3, .via(inverseTag: schema.inverse(of: r).tag, destination: destination, inner: inner,
-                              innerPath: innerPath))
+                      let destination = schema.entity(named: r.destination),
+                      let innerPlan = rankedPlan(destination, inner, throughRelationships: true) else { continue }
+                offer(innerPlan.rank + 1, .via(inverseTag: schema.inverse(of: r).tag, destination: destination,
+                                               inner: inner, innerPath: innerPlan.path))
             default:
                 continue
             }
         }
-        return best?.path ?? .scan
+        return best
     }
 
     /// How many objects of `e` match `predicate`, when its plan answers it exactly without reading

@@ -69,4 +69,39 @@ import Testing
         let replay = try await storectl("replay", dir.path, "--to", "1")
         #expect(replay.status == 65 && replay.stderr.contains("transaction 2: missing from the log"), "\(replay.stderr)")
     }
+
+    /// A log entry moved under another key by damage, the count of entries unchanged (under
+    /// transaction 0 on a store never compacted, at or before the horizon on a compacted one):
+    /// `compact` refuses, naming it, and the store stays as it was. It compacted, reading only the
+    /// count, and `verify` passed afterwards with the damage gone from its sight.
+    @Test(arguments: [false, true])
+    func anEntryMovedUnderAnotherKeyIsNotCompactedAway(compacted: Bool) async throws {
+        let dir = temporaryDirectory("compact-moved")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let horizon: UInt64 = compacted ? 3 : 0
+        do {
+            let store = try Store.open(at: dir, schema: try librarySchema())
+            for i in 0..<6 { _ = try await store.save { $0.insert(Genre(name: "g\(i)")) } }
+            if compacted { _ = try await store.compact(horizon: TransactionID(horizon)) }
+            let env = store.env
+            try env.write { txn in
+                let moved = TransactionID(horizon + 1).keyBytes
+                let bytes = try #require(try txn.withValue(env[.log], key: moved) { Array($0) })
+                #expect(try txn.delete(env[.log], key: moved))
+                try txn.put(env[.log], key: TransactionID(compacted ? 2 : 0).keyBytes, value: bytes)
+            }
+            store.close()
+        }
+        let before = try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted()
+        for args in [["compact", dir.path], ["compact", dir.path, "--keep-last", "1"]] {
+            let r = try await storectl(args)
+            #expect(r.status == 65, "\(args): \(r.status) \(r.stderr)")
+            let named = compacted ? "log: an entry under transaction 2, at or before the compaction horizon 3"
+                                  : "log: an entry under transaction 0 (transactions start at 1)"
+            #expect(r.stderr.contains(named) && r.stderr.contains("a compaction would drop them unnoticed"), "\(r.stderr)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() == before)
+        }
+        let verify = try await storectl("verify", dir.path)
+        #expect(verify.status == 65, "\(verify.stderr)")
+    }
 }

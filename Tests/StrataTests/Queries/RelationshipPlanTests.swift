@@ -157,4 +157,40 @@ import Testing
             }
         }
     }
+
+    /// A path through a relationship ranks one place after its other side's plan: through a
+    /// prefix on the album's title (every album, then all their tracks) it no longer wins over
+    /// a selective range on the track's own index; through the album's unique `mbid` it still wins
+    /// over a range. The answer is the scan's either way.
+    @Test func aPathThroughARelationshipRanksOnePlaceAfterItsOtherSidesPlan() async throws {
+        try await withLibraryStore { store in
+            let album = Album(mbid: UUID(), title: "a")
+            // Durations 0, 25, …, 975: seven above 800.
+            let tracks = (0..<40).map { makeTrack(title: "t\($0)", duration: $0 * 25) }
+            _ = try await store.save { c in
+                c.insert(album)
+                for t in tracks {
+                    c.insert(t)
+                    c.set(Track.album, of: t.id, to: album.id)
+                }
+            }
+            let track = try #require(store.schema.entity(named: "Track"))
+            let broad = try PredicateParser.parse("durationSeconds > 800 and album.title prefix ''", entity: track,
+                                                  schema: store.schema)
+            let narrow = Filter.and([(Track.durationSeconds > 0).predicate,
+                                     Track.album.matches(Album.mbid == album.mbid).predicate])
+            try store.read { view in
+                // The range: the eight tracks from 800 s on (the bound itself is checked on each
+                // candidate, with the rest of the filter); through the albums it was all forty.
+                #expect(try view.candidateIDs(track, broad)?.count == 8)
+                // Through the album's unique key: its forty tracks; the range gives thirty-nine.
+                #expect(try view.candidateIDs(track, narrow)?.count == 40)
+                for filter in [broad, narrow] {
+                    let got = try view.fetch(Query(entity: "Track", predicate: filter)).map(\.id)
+                    let expected = try view.fetch(Query(entity: "Track")).filter { try view.matches(filter, $0) }.map(\.id)
+                    #expect(got == expected)
+                }
+            }
+        }
+    }
 }

@@ -67,6 +67,11 @@ import Testing
         let n = try await storectl("query", store, "--entity", "Track", "--where", "durationSeconds > 600", "--json").stdout.split(separator: "\n").count
         #expect(n > 0)
         #expect(try JSONValue.parse(c.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) == .object([("count", .int(Int64(n)))]))
+        // Spaces after the commas of `--fields`, a line break after a `--sort` name (a script
+        // written on Windows): the same table. They were refused as unknown attributes.
+        let spaced = try await storectl("query", store, "--entity", "Album", "--sort", "-year\r\n", "--limit", "2",
+                                        "--fields", "title, year")
+        #expect(spaced.status == 0 && spaced.stdout == table.stdout, "\(spaced.stderr)")
         let one = try await storectl("query", store, "--entity", "Track", "--limit", "1", "--fields", "title")
         #expect(one.stdout.hasSuffix("(1 record)\n"), "\(one.stdout)")
         // Columns line up on a terminal (a wide CJK character takes two columns), and no line

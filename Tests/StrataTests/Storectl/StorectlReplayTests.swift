@@ -159,6 +159,9 @@ import Testing
         // `--entity` with `--id` is checked, not ignored: unknown, or not the id's entity.
         let unknown = try await storectl("replay", store, "--to", "2", "--id", id.description, "--entity", "Nope")
         #expect(unknown.status == 64 && unknown.stderr.contains("unknown entity 'Nope'"), "\(unknown.stderr)")
+        // Also with --to past the head: the argument is checked before the transaction (it gave 66).
+        let unknownPast = try await storectl("replay", store, "--to", "999", "--entity", "Nope")
+        #expect(unknownPast.status == 64 && unknownPast.stderr.contains("unknown entity 'Nope'"), "\(unknownPast.stderr)")
         let other = try await storectl("replay", store, "--to", "2", "--id", id.description, "--entity", "Genre")
         #expect(other.status == 64 && other.stderr.contains("is an id of"), "\(other.stderr)")
         let same = try await storectl("replay", store, "--to", "2", "--id", id.description, "--entity",
