@@ -181,14 +181,21 @@ import Testing
                                 return
                             }
                             // Killed at its point, or (PostgreSQL restarted meanwhile) ended
-                            // with a temporary failure before it got there; counted as it ended.
+                            // with a temporary failure before it got there, or went on past the
+                            // save planned for the kill because that save failed before its
+                            // append (the server down: the history says so); counted as it ended.
                             // A point inside a turn is met only by a save that goes in turn, which
                             // may not happen: then the process ends normally.
                             if first.status == 128 + SIGKILL {
                                 killed.withLock { $0 += 1 }
                             } else {
                                 let turn = plan.kill?.hasPrefix("turn-") == true
-                                #expect((turn && first.status == 0) || (restartAfter != nil && first.status == 75),
+                                let index = plan.kill?.split(separator: ":").last.map(String.init) ?? ""
+                                let lines = ((try? String(contentsOf: histories[i], encoding: .utf8)) ?? "")
+                                    .split(separator: "\n")
+                                let plannedSaveFailed = lines.contains { $0.hasPrefix("fail r\(run)p\(i) \(index) ") }
+                                #expect((turn && first.status == 0)
+                                        || (restartAfter != nil && (first.status == 75 || (first.status == 0 && plannedSaveFailed))),
                                         "\(label): planned to be killed (\(plan.kill ?? "")), ended \(first.status): \(first.stderr)")
                             }
                             let again = try await Self.runChild(c, replica: i, name: "r\(run)p\(i)b", count: 5,

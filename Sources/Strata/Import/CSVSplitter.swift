@@ -13,6 +13,38 @@ enum CSVSplitter {
         case needsMore
     }
 
+    /// Whether a record whose quoted field continues on `line` (the line begins inside that
+    /// field) still has a field open at the line's end. Text CSV does not allow (a quote inside
+    /// an unquoted field, or anything but a comma after a closing quote) ends the record on this
+    /// line: ``split(_:)`` then reports it for this record, and the next line is a record of its
+    /// own. (Counting quote characters, the record ran on while the count was odd, and a stray
+    /// quote made it take in the records after it.)
+    /// - Complexity: O(line), so a record of many lines costs its length.
+    static func quoteStaysOpen(continuing line: [UInt8]) -> Bool {
+        enum Where { case quoted, closed, fieldStart, unquoted }
+        var at = Where.quoted
+        var i = 0
+        while i < line.count {
+            let c = line[i]
+            switch at {
+            case .quoted:
+                if c == 0x22 {
+                    if i + 1 < line.count && line[i + 1] == 0x22 { i += 1 } else { at = .closed }
+                }
+            case .closed:
+                guard c == 0x2C else { return false }
+                at = .fieldStart
+            case .fieldStart:
+                at = c == 0x22 ? .quoted : c == 0x2C ? .fieldStart : .unquoted
+            case .unquoted:
+                if c == 0x22 { return false }
+                if c == 0x2C { at = .fieldStart }
+            }
+            i += 1
+        }
+        return at == .quoted
+    }
+
     static func split(_ bytes: [UInt8]) throws -> Result {
         var fields: [Field] = []
         var field: [UInt8] = []

@@ -200,7 +200,14 @@ struct RecordBuilder {
             var values: [Value] = []
             for a in u.attributes {
                 let attr = destination.attributes[a]
-                let v = try convert(json[attr.name]!, attr, line: line, inexact: inexact)
+                let v: Value
+                do {
+                    v = try convert(json[attr.name]!, attr, line: line, inexact: inexact)
+                } catch let bad as ImportIssue {
+                    // Named by the relationship, as every other problem of a reference is (by the
+                    // key's attribute alone, `mbid` read as the line's own attribute).
+                    throw issue(line, r.name, "reference key \(attr.name): \(bad.reason)")
+                }
                 if v.isNull { throw issue(line, r.name, "reference key \(attr.name) is null") }
                 values.append(v)
             }
@@ -389,8 +396,12 @@ struct RecordBuilder {
             case .relationshipIDs(let r):
                 let d = schema.entity(named: r.destination)!
                 let parts = Self.pipeSeparated(text)
-                if !r.isToMany && parts.count > 1 {
-                    throw issue(line, r.name, "a to-one relationship takes one id, found \(parts.count)")
+                // A to-one takes one id or an empty cell. Its parts are counted with the empty
+                // ones: `|` alone, or an id with a `|` beside it, is a list (the empty parts
+                // dropped, it cleared the relationship or was taken as the one id).
+                if !r.isToMany && text.utf8.contains(UInt8(ascii: "|")) {
+                    let listed = text.utf8.split(separator: UInt8(ascii: "|"), omittingEmptySubsequences: false).count
+                    throw issue(line, r.name, "a to-one relationship takes one id, found \(listed)")
                 }
                 links.append((r, r.isToMany || !parts.isEmpty ? try parts.map {
                     .id(try parseID(.string($0), entity: d, line: line, field: r.name))

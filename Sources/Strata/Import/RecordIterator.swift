@@ -289,12 +289,14 @@ struct RecordIterator {
                     switch try CSVSplitter.split(raw) {
                     case .fields(let f): fields = f
                     case .needsMore:
-                        // A quote stays open while the record holds an odd number of quote
-                        // characters (a doubled quote inside a field counts twice): lines are
-                        // added until it closes, and the record split again only then, so a
-                        // record of many lines costs its length, not its length squared. The
-                        // whole record is held to `maxLineBytes`, as one line is.
+                        // Lines are added while a quoted field stays open at their end (each
+                        // line scanned once, ``CSVSplitter/quoteStaysOpen(continuing:)``), and
+                        // the record split again only then, so a record of many lines costs its
+                        // length, not its length squared. The whole record is held to
+                        // `maxLineBytes`, as one line is. Past it, the rest of the field is
+                        // skipped by counting quote characters (a doubled quote counts twice).
                         var quotes = LineReader.quotes(raw)
+                        var open = true
                         repeat {
                             guard let next = try reader!.next() else {
                                 return try unsplit(builder.issue(line, nil, "unterminated quoted field"), raw: raw,
@@ -317,7 +319,8 @@ struct RecordIterator {
                             raw += (endsWithCR ? [0x0D, 0x0A] : [0x0A]) + more
                             endsWithCR = reader!.lastLineEndedWithCR
                             quotes += LineReader.quotes(more)
-                        } while !quotes.isMultiple(of: 2)
+                            open = CSVSplitter.quoteStaysOpen(continuing: more)
+                        } while open
                         continue
                     }
                 } catch let e as CSVSplitter.CSVError {

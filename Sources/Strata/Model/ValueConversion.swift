@@ -69,8 +69,10 @@ public enum ValueConversion {
             }
             if abs(d) < 9_007_199_254_740_992 { return .int(Int64(d)) }
             if d >= -9_223_372_036_854_775_808.0 && d < 9_223_372_036_854_775_808.0 {
-                throw Failure(reason: "\(d) is beyond 2^53, where a number with a fraction or an exponent is not " +
-                                      "exact; write the integer's digits")
+                // Also a literal just past the range: -9223372036854775809 rounds to -2^63.
+                throw Failure(reason: "\(d) is beyond 2^53, where a number with a fraction, an exponent or more " +
+                                      "digits than an int holds is not exact; write the integer's digits, within " +
+                                      "-9223372036854775808…9223372036854775807")
             }
             throw Failure(reason: "\(d) is outside the int range (-9223372036854775808…9223372036854775807)")
         default:

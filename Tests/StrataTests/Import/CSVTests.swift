@@ -155,4 +155,31 @@ import Testing
             #expect(names == ["a \"quoted\"\nword\non three lines", "plain"], "\(names)")
         }
     }
+
+    /// A stray quote on a continuation line of a quoted field (`5'11" tall"`) ends that record
+    /// there, rejected as text after a closing quote; the records after it are read as records.
+    /// Counting quote characters, the record took in the next line (`Rock`) and was rejected
+    /// with it, and a later quoted field's inner line (`plain`) was imported as a genre.
+    @Test func aStrayQuoteOnAContinuationLineEndsThatRecordOnly() async throws {
+        let dir = temporaryDirectory("csv-stray-quote")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withLibraryStore { store in
+            let csv = dir.appendingPathComponent("Genre.csv")
+            try Data("name\n\"Height:\n5'11\" tall\"\nRock\n\"Multi\nplain\nend\"\nJazz\n".utf8).write(to: csv)
+            do {
+                _ = try await Importer(store: store, options: ImportOptions()).run(files: [csv.path])
+                Issue.record("the import was accepted")
+            } catch let failed as ImportFailed {
+                #expect(failed.issues.count == 1, "\(failed.issues)")
+                let issue = try #require(failed.issues.first)
+                #expect(issue.line == 2 && issue.reason.contains("after the closing quote"), "\(issue)")
+            }
+            var options = ImportOptions()
+            options.continueOnError = true
+            let summary = try await Importer(store: store, options: options).run(files: [csv.path])
+            #expect(summary.rejected == 1, "\(summary)")
+            let names = Set(try store.mainContext.fetch(Genre.self).map(\.name))
+            #expect(names == ["Rock", "Multi\nplain\nend", "Jazz"], "\(names)")
+        }
+    }
 }

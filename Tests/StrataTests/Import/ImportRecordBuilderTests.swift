@@ -69,4 +69,55 @@ import Testing
             }
         }
     }
+
+    /// A bad value of a reference's key is named by the relationship, with the key: `album:
+    /// reference key mbid: …`. It was named `mbid`, which reads as the track's own attribute.
+    @Test func aBadReferenceKeyIsNamedByItsRelationship() throws {
+        let b = try builder()
+        let track = #""entity":"Track","mbid":"00000000-0000-4000-8000-000000000002","title":"T","#
+            + #""durationSeconds":60,"addedAt":"2024-01-01T00:00:00Z""#
+        #expect {
+            _ = try b.fromJSON(Array("{\(track),\"album\":{\"mbid\":123}}".utf8), line: 4)
+        } throws: { error in
+            guard let issue = error as? ImportIssue else { return false }
+            return issue.line == 4 && issue.field == "album" && issue.reason.hasPrefix("reference key mbid: expected uuid")
+        }
+    }
+
+    /// A CSV to-one cell with a `|` is a list, refused as the README says, also when its parts
+    /// are empty: `|` cleared the relationship and `ID|` was taken as the one id.
+    @Test func aToOneCellWithABarIsAList() throws {
+        let b = try builder()
+        let schema = try librarySchema()
+        let track = try #require(schema.entity(named: "Track")), album = try #require(schema.entity(named: "Album"))
+        let id = ObjectID(high: UInt64(album.tag) << 48 | 1, low: 2).description
+        let header = try b.csvColumns(["mbid", "title", "durationSeconds", "addedAt", "album"]
+                                        .map { CSVSplitter.Field(text: $0, quoted: false) }, entity: track, line: 1)
+        func row(_ cell: String) -> [CSVSplitter.Field] {
+            ["00000000-0000-4000-8000-000000000002", "t", "60", "2024-01-01T00:00:00Z", cell]
+                .map { CSVSplitter.Field(text: $0, quoted: false) }
+        }
+        // The row is good with one id, or with none.
+        #expect(try b.fromCSV(row(id), columns: header, entity: track, line: 2).links.count == 1)
+        _ = try b.fromCSV(row(""), columns: header, entity: track, line: 2)
+        for (cell, count) in [("|", 2), ("\(id)|", 2), ("\(id)|\(id)", 2), ("||", 3)] {
+            #expect {
+                try b.fromCSV(row(cell), columns: header, entity: track, line: 2)
+            } throws: { error in
+                guard let issue = error as? ImportIssue else { return false }
+                return issue.field == "album" && issue.reason == "a to-one relationship takes one id, found \(count)"
+            }
+        }
+    }
+
+    /// An integer just below the int range (`-9223372036854775809`, a double that rounds to
+    /// -2^63) is told the range, as one above it is.
+    @Test func anIntegerJustBelowTheIntRangeIsToldTheRange() throws {
+        #expect {
+            _ = try ValueConversion.value(from: .double(-9_223_372_036_854_775_808.0), type: .int)
+        } throws: { error in
+            guard let f = error as? ValueConversion.Failure else { return false }
+            return f.reason.contains("write the integer's digits, within -9223372036854775808…9223372036854775807")
+        }
+    }
 }
