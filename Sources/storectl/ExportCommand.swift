@@ -45,6 +45,8 @@ struct ExportCommand: AsyncParsableCommand {
         if all && !entities.isEmpty { throw ValidationError("give --entity or --all, not both") }
         if !all && entities.isEmpty { throw ValidationError("give the entity to export (--entity NAME) or --all") }
         if output != nil && outputDir != nil { throw ValidationError("give --output or --output-dir, not both") }
+        // As an empty --output is: the files would land in the current directory by their bare names.
+        if outputDir == "" { throw ValidationError("--output-dir: the path is empty (give a directory)") }
         let several = all || Set(entities).count > 1
         if several && !filters.isEmpty {
             throw ValidationError("--where filters one entity's records: export that entity alone")
@@ -212,13 +214,16 @@ struct ExportCommand: AsyncParsableCommand {
             } catch {
                 for rest in sinks[(k + 1)...] { rest.discard() }
                 let replaced = outputDir == nil ? [] : names[..<k].compactMap { paths[$0] }
-                if !replaced.isEmpty { note("replaced before the failure: \(replaced.joined(separator: ", "))") }
+                if !replaced.isEmpty {
+                    note("replaced before the failure: \(replaced.map(EchoedText.escaped).joined(separator: ", "))")
+                }
                 throw failure(error)
             }
         }
         if output != nil || outputDir != nil {
             for (name, n) in result.records {
-                let place = paths[name].map { " to \($0)" } ?? ""
+                // Escaped as every echoed path is: a control character in it reached the terminal.
+                let place = paths[name].map { " to \(EchoedText.escaped($0))" } ?? ""
                 note("exported \(n) \(name) record(s)\(place)")
             }
         }

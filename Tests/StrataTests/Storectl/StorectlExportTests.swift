@@ -40,6 +40,12 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: out).sorted() == names.map { "\($0).csv" }.sorted())
         for name in names { #expect(r.stderr.contains("\(name) record(s) to \(out)/\(name).csv"), "\(r.stderr)") }
         #expect(r.stderr.contains("as of transaction 1"), "\(r.stderr)")
+        // The directory's name echoed with its control characters escaped, as every echoed
+        // path is (an escape sequence reached the terminal).
+        let odd = dir.appendingPathComponent("d\u{1B}[2J").path
+        let escaped = try await storectl("export", store, "--entity", "Genre", "--entity", "Artist", "--output-dir", odd)
+        #expect(escaped.status == 0 && !escaped.stderr.contains("\u{1B}"), "\(escaped.stderr)")
+        #expect(escaped.stderr.contains("Genre record(s) to "), "\(escaped.stderr)")
 
         let copy = dir.appendingPathComponent("copy").path
         #expect(try await storectl("init", copy, "--schema", librarySchemaDirectory.path).status == 0)
@@ -105,6 +111,8 @@ import Testing
             (["--all", "--format", "csv"], "--output-dir"),
             (["--entity", "Genre", "--entity", "Horse", "--output-dir", out.path], "unknown entity 'Horse'"),
             (["--all", "--output-dir", store + "/dump"], "inside the store directory"),
+            // As an empty --output is (it was exit 73, "cannot make the directory").
+            (["--all", "--output-dir", ""], "--output-dir: the path is empty"),
         ]
         for (arguments, message) in cases {
             let r = try await storectl(["export", store] + arguments)
