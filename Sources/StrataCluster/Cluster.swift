@@ -381,6 +381,16 @@ public enum Cluster {
             ClusterError(.storeExists, "cannot make a replica at \(path): \(String(cString: strerror(code)))")
         }
         let refusedCodes: Set<Int32> = [ENOENT, ENOTDIR, EEXIST, EACCES, EPERM, EROFS]
+        // The directories above the replica this join makes (deepest first): a join that fails
+        // removes them again (only while empty), so it leaves nothing, as a store's `init` does.
+        var madeParents: [String] = []
+        var above = parent
+        while !above.isEmpty, above != "/", lstat(above, &st) != 0, errno == ENOENT {
+            madeParents.append(above)
+            above = (above as NSString).deletingLastPathComponent
+        }
+        var joined = false
+        defer { if !joined { for made in madeParents { rmdir(made) } } }
         do {
             try FileManager.default.createDirectory(atPath: parent.isEmpty ? "." : parent,
                                                     withIntermediateDirectories: true)
@@ -441,6 +451,7 @@ public enum Cluster {
             try? FileManager.default.removeItem(atPath: path)
             throw ClusterError(.badSnapshot, "the snapshot in \(address) is not of cluster \(cluster.id)")
         }
+        joined = true
         return store
     }
 

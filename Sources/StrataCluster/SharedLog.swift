@@ -100,9 +100,17 @@ final class SharedLog: ReplicationLog {
 
     func append(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> ReplicationAppend {
         guard !entries.isEmpty else { return .appended }
+        // Whether the append statement went through and only the COMMIT was left (as in
+        // ``appendInTurn(_:)``): a connection that broke before, at the BEGIN or under the
+        // statement, ended an uncommitted transaction, which PostgreSQL rolls back.
+        var sent = false
         do {
             let appended = try noted { () throws -> (Bool, TransactionID?) in
-                let done = try session.transaction { try appendStatement(entries, after: head) }
+                let done = try session.transaction {
+                    let done = try Self.rolledBack { try appendStatement(entries, after: head) }
+                    sent = true
+                    return done
+                }
                 return (done, done ? entries.last?.transactionID : nil)
             }
             return appended ? .appended : .behind
@@ -111,8 +119,19 @@ final class SharedLog: ReplicationLog {
             case .refused(let sqlState, _) where Self.appendedNothing.contains(sqlState):
                 return .behind
             default:
-                throw Self.appendError(failure, entries, sent: true)
+                throw Self.appendError(failure, entries, sent: sent)
             }
+        }
+    }
+
+    /// `statement`, run inside an append's transaction: an outcome it finds unknown (an answer
+    /// without the row it expects) is thrown inside the transaction, which is then rolled back,
+    /// so nothing was appended (`unavailable`).
+    private static func rolledBack<R>(_ statement: () throws -> R) throws -> R {
+        do {
+            return try statement()
+        } catch StrataError.replication(let e) where e.kind == .outcomeUnknown {
+            throw StrataError.replication(ReplicationError(.unavailable, e.reason))
         }
     }
 
@@ -121,10 +140,15 @@ final class SharedLog: ReplicationLog {
         guard !entries.isEmpty else { return .appended }
         guard footprintsCompared.load(ordering: .relaxed) else { return try append(entries, after: head) }
         let first: Int64, run: [ReplicatedEntry]
+        var sent = false
         do {
             (first, run) = try noted { () throws -> ((Int64, [ReplicatedEntry]), TransactionID?) in
                 let answer = try session.transaction {
-                    try appendAfterStatement(entries, validatedAt: head, footprint: footprint)
+                    let answer = try Self.rolledBack {
+                        try appendAfterStatement(entries, validatedAt: head, footprint: footprint)
+                    }
+                    sent = true
+                    return answer
                 }
                 // Taken, the group's entries ended the log: its own ids, or the run's last when moved.
                 guard answer.0 != 0, let own = entries.last?.transactionID else { return (answer, nil) }
@@ -141,7 +165,7 @@ final class SharedLog: ReplicationLog {
             case .refused(let sqlState, _) where Self.appendedNothing.contains(sqlState):
                 return .behind
             default:
-                throw Self.appendError(failure, entries, sent: true)
+                throw Self.appendError(failure, entries, sent: sent)
             }
         }
         if first == 0 { return .behind }
@@ -235,13 +259,7 @@ final class SharedLog: ReplicationLog {
                 }
                 entries = try body(TransactionID(position))
                 guard !entries.isEmpty else { return }
-                let appended: Bool
-                do {
-                    appended = try appendStatement(entries, after: TransactionID(position))
-                } catch StrataError.replication(let e) where e.kind == .outcomeUnknown {
-                    // Thrown inside the transaction, which is rolled back: nothing was appended.
-                    throw StrataError.replication(ReplicationError(.unavailable, e.reason))
-                }
+                let appended = try Self.rolledBack { try appendStatement(entries, after: TransactionID(position)) }
                 guard appended else {
                     // Impossible while this transaction holds the head's row lock.
                     throw StrataError.replication(ReplicationError(.rejectedEntry, """

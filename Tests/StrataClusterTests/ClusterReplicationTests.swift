@@ -263,6 +263,12 @@ import Testing
             let scratch = try FileManager.default.contentsOfDirectory(atPath: c.root.path)
                 .filter { $0.hasPrefix(".strata-cluster-") }
             #expect(scratch.isEmpty, "\(scratch)")
+            // Nor the directories it made above the replica (they were left).
+            let deep = c.root.appendingPathComponent("new/a/limited").path
+            let failedDeep = try await run("/bin/sh", ["-c", "ulimit -f 8 && exec \"$0\" cluster join \"$1\" --postgres \"$2\"",
+                                                       storectlPath, deep, c.url])
+            #expect(failedDeep.status == 74, "exit \(failedDeep.status): \(failedDeep.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: c.root.appendingPathComponent("new").path))
             let existing = try await storectl(["cluster", "join", c.storePath(0), "--postgres", c.url])
             #expect(existing.status == 73, "exit \(existing.status): \(existing.stderr)")
             #expect(existing.stderr.contains("a replica is made in a new directory"), "\(existing.stderr)")

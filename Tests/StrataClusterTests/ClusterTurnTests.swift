@@ -92,6 +92,75 @@ import Testing
         }
     }
 
+    /// The same on the racing paths (right after the head, and after a later head by footprint):
+    /// a connection that breaks under the append statement (here while it waits for the head
+    /// row another session holds) appended nothing, and the savers are told `unavailable`. They
+    /// were told the cluster might hold their saves.
+    @Test(arguments: [false, true])
+    func aRaceWhoseConnectionBreaksBeforeItsCommitAppendedNothing(byFootprint: Bool) async throws {
+        try await withCluster(replicas: 1) { c in
+            await c.replicas[0].close()
+            let address = c.address
+            let outcome = try await onOwnThread { () -> String in
+                let mine = PostgresSession(address: address, logger: .init(label: "test"))
+                let holder = PostgresSession(address: address, logger: .init(label: "test"))
+                let killer = PostgresSession(address: address, logger: .init(label: "test"))
+                defer {
+                    mine.close()
+                    holder.close()
+                    killer.close()
+                }
+                let head = TransactionID(UInt64(try Cluster.readCluster(mine).head))
+                let pid = try mine.run("SELECT pg_backend_pid()").first?.decode(Int32.self) ?? 0
+                let log = SharedLog(session: mine, replica: "mine", layout: Int(ClusterSchema.layout))
+                // Encoded as a writer sends it (the footprint path moves its checksum).
+                let id = ObjectID.make(entityTag: 1)
+                let encoded = LogEntryCodec.encode(LogEntry(transactionID: head.next, schemaVersion: 2, timestampMs: 0,
+                                                            author: "mine", metadata: [:],
+                                                            changes: [.unlink(relationship: 1, from: id, to: id)]))
+                let entries = [ReplicatedEntry(transactionID: head.next, bytes: encoded, author: "mine", timestampMs: 0,
+                                               schemaVersion: 2)]
+                let answer = Locked("no answer")
+                let done = DispatchSemaphore(value: 0)
+                try holder.transaction {
+                    _ = try holder.run("SELECT head FROM strata_cluster WHERE singleton FOR UPDATE")
+                    Thread.detachNewThread {
+                        defer { done.signal() }
+                        do {
+                            let r = byFootprint
+                                ? try log.append(entries, validatedAt: head, footprint: ReplicationFootprint(keys: [1]))
+                                : try log.append(entries, after: head)
+                            answer.withLock { $0 = "returned \(r)" }
+                        } catch StrataError.replication(let e) {
+                            answer.withLock { $0 = "\(e.kind)" }
+                        } catch {
+                            answer.withLock { $0 = "\(error)" }
+                        }
+                    }
+                    // Once the append waits for the row this transaction holds: its connection
+                    // is ended under the statement.
+                    let deadline = ContinuousClock.now + .seconds(30)
+                    while ContinuousClock.now < deadline {
+                        let waiting = try killer.run("""
+                            SELECT count(*) FROM pg_stat_activity WHERE pid = \(pid) AND wait_event_type = 'Lock'
+                            """).first?.decode(Int64.self) ?? 0
+                        if waiting > 0 { break }
+                        usleep(2_000)
+                    }
+                    _ = try killer.run("SELECT pg_terminate_backend(\(pid))")
+                    done.wait()
+                }
+                return answer.withLock { $0 }
+            }
+            #expect(outcome == "unavailable", "\(outcome)")
+            let postgres = c.postgres, database = c.address.database
+            let rows = try await onOwnThread {
+                try postgres.sql("SELECT count(*) FROM strata_log WHERE author = 'mine'", database: database)
+            }
+            #expect(rows == "0")
+        }
+    }
+
     @Test func aReplicaThatKeepsLosingTheRaceWaitsItsTurnAndSaves() async throws {
         try await withCluster(replicas: 2) { c in
             // Before each of its appends another machine appends first: every race is lost, and
