@@ -41,8 +41,12 @@ public struct StoreConfiguration: Sendable {
     public var maxMapSizeBytes = 1 << 40
     /// LMDB reader slots, shared by every process using the store. When every slot is taken, a
     /// read fails with LMDB's `MDB_READERS_FULL` (``StrataError/lmdb(_:)``), which `storectl`
-    /// reports as a temporary failure.
+    /// reports as a temporary failure. At most ``maxReadersLimit``.
     public var maxReaders: UInt32 = 126
+    /// The highest ``maxReaders`` a store accepts: 65,536. LMDB's lock file holds 64 bytes a
+    /// slot and is allocated whole when made (4 MiB at this limit), and kept at its size by
+    /// later opens: `UInt32.max` slots asked for 256 GiB of disk.
+    public static let maxReadersLimit: UInt32 = 65_536
     /// Pinned snapshots this process may hold at once; must be below ``maxReaders`` (checked
     /// when the store opens), since each holds a reader slot.
     public var maxOpenSnapshots = 64
@@ -141,6 +145,7 @@ public struct StoreConfiguration: Sendable {
         try check("initialMapSizeBytes", initialMapSizeBytes, atLeast: 1)
         try check("maxMapSizeBytes", maxMapSizeBytes, atLeast: 1)
         try check("maxReaders", maxReaders, atLeast: 1)
+        try check("maxReaders", maxReaders, atMost: Self.maxReadersLimit, "64 bytes of the lock file each")
         try check("maxOpenSnapshots", maxOpenSnapshots, atLeast: 1)
         guard maxOpenSnapshots < Int(maxReaders) else {
             throw StrataError.invalidConfiguration(

@@ -231,6 +231,8 @@ import Testing
             ("maxValueBytes", { $0.maxValueBytes = (1 << 30) + 1 }),
             ("snapshotAgeWarningSeconds", { $0.snapshotAgeWarningSeconds = .nan }),
             ("indexSortBudgetBytes", { $0.indexSortBudgetBytes = 4_095 }),
+            // LMDB's lock file is allocated for every slot when made (it asked for 256 GiB).
+            ("maxReaders", { $0.maxReaders = 65_537 }),
         ]
         for (field, breakIt) in cases {
             let dir = temporaryDirectory("strata-config")
@@ -253,6 +255,7 @@ import Testing
         edge.groupCommitGatherMicroseconds = 0
         edge.relaxedSyncIntervalMs = 0
         edge.indexSortBudgetBytes = 4_096
+        edge.maxReaders = StoreConfiguration.maxReadersLimit
         let store = try Store.temporary(schema: try librarySchema(), configuration: edge)
         store.close()
     }
