@@ -304,7 +304,18 @@ public final class Store: Sendable {
         // Whether this is a store at all, decided before anything is created in the directory:
         // a failed open of a directory that is not a store (another program's) leaves it as it
         // was, without a lock file. Read again under the lock below (a switch may come between).
-        if try directory.currentGeneration() == nil {
+        if let live = try directory.currentGeneration() {
+            // The link and the generation it names are checked before the lock file is made too
+            // (and again under the lock below): a damaged link or a generation others may write
+            // is refused with nothing created. A switch may come between the read of the link
+            // and the check: only a link that still names the same generation is refused here.
+            do {
+                try directory.checkLiveGeneration(live)
+                try permissions.checkDirectory(path + "/" + live, store: path)
+            } catch {
+                if try directory.currentGeneration() == live { throw error }
+            }
+        } else {
             try refuseWithoutCurrent(directory, mayCreate: mayCreate)
         }
         // Nothing in a directory that others may write can be trusted (they could have replaced

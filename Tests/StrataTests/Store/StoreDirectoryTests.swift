@@ -60,6 +60,10 @@ import Testing
         }
         #expect(throws: StrataError.self) { try Store.open(at: URL(fileURLWithPath: store), schema: try librarySchema()) }
         #expect(generations(store) == live)
+        // Nor is a lock file made where there is none (a read-write open made it, then refused).
+        try FileManager.default.removeItem(atPath: store + "/strata.lock")
+        #expect(throws: StrataError.self) { try Store.open(at: URL(fileURLWithPath: store), schema: try librarySchema()) }
+        #expect(!FileManager.default.fileExists(atPath: store + "/strata.lock"), "a refused open made the lock file")
         try FileManager.default.removeItem(atPath: current)
         try FileManager.default.createSymbolicLink(atPath: current, withDestinationPath: target)
         #expect(try await genreCount(store) == "5")
