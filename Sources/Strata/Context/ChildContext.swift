@@ -835,8 +835,10 @@ public final class ChildContext: ObjectReading {
     /// commit makes of each object. A value below that the child's own changes cannot take (a
     /// unique value one of its changed objects holds) is refused with the validation error, and
     /// nothing changes. A clash the state below already shows (another writer's save of a
-    /// unique value a parent context's change holds) is not the child's: the child shows it as
-    /// its parent does, and the parent's commit reports it.
+    /// unique value a parent context's change holds) is not the child's where the child refreshes
+    /// the parent's object: the child shows it as its parent does, and the parent's commit
+    /// reports it. Where the child refreshes the other writer's object to that value, the rebase
+    /// is refused.
     public func rebase() throws {
         let ids = state.withLock { Array($0.bases.keys) }
         let current = try store.read { view in
