@@ -246,7 +246,8 @@ public final class ChildContext: ObjectReading {
     private func apply(building build: ((MergedSource, inout State) throws -> Built)?,
                        _ given: [ChangeSet.Operation], baseVersions: [ObjectID: BaseVersion] = [:],
                        mergePolicy: MergePolicy = .fail, inheriting inherited: [ObjectID: BaseVersion] = [:],
-                       netState: Bool = false, then: ((inout State) -> Void)? = nil) throws {
+                       netState: Bool = false, acceptingClashesBelow: Bool = false,
+                       then: ((inout State) -> Void)? = nil) throws {
         try state.withLock { s in try root.withReadState { snapshot in
             let lower = lowerChain(&s, shown: snapshot?.transactionID)
             try root.read(in: snapshot) { view in
@@ -266,6 +267,7 @@ public final class ChildContext: ObjectReading {
                     applier: OverlayApplier(base: view, parents: lower, leaf: OverlayApplier.take(&s.overlay),
                                             undo: s.takeSpareUndo()),
                     limits: store.configuration, collectsChanges: false)
+                resolver.applier.acceptsClashesBelow = acceptingClashesBelow
                 do {
                     try resolver.applier.prepareCounts()
                     try resolver.run(operations, bases: bases, policy: mergePolicy, checkRequired: false,
@@ -835,10 +837,9 @@ public final class ChildContext: ObjectReading {
     /// commit makes of each object. A value below that the child's own changes cannot take (a
     /// unique value one of its changed objects holds) is refused with the validation error, and
     /// nothing changes. A clash the state below already shows (another writer's save of a
-    /// unique value a parent context's change holds) is not the child's where the child refreshes
-    /// the parent's object: the child shows it as its parent does, and the parent's commit
-    /// reports it. Where the child refreshes the other writer's object to that value, the rebase
-    /// is refused.
+    /// unique value a parent context's change holds) is not the child's, whichever of the two
+    /// objects it refreshes: the child shows it as its parent does, and the parent's commit
+    /// reports it.
     public func rebase() throws {
         let ids = state.withLock { Array($0.bases.keys) }
         let current = try store.read { view in
@@ -865,7 +866,7 @@ public final class ChildContext: ObjectReading {
             // One net update, judged when it ends (two objects whose unique values the store
             // swapped take them both).
             return Built(operations: stale.map { .update(id: $0.0, attributes: $0.1) })
-        }, [], netState: true, then: { s in
+        }, [], netState: true, acceptingClashesBelow: true, then: { s in
             for (id, base) in current where s.bases[id] != nil { s.bases[id] = base }
             // What they show now is what the child read: a later commit does not send them.
             for (id, changes) in stale {

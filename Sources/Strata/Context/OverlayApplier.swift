@@ -12,6 +12,10 @@ struct OverlayApplier: StateStore {
     /// back cuts it there).
     private let orderCountAtStart: Int
     var defersUniqueClashes = false
+    /// For a rebase's refresh: a key put off whose other holder comes from the state below (not
+    /// from this layer's own changes) is taken: the clash is already there below, the parent's
+    /// to report (see ``ChildContext/rebase()``).
+    var acceptsClashesBelow = false
     private var deferredUniques: [DeferredUniqueKey] = []
 
     /// One entry of the undo list (internal so a context can keep an emptied list for reuse).
@@ -180,8 +184,12 @@ struct OverlayApplier: StateStore {
             guard let values = try valuesStillHolding(d) else { continue }
             let k = ByteKey(d.key)
             var owner = leaf.uniques[k]
-            if owner == nil || owner == d.id { owner = try leaf.ownerBelow(k, over: parents.top) }
-            if let owner, owner != d.id {
+            var ownedBelow = false
+            if owner == nil || owner == d.id {
+                owner = try leaf.ownerBelow(k, over: parents.top)
+                ownedBelow = true
+            }
+            if let owner, owner != d.id, !(acceptsClashesBelow && ownedBelow) {
                 throw StrataError.uniqueClash(d.unique, d.entity, values, id: d.id, owner: owner)
             }
             leaf.uniques[k] = d.id

@@ -493,6 +493,20 @@ import Testing
                 #expect(f.kind == .uniqueConstraint && f.entity == "Playlist", "\(f)")
             }
 
+            // The mirror: the parent gives one playlist a name another writer then saves for a
+            // second one, which the child had read; the child's rebase shows the second one
+            // with it, as the parent does (it was refused).
+            let first = Playlist(name: "f", createdAt: when), second = Playlist(name: "s", createdAt: when)
+            _ = try await store.save { $0.insert(first); $0.insert(second) }
+            let mirrorParent = store.mainContext.newChild(label: "mirror parent")
+            let mirrorChild = mirrorParent.newChild(label: "mirror child")
+            try mirrorChild.set(Playlist.notes, of: second.id, to: "read")
+            try mirrorParent.set(Playlist.name, of: first.id, to: "taken")
+            _ = try await store.save(author: "other") { $0.set(Playlist.name, of: second.id, to: "taken") }
+            try mirrorChild.rebase()
+            #expect(try mirrorChild.object(Playlist.self, id: second.id)?.name == "taken")
+            #expect(try mirrorChild.object(Playlist.self, id: first.id)?.name == "taken")
+
             // The child's own change holds the name the store gives the object it rebases.
             let other = Playlist(name: "q", createdAt: when)
             _ = try await store.save { $0.insert(other) }
