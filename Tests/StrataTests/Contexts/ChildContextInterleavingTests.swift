@@ -57,13 +57,11 @@ import Testing
         }
     }
 
-    /// A grandchild whose commit reaches its parent right after the parent's root commit landed
-    /// there, before the bases of the parent's descendants were brought forward: the object it
-    /// changed keeps the version the parent's commit gave it, so the parent's next commit is not
-    /// judged against its own commit (it took the grandchild's base from before that commit:
-    /// under `.storeWins` the grandchild's change was dropped, under `.fail` a conflict).
-    @Test(arguments: [MergePolicy.storeWins, .fail])
-    func aGrandchildCommittingAsItsParentsRootCommitLandsKeepsItsChange(policy: MergePolicy) async throws {
+    /// A parent's root commit with its grandchild committing into it in the window after the
+    /// commit landed and before the bases of the parent's descendants were brought forward
+    /// (after a `discard()` of the parent there, when `discarding`), then the parent's next
+    /// commit: the grandchild's change and the parent's both reach the store.
+    private func grandchildCommitsInTheWindow(policy: MergePolicy, discarding: Bool) async throws {
         try await withLibraryStore { store in
             let t = track("T")
             _ = try await store.save { $0.insert(t) }
@@ -76,6 +74,7 @@ import Testing
             let outcome = Locked<String?>(nil)
             parent.beforeRebasingDescendantsForTesting.withLock {
                 $0 = { [grandchild, parent] in
+                    if discarding { parent.discard() }
                     do {
                         try grandchild.commitIntoParent(parent)
                         outcome.withLock { $0 = "committed" }
@@ -94,39 +93,23 @@ import Testing
         }
     }
 
+    /// A grandchild whose commit reaches its parent right after the parent's root commit landed
+    /// there, before the bases of the parent's descendants were brought forward: the object it
+    /// changed keeps the version the parent's commit gave it, so the parent's next commit is not
+    /// judged against its own commit (it took the grandchild's base from before that commit:
+    /// under `.storeWins` the grandchild's change was dropped, under `.fail` a conflict).
+    @Test(arguments: [MergePolicy.storeWins, .fail])
+    func aGrandchildCommittingAsItsParentsRootCommitLandsKeepsItsChange(policy: MergePolicy) async throws {
+        try await grandchildCommitsInTheWindow(policy: policy, discarding: false)
+    }
+
     /// The same window with a `discard()` of the parent in it: the parent's pending changes go,
     /// but the versions its root commit gave the objects it carried are kept for its children, so
     /// the grandchild's change still commits (the discard forgot them, and the parent's next
     /// commit met its own commit: dropped under `.storeWins`, a conflict under `.fail`).
     @Test(arguments: [MergePolicy.storeWins, .fail])
     func aGrandchildCommittingAfterItsParentDiscardedInThatWindowKeepsItsChange(policy: MergePolicy) async throws {
-        try await withLibraryStore { store in
-            let t = track("T")
-            _ = try await store.save { $0.insert(t) }
-            let parent = store.mainContext.newChild(label: "parent", mergePolicy: policy)
-            try parent.set(Track.title, of: t.id, to: "parent")
-            let grandchild = parent.newChild(label: "grandchild")
-            try grandchild.set(Track.rating, of: t.id, to: 4.5)
-            let outcome = Locked<String?>(nil)
-            parent.beforeRebasingDescendantsForTesting.withLock {
-                $0 = { [grandchild, parent] in
-                    parent.discard()
-                    do {
-                        try grandchild.commitIntoParent(parent)
-                        outcome.withLock { $0 = "committed" }
-                    } catch {
-                        outcome.withLock { $0 = "\(error)" }
-                    }
-                }
-            }
-            _ = try await parent.commit()
-            parent.beforeRebasingDescendantsForTesting.withLock { $0 = nil }
-            #expect(outcome.withLock { $0 } == "committed")
-            _ = try await parent.commit()
-            let saved = try #require(try store.mainContext.object(Track.self, id: t.id))
-            #expect(saved.title == "parent")
-            #expect(saved.rating == 4.5)
-        }
+        try await grandchildCommitsInTheWindow(policy: policy, discarding: true)
     }
 
     /// A to-one cleared while the child's commit of another target is in flight is cleared by
