@@ -35,6 +35,8 @@ let package = Package(
         ),
         // CRC-32C with the SSE4.2 instruction where the CPU has it (checked at run time).
         .target(name: "CStrataCRC", path: "Sources/CStrataCRC"),
+        // A rename that never replaces what is at its destination (Linux's `renameat2`).
+        .target(name: "CStrataPOSIX", path: "Sources/CStrataPOSIX"),
         // LMDB for Strata: environments, transactions, cursors, map growth, page audits. The only
         // target that imports CLMDB; it knows nothing of Strata's keys, ids or formats.
         .target(
@@ -58,6 +60,7 @@ let package = Package(
             name: "StrataCluster",
             dependencies: [
                 "Strata",
+                "CStrataPOSIX",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]

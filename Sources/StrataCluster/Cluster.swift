@@ -1,3 +1,4 @@
+import CStrataPOSIX
 import Foundation
 import Logging
 import PostgresNIO
@@ -435,7 +436,9 @@ public enum Cluster {
                     """)
             }
         }
-        guard rename(made.path, path) == 0 else {
+        // Never over what is at `path` by now: a directory made there during the download, even
+        // an empty one, stays, and the join is refused.
+        guard strata_rename_noreplace(made.path, path) == 0 else {
             let code = errno
             if code == EEXIST || code == ENOTEMPTY {
                 throw ClusterError(.storeExists, "\(path) exists: a replica is made in a new directory")

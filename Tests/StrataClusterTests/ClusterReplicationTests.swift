@@ -465,6 +465,50 @@ import Testing
         }
     }
 
+    @Test func aCatchUpThatFillsTheMapGrowsItAndCountsTheGrowth() async throws {
+        try await withCluster(replicas: 1) { c in
+            let a = c.replicas[0]
+            var small = StoreConfiguration()
+            small.initialMapSizeBytes = 256 << 10
+            let late = try await Cluster.join(at: c.root.appendingPathComponent("late"), address: c.address,
+                                              configuration: small)
+            let mapBefore = late.statistics.mapGrowths
+            // About 2 MB of tracks the late replica has not applied: more than its map holds.
+            for i in 0..<40 {
+                _ = try await a.store.save { ctx in
+                    for j in 0..<100 { ctx.insert(newTrack("t\(i)-\(j)")) }
+                }
+            }
+            let replica = try await ClusterReplica.open(store: late, address: c.address, name: "late")
+            #expect(try late.lastTransactionID == a.store.lastTransactionID)
+            #expect(late.statistics.mapGrowths > mapBefore)
+            #expect(try ClusterFixture.exported(a.store) == ClusterFixture.exported(late))
+            await replica.close()
+            late.close()
+        }
+    }
+
+    @Test func aJoinDoesNotReplaceAnEmptyDirectoryMadeAtItsPathDuringTheDownload() async throws {
+        try await withCluster(replicas: 1) { c in
+            let a = c.replicas[0]
+            _ = try await a.store.save { $0.insert(newTrack("before")) }
+            let path = c.root.appendingPathComponent("late")
+            do {
+                _ = try await Cluster.join(at: path, address: c.address, configuration: StoreConfiguration()) {
+                    // Someone else claims the path after the join checked it was free.
+                    try FileManager.default.createDirectory(at: path, withIntermediateDirectories: false)
+                }
+                Issue.record("the join replaced the directory made at its path")
+            } catch let e as ClusterError {
+                #expect(e.kind == .storeExists, "\(e)")
+            }
+            var isDirectory: ObjCBool = false
+            #expect(FileManager.default.fileExists(atPath: path.path, isDirectory: &isDirectory) && isDirectory.boolValue)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: path.path).isEmpty,
+                    "the other directory is left as it was")
+        }
+    }
+
     @Test func aReplicaCompactsItsOwnLogAndGoesOnReplicatingButDoesNotMigrateAlone() async throws {
         try await withCluster(replicas: 2) { c in
             let (a, b) = (c.replicas[0], c.replicas[1])

@@ -180,7 +180,7 @@ extension Store {
             try copyDurably(from: file.path, to: generation + "/data.mdb", mode: permissions.fileMode)
             try StoreDirectory.syncDirectory(generation)
             // The snapshot must be of this replica's cluster.
-            var options = LMDBOptions(mapSizeBytes: configuration.initialMapSizeBytes,
+            var options = LMDBOptions(mapSizeBytes: min(configuration.initialMapSizeBytes, configuration.maxMapSizeBytes),
                                       maxMapSizeBytes: configuration.maxMapSizeBytes, maxReaders: 8, readOnly: true,
                                       noSync: true, noLock: true)
             options.fileMode = permissions.fileMode

@@ -410,6 +410,7 @@ extension Writer {
                 return nothing.head
             } catch let e as LMDBError where e.isMapFull {
                 guard try env.growMap() else { throw StrataError.storeFull(maxMapSizeBytes: config.maxMapSizeBytes) }
+                noteMapGrowths(1)
             } catch let e as LMDBError {
                 // An I/O error stops the writer (``stopIfSyncFailed(_:)``), as a save's does.
                 stopIfSyncFailed(e)

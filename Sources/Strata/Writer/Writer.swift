@@ -656,7 +656,11 @@ final class Writer: Sendable {
                         continue
                     }
                     if batch.count > 1 {
-                        // The group does not fit; some of its saves alone may.
+                        // The group does not fit; some of its saves alone may (a member of an
+                        // ordered call that fails refuses that call's later saves: its result is
+                        // noted in its ``GroupWaiter``). The map grown meanwhile stays grown:
+                        // counted here, as each commit starts its own count.
+                        noteMapGrowths(growths)
                         for save in batch { commit([save]) }
                     } else {
                         fail(batch, StrataError.storeFull(maxMapSizeBytes: config.maxMapSizeBytes))

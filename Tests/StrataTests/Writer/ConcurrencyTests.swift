@@ -534,6 +534,38 @@ import Testing
         }
     }
 
+    /// A group of saves that does not fit at `maxMapSizeBytes`: each save is committed alone if it
+    /// fits, except that saves queued in order to stop at their first failure (an import's
+    /// batches) stop there.
+    @Test(arguments: [false, true])
+    func aGroupThatDoesNotFitAtTheLargestMapCommitsWhatFitsAloneUnlessItStopsAtAFailure(stopAtFailure: Bool) async throws {
+        var config = StoreConfiguration()
+        config.initialMapSizeBytes = 64 << 10
+        config.maxMapSizeBytes = 256 << 10
+        try await withLibraryStore(config) { store async throws in
+            var large = ChangeSet(), small = ChangeSet()
+            for i in 0..<5000 {
+                large.insert(makeTrack(title: "t\(i) " + String(repeating: "y", count: 300), duration: i))
+            }
+            small.insert(Genre(name: "fits"))
+            let results = await store.saveInOrder([(large, [:]), (small, [:])], author: "test",
+                                                  stopAtFailure: stopAtFailure)
+            #expect(results.count == 2)
+            if case .failure(StrataError.storeFull) = results[0] {} else { Issue.record("large: \(results[0])") }
+            #expect(try store.mainContext.count(Track.self) == 0)
+            // The group's attempt grew the map to its largest before each save was tried alone.
+            #expect(store.statistics.mapGrowths > 0)
+            if stopAtFailure {
+                if case .success = results[1] { Issue.record("a save after the failed one of its call was committed") }
+                #expect(try store.mainContext.count(Genre.self) == 0)
+            } else {
+                if case .failure(let e) = results[1] { Issue.record("small: \(e)") }
+                #expect(try store.mainContext.count(Genre.self) == 1)
+            }
+            #expect(try store.verify().ok)
+        }
+    }
+
     @Test func storeFullIsAClearErrorAndNothingIsWritten() async throws {
         var config = StoreConfiguration()
         config.initialMapSizeBytes = 64 << 10
