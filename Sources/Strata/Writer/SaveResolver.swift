@@ -16,6 +16,10 @@ struct SaveResolver<S: StateStore> {
     private var bases: [ObjectID: BaseVersion] = [:]
     private var policy: MergePolicy = .fail
     private var decisions: [ObjectID: Decision] = [:]
+    /// Every attribute change and delete the set makes of each object it has a base for: a
+    /// conflict is judged on the object's whole change, whichever operation meets it first (a
+    /// relationship edit before the update, which was judged as no change at all).
+    private var changesOfBased: [ObjectID: (attributes: [ChangeSet.AttributeValue], deletes: Bool)] = [:]
     private var conflicts: [MergeConflict] = []
     /// Objects this save deleted (cascades included); an insert that gives an id back removes it.
     private var deleted: Set<ObjectID> = []
@@ -81,6 +85,18 @@ struct SaveResolver<S: StateStore> {
                       checkRequired: Bool, netState: Bool = false) throws {
         self.bases = bases
         self.policy = policy
+        changesOfBased = [:]
+        if !bases.isEmpty {
+            for op in operations {
+                switch op {
+                case .update(let id, let attributes) where bases[id] != nil:
+                    changesOfBased[id, default: ([], false)].attributes += attributes
+                case .delete(let id) where bases[id] != nil:
+                    changesOfBased[id, default: ([], false)].deletes = true
+                default: continue
+                }
+            }
+        }
         checkingRequired = checkRequired
         self.netState = netState
         applier.defersUniqueClashes = netState
@@ -171,6 +187,11 @@ struct SaveResolver<S: StateStore> {
             switch try decide(id, changing: []) {
             case .skip: return false
             case .reinsert(let values):
+                // Deleted by the store and by this set too: it stays deleted, the edit with it.
+                if changesOfBased[id]?.deletes == true {
+                    decisions[id] = .skip
+                    return false
+                }
                 decisions[id] = .apply
                 try reinsert(id, values)
             case .apply, .merge, .replace: break
@@ -195,8 +216,9 @@ struct SaveResolver<S: StateStore> {
             decisions[id] = .apply
             return .apply
         }
+        let whole = changesOfBased[id]
         var contextValues = base.values
-        for a in attributes where a.attribute >= 0 && a.attribute < contextValues.count {
+        for a in whole?.attributes ?? attributes where a.attribute >= 0 && a.attribute < contextValues.count {
             contextValues[a.attribute] = a.value
         }
         let storeChanged = current.map { c in
@@ -209,7 +231,7 @@ struct SaveResolver<S: StateStore> {
             changedByContext: e.attributes.indices.filter { contextValues[$0] != base.values[$0] }
                 .map { e.attributes[$0].name },
             baseValues: base.values, storeValues: current?.values ?? [], contextValues: contextValues,
-            contextDeletes: deleting)
+            contextDeletes: deleting || whole?.deletes == true)
         let decision: Decision
         switch policy {
         case .fail:
@@ -372,6 +394,10 @@ struct SaveResolver<S: StateStore> {
             return CascadeFrame(id: id, record: record)
         }
         guard let root = try enter(id) else { return }
+        // A deny is judged once the whole delete is known: a target that one of the deleted
+        // objects' cascades removes (also through a relationship declared after the deny one)
+        // does not refuse it. Each entry: the denying object, its relationship, every target then.
+        var denials: [(id: ObjectID, entity: String, relationship: RelationshipDescription, targets: [ObjectID])] = []
         var stack = [root]
         frames: while var f = stack.popLast() {
             let relationships = f.record.entity.relationships
@@ -399,9 +425,8 @@ struct SaveResolver<S: StateStore> {
                         // this one) do not deny; in a child's net changes, judged whole, neither do
                         // those the set deletes by name or by a cascade.
                         let gone = netState ? try doomedBySet() : []
-                        guard targets.allSatisfy({ deleted.contains($0) || gone.contains($0) }) else {
-                            throw fail(.deleteDenied, f.record.entity.name, f.id, r.name,
-                                       "\(targets.count) related \(r.destination) object(s) exist and the delete rule is deny")
+                        if !targets.allSatisfy({ deleted.contains($0) || gone.contains($0) }) {
+                            denials.append((f.id, f.record.entity.name, r, targets.filter { !gone.contains($0) }))
                         }
                     case .cascade:
                         // A child's net changes list every object it deletes, cascades included, as
@@ -420,6 +445,11 @@ struct SaveResolver<S: StateStore> {
             }
             try emit(.delete(id: f.id, values: f.record.values, previousVersion: f.record.version))
             toOneChecks.remove(f.id)
+        }
+        // Refused: the save ends here, and what this delete emitted goes with it.
+        for d in denials where !d.targets.allSatisfy({ deleted.contains($0) }) {
+            throw fail(.deleteDenied, d.entity, d.id, d.relationship.name,
+                       "\(d.targets.count) related \(d.relationship.destination) object(s) exist and the delete rule is deny")
         }
     }
 

@@ -147,6 +147,49 @@ import Testing
         }
     }
 
+    /// A conflict is judged on the object's whole change in the set, whichever of its operations
+    /// comes first: a relationship edit before the update shows the resolver the update (it was
+    /// shown no change, and `.values(contextValues)` then wrote the base values over both sides),
+    /// and one before a delete shows the delete. The same set in either order saves the same.
+    @Test(arguments: [false, true])
+    func aConflictIsJudgedOnTheObjectsWholeChangeWhicheverOperationComesFirst(linkFirst: Bool) async throws {
+        try await withLibraryStore { store async throws in
+            let f = try await setUp(store)
+            let genre = Genre(name: "G")
+            _ = try await store.save { $0.insert(genre) }
+            let read = try #require(try store.mainContext.record(f.track.id))
+            _ = try await store.save { $0.set(Track.durationSeconds, of: f.track.id, to: 999) }   // another writer
+            let seen = Seen()
+            var c = ChangeSet()
+            if linkFirst { c.set(Track.genre, of: f.track.id, to: genre.id) }
+            c.set(Track.title, of: f.track.id, to: "new")
+            if !linkFirst { c.set(Track.genre, of: f.track.id, to: genre.id) }
+            c.baseVersions[f.track.id] = BaseVersion(version: read.version, values: read.values)
+            c.mergePolicy = policy("values", seen) { $0.contextValues }
+            _ = try await store.save(c)
+            let conflict = try #require(seen.all.first)
+            #expect(seen.all.count == 1)
+            #expect(conflict.changedByContext == ["title"] && conflict.changedByStore == ["durationSeconds"])
+            #expect(!conflict.contextDeletes)
+            let track = try #require(try store.mainContext.object(Track.self, id: f.track.id))
+            #expect(track.title == "new" && track.durationSeconds == 100)
+            #expect(try store.mainContext.related(f.track.id, Track.genre)?.id == genre.id)
+
+            // A delete after a relationship edit: the resolver is told the context deletes it.
+            let again = try #require(try store.mainContext.record(f.track.id))
+            _ = try await store.save { $0.set(Track.durationSeconds, of: f.track.id, to: 5) }
+            var d = ChangeSet()
+            d.remove(f.track.id, from: Playlist.tracks, of: f.playlist.id)
+            d.delete(f.track.id)
+            d.baseVersions[f.track.id] = BaseVersion(version: again.version, values: again.values)
+            let seenDelete = Seen()
+            d.mergePolicy = policy("keepStore", seenDelete)
+            _ = try await store.save(d)
+            #expect(seenDelete.all.map(\.contextDeletes) == [true])
+            #expect(try store.mainContext.object(Track.self, id: f.track.id) != nil, "the store's side kept")
+        }
+    }
+
     // MARK: The child deletes an object the store changed
 
     /// A custom resolver's `.values(v)` keeps the object with `v` and drops the delete (they were

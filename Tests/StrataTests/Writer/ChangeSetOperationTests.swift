@@ -291,6 +291,57 @@ import Testing
         }
     }
 
+    /// A deny is judged on the whole delete: a target the same delete removes through a cascade
+    /// does not refuse it, whichever of the two relationships the schema declares first; a
+    /// target it leaves does, in both orders, with nothing written.
+    @Test(arguments: [false, true])
+    func aDenyIsJudgedOnTheWholeDeleteWhateverOrderTheRelationshipsAreDeclaredIn(denyFirst: Bool) async throws {
+        let deny = #"{"name": "favorite", "destination": "Pet", "inverse": "favoriteOf", "deleteRule": "deny", "optional": true}"#
+        let cascade = #"{"name": "pets", "destination": "Pet", "toMany": true, "inverse": "owner", "deleteRule": "cascade"}"#
+        let json = """
+        {"model": "pets", "version": 1, "entities": [
+          {"name": "Owner", "attributes": [{"name": "name", "type": "string"}],
+           "relationships": [\(denyFirst ? deny : cascade), \(denyFirst ? cascade : deny)]},
+          {"name": "Pet", "attributes": [{"name": "name", "type": "string"}],
+           "relationships": [
+             {"name": "owner", "destination": "Owner", "inverse": "pets", "optional": true},
+             {"name": "favoriteOf", "destination": "Owner", "toMany": true, "inverse": "favorite"}]}]}
+        """
+        let schema = try Schema.parse(Array(json.utf8), source: "v1.json")
+        let dir = temporaryDirectory("deny-and-cascade")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try Store.open(at: dir, schema: schema)
+        defer { store.close() }
+        let owner = try #require(schema.entity(named: "Owner")), pet = try #require(schema.entity(named: "Pet"))
+        let pets = try #require(owner.relationships.first { $0.name == "pets" })
+        let favorite = try #require(owner.relationships.first { $0.name == "favorite" })
+        func named(_ e: EntityDescription, _ name: String) -> Record {
+            var r = Record(entity: e)
+            r["name"] = .string(name)
+            return r
+        }
+        // o owns p and has it as its favorite; q owns p2 and has as its favorite a pet it does not own.
+        let o = named(owner, "o"), p = named(pet, "p"), q = named(owner, "q"), p2 = named(pet, "p2"), stray = named(pet, "stray")
+        var build = ChangeSet()
+        for r in [o, p, q, p2, stray] { build.insert(r) }
+        build.append(.link(relationship: pets.tag, from: .id(o.id), to: .id(p.id)))
+        build.append(.link(relationship: favorite.tag, from: .id(o.id), to: .id(p.id)))
+        build.append(.link(relationship: pets.tag, from: .id(q.id), to: .id(p2.id)))
+        build.append(.link(relationship: favorite.tag, from: .id(q.id), to: .id(stray.id)))
+        _ = try await store.save(build)
+        await #expect {
+            _ = try await store.save { $0.delete(q.id) }
+        } throws: { error in
+            guard case StrataError.validation(let f) = error else { return false }
+            return f.kind == .deleteDenied && f.objectID == q.id && f.field == "favorite"
+        }
+        #expect(try store.mainContext.count(Query(entity: "Pet")) == 3, "nothing of the refused delete is written")
+        _ = try await store.save { $0.delete(o.id) }
+        #expect(try store.mainContext.record(o.id) == nil && store.mainContext.record(p.id) == nil)
+        #expect(try store.mainContext.count(Query(entity: "Owner")) == 1)
+        #expect(try store.verify().ok)
+    }
+
     /// A delete whose cascade runs 100,000 objects deep (a list whose every node cascades to the
     /// next) deletes them all: the cascade was a recursion, and a chain that deep overflowed the
     /// writer thread's stack and ended the process. A deny at the end of the chain still refuses
