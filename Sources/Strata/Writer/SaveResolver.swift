@@ -117,6 +117,23 @@ struct SaveResolver<S: StateStore> {
             }
         }
         if collectsChanges { changes.reserveCapacity(operations.count) }
+        do {
+            try runOperations(operations)
+        } catch StrataError.validation where !conflicts.isEmpty {
+            // Under `.fail` a conflicting object's changes are skipped, and a later operation is
+            // most often refused because of that (a unique key the skipped rename would have
+            // freed): the conflicts are what the caller has to settle first, so they are thrown,
+            // not the refusal they led to (found so far: the operations stopped at the refusal).
+            throw StrataError.conflict(conflicts)
+        }
+        if !conflicts.isEmpty { throw StrataError.conflict(conflicts) }
+        if netState { try applier.takeDeferredUniqueKeys() }
+        if checkRequired { try checkRequiredRelationships() }
+        try applier.flushCounts()
+    }
+
+    /// Applies each operation in order (``run(_:bases:policy:checkRequired:netState:)``).
+    private mutating func runOperations(_ operations: [ChangeSet.Operation]) throws {
         for op in operations {
             switch op {
             case .insert(let id, let values): try insert(id, values, prepared: netState)
@@ -169,10 +186,6 @@ struct SaveResolver<S: StateStore> {
                 try unlink(tag, a, b)
             }
         }
-        if !conflicts.isEmpty { throw StrataError.conflict(conflicts) }
-        if netState { try applier.takeDeferredUniqueKeys() }
-        if checkRequired { try checkRequiredRelationships() }
-        try applier.flushCounts()
     }
 
     // MARK: Conflicts

@@ -190,6 +190,30 @@ import Testing
         }
     }
 
+    /// Under `.fail`, an operation refused because a conflicting object's change was skipped
+    /// (a new playlist taking the name the skipped rename would have freed) does not hide the
+    /// conflict: the save throws `conflict`, and nothing of it is written.
+    @Test func underFailARefusalThatFollowsASkippedConflictingChangeReportsTheConflict() async throws {
+        try await withLibraryStore { store async throws in
+            let road = Playlist(name: "Road", createdAt: Date(timeIntervalSince1970: 0))
+            _ = try await store.save { $0.insert(road) }
+            let read = try #require(try store.mainContext.record(road.id))
+            _ = try await store.save { $0.set(Playlist.notes, of: road.id, to: "another writer's") }
+            var c = ChangeSet()
+            c.set(Playlist.name, of: road.id, to: "Road 1")
+            c.insert(Playlist(name: "Road", createdAt: Date(timeIntervalSince1970: 0)))
+            c.baseVersions[road.id] = BaseVersion(version: read.version, values: read.values)
+            c.mergePolicy = .fail
+            do {
+                _ = try await store.save(c)
+                Issue.record("the save was accepted")
+            } catch StrataError.conflict(let list) {
+                #expect(list.map(\.objectID) == [road.id] && list.map(\.changedByContext) == [["name"]])
+            }
+            #expect(try store.mainContext.fetch(Playlist.self).map(\.name) == ["Road"])
+        }
+    }
+
     // MARK: The child deletes an object the store changed
 
     /// A custom resolver's `.values(v)` keeps the object with `v` and drops the delete (they were
