@@ -73,13 +73,31 @@ extension Cluster {
                 }
                 // Built aside and thrown away first: a migration that fails on this data, on this
                 // disk or beside another process fails before the cluster holds its entry (which
-                // would stop every replica until it can be applied).
-                _ = try await store.migrate(schemas: schemas, to: goal, registry: registry, dryRun: true)
-                if let hook = afterMigrationDryRunForTesting.withLock({ $0 }) { try await hook() }
-                marker = try await appendMarker(store, log, schemas: schemas, to: goal, registry: registry)
-                // Other machines may have appended while the dry run ran: applied here, up to the
-                // entry (which stops the catch-up), so that the replica migrates right after them.
-                // (It stopped with the cluster's migration committed and the replica not
+                // would stop every replica until it can be applied). The entry goes in only at
+                // the head the dry run saw: what other machines append meanwhile could fail the
+                // migration (a value a new unique or a step refuses), so after it the replica
+                // catches up and checks again, at most `maxMigrationChecks` times.
+                var attempts = 0
+                while true {
+                    _ = try await store.migrate(schemas: schemas, to: goal, registry: registry, dryRun: true)
+                    if let hook = afterMigrationDryRunForTesting.withLock({ $0 }) { try await hook() }
+                    attempts += 1
+                    if let appended = try await appendMarker(store, log, schemas: schemas, to: goal, registry: registry) {
+                        marker = appended
+                        break
+                    }
+                    guard attempts < maxMigrationChecks else {
+                        throw ClusterError(.unavailable, """
+                            other replicas saved while each of \(attempts) checks of the migration ran, so the \
+                            cluster holds data none of them checked: migrate when fewer saves arrive (stop the \
+                            services that write to the cluster while it migrates)
+                            """)
+                    }
+                    try await store.catchUpReplica()
+                }
+                // Another replica's migration entry may be the one returned: applied here up to it
+                // (which stops the catch-up), so that the replica migrates right after the entries
+                // before it. (It stopped with the cluster's migration committed and the replica not
                 // migrated: "the replica's next transaction is … the cluster migrates at …".)
                 do { try await store.catchUpReplica() } catch StrataError.replication(let e) where e.kind == .migrationNeeded {}
             }
@@ -117,9 +135,13 @@ extension Cluster {
         return report
     }
 
-    /// Run after a migration's dry run, before its entry is appended (tests append other
+    /// Run after each of a migration's dry runs, before its entry is appended (tests append other
     /// machines' transactions there).
     static let afterMigrationDryRunForTesting = Mutex<(@Sendable () async throws -> Void)?>(nil)
+
+    /// The dry runs a migration makes before it gives up when other replicas keep saving while
+    /// each runs (see ``migrate(at:address:schemas:to:registry:configuration:progress:)``).
+    static let maxMigrationChecks = 5
 
     /// The cluster's migration entry this replica must migrate at next: after catching up, the
     /// entry right after its head when it is one; nil when there is none.
@@ -138,15 +160,18 @@ extension Cluster {
     }
 
     /// Appends the migration entry right after the cluster's head, in this replica's turn (other
-    /// machines' appends held off, so it cannot lose a race to them); returns the entry the
-    /// replica migrates at, which is another replica's when one appended a migration first (found
-    /// among the entries after this replica's head).
+    /// machines' appends held off, so it cannot lose a race to them), when that head is this
+    /// replica's own, the one its dry run checked; returns the entry the replica migrates at,
+    /// which is another replica's when one appended a migration first (found among the entries
+    /// after this replica's head), or nil when other machines appended and nothing was (the
+    /// migration must be checked again with their entries).
     private static func appendMarker(_ store: Store, _ log: SharedLog, schemas: [Schema], to goal: Int,
-                                     registry: MigrationRegistry) async throws -> ReplicatedEntry {
+                                     registry: MigrationRegistry) async throws -> ReplicatedEntry? {
         let local = try store.lastTransactionID
         let version = store.schema.version
         return try await offPool("migrate") {
             var chosen: ReplicatedEntry?
+            var moved = false
             try log.appendInTurn { head in
                 var position = local
                 while position < head {
@@ -158,10 +183,15 @@ extension Cluster {
                     guard let last = next.last else { break }
                     position = last.transactionID
                 }
+                guard head == local else {
+                    moved = true
+                    return []
+                }
                 let marker = try store.migrationMarker(schemas: schemas, to: goal, registry: registry, at: head.next)
                 chosen = marker
                 return [marker]
             }
+            if moved { return nil }
             guard let chosen else {
                 throw StrataError.replication(ReplicationError(.unavailable,
                                                                "the cluster's log did not give the migration its turn"))

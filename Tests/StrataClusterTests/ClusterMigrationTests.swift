@@ -197,8 +197,11 @@ import Testing
         let b = try await ClusterReplica.open(store: joined, address: address, name: "b")
         let genre = try #require(v1.entity(named: "Genre"))
         let savedDuring = Locked<[TransactionID]>([])
+        let dryRuns = Locked(0)
         Cluster.afterMigrationDryRunForTesting.withLock {
             $0 = {
+                // Saves during the first dry run only: the second checks them, and the entry goes in.
+                guard dryRuns.withLock({ $0 += 1; return $0 }) == 1 else { return }
                 for name in ["during the dry run", "still during it"] {
                     var record = Record(entity: genre)
                     record["name"] = .string(name)
@@ -212,6 +215,7 @@ import Testing
         let saved = savedDuring.withLock { $0 }
         let position = try #require(migratedA?.migrationTransaction)
         #expect(saved.count == 2 && position == saved.last?.next, "\(saved) then \(position)")
+        #expect(dryRuns.withLock { $0 } == 2)
         await b.close()
         joined.close()
         let migratedB = try await Cluster.migrate(at: urlB, address: address, schemas: schemas, registry: libraryMigrations)
@@ -222,6 +226,85 @@ import Testing
         #expect(try storeA.lastTransactionID == storeB.lastTransactionID)
         #expect(try ClusterFixture.exported(storeA) == ClusterFixture.exported(storeB))
         #expect(try storeA.verify().ok && storeB.verify().ok)
+    }
+
+    /// Data another replica saves while the migration's dry run runs is checked before the
+    /// cluster holds the migration's entry: an artist the migration's custom step refuses fails
+    /// the migration with nothing appended, and the other replica goes on saving. (The entry
+    /// went in after those saves unchecked, and every replica then stopped at it for good.)
+    @Test func dataSavedDuringAMigrationsDryRunIsCheckedBeforeTheClusterHoldsItsEntry() async throws {
+        let c = try await V1Cluster.make()
+        defer { try? FileManager.default.removeItem(at: c.root) }
+        c.first.close()
+        let joined = try await Cluster.join(at: c.urlB, address: c.address)
+        let b = try await ClusterReplica.open(store: joined, address: c.address, name: "b")
+        struct Refused: Error {}
+        var registry = MigrationRegistry()
+        registry.register("deriveSortName") { record in
+            if case .string("poison") = record["name"] { throw Refused() }
+        }
+        let artist = try #require(c.v1.entity(named: "Artist"))
+        Cluster.afterMigrationDryRunForTesting.withLock {
+            $0 = {
+                var record = Record(entity: artist)
+                record["mbid"] = .uuid(UUID())
+                record["name"] = .string("poison")
+                _ = try await b.store.save { $0.insert(record) }
+            }
+        }
+        defer { Cluster.afterMigrationDryRunForTesting.withLock { $0 = nil } }
+        do {
+            _ = try await Cluster.migrate(at: c.urlA, address: c.address, schemas: c.schemas, registry: registry)
+            Issue.record("the migration was made over data its step refuses")
+        } catch {
+            #expect("\(error)".contains("deriveSortName"), "\(error)")
+        }
+        Cluster.afterMigrationDryRunForTesting.withLock { $0 = nil }
+        // No entry in the cluster: the other replica still saves, and the first opens at v1.
+        var genre = Record(entity: try #require(c.v1.entity(named: "Genre")))
+        genre["name"] = .string("after the refused migration")
+        _ = try await b.store.save { $0.insert(genre) }
+        let status = try await Cluster.status(address: c.address)
+        #expect(TransactionID(status.head) == (try b.store.lastTransactionID))
+        await b.close()
+        joined.close()
+        let a = try Store.openExisting(at: c.urlA)
+        #expect(a.schema.version == 1)
+        a.close()
+    }
+
+    /// A migration whose every dry run sees other replicas' saves arrive gives up after
+    /// `maxMigrationChecks` of them, with nothing appended.
+    @Test func aMigrationThatOtherSavesKeepOvertakingGivesUpWithNothingAppended() async throws {
+        let c = try await V1Cluster.make()
+        defer { try? FileManager.default.removeItem(at: c.root) }
+        c.first.close()
+        let joined = try await Cluster.join(at: c.urlB, address: c.address)
+        let b = try await ClusterReplica.open(store: joined, address: c.address, name: "b")
+        let genre = try #require(c.v1.entity(named: "Genre"))
+        let dryRuns = Locked(0)
+        Cluster.afterMigrationDryRunForTesting.withLock {
+            $0 = {
+                let n = dryRuns.withLock { $0 += 1; return $0 }
+                var record = Record(entity: genre)
+                record["name"] = .string("saved during dry run \(n)")
+                _ = try await b.store.save { $0.insert(record) }
+            }
+        }
+        defer { Cluster.afterMigrationDryRunForTesting.withLock { $0 = nil } }
+        do {
+            _ = try await Cluster.migrate(at: c.urlA, address: c.address, schemas: c.schemas, registry: libraryMigrations)
+            Issue.record("the migration went in")
+        } catch let e as ClusterError {
+            #expect(e.kind == .unavailable, "\(e)")
+        }
+        #expect(dryRuns.withLock { $0 } == Cluster.maxMigrationChecks)
+        Cluster.afterMigrationDryRunForTesting.withLock { $0 = nil }
+        var record = Record(entity: genre)
+        record["name"] = .string("after")
+        _ = try await b.store.save { $0.insert(record) }
+        await b.close()
+        joined.close()
     }
 
     @Test func aReplicaRefusesAMigrationEntryPlannedWithOtherStepsOrSchemas() async throws {
