@@ -90,10 +90,13 @@ struct MigrationHop: Sendable {
         }
     }
 
-    /// A value of the new version's attribute `a`, checked against its declaration.
+    /// A value of the new version's attribute `a`, checked against its declaration. A required
+    /// attribute with a default takes it where the steps leave no value (an attribute that
+    /// becomes required, or an added one); without a default, that is an error.
     static func checked(_ v: Value, _ a: AttributeDescription, _ new: EntityDescription, _ id: ObjectID,
                         version: Int) throws -> Value {
         if v.isNull && !a.isOptional {
+            if let d = a.defaultValue, !d.isNull { return d }
             throw MigrationError(
                 reason: "\(new.name) \(id): required attribute '\(a.name)' has no value after migration to v\(version)")
         }

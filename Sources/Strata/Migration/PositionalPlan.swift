@@ -75,6 +75,8 @@ struct PositionalPlan: Sendable {
     func unchangedPositions(_ d: IndexDescription) -> [Int]? {
         var out: [Int] = []
         for a in d.attributes {
+            // A required attribute with a default may take it in place of a null (``MigrationHop/checked``).
+            if !new.attributes[a].isOptional, new.attributes[a].defaultValue != nil { return nil }
             guard let source = sources[a], source.conversions.isEmpty,
                   case .old(let j) = source.base else { return nil }
             out.append(j)

@@ -8,6 +8,60 @@ import Testing
         try texts.enumerated().map { try Schema.parse(Array($1.utf8), source: "v\($0 + 1).json", expectedVersion: $0 + 1) }
     }
 
+    /// An optional attribute that becomes required with a default takes the default wherever it
+    /// had no value, in the state and in every version the log keeps, and its index is rebuilt
+    /// with it; a unique over it that the default fills twice is refused, nothing migrated.
+    @Test(arguments: [false, true])
+    func anAttributeMadeRequiredWithADefaultTakesItWhereItHadNoValue(unique: Bool) async throws {
+        let dir = temporaryDirectory("required-with-default")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let keys = unique ? #""uniques":[["note"]]"# : #""indexes":[["note"]]"#
+        let k = #"{"name":"k","type":"int"}"#
+        let v1 = #"{"model":"m","version":1,"entities":[{"name":"Item","attributes":["# + k
+            + #",{"name":"note","type":"string","optional":true}],"# + keys + "}]}"
+        let v2 = #"{"model":"m","version":2,"entities":[{"name":"Item","attributes":["# + k
+            + #",{"name":"note","type":"string","default":"n/a"}],"# + keys + #"}],"migration":{"steps":[]}}"#
+        let all = [try Schema.parse(Array(v1.utf8), source: "v1.json", expectedVersion: 1),
+                   try Schema.parse(Array(v2.utf8), source: "v2.json", expectedVersion: 2)]
+        let item = try #require(all[0].entity(named: "Item"))
+        func make(_ k: Int64, _ note: String?) -> Record {
+            var r = Record(entity: item)
+            r["k"] = .int(k)
+            r["note"] = note.map { .string($0) } ?? .null
+            return r
+        }
+        let (bare, noted, later) = (make(1, nil), make(2, "x"), make(3, nil))
+        do {
+            let store = try Store.open(at: dir, schema: all[0])
+            defer { store.close() }
+            _ = try await store.save { $0.insert(bare); $0.insert(noted) }
+            // Given a value later: its first version in the log has none.
+            _ = try await store.save { $0.insert(later) }
+            _ = try await store.save { $0.update(later.id, [ChangeSet.AttributeValue(attribute: 1, value: .string("y"))]) }
+        }
+        if unique {
+            // `bare` and `later`'s first version would both hold "n/a".
+            do {
+                _ = try await Store.migrate(at: dir, schemas: all)
+                Issue.record("a unique filled twice with its default was migrated")
+            } catch {
+                #expect("\(error)".contains("unique") && "\(error)".contains("n/a"), "\(error)")
+            }
+            let store = try Store.open(at: dir, schema: all[0])
+            defer { store.close() }
+            #expect(store.schema.version == 1)
+            return
+        }
+        _ = try await Store.migrate(at: dir, schemas: all)
+        let store = try Store.open(at: dir, schema: all[1])
+        defer { store.close() }
+        let notes = try [bare, noted, later].map { try store.mainContext.record($0.id)?["note"] }
+        #expect(notes == [.string("n/a"), .string("x"), .string("y")])
+        #expect(try store.snapshot(asOf: TransactionID(2)).record(later.id)?["note"] == .string("n/a"))
+        #expect(try store.mainContext.fetch(Query(entity: "Item", predicate: .compare(attribute: 1, .equal, .string("n/a")))).map(\.id) == [bare.id])
+        #expect(try store.verify().ok)
+    }
+
     /// A v1 store with two makers and three products, edited over several transactions.
     func populated(_ dir: URL, titles: [String] = ["Lamp", "Desk", "Chair"]) async throws -> [ObjectID] {
         let s = try schemas([ShopSchemas.v1])[0]
@@ -768,4 +822,5 @@ import Testing
         defer { migrated.close() }
         #expect(try migrated.mainContext.count(Query(entity: "Artist")) == 3)
     }
+
 }
