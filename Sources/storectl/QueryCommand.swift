@@ -184,8 +184,7 @@ struct QueryCommand: AsyncParsableCommand {
         }
         let columns = (groupBy.map { [$0] } ?? []) + ["count"] + headers
         let cells = rows.map { row in
-            (groupBy != nil ? [clip(ValueConversion.text(row.group))] : []) + [String(row.count)]
-                + row.values.map { clip(ValueConversion.text($0)) }
+            (groupBy != nil ? [cell(row.group)] : []) + [String(row.count)] + row.values.map(cell)
         }
         printColumns(columns, cells)
         if groupBy != nil { print("(\(rows.count) group\(rows.count == 1 ? "" : "s"))") }
@@ -221,7 +220,7 @@ struct QueryCommand: AsyncParsableCommand {
     private func printTable(_ records: [Record], attributes: [AttributeDescription]) {
         let columns = ["id"] + attributes.map(\.name)
         let rows = records.map { r in
-            [r.id.description] + attributes.map { clip(ValueConversion.text(r.values[$0.index])) }
+            [r.id.description] + attributes.map { cell(r.values[$0.index]) }
         }
         printColumns(columns, rows)
         print("(\(records.count) record\(records.count == 1 ? "" : "s"))")
@@ -258,7 +257,16 @@ struct QueryCommand: AsyncParsableCommand {
         }
     }
 
-    /// The cell of a value: control characters escaped (`\u{0}`, `\n`; nothing read from the
+    /// The cell of a value: a number whole (a decimal's 38 digits, or a sum's, cut would read as
+    /// another number); any other value as ``clip(_:)`` shows it.
+    private func cell(_ v: Value) -> String {
+        switch v {
+        case .int, .double, .decimal: ValueConversion.text(v)
+        default: clip(ValueConversion.text(v))
+        }
+    }
+
+    /// Text as a cell: control characters escaped (`\u{0}`, `\n`; nothing read from the
     /// store reaches the terminal raw), cut at 40 characters as shown, never inside an escape.
     private func clip(_ s: String) -> String {
         let shown = EchoedText.escaped(s)

@@ -120,8 +120,19 @@ struct ReadingSource: ObjectSource {
         return try reading.relatedIDs(r, of: id)
     }
     func objectCount(_ entity: EntityDescription) throws -> Int { try reading.count(Query(entity: entity.name)) }
+    /// In id order, as every other source gives them (a group's walk over to-one targets moves
+    /// forward only): `fetch` of a conforming type promises its query's sort, and an unsorted
+    /// query leaves the order to it.
     func candidates(_ e: EntityDescription, _ predicate: Filter, _ visit: (Record) throws -> Bool) throws {
-        for r in try reading.fetch(Query(entity: e.name, predicate: predicate)) where try !visit(r) { return }
+        var records = try reading.fetch(Query(entity: e.name, predicate: predicate))
+        if !records.isSorted(by: { $0.id < $1.id }) { records.sort { $0.id < $1.id } }
+        for r in records where try !visit(r) { return }
+    }
+}
+
+private extension Array where Element == Record {
+    func isSorted(by less: (Record, Record) -> Bool) -> Bool {
+        zip(self, dropFirst()).allSatisfy { !less($1, $0) }
     }
 }
 
@@ -163,10 +174,17 @@ struct Aggregation {
             return states.count - 1
         }
 
-        var rows: [AggregateRow] {
-            get throws {
-                try zip(keys, states).map { AggregateRow(group: $0, count: $1.count, values: try $1.results()) }
-                    .sorted { Value.compare($0.group, $1.group) < 0 }
+        /// Every group's row, in key order. A result past what its type holds is an error that
+        /// names its group (the first such in key order) when the rows are `grouped`.
+        func rows(grouped: Bool) throws -> [AggregateRow] {
+            let sorted = zip(keys, states).sorted { Value.compare($0.0, $1.0) < 0 }
+            return try sorted.map { key, state in
+                do {
+                    return AggregateRow(group: key, count: state.count, values: try state.results())
+                } catch StrataError.invalidQuery(let e, let reason) where grouped {
+                    let shown = key.isNull ? "objects without a value" : "'\(ValueConversion.text(key))'"
+                    throw StrataError.invalidQuery(entity: e, reason: "\(reason), in the group of \(shown)")
+                }
             }
         }
     }
@@ -200,7 +218,7 @@ struct Aggregation {
         }
         if key == nil, groups.keys.isEmpty { _ = groups.slot(.null) }
         // A target whose objects all failed the filter has a slot but no group.
-        return try groups.rows.filter { $0.count > 0 || key == nil }
+        return try groups.rows(grouped: key != nil).filter { $0.count > 0 || key == nil }
     }
 
     /// The attributes of the entity the functions and the group key read (the others need not be
@@ -386,16 +404,20 @@ struct Accumulator {
                 // 2^63 terms of at most 2^63 each stay below 2^127.
                 states[k] = .intSum(t + Int128(x))
             case (.doubleSum(var t), .double(let x)):
+                states[k] = .countValues(0)   // the state lets go of the sum's storage: added in place
                 t.add(x)
                 states[k] = .doubleSum(t)
             case (.decimalSum(var sum), .decimal(let x)):
+                states[k] = .countValues(0)
                 sum.add(Self.number(x))
                 states[k] = .decimalSum(sum)
             case (.intMean(let t, let n), .int(let x)): states[k] = .intMean(t + Int128(x), n + 1)
             case (.doubleMean(var t, let n), .double(let x)):
+                states[k] = .countValues(0)
                 t.add(x)
                 states[k] = .doubleMean(t, n + 1)
             case (.decimalMean(var sum, let n), .decimal(let x)):
+                states[k] = .countValues(0)
                 sum.add(Self.number(x))
                 states[k] = .decimalMean(sum, n + 1)
             default: continue

@@ -89,7 +89,24 @@ import Testing
             model.append(Model(duration: 7, rating: nil, title: "zz", genre: 0, album: nil, playlists: 0))
             #expect(try child.aggregate(Track.self, groupedBy: .by(Track.genre), functions)
                     == expected { m in m.genre.map { .string(genres[$0].id.description) } ?? .null })
+            // Through an `ObjectReading` of the application's own whose unsorted fetches come in
+            // another order than the store's (every track fell in the null group but the first).
+            let reversed = ReversedReading(base: child)
+            #expect(try reversed.aggregate(Track.self, groupedBy: .by(Track.genre), functions)
+                    == expected { m in m.genre.map { .string(genres[$0].id.description) } ?? .null })
+            #expect(try reversed.aggregate(Track.self, groupedBy: .by(Track.album, Album.year), functions)
+                    == expected { m in m.album.flatMap { albums[$0].year }.map { .int(Int64($0)) } ?? .null })
         }
+    }
+
+    /// An `ObjectReading` whose fetches come newest id first.
+    struct ReversedReading: ObjectReading {
+        let base: ChildContext
+        var schema: Schema { base.schema }
+        func record(_ id: ObjectID) throws -> Record? { try base.record(id) }
+        func relatedIDs(_ r: RelationshipDescription, of id: ObjectID) throws -> [ObjectID] { try base.relatedIDs(r, of: id) }
+        func fetch(_ query: Query) throws -> [Record] { Array(try base.fetch(query).reversed()) }
+        func count(_ query: Query) throws -> Int { try base.count(query) }
     }
 
     @Test func refusedFormsSayWhy() async throws {
@@ -341,6 +358,44 @@ import Testing
         let mean = try store.mainContext.aggregate(Query(entity: "R"), groupedBy: nil, [.average(attribute: 2)])
         let quarter = try #require(Decimal(string: "25000000000000000000000000000000000000"))
         #expect(mean.first?.values == [.decimal(quarter)], "\(mean)")
+    }
+
+    /// A grouped sum past what its type holds names the group it overflowed in (it named only the
+    /// attribute); an ungrouped one names none.
+    @Test func aGroupedSumPastItsTypeNamesItsGroup() async throws {
+        let schemaText = #"""
+        {"model":"m","version":1,"entities":[{"name":"R","attributes":[{"name":"k","type":"string"},
+         {"name":"g","type":"string","optional":true},{"name":"i","type":"int"}],"uniques":[["k"]]}]}
+        """#
+        let schema = try Schema.parse(Array(schemaText.utf8), source: "v1.json", expectedVersion: 1)
+        let store = try Store.temporary(schema: schema)
+        defer { store.close() }
+        let dir = temporaryDirectory("aggregate-group-overflow")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await Importer(store: store).run(files: [try writeInput([
+            #"{"entity":"R","k":"1","g":"small","i":1}"#,
+            #"{"entity":"R","k":"2","g":"big","i":9223372036854775807}"#,
+            #"{"entity":"R","k":"3","g":"big","i":1}"#,
+            #"{"entity":"R","k":"4","i":9223372036854775807}"#,
+            #"{"entity":"R","k":"5","i":9223372036854775807}"#,
+        ], in: dir)])
+        func reason(_ key: GroupKey?, _ predicate: Filter = .all) -> String? {
+            do {
+                _ = try store.mainContext.aggregate(Query(entity: "R", predicate: predicate), groupedBy: key,
+                                                    [.sum(attribute: 2)])
+                return nil
+            } catch StrataError.invalidQuery(_, let reason) {
+                return reason
+            } catch {
+                return "\(error)"
+            }
+        }
+        let byG = GroupKey.attribute(path: [], attribute: 1)
+        // The group without a value comes first in key order.
+        #expect(reason(byG) == "the sum of 'i' exceeds Int64, in the group of objects without a value")
+        #expect(reason(byG, .compare(attribute: 1, .equal, .string("big"))) == "the sum of 'i' exceeds Int64, in the group of 'big'")
+        #expect(reason(byG, .compare(attribute: 1, .equal, .string("small"))) == nil)
+        #expect(reason(nil) == "the sum of 'i' exceeds Int64")
     }
 
     /// 0.0 and -0.0 compare equal, so they are one group, shown as 0.0 whichever object came first,

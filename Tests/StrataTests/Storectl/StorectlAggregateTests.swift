@@ -76,4 +76,35 @@ import Testing
 
             """#, "\(r.stdout)")
     }
+
+    /// The table shows numbers whole: a decimal mean of 38 digits and a group key of 38 digits
+    /// (cut at 40 characters, two keys differing in their last digit printed alike, and a mean
+    /// showed a wrong last digit); strings are still cut.
+    @Test func theTableShowsNumbersWhole() async throws {
+        let dir = temporaryDirectory("storectl-aggregate-numbers")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let schema = dir.appendingPathComponent("schema")
+        try FileManager.default.createDirectory(at: schema, withIntermediateDirectories: true)
+        try Data(#"""
+            {"model":"m","version":1,"entities":[{"name":"Item","attributes":[{"name":"k","type":"string"},
+             {"name":"g","type":"decimal"},{"name":"m","type":"decimal"}],"uniques":[["k"]]}]}
+            """#.utf8).write(to: schema.appendingPathComponent("v1.json"))
+        let store = dir.appendingPathComponent("store").path
+        #expect(try await storectl("init", store, "--schema", schema.path).status == 0)
+        let g1 = "0.0001234567890123456789012345678901234571", g2 = "0.0001234567890123456789012345678901234572"
+        let long = String(repeating: "x", count: 60)
+        let input = try writeInput([#"{"entity":"Item","k":"\#(long)","g":"\#(g1)","m":"0.01"}"#,
+                                    #"{"entity":"Item","k":"b","g":"\#(g2)","m":"0.02"}"#,
+                                    #"{"entity":"Item","k":"c","g":"\#(g2)","m":"0.02"}"#], in: dir)
+        let imported = try await storectl("import", store, input, "--quiet")
+        #expect(imported.status == 0, "\(imported.stderr)")
+        let grouped = try await storectl("query", store, "--entity", "Item", "--group-by", "g", "--avg", "m")
+        #expect(grouped.status == 0, "\(grouped.stderr)")
+        #expect(grouped.stdout.contains(g1) && grouped.stdout.contains(g2), "\(grouped.stdout)")
+        let mean = try await storectl("query", store, "--entity", "Item", "--avg", "m")
+        #expect(mean.stdout.contains("0.0" + "1" + String(repeating: "6", count: 36) + "7"), "\(mean.stdout)")
+        let listed = try await storectl("query", store, "--entity", "Item", "--fields", "k,g")
+        #expect(listed.stdout.contains(g1) && !listed.stdout.contains(long)
+                && listed.stdout.contains(String(repeating: "x", count: 39) + "…"), "\(listed.stdout)")
+    }
 }
