@@ -351,16 +351,23 @@ private struct Shape {
                                        "several, now or in its history (a to-one may become to-many, not the reverse)")
                 }
             }
+            // Which ones differ, each as its attribute list: `[a, b]`.
+            func listed(_ keys: Set<[String]>) -> String {
+                keys.isEmpty ? "none" : keys.map { "[\($0.joined(separator: ", "))]" }.sorted().joined(separator: ", ")
+            }
             let idx = Set(e.indexes.map { $0.attributes.map { e.attributes[$0].name } })
             guard idx == shape.indexes else {
                 throw fail(e.name,
-                           "indexes after the steps differ from v\(s.version)'s (add addIndex/removeIndex steps)")
+                           "indexes after the steps differ from v\(s.version)'s: v\(s.version) declares " +
+                           "\(listed(idx.subtracting(shape.indexes))) the steps do not add, and the steps leave " +
+                           "\(listed(shape.indexes.subtracting(idx))) it does not declare (add addIndex/removeIndex steps)")
             }
             let uni = Set(e.uniques.map { $0.attributes.map { e.attributes[$0].name } })
             guard uni == shape.uniques else {
-                throw fail(
-                    e.name,
-                    "unique constraints after the steps differ from v\(s.version)'s (add addUnique/removeUnique steps)")
+                throw fail(e.name,
+                           "unique constraints after the steps differ from v\(s.version)'s: v\(s.version) declares " +
+                           "\(listed(uni.subtracting(shape.uniques))) the steps do not add, and the steps leave " +
+                           "\(listed(shape.uniques.subtracting(uni))) it does not declare (add addUnique/removeUnique steps)")
             }
         }
     }

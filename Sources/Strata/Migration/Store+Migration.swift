@@ -164,8 +164,11 @@ extension Store {
                 ? "the store is at v\(schema.version) already; nothing to do"
                 : "the store is at v\(schema.version), newer than v\(goal): a migration only goes to a later version")
         }
-        guard let current = schemas.first(where: { $0.version == schema.version }),
-              current.canonicalJSON.utf8.elementsEqual(schema.canonicalJSON.utf8) else {
+        guard let current = schemas.first(where: { $0.version == schema.version }) else {
+            throw MigrationError(reason: "no \(schema.model) schema v\(schema.version) among the given versions: " +
+                                         "a migration starts from the store's own version, v\(schema.version)")
+        }
+        guard current.canonicalJSON.utf8.elementsEqual(schema.canonicalJSON.utf8) else {
             throw MigrationError(reason: "the given v\(schema.version) schema differs from the one the store holds")
         }
         let hops = try (schema.version + 1...goal).map { v -> MigrationHop in

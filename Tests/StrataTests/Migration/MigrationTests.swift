@@ -8,6 +8,43 @@ import Testing
         try texts.enumerated().map { try Schema.parse(Array($1.utf8), source: "v\($0 + 1).json", expectedVersion: $0 + 1) }
     }
 
+    /// A plan whose steps leave other indexes or uniques than the new version declares names
+    /// them (it said only that they differ); a migration given no schema of the store's own
+    /// version says so (it said that version's schema differs from the store's).
+    @Test func aPlanNamesTheIndexesItsStepsMissAndAMissingFirstVersionIsNamed() async throws {
+        let dir = temporaryDirectory("index-mismatch")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let attributes = #""attributes":[{"name":"k","type":"int"},{"name":"n","type":"string"}]"#
+        let v1 = #"{"model":"m","version":1,"entities":[{"name":"Item","# + attributes
+            + #","indexes":[["n"]],"uniques":[["k"]]}]}"#
+        let v2 = #"{"model":"m","version":2,"entities":[{"name":"Item","# + attributes
+            + #","indexes":[["k","n"]],"uniques":[]}],"migration":{"steps":[]}}"#
+        let all = [try Schema.parse(Array(v1.utf8), source: "v1.json", expectedVersion: 1),
+                   try Schema.parse(Array(v2.utf8), source: "v2.json", expectedVersion: 2)]
+        try Store.open(at: dir, schema: all[0]).close()
+        do {
+            _ = try await Store.migrate(at: dir, schemas: all)
+            Issue.record("migrated")
+        } catch {
+            #expect("\(error)".contains("declares [k, n] the steps do not add, and the steps leave [n] it does not declare"),
+                    "\(error)")
+        }
+        let v2Unique = v2.replacingOccurrences(of: #""indexes":[["k","n"]]"#, with: #""indexes":[["n"]]"#)
+        do {
+            _ = try await Store.migrate(at: dir, schemas: [all[0], try Schema.parse(Array(v2Unique.utf8), source: "v2.json", expectedVersion: 2)])
+            Issue.record("migrated")
+        } catch {
+            #expect("\(error)".contains("unique constraints after the steps differ from v2's: v2 declares none the steps do not add, and the steps leave [k] it does not declare"),
+                    "\(error)")
+        }
+        do {
+            _ = try await Store.migrate(at: dir, schemas: [all[1]])
+            Issue.record("migrated")
+        } catch {
+            #expect("\(error)".contains("no m schema v1 among the given versions"), "\(error)")
+        }
+    }
+
     /// An optional attribute that becomes required with a default takes the default wherever it
     /// had no value, in the state and in every version the log keeps, and its index is rebuilt
     /// with it; a unique over it that the default fills twice is refused, nothing migrated.
