@@ -493,23 +493,41 @@ struct Accumulator {
 }
 
 /// A double attribute's sum in an aggregate: its terms summed exactly (``ExactDoubleSum``), and
-/// also scaled down by 2^64, which no sum of fewer than 2^64 doubles overflows on the way. (Scaling
-/// is exact but for terms below 2^-958, which a total past the largest double cannot notice.)
+/// also scaled down by 2^64, which no sum of fewer than 2^64 doubles overflows on the way, with
+/// what scaling loses of each term below 2^-958 kept beside (exactly: the term less its scaled
+/// part scaled back). When a partial sum of the plain terms overflowed on the way, which depends
+/// on their order, the scaled parts scaled back and the losses are summed exactly again: the same
+/// exact sum, so the result never depends on the order of the terms.
 struct DoubleTotal {
     private var plain = ExactDoubleSum()
     private var scaled = ExactDoubleSum()
+    private var losses = ExactDoubleSum()
 
     mutating func add(_ x: Double) {
         plain.add(x)
-        scaled.add(x * Self.scaleDown)
+        let part = x * Self.scaleDown
+        scaled.add(part)
+        // Exact: both are multiples of the smallest subnormal, and the difference is below 2^-1010.
+        let lost = x - part * Self.scaleUp
+        if lost != 0 { losses.add(lost) }
     }
 
-    /// The exact sum rounded once when no partial sum overflowed on the way; otherwise the scaled
-    /// one scaled back; nil when the total itself is past what a double holds.
+    /// The terms' exact sum as non-overlapping partials, or nil when it is past what a double holds.
+    private var exact: ExactDoubleSum? {
+        if !plain.overflowed { return plain }
+        // An infinite term (or 2^64 terms) leaves no exact sum to find.
+        guard !scaled.overflowed, !losses.overflowed else { return nil }
+        var again = ExactDoubleSum()
+        // Increasing magnitude, so that no partial sum on the way passes the total.
+        for p in losses.partials { again.add(p) }
+        for p in scaled.partials { again.add(p * Self.scaleUp) }
+        return again.overflowed ? nil : again
+    }
+
+    /// The exact sum rounded once; nil when it is past what a double holds.
     var sum: Double? {
-        if let total = plain.total, total.isFinite { return total }
-        let total = (scaled.total ?? .infinity) * Self.scaleUp
-        return total.isFinite ? total : nil
+        guard let total = exact?.total, total.isFinite else { return nil }
+        return total
     }
 
     /// The exact sum over `n` (the terms' count, above 0), the sum scaled down where it is past
@@ -518,10 +536,11 @@ struct DoubleTotal {
     /// Rounded once (``correctedMean``): what the sum's rounding left is the exact sum less the
     /// rounded one, summed exactly again.
     func mean(of n: Int) -> Double {
-        if let mean = Self.mean(plain, n) { return mean }
+        if let exact, let mean = Self.mean(exact, n) { return mean }
         // Past the largest double: the mean of the terms scaled down, scaled back up (exact,
         // a power of two), held to the finite range, where the mean of finite terms lies:
-        // rounding could carry it past for terms at the largest double.
+        // rounding could carry it past for terms at the largest double. (What scaling lost is
+        // far below the last place of a mean that large.)
         let largest = Double.greatestFiniteMagnitude
         return min(max((Self.mean(scaled, n) ?? 0) * Self.scaleUp, -largest), largest)
     }
@@ -558,8 +577,9 @@ func correctedMean(_ total: Double, rest: Double, count: Int) -> Double {
 /// caller then sums the terms scaled down.
 struct ExactDoubleSum {
     /// Non-overlapping, in increasing magnitude.
-    private var partials: [Double] = []
-    private var overflowed = false
+    private(set) var partials: [Double] = []
+    /// Whether a partial sum passed the largest double on the way (the total is then unknown).
+    private(set) var overflowed = false
 
     mutating func add(_ value: Double) {
         guard !overflowed else { return }

@@ -360,6 +360,32 @@ import Testing
         #expect(mean.first?.values == [.decimal(quarter)], "\(mean)")
     }
 
+    /// A double sum whose running sum passes the largest double in one order of its terms and
+    /// not in another, with a term below 2^-958: the same sum and mean in every order (the
+    /// order that overflowed summed the terms scaled down, which lost the small one: 0 instead
+    /// of 1e-310).
+    @Test(arguments: [[1.7e308, 1.7e308, -1.7e308, -1.7e308, 1e-310], [1.7e308, -1.7e308, 1.7e308, -1.7e308, 1e-310],
+                      [1e-310, -1.7e308, -1.7e308, 1.7e308, 1.7e308]])
+    func aDoubleSumPastTheLargestOnTheWayKeepsItsSmallestTerms(terms: [Double]) async throws {
+        let schemaText = #"""
+        {"model":"m","version":1,"entities":[{"name":"R","attributes":[{"name":"k","type":"int"},
+         {"name":"d","type":"double"}],"uniques":[["k"]]}]}
+        """#
+        let schema = try Schema.parse(Array(schemaText.utf8), source: "v1.json", expectedVersion: 1)
+        let store = try Store.temporary(schema: schema)
+        defer { store.close() }
+        let r = try #require(schema.entity(named: "R"))
+        // Ids follow the order of the inserts, and a sum meets its terms in id order.
+        for (k, d) in terms.enumerated() {
+            var record = Record(entity: r)
+            record["k"] = .int(Int64(k))
+            record["d"] = .double(d)
+            _ = try await store.save { $0.insert(record) }
+        }
+        let rows = try store.mainContext.aggregate(Query(entity: "R"), groupedBy: nil, [.sum(attribute: 1), .average(attribute: 1)])
+        #expect(rows.first?.values == [.double(1e-310), .double(2e-311)], "\(rows)")
+    }
+
     /// A grouped sum past what its type holds names the group it overflowed in (it named only the
     /// attribute); an ungrouped one names none.
     @Test func aGroupedSumPastItsTypeNamesItsGroup() async throws {
