@@ -126,21 +126,33 @@ struct Upcaster: Sendable {
         let uniques = scratch[.uniques], objects = scratch[.objects]
         try scratch.writeGrowing { try $0.empty(uniques) }
         guard !checkedUniques.isEmpty else { return }
-        var base: [(ObjectID, [Value])] = []
-        try scratch.read { txn in
-            var scan = ChunkedScan(txn: txn, db: objects, prefix: nil)
-            while let (k, v) = try scan.next() {
-                let id = try k.withUnsafeBytes { try ObjectID.stored($0, in: "objects") }
-                guard checkedUniques[id.entityTag] != nil else { continue }
-                base.append((id, try v.withUnsafeBytes { try RecordCodec.decode($0, id: id, schema: old) }.values))
+        // A chunk of objects at a time (decoded, transformed, their keys written), each chunk read
+        // after the last one's key: memory stays bounded however large the state at the horizon.
+        var start: [UInt8]?
+        while true {
+            var chunk: [(ObjectID, [Value])] = []
+            var last: [UInt8]?
+            try scratch.read { txn in
+                var scan = ChunkedScan(txn: txn, db: objects, prefix: nil, start: start)
+                while chunk.count < Self.baseChunkObjects, let (k, v) = try scan.next() {
+                    last = k
+                    let id = try k.withUnsafeBytes { try ObjectID.stored($0, in: "objects") }
+                    guard checkedUniques[id.entityTag] != nil else { continue }
+                    chunk.append((id, try v.withUnsafeBytes { try RecordCodec.decode($0, id: id, schema: old) }.values))
+                }
             }
-        }
-        var transformedBase: [(ObjectID, [Value])] = []
-        for (id, values) in base { transformedBase.append((id, try transform(id, values))) }
-        try scratch.writeGrowing { txn in
-            for (id, values) in transformedBase { try trackUniques(txn, id, before: nil, after: values) }
+            guard let last else { return }
+            let transformed = try chunk.map { id, values in (id, try transform(id, values)) }
+            try scratch.writeGrowing { txn in
+                for (id, values) in transformed { try trackUniques(txn, id, before: nil, after: values) }
+            }
+            start = last + [0]   // the least key after it
         }
     }
+
+    /// Objects of a compacted store's state at its horizon decoded at once while their unique
+    /// keys are checked (``loadBase(_:horizon:head:)``).
+    static let baseChunkObjects = 8192
 
     /// Tags of the new schema's indexes and uniques whose keys the old store holds byte for
     /// byte: one hop, an entity without a custom step, the same tag, and the same attributes

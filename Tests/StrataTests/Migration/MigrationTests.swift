@@ -749,6 +749,47 @@ import Testing
         #expect(try store.history(of: ids[0]).map(\.transactionID.rawValue) == [4, 7])
     }
 
+    /// A compacted store whose state at the horizon holds more objects with checked unique keys
+    /// than are decoded at once (they were all held in memory, twice): every chunk is checked,
+    /// a key given up after the horizon by an object of the last chunk is taken by another, and
+    /// the migrated store verifies.
+    @Test func aCompactedStoreLargerThanOneChunkOfItsBaseMigrates() async throws {
+        let dir = temporaryDirectory("compact-migrate-chunks")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let all = try Schema.loadAll(directory: librarySchemaDirectory)
+        let artistEntity = try #require(all[0].entity(named: "Artist"))
+        let count = Upcaster.baseChunkObjects * 2 + 5
+        var artists: [Record] = []
+        do {
+            let store = try Store.open(at: dir, schema: all[0])
+            defer { store.close() }
+            _ = try await store.save { c in
+                for i in 0..<count {
+                    var a = Record(entity: artistEntity)
+                    a["mbid"] = .uuid(UUID())
+                    a["name"] = .string("Band \(i)")
+                    artists.append(a)
+                    c.insert(a)
+                }
+            }
+            let horizon = try store.lastTransactionID
+            // After the horizon: the last artist (by id) gives up its mbid, and a new one takes it.
+            let last = try #require(artists.max { $0.id < $1.id })
+            _ = try await store.save { $0.update(last.id, [ChangeSet.AttributeValue(attribute: 0, value: .uuid(UUID()))]) }
+            var taker = Record(entity: artistEntity)
+            taker["mbid"] = last["mbid"]
+            taker["name"] = .string("Taker")
+            _ = try await store.save { $0.insert(taker) }
+            _ = try await store.compact(horizon: horizon)
+        }
+        let report = try await Store.migrate(at: dir, schemas: all, registry: libraryMigrations)
+        #expect(report.objects == count + 1)
+        let store = try Store.open(at: dir, schema: all[1], entities: libraryEntities)
+        defer { store.close() }
+        #expect(try store.verify().ok)
+        #expect(try store.mainContext.count(Query(entity: "Artist")) == count + 1)
+    }
+
     /// A logged transaction is judged on its result when the log is rewritten, as its save was:
     /// a child context's commit that replaces an object by another with the same unique key
     /// (logged as the new object's insert before the old one's delete) and one where two objects
