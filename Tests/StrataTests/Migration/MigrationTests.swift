@@ -8,6 +8,47 @@ import Testing
         try texts.enumerated().map { try Schema.parse(Array($1.utf8), source: "v\($0 + 1).json", expectedVersion: $0 + 1) }
     }
 
+    /// Plans a migration refuses before anything is built, each with its reason: an attribute
+    /// removed while an index still uses it, an index added twice, a custom step not registered,
+    /// an entity added, and a relationship moved to another entity (its destination and its
+    /// inverse's owner changed).
+    @Test(arguments: [
+        (#"{"name":"Item","attributes":[{"name":"k","type":"int"}],"relationships":[{"name":"owner","destination":"Owner","inverse":"items","optional":true}],"indexes":[]}"#
+            + #",{"name":"Owner","attributes":[{"name":"n","type":"string"}],"relationships":[{"name":"items","destination":"Item","inverse":"owner","toMany":true}]}"#,
+         #"{"op":"removeAttribute","entity":"Item","attribute":"n"}"#, "remove the indexes and uniques on Item.n first"),
+        (#"{"name":"Item","attributes":[{"name":"k","type":"int"},{"name":"n","type":"string"}],"relationships":[{"name":"owner","destination":"Owner","inverse":"items","optional":true}],"indexes":[["n"]]}"#
+            + #",{"name":"Owner","attributes":[{"name":"n","type":"string"}],"relationships":[{"name":"items","destination":"Item","inverse":"owner","toMany":true}]}"#,
+         #"{"op":"addIndex","entity":"Item","attributes":["n"]}"#, "Item already has that index"),
+        (#"{"name":"Item","attributes":[{"name":"k","type":"int"},{"name":"n","type":"string"}],"relationships":[{"name":"owner","destination":"Owner","inverse":"items","optional":true}],"indexes":[["n"]]}"#
+            + #",{"name":"Owner","attributes":[{"name":"n","type":"string"}],"relationships":[{"name":"items","destination":"Item","inverse":"owner","toMany":true}]}"#,
+         #"{"op":"custom","entity":"Item","name":"nowhere"}"#, "custom step 'nowhere' is not registered"),
+        (#"{"name":"Item","attributes":[{"name":"k","type":"int"},{"name":"n","type":"string"}],"relationships":[{"name":"owner","destination":"Owner","inverse":"items","optional":true}],"indexes":[["n"]]}"#
+            + #",{"name":"Owner","attributes":[{"name":"n","type":"string"}],"relationships":[{"name":"items","destination":"Item","inverse":"owner","toMany":true}]}"#
+            + #",{"name":"Extra","attributes":[{"name":"x","type":"int"}]}"#,
+         "", "after the steps the entities are Item, Owner"),
+        (#"{"name":"Item","attributes":[{"name":"k","type":"int"},{"name":"n","type":"string"}],"relationships":[{"name":"owner","destination":"Item","inverse":"items","optional":true},{"name":"items","destination":"Item","inverse":"owner","toMany":true}],"indexes":[["n"]]}"#
+            + #",{"name":"Owner","attributes":[{"name":"n","type":"string"}],"relationships":[]}"#,
+         "", "after the steps the relationships are owner; v2 declares items, owner"),
+    ])
+    func aPlanTheStepsCannotMakeIsRefusedWithItsReason(entities: String, step: String, reason: String) async throws {
+        let dir = temporaryDirectory("refused-plan")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let v1 = #"{"model":"m","version":1,"entities":[{"name":"Item","attributes":[{"name":"k","type":"int"},"#
+            + #"{"name":"n","type":"string"}],"relationships":[{"name":"owner","destination":"Owner","inverse":"items","optional":true}],"#
+            + #""indexes":[["n"]]},{"name":"Owner","attributes":[{"name":"n","type":"string"}],"#
+            + #""relationships":[{"name":"items","destination":"Item","inverse":"owner","toMany":true}]}]}"#
+        let v2 = #"{"model":"m","version":2,"entities":["# + entities + #"],"migration":{"steps":["# + step + "]}}"
+        let all = [try Schema.parse(Array(v1.utf8), source: "v1.json", expectedVersion: 1),
+                   try Schema.parse(Array(v2.utf8), source: "v2.json", expectedVersion: 2)]
+        try Store.open(at: dir, schema: all[0]).close()
+        do {
+            _ = try await Store.migrate(at: dir, schemas: all, dryRun: true)
+            Issue.record("planned")
+        } catch {
+            #expect("\(error)".contains(reason), "\(error)")
+        }
+    }
+
     /// A plan whose steps leave other indexes or uniques than the new version declares names
     /// them (it said only that they differ); a migration given no schema of the store's own
     /// version says so (it said that version's schema differs from the store's).
