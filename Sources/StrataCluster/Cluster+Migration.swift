@@ -93,7 +93,11 @@ extension Cluster {
                             services that write to the cluster while it migrates)
                             """)
                     }
-                    try await store.catchUpReplica()
+                    // Another replica may have appended a migration meanwhile: this one migrates there.
+                    if let pending = try await pendingMigration(store, log) {
+                        marker = pending
+                        break
+                    }
                 }
                 // Another replica's migration entry may be the one returned: applied here up to it
                 // (which stops the catch-up), so that the replica migrates right after the entries

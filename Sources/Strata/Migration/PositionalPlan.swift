@@ -27,6 +27,8 @@ struct PositionalPlan: Sendable {
     let sources: [Source?]
     /// Positions (in the hop's step list) of the steps that apply to this entity.
     let steps: [Int]
+    /// Whether each old attribute is optional (one that becomes required may take its default).
+    let oldOptional: [Bool]
 
     /// Nil when a custom step applies to the entity (its effect is only known by running it).
     init?(old: EntityDescription, new: EntityDescription, steps: [MigrationStep]) {
@@ -67,6 +69,7 @@ struct PositionalPlan: Sendable {
         self.new = new
         self.steps = applying
         sources = new.attributes.map { symbols[$0.name] }
+        oldOptional = old.attributes.map(\.isOptional)
     }
 
     /// The old positions the attributes of `d` (an index or unique of the new entity) come from,
@@ -75,10 +78,13 @@ struct PositionalPlan: Sendable {
     func unchangedPositions(_ d: IndexDescription) -> [Int]? {
         var out: [Int] = []
         for a in d.attributes {
-            // A required attribute with a default may take it in place of a null (``MigrationHop/checked``).
-            if !new.attributes[a].isOptional, new.attributes[a].defaultValue != nil { return nil }
             guard let source = sources[a], source.conversions.isEmpty,
                   case .old(let j) = source.base else { return nil }
+            // An optional attribute that becomes required with a default takes it in place of a
+            // null (``MigrationHop/checked``): its keys change.
+            if j < oldOptional.count, oldOptional[j], !new.attributes[a].isOptional, new.attributes[a].defaultValue != nil {
+                return nil
+            }
             out.append(j)
         }
         return out

@@ -229,10 +229,17 @@ struct SaveResolver<S: StateStore> {
             decisions[id] = .apply
             return .apply
         }
+        // The conflict shows the object's whole change; an object inserted again takes only what
+        // the operation meeting it sets (the set's later operations then apply in their order,
+        // as they would to an object the store had kept).
         let whole = changesOfBased[id]
         var contextValues = base.values
         for a in whole?.attributes ?? attributes where a.attribute >= 0 && a.attribute < contextValues.count {
             contextValues[a.attribute] = a.value
+        }
+        var reinserted = base.values
+        for a in attributes where a.attribute >= 0 && a.attribute < reinserted.count {
+            reinserted[a.attribute] = a.value
         }
         let storeChanged = current.map { c in
             Set(e.attributes.indices.filter { c.values[$0] != base.values[$0] })
@@ -251,12 +258,12 @@ struct SaveResolver<S: StateStore> {
             conflicts.append(conflict)
             decision = .skip
         case .storeWins: decision = .skip
-        case .contextWins: decision = current == nil ? .reinsert(contextValues) : .apply
+        case .contextWins: decision = current == nil ? .reinsert(reinserted) : .apply
         case .propertyMerge(let side):
             decision = current == nil ? .skip : .merge(storeChanged: storeChanged, preferContext: side == .context)
         case .custom(let resolve):
             switch resolve(conflict) {
-            case .keepContext: decision = current == nil ? .reinsert(contextValues) : .apply
+            case .keepContext: decision = current == nil ? .reinsert(reinserted) : .apply
             case .keepStore: decision = .skip
             case .values(let v):
                 // Exactly one value per attribute: fewer or more is the resolver's mistake, never
@@ -363,6 +370,11 @@ struct SaveResolver<S: StateStore> {
         case .replace(let values):
             attributes = values.enumerated().map { ChangeSet.AttributeValue(attribute: $0, value: $1) }
         case .reinsert(let values):
+            // Deleted by the store and by this set too: it stays deleted, the update with it.
+            if changesOfBased[id]?.deletes == true {
+                decisions[id] = .skip
+                return
+            }
             decisions[id] = .apply
             return try reinsert(id, values)
         }

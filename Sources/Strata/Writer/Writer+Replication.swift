@@ -129,11 +129,15 @@ extension Writer {
             } catch let e as LMDBError where e.isMapFull && appended == nil {
                 do {
                     guard try env.growMap() else {
+                        // A replica's group is one append: it fails whole (nothing of it is in the
+                        // shared log yet). The map grown meanwhile stays grown, and is counted.
+                        noteMapGrowths(growths)
                         fail(batch, StrataError.storeFull(maxMapSizeBytes: config.maxMapSizeBytes))
                         return
                     }
                     growths += 1
                 } catch {
+                    noteMapGrowths(growths)
                     fail(batch, error)
                     return
                 }

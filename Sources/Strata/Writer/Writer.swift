@@ -663,9 +663,11 @@ final class Writer: Sendable {
                         noteMapGrowths(growths)
                         for save in batch { commit([save]) }
                     } else {
+                        noteMapGrowths(growths)
                         fail(batch, StrataError.storeFull(maxMapSizeBytes: config.maxMapSizeBytes))
                     }
                 } catch {
+                    noteMapGrowths(growths)
                     fail(batch, error)
                 }
                 return

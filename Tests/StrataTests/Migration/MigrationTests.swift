@@ -831,6 +831,53 @@ import Testing
         #expect(try store.mainContext.count(Query(entity: "Artist")) == count + 1)
     }
 
+    /// The state at a compacted store's horizon is checked for unique keys in every chunk: a
+    /// transaction after the horizon whose rewritten values take the key of an object of the
+    /// last chunk, deleted only later, is refused as the clash it would have been.
+    @Test func aCompactedStoresBaseIsCheckedInEveryChunk() async throws {
+        let dir = temporaryDirectory("compact-migrate-chunk-clash")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let all = try Schema.loadAll(directory: librarySchemaDirectory)
+        let artistEntity = try #require(all[0].entity(named: "Artist"))
+        var artists: [Record] = []
+        do {
+            let store = try Store.open(at: dir, schema: all[0])
+            defer { store.close() }
+            _ = try await store.save { c in
+                for i in 0..<(Upcaster.baseChunkObjects * 2 + 5) {
+                    var a = Record(entity: artistEntity)
+                    a["mbid"] = .uuid(UUID())
+                    a["name"] = .string("Band \(i)")
+                    artists.append(a)
+                    c.insert(a)
+                }
+            }
+            let horizon = try store.lastTransactionID
+            let last = try #require(artists.max { $0.id < $1.id })
+            var clasher = Record(entity: artistEntity)
+            clasher["mbid"] = .uuid(UUID())
+            clasher["name"] = .string("Clasher")
+            _ = try await store.save { $0.insert(clasher) }
+            _ = try await store.save { $0.delete(last.id) }
+            _ = try await store.compact(horizon: horizon)
+            artists = [last]
+        }
+        // The new version's step gives the clasher the mbid the last artist held until it was deleted.
+        guard case .uuid(let held) = artists[0]["mbid"] else { Issue.record("no mbid"); return }
+        let derive = try #require(libraryMigrations.steps["deriveSortName"])
+        var registry = MigrationRegistry()
+        registry.register("deriveSortName") { record in
+            try derive(&record)
+            if case .string("Clasher") = record["name"] { record["mbid"] = .uuid(held) }
+        }
+        do {
+            _ = try await Store.migrate(at: dir, schemas: all, registry: registry)
+            Issue.record("a key two objects held at one transaction was migrated")
+        } catch {
+            #expect("\(error)".contains("unique"), "\(error)")
+        }
+    }
+
     /// A logged transaction is judged on its result when the log is rewritten, as its save was:
     /// a child context's commit that replaces an object by another with the same unique key
     /// (logged as the new object's insert before the old one's delete) and one where two objects
