@@ -62,7 +62,8 @@ extension ChangeSet.Operation {
 extension ChangeSet {
     /// Inserts a typed object (attributes left at their Swift defaults are saved as given).
     public mutating func insert<E: Entity>(_ object: E) {
-        note(E.self)
+        // An id of another entity would insert an object of that entity with `E`'s values.
+        note(E.self, id: object.id, field: nil)
         append(.inserting(object))
     }
 

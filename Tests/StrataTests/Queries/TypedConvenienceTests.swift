@@ -45,6 +45,18 @@ import Testing
             album.id = track.id
             await #expect(throws: StrataError.self) { _ = try await store.save { $0.update(album) } }
             #expect(try store.mainContext.object(Track.self, id: track.id)?.durationSeconds == 100)
+            // An insert under an id of another entity (it stored an object of that entity with
+            // the album's values), in a save and in a child.
+            var stray = Album(mbid: UUID(), title: "stray")
+            stray.id = makeTrack(title: "never saved", duration: 1).id
+            await #expect {
+                _ = try await store.save { $0.insert(stray) }
+            } throws: { error in
+                guard case StrataError.validation(let f) = error else { return false }
+                return f.kind == .objectNotFound && f.entity == "Album" && f.objectID == stray.id
+            }
+            #expect(throws: StrataError.self) { try child.insert(stray) }
+            #expect(try store.mainContext.count(Track.self) == 1 && store.mainContext.count(Album.self) == 0)
             #expect {
                 _ = try store.mainContext.fetch(Track.self, sortedBy: [Album.year.descending])
             } throws: { error in
