@@ -389,11 +389,16 @@ struct SchemaLoader {
         let field = "relationship '\(n)'"
         if Self.reservedNames.contains(n) { throw error(field, Self.reservedReason(n)) }
         guard case .string(let dest)? = json["destination"] else { throw error(field, "missing 'destination'") }
-        guard all.contains(where: { $0.name == dest }) else {
+        // Names are ASCII: compared as such (Swift's `==` takes a Kelvin sign for a K, and code
+        // generated from the raw text would name a type that does not exist).
+        guard dest.unicodeScalars.allSatisfy(\.isASCII), all.contains(where: { $0.name == dest }) else {
             throw error(field, "destination '\(EchoedText.shown(dest))' is not an entity of this schema")
         }
         guard case .string(let inverse)? = json["inverse"] else {
             throw error(field, "missing 'inverse' (every relationship needs an inverse)")
+        }
+        guard inverse.unicodeScalars.allSatisfy(\.isASCII) else {
+            throw error(field, "inverse '\(EchoedText.shown(inverse))' is not a relationship name (an ASCII identifier)")
         }
         let toMany = try bool(json["toMany"], field, "toMany", default: false)
         let optional = try bool(json["optional"], field, "optional", default: true)
@@ -429,7 +434,7 @@ struct SchemaLoader {
             var positions: [Int] = []
             for n in names {
                 guard case .string(let s) = n else { throw error(place, "attribute names must be strings") }
-                guard let a = attributes.first(where: { $0.name == s }) else {
+                guard s.unicodeScalars.allSatisfy(\.isASCII), let a = attributes.first(where: { $0.name == s }) else {
                     throw error(place, "unknown attribute '\(EchoedText.shown(s))'")
                 }
                 guard !positions.contains(a.index) else { throw error(place, "attribute '\(s)' listed twice") }

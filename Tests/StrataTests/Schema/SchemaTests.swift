@@ -236,6 +236,20 @@ import Testing
         #expect(throws: SchemaError.self) { try Schema.load(directory: dir) }
     }
 
+    /// A destination, inverse or index attribute written with a character Swift's `==` takes for
+    /// an ASCII one (a Kelvin sign for `K`) names nothing: it was matched, stored raw, and the
+    /// code `storectl generate` wrote from it named a type that does not exist.
+    @Test func namesThatOnlyLookAlikeDoNotMatch() {
+        let kelvin = "\u{212A}ind"
+        expectError(#"{"model":"m","version":1,"entities":[{"name":"Kind","attributes":[],"relationships":[{"name":"xs","destination":"X","toMany":true,"inverse":"kind"}]},"#
+                    + #"{"name":"X","attributes":[],"relationships":[{"name":"kind","destination":""# + kelvin + #"","inverse":"xs"}]}]}"#,
+                    contains: ["relationship 'kind'", "is not an entity of this schema"])
+        expectError(#"{"model":"m","version":1,"entities":[{"name":"A","attributes":[],"relationships":[{"name":"Kx","destination":"A","inverse":""# + "\u{212A}x" + #""}]}]}"#,
+                    contains: ["relationship 'Kx'", "is not a relationship name"])
+        expectError(#"{"model":"m","version":1,"entities":[{"name":"A","attributes":[{"name":"Kx","type":"int"}],"indexes":[[""# + "\u{212A}x" + #""]]}]}"#,
+                    contains: ["unknown attribute"])
+    }
+
     @Test func relationshipNamesAreReservedLikeAttributes() {
         let json = #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[],"relationships":[{"name":"id","destination":"A","inverse":"id"}]}]}"#
         #expect(throws: SchemaError.self) { try Schema.parse(Array(json.utf8), source: "v1.json") }
