@@ -36,7 +36,9 @@ struct GenerateCommand: AsyncParsableCommand {
         }
         let loaded: Schema
         do { loaded = try Schema.load(directory: URL(fileURLWithPath: schema)) } catch { throw failure(error) }
-        if let problem = ModelGenerator.problems(in: loaded, file: schema).first { throw failure(problem) }
+        // The loaded schema is the directory's newest version, from its file `vN.json`.
+        let file = URL(fileURLWithPath: schema).appendingPathComponent("v\(loaded.version).json").path
+        if let problem = ModelGenerator.problems(in: loaded, file: file).first { throw failure(problem) }
         let source = ModelGenerator.swiftSource(for: loaded)
         // Written as an export is (``OutputSink``): a file beside the destination, synced and
         // renamed over it with the replaced file's permissions and owner; a device or pipe in

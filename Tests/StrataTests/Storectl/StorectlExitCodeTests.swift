@@ -98,6 +98,18 @@ let immutableFilesWork: Bool = {
         #expect(w.status == 0 && w.stderr.hasPrefix("wrote \(ok)"), "\(w.stderr)")
     }
 
+    /// A schema the generator cannot write Swift for is refused naming its file (`DIR/v1.json`),
+    /// not the directory.
+    @Test func generateNamesTheSchemaFileItRefuses() async throws {
+        let dir = temporaryDirectory("generate-names-file")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try Data(#"{"model":"m","version":1,"entities":[{"name":"Swift","attributes":[]}]}"#.utf8)
+            .write(to: dir.appendingPathComponent("v1.json"))
+        let r = try await storectl("generate", "--schema", dir.path)
+        #expect(r.status == 65, "\(r.status): \(r.stderr)")
+        #expect(r.stderr.contains(dir.appendingPathComponent("v1.json").path + ": entity 'Swift'"), "\(r.stderr)")
+    }
+
     /// `generate` to standard output that cannot be written (`/dev/full`): exit 74 with the
     /// reason, as every other command; it exited 0, and a full disk left a cut file.
     @Test(.enabled(if: FileManager.default.fileExists(atPath: "/dev/full"), "needs /dev/full"))
