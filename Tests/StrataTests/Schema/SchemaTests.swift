@@ -236,6 +236,49 @@ import Testing
         #expect(throws: SchemaError.self) { try Schema.load(directory: dir) }
     }
 
+    /// Each of `SchemaLimits` is enforced at one past it, naming the field, and the limit itself
+    /// is accepted.
+    @Test func everySchemaLimitIsEnforcedOnePastIt() throws {
+        func attributes(_ n: Int) -> String {
+            (0..<n).map { #"{"name":"a\#($0)","type":"int"}"# }.joined(separator: ",")
+        }
+        func entities(_ n: Int) -> String {
+            #"{"model":"m","version":1,"entities":["# + (0..<n).map { #"{"name":"E\#($0)","attributes":[]}"# }
+                .joined(separator: ",") + "]}"
+        }
+        func oneEntity(attributes n: Int, extra: String = "") -> String {
+            #"{"model":"m","version":1,"entities":[{"name":"A","attributes":["# + attributes(n) + "]" + extra + "}]}"
+        }
+        func relationships(_ n: Int) -> String {
+            let forward = (0..<n).map { #"{"name":"r\#($0)","destination":"B","inverse":"s\#($0)"}"# }.joined(separator: ",")
+            let back = (0..<n).map { #"{"name":"s\#($0)","destination":"A","toMany":true,"inverse":"r\#($0)"}"# }
+                .joined(separator: ",")
+            return #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[],"relationships":["# + forward
+                + #"]},{"name":"B","attributes":[],"relationships":["# + back + "]}]}"
+        }
+        let indexes = { (n: Int) in ",\"indexes\":[" + (0..<n).map { #"["a\#($0 % 300)","a\#($0 / 300 + 300)"]"# }
+            .joined(separator: ",") + "]" }
+        let wide = { (n: Int) in ",\"indexes\":[[" + (0..<n).map { "\"a\($0)\"" }.joined(separator: ",") + "]]" }
+        let cases: [(atLimit: String, past: String, message: String)] = [
+            (entities(SchemaLimits.maxEntities), entities(SchemaLimits.maxEntities + 1), "more than 255 entities"),
+            (oneEntity(attributes: SchemaLimits.maxAttributesPerEntity),
+             oneEntity(attributes: SchemaLimits.maxAttributesPerEntity + 1), "more than 1000 attributes"),
+            (relationships(SchemaLimits.maxRelationshipsPerEntity), relationships(SchemaLimits.maxRelationshipsPerEntity + 1),
+             "more than 255 relationships"),
+            (oneEntity(attributes: 600, extra: indexes(SchemaLimits.maxIndexesPerEntity)),
+             oneEntity(attributes: 600, extra: indexes(SchemaLimits.maxIndexesPerEntity + 1)), "more than 255 entries"),
+            (oneEntity(attributes: 5, extra: wide(SchemaLimits.maxAttributesPerIndex)),
+             oneEntity(attributes: 5, extra: wide(SchemaLimits.maxAttributesPerIndex + 1)), "more than 4 attributes"),
+            (#"{"model":"m","version":1,"entities":[{"name":""# + String(repeating: "N", count: SchemaLimits.maxNameBytes) + #"","attributes":[]}]}"#,
+             #"{"model":"m","version":1,"entities":[{"name":""# + String(repeating: "N", count: SchemaLimits.maxNameBytes + 1) + #"","attributes":[]}]}"#,
+             "at most 64 bytes"),
+        ]
+        for c in cases {
+            #expect(throws: Never.self, "\(c.message)") { _ = try load(c.atLimit) }
+            expectError(c.past, contains: [c.message])
+        }
+    }
+
     /// A destination, inverse or index attribute written with a character Swift's `==` takes for
     /// an ASCII one (a Kelvin sign for `K`) names nothing: it was matched, stored raw, and the
     /// code `storectl generate` wrote from it named a type that does not exist.
