@@ -73,9 +73,10 @@ import Testing
                 (track(rating: .nan), .wrongType, "rating", "doubles must be finite"),
                 (track(rating: .infinity), .wrongType, "rating", "doubles must be finite"),
                 (track(title: String(repeating: "x", count: 65)), .valueTooLarge, "title", "65 bytes exceed maxValueBytes (64)"),
-                // A Genre's id on a Track: the entity has one attribute, the track gives eleven.
-                (track(id: ObjectID.make(entityTag: 4)), .unknownAttribute, nil, "11 values given, entity has 1 attributes"),
-                (track(id: ObjectID.make(entityTag: 99)), .unknownEntity, nil, "no entity with this tag in library v2"),
+                // A Genre's id on a Track, and an id of no entity: a typed insert is refused for its
+                // id before its values are looked at (it inserted an object of the id's entity).
+                (track(id: ObjectID.make(entityTag: 4)), .objectNotFound, nil, "the id is of another entity than Track"),
+                (track(id: ObjectID.make(entityTag: 99)), .objectNotFound, nil, "the id is of another entity than Track"),
             ]
             let child = store.mainContext.newChild(label: "refusals")
             try child.insert(track(title: "kept"))
