@@ -589,7 +589,7 @@ import Testing
     /// needs: another replica saves meanwhile without waiting (it waited for the whole upload,
     /// and past PostgreSQL's statement timeout its saves failed), and the compaction then trims
     /// the log behind its horizon, in batches, after its commit.
-    @Test(.timeLimit(.minutes(5))) func anotherReplicaSavesWhileACompactionUploadsItsSnapshot() async throws {
+    @Test(.timeLimit(.minutes(15))) func anotherReplicaSavesWhileACompactionUploadsItsSnapshot() async throws {
         try await withCluster(replicas: 2) { c in
             let (a, b) = (c.replicas[0], c.replicas[1])
             for i in 0..<5 { _ = try await a.store.save { $0.insert(newTrack("t\(i)")) } }
@@ -710,7 +710,7 @@ import Testing
     /// ever), a head past the largest transaction id (a migration's marker id overflowed), and a
     /// snapshot that declares a negative number of chunks (`join` trapped on the range) or a
     /// negative position (`join` trapped once it had downloaded it).
-    @Test(.timeLimit(.minutes(5))) func aDamagedClusterDatabaseIsRefusedNotATrapOrAHang() async throws {
+    @Test(.timeLimit(.minutes(15))) func aDamagedClusterDatabaseIsRefusedNotATrapOrAHang() async throws {
         try await withCluster(replicas: 1) { c in
             let a = c.replicas[0]
             _ = try await a.store.save { $0.insert(newTrack("before")) }

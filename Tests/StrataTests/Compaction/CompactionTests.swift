@@ -64,7 +64,7 @@ import Testing
     /// The compaction holds the store's lock exclusive from the catch-up's read to the switch,
     /// so that process waits for the switch and commits to the new generation. (The lock was
     /// taken at the switch only: the import, run between the read and the switch, was lost.)
-    @Test(.timeLimit(.minutes(5))) func anotherProcesssImportDuringTheCatchUpIsNotLeftBehind() async throws {
+    @Test(.timeLimit(.minutes(15))) func anotherProcesssImportDuringTheCatchUpIsNotLeftBehind() async throws {
         let dir = temporaryDirectory("compaction-catch-up-other-process")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = try Store.open(at: dir.appendingPathComponent("store"), schema: librarySchema())
@@ -265,7 +265,7 @@ import Testing
     /// The pipe between the copy's two threads: buffers arrive in the order sent, `.end` only
     /// after the last one; a cancel wakes a reader waiting for an empty buffer and an appender
     /// waiting for a full one, and an appender sees `.cancelled`, never `.end`, after it.
-    @Test(.timeLimit(.minutes(5))) func entryPipeKeepsOrderAndCancelWakesBothSides() throws {
+    @Test(.timeLimit(.minutes(15))) func entryPipeKeepsOrderAndCancelWakesBothSides() throws {
         let pipe = EntryPipe(bufferCount: 2, bufferBytes: 16)
         for i in 0..<2 {
             var b = try #require(pipe.takeEmpty())
@@ -774,7 +774,7 @@ import Testing
         #expect(try reopened.mainContext.count(Track.self) == 20)
     }
 
-    @Test(.timeLimit(.minutes(5))) func onlineWithConcurrentWritersAndAPinnedReader() async throws {
+    @Test(.timeLimit(.minutes(15))) func onlineWithConcurrentWritersAndAPinnedReader() async throws {
         try await withLibraryStore { store in
             _ = try await churn(store, seed: 11, saves: 40)
             let pinned = try store.snapshot(label: "old reader")
@@ -857,7 +857,7 @@ import Testing
     /// for ever; it is far above the test's time alone (seconds), since in the whole parallel
     /// suite a test's time stretches by minutes (a test of 0.2 s alone reported 175 s), and it
     /// was exceeded that way at two minutes.
-    @Test(.timeLimit(.minutes(10))) func compactionsThatWaitCloseTheStoreMeanwhile() async throws {
+    @Test(.timeLimit(.minutes(15))) func compactionsThatWaitCloseTheStoreMeanwhile() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         do {

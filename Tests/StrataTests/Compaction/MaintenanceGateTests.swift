@@ -6,7 +6,7 @@ import Testing
 /// after the other (`MaintenanceGate`). Without the gate both would build from the live
 /// generation and both switch: a compaction whose switch was queued behind a migration's would put
 /// back a compacted copy of the unmigrated store.
-@Suite(.serialized, .timeLimit(.minutes(5))) struct MaintenanceGateTests {
+@Suite(.serialized, .timeLimit(.minutes(15))) struct MaintenanceGateTests {
     /// Executors of the suite's own, kept alive by these constants (a task does not retain its
     /// executor preference): the first operation runs on `held`, whose thread the hold blocks; the
     /// second on `other`, off the cooperative pool, which CPU-bound tests can occupy for seconds.
@@ -189,7 +189,7 @@ import Testing
     /// A bulk load and a migration that waited at the gate behind a markAsReplica are refused
     /// once they get through: the store is a replica by then, and either would write local
     /// transactions its cluster's log does not have. (They checked before waiting only, and ran.)
-    @Test(.timeLimit(.minutes(5))) func aBulkLoadOrMigrationThatWaitedBehindAReplicaMarkIsRefused() async throws {
+    @Test(.timeLimit(.minutes(15))) func aBulkLoadOrMigrationThatWaitedBehindAReplicaMarkIsRefused() async throws {
         let dir = temporaryDirectory("gate-replica-mark-first")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = try await labStore(dir, count: 20)
@@ -225,7 +225,7 @@ import Testing
     /// Leaving a cluster needs the store to itself, as joining one does: another process that
     /// has it open may be compacting, from a snapshot that still holds the mark, and its switch
     /// would bring the mark back. (Only this process's own gate was waited for.)
-    @Test(.timeLimit(.minutes(5))) func leavingAClusterWhileAnotherProcessHasTheStoreOpenIsRefused() async throws {
+    @Test(.timeLimit(.minutes(15))) func leavingAClusterWhileAnotherProcessHasTheStoreOpenIsRefused() async throws {
         let dir = temporaryDirectory("leave-other-process")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = try await labStore(dir, count: 5)

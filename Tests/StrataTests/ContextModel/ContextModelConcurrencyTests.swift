@@ -11,7 +11,7 @@ import Testing
 ///   pending when the first has finished (nil if nothing)."
 /// The writer is held (`holdWriter`) to keep a commit in flight deterministically; a seeded loop
 /// of real tasks then checks the same rules under whatever interleaving happens.
-@Suite(.timeLimit(.minutes(5))) struct ContextModelConcurrencyTests {
+@Suite(.timeLimit(.minutes(15))) struct ContextModelConcurrencyTests {
     /// Genre names of `names` in `context`, sorted.
     static func names(_ context: some ObjectReading, prefix: String) throws -> [String] {
         try context.fetch(Genre.self, where: Genre.name.hasPrefix(prefix)).map(\.name).sorted()

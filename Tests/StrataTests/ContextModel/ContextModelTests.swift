@@ -16,7 +16,7 @@ import Testing
 // Serialized: each program keeps a thread of the cooperative pool busy between its suspension
 // points, and twenty at once would hold up every other test for minutes.
 @Suite(.serialized) struct ContextModelTests {
-    @Test(.timeLimit(.minutes(10)), arguments: ContextModelRun.seeds())
+    @Test(.timeLimit(.minutes(15)), arguments: ContextModelRun.seeds())
     func randomProgramsReadTheSameAsTheModel(seed: UInt64) async throws {
         let (_, failure) = try await ContextModelRun.run(seed: seed, steps: ContextModelRun.steps(default: 250), shrink: ContextModelRun.shrinks)
         if let failure { Issue.record(Comment(rawValue: failure.report)) }
@@ -24,7 +24,7 @@ import Testing
 
     /// The model alone over long programs: its views keep their invariants and its store stays
     /// valid (a check of the model, independent of the implementation).
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.timeLimit(.minutes(15)))
     func theModelKeepsItsInvariantsOverLongPrograms() async throws {
         for seed in UInt64(1)...40 {
             if let problem = try ContextModelRun.runModelOnly(seed: seed, steps: 400) { Issue.record(Comment(rawValue: problem)) }

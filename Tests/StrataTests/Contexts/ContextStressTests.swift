@@ -74,7 +74,7 @@ import Testing
         return committed
     }
 
-    @Test(.timeLimit(.minutes(5)), arguments: [UInt64(11), 12])
+    @Test(.timeLimit(.minutes(15)), arguments: [UInt64(11), 12])
     func randomNestedEditsMatchTheModel(seed: UInt64) async throws {
         try await withLibraryStore { store in
             let models = try await withThrowingTaskGroup(of: Model.self) { group in

@@ -8,7 +8,7 @@ import Testing
 /// (lesson N is test `lessonN_…`). Each fails if Strata showed that failure.
 @Suite struct CoreDataLessonTests {
     /// Lesson 1: a fetch in a child/background context must not block the main context's readers.
-    @Test(.timeLimit(.minutes(5))) func lesson1_childFetchDoesNotBlockMainReaders() async throws {
+    @Test(.timeLimit(.minutes(15))) func lesson1_childFetchDoesNotBlockMainReaders() async throws {
         try await withLibraryStore { store in
             var ids: [ObjectID] = []
             _ = try await store.save { c in
@@ -167,7 +167,7 @@ import Testing
     /// A deadlock never ends, so any limit finds it; five minutes, because in the full parallel
     /// run on two cores each of the test's several hundred resumptions waits behind every other
     /// test's work, and the test has taken over two minutes there (well under a second alone).
-    @Test(.timeLimit(.minutes(5))) func lesson6_liveQueryAndWriterDoNotDeadlock() async throws {
+    @Test(.timeLimit(.minutes(15))) func lesson6_liveQueryAndWriterDoNotDeadlock() async throws {
         try await withLibraryStore { store in
             let main = store.mainContext
             let live = main.observe(FetchRequest<Genre>(sortedBy: [Genre.name.ascending]))

@@ -190,7 +190,7 @@ import Testing
         #expect(report.problems.contains { $0.hasPrefix("counts: count/Track differs from the log") }, "\(report.problems)")
     }
 
-    @Test(.timeLimit(.minutes(5))) func aFormat1StoreCompactedWhileSavingCatchesUpInTheCurrentFormat() async throws {
+    @Test(.timeLimit(.minutes(15))) func aFormat1StoreCompactedWhileSavingCatchesUpInTheCurrentFormat() async throws {
         let dir = temporaryDirectory("format-1-catch-up")
         defer { try? FileManager.default.removeItem(at: dir) }
         let schema = try librarySchema()

@@ -37,7 +37,7 @@ private struct MismatchedGenre: Entity {
     /// A typed live query skips results holding an object its type does not decode, and diffs
     /// the next results against the last ones it delivered (it diffed them against the skipped
     /// ones, whose positions the consumer never saw).
-    @Test(.timeLimit(.minutes(5))) func aTypedLiveQueryDiffsAgainstWhatItDelivered() async throws {
+    @Test(.timeLimit(.minutes(15))) func aTypedLiveQueryDiffsAgainstWhatItDelivered() async throws {
         try await withLibraryStore { store in
             let a = Genre(name: "a"), refused = Genre(name: "refused"), c = Genre(name: "c")
             _ = try await store.save { $0.insert(a) }
@@ -59,7 +59,7 @@ private struct MismatchedGenre: Entity {
 
     /// A typed live query of a type that does not match the schema ends at once (a typed fetch
     /// throws the mismatch); it stayed open and delivered nothing.
-    @Test(.timeLimit(.minutes(5))) func aTypedLiveQueryOfAMismatchedTypeEnds() async throws {
+    @Test(.timeLimit(.minutes(15))) func aTypedLiveQueryOfAMismatchedTypeEnds() async throws {
         try await withLibraryStore { store in
             var iterator = store.mainContext.observe(FetchRequest<MismatchedGenre>()).makeAsyncIterator()
             #expect(await iterator.next() == nil)
@@ -86,7 +86,7 @@ private struct MismatchedGenre: Entity {
         #expect(ResultsDiff.between(old, old).isEmpty)
     }
 
-    @Test(.timeLimit(.minutes(5))) func mainContextQueryFollowsCommitsAndSkipsUnrelatedOnes() async throws {
+    @Test(.timeLimit(.minutes(15))) func mainContextQueryFollowsCommitsAndSkipsUnrelatedOnes() async throws {
         try await withLibraryStore { store in
             var iterator = store.mainContext.observe(FetchRequest<Genre>(where: Genre.name.hasPrefix("J"), sortedBy: [Genre.name.ascending])).makeAsyncIterator()
             let first = await iterator.next()
@@ -104,7 +104,7 @@ private struct MismatchedGenre: Entity {
         }
     }
 
-    @Test(.timeLimit(.minutes(5))) func childQuerySeesPendingChanges() async throws {
+    @Test(.timeLimit(.minutes(15))) func childQuerySeesPendingChanges() async throws {
         try await withLibraryStore { store in
             let child = store.mainContext.newChild(label: "editor")
             var iterator = child.observe(Query(entity: "Genre")).makeAsyncIterator()
@@ -118,7 +118,7 @@ private struct MismatchedGenre: Entity {
         }
     }
 
-    @Test(.timeLimit(.minutes(5))) func liveQueryDiffIsAgainstWhatTheConsumerSaw() async throws {
+    @Test(.timeLimit(.minutes(15))) func liveQueryDiffIsAgainstWhatTheConsumerSaw() async throws {
         try await withLibraryStore { store in
             var iterator = store.mainContext.observe(Query(entity: "Genre")).makeAsyncIterator()
             #expect(await iterator.next()?.records.isEmpty == true)
@@ -137,7 +137,7 @@ private struct MismatchedGenre: Entity {
 
     // Generous limits (see Collector.wait): with the whole suite running on two cores, blocking
     // tests can hold the cooperative threads a retry needs for tens of seconds.
-    @Test(.timeLimit(.minutes(5))) func anEvaluationRefusedForAPassingReasonIsTriedAgain() async throws {
+    @Test(.timeLimit(.minutes(15))) func anEvaluationRefusedForAPassingReasonIsTriedAgain() async throws {
         var config = StoreConfiguration()
         config.maxOpenSnapshots = 1
         try await withLibraryStore(config) { store in
@@ -156,7 +156,7 @@ private struct MismatchedGenre: Entity {
         }
     }
 
-    @Test(.timeLimit(.minutes(5))) func aLiveQueryThatCannotBeEvaluatedEnds() async throws {
+    @Test(.timeLimit(.minutes(15))) func aLiveQueryThatCannotBeEvaluatedEnds() async throws {
         try await withLibraryStore { store in
             let results = Collector(store.mainContext.observe(Query(entity: "NoSuchEntity")))
             let deadline = ContinuousClock.now + .seconds(60)
@@ -166,7 +166,7 @@ private struct MismatchedGenre: Entity {
         }
     }
 
-    @Test(.timeLimit(.minutes(5))) func pinnedContextLiveQueryIsEvaluatedAtRefresh() async throws {
+    @Test(.timeLimit(.minutes(15))) func pinnedContextLiveQueryIsEvaluatedAtRefresh() async throws {
         try await withLibraryStore { store in
             let view = try store.newViewContext(label: "pinned")
             let live = Collector(view.observe(FetchRequest<Genre>(sortedBy: [Genre.name.ascending])).map(\.objects))
@@ -180,7 +180,7 @@ private struct MismatchedGenre: Entity {
 
     /// A pinned context takes no commits, but its live queries still end with the store: at
     /// its close, and when a store closed before the query was asked for.
-    @Test(.timeLimit(.minutes(5))) func aPinnedContextsLiveQueryEndsWhenTheStoreCloses() async throws {
+    @Test(.timeLimit(.minutes(15))) func aPinnedContextsLiveQueryEndsWhenTheStoreCloses() async throws {
         let store = try Store.temporary(schema: try librarySchema())
         let view = try store.newViewContext(label: "pinned")
         let child = view.newChild(label: "scratch")
@@ -199,7 +199,7 @@ private struct MismatchedGenre: Entity {
 
     /// A filter through a relationship also watches the destination entity: a commit that changes
     /// only albums re-evaluates a query on tracks.
-    @Test(.timeLimit(.minutes(5))) func liveQueryFollowsTheEntitiesItsFilterReaches() async throws {
+    @Test(.timeLimit(.minutes(15))) func liveQueryFollowsTheEntitiesItsFilterReaches() async throws {
         try await withLibraryStore { store in
             let album = Album(mbid: UUID(), title: "A", year: 1985)
             let track = makeTrack(title: "t", duration: 1)
@@ -216,7 +216,7 @@ private struct MismatchedGenre: Entity {
     }
 
     /// A view context with `autoRefresh: true` follows commits like the main context.
-    @Test(.timeLimit(.minutes(5))) func autoRefreshingViewContextLiveQueryFollowsCommits() async throws {
+    @Test(.timeLimit(.minutes(15))) func autoRefreshingViewContextLiveQueryFollowsCommits() async throws {
         try await withLibraryStore { store in
             let view = try store.newViewContext(label: "following", autoRefresh: true)
             let live = Collector(view.observe(Query(entity: "Genre")).map(\.records.count))
@@ -228,7 +228,7 @@ private struct MismatchedGenre: Entity {
     }
 
     /// A nested child's live query follows its ancestors' pending changes.
-    @Test(.timeLimit(.minutes(5))) func nestedChildLiveQueryFollowsAnAncestorsPendingChanges() async throws {
+    @Test(.timeLimit(.minutes(15))) func nestedChildLiveQueryFollowsAnAncestorsPendingChanges() async throws {
         try await withLibraryStore { store in
             let parent = store.mainContext.newChild(label: "parent")
             let child = parent.newChild(label: "child")

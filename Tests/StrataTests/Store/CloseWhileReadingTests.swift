@@ -204,7 +204,7 @@ import Testing
 @Suite struct SnapshotReleasedDuringCloseTests {
     // The limit catches a deadlock, which never ends: ten minutes, as a loaded parallel suite
     // stretches a test's time by minutes.
-    @Test(.timeLimit(.minutes(10))) func aSnapshotReleasedWhileTheCloseEndsItOutlivesTheClose() async throws {
+    @Test(.timeLimit(.minutes(15))) func aSnapshotReleasedWhileTheCloseEndsItOutlivesTheClose() async throws {
         let store = try Store.temporary(schema: try librarySchema())
         let path = store.snapshots.path
         let holder = Locked<Snapshot?>(try store.snapshot(label: "released during the close"))

@@ -9,7 +9,7 @@ import Testing
 /// Its commit could have to grow the map, which waits for every read to end, this one
 /// included: with a map about to fill, the thread hung for ever.
 @Suite struct SaveInsideReadTests {
-    @Test(.timeLimit(.minutes(10))) func saveAndWaitInsideAReadIsRefusedNotAHang() async throws {
+    @Test(.timeLimit(.minutes(15))) func saveAndWaitInsideAReadIsRefusedNotAHang() async throws {
         var config = StoreConfiguration()
         config.initialMapSizeBytes = 1 << 20
         try await withLibraryStore(config) { store in

@@ -39,7 +39,7 @@ import Testing
 
     /// While the writer is busy, at most `maxPendingSaves` saves wait; the others are refused at
     /// once with `writerOverloaded`, and the waiting ones commit when the writer is free.
-    @Test(.timeLimit(.minutes(5))) func maxPendingSavesRefusesImmediately() async throws {
+    @Test(.timeLimit(.minutes(15))) func maxPendingSavesRefusesImmediately() async throws {
         var config = StoreConfiguration()
         config.maxPendingSaves = 2
         try await withLibraryStore(config) { store in

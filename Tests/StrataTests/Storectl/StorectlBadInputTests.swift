@@ -163,7 +163,7 @@ import Testing
     /// A named pipe among the schema files is refused at once (it held every command reading
     /// the schemas until some other process wrote to it). The limit catches a wait on the pipe,
     /// which never ends; a minute was exceeded by two storectl runs in the loaded parallel suite.
-    @Test(.timeLimit(.minutes(10))) func aNamedPipeAmongTheSchemaFilesIsRefusedNotWaitedOn() async throws {
+    @Test(.timeLimit(.minutes(15))) func aNamedPipeAmongTheSchemaFilesIsRefusedNotWaitedOn() async throws {
         let schema = try schemaDirectory(["v1.json": #"{"model":"m","version":1,"entities":[{"name":"A","attributes":[]}]}"#])
         defer { try? FileManager.default.removeItem(at: schema) }
         #expect(mkfifo(schema.appendingPathComponent("v2.json").path, 0o600) == 0)

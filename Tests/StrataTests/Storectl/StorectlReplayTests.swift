@@ -74,7 +74,7 @@ import Testing
         #expect(try lines.last.map { try JSONValue.parse(String($0))["transaction"] } == .int(249), "\(lines.last ?? "")")
     }
 
-    @Test(.timeLimit(.minutes(5))) func logFollowPrintsNewTransactionsOfAnyProcessOnce() async throws {
+    @Test(.timeLimit(.minutes(15))) func logFollowPrintsNewTransactionsOfAnyProcessOnce() async throws {
         let (dir, store, _) = try await prepared()
         defer { try? FileManager.default.removeItem(at: dir) }
         let before = try Store.openReadOnly(at: URL(fileURLWithPath: store))
@@ -115,7 +115,7 @@ import Testing
     /// ends with exit 74 and the reason, as every command does: it went on following, its
     /// failed writes unnoticed, and the lines they held were lost for good once the disk had room
     /// again.
-    @Test(.timeLimit(.minutes(5))) func logFollowEndsWhenItsOutputCannotBeWritten() async throws {
+    @Test(.timeLimit(.minutes(15))) func logFollowEndsWhenItsOutputCannotBeWritten() async throws {
         let (dir, store, _) = try await prepared()
         defer { try? FileManager.default.removeItem(at: dir) }
         let before = try Store.openReadOnly(at: URL(fileURLWithPath: store))

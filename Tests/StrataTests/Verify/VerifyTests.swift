@@ -12,7 +12,7 @@ import Testing
     /// its locks held) is left alone however old, as is an unlocked one made a moment ago (its
     /// process may be about to lock it). Killed runs left one each, for good, where no
     /// read-write open came to sweep them (a read-only store's go to the temporary directory).
-    @Test(.timeLimit(.minutes(5))) func aKilledRebuildsScratchIsRemovedByTheNextOne() async throws {
+    @Test(.timeLimit(.minutes(15))) func aKilledRebuildsScratchIsRemovedByTheNextOne() async throws {
         let dir = temporaryDirectory("verify-scratch")
         defer { try? FileManager.default.removeItem(at: dir) }
         do {

@@ -35,7 +35,7 @@ import Testing
     /// Two saves over the limit and two under it race for three queue slots: whichever three are
     /// queued, both kinds are in the one group. Each oversized save fails alone with
     /// `saveTooLarge`; the others commit, in the same LMDB commit, with consecutive ids.
-    @Test(.timeLimit(.minutes(5))) func saveTooLargeInsideAGroupFailsAloneAndTheOthersCommit() async throws {
+    @Test(.timeLimit(.minutes(15))) func saveTooLargeInsideAGroupFailsAloneAndTheOthersCommit() async throws {
         var config = StoreConfiguration()
         config.maxChangesPerSave = 3
         config.maxPendingSaves = 3
@@ -77,7 +77,7 @@ import Testing
 
     /// Five queued saves with `maxSavesPerGroup` 2 commit in three LMDB commits (2, 2, 1), each
     /// with its own transaction.
-    @Test(.timeLimit(.minutes(5))) func groupsNeverExceedMaxSavesPerGroup() async throws {
+    @Test(.timeLimit(.minutes(15))) func groupsNeverExceedMaxSavesPerGroup() async throws {
         var config = StoreConfiguration()
         config.maxSavesPerGroup = 2
         config.maxPendingSaves = 5

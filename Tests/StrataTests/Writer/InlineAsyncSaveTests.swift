@@ -74,7 +74,7 @@ import Testing
 
     /// While an `exclusive` body holds the writer, a save must not block its task's thread on
     /// the writer queue: it queues, commits after the release, and is not counted inline.
-    @Test(.timeLimit(.minutes(5))) func aSaveWhileTheWriterIsHeldQueuesInsteadOfBlocking() async throws {
+    @Test(.timeLimit(.minutes(15))) func aSaveWhileTheWriterIsHeldQueuesInsteadOfBlocking() async throws {
         try await withLibraryStore(relaxedConfiguration()) { store in
             let held = try await holdWriter(store)
             let writer = try #require(store.writer)
@@ -94,7 +94,7 @@ import Testing
     /// Async savers on tasks and blocking savers on threads at once, in relaxed mode: every save
     /// commits exactly once, the transaction ids are 1…n without a gap or a repeat, no large
     /// save commits inline, and afterwards the inline path is open again.
-    @Test(.timeLimit(.minutes(5))) func concurrentAsyncAndBlockingSaversAllCommitOnce() async throws {
+    @Test(.timeLimit(.minutes(15))) func concurrentAsyncAndBlockingSaversAllCommitOnce() async throws {
         try await withLibraryStore(relaxedConfiguration()) { store in
             let tasks = 6, perTask = 60, threads = 2, perThread = 60
             let threadIDs = Locked<[UInt64]>([])
@@ -170,7 +170,7 @@ import Testing
     /// a small `save` arriving during its commit must take the queued path, not block its
     /// thread in the queue behind it (inline, it would wait behind a bulk save for as long as
     /// that takes: seconds). Deterministic: a test hook holds the blocking caller inside the queue.
-    @Test(.timeLimit(.minutes(5))) func aSmallSaveDuringABlockingSaveDoesNotCommitInline() async throws {
+    @Test(.timeLimit(.minutes(15))) func aSmallSaveDuringABlockingSaveDoesNotCommitInline() async throws {
         try await withLibraryStore(relaxedConfiguration()) { store in
             let writer = try #require(store.writer)
             let inside = HeldHook.arm(writer) { $0.afterCallerTookGroup = $1 }
@@ -198,7 +198,7 @@ import Testing
     /// that commit (it is deferred), so the saver's thread never waits for a body (a
     /// compaction's catch-up, with its fsync). Deterministic: the test hook holds the saver
     /// between claim and commit while the body is asked for.
-    @Test(.timeLimit(.minutes(5))) func anExclusiveBodyAskedForDuringAnInlineCommitRunsAfterIt() async throws {
+    @Test(.timeLimit(.minutes(15))) func anExclusiveBodyAskedForDuringAnInlineCommitRunsAfterIt() async throws {
         try await withLibraryStore(relaxedConfiguration()) { store in
             let writer = try #require(store.writer)
             let claimed = HeldHook.arm(writer) { $0.beforeInlineCommit = $1 }
@@ -217,7 +217,7 @@ import Testing
     /// `close()` while an inline save is between its claim and its commit, with an `exclusive`
     /// body deferred behind it: close waits for both (the save commits, the body runs on the
     /// open environment), and a body asked for after the close is refused.
-    @Test(.timeLimit(.minutes(5))) func closeWaitsForAnInlineSaveAndADeferredBody() async throws {
+    @Test(.timeLimit(.minutes(15))) func closeWaitsForAnInlineSaveAndADeferredBody() async throws {
         let store = try Store.temporary(schema: try librarySchema(), configuration: relaxedConfiguration())
         let writer = try #require(store.writer)
         let claimed = HeldHook.arm(writer) { $0.beforeInlineCommit = $1 }
@@ -243,7 +243,7 @@ import Testing
 
     /// `close()` while an inline save is between its claim and its commit (no body involved):
     /// close waits for the commit instead of closing the environment underneath it.
-    @Test(.timeLimit(.minutes(5))) func closeWaitsForAnInlineSaveBetweenClaimAndCommit() async throws {
+    @Test(.timeLimit(.minutes(15))) func closeWaitsForAnInlineSaveBetweenClaimAndCommit() async throws {
         let store = try Store.temporary(schema: try librarySchema(), configuration: relaxedConfiguration())
         let writer = try #require(store.writer)
         let claimed = HeldHook.arm(writer) { $0.beforeInlineCommit = $1 }
@@ -280,7 +280,7 @@ import Testing
     /// The inline commit's group leaves a large save queued behind it for the drain: the
     /// caller's thread commits only its own small group. Deterministic: a hook holds the inline
     /// saver inside the queue until the large save is queued behind it.
-    @Test(.timeLimit(.minutes(5))) func anInlineCommitLeavesALargeQueuedSaveToTheDrain() async throws {
+    @Test(.timeLimit(.minutes(15))) func anInlineCommitLeavesALargeQueuedSaveToTheDrain() async throws {
         try await withLibraryStore(relaxedConfiguration()) { store in
             let writer = try #require(store.writer)
             let inside = HeldHook.arm(writer) { $0.beforeCallerTakesGroup = $1 }
@@ -301,7 +301,7 @@ import Testing
     /// a drain that could commit first and take the inline save into its own, larger group: the
     /// inline group commits alone, and the claim's end starts the drain for the large save.
     /// Deterministic: the hook holds the inline saver between claim and commit.
-    @Test(.timeLimit(.minutes(5))) func aLargeSaveQueuedDuringAnInlineClaimCommitsAfterIt() async throws {
+    @Test(.timeLimit(.minutes(15))) func aLargeSaveQueuedDuringAnInlineClaimCommitsAfterIt() async throws {
         try await withLibraryStore(relaxedConfiguration()) { store in
             let writer = try #require(store.writer)
             let claimed = HeldHook.arm(writer) { $0.beforeInlineCommit = $1 }
@@ -322,7 +322,7 @@ import Testing
 
     /// A `saveAndWait` made between an inline save's claim and its commit waits for the claim to
     /// end instead of entering the queue first with the inline save in its group.
-    @Test(.timeLimit(.minutes(5))) func aSaveAndWaitDuringAnInlineClaimCommitsAfterIt() async throws {
+    @Test(.timeLimit(.minutes(15))) func aSaveAndWaitDuringAnInlineClaimCommitsAfterIt() async throws {
         try await withLibraryStore(relaxedConfiguration()) { store in
             let writer = try #require(store.writer)
             let claimed = HeldHook.arm(writer) { $0.beforeInlineCommit = $1 }

@@ -69,7 +69,7 @@ import Testing
     /// In a group shared with another caller's save (so each save has a nested transaction of
     /// its own), a save over `maxChangesPerSave` still refuses the later saves of its call:
     /// the other caller's save and the saves before it commit, nothing after it does.
-    @Test(.timeLimit(.minutes(5))) func aSaveTooLargeInAMixedGroupRefusesTheLaterSavesOfItsCall() async throws {
+    @Test(.timeLimit(.minutes(15))) func aSaveTooLargeInAMixedGroupRefusesTheLaterSavesOfItsCall() async throws {
         var config = StoreConfiguration()
         config.maxChangesPerSave = 1
         config.groupCommitGatherMicroseconds = 0

@@ -19,7 +19,7 @@ import Testing
 
     /// A `saveAndWait` refused before it enters the queue (writer overloaded) leaves no caller
     /// counted: close() returns once the held writer is released.
-    @Test(.timeLimit(.minutes(5))) func aRefusedSaveAndWaitDoesNotKeepCloseWaiting() async throws {
+    @Test(.timeLimit(.minutes(15))) func aRefusedSaveAndWaitDoesNotKeepCloseWaiting() async throws {
         var config = relaxedConfiguration()
         config.maxPendingSaves = 1
         let store = try Store.temporary(schema: try librarySchema(), configuration: config)
@@ -54,7 +54,7 @@ import Testing
 
     /// A body that stops the writer (as a migration does) with saves queued behind it: the saves
     /// fail with the given error, the drain that was queued for them ends, and close() returns.
-    @Test(.timeLimit(.minutes(5))) func closeAfterStopFromQueueWithQueuedSavesReturns() async throws {
+    @Test(.timeLimit(.minutes(15))) func closeAfterStopFromQueueWithQueuedSavesReturns() async throws {
         let store = try Store.temporary(schema: try librarySchema(), configuration: StoreConfiguration())
         let writer = try #require(store.writer)
         let gate = DispatchSemaphore(value: 0)
@@ -91,7 +91,7 @@ import Testing
     /// blocking saves and exclusive bodies are in flight: close returns, every save either
     /// committed or was refused with `closed`, every body either ran or was refused, nothing is
     /// left counted, and the committed saves are all in the store after reopening.
-    @Test(.timeLimit(.minutes(5))) func closeFromTwoThreadsUnderMixedLoad() async throws {
+    @Test(.timeLimit(.minutes(15))) func closeFromTwoThreadsUnderMixedLoad() async throws {
         for round in 0..<4 {
             let dir = temporaryDirectory("strata-close-load")
             defer { try? FileManager.default.removeItem(at: dir) }
