@@ -383,7 +383,7 @@ import Testing
         #expect(try TypeConversion.doubleToDecimal.convert(.double(2328.6)) == .decimal(try dec("2328.6")))
         #expect(throws: ValueConversion.Failure.self) { try TypeConversion.doubleToDecimal.convert(.double(.infinity)) }
         // Past a decimal's range (38 digits times 10^-128 … 10^127), as the README says.
-        for outside in [1e200, 5e-324, -1.7976931348623157e308] {
+        for outside in [1e200, Double.leastNonzeroMagnitude, -Double.greatestFiniteMagnitude] {
             #expect(throws: ValueConversion.Failure.self) { try TypeConversion.doubleToDecimal.convert(.double(outside)) }
         }
         #expect(try TypeConversion.doubleToDecimal.convert(.double(1e120)) == .decimal(try dec("1e120")))
