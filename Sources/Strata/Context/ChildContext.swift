@@ -353,10 +353,7 @@ public final class ChildContext: ObjectReading {
     public func insert<E: Entity>(_ object: E) throws {
         try schema.check(E.self)
         // An id of another entity would insert an object of that entity with `E`'s values.
-        guard object.id.entityTag == E.entityTag else {
-            throw StrataError.validation(ValidationFailure(kind: .objectNotFound, entity: E.entityName, objectID: object.id,
-                                                           field: nil, reason: "the id is of another entity than \(E.entityName)"))
-        }
+        if let refused = ChangeSet.misdirection(E.self, id: object.id, field: nil) { throw StrataError.validation(refused) }
         try insertOne(object.id, object.storedValues)
     }
     /// Inserts a dynamic record (unset attributes take their defaults).

@@ -78,10 +78,15 @@ public struct ChangeSet: Sendable {
     /// Notes `E`, and ``misdirected`` when `id` is not of `E`.
     mutating func note<E: Entity>(_ type: E.Type, id: ObjectID, field: String?) {
         note(type)
-        if id.entityTag != E.entityTag && misdirected == nil {
-            misdirected = ValidationFailure(kind: .objectNotFound, entity: E.entityName, objectID: id, field: field,
-                                            reason: "the id is of another entity than \(E.entityName)")
-        }
+        if misdirected == nil { misdirected = Self.misdirection(type, id: id, field: field) }
+    }
+
+    /// The refusal of a typed operation that names `id` as an object of `E` when the id is of
+    /// another entity; nil when it is `E`'s.
+    static func misdirection<E: Entity>(_ type: E.Type, id: ObjectID, field: String?) -> ValidationFailure? {
+        guard id.entityTag != E.entityTag else { return nil }
+        return ValidationFailure(kind: .objectNotFound, entity: E.entityName, objectID: id, field: field,
+                                 reason: "the id is of another entity than \(E.entityName)")
     }
 
     /// The checks of a typed change set against `schema` before it is applied: its Swift types

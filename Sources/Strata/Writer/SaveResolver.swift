@@ -110,8 +110,8 @@ struct SaveResolver<S: StateStore> {
                     deletesAsked.insert(id)
                     let target = resolved(id)
                     // Deleted by the store and by this set: it stays deleted, and edge edits of the
-                    // set that touch it are dropped with it (never a reinsertion to edit it).
-                    if case .reinsert = try decide(target, changing: [], deleting: true) { decisions[target] = .skip }
+                    // set that touch it are dropped with it (``decide`` never reinserts it).
+                    _ = try decide(target, changing: [], deleting: true)
                 default: continue
                 }
             }
@@ -156,9 +156,9 @@ struct SaveResolver<S: StateStore> {
                 switch try decide(target, changing: [], deleting: true) {
                 case .skip: continue
                 case .reinsert:
-                    // Deleted by the store and by this change set: it stays deleted, and what the
-                    // set does with it afterwards is dropped with it (never a reinsertion).
-                    decisions[target] = .skip
+                    // Never for a delete: deleted by the store and by this set, it stays deleted
+                    // (``decide`` makes that a skip, for the set's other operations on it too).
+                    assertionFailure("an object this set deletes is never inserted again")
                     continue
                 case .replace:
                     // A custom resolver kept the object with values of its own: they are written,
@@ -200,11 +200,6 @@ struct SaveResolver<S: StateStore> {
             switch try decide(id, changing: []) {
             case .skip: return false
             case .reinsert(let values):
-                // Deleted by the store and by this set too: it stays deleted, the edit with it.
-                if changesOfBased[id]?.deletes == true {
-                    decisions[id] = .skip
-                    return false
-                }
                 decisions[id] = .apply
                 try reinsert(id, values)
             case .apply, .merge, .replace: break
@@ -252,7 +247,7 @@ struct SaveResolver<S: StateStore> {
                 .map { e.attributes[$0].name },
             baseValues: base.values, storeValues: current?.values ?? [], contextValues: contextValues,
             contextDeletes: deleting || whole?.deletes == true)
-        let decision: Decision
+        var decision: Decision
         switch policy {
         case .fail:
             conflicts.append(conflict)
@@ -276,6 +271,9 @@ struct SaveResolver<S: StateStore> {
                 decision = current == nil ? .reinsert(v) : .replace(v)
             }
         }
+        // Deleted by the store and by this set too: it stays deleted, and the set's edits of it
+        // go with it (never a reinsertion only to delete it again), whichever operation came first.
+        if case .reinsert = decision, deleting || whole?.deletes == true { decision = .skip }
         decisions[id] = decision
         return decision
     }
@@ -370,11 +368,6 @@ struct SaveResolver<S: StateStore> {
         case .replace(let values):
             attributes = values.enumerated().map { ChangeSet.AttributeValue(attribute: $0, value: $1) }
         case .reinsert(let values):
-            // Deleted by the store and by this set too: it stays deleted, the update with it.
-            if changesOfBased[id]?.deletes == true {
-                decisions[id] = .skip
-                return
-            }
             decisions[id] = .apply
             return try reinsert(id, values)
         }

@@ -8,6 +8,19 @@ import Testing
         try texts.enumerated().map { try Schema.parse(Array($1.utf8), source: "v\($0 + 1).json", expectedVersion: $0 + 1) }
     }
 
+    /// The error a migration of the store at `dir` to `all` is refused with (an issue recorded,
+    /// and "", when it is not refused).
+    func refusal(_ dir: URL, _ all: [Schema], dryRun: Bool = false,
+                 sourceLocation: SourceLocation = #_sourceLocation) async -> String {
+        do {
+            _ = try await Store.migrate(at: dir, schemas: all, dryRun: dryRun)
+            Issue.record("the migration was not refused", sourceLocation: sourceLocation)
+            return ""
+        } catch {
+            return "\(error)"
+        }
+    }
+
     /// Plans a migration refuses before anything is built, each with its reason: an attribute
     /// removed while an index still uses it, an index added twice, a custom step not registered,
     /// an entity added, and a relationship moved to another entity (its destination and its
@@ -38,15 +51,10 @@ import Testing
             + #""indexes":[["n"]]},{"name":"Owner","attributes":[{"name":"n","type":"string"}],"#
             + #""relationships":[{"name":"items","destination":"Item","inverse":"owner","toMany":true}]}]}"#
         let v2 = #"{"model":"m","version":2,"entities":["# + entities + #"],"migration":{"steps":["# + step + "]}}"
-        let all = [try Schema.parse(Array(v1.utf8), source: "v1.json", expectedVersion: 1),
-                   try Schema.parse(Array(v2.utf8), source: "v2.json", expectedVersion: 2)]
+        let all = try schemas([v1, v2])
         try Store.open(at: dir, schema: all[0]).close()
-        do {
-            _ = try await Store.migrate(at: dir, schemas: all, dryRun: true)
-            Issue.record("planned")
-        } catch {
-            #expect("\(error)".contains(reason), "\(error)")
-        }
+        let refused = await refusal(dir, all, dryRun: true)
+        #expect(refused.contains(reason), "\(refused)")
     }
 
     /// A plan whose steps leave other indexes or uniques than the new version declares names
@@ -60,30 +68,17 @@ import Testing
             + #","indexes":[["n"]],"uniques":[["k"]]}]}"#
         let v2 = #"{"model":"m","version":2,"entities":[{"name":"Item","# + attributes
             + #","indexes":[["k","n"]],"uniques":[]}],"migration":{"steps":[]}}"#
-        let all = [try Schema.parse(Array(v1.utf8), source: "v1.json", expectedVersion: 1),
-                   try Schema.parse(Array(v2.utf8), source: "v2.json", expectedVersion: 2)]
+        let all = try schemas([v1, v2])
         try Store.open(at: dir, schema: all[0]).close()
-        do {
-            _ = try await Store.migrate(at: dir, schemas: all)
-            Issue.record("migrated")
-        } catch {
-            #expect("\(error)".contains("declares [k, n] the steps do not add, and the steps leave [n] it does not declare"),
-                    "\(error)")
-        }
+        let indexes = await refusal(dir, all)
+        #expect(indexes.contains("declares [k, n] the steps do not add, and the steps leave [n] it does not declare"),
+                "\(indexes)")
         let v2Unique = v2.replacingOccurrences(of: #""indexes":[["k","n"]]"#, with: #""indexes":[["n"]]"#)
-        do {
-            _ = try await Store.migrate(at: dir, schemas: [all[0], try Schema.parse(Array(v2Unique.utf8), source: "v2.json", expectedVersion: 2)])
-            Issue.record("migrated")
-        } catch {
-            #expect("\(error)".contains("unique constraints after the steps differ from v2's: v2 declares none the steps do not add, and the steps leave [k] it does not declare"),
-                    "\(error)")
-        }
-        do {
-            _ = try await Store.migrate(at: dir, schemas: [all[1]])
-            Issue.record("migrated")
-        } catch {
-            #expect("\(error)".contains("no m schema v1 among the given versions"), "\(error)")
-        }
+        let uniques = await refusal(dir, try schemas([v1, v2Unique]))
+        #expect(uniques.contains("unique constraints after the steps differ from v2's: v2 declares none the steps do not add, and the steps leave [k] it does not declare"),
+                "\(uniques)")
+        let missing = await refusal(dir, [all[1]])
+        #expect(missing.contains("no m schema v1 among the given versions"), "\(missing)")
     }
 
     /// An optional attribute that becomes required with a default takes the default wherever it
@@ -99,8 +94,7 @@ import Testing
             + #",{"name":"note","type":"string","optional":true}],"# + keys + "}]}"
         let v2 = #"{"model":"m","version":2,"entities":[{"name":"Item","attributes":["# + k
             + #",{"name":"note","type":"string","default":"n/a"}],"# + keys + #"}],"migration":{"steps":[]}}"#
-        let all = [try Schema.parse(Array(v1.utf8), source: "v1.json", expectedVersion: 1),
-                   try Schema.parse(Array(v2.utf8), source: "v2.json", expectedVersion: 2)]
+        let all = try schemas([v1, v2])
         let item = try #require(all[0].entity(named: "Item"))
         func make(_ k: Int64, _ note: String?) -> Record {
             var r = Record(entity: item)
@@ -119,12 +113,8 @@ import Testing
         }
         if unique {
             // `bare` and `later`'s first version would both hold "n/a".
-            do {
-                _ = try await Store.migrate(at: dir, schemas: all)
-                Issue.record("a unique filled twice with its default was migrated")
-            } catch {
-                #expect("\(error)".contains("unique") && "\(error)".contains("n/a"), "\(error)")
-            }
+            let refused = await refusal(dir, all)
+            #expect(refused.contains("unique") && refused.contains("n/a"), "\(refused)")
             let store = try Store.open(at: dir, schema: all[0])
             defer { store.close() }
             #expect(store.schema.version == 1)
