@@ -17,6 +17,8 @@ struct OverlayApplier: StateStore {
     /// to report (see ``ChildContext/rebase()``).
     var acceptsClashesBelow = false
     private var deferredUniques: [DeferredUniqueKey] = []
+    /// Objects a delete of these changes removed (their keys are replaced for that reason).
+    private var deletedHere: Set<ObjectID> = []
 
     /// One entry of the undo list (internal so a context can keep an emptied list for reuse).
     enum Undo {
@@ -47,6 +49,7 @@ struct OverlayApplier: StateStore {
             first[EdgeSide(key: key, target: target)] = .some(old)
         }
         guard !first.isEmpty else { return }
+        try settleToOneKeys(first)
         for (side, oldFact) in first {
             let old = oldFact ?? nil
             let now = leaf.edges[side.key]?[side.target]
@@ -68,6 +71,37 @@ struct OverlayApplier: StateStore {
                 setFact(inverse, side.key.from, inverseNow)
                 if let original { setOriginal(side.key, side.target, original) }
                 if let inverseOriginal { setOriginal(inverse, side.key.from, inverseOriginal) }
+            }
+        }
+    }
+
+    /// The first part of ``settleFacts()``: a to-one key these changes replaced (the to-one end of
+    /// an edge they linked or unlinked) of an object they did not delete, whose target they left
+    /// as it was (an unlink and a link back, as a child's commit of its object's target deleted and
+    /// inserted again sends them), is not replaced by them. With its edges' facts as they were
+    /// before the changes and no replaced mark, the context shows the same target: then the key
+    /// is left so, and the edge stays the state below's. (Replaced, the key would keep showing
+    /// that target after the state below unlinks it.) A key whose target did change keeps its
+    /// mark and facts. `first` holds each changed fact as it was before the changes.
+    private mutating func settleToOneKeys(_ first: [EdgeSide: Bool?]) throws {
+        for case .replaced(let key) in undo {
+            guard leaf.replaced.contains(key), !deletedHere.contains(key.from),
+                  let r = schema.relationship(tag: key.tag), !r.isToMany,
+                  let inverseTag = schema.inverseTag(of: key.tag) else { continue }
+            let shown = try targets(key.tag, from: key.from)
+            // The facts of the key's edges, in both directions, with what each is now.
+            let sides = first.keys.filter {
+                $0.key == key || ($0.key.tag == inverseTag && $0.target == key.from)
+            }
+            let now = sides.map { (fact: leaf.edges[$0.key]?[$0.target], original: leaf.edgeOriginals[$0.key]?[$0.target]) }
+            leaf.replaced.remove(key)
+            for side in sides { setFact(side.key, side.target, first[side] ?? nil) }
+            if try targets(key.tag, from: key.from) == shown { continue }
+            // The target did change: the key stays replaced, its facts as the changes wrote them.
+            leaf.replaced.insert(key)
+            for (side, was) in zip(sides, now) {
+                setFact(side.key, side.target, was.fact)
+                if let original = was.original { setOriginal(side.key, side.target, original) }
             }
         }
     }
@@ -280,6 +314,7 @@ struct OverlayApplier: StateStore {
             if leaf.records[id] == nil { leaf.originals[id] = r.values }
             saveRecord(id)
             leaf.records[id] = .some(nil)
+            deletedHere.insert(id)
             undo.append(.countAdded(r.entity.tag, -1))
             leaf.countDelta[r.entity.tag, default: 0] -= 1
             // Whatever links the object below, now or later, is gone with it here, and so is every

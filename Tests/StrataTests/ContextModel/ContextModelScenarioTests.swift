@@ -153,6 +153,27 @@ import Testing
             .save([.update(t0, [ModelAttribute(index: 2, value: .int(300))])]),
             .commit(1),
         ]) { m in m.store.objects[t0]?.values[1] == .string("t1") && m.store.targets(Track.playlists.tag, of: t0).isEmpty },
+        // A nested child deletes an album and inserts it again under its id, then links the track
+        // the store meanwhile gave that album back to it: its commit unlinks the album's tracks
+        // and links the track again, which changes nothing the parent shows. The parent's layer
+        // then holds the new values, not the link, which stays the store's: when another writer
+        // deletes the album (its tracks go with it), the parent still shows both objects (it
+        // changed them) and no link between them.
+        Scenario(name: "a child's commit that links a to-one back to its target leaves the link to the state below", steps: [
+            .save([album(al0, 0), track(t0, 0)]),
+            .newChild(1, parent: 0, policy: .storeWins),
+            .newChild(2, parent: 1, policy: .storeWins),
+            .change(2, [.delete(al0)], typed: true),
+            .save([.link(Track.album.tag, t0, al0)]),
+            .change(2, [album(al0, 1), .link(Track.album.tag, t0, al0),
+                        .update(t0, [ModelAttribute(index: 1, value: .string("t2"))])], typed: true),
+            .commit(2),
+            .save([.delete(al0)]),
+        ]) { m in
+            let v = m.view(1)
+            return v.exists(t0) && v.exists(al0) && v.targets(Track.album.tag, of: t0).isEmpty
+                && v.targets(Album.tracks.tag, of: al0).isEmpty && m.store.objects[t0] == nil
+        },
     ]
 
     @Test(arguments: scenarios)
