@@ -438,8 +438,10 @@ extension Store {
     /// ``StrataError/storeBusy(path:processIDs:)`` when another process has the store open),
     /// pauses the writer, and copies the live generation's state and log into a new one. With
     /// `inMemory`, a load from a store whose state is empty resolves its saves in memory
-    /// (``BulkMemoryState``, sized for `expectedObjects`; its saves cannot be `isolated`).
-    func beginBulkLoad(inMemory: Bool = false, expectedObjects: Int = 0) async throws -> BulkLoad {
+    /// (``BulkMemoryState``, sized for `expectedObjects`, its heads long from `bigHeadLength`
+    /// entries; its saves cannot be `isolated`).
+    func beginBulkLoad(inMemory: Bool = false, expectedObjects: Int = 0,
+                       bigHeadLength: Int32 = BulkMemoryState.defaultBigHeadLength) async throws -> BulkLoad {
         try checkUsable()
         guard let writer, let lock else { throw StrataError.readOnly(path: path) }
         let path = self.path
@@ -495,7 +497,8 @@ extension Store {
                 return BulkLoad(store: self, base: base, horizon: horizon, generation: generation, pause: pause,
                                 writer: writer, lock: lock, oldEnv: snapshot.env,
                                 memory: inMemory && stateIsEmpty
-                                    ? BulkMemoryState(schema: schema, expectedObjects: expectedObjects) : nil)
+                                    ? BulkMemoryState(schema: schema, expectedObjects: expectedObjects,
+                                                      bigHeadLength: bigHeadLength) : nil)
             } catch {
                 lock.shared()
                 pause.resume()

@@ -1,4 +1,5 @@
 import Dispatch
+import Glibc
 import Logging
 import StrataLMDB
 
@@ -13,10 +14,12 @@ import StrataLMDB
 /// in the B-trees, change for change (the same resolution, the same rules for duplicate ids and
 /// unique keys), so the generation is byte for byte what the saves would have written.
 ///
-/// Memory: each object's encoded record (in chunks of ``ByteArena/chunkBytes``), its id and
-/// number, its unique keys in a table, and 8 bytes per link entry plus a table entry per
-/// (relationship, object) that has links. A bulk load uses it only for an input below
-/// ``Importer/bulkInMemoryMaxInputBytes``; larger ones save through the B-trees.
+/// Memory: each object's encoded record (in chunks of ``ByteArena/chunkBytes``), its id, its
+/// place and 8 bytes in a table of ids (about 40 bytes an object); each unique key's bytes and
+/// about 24 bytes more; 4 bytes a head (relationship of an object) and 8 a link entry, and 16
+/// more for an entry of a many-to-many head of ``defaultBigHeadLength`` entries or more. No
+/// object or key has an allocation of its own. A bulk load uses it only for an input below
+/// ``ImportOptions/bulkInMemoryMaxInputBytes``; larger ones save through the B-trees.
 ///
 /// Thread safety (why `@unchecked Sendable` is sound): a ``BulkLoad`` creates one, hands it to
 /// the saves that run on its serial queue, one after another, and reads it in ``write(into:)``
@@ -27,22 +30,46 @@ final class BulkMemoryState: @unchecked Sendable {
     let schema: Schema
     /// Every object ever inserted, by number (insertion order).
     private var ids: [ObjectID] = []
-    private var numbers: [ObjectID: Int32] = [:]
+    /// Each id's number, found by hashing the id (``KeyedHash``) and comparing
+    /// `ids[number]`: 4 bytes a slot (a `[ObjectID: Int32]` would take 20 a bucket).
+    private var numberSlots: HashSlots
     /// Where each object's encoded record is in ``arena``; a count of 0 for a deleted object.
     private var locations: [ByteArena.Location] = []
     private var arena = ByteArena()
-    /// Unique key → the number of the object holding it.
-    private var uniques: [ByteKey: Int32] = [:]
-    /// (relationship tag << 32 | object number) → its most recent link entry in ``edges``.
-    private var heads: [UInt64: Int32] = [:]
+    /// Unique keys, each an entry: its bytes in ``uniqueKeyBytes`` and the number of the object
+    /// holding it (-1: nobody since a delete or a change freed it; the entry stays and is taken
+    /// again by the next holder). Found through ``uniqueSlots`` by the bytes' hash (`Hasher`'s,
+    /// seeded per process; a dictionary of `[UInt8]` keys would allocate each on the heap).
+    private var uniqueSlots: HashSlots
+    private var uniqueOwners: [Int32] = []
+    private var uniqueKeys: [ByteArena.Location] = []
+    private var uniqueKeyBytes = ByteArena()
+    /// Link heads: each object's relationships, in the entity's order, have consecutive slots
+    /// from `headBase[number]` in `headFirst` (the head's most recent entry in ``edges``, -1 for
+    /// none).
+    private var headBase: [UInt32] = []
+    private var headFirst: [Int32] = []
     /// Link entries: the target's number (-1 once unlinked) and the entry before it from the same
     /// head (-1 for none).
     private var edges: [(to: Int32, next: Int32)] = []
-    /// Every live link entry as tag (16 bits) · source number (24) · target number (24): an
-    /// entry is found without walking its head's list (a genre's tracks are thousands).
-    private var liveEdges: Set<UInt64> = []
-    /// Objects a state can number (the 24 bits of ``liveEdges``): 16,777,215. The default
-    /// ``ImportOptions/bulkInMemoryMaxInputBytes``, 128 MiB, holds fewer than 9.6 million
+    /// How a link of each relationship tag is looked up: a relationship or inverse that is to-one
+    /// has one live entry a head (unlinked ones aside), so that end's list is walked; a
+    /// many-to-many link is looked up from its source's head, walked while short, and in
+    /// ``bigEdges`` once long. With each tag's inverse (both indexed by tag).
+    private enum LinkSide: UInt8 { case unknown, ownToOne, inverseToOne, manyToMany }
+    private let sides: [LinkSide]
+    private let inverseTags: [UInt16]
+    /// A many-to-many head whose list reached ``bigHeadLength`` entries (unlinked ones included)
+    /// is long (its slot is in `longHeads`) and looked up here instead of walked (a playlist's
+    /// tracks can be thousands): every live entry of a long head, as tag (16 bits) · source
+    /// number (24) · target number (24).
+    private var longHeads: Set<Int> = []
+    private var bigEdges: Set<UInt64> = []
+    /// The list length from which a many-to-many head's entries go to ``bigEdges``.
+    let bigHeadLength: Int32
+    static let defaultBigHeadLength: Int32 = 64
+    /// Objects a state can number (the 24 bits of ``bigEdges``): 16,777,215. The default
+    /// ``ImportOptions/bulkInMemoryMaxInputBytes``, 256 MiB, holds fewer than 19.2 million
     /// records (a record's line is at least 14 bytes, `{"entity":"A"}`); a larger setting can
     /// reach it, and the insert past it is refused (``StrataError/invalidConfiguration(field:value:reason:)``).
     static let maxObjects = (1 << 24) - 1
@@ -53,21 +80,46 @@ final class BulkMemoryState: @unchecked Sendable {
     private var countsWritten: Set<UInt16> = []
 
     /// A state for about `expectedObjects` objects (0: unknown): its tables are sized for them
-    /// up front, not rehashed as they grow (with links estimated at four entries an object).
-    init(schema: Schema, expectedObjects: Int = 0) {
+    /// up front, not rehashed or copied as they grow (with links estimated at four entries an
+    /// object and heads at three). `bigHeadLength` (at least 1) is for tests, which make every head long.
+    init(schema: Schema, expectedObjects: Int = 0, bigHeadLength: Int32 = defaultBigHeadLength) {
         self.schema = schema
+        self.bigHeadLength = max(1, bigHeadLength)
+        var sides = [LinkSide](repeating: .unknown, count: 1 << 16)
+        var inverseTags = [UInt16](repeating: 0, count: 1 << 16)
+        for e in schema.entities {
+            for r in e.relationships {
+                let inverse = schema.inverse(of: r)
+                inverseTags[Int(r.tag)] = inverse.tag
+                sides[Int(r.tag)] = !r.isToMany ? .ownToOne : !inverse.isToMany ? .inverseToOne : .manyToMany
+            }
+        }
+        self.sides = sides
+        self.inverseTags = inverseTags
+        numberSlots = HashSlots(expected: expectedObjects)
+        uniqueSlots = HashSlots(expected: expectedObjects)
         guard expectedObjects > 0 else { return }
-        ids.reserveCapacity(expectedObjects)
-        numbers.reserveCapacity(expectedObjects)
-        locations.reserveCapacity(expectedObjects)
-        uniques.reserveCapacity(expectedObjects)
-        heads.reserveCapacity(expectedObjects * 2)
-        edges.reserveCapacity(expectedObjects * 4)
-        liveEdges.reserveCapacity(expectedObjects * 4)
+        // The arrays get a quarter more: an array takes memory only as it fills, but one that
+        // outgrows its room is copied whole into one twice its size, both held meanwhile.
+        let room = expectedObjects + expectedObjects / 4
+        ids.reserveCapacity(room)
+        locations.reserveCapacity(room)
+        uniqueOwners.reserveCapacity(room)
+        uniqueKeys.reserveCapacity(room)
+        headBase.reserveCapacity(room)
+        headFirst.reserveCapacity(room * 3)
+        edges.reserveCapacity(room * 4)
+    }
+
+    private static func hash(_ id: ObjectID) -> Int { KeyedHash.hash(id.high, id.low, seed: 0) }
+
+    /// The number `id` was given, deleted or not.
+    private func anyNumber(_ id: ObjectID) -> Int32? {
+        numberSlots.find(hash: Self.hash(id)) { ids[Int($0)] == id }.entry
     }
 
     fileprivate func number(_ id: ObjectID) -> Int32? {
-        guard let n = numbers[id], locations[Int(n)].count > 0 else { return nil }
+        guard let n = anyNumber(id), locations[Int(n)].count > 0 else { return nil }
         return n
     }
 
@@ -88,7 +140,8 @@ final class BulkMemoryState: @unchecked Sendable {
     /// Adds an object (or gives a deleted one its number back); false when the id is live.
     fileprivate func insert(_ record: Record) throws -> Bool {
         let n: Int32
-        if let old = numbers[record.id] {
+        let found = numberSlots.find(hash: Self.hash(record.id)) { ids[Int($0)] == record.id }
+        if let old = found.entry {
             guard locations[Int(old)].count == 0 else { return false }
             n = old
         } else {
@@ -98,9 +151,17 @@ final class BulkMemoryState: @unchecked Sendable {
                     field: "bulkInMemoryMaxInputBytes", value: "an input of more than \(Self.maxObjects) records",
                     reason: "a bulk import resolves at most \(Self.maxObjects) records in memory: lower it (or 0)")
             }
+            let relationships = record.entity.relationships.count
+            guard headFirst.count + relationships <= Int(UInt32.max) else {
+                throw StrataError.invalidConfiguration(
+                    field: "bulkInMemoryMaxInputBytes", value: "an input of more than \(UInt32.max) link heads",
+                    reason: "a bulk import resolves at most \(UInt32.max) link heads in memory: lower it (or 0)")
+            }
             ids.append(record.id)
-            numbers[record.id] = n
             locations.append(.deleted)
+            headBase.append(UInt32(headFirst.count))
+            headFirst.append(contentsOf: repeatElement(-1, count: relationships))
+            numberSlots.insert(n, at: found.slot) { Self.hash(ids[Int($0)]) }
         }
         store(record, number: n)
         counts[record.entity.tag, default: 0] += 1
@@ -114,19 +175,61 @@ final class BulkMemoryState: @unchecked Sendable {
         counts[entity, default: 0] -= 1
     }
 
-    fileprivate func uniqueOwner(_ key: ByteKey) -> Int32? {
-        guard let n = uniques[key], locations[Int(n)].count > 0 else { return nil }
+    private static func hash(_ key: UnsafeRawBufferPointer) -> Int {
+        var h = Hasher()
+        h.combine(bytes: key)
+        return h.finalize()
+    }
+
+    /// The entry of unique key `key` (its slot either way).
+    private func uniqueEntry(_ key: UnsafeRawBufferPointer, hash h: Int) -> (slot: Int, entry: Int32?) {
+        uniqueSlots.find(hash: h) { e in
+            uniqueKeyBytes.withBytes(uniqueKeys[Int(e)]) {
+                $0.count == key.count && memcmp($0.baseAddress!, key.baseAddress!, key.count) == 0
+            }
+        }
+    }
+
+    fileprivate func uniqueOwner(_ key: [UInt8]) -> Int32? {
+        let found = key.withUnsafeBytes { uniqueEntry($0, hash: Self.hash($0)) }
+        guard let e = found.entry else { return nil }
+        let n = uniqueOwners[Int(e)]
+        guard n >= 0, locations[Int(n)].count > 0 else { return nil }
         return n
     }
 
-    fileprivate func setUnique(_ key: ByteKey, _ owner: Int32?) { uniques[key] = owner }
+    fileprivate func setUnique(_ key: [UInt8], _ owner: Int32?) {
+        key.withUnsafeBytes { raw in
+            let h = Self.hash(raw)
+            let found = uniqueEntry(raw, hash: h)
+            if let e = found.entry {
+                uniqueOwners[Int(e)] = owner ?? -1
+                return
+            }
+            guard let owner else { return }
+            uniqueOwners.append(owner)
+            uniqueKeys.append(uniqueKeyBytes.append(raw))
+            uniqueSlots.insert(Int32(uniqueKeys.count - 1), at: found.slot) {
+                uniqueKeyBytes.withBytes(uniqueKeys[Int($0)]) { Self.hash($0) }
+            }
+        }
+    }
 
-    private static func head(_ tag: UInt16, _ from: Int32) -> UInt64 { UInt64(tag) << 32 | UInt64(UInt32(from)) }
+    /// The slot of `from`'s head under relationship `tag`; nil when `tag` is not a relationship
+    /// of `from`'s entity (the resolver checks both ends of a link first: never for a link).
+    private func head(_ tag: UInt16, _ from: Int32) -> Int? {
+        let id = ids[Int(from)]
+        let position = Int(tag & 0xff) - 1
+        guard tag >> 8 == id.entityTag, position >= 0,
+              let e = schema.entity(tag: id.entityTag), position < e.relationships.count else { return nil }
+        return Int(headBase[Int(from)]) + position
+    }
 
     /// The live targets' numbers of `from`'s link entries under `tag`, newest first.
     fileprivate func targetNumbers(_ tag: UInt16, from: Int32) -> [Int32] {
         var out: [Int32] = []
-        var e = heads[Self.head(tag, from)] ?? -1
+        guard let h = head(tag, from) else { return out }
+        var e = headFirst[h]
         while e >= 0 {
             let edge = edges[Int(e)]
             if edge.to >= 0 { out.append(edge.to) }
@@ -139,8 +242,43 @@ final class BulkMemoryState: @unchecked Sendable {
         UInt64(tag) << 48 | UInt64(UInt32(from)) << 24 | UInt64(UInt32(to))
     }
 
+    /// The entries of head `h`'s list, unlinked ones included, counted up to ``bigHeadLength``.
+    private func listLength(_ h: Int) -> Int32 {
+        var n: Int32 = 0
+        var e = headFirst[h]
+        while e >= 0, n < bigHeadLength {
+            n += 1
+            e = edges[Int(e)].next
+        }
+        return n
+    }
+
+    /// The place in ``edges`` of the live entry `to` of head `h`, walking its list.
+    private func walk(_ h: Int, to: Int32) -> Int32? {
+        var e = headFirst[h]
+        while e >= 0 {
+            let edge = edges[Int(e)]
+            if edge.to == to { return e }
+            e = edge.next
+        }
+        return nil
+    }
+
+    /// Whether the link `from` → `to` of relationship `tag` is there (its two entries are).
     fileprivate func linked(_ tag: UInt16, _ from: Int32, _ to: Int32) -> Bool {
-        liveEdges.contains(Self.edgeKey(tag, from, to))
+        switch sides[Int(tag)] {
+        case .unknown:
+            return false
+        case .ownToOne:
+            guard let h = head(tag, from) else { return false }
+            return walk(h, to: to) != nil
+        case .inverseToOne:
+            guard let h = head(inverseTags[Int(tag)], to) else { return false }
+            return walk(h, to: from) != nil
+        case .manyToMany:
+            guard let h = head(tag, from) else { return false }
+            return longHeads.contains(h) ? bigEdges.contains(Self.edgeKey(tag, from, to)) : walk(h, to: to) != nil
+        }
     }
 
     /// Link entries a state can hold (their places are ``Int32``s): 2,147,483,647, far past what
@@ -148,45 +286,73 @@ final class BulkMemoryState: @unchecked Sendable {
     /// at least a few bytes); a larger setting can reach it, and the link past it is refused.
     static let maxEdges = Int(Int32.max)
 
-    /// Adds the entry `from` → `to` under `tag` unless it is there (a put of an existing key).
-    fileprivate func addEdge(_ tag: UInt16, _ from: Int32, _ to: Int32) throws {
-        guard edges.count < Self.maxEdges else {
+    /// Adds the link `from` → `to` of relationship `tag`, its entry and its inverse's, unless it
+    /// is there (a put of existing keys).
+    fileprivate func addLink(_ tag: UInt16, _ from: Int32, _ to: Int32) throws {
+        guard edges.count < Self.maxEdges - 1 else {
             throw StrataError.invalidConfiguration(
                 field: "bulkInMemoryMaxInputBytes", value: "an input of more than \(Self.maxEdges) link entries",
                 reason: "a bulk import resolves at most \(Self.maxEdges) link entries in memory: lower it (or 0)")
         }
-        guard liveEdges.insert(Self.edgeKey(tag, from, to)).inserted else { return }
-        let key = Self.head(tag, from)
-        edges.append((to: to, next: heads[key] ?? -1))
-        heads[key] = Int32(edges.count - 1)
+        let inverse = inverseTags[Int(tag)]
+        guard sides[Int(tag)] != .unknown, let a = head(tag, from), let b = head(inverse, to) else {
+            throw StrataError.corruptRecord(id: ids[Int(from)], reason: "a link under tag \(tag), not a relationship of its entity")
+        }
+        guard !linked(tag, from, to) else { return }
+        addEntry(a, tag, from, to)
+        addEntry(b, inverse, to, from)
     }
 
-    /// Removes the entry `from` → `to` under `tag` if it is there (a delete of a missing key does
-    /// nothing).
-    fileprivate func removeEdge(_ tag: UInt16, _ from: Int32, _ to: Int32) {
-        guard liveEdges.remove(Self.edgeKey(tag, from, to)) != nil else { return }
-        var e = heads[Self.head(tag, from)] ?? -1
-        while e >= 0, edges[Int(e)].to != to { e = edges[Int(e)].next }
-        assert(e >= 0, "a live link entry is on its head's list")
-        if e >= 0 { edges[Int(e)].to = -1 }
+    private func addEntry(_ h: Int, _ tag: UInt16, _ from: Int32, _ to: Int32) {
+        edges.append((to: to, next: headFirst[h]))
+        headFirst[h] = Int32(edges.count - 1)
+        guard sides[Int(tag)] == .manyToMany else { return }
+        if longHeads.contains(h) {
+            bigEdges.insert(Self.edgeKey(tag, from, to))
+        } else if listLength(h) >= bigHeadLength {
+            // The head turns long: its live entries, this one included, go to the set.
+            longHeads.insert(h)
+            for t in targetNumbers(tag, from: from) { bigEdges.insert(Self.edgeKey(tag, from, t)) }
+        }
+    }
+
+    /// Removes the link `from` → `to` of relationship `tag`, each of its two entries that is there
+    /// (a delete of a missing key does nothing).
+    fileprivate func removeLink(_ tag: UInt16, _ from: Int32, _ to: Int32) {
+        let inverse = inverseTags[Int(tag)]
+        guard sides[Int(tag)] != .unknown else { return }
+        removeEntry(tag, from, to)
+        removeEntry(inverse, to, from)
+    }
+
+    private func removeEntry(_ tag: UInt16, _ from: Int32, _ to: Int32) {
+        guard let h = head(tag, from), let e = walk(h, to: to) else { return }
+        edges[Int(e)].to = -1
+        if sides[Int(tag)] == .manyToMany, longHeads.contains(h) {
+            let removed = bigEdges.remove(Self.edgeKey(tag, from, to))
+            assert(removed != nil, "a long head's live entry is in the set")
+        }
     }
 
     fileprivate func id(_ n: Int32) -> ObjectID { ids[Int(n)] }
 
     /// Writes the state into `env`, whose objects, links, indexes and uniques must be empty,
     /// every database in key order with appends: the records in id order, the links, then the
-    /// index and unique keys through two ``ExternalKeySort``s of `sortBudgetBytes` each (run files
-    /// in the generation's directory past it), and the count of every entity an insert touched.
-    /// The index and unique keys are derived from the records again (the unique table is freed
-    /// first) and sorted on a second thread (``gatherKeys(of:into:_:stop:)``) while this one
-    /// appends the records and the links; then this one appends them.
+    /// index and unique keys through two ``ExternalKeySort``s of half `sortBudgetBytes` each (run
+    /// files in the generation's directory past it), and the count of every entity an insert
+    /// touched. The index and unique keys are derived from the records again and sorted on a
+    /// second thread (``gatherKeys(of:into:_:stop:)``) while this one appends the records and the
+    /// links; then this one appends them. What the write does not need is freed first (the unique
+    /// keys, the ids' table, the long heads' set), and the links once they are written, so that
+    /// the sorts' buffers take the place of the tables.
     /// `checkUsable` is called between batches, and while this thread waits for the other (a
     /// closed store ends the write); `progress` gets the work done, counted in objects out of the
     /// objects in all: the records and links written are the first half, the index and unique
     /// keys written the second; once at the end with both equal.
     ///
     /// Thread safety of the second thread: while it runs, neither thread changes the state (both
-    /// only read `ids`, `locations` and `arena`, and this one `heads`, `edges` and `counts`); the
+    /// only read `ids`, `locations` and `arena`; this one also reads the heads, `edges` and
+    /// `counts`, and frees the heads and `edges` once the links are written); the
     /// sorts it fills are its own until it hands them back, and this one waits for it before it
     /// returns or throws. A failure on either side stops the other at its next batch.
     func write(into env: LMDBEnvironment, sortBudgetBytes: Int, permissions: StorePermissions, logger: Logger,
@@ -198,7 +364,13 @@ final class BulkMemoryState: @unchecked Sendable {
                     reason: "a bulk load in memory found \(name.rawValue) not empty in its generation")
             }
         }
-        uniques = [:]
+        numberSlots = HashSlots(expected: 0)
+        uniqueSlots = HashSlots(expected: 0)
+        longHeads = []
+        uniqueOwners = []
+        uniqueKeys = []
+        uniqueKeyBytes = ByteArena()
+        bigEdges = []
         let live = ids.indices.filter { locations[$0].count > 0 }.sorted { ids[$0] < ids[$1] }
         var rank = [UInt32](repeating: .max, count: ids.count)
         for (r, i) in live.enumerated() { rank[i] = UInt32(r) }
@@ -209,9 +381,9 @@ final class BulkMemoryState: @unchecked Sendable {
         let gathered = Locked<(sorts: [ExternalKeySort], error: Error?)?>(nil)
         let stop = Locked(false), keysFailed = Locked(false)
         let done = startOnOwnThread(name: "strata.bulk-keys") { [self] in
-            var indexSort = ExternalKeySort(budgetBytes: sortBudgetBytes, directory: directory,
+            var indexSort = ExternalKeySort(budgetBytes: max(4_096, sortBudgetBytes / 2), directory: directory,
                                             permissions: permissions, filePrefix: "sort-run-index-")
-            var uniqueSort = ExternalKeySort(budgetBytes: sortBudgetBytes, directory: directory,
+            var uniqueSort = ExternalKeySort(budgetBytes: max(4_096, sortBudgetBytes / 2), directory: directory,
                                              permissions: permissions, filePrefix: "sort-run-unique-")
             var failure: Error?
             do { try gatherKeys(of: live, into: &indexSort, &uniqueSort, stop: stop) } catch {
@@ -361,49 +533,58 @@ final class BulkMemoryState: @unchecked Sendable {
                 id: ObjectID(high: UInt64(tag) << 48, low: 0),
                 reason: "a bulk load in memory counted \(n) objects of entity tag \(tag) and wrote \(written[tag] ?? 0)")
         }
-        try writeLinks(into: env, rank: rank, checkUsable: checkUsable)
+        try writeLinks(live, into: env, rank: rank, checkUsable: checkUsable)
     }
 
     /// Every live link entry, appended in key order (relationship tag, source id, target id),
-    /// about ``BulkStateBuilder/batchBytes`` per write transaction. `rank` gives each live
-    /// object's place in id order, so heads and targets sort as integers.
-    private func writeLinks(into env: LMDBEnvironment, rank: [UInt32], checkUsable: () throws -> Void) throws {
-        // tag (16 bits) · the source's rank (32 bits): the links database's order of heads.
-        var sortedHeads: [(order: UInt64, first: Int32, from: Int32)] = []
-        sortedHeads.reserveCapacity(heads.count)
-        for (head, first) in heads {
-            let from = Int(UInt32(truncatingIfNeeded: head))
-            guard rank[from] != .max else { continue }   // deleted: its links went with it
-            sortedHeads.append(((head >> 32) << 32 | UInt64(rank[from]), first, Int32(from)))
-        }
-        sortedHeads.sort { $0.order < $1.order }
+    /// about ``BulkStateBuilder/batchBytes`` per write transaction; then the heads and entries are
+    /// freed. `live` lists the live objects in id order, so each entity's are a stretch of it (an
+    /// id begins with its entity's tag, as a relationship's tag does): a stretch is walked once
+    /// per relationship of its entity, in the relationships' order. `rank` gives each live
+    /// object's place in `live`, so the targets sort as integers.
+    private func writeLinks(_ live: [Int], into env: LMDBEnvironment, rank: [UInt32],
+                            checkUsable: () throws -> Void) throws {
         var batch = KeyRun()
         var key: [UInt8] = []
         var targets: [(rank: UInt32, number: Int32)] = []
-        for (order, first, from) in sortedHeads {
-            let tag = UInt16(truncatingIfNeeded: order >> 32)
-            targets.removeAll(keepingCapacity: true)
-            var e = first
-            while e >= 0 {
-                let edge = edges[Int(e)]
-                if edge.to >= 0 { targets.append((rank[Int(edge.to)], edge.to)) }
-                e = edge.next
+        var start = 0
+        while start < live.count {
+            let tag = ids[live[start]].entityTag
+            var end = start + 1
+            while end < live.count, ids[live[end]].entityTag == tag { end += 1 }
+            guard let entity = schema.entity(tag: tag) else {
+                throw StrataError.corruptRecord(id: ids[live[start]], reason: "a bulk load in memory holds an object of no entity")
             }
-            guard !targets.isEmpty else { continue }
-            targets.sort { $0.rank < $1.rank }
-            let prefix = Layout.linkPrefix(tag, ids[Int(from)])
-            for t in targets {
-                key.removeAll(keepingCapacity: true)
-                key += prefix
-                ids[Int(t.number)].appendKeyBytes(to: &key)
-                batch.add(key: key, value: [], sorted: true)
+            for (position, r) in entity.relationships.enumerated() {
+                for from in live[start..<end] {
+                    var e = headFirst[Int(headBase[from]) + position]
+                    targets.removeAll(keepingCapacity: true)
+                    while e >= 0 {
+                        let edge = edges[Int(e)]
+                        if edge.to >= 0 { targets.append((rank[Int(edge.to)], edge.to)) }
+                        e = edge.next
+                    }
+                    guard !targets.isEmpty else { continue }
+                    targets.sort { $0.rank < $1.rank }
+                    let prefix = Layout.linkPrefix(r.tag, ids[from])
+                    for t in targets {
+                        key.removeAll(keepingCapacity: true)
+                        key += prefix
+                        ids[Int(t.number)].appendKeyBytes(to: &key)
+                        batch.add(key: key, value: [], sorted: true)
+                    }
+                    if batch.byteCount >= BulkStateBuilder.batchBytes {
+                        try Self.append(batch, into: .links, of: env, checkUsable: checkUsable)
+                        batch.removeAll()
+                    }
+                }
             }
-            if batch.byteCount >= BulkStateBuilder.batchBytes {
-                try Self.append(batch, into: .links, of: env, checkUsable: checkUsable)
-                batch.removeAll()
-            }
+            start = end
         }
         try Self.append(batch, into: .links, of: env, checkUsable: checkUsable)
+        headBase = []
+        headFirst = []
+        edges = []
     }
 
     /// Appends `run` (in key order, after every key of the database) to database `name` in one
@@ -439,7 +620,10 @@ struct ByteArena {
 
     /// Stores `bytes` (not empty) in the last chunk, or in a new one (of ``chunkBytes``, or of
     /// their size when larger) when they do not fit in what it has reserved.
-    mutating func append(_ bytes: [UInt8]) -> Location {
+    mutating func append(_ bytes: [UInt8]) -> Location { bytes.withUnsafeBytes { append($0) } }
+
+    /// Stores the bytes `bytes` points at (not empty), as the array's ``append(_:)`` does.
+    mutating func append(_ bytes: UnsafeRawBufferPointer) -> Location {
         precondition(!bytes.isEmpty, "an empty entry cannot be told from a deleted one")
         if chunks.isEmpty || chunks[chunks.count - 1].count + bytes.count > chunks[chunks.count - 1].capacity {
             var chunk: [UInt8] = []
@@ -499,7 +683,7 @@ struct BulkMemoryApplier: StateStore {
         return state.linked(tag, a, b)
     }
 
-    func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? { state.uniqueOwner(ByteKey(key)).map(state.id) }
+    func uniqueOwner(_ key: [UInt8]) throws -> ObjectID? { state.uniqueOwner(key).map(state.id) }
 
     mutating func apply(_ change: LoggedChange) throws {
         switch change {
@@ -541,44 +725,39 @@ struct BulkMemoryApplier: StateStore {
             state.remove(number: n, entity: record.entity.tag)
             countDeltas[record.entity.tag, default: 0] -= 1
         case .link(let tag, let a, let b):
-            let (rel, inverse) = try relationshipPair(tag)
+            try checkRelationship(tag)
             let (x, y) = (try state.existingNumber(a, "link"), try state.existingNumber(b, "link"))
-            try state.addEdge(rel, x, y)
-            try state.addEdge(inverse, y, x)
+            try state.addLink(tag, x, y)
         case .unlink(let tag, let a, let b):
-            let (rel, inverse) = try relationshipPair(tag)
+            try checkRelationship(tag)
             guard let x = state.number(a), let y = state.number(b) else { return }
-            state.removeEdge(rel, x, y)
-            state.removeEdge(inverse, y, x)
+            state.removeLink(tag, x, y)
         }
     }
 
-    private func relationshipPair(_ tag: UInt16) throws -> (UInt16, UInt16) {
-        guard let r = schema.relationship(tag: tag) else {
+    private func checkRelationship(_ tag: UInt16) throws {
+        guard schema.relationship(tag: tag) != nil else {
             throw StrataError.corruptLogEntry(transaction: transactionID, reason: "unknown relationship tag \(tag)")
         }
-        return (tag, schema.inverse(of: r).tag)
     }
 
     /// As ``StateApplier``'s: a key another object holds is refused, or put off while clashes
     /// are deferred; one the object holds already is left as it is.
     private mutating func putUnique(_ key: [UInt8], _ unique: IndexDescription, _ e: EntityDescription,
                                     _ values: [Value], _ id: ObjectID) throws {
-        let k = ByteKey(key)
-        if let owner = state.uniqueOwner(k) {
+        if let owner = state.uniqueOwner(key) {
             let ownerID = state.id(owner)
             guard ownerID != id else { return }
             guard defersUniqueClashes else { throw StrataError.uniqueClash(unique, e, values, id: id, owner: ownerID) }
             deferredUniques.append(DeferredUniqueKey(key: key, unique: unique, entity: e, id: id))
             return
         }
-        state.setUnique(k, try state.existingNumber(id, "unique key"))
+        state.setUnique(key, try state.existingNumber(id, "unique key"))
     }
 
     private func deleteUnique(_ key: [UInt8], of id: ObjectID) {
-        let k = ByteKey(key)
-        if defersUniqueClashes, let owner = state.uniqueOwner(k), state.id(owner) != id { return }
-        state.setUnique(k, nil)
+        if defersUniqueClashes, let owner = state.uniqueOwner(key), state.id(owner) != id { return }
+        state.setUnique(key, nil)
     }
 
     /// Notes the entities whose count this save changed (the counts themselves live in the state).
@@ -592,5 +771,50 @@ struct BulkMemoryApplier: StateStore {
         deferredUniques = []
         defersUniqueClashes = false
         for (d, values) in held { try putUnique(d.key, d.unique, d.entity, values, d.id) }
+    }
+}
+
+/// An open-addressing hash table of `Int32` entries (what they stand for, and their hashes, are
+/// the caller's), probed linearly and kept at most half full: 4 bytes a slot.
+struct HashSlots {
+    private var slots: [Int32]
+    private(set) var count = 0
+
+    /// A table with room for `expected` entries before it first grows.
+    init(expected: Int) {
+        var n = 16
+        while n < expected * 2 { n <<= 1 }
+        slots = [Int32](repeating: -1, count: n)
+    }
+
+    /// Probes from `hash` for an entry `matches` accepts: that entry and its slot, or the empty
+    /// slot where an entry with that hash would go.
+    @inline(__always)
+    func find(hash: Int, _ matches: (Int32) -> Bool) -> (slot: Int, entry: Int32?) {
+        let mask = slots.count - 1
+        var i = hash & mask
+        while true {
+            let e = slots[i]
+            if e < 0 { return (i, nil) }
+            if matches(e) { return (i, e) }
+            i = (i + 1) & mask
+        }
+    }
+
+    /// Puts `entry` (not negative) in `slot`, the empty one ``find(hash:_:)`` gave; past half
+    /// full the table doubles, every entry placed again by `hash`.
+    mutating func insert(_ entry: Int32, at slot: Int, hash: (Int32) -> Int) {
+        precondition(entry >= 0 && slots[slot] < 0, "a slot table's entry goes in an empty slot")
+        slots[slot] = entry
+        count += 1
+        guard count * 2 > slots.count else { return }
+        let old = slots
+        slots = [Int32](repeating: -1, count: old.count * 2)
+        let mask = slots.count - 1
+        for e in old where e >= 0 {
+            var i = hash(e) & mask
+            while slots[i] >= 0 { i = (i + 1) & mask }
+            slots[i] = e
+        }
     }
 }
