@@ -268,6 +268,7 @@ public final class ChildContext: ObjectReading {
                                             undo: s.takeSpareUndo()),
                     limits: store.configuration, collectsChanges: false)
                 resolver.applier.acceptsClashesBelow = acceptingClashesBelow
+                resolver.applier.settlesFacts = netState
                 do {
                     try resolver.applier.prepareCounts()
                     try resolver.run(operations, bases: bases, policy: mergePolicy, checkRequired: false,

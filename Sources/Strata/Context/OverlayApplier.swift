@@ -19,6 +19,10 @@ struct OverlayApplier: StateStore {
     private var deferredUniques: [DeferredUniqueKey] = []
     /// Objects a delete of these changes removed (their keys are replaced for that reason).
     private var deletedHere: Set<ObjectID> = []
+    /// Set for a child's net changes, which ``settleFacts()`` settles once they are applied: the
+    /// targets each to-one key showed before the first edge of these changes touched it.
+    var settlesFacts = false
+    private var toOneBefore: [Overlay.LinkKey: [ObjectID]] = [:]
 
     /// One entry of the undo list (internal so a context can keep an emptied list for reuse).
     enum Undo {
@@ -78,17 +82,21 @@ struct OverlayApplier: StateStore {
     /// The first part of ``settleFacts()``: a to-one key these changes replaced (the to-one end of
     /// an edge they linked or unlinked) of an object they did not delete, whose target they left
     /// as it was (an unlink and a link back, as a child's commit of its object's target deleted and
-    /// inserted again sends them), is not replaced by them. With its edges' facts as they were
-    /// before the changes and no replaced mark, the context shows the same target: then the key
-    /// is left so, and the edge stays the state below's. (Replaced, the key would keep showing
-    /// that target after the state below unlinks it.) A key whose target did change keeps its
-    /// mark and facts. `first` holds each changed fact as it was before the changes.
+    /// inserted again sends them), is not replaced by them. The key shows the target it showed
+    /// before the changes, and still does with its edges' facts as they were before the changes
+    /// and no replaced mark: then the key is left so, and the edge stays the state below's.
+    /// (Replaced, the key would keep showing that target after the state below unlinks it.) A key
+    /// whose target did change keeps its mark and facts, also where the change shows only through
+    /// another of these changes (its target deleted here). `first` holds each changed fact as it
+    /// was before the changes.
     private mutating func settleToOneKeys(_ first: [EdgeSide: Bool?]) throws {
         for case .replaced(let key) in undo {
             guard leaf.replaced.contains(key), !deletedHere.contains(key.from),
                   let r = schema.relationship(tag: key.tag), !r.isToMany,
-                  let inverseTag = schema.inverseTag(of: key.tag) else { continue }
+                  let inverseTag = schema.inverseTag(of: key.tag),
+                  let before = toOneBefore[key] else { continue }
             let shown = try targets(key.tag, from: key.from)
+            guard shown == before else { continue }
             // The facts of the key's edges, in both directions, with what each is now.
             let sides = first.keys.filter {
                 $0.key == key || ($0.key.tag == inverseTag && $0.target == key.from)
@@ -391,6 +399,10 @@ struct OverlayApplier: StateStore {
         }
         // A to-one holds one target: a fact this layer kept for another one (an object hidden now,
         // which may come back) is dropped with the replacement.
+        if settlesFacts {
+            if !r.isToMany { try noteToOneBefore(Overlay.LinkKey(tag: tag, from: a)) }
+            if !inverse.isToMany { try noteToOneBefore(Overlay.LinkKey(tag: inverse.tag, from: b)) }
+        }
         if present, !r.isToMany { try clearPresentFacts(Overlay.LinkKey(tag: tag, from: a), except: b) }
         if present, !inverse.isToMany { try clearPresentFacts(Overlay.LinkKey(tag: inverse.tag, from: b), except: a) }
         try recordFact(Overlay.LinkKey(tag: tag, from: a), b, present)
@@ -399,6 +411,12 @@ struct OverlayApplier: StateStore {
         if !inverse.isToMany { markReplaced(Overlay.LinkKey(tag: inverse.tag, from: b)) }
         leaf.markDirty(a)
         leaf.markDirty(b)
+    }
+
+    /// Notes the targets `key` shows before the first edge of these changes touches it.
+    private mutating func noteToOneBefore(_ key: Overlay.LinkKey) throws {
+        guard toOneBefore[key] == nil else { return }
+        toOneBefore[key] = try targets(key.tag, from: key.from)
     }
 
     private mutating func setUniques(_ e: EntityDescription, old: [Value]?, new: [Value]?, id: ObjectID) throws {

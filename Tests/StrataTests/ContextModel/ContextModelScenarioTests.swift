@@ -174,6 +174,19 @@ import Testing
             return v.exists(t0) && v.exists(al0) && v.targets(Track.album.tag, of: t0).isEmpty
                 && v.targets(Album.tracks.tag, of: al0).isEmpty && m.store.objects[t0] == nil
         },
+        // A nested child clears a track's genre and deletes the genre (a genre with tracks is
+        // denied): committed into its parent, the track's genre shows as cleared through the
+        // genre's delete as well as through the unlink; the parent's commit still sends the
+        // unlink, so the store's delete is allowed.
+        Scenario(name: "a to-one a child's commit cleared stays cleared where its target is deleted too", steps: [
+            .save([genre(g0, "pop"), track(t0, 0), .link(Track.genre.tag, t0, g0)]),
+            .newChild(1, parent: 0, policy: .storeWins),
+            .newChild(2, parent: 1, policy: nil),
+            .change(2, [.unlink(Track.genre.tag, t0, nil)], typed: true),
+            .change(2, [.delete(g0)], typed: true),
+            .commit(2),
+            .commit(1),
+        ]) { m in m.store.objects[g0] == nil && m.store.exists(t0) && m.store.targets(Track.genre.tag, of: t0).isEmpty },
     ]
 
     @Test(arguments: scenarios)
