@@ -62,11 +62,13 @@ public struct ImportOptions: Sendable {
     /// new generation's B-trees, and the generation is written once, every database in key
     /// order. Larger inputs, imports into a store with objects, and imports with
     /// ``continueOnError`` save through the B-trees, whose memory does not grow with the input.
-    /// The state in memory grows with the input: the default, 128 MiB (about 500,000 generated
-    /// library records), keeps an import to about 0.5 GB (measured: 0.28 GB for a 51 MB input,
-    /// 0.78 GB for 256 MB, where the B-trees took 0.20 and 0.40 GB). 0: never in memory.
+    /// The state in memory grows with the input: the default, 256 MiB (about 1,000,000 generated
+    /// library records), keeps an import of the generated library to 0.40 GB (measured: 0.18 GB
+    /// for its 51 MB of 200,000 records, 0.40 GB for its 256 MB of 1,000,000, where the B-trees
+    /// took 0.38 GB and half as long again); link-heavy records take more a byte. 0: never in
+    /// memory.
     /// See BENCHMARKS.md (W11) for the time and memory each way.
-    public var bulkInMemoryMaxInputBytes = 128 << 20
+    public var bulkInMemoryMaxInputBytes = 256 << 20
     /// The most records a bulk import resolves in memory (besides ``bulkInMemoryMaxInputBytes``):
     /// by default, and at most, what a state in memory can number (``maxBulkInMemoryRecords``),
     /// so that an input of short records small in bytes (a CSV of one short column holds 60

@@ -68,10 +68,11 @@ final class BulkMemoryState: @unchecked Sendable {
     /// The list length from which a many-to-many head's entries go to ``bigEdges``.
     let bigHeadLength: Int32
     static let defaultBigHeadLength: Int32 = 64
-    /// Objects a state can number (the 24 bits of ``bigEdges``): 16,777,215. The default
-    /// ``ImportOptions/bulkInMemoryMaxInputBytes``, 256 MiB, holds fewer than 19.2 million
-    /// records (a record's line is at least 14 bytes, `{"entity":"A"}`); a larger setting can
-    /// reach it, and the insert past it is refused (``StrataError/invalidConfiguration(field:value:reason:)``).
+    /// Objects a state can number (the 24 bits of ``bigEdges``): 16,777,215. An input within
+    /// ``ImportOptions/bulkInMemoryMaxInputBytes`` can hold more (a record's line is at least 14
+    /// bytes, `{"entity":"A"}`): an importer counts the records first
+    /// (``ImportOptions/bulkInMemoryMaxRecords``, at most this) and takes such an input through
+    /// the B-trees; past it, the insert is refused (``StrataError/invalidConfiguration(field:value:reason:)``).
     static let maxObjects = (1 << 24) - 1
     /// Live objects per entity tag.
     private var counts: [UInt16: Int] = [:]
