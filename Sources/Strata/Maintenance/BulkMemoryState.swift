@@ -199,8 +199,12 @@ final class BulkMemoryState: @unchecked Sendable {
         return n
     }
 
-    fileprivate func setUnique(_ key: [UInt8], _ owner: Int32?) {
-        key.withUnsafeBytes { raw in
+    /// Unique key entries a state can hold (their places are ``Int32``s): 2,147,483,647; the one
+    /// past it is refused, as a link entry past ``maxEdges`` is.
+    static let maxUniqueKeys = Int(Int32.max)
+
+    fileprivate func setUnique(_ key: [UInt8], _ owner: Int32?) throws {
+        try key.withUnsafeBytes { raw in
             let h = Self.hash(raw)
             let found = uniqueEntry(raw, hash: h)
             if let e = found.entry {
@@ -208,6 +212,11 @@ final class BulkMemoryState: @unchecked Sendable {
                 return
             }
             guard let owner else { return }
+            guard uniqueKeys.count < Self.maxUniqueKeys else {
+                throw StrataError.invalidConfiguration(
+                    field: "bulkInMemoryMaxInputBytes", value: "an input of more than \(Self.maxUniqueKeys) unique keys",
+                    reason: "a bulk import resolves at most \(Self.maxUniqueKeys) unique keys in memory: lower it (or 0)")
+            }
             uniqueOwners.append(owner)
             uniqueKeys.append(uniqueKeyBytes.append(raw))
             uniqueSlots.insert(Int32(uniqueKeys.count - 1), at: found.slot) {
@@ -709,7 +718,7 @@ struct BulkMemoryApplier: StateStore {
             let touched = Set(changes.map(\.attribute))
             for unique in record.entity.uniques where unique.attributes.contains(where: touched.contains) {
                 if let key = try Layout.uniqueKey(unique, record: before, entity: record.entity, id: id) {
-                    deleteUnique(key, of: id)
+                    try deleteUnique(key, of: id)
                 }
                 if let key = try Layout.uniqueKey(unique, record: record.values, entity: record.entity, id: id) {
                     try putUnique(key, unique, record.entity, record.values, id)
@@ -720,7 +729,7 @@ struct BulkMemoryApplier: StateStore {
             let record = try state.record(number: n)
             for unique in record.entity.uniques {
                 if let key = try Layout.uniqueKey(unique, record: record.values, entity: record.entity, id: id) {
-                    deleteUnique(key, of: id)
+                    try deleteUnique(key, of: id)
                 }
             }
             state.remove(number: n, entity: record.entity.tag)
@@ -753,12 +762,12 @@ struct BulkMemoryApplier: StateStore {
             deferredUniques.append(DeferredUniqueKey(key: key, unique: unique, entity: e, id: id))
             return
         }
-        state.setUnique(key, try state.existingNumber(id, "unique key"))
+        try state.setUnique(key, try state.existingNumber(id, "unique key"))
     }
 
-    private func deleteUnique(_ key: [UInt8], of id: ObjectID) {
+    private func deleteUnique(_ key: [UInt8], of id: ObjectID) throws {
         if defersUniqueClashes, let owner = state.uniqueOwner(key), state.id(owner) != id { return }
-        state.setUnique(key, nil)
+        try state.setUnique(key, nil)
     }
 
     /// Notes the entities whose count this save changed (the counts themselves live in the state).
