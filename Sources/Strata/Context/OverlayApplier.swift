@@ -397,12 +397,12 @@ struct OverlayApplier: StateStore {
               let inverse = schema.relationship(tag: inverseTag) else {
             throw StrataError.corruptRecord(id: a, reason: "unknown relationship tag \(tag) in a child context")
         }
-        // A to-one holds one target: a fact this layer kept for another one (an object hidden now,
-        // which may come back) is dropped with the replacement.
         if settlesFacts {
             if !r.isToMany { try noteToOneBefore(Overlay.LinkKey(tag: tag, from: a)) }
             if !inverse.isToMany { try noteToOneBefore(Overlay.LinkKey(tag: inverse.tag, from: b)) }
         }
+        // A to-one holds one target: a fact this layer kept for another one (an object hidden now,
+        // which may come back) is dropped with the replacement.
         if present, !r.isToMany { try clearPresentFacts(Overlay.LinkKey(tag: tag, from: a), except: b) }
         if present, !inverse.isToMany { try clearPresentFacts(Overlay.LinkKey(tag: inverse.tag, from: b), except: a) }
         try recordFact(Overlay.LinkKey(tag: tag, from: a), b, present)

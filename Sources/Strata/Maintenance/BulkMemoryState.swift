@@ -228,11 +228,10 @@ final class BulkMemoryState: @unchecked Sendable {
     /// The slot of `from`'s head under relationship `tag`; nil when `tag` is not a relationship
     /// of `from`'s entity (the resolver checks both ends of a link first: never for a link).
     private func head(_ tag: UInt16, _ from: Int32) -> Int? {
-        let id = ids[Int(from)]
-        let position = Int(tag & 0xff) - 1
-        guard tag >> 8 == id.entityTag, position >= 0,
-              let e = schema.entity(tag: id.entityTag), position < e.relationships.count else { return nil }
-        return Int(headBase[Int(from)]) + position
+        // `sides` knows every relationship tag of the schema (an entity's tag and a position
+        // within its relationships), so no entity is looked up.
+        guard sides[Int(tag)] != .unknown, tag >> 8 == ids[Int(from)].entityTag else { return nil }
+        return Int(headBase[Int(from)]) + Int(tag & 0xff) - 1
     }
 
     /// The live targets' numbers of `from`'s link entries under `tag`, newest first.
