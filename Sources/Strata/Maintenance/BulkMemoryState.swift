@@ -49,9 +49,21 @@ final class BulkMemoryState: @unchecked Sendable {
     /// none).
     private var headBase: [UInt32] = []
     private var headFirst: [Int32] = []
-    /// Link entries: the target's number (-1 once unlinked) and the entry before it from the same
-    /// head (-1 for none).
+    /// Link entries: the target's number with the entry's depth (``packedTarget(_:depth:)``) and
+    /// the entry before it from the same head (-1 for none).
     private var edges: [(to: Int32, next: Int32)] = []
+    /// The bits of an entry's `to` that hold the target's number; all set once it is unlinked
+    /// (a number is below ``maxObjects``, which is all of them set).
+    private static let targetMask: Int32 = 0xFF_FFFF
+    /// The most an entry's depth counts: its list's entries from the first to it, itself included,
+    /// unlinked ones too (seven bits above the target's 24).
+    private static let maxDepth: Int32 = 127
+
+    /// An entry's `to`: the target's number in the low 24 bits, the depth above them. The depth of
+    /// a head's newest entry is its list's length (up to ``maxDepth``), read without a walk of the
+    /// list, each step of which was a miss of the cache on a large import.
+    @inline(__always)
+    private static func packedTarget(_ target: Int32, depth: Int32) -> Int32 { min(depth, maxDepth) << 24 | target }
     /// How a link of each relationship tag is looked up: a relationship or inverse that is to-one
     /// has one live entry a head (unlinked ones aside), so that end's list is walked; a
     /// many-to-many link is looked up from its source's head, walked while short, and in
@@ -60,12 +72,12 @@ final class BulkMemoryState: @unchecked Sendable {
     private let sides: [LinkSide]
     private let inverseTags: [UInt16]
     /// A many-to-many head whose list reached ``bigHeadLength`` entries (unlinked ones included)
-    /// is long (its slot is in `longHeads`) and looked up here instead of walked (a playlist's
-    /// tracks can be thousands): every live entry of a long head, as tag (16 bits) · source
-    /// number (24) · target number (24).
-    private var longHeads: Set<Int> = []
+    /// is long (``isLong(_:)``, its newest entry's depth) and looked up here instead of walked (a
+    /// playlist's tracks can be thousands): every live entry of a long head, as tag (16 bits) ·
+    /// source number (24) · target number (24).
     private var bigEdges: Set<UInt64> = []
-    /// The list length from which a many-to-many head's entries go to ``bigEdges``.
+    /// The list length from which a many-to-many head's entries go to ``bigEdges`` (1 to
+    /// ``maxDepth``).
     let bigHeadLength: Int32
     static let defaultBigHeadLength: Int32 = 64
     /// Objects a state can number (the 24 bits of ``bigEdges``): 16,777,215. An input within
@@ -74,18 +86,20 @@ final class BulkMemoryState: @unchecked Sendable {
     /// (``ImportOptions/bulkInMemoryMaxRecords``, at most this) and takes such an input through
     /// the B-trees; past it, the insert is refused (``StrataError/invalidConfiguration(field:value:reason:)``).
     static let maxObjects = (1 << 24) - 1
-    /// Live objects per entity tag.
-    private var counts: [UInt16: Int] = [:]
+    /// Live objects per entity tag (a tag is below 256): an array, not a dictionary hashing the
+    /// tag at every insert.
+    private var counts = [Int](repeating: 0, count: 256)
     /// Entities whose count a save changed (by its net inserts and deletes): a save through the
     /// B-trees writes their count entries, zero included, and no others.
     private var countsWritten: Set<UInt16> = []
 
     /// A state for about `expectedObjects` objects (0: unknown): its tables are sized for them
     /// up front, not rehashed or copied as they grow (with links estimated at four entries an
-    /// object and heads at three). `bigHeadLength` (at least 1) is for tests, which make every head long.
+    /// object and heads at three). `bigHeadLength` (taken into 1...127) is for tests, which make
+    /// every head long.
     init(schema: Schema, expectedObjects: Int = 0, bigHeadLength: Int32 = defaultBigHeadLength) {
         self.schema = schema
-        self.bigHeadLength = max(1, bigHeadLength)
+        self.bigHeadLength = min(max(1, bigHeadLength), Self.maxDepth)
         var sides = [LinkSide](repeating: .unknown, count: 1 << 16)
         var inverseTags = [UInt16](repeating: 0, count: 1 << 16)
         for e in schema.entities {
@@ -114,9 +128,21 @@ final class BulkMemoryState: @unchecked Sendable {
 
     private static func hash(_ id: ObjectID) -> Int { KeyedHash.hash(id.high, id.low, seed: 0) }
 
+    /// The last two ids ``anyNumber(_:)`` found and their numbers (-1: none): a link's
+    /// resolution asks for each end's number several times (the check of its ends, whether it
+    /// is there, its two entries), and each probe of the table is a miss of the cache on a large
+    /// import. An id's number never changes, so they are only forgotten with the table.
+    private var recentIDs = (ObjectID(high: 0, low: 0), ObjectID(high: 0, low: 0))
+    private var recentNumbers: (Int32, Int32) = (-1, -1)
+
     /// The number `id` was given, deleted or not.
     private func anyNumber(_ id: ObjectID) -> Int32? {
-        numberSlots.find(hash: Self.hash(id)) { ids[Int($0)] == id }.entry
+        if recentNumbers.0 >= 0, recentIDs.0 == id { return recentNumbers.0 }
+        if recentNumbers.1 >= 0, recentIDs.1 == id { return recentNumbers.1 }
+        guard let n = numberSlots.find(hash: Self.hash(id), { ids[Int($0)] == id }).entry else { return nil }
+        recentIDs = (id, recentIDs.0)
+        recentNumbers = (n, recentNumbers.0)
+        return n
     }
 
     fileprivate func number(_ id: ObjectID) -> Int32? {
@@ -165,7 +191,7 @@ final class BulkMemoryState: @unchecked Sendable {
             numberSlots.insert(n, at: found.slot) { Self.hash(ids[Int($0)]) }
         }
         store(record, number: n)
-        counts[record.entity.tag, default: 0] += 1
+        counts[Int(record.entity.tag)] += 1
         return true
     }
 
@@ -173,7 +199,7 @@ final class BulkMemoryState: @unchecked Sendable {
 
     fileprivate func remove(number n: Int32, entity: UInt16) {
         locations[Int(n)] = .deleted
-        counts[entity, default: 0] -= 1
+        counts[Int(entity)] -= 1
     }
 
     private static func hash(_ key: UnsafeRawBufferPointer) -> Int {
@@ -241,7 +267,8 @@ final class BulkMemoryState: @unchecked Sendable {
         var e = headFirst[h]
         while e >= 0 {
             let edge = edges[Int(e)]
-            if edge.to >= 0 { out.append(edge.to) }
+            let target = edge.to & Self.targetMask
+            if target != Self.targetMask { out.append(target) }
             e = edge.next
         }
         return out
@@ -251,23 +278,22 @@ final class BulkMemoryState: @unchecked Sendable {
         UInt64(tag) << 48 | UInt64(UInt32(from)) << 24 | UInt64(UInt32(to))
     }
 
-    /// The entries of head `h`'s list, unlinked ones included, counted up to ``bigHeadLength``.
+    /// The entries of head `h`'s list, unlinked ones included, counted up to ``maxDepth``: the
+    /// depth of its newest entry.
     private func listLength(_ h: Int) -> Int32 {
-        var n: Int32 = 0
-        var e = headFirst[h]
-        while e >= 0, n < bigHeadLength {
-            n += 1
-            e = edges[Int(e)].next
-        }
-        return n
+        let e = headFirst[h]
+        return e < 0 ? 0 : edges[Int(e)].to >> 24
     }
+
+    /// Whether many-to-many head `h` is long: its live entries are in ``bigEdges``.
+    private func isLong(_ h: Int) -> Bool { listLength(h) >= bigHeadLength }
 
     /// The place in ``edges`` of the live entry `to` of head `h`, walking its list.
     private func walk(_ h: Int, to: Int32) -> Int32? {
         var e = headFirst[h]
         while e >= 0 {
             let edge = edges[Int(e)]
-            if edge.to == to { return e }
+            if edge.to & Self.targetMask == to { return e }
             e = edge.next
         }
         return nil
@@ -286,7 +312,7 @@ final class BulkMemoryState: @unchecked Sendable {
             return walk(h, to: from) != nil
         case .manyToMany:
             guard let h = head(tag, from) else { return false }
-            return longHeads.contains(h) ? bigEdges.contains(Self.edgeKey(tag, from, to)) : walk(h, to: to) != nil
+            return isLong(h) ? bigEdges.contains(Self.edgeKey(tag, from, to)) : walk(h, to: to) != nil
         }
     }
 
@@ -313,14 +339,14 @@ final class BulkMemoryState: @unchecked Sendable {
     }
 
     private func addEntry(_ h: Int, _ tag: UInt16, _ from: Int32, _ to: Int32) {
-        edges.append((to: to, next: headFirst[h]))
+        let length = listLength(h)
+        edges.append((to: Self.packedTarget(to, depth: length + 1), next: headFirst[h]))
         headFirst[h] = Int32(edges.count - 1)
         guard sides[Int(tag)] == .manyToMany else { return }
-        if longHeads.contains(h) {
+        if length >= bigHeadLength {
             bigEdges.insert(Self.edgeKey(tag, from, to))
-        } else if listLength(h) >= bigHeadLength {
+        } else if length + 1 >= bigHeadLength {
             // The head turns long: its live entries, this one included, go to the set.
-            longHeads.insert(h)
             for t in targetNumbers(tag, from: from) { bigEdges.insert(Self.edgeKey(tag, from, t)) }
         }
     }
@@ -336,8 +362,8 @@ final class BulkMemoryState: @unchecked Sendable {
 
     private func removeEntry(_ tag: UInt16, _ from: Int32, _ to: Int32) {
         guard let h = head(tag, from), let e = walk(h, to: to) else { return }
-        edges[Int(e)].to = -1
-        if sides[Int(tag)] == .manyToMany, longHeads.contains(h) {
+        edges[Int(e)].to |= Self.targetMask
+        if sides[Int(tag)] == .manyToMany, isLong(h) {
             let removed = bigEdges.remove(Self.edgeKey(tag, from, to))
             assert(removed != nil, "a long head's live entry is in the set")
         }
@@ -352,8 +378,8 @@ final class BulkMemoryState: @unchecked Sendable {
     /// touched. The index and unique keys are derived from the records again and sorted on a
     /// second thread (``gatherKeys(of:into:_:stop:)``) while this one appends the records and the
     /// links; then this one appends them. What the write does not need is freed first (the unique
-    /// keys, the ids' table, the long heads' set), and the links once they are written, so that
-    /// the sorts' buffers take the place of the tables.
+    /// keys, the ids' table, the long lists' set of entries), and the links once they are
+    /// written, so that the sorts' buffers take the place of the tables.
     /// `checkUsable` is called between batches, and while this thread waits for the other (a
     /// closed store ends the write); `progress` gets the work done, counted in objects out of the
     /// objects in all: the records and links written are the first half, the index and unique
@@ -374,8 +400,8 @@ final class BulkMemoryState: @unchecked Sendable {
             }
         }
         numberSlots = HashSlots(expected: 0)
+        recentNumbers = (-1, -1)
         uniqueSlots = HashSlots(expected: 0)
-        longHeads = []
         uniqueOwners = []
         uniqueKeys = []
         uniqueKeyBytes = ByteArena()
@@ -475,7 +501,7 @@ final class BulkMemoryState: @unchecked Sendable {
         }
         try env.writeGrowing { txn in
             for tag in countsWritten {
-                try txn.put(env[.counts], key: MetaKey.count(tag), value: MetaKey.countValue(counts[tag] ?? 0))
+                try txn.put(env[.counts], key: MetaKey.count(tag), value: MetaKey.countValue(counts[Int(tag)]))
             }
         }
         progress?(live.count, live.count)
@@ -519,7 +545,7 @@ final class BulkMemoryState: @unchecked Sendable {
     /// the links.
     private func writeRecordsAndLinks(_ live: [Int], rank: [UInt32], into env: LMDBEnvironment,
                                       checkUsable: () throws -> Void, progress: ((Int, Int) -> Void)?) throws {
-        var written: [UInt16: Int] = [:]
+        var written = [Int](repeating: 0, count: counts.count)
         var done = 0
         var batch = KeyRun()
         for i in live {
@@ -527,7 +553,7 @@ final class BulkMemoryState: @unchecked Sendable {
             arena.withBytes(locations[i]) { bytes in
                 id.withKeyBytes { key in batch.add(key: key, value: bytes, sorted: true) }
             }
-            written[id.entityTag, default: 0] += 1
+            written[Int(id.entityTag)] += 1
             done += 1
             if batch.byteCount >= BulkStateBuilder.batchBytes {
                 try Self.append(batch, into: .objects, of: env, checkUsable: checkUsable)
@@ -537,10 +563,10 @@ final class BulkMemoryState: @unchecked Sendable {
         }
         try Self.append(batch, into: .objects, of: env, checkUsable: checkUsable)
         progress?(live.count, live.count)
-        for (tag, n) in counts where written[tag] ?? 0 != n {
+        for tag in counts.indices where written[tag] != counts[tag] {
             throw StrataError.corruptRecord(
                 id: ObjectID(high: UInt64(tag) << 48, low: 0),
-                reason: "a bulk load in memory counted \(n) objects of entity tag \(tag) and wrote \(written[tag] ?? 0)")
+                reason: "a bulk load in memory counted \(counts[tag]) objects of entity tag \(tag) and wrote \(written[tag])")
         }
         try writeLinks(live, into: env, rank: rank, checkUsable: checkUsable)
     }
@@ -569,8 +595,8 @@ final class BulkMemoryState: @unchecked Sendable {
                     var e = headFirst[Int(headBase[from]) + position]
                     targets.removeAll(keepingCapacity: true)
                     while e >= 0 {
-                        let edge = edges[Int(e)]
-                        if edge.to >= 0 { targets.append((rank[Int(edge.to)], edge.to)) }
+                        let edge = edges[Int(e)], target = edge.to & Self.targetMask
+                        if target != Self.targetMask { targets.append((rank[Int(target)], target)) }
                         e = edge.next
                     }
                     guard !targets.isEmpty else { continue }
@@ -661,7 +687,7 @@ struct BulkMemoryApplier: StateStore {
     var defersUniqueClashes = false
     private var deferredUniques: [DeferredUniqueKey] = []
     /// Net inserts less deletes per entity in this save (as ``StateApplier`` counts them).
-    private var countDeltas: [UInt16: Int] = [:]
+    private var countDeltas = CountDeltas()
 
     init(state: BulkMemoryState, transactionID: TransactionID) {
         self.state = state
@@ -701,7 +727,7 @@ struct BulkMemoryApplier: StateStore {
             guard try state.insert(Record(entity: e, id: id, values: values, version: transactionID)) else {
                 throw StrataError.duplicateID(e, id)
             }
-            countDeltas[e.tag, default: 0] += 1
+            countDeltas.add(e.tag, 1)
             for unique in e.uniques {
                 if let key = try Layout.uniqueKey(unique, record: values, entity: e, id: id) {
                     try putUnique(key, unique, e, values, id)
@@ -732,7 +758,7 @@ struct BulkMemoryApplier: StateStore {
                 }
             }
             state.remove(number: n, entity: record.entity.tag)
-            countDeltas[record.entity.tag, default: 0] -= 1
+            countDeltas.add(record.entity.tag, -1)
         case .link(let tag, let a, let b):
             try checkRelationship(tag)
             let (x, y) = (try state.existingNumber(a, "link"), try state.existingNumber(b, "link"))
@@ -745,7 +771,7 @@ struct BulkMemoryApplier: StateStore {
     }
 
     private func checkRelationship(_ tag: UInt16) throws {
-        guard schema.relationship(tag: tag) != nil else {
+        guard schema.linkRule(tag: tag) != nil else {
             throw StrataError.corruptLogEntry(transaction: transactionID, reason: "unknown relationship tag \(tag)")
         }
     }
@@ -771,7 +797,7 @@ struct BulkMemoryApplier: StateStore {
 
     /// Notes the entities whose count this save changed (the counts themselves live in the state).
     mutating func flushCounts() throws {
-        for (tag, delta) in countDeltas where delta != 0 { state.countWritten(tag) }
+        for (tag, delta) in countDeltas.entries where delta != 0 { state.countWritten(tag) }
         countDeltas.removeAll()
     }
 

@@ -25,4 +25,19 @@ extension IndexDescription {
         }
         return k
     }
+
+    /// ``uniqueKeyBytes(_:)`` from the key's own values, one per attribute of the constraint in
+    /// key order (a reference by unique key carries just those): nil when one is null or missing.
+    func uniqueKeyBytes(keyValues: [Value]) -> [UInt8]? {
+        guard keyValues.count >= attributes.count else { return nil }
+        var k: [UInt8] = []
+        k.reserveCapacity(48)
+        k.append(UInt8(tag >> 8))
+        k.append(UInt8(tag & 0xff))
+        for i in attributes.indices {
+            if keyValues[i].isNull { return nil }
+            SortableEncoding.encode(keyValues[i], into: &k)
+        }
+        return k
+    }
 }

@@ -19,3 +19,19 @@ public struct RelationshipDescription: Sendable, Equatable {
     /// Position in the entity's relationship list.
     public let index: Int
 }
+
+/// The part of a relationship and its inverse that every link a save writes is checked against,
+/// as plain values (``Schema/linkRule(tag:)``): reading it copies none of the names a
+/// ``RelationshipDescription`` holds.
+struct LinkRule: Sendable {
+    /// The relationship's tag.
+    let tag: UInt16
+    /// Its inverse's tag (0 where the schema has none, which a loaded schema never lacks).
+    let inverseTag: UInt16
+    /// The tag of the entity it belongs to (the high byte of ``tag``).
+    let sourceTag: UInt16
+    /// The tag of the entity it points at (0 where the schema has none).
+    let destinationTag: UInt16
+    let isToMany: Bool
+    let inverseIsToMany: Bool
+}

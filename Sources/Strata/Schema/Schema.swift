@@ -19,6 +19,9 @@ public struct Schema: Sendable {
         let byTag: [EntityDescription?]
         /// The inverse's tag of every relationship, by tag (an unknown relationship is absent).
         let inverseTags: [UInt16: UInt16]
+        /// Every relationship's ``LinkRule``, by entity tag and then position: what a save checks
+        /// of each link, found by two array reads and copied without a reference count.
+        let linkRules: [[LinkRule]]
         let typeChecks = TypeCheckCache()
 
         init(model: String, version: Int, entities: [EntityDescription], canonicalJSON: String,
@@ -41,6 +44,18 @@ public struct Schema: Sendable {
                 }
             }
             inverseTags = inverses
+            var rules = [[LinkRule]](repeating: [], count: tags.count)
+            let named = byName
+            for e in entities {
+                rules[Int(e.tag)] = e.relationships.map { r in
+                    let destination = named[r.destination]
+                    let inverse = inverses[r.tag].flatMap { t in destination?.relationships.first { $0.tag == t } }
+                    return LinkRule(tag: r.tag, inverseTag: inverse?.tag ?? 0, sourceTag: e.tag,
+                                    destinationTag: destination?.tag ?? 0, isToMany: r.isToMany,
+                                    inverseIsToMany: inverse?.isToMany ?? true)
+                }
+            }
+            linkRules = rules
         }
     }
     private let storage: Storage
@@ -77,6 +92,13 @@ public struct Schema: Sendable {
         guard let e = entity(tag: tag >> 8), (tag & 0xff) >= 1,
               Int(tag & 0xff) <= e.relationships.count else { return nil }
         return e.relationships[Int(tag & 0xff) - 1]
+    }
+
+    /// What a save checks of the relationship with link tag `tag` (nil for an unknown tag).
+    func linkRule(tag: UInt16) -> LinkRule? {
+        let rules = storage.linkRules, entity = Int(tag >> 8), position = Int(tag & 0xff)
+        guard entity < rules.count, position >= 1, position <= rules[entity].count else { return nil }
+        return rules[entity][position - 1]
     }
 
     /// The tag of the inverse of the relationship with tag `tag` (nil for an unknown tag).

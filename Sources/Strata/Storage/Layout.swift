@@ -80,7 +80,19 @@ enum Layout {
     /// - Throws: ``ValidationFailure`` when the key would exceed LMDB's key size.
     static func uniqueKey(_ index: IndexDescription, record values: [Value], entity: EntityDescription,
                           id: ObjectID) throws -> [UInt8]? {
-        guard let k = index.uniqueKeyBytes(values) else { return nil }
+        try checkedUniqueKey(index.uniqueKeyBytes(values), index, entity: entity, id: id)
+    }
+
+    /// ``uniqueKey(_:record:entity:id:)`` from the key's own values, in key order (a reference by
+    /// unique key): no record-sized array of values is built for it.
+    static func uniqueKey(_ index: IndexDescription, keyValues: [Value], entity: EntityDescription,
+                          id: ObjectID) throws -> [UInt8]? {
+        try checkedUniqueKey(index.uniqueKeyBytes(keyValues: keyValues), index, entity: entity, id: id)
+    }
+
+    private static func checkedUniqueKey(_ key: [UInt8]?, _ index: IndexDescription, entity: EntityDescription,
+                                         id: ObjectID) throws -> [UInt8]? {
+        guard let k = key else { return nil }
         guard k.count <= LMDBLimits.maxKeyBytes else {
             throw StrataError.validation(ValidationFailure(
                 kind: .valueTooLarge, entity: entity.name, objectID: id, field: uniqueFieldName(index, entity),

@@ -8,7 +8,7 @@ struct StateApplier: StateStore {
     let schema: Schema
     /// The transaction being applied (becomes the version of every record it touches).
     var transactionID: TransactionID
-    private var countDeltas: [UInt16: Int] = [:]
+    private var countDeltas = CountDeltas()
     var defersUniqueClashes = false
     private var deferredUniques: [DeferredUniqueKey] = []
     /// Secondary-index entries to put (true) or delete (false), written in key order by
@@ -154,7 +154,7 @@ struct StateApplier: StateStore {
             if put == .keyExists { throw StrataError.duplicateID(e, id) }
             seen.present.insert(id)
             try addIndexEntries(e, values, id)
-            countDeltas[e.tag, default: 0] += 1
+            countDeltas.add(e.tag, 1)
         case .update(let id, let changes, _):
             guard var record = try record(id) else {
                 throw StrataError.corruptRecord(id: id, reason: "update of a missing object")
@@ -180,7 +180,7 @@ struct StateApplier: StateStore {
             try removeIndexEntries(record.entity, record.values, id)
             try txn.delete(env[.objects], key: id.keyBytes)
             seen.present.remove(id)
-            countDeltas[record.entity.tag, default: 0] -= 1
+            countDeltas.add(record.entity.tag, -1)
             try countWriteForRelease()
         case .link(let tag, let a, let b):
             let (rel, inverse) = try relationshipPair(tag)
@@ -196,10 +196,10 @@ struct StateApplier: StateStore {
     }
 
     private func relationshipPair(_ tag: UInt16) throws -> (UInt16, UInt16) {
-        guard let r = schema.relationship(tag: tag) else {
+        guard let r = schema.linkRule(tag: tag) else {
             throw StrataError.corruptLogEntry(transaction: transactionID, reason: "unknown relationship tag \(tag)")
         }
-        return (tag, schema.inverse(of: r).tag)
+        return (tag, r.inverseTag)
     }
 
     private mutating func addIndexEntries(_ e: EntityDescription, _ values: [Value], _ id: ObjectID) throws {
@@ -314,7 +314,7 @@ struct StateApplier: StateStore {
         } else {
             try writePendingIndexEntries()
         }
-        for (tag, delta) in countDeltas where delta != 0 {
+        for (tag, delta) in countDeltas.entries where delta != 0 {
             // Key and value on the stack: a save's count update allocates nothing.
             try MetaKey.withCountKey(tag) { key in
                 let current = try txn.withValue(env[.counts], key: key) { b -> Int in try MetaKey.countValue(b, tag) }
@@ -388,4 +388,20 @@ final class HeldIndexEntries {
         run = KeyRun()
         try applier.writePendingIndexEntries()
     }
+}
+
+/// Net inserts less deletes per entity tag within one save: a save touches a few entities, so a
+/// short list searched in order (a dictionary hashed the tag with SipHash at every insert).
+struct CountDeltas {
+    private(set) var entries: [(tag: UInt16, delta: Int)] = []
+
+    mutating func add(_ tag: UInt16, _ delta: Int) {
+        if let i = entries.firstIndex(where: { $0.tag == tag }) {
+            entries[i].delta += delta
+        } else {
+            entries.append((tag, delta))
+        }
+    }
+
+    mutating func removeAll() { entries.removeAll(keepingCapacity: true) }
 }

@@ -512,21 +512,47 @@ struct SaveResolver<S: StateStore> {
         switch ref {
         case .id(let id): return resolved(id)
         case .unique(let entityTag, let constraint, let values):
-            let r = try relationship(tag)
+            // The relationship's names are read only for an error: a link of an import is
+            // resolved here, and copying its description cost a retain and release per name.
             guard let e = schema.entity(tag: entityTag), constraint >= 0, constraint < e.uniques.count else {
+                let r = try relationship(tag)
                 throw fail(.unknownEntity, r.destination, nil, r.name,
                            "reference names an unknown entity or unique constraint")
             }
             let u = e.uniques[constraint]
-            var full = [Value](repeating: .null, count: e.attributes.count)
-            for (i, a) in u.attributes.enumerated() where i < values.count { full[a] = values[i] }
-            guard let key = try Layout.uniqueKey(u, record: full, entity: e,
+            guard let key = try Layout.uniqueKey(u, keyValues: values, entity: e,
                                                  id: ObjectID(high: UInt64(entityTag) << 48, low: 0)),
                   let owner = try applier.uniqueOwner(key) else {
+                let r = try relationship(tag)
                 throw fail(.objectNotFound, r.entityName, from, r.name,
                            "no \(e.name) with \(Layout.uniqueFieldName(u, e)) = \(ref.shown)\(source ? " (source)" : "")")
             }
             return owner
+        }
+    }
+
+    private func rule(_ tag: UInt16) throws -> LinkRule {
+        guard let rule = schema.linkRule(tag: tag) else {
+            throw fail(.unknownRelationship, "tag \(tag >> 8)", nil, nil, "no relationship with tag \(tag)")
+        }
+        return rule
+    }
+
+    /// ``checkEnds(_:_:_:)`` by entity tags: both ends of the right entities and there. Where a
+    /// tag differs, the description's check throws what is wrong, by name.
+    private func checkEnds(_ rule: LinkRule, _ from: ObjectID, _ to: ObjectID) throws {
+        guard from.entityTag == rule.sourceTag, to.entityTag == rule.destinationTag else {
+            try checkEnds(try relationship(rule.tag), from, to)
+            assertionFailure("ends of the wrong entities pass the check by name")
+            return
+        }
+        guard try applier.exists(from) else {
+            throw fail(.objectNotFound, try entity(from).name, from, try relationship(rule.tag).name,
+                       "source object does not exist")
+        }
+        guard try applier.exists(to) else {
+            throw fail(.objectNotFound, try entity(from).name, from, try relationship(rule.tag).name,
+                       "target \(to) does not exist")
         }
     }
 
@@ -549,9 +575,9 @@ struct SaveResolver<S: StateStore> {
     }
 
     private mutating func link(_ tag: UInt16, _ from: ObjectID, _ to: ObjectID) throws {
-        let r = try relationship(tag)
+        // By the relationship's ``LinkRule``: the link step of an import runs once per edge.
+        let r = try rule(tag)
         try checkEnds(r, from, to)
-        let inverse = schema.inverse(of: r)
         if r.isToMany, try applier.linked(r.tag, from: from, to: to) {
             return
         }
@@ -559,12 +585,12 @@ struct SaveResolver<S: StateStore> {
             for old in try applier.targets(r.tag, from: from) {
                 if old == to { return }
                 try emit(.unlink(relationship: r.tag, from: from, to: old))
-                if !inverse.isToMany { toOneChecks.insert(old) }
+                if !r.inverseIsToMany { toOneChecks.insert(old) }
             }
         }
-        if !inverse.isToMany {
-            for old in try applier.targets(inverse.tag, from: to) where old != from {
-                try emit(.unlink(relationship: inverse.tag, from: to, to: old))
+        if !r.inverseIsToMany {
+            for old in try applier.targets(r.inverseTag, from: to) where old != from {
+                try emit(.unlink(relationship: r.inverseTag, from: to, to: old))
                 if !r.isToMany { toOneChecks.insert(old) }
             }
         }
@@ -585,7 +611,7 @@ struct SaveResolver<S: StateStore> {
             toOneChecks.insert(from)
             return
         }
-        try checkEnds(r, from, to)
+        try checkEnds(try rule(tag), from, to)
         guard try applier.linked(r.tag, from: from, to: to) else { return }
         try emit(.unlink(relationship: r.tag, from: from, to: to))
         toOneChecks.insert(from)
