@@ -10,10 +10,32 @@ struct ImportRecord {
     /// How the record itself is found again: its id, or its first unique constraint's values.
     let reference: ObjectReference
     let line: Int
-
     /// Every way another record may refer to this one: its explicit id and each unique key
     /// whose values are all set.
-    var aliases: [ObjectReference] { Self.aliases(entity, explicitID, values) }
+    let aliases: [ObjectReference]
+    /// The ``digest(_:)`` of each of ``aliases``, in order.
+    let aliasDigests: [UInt64]
+    /// The ``digest(_:)`` of every target of ``links``, in order (a link's targets one after the
+    /// other; a cleared to-one has none). Worked out once, where the record is parsed (on the
+    /// reading thread), not at each of the import's looks at a target.
+    let targetDigests: [UInt64]
+
+    init(entity: EntityDescription, explicitID: ObjectID?, values: [Value], links: [Link],
+         reference: ObjectReference, line: Int) {
+        self.entity = entity
+        self.explicitID = explicitID
+        self.values = values
+        self.links = links
+        self.reference = reference
+        self.line = line
+        aliases = Self.aliases(entity, explicitID, values)
+        aliasDigests = aliases.map(Self.digest)
+        var digests: [UInt64] = []
+        for (_, targets) in links {
+            for t in targets ?? [] { digests.append(Self.digest(t)) }
+        }
+        targetDigests = digests
+    }
 
     /// The keys an object of `entity` with this explicit id and these values (one per attribute,
     /// null where there is none) goes by: its id, and each unique constraint all of whose values

@@ -803,9 +803,11 @@ public final class Importer: Sendable {
         try eachItem { item in
             guard rejected[item.location] == nil, case .success(let record) = item.result else { return }
             var noted = false
+            var next = 0
             for (r, targets) in record.links {
                 for t in targets ?? [] {
-                    let d = ImportRecord.digest(t)
+                    let d = record.targetDigests[next]
+                    next += 1
                     guard inputKeys[d] != nil || rejectedAtEnd[d] != nil else { continue }
                     let holds: Bool
                     if let known = storeHolds[d] {
@@ -820,7 +822,7 @@ public final class Importer: Sendable {
                     noted = true
                 }
             }
-            if noted { aliasesOf[item.location] = record.aliases.map(ImportRecord.digest) }
+            if noted { aliasesOf[item.location] = record.aliasDigests }
         }
         // Breadth first from the keys rejected at the end: a record naming a rejected key is
         // rejected (once, for the first such reference found), and its own keys spread further.
@@ -862,8 +864,8 @@ public final class Importer: Sendable {
         // A plain loop: a closure would hold a second reference to the dictionary, and the
         // insertions below would then copy it whole.
         var duplicate: (alias: ObjectReference, first: RecordLocation)?
-        for a in aliases {
-            if let first = s.inputKeys[ImportRecord.digest(a)] {
+        for (a, digest) in zip(aliases, record.aliasDigests) {
+            if let first = s.inputKeys[digest] {
                 duplicate = (a, first)
                 break
             }
@@ -886,14 +888,16 @@ public final class Importer: Sendable {
             noteRejectedKeys(aliases, item, &s)
             return nil
         }
-        for alias in aliases { s.inputKeys[ImportRecord.digest(alias)] = item.location }
-        var keys: [UInt64]?
+        for digest in record.aliasDigests { s.inputKeys[digest] = item.location }
+        var next = 0
         for (r, targets) in record.links {
-            for t in targets ?? [] where s.inputKeys[ImportRecord.digest(t)] == nil {
-                if keys == nil { keys = aliases.map(ImportRecord.digest) }
-                s.forward.append(ForwardReference(digest: ImportRecord.digest(t), target: t, location: item.location,
+            for t in targets ?? [] {
+                let digest = record.targetDigests[next]
+                next += 1
+                guard s.inputKeys[digest] == nil else { continue }
+                s.forward.append(ForwardReference(digest: digest, target: t, location: item.location,
                                                   fileIndex: item.fileIndex, line: item.line, relationship: r,
-                                                  keys: keys ?? []))
+                                                  keys: record.aliasDigests))
             }
         }
         if s.forward.count >= s.forwardCheckAt { try dropFoundForwardReferences(&s) }
@@ -1044,7 +1048,7 @@ public final class Importer: Sendable {
                     // A key an earlier record was linked to in the store, given by this record:
                     // two passes would have linked that record after this one.
                     if !s.linkedFromStore.isEmpty,
-                       record.aliases.contains(where: { s.linkedFromStore.contains(ImportRecord.digest($0)) }) {
+                       record.aliasDigests.contains(where: s.linkedFromStore.contains) {
                         throw NotInOneTransaction()
                     }
                     // A file that grew past the limit since its size was taken.
@@ -1063,16 +1067,19 @@ public final class Importer: Sendable {
                                : .upsert(id: id, values: record.values, constraint: 0))
                 // Required targets not written yet: the record waits for them (``HeldRecords``).
                 var missing: Set<UInt64> = []
+                var nextTarget = 0
                 for (r, targets) in record.links {
                     guard let targets else {
                         changes.append(.unlink(relationship: r.tag, from: .id(id), to: nil))
                         continue
                     }
                     for t in targets {
+                        let digest = record.targetDigests[nextTarget]
+                        nextTarget += 1
                         // Written by this import (in a finished, the in-flight or this batch), or
                         // in the store from before it.
-                        var present = s.written(t)
-                        if !present, (s.inputKeys[ImportRecord.digest(t)] ?? .start) <= item.location {
+                        var present = s.writtenKeys.contains(digest)
+                        if !present, (s.inputKeys[digest] ?? .start) <= item.location {
                             // Not a record later in this input: in the store, or nowhere, as the
                             // batches before this record leave it. Those that may take a key of
                             // the target's entity away from an object of the store are committed
@@ -1087,7 +1094,7 @@ public final class Importer: Sendable {
                             // generation instead, with every record before this one saved there.
                             var askGeneration = false
                             if case .unique(let tag, _, _) = t {
-                                let key = ImportRecord.digest(t)
+                                let key = digest
                                 let unsaved = batch.takesKeys.contains(key)
                                     || ready.contains(where: { $0.takesKeys.contains(key) })
                                     || inFlight?.takes(key) == true
@@ -1116,7 +1123,7 @@ public final class Importer: Sendable {
                             // where two passes would have waited for that record: noted, and met
                             // again above, it sends the import back to two passes.
                             if present, s.held != nil || (checking && s.bulk != nil) {
-                                s.linkedFromStore.insert(ImportRecord.digest(t))
+                                s.linkedFromStore.insert(digest)
                             }
                         }
                         if present {
@@ -1124,14 +1131,19 @@ public final class Importer: Sendable {
                         } else if !r.isToMany && !r.isOptional {
                             // Saved with the record, which is written once its target is.
                             changes.append(.link(relationship: r.tag, from: .id(id), to: t))
-                            missing.insert(ImportRecord.digest(t))
+                            missing.insert(digest)
                         } else {
+                            if !options.continueOnError, r.isToMany,
+                               store.schema.linkRule(tag: r.tag)?.inverseIsToMany == true {
+                                s.waitingLinks[digest, default: []].append(s.deferred.count)
+                            }
                             s.deferred.append((r.tag, record.reference, t, item.location))
+                            s.deferredSavedEarly.append(false)
                         }
                     }
                 }
                 let entry = HeldRecords.Entry(changes: changes, item: item,
-                                              aliases: record.aliases.map(ImportRecord.digest))
+                                              aliases: record.aliasDigests)
                 if !missing.isEmpty, held.count >= options.maxHeldRecords {
                     let issue = ImportIssue(
                         file: s.files[item.fileIndex], line: item.line, field: nil,
@@ -1140,7 +1152,8 @@ public final class Importer: Sendable {
                                 "first (their files first, or earlier in the file), or raise maxHeldRecords")
                     throw ImportFailed(issues: [issue], totalIssues: 1)
                 }
-                for record in held.add(entry, missing: missing) {
+                for waiting in held.add(entry, missing: missing) {
+                    let record = withWaitingLinks(waiting, &s)
                     for alias in record.aliases { s.writtenKeys.insert(alias) }
                     // A batch saves its records' own operations before their links: a record
                     // that may take away a key this batch links to goes into the next batch, so
@@ -1170,7 +1183,9 @@ public final class Importer: Sendable {
             // Records whose required references form a cycle: saved together, in one batch.
             // Each group of records that wait for each other is one unit of a batch; a batch
             // ends after the group that fills it (a group is never split).
-            for group in held.drain() {
+            for waiting in held.drain() {
+                var group: [HeldRecords.Entry] = []
+                for record in waiting { group.append(withWaitingLinks(record, &s)) }
                 for record in group {
                     for alias in record.aliases { s.writtenKeys.insert(alias) }
                 }
@@ -1181,6 +1196,13 @@ public final class Importer: Sendable {
                     batch = Batch()
                 }
             }
+            // The links saved with their targets' records leave the end's list (in input order, as
+            // it was); those whose target never came stay in it, for the end to refuse.
+            if s.deferredSavedEarly.contains(true) {
+                s.deferred = zip(s.deferred, s.deferredSavedEarly).filter { !$0.1 }.map(\.0)
+            }
+            s.deferredSavedEarly = []
+            s.waitingLinks = [:]
             // The last batch (when it has records), and the batches still queued, are submitted.
             try await queue(batch.count > 0 ? batch : nil, &ready, &inFlight, &finished, &s, rejects: rejects,
                             bytes: it.bytesRead, last: true)
@@ -1389,6 +1411,23 @@ public final class Importer: Sendable {
             let sets = zip(batches, metadata).map { (changes: $0.changes, metadata: $1) }
             results = await store.saveInOrder(sets, author: options.author, stopAtFailure: true)
         }
+    }
+
+    /// `entry` with the links that waited for its record (``ImportState/waitingLinks``) added
+    /// after its own operations: its batch saves them after its records, this one included.
+    private func withWaitingLinks(_ entry: HeldRecords.Entry, _ s: inout ImportState) -> HeldRecords.Entry {
+        guard !s.waitingLinks.isEmpty else { return entry }
+        var changes = entry.changes
+        for digest in entry.aliases {
+            guard let places = s.waitingLinks.removeValue(forKey: digest) else { continue }
+            for i in places {
+                let d = s.deferred[i]
+                changes.append(.link(relationship: d.relationship, from: d.from, to: d.to))
+                s.deferredSavedEarly[i] = true
+            }
+        }
+        guard changes.operations.count > entry.changes.operations.count else { return entry }
+        return HeldRecords.Entry(changes: changes, item: entry.item, aliases: entry.aliases)
     }
 
     /// Links whose target came later in the input than their source.
@@ -1828,7 +1867,19 @@ private struct ImportState {
     var forward: [ForwardReference] = []
     /// The size of ``forward`` at which those the input or the store holds by then are dropped.
     var forwardCheckAt = Importer.forwardCheckEvery
+    /// Links to a record later in the input, saved at the end (``Importer/linkDeferred(_:rejects:)``)
+    /// unless saved with their target's record before (``deferredSavedEarly``).
     var deferred: [DeferredLink] = []
+    /// Whether each of ``deferred`` was saved with its target's record already.
+    var deferredSavedEarly: [Bool] = []
+    /// The places in ``deferred`` of the links of a many-to-many relationship (without
+    /// ``ImportOptions/continueOnError``) that wait for their target's record, by the digest of
+    /// its key: they are saved with that record (``Importer/withWaitingLinks(_:_:)``), in its
+    /// batch, after its operations. Nothing can happen to such a link between that record and the
+    /// end of the input (each key is given once; a link of two to-many ends displaces nothing, and
+    /// a record clears only its own relationships), so the store is the same; the links are just
+    /// not left to a last, serial phase.
+    var waitingLinks: [UInt64: [Int]] = [:]
     var skippedLinks = 0
     /// Batches submitted (each numbered in its `batch` metadata, in input order).
     var batchesSubmitted = 0
@@ -1913,8 +1964,6 @@ private struct ImportState {
         if issue.endsTheFile { unreadableFile = true }
         rejected[location] = issue.description
     }
-
-    func written(_ ref: ObjectReference) -> Bool { writtenKeys.contains(ImportRecord.digest(ref)) }
 
     mutating func report(_ phase: ImportProgress.Phase, records: Int, bytes: Int, links: Int = 0,
                          force: Bool = false) {
