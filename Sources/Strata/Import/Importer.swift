@@ -1133,12 +1133,7 @@ public final class Importer: Sendable {
                             changes.append(.link(relationship: r.tag, from: .id(id), to: t))
                             missing.insert(digest)
                         } else {
-                            if !options.continueOnError, r.isToMany,
-                               store.schema.linkRule(tag: r.tag)?.inverseIsToMany == true {
-                                s.waitingLinks[digest, default: []].append(s.deferred.count)
-                            }
                             s.deferred.append((r.tag, record.reference, t, item.location))
-                            s.deferredSavedEarly.append(false)
                         }
                     }
                 }
@@ -1152,8 +1147,7 @@ public final class Importer: Sendable {
                                 "first (their files first, or earlier in the file), or raise maxHeldRecords")
                     throw ImportFailed(issues: [issue], totalIssues: 1)
                 }
-                for waiting in held.add(entry, missing: missing) {
-                    let record = withWaitingLinks(waiting, &s)
+                for record in held.add(entry, missing: missing) {
                     for alias in record.aliases { s.writtenKeys.insert(alias) }
                     // A batch saves its records' own operations before their links: a record
                     // that may take away a key this batch links to goes into the next batch, so
@@ -1183,9 +1177,7 @@ public final class Importer: Sendable {
             // Records whose required references form a cycle: saved together, in one batch.
             // Each group of records that wait for each other is one unit of a batch; a batch
             // ends after the group that fills it (a group is never split).
-            for waiting in held.drain() {
-                var group: [HeldRecords.Entry] = []
-                for record in waiting { group.append(withWaitingLinks(record, &s)) }
+            for group in held.drain() {
                 for record in group {
                     for alias in record.aliases { s.writtenKeys.insert(alias) }
                 }
@@ -1196,13 +1188,6 @@ public final class Importer: Sendable {
                     batch = Batch()
                 }
             }
-            // The links saved with their targets' records leave the end's list (in input order, as
-            // it was); those whose target never came stay in it, for the end to refuse.
-            if s.deferredSavedEarly.contains(true) {
-                s.deferred = zip(s.deferred, s.deferredSavedEarly).filter { !$0.1 }.map(\.0)
-            }
-            s.deferredSavedEarly = []
-            s.waitingLinks = [:]
             // The last batch (when it has records), and the batches still queued, are submitted.
             try await queue(batch.count > 0 ? batch : nil, &ready, &inFlight, &finished, &s, rejects: rejects,
                             bytes: it.bytesRead, last: true)
@@ -1411,23 +1396,6 @@ public final class Importer: Sendable {
             let sets = zip(batches, metadata).map { (changes: $0.changes, metadata: $1) }
             results = await store.saveInOrder(sets, author: options.author, stopAtFailure: true)
         }
-    }
-
-    /// `entry` with the links that waited for its record (``ImportState/waitingLinks``) added
-    /// after its own operations: its batch saves them after its records, this one included.
-    private func withWaitingLinks(_ entry: HeldRecords.Entry, _ s: inout ImportState) -> HeldRecords.Entry {
-        guard !s.waitingLinks.isEmpty else { return entry }
-        var changes = entry.changes
-        for digest in entry.aliases {
-            guard let places = s.waitingLinks.removeValue(forKey: digest) else { continue }
-            for i in places {
-                let d = s.deferred[i]
-                changes.append(.link(relationship: d.relationship, from: d.from, to: d.to))
-                s.deferredSavedEarly[i] = true
-            }
-        }
-        guard changes.operations.count > entry.changes.operations.count else { return entry }
-        return HeldRecords.Entry(changes: changes, item: entry.item, aliases: entry.aliases)
     }
 
     /// Links whose target came later in the input than their source.
@@ -1867,19 +1835,7 @@ private struct ImportState {
     var forward: [ForwardReference] = []
     /// The size of ``forward`` at which those the input or the store holds by then are dropped.
     var forwardCheckAt = Importer.forwardCheckEvery
-    /// Links to a record later in the input, saved at the end (``Importer/linkDeferred(_:rejects:)``)
-    /// unless saved with their target's record before (``deferredSavedEarly``).
     var deferred: [DeferredLink] = []
-    /// Whether each of ``deferred`` was saved with its target's record already.
-    var deferredSavedEarly: [Bool] = []
-    /// The places in ``deferred`` of the links of a many-to-many relationship (without
-    /// ``ImportOptions/continueOnError``) that wait for their target's record, by the digest of
-    /// its key: they are saved with that record (``Importer/withWaitingLinks(_:_:)``), in its
-    /// batch, after its operations. Nothing can happen to such a link between that record and the
-    /// end of the input (each key is given once; a link of two to-many ends displaces nothing, and
-    /// a record clears only its own relationships), so the store is the same; the links are just
-    /// not left to a last, serial phase.
-    var waitingLinks: [UInt64: [Int]] = [:]
     var skippedLinks = 0
     /// Batches submitted (each numbered in its `batch` metadata, in input order).
     var batchesSubmitted = 0
