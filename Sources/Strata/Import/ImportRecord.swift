@@ -1,5 +1,9 @@
 /// One input record, validated against the schema and ready to become change-set operations.
-struct ImportRecord {
+///
+/// A class: a record goes from the reading thread to the import through a `Result` and is
+/// copied out of it several times there, and each copy of a structure holding four references
+/// was four reference counts. Every property is a constant of a `Sendable` type.
+final class ImportRecord: Sendable {
     let entity: EntityDescription
     let explicitID: ObjectID?
     let values: [Value]
@@ -10,15 +14,6 @@ struct ImportRecord {
     /// How the record itself is found again: its id, or its first unique constraint's values.
     let reference: ObjectReference
     let line: Int
-    /// Every way another record may refer to this one: its explicit id and each unique key
-    /// whose values are all set.
-    let aliases: [ObjectReference]
-    /// The ``digest(_:)`` of each of ``aliases``, in order.
-    let aliasDigests: [UInt64]
-    /// The ``digest(_:)`` of every target of ``links``, in order (a link's targets one after the
-    /// other; a cleared to-one has none). Worked out once, where the record is parsed (on the
-    /// reading thread), not at each of the import's looks at a target.
-    let targetDigests: [UInt64]
 
     init(entity: EntityDescription, explicitID: ObjectID?, values: [Value], links: [Link],
          reference: ObjectReference, line: Int) {
@@ -28,13 +23,30 @@ struct ImportRecord {
         self.links = links
         self.reference = reference
         self.line = line
-        aliases = Self.aliases(entity, explicitID, values)
-        aliasDigests = aliases.map(Self.digest)
-        var digests: [UInt64] = []
-        for (_, targets) in links {
-            for t in targets ?? [] { digests.append(Self.digest(t)) }
+    }
+
+    /// Every way another record may refer to this one: its explicit id and each unique key
+    /// whose values are all set.
+    var aliases: [ObjectReference] { Self.aliases(entity, explicitID, values) }
+
+    /// The digests (``digest(_:)``) the import looks a record's keys and targets up by, worked
+    /// out once for each record it writes (each is looked up three or four times), by the import
+    /// itself: the reading thread, the busier one on most inputs, parses and nothing more.
+    struct Digests {
+        /// Of each of ``ImportRecord/aliases``, in order.
+        let aliases: [UInt64]
+        /// Of every target of ``ImportRecord/links``, in order (a link's targets one after the
+        /// other; a cleared to-one has none).
+        let targets: [UInt64]
+
+        init(_ record: ImportRecord) {
+            aliases = record.aliases.map(ImportRecord.digest)
+            var targets: [UInt64] = []
+            for (_, list) in record.links {
+                for t in list ?? [] { targets.append(ImportRecord.digest(t)) }
+            }
+            self.targets = targets
         }
-        targetDigests = digests
     }
 
     /// The keys an object of `entity` with this explicit id and these values (one per attribute,

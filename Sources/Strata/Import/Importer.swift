@@ -803,11 +803,9 @@ public final class Importer: Sendable {
         try eachItem { item in
             guard rejected[item.location] == nil, case .success(let record) = item.result else { return }
             var noted = false
-            var next = 0
             for (r, targets) in record.links {
                 for t in targets ?? [] {
-                    let d = record.targetDigests[next]
-                    next += 1
+                    let d = ImportRecord.digest(t)
                     guard inputKeys[d] != nil || rejectedAtEnd[d] != nil else { continue }
                     let holds: Bool
                     if let known = storeHolds[d] {
@@ -822,7 +820,7 @@ public final class Importer: Sendable {
                     noted = true
                 }
             }
-            if noted { aliasesOf[item.location] = record.aliasDigests }
+            if noted { aliasesOf[item.location] = record.aliases.map(ImportRecord.digest) }
         }
         // Breadth first from the keys rejected at the end: a record naming a rejected key is
         // rejected (once, for the first such reference found), and its own keys spread further.
@@ -851,7 +849,8 @@ public final class Importer: Sendable {
     /// Checks one item as validation does (its parse, a key given twice, a required to-one left
     /// without a target), notes its keys (``ImportState/inputKeys``) and the references to keys
     /// not seen yet (``ImportState/forward``). Returns the record, or nil when it is rejected.
-    private func check(_ item: RecordIterator.Item, _ s: inout ImportState) throws -> ImportRecord? {
+    private func check(_ item: RecordIterator.Item, _ s: inout ImportState) throws
+        -> (record: ImportRecord, digests: ImportRecord.Digests)? {
         let record: ImportRecord
         switch item.result {
         case .failure(let issue):
@@ -861,10 +860,11 @@ public final class Importer: Sendable {
         case .success(let r): record = r
         }
         let aliases = record.aliases
+        let digests = ImportRecord.Digests(record)
         // A plain loop: a closure would hold a second reference to the dictionary, and the
         // insertions below would then copy it whole.
         var duplicate: (alias: ObjectReference, first: RecordLocation)?
-        for (a, digest) in zip(aliases, record.aliasDigests) {
+        for (a, digest) in zip(aliases, digests.aliases) {
             if let first = s.inputKeys[digest] {
                 duplicate = (a, first)
                 break
@@ -888,20 +888,20 @@ public final class Importer: Sendable {
             noteRejectedKeys(aliases, item, &s)
             return nil
         }
-        for digest in record.aliasDigests { s.inputKeys[digest] = item.location }
+        for digest in digests.aliases { s.inputKeys[digest] = item.location }
         var next = 0
         for (r, targets) in record.links {
             for t in targets ?? [] {
-                let digest = record.targetDigests[next]
+                let digest = digests.targets[next]
                 next += 1
                 guard s.inputKeys[digest] == nil else { continue }
                 s.forward.append(ForwardReference(digest: digest, target: t, location: item.location,
                                                   fileIndex: item.fileIndex, line: item.line, relationship: r,
-                                                  keys: record.aliasDigests))
+                                                  keys: digests.aliases))
             }
         }
         if s.forward.count >= s.forwardCheckAt { try dropFoundForwardReferences(&s) }
-        return record
+        return (record, digests)
     }
 
     /// Notes the keys of a record validation rejected that no record gave before it
@@ -1034,7 +1034,7 @@ public final class Importer: Sendable {
         var finished = 0
         do {
             while let item = try nextItem(it) {
-                let record: ImportRecord
+                let record: ImportRecord, digests: ImportRecord.Digests
                 if checking {
                     s.report(.writing, records: s.written, bytes: it.bytesRead)
                     let hadIssues = s.issueCount > 0
@@ -1044,11 +1044,10 @@ public final class Importer: Sendable {
                         if !hadIssues { try await landBulk(&s, rejects: rejects, bytes: it.bytesRead) }
                         continue
                     }
-                    record = checked
+                    (record, digests) = checked
                     // A key an earlier record was linked to in the store, given by this record:
                     // two passes would have linked that record after this one.
-                    if !s.linkedFromStore.isEmpty,
-                       record.aliasDigests.contains(where: s.linkedFromStore.contains) {
+                    if !s.linkedFromStore.isEmpty, digests.aliases.contains(where: s.linkedFromStore.contains) {
                         throw NotInOneTransaction()
                     }
                     // A file that grew past the limit since its size was taken.
@@ -1060,6 +1059,7 @@ public final class Importer: Sendable {
                     }
                     guard case .success(let r) = item.result else { continue }
                     record = r
+                    digests = ImportRecord.Digests(r)
                 }
                 var changes = ChangeSet(operations: [], valuesComplete: true)
                 let id = record.explicitID ?? ObjectID.make(entityTag: record.entity.tag)
@@ -1074,7 +1074,7 @@ public final class Importer: Sendable {
                         continue
                     }
                     for t in targets {
-                        let digest = record.targetDigests[nextTarget]
+                        let digest = digests.targets[nextTarget]
                         nextTarget += 1
                         // Written by this import (in a finished, the in-flight or this batch), or
                         // in the store from before it.
@@ -1138,7 +1138,7 @@ public final class Importer: Sendable {
                     }
                 }
                 let entry = HeldRecords.Entry(changes: changes, item: item,
-                                              aliases: record.aliasDigests)
+                                              aliases: digests.aliases)
                 if !missing.isEmpty, held.count >= options.maxHeldRecords {
                     let issue = ImportIssue(
                         file: s.files[item.fileIndex], line: item.line, field: nil,

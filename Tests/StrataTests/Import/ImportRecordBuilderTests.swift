@@ -120,4 +120,43 @@ import Testing
             return f.reason.contains("write the integer's digits, within -9223372036854775808…9223372036854775807")
         }
     }
+
+    /// The bound a record's unique keys are measured by before one is built: wherever it says
+    /// a key cannot be over LMDB's limit, the key built is within it (strings of zero bytes,
+    /// whose every byte the encoding escapes, and of several-byte characters; keys of one to
+    /// three values of every kind), and it lets none past that is over.
+    @Test func theUniqueKeyBoundIsAnUpperBound() {
+        var rng = SeededGenerator(seed: 7)
+        let pieces = ["a", "\u{0}", "é", "光", "🎵"]
+        func randomValue() -> Value {
+            switch Int.random(in: 0..<8, using: &rng) {
+            case 0: return .null
+            case 1: return .int(Int64.random(in: .min ... .max, using: &rng))
+            case 2: return .double(Double.random(in: -1e9...1e9, using: &rng))
+            case 3: return .date(Date(timeIntervalSince1970: Double.random(in: 0...2e9, using: &rng)))
+            case 4: return .bool(Bool.random(using: &rng))
+            case 5: return .uuid(UUID())
+            case 6: return .bytes((0..<Int.random(in: 0...300, using: &rng)).map { _ in UInt8.random(in: 0...2, using: &rng) })
+            default:
+                return .string((0..<Int.random(in: 0...300, using: &rng)).map { _ in pieces.randomElement(using: &rng)! }.joined())
+            }
+        }
+        var measuredOnly = 0
+        for _ in 0..<5_000 {
+            let count = Int.random(in: 1...3, using: &rng)
+            let values = (0..<count).map { _ in randomValue() }
+            let u = IndexDescription(attributes: Array(0..<count), isUnique: true, tag: 0x0101)
+            let key = u.uniqueKeyBytes(values)
+            if RecordBuilder.uniqueKeyMayExceedLimit(u, values) {
+                measuredOnly += 1
+            } else {
+                #expect((key?.count ?? 0) <= LMDBLimits.maxKeyBytes, "\(values)")
+            }
+            if let key, key.count > LMDBLimits.maxKeyBytes {
+                #expect(RecordBuilder.uniqueKeyMayExceedLimit(u, values), "\(values)")
+            }
+        }
+        // Both answers were given.
+        #expect(measuredOnly > 100 && measuredOnly < 4_900, "\(measuredOnly)")
+    }
 }

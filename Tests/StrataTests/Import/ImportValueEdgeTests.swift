@@ -169,11 +169,11 @@ import Testing
                 guard let failed = error as? ImportFailed else { return false }
                 return failed.issues.first?.field == "durationSeconds" && failed.issues.first?.line == 1
             }
-            let good = try write([line(2, "196.0"), line(3, "1.96e2"), line(4, "196")].joined(separator: "\n") + "\n",
-                                 dir, "good.ndjson")
+            let good = try write([line(2, "196.0"), line(3, "1.96e2"), line(4, "196"), line(5, "196.000")]
+                                    .joined(separator: "\n") + "\n", dir, "good.ndjson")
             let summary = try await Importer(store: store).run(files: [good])
-            #expect(summary.records == 3)
-            #expect(try store.mainContext.fetch(Track.self).map(\.durationSeconds) == [196, 196, 196])
+            #expect(summary.records == 4)
+            #expect(try store.mainContext.fetch(Track.self).map(\.durationSeconds) == [196, 196, 196, 196])
         }
     }
 
