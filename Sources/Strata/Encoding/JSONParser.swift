@@ -15,8 +15,10 @@ public struct JSONParseError: Error, Sendable, CustomStringConvertible {
 /// exhaust the stack.
 struct JSONParser {
     static let maxDepth = 64
-    /// Members of an object checked for a duplicate name by a scan; past them, by a set.
-    static let namesScannedAtMost = 8
+    /// Members of an object checked for a duplicate name by a scan; past them, by a set. A scan
+    /// of short names is a few comparisons of words; the set hashes every name (built at eight
+    /// members, it was a fiftieth of reading a generated library, whose tracks have nine or ten).
+    static let namesScannedAtMost = 32
 
     /// One byte of input as a message shows it: a printable ASCII character quoted, any other
     /// byte (a control, a byte of a UTF-8 sequence) by its value, so that nothing read reaches a

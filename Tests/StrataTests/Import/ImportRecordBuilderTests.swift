@@ -159,4 +159,29 @@ import Testing
         // Both answers were given.
         #expect(measuredOnly > 100 && measuredOnly < 4_900, "\(measuredOnly)")
     }
+
+    /// Objects of 1 to 70 members, below and past the count after which the parser looks names
+    /// up in a set instead of scanning them: every member kept in order, and a name given twice
+    /// refused, wherever its two places are, at the second.
+    @Test func aDuplicateMemberNameIsFoundAtAnyCountOfMembers() throws {
+        for count in 1...70 {
+            let names = (0..<count).map { "m\($0)" }
+            let plain = "{" + names.map { "\"\($0)\":1" }.joined(separator: ",") + "}"
+            guard case .object(let members) = try JSONValue.parse(plain) else {
+                Issue.record("not an object: \(plain)")
+                continue
+            }
+            #expect(members.map(\.0) == names)
+            for (first, second) in [(0, count), (count / 2, count), (count - 1, count)] where first < count {
+                var given = names
+                given.insert(names[first], at: second)
+                let text = "{" + given.map { "\"\($0)\":1" }.joined(separator: ",") + "}"
+                #expect {
+                    _ = try JSONValue.parse(text)
+                } throws: { error in
+                    (error as? JSONParseError)?.reason == "duplicate member \"\(names[first])\""
+                }
+            }
+        }
+    }
 }
