@@ -218,9 +218,6 @@ struct RecordBuilder {
         }
     }
 
-    /// The record of a line. An attribute the line leaves out takes its default; one it gives
-    /// as null (`givenNull`: a JSON `null`, an empty unquoted CSV field) has no value, also when
-    /// it has a default, unless it is required (then it takes the default, as left out).
     /// Whether the key of unique `u` for `values` may be longer than LMDB's key limit: false
     /// when an upper bound of its encoding (``SortableEncoding``: a string's or bytes' every byte
     /// escaped, with its marker and terminator; a fixed-size value's bytes) is within it, so that
@@ -241,6 +238,9 @@ struct RecordBuilder {
         return bound > LMDBLimits.maxKeyBytes
     }
 
+    /// The record of a line. An attribute the line leaves out takes its default; one it gives
+    /// as null (`givenNull`: a JSON `null`, an empty unquoted CSV field) has no value, also when
+    /// it has a default, unless it is required (then it takes the default, as left out).
     func finish(_ entity: EntityDescription, _ explicitID: ObjectID?, _ input: [Value],
                 _ links: [ImportRecord.Link], givenNull: [Int] = [], line: Int) throws -> ImportRecord {
         var values = input

@@ -514,6 +514,8 @@ struct SaveResolver<S: StateStore> {
         case .unique(let entityTag, let constraint, let values):
             // The relationship's names are read only for an error: a link of an import is
             // resolved here, and copying its description cost a retain and release per name.
+            // An unknown relationship is refused first, before anything else about the reference.
+            _ = try rule(tag)
             guard let e = schema.entity(tag: entityTag), constraint >= 0, constraint < e.uniques.count else {
                 let r = try relationship(tag)
                 throw fail(.unknownEntity, r.destination, nil, r.name,

@@ -19,6 +19,31 @@ import Testing
         }
     }
 
+    /// A link under a relationship tag the schema does not have is refused as an unknown
+    /// relationship before anything about its ends is looked at: also when an end is named by
+    /// a unique key too long to be one (it was refused as a value too large once the writer read
+    /// the relationship only for its errors), and when both ends are found.
+    @Test func aLinkUnderAnUnknownRelationshipIsRefusedFirst() async throws {
+        try await withLibraryStore { store in
+            let genre = try #require(store.schema.entity(named: "Genre"))
+            var g = Record(entity: genre)
+            g["name"] = .string("Folk")
+            var insert = ChangeSet()
+            insert.insert(g)
+            _ = try await store.save(insert)
+            let unknown = UInt16(genre.tag) << 8 | 0xFF
+            let found = ObjectReference.unique(entityTag: genre.tag, constraint: 0, values: [.string("Folk")])
+            let tooLong = ObjectReference.unique(entityTag: genre.tag, constraint: 0,
+                                                 values: [.string(String(repeating: "x", count: 600))])
+            for (from, to) in [(found, found), (tooLong, ObjectReference.id(g.id)), (found, tooLong)] {
+                var c = ChangeSet()
+                c.append(.link(relationship: unknown, from: from, to: to))
+                let f = try await expectFailure(.unknownRelationship, store, c)
+                #expect(f?.reason == "no relationship with tag \(unknown)", "\(String(describing: f))")
+            }
+        }
+    }
+
     @Test func requiredAttribute() async throws {
         try await withLibraryStore { store in
             var r = Record(entity: store.schema.entity(named: "Genre")!)
