@@ -23,6 +23,21 @@ enum SortableEncoding {
         }
     }
 
+    /// The most bytes ``encode(_:into:truncateBytes:)`` appends for `value`: a string's or bytes'
+    /// every byte escaped, with the marker and the terminator; nil for a decimal, whose length
+    /// is known only by encoding it.
+    static func sizeBound(_ value: Value) -> Int? {
+        switch value {
+        case .null: 1
+        case .string(let s): 3 + 2 * s.utf8.count
+        case .bytes(let b): 3 + 2 * b.count
+        case .int, .double, .date: 9
+        case .bool: 2
+        case .uuid: 17
+        case .decimal: nil
+        }
+    }
+
     /// The bits of `d` whose unsigned order is ``Value/compareNumbers(_:_:)``'s: -0 as +0, and
     /// every NaN as one NaN above +infinity.
     static func orderedBits(_ d: Double) -> UInt64 {

@@ -39,8 +39,9 @@ final class ImportRecord: Sendable {
         /// other; a cleared to-one has none).
         let targets: [UInt64]
 
-        init(_ record: ImportRecord) {
-            aliases = record.aliases.map(ImportRecord.digest)
+        /// The digests of `record`, whose ``ImportRecord/aliases`` are `aliases`.
+        init(_ record: ImportRecord, aliases: [ObjectReference]) {
+            self.aliases = aliases.map(ImportRecord.digest)
             var targets: [UInt64] = []
             for (_, list) in record.links {
                 for t in list ?? [] { targets.append(ImportRecord.digest(t)) }

@@ -860,7 +860,7 @@ public final class Importer: Sendable {
         case .success(let r): record = r
         }
         let aliases = record.aliases
-        let digests = ImportRecord.Digests(record)
+        let digests = ImportRecord.Digests(record, aliases: aliases)
         // A plain loop: a closure would hold a second reference to the dictionary, and the
         // insertions below would then copy it whole.
         var duplicate: (alias: ObjectReference, first: RecordLocation)?
@@ -1059,7 +1059,7 @@ public final class Importer: Sendable {
                     }
                     guard case .success(let r) = item.result else { continue }
                     record = r
-                    digests = ImportRecord.Digests(r)
+                    digests = ImportRecord.Digests(r, aliases: r.aliases)
                 }
                 var changes = ChangeSet(operations: [], valuesComplete: true)
                 let id = record.explicitID ?? ObjectID.make(entityTag: record.entity.tag)

@@ -218,26 +218,6 @@ struct RecordBuilder {
         }
     }
 
-    /// Whether the key of unique `u` for `values` may be longer than LMDB's key limit: false
-    /// when an upper bound of its encoding (``SortableEncoding``: a string's or bytes' every byte
-    /// escaped, with its marker and terminator; a fixed-size value's bytes) is within it, so that
-    /// no key is built just to be measured (a decimal's is built), or when a value is null (no key).
-    static func uniqueKeyMayExceedLimit(_ u: IndexDescription, _ values: [Value]) -> Bool {
-        var bound = 2
-        for a in u.attributes {
-            switch values[a] {
-            case .null: return false
-            case .string(let s): bound += 3 + 2 * s.utf8.count
-            case .bytes(let b): bound += 3 + 2 * b.count
-            case .int, .double, .date: bound += 9
-            case .bool: bound += 2
-            case .uuid: bound += 17
-            case .decimal: return true
-            }
-        }
-        return bound > LMDBLimits.maxKeyBytes
-    }
-
     /// The record of a line. An attribute the line leaves out takes its default; one it gives
     /// as null (`givenNull`: a JSON `null`, an empty unquoted CSV field) has no value, also when
     /// it has a default, unless it is required (then it takes the default, as left out).
@@ -270,7 +250,7 @@ struct RecordBuilder {
         }
         // A unique key longer than LMDB's key limit would fail the save (after earlier batches
         // were committed): found here, at its line, with nothing written.
-        for u in entity.uniques where Self.uniqueKeyMayExceedLimit(u, values) {
+        for u in entity.uniques where u.uniqueKeyMayBeLonger(than: LMDBLimits.maxKeyBytes, values) {
             do {
                 _ = try Layout.uniqueKey(u, record: values, entity: entity,
                                          id: explicitID ?? ObjectID(high: UInt64(entity.tag) << 48, low: 0))

@@ -86,9 +86,9 @@ final class BulkMemoryState: @unchecked Sendable {
     /// (``ImportOptions/bulkInMemoryMaxRecords``, at most this) and takes such an input through
     /// the B-trees; past it, the insert is refused (``StrataError/invalidConfiguration(field:value:reason:)``).
     static let maxObjects = (1 << 24) - 1
-    /// Live objects per entity tag (a tag is below 256): an array, not a dictionary hashing the
-    /// tag at every insert.
-    private var counts = [Int](repeating: 0, count: 256)
+    /// Live objects per entity tag (tags are 1...``SchemaLimits/maxEntities``): an array, not a
+    /// dictionary hashing the tag at every insert.
+    private var counts = [Int](repeating: 0, count: SchemaLimits.maxEntities + 1)
     /// Entities whose count a save changed (by its net inserts and deletes): a save through the
     /// B-trees writes their count entries, zero included, and no others.
     private var countsWritten: Set<UInt16> = []

@@ -17,8 +17,6 @@ public struct Schema: Sendable {
         let byName: [String: EntityDescription]
         /// Indexed by entity tag (tags are 1...``Schema/maxEntities``): no hashing per record.
         let byTag: [EntityDescription?]
-        /// The inverse's tag of every relationship, by tag (an unknown relationship is absent).
-        let inverseTags: [UInt16: UInt16]
         /// Every relationship's ``LinkRule``, by entity tag and then position: what a save checks
         /// of each link, found by two array reads and copied without a reference count.
         let linkRules: [[LinkRule]]
@@ -35,21 +33,12 @@ public struct Schema: Sendable {
             var tags = [EntityDescription?](repeating: nil, count: Int(entities.map(\.tag).max() ?? 0) + 1)
             for e in entities { tags[Int(e.tag)] = e }
             byTag = tags
-            var inverses: [UInt16: UInt16] = [:]
-            for e in entities {
-                for r in e.relationships {
-                    if let inverse = byName[r.destination]?.relationship(named: r.inverseName) {
-                        inverses[r.tag] = inverse.tag
-                    }
-                }
-            }
-            inverseTags = inverses
             var rules = [[LinkRule]](repeating: [], count: tags.count)
             let named = byName
             for e in entities {
                 rules[Int(e.tag)] = e.relationships.map { r in
                     let destination = named[r.destination]
-                    let inverse = inverses[r.tag].flatMap { t in destination?.relationships.first { $0.tag == t } }
+                    let inverse = destination?.relationship(named: r.inverseName)
                     return LinkRule(tag: r.tag, inverseTag: inverse?.tag ?? 0, sourceTag: e.tag,
                                     destinationTag: destination?.tag ?? 0, isToMany: r.isToMany,
                                     inverseIsToMany: inverse?.isToMany ?? true)
@@ -102,14 +91,17 @@ public struct Schema: Sendable {
     }
 
     /// The tag of the inverse of the relationship with tag `tag` (nil for an unknown tag).
-    func inverseTag(of tag: UInt16) -> UInt16? { storage.inverseTags[tag] }
+    func inverseTag(of tag: UInt16) -> UInt16? {
+        guard let inverse = linkRule(tag: tag)?.inverseTag, inverse != 0 else { return nil }
+        return inverse
+    }
 
     /// The inverse of `relationship`.
     func inverse(of relationship: RelationshipDescription) -> RelationshipDescription {
         // The loader proved every inverse exists and points back. Found by tag: every link a
         // save writes asks for its inverse, and two lookups by name (the destination entity,
         // then its relationship) were a tenth of the writer's link step.
-        self.relationship(tag: storage.inverseTags[relationship.tag]!)!
+        self.relationship(tag: inverseTag(of: relationship.tag)!)!
     }
 }
 
