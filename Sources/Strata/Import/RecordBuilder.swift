@@ -7,12 +7,15 @@ struct RecordBuilder {
     /// Whether numbers with a fraction are read as exact decimals: when the schema has a decimal
     /// attribute (a double attribute takes either, rounded once from the exact text).
     let exactDecimals: Bool
+    /// The schema's names as bytes, for ``directParts(_:)``.
+    let memberNames: MemberNames
 
     init(schema: Schema, file: String, maxValueBytes: Int) {
         self.schema = schema
         self.file = file
         self.maxValueBytes = maxValueBytes
         exactDecimals = schema.entities.contains { $0.attributes.contains { $0.type == .decimal } }
+        memberNames = MemberNames(schema)
     }
 
     /// Offset of the first byte that is not part of valid UTF-8, or nil: the start of the first
@@ -65,8 +68,22 @@ struct RecordBuilder {
         ImportIssue(file: file, line: line, field: field, reason: reason)
     }
 
+    /// The record of an NDJSON line (or of one object of a JSON array, which may span lines from
+    /// `line` on), or an ``ImportIssue`` naming the line, the field and the problem. A plain line
+    /// is read in one pass (``directParts(_:)``); any other, and any line with a problem, the
+    /// general way (``fromJSONValue(_:line:)``), which gives the same record.
     func fromJSON(_ bytes: [UInt8], line: Int) throws -> ImportRecord {
         if let at = Self.firstInvalidUTF8(bytes) { throw issue(line, nil, "not valid UTF-8 (at byte \(at + 1))") }
+        if let parts = bytes.withUnsafeBufferPointer(directParts) {
+            return try finish(parts.entity, parts.explicitID, parts.values, parts.links, givenNull: parts.givenNull,
+                              line: line)
+        }
+        return try fromJSONValue(bytes, line: line)
+    }
+
+    /// ``fromJSON(_:line:)`` through a tree of ``JSONValue``s: every line it takes, and the
+    /// message of every problem. `bytes` are valid UTF-8.
+    func fromJSONValue(_ bytes: [UInt8], line: Int) throws -> ImportRecord {
         let json: JSONValue
         var inexact: [UInt64: [String]] = [:]
         do {

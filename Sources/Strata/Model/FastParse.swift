@@ -16,20 +16,25 @@ enum FastParse {
     /// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
     static func uuid(_ s: String) -> UUID? {
         var s = s
-        return s.withUTF8 { b -> UUID? in
-            guard b.count == 36, b[8] == 45, b[13] == 45, b[18] == 45, b[23] == 45 else { return nil }
-            var bytes = [UInt8](repeating: 0, count: 16)
+        return s.withUTF8 { uuid(utf8: $0) }
+    }
+
+    /// ``uuid(_:)`` of a string given as its UTF-8 bytes.
+    static func uuid(utf8 b: UnsafeBufferPointer<UInt8>) -> UUID? {
+        guard b.count == 36, b[8] == 45, b[13] == 45, b[18] == 45, b[23] == 45 else { return nil }
+        var bytes: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        let parsed = withUnsafeMutableBytes(of: &bytes) { out -> Bool in
             var i = 0, o = 0
             while i < 36 {
                 if i == 8 || i == 13 || i == 18 || i == 23 { i += 1; continue }
-                guard let h = hex(b[i]), let l = hex(b[i + 1]) else { return nil }
-                bytes[o] = h << 4 | l
+                guard let h = hex(b[i]), let l = hex(b[i + 1]) else { return false }
+                out[o] = h << 4 | l
                 o += 1
                 i += 2
             }
-            return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-                               bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+            return true
         }
+        return parsed ? UUID(uuid: bytes) : nil
     }
 
     /// `YYYY-MM-DDTHH:MM:SS[.f…]` followed by `Z` or an offset `±HH:MM` (or `±HHMM`), with up to

@@ -71,6 +71,12 @@ public struct ObjectID: Hashable, Comparable, Sendable, CustomStringConvertible 
         self.init(high: h, low: l)
     }
 
+    /// Parses 32 hex digits given as UTF-8 bytes; nil for anything else.
+    init?(utf8 bytes: UnsafeBufferPointer<UInt8>) {
+        guard let (h, l) = Self.hexHalves(bytes) else { return nil }
+        self.init(high: h, low: l)
+    }
+
     /// The two 64-bit halves of exactly 32 hexadecimal digits (either case), or nil.
     private static func hexHalves(_ b: UnsafeBufferPointer<UInt8>) -> (UInt64, UInt64)? {
         guard b.count == 32 else { return nil }

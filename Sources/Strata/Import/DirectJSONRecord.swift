@@ -1,0 +1,285 @@
+/// The names an NDJSON line's members may have, as UTF-8 bytes: each entity's name, and each
+/// entity's attributes and relationships, for ``RecordBuilder/directParts(_:)``.
+struct MemberNames: Sendable {
+    /// What a member name of an entity's record names.
+    enum Member: Sendable {
+        case attribute(Int)
+        /// The relationship's position, and its destination entity's in the schema.
+        case relationship(Int, destination: Int)
+    }
+
+    /// Entity names, by the entity's position in the schema.
+    let entities: [[UInt8]]
+    /// Per entity (by position): each attribute's and relationship's name, with what it names.
+    let members: [[(name: [UInt8], member: Member)]]
+
+    init(_ schema: Schema) {
+        entities = schema.entities.map { Array($0.name.utf8) }
+        let positions = Dictionary(schema.entities.enumerated().map { ($1.name, $0) }) { first, _ in first }
+        members = schema.entities.map { e in
+            e.attributes.enumerated().map { (Array($1.name.utf8), .attribute($0)) }
+                + e.relationships.enumerated().compactMap { r, rel in
+                    // A schema names existing destinations only (checked when it is loaded).
+                    positions[rel.destination].map { (Array(rel.name.utf8), .relationship(r, destination: $0)) }
+                }
+        }
+    }
+
+    /// The position of the entity named by `name`'s bytes, or nil.
+    func entity(_ name: UnsafeBufferPointer<UInt8>) -> Int? {
+        entities.firstIndex { Self.same($0, name) }
+    }
+
+    /// What `name`'s bytes name in the entity at `position`, or nil.
+    func member(of position: Int, _ name: UnsafeBufferPointer<UInt8>) -> Member? {
+        for m in members[position] where Self.same(m.name, name) { return m.member }
+        return nil
+    }
+
+    @inline(__always)
+    static func same(_ a: [UInt8], _ b: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard a.count == b.count else { return false }
+        for i in 0..<b.count where a[i] != b[i] { return false }
+        return true
+    }
+}
+
+/// What ``RecordBuilder/finish(_:_:_:_:givenNull:line:)`` makes a record of.
+struct RecordParts {
+    let entity: EntityDescription
+    let explicitID: ObjectID?
+    let values: [Value]
+    let links: [ImportRecord.Link]
+    let givenNull: [Int]
+}
+
+extension RecordBuilder {
+    /// The parts of the record an NDJSON line holds, read in one pass over its bytes, with no tree
+    /// of ``JSONValue``s, no array of members and no string made for a member's name: for a line
+    /// that is one object whose first member is `"entity"`, whose member names are written
+    /// without escapes, each naming the entity's id, an attribute or a relationship byte for byte,
+    /// whose values are scalars (a relationship's: an id, an object of scalars naming a unique key,
+    /// or an array of these) and that converts without a problem. Nil for any other line, and at
+    /// the first problem, without saying which: ``fromJSON(_:line:)`` then reads the line the
+    /// general way, which gives the same record (the same parser reads each name, string and
+    /// number, and the same conversions make each value) or names the problem.
+    ///
+    /// Why the same: a member name equal byte for byte to a schema name is equal to it as a
+    /// string; one that is not is left to the general way, which compares strings. Two members of
+    /// one name are refused (the general parser refuses them). Everything is converted in the
+    /// order the general way converts it, by the same functions.
+    func directParts(_ b: UnsafeBufferPointer<UInt8>) -> RecordParts? {
+        var p = JSONParser(b)
+        p.exactDecimals = exactDecimals
+        p.skipSpace()
+        guard p.i < b.count, b[p.i] == UInt8(ascii: "{") else { return nil }
+        p.i += 1
+        p.skipSpace()
+        guard let first = plainName(&p), MemberNames.same(Self.entityName, first),
+              let entityName = plainValue(&p), let position = memberNames.entity(entityName) else { return nil }
+        let entity = schema.entities[position]
+        var values = [Value](repeating: .null, count: entity.attributes.count)
+        var seenAttributes = [Bool](repeating: false, count: entity.attributes.count)
+        var seenRelationships = [Bool](repeating: false, count: entity.relationships.count)
+        var links: [ImportRecord.Link] = []
+        var explicitID: ObjectID?
+        var givenNull: [Int] = []
+        while true {
+            p.skipSpace()
+            guard p.i < b.count else { return nil }
+            if b[p.i] == UInt8(ascii: "}") {
+                p.i += 1
+                break
+            }
+            guard b[p.i] == UInt8(ascii: ",") else { return nil }
+            p.i += 1
+            p.skipSpace()
+            guard let name = plainName(&p) else { return nil }
+            // A second "entity" is a duplicate member, whatever the schema's attribute names.
+            if MemberNames.same(Self.entityName, name) { return nil }
+            if MemberNames.same(Self.idName, name) {
+                guard explicitID == nil, let text = plainValue(&p), let id = ObjectID(utf8: text),
+                      id.entityTag == entity.tag else { return nil }
+                explicitID = id
+                continue
+            }
+            switch memberNames.member(of: position, name) {
+            case .attribute(let a)?:
+                guard !seenAttributes[a], let v = attributeValue(&p, entity.attributes[a]) else { return nil }
+                seenAttributes[a] = true
+                values[a] = v
+                if v.isNull { givenNull.append(a) }
+            case .relationship(let r, let destination)?:
+                guard !seenRelationships[r],
+                      let targets = relationshipValue(&p, entity.relationships[r], destination: destination) else {
+                    return nil
+                }
+                seenRelationships[r] = true
+                links.append((entity.relationships[r], targets))
+            case nil:
+                return nil
+            }
+        }
+        p.skipSpace()
+        guard p.i == b.count else { return nil }
+        return RecordParts(entity: entity, explicitID: explicitID, values: values, links: links, givenNull: givenNull)
+    }
+
+    private static let entityName = Array("entity".utf8)
+    private static let idName = Array("id".utf8)
+
+    /// A member's name written without escapes and the `:` after it; the name's bytes (valid
+    /// only as long as the line's), or nil.
+    private func plainName(_ p: inout JSONParser) -> UnsafeBufferPointer<UInt8>? {
+        guard let name = plainString(&p) else { return nil }
+        p.skipSpace()
+        guard p.i < p.b.count, p.b[p.i] == UInt8(ascii: ":") else { return nil }
+        p.i += 1
+        p.skipSpace()
+        return name
+    }
+
+    /// A string value written without escapes; its bytes, or nil.
+    private func plainValue(_ p: inout JSONParser) -> UnsafeBufferPointer<UInt8>? { plainString(&p) }
+
+    /// The bytes between the quotes of a string at `p.i` written without escapes or control
+    /// characters (the line is valid UTF-8 already), or nil (for any other string too).
+    private func plainString(_ p: inout JSONParser) -> UnsafeBufferPointer<UInt8>? {
+        let b = p.b
+        guard p.i < b.count, b[p.i] == UInt8(ascii: "\"") else { return nil }
+        let start = p.i + 1
+        var i = start
+        while i < b.count {
+            let c = b[i]
+            if c == UInt8(ascii: "\"") {
+                p.i = i + 1
+                return UnsafeBufferPointer(rebasing: b[start..<i])
+            }
+            if c == UInt8(ascii: "\\") || c < 0x20 { return nil }
+            i += 1
+        }
+        return nil
+    }
+
+    /// A scalar at `p.i` as the general parser reads it (strings with their escapes, numbers,
+    /// `true`, `false`, `null`), or nil for an array, an object or a problem.
+    private func scalar(_ p: inout JSONParser) -> JSONValue? {
+        guard p.i < p.b.count else { return nil }
+        do {
+            switch p.b[p.i] {
+            case UInt8(ascii: "\""): return .string(try p.parseString())
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try p.parseNumber()
+            case UInt8(ascii: "t"): try p.literal("true"); return .bool(true)
+            case UInt8(ascii: "f"): try p.literal("false"); return .bool(false)
+            case UInt8(ascii: "n"): try p.literal("null"); return .null
+            default: return nil
+            }
+        } catch {
+            return nil
+        }
+    }
+
+    /// The value of attribute `a` at `p.i`, converted and checked as ``convert(_:_:line:inexact:)``
+    /// does, or nil. A UUID written plainly is read from its bytes (``FastParse/uuid(utf8:)``,
+    /// the conversion's first try), not through a string.
+    private func attributeValue(_ p: inout JSONParser, _ a: AttributeDescription) -> Value? {
+        if a.type == .uuid {
+            let at = p.i
+            if let text = plainString(&p), let u = FastParse.uuid(utf8: text),
+               (try? checkSize(.uuid(u), a, line: 0)) != nil {
+                return .uuid(u)
+            }
+            p.i = at
+        }
+        guard let json = scalar(&p) else { return nil }
+        return try? convert(json, a, line: 0)
+    }
+
+    /// The targets of relationship `r` at `p.i`, as ``references(_:_:line:inexact:)`` reads them
+    /// (nil inside: a to-one cleared), or nil (outside) for anything else.
+    private func relationshipValue(_ p: inout JSONParser, _ r: RelationshipDescription,
+                                   destination position: Int) -> [ObjectReference]?? {
+        let b = p.b
+        guard p.i < b.count else { return nil }
+        let destination = schema.entities[position]
+        switch b[p.i] {
+        case UInt8(ascii: "n"):
+            guard !r.isToMany, (try? p.literal("null")) != nil else { return nil }
+            return .some(nil)
+        case UInt8(ascii: "["):
+            guard r.isToMany else { return nil }
+            p.i += 1
+            p.skipSpace()
+            var targets: [ObjectReference] = []
+            if p.i < b.count, b[p.i] == UInt8(ascii: "]") {
+                p.i += 1
+                return .some(targets)
+            }
+            while true {
+                p.skipSpace()
+                guard let t = reference(&p, destination, position) else { return nil }
+                targets.append(t)
+                p.skipSpace()
+                guard p.i < b.count else { return nil }
+                if b[p.i] == UInt8(ascii: ",") {
+                    p.i += 1
+                    continue
+                }
+                guard b[p.i] == UInt8(ascii: "]") else { return nil }
+                p.i += 1
+                return .some(targets)
+            }
+        default:
+            guard !r.isToMany, let t = reference(&p, destination, position) else { return nil }
+            return .some([t])
+        }
+    }
+
+    /// A reference at `p.i`, as ``reference(_:_:_:line:inexact:)`` reads it: an id string of
+    /// `destination` (at `position` in the schema), or an object whose members are the
+    /// attributes of one of its unique constraints, each given once, none null; nil otherwise.
+    private func reference(_ p: inout JSONParser, _ destination: EntityDescription, _ position: Int) -> ObjectReference? {
+        let b = p.b
+        guard p.i < b.count else { return nil }
+        if b[p.i] == UInt8(ascii: "\"") {
+            guard let text = plainString(&p), let id = ObjectID(utf8: text), id.entityTag == destination.tag else {
+                return nil
+            }
+            return .id(id)
+        }
+        guard b[p.i] == UInt8(ascii: "{") else { return nil }
+        p.i += 1
+        // The members: attribute positions with their values, in the order written.
+        var given: [(attribute: Int, value: JSONValue)] = []
+        p.skipSpace()
+        if p.i < b.count, b[p.i] == UInt8(ascii: "}") { return nil }
+        while true {
+            p.skipSpace()
+            guard let name = plainName(&p),
+                  case .attribute(let a)? = memberNames.member(of: position, name),
+                  !given.contains(where: { $0.attribute == a }),
+                  let value = scalar(&p) else { return nil }
+            given.append((a, value))
+            p.skipSpace()
+            guard p.i < b.count else { return nil }
+            if b[p.i] == UInt8(ascii: ",") {
+                p.i += 1
+                continue
+            }
+            guard b[p.i] == UInt8(ascii: "}") else { return nil }
+            p.i += 1
+            break
+        }
+        guard let (ci, u) = destination.uniques.enumerated().first(where: { _, u in
+            u.attributes.count == given.count && u.attributes.allSatisfy { a in given.contains { $0.attribute == a } }
+        }) else { return nil }
+        var values: [Value] = []
+        values.reserveCapacity(u.attributes.count)
+        for a in u.attributes {
+            guard let json = given.first(where: { $0.attribute == a })?.value,
+                  let v = try? convert(json, destination.attributes[a], line: 0), !v.isNull else { return nil }
+            values.append(v)
+        }
+        return .unique(entityTag: destination.tag, constraint: ci, values: values)
+    }
+}
