@@ -259,6 +259,16 @@ struct JSONParser {
             guard i < b.count, (48...57).contains(b[i]) else { throw fail("invalid exponent", at: start) }
             while i < b.count, (48...57).contains(b[i]) { i += 1 }
         }
+        if isInteger {
+            // Up to 18 digits never overflow: summed from the bytes, no text made (an import
+            // reads a few integers a record).
+            let negative = b[start] == UInt8(ascii: "-"), first = negative ? start + 1 : start
+            if i - first <= 18 {
+                var v: Int64 = 0
+                for k in first..<i { v = v &* 10 &+ Int64(b[k] &- 48) }
+                return .int(negative ? -v : v)
+            }
+        }
         let text = String(decoding: b[start..<i], as: UTF8.self)
         if isInteger, let v = Int64(text) { return .int(v) }
         if exactDecimals, let n = try? DecimalNumber.parse(bytes: UnsafeBufferPointer(rebasing: b[start..<i]), shown: text) {

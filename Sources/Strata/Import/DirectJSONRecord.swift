@@ -180,14 +180,17 @@ extension RecordBuilder {
     }
 
     /// The value of attribute `a` at `p.i`, converted and checked as ``convert(_:_:line:inexact:)``
-    /// does, or nil. A UUID written plainly is read from its bytes (``FastParse/uuid(utf8:)``,
-    /// the conversion's first try), not through a string.
+    /// does, or nil. A UUID or a date written plainly is read from its bytes
+    /// (``FastParse/uuid(utf8:)``, ``FastParse/date(utf8:)``: what the conversion tries first, and
+    /// for a date all it tries), not through a string.
     private func attributeValue(_ p: inout JSONParser, _ a: AttributeDescription) -> Value? {
-        if a.type == .uuid {
+        // What the conversion would make of the string, read from its bytes where it can.
+        if a.type == .uuid || a.type == .date {
             let at = p.i
-            if let text = plainString(&p), let u = FastParse.uuid(utf8: text),
-               (try? checkSize(.uuid(u), a, line: 0)) != nil {
-                return .uuid(u)
+            if let text = plainString(&p) {
+                let v: Value? = a.type == .uuid ? FastParse.uuid(utf8: text).map(Value.uuid)
+                    : FastParse.date(utf8: text).map(Value.date)
+                if let v, (try? checkSize(v, a, line: 0)) != nil { return v }
             }
             p.i = at
         }

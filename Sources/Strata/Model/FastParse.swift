@@ -45,7 +45,12 @@ enum FastParse {
     /// or second 60): nothing is rolled over into the next day or minute.
     static func date(_ s: String) -> Date? {
         var s = s
-        return s.withUTF8 { b -> Date? in
+        return s.withUTF8 { date(utf8: $0) }
+    }
+
+    /// ``date(_:)`` of a string given as its UTF-8 bytes.
+    static func date(utf8 b: UnsafeBufferPointer<UInt8>) -> Date? {
+        do {
             var i = 0
             func digits(_ n: Int) -> Int? {
                 guard i + n <= b.count else { return nil }
@@ -108,8 +113,12 @@ enum FastParse {
             }
             guard i == b.count, (1...12).contains(mo), h < 24, mi < 60, sec < 60 else { return nil }
             let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)
-            let daysInMonth = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
-            guard d >= 1, d <= daysInMonth[mo - 1] else { return nil }
+            let daysInMonth = switch mo {
+            case 2: leap ? 29 : 28
+            case 4, 6, 9, 11: 30
+            default: 31
+            }
+            guard d >= 1, d <= daysInMonth else { return nil }
             let days = ISO8601.days(year: y, month: mo, day: d)
             return Date(
                 timeIntervalSince1970: Double(days * 86400 + h * 3600 + mi * 60 + sec - offsetSeconds) + fraction)
