@@ -44,6 +44,29 @@ struct MemberNames: Sendable {
     }
 }
 
+/// The members of a record given so far, by position (attributes, then relationships): bits of a
+/// word for up to 64, an array past that.
+private struct MemberSet {
+    private var bits: UInt64 = 0
+    private var many: [Bool]
+
+    init(attributes: Int, relationships: Int) {
+        let count = attributes + relationships
+        many = count > 64 ? [Bool](repeating: false, count: count) : []
+    }
+
+    /// Notes member `i`; false when it was given before.
+    mutating func insert(_ i: Int) -> Bool {
+        if many.isEmpty {
+            let bit: UInt64 = 1 << UInt64(i)
+            defer { bits |= bit }
+            return bits & bit == 0
+        }
+        defer { many[i] = true }
+        return !many[i]
+    }
+}
+
 /// What ``RecordBuilder/finish(_:_:_:_:givenNull:line:)`` makes a record of.
 struct RecordParts {
     let entity: EntityDescription
@@ -79,8 +102,7 @@ extension RecordBuilder {
               let entityName = plainValue(&p), let position = memberNames.entity(entityName) else { return nil }
         let entity = schema.entities[position]
         var values = [Value](repeating: .null, count: entity.attributes.count)
-        var seenAttributes = [Bool](repeating: false, count: entity.attributes.count)
-        var seenRelationships = [Bool](repeating: false, count: entity.relationships.count)
+        var seen = MemberSet(attributes: entity.attributes.count, relationships: entity.relationships.count)
         var links: [ImportRecord.Link] = []
         var explicitID: ObjectID?
         var givenNull: [Int] = []
@@ -105,16 +127,14 @@ extension RecordBuilder {
             }
             switch memberNames.member(of: position, name) {
             case .attribute(let a)?:
-                guard !seenAttributes[a], let v = attributeValue(&p, entity.attributes[a]) else { return nil }
-                seenAttributes[a] = true
+                guard seen.insert(a), let v = attributeValue(&p, entity.attributes[a]) else { return nil }
                 values[a] = v
                 if v.isNull { givenNull.append(a) }
             case .relationship(let r, let destination)?:
-                guard !seenRelationships[r],
+                guard seen.insert(entity.attributes.count + r),
                       let targets = relationshipValue(&p, entity.relationships[r], destination: destination) else {
                     return nil
                 }
-                seenRelationships[r] = true
                 links.append((entity.relationships[r], targets))
             case nil:
                 return nil
@@ -252,17 +272,26 @@ extension RecordBuilder {
         }
         guard b[p.i] == UInt8(ascii: "{") else { return nil }
         p.i += 1
-        // The members: attribute positions with their values, in the order written.
-        var given: [(attribute: Int, value: JSONValue)] = []
+        // The members: attribute positions with their values (each converted as its attribute
+        // says: a member that does not convert leaves the line to the general reading, which
+        // refuses it or finds no unique key of these members), in the order written. The first
+        // in variables: most keys have one attribute, and an array a reference was a
+        // fifth of the line's allocations.
+        var first: (attribute: Int, value: Value)?
+        var more: [(attribute: Int, value: Value)] = []
+        func given(_ a: Int) -> Value? {
+            if let first, first.attribute == a { return first.value }
+            return more.first { $0.attribute == a }?.value
+        }
         p.skipSpace()
         if p.i < b.count, b[p.i] == UInt8(ascii: "}") { return nil }
         while true {
             p.skipSpace()
             guard let name = plainName(&p),
                   case .attribute(let a)? = memberNames.member(of: position, name),
-                  !given.contains(where: { $0.attribute == a }),
-                  let value = scalar(&p) else { return nil }
-            given.append((a, value))
+                  given(a) == nil,
+                  let value = attributeValue(&p, destination.attributes[a]), !value.isNull else { return nil }
+            if first == nil { first = (a, value) } else { more.append((a, value)) }
             p.skipSpace()
             guard p.i < b.count else { return nil }
             if b[p.i] == UInt8(ascii: ",") {
@@ -273,14 +302,14 @@ extension RecordBuilder {
             p.i += 1
             break
         }
+        let count = more.count + 1
         guard let (ci, u) = destination.uniques.enumerated().first(where: { _, u in
-            u.attributes.count == given.count && u.attributes.allSatisfy { a in given.contains { $0.attribute == a } }
+            u.attributes.count == count && u.attributes.allSatisfy { given($0) != nil }
         }) else { return nil }
         var values: [Value] = []
         values.reserveCapacity(u.attributes.count)
         for a in u.attributes {
-            guard let json = given.first(where: { $0.attribute == a })?.value,
-                  let v = try? convert(json, destination.attributes[a], line: 0), !v.isNull else { return nil }
+            guard let v = given(a) else { return nil }
             values.append(v)
         }
         return .unique(entityTag: destination.tag, constraint: ci, values: values)

@@ -22,20 +22,28 @@ enum FastParse {
     /// ``uuid(_:)`` of a string given as its UTF-8 bytes.
     static func uuid(utf8 b: UnsafeBufferPointer<UInt8>) -> UUID? {
         guard b.count == 36, b[8] == 45, b[13] == 45, b[18] == 45, b[23] == 45 else { return nil }
-        var bytes: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        let parsed = withUnsafeMutableBytes(of: &bytes) { out -> Bool in
-            var i = 0, o = 0
-            while i < 36 {
-                if i == 8 || i == 13 || i == 18 || i == 23 { i += 1; continue }
-                guard let h = hex(b[i]), let l = hex(b[i + 1]) else { return false }
-                out[o] = h << 4 | l
-                o += 1
-                i += 2
+        return hexDigits.withUnsafeBufferPointer { digit -> UUID? in
+            var bytes: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+            // A digit's value is 0–15, anything else 0xFF: the bits above the low four of all
+            // of them together say whether one was not a digit (no branch a digit).
+            var seen: UInt8 = 0
+            withUnsafeMutableBytes(of: &bytes) { out in
+                var i = 0, o = 0
+                while i < 36 {
+                    if i == 8 || i == 13 || i == 18 || i == 23 { i += 1; continue }
+                    let h = digit[Int(b[i])], l = digit[Int(b[i + 1])]
+                    seen |= h | l
+                    out[o] = h << 4 | l
+                    o += 1
+                    i += 2
+                }
             }
-            return true
+            return seen & 0xF0 == 0 ? UUID(uuid: bytes) : nil
         }
-        return parsed ? UUID(uuid: bytes) : nil
     }
+
+    /// Each byte's value as a hexadecimal digit (either case), 0xFF for a byte that is not one.
+    private static let hexDigits: [UInt8] = (0...255).map { hex(UInt8($0)) ?? 0xFF }
 
     /// `YYYY-MM-DDTHH:MM:SS[.f…]` followed by `Z` or an offset `±HH:MM` (or `±HHMM`), with up to
     /// nine fraction digits (rounded to the millisecond, half up); a year outside 0000–9999 is written with a sign and more digits
