@@ -81,16 +81,23 @@ extension RecordBuilder {
     /// of ``JSONValue``s, no array of members and no string made for a member's name: for a line
     /// that is one object whose first member is `"entity"`, whose member names are written
     /// without escapes, each naming the entity's id, an attribute or a relationship byte for byte,
-    /// whose values are scalars (a relationship's: an id, an object of scalars naming a unique key,
-    /// or an array of these) and that converts without a problem. Nil for any other line, and at
-    /// the first problem, without saying which: ``fromJSON(_:line:)`` then reads the line the
-    /// general way, which gives the same record (the same parser reads each name, string and
-    /// number, and the same conversions make each value) or names the problem.
+    /// whose values are scalars (a relationship's: null for a to-one, an id, an object of scalars
+    /// naming a unique key, or an array of ids and such objects) and that converts without a
+    /// problem. Nil for any other line, and at the first problem, without saying which:
+    /// ``fromJSON(_:line:)`` then reads the line the general way, which gives the same record or
+    /// names the problem.
     ///
-    /// Why the same: a member name equal byte for byte to a schema name is equal to it as a
-    /// string; one that is not is left to the general way, which compares strings. Two members of
-    /// one name are refused (the general parser refuses them). Everything is converted in the
-    /// order the general way converts it, by the same functions.
+    /// Why the same record: a member name equal byte for byte to a schema name is equal to it as
+    /// a string, and one that is not (a Kelvin sign for `K`) is left to the general way, which
+    /// compares strings. Two members of one name are refused, as the general parser refuses them.
+    /// Strings with escapes and numbers are read by the general parser's own readers; a value is
+    /// converted by the general conversion (``convert(_:_:line:inexact:)``), or, for a UUID, a
+    /// date or an id written plainly, by the function that conversion calls first on the string's
+    /// bytes (``FastParse/uuid(utf8:)``, ``FastParse/date(utf8:)``, ``ObjectID/init(utf8:)``):
+    /// a UUID or a date it does not read goes to the conversion, an id ends the attempt. A reference's key values are
+    /// converted as they are read, before the unique key they name is known, where the general
+    /// way converts only the key's values in the key's order: a difference only in which problem
+    /// is met first, and at any problem this gives up.
     func directParts(_ b: UnsafeBufferPointer<UInt8>) -> RecordParts? {
         var p = JSONParser(b)
         p.exactDecimals = exactDecimals

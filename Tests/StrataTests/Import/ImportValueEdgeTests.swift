@@ -52,6 +52,32 @@ import Testing
     /// input is checked, as `FILE:LINE: field: reason`, and nothing is
     /// written, also when the import commits batch by batch. (The save refused it, with no line,
     /// after the batches before it had committed.)
+    /// Integers around the 18 digits the JSON parser sums from their bytes, and past them, where
+    /// it reads their text: each is the number written, or, past the int range, a double.
+    @Test func integersAroundEighteenDigitsReadAsWritten() throws {
+        let edges = ["0", "-0", "7", "-7", "999999999999999999", "-999999999999999999", "1000000000000000000",
+                     "-1000000000000000000", "9223372036854775807", "-9223372036854775808", "9223372036854775808",
+                     "-9223372036854775809", "123456789012345678", "12345678901234567890"]
+        for text in edges {
+            let parsed = try JSONValue.parse(Array(text.utf8))
+            if let exact = Int64(text) {
+                #expect(parsed == .int(exact), "\(text)")
+            } else {
+                #expect(parsed == .double(Double(text)!), "\(text)")
+            }
+        }
+        // Every count of digits from 1 to 19, with every leading digit, both signs.
+        for digits in 1...19 {
+            for lead in 1...9 {
+                for sign in ["", "-"] {
+                    let text = sign + String(lead) + String(repeating: "8", count: digits - 1)
+                    let parsed = try JSONValue.parse(Array(text.utf8))
+                    #expect(parsed == Int64(text).map(JSONValue.int) ?? .double(Double(text)!), "\(text)")
+                }
+            }
+        }
+    }
+
     @Test func aValueNoSaveTakesIsFoundWhileTheInputIsChecked() async throws {
         let (dir, store) = try await newStore("import-edges-range")
         defer { try? FileManager.default.removeItem(at: dir) }

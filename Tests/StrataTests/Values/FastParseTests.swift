@@ -49,20 +49,21 @@ import Testing
         #expect(FastParse.uuid("7e66a91c-080f-5eea-aa6b-d2e7423e063g") == nil)
     }
 
-    /// Every byte at every place of a UUID's text: what the bytes are read as is what Foundation
-    /// reads the text as, whatever the byte (a non-digit must not pass for one, whichever bits it
-    /// shares with digits). Foundation also takes some texts the fast reading leaves to it (a
-    /// space before the first digit), which the conversion then asks it for.
+    /// Every byte at every place of a UUID's text: read from the bytes exactly the canonical texts
+    /// (a non-digit must not pass for one, whichever bits it shares with digits), as from the
+    /// string, and what it reads is what Foundation reads. Foundation takes some texts the fast
+    /// reading leaves to it, which the conversion then asks it for.
     @Test func aUUIDWithAnyByteAnywhereAgreesWithFoundation() {
         let text = Array("7e66a91c-080f-5eea-aa6b-d2e7423e063b".utf8)
         for at in text.indices {
-            for byte in UInt8(0)...UInt8(127) {
+            for byte in UInt8(0)...UInt8(255) {
                 var t = text
                 t[at] = byte
                 let s = String(decoding: t, as: UTF8.self)
                 let fast = t.withUnsafeBufferPointer(FastParse.uuid(utf8:))
                 if fast != nil { #expect(fast == UUID(uuidString: s), "\(s)") }
-                #expect(fast == FastParse.uuid(s), "\(s)")
+                // A byte past ASCII makes no valid text alone: the string then differs from the bytes.
+                if byte < 0x80 { #expect(fast == FastParse.uuid(s), "\(s)") }
                 // Exactly the canonical texts: eight, four, four, four and twelve digits.
                 let canonical = t.enumerated().allSatisfy { i, c in
                     [8, 13, 18, 23].contains(i) ? c == 45 : (48...57).contains(c) || (97...102).contains(c | 0x20)
