@@ -114,14 +114,8 @@ extension RecordBuilder {
         var explicitID: ObjectID?
         var givenNull: [Int] = []
         while true {
-            p.skipSpace()
-            guard p.i < b.count else { return nil }
-            if b[p.i] == UInt8(ascii: "}") {
-                p.i += 1
-                break
-            }
-            guard b[p.i] == UInt8(ascii: ",") else { return nil }
-            p.i += 1
+            guard let more = separator(&p, closing: UInt8(ascii: "}")) else { return nil }
+            if !more { break }
             p.skipSpace()
             guard let name = plainName(&p) else { return nil }
             // A second "entity" is a duplicate member, whatever the schema's attribute names.
@@ -154,6 +148,17 @@ extension RecordBuilder {
 
     private static let entityName = Array("entity".utf8)
     private static let idName = Array("id".utf8)
+
+    /// What follows a member or an item, spaces skipped: true after a `,`, false after `closer`
+    /// (each taken), nil for anything else.
+    private func separator(_ p: inout JSONParser, closing closer: UInt8) -> Bool? {
+        p.skipSpace()
+        guard p.i < p.b.count else { return nil }
+        let c = p.b[p.i]
+        guard c == UInt8(ascii: ",") || c == closer else { return nil }
+        p.i += 1
+        return c == UInt8(ascii: ",")
+    }
 
     /// A member's name written without escapes and the `:` after it; the name's bytes (valid
     /// only as long as the line's), or nil.
@@ -249,15 +254,8 @@ extension RecordBuilder {
                 p.skipSpace()
                 guard let t = reference(&p, destination, position) else { return nil }
                 targets.append(t)
-                p.skipSpace()
-                guard p.i < b.count else { return nil }
-                if b[p.i] == UInt8(ascii: ",") {
-                    p.i += 1
-                    continue
-                }
-                guard b[p.i] == UInt8(ascii: "]") else { return nil }
-                p.i += 1
-                return .some(targets)
+                guard let more = separator(&p, closing: UInt8(ascii: "]")) else { return nil }
+                if !more { return .some(targets) }
             }
         default:
             guard !r.isToMany, let t = reference(&p, destination, position) else { return nil }
@@ -299,15 +297,8 @@ extension RecordBuilder {
                   given(a) == nil,
                   let value = attributeValue(&p, destination.attributes[a]), !value.isNull else { return nil }
             if first == nil { first = (a, value) } else { more.append((a, value)) }
-            p.skipSpace()
-            guard p.i < b.count else { return nil }
-            if b[p.i] == UInt8(ascii: ",") {
-                p.i += 1
-                continue
-            }
-            guard b[p.i] == UInt8(ascii: "}") else { return nil }
-            p.i += 1
-            break
+            guard let next = separator(&p, closing: UInt8(ascii: "}")) else { return nil }
+            if !next { break }
         }
         let count = more.count + 1
         guard let (ci, u) = destination.uniques.enumerated().first(where: { _, u in
