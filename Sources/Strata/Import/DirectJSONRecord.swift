@@ -94,10 +94,10 @@ extension RecordBuilder {
     /// converted by the general conversion (``convert(_:_:line:inexact:)``), or, for a UUID, a
     /// date or an id written plainly, by the function that conversion calls first on the string's
     /// bytes (``FastParse/uuid(utf8:)``, ``FastParse/date(utf8:)``, ``ObjectID/init(utf8:)``):
-    /// a UUID or a date it does not read goes to the conversion, an id ends the attempt. A reference's key values are
-    /// converted as they are read, before the unique key they name is known, where the general
-    /// way converts only the key's values in the key's order: a difference only in which problem
-    /// is met first, and at any problem this gives up.
+    /// a UUID or a date it does not read goes to the conversion, an id ends the attempt. A
+    /// reference's key values are converted as they are read, before the unique key they name is
+    /// known, where the general way converts only the key's values in the key's order: a
+    /// difference only in which problem is met first, and at any problem this gives up.
     func directParts(_ b: UnsafeBufferPointer<UInt8>) -> RecordParts? {
         var p = JSONParser(b)
         p.exactDecimals = exactDecimals
