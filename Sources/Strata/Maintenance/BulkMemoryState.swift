@@ -26,32 +26,40 @@ import StrataLMDB
 /// on that queue after the last of them; nothing else holds it. The queue orders every access,
 /// except that ``write(into:)`` lets a second thread of its own read the records while the queue
 /// reads them too, with no change to any table until both are done (see there).
+///
+/// Its tables are `@exclusivity(unchecked)`: Swift does not check at run time that two accesses
+/// to one of them do not overlap (the checks were a twentieth of the catalog import's CPU, in
+/// the state's hash probes and list walks). They are private, and only this class's methods
+/// touch them; the closures those methods pass while one table is being changed (a slot table
+/// growing, which hashes its entries again) read other tables only, and a record's bytes are
+/// read, never changed, while a closure decodes them. The compiler's checks of each function
+/// still hold.
 final class BulkMemoryState: @unchecked Sendable {
     let schema: Schema
     /// Every object ever inserted, by number (insertion order).
-    private var ids: [ObjectID] = []
+    @exclusivity(unchecked) private var ids: [ObjectID] = []
     /// Each id's number, found by hashing the id (``KeyedHash``) and comparing
     /// `ids[number]`: 4 bytes a slot (a `[ObjectID: Int32]` would take 20 a bucket).
-    private var numberSlots: HashSlots
+    @exclusivity(unchecked) private var numberSlots: HashSlots
     /// Where each object's encoded record is in ``arena``; a count of 0 for a deleted object.
-    private var locations: [ByteArena.Location] = []
-    private var arena = ByteArena()
+    @exclusivity(unchecked) private var locations: [ByteArena.Location] = []
+    @exclusivity(unchecked) private var arena = ByteArena()
     /// Unique keys, each an entry: its bytes in ``uniqueKeyBytes`` and the number of the object
     /// holding it (-1: nobody since a delete or a change freed it; the entry stays and is taken
     /// again by the next holder). Found through ``uniqueSlots`` by the bytes' hash (`Hasher`'s,
     /// seeded per process; a dictionary of `[UInt8]` keys would allocate each on the heap).
-    private var uniqueSlots: HashSlots
-    private var uniqueOwners: [Int32] = []
-    private var uniqueKeys: [ByteArena.Location] = []
-    private var uniqueKeyBytes = ByteArena()
+    @exclusivity(unchecked) private var uniqueSlots: HashSlots
+    @exclusivity(unchecked) private var uniqueOwners: [Int32] = []
+    @exclusivity(unchecked) private var uniqueKeys: [ByteArena.Location] = []
+    @exclusivity(unchecked) private var uniqueKeyBytes = ByteArena()
     /// Link heads: each object's relationships, in the entity's order, have consecutive slots
     /// from `headBase[number]` in `headFirst` (the head's most recent entry in ``edges``, -1 for
     /// none).
-    private var headBase: [UInt32] = []
-    private var headFirst: [Int32] = []
+    @exclusivity(unchecked) private var headBase: [UInt32] = []
+    @exclusivity(unchecked) private var headFirst: [Int32] = []
     /// Link entries: the target's number with the entry's depth (``packedTarget(_:depth:)``) and
     /// the entry before it from the same head (-1 for none).
-    private var edges: [(to: Int32, next: Int32)] = []
+    @exclusivity(unchecked) private var edges: [(to: Int32, next: Int32)] = []
     /// The bits of an entry's `to` that hold the target's number; all set once it is unlinked
     /// (a number is below ``maxObjects``, which is all of them set).
     private static let targetMask: Int32 = 0xFF_FFFF
@@ -75,7 +83,7 @@ final class BulkMemoryState: @unchecked Sendable {
     /// is long (``isLong(_:)``, its newest entry's depth) and looked up here instead of walked (a
     /// playlist's tracks can be thousands): every live entry of a long head, as tag (16 bits) ·
     /// source number (24) · target number (24).
-    private var bigEdges: Set<UInt64> = []
+    @exclusivity(unchecked) private var bigEdges: Set<UInt64> = []
     /// The list length from which a many-to-many head's entries go to ``bigEdges`` (1 to
     /// ``maxDepth``).
     let bigHeadLength: Int32
@@ -88,10 +96,10 @@ final class BulkMemoryState: @unchecked Sendable {
     static let maxObjects = (1 << 24) - 1
     /// Live objects per entity tag (tags are 1...``SchemaLimits/maxEntities``): an array, not a
     /// dictionary hashing the tag at every insert.
-    private var counts = [Int](repeating: 0, count: SchemaLimits.maxEntities + 1)
+    @exclusivity(unchecked) private var counts = [Int](repeating: 0, count: SchemaLimits.maxEntities + 1)
     /// Entities whose count a save changed (by its net inserts and deletes): a save through the
     /// B-trees writes their count entries, zero included, and no others.
-    private var countsWritten: Set<UInt16> = []
+    @exclusivity(unchecked) private var countsWritten: Set<UInt16> = []
 
     /// A state for about `expectedObjects` objects (0: unknown): its tables are sized for them
     /// up front, not rehashed or copied as they grow (with links estimated at four entries an
