@@ -87,6 +87,7 @@ private struct MemberSet {
     /// Notes member `i`; false when it was given before.
     mutating func insert(_ i: Int) -> Bool {
         if many.isEmpty {
+            assert(i < 64, "a member set of at most 64 members is a word of bits")
             let bit: UInt64 = 1 << UInt64(i)
             defer { bits |= bit }
             return bits & bit == 0
@@ -135,7 +136,7 @@ extension RecordBuilder {
         p.i += 1
         p.skipSpace()
         guard let first = plainName(&p), MemberNames.same(Self.entityName, first),
-              let entityName = plainValue(&p), let position = memberNames.entity(entityName) else { return nil }
+              let entityName = plainString(&p), let position = memberNames.entity(entityName) else { return nil }
         let entity = schema.entities[position]
         var values = [Value](repeating: .null, count: entity.attributes.count)
         var seen = MemberSet(attributes: entity.attributes.count, relationships: entity.relationships.count)
@@ -150,7 +151,7 @@ extension RecordBuilder {
             // A second "entity" is a duplicate member, whatever the schema's attribute names.
             if MemberNames.same(Self.entityName, name) { return nil }
             if MemberNames.same(Self.idName, name) {
-                guard explicitID == nil, let text = plainValue(&p), let id = ObjectID(utf8: text),
+                guard explicitID == nil, let text = plainString(&p), let id = ObjectID(utf8: text),
                       id.entityTag == entity.tag else { return nil }
                 explicitID = id
                 continue
@@ -200,9 +201,6 @@ extension RecordBuilder {
         return name
     }
 
-    /// A string value written without escapes; its bytes, or nil.
-    private func plainValue(_ p: inout JSONParser) -> UnsafeBufferPointer<UInt8>? { plainString(&p) }
-
     /// The bytes between the quotes of a string at `p.i` written without escapes or control
     /// characters (the line is valid UTF-8 already), or nil (for any other string too).
     private func plainString(_ p: inout JSONParser) -> UnsafeBufferPointer<UInt8>? {
@@ -222,22 +220,11 @@ extension RecordBuilder {
         return nil
     }
 
-    /// A scalar at `p.i` as the general parser reads it (strings with their escapes, numbers,
-    /// `true`, `false`, `null`), or nil for an array, an object or a problem.
+    /// A scalar at `p.i` as the general parser reads it (``JSONParser/parseValue()``: strings with
+    /// their escapes, numbers, `true`, `false`, `null`), or nil for an array, an object or a problem.
     private func scalar(_ p: inout JSONParser) -> JSONValue? {
-        guard p.i < p.b.count else { return nil }
-        do {
-            switch p.b[p.i] {
-            case UInt8(ascii: "\""): return .string(try p.parseString())
-            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try p.parseNumber()
-            case UInt8(ascii: "t"): try p.literal("true"); return .bool(true)
-            case UInt8(ascii: "f"): try p.literal("false"); return .bool(false)
-            case UInt8(ascii: "n"): try p.literal("null"); return .null
-            default: return nil
-            }
-        } catch {
-            return nil
-        }
+        guard p.i < p.b.count, p.b[p.i] != UInt8(ascii: "["), p.b[p.i] != UInt8(ascii: "{") else { return nil }
+        return try? p.parseValue()
     }
 
     /// The value of attribute `a` at `p.i`, converted and checked as ``convert(_:_:line:inexact:)``

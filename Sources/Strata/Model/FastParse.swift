@@ -58,78 +58,76 @@ enum FastParse {
 
     /// ``date(_:)`` of a string given as its UTF-8 bytes.
     static func date(utf8 b: UnsafeBufferPointer<UInt8>) -> Date? {
-        do {
-            var i = 0
-            func digits(_ n: Int) -> Int? {
-                guard i + n <= b.count else { return nil }
-                var v = 0
-                for k in i..<i + n {
-                    guard b[k] >= 48, b[k] <= 57 else { return nil }
-                    v = v * 10 + Int(b[k] - 48)
-                }
-                i += n
-                return v
+        var i = 0
+        func digits(_ n: Int) -> Int? {
+            guard i + n <= b.count else { return nil }
+            var v = 0
+            for k in i..<i + n {
+                guard b[k] >= 48, b[k] <= 57 else { return nil }
+                v = v * 10 + Int(b[k] - 48)
             }
-            func expect(_ c: UInt8) -> Bool {
-                guard i < b.count, b[i] == c else { return false }
-                i += 1
-                return true
-            }
-            // The year: four digits, or a sign and four to six.
-            var sign = 1, yearDigits = 4
-            if i < b.count, b[i] == 43 || b[i] == 45 {
-                sign = b[i] == 45 ? -1 : 1
-                i += 1
-                var n = 0
-                while i + n < b.count, b[i + n] >= 48, b[i + n] <= 57 { n += 1 }
-                guard (4...6).contains(n) else { return nil }
-                yearDigits = n
-            }
-            guard let yearValue = digits(yearDigits), expect(45), let mo = digits(2), expect(45), let d = digits(2),
-                  expect(84), let h = digits(2), expect(58), let mi = digits(2), expect(58), let sec = digits(2) else {
-                      return nil
-                  }
-            let y = sign * yearValue
-            var fraction = 0.0
-            if expect(46) {
-                var n = 0, f = 0
-                while i < b.count, b[i] >= 48, b[i] <= 57 {
-                    guard n < 9 else { return nil }
-                    f = f * 10 + Int(b[i] - 48)
-                    n += 1
-                    i += 1
-                }
-                guard n > 0 else { return nil }
-                // To the millisecond, as dates are written: a finer fraction is not kept (it
-                // would be stored, and lost by the next export).
-                let scale = n > 3 ? Int(pow(10, Double(n - 3))) : 1
-                let millis = n > 3 ? (f + scale / 2) / scale : f * Int(pow(10, Double(3 - n)))
-                fraction = Double(millis) / 1000
-            }
-            var offsetSeconds = 0
-            if expect(90) {
-                // Z: UTC.
-            } else if i < b.count, b[i] == 43 || b[i] == 45 {
-                let east = b[i] == 43
-                i += 1
-                guard let oh = digits(2) else { return nil }
-                _ = expect(58)
-                guard let om = digits(2), oh < 24, om < 60 else { return nil }
-                offsetSeconds = (east ? 1 : -1) * (oh * 3600 + om * 60)
-            } else {
-                return nil
-            }
-            guard i == b.count, (1...12).contains(mo), h < 24, mi < 60, sec < 60 else { return nil }
-            let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)
-            let daysInMonth = switch mo {
-            case 2: leap ? 29 : 28
-            case 4, 6, 9, 11: 30
-            default: 31
-            }
-            guard d >= 1, d <= daysInMonth else { return nil }
-            let days = ISO8601.days(year: y, month: mo, day: d)
-            return Date(
-                timeIntervalSince1970: Double(days * 86400 + h * 3600 + mi * 60 + sec - offsetSeconds) + fraction)
+            i += n
+            return v
         }
+        func expect(_ c: UInt8) -> Bool {
+            guard i < b.count, b[i] == c else { return false }
+            i += 1
+            return true
+        }
+        // The year: four digits, or a sign and four to six.
+        var sign = 1, yearDigits = 4
+        if i < b.count, b[i] == 43 || b[i] == 45 {
+            sign = b[i] == 45 ? -1 : 1
+            i += 1
+            var n = 0
+            while i + n < b.count, b[i + n] >= 48, b[i + n] <= 57 { n += 1 }
+            guard (4...6).contains(n) else { return nil }
+            yearDigits = n
+        }
+        guard let yearValue = digits(yearDigits), expect(45), let mo = digits(2), expect(45), let d = digits(2),
+              expect(84), let h = digits(2), expect(58), let mi = digits(2), expect(58), let sec = digits(2) else {
+                  return nil
+              }
+        let y = sign * yearValue
+        var fraction = 0.0
+        if expect(46) {
+            var n = 0, f = 0
+            while i < b.count, b[i] >= 48, b[i] <= 57 {
+                guard n < 9 else { return nil }
+                f = f * 10 + Int(b[i] - 48)
+                n += 1
+                i += 1
+            }
+            guard n > 0 else { return nil }
+            // To the millisecond, as dates are written: a finer fraction is not kept (it
+            // would be stored, and lost by the next export).
+            let scale = n > 3 ? Int(pow(10, Double(n - 3))) : 1
+            let millis = n > 3 ? (f + scale / 2) / scale : f * Int(pow(10, Double(3 - n)))
+            fraction = Double(millis) / 1000
+        }
+        var offsetSeconds = 0
+        if expect(90) {
+            // Z: UTC.
+        } else if i < b.count, b[i] == 43 || b[i] == 45 {
+            let east = b[i] == 43
+            i += 1
+            guard let oh = digits(2) else { return nil }
+            _ = expect(58)
+            guard let om = digits(2), oh < 24, om < 60 else { return nil }
+            offsetSeconds = (east ? 1 : -1) * (oh * 3600 + om * 60)
+        } else {
+            return nil
+        }
+        guard i == b.count, (1...12).contains(mo), h < 24, mi < 60, sec < 60 else { return nil }
+        let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)
+        let daysInMonth = switch mo {
+        case 2: leap ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+        guard d >= 1, d <= daysInMonth else { return nil }
+        let days = ISO8601.days(year: y, month: mo, day: d)
+        return Date(
+            timeIntervalSince1970: Double(days * 86400 + h * 3600 + mi * 60 + sec - offsetSeconds) + fraction)
     }
 }

@@ -65,10 +65,9 @@ public struct ObjectID: Hashable, Comparable, Sendable, CustomStringConvertible 
         // Read from the string's UTF-8 storage where it has one (a native string): an import
         // parses every id of its input here, and copying the bytes into an array and two
         // substrings for `UInt64(_:radix:)` was about a tenth of a CSV import's parsing.
-        let parsed = string.utf8.withContiguousStorageIfAvailable(Self.hexHalves)
-            ?? Array(string.utf8).withUnsafeBufferPointer(Self.hexHalves)
-        guard let (h, l) = parsed else { return nil }
-        self.init(high: h, low: l)
+        guard let id = string.utf8.withContiguousStorageIfAvailable(ObjectID.init(utf8:))
+            ?? Array(string.utf8).withUnsafeBufferPointer(ObjectID.init(utf8:)) else { return nil }
+        self = id
     }
 
     /// Parses 32 hex digits given as UTF-8 bytes; nil for anything else.
