@@ -148,5 +148,48 @@ enum ClusterSchema {
             END IF;
         END $$
         """,
+        // The two appends as procedures that commit before they answer (one round trip, and an
+        // answer that only comes once PostgreSQL has committed: see ``SharedLog``).
+        PostgresQuery(unsafeSQL: """
+        CREATE PROCEDURE strata_commit_append(expected bigint, ids bigint[], entries bytea[], authors text[],
+                                              saved bigint[], versions integer[], replica text,
+                                              INOUT o_done boolean DEFAULT NULL)
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            PERFORM set_config('lock_timeout', '\(lockWaitMilliseconds)', true);
+            o_done := strata_append(expected, ids, entries, authors, saved, versions, replica);
+            COMMIT;
+        END $$
+        """),
+        PostgresQuery(unsafeSQL: """
+        CREATE PROCEDURE strata_commit_append_after(expected bigint, p_entries bytea[], p_checksums bytea[],
+                                                    p_authors text[], p_saved bigint[], p_versions integer[],
+                                                    p_footprint bigint[], p_replica text,
+                                                    INOUT o_first bigint DEFAULT NULL, INOUT o_ids bigint[] DEFAULT NULL,
+                                                    INOUT o_entries bytea[] DEFAULT NULL,
+                                                    INOUT o_authors text[] DEFAULT NULL,
+                                                    INOUT o_saved bigint[] DEFAULT NULL,
+                                                    INOUT o_versions integer[] DEFAULT NULL)
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            PERFORM set_config('lock_timeout', '\(lockWaitMilliseconds)', true);
+            SELECT max(a.first),
+                   array_agg(a.id ORDER BY a.id) FILTER (WHERE a.id IS NOT NULL),
+                   array_agg(a.entry ORDER BY a.id) FILTER (WHERE a.id IS NOT NULL),
+                   array_agg(a.author ORDER BY a.id) FILTER (WHERE a.id IS NOT NULL),
+                   array_agg(a.saved_ms ORDER BY a.id) FILTER (WHERE a.id IS NOT NULL),
+                   array_agg(a.schema_version ORDER BY a.id) FILTER (WHERE a.id IS NOT NULL)
+                INTO o_first, o_ids, o_entries, o_authors, o_saved, o_versions
+                FROM strata_append_after(expected, p_entries, p_checksums, p_authors, p_saved, p_versions,
+                                         p_footprint, p_replica) AS a;
+            COMMIT;
+        END $$
+        """),
     ]
+
+    /// How long the committing procedures wait for the head row's lock (a machine holding it for
+    /// its turn) before they give up with `lock_not_available` (55P03), having appended nothing:
+    /// well below the sessions' `statement_timeout`, so that a cancelled statement can only be
+    /// one that ran past its commit or close to it (see ``SharedLog``).
+    static let lockWaitMilliseconds = 10_000
 }

@@ -57,6 +57,11 @@ final class SharedLog: ReplicationLog {
     /// these next (``entries(after:limit:)``), and gets them without another round trip.
     private let movedRun = Mutex<(after: TransactionID, entries: [ReplicatedEntry])?>(nil)
 
+    /// False once the cluster's database turned out to have no committing procedures
+    /// (`strata_commit_append`, made by an earlier version): appends then run between BEGIN and
+    /// COMMIT, three round trips instead of one.
+    private let committingCalls = Atomic<Bool>(true)
+
     /// False for a cluster of layout 1 (``ClusterSchema/compressedEntriesLayout``): its replicas
     /// may run a Strata that cannot read compressed entries.
     let takesCompressedEntries: Bool
@@ -85,12 +90,21 @@ final class SharedLog: ReplicationLog {
         return result
     }
 
-    /// An append outside a machine's turn runs in a transaction of its own, BEGIN … COMMIT, not
-    /// as one statement committed implicitly: the answer to a statement of the extended protocol
-    /// arrives before PostgreSQL commits it (at the Sync after it), and a commit that then fails
-    /// (a deferred check, a cancelled wait for the NOTIFY queue's lock, a shutdown) was reported
-    /// after the answer, when the client had taken the statement as done and acknowledged saves
-    /// that PostgreSQL rolled back. A COMMIT's own answer comes after the commit.
+    /// An append outside a machine's turn is one `CALL` of a procedure that runs the append
+    /// function and then `COMMIT`s inside itself (`strata_commit_append`,
+    /// `strata_commit_append_after`), not one statement committed implicitly: the answer to a
+    /// statement of the extended protocol arrives before PostgreSQL commits it (at the Sync after
+    /// it), and a commit that then fails (a deferred check, a cancelled wait for the NOTIFY
+    /// queue's lock, a shutdown) was reported after the answer, when the client had taken the
+    /// statement as done and acknowledged saves that PostgreSQL rolled back. The procedure's
+    /// answer comes after its commit, and a failed commit is its error, as a `COMMIT`'s own would
+    /// be; one round trip instead of the three of BEGIN, the statement and COMMIT (which a
+    /// cluster made by an earlier version, without the procedures, still takes).
+    ///
+    /// After the procedure's `COMMIT` nothing is left that can fail but an interrupt: a
+    /// cancelled `CALL` (57014, `statement_timeout`) may have committed, so it leaves the outcome
+    /// unknown. Its wait for the head row's lock gives up first, with 55P03
+    /// (``ClusterSchema/lockWaitMilliseconds``), having appended nothing.
     ///
     /// Refusals of an append that appended nothing and mean the writer should catch up and try
     /// again: a serialization failure or deadlock rolled it back (another machine appended
@@ -98,8 +112,58 @@ final class SharedLog: ReplicationLog {
     /// all that while). It tries again, in its own turn at the latest.
     static let appendedNothing: Set<String> = ["40001", "40P01", "57014", "55P03"]
 
+    /// ``appendedNothing`` for a committing procedure's `CALL`: without 57014, which may come
+    /// after the procedure committed.
+    static let callAppendedNothing: Set<String> = ["40001", "40P01", "55P03"]
+
+    /// How a committing `CALL` ended.
+    private enum CallOutcome<Answer> {
+        case answered(Answer)
+        /// The cluster has no such procedure: nothing was done, the append goes the older way.
+        case noProcedure
+        /// A refusal that appended nothing, and means the writer should catch up.
+        case behind
+    }
+
+    /// Runs a committing procedure's `call`: its answer, or how it ended without one; any other
+    /// failure is thrown as the append's error (an outcome unknown once the call was sent).
+    private func committingCall<R>(_ procedure: String, _ entries: [ReplicatedEntry],
+                                   _ call: () throws -> R) throws -> CallOutcome<R> {
+        do {
+            return .answered(try call())
+        } catch let failure as PostgresSession.Failure {
+            switch failure {
+            case .refused(let sqlState, let message) where sqlState == "42883" && message.contains("\(procedure)("):
+                committingCalls.store(false, ordering: .relaxed)
+                return .noProcedure
+            case .refused(let sqlState, _) where Self.callAppendedNothing.contains(sqlState):
+                return .behind
+            case .refused("57014", let message):
+                throw Self.appendError(.broken("the append was cancelled (\(message))"), entries, sent: true)
+            case .broken:
+                throw Self.appendError(failure, entries, sent: true)
+            default:
+                throw Self.appendError(failure, entries, sent: false)
+            }
+        }
+    }
+
     func append(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> ReplicationAppend {
         guard !entries.isEmpty else { return .appended }
+        if committingCalls.load(ordering: .relaxed) {
+            let outcome = try noted { () throws -> (CallOutcome<Bool>, TransactionID?) in
+                let outcome = try committingCall("strata_commit_append", entries) {
+                    try appendStatement(entries, after: head, committing: true)
+                }
+                guard case .answered(true) = outcome else { return (outcome, nil) }
+                return (outcome, entries.last?.transactionID)
+            }
+            switch outcome {
+            case .answered(let done): return done ? .appended : .behind
+            case .behind: return .behind
+            case .noProcedure: break
+            }
+        }
         // Whether the append statement went through and only the COMMIT was left (as in
         // ``appendInTurn(_:)``): a connection that broke before, at the BEGIN or under the
         // statement, ended an uncommitted transaction, which PostgreSQL rolls back.
@@ -139,6 +203,41 @@ final class SharedLog: ReplicationLog {
                 footprint: ReplicationFootprint) throws -> ReplicationAppend {
         guard !entries.isEmpty else { return .appended }
         guard footprintsCompared.load(ordering: .relaxed) else { return try append(entries, after: head) }
+        var first: Int64 = 0, run: [ReplicatedEntry] = []
+        var answered = false
+        if committingCalls.load(ordering: .relaxed) {
+            let outcome = try noted { () throws -> (CallOutcome<(Int64, [ReplicatedEntry])>, TransactionID?) in
+                let outcome = try committingCall("strata_commit_append_after", entries) {
+                    try appendAfterCall(entries, validatedAt: head, footprint: footprint)
+                }
+                guard case .answered(let answer) = outcome, answer.0 != 0,
+                      let own = entries.last?.transactionID else { return (outcome, nil) }
+                return (outcome, max(own, answer.1.last?.transactionID ?? own))
+            }
+            switch outcome {
+            case .answered(let answer):
+                (first, run) = answer
+                answered = true
+            case .behind: return .behind
+            case .noProcedure: break
+            }
+        }
+        if !answered {
+            guard let answer = try appendAfterInTransaction(entries, validatedAt: head, footprint: footprint) else {
+                // No such function: a cluster made by an earlier version. The statement did
+                // nothing; this and every later append go right after their head only.
+                return try append(entries, after: head)
+            }
+            (first, run) = answer
+        }
+        return try taken(first, run, entries, validatedAt: head)
+    }
+
+    /// ``append(_:validatedAt:footprint:)`` between BEGIN and COMMIT (a cluster without the
+    /// committing procedures): what `strata_append_after` answered, or nil when the cluster has
+    /// no such function either (nothing was done).
+    private func appendAfterInTransaction(_ entries: [ReplicatedEntry], validatedAt head: TransactionID,
+                                          footprint: ReplicationFootprint) throws -> (Int64, [ReplicatedEntry])? {
         let first: Int64, run: [ReplicatedEntry]
         var sent = false
         do {
@@ -158,16 +257,20 @@ final class SharedLog: ReplicationLog {
             switch failure {
             case .refused(let sqlState, let message)
                 where sqlState == "42883" && message.contains("strata_append_after("):
-                // No such function: a cluster made by an earlier version. The statement did
-                // nothing; this and every later append go right after their head only.
                 footprintsCompared.store(false, ordering: .relaxed)
-                return try append(entries, after: head)
+                return nil
             case .refused(let sqlState, _) where Self.appendedNothing.contains(sqlState):
-                return .behind
+                return (0, [])
             default:
                 throw Self.appendError(failure, entries, sent: sent)
             }
         }
+        return (first, run)
+    }
+
+    /// What `strata_append_after` answered (`first`, and the moved `run`) as the append's outcome.
+    private func taken(_ first: Int64, _ run: [ReplicatedEntry], _ entries: [ReplicatedEntry],
+                       validatedAt head: TransactionID) throws -> ReplicationAppend {
         if first == 0 { return .behind }
         guard let position = UInt64(exactly: first), position >= head.next.rawValue else {
             throw StrataError.replication(ReplicationError(.outcomeUnknown, """
@@ -196,10 +299,10 @@ final class SharedLog: ReplicationLog {
             ? author.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}", options: .literal) : author
     }
 
-    /// Runs `strata_append_after` for `entries` validated at `head`: the first id they took (0
-    /// when nothing was appended), and, when they moved, the entries after `head` through theirs.
-    private func appendAfterStatement(_ entries: [ReplicatedEntry], validatedAt head: TransactionID,
-                                      footprint: ReplicationFootprint) throws -> (Int64, [ReplicatedEntry]) {
+    /// The arguments of `strata_append_after` for `entries` validated at `head`.
+    private func appendAfterArguments(_ entries: [ReplicatedEntry], validatedAt head: TransactionID)
+        throws -> (expected: Int64, payloads: [ByteBuffer], sums: [ByteBuffer], authors: [String],
+                   saved: [Int64], versions: [Int32]) {
         var payloads: [ByteBuffer] = [], sums: [ByteBuffer] = [], authors: [String] = [], saved: [Int64] = []
         var versions: [Int32] = []
         for (i, e) in entries.enumerated() {
@@ -211,10 +314,51 @@ final class SharedLog: ReplicationLog {
             saved.append(e.timestampMs)
             versions.append(Int32(e.schemaVersion))
         }
-        let expected = try Self.bigint(head), keys = footprint.keys
+        return (try Self.bigint(head), payloads, sums, authors, saved, versions)
+    }
+
+    /// Calls `strata_commit_append_after` for `entries` validated at `head` (committed when it
+    /// answers): as ``appendAfterStatement(_:validatedAt:footprint:)``'s answer. An answer that
+    /// does not read as one leaves the outcome unknown: the call has committed by then.
+    private func appendAfterCall(_ entries: [ReplicatedEntry], validatedAt head: TransactionID,
+                                 footprint: ReplicationFootprint) throws -> (Int64, [ReplicatedEntry]) {
+        let a = try appendAfterArguments(entries, validatedAt: head), keys = footprint.keys
         let query: PostgresQuery = """
-            SELECT * FROM strata_append_after(\(expected), \(payloads), \(sums), \(authors), \(saved), \
-            \(versions), \(keys), \(replica))
+            CALL strata_commit_append_after(\(a.expected), \(a.payloads), \(a.sums), \(a.authors), \(a.saved), \
+            \(a.versions), \(keys), \(replica), NULL, NULL, NULL, NULL, NULL, NULL)
+            """
+        let rows = try session.run(query)
+        typealias Answer = (Int64?, [Int64]?, [ByteBuffer]?, [String]?, [Int64]?, [Int32]?)
+        guard rows.count == 1, let row = rows.first, let answer = try? row.decode(Answer.self),
+              let first = answer.0 else {
+            throw StrataError.replication(ReplicationError(.outcomeUnknown, """
+                strata_commit_append_after at \(session.address) answered what does not read as its result
+                """))
+        }
+        let ids = answer.1 ?? [], payloads = answer.2 ?? [], authors = answer.3 ?? []
+        let saved = answer.4 ?? [], versions = answer.5 ?? []
+        guard payloads.count == ids.count, authors.count == ids.count, saved.count == ids.count,
+              versions.count == ids.count else {
+            throw StrataError.replication(ReplicationError(.outcomeUnknown, """
+                strata_commit_append_after at \(session.address) answered columns of different lengths
+                """))
+        }
+        var run: [ReplicatedEntry] = []
+        run.reserveCapacity(ids.count)
+        for i in ids.indices {
+            run.append(try ReplicatedEntry(row: ids[i], payloads[i], authors[i], saved[i], versions[i]))
+        }
+        return (first, run)
+    }
+
+    /// Runs `strata_append_after` for `entries` validated at `head`: the first id they took (0
+    /// when nothing was appended), and, when they moved, the entries after `head` through theirs.
+    private func appendAfterStatement(_ entries: [ReplicatedEntry], validatedAt head: TransactionID,
+                                      footprint: ReplicationFootprint) throws -> (Int64, [ReplicatedEntry]) {
+        let a = try appendAfterArguments(entries, validatedAt: head), keys = footprint.keys
+        let query: PostgresQuery = """
+            SELECT * FROM strata_append_after(\(a.expected), \(a.payloads), \(a.sums), \(a.authors), \(a.saved), \
+            \(a.versions), \(keys), \(replica))
             """
         let rows = try session.run(query)
         var first: Int64?
@@ -273,8 +417,11 @@ final class SharedLog: ReplicationLog {
         }
     }
 
-    /// Runs `strata_append` for `entries` after `head`: true when it appended them.
-    private func appendStatement(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> Bool {
+    /// Runs `strata_append` for `entries` after `head`: true when it appended them. `committing`:
+    /// through `strata_commit_append`, committed when it answers (an answer that does not read as
+    /// one then leaves the outcome unknown, as it does here).
+    private func appendStatement(_ entries: [ReplicatedEntry], after head: TransactionID,
+                                 committing: Bool = false) throws -> Bool {
         var ids: [Int64] = [], payloads: [ByteBuffer] = [], authors: [String] = [], saved: [Int64] = []
         var versions: [Int32] = []
         for e in entries {
@@ -285,11 +432,13 @@ final class SharedLog: ReplicationLog {
             versions.append(Int32(e.schemaVersion))
         }
         let expected = try Self.bigint(head)
-        let query: PostgresQuery = """
+        let query: PostgresQuery = committing ? """
+            CALL strata_commit_append(\(expected), \(ids), \(payloads), \(authors), \(saved), \(versions), \(replica), NULL)
+            """ : """
             SELECT strata_append(\(expected), \(ids), \(payloads), \(authors), \(saved), \(versions), \(replica))
             """
         let rows = try session.run(query)
-        guard let row = rows.first, let done = try? row.decode(Bool.self) else {
+        guard let row = rows.first, let done = try? row.decode(Bool?.self) ?? nil else {
             throw StrataError.replication(ReplicationError(.outcomeUnknown,
                                                            "strata_append at \(session.address) answered no result"))
         }

@@ -70,12 +70,18 @@ import Testing
         }
     }
 
-    /// A cluster whose database was made before `strata_append_after` existed: saves go in
-    /// through `strata_append`, right after the head they were validated at.
+    /// A cluster whose database was made before `strata_append_after` existed (and the
+    /// procedures that call it): saves go in through `strata_append`, right after the head they
+    /// were validated at.
     @Test func aClusterMadeBeforeFootprintsStillTakesSaves() async throws {
         try await withCluster(replicas: 1) { c in
             let postgres = c.postgres, database = c.address.database
-            _ = try await onOwnThread { try postgres.sql("DROP FUNCTION strata_append_after", database: database) }
+            _ = try await onOwnThread {
+                try postgres.sql("""
+                    DROP PROCEDURE strata_commit_append_after; DROP PROCEDURE strata_commit_append;
+                    DROP FUNCTION strata_append_after
+                    """, database: database)
+            }
             let store = c.replicas[0].store
             let first = try await store.save { $0.insert(Genre(name: "Old")) }
             let second = try await store.save { $0.insert(Genre(name: "Older")) }
@@ -85,6 +91,28 @@ import Testing
                                  database: database)
             }
             #expect(rows == "2", "both appended by strata_append, without a footprint")
+        }
+    }
+
+    /// A cluster whose database was made before the committing procedures existed: appends run
+    /// between BEGIN and COMMIT, and groups still go in after other machines' entries.
+    @Test func aClusterMadeBeforeCommittingProceduresStillTakesSaves() async throws {
+        try await withCluster(replicas: 2) { c in
+            let postgres = c.postgres, database = c.address.database
+            _ = try await onOwnThread {
+                try postgres.sql("DROP PROCEDURE strata_commit_append_after; DROP PROCEDURE strata_commit_append",
+                                 database: database)
+            }
+            let first = try await c.replicas[0].store.save { $0.insert(Genre(name: "Old")) }
+            // Unless the second replica has applied the first's save by then, its group moves after it.
+            let second = try await c.replicas[1].store.save { $0.insert(Genre(name: "Older")) }
+            #expect(second == first.next)
+            let rows = try await onOwnThread {
+                try postgres.sql("SELECT count(*) FROM strata_log WHERE footprint IS NOT NULL AND id >= \(first.rawValue)",
+                                 database: database)
+            }
+            #expect(rows == "2", "both appended by strata_append_after, with their footprints")
+            #expect(try await c.catchUpAll() == second)
         }
     }
 
