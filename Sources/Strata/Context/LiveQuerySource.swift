@@ -83,22 +83,25 @@ extension LiveQuerySource {
 
     /// The query's entity and every entity its predicate or its sort reaches through
     /// relationships (tracks sorted by their album's title change order when an album is
-    /// renamed; a count key changes with the targets linked).
+    /// renamed; a count key changes with the targets linked). The walk stops at
+    /// ``Filter/maxNesting`` levels: a filter nested deeper is refused by its first evaluation,
+    /// which ends the live query, and walking it all would have overflowed the stack first.
     func relevantEntities(_ query: Query) -> Set<String> {
         var names: Set<String> = [query.entity]
-        func walk(_ p: Filter) {
+        func walk(_ p: Filter, _ depth: Int) {
+            guard depth <= Filter.maxNesting else { return }
             switch p {
             case .related(let tag, _):
                 if let r = schema.relationship(tag: tag) { names.insert(r.destination) }
             case .through(let tag, let inner), .any(let tag, let inner):
                 if let r = schema.relationship(tag: tag) { names.insert(r.destination) }
-                walk(inner)
-            case .and(let list), .or(let list): list.forEach(walk)
-            case .not(let q): walk(q)
+                walk(inner, depth + 1)
+            case .and(let list), .or(let list): for q in list { walk(q, depth + 1) }
+            case .not(let q): walk(q, depth + 1)
             default: break
             }
         }
-        walk(query.predicate)
+        walk(query.predicate, 0)
         for key in query.sort {
             for tag in key.path + (key.countOf.map { [$0] } ?? []) {
                 if let r = schema.relationship(tag: tag) { names.insert(r.destination) }

@@ -67,6 +67,18 @@ private struct MismatchedGenre: Entity {
         }
     }
 
+    /// A live query whose filter is nested far deeper than ``Filter/maxNesting`` ends (its first
+    /// evaluation refuses the query); working out which entities it follows walked the whole
+    /// filter first, and overflowed the stack.
+    @Test(.timeLimit(.minutes(15))) func aLiveQueryNestedTooDeepEnds() async throws {
+        try await withLibraryStore { store in
+            var filter = Filter.all
+            for _ in 0..<50_000 { filter = .not(filter) }
+            var iterator = store.mainContext.observe(Query(entity: "Genre", predicate: filter)).makeAsyncIterator()
+            #expect(await iterator.next() == nil)
+        }
+    }
+
     func record(_ name: String, _ id: ObjectID, _ e: EntityDescription) -> Record {
         var r = Record(entity: e, id: id, values: [.string(name)], version: .zero)
         r.values[0] = .string(name)
