@@ -1,7 +1,8 @@
 import PostgresNIO
 
-/// The tables and the append function a cluster keeps in its PostgreSQL database (all named
-/// `strata_…`). ``SharedLog`` explains why `strata_append` gives gap-free ids in commit order.
+/// The tables, the append functions and the procedures that call them and commit, which a
+/// cluster keeps in its PostgreSQL database (all named `strata_…`; `CALL` needs PostgreSQL 11 or
+/// later). ``SharedLog`` explains why `strata_append` gives gap-free ids in commit order.
 enum ClusterSchema {
     /// The layout of these tables and of the entries in them; a cluster made by a later layout
     /// is refused. Layout 2 has the tables of layout 1; its log may hold compressed entries,
@@ -149,7 +150,10 @@ enum ClusterSchema {
         END $$
         """,
         // The two appends as procedures that commit before they answer (one round trip, and an
-        // answer that only comes once PostgreSQL has committed: see ``SharedLog``).
+        // answer that only comes once PostgreSQL has committed: see ``SharedLog``). The second
+        // answers the moved run as arrays (a procedure answers one row), only its first entries
+        // up to `p_run_bytes` (one value of PostgreSQL holds at most 1 GB, and after the COMMIT
+        // the answer should have nothing left that can fail): the replica reads the rest.
         PostgresQuery(unsafeSQL: """
         CREATE PROCEDURE strata_commit_append(expected bigint, ids bigint[], entries bytea[], authors text[],
                                               saved bigint[], versions integer[], replica text,
@@ -164,7 +168,7 @@ enum ClusterSchema {
         PostgresQuery(unsafeSQL: """
         CREATE PROCEDURE strata_commit_append_after(expected bigint, p_entries bytea[], p_checksums bytea[],
                                                     p_authors text[], p_saved bigint[], p_versions integer[],
-                                                    p_footprint bigint[], p_replica text,
+                                                    p_footprint bigint[], p_replica text, p_run_bytes bigint,
                                                     INOUT o_first bigint DEFAULT NULL, INOUT o_ids bigint[] DEFAULT NULL,
                                                     INOUT o_entries bytea[] DEFAULT NULL,
                                                     INOUT o_authors text[] DEFAULT NULL,
@@ -173,23 +177,26 @@ enum ClusterSchema {
         LANGUAGE plpgsql AS $$
         BEGIN
             PERFORM set_config('lock_timeout', '\(lockWaitMilliseconds)', true);
-            SELECT max(a.first),
-                   array_agg(a.id ORDER BY a.id) FILTER (WHERE a.id IS NOT NULL),
-                   array_agg(a.entry ORDER BY a.id) FILTER (WHERE a.id IS NOT NULL),
-                   array_agg(a.author ORDER BY a.id) FILTER (WHERE a.id IS NOT NULL),
-                   array_agg(a.saved_ms ORDER BY a.id) FILTER (WHERE a.id IS NOT NULL),
-                   array_agg(a.schema_version ORDER BY a.id) FILTER (WHERE a.id IS NOT NULL)
+            SELECT max(w.first),
+                   array_agg(w.id ORDER BY w.id) FILTER (WHERE w.id IS NOT NULL AND w.upto <= p_run_bytes),
+                   array_agg(w.entry ORDER BY w.id) FILTER (WHERE w.id IS NOT NULL AND w.upto <= p_run_bytes),
+                   array_agg(w.author ORDER BY w.id) FILTER (WHERE w.id IS NOT NULL AND w.upto <= p_run_bytes),
+                   array_agg(w.saved_ms ORDER BY w.id) FILTER (WHERE w.id IS NOT NULL AND w.upto <= p_run_bytes),
+                   array_agg(w.schema_version ORDER BY w.id) FILTER (WHERE w.id IS NOT NULL AND w.upto <= p_run_bytes)
                 INTO o_first, o_ids, o_entries, o_authors, o_saved, o_versions
-                FROM strata_append_after(expected, p_entries, p_checksums, p_authors, p_saved, p_versions,
-                                         p_footprint, p_replica) AS a;
+                FROM (SELECT a.*, sum(octet_length(a.entry)) OVER (ORDER BY a.id) AS upto
+                      FROM strata_append_after(expected, p_entries, p_checksums, p_authors, p_saved, p_versions,
+                                               p_footprint, p_replica) AS a) AS w;
             COMMIT;
         END $$
         """),
     ]
 
-    /// How long the committing procedures wait for the head row's lock (a machine holding it for
-    /// its turn) before they give up with `lock_not_available` (55P03), having appended nothing:
-    /// well below the sessions' `statement_timeout`, so that a cancelled statement can only be
-    /// one that ran past its commit or close to it (see ``SharedLog``).
-    static let lockWaitMilliseconds = 10_000
+    /// How long one wait of the committing procedures for a lock (the head row's, which a
+    /// machine holds for its turn) may last before they give up with `lock_not_available`
+    /// (55P03), having appended nothing, and the writer catches up and tries again: below the
+    /// sessions' `statement_timeout`, so that a single long wait ends that way rather than as a
+    /// cancelled statement (whose outcome the replica then has to look up, see ``SharedLog``).
+    /// Written into the procedures when a cluster is made.
+    static let lockWaitMilliseconds = Int(PostgresSession.deadline.nanoseconds / 1_000_000) - 5_000
 }

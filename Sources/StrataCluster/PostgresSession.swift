@@ -58,7 +58,8 @@ final class PostgresSession: Sendable {
     enum Failure: Error {
         /// Nothing was sent: the connection could not be made, or the session is closed.
         case notConnected(String)
-        /// PostgreSQL refused the statement (an SQL error in this transaction): it did nothing.
+        /// PostgreSQL refused the statement (an SQL error): it did nothing, unless it was a
+        /// procedure that had committed before the error (see ``SharedLog``).
         case refused(sqlState: String, message: String)
         /// The connection broke, or the server ended it, while the statement ran: it may or may
         /// not have taken effect.
@@ -94,7 +95,8 @@ final class PostgresSession: Sendable {
             let severity = e.serverInfo?[.severity] ?? ""
             // The server ending the session (FATAL, an administrator's shutdown, class 57) or a
             // connection failure (class 08) says nothing of whether the statement committed.
-            // 57014 is a statement cancelled by `statement_timeout`: refused, nothing done.
+            // 57014 is a statement cancelled by `statement_timeout`: refused, nothing done (but
+            // what a procedure committed before).
             if severity == "FATAL" || severity == "PANIC" || (sqlState.hasPrefix("57") && sqlState != "57014")
                 || sqlState.hasPrefix("08") {
                 drop(conn)

@@ -101,10 +101,14 @@ final class SharedLog: ReplicationLog {
     /// be; one round trip instead of the three of BEGIN, the statement and COMMIT (which a
     /// cluster made by an earlier version, without the procedures, still takes).
     ///
-    /// After the procedure's `COMMIT` nothing is left that can fail but an interrupt: a
-    /// cancelled `CALL` (57014, `statement_timeout`) may have committed, so it leaves the outcome
-    /// unknown. Its wait for the head row's lock gives up first, with 55P03
-    /// (``ClusterSchema/lockWaitMilliseconds``), having appended nothing.
+    /// A refused `CALL` may still have committed: PostgreSQL builds and sends the answer after
+    /// the procedure's `COMMIT`, and a cancel (`statement_timeout`) or a failure there (out of
+    /// memory) ends the call with an error. Only refusals that happen before any commit
+    /// (``callRefusedBeforeCommit``: a serialization failure, a deadlock, a lock wait that ran
+    /// out, ``ClusterSchema/lockWaitMilliseconds``) are taken as they are. For any other the
+    /// statement is over, committed or rolled back for good, so the replica looks for its entries
+    /// in the log on the same connection (``committedBeforeRefusal(_:after:)``). A connection
+    /// lost under the `CALL` leaves the outcome unknown: the server may still be running it.
     ///
     /// Refusals of an append that appended nothing and mean the writer should catch up and try
     /// again: a serialization failure or deadlock rolled it back (another machine appended
@@ -114,37 +118,80 @@ final class SharedLog: ReplicationLog {
 
     /// ``appendedNothing`` for a committing procedure's `CALL`: without 57014, which may come
     /// after the procedure committed.
-    static let callAppendedNothing: Set<String> = ["40001", "40P01", "55P03"]
+    static let callRefusedBeforeCommit: Set<String> = ["40001", "40P01", "55P03"]
 
     /// How a committing `CALL` ended.
     private enum CallOutcome<Answer> {
         case answered(Answer)
-        /// The cluster has no such procedure: nothing was done, the append goes the older way.
+        /// The cluster has no such procedure (or function): nothing was done, the append goes
+        /// the older way.
         case noProcedure
-        /// A refusal that appended nothing, and means the writer should catch up.
+        /// Nothing was appended, and the writer should catch up and try again.
         case behind
+        /// PostgreSQL refused the call after it had committed: the entries are in the log from
+        /// this id on.
+        case committedAt(TransactionID)
     }
 
-    /// Runs a committing procedure's `call`: its answer, or how it ended without one; any other
-    /// failure is thrown as the append's error (an outcome unknown once the call was sent).
-    private func committingCall<R>(_ procedure: String, _ entries: [ReplicatedEntry],
+    /// Runs a committing procedure's `call` for `entries` validated at `head`: its answer, or
+    /// how it ended without one. Any other failure is thrown as the append's error: an outcome
+    /// unknown when the connection broke under the call.
+    private func committingCall<R>(_ entries: [ReplicatedEntry], after head: TransactionID,
                                    _ call: () throws -> R) throws -> CallOutcome<R> {
         do {
             return .answered(try call())
         } catch let failure as PostgresSession.Failure {
             switch failure {
-            case .refused(let sqlState, let message) where sqlState == "42883" && message.contains("\(procedure)("):
+            case .refused("42883", let message) where message.contains("strata_"):
+                // A procedure or the function it calls is missing: nothing ran.
                 committingCalls.store(false, ordering: .relaxed)
                 return .noProcedure
-            case .refused(let sqlState, _) where Self.callAppendedNothing.contains(sqlState):
+            case .refused(let sqlState, _) where Self.callRefusedBeforeCommit.contains(sqlState):
                 return .behind
-            case .refused("57014", let message):
-                throw Self.appendError(.broken("the append was cancelled (\(message))"), entries, sent: true)
+            case .refused(let sqlState, _):
+                if let first = try committedBeforeRefusal(entries, after: head, failure) { return .committedAt(first) }
+                // Cancelled before it committed (a long wait): as the other path's 57014.
+                if sqlState == "57014" { return .behind }
+                throw Self.appendError(failure, entries, sent: false)
             case .broken:
                 throw Self.appendError(failure, entries, sent: true)
-            default:
+            case .notConnected:
                 throw Self.appendError(failure, entries, sent: false)
             }
+        }
+    }
+
+    /// Where the log holds `entries`, appended by this replica after `head` by a `CALL` that
+    /// PostgreSQL then refused (`failure`): the id of the first, or nil when they are not there.
+    /// The call is over, so its commit, if any, is visible here and no later one can come. An
+    /// entry is matched by its bytes but the checksum (which depends on the id it took); the
+    /// group's first entry names objects and a time of its own.
+    private func committedBeforeRefusal(_ entries: [ReplicatedEntry], after head: TransactionID,
+                                        _ failure: PostgresSession.Failure) throws -> TransactionID? {
+        guard let first = entries.first else { return nil }
+        let after = try Self.bigint(head)
+        let through = after + Int64(Self.appendWindow + entries.count)
+        let body = first.bytes.dropLast(4)
+        do {
+            let rows = try session.run("""
+                SELECT id, entry FROM strata_log
+                WHERE id > \(after) AND id <= \(through) AND replica = \(replica) ORDER BY id
+                """)
+            for row in rows {
+                let (id, entry) = try row.decode((Int64, ByteBuffer).self)
+                guard entry.readableBytes == first.bytes.count,
+                      entry.readableBytesView.dropLast(4).elementsEqual(body) else { continue }
+                guard let position = UInt64(exactly: id) else { break }
+                return TransactionID(position)
+            }
+            return nil
+        } catch {
+            let firstID = first.transactionID.rawValue, last = entries.last?.transactionID.rawValue ?? firstID
+            throw StrataError.replication(ReplicationError(.outcomeUnknown, """
+                PostgreSQL refused the append of transactions \(firstID)–\(last) after it may have committed \
+                (\(failure.text)), and the log could not be read to tell (\(error.text)): they may or may not be in \
+                the cluster's log
+                """))
         }
     }
 
@@ -152,7 +199,7 @@ final class SharedLog: ReplicationLog {
         guard !entries.isEmpty else { return .appended }
         if committingCalls.load(ordering: .relaxed) {
             let outcome = try noted { () throws -> (CallOutcome<Bool>, TransactionID?) in
-                let outcome = try committingCall("strata_commit_append", entries) {
+                let outcome = try committingCall(entries, after: head) {
                     try appendStatement(entries, after: head, committing: true)
                 }
                 guard case .answered(true) = outcome else { return (outcome, nil) }
@@ -161,6 +208,11 @@ final class SharedLog: ReplicationLog {
             switch outcome {
             case .answered(let done): return done ? .appended : .behind
             case .behind: return .behind
+            case .committedAt(let first) where first == head.next: return .appended
+            case .committedAt(let first):
+                throw StrataError.replication(ReplicationError(.outcomeUnknown, """
+                    strata_commit_append appended transactions validated after \(head) at \(first)
+                    """))
             case .noProcedure: break
             }
         }
@@ -207,7 +259,7 @@ final class SharedLog: ReplicationLog {
         var answered = false
         if committingCalls.load(ordering: .relaxed) {
             let outcome = try noted { () throws -> (CallOutcome<(Int64, [ReplicatedEntry])>, TransactionID?) in
-                let outcome = try committingCall("strata_commit_append_after", entries) {
+                let outcome = try committingCall(entries, after: head) {
                     try appendAfterCall(entries, validatedAt: head, footprint: footprint)
                 }
                 guard case .answered(let answer) = outcome, answer.0 != 0,
@@ -219,6 +271,9 @@ final class SharedLog: ReplicationLog {
                 (first, run) = answer
                 answered = true
             case .behind: return .behind
+            case .committedAt(let position):
+                (first, run) = (Int64(position.rawValue), [])
+                answered = true
             case .noProcedure: break
             }
         }
@@ -279,13 +334,16 @@ final class SharedLog: ReplicationLog {
         }
         if position == head.next.rawValue { return .appended }
         let last = position + UInt64(entries.count) - 1
-        guard run.map(\.transactionID.rawValue) == Array(head.next.rawValue...last) else {
+        let expected = Array(head.next.rawValue...last)
+        // The whole run, or the first entries of it (a committing call answers them up to
+        // ``readBytes``; none when it was refused after its commit): the replica reads the rest.
+        guard run.count <= expected.count, run.map(\.transactionID.rawValue) == Array(expected.prefix(run.count)) else {
             throw StrataError.replication(ReplicationError(.outcomeUnknown, """
                 strata_append_after appended transactions \(position)–\(last) but answered \(run.count) entries \
                 after \(head)
                 """))
         }
-        movedRun.withLock { $0 = (head, run) }
+        if run.count == expected.count { movedRun.withLock { $0 = (head, run) } }
         return .appendedLater(first: TransactionID(position))
     }
 
@@ -318,14 +376,15 @@ final class SharedLog: ReplicationLog {
     }
 
     /// Calls `strata_commit_append_after` for `entries` validated at `head` (committed when it
-    /// answers): as ``appendAfterStatement(_:validatedAt:footprint:)``'s answer. An answer that
-    /// does not read as one leaves the outcome unknown: the call has committed by then.
+    /// answers): as ``appendAfterStatement(_:validatedAt:footprint:)``'s answer, the moved run
+    /// cut after ``readBytes``. An answer that does not read as one leaves the outcome unknown:
+    /// the call has committed by then.
     private func appendAfterCall(_ entries: [ReplicatedEntry], validatedAt head: TransactionID,
                                  footprint: ReplicationFootprint) throws -> (Int64, [ReplicatedEntry]) {
         let a = try appendAfterArguments(entries, validatedAt: head), keys = footprint.keys
         let query: PostgresQuery = """
             CALL strata_commit_append_after(\(a.expected), \(a.payloads), \(a.sums), \(a.authors), \(a.saved), \
-            \(a.versions), \(keys), \(replica), NULL, NULL, NULL, NULL, NULL, NULL)
+            \(a.versions), \(keys), \(replica), \(Int64(readBytes)), NULL, NULL, NULL, NULL, NULL, NULL)
             """
         let rows = try session.run(query)
         typealias Answer = (Int64?, [Int64]?, [ByteBuffer]?, [String]?, [Int64]?, [Int32]?)

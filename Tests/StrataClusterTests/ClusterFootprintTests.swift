@@ -116,6 +116,130 @@ import Testing
         }
     }
 
+    /// Without the committing procedures, the BEGIN … COMMIT path moves a group as the `CALL`
+    /// does: after an entry that shares no hash with its footprint, answering the run.
+    @Test func withoutTheProceduresAGroupStillMovesAfterAnotherMachinesEntry() async throws {
+        try await withCluster(replicas: 1) { c in
+            let postgres = c.postgres, database = c.address.database
+            _ = try await onOwnThread {
+                try postgres.sql("DROP PROCEDURE strata_commit_append_after; DROP PROCEDURE strata_commit_append",
+                                 database: database)
+            }
+            let (outcomes, stored, head) = try await withLog(c) { log, _, head in
+                let first = try log.append([entry(head.next, author: "a")], validatedAt: head, footprint: footprint(1))
+                let second = try log.append([entry(head.next, author: "b")], validatedAt: head, footprint: footprint(2))
+                return ([first, second], try log.entries(after: head, limit: 10), head)
+            }
+            #expect(outcomes == [.appended, .appendedLater(first: TransactionID(head.rawValue + 2))])
+            #expect(stored.map(\.author) == ["a", "b"])
+        }
+    }
+
+    /// A moved group whose run is larger than what a read takes (``SharedLog/readBytes``) is
+    /// answered without it, or with its first entries only: the replica reads the run itself.
+    @Test func aMovedRunPastWhatAReadTakesIsReadFromTheLog() async throws {
+        try await withCluster(replicas: 1) { c in
+            SharedLog.readBytesForTesting.withLock { $0 = (c.address.database, 1) }
+            defer { SharedLog.readBytesForTesting.withLock { $0 = nil } }
+            let (outcomes, stored, head) = try await withLog(c) { log, _, head in
+                let first = try log.append([entry(head.next, author: "a"), entry(head.next.next, author: "a")],
+                                           validatedAt: head, footprint: footprint(1))
+                let second = try log.append([entry(head.next, author: "b")], validatedAt: head, footprint: footprint(2))
+                var stored: [ReplicatedEntry] = []
+                while stored.count < 3, let more = Optional(try log.entries(after: stored.last?.transactionID ?? head,
+                                                                            limit: 10)), !more.isEmpty {
+                    stored += more
+                }
+                return ([first, second], stored, head)
+            }
+            #expect(outcomes == [.appended, .appendedLater(first: TransactionID(head.rawValue + 3))])
+            #expect(stored.map(\.author) == ["a", "a", "b"])
+            #expect(stored.map(\.transactionID.rawValue) == [1, 2, 3].map { head.rawValue + $0 })
+        }
+    }
+
+    /// A `CALL` that PostgreSQL refuses after the procedure committed (here a procedure made to
+    /// raise an error right after its COMMIT) appended the group: the replica finds it in the
+    /// log and reports where, not that nothing was appended.
+    @Test func aCallRefusedAfterItsCommitIsFoundInTheLog() async throws {
+        try await withCluster(replicas: 1) { c in
+            let postgres = c.postgres, database = c.address.database
+            _ = try await onOwnThread {
+                try postgres.sql("""
+                    CREATE OR REPLACE PROCEDURE strata_commit_append_after(expected bigint, p_entries bytea[],
+                        p_checksums bytea[], p_authors text[], p_saved bigint[], p_versions integer[],
+                        p_footprint bigint[], p_replica text, p_run_bytes bigint,
+                        INOUT o_first bigint DEFAULT NULL, INOUT o_ids bigint[] DEFAULT NULL,
+                        INOUT o_entries bytea[] DEFAULT NULL, INOUT o_authors text[] DEFAULT NULL,
+                        INOUT o_saved bigint[] DEFAULT NULL, INOUT o_versions integer[] DEFAULT NULL)
+                    LANGUAGE plpgsql AS $$
+                    BEGIN
+                        PERFORM * FROM strata_append_after(expected, p_entries, p_checksums, p_authors, p_saved,
+                                                           p_versions, p_footprint, p_replica);
+                        COMMIT;
+                        RAISE EXCEPTION 'refused after its commit';
+                    END $$
+                    """, database: database)
+            }
+            let (outcomes, stored, head) = try await withLog(c) { log, _, head in
+                let first = try log.append([entry(head.next, author: "a")], validatedAt: head, footprint: footprint(1))
+                let second = try log.append([entry(head.next, author: "b")], validatedAt: head, footprint: footprint(2))
+                return ([first, second], try log.entries(after: head, limit: 10), head)
+            }
+            #expect(outcomes == [.appended, .appendedLater(first: TransactionID(head.rawValue + 2))])
+            #expect(stored.map(\.author) == ["a", "b"])
+        }
+    }
+
+    /// A `CALL` cancelled while it waits for the head row (`statement_timeout`, here 300 ms on
+    /// the session) appended nothing: the replica finds nothing in the log and catches up
+    /// (`behind`). The procedure's own `lock_timeout` ends with its transaction.
+    @Test func aCallCancelledWhileItWaitsAppendedNothing() async throws {
+        try await withCluster(replicas: 1) { c in
+            for r in c.replicas { await r.close() }
+            let address = c.address
+            let (outcome, lockTimeout, head) = try await onOwnThread { () -> (String, String, TransactionID) in
+                let mine = PostgresSession(address: address, logger: .init(label: "test"))
+                let holder = PostgresSession(address: address, logger: .init(label: "test"))
+                defer {
+                    mine.close()
+                    holder.close()
+                }
+                let head = TransactionID(UInt64(try Cluster.readCluster(mine).head))
+                let log = SharedLog(session: mine, replica: "mine", layout: Int(ClusterSchema.layout))
+                // Appended and committed by a CALL: the procedure's lock_timeout did not stay.
+                #expect(try log.append([entry(head.next, author: "first")], validatedAt: head,
+                                       footprint: footprint(1)) == .appended)
+                let lockTimeout = try mine.run("SHOW lock_timeout").first?.decode(String.self) ?? "?"
+                _ = try mine.run("SET statement_timeout = 300")
+                let answer = Locked("no answer")
+                let done = DispatchSemaphore(value: 0)
+                try holder.transaction {
+                    _ = try holder.run("SELECT head FROM strata_cluster WHERE singleton FOR UPDATE")
+                    Thread.detachNewThread {
+                        defer { done.signal() }
+                        do {
+                            let r = try log.append([entry(head.next.next, author: "mine")], validatedAt: head.next,
+                                                   footprint: footprint(2))
+                            answer.withLock { $0 = "returned \(r)" }
+                        } catch {
+                            answer.withLock { $0 = "\(error)" }
+                        }
+                    }
+                    done.wait()
+                }
+                return (answer.withLock { $0 }, lockTimeout, head)
+            }
+            #expect(outcome == "returned behind", "\(outcome)")
+            #expect(lockTimeout == "0")
+            let postgres = c.postgres, database = c.address.database
+            let rows = try await onOwnThread {
+                try postgres.sql("SELECT count(*) FROM strata_log WHERE id > \(head.rawValue)", database: database)
+            }
+            #expect(rows == "1", "the first append only")
+        }
+    }
+
     /// A child context's commit in which two genres exchange their names (judged on its result)
     /// is applied by the other replicas too.
     @Test func anExchangeOfUniqueValuesOnOneReplicaIsAppliedOnTheOthers() async throws {
