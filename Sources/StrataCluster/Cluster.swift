@@ -167,6 +167,7 @@ public enum Cluster {
             let made = name ?? ClusterReplica.defaultName(store)
             try await offPool("init") {
                 try transaction(session) { () throws -> Void in
+                    try ClusterSchema.requireCallableProcedures(session)
                     for statement in ClusterSchema.create { _ = try session.run(statement) }
                     let head = Int64(position.rawValue), layout = ClusterSchema.layout
                     let version = Int32(schema.version), model = schema.model

@@ -192,6 +192,22 @@ enum ClusterSchema {
         """),
     ]
 
+    /// The oldest PostgreSQL a cluster can be made in (`server_version_num`): procedures that
+    /// commit, and `CALL`, came with PostgreSQL 11.
+    static let oldestServer = 110_000
+
+    /// Refuses a server older than ``oldestServer``, naming its version.
+    static func requireCallableProcedures(_ session: PostgresSession) throws {
+        let rows = try session.run("SELECT current_setting('server_version_num')::integer, version()")
+        guard let (number, text) = try? rows.first?.decode((Int32, String).self) else { return }
+        if Int(number) < oldestServer {
+            throw ClusterError(.refused, """
+                the PostgreSQL at \(session.address) is \(text); a cluster needs PostgreSQL 11 or later \
+                (its appends are procedures that commit)
+                """)
+        }
+    }
+
     /// How long one wait of the committing procedures for a lock (the head row's, which a
     /// machine holds for its turn) may last before they give up with `lock_not_available`
     /// (55P03), having appended nothing, and the writer catches up and tries again: below the

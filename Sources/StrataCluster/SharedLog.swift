@@ -52,9 +52,10 @@ final class SharedLog: ReplicationLog {
     /// False once the cluster's database turned out to have no `strata_append_after` (made by an
     /// earlier version): appends then go only right after the head they were validated at.
     private let footprintsCompared = Atomic<Bool>(true)
-    /// What `strata_append_after` answered when it moved a group: every entry after the head the
-    /// group was validated at, through the group's own. The replica's writer asks for exactly
-    /// these next (``entries(after:limit:)``), and gets them without another round trip.
+    /// What `strata_append_after` answered when it moved a group, when the answer held them all:
+    /// every entry after the head the group was validated at, through the group's own. The
+    /// replica's writer asks for exactly these next (``entries(after:limit:)``), and gets them
+    /// without another round trip.
     private let movedRun = Mutex<(after: TransactionID, entries: [ReplicatedEntry])?>(nil)
 
     /// False once the cluster's database turned out to have no committing procedures
@@ -163,36 +164,59 @@ final class SharedLog: ReplicationLog {
 
     /// Where the log holds `entries`, appended by this replica after `head` by a `CALL` that
     /// PostgreSQL then refused (`failure`): the id of the first, or nil when they are not there.
-    /// The call is over, so its commit, if any, is visible here and no later one can come. An
-    /// entry is matched by its bytes but the checksum (which depends on the id it took); the
-    /// group's first entry names objects and a time of its own.
+    /// The call is over, so its commit, if any, is visible here and no later one can come.
+    ///
+    /// PostgreSQL compares, so that no entry comes back: each of the group's entries must be
+    /// there, this replica's, in order at consecutive ids from one moved position on, with its
+    /// length, its time and, as its last 4 bytes, its checksum at the id it took (the checksums
+    /// the replica sends with an append, which cover the entry's bytes and that id). A group this
+    /// replica appended earlier with the same changes has other times (a retry comes after a
+    /// failure, and a failure after at least a round trip). A horizon past `head` (the cluster
+    /// trimmed the log meanwhile) leaves the outcome unknown: rows the lookup needs may be gone.
     private func committedBeforeRefusal(_ entries: [ReplicatedEntry], after head: TransactionID,
                                         _ failure: PostgresSession.Failure) throws -> TransactionID? {
-        guard let first = entries.first else { return nil }
+        guard !entries.isEmpty else { return nil }
         let after = try Self.bigint(head)
         let through = after + Int64(Self.appendWindow + entries.count)
-        let body = first.bytes.dropLast(4)
-        do {
-            let rows = try session.run("""
-                SELECT id, entry FROM strata_log
-                WHERE id > \(after) AND id <= \(through) AND replica = \(replica) ORDER BY id
-                """)
-            for row in rows {
-                let (id, entry) = try row.decode((Int64, ByteBuffer).self)
-                guard entry.readableBytes == first.bytes.count,
-                      entry.readableBytesView.dropLast(4).elementsEqual(body) else { continue }
-                guard let position = UInt64(exactly: id) else { break }
-                return TransactionID(position)
-            }
-            return nil
-        } catch {
-            let firstID = first.transactionID.rawValue, last = entries.last?.transactionID.rawValue ?? firstID
-            throw StrataError.replication(ReplicationError(.outcomeUnknown, """
-                PostgreSQL refused the append of transactions \(firstID)–\(last) after it may have committed \
-                (\(failure.text)), and the log could not be read to tell (\(error.text)): they may or may not be in \
-                the cluster's log
+        let lengths = entries.map { Int64($0.bytes.count) }, saved = entries.map(\.timestampMs)
+        let sums = entries.map { ByteBuffer(bytes: $0.checksumBytes(from: $0.transactionID, count: Self.appendWindow)) }
+        let firstID = entries[0].transactionID.rawValue, lastID = entries[entries.count - 1].transactionID.rawValue
+        func unknown(_ why: String) -> StrataError {
+            StrataError.replication(ReplicationError(.outcomeUnknown, """
+                PostgreSQL refused the append of transactions \(firstID)–\(lastID) after it may have committed \
+                (\(failure.text)), and \(why): they may or may not be in the cluster's log
                 """))
         }
+        let rows: PostgresQueryResult
+        do {
+            rows = try session.run("""
+                SELECT c.horizon, m.i, m.id FROM strata_cluster c LEFT JOIN LATERAL (
+                    SELECT u.i, l.id
+                    FROM unnest(\(lengths)::bigint[], \(saved)::bigint[], \(sums)::bytea[]) WITH ORDINALITY
+                         AS u(len, saved, sums, i)
+                    JOIN strata_log l ON l.id >= \(after) + u.i AND l.id <= \(through) AND l.replica = \(replica)
+                        AND l.id - \(after) - u.i < length(u.sums) / 4
+                        AND octet_length(l.entry) = u.len AND l.saved_ms = u.saved
+                        AND substring(l.entry FROM octet_length(l.entry) - 3 FOR 4)
+                            = substring(u.sums FROM ((l.id - \(after) - u.i) * 4 + 1)::integer FOR 4)) m ON true
+                """)
+        } catch {
+            throw unknown("the log could not be read to tell (\(error.text))")
+        }
+        // For each possible move, the entries found there.
+        var found: [Int64: Set<Int64>] = [:]
+        for row in rows {
+            guard let (horizon, i, id) = try? row.decode((Int64, Int64?, Int64?).self) else {
+                throw unknown("the log's answer to the lookup could not be read")
+            }
+            if horizon > after { throw unknown("the cluster's log was trimmed past transaction \(after) meanwhile") }
+            guard let i, let id else { continue }
+            found[id - after - i, default: []].insert(i)
+        }
+        let all = Set(1...Int64(entries.count))
+        guard let moved = found.filter({ $0.value == all }).keys.min() else { return nil }
+        guard let position = UInt64(exactly: after + 1 + moved) else { return nil }
+        return TransactionID(position)
     }
 
     func append(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> ReplicationAppend {
@@ -262,9 +286,10 @@ final class SharedLog: ReplicationLog {
                 let outcome = try committingCall(entries, after: head) {
                     try appendAfterCall(entries, validatedAt: head, footprint: footprint)
                 }
-                guard case .answered(let answer) = outcome, answer.0 != 0,
-                      let own = entries.last?.transactionID else { return (outcome, nil) }
-                return (outcome, max(own, answer.1.last?.transactionID ?? own))
+                // Taken, the group's entries ended the log: they start at the first id answered.
+                guard case .answered(let answer) = outcome, answer.0 > 0,
+                      let end = UInt64(exactly: answer.0 + Int64(entries.count) - 1) else { return (outcome, nil) }
+                return (outcome, TransactionID(end))
             }
             switch outcome {
             case .answered(let answer):
@@ -285,7 +310,7 @@ final class SharedLog: ReplicationLog {
             }
             (first, run) = answer
         }
-        return try taken(first, run, entries, validatedAt: head)
+        return try taken(first, run, entries, validatedAt: head, wholeRun: !answered)
     }
 
     /// ``append(_:validatedAt:footprint:)`` between BEGIN and COMMIT (a cluster without the
@@ -324,8 +349,10 @@ final class SharedLog: ReplicationLog {
     }
 
     /// What `strata_append_after` answered (`first`, and the moved `run`) as the append's outcome.
+    /// `wholeRun`: the answer holds every entry of a moved run (the statement's does; a
+    /// committing call's is cut after ``readBytes``, and one found after a refusal has none).
     private func taken(_ first: Int64, _ run: [ReplicatedEntry], _ entries: [ReplicatedEntry],
-                       validatedAt head: TransactionID) throws -> ReplicationAppend {
+                       validatedAt head: TransactionID, wholeRun: Bool) throws -> ReplicationAppend {
         if first == 0 { return .behind }
         guard let position = UInt64(exactly: first), position >= head.next.rawValue else {
             throw StrataError.replication(ReplicationError(.outcomeUnknown, """
@@ -337,7 +364,8 @@ final class SharedLog: ReplicationLog {
         let expected = Array(head.next.rawValue...last)
         // The whole run, or the first entries of it (a committing call answers them up to
         // ``readBytes``; none when it was refused after its commit): the replica reads the rest.
-        guard run.count <= expected.count, run.map(\.transactionID.rawValue) == Array(expected.prefix(run.count)) else {
+        guard wholeRun ? run.count == expected.count : run.count <= expected.count,
+              run.map(\.transactionID.rawValue) == Array(expected.prefix(run.count)) else {
             throw StrataError.replication(ReplicationError(.outcomeUnknown, """
                 strata_append_after appended transactions \(position)–\(last) but answered \(run.count) entries \
                 after \(head)
@@ -533,8 +561,9 @@ final class SharedLog: ReplicationLog {
     /// The entries after `position` (``entries(_:after:limit:)``), or, once, the run a moved
     /// append answered, when it answers this question: that run ends with the group's own
     /// entries, may be followed by later ones though shorter than `limit`, and is bounded by the
-    /// append window and the group, not by ``readBytes``. Its only reader, the writer's catch-up
-    /// after that append, needs the entries through the group's, no more.
+    /// append window and the group (and, answered by a committing call, by ``readBytes``: only
+    /// a whole run is kept). Its only reader, the writer's catch-up after that append, needs the
+    /// entries through the group's, no more.
     func entries(after position: TransactionID, limit: Int) throws -> [ReplicatedEntry] {
         // The run a moved append answered, once, when this is the question it answers.
         let answered = movedRun.withLock { run -> [ReplicatedEntry]? in
@@ -604,13 +633,11 @@ final class SharedLog: ReplicationLog {
     }
 
     /// A smaller ``ReplicatedEntry/maxReadBytes`` for reads of the cluster in `database` (tests).
-    static let readBytesForTesting = Mutex<(database: String, bytes: Int)?>(nil)
+    static let readBytesForTesting = Mutex<[String: Int]>([:])
 
     /// The bytes of entries after which a read through `session` stops.
     static func readBytes(_ session: PostgresSession) -> Int {
-        readBytesForTesting.withLock { t in
-            t.flatMap { $0.database == session.address.database ? $0.bytes : nil }
-        } ?? ReplicatedEntry.maxReadBytes
+        readBytesForTesting.withLock { $0[session.address.database] } ?? ReplicatedEntry.maxReadBytes
     }
 
     var readBytes: Int { Self.readBytes(session) }

@@ -96,8 +96,8 @@ import Testing
             await b.close()
             for i in 0..<40 { _ = try await a.store.save { $0.insert(Genre(name: "g\(i)")) } }
             let head = try a.store.lastTransactionID
-            SharedLog.readBytesForTesting.withLock { $0 = (c.address.database, 1) }
-            defer { SharedLog.readBytesForTesting.withLock { $0 = nil } }
+            SharedLog.readBytesForTesting.withLock { $0[c.address.database] = 1 }
+            defer { SharedLog.readBytesForTesting.withLock { $0[c.address.database] = nil } }
             // A replica opened with a poll far away: only its own catch-up can bring it to the head.
             let again = try await ClusterReplica.open(store: b.store, address: c.address, name: "r1 again",
                                                       pollInterval: ClusterReplica.maxPollInterval)

@@ -136,23 +136,28 @@ import Testing
     }
 
     /// A moved group whose run is larger than what a read takes (``SharedLog/readBytes``) is
-    /// answered without it, or with its first entries only: the replica reads the run itself.
+    /// answered with its first entries only (here one of three), which are not kept: the
+    /// replica reads the run from the log, as much as a read takes (two).
     @Test func aMovedRunPastWhatAReadTakesIsReadFromTheLog() async throws {
         try await withCluster(replicas: 1) { c in
-            SharedLog.readBytesForTesting.withLock { $0 = (c.address.database, 1) }
-            defer { SharedLog.readBytesForTesting.withLock { $0 = nil } }
-            let (outcomes, stored, head) = try await withLog(c) { log, _, head in
+            // Over one entry, under two (the entries below are all of this size).
+            let budget = entry(TransactionID(1), author: "a").bytes.count + 1
+            SharedLog.readBytesForTesting.withLock { $0[c.address.database] = budget }
+            defer { SharedLog.readBytesForTesting.withLock { $0[c.address.database] = nil } }
+            let (outcomes, firstRead, stored, head) = try await withLog(c) { log, _, head in
                 let first = try log.append([entry(head.next, author: "a"), entry(head.next.next, author: "a")],
                                            validatedAt: head, footprint: footprint(1))
                 let second = try log.append([entry(head.next, author: "b")], validatedAt: head, footprint: footprint(2))
+                let firstRead = try log.entries(after: head, limit: 10).count
                 var stored: [ReplicatedEntry] = []
                 while stored.count < 3, let more = Optional(try log.entries(after: stored.last?.transactionID ?? head,
                                                                             limit: 10)), !more.isEmpty {
                     stored += more
                 }
-                return ([first, second], stored, head)
+                return ([first, second], firstRead, stored, head)
             }
             #expect(outcomes == [.appended, .appendedLater(first: TransactionID(head.rawValue + 3))])
+            #expect(firstRead == 2, "read from the log (the answer's one entry was not kept)")
             #expect(stored.map(\.author) == ["a", "a", "b"])
             #expect(stored.map(\.transactionID.rawValue) == [1, 2, 3].map { head.rawValue + $0 })
         }
@@ -191,7 +196,52 @@ import Testing
         }
     }
 
-    /// A `CALL` cancelled while it waits for the head row (`statement_timeout`, here 300 ms on
+    /// A `CALL` of `strata_commit_append` (a group that may not move) refused after its COMMIT is
+    /// found in the log too; one refused before its COMMIT (a procedure made to raise an error
+    /// first) appended nothing and says so (`unavailable`).
+    @Test func aCallRefusedBeforeOrAfterItsCommitIsToldApart() async throws {
+        try await withCluster(replicas: 1) { c in
+            let postgres = c.postgres, database = c.address.database
+            @Sendable func replace(_ body: String) throws {
+                try postgres.sql("""
+                    CREATE OR REPLACE PROCEDURE strata_commit_append(expected bigint, ids bigint[], entries bytea[],
+                        authors text[], saved bigint[], versions integer[], replica text,
+                        INOUT o_done boolean DEFAULT NULL)
+                    LANGUAGE plpgsql AS $$
+                    BEGIN
+                        \(body)
+                    END $$
+                    """, database: database)
+            }
+            _ = try await onOwnThread {
+                try replace("""
+                    o_done := strata_append(expected, ids, entries, authors, saved, versions, replica);
+                    COMMIT;
+                    RAISE EXCEPTION 'refused after its commit';
+                    """)
+            }
+            let (after, head) = try await withLog(c) { log, _, head in
+                (try log.append([entry(head.next, author: "a")], after: head), head)
+            }
+            #expect(after == .appended)
+            _ = try await onOwnThread { try replace("RAISE EXCEPTION 'refused before its commit';") }
+            let before = try await withLog(c) { log, _, head -> String in
+                do {
+                    return "returned \(try log.append([entry(head.next, author: "b")], after: head))"
+                } catch StrataError.replication(let e) {
+                    return "\(e.kind)"
+                }
+            }
+            #expect(before == "unavailable")
+            let rows = try await onOwnThread {
+                try postgres.sql("SELECT string_agg(author, ',' ORDER BY id) FROM strata_log WHERE id > \(head.rawValue)",
+                                 database: database)
+            }
+            #expect(rows == "a")
+        }
+    }
+
+    /// A `CALL` cancelled while it waits for the head row (`statement_timeout`, here 1 s on
     /// the session) appended nothing: the replica finds nothing in the log and catches up
     /// (`behind`). The procedure's own `lock_timeout` ends with its transaction.
     @Test func aCallCancelledWhileItWaitsAppendedNothing() async throws {
@@ -211,7 +261,7 @@ import Testing
                 #expect(try log.append([entry(head.next, author: "first")], validatedAt: head,
                                        footprint: footprint(1)) == .appended)
                 let lockTimeout = try mine.run("SHOW lock_timeout").first?.decode(String.self) ?? "?"
-                _ = try mine.run("SET statement_timeout = 300")
+                _ = try mine.run("SET statement_timeout = 1000")
                 let answer = Locked("no answer")
                 let done = DispatchSemaphore(value: 0)
                 try holder.transaction {

@@ -4,7 +4,8 @@ public struct ReplicationError: Error, Sendable, Equatable, CustomStringConverti
     public enum Kind: Sendable, Equatable {
         /// The shared log cannot be reached; nothing was appended.
         case unavailable
-        /// The shared log may or may not hold the saves (the connection broke during the commit).
+        /// The shared log may or may not hold the saves (the connection broke while the append
+        /// ran, or a refusal that may have come after its commit could not be looked up).
         /// A replica that catches up shows which.
         case outcomeUnknown
         /// Other machines appended first on every try, up to a bound. Not produced any more: a

@@ -25,7 +25,7 @@
 /// - Failing, each method throws ``StrataError/replication(_:)``: with
 ///   ``ReplicationError/Kind/unavailable`` when nothing was appended, with
 ///   ``ReplicationError/Kind/outcomeUnknown`` when the append may have happened (the connection
-///   broke during the commit).
+///   broke while it ran).
 public protocol ReplicationLog: Sendable {
     /// Appends `entries` after `head` if the shared log's head is still `head`.
     func append(_ entries: [ReplicatedEntry], after head: TransactionID) throws -> ReplicationAppend
