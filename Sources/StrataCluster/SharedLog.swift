@@ -103,13 +103,14 @@ final class SharedLog: ReplicationLog {
     /// cluster made by an earlier version, without the procedures, still takes).
     ///
     /// A refused `CALL` may still have committed: PostgreSQL builds and sends the answer after
-    /// the procedure's `COMMIT`, and a cancel (`statement_timeout`) or a failure there (out of
-    /// memory) ends the call with an error. Only refusals that happen before any commit
-    /// (``callRefusedBeforeCommit``: a serialization failure, a deadlock, a lock wait that ran
-    /// out, ``ClusterSchema/lockWaitMilliseconds``) are taken as they are. For any other the
-    /// statement is over, committed or rolled back for good, so the replica looks for its entries
-    /// in the log on the same connection (``committedBeforeRefusal(_:after:)``). A connection
-    /// lost under the `CALL` leaves the outcome unknown: the server may still be running it.
+    /// the procedure's `COMMIT`, and a failure while it builds it (out of memory) or a cancel
+    /// (`statement_timeout`) caught between the `COMMIT` and the answer ends the call with an
+    /// error. Only refusals that happen before any commit (``callRefusedBeforeCommit``: a
+    /// serialization failure, a deadlock, a lock wait that ran out,
+    /// ``ClusterSchema/lockWaitMilliseconds``) are taken as they are. For any other the statement
+    /// is over, committed or rolled back for good, so the replica has PostgreSQL look for its
+    /// entries in the log (``committedBeforeRefusal(_:after:_:)``). A connection lost under the
+    /// `CALL` leaves the outcome unknown: the server may still be running it.
     ///
     /// Refusals of an append that appended nothing and mean the writer should catch up and try
     /// again: a serialization failure or deadlock rolled it back (another machine appended
