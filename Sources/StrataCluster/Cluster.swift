@@ -979,17 +979,11 @@ public enum Cluster {
 
 /// FNV-1a over a snapshot's bytes: catches a chunk lost, reordered or damaged on its way.
 struct Checksum {
-    private(set) var value: UInt64 = 0xcbf2_9ce4_8422_2325
+    private var hash = FNV1a()
+    var value: UInt64 { hash.value }
 
     mutating func add(_ data: Data) {
-        var v = value
-        data.withUnsafeBytes { raw in
-            for byte in raw {
-                v ^= UInt64(byte)
-                v = v &* 0x0000_0100_0000_01b3
-            }
-        }
-        value = v
+        data.withUnsafeBytes { hash.add($0) }
     }
 
     var signed: Int64 { Int64(bitPattern: value) }

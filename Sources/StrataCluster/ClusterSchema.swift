@@ -199,7 +199,9 @@ enum ClusterSchema {
     /// Refuses a server older than ``oldestServer``, naming its version.
     static func requireCallableProcedures(_ session: PostgresSession) throws {
         let rows = try session.run("SELECT current_setting('server_version_num')::integer, version()")
-        guard let (number, text) = try? rows.first?.decode((Int32, String).self) else { return }
+        guard let row = rows.first, let (number, text) = try? row.decode((Int32, String).self) else {
+            throw ClusterError(.refused, "the PostgreSQL at \(session.address) did not say which version it is")
+        }
         if Int(number) < oldestServer {
             throw ClusterError(.refused, """
                 the PostgreSQL at \(session.address) is \(text); a cluster needs PostgreSQL 11 or later \
@@ -214,5 +216,5 @@ enum ClusterSchema {
     /// sessions' `statement_timeout`, so that a single long wait ends that way rather than as a
     /// cancelled statement (whose outcome the replica then has to look up, see ``SharedLog``).
     /// Written into the procedures when a cluster is made.
-    static let lockWaitMilliseconds = Int(PostgresSession.deadline.nanoseconds / 1_000_000) - 5_000
+    static let lockWaitMilliseconds = PostgresSession.serverTimeoutMilliseconds - 4_000
 }

@@ -15,6 +15,10 @@ final class PostgresSession: Sendable {
     /// replica's writer, and with it the store's write lock, for ever. PostgreSQL's own
     /// `statement_timeout` is set to the same.
     static let deadline: TimeAmount = .seconds(15)
+    /// PostgreSQL's `statement_timeout` (and `idle_in_transaction_session_timeout`) for every
+    /// session: below the client's ``deadline``, so that PostgreSQL's cancel (nothing done)
+    /// comes first.
+    static let serverTimeoutMilliseconds = Int(deadline.nanoseconds / 1_000_000) - 1_000
 
     /// The cluster's own event loop, for every connection: not NIO's shared singleton, whose loops
     /// a server built on NIO runs its handlers on; a handler blocked in `saveAndWait` would then
@@ -180,8 +184,7 @@ final class PostgresSession: Sendable {
         }
         let id = nextID.add(1, ordering: .relaxed).oldValue
         var configuration = address.configuration
-        // Below the client's deadline, so that PostgreSQL's cancel (nothing done) comes first.
-        let serverTimeoutMs = "\(Self.deadline.nanoseconds / 1_000_000 - 1_000)"
+        let serverTimeoutMs = "\(Self.serverTimeoutMilliseconds)"
         // Appends rely on READ COMMITTED (see SharedLog), whatever the database's default.
         configuration.options.additionalStartupParameters = [
             ("default_transaction_isolation", "read committed"),

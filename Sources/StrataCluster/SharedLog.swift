@@ -120,7 +120,7 @@ final class SharedLog: ReplicationLog {
 
     /// ``appendedNothing`` for a committing procedure's `CALL`: without 57014, which may come
     /// after the procedure committed.
-    static let callRefusedBeforeCommit: Set<String> = ["40001", "40P01", "55P03"]
+    static let callRefusedBeforeCommit = appendedNothing.subtracting(["57014"])
 
     /// How a committing `CALL` ended.
     private enum CallOutcome<Answer> {
@@ -287,10 +287,8 @@ final class SharedLog: ReplicationLog {
                 let outcome = try committingCall(entries, after: head) {
                     try appendAfterCall(entries, validatedAt: head, footprint: footprint)
                 }
-                // Taken, the group's entries ended the log: they start at the first id answered.
-                guard case .answered(let answer) = outcome, answer.0 > 0,
-                      let end = UInt64(exactly: answer.0 + Int64(entries.count) - 1) else { return (outcome, nil) }
-                return (outcome, TransactionID(end))
+                guard case .answered(let answer) = outcome else { return (outcome, nil) }
+                return (outcome, Self.end(ofGroupAt: answer.0, entries))
             }
             switch outcome {
             case .answered(let answer):
@@ -314,6 +312,13 @@ final class SharedLog: ReplicationLog {
         return try taken(first, run, entries, validatedAt: head, wholeRun: !answered)
     }
 
+    /// The end of the log a group's append reached, taken at `first` (`strata_append_after`'s
+    /// answer): the group's last id; nil when nothing was appended (`first` 0).
+    private static func end(ofGroupAt first: Int64, _ entries: [ReplicatedEntry]) -> TransactionID? {
+        guard first > 0, let last = UInt64(exactly: first + Int64(entries.count) - 1) else { return nil }
+        return TransactionID(last)
+    }
+
     /// ``append(_:validatedAt:footprint:)`` between BEGIN and COMMIT (a cluster without the
     /// committing procedures): what `strata_append_after` answered, or nil when the cluster has
     /// no such function either (nothing was done).
@@ -330,9 +335,7 @@ final class SharedLog: ReplicationLog {
                     sent = true
                     return answer
                 }
-                // Taken, the group's entries ended the log: its own ids, or the run's last when moved.
-                guard answer.0 != 0, let own = entries.last?.transactionID else { return (answer, nil) }
-                return (answer, max(own, answer.1.last?.transactionID ?? own))
+                return (answer, Self.end(ofGroupAt: answer.0, entries))
             }
         } catch let failure as PostgresSession.Failure {
             switch failure {

@@ -61,6 +61,16 @@ final class ClusterFixture: Sendable {
     /// A URL other processes can reach the cluster's database with.
     var url: String { "postgres://\(address.user)@\(address.host):\(address.port)/\(address.database)" }
 
+    /// Drops the procedures that append and commit in one call, as a database made by an
+    /// earlier version has none (appends then run between BEGIN and COMMIT).
+    func dropCommittingProcedures() async throws {
+        let postgres = postgres, database = address.database
+        _ = try await onOwnThread {
+            try postgres.sql("DROP PROCEDURE strata_commit_append_after; DROP PROCEDURE strata_commit_append",
+                             database: database)
+        }
+    }
+
     /// Catches every replica up to the cluster's head; returns the head.
     @discardableResult
     func catchUpAll() async throws -> TransactionID {
@@ -100,4 +110,31 @@ func withCluster<R>(replicas: Int, postgres: TestPostgres? = nil, pollInterval: 
         await cluster.close()
         throw error
     }
+}
+
+/// What `append` did, run on a thread of its own while `holder` holds the cluster's head row in
+/// a transaction: "returned" and the outcome, a replication error's kind, or the error. With the
+/// row still held, `meanwhile` runs first (it may end `append`'s connection); then the holder
+/// waits for `append` to end before it lets the row go.
+func appendOutcome(whileHeadRowHeldBy holder: PostgresSession, meanwhile: () throws -> Void = {},
+                   _ append: @escaping @Sendable () throws -> ReplicationAppend) throws -> String {
+    let answer = Locked("no answer")
+    let done = DispatchSemaphore(value: 0)
+    try holder.transaction {
+        _ = try holder.run("SELECT head FROM strata_cluster WHERE singleton FOR UPDATE")
+        Thread.detachNewThread {
+            defer { done.signal() }
+            do {
+                let r = try append()
+                answer.withLock { $0 = "returned \(r)" }
+            } catch StrataError.replication(let e) {
+                answer.withLock { $0 = "\(e.kind)" }
+            } catch {
+                answer.withLock { $0 = "\(error)" }
+            }
+        }
+        try meanwhile()
+        done.wait()
+    }
+    return answer.withLock { $0 }
 }

@@ -22,6 +22,33 @@ import Testing
 
     private func footprint(_ keys: Int64...) -> ReplicationFootprint { ReplicationFootprint(keys: keys) }
 
+    /// Appends group "a" right after the head, then group "b" validated at the same head (other
+    /// footprints): "b" goes in after "a", and the log holds both in that order.
+    private func expectASecondGroupMovesAfterTheFirst(_ c: ClusterFixture) async throws {
+        let (outcomes, stored, head) = try await withLog(c) { log, _, head in
+            let first = try log.append([entry(head.next, author: "a")], validatedAt: head, footprint: footprint(1))
+            let second = try log.append([entry(head.next, author: "b")], validatedAt: head, footprint: footprint(2))
+            return ([first, second], try log.entries(after: head, limit: 10), head)
+        }
+        #expect(outcomes == [.appended, .appendedLater(first: TransactionID(head.rawValue + 2))])
+        #expect(stored.map(\.author) == ["a", "b"])
+    }
+
+    /// Replaces one of the committing procedures (`signature`: its name and parameters) by one
+    /// whose PL/pgSQL body is `body`.
+    private func replaceProcedure(_ c: ClusterFixture, _ signature: String, body: String) async throws {
+        let postgres = c.postgres, database = c.address.database
+        _ = try await onOwnThread {
+            try postgres.sql("""
+                CREATE OR REPLACE PROCEDURE \(signature)
+                LANGUAGE plpgsql AS $$
+                BEGIN
+                    \(body)
+                END $$
+                """, database: database)
+        }
+    }
+
     /// Runs `body` with a session on the cluster's database and the shared head, off the pool.
     private func withLog<R: Sendable>(_ c: ClusterFixture,
                                       _ body: @escaping @Sendable (SharedLog, PostgresSession, TransactionID) throws -> R)
@@ -98,11 +125,8 @@ import Testing
     /// between BEGIN and COMMIT, and groups still go in after other machines' entries.
     @Test func aClusterMadeBeforeCommittingProceduresStillTakesSaves() async throws {
         try await withCluster(replicas: 2) { c in
+            try await c.dropCommittingProcedures()
             let postgres = c.postgres, database = c.address.database
-            _ = try await onOwnThread {
-                try postgres.sql("DROP PROCEDURE strata_commit_append_after; DROP PROCEDURE strata_commit_append",
-                                 database: database)
-            }
             let first = try await c.replicas[0].store.save { $0.insert(Genre(name: "Old")) }
             // Unless the second replica has applied the first's save by then, its group moves after it.
             let second = try await c.replicas[1].store.save { $0.insert(Genre(name: "Older")) }
@@ -120,18 +144,8 @@ import Testing
     /// does: after an entry that shares no hash with its footprint, answering the run.
     @Test func withoutTheProceduresAGroupStillMovesAfterAnotherMachinesEntry() async throws {
         try await withCluster(replicas: 1) { c in
-            let postgres = c.postgres, database = c.address.database
-            _ = try await onOwnThread {
-                try postgres.sql("DROP PROCEDURE strata_commit_append_after; DROP PROCEDURE strata_commit_append",
-                                 database: database)
-            }
-            let (outcomes, stored, head) = try await withLog(c) { log, _, head in
-                let first = try log.append([entry(head.next, author: "a")], validatedAt: head, footprint: footprint(1))
-                let second = try log.append([entry(head.next, author: "b")], validatedAt: head, footprint: footprint(2))
-                return ([first, second], try log.entries(after: head, limit: 10), head)
-            }
-            #expect(outcomes == [.appended, .appendedLater(first: TransactionID(head.rawValue + 2))])
-            #expect(stored.map(\.author) == ["a", "b"])
+            try await c.dropCommittingProcedures()
+            try await expectASecondGroupMovesAfterTheFirst(c)
         }
     }
 
@@ -168,31 +182,20 @@ import Testing
     /// log and reports where, not that nothing was appended.
     @Test func aCallRefusedAfterItsCommitIsFoundInTheLog() async throws {
         try await withCluster(replicas: 1) { c in
-            let postgres = c.postgres, database = c.address.database
-            _ = try await onOwnThread {
-                try postgres.sql("""
-                    CREATE OR REPLACE PROCEDURE strata_commit_append_after(expected bigint, p_entries bytea[],
-                        p_checksums bytea[], p_authors text[], p_saved bigint[], p_versions integer[],
-                        p_footprint bigint[], p_replica text, p_run_bytes bigint,
-                        INOUT o_first bigint DEFAULT NULL, INOUT o_ids bigint[] DEFAULT NULL,
-                        INOUT o_entries bytea[] DEFAULT NULL, INOUT o_authors text[] DEFAULT NULL,
-                        INOUT o_saved bigint[] DEFAULT NULL, INOUT o_versions integer[] DEFAULT NULL)
-                    LANGUAGE plpgsql AS $$
-                    BEGIN
-                        PERFORM * FROM strata_append_after(expected, p_entries, p_checksums, p_authors, p_saved,
-                                                           p_versions, p_footprint, p_replica);
-                        COMMIT;
-                        RAISE EXCEPTION 'refused after its commit';
-                    END $$
-                    """, database: database)
-            }
-            let (outcomes, stored, head) = try await withLog(c) { log, _, head in
-                let first = try log.append([entry(head.next, author: "a")], validatedAt: head, footprint: footprint(1))
-                let second = try log.append([entry(head.next, author: "b")], validatedAt: head, footprint: footprint(2))
-                return ([first, second], try log.entries(after: head, limit: 10), head)
-            }
-            #expect(outcomes == [.appended, .appendedLater(first: TransactionID(head.rawValue + 2))])
-            #expect(stored.map(\.author) == ["a", "b"])
+            try await replaceProcedure(c, """
+                strata_commit_append_after(expected bigint, p_entries bytea[],
+                    p_checksums bytea[], p_authors text[], p_saved bigint[], p_versions integer[],
+                    p_footprint bigint[], p_replica text, p_run_bytes bigint,
+                    INOUT o_first bigint DEFAULT NULL, INOUT o_ids bigint[] DEFAULT NULL,
+                    INOUT o_entries bytea[] DEFAULT NULL, INOUT o_authors text[] DEFAULT NULL,
+                    INOUT o_saved bigint[] DEFAULT NULL, INOUT o_versions integer[] DEFAULT NULL)
+                """, body: """
+                PERFORM * FROM strata_append_after(expected, p_entries, p_checksums, p_authors, p_saved,
+                                                   p_versions, p_footprint, p_replica);
+                COMMIT;
+                RAISE EXCEPTION 'refused after its commit';
+                """)
+            try await expectASecondGroupMovesAfterTheFirst(c)
         }
     }
 
@@ -202,29 +205,20 @@ import Testing
     @Test func aCallRefusedBeforeOrAfterItsCommitIsToldApart() async throws {
         try await withCluster(replicas: 1) { c in
             let postgres = c.postgres, database = c.address.database
-            @Sendable func replace(_ body: String) throws {
-                try postgres.sql("""
-                    CREATE OR REPLACE PROCEDURE strata_commit_append(expected bigint, ids bigint[], entries bytea[],
-                        authors text[], saved bigint[], versions integer[], replica text,
-                        INOUT o_done boolean DEFAULT NULL)
-                    LANGUAGE plpgsql AS $$
-                    BEGIN
-                        \(body)
-                    END $$
-                    """, database: database)
-            }
-            _ = try await onOwnThread {
-                try replace("""
-                    o_done := strata_append(expected, ids, entries, authors, saved, versions, replica);
-                    COMMIT;
-                    RAISE EXCEPTION 'refused after its commit';
-                    """)
-            }
+            let signature = """
+                strata_commit_append(expected bigint, ids bigint[], entries bytea[], authors text[],
+                    saved bigint[], versions integer[], replica text, INOUT o_done boolean DEFAULT NULL)
+                """
+            try await replaceProcedure(c, signature, body: """
+                o_done := strata_append(expected, ids, entries, authors, saved, versions, replica);
+                COMMIT;
+                RAISE EXCEPTION 'refused after its commit';
+                """)
             let (after, head) = try await withLog(c) { log, _, head in
                 (try log.append([entry(head.next, author: "a")], after: head), head)
             }
             #expect(after == .appended)
-            _ = try await onOwnThread { try replace("RAISE EXCEPTION 'refused before its commit';") }
+            try await replaceProcedure(c, signature, body: "RAISE EXCEPTION 'refused before its commit';")
             let before = try await withLog(c) { log, _, head -> String in
                 do {
                     return "returned \(try log.append([entry(head.next, author: "b")], after: head))"
@@ -262,23 +256,11 @@ import Testing
                                        footprint: footprint(1)) == .appended)
                 let lockTimeout = try mine.run("SHOW lock_timeout").first?.decode(String.self) ?? "?"
                 _ = try mine.run("SET statement_timeout = 1000")
-                let answer = Locked("no answer")
-                let done = DispatchSemaphore(value: 0)
-                try holder.transaction {
-                    _ = try holder.run("SELECT head FROM strata_cluster WHERE singleton FOR UPDATE")
-                    Thread.detachNewThread {
-                        defer { done.signal() }
-                        do {
-                            let r = try log.append([entry(head.next.next, author: "mine")], validatedAt: head.next,
-                                                   footprint: footprint(2))
-                            answer.withLock { $0 = "returned \(r)" }
-                        } catch {
-                            answer.withLock { $0 = "\(error)" }
-                        }
-                    }
-                    done.wait()
+                let second = entry(head.next.next, author: "mine"), keys = footprint(2)
+                let outcome = try appendOutcome(whileHeadRowHeldBy: holder) {
+                    try log.append([second], validatedAt: head.next, footprint: keys)
                 }
-                return (answer.withLock { $0 }, lockTimeout, head)
+                return (outcome, lockTimeout, head)
             }
             #expect(outcome == "returned behind", "\(outcome)")
             #expect(lockTimeout == "0")

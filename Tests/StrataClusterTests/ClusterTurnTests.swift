@@ -104,13 +104,7 @@ import Testing
         try await withCluster(replicas: 1) { c in
             await c.replicas[0].close()
             let address = c.address
-            if !committingProcedures {
-                let postgres = c.postgres, database = c.address.database
-                _ = try await onOwnThread {
-                    try postgres.sql("DROP PROCEDURE strata_commit_append_after; DROP PROCEDURE strata_commit_append",
-                                     database: database)
-                }
-            }
+            if !committingProcedures { try await c.dropCommittingProcedures() }
             let outcome = try await onOwnThread { () -> String in
                 let mine = PostgresSession(address: address, logger: .init(label: "test"))
                 let holder = PostgresSession(address: address, logger: .init(label: "test"))
@@ -130,23 +124,7 @@ import Testing
                                                             changes: [.unlink(relationship: 1, from: id, to: id)]))
                 let entries = [ReplicatedEntry(transactionID: head.next, bytes: encoded, author: "mine", timestampMs: 0,
                                                schemaVersion: 2)]
-                let answer = Locked("no answer")
-                let done = DispatchSemaphore(value: 0)
-                try holder.transaction {
-                    _ = try holder.run("SELECT head FROM strata_cluster WHERE singleton FOR UPDATE")
-                    Thread.detachNewThread {
-                        defer { done.signal() }
-                        do {
-                            let r = byFootprint
-                                ? try log.append(entries, validatedAt: head, footprint: ReplicationFootprint(keys: [1]))
-                                : try log.append(entries, after: head)
-                            answer.withLock { $0 = "returned \(r)" }
-                        } catch StrataError.replication(let e) {
-                            answer.withLock { $0 = "\(e.kind)" }
-                        } catch {
-                            answer.withLock { $0 = "\(error)" }
-                        }
-                    }
+                return try appendOutcome(whileHeadRowHeldBy: holder, meanwhile: {
                     // Once the append waits for the row this transaction holds: its connection
                     // is ended under the statement.
                     let deadline = ContinuousClock.now + .seconds(30)
@@ -158,9 +136,11 @@ import Testing
                         usleep(2_000)
                     }
                     _ = try killer.run("SELECT pg_terminate_backend(\(pid))")
-                    done.wait()
+                }) {
+                    byFootprint
+                        ? try log.append(entries, validatedAt: head, footprint: ReplicationFootprint(keys: [1]))
+                        : try log.append(entries, after: head)
                 }
-                return answer.withLock { $0 }
             }
             #expect(outcome == (committingProcedures ? "outcomeUnknown" : "unavailable"), "\(outcome)")
             let postgres = c.postgres, database = c.address.database

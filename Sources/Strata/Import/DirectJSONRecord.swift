@@ -13,7 +13,7 @@ struct MemberNames: Sendable {
     /// Per entity (by position): each attribute's and relationship's name, with what it names.
     let members: [[(name: [UInt8], member: Member)]]
     /// Per entity with more than ``scannedAtMost`` members: each member's place in `members` by
-    /// the hash of its name's bytes (``hash(_:)``), so that a line of a wide entity finds each
+    /// the hash of its name's bytes (``FNV1a``), so that a line of a wide entity finds each
     /// name in one probe, not by a scan of hundreds. Nil for a narrower entity, and for one two
     /// of whose names share a hash (scanned then, as it is rare).
     private let byHash: [[UInt64: Int]?]
@@ -35,19 +35,13 @@ struct MemberNames: Sendable {
             guard list.count > Self.scannedAtMost else { return nil }
             var table: [UInt64: Int] = [:]
             for (i, m) in list.enumerated() {
-                let h = m.name.withUnsafeBufferPointer(Self.hash)
+                let h = m.name.withUnsafeBufferPointer(FNV1a.hash)
                 guard table.updateValue(i, forKey: h) == nil else { return nil }
             }
             return table
         }
     }
 
-    /// FNV-1a of a name's bytes.
-    static func hash(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64 {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in bytes { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01B3 }
-        return h
-    }
 
     /// The position of the entity named by `name`'s bytes, or nil.
     func entity(_ name: UnsafeBufferPointer<UInt8>) -> Int? {
@@ -57,7 +51,7 @@ struct MemberNames: Sendable {
     /// What `name`'s bytes name in the entity at `position`, or nil.
     func member(of position: Int, _ name: UnsafeBufferPointer<UInt8>) -> Member? {
         if let table = byHash[position] {
-            guard let i = table[Self.hash(name)] else { return nil }
+            guard let i = table[FNV1a.hash(name)] else { return nil }
             let m = members[position][i]
             return Self.same(m.name, name) ? m.member : nil
         }

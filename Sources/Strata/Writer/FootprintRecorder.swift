@@ -33,10 +33,10 @@ final class FootprintBuilder {
     /// FNV-1a (64 bits) over the kind byte and `bytes`, then the splitmix64 finalizer (FNV's
     /// low bits mix poorly on their own). Stable: the same on every machine and every run.
     static func hash(kind: UInt8, _ bytes: UnsafeRawBufferPointer) -> Int64 {
-        let prime: UInt64 = 0x0000_0100_0000_01B3
-        var h: UInt64 = 0xCBF2_9CE4_8422_2325
-        h = (h ^ UInt64(kind)) &* prime
-        for b in bytes { h = (h ^ UInt64(b)) &* prime }
+        var f = FNV1a()
+        f.add(kind)
+        f.add(bytes)
+        var h = f.value
         h ^= h >> 30
         h = h &* 0xBF58_476D_1CE4_E5B9
         h ^= h >> 27
