@@ -557,6 +557,45 @@ import Testing
         }
     }
 
+    @Test func aReplicasCountersTellAppendsMovedAppendsAndLostRacesApart() async throws {
+        try await withCluster(replicas: 2) { c in
+            let b = c.replicas[1]
+            // A replica with no follower: only its own writer brings it up to date.
+            let stale = try await Cluster.join(at: c.root.appendingPathComponent("stale"), address: c.address)
+            let session = PostgresSession(address: c.address, logger: .init(label: "test"))
+            try stale.attachReplication(SharedLog(session: session, replica: "stale", layout: Int(ClusterSchema.layout)))
+            try await stale.catchUpReplica()
+            #expect(stale.statistics.sharedLogAppends == 0)
+            // Another machine's save it has not applied touches nothing of its own: placed after it.
+            _ = try await b.store.save { $0.insert(Genre(name: "Jazz")) }
+            _ = try await stale.save { $0.insert(Genre(name: "Blues")) }
+            var counters = stale.statistics
+            #expect(counters.sharedLogAppends == 1)
+            #expect(counters.sharedLogAppendsMoved == 1)
+            #expect(counters.sharedLogRacesLost == 0)
+            // At the cluster's head: appended where it was validated.
+            _ = try await stale.save { $0.insert(Genre(name: "Soul")) }
+            counters = stale.statistics
+            #expect(counters.sharedLogAppends == 2)
+            #expect(counters.sharedLogAppendsMoved == 1)
+            // Another machine took the very name first: the race is lost, and the save is judged
+            // again at the new head, where the name is taken.
+            _ = try await b.store.save { $0.insert(Genre(name: "Funk")) }
+            await #expect(throws: StrataError.self) { _ = try await stale.save { $0.insert(Genre(name: "Funk")) } }
+            counters = stale.statistics
+            #expect(counters.sharedLogRacesLost == 1)
+            #expect(counters.sharedLogAppends == 2, "a refused save appends nothing")
+            #expect(counters.failedSaves == 1)
+            #expect(counters.sharedLogNanoseconds > 0)
+            #expect(counters.commitNanoseconds >= counters.sharedLogNanoseconds,
+                    "the waits for PostgreSQL are part of the writer's commits")
+            #expect(b.store.statistics.sharedLogAppends == 2, "the other machine's two saves")
+            await stale.detachReplication()
+            session.close()
+            stale.close()
+        }
+    }
+
     @Test func aLaggingReplicaCannotMoveTheHorizonBackOrRemoveTheNewestSnapshot() async throws {
         try await withCluster(replicas: 1) { c in
             let a = c.replicas[0]

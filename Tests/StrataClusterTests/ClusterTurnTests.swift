@@ -161,6 +161,8 @@ import Testing
             let id = try await store.save { $0.insert(Genre(name: "Loser")) }
             #expect(log.races.load(ordering: .relaxed) == Writer.racesBeforeTurn)
             #expect(log.turns.load(ordering: .relaxed) == 1)
+            #expect(store.statistics.sharedLogRacesLost == Writer.racesBeforeTurn)
+            #expect(store.statistics.sharedLogAppends == 1, "the turn's append")
             // One rival save before each race and one before the turn.
             #expect(id == TransactionID(before.rawValue + UInt64(Writer.racesBeforeTurn) + 2),
                     "saved right after the rivals' saves it waited for")

@@ -200,9 +200,12 @@ extension Writer {
             let movable = Self.mayMove(group.entries, validatedAt: head)
                 && !Self.refusalNamesTheGroup(group.results, validatedAt: head) ? footprint.footprint : nil
             let shared = try sharedEntries(group, batch: batch)
-            let outcome = try movable.map {
-                try log.append(shared, validatedAt: head, footprint: $0)
-            } ?? log.append(shared, after: head)
+            let outcome = try timedAppend {
+                try movable.map {
+                    try log.append(shared, validatedAt: head, footprint: $0)
+                } ?? log.append(shared, after: head)
+            }
+            noteAppend(outcome)
             switch outcome {
             case .appended: appended = group
             case .appendedLater(let first):
@@ -219,6 +222,30 @@ extension Writer {
         }
         return ReplicatedCommit(group: group, caughtUpThrough: nil,
                                 lmdbID: LMDBEnvironment.lmdbTransactionID(txn.handle))
+    }
+
+    /// Runs `append` (a call to the shared log), adding its time to
+    /// ``WriterStatistics/sharedLogNanoseconds`` whether it answers or throws.
+    private func timedAppend<R>(_ append: () throws -> R) rethrows -> R {
+        let started = DispatchTime.now().uptimeNanoseconds
+        defer {
+            let took = DispatchTime.now().uptimeNanoseconds &- started
+            updateStatistics { $0.sharedLogNanoseconds &+= took }
+        }
+        return try append()
+    }
+
+    /// Counts an append's answer in ``WriterStatistics``.
+    private func noteAppend(_ outcome: ReplicationAppend) {
+        updateStatistics { s in
+            switch outcome {
+            case .appended: s.sharedLogAppends += 1
+            case .appendedLater:
+                s.sharedLogAppends += 1
+                s.sharedLogAppendsMoved += 1
+            case .behind: s.sharedLogRacesLost += 1
+            }
+        }
     }
 
     /// Whether a group's entries, encoded for the ids after `head`, read the same after a later
@@ -289,7 +316,7 @@ extension Writer {
     private func inTurn(_ batch: [PendingSave], _ txn: LMDBTransaction, env: LMDBEnvironment,
                         log: any ReplicationLog, appended: inout AppliedGroup?) throws -> ReplicatedCommit {
         var applied: (group: AppliedGroup, caughtUpThrough: TransactionID?)?
-        try log.appendInTurn { sharedHead in
+        try timedAppend { try log.appendInTurn { sharedHead in
             var local = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
             if sharedHead.rawValue > local.rawValue + UInt64(Self.catchUpBatch) { throw SharedHeadMoved() }
             var caughtUpThrough: TransactionID?
@@ -314,7 +341,8 @@ extension Writer {
             let shared = try sharedEntries(group, batch: batch)
             applied = (group, caughtUpThrough)
             return shared
-        }
+        } }
+        if let applied, !applied.group.entries.isEmpty { noteAppend(.appended) }
         guard let applied else {
             throw StrataError.replication(ReplicationError(.unavailable,
                                                            "the cluster's log did not give this replica its turn"))

@@ -607,6 +607,11 @@ final class Writer: Sendable {
         if signalled { gathered.wait() }
     }
 
+    /// Changes the writer's counters (from the writer's queue or any thread).
+    func updateStatistics(_ change: (inout WriterStatistics) -> Void) {
+        state.withLock { change(&$0.statistics) }
+    }
+
     /// Counts map growths made for a commit that was then aborted (the map stays grown).
     func noteMapGrowths(_ growths: Int) {
         if growths > 0 { state.withLock { $0.statistics.mapGrowths += growths } }

@@ -31,17 +31,21 @@ import Strata
 /// - `page-placement`: the equal-work floor's durable one-track commits (`--count`) with LMDB's
 ///   page reuse as it is, and with a read transaction held to make every commit's pages new
 ///   pages side by side at the end of the file.
+/// - `cluster-savers`: W12's 16 durable savers (`--count` saves in all) over a cluster's three
+///   replicas and then on one of them alone, over synced and over relaxed replicas, on a private
+///   PostgreSQL, and on one machine's store: transactions/s and where a group's time went (see
+///   `ProbeCluster.swift`).
 struct ProbeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "probe", abstract: "Diagnostic breakdowns behind BENCHMARKS.md (group-commit, child, child-inserts, verify, compaction, small-saves, migration, fsync-placement, page-placement).")
+        commandName: "probe", abstract: "Diagnostic breakdowns behind BENCHMARKS.md (group-commit, child, child-inserts, verify, compaction, small-saves, migration, fsync-placement, page-placement, cluster-savers).")
 
     enum Kind: String, ExpressibleByArgument, CaseIterable { case groupCommit = "group-commit", child, childInserts = "child-inserts", verify, compaction, smallSaves = "small-saves", migration
-        case fsyncPlacement = "fsync-placement", pagePlacement = "page-placement" }
+        case fsyncPlacement = "fsync-placement", pagePlacement = "page-placement", clusterSavers = "cluster-savers" }
 
-    @Argument(help: "What to measure: group-commit, child, child-inserts, verify, compaction, small-saves, migration, fsync-placement or page-placement.") var kind: Kind
+    @Argument(help: "What to measure: group-commit, child, child-inserts, verify, compaction, small-saves, migration, fsync-placement, page-placement or cluster-savers.") var kind: Kind
     @Option(help: "Empty scratch directory (removed afterwards).") var dir: String
     @Option(help: "Schema directory (Schemas/library).") var schema: String
-    @Option(help: "Transactions (group-commit), inserts (child, child-inserts), tracks (verify, compaction, migration), saves (small-saves), rounds (fsync-placement) or commits (page-placement).") var count: Int = 2_048
+    @Option(help: "Transactions (group-commit), inserts (child, child-inserts), tracks (verify, compaction, migration), saves (small-saves), rounds (fsync-placement), commits (page-placement) or saves in all (cluster-savers).") var count: Int = 2_048
     @Option(help: "group-commit only: just this number of concurrent savers (with gathering), e.g. to profile it.") var savers: Int?
     @Option(help: "group-commit only: tracks inserted by each save (1; 16 with --savers 1 is what a perfect 16-save group writes).") var recordsPerSave: Int = 1
 
@@ -65,6 +69,7 @@ struct ProbeCommand: AsyncParsableCommand {
         case .migration: try await migration(URL(fileURLWithPath: self.schema), root)
         case .fsyncPlacement: try fsyncPlacement(root)
         case .pagePlacement: try pagePlacement(schema, root)
+        case .clusterSavers: try await clusterSavers(schema, root)
         }
     }
 

@@ -77,7 +77,11 @@ enum W12Cluster {
 
     /// Transactions/s of 16 savers spread over `replicas` (6, 5, 5), each saving one new track
     /// after another, numbered from `firstTrack`.
-    static func sixteenSavers(_ replicas: [ClusterReplica], perSaver: Int, firstTrack: Int) async throws -> Double {
+    /// Prints, through `progress`, where a group's time went (``groupBreakdown(_:before:after:)``).
+    static func sixteenSavers(_ replicas: [ClusterReplica], perSaver: Int, firstTrack: Int, label: String,
+                              progress: (String) -> Void) async throws -> Double {
+        let before = replicas.map { $0.store.statistics }
+        defer { progress(groupBreakdown(label, before: before, after: replicas.map { $0.store.statistics })) }
         let (seconds, _) = try await MonotonicClock.measure {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for s in 0..<16 {
@@ -94,6 +98,29 @@ enum W12Cluster {
             }
         }
         return Double(16 * perSaver) / seconds
+    }
+
+    /// Where a replica's group went, from the writers' counters over a case: saves per append,
+    /// the share placed after other machines' entries, and a group's time waiting for
+    /// PostgreSQL against the replica's own work (validating, applying, the local commit).
+    static func groupBreakdown(_ label: String, before: [WriterStatistics], after: [WriterStatistics]) -> String {
+        var saves = 0, appends = 0, moved = 0, lost = 0, commits = 0
+        var waited: UInt64 = 0, total: UInt64 = 0
+        for (b, a) in zip(before, after) {
+            saves += a.saves - b.saves
+            appends += a.sharedLogAppends - b.sharedLogAppends
+            moved += a.sharedLogAppendsMoved - b.sharedLogAppendsMoved
+            lost += a.sharedLogRacesLost - b.sharedLogRacesLost
+            commits += a.lmdbCommits - b.lmdbCommits
+            waited &+= a.sharedLogNanoseconds &- b.sharedLogNanoseconds
+            total &+= a.commitNanoseconds &- b.commitNanoseconds
+        }
+        guard appends > 0 else { return "  W12 \(label): no appends" }
+        func ms(_ nanos: UInt64) -> String { String(format: "%.2f ms", Double(nanos) / Double(appends) / 1e6) }
+        return "  W12 \(label): \(saves) saves in \(appends) appends (\(String(format: "%.1f", Double(saves) / Double(appends))) "
+            + "a group; \(moved * 100 / appends)% placed after other machines' entries, \(lost) races lost; "
+            + "\(commits) local commits); a group: \(ms(waited)) waiting for PostgreSQL, "
+            + "\(ms(total &- min(total, waited))) of the replica's own work"
     }
 
     static func close(_ replicas: [ClusterReplica]) async {
@@ -160,7 +187,8 @@ enum W12Cluster {
 
             // 16 durable savers over the three replicas.
             figures["W12_durable_16"] = try await sixteenSavers(replicas, perSaver: ctx.sizes.clusterSavesPerSaver,
-                                                                firstTrack: 20_000_000)
+                                                                firstTrack: 20_000_000, label: "synced replicas",
+                                                                progress: ctx.progress)
         } catch {
             await close(replicas)
             throw error
@@ -172,7 +200,8 @@ enum W12Cluster {
         let relaxed = try await makeCluster(ctx, try server.database("relaxed"), in: relaxedDir, durability: .relaxed)
         do {
             figures["W12_durable_16_relaxed_replicas"] = try await sixteenSavers(
-                relaxed, perSaver: ctx.sizes.clusterSavesPerSaver, firstTrack: 30_000_000)
+                relaxed, perSaver: ctx.sizes.clusterSavesPerSaver, firstTrack: 30_000_000, label: "relaxed replicas",
+                progress: ctx.progress)
         } catch {
             await close(relaxed)
             throw error
@@ -199,6 +228,12 @@ enum W12Cluster {
             }
         }
         let oneMachine = Double(16 * perSaver) / seconds
+        let counters = store.statistics
+        if counters.lmdbCommits > 0 {
+            ctx.progress(String(format: "  W12 one machine: %d saves in %d commits (%.1f a group); a group: %.2f ms",
+                                counters.saves, counters.lmdbCommits, Double(counters.saves) / Double(counters.lmdbCommits),
+                                Double(counters.commitNanoseconds) / Double(counters.lmdbCommits) / 1e6))
+        }
         if let clustered = figures["W12_durable_16"] {
             figures["W12_durable_over_one_machine"] = clustered / oneMachine
         }
