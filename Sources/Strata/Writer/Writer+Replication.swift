@@ -200,24 +200,28 @@ extension Writer {
             let movable = Self.mayMove(group.entries, validatedAt: head)
                 && !Self.refusalNamesTheGroup(group.results, validatedAt: head) ? footprint.footprint : nil
             let shared = try sharedEntries(group, batch: batch)
-            let outcome = try timedAppend {
+            let outcome = try timedAppend { _ in
                 try movable.map {
                     try log.append(shared, validatedAt: head, footprint: $0)
                 } ?? log.append(shared, after: head)
             }
-            noteAppend(outcome)
             switch outcome {
-            case .appended: appended = group
+            case .appended:
+                noteAppend(outcome)
+                appended = group
             case .appendedLater(let first):
                 guard first > head.next else {
                     throw StrataError.replication(ReplicationError(.rejectedEntry, """
                         the cluster's log placed transactions validated after \(head) at \(first)
                         """))
                 }
+                noteAppend(outcome)
                 appended = group
                 movedTo = first
                 throw AppendedLater()
-            case .behind: throw SharedHeadMoved()
+            case .behind:
+                noteAppend(outcome)
+                throw SharedHeadMoved()
             }
         }
         return ReplicatedCommit(group: group, caughtUpThrough: nil,
@@ -225,14 +229,18 @@ extension Writer {
     }
 
     /// Runs `append` (a call to the shared log), adding its time to
-    /// ``WriterStatistics/sharedLogNanoseconds`` whether it answers or throws.
-    private func timedAppend<R>(_ append: () throws -> R) rethrows -> R {
+    /// ``WriterStatistics/sharedLogNanoseconds`` whether it answers or throws, less the time
+    /// `append` reports through its argument as the writer's own work done meanwhile (a turn's
+    /// catch-up and validation, which run while the turn is held).
+    private func timedAppend<R>(_ append: (_ ownWork: inout UInt64) throws -> R) rethrows -> R {
         let started = DispatchTime.now().uptimeNanoseconds
+        var ownWork: UInt64 = 0
         defer {
             let took = DispatchTime.now().uptimeNanoseconds &- started
-            updateStatistics { $0.sharedLogNanoseconds &+= took }
+            let waited = took &- min(took, ownWork)
+            updateStatistics { $0.sharedLogNanoseconds &+= waited }
         }
-        return try append()
+        return try append(&ownWork)
     }
 
     /// Counts an append's answer in ``WriterStatistics``.
@@ -316,7 +324,9 @@ extension Writer {
     private func inTurn(_ batch: [PendingSave], _ txn: LMDBTransaction, env: LMDBEnvironment,
                         log: any ReplicationLog, appended: inout AppliedGroup?) throws -> ReplicatedCommit {
         var applied: (group: AppliedGroup, caughtUpThrough: TransactionID?)?
-        try timedAppend { try log.appendInTurn { sharedHead in
+        try timedAppend { ownWork in try log.appendInTurn { sharedHead in
+            let started = DispatchTime.now().uptimeNanoseconds
+            defer { ownWork &+= DispatchTime.now().uptimeNanoseconds &- started }
             var local = try ReadView(txn: txn, env: env, schema: schema).lastTransactionID()
             if sharedHead.rawValue > local.rawValue + UInt64(Self.catchUpBatch) { throw SharedHeadMoved() }
             var caughtUpThrough: TransactionID?

@@ -23,12 +23,25 @@ extension ProbeCommand {
                 var config = StoreConfiguration()
                 config.durability = durability
                 let store = try Store.open(at: dir.appendingPathComponent("r0"), schema: schema, configuration: config)
-                try await Cluster.initialize(store: store, address: address, name: "r0")
-                var replicas = [try await ClusterReplica.open(store: store, address: address, name: "r0")]
-                for i in 1..<3 {
-                    let joined = try await Cluster.join(at: dir.appendingPathComponent("r\(i)"), address: address,
-                                                        configuration: config)
-                    replicas.append(try await ClusterReplica.open(store: joined, address: address, name: "r\(i)"))
+                var replicas: [ClusterReplica] = []
+                do {
+                    try await Cluster.initialize(store: store, address: address, name: "r0")
+                    replicas.append(try await ClusterReplica.open(store: store, address: address, name: "r0"))
+                    for i in 1..<3 {
+                        let joined = try await Cluster.join(at: dir.appendingPathComponent("r\(i)"), address: address,
+                                                            configuration: config)
+                        do {
+                            replicas.append(try await ClusterReplica.open(store: joined, address: address, name: "r\(i)"))
+                        } catch {
+                            joined.close()
+                            throw error
+                        }
+                    }
+                } catch {
+                    // Closes the first replica's store with it; alone when it never became one.
+                    await W12Cluster.close(replicas)
+                    if replicas.isEmpty { store.close() }
+                    throw error
                 }
                 let label = "\(durability == .durable ? "synced" : "relaxed") replicas, \(saving) saving"
                 do {
