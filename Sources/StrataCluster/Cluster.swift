@@ -710,8 +710,12 @@ public enum Cluster {
             if let first = try session.run("SELECT min(id) FROM strata_log").first?.decode(Int64?.self) {
                 var from = first
                 while from <= horizon {
-                    let to = min(horizon, from + batch - 1)
+                    // Ids near Int64.max (a damaged or edited log) end the batches at the horizon
+                    // instead of overflowing.
+                    let (reach, overflow) = from.addingReportingOverflow(batch - 1)
+                    let to = overflow ? horizon : min(horizon, reach)
                     _ = try session.run("DELETE FROM strata_log WHERE id >= \(from) AND id <= \(to)")
+                    if to == horizon { break }
                     from = to + 1
                 }
             }
@@ -837,7 +841,10 @@ public enum Cluster {
         }
         let fd = open(file.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw failed(errno, "create") }
-        defer { close(fd) }
+        // Closed once, checked when the download is complete: a network file system reports a
+        // write it could not make at the close. (After a failure, the file is removed anyway.)
+        var isOpen = true
+        defer { if isOpen { close(fd) } }
         var checksum = Checksum(), received: Int64 = 0
         for seq in 0..<chunks {
             guard let chunk = try session.run("""
@@ -867,6 +874,8 @@ public enum Cluster {
                 \(checksum.signed), expected \(bytes) bytes with checksum \(sum)
                 """)
         }
+        isOpen = false
+        guard close(fd) == 0 else { throw failed(errno, "closing the snapshot written to") }
         return start
     }
 

@@ -178,7 +178,9 @@ final class SharedLog: ReplicationLog {
                                         _ failure: PostgresSession.Failure) throws -> TransactionID? {
         guard !entries.isEmpty else { return nil }
         let after = try Self.bigint(head)
-        let through = after + Int64(Self.appendWindow + entries.count)
+        // The last id a move could have given the group (the log's ids stop at Int64.max).
+        let (reach, overflow) = after.addingReportingOverflow(Int64(Self.appendWindow + entries.count))
+        let through = overflow ? Int64.max : reach
         let lengths = entries.map { Int64($0.bytes.count) }, saved = entries.map(\.timestampMs)
         let sums = entries.map { ByteBuffer(bytes: $0.checksumBytes(from: $0.transactionID, count: Self.appendWindow)) }
         let firstID = entries[0].transactionID.rawValue, lastID = entries[entries.count - 1].transactionID.rawValue
@@ -315,7 +317,8 @@ final class SharedLog: ReplicationLog {
     /// The end of the log a group's append reached, taken at `first` (`strata_append_after`'s
     /// answer): the group's last id; nil when nothing was appended (`first` 0).
     private static func end(ofGroupAt first: Int64, _ entries: [ReplicatedEntry]) -> TransactionID? {
-        guard first > 0, let last = UInt64(exactly: first + Int64(entries.count) - 1) else { return nil }
+        let (end, overflow) = first.addingReportingOverflow(Int64(entries.count) - 1)
+        guard first > 0, !overflow, let last = UInt64(exactly: end) else { return nil }
         return TransactionID(last)
     }
 
@@ -358,24 +361,28 @@ final class SharedLog: ReplicationLog {
     private func taken(_ first: Int64, _ run: [ReplicatedEntry], _ entries: [ReplicatedEntry],
                        validatedAt head: TransactionID, wholeRun: Bool) throws -> ReplicationAppend {
         if first == 0 { return .behind }
-        guard let position = UInt64(exactly: first), position >= head.next.rawValue else {
+        // A group moves fewer than ``appendWindow`` ids (it carries checksums for no more): an
+        // answer past them is not this protocol's (a procedure replaced in the database).
+        guard let position = UInt64(exactly: first), position >= head.next.rawValue,
+              position - head.next.rawValue < UInt64(Self.appendWindow) else {
             throw StrataError.replication(ReplicationError(.outcomeUnknown, """
                 strata_append_after answered \(first) for transactions validated after \(head)
                 """))
         }
         if position == head.next.rawValue { return .appended }
         let last = position + UInt64(entries.count) - 1
-        let expected = Array(head.next.rawValue...last)
+        // Every entry after `head` through the group's.
+        let runLength = Int(last - head.rawValue)
         // The whole run, or the first entries of it (a committing call answers them up to
         // ``readBytes``; none when it was refused after its commit): the replica reads the rest.
-        guard wholeRun ? run.count == expected.count : run.count <= expected.count,
-              run.map(\.transactionID.rawValue) == Array(expected.prefix(run.count)) else {
+        guard wholeRun ? run.count == runLength : run.count <= runLength,
+              run.indices.allSatisfy({ run[$0].transactionID.rawValue == head.next.rawValue + UInt64($0) }) else {
             throw StrataError.replication(ReplicationError(.outcomeUnknown, """
                 strata_append_after appended transactions \(position)–\(last) but answered \(run.count) entries \
                 after \(head)
                 """))
         }
-        if run.count == expected.count { movedRun.withLock { $0 = (head, run) } }
+        if run.count == runLength { movedRun.withLock { $0 = (head, run) } }
         return .appendedLater(first: TransactionID(position))
     }
 

@@ -275,7 +275,10 @@ public final class LMDBEnvironment: Sendable {
         if let given = freeBytesForTesting.withLock({ $0[path] }) { return given }
         var s = statvfs()
         guard statvfs(path, &s) == 0 else { return nil }
-        return Int(s.f_bavail) * Int(s.f_frsize)
+        // Saturated: a file system may report counts whose product passes Int.max.
+        guard let blocks = Int(exactly: s.f_bavail), let size = Int(exactly: s.f_frsize) else { return Int.max }
+        let (bytes, overflow) = blocks.multipliedReportingOverflow(by: size)
+        return overflow ? Int.max : bytes
     }
 
     /// `bytes`, or less when a map of that size cannot be reserved now with as much left beside

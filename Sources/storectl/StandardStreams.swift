@@ -71,6 +71,9 @@ enum StandardStreams {
     /// UTF-8, if any. Swift reads such an argument with U+FFFD in place of the bad bytes: a path
     /// given so named another file (an export replaced it), so storectl refuses it instead.
     static func firstArgumentNotUTF8() -> (position: Int, shown: String, namesAFile: Bool)? {
+        // A process may be started with no arguments at all, not even its name: argc 0 on
+        // kernels before Linux 5.18 (later ones give it an empty name).
+        guard CommandLine.argc > 1 else { return nil }
         for i in 1..<Int(CommandLine.argc) {
             guard let pointer = CommandLine.unsafeArgv[i] else { continue }
             guard String(validatingCString: pointer) == nil else { continue }

@@ -199,6 +199,37 @@ import Testing
         }
     }
 
+    /// An append answered with a position the protocol cannot give (past the ids a group may
+    /// move, here near the largest id PostgreSQL holds: a procedure replaced in the database)
+    /// leaves the outcome unknown; the replica neither traps nor builds the range up to it.
+    @Test func anAppendAnsweredPastWhereAGroupCanMoveIsAnUnknownOutcome() async throws {
+        try await withCluster(replicas: 1) { c in
+            // Just past the ids a group may move (it carries checksums for `appendWindow` of
+            // them), then near the largest id.
+            for answer in ["expected + 1 + \(SharedLog.appendWindow)", "9223372036854775000"] {
+                try await replaceProcedure(c, """
+                    strata_commit_append_after(expected bigint, p_entries bytea[],
+                        p_checksums bytea[], p_authors text[], p_saved bigint[], p_versions integer[],
+                        p_footprint bigint[], p_replica text, p_run_bytes bigint,
+                        INOUT o_first bigint DEFAULT NULL, INOUT o_ids bigint[] DEFAULT NULL,
+                        INOUT o_entries bytea[] DEFAULT NULL, INOUT o_authors text[] DEFAULT NULL,
+                        INOUT o_saved bigint[] DEFAULT NULL, INOUT o_versions integer[] DEFAULT NULL)
+                    """, body: """
+                    o_first := \(answer);
+                    COMMIT;
+                    """)
+                let outcome = try await withLog(c) { log, _, head -> String in
+                    do {
+                        return "returned \(try log.append([entry(head.next, author: "a")], validatedAt: head, footprint: footprint(1)))"
+                    } catch StrataError.replication(let e) {
+                        return "\(e.kind)"
+                    }
+                }
+                #expect(outcome == "outcomeUnknown", "answered \(answer)")
+            }
+        }
+    }
+
     /// A `CALL` of `strata_commit_append` (a group that may not move) refused after its COMMIT is
     /// found in the log too; one refused before its COMMIT (a procedure made to raise an error
     /// first) appended nothing and says so (`unavailable`).

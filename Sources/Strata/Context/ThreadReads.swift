@@ -62,8 +62,11 @@ enum ThreadReads {
         var frame = Frame(store: ObjectIdentifier(store), snapshot: snapshot.map(ObjectIdentifier.init),
                           transaction: transaction, outer: outer.map { UnsafeRawPointer($0) })
         return try withUnsafeMutablePointer(to: &frame) { pointer in
-            pthread_setspecific(key, UnsafeRawPointer(pointer))
-            defer { pthread_setspecific(key, outer) }
+            // Refused only for want of memory (a thread's first value of a key past glibc's
+            // first 32): then this read is not marked, as when the key could not be made.
+            _ = pthread_setspecific(key, UnsafeRawPointer(pointer))
+            // Back to the value it had, which this thread could already hold.
+            defer { _ = pthread_setspecific(key, outer) }
             return try body()
         }
     }

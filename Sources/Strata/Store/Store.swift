@@ -632,7 +632,8 @@ public final class Store: Sendable {
             version.u32(UInt32(schema.version))
             try txn.put(env[.meta], key: MetaKey.version, value: version.bytes)
             var created = ByteWriter(capacity: 8)
-            created.u64(UInt64(Date().timeIntervalSince1970 * 1000))
+            // A clock set before 1970 gives 0, not a trap.
+            created.u64(UInt64(max(0, Date().timeIntervalSince1970 * 1000)))
             try txn.put(env[.meta], key: MetaKey.created, value: created.bytes)
             return true
         }
