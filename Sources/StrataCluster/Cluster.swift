@@ -392,7 +392,8 @@ public enum Cluster {
             above = (above as NSString).deletingLastPathComponent
         }
         var joined = false
-        defer { if !joined { for made in madeParents { rmdir(made) } } }
+        // Clean-up after a failure: a parent that cannot be removed (not empty, gone) stays.
+        defer { if !joined { for made in madeParents { _ = rmdir(made) } } }
         do {
             try FileManager.default.createDirectory(atPath: parent.isEmpty ? "." : parent,
                                                     withIntermediateDirectories: true)
@@ -943,7 +944,8 @@ public enum Cluster {
             let dir = base.appendingPathComponent(name)
             let fd = open(dir.appendingPathComponent(scratchOwnerFile).path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
             if fd >= 0 {
-                defer { close(fd) }
+                // Opened to probe its lock, nothing written through it.
+                defer { _ = close(fd) }
                 // Held: its maker is at work there.
                 guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }
             } else {
@@ -970,7 +972,8 @@ public enum Cluster {
         let fd = open(owner, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0, flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let code = errno
-            if fd >= 0 { close(fd) }
+            // Nothing was written through it; the directory goes with it.
+            if fd >= 0 { _ = close(fd) }
             try? FileManager.default.removeItem(at: dir)
             throw StrataError.lmdb(LMDBError(code: code, operation: "lock \(owner)"))
         }
@@ -982,7 +985,8 @@ public enum Cluster {
     /// owner file.
     static func removeScratch(_ dir: URL) {
         try? FileManager.default.removeItem(at: dir)
-        if let fd = scratchOwners.withLock({ $0.removeValue(forKey: dir.path) }) { close(fd) }
+        // An empty file held for its lock, already removed with the directory.
+        if let fd = scratchOwners.withLock({ $0.removeValue(forKey: dir.path) }) { _ = close(fd) }
     }
 }
 

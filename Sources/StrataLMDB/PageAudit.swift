@@ -99,7 +99,8 @@ package struct PageAudit {
                               policy: any EnvironmentPolicy) throws {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw LMDBError(code: errno, operation: "open(\(path)) for the page check") }
-        defer { close(fd) }
+        // Read only.
+        defer { _ = close(fd) }
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw LMDBError(code: errno, operation: "fstat(\(path))") }
         do {
@@ -131,7 +132,8 @@ package struct PageAudit {
             if errno == ENOENT { return }
             throw LMDBError(code: errno, operation: "open(\(path)) for the page check")
         }
-        defer { close(fd) }
+        // Read only.
+        defer { _ = close(fd) }
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw LMDBError(code: errno, operation: "fstat(\(path))") }
         guard st.st_size > 0 else { return }

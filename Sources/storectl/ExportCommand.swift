@@ -330,8 +330,9 @@ final class OutputSink {
                 }
                 guard fchmod(fd, mode) == 0 else {
                     let reason = String(cString: strerror(errno))
-                    Glibc.close(fd)
-                    unlink(tmp)
+                    // Nothing written yet; the error thrown says why the file is not made.
+                    _ = Glibc.close(fd)
+                    _ = unlink(tmp)
                     throw CLIError("cannot set the mode of \(tmp): \(reason)", code: Exit.cannotCreate)
                 }
             }
@@ -413,7 +414,8 @@ final class OutputSink {
         // (unlocked partial files) cannot take it first.
         guard Glibc.rename(temporary, destination) == 0 else {
             let reason = String(cString: strerror(errno))
-            unlink(temporary)
+            // The partial file goes; the error thrown is the rename's.
+            _ = unlink(temporary)
             try? handle.close()
             throw CLIError("cannot write \(destination): \(reason)", code: Exit.cannotCreate)
         }
@@ -428,6 +430,7 @@ final class OutputSink {
     func discard() {
         guard let temporary else { return }
         try? handle.close()
-        unlink(temporary)
+        // One that cannot be removed is a leftover the next export removes (`removeLeftovers`).
+        _ = unlink(temporary)
     }
 }

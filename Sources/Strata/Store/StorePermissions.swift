@@ -36,7 +36,8 @@ struct StorePermissions: Sendable, Equatable {
         do {
             try setMode(ofDirectory: path)
         } catch {
-            rmdir(path)
+            // The directory just made, empty: the error thrown says what went wrong.
+            _ = rmdir(path)
             throw error
         }
     }
@@ -46,7 +47,8 @@ struct StorePermissions: Sendable, Equatable {
     func setMode(ofDirectory path: String) throws {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { throw Self.posix(errno, "open \(path)") }
-        defer { close(fd) }
+        // A directory's descriptor: nothing written through it.
+        defer { _ = close(fd) }
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw Self.posix(errno, "fstat \(path)") }
         try Self.setMode(fd, directoryMode | (st.st_mode & S_ISGID), path: path)
@@ -62,11 +64,13 @@ struct StorePermissions: Sendable, Equatable {
             if code == EEXIST { return false }
             throw Self.posix(code, "create \(path)")
         }
-        defer { close(fd) }
+        // Nothing written through it: the file stays empty.
+        defer { _ = close(fd) }
         do {
             try Self.setMode(fd, fileMode, path: path)
         } catch {
-            unlink(path)
+            // The file just made, empty: the error thrown says what went wrong.
+            _ = unlink(path)
             throw error
         }
         return true
