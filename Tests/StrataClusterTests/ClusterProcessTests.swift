@@ -111,7 +111,7 @@ import Testing
         }
     }
 
-    @Test func postgresRestartedInTheMiddleOfARun() async throws {
+    @Test(.timeLimit(.minutes(15))) func postgresRestartedInTheMiddleOfARun() async throws {
         let server = try await TestPostgres.start()
         defer { try? server.stop() }
         try await withCluster(replicas: 2, postgres: server) { c in

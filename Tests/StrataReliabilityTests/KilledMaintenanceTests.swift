@@ -28,6 +28,11 @@ import Testing
                                              "--calibration-runs", "1", "--seed", "5", "--workdir", dir.appendingPathComponent("work").path])
         #expect(r.status == 0, "\(r.stdout)\n\(r.stderr.suffix(2000))")
         #expect(r.stdout.contains("violations:                      0"), "\(r.stdout)")
+        // At least one kill came while the operation ran: otherwise no interrupted one was checked.
+        let finishedFirst = r.stdout.split(separator: "\n").first { $0.contains("child finished before the kill: ") }
+            .flatMap { line in line.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespaces.union([")"]))) } }
+        #expect(try #require(finishedFirst, "no outcome line: \(r.stdout)") < 6,
+                "every kill came after the \(operation) had finished: \(r.stdout)")
         print(r.stdout)
     }
 

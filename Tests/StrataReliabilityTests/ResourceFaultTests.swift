@@ -146,7 +146,7 @@ import Testing
             try await Task.sleep(for: .milliseconds(600))
             let infos = try store.openSnapshots()
             let info = try #require(infos.first { $0.label == "nightly-report" })
-            #expect(info.ageSeconds >= 0.6 && info.ageSeconds < 30)
+            #expect(info.ageSeconds >= 0.5 && info.ageSeconds < 30)
             #expect(info.transactionID == TransactionID(1) && info.lagTransactions == 3)
             #expect(try store.info().openSnapshots >= 1)
             // It still reads its own moment, however old.
