@@ -239,8 +239,8 @@ final class StoreLock: Sendable {
             var lock = flock(l_type: Int16(F_RDLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
             // A downgrade conflicts with nothing; one that fails all the same (ENOLCK from a
             // network file system's lock manager) leaves the lock exclusive, and says so: other
-            // processes are refused as busy until this one closes the store, never let in while
-            // it holds the store alone.
+            // processes' opens wait, and their exclusive attempts are refused as busy, until this
+            // one closes the store; none is let in while it holds the store alone.
             if fcntl(fd, F_SETLK, &lock) == 0 { exclusive.store(false, ordering: .releasing) }
         }
     }
