@@ -6,18 +6,18 @@ import Synchronization
 /// read.
 package enum ForkWatch {
     private static let forks = Atomic<Int>(0)
-    /// Whether the handler is registered (`pthread_atfork` refuses only for want of memory).
-    private static let registered: Bool = pthread_atfork(nil, nil, { ForkWatch.forks.add(1, ordering: .relaxed) }) == 0
-    /// The process that first asked, for ``generation`` without the handler.
-    private static let firstProcess = getpid()
+    /// Registers the handler, once, noting whether it took (`pthread_atfork` refuses only for
+    /// want of memory) and the process that first asked, for ``generation`` without it.
+    private static let watch: (registered: Bool, firstProcess: pid_t) =
+        (pthread_atfork(nil, nil, { ForkWatch.forks.add(1, ordering: .relaxed) }) == 0, getpid())
 
     /// The current fork generation (registers the handler on first use). Without the handler,
     /// a `getpid()` each time instead: 0 in the process that first asked, another process's id
     /// in a child (each child's differs from its parent's).
     package static var generation: Int {
-        let start = firstProcess
-        if registered { return forks.load(ordering: .relaxed) }
+        let w = watch
+        if w.registered { return forks.load(ordering: .relaxed) }
         let now = getpid()
-        return now == start ? 0 : Int(now)
+        return now == w.firstProcess ? 0 : Int(now)
     }
 }

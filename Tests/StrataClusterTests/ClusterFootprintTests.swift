@@ -34,6 +34,16 @@ import Testing
         #expect(stored.map(\.author) == ["a", "b"])
     }
 
+    /// `strata_commit_append_after`'s name and parameters, for ``replaceProcedure(_:_:body:)``.
+    private static let commitAppendAfter = """
+        strata_commit_append_after(expected bigint, p_entries bytea[],
+            p_checksums bytea[], p_authors text[], p_saved bigint[], p_versions integer[],
+            p_footprint bigint[], p_replica text, p_run_bytes bigint,
+            INOUT o_first bigint DEFAULT NULL, INOUT o_ids bigint[] DEFAULT NULL,
+            INOUT o_entries bytea[] DEFAULT NULL, INOUT o_authors text[] DEFAULT NULL,
+            INOUT o_saved bigint[] DEFAULT NULL, INOUT o_versions integer[] DEFAULT NULL)
+        """
+
     /// Replaces one of the committing procedures (`signature`: its name and parameters) by one
     /// whose PL/pgSQL body is `body`.
     private func replaceProcedure(_ c: ClusterFixture, _ signature: String, body: String) async throws {
@@ -182,14 +192,7 @@ import Testing
     /// log and reports where, not that nothing was appended.
     @Test func aCallRefusedAfterItsCommitIsFoundInTheLog() async throws {
         try await withCluster(replicas: 1) { c in
-            try await replaceProcedure(c, """
-                strata_commit_append_after(expected bigint, p_entries bytea[],
-                    p_checksums bytea[], p_authors text[], p_saved bigint[], p_versions integer[],
-                    p_footprint bigint[], p_replica text, p_run_bytes bigint,
-                    INOUT o_first bigint DEFAULT NULL, INOUT o_ids bigint[] DEFAULT NULL,
-                    INOUT o_entries bytea[] DEFAULT NULL, INOUT o_authors text[] DEFAULT NULL,
-                    INOUT o_saved bigint[] DEFAULT NULL, INOUT o_versions integer[] DEFAULT NULL)
-                """, body: """
+            try await replaceProcedure(c, Self.commitAppendAfter, body: """
                 PERFORM * FROM strata_append_after(expected, p_entries, p_checksums, p_authors, p_saved,
                                                    p_versions, p_footprint, p_replica);
                 COMMIT;
@@ -207,14 +210,7 @@ import Testing
             // Just past the ids a group may move (it carries checksums for `appendWindow` of
             // them), then near the largest id.
             for answer in ["expected + 1 + \(SharedLog.appendWindow)", "9223372036854775000"] {
-                try await replaceProcedure(c, """
-                    strata_commit_append_after(expected bigint, p_entries bytea[],
-                        p_checksums bytea[], p_authors text[], p_saved bigint[], p_versions integer[],
-                        p_footprint bigint[], p_replica text, p_run_bytes bigint,
-                        INOUT o_first bigint DEFAULT NULL, INOUT o_ids bigint[] DEFAULT NULL,
-                        INOUT o_entries bytea[] DEFAULT NULL, INOUT o_authors text[] DEFAULT NULL,
-                        INOUT o_saved bigint[] DEFAULT NULL, INOUT o_versions integer[] DEFAULT NULL)
-                    """, body: """
+                try await replaceProcedure(c, Self.commitAppendAfter, body: """
                     o_first := \(answer);
                     COMMIT;
                     """)

@@ -42,7 +42,6 @@ struct MemberNames: Sendable {
         }
     }
 
-
     /// The position of the entity named by `name`'s bytes, or nil.
     func entity(_ name: UnsafeBufferPointer<UInt8>) -> Int? {
         entities.firstIndex { Self.same($0, name) }

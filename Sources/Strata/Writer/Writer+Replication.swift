@@ -205,23 +205,19 @@ extension Writer {
                     try log.append(shared, validatedAt: head, footprint: $0)
                 } ?? log.append(shared, after: head)
             }
+            if case .appendedLater(let first) = outcome, first <= head.next {
+                throw StrataError.replication(ReplicationError(.rejectedEntry, """
+                    the cluster's log placed transactions validated after \(head) at \(first)
+                    """))
+            }
+            noteAppend(outcome)
             switch outcome {
-            case .appended:
-                noteAppend(outcome)
-                appended = group
+            case .appended: appended = group
             case .appendedLater(let first):
-                guard first > head.next else {
-                    throw StrataError.replication(ReplicationError(.rejectedEntry, """
-                        the cluster's log placed transactions validated after \(head) at \(first)
-                        """))
-                }
-                noteAppend(outcome)
                 appended = group
                 movedTo = first
                 throw AppendedLater()
-            case .behind:
-                noteAppend(outcome)
-                throw SharedHeadMoved()
+            case .behind: throw SharedHeadMoved()
             }
         }
         return ReplicatedCommit(group: group, caughtUpThrough: nil,

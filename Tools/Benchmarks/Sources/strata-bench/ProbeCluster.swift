@@ -22,27 +22,7 @@ extension ProbeCommand {
                 let address = try server.database(name)
                 var config = StoreConfiguration()
                 config.durability = durability
-                let store = try Store.open(at: dir.appendingPathComponent("r0"), schema: schema, configuration: config)
-                var replicas: [ClusterReplica] = []
-                do {
-                    try await Cluster.initialize(store: store, address: address, name: "r0")
-                    replicas.append(try await ClusterReplica.open(store: store, address: address, name: "r0"))
-                    for i in 1..<3 {
-                        let joined = try await Cluster.join(at: dir.appendingPathComponent("r\(i)"), address: address,
-                                                            configuration: config)
-                        do {
-                            replicas.append(try await ClusterReplica.open(store: joined, address: address, name: "r\(i)"))
-                        } catch {
-                            joined.close()
-                            throw error
-                        }
-                    }
-                } catch {
-                    // Closes the first replica's store with it; alone when it never became one.
-                    await W12Cluster.close(replicas)
-                    if replicas.isEmpty { store.close() }
-                    throw error
-                }
+                let replicas = try await W12Cluster.makeCluster(address, in: dir, schema: schema, configuration: config)
                 let label = "\(durability == .durable ? "synced" : "relaxed") replicas, \(saving) saving"
                 do {
                     let rate = try await W12Cluster.sixteenSavers(Array(replicas.prefix(saving)), perSaver: perSaver,
@@ -58,21 +38,9 @@ extension ProbeCommand {
                 first += 16 * perSaver
             }
         }
-        let dir = root.appendingPathComponent("one-machine")
-        let store = try Store.open(at: dir, schema: schema)
+        let store = try Store.open(at: root.appendingPathComponent("one-machine"), schema: schema)
         defer { store.close() }
-        let seconds = try await MonotonicClock.measure {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for s in 0..<16 {
-                    group.addTask {
-                        for k in 0..<perSaver { _ = try await store.save { $0.insert(TrackData.make(s * perSaver + k).track) } }
-                    }
-                }
-                try await group.waitForAll()
-            }
-        }.seconds
-        let st = store.statistics
-        print(String(format: "one machine: %.0f tx/s, %.1f saves per commit, a group %.2f ms", Double(16 * perSaver) / seconds,
-                     Double(st.saves) / Double(max(1, st.lmdbCommits)), Double(st.commitNanoseconds) / Double(max(1, st.lmdbCommits)) / 1e6))
+        let rate = try await W12Cluster.oneMachine(store, perSaver: perSaver) { print($0) }
+        print(String(format: "one machine: %.0f tx/s", rate))
     }
 }

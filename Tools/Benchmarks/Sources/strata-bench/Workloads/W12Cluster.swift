@@ -50,15 +50,38 @@ enum W12Cluster {
     static func makeCluster(_ ctx: WorkloadContext, _ address: ClusterAddress, in directory: URL,
                             count: Int = 3, first: Store? = nil,
                             durability: Durability = .durable) async throws -> [ClusterReplica] {
-        let store = try first ?? open(directory.appendingPathComponent("r0"), ctx, durability: durability)
-        try await Cluster.initialize(store: store, address: address, name: "r0")
-        var replicas = [try await ClusterReplica.open(store: store, address: address, name: "r0",
-                                                      pollInterval: .milliseconds(100))]
-        for i in 1..<count {
-            let joined = try await Cluster.join(at: directory.appendingPathComponent("r\(i)"), address: address,
-                                                configuration: configuration(ctx, durability: durability))
-            replicas.append(try await ClusterReplica.open(store: joined, address: address, name: "r\(i)",
+        try await makeCluster(address, in: directory, schema: ctx.setup.schema,
+                              configuration: configuration(ctx, durability: durability), count: count, first: first)
+    }
+
+    /// ``makeCluster(_:_:in:count:first:durability:)`` with the stores' schema and configuration
+    /// given; what was opened is closed again when a step fails.
+    static func makeCluster(_ address: ClusterAddress, in directory: URL, schema: Schema,
+                            configuration: StoreConfiguration, count: Int = 3,
+                            first: Store? = nil) async throws -> [ClusterReplica] {
+        let store = try first ?? Store.open(at: directory.appendingPathComponent("r0"), schema: schema,
+                                            configuration: configuration)
+        var replicas: [ClusterReplica] = []
+        do {
+            try await Cluster.initialize(store: store, address: address, name: "r0")
+            replicas.append(try await ClusterReplica.open(store: store, address: address, name: "r0",
                                                           pollInterval: .milliseconds(100)))
+            for i in 1..<count {
+                let joined = try await Cluster.join(at: directory.appendingPathComponent("r\(i)"), address: address,
+                                                    configuration: configuration)
+                do {
+                    replicas.append(try await ClusterReplica.open(store: joined, address: address, name: "r\(i)",
+                                                                  pollInterval: .milliseconds(100)))
+                } catch {
+                    joined.close()
+                    throw error
+                }
+            }
+        } catch {
+            // Closes the first replica's store with it; alone when it never became one.
+            await close(replicas)
+            if replicas.isEmpty { store.close() }
+            throw error
         }
         return replicas
     }
@@ -96,6 +119,30 @@ enum W12Cluster {
                 }
                 try await group.waitForAll()
             }
+        }
+        return Double(16 * perSaver) / seconds
+    }
+
+    /// Transactions/s of the same 16 savers on one machine's `store` (saver s saving tracks
+    /// s·`perSaver` on); prints, through `progress`, its saves per commit and a commit's time.
+    static func oneMachine(_ store: Store, perSaver: Int, progress: (String) -> Void) async throws -> Double {
+        let (seconds, _) = try await MonotonicClock.measure {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for s in 0..<16 {
+                    group.addTask {
+                        for k in 0..<perSaver {
+                            _ = try await store.save { $0.insert(TrackData.make(s * perSaver + k).track) }
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+        let counters = store.statistics
+        if counters.lmdbCommits > 0 {
+            progress(String(format: "  W12 one machine: %d saves in %d commits (%.1f a group); a group: %.2f ms",
+                            counters.saves, counters.lmdbCommits, Double(counters.saves) / Double(counters.lmdbCommits),
+                            Double(counters.commitNanoseconds) / Double(counters.lmdbCommits) / 1e6))
         }
         return Double(16 * perSaver) / seconds
     }
@@ -214,26 +261,7 @@ enum W12Cluster {
         defer { ctx.remove(alone) }
         let store = try open(alone.appendingPathComponent("store"), ctx)
         defer { store.close() }
-        let perSaver = ctx.sizes.clusterSavesPerSaver
-        let (seconds, _) = try await MonotonicClock.measure {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for s in 0..<16 {
-                    group.addTask {
-                        for k in 0..<perSaver {
-                            _ = try await store.save { $0.insert(TrackData.make(s * perSaver + k).track) }
-                        }
-                    }
-                }
-                try await group.waitForAll()
-            }
-        }
-        let oneMachine = Double(16 * perSaver) / seconds
-        let counters = store.statistics
-        if counters.lmdbCommits > 0 {
-            ctx.progress(String(format: "  W12 one machine: %d saves in %d commits (%.1f a group); a group: %.2f ms",
-                                counters.saves, counters.lmdbCommits, Double(counters.saves) / Double(counters.lmdbCommits),
-                                Double(counters.commitNanoseconds) / Double(counters.lmdbCommits) / 1e6))
-        }
+        let oneMachine = try await oneMachine(store, perSaver: ctx.sizes.clusterSavesPerSaver, progress: ctx.progress)
         if let clustered = figures["W12_durable_16"] {
             figures["W12_durable_over_one_machine"] = clustered / oneMachine
         }
