@@ -430,7 +430,7 @@ final class PrivatePostgres: Sendable {
     /// tables (autovacuum of the appended log) does not run beside the next measurements.
     func drop(_ name: String) throws {
         _ = try runTool(bin + "/psql", ["-X", "-q", "-h", "127.0.0.1", "-p", "\(port)", "-U", "strata",
-                                        "-d", "postgres", "-c", "DROP DATABASE \(name)"])
+                                        "-d", "postgres", "-c", "DROP DATABASE \(name) WITH (FORCE)"])
     }
 
     func stop() {
