@@ -6,7 +6,7 @@ import ArgumentParser
 struct StrataBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "strata-bench",
-        abstract: "Benchmarks Strata against raw LMDB and GRDB (workloads W1–W10, see BENCHMARKS.md).",
+        abstract: "Benchmarks Strata against raw LMDB and GRDB (workloads W1–W13, see BENCHMARKS.md).",
         discussion: """
             Examples:
               strata-bench --quick                      smoke run, well under two minutes

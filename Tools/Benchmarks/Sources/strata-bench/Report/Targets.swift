@@ -120,19 +120,24 @@ struct Target: Sendable {
     func format(_ m: Double) -> String {
         if name.contains("MB") && !name.contains("mdb_copy") { return String(format: "%.0f MB", m) }
         if name.contains("changes/s") || name.contains("records/s") { return String(format: "%.0f/s", m) }
+        if name.hasSuffix(" ms") { return String(format: "%.2f ms", m) }
         return String(format: "%.2f×", m)
     }
+
+    /// The width of the names' column: the longest name and two spaces (a fixed width cut the
+    /// longer names short, and ran the figure into them).
+    static let nameWidth = (all.map(\.name.count).max() ?? 40) + 2
 
     static func render(_ report: Report) -> String {
         var out = "targets, on the medians; then each round's figure and how many rounds meet the target:\n"
         for t in all {
             let v = t.verdict(report)
             let shown = v.measured.map(t.format) ?? "—"
-            var line = "  " + t.name.padding(toLength: 42, withPad: " ", startingAt: 0) + shown.padding(toLength: 10, withPad: " ", startingAt: 0)
-                + v.text
+            var line = "  " + t.name.padding(toLength: nameWidth, withPad: " ", startingAt: 0)
+                + shown.padding(toLength: 11, withPad: " ", startingAt: 0) + v.text
             let r = t.rounds(report)
             if !r.figures.isEmpty {
-                line = line.padding(toLength: 80, withPad: " ", startingAt: 0)
+                line = line.padding(toLength: 2 + nameWidth + 11 + 26, withPad: " ", startingAt: 0)
                     + "rounds " + r.figures.map(t.format).joined(separator: ", ") + " (\(r.met) of \(r.figures.count) met)"
             }
             out += line + "\n"
@@ -146,14 +151,14 @@ struct Target: Sendable {
             guard !equalWork.isEmpty else { continue }
             out += "equal work (not targets): Strata over \(what):\n"
             for (name, r) in equalWork {
-                out += "  " + name.padding(toLength: 42, withPad: " ", startingAt: 0) + String(format: "%.2f×", r) + "\n"
+                out += "  " + name.padding(toLength: nameWidth, withPad: " ", startingAt: 0) + String(format: "%.2f×", r) + "\n"
             }
         }
         let ceilings = groupCommitCeilings(report)
         if !ceilings.isEmpty {
             out += "W3 ceiling (not a target): 16 records per commit by one saver over 1 per commit, the most 16 savers can gain by grouping:\n"
             for (engine, r) in ceilings {
-                out += "  " + engine.rawValue.padding(toLength: 42, withPad: " ", startingAt: 0) + String(format: "%.2f×", r) + "\n"
+                out += "  " + engine.rawValue.padding(toLength: nameWidth, withPad: " ", startingAt: 0) + String(format: "%.2f×", r) + "\n"
             }
         }
         return out
