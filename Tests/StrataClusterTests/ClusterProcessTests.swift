@@ -140,10 +140,11 @@ import Testing
     }
 
     /// Randomized runs: three replica processes with random numbers of saves, half of them (and
-    /// at least one a run) killed at a random point of a random save (then started again),
-    /// PostgreSQL restarted in some runs; each run checked. `STRATA_CLUSTER_RUNS` (default 3; `Tools/cluster-loop` runs
-    /// 100) and `STRATA_CLUSTER_SEED` (default: random, printed) replay a run exactly as far as
-    /// the choices go (the processes' timing is the machine's).
+    /// at least one a run, at a point every save meets) killed at a random point of a random save
+    /// (then started again), PostgreSQL restarted in some runs; each run checked.
+    /// `STRATA_CLUSTER_RUNS` (default 3; `Tools/cluster-loop` runs 100) and `STRATA_CLUSTER_SEED`
+    /// (default: random, printed) replay a run exactly as far as the choices go (the processes'
+    /// timing is the machine's).
     @Test func randomizedRunsWithKillsAndRestarts() async throws {
         let environment = ProcessInfo.processInfo.environment
         let runs = Int(environment["STRATA_CLUSTER_RUNS"] ?? "") ?? 3
@@ -162,14 +163,15 @@ import Testing
                     ? "\(points.randomElement(using: &rng)!):\(Int.random(in: 0..<count, using: &rng))" : nil
                 return (count, kill)
             }
-            // Every run kills at least one process at a point every save meets, so that each run
-            // checks a recovery (a point inside a turn may never be met).
+            let restartAfter: Int? = Int.random(in: 0..<10, using: &rng) < 3 ? Int.random(in: 5...15, using: &rng) : nil
+            // Every run plans a kill at a point every save meets (a point inside a turn may never
+            // be met), so that each run without a restart of PostgreSQL checks a recovery. Drawn
+            // after the other choices, so that a seed replays them as it did before.
             if !plans.contains(where: { $0.kill.map { !$0.hasPrefix("turn-") } ?? false }) {
                 let victim = Int.random(in: 0..<plans.count, using: &rng)
                 let point = points.filter { !$0.hasPrefix("turn-") }.randomElement(using: &rng)!
                 plans[victim].kill = "\(point):\(Int.random(in: 0..<plans[victim].count, using: &rng))"
             }
-            let restartAfter: Int? = Int.random(in: 0..<10, using: &rng) < 3 ? Int.random(in: 5...15, using: &rng) : nil
             if plans.contains(where: { $0.kill.map { !$0.hasPrefix("turn-") } ?? false }) && restartAfter == nil {
                 plansKill = true
             }

@@ -124,9 +124,9 @@ struct Target: Sendable {
         return String(format: "%.2f×", m)
     }
 
-    /// The width of the names' column: the longest name and two spaces (a fixed width cut the
-    /// longer names short, and ran the figure into them).
-    static let nameWidth = (all.map(\.name.count).max() ?? 40) + 2
+    /// The width of the names' column: the longest name and two spaces (in UTF-16 units, which
+    /// `padding(toLength:)` counts).
+    static let nameWidth = (all.map(\.name.utf16.count).max() ?? 40) + 2
 
     static func render(_ report: Report) -> String {
         var out = "targets, on the medians; then each round's figure and how many rounds meet the target:\n"

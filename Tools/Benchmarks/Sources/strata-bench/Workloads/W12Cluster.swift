@@ -428,6 +428,8 @@ final class PrivatePostgres: Sendable {
 
     /// Drops database `name` (its replicas closed), so that PostgreSQL's background work on its
     /// tables (autovacuum of the appended log) does not run beside the next measurements.
+    /// `WITH (FORCE)` (PostgreSQL 13 or later; `Tools/postgres` installs Debian's 15) ends the
+    /// sessions of closed replicas whose backends have not yet gone.
     func drop(_ name: String) throws {
         _ = try runTool(bin + "/psql", ["-X", "-q", "-h", "127.0.0.1", "-p", "\(port)", "-U", "strata",
                                         "-d", "postgres", "-c", "DROP DATABASE \(name) WITH (FORCE)"])
