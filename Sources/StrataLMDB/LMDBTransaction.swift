@@ -97,9 +97,21 @@ public struct LMDBTransaction {
         precondition(isWrite, "put on a read-only transaction")
         precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes,
                      "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")
+        try Self.checkValueSize(value.count, "mdb_put(\(db.name))")
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
         return try Self.result(mdb_put(handle, db.dbi, &k, &v, mode.flags), mode, db)
+    }
+
+    /// Refuses a value longer than ``LMDBLimits/maxValueBytes`` as liblmdb would
+    /// (`MDB_BAD_VALSIZE`), saying how long it is and what the limit is (liblmdb's own refusal
+    /// names neither).
+    static func checkValueSize(_ count: Int, _ operation: @autoclosure () -> String) throws {
+        guard count > LMDBLimits.maxValueBytes else { return }
+        throw LMDBError(code: MDB_BAD_VALSIZE, operation: """
+            \(operation()) of a \(count)-byte value, over the \(LMDBLimits.maxValueBytes) bytes LMDB holds in one \
+            value
+            """)
     }
 
     private static func result(_ rc: Int32, _ mode: PutMode, _ db: LMDBDatabase) throws -> PutResult {
@@ -139,6 +151,7 @@ public struct LMDBTransaction {
                 throw LMDBError(code: MDB_BAD_VALSIZE,
                                 operation: "mdb_cursor_put(\(db.name), MDB_APPEND) of a \(key.count)-byte key")
             }
+            try LMDBTransaction.checkValueSize(value.count, "mdb_cursor_put(\(db.name), MDB_APPEND)")
             var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
             var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
             try lmdbCheck(mdb_cursor_put(cursor, &k, &v, UInt32(MDB_APPEND)), "mdb_cursor_put(\(db.name), MDB_APPEND)")
@@ -164,6 +177,7 @@ public struct LMDBTransaction {
         package func put(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws {
             precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes,
                          "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")
+            try LMDBTransaction.checkValueSize(value.count, "mdb_cursor_put(\(db.name))")
             var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
             var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
             try lmdbCheck(mdb_cursor_put(cursor, &k, &v, 0), "mdb_cursor_put(\(db.name))")
@@ -199,6 +213,7 @@ public struct LMDBTransaction {
         precondition(isWrite, "put on a read-only transaction")
         precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes,
                      "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")
+        try Self.checkValueSize(value.count, "mdb_put(\(db.name))")
         let rc: Int32 = key.withUnsafeBytes { kb in
             value.withUnsafeBytes { vb in
                 var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
