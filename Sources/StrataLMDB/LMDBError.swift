@@ -47,7 +47,8 @@ public struct LMDBError: Error, Sendable, Equatable, CustomStringConvertible {
     /// liblmdb found a page it cannot use (`MDB_CORRUPTED`, `MDB_PAGE_NOTFOUND`).
     package var isDamagedPage: Bool { code == MDB_CORRUPTED || code == MDB_PAGE_NOTFOUND }
     /// The file is damaged: a page liblmdb cannot use, a file of another format, or a key of an
-    /// impossible size.
+    /// impossible size. (`MDB_BAD_VALSIZE` is also a save's value over
+    /// ``LMDBLimits/maxDataBytes``: bad data too, refused before anything of it is written.)
     package var isDamage: Bool { isDamagedPage || isForeignFormat || isBadValueSize }
     /// The file is not an LMDB environment this liblmdb can open (another format or version).
     package var isForeignFormat: Bool { code == MDB_INVALID || code == MDB_VERSION_MISMATCH }

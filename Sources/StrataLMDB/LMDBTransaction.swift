@@ -103,14 +103,14 @@ public struct LMDBTransaction {
         return try Self.result(mdb_put(handle, db.dbi, &k, &v, mode.flags), mode, db)
     }
 
-    /// Refuses a value longer than ``LMDBLimits/maxValueBytes`` as liblmdb would
+    /// Refuses a value longer than ``LMDBLimits/maxDataBytes`` as liblmdb would
     /// (`MDB_BAD_VALSIZE`), saying how long it is and what the limit is (liblmdb's own refusal
     /// names neither).
     static func checkValueSize(_ count: Int, _ operation: @autoclosure () -> String) throws {
-        guard count > LMDBLimits.maxValueBytes else { return }
+        guard count > LMDBLimits.maxDataBytes else { return }
         throw LMDBError(code: MDB_BAD_VALSIZE, operation: """
-            \(operation()) of a \(count)-byte value, over the \(LMDBLimits.maxValueBytes) bytes LMDB holds in one \
-            value
+            \(operation()) of a \(count)-byte value (LMDB holds at most \(LMDBLimits.maxDataBytes) bytes in one \
+            value)
             """)
     }
 
@@ -210,18 +210,7 @@ public struct LMDBTransaction {
     /// Stores `value` at `key` as `mode` says.
     @discardableResult
     package func put(_ db: LMDBDatabase, key: [UInt8], value: [UInt8], mode: PutMode = .replace) throws -> PutResult {
-        precondition(isWrite, "put on a read-only transaction")
-        precondition(key.count > 0 && key.count <= LMDBLimits.maxKeyBytes,
-                     "key size \(key.count) outside 1...\(LMDBLimits.maxKeyBytes)")
-        try Self.checkValueSize(value.count, "mdb_put(\(db.name))")
-        let rc: Int32 = key.withUnsafeBytes { kb in
-            value.withUnsafeBytes { vb in
-                var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
-                var v = MDB_val(mv_size: vb.count, mv_data: UnsafeMutableRawPointer(mutating: vb.baseAddress))
-                return mdb_put(handle, db.dbi, &k, &v, mode.flags)
-            }
-        }
-        return try Self.result(rc, mode, db)
+        try key.withUnsafeBytes { k in try value.withUnsafeBytes { v in try put(db, key: k, value: v, mode: mode) } }
     }
 
     /// Deletes `key`; returns false when it was not there.

@@ -140,8 +140,8 @@ import Testing
     }
 
     /// Randomized runs: three replica processes with random numbers of saves, half of them (and
-    /// at least one a run, at a point every save meets) killed at a random point of a random save
-    /// (then started again), PostgreSQL restarted in some runs; each run checked.
+    /// at least one a run, at a point every save meets) planned to be killed at a random point of
+    /// a random save (then started again), PostgreSQL restarted in some runs; each run checked.
     /// `STRATA_CLUSTER_RUNS` (default 3; `Tools/cluster-loop` runs 100) and `STRATA_CLUSTER_SEED`
     /// (default: random, printed) replay a run exactly as far as the choices go (the processes'
     /// timing is the machine's).
