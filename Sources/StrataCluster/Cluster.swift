@@ -845,7 +845,7 @@ public enum Cluster {
         // Closed once, checked when the download is complete: a network file system reports a
         // write it could not make at the close. (After a failure, the file is removed anyway.)
         var isOpen = true
-        defer { if isOpen { close(fd) } }
+        defer { if isOpen { _ = close(fd) } }
         var checksum = Checksum(), received: Int64 = 0
         for seq in 0..<chunks {
             guard let chunk = try session.run("""

@@ -152,8 +152,11 @@ import Testing
         let server = try await TestPostgres.start()
         defer { try? server.stop() }
         var totals = (acknowledged: 0, failed: 0, unknown: 0, kills: 0, restarts: 0)
-        // Whether a kill was planned at a point every save meets (not only one in turn).
+        // Whether a run without a restart of PostgreSQL was planned: its kill (every run plans
+        // one at a point every save meets) must have happened.
         var plansKill = false
+        // Whether `kill` is at a point every save meets (a point inside a turn may never be met).
+        func meetsEverySave(_ kill: String?) -> Bool { kill.map { !$0.hasPrefix("turn-") } ?? false }
         for run in 0..<runs {
             var rng = SeededGenerator(seed: seed &+ UInt64(run))
             let points = ["before-append", "after-append", "after-ack", "turn-before-append", "turn-after-append"]
@@ -167,14 +170,12 @@ import Testing
             // Every run plans a kill at a point every save meets (a point inside a turn may never
             // be met), so that each run without a restart of PostgreSQL checks a recovery. Drawn
             // after the other choices, so that a seed replays them as it did before.
-            if !plans.contains(where: { $0.kill.map { !$0.hasPrefix("turn-") } ?? false }) {
+            if !plans.contains(where: { meetsEverySave($0.kill) }) {
                 let victim = Int.random(in: 0..<plans.count, using: &rng)
-                let point = points.filter { !$0.hasPrefix("turn-") }.randomElement(using: &rng)!
+                let point = points.filter { meetsEverySave($0) }.randomElement(using: &rng)!
                 plans[victim].kill = "\(point):\(Int.random(in: 0..<plans[victim].count, using: &rng))"
             }
-            if plans.contains(where: { $0.kill.map { !$0.hasPrefix("turn-") } ?? false }) && restartAfter == nil {
-                plansKill = true
-            }
+            if restartAfter == nil { plansKill = true }
             let label = "seed \(seed), run \(run) (STRATA_CLUSTER_SEED=\(seed &+ UInt64(run)) STRATA_CLUSTER_RUNS=1)"
             let killed = Locked(0)
             try await withCluster(replicas: 3, postgres: server) { c in
