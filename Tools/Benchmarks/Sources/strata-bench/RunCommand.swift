@@ -139,7 +139,7 @@ struct RunCommand: AsyncParsableCommand {
         let s = ctx.sizes
         emit("rounds: \(ctx.rounds) per engine, interleaved, median reported")
         emit("sizes: W1 \(s.importRecords) records, W2 \(s.smallTransactions) tx, W3 \(s.groupCommitTransactions) tx per saver count, "
-              + "W4 \(s.pointReads) reads of \(s.pointReadRecords), W5 \(s.snapshotOpens) opens, "
+              + "W4 \(s.pointReads) reads of \(s.pointReadRecords), W5 \(s.snapshotOpens) opens at a time for at least \(s.snapshotSeconds) s, "
               + "W6 \(s.latencyReads) idle reads of \(s.latencyPreload) + import of \(s.latencyImportRecords), "
               + "W6g \(s.exportGrowthSaves) saves of \(s.exportGrowthBatch) past a \(s.exportGrowthMapBytes >> 20) MiB map holding "
               + "\(s.exportGrowthPreload), idle and during a \(String(format: "%.1f", s.exportSeconds)) s export")
