@@ -2,8 +2,8 @@ import Foundation
 
 /// W5: opening and closing a snapshot (opens/s): Strata `snapshot(label:)` + `close()`, LMDB
 /// `mdb_txn_renew` + `mdb_txn_reset`, GRDB `dbPool.read { _ in }`. Each engine runs
-/// ``BenchSizes/snapshotOpens`` at a time until ``BenchSizes/snapshotSeconds`` of them have been
-/// timed, so a fast engine is timed as long as a slow one at least.
+/// ``BenchSizes/snapshotOpens`` at a time until ``BenchSizes/snapshotSeconds`` have been timed, so
+/// every engine, however fast, is timed for at least that long.
 enum W5SnapshotOpen {
     static func run(_ ctx: WorkloadContext, _ report: inout Report) async {
         let n = ctx.sizes.snapshotOpens
