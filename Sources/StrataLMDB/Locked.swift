@@ -1,6 +1,7 @@
 import Glibc
 
-/// A value guarded by a pthread mutex: Strata's one lock.
+/// A value guarded by a pthread mutex: Strata's lock, except for a snapshot's (``WordLock``, which
+/// allocates nothing per object).
 ///
 /// Why not `Synchronization.Mutex`? On Linux it waits on a futex inside the runtime, which the
 /// thread sanitizer does not see, so every critical section guarded by it reads as a data race

@@ -37,14 +37,13 @@ public final class Snapshot: Sendable {
     /// the store to a new generation).
     let env: LMDBEnvironment
 
-    /// The read transaction (nil once closed). `MDB_NOTLS` read transactions may move between
-    /// threads but must be used by one at a time: the mutex is what makes that hold, and the
-    /// `OpaquePointer` is only ever touched while it is held, which is why the
-    /// `@unchecked Sendable` is sound.
-    struct Handle: @unchecked Sendable {
-        var txn: OpaquePointer?
-    }
-    private let state: Locked<Handle>
+    /// The snapshot's lock (a ``WordLock``, inside the snapshot: opening one allocates nothing
+    /// for it). `MDB_NOTLS` read transactions may move between threads but must be used by one at
+    /// a time: the lock is what makes that hold.
+    private let lockWord = Atomic<Int>(0)
+    /// The read transaction's address (0 once taken), read and written only holding the lock
+    /// (relaxed: the lock orders them).
+    private let transactionBits: Atomic<UInt>
     /// The registry slot the snapshot occupies (-1: not registered). Set once by the registry,
     /// under its lock, before `open` returns the snapshot.
     private let serial = Atomic<Int>(-1)
@@ -52,14 +51,14 @@ public final class Snapshot: Sendable {
     /// `deinit` after an explicit close does not lock again.
     private let ended = Atomic<Bool>(false)
     /// Set by a ``close()`` called inside a read of this snapshot on the reading thread, and
-    /// taken by that read before it releases the mutex: only the thread holding the mutex sets
+    /// taken by that read before it lets the lock go: only the thread holding the lock sets
     /// or reads it.
     private let closeWhenReadEnds = Atomic<Bool>(false)
     /// Set (before ``ended``) when the store's ``SnapshotRegistry/closeAll()`` took the
-    /// transaction: it may still be inside this snapshot's mutex, under the registry's lock.
+    /// transaction: it may still hold this snapshot's lock, under the registry's.
     private let takenByStoreClose = Atomic<Bool>(false)
     /// Run (tests only) by ``tryTakeTransaction()`` once it has taken the transaction, still
-    /// holding the snapshot's mutex; with the registry's path.
+    /// holding the snapshot's lock; with the registry's path.
     static let afterTakenByStoreCloseForTesting = Locked<(@Sendable (String) -> Void)?>(nil)
     /// Run (tests only) at the end of `deinit`, with the registry's path.
     static let deinitEndedForTesting = Locked<(@Sendable (String) -> Void)?>(nil)
@@ -104,7 +103,7 @@ public final class Snapshot: Sendable {
                  transactionID: TransactionID, openedAtNanos: Int64) {
         self.registry = registry
         self.env = env
-        self.state = Locked(Handle(txn: txn))
+        self.transactionBits = Atomic(UInt(bitPattern: txn))
         self.label = label
         self.transactionID = transactionID
         self.openedAtNanos = openedAtNanos
@@ -113,9 +112,9 @@ public final class Snapshot: Sendable {
     deinit {
         if !ended.load(ordering: .acquiring) { close() }
         // The store's close took the transaction (before this deinit began, or while the
-        // `close()` above waited for the mutex, which then found nothing to take) and, with the
-        // registry's lock held, may still be inside this snapshot (unlocking its mutex): the
-        // memory goes once it has let go of the lock.
+        // `close()` above waited for the lock, which then found nothing to take) and, with the
+        // registry's lock held, may still be inside this snapshot (letting its lock go): the
+        // memory goes once it has let go of the registry's.
         if takenByStoreClose.load(ordering: .acquiring) { registry.waitForCloseAll() }
         Self.deinitEndedForTesting.withLock { $0 }?(registry.path)
     }
@@ -125,7 +124,7 @@ public final class Snapshot: Sendable {
     /// or refreshes the pinned context it reads through), it takes effect when that read ends.
     public func close() {
         if ThreadReads.transaction(of: self) != nil {
-            // This very read holds the mutex that closing takes: the read closes on its way out.
+            // This very read holds the lock that closing takes: the read closes on its way out.
             closeWhenReadEnds.store(true, ordering: .relaxed)
             return
         }
@@ -146,19 +145,37 @@ public final class Snapshot: Sendable {
     /// this snapshot, once that read has ended.
     public var isClosed: Bool { ended.load(ordering: .acquiring) }
 
+    /// Runs `body` holding the snapshot's lock.
+    @inline(__always)
+    private func withLock<R>(_ body: () throws -> R) rethrows -> R {
+        WordLock.lock(lockWord)
+        defer { WordLock.unlock(lockWord) }
+        return try body()
+    }
+
+    /// Takes the transaction out of the snapshot (the caller holds the lock): nil if it was taken
+    /// already.
+    @inline(__always)
+    private func takeLocked() -> OpaquePointer? {
+        let bits = transactionBits.load(ordering: .relaxed)
+        guard bits != 0 else { return nil }
+        transactionBits.store(0, ordering: .relaxed)
+        return OpaquePointer(bitPattern: bits)
+    }
+
     /// Takes the transaction out, once (nil afterwards): the caller ends the transaction and
     /// frees the slot. Waits for a read in progress on another thread.
     func takeTransaction() -> OpaquePointer? {
-        state.withLock { s -> Handle? in
-            guard s.txn != nil else { return nil }
-            defer { s.txn = nil; ended.store(true, ordering: .releasing) }
-            return s
-        }?.txn
+        withLock {
+            guard let txn = takeLocked() else { return nil }
+            ended.store(true, ordering: .releasing)
+            return txn
+        }
     }
 
     /// What ``tryTakeTransaction()`` found.
     enum TryTake {
-        /// A read holds the mutex on another thread.
+        /// A read holds the lock on another thread.
         case busy
         /// Taken: the caller ends it (in `env`) and frees the slot.
         case taken(OpaquePointer, LMDBEnvironment)
@@ -169,40 +186,33 @@ public final class Snapshot: Sendable {
     /// ``takeTransaction()`` without waiting for a read in progress (for the registry's
     /// ``SnapshotRegistry/closeAll()``, which must not wait while holding its own lock).
     func tryTakeTransaction() -> TryTake {
-        // `env` is read under the mutex, with the transaction: once the mutex is let go, a
+        // `env` is read holding the lock, with the transaction: once the lock is let go, a
         // deinit waiting for it may be freeing this snapshot (it then waits for the registry's
         // lock, not for this function).
-        let outcome = state.withLockIfAvailable { s -> (OpaquePointer, LMDBEnvironment)? in
-            guard let txn = s.txn else { return nil }
-            s.txn = nil
-            takenByStoreClose.store(true, ordering: .releasing)
-            ended.store(true, ordering: .releasing)
-            Self.afterTakenByStoreCloseForTesting.withLock { $0 }?(registry.path)
-            return (txn, env)
-        }
-        switch outcome {
-        case nil: return .busy
-        case .some(nil): return .alreadyTaken
-        case .some(.some(let taken)): return .taken(taken.0, taken.1)
-        }
+        guard WordLock.tryLock(lockWord) else { return .busy }
+        defer { WordLock.unlock(lockWord) }
+        guard let txn = takeLocked() else { return .alreadyTaken }
+        takenByStoreClose.store(true, ordering: .releasing)
+        ended.store(true, ordering: .releasing)
+        Self.afterTakenByStoreCloseForTesting.withLock { $0 }?(registry.path)
+        return .taken(txn, env)
     }
 
     /// Records the registry slot (called by the registry, under its lock).
     func setSerial(_ slot: Int) { serial.store(slot, ordering: .releasing) }
 
-    /// Runs `body` with the transaction handle (nil once closed), holding the mutex. A
-    /// ``close()`` noted inside `body` (see ``read(_:)``) takes the transaction before the mutex
-    /// is released, so no other read gets in between, and ends it after.
+    /// Runs `body` with the transaction handle (nil once closed), holding the lock. A
+    /// ``close()`` noted inside `body` (see ``read(_:)``) takes the transaction before the lock
+    /// is let go, so no other read gets in between, and ends it after.
     func withTransaction<R>(_ body: (OpaquePointer?) throws -> R) throws -> R {
         var result: Result<R, Error>?
         var closedInside: OpaquePointer?
-        state.withLock { s in
-            result = Result { try body(s.txn) }
-            // Plain load and store: only the thread holding the mutex touches the flag.
+        withLock {
+            result = Result { try body(OpaquePointer(bitPattern: transactionBits.load(ordering: .relaxed))) }
+            // Plain load and store: only the thread holding the lock touches the flag.
             if closeWhenReadEnds.load(ordering: .relaxed) {
                 closeWhenReadEnds.store(false, ordering: .relaxed)
-                if let txn = s.txn {
-                    s.txn = nil
+                if let txn = takeLocked() {
                     ended.store(true, ordering: .releasing)
                     closedInside = txn
                 }
@@ -217,11 +227,11 @@ public final class Snapshot: Sendable {
     /// migration replaced the store's generation (it keeps the old one alive). A read nested in
     /// a read of this snapshot on the same thread (user code inside the read, such as a child's
     /// custom merge closure, reading through the same pinned context) uses the outer read's
-    /// transaction instead of locking the mutex again.
+    /// transaction instead of taking the lock again.
     func read<R>(_ body: (ReadView) throws -> R) throws -> R {
         try registry.checkProcess()
         if let handle = ThreadReads.transaction(of: self) {
-            // The outer read holds the mutex and the map lock (shared, which nests: readers are
+            // The outer read holds the snapshot's lock and the map lock (shared, which nests: readers are
             // preferred) on this thread for as long as this runs.
             return try env.mapLock.withShared {
                 try body(ReadView(txn: env.transaction(handle, isWrite: false), env: env, schema: registry.schema))

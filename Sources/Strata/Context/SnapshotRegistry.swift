@@ -73,7 +73,7 @@ final class SnapshotRegistry: Sendable {
                 s.entries.append(entry)
                 slot = s.entries.count - 1
             }
-            // A new snapshot's mutex is not contended: no other thread has it yet.
+            // A new snapshot's lock is not contended: no other thread has it yet.
             snapshot.setSerial(slot)
         }
     }
@@ -158,7 +158,7 @@ final class SnapshotRegistry: Sendable {
     /// Returns once no ``closeAll()`` is inside a registered snapshot (it holds the lock while it
     /// is): for the `deinit` of a snapshot whose transaction it took. On the thread running
     /// ``closeAll()`` itself (the snapshot's last reference went while it took the transaction,
-    /// after it let go of the snapshot's mutex) it returns at once: that thread holds the lock,
+    /// after it let go of the snapshot's lock) it returns at once: that thread holds the lock,
     /// and is done with the snapshot.
     func waitForCloseAll() {
         if closingThread.load(ordering: .acquiring) == UInt(bitPattern: Int(bitPattern: pthread_self())) { return }

@@ -292,7 +292,7 @@ import Testing
         }
         let child = pinned.newChild(label: "child")
         let sending = changes
-        let result = try await resultOnThread("apply() using its pinned root (the snapshot's mutex taken twice)") { try child.apply(sending) }
+        let result = try await resultOnThread("apply() using its pinned root (the snapshot's lock taken twice)") { try child.apply(sending) }
         try result.get()
         #expect(calls.withLock { $0 } == 1, "the merge closure ran once")
         let inside = try #require(seen.withLock { $0 }).get()
