@@ -1,83 +1,139 @@
 import Glibc
 import Synchronization
 
-/// A mutex in one atomic word that the object it guards keeps inline: no allocation and no
+/// A mutex in one atomic word, kept inline by the object it guards: no allocation and no
 /// `pthread_mutex_init` per object, for objects made and freed at a high rate (a snapshot is
-/// opened and closed millions of times a second, where ``Locked`` cost three allocations each).
+/// opened and closed millions of times a second; a ``Locked`` box is three allocations).
 ///
-/// The word is 0 when free, 1 when held, and 2 when held with threads that may be waiting. An
-/// uncontended lock is one compare-and-exchange and an unlock one exchange. A thread that finds the
-/// word held spins a little, then parks: it takes the mutex of a condition variable shared by
-/// every word lock of the process, sets the word to 2 and, while the lock is still held, waits on
-/// the condition. An unlock that finds 2 wakes every parked thread, and each tries again. What
-/// such a lock guards is rarely contended (two threads using one snapshot at once, or a close
-/// waiting for a read), so sharing one condition costs nothing in the common case and wakes a few
-/// threads too many in the rare one.
+/// Bit 0 of the word says the lock is held. Bits 1…62 say which of 62 parking places hold
+/// threads waiting for it. An uncontended lock is one compare-and-exchange (0 to 1) and an unlock
+/// one exchange (to 0); a free lock's word is always 0.
 ///
-/// No wakeup is lost: a waiter sets 2 and starts waiting without letting the parking mutex go in
-/// between, and the wakeup is broadcast holding that mutex. So the unlock's exchange either comes
-/// before the waiter's (which then finds 0 and has the lock) or its broadcast comes after the
-/// waiter waits.
+/// A thread that finds the lock held spins a little, then parks at the place its thread hashes
+/// to (a pthread mutex and condition variable, shared by every word lock of the process): holding
+/// that place's mutex, it either takes the lock if it is free, or sets its place's bit while the
+/// lock is still held and waits on the condition. An unlock that finds bits set wakes every thread
+/// of each such place, holding that place's mutex, and each tries again (setting its bit again if
+/// it must go on waiting).
 ///
-/// The thread sanitizer sees the acquiring and releasing operations on the word, and the parking's
-/// pthread calls, so a race on what the word guards is reported as one (see ``Locked`` for why
-/// Strata does not use `Synchronization.Mutex`).
+/// No wakeup is lost. A word's bits are set only while it is held, and only the holder clears
+/// them, all at once, with the exchange that frees the lock. A waiter reads the word and starts
+/// waiting without letting its place's mutex go in between. So the unlock's exchange either
+/// comes before the waiter's read (the waiter then finds the lock free and takes it), or it finds
+/// the waiter's bit set and its broadcast, which needs that mutex, comes after the waiter waits.
+///
+/// What it guards is rarely contended (two threads using one snapshot at once, or a close
+/// waiting for a read). It is not fair: a thread that arrives while the lock is free can take
+/// it before a parked one, which still wakes at every unlock. An unlock wakes every thread parked
+/// at the places it finds marked, those waiting for other words included: 62 places keep that to
+/// the few threads that hash to the same one.
+///
+/// The thread sanitizer sees the acquiring and releasing operations on the word and the pthread
+/// calls of the parking, so a race on what the lock guards is reported as one (see ``Locked`` for
+/// why Strata does not use `Synchronization.Mutex`). A process forked while another thread waited
+/// for a word lock must not let that lock go in the child (the place's mutex may have been held
+/// at the fork); Strata's stores refuse to work in a forked child.
 ///
 /// ```swift
 /// final class Guarded: Sendable {
-///     private let word = Atomic<Int>(0)
+///     private let mutex = WordLock()
 ///     func run() {
-///         WordLock.lock(word)
-///         defer { WordLock.unlock(word) }
+///         mutex.lock()
+///         defer { mutex.unlock() }
 ///         // … the guarded section
 ///     }
 /// }
 /// ```
-public enum WordLock {
-    /// Takes the lock `word` holds, waiting for it if another thread has it. Not reentrant: a
-    /// thread that takes a lock it holds waits forever.
+public struct WordLock: ~Copyable, Sendable {
+    /// Bit 0: held; bit `1 + p`: threads wait at parking place `p`.
+    @usableFromInline let word: Atomic<Int>
+
+    /// A free lock.
+    @inlinable
+    public init() { word = Atomic(0) }
+
+    /// Takes the lock, waiting for it if another thread has it. Not reentrant: a thread that
+    /// takes a lock it holds waits forever.
     @inlinable @inline(__always)
-    public static func lock(_ word: borrowing Atomic<Int>) {
+    public borrowing func lock() {
         if word.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged { return }
-        lockContended(word)
+        lockContended()
     }
 
     /// Takes the lock if it is free: true; false, without waiting, if another thread holds it.
     @inlinable @inline(__always)
-    public static func tryLock(_ word: borrowing Atomic<Int>) -> Bool {
+    public borrowing func tryLock() -> Bool {
         word.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged
     }
 
-    /// Lets the lock go; the calling thread holds it. Touches `word` once, first: once the word is
+    /// Lets the lock go; the calling thread holds it. Touches the word once, first: once it is
     /// free, another thread may take the lock and free the object it lives in.
     @inlinable @inline(__always)
-    public static func unlock(_ word: borrowing Atomic<Int>) {
+    public borrowing func unlock() {
         let was = word.exchange(0, ordering: .releasing)
-        precondition(was != 0, "WordLock.unlock of a lock nobody held")
-        if was == 2 { Parking.shared.wakeAll() }
+        precondition(was & 1 == 1, "WordLock.unlock of a lock nobody held")
+        if was != 1 { Self.wake(places: was >> 1) }
     }
 
-    /// Compare-and-exchanges tried before a thread parks (each after seeing the word free).
+    /// Whether a thread holds the lock (for tests: it may change at once).
+    package var isHeld: Bool { word.load(ordering: .acquiring) & 1 == 1 }
+
+    /// Whether threads are parked waiting for the lock (for tests: it may change at once).
+    package var hasWaiters: Bool { word.load(ordering: .acquiring) > 1 }
+
+    /// Compare-and-exchanges tried before a thread parks (each after seeing the lock free).
     static let spins = 64
 
-    /// ``lock(_:)`` once the word was found held.
+    /// ``lock()`` once the lock was found held.
     @usableFromInline
-    static func lockContended(_ word: borrowing Atomic<Int>) {
-        for _ in 0..<spins {
+    borrowing func lockContended() {
+        for _ in 0..<Self.spins {
             if word.load(ordering: .relaxed) == 0,
                word.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged { return }
         }
-        Parking.shared.park(until: word)
+        let place = Parking.place(of: pthread_self())
+        let bit = 2 << place
+        Parking.places[place].withMutex { mutex, condition in
+            while true {
+                let seen = word.load(ordering: .acquiring)
+                if seen & 1 == 0 {
+                    // Free, so 0 (a free lock has no bits): take it.
+                    if word.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged { return }
+                    continue
+                }
+                if seen & bit == 0 {
+                    // Held: mark this place, unless the word changed meanwhile (then look again).
+                    guard word.compareExchange(expected: seen, desired: seen | bit, ordering: .relaxed).exchanged
+                    else { continue }
+                }
+                let waited = pthread_cond_wait(condition, mutex)
+                precondition(waited == 0, "pthread_cond_wait failed: \(waited)")
+            }
+        }
     }
 
-    /// The one condition variable (and its mutex) every word lock's waiters park on.
+    /// Wakes every thread parked at the places whose bits (place `p` at bit `p`) `places` sets.
+    @usableFromInline
+    static func wake(places: Int) {
+        var rest = places
+        while rest != 0 {
+            let place = rest.trailingZeroBitCount
+            rest &= rest - 1
+            Parking.places[place].withMutex { _, condition in
+                let rc = pthread_cond_broadcast(condition)
+                precondition(rc == 0, "pthread_cond_broadcast failed: \(rc)")
+            }
+        }
+    }
+
+    /// A place where threads wait for word locks: a mutex and a condition variable.
     ///
     /// `@unchecked Sendable` is safe: the two pointers are set once in `init` and never change;
     /// the mutex and condition they point at are only used through pthread calls, which are
-    /// thread-safe, and the one instance is never freed.
-    @usableFromInline
+    /// thread-safe, and the places are never freed.
     final class Parking: @unchecked Sendable {
-        @usableFromInline static let shared = Parking()
+        /// The places, made once per process.
+        static let places = (0..<62).map { _ in Parking() }
         private let mutex: UnsafeMutablePointer<pthread_mutex_t>
         private let condition: UnsafeMutablePointer<pthread_cond_t>
 
@@ -88,26 +144,20 @@ public enum WordLock {
             precondition(m == 0 && c == 0, "pthread_mutex_init / pthread_cond_init failed: \(m), \(c)")
         }
 
-        /// Waits until this thread has the lock of `word`, marking it as having waiters.
-        func park(until word: borrowing Atomic<Int>) {
-            let rc = pthread_mutex_lock(mutex)
-            precondition(rc == 0, "pthread_mutex_lock failed: \(rc)")
-            // Taken with 2, not 1: another waiter may still be parked, and this thread's unlock
-            // must wake it (at worst a wakeup too many).
-            while word.exchange(2, ordering: .acquiring) != 0 {
-                let waited = pthread_cond_wait(condition, mutex)
-                precondition(waited == 0, "pthread_cond_wait failed: \(waited)")
-            }
-            pthread_mutex_unlock(mutex)
+        /// The place a thread parks at: its id hashed to 0..<62.
+        static func place(of thread: pthread_t) -> Int {
+            Int(((UInt64(thread) &* 0x9E37_79B9_7F4A_7C15) >> 32) % 62)
         }
 
-        /// Wakes every parked thread (each then tries its word again).
-        @usableFromInline
-        func wakeAll() {
+        /// Runs `body` holding the place's mutex.
+        func withMutex<R>(_ body: (UnsafeMutablePointer<pthread_mutex_t>, UnsafeMutablePointer<pthread_cond_t>) -> R) -> R {
             let rc = pthread_mutex_lock(mutex)
             precondition(rc == 0, "pthread_mutex_lock failed: \(rc)")
-            pthread_cond_broadcast(condition)
-            pthread_mutex_unlock(mutex)
+            defer {
+                let unlocked = pthread_mutex_unlock(mutex)
+                precondition(unlocked == 0, "pthread_mutex_unlock failed: \(unlocked)")
+            }
+            return body(mutex, condition)
         }
     }
 }

@@ -40,7 +40,7 @@ public final class Snapshot: Sendable {
     /// The snapshot's lock (a ``WordLock``, inside the snapshot: opening one allocates nothing
     /// for it). `MDB_NOTLS` read transactions may move between threads but must be used by one at
     /// a time: the lock is what makes that hold.
-    private let lockWord = Atomic<Int>(0)
+    private let mutex = WordLock()
     /// The read transaction's address (0 once taken), read and written only holding the lock
     /// (relaxed: the lock orders them).
     private let transactionBits: Atomic<UInt>
@@ -148,8 +148,8 @@ public final class Snapshot: Sendable {
     /// Runs `body` holding the snapshot's lock.
     @inline(__always)
     private func withLock<R>(_ body: () throws -> R) rethrows -> R {
-        WordLock.lock(lockWord)
-        defer { WordLock.unlock(lockWord) }
+        mutex.lock()
+        defer { mutex.unlock() }
         return try body()
     }
 
@@ -189,8 +189,9 @@ public final class Snapshot: Sendable {
         // `env` is read holding the lock, with the transaction: once the lock is let go, a
         // deinit waiting for it may be freeing this snapshot (it then waits for the registry's
         // lock, not for this function).
-        guard WordLock.tryLock(lockWord) else { return .busy }
-        defer { WordLock.unlock(lockWord) }
+        guard mutex.tryLock() else { return .busy }
+        // Let go after the return value, `env` included, is made.
+        defer { mutex.unlock() }
         guard let txn = takeLocked() else { return .alreadyTaken }
         takenByStoreClose.store(true, ordering: .releasing)
         ended.store(true, ordering: .releasing)

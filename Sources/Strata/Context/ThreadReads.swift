@@ -7,7 +7,7 @@ import Glibc
 /// from there:
 /// - a ``Store/close()`` of that store must not wait for the read it is part of (closing waits
 ///   for every read under way), so it closes in the background (``isInside(store:)``);
-/// - a read of the same snapshot must not lock its mutex again, and uses the outer read's
+/// - a read of the same snapshot must not take its lock again, and uses the outer read's
 ///   transaction (``transaction(of:)``); a close of that snapshot is noted and done when the
 ///   outer read ends.
 ///

@@ -1,17 +1,20 @@
 import Foundation
+import Glibc
 import StrataLMDB
 import StrataTestSupport
 import Synchronization
 import Testing
 
 /// The lock in one atomic word a snapshot keeps inline (``WordLock``): mutual exclusion under
-/// contention, with threads parked and woken; `tryLock` that never waits; the word's states.
-@Suite struct WordLockTests {
-    /// What the threads of a run share: the word, and a plain counter only touched holding it.
+/// contention, with threads parked and woken; `tryLock` that never waits; a parked thread let in
+/// by its own lock's unlock and not by another's. Serialized: its threads would otherwise park beside
+/// the other tests' and be woken by their unlocks, which could hide a wakeup lost here.
+@Suite(.serialized) struct WordLockTests {
+    /// What the threads of a run share: the lock, and a plain counter only touched holding it.
     private final class Shared: @unchecked Sendable {
-        // `@unchecked Sendable`: `counter` is only read and written holding `word`'s lock (what
-        // the test checks), and `inside` and `word` are atomics.
-        let word = Atomic<Int>(0)
+        // `@unchecked Sendable`: `counter` is only read and written holding `mutex` (what the test
+        // checks); `mutex`, `inside` and `overlaps` are atomic.
+        let mutex = WordLock()
         let inside = Atomic<Int>(0)
         let overlaps = Atomic<Int>(0)
         var counter = 0
@@ -30,7 +33,7 @@ import Testing
             let thread = Thread {
                 var random = SeededGenerator(seed: seed &+ UInt64(t) &* 0x9E37_79B9)
                 for _ in 0..<rounds {
-                    WordLock.lock(shared.word)
+                    shared.mutex.lock()
                     if shared.inside.add(1, ordering: .relaxed).newValue != 1 {
                         shared.overlaps.add(1, ordering: .relaxed)
                     }
@@ -43,7 +46,7 @@ import Testing
                     }
                     shared.counter = before + 1
                     shared.inside.subtract(1, ordering: .relaxed)
-                    WordLock.unlock(shared.word)
+                    shared.mutex.unlock()
                     if random.next() % 4 == 0 { sched_yield() }
                 }
                 finished.add(1, ordering: .releasing)
@@ -55,62 +58,78 @@ import Testing
             try #require(Date() < deadline, "seed \(seed): the threads never finished (a lost wakeup?)")
             try await Task.sleep(for: .milliseconds(5))
         }
-        WordLock.lock(shared.word)
+        shared.mutex.lock()
         let counted = shared.counter
-        WordLock.unlock(shared.word)
-        let overlaps = shared.overlaps.load(ordering: .relaxed), left = shared.word.load(ordering: .relaxed)
+        shared.mutex.unlock()
+        let overlaps = shared.overlaps.load(ordering: .relaxed), held = shared.mutex.isHeld
         #expect(counted == threads * rounds, "seed \(seed)")
         #expect(overlaps == 0, "seed \(seed)")
-        #expect(left == 0, "seed \(seed): the lock was left held")
+        #expect(!held, "seed \(seed): the lock was left held")
     }
 
-    /// `tryLock` takes a free lock (the word goes to 1), fails without waiting while the lock is
-    /// held, also by another thread, and succeeds again once it is let go.
+    /// `tryLock` takes a free lock, fails without waiting while the lock is held, also by another
+    /// thread, and succeeds again once it is let go.
     @Test func tryLockTakesAFreeLockAndNeverWaitsForAHeldOne() async throws {
         let shared = Shared()
-        let tookFree = WordLock.tryLock(shared.word)
-        let heldWord = shared.word.load(ordering: .relaxed)
-        let tookHeld = WordLock.tryLock(shared.word)
+        let tookFree = shared.mutex.tryLock(), heldAfter = shared.mutex.isHeld
+        let tookHeld = shared.mutex.tryLock()
         #expect(tookFree)
-        #expect(heldWord == 1)
+        #expect(heldAfter)
         #expect(!tookHeld)
-        let other = try await resultOnThread("tryLock on another thread") { WordLock.tryLock(shared.word) }
+        let other = try await resultOnThread("tryLock on another thread") { shared.mutex.tryLock() }
         #expect(try other.get() == false)
-        WordLock.unlock(shared.word)
-        let freedWord = shared.word.load(ordering: .relaxed)
-        let tookAgain = WordLock.tryLock(shared.word)
-        #expect(freedWord == 0)
+        shared.mutex.unlock()
+        let heldAfterUnlock = shared.mutex.isHeld
+        let tookAgain = shared.mutex.tryLock()
+        #expect(!heldAfterUnlock)
         #expect(tookAgain)
-        WordLock.unlock(shared.word)
+        shared.mutex.unlock()
     }
 
-    /// A thread that waits for a held lock parks, marking the word as having waiters (2), and is
-    /// woken by the unlock, which then leaves the lock to it.
-    @Test func aParkedThreadMarksTheWordAndIsWokenByTheUnlock() async throws {
-        let shared = Shared()
-        WordLock.lock(shared.word)
-        let entered = Atomic<Bool>(false)
-        let thread = Thread {
-            WordLock.lock(shared.word)
-            entered.store(true, ordering: .releasing)
-            WordLock.unlock(shared.word)
+    /// Two locks, each with a thread parked waiting for it. Letting the first go lets its thread
+    /// in; the second's thread stays out, its lock still held and still marked as having a waiter
+    /// (woken too if the two threads park at the same place, it marks the lock again), until its
+    /// own lock is let go.
+    @Test func aParkedThreadGetsInWhenItsLockIsLetGoAndNotBefore() async throws {
+        let first = Shared(), second = Shared()
+        first.mutex.lock()
+        second.mutex.lock()
+        let enteredFirst = Atomic<Bool>(false), enteredSecond = Atomic<Bool>(false)
+        let a = Thread {
+            first.mutex.lock()
+            enteredFirst.store(true, ordering: .releasing)
+            first.mutex.unlock()
         }
-        thread.start()
+        let b = Thread {
+            second.mutex.lock()
+            enteredSecond.store(true, ordering: .releasing)
+            second.mutex.unlock()
+        }
+        a.start()
+        b.start()
         let deadline = Date().addingTimeInterval(60)
-        while shared.word.load(ordering: .acquiring) != 2 {
-            try #require(Date() < deadline, "the waiting thread never parked")
+        while !first.mutex.hasWaiters || !second.mutex.hasWaiters {
+            try #require(Date() < deadline, "the waiting threads never parked")
             try await Task.sleep(for: .milliseconds(1))
         }
         try await Task.sleep(for: .milliseconds(20))
-        let enteredEarly = entered.load(ordering: .acquiring)
-        #expect(!enteredEarly, "the waiter got in while the lock was held")
-        WordLock.unlock(shared.word)
-        while !entered.load(ordering: .acquiring) {
-            try #require(Date() < deadline, "the parked thread was never woken")
+        let early = (enteredFirst.load(ordering: .acquiring), enteredSecond.load(ordering: .acquiring))
+        #expect(!early.0 && !early.1, "a waiter got in while its lock was held")
+
+        first.mutex.unlock()
+        while !enteredFirst.load(ordering: .acquiring) {
+            try #require(Date() < deadline, "the first lock's parked thread was never woken")
             try await Task.sleep(for: .milliseconds(1))
         }
-        while shared.word.load(ordering: .acquiring) != 0 {
-            try #require(Date() < deadline, "the woken thread never let the lock go")
+        try await Task.sleep(for: .milliseconds(20))
+        let secondIn = enteredSecond.load(ordering: .acquiring)
+        let secondMarked = second.mutex.hasWaiters
+        #expect(!secondIn, "the second lock's waiter got in while that lock was held")
+        #expect(secondMarked, "the second lock lost the mark of its parked thread")
+
+        second.mutex.unlock()
+        while !enteredSecond.load(ordering: .acquiring) || first.mutex.isHeld || second.mutex.isHeld {
+            try #require(Date() < deadline, "the second lock's parked thread was never woken, or a lock was left held")
             try await Task.sleep(for: .milliseconds(1))
         }
     }

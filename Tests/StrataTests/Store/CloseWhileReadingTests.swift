@@ -197,10 +197,10 @@ import Testing
 
 /// A snapshot whose last reference goes on another thread while the store's close is ending its
 /// transaction: its memory stays until the close has let go of it, and the close finishes
-/// whichever thread the snapshot is released on, its own included. (Its `deinit` skipped the
-/// registry's lock once the close had marked it ended, so an optimized build could free the
-/// snapshot while the close was still inside its mutex; a first fix, waiting for the lock in
-/// every such `deinit`, deadlocked here when the last release came on the closing thread.)
+/// whichever thread the snapshot is released on, its own included. (A `deinit` that skipped the
+/// registry's lock once the close had marked the snapshot ended could free it while the close was
+/// still letting its lock go; one that waited for the registry's lock in every such case would
+/// deadlock here when the last release came on the closing thread.)
 @Suite struct SnapshotReleasedDuringCloseTests {
     // The limit catches a deadlock, which never ends: ten minutes, as a loaded parallel suite
     // stretches a test's time by minutes.
@@ -255,9 +255,9 @@ import Testing
 }
 
 /// A pinned view context read, refreshed or closed from inside its own read (a custom merge
-/// closure of a child whose root it is runs there): a nested read would lock the snapshot's
-/// mutex again, and so would its close. A nested read now uses the outer read's transaction, and
-/// the close happens when the outer read ends.
+/// closure of a child whose root it is runs there): a nested read would take the snapshot's
+/// lock again, and so would its close. A nested read uses the outer read's transaction, and the
+/// close happens when the outer read ends.
 @Suite struct ClosePinnedContextInsideItsReadTests {
     enum Action: String, CaseIterable, Sendable { case read, refresh, close }
 
