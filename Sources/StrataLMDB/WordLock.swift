@@ -19,8 +19,9 @@ import Synchronization
 /// No wakeup is lost. A word's bits are set only while it is held, and only the holder clears
 /// them, all at once, with the exchange that frees the lock. A waiter reads the word and starts
 /// waiting without letting its place's mutex go in between. So the unlock's exchange either
-/// comes before the waiter's read (the waiter then finds the lock free and takes it), or it finds
-/// the waiter's bit set and its broadcast, which needs that mutex, comes after the waiter waits.
+/// comes before the waiter's read (the waiter then finds the lock free and takes it, or held by a
+/// later holder, whose unlock will find the bit it then sets), or it finds the waiter's bit set
+/// and its broadcast, which needs that mutex, comes after the waiter waits.
 ///
 /// What it guards is rarely contended (two threads using one snapshot at once, or a close
 /// waiting for a read). It is not fair: a thread that arrives while the lock is free can take
@@ -30,9 +31,9 @@ import Synchronization
 ///
 /// The thread sanitizer sees the acquiring and releasing operations on the word and the pthread
 /// calls of the parking, so a race on what the lock guards is reported as one (see ``Locked`` for
-/// why Strata does not use `Synchronization.Mutex`). A process forked while another thread waited
-/// for a word lock must not let that lock go in the child (the place's mutex may have been held
-/// at the fork); Strata's stores refuse to work in a forked child.
+/// why Strata does not use `Synchronization.Mutex`). A forked child must not wait for, or let go
+/// of, a word lock that was held at the fork: a place's mutex may have been held then by a thread
+/// the child does not have.
 ///
 /// ```swift
 /// final class Guarded: Sendable {
@@ -81,7 +82,8 @@ public struct WordLock: ~Copyable, Sendable {
     /// Whether threads are parked waiting for the lock (for tests: it may change at once).
     package var hasWaiters: Bool { word.load(ordering: .acquiring) > 1 }
 
-    /// Compare-and-exchanges tried before a thread parks (each after seeing the lock free).
+    /// Reads of the word before a thread parks, each followed by a compare-and-exchange when it
+    /// finds the lock free.
     static let spins = 64
 
     /// ``lock()`` once the lock was found held.
@@ -91,7 +93,7 @@ public struct WordLock: ~Copyable, Sendable {
             if word.load(ordering: .relaxed) == 0,
                word.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged { return }
         }
-        let place = Parking.place(of: pthread_self())
+        let place = Self.parkingPlace(of: pthread_self())
         let bit = 2 << place
         Parking.places[place].withMutex { mutex, condition in
             while true {
@@ -110,6 +112,11 @@ public struct WordLock: ~Copyable, Sendable {
                 precondition(waited == 0, "pthread_cond_wait failed: \(waited)")
             }
         }
+    }
+
+    /// The parking place (0..<62) of a thread: its id hashed.
+    package static func parkingPlace(of thread: pthread_t) -> Int {
+        Int(((UInt64(thread) &* 0x9E37_79B9_7F4A_7C15) >> 32) % 62)
     }
 
     /// Wakes every thread parked at the places whose bits (place `p` at bit `p`) `places` sets.
@@ -142,11 +149,6 @@ public struct WordLock: ~Copyable, Sendable {
             condition = .allocate(capacity: 1)
             let m = pthread_mutex_init(mutex, nil), c = pthread_cond_init(condition, nil)
             precondition(m == 0 && c == 0, "pthread_mutex_init / pthread_cond_init failed: \(m), \(c)")
-        }
-
-        /// The place a thread parks at: its id hashed to 0..<62.
-        static func place(of thread: pthread_t) -> Int {
-            Int(((UInt64(thread) &* 0x9E37_79B9_7F4A_7C15) >> 32) % 62)
         }
 
         /// Runs `body` holding the place's mutex.
