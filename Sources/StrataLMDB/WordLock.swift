@@ -82,6 +82,10 @@ public struct WordLock: ~Copyable, Sendable {
     /// Whether threads are parked waiting for the lock (for tests: it may change at once).
     package var hasWaiters: Bool { word.load(ordering: .acquiring) > 1 }
 
+    /// The parking places: one bit each in the word after the held bit, with the sign bit left
+    /// clear (so at most `Int.bitWidth - 2`, checked where the places are made).
+    static let parkingPlaceCount = 62
+
     /// Reads of the word before a thread parks, each followed by a compare-and-exchange when it
     /// finds the lock free.
     static let spins = 64
@@ -114,9 +118,9 @@ public struct WordLock: ~Copyable, Sendable {
         }
     }
 
-    /// The parking place (0..<62) of a thread: its id hashed.
+    /// The parking place (0..<``parkingPlaceCount``) of a thread: its id hashed.
     package static func parkingPlace(of thread: pthread_t) -> Int {
-        Int(((UInt64(thread) &* 0x9E37_79B9_7F4A_7C15) >> 32) % 62)
+        Int(((UInt64(thread) &* 0x9E37_79B9_7F4A_7C15) >> 32) % UInt64(parkingPlaceCount))
     }
 
     /// Wakes every thread parked at the places whose bits (place `p` at bit `p`) `places` sets.
@@ -140,7 +144,10 @@ public struct WordLock: ~Copyable, Sendable {
     /// thread-safe, and the places are never freed.
     final class Parking: @unchecked Sendable {
         /// The places, made once per process.
-        static let places = (0..<62).map { _ in Parking() }
+        static let places: [Parking] = {
+            precondition(parkingPlaceCount <= Int.bitWidth - 2, "a parking place's bit would reach the word's sign bit")
+            return (0..<parkingPlaceCount).map { _ in Parking() }
+        }()
         private let mutex: UnsafeMutablePointer<pthread_mutex_t>
         private let condition: UnsafeMutablePointer<pthread_cond_t>
 

@@ -206,10 +206,9 @@ public final class Snapshot: Sendable {
     /// ``close()`` noted inside `body` (see ``read(_:)``) takes the transaction before the lock
     /// is let go, so no other read gets in between, and ends it after.
     func withTransaction<R>(_ body: (OpaquePointer?) throws -> R) throws -> R {
-        var result: Result<R, Error>?
         var closedInside: OpaquePointer?
-        withLock {
-            result = Result { try body(OpaquePointer(bitPattern: transactionBits.load(ordering: .relaxed))) }
+        let result: Result<R, Error> = withLock {
+            let result = Result { try body(OpaquePointer(bitPattern: transactionBits.load(ordering: .relaxed))) }
             // Plain load and store: only the thread holding the lock touches the flag.
             if closeWhenReadEnds.load(ordering: .relaxed) {
                 closeWhenReadEnds.store(false, ordering: .relaxed)
@@ -218,9 +217,9 @@ public final class Snapshot: Sendable {
                     closedInside = txn
                 }
             }
+            return result
         }
         if let txn = closedInside { endTaken(txn) }
-        guard let result else { throw StrataError.closed(path: registry.path) }
         return try result.get()
     }
 

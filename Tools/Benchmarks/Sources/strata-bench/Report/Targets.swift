@@ -127,6 +127,8 @@ struct Target: Sendable {
     /// The width of the names' column: the longest name and two spaces (in UTF-16 units, which
     /// `padding(toLength:)` counts).
     static let nameWidth = (all.map(\.name.utf16.count).max() ?? 40) + 2
+    /// The widths of the figure's column and of the verdict's, before each round's figures.
+    static let figureWidth = 11, verdictWidth = 26
 
     static func render(_ report: Report) -> String {
         var out = "targets, on the medians; then each round's figure and how many rounds meet the target:\n"
@@ -134,10 +136,10 @@ struct Target: Sendable {
             let v = t.verdict(report)
             let shown = v.measured.map(t.format) ?? "—"
             var line = "  " + t.name.padding(toLength: nameWidth, withPad: " ", startingAt: 0)
-                + shown.padding(toLength: 11, withPad: " ", startingAt: 0) + v.text
+                + shown.padding(toLength: figureWidth, withPad: " ", startingAt: 0) + v.text
             let r = t.rounds(report)
             if !r.figures.isEmpty {
-                line = line.padding(toLength: 2 + nameWidth + 11 + 26, withPad: " ", startingAt: 0)
+                line = line.padding(toLength: 2 + nameWidth + figureWidth + verdictWidth, withPad: " ", startingAt: 0)
                     + "rounds " + r.figures.map(t.format).joined(separator: ", ") + " (\(r.met) of \(r.figures.count) met)"
             }
             out += line + "\n"

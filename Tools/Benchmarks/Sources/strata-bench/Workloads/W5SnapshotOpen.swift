@@ -7,6 +7,7 @@ import Foundation
 enum W5SnapshotOpen {
     static func run(_ ctx: WorkloadContext, _ report: inout Report) async {
         let n = ctx.sizes.snapshotOpens
+        precondition(n > 0 && ctx.sizes.snapshotSeconds > 0, "W5 needs opens to time and a time to time them for")
         await ctx.measureRounds("W5", keys: ["W5_snapshot_open"], &report) { engine in
             guard engine.measuresReads else { return [:] }
             let opensPerSecond = try await ctx.withSubject("W5", engine) { subject in
