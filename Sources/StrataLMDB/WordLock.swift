@@ -33,7 +33,8 @@ import Synchronization
 /// calls of the parking, so a race on what the lock guards is reported as one (see ``Locked`` for
 /// why Strata does not use `Synchronization.Mutex`). A forked child must not wait for, or let go
 /// of, a word lock that was held at the fork: a place's mutex may have been held then by a thread
-/// the child does not have.
+/// the child does not have, and the lock itself by a thread that will never let it go there (a
+/// snapshot's close checks for a fork before it takes the lock).
 ///
 /// ```swift
 /// final class Guarded: Sendable {

@@ -9,8 +9,9 @@ import Testing
 @Suite(.serialized) struct StoreAfterForkTests {
     /// A child program opens a store, forks; the forked child's reads, fetches, snapshots, verify
     /// and listing of open snapshots are refused with usedAfterFork (the listing read a snapshot
-    /// the child had released through the parent's registry slot, freed memory there); the
-    /// parent goes on normally.
+    /// the child had released through the parent's registry slot, freed memory there); closing a
+    /// view context whose snapshot another thread of the parent was reading at the fork returns;
+    /// the parent goes on normally.
     @Test(.enabled(if: crashChildBuilt, "build Tools/reliability first"))
     func storeUsedAfterForkIsRefusedClearly() async throws {
         let dir = temporaryDirectory("fork")
@@ -25,6 +26,11 @@ import Testing
             #expect(line.contains("store was opened by the parent process before fork()"), "\(line)")
         }
         #expect(lines.contains("child close: returned"), "close() in the forked child did not return: \(lines)")
+        // A parent's thread was inside a read of that context's snapshot at the fork, holding
+        // its lock for good as far as the child is concerned.
+        #expect(lines.contains("child close read at the fork: ok returned"),
+                "closing a context whose snapshot was being read at the fork did not return: \(lines)")
+        #expect(!lines.contains { $0.hasPrefix("parent apply:") }, "the parent's read at the fork failed: \(lines)")
         #expect(!r.stderr.contains("held at the fork"), "the forked child read the snapshot it released: \(r.stderr)")
         #expect(lines.contains("parent child-status 0"), "the forked child did not exit cleanly: \(lines)")
         #expect(lines.contains { $0.hasPrefix("parent read: ok") } && lines.contains { $0.hasPrefix("parent save: ok") }, "\(lines)")

@@ -47,8 +47,9 @@ public final class Snapshot: Sendable {
     /// The registry slot the snapshot occupies (-1: not registered). Set once by the registry,
     /// under its lock, before `open` returns the snapshot.
     private let serial = Atomic<Int>(-1)
-    /// Set once the transaction was taken (by ``close()`` or the store's closing), so that
-    /// `deinit` after an explicit close does not lock again.
+    /// Set once the transaction was taken (by ``close()`` or the store's closing; in a forked
+    /// child, by a ``close()`` that takes nothing), so that `deinit` after an explicit close
+    /// does not lock again.
     private let ended = Atomic<Bool>(false)
     /// Set by a ``close()`` called inside a read of this snapshot on the reading thread, and
     /// taken by that read before it lets the lock go: only the thread holding the lock sets
@@ -60,8 +61,10 @@ public final class Snapshot: Sendable {
     /// Run (tests only) by ``tryTakeTransaction()`` once it has taken the transaction, still
     /// holding the snapshot's lock; with the registry's path.
     static let afterTakenByStoreCloseForTesting = Locked<(@Sendable (String) -> Void)?>(nil)
-    /// Run (tests only) at the end of `deinit`, with the registry's path.
-    static let deinitEndedForTesting = Locked<(@Sendable (String) -> Void)?>(nil)
+    /// Run (tests only) at the end of `deinit`, with the registry's path. A ``PathHook``, not a
+    /// locked closure: every snapshot's release passes here, and an unset hook costs one atomic
+    /// load, not a process-wide lock.
+    static let deinitEndedForTesting = PathHook()
 
     /// Opens a snapshot of `store`'s current environment and registers it; `now` is
     /// ``SnapshotRegistry/monotonicNanos()`` (read once by the caller).
@@ -115,14 +118,24 @@ public final class Snapshot: Sendable {
         // `close()` above waited for the lock, which then found nothing to take) and, with the
         // registry's lock held, may still be inside this snapshot (letting its lock go): the
         // memory goes once it has let go of the registry's.
-        if takenByStoreClose.load(ordering: .acquiring) { registry.waitForCloseAll() }
-        Self.deinitEndedForTesting.withLock { $0 }?(registry.path)
+        // (Not in a forked child: the close that may be inside it is a parent's thread, which
+        // does not exist there, and the registry's lock may be held for good.)
+        if takenByStoreClose.load(ordering: .acquiring), !registry.isForkedChild { registry.waitForCloseAll() }
+        Self.deinitEndedForTesting.run(registry.path)
     }
 
     /// Releases the reader slot. Reads after this throw ``StrataError/closed(path:)``. Called
     /// inside a read of this snapshot on the reading thread (a custom merge closure that closes
     /// or refreshes the pinned context it reads through), it takes effect when that read ends.
     public func close() {
+        // In a forked child the transaction and its reader slot are the parent's, and the lock
+        // may be held by a parent's thread that was inside a read at the fork and does not exist
+        // here (it would never be let go): marked closed, the lock not touched. Reads in the
+        // child are refused before they take it (``read(_:)``).
+        if registry.isForkedChild {
+            ended.store(true, ordering: .releasing)
+            return
+        }
         if ThreadReads.transaction(of: self) != nil {
             // This very read holds the lock that closing takes: the read closes on its way out.
             closeWhenReadEnds.store(true, ordering: .relaxed)
@@ -251,4 +264,26 @@ public final class Snapshot: Sendable {
 extension Snapshot: PinnedRead {
     /// One read of the pinned transaction (a long copy reads it a chunk at a time).
     package func readPinned<R>(_ body: (LMDBTransaction) throws -> R) throws -> R { try read { try body($0.txn) } }
+}
+
+/// A function a test installs to run at one point of the library, given the path of the store
+/// concerned (tests running at the same time tell their stores apart by it). Reaching the point
+/// while none is installed, as always outside tests, costs one atomic load and takes no lock: for
+/// points on hot paths. One test at a time installs and removes it.
+final class PathHook: Sendable {
+    private let installed = Atomic<Bool>(false)
+    private let body = Locked<(@Sendable (String) -> Void)?>(nil)
+
+    /// Installs `body`; nil removes it.
+    func set(_ body: (@Sendable (String) -> Void)?) {
+        self.body.withLock { $0 = body }
+        installed.store(body != nil, ordering: .releasing)
+    }
+
+    /// Runs the installed function, if any, with `path`.
+    @inline(__always)
+    func run(_ path: String) {
+        guard installed.load(ordering: .acquiring) else { return }
+        body.withLock { $0 }?(path)
+    }
 }

@@ -210,9 +210,7 @@ import Testing
         let holder = Locked<Snapshot?>(try store.snapshot(label: "released during the close"))
         let deinitEnded = Locked<Bool>(false)
         let endedWhileTheCloseWasInside = Locked<Bool>(false)
-        Snapshot.deinitEndedForTesting.withLock { hook in
-            hook = { p in if p == path { deinitEnded.withLock { $0 = true } } }
-        }
+        Snapshot.deinitEndedForTesting.set { p in if p == path { deinitEnded.withLock { $0 = true } } }
         Snapshot.afterTakenByStoreCloseForTesting.withLock { hook in
             hook = { p in
                 guard p == path else { return }
@@ -225,7 +223,7 @@ import Testing
         }
         defer {
             Snapshot.afterTakenByStoreCloseForTesting.withLock { $0 = nil }
-            Snapshot.deinitEndedForTesting.withLock { $0 = nil }
+            Snapshot.deinitEndedForTesting.set(nil)
         }
         store.close()
         #expect(!endedWhileTheCloseWasInside.withLock { $0 }, "the snapshot was freed under the close")

@@ -98,6 +98,32 @@ enum FaultModes {
         var other: Store? = try Store.open(at: otherURL, schema: schema)
         // A snapshot the parent holds at the fork, which the child lets go of.
         var pinned: Snapshot? = try store.snapshot(label: "held at the fork")
+        // A pinned view context in the middle of a read on another thread at the fork: a child
+        // context's custom merge closure runs inside a read of the context's snapshot, and waits
+        // there. The snapshot's lock is held by a thread the forked child does not have; the
+        // child closes the context (and so the snapshot).
+        let track = Track(mbid: UUID(), title: "base", durationSeconds: 100, addedAt: Date(timeIntervalSince1970: 0))
+        let first = try blocking { try await store.save { $0.insert(track) } }
+        _ = try blocking { try await store.save { $0.set(Track.durationSeconds, of: track.id, to: 7) } }
+        let readAtFork = try store.newViewContext(label: "read at the fork")
+        guard let base = try store.snapshot(asOf: first).record(track.id) else { fail("no base record", code: 1) }
+        var conflicting = ChangeSet()
+        conflicting.set(Track.title, of: track.id, to: "mine")
+        conflicting.baseVersions[track.id] = BaseVersion(version: first, values: base.values)
+        let insideRead = DispatchSemaphore(value: 0), letGo = DispatchSemaphore(value: 0)
+        let applied = DispatchSemaphore(value: 0)
+        conflicting.mergePolicy = .custom { _ in
+            insideRead.signal()
+            letGo.wait()
+            return .keepContext
+        }
+        let merging = readAtFork.newChild(label: "merging at the fork")
+        let sending = conflicting
+        Thread {
+            do { try merging.apply(sending) } catch { emit("parent apply: \(error)") }
+            applied.signal()
+        }.start()
+        if insideRead.wait(timeout: .now() + 30) == .timedOut { fail("the merge closure never ran", code: 1) }
         Thread.sleep(forTimeInterval: 1.2)
         // The Swift runtime's caches (conformances, witness tables, metadata) are guarded by
         // mutexes it does not reset at fork(): a child forked while another thread held one
@@ -132,6 +158,11 @@ enum FaultModes {
             // snapshots must not read the freed snapshot through it.
             pinned = nil
             step("open snapshots") { "\(try store.openSnapshots().map(\.label))" }
+            // Its snapshot's lock is held by the parent's merging thread, which is not here.
+            step("close read at the fork") {
+                readAtFork.close()
+                return "returned"
+            }
             step("reopen") {
                 let again = try Store.open(at: url, schema: schema)
                 return "same instance: \(again === store), head \(try again.lastTransactionID)"
@@ -176,6 +207,9 @@ enum FaultModes {
             usleep(10_000)
         }
         emit("parent child-status \(status)")
+        letGo.signal()
+        if applied.wait(timeout: .now() + 30) == .timedOut { emit("parent apply: no answer") }
+        readAtFork.close()
         pinned?.close()
         pinned = nil
         emit("parent forked after other threads slept: \(calm)")
