@@ -1115,6 +1115,10 @@ public final class Importer: Sendable {
                             if askGeneration, let bulk = s.bulk {
                                 try await landBulk(&s, rejects: rejects, bytes: it.bytesRead)
                                 present = try await bulk.resolves(t)
+                            } else if s.bulk?.memory != nil {
+                                // A load in memory starts only from a store whose state is empty,
+                                // and no save reaches that store until the load ends.
+                                present = false
                             } else {
                                 present = try storeHas(t)
                             }
