@@ -96,8 +96,6 @@ enum FaultModes {
         // A second store, held only here: the child lets go of it and opens it again.
         let otherURL = URL(fileURLWithPath: url.path + "-other")
         var other: Store? = try Store.open(at: otherURL, schema: schema)
-        // A snapshot the parent holds at the fork, which the child lets go of.
-        var pinned: Snapshot? = try store.snapshot(label: "held at the fork")
         // A pinned view context in the middle of a read on another thread at the fork: a child
         // context's custom merge closure runs inside a read of the context's snapshot, and waits
         // there. The snapshot's lock is held by a thread the forked child does not have; the
@@ -124,6 +122,19 @@ enum FaultModes {
             applied.signal()
         }.start()
         if insideRead.wait(timeout: .now() + 30) == .timedOut { fail("the merge closure never ran", code: 1) }
+        // The merge closure holds the snapshot's lock: a read of the context from another thread
+        // waits for it (and is still waiting, asleep, at the fork).
+        let probed = DispatchSemaphore(value: 0)
+        Thread {
+            do { _ = try readAtFork.count(Genre.self) } catch { emit("parent probe: \(error)") }
+            probed.signal()
+        }.start()
+        let probeWaited = probed.wait(timeout: .now() + 0.5) == .timedOut
+        emit("parent read at the fork waits for the merge closure: \(probeWaited)")
+        // A snapshot the parent holds at the fork, which the child lets go of. Opened last, so
+        // that it is not yet old enough to be reported before the fork (the child must not be the
+        // one to report it: released there, it is freed memory).
+        var pinned: Snapshot? = try store.snapshot(label: "held at the fork")
         Thread.sleep(forTimeInterval: 1.2)
         // The Swift runtime's caches (conformances, witness tables, metadata) are guarded by
         // mutexes it does not reset at fork(): a child forked while another thread held one
@@ -208,7 +219,12 @@ enum FaultModes {
         }
         emit("parent child-status \(status)")
         letGo.signal()
-        if applied.wait(timeout: .now() + 30) == .timedOut { emit("parent apply: no answer") }
+        // Without an answer, the merging thread still holds the snapshot's lock, and closing the
+        // context or the store would wait for it for ever: the test is failed, not hung.
+        if applied.wait(timeout: .now() + 30) == .timedOut || probed.wait(timeout: .now() + 30) == .timedOut {
+            emit("parent apply: no answer")
+            _exit(1)
+        }
         readAtFork.close()
         pinned?.close()
         pinned = nil
