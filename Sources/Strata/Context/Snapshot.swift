@@ -274,10 +274,13 @@ final class PathHook: Sendable {
     private let installed = Atomic<Bool>(false)
     private let body = Locked<(@Sendable (String) -> Void)?>(nil)
 
-    /// Installs `body`; nil removes it.
+    /// Installs `body`; nil removes it. The flag is set under the lock, so two calls at once
+    /// cannot leave it saying the opposite of what is installed.
     func set(_ body: (@Sendable (String) -> Void)?) {
-        self.body.withLock { $0 = body }
-        installed.store(body != nil, ordering: .releasing)
+        self.body.withLock { current in
+            current = body
+            installed.store(body != nil, ordering: .releasing)
+        }
     }
 
     /// Runs the installed function, if any, with `path`.
