@@ -60,7 +60,7 @@ public final class Snapshot: Sendable {
     private let takenByStoreClose = Atomic<Bool>(false)
     /// Run (tests only) by ``tryTakeTransaction()`` once it has taken the transaction, still
     /// holding the snapshot's lock; with the registry's path.
-    static let afterTakenByStoreCloseForTesting = Locked<(@Sendable (String) -> Void)?>(nil)
+    static let afterTakenByStoreCloseForTesting = PathHook()
     /// Run (tests only) at the end of `deinit`, with the registry's path. A ``PathHook``, not a
     /// locked closure: every snapshot's release passes here, and an unset hook costs one atomic
     /// load, not a process-wide lock.
@@ -166,24 +166,21 @@ public final class Snapshot: Sendable {
         return try body()
     }
 
-    /// Takes the transaction out of the snapshot (the caller holds the lock): nil if it was taken
-    /// already.
+    /// Takes the transaction out of the snapshot and marks it ``ended`` (the caller holds the
+    /// lock): nil if it was taken already.
     @inline(__always)
     private func takeLocked() -> OpaquePointer? {
         let bits = transactionBits.load(ordering: .relaxed)
         guard bits != 0 else { return nil }
         transactionBits.store(0, ordering: .relaxed)
+        ended.store(true, ordering: .releasing)
         return OpaquePointer(bitPattern: bits)
     }
 
     /// Takes the transaction out, once (nil afterwards): the caller ends the transaction and
     /// frees the slot. Waits for a read in progress on another thread.
     func takeTransaction() -> OpaquePointer? {
-        withLock {
-            guard let txn = takeLocked() else { return nil }
-            ended.store(true, ordering: .releasing)
-            return txn
-        }
+        withLock { takeLocked() }
     }
 
     /// What ``tryTakeTransaction()`` found.
@@ -205,10 +202,11 @@ public final class Snapshot: Sendable {
         guard mutex.tryLock() else { return .busy }
         // Let go after the return value, `env` included, is made.
         defer { mutex.unlock() }
-        guard let txn = takeLocked() else { return .alreadyTaken }
+        guard transactionBits.load(ordering: .relaxed) != 0 else { return .alreadyTaken }
+        // Before ``ended``: a deinit that finds it ended then finds this too.
         takenByStoreClose.store(true, ordering: .releasing)
-        ended.store(true, ordering: .releasing)
-        Self.afterTakenByStoreCloseForTesting.withLock { $0 }?(registry.path)
+        guard let txn = takeLocked() else { preconditionFailure("the transaction went while the lock was held") }
+        Self.afterTakenByStoreCloseForTesting.run(registry.path)
         return .taken(txn, env)
     }
 
@@ -225,10 +223,7 @@ public final class Snapshot: Sendable {
             // Plain load and store: only the thread holding the lock touches the flag.
             if closeWhenReadEnds.load(ordering: .relaxed) {
                 closeWhenReadEnds.store(false, ordering: .relaxed)
-                if let txn = takeLocked() {
-                    ended.store(true, ordering: .releasing)
-                    closedInside = txn
-                }
+                closedInside = takeLocked()
             }
             return result
         }

@@ -211,18 +211,16 @@ import Testing
         let deinitEnded = Locked<Bool>(false)
         let endedWhileTheCloseWasInside = Locked<Bool>(false)
         Snapshot.deinitEndedForTesting.set { p in if p == path { deinitEnded.withLock { $0 = true } } }
-        Snapshot.afterTakenByStoreCloseForTesting.withLock { hook in
-            hook = { p in
-                guard p == path else { return }
-                // The last reference goes on another thread while the close is inside the snapshot.
-                Thread { holder.withLock { $0 = nil } }.start()
-                usleep(200_000)
-                let ended = deinitEnded.withLock { $0 }
-                endedWhileTheCloseWasInside.withLock { $0 = ended }
-            }
+        Snapshot.afterTakenByStoreCloseForTesting.set { p in
+            guard p == path else { return }
+            // The last reference goes on another thread while the close is inside the snapshot.
+            Thread { holder.withLock { $0 = nil } }.start()
+            usleep(200_000)
+            let ended = deinitEnded.withLock { $0 }
+            endedWhileTheCloseWasInside.withLock { $0 = ended }
         }
         defer {
-            Snapshot.afterTakenByStoreCloseForTesting.withLock { $0 = nil }
+            Snapshot.afterTakenByStoreCloseForTesting.set(nil)
             Snapshot.deinitEndedForTesting.set(nil)
         }
         store.close()
