@@ -202,7 +202,7 @@ import Testing
 /// still letting its lock go; one that waited for the registry's lock in every such case would
 /// deadlock here when the last release came on the closing thread.)
 @Suite struct SnapshotReleasedDuringCloseTests {
-    // The limit catches a deadlock, which never ends: ten minutes, as a loaded parallel suite
+    // The limit catches a deadlock, which never ends: fifteen minutes, as a loaded parallel suite
     // stretches a test's time by minutes.
     @Test(.timeLimit(.minutes(15))) func aSnapshotReleasedWhileTheCloseEndsItOutlivesTheClose() async throws {
         let store = try Store.temporary(schema: try librarySchema())
