@@ -165,6 +165,7 @@ struct ImportCommand: AsyncParsableCommand {
                              code: Exit.cannotCreate))
             }
         }
+        MallocTuning.applyForImport(inputBytes: MallocTuning.inputBytes(files))
         var options = ImportOptions()
         options.batchSize = batch
         options.format = format.flatMap(ImportFormat.init(rawValue:))
