@@ -21,6 +21,14 @@ enum Paths {
         (repositoryRoot ?? URL(fileURLWithPath: FileManager.default.currentDirectoryPath)).appendingPathComponent(".bench-data")
     }
 
+    /// The `storectl` binary W11 runs: the path in `STRATA_BENCH_STORECTL`, which `Tools/bench`
+    /// sets to the release build it makes; nil when unset or not an executable file.
+    static var storectl: String? {
+        guard let path = ProcessInfo.processInfo.environment["STRATA_BENCH_STORECTL"], !path.isEmpty,
+              FileManager.default.isExecutableFile(atPath: path) else { return nil }
+        return path
+    }
+
     /// This executable (to re-run it as a child process).
     static var executable: String {
         (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]

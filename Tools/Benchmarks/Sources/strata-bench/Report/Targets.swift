@@ -41,6 +41,22 @@ struct Target: Sendable {
         Target(name: "W11 catalog into an empty store ≥ 3× GRDB", bound: .atLeast, threshold: 3) {
             ratio($0, "W11_catalog_empty", .strata, .grdb)
         },
+        Target(name: "W11 storectl: library ≥ 3× GRDB", bound: .atLeast, threshold: 3) {
+            guard let s = $0.value("W11_storectl_library_empty", .strata), let g = $0.value("W11_library_empty", .grdb),
+                  g > 0 else { return nil }
+            return s / g
+        },
+        Target(name: "W11 storectl: library ≥ 150k records/s", bound: .atLeast, threshold: 150_000) {
+            $0.value("W11_storectl_library_empty", .strata)
+        },
+        Target(name: "W11 storectl: a tenth more ≥ 50k records/s", bound: .atLeast, threshold: 50_000) {
+            $0.value("W11_storectl_library_more", .strata)
+        },
+        Target(name: "W11 storectl: catalog ≥ 3× GRDB", bound: .atLeast, threshold: 3) {
+            guard let s = $0.value("W11_storectl_catalog_empty", .strata), let g = $0.value("W11_catalog_empty", .grdb),
+                  g > 0 else { return nil }
+            return s / g
+        },
         Target(name: "W11 bytes written ≤ 3× the file", bound: .atMost, threshold: 3) { $0.value("W11_written_over_file", .strata) },
         Target(name: "W11 fresh file ≤ 1.3× compacted", bound: .atMost, threshold: 1.3) {
             $0.value("W11_fresh_over_compacted", .strata)

@@ -9,12 +9,15 @@ import Synchronization
 /// unique key, durable, 5,000 records per transaction, the same JSON parser. Three cases: a
 /// generated library into an empty store; a tenth as many records again (another seed) into that
 /// store; a link-heavy generated catalog into an empty store. Records per second; for Strata also
-/// the bytes the process wrote (`/proc/self/io`) over the final file size.
+/// the bytes the process wrote (`/proc/self/io`) over the final file size. The same three cases
+/// run through `storectl import` too (Strata's column), as an operator runs them: each a process of
+/// its own, with the allocator settings `storectl` chooses for its input.
 enum W11Import {
     static let keys = ["W11_library_empty", "W11_library_incremental", "W11_library_more", "W11_catalog_empty",
                        "W11_written_over_file", "W11_file_mb_fresh", "W11_file_mb_compacted", "W11_fresh_over_compacted",
                        "W11_reader_p99_idle_us", "W11_reader_p99_bulk_us", "W11_validation_mb_per_s",
-                       "W11_csv_validation_mb_per_s"]
+                       "W11_csv_validation_mb_per_s", "W11_storectl_library_empty", "W11_storectl_library_more",
+                       "W11_storectl_catalog_empty"]
 
     struct Inputs {
         let library: URL, more: URL, catalog: URL
@@ -282,6 +285,56 @@ enum W11Import {
         ctx.progress("W11: the catalog into an empty store ran \(catalogMode.rawValue)")
         figures["W11_catalog_empty"] = Double(inputs.catalogRecords) / catalogSeconds
         try agree("catalog", "strata", try store.info().entities)
+        store.close()
+        figures.merge(try await storectl(ctx, inputs, root: root)) { $1 }
+        return figures
+    }
+
+    /// The three cases through `storectl import` (the binary `Paths.storectl` names, which
+    /// `Tools/bench` builds): the library into a new store, a tenth more into it, the catalog into
+    /// another; records per second by the import's own `seconds` (`--json`: from the reading of
+    /// the input to the last commit, as ``strataImport(_:_:mode:)`` times `Importer`, so neither
+    /// counts the opening and closing of the store). Each store's objects must agree with the
+    /// other engines'.
+    static func storectl(_ ctx: WorkloadContext, _ inputs: Inputs, root: URL) async throws -> [String: Double] {
+        guard let storectl = Paths.storectl else {
+            throw BenchSetupError("W11: no storectl to run (set STRATA_BENCH_STORECTL to its path; Tools/bench builds it)")
+        }
+        var figures: [String: Double] = [:]
+        func imported(_ store: URL, _ file: URL, _ records: Int) async throws -> Double {
+            let out = try await ChildProcess.output(storectl, ["import", store.path, file.path, "--json", "--quiet"])
+            guard let summary = try JSONSerialization.jsonObject(with: out) as? [String: Any],
+                  let count = summary["records"] as? Int, let seconds = summary["seconds"] as? Double, seconds > 0 else {
+                throw BenchSetupError("W11: storectl import printed no summary: \(String(decoding: out, as: UTF8.self))")
+            }
+            guard count == records else {
+                throw BenchSetupError("W11: storectl imported \(count) of the \(records) records of \(file.lastPathComponent)")
+            }
+            ctx.progress("W11: storectl import of \(file.lastPathComponent) ran \(summary["mode"] as? String ?? "?")")
+            return Double(count) / seconds
+        }
+        func entities(_ store: URL) async throws -> [String: Int] {
+            let out = try await ChildProcess.output(storectl, ["info", store.path, "--json"])
+            guard let info = try JSONSerialization.jsonObject(with: out) as? [String: Any],
+                  let entities = info["entities"] as? [String: Int] else {
+                throw BenchSetupError("W11: storectl info printed no entities: \(String(decoding: out, as: UTF8.self))")
+            }
+            return entities
+        }
+        let library = try ctx.storeDirectory("W11", .strata, "storectl-library")
+        defer { ctx.remove(library) }
+        _ = try await ChildProcess.output(storectl, ["init", library.path, "--schema",
+                                                     root.appendingPathComponent("Schemas/library").path])
+        figures["W11_storectl_library_empty"] = try await imported(library, inputs.library, inputs.libraryRecords)
+        try agree("library", "storectl", try await entities(library))
+        figures["W11_storectl_library_more"] = try await imported(library, inputs.more, inputs.moreRecords)
+        try agree("more", "storectl", try await entities(library))
+        let catalog = try ctx.storeDirectory("W11", .strata, "storectl-catalog")
+        defer { ctx.remove(catalog) }
+        _ = try await ChildProcess.output(storectl, ["init", catalog.path, "--schema",
+                                                     root.appendingPathComponent("Schemas/catalog").path])
+        figures["W11_storectl_catalog_empty"] = try await imported(catalog, inputs.catalog, inputs.catalogRecords)
+        try agree("catalog", "storectl", try await entities(catalog))
         return figures
     }
 
