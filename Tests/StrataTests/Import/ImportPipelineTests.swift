@@ -42,6 +42,32 @@ import Testing
         #expect(read == 48)
     }
 
+    /// The reader fills the chunk arrays the consumer hands back: across many more chunks than it
+    /// keeps spare, every record comes out once, in input order, with its own line, whether the
+    /// consumer keeps up with the reader or falls behind it.
+    @Test(arguments: [false, true])
+    func chunkArraysHandedBackKeepEveryRecordInOrder(slowConsumer: Bool) async throws {
+        let dir = temporaryDirectory("import-chunk-reuse")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let schema = try librarySchema()
+        let count = PipelinedRecords.chunkSize * (PipelinedRecords.maxSpares + PipelinedRecords.chunksAhead) * 2 + 17
+        let lines = (0..<count).map { #"{"entity":"Genre","name":"genre \#($0)"}"# }
+        let input = try write(lines, in: dir)
+        let it = PipelinedRecords(RecordIterator(files: [input], schema: schema, options: ImportOptions(),
+                                                 maxValueBytes: 16 << 20, expected: nil))
+        defer { it.close() }
+        var read = 0
+        while let item = try it.next() {
+            #expect(item.line == read + 1)
+            #expect(String(decoding: item.raw, as: UTF8.self) == lines[read])
+            let record = try item.result.get()
+            #expect(record.values.first == .string("genre \(read)"))
+            read += 1
+            if slowConsumer, read % PipelinedRecords.chunkSize == 0 { try await Task.sleep(for: .milliseconds(2)) }
+        }
+        #expect(read == count)
+    }
+
     /// An incremental import of `input` in batches of `batchSize`, and the LMDB commits it took.
     private func importCountingCommits(_ store: Store, _ input: String, batchSize: Int,
                                        importID: String? = nil) async throws -> (ImportSummary, commits: Int) {
