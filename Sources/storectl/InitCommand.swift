@@ -32,24 +32,44 @@ struct InitCommand: AsyncParsableCommand {
         // The missing parents are made here, and removed again if the store is not made; an
         // `init` that failed left them behind.
         let parent = target.url.deletingLastPathComponent().path
-        let madeParents = Self.makeParents(parent)
+        var madeParents = Self.makeParents(parent)
         var made = false
         defer { if !made { for dir in madeParents.reversed() { _ = rmdir(dir) } } }
         // Inits in one directory take turns (an exclusive `flock` on it): two at once both
         // opened the new store, and both said they had created it.
-        let parentFD = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        var parentFD: Int32 = -1
         defer { if parentFD >= 0 { close(parentFD) } }
         // A directory that cannot be opened or locked (a file in the way, a file system without
         // `flock`) only loses the turn-taking: the open below says what is wrong with the path.
-        if parentFD >= 0 {
-            while flock(parentFD, LOCK_EX) != 0 && errno == EINTR {}
+        for _ in 0..<Self.parentAttempts {
+            let fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard fd >= 0 else { break }
+            while flock(fd, LOCK_EX) != 0 && errno == EINTR {}
+            // The turn is taken on the directory the path names now: one removed meanwhile (by an
+            // `init` that had made it and failed before this one's turn) is made again and locked.
+            var locked = stat(), named = stat()
+            if fstat(fd, &locked) == 0, stat(parent, &named) == 0,
+               locked.st_dev == named.st_dev, locked.st_ino == named.st_ino {
+                parentFD = fd
+                break
+            }
+            close(fd)
+            madeParents += Self.makeParents(parent)
         }
         try create(loaded)
         made = true
     }
 
+    /// Times an `init` opens and locks the store's parent directory before it goes on without
+    /// its turn (each time the directory it locked had been removed meanwhile).
+    static let parentAttempts = 8
+
     /// Makes the missing directories above a new store, outermost first, with the default mode;
-    /// returns those it made. One that cannot be made ends the list: the open then says why.
+    /// returns those it made. One another process made meanwhile (`EEXIST`: an `init` of a path
+    /// beside this one, or of the same path) is passed over and the deeper ones are still made:
+    /// stopping there left the store's parent missing when this `init` opened it to take its turn,
+    /// so it went on without the turn and two `init`s of one path both created the store. One
+    /// that cannot be made for another reason ends the list: the open then says why.
     static func makeParents(_ parent: String) -> [String] {
         var missing: [String] = []
         var dir = parent
@@ -60,8 +80,11 @@ struct InitCommand: AsyncParsableCommand {
         }
         var made: [String] = []
         for d in missing.reversed() {
-            guard mkdir(d, 0o777) == 0 else { break }
-            made.append(d)
+            if mkdir(d, 0o777) == 0 {
+                made.append(d)
+            } else if errno != EEXIST {
+                break
+            }
         }
         return made
     }
