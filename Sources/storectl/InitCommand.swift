@@ -29,24 +29,29 @@ struct InitCommand: AsyncParsableCommand {
     func run() async throws {
         let loaded: Schema
         do { loaded = try Schema.load(directory: URL(fileURLWithPath: schema)) } catch { throw failure(error) }
-        // The missing parents are made here, and removed again if the store is not made; an
-        // `init` that failed left them behind.
+        // Inits in one directory take turns (an exclusive `flock` on it), or two at once would
+        // both open the new store and both say they had created it. The lock is let go last,
+        // after a failed init has removed the parents it made (defers run in reverse order).
+        var parentFD: Int32 = -1
+        defer { if parentFD >= 0 { close(parentFD) } }
+        // The missing parents are made here, and removed again if the store is not made.
         let parent = target.url.deletingLastPathComponent().path
         var madeParents = Self.makeParents(parent)
         var made = false
         defer { if !made { for dir in madeParents.reversed() { _ = rmdir(dir) } } }
-        // Inits in one directory take turns (an exclusive `flock` on it): two at once both
-        // opened the new store, and both said they had created it.
-        var parentFD: Int32 = -1
-        defer { if parentFD >= 0 { close(parentFD) } }
         // A directory that cannot be opened or locked (a file in the way, a file system without
         // `flock`) only loses the turn-taking: the open below says what is wrong with the path.
         for _ in 0..<Self.parentAttempts {
             let fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            guard fd >= 0 else { break }
+            guard fd >= 0 else {
+                // Removed since it was made (by an `init` that had made it and failed): made again.
+                guard errno == ENOENT else { break }
+                madeParents += Self.makeParents(parent)
+                continue
+            }
             while flock(fd, LOCK_EX) != 0 && errno == EINTR {}
-            // The turn is taken on the directory the path names now: one removed meanwhile (by an
-            // `init` that had made it and failed before this one's turn) is made again and locked.
+            // The turn is taken on the directory the path names now: one removed meanwhile is
+            // made again and locked.
             var locked = stat(), named = stat()
             if fstat(fd, &locked) == 0, stat(parent, &named) == 0,
                locked.st_dev == named.st_dev, locked.st_ino == named.st_ino {
@@ -60,16 +65,15 @@ struct InitCommand: AsyncParsableCommand {
         made = true
     }
 
-    /// Times an `init` opens and locks the store's parent directory before it goes on without
-    /// its turn (each time the directory it locked had been removed meanwhile).
+    /// Times an `init` tries to open and lock the store's parent directory before it goes on
+    /// without its turn (each time the directory was removed before or while it took the lock).
     static let parentAttempts = 8
 
     /// Makes the missing directories above a new store, outermost first, with the default mode;
     /// returns those it made. One another process made meanwhile (`EEXIST`: an `init` of a path
     /// beside this one, or of the same path) is passed over and the deeper ones are still made:
-    /// stopping there left the store's parent missing when this `init` opened it to take its turn,
-    /// so it went on without the turn and two `init`s of one path both created the store. One
-    /// that cannot be made for another reason ends the list: the open then says why.
+    /// stopping there would leave the store's parent missing when this `init` opens it to take its
+    /// turn. One that cannot be made for another reason ends the list: the open then says why.
     static func makeParents(_ parent: String) -> [String] {
         var missing: [String] = []
         var dir = parent

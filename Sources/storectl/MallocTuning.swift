@@ -9,9 +9,9 @@ import Foundation
 /// it is freed, until the program frees such a block: it then raises that threshold (up to 32 MiB)
 /// so that later blocks of that size come from the heap, where freed memory stays with the
 /// process. An import frees many large buffers (batches, sort runs, log entries), so the heaps
-/// kept growing: a 1,000,000-record `storectl import` into an empty store peaked at 396–404 MB of
+/// kept growing: a 1,000,000-record `storectl import` into an empty store peaked at 396–411 MB of
 /// RSS with the threshold rising, 360–364 MB with it fixed at 128 KiB, in the same time
-/// (BENCHMARKS.md, W11 at the target's scale). So every command starts with the threshold fixed
+/// (BENCHMARKS.md, W11, "Measured and not built"). So every command starts with the threshold fixed
 /// at 128 KiB (``apply()``).
 ///
 /// A small import is the other way round: it has no memory bound to keep, and its time goes into

@@ -587,9 +587,9 @@ final class BulkMemoryState: @unchecked Sendable {
     /// object's place in `live`, so the targets sort as integers.
     ///
     /// Every link key is ``linkKeyBytes`` long and they are made in key order, so a batch is just
-    /// their bytes back to back (``appendLinkKeys(_:of:checkUsable:)``): built through a
-    /// ``KeyRun``, each key was copied twice and given an entry for a sort that never ran, which
-    /// took about a third of this loop's time on the catalog.
+    /// their bytes back to back (``appendLinkKeys(_:of:checkUsable:)``). A ``KeyRun`` would copy
+    /// each key twice and give it an entry for a sort that never runs: about a third of this
+    /// loop's time on the catalog.
     private func writeLinks(_ live: [Int], into env: LMDBEnvironment, rank: [UInt32],
                             checkUsable: () throws -> Void) throws {
         var batch: [UInt8] = []

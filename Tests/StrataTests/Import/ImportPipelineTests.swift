@@ -66,6 +66,7 @@ import Testing
             if slowConsumer, read % PipelinedRecords.chunkSize == 0 { try await Task.sleep(for: .milliseconds(2)) }
         }
         #expect(read == count)
+        #expect(it.spareArraysReused > 0, "the reader allocated an array for every chunk")
     }
 
     /// An incremental import of `input` in batches of `batchSize`, and the LMDB commits it took.

@@ -142,15 +142,15 @@ import Testing
     }
 
     /// Several `init`s of one new path at once: exactly one creates the store, the others say
-    /// it exists (exit 73). Three or four of four said "created", exit 0; and with the parents
-    /// missing, an `init` whose making of them met another's (one parent made, the next not yet)
-    /// went on without its turn, so that two said "created" (2 to 5 rounds in 60 to 150 of six
-    /// `init`s under three missing parents, run by hand).
+    /// it exists (exit 73). Without turns, three or four of four said "created", exit 0; and with
+    /// the parents missing, an `init` whose making of them met another's (the outer one made, the
+    /// inner not yet) could find no parent to take its turn in, and two said "created" in a few
+    /// rounds of a hundred, hence the rounds here.
     @Test func concurrentInitsOfOnePathCreateItOnce() async throws {
         let dir = temporaryDirectory("init-race")
         defer { try? FileManager.default.removeItem(at: dir) }
         let inits = 6
-        for round in 0..<12 {
+        for round in 0..<40 {
             let store = dir.appendingPathComponent("r\(round)/nested/deeper/store").path
             let results = try await withThrowingTaskGroup(of: ProcessResult.self) { group in
                 for _ in 0..<inits { group.addTask { try await storectl("init", store, "--schema", librarySchemaDirectory.path) } }

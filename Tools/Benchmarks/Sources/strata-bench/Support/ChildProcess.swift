@@ -14,15 +14,14 @@ enum ChildProcess {
         process.standardOutput = out
         process.standardError = FileHandle.standardError
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, Error>) in
-            process.terminationHandler = { p in
-                InterruptCleanup.untrack(p.processIdentifier)
-                c.resume()
-            }
+            process.terminationHandler = { _ in c.resume() }
             do {
                 try process.run()
                 InterruptCleanup.track(process.processIdentifier)
             } catch { c.resume(throwing: error) }
         }
+        // After the wait, not in the handler, which can run before `track` above.
+        InterruptCleanup.untrack(process.processIdentifier)
         let data = out.fileHandleForReading.readDataToEndOfFile()
         guard process.terminationReason == .exit, process.terminationStatus == 0 else {
             throw Failed(command: ([executable] + arguments).joined(separator: " "), status: process.terminationStatus)
