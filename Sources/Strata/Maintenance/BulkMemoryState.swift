@@ -640,41 +640,40 @@ final class BulkMemoryState: @unchecked Sendable {
     static let linkKeyBytes = 2 + 16 + 16
 
     /// Appends the link keys `keys` holds back to back (each ``linkKeyBytes`` long, in key order,
-    /// after every key of `links`), with empty values, in one write transaction, as
-    /// ``append(_:into:of:checkUsable:)`` appends a run.
+    /// after every key of `links`), with empty values, as ``append(_:into:of:checkUsable:)``
+    /// appends a run.
     private static func appendLinkKeys(_ keys: [UInt8], of env: LMDBEnvironment,
                                        checkUsable: () throws -> Void) throws {
         guard !keys.isEmpty else { return }
         precondition(keys.count % linkKeyBytes == 0, "link keys are \(linkKeyBytes) bytes each")
-        try env.writeGrowing { txn in
-            try txn.withAppender(env[.links]) { appender in
-                try keys.withUnsafeBytes { all in
-                    let empty = UnsafeRawBufferPointer(rebasing: all[0..<0])
-                    var at = 0
-                    while at < all.count {
-                        try appender.append(key: UnsafeRawBufferPointer(rebasing: all[at..<at + linkKeyBytes]), value: empty)
-                        at += linkKeyBytes
-                    }
+        try appendInOneTransaction(into: .links, of: env, checkUsable: checkUsable) { appender in
+            try keys.withUnsafeBytes { all in
+                let empty = UnsafeRawBufferPointer(rebasing: all[0..<0])
+                for at in stride(from: 0, to: all.count, by: linkKeyBytes) {
+                    try appender.append(key: UnsafeRawBufferPointer(rebasing: all[at..<at + linkKeyBytes]), value: empty)
                 }
             }
         }
-        if env.options.noSync { env.startWriteback() }
-        try checkUsable()
     }
 
-    /// Appends `run` (in key order, after every key of the database) to database `name` in one
-    /// write transaction, redone whole if the map grows; then, as a compaction's copy does, starts
-    /// the disk on it, and checks the store is still usable.
+    /// Appends `run` (in key order, after every key of the database) to database `name`.
     private static func append(_ run: KeyRun, into name: DatabaseName, of env: LMDBEnvironment,
                                checkUsable: () throws -> Void) throws {
         guard !run.entries.isEmpty else { return }
-        try env.writeGrowing { txn in
-            try txn.withAppender(env[name]) { appender in
-                for i in run.entries.indices {
-                    try run.withEntry(i) { k, v in try appender.append(key: k, value: v) }
-                }
+        try appendInOneTransaction(into: name, of: env, checkUsable: checkUsable) { appender in
+            for i in run.entries.indices {
+                try run.withEntry(i) { k, v in try appender.append(key: k, value: v) }
             }
         }
+    }
+
+    /// Runs `body`'s appends to database `name` in one write transaction, redone whole if the map
+    /// grows (so `body` must be repeatable); then, as a compaction's copy does, starts the disk on
+    /// it, and checks the store is still usable.
+    private static func appendInOneTransaction(into name: DatabaseName, of env: LMDBEnvironment,
+                                               checkUsable: () throws -> Void,
+                                               _ body: (LMDBTransaction.Appender) throws -> Void) throws {
+        try env.writeGrowing { txn in try txn.withAppender(env[name], body) }
         if env.options.noSync { env.startWriteback() }
         try checkUsable()
     }

@@ -16,16 +16,14 @@ struct Target: Sendable {
         Target(name: "W1 peak RSS ≤ 200 MB", bound: .atMost, threshold: 200) { $0.value("W1_peak_rss_mb", .strata) },
         Target(name: "W2 durable ≥ 0.9× raw LMDB", bound: .atLeast, threshold: 0.9) { ratio($0, "W2_small_tx", .strata, .lmdb) },
         Target(name: "W2 relaxed ≥ GRDB default", bound: .atLeast, threshold: 1) { ratio($0, "W2_small_tx_relaxed", .strata, .grdb) },
-        Target(name: "W3 16 savers ≥ 8× 1 saver", bound: .atLeast, threshold: 8) { r in
-            guard let a = r.value("W3_group_commit_16", .strata), let b = r.value("W3_group_commit_1", .strata), b > 0 else { return nil }
-            return a / b
+        Target(name: "W3 16 savers ≥ 8× 1 saver", bound: .atLeast, threshold: 8) {
+            ratio($0, "W3_group_commit_16", .strata, over: "W3_group_commit_1", .strata)
         },
         Target(name: "W4 point reads ≥ 0.5× raw LMDB", bound: .atLeast, threshold: 0.5) { ratio($0, "W4_point_reads", .strata, .lmdb) },
         Target(name: "W4 point reads ≥ 3× GRDB", bound: .atLeast, threshold: 3) { ratio($0, "W4_point_reads", .strata, .grdb) },
         Target(name: "W5 snapshot open ≥ 50× GRDB", bound: .atLeast, threshold: 50) { ratio($0, "W5_snapshot_open", .strata, .grdb) },
-        Target(name: "W6 reader p99 during import ≤ 1.5× idle", bound: .atMost, threshold: 1.5) { r in
-            guard let busy = r.value("W6_reader_p99_import_us", .strata), let idle = r.value("W6_reader_p99_idle_us", .strata), idle > 0 else { return nil }
-            return busy / idle
+        Target(name: "W6 reader p99 during import ≤ 1.5× idle", bound: .atMost, threshold: 1.5) {
+            ratio($0, "W6_reader_p99_import_us", .strata, over: "W6_reader_p99_idle_us", .strata)
         },
         Target(name: "W7 child commit ≤ 1.2× direct save", bound: .atMost, threshold: 1.2) { $0.value("W7_child_commit_ratio", .strata) },
         Target(name: "W7 fetch with 100k pending ≤ 2× none", bound: .atMost, threshold: 2) { $0.value("W7_child_fetch_ratio", .strata) },
@@ -42,9 +40,7 @@ struct Target: Sendable {
             ratio($0, "W11_catalog_empty", .strata, .grdb)
         },
         Target(name: "W11 storectl: library ≥ 3× GRDB", bound: .atLeast, threshold: 3) {
-            guard let s = $0.value("W11_storectl_library_empty", .strata), let g = $0.value("W11_library_empty", .grdb),
-                  g > 0 else { return nil }
-            return s / g
+            ratio($0, "W11_storectl_library_empty", .strata, over: "W11_library_empty", .grdb)
         },
         Target(name: "W11 storectl: library ≥ 150k records/s", bound: .atLeast, threshold: 150_000) {
             $0.value("W11_storectl_library_empty", .strata)
@@ -53,18 +49,14 @@ struct Target: Sendable {
             $0.value("W11_storectl_library_more", .strata)
         },
         Target(name: "W11 storectl: catalog ≥ 3× GRDB", bound: .atLeast, threshold: 3) {
-            guard let s = $0.value("W11_storectl_catalog_empty", .strata), let g = $0.value("W11_catalog_empty", .grdb),
-                  g > 0 else { return nil }
-            return s / g
+            ratio($0, "W11_storectl_catalog_empty", .strata, over: "W11_catalog_empty", .grdb)
         },
         Target(name: "W11 bytes written ≤ 3× the file", bound: .atMost, threshold: 3) { $0.value("W11_written_over_file", .strata) },
         Target(name: "W11 fresh file ≤ 1.3× compacted", bound: .atMost, threshold: 1.3) {
             $0.value("W11_fresh_over_compacted", .strata)
         },
         Target(name: "W11 reader p99 during a bulk import ≤ 1.5× idle", bound: .atMost, threshold: 1.5) {
-            guard let idle = $0.value("W11_reader_p99_idle_us", .strata), let busy = $0.value("W11_reader_p99_bulk_us", .strata),
-                  idle > 0 else { return nil }
-            return busy / idle
+            ratio($0, "W11_reader_p99_bulk_us", .strata, over: "W11_reader_p99_idle_us", .strata)
         },
         Target(name: "W11 compacted file ≤ 2× GRDB's", bound: .atMost, threshold: 2) {
             ratio($0, "W11_file_mb_compacted", .strata, .grdb)
@@ -107,7 +99,13 @@ struct Target: Sendable {
     }
 
     static func ratio(_ r: Report, _ key: String, _ a: Engine, _ b: Engine) -> Double? {
-        guard let x = r.value(key, a), let y = r.value(key, b), y > 0 else { return nil }
+        ratio(r, key, a, over: key, b)
+    }
+
+    /// Figure `key` of engine `a` over figure `other` of engine `b`; nil when either is missing
+    /// or the second is not positive.
+    static func ratio(_ r: Report, _ key: String, _ a: Engine, over other: String, _ b: Engine) -> Double? {
+        guard let x = r.value(key, a), let y = r.value(other, b), y > 0 else { return nil }
         return x / y
     }
 

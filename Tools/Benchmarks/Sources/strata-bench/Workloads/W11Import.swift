@@ -324,18 +324,27 @@ enum W11Import {
             }
             return entities
         }
-        let library = try ctx.storeDirectory("W11", .strata, "storectl-library")
+        /// A new store of the schema in `Schemas/<schema>` made by `storectl init`, in the run's
+        /// directory for `variant`.
+        func newStore(_ variant: String, schema: String) async throws -> URL {
+            let store = try ctx.storeDirectory("W11", .strata, variant)
+            do {
+                _ = try await ChildProcess.output(storectl, ["init", store.path, "--schema",
+                                                             root.appendingPathComponent("Schemas/\(schema)").path])
+            } catch {
+                ctx.remove(store)
+                throw error
+            }
+            return store
+        }
+        let library = try await newStore("storectl-library", schema: "library")
         defer { ctx.remove(library) }
-        _ = try await ChildProcess.output(storectl, ["init", library.path, "--schema",
-                                                     root.appendingPathComponent("Schemas/library").path])
         figures["W11_storectl_library_empty"] = try await imported(library, inputs.library, inputs.libraryRecords)
         try agree("library", "storectl", try await entities(library))
         figures["W11_storectl_library_more"] = try await imported(library, inputs.more, inputs.moreRecords)
         try agree("more", "storectl", try await entities(library))
-        let catalog = try ctx.storeDirectory("W11", .strata, "storectl-catalog")
+        let catalog = try await newStore("storectl-catalog", schema: "catalog")
         defer { ctx.remove(catalog) }
-        _ = try await ChildProcess.output(storectl, ["init", catalog.path, "--schema",
-                                                     root.appendingPathComponent("Schemas/catalog").path])
         figures["W11_storectl_catalog_empty"] = try await imported(catalog, inputs.catalog, inputs.catalogRecords)
         try agree("catalog", "storectl", try await entities(catalog))
         return figures

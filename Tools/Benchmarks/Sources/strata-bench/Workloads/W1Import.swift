@@ -33,33 +33,12 @@ enum W1Import {
     }
 
     static func runChild(_ ctx: WorkloadContext, engine: Engine, directory: URL) async throws -> ChildImportResult {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: ctx.executablePath)
-        process.arguments = [
+        let data = try await ChildProcess.output(ctx.executablePath, [
             "child-import", "--engine", engine.rawValue, "--records", String(ctx.sizes.importRecords),
             "--batch", String(ctx.sizes.batchSize), "--dir", directory.path, "--schema", ctx.schemaDirectory.path,
             "--map-size-mb", String(ctx.setup.mapSizeBytes >> 20),
-        ]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.standardError
-        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, Error>) in
-            process.terminationHandler = { _ in c.resume() }
-            do {
-                try process.run()
-                InterruptCleanup.track(process.processIdentifier)
-            } catch { c.resume(throwing: error) }
-        }
-        // After the wait, not in the handler, which can run before `track` above.
-        InterruptCleanup.untrack(process.processIdentifier)
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        guard process.terminationStatus == 0 else { throw ChildFailed(status: process.terminationStatus) }
+        ])
         return try JSONDecoder().decode(ChildImportResult.self, from: data)
-    }
-
-    struct ChildFailed: Error, CustomStringConvertible {
-        let status: Int32
-        var description: String { "child-import exited with status \(status)" }
     }
 
     /// The child's side: import, check the count, report.
