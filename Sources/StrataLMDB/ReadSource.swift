@@ -22,3 +22,36 @@ package enum ReadSource {
         }
     }
 }
+
+extension ReadSource {
+    /// Visits every entry of `db` in key order, `chunkEntries` entries per read of the source (a
+    /// new cursor positioned by key at the first entry the read before did not visit), so that a
+    /// pinned snapshot's map lock is held for one chunk at a time. `body` sees keys and values in
+    /// place: nothing of them may outlive its call.
+    package func scanInChunks(_ db: LMDBDatabase, chunkEntries: Int = 65_536,
+                              _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
+        precondition(chunkEntries > 0, "a chunk holds at least one entry")
+        // Where the next read starts (the first key not yet visited); nil once all are.
+        var resume: [UInt8]?
+        var first = true
+        while first || resume != nil {
+            let from = resume
+            first = false
+            resume = nil
+            try read { txn in
+                var seen = 0
+                try txn.scan(db, from: from) { key, value in
+                    // A damaged branch page can route the seek before the key asked for: skip up to it.
+                    if let from, KeyOrder.compare(key, from) < 0 { return true }
+                    if seen == chunkEntries {
+                        resume = Array(key)
+                        return false
+                    }
+                    seen += 1
+                    try body(key, value)
+                    return true
+                }
+            }
+        }
+    }
+}

@@ -57,11 +57,12 @@ public struct ImportOptions: Sendable {
     public var maxHeldRecords = 1_000_000
     /// How the records are written (``ImportMode``): `auto` by default.
     public var mode = ImportMode.auto
-    /// The largest input (all files together, in bytes) a bulk import into a store with an empty
-    /// state resolves in memory: its saves look keys and links up in hash tables instead of the
-    /// new generation's B-trees, and the generation is written once, every database in key
-    /// order. Larger inputs, imports into a store with objects, and imports with
-    /// ``continueOnError`` save through the B-trees, whose memory does not grow with the input.
+    /// The largest input (all files together, in bytes) a bulk import resolves in memory, the
+    /// store's objects counted in it at ``Importer/inputBytesPerRecord`` (256) bytes each: the
+    /// store's state is loaded into hash tables, the saves look keys and links up there instead of
+    /// in the new generation's B-trees, and the generation is written once, every database in key
+    /// order. Larger inputs or stores, and imports with ``continueOnError``, save through the
+    /// B-trees, whose memory does not grow with the input.
     /// The state in memory grows with the input: the default, 256 MiB (about 1,000,000 generated
     /// library records), keeps an import of the generated library to 0.40 GB (measured: 0.18 GB
     /// for its 51 MB of 200,000 records, 0.40 GB for its 256 MB of 1,000,000, where the B-trees
@@ -69,7 +70,8 @@ public struct ImportOptions: Sendable {
     /// memory.
     /// See BENCHMARKS.md (W11) for the time and memory each way.
     public var bulkInMemoryMaxInputBytes = 256 << 20
-    /// The most records a bulk import resolves in memory (besides ``bulkInMemoryMaxInputBytes``):
+    /// The most records a bulk import resolves in memory, the store's objects included (besides
+    /// ``bulkInMemoryMaxInputBytes``):
     /// by default, and at most, what a state in memory can number (``maxBulkInMemoryRecords``),
     /// so that an input of short records small in bytes (a CSV of one short column holds 60
     /// million rows in 128 MiB) goes through the B-trees where it was refused past that number.

@@ -129,7 +129,16 @@ public final class Importer: Sendable {
                 }
             }
             var inlineDone = false
-            if inline {
+            // Whether the load may be in memory from a store with objects (``RefusedInMemory``).
+            var inMemoryFromObjects = true
+            func fresh() -> ImportState {
+                var s = newState()
+                s.inMemoryFromObjects = inMemoryFromObjects
+                return s
+            }
+            var inlineAgain = inline
+            while inlineAgain {
+                inlineAgain = false
                 do {
                     try await write(&state, rejects: nil, checking: true)
                     try await linkDeferred(&state, rejects: nil)
@@ -139,10 +148,19 @@ public final class Importer: Sendable {
                     // gives: two passes (which know every key first) decide where it goes.
                     // Nothing of the load is seen before its switch: it is dropped whole.
                     await state.abandonBulk()
-                    state = newState()
+                    state = fresh()
+                } catch is RefusedInMemory {
+                    // Once more, checking as it writes, through the B-trees.
+                    await state.abandonBulk()
+                    inMemoryFromObjects = false
+                    state = fresh()
+                    state.bulk = try await startBulkLoad(&state)
+                    inlineAgain = state.bulk != nil
                 }
             }
-            if !inlineDone && !oneTransaction {
+            var twoPassesAgain = !inlineDone && !oneTransaction
+            while twoPassesAgain {
+                twoPassesAgain = false
                 try validate(&state)
                 // A file that cannot be read to its end (a broken JSON array) stops the import
                 // even when bad records are tolerated, as a CSV header that cannot be read does:
@@ -151,8 +169,18 @@ public final class Importer: Sendable {
                 state.bulk = try await startBulkLoad(&state)
                 // Created once the import can go ahead: an existing file is emptied only then.
                 rejects = try options.rejectsPath.map { try RejectsWriter(path: $0) }
-                try await write(&state, rejects: rejects, checking: false)
-                try await linkDeferred(&state, rejects: rejects)
+                do {
+                    try await write(&state, rejects: rejects, checking: false)
+                    try await linkDeferred(&state, rejects: rejects)
+                } catch is RefusedInMemory {
+                    // Nothing of the load was seen: both passes again, through the B-trees.
+                    await state.abandonBulk()
+                    rejects?.close()
+                    rejects = nil
+                    inMemoryFromObjects = false
+                    state = fresh()
+                    twoPassesAgain = true
+                }
             }
             if let bulk = state.bulk {
                 let building = bulk.memory.map { _ in Self.buildingReporter(progressContinuation, started: clock) }
@@ -293,9 +321,14 @@ public final class Importer: Sendable {
     /// never with ``ImportOptions/continueOnError``, whose saves must be undone one by one), its
     /// tables sized by ``inputBytesPerRecord``.
     private func beginBulkLoad(_ s: ImportState) async throws -> BulkLoad {
-        let inMemory = !options.continueOnError && s.totalBytes <= options.bulkInMemoryMaxInputBytes
+        // The store's objects are loaded too: each counts as a record of ``inputBytesPerRecord``.
+        let stored = try store.read { view in try store.schema.entities.reduce(0) { $0 + (try view.objectCount($1)) } }
+        let (storedBytes, overflow) = stored.multipliedReportingOverflow(by: Self.inputBytesPerRecord)
+        let inMemory = !options.continueOnError && !overflow && (stored == 0 || s.inMemoryFromObjects)
+            && s.totalBytes <= options.bulkInMemoryMaxInputBytes - min(storedBytes, options.bulkInMemoryMaxInputBytes)
+            && stored <= options.bulkInMemoryMaxRecords
             && Self.recordsAtMost(s.files, identities: s.identities, format: options.format,
-                                  limit: options.bulkInMemoryMaxRecords) != nil
+                                  limit: options.bulkInMemoryMaxRecords - stored) != nil
         return try await store.beginBulkLoad(inMemory: inMemory,
                                              expectedObjects: inMemory ? s.totalBytes / Self.inputBytesPerRecord : 0)
     }
@@ -417,7 +450,7 @@ public final class Importer: Sendable {
         } catch StrataError.validation(let failure) {
             // Stopping at the first bad record: the record the store refused, with its line. The
             // write was undone; the generation holds what the flights before it left.
-            let source = await bulkPartnerSource(failure, s)
+            let source = try await bulkPartnerSource(failure, s)
             if let located = located(failure, inWriteOf: flight.pending, partnerFrom: source, s) { throw located }
             throw StrataError.validation(failure)
         }
@@ -649,11 +682,14 @@ public final class Importer: Sendable {
     }
 
     /// ``partnerSource(_:in:)`` of a bulk import's refused write: its new generation as the writes
-    /// before it left it (unknown for a load in memory, whose read answers nil, or when the read
-    /// fails: `try?` folds both into nil).
-    private func bulkPartnerSource(_ failure: ValidationFailure, _ s: ImportState) async -> PartnerSource {
-        guard let bulk = s.bulk, failure.kind == .requiredRelationship,
-              let source = try? await bulk.read({ Self.partnerSource(failure, in: $0) }) else { return .unknown }
+    /// before it left it (unknown for a load in memory from an empty store, whose read answers
+    /// nil, or when the read fails: `try?` folds both into nil).
+    /// - Throws: ``RefusedInMemory`` for a load in memory from a store with objects, whose
+    ///   partners before the write no table keeps (the import runs again through the B-trees).
+    private func bulkPartnerSource(_ failure: ValidationFailure, _ s: ImportState) async throws -> PartnerSource {
+        guard let bulk = s.bulk, failure.kind == .requiredRelationship else { return .unknown }
+        if bulk.memory != nil && !bulk.startedEmpty { throw RefusedInMemory() }
+        guard let source = try? await bulk.read({ Self.partnerSource(failure, in: $0) }) else { return .unknown }
         return source
     }
 
@@ -1115,9 +1151,9 @@ public final class Importer: Sendable {
                             if askGeneration, let bulk = s.bulk {
                                 try await landBulk(&s, rejects: rejects, bytes: it.bytesRead)
                                 present = try await bulk.resolves(t)
-                            } else if s.bulk?.memory != nil {
-                                // A load in memory starts only from a store whose state is empty,
-                                // and no save reaches that store until the load ends.
+                            } else if s.bulk?.startedEmpty == true {
+                                // The load started from a store whose state is empty, and no save
+                                // reaches that store until the load ends.
                                 present = false
                             } else {
                                 present = try storeHas(t)
@@ -1596,7 +1632,7 @@ extension Importer {
                 // one are in it, and it is the first whose target is not.
                 let links = s.deferred[start..<end]
                 let located: ImportFailed? = await locatedLink(failure, links, s) { try await bulk.resolves($0) }
-                let source = await bulkPartnerSource(failure, s)
+                let source = try await bulkPartnerSource(failure, s)
                 if let found = located ?? displacingLink(failure, links, partnerFrom: source, s) { throw found }
                 throw StrataError.validation(failure)
             }
@@ -1789,6 +1825,13 @@ private struct Batch: Sendable {
 /// linked to in the store.
 private struct NotInOneTransaction: Error {}
 
+/// A bulk load in memory from a store with objects was refused a save that took a required
+/// partner away: which record took it is found from the partner the object had before the
+/// refused write, which the tables in memory do not keep (a refused save leaves part of itself
+/// there). The import is dropped and runs again with its load through the B-trees, whose
+/// generation answers that; a failure's path only.
+private struct RefusedInMemory: Error {}
+
 /// A reference to a key the input had not given yet where it was read: checked at the end of
 /// the input (``Importer``'s validation), and reported there as dangling when neither the input
 /// nor the store has it.
@@ -1849,6 +1892,9 @@ private struct ImportState {
     var written = 0
     /// The bulk load a bulk import writes into (nil: into the live store).
     var bulk: BulkLoad?
+    /// Whether a bulk load may resolve its saves in memory from a store with objects: not after
+    /// one was refused a save that took a required partner away (``RefusedInMemory``).
+    var inMemoryFromObjects = true
     /// The bulk load's generation is switched in: its records are in the store.
     var bulkSwitched = false
     /// The writer's transaction an import in one pass applies its batches in

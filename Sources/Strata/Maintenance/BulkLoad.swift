@@ -18,11 +18,11 @@ import Synchronization
 /// LMDB write transaction (``write(_:)``) and none is synced before the switch: the pages of the
 /// B-trees are copied once per shared transaction, not once per save.
 ///
-/// When the load starts from a store whose state is empty (no objects, links or keys: a new
-/// store, or one whose objects were all deleted) and its caller allows it, the saves are resolved
-/// against a ``BulkMemoryState`` instead of the new generation's B-trees: the same resolution,
-/// with lookups in hash tables, the log entries appended to the generation as before, and the
-/// state written once at the end, every database in key order (``finish()``).
+/// When its caller allows it, the saves are resolved against a ``BulkMemoryState`` instead of
+/// the new generation's B-trees: the store's state (objects, links, unique keys) is loaded into
+/// it instead of copied, the saves are the same resolution with lookups in hash tables, the log
+/// entries are appended to the generation as before, and the state is written once at the end,
+/// every database in key order (``finish()``).
 ///
 /// Exactly one of ``finish()`` and ``abandon()`` ends it. Its long steps (the copies, the write
 /// transactions) run on a queue of its own, not on a thread of Swift's cooperative pool (two
@@ -42,6 +42,8 @@ final class BulkLoad: Sendable {
     /// The state the saves are resolved against when the load keeps it in memory; nil when they
     /// write the new generation's B-trees.
     let memory: BulkMemoryState?
+    /// Whether the store's state was empty when the load started (no objects, links or keys).
+    let startedEmpty: Bool
 
     private struct State {
         var generation: PendingGeneration
@@ -58,9 +60,10 @@ final class BulkLoad: Sendable {
 
     fileprivate init(store: Store, base: TransactionID, horizon: TransactionID, generation: PendingGeneration,
                      pause: WriterPause, writer: Writer, lock: StoreLock, oldEnv: LMDBEnvironment,
-                     memory: BulkMemoryState?) {
+                     memory: BulkMemoryState?, startedEmpty: Bool) {
         self.store = store
         self.memory = memory
+        self.startedEmpty = startedEmpty
         self.base = base
         self.horizon = horizon
         self.pause = pause
@@ -437,9 +440,9 @@ extension Store {
     /// Starts a ``BulkLoad``: takes the store's lock exclusively (refused with
     /// ``StrataError/storeBusy(path:processIDs:)`` when another process has the store open),
     /// pauses the writer, and copies the live generation's state and log into a new one. With
-    /// `inMemory`, a load from a store whose state is empty resolves its saves in memory
-    /// (``BulkMemoryState``, sized for `expectedObjects`, its heads long from `bigHeadLength`
-    /// entries; its saves cannot be `isolated`).
+    /// `inMemory`, the load resolves its saves in memory (``BulkMemoryState``, sized for
+    /// `expectedObjects` and the store's objects, which it loads; its heads long from
+    /// `bigHeadLength` entries; its saves cannot be `isolated`).
     func beginBulkLoad(inMemory: Bool = false, expectedObjects: Int = 0,
                        bigHeadLength: Int32 = BulkMemoryState.defaultBigHeadLength) async throws -> BulkLoad {
         try checkUsable()
@@ -472,21 +475,25 @@ extension Store {
                 // As compaction and migration check it: a horizon past the log's end, or entries
                 // missing, would have the copy leave transactions out of the new log unnoticed.
                 let horizon = try checkLogShape(snapshot, for: "a bulk import would copy the log without them").horizon
-                let stateIsEmpty = try snapshot.read { view in
-                    try DatabaseName.state.allSatisfy { try view.txn.entryCount(view.env[$0]) == 0 }
+                let (stateIsEmpty, objects) = try snapshot.read { view in
+                    (try DatabaseName.state.allSatisfy { try view.txn.entryCount(view.env[$0]) == 0 },
+                     try view.txn.entryCount(view.env[.objects]))
                 }
                 try checkRoomForGeneration(snapshot)
                 let generation = try makeGeneration(like: snapshot.env)
                 // The load reads back what it writes (its saves look up unique keys and
                 // records): the copy stays in the page cache.
                 generation.endBulkBuild()
+                let memory = inMemory
+                    ? BulkMemoryState(schema: schema, expectedObjects: expectedObjects + objects,
+                                      bigHeadLength: bigHeadLength) : nil
                 do {
-                    // On a queue of its own: a large store takes seconds to copy.
+                    // On a queue of its own: a large store takes seconds to copy (or load).
                     try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, Error>) in
                         DispatchQueue(label: "strata.bulk-load.copy").async { [self] in
                             c.resume(with: Result {
-                                _ = try copyGeneration(generation.env, from: snapshot, horizon: horizon,
-                                                       indexes: .omitted, progress: nil)
+                                _ = try copyGeneration(generation.env, from: snapshot, horizon: horizon, indexes: .omitted,
+                                                       loadingStateInto: stateIsEmpty ? nil : memory, progress: nil)
                             })
                         }
                     }
@@ -495,10 +502,8 @@ extension Store {
                     throw error
                 }
                 return BulkLoad(store: self, base: base, horizon: horizon, generation: generation, pause: pause,
-                                writer: writer, lock: lock, oldEnv: snapshot.env,
-                                memory: inMemory && stateIsEmpty
-                                    ? BulkMemoryState(schema: schema, expectedObjects: expectedObjects,
-                                                      bigHeadLength: bigHeadLength) : nil)
+                                writer: writer, lock: lock, oldEnv: snapshot.env, memory: memory,
+                                startedEmpty: stateIsEmpty)
             } catch {
                 lock.shared()
                 pause.resume()

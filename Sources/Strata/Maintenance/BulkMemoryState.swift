@@ -3,10 +3,11 @@ import Glibc
 import Logging
 import StrataLMDB
 
-/// The state of a bulk load that started from an empty store, held in memory while the load's
-/// saves are resolved against it (``BulkMemoryApplier``, through the writer's own
-/// ``SaveResolver``), then written into the load's new generation once, every database in key
-/// order (``write(into:)``).
+/// The state of a bulk load, held in memory while the load's saves are resolved against it
+/// (``BulkMemoryApplier``, through the writer's own ``SaveResolver``), then written into the
+/// load's new generation once, every database in key order (``write(into:)``). A load from a
+/// store with objects starts from its state, loaded entry by entry (``loadObject(key:record:)``,
+/// ``loadLinkEntry(key:)``, ``loadUnique(key:owner:)``) where a copy would have copied it.
 ///
 /// Resolving a save against the B-trees puts every unique and link key at a random place of its
 /// tree, page copies and cache misses included; here a save costs hash-table lookups, and the
@@ -21,9 +22,11 @@ import StrataLMDB
 /// object or key has an allocation of its own. A bulk load uses it only for an input below
 /// ``ImportOptions/bulkInMemoryMaxInputBytes``; larger ones save through the B-trees.
 ///
-/// Thread safety (why `@unchecked Sendable` is sound): a ``BulkLoad`` creates one, hands it to
-/// the saves that run on its serial queue, one after another, and reads it in ``write(into:)``
-/// on that queue after the last of them; nothing else holds it. The queue orders every access,
+/// Thread safety (why `@unchecked Sendable` is sound): ``Store/beginBulkLoad(inMemory:expectedObjects:bigHeadLength:)``
+/// creates one, loads the store's state into it on one queue and waits for that to end (the
+/// continuation it resumes orders the loading before everything after), then hands it to the
+/// ``BulkLoad``, whose saves run on its serial queue, one after another, and which reads it in
+/// ``write(into:)`` on that queue after the last of them; nothing else holds it. The queue orders every access,
 /// except that ``write(into:)`` lets a second thread of its own read the records while the queue
 /// reads them too, with no change to any table until both are done (see there).
 ///
@@ -174,33 +177,90 @@ final class BulkMemoryState: @unchecked Sendable {
 
     /// Adds an object (or gives a deleted one its number back); false when the id is live.
     fileprivate func insert(_ record: Record) throws -> Bool {
-        let n: Int32
-        let found = numberSlots.find(hash: Self.hash(record.id)) { ids[Int($0)] == record.id }
-        if let old = found.entry {
-            guard locations[Int(old)].count == 0 else { return false }
-            n = old
-        } else {
-            n = Int32(ids.count)
-            guard ids.count < Self.maxObjects else {
-                throw StrataError.invalidConfiguration(
-                    field: "bulkInMemoryMaxInputBytes", value: "an input of more than \(Self.maxObjects) records",
-                    reason: "a bulk import resolves at most \(Self.maxObjects) records in memory: lower it (or 0)")
-            }
-            let relationships = record.entity.relationships.count
-            guard headFirst.count + relationships <= Int(UInt32.max) else {
-                throw StrataError.invalidConfiguration(
-                    field: "bulkInMemoryMaxInputBytes", value: "an input of more than \(UInt32.max) link heads",
-                    reason: "a bulk import resolves at most \(UInt32.max) link heads in memory: lower it (or 0)")
-            }
-            ids.append(record.id)
-            locations.append(.deleted)
-            headBase.append(UInt32(headFirst.count))
-            headFirst.append(contentsOf: repeatElement(-1, count: relationships))
-            numberSlots.insert(n, at: found.slot) { Self.hash(ids[Int($0)]) }
-        }
+        guard let n = try freeNumber(record.id, relationships: record.entity.relationships.count) else { return false }
         store(record, number: n)
         counts[Int(record.entity.tag)] += 1
         return true
+    }
+
+    /// The number a new object `id` (of an entity with `relationships` relationships) takes: its
+    /// own again when it was deleted, else the next one, with its link heads; nil when `id` is live.
+    private func freeNumber(_ id: ObjectID, relationships: Int) throws -> Int32? {
+        let found = numberSlots.find(hash: Self.hash(id)) { ids[Int($0)] == id }
+        if let old = found.entry {
+            return locations[Int(old)].count == 0 ? old : nil
+        }
+        let n = Int32(ids.count)
+        guard ids.count < Self.maxObjects else {
+            throw StrataError.invalidConfiguration(
+                field: "bulkInMemoryMaxInputBytes", value: "an input of more than \(Self.maxObjects) records",
+                reason: "a bulk import resolves at most \(Self.maxObjects) records in memory: lower it (or 0)")
+        }
+        guard headFirst.count + relationships <= Int(UInt32.max) else {
+            throw StrataError.invalidConfiguration(
+                field: "bulkInMemoryMaxInputBytes", value: "an input of more than \(UInt32.max) link heads",
+                reason: "a bulk import resolves at most \(UInt32.max) link heads in memory: lower it (or 0)")
+        }
+        ids.append(id)
+        locations.append(.deleted)
+        headBase.append(UInt32(headFirst.count))
+        headFirst.append(contentsOf: repeatElement(-1, count: relationships))
+        numberSlots.insert(n, at: found.slot) { Self.hash(ids[Int($0)]) }
+        return n
+    }
+
+    // MARK: Loading a store's state
+
+    /// Adds an object of the store the load starts from: an entry of its `objects` (a 16-byte id
+    /// and its encoded record, checked by ``StateCheck/object(key:value:)`` before), its record
+    /// kept as it is stored. Objects are loaded before the links and unique keys that name them.
+    func loadObject(key: UnsafeRawBufferPointer, record: UnsafeRawBufferPointer) throws {
+        let id = ObjectID(keyBytes: key)
+        guard let entity = schema.entity(tag: id.entityTag) else {
+            throw StrataError.corruptRecord(id: id, reason: "entity tag \(id.entityTag) is not the schema's")
+        }
+        guard !record.isEmpty, let n = try freeNumber(id, relationships: entity.relationships.count) else {
+            throw StrataError.corruptRecord(id: id, reason: "objects: the store being loaded holds the object twice")
+        }
+        locations[Int(n)] = arena.append(record)
+        counts[Int(entity.tag)] += 1
+    }
+
+    /// Adds an entry of the `links` of the store the load starts from (34 bytes: relationship
+    /// tag, from id, to id; checked by ``StateCheck/link(key:)`` before), its two objects loaded.
+    /// Each direction of an edge is an entry of its own there, and here.
+    func loadLinkEntry(key: UnsafeRawBufferPointer) throws {
+        let tag = UInt16(key[0]) << 8 | UInt16(key[1])
+        let from = ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: key[2..<18]))
+        let to = ObjectID(keyBytes: UnsafeRawBufferPointer(rebasing: key[18..<34]))
+        guard let a = number(from), let b = number(to), let h = head(tag, a) else {
+            throw StrataError.corruptRecord(id: from, reason: "links: an entry under tag \(tag) to \(to) names an object " +
+                                                              "the store does not have, or a relationship its entity does not")
+        }
+        guard edges.count < Self.maxEdges - 1 else {
+            throw StrataError.invalidConfiguration(
+                field: "bulkInMemoryMaxInputBytes", value: "a store of more than \(Self.maxEdges) link entries",
+                reason: "a bulk import resolves at most \(Self.maxEdges) link entries in memory: lower it (or 0)")
+        }
+        addEntry(h, tag, a, b)
+    }
+
+    /// Adds an entry of the `uniques` of the store the load starts from: its key and the id of
+    /// the object holding it (loaded).
+    func loadUnique(key: UnsafeRawBufferPointer, owner: UnsafeRawBufferPointer) throws {
+        guard owner.count == 16 else {
+            throw StrataError.corruptRecord(id: ObjectID(high: 0, low: 0),
+                                            reason: "uniques: an owner of \(owner.count) bytes (16 expected)")
+        }
+        let id = ObjectID(keyBytes: owner)
+        guard let n = number(id) else {
+            throw StrataError.corruptRecord(id: id, reason: "uniques: a key held by an object the store does not have")
+        }
+        let bytes = Array(key)
+        guard uniqueOwner(bytes) == nil else {
+            throw StrataError.corruptRecord(id: id, reason: "uniques: the store being loaded holds a key twice")
+        }
+        try setUnique(bytes, n)
     }
 
     fileprivate func countWritten(_ entity: UInt16) { countsWritten.insert(entity) }

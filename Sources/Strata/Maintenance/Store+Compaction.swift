@@ -107,9 +107,10 @@ extension Store {
     /// grows the map meanwhile waits for one chunk at most. `progress` runs between reads.
     func copyGeneration(
         _ newEnv: LMDBEnvironment, from snapshot: Snapshot, horizon: TransactionID, indexes: IndexCopy = .copied,
+        loadingStateInto memory: BulkMemoryState? = nil,
         progress: (@Sendable (CompactionProgress) -> Void)?) throws -> (recordBytes: Int, allBytes: Int) {
         try copyGeneration(newEnv, from: .pinned(snapshot), sourceEnv: snapshot.env, head: snapshot.transactionID,
-                           horizon: horizon, indexes: indexes, progress: progress)
+                           horizon: horizon, indexes: indexes, loadingStateInto: memory, progress: progress)
     }
 
     /// What a generation's copy does with the secondary indexes.
@@ -124,12 +125,18 @@ extension Store {
         case omitted
     }
 
-    /// ``copyGeneration(_:from:horizon:indexes:progress:)`` from any source: `oldEnv` read through
-    /// `source`, whose last transaction is `t0`.
+    /// ``copyGeneration(_:from:horizon:indexes:loadingStateInto:progress:)`` from any source:
+    /// `oldEnv` read through `source`, whose last transaction is `t0`.
+    ///
+    /// With `memory` (a bulk load in memory from a store with objects), the state is loaded into
+    /// it instead of copied (checked as a copy checks it; the indexes left out, as `.omitted`):
+    /// the new generation gets the log, the metadata and the counts, and the load writes the
+    /// state once it has resolved its saves.
     func copyGeneration(
         _ newEnv: LMDBEnvironment, from source: ReadSource, sourceEnv oldEnv: LMDBEnvironment, head t0: TransactionID,
-        horizon: TransactionID, indexes: IndexCopy = .copied,
+        horizon: TransactionID, indexes: IndexCopy = .copied, loadingStateInto memory: BulkMemoryState? = nil,
         progress: (@Sendable (CompactionProgress) -> Void)?) throws -> (recordBytes: Int, allBytes: Int) {
+        precondition(memory == nil || indexes == .omitted, "a state loaded into memory has its indexes built from it")
         // Between databases, and after each callback: a `close()` (from the callback, or from
         // anywhere while the copy runs) lets the build end here instead of copying on.
         func report(_ p: CompactionProgress) throws {
@@ -154,8 +161,40 @@ extension Store {
             // copied (``StateCheck``): a damaged record or link is refused, not carried over.
             var check = StateCheck(schema: schema)
             let c: (entries: Int, bytes: Int, replayedBuffers: Int)
-            switch name {
-            case .objects:
+            switch (name, memory) {
+            case (.objects, let memory?):
+                var entries = 0, bytes = 0
+                try source.scanInChunks(oldEnv[.objects]) { k, v in
+                    try check.object(key: k, value: v)
+                    try memory.loadObject(key: k, record: v)
+                    let tag = UInt16(k[0]) << 8 | UInt16(k[1])
+                    objectsCopied[tag, default: 0] += 1
+                    entries += 1
+                    bytes += k.count + v.count
+                }
+                c = (entries, bytes, 0)
+                recordBytes = bytes
+            case (.links, let memory?):
+                var entries = 0, bytes = 0
+                try source.scanInChunks(oldEnv[.links]) { k, _ in
+                    try check.link(key: k)
+                    try memory.loadLinkEntry(key: k)
+                    entries += 1
+                    bytes += k.count
+                }
+                try check.finishLinks { visit in
+                    try source.read { txn in try txn.scan(oldEnv[.links]) { k, _ in visit(k); return true } }
+                }
+                c = (entries, bytes, 0)
+            case (.uniques, let memory?):
+                var entries = 0, bytes = 0
+                try source.scanInChunks(oldEnv[.uniques]) { k, v in
+                    try memory.loadUnique(key: k, owner: v)
+                    entries += 1
+                    bytes += k.count + v.count
+                }
+                c = (entries, bytes, 0)
+            case (.objects, nil):
                 c = try newEnv.copyDirect(name, from: source, sourceEnv: oldEnv, into: nil, start: nil, until: nil) {
                     try check.object(key: $0, value: $1)
                     // Keys in order, an entity's objects one run: counted a run at a time.
@@ -168,7 +207,7 @@ extension Store {
                 }
                 if run > 0 { objectsCopied[runTag, default: 0] += run }
                 recordBytes = c.bytes
-            case .links:
+            case (.links, nil):
                 c = try newEnv.copyDirect(name, from: source, sourceEnv: oldEnv, into: nil, start: nil, until: nil) {
                     k, _ in try check.link(key: k)
                 }

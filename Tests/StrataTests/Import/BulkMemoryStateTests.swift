@@ -196,6 +196,73 @@ import Testing
         }
     }
 
+    /// Objects, link entries and unique keys of `store`'s state.
+    private static func stateSize(_ store: Store) throws -> (objects: Int, links: Int, uniques: Int) {
+        try store.read { view in
+            (try view.txn.entryCount(view.env[.objects]), try view.txn.entryCount(view.env[.links]),
+             try view.txn.entryCount(view.env[.uniques]))
+        }
+    }
+
+    /// As ``aLoadInMemoryWritesWhatTheBTreesWouldHave(seed:)``, from a store with objects: the
+    /// first half of the seed's sets saved through the B-trees in both stores, the second half
+    /// (which updates, deletes, links and unlinks those objects and takes their unique keys)
+    /// loaded through the B-trees in one and in memory in the other, which loads the state first.
+    @Test(.serialized, arguments: seeds)
+    func aLoadInMemoryFromAStoreWithObjectsWritesWhatTheBTreesWouldHave(seed: UInt64) async throws {
+        let schema = try librarySchema()
+        let all = Self.sets(seed: seed, schema: schema)
+        let (before, sets) = (Array(all[..<(all.count / 2)]), Array(all[(all.count / 2)...]))
+        let replay = "replay: STRATA_BULK_SEED=\(seed) swift test --skip-build --filter BulkMemoryStateTests"
+        func started() async throws -> Store {
+            let store = try Store.temporary(schema: schema)
+            _ = try await Self.load(store, before, inMemory: false)
+            return store
+        }
+        let inTrees = try await started()
+        defer { inTrees.close() }
+        let start = try Self.stateSize(inTrees)
+        let b = try await Self.load(inTrees, sets, inMemory: false)
+        let accepted = zip(sets, b).filter { if case .refused = $1 { false } else { true } }
+        let inMemory = try await started()
+        defer { inMemory.close() }
+        #expect(try Self.stateSize(inMemory) == start, "\(replay)")
+        let long: Int32 = [BulkMemoryState.defaultBigHeadLength, 1, 2][Int(seed % 3)]
+        let a = try await Self.load(inMemory, accepted.map(\.0), inMemory: true, bigHeadLength: long)
+        #expect(a == accepted.map(\.1), "the saves' outcomes differ; \(replay)")
+        #expect(try Self.loggedChanges(inMemory) == Self.loggedChanges(inTrees), "the logs differ; \(replay)")
+        let (x, y) = (try Self.contents(inMemory), try Self.contents(inTrees))
+        for name in y.keys.sorted() {
+            #expect(x[name] == y[name], "\(name) differs (\(x[name]?.count ?? 0) entries against \(y[name]?.count ?? 0)); \(replay)")
+        }
+        #expect(try inMemory.verify().ok, "\(replay)")
+        if let first = b.firstIndex(where: { if case .refused = $0 { true } else { false } }) {
+            let earlier = zip(sets[..<first], b[..<first]).filter { if case .refused = $1 { false } else { true } }
+            let refusing = try await started()
+            defer { refusing.close() }
+            let c = try await Self.load(refusing, earlier.map(\.0) + [sets[first]], inMemory: true, bigHeadLength: long)
+            #expect(c == earlier.map(\.1) + [b[first]], "the first refusal differs; \(replay)")
+        }
+    }
+
+    /// What the test from a store with objects covers: across the seeds, most start from objects,
+    /// links and unique keys.
+    @Test func theStoresTheLoadsStartFromHoldObjectsLinksAndKeys() async throws {
+        let schema = try librarySchema()
+        var withLinks = 0, withObjects = 0
+        for seed in Self.seeds {
+            let all = Self.sets(seed: seed, schema: schema)
+            let store = try Store.temporary(schema: schema)
+            defer { store.close() }
+            _ = try await Self.load(store, Array(all[..<(all.count / 2)]), inMemory: false)
+            let size = try Self.stateSize(store)
+            if size.objects > 0 && size.uniques > 0 { withObjects += 1 }
+            if size.links > 0 { withLinks += 1 }
+        }
+        #expect(withObjects >= Self.seeds.count * 3 / 4, "\(withObjects) of \(Self.seeds.count)")
+        #expect(withLinks >= Self.seeds.count / 2, "\(withLinks) of \(Self.seeds.count)")
+    }
+
     /// What the differential test covers, so that it cannot pass by never reaching a case: across
     /// the seeds, refusals, and logged inserts, updates, deletes, links and unlinks.
     @Test func theRandomSetsReachEveryOutcome() async throws {
@@ -329,9 +396,9 @@ import Testing
         #expect(seen.contains { $0.0 > 0 && $0.0 < 3_008 }, "\(seen)")
     }
 
-    /// A store whose state is empty after deletes (its log is not) loads in memory; a store with
-    /// one object loads through the B-trees; an import with `continueOnError` never loads in
-    /// memory, and `bulkInMemoryMaxInputBytes = 0` turns it off.
+    /// A store with one object loads in memory, starting from that object; so does one whose
+    /// state is empty after deletes (its log is not); an import with `continueOnError` never
+    /// loads in memory, and `bulkInMemoryMaxInputBytes = 0` turns it off.
     @Test func whenALoadIsResolvedInMemory() async throws {
         try await withLibraryStore { store in
             let g = Genre(name: "Jazz")
@@ -339,13 +406,14 @@ import Testing
             insert.insert(g)
             _ = try await store.save(insert)
             var load = try await store.beginBulkLoad(inMemory: true)
-            #expect(load.memory == nil)
+            #expect(load.memory != nil && !load.startedEmpty)
+            #expect(try load.memory.map { try BulkMemoryApplier(state: $0, transactionID: .zero).exists(g.id) } == true)
             load.abandon()
             var delete = ChangeSet()
             delete.delete(g.id)
             _ = try await store.save(delete)
             load = try await store.beginBulkLoad(inMemory: true)
-            #expect(load.memory != nil)
+            #expect(load.memory != nil && load.startedEmpty)
             load.abandon()
         }
         let dir = temporaryDirectory("bulk-memory")
@@ -362,6 +430,32 @@ import Testing
                 #expect(summary.mode == .bulk)
                 #expect(summary.inMemory == expected, "limit \(limit), continueOnError \(continueOnError)")
                 #expect(try store.mainContext.count(Genre.self) == 1)
+            }
+        }
+    }
+
+    /// The store's objects count toward the limits of a load in memory, each as a record of
+    /// ``Importer/inputBytesPerRecord`` bytes: a bulk import of one line into a store of two
+    /// objects is in memory with room for the three, and through the B-trees a byte or a record
+    /// short of it; either way the objects before it are kept.
+    @Test func theStoresObjectsCountTowardTheLimitsInMemory() async throws {
+        let dir = temporaryDirectory("bulk-memory-limits")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = dir.appendingPathComponent("in.ndjson")
+        let line = #"{"entity":"Genre","name":"Jazz"}"#
+        try Data(line.utf8).write(to: input)
+        let room = 2 * Importer.inputBytesPerRecord + line.utf8.count
+        for (bytes, records, expected) in [(room, 3, true), (room - 1, 3, false), (room, 2, false)] {
+            try await withLibraryStore { store in
+                _ = try await store.save { $0.insert(Genre(name: "Blues")); $0.insert(Genre(name: "Soul")) }
+                var o = ImportOptions()
+                o.mode = .bulk
+                o.bulkInMemoryMaxInputBytes = bytes
+                o.bulkInMemoryMaxRecords = records
+                let summary = try await Importer(store: store, options: o).run(files: [input.path])
+                #expect(summary.inMemory == expected, "\(bytes) bytes, \(records) records")
+                #expect(try store.mainContext.count(Genre.self) == 3)
+                #expect(try store.verify().ok)
             }
         }
     }
