@@ -182,7 +182,12 @@ public final class Importer: Sendable {
                     twoPassesAgain = true
                 }
             }
-            if let bulk = state.bulk {
+            if let bulk = state.bulk, bulk.transactions.isEmpty {
+                // Nothing was saved (every record as the store has it): the new generation would
+                // hold the store's own state, so the store is left as it is, unwritten.
+                await state.abandonBulk()
+                state.bulkSwitched = true
+            } else if let bulk = state.bulk {
                 let building = bulk.memory.map { _ in Self.buildingReporter(progressContinuation, started: clock) }
                 state.report(building == nil ? .switching : .building, records: 0, bytes: totalBytes, force: true)
                 _ = try await bulk.finish(progress: building)
