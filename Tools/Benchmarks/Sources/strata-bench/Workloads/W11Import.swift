@@ -112,11 +112,12 @@ enum W11Import {
         return (written, cancelled)
     }
 
-    /// Seconds of an import of `file` (the mode `auto` chooses unless given), and the mode it ran in.
+    /// Seconds of an import of `file` (the mode `auto` chooses unless given), and the mode it ran
+    /// in, as the run prints it (`bulk, in memory` for a bulk import resolved in memory).
     static func strataImport(_ store: Store, _ file: URL,
-                             mode: ImportMode = .auto) async throws -> (seconds: Double, mode: ImportMode) {
+                             mode: ImportMode = .auto) async throws -> (seconds: Double, mode: ImportMode, shown: String) {
         let run = try await strataImportTimingValidation(store, file, mode: mode)
-        return (run.seconds, run.mode)
+        return (run.seconds, run.mode, run.mode.rawValue + (run.inMemory ? ", in memory" : ""))
     }
 
     /// ``strataImport(_:_:mode:)``, also giving how long its validation pass took (an
@@ -124,7 +125,7 @@ enum W11Import {
     /// the import's elapsed time at the first progress event of a later phase, nil when the
     /// import had no separate validation pass (a bulk import checks as it writes).
     static func strataImportTimingValidation(_ store: Store, _ file: URL, mode: ImportMode)
-        async throws -> (seconds: Double, mode: ImportMode, validationSeconds: Double?) {
+        async throws -> (seconds: Double, mode: ImportMode, inMemory: Bool, validationSeconds: Double?) {
         var options = ImportOptions()
         options.batchSize = 5_000
         options.mode = mode
@@ -136,9 +137,12 @@ enum W11Import {
             }
             return nil
         }
-        var used = ImportMode.auto
-        let seconds = try await MonotonicClock.measure { used = try await importer.run(files: [file.path]).mode }.seconds
-        return (seconds, used, await watcher.value)
+        var used = ImportMode.auto, inMemory = false
+        let seconds = try await MonotonicClock.measure {
+            let summary = try await importer.run(files: [file.path])
+            (used, inMemory) = (summary.mode, summary.inMemory)
+        }.seconds
+        return (seconds, used, inMemory, await watcher.value)
     }
 
     /// The CSV reader's rate as an import sees it: `store`'s library exported as one CSV file per
@@ -184,8 +188,10 @@ enum W11Import {
     }
 
     /// A reader's latency (open a snapshot, read one track by id, close), as W6 measures it: on a
-    /// thread of its own, first alone (100,000 reads), then while `during` is bulk-imported.
-    static func readerLatencies(_ store: Store, during: URL) async throws -> (idle: LatencySummary, busy: LatencySummary) {
+    /// thread of its own, first alone (100,000 reads), then while `during` is bulk-imported; and
+    /// how that import ran (``strataImport(_:_:mode:)``'s `shown`).
+    static func readerLatencies(_ store: Store, during: URL) async throws
+        -> (idle: LatencySummary, busy: LatencySummary, importRan: String) {
         let ids = try store.mainContext.fetch(Query(entity: "Track", limit: 10_000)).map(\.id)
         guard !ids.isEmpty else { throw BenchSetupError("W11: no tracks to read") }
         @Sendable func reads(until stop: StopFlag?, started: StopFlag?) throws -> [UInt64] {
@@ -209,16 +215,18 @@ enum W11Import {
         let stop = StopFlag(), started = StopFlag()
         async let busy = runOnThread(name: "reader") { try reads(until: stop, started: started) }
         while !started.isRaised { await Task.yield() }
+        let ran: String
         do {
-            let mode = try await strataImport(store, during, mode: .bulk).mode
-            guard mode == .bulk else { throw BenchSetupError("W11: the import during the reads ran \(mode.rawValue)") }
+            let run = try await strataImport(store, during, mode: .bulk)
+            guard run.mode == .bulk else { throw BenchSetupError("W11: the import during the reads ran \(run.shown)") }
+            ran = run.shown
         } catch {
             stop.raise()
             _ = try? await busy
             throw error
         }
         stop.raise()
-        return (idle, LatencySummary(nanoseconds: try await busy))
+        return (idle, LatencySummary(nanoseconds: try await busy), ran)
     }
 
     static func strata(_ ctx: WorkloadContext, _ inputs: Inputs) async throws -> [String: Double] {
@@ -234,8 +242,8 @@ enum W11Import {
                                        configuration: config)
             defer { store.close() }
             let before = ioBytes()
-            let (seconds, mode) = try await strataImport(store, inputs.library)
-            ctx.progress("W11: the library into an empty store ran \(mode.rawValue)")
+            let (seconds, _, mode) = try await strataImport(store, inputs.library)
+            ctx.progress("W11: the library into an empty store ran \(mode)")
             figures["W11_library_empty"] = Double(inputs.libraryRecords) / seconds
             try agree("library", "strata", try store.info().entities)
             let file = try store.info().fileBytes
@@ -252,13 +260,13 @@ enum W11Import {
             let csv = try await csvValidationRate(store, config: config, root: root, ctx)
             figures["W11_csv_validation_mb_per_s"] = csv.mbPerSecond
             ctx.progress(String(format: "W11: the CSV validation pass read %.1f MB in %.2f s", csv.megabytes, csv.seconds))
-            let (moreSeconds, moreMode) = try await strataImport(store, inputs.more)
-            ctx.progress("W11: a tenth more into that store ran \(moreMode.rawValue)")
+            let (moreSeconds, _, moreMode) = try await strataImport(store, inputs.more)
+            ctx.progress("W11: a tenth more into that store ran \(moreMode)")
             figures["W11_library_more"] = Double(inputs.moreRecords) / moreSeconds
             try agree("more", "strata", try store.info().entities)
-            let (idle, busy) = try await readerLatencies(store, during: inputs.during)
-            ctx.progress(String(format: "W11: reader idle %d reads, p99 %.1f µs; during a bulk import %d reads, p99 %.1f µs",
-                                idle.count, idle.p99Micros, busy.count, busy.p99Micros))
+            let (idle, busy, ran) = try await readerLatencies(store, during: inputs.during)
+            ctx.progress(String(format: "W11: reader idle %d reads, p99 %.1f µs; ", idle.count, idle.p99Micros)
+                         + String(format: "during a bulk import (\(ran)) %d reads, p99 %.1f µs", busy.count, busy.p99Micros))
             figures["W11_reader_p99_idle_us"] = idle.p99Micros
             figures["W11_reader_p99_bulk_us"] = busy.p99Micros
         }
@@ -281,8 +289,8 @@ enum W11Import {
         let store = try Store.open(at: dir, schema: Schema.load(directory: root.appendingPathComponent("Schemas/catalog")),
                                    configuration: config)
         defer { store.close() }
-        let (catalogSeconds, catalogMode) = try await strataImport(store, inputs.catalog)
-        ctx.progress("W11: the catalog into an empty store ran \(catalogMode.rawValue)")
+        let (catalogSeconds, _, catalogMode) = try await strataImport(store, inputs.catalog)
+        ctx.progress("W11: the catalog into an empty store ran \(catalogMode)")
         figures["W11_catalog_empty"] = Double(inputs.catalogRecords) / catalogSeconds
         try agree("catalog", "strata", try store.info().entities)
         store.close()
