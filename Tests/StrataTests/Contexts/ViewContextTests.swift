@@ -51,7 +51,7 @@ import Testing
             try await Task.sleep(for: .milliseconds(50))
             #expect(live.all.count == 1, "a pinned context's live query does not follow commits")
             view.close()
-            #expect(try await live.wait(for: 2, seconds: 30).last?.records.count == 2, "after close()")
+            #expect(try await live.wait(for: 2).last?.records.count == 2, "after close()")
             #expect(try view.count(Genre.self) == 2)
         }
     }

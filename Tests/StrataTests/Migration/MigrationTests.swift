@@ -338,7 +338,7 @@ import Testing
         #expect(try await pinned.wait(for: 1).first?.records.count == 3)
         _ = try await store.migrate(schemas: all, registry: ShopSchemas.registry)
         #expect(try await live.waitUntilFinished(seconds: 60), "the live query ended")
-        #expect(try await pinned.waitUntilFinished(seconds: 30), "the pinned context's live query ended")
+        #expect(try await pinned.waitUntilFinished(), "the pinned context's live query ended")
         #expect(try await stream.waitUntilFinished(seconds: 60), "the change stream ended")
         let later = Collector(store.changes())
         #expect(try await later.waitUntilFinished(seconds: 60), "a change stream asked for after the migration ends")

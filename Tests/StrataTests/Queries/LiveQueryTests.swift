@@ -202,11 +202,11 @@ private struct MismatchedGenre: Entity {
         #expect(try await live.wait(for: 1).first?.records.count == 0)
         #expect(try await childLive.wait(for: 1).first?.records.count == 0)
         store.close()
-        #expect(try await live.waitUntilFinished(seconds: 30), "the pinned context's live query ended")
-        #expect(try await childLive.waitUntilFinished(seconds: 30), "its child's live query ended")
+        #expect(try await live.waitUntilFinished(), "the pinned context's live query ended")
+        #expect(try await childLive.waitUntilFinished(), "its child's live query ended")
         let later = Collector(view.observe(Query(entity: "Genre")))
         defer { later.cancel() }
-        #expect(try await later.waitUntilFinished(seconds: 30), "a live query asked for after the close ended")
+        #expect(try await later.waitUntilFinished(), "a live query asked for after the close ended")
     }
 
     /// A filter through a relationship also watches the destination entity: a commit that changes

@@ -98,7 +98,7 @@ import Testing
         let events = Collector(store.changes())
         defer { events.cancel() }
         let mine = try await store.save(author: "here") { $0.insert(Genre(name: "mine")) }
-        let seen = try await events.wait(for: 1, seconds: 30)
+        let seen = try await events.wait(for: 1)
         guard case .committed(let tx)? = seen.first else {
             Issue.record("\(seen)")
             return

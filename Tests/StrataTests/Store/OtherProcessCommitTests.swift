@@ -58,7 +58,7 @@ import Testing
 
         let head = try store.lastTransactionID
         let expected = Int(head.rawValue - first.rawValue)
-        let seen = committed(try await events.wait(for: expected, seconds: 30))
+        let seen = committed(try await events.wait(for: expected))
         // Every transaction after the subscription, once, in log order.
         #expect(seen.map(\.id.rawValue) == Array((first.rawValue + 1)...head.rawValue))
         #expect(seen.filter { $0.author == "here" }.map(\.id) == mine)
