@@ -37,7 +37,7 @@ struct ImportCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Issues listed before the rest are only counted.") var maxErrors = 20
     @Option(help: ArgumentHelp(
         "auto (the default: bulk when no other process has the store open and the input is at least an eighth of " +
-        "its data file), bulk (into a new generation switched in at the end: all or nothing) or incremental " +
+        "its data file, or as large as it for an input of at most --one-transaction-max-mb), bulk (into a new generation switched in at the end: all or nothing) or incremental " +
         "(batch by batch into the live store).", valueName: "mode"))
     var mode = ImportOptions().mode.rawValue
     @Flag(help: ArgumentHelp(

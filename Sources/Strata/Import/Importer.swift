@@ -284,10 +284,15 @@ public final class Importer: Sendable {
             return try await beginBulkLoad(s)
         case .auto:
             // A replica's saves go through its cluster, batch by batch.
+            // An input an incremental import writes in one transaction needs to be larger next
+            // to the store for a new generation to pay off.
+            let inOneTransaction = !options.continueOnError && options.oneTransactionMaxInputBytes > 0
+                && s.totalBytes <= options.oneTransactionMaxInputBytes
+            let ratio = inOneTransaction ? ImportMode.autoBulkRatioInOneTransaction : ImportMode.autoBulkRatio
             guard let writer = store.writer, !writer.isReplica.load(ordering: .acquiring),
                   let lock = store.lock, (try? store.refuseWhileShared(lock)) != nil,
-                  s.totalBytes.multipliedReportingOverflow(by: ImportMode.autoBulkRatio).overflow
-                    || s.totalBytes * ImportMode.autoBulkRatio >= store.env.fileBytes else { return nil }
+                  s.totalBytes.multipliedReportingOverflow(by: ratio).overflow
+                    || s.totalBytes * ratio >= store.env.fileBytes else { return nil }
             s.report(.copying, records: 0, bytes: 0, force: true)
             do {
                 return try await beginBulkLoad(s)

@@ -290,6 +290,35 @@ import Testing
         }
     }
 
+    /// An input an incremental import would write in one transaction goes in bulk only when it is
+    /// at least the store's data file: between an eighth of it and all of it, `auto` imports it
+    /// incrementally, in one transaction; the same input without one transaction (its limit 0)
+    /// goes in bulk, as any input of an eighth or more does; an input larger than the file goes
+    /// in bulk either way.
+    @Test func autoWeighsAnInputInOneTransactionAgainstTheWholeStore() async throws {
+        let dir = temporaryDirectory("bulk-import")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let base = try await generate(3000, shape: "library", in: dir)
+        let medium = try await generate(1000, shape: "library", seed: 4, in: dir)
+        let large = try await generate(9000, shape: "library", seed: 5, in: dir)
+        func bytes(_ path: String) throws -> Int { try #require(FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) }
+        for (input, oneTransaction, expected) in [(medium, true, ImportMode.incremental), (medium, false, .bulk), (large, true, .bulk)] {
+            try await withLibraryStore { store in
+                _ = try await Importer(store: store, options: options(.bulk)).run(files: [base])
+                let file = store.env.fileBytes
+                let size = try bytes(input)
+                try #require(size * ImportMode.autoBulkRatio >= file, "\(size) bytes against a file of \(file)")
+                try #require((size >= file) == (input == large), "\(size) bytes against a file of \(file)")
+                var o = options(.auto)
+                if !oneTransaction { o.oneTransactionMaxInputBytes = 0 }
+                let summary = try await Importer(store: store, options: o).run(files: [input])
+                #expect(summary.mode == expected, "\(size) bytes into a file of \(file), in one transaction: \(oneTransaction)")
+                #expect(summary.oneTransaction == (expected == .incremental))
+                #expect(try store.verify().ok)
+            }
+        }
+    }
+
     /// A reader sampling the store while a bulk import runs sees none of it or all of it.
     @Test func readersSeeNothingOfABulkImportUntilAllOfIt() async throws {
         let dir = temporaryDirectory("bulk-import")
