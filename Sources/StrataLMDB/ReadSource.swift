@@ -1,3 +1,4 @@
+import CLMDB
 /// Where a long read takes its chunks from.
 ///
 /// Growing the map (``LMDBEnvironment/growMap()``) takes the map lock exclusively, so it waits
@@ -28,6 +29,8 @@ extension ReadSource {
     /// new cursor positioned by key at the first entry the read before did not visit), so that a
     /// pinned snapshot's map lock is held for one chunk at a time. `body` sees keys and values in
     /// place: nothing of them may outlive its call.
+    /// - Throws: ``LMDBError`` (`MDB_CORRUPTED`) when a key does not follow the one before it (a
+    ///   damaged B-tree: LMDB keys carry no checksum), as a copy's appends refuse it.
     package func scanInChunks(_ db: LMDBDatabase, chunkEntries: Int = 65_536,
                               _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
         precondition(chunkEntries > 0, "a chunk holds at least one entry")
@@ -40,9 +43,19 @@ extension ReadSource {
             resume = nil
             try read { txn in
                 var seen = 0
+                var seeking = from != nil
+                var previous: UnsafeRawBufferPointer?
                 try txn.scan(db, from: from) { key, value in
                     // A damaged branch page can route the seek before the key asked for: skip up to it.
-                    if let from, KeyOrder.compare(key, from) < 0 { return true }
+                    if seeking, let from {
+                        if KeyOrder.compare(key, from) < 0 { return true }
+                        seeking = false
+                    }
+                    if let previous, KeyOrder.compare(key, previous) <= 0 {
+                        throw LMDBError(code: MDB_CORRUPTED,
+                                        operation: "scan of \(db.name): a key out of order (a damaged B-tree)")
+                    }
+                    previous = key
                     if seen == chunkEntries {
                         resume = Array(key)
                         return false

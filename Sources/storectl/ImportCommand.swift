@@ -37,7 +37,8 @@ struct ImportCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Issues listed before the rest are only counted.") var maxErrors = 20
     @Option(help: ArgumentHelp(
         "auto (the default: bulk when no other process has the store open and the input is at least an eighth of " +
-        "its data file, or as large as it for an input of at most --one-transaction-max-mb), bulk (into a new generation switched in at the end: all or nothing) or incremental " +
+        "its data file, or as large as it for an input of at most --one-transaction-max-mb without " +
+        "--continue-on-error), bulk (into a new generation switched in at the end: all or nothing) or incremental " +
         "(batch by batch into the live store).", valueName: "mode"))
     var mode = ImportOptions().mode.rawValue
     @Flag(help: ArgumentHelp(
@@ -46,10 +47,10 @@ struct ImportCommand: AsyncParsableCommand {
         "and 1.3 GB)."))
     var keepPagesMapped = false
     @Option(help: ArgumentHelp(
-        "The largest input (MiB, all files) a bulk import resolves in memory, the store's objects counted at " +
-        "256 bytes each (they are loaded too): faster (a 1,000,000-record library in about two thirds of the " +
-        "time), with memory growing with the input (0.40 GB for a 256 MB library, against 0.38 GB and half as " +
-        "long again). 0: never.",
+        "The largest input (MiB, all files) a bulk import resolves in memory, the store's state counted in " +
+        "it at the bytes of the pages of its objects, links and unique keys (it is loaded too): faster (a " +
+        "1,000,000-record library in about two thirds of the time), with memory growing with the input " +
+        "(0.40 GB for a 256 MB library, against 0.38 GB and half as long again). 0: never.",
         valueName: "MiB"))
     var inMemoryMaxMb = ImportOptions().bulkInMemoryMaxInputBytes >> 20
     @Option(help: ArgumentHelp(

@@ -4,8 +4,8 @@ public enum ImportMode: String, Sendable, CaseIterable {
     /// 1/``autoBulkRatio`` of the store's data file, or, for an input an incremental import would
     /// write in one transaction (at most ``ImportOptions/oneTransactionMaxInputBytes``, without
     /// ``ImportOptions/continueOnError``), at least 1/``autoBulkRatioInOneTransaction`` of it (so
-    /// into a new or small store, but for an input of a few KiB: a new store's file is a few tens
-    /// of KiB); ``incremental`` otherwise, and always for a replica of a cluster (whose saves go through the
+    /// into a new or small store, but for an input smaller than a new store's file, a few tens of
+    /// KiB); ``incremental`` otherwise, and always for a replica of a cluster (whose saves go through the
     /// cluster's log). A service whose own saves must not wait for an import to end should ask for
     /// ``incremental``.
     case auto
@@ -68,8 +68,8 @@ public struct ImportOptions: Sendable {
     /// How the records are written (``ImportMode``): `auto` by default.
     public var mode = ImportMode.auto
     /// The largest input (all files together, in bytes) a bulk import resolves in memory, the
-    /// store's objects counted in it at ``Importer/inputBytesPerRecord`` (256) bytes each: the
-    /// store's state is loaded into hash tables, the saves look keys and links up there instead of
+    /// store's state counted in it at the bytes of the pages of its objects, links and unique
+    /// keys: the store's state is loaded into hash tables, the saves look keys and links up there instead of
     /// in the new generation's B-trees, and the generation is written once, every database in key
     /// order. Larger inputs or stores, and imports with ``continueOnError``, save through the
     /// B-trees, whose memory does not grow with the input.

@@ -166,7 +166,7 @@ public final class Importer: Sendable {
                 // even when bad records are tolerated, as a CSV header that cannot be read does:
                 // the records after the break were neither imported nor rejected.
                 if !state.issues.isEmpty && (!options.continueOnError || state.unreadableFile) { throw state.failure() }
-                state.bulk = try await startBulkLoad(&state)
+                state.bulk = try await startBulkLoad(&state, mayBeOneTransaction: false)
                 // Created once the import can go ahead: an existing file is emptied only then.
                 rejects = try options.rejectsPath.map { try RejectsWriter(path: $0) }
                 do {
@@ -275,7 +275,9 @@ public final class Importer: Sendable {
 
     /// The bulk load the import writes into, or nil to write into the live store
     /// (``ImportOptions/mode``; see ``ImportMode/auto`` for its choice).
-    private func startBulkLoad(_ s: inout ImportState) async throws -> BulkLoad? {
+    /// `mayBeOneTransaction`: whether an incremental import of this input could still be written in
+    /// one transaction (false once two passes are decided).
+    private func startBulkLoad(_ s: inout ImportState, mayBeOneTransaction: Bool = true) async throws -> BulkLoad? {
         switch options.mode {
         case .incremental:
             return nil
@@ -286,8 +288,8 @@ public final class Importer: Sendable {
             // A replica's saves go through its cluster, batch by batch.
             // An input an incremental import writes in one transaction needs to be larger next
             // to the store for a new generation to pay off.
-            let inOneTransaction = !options.continueOnError && options.oneTransactionMaxInputBytes > 0
-                && s.totalBytes <= options.oneTransactionMaxInputBytes
+            let inOneTransaction = mayBeOneTransaction && !options.continueOnError
+                && options.oneTransactionMaxInputBytes > 0 && s.totalBytes <= options.oneTransactionMaxInputBytes
             let ratio = inOneTransaction ? ImportMode.autoBulkRatioInOneTransaction : ImportMode.autoBulkRatio
             guard let writer = store.writer, !writer.isReplica.load(ordering: .acquiring),
                   let lock = store.lock, (try? store.refuseWhileShared(lock)) != nil,
@@ -331,16 +333,16 @@ public final class Importer: Sendable {
     /// never with ``ImportOptions/continueOnError``, whose saves must be undone one by one), its
     /// tables sized by ``inputBytesPerRecord``.
     private func beginBulkLoad(_ s: ImportState) async throws -> BulkLoad {
-        // The store's objects are loaded too: each counts as a record of ``inputBytesPerRecord``.
-        let stored = try store.read { view in try store.schema.entities.reduce(0) { $0 + (try view.objectCount($1)) } }
-        let (storedBytes, overflow) = stored.multipliedReportingOverflow(by: Self.inputBytesPerRecord)
-        let inMemory = !options.continueOnError && !overflow && (stored == 0 || s.inMemoryFromObjects)
-            && s.totalBytes <= options.bulkInMemoryMaxInputBytes - min(storedBytes, options.bulkInMemoryMaxInputBytes)
-            && stored <= options.bulkInMemoryMaxRecords
-            && Self.recordsAtMost(s.files, identities: s.identities, format: options.format,
-                                  limit: options.bulkInMemoryMaxRecords - stored) != nil
-        return try await store.beginBulkLoad(inMemory: inMemory,
-                                             expectedObjects: inMemory ? s.totalBytes / Self.inputBytesPerRecord : 0)
+        let records = !options.continueOnError && s.totalBytes <= options.bulkInMemoryMaxInputBytes
+            ? Self.recordsAtMost(s.files, identities: s.identities, format: options.format,
+                                 limit: options.bulkInMemoryMaxRecords) : nil
+        // The store's state is loaded too, within what the input leaves of the limits (the load
+        // measures it in its snapshot: its objects, and the bytes of its pages).
+        let room = records.flatMap { r -> (bytes: Int, objects: Int)? in
+            s.inMemoryFromObjects ? (options.bulkInMemoryMaxInputBytes - s.totalBytes, options.bulkInMemoryMaxRecords - r) : nil
+        }
+        return try await store.beginBulkLoad(inMemory: records != nil, storeInMemoryAtMost: room,
+                                             expectedObjects: records != nil ? s.totalBytes / Self.inputBytesPerRecord : 0)
     }
 
     /// The most records `files` can hold, if it is at most `limit`: a CSV file's line ends plus

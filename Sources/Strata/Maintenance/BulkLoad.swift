@@ -441,9 +441,12 @@ extension Store {
     /// ``StrataError/storeBusy(path:processIDs:)`` when another process has the store open),
     /// pauses the writer, and copies the live generation's state and log into a new one. With
     /// `inMemory`, the load resolves its saves in memory (``BulkMemoryState``, sized for
-    /// `expectedObjects` and the store's objects, which it loads; its heads long from
-    /// `bigHeadLength` entries; its saves cannot be `isolated`).
-    func beginBulkLoad(inMemory: Bool = false, expectedObjects: Int = 0,
+    /// `expectedObjects` and the store's objects; its heads long from `bigHeadLength` entries; its
+    /// saves cannot be `isolated`) when the snapshot's state is empty, or when the state it loads
+    /// is within `storeInMemoryAtMost`: its objects, and the bytes of the pages of its objects,
+    /// links and unique keys (nil: never from a store with objects).
+    func beginBulkLoad(inMemory: Bool = false, storeInMemoryAtMost: (bytes: Int, objects: Int)? = (.max, .max),
+                       expectedObjects: Int = 0,
                        bigHeadLength: Int32 = BulkMemoryState.defaultBigHeadLength) async throws -> BulkLoad {
         try checkUsable()
         guard let writer, let lock else { throw StrataError.readOnly(path: path) }
@@ -475,16 +478,23 @@ extension Store {
                 // As compaction and migration check it: a horizon past the log's end, or entries
                 // missing, would have the copy leave transactions out of the new log unnoticed.
                 let horizon = try checkLogShape(snapshot, for: "a bulk import would copy the log without them").horizon
-                let (stateIsEmpty, objects) = try snapshot.read { view in
+                let (stateIsEmpty, objects, stateBytes) = try snapshot.read { view in
                     (try DatabaseName.state.allSatisfy { try view.txn.entryCount(view.env[$0]) == 0 },
-                     try view.txn.entryCount(view.env[.objects]))
+                     try view.txn.entryCount(view.env[.objects]),
+                     try [DatabaseName.objects, .links, .uniques].reduce(0) { sum, name in
+                         let (total, overflow) = sum.addingReportingOverflow(try view.txn.pageBytes(view.env[name]))
+                         return overflow ? Int.max : total
+                     })
                 }
+                let loads = !stateIsEmpty && inMemory && storeInMemoryAtMost.map {
+                    objects <= $0.objects && stateBytes <= $0.bytes
+                } == true
                 try checkRoomForGeneration(snapshot)
                 let generation = try makeGeneration(like: snapshot.env)
                 // The load reads back what it writes (its saves look up unique keys and
                 // records): the copy stays in the page cache.
                 generation.endBulkBuild()
-                let memory = inMemory
+                let memory = inMemory && (stateIsEmpty || loads)
                     ? BulkMemoryState(schema: schema, expectedObjects: expectedObjects + objects,
                                       bigHeadLength: bigHeadLength) : nil
                 do {
@@ -493,7 +503,7 @@ extension Store {
                         DispatchQueue(label: "strata.bulk-load.copy").async { [self] in
                             c.resume(with: Result {
                                 _ = try copyGeneration(generation.env, from: snapshot, horizon: horizon, indexes: .omitted,
-                                                       loadingStateInto: stateIsEmpty ? nil : memory, progress: nil)
+                                                       loadingStateInto: loads ? memory : nil, progress: nil)
                             })
                         }
                     }

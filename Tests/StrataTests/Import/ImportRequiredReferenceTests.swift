@@ -332,6 +332,25 @@ import Testing
                 guard let issue = (error as? ImportFailed)?.issues.first else { return false }
                 return issue.line == 2 && issue.field == "holder" && issue.reason.contains("is already the holder of")
             }
+            if mode == .bulk {
+                // In bulk, the import loads the store in memory, is refused, and runs again through
+                // the B-trees, which name the record: two copies of the store begin (one with the
+                // load in memory turned off).
+                let input = try write([cases[0].line], dir, "in.ndjson")
+                for (limit, copies) in [(ImportOptions().bulkInMemoryMaxInputBytes, 2), (0, 1)] {
+                    var o = options
+                    o.bulkInMemoryMaxInputBytes = limit
+                    let importer = Importer(store: store, options: o)
+                    let phases = Task { () -> [ImportProgress.Phase] in
+                        var seen: [ImportProgress.Phase] = []
+                        for await p in importer.progress where seen.last != p.phase { seen.append(p.phase) }
+                        return seen
+                    }
+                    await #expect(throws: ImportFailed.self) { _ = try await importer.run(files: [input]) }
+                    let seen = await phases.value
+                    #expect(seen.filter { $0 == .copying }.count == copies, "\(seen), limit \(limit)")
+                }
+            }
             #expect(try store.lastTransactionID == before, "a refused import wrote something")
         }
     }
