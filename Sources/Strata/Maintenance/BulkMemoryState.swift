@@ -22,13 +22,13 @@ import StrataLMDB
 /// object or key has an allocation of its own. A bulk load uses it only for an input below
 /// ``ImportOptions/bulkInMemoryMaxInputBytes``; larger ones save through the B-trees.
 ///
-/// Thread safety (why `@unchecked Sendable` is sound): ``Store/beginBulkLoad(inMemory:expectedObjects:bigHeadLength:)``
+/// Thread safety (why `@unchecked Sendable` is sound): ``Store/beginBulkLoad(inMemory:storeInMemoryAtMost:expectedObjects:bigHeadLength:)``
 /// creates one, loads the store's state into it on one queue and waits for that to end (the
 /// continuation it resumes orders the loading before everything after), then hands it to the
 /// ``BulkLoad``, whose saves run on its serial queue, one after another, and which reads it in
-/// ``write(into:)`` on that queue after the last of them; nothing else holds it. The queue orders every access,
-/// except that ``write(into:)`` lets a second thread of its own read the records while the queue
-/// reads them too, with no change to any table until both are done (see there).
+/// ``write(into:)`` on that queue after the last of them; nothing else holds it. The queue
+/// orders every access, except that ``write(into:)`` lets a second thread of its own read the
+/// records while the queue reads them too, with no change to any table until both are done (see there).
 ///
 /// Its tables are `@exclusivity(unchecked)`: Swift does not check at run time that two accesses
 /// to one of them do not overlap (the checks were a twentieth of the catalog import's CPU, in
@@ -219,7 +219,9 @@ final class BulkMemoryState: @unchecked Sendable {
         guard let entity = schema.entity(tag: id.entityTag) else {
             throw StrataError.corruptRecord(id: id, reason: "entity tag \(id.entityTag) is not the schema's")
         }
-        guard !record.isEmpty, let n = try freeNumber(id, relationships: entity.relationships.count) else {
+        // A stored record is never empty (an empty place is a deleted object's).
+        guard !record.isEmpty else { throw StrataError.corruptRecord(id: id, reason: "objects: an empty record") }
+        guard let n = try freeNumber(id, relationships: entity.relationships.count) else {
             throw StrataError.corruptRecord(id: id, reason: "objects: the store being loaded holds the object twice")
         }
         locations[Int(n)] = arena.append(record)

@@ -148,6 +148,17 @@ extension Store {
         // Objects per entity tag, as copied: the counts carried over must be theirs.
         var objectsCopied: [UInt16: Int] = [:]
         var runTag: UInt16 = 0, run = 0
+        /// Every entry of `name` given to `load` (into `memory`), counted as a copy counts them.
+        func loaded(_ name: DatabaseName, _ load: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void)
+            throws -> (entries: Int, bytes: Int, replayedBuffers: Int) {
+            var entries = 0, bytes = 0
+            try source.scanInChunks(oldEnv[name]) { k, v in
+                try load(k, v)
+                entries += 1
+                bytes += k.count + v.count
+            }
+            return (entries, bytes, 0)
+        }
         for name in DatabaseName.state {
             if name == .indexes, indexes != .copied {
                 if indexes == .rebuilt {
@@ -163,37 +174,19 @@ extension Store {
             let c: (entries: Int, bytes: Int, replayedBuffers: Int)
             switch (name, memory) {
             case (.objects, let memory?):
-                var entries = 0, bytes = 0
-                try source.scanInChunks(oldEnv[.objects]) { k, v in
+                c = try loaded(.objects) { k, v in
                     try check.object(key: k, value: v)
                     try memory.loadObject(key: k, record: v)
-                    let tag = UInt16(k[0]) << 8 | UInt16(k[1])
-                    objectsCopied[tag, default: 0] += 1
-                    entries += 1
-                    bytes += k.count + v.count
+                    objectsCopied[UInt16(k[0]) << 8 | UInt16(k[1]), default: 0] += 1
                 }
-                c = (entries, bytes, 0)
-                recordBytes = bytes
+                recordBytes = c.bytes
             case (.links, let memory?):
-                var entries = 0, bytes = 0
-                try source.scanInChunks(oldEnv[.links]) { k, _ in
+                c = try loaded(.links) { k, _ in
                     try check.link(key: k)
                     try memory.loadLinkEntry(key: k)
-                    entries += 1
-                    bytes += k.count
                 }
-                try check.finishLinks { visit in
-                    try source.read { txn in try txn.scan(oldEnv[.links]) { k, _ in visit(k); return true } }
-                }
-                c = (entries, bytes, 0)
             case (.uniques, let memory?):
-                var entries = 0, bytes = 0
-                try source.scanInChunks(oldEnv[.uniques]) { k, v in
-                    try memory.loadUnique(key: k, owner: v)
-                    entries += 1
-                    bytes += k.count + v.count
-                }
-                c = (entries, bytes, 0)
+                c = try loaded(.uniques, memory.loadUnique)
             case (.objects, nil):
                 c = try newEnv.copyDirect(name, from: source, sourceEnv: oldEnv, into: nil, start: nil, until: nil) {
                     try check.object(key: $0, value: $1)
@@ -211,11 +204,13 @@ extension Store {
                 c = try newEnv.copyDirect(name, from: source, sourceEnv: oldEnv, into: nil, start: nil, until: nil) {
                     k, _ in try check.link(key: k)
                 }
+            default:
+                c = try newEnv.copyDirect(name, from: source, sourceEnv: oldEnv, into: nil, start: nil, until: nil)
+            }
+            if name == .links {
                 try check.finishLinks { visit in
                     try source.read { txn in try txn.scan(oldEnv[.links]) { k, _ in visit(k); return true } }
                 }
-            default:
-                c = try newEnv.copyDirect(name, from: source, sourceEnv: oldEnv, into: nil, start: nil, until: nil)
             }
             allBytes += c.bytes
             try report(CompactionProgress(phase: .copying, done: c.entries))

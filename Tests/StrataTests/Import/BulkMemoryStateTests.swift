@@ -169,31 +169,7 @@ import Testing
     @Test(.serialized, arguments: seeds)
     func aLoadInMemoryWritesWhatTheBTreesWouldHave(seed: UInt64) async throws {
         let schema = try librarySchema()
-        let sets = Self.sets(seed: seed, schema: schema)
-        let replay = "replay: STRATA_BULK_SEED=\(seed) swift test --skip-build --filter BulkMemoryStateTests"
-        let inTrees = try Store.temporary(schema: schema)
-        defer { inTrees.close() }
-        let b = try await Self.load(inTrees, sets, inMemory: false)
-        let accepted = zip(sets, b).filter { if case .refused = $1 { false } else { true } }
-        let inMemory = try Store.temporary(schema: schema)
-        defer { inMemory.close() }
-        let long: Int32 = [BulkMemoryState.defaultBigHeadLength, 1, 2][Int(seed % 3)]
-        let a = try await Self.load(inMemory, accepted.map(\.0), inMemory: true, bigHeadLength: long)
-        #expect(a == accepted.map(\.1), "the saves' outcomes differ; \(replay)")
-        #expect(try Self.loggedChanges(inMemory) == Self.loggedChanges(inTrees), "the logs differ; \(replay)")
-        let (x, y) = (try Self.contents(inMemory), try Self.contents(inTrees))
-        for name in y.keys.sorted() {
-            #expect(x[name] == y[name], "\(name) differs (\(x[name]?.count ?? 0) entries against \(y[name]?.count ?? 0)); \(replay)")
-        }
-        #expect(try inMemory.verify().ok, "\(replay)")
-        // The first refusal, in memory, after the sets accepted before it.
-        if let first = b.firstIndex(where: { if case .refused = $0 { true } else { false } }) {
-            let before = zip(sets[..<first], b[..<first]).filter { if case .refused = $1 { false } else { true } }
-            let refusing = try Store.temporary(schema: schema)
-            defer { refusing.close() }
-            let c = try await Self.load(refusing, before.map(\.0) + [sets[first]], inMemory: true, bigHeadLength: long)
-            #expect(c == before.map(\.1) + [b[first]], "the first refusal differs; \(replay)")
-        }
+        try await Self.compareLoads(Self.sets(seed: seed, schema: schema), seed: seed) { try Store.temporary(schema: schema) }
     }
 
     /// Objects, link entries and unique keys of `store`'s state.
@@ -212,26 +188,35 @@ import Testing
     func aLoadInMemoryFromAStoreWithObjectsWritesWhatTheBTreesWouldHave(seed: UInt64) async throws {
         let schema = try librarySchema()
         let all = Self.sets(seed: seed, schema: schema)
-        let (before, sets) = (Array(all[..<(all.count / 2)]), Array(all[(all.count / 2)...]))
-        let replay = "replay: STRATA_BULK_SEED=\(seed) swift test --skip-build --filter BulkMemoryStateTests"
-        func started() async throws -> Store {
+        let before = Array(all[..<(all.count / 2)])
+        try await Self.compareLoads(Array(all[(all.count / 2)...]), seed: seed) {
             let store = try Store.temporary(schema: schema)
             _ = try await Self.load(store, before, inMemory: false)
             return store
         }
+    }
+
+    /// The differential check of one seed: `sets` loaded through the B-trees into a store that
+    /// `started` makes, and the sets accepted there loaded in memory into another (its heads
+    /// long from the seed's length), give the same outcomes, logs and databases, and the store
+    /// verifies; the first refusal, in memory into a third, after the sets accepted before it, is
+    /// the same refusal.
+    private static func compareLoads(_ sets: [ChangeSet], seed: UInt64,
+                                     started: () async throws -> Store) async throws {
+        let replay = "replay: STRATA_BULK_SEED=\(seed) swift test --skip-build --filter BulkMemoryStateTests"
         let inTrees = try await started()
         defer { inTrees.close() }
-        let start = try Self.stateSize(inTrees)
-        let b = try await Self.load(inTrees, sets, inMemory: false)
+        let start = try stateSize(inTrees)
+        let b = try await load(inTrees, sets, inMemory: false)
         let accepted = zip(sets, b).filter { if case .refused = $1 { false } else { true } }
         let inMemory = try await started()
         defer { inMemory.close() }
-        #expect(try Self.stateSize(inMemory) == start, "\(replay)")
+        #expect(try stateSize(inMemory) == start, "\(replay)")
         let long: Int32 = [BulkMemoryState.defaultBigHeadLength, 1, 2][Int(seed % 3)]
-        let a = try await Self.load(inMemory, accepted.map(\.0), inMemory: true, bigHeadLength: long)
+        let a = try await load(inMemory, accepted.map(\.0), inMemory: true, bigHeadLength: long)
         #expect(a == accepted.map(\.1), "the saves' outcomes differ; \(replay)")
-        #expect(try Self.loggedChanges(inMemory) == Self.loggedChanges(inTrees), "the logs differ; \(replay)")
-        let (x, y) = (try Self.contents(inMemory), try Self.contents(inTrees))
+        #expect(try loggedChanges(inMemory) == loggedChanges(inTrees), "the logs differ; \(replay)")
+        let (x, y) = (try contents(inMemory), try contents(inTrees))
         for name in y.keys.sorted() {
             #expect(x[name] == y[name], "\(name) differs (\(x[name]?.count ?? 0) entries against \(y[name]?.count ?? 0)); \(replay)")
         }
@@ -240,7 +225,7 @@ import Testing
             let earlier = zip(sets[..<first], b[..<first]).filter { if case .refused = $1 { false } else { true } }
             let refusing = try await started()
             defer { refusing.close() }
-            let c = try await Self.load(refusing, earlier.map(\.0) + [sets[first]], inMemory: true, bigHeadLength: long)
+            let c = try await load(refusing, earlier.map(\.0) + [sets[first]], inMemory: true, bigHeadLength: long)
             #expect(c == earlier.map(\.1) + [b[first]], "the first refusal differs; \(replay)")
         }
     }
