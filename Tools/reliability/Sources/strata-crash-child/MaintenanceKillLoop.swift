@@ -43,6 +43,8 @@ enum MaintenanceKillLoop {
         var iterations = 0, old = 0, new = 0, completedBeforeKill = 0, violations: [String] = []
         var byPhase: [String: (old: Int, new: Int)] = [:]
         var aimedAtSwitch = 0
+        /// Kills of a child held in its first progress event (`--hold-first-ms`).
+        var heldKills = 0
         var unfinishedGenerations = 0, oldGenerationsLeft = 0, temporaryLinks = 0
         var scratchLeft = 0, scratchBytes = 0
         var recoveryMs: [Double] = []
@@ -67,6 +69,10 @@ enum MaintenanceKillLoop {
         default: try importVariants(o, workdir: workdir, seed: seed)
         }
         let calibrationRuns = o.int("calibration-runs", default: 3)
+        let holdFirstMs = o.int("hold-first-ms", default: 0)
+        if holdFirstMs > 0, operation == "import" {
+            fail("--hold-first-ms is for --during compact or migrate (a bulk import's child cannot be held)", code: 64)
+        }
         for i in variants.indices { try calibrate(&variants[i], runs: calibrationRuns, workdir: workdir) }
         let setupSeconds = Date().timeIntervalSince(started)
 
@@ -74,7 +80,9 @@ enum MaintenanceKillLoop {
         var t = Totals()
         for i in 0..<iterations {
             let v = i % variants.count
-            let problems = try iteration(i, variant: &variants[v], totals: &t, rng: &rng, workdir: workdir, keep: o.string("keep-failures") != nil)
+            let hold = holdFirstMs > 0 && variants[v].iterations == 0 ? holdFirstMs : 0
+            let problems = try iteration(i, variant: &variants[v], totals: &t, rng: &rng, workdir: workdir,
+                                         keep: o.string("keep-failures") != nil, holdMs: hold)
             for p in problems { t.violations.append("iteration \(i) (\(variants[v].name)): \(p)") }
             if (i + 1) % 10 == 0 || !problems.isEmpty {
                 note("kill-loop --during \(operation): \(i + 1)/\(iterations), old \(t.old), new \(t.new), \(t.violations.count) violation(s)")
@@ -252,7 +260,11 @@ enum MaintenanceKillLoop {
 
     // MARK: One iteration
 
-    static func iteration(_ i: Int, variant v: inout Variant, totals t: inout Totals, rng: inout SplitMix64, workdir: String, keep: Bool) throws -> [String] {
+    /// With `holdMs`, the child waits that long in its first progress event and is killed as soon
+    /// as it reports it: a kill that lands while the operation runs however fast the machine is
+    /// (the random moment is still drawn, so the seed gives the same moments to the others).
+    static func iteration(_ i: Int, variant v: inout Variant, totals t: inout Totals, rng: inout SplitMix64, workdir: String, keep: Bool,
+                          holdMs: Int = 0) throws -> [String] {
         let fm = FileManager.default
         let store = workdir + "/store"
         try? fm.removeItem(atPath: store)
@@ -266,15 +278,18 @@ enum MaintenanceKillLoop {
         let delay: Double = aimed
             ? Double(rng.next() % UInt64(max(1, Int(v.doneMs - v.switchMs) + 20)))
             : Double(rng.next() % UInt64(max(1, Int(v.doneMs * 1.1))))
-        if aimed { t.aimedAtSwitch += 1 }
+        let held = holdMs > 0
+        if held { t.heldKills += 1 } else if aimed { t.aimedAtSwitch += 1 }
         let out = workdir + "/child.out", err = workdir + "/child.err"
         let spawned = nowMs()
-        let child = Child.start(v.childArgs + ["--store", store], stdoutPath: out, stderrPath: err, environment: ["TMPDIR": workdir + "/child-tmp"])
+        let child = Child.start(v.childArgs + ["--store", store] + (held ? ["--hold-ms", String(holdMs)] : []),
+                                stdoutPath: out, stderrPath: err, environment: ["TMPDIR": workdir + "/child-tmp"])
         var status: (exited: Bool, code: Int32)?
-        var deadline: Double? = aimed ? nil : spawned + delay
+        var deadline: Double? = aimed || held ? nil : spawned + delay
+        let mark = held ? "PHASE" : v.switchLine
         while nowMs() < deadline ?? spawned + 120_000 {
             if let s = child.poll() { status = s; break }
-            if deadline == nil && readLines(out).contains(where: { $0.hasPrefix(v.switchLine) }) { deadline = nowMs() + delay }
+            if deadline == nil && readLines(out).contains(where: { $0.hasPrefix(mark) }) { deadline = nowMs() + (held ? 0 : delay) }
             sleepMs(min(deadline == nil ? 0.5 : 1, (deadline ?? .infinity) - nowMs()))
         }
         if status == nil {
@@ -431,6 +446,7 @@ enum MaintenanceKillLoop {
         lines.append("  outcome:                         old \(t.old), new \(t.new) (child finished before the kill: \(t.completedBeforeKill))")
         lines.append("  violations:                      \(t.violations.count)")
         lines.append("  kills aimed at the switch window: \(t.aimedAtSwitch) (after the child's catch-up line)")
+        if t.heldKills > 0 { lines.append("  kills of a child held in its first progress event: \(t.heldKills)") }
         lines.append("  by the child's last progress line (old / new):")
         for (phase, c) in t.byPhase.sorted(by: { $0.key < $1.key }) { lines.append("    \(phase.dropFirst(2)): \(c.old) / \(c.new)") }
         lines.append("  left by the kill, removed at the next open: \(t.unfinishedGenerations) unfinished generation(s), \(t.oldGenerationsLeft) old generation(s) beside the new one, \(t.temporaryLinks) temporary link(s)")
@@ -443,6 +459,7 @@ enum MaintenanceKillLoop {
         let doc: [String: Any] = [
             "operation": operation, "iterations": t.iterations, "seed": seed, "old": t.old, "new": t.new,
             "completedBeforeKill": t.completedBeforeKill, "violations": t.violations, "aimedAtSwitch": t.aimedAtSwitch,
+            "heldKills": t.heldKills,
             "byPhase": Dictionary(uniqueKeysWithValues: t.byPhase.map { ($0.key, ["old": $0.value.old, "new": $0.value.new]) }),
             "unfinishedGenerations": t.unfinishedGenerations, "oldGenerationsLeft": t.oldGenerationsLeft, "temporaryLinks": t.temporaryLinks,
             "scratchLeft": t.scratchLeft, "scratchBytes": t.scratchBytes, "verifyRuns": t.verifyRuns, "probes": t.probes,

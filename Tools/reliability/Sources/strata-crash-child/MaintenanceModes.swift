@@ -8,17 +8,22 @@ import Strata
 /// when the operation returned and `CLOSED <ms>` after the store is closed (times are
 /// CLOCK_MONOTONIC milliseconds, comparable with the parent's clock), one `write(2)` per line.
 enum MaintenanceModes {
-    /// `compact --store DIR --horizon H`: opens the store (library schema, durable) and compacts
-    /// it with horizon H (0: the head).
+    /// `compact --store DIR --horizon H [--hold-ms N]`: opens the store (library schema, durable)
+    /// and compacts it with horizon H (0: the head). `--hold-ms` as for `migrate`.
     static func compact(_ o: Options) throws {
         let dir = URL(fileURLWithPath: o.require("store"))
         let horizon = o.uint64("horizon", default: 0)
+        let holdMs = o.int("hold-ms", default: 0)
         let store: Store
         do { store = try Store.open(at: dir, schema: librarySchema()) } catch { fail("open: \(error)", code: 2) }
         emit("READY \(nowMs())")
+        let first = Mutex(true)
         let report = try blocking {
             try await store.compact(horizon: horizon == 0 ? nil : TransactionID(horizon)) { p in
                 emit("PHASE \(p.phase.rawValue) \(p.done) \(nowMs())")
+                if holdMs > 0, first.withLock({ let was = $0; $0 = false; return was }) {
+                    usleep(useconds_t(min(holdMs, 600_000)) * 1000)
+                }
             }
         }
         emit("DONE \(nowMs()) horizon \(report.horizon) log \(report.logEntriesBefore)→\(report.logEntriesAfter) bytes \(report.bytesBefore)→\(report.bytesAfter)")
