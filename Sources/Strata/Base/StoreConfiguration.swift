@@ -106,8 +106,9 @@ public struct StoreConfiguration: Sendable {
     /// generation's directory and are merged: about 150 bytes per library track, so the default
     /// sorts about half a million tracks in memory. The key buffers take up to about twice this
     /// while they grow and while a run is sorted, and so does the final merge (the keys still in
-    /// memory, and the run files' read buffers). A bulk import resolved in memory gives half to
-    /// its index keys and half to its unique keys. At least 4,096.
+    /// memory, and the run files' read buffers). A bulk import resolved in memory holds its index
+    /// keys and its unique keys to it together (past it, the larger part goes to a run file). At
+    /// least 4,096.
     public var indexSortBudgetBytes = 64 << 20
     /// Whether opening the store first checks every page of its data file (meta pages, page
     /// headers, nodes, page numbers, value sizes, key order; read with `pread`, not through the

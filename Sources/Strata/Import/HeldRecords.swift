@@ -16,6 +16,8 @@ struct HeldRecords {
         let item: RecordIterator.Item
         /// Digests of every reference to the record (``ImportRecord/digest(_:)`` of its aliases).
         let aliases: [UInt64]
+        /// Digests of the unique keys its link operations name (``Batch``'s `referencedKeys`).
+        let linkedKeys: [UInt64]
     }
 
     private var entries: [Int: (entry: Entry, missing: Set<UInt64>)] = [:]

@@ -42,13 +42,15 @@ final class ImportRecord: Sendable {
         /// The digests of `record`, whose ``ImportRecord/aliases`` are `aliases`.
         init(_ record: ImportRecord, aliases: [ObjectReference]) {
             self.aliases = aliases.map(ImportRecord.digest)
-            // By index and by field: a `for (_, list) in` copied each link's relationship
-            // description (a reference count for each of its strings) to throw it away.
-            let links = record.links
+            // Through the buffer, by field: a `for (_, list) in`, and an array's subscript too,
+            // copied each link's relationship description (a reference count for each of its
+            // strings) to throw it away.
             var targets: [UInt64] = []
-            for i in links.indices {
-                guard let list = links[i].targets else { continue }
-                for j in list.indices { targets.append(ImportRecord.digest(list[j])) }
+            record.links.withUnsafeBufferPointer { links in
+                for i in links.indices {
+                    guard let list = links[i].targets else { continue }
+                    for j in list.indices { targets.append(ImportRecord.digest(list[j])) }
+                }
             }
             self.targets = targets
         }

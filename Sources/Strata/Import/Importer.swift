@@ -1115,6 +1115,7 @@ public final class Importer: Sendable {
                                : .upsert(id: id, values: record.values, constraint: 0))
                 // Required targets not written yet: the record waits for them (``HeldRecords``).
                 var missing: Set<UInt64> = []
+                var linkedKeys: [UInt64] = []
                 var nextTarget = 0
                 for (r, targets) in record.links {
                     guard let targets else {
@@ -1180,9 +1181,11 @@ public final class Importer: Sendable {
                         }
                         if present {
                             changes.append(.link(relationship: r.tag, from: .id(id), to: t))
+                            if case .unique = t { linkedKeys.append(digest) }
                         } else if !r.isToMany && !r.isOptional {
                             // Saved with the record, which is written once its target is.
                             changes.append(.link(relationship: r.tag, from: .id(id), to: t))
+                            if case .unique = t { linkedKeys.append(digest) }
                             missing.insert(digest)
                         } else {
                             s.deferred.append((r.tag, record.reference, t, item.location))
@@ -1190,7 +1193,7 @@ public final class Importer: Sendable {
                     }
                 }
                 let entry = HeldRecords.Entry(changes: changes, item: item,
-                                              aliases: digests.aliases)
+                                              aliases: digests.aliases, linkedKeys: linkedKeys)
                 if !missing.isEmpty, held.count >= options.maxHeldRecords {
                     let issue = ImportIssue(
                         file: s.files[item.fileIndex], line: item.line, field: nil,
@@ -1210,7 +1213,7 @@ public final class Importer: Sendable {
                         try await queue(batch, &ready, &inFlight, &finished, &s, rejects: rejects, bytes: it.bytesRead)
                         batch = Batch()
                     }
-                    batch.add(record.changes, item: record.item, schema: store.schema)
+                    batch.add(record.changes, item: record.item, linkedKeys: record.linkedKeys, schema: store.schema)
                     if let taken { batch.noteTakes(taken) }
                     // The store's answers for later references would not see the keys this
                     // record may take from an object: read again, in two passes.
@@ -1749,14 +1752,15 @@ private struct Batch: Sendable {
     mutating func add(unit: [HeldRecords.Entry], schema: Schema) {
         guard !unit.isEmpty else { return }
         let start = items.count
-        for r in unit { append(r.changes, item: r.item, schema: schema) }
+        for r in unit { append(r.changes, item: r.item, linkedKeys: r.linkedKeys, schema: schema) }
         units.append(start..<items.count)
     }
 
-    /// Adds one record, a unit of its own.
-    mutating func add(_ c: ChangeSet, item: RecordIterator.Item, schema: Schema) {
+    /// Adds one record, a unit of its own. `linkedKeys`: the digests of the unique keys its link
+    /// operations name (``ImportRecord/digest(_:)``), worked out once for the record.
+    mutating func add(_ c: ChangeSet, item: RecordIterator.Item, linkedKeys: [UInt64], schema: Schema) {
         units.append(items.count..<items.count + 1)
-        append(c, item: item, schema: schema)
+        append(c, item: item, linkedKeys: linkedKeys, schema: schema)
     }
 
     /// Every record's operations in one change set: the records first, then the links in input
@@ -1797,16 +1801,13 @@ private struct Batch: Sendable {
         }
     }
 
-    private mutating func append(_ c: ChangeSet, item: RecordIterator.Item, schema: Schema) {
+    private mutating func append(_ c: ChangeSet, item: RecordIterator.Item, linkedKeys: [UInt64], schema: Schema) {
         if let tag = Self.movedKeys(c, schema: schema) { movesKeysOf.insert(tag) }
+        referencedKeys.formUnion(linkedKeys)
         let records = recordOps.count, links = linkOps.count
         for op in c.operations {
             switch op {
-            case .link(_, _, let to), .unlink(_, _, let to?):
-                if case .unique = to { referencedKeys.insert(ImportRecord.digest(to)) }
-                linkOps.append(op)
-                bytes += 48
-            case .unlink:
+            case .link, .unlink:
                 linkOps.append(op)
                 bytes += 48
             case .insert(_, let values), .upsert(_, let values, _), .put(_, let values):

@@ -443,8 +443,9 @@ final class BulkMemoryState: @unchecked Sendable {
 
     /// Writes the state into `env`, whose objects, links, indexes and uniques must be empty,
     /// every database in key order with appends: the records in id order, the links, then the
-    /// index and unique keys through two ``ExternalKeySort``s of half `sortBudgetBytes` each (run
-    /// files in the generation's directory past it), and the count of every entity an insert
+    /// index and unique keys through two ``ExternalKeySort``s that share `sortBudgetBytes` (past
+    /// it, the one holding more writes a run file in the generation's directory), and the count
+    /// of every entity an insert
     /// touched. The index and unique keys are derived from the records again and sorted on a
     /// second thread (``gatherKeys(of:into:_:stop:)``) while this one appends the records and the
     /// links; then this one appends them. What the write does not need is freed first (the unique
@@ -486,12 +487,16 @@ final class BulkMemoryState: @unchecked Sendable {
         let gathered = Locked<(sorts: [ExternalKeySort], error: Error?)?>(nil)
         let stop = Locked(false), keysFailed = Locked(false)
         let done = startOnOwnThread(name: "strata.bulk-keys") { [self] in
-            var indexSort = ExternalKeySort(budgetBytes: max(4_096, sortBudgetBytes / 2), directory: directory,
-                                            permissions: permissions, filePrefix: "sort-run-index-")
-            var uniqueSort = ExternalKeySort(budgetBytes: max(4_096, sortBudgetBytes / 2), directory: directory,
-                                             permissions: permissions, filePrefix: "sort-run-unique-")
+            // Each may take the whole budget, and ``gatherKeys`` holds the two together to it. The
+            // files are read in chunks as when each had half (a merge's buffers stay bounded so).
+            let budget = max(4_096, sortBudgetBytes)
+            let chunk = min(1 << 20, max(64 << 10, budget / 2 / (2 * 65)))
+            var indexSort = ExternalKeySort(budgetBytes: budget, directory: directory, permissions: permissions,
+                                            ioChunkBytes: chunk, filePrefix: "sort-run-index-")
+            var uniqueSort = ExternalKeySort(budgetBytes: budget, directory: directory, permissions: permissions,
+                                             ioChunkBytes: chunk, filePrefix: "sort-run-unique-")
             var failure: Error?
-            do { try gatherKeys(of: live, into: &indexSort, &uniqueSort, stop: stop) } catch {
+            do { try gatherKeys(of: live, into: &indexSort, &uniqueSort, budgetBytes: budget, stop: stop) } catch {
                 failure = error
                 keysFailed.withLock { $0 = true }
             }
@@ -586,11 +591,17 @@ final class BulkMemoryState: @unchecked Sendable {
     private struct GatheringStopped: Error {}
 
     /// Decodes the `live` objects' records (in id order) and adds their index and unique keys to
-    /// the two sorts, then sorts what each holds in memory. Checks `stop` every 4,096 records.
+    /// the two sorts, then sorts what each holds in memory. The two hold at most `budgetBytes`
+    /// together: past it, the one holding more writes its entries to a run file (a library's
+    /// unique keys are about a third of its index keys, so halves would spill the index keys of
+    /// a store the whole budget holds). Checks `stop` every 4,096 records.
     private func gatherKeys(of live: [Int], into indexSort: inout ExternalKeySort, _ uniqueSort: inout ExternalKeySort,
-                            stop: Locked<Bool>) throws {
+                            budgetBytes: Int, stop: Locked<Bool>) throws {
         for (done, i) in live.enumerated() {
             if done & 4095 == 0, stop.withLock({ $0 }) { throw GatheringStopped() }
+            if indexSort.memoryBytes + uniqueSort.memoryBytes >= budgetBytes {
+                if indexSort.memoryBytes >= uniqueSort.memoryBytes { try indexSort.writeRun() } else { try uniqueSort.writeRun() }
+            }
             let id = ids[i]
             try arena.withBytes(locations[i]) { bytes in
                 let r = try RecordCodec.decode(bytes, id: id, schema: schema)

@@ -73,6 +73,17 @@ struct ExternalKeySort {
         if run.byteCount >= budgetBytes { try spill() }
     }
 
+    /// Bytes of the entries in memory, with their bookkeeping (what is measured against
+    /// ``budgetBytes``).
+    var memoryBytes: Int { run.byteCount }
+
+    /// Sorts the entries in memory and writes them to a run file now, before the budget is
+    /// reached: for a caller that bounds several sorts together. Nothing when none is in memory.
+    mutating func writeRun() throws {
+        guard !run.entries.isEmpty else { return }
+        try spill()
+    }
+
     /// Sorts the entries still in memory, which ``drain(batchBytes:_:)`` would do first: a caller
     /// that fills the sort on one thread and drains it on another sorts it on the first.
     mutating func sortInMemory() { run.sortIfNeeded() }

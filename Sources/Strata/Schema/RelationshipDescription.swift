@@ -1,15 +1,19 @@
 /// A to-one or to-many relationship. Every relationship has a declared inverse.
+///
+/// Its four names are held in one shared box: a description is copied wherever a relationship
+/// is read (an import's records carry theirs), and a copy then costs one reference count, not
+/// one per name.
 public struct RelationshipDescription: Sendable, Equatable {
     /// The relationship's name, unique among the relationships of its entity.
-    public let name: String
+    public var name: String { names.name }
     /// The entity this relationship belongs to.
-    public let entityName: String
+    public var entityName: String { names.entityName }
     /// The entity it points at.
-    public let destination: String
+    public var destination: String { names.destination }
     /// Whether the relationship links to any number of objects (`true`) or to at most one (`false`).
     public let isToMany: Bool
     /// The name of the inverse relationship on ``destination``.
-    public let inverseName: String
+    public var inverseName: String { names.inverseName }
     /// What deleting an object of ``entityName`` does to the objects this relationship links it to.
     public let deleteRule: DeleteRule
     /// For to-one relationships: whether it may be left unset at commit.
@@ -18,6 +22,37 @@ public struct RelationshipDescription: Sendable, Equatable {
     public let tag: UInt16
     /// Position in the entity's relationship list.
     public let index: Int
+
+    private let names: Names
+
+    /// The four names, shared by every copy of a description. Its properties are constants of
+    /// a `Sendable` type.
+    private final class Names: Sendable {
+        let name: String, entityName: String, destination: String, inverseName: String
+        init(name: String, entityName: String, destination: String, inverseName: String) {
+            self.name = name
+            self.entityName = entityName
+            self.destination = destination
+            self.inverseName = inverseName
+        }
+    }
+
+    init(name: String, entityName: String, destination: String, isToMany: Bool, inverseName: String,
+         deleteRule: DeleteRule, isOptional: Bool, tag: UInt16, index: Int) {
+        names = Names(name: name, entityName: entityName, destination: destination, inverseName: inverseName)
+        self.isToMany = isToMany
+        self.deleteRule = deleteRule
+        self.isOptional = isOptional
+        self.tag = tag
+        self.index = index
+    }
+
+    /// Equal when every field is (the names by value).
+    public static func == (a: RelationshipDescription, b: RelationshipDescription) -> Bool {
+        a.isToMany == b.isToMany && a.deleteRule == b.deleteRule && a.isOptional == b.isOptional
+            && a.tag == b.tag && a.index == b.index && a.name == b.name && a.entityName == b.entityName
+            && a.destination == b.destination && a.inverseName == b.inverseName
+    }
 }
 
 /// The part of a relationship and its inverse that every link a save writes is checked against,

@@ -71,6 +71,34 @@ import Testing
         #expect(try runFiles(in: dir).isEmpty)
     }
 
+    /// Runs its caller writes before the budget is reached (``ExternalKeySort/writeRun()``, as a
+    /// bulk import bounding its index and unique keys together does), at moments of its choosing
+    /// and also with nothing in memory, are merged as spilled ones are: each key once, in order.
+    @Test(arguments: Array(UInt64(1)...6))
+    func runsWrittenByTheCallerAreMergedToo(seed: UInt64) throws {
+        var rng = SeededGenerator(seed: seed)
+        let dir = temporaryDirectory("external-sort")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let keys = randomKeys(Int.random(in: 1_000...8_000, using: &rng), &rng)
+        var sorter = ExternalKeySort(budgetBytes: 64 << 20, directory: dir.path, mergeWidth: [2, 64].randomElement(using: &rng)!)
+        var written = 0
+        for k in keys {
+            try sorter.addKey { $0.append(contentsOf: k) }
+            if Int.random(in: 0..<400, using: &rng) == 0 {
+                #expect(sorter.memoryBytes > 0)
+                try sorter.writeRun()
+                written += 1
+                #expect(sorter.memoryBytes == 0)
+                // With nothing in memory: no empty run file.
+                try sorter.writeRun()
+            }
+        }
+        #expect(written > 0, "seed \(seed)")
+        #expect(try runFiles(in: dir).count == written, "seed \(seed)")
+        #expect(try drained(&sorter, batchBytes: 1 << 20) == sorted(keys), "seed \(seed): \(written) runs written")
+        #expect(try runFiles(in: dir).isEmpty)
+    }
+
     /// Run files are created with the store's file mode.
     @Test func runFilesTakeTheStoresFileMode() throws {
         let dir = temporaryDirectory("external-sort")
