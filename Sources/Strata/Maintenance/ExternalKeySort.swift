@@ -79,9 +79,11 @@ struct ExternalKeySort {
 
     /// Sorts the entries in memory and writes them to a run file now, before the budget is
     /// reached: for a caller that bounds several sorts together. Nothing when none is in memory.
+    /// The buffers' memory goes too (the entries that come next may go to the other sorts).
     mutating func writeRun() throws {
         guard !run.entries.isEmpty else { return }
         try spill()
+        run = KeyRun()
     }
 
     /// Sorts the entries still in memory, which ``drain(batchBytes:_:)`` would do first: a caller
