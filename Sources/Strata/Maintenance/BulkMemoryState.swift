@@ -445,12 +445,12 @@ final class BulkMemoryState: @unchecked Sendable {
     /// every database in key order with appends: the records in id order, the links, then the
     /// index and unique keys through two ``ExternalKeySort``s that share `sortBudgetBytes` (past
     /// it, the one holding more writes a run file in the generation's directory), and the count
-    /// of every entity an insert
-    /// touched. The index and unique keys are derived from the records again and sorted on a
-    /// second thread (``gatherKeys(of:into:_:stop:)``) while this one appends the records and the
-    /// links; then this one appends them. What the write does not need is freed first (the unique
-    /// keys, the ids' table, the long lists' set of entries), and the links once they are
-    /// written, so that the sorts' buffers take the place of the tables.
+    /// of every entity an insert touched. The index and unique keys are derived from the records
+    /// again and sorted on a second thread (``gatherKeys(of:into:_:budgetBytes:stop:)``) while
+    /// this one appends the records and the links; then this one appends them. What the write
+    /// does not need is freed first (the unique keys, the ids' table, the long lists' set of
+    /// entries), and the links once they are written, so that the sorts' buffers take the place
+    /// of the tables.
     /// `checkUsable` is called between batches, and while this thread waits for the other (a
     /// closed store ends the write); `progress` gets the work done, counted in objects out of the
     /// objects in all: the records and links written are the first half, the index and unique
@@ -490,7 +490,7 @@ final class BulkMemoryState: @unchecked Sendable {
             // Each may take the whole budget, and ``gatherKeys`` holds the two together to it. The
             // files are read in chunks as when each had half (a merge's buffers stay bounded so).
             let budget = max(4_096, sortBudgetBytes)
-            let chunk = min(1 << 20, max(64 << 10, budget / 2 / (2 * 65)))
+            let chunk = ExternalKeySort.chunkBytes(budgetBytes: budget / 2)
             var indexSort = ExternalKeySort(budgetBytes: budget, directory: directory, permissions: permissions,
                                             ioChunkBytes: chunk, filePrefix: "sort-run-index-")
             var uniqueSort = ExternalKeySort(budgetBytes: budget, directory: directory, permissions: permissions,

@@ -55,7 +55,7 @@ struct ExternalKeySort {
         self.directory = directory
         self.permissions = permissions
         self.mergeWidth = mergeWidth
-        self.ioChunkBytes = ioChunkBytes ?? min(1 << 20, max(64 << 10, budgetBytes / (2 * (mergeWidth + 1))))
+        self.ioChunkBytes = ioChunkBytes ?? Self.chunkBytes(budgetBytes: budgetBytes, mergeWidth: mergeWidth)
         precondition(self.ioChunkBytes > 0, "the I/O chunk of an external sort must be positive")
     }
 
@@ -71,6 +71,11 @@ struct ExternalKeySort {
         added += 1
         run.add(key: key, value: value)
         if run.byteCount >= budgetBytes { try spill() }
+    }
+
+    /// The I/O chunk of a sort of `budgetBytes` merging `mergeWidth` files at once (``ioChunkBytes``).
+    static func chunkBytes(budgetBytes: Int, mergeWidth: Int = 64) -> Int {
+        min(1 << 20, max(64 << 10, budgetBytes / (2 * (mergeWidth + 1))))
     }
 
     /// Bytes of the entries in memory, with their bookkeeping (what is measured against
