@@ -48,8 +48,9 @@ final class ImportRecord: Sendable {
             var targets: [UInt64] = []
             record.links.withUnsafeBufferPointer { links in
                 for i in links.indices {
-                    guard let list = links[i].targets else { continue }
-                    for j in list.indices { targets.append(ImportRecord.digest(list[j])) }
+                    links[i].targets?.withUnsafeBufferPointer { list in
+                        for j in list.indices { targets.append(ImportRecord.digest(list[j])) }
+                    }
                 }
             }
             self.targets = targets
@@ -81,7 +82,8 @@ final class ImportRecord: Sendable {
             h.combine(1)
             h.combine(tag)
             h.combine(c)
-            for v in values { h.combine(v) }
+            // Through the buffer: each value hashed where it is, not copied out first.
+            values.withUnsafeBufferPointer { for i in $0.indices { h.combine($0[i]) } }
         }
         return UInt64(bitPattern: Int64(h.finalize()))
     }

@@ -33,7 +33,10 @@ final class PipelinedRecords: @unchecked Sendable {
     static let bytesAhead = 16 << 20
 
     private struct Chunk {
-        var items: [RecordIterator.Item]
+        /// Each taken out (left nil) as it is handed to the consumer: moved, not copied (a copy
+        /// was a reference count for each of its references, and its release another when the
+        /// chunk was emptied).
+        var items: [RecordIterator.Item?]
         /// The iterator's ``RecordIterator/bytesRead`` after the chunk's last item.
         let bytesRead: Int
         /// What ended the input after these items: an error, or nil (more may come, or the end
@@ -52,7 +55,7 @@ final class PipelinedRecords: @unchecked Sendable {
     private var producerDone = false
     /// Emptied chunk arrays the consumer handed back, their capacity kept, for the producer to fill
     /// again: at most ``maxSpares``.
-    private var spares: [[RecordIterator.Item]] = []
+    private var spares: [[RecordIterator.Item?]] = []
     static let maxSpares = 4
     /// Spare arrays the producer took (``spareArraysReused``).
     private var sparesTaken = 0
@@ -81,7 +84,7 @@ final class PipelinedRecords: @unchecked Sendable {
         }
         while true {
             condition.lock()
-            var items: [RecordIterator.Item] = []
+            var items: [RecordIterator.Item?] = []
             if let spare = spares.popLast() {
                 items = spare
                 sparesTaken += 1
@@ -124,21 +127,21 @@ final class PipelinedRecords: @unchecked Sendable {
     /// The next item; nil at the end of the input. Throws what the iterator threw, in its place.
     func next() throws -> RecordIterator.Item? {
         while true {
+            // Taken out of the chunk in place (each item once, at its position).
+            if position < current?.items.count ?? 0, let item = current?.items[position].take() {
+                position += 1
+                bytesRead = current?.bytesRead ?? bytesRead
+                return item
+            }
             if let chunk = current {
-                if position < chunk.items.count {
-                    let item = chunk.items[position]
-                    position += 1
-                    bytesRead = chunk.bytesRead
-                    return item
-                }
                 if let error = chunk.error {
                     current = Chunk(items: [], bytesRead: chunk.bytesRead, error: nil, last: true)
                     throw error
                 }
                 if chunk.last { return nil }
             }
-            // The finished chunk's array, emptied here (its records are freed on this thread),
-            // goes back to the producer with its capacity.
+            // The finished chunk's array, its items taken, goes back to the producer with its
+            // capacity.
             var spare = current?.items ?? []
             current = nil
             spare.removeAll(keepingCapacity: true)
