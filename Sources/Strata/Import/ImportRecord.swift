@@ -42,9 +42,8 @@ final class ImportRecord: Sendable {
         /// The digests of `record`, whose ``ImportRecord/aliases`` are `aliases`.
         init(_ record: ImportRecord, aliases: [ObjectReference]) {
             self.aliases = aliases.map(ImportRecord.digest)
-            // Through the buffer, by field: a `for (_, list) in`, and an array's subscript too,
-            // copied each link's relationship description (a reference count for each of its
-            // strings) to throw it away.
+            // Through the buffers, by field: each link's targets and each target read where
+            // they are, with no copy of the link (its relationship description) or of a target.
             var targets: [UInt64] = []
             record.links.withUnsafeBufferPointer { links in
                 for i in links.indices {

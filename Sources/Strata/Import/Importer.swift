@@ -1748,7 +1748,7 @@ private struct Batch: Sendable {
         }
     }
 
-    /// Adds records that are saved together (``units``), each as ``add(_:item:schema:)`` adds one.
+    /// Adds records that are saved together (``units``), each as ``add(_:item:linkedKeys:schema:)`` adds one.
     mutating func add(unit: [HeldRecords.Entry], schema: Schema) {
         guard !unit.isEmpty else { return }
         let start = items.count

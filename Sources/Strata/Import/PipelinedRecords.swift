@@ -20,7 +20,7 @@ import Foundation
 final class PipelinedRecords: @unchecked Sendable {
     // Safe to share: every stored property below `condition` is read and written only with
     // `condition` locked (the producer thread and the consumer both take it), and the items are
-    // handed over whole (the producer keeps no reference to a chunk it has queued). The
+    // handed over whole (the producer gives up its chunk as it queues it, `consume`). The
     // `current` chunk and `bytesRead` belong to the consumer alone.
 
     /// Items per hand-over: large enough that locking is rare, small enough to start at once.
@@ -33,9 +33,8 @@ final class PipelinedRecords: @unchecked Sendable {
     static let bytesAhead = 16 << 20
 
     private struct Chunk {
-        /// Each taken out (left nil) as it is handed to the consumer: moved, not copied (a copy
-        /// was a reference count for each of its references, and its release another when the
-        /// chunk was emptied).
+        /// Each is taken out (left nil) as it is handed to the consumer, in place: the array is
+        /// the consumer's alone once queued, so an item is moved, with no reference counted.
         var items: [RecordIterator.Item?]
         /// The iterator's ``RecordIterator/bytesRead`` after the chunk's last item.
         let bytesRead: Int
@@ -106,8 +105,10 @@ final class PipelinedRecords: @unchecked Sendable {
             } catch let e {
                 error = e
             }
-            var chunk = Chunk(items: items, bytesRead: iterator.bytesRead, error: error, last: last || error != nil)
+            var chunk = Chunk(items: consume items, bytesRead: iterator.bytesRead, error: error,
+                              last: last || error != nil)
             chunk.inputBytes = iterator.bytesRead - startBytes
+            let ends = chunk.last
             condition.lock()
             while (queued.count >= Self.chunksAhead || (!queued.isEmpty && queuedBytes >= Self.bytesAhead)) && !stopped {
                 condition.wait()
@@ -116,11 +117,13 @@ final class PipelinedRecords: @unchecked Sendable {
                 condition.unlock()
                 return
             }
-            queued.append(chunk)
             queuedBytes += chunk.inputBytes
+            // Given up here: the consumer takes its items out in place, which a second reference
+            // to the array would turn into a copy of it.
+            queued.append(consume chunk)
             condition.broadcast()
             condition.unlock()
-            if chunk.last { return }
+            if ends { return }
         }
     }
 

@@ -84,11 +84,10 @@ struct ExternalKeySort {
 
     /// Sorts the entries in memory and writes them to a run file now, before the budget is
     /// reached: for a caller that bounds several sorts together. Nothing when none is in memory.
-    /// The buffers' memory goes too (the entries that come next may go to the other sorts).
+    /// The buffers' memory goes too, as with every run written.
     mutating func writeRun() throws {
         guard !run.entries.isEmpty else { return }
         try spill()
-        run = KeyRun()
     }
 
     /// Sorts the entries still in memory, which ``drain(batchBytes:_:)`` would do first: a caller
@@ -103,7 +102,9 @@ struct ExternalKeySort {
             try run.withEntry(i) { k, v in try writer.append(k, v) }
         }
         runs.append(Run(path: writer.path, entries: try writer.finish()))
-        run.removeAll()
+        // Its buffers go too: kept, a sort would hold their grown size to its end beside what a
+        // caller bounding several sorts together lets the others take.
+        run = KeyRun()
     }
 
     private mutating func newRunWriter() throws -> RunWriter {

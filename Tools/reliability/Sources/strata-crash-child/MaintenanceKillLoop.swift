@@ -56,6 +56,14 @@ enum MaintenanceKillLoop {
             fail("--during must be compact, migrate or import, got '\(operation)'", code: 64)
         }
         let iterations = o.int("iterations", default: 200)
+        // Checked before the templates are built (that can take minutes).
+        let holdFirstMs = o.int("hold-first-ms", default: 0)
+        guard holdFirstMs >= 0, holdFirstMs <= MaintenanceModes.maxHoldMs else {
+            fail("--hold-first-ms must be from 0 to \(MaintenanceModes.maxHoldMs), got \(holdFirstMs)", code: 64)
+        }
+        if holdFirstMs > 0, operation == "import" {
+            fail("--hold-first-ms is for --during compact or migrate (a bulk import's child cannot be held)", code: 64)
+        }
         let seed = o.uint64("seed", default: 9)
         let workdir = o.string("workdir") ?? FileManager.default.temporaryDirectory.appendingPathComponent("strata-kill-\(operation)-\(getpid())").path
         let fm = FileManager.default
@@ -69,10 +77,6 @@ enum MaintenanceKillLoop {
         default: try importVariants(o, workdir: workdir, seed: seed)
         }
         let calibrationRuns = o.int("calibration-runs", default: 3)
-        let holdFirstMs = o.int("hold-first-ms", default: 0)
-        if holdFirstMs > 0, operation == "import" {
-            fail("--hold-first-ms is for --during compact or migrate (a bulk import's child cannot be held)", code: 64)
-        }
         for i in variants.indices { try calibrate(&variants[i], runs: calibrationRuns, workdir: workdir) }
         let setupSeconds = Date().timeIntervalSince(started)
 
@@ -279,7 +283,7 @@ enum MaintenanceKillLoop {
             ? Double(rng.next() % UInt64(max(1, Int(v.doneMs - v.switchMs) + 20)))
             : Double(rng.next() % UInt64(max(1, Int(v.doneMs * 1.1))))
         let held = holdMs > 0
-        if held { t.heldKills += 1 } else if aimed { t.aimedAtSwitch += 1 }
+        if !held, aimed { t.aimedAtSwitch += 1 }
         let out = workdir + "/child.out", err = workdir + "/child.err"
         let spawned = nowMs()
         let child = Child.start(v.childArgs + ["--store", store] + (held ? ["--hold-ms", String(holdMs)] : []),
@@ -295,6 +299,8 @@ enum MaintenanceKillLoop {
         if status == nil {
             child.kill9()
             status = child.wait()
+            // Counted once the kill found it held (its first progress line written, not done).
+            if held, readLines(out).contains(where: { $0.hasPrefix("PHASE") }) { t.heldKills += 1 }
         }
         var problems: [String] = []
         let lines = readLines(out)

@@ -8,6 +8,10 @@ import Strata
 /// when the operation returned and `CLOSED <ms>` after the store is closed (times are
 /// CLOCK_MONOTONIC milliseconds, comparable with the parent's clock), one `write(2)` per line.
 enum MaintenanceModes {
+    /// The longest `--hold-ms` a child waits (longer asks are cut to it): ten minutes, past any
+    /// parent's wait for the kill.
+    static let maxHoldMs = 600_000
+
     /// `compact --store DIR --horizon H [--hold-ms N]`: opens the store (library schema, durable)
     /// and compacts it with horizon H (0: the head). `--hold-ms` as for `migrate`.
     static func compact(_ o: Options) throws {
@@ -22,7 +26,7 @@ enum MaintenanceModes {
             try await store.compact(horizon: horizon == 0 ? nil : TransactionID(horizon)) { p in
                 emit("PHASE \(p.phase.rawValue) \(p.done) \(nowMs())")
                 if holdMs > 0, first.withLock({ let was = $0; $0 = false; return was }) {
-                    usleep(useconds_t(min(holdMs, 600_000)) * 1000)
+                    usleep(useconds_t(min(holdMs, maxHoldMs)) * 1000)
                 }
             }
         }
@@ -46,7 +50,7 @@ enum MaintenanceModes {
             try await Store.migrate(at: url, schemas: schemas, registry: libraryMigrations) { p in
                 emit("PHASE \(p.phase.rawValue) \(p.done) \(nowMs())")
                 if holdMs > 0, first.withLock({ let was = $0; $0 = false; return was }) {
-                    usleep(useconds_t(min(holdMs, 600_000)) * 1000)
+                    usleep(useconds_t(min(holdMs, maxHoldMs)) * 1000)
                 }
             }
         }
