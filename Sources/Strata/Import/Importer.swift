@@ -182,17 +182,18 @@ public final class Importer: Sendable {
                     twoPassesAgain = true
                 }
             }
-            if let bulk = state.bulk, bulk.transactions.isEmpty {
-                // Nothing was saved (every record as the store has it): the new generation would
-                // hold the store's own state, so the store is left as it is, unwritten.
-                await state.abandonBulk()
+            if let bulk = state.bulk {
+                if bulk.transactions.isEmpty {
+                    // Nothing was saved (every record as the store has it): the new generation
+                    // would hold the store's own state, so the store is left as it is, unwritten.
+                    await state.abandonBulk()
+                } else {
+                    let building = bulk.memory.map { _ in Self.buildingReporter(progressContinuation, started: clock) }
+                    state.report(building == nil ? .switching : .building, records: 0, bytes: totalBytes, force: true)
+                    _ = try await bulk.finish(progress: building)
+                    if building != nil { state.report(.switching, records: state.written, bytes: totalBytes, force: true) }
+                }
                 state.bulkSwitched = true
-            } else if let bulk = state.bulk {
-                let building = bulk.memory.map { _ in Self.buildingReporter(progressContinuation, started: clock) }
-                state.report(building == nil ? .switching : .building, records: 0, bytes: totalBytes, force: true)
-                _ = try await bulk.finish(progress: building)
-                state.bulkSwitched = true
-                if building != nil { state.report(.switching, records: state.written, bytes: totalBytes, force: true) }
             }
         } catch {
             // Nothing the held transaction applied is written.
@@ -1179,17 +1180,15 @@ public final class Importer: Sendable {
                                 s.linkedFromStore.insert(digest)
                             }
                         }
-                        if present {
-                            changes.append(.link(relationship: r.tag, from: .id(id), to: t))
-                            if case .unique = t { linkedKeys.append(digest) }
-                        } else if !r.isToMany && !r.isOptional {
-                            // Saved with the record, which is written once its target is.
-                            changes.append(.link(relationship: r.tag, from: .id(id), to: t))
-                            if case .unique = t { linkedKeys.append(digest) }
-                            missing.insert(digest)
-                        } else {
+                        // A required to-one not written yet is saved with the record, which is
+                        // written once its target is; other links to it are made at the end.
+                        guard present || (!r.isToMany && !r.isOptional) else {
                             s.deferred.append((r.tag, record.reference, t, item.location))
+                            continue
                         }
+                        changes.append(.link(relationship: r.tag, from: .id(id), to: t))
+                        if case .unique = t { linkedKeys.append(digest) }
+                        if !present { missing.insert(digest) }
                     }
                 }
                 let entry = HeldRecords.Entry(changes: changes, item: item,
@@ -1908,7 +1907,8 @@ private struct ImportState {
     /// Whether a bulk load may resolve its saves in memory from a store with objects: not after
     /// one was refused a save that took a required partner away (``RefusedInMemory``).
     var inMemoryFromObjects = true
-    /// The bulk load's generation is switched in: its records are in the store.
+    /// The bulk load's records are in the store: its generation switched in, or, when it saved
+    /// nothing (every record as the store had it), dropped.
     var bulkSwitched = false
     /// The writer's transaction an import in one pass applies its batches in
     /// (``ImportOptions/oneTransactionMaxInputBytes``), until it commits.
